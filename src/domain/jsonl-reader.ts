@@ -1,0 +1,187 @@
+/**
+ * Streaming reader of the reference JSONL session format (dsh-semantics 5.2). Lines are fed one
+ * at a time, so importing a file of a million events never holds the whole file: the caller
+ * splits the byte stream into lines (see {@link JsonlLineSplitter}) and passes each decoded event
+ * batch on to the engine.
+ *
+ * The reader checks the *storage* format only: the header (1.6, version first), that every line is
+ * a JSON object, and the exact shape of packed chunk rows, which it unpacks. Event envelopes and
+ * every acceptance rule are the engine's job ('import' mode), so events come out as candidates.
+ */
+import { DomainError } from './errors.js';
+import type { CandidateEvent, SessionHeader } from './event.js';
+import { isChunkRowType, JSONL_INVALID, unpackChunkRow } from './jsonl-chunk-rows.js';
+import { HEADER_LINE_TYPE, parseHeaderLine } from './jsonl-header.js';
+
+export { JSONL_INVALID } from './jsonl-chunk-rows.js';
+
+/** Reason: the file is compressed (zstd-framed `session.jsonl.zstd`), which this build does not read. */
+export const JSONL_COMPRESSED_UNSUPPORTED = 'JSONL_COMPRESSED_UNSUPPORTED';
+
+/** The zstd frame magic number, as it appears on disk (little-endian 0xFD2FB528). */
+export const ZSTD_MAGIC: readonly number[] = [0x28, 0xb5, 0x2f, 0xfd];
+
+const COMPRESSED_MESSAGE =
+  'the session file is zstd-compressed (session.jsonl.zstd); this build reads only uncompressed JSONL: ' +
+  'decompress it first (e.g. `zstd -d session.jsonl.zstd -o session.jsonl`) or export it from the reference ' +
+  "with compression: 'none'";
+
+function compressedError(): DomainError {
+  return new DomainError(JSONL_COMPRESSED_UNSUPPORTED, COMPRESSED_MESSAGE, { compression: 'zstd' });
+}
+
+/** True when `prefix` (the first bytes of a file) starts with a zstd frame. */
+export function isZstdFramed(prefix: Uint8Array): boolean {
+  return prefix.length >= 4 && ZSTD_MAGIC.every((byte, i) => prefix[i] === byte);
+}
+
+/**
+ * Refuses zstd-framed input from its first bytes; call it on the first chunk of an upload or file.
+ *
+ * @throws DomainError `JSONL_COMPRESSED_UNSUPPORTED`
+ */
+export function assertUncompressed(prefix: Uint8Array): void {
+  if (isZstdFramed(prefix)) throw compressedError();
+}
+
+/**
+ * The zstd magic as it looks after the bytes were decoded as text: UTF-8 turns 0xB5 and 0xFD into
+ * U+FFFD, latin1 keeps them as U+00B5 / U+00FD.
+ */
+function looksZstdText(line: string): boolean {
+  return /^\u0028[\u00b5\ufffd]\u002f[\u00fd\ufffd]/.test(line);
+}
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** Options of a {@link JsonlDecoder}. */
+export interface JsonlDecoderOptions {
+  /** When given, the header's `id` must equal it. */
+  readonly expectedId?: string;
+}
+
+/**
+ * Decodes a JSONL session file line by line. The first non-blank line must be the header; every
+ * later line yields the events it stands for (one, or the members of a packed chunk row).
+ * Blank lines (such as the empty string after the final newline) are skipped.
+ *
+ * @example
+ * const decoder = new JsonlDecoder();
+ * for (const line of lines) for (const event of decoder.push(line)) batch.push(event);
+ * const header = decoder.finish();
+ */
+export class JsonlDecoder {
+  #header: SessionHeader | undefined;
+  #lineNumber = 0;
+  readonly #expectedId: string | undefined;
+
+  constructor(options: JsonlDecoderOptions = {}) {
+    this.#expectedId = options.expectedId;
+  }
+
+  /** The validated header, once line 1 has been read. */
+  get header(): SessionHeader | undefined {
+    return this.#header;
+  }
+
+  /** Number of lines pushed so far (the 1-based number of the last line). */
+  get lineNumber(): number {
+    return this.#lineNumber;
+  }
+
+  /**
+   * Feeds the next line (without its line terminator; a trailing `\r` is tolerated).
+   *
+   * @returns the candidate events this line stands for: none for the header or a blank line,
+   *   one for an event line, the unpacked members for a packed chunk row.
+   * @throws DomainError `JSONL_COMPRESSED_UNSUPPORTED`, `FORMAT_VERSION_UNSUPPORTED` or
+   *   `HEADER_INVALID` on the header line, `JSONL_INVALID` (with `metadata.line`) on any other
+   *   malformed line.
+   */
+  push(line: string): CandidateEvent[] {
+    this.#lineNumber++;
+    const lineNumber = this.#lineNumber;
+    if (this.#header === undefined) {
+      if (looksZstdText(line)) throw compressedError();
+      if (line.trim() === '') {
+        throw new DomainError(JSONL_INVALID, `line ${lineNumber}: expected the session header, found a blank line`, {
+          line: String(lineNumber),
+        });
+      }
+      this.#header = parseHeaderLine(line, this.#expectedId);
+      return [];
+    }
+    if (line.trim() === '') return [];
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(line);
+    } catch (err) {
+      throw new DomainError(JSONL_INVALID, `line ${lineNumber}: not valid JSON (${(err as Error).message})`, {
+        line: String(lineNumber),
+      });
+    }
+    if (!isPlainObject(parsed)) {
+      throw new DomainError(JSONL_INVALID, `line ${lineNumber}: a session record must be a JSON object`, {
+        line: String(lineNumber),
+      });
+    }
+    const type = parsed['type'];
+    if (isChunkRowType(type)) return unpackChunkRow(parsed, lineNumber);
+    if (type === HEADER_LINE_TYPE) {
+      throw new DomainError(JSONL_INVALID, `line ${lineNumber}: a second session header; the header must be line 1 only`, {
+        line: String(lineNumber),
+      });
+    }
+    return [parsed as CandidateEvent];
+  }
+
+  /**
+   * Ends the input and returns the header.
+   *
+   * @throws DomainError `JSONL_INVALID` if no header was read (empty input).
+   */
+  finish(): SessionHeader {
+    if (this.#header === undefined) {
+      throw new DomainError(JSONL_INVALID, 'the session file is empty: line 1 must be the session header', { line: '1' });
+    }
+    return this.#header;
+  }
+}
+
+/**
+ * Splits streamed text into lines without holding more than the current partial line. Feed text
+ * chunks with {@link JsonlLineSplitter.push}; call {@link JsonlLineSplitter.end} for the last,
+ * unterminated line (if any).
+ */
+export class JsonlLineSplitter {
+  #partial = '';
+
+  /** Returns the complete lines contained in `text` plus the carried-over partial line. */
+  push(text: string): string[] {
+    const parts = (this.#partial + text).split('\n');
+    this.#partial = parts.pop() ?? '';
+    return parts;
+  }
+
+  /** The final unterminated line, or none when the input ended with a newline. */
+  end(): string[] {
+    const rest = this.#partial;
+    this.#partial = '';
+    return rest === '' ? [] : [rest];
+  }
+}
+
+/**
+ * Decodes a whole JSONL text (small files, tests). Large imports should stream with
+ * {@link JsonlDecoder}.
+ */
+export function decodeJsonl(text: string, options: JsonlDecoderOptions = {}): { header: SessionHeader; events: CandidateEvent[] } {
+  const decoder = new JsonlDecoder(options);
+  const events: CandidateEvent[] = [];
+  for (const line of text.split('\n')) {
+    for (const event of decoder.push(line)) events.push(event);
+  }
+  return { header: decoder.finish(), events };
+}
