@@ -128,7 +128,7 @@ export class JsonlDecoder {
       });
     }
     const type = parsed['type'];
-    if (isChunkRowType(type)) return unpackChunkRow(parsed, lineNumber);
+    if (isChunkRowType(type)) return unpackChunkRow(parsed, lineNumber) as unknown as CandidateEvent[];
     if (type === HEADER_LINE_TYPE) {
       throw new DomainError(JSONL_INVALID, `line ${lineNumber}: a second session header; the header must be line 1 only`, {
         line: String(lineNumber),
