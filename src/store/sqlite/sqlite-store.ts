@@ -1,0 +1,629 @@
+/**
+ * The embedded SQLite implementation of the store port (better-sqlite3: one connection,
+ * synchronous calls, so every transaction below runs without an `await` inside).
+ *
+ * Group commit: `append` calls are queued and flushed together in ONE write transaction, on the
+ * next `setImmediate` turn by default (so requests that arrive in the same I/O poll phase share
+ * a commit, and its fsync under durability 'full'). Inside the shared transaction each call runs
+ * in its own SAVEPOINT (a nested better-sqlite3 transaction), so a call that fails unexpectedly
+ * is rolled back alone; conflicts, duplicates and unknown sessions are detected before writing
+ * anything. Every call's promise settles only after the shared COMMIT returned.
+ */
+import Database from 'better-sqlite3';
+import type {
+  AppendOutcome,
+  IdempotentResult,
+  NewSession,
+  ReadEventsQuery,
+  SessionPage,
+  SessionRecord,
+  SessionStore,
+  StructuralRow,
+} from '../../app/store-port.js';
+import type { Json, SessionEvent, SessionHeader, SurfaceOp } from '../../domain/event.js';
+import { checkPageSize, decodePageToken, encodePageToken } from '../page-token.js';
+import { StoreClosedError, StoreOpenError, StoreUsageError, checkAscendingSeqs } from '../store-errors.js';
+import { decodeSeqs, decodeSurfaceOp, encodeSeqs, encodeSurfaceOp } from './codec.js';
+import { APPLICATION_ID, SCHEMA_SQL, SCHEMA_VERSION } from './schema.js';
+
+/** Options of {@link SqliteSessionStore}. */
+export interface SqliteStoreOptions {
+  /** Database file path (created when missing). `:memory:` works for throwaway stores. */
+  readonly path: string;
+  /**
+   * 'full' (default): synchronous=FULL, every acknowledged append survives power loss.
+   * 'normal': synchronous=NORMAL, WAL commits are not fsynced; a power loss may drop the last
+   * acknowledged transactions (never corrupts the database).
+   */
+  readonly durability?: 'full' | 'normal';
+  /** How long a write waits for another process's lock before failing, ms (default 5000). */
+  readonly busyTimeoutMs?: number;
+  /**
+   * When queued appends are flushed: 'immediate' (default; setImmediate, batches everything that
+   * arrived in the current event-loop turn including the rest of the I/O poll phase) or
+   * 'microtask' (queueMicrotask, batches only what the current macrotask enqueued).
+   */
+  readonly groupCommit?: 'immediate' | 'microtask';
+  /** Clock for idempotency records (default Date.now). */
+  readonly now?: () => number;
+}
+
+/** Write counters, for tests and metrics. */
+export interface SqliteStoreStats {
+  /** Write transactions committed (group commits, creates, deletes, import chunks, publishes). */
+  readonly commits: number;
+  /** Group-commit transactions (one per flush of the append queue). */
+  readonly groupCommits: number;
+  /** `append` calls that appended events. */
+  readonly appends: number;
+  /** Largest number of `append` calls flushed in one transaction. */
+  readonly maxGroupSize: number;
+}
+
+/** One encoded event row, ready to bind. */
+type EventRow = [
+  sessionId: string,
+  seq: number,
+  type: string,
+  time: number,
+  data: string,
+  sourceEventSeqs: Buffer | null,
+  surfaceOp: string | null,
+  ignorable: 1 | null,
+];
+
+/** A raw event row as selected: seq, type, time, data, source_event_seqs, surface_op, ignorable. */
+type RawEvent = [number, string, number, string, Buffer | null, string | null, number | null];
+/** A raw structural row: seq, type, surface_op, source_event_seqs, ignorable. */
+type RawStructure = [number, string, string | null, Buffer | null, number | null];
+/** A raw session row, in SESSION_COLUMNS order. */
+type RawSession = [
+  string,
+  number,
+  number,
+  string | null,
+  string | null,
+  number | null,
+  string | null,
+  number | null,
+  string | null,
+  string,
+  string,
+  number,
+  number,
+  number,
+  number,
+];
+
+interface QueuedAppend {
+  readonly sessionId: string;
+  readonly expectedNextSeq: number;
+  readonly rows: EventRow[];
+  readonly dataBytes: number;
+  readonly idempotency: { readonly key: string; readonly requestHash: string } | undefined;
+  readonly resolve: (outcome: AppendOutcome) => void;
+  readonly reject: (error: unknown) => void;
+}
+
+const SESSION_COLUMNS =
+  'id, version, created_at, cwd, parent_session, seed_length, origin, delegation_depth, agent_preset, labels, tenant, strict, next_seq, event_count, data_bytes';
+const EVENT_COLUMNS = 'seq, type, time, data, source_event_seqs, surface_op, ignorable';
+/** Above every safe-integer createdAt: the first page's cursor. */
+const FIRST_PAGE_CREATED_AT = Number.MAX_SAFE_INTEGER + 1;
+
+/** The SQLite implementation of {@link SessionStore}. The constructor opens (and if new, initialises) the file. */
+export class SqliteSessionStore implements SessionStore {
+  /** The database file path. */
+  readonly path: string;
+  private readonly db: Database.Database;
+  private readonly now: () => number;
+  private readonly scheduleFlush: () => void;
+  private queue: QueuedAppend[] = [];
+  private flushScheduled = false;
+  private closed = false;
+  private counters = { commits: 0, groupCommits: 0, appends: 0, maxGroupSize: 0 };
+
+  private readonly insertSession: Database.Statement;
+  private readonly selectSession: Database.Statement;
+  private readonly selectVisible: Database.Statement;
+  private readonly selectHead: Database.Statement;
+  private readonly selectPendingHead: Database.Statement;
+  private readonly deleteSessionStmt: Database.Statement;
+  private readonly publishStmt: Database.Statement;
+  private readonly updateCounters: Database.Statement;
+  private readonly insertEvent: Database.Statement;
+  private readonly selectIdempotent: Database.Statement;
+  private readonly insertIdempotent: Database.Statement;
+  private readonly readForward: Database.Statement;
+  private readonly readBackward: Database.Statement;
+  private readonly readForwardTyped: Database.Statement;
+  private readonly readBackwardTyped: Database.Statement;
+  private readonly selectBySeqs: Database.Statement;
+  private readonly selectStructure: Database.Statement;
+  /** List statements indexed by (tenant ? 2 : 0) + (labels ? 1 : 0). */
+  private readonly listStatements: readonly Database.Statement[];
+
+  private readonly createTxn: Database.Transaction<(record: NewSession, rows: EventRow[], nextSeq: number, dataBytes: number) => boolean>;
+  private readonly groupTxn: Database.Transaction<(batch: readonly QueuedAppend[], results: (AppendOutcome | { error: unknown })[]) => void>;
+  private readonly appendOneTxn: Database.Transaction<(call: QueuedAppend) => AppendOutcome>;
+  private readonly appendPendingTxn: Database.Transaction<(sessionId: string, events: readonly SessionEvent[]) => void>;
+
+  constructor(options: SqliteStoreOptions) {
+    this.path = options.path;
+    this.now = options.now ?? Date.now;
+    this.db = openDatabase(options);
+    const db = this.db;
+    const flush = (): void => this.flush();
+    this.scheduleFlush =
+      options.groupCommit === 'microtask'
+        ? () => queueMicrotask(flush)
+        : () => {
+            setImmediate(flush);
+          };
+
+    this.insertSession = db.prepare(
+      `INSERT INTO sessions (${SESSION_COLUMNS}, pending) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+       ON CONFLICT (id) DO NOTHING`,
+    );
+    this.selectSession = db.prepare(`SELECT ${SESSION_COLUMNS} FROM sessions WHERE id = ? AND pending = 0`).raw();
+    this.selectVisible = db.prepare('SELECT 1 FROM sessions WHERE id = ? AND pending = 0').pluck();
+    this.selectHead = db.prepare('SELECT next_seq FROM sessions WHERE id = ? AND pending = 0').pluck();
+    this.selectPendingHead = db.prepare('SELECT next_seq FROM sessions WHERE id = ? AND pending = 1').pluck();
+    this.deleteSessionStmt = db.prepare('DELETE FROM sessions WHERE id = ?');
+    this.publishStmt = db.prepare('UPDATE sessions SET pending = 0 WHERE id = ?');
+    this.updateCounters = db.prepare(
+      'UPDATE sessions SET next_seq = ?, event_count = event_count + ?, data_bytes = data_bytes + ? WHERE id = ?',
+    );
+    this.insertEvent = db.prepare(
+      `INSERT INTO events (session_id, ${EVENT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+    );
+    this.selectIdempotent = db.prepare('SELECT request_hash, seqs FROM idempotency WHERE session_id = ? AND key = ?').raw();
+    this.insertIdempotent = db.prepare(
+      'INSERT INTO idempotency (session_id, key, request_hash, seqs, created_at) VALUES (?, ?, ?, ?, ?)',
+    );
+    this.readForward = db
+      .prepare(`SELECT ${EVENT_COLUMNS} FROM events WHERE session_id = ? AND seq >= ? ORDER BY seq LIMIT ?`)
+      .raw();
+    this.readBackward = db
+      .prepare(`SELECT ${EVENT_COLUMNS} FROM events WHERE session_id = ? AND seq <= ? ORDER BY seq DESC LIMIT ?`)
+      .raw();
+    this.readForwardTyped = db
+      .prepare(
+        `SELECT ${EVENT_COLUMNS} FROM events WHERE session_id = ? AND seq >= ?
+         AND type IN (SELECT value FROM json_each(?)) ORDER BY seq LIMIT ?`,
+      )
+      .raw();
+    this.readBackwardTyped = db
+      .prepare(
+        `SELECT ${EVENT_COLUMNS} FROM events WHERE session_id = ? AND seq <= ?
+         AND type IN (SELECT value FROM json_each(?)) ORDER BY seq DESC LIMIT ?`,
+      )
+      .raw();
+    this.selectBySeqs = db
+      .prepare(
+        `SELECT ${EVENT_COLUMNS} FROM events WHERE session_id = ? AND seq IN (SELECT value FROM json_each(?)) ORDER BY seq`,
+      )
+      .raw();
+    this.selectStructure = db
+      .prepare('SELECT seq, type, surface_op, source_event_seqs, ignorable FROM events WHERE session_id = ? AND seq >= ? ORDER BY seq')
+      .raw();
+    const listSql = (tenant: boolean, labels: boolean): string =>
+      `SELECT ${SESSION_COLUMNS} FROM sessions AS s
+       WHERE s.pending = 0 ${tenant ? 'AND s.tenant = @tenant' : ''}
+         AND (s.created_at < @createdAt OR (s.created_at = @createdAt AND s.id < @id))
+         ${
+           labels
+             ? `AND NOT EXISTS (SELECT 1 FROM json_each(@labels) AS w
+                  WHERE NOT EXISTS (SELECT 1 FROM json_each(s.labels) AS l WHERE l.key = w.key AND l.value = w.value))`
+             : ''
+         }
+       ORDER BY s.created_at DESC, s.id DESC LIMIT @limit`;
+    this.listStatements = [
+      db.prepare(listSql(false, false)).raw(),
+      db.prepare(listSql(false, true)).raw(),
+      db.prepare(listSql(true, false)).raw(),
+      db.prepare(listSql(true, true)).raw(),
+    ];
+
+    this.createTxn = db.transaction((record: NewSession, rows: EventRow[], nextSeq: number, dataBytes: number): boolean => {
+      const h = record.header;
+      const inserted = this.insertSession.run(
+        h.id,
+        h.version,
+        h.createdAt,
+        h.cwd ?? null,
+        h.parentSession ?? null,
+        h.seedLength ?? null,
+        h.origin ?? null,
+        h.delegationDepth ?? null,
+        h.agentPreset ?? null,
+        JSON.stringify(record.labels),
+        record.tenant,
+        record.strict ? 1 : 0,
+        nextSeq,
+        rows.length,
+        dataBytes,
+        record.pending === true ? 1 : 0,
+      );
+      if (inserted.changes === 0) return false;
+      for (const row of rows) this.insertEvent.run(row);
+      return true;
+    });
+
+    this.appendOneTxn = db.transaction((call: QueuedAppend): AppendOutcome => {
+      const head = this.selectHead.get(call.sessionId) as number | undefined;
+      if (head === undefined) return { kind: 'not-found' };
+      if (call.idempotency !== undefined) {
+        const stored = this.selectIdempotent.get(call.sessionId, call.idempotency.key) as [string, Buffer] | undefined;
+        if (stored !== undefined) return { kind: 'duplicate', result: { seqs: decodeSeqs(stored[1]), requestHash: stored[0] } };
+      }
+      if (head !== call.expectedNextSeq) return { kind: 'conflict', actualNextSeq: head };
+      const rows = call.rows;
+      for (let i = 0; i < rows.length; i++) this.insertEvent.run(rows[i]!);
+      const last = rows[rows.length - 1];
+      if (last !== undefined) this.updateCounters.run(last[1] + 1, rows.length, call.dataBytes, call.sessionId);
+      if (call.idempotency !== undefined) {
+        this.insertIdempotent.run(
+          call.sessionId,
+          call.idempotency.key,
+          call.idempotency.requestHash,
+          encodeSeqs(rows.map((row) => row[1])),
+          this.now(),
+        );
+      }
+      return { kind: 'appended' };
+    });
+
+    this.groupTxn = db.transaction((batch: readonly QueuedAppend[], results: (AppendOutcome | { error: unknown })[]) => {
+      for (let i = 0; i < batch.length; i++) {
+        try {
+          results[i] = this.appendOneTxn(batch[i]!);
+        } catch (error) {
+          // The call's SAVEPOINT was rolled back; the other calls of the group are unaffected.
+          results[i] = { error };
+        }
+      }
+    });
+
+    this.appendPendingTxn = db.transaction((sessionId: string, events: readonly SessionEvent[]) => {
+      const head = this.selectPendingHead.get(sessionId) as number | undefined;
+      if (head === undefined) {
+        throw new StoreUsageError(`cannot append an import chunk to session ${sessionId}: no such pending session`);
+      }
+      checkAscendingSeqs(sessionId, events, head);
+      const { rows, dataBytes } = encodeEvents(sessionId, events);
+      for (const row of rows) this.insertEvent.run(row);
+      const last = rows[rows.length - 1];
+      if (last !== undefined) this.updateCounters.run(last[1] + 1, rows.length, dataBytes, sessionId);
+    });
+  }
+
+  /** Write counters. */
+  stats(): SqliteStoreStats {
+    return { ...this.counters };
+  }
+
+  async createSession(record: NewSession, events: readonly SessionEvent[]): Promise<boolean> {
+    this.checkOpen();
+    const id = record.header.id;
+    checkAscendingSeqs(id, events, 0);
+    const { rows, dataBytes } = encodeEvents(id, events);
+    const last = events[events.length - 1];
+    const created = this.createTxn.immediate(record, rows, last === undefined ? 0 : last.seq + 1, dataBytes);
+    if (created) this.counters.commits++;
+    return created;
+  }
+
+  async getSession(id: string): Promise<SessionRecord | undefined> {
+    this.checkOpen();
+    const row = this.selectSession.get(id) as RawSession | undefined;
+    return row === undefined ? undefined : decodeSession(row);
+  }
+
+  async listSessions(query: {
+    tenant?: string;
+    labels?: Readonly<Record<string, string>>;
+    pageSize: number;
+    pageToken?: string;
+  }): Promise<SessionPage> {
+    this.checkOpen();
+    checkPageSize(query.pageSize);
+    const after = query.pageToken ? decodePageToken(query.pageToken) : { createdAt: FIRST_PAGE_CREATED_AT, id: '' };
+    const hasLabels = query.labels !== undefined && Object.keys(query.labels).length > 0;
+    const hasTenant = query.tenant !== undefined;
+    const statement = this.listStatements[(hasTenant ? 2 : 0) + (hasLabels ? 1 : 0)]!;
+    const params: Record<string, unknown> = { createdAt: after.createdAt, id: after.id, limit: query.pageSize + 1 };
+    if (hasTenant) params.tenant = query.tenant;
+    if (hasLabels) params.labels = JSON.stringify(query.labels);
+    const rows = statement.all(params) as RawSession[];
+    const more = rows.length > query.pageSize;
+    const sessions = (more ? rows.slice(0, query.pageSize) : rows).map(decodeSession);
+    const last = sessions[sessions.length - 1];
+    return {
+      sessions,
+      nextPageToken: more && last !== undefined ? encodePageToken({ createdAt: last.header.createdAt, id: last.header.id }) : '',
+    };
+  }
+
+  async deleteSession(id: string): Promise<boolean> {
+    this.checkOpen();
+    const deleted = this.deleteSessionStmt.run(id).changes > 0;
+    if (deleted) this.counters.commits++;
+    return deleted;
+  }
+
+  append(
+    sessionId: string,
+    expectedNextSeq: number,
+    events: readonly SessionEvent[],
+    idempotency?: { readonly key: string; readonly requestHash: string },
+  ): Promise<AppendOutcome> {
+    return new Promise<AppendOutcome>((resolve, reject) => {
+      this.checkOpen();
+      checkAscendingSeqs(sessionId, events, expectedNextSeq);
+      // Encode outside the write transaction: the shared transaction only binds and inserts.
+      const { rows, dataBytes } = encodeEvents(sessionId, events);
+      this.queue.push({
+        sessionId,
+        expectedNextSeq,
+        rows,
+        dataBytes,
+        idempotency: idempotency === undefined ? undefined : { key: idempotency.key, requestHash: idempotency.requestHash },
+        resolve,
+        reject,
+      });
+      if (!this.flushScheduled) {
+        this.flushScheduled = true;
+        this.scheduleFlush();
+      }
+    });
+  }
+
+  async getIdempotent(sessionId: string, key: string): Promise<IdempotentResult | undefined> {
+    this.checkOpen();
+    if (this.selectVisible.get(sessionId) === undefined) return undefined;
+    const stored = this.selectIdempotent.get(sessionId, key) as [string, Buffer] | undefined;
+    return stored === undefined ? undefined : { seqs: decodeSeqs(stored[1]), requestHash: stored[0] };
+  }
+
+  async readEvents(sessionId: string, query: ReadEventsQuery): Promise<SessionEvent[]> {
+    this.checkOpen();
+    if (query.limit <= 0 || this.selectVisible.get(sessionId) === undefined) return [];
+    const forward = query.direction === 'forward';
+    const types = query.types !== undefined && query.types.length > 0 ? query.types : undefined;
+    const rows = (
+      types === undefined
+        ? (forward ? this.readForward : this.readBackward).all(sessionId, query.fromSeq, query.limit)
+        : (forward ? this.readForwardTyped : this.readBackwardTyped).all(sessionId, query.fromSeq, JSON.stringify(types), query.limit)
+    ) as RawEvent[];
+    return rows.map(decodeEvent);
+  }
+
+  async getEvents(sessionId: string, seqs: readonly number[]): Promise<SessionEvent[]> {
+    this.checkOpen();
+    if (seqs.length === 0 || this.selectVisible.get(sessionId) === undefined) return [];
+    return (this.selectBySeqs.all(sessionId, JSON.stringify(seqs)) as RawEvent[]).map(decodeEvent);
+  }
+
+  async readStructure(sessionId: string, fromSeq: number): Promise<StructuralRow[]> {
+    this.checkOpen();
+    if (this.selectVisible.get(sessionId) === undefined) return [];
+    const rows = this.selectStructure.all(sessionId, fromSeq) as RawStructure[];
+    const out = new Array<StructuralRow>(rows.length);
+    for (let i = 0; i < rows.length; i++) {
+      const r = rows[i]!;
+      const row: { seq: number; type: string; surfaceOp?: SurfaceOp; sourceEventSeqs?: readonly number[]; ignorable?: true } = {
+        seq: r[0],
+        type: r[1],
+      };
+      const op = r[2];
+      if (op !== null) row.surfaceOp = op === 'append' ? 'append' : decodeSurfaceOp(op);
+      if (r[3] !== null) row.sourceEventSeqs = decodeSeqs(r[3]);
+      if (r[4] !== null) row.ignorable = true;
+      out[i] = row;
+    }
+    return out;
+  }
+
+  async *scanEvents(sessionId: string, fromSeq: number, batchSize: number): AsyncIterable<SessionEvent[]> {
+    if (!Number.isSafeInteger(batchSize) || batchSize < 1) throw new RangeError(`batchSize must be a positive integer, got ${batchSize}`);
+    let next = fromSeq;
+    for (;;) {
+      this.checkOpen();
+      // Re-checked per batch: a session deleted mid-scan ends the scan instead of yielding a torn tail.
+      if (this.selectVisible.get(sessionId) === undefined) return;
+      const rows = this.readForward.all(sessionId, next, batchSize) as RawEvent[];
+      if (rows.length === 0) return;
+      next = rows[rows.length - 1]![0] + 1;
+      yield rows.map(decodeEvent);
+      if (rows.length < batchSize) return;
+    }
+  }
+
+  async publishSession(id: string): Promise<void> {
+    this.checkOpen();
+    if (this.publishStmt.run(id).changes === 0) {
+      throw new StoreUsageError(`cannot publish session ${id}: no such pending session`);
+    }
+    this.counters.commits++;
+  }
+
+  async appendPending(sessionId: string, events: readonly SessionEvent[]): Promise<void> {
+    this.checkOpen();
+    this.appendPendingTxn.immediate(sessionId, events);
+    this.counters.commits++;
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.flush();
+    this.closed = true;
+    this.db.close();
+  }
+
+  /** Commits every queued append in one transaction and settles their promises. */
+  private flush(): void {
+    this.flushScheduled = false;
+    const batch = this.queue;
+    if (batch.length === 0) return;
+    this.queue = [];
+    const results: (AppendOutcome | { error: unknown })[] = new Array(batch.length);
+    try {
+      this.groupTxn.immediate(batch, results);
+    } catch (error) {
+      // BEGIN or COMMIT failed (disk full, I/O error, lock timeout): nothing of the group is stored.
+      for (const call of batch) call.reject(error);
+      return;
+    }
+    const counters = this.counters;
+    counters.commits++;
+    counters.groupCommits++;
+    if (batch.length > counters.maxGroupSize) counters.maxGroupSize = batch.length;
+    for (let i = 0; i < batch.length; i++) {
+      const result = results[i]!;
+      if ('error' in result) {
+        batch[i]!.reject(result.error);
+      } else {
+        if (result.kind === 'appended') counters.appends++;
+        batch[i]!.resolve(result);
+      }
+    }
+  }
+
+  private checkOpen(): void {
+    if (this.closed) throw new StoreClosedError();
+  }
+}
+
+/** Opens the file, checks it is a Palimpsest database of this schema version, configures the connection. */
+function openDatabase(options: SqliteStoreOptions): Database.Database {
+  const path = options.path;
+  let db: Database.Database;
+  try {
+    db = new Database(path);
+  } catch (cause) {
+    throw new StoreOpenError('CANNOT_OPEN', path, `cannot open database ${path}: ${(cause as Error).message}`, { cause });
+  }
+  try {
+    db.pragma(`busy_timeout = ${Math.max(0, Math.floor(options.busyTimeoutMs ?? 5000))}`);
+    // Inspect before changing anything: a foreign file must be left exactly as it was.
+    const isFresh = checkIdentity(db, path);
+    db.pragma('journal_mode = WAL');
+    db.pragma(`synchronous = ${options.durability === 'normal' ? 'NORMAL' : 'FULL'}`);
+    db.pragma('foreign_keys = ON');
+    if (isFresh) {
+      db.transaction(() => {
+        // Re-checked under the write lock: another process may have initialised the file meanwhile.
+        if (checkIdentity(db, path)) {
+          db.exec(SCHEMA_SQL);
+          db.pragma(`application_id = ${APPLICATION_ID}`);
+          db.pragma(`user_version = ${SCHEMA_VERSION}`);
+        }
+      }).immediate();
+    }
+    // A streamed import that never published was interrupted by a crash: drop it (cascades).
+    db.prepare('DELETE FROM sessions WHERE pending = 1').run();
+    return db;
+  } catch (cause) {
+    db.close();
+    if (cause instanceof StoreOpenError) throw cause;
+    const code = (cause as { code?: unknown }).code;
+    if (code === 'SQLITE_NOTADB' || code === 'SQLITE_CORRUPT') {
+      throw new StoreOpenError('NOT_A_DATABASE', path, `${path} is not a Palimpsest database (not an SQLite file, or corrupt)`, {
+        cause,
+      });
+    }
+    throw new StoreOpenError('CANNOT_OPEN', path, `cannot open database ${path}: ${(cause as Error).message}`, { cause });
+  }
+}
+
+/** True for a fresh empty file; throws StoreOpenError for a foreign or other-version database. */
+function checkIdentity(db: Database.Database, path: string): boolean {
+  const applicationId = db.pragma('application_id', { simple: true }) as number;
+  const userVersion = db.pragma('user_version', { simple: true }) as number;
+  if (applicationId === APPLICATION_ID) {
+    if (userVersion !== SCHEMA_VERSION) {
+      throw new StoreOpenError(
+        'SCHEMA_VERSION_MISMATCH',
+        path,
+        `database ${path} has schema version ${userVersion}, this build needs ${SCHEMA_VERSION}; ` +
+          'no migration: export with the older build and import',
+      );
+    }
+    return false;
+  }
+  if (applicationId !== 0) {
+    throw new StoreOpenError(
+      'FOREIGN_DATABASE',
+      path,
+      `${path} belongs to another application (application_id 0x${(applicationId >>> 0).toString(16).padStart(8, '0')}, ` +
+        `Palimpsest uses 0x${APPLICATION_ID.toString(16)}); refusing to open it`,
+    );
+  }
+  const objects = db.prepare('SELECT count(*) FROM sqlite_schema').pluck().get() as number;
+  if (userVersion !== 0 || objects !== 0) {
+    throw new StoreOpenError(
+      'FOREIGN_DATABASE',
+      path,
+      `${path} is an SQLite database but not a Palimpsest one (no application_id, user_version ${userVersion}, ` +
+        `${objects} schema objects); refusing to open it`,
+    );
+  }
+  return true;
+}
+
+function encodeEvents(sessionId: string, events: readonly SessionEvent[]): { rows: EventRow[]; dataBytes: number } {
+  const rows = new Array<EventRow>(events.length);
+  let dataBytes = 0;
+  for (let i = 0; i < events.length; i++) {
+    const e = events[i]!;
+    const data = JSON.stringify(e.data);
+    dataBytes += Buffer.byteLength(data, 'utf8');
+    rows[i] = [
+      sessionId,
+      e.seq,
+      e.type,
+      e.time,
+      data,
+      e.sourceEventSeqs === undefined ? null : encodeSeqs(e.sourceEventSeqs),
+      encodeSurfaceOp(e.surfaceOp),
+      e.ignorable === true ? 1 : null,
+    ];
+  }
+  return { rows, dataBytes };
+}
+
+function decodeEvent(r: RawEvent): SessionEvent {
+  const event: {
+    type: string;
+    seq: number;
+    time: number;
+    data: Json;
+    sourceEventSeqs?: readonly number[];
+    surfaceOp?: SurfaceOp;
+    ignorable?: true;
+  } = { type: r[1], seq: r[0], time: r[2], data: JSON.parse(r[3]) as Json };
+  if (r[4] !== null) event.sourceEventSeqs = decodeSeqs(r[4]);
+  if (r[5] !== null) event.surfaceOp = decodeSurfaceOp(r[5]);
+  if (r[6] !== null) event.ignorable = true;
+  return event;
+}
+
+function decodeSession(r: RawSession): SessionRecord {
+  const header: { -readonly [K in keyof SessionHeader]: SessionHeader[K] } = { version: r[1], id: r[0], createdAt: r[2] };
+  if (r[3] !== null) header.cwd = r[3];
+  if (r[4] !== null) header.parentSession = r[4];
+  if (r[5] !== null) header.seedLength = r[5];
+  if (r[6] !== null) header.origin = r[6] as 'subagent';
+  if (r[7] !== null) header.delegationDepth = r[7];
+  if (r[8] !== null) header.agentPreset = r[8];
+  return {
+    header,
+    labels: JSON.parse(r[9]) as Record<string, string>,
+    tenant: r[10],
+    strict: r[11] === 1,
+    nextSeq: r[12],
+    eventCount: r[13],
+    dataBytes: r[14],
+  };
+}

@@ -1,0 +1,65 @@
+/**
+ * Errors raised by store implementations. Store *outcomes* (conflict, duplicate, not found) are
+ * values of the port, never exceptions; these errors mean the store cannot be used as asked.
+ */
+
+/** Why a database could not be opened. */
+export type StoreOpenReason =
+  /** The file is a Palimpsest database written by another schema version. */
+  | 'SCHEMA_VERSION_MISMATCH'
+  /** The file is an SQLite database of another application, or unversioned but not empty. */
+  | 'FOREIGN_DATABASE'
+  /** The file exists but is not an SQLite database (or is corrupt). */
+  | 'NOT_A_DATABASE'
+  /** The file could not be opened or initialised (permissions, missing directory, I/O error). */
+  | 'CANNOT_OPEN';
+
+/** The database could not be opened; `message` is meant for the operator, as is. */
+export class StoreOpenError extends Error {
+  readonly reason: StoreOpenReason;
+  readonly path: string;
+
+  constructor(reason: StoreOpenReason, path: string, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'StoreOpenError';
+    this.reason = reason;
+    this.path = path;
+  }
+}
+
+/** The store was used after `close()`. */
+export class StoreClosedError extends Error {
+  constructor() {
+    super('the session store is closed');
+    this.name = 'StoreClosedError';
+  }
+}
+
+/**
+ * The caller broke a precondition of the port (a programming error in the app layer, never a
+ * client error): e.g. events whose seqs do not ascend from the head, or `appendPending` on a
+ * session that is not pending.
+ */
+export class StoreUsageError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'StoreUsageError';
+  }
+}
+
+/**
+ * Checks that `events` carry strictly ascending seqs, the first at least `minSeq`: the store's
+ * last line of defence for (session, seq) uniqueness, O(events).
+ */
+export function checkAscendingSeqs(sessionId: string, events: readonly { readonly seq: number }[], minSeq: number): void {
+  let previous = minSeq - 1;
+  for (let i = 0; i < events.length; i++) {
+    const seq = events[i]!.seq;
+    if (!Number.isSafeInteger(seq) || seq <= previous) {
+      throw new StoreUsageError(
+        `session ${sessionId}: event ${i} has seq ${seq}, expected a safe integer above ${previous} (seqs must ascend from the head ${minSeq})`,
+      );
+    }
+    previous = seq;
+  }
+}
