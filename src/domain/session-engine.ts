@@ -1,0 +1,548 @@
+/**
+ * The committed state of one session and the acceptance algorithm (dsh-semantics 2.1 to 2.4, 2.6).
+ *
+ * `plan()` is pure: it validates a batch against the current state, each candidate against the
+ * state left by the previous ones (a batch may cite and replace its own earlier events), and
+ * returns the normalized frozen events plus one surface delta per event. Nothing changes until
+ * `commit(plan)`, which the app calls after the store has made the events durable. A rejected
+ * candidate throws a `DomainError` carrying its batch index and leaves every counter untouched.
+ *
+ * Per candidate, in this order (the reference's, so the same bad event always gets the same reason):
+ *
+ * 1. NOT_JSON, ENVELOPE_INVALID, LEGACY_VOCABULARY, REQUEST_HEADER_SHAPE, MESSAGE_SHAPE, then the
+ *    seq rule SEQ_NOT_CONTIGUOUS (validate-event.ts). Mode `append`: a given seq must equal
+ *    `nextSeq`, an omitted one is assigned, an omitted time is `ctx.now()`. Mode `import`: seq and
+ *    time are required and seqs must increase; gaps are allowed (reference logs elide events).
+ * 2. Eligibility: SURFACE_OP_FORBIDDEN, SOURCES_FORBIDDEN (non-surface types), SURFACE_OP_REQUIRED,
+ *    SURFACE_OP_INVALID, REPLACE_OP_INVALID.
+ * 3. Append: citations (step 5) with nothing shadowed.
+ * 4. Replace: REPLACE_START_NOT_ON_SURFACE, REPLACE_END_NOT_ON_SURFACE, REPLACE_START_AFTER_END
+ *    (positions on the surface, not numeric order).
+ * 5. Citations: SOURCES_NOT_ARRAY, SOURCES_EMPTY, SOURCES_NOT_SEQ, SOURCES_DUPLICATE,
+ *    SOURCES_NOT_EARLIER (cited seqs must be < the event's seq; no "known" check, as upstream),
+ *    REPLACE_SOURCES_INCOMPLETE.
+ * 6. Tool-result rewrite (2.4): TOOL_RESULT_REPLACE_NOT_SINGLE, TOOL_RESULT_REPLACE_WRONG_TARGET,
+ *    TOOL_RESULT_REPLACE_NON_CONTENT.
+ * 7. Strict mode only: the `INV_*` invariants (invariants.ts).
+ *
+ * State is kept in columns (seq-table.ts) and a chunked surface (surface.ts), so an append costs
+ * the same at 1M events as at 1k, and a single-node replace is O(block), not O(surface).
+ */
+import type { StructuralRow } from '../app/store-port.js';
+import { DomainError } from './errors.js';
+import { SURFACE_TYPES } from './event.js';
+import type { CandidateEvent, Json, JsonObject, SessionEvent, SurfaceOp } from './event.js';
+import { InvariantTrace } from './invariants.js';
+import { isJsonObject, jsonEqual } from './json.js';
+import { canonicalData, isLegacyShape, messageOf, type TargetIdResolver } from './message-view.js';
+import { Reason } from './reasons.js';
+import { SeqTable, TypeInterner } from './seq-table.js';
+import { ChunkedSurface, SurfaceDraft } from './surface.js';
+import { normalizeCandidate } from './validate-event.js';
+
+/** How a batch is checked: live `append` (seq assigned or equal to nextSeq) or `import` (seqs given, increasing, gaps allowed). */
+export type PlanMode = 'append' | 'import';
+
+/** What `plan()` needs from its caller. */
+export interface PlanContext {
+  readonly mode: PlanMode;
+  /** Clock (Unix epoch ms) for events appended without a time. */
+  readonly now: () => number;
+  /** Session id (legacy message ids are derived from it). */
+  readonly sessionId: string;
+  /**
+   * A committed event by seq, with its full data. Needed only for tool/result replacements (rule
+   * 2.4 compares the data of the target); prefetch `dataDependencies(engine, candidates)` and pass
+   * a Map-backed function.
+   */
+  readonly lookup: (seq: number) => SessionEvent | undefined;
+}
+
+/** What one accepted event did to the surface. */
+export type SurfaceDelta =
+  | { readonly kind: 'append'; readonly seq: number }
+  | {
+      readonly kind: 'replace';
+      readonly seq: number;
+      readonly start: number;
+      readonly end: number;
+      /** The seqs that left the surface, in surface order. */
+      readonly shadowed: readonly number[];
+      /** Surface index of the first shadowed node (where the new event now sits). */
+      readonly index: number;
+    }
+  | { readonly kind: 'none'; readonly seq: number };
+
+/** The result of a successful `plan()`: apply it with `commit()` once the events are durable. */
+export interface BatchPlan {
+  /** The engine's nextSeq when the plan was made; commit refuses if it moved. */
+  readonly baseNextSeq: number;
+  /** The normalized, deep-frozen accepted events (absent keys absent). */
+  readonly events: readonly SessionEvent[];
+  /** One delta per event. */
+  readonly deltas: readonly SurfaceDelta[];
+}
+
+/** Options of a new engine. */
+export interface EngineOptions {
+  /** Enables the strict-mode invariants (dsh-semantics 2.6). */
+  readonly strict?: boolean;
+}
+
+/** Thrown by `loadStructural`/`loadEvents` when stored rows are inconsistent (a corrupt store, not a client error). */
+export class StructureCorruptError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'StructureCorruptError';
+  }
+}
+
+interface PlanInternals {
+  readonly engine: SessionEngine;
+  readonly draft: SurfaceDraft;
+  readonly trace: InvariantTrace | null;
+}
+
+const internals = new WeakMap<BatchPlan, PlanInternals>();
+
+function fail(reason: string, message: string, metadata: Record<string, string> = {}): DomainError {
+  return new DomainError(reason, message, metadata);
+}
+
+function isSafeSeq(v: unknown): v is number {
+  return typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
+}
+
+function parseReplace(type: string, op: Json): { start: number; end: number } {
+  const invalid = (): DomainError =>
+    fail(Reason.REPLACE_OP_INVALID, `${type} carries an invalid replace surfaceOp: expected exactly {op:"replace", start, end} with non-negative safe integer endpoints`);
+  const o = op as { readonly [key: string]: Json };
+  const keys = Object.keys(o);
+  if (keys.length !== 3 || !('op' in o) || !('start' in o) || !('end' in o)) throw invalid();
+  if (o['op'] !== 'replace') throw invalid();
+  const start = o['start'];
+  const end = o['end'];
+  if (!isSafeSeq(start) || !isSafeSeq(end)) throw invalid();
+  return { start, end };
+}
+
+/** Blank `message.content[0].content` (the only field a tool/result rewrite may change). */
+function blankInnerContent(data: Json): Json {
+  if (!isJsonObject(data)) return data;
+  const message = data['message'];
+  if (!isJsonObject(message)) return data;
+  const content = message['content'];
+  if (!Array.isArray(content) || content.length === 0) return data;
+  const block = content[0];
+  if (!isJsonObject(block)) return data;
+  const b: JsonObject = { ...block, content: null };
+  const m: JsonObject = { ...message, content: [b, ...content.slice(1)] };
+  return { ...data, message: m };
+}
+
+function withoutContent(data: Json): Json {
+  if (!isJsonObject(data)) return data;
+  const out: JsonObject = {};
+  for (const k of Object.keys(data)) if (k !== 'content') out[k] = data[k] as Json;
+  return out;
+}
+
+/** Committed state of one session; see the module comment. */
+export class SessionEngine {
+  private readonly table = new SeqTable();
+  private readonly types = new TypeInterner();
+  private readonly surf = new ChunkedSurface(this.table);
+  private generation = 0;
+  private trace: InvariantTrace | null;
+  private traceStale = false;
+  /** tool/result replacement seq -> its start (to prefetch legacy id chains). */
+  private readonly toolReplaceStarts = new Map<number, number>();
+  private readonly surfaceTypeIds: number[];
+  /** Whether strict-mode invariants are checked. */
+  readonly strict: boolean;
+
+  private constructor(strict: boolean) {
+    this.strict = strict;
+    this.trace = strict ? new InvariantTrace() : null;
+    this.surfaceTypeIds = [...SURFACE_TYPES].map((t) => this.types.intern(t));
+  }
+
+  /** A new, empty engine. */
+  static create(opts: EngineOptions = {}): SessionEngine {
+    return new SessionEngine(opts.strict === true);
+  }
+
+  /** Last seq + 1 (0 when empty): the seq the next appended event gets. */
+  get nextSeq(): number {
+    return this.table.nextSeq;
+  }
+
+  /** Number of events (differs from nextSeq only for imported logs with seq gaps). */
+  get eventCount(): number {
+    return this.table.count;
+  }
+
+  /** Number of replaces committed (only goes up). */
+  get replaceGeneration(): number {
+    return this.generation;
+  }
+
+  /** Number of seqs on the surface. */
+  get surfaceLength(): number {
+    return this.surf.length;
+  }
+
+  /** The surface in order, as a fresh array. */
+  surface(): number[] {
+    return this.surf.toArray();
+  }
+
+  /** The type of the committed event `seq`, or undefined. */
+  typeOf(seq: number): string | undefined {
+    const id = this.table.typeId(seq);
+    return id < 0 ? undefined : this.types.name(id);
+  }
+
+  /** True iff `seq` is currently on the surface. */
+  isOnSurface(seq: number): boolean {
+    return this.table.blockOf(seq) >= 0;
+  }
+
+  /** Start seq of a committed tool/result replacement `seq` (for dataDependencies). */
+  toolReplaceStart(seq: number): number | undefined {
+    return this.toolReplaceStarts.get(seq);
+  }
+
+  /**
+   * Validates `candidates` as one atomic batch; pure (the engine is not changed).
+   *
+   * @throws DomainError for the first failing candidate, `.index` = its batch position
+   */
+  plan(candidates: readonly CandidateEvent[], ctx: PlanContext): BatchPlan {
+    if (this.strict && this.traceStale) {
+      throw new Error('strict engine was loaded from structural rows only; load it with loadEvents() to rebuild the invariant trace');
+    }
+    const draft = new SurfaceDraft(this.surf);
+    const trace = this.trace === null || candidates.length === 0 ? this.trace : this.trace.clone();
+    const events: SessionEvent[] = [];
+    const deltas: SurfaceDelta[] = [];
+    let pending: Map<number, SessionEvent> | null = null;
+    let nextSeq = this.table.nextSeq;
+    let count = this.table.count;
+    const lookupAll = (seq: number): SessionEvent | undefined => pending?.get(seq) ?? (seq < this.table.nextSeq ? ctx.lookup(seq) : undefined);
+    const typeOfAll = (seq: number): string | undefined => pending?.get(seq)?.type ?? this.typeOf(seq);
+    for (let i = 0; i < candidates.length; i++) {
+      try {
+        const { event, hasSurfaceOp, hasSources } = normalizeCandidate(candidates[i] as CandidateEvent, {
+          mode: ctx.mode,
+          nextSeq,
+          eventCount: count,
+          now: ctx.now,
+        });
+        const delta = this.transition(event, hasSurfaceOp, hasSources, draft, ctx.sessionId, lookupAll, typeOfAll);
+        if (trace !== null) trace.check(event);
+        events.push(event);
+        deltas.push(delta);
+        (pending ??= new Map()).set(event.seq, event);
+        nextSeq = event.seq + 1;
+        count++;
+      } catch (e) {
+        if (e instanceof DomainError) throw e.atIndex(i);
+        throw e;
+      }
+    }
+    const plan: BatchPlan = Object.freeze({ baseNextSeq: this.table.nextSeq, events: Object.freeze(events), deltas: Object.freeze(deltas) });
+    internals.set(plan, { engine: this, draft, trace });
+    return plan;
+  }
+
+  private transition(
+    e: SessionEvent,
+    hasSurfaceOp: boolean,
+    hasSources: boolean,
+    draft: SurfaceDraft,
+    sessionId: string,
+    lookupAll: (seq: number) => SessionEvent | undefined,
+    typeOfAll: (seq: number) => string | undefined,
+  ): SurfaceDelta {
+    const { type, seq } = e;
+    // 2. Eligibility.
+    if (!SURFACE_TYPES.has(type)) {
+      if (hasSurfaceOp) throw fail(Reason.SURFACE_OP_FORBIDDEN, `${type} is not surface-eligible and cannot carry surfaceOp`, { type });
+      if (hasSources) throw fail(Reason.SOURCES_FORBIDDEN, `${type} is not surface-eligible and cannot carry sourceEventSeqs`, { type });
+      return { kind: 'none', seq };
+    }
+    if (!hasSurfaceOp) {
+      throw fail(Reason.SURFACE_OP_REQUIRED, `${type} is surface-eligible and requires a surfaceOp marker ("append" or {op:"replace", start, end})`, { type });
+    }
+    const op = e.surfaceOp as unknown as Json;
+    if (op === 'append') {
+      // 3. Append.
+      this.checkSources(e, hasSources, []);
+      draft.append(seq);
+      return { kind: 'append', seq };
+    }
+    if (!isJsonObject(op)) throw fail(Reason.SURFACE_OP_INVALID, `${type} carries an invalid surfaceOp: expected "append" or {op:"replace", start, end}`, { type });
+    const { start, end } = parseReplace(type, op);
+    // 4. Replace: range.
+    const a = draft.locate(start);
+    if (a === undefined) throw fail(Reason.REPLACE_START_NOT_ON_SURFACE, `surface replace: start seq ${start} not found in surface`, { start: String(start) });
+    const b = draft.locate(end);
+    if (b === undefined) throw fail(Reason.REPLACE_END_NOT_ON_SURFACE, `surface replace: end seq ${end} not found in surface`, { end: String(end) });
+    if (draft.compare(a, b) > 0) {
+      throw fail(Reason.REPLACE_START_AFTER_END, `surface replace: start seq ${start} (index ${draft.indexOf(a)}) is after end seq ${end} (index ${draft.indexOf(b)})`, {
+        start: String(start),
+        end: String(end),
+      });
+    }
+    const shadowed = draft.range(a, b);
+    // 5. Citations.
+    this.checkSources(e, hasSources, shadowed);
+    // 6. Tool-result rewrite.
+    if (type === 'tool/result') {
+      if (shadowed.length !== 1) {
+        throw fail(Reason.TOOL_RESULT_REPLACE_NOT_SINGLE, `tool/result surface replacement must rewrite exactly one current node; the range ${start}..${end} covers ${shadowed.length}`);
+      }
+      const targetType = typeOfAll(start);
+      if (targetType !== 'tool/result') {
+        throw fail(Reason.TOOL_RESULT_REPLACE_WRONG_TARGET, `tool/result surface replacement must target a current tool/result; seq ${start} is ${String(targetType)}`, { start: String(start) });
+      }
+      const target = lookupAll(start);
+      if (target === undefined) throw new Error(`plan() needs the data of seq ${start}: prefetch dataDependencies() and pass them through ctx.lookup`);
+      if (!this.sameExceptContent(e, target, sessionId, lookupAll)) {
+        throw fail(Reason.TOOL_RESULT_REPLACE_NON_CONTENT, `tool/result surface replacement of seq ${start} may change only content (the tool-result block's inner content); keep the message id, source, isError, turn, step, error and meta identical`, {
+          start: String(start),
+        });
+      }
+    }
+    const index = draft.indexOf(a);
+    draft.replace(a, b, shadowed, seq);
+    return { kind: 'replace', seq, start, end, shadowed: Object.freeze(shadowed), index };
+  }
+
+  private sameExceptContent(e: SessionEvent, target: SessionEvent, sessionId: string, lookupAll: (seq: number) => SessionEvent | undefined): boolean {
+    if (isLegacyShape('tool/result', e.data) && isLegacyShape('tool/result', target.data)) {
+      return jsonEqual(withoutContent(e.data), withoutContent(target.data));
+    }
+    const resolve: TargetIdResolver = (seq) => {
+      const t = lookupAll(seq);
+      if (t === undefined) return undefined;
+      const id = messageOf(t, sessionId, resolve)?.['id'];
+      return typeof id === 'string' ? id : undefined;
+    };
+    return jsonEqual(blankInnerContent(canonicalData(e, sessionId, resolve)), blankInnerContent(canonicalData(target, sessionId, resolve)));
+  }
+
+  private checkSources(e: SessionEvent, hasSources: boolean, shadowed: readonly number[]): void {
+    const { type, seq } = e;
+    if (!hasSources) {
+      if (shadowed.length > 0) throw incomplete(type, shadowed);
+      return;
+    }
+    const s = e.sourceEventSeqs as unknown as Json;
+    if (!Array.isArray(s)) throw fail(Reason.SOURCES_NOT_ARRAY, `${type} sourceEventSeqs must be an array when present`, { type });
+    if (s.length === 0 && type !== 'assistant/message') {
+      throw fail(Reason.SOURCES_EMPTY, `${type} sourceEventSeqs must not be empty except on assistant/message; omit it or cite the source events`, { type });
+    }
+    let ascending = true;
+    let prev = -1;
+    for (let i = 0; i < s.length; i++) {
+      const v = s[i];
+      if (!isSafeSeq(v)) throw fail(Reason.SOURCES_NOT_SEQ, `${type} sourceEventSeqs must densely contain non-negative safe integers; element ${i} is ${JSON.stringify(v)}`, { element: String(i) });
+      if (v <= prev) ascending = false;
+      prev = v;
+    }
+    const seqs = s as number[];
+    let set: Set<number> | null = null;
+    if (!ascending) {
+      set = new Set(seqs);
+      if (set.size !== seqs.length) {
+        const seen = new Set<number>();
+        const dup = seqs.find((v) => (seen.has(v) ? true : (seen.add(v), false)));
+        throw fail(Reason.SOURCES_DUPLICATE, `${type} sourceEventSeqs must not contain duplicates; ${String(dup)} appears twice`, { seq: String(dup) });
+      }
+    }
+    for (const v of ascending && seqs.length > 0 ? [seqs[seqs.length - 1] as number] : seqs) {
+      if (v >= seq) throw fail(Reason.SOURCES_NOT_EARLIER, `${type} sourceEventSeqs must reference earlier events: ${v} >= current seq ${seq}`, { seq: String(v) });
+    }
+    if (shadowed.length > 0) {
+      let missing: number[];
+      if (shadowed.length === 1 && seqs.length < 16) {
+        missing = seqs.includes(shadowed[0] as number) ? [] : [shadowed[0] as number];
+      } else {
+        const have = set ?? new Set(seqs);
+        missing = shadowed.filter((x) => !have.has(x));
+      }
+      if (missing.length > 0) throw incomplete(type, missing);
+    }
+  }
+
+  /**
+   * Applies a plan made by this engine (after the store committed its events).
+   *
+   * @throws Error if the engine moved since the plan (`plan.baseNextSeq !== nextSeq`)
+   */
+  commit(plan: BatchPlan): void {
+    if (plan.baseNextSeq !== this.table.nextSeq) {
+      throw new Error(`stale plan: it was made at nextSeq ${plan.baseNextSeq} but the engine is at ${this.table.nextSeq}; re-plan`);
+    }
+    if (plan.events.length === 0) return;
+    const inner = internals.get(plan);
+    let draft: SurfaceDraft;
+    let trace: InvariantTrace | null;
+    if (inner !== undefined && inner.engine === this && inner.draft.baseVersion === this.surf.version) {
+      draft = inner.draft;
+      trace = inner.trace;
+    } else {
+      draft = this.replayDeltas(plan);
+      trace = null;
+      if (this.trace !== null) {
+        trace = this.trace.clone();
+        for (const e of plan.events) trace.apply(e);
+      }
+    }
+    this.table.reserve(plan.events.length);
+    for (const e of plan.events) {
+      this.table.push(e.seq, this.types.intern(e.type));
+      if (e.type === 'tool/result' && e.surfaceOp !== undefined && e.surfaceOp !== 'append') this.toolReplaceStarts.set(e.seq, e.surfaceOp.start);
+    }
+    this.surf.adopt(draft);
+    this.generation += draft.replaces;
+    if (trace !== null) this.trace = trace;
+  }
+
+  /** Rebuilds a draft from a plan's deltas (when the plan was made by another engine instance). */
+  private replayDeltas(plan: BatchPlan): SurfaceDraft {
+    const draft = new SurfaceDraft(this.surf);
+    for (const d of plan.deltas) {
+      if (d.kind === 'append') draft.append(d.seq);
+      else if (d.kind === 'replace') {
+        const a = draft.locate(d.start);
+        const b = draft.locate(d.end);
+        if (a === undefined || b === undefined) throw new Error(`plan does not fit this engine: replace ${d.start}..${d.end} not on the surface`);
+        draft.replace(a, b, draft.range(a, b), d.seq);
+      }
+    }
+    return draft;
+  }
+
+  /**
+   * Rebuilds the state from stored structural columns (cold open). Rows are trusted to have been
+   * validated when they were appended; only cheap consistency checks run (increasing seqs, surface
+   * markers only on surface types, replace endpoints on the surface). A strict engine must use
+   * `loadEvents` instead (its trace needs event data).
+   *
+   * @throws StructureCorruptError on inconsistent rows; the engine is then empty
+   */
+  loadStructural(rows: readonly StructuralRow[]): void {
+    this.reset();
+    const table = this.table;
+    const surf = this.surf;
+    table.reserve(rows.length);
+    const [userId, assistantId, toolId] = this.surfaceTypeIds as [number, number, number];
+    let lastType = '';
+    let lastId = -1;
+    try {
+      for (let i = 0; i < rows.length; i++) {
+        const row = rows[i] as StructuralRow;
+        const seq = row.seq;
+        if (!(Number.isSafeInteger(seq) && seq >= table.nextSeq && (seq >= 0))) {
+          throw new StructureCorruptError(`row ${i}: seq ${seq} does not increase (previous next seq ${table.nextSeq})`);
+        }
+        let tid: number;
+        if (row.type === lastType) tid = lastId;
+        else {
+          tid = this.types.intern(row.type);
+          lastType = row.type;
+          lastId = tid;
+        }
+        table.push(seq, tid);
+        const op = row.surfaceOp;
+        if (tid !== userId && tid !== assistantId && tid !== toolId) {
+          if (op !== undefined || row.sourceEventSeqs !== undefined) throw new StructureCorruptError(`row ${i} (seq ${seq}): ${row.type} carries surface fields`);
+          continue;
+        }
+        if (op === 'append') surf.append(seq);
+        else if (op !== undefined && typeof op === 'object') {
+          const draft = new SurfaceDraft(surf);
+          const a = draft.locate(op.start);
+          const b = draft.locate(op.end);
+          if (a === undefined || b === undefined || draft.compare(a, b) > 0) {
+            throw new StructureCorruptError(`row ${i} (seq ${seq}): replace ${op.start}..${op.end} is not a surface range`);
+          }
+          draft.replace(a, b, draft.range(a, b), seq);
+          surf.adopt(draft);
+          this.generation++;
+          if (tid === toolId) this.toolReplaceStarts.set(seq, op.start);
+        } else {
+          throw new StructureCorruptError(`row ${i} (seq ${seq}): ${row.type} lacks a valid surfaceOp`);
+        }
+      }
+    } catch (e) {
+      this.reset();
+      throw e;
+    }
+    this.traceStale = this.strict;
+  }
+
+  /**
+   * Rebuilds the state from full stored events (trusted, as `loadStructural`), including the
+   * strict-mode trace.
+   */
+  loadEvents(events: readonly SessionEvent[]): void {
+    this.loadStructural(events);
+    if (this.strict) {
+      const trace = new InvariantTrace();
+      for (const e of events) trace.apply(e);
+      this.trace = trace;
+      this.traceStale = false;
+    }
+  }
+
+  private reset(): void {
+    this.table.clear();
+    this.surf.clear();
+    this.generation = 0;
+    this.toolReplaceStarts.clear();
+    this.trace = this.strict ? new InvariantTrace() : null;
+    this.traceStale = false;
+  }
+}
+
+function incomplete(type: string, missing: readonly number[]): DomainError {
+  return fail(
+    Reason.REPLACE_SOURCES_INCOMPLETE,
+    `${type} replace must include every shadowed surface node in sourceEventSeqs; missing ${missing.join(', ')}`,
+    { missing: missing.join(',') },
+  );
+}
+
+/**
+ * The committed seqs whose full data `engine.plan(candidates, …)` may need through `ctx.lookup`:
+ * the targets of tool/result replacements (rule 2.4) and, for legacy message ids, the chain of
+ * earlier tool/result replacements they replaced. Ascending, without duplicates.
+ */
+export function dataDependencies(engine: SessionEngine, candidates: readonly CandidateEvent[]): number[] {
+  const out = new Set<number>();
+  const batchStarts = new Map<number, number>();
+  let next = engine.nextSeq;
+  for (const c of candidates) {
+    const seq = isSafeSeq(c.seq) ? c.seq : next;
+    next = seq + 1;
+    const op = c.surfaceOp as SurfaceOp | undefined;
+    if (c.type !== 'tool/result' || op === null || typeof op !== 'object' || !isSafeSeq((op as { start?: unknown }).start)) continue;
+    batchStarts.set(seq, op.start);
+    let s: number | undefined = op.start;
+    const guard = new Set<number>();
+    while (s !== undefined && !guard.has(s)) {
+      guard.add(s);
+      if (s < engine.nextSeq) {
+        out.add(s);
+        s = engine.toolReplaceStart(s);
+      } else {
+        s = batchStarts.get(s);
+      }
+    }
+  }
+  return [...out].sort((x, y) => x - y);
+}

@@ -1,0 +1,232 @@
+/**
+ * Per-event acceptance rules that do not depend on the surface: lossless JSON, the envelope, the
+ * retired vocabulary, the request/header shape and the message shape (dsh-semantics 1.1, 2.1, 2.3),
+ * then the seq rule. One validator for every path: live append, batch append, import and load
+ * (unlike upstream, the message-shape rules also run on live append, so anything accepted can be
+ * loaded again).
+ *
+ * Order (dsh-semantics 2.1, seed/load): NOT_JSON, ENVELOPE_INVALID, LEGACY_VOCABULARY (retired
+ * types), REQUEST_HEADER_SHAPE, MESSAGE_SHAPE, LEGACY_VOCABULARY (request/header reason
+ * `fallback`), SEQ_NOT_CONTIGUOUS. The same order is used on append.
+ *
+ * Adapter convenience: a *top-level* candidate key whose value is `undefined` counts as absent
+ * (in-process callers build candidates with optional fields); `undefined` anywhere inside `data`,
+ * `surfaceOp` or `sourceEventSeqs` is `NOT_JSON`.
+ */
+import { DomainError } from './errors.js';
+import type { CandidateEvent, Json, SessionEvent, SurfaceOp } from './event.js';
+import { isJsonObject, toFrozenJson } from './json.js';
+import { isLegacyShape, messageOf } from './message-view.js';
+import { Reason } from './reasons.js';
+
+/** Envelope keys allowed on an event. */
+export const ENVELOPE_KEYS: ReadonlySet<string> = new Set(['type', 'seq', 'time', 'data', 'sourceEventSeqs', 'surfaceOp', 'ignorable']);
+
+/** Retired types refused with LEGACY_VOCABULARY, with the message to give. */
+export const LEGACY_TYPES: ReadonlyMap<string, string> = new Map([
+  ['request/header-delta', 'the legacy request/header-delta event is unsupported; write a full request/header snapshot instead'],
+  ['mode/set', 'the legacy mode/set event is unsupported; use the current mode events (plan/mode, sandbox/mode, permission/preset)'],
+  ['context/message', 'context/message is a retired surface type and is not imported; write it as a user/message with a plugin source'],
+  ['steering/message', 'steering/message is a retired surface type and is not imported; write it as a user/message'],
+]);
+
+/** How the seq rule applies. */
+export type SeqMode = 'append' | 'import';
+
+/** What {@link normalizeCandidate} needs to know about the log it extends. */
+export interface NormalizeContext {
+  readonly mode: SeqMode;
+  /** Last seq + 1 of the log (including earlier events of the same batch). */
+  readonly nextSeq: number;
+  /** Number of events in the log (including earlier events of the same batch). */
+  readonly eventCount: number;
+  /** Clock for an omitted `time` on append. */
+  readonly now: () => number;
+}
+
+/** A normalized event plus the facts the surface rules need. */
+export interface NormalizedCandidate {
+  /** Deep-frozen event; absent keys are absent. `surfaceOp` and `sourceEventSeqs` are unchecked JSON here. */
+  readonly event: SessionEvent;
+  /** Whether the candidate carried the key (even with a JSON null value). */
+  readonly hasSurfaceOp: boolean;
+  readonly hasSources: boolean;
+}
+
+function fail(reason: string, message: string, metadata: Record<string, string> = {}): DomainError {
+  return new DomainError(reason, message, metadata);
+}
+
+function isSafeSeq(v: unknown): v is number {
+  return typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
+}
+
+function nonEmptyString(v: unknown): v is string {
+  return typeof v === 'string' && v.length > 0;
+}
+
+/**
+ * Checks `candidate` (see the module comment for the order) and returns the normalized,
+ * deep-frozen event with its seq and time assigned.
+ *
+ * @throws DomainError with one of NOT_JSON, ENVELOPE_INVALID, LEGACY_VOCABULARY,
+ *   REQUEST_HEADER_SHAPE, MESSAGE_SHAPE, SEQ_NOT_CONTIGUOUS
+ */
+export function normalizeCandidate(candidate: CandidateEvent, ctx: NormalizeContext): NormalizedCandidate {
+  // 1. Lossless JSON over the whole event.
+  if (candidate === null || typeof candidate !== 'object' || Array.isArray(candidate)) {
+    toFrozenJson(candidate, 'event');
+    throw fail(Reason.ENVELOPE_INVALID, 'the event has an invalid event envelope: it must be a JSON object');
+  }
+  const proto: unknown = Object.getPrototypeOf(candidate);
+  if ((proto !== Object.prototype && proto !== null) || Object.getOwnPropertySymbols(candidate).length !== 0) {
+    toFrozenJson(candidate, 'event');
+  }
+  const fields = new Map<string, Json>();
+  const src = candidate as Record<string, unknown>;
+  for (const key of Object.keys(candidate)) {
+    const v = src[key];
+    if (v === undefined) continue;
+    fields.set(key, toFrozenJson(v, key));
+  }
+
+  // 2. Envelope.
+  for (const key of fields.keys()) {
+    if (!ENVELOPE_KEYS.has(key)) {
+      throw fail(Reason.ENVELOPE_INVALID, `the event has an invalid event envelope: unknown key "${key}" (allowed: ${[...ENVELOPE_KEYS].join(', ')})`, { field: key });
+    }
+  }
+  const type = fields.get('type');
+  if (!nonEmptyString(type)) throw fail(Reason.ENVELOPE_INVALID, 'the event has an invalid event envelope: type must be a non-empty string', { field: 'type' });
+  const seqIn = fields.get('seq');
+  if (seqIn !== undefined && !isSafeSeq(seqIn)) {
+    throw fail(Reason.ENVELOPE_INVALID, `${type} has an invalid event envelope: seq must be a non-negative safe integer`, { field: 'seq' });
+  }
+  if (seqIn === undefined && ctx.mode === 'import') {
+    throw fail(Reason.ENVELOPE_INVALID, `${type} has an invalid event envelope: seq is required on import`, { field: 'seq' });
+  }
+  const timeIn = fields.get('time');
+  if (timeIn !== undefined && !(typeof timeIn === 'number' && Number.isSafeInteger(timeIn))) {
+    throw fail(Reason.ENVELOPE_INVALID, `${type} has an invalid event envelope: time must be a safe integer (Unix epoch ms)`, { field: 'time' });
+  }
+  if (timeIn === undefined && ctx.mode === 'import') {
+    throw fail(Reason.ENVELOPE_INVALID, `${type} has an invalid event envelope: time is required on import`, { field: 'time' });
+  }
+  if (!fields.has('data')) throw fail(Reason.ENVELOPE_INVALID, `${type} has an invalid event envelope: data is required`, { field: 'data' });
+  const data = fields.get('data') as Json;
+  const ignorable = fields.get('ignorable');
+  if (ignorable !== undefined && ignorable !== true) {
+    throw fail(Reason.ENVELOPE_INVALID, `${type} has an invalid event envelope: ignorable must be absent or exactly true`, { field: 'ignorable' });
+  }
+
+  // 3. Retired vocabulary, request/header shape, message shape, request/header reason.
+  const legacy = LEGACY_TYPES.get(type);
+  if (legacy !== undefined) throw fail(Reason.LEGACY_VOCABULARY, legacy, { type });
+  if (type === 'request/header') {
+    checkRequestHeader(data);
+    if (isJsonObject(data) && data['reason'] === 'fallback') {
+      throw fail(Reason.LEGACY_VOCABULARY, 'request/header reason "fallback" is unsupported legacy vocabulary; use initial, resume or change', { type });
+    }
+  } else if (type === 'user/message' || type === 'assistant/message' || type === 'tool/result') {
+    checkMessageShape(type, data);
+  }
+
+  // 4. Seq.
+  let seq: number;
+  if (ctx.mode === 'append') {
+    if (seqIn !== undefined && seqIn !== ctx.nextSeq) {
+      throw fail(Reason.SEQ_NOT_CONTIGUOUS, `${type} seq ${String(seqIn)} is not contiguous; expected ${ctx.nextSeq}`, {
+        seq: String(seqIn),
+        expectedSeq: String(ctx.nextSeq),
+      });
+    }
+    seq = ctx.nextSeq;
+  } else {
+    seq = seqIn as number;
+    if (ctx.eventCount > 0 && seq < ctx.nextSeq) {
+      throw fail(Reason.SEQ_NOT_CONTIGUOUS, `${type} seq ${seq} is not contiguous; expected a seq of at least ${ctx.nextSeq} (seqs must increase)`, {
+        seq: String(seq),
+        expectedSeq: String(ctx.nextSeq),
+      });
+    }
+  }
+  const time = timeIn === undefined ? ctx.now() : (timeIn as number);
+
+  const event: { -readonly [K in keyof SessionEvent]: SessionEvent[K] } = { type, seq, time, data };
+  const sources = fields.get('sourceEventSeqs');
+  if (sources !== undefined) (event as { sourceEventSeqs?: unknown }).sourceEventSeqs = sources;
+  const op = fields.get('surfaceOp');
+  if (op !== undefined) (event as { surfaceOp?: unknown }).surfaceOp = op as unknown as SurfaceOp;
+  if (ignorable === true) event.ignorable = true;
+  return { event: Object.freeze(event), hasSurfaceOp: op !== undefined, hasSources: sources !== undefined };
+}
+
+/**
+ * REQUEST_HEADER_SHAPE: `data.header.config` must be an object with non-empty string `provider`
+ * and `model`; `config.reasoningEffort`, when present, a non-empty string; `config.maxTokens`,
+ * when present, a positive safe integer; `header.adapterDefaults`, when present, an object whose
+ * values are booleans (which config keys came from adapter defaults); `header.system`, when
+ * present, a string; `header.tools`, when present, an array.
+ */
+export function checkRequestHeader(data: Json): void {
+  const bad = (what: string, field: string): DomainError =>
+    fail(Reason.REQUEST_HEADER_SHAPE, `request/header ${what}`, { field });
+  if (!isJsonObject(data)) throw bad('lacks provider/model: data must be an object with a header', 'data');
+  const header = data['header'];
+  if (!isJsonObject(header)) throw bad('lacks provider/model: data.header must be an object', 'data.header');
+  const config = header['config'];
+  if (!isJsonObject(config)) throw bad('lacks provider/model: data.header.config must be an object', 'data.header.config');
+  if (!nonEmptyString(config['provider']) || !nonEmptyString(config['model'])) {
+    throw bad('lacks provider/model: config.provider and config.model must be non-empty strings', 'data.header.config');
+  }
+  if ('reasoningEffort' in config && !nonEmptyString(config['reasoningEffort'])) {
+    throw bad('has an invalid reasoningEffort: it must be a non-empty string', 'data.header.config.reasoningEffort');
+  }
+  if ('maxTokens' in config) {
+    const m = config['maxTokens'];
+    if (!(typeof m === 'number' && Number.isSafeInteger(m) && m > 0)) throw bad('has an invalid maxTokens: it must be a positive integer', 'data.header.config.maxTokens');
+  }
+  if ('adapterDefaults' in header) {
+    const a = header['adapterDefaults'];
+    if (!isJsonObject(a) || Object.values(a).some((v) => typeof v !== 'boolean')) {
+      throw bad('has invalid adapterDefaults: it must be an object of booleans keyed by config field', 'data.header.adapterDefaults');
+    }
+  }
+  if ('system' in header && typeof header['system'] !== 'string') throw bad('has an invalid system: it must be a string', 'data.header.system');
+  if ('tools' in header && !Array.isArray(header['tools'])) throw bad('has invalid tools: it must be an array', 'data.header.tools');
+}
+
+/**
+ * MESSAGE_SHAPE (dsh-semantics 2.3) for user/message, assistant/message and tool/result, checked on
+ * the canonical view (legacy unwrapped shapes are upgraded first, see message-view.ts).
+ */
+export function checkMessageShape(type: string, data: Json): void {
+  const bad = (what: string): DomainError => fail(Reason.MESSAGE_SHAPE, `${type} ${what}`, { type });
+  const legacy = isLegacyShape(type, data);
+  // The placeholder session id only feeds the synthetic legacy id, which is never empty.
+  const msg = messageOf({ type, seq: 0, data, surfaceOp: 'append' }, '-');
+  if (msg === undefined) throw bad('lacks an identified message');
+  if (!nonEmptyString(msg['id'])) throw bad('lacks an identified message: message.id must be a non-empty string');
+  const role = type === 'assistant/message' ? 'assistant' : 'user';
+  if (msg['role'] !== role) throw bad(`must have role "${role}"`);
+  const source = msg['source'];
+  if (!isJsonObject(source) || !nonEmptyString(source['kind'])) {
+    throw bad(legacy && type === 'assistant/message' ? 'has an invalid source: legacy provenance must be an object' : 'has an invalid source: it must be an object with a non-empty kind');
+  }
+  const content = msg['content'];
+  if (!Array.isArray(content)) throw bad('has invalid content: it must be an array');
+  if (type === 'assistant/message') {
+    if (source['kind'] !== 'model' || !nonEmptyString(source['provider']) || !nonEmptyString(source['model'])) {
+      throw bad('must have model source: {kind:"model", provider, model} with non-empty provider and model');
+    }
+  } else if (type === 'tool/result') {
+    if (source['kind'] !== 'tool' || !nonEmptyString(source['callId'])) {
+      throw bad('must have tool source: {kind:"tool", callId} with a non-empty callId');
+    }
+    const block: unknown = content[0];
+    if (content.length !== 1 || !isJsonObject(block) || block['type'] !== 'tool-result' || !Array.isArray(block['content'])) {
+      throw bad('must contain one tool-result block whose content is an array');
+    }
+    if (block['toolCallId'] !== source['callId']) throw bad('has mismatched tool call ids: the block toolCallId must equal source.callId');
+  }
+}
