@@ -18,8 +18,10 @@ export function encodeSeqs(seqs: readonly number[]): Buffer {
     if (i === 0) {
       writeVarint(bytes, seq);
     } else {
+      // zigzag(delta) = 2 * half + sign, written without forming the (possibly > 2^53) product.
       const delta = seq - previous;
-      writeVarint(bytes, delta >= 0 ? delta * 2 : -delta * 2 - 1);
+      if (delta >= 0) writeZigzag(bytes, delta, 0);
+      else writeZigzag(bytes, -delta - 1, 1);
     }
     previous = seq;
   }
@@ -31,32 +33,62 @@ export function decodeSeqs(blob: Uint8Array): number[] {
   const out: number[] = [];
   let pos = 0;
   let previous = 0;
-  while (pos < blob.length) {
-    let value = 0;
-    let scale = 1;
-    for (;;) {
-      if (pos >= blob.length) throw new Error('corrupt seq list: truncated varint');
-      const byte = blob[pos++]!;
-      value += (byte & 0x7f) * scale;
-      if (byte < 0x80) break;
-      scale *= 128;
-    }
+  const end = blob.length;
+  while (pos < end) {
+    const first = blob[pos++]!;
     if (out.length === 0) {
+      // Fast path: one-byte varints are the common case.
+      let value = first & 0x7f;
+      if (first >= 0x80) {
+        let scale = 128;
+        for (;;) {
+          if (pos >= end) throw new Error('corrupt seq list: truncated varint');
+          const byte = blob[pos++]!;
+          value += (byte & 0x7f) * scale;
+          if (byte < 0x80) break;
+          scale *= 128;
+        }
+      }
       previous = value;
     } else {
-      previous += value % 2 === 0 ? value / 2 : -(value + 1) / 2;
+      const sign = first & 1;
+      let half = (first & 0x7f) >>> 1;
+      if (first >= 0x80) {
+        let scale = 64;
+        for (;;) {
+          if (pos >= end) throw new Error('corrupt seq list: truncated varint');
+          const byte = blob[pos++]!;
+          half += (byte & 0x7f) * scale;
+          if (byte < 0x80) break;
+          scale *= 128;
+        }
+      }
+      previous += sign === 0 ? half : -half - 1;
     }
     out.push(previous);
   }
   return out;
 }
 
+/** Unsigned LEB128 of `value`. */
 function writeVarint(bytes: number[], value: number): void {
   while (value >= 0x80) {
     bytes.push((value % 128) | 0x80);
     value = Math.floor(value / 128);
   }
   bytes.push(value);
+}
+
+/** Unsigned LEB128 of 2 * half + sign, for half up to 2^53 - 1. */
+function writeZigzag(bytes: number[], half: number, sign: 0 | 1): void {
+  const low = (half % 64) * 2 + sign;
+  const rest = Math.floor(half / 64);
+  if (rest === 0) {
+    bytes.push(low);
+    return;
+  }
+  bytes.push(low | 0x80);
+  writeVarint(bytes, rest);
 }
 
 /** `surface_op` column value: NULL, the bare text `append`, or the replace object's JSON. */

@@ -1,0 +1,8 @@
+import { MemorySessionStore } from '../../src/store/memory/memory-store.js';
+import { storeContract } from './store-contract.js';
+
+storeContract('MemorySessionStore', {
+  open: async () => new MemorySessionStore(),
+  commits: (store) => store.stats().commits,
+  groupCommit: false,
+});

@@ -1,0 +1,185 @@
+import Database from 'better-sqlite3';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { SqliteSessionStore, type SqliteStoreOptions } from '../../src/store/sqlite/sqlite-store.js';
+import { APPLICATION_ID, SCHEMA_VERSION } from '../../src/store/sqlite/schema.js';
+import { decodeSeqs, encodeSeqs } from '../../src/store/sqlite/codec.js';
+import { StoreOpenError } from '../../src/store/store-errors.js';
+import { ev, mixedEvents, newSession, storeContract } from './store-contract.js';
+
+const root = mkdtempSync(join(tmpdir(), 'palimpsest-sqlite-'));
+let fileCounter = 0;
+const freshPath = (): string => join(root, `store-${process.pid}-${fileCounter++}.db`);
+afterAll(() => rmSync(root, { recursive: true, force: true }));
+
+storeContract('SqliteSessionStore (durability full, setImmediate flush)', {
+  open: async () => new SqliteSessionStore({ path: freshPath() }),
+  commits: (store) => store.stats().commits,
+  groupCommit: true,
+});
+
+storeContract('SqliteSessionStore (durability normal, microtask flush)', {
+  open: async () => new SqliteSessionStore({ path: freshPath(), durability: 'normal', groupCommit: 'microtask' }),
+  commits: (store) => store.stats().commits,
+  groupCommit: true,
+});
+
+function openError(options: SqliteStoreOptions): StoreOpenError {
+  try {
+    new SqliteSessionStore(options);
+  } catch (error) {
+    expect(error).toBeInstanceOf(StoreOpenError);
+    return error as StoreOpenError;
+  }
+  throw new Error(`expected ${options.path} to be refused`);
+}
+
+describe('SqliteSessionStore: the database file', () => {
+  let path: string;
+  let store: SqliteSessionStore | undefined;
+  beforeEach(() => {
+    path = freshPath();
+  });
+  afterEach(async () => {
+    await store?.close();
+    store = undefined;
+  });
+
+  it('stamps a fresh file with the application id and schema version, in WAL mode', async () => {
+    store = new SqliteSessionStore({ path });
+    await store.close();
+    store = undefined;
+    const raw = new Database(path, { readonly: true });
+    expect(raw.pragma('application_id', { simple: true })).toBe(APPLICATION_ID);
+    expect(raw.pragma('user_version', { simple: true })).toBe(SCHEMA_VERSION);
+    expect(raw.pragma('journal_mode', { simple: true })).toBe('wal');
+    expect(raw.prepare("SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name").pluck().all()).toEqual(['events', 'idempotency', 'sessions']);
+    raw.close();
+  });
+
+  it('keeps sessions, events and idempotency records across close and reopen', async () => {
+    store = new SqliteSessionStore({ path });
+    await store.createSession(newSession('s', { labels: { a: 'b' } }), mixedEvents(0, 5));
+    expect(await store.append('s', 5, mixedEvents(5, 3), { key: 'k', requestHash: 'h' })).toEqual({ kind: 'appended' });
+    const before = await store.getSession('s');
+    await store.close();
+    store = new SqliteSessionStore({ path });
+    expect(await store.getSession('s')).toStrictEqual(before);
+    expect(await store.readEvents('s', { fromSeq: 0, direction: 'forward', limit: 100 })).toStrictEqual(mixedEvents(0, 8));
+    expect(await store.append('s', 5, mixedEvents(5, 3), { key: 'k', requestHash: 'h' })).toEqual({
+      kind: 'duplicate',
+      result: { seqs: [5, 6, 7], requestHash: 'h' },
+    });
+    expect(await store.getSession('s')).toMatchObject({ nextSeq: 8, eventCount: 8 });
+  });
+
+  it('drops pending sessions left over by a crash mid-import when it opens', async () => {
+    store = new SqliteSessionStore({ path });
+    await store.createSession(newSession('half', { pending: true }), mixedEvents(0, 4));
+    await store.appendPending('half', mixedEvents(4, 4));
+    await store.createSession(newSession('done', { pending: true }), mixedEvents(0, 2));
+    await store.publishSession('done');
+    await store.close();
+    store = new SqliteSessionStore({ path });
+    expect(await store.createSession(newSession('half'), [])).toBe(true); // the id is free again
+    expect(await store.readStructure('half', 0)).toEqual([]);
+    expect(await store.getSession('done')).toMatchObject({ eventCount: 2 });
+    await store.close();
+    store = undefined;
+    const raw = new Database(path, { readonly: true });
+    expect(raw.prepare("SELECT count(*) FROM events WHERE session_id = 'half'").pluck().get()).toBe(0);
+    raw.close();
+  });
+
+  it('refuses a database of another schema version, naming both versions', async () => {
+    store = new SqliteSessionStore({ path });
+    await store.close();
+    store = undefined;
+    const raw = new Database(path);
+    raw.pragma('user_version = 7');
+    raw.close();
+    const error = openError({ path });
+    expect(error.reason).toBe('SCHEMA_VERSION_MISMATCH');
+    expect(error.message).toBe(
+      `database ${path} has schema version 7, this build needs ${SCHEMA_VERSION}; no migration: export with the older build and import`,
+    );
+  });
+
+  it('refuses an SQLite file of another application and leaves it untouched', () => {
+    const raw = new Database(path);
+    raw.pragma('journal_mode = DELETE');
+    raw.pragma('application_id = 1234');
+    raw.exec('CREATE TABLE theirs (x)');
+    raw.close();
+    const bytes = readFileSync(path);
+    const error = openError({ path });
+    expect(error.reason).toBe('FOREIGN_DATABASE');
+    expect(error.message).toContain('application_id 0x000004d2');
+    expect(readFileSync(path).equals(bytes)).toBe(true);
+  });
+
+  it('refuses an unversioned but non-empty SQLite file', () => {
+    const raw = new Database(path);
+    raw.exec('CREATE TABLE sessions (id TEXT)');
+    raw.close();
+    const error = openError({ path });
+    expect(error.reason).toBe('FOREIGN_DATABASE');
+    expect(error.message).toContain('not a Palimpsest one');
+  });
+
+  it('refuses a file that is not an SQLite database and leaves it untouched', () => {
+    const content = 'this is a JSONL session, not a database\n'.repeat(200);
+    writeFileSync(path, content);
+    const error = openError({ path });
+    expect(error.reason).toBe('NOT_A_DATABASE');
+    expect(readFileSync(path, 'utf8')).toBe(content);
+  });
+
+  it('reports a path it cannot open', () => {
+    const error = openError({ path: join(root, 'missing-dir', 'x.db') });
+    expect(error.reason).toBe('CANNOT_OPEN');
+    expect(error.message).toContain('missing-dir');
+  });
+
+  it('reads the structure without touching the data column', async () => {
+    store = new SqliteSessionStore({ path });
+    await store.createSession(newSession('s'), mixedEvents(0, 10));
+    const raw = new Database(path);
+    raw.prepare("UPDATE events SET data = 'not json' WHERE session_id = 's'").run();
+    raw.close();
+    expect(await store.readStructure('s', 0)).toHaveLength(10);
+    await expect(store.readEvents('s', { fromSeq: 0, direction: 'forward', limit: 1 })).rejects.toThrow(SyntaxError);
+  });
+
+  it('rolls back only the failing call of a group when an insert fails inside it', async () => {
+    store = new SqliteSessionStore({ path });
+    await store.createSession(newSession('a'), []);
+    await store.createSession(newSession('b'), []);
+    // A trigger makes one specific insert fail inside the shared transaction.
+    const raw = new Database(path);
+    raw.exec("CREATE TRIGGER boom BEFORE INSERT ON events WHEN NEW.type = 'boom' BEGIN SELECT RAISE(ABORT, 'boom refused'); END");
+    raw.close();
+    const results = await Promise.allSettled([
+      store.append('a', 0, [ev(0, 'ok-a')]),
+      store.append('b', 0, [ev(0, 'fine'), ev(1, 'boom')]),
+      store.append('b', 0, [ev(0, 'ok-b')]),
+    ]);
+    expect(results[0]).toEqual({ status: 'fulfilled', value: { kind: 'appended' } });
+    expect(results[1]).toMatchObject({ status: 'rejected', reason: { message: 'boom refused' } });
+    expect(results[2]).toEqual({ status: 'fulfilled', value: { kind: 'appended' } });
+    expect((await store.readEvents('b', { fromSeq: 0, direction: 'forward', limit: 10 })).map((e) => e.type)).toEqual(['ok-b']);
+    expect(await store.getSession('b')).toMatchObject({ nextSeq: 1, eventCount: 1 });
+    expect(store.stats().groupCommits).toBe(1);
+  });
+
+  it('encodes seq lists compactly, [] as a zero-length blob, and round-trips any safe integer', () => {
+    expect(encodeSeqs([]).length).toBe(0);
+    expect([...encodeSeqs([5, 6, 4])]).toEqual([5, 2, 3]);
+    for (const seqs of [[0], [Number.MAX_SAFE_INTEGER, 0, Number.MAX_SAFE_INTEGER], [300, 1, 70000, 69999]]) {
+      expect(decodeSeqs(encodeSeqs(seqs))).toEqual(seqs);
+    }
+    expect(() => decodeSeqs(Buffer.from([0x80]))).toThrow(/truncated/);
+  });
+});

@@ -1,0 +1,508 @@
+/**
+ * The store contract: one suite every SessionStore implementation must pass with the same
+ * results (test/integration/memory-store.test.ts, sqlite-store.test.ts).
+ */
+import fc from 'fast-check';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import type { NewSession, SessionStore } from '../../src/app/store-port.js';
+import { DomainError } from '../../src/domain/errors.js';
+import type { Json, SessionEvent, SessionHeader, SurfaceOp } from '../../src/domain/event.js';
+import { StoreClosedError, StoreUsageError } from '../../src/store/store-errors.js';
+
+/** How the suite drives one implementation. */
+export interface StoreHarness<S extends SessionStore> {
+  /** A fresh, empty store. */
+  open(): Promise<S>;
+  /** Write transactions committed so far. */
+  commits(store: S): number;
+  /** Whether concurrent appends share one transaction (group commit). */
+  readonly groupCommit: boolean;
+}
+
+/** Builds an event; optional keys only when given. */
+export function ev(
+  seq: number,
+  type = 'turn/start',
+  data: Json = { turn: seq },
+  extra: { sourceEventSeqs?: number[]; surfaceOp?: SurfaceOp; ignorable?: true; time?: number } = {},
+): SessionEvent {
+  const event: { -readonly [K in keyof SessionEvent]: SessionEvent[K] } = { type, seq, time: extra.time ?? 1_700_000_000_000 + seq, data };
+  if (extra.sourceEventSeqs !== undefined) event.sourceEventSeqs = extra.sourceEventSeqs;
+  if (extra.surfaceOp !== undefined) event.surfaceOp = extra.surfaceOp;
+  if (extra.ignorable !== undefined) event.ignorable = extra.ignorable;
+  return event;
+}
+
+/** A new-session record with defaults. */
+export function newSession(
+  id: string,
+  options: { createdAt?: number; labels?: Record<string, string>; tenant?: string; pending?: boolean; header?: Partial<SessionHeader> } = {},
+): NewSession {
+  return {
+    header: { version: 0, id, createdAt: options.createdAt ?? 1_000, ...options.header },
+    labels: options.labels ?? {},
+    tenant: options.tenant ?? '',
+    strict: false,
+    ...(options.pending === undefined ? {} : { pending: options.pending }),
+  };
+}
+
+/** A run of events seq from..from+n-1 cycling through a realistic mix of shapes. */
+export function mixedEvents(from: number, n: number): SessionEvent[] {
+  const out: SessionEvent[] = [];
+  for (let seq = from; seq < from + n; seq++) {
+    switch (seq % 5) {
+      case 0:
+        out.push(ev(seq, 'user/message', { id: `u${seq}`, role: 'user', content: [{ type: 'text', text: `hello ${seq}` }], source: { kind: 'user' } }, { surfaceOp: 'append' }));
+        break;
+      case 1:
+        out.push(ev(seq, 'assistant/chunk', { turn: 1, step: 1, chunk: { type: 'text-delta', index: 0, text: 'é✓' } }));
+        break;
+      case 2:
+        out.push(ev(seq, 'compaction/summary', { n: seq }, { sourceEventSeqs: [] }));
+        break;
+      case 3:
+        out.push(ev(seq, 'tool/result', { message: { id: `t${seq}` } }, { surfaceOp: { op: 'replace', start: 0, end: 1 }, sourceEventSeqs: [seq - 1, seq - 3, 0] }));
+        break;
+      default:
+        out.push(ev(seq, 'x-custom/thing', null, { ignorable: true }));
+    }
+  }
+  return out;
+}
+
+function structural(e: SessionEvent): object {
+  const row: Record<string, unknown> = { seq: e.seq, type: e.type };
+  if (e.surfaceOp !== undefined) row.surfaceOp = e.surfaceOp;
+  if (e.sourceEventSeqs !== undefined) row.sourceEventSeqs = e.sourceEventSeqs;
+  if (e.ignorable !== undefined) row.ignorable = e.ignorable;
+  return row;
+}
+
+function dataBytes(events: readonly SessionEvent[]): number {
+  return events.reduce((n, e) => n + Buffer.byteLength(JSON.stringify(e.data), 'utf8'), 0);
+}
+
+async function collect<T>(iterable: AsyncIterable<T>): Promise<T[]> {
+  const out: T[] = [];
+  for await (const item of iterable) out.push(item);
+  return out;
+}
+
+/** Registers the contract suite for one implementation. */
+export function storeContract<S extends SessionStore>(name: string, harness: StoreHarness<S>): void {
+  describe(`${name}: store contract`, () => {
+    let store: S;
+    beforeEach(async () => {
+      store = await harness.open();
+    });
+    afterEach(async () => {
+      await store.close();
+    });
+
+    describe('sessions', () => {
+      it('creates a session with its initial log and reads it back; a second create with the same id is refused', async () => {
+        const events = mixedEvents(0, 7);
+        const record = newSession('s1', {
+          createdAt: 5,
+          labels: { team: 'a', 'odd key.$': 'v' },
+          tenant: 't1',
+          header: { cwd: '/work', parentSession: 'p', seedLength: 3, origin: 'subagent', delegationDepth: 1, agentPreset: 'coder' },
+        });
+        expect(await store.createSession({ ...record, strict: true }, events)).toBe(true);
+        const got = await store.getSession('s1');
+        expect(got).toStrictEqual({
+          header: { version: 0, id: 's1', createdAt: 5, cwd: '/work', parentSession: 'p', seedLength: 3, origin: 'subagent', delegationDepth: 1, agentPreset: 'coder' },
+          labels: { team: 'a', 'odd key.$': 'v' },
+          tenant: 't1',
+          nextSeq: 7,
+          eventCount: 7,
+          dataBytes: dataBytes(events),
+          strict: true,
+        });
+        expect(await store.readEvents('s1', { fromSeq: 0, direction: 'forward', limit: 100 })).toStrictEqual(events);
+        expect(await store.createSession(newSession('s1', { createdAt: 9 }), [])).toBe(false);
+        expect((await store.getSession('s1'))?.header.createdAt).toBe(5);
+      });
+
+      it('keeps absent header fields absent and reports an empty session', async () => {
+        await store.createSession(newSession('bare'), []);
+        const got = await store.getSession('bare');
+        expect(got).toStrictEqual({ header: { version: 0, id: 'bare', createdAt: 1_000 }, labels: {}, tenant: '', nextSeq: 0, eventCount: 0, dataBytes: 0, strict: false });
+        expect(Object.keys(got!.header)).toEqual(['version', 'id', 'createdAt']);
+        expect(await store.getSession('nope')).toBeUndefined();
+      });
+
+      it('counts events apart from nextSeq for imported logs with seq gaps', async () => {
+        const events = [ev(0), ev(2), ev(5)];
+        await store.createSession(newSession('gaps'), events);
+        expect(await store.getSession('gaps')).toMatchObject({ nextSeq: 6, eventCount: 3 });
+        expect(await store.append('gaps', 6, [ev(6)])).toEqual({ kind: 'appended' });
+        expect(await store.getSession('gaps')).toMatchObject({ nextSeq: 7, eventCount: 4 });
+      });
+
+      it('lists newest first; pages concatenated equal the whole list; label and tenant filters paginate', async () => {
+        const all: { id: string; createdAt: number; tenant: string; labels: Record<string, string> }[] = [];
+        for (let i = 0; i < 37; i++) {
+          const s = {
+            id: `s${String(i).padStart(2, '0')}`,
+            createdAt: 100 + (i % 7), // many ties on createdAt, broken by id desc
+            tenant: i % 3 === 0 ? 'acme' : 'other',
+            labels: i % 2 === 0 ? { env: 'prod', team: `t${i % 4}` } : { env: 'dev' },
+          };
+          all.push(s);
+          await store.createSession(newSession(s.id, s), []);
+        }
+        await store.createSession(newSession('hidden', { createdAt: 104, pending: true, labels: { env: 'prod' } }), []);
+        const order = (xs: typeof all) =>
+          [...xs].sort((a, b) => b.createdAt - a.createdAt || (a.id < b.id ? 1 : -1)).map((s) => s.id);
+
+        const listAll = async (query: { tenant?: string; labels?: Record<string, string> }, pageSize: number) => {
+          const ids: string[] = [];
+          let token: string | undefined;
+          let pages = 0;
+          do {
+            const page = await store.listSessions({ ...query, pageSize, ...(token === undefined ? {} : { pageToken: token }) });
+            expect(page.sessions.length).toBeLessThanOrEqual(pageSize);
+            ids.push(...page.sessions.map((s) => s.header.id));
+            token = page.nextPageToken === '' ? undefined : page.nextPageToken;
+            pages++;
+            expect(pages).toBeLessThan(100);
+          } while (token !== undefined);
+          return ids;
+        };
+
+        for (const pageSize of [1, 4, 37, 100]) expect(await listAll({}, pageSize)).toEqual(order(all));
+        expect(await listAll({ labels: { env: 'prod' } }, 3)).toEqual(order(all.filter((s) => s.labels.env === 'prod')));
+        expect(await listAll({ labels: { env: 'prod', team: 't2' } }, 2)).toEqual(order(all.filter((s) => s.labels.team === 't2')));
+        expect(await listAll({ labels: { env: 'nope' } }, 2)).toEqual([]);
+        expect(await listAll({ tenant: 'acme' }, 5)).toEqual(order(all.filter((s) => s.tenant === 'acme')));
+        expect(await listAll({ tenant: 'acme', labels: { env: 'prod' } }, 2)).toEqual(
+          order(all.filter((s) => s.tenant === 'acme' && s.labels.env === 'prod')),
+        );
+        const exact = await store.listSessions({ pageSize: 37 });
+        expect(exact.nextPageToken).toBe('');
+        expect(exact.sessions[0]).toMatchObject({ header: { id: 's34', createdAt: 106 }, labels: { env: 'prod', team: 't2' }, tenant: 'other' });
+      });
+
+      it('keeps paginating correctly when sessions are created and deleted between pages', async () => {
+        for (let i = 0; i < 10; i++) await store.createSession(newSession(`s${i}`, { createdAt: i }), []);
+        const first = await store.listSessions({ pageSize: 4 });
+        expect(first.sessions.map((s) => s.header.id)).toEqual(['s9', 's8', 's7', 's6']);
+        await store.createSession(newSession('newer', { createdAt: 50 }), []);
+        await store.deleteSession('s5');
+        const second = await store.listSessions({ pageSize: 4, pageToken: first.nextPageToken });
+        expect(second.sessions.map((s) => s.header.id)).toEqual(['s4', 's3', 's2', 's1']);
+      });
+
+      it('refuses a page token it did not issue', async () => {
+        for (const pageToken of ['garbage!', Buffer.from('[1]').toString('base64url'), Buffer.from('{"a":1}').toString('base64url')]) {
+          const error = await store.listSessions({ pageSize: 2, pageToken }).catch((e: unknown) => e);
+          expect(error).toBeInstanceOf(DomainError);
+          expect((error as DomainError).reason).toBe('INVALID_PAGE_TOKEN');
+        }
+        await expect(store.listSessions({ pageSize: 0 })).rejects.toThrow(RangeError);
+      });
+
+      it('deletes a session with its events and idempotency records; the id can be reused from scratch', async () => {
+        await store.createSession(newSession('d'), mixedEvents(0, 3));
+        expect(await store.append('d', 3, [ev(3)], { key: 'k1', requestHash: 'h1' })).toEqual({ kind: 'appended' });
+        expect(await store.deleteSession('d')).toBe(true);
+        expect(await store.deleteSession('d')).toBe(false);
+        expect(await store.getSession('d')).toBeUndefined();
+        expect(await store.readEvents('d', { fromSeq: 0, direction: 'forward', limit: 10 })).toEqual([]);
+        expect(await store.getIdempotent('d', 'k1')).toBeUndefined();
+        expect(await store.append('d', 0, [ev(0)])).toEqual({ kind: 'not-found' });
+
+        await store.createSession(newSession('d'), []);
+        expect(await store.getSession('d')).toMatchObject({ nextSeq: 0, eventCount: 0, dataBytes: 0 });
+        expect(await store.readStructure('d', 0)).toEqual([]);
+        expect(await store.getIdempotent('d', 'k1')).toBeUndefined();
+        expect(await store.append('d', 0, [ev(0)], { key: 'k1', requestHash: 'h2' })).toEqual({ kind: 'appended' });
+        expect((await store.listSessions({ pageSize: 10 })).sessions.map((s) => s.header.id)).toEqual(['d']);
+      });
+    });
+
+    describe('append', () => {
+      it('appends conditionally and updates the counters', async () => {
+        await store.createSession(newSession('a'), [ev(0)]);
+        const batch = mixedEvents(1, 4);
+        expect(await store.append('a', 1, batch)).toEqual({ kind: 'appended' });
+        expect(await store.getSession('a')).toMatchObject({ nextSeq: 5, eventCount: 5, dataBytes: dataBytes([ev(0), ...batch]) });
+        expect(await store.append('a', 5, [])).toEqual({ kind: 'appended' });
+        expect(await store.getSession('a')).toMatchObject({ nextSeq: 5, eventCount: 5 });
+      });
+
+      it('reports a moved head as a conflict and leaves the state untouched', async () => {
+        await store.createSession(newSession('c'), mixedEvents(0, 3));
+        const before = await store.getSession('c');
+        const eventsBefore = await store.readEvents('c', { fromSeq: 0, direction: 'forward', limit: 10 });
+        expect(await store.append('c', 2, [ev(2)], { key: 'k', requestHash: 'h' })).toEqual({ kind: 'conflict', actualNextSeq: 3 });
+        expect(await store.append('c', 7, [ev(7)])).toEqual({ kind: 'conflict', actualNextSeq: 3 });
+        expect(await store.getSession('c')).toStrictEqual(before);
+        expect(await store.readEvents('c', { fromSeq: 0, direction: 'forward', limit: 10 })).toStrictEqual(eventsBefore);
+        expect(await store.getIdempotent('c', 'k')).toBeUndefined();
+      });
+
+      it('answers a reused idempotency key with the stored result, whatever the head, appending nothing', async () => {
+        await store.createSession(newSession('i'), []);
+        expect(await store.append('i', 0, [ev(0), ev(1)], { key: 'req-1', requestHash: 'abc' })).toEqual({ kind: 'appended' });
+        expect(await store.getIdempotent('i', 'req-1')).toEqual({ seqs: [0, 1], requestHash: 'abc' });
+        const again = await store.append('i', 0, [ev(0), ev(1)], { key: 'req-1', requestHash: 'abc' });
+        expect(again).toEqual({ kind: 'duplicate', result: { seqs: [0, 1], requestHash: 'abc' } });
+        expect(await store.append('i', 2, [ev(2)], { key: 'req-1', requestHash: 'other' })).toEqual({
+          kind: 'duplicate',
+          result: { seqs: [0, 1], requestHash: 'abc' },
+        });
+        expect(await store.getSession('i')).toMatchObject({ nextSeq: 2, eventCount: 2 });
+        expect(await store.getIdempotent('i', 'nope')).toBeUndefined();
+        // Keys are per session.
+        await store.createSession(newSession('j'), []);
+        expect(await store.append('j', 0, [ev(0)], { key: 'req-1', requestHash: 'x' })).toEqual({ kind: 'appended' });
+        expect(await store.append('i', 2, [], { key: 'empty', requestHash: 'e' })).toEqual({ kind: 'appended' });
+        expect(await store.getIdempotent('i', 'empty')).toEqual({ seqs: [], requestHash: 'e' });
+      });
+
+      it('reports unknown and pending sessions as not found', async () => {
+        expect(await store.append('ghost', 0, [ev(0)])).toEqual({ kind: 'not-found' });
+        await store.createSession(newSession('p', { pending: true }), []);
+        expect(await store.append('p', 0, [ev(0)])).toEqual({ kind: 'not-found' });
+      });
+
+      it('refuses events whose seqs do not ascend from the expected head (a caller bug)', async () => {
+        await store.createSession(newSession('b'), [ev(0)]);
+        await expect(store.append('b', 1, [ev(1), ev(1)])).rejects.toThrow(StoreUsageError);
+        await expect(store.append('b', 1, [ev(0)])).rejects.toThrow(StoreUsageError);
+        await expect(store.createSession(newSession('b2'), [ev(1), ev(0)])).rejects.toThrow(StoreUsageError);
+        expect(await store.getSession('b')).toMatchObject({ nextSeq: 1, eventCount: 1 });
+      });
+
+      for (const sessions of [1, 20]) {
+        it(`loses and duplicates nothing under 200 concurrent clients on ${sessions} session(s), retrying on conflict`, async () => {
+          for (let s = 0; s < sessions; s++) await store.createSession(newSession(`cc${s}`), []);
+          const client = async (c: number): Promise<number> => {
+            const id = `cc${c % sessions}`;
+            for (let attempt = 1; ; attempt++) {
+              const head = (await store.getSession(id))!.nextSeq;
+              const outcome = await store.append(id, head, [ev(head, 'user/message', { client: c })], { key: `client-${c}`, requestHash: `h${c}` });
+              if (outcome.kind === 'appended' || outcome.kind === 'duplicate') return attempt;
+              expect(outcome.kind).toBe('conflict');
+              expect(attempt).toBeLessThan(1000);
+            }
+          };
+          await Promise.all(Array.from({ length: 200 }, (_, c) => client(c)));
+          const seen = new Set<number>();
+          for (let s = 0; s < sessions; s++) {
+            const events = await store.readEvents(`cc${s}`, { fromSeq: 0, direction: 'forward', limit: 1000 });
+            expect(events.map((e) => e.seq)).toEqual(events.map((_, i) => i));
+            expect(await store.getSession(`cc${s}`)).toMatchObject({ nextSeq: events.length, eventCount: events.length });
+            for (const e of events) {
+              const c = (e.data as { client: number }).client;
+              expect(seen.has(c)).toBe(false);
+              expect(c % sessions).toBe(s);
+              seen.add(c);
+              expect(await store.getIdempotent(`cc${s}`, `client-${c}`)).toEqual({ seqs: [e.seq], requestHash: `h${c}` });
+            }
+          }
+          expect(seen.size).toBe(200);
+        });
+      }
+
+      it('settles each call of a concurrent group on its own: a conflict or duplicate does not roll back the others', async () => {
+        await store.createSession(newSession('g1'), []);
+        await store.createSession(newSession('g2'), []);
+        const outcomes = await Promise.all([
+          store.append('g1', 0, [ev(0, 'a')], { key: 'k', requestHash: 'h' }),
+          store.append('g1', 0, [ev(0, 'b')]),
+          store.append('g1', 1, [ev(1, 'c')], { key: 'k', requestHash: 'h' }),
+          store.append('ghost', 0, [ev(0)]),
+          store.append('g2', 0, [ev(0, 'd'), ev(1, 'e')]),
+          store.append('g1', 1, [ev(1, 'f')]),
+        ]);
+        expect(outcomes).toEqual([
+          { kind: 'appended' },
+          { kind: 'conflict', actualNextSeq: 1 },
+          { kind: 'duplicate', result: { seqs: [0], requestHash: 'h' } },
+          { kind: 'not-found' },
+          { kind: 'appended' },
+          { kind: 'appended' },
+        ]);
+        const types = async (id: string) => (await store.readEvents(id, { fromSeq: 0, direction: 'forward', limit: 10 })).map((e) => e.type);
+        expect(await types('g1')).toEqual(['a', 'f']);
+        expect(await types('g2')).toEqual(['d', 'e']);
+      });
+
+      if (harness.groupCommit) {
+        it('commits concurrent appends from one event-loop turn in a single transaction', async () => {
+          for (let s = 0; s < 64; s++) await store.createSession(newSession(`gc${s}`), []);
+          const before = harness.commits(store);
+          const outcomes = await Promise.all(Array.from({ length: 64 }, (_, s) => store.append(`gc${s}`, 0, [ev(0), ev(1)])));
+          expect(outcomes.every((o) => o.kind === 'appended')).toBe(true);
+          expect(harness.commits(store) - before).toBe(1);
+          const again = await Promise.all(Array.from({ length: 64 }, (_, s) => store.append(`gc${s % 8}`, 2, [ev(2)])));
+          expect(again.filter((o) => o.kind === 'appended')).toHaveLength(8);
+          expect(harness.commits(store) - before).toBe(2);
+        });
+      }
+    });
+
+    describe('reads', () => {
+      const events = mixedEvents(0, 25);
+      beforeEach(async () => {
+        await store.createSession(newSession('r'), events.slice(0, 10));
+        expect(await store.append('r', 10, events.slice(10))).toEqual({ kind: 'appended' });
+      });
+
+      it('reads forward and backward from a seq with a limit', async () => {
+        expect(await store.readEvents('r', { fromSeq: 0, direction: 'forward', limit: 100 })).toStrictEqual(events);
+        expect(await store.readEvents('r', { fromSeq: 7, direction: 'forward', limit: 3 })).toStrictEqual(events.slice(7, 10));
+        expect(await store.readEvents('r', { fromSeq: 7, direction: 'backward', limit: 3 })).toStrictEqual([events[7], events[6], events[5]]);
+        expect(await store.readEvents('r', { fromSeq: 1000, direction: 'backward', limit: 2 })).toStrictEqual([events[24], events[23]]);
+        expect(await store.readEvents('r', { fromSeq: 2, direction: 'backward', limit: 10 })).toStrictEqual([events[2], events[1], events[0]]);
+        expect(await store.readEvents('r', { fromSeq: 25, direction: 'forward', limit: 10 })).toEqual([]);
+        expect(await store.readEvents('r', { fromSeq: 0, direction: 'forward', limit: 0 })).toEqual([]);
+        expect(await store.readEvents('nope', { fromSeq: 0, direction: 'forward', limit: 10 })).toEqual([]);
+      });
+
+      it('filters by type in both directions', async () => {
+        const types = ['user/message', 'tool/result'];
+        const wanted = events.filter((e) => types.includes(e.type));
+        expect(await store.readEvents('r', { fromSeq: 0, direction: 'forward', limit: 100, types })).toStrictEqual(wanted);
+        expect(await store.readEvents('r', { fromSeq: 6, direction: 'forward', limit: 3, types })).toStrictEqual(wanted.filter((e) => e.seq >= 6).slice(0, 3));
+        expect(await store.readEvents('r', { fromSeq: 19, direction: 'backward', limit: 3, types })).toStrictEqual(
+          wanted.filter((e) => e.seq <= 19).reverse().slice(0, 3),
+        );
+        expect(await store.readEvents('r', { fromSeq: 0, direction: 'forward', limit: 100, types: [] })).toStrictEqual(events);
+        expect(await store.readEvents('r', { fromSeq: 0, direction: 'forward', limit: 100, types: ['none'] })).toEqual([]);
+      });
+
+      it('gets events by seq, ascending, omitting missing ones', async () => {
+        expect(await store.getEvents('r', [12, 3, 99, 3, 0])).toStrictEqual([events[0], events[3], events[12]]);
+        expect(await store.getEvents('r', [])).toEqual([]);
+        expect(await store.getEvents('nope', [1])).toEqual([]);
+      });
+
+      it('reads the structure: [] distinct from absent sourceEventSeqs, ignorable present only when set', async () => {
+        const rows = await store.readStructure('r', 0);
+        expect(rows).toStrictEqual(events.map(structural));
+        expect(rows[2]).toStrictEqual({ seq: 2, type: 'compaction/summary', sourceEventSeqs: [] });
+        expect(rows[1]).toStrictEqual({ seq: 1, type: 'assistant/chunk' });
+        expect(Object.keys(rows[4]!)).toEqual(['seq', 'type', 'ignorable']);
+        expect(await store.readStructure('r', 20)).toStrictEqual(events.slice(20).map(structural));
+        expect(await store.readStructure('nope', 0)).toEqual([]);
+      });
+
+      it('scans in ascending batches', async () => {
+        const batches = await collect(store.scanEvents('r', 3, 5));
+        expect(batches.map((b) => b.length)).toEqual([5, 5, 5, 5, 2]);
+        expect(batches.flat()).toStrictEqual(events.slice(3));
+        expect((await collect(store.scanEvents('r', 0, 25))).map((b) => b.length)).toEqual([25]);
+        expect(await collect(store.scanEvents('r', 25, 5))).toEqual([]);
+        expect(await collect(store.scanEvents('nope', 0, 5))).toEqual([]);
+      });
+
+      it('returns copies the caller cannot use to alter the log', async () => {
+        const [first] = await store.readEvents('r', { fromSeq: 0, direction: 'forward', limit: 1 });
+        try {
+          (first!.data as { id: string }).id = 'mutated';
+        } catch {
+          // frozen: fine
+        }
+        const [again] = await store.readEvents('r', { fromSeq: 0, direction: 'forward', limit: 1 });
+        expect(again).toStrictEqual(events[0]);
+      });
+    });
+
+    describe('pending sessions (streamed import)', () => {
+      it('are invisible until published, take chunks without a head check, then behave like any session', async () => {
+        expect(await store.createSession(newSession('imp', { pending: true, labels: { k: 'v' } }), mixedEvents(0, 3))).toBe(true);
+        await store.appendPending('imp', mixedEvents(3, 4));
+        await store.appendPending('imp', [ev(9), ev(12)]);
+        expect(await store.getSession('imp')).toBeUndefined();
+        expect((await store.listSessions({ pageSize: 10 })).sessions).toEqual([]);
+        expect((await store.listSessions({ pageSize: 10, labels: { k: 'v' } })).sessions).toEqual([]);
+        expect(await store.readEvents('imp', { fromSeq: 0, direction: 'forward', limit: 100 })).toEqual([]);
+        expect(await store.readStructure('imp', 0)).toEqual([]);
+        expect(await store.getEvents('imp', [0])).toEqual([]);
+        expect(await store.append('imp', 13, [ev(13)])).toEqual({ kind: 'not-found' });
+        expect(await store.createSession(newSession('imp'), [])).toBe(false);
+
+        await store.publishSession('imp');
+        const all = [...mixedEvents(0, 7), ev(9), ev(12)];
+        expect(await store.getSession('imp')).toMatchObject({ nextSeq: 13, eventCount: 9, dataBytes: dataBytes(all) });
+        expect(await store.readEvents('imp', { fromSeq: 0, direction: 'forward', limit: 100 })).toStrictEqual(all);
+        expect(await store.append('imp', 13, [ev(13)])).toEqual({ kind: 'appended' });
+        expect((await store.listSessions({ pageSize: 10 })).sessions.map((s) => s.header.id)).toEqual(['imp']);
+      });
+
+      it('refuse chunks out of order or for sessions that are not pending; an aborted import can be deleted', async () => {
+        await store.createSession(newSession('imp', { pending: true }), [ev(0), ev(1)]);
+        await expect(store.appendPending('imp', [ev(1)])).rejects.toThrow(StoreUsageError);
+        await store.createSession(newSession('live'), []);
+        await expect(store.appendPending('live', [ev(0)])).rejects.toThrow(StoreUsageError);
+        await expect(store.appendPending('ghost', [ev(0)])).rejects.toThrow(StoreUsageError);
+        await expect(store.publishSession('ghost')).rejects.toThrow(StoreUsageError);
+        expect(await store.deleteSession('imp')).toBe(true);
+        await expect(store.publishSession('imp')).rejects.toThrow(StoreUsageError);
+      });
+    });
+
+    it('flushes queued appends on close and refuses use afterwards', async () => {
+      await store.createSession(newSession('z'), []);
+      const pending = store.append('z', 0, [ev(0)]);
+      await store.close();
+      expect(await pending).toEqual({ kind: 'appended' });
+      await expect(store.getSession('z')).rejects.toThrow(StoreClosedError);
+      await expect(store.append('z', 1, [ev(1)])).rejects.toThrow(StoreClosedError);
+      store = await harness.open(); // afterEach closes it
+    });
+
+    it('property: any sequence of appends reads back exactly as appended (JSON-equal, key presence kept)', async () => {
+      const json = fc.jsonValue({ maxDepth: 3 }).map((v) => JSON.parse(JSON.stringify(v)) as Json);
+      const surfaceOp: fc.Arbitrary<SurfaceOp> = fc.oneof(
+        fc.constant('append' as const),
+        fc.record({ op: fc.constant('replace' as const), start: fc.nat(1000), end: fc.nat(1000) }).map((op) => ({ ...op })),
+      );
+      const shape = fc.record(
+        {
+          type: fc.string({ minLength: 1, maxLength: 20 }),
+          time: fc.integer({ min: 0, max: Number.MAX_SAFE_INTEGER }),
+          data: json,
+          sourceEventSeqs: fc.array(fc.nat({ max: Number.MAX_SAFE_INTEGER }), { maxLength: 6 }),
+          surfaceOp,
+          ignorable: fc.constant(true as const),
+        },
+        { requiredKeys: ['type', 'time', 'data'] },
+      );
+      const plan = fc.record({
+        initial: fc.array(shape, { maxLength: 4 }),
+        batches: fc.array(fc.record({ events: fc.array(shape, { maxLength: 4 }), gap: fc.nat(3) }), { maxLength: 6 }),
+      });
+      let run = 0;
+      await fc.assert(
+        fc.asyncProperty(plan, async ({ initial, batches }) => {
+          const id = `prop-${run++}`;
+          let next = 0;
+          const number = (shapes: typeof initial, gap: number): SessionEvent[] => {
+            if (shapes.length > 0) next += gap;
+            return shapes.map((s) => ({ ...s, seq: next++ }) as SessionEvent);
+          };
+          const expected = number(initial, 0);
+          await store.createSession(newSession(id), expected);
+          for (const batch of batches) {
+            const head = next;
+            const events = number(batch.events, batch.gap);
+            expect(await store.append(id, head, events)).toEqual({ kind: 'appended' });
+            expected.push(...events);
+          }
+          const read = await store.readEvents(id, { fromSeq: 0, direction: 'forward', limit: 10_000 });
+          expect(read).toStrictEqual(expected);
+          expect(read.map((e) => Object.keys(e).sort())).toEqual(expected.map((e) => Object.keys(e).sort()));
+          expect(await store.readStructure(id, 0)).toStrictEqual(expected.map(structural));
+          expect(await store.getSession(id)).toMatchObject({ eventCount: expected.length, nextSeq: next, dataBytes: dataBytes(expected) });
+        }),
+        { numRuns: 60 },
+      );
+    });
+  });
+}
