@@ -144,7 +144,7 @@ export function storeContract<S extends SessionStore>(name: string, harness: Sto
       it('lists newest first; pages concatenated equal the whole list; label and tenant filters paginate', async () => {
         const all: { id: string; createdAt: number; tenant: string; labels: Record<string, string> }[] = [];
         for (let i = 0; i < 37; i++) {
-          const s = {
+          const s: (typeof all)[number] = {
             id: `s${String(i).padStart(2, '0')}`,
             createdAt: 100 + (i % 7), // many ties on createdAt, broken by id desc
             tenant: i % 3 === 0 ? 'acme' : 'other',
