@@ -175,6 +175,17 @@ export class MessageProjection {
     return this.out.slice();
   }
 
+  /** The model history with the seq each message is projected from (fresh array). */
+  entries(): { seq: number; message: MessageJson }[] {
+    if (!this.isHydrated) throw new Error('MessageProjection is not hydrated');
+    const out: { seq: number; message: MessageJson }[] = [];
+    for (let i = 0; i < this.msgs.length; i++) {
+      const m = this.msgs[i];
+      if (m !== undefined) out.push({ seq: this.nodes[i] as number, message: m });
+    }
+    return out;
+  }
+
   /** Seqs of the surface as the projection knows it (fresh array). */
   surface(): number[] {
     return this.nodes.slice();

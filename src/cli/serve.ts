@@ -1,0 +1,84 @@
+/**
+ * `palimpsest serve`: the composition root. Flags override PALIMPSEST_* environment variables,
+ * which override the defaults.
+ */
+import { DEFAULT_CONFIG, type ServerConfig } from '../server/config.js';
+import type { AppLimits } from '../app/session-service.js';
+
+/** A server option: flag name, env var, parser, where it goes. */
+interface Option {
+  readonly flag: string;
+  readonly help: string;
+  readonly apply: (cfg: MutableConfig, value: string) => void;
+  readonly boolean?: boolean;
+}
+
+type MutableLimits = { -readonly [K in keyof AppLimits]: AppLimits[K] };
+type MutableConfig = Omit<{ -readonly [K in keyof ServerConfig]: ServerConfig[K] }, "limits"> & { limits: MutableLimits };
+
+function int(name: string, v: string, min = 0): number {
+  const n = Number(v);
+  if (!Number.isSafeInteger(n) || n < min) throw new UsageError(`--${name} must be an integer >= ${min}, got ${JSON.stringify(v)}`);
+  return n;
+}
+
+/** A command-line usage error (exit status 2). */
+export class UsageError extends Error {}
+
+/** Every `serve` option. */
+export const SERVE_OPTIONS: readonly Option[] = [
+  { flag: 'listen', help: 'gRPC listen address HOST:PORT (default 127.0.0.1:50051)', apply: (c, v) => { c.listen = v; } },
+  { flag: 'db', help: "SQLite database file (default ./palimpsest.db; ':memory:' = in-memory store)", apply: (c, v) => { c.db = v; } },
+  {
+    flag: 'durability', help: 'full (default: every acknowledged append survives power loss) or normal', apply: (c, v) => {
+      if (v !== 'full' && v !== 'normal') throw new UsageError(`--durability must be full or normal, got ${JSON.stringify(v)}`);
+      c.durability = v;
+    },
+  },
+  { flag: 'max-message-bytes', help: 'max gRPC message size (default 16 MiB)', apply: (c, v) => { c.maxMessageBytes = int('max-message-bytes', v, 1024); } },
+  { flag: 'max-batch-events', help: 'max events per AppendEvents (default 1000)', apply: (c, v) => { c.limits.maxBatchEvents = int('max-batch-events', v, 1); } },
+  { flag: 'max-event-bytes', help: "max bytes of one event's data (default 4 MiB)", apply: (c, v) => { c.limits.maxEventBytes = int('max-event-bytes', v, 1); } },
+  { flag: 'max-page-size', help: 'max page size of list RPCs (default 1000)', apply: (c, v) => { c.limits.maxPageSize = int('max-page-size', v, 1); } },
+  { flag: 'cache-sessions', help: 'hot sessions kept in memory (default 10000)', apply: (c, v) => { c.limits.cacheMaxSessions = int('cache-sessions', v, 1); } },
+  { flag: 'cache-events', help: 'total events of hot sessions kept in memory (default 20000000)', apply: (c, v) => { c.limits.cacheMaxEvents = int('cache-events', v, 1); } },
+  { flag: 'tenant-max-sessions', help: 'per-tenant session quota (0 = unlimited)', apply: (c, v) => { c.limits.tenantMaxSessions = int('tenant-max-sessions', v); } },
+  { flag: 'tenant-max-bytes', help: 'per-tenant stored-bytes quota (0 = unlimited)', apply: (c, v) => { c.limits.tenantMaxBytes = int('tenant-max-bytes', v); } },
+  { flag: 'max-concurrent-streams', help: 'max concurrent streams per connection (default 1000)', apply: (c, v) => { c.maxConcurrentStreams = int('max-concurrent-streams', v, 1); } },
+  { flag: 'heartbeat-ms', help: 'default subscription heartbeat interval (default 15000)', apply: (c, v) => { c.heartbeatMs = int('heartbeat-ms', v, 100); } },
+  { flag: 'subscriber-buffer-bytes', help: 'bytes buffered per slow subscriber before it falls back to catch-up (default 4 MiB)', apply: (c, v) => { c.subscriberBufferBytes = int('subscriber-buffer-bytes', v, 1024); } },
+  { flag: 'log-level', help: 'trace|debug|info|warn|error|silent (default info)', apply: (c, v) => { c.logLevel = v; } },
+  { flag: 'metrics-listen', help: 'serve Prometheus /metrics on HOST:PORT (default off)', apply: (c, v) => { c.metricsListen = v; } },
+  { flag: 'tls-cert', help: 'TLS certificate chain (PEM file)', apply: (c, v) => { c.tlsCert = v; } },
+  { flag: 'tls-key', help: 'TLS private key (PEM file)', apply: (c, v) => { c.tlsKey = v; } },
+  { flag: 'tls-client-ca', help: 'require client certificates signed by this CA (PEM file): mutual TLS', apply: (c, v) => { c.tlsClientCa = v; } },
+  { flag: 'insecure', help: 'allow plaintext on a non-loopback address', boolean: true, apply: (c, v) => { c.insecure = v !== 'false' && v !== '0'; } },
+  { flag: 'auth-tokens', help: 'bearer-token file (JSON; see README); reloaded on SIGHUP', apply: (c, v) => { c.authTokens = v; } },
+  { flag: 'shutdown-grace-ms', help: 'graceful shutdown deadline (default 10000)', apply: (c, v) => { c.shutdownGraceMs = int('shutdown-grace-ms', v); } },
+];
+
+/** Builds the server config from argv (after `serve`) and the environment. */
+export function parseServeArgs(argv: readonly string[], env: NodeJS.ProcessEnv): ServerConfig {
+  const cfg: MutableConfig = { ...DEFAULT_CONFIG, limits: { ...DEFAULT_CONFIG.limits } };
+  for (const o of SERVE_OPTIONS) {
+    const v = env[`PALIMPSEST_${o.flag.toUpperCase().replace(/-/g, '_')}`];
+    if (v !== undefined && v !== '') o.apply(cfg, v);
+  }
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i] as string;
+    if (!arg.startsWith('--')) throw new UsageError(`unexpected argument ${JSON.stringify(arg)}`);
+    const eq = arg.indexOf('=');
+    const name = eq >= 0 ? arg.slice(2, eq) : arg.slice(2);
+    const o = SERVE_OPTIONS.find((x) => x.flag === name);
+    if (!o) throw new UsageError(`unknown option --${name}`);
+    let value: string;
+    if (eq >= 0) value = arg.slice(eq + 1);
+    else if (o.boolean) value = 'true';
+    else {
+      const next = argv[++i];
+      if (next === undefined) throw new UsageError(`--${name} needs a value`);
+      value = next;
+    }
+    o.apply(cfg, value);
+  }
+  return cfg;
+}

@@ -1,0 +1,61 @@
+/**
+ * Server configuration from flags and environment (flags win). Every option has an env var
+ * PALIMPSEST_<NAME> (upper snake case of the flag).
+ */
+import { DEFAULT_LIMITS, type AppLimits } from '../app/session-service.js';
+
+/** Everything `startServer` needs. */
+export interface ServerConfig {
+  /** gRPC listen address host:port (port 0 = any free port). */
+  readonly listen: string;
+  /** SQLite database path, or ':memory:' for the in-memory store. */
+  readonly db: string;
+  /** SQLite durability. */
+  readonly durability: 'full' | 'normal';
+  /** App limits. */
+  readonly limits: AppLimits;
+  /** Max gRPC message size in bytes (both directions). */
+  readonly maxMessageBytes: number;
+  /** Max concurrent streams per HTTP/2 connection. */
+  readonly maxConcurrentStreams: number;
+  /** Default subscription heartbeat interval, ms. */
+  readonly heartbeatMs: number;
+  /** Max undelivered bytes buffered per subscriber before it is switched back to catch-up. */
+  readonly subscriberBufferBytes: number;
+  /** pino level. */
+  readonly logLevel: string;
+  /** Prometheus listen address host:port, or '' to disable. */
+  readonly metricsListen: string;
+  /** TLS certificate chain file (PEM); '' = plaintext. */
+  readonly tlsCert: string;
+  /** TLS private key file (PEM). */
+  readonly tlsKey: string;
+  /** Client CA file (PEM) for mutual TLS; '' = no client certificates. */
+  readonly tlsClientCa: string;
+  /** Allow plaintext on a non-loopback address. */
+  readonly insecure: boolean;
+  /** Token file for bearer authentication; '' = auth off. */
+  readonly authTokens: string;
+  /** Graceful shutdown deadline, ms. */
+  readonly shutdownGraceMs: number;
+}
+
+/** Defaults: embedded SQLite file in the working directory, durable appends, loopback. */
+export const DEFAULT_CONFIG: ServerConfig = {
+  listen: '127.0.0.1:50051',
+  db: 'palimpsest.db',
+  durability: 'full',
+  limits: DEFAULT_LIMITS,
+  maxMessageBytes: 16 * 1024 * 1024,
+  maxConcurrentStreams: 1000,
+  heartbeatMs: 15_000,
+  subscriberBufferBytes: 4 * 1024 * 1024,
+  logLevel: 'info',
+  metricsListen: '',
+  tlsCert: '',
+  tlsKey: '',
+  tlsClientCa: '',
+  insecure: false,
+  authTokens: '',
+  shutdownGraceMs: 10_000,
+};

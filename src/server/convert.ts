@@ -1,0 +1,122 @@
+/**
+ * proto <-> domain conversions. The only place that knows both the generated types and the
+ * domain envelope. Numbers: uint64 fields are `number` (ts-proto forceLong=number, which refuses
+ * values above Number.MAX_SAFE_INTEGER at decode time).
+ */
+import type { CandidateEvent, Json, SessionEvent } from '../domain/event.js';
+import { DomainError } from '../domain/errors.js';
+import type { SessionRecord } from '../app/store-port.js';
+import type { DataFormat } from '../../gen/palimpsest/v1/service.js';
+import type { EventData, EventInput, SessionEvent as PbSessionEvent } from '../../gen/palimpsest/v1/event.js';
+import type { Session as PbSession } from '../../gen/palimpsest/v1/session.js';
+import { typedFromJson, typedToJson, TypedDataError } from './typed-data.js';
+
+/** Deepest JSON nesting accepted in event data (deeper data is DATA_TOO_DEEP). */
+export const MAX_JSON_DEPTH = 200;
+
+/** Nesting depth of JSON text, counted without parsing (strings skipped). */
+export function jsonTextDepth(text: string): number {
+  let depth = 0, max = 0, inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === 92 /* \ */) i++;
+      else if (c === 34 /* " */) inString = false;
+    } else if (c === 34) inString = true;
+    else if (c === 91 || c === 123) { if (++depth > max) max = depth; }
+    else if (c === 93 || c === 125) depth--;
+  }
+  return max;
+}
+
+/** Parses the `json` data form; malformed or too deep text is a DomainError of the event. */
+export function parseDataJson(text: string, index: number, field: string): Json {
+  if (jsonTextDepth(text) > MAX_JSON_DEPTH) {
+    throw new DomainError('DATA_TOO_DEEP', `${field} nests deeper than ${MAX_JSON_DEPTH} levels`, { field, limit: String(MAX_JSON_DEPTH) }, index);
+  }
+  try {
+    return JSON.parse(text) as Json;
+  } catch (e) {
+    throw new DomainError('NOT_JSON', `${field} is not valid JSON text: ${(e as Error).message}`, { field }, index);
+  }
+}
+
+/** The JSON value of EventData (the typed forms converted to the reference's JSON). */
+export function eventDataToJson(data: EventData | undefined, index: number, field: string): Json | undefined {
+  const kind = data?.kind;
+  if (!kind) return undefined;
+  if (kind.$case === 'json') return parseDataJson(kind.value, index, `${field}.json`);
+  try {
+    return typedToJson(kind, field);
+  } catch (e) {
+    if (e instanceof TypedDataError) throw new DomainError('INVALID_ARGUMENT', e.message, { field: e.field }, index);
+    throw e;
+  }
+}
+
+/** An EventInput as the domain's candidate envelope (absent keys stay absent). */
+export function eventInputToCandidate(input: EventInput, index: number): CandidateEvent {
+  const field = `events[${index}]`;
+  const data = eventDataToJson(input.data, index, `${field}.data`);
+  const c: Record<string, unknown> = { type: input.type, data };
+  if (data === undefined) delete c.data;
+  if (input.seq !== undefined) c.seq = input.seq;
+  if (input.time !== undefined) c.time = input.time;
+  if (input.sourceEventSeqs) c.sourceEventSeqs = input.sourceEventSeqs.seqs.slice();
+  const op = input.surfaceOp;
+  if (op?.$case === 'append') c.surfaceOp = 'append';
+  else if (op?.$case === 'replace') c.surfaceOp = { op: 'replace', start: op.value.start, end: op.value.end };
+  if (input.ignorable) c.ignorable = true;
+  return c as CandidateEvent;
+}
+
+/** A domain event as the proto message, with data as JSON text or typed when exact. */
+export function eventToProto(e: SessionEvent, format: DataFormat | 'json' | 'typed' = 'json', dataText?: string): PbSessionEvent {
+  let kind: EventData['kind'];
+  if (format === 'typed' || format === 2) kind = typedFromJson(e.type, e.data);
+  if (!kind) kind = { $case: 'json', value: dataText ?? JSON.stringify(e.data) };
+  const op = e.surfaceOp;
+  return {
+    seq: e.seq,
+    time: e.time,
+    type: e.type,
+    data: { kind },
+    sourceEventSeqs: e.sourceEventSeqs ? { seqs: e.sourceEventSeqs.slice() } : undefined,
+    surfaceOp: op === undefined ? undefined : op === 'append'
+      ? { $case: 'append', value: {} }
+      : { $case: 'replace', value: { start: op.start, end: op.end } },
+    ignorable: e.ignorable === true,
+  };
+}
+
+/** A proto event back to the domain envelope (clients and tests; server reads use the store's). */
+export function protoToEvent(e: PbSessionEvent): SessionEvent {
+  const data = eventDataToJson(e.data, 0, 'data') ?? null;
+  const out: { -readonly [K in keyof SessionEvent]: SessionEvent[K] } = { type: e.type, seq: e.seq, time: e.time, data };
+  if (e.sourceEventSeqs) out.sourceEventSeqs = e.sourceEventSeqs.seqs.slice();
+  if (e.surfaceOp?.$case === 'append') out.surfaceOp = 'append';
+  else if (e.surfaceOp?.$case === 'replace') out.surfaceOp = { op: 'replace', start: e.surfaceOp.value.start, end: e.surfaceOp.value.end };
+  if (e.ignorable) out.ignorable = true;
+  return out;
+}
+
+/** A stored session as the proto Session. */
+export function sessionToProto(r: SessionRecord, surfaceLength: number, live?: { headSeq: number | undefined; eventCount: number }): PbSession {
+  const h = r.header;
+  return {
+    id: h.id,
+    version: h.version,
+    createdAt: h.createdAt,
+    cwd: h.cwd,
+    parentSession: h.parentSession,
+    seedLength: h.seedLength,
+    origin: h.origin,
+    delegationDepth: h.delegationDepth,
+    agentPreset: h.agentPreset,
+    labels: { ...r.labels },
+    headSeq: live ? live.headSeq : r.eventCount > 0 ? r.nextSeq - 1 : undefined,
+    eventCount: live ? live.eventCount : r.eventCount,
+    surfaceLength,
+    strict: r.strict,
+  };
+}

@@ -1,0 +1,212 @@
+/**
+ * The SessionService gRPC handlers: decode requests, call the app, encode responses, map errors.
+ */
+import { status as Code, type sendUnaryData, type ServerUnaryCall, type ServerReadableStream, type ServerWritableStream, type UntypedHandleCall } from '@grpc/grpc-js';
+import type { SessionService, CallContext, SessionView } from '../app/session-service.js';
+import { DomainError } from '../domain/errors.js';
+import type { CandidateEvent } from '../domain/event.js';
+import type {
+  AppendEventsRequest, AppendEventsResponse, CreateSessionRequest, CreateSessionResponse, DeleteSessionRequest,
+  DeleteSessionResponse, ExportSessionRequest, ExportSessionResponse, ForkSessionRequest, ForkSessionResponse,
+  GetMessagesRequest, GetMessagesResponse, GetSessionRequest, GetSessionResponse, GetSurfaceRequest, GetSurfaceResponse,
+  ImportSessionRequest, ImportSessionResponse, ListEventsRequest, ListEventsResponse, ListSessionsRequest,
+  ListSessionsResponse, RepairSessionRequest, RepairSessionResponse,
+} from '../../gen/palimpsest/v1/service.js';
+import { DataFormat, Direction, MessageView } from '../../gen/palimpsest/v1/service.js';
+import type { Session } from '../../gen/palimpsest/v1/session.js';
+import { eventInputToCandidate, eventToProto, sessionToProto } from './convert.js';
+import { messageFromJson } from './typed-data.js';
+import { toServiceError } from './status-map.js';
+import type { Metrics } from './metrics.js';
+
+/** Resolves the caller (tenant) of a call; throws DomainError UNAUTHENTICATED/PERMISSION_DENIED. */
+export type ContextResolver = (call: { metadata: import('@grpc/grpc-js').Metadata; getPath?: () => string }, permission: Permission) => CallContext;
+
+/** The permission an RPC needs. */
+export type Permission = 'read' | 'append' | 'admin';
+
+/** Logger of unexpected errors. */
+export interface ErrorLog {
+  error(obj: object, msg: string): void;
+}
+
+function toSession(v: SessionView): Session {
+  return sessionToProto(v.record, v.surfaceLength, v);
+}
+
+/** Encodes a page token (opaque to clients). */
+export function encodePageToken(seq: number, direction: 'forward' | 'backward'): string {
+  return Buffer.from(JSON.stringify({ s: seq, d: direction[0] })).toString('base64url');
+}
+
+function decodePageToken(token: string): { seq: number; direction: 'forward' | 'backward' } {
+  try {
+    const v = JSON.parse(Buffer.from(token, 'base64url').toString('utf8')) as { s?: unknown; d?: unknown };
+    if (typeof v.s === 'number' && Number.isSafeInteger(v.s) && v.s >= 0 && (v.d === 'f' || v.d === 'b')) {
+      return { seq: v.s, direction: v.d === 'f' ? 'forward' : 'backward' };
+    }
+  } catch {
+    // fall through
+  }
+  throw new DomainError('INVALID_PAGE_TOKEN', 'page_token is not a token this server issued; start again without it', { field: 'page_token' });
+}
+
+function requireId(id: string, field = 'session_id'): string {
+  if (!id) throw new DomainError('INVALID_ARGUMENT', `${field} is required`, { field });
+  return id;
+}
+
+/** Builds the handler object for SessionServiceService. */
+export function makeHandlers(app: SessionService, resolve: ContextResolver, log: ErrorLog, metrics?: Metrics, streams?: Record<string, UntypedHandleCall>): Record<string, UntypedHandleCall> {
+  const fail = (err: unknown) => toServiceError(err, (e) => log.error({ err: e }, 'unexpected error'));
+
+  function unary<Req, Res>(permission: Permission, fn: (ctx: CallContext, req: Req) => Promise<Res>) {
+    return (call: ServerUnaryCall<Req, Res>, cb: sendUnaryData<Res>): void => {
+      let ctx: CallContext;
+      try {
+        ctx = resolve(call, permission);
+      } catch (e) {
+        cb(fail(e));
+        return;
+      }
+      fn(ctx, call.request).then((res) => cb(null, res), (e: unknown) => cb(fail(e)));
+    };
+  }
+
+  const handlers: Record<string, UntypedHandleCall> = {
+    createSession: unary<CreateSessionRequest, CreateSessionResponse>('append', async (ctx, r) => ({
+      session: toSession(await app.createSession(ctx, {
+        id: r.sessionId, labels: r.labels, cwd: r.cwd, origin: r.origin, delegationDepth: r.delegationDepth, agentPreset: r.agentPreset, strict: r.strict,
+      })),
+    })),
+    getSession: unary<GetSessionRequest, GetSessionResponse>('read', async (ctx, r) => ({ session: toSession(await app.getSession(ctx, requireId(r.sessionId))) })),
+    listSessions: unary<ListSessionsRequest, ListSessionsResponse>('read', async (ctx, r) => {
+      const page = await app.listSessions(ctx, { pageSize: r.pageSize, pageToken: r.pageToken, labels: r.labelSelector });
+      return { sessions: page.sessions.map(toSession), nextPageToken: page.nextPageToken };
+    }),
+    deleteSession: unary<DeleteSessionRequest, DeleteSessionResponse>('admin', async (ctx, r) => {
+      await app.deleteSession(ctx, requireId(r.sessionId));
+      return {};
+    }),
+    appendEvents: unary<AppendEventsRequest, AppendEventsResponse>('append', async (ctx, r) => {
+      const started = process.hrtime.bigint();
+      const id = requireId(r.sessionId);
+      const candidates: CandidateEvent[] = [];
+      const sizes: number[] = [];
+      try {
+        for (let i = 0; i < r.events.length; i++) {
+          const input = r.events[i]!;
+          const d = input.data?.kind;
+          sizes.push(d?.$case === 'json' ? Buffer.byteLength(d.value) : 0);
+          candidates.push(eventInputToCandidate(input, i));
+        }
+        const res = await app.append(ctx, id, candidates, {
+          expectedLastSeq: r.expectedLastSeq, idempotencyKey: r.idempotencyKey,
+          dataBytes: sizes.map((s, i) => s || JSON.stringify(candidates[i]?.data ?? null).length),
+        });
+        metrics?.appended(r.events.length, Number(process.hrtime.bigint() - started) / 1e9);
+        return { seqs: [...res.seqs], replayed: res.replayed, surfaceLength: res.surfaceLength };
+      } catch (e) {
+        if (e instanceof DomainError) metrics?.rejected(e.reason);
+        throw e;
+      }
+    }),
+    listEvents: unary<ListEventsRequest, ListEventsResponse>('read', async (ctx, r) => {
+      let direction: 'forward' | 'backward' = r.direction === Direction.DIRECTION_BACKWARD ? 'backward' : 'forward';
+      let fromSeq = r.fromSeq;
+      if (r.pageToken) {
+        const t = decodePageToken(r.pageToken);
+        fromSeq = t.seq;
+        direction = t.direction;
+      }
+      const page = await app.listEvents(ctx, requireId(r.sessionId), { fromSeq, direction, pageSize: r.pageSize, types: r.types });
+      const format = r.dataFormat === DataFormat.DATA_FORMAT_TYPED ? 'typed' : 'json';
+      return {
+        events: page.events.map((e) => eventToProto(e, format)),
+        nextPageToken: page.nextSeq === undefined ? '' : encodePageToken(page.nextSeq, direction),
+      };
+    }),
+    getSurface: unary<GetSurfaceRequest, GetSurfaceResponse>('read', async (ctx, r) => app.getSurface(ctx, requireId(r.sessionId))),
+    getMessages: unary<GetMessagesRequest, GetMessagesResponse>('read', async (ctx, r) => {
+      if (r.view === MessageView.MESSAGE_VIEW_UNSPECIFIED) {
+        throw new DomainError('VIEW_UNSPECIFIED', 'view is required: MESSAGE_VIEW_MODEL_HISTORY or MESSAGE_VIEW_TRANSCRIPT', { field: 'view' });
+      }
+      const out = await app.getMessages(ctx, requireId(r.sessionId), r.view === MessageView.MESSAGE_VIEW_TRANSCRIPT ? 'transcript' : 'model');
+      return {
+        messages: out.messages.map((m) => ({ seq: m.seq, messageJson: JSON.stringify(m.message), message: r.typed ? messageFromJson(m.message) : undefined })),
+        headSeq: out.headSeq,
+      };
+    }),
+    forkSession: unary<ForkSessionRequest, ForkSessionResponse>('append', async (ctx, r) => ({
+      session: toSession(await app.fork(ctx, requireId(r.sessionId), { atSeq: r.atSeq, childId: r.childSessionId, labels: r.labels })),
+    })),
+    repairSession: unary<RepairSessionRequest, RepairSessionResponse>('append', async (ctx, r) => ({
+      events: (await app.repair(ctx, requireId(r.sessionId))).map((e) => eventToProto(e)),
+    })),
+    importSession: (call: ServerReadableStream<ImportSessionRequest, ImportSessionResponse>, cb: sendUnaryData<ImportSessionResponse>): void => {
+      let ctx: CallContext;
+      try {
+        ctx = resolve(call, 'append');
+      } catch (e) {
+        cb(fail(e));
+        return;
+      }
+      void (async () => {
+        const iter = call[Symbol.asyncIterator]() as AsyncIterator<ImportSessionRequest>;
+        const first = await iter.next();
+        if (first.done || first.value.part?.$case !== 'options') {
+          throw new DomainError('INVALID_ARGUMENT', 'the first ImportSessionRequest must carry options', { field: 'options' });
+        }
+        const o = first.value.part.value;
+        async function* bytes(): AsyncGenerator<Uint8Array> {
+          for (;;) {
+            const n = await iter.next();
+            if (n.done) return;
+            if (n.value.part?.$case !== 'chunk') throw new DomainError('INVALID_ARGUMENT', 'options may only be sent once, first', { field: 'options' });
+            yield n.value.part.value;
+          }
+        }
+        const view = await app.importJsonl(ctx, bytes(), { id: o.sessionId, labels: o.labels, strict: o.strict });
+        return { session: toSession(view) };
+      })().then((res) => cb(null, res), (e: unknown) => cb(fail(e)));
+    },
+    exportSession: (call: ServerWritableStream<ExportSessionRequest, ExportSessionResponse>): void => {
+      let ctx: CallContext;
+      try {
+        ctx = resolve(call, 'read');
+      } catch (e) {
+        call.destroy(fail(e));
+        return;
+      }
+      void (async () => {
+        const id = requireId(call.request.sessionId);
+        let buf: string[] = [];
+        let size = 0;
+        const send = async (): Promise<void> => {
+          if (buf.length === 0) return;
+          const ok = call.write({ chunk: Buffer.from(buf.join('\n') + '\n') });
+          buf = [];
+          size = 0;
+          if (!ok) await new Promise<void>((r) => call.once('drain', r));
+        };
+        for await (const lines of app.exportJsonl(ctx, id, { unpacked: call.request.unpacked })) {
+          if (call.cancelled) return;
+          for (const l of lines) {
+            buf.push(l);
+            size += l.length;
+          }
+          if (size >= 256 * 1024) await send();
+        }
+        await send();
+        call.end();
+      })().catch((e: unknown) => call.destroy(fail(e)));
+    },
+    subscribeSurface: (call: ServerWritableStream<unknown, unknown>): void => {
+      call.destroy(Object.assign(new Error('not implemented'), { code: Code.UNIMPLEMENTED }));
+    },
+    subscribeEvents: (call: ServerWritableStream<unknown, unknown>): void => {
+      call.destroy(Object.assign(new Error('not implemented'), { code: Code.UNIMPLEMENTED }));
+    },
+  };
+  return { ...handlers, ...streams };
+}

@@ -1,0 +1,60 @@
+/**
+ * Prometheus metrics (prom-client), served on a separate HTTP port when enabled.
+ */
+import { createServer, type Server } from 'node:http';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+/** The service's metrics. */
+export class Metrics {
+  readonly registry = new Registry();
+  readonly #appends = new Counter({ name: 'palimpsest_appended_events_total', help: 'Events appended', registers: [this.registry] });
+  readonly #requests = new Counter({ name: 'palimpsest_append_requests_total', help: 'Accepted AppendEvents requests', registers: [this.registry] });
+  readonly #rejections = new Counter({ name: 'palimpsest_append_rejections_total', help: 'Rejected AppendEvents requests by reason', labelNames: ['reason'], registers: [this.registry] });
+  readonly #latency = new Histogram({
+    name: 'palimpsest_append_duration_seconds', help: 'AppendEvents latency (decode to durable commit)',
+    buckets: [0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1], registers: [this.registry],
+  });
+  readonly #batch = new Histogram({ name: 'palimpsest_append_batch_events', help: 'Events per AppendEvents request', buckets: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000], registers: [this.registry] });
+  readonly cachedSessions = new Gauge({ name: 'palimpsest_cached_sessions', help: 'Hot sessions held in memory', registers: [this.registry] });
+  readonly subscriptions = new Gauge({ name: 'palimpsest_subscriptions', help: 'Open subscription streams', registers: [this.registry] });
+  readonly subscriptionLag = new Histogram({
+    name: 'palimpsest_subscription_lag_events', help: 'Events between the session head and what a subscriber was sent, sampled at each delivery',
+    buckets: [0, 1, 10, 100, 1000, 10000, 100000], registers: [this.registry],
+  });
+
+  constructor(defaults = true) {
+    if (defaults) collectDefaultMetrics({ register: this.registry, prefix: 'palimpsest_process_' });
+  }
+
+  /** An accepted append. */
+  appended(events: number, seconds: number): void {
+    this.#appends.inc(events);
+    this.#requests.inc();
+    this.#latency.observe(seconds);
+    this.#batch.observe(events);
+  }
+
+  /** A rejected append. */
+  rejected(reason: string): void {
+    this.#rejections.inc({ reason });
+  }
+
+  /** Serves /metrics on host:port; resolves with the bound port. */
+  async serve(host: string, port: number): Promise<{ server: Server; port: number }> {
+    const server = createServer((req, res) => {
+      if (req.url !== '/metrics') {
+        res.writeHead(404).end();
+        return;
+      }
+      this.registry.metrics().then((text) => {
+        res.writeHead(200, { 'content-type': this.registry.contentType }).end(text);
+      }, () => res.writeHead(500).end());
+    });
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(port, host, () => resolve());
+    });
+    const addr = server.address();
+    return { server, port: typeof addr === 'object' && addr ? addr.port : port };
+  }
+}

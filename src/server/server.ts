@@ -1,0 +1,122 @@
+/**
+ * Composition of the gRPC server: store, app, handlers, health, metrics, graceful shutdown.
+ */
+import { Server, ServerCredentials, type UntypedHandleCall } from '@grpc/grpc-js';
+import { SessionService } from '../app/session-service.js';
+import type { SessionStore } from '../app/store-port.js';
+import { MemorySessionStore } from '../store/memory/memory-store.js';
+import { SqliteSessionStore } from '../store/sqlite/sqlite-store.js';
+import { SessionServiceService } from '../../gen/palimpsest/v1/service.js';
+import { HealthService } from '../../gen/grpc/health/v1/health.js';
+import { DEFAULT_CONFIG, type ServerConfig } from './config.js';
+import { makeHandlers, type ContextResolver } from './handlers.js';
+import { HealthState } from './health.js';
+import { createLogger, type Logger } from './logger.js';
+import { Metrics } from './metrics.js';
+import { ANONYMOUS } from '../app/session-service.js';
+
+/** A running server. */
+export interface RunningServer {
+  /** The bound gRPC port. */
+  readonly port: number;
+  /** host:port clients dial. */
+  readonly address: string;
+  /** The Prometheus port, when enabled. */
+  readonly metricsPort: number | undefined;
+  readonly app: SessionService;
+  readonly metrics: Metrics;
+  readonly logger: Logger;
+  /** Graceful shutdown: stop accepting, finish in-flight appends, end streams, close the db. */
+  shutdown(): Promise<void>;
+}
+
+/** Hooks other modules plug in (subscriptions, auth, reflection). */
+export interface ServerExtensions {
+  /** Extra SessionService stream handlers (subscriptions). */
+  streams?: (app: SessionService, config: ServerConfig, metrics: Metrics, logger: Logger) => { handlers: Record<string, UntypedHandleCall>; shutdown(): void };
+  /** Caller resolution (auth). */
+  resolver?: ContextResolver;
+  /** Extra services to register. */
+  services?: (server: Server) => void;
+  /** Server credentials (TLS). */
+  credentials?: ServerCredentials;
+}
+
+function splitHostPort(addr: string): { host: string; port: number } {
+  const i = addr.lastIndexOf(':');
+  if (i < 0) throw new Error(`listen address ${JSON.stringify(addr)} must be host:port`);
+  const port = Number(addr.slice(i + 1));
+  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new Error(`invalid port in ${JSON.stringify(addr)}`);
+  return { host: addr.slice(0, i).replace(/^\[|\]$/g, ''), port };
+}
+
+/** Opens the configured store. */
+export function openStore(config: ServerConfig): SessionStore {
+  if (config.db === ':memory:') return new MemorySessionStore();
+  return new SqliteSessionStore({ path: config.db, durability: config.durability });
+}
+
+/** Starts a server; resolves once it is listening. */
+export async function startServer(partial: Partial<ServerConfig> = {}, ext: ServerExtensions = {}): Promise<RunningServer> {
+  const config: ServerConfig = { ...DEFAULT_CONFIG, ...partial, limits: { ...DEFAULT_CONFIG.limits, ...partial.limits } };
+  const logger = createLogger(config.logLevel);
+  const metrics = new Metrics();
+  const store = openStore(config);
+  const app = new SessionService(store, config.limits, Date.now, logger);
+  const health = new HealthState();
+  const server = new Server({
+    'grpc.max_receive_message_length': config.maxMessageBytes,
+    'grpc.max_send_message_length': config.maxMessageBytes,
+    'grpc.max_concurrent_streams': config.maxConcurrentStreams,
+  });
+  const resolver: ContextResolver = ext.resolver ?? (() => ANONYMOUS);
+  const streams = ext.streams?.(app, config, metrics, logger);
+  server.addService(SessionServiceService, makeHandlers(app, resolver, logger, metrics, streams?.handlers));
+  server.addService(HealthService, health.handlers());
+  ext.services?.(server);
+
+  const { host, port } = splitHostPort(config.listen);
+  const bindHost = host.includes(':') ? `[${host}]` : host;
+  const creds = ext.credentials ?? ServerCredentials.createInsecure();
+  const boundPort = await new Promise<number>((resolve, reject) => {
+    server.bindAsync(`${bindHost}:${port}`, creds, (err, p) => (err ? reject(err) : resolve(p)));
+  });
+  let metricsPort: number | undefined;
+  let metricsServer: import('node:http').Server | undefined;
+  if (config.metricsListen) {
+    const m = splitHostPort(config.metricsListen);
+    const r = await metrics.serve(m.host, m.port);
+    metricsPort = r.port;
+    metricsServer = r.server;
+  }
+  const gauge = setInterval(() => metrics.cachedSessions.set(app.cachedSessions), 5000);
+  gauge.unref();
+  logger.info({ address: `${host}:${boundPort}`, db: config.db, durability: config.durability, metricsPort }, 'palimpsest listening');
+
+  let shutdownPromise: Promise<void> | undefined;
+  const shutdown = (): Promise<void> => {
+    shutdownPromise ??= (async () => {
+      logger.info({}, 'shutting down');
+      health.setNotServing();
+      clearInterval(gauge);
+      streams?.shutdown();
+      health.endWatchers();
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(() => {
+          server.forceShutdown();
+          resolve();
+        }, config.shutdownGraceMs);
+        timer.unref();
+        server.tryShutdown(() => {
+          clearTimeout(timer);
+          resolve();
+        });
+      });
+      await app.close();
+      if (metricsServer) await new Promise<void>((r) => metricsServer.close(() => r()));
+      logger.info({}, 'stopped');
+    })();
+    return shutdownPromise;
+  };
+  return { port: boundPort, address: `${host.includes(':') ? `[${host}]` : host}:${boundPort}`, metricsPort, app, metrics, logger, shutdown };
+}

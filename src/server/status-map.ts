@@ -1,0 +1,151 @@
+/**
+ * The one table from domain/app reasons to gRPC status codes, and the encoding of
+ * google.rpc.Status details (ErrorInfo + BadRequest / PreconditionFailure / QuotaFailure)
+ * into `grpc-status-details-bin`. Unexpected errors become INTERNAL with a fixed message.
+ */
+import { Metadata, status as Code, type ServiceError } from '@grpc/grpc-js';
+import { DomainError } from '../domain/errors.js';
+import { Any } from '../../gen/google/protobuf/any.js';
+import { BadRequest, ErrorInfo, PreconditionFailure, QuotaFailure } from '../../gen/google/rpc/error_details.js';
+import { Status } from '../../gen/google/rpc/status.js';
+
+/** ErrorInfo.domain of every Palimpsest error. */
+export const ERROR_DOMAIN = 'palimpsest.dev';
+
+/** The fixed client-facing message of unexpected errors. */
+export const INTERNAL_MESSAGE = 'internal error; the server logged the cause';
+
+/** Which google.rpc detail accompanies the ErrorInfo. */
+type Detail = 'bad-request' | 'precondition' | 'quota' | 'none';
+
+interface Mapping {
+  readonly code: Code;
+  readonly detail: Detail;
+}
+
+const invalid: Mapping = { code: Code.INVALID_ARGUMENT, detail: 'bad-request' };
+const precondition: Mapping = { code: Code.FAILED_PRECONDITION, detail: 'precondition' };
+const exhausted: Mapping = { code: Code.RESOURCE_EXHAUSTED, detail: 'quota' };
+
+/**
+ * Reason -> status. Validation reasons are the rule IDs of dsh-semantics 0.2: malformed
+ * envelopes, markers and citations are INVALID_ARGUMENT; rules that depend on the session's
+ * state are FAILED_PRECONDITION (re-reading the session is the fix).
+ */
+const TABLE: Readonly<Record<string, Mapping>> = {
+  // dsh-semantics 0.2, envelope and citations: the request is wrong whatever the state.
+  ENVELOPE_INVALID: invalid,
+  NOT_JSON: invalid,
+  LEGACY_VOCABULARY: invalid,
+  REQUEST_HEADER_SHAPE: invalid,
+  MESSAGE_SHAPE: invalid,
+  SURFACE_OP_FORBIDDEN: invalid,
+  SOURCES_FORBIDDEN: invalid,
+  SURFACE_OP_REQUIRED: invalid,
+  SURFACE_OP_INVALID: invalid,
+  REPLACE_OP_INVALID: invalid,
+  SOURCES_NOT_ARRAY: invalid,
+  SOURCES_EMPTY: invalid,
+  SOURCES_NOT_SEQ: invalid,
+  SOURCES_DUPLICATE: invalid,
+  SOURCES_NOT_EARLIER: invalid,
+  REPLACE_SOURCES_INCOMPLETE: invalid,
+  TOOL_RESULT_REPLACE_NOT_SINGLE: invalid,
+  TOOL_RESULT_REPLACE_NON_CONTENT: invalid,
+  // dsh-semantics 0.2, state-dependent.
+  SEQ_NOT_CONTIGUOUS: precondition,
+  REPLACE_START_NOT_ON_SURFACE: precondition,
+  REPLACE_END_NOT_ON_SURFACE: precondition,
+  REPLACE_START_AFTER_END: precondition,
+  TOOL_RESULT_REPLACE_WRONG_TARGET: precondition,
+  // Service reasons.
+  SESSION_NOT_FOUND: { code: Code.NOT_FOUND, detail: 'none' },
+  SESSION_ALREADY_EXISTS: { code: Code.ALREADY_EXISTS, detail: 'none' },
+  INVALID_SESSION_ID: invalid,
+  HEADER_INVALID: invalid,
+  INVALID_ARGUMENT: invalid,
+  INVALID_PAGE_TOKEN: invalid,
+  PAGE_SIZE_TOO_LARGE: invalid,
+  VIEW_UNSPECIFIED: invalid,
+  BATCH_EMPTY: invalid,
+  DATA_TOO_DEEP: invalid,
+  HEAD_MISMATCH: precondition,
+  IDEMPOTENCY_KEY_REUSED: precondition,
+  INVALID_BOUNDARY: invalid,
+  OPEN_TURN: precondition,
+  JSONL_INVALID: invalid,
+  JSONL_COMPRESSED_UNSUPPORTED: invalid,
+  FORMAT_VERSION_UNSUPPORTED: precondition,
+  BATCH_TOO_LARGE: exhausted,
+  EVENT_TOO_LARGE: exhausted,
+  MESSAGE_TOO_LARGE: exhausted,
+  RESOURCE_LIMIT: exhausted,
+  QUOTA_EXCEEDED: exhausted,
+  TOO_MANY_STREAMS: exhausted,
+  SUBSCRIBER_TOO_SLOW: exhausted,
+  CURSOR_OUT_OF_RANGE: { code: Code.OUT_OF_RANGE, detail: 'none' },
+  CONFLICT_RETRIES_EXHAUSTED: { code: Code.ABORTED, detail: 'none' },
+  SERVER_SHUTDOWN: { code: Code.UNAVAILABLE, detail: 'none' },
+  UNAUTHENTICATED: { code: Code.UNAUTHENTICATED, detail: 'none' },
+  PERMISSION_DENIED: { code: Code.PERMISSION_DENIED, detail: 'none' },
+};
+
+/** The status code for a reason (strict-mode INV_* reasons are state-dependent). */
+export function codeForReason(reason: string): Code {
+  const m = TABLE[reason];
+  if (m) return m.code;
+  if (reason.startsWith('INV_')) return Code.FAILED_PRECONDITION;
+  return Code.INVALID_ARGUMENT;
+}
+
+function mappingFor(reason: string): Mapping {
+  return TABLE[reason] ?? (reason.startsWith('INV_') ? precondition : invalid);
+}
+
+function packAny(typeName: string, bytes: Uint8Array): Any {
+  return { typeUrl: `type.googleapis.com/${typeName}`, value: Buffer.from(bytes) };
+}
+
+/** Builds a gRPC ServiceError with google.rpc.Status details for a domain/app error. */
+export function domainErrorToStatus(err: DomainError): ServiceError {
+  const mapping = mappingFor(err.reason);
+  const details: Any[] = [
+    packAny('google.rpc.ErrorInfo', ErrorInfo.encode({ reason: err.reason, domain: ERROR_DOMAIN, metadata: { ...err.metadata } }).finish()),
+  ];
+  const field = err.metadata.field ?? (err.index !== undefined ? `events[${err.index}]` : undefined);
+  if (mapping.detail === 'bad-request') {
+    details.push(packAny('google.rpc.BadRequest', BadRequest.encode({
+      fieldViolations: [{ field: field ?? '', description: err.message }],
+    }).finish()));
+  } else if (mapping.detail === 'precondition') {
+    details.push(packAny('google.rpc.PreconditionFailure', PreconditionFailure.encode({
+      violations: [{ type: err.reason, subject: field ?? err.metadata.sessionId ?? '', description: err.message }],
+    }).finish()));
+  } else if (mapping.detail === 'quota') {
+    details.push(packAny('google.rpc.QuotaFailure', QuotaFailure.encode({
+      violations: [{ subject: err.metadata.limitName ?? err.reason, description: err.message }],
+    }).finish()));
+  }
+  return makeServiceError(mapping.code, err.message, details);
+}
+
+/** A ServiceError carrying `grpc-status-details-bin`. */
+export function makeServiceError(code: Code, message: string, details: Any[]): ServiceError {
+  const metadata = new Metadata();
+  const bin = Status.encode({ code, message, details }).finish();
+  metadata.set('grpc-status-details-bin', Buffer.from(bin));
+  const e = new Error(message) as ServiceError;
+  e.code = code;
+  e.details = message;
+  e.metadata = metadata;
+  return e;
+}
+
+/** Maps anything thrown by a handler to a ServiceError; unexpected errors become INTERNAL. */
+export function toServiceError(err: unknown, log: (err: unknown) => void): ServiceError {
+  if (err instanceof DomainError) return domainErrorToStatus(err);
+  log(err);
+  return makeServiceError(Code.INTERNAL, INTERNAL_MESSAGE, [
+    packAny('google.rpc.ErrorInfo', ErrorInfo.encode({ reason: 'INTERNAL', domain: ERROR_DOMAIN, metadata: {} }).finish()),
+  ]);
+}
