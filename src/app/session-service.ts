@@ -425,7 +425,7 @@ export class SessionService {
     let id = '';
     let created = false;
     let pending: CandidateEvent[] = [];
-    let firstLine = 0;
+    const firstLine = 0;
     let first = true;
     const lineOf: number[] = [];
     const flush = async (): Promise<void> => {

@@ -10,7 +10,7 @@
  *
  * All methods are async so that network stores fit; the SQLite store answers synchronously inside.
  */
-import type { SessionEvent, SessionHeader, SurfaceOp } from '../domain/event.js';
+import type { SessionEvent, SessionHeader, StructuralRow } from '../domain/event.js';
 
 /** A stored session: header plus service metadata. */
 export interface SessionRecord {
@@ -29,14 +29,8 @@ export interface SessionRecord {
   readonly strict: boolean;
 }
 
-/** The structural columns of one event: all a cold open needs to rebuild the surface. */
-export interface StructuralRow {
-  readonly seq: number;
-  readonly type: string;
-  readonly surfaceOp?: SurfaceOp;
-  readonly sourceEventSeqs?: readonly number[];
-  readonly ignorable?: true;
-}
+/** The structural columns of one event (defined by the domain, which rebuilds surfaces from them). */
+export type { StructuralRow };
 
 /** A stored idempotent result: what the first request with this key appended. */
 export interface IdempotentResult {

@@ -67,3 +67,12 @@ export interface SessionHeader {
 
 /** The three surface-eligible event types of the newest reference code (dsh-semantics 1.5). */
 export const SURFACE_TYPES: ReadonlySet<string> = new Set(['user/message', 'assistant/message', 'tool/result']);
+
+/** The structural columns of one event: all a cold open needs to rebuild the surface. */
+export interface StructuralRow {
+  readonly seq: number;
+  readonly type: string;
+  readonly surfaceOp?: SurfaceOp;
+  readonly sourceEventSeqs?: readonly number[];
+  readonly ignorable?: true;
+}

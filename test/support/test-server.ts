@@ -4,7 +4,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { credentials, type ServiceError } from '@grpc/grpc-js';
+import { credentials, Metadata, type CallOptions, type ServiceError } from '@grpc/grpc-js';
 import { startServer, type RunningServer, type ServerExtensions } from '../../src/server/server.js';
 import type { ServerConfig } from '../../src/server/config.js';
 import { SessionServiceClient } from '../../gen/palimpsest/v1/service.js';
@@ -35,19 +35,20 @@ export async function startTestServer(config: Partial<ServerConfig> = {}, ext: S
   };
 }
 
-type Unary<Req, Res> = (req: Req, cb: (err: ServiceError | null, res: Res) => void) => unknown;
+/** The (request, metadata, options, callback) overload of a generated unary method (TS infers from the last overload). */
+type Unary<Req, Res> = (req: Req, md: Metadata, opts: Partial<CallOptions>, cb: (err: ServiceError | null, res: Res) => void) => unknown;
 
 /** Promisifies a unary client method: `await call(client.getSession.bind(client), req)`. */
-export function call<Req, Res>(fn: Unary<Req, Res>, req: Req): Promise<Res> {
+export function call<Req, Res>(fn: Unary<Req, Res>, req: Req, md: Metadata = new Metadata(), opts: Partial<CallOptions> = {}): Promise<Res> {
   return new Promise((resolve, reject) => {
-    fn(req, (err, res) => (err ? reject(err) : resolve(res)));
+    fn(req, md, opts, (err, res) => (err ? reject(err) : resolve(res)));
   });
 }
 
 /** Awaits a call that must fail, returning its decoded status details. */
-export async function callError<Req, Res>(fn: Unary<Req, Res>, req: Req): Promise<DecodedError> {
+export async function callError<Req, Res>(fn: Unary<Req, Res>, req: Req, md: Metadata = new Metadata()): Promise<DecodedError> {
   try {
-    await call(fn, req);
+    await call(fn, req, md);
   } catch (e) {
     return decodeError(e as ServiceError);
   }

@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Regenerates gen/ from proto/ with local plugins only (no remote Buf registry).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rm -rf gen.tmp && mkdir gen.tmp
+npx buf generate -o gen.tmp
+if [ -f scripts/gen-extra.sh ]; then scripts/gen-extra.sh gen.tmp; fi
+rm -rf gen && mv gen.tmp/gen gen && rm -rf gen.tmp
