@@ -28,7 +28,7 @@
  * State is kept in columns (seq-table.ts) and a chunked surface (surface.ts), so an append costs
  * the same at 1M events as at 1k, and a single-node replace is O(block), not O(surface).
  */
-import type { StructuralRow } from '../app/store-port.js';
+import type { StructuralRow } from './event.js';
 import { DomainError } from './errors.js';
 import { SURFACE_TYPES } from './event.js';
 import type { CandidateEvent, Json, JsonObject, SessionEvent, SurfaceOp } from './event.js';
@@ -512,8 +512,8 @@ export class SessionEngine {
 function incomplete(type: string, missing: readonly number[]): DomainError {
   return fail(
     Reason.REPLACE_SOURCES_INCOMPLETE,
-    `${type} replace must include every shadowed surface node in sourceEventSeqs; missing ${missing.join(', ')}`,
-    { missing: missing.join(',') },
+    `${type} replace must include every shadowed surface node in sourceEventSeqs; missing ${missing.slice(0, 20).join(', ')}${missing.length > 20 ? ` and ${missing.length - 20} more` : ''}`,
+    { missing: missing.slice(0, 100).join(','), missingCount: String(missing.length) },
   );
 }
 
