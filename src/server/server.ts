@@ -1,7 +1,7 @@
 /**
  * Composition of the gRPC server: store, app, handlers, health, metrics, graceful shutdown.
  */
-import { Server, ServerCredentials, type UntypedHandleCall } from '@grpc/grpc-js';
+import { Server, type ServerCredentials, type UntypedHandleCall } from '@grpc/grpc-js';
 import { SessionService } from '../app/session-service.js';
 import type { SessionStore } from '../app/store-port.js';
 import { MemorySessionStore } from '../store/memory/memory-store.js';
@@ -13,7 +13,8 @@ import { makeHandlers, type ContextResolver } from './handlers.js';
 import { HealthState } from './health.js';
 import { createLogger, type Logger } from './logger.js';
 import { Metrics } from './metrics.js';
-import { ANONYMOUS } from '../app/session-service.js';
+import { makeInterceptor, metadataResolver, StreamLimiter, TokenRegistry } from './auth.js';
+import { serverCredentials } from './tls.js';
 
 /** A running server. */
 export interface RunningServer {
@@ -26,6 +27,10 @@ export interface RunningServer {
   readonly app: SessionService;
   readonly metrics: Metrics;
   readonly logger: Logger;
+  /** Whether TLS / mutual TLS / authentication are on. */
+  readonly security: { readonly tls: boolean; readonly mtls: boolean; readonly auth: boolean };
+  /** Re-reads the token file (SIGHUP); throws (keeping the old tokens) when it is invalid. */
+  reloadTokens(): void;
   /** Graceful shutdown: stop accepting, finish in-flight appends, end streams, close the db. */
   shutdown(): Promise<void>;
 }
@@ -60,6 +65,14 @@ export function openStore(config: ServerConfig): SessionStore {
 export async function startServer(partial: Partial<ServerConfig> = {}, ext: ServerExtensions = {}): Promise<RunningServer> {
   const config: ServerConfig = { ...DEFAULT_CONFIG, ...partial, limits: { ...DEFAULT_CONFIG.limits, ...partial.limits } };
   const logger = createLogger(config.logLevel);
+  const { host, port } = splitHostPort(config.listen);
+  const transport = ext.credentials
+    ? { credentials: ext.credentials, tls: true, mtls: false }
+    : serverCredentials({ listenHost: host, tlsCert: config.tlsCert, tlsKey: config.tlsKey, tlsClientCa: config.tlsClientCa, insecure: config.insecure });
+  const registry = config.authTokens ? new TokenRegistry(config.authTokens) : undefined;
+  if (registry) logger.info({ tokens: registry.size, file: config.authTokens }, 'authentication on');
+  else logger.warn({}, 'authentication is OFF: every client can read and write every session (pass --auth-tokens FILE to turn it on)');
+  const limiter = new StreamLimiter(config.maxConcurrentStreams);
   const metrics = new Metrics();
   const store = openStore(config);
   const app = new SessionService(store, config.limits, Date.now, logger);
@@ -67,17 +80,18 @@ export async function startServer(partial: Partial<ServerConfig> = {}, ext: Serv
   const server = new Server({
     'grpc.max_receive_message_length': config.maxMessageBytes,
     'grpc.max_send_message_length': config.maxMessageBytes,
-    'grpc.max_concurrent_streams': config.maxConcurrentStreams,
+    // HTTP/2's own cap sits above ours so that clients get RESOURCE_EXHAUSTED with the limit.
+    'grpc.max_concurrent_streams': config.maxConcurrentStreams + 16,
+    interceptors: [makeInterceptor(registry, limiter)],
   });
-  const resolver: ContextResolver = ext.resolver ?? (() => ANONYMOUS);
+  const resolver: ContextResolver = ext.resolver ?? metadataResolver(registry !== undefined);
   const streams = ext.streams?.(app, config, metrics, logger);
   server.addService(SessionServiceService, makeHandlers(app, resolver, logger, metrics, streams?.handlers));
   server.addService(HealthService, health.handlers());
   ext.services?.(server);
 
-  const { host, port } = splitHostPort(config.listen);
   const bindHost = host.includes(':') ? `[${host}]` : host;
-  const creds = ext.credentials ?? ServerCredentials.createInsecure();
+  const creds = transport.credentials;
   const boundPort = await new Promise<number>((resolve, reject) => {
     server.bindAsync(`${bindHost}:${port}`, creds, (err, p) => (err ? reject(err) : resolve(p)));
   });
@@ -118,5 +132,11 @@ export async function startServer(partial: Partial<ServerConfig> = {}, ext: Serv
     })();
     return shutdownPromise;
   };
-  return { port: boundPort, address: `${host.includes(':') ? `[${host}]` : host}:${boundPort}`, metricsPort, app, metrics, logger, shutdown };
+  const security = { tls: transport.tls, mtls: transport.mtls, auth: registry !== undefined };
+  const reloadTokens = (): void => {
+    if (!registry) return;
+    registry.reload();
+    logger.info({ tokens: registry.size }, 'token file reloaded');
+  };
+  return { security, reloadTokens, port: boundPort, address: `${host.includes(':') ? `[${host}]` : host}:${boundPort}`, metricsPort, app, metrics, logger, shutdown };
 }

@@ -1,0 +1,221 @@
+/**
+ * Bearer-token authentication and per-RPC permissions, enforced by a grpc-js server interceptor.
+ *
+ * Tokens come from a JSON file the operator manages; only SHA-256 hashes are stored:
+ *
+ *   { "tokens": [ { "name": "agent-backend", "sha256": "<hex>", "tenant": "acme",
+ *                   "permissions": ["read", "append"] } ] }
+ *
+ * The interceptor authenticates every call except health and reflection, checks the method's
+ * permission, strips any client-sent `x-palimpsest-*` metadata and passes the verified tenant to
+ * the handlers in `x-palimpsest-tenant`. The file is re-read on `reload()` (SIGHUP); a bad file
+ * keeps the previous tokens and is reported. Existing connections are never dropped.
+ */
+import { createHash, timingSafeEqual } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { Metadata, ServerInterceptingCall, status as Code, type ServerInterceptor } from '@grpc/grpc-js';
+import { DomainError } from '../domain/errors.js';
+import type { CallContext } from '../app/session-service.js';
+import { ANONYMOUS } from '../app/session-service.js';
+import type { ContextResolver, Permission } from './handlers.js';
+import { domainErrorToStatus } from './status-map.js';
+
+/** One configured token. */
+export interface TokenEntry {
+  readonly name: string;
+  readonly sha256: string;
+  readonly tenant: string;
+  readonly permissions: readonly Permission[];
+}
+
+/** Metadata key carrying the verified tenant from the interceptor to the handlers. */
+export const TENANT_KEY = 'x-palimpsest-tenant';
+
+const PERMISSIONS: readonly Permission[] = ['read', 'append', 'admin'];
+
+/** The permission each SessionService method needs. */
+export const METHOD_PERMISSIONS: Readonly<Record<string, Permission>> = {
+  CreateSession: 'append',
+  GetSession: 'read',
+  ListSessions: 'read',
+  DeleteSession: 'admin',
+  AppendEvents: 'append',
+  ListEvents: 'read',
+  GetSurface: 'read',
+  GetMessages: 'read',
+  ForkSession: 'append',
+  RepairSession: 'append',
+  ImportSession: 'append',
+  ExportSession: 'read',
+  SubscribeSurface: 'read',
+  SubscribeEvents: 'read',
+};
+
+/** Services reachable without a token: health checks and schema reflection (public contract). */
+const PUBLIC_PREFIXES = ['/grpc.health.v1.Health/', '/grpc.reflection.v1.ServerReflection/', '/grpc.reflection.v1alpha.ServerReflection/'];
+
+/** SHA-256 hex of a token, as stored in the token file. */
+export function hashToken(token: string): string {
+  return createHash('sha256').update(token, 'utf8').digest('hex');
+}
+
+/** Parses and validates a token file's JSON text. */
+export function parseTokenFile(text: string, path: string): TokenEntry[] {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(text);
+  } catch (e) {
+    throw new Error(`token file ${path} is not JSON: ${(e as Error).message}`);
+  }
+  const tokens = (raw as { tokens?: unknown }).tokens;
+  if (!Array.isArray(tokens)) throw new Error(`token file ${path} must be {"tokens": [...]}`);
+  return tokens.map((t: unknown, i) => {
+    const e = t as Record<string, unknown>;
+    const where = `token file ${path}, tokens[${i}]`;
+    if (typeof e.sha256 !== 'string' || !/^[0-9a-f]{64}$/.test(e.sha256)) throw new Error(`${where}: sha256 must be 64 lowercase hex digits (palimpsest token hash)`);
+    if (typeof e.tenant !== 'string' || e.tenant === '') throw new Error(`${where}: tenant must be a non-empty string`);
+    if (!Array.isArray(e.permissions) || e.permissions.some((p) => !PERMISSIONS.includes(p as Permission))) {
+      throw new Error(`${where}: permissions must be a list of ${PERMISSIONS.join(', ')}`);
+    }
+    return { name: typeof e.name === 'string' ? e.name : `tokens[${i}]`, sha256: e.sha256, tenant: e.tenant, permissions: e.permissions as Permission[] };
+  });
+}
+
+/** The live set of tokens, reloadable. */
+export class TokenRegistry {
+  #byHash = new Map<string, TokenEntry>();
+
+  constructor(readonly path: string) {
+    this.reload();
+  }
+
+  /** Number of tokens loaded. */
+  get size(): number {
+    return this.#byHash.size;
+  }
+
+  /** Re-reads the file; on error keeps the previous tokens and throws. */
+  reload(): void {
+    const entries = parseTokenFile(readFileSync(this.path, 'utf8'), this.path);
+    const next = new Map<string, TokenEntry>();
+    for (const e of entries) next.set(e.sha256, e);
+    this.#byHash = next;
+  }
+
+  /** The entry of a presented token, or undefined. */
+  verify(token: string): TokenEntry | undefined {
+    const h = hashToken(token);
+    const e = this.#byHash.get(h);
+    // The map lookup is on the hash, which leaks nothing useful; compare again in constant time
+    // for defence in depth.
+    if (!e || !timingSafeEqual(Buffer.from(e.sha256, 'hex'), Buffer.from(h, 'hex'))) return undefined;
+    return e;
+  }
+}
+
+function reject(call: ServerInterceptingCall, err: DomainError): void {
+  const se = domainErrorToStatus(err);
+  call.sendStatus({ code: se.code, details: se.details, metadata: se.metadata });
+}
+
+/** The per-connection concurrent-call cap, enforced with its limit in the error. */
+export class StreamLimiter {
+  readonly #active = new Map<string, number>();
+  constructor(readonly maxPerConnection: number) {}
+
+  /** Tries to admit a call of a connection; returns the release function or undefined. */
+  admit(connection: string): (() => void) | undefined {
+    const n = this.#active.get(connection) ?? 0;
+    if (n >= this.maxPerConnection) return undefined;
+    this.#active.set(connection, n + 1);
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      const m = (this.#active.get(connection) ?? 1) - 1;
+      if (m <= 0) this.#active.delete(connection);
+      else this.#active.set(connection, m);
+    };
+  }
+
+  /** Active calls of a connection (tests). */
+  active(connection: string): number {
+    return this.#active.get(connection) ?? 0;
+  }
+}
+
+/**
+ * The interceptor: connection stream cap, then (when a registry is given) authentication and
+ * permission. Health and reflection skip authentication.
+ */
+export function makeInterceptor(registry: TokenRegistry | undefined, limiter: StreamLimiter): ServerInterceptor {
+  return (method, call) => {
+    const path = method.path;
+    const name = path.slice(path.lastIndexOf('/') + 1);
+    const isPublic = PUBLIC_PREFIXES.some((p) => path.startsWith(p));
+    const info = call.getConnectionInfo();
+    const connection = `${info.remoteAddress ?? '?'}:${info.remotePort ?? '?'}`;
+    let release: (() => void) | undefined;
+    const intercepting: ServerInterceptingCall = new ServerInterceptingCall(call, {
+      start: (next) => {
+        next({
+          onReceiveMetadata: (md: Metadata, nextMd: (m: Metadata) => void) => {
+            for (const key of Object.keys(md.getMap())) if (key.startsWith('x-palimpsest-')) md.remove(key);
+            if (!isPublic) {
+              release = limiter.admit(connection);
+              if (!release) {
+                reject(intercepting, new DomainError('TOO_MANY_STREAMS',
+                  `this connection already has ${limiter.maxPerConnection} calls in flight; the limit is ${limiter.maxPerConnection}; wait for some to finish or open another connection`,
+                  { limitName: 'max_concurrent_streams', limit: String(limiter.maxPerConnection), actual: String(limiter.maxPerConnection + 1) }));
+                return;
+              }
+            }
+            if (registry && !isPublic) {
+              const header = md.get('authorization')[0];
+              const m = typeof header === 'string' ? /^Bearer\s+(\S+)$/i.exec(header) : null;
+              if (!m) {
+                reject(intercepting, new DomainError('UNAUTHENTICATED', 'missing bearer token: send metadata "authorization: Bearer <token>"', {}));
+                return;
+              }
+              const entry = registry.verify(m[1] as string);
+              if (!entry) {
+                reject(intercepting, new DomainError('UNAUTHENTICATED', 'the bearer token is not valid (unknown, revoked or mistyped)', {}));
+                return;
+              }
+              const needed = METHOD_PERMISSIONS[name] ?? 'admin';
+              if (!entry.permissions.includes(needed) && !entry.permissions.includes('admin')) {
+                reject(intercepting, new DomainError('PERMISSION_DENIED', `token "${entry.name}" lacks the ${needed} permission needed by ${name}`, { permission: needed, method: name }));
+                return;
+              }
+              md.set(TENANT_KEY, entry.tenant);
+            }
+            nextMd(md);
+          },
+          onCancel: () => release?.(),
+        });
+      },
+      sendStatus: (st, next) => {
+        release?.();
+        next(st);
+      },
+    });
+    return intercepting;
+  };
+}
+
+/** Handler-side resolution of the caller: the tenant the interceptor verified ('' without auth). */
+export function metadataResolver(authEnabled: boolean): ContextResolver {
+  return (call) => {
+    if (!authEnabled) return ANONYMOUS;
+    const t = call.metadata.get(TENANT_KEY)[0];
+    if (typeof t !== 'string' || t === '') {
+      // Unreachable when the interceptor runs; fail closed.
+      throw new DomainError('UNAUTHENTICATED', 'no verified caller', {});
+    }
+    const ctx: CallContext = { tenant: t };
+    return ctx;
+  };
+}
+
+/** Status code of auth failures (for docs/tests). */
+export const AUTH_CODES = { unauthenticated: Code.UNAUTHENTICATED, denied: Code.PERMISSION_DENIED } as const;
