@@ -5,7 +5,8 @@
  * and stores it.
  */
 import { DomainError } from './errors.js';
-import { SESSION_FORMAT_VERSION, type SessionEvent, type SessionHeader } from './event.js';
+import { SESSION_FORMAT_VERSION, type CandidateEvent, type SessionEvent, type SessionHeader } from './event.js';
+import { SessionEngine, type BatchPlan } from './session-engine.js';
 
 /** Reason: the source session does not exist (checked by the app). */
 export const SESSION_NOT_FOUND = 'SESSION_NOT_FOUND';
@@ -123,6 +124,35 @@ export function planFork(source: ForkSource, request: ForkRequest): ForkPlan {
     events.push({ type: END_SEED_TYPE, seq: tail.seq + 1, time: request.createdAt, data: {} });
   }
   return { header: Object.freeze(header) as unknown as SessionHeader, events };
+}
+
+/** A fork plan re-validated by a fresh engine. */
+export interface AcceptedFork {
+  /** The child's engine, with the child's initial log committed. */
+  readonly engine: SessionEngine;
+  /** The engine's plan: the normalized, frozen child events to store (in `plan.events`). */
+  readonly plan: BatchPlan;
+}
+
+/**
+ * Runs a planned child through every acceptance rule again, as the reference's seed constructor
+ * does: a fresh engine plans the whole child log in 'import' mode (seq gaps inherited from an
+ * imported source are allowed) and commits it. Tool/result replacements in the seed can only
+ * target events of the same batch, so no lookup into a store is needed.
+ *
+ * @throws DomainError with the failing event's batch index when the inherited prefix does not
+ *   pass (for example a source that strict mode would refuse, when `strict` is on).
+ */
+export function acceptFork(plan: ForkPlan, options: { readonly strict?: boolean } = {}): AcceptedFork {
+  const engine = SessionEngine.create({ strict: options.strict === true });
+  const batch = engine.plan(plan.events as unknown as readonly CandidateEvent[], {
+    mode: 'import',
+    now: () => plan.header.createdAt,
+    sessionId: plan.header.id,
+    lookup: () => undefined,
+  });
+  engine.commit(batch);
+  return { engine, plan: batch };
 }
 
 function describe(value: unknown): string {

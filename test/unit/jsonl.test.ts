@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { DomainError } from '../../src/domain/errors.js';
-import type { Json, SessionEvent, SessionHeader } from '../../src/domain/event.js';
+import type { CandidateEvent, Json, SessionEvent, SessionHeader } from '../../src/domain/event.js';
 import {
   assertUncompressed,
   decodeJsonl,
@@ -13,6 +13,7 @@ import {
 } from '../../src/domain/jsonl-reader.js';
 import { encodeJsonl, JsonlEncoder } from '../../src/domain/jsonl-writer.js';
 import { parseHeaderLine, validateSessionHeader } from '../../src/domain/jsonl-header.js';
+import { SessionEngine } from '../../src/domain/session-engine.js';
 
 const FIXTURES = '/work/shared/fixtures/reference-sessions';
 const fixtureFiles = readdirSync(FIXTURES)
@@ -91,6 +92,31 @@ describe('JSONL round trip on the reference fixtures', () => {
       data: { turn: 1, step: 2, chunk: { type: 'tool-call-delta', index: 3, id: 'c2', argumentsDelta: '' } },
     });
     expect(encodeJsonl(HEADER, events as unknown as SessionEvent[])).toBe(text);
+  });
+});
+
+describe('JSONL import through the engine', () => {
+  it.each(fixtureFiles)('%s: every decoded event is accepted in import mode, and the accepted log exports to the same file', (file) => {
+    const text = readFixture(file);
+    const decoder = new JsonlDecoder();
+    const engine = SessionEngine.create();
+    const accepted: SessionEvent[] = [];
+    const splitter = new JsonlLineSplitter();
+    let batch: CandidateEvent[] = [];
+    const flush = (): void => {
+      const plan = engine.plan(batch, { mode: 'import', now: () => 0, sessionId: decoder.header?.id ?? '', lookup: (seq) => accepted.find((e) => e.seq === seq) });
+      engine.commit(plan);
+      accepted.push(...plan.events);
+      batch = [];
+    };
+    for (const line of [...splitter.push(text), ...splitter.end()]) {
+      batch.push(...decoder.push(line));
+      if (batch.length >= 64) flush();
+    }
+    flush();
+    const header = decoder.finish();
+    expect(engine.eventCount).toBe(accepted.length);
+    expect(encodeJsonl(header, accepted)).toBe(text);
   });
 });
 

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import type { Json, SessionEvent } from '../../src/domain/event.js';
+import type { CandidateEvent, Json, SessionEvent } from '../../src/domain/event.js';
+import { SessionEngine } from '../../src/domain/session-engine.js';
 import {
   interruptedTurnClosers,
   TOOL_NOT_STARTED_TEXT,
@@ -94,6 +95,21 @@ const turnEnd = (seq: number, time: number, turn: number): SessionEvent => ({
   time,
   data: { turn, reason: { kind: 'interrupted' } },
 });
+
+/**
+ * Imports `events`, computes the closers and plans them in 'append' mode with their given seqs;
+ * returns the closers after checking the engine accepted them unchanged.
+ */
+function acceptClosers(events: readonly SessionEvent[], strict: boolean): SessionEvent[] {
+  const engine = SessionEngine.create({ strict });
+  const ctx = { now: () => 0, sessionId: 's', lookup: (seq: number) => events.find((e) => e.seq === seq) };
+  engine.commit(engine.plan(events as unknown as CandidateEvent[], { ...ctx, mode: 'import' }));
+  const closers = interruptedTurnClosers(events, 's');
+  const plan = engine.plan(closers as unknown as CandidateEvent[], { ...ctx, mode: 'append' });
+  engine.commit(plan);
+  expect(plan.events).toStrictEqual(closers);
+  return closers;
+}
 
 describe('interruptedTurnClosers', () => {
   it('has the reference texts verbatim', () => {
@@ -270,5 +286,52 @@ describe('interruptedTurnClosers', () => {
     }
     const closers = interruptedTurnClosers(gen());
     expect(JSON.parse(JSON.stringify(closers))).toStrictEqual(closers);
+  });
+
+  describe('closers pass engine acceptance (planned in append mode with their own seqs)', () => {
+    const wellFormed = log(
+      ['turn/start', { turn: 1 }],
+      userMsg('u1'),
+      ['step/start', { turn: 1, step: 1 }],
+      assistant(1, 1, ['c1', 'c2', 'c3']),
+      toolCall(1, 1, 'c1'),
+      toolResult(1, 1, 'c1', 4),
+      toolCall(1, 1, 'c2'),
+    );
+
+    it.each([false, true])('strict=%s: recorded and unrecorded orphans, step/end and turn/end', (strict) => {
+      const closers = acceptClosers(wellFormed, strict);
+      expect(closers.map((c) => c.type)).toStrictEqual(['tool/result', 'tool/result', 'step/end', 'turn/end']);
+    });
+
+    it.each([false, true])('strict=%s: an open turn without a step', (strict) => {
+      expect(acceptClosers(log(['turn/start', { turn: 1 }], userMsg('u1')), strict)).toHaveLength(1);
+    });
+
+    it('legacy shapes and seq gaps (non-strict)', () => {
+      const events: SessionEvent[] = [
+        { type: 'turn/start', seq: 3, time: 1, data: { turn: 1 } },
+        { type: 'step/start', seq: 7, time: 2, data: { turn: 1, step: 1 } },
+        {
+          type: 'assistant/message',
+          seq: 9,
+          time: 3,
+          data: { turn: 1, step: 1, content: [{ type: 'tool-call', id: 'L', name: 'read', arguments: '{}' }], provenance: { provider: 'p', model: 'm' } },
+          surfaceOp: 'append',
+        },
+        { type: 'tool/call', seq: 10, time: 4, data: { turn: 1, step: 1, callId: 'L', name: 'read', arguments: '{}' } },
+      ];
+      expect(acceptClosers(events, false).map((c) => c.seq)).toStrictEqual([11, 12, 13]);
+    });
+
+    it('the surface after repair is the old surface plus the closer results', () => {
+      const engine = SessionEngine.create();
+      const ctx = { now: () => 0, sessionId: 's', lookup: () => undefined };
+      engine.commit(engine.plan(wellFormed as unknown as CandidateEvent[], { ...ctx, mode: 'import' }));
+      const before = engine.surface();
+      const closers = interruptedTurnClosers(wellFormed);
+      engine.commit(engine.plan(closers as unknown as CandidateEvent[], { ...ctx, mode: 'append' }));
+      expect(engine.surface()).toStrictEqual([...before, 7, 8]);
+    });
   });
 });
