@@ -1,7 +1,10 @@
+import { readdirSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { DomainError } from '../../src/domain/errors.js';
 import type { Json, SessionEvent, SessionHeader } from '../../src/domain/event.js';
+import { decodeJsonl } from '../../src/domain/jsonl-reader.js';
 import {
+  acceptFork,
   END_SEED_TYPE,
   INVALID_BOUNDARY,
   OPEN_TURN,
@@ -26,7 +29,7 @@ const user = (id: string): [string, Json, Partial<SessionEvent>] => [
 const SOURCE = log(
   ['turn/start', { turn: 1 }],
   user('u1'),
-  ['step/start', { turn: 1, step: 1 }],
+  ['todo/write', { todos: [] }],
   ['turn/end', { turn: 1, reason: { kind: 'completed' } }],
   user('u2'),
   ['turn/start', { turn: 2 }],
@@ -147,5 +150,38 @@ describe('planFork', () => {
     }
     planFork({ header: SOURCE_HEADER, events: lazy() }, { childId: 'c', createdAt: 1, boundary: 3 });
     expect(read).toBe(5);
+  });
+
+  describe('the child passes the engine (import mode)', () => {
+    it.each([false, true])('strict=%s: a whole-log fork and a boundary fork', (strict) => {
+      for (const plan of [fork(), fork(3), fork(4)]) {
+        const { engine, plan: accepted } = acceptFork(plan, { strict });
+        expect(accepted.events).toStrictEqual(plan.events);
+        expect(engine.eventCount).toBe(plan.events.length);
+      }
+    });
+
+    it('the child surface is the fold of the prefix', () => {
+      const { engine } = acceptFork(fork(4));
+      expect(engine.surface()).toStrictEqual([1, 4]);
+    });
+
+    const dir = '/work/shared/fixtures/reference-sessions';
+    const files = readdirSync(dir).filter((f) => f.endsWith('.jsonl')).sort();
+    it.each(files)('%s: forking at every turn/end (and at the end) gives a child the engine accepts', (file) => {
+      const { header, events } = decodeJsonl(readFileSync(`${dir}/${file}`, 'utf8'));
+      const log = events as unknown as SessionEvent[];
+      const boundaries: Array<number | undefined> = log.filter((e) => e.type === 'turn/end').map((e) => e.seq);
+      const lastTurnEvent = [...log].reverse().find((e) => e.type === 'turn/start' || e.type === 'turn/end');
+      if (lastTurnEvent?.type !== 'turn/start') boundaries.push(undefined);
+      for (const boundary of boundaries) {
+        const plan = planFork({ header, events: log }, { childId: 'child', createdAt: 1, ...(boundary === undefined ? {} : { boundary }) });
+        const prefix = boundary === undefined ? log : log.filter((e) => e.seq <= boundary);
+        expect(plan.header.seedLength).toBe(prefix.length);
+        expect(plan.events.slice(0, prefix.length)).toStrictEqual(prefix);
+        expect(plan.events.filter((e) => e.type === END_SEED_TYPE)).toHaveLength(prefix.length === 0 ? 0 : 1);
+        expect(acceptFork(plan).plan.events).toHaveLength(plan.events.length);
+      }
+    });
   });
 });
