@@ -362,6 +362,9 @@ describe('JSONL packing rules', () => {
         const back = decodeJsonl(text);
         expect(back.header).toStrictEqual(HEADER);
         expect(back.events).toStrictEqual(clean);
+        // the logs are valid: the engine accepts the imported events unchanged
+        const plan = SessionEngine.create().plan(back.events, { mode: 'import', now: () => 0, sessionId: 's1', lookup: () => undefined });
+        expect(plan.events).toStrictEqual(clean);
         expect(encodeJsonl(back.header, back.events as unknown as SessionEvent[])).toBe(text);
       }),
       { numRuns: 300 },
