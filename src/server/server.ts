@@ -15,6 +15,7 @@ import { createLogger, type Logger } from './logger.js';
 import { Metrics } from './metrics.js';
 import { makeInterceptor, metadataResolver, StreamLimiter, TokenRegistry } from './auth.js';
 import { serverCredentials } from './tls.js';
+import { preEncodedStreams, subscriptionStreams } from './subscribe-handlers.js';
 
 /** A running server. */
 export interface RunningServer {
@@ -85,8 +86,10 @@ export async function startServer(partial: Partial<ServerConfig> = {}, ext: Serv
     interceptors: [makeInterceptor(registry, limiter)],
   });
   const resolver: ContextResolver = ext.resolver ?? metadataResolver(registry !== undefined);
-  const streams = ext.streams?.(app, config, metrics, logger);
-  server.addService(SessionServiceService, makeHandlers(app, resolver, logger, metrics, streams?.handlers));
+  // Subscriptions are on by default; their handlers write pre-encoded Buffers (encoded once per
+  // delta), which the preEncodedStreams definition passes through.
+  const streams = ext.streams?.(app, config, metrics, logger) ?? subscriptionStreams(app, config, metrics, logger, resolver);
+  server.addService(preEncodedStreams(SessionServiceService), makeHandlers(app, resolver, logger, metrics, streams.handlers));
   server.addService(HealthService, health.handlers());
   ext.services?.(server);
 
@@ -113,7 +116,7 @@ export async function startServer(partial: Partial<ServerConfig> = {}, ext: Serv
       logger.info({}, 'shutting down');
       health.setNotServing();
       clearInterval(gauge);
-      streams?.shutdown();
+      streams.shutdown();
       health.endWatchers();
       await new Promise<void>((resolve) => {
         const timer = setTimeout(() => {

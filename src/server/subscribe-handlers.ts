@@ -1,0 +1,289 @@
+/**
+ * The gRPC side of subscriptions (SubscribeSurface, SubscribeEvents): request checks, encoding,
+ * backpressure, heartbeats and end-of-stream signals. The catch-up/live state machine is
+ * src/app/subscriptions.ts.
+ *
+ * - Encoding once: live items are shared by every subscriber of a session (memoized per committed
+ *   batch), and each is encoded once per options variant (include_messages x data_format) into a
+ *   Buffer cached on the item. The service definition is registered with response serializers that
+ *   pass Buffers through (`preEncodedStreams`), so grpc-js writes the same bytes to every stream.
+ * - Backpressure: the writer pulls the next item only while `write()` returns true; after false it
+ *   waits for `drain`. Meanwhile live items accumulate in the subscription's bounded buffer; when
+ *   that would exceed `config.subscriberBufferBytes` the buffer is dropped and the subscriber is
+ *   switched back to catch-up from the store at its last cursor (then a new `caught_up`, then
+ *   live). grpc-js itself holds at most its writable high-water mark (16 messages) per stream.
+ * - Signals: `caught_up` when switching to live; a heartbeat after `heartbeat_interval_ms` without
+ *   a write (not while waiting for drain); SESSION_NOT_FOUND when the session is deleted;
+ *   UNAVAILABLE/SERVER_SHUTDOWN with ErrorInfo metadata `cursor` at shutdown.
+ * - A cancelled or disconnected call closes its subscription at once (feed listener, buffers,
+ *   timer).
+ */
+import type { ServerWritableStream, ServiceError, UntypedHandleCall } from '@grpc/grpc-js';
+import {
+  DataFormat, SubscribeEventsResponse, SubscribeSurfaceResponse,
+  type SubscribeEventsRequest, type SubscribeSurfaceRequest,
+} from '../../gen/palimpsest/v1/service.js';
+import type { SessionService } from '../app/session-service.js';
+import {
+  NO_CURSOR, Subscription, eventSource, surfaceSource,
+  type EventItem, type Item, type ItemSource, type SubscriptionStats, type SurfaceItem,
+} from '../app/subscriptions.js';
+import { projectMessage } from '../domain/derive.js';
+import { DomainError } from '../domain/errors.js';
+import type { ServerConfig } from './config.js';
+import { eventToProto } from './convert.js';
+import type { ContextResolver } from './handlers.js';
+import type { Logger } from './logger.js';
+import type { Metrics } from './metrics.js';
+import { toServiceError } from './status-map.js';
+import { messageFromJson } from './typed-data.js';
+
+/** Minimum heartbeat interval a client may ask for, ms. */
+export const MIN_HEARTBEAT_MS = 100;
+
+/**
+ * A copy of a service definition whose streaming methods' response serializers accept an
+ * already-encoded Buffer as is (and encode anything else as before). Registering the service
+ * under it lets the subscription handlers write one pre-encoded Buffer to many streams.
+ */
+export function preEncodedStreams<D extends object>(def: D): D {
+  const out: Record<string, unknown> = { ...def };
+  for (const [name, m] of Object.entries(def) as [string, { responseStream?: boolean; responseSerialize: (v: unknown) => Buffer }][]) {
+    if (!m.responseStream) continue;
+    const encode = m.responseSerialize;
+    out[name] = { ...m, responseSerialize: (v: unknown): Buffer => (Buffer.isBuffer(v) ? v : encode(v)) };
+  }
+  return out as D;
+}
+
+/** Per-item encoded bytes, one entry per options variant; items shared by subscribers share this. */
+const encoded = new WeakMap<object, Map<string, Buffer>>();
+
+function cached(item: object, variant: string, encode: () => Uint8Array): Buffer {
+  let m = encoded.get(item);
+  if (!m) {
+    m = new Map();
+    encoded.set(item, m);
+  }
+  let b = m.get(variant);
+  if (!b) {
+    const bytes = encode();
+    b = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+    m.set(variant, b);
+  }
+  return b;
+}
+
+function cursorField(c: number): number | undefined {
+  return c < 0 ? undefined : c;
+}
+
+function surfaceEncoder(sessionId: string, includeMessages: boolean, typed: boolean): (it: SurfaceItem) => Buffer {
+  const variant = `${includeMessages ? 'm' : ''}${typed ? 't' : 'j'}`;
+  const format = typed ? 'typed' : 'json';
+  return (it) => cached(it, variant, () => {
+    const cursor = cursorField(it.cursor);
+    let msg: SubscribeSurfaceResponse;
+    switch (it.kind) {
+      case 'append':
+      case 'replace': {
+        const kind: SubscribeSurfaceResponse['kind'] = it.kind === 'append'
+          ? { $case: 'append', value: { seq: it.event.seq } }
+          : { $case: 'replace', value: { start: it.start, end: it.end, seq: it.event.seq, shadowedSeqs: [...it.shadowed] } };
+        let message: SubscribeSurfaceResponse['message'];
+        if (includeMessages) {
+          const m = projectMessage(it.event, sessionId);
+          if (m) message = { seq: it.event.seq, messageJson: JSON.stringify(m), message: typed ? messageFromJson(m) : undefined };
+        }
+        msg = { cursor, kind, event: eventToProto(it.event, format), message };
+        break;
+      }
+      case 'checkpoint':
+        msg = { cursor, kind: { $case: 'checkpoint', value: {} }, event: undefined, message: undefined };
+        break;
+      case 'snapshot':
+        msg = { cursor, kind: { $case: 'snapshot', value: { seqs: [...it.seqs] } }, event: undefined, message: undefined };
+        break;
+      case 'caught-up':
+        msg = { cursor, kind: { $case: 'caughtUp', value: {} }, event: undefined, message: undefined };
+        break;
+    }
+    return SubscribeSurfaceResponse.encode(msg).finish();
+  });
+}
+
+function eventEncoder(typed: boolean): (it: EventItem) => Buffer {
+  const variant = typed ? 't' : 'j';
+  return (it) => cached(it, variant, () => SubscribeEventsResponse.encode(it.kind === 'event'
+    ? { cursor: it.cursor, kind: { $case: 'event', value: eventToProto(it.event, typed ? 'typed' : 'json') } }
+    : { cursor: cursorField(it.cursor), kind: { $case: 'caughtUp', value: {} } }).finish());
+}
+
+/** One open stream, for shutdown and tests. */
+export interface ActiveSubscription {
+  readonly sessionId: string;
+  /** The subscription's counters (undefined until it is open). */
+  readonly stats: SubscriptionStats | undefined;
+  /** Ends the stream with an error status. */
+  end(err: ServiceError): void;
+  /** The cursor to resume from. */
+  cursor(): number;
+}
+
+/** What `subscriptionStreams` returns (the ServerExtensions.streams shape plus introspection). */
+export interface SubscriptionStreams {
+  readonly handlers: Record<string, UntypedHandleCall>;
+  /** Ends every open stream with UNAVAILABLE / SERVER_SHUTDOWN and its resume cursor. */
+  shutdown(): void;
+  /** The open streams. */
+  readonly active: ReadonlySet<ActiveSubscription>;
+}
+
+const live = new WeakMap<SessionService, SubscriptionStreams>();
+
+/** The subscription streams serving `app` (tests read internal stats through it). */
+export function streamsOf(app: SessionService): SubscriptionStreams | undefined {
+  return live.get(app);
+}
+
+/** Builds the SubscribeSurface / SubscribeEvents handlers. */
+export function subscriptionStreams(app: SessionService, config: ServerConfig, metrics: Metrics, logger: Logger, resolve?: ContextResolver): SubscriptionStreams {
+  const active = new Set<ActiveSubscription>();
+  let shuttingDown = false;
+  const fail = (err: unknown): ServiceError => toServiceError(err, (e) => logger.error({ err: e }, 'unexpected error'));
+
+  function heartbeatMs(requested: number): number {
+    return requested === 0 ? config.heartbeatMs : Math.max(MIN_HEARTBEAT_MS, requested);
+  }
+
+  /** Runs one stream: open, then pull/write until closed, with heartbeats and backpressure. */
+  function run<I extends Item>(
+    call: ServerWritableStream<unknown, unknown>,
+    sessionId: string,
+    interval: number,
+    open: () => Promise<Subscription<I>>,
+    encode: (it: I) => Buffer,
+    heartbeat: (cursor: number) => Buffer,
+  ): void {
+    let sub: Subscription<I> | undefined;
+    let ended = false;
+    let timer: NodeJS.Timeout | undefined;
+    let waitingDrain = false;
+    let release: (() => void) | undefined;
+    const entry: ActiveSubscription = {
+      sessionId,
+      get stats() {
+        return sub?.stats;
+      },
+      end: (err) => finish(err),
+      cursor: () => sub?.cursor ?? NO_CURSOR,
+    };
+    const finish = (err?: ServiceError): void => {
+      if (ended) return;
+      ended = true;
+      sub?.close();
+      if (timer) clearTimeout(timer);
+      active.delete(entry);
+      metrics.subscriptions.dec();
+      release?.();
+      if (call.cancelled) return;
+      if (err) call.emit('error', err);
+      else call.end();
+    };
+    const arm = (): void => {
+      if (timer) timer.refresh();
+      else {
+        timer = setTimeout(() => {
+          if (ended || waitingDrain || !sub) return;
+          write(heartbeat(sub.cursor));
+          timer?.refresh();
+        }, interval);
+        timer.unref();
+      }
+    };
+    const write = (b: Buffer): boolean => {
+      arm();
+      return call.write(b);
+    };
+    active.add(entry);
+    metrics.subscriptions.inc();
+    call.on('cancelled', () => finish());
+    if (shuttingDown) {
+      finish(fail(new DomainError('SERVER_SHUTDOWN', 'the server is shutting down; resubscribe to another replica or later', {})));
+      return;
+    }
+    void (async () => {
+      sub = await open();
+      if (ended) {
+        sub.close();
+        return;
+      }
+      arm();
+      for (;;) {
+        const it = await sub.next();
+        if (it === undefined || ended) return;
+        const ok = write(encode(it));
+        if (sub.stats.head >= 0) metrics.subscriptionLag.observe(Math.max(0, sub.stats.head - sub.cursor));
+        if (!ok) {
+          waitingDrain = true;
+          await new Promise<void>((r) => {
+            release = r;
+            call.once('drain', r);
+          });
+          release = undefined;
+          waitingDrain = false;
+          if (ended) return;
+        }
+      }
+    })().catch((e: unknown) => finish(fail(e)));
+  }
+
+  const handlers: Record<string, UntypedHandleCall> = {
+    subscribeSurface: (call: ServerWritableStream<SubscribeSurfaceRequest, unknown>): void => {
+      const r = call.request;
+      const typed = r.dataFormat === DataFormat.DATA_FORMAT_TYPED;
+      const source: ItemSource<SurfaceItem> = surfaceSource(app, r.sessionId);
+      const encode = surfaceEncoder(r.sessionId, r.includeMessages, typed);
+      run<SurfaceItem>(call as ServerWritableStream<unknown, unknown>, r.sessionId, heartbeatMs(r.heartbeatIntervalMs), async () => {
+        if (!r.sessionId) throw new DomainError('INVALID_ARGUMENT', 'session_id is required', { field: 'session_id' });
+        const ctx = resolve ? resolve(call, 'read') : { tenant: '' };
+        return Subscription.open(app, ctx, r.sessionId, source, {
+          after: r.afterSeq,
+          snapshot: r.snapshot ? (seqs, cursor) => ({ kind: 'snapshot', seqs, cursor }) : undefined,
+          bufferBytes: config.subscriberBufferBytes,
+          sizeOf: (it) => encode(it).length,
+        });
+      }, encode, (cursor) => Buffer.from(SubscribeSurfaceResponse.encode({
+        cursor: cursorField(cursor), kind: { $case: 'heartbeat', value: {} }, event: undefined, message: undefined,
+      }).finish()));
+    },
+    subscribeEvents: (call: ServerWritableStream<SubscribeEventsRequest, unknown>): void => {
+      const r = call.request;
+      const encode = eventEncoder(r.dataFormat === DataFormat.DATA_FORMAT_TYPED);
+      run<EventItem>(call as ServerWritableStream<unknown, unknown>, r.sessionId, heartbeatMs(r.heartbeatIntervalMs), async () => {
+        if (!r.sessionId) throw new DomainError('INVALID_ARGUMENT', 'session_id is required', { field: 'session_id' });
+        const ctx = resolve ? resolve(call, 'read') : { tenant: '' };
+        return Subscription.open(app, ctx, r.sessionId, eventSource(app, r.sessionId), {
+          after: r.afterSeq,
+          bufferBytes: config.subscriberBufferBytes,
+          sizeOf: (it) => encode(it).length,
+        });
+      }, encode, (cursor) => Buffer.from(SubscribeEventsResponse.encode({ cursor: cursorField(cursor), kind: { $case: 'heartbeat', value: {} } }).finish()));
+    },
+  };
+
+  const streams: SubscriptionStreams = {
+    handlers,
+    active,
+    shutdown() {
+      shuttingDown = true;
+      for (const s of [...active]) {
+        const c = s.cursor();
+        s.end(fail(new DomainError('SERVER_SHUTDOWN', 'the server is shutting down; resubscribe with after_seq = the cursor in the error details',
+          c >= 0 ? { cursor: String(c) } : {})));
+      }
+    },
+  };
+  live.set(app, streams);
+  return streams;
+}
