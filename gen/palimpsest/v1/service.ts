@@ -484,7 +484,10 @@ export interface SubscribeSurfaceResponse {
     /** The cursor advanced over events that do not touch the surface. */
     { $case: "checkpoint"; value: Checkpoint }
     | //
-    /** Catch-up is complete; what follows is live. */
+    /**
+     * Catch-up is complete; what follows is live (sent again after a
+     * slow-subscriber fallback to store reading).
+     */
     { $case: "caughtUp"; value: CaughtUp }
     | //
     /** Nothing happened for a heartbeat interval. */
@@ -4899,11 +4902,21 @@ export const SessionServiceService = {
   },
   /**
    * Follows a session's surface: catch-up from a cursor, then live deltas,
-   * with no gap, duplicate or reordering. Errors: SESSION_NOT_FOUND (also when
-   * the session is deleted while subscribed), UNAVAILABLE at server shutdown
-   * (ErrorInfo reason SERVER_SHUTDOWN, metadata `cursor`), RESOURCE_EXHAUSTED
-   * (reason SUBSCRIBER_TOO_SLOW, metadata `cursor`) for a subscriber too far
-   * behind, CURSOR_OUT_OF_RANGE (OUT_OF_RANGE).
+   * with no gap, duplicate or reordering. Applying the deltas in order to the
+   * snapshot (or to an empty surface) gives the server's surface at each
+   * cursor. A run of events that leave the surface alone is reported by one
+   * `checkpoint` when it ends a committed batch or catch-up page (a delta's
+   * cursor already covers the events before it).
+   * Slow subscribers: flow control is honoured; while a subscriber does not
+   * read, the server buffers its live deltas up to a per-subscriber byte limit
+   * (server option subscriber_buffer_bytes). Beyond it the buffer is dropped
+   * and the subscriber is switched back to reading from the store at its last
+   * cursor; once it has caught up it gets another `caught_up` and goes live
+   * again. Nothing is lost and server memory stays bounded.
+   * Errors: SESSION_NOT_FOUND (also when the session is deleted while
+   * subscribed), UNAVAILABLE at server shutdown (ErrorInfo reason
+   * SERVER_SHUTDOWN, metadata `cursor`: resume with after_seq = cursor),
+   * CURSOR_OUT_OF_RANGE (OUT_OF_RANGE: after_seq beyond the session head).
    */
   subscribeSurface: {
     path: "/palimpsest.v1.SessionService/SubscribeSurface" as const,
@@ -5022,11 +5035,21 @@ export interface SessionServiceServer extends UntypedServiceImplementation {
   exportSession: handleServerStreamingCall<ExportSessionRequest, ExportSessionResponse>;
   /**
    * Follows a session's surface: catch-up from a cursor, then live deltas,
-   * with no gap, duplicate or reordering. Errors: SESSION_NOT_FOUND (also when
-   * the session is deleted while subscribed), UNAVAILABLE at server shutdown
-   * (ErrorInfo reason SERVER_SHUTDOWN, metadata `cursor`), RESOURCE_EXHAUSTED
-   * (reason SUBSCRIBER_TOO_SLOW, metadata `cursor`) for a subscriber too far
-   * behind, CURSOR_OUT_OF_RANGE (OUT_OF_RANGE).
+   * with no gap, duplicate or reordering. Applying the deltas in order to the
+   * snapshot (or to an empty surface) gives the server's surface at each
+   * cursor. A run of events that leave the surface alone is reported by one
+   * `checkpoint` when it ends a committed batch or catch-up page (a delta's
+   * cursor already covers the events before it).
+   * Slow subscribers: flow control is honoured; while a subscriber does not
+   * read, the server buffers its live deltas up to a per-subscriber byte limit
+   * (server option subscriber_buffer_bytes). Beyond it the buffer is dropped
+   * and the subscriber is switched back to reading from the store at its last
+   * cursor; once it has caught up it gets another `caught_up` and goes live
+   * again. Nothing is lost and server memory stays bounded.
+   * Errors: SESSION_NOT_FOUND (also when the session is deleted while
+   * subscribed), UNAVAILABLE at server shutdown (ErrorInfo reason
+   * SERVER_SHUTDOWN, metadata `cursor`: resume with after_seq = cursor),
+   * CURSOR_OUT_OF_RANGE (OUT_OF_RANGE: after_seq beyond the session head).
    */
   subscribeSurface: handleServerStreamingCall<SubscribeSurfaceRequest, SubscribeSurfaceResponse>;
   /**
@@ -5288,11 +5311,21 @@ export interface SessionServiceClient extends Client {
   ): ClientReadableStream<ExportSessionResponse>;
   /**
    * Follows a session's surface: catch-up from a cursor, then live deltas,
-   * with no gap, duplicate or reordering. Errors: SESSION_NOT_FOUND (also when
-   * the session is deleted while subscribed), UNAVAILABLE at server shutdown
-   * (ErrorInfo reason SERVER_SHUTDOWN, metadata `cursor`), RESOURCE_EXHAUSTED
-   * (reason SUBSCRIBER_TOO_SLOW, metadata `cursor`) for a subscriber too far
-   * behind, CURSOR_OUT_OF_RANGE (OUT_OF_RANGE).
+   * with no gap, duplicate or reordering. Applying the deltas in order to the
+   * snapshot (or to an empty surface) gives the server's surface at each
+   * cursor. A run of events that leave the surface alone is reported by one
+   * `checkpoint` when it ends a committed batch or catch-up page (a delta's
+   * cursor already covers the events before it).
+   * Slow subscribers: flow control is honoured; while a subscriber does not
+   * read, the server buffers its live deltas up to a per-subscriber byte limit
+   * (server option subscriber_buffer_bytes). Beyond it the buffer is dropped
+   * and the subscriber is switched back to reading from the store at its last
+   * cursor; once it has caught up it gets another `caught_up` and goes live
+   * again. Nothing is lost and server memory stays bounded.
+   * Errors: SESSION_NOT_FOUND (also when the session is deleted while
+   * subscribed), UNAVAILABLE at server shutdown (ErrorInfo reason
+   * SERVER_SHUTDOWN, metadata `cursor`: resume with after_seq = cursor),
+   * CURSOR_OUT_OF_RANGE (OUT_OF_RANGE: after_seq beyond the session head).
    */
   subscribeSurface(
     request: SubscribeSurfaceRequest,
