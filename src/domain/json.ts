@@ -6,7 +6,8 @@
  * with `NOT_JSON`, because it would not survive a JSON round trip unchanged.
  *
  * The check, the defensive copy and the deep freeze are one pass (`toFrozenJson`), so accepting
- * an event walks its data once.
+ * an event walks its data once. Non-index properties added to an array are not copied (JSON
+ * serialization drops them too), so the stored value is exactly what a JSON client would send.
  */
 import { DomainError } from './errors.js';
 import type { Json } from './event.js';
@@ -21,6 +22,18 @@ function notJson(path: string, what: string): DomainError {
     `${path} is not losslessly JSON-serializable: ${what}; send only null, booleans, finite numbers (not -0), strings, dense arrays and plain objects`,
     { path },
   );
+}
+
+/** Internal: thrown at the offending value; the path is collected while unwinding (no per-node string work). */
+class Offence {
+  readonly segments: (string | number)[] = [];
+  constructor(readonly what: string) {}
+}
+
+function toDomainError(o: Offence, root: string): DomainError {
+  let path = root;
+  for (let i = o.segments.length - 1; i >= 0; i--) path = childPath(path, o.segments[i] as string | number);
+  return notJson(path, o.what);
 }
 
 function describe(value: unknown): string {
@@ -49,59 +62,76 @@ function childPath(path: string, key: string | number): string {
  * @throws DomainError `NOT_JSON` naming the offending path
  */
 export function toFrozenJson(value: unknown, path = 'value'): Json {
-  return copy(value, path, []);
+  try {
+    return copy(value, []);
+  } catch (e) {
+    if (e instanceof Offence) throw toDomainError(e, path);
+    throw e;
+  }
 }
 
-function copy(value: unknown, path: string, ancestors: object[]): Json {
+function copy(value: unknown, ancestors: object[]): Json {
   switch (typeof value) {
     case 'string':
     case 'boolean':
       return value;
     case 'number':
-      if (!Number.isFinite(value) || Object.is(value, -0)) throw notJson(path, describe(value));
+      if (!Number.isFinite(value) || Object.is(value, -0)) throw new Offence(describe(value));
       return value;
     case 'object':
       break;
     default:
-      throw notJson(path, describe(value));
+      throw new Offence(describe(value));
   }
   if (value === null) return null;
   const obj = value;
-  if (ancestors.includes(obj)) throw notJson(path, 'a cycle');
+  // Cycle check against the current ancestor chain (shared, non-cyclic subtrees are fine).
+  if (ancestors.length > 0 && ancestors.includes(obj)) throw new Offence('a cycle');
   const proto: unknown = Object.getPrototypeOf(obj);
   if (Array.isArray(obj)) {
-    if (proto !== arrayProto) throw notJson(path, describe(obj));
+    if (proto !== arrayProto) throw new Offence(describe(obj));
     const arr = obj as unknown[];
     const len = arr.length;
-    // A dense array with no extra properties has exactly `length` own enumerable keys.
-    if (Object.getOwnPropertySymbols(arr).length !== 0) throw notJson(path, 'an array with symbol keys');
-    const names = Object.getOwnPropertyNames(arr);
-    if (names.length !== len + 1) {
-      throw notJson(path, names.length < len + 1 ? 'a sparse array' : 'an array with extra properties');
-    }
     ancestors.push(obj);
     const out = new Array<Json>(len);
-    for (let i = 0; i < len; i++) {
-      if (!(i in arr)) throw notJson(childPath(path, i), 'a hole in a sparse array');
-      out[i] = copy(arr[i], childPath(path, i), ancestors);
+    let i = 0;
+    try {
+      for (; i < len; i++) {
+        if (!(i in arr)) throw new Offence('a hole in a sparse array');
+        out[i] = copy(arr[i], ancestors);
+      }
+    } catch (e) {
+      if (e instanceof Offence) e.segments.push(i);
+      throw e;
     }
     ancestors.pop();
     return Object.freeze(out) as Json[];
   }
-  if (proto !== objectProto && proto !== null) throw notJson(path, describe(obj));
-  if (Object.getOwnPropertySymbols(obj).length !== 0) throw notJson(path, 'an object with symbol keys');
-  const keys = Object.keys(obj);
-  if (Object.getOwnPropertyNames(obj).length !== keys.length) throw notJson(path, 'an object with non-enumerable properties');
+  if (proto !== objectProto && proto !== null) throw new Offence(describe(obj));
   const out: { [key: string]: Json } = {};
-  ancestors.push(obj);
   const src = obj as Record<string, unknown>;
-  for (const key of keys) {
-    const v = copy(src[key], childPath(path, key), ancestors);
-    if (key === '__proto__') {
-      Object.defineProperty(out, key, { value: v, enumerable: true, writable: true, configurable: true });
-    } else {
-      out[key] = v;
+  ancestors.push(obj);
+  let n = 0;
+  let current = '';
+  // for-in visits enumerable string keys (own ones: the prototype is Object.prototype or null);
+  // comparing with Reflect.ownKeys catches symbol keys and non-enumerable keys in one call.
+  try {
+    for (const key in src) {
+      current = key;
+      const v = copy(src[key], ancestors);
+      if (key === '__proto__') {
+        Object.defineProperty(out, key, { value: v, enumerable: true, writable: true, configurable: true });
+      } else {
+        out[key] = v;
+      }
+      n++;
     }
+  } catch (e) {
+    if (e instanceof Offence) e.segments.push(current);
+    throw e;
+  }
+  if (Reflect.ownKeys(obj).length !== n) {
+    throw new Offence(Object.getOwnPropertySymbols(obj).length !== 0 ? 'an object with symbol keys' : 'an object with non-enumerable properties');
   }
   ancestors.pop();
   return Object.freeze(out);
@@ -114,16 +144,16 @@ function copy(value: unknown, path: string, ancestors: object[]): Json {
  * @param path - the name used in the error message
  */
 export function assertLosslessJson(value: unknown, path = 'value'): asserts value is Json {
-  copy(value, path, []);
+  toFrozenJson(value, path);
 }
 
 /** True iff `value` is lossless JSON. */
 export function isLosslessJson(value: unknown): value is Json {
   try {
-    copy(value, 'value', []);
+    copy(value, []);
     return true;
   } catch (e) {
-    if (e instanceof DomainError) return false;
+    if (e instanceof Offence) return false;
     throw e;
   }
 }

@@ -31,12 +31,12 @@
 import type { StructuralRow } from './event.js';
 import { DomainError } from './errors.js';
 import { SURFACE_TYPES } from './event.js';
-import type { CandidateEvent, Json, JsonObject, SessionEvent, SurfaceOp } from './event.js';
+import type { CandidateEvent, Json, SessionEvent, SurfaceOp } from './event.js';
 import { InvariantTrace } from './invariants.js';
-import { isJsonObject, jsonEqual } from './json.js';
-import { canonicalData, isLegacyShape, messageOf, type TargetIdResolver } from './message-view.js';
+import { isJsonObject } from './json.js';
 import { Reason } from './reasons.js';
 import { SeqTable, TypeInterner } from './seq-table.js';
+import { rewriteChangesOnlyContent } from './tool-result-rewrite.js';
 import { ChunkedSurface, SurfaceDraft } from './surface.js';
 import { normalizeCandidate } from './validate-event.js';
 
@@ -98,12 +98,10 @@ export class StructureCorruptError extends Error {
 }
 
 interface PlanInternals {
-  readonly engine: SessionEngine;
+  readonly plan: BatchPlan;
   readonly draft: SurfaceDraft;
   readonly trace: InvariantTrace | null;
 }
-
-const internals = new WeakMap<BatchPlan, PlanInternals>();
 
 function fail(reason: string, message: string, metadata: Record<string, string> = {}): DomainError {
   return new DomainError(reason, message, metadata);
@@ -126,27 +124,6 @@ function parseReplace(type: string, op: Json): { start: number; end: number } {
   return { start, end };
 }
 
-/** Blank `message.content[0].content` (the only field a tool/result rewrite may change). */
-function blankInnerContent(data: Json): Json {
-  if (!isJsonObject(data)) return data;
-  const message = data['message'];
-  if (!isJsonObject(message)) return data;
-  const content = message['content'];
-  if (!Array.isArray(content) || content.length === 0) return data;
-  const block = content[0];
-  if (!isJsonObject(block)) return data;
-  const b: JsonObject = { ...block, content: null };
-  const m: JsonObject = { ...message, content: [b, ...content.slice(1)] };
-  return { ...data, message: m };
-}
-
-function withoutContent(data: Json): Json {
-  if (!isJsonObject(data)) return data;
-  const out: JsonObject = {};
-  for (const k of Object.keys(data)) if (k !== 'content') out[k] = data[k] as Json;
-  return out;
-}
-
 /** Committed state of one session; see the module comment. */
 export class SessionEngine {
   private readonly table = new SeqTable();
@@ -158,6 +135,8 @@ export class SessionEngine {
   /** tool/result replacement seq -> its start (to prefetch legacy id chains). */
   private readonly toolReplaceStarts = new Map<number, number>();
   private readonly surfaceTypeIds: number[];
+  /** The most recent plan's draft: committing it adopts the draft instead of replaying deltas. */
+  private lastPlan: PlanInternals | null = null;
   /** Whether strict-mode invariants are checked. */
   readonly strict: boolean;
 
@@ -226,11 +205,14 @@ export class SessionEngine {
     const trace = this.trace === null || candidates.length === 0 ? this.trace : this.trace.clone();
     const events: SessionEvent[] = [];
     const deltas: SurfaceDelta[] = [];
-    let pending: Map<number, SessionEvent> | null = null;
-    let nextSeq = this.table.nextSeq;
+    const baseNextSeq = this.table.nextSeq;
+    // Earlier events of the same batch, visible to later candidates (only built for batches).
+    const pending: Map<number, SessionEvent> | null = candidates.length > 1 ? new Map() : null;
+    const lookup = ctx.lookup;
+    const lookupAll =
+      pending === null ? (seq: number) => (seq < baseNextSeq ? lookup(seq) : undefined) : (seq: number) => pending.get(seq) ?? (seq < baseNextSeq ? lookup(seq) : undefined);
+    let nextSeq = baseNextSeq;
     let count = this.table.count;
-    const lookupAll = (seq: number): SessionEvent | undefined => pending?.get(seq) ?? (seq < this.table.nextSeq ? ctx.lookup(seq) : undefined);
-    const typeOfAll = (seq: number): string | undefined => pending?.get(seq)?.type ?? this.typeOf(seq);
     for (let i = 0; i < candidates.length; i++) {
       try {
         const { event, hasSurfaceOp, hasSources } = normalizeCandidate(candidates[i] as CandidateEvent, {
@@ -239,11 +221,11 @@ export class SessionEngine {
           eventCount: count,
           now: ctx.now,
         });
-        const delta = this.transition(event, hasSurfaceOp, hasSources, draft, ctx.sessionId, lookupAll, typeOfAll);
+        const delta = this.transition(event, hasSurfaceOp, hasSources, draft, ctx.sessionId, lookupAll, pending);
         if (trace !== null) trace.check(event);
         events.push(event);
         deltas.push(delta);
-        (pending ??= new Map()).set(event.seq, event);
+        if (pending !== null) pending.set(event.seq, event);
         nextSeq = event.seq + 1;
         count++;
       } catch (e) {
@@ -251,8 +233,8 @@ export class SessionEngine {
         throw e;
       }
     }
-    const plan: BatchPlan = Object.freeze({ baseNextSeq: this.table.nextSeq, events: Object.freeze(events), deltas: Object.freeze(deltas) });
-    internals.set(plan, { engine: this, draft, trace });
+    const plan: BatchPlan = { baseNextSeq, events, deltas };
+    this.lastPlan = { plan, draft, trace };
     return plan;
   }
 
@@ -263,7 +245,7 @@ export class SessionEngine {
     draft: SurfaceDraft,
     sessionId: string,
     lookupAll: (seq: number) => SessionEvent | undefined,
-    typeOfAll: (seq: number) => string | undefined,
+    pending: ReadonlyMap<number, SessionEvent> | null,
   ): SurfaceDelta {
     const { type, seq } = e;
     // 2. Eligibility.
@@ -303,13 +285,13 @@ export class SessionEngine {
       if (shadowed.length !== 1) {
         throw fail(Reason.TOOL_RESULT_REPLACE_NOT_SINGLE, `tool/result surface replacement must rewrite exactly one current node; the range ${start}..${end} covers ${shadowed.length}`);
       }
-      const targetType = typeOfAll(start);
+      const targetType = pending?.get(start)?.type ?? this.typeOf(start);
       if (targetType !== 'tool/result') {
         throw fail(Reason.TOOL_RESULT_REPLACE_WRONG_TARGET, `tool/result surface replacement must target a current tool/result; seq ${start} is ${String(targetType)}`, { start: String(start) });
       }
       const target = lookupAll(start);
       if (target === undefined) throw new Error(`plan() needs the data of seq ${start}: prefetch dataDependencies() and pass them through ctx.lookup`);
-      if (!this.sameExceptContent(e, target, sessionId, lookupAll)) {
+      if (!rewriteChangesOnlyContent(e, target, sessionId, lookupAll)) {
         throw fail(Reason.TOOL_RESULT_REPLACE_NON_CONTENT, `tool/result surface replacement of seq ${start} may change only content (the tool-result block's inner content); keep the message id, source, isError, turn, step, error and meta identical`, {
           start: String(start),
         });
@@ -318,19 +300,6 @@ export class SessionEngine {
     const index = draft.indexOf(a);
     draft.replace(a, b, shadowed, seq);
     return { kind: 'replace', seq, start, end, shadowed: Object.freeze(shadowed), index };
-  }
-
-  private sameExceptContent(e: SessionEvent, target: SessionEvent, sessionId: string, lookupAll: (seq: number) => SessionEvent | undefined): boolean {
-    if (isLegacyShape('tool/result', e.data) && isLegacyShape('tool/result', target.data)) {
-      return jsonEqual(withoutContent(e.data), withoutContent(target.data));
-    }
-    const resolve: TargetIdResolver = (seq) => {
-      const t = lookupAll(seq);
-      if (t === undefined) return undefined;
-      const id = messageOf(t, sessionId, resolve)?.['id'];
-      return typeof id === 'string' ? id : undefined;
-    };
-    return jsonEqual(blankInnerContent(canonicalData(e, sessionId, resolve)), blankInnerContent(canonicalData(target, sessionId, resolve)));
   }
 
   private checkSources(e: SessionEvent, hasSources: boolean, shadowed: readonly number[]): void {
@@ -387,10 +356,11 @@ export class SessionEngine {
       throw new Error(`stale plan: it was made at nextSeq ${plan.baseNextSeq} but the engine is at ${this.table.nextSeq}; re-plan`);
     }
     if (plan.events.length === 0) return;
-    const inner = internals.get(plan);
+    const inner = this.lastPlan;
+    this.lastPlan = null;
     let draft: SurfaceDraft;
     let trace: InvariantTrace | null;
-    if (inner !== undefined && inner.engine === this && inner.draft.baseVersion === this.surf.version) {
+    if (inner !== null && inner.plan === plan && inner.draft.baseVersion === this.surf.version) {
       draft = inner.draft;
       trace = inner.trace;
     } else {

@@ -82,39 +82,47 @@ export function normalizeCandidate(candidate: CandidateEvent, ctx: NormalizeCont
   if ((proto !== Object.prototype && proto !== null) || Object.getOwnPropertySymbols(candidate).length !== 0) {
     toFrozenJson(candidate, 'event');
   }
-  const fields = new Map<string, Json>();
   const src = candidate as Record<string, unknown>;
+  let unknownKey: string | undefined;
   for (const key of Object.keys(candidate)) {
-    const v = src[key];
-    if (v === undefined) continue;
-    fields.set(key, toFrozenJson(v, key));
-  }
-
-  // 2. Envelope.
-  for (const key of fields.keys()) {
-    if (!ENVELOPE_KEYS.has(key)) {
-      throw fail(Reason.ENVELOPE_INVALID, `the event has an invalid event envelope: unknown key "${key}" (allowed: ${[...ENVELOPE_KEYS].join(', ')})`, { field: key });
+    if (!ENVELOPE_KEYS.has(key) && src[key] !== undefined) {
+      toFrozenJson(src[key], key);
+      unknownKey ??= key;
     }
   }
-  const type = fields.get('type');
+  const field = (key: string): Json | undefined => {
+    const v = src[key];
+    return v === undefined ? undefined : toFrozenJson(v, key);
+  };
+  const typeIn = field('type');
+  const seqIn0 = field('seq');
+  const timeIn0 = field('time');
+  const data = field('data');
+  const sources = field('sourceEventSeqs');
+  const op = field('surfaceOp');
+  const ignorable = field('ignorable');
+
+  // 2. Envelope.
+  if (unknownKey !== undefined) {
+    throw fail(Reason.ENVELOPE_INVALID, `the event has an invalid event envelope: unknown key "${unknownKey}" (allowed: ${[...ENVELOPE_KEYS].join(', ')})`, { field: unknownKey });
+  }
+  const type = typeIn;
   if (!nonEmptyString(type)) throw fail(Reason.ENVELOPE_INVALID, 'the event has an invalid event envelope: type must be a non-empty string', { field: 'type' });
-  const seqIn = fields.get('seq');
+  const seqIn = seqIn0;
   if (seqIn !== undefined && !isSafeSeq(seqIn)) {
     throw fail(Reason.ENVELOPE_INVALID, `${type} has an invalid event envelope: seq must be a non-negative safe integer`, { field: 'seq' });
   }
   if (seqIn === undefined && ctx.mode === 'import') {
     throw fail(Reason.ENVELOPE_INVALID, `${type} has an invalid event envelope: seq is required on import`, { field: 'seq' });
   }
-  const timeIn = fields.get('time');
+  const timeIn = timeIn0;
   if (timeIn !== undefined && !(typeof timeIn === 'number' && Number.isSafeInteger(timeIn))) {
     throw fail(Reason.ENVELOPE_INVALID, `${type} has an invalid event envelope: time must be a safe integer (Unix epoch ms)`, { field: 'time' });
   }
   if (timeIn === undefined && ctx.mode === 'import') {
     throw fail(Reason.ENVELOPE_INVALID, `${type} has an invalid event envelope: time is required on import`, { field: 'time' });
   }
-  if (!fields.has('data')) throw fail(Reason.ENVELOPE_INVALID, `${type} has an invalid event envelope: data is required`, { field: 'data' });
-  const data = fields.get('data') as Json;
-  const ignorable = fields.get('ignorable');
+  if (data === undefined) throw fail(Reason.ENVELOPE_INVALID, `${type} has an invalid event envelope: data is required`, { field: 'data' });
   if (ignorable !== undefined && ignorable !== true) {
     throw fail(Reason.ENVELOPE_INVALID, `${type} has an invalid event envelope: ignorable must be absent or exactly true`, { field: 'ignorable' });
   }
@@ -153,9 +161,7 @@ export function normalizeCandidate(candidate: CandidateEvent, ctx: NormalizeCont
   const time = timeIn === undefined ? ctx.now() : (timeIn as number);
 
   const event: { -readonly [K in keyof SessionEvent]: SessionEvent[K] } = { type, seq, time, data };
-  const sources = fields.get('sourceEventSeqs');
   if (sources !== undefined) (event as { sourceEventSeqs?: unknown }).sourceEventSeqs = sources;
-  const op = fields.get('surfaceOp');
   if (op !== undefined) (event as { surfaceOp?: unknown }).surfaceOp = op as unknown as SurfaceOp;
   if (ignorable === true) event.ignorable = true;
   return { event: Object.freeze(event), hasSurfaceOp: op !== undefined, hasSources: sources !== undefined };
