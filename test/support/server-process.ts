@@ -1,0 +1,69 @@
+/**
+ * The built server as a child process (`node bin/palimpsest.mjs serve`), for tests that kill it.
+ */
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { existsSync, readdirSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+
+/** The repository root. */
+export const ROOT = new URL('../..', import.meta.url).pathname;
+
+function newestMtime(dir: string): number {
+  let max = 0;
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    const p = join(dir, entry.name);
+    max = Math.max(max, entry.isDirectory() ? newestMtime(p) : statSync(p).mtimeMs);
+  }
+  return max;
+}
+
+/**
+ * Builds dist/ with `tsc -p tsconfig.build.json` unless it is newer than every source file. Type
+ * errors elsewhere in the tree do not stop tsc from emitting, so only a missing output fails.
+ */
+export function ensureBuilt(): void {
+  const out = join(ROOT, 'dist/src/cli/main.js');
+  if (existsSync(out) && statSync(out).mtimeMs > Math.max(newestMtime(join(ROOT, 'src')), newestMtime(join(ROOT, 'gen')))) return;
+  const r = spawnSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.build.json'], { cwd: ROOT, encoding: 'utf8' });
+  if (!existsSync(out)) throw new Error(`build failed:\n${r.stdout}\n${r.stderr}`);
+}
+
+/** A running server process. */
+export interface ServerProcess {
+  readonly proc: ChildProcess;
+  /** host:port it listens on. */
+  readonly address: string;
+  /** Resolves with the exit code/signal. */
+  readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  /** Everything written to stderr so far. */
+  stderr(): string;
+}
+
+/** Spawns `palimpsest serve` on 127.0.0.1:0 and resolves once it prints its address. */
+export function spawnServer(args: readonly string[], timeoutMs = 15_000): Promise<ServerProcess> {
+  const proc = spawn(process.execPath, [join(ROOT, 'bin/palimpsest.mjs'), 'serve', '--listen', '127.0.0.1:0', '--log-level', 'silent', ...args], {
+    cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  let err = '';
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => proc.once('exit', (code, signal) => resolve({ code, signal })));
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      proc.kill('SIGKILL');
+      reject(new Error(`server did not start within ${timeoutMs} ms:\n${out}\n${err}`));
+    }, timeoutMs);
+    proc.stderr.on('data', (d: Buffer) => { err += d.toString(); });
+    proc.stdout.on('data', (d: Buffer) => {
+      out += d.toString();
+      const m = /palimpsest listening on (\S+)/.exec(out);
+      if (m) {
+        clearTimeout(timer);
+        resolve({ proc, address: m[1] as string, exited, stderr: () => err });
+      }
+    });
+    void exited.then(({ code, signal }) => {
+      clearTimeout(timer);
+      reject(new Error(`server exited (${code ?? signal}) before listening:\n${out}\n${err}`));
+    });
+  });
+}
