@@ -392,6 +392,19 @@ export function storeContract<S extends SessionStore>(name: string, harness: Sto
         expect(await store.readStructure('nope', 0)).toEqual([]);
       });
 
+      it('keeps any type string and large seqs intact in the structure', async () => {
+        const odd = [
+          ev(0, '\t', null),
+          ev(1, '12\t:x', null, { surfaceOp: 'append' }),
+          ev(2, ':\t-\t1', null, { sourceEventSeqs: [1], ignorable: true }),
+          ev(3, 'é✓\n', null, { surfaceOp: { op: 'replace', start: 0, end: 2 }, sourceEventSeqs: [] }),
+          ev(Number.MAX_SAFE_INTEGER - 1, 'big', null, { sourceEventSeqs: [Number.MAX_SAFE_INTEGER - 2, 0] }),
+        ];
+        await store.createSession(newSession('odd'), odd);
+        expect(await store.readStructure('odd', 0)).toStrictEqual(odd.map(structural));
+        expect(await store.readEvents('odd', { fromSeq: 0, direction: 'forward', limit: 10 })).toStrictEqual(odd);
+      });
+
       it('scans in ascending batches', async () => {
         const batches = await collect(store.scanEvents('r', 3, 5));
         expect(batches.map((b) => b.length)).toEqual([5, 5, 5, 5, 2]);

@@ -29,7 +29,7 @@ export function encodeSeqs(seqs: readonly number[]): Buffer {
 }
 
 /** Decodes {@link encodeSeqs}; throws on a truncated BLOB. */
-export function decodeSeqs(blob: Uint8Array): number[] {
+export function decodeSeqs(blob: ArrayLike<number>): number[] {
   const out: number[] = [];
   let pos = 0;
   let previous = 0;
@@ -89,6 +89,19 @@ function writeZigzag(bytes: number[], half: number, sign: 0 | 1): void {
   }
   bytes.push(low | 0x80);
   writeVarint(bytes, rest);
+}
+
+/** Decodes {@link encodeSeqs} from the hex text SQLite's `hex()` makes of the BLOB. */
+export function decodeSeqsHex(hex: string): number[] {
+  const bytes = new Array<number>(hex.length >>> 1);
+  for (let i = 0; i < bytes.length; i++) bytes[i] = (hexValue(hex.charCodeAt(2 * i)) << 4) | hexValue(hex.charCodeAt(2 * i + 1));
+  return decodeSeqs(bytes);
+}
+
+function hexValue(code: number): number {
+  if (code >= 48 && code <= 57) return code - 48;
+  if (code >= 65 && code <= 70) return code - 55;
+  throw new Error('corrupt seq list: bad hex digit');
 }
 
 /** `surface_op` column value: NULL, the bare text `append`, or the replace object's JSON. */

@@ -22,6 +22,10 @@ export const SCHEMA_VERSION = 1;
  *   rowid b-tree to maintain on insert). `data` is the JSON text. `source_event_seqs` is NULL
  *   when absent, else a varint BLOB (zero-length for `[]`), see codec.ts. `surface_op` is NULL,
  *   the bare text `append`, or the replace object's JSON. `ignorable` is NULL or 1.
+ *   events_structure is a covering index of the structural columns: a cold open
+ *   (readStructure) scans it instead of the table, whose pages are mostly `data` (measured on
+ *   1M typical rows: the SQLite side of the scan drops from ~530 ms to ~190 ms, for one more
+ *   small b-tree insert per event).
  * - idempotency: one row per idempotency key, written in the transaction of the events it
  *   acknowledges; `seqs` uses the same varint encoding.
  */
@@ -59,6 +63,8 @@ CREATE TABLE events (
   ignorable         INTEGER CHECK (ignorable IS NULL OR ignorable = 1),
   PRIMARY KEY (session_id, seq)
 ) STRICT, WITHOUT ROWID;
+
+CREATE INDEX events_structure ON events (session_id, seq, type, surface_op, source_event_seqs, ignorable);
 
 CREATE TABLE idempotency (
   session_id   TEXT    NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,

@@ -23,7 +23,7 @@ import type {
 import type { Json, SessionEvent, SessionHeader, SurfaceOp } from '../../domain/event.js';
 import { checkPageSize, decodePageToken, encodePageToken } from '../page-token.js';
 import { StoreClosedError, StoreOpenError, StoreUsageError, checkAscendingSeqs } from '../store-errors.js';
-import { decodeSeqs, decodeSurfaceOp, encodeSeqs, encodeSurfaceOp } from './codec.js';
+import { decodeSeqs, decodeSeqsHex, decodeSurfaceOp, encodeSeqs, encodeSurfaceOp } from './codec.js';
 import { APPLICATION_ID, SCHEMA_SQL, SCHEMA_VERSION } from './schema.js';
 
 /** Options of {@link SqliteSessionStore}. */
@@ -74,8 +74,6 @@ type EventRow = [
 
 /** A raw event row as selected: seq, type, time, data, source_event_seqs, surface_op, ignorable. */
 type RawEvent = [number, string, number, string, Buffer | null, string | null, number | null];
-/** A raw structural row: seq, type, surface_op, source_event_seqs, ignorable. */
-type RawStructure = [number, string, string | null, Buffer | null, number | null];
 /** A raw session row, in SESSION_COLUMNS order. */
 type RawSession = [
   string,
@@ -204,9 +202,20 @@ export class SqliteSessionStore implements SessionStore {
         `SELECT ${EVENT_COLUMNS} FROM events WHERE session_id = ? AND seq IN (SELECT value FROM json_each(?)) ORDER BY seq`,
       )
       .raw();
+    // One TEXT value per row (see decodeStructureLine): better-sqlite3 materialises a value per
+    // column and an array per raw row through the V8 API, which dominates a 1M-row scan; one
+    // plucked string per row halves the time and the memory of five raw columns (measured).
+    // hex(NULL) is '', hence the explicit '-' for an absent list.
     this.selectStructure = db
-      .prepare('SELECT seq, type, surface_op, source_event_seqs, ignorable FROM events WHERE session_id = ? AND seq >= ? ORDER BY seq')
-      .raw();
+      .prepare(
+        `SELECT CASE WHEN surface_op IS NULL AND source_event_seqs IS NULL AND ignorable IS NULL
+           THEN seq || char(9) || type
+           ELSE seq || ':' || coalesce(surface_op, '') || char(9) || iif(source_event_seqs IS NULL, '-', hex(source_event_seqs)) || char(9) ||
+                coalesce(ignorable, '') || char(9) || type
+         END
+         FROM events WHERE session_id = ? AND seq >= ? ORDER BY seq`,
+      )
+      .pluck();
     const listSql = (tenant: boolean, labels: boolean): string =>
       `SELECT ${SESSION_COLUMNS} FROM sessions AS s
        WHERE s.pending = 0 ${tenant ? 'AND s.tenant = @tenant' : ''}
@@ -408,20 +417,10 @@ export class SqliteSessionStore implements SessionStore {
   async readStructure(sessionId: string, fromSeq: number): Promise<StructuralRow[]> {
     this.checkOpen();
     if (this.selectVisible.get(sessionId) === undefined) return [];
-    const rows = this.selectStructure.all(sessionId, fromSeq) as RawStructure[];
-    const out = new Array<StructuralRow>(rows.length);
-    for (let i = 0; i < rows.length; i++) {
-      const r = rows[i]!;
-      const row: { seq: number; type: string; surfaceOp?: SurfaceOp; sourceEventSeqs?: readonly number[]; ignorable?: true } = {
-        seq: r[0],
-        type: r[1],
-      };
-      const op = r[2];
-      if (op !== null) row.surfaceOp = op === 'append' ? 'append' : decodeSurfaceOp(op);
-      if (r[3] !== null) row.sourceEventSeqs = decodeSeqs(r[3]);
-      if (r[4] !== null) row.ignorable = true;
-      out[i] = row;
-    }
+    const lines = this.selectStructure.all(sessionId, fromSeq) as string[];
+    const types = new Map<string, string>();
+    const out = new Array<StructuralRow>(lines.length);
+    for (let i = 0; i < lines.length; i++) out[i] = decodeStructureLine(lines[i]!, types);
     return out;
   }
 
@@ -591,6 +590,42 @@ function encodeEvents(sessionId: string, events: readonly SessionEvent[]): { row
     ];
   }
   return { rows, dataBytes };
+}
+
+/**
+ * Decodes one structural line: `<seq>\t<type>` when the event has no surface op, no
+ * sourceEventSeqs and is not ignorable (the common case), else
+ * `<seq>:<surface_op or ''>\t<hex(source_event_seqs) or '-' for NULL>\t<'1' or ''>\t<type>`.
+ * The type comes last so it may contain any character. Type strings are interned per call, so
+ * a million rows hold a few dozen type strings rather than a million copies.
+ */
+function decodeStructureLine(line: string, types: Map<string, string>): StructuralRow {
+  let seq = 0;
+  let pos = 0;
+  let code = line.charCodeAt(0);
+  while (code >= 48 && code <= 57) {
+    seq = seq * 10 + (code - 48);
+    code = line.charCodeAt(++pos);
+  }
+  if (code === 9) return { seq, type: intern(types, line.slice(pos + 1)) };
+  const opEnd = line.indexOf('\t', pos + 1);
+  const seqsEnd = line.indexOf('\t', opEnd + 1);
+  const ignorableEnd = line.indexOf('\t', seqsEnd + 1);
+  const row: { seq: number; type: string; surfaceOp?: SurfaceOp; sourceEventSeqs?: readonly number[]; ignorable?: true } = {
+    seq,
+    type: intern(types, line.slice(ignorableEnd + 1)),
+  };
+  if (opEnd > pos + 1) row.surfaceOp = decodeSurfaceOp(line.slice(pos + 1, opEnd));
+  if (line.charCodeAt(opEnd + 1) !== 45 /* '-' */) row.sourceEventSeqs = decodeSeqsHex(line.slice(opEnd + 1, seqsEnd));
+  if (ignorableEnd > seqsEnd + 1) row.ignorable = true;
+  return row;
+}
+
+function intern(types: Map<string, string>, type: string): string {
+  const known = types.get(type);
+  if (known !== undefined) return known;
+  types.set(type, type);
+  return type;
 }
 
 function decodeEvent(r: RawEvent): SessionEvent {
