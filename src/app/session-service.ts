@@ -634,7 +634,8 @@ export class SessionService {
       if (h.origin !== 'subagent') throw new DomainError('HEADER_INVALID', `origin ${JSON.stringify(h.origin)} is not supported; the only origin is "subagent"`, { field: 'origin' });
       out.origin = 'subagent';
     }
-    if (h.delegationDepth !== undefined) out.delegationDepth = h.delegationDepth;
+    // The reference's JSONL header always carries delegationDepth (0 for a top-level session).
+    out.delegationDepth = h.delegationDepth ?? 0;
     if (h.agentPreset !== undefined) out.agentPreset = h.agentPreset;
     return out;
   }

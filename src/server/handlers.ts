@@ -175,7 +175,7 @@ export function makeHandlers(app: SessionService, resolve: ContextResolver, log:
       try {
         ctx = resolve(call, 'read');
       } catch (e) {
-        call.destroy(fail(e));
+        call.emit('error', fail(e));
         return;
       }
       void (async () => {
@@ -199,13 +199,13 @@ export function makeHandlers(app: SessionService, resolve: ContextResolver, log:
         }
         await send();
         call.end();
-      })().catch((e: unknown) => call.destroy(fail(e)));
+      })().catch((e: unknown) => call.emit('error', fail(e)));
     },
     subscribeSurface: (call: ServerWritableStream<unknown, unknown>): void => {
-      call.destroy(Object.assign(new Error('not implemented'), { code: Code.UNIMPLEMENTED }));
+      call.emit('error', Object.assign(new Error('not implemented'), { code: Code.UNIMPLEMENTED }));
     },
     subscribeEvents: (call: ServerWritableStream<unknown, unknown>): void => {
-      call.destroy(Object.assign(new Error('not implemented'), { code: Code.UNIMPLEMENTED }));
+      call.emit('error', Object.assign(new Error('not implemented'), { code: Code.UNIMPLEMENTED }));
     },
   };
   return { ...handlers, ...streams };
