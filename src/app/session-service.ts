@@ -22,6 +22,7 @@ import { JsonlEncoder } from '../domain/jsonl-writer.js';
 import type { NewSession, ReadEventsQuery, SessionRecord, SessionStore } from './store-port.js';
 import { ChangeFeed } from './change-feed.js';
 import { SessionHandle } from './session-handle.js';
+import { MAX_JSON_DEPTH, jsonTextDepth } from './json-depth.js';
 
 /** Limits enforced by the app (the server adds transport limits). */
 export interface AppLimits {
@@ -447,6 +448,11 @@ export class SessionService {
     };
     const lines = async (text: string[]): Promise<void> => {
       for (const line of text) {
+        // The record envelope adds one level to its data's depth (see json-depth.ts).
+        if (jsonTextDepth(line) > MAX_JSON_DEPTH + 1) {
+          const n = decoder.lineNumber + 1;
+          throw new DomainError('DATA_TOO_DEEP', `line ${n}: the record nests deeper than ${MAX_JSON_DEPTH} levels of data`, { line: String(n), limit: String(MAX_JSON_DEPTH) });
+        }
         const events = decoder.push(line);
         if (!engine && decoder.header) {
           const header = decoder.header;

@@ -10,24 +10,9 @@ import type { DataFormat } from '../../gen/palimpsest/v1/service.js';
 import type { EventData, EventInput, SessionEvent as PbSessionEvent } from '../../gen/palimpsest/v1/event.js';
 import type { Session as PbSession } from '../../gen/palimpsest/v1/session.js';
 import { typedFromJson, typedToJson, TypedDataError } from './typed-data.js';
+import { MAX_JSON_DEPTH, jsonTextDepth } from '../app/json-depth.js';
 
-/** Deepest JSON nesting accepted in event data (deeper data is DATA_TOO_DEEP). */
-export const MAX_JSON_DEPTH = 200;
-
-/** Nesting depth of JSON text, counted without parsing (strings skipped). */
-export function jsonTextDepth(text: string): number {
-  let depth = 0, max = 0, inString = false;
-  for (let i = 0; i < text.length; i++) {
-    const c = text.charCodeAt(i);
-    if (inString) {
-      if (c === 92 /* \ */) i++;
-      else if (c === 34 /* " */) inString = false;
-    } else if (c === 34) inString = true;
-    else if (c === 91 || c === 123) { if (++depth > max) max = depth; }
-    else if (c === 93 || c === 125) depth--;
-  }
-  return max;
-}
+export { MAX_JSON_DEPTH, jsonTextDepth } from '../app/json-depth.js';
 
 /** Parses the `json` data form; malformed or too deep text is a DomainError of the event. */
 export function parseDataJson(text: string, index: number, field: string): Json {
@@ -46,12 +31,22 @@ export function eventDataToJson(data: EventData | undefined, index: number, fiel
   const kind = data?.kind;
   if (!kind) return undefined;
   if (kind.$case === 'json') return parseDataJson(kind.value, index, `${field}.json`);
+  let value: Json | undefined;
   try {
-    return typedToJson(kind, field);
+    value = typedToJson(kind, field);
   } catch (e) {
-    if (e instanceof TypedDataError) throw new DomainError('INVALID_ARGUMENT', e.message, { field: e.field }, index);
+    if (e instanceof TypedDataError) {
+      throw e.tooDeep
+        ? new DomainError('DATA_TOO_DEEP', e.message, { field: e.field, limit: String(MAX_JSON_DEPTH) }, index)
+        : new DomainError('INVALID_ARGUMENT', e.message, { field: e.field }, index);
+    }
     throw e;
   }
+  // Embedded JSON texts are each within the limit; the assembled data must be too (as the json form).
+  if (jsonTextDepth(JSON.stringify(value)) > MAX_JSON_DEPTH) {
+    throw new DomainError('DATA_TOO_DEEP', `${field} nests deeper than ${MAX_JSON_DEPTH} levels`, { field, limit: String(MAX_JSON_DEPTH) }, index);
+  }
+  return value;
 }
 
 /** An EventInput as the domain's candidate envelope (absent keys stay absent). */

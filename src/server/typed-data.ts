@@ -6,6 +6,7 @@
  */
 import type { Json, JsonObject } from '../domain/event.js';
 import { jsonEqual } from '../domain/json.js';
+import { MAX_JSON_DEPTH, jsonTextDepth } from '../app/json-depth.js';
 import type {
   AssistantMessageData,
   ContentBlock,
@@ -18,12 +19,13 @@ import type { EventData } from '../../gen/palimpsest/v1/event.js';
 
 /** Raised when a typed form's embedded JSON text is not JSON. */
 export class TypedDataError extends Error {
-  constructor(readonly field: string, message: string) {
+  constructor(readonly field: string, message: string, readonly tooDeep = false) {
     super(message);
   }
 }
 
 function parseEmbedded(text: string, field: string): Json {
+  if (jsonTextDepth(text) > MAX_JSON_DEPTH) throw new TypedDataError(field, `${field} nests deeper than ${MAX_JSON_DEPTH} levels`, true);
   try {
     return JSON.parse(text) as Json;
   } catch {
