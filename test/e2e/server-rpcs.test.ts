@@ -57,14 +57,15 @@ describe('sessions', () => {
     expect(header).toEqual({ type: 'session', version: 0, id: 'hdr', createdAt: session?.createdAt, cwd: '/w', origin: 'subagent', delegationDepth: 2, agentPreset: 'minimal' });
   });
 
-  it('CreateSession without an id generates a UUID; header fields stay absent', async () => {
+  it('CreateSession without an id generates a UUID; optional header fields stay absent (delegationDepth defaults to 0)', async () => {
     const { session } = await a.createSession({});
     expect(session?.id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/);
     expect(session?.cwd).toBeUndefined();
     expect(session?.origin).toBeUndefined();
-    expect(session?.delegationDepth).toBeUndefined();
+    expect(session?.agentPreset).toBeUndefined();
+    expect(session?.delegationDepth).toBe(0);
     const header = JSON.parse((await a.exportSession(session!.id)).split('\n')[0]!);
-    expect(Object.keys(header).sort()).toEqual(['createdAt', 'id', 'type', 'version']);
+    expect(Object.keys(header).sort()).toEqual(['createdAt', 'delegationDepth', 'id', 'type', 'version']);
   });
 
   it('GetSession counts head_seq, event_count and surface_length', async () => {
