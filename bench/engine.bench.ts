@@ -10,6 +10,10 @@
 import v8 from 'node:v8';
 
 v8.setFlagsFromString('--no-concurrent-array-buffer-sweeping');
+v8.setFlagsFromString('--expose-gc');
+const vm = await import('node:vm');
+/** Full GC before each timed section, so setup garbage is not billed to the measured operation. */
+const gc = vm.runInNewContext('gc') as () => void;
 
 const { SessionEngine } = await import('../src/domain/session-engine.js');
 const { MessageProjection, deriveMessages } = await import('../src/domain/derive.js');
@@ -137,20 +141,29 @@ function runs(fn: () => number): Stat {
   return stats(xs);
 }
 
+/** Runs several measurements interleaved (A B C A B C …) so machine noise hits all alike. */
+function interleaved(fns: (() => number)[]): Stat[] {
+  for (const f of fns) f(); // warm-up
+  const xs: number[][] = fns.map(() => []);
+  for (let i = 0; i < RUNS; i++) fns.forEach((f, k) => (xs[k] as number[]).push(f()));
+  return xs.map(stats);
+}
+
 const ctxFor = (lookup: (seq: number) => SessionEvent | undefined) => ({ mode: 'append' as const, now: () => 0, sessionId: 's', lookup });
 
 const appendBatch: CandidateEvent[] = [];
 for (let step = 1; appendBatch.length < APPENDS; step++) appendBatch.push(...stepCandidates(step));
 appendBatch.length = APPENDS;
 
-/** Appends APPENDS events one by one onto a log of `base` events; events/s. */
-function appendThroughput(base: number, naive: boolean): Stat {
+/** One run: appends APPENDS events one by one onto a log of `base` events; events/s. */
+function appendRun(base: number, naive: boolean): () => number {
   const rows = structuralRows(base);
   const lookup = (): SessionEvent | undefined => undefined;
-  return runs(() => {
+  return () => {
     if (naive) {
       const e = new NaiveEngine();
       e.load(rows);
+      gc();
       const t0 = performance.now();
       for (const c of appendBatch) e.append(c, lookup);
       return APPENDS / ((performance.now() - t0) / 1000);
@@ -159,13 +172,14 @@ function appendThroughput(base: number, naive: boolean): Stat {
     e.loadStructural(rows);
     const ctx = ctxFor(lookup);
     const one: CandidateEvent[] = [appendBatch[0] as CandidateEvent];
+    gc();
     const t0 = performance.now();
     for (const c of appendBatch) {
       one[0] = c;
       e.commit(e.plan(one, ctx));
     }
     return APPENDS / ((performance.now() - t0) / 1000);
-  });
+  };
 }
 
 /** A surface of `nodes` tool/results (with their events), for prune and history benchmarks. */
@@ -209,6 +223,7 @@ function pruneThroughput(nodes: number, naive: boolean): Stat {
     if (naive) {
       const e = new NaiveEngine();
       e.load(rows);
+      gc();
       const t0 = performance.now();
       for (const c of cands) e.append(c, lookup);
       return count / ((performance.now() - t0) / 1000);
@@ -217,6 +232,7 @@ function pruneThroughput(nodes: number, naive: boolean): Stat {
     e.loadStructural(rows);
     const ctx = ctxFor(lookup);
     const one: CandidateEvent[] = [cands[0] as CandidateEvent];
+    gc();
     const t0 = performance.now();
     for (const c of cands) {
       one[0] = c;
@@ -289,10 +305,7 @@ const fmtRate = (s: Stat): string => `${Math.round(s.median).toLocaleString('en-
 const fmtMs = (s: Stat): string => `${s.median.toFixed(3)} (${s.min.toFixed(3)}–${s.max.toFixed(3)})`;
 
 const rows: string[][] = [];
-const a1k = appendThroughput(1_000, false);
-const a1m = appendThroughput(1_000_000, false);
-const n1k = appendThroughput(1_000, true);
-const n1m = appendThroughput(1_000_000, true);
+const [a1k, a1m, n1k, n1m] = interleaved([appendRun(1_000, false), appendRun(1_000_000, false), appendRun(1_000, true), appendRun(1_000_000, true)]) as [Stat, Stat, Stat, Stat];
 rows.push(['append, events/s, log of 1k', fmtRate(a1k), fmtRate(n1k)]);
 rows.push(['append, events/s, log of 1M', fmtRate(a1m), fmtRate(n1m)]);
 rows.push(['append cost ratio 1M / 1k (<= 1.2 wanted)', (a1k.median / a1m.median).toFixed(2), (n1k.median / n1m.median).toFixed(2)]);

@@ -95,6 +95,13 @@ export class ChunkedSurface {
     if (d.baseVersion !== this.version) throw new Error('surface draft is stale');
     const table = this.table;
     let restructure = false;
+    if (d.subst !== null) {
+      const sub = d.subst;
+      for (let i = 0; i < sub.length; i += 3) {
+        const b = this.byId[sub[i] as number];
+        if (b !== undefined) b.seqs[sub[i + 1] as number] = sub[i + 2] as number;
+      }
+    }
     if (d.mod !== null) {
       for (const [id, seqs] of d.mod) {
         const b = this.byId[id];
@@ -165,6 +172,11 @@ export class SurfaceDraft {
   private orderPos: Map<number, number> | null = null;
   /** Seq -> block overrides (OFF = shadowed, TAIL = in the tail). */
   where: Map<number, number> | null = null;
+  /**
+   * Single-node replaces in base blocks not copied yet, as (block, index, seq) triples: a prune
+   * costs O(1) memory instead of a block copy. Materialized into `mod` when the block is read.
+   */
+  subst: number[] | null = null;
   /** Seqs appended after the last base block. */
   tail: number[] = [];
   /** Surface length. */
@@ -190,6 +202,7 @@ export class SurfaceDraft {
 
   private seqsOf(block: number): readonly number[] {
     if (block === TAIL) return this.tail;
+    if (this.subst !== null) this.materialize(block);
     const m = this.mod?.get(block);
     if (m !== undefined) return m;
     return (this.base.byId[block] as Block).seqs;
@@ -213,8 +226,25 @@ export class SurfaceDraft {
     (this.where ??= new Map()).set(seq, block);
   }
 
+  /** Moves pending substitutions of `block` into its copy. */
+  private materialize(block: number): void {
+    const sub = this.subst as number[];
+    let found = false;
+    for (let i = 0; i < sub.length; i += 3) if (sub[i] === block) found = true;
+    if (!found) return;
+    this.subst = null;
+    const arr = this.cow(block);
+    const rest: number[] = [];
+    for (let i = 0; i < sub.length; i += 3) {
+      if (sub[i] === block) arr[sub[i + 1] as number] = sub[i + 2] as number;
+      else rest.push(sub[i] as number, sub[i + 1] as number, sub[i + 2] as number);
+    }
+    this.subst = rest.length > 0 ? rest : null;
+  }
+
   private cow(block: number): number[] {
     if (block === TAIL) return this.tail;
+    if (this.subst !== null) this.materialize(block);
     const mod = (this.mod ??= new Map());
     let m = mod.get(block);
     if (m === undefined) {
@@ -282,7 +312,9 @@ export class SurfaceDraft {
     for (const s of shadowed) this.setWhere(s, OFF);
     this.setWhere(seq, a.block);
     this.starts = null;
-    if (a.block === b.block) {
+    if (a.block === b.block && a.index === b.index && a.block !== TAIL && this.mod?.has(a.block) !== true) {
+      (this.subst ??= []).push(a.block, a.index, seq);
+    } else if (a.block === b.block) {
       const arr = this.cow(a.block);
       arr.splice(a.index, b.index - a.index + 1, seq);
       if (a.block !== TAIL && b.index !== a.index) this.startsDirty = true;

@@ -13,18 +13,36 @@ import type { Json, JsonObject, SessionEvent } from './event.js';
 import { isJsonObject, jsonEqual } from './json.js';
 import { canonicalData, isLegacyShape, messageOf, type TargetIdResolver } from './message-view.js';
 
-/** `data` with `message.content[0].content` blanked (set to null). */
-function blankInnerContent(data: Json): Json {
-  if (!isJsonObject(data)) return data;
-  const message = data['message'];
-  if (!isJsonObject(message)) return data;
-  const content = message['content'];
-  if (!Array.isArray(content) || content.length === 0) return data;
-  const block = content[0];
-  if (!isJsonObject(block)) return data;
-  const b: JsonObject = { ...block, content: null };
-  const m: JsonObject = { ...message, content: [b, ...content.slice(1)] };
-  return { ...data, message: m };
+/** jsonEqual over the own keys of two objects, ignoring `skip` (presence of every other key matters). */
+function equalExcept(a: { readonly [key: string]: Json }, b: { readonly [key: string]: Json }, skip: string, inner: (x: Json, y: Json) => boolean): boolean {
+  let na = 0;
+  for (const k in a) {
+    if (k === skip) continue;
+    na++;
+    if (!Object.prototype.hasOwnProperty.call(b, k) || !jsonEqual(a[k], b[k])) return false;
+  }
+  let nb = 0;
+  for (const k in b) if (k !== skip) nb++;
+  if (na !== nb) return false;
+  const hasA = Object.prototype.hasOwnProperty.call(a, skip);
+  if (hasA !== Object.prototype.hasOwnProperty.call(b, skip)) return false;
+  return hasA ? inner(a[skip] as Json, b[skip] as Json) : true;
+}
+
+/** Equality of canonical tool/result data with `message.content[0].content` ignored (no allocation). */
+function equalExceptInnerContent(a: Json, b: Json): boolean {
+  if (!isJsonObject(a) || !isJsonObject(b)) return jsonEqual(a, b);
+  return equalExcept(a, b, 'message', (ma, mb) => {
+    if (!isJsonObject(ma) || !isJsonObject(mb)) return jsonEqual(ma, mb);
+    return equalExcept(ma, mb, 'content', (ca, cb) => {
+      if (!Array.isArray(ca) || !Array.isArray(cb) || ca.length === 0 || cb.length === 0) return jsonEqual(ca, cb);
+      const ba = ca[0] as Json;
+      const bb = cb[0] as Json;
+      // Only block 0 is compared (the reference quirk); its inner content may differ.
+      if (!isJsonObject(ba) || !isJsonObject(bb)) return jsonEqual(ba, bb);
+      return equalExcept(ba, bb, 'content', () => true);
+    });
+  });
 }
 
 function withoutContent(data: Json): Json {
@@ -54,5 +72,5 @@ export function rewriteChangesOnlyContent(
     const id = messageOf(t, sessionId, resolve)?.['id'];
     return typeof id === 'string' ? id : undefined;
   };
-  return jsonEqual(blankInnerContent(canonicalData(replacement, sessionId, resolve)), blankInnerContent(canonicalData(target, sessionId, resolve)));
+  return equalExceptInnerContent(canonicalData(replacement, sessionId, resolve), canonicalData(target, sessionId, resolve));
 }
