@@ -19,6 +19,7 @@ import type { CallContext } from '../app/session-service.js';
 import { ANONYMOUS } from '../app/session-service.js';
 import type { ContextResolver, Permission } from './handlers.js';
 import { domainErrorToStatus } from './status-map.js';
+import { MalformedRequest } from './safe-decode.js';
 
 /** One configured token. */
 export interface TokenEntry {
@@ -146,7 +147,8 @@ export class StreamLimiter {
 
 /**
  * The interceptor: connection stream cap, then (when a registry is given) authentication and
- * permission. Health and reflection skip authentication.
+ * permission, and INVALID_ARGUMENT for request bytes that do not decode (see safe-decode.ts).
+ * Health and reflection skip authentication.
  */
 export function makeInterceptor(registry: TokenRegistry | undefined, limiter: StreamLimiter): ServerInterceptor {
   return (method, call) => {
@@ -190,6 +192,14 @@ export function makeInterceptor(registry: TokenRegistry | undefined, limiter: St
               md.set(TENANT_KEY, entry.tenant);
             }
             nextMd(md);
+          },
+          onReceiveMessage: (msg: unknown, nextMsg: (m: unknown) => void) => {
+            if (msg instanceof MalformedRequest) {
+              reject(intercepting, new DomainError('INVALID_ARGUMENT',
+                `the request is not a valid protobuf message for ${msg.method}: ${msg.cause}`, { field: 'request', method: name }));
+              return;
+            }
+            nextMsg(msg);
           },
           onCancel: () => release?.(),
         });

@@ -15,6 +15,7 @@ import { createLogger, type Logger } from './logger.js';
 import { Metrics } from './metrics.js';
 import { makeInterceptor, metadataResolver, StreamLimiter, TokenRegistry } from './auth.js';
 import { serverCredentials } from './tls.js';
+import { withSafeDeserializers } from './safe-decode.js';
 import { preEncodedStreams, subscriptionStreams } from './subscribe-handlers.js';
 
 /** A running server. */
@@ -89,8 +90,8 @@ export async function startServer(partial: Partial<ServerConfig> = {}, ext: Serv
   // Subscriptions are on by default; their handlers write pre-encoded Buffers (encoded once per
   // delta), which the preEncodedStreams definition passes through.
   const streams = ext.streams?.(app, config, metrics, logger) ?? subscriptionStreams(app, config, metrics, logger, resolver);
-  server.addService(preEncodedStreams(SessionServiceService), makeHandlers(app, resolver, logger, metrics, streams.handlers));
-  server.addService(HealthService, health.handlers());
+  server.addService(withSafeDeserializers(preEncodedStreams(SessionServiceService)), makeHandlers(app, resolver, logger, metrics, streams.handlers));
+  server.addService(withSafeDeserializers(HealthService), health.handlers());
   ext.services?.(server);
 
   const bindHost = host.includes(':') ? `[${host}]` : host;
