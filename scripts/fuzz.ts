@@ -38,7 +38,8 @@ try {
     const code = await sendRaw(t.server.address, `/palimpsest.v1.SessionService/${method}`, bytes);
     if (code === status.INTERNAL || code === status.UNKNOWN) throw new Error(`${method} answered ${code} to ${bytes.toString('hex').slice(0, 120)}`);
   }), { numRuns: Number.MAX_SAFE_INTEGER, interruptAfterTimeLimit: (seconds * 1000) / 2 });
-  if (dbChecksum(t.dbPath) !== before.sum && (await exportAll(c, ids)) !== before.export) throw new Error('stored sessions changed');
+  // Random bytes may decode to a valid CreateSession of a new id; the sessions we own must not change.
+  if ((await exportAll(c, ids)) !== before.export) throw new Error('stored sessions changed');
   console.log(`fuzz: ${runs} hostile requests, server up, stored sessions unchanged`);
 } catch (e) {
   console.error(String(e).slice(0, 2000));
