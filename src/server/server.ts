@@ -11,6 +11,7 @@ import { HealthService } from '../../gen/grpc/health/v1/health.js';
 import { DEFAULT_CONFIG, type ServerConfig } from './config.js';
 import { makeHandlers, type ContextResolver } from './handlers.js';
 import { HealthState } from './health.js';
+import { loadDescriptorIndex, reflectionHandlers, ReflectionV1AlphaService, ReflectionV1Service } from './reflection.js';
 import { createLogger, type Logger } from './logger.js';
 import { Metrics } from './metrics.js';
 import { makeInterceptor, metadataResolver, StreamLimiter, TokenRegistry } from './auth.js';
@@ -92,6 +93,11 @@ export async function startServer(partial: Partial<ServerConfig> = {}, ext: Serv
   const streams = ext.streams?.(app, config, metrics, logger) ?? subscriptionStreams(app, config, metrics, logger, resolver);
   server.addService(withSafeDeserializers(preEncodedStreams(SessionServiceService)), makeHandlers(app, resolver, logger, metrics, streams.handlers));
   server.addService(withSafeDeserializers(HealthService), health.handlers());
+  const reflection = loadDescriptorIndex();
+  if (reflection) {
+    server.addService(withSafeDeserializers(ReflectionV1Service), reflectionHandlers(reflection));
+    server.addService(withSafeDeserializers(ReflectionV1AlphaService), reflectionHandlers(reflection));
+  } else logger.warn({}, 'gen/descriptor.binpb not found: server reflection is off');
   ext.services?.(server);
 
   const bindHost = host.includes(':') ? `[${host}]` : host;
