@@ -11,7 +11,7 @@ v8.setFlagsFromString('--no-concurrent-array-buffer-sweeping');
 
 import Database from 'better-sqlite3';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { cpus, tmpdir } from 'node:os';
+import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { SessionEvent } from '../src/domain/event.js';
 import { SCHEMA_SQL } from '../src/store/sqlite/schema.js';
@@ -134,7 +134,7 @@ async function storeAppend(options: Omit<SqliteStoreOptions, 'path'>, concurrenc
 // ---------------------------------------------------------------------------------------------
 
 async function main(): Promise<void> {
-  console.error(`sqlite bench${quick ? ' (quick)' : ''}: ${RUNS} runs each, node ${process.version}, ${cpus().length} cpus, avg event data ${AVG_DATA_BYTES} B`);
+  console.error(`sqlite bench${quick ? ' (quick)' : ''}: ${RUNS} runs each, node ${process.version}, ${cpus().length} cpus, avg event data ${AVG_DATA_BYTES} B, load average ${loadavg().map((l) => l.toFixed(1)).join(' ')}`);
 
   console.error('raw inserts');
   const rawFull1 = await repeat(() => rawInsert('full', 1, SINGLE_ROWS));
@@ -244,6 +244,7 @@ async function main(): Promise<void> {
     await store.close();
   }
 
+  console.log(`load average at the end: ${loadavg().map((l) => l.toFixed(1)).join(' ')}\n`);
   console.log(`| benchmark | median | min–max | ratio vs raw |\n|---|---:|---:|---:|`);
   for (const r of rows) console.log(`| ${r.join(' | ')} |`);
 }

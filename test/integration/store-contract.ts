@@ -392,6 +392,14 @@ export function storeContract<S extends SessionStore>(name: string, harness: Sto
         expect(await store.readStructure('nope', 0)).toEqual([]);
       });
 
+      it('reads the structure of a long log completely, from any seq', async () => {
+        const long = mixedEvents(0, 9_000);
+        await store.createSession(newSession('long'), long);
+        expect(await store.readStructure('long', 0)).toStrictEqual(long.map(structural));
+        expect(await store.readStructure('long', 4_095)).toStrictEqual(long.slice(4_095).map(structural));
+        expect(await store.readStructure('long', 8_999)).toStrictEqual([structural(long[8_999]!)]);
+      });
+
       it('keeps any type string and large seqs intact in the structure', async () => {
         const odd = [
           ev(0, '\t', null),

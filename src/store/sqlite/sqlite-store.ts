@@ -106,6 +106,8 @@ interface QueuedAppend {
 const SESSION_COLUMNS =
   'id, version, created_at, cwd, parent_session, seed_length, origin, delegation_depth, agent_preset, labels, tenant, strict, next_seq, event_count, data_bytes';
 const EVENT_COLUMNS = 'seq, type, time, data, source_event_seqs, surface_op, ignorable';
+/** Rows per structural-scan chunk. */
+const STRUCTURE_CHUNK = 4096;
 /** Above every safe-integer createdAt: the first page's cursor. */
 const FIRST_PAGE_CREATED_AT = Number.MAX_SAFE_INTEGER + 1;
 
@@ -144,6 +146,7 @@ export class SqliteSessionStore implements SessionStore {
   private readonly createTxn: Database.Transaction<(record: NewSession, rows: EventRow[], nextSeq: number, dataBytes: number) => boolean>;
   private readonly groupTxn: Database.Transaction<(batch: readonly QueuedAppend[], results: (AppendOutcome | { error: unknown })[]) => void>;
   private readonly appendOneTxn: Database.Transaction<(call: QueuedAppend) => AppendOutcome>;
+  private readonly structureTxn: Database.Transaction<(sessionId: string, fromSeq: number) => StructuralRow[]>;
   private readonly appendPendingTxn: Database.Transaction<(sessionId: string, events: readonly SessionEvent[]) => void>;
 
   constructor(options: SqliteStoreOptions) {
@@ -213,7 +216,7 @@ export class SqliteSessionStore implements SessionStore {
            ELSE seq || ':' || coalesce(surface_op, '') || char(9) || iif(source_event_seqs IS NULL, '-', hex(source_event_seqs)) || char(9) ||
                 coalesce(ignorable, '') || char(9) || type
          END
-         FROM events WHERE session_id = ? AND seq >= ? ORDER BY seq`,
+         FROM events WHERE session_id = ? AND seq >= ? ORDER BY seq LIMIT ?`,
       )
       .pluck();
     const listSql = (tenant: boolean, labels: boolean): string =>
@@ -291,6 +294,22 @@ export class SqliteSessionStore implements SessionStore {
           // The call's SAVEPOINT was rolled back; the other calls of the group are unaffected.
           results[i] = { error };
         }
+      }
+    });
+
+    // A (deferred, read-only) transaction so the chunks form one snapshot even if another
+    // process writes meanwhile. Keyset chunks of STRUCTURE_CHUNK rows: the intermediate strings
+    // die young (cheap scavenges) instead of a million of them being promoted at once; steadier
+    // and faster than one .all() (measured).
+    this.structureTxn = db.transaction((sessionId: string, fromSeq: number): StructuralRow[] => {
+      const types = new Map<string, string>();
+      const out: StructuralRow[] = [];
+      let next = fromSeq;
+      for (;;) {
+        const lines = this.selectStructure.all(sessionId, next, STRUCTURE_CHUNK) as string[];
+        for (let i = 0; i < lines.length; i++) out.push(decodeStructureLine(lines[i]!, types));
+        if (lines.length < STRUCTURE_CHUNK) return out;
+        next = out[out.length - 1]!.seq + 1;
       }
     });
 
@@ -417,11 +436,7 @@ export class SqliteSessionStore implements SessionStore {
   async readStructure(sessionId: string, fromSeq: number): Promise<StructuralRow[]> {
     this.checkOpen();
     if (this.selectVisible.get(sessionId) === undefined) return [];
-    const lines = this.selectStructure.all(sessionId, fromSeq) as string[];
-    const types = new Map<string, string>();
-    const out = new Array<StructuralRow>(lines.length);
-    for (let i = 0; i < lines.length; i++) out[i] = decodeStructureLine(lines[i]!, types);
-    return out;
+    return this.structureTxn(sessionId, fromSeq);
   }
 
   async *scanEvents(sessionId: string, fromSeq: number, batchSize: number): AsyncIterable<SessionEvent[]> {
