@@ -15,7 +15,12 @@ export class Metrics {
     buckets: [0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1], registers: [this.registry],
   });
   readonly #batch = new Histogram({ name: 'palimpsest_append_batch_events', help: 'Events per AppendEvents request', buckets: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000], registers: [this.registry] });
-  readonly cachedSessions = new Gauge({ name: 'palimpsest_cached_sessions', help: 'Hot sessions held in memory', registers: [this.registry] });
+  #cachedSessionsSource: () => number = () => 0;
+  /** Read at scrape time (a timer would report a stale count). */
+  readonly cachedSessions = new Gauge({
+    name: 'palimpsest_cached_sessions', help: 'Hot sessions held in memory', registers: [this.registry],
+    collect: () => this.cachedSessions.set(this.#cachedSessionsSource()),
+  });
   readonly subscriptions = new Gauge({ name: 'palimpsest_subscriptions', help: 'Open subscription streams', registers: [this.registry] });
   readonly subscriptionLag = new Histogram({
     name: 'palimpsest_subscription_lag_events', help: 'Events between the session head and what a subscriber was sent, sampled at each delivery',
@@ -24,6 +29,11 @@ export class Metrics {
 
   constructor(defaults = true) {
     if (defaults) collectDefaultMetrics({ register: this.registry, prefix: 'palimpsest_process_' });
+  }
+
+  /** Where palimpsest_cached_sessions is read from at each scrape. */
+  trackCachedSessions(source: () => number): void {
+    this.#cachedSessionsSource = source;
   }
 
   /** An accepted append. */

@@ -113,8 +113,7 @@ export async function startServer(partial: Partial<ServerConfig> = {}, ext: Serv
     metricsPort = r.port;
     metricsServer = r.server;
   }
-  const gauge = setInterval(() => metrics.cachedSessions.set(app.cachedSessions), 5000);
-  gauge.unref();
+  metrics.trackCachedSessions(() => app.cachedSessions);
   logger.info({ address: `${host}:${boundPort}`, db: config.db, durability: config.durability, metricsPort }, 'palimpsest listening');
 
   let shutdownPromise: Promise<void> | undefined;
@@ -122,7 +121,6 @@ export async function startServer(partial: Partial<ServerConfig> = {}, ext: Serv
     shutdownPromise ??= (async () => {
       logger.info({}, 'shutting down');
       health.setNotServing();
-      clearInterval(gauge);
       streams.shutdown();
       health.endWatchers();
       await new Promise<void>((resolve) => {
