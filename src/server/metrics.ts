@@ -17,9 +17,9 @@ export class Metrics {
   readonly #batch = new Histogram({ name: 'palimpsest_append_batch_events', help: 'Events per AppendEvents request', buckets: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000], registers: [this.registry] });
   #cachedSessionsSource: () => number = () => 0;
   /** Read at scrape time (a timer would report a stale count). */
-  readonly cachedSessions = new Gauge({
+  readonly cachedSessions: Gauge = new Gauge({
     name: 'palimpsest_cached_sessions', help: 'Hot sessions held in memory', registers: [this.registry],
-    collect: () => this.cachedSessions.set(this.#cachedSessionsSource()),
+    collect: (): void => this.cachedSessions.set(this.#cachedSessionsSource()),
   });
   readonly subscriptions = new Gauge({ name: 'palimpsest_subscriptions', help: 'Open subscription streams', registers: [this.registry] });
   readonly subscriptionLag = new Histogram({
