@@ -8,11 +8,13 @@
  */
 import v8 from 'node:v8';
 v8.setFlagsFromString('--no-concurrent-array-buffer-sweeping');
+v8.setFlagsFromString('--expose-gc');
 
 import Database from 'better-sqlite3';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { runInNewContext } from 'node:vm';
 import type { SessionEvent } from '../src/domain/event.js';
 import { SCHEMA_SQL } from '../src/store/sqlite/schema.js';
 import { SqliteSessionStore, type SqliteStoreOptions } from '../src/store/sqlite/sqlite-store.js';
@@ -25,6 +27,9 @@ const APPENDS = quick ? 1_200 : 6_000; // store appends per run
 const STRUCTURE_ROWS = quick ? 200_000 : 1_000_000;
 const READ_SESSION = 10_000;
 const READ_PAGE = 1_000;
+
+const gc = runInNewContext('gc') as () => void;
+const MiB = (bytes: number): string => `${Math.round(bytes / 2 ** 20)} MiB`;
 
 const root = mkdtempSync(join(tmpdir(), 'palimpsest-bench-'));
 let fileNo = 0;
@@ -110,6 +115,8 @@ function rawInsert(durability: 'full' | 'normal', perTxn: number, total: number)
   return rate;
 }
 
+let lastAvgGroup = 0;
+
 // 2. Store append rate with `concurrency` clients, each appending one event per call to its own session.
 
 async function storeAppend(options: Omit<SqliteStoreOptions, 'path'>, concurrency: number, total: number): Promise<number> {
@@ -127,6 +134,8 @@ async function storeAppend(options: Omit<SqliteStoreOptions, 'path'>, concurrenc
   const start = performance.now();
   await Promise.all(Array.from({ length: concurrency }, (_, c) => client(c)));
   const rate = (perClient * concurrency) / ((performance.now() - start) / 1000);
+  const stats = store.stats();
+  lastAvgGroup = stats.appends / stats.groupCommits;
   await store.close();
   return rate;
 }
@@ -152,36 +161,38 @@ async function main(): Promise<void> {
     for (const concurrency of [1, 16, 64]) {
       const total = concurrency === 1 ? (durability === 'full' ? SINGLE_ROWS : SINGLE_ROWS * 4) : APPENDS;
       const s = await repeat(() => storeAppend({ durability }, concurrency, total));
-      report(`store.append, ${concurrency} concurrent, ${durability}`, 'appends/s', s, baseline);
+      report(`store.append, ${concurrency} concurrent, ${durability} (avg group ${lastAvgGroup.toFixed(1)})`, 'appends/s', s, baseline);
     }
   }
   const micro = await repeat(() => storeAppend({ durability: 'full', groupCommit: 'microtask' }, 16, APPENDS));
-  report('store.append, 16 concurrent, full, microtask flush', 'appends/s', micro, rawFull1);
+  report(`store.append, 16 concurrent, full, microtask flush (avg group ${lastAvgGroup.toFixed(1)})`, 'appends/s', micro, rawFull1);
   const micro64 = await repeat(() => storeAppend({ durability: 'full', groupCommit: 'microtask' }, 64, APPENDS));
-  report('store.append, 64 concurrent, full, microtask flush', 'appends/s', micro64, rawFull1);
+  report(`store.append, 64 concurrent, full, microtask flush (avg group ${lastAvgGroup.toFixed(1)})`, 'appends/s', micro64, rawFull1);
 
   // -------------------------------------------------------------------------------------------
   console.error(`readStructure of ${STRUCTURE_ROWS.toLocaleString('en-US')} rows`);
   {
     const path = newPath();
-    const store = new SqliteSessionStore({ path, durability: 'normal' });
-    await store.createSession({ header: { version: 0, id: 'big', createdAt: 0 }, labels: {}, tenant: '', strict: false, pending: true }, []);
+    const writer = new SqliteSessionStore({ path, durability: 'normal' });
+    await writer.createSession({ header: { version: 0, id: 'big', createdAt: 0 }, labels: {}, tenant: '', strict: false, pending: true }, []);
     const CHUNK = 10_000;
     for (let from = 0; from < STRUCTURE_ROWS; from += CHUNK) {
-      await store.appendPending('big', Array.from({ length: CHUNK }, (_, i) => typicalEvent(from + i)));
+      await writer.appendPending('big', Array.from({ length: CHUNK }, (_, i) => typicalEvent(from + i)));
     }
-    await store.publishSession('big');
+    await writer.publishSession('big');
+    await writer.close();
+    const store = new SqliteSessionStore({ path });
     const raw = new Database(path, { readonly: true });
     const rawSelect = raw.prepare('SELECT seq, type, surface_op, source_event_seqs, ignorable FROM events WHERE session_id = ? AND seq >= ? ORDER BY seq').raw();
-    rawSelect.all('big', 0); // warm the page cache of both connections
-    await store.readStructure('big', 0);
+    rawSelect.all('big', 0); // warm the OS page cache
     const rawStat = await repeat(() => {
       const start = performance.now();
       const n = (rawSelect.all('big', 0) as unknown[]).length;
       if (n !== STRUCTURE_ROWS) throw new Error('row count');
       return performance.now() - start;
     });
-    report(`raw SELECT structural columns, ${STRUCTURE_ROWS.toLocaleString('en-US')} rows`, 'ms', rawStat);
+    report(`raw SELECT of the 5 structural columns (.raw().all(), no decoding), ${STRUCTURE_ROWS.toLocaleString('en-US')} rows`, 'ms', rawStat);
+    gc();
     const rssBefore = process.memoryUsage().rss;
     let peakRss = 0;
     const storeStat = await repeat(async () => {
@@ -193,8 +204,13 @@ async function main(): Promise<void> {
       return ms;
     });
     report(`store.readStructure, ${STRUCTURE_ROWS.toLocaleString('en-US')} rows`, 'ms', storeStat, rawStat, false);
-    rows.push([`RSS with the readStructure result held`, `${Math.round(peakRss / 2 ** 20)} MiB`, `(${Math.round(rssBefore / 2 ** 20)} MiB before)`, '']);
-    console.error(`  peak RSS ${Math.round(peakRss / 2 ** 20)} MiB (before ${Math.round(rssBefore / 2 ** 20)} MiB)`);
+    gc();
+    const heapBefore = process.memoryUsage().heapUsed;
+    const held = await store.readStructure('big', 0);
+    gc();
+    const retained = process.memoryUsage().heapUsed - heapBefore;
+    rows.push([`readStructure result retained heap / peak RSS`, `${MiB(retained)} / ${MiB(peakRss)}`, `(RSS ${MiB(rssBefore)} before)`, '']);
+    console.error(`  retained heap ${MiB(retained)} for ${held.length} rows, peak RSS ${MiB(peakRss)} (before ${MiB(rssBefore)})`);
     raw.close();
     await store.close();
   }
