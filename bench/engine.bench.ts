@@ -27,7 +27,7 @@ type StructuralRow = import('../src/app/store-port.js').StructuralRow;
 const quick = process.argv.includes('--quick');
 const RUNS = quick ? 5 : 7;
 const APPENDS = quick ? 10_000 : 40_000;
-const PRUNES = quick ? 2_000 : 5_000;
+const PRUNES = quick ? 5_000 : 20_000;
 const HISTORY_READS = quick ? 20 : 50;
 
 // ---------------------------------------------------------------- workload builders
@@ -204,29 +204,35 @@ function pruneCandidate(target: SessionEvent): CandidateEvent {
   };
 }
 
-/** Prunes PRUNES distinct random tool/results of a surface of `nodes`; prunes/s. */
+/**
+ * Prunes PRUNES tool/results of a surface of `nodes`, one event per plan/commit; prunes/s. Targets
+ * walk the surface positions with a stride (7919), so a small surface gets pruned repeatedly
+ * (prune chains, as the reference allows) and both sizes time the same number of prunes.
+ */
 function pruneThroughput(nodes: number, naive: boolean): Stat {
   const { events, byseq } = toolSurface(nodes);
   const rows: StructuralRow[] = events.map((e) => ({ seq: e.seq, type: e.type, surfaceOp: 'append' }));
-  const count = Math.min(PRUNES, nodes);
-  // Deterministic pseudo-random distinct targets.
-  const order = events.map((e) => e.seq);
-  let x = 12345;
-  for (let i = order.length - 1; i > 0; i--) {
-    x = (x * 1103515245 + 12345) & 0x7fffffff;
-    const j = x % (i + 1);
-    [order[i], order[j]] = [order[j] as number, order[i] as number];
+  const mirror = events.map((e) => e.seq);
+  const cands: CandidateEvent[] = [];
+  for (let k = 0; k < PRUNES; k++) {
+    const pos = (k * 7919) % nodes;
+    const original = byseq.get(pos) as SessionEvent;
+    cands.push(pruneCandidate({ ...original, seq: mirror[pos] as number }));
+    mirror[pos] = nodes + k;
   }
-  const cands = order.slice(0, count).map((s) => pruneCandidate(byseq.get(s) as SessionEvent));
-  const lookup = (s: number): SessionEvent | undefined => byseq.get(s);
   return runs(() => {
+    const local = new Map(byseq);
+    const lookup = (s: number): SessionEvent | undefined => local.get(s);
     if (naive) {
       const e = new NaiveEngine();
       e.load(rows);
       gc();
       const t0 = performance.now();
-      for (const c of cands) e.append(c, lookup);
-      return count / ((performance.now() - t0) / 1000);
+      for (const c of cands) {
+        const ev = e.append(c, lookup);
+        local.set(ev.seq, ev);
+      }
+      return PRUNES / ((performance.now() - t0) / 1000);
     }
     const e = SessionEngine.create();
     e.loadStructural(rows);
@@ -236,9 +242,11 @@ function pruneThroughput(nodes: number, naive: boolean): Stat {
     const t0 = performance.now();
     for (const c of cands) {
       one[0] = c;
-      e.commit(e.plan(one, ctx));
+      const plan = e.plan(one, ctx);
+      e.commit(plan);
+      local.set((plan.events[0] as SessionEvent).seq, plan.events[0] as SessionEvent);
     }
-    return count / ((performance.now() - t0) / 1000);
+    return PRUNES / ((performance.now() - t0) / 1000);
   });
 }
 
