@@ -325,8 +325,11 @@ export class SessionService {
           const now = h.engine.surface();
           if (now.length === seqs.length && now.every((s, i) => s === seqs[i])) {
             const byS = new Map(events.map((e) => [e.seq, e] as const));
+            // getEvents returns ascending seqs; the projection needs surface order (a replace puts
+            // a later seq before earlier ones).
+            const inSurfaceOrder = seqs.map((s) => byS.get(s)).filter((e): e is SessionEvent => e !== undefined);
             const p = new MessageProjection(id);
-            p.hydrate(events, h.engine.nextSeq, (s) => byS.get(s));
+            p.hydrate(inSurfaceOrder, h.engine.nextSeq, (s) => byS.get(s));
             h.projection = p;
           }
         });
