@@ -44,6 +44,10 @@ gen_python() {
 gen_go() {
   need go; need protoc-gen-go; need protoc-gen-go-grpc
   [ -d /usr/share/gocode/src/google.golang.org/grpc ] || die "missing Go gRPC sources (apt-get install golang-google-grpc-dev)"
+  # grpc-go's codec marshals through github.com/golang/protobuf; its 1.3 (pre-APIv2) runtime panics
+  # on protoc-gen-go's APIv2 messages. 1.5 wraps APIv2.
+  [ ! -e /usr/share/gocode/src/github.com/golang/protobuf/proto/table_unmarshal.go ] \
+    || die "github.com/golang/protobuf is 1.3 (APIv1): apt-get install golang-github-golang-protobuf-1-5-dev"
   # Files land at their go_package path (palimpsest/gen/go/palimpsest/v1) under a GOPATH's src/.
   generate go "$build_root/go/gopath/src" proto/palimpsest/v1
   export GO111MODULE=off GOFLAGS= GOPATH="$build_root/go/gopath:/usr/share/gocode"

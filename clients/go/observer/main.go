@@ -198,7 +198,10 @@ func run(addr, sessionID string, untilSeq uint64, dropAfter int, timeout time.Du
 				break
 			}
 			if dropAfter > 0 && received >= dropAfter {
-				streamCancel() // simulate a dropped connection; Recv now fails with Canceled
+				// Simulate a dropped connection: whatever is still in flight is lost, and the
+				// next subscription resumes after the last cursor we applied.
+				streamCancel()
+				break
 			}
 		}
 	}
