@@ -1,0 +1,50 @@
+/**
+ * A server process for the server benchmarks (spawned by bench/server.bench.ts; not run by hand).
+ *
+ *   node --import tsx bench/server/child.ts palimpsest <db> <full|normal> [--sweeping]
+ *   node --import tsx bench/server/child.ts echo [--sweeping]
+ *
+ * `palimpsest` runs the real server (startServer) on 127.0.0.1:0; `echo` runs a bare grpc-js
+ * server whose AppendEvents/ListEvents/GetMessages handlers echo the request bytes back (identity
+ * serializers, no protobuf, no store): the machine's gRPC ceiling for a same-size message.
+ * Without --sweeping, V8's concurrent ArrayBuffer sweeping is turned off first thing, as
+ * bin/palimpsest.mjs does. Prints one JSON line {"port":N} when listening; exits on SIGTERM or
+ * when stdin closes (the parent died).
+ */
+import v8 from 'node:v8';
+
+const sweeping = process.argv.includes('--sweeping');
+if (!sweeping) v8.setFlagsFromString('--no-concurrent-array-buffer-sweeping');
+
+const args = process.argv.slice(2).filter((a) => !a.startsWith('--'));
+const mode = args[0];
+let stop: () => Promise<void>;
+
+if (mode === 'palimpsest') {
+  const { startServer } = await import('../../src/server/server.js');
+  const server = await startServer({ listen: '127.0.0.1:0', db: args[1], durability: args[2] === 'normal' ? 'normal' : 'full', logLevel: 'silent' });
+  stop = () => server.shutdown();
+  process.stdout.write(`${JSON.stringify({ port: server.port })}\n`);
+} else if (mode === 'echo') {
+  const grpc = await import('@grpc/grpc-js');
+  const server = new grpc.Server({ 'grpc.max_receive_message_length': 16 * 1024 * 1024, 'grpc.max_send_message_length': 16 * 1024 * 1024 });
+  const identity = (b: Buffer): Buffer => b;
+  const echo = (call: { request: Buffer }, cb: (err: null, res: Buffer) => void): void => cb(null, call.request);
+  const def = (name: string) => ({ path: `/palimpsest.v1.SessionService/${name}`, requestStream: false, responseStream: false, requestSerialize: identity, requestDeserialize: identity, responseSerialize: identity, responseDeserialize: identity });
+  server.addService({ appendEvents: def('AppendEvents'), listEvents: def('ListEvents'), getMessages: def('GetMessages') } as never, { appendEvents: echo, listEvents: echo, getMessages: echo } as never);
+  const port = await new Promise<number>((resolve, reject) => server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))));
+  stop = () => new Promise((r) => server.tryShutdown(() => r()));
+  process.stdout.write(`${JSON.stringify({ port })}\n`);
+} else {
+  throw new Error(`unknown mode ${String(mode)}`);
+}
+
+let stopping = false;
+const exit = (): void => {
+  if (stopping) return;
+  stopping = true;
+  void stop().finally(() => process.exit(0));
+};
+process.on('SIGTERM', exit);
+process.stdin.on('end', exit);
+process.stdin.resume();
