@@ -221,7 +221,7 @@ async function main(): Promise<void> {
   // A representative encoded append delta (event + cursor) as the bare payload.
   const sample = SubscribeSurfaceResponse.encode({
     cursor: 12345, kind: { $case: 'append', value: { seq: 12345 } }, message: undefined,
-    event: { seq: 12345, time: Date.now(), type: 'user/message', data: { kind: { $case: 'json', value: JSON.parse(JSON.stringify(userMessage(1).data?.kind?.$case === 'json' ? userMessage(1).data.kind.value : '')) } }, surfaceOp: { $case: 'append', value: {} }, sourceEventSeqs: undefined, ignorable: false },
+    event: { seq: 12345, time: Date.now(), type: 'user/message', data: userMessage(1).data, surfaceOp: { $case: 'append', value: {} }, sourceEventSeqs: undefined, ignorable: false },
   } as SubscribeSurfaceResponse).finish();
   const payload = Buffer.from(sample);
   const P: Record<string, number[]> = { p50: [], p99: [], ack50: [], ack99: [], b50: [], b99: [], ceil: [], bceil: [] };

@@ -47,7 +47,7 @@ export const MIN_HEARTBEAT_MS = 100;
  * under it lets the subscription handlers write one pre-encoded Buffer to many streams.
  */
 export function preEncodedStreams<D extends object>(def: D): D {
-  const out: Record<string, unknown> = { ...def };
+  const out: Record<string, unknown> = { ...(def as Record<string, unknown>) };
   for (const [name, m] of Object.entries(def) as [string, { responseStream?: boolean; responseSerialize: (v: unknown) => Buffer }][]) {
     if (!m.responseStream) continue;
     const encode = m.responseSerialize;
