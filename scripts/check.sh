@@ -12,10 +12,9 @@ step() {
 }
 drift() {
   local tmp; tmp=$(mktemp -d)
-  cp -r gen "$tmp/gen.before"
-  scripts/gen.sh >/dev/null || return 1
-  if ! diff -r "$tmp/gen.before" gen; then
-    echo "gen/ is stale: run scripts/gen.sh and commit the result"; rm -rf gen && cp -r "$tmp/gen.before" gen; rm -rf "$tmp"; return 1
+  scripts/gen.sh "$tmp/gen" >/dev/null || { rm -rf "$tmp"; return 1; }
+  if ! diff -r gen "$tmp/gen"; then
+    echo "gen/ is stale: run scripts/gen.sh and commit the result"; rm -rf "$tmp"; return 1
   fi
   rm -rf "$tmp"
 }
