@@ -86,6 +86,37 @@ describe('polyglot clients generated from proto/', () => {
   });
   afterAll(async () => { await ts?.stop(); });
 
+  it('buf curl (the README commands): health, reflection, one append', async () => {
+    const buf = join(ROOT, 'node_modules', '.bin', 'buf');
+    const url = `http://${ts.server.address}`;
+    const curl = (...args: string[]): Promise<Run> => new Promise((resolve, reject) => {
+      const child = spawn(buf, ['curl', '--protocol', 'grpc', '--http2-prior-knowledge', ...args], { cwd: ROOT });
+      let stdout = '';
+      let stderr = '';
+      child.stdout.on('data', (b: Buffer) => { stdout += b.toString(); });
+      child.stderr.on('data', (b: Buffer) => { stderr += b.toString(); });
+      child.on('error', reject);
+      child.on('close', (code) => resolve({ code, stdout, stderr }));
+    });
+    const ok = (r: Run): string => { expect(r.code, r.stderr).toBe(0); return r.stdout; };
+    expect(JSON.parse(ok(await curl(`${url}/grpc.health.v1.Health/Check`)))).toEqual({ status: 'SERVING' });
+    expect(ok(await curl('--list-services', url)).split('\n')).toContain('palimpsest.v1.SessionService');
+    ok(await curl('-d', '{"sessionId":"curl-demo"}', `${url}/palimpsest.v1.SessionService/CreateSession`));
+    const append = JSON.parse(ok(await curl('-d', JSON.stringify({
+      sessionId: 'curl-demo', expectedLastSeq: '-1',
+      events: [{ type: 'user/message', append: {}, data: { userMessage: { id: 'm1', role: 'user', content: [{ text: { text: 'hello' } }], source: { user: {} } } } }],
+    }), `${url}/palimpsest.v1.SessionService/AppendEvents`)));
+    expect(append).toEqual({ seqs: ['0'], surfaceLength: '1' });
+    const history = await a.getMessages({ sessionId: 'curl-demo', view: MessageView.MESSAGE_VIEW_MODEL_HISTORY });
+    expect(JSON.parse(history.messages[0]!.messageJson)).toEqual({ id: 'm1', role: 'user', content: [{ type: 'text', text: 'hello' }], source: { kind: 'user' } });
+    // A conflict: non-zero exit, FAILED_PRECONDITION with the google.rpc details on stderr.
+    const conflict = await curl('-d', '{"sessionId":"curl-demo","expectedLastSeq":"5","events":[{"type":"turn/start","data":{"json":"{\\"turn\\":1}"}}]}',
+      `${url}/palimpsest.v1.SessionService/AppendEvents`);
+    expect(conflict.code).not.toBe(0);
+    expect(conflict.stderr).toContain('failed_precondition');
+    expect(conflict.stderr).toContain('google.rpc.ErrorInfo');
+  });
+
   toolchainIt('python', missingPython(), 'Python agent backend: typed turns, compaction, prune, HEAD_MISMATCH retry, model history', async () => {
     const out = lastJson(await runClient(['python', ts.server.address]));
     const id = out.sessionId as string;
