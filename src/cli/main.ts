@@ -1,9 +1,14 @@
 /**
  * The `palimpsest` command line: `serve` runs the server; every other command is a gRPC client
- * of a running server.
+ * of a running server (see commands/index.ts for the table).
  */
-import { parseServeArgs, SERVE_OPTIONS, UsageError } from './serve.js';
+import type { Readable } from 'node:stream';
+import { parseServeArgs, SERVE_OPTIONS } from './serve.js';
 import { startServer } from '../server/server.js';
+import { helpText, parseCommandArgs, UsageError } from './args.js';
+import { EXIT, Rpc, connectOptions, reportFailure, toFailure } from './client.js';
+import { COMMANDS, findCommand } from './commands/index.js';
+import { Output, type OutStream } from './output.js';
 
 const SERVE_HELP = `Usage: palimpsest serve [options]
 
@@ -15,6 +20,34 @@ ${SERVE_OPTIONS.map((o) => `  --${o.flag}${o.boolean ? '' : ' VALUE'}\n      ${o
 Example:
   palimpsest serve --listen 127.0.0.1:50051 --db ./sessions.db --durability full
 `;
+
+const MAIN_HELP = `Usage: palimpsest COMMAND [options]
+
+Palimpsest session-log service. \`serve\` runs the server; every other command is a gRPC client of a
+running server (--addr HOST:PORT, default $PALIMPSEST_ADDR or 127.0.0.1:50051).
+
+Commands:
+  ${'serve'.padEnd(10)} Starts the gRPC server.
+${COMMANDS.map((c) => `  ${c.name.padEnd(10)} ${c.summary}`).join('\n')}
+
+Every client command takes --json for machine-readable output. Exit status: 0 ok, 1 the server
+rejected the request, 2 usage error, 3 the server cannot be reached.
+Run \`palimpsest COMMAND --help\` for a command's options.
+
+Example:
+  palimpsest serve --db ./sessions.db &
+  palimpsest import ./session.jsonl --id demo && palimpsest messages demo
+`;
+
+/** The process streams and environment (injectable for in-process tests). */
+export interface MainIo {
+  readonly stdout: OutStream;
+  readonly stderr: OutStream;
+  readonly stdin: Readable;
+  readonly env: NodeJS.ProcessEnv;
+}
+
+const PROCESS_IO: MainIo = { stdout: process.stdout, stderr: process.stderr, stdin: process.stdin, env: process.env };
 
 async function serve(argv: string[]): Promise<number> {
   if (argv.includes('--help') || argv.includes('-h')) {
@@ -36,19 +69,49 @@ async function serve(argv: string[]): Promise<number> {
   return 0;
 }
 
-/** Runs the CLI; resolves with the exit status. */
-export async function main(argv: string[]): Promise<number> {
-  const [cmd, ...rest] = argv;
+/** Runs a client command: parse, connect, run, close. */
+async function client(name: string, argv: string[], io: MainIo): Promise<number> {
+  const json = argv.includes('--json');
+  const out = new Output(json, io.stdout, io.stderr, io.env);
+  let rpc: Rpc | undefined;
   try {
-    if (cmd === 'serve') return await serve(rest);
-    process.stderr.write(`error: unknown command ${JSON.stringify(cmd ?? '')}; try palimpsest serve --help\n`);
-    return 2;
-  } catch (e) {
-    if (e instanceof UsageError) {
-      process.stderr.write(`error: ${e.message}\n`);
-      return 2;
+    const command = findCommand(name);
+    if (!command) throw new UsageError(`unknown command ${JSON.stringify(name)}; see palimpsest --help`);
+    const args = parseCommandArgs(command, argv);
+    if (args.flag('help')) {
+      await out.write(helpText(command));
+      return EXIT.OK;
     }
-    process.stderr.write(`error: ${(e as Error).message}\n`);
-    return 1;
+    rpc = await Rpc.connect(connectOptions(args, io.env));
+    return (await command.run({ args, out, rpc, stdin: io.stdin, env: io.env })) ?? EXIT.OK;
+  } catch (e) {
+    const failure = toFailure(e);
+    reportFailure(failure, out);
+    return failure.exit;
+  } finally {
+    rpc?.close();
+  }
+}
+
+/** Runs the CLI; resolves with the exit status. */
+export async function main(argv: string[], io: MainIo = PROCESS_IO): Promise<number> {
+  const [cmd, ...rest] = argv;
+  if (io.stdout === process.stdout) {
+    // `palimpsest events s | head`: a closed pipe ends the command quietly.
+    process.stdout.on('error', (e: NodeJS.ErrnoException) => {
+      if (e.code === 'EPIPE') process.exit(EXIT.OK);
+      throw e;
+    });
+  }
+  if (cmd === undefined || cmd === '--help' || cmd === '-h' || cmd === 'help') {
+    (cmd === undefined ? io.stderr : io.stdout).write(MAIN_HELP);
+    return cmd === undefined ? EXIT.USAGE : EXIT.OK;
+  }
+  if (cmd !== 'serve') return client(cmd, rest, io);
+  try {
+    return await serve(rest);
+  } catch (e) {
+    io.stderr.write(`error: ${(e as Error).message}\n`);
+    return e instanceof UsageError ? EXIT.USAGE : EXIT.REJECTED;
   }
 }

@@ -4,6 +4,9 @@
  */
 import { DEFAULT_CONFIG, type ServerConfig } from '../server/config.js';
 import type { AppLimits } from '../app/session-service.js';
+import { UsageError } from './args.js';
+
+export { UsageError };
 
 /** A server option: flag name, env var, parser, where it goes. */
 interface Option {
@@ -21,9 +24,6 @@ function int(name: string, v: string, min = 0): number {
   if (!Number.isSafeInteger(n) || n < min) throw new UsageError(`--${name} must be an integer >= ${min}, got ${JSON.stringify(v)}`);
   return n;
 }
-
-/** A command-line usage error (exit status 2). */
-export class UsageError extends Error {}
 
 /** Every `serve` option. */
 export const SERVE_OPTIONS: readonly Option[] = [

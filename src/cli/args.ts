@@ -1,0 +1,161 @@
+/**
+ * Argument parsing of the client commands: a declarative spec per command (options, positionals,
+ * help, examples) parsed with node:util parseArgs, plus the typed accessors the commands use.
+ */
+import { parseArgs } from 'node:util';
+
+/** A command-line usage error (exit status 2). */
+export class UsageError extends Error {}
+
+/** One option of a command. */
+export interface OptionSpec {
+  readonly type: 'string' | 'boolean';
+  readonly help: string;
+  /** Placeholder shown in help, e.g. `N`. */
+  readonly value?: string;
+  readonly short?: string;
+  readonly multiple?: boolean;
+}
+
+/** One positional argument. */
+export interface PositionalSpec {
+  readonly name: string;
+  readonly optional?: boolean;
+}
+
+/** The declarative part of a command: what `--help` shows and what the parser accepts. */
+export interface CommandSpec {
+  readonly name: string;
+  readonly summary: string;
+  readonly positionals: readonly PositionalSpec[];
+  readonly options: Readonly<Record<string, OptionSpec>>;
+  readonly examples: readonly string[];
+  /** Longer explanation shown under the usage line. */
+  readonly details?: string;
+}
+
+/** Options every client command takes. */
+export const GLOBAL_OPTIONS: Readonly<Record<string, OptionSpec>> = {
+  addr: { type: 'string', value: 'HOST:PORT', help: 'server address (default $PALIMPSEST_ADDR or 127.0.0.1:50051)' },
+  json: { type: 'boolean', help: 'machine-readable JSON output (and JSON errors on stderr)' },
+  'connect-timeout': { type: 'string', value: 'MS', help: 'how long to wait for the server (default $PALIMPSEST_CONNECT_TIMEOUT or 5000)' },
+  token: { type: 'string', value: 'TOKEN', help: 'bearer token sent as `authorization` (default $PALIMPSEST_TOKEN)' },
+  'tls-ca': { type: 'string', value: 'FILE', help: 'use TLS, trusting this CA certificate (PEM; default $PALIMPSEST_TLS_CA)' },
+  help: { type: 'boolean', short: 'h', help: 'show this help' },
+};
+
+/** Parsed arguments with typed accessors. */
+export class Args {
+  constructor(
+    private readonly values: Readonly<Record<string, string | boolean | (string | boolean)[] | undefined>>,
+    readonly positionals: readonly string[],
+  ) {}
+
+  /** A string option, or undefined. */
+  str(name: string): string | undefined {
+    const v = this.values[name];
+    return typeof v === 'string' ? v : undefined;
+  }
+
+  /** A boolean flag. */
+  flag(name: string): boolean {
+    return this.values[name] === true;
+  }
+
+  /** Every value of a repeatable option. */
+  list(name: string): string[] {
+    const v = this.values[name];
+    return Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string') : [];
+  }
+
+  /** An integer option (>= min), or undefined. */
+  int(name: string, min = 0): number | undefined {
+    const v = this.str(name);
+    return v === undefined ? undefined : parseInteger(`--${name}`, v, min);
+  }
+
+  /** Positional `i` (the spec guarantees required ones are present). */
+  pos(i: number): string {
+    return this.positionals[i] ?? '';
+  }
+
+  /** `--label k=v` pairs (repeatable) as a map. */
+  labels(name = 'label'): Record<string, string> {
+    const out: Record<string, string> = {};
+    for (const kv of this.list(name)) {
+      const eq = kv.indexOf('=');
+      if (eq <= 0) throw new UsageError(`--${name} must be KEY=VALUE, got ${JSON.stringify(kv)}`);
+      out[kv.slice(0, eq)] = kv.slice(eq + 1);
+    }
+    return out;
+  }
+}
+
+/** Parses a safe integer >= min or throws a UsageError naming `what`. */
+export function parseInteger(what: string, v: string, min = 0): number {
+  const n = /^-?\d+$/.test(v) ? Number(v) : NaN;
+  if (!Number.isSafeInteger(n) || n < min) throw new UsageError(`${what} must be an integer >= ${min}, got ${JSON.stringify(v)}`);
+  return n;
+}
+
+/** Parses `argv` (after the command name) against the command's spec and the global options. */
+export function parseCommandArgs(spec: CommandSpec, argv: readonly string[]): Args {
+  const options = { ...GLOBAL_OPTIONS, ...spec.options };
+  // parseArgs calls `--opt -1` ambiguous; a negative number after a value option is its value.
+  const args: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i] as string;
+    const next = argv[i + 1];
+    if (a.startsWith('--') && options[a.slice(2)]?.type === 'string' && next !== undefined && /^-\d+$/.test(next)) {
+      args.push(`${a}=${next}`);
+      i++;
+    } else args.push(a);
+  }
+  let parsed: ReturnType<typeof parseArgs>;
+  try {
+    parsed = parseArgs({
+      args,
+      options: Object.fromEntries(Object.entries(options).map(([k, o]) => [k, { type: o.type, multiple: o.multiple === true, ...(o.short ? { short: o.short } : {}) }])),
+      allowPositionals: true,
+      strict: true,
+    });
+  } catch (e) {
+    throw new UsageError(`${(e as Error).message.split('\n')[0] ?? ''}; see palimpsest ${spec.name} --help`);
+  }
+  const result = new Args(parsed.values, parsed.positionals);
+  if (result.flag('help')) return result;
+  const required = spec.positionals.filter((p) => !p.optional).length;
+  if (parsed.positionals.length < required) {
+    throw new UsageError(`missing ${spec.positionals[parsed.positionals.length]?.name ?? 'argument'}; see palimpsest ${spec.name} --help`);
+  }
+  if (parsed.positionals.length > spec.positionals.length) {
+    throw new UsageError(`unexpected argument ${JSON.stringify(parsed.positionals[spec.positionals.length])}; see palimpsest ${spec.name} --help`);
+  }
+  return result;
+}
+
+function optionLines(options: Readonly<Record<string, OptionSpec>>): string {
+  return Object.entries(options)
+    .map(([name, o]) => {
+      const flag = `${o.short ? `-${o.short}, ` : ''}--${name}${o.value ? ` ${o.value}` : ''}${o.multiple ? '...' : ''}`;
+      return `  ${flag.padEnd(28)} ${o.help}`;
+    })
+    .join('\n');
+}
+
+/** The one-line synopsis of a command. */
+export function synopsis(spec: CommandSpec): string {
+  const pos = spec.positionals.map((p) => (p.optional ? `[${p.name}]` : p.name));
+  const opts = Object.entries(spec.options).map(([name, o]) => `[--${name}${o.value ? ` ${o.value}` : ''}]${o.multiple ? '...' : ''}`);
+  return ['palimpsest', spec.name, ...pos, ...opts].join(' ');
+}
+
+/** The `--help` text of a command. */
+export function helpText(spec: CommandSpec): string {
+  const parts = [`Usage: ${synopsis(spec)}`, '', spec.summary];
+  if (spec.details) parts.push('', spec.details);
+  if (Object.keys(spec.options).length > 0) parts.push('', 'Options:', optionLines(spec.options));
+  parts.push('', 'Common options:', optionLines(GLOBAL_OPTIONS));
+  parts.push('', spec.examples.length > 1 ? 'Examples:' : 'Example:', ...spec.examples.map((e) => `  ${e}`), '');
+  return parts.join('\n');
+}

@@ -1,0 +1,139 @@
+/**
+ * Log and projection commands: append, events, surface, messages, repair.
+ */
+import { createReadStream } from 'node:fs';
+import { createInterface } from 'node:readline';
+import type { Readable } from 'node:stream';
+import { parseInteger } from '../args.js';
+import { paginate, type Command } from '../command.js';
+import { eventHeader, eventLine, eventObject, eventRow, messageText } from '../format.js';
+import { envelopeLineToEventInput } from '../../client/event-input.js';
+import type { EventInput } from '../../../gen/palimpsest/v1/event.js';
+import { DataFormat, Direction, MessageView } from '../../../gen/palimpsest/v1/service.js';
+import type { Json } from '../../domain/event.js';
+
+/** The stream named by a FILE argument (`-` = stdin). */
+export function openInput(file: string, stdin: Readable, highWaterMark?: number): Readable {
+  return file === '-' ? stdin : createReadStream(file, { highWaterMark });
+}
+
+/** Reads one reference envelope per non-blank line (a batch is bounded by the server's batch limit). */
+async function readBatch(input: Readable): Promise<EventInput[]> {
+  const events: EventInput[] = [];
+  let lineNumber = 0;
+  for await (const line of createInterface({ input, crlfDelay: Number.POSITIVE_INFINITY })) {
+    lineNumber++;
+    if (line.trim() !== '') events.push(envelopeLineToEventInput(line, events.length, lineNumber));
+  }
+  return events;
+}
+
+function seqRange(seqs: readonly number[]): string {
+  if (seqs.length === 0) return 'nothing';
+  return seqs.length === 1 ? `seq ${seqs[0]}` : `seqs ${seqs[0]}..${seqs[seqs.length - 1]}`;
+}
+
+const append: Command = {
+  name: 'append',
+  summary: 'Appends events atomically, one reference JSON envelope per line; prints the assigned seqs.',
+  details:
+    'Each line: {"type","data","surfaceOp"?,"sourceEventSeqs"?,"ignorable"?,"seq"?,"time"?}. A given seq must be the\n' +
+    "session's next one (SEQ_NOT_CONTIGUOUS). The first invalid event rejects the whole batch; with --json the error's\n" +
+    'metadata.index names it (0-based among the events) and metadata.line its line when the client refused it.',
+  positionals: [{ name: 'SESSION' }, { name: 'FILE|-' }],
+  options: {
+    'expect-last-seq': { type: 'string', value: 'N', help: 'fail with HEAD_MISMATCH unless the last seq is N (-1 = the session is empty)' },
+    'idempotency-key': { type: 'string', value: 'K', help: 'a retry with the same key returns the first result instead of appending again' },
+  },
+  examples: [
+    `echo '{"type":"user/message","data":{"id":"u1","role":"user","content":[{"type":"text","text":"hi"}],"source":{"kind":"user"}},"surfaceOp":"append"}' | palimpsest append demo -`,
+  ],
+  async run({ args, rpc, out, stdin }) {
+    const events = await readBatch(openInput(args.pos(1), stdin));
+    const expected = args.str('expect-last-seq');
+    const res = await rpc.unary(rpc.client.appendEvents, {
+      sessionId: args.pos(0), events, idempotencyKey: args.str('idempotency-key') ?? '',
+      expectedLastSeq: expected === undefined ? undefined : parseInteger('--expect-last-seq', expected, -1),
+    });
+    if (out.json) await out.printJson({ seqs: res.seqs });
+    else await out.write(`appended ${seqRange(res.seqs)}${res.replayed ? ' (replayed: already appended with this key)' : ''}; surface length ${res.surfaceLength}\n`);
+  },
+};
+
+const events: Command = {
+  name: 'events',
+  summary: "Lists a session's events in seq order (one reference JSONL line per event with --json).",
+  positionals: [{ name: 'SESSION' }],
+  options: {
+    after: { type: 'string', value: 'SEQ', help: 'only events after this seq' },
+    limit: { type: 'string', value: 'N', help: 'at most N events' },
+    type: { type: 'string', multiple: true, value: 'T', help: 'only events of this type (repeatable)' },
+  },
+  examples: ['palimpsest events demo --after 10 --type user/message --json'],
+  async run({ args, rpc, out }) {
+    const after = args.int('after');
+    const width = out.stdout.columns ?? 120;
+    if (!out.json) await out.write(eventHeader(out.style) + '\n');
+    await paginate(
+      args.int('limit', 1),
+      async (pageSize, pageToken) => {
+        const r = await rpc.unary(rpc.client.listEvents, {
+          sessionId: args.pos(0), fromSeq: after === undefined ? undefined : after + 1, direction: Direction.DIRECTION_FORWARD,
+          pageSize, pageToken, types: args.list('type'), dataFormat: DataFormat.DATA_FORMAT_JSON,
+        });
+        return { items: r.events, nextPageToken: r.nextPageToken };
+      },
+      async (page) => {
+        const lines = page.map((e) => (out.json ? eventLine(e) : eventRow(e, out.style, width)));
+        if (lines.length > 0) await out.write(lines.join('\n') + '\n');
+      },
+    );
+  },
+};
+
+const surface: Command = {
+  name: 'surface',
+  summary: 'Prints the surface (the ordered seqs of the model-visible events) as a JSON array.',
+  positionals: [{ name: 'SESSION' }],
+  options: {},
+  examples: ['palimpsest surface demo'],
+  async run({ args, rpc, out }) {
+    const r = await rpc.unary(rpc.client.getSurface, { sessionId: args.pos(0) });
+    await out.write(JSON.stringify(r.seqs) + '\n');
+  },
+};
+
+const messages: Command = {
+  name: 'messages',
+  summary: 'Prints the model history derived from the surface (or the human transcript).',
+  details: 'With --json: a JSON array of the message objects exactly as stored ({id, role, content, source}).',
+  positionals: [{ name: 'SESSION' }],
+  options: { transcript: { type: 'boolean', help: 'the human transcript (append-origin events, including compacted ones)' } },
+  examples: ['palimpsest messages demo --json', 'palimpsest messages demo --transcript'],
+  async run({ args, rpc, out }) {
+    const view = args.flag('transcript') ? MessageView.MESSAGE_VIEW_TRANSCRIPT : MessageView.MESSAGE_VIEW_MODEL_HISTORY;
+    const r = await rpc.unary(rpc.client.getMessages, { sessionId: args.pos(0), view, typed: false });
+    const parsed = r.messages.map((m) => ({ seq: m.seq, message: JSON.parse(m.messageJson) as Json }));
+    if (out.json) await out.printJson(parsed.map((m) => m.message));
+    else if (parsed.length === 0) await out.write(out.style.dim('no messages\n'));
+    else await out.write(parsed.map((m) => messageText(m.seq, m.message, out.style)).join('\n'));
+  },
+};
+
+const repair: Command = {
+  name: 'repair',
+  summary: 'Appends crash-repair closers for orphaned tool calls of the open turn and prints them.',
+  details: 'Idempotent: a balanced log gets nothing. With --json: a JSON array of the appended events (reference envelope).',
+  positionals: [{ name: 'SESSION' }],
+  options: {},
+  examples: ['palimpsest repair demo --json'],
+  async run({ args, rpc, out }) {
+    const r = await rpc.unary(rpc.client.repairSession, { sessionId: args.pos(0) });
+    if (out.json) await out.printJson(r.events.map(eventObject));
+    else if (r.events.length === 0) await out.write('nothing to repair: the open turn has no orphaned tool calls\n');
+    else await out.write(`appended ${r.events.length} closer(s):\n${r.events.map(eventLine).join('\n')}\n`);
+  },
+};
+
+/** The log and projection commands, in help order. */
+export const EVENT_COMMANDS: readonly Command[] = [append, events, surface, messages, repair];

@@ -1,0 +1,115 @@
+/**
+ * Session commands: create, get, sessions (list), delete, fork.
+ */
+import type { OptionSpec } from '../args.js';
+import { paginate, type Command, type CommandContext } from '../command.js';
+import { formatTable } from '../output.js';
+import { SESSION_COLUMNS, sessionDetails, sessionObject, sessionRow } from '../format.js';
+import type { Session } from '../../../gen/palimpsest/v1/session.js';
+
+const label: OptionSpec = { type: 'string', multiple: true, value: 'KEY=VALUE', help: 'label to attach (repeatable)' };
+
+/** Prints a created session: its id, or `{"id": ...}` with --json. */
+export async function printId(ctx: CommandContext, session: Session | undefined): Promise<void> {
+  const id = session?.id ?? '';
+  if (ctx.out.json) await ctx.out.printJson({ id });
+  else await ctx.out.write(id + '\n');
+}
+
+const create: Command = {
+  name: 'create',
+  summary: 'Creates an empty session and prints its id.',
+  positionals: [],
+  options: {
+    id: { type: 'string', value: 'ID', help: 'session id (1-128 of [A-Za-z0-9._:-]; default a generated UUID)' },
+    label,
+    cwd: { type: 'string', value: 'DIR', help: 'header cwd (absolute path)' },
+    strict: { type: 'boolean', help: 'turn on the strict invariants (turn/step/tool pairing)' },
+  },
+  examples: ['palimpsest create --id demo --label team=search'],
+  async run(ctx) {
+    const { args, rpc } = ctx;
+    const res = await rpc.unary(rpc.client.createSession, {
+      sessionId: args.str('id') ?? '', labels: args.labels(), cwd: args.str('cwd'), strict: args.flag('strict'),
+      origin: undefined, delegationDepth: undefined, agentPreset: undefined,
+    });
+    await printId(ctx, res.session);
+  },
+};
+
+const get: Command = {
+  name: 'get',
+  summary: "Shows a session's header, labels and counts.",
+  positionals: [{ name: 'SESSION' }],
+  options: {},
+  examples: ['palimpsest get demo --json'],
+  async run({ args, rpc, out }) {
+    const { session } = await rpc.unary(rpc.client.getSession, { sessionId: args.pos(0) });
+    if (!session) return;
+    if (out.json) await out.printJson(sessionObject(session));
+    else await out.write(sessionDetails(session, out.style));
+  },
+};
+
+const sessions: Command = {
+  name: 'sessions',
+  summary: 'Lists sessions, newest first (a JSON array with --json).',
+  positionals: [],
+  options: {
+    label: { ...label, help: 'only sessions carrying this label (repeatable; all must match)' },
+    limit: { type: 'string', value: 'N', help: 'list at most N sessions (default all)' },
+  },
+  examples: ['palimpsest sessions --label team=search --limit 20'],
+  async run({ args, rpc, out }) {
+    const all: Session[] = [];
+    const labelSelector = args.labels();
+    await paginate(
+      args.int('limit', 1),
+      async (pageSize, pageToken) => {
+        const r = await rpc.unary(rpc.client.listSessions, { pageSize, pageToken, labelSelector });
+        return { items: r.sessions, nextPageToken: r.nextPageToken };
+      },
+      async (items) => { all.push(...items); },
+    );
+    if (out.json) await out.printJson(all.map(sessionObject));
+    else if (all.length === 0) await out.write(out.style.dim('no sessions\n'));
+    else await out.write(formatTable(SESSION_COLUMNS, all.map((s) => sessionRow(s, out.style)), out.style));
+  },
+};
+
+const del: Command = {
+  name: 'delete',
+  summary: 'Deletes a session and its events.',
+  positionals: [{ name: 'SESSION' }],
+  options: {},
+  examples: ['palimpsest delete demo'],
+  async run({ args, rpc, out }) {
+    const id = args.pos(0);
+    await rpc.unary(rpc.client.deleteSession, { sessionId: id });
+    if (out.json) await out.printJson({ id, deleted: true });
+    else await out.write(`deleted ${id}\n`);
+  },
+};
+
+const fork: Command = {
+  name: 'fork',
+  summary: "Forks a session up to a seq (default its last event) and prints the child's id.",
+  details: 'The child starts with the parent\'s events up to --at, then a session/end-seed marker. A boundary inside a turn is OPEN_TURN.',
+  positionals: [{ name: 'SESSION' }],
+  options: {
+    at: { type: 'string', value: 'SEQ', help: 'last seq to copy (inclusive)' },
+    id: { type: 'string', value: 'CHILD', help: 'child session id (default a generated UUID)' },
+    label,
+  },
+  examples: ['palimpsest fork demo --at 41 --id demo-retry'],
+  async run(ctx) {
+    const { args, rpc } = ctx;
+    const res = await rpc.unary(rpc.client.forkSession, {
+      sessionId: args.pos(0), atSeq: args.int('at'), childSessionId: args.str('id') ?? '', labels: args.labels(),
+    });
+    await printId(ctx, res.session);
+  },
+};
+
+/** The session commands, in help order. */
+export const SESSION_COMMANDS: readonly Command[] = [create, get, sessions, del, fork];

@@ -1,0 +1,118 @@
+/**
+ * import / export: reference JSONL streamed through ImportSession (client-streaming: options,
+ * then byte chunks) and ExportSession (server-streaming chunks). Neither holds the file in memory:
+ * import waits for `drain` on the call, export waits for `drain` on the output.
+ */
+import { createWriteStream, renameSync, rmSync, statSync } from 'node:fs';
+import { once } from 'node:events';
+import { pipeline } from 'node:stream/promises';
+import type { Readable } from 'node:stream';
+import type { ClientWritableStream } from '@grpc/grpc-js';
+import type { ExportSessionResponse, ImportSessionRequest, ImportSessionResponse } from '../../../gen/palimpsest/v1/service.js';
+import type { Command } from '../command.js';
+import type { Rpc } from '../client.js';
+import type { Progress } from '../output.js';
+import { openInput } from './events.js';
+import { printId } from './sessions.js';
+
+const CHUNK_BYTES = 256 * 1024;
+
+/** Streams `input` into an ImportSession call; stops early when the server answers first. */
+async function streamImport(rpc: Rpc, options: ImportSessionRequest['part'], input: Readable, progress: Progress): Promise<ImportSessionResponse> {
+  let call!: ClientWritableStream<ImportSessionRequest>;
+  let answered = false;
+  const result = new Promise<ImportSessionResponse>((resolve, reject) => {
+    call = rpc.client.importSession(rpc.metadata(), {}, (err, res) => {
+      answered = true;
+      if (err) reject(err);
+      else resolve(res);
+    });
+  });
+  const settled = result.then(() => undefined, () => undefined);
+  const pump = async (): Promise<void> => {
+    call.write({ part: options });
+    for await (const chunk of input as AsyncIterable<Buffer>) {
+      if (answered) break;
+      if (!call.write({ part: { $case: 'chunk', value: chunk } })) await Promise.race([once(call, 'drain'), settled]);
+      progress.advance(chunk.length);
+    }
+    call.end();
+  };
+  let readError: unknown;
+  const pumping = pump().catch((e: unknown) => {
+    readError = e;
+    call.cancel();
+  });
+  try {
+    return await result;
+  } catch (e) {
+    await pumping;
+    throw readError ?? e;
+  } finally {
+    progress.finish();
+  }
+}
+
+const importCmd: Command = {
+  name: 'import',
+  summary: 'Imports a reference JSONL session (streamed; atomic) and prints its id.',
+  details: 'The log is stored exactly as given (no automatic repair). A rejected file leaves no session behind; the\nerror metadata names the failing `line`.',
+  positionals: [{ name: 'FILE|-' }],
+  options: {
+    id: { type: 'string', value: 'ID', help: "session id (default the header's id)" },
+    label: { type: 'string', multiple: true, value: 'KEY=VALUE', help: 'label to attach (repeatable)' },
+    strict: { type: 'boolean', help: 'turn on the strict invariants for the imported session' },
+  },
+  examples: ['palimpsest import ./session.jsonl --id demo-copy', 'zstd -dc session.jsonl.zstd | palimpsest import - --json'],
+  async run(ctx) {
+    const { args, rpc, out, stdin } = ctx;
+    const file = args.pos(0);
+    const total = file === '-' ? undefined : statSync(file).size;
+    const options: ImportSessionRequest['part'] = { $case: 'options', value: { sessionId: args.str('id') ?? '', labels: args.labels(), strict: args.flag('strict') } };
+    const res = await streamImport(rpc, options, openInput(file, stdin, CHUNK_BYTES), out.progress('importing', total));
+    await printId(ctx, res.session);
+  },
+};
+
+const exportCmd: Command = {
+  name: 'export',
+  summary: 'Writes a session as reference JSONL (streamed) to stdout or a file.',
+  details: 'With -o the file is written under a temporary name and renamed when complete, so a failed export leaves\nno partial file. With -o and --json, prints {"id","file","bytes"}.',
+  positionals: [{ name: 'SESSION' }],
+  options: {
+    output: { type: 'string', short: 'o', value: 'FILE', help: 'write to FILE instead of stdout' },
+    unpacked: { type: 'boolean', help: 'one line per assistant/chunk instead of packed chunk rows' },
+  },
+  examples: ['palimpsest export demo -o demo.jsonl', 'palimpsest export demo | jq -c .type'],
+  async run({ args, rpc, out }) {
+    const id = args.pos(0);
+    const file = args.str('output');
+    const tmp = file === undefined ? undefined : `${file}.partial-${process.pid}`;
+    const dest = tmp === undefined ? out.stdout : createWriteStream(tmp);
+    const progress = out.progress('exporting');
+    let bytes = 0;
+    const stream = rpc.client.exportSession({ sessionId: id, unpacked: args.flag('unpacked') }, rpc.metadata());
+    async function* chunks(source: AsyncIterable<ExportSessionResponse>): AsyncGenerator<Uint8Array> {
+      for await (const msg of source) {
+        bytes += msg.chunk.length;
+        progress.advance(msg.chunk.length);
+        yield msg.chunk;
+      }
+    }
+    try {
+      // pipeline: backpressure from the output, and a failure on either side tears down both.
+      await pipeline(stream, chunks, dest, { end: tmp !== undefined });
+      if (tmp !== undefined && file !== undefined) renameSync(tmp, file);
+    } catch (e) {
+      stream.cancel();
+      if (tmp !== undefined) rmSync(tmp, { force: true });
+      throw e;
+    } finally {
+      progress.finish();
+    }
+    if (file !== undefined && out.json) await out.printJson({ id, file, bytes });
+  },
+};
+
+/** The transfer commands, in help order. */
+export const TRANSFER_COMMANDS: readonly Command[] = [importCmd, exportCmd];

@@ -1,0 +1,137 @@
+/**
+ * Output of the client commands: JSON documents / lines for machines, tables and colour for
+ * people (colour only on a terminal and without NO_COLOR), a stderr progress bar (terminal only)
+ * and backpressured writes for large outputs.
+ */
+import { once } from 'node:events';
+import type { Writable } from 'node:stream';
+
+/** A writable that may be a terminal. */
+export type OutStream = Writable & { isTTY?: boolean; columns?: number };
+
+/** ANSI styles; identity functions when colour is off. */
+export interface Style {
+  bold(s: string): string;
+  dim(s: string): string;
+  red(s: string): string;
+  green(s: string): string;
+  yellow(s: string): string;
+  cyan(s: string): string;
+  magenta(s: string): string;
+}
+
+/** Whether to colour `stream`: a terminal, and NO_COLOR unset or empty (https://no-color.org). */
+export function colourEnabled(stream: { isTTY?: boolean }, env: NodeJS.ProcessEnv): boolean {
+  return stream.isTTY === true && !env['NO_COLOR'];
+}
+
+/** Styles for a stream (plain text when `enabled` is false). */
+export function makeStyle(enabled: boolean): Style {
+  const sgr = (open: number, close: number) => (s: string) => (enabled ? `\x1b[${open}m${s}\x1b[${close}m` : s);
+  return { bold: sgr(1, 22), dim: sgr(2, 22), red: sgr(31, 39), green: sgr(32, 39), yellow: sgr(33, 39), cyan: sgr(36, 39), magenta: sgr(35, 39) };
+}
+
+const ANSI = /\x1b\[[0-9;]*m/g;
+
+function visibleLength(s: string): number {
+  return s.replace(ANSI, '').length;
+}
+
+/** Left-aligned columns separated by two spaces; the last column is not padded. */
+export function formatTable(header: readonly string[], rows: readonly (readonly string[])[], style: Style): string {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => visibleLength(r[i] ?? ''))));
+  const line = (cells: readonly string[]) =>
+    cells.map((c, i) => (i === cells.length - 1 ? c : c + ' '.repeat((widths[i] ?? 0) - visibleLength(c)))).join('  ').trimEnd();
+  return [style.bold(line(header)), ...rows.map(line)].join('\n') + '\n';
+}
+
+/** Shortens `s` to `max` characters with an ellipsis. */
+export function truncate(s: string, max: number): string {
+  return s.length <= max ? s : s.slice(0, Math.max(0, max - 1)) + '…';
+}
+
+/** Formats a byte count for people. */
+export function formatBytes(n: number): string {
+  if (n < 1024) return `${n} B`;
+  if (n < 1024 * 1024) return `${(n / 1024).toFixed(1)} KiB`;
+  return `${(n / 1024 / 1024).toFixed(1)} MiB`;
+}
+
+/** A progress line on stderr, redrawn at most every 100 ms; a no-op unless stderr is a terminal. */
+export class Progress {
+  #done = 0;
+  #last = 0;
+  readonly #enabled: boolean;
+
+  constructor(
+    private readonly stream: OutStream,
+    private readonly label: string,
+    private readonly total: number | undefined,
+    enabled = true,
+  ) {
+    this.#enabled = enabled && stream.isTTY === true;
+  }
+
+  /** Adds `n` bytes done. */
+  advance(n: number): void {
+    this.#done += n;
+    if (!this.#enabled) return;
+    const now = Date.now();
+    if (now - this.#last < 100) return;
+    this.#last = now;
+    this.#draw();
+  }
+
+  /** Clears the line. */
+  finish(): void {
+    if (this.#enabled && this.#last > 0) this.stream.write('\r\x1b[2K');
+  }
+
+  #draw(): void {
+    let text = `${this.label} ${formatBytes(this.#done)}`;
+    if (this.total !== undefined && this.total > 0) {
+      const ratio = Math.min(1, this.#done / this.total);
+      const width = 30;
+      const full = Math.round(ratio * width);
+      text = `${this.label} [${'#'.repeat(full)}${'-'.repeat(width - full)}] ${(ratio * 100).toFixed(0).padStart(3)}% ${formatBytes(this.#done)} / ${formatBytes(this.total)}`;
+    }
+    this.stream.write(`\r\x1b[2K${text}`);
+  }
+}
+
+/** Where a command writes: stdout for results, stderr for diagnostics. */
+export class Output {
+  readonly style: Style;
+  readonly errStyle: Style;
+
+  constructor(
+    readonly json: boolean,
+    readonly stdout: OutStream,
+    readonly stderr: OutStream,
+    env: NodeJS.ProcessEnv,
+  ) {
+    this.style = makeStyle(!json && colourEnabled(stdout, env));
+    this.errStyle = makeStyle(!json && colourEnabled(stderr, env));
+  }
+
+  /** Writes text, waiting for `drain` when the stream's buffer is full. */
+  async write(text: string | Uint8Array, to: Writable = this.stdout): Promise<void> {
+    if (!to.write(text)) await once(to, 'drain');
+  }
+
+  /** Writes one JSON document (pretty on a terminal, compact otherwise) or one compact JSON line. */
+  async printJson(value: unknown, line = false): Promise<void> {
+    const pretty = !line && this.stdout.isTTY === true;
+    await this.write(JSON.stringify(value, null, pretty ? 2 : undefined) + '\n');
+  }
+
+  /** Writes a human line (nothing is written in JSON mode). */
+  async human(text: string): Promise<void> {
+    if (!this.json) await this.write(text.endsWith('\n') ? text : text + '\n');
+  }
+
+  /** A progress bar on stderr (drawn only on a terminal, never in JSON mode). */
+  progress(label: string, total?: number): Progress {
+    return new Progress(this.stderr, label, total, !this.json);
+  }
+}
