@@ -6,10 +6,9 @@
  * Toolchains come from .ci/system-deps. Under CI=true a missing toolchain fails the test; outside
  * CI the test is skipped with a message naming what is missing.
  */
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
-import { spawnSync } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestServer, type TestServer } from '../support/test-server.js';
 import { api, allEvents, replay, type Api } from '../support/e2e.js';
@@ -36,6 +35,8 @@ function missingGo(): string[] {
   const missing = ['go', 'protoc-gen-go', 'protoc-gen-go-grpc'].filter((b) => !onPath(b));
   if (!existsSync('/usr/share/gocode/src/google.golang.org/grpc')) missing.push('golang-google-grpc-dev');
   if (!existsSync('/usr/share/gocode/src/google.golang.org/protobuf')) missing.push('golang-google-protobuf-dev');
+  // github.com/golang/protobuf 1.3 (APIv1) makes grpc-go panic on APIv2 messages; 1.5 wraps APIv2.
+  if (existsSync('/usr/share/gocode/src/github.com/golang/protobuf/proto/table_unmarshal.go')) missing.push('golang-github-golang-protobuf-1-5-dev');
   return missing;
 }
 
