@@ -118,6 +118,20 @@ describe('polyglot clients generated from proto/', () => {
     expect(conflict.stderr).toContain('google.rpc.ErrorInfo');
   });
 
+  // Found by the Python client: a projection hydrated after a replace listed messages by seq.
+  it('model history follows the surface order when first read after a replace', async () => {
+    const id = 'history-order';
+    await a.createSession({ sessionId: id });
+    const user = (n: number, extra: Partial<EventInput>): EventInput =>
+      input('user/message', { id: `u${n}`, role: 'user', content: [{ type: 'text', text: `m${n}` }], source: { kind: 'user' } }, extra);
+    const app = { surfaceOp: { $case: 'append' as const, value: {} } };
+    await a.appendEvents({ sessionId: id, events: [user(0, app), user(1, app), user(2, app), user(3, { surfaceOp: replaceOp(0, 1), sourceEventSeqs: { seqs: [0, 1] } })] });
+    const surface = await a.getSurface({ sessionId: id });
+    expect(surface.seqs).toEqual([3, 2]);
+    const history = await a.getMessages({ sessionId: id, view: MessageView.MESSAGE_VIEW_MODEL_HISTORY });
+    expect(history.messages.map((m) => m.seq)).toEqual([3, 2]);
+  });
+
   toolchainIt('python', missingPython(), 'Python agent backend: typed turns, compaction, prune, HEAD_MISMATCH retry, model history', async () => {
     const out = lastJson(await runClient(['python', ts.server.address]));
     const id = out.sessionId as string;
