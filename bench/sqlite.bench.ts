@@ -215,7 +215,7 @@ async function main(): Promise<void> {
     const held = await store.readStructure('big', 0);
     gc();
     const retained = process.memoryUsage().heapUsed - heapBefore;
-    rows.push([`readStructure result retained heap / peak RSS`, `${MiB(retained)} / ${MiB(peakRss)}`, `(RSS ${MiB(rssBefore)} before)`, '']);
+    rows.push([`readStructure result: retained heap / process peak RSS during the runs`, `${MiB(retained)} / ${MiB(peakRss)}`, '', '']);
     console.error(`  retained heap ${MiB(retained)} for ${held.length} rows, peak RSS ${MiB(peakRss)} (before ${MiB(rssBefore)})`);
     raw.close();
     await store.close();
