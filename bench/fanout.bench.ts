@@ -11,7 +11,9 @@
  * 2. Ceiling: deliveries/s sustained when appending as fast as possible (8 concurrent appenders of
  *    one event each; bare: the server writes as fast as backpressure allows).
  * Every figure is the median of RUNS runs with the min-max range. Clients and servers share the
- * process (same for both sides).
+ * process, so both sides' clients do the same work: they decode every message as a
+ * SubscribeSurfaceResponse (the bare server writes one encoded append delta per message, encoded
+ * once and written to every stream, as Palimpsest does).
  */
 import v8 from 'node:v8';
 v8.setFlagsFromString('--no-concurrent-array-buffer-sweeping');
@@ -122,7 +124,7 @@ async function palimpsestRun(mode: 'latency' | 'ceiling', run: number): Promise<
 
 const BARE_PATH = '/bench.Bare/Subscribe';
 
-async function bareRun(mode: 'latency' | 'ceiling', payload: Buffer): Promise<LatencyResult & { deliveriesPerSec: number }> {
+async function bareRun(mode: 'latency' | 'ceiling', sample: SubscribeSurfaceResponse): Promise<LatencyResult & { deliveriesPerSec: number }> {
   const server = new Server();
   const calls = new Set<ServerWritableStream<Buffer, Buffer>>();
   let opened = 0;
@@ -147,25 +149,22 @@ async function bareRun(mode: 'latency' | 'ceiling', payload: Buffer): Promise<La
   let lastDelivery = 0;
   const streams = [];
   for (let s = 0; s < SUBSCRIBERS; s++) {
-    const st = (clients[s % CHANNELS] as Client).makeServerStreamRequest(BARE_PATH, (v: Buffer) => v, (v: Buffer) => v, Buffer.alloc(0));
-    st.on('data', (m: Buffer) => {
+    const st = (clients[s % CHANNELS] as Client).makeServerStreamRequest(BARE_PATH, (v: Buffer) => v, (v: Buffer) => SubscribeSurfaceResponse.decode(v), Buffer.alloc(0));
+    st.on('data', (m: SubscribeSurfaceResponse) => {
       const t = now();
+      if (m.kind?.$case !== 'append') return;
       delivered++;
       lastDelivery = t;
-      if (mode === 'latency') lat.push(t - (written[m.readUInt32BE(m.length - 4)] as number));
+      if (mode === 'latency') lat.push(t - (written[m.kind.value.seq] as number));
     });
     st.on('error', () => undefined);
     streams.push(st);
   }
   while (opened < SUBSCRIBERS) await new Promise((r) => setTimeout(r, 5));
-  // The same bytes to every stream; the last 4 bytes carry the message index (the payload is an
-  // encoded delta; trailing bytes are irrelevant to the transport cost).
-  const frame = (i: number): Buffer => {
-    const b = Buffer.allocUnsafe(payload.length);
-    payload.copy(b);
-    b.writeUInt32BE(i, b.length - 4);
-    return b;
-  };
+  // One encoded append delta per message (cursor and seq = its index), the same Buffer to every stream.
+  const frame = (i: number): Buffer => Buffer.from(SubscribeSurfaceResponse.encode({
+    ...sample, cursor: i, kind: { $case: 'append', value: { seq: i } }, event: sample.event && { ...sample.event, seq: i },
+  }).finish());
   const start = now();
   let sent = 0;
   if (mode === 'latency') {
@@ -219,17 +218,17 @@ const median = (xs: number[]): number => {
 
 async function main(): Promise<void> {
   // A representative encoded append delta (event + cursor) as the bare payload.
-  const sample = SubscribeSurfaceResponse.encode({
+  const sample: SubscribeSurfaceResponse = {
     cursor: 12345, kind: { $case: 'append', value: { seq: 12345 } }, message: undefined,
     event: { seq: 12345, time: Date.now(), type: 'user/message', data: userMessage(1).data, surfaceOp: { $case: 'append', value: {} }, sourceEventSeqs: undefined, ignorable: false },
-  } as SubscribeSurfaceResponse).finish();
-  const payload = Buffer.from(sample);
+  } as SubscribeSurfaceResponse;
+  const payload = SubscribeSurfaceResponse.encode(sample).finish();
   const P: Record<string, number[]> = { p50: [], p99: [], ack50: [], ack99: [], b50: [], b99: [], ceil: [], bceil: [] };
   for (let r = 0; r < RUNS; r++) {
     const p = await palimpsestRun('latency', r);
-    const b = await bareRun('latency', payload);
+    const b = await bareRun('latency', sample);
     const pc = await palimpsestRun('ceiling', r);
-    const bc = await bareRun('ceiling', payload);
+    const bc = await bareRun('ceiling', sample);
     P.p50!.push(p.p50); P.p99!.push(p.p99); P.ack50!.push(p.ackP50 ?? NaN); P.ack99!.push(p.ackP99 ?? NaN);
     P.b50!.push(b.p50); P.b99!.push(b.p99); P.ceil!.push(pc.deliveriesPerSec); P.bceil!.push(bc.deliveriesPerSec);
     process.stderr.write(`run ${r + 1}/${RUNS}: p99 ${p.p99.toFixed(2)} ms vs bare ${b.p99.toFixed(2)} ms; ceiling ${pc.deliveriesPerSec.toFixed(0)}/s vs bare ${bc.deliveriesPerSec.toFixed(0)}/s\n`);
