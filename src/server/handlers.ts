@@ -51,6 +51,24 @@ function decodePageToken(token: string): { seq: number; direction: 'forward' | '
   throw new DomainError('INVALID_PAGE_TOKEN', 'page_token is not a token this server issued; start again without it', { field: 'page_token' });
 }
 
+/** How long an ended import stream waits for a trailing RST_STREAM (see importSession). */
+const CANCEL_GRACE_MS = 10;
+
+function cancelGrace(call: { cancelled: boolean; once(event: 'cancelled', fn: () => void): unknown; off(event: 'cancelled', fn: () => void): unknown }): Promise<void> {
+  if (call.cancelled) return Promise.resolve();
+  return new Promise((resolve) => {
+    const done = (): void => {
+      clearTimeout(timer);
+      call.off('cancelled', done);
+      resolve();
+    };
+    // After the timer, one more turn of the loop: Node finishes closing a reset stream (which
+    // is what emits 'cancelled') in an immediate that may be queued behind a late timer.
+    const timer = setTimeout(() => setImmediate(done), CANCEL_GRACE_MS);
+    call.once('cancelled', done);
+  });
+}
+
 function requireId(id: string, field = 'session_id'): string {
   if (!id) throw new DomainError('INVALID_ARGUMENT', `${field} is required`, { field });
   return id;
@@ -161,7 +179,16 @@ export function makeHandlers(app: SessionService, resolve: ContextResolver, log:
         async function* bytes(): AsyncGenerator<Uint8Array> {
           for (;;) {
             const n = await iter.next();
-            if (n.done) return;
+            if (n.done) {
+              // A client that cancels sends END_STREAM and then RST_STREAM (Node's
+              // Http2Stream.close), so the request stream first ends exactly like a complete
+              // upload and 'cancelled' follows a moment later. Give the reset a short window
+              // before the import may be published; without it a truncated upload became a
+              // complete session.
+              await cancelGrace(call);
+              if (call.cancelled) throw new DomainError('CANCELLED', 'the client cancelled the import; nothing was stored', {});
+              return;
+            }
             if (n.value.part?.$case !== 'chunk') throw new DomainError('INVALID_ARGUMENT', 'options may only be sent once, first', { field: 'options' });
             yield n.value.part.value;
           }

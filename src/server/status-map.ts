@@ -86,6 +86,7 @@ const TABLE: Readonly<Record<string, Mapping>> = {
   CURSOR_OUT_OF_RANGE: { code: Code.OUT_OF_RANGE, detail: 'none' },
   CONFLICT_RETRIES_EXHAUSTED: { code: Code.ABORTED, detail: 'none' },
   SERVER_SHUTDOWN: { code: Code.UNAVAILABLE, detail: 'none' },
+  CANCELLED: { code: Code.CANCELLED, detail: 'none' },
   UNAUTHENTICATED: { code: Code.UNAUTHENTICATED, detail: 'none' },
   PERMISSION_DENIED: { code: Code.PERMISSION_DENIED, detail: 'none' },
 };
