@@ -4,14 +4,14 @@
  */
 import { readdirSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { credentials, status } from '@grpc/grpc-js';
+import { credentials, status, type ServiceError } from '@grpc/grpc-js';
 import { startServer } from '../../src/server/server.js';
 import { DomainError } from '../../src/domain/errors.js';
-import { Direction, DataFormat, MessageView, SessionServiceClient } from '../../gen/palimpsest/v1/service.js';
+import { Direction, DataFormat, ImportOptions, MessageView, SessionServiceClient } from '../../gen/palimpsest/v1/service.js';
 import type { EventInput } from '../../gen/palimpsest/v1/event.js';
 import { startTestServer, type TestServer } from '../support/test-server.js';
 import { input, userMessage, assistantMessage, toolResult, replaceOp } from '../support/events.js';
-import { FIXTURES, allEvents, api, failure, fixture, replay, type Api } from '../support/e2e.js';
+import { FIXTURES, allEvents, api, failure, fixture, replay, until, type Api } from '../support/e2e.js';
 
 let t: TestServer;
 let a: Api;
@@ -439,6 +439,47 @@ describe('ImportSession / ExportSession', () => {
     expect((await a.listSessions({ pageSize: 500 })).sessions.length).toBe(before);
     // The id is free: a valid import under it succeeds.
     await a.importSession({ sessionId: 'broken' }, fixture('goal-multi-turn-actions.jsonl'));
+  });
+
+  it('a client that cancels mid-upload leaves no session behind (a truncated file is never published)', async () => {
+    const text = fixture('goal-multi-turn-actions.jsonl').toString('utf8');
+    const cut = text.indexOf('\n', Math.floor(text.length / 2)) + 1;
+    // Observe the server starting the import (the pending session is created) and ending it
+    // (published or deleted), so that the check below cannot run before the server decided.
+    const store = t.server.app.store;
+    const original = { createSession: store.createSession, publishSession: store.publishSession, deleteSession: store.deleteSession };
+    let started = false;
+    let settled = false;
+    store.createSession = async (rec, events) => {
+      const ok = await original.createSession.call(store, rec, events);
+      if (rec.header.id === 'half') started = true;
+      return ok;
+    };
+    store.publishSession = async (id) => {
+      await original.publishSession.call(store, id);
+      if (id === 'half') settled = true;
+    };
+    store.deleteSession = async (id) => {
+      const ok = await original.deleteSession.call(store, id);
+      if (id === 'half') settled = true;
+      return ok;
+    };
+    try {
+      let err: ServiceError | undefined;
+      const s = t.client.importSession((e) => { err = e ?? undefined; });
+      s.write({ part: { $case: 'options', value: ImportOptions.fromPartial({ sessionId: 'half' }) } });
+      s.write({ part: { $case: 'chunk', value: Buffer.from(text.slice(0, cut)) } });
+      await until(() => started, 'the import to start');
+      s.cancel();
+      await until(() => err !== undefined, 'the call to end');
+      expect(err?.code).toBe(status.CANCELLED);
+      await until(() => settled, 'the server to finish the cancelled import');
+      expect((await failure(a.getSession({ sessionId: 'half' }))).reason).toBe('SESSION_NOT_FOUND');
+    } finally {
+      Object.assign(store, original);
+    }
+    // The id is usable.
+    await a.importSession({ sessionId: 'half' }, Buffer.from(text));
   });
 
   it('rejects garbage, compressed data, an unsupported version and a stream without options', async () => {
