@@ -4,7 +4,6 @@
  */
 import type { Readable } from 'node:stream';
 import { parseServeArgs, SERVE_OPTIONS } from './serve.js';
-import { startServer } from '../server/server.js';
 import { helpText, parseCommandArgs, UsageError } from './args.js';
 import { EXIT, Rpc, connectOptions, reportFailure, toFailure } from './client.js';
 import { COMMANDS, findCommand } from './commands/index.js';
@@ -55,6 +54,8 @@ async function serve(argv: string[]): Promise<number> {
     return 0;
   }
   const config = parseServeArgs(argv, process.env);
+  // Loaded only here: client commands need not load the store, logger and metrics.
+  const { startServer } = await import('../server/server.js');
   const server = await startServer(config);
   process.stdout.write(`palimpsest listening on ${server.address}\n`);
   await new Promise<void>((resolve) => {

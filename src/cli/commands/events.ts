@@ -72,10 +72,11 @@ const events: Command = {
   examples: ['palimpsest events demo --after 10 --type user/message --json'],
   async run({ args, rpc, out }) {
     const after = args.int('after');
+    const limit = args.int('limit', 1);
     const width = out.stdout.columns ?? 120;
     if (!out.json) await out.write(eventHeader(out.style) + '\n');
     await paginate(
-      args.int('limit', 1),
+      limit,
       async (pageSize, pageToken) => {
         const r = await rpc.unary(rpc.client.listEvents, {
           sessionId: args.pos(0), fromSeq: after === undefined ? undefined : after + 1, direction: Direction.DIRECTION_FORWARD,
