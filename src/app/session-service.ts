@@ -477,11 +477,7 @@ export class SessionService {
       }
     };
     try {
-      for await (const chunk of chunks) {
-        if (first) {
-          assertUncompressed(chunk);
-          first = false;
-        }
+      const feed = async (chunk: Uint8Array): Promise<void> => {
         let text: string;
         try {
           text = utf8.decode(chunk, { stream: true });
@@ -489,7 +485,28 @@ export class SessionService {
           throw new DomainError('JSONL_INVALID', 'the file is not valid UTF-8', {});
         }
         await lines(splitter.push(text));
+      };
+      // The zstd magic is checked on the first 4 bytes however the client chunked them.
+      let head: Uint8Array = new Uint8Array(0);
+      for await (const part of chunks) {
+        if (!first) {
+          await feed(part);
+          continue;
+        }
+        head = head.length === 0 ? part : Buffer.concat([head, part]);
+        if (head.length < 4) continue;
+        assertUncompressed(head);
+        first = false;
+        await feed(head);
       }
+      if (first && head.length > 0) await feed(head);
+      let rest: string;
+      try {
+        rest = utf8.decode(); // flush: a truncated UTF-8 sequence at the very end is an error too
+      } catch {
+        throw new DomainError('JSONL_INVALID', 'the file is not valid UTF-8 (it ends inside a character)', {});
+      }
+      if (rest) await lines(splitter.push(rest));
       await lines(splitter.end());
       decoder.finish();
       await flush();
