@@ -394,7 +394,7 @@ describe('RepairSession', () => {
 describe('ImportSession / ExportSession', () => {
   const files = readdirSync(FIXTURES).filter((f) => f.endsWith('.jsonl')).sort();
 
-  it('imports all 36 reference fixtures; export reproduces every line as JSON; surface equals a replay', async () => {
+  it('imports all 36 reference fixtures; export reproduces every line (as JSON, and byte for byte); surface equals a replay', async () => {
     expect(files).toHaveLength(36);
     for (const [i, file] of files.entries()) {
       const bytes = fixture(file);
@@ -408,6 +408,8 @@ describe('ImportSession / ExportSession', () => {
       expect(exported.length, file).toBe(lines.length);
       expect(JSON.parse(exported[0]!), file).toEqual({ ...header, id: sessionId });
       for (let l = 1; l < lines.length; l++) expect(JSON.parse(exported[l]!), `${file}:${l + 1}`).toEqual(JSON.parse(lines[l]!));
+      // Stronger than JSON equality: every record line is byte-identical (key order, packing).
+      expect(exported.slice(1), file).toEqual(lines.slice(1));
       const events = await allEvents(a, sessionId);
       expect(events.length).toBe(session?.eventCount);
       expect((await a.getSurface({ sessionId })).seqs, file).toEqual(replay(events, sessionId).surface);
@@ -488,6 +490,15 @@ describe('ImportSession / ExportSession', () => {
     // zstd (what the reference compresses with) is named; other binary data is not UTF-8 JSONL.
     expect(await failure(a.importSession({ sessionId: 'imp-gz' }, Buffer.from([0x28, 0xb5, 0x2f, 0xfd, 0x20, 0, 0])))).toMatchObject({ code: status.INVALID_ARGUMENT, reason: 'JSONL_COMPRESSED_UNSUPPORTED' });
     expect(await failure(a.importSession({ sessionId: 'imp-gz' }, Buffer.from([0x1f, 0x8b, 8, 0, 0, 0])))).toMatchObject({ code: status.INVALID_ARGUMENT, reason: 'JSONL_INVALID' });
+    // However the client chunks it (here one byte per message).
+    expect(await failure(a.importSession({ sessionId: 'imp-gz' }, Buffer.from([0x28, 0xb5, 0x2f, 0xfd, 0x20, 0, 0]), 1))).toMatchObject({ reason: 'JSONL_COMPRESSED_UNSUPPORTED' });
+    // A file ending inside a UTF-8 character.
+    const cutChar = Buffer.concat([Buffer.from('{"type":"session","version":0,"id":"u8","createdAt":1}\n'), Buffer.from('é').subarray(0, 1)]);
+    expect(await failure(a.importSession({ sessionId: 'imp-utf8' }, cutChar))).toMatchObject({ reason: 'JSONL_INVALID' });
+    // And a valid file split into one-byte chunks imports.
+    const tiny = fixture('web-search-round.jsonl');
+    await a.importSession({ sessionId: 'imp-1byte' }, tiny, 1);
+    expect(await a.exportSession('imp-1byte')).toBe(tiny.toString('utf8').replace(/"id":"[^"]+"/, '"id":"imp-1byte"'));
     expect(await failure(a.importSession({ sessionId: 'imp-v1' }, Buffer.from('{"type":"session","version":1,"id":"x","createdAt":1}\n')))).toMatchObject({ code: status.FAILED_PRECONDITION, reason: 'FORMAT_VERSION_UNSUPPORTED' });
     const noOptions = await failure(new Promise((resolve, reject) => {
       const s = t.client.importSession((err, res) => (err ? reject(err) : resolve(res)));
@@ -495,7 +506,7 @@ describe('ImportSession / ExportSession', () => {
       s.end();
     }));
     expect(noOptions).toMatchObject({ code: status.INVALID_ARGUMENT, reason: 'INVALID_ARGUMENT', metadata: { field: 'options' } });
-    for (const id of ['imp-garbage', 'imp-gz', 'imp-v1']) expect((await failure(a.getSession({ sessionId: id }))).reason).toBe('SESSION_NOT_FOUND');
+    for (const id of ['imp-garbage', 'imp-gz', 'imp-v1', 'imp-utf8']) expect((await failure(a.getSession({ sessionId: id }))).reason).toBe('SESSION_NOT_FOUND');
   });
 });
 
