@@ -26,6 +26,13 @@
  * - Live items are built once per committed batch and shared by every subscriber of the session
  *   (`surfaceItemsOf`/`eventItemsOf` are memoized on the batch object), so the transport can encode
  *   each item once and write the same bytes to every stream.
+ * - Fast path: a consumer may register a direct sink (`setDirect`). When a batch is committed while
+ *   the subscription is live with an empty buffer and its consumer is parked in `next()` (so it has
+ *   nothing older to write and its stream is writable), the batch's items are handed to the sink
+ *   synchronously from the feed callback instead of being queued and pulled through a promise. The
+ *   sink returns false when its stream stops accepting writes: the rest of the batch goes to the
+ *   (bounded) buffer and the parked consumer is left parked, not woken, until `resume()` (the
+ *   stream drained). Order and the at/below-cursor drop are the same on both paths.
  */
 import type { SessionEvent } from '../domain/event.js';
 import { DomainError } from '../domain/errors.js';
@@ -283,6 +290,10 @@ export class Subscription<I extends Item> {
   #first: I | undefined;
   #error: Error | undefined;
   #unsubscribe: (() => void) | undefined;
+  /** Synchronous delivery to an idle consumer (see the module comment). */
+  #direct: ((it: I) => boolean) | undefined;
+  /** The sink refused more: the consumer waits for `resume()` and must not be woken before. */
+  #blocked = false;
 
   private constructor(
     private readonly source: ItemSource<I>,
@@ -330,6 +341,21 @@ export class Subscription<I extends Item> {
       throw e;
     }
     return sub;
+  }
+
+  /**
+   * Registers the fast-path sink: called synchronously from the feed with live items while the
+   * consumer is parked in `next()`; returns false when it cannot take more until `resume()`.
+   */
+  setDirect(sink: ((it: I) => boolean) | undefined): void {
+    this.#direct = sink;
+  }
+
+  /** The direct sink can take items again (its stream drained): wakes a consumer parked meanwhile. */
+  resume(): void {
+    if (!this.#blocked) return;
+    this.#blocked = false;
+    this.#wakeUp();
   }
 
   /** Cursor of the last item handed out (NO_CURSOR = none): where a resumed subscription starts. */
@@ -402,6 +428,7 @@ export class Subscription<I extends Item> {
     this.#clearQueue();
     this.#page = [];
     this.#catchUp = undefined;
+    this.#blocked = false;
     this.#wakeUp();
   }
 
@@ -421,7 +448,26 @@ export class Subscription<I extends Item> {
     const lastEvent = batch.events[batch.events.length - 1];
     if (lastEvent && lastEvent.seq > this.stats.head) this.stats.head = lastEvent.seq;
     if (this.stats.mode === 'ended' || this.#discarding) return;
-    for (const it of this.source.live(batch)) {
+    const items = this.source.live(batch);
+    let i = 0;
+    // Fast path: the consumer is parked (live, nothing buffered, stream writable) — write directly.
+    if (this.#wake && this.#direct && !this.#blocked && this.stats.mode === 'live' && this.#queuePos === this.#queue.length && !this.#first) {
+      const sink = this.#direct;
+      while (i < items.length) {
+        const it = items[i++] as I;
+        if (it.cursor <= this.#last) continue;
+        this.#handOut(it);
+        const more = sink(it);
+        if (!this.open) return; // the sink failed (or the call ended) and closed us
+        if (!more) {
+          this.#blocked = true;
+          break;
+        }
+      }
+    }
+    let queued = false;
+    for (; i < items.length; i++) {
+      const it = items[i] as I;
       if (it.cursor <= this.#last) continue;
       const size = this.opts.sizeOf(it);
       if (this.stats.bufferedBytes + size > this.opts.bufferBytes) {
@@ -430,10 +476,11 @@ export class Subscription<I extends Item> {
       }
       this.#queue.push(it);
       this.#queueSizes.push(size);
+      queued = true;
       this.stats.bufferedBytes += size;
       if (this.stats.bufferedBytes > this.stats.maxBufferedBytes) this.stats.maxBufferedBytes = this.stats.bufferedBytes;
     }
-    this.#wakeUp();
+    if (queued && !this.#blocked) this.#wakeUp();
   }
 
   /** The live buffer would exceed its limit: drop it and read the store from the cursor instead. */
@@ -448,7 +495,7 @@ export class Subscription<I extends Item> {
       this.#page = [];
       this.#pagePos = 0;
     }
-    this.#wakeUp();
+    if (!this.#blocked) this.#wakeUp();
   }
 
   /** Drops buffered live items already covered by what was handed out (catch-up overlap). */

@@ -12,6 +12,10 @@
  *   that would exceed `config.subscriberBufferBytes` the buffer is dropped and the subscriber is
  *   switched back to catch-up from the store at its last cursor (then a new `caught_up`, then
  *   live). grpc-js itself holds at most its writable high-water mark (16 messages) per stream.
+ * - Fast path: the writer registers itself as the subscription's direct sink, so a live subscriber
+ *   that is idle (nothing buffered, stream writable) gets each committed batch written from the
+ *   feed callback itself, with no promise hop; when `write()` returns false there, the subscription
+ *   buffers the rest and its consumer stays parked until `drain` (`Subscription.resume()`).
  * - Signals: `caught_up` when switching to live; a heartbeat after `heartbeat_interval_ms` without
  *   a write (not while waiting for drain); SESSION_NOT_FOUND when the session is deleted;
  *   UNAVAILABLE/SERVER_SHUTDOWN with ErrorInfo metadata `cursor` at shutdown.
@@ -168,8 +172,10 @@ export function subscriptionStreams(app: SessionService, config: ServerConfig, m
     let sub: Subscription<I> | undefined;
     let ended = false;
     let timer: NodeJS.Timeout | undefined;
-    let waitingDrain = false;
-    let release: (() => void) | undefined;
+    /** `write()` returned false: nothing more is written (but heartbeats are skipped) until `drain`. */
+    let blocked = false;
+    /** The pull loop waiting for `drain`. */
+    let drained: (() => void) | undefined;
     const entry: ActiveSubscription = {
       sessionId,
       get stats() {
@@ -183,27 +189,49 @@ export function subscriptionStreams(app: SessionService, config: ServerConfig, m
       ended = true;
       sub?.close();
       if (timer) clearTimeout(timer);
+      timer = undefined;
       active.delete(entry);
       metrics.subscriptions.dec();
-      release?.();
+      drained?.();
       if (call.cancelled) return;
       if (err) call.emit('error', err);
       else call.end();
+    };
+    const onDrain = (): void => {
+      blocked = false;
+      const d = drained;
+      drained = undefined;
+      d?.();
+      sub?.resume();
     };
     const arm = (): void => {
       if (timer) timer.refresh();
       else {
         timer = setTimeout(() => {
-          if (ended || waitingDrain || !sub) return;
+          if (ended || blocked || !sub) return;
           write(heartbeat(sub.cursor));
           timer?.refresh();
         }, interval);
         timer.unref();
       }
     };
-    const write = (b: Buffer): boolean => {
+    const write = (b: Buffer): void => {
       arm();
-      return call.write(b);
+      if (!call.write(b) && !blocked) {
+        blocked = true;
+        call.once('drain', onDrain);
+      }
+    };
+    // One delivery (from the pull loop or the subscription's fast path); false = stop writing.
+    const deliver = (it: I): boolean => {
+      try {
+        write(encode(it));
+        if (sub && sub.stats.head >= 0) metrics.subscriptionLag.observe(Math.max(0, sub.stats.head - sub.cursor));
+        return !blocked && !ended;
+      } catch (e) {
+        finish(fail(e));
+        return false;
+      }
     };
     active.add(entry);
     metrics.subscriptions.inc();
@@ -219,21 +247,17 @@ export function subscriptionStreams(app: SessionService, config: ServerConfig, m
         return;
       }
       arm();
+      sub.setDirect(deliver);
       for (;;) {
-        const it = await sub.next();
-        if (it === undefined || ended) return;
-        const ok = write(encode(it));
-        if (sub.stats.head >= 0) metrics.subscriptionLag.observe(Math.max(0, sub.stats.head - sub.cursor));
-        if (!ok) {
-          waitingDrain = true;
+        if (blocked) {
           await new Promise<void>((r) => {
-            release = r;
-            call.once('drain', r);
+            drained = r;
           });
-          release = undefined;
-          waitingDrain = false;
           if (ended) return;
         }
+        const it = await sub.next();
+        if (it === undefined || ended) return;
+        deliver(it);
       }
     })().catch((e: unknown) => finish(fail(e)));
   }
