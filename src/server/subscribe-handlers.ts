@@ -16,6 +16,9 @@
  *   that is idle (nothing buffered, stream writable) gets each committed batch written from the
  *   feed callback itself, with no promise hop; when `write()` returns false there, the subscription
  *   buffers the rest and its consumer stays parked until `drain` (`Subscription.resume()`).
+ * - Per-write cost is the write itself: the heartbeat timer is not touched per write (writes
+ *   record their time; the timer re-arms for the rest of the interval when it fires), and the lag
+ *   histogram observes one delivery in 16 per stream.
  * - Signals: `caught_up` when switching to live; a heartbeat after `heartbeat_interval_ms` without
  *   a write (not while waiting for drain); SESSION_NOT_FOUND when the session is deleted;
  *   UNAVAILABLE/SERVER_SHUTDOWN with ErrorInfo metadata `cursor` at shutdown.
@@ -44,6 +47,9 @@ import { messageFromJson } from './typed-data.js';
 
 /** Minimum heartbeat interval a client may ask for, ms. */
 export const MIN_HEARTBEAT_MS = 100;
+
+/** The lag histogram observes one delivery in LAG_SAMPLE_MASK + 1 per stream. */
+const LAG_SAMPLE_MASK = 15;
 
 /**
  * A copy of a service definition whose streaming methods' response serializers accept an
@@ -176,6 +182,8 @@ export function subscriptionStreams(app: SessionService, config: ServerConfig, m
     let blocked = false;
     /** The pull loop waiting for `drain`. */
     let drained: (() => void) | undefined;
+    let lastWrite = 0;
+    let deliveries = 0;
     const entry: ActiveSubscription = {
       sessionId,
       get stats() {
@@ -204,29 +212,34 @@ export function subscriptionStreams(app: SessionService, config: ServerConfig, m
       d?.();
       sub?.resume();
     };
-    const arm = (): void => {
-      if (timer) timer.refresh();
-      else {
-        timer = setTimeout(() => {
-          if (ended || blocked || !sub) return;
-          write(heartbeat(sub.cursor));
-          timer?.refresh();
-        }, interval);
-        timer.unref();
-      }
-    };
     const write = (b: Buffer): void => {
-      arm();
+      lastWrite = Date.now();
       if (!call.write(b) && !blocked) {
         blocked = true;
         call.once('drain', onDrain);
       }
     };
+    // Heartbeat after `interval` ms without a write: writes only record their time; the timer
+    // re-arms for what is left of the interval (no per-write timer work), and skips while blocked.
+    const beat = (): void => {
+      timer = undefined;
+      if (ended || !sub) return;
+      const idle = Date.now() - lastWrite;
+      let wait = interval;
+      if (!blocked) {
+        if (idle >= interval) write(heartbeat(sub.cursor));
+        else wait = interval - idle;
+      }
+      timer = setTimeout(beat, wait);
+      timer.unref();
+    };
     // One delivery (from the pull loop or the subscription's fast path); false = stop writing.
     const deliver = (it: I): boolean => {
       try {
         write(encode(it));
-        if (sub && sub.stats.head >= 0) metrics.subscriptionLag.observe(Math.max(0, sub.stats.head - sub.cursor));
+        if ((++deliveries & LAG_SAMPLE_MASK) === 0 && sub && sub.stats.head >= 0) {
+          metrics.subscriptionLag.observe(Math.max(0, sub.stats.head - sub.cursor));
+        }
         return !blocked && !ended;
       } catch (e) {
         finish(fail(e));
@@ -246,7 +259,9 @@ export function subscriptionStreams(app: SessionService, config: ServerConfig, m
         sub.close();
         return;
       }
-      arm();
+      lastWrite = Date.now();
+      timer = setTimeout(beat, interval);
+      timer.unref();
       sub.setDirect(deliver);
       for (;;) {
         if (blocked) {
