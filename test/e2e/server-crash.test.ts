@@ -2,17 +2,19 @@
  * Crash safety of the real server process: sustained appends from several clients, SIGKILL in the
  * middle, restart on the same database file. Every acknowledged append is there with its content,
  * no batch is half-written (all-or-nothing, checked by batch markers), seqs stay contiguous and the
- * served surface equals a replay of the served log. Three kills in one run.
+ * served surface equals a replay of the served log; an import in progress leaves no session.
+ * Three kills in one run.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { credentials } from '@grpc/grpc-js';
-import { SessionServiceClient } from '../../gen/palimpsest/v1/service.js';
+import Database from 'better-sqlite3';
+import { ImportOptions, SessionServiceClient } from '../../gen/palimpsest/v1/service.js';
 import type { EventInput, SessionEvent } from '../../gen/palimpsest/v1/event.js';
 import { input, replaceOp } from '../support/events.js';
-import { allEvents, api, replay, until, type Api } from '../support/e2e.js';
+import { allEvents, api, failure, fixture, replay, until, type Api } from '../support/e2e.js';
 import { ensureBuilt, spawnServer, type ServerProcess } from '../support/server-process.js';
 
 let dir: string;
@@ -131,11 +133,24 @@ describe('crash safety', () => {
         const wc = i === 0 ? c : connect(server.address);
         return writer(wc, round, i, acks, ends).finally(() => { if (wc !== c) wc.client.close(); });
       });
+      // An import in progress (half a file sent, stream still open) when the server dies.
+      const half = fixture('goal-multi-turn-actions.jsonl').subarray(0, 40_000);
+      const importer = connect(server.address);
+      const upload = importer.client.importSession(() => undefined);
+      upload.write({ part: { $case: 'options', value: ImportOptions.fromPartial({ sessionId: `partial-${round}` }) } });
+      upload.write({ part: { $case: 'chunk', value: half } });
+      // The server has started that import (its pending row is in the file), so the restart
+      // below really has to drop it.
+      const peek = new Database(db, { readonly: true, fileMustExist: true });
+      await until(() => peek.prepare('SELECT count(*) FROM sessions WHERE id = ?').pluck().get(`partial-${round}`) === 1, 'the import to start');
+      peek.close();
       // Kill once appends are flowing (a different amount each round).
       await until(() => acks.length - before >= 40 + round * 25, 'appends to flow', 10_000);
       server.proc.kill('SIGKILL');
       expect((await server.exited).signal).toBe('SIGKILL');
       await Promise.all(writers);
+      importer.client.close();
+
       expect(ends).toHaveLength(4);
       for (const e of ends) expect(e).toMatch(/^14: /);
       c.client.close();
@@ -143,6 +158,9 @@ describe('crash safety', () => {
       running.push(server);
       c = connect(server.address);
       const total = await verify(c, acks);
+      // The interrupted import left nothing behind, and its id is free.
+      expect((await failure(c.getSession({ sessionId: `partial-${round}` }))).reason).toBe('SESSION_NOT_FOUND');
+      expect((await c.listSessions({})).sessions.map((x) => x.id).sort()).toEqual([...SESSIONS]);
       expect(total).toBeGreaterThan(lastTotal);
       lastTotal = total;
     }
