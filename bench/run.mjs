@@ -10,7 +10,7 @@
  *
  * A bench reports headline figures by printing lines `HEADLINE {"id","label","value","target",
  * "met",["detail"]}` on stdout; the harness removes them from its table and lists them in the
- * summary. The engine bench's cost ratio is read from its table. Needs h2load (apt-get install
+ * summary. The engine bench's cost ratio and the fan-out bench's p99 ratio are read from their tables. Needs h2load (apt-get install
  * nghttp2-client) for the server bench.
  */
 import { spawn } from 'node:child_process';
@@ -77,6 +77,13 @@ for (const b of BENCHES) {
   if (b.name === 'engine' && ratio) {
     const v = Number(ratio.split('|')[2]?.trim());
     headlines.push({ bench: 'engine', id: 'engine-cost', label: 'Engine append cost, 1M vs 1k events (in-process)', value: v.toFixed(2), target: '<= 1.2', met: v <= 1.2 });
+  }
+  // The fan-out bench prints its p99 ratio (Palimpsest vs bare fan-out) as a table row.
+  const fan = lines.find((l) => l.startsWith('| p99 publish/write -> delivery'));
+  if (b.name === 'fanout' && fan && !headlines.some((h) => h.bench === 'fanout')) {
+    const cells = fan.split('|').map((c) => c.trim());
+    const v = Number(cells[4]?.replace(/x$/, ''));
+    headlines.push({ bench: 'fanout', id: 'fanout', label: 'Fan-out p99 (publish -> delivery), 100 subscribers, vs bare grpc-js fan-out', value: `${v.toFixed(2)}x (${cells[2]} vs ${cells[3]} ms)`, target: '<= 1.5x', met: v <= 1.5 });
   }
   if (r.code !== 0) failed = true;
   const body = lines.filter((l) => !l.startsWith('HEADLINE ')).join('\n').trim();

@@ -24,6 +24,9 @@ if (mode === 'palimpsest') {
   const { startServer } = await import('../../src/server/server.js');
   const server = await startServer({ listen: '127.0.0.1:0', db: args[1], durability: args[2] === 'normal' ? 'normal' : 'full', logLevel: 'silent' });
   stop = () => server.shutdown();
+  // SIGUSR2: print the store's write counters (group-commit sizes) as one JSON line.
+  const store = server.app.store as { stats?: () => object };
+  process.on('SIGUSR2', () => process.stdout.write(`${JSON.stringify({ stats: store.stats?.() ?? null })}\n`));
   process.stdout.write(`${JSON.stringify({ port: server.port })}\n`);
 } else if (mode === 'echo') {
   const grpc = await import('@grpc/grpc-js');
