@@ -4,12 +4,13 @@
  * served surface equals a fresh import-mode replay of the served log.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { credentials } from '@grpc/grpc-js';
+import { credentials, type ServiceError } from '@grpc/grpc-js';
+import { decodeError } from '../../src/client/error-details.js';
 import { SessionServiceClient } from '../../gen/palimpsest/v1/service.js';
 import type { EventInput } from '../../gen/palimpsest/v1/event.js';
 import { startTestServer, type TestServer } from '../support/test-server.js';
 import { input, replaceOp } from '../support/events.js';
-import { allEvents, api, replay, type Api } from '../support/e2e.js';
+import { allEvents, api, replay, until, type Api } from '../support/e2e.js';
 
 let t: TestServer;
 let clients: Api[];
@@ -129,6 +130,30 @@ describe('concurrent appends', () => {
       return worker(c, i, 40, () => ids[Math.floor(rand() * ids.length)] as string, rand, acked);
     }));
     await verify(clients[5]!, ids, acked);
+  });
+
+  it('deleting and re-creating a session under concurrent appends: only SESSION_NOT_FOUND, and the new session starts clean', async () => {
+    const c0 = clients[0]!;
+    for (let round = 0; round < 5; round++) {
+      await c0.createSession({ sessionId: 'churn' });
+      const writes = clients.map(async (c, i) => {
+        for (let n = 0; n < 10; n++) {
+          try {
+            await c.appendEvents({ sessionId: 'churn', events: [user(`r${round}-c${i}-n${n}`), input('x/note', { tag: `r${round}-c${i}-n${n}-b` })] });
+          } catch (e) {
+            expect(decodeError(e as ServiceError).reason).toBe('SESSION_NOT_FOUND');
+          }
+        }
+      });
+      await until(async () => ((await c0.getSession({ sessionId: 'churn' })).session?.eventCount ?? 0) >= 10, 'some appends');
+      await c0.deleteSession({ sessionId: 'churn' });
+      await Promise.all(writes);
+      expect((await c0.createSession({ sessionId: 'churn' })).session).toMatchObject({ eventCount: 0, surfaceLength: 0 });
+      const r = await c0.appendEvents({ sessionId: 'churn', events: [user(`fresh-${round}`)] });
+      expect(r).toEqual({ seqs: [0], replayed: false, surfaceLength: 1 });
+      expect((await c0.getSurface({ sessionId: 'churn' })).seqs).toEqual([0]);
+      await c0.deleteSession({ sessionId: 'churn' });
+    }
   });
 
   it('concurrent writers with expected_last_seq: exactly one wins each head', async () => {
