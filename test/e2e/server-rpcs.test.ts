@@ -426,6 +426,35 @@ describe('ImportSession / ExportSession', () => {
     expect(again).toMatchObject({ code: status.ALREADY_EXISTS, reason: 'SESSION_ALREADY_EXISTS' });
   });
 
+  it('a log with seq gaps (cordis-tool-round): pages in both directions, from_seq inside a gap, head, fork at a gap, append after', async () => {
+    const sessionId = 'gaps';
+    await a.importSession({ sessionId }, fixture('cordis-tool-round.jsonl'));
+    const all = await allEvents(a, sessionId);
+    const seqs = all.map((e) => e.seq);
+    expect(seqs).toHaveLength(60);
+    expect(seqs[59]).toBe(262);
+    const gap = seqs.findIndex((s, i) => i > 0 && s !== (seqs[i - 1] as number) + 1);
+    expect(gap).toBeGreaterThan(0);
+    const inGap = (seqs[gap - 1] as number) + 1;
+    for (const pageSize of [1, 7]) {
+      expect((await allEvents(a, sessionId, pageSize)).map((e) => e.seq)).toEqual(seqs);
+      const back: number[] = [];
+      let pageToken = '';
+      do {
+        const p = await a.listEvents({ sessionId, direction: Direction.DIRECTION_BACKWARD, pageSize, pageToken });
+        back.push(...p.events.map((e) => e.seq));
+        pageToken = p.nextPageToken;
+      } while (pageToken);
+      expect(back).toEqual([...seqs].reverse());
+    }
+    expect((await a.listEvents({ sessionId, fromSeq: inGap, pageSize: 1 })).events[0]?.seq).toBe(seqs[gap]);
+    expect((await a.listEvents({ sessionId, fromSeq: inGap, pageSize: 1, direction: Direction.DIRECTION_BACKWARD })).events[0]?.seq).toBe(seqs[gap - 1]);
+    expect((await a.getSession({ sessionId })).session).toMatchObject({ headSeq: 262, eventCount: 60 });
+    expect((await failure(a.forkSession({ sessionId, atSeq: inGap }))).reason).toBe('INVALID_BOUNDARY');
+    expect((await failure(a.appendEvents({ sessionId, expectedLastSeq: 59, events: [input('x/y', {})] }))).metadata).toMatchObject({ expected: '59', actual: '262' });
+    expect((await a.appendEvents({ sessionId, expectedLastSeq: 262, events: [input('x/y', {})] })).seqs).toEqual([263]);
+  });
+
   it('a file whose line 5 is invalid is rejected with its line and leaves no session behind', async () => {
     const lines = fixture('goal-multi-turn-actions.jsonl').toString('utf8').split('\n');
     const bad = JSON.parse(lines[4]!);
