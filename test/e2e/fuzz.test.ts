@@ -11,7 +11,7 @@ import { ACCEPTABLE_CODES, dbChecksum, exportAll, hostileAppend, hostileBytes, s
 import { decodeError } from '../../src/client/error-details.js';
 
 /** Failure report without the (possibly megabytes-long) counterexample. */
-function shortReport(r: fc.RunDetails<unknown>): void {
+function shortReport<T>(r: fc.RunDetails<T>): void {
   if (r.failed) throw new Error(`fuzz property failed after ${r.numRuns} runs (seed ${r.seed}, path ${r.counterexamplePath}): ${String(r.errorInstance).slice(0, 500)}\ncounterexample: ${JSON.stringify(r.counterexample).slice(0, 500)}`);
 }
 
