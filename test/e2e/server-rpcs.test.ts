@@ -112,6 +112,18 @@ describe('sessions', () => {
     expect(created).toEqual([...created].sort((x, y) => y - x));
   });
 
+  it('label selectors match exactly (no wildcards, quotes and unicode are plain characters)', async () => {
+    const labels = [{ k: 'a%', q: "it's" }, { k: 'a_', q: 'x"y' }, { k: 'ab', q: 'ü€' }];
+    for (const [i, l] of labels.entries()) await a.createSession({ sessionId: `lbl-${i}`, labels: { suite: 'lbl', [l.k]: l.q } });
+    for (const [i, l] of labels.entries()) {
+      const hit = await a.listSessions({ labelSelector: { suite: 'lbl', [l.k]: l.q } });
+      expect(hit.sessions.map((x) => x.id)).toEqual([`lbl-${i}`]);
+      expect(hit.sessions[0]?.labels).toEqual({ suite: 'lbl', [l.k]: l.q });
+    }
+    expect((await a.listSessions({ labelSelector: { suite: 'lbl', 'a%': '%' } })).sessions).toEqual([]);
+    expect((await a.listSessions({ labelSelector: { suite: 'lbl', ab: '' } })).sessions).toEqual([]);
+  });
+
   it('DeleteSession removes the session and its events', async () => {
     await a.createSession({ sessionId: 'del' });
     await a.appendEvents({ sessionId: 'del', events: [userMessage('u', 'x')] });
