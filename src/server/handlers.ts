@@ -120,7 +120,8 @@ export function makeHandlers(app: SessionService, resolve: ContextResolver, log:
         }
         const res = await app.append(ctx, id, candidates, {
           expectedLastSeq: r.expectedLastSeq, idempotencyKey: r.idempotencyKey,
-          dataBytes: sizes.map((s, i) => s || JSON.stringify(candidates[i]?.data ?? null).length),
+          // UTF-8 bytes in both forms (typed data as the JSON it becomes), as the limit says.
+          dataBytes: sizes.map((s, i) => s || Buffer.byteLength(JSON.stringify(candidates[i]?.data ?? null))),
         });
         metrics?.appended(r.events.length, Number(process.hrtime.bigint() - started) / 1e9);
         return { seqs: [...res.seqs], replayed: res.replayed, surfaceLength: res.surfaceLength };
