@@ -124,6 +124,13 @@ describe('bad input', () => {
       data: { kind: { $case: 'userMessage', value: { id: 'u', role: 'user', content: [{ block: { $case: 'text', value: { text: 'z'.repeat(100_000) } } }], source: { kind: { $case: 'user', value: {} } } } } },
     };
     expect(await failure(a.appendEvents({ sessionId: 'keep', events: [typed] }))).toMatchObject({ code: status.RESOURCE_EXHAUSTED, reason: 'EVENT_TOO_LARGE' });
+    // Measured in UTF-8 bytes in both forms (60000 'é' are 120000 bytes but 60000 UTF-16 units).
+    const wide = 'é'.repeat(60_000);
+    expect(await failure(a.appendEvents({ sessionId: 'keep', events: [input('x/y', wide)] }))).toMatchObject({ reason: 'EVENT_TOO_LARGE', metadata: { actual: '120002' } });
+    const typedWide: EventInput = { ...typed, data: { kind: { $case: 'userMessage', value: { id: 'u', role: 'user', content: [{ block: { $case: 'text', value: { text: wide } } }], source: { kind: { $case: 'user', value: {} } } } } } };
+    const tw = await failure(a.appendEvents({ sessionId: 'keep', events: [typedWide] }));
+    expect(tw).toMatchObject({ reason: 'EVENT_TOO_LARGE' });
+    expect(Number(tw.metadata.actual)).toBeGreaterThan(120_000);
     expect(await failure(a.appendEvents({ sessionId: 'no-such', events: [input('x/y', 1)] }))).toMatchObject({ code: status.NOT_FOUND, reason: 'SESSION_NOT_FOUND' });
   });
 
