@@ -130,24 +130,31 @@ export function surfaceItems(events: readonly SessionEvent[], deltas: readonly S
 
 const surfaceMemo = new WeakMap<CommittedBatch, readonly SurfaceItem[]>();
 const eventMemo = new WeakMap<CommittedBatch, readonly EventItem[]>();
+// The feed hands one batch to every listener in a row: remember the last one in front of the maps.
+let lastSurface: { batch: CommittedBatch; items: readonly SurfaceItem[] } | undefined;
+let lastEvents: { batch: CommittedBatch; items: readonly EventItem[] } | undefined;
 
 /** The surface items of a committed batch, built once and shared by every subscriber. */
 export function surfaceItemsOf(batch: CommittedBatch): readonly SurfaceItem[] {
+  if (lastSurface?.batch === batch) return lastSurface.items;
   let items = surfaceMemo.get(batch);
   if (!items) {
     items = surfaceItems(batch.events, batch.deltas);
     surfaceMemo.set(batch, items);
   }
+  lastSurface = { batch, items };
   return items;
 }
 
 /** The event items of a committed batch, built once and shared by every subscriber. */
 export function eventItemsOf(batch: CommittedBatch): readonly EventItem[] {
+  if (lastEvents?.batch === batch) return lastEvents.items;
   let items = eventMemo.get(batch);
   if (!items) {
     items = batch.events.map((e) => ({ kind: 'event', cursor: e.seq, event: e }) as const);
     eventMemo.set(batch, items);
   }
+  lastEvents = { batch, items };
   return items;
 }
 

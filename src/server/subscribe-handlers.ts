@@ -68,8 +68,21 @@ export function preEncodedStreams<D extends object>(def: D): D {
 
 /** Per-item encoded bytes, one entry per options variant; items shared by subscribers share this. */
 const encoded = new WeakMap<object, Map<string, Buffer>>();
+// A live item is encoded for many streams in a row: remember the last lookup in front of the maps.
+let lastItem: object | undefined;
+let lastVariant = '';
+let lastBytes: Buffer | undefined;
 
-function cached(item: object, variant: string, encode: () => Uint8Array): Buffer {
+function cached<T extends object>(item: T, variant: string, encode: (item: T) => Uint8Array): Buffer {
+  if (item === lastItem && variant === lastVariant) return lastBytes as Buffer;
+  const b = lookup(item, variant, encode);
+  lastItem = item;
+  lastVariant = variant;
+  lastBytes = b;
+  return b;
+}
+
+function lookup<T extends object>(item: T, variant: string, encode: (item: T) => Uint8Array): Buffer {
   let m = encoded.get(item);
   if (!m) {
     m = new Map();
@@ -77,7 +90,7 @@ function cached(item: object, variant: string, encode: () => Uint8Array): Buffer
   }
   let b = m.get(variant);
   if (!b) {
-    const bytes = encode();
+    const bytes = encode(item);
     b = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
     m.set(variant, b);
   }
@@ -91,7 +104,7 @@ function cursorField(c: number): number | undefined {
 function surfaceEncoder(sessionId: string, includeMessages: boolean, typed: boolean): (it: SurfaceItem) => Buffer {
   const variant = `${includeMessages ? 'm' : ''}${typed ? 't' : 'j'}`;
   const format = typed ? 'typed' : 'json';
-  return (it) => cached(it, variant, () => {
+  const encode = (it: SurfaceItem): Uint8Array => {
     const cursor = cursorField(it.cursor);
     let msg: SubscribeSurfaceResponse;
     switch (it.kind) {
@@ -119,14 +132,16 @@ function surfaceEncoder(sessionId: string, includeMessages: boolean, typed: bool
         break;
     }
     return SubscribeSurfaceResponse.encode(msg).finish();
-  });
+  };
+  return (it) => cached(it, variant, encode);
 }
 
 function eventEncoder(typed: boolean): (it: EventItem) => Buffer {
   const variant = typed ? 't' : 'j';
-  return (it) => cached(it, variant, () => SubscribeEventsResponse.encode(it.kind === 'event'
+  const encode = (it: EventItem): Uint8Array => SubscribeEventsResponse.encode(it.kind === 'event'
     ? { cursor: it.cursor, kind: { $case: 'event', value: eventToProto(it.event, typed ? 'typed' : 'json') } }
-    : { cursor: cursorField(it.cursor), kind: { $case: 'caughtUp', value: {} } }).finish());
+    : { cursor: cursorField(it.cursor), kind: { $case: 'caughtUp', value: {} } }).finish();
+  return (it) => cached(it, variant, encode);
 }
 
 /** One open stream, for shutdown and tests. */
