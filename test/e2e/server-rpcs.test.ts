@@ -403,6 +403,26 @@ describe('RepairSession', () => {
   });
 });
 
+describe('RepairSession under concurrency', () => {
+  it('five concurrent repairs append the closers once', async () => {
+    const id = 'repair-race';
+    await a.createSession({ sessionId: id });
+    await a.appendEvents({
+      sessionId: id, events: [
+        input('turn/start', { turn: 1 }), userMessage('u', 'go'), input('step/start', { turn: 1, step: 1 }),
+        assistantMessage('a', 'calling', [], [{ id: 'c1', name: 'read' }, { id: 'c2', name: 'read' }]),
+        input('tool/call', { turn: 1, step: 1, callId: 'c1', name: 'read', arguments: '{}' }),
+      ],
+    });
+    const results = await Promise.all(Array.from({ length: 5 }, () => a.repairSession({ sessionId: id })));
+    const nonEmpty = results.filter((r) => r.events.length > 0);
+    expect(nonEmpty).toHaveLength(1);
+    // c1 was recorded (outcome unknown), c2 never started: two results, then step/end and turn/end.
+    expect(nonEmpty[0]?.events.map((e) => e.type)).toEqual(['tool/result', 'tool/result', 'step/end', 'turn/end']);
+    expect((await a.getSession({ sessionId: id })).session?.eventCount).toBe(9);
+  });
+});
+
 describe('ImportSession / ExportSession', () => {
   const files = readdirSync(FIXTURES).filter((f) => f.endsWith('.jsonl')).sort();
 
