@@ -14,6 +14,7 @@ import type {
 } from '../../gen/palimpsest/v1/service.js';
 import { DataFormat, Direction, MessageView } from '../../gen/palimpsest/v1/service.js';
 import type { Session } from '../../gen/palimpsest/v1/session.js';
+import type { SessionEvent as PbSessionEvent } from '../../gen/palimpsest/v1/event.js';
 import { eventInputToCandidate, eventToProto, sessionToProto } from './convert.js';
 import { messageFromJson } from './typed-data.js';
 import { toServiceError } from './status-map.js';
@@ -75,7 +76,9 @@ function requireId(id: string, field = 'session_id'): string {
 }
 
 /** Builds the handler object for SessionServiceService. */
-export function makeHandlers(app: SessionService, resolve: ContextResolver, log: ErrorLog, metrics?: Metrics, streams?: Record<string, UntypedHandleCall>): Record<string, UntypedHandleCall> {
+export function makeHandlers(app: SessionService, resolve: ContextResolver, log: ErrorLog, metrics?: Metrics, streams?: Record<string, UntypedHandleCall>, opts: { maxMessageBytes?: number } = {}): Record<string, UntypedHandleCall> {
+  // Room for the response envelope and the estimate's slack.
+  const pageBudget = Math.max(Math.floor((opts.maxMessageBytes ?? Number.MAX_SAFE_INTEGER) * 0.9) - 4096, 1);
   const fail = (err: unknown) => toServiceError(err, (e) => log.error({ err: e }, 'unexpected error'));
 
   function unary<Req, Res>(permission: Permission, fn: (ctx: CallContext, req: Req) => Promise<Res>) {
@@ -140,10 +143,23 @@ export function makeHandlers(app: SessionService, resolve: ContextResolver, log:
       }
       const page = await app.listEvents(ctx, requireId(r.sessionId), { fromSeq, direction, pageSize: r.pageSize, types: r.types });
       const format = r.dataFormat === DataFormat.DATA_FORMAT_TYPED ? 'typed' : 'json';
-      return {
-        events: page.events.map((e) => eventToProto(e, format)),
-        nextPageToken: page.nextSeq === undefined ? '' : encodePageToken(page.nextSeq, direction),
-      };
+      // A page of large events could exceed the max message size, which the client could only
+      // meet with RESOURCE_EXHAUSTED and no hint. Cut the page at a byte budget instead (always
+      // at least one event) and continue from the first event left out.
+      const events: PbSessionEvent[] = [];
+      let nextSeq = page.nextSeq;
+      let used = 0;
+      for (const e of page.events) {
+        const text = JSON.stringify(e.data);
+        const size = Buffer.byteLength(text) + Buffer.byteLength(e.type) + 11 * (e.sourceEventSeqs?.length ?? 0) + 64;
+        if (events.length > 0 && used + size > pageBudget) {
+          nextSeq = e.seq;
+          break;
+        }
+        used += size;
+        events.push(eventToProto(e, format, text));
+      }
+      return { events, nextPageToken: nextSeq === undefined ? '' : encodePageToken(nextSeq, direction) };
     }),
     getSurface: unary<GetSurfaceRequest, GetSurfaceResponse>('read', async (ctx, r) => app.getSurface(ctx, requireId(r.sessionId))),
     getMessages: unary<GetMessagesRequest, GetMessagesResponse>('read', async (ctx, r) => {

@@ -91,7 +91,7 @@ export async function startServer(partial: Partial<ServerConfig> = {}, ext: Serv
   // Subscriptions are on by default; their handlers write pre-encoded Buffers (encoded once per
   // delta), which the preEncodedStreams definition passes through.
   const streams = ext.streams?.(app, config, metrics, logger) ?? subscriptionStreams(app, config, metrics, logger, resolver);
-  server.addService(withSafeDeserializers(preEncodedStreams(SessionServiceService)), makeHandlers(app, resolver, logger, metrics, streams.handlers));
+  server.addService(withSafeDeserializers(preEncodedStreams(SessionServiceService)), makeHandlers(app, resolver, logger, metrics, streams.handlers, { maxMessageBytes: config.maxMessageBytes }));
   server.addService(withSafeDeserializers(HealthService), health.handlers());
   const reflection = loadDescriptorIndex();
   if (reflection) {
