@@ -6,7 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Client, credentials, status, type ServiceError } from '@grpc/grpc-js';
-import { AppendEventsRequest, ListEventsRequest } from '../../gen/palimpsest/v1/service.js';
+import { AppendEventsRequest, DataFormat, Direction, ListEventsRequest } from '../../gen/palimpsest/v1/service.js';
 import type { EventInput } from '../../gen/palimpsest/v1/event.js';
 import { decodeError, type DecodedError } from '../../src/client/error-details.js';
 import { startTestServer, type TestServer } from '../support/test-server.js';
@@ -132,6 +132,27 @@ describe('bad input', () => {
     expect(tw).toMatchObject({ reason: 'EVENT_TOO_LARGE' });
     expect(Number(tw.metadata.actual)).toBeGreaterThan(120_000);
     expect(await failure(a.appendEvents({ sessionId: 'no-such', events: [input('x/y', 1)] }))).toMatchObject({ code: status.NOT_FOUND, reason: 'SESSION_NOT_FOUND' });
+  });
+
+  it('a page of large events is cut below the max message size instead of failing', async () => {
+    await a.createSession({ sessionId: 'big-page' });
+    for (let i = 0; i < 15; i++) await a.appendEvents({ sessionId: 'big-page', events: [input('x/y', `${i}:${'z'.repeat(90_000)}`)] });
+    for (const direction of [Direction.DIRECTION_FORWARD, Direction.DIRECTION_BACKWARD]) {
+      const seqs: number[] = [];
+      let pageToken = '';
+      let pages = 0;
+      do {
+        const p = await a.listEvents({ sessionId: 'big-page', pageToken, direction, dataFormat: DataFormat.DATA_FORMAT_TYPED });
+        expect(p.events.length).toBeGreaterThan(0);
+        seqs.push(...p.events.map((e) => e.seq));
+        pageToken = p.nextPageToken;
+        pages++;
+      } while (pageToken);
+      expect(pages).toBeGreaterThan(1);
+      const all = Array.from({ length: 15 }, (_, i) => i);
+      expect(seqs).toEqual(direction === Direction.DIRECTION_FORWARD ? all : all.reverse());
+    }
+    await a.deleteSession({ sessionId: 'big-page' });
   });
 
   it('invalid surface ops', async () => {
