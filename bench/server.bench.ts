@@ -420,7 +420,6 @@ async function main(): Promise<void> {
     const normal = await start(['palimpsest', join(root, 'normal.db'), 'normal']);
     const sweepEcho = quick ? undefined : await start(['echo', '--sweeping']);
     const sweepFull = quick ? undefined : await start(['palimpsest', join(root, 'sweep.db'), 'full', '--sweeping']);
-    const pal = { full, normal } as const;
     const counts = new Map<string, number>();
     for (const s of [full, normal, sweepFull]) {
       if (!s) continue;
