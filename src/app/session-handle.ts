@@ -2,17 +2,21 @@
  * The in-memory state of one hot session: its engine (surface, counters), an optional message
  * projection, and its write pipeline.
  *
- * Writes to one session go through `SessionHandle.enqueue`: requests that arrive while a flush is
- * in flight wait and are planned together in the next flush, each against the state left by the
- * previous one, then handed to the store in one go (the store's group commit puts them in one
- * transaction). Reads are served between flushes (`read`), so they never observe a planned but
- * uncommitted event.
+ * Writes: a job plans against the engine (which runs ahead of the store: it already holds every
+ * planned batch) and hands its events to the store at once, without waiting for earlier batches
+ * of the session to commit. The store's group commit then puts every batch that is pending at its
+ * next flush into one transaction, so under load one fsync carries many requests. The store
+ * applies a session's batches in call order and each is conditional on the head its plan saw.
+ *
+ * Reads must never observe a planned but uncommitted event. A read waits until the session has no
+ * store write in flight; while a read waits, new write jobs are held back (so a steady stream of
+ * writes cannot starve readers), then released right after the waiting reads ran.
  */
 import type { SessionRecord } from './store-port.js';
 import type { SessionEngine } from '../domain/session-engine.js';
 import type { MessageProjection } from '../domain/derive.js';
 
-/** A queued write: runs its planning synchronously, then returns the store promise. */
+/** A write job: plans synchronously, then returns the store promise (undefined if rejected before the store). */
 export type WriteJob = () => Promise<void> | undefined;
 
 /** Hot state of one session. */
@@ -23,8 +27,8 @@ export class SessionHandle {
   projection: MessageProjection | undefined;
   /** Last access (LRU). */
   lastUsed = 0;
-  #flushing = false;
-  #writes: WriteJob[] = [];
+  #inflight = 0;
+  #heldWrites: WriteJob[] = [];
   #reads: Array<() => void> = [];
 
   constructor(
@@ -33,20 +37,20 @@ export class SessionHandle {
     readonly engine: SessionEngine,
   ) {}
 
-  /** True while a flush is in flight or queued. */
+  /** True while store writes are in flight or held back. */
   get busy(): boolean {
-    return this.#flushing || this.#writes.length > 0;
+    return this.#inflight > 0 || this.#heldWrites.length > 0;
   }
 
-  /** Queues a write job; jobs run in order in the next flush. */
+  /** Runs a write job now, or after the waiting reads when there are any. */
   enqueue(job: WriteJob): void {
-    this.#writes.push(job);
-    if (!this.#flushing) this.#flush();
+    if (this.#reads.length > 0) this.#heldWrites.push(job);
+    else this.#run(job);
   }
 
-  /** Runs `fn` against committed state: now if idle, else right after the current flush. */
+  /** Runs `fn` against committed state: now if no write is in flight, else once they settle. */
   read<T>(fn: () => T): Promise<T> {
-    if (!this.#flushing) {
+    if (this.#inflight === 0) {
       try {
         return Promise.resolve(fn());
       } catch (e) {
@@ -64,23 +68,26 @@ export class SessionHandle {
     });
   }
 
-  #flush(): void {
-    this.#flushing = true;
-    const jobs = this.#writes;
-    this.#writes = [];
-    const pending: Promise<void>[] = [];
-    for (const job of jobs) {
-      const p = job();
-      if (p) pending.push(p);
-    }
-    const done = (): void => {
-      this.#flushing = false;
-      const reads = this.#reads;
-      this.#reads = [];
-      for (const r of reads) r();
-      if (this.#writes.length > 0) this.#flush();
+  #run(job: WriteJob): void {
+    const p = job();
+    if (!p) return;
+    this.#inflight++;
+    const settle = (): void => {
+      this.#inflight--;
+      if (this.#inflight === 0) this.#drain();
     };
-    if (pending.length === 0) done();
-    else void Promise.allSettled(pending).then(done);
+    p.then(settle, settle);
+  }
+
+  #drain(): void {
+    const reads = this.#reads;
+    this.#reads = [];
+    for (const r of reads) r();
+    const writes = this.#heldWrites;
+    this.#heldWrites = [];
+    for (const w of writes) {
+      if (this.#reads.length > 0) this.#heldWrites.push(w);
+      else this.#run(w);
+    }
   }
 }

@@ -396,16 +396,18 @@ export class SessionService {
   /** Appends crash-repair closers; idempotent. */
   async repair(ctx: CallContext, id: string): Promise<SessionEvent[]> {
     for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
-      const rec = await this.#record(ctx, id);
+      // The committed head (waits for this session's in-flight writes), so that concurrent
+      // repairs see each other's closers instead of spinning on HEAD_MISMATCH.
+      const nextSeq = await this.#withRead(ctx, id, (h) => h.engine.nextSeq);
       // The repair scan resets at every turn/start, so the log from the last one is enough.
-      const lastStart = await this.store.readEvents(id, { fromSeq: Math.max(rec.nextSeq - 1, 0), direction: 'backward', limit: 1, types: ['turn/start'] });
+      const lastStart = await this.store.readEvents(id, { fromSeq: Math.max(nextSeq - 1, 0), direction: 'backward', limit: 1, types: ['turn/start'] });
       const from = lastStart[0]?.seq ?? 0;
       const tail: SessionEvent[] = [];
       for await (const batch of this.store.scanEvents(id, from, STORE_READ_BATCH)) tail.push(...batch);
       const closers = interruptedTurnClosers(tail, id);
       if (closers.length === 0) return [];
       try {
-        const res = await this.append(ctx, id, closers as unknown as CandidateEvent[], { expectedLastSeq: rec.nextSeq - 1 });
+        const res = await this.append(ctx, id, closers as unknown as CandidateEvent[], { expectedLastSeq: nextSeq - 1 });
         return closers.map((c, i) => ({ ...c, seq: res.seqs[i] as number }));
       } catch (e) {
         if (e instanceof DomainError && e.reason === 'HEAD_MISMATCH') continue;
