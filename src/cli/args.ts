@@ -41,6 +41,8 @@ export const GLOBAL_OPTIONS: Readonly<Record<string, OptionSpec>> = {
   'connect-timeout': { type: 'string', value: 'MS', help: 'how long to wait for the server (default $PALIMPSEST_CONNECT_TIMEOUT or 5000)' },
   token: { type: 'string', value: 'TOKEN', help: 'bearer token sent as `authorization` (default $PALIMPSEST_TOKEN)' },
   'tls-ca': { type: 'string', value: 'FILE', help: 'use TLS, trusting this CA certificate (PEM; default $PALIMPSEST_TLS_CA)' },
+  'tls-cert': { type: 'string', value: 'FILE', help: 'client certificate for mutual TLS (PEM; default $PALIMPSEST_TLS_CERT)' },
+  'tls-key': { type: 'string', value: 'FILE', help: 'client private key for mutual TLS (PEM; default $PALIMPSEST_TLS_KEY)' },
   help: { type: 'boolean', short: 'h', help: 'show this help' },
 };
 

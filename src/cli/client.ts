@@ -22,6 +22,8 @@ export interface ConnectOptions {
   readonly connectTimeoutMs: number;
   readonly token: string | undefined;
   readonly tlsCa: string | undefined;
+  readonly tlsCert: string | undefined;
+  readonly tlsKey: string | undefined;
 }
 
 /** Connection options from the common flags, falling back to PALIMPSEST_* variables. */
@@ -32,6 +34,8 @@ export function connectOptions(args: Args, env: NodeJS.ProcessEnv): ConnectOptio
     connectTimeoutMs: timeout ? parseInteger('--connect-timeout', timeout, 1) : 5000,
     token: args.str('token') || env['PALIMPSEST_TOKEN'] || undefined,
     tlsCa: args.str('tls-ca') || env['PALIMPSEST_TLS_CA'] || undefined,
+    tlsCert: args.str('tls-cert') || env['PALIMPSEST_TLS_CERT'] || undefined,
+    tlsKey: args.str('tls-key') || env['PALIMPSEST_TLS_KEY'] || undefined,
   };
 }
 
@@ -49,7 +53,11 @@ export class Rpc {
 
   /** Dials `opts.addr` and waits until the channel is ready (UnreachableError after the deadline). */
   static async connect(opts: ConnectOptions): Promise<Rpc> {
-    const creds = opts.tlsCa ? credentials.createSsl(readFileSync(opts.tlsCa)) : credentials.createInsecure();
+    if ((opts.tlsCert === undefined) !== (opts.tlsKey === undefined)) throw new UsageError('--tls-cert and --tls-key go together');
+    const pem = (file: string | undefined) => (file === undefined ? null : readFileSync(file));
+    const creds = opts.tlsCa || opts.tlsCert
+      ? credentials.createSsl(pem(opts.tlsCa), pem(opts.tlsKey), pem(opts.tlsCert))
+      : credentials.createInsecure();
     const client = new SessionServiceClient(opts.addr, creds, { 'grpc.max_receive_message_length': -1 });
     try {
       await new Promise<void>((resolve, reject) => {

@@ -238,3 +238,28 @@ describe('exit statuses', () => {
     expect(r).toMatchObject({ code: 0, stdout: 'via-env\n' });
   });
 });
+
+describe('TLS and bearer tokens', () => {
+  it('--tls-ca and --token (or PALIMPSEST_TOKEN) reach a TLS server with auth; a missing token is UNAUTHENTICATED', async () => {
+    const { generatePki } = await import('../support/certs.js');
+    const { hashToken } = await import('../../src/server/auth.js');
+    const { rmSync, writeFileSync } = await import('node:fs');
+    const pki = generatePki();
+    const tokens = `${pki.dir}/tokens.json`;
+    writeFileSync(tokens, JSON.stringify({ tokens: [{ name: 'ops', sha256: hashToken('tok-cli-0123456789'), tenant: 'ops', permissions: ['read', 'append', 'admin'] }] }));
+    const s = await startTestServer({ tlsCert: pki.serverCert, tlsKey: pki.serverKey, authTokens: tokens });
+    try {
+      const addr = `localhost:${s.server.port}`;
+      const created = await runCli(['create', '--id', 'tls1', '--addr', addr, '--tls-ca', pki.caCert, '--token', 'tok-cli-0123456789']);
+      expect(created).toMatchObject({ code: 0, stdout: 'tls1\n' });
+      const viaEnv = await runCli(['sessions', '--json'], { env: { PALIMPSEST_ADDR: addr, PALIMPSEST_TLS_CA: pki.caCert, PALIMPSEST_TOKEN: 'tok-cli-0123456789' } });
+      expect(JSON.parse(viaEnv.stdout)).toMatchObject([{ id: 'tls1' }]);
+      const anonymous = await runCli(['sessions', '--json', '--addr', addr, '--tls-ca', pki.caCert]);
+      expect(anonymous.code).toBe(1);
+      expect(jsonError(anonymous)).toMatchObject({ code: 'UNAUTHENTICATED' });
+    } finally {
+      await s.stop();
+      rmSync(pki.dir, { recursive: true, force: true });
+    }
+  });
+});
