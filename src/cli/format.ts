@@ -66,7 +66,8 @@ export function eventHeader(style: Style): string {
 export function eventRow(e: PbSessionEvent, style: Style, width = 120): string {
   const data = e.data?.kind?.$case === 'json' ? e.data.kind.value : JSON.stringify(protoToEvent(e).data);
   const op = opText(e);
-  const opCell = (op.startsWith('replace') ? style.yellow(op) : style.green(op)) + ' '.repeat(Math.max(0, 15 - op.length));
+  const paint = op === '' ? (x: string) => x : op === 'append' ? style.green : style.yellow;
+  const opCell = paint(op) + ' '.repeat(Math.max(0, 15 - op.length));
   const fixed = `${String(e.seq).padStart(7)}  ${new Date(e.time).toISOString().padEnd(24)}  ${e.type.padEnd(22)}  `;
   return `${style.cyan(fixed.slice(0, 9))}${fixed.slice(9)}${opCell}  ${style.dim(truncate(data, Math.max(20, width - fixed.length - 17)))}`;
 }

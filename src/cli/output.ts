@@ -125,9 +125,9 @@ export class Output {
     await this.write(JSON.stringify(value, null, pretty ? 2 : undefined) + '\n');
   }
 
-  /** Writes a human line (nothing is written in JSON mode). */
-  async human(text: string): Promise<void> {
-    if (!this.json) await this.write(text.endsWith('\n') ? text : text + '\n');
+  /** Width for human lines: the terminal's, else 120. */
+  get width(): number {
+    return this.stdout.columns || 120;
   }
 
   /** A progress bar on stderr (drawn only on a terminal, never in JSON mode). */

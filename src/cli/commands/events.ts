@@ -73,7 +73,7 @@ const events: Command = {
   async run({ args, rpc, out }) {
     const after = args.int('after');
     const limit = args.int('limit', 1);
-    const width = out.stdout.columns ?? 120;
+    const width = out.width;
     if (!out.json) await out.write(eventHeader(out.style) + '\n');
     await paginate(
       limit,

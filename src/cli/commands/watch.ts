@@ -76,7 +76,7 @@ const watch: Command = {
     const sessionId = args.pos(0);
     const afterSeq = args.int('after');
     const heartbeatIntervalMs = args.int('heartbeat', 100) ?? 0;
-    const width = out.stdout.columns ?? 120;
+    const width = out.width;
     const stream: ClientReadableStream<SubscribeSurfaceResponse | SubscribeEventsResponse> = args.flag('events')
       ? rpc.client.subscribeEvents({ sessionId, afterSeq, heartbeatIntervalMs, dataFormat: DataFormat.DATA_FORMAT_JSON }, rpc.metadata())
       : rpc.client.subscribeSurface({ sessionId, afterSeq, heartbeatIntervalMs, snapshot: args.flag('snapshot'), includeMessages: false, dataFormat: DataFormat.DATA_FORMAT_JSON }, rpc.metadata());
