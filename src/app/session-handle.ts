@@ -32,7 +32,10 @@ export class SessionHandle {
   #reads: Array<() => void> = [];
 
   constructor(
+    /** The storage key (see SessionService.storageKey): cache, store and feed key. */
     readonly id: string,
+    /** The session id the client uses (and the domain sees, e.g. in legacy message ids). */
+    readonly sessionId: string,
     public record: SessionRecord,
     readonly engine: SessionEngine,
   ) {}

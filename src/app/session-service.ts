@@ -22,6 +22,7 @@ import { JsonlEncoder } from '../domain/jsonl-writer.js';
 import type { NewSession, ReadEventsQuery, SessionRecord, SessionStore } from './store-port.js';
 import { ChangeFeed } from './change-feed.js';
 import { SessionHandle } from './session-handle.js';
+import { storageKey, toStored, fromStored } from './tenant-scope.js';
 import { MAX_JSON_DEPTH, jsonTextDepth } from './json-depth.js';
 
 /** Limits enforced by the app (the server adds transport limits). */
@@ -134,6 +135,14 @@ export class SessionService {
     private readonly newId: () => string = randomUUID,
   ) {}
 
+  /**
+   * The key a session is stored, cached and published under. Session ids are per tenant: two
+   * tenants may both have a session "main", and nothing one tenant does can reveal another's ids.
+   */
+  storageKey(ctx: CallContext, id: string): string {
+    return storageKey(ctx.tenant, id);
+  }
+
   // ---- sessions --------------------------------------------------------------------------
 
   /** Creates an empty session. */
@@ -145,7 +154,7 @@ export class SessionService {
     this.#checkId(id);
     const header = this.#header({ id, createdAt: this.clock(), cwd: req.cwd, origin: req.origin, delegationDepth: req.delegationDepth, agentPreset: req.agentPreset });
     await this.#checkSessionQuota(ctx);
-    const ok = await this.store.createSession({ header, labels: req.labels ?? {}, tenant: ctx.tenant, strict: req.strict ?? false }, []);
+    const ok = await this.store.createSession({ header: toStored(ctx.tenant, header), labels: req.labels ?? {}, tenant: ctx.tenant, strict: req.strict ?? false }, []);
     if (!ok) throw new DomainError('SESSION_ALREADY_EXISTS', `session ${JSON.stringify(id)} already exists`, { sessionId: id });
     return this.getSession(ctx, id);
   }
@@ -160,8 +169,9 @@ export class SessionService {
     const pageSize = this.#pageSize(q.pageSize);
     const page = await this.store.listSessions({ tenant: ctx.tenant, labels: q.labels, pageSize, pageToken: q.pageToken || undefined });
     const sessions: SessionView[] = [];
-    for (const r of page.sessions) {
-      const h = this.#cache.get(r.header.id);
+    for (const stored of page.sessions) {
+      const h = this.#cache.get(stored.header.id);
+      const r = fromStored(stored);
       sessions.push(h && h.valid && !h.busy && h.engine.nextSeq === r.nextSeq
         ? this.#view(h)
         : { record: r, surfaceLength: h?.engine.surfaceLength ?? -1, headSeq: r.eventCount > 0 ? r.nextSeq - 1 : undefined, eventCount: r.eventCount });
@@ -177,10 +187,11 @@ export class SessionService {
   /** Deletes a session; subscribers are told. */
   async deleteSession(ctx: CallContext, id: string): Promise<void> {
     await this.#record(ctx, id);
-    const ok = await this.store.deleteSession(id);
-    this.#drop(id);
+    const key = this.storageKey(ctx, id);
+    const ok = await this.store.deleteSession(key);
+    this.#drop(key);
     if (!ok) throw notFound(id);
-    this.feed.deleted(id);
+    this.feed.deleted(key);
   }
 
   // ---- append ----------------------------------------------------------------------------
@@ -199,22 +210,22 @@ export class SessionService {
     for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
       const handle = await this.#handle(ctx, sessionId);
       if (key) {
-        const inflightKey = `${sessionId}\0${key}`;
+        const inflightKey = `${handle.id}\0${key}`;
         const inflight = this.#inflightKeys.get(inflightKey);
         if (inflight) {
           await inflight.catch(() => undefined);
           continue;
         }
-        const stored = await this.store.getIdempotent(sessionId, key);
+        const stored = await this.store.getIdempotent(handle.id, key);
         if (stored) return this.#replayed(sessionId, key, stored.requestHash, hash, stored.seqs, handle);
       }
       await this.#checkByteQuota(ctx, candidates, opts.dataBytes);
       const deps = dataDependencies(handle.engine, candidates);
       const lookup = new Map<number, SessionEvent>();
-      if (deps.length > 0) for (const e of await this.store.getEvents(sessionId, deps)) lookup.set(e.seq, e);
+      if (deps.length > 0) for (const e of await this.store.getEvents(handle.id, deps)) lookup.set(e.seq, e);
       const attemptPromise = this.#appendOnce(handle, candidates, opts, key, hash, lookup);
       if (key) {
-        const inflightKey = `${sessionId}\0${key}`;
+        const inflightKey = `${handle.id}\0${key}`;
         this.#inflightKeys.set(inflightKey, attemptPromise);
         void attemptPromise.finally(() => this.#inflightKeys.delete(inflightKey)).catch(() => undefined);
       }
@@ -236,12 +247,12 @@ export class SessionService {
         if (opts.expectedLastSeq !== undefined && opts.expectedLastSeq !== head) {
           reject(new DomainError('HEAD_MISMATCH',
             `expected_last_seq ${opts.expectedLastSeq} does not match the session head ${head}; re-read and retry`,
-            { sessionId: handle.id, expected: String(opts.expectedLastSeq), actual: String(head) }));
+            { sessionId: handle.sessionId, expected: String(opts.expectedLastSeq), actual: String(head) }));
           return undefined;
         }
         let plan: BatchPlan;
         try {
-          plan = engine.plan(candidates, { mode: 'append', now: this.clock, sessionId: handle.id, lookup: (s) => lookup.get(s) });
+          plan = engine.plan(candidates, { mode: 'append', now: this.clock, sessionId: handle.sessionId, lookup: (s) => lookup.get(s) });
         } catch (e) {
           reject(e);
           return undefined;
@@ -256,7 +267,7 @@ export class SessionService {
               // Another writer moved the head, or the key was used meanwhile: the speculative
               // engine state is wrong; reload and re-plan.
               this.#invalidate(handle);
-              if (outcome.kind === 'not-found') reject(notFound(handle.id));
+              if (outcome.kind === 'not-found') reject(notFound(handle.sessionId));
               else resolve(RETRY);
             }
           },
@@ -293,7 +304,7 @@ export class SessionService {
     const limit = this.#pageSize(q.pageSize);
     const fromSeq = q.fromSeq ?? (q.direction === 'forward' ? 0 : Math.max(rec.nextSeq - 1, 0));
     const query: ReadEventsQuery = { fromSeq, direction: q.direction, limit: limit + 1, types: q.types && q.types.length > 0 ? q.types : undefined };
-    const events = await this.store.readEvents(id, query);
+    const events = await this.store.readEvents(this.storageKey(ctx, id), query);
     let next: number | undefined;
     if (events.length > limit) {
       const extra = events.pop() as SessionEvent;
@@ -318,7 +329,7 @@ export class SessionService {
       const h = await this.#handle(ctx, id);
       if (!h.projection) {
         const seqs = await h.read(() => h.engine.surface());
-        const events = await this.store.getEvents(id, seqs);
+        const events = await this.store.getEvents(this.storageKey(ctx, id), seqs);
         await h.read(() => {
           if (!h.valid || h.projection) return;
           // The surface may have moved while we read: hydrate only if it did not.
@@ -350,7 +361,7 @@ export class SessionService {
     let from = 0;
     const types = [...SURFACE_TYPES];
     for (;;) {
-      const page = await this.store.readEvents(id, { fromSeq: from, direction: 'forward', limit: STORE_READ_BATCH, types });
+      const page = await this.store.readEvents(this.storageKey(ctx, id), { fromSeq: from, direction: 'forward', limit: STORE_READ_BATCH, types });
       for (const e of page) {
         if (e.surfaceOp !== 'append') continue;
         const m = messageOf(e, id);
@@ -365,7 +376,7 @@ export class SessionService {
   /** Reads the whole log in ascending batches (export, subscriptions' catch-up). */
   async *scan(ctx: CallContext, id: string, fromSeq = 0): AsyncGenerator<SessionEvent[]> {
     await this.#record(ctx, id);
-    yield* this.store.scanEvents(id, fromSeq, STORE_READ_BATCH);
+    yield* this.store.scanEvents(this.storageKey(ctx, id), fromSeq, STORE_READ_BATCH);
   }
 
   // ---- fork / repair ---------------------------------------------------------------------
@@ -374,12 +385,12 @@ export class SessionService {
   async fork(ctx: CallContext, id: string, req: { atSeq?: number; childId?: string; labels?: Record<string, string> }): Promise<SessionView> {
     const childId = req.childId || this.newId();
     this.#checkId(childId);
-    if (await this.store.getSession(childId)) {
+    if (await this.store.getSession(this.storageKey(ctx, childId))) {
       throw new DomainError('SESSION_ALREADY_EXISTS', `session ${JSON.stringify(childId)} already exists`, { sessionId: childId });
     }
     const rec = await this.#record(ctx, id);
     const prefix: SessionEvent[] = [];
-    for await (const batch of this.store.scanEvents(id, 0, STORE_READ_BATCH)) {
+    for await (const batch of this.store.scanEvents(this.storageKey(ctx, id), 0, STORE_READ_BATCH)) {
       for (const e of batch) prefix.push(e);
       const last = batch[batch.length - 1];
       if (req.atSeq !== undefined && last && last.seq > req.atSeq) break;
@@ -388,7 +399,7 @@ export class SessionService {
     const engine = SessionEngine.create({ strict: rec.strict });
     const batch = engine.plan(plan.events as unknown as CandidateEvent[], { mode: 'import', now: this.clock, sessionId: childId, lookup: () => undefined });
     await this.#checkSessionQuota(ctx);
-    const ok = await this.store.createSession({ header: plan.header, labels: req.labels ?? {}, tenant: ctx.tenant, strict: rec.strict }, batch.events);
+    const ok = await this.store.createSession({ header: toStored(ctx.tenant, plan.header), labels: req.labels ?? {}, tenant: ctx.tenant, strict: rec.strict }, batch.events);
     if (!ok) throw new DomainError('SESSION_ALREADY_EXISTS', `session ${JSON.stringify(childId)} already exists`, { sessionId: childId });
     return this.getSession(ctx, childId);
   }
@@ -400,10 +411,10 @@ export class SessionService {
       // repairs see each other's closers instead of spinning on HEAD_MISMATCH.
       const nextSeq = await this.#withRead(ctx, id, (h) => h.engine.nextSeq);
       // The repair scan resets at every turn/start, so the log from the last one is enough.
-      const lastStart = await this.store.readEvents(id, { fromSeq: Math.max(nextSeq - 1, 0), direction: 'backward', limit: 1, types: ['turn/start'] });
+      const lastStart = await this.store.readEvents(this.storageKey(ctx, id), { fromSeq: Math.max(nextSeq - 1, 0), direction: 'backward', limit: 1, types: ['turn/start'] });
       const from = lastStart[0]?.seq ?? 0;
       const tail: SessionEvent[] = [];
-      for await (const batch of this.store.scanEvents(id, from, STORE_READ_BATCH)) tail.push(...batch);
+      for await (const batch of this.store.scanEvents(this.storageKey(ctx, id), from, STORE_READ_BATCH)) tail.push(...batch);
       const closers = interruptedTurnClosers(tail, id);
       if (closers.length === 0) return [];
       try {
@@ -449,7 +460,7 @@ export class SessionService {
       engine.commit(plan);
       pending = [];
       lineOf.length = 0;
-      await this.store.appendPending(id, plan.events);
+      await this.store.appendPending(this.storageKey(ctx, id), plan.events);
     };
     const lines = async (text: string[]): Promise<void> => {
       for (const line of text) {
@@ -465,8 +476,8 @@ export class SessionService {
           this.#checkId(id);
           const finalHeader: SessionHeader = { ...header, id };
           await this.#checkSessionQuota(ctx);
-          const rec: NewSession = { header: finalHeader, labels: opts.labels ?? {}, tenant: ctx.tenant, strict: opts.strict ?? false, pending: true };
-          if (await this.store.getSession(id)) throw new DomainError('SESSION_ALREADY_EXISTS', `session ${JSON.stringify(id)} already exists`, { sessionId: id });
+          const rec: NewSession = { header: toStored(ctx.tenant, finalHeader), labels: opts.labels ?? {}, tenant: ctx.tenant, strict: opts.strict ?? false, pending: true };
+          if (await this.store.getSession(this.storageKey(ctx, id))) throw new DomainError('SESSION_ALREADY_EXISTS', `session ${JSON.stringify(id)} already exists`, { sessionId: id });
           if (!(await this.store.createSession(rec, []))) throw new DomainError('SESSION_ALREADY_EXISTS', `session ${JSON.stringify(id)} already exists`, { sessionId: id });
           created = true;
           engine = SessionEngine.create({ strict: opts.strict ?? false });
@@ -512,9 +523,9 @@ export class SessionService {
       await lines(splitter.end());
       decoder.finish();
       await flush();
-      await this.store.publishSession(id);
+      await this.store.publishSession(this.storageKey(ctx, id));
     } catch (e) {
-      if (created) await this.store.deleteSession(id).catch(() => undefined);
+      if (created) await this.store.deleteSession(this.storageKey(ctx, id)).catch(() => undefined);
       throw e;
     }
     return this.getSession(ctx, id);
@@ -525,7 +536,7 @@ export class SessionService {
     const rec = await this.#record(ctx, id);
     const enc = new JsonlEncoder(rec.header, { packChunks: !opts.unpacked });
     yield [enc.headerLine()];
-    for await (const batch of this.store.scanEvents(id, 0, STORE_READ_BATCH)) {
+    for await (const batch of this.store.scanEvents(this.storageKey(ctx, id), 0, STORE_READ_BATCH)) {
       const out: string[] = [];
       for (const e of batch) for (const l of enc.push(e)) out.push(l);
       if (out.length > 0) yield out;
@@ -558,10 +569,11 @@ export class SessionService {
     };
   }
 
+  /** The session's record (header unscoped), or NOT_FOUND (also for another tenant's session). */
   async #record(ctx: CallContext, id: string): Promise<SessionRecord> {
-    const rec = await this.store.getSession(id);
+    const rec = await this.store.getSession(this.storageKey(ctx, id));
     if (!rec || rec.tenant !== ctx.tenant) throw notFound(id);
-    return rec;
+    return fromStored(rec);
   }
 
   /** Runs `fn` on a hot, valid, up-to-date handle's committed state. */
@@ -576,50 +588,53 @@ export class SessionService {
 
   /**
    * The hot handle of a session, loading it on a miss. The store's head is checked on every call
-   * (one primary-key read) so that writes by other replicas are never hidden by the cache.
+   * that finds the session idle (one primary-key read) so that writes by other replicas are never
+   * hidden by the cache.
    */
   async #handle(ctx: CallContext, id: string): Promise<SessionHandle> {
     if (this.#closed) throw new DomainError('SERVER_SHUTDOWN', 'the server is shutting down; retry on another replica or later', {});
-    const cached = this.#cache.get(id);
+    const key = this.storageKey(ctx, id);
+    const cached = this.#cache.get(key);
     if (cached && cached.valid) {
       if (cached.record.tenant !== ctx.tenant) throw notFound(id);
       if (!cached.busy) {
-        const rec = await this.store.getSession(id);
+        const rec = await this.store.getSession(key);
         if (!rec) {
-          this.#drop(id);
+          this.#drop(key);
           throw notFound(id);
         }
         if (cached.valid && !cached.busy && rec.nextSeq !== cached.engine.nextSeq) this.#invalidate(cached);
       }
       if (cached.valid) {
-        this.#cache.delete(id);
-        this.#cache.set(id, cached);
+        this.#cache.delete(key);
+        this.#cache.set(key, cached);
         return cached;
       }
     }
-    let loading = this.#loading.get(id);
+    let loading = this.#loading.get(key);
     if (!loading) {
-      loading = this.#load(id).finally(() => this.#loading.delete(id));
-      this.#loading.set(id, loading);
+      loading = this.#load(key, id).finally(() => this.#loading.delete(key));
+      this.#loading.set(key, loading);
     }
     const h = await loading;
     if (h.record.tenant !== ctx.tenant) throw notFound(id);
     return h;
   }
 
-  async #load(id: string): Promise<SessionHandle> {
-    const rec = await this.store.getSession(id);
-    if (!rec) throw notFound(id);
+  async #load(key: string, id: string): Promise<SessionHandle> {
+    const stored = await this.store.getSession(key);
+    if (!stored) throw notFound(id);
+    const rec = fromStored(stored);
     const engine = SessionEngine.create({ strict: rec.strict });
     if (rec.strict) {
       const all: SessionEvent[] = [];
-      for await (const b of this.store.scanEvents(id, 0, STORE_READ_BATCH)) all.push(...b);
+      for await (const b of this.store.scanEvents(key, 0, STORE_READ_BATCH)) all.push(...b);
       engine.loadEvents(all);
     } else {
-      engine.loadStructural(await this.store.readStructure(id, 0));
+      engine.loadStructural(await this.store.readStructure(key, 0));
     }
-    const h = new SessionHandle(id, rec, engine);
-    this.#cache.set(id, h);
+    const h = new SessionHandle(key, id, rec, engine);
+    this.#cache.set(key, h);
     this.#cachedEvents += engine.eventCount;
     this.#evict();
     return h;

@@ -318,7 +318,7 @@ export class Subscription<I extends Item> {
   }): Promise<Subscription<I>> {
     const sub = new Subscription(source, opts);
     // Listen before the first (hence before the last) store read.
-    sub.#unsubscribe = app.feed.subscribe(sessionId, {
+    sub.#unsubscribe = app.feed.subscribe(app.storageKey(ctx, sessionId), {
       onCommit: (b) => sub.#onCommit(b),
       onDeleted: () => sub.#fail(new DomainError('SESSION_NOT_FOUND', `session ${JSON.stringify(sessionId)} was deleted`, { sessionId })),
     });

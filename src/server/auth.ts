@@ -74,7 +74,7 @@ export function parseTokenFile(text: string, path: string): TokenEntry[] {
     const e = t as Record<string, unknown>;
     const where = `token file ${path}, tokens[${i}]`;
     if (typeof e.sha256 !== 'string' || !/^[0-9a-f]{64}$/.test(e.sha256)) throw new Error(`${where}: sha256 must be 64 lowercase hex digits (palimpsest token hash)`);
-    if (typeof e.tenant !== 'string' || e.tenant === '') throw new Error(`${where}: tenant must be a non-empty string`);
+    if (typeof e.tenant !== 'string' || !/^[A-Za-z0-9._:-]{1,64}$/.test(e.tenant)) throw new Error(`${where}: tenant must be 1-64 characters of [A-Za-z0-9._:-]`);
     if (!Array.isArray(e.permissions) || e.permissions.some((p) => !PERMISSIONS.includes(p as Permission))) {
       throw new Error(`${where}: permissions must be a list of ${PERMISSIONS.join(', ')}`);
     }

@@ -228,7 +228,7 @@ export function subscriptionStreams(app: SessionService, config: ServerConfig, m
       sub?.resume();
     };
     const write = (b: Buffer): void => {
-      lastWrite = Date.now();
+      lastWrite = performance.now();
       if (!call.write(b) && !blocked) {
         blocked = true;
         call.once('drain', onDrain);
@@ -239,7 +239,7 @@ export function subscriptionStreams(app: SessionService, config: ServerConfig, m
     const beat = (): void => {
       timer = undefined;
       if (ended || !sub) return;
-      const idle = Date.now() - lastWrite;
+      const idle = performance.now() - lastWrite;
       let wait = interval;
       if (!blocked) {
         if (idle >= interval) write(heartbeat(sub.cursor));
@@ -274,7 +274,7 @@ export function subscriptionStreams(app: SessionService, config: ServerConfig, m
         sub.close();
         return;
       }
-      lastWrite = Date.now();
+      lastWrite = performance.now();
       timer = setTimeout(beat, interval);
       timer.unref();
       sub.setDirect(deliver);
@@ -296,11 +296,12 @@ export function subscriptionStreams(app: SessionService, config: ServerConfig, m
     subscribeSurface: (call: ServerWritableStream<SubscribeSurfaceRequest, unknown>): void => {
       const r = call.request;
       const typed = r.dataFormat === DataFormat.DATA_FORMAT_TYPED;
-      const source: ItemSource<SurfaceItem> = surfaceSource(app, r.sessionId);
       const encode = surfaceEncoder(r.sessionId, r.includeMessages, typed);
       run<SurfaceItem>(call as ServerWritableStream<unknown, unknown>, r.sessionId, heartbeatMs(r.heartbeatIntervalMs), async () => {
         if (!r.sessionId) throw new DomainError('INVALID_ARGUMENT', 'session_id is required', { field: 'session_id' });
         const ctx = resolve ? resolve(call, 'read') : { tenant: '' };
+        // Store reads and the feed use the tenant's storage key; the client id stays the id.
+        const source: ItemSource<SurfaceItem> = surfaceSource(app, app.storageKey(ctx, r.sessionId));
         return Subscription.open(app, ctx, r.sessionId, source, {
           after: r.afterSeq,
           snapshot: r.snapshot ? (seqs, cursor) => ({ kind: 'snapshot', seqs, cursor }) : undefined,
@@ -317,7 +318,7 @@ export function subscriptionStreams(app: SessionService, config: ServerConfig, m
       run<EventItem>(call as ServerWritableStream<unknown, unknown>, r.sessionId, heartbeatMs(r.heartbeatIntervalMs), async () => {
         if (!r.sessionId) throw new DomainError('INVALID_ARGUMENT', 'session_id is required', { field: 'session_id' });
         const ctx = resolve ? resolve(call, 'read') : { tenant: '' };
-        return Subscription.open(app, ctx, r.sessionId, eventSource(app, r.sessionId), {
+        return Subscription.open(app, ctx, r.sessionId, eventSource(app, app.storageKey(ctx, r.sessionId)), {
           after: r.afterSeq,
           bufferBytes: config.subscriberBufferBytes,
           sizeOf: (it) => encode(it).length,

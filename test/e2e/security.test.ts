@@ -119,6 +119,60 @@ describe('authentication and tenant isolation', () => {
     expect(mine.session?.eventCount).toBe(1);
   });
 
+  it('scopes session ids per tenant: the same id in two tenants never collides or hints', async () => {
+    const c = t.client;
+    const alice = bearer(TOKENS.aliceAll);
+    const bob = bearer(TOKENS.bobAll);
+    // Bob takes an id Alice already uses: no ALREADY_EXISTS, no hint.
+    const created = await call(c.createSession.bind(c), { sessionId: 'alice-1', labels: {}, strict: false }, bob);
+    expect(created.session?.id).toBe('alice-1');
+    expect(created.session?.eventCount).toBe(0);
+    await call(c.appendEvents.bind(c), { sessionId: 'alice-1', idempotencyKey: '', events: [userMessage('b1', 'bob-data'), userMessage('b2', 'more')] }, bob);
+    // Each tenant sees only its own log under the same id.
+    expect((await call(c.getSession.bind(c), { sessionId: 'alice-1' }, alice)).session?.eventCount).toBe(1);
+    expect((await call(c.getSession.bind(c), { sessionId: 'alice-1' }, bob)).session?.eventCount).toBe(2);
+    // Exports carry the plain id in the header and only the tenant's own events.
+    const exportText = (md: Metadata) => new Promise<string>((resolve, reject) => {
+      const chunks: Buffer[] = [];
+      const s = c.exportSession({ sessionId: 'alice-1', unpacked: false }, md);
+      s.on('data', (m: { chunk: Buffer }) => chunks.push(m.chunk));
+      s.on('error', reject);
+      s.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+    });
+    const [ea, eb] = [await exportText(alice), await exportText(bob)];
+    expect(JSON.parse(ea.split('\n')[0]!).id).toBe('alice-1');
+    expect(JSON.parse(eb.split('\n')[0]!).id).toBe('alice-1');
+    expect(ea).toContain('secret');
+    expect(ea).not.toContain('bob-data');
+    expect(eb).not.toContain('secret');
+    // Subscriptions follow the tenant's own session only.
+    const firstDeltas = (md: Metadata) => new Promise<number[]>((resolve, reject) => {
+      const seqs: number[] = [];
+      const s = c.subscribeSurface({ sessionId: 'alice-1', snapshot: false, includeMessages: false, heartbeatIntervalMs: 0, dataFormat: DataFormat.DATA_FORMAT_JSON }, md);
+      s.on('data', (m: { kind?: { $case: string; value: { seq?: number } } }) => {
+        if (m.kind?.$case === 'append') seqs.push(m.kind.value.seq!);
+        if (m.kind?.$case === 'caughtUp') { s.cancel(); resolve(seqs); }
+      });
+      s.on('error', (e: ServiceError) => { if (e.code !== status.CANCELLED) reject(e); });
+    });
+    expect(await firstDeltas(alice)).toEqual([0]);
+    expect(await firstDeltas(bob)).toEqual([0, 1]);
+    // Deleting Bob's session leaves Alice's untouched.
+    await call(c.deleteSession.bind(c), { sessionId: 'alice-1' }, bob);
+    expect((await call(c.getSession.bind(c), { sessionId: 'alice-1' }, alice)).session?.eventCount).toBe(1);
+  });
+
+  it('ends another tenant\'s subscription attempt with NOT_FOUND', async () => {
+    const c = t.client;
+    const err = await new Promise<ServiceError>((resolve) => {
+      const s = c.subscribeSurface({ sessionId: 'alice-1', snapshot: false, includeMessages: false, heartbeatIntervalMs: 0, dataFormat: DataFormat.DATA_FORMAT_JSON }, bearer(TOKENS.bobAll));
+      s.on('data', () => undefined);
+      s.on('error', resolve);
+    });
+    expect(err.code).toBe(status.NOT_FOUND);
+    expect(decodeError(err).reason).toBe('SESSION_NOT_FOUND');
+  });
+
   it('reloads the token file without dropping connections', async () => {
     const c = t.client;
     const original = readFileSync(tokensPath, 'utf8');
