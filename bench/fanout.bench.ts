@@ -8,6 +8,8 @@
  *    batch is published by the app (bare: from the moment the server writes) to its arrival at the
  *    client, plus (Palimpsest only) from the AppendEvents acknowledgement to arrival (clamped at 0:
  *    deltas may arrive before the ack).
+ *    Also process CPU time (user + system, all threads) per delivery over the same interval, which
+ *    a loaded host disturbs far less than wall-clock latency (Palimpsest's includes the appends).
  * 2. Ceiling: deliveries/s sustained when appending as fast as possible (8 concurrent appenders of
  *    one event each; bare: the server writes as fast as backpressure allows).
  * Every figure is the median of RUNS runs with the min-max range. Clients and servers share the
@@ -48,7 +50,7 @@ function appendOnce(c: SessionServiceClient, id: string, i: number): Promise<num
   return new Promise((resolve, reject) => c.appendEvents({ sessionId: id, events: [userMessage(i)], idempotencyKey: '' }, (e, r) => (e ? reject(e) : resolve(r.seqs[0] as number))));
 }
 
-interface LatencyResult { p50: number; p99: number; ackP50?: number; ackP99?: number }
+interface LatencyResult { p50: number; p99: number; ackP50?: number; ackP99?: number; cpuPerDelivery: number }
 
 // ---- Palimpsest ------------------------------------------------------------------------------
 
@@ -86,6 +88,7 @@ async function palimpsestRun(mode: 'latency' | 'ceiling', run: number): Promise<
   }
   while (caughtUp < SUBSCRIBERS) await new Promise((r) => setTimeout(r, 5));
   const start = now();
+  const cpu0 = process.cpuUsage();
   let sent = 0;
   if (mode === 'latency') {
     const total = RATE * LATENCY_SECONDS;
@@ -111,13 +114,15 @@ async function palimpsestRun(mode: 'latency' | 'ceiling', run: number): Promise<
   const waitUntil = now() + 30_000;
   while (delivered < expected && now() < waitUntil) await new Promise((r) => setTimeout(r, 5));
   const elapsed = (lastDelivery - start) / 1000;
+  const cpu = process.cpuUsage(cpu0);
+  const cpuPerDelivery = (cpu.user + cpu.system) / delivered;
   for (const st of streams) st.cancel();
   for (const c of clients) c.close();
   writer.close();
   await srv.shutdown();
   lat.sort((a, b) => a - b);
   ackLat.sort((a, b) => a - b);
-  return { p50: percentile(lat, 0.5), p99: percentile(lat, 0.99), ackP50: percentile(ackLat, 0.5), ackP99: percentile(ackLat, 0.99), deliveriesPerSec: delivered / elapsed };
+  return { p50: percentile(lat, 0.5), p99: percentile(lat, 0.99), ackP50: percentile(ackLat, 0.5), ackP99: percentile(ackLat, 0.99), deliveriesPerSec: delivered / elapsed, cpuPerDelivery };
 }
 
 // ---- bare grpc-js fan-out --------------------------------------------------------------------
@@ -166,6 +171,7 @@ async function bareRun(mode: 'latency' | 'ceiling', sample: SubscribeSurfaceResp
     ...sample, cursor: i, kind: { $case: 'append', value: { seq: i } }, event: sample.event && { ...sample.event, seq: i },
   }).finish());
   const start = now();
+  const cpu0 = process.cpuUsage();
   let sent = 0;
   if (mode === 'latency') {
     const total = RATE * LATENCY_SECONDS;
@@ -196,11 +202,13 @@ async function bareRun(mode: 'latency' | 'ceiling', sample: SubscribeSurfaceResp
   const waitUntil = now() + 30_000;
   while (delivered < expected && now() < waitUntil) await new Promise((r) => setTimeout(r, 5));
   const elapsed = (lastDelivery - start) / 1000;
+  const cpu = process.cpuUsage(cpu0);
+  const cpuPerDelivery = (cpu.user + cpu.system) / delivered;
   for (const st of streams) st.cancel();
   for (const c of clients) c.close();
   server.forceShutdown();
   lat.sort((a, b) => a - b);
-  return { p50: percentile(lat, 0.5), p99: percentile(lat, 0.99), deliveriesPerSec: delivered / elapsed };
+  return { p50: percentile(lat, 0.5), p99: percentile(lat, 0.99), deliveriesPerSec: delivered / elapsed, cpuPerDelivery };
 }
 
 // ---- report ------------------------------------------------------------------------------------
@@ -223,7 +231,7 @@ async function main(): Promise<void> {
     event: { seq: 12345, time: Date.now(), type: 'user/message', data: userMessage(1).data, surfaceOp: { $case: 'append', value: {} }, sourceEventSeqs: undefined, ignorable: false },
   } as SubscribeSurfaceResponse;
   const payload = SubscribeSurfaceResponse.encode(sample).finish();
-  const P: Record<string, number[]> = { p50: [], p99: [], ack50: [], ack99: [], b50: [], b99: [], ceil: [], bceil: [] };
+  const P: Record<string, number[]> = { p50: [], p99: [], ack50: [], ack99: [], b50: [], b99: [], ceil: [], bceil: [], cpu: [], bcpu: [] };
   for (let r = 0; r < RUNS; r++) {
     const p = await palimpsestRun('latency', r);
     const b = await bareRun('latency', sample);
@@ -231,6 +239,7 @@ async function main(): Promise<void> {
     const bc = await bareRun('ceiling', sample);
     P.p50!.push(p.p50); P.p99!.push(p.p99); P.ack50!.push(p.ackP50 ?? NaN); P.ack99!.push(p.ackP99 ?? NaN);
     P.b50!.push(b.p50); P.b99!.push(b.p99); P.ceil!.push(pc.deliveriesPerSec); P.bceil!.push(bc.deliveriesPerSec);
+    P.cpu!.push(p.cpuPerDelivery); P.bcpu!.push(b.cpuPerDelivery);
     process.stderr.write(`run ${r + 1}/${RUNS}: p99 ${p.p99.toFixed(2)} ms vs bare ${b.p99.toFixed(2)} ms; ceiling ${pc.deliveriesPerSec.toFixed(0)}/s vs bare ${bc.deliveriesPerSec.toFixed(0)}/s\n`);
   }
   console.log(`\nFan-out: ${SUBSCRIBERS} subscribers on one session over ${CHANNELS} channels, ${RATE} appends/s for ${LATENCY_SECONDS}s; payload ${payload.length} B; ${RUNS} runs, median (min-max); node ${process.version}, ${cpus().length} CPUs (${cpus()[0]?.model ?? '?'})${quick ? ', --quick' : ''}\n`);
@@ -240,6 +249,7 @@ async function main(): Promise<void> {
   console.log(`| p99 publish/write -> delivery (ms) | ${med(P.p99!)} | ${med(P.b99!)} | ${(median(P.p99!) / median(P.b99!)).toFixed(2)}x |`);
   console.log(`| p50 append ack -> delivery (ms) | ${med(P.ack50!)} | - | - |`);
   console.log(`| p99 append ack -> delivery (ms) | ${med(P.ack99!)} | - | - |`);
+  console.log(`| process CPU per delivery at ${RATE} appends/s (us; Palimpsest incl. the appends) | ${med(P.cpu!)} | ${med(P.bcpu!)} | ${(median(P.cpu!) / median(P.bcpu!)).toFixed(2)}x |`);
   console.log(`| max sustained deliveries/s | ${med(P.ceil!)} | ${med(P.bceil!)} | ${(median(P.ceil!) / median(P.bceil!)).toFixed(2)}x |`);
 }
 
