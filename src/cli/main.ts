@@ -58,10 +58,21 @@ async function serve(argv: string[]): Promise<number> {
   const { startServer } = await import('../server/server.js');
   const server = await startServer(config);
   process.stdout.write(`palimpsest listening on ${server.address}\n`);
+  // SIGHUP re-reads the token file; connections and streams stay up. A bad file keeps the
+  // previous tokens and is reported.
+  const reload = (): void => {
+    try {
+      server.reloadTokens();
+    } catch (e) {
+      server.logger.error({ err: (e as Error).message }, 'token file reload failed; keeping the previous tokens');
+    }
+  };
+  process.on('SIGHUP', reload);
   await new Promise<void>((resolve) => {
     const stop = (): void => {
       process.off('SIGTERM', stop);
       process.off('SIGINT', stop);
+      process.off('SIGHUP', reload);
       void server.shutdown().then(resolve);
     };
     process.on('SIGTERM', stop);

@@ -1,6 +1,6 @@
 /**
  * The event model of a Palimpsest session, as the reference (DeepSeek Harness) writes it.
- * See ../shared/docs/dsh-semantics.md section 1.
+ * See docs/dsh-semantics.md section 1.
  */
 
 /** A lossless JSON value: null, booleans, finite numbers other than -0, strings, dense arrays, plain objects. */

@@ -10,7 +10,7 @@ import { startTestServer, type TestServer } from '../support/test-server.js';
 import { ensureBuilt } from '../support/server-process.js';
 import { cliFor, cliWithInput, jsonLines, type CliResult } from '../support/cli.js';
 
-const FIXTURES = '/work/shared/fixtures/reference-sessions';
+const FIXTURES = new URL('../fixtures/reference-sessions', import.meta.url).pathname;
 
 let t: TestServer;
 let cli: (...args: string[]) => Promise<CliResult>;

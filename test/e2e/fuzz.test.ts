@@ -15,7 +15,7 @@ function shortReport<T>(r: fc.RunDetails<T>): void {
   if (r.failed) throw new Error(`fuzz property failed after ${r.numRuns} runs (seed ${r.seed}, path ${r.counterexamplePath}): ${String(r.errorInstance).slice(0, 500)}\ncounterexample: ${JSON.stringify(r.counterexample).slice(0, 500)}`);
 }
 
-const FIXTURE = '/work/shared/fixtures/reference-sessions/compaction-recovery.jsonl';
+const FIXTURE = new URL('../fixtures/reference-sessions/compaction-recovery.jsonl', import.meta.url).pathname;
 const METHODS = ['CreateSession', 'GetSession', 'ListSessions', 'DeleteSession', 'AppendEvents', 'ListEvents', 'GetSurface', 'GetMessages', 'ForkSession', 'RepairSession'];
 
 let t: TestServer;

@@ -21,7 +21,7 @@ import type { CandidateEvent, SessionEvent } from '../../src/domain/event.js';
 import { decodeError, type DecodedError } from '../../src/client/error-details.js';
 
 /** Reference session logs. */
-export const FIXTURES = '/work/shared/fixtures/reference-sessions';
+export const FIXTURES = new URL('../fixtures/reference-sessions', import.meta.url).pathname;
 
 /** Reads a fixture file. */
 export function fixture(name: string): Buffer {

@@ -166,7 +166,7 @@ describe('planFork', () => {
       expect(engine.surface()).toStrictEqual([1, 4]);
     });
 
-    const dir = '/work/shared/fixtures/reference-sessions';
+    const dir = new URL('../fixtures/reference-sessions', import.meta.url).pathname;
     const files = readdirSync(dir).filter((f) => f.endsWith('.jsonl')).sort();
     it.each(files)('%s: forking at every turn/end (and at the end) gives a child the engine accepts', (file) => {
       const { header, events } = decodeJsonl(readFileSync(`${dir}/${file}`, 'utf8'));

@@ -15,7 +15,7 @@ import { encodeJsonl, JsonlEncoder } from '../../src/domain/jsonl-writer.js';
 import { parseHeaderLine, validateSessionHeader } from '../../src/domain/jsonl-header.js';
 import { SessionEngine } from '../../src/domain/session-engine.js';
 
-const FIXTURES = '/work/shared/fixtures/reference-sessions';
+const FIXTURES = new URL('../fixtures/reference-sessions', import.meta.url).pathname;
 const fixtureFiles = readdirSync(FIXTURES)
   .filter((f) => f.endsWith('.jsonl'))
   .sort();

@@ -12,7 +12,7 @@ import { decodeJsonl } from '../../src/domain/jsonl-reader.js';
 import { SessionEngine } from '../../src/domain/session-engine.js';
 import { naiveFold } from '../support/naive-surface.js';
 
-const DIR = '/work/shared/fixtures/reference-sessions';
+const DIR = new URL('../fixtures/reference-sessions', import.meta.url).pathname;
 const files = readdirSync(DIR).filter((f) => f.endsWith('.jsonl')).sort();
 
 function load(file: string): { id: string; events: CandidateEvent[] } {
