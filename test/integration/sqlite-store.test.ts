@@ -174,6 +174,30 @@ describe('SqliteSessionStore: the database file', () => {
     expect(store.stats().groupCommits).toBe(1);
   });
 
+  it('rolls back only a failing single-event call (no savepoint) and counts only what was stored', async () => {
+    store = new SqliteSessionStore({ path });
+    await store.createSession(newSession('a'), []);
+    const raw = new Database(path);
+    raw.exec("CREATE TRIGGER boom BEFORE INSERT ON events WHEN NEW.type = 'boom' BEGIN SELECT RAISE(ABORT, 'boom refused'); END");
+    raw.close();
+    const results = await Promise.allSettled([
+      store.append('a', 0, [ev(0, 'ok-0')]),
+      store.append('a', 1, [ev(1, 'boom')]),
+      store.append('a', 1, [ev(1, 'ok-1')]),
+      store.append('a', 3, [ev(3, 'late')]),
+      store.append('a', 2, [ev(2, 'ok-2')], { key: 'k', requestHash: 'h' }),
+    ]);
+    expect(results[0]).toEqual({ status: 'fulfilled', value: { kind: 'appended' } });
+    expect(results[1]).toMatchObject({ status: 'rejected', reason: { message: 'boom refused' } });
+    expect(results[2]).toEqual({ status: 'fulfilled', value: { kind: 'appended' } });
+    expect(results[3]).toEqual({ status: 'fulfilled', value: { kind: 'conflict', actualNextSeq: 2 } });
+    expect(results[4]).toEqual({ status: 'fulfilled', value: { kind: 'appended' } });
+    expect((await store.readEvents('a', { fromSeq: 0, direction: 'forward', limit: 10 })).map((e) => e.type)).toEqual(['ok-0', 'ok-1', 'ok-2']);
+    expect(await store.getSession('a')).toMatchObject({ nextSeq: 3, eventCount: 3 });
+    expect(await store.getIdempotent('a', 'k')).toMatchObject({ seqs: [2], requestHash: 'h' });
+    expect(store.stats().groupCommits).toBe(1);
+  });
+
   it('encodes seq lists compactly, [] as a zero-length blob, and round-trips any safe integer', () => {
     expect(encodeSeqs([]).length).toBe(0);
     expect([...encodeSeqs([5, 6, 4])]).toEqual([5, 2, 3]);

@@ -4,10 +4,11 @@
  *
  * Group commit: `append` calls are queued and flushed together in ONE write transaction, on the
  * next `setImmediate` turn by default (so requests that arrive in the same I/O poll phase share
- * a commit, and its fsync under durability 'full'). Inside the shared transaction each call runs
- * in its own SAVEPOINT (a nested better-sqlite3 transaction), so a call that fails unexpectedly
- * is rolled back alone; conflicts, duplicates and unknown sessions are detected before writing
- * anything. Every call's promise settles only after the shared COMMIT returned.
+ * a commit, and its fsync under durability 'full'). Inside the shared transaction a call that
+ * fails unexpectedly is rolled back alone (a single INSERT by SQLite's statement rollback, a
+ * multi-statement call by its own SAVEPOINT); conflicts, duplicates and unknown sessions are
+ * detected before writing anything. Every call's promise settles only after the shared COMMIT
+ * returned.
  */
 import Database from 'better-sqlite3';
 import type {
@@ -93,6 +94,19 @@ type RawSession = [
   number,
 ];
 
+/** A session's head while a group transaction runs. */
+interface GroupHead {
+  next: number;
+  count: number;
+  bytes: number;
+}
+
+/** A stored idempotency row: request_hash, seqs. */
+type StoredIdempotent = [string, Buffer];
+
+const APPENDED: AppendOutcome = Object.freeze({ kind: 'appended' });
+const NOT_FOUND: AppendOutcome = Object.freeze({ kind: 'not-found' });
+
 interface QueuedAppend {
   readonly sessionId: string;
   readonly expectedNextSeq: number;
@@ -145,7 +159,7 @@ export class SqliteSessionStore implements SessionStore {
 
   private readonly createTxn: Database.Transaction<(record: NewSession, rows: EventRow[], nextSeq: number, dataBytes: number) => boolean>;
   private readonly groupTxn: Database.Transaction<(batch: readonly QueuedAppend[], results: (AppendOutcome | { error: unknown })[]) => void>;
-  private readonly appendOneTxn: Database.Transaction<(call: QueuedAppend) => AppendOutcome>;
+  private readonly writeCallTxn: Database.Transaction<(call: QueuedAppend) => void>;
   private readonly structureTxn: Database.Transaction<(sessionId: string, fromSeq: number) => StructuralRow[]>;
   private readonly appendPendingTxn: Database.Transaction<(sessionId: string, events: readonly SessionEvent[]) => void>;
 
@@ -262,38 +276,65 @@ export class SqliteSessionStore implements SessionStore {
       return true;
     });
 
-    this.appendOneTxn = db.transaction((call: QueuedAppend): AppendOutcome => {
-      const head = this.selectHead.get(call.sessionId) as number | undefined;
-      if (head === undefined) return { kind: 'not-found' };
-      if (call.idempotency !== undefined) {
-        const stored = this.selectIdempotent.get(call.sessionId, call.idempotency.key) as [string, Buffer] | undefined;
-        if (stored !== undefined) return { kind: 'duplicate', result: { seqs: decodeSeqs(stored[1]), requestHash: stored[0] } };
-      }
-      if (head !== call.expectedNextSeq) return { kind: 'conflict', actualNextSeq: head };
-      const rows = call.rows;
-      for (let i = 0; i < rows.length; i++) this.insertEvent.run(rows[i]!);
-      const last = rows[rows.length - 1];
-      if (last !== undefined) this.updateCounters.run(last[1] + 1, rows.length, call.dataBytes, call.sessionId);
-      if (call.idempotency !== undefined) {
-        this.insertIdempotent.run(
-          call.sessionId,
-          call.idempotency.key,
-          call.idempotency.requestHash,
-          encodeSeqs(rows.map((row) => row[1])),
-          this.now(),
-        );
-      }
-      return { kind: 'appended' };
-    });
+    // A call whose write is more than one statement runs in its own SAVEPOINT (a nested
+    // better-sqlite3 transaction), so a failure midway leaves nothing of it behind.
+    this.writeCallTxn = db.transaction((call: QueuedAppend): void => this.writeCall(call));
 
+    // Per call, inside the shared transaction: the head comes from JS (read once per session per
+    // group; nothing else writes while we hold the write lock), the counters are updated once per
+    // session at the end, and a single-statement call (one event, no idempotency key) needs no
+    // SAVEPOINT (a failed statement is rolled back by SQLite alone). So a one-event append costs
+    // one INSERT instead of SAVEPOINT + SELECT + INSERT + UPDATE + RELEASE.
     this.groupTxn = db.transaction((batch: readonly QueuedAppend[], results: (AppendOutcome | { error: unknown })[]) => {
+      const heads = new Map<string, GroupHead>();
       for (let i = 0; i < batch.length; i++) {
-        try {
-          results[i] = this.appendOneTxn(batch[i]!);
-        } catch (error) {
-          // The call's SAVEPOINT was rolled back; the other calls of the group are unaffected.
-          results[i] = { error };
+        const call = batch[i]!;
+        let head = heads.get(call.sessionId);
+        if (head === undefined) {
+          const next = this.selectHead.get(call.sessionId) as number | undefined;
+          if (next === undefined) {
+            results[i] = NOT_FOUND;
+            continue;
+          }
+          head = { next, count: 0, bytes: 0 };
+          heads.set(call.sessionId, head);
         }
+        const key = call.idempotency;
+        if (key !== undefined) {
+          const stored = this.selectIdempotent.get(call.sessionId, key.key) as StoredIdempotent | undefined;
+          if (stored !== undefined) {
+            results[i] = { kind: 'duplicate', result: decodeIdempotent(stored) };
+            continue;
+          }
+        }
+        if (head.next !== call.expectedNextSeq) {
+          results[i] = { kind: 'conflict', actualNextSeq: head.next };
+          continue;
+        }
+        const rows = call.rows;
+        try {
+          if (key === undefined) {
+            if (rows.length === 1) this.insertEvent.run(rows[0]!);
+            else if (rows.length > 1) this.writeCallTxn(call);
+          } else {
+            this.writeCallTxn(call);
+          }
+        } catch (error) {
+          // An I/O error may have ended the whole transaction: then nothing of the group can be
+          // committed, so fail it as a whole (flush rejects every call).
+          if (!this.db.inTransaction) throw error;
+          results[i] = { error };
+          continue;
+        }
+        if (rows.length > 0) {
+          head.next = rows[rows.length - 1]![1] + 1;
+          head.count += rows.length;
+          head.bytes += call.dataBytes;
+        }
+        results[i] = APPENDED;
+      }
+      for (const [sessionId, head] of heads) {
+        if (head.count > 0) this.updateCounters.run(head.next, head.count, head.bytes, sessionId);
       }
     });
 
@@ -410,8 +451,8 @@ export class SqliteSessionStore implements SessionStore {
   async getIdempotent(sessionId: string, key: string): Promise<IdempotentResult | undefined> {
     this.checkOpen();
     if (this.selectVisible.get(sessionId) === undefined) return undefined;
-    const stored = this.selectIdempotent.get(sessionId, key) as [string, Buffer] | undefined;
-    return stored === undefined ? undefined : { seqs: decodeSeqs(stored[1]), requestHash: stored[0] };
+    const stored = this.selectIdempotent.get(sessionId, key) as StoredIdempotent | undefined;
+    return stored === undefined ? undefined : decodeIdempotent(stored);
   }
 
   async readEvents(sessionId: string, query: ReadEventsQuery): Promise<SessionEvent[]> {
@@ -473,6 +514,16 @@ export class SqliteSessionStore implements SessionStore {
     this.flush();
     this.closed = true;
     this.db.close();
+  }
+
+  /** Writes one call's rows and idempotency record (inside the group transaction). */
+  private writeCall(call: QueuedAppend): void {
+    const rows = call.rows;
+    for (let i = 0; i < rows.length; i++) this.insertEvent.run(rows[i]!);
+    const key = call.idempotency;
+    if (key !== undefined) {
+      this.insertIdempotent.run(call.sessionId, key.key, key.requestHash, encodeSeqs(rows.map((row) => row[1])), this.now());
+    }
   }
 
   /** Commits every queued append in one transaction and settles their promises. */
@@ -641,6 +692,10 @@ function intern(types: Map<string, string>, type: string): string {
   if (known !== undefined) return known;
   types.set(type, type);
   return type;
+}
+
+function decodeIdempotent(r: StoredIdempotent): IdempotentResult {
+  return { seqs: decodeSeqs(r[1]), requestHash: r[0] };
 }
 
 function decodeEvent(r: RawEvent): SessionEvent {
