@@ -29,7 +29,7 @@ describe('lossless JSON', () => {
     expect(Object.getPrototypeOf(out)).toBe(Object.prototype);
   });
 
-  const sparse = [1, , 3]; // eslint-disable-line no-sparse-arrays
+  const sparse = [1, , 3];
   const cyclic: Record<string, unknown> = {};
   cyclic['self'] = cyclic;
   const withSymbol = { [Symbol('s')]: 1 };
