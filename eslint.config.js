@@ -5,7 +5,7 @@ import tseslint from 'typescript-eslint';
 const nodeBuiltins = ['node:*', 'fs', 'path', 'os', 'crypto', 'events', 'stream', 'util', 'v8', 'http', 'net'];
 
 export default tseslint.config(
-  { ignores: ['gen/**', 'dist/**', 'node_modules/**', 'clients/**', 'coverage/**'] },
+  { ignores: ['gen/**', 'dist/**', 'node_modules/**', 'clients/**', 'coverage/**', '**/*.local.*'] },
   ...tseslint.configs.recommended,
   {
     rules: {
