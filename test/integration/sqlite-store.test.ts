@@ -1,8 +1,8 @@
 import Database from 'better-sqlite3';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import fs, { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { SqliteSessionStore, type SqliteStoreOptions } from '../../src/store/sqlite/sqlite-store.js';
 import { APPLICATION_ID, SCHEMA_VERSION } from '../../src/store/sqlite/schema.js';
 import { decodeSeqs, encodeSeqs } from '../../src/store/sqlite/codec.js';
@@ -16,6 +16,12 @@ afterAll(() => rmSync(root, { recursive: true, force: true }));
 
 storeContract('SqliteSessionStore (durability full, setImmediate flush)', {
   open: async () => new SqliteSessionStore({ path: freshPath() }),
+  commits: (store) => store.stats().commits,
+  groupCommit: true,
+});
+
+storeContract('SqliteSessionStore (durability full, fsync inside COMMIT)', {
+  open: async () => new SqliteSessionStore({ path: freshPath(), fullSync: 'inline' }),
   commits: (store) => store.stats().commits,
   groupCommit: true,
 });
@@ -205,5 +211,89 @@ describe('SqliteSessionStore: the database file', () => {
       expect(decodeSeqs(encodeSeqs(seqs))).toEqual(seqs);
     }
     expect(() => decodeSeqs(Buffer.from([0x80]))).toThrow(/truncated/);
+  });
+});
+
+describe('SqliteSessionStore: durability full syncs the WAL off the event loop', () => {
+  let store: SqliteSessionStore | undefined;
+  afterEach(async () => {
+    vi.restoreAllMocks();
+    await store?.close();
+    store = undefined;
+  });
+
+  /** Holds every fdatasync until released; returns the held callbacks. */
+  function holdSyncs(): { held: Array<(err: NodeJS.ErrnoException | null) => void>; release: (err?: NodeJS.ErrnoException) => void } {
+    const held: Array<(err: NodeJS.ErrnoException | null) => void> = [];
+    vi.spyOn(fs, 'fdatasync').mockImplementation(((_fd: number, cb: (err: NodeJS.ErrnoException | null) => void) => {
+      held.push(cb);
+    }) as typeof fs.fdatasync);
+    return { held, release: (err) => { for (const cb of held.splice(0)) cb(err ?? null); } };
+  }
+  const turns = async (n: number): Promise<void> => {
+    for (let i = 0; i < n; i++) await new Promise((r) => setImmediate(r));
+  };
+
+  it('settles appends and runs reads only after the sync that covers their commit', async () => {
+    const path = freshPath();
+    store = new SqliteSessionStore({ path });
+    await store.createSession(newSession('s'), []);
+    const before = store.stats().syncs;
+    const syncs = holdSyncs();
+    let appended = false;
+    const append = store.append('s', 0, [ev(0)]).then((o) => {
+      appended = true;
+      return o;
+    });
+    await turns(3);
+    // Committed (another connection sees it) but not yet acknowledged, and not readable here.
+    const raw = new Database(path, { readonly: true });
+    expect(raw.prepare("SELECT count(*) FROM events WHERE session_id = 's'").pluck().get()).toBe(1);
+    raw.close();
+    expect(appended).toBe(false);
+    let read = false;
+    const reading = store.readEvents('s', { fromSeq: 0, direction: 'forward', limit: 10 }).then((r) => {
+      read = true;
+      return r;
+    });
+    // Commits made while a sync runs wait for the next one.
+    const second = store.append('s', 1, [ev(1)]);
+    await turns(3);
+    expect(syncs.held).toHaveLength(1);
+    expect(read).toBe(false);
+    syncs.release();
+    expect(await append).toEqual({ kind: 'appended' });
+    await turns(3);
+    expect(syncs.held).toHaveLength(1);
+    syncs.release();
+    expect(await second).toEqual({ kind: 'appended' });
+    expect((await reading).map((e) => e.seq)).toEqual([0, 1]);
+    expect(read).toBe(true);
+    expect(store.stats().syncs - before).toBe(2);
+  });
+
+  it('fails the store when a sync fails: the waiting calls and every later one reject', async () => {
+    store = new SqliteSessionStore({ path: freshPath() });
+    await store.createSession(newSession('s'), []);
+    const syncs = holdSyncs();
+    const append = store.append('s', 0, [ev(0)]);
+    await turns(3);
+    syncs.release(Object.assign(new Error('EIO: i/o error, fdatasync'), { code: 'EIO' }));
+    await expect(append).rejects.toThrow('EIO');
+    await expect(store.append('s', 1, [ev(1)])).rejects.toThrow('EIO');
+    await expect(store.getSession('s')).rejects.toThrow('EIO');
+  });
+
+  it('does not sync at durability normal or with fullSync inline', async () => {
+    for (const options of [{ durability: 'normal' as const }, { fullSync: 'inline' as const }]) {
+      const s = new SqliteSessionStore({ path: freshPath(), ...options });
+      const spy = vi.spyOn(fs, 'fdatasync');
+      await s.createSession(newSession('s'), []);
+      await s.append('s', 0, [ev(0)]);
+      expect(spy).not.toHaveBeenCalled();
+      expect(s.stats().syncs).toBe(0);
+      await s.close();
+      vi.restoreAllMocks();
+    }
   });
 });

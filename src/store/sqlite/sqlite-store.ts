@@ -10,6 +10,8 @@
  * detected before writing anything. Every call's promise settles only after the shared COMMIT
  * returned.
  */
+import fs from 'node:fs';
+import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import type {
   AppendOutcome,
@@ -37,6 +39,16 @@ export interface SqliteStoreOptions {
    * acknowledged transactions (never corrupts the database).
    */
   readonly durability?: 'full' | 'normal';
+  /**
+   * How durability 'full' syncs (ignored for 'normal'):
+   * 'background' (default): the connection runs synchronous=NORMAL and the store fdatasyncs the
+   * WAL file on the libuv thread pool after each commit; calls settle (and reads run) only once
+   * the sync that covers their commit completed. The event loop keeps decoding, planning and
+   * committing the next group while the disk syncs, and one sync covers every group committed
+   * meanwhile. Same guarantee as 'inline': nothing acknowledged or read is lost on power loss.
+   * 'inline': synchronous=FULL, SQLite fsyncs inside COMMIT, blocking the event loop.
+   */
+  readonly fullSync?: 'background' | 'inline';
   /** How long a write waits for another process's lock before failing, ms (default 5000). */
   readonly busyTimeoutMs?: number;
   /**
@@ -59,6 +71,8 @@ export interface SqliteStoreStats {
   readonly appends: number;
   /** Largest number of `append` calls flushed in one transaction. */
   readonly maxGroupSize: number;
+  /** Background WAL syncs (fdatasync calls) completed. */
+  readonly syncs: number;
 }
 
 /** One encoded event row, ready to bind. */
@@ -135,7 +149,9 @@ export class SqliteSessionStore implements SessionStore {
   private queue: QueuedAppend[] = [];
   private flushScheduled = false;
   private closed = false;
-  private counters = { commits: 0, groupCommits: 0, appends: 0, maxGroupSize: 0 };
+  private counters = { commits: 0, groupCommits: 0, appends: 0, maxGroupSize: 0, syncs: 0 };
+  /** Background WAL sync (durability 'full', fullSync 'background'); undefined otherwise. */
+  private readonly walSync: WalSync | undefined;
 
   private readonly insertSession: Database.Statement;
   private readonly selectSession: Database.Statement;
@@ -166,8 +182,10 @@ export class SqliteSessionStore implements SessionStore {
   constructor(options: SqliteStoreOptions) {
     this.path = options.path;
     this.now = options.now ?? Date.now;
-    this.db = openDatabase(options);
+    const background = options.durability !== 'normal' && options.fullSync !== 'inline';
+    this.db = openDatabase(options, background);
     const db = this.db;
+    this.walSync = background && this.db.pragma('journal_mode', { simple: true }) === 'wal' ? new WalSync(`${this.db.name}-wal`) : undefined;
     const flush = (): void => this.flush();
     this.scheduleFlush =
       options.groupCommit === 'microtask'
@@ -369,7 +387,24 @@ export class SqliteSessionStore implements SessionStore {
 
   /** Write counters. */
   stats(): SqliteStoreStats {
-    return { ...this.counters };
+    return { ...this.counters, syncs: this.walSync?.completed ?? 0 };
+  }
+
+  /** Resolves once every commit made so far is on disk (at once unless a background sync is owed). */
+  private durable(): Promise<void> | undefined {
+    const sync = this.walSync;
+    if (sync === undefined || !sync.owed) return undefined;
+    return sync.request();
+  }
+
+  /** Commits made so far are durable, then the store is checked open (reads run on durable state only). */
+  private async readable(): Promise<void> {
+    this.checkOpen();
+    const wait = this.durable();
+    if (wait !== undefined) {
+      await wait;
+      this.checkOpen();
+    }
   }
 
   async createSession(record: NewSession, events: readonly SessionEvent[]): Promise<boolean> {
@@ -379,12 +414,15 @@ export class SqliteSessionStore implements SessionStore {
     const { rows, dataBytes } = encodeEvents(id, events);
     const last = events[events.length - 1];
     const created = this.createTxn.immediate(record, rows, last === undefined ? 0 : last.seq + 1, dataBytes);
-    if (created) this.counters.commits++;
+    if (created) {
+      this.counters.commits++;
+      await this.committed();
+    }
     return created;
   }
 
   async getSession(id: string): Promise<SessionRecord | undefined> {
-    this.checkOpen();
+    await this.readable();
     const row = this.selectSession.get(id) as RawSession | undefined;
     return row === undefined ? undefined : decodeSession(row);
   }
@@ -395,7 +433,7 @@ export class SqliteSessionStore implements SessionStore {
     pageSize: number;
     pageToken?: string;
   }): Promise<SessionPage> {
-    this.checkOpen();
+    await this.readable();
     checkPageSize(query.pageSize);
     const after = query.pageToken ? decodePageToken(query.pageToken) : { createdAt: FIRST_PAGE_CREATED_AT, id: '' };
     const hasLabels = query.labels !== undefined && Object.keys(query.labels).length > 0;
@@ -417,7 +455,10 @@ export class SqliteSessionStore implements SessionStore {
   async deleteSession(id: string): Promise<boolean> {
     this.checkOpen();
     const deleted = this.deleteSessionStmt.run(id).changes > 0;
-    if (deleted) this.counters.commits++;
+    if (deleted) {
+      this.counters.commits++;
+      await this.committed();
+    }
     return deleted;
   }
 
@@ -449,14 +490,14 @@ export class SqliteSessionStore implements SessionStore {
   }
 
   async getIdempotent(sessionId: string, key: string): Promise<IdempotentResult | undefined> {
-    this.checkOpen();
+    await this.readable();
     if (this.selectVisible.get(sessionId) === undefined) return undefined;
     const stored = this.selectIdempotent.get(sessionId, key) as StoredIdempotent | undefined;
     return stored === undefined ? undefined : decodeIdempotent(stored);
   }
 
   async readEvents(sessionId: string, query: ReadEventsQuery): Promise<SessionEvent[]> {
-    this.checkOpen();
+    await this.readable();
     if (query.limit <= 0 || this.selectVisible.get(sessionId) === undefined) return [];
     const forward = query.direction === 'forward';
     const types = query.types !== undefined && query.types.length > 0 ? query.types : undefined;
@@ -469,13 +510,13 @@ export class SqliteSessionStore implements SessionStore {
   }
 
   async getEvents(sessionId: string, seqs: readonly number[]): Promise<SessionEvent[]> {
-    this.checkOpen();
+    await this.readable();
     if (seqs.length === 0 || this.selectVisible.get(sessionId) === undefined) return [];
     return (this.selectBySeqs.all(sessionId, JSON.stringify(seqs)) as RawEvent[]).map(decodeEvent);
   }
 
   async readStructure(sessionId: string, fromSeq: number): Promise<StructuralRow[]> {
-    this.checkOpen();
+    await this.readable();
     if (this.selectVisible.get(sessionId) === undefined) return [];
     return this.structureTxn(sessionId, fromSeq);
   }
@@ -484,7 +525,7 @@ export class SqliteSessionStore implements SessionStore {
     if (!Number.isSafeInteger(batchSize) || batchSize < 1) throw new RangeError(`batchSize must be a positive integer, got ${batchSize}`);
     let next = fromSeq;
     for (;;) {
-      this.checkOpen();
+      await this.readable();
       // Re-checked per batch: a session deleted mid-scan ends the scan instead of yielding a torn tail.
       if (this.selectVisible.get(sessionId) === undefined) return;
       const rows = this.readForward.all(sessionId, next, batchSize) as RawEvent[];
@@ -501,19 +542,35 @@ export class SqliteSessionStore implements SessionStore {
       throw new StoreUsageError(`cannot publish session ${id}: no such pending session`);
     }
     this.counters.commits++;
+    await this.committed();
   }
 
   async appendPending(sessionId: string, events: readonly SessionEvent[]): Promise<void> {
     this.checkOpen();
     this.appendPendingTxn.immediate(sessionId, events);
     this.counters.commits++;
+    await this.committed();
   }
 
   async close(): Promise<void> {
     if (this.closed) return;
     this.flush();
     this.closed = true;
+    // Settle what the last groups committed before closing (their promises wait for this sync).
+    const sync = this.walSync;
+    if (sync !== undefined) {
+      if (sync.owed) await sync.request().catch(() => undefined);
+      sync.close();
+    }
     this.db.close();
+  }
+
+  /** After a commit outside the group path: resolves once it is durable. */
+  private committed(): Promise<void> | undefined {
+    const sync = this.walSync;
+    if (sync === undefined) return undefined;
+    sync.owe();
+    return sync.request();
   }
 
   /** Writes one call's rows and idempotency record (inside the group transaction). */
@@ -544,6 +601,23 @@ export class SqliteSessionStore implements SessionStore {
     counters.commits++;
     counters.groupCommits++;
     if (batch.length > counters.maxGroupSize) counters.maxGroupSize = batch.length;
+    const sync = this.walSync;
+    if (sync === undefined) {
+      this.settle(batch, results);
+      return;
+    }
+    // The group is committed but not yet on disk: its calls settle when a sync covering it ends.
+    sync.owe();
+    sync.request().then(
+      () => this.settle(batch, results),
+      (error: unknown) => {
+        for (const call of batch) call.reject(error);
+      },
+    );
+  }
+
+  private settle(batch: readonly QueuedAppend[], results: readonly (AppendOutcome | { error: unknown })[]): void {
+    const counters = this.counters;
     for (let i = 0; i < batch.length; i++) {
       const result = results[i]!;
       if ('error' in result) {
@@ -560,8 +634,105 @@ export class SqliteSessionStore implements SessionStore {
   }
 }
 
+/**
+ * Background durability for WAL mode under synchronous=NORMAL: SQLite has written (write(2)) every
+ * committed frame to the WAL file when COMMIT returns; an fdatasync of that file started after the
+ * commit makes it durable (fsync covers the file, whichever descriptor wrote it; fdatasync includes
+ * the file size). Checkpoints keep their own syncs (synchronous=NORMAL syncs the WAL before and the
+ * database after each checkpoint), so frames a checkpoint moves into the database stay durable.
+ *
+ * `owe()` after each commit; `request()` resolves once a sync that *started after* every commit
+ * owed so far completed. At most one fdatasync runs at a time; commits made while it runs share the
+ * next one. A failed fdatasync is fatal for the store (after a failed fsync the page cache state is
+ * unknown, retrying proves nothing): that and every later request reject with the error.
+ */
+class WalSync {
+  completed = 0;
+  private fd = -1;
+  private running = false;
+  /** Commits not covered by a started sync. */
+  private dirty = false;
+  /** Waiters for the sync in flight, and for the next one. */
+  private current: Array<{ resolve: () => void; reject: (e: unknown) => void }> = [];
+  private next: Array<{ resolve: () => void; reject: (e: unknown) => void }> = [];
+  private failed: unknown = undefined;
+  private hasFailed = false;
+
+  constructor(private readonly walPath: string) {}
+
+  /** True while some commit is not known durable. */
+  get owed(): boolean {
+    return this.dirty || this.running;
+  }
+
+  owe(): void {
+    this.dirty = true;
+  }
+
+  request(): Promise<void> {
+    if (this.hasFailed) return Promise.reject(this.failed);
+    return new Promise<void>((resolve, reject) => {
+      // In flight and nothing new owed: the running sync covers every commit so far.
+      if (this.running && !this.dirty) this.current.push({ resolve, reject });
+      else this.next.push({ resolve, reject });
+      if (!this.running) this.start();
+    });
+  }
+
+  close(): void {
+    if (this.fd >= 0) fs.closeSync(this.fd);
+    this.fd = -1;
+  }
+
+  private start(): void {
+    if (this.next.length === 0) return;
+    if (this.fd < 0) {
+      try {
+        this.fd = fs.openSync(this.walPath, 'r');
+        // The WAL file may be new: its directory entry must be durable too (once).
+        const dir = fs.openSync(dirname(this.walPath), 'r');
+        try {
+          fs.fsyncSync(dir);
+        } finally {
+          fs.closeSync(dir);
+        }
+      } catch (error) {
+        this.fail(error);
+        return;
+      }
+    }
+    this.running = true;
+    this.dirty = false;
+    this.current = this.next;
+    this.next = [];
+    fs.fdatasync(this.fd, (error) => {
+      this.running = false;
+      const waiters = this.current;
+      this.current = [];
+      if (error) {
+        this.next = [...waiters, ...this.next];
+        this.fail(error);
+        return;
+      }
+      this.completed++;
+      for (const w of waiters) w.resolve();
+      // Commits owed meanwhile: their waiters are in `next`.
+      if (this.next.length > 0) this.start();
+    });
+  }
+
+  private fail(error: unknown): void {
+    this.hasFailed = true;
+    this.failed = error;
+    const waiters = [...this.current, ...this.next];
+    this.current = [];
+    this.next = [];
+    for (const w of waiters) w.reject(error);
+  }
+}
+
 /** Opens the file, checks it is a Palimpsest database of this schema version, configures the connection. */
-function openDatabase(options: SqliteStoreOptions): Database.Database {
+function openDatabase(options: SqliteStoreOptions, backgroundSync: boolean): Database.Database {
   const path = options.path;
   let db: Database.Database;
   try {
@@ -574,7 +745,8 @@ function openDatabase(options: SqliteStoreOptions): Database.Database {
     // Inspect before changing anything: a foreign file must be left exactly as it was.
     const isFresh = checkIdentity(db, path);
     db.pragma('journal_mode = WAL');
-    db.pragma(`synchronous = ${options.durability === 'normal' ? 'NORMAL' : 'FULL'}`);
+    // Background sync: SQLite writes WAL frames without fsync; WalSync makes them durable.
+    db.pragma(`synchronous = ${options.durability === 'normal' || backgroundSync ? 'NORMAL' : 'FULL'}`);
     db.pragma('foreign_keys = ON');
     if (isFresh) {
       db.transaction(() => {
