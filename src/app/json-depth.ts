@@ -22,3 +22,59 @@ export function jsonTextDepth(text: string): number {
   }
   return max;
 }
+
+/** What {@link jsonTextInfo} found in one pass over JSON text. */
+export interface JsonTextInfo {
+  /** Nesting depth (as jsonTextDepth). */
+  readonly depth: number;
+  /**
+   * True when the text has nothing JSON.stringify would write differently for the parsed value:
+   * no whitespace outside strings, no `\/` or `\u` escapes, only integers of at most 15 digits.
+   * (Duplicate and integer-like keys, which JSON.parse folds or reorders, are caught by comparing
+   * `members` with the parsed value: see adoptParsedJson in domain/json.ts.)
+   */
+  readonly canonical: boolean;
+  /** Name/value pairs (colons outside strings). */
+  readonly members: number;
+}
+
+/** Depth, canonical form and member count of JSON text in one pass, without parsing (the text is assumed valid JSON; invalid text gives meaningless results). */
+export function jsonTextInfo(text: string): JsonTextInfo {
+  let depth = 0, max = 0, members = 0, digits = 0;
+  let canonical = true;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 34 /* " */) {
+      digits = 0;
+      // Skip the string; only the two-character escapes JSON.stringify writes are canonical.
+      for (i++; i < text.length; i++) {
+        const s = text.charCodeAt(i);
+        if (s === 34) break;
+        if (s === 92 /* \ */) {
+          const e = text.charCodeAt(++i);
+          if (e === 117 /* u */ || e === 47 /* / */) canonical = false;
+        }
+      }
+    } else if (c >= 48 && c <= 57) {
+      if (++digits > 15) canonical = false;
+    } else {
+      digits = 0;
+      if (c === 91 || c === 123) {
+        if (++depth > max) max = depth;
+      } else if (c === 93 || c === 125) depth--;
+      else if (c === 58 /* : */) members++;
+      else if (c === 32 || c === 10 || c === 13 || c === 9 || c === 46 /* . */ || c === 101 /* e */ || c === 69 /* E */ || c === 43 /* + */) {
+        // Whitespace, fractions and exponents: JSON.stringify may write these differently. The
+        // 'e' of true/false is caught here too, which only costs the fast path for booleans.
+        if (c !== 101 || !inLiteral(text, i)) canonical = false;
+      }
+    }
+  }
+  return { depth: max, canonical, members };
+}
+
+/** True when the 'e' at `i` ends `true` or `false` (not a number exponent). */
+function inLiteral(text: string, i: number): boolean {
+  const p = text.charCodeAt(i - 1);
+  return p === 117 /* u of true */ || p === 115 /* s of false */;
+}

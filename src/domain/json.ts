@@ -8,12 +8,28 @@
  * The check, the defensive copy and the deep freeze are one pass (`toFrozenJson`), so accepting
  * an event walks its data once. Non-index properties added to an array are not copied (JSON
  * serialization drops them too), so the stored value is exactly what a JSON client would send.
+ * Nesting deeper than {@link MAX_NESTING} levels is refused with `NOT_JSON` too (the walk and
+ * JSON.stringify recurse per level; many JSON parsers refuse far less).
+ *
+ * A value the caller just got from `JSON.parse` and hands over (`adoptParsedJson`) is checked and
+ * frozen in place instead of copied: JSON.parse only builds plain objects, dense arrays, strings,
+ * booleans and null, so only its numbers need the check (it yields -0 and ±Infinity for `-0` and
+ * `1e999`). When the text it came from is what JSON.stringify would write for the value, the text
+ * is remembered (`jsonTextOf`), so the store need not serialize it again.
  */
 import { DomainError } from './errors.js';
 import type { Json } from './event.js';
 import { Reason } from './reasons.js';
 
+/** Deepest nesting accepted (the value itself is level 0). */
+export const MAX_NESTING = 1000;
+
 const objectProto = Object.prototype;
+
+/** Values handed over by `adoptParsedJson`, not yet frozen: the canonical text (if known) and its member count. */
+const adopted = new WeakMap<object, { readonly text: string | undefined; readonly members: number }>();
+/** Frozen adopted values whose source text is exactly JSON.stringify(value). */
+const texts = new WeakMap<object, string>();
 const arrayProto = Array.prototype;
 
 function notJson(path: string, what: string): DomainError {
@@ -63,14 +79,83 @@ function childPath(path: string, key: string | number): string {
  */
 export function toFrozenJson(value: unknown, path = 'value'): Json {
   try {
-    return copy(value, []);
+    if (typeof value === 'object' && value !== null) {
+      const handed = adopted.get(value);
+      if (handed !== undefined) {
+        adopted.delete(value);
+        walkMembers = 0;
+        walkIndexKey = false;
+        freezeParsed(value, 0);
+        if (handed.text !== undefined && !walkIndexKey && walkMembers === handed.members) texts.set(value, handed.text);
+        return value as Json;
+      }
+    }
+    return copy(value, [], 0);
   } catch (e) {
     if (e instanceof Offence) throw toDomainError(e, path);
     throw e;
   }
 }
 
-function copy(value: unknown, ancestors: object[]): Json {
+/**
+ * Hands a value fresh from `JSON.parse` (no other reference to it is kept or given out) to the
+ * next `toFrozenJson`, which then freezes it in place instead of copying it. `text`, when given,
+ * must be the parsed text and claim to be canonical (no whitespace, escapes or numbers that
+ * JSON.stringify would write differently; see json-depth.ts) with `members` name/value pairs in
+ * all; the walk confirms that no duplicate or integer-like key made JSON.parse change the
+ * object, and `jsonTextOf` returns the text afterwards.
+ */
+export function adoptParsedJson<T extends Json>(value: T, text?: string, members = 0): T {
+  if (typeof value === 'object' && value !== null && !Object.isFrozen(value)) adopted.set(value, { text, members });
+  return value;
+}
+
+/** The JSON text of a value accepted through `adoptParsedJson` + `toFrozenJson`, when it is canonical. */
+export function jsonTextOf(value: Json): string | undefined {
+  return typeof value === 'object' && value !== null ? texts.get(value) : undefined;
+}
+
+let walkMembers = 0;
+let walkIndexKey = false;
+
+/** In-place check + freeze of a JSON.parse result (see adoptParsedJson): numbers and depth only. */
+function freezeParsed(value: object, depth: number): void {
+  if (depth >= MAX_NESTING) throw new Offence(`nesting deeper than ${MAX_NESTING} levels`);
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) {
+      const v: unknown = value[i];
+      try {
+        if (typeof v === 'number') checkNumber(v);
+        else if (typeof v === 'object' && v !== null) freezeParsed(v, depth + 1);
+      } catch (e) {
+        if (e instanceof Offence) e.segments.push(i);
+        throw e;
+      }
+    }
+  } else {
+    const o = value as Record<string, unknown>;
+    for (const key in o) {
+      walkMembers++;
+      const c = key.charCodeAt(0);
+      if (c >= 48 && c <= 57) walkIndexKey = true;
+      const v = o[key];
+      try {
+        if (typeof v === 'number') checkNumber(v);
+        else if (typeof v === 'object' && v !== null) freezeParsed(v, depth + 1);
+      } catch (e) {
+        if (e instanceof Offence) e.segments.push(key);
+        throw e;
+      }
+    }
+  }
+  Object.freeze(value);
+}
+
+function checkNumber(v: number): void {
+  if (!Number.isFinite(v) || Object.is(v, -0)) throw new Offence(describe(v));
+}
+
+function copy(value: unknown, ancestors: object[], depth: number): Json {
   switch (typeof value) {
     case 'string':
     case 'boolean':
@@ -85,6 +170,7 @@ function copy(value: unknown, ancestors: object[]): Json {
   }
   if (value === null) return null;
   const obj = value;
+  if (depth >= MAX_NESTING) throw new Offence(`nesting deeper than ${MAX_NESTING} levels`);
   // Cycle check against the current ancestor chain (shared, non-cyclic subtrees are fine).
   if (ancestors.length > 0 && ancestors.includes(obj)) throw new Offence('a cycle');
   const proto: unknown = Object.getPrototypeOf(obj);
@@ -98,7 +184,7 @@ function copy(value: unknown, ancestors: object[]): Json {
     try {
       for (; i < len; i++) {
         if (!(i in arr)) throw new Offence('a hole in a sparse array');
-        out[i] = copy(arr[i], ancestors);
+        out[i] = copy(arr[i], ancestors, depth + 1);
       }
     } catch (e) {
       if (e instanceof Offence) e.segments.push(i);
@@ -118,7 +204,7 @@ function copy(value: unknown, ancestors: object[]): Json {
   try {
     for (const key in src) {
       current = key;
-      const v = copy(src[key], ancestors);
+      const v = copy(src[key], ancestors, depth + 1);
       if (key === '__proto__') {
         Object.defineProperty(out, key, { value: v, enumerable: true, writable: true, configurable: true });
       } else {
@@ -150,7 +236,7 @@ export function assertLosslessJson(value: unknown, path = 'value'): asserts valu
 /** True iff `value` is lossless JSON. */
 export function isLosslessJson(value: unknown): value is Json {
   try {
-    copy(value, []);
+    copy(value, [], 0);
     return true;
   } catch (e) {
     if (e instanceof Offence) return false;

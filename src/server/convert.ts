@@ -5,32 +5,40 @@
  */
 import type { CandidateEvent, Json, SessionEvent } from '../domain/event.js';
 import { DomainError } from '../domain/errors.js';
+import { adoptParsedJson } from '../domain/json.js';
 import type { SessionRecord } from '../app/store-port.js';
 import type { DataFormat } from '../../gen/palimpsest/v1/service.js';
 import type { EventData, EventInput, SessionEvent as PbSessionEvent } from '../../gen/palimpsest/v1/event.js';
 import type { Session as PbSession } from '../../gen/palimpsest/v1/session.js';
 import { typedFromJson, typedToJson, TypedDataError } from './typed-data.js';
-import { MAX_JSON_DEPTH, jsonTextDepth } from '../app/json-depth.js';
+import { MAX_JSON_DEPTH, jsonTextDepth, jsonTextInfo } from '../app/json-depth.js';
 
 export { MAX_JSON_DEPTH, jsonTextDepth } from '../app/json-depth.js';
 
-/** Parses the `json` data form; malformed or too deep text is a DomainError of the event. */
-export function parseDataJson(text: string, index: number, field: string): Json {
-  if (jsonTextDepth(text) > MAX_JSON_DEPTH) {
+/**
+ * Parses the `json` data form; malformed or too deep text is a DomainError of the event. With
+ * `adopt`, the fresh value is handed to the domain (frozen in place rather than copied, and its
+ * text kept for the store when canonical: see adoptParsedJson).
+ */
+export function parseDataJson(text: string, index: number, field: string, adopt = false): Json {
+  const info = adopt ? jsonTextInfo(text) : undefined;
+  if ((info === undefined ? jsonTextDepth(text) : info.depth) > MAX_JSON_DEPTH) {
     throw new DomainError('DATA_TOO_DEEP', `${field} nests deeper than ${MAX_JSON_DEPTH} levels`, { field, limit: String(MAX_JSON_DEPTH) }, index);
   }
+  let value: Json;
   try {
-    return JSON.parse(text) as Json;
+    value = JSON.parse(text) as Json;
   } catch (e) {
     throw new DomainError('NOT_JSON', `${field} is not valid JSON text: ${(e as Error).message}`, { field }, index);
   }
+  return info === undefined ? value : adoptParsedJson(value, info.canonical ? text : undefined, info.members);
 }
 
 /** The JSON value of EventData (the typed forms converted to the reference's JSON). */
-export function eventDataToJson(data: EventData | undefined, index: number, field: string): Json | undefined {
+export function eventDataToJson(data: EventData | undefined, index: number, field: string, adopt = false): Json | undefined {
   const kind = data?.kind;
   if (!kind) return undefined;
-  if (kind.$case === 'json') return parseDataJson(kind.value, index, `${field}.json`);
+  if (kind.$case === 'json') return parseDataJson(kind.value, index, `${field}.json`, adopt);
   let value: Json | undefined;
   try {
     value = typedToJson(kind, field);
@@ -49,10 +57,13 @@ export function eventDataToJson(data: EventData | undefined, index: number, fiel
   return value;
 }
 
-/** An EventInput as the domain's candidate envelope (absent keys stay absent). */
+/**
+ * An EventInput as the domain's candidate envelope (absent keys stay absent). The data of the
+ * json form is handed over to the domain (adoptParsedJson): the request is not used afterwards.
+ */
 export function eventInputToCandidate(input: EventInput, index: number): CandidateEvent {
   const field = `events[${index}]`;
-  const data = eventDataToJson(input.data, index, `${field}.data`);
+  const data = eventDataToJson(input.data, index, `${field}.data`, true);
   const c: Record<string, unknown> = { type: input.type, data };
   if (data === undefined) delete c.data;
   if (input.seq !== undefined) c.seq = input.seq;

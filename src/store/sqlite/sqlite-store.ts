@@ -24,6 +24,7 @@ import type {
   StructuralRow,
 } from '../../app/store-port.js';
 import type { Json, SessionEvent, SessionHeader, SurfaceOp } from '../../domain/event.js';
+import { jsonTextOf } from '../../domain/json.js';
 import { checkPageSize, decodePageToken, encodePageToken } from '../page-token.js';
 import { StoreClosedError, StoreOpenError, StoreUsageError, checkAscendingSeqs } from '../store-errors.js';
 import { decodeSeqs, decodeSeqsHex, decodeSurfaceOp, encodeSeqs, encodeSurfaceOp } from './codec.js';
@@ -814,7 +815,8 @@ function encodeEvents(sessionId: string, events: readonly SessionEvent[]): { row
   let dataBytes = 0;
   for (let i = 0; i < events.length; i++) {
     const e = events[i]!;
-    const data = JSON.stringify(e.data);
+    // The client's text when the domain kept it (canonical: the same bytes JSON.stringify writes).
+    const data = jsonTextOf(e.data) ?? JSON.stringify(e.data);
     dataBytes += Buffer.byteLength(data, 'utf8');
     rows[i] = [
       sessionId,
