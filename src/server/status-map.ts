@@ -82,7 +82,6 @@ const TABLE: Readonly<Record<string, Mapping>> = {
   RESOURCE_LIMIT: exhausted,
   QUOTA_EXCEEDED: exhausted,
   TOO_MANY_STREAMS: exhausted,
-  SUBSCRIBER_TOO_SLOW: exhausted,
   CURSOR_OUT_OF_RANGE: { code: Code.OUT_OF_RANGE, detail: 'none' },
   CONFLICT_RETRIES_EXHAUSTED: { code: Code.ABORTED, detail: 'none' },
   SERVER_SHUTDOWN: { code: Code.UNAVAILABLE, detail: 'none' },
