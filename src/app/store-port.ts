@@ -38,6 +38,19 @@ export interface IdempotentResult {
   readonly seqs: readonly number[];
   /** SHA-256 (hex) of the original request's events, so a key reused with a different body is detected. */
   readonly requestHash: string;
+  /**
+   * The surface length the original request answered with (the replay returns the original
+   * response); absent when the append did not pass one.
+   */
+  readonly surfaceLength?: number;
+}
+
+/** The idempotency record written with an append. */
+export interface IdempotencyRecord {
+  readonly key: string;
+  readonly requestHash: string;
+  /** The surface length after this append (the response's surface_length), returned on replay. */
+  readonly surfaceLength?: number;
 }
 
 /** Outcome of a conditional append. */
@@ -86,7 +99,7 @@ export interface SessionStore {
     sessionId: string,
     expectedNextSeq: number,
     events: readonly SessionEvent[],
-    idempotency?: { readonly key: string; readonly requestHash: string },
+    idempotency?: IdempotencyRecord,
   ): Promise<AppendOutcome>;
   /** The stored result for an idempotency key, if any. */
   getIdempotent(sessionId: string, key: string): Promise<IdempotentResult | undefined>;

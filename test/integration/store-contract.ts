@@ -263,6 +263,21 @@ export function storeContract<S extends SessionStore>(name: string, harness: Sto
         expect(await store.getIdempotent('i', 'empty')).toEqual({ seqs: [], requestHash: 'e' });
       });
 
+      it('keeps the surface length of the original response with the key', async () => {
+        await store.createSession(newSession('sl'), []);
+        expect(await store.append('sl', 0, [ev(0)], { key: 'a', requestHash: 'h', surfaceLength: 7 })).toEqual({ kind: 'appended' });
+        expect(await store.append('sl', 1, [], { key: 'z', requestHash: 'h', surfaceLength: 0 })).toEqual({ kind: 'appended' });
+        expect(await store.getIdempotent('sl', 'a')).toStrictEqual({ seqs: [0], requestHash: 'h', surfaceLength: 7 });
+        expect(await store.getIdempotent('sl', 'z')).toStrictEqual({ seqs: [], requestHash: 'h', surfaceLength: 0 });
+        expect(await store.append('sl', 1, [ev(1)], { key: 'a', requestHash: 'h', surfaceLength: 9 })).toEqual({
+          kind: 'duplicate',
+          result: { seqs: [0], requestHash: 'h', surfaceLength: 7 },
+        });
+        // Without one, the record has none (not null, not 0).
+        expect(await store.append('sl', 1, [ev(1)], { key: 'b', requestHash: 'h' })).toEqual({ kind: 'appended' });
+        expect(await store.getIdempotent('sl', 'b')).toStrictEqual({ seqs: [1], requestHash: 'h' });
+      });
+
       it('reports unknown and pending sessions as not found', async () => {
         expect(await store.append('ghost', 0, [ev(0)])).toEqual({ kind: 'not-found' });
         await store.createSession(newSession('p', { pending: true }), []);

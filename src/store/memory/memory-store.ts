@@ -9,6 +9,7 @@
  */
 import type {
   AppendOutcome,
+  IdempotencyRecord,
   IdempotentResult,
   NewSession,
   ReadEventsQuery,
@@ -126,7 +127,7 @@ export class MemorySessionStore implements SessionStore {
     sessionId: string,
     expectedNextSeq: number,
     events: readonly SessionEvent[],
-    idempotency?: { readonly key: string; readonly requestHash: string },
+    idempotency?: IdempotencyRecord,
   ): Promise<AppendOutcome> {
     this.checkOpen();
     checkAscendingSeqs(sessionId, events, expectedNextSeq);
@@ -139,10 +140,12 @@ export class MemorySessionStore implements SessionStore {
     if (session.nextSeq !== expectedNextSeq) return { kind: 'conflict', actualNextSeq: session.nextSeq };
     this.pushEvents(session, events.map(canonicalEvent));
     if (idempotency !== undefined) {
-      session.idempotency.set(
-        idempotency.key,
-        Object.freeze({ seqs: Object.freeze(events.map((e) => e.seq)), requestHash: idempotency.requestHash }),
-      );
+      const result: { seqs: readonly number[]; requestHash: string; surfaceLength?: number } = {
+        seqs: Object.freeze(events.map((e) => e.seq)),
+        requestHash: idempotency.requestHash,
+      };
+      if (idempotency.surfaceLength !== undefined) result.surfaceLength = idempotency.surfaceLength;
+      session.idempotency.set(idempotency.key, Object.freeze(result));
     }
     this.commits++;
     this.appends++;

@@ -9,7 +9,7 @@
 export const APPLICATION_ID = 0x50414c49;
 
 /** The schema version this build reads and writes. */
-export const SCHEMA_VERSION = 1;
+export const SCHEMA_VERSION = 2;
 
 /**
  * Schema objects, created in one transaction on a fresh database.
@@ -27,7 +27,8 @@ export const SCHEMA_VERSION = 1;
  *   1M typical rows: the SQLite side of the scan drops from ~530 ms to ~190 ms, for one more
  *   small b-tree insert per event).
  * - idempotency: one row per idempotency key, written in the transaction of the events it
- *   acknowledges; `seqs` uses the same varint encoding.
+ *   acknowledges; `seqs` uses the same varint encoding; `surface_length` is the surface length
+ *   the original response carried (NULL when the append did not pass one). Added in version 2.
  */
 export const SCHEMA_SQL = `
 CREATE TABLE sessions (
@@ -70,7 +71,8 @@ CREATE TABLE idempotency (
   session_id   TEXT    NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
   key          TEXT    NOT NULL,
   request_hash TEXT    NOT NULL,
-  seqs         BLOB    NOT NULL,
+  seqs           BLOB    NOT NULL,
+  surface_length INTEGER,
   created_at   INTEGER NOT NULL,
   PRIMARY KEY (session_id, key)
 ) STRICT, WITHOUT ROWID;

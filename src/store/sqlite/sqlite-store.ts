@@ -15,6 +15,7 @@ import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import type {
   AppendOutcome,
+  IdempotencyRecord,
   IdempotentResult,
   NewSession,
   ReadEventsQuery,
@@ -116,8 +117,8 @@ interface GroupHead {
   bytes: number;
 }
 
-/** A stored idempotency row: request_hash, seqs. */
-type StoredIdempotent = [string, Buffer];
+/** A stored idempotency row: request_hash, seqs, surface_length. */
+type StoredIdempotent = [string, Buffer, number | null];
 
 const APPENDED: AppendOutcome = Object.freeze({ kind: 'appended' });
 const NOT_FOUND: AppendOutcome = Object.freeze({ kind: 'not-found' });
@@ -127,7 +128,7 @@ interface QueuedAppend {
   readonly expectedNextSeq: number;
   readonly rows: EventRow[];
   readonly dataBytes: number;
-  readonly idempotency: { readonly key: string; readonly requestHash: string } | undefined;
+  readonly idempotency: IdempotencyRecord | undefined;
   readonly resolve: (outcome: AppendOutcome) => void;
   readonly reject: (error: unknown) => void;
 }
@@ -211,9 +212,9 @@ export class SqliteSessionStore implements SessionStore {
     this.insertEvent = db.prepare(
       `INSERT INTO events (session_id, ${EVENT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
     );
-    this.selectIdempotent = db.prepare('SELECT request_hash, seqs FROM idempotency WHERE session_id = ? AND key = ?').raw();
+    this.selectIdempotent = db.prepare('SELECT request_hash, seqs, surface_length FROM idempotency WHERE session_id = ? AND key = ?').raw();
     this.insertIdempotent = db.prepare(
-      'INSERT INTO idempotency (session_id, key, request_hash, seqs, created_at) VALUES (?, ?, ?, ?, ?)',
+      'INSERT INTO idempotency (session_id, key, request_hash, seqs, surface_length, created_at) VALUES (?, ?, ?, ?, ?, ?)',
     );
     this.readForward = db
       .prepare(`SELECT ${EVENT_COLUMNS} FROM events WHERE session_id = ? AND seq >= ? ORDER BY seq LIMIT ?`)
@@ -467,7 +468,7 @@ export class SqliteSessionStore implements SessionStore {
     sessionId: string,
     expectedNextSeq: number,
     events: readonly SessionEvent[],
-    idempotency?: { readonly key: string; readonly requestHash: string },
+    idempotency?: IdempotencyRecord,
   ): Promise<AppendOutcome> {
     return new Promise<AppendOutcome>((resolve, reject) => {
       this.checkOpen();
@@ -479,7 +480,10 @@ export class SqliteSessionStore implements SessionStore {
         expectedNextSeq,
         rows,
         dataBytes,
-        idempotency: idempotency === undefined ? undefined : { key: idempotency.key, requestHash: idempotency.requestHash },
+        idempotency:
+          idempotency === undefined
+            ? undefined
+            : { key: idempotency.key, requestHash: idempotency.requestHash, surfaceLength: idempotency.surfaceLength },
         resolve,
         reject,
       });
@@ -580,7 +584,7 @@ export class SqliteSessionStore implements SessionStore {
     for (let i = 0; i < rows.length; i++) this.insertEvent.run(rows[i]!);
     const key = call.idempotency;
     if (key !== undefined) {
-      this.insertIdempotent.run(call.sessionId, key.key, key.requestHash, encodeSeqs(rows.map((row) => row[1])), this.now());
+      this.insertIdempotent.run(call.sessionId, key.key, key.requestHash, encodeSeqs(rows.map((row) => row[1])), key.surfaceLength ?? null, this.now());
     }
   }
 
@@ -869,7 +873,7 @@ function intern(types: Map<string, string>, type: string): string {
 }
 
 function decodeIdempotent(r: StoredIdempotent): IdempotentResult {
-  return { seqs: decodeSeqs(r[1]), requestHash: r[0] };
+  return r[2] === null ? { seqs: decodeSeqs(r[1]), requestHash: r[0] } : { seqs: decodeSeqs(r[1]), requestHash: r[0], surfaceLength: r[2] };
 }
 
 function decodeEvent(r: RawEvent): SessionEvent {
