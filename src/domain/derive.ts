@@ -12,7 +12,7 @@
  *   tool-result copy is model-only, and what the human said and saw stays in the transcript.
  *   Assistant messages with empty content are skipped there too (nothing to show).
  */
-import type { SessionEvent } from './event.js';
+import type { Json, SessionEvent } from './event.js';
 import type { BatchPlan } from './session-engine.js';
 import { messageOf, type MessageJson, type TargetIdResolver } from './message-view.js';
 
@@ -74,6 +74,25 @@ export function deriveTranscript(events: Iterable<SessionEvent>, sessionId: stri
     if (m !== undefined) out.push({ seq: e.seq, time: e.time, type: e.type, message: m });
   }
   return out;
+}
+
+/** JSON text of projected messages, computed once per message object (see messageJsonText). */
+const messageTexts = new WeakMap<object, string>();
+
+/**
+ * `JSON.stringify(message)`, cached per message object. The projection keeps the same message
+ * objects across reads (the frozen log objects, or objects it built and never changes), so a
+ * model-history read serializes only the messages that are new since the last read. Only for
+ * messages nobody mutates (the projection's).
+ */
+export function messageJsonText(message: Json): string {
+  if (typeof message !== 'object' || message === null) return JSON.stringify(message);
+  let text = messageTexts.get(message);
+  if (text === undefined) {
+    text = JSON.stringify(message);
+    messageTexts.set(message, text);
+  }
+  return text;
 }
 
 /**

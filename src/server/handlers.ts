@@ -4,19 +4,20 @@
 import { status as Code, type sendUnaryData, type ServerUnaryCall, type ServerReadableStream, type ServerWritableStream, type UntypedHandleCall } from '@grpc/grpc-js';
 import type { SessionService, CallContext, SessionView } from '../app/session-service.js';
 import { DomainError } from '../domain/errors.js';
-import type { CandidateEvent } from '../domain/event.js';
+import type { CandidateEvent, Json } from '../domain/event.js';
 import type {
   AppendEventsRequest, AppendEventsResponse, CreateSessionRequest, CreateSessionResponse, DeleteSessionRequest,
   DeleteSessionResponse, ExportSessionRequest, ExportSessionResponse, ForkSessionRequest, ForkSessionResponse,
-  GetMessagesRequest, GetMessagesResponse, GetSessionRequest, GetSessionResponse, GetSurfaceRequest, GetSurfaceResponse,
+  GetMessagesRequest, GetSessionRequest, GetSessionResponse, GetSurfaceRequest, GetSurfaceResponse,
   ImportSessionRequest, ImportSessionResponse, ListEventsRequest, ListEventsResponse, ListSessionsRequest,
   ListSessionsResponse, RepairSessionRequest, RepairSessionResponse,
 } from '../../gen/palimpsest/v1/service.js';
-import { DataFormat, Direction, MessageView } from '../../gen/palimpsest/v1/service.js';
+import { DataFormat, Direction, GetMessagesResponse, MessageView } from '../../gen/palimpsest/v1/service.js';
 import type { Session } from '../../gen/palimpsest/v1/session.js';
 import type { SessionEvent as PbSessionEvent } from '../../gen/palimpsest/v1/event.js';
 import { eventInputToCandidate, eventToProto, sessionToProto } from './convert.js';
 import { messageFromJson } from './typed-data.js';
+import { messageJsonText } from '../domain/derive.js';
 import { toServiceError } from './status-map.js';
 import type { Metrics } from './metrics.js';
 
@@ -68,6 +69,53 @@ function cancelGrace(call: { cancelled: boolean; once(event: 'cancelled', fn: ()
     const timer = setTimeout(() => setImmediate(done), CANCEL_GRACE_MS);
     call.once('cancelled', done);
   });
+}
+
+/** Unary methods whose handlers may answer with an already-encoded response (a Buffer). */
+const PRE_ENCODED_UNARY = ['getMessages'] as const;
+
+/**
+ * A copy of the SessionService definition whose `PRE_ENCODED_UNARY` methods' response serializers
+ * pass an already-encoded Buffer through (and encode anything else as before).
+ */
+export function preEncodedResponses<D extends object>(def: D): D {
+  const out: Record<string, unknown> = { ...(def as Record<string, unknown>) };
+  for (const name of PRE_ENCODED_UNARY) {
+    const m = (def as Record<string, { responseSerialize: (v: unknown) => Buffer } | undefined>)[name];
+    if (m === undefined) continue;
+    const encode = m.responseSerialize;
+    out[name] = { ...m, responseSerialize: (v: unknown): Buffer => (Buffer.isBuffer(v) ? v : encode(v)) };
+  }
+  return out as D;
+}
+
+/**
+ * Encoded `messages` entries (field 1: tag, length, DerivedMessage{seq, message_json}) of
+ * model-history messages, per message object: the projection keeps its message objects across
+ * reads and never changes them, so a read encodes only the messages new since the last one.
+ * Concatenated with the encoded head_seq they are byte for byte what GetMessagesResponse.encode
+ * writes. (Exported for tests.)
+ */
+const encodedEntries = new WeakMap<object, { readonly seq: number; readonly bytes: Uint8Array }>();
+
+export function modelHistoryResponse(messages: readonly { seq: number; message: Json }[], headSeq: number | undefined): Buffer {
+  const parts: Uint8Array[] = new Array<Uint8Array>(messages.length + 1);
+  let size = 0;
+  for (let i = 0; i < messages.length; i++) {
+    const { seq, message } = messages[i]!;
+    let bytes: Uint8Array;
+    const cached = typeof message === 'object' && message !== null ? encodedEntries.get(message) : undefined;
+    if (cached !== undefined && cached.seq === seq) bytes = cached.bytes;
+    else {
+      bytes = GetMessagesResponse.encode({ messages: [{ seq, messageJson: messageJsonText(message), message: undefined }], headSeq: undefined }).finish();
+      if (typeof message === 'object' && message !== null) encodedEntries.set(message, { seq, bytes });
+    }
+    parts[i] = bytes;
+    size += bytes.length;
+  }
+  const tail = GetMessagesResponse.encode({ messages: [], headSeq }).finish();
+  parts[messages.length] = tail;
+  return Buffer.concat(parts, size + tail.length);
 }
 
 function requireId(id: string, field = 'session_id'): string {
@@ -166,9 +214,18 @@ export function makeHandlers(app: SessionService, resolve: ContextResolver, log:
       if (r.view === MessageView.MESSAGE_VIEW_UNSPECIFIED) {
         throw new DomainError('VIEW_UNSPECIFIED', 'view is required: MESSAGE_VIEW_MODEL_HISTORY or MESSAGE_VIEW_TRANSCRIPT', { field: 'view' });
       }
-      const out = await app.getMessages(ctx, requireId(r.sessionId), r.view === MessageView.MESSAGE_VIEW_TRANSCRIPT ? 'transcript' : 'model');
+      const transcript = r.view === MessageView.MESSAGE_VIEW_TRANSCRIPT;
+      const out = await app.getMessages(ctx, requireId(r.sessionId), transcript ? 'transcript' : 'model');
+      // Model history: the projection's message objects persist across calls, so their encoded
+      // entries are cached (see modelHistoryResponse); transcript messages are built per call
+      // from a store read.
+      if (!transcript && !r.typed) return modelHistoryResponse(out.messages, out.headSeq) as unknown as GetMessagesResponse;
       return {
-        messages: out.messages.map((m) => ({ seq: m.seq, messageJson: JSON.stringify(m.message), message: r.typed ? messageFromJson(m.message) : undefined })),
+        messages: out.messages.map((m) => ({
+          seq: m.seq,
+          messageJson: transcript ? JSON.stringify(m.message) : messageJsonText(m.message),
+          message: r.typed ? messageFromJson(m.message) : undefined,
+        })),
         headSeq: out.headSeq,
       };
     }),

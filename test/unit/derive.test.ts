@@ -1,7 +1,7 @@
 /** Model history and human transcript (dsh-semantics 3). */
 import { describe, expect, it } from 'vitest';
-import { deriveMessages, deriveTranscript, MessageProjection } from '../../src/domain/derive.js';
-import type { SessionEvent } from '../../src/domain/event.js';
+import { deriveMessages, deriveTranscript, MessageProjection, messageJsonText } from '../../src/domain/derive.js';
+import type { Json, SessionEvent } from '../../src/domain/event.js';
 import { Harness, assistant, logEvent, rep, toolResult, toolResultData, user } from '../support/engine-harness.js';
 
 function setup(): Harness {
@@ -83,5 +83,18 @@ describe('human transcript', () => {
       { id: 'legacy-message:S:0', role: 'user', content: [{ type: 'text', text: 'hi' }], source: { kind: 'user' } },
       { id: 'legacy-message:S:1', role: 'assistant', content: [{ type: 'text', text: 'yo' }], source: { kind: 'model', provider: 'p', model: 'm' } },
     ]);
+  });
+});
+
+describe('messageJsonText', () => {
+  it('is JSON.stringify of the message, computed once per message object', () => {
+    const m: { [key: string]: Json } = { id: 'm', role: 'user', content: [{ type: 'text', text: 'a"b' }] };
+    const first = messageJsonText(m);
+    expect(first).toBe(JSON.stringify(m));
+    expect(messageJsonText(m)).toBe(first);
+    const other = { ...m, id: 'n' };
+    expect(messageJsonText(other)).toBe(JSON.stringify(other));
+    expect(messageJsonText(null)).toBe('null');
+    expect(messageJsonText('x')).toBe('"x"');
   });
 });
