@@ -10,7 +10,7 @@ const expected = (messages: { seq: number; message: Json }[], headSeq: number | 
 
 describe('modelHistoryResponse', () => {
   it('equals the generated encoding, also when cached entries are reused or a message moves to another seq', () => {
-    const shared = Object.freeze({ id: 'm', role: 'user', content: Object.freeze(['é ✓ 𝄞']) }) as Json;
+    const shared = Object.freeze({ id: 'm', role: 'user', content: Object.freeze(['é ✓ 𝄞']) }) as unknown as Json;
     fc.assert(
       fc.property(
         fc.array(fc.record({ seq: fc.nat({ max: 2 ** 40 }), message: fc.oneof(fc.constant(shared), fc.dictionary(fc.string(), fc.jsonValue({ maxDepth: 3 }))) }), { maxLength: 20 }),
