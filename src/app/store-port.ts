@@ -32,6 +32,12 @@ export interface SessionRecord {
 /** The structural columns of one event (defined by the domain, which rebuilds surfaces from them). */
 export type { StructuralRow };
 
+/**
+ * A stored event whose data is the stored JSON text, not parsed (`JSON.parse(dataText)` is the
+ * event's data; the text is what JSON.stringify writes for it).
+ */
+export type StoredEventText = Omit<SessionEvent, 'data'> & { readonly dataText: string };
+
 /** A stored idempotent result: what the first request with this key appended. */
 export interface IdempotentResult {
   /** Seqs appended by the original request. */
@@ -105,6 +111,12 @@ export interface SessionStore {
   getIdempotent(sessionId: string, key: string): Promise<IdempotentResult | undefined>;
   /** Events by seq range/direction/type filter. */
   readEvents(sessionId: string, query: ReadEventsQuery): Promise<SessionEvent[]>;
+  /**
+   * As readEvents, with each event's data as its stored JSON text instead of parsed: for reads
+   * that only pass the text on (ListEvents in the json data form), which then skip JSON.parse
+   * here and JSON.stringify there.
+   */
+  readEventTexts(sessionId: string, query: ReadEventsQuery): Promise<StoredEventText[]>;
   /** Specific events by seq (missing seqs are omitted), ascending. */
   getEvents(sessionId: string, seqs: readonly number[]): Promise<SessionEvent[]>;
   /** Structural rows with seq >= fromSeq, ascending, without parsing `data`. */

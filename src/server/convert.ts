@@ -6,7 +6,7 @@
 import type { CandidateEvent, Json, SessionEvent } from '../domain/event.js';
 import { DomainError } from '../domain/errors.js';
 import { adoptParsedJson } from '../domain/json.js';
-import type { SessionRecord } from '../app/store-port.js';
+import type { SessionRecord, StoredEventText } from '../app/store-port.js';
 import type { DataFormat } from '../../gen/palimpsest/v1/service.js';
 import type { EventData, EventInput, SessionEvent as PbSessionEvent } from '../../gen/palimpsest/v1/event.js';
 import type { Session as PbSession } from '../../gen/palimpsest/v1/session.js';
@@ -81,6 +81,20 @@ export function eventToProto(e: SessionEvent, format: DataFormat | 'json' | 'typ
   let kind: EventData['kind'];
   if (format === 'typed' || format === 2) kind = typedFromJson(e.type, e.data);
   if (!kind) kind = { $case: 'json', value: dataText ?? JSON.stringify(e.data) };
+  return withData(e, kind);
+}
+
+/**
+ * A stored event with its data as JSON text (StoredEventText) as the proto message: the json
+ * form puts the stored text on the wire as is; only the typed form parses it.
+ */
+export function storedEventToProto(e: StoredEventText, format: DataFormat | 'json' | 'typed' = 'json'): PbSessionEvent {
+  let kind: EventData['kind'];
+  if (format === 'typed' || format === 2) kind = typedFromJson(e.type, JSON.parse(e.dataText) as Json);
+  return withData(e, kind ?? { $case: 'json', value: e.dataText });
+}
+
+function withData(e: Omit<SessionEvent, 'data'>, kind: NonNullable<EventData['kind']>): PbSessionEvent {
   const op = e.surfaceOp;
   return {
     seq: e.seq,

@@ -4,7 +4,8 @@
 import { status as Code, type sendUnaryData, type ServerUnaryCall, type ServerReadableStream, type ServerWritableStream, type UntypedHandleCall } from '@grpc/grpc-js';
 import type { SessionService, CallContext, SessionView } from '../app/session-service.js';
 import { DomainError } from '../domain/errors.js';
-import type { CandidateEvent, Json } from '../domain/event.js';
+import type { CandidateEvent, Json, SessionEvent } from '../domain/event.js';
+import type { StoredEventText } from '../app/store-port.js';
 import type {
   AppendEventsRequest, AppendEventsResponse, CreateSessionRequest, CreateSessionResponse, DeleteSessionRequest,
   DeleteSessionResponse, ExportSessionRequest, ExportSessionResponse, ForkSessionRequest, ForkSessionResponse,
@@ -15,7 +16,7 @@ import type {
 import { DataFormat, Direction, GetMessagesResponse, MessageView } from '../../gen/palimpsest/v1/service.js';
 import type { Session } from '../../gen/palimpsest/v1/session.js';
 import type { SessionEvent as PbSessionEvent } from '../../gen/palimpsest/v1/event.js';
-import { eventInputToCandidate, eventToProto, sessionToProto } from './convert.js';
+import { eventInputToCandidate, eventToProto, sessionToProto, storedEventToProto } from './convert.js';
 import { messageFromJson } from './typed-data.js';
 import { messageJsonText } from '../domain/derive.js';
 import { toServiceError } from './status-map.js';
@@ -194,18 +195,21 @@ export function makeHandlers(app: SessionService, resolve: ContextResolver, log:
       // A page of large events could exceed the max message size, which the client could only
       // meet with RESOURCE_EXHAUSTED and no hint. Cut the page at a byte budget instead (always
       // at least one event) and continue from the first event left out.
+      // Events may carry their stored data text (StoredEventText, from store.readEventTexts):
+      // then that text goes to the wire without a JSON.parse/JSON.stringify round trip.
       const events: PbSessionEvent[] = [];
       let nextSeq = page.nextSeq;
       let used = 0;
-      for (const e of page.events) {
-        const text = JSON.stringify(e.data);
+      for (const e of page.events as readonly (SessionEvent | StoredEventText)[]) {
+        const stored = 'dataText' in e;
+        const text = stored ? e.dataText : JSON.stringify(e.data);
         const size = Buffer.byteLength(text) + Buffer.byteLength(e.type) + 11 * (e.sourceEventSeqs?.length ?? 0) + 64;
         if (events.length > 0 && used + size > pageBudget) {
           nextSeq = e.seq;
           break;
         }
         used += size;
-        events.push(eventToProto(e, format, text));
+        events.push(stored ? storedEventToProto(e, format) : eventToProto(e, format, text));
       }
       return { events, nextPageToken: nextSeq === undefined ? '' : encodePageToken(nextSeq, direction) };
     }),

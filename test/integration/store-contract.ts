@@ -391,6 +391,26 @@ export function storeContract<S extends SessionStore>(name: string, harness: Sto
         expect(await store.readEvents('r', { fromSeq: 0, direction: 'forward', limit: 100, types: ['none'] })).toEqual([]);
       });
 
+      it('reads events with their data as the stored JSON text, with the same paging and filters', async () => {
+        const asText = (e: SessionEvent): Record<string, unknown> => {
+          const { data, ...rest } = e;
+          return { ...rest, dataText: JSON.stringify(data) };
+        };
+        const queries = [
+          { fromSeq: 0, direction: 'forward' as const, limit: 100 },
+          { fromSeq: 7, direction: 'backward' as const, limit: 3 },
+          { fromSeq: 6, direction: 'forward' as const, limit: 3, types: ['user/message', 'tool/result'] },
+          { fromSeq: 19, direction: 'backward' as const, limit: 3, types: ['user/message', 'tool/result'] },
+          { fromSeq: 0, direction: 'forward' as const, limit: 0 },
+        ];
+        for (const q of queries) {
+          const texts = await store.readEventTexts('r', q);
+          expect(texts).toStrictEqual((await store.readEvents('r', q)).map(asText));
+          for (const t of texts) expect(JSON.parse(t.dataText)).toStrictEqual(events[t.seq]!.data);
+        }
+        expect(await store.readEventTexts('nope', queries[0]!)).toEqual([]);
+      });
+
       it('gets events by seq, ascending, omitting missing ones', async () => {
         expect(await store.getEvents('r', [12, 3, 99, 3, 0])).toStrictEqual([events[0], events[3], events[12]]);
         expect(await store.getEvents('r', [])).toEqual([]);

@@ -16,6 +16,7 @@ import type {
   SessionPage,
   SessionRecord,
   SessionStore,
+  StoredEventText,
   StructuralRow,
 } from '../../app/store-port.js';
 import type { Json, SessionEvent, SessionHeader } from '../../domain/event.js';
@@ -176,6 +177,13 @@ export class MemorySessionStore implements SessionStore {
       }
     }
     return out;
+  }
+
+  async readEventTexts(sessionId: string, query: ReadEventsQuery): Promise<StoredEventText[]> {
+    return (await this.readEvents(sessionId, query)).map((e) => {
+      const { data, ...rest } = e;
+      return { ...rest, dataText: JSON.stringify(data) };
+    });
   }
 
   async getEvents(sessionId: string, seqs: readonly number[]): Promise<SessionEvent[]> {

@@ -22,6 +22,7 @@ import type {
   SessionPage,
   SessionRecord,
   SessionStore,
+  StoredEventText,
   StructuralRow,
 } from '../../app/store-port.js';
 import type { Json, SessionEvent, SessionHeader, SurfaceOp } from '../../domain/event.js';
@@ -503,15 +504,23 @@ export class SqliteSessionStore implements SessionStore {
 
   async readEvents(sessionId: string, query: ReadEventsQuery): Promise<SessionEvent[]> {
     await this.readable();
+    return this.selectEvents(sessionId, query).map(decodeEvent);
+  }
+
+  async readEventTexts(sessionId: string, query: ReadEventsQuery): Promise<StoredEventText[]> {
+    await this.readable();
+    return this.selectEvents(sessionId, query).map(decodeEventText);
+  }
+
+  private selectEvents(sessionId: string, query: ReadEventsQuery): RawEvent[] {
     if (query.limit <= 0 || this.selectVisible.get(sessionId) === undefined) return [];
     const forward = query.direction === 'forward';
     const types = query.types !== undefined && query.types.length > 0 ? query.types : undefined;
-    const rows = (
+    return (
       types === undefined
         ? (forward ? this.readForward : this.readBackward).all(sessionId, query.fromSeq, query.limit)
         : (forward ? this.readForwardTyped : this.readBackwardTyped).all(sessionId, query.fromSeq, JSON.stringify(types), query.limit)
     ) as RawEvent[];
-    return rows.map(decodeEvent);
   }
 
   async getEvents(sessionId: string, seqs: readonly number[]): Promise<SessionEvent[]> {
@@ -886,6 +895,22 @@ function decodeEvent(r: RawEvent): SessionEvent {
     surfaceOp?: SurfaceOp;
     ignorable?: true;
   } = { type: r[1], seq: r[0], time: r[2], data: JSON.parse(r[3]) as Json };
+  if (r[4] !== null) event.sourceEventSeqs = decodeSeqs(r[4]);
+  if (r[5] !== null) event.surfaceOp = decodeSurfaceOp(r[5]);
+  if (r[6] !== null) event.ignorable = true;
+  return event;
+}
+
+function decodeEventText(r: RawEvent): StoredEventText {
+  const event: {
+    type: string;
+    seq: number;
+    time: number;
+    dataText: string;
+    sourceEventSeqs?: readonly number[];
+    surfaceOp?: SurfaceOp;
+    ignorable?: true;
+  } = { type: r[1], seq: r[0], time: r[2], dataText: r[3] };
   if (r[4] !== null) event.sourceEventSeqs = decodeSeqs(r[4]);
   if (r[5] !== null) event.surfaceOp = decodeSurfaceOp(r[5]);
   if (r[6] !== null) event.ignorable = true;
