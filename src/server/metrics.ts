@@ -1,33 +1,73 @@
 /**
- * Prometheus metrics (prom-client), served on a separate HTTP port when enabled.
+ * Prometheus metrics (prom-client), served on a separate HTTP port when enabled. prom-client (and
+ * the @opentelemetry/api it pulls in) is loaded only when metrics are served: `loadMetrics`;
+ * otherwise the server counts into `NO_METRICS` (about a tenth of process start-up, measured).
  */
 import { createServer, type Server } from 'node:http';
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { Counter as CounterT, Gauge as GaugeT, Histogram as HistogramT, Registry as RegistryT } from 'prom-client';
 
-/** The service's metrics. */
-export class Metrics {
-  readonly registry = new Registry();
-  readonly #appends = new Counter({ name: 'palimpsest_appended_events_total', help: 'Events appended', registers: [this.registry] });
-  readonly #requests = new Counter({ name: 'palimpsest_append_requests_total', help: 'Accepted AppendEvents requests', registers: [this.registry] });
-  readonly #rejections = new Counter({ name: 'palimpsest_append_rejections_total', help: 'Rejected AppendEvents requests by reason', labelNames: ['reason'], registers: [this.registry] });
-  readonly #latency = new Histogram({
-    name: 'palimpsest_append_duration_seconds', help: 'AppendEvents latency (decode to durable commit)',
-    buckets: [0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1], registers: [this.registry],
-  });
-  readonly #batch = new Histogram({ name: 'palimpsest_append_batch_events', help: 'Events per AppendEvents request', buckets: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000], registers: [this.registry] });
+/** What the server records. */
+export interface Metrics {
+  /** An accepted append. */
+  appended(events: number, seconds: number): void;
+  /** A rejected append. */
+  rejected(reason: string): void;
+  /** Open subscription streams. */
+  readonly subscriptions: { inc(): void; dec(): void };
+  /** Lag of subscribers, in events. */
+  readonly subscriptionLag: { observe(value: number): void };
+  /** Where palimpsest_cached_sessions is read from at each scrape. */
+  trackCachedSessions(source: () => number): void;
+}
+
+/** Metrics that record nothing (metrics not served). */
+export const NO_METRICS: Metrics = Object.freeze({
+  appended: () => undefined,
+  rejected: () => undefined,
+  subscriptions: Object.freeze({ inc: () => undefined, dec: () => undefined }),
+  subscriptionLag: Object.freeze({ observe: () => undefined }),
+  trackCachedSessions: () => undefined,
+});
+
+/** Loads prom-client and creates the Prometheus metrics. */
+export async function loadMetrics(defaults = true): Promise<PromMetrics> {
+  return new PromMetrics(await import('prom-client'), defaults);
+}
+
+/** The service's metrics in a prom-client registry. */
+export class PromMetrics implements Metrics {
+  readonly registry: RegistryT;
+  readonly #appends: CounterT;
+  readonly #requests: CounterT;
+  readonly #rejections: CounterT<'reason'>;
+  readonly #latency: HistogramT;
+  readonly #batch: HistogramT;
   #cachedSessionsSource: () => number = () => 0;
-  /** Read at scrape time (a timer would report a stale count). */
-  readonly cachedSessions: Gauge = new Gauge({
-    name: 'palimpsest_cached_sessions', help: 'Hot sessions held in memory', registers: [this.registry],
-    collect: (): void => this.cachedSessions.set(this.#cachedSessionsSource()),
-  });
-  readonly subscriptions = new Gauge({ name: 'palimpsest_subscriptions', help: 'Open subscription streams', registers: [this.registry] });
-  readonly subscriptionLag = new Histogram({
-    name: 'palimpsest_subscription_lag_events', help: 'Events between the session head and what a subscriber was sent, sampled at one delivery in 16 per stream',
-    buckets: [0, 1, 10, 100, 1000, 10000, 100000], registers: [this.registry],
-  });
+  readonly cachedSessions: GaugeT;
+  readonly subscriptions: GaugeT;
+  readonly subscriptionLag: HistogramT;
 
-  constructor(defaults = true) {
+  constructor(prom: typeof import('prom-client'), defaults = true) {
+    const { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } = prom;
+    this.registry = new Registry();
+    this.#appends = new Counter({ name: 'palimpsest_appended_events_total', help: 'Events appended', registers: [this.registry] });
+    this.#requests = new Counter({ name: 'palimpsest_append_requests_total', help: 'Accepted AppendEvents requests', registers: [this.registry] });
+    this.#rejections = new Counter({ name: 'palimpsest_append_rejections_total', help: 'Rejected AppendEvents requests by reason', labelNames: ['reason'], registers: [this.registry] });
+    this.#latency = new Histogram({
+      name: 'palimpsest_append_duration_seconds', help: 'AppendEvents latency (decode to durable commit)',
+      buckets: [0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1], registers: [this.registry],
+    });
+    this.#batch = new Histogram({ name: 'palimpsest_append_batch_events', help: 'Events per AppendEvents request', buckets: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000], registers: [this.registry] });
+    /** Read at scrape time (a timer would report a stale count). */
+    this.cachedSessions = new Gauge({
+      name: 'palimpsest_cached_sessions', help: 'Hot sessions held in memory', registers: [this.registry],
+      collect: (): void => this.cachedSessions.set(this.#cachedSessionsSource()),
+    });
+    this.subscriptions = new Gauge({ name: 'palimpsest_subscriptions', help: 'Open subscription streams', registers: [this.registry] });
+    this.subscriptionLag = new Histogram({
+      name: 'palimpsest_subscription_lag_events', help: 'Events between the session head and what a subscriber was sent, sampled at one delivery in 16 per stream',
+      buckets: [0, 1, 10, 100, 1000, 10000, 100000], registers: [this.registry],
+    });
     if (defaults) collectDefaultMetrics({ register: this.registry, prefix: 'palimpsest_process_' });
   }
 

@@ -13,7 +13,7 @@ import { makeHandlers, preEncodedResponses, type ContextResolver } from './handl
 import { HealthState } from './health.js';
 import { loadDescriptorIndex, reflectionHandlers, ReflectionV1AlphaService, ReflectionV1Service } from './reflection.js';
 import { createLogger, type Logger } from './logger.js';
-import { Metrics } from './metrics.js';
+import { NO_METRICS, loadMetrics, type Metrics, type PromMetrics } from './metrics.js';
 import { makeInterceptor, metadataResolver, StreamLimiter, TokenRegistry } from './auth.js';
 import { serverCredentials } from './tls.js';
 import { withSafeDeserializers } from './safe-decode.js';
@@ -76,7 +76,9 @@ export async function startServer(partial: Partial<ServerConfig> = {}, ext: Serv
   if (registry) logger.info({ tokens: registry.size, file: config.authTokens }, 'authentication on');
   else logger.warn({}, 'authentication is OFF: every client can read and write every session (pass --auth-tokens FILE to turn it on)');
   const limiter = new StreamLimiter(config.maxConcurrentStreams);
-  const metrics = new Metrics();
+  // prom-client is loaded only when metrics are served (it is a large part of start-up).
+  const prom: PromMetrics | undefined = config.metricsListen ? await loadMetrics() : undefined;
+  const metrics: Metrics = prom ?? NO_METRICS;
   const store = openStore(config);
   const app = new SessionService(store, config.limits, Date.now, logger);
   const health = new HealthState();
@@ -110,7 +112,7 @@ export async function startServer(partial: Partial<ServerConfig> = {}, ext: Serv
   let metricsServer: import('node:http').Server | undefined;
   if (config.metricsListen) {
     const m = splitHostPort(config.metricsListen);
-    const r = await metrics.serve(m.host, m.port);
+    const r = await prom!.serve(m.host, m.port);
     metricsPort = r.port;
     metricsServer = r.server;
   }
