@@ -43,18 +43,35 @@ export class ChangeFeed {
     };
   }
 
-  /** Publishes a committed batch. */
+  /** Reports a listener that threw (it is removed; the others still get the batch). */
+  onListenerError: (err: unknown) => void = () => undefined;
+
+  /** Publishes a committed batch. A listener that throws is removed and told via onDeleted. */
   publish(batch: CommittedBatch): void {
     const set = this.#listeners.get(batch.sessionId);
     if (!set) return;
-    for (const l of [...set]) l.onCommit(batch);
+    for (const l of [...set]) {
+      try {
+        l.onCommit(batch);
+      } catch (e) {
+        set.delete(l);
+        this.onListenerError(e);
+      }
+    }
+    if (set.size === 0) this.#listeners.delete(batch.sessionId);
   }
 
   /** Announces a deletion. */
   deleted(sessionId: string): void {
     const set = this.#listeners.get(sessionId);
     if (!set) return;
-    for (const l of [...set]) l.onDeleted();
+    for (const l of [...set]) {
+      try {
+        l.onDeleted();
+      } catch (e) {
+        this.onListenerError(e);
+      }
+    }
   }
 
   /** Number of listeners of a session (all sessions when omitted). */

@@ -12,6 +12,8 @@
  * store write in flight; while a read waits, new write jobs are held back (so a steady stream of
  * writes cannot starve readers), then released right after the waiting reads ran.
  */
+import { randomUUID } from 'node:crypto';
+import type { SessionEvent } from '../domain/event.js';
 import type { SessionRecord } from './store-port.js';
 import type { SessionEngine } from '../domain/session-engine.js';
 import type { MessageProjection } from '../domain/derive.js';
@@ -27,6 +29,14 @@ export class SessionHandle {
   projection: MessageProjection | undefined;
   /** Last access (LRU). */
   lastUsed = 0;
+  /**
+   * Identifies this in-memory pipeline to the store: once one of its appends fails, the store
+   * refuses every later append of the same epoch (they were planned on top of the failed one),
+   * even when another writer happened to leave the head where they expect it.
+   */
+  readonly epoch = randomUUID();
+  /** Events planned and handed to the store but not settled yet, by seq. */
+  readonly pending = new Map<number, SessionEvent>();
   #inflight = 0;
   #heldWrites: WriteJob[] = [];
   #reads: Array<() => void> = [];

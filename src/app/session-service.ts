@@ -19,7 +19,7 @@ import { interruptedTurnClosers } from '../domain/repair.js';
 import { planFork } from '../domain/fork.js';
 import { JsonlDecoder, JsonlLineSplitter, assertUncompressed } from '../domain/jsonl-reader.js';
 import { JsonlEncoder } from '../domain/jsonl-writer.js';
-import type { NewSession, ReadEventsQuery, SessionRecord, SessionStore } from './store-port.js';
+import type { IdempotentResult, NewSession, ReadEventsQuery, SessionRecord, SessionStore } from './store-port.js';
 import { ChangeFeed } from './change-feed.js';
 import { SessionHandle } from './session-handle.js';
 import { storageKey, toStored, fromStored } from './tenant-scope.js';
@@ -111,10 +111,21 @@ function notFound(id: string): DomainError {
   return new DomainError('SESSION_NOT_FOUND', `session ${JSON.stringify(id)} does not exist`, { sessionId: id });
 }
 
-/** Canonical hash of a request's events, to detect an idempotency key reused with another body. */
+/** JSON with object keys sorted at every depth (a canonical text of a JSON-like value). */
+function canonicalJson(v: unknown): string {
+  if (v === null || typeof v !== 'object') return JSON.stringify(v) ?? 'null';
+  if (Array.isArray(v)) return `[${v.map(canonicalJson).join(',')}]`;
+  const o = v as Record<string, unknown>;
+  return `{${Object.keys(o).filter((k) => o[k] !== undefined).sort().map((k) => `${JSON.stringify(k)}:${canonicalJson(o[k])}`).join(',')}}`;
+}
+
+/**
+ * Canonical hash of a request's events (every envelope field, keys sorted at every depth), to
+ * detect an idempotency key reused with another body; key order inside data does not matter.
+ */
 function requestHash(candidates: readonly CandidateEvent[]): string {
   const h = createHash('sha256');
-  for (const c of candidates) h.update(JSON.stringify(c, Object.keys(c).sort())).update(JSON.stringify(c.data ?? null)).update('\n');
+  for (const c of candidates) h.update(canonicalJson(c)).update('\n');
   return h.digest('hex');
 }
 
@@ -133,7 +144,9 @@ export class SessionService {
     private readonly clock: () => number = Date.now,
     private readonly log?: AppLogger,
     private readonly newId: () => string = randomUUID,
-  ) {}
+  ) {
+    this.feed.onListenerError = (e) => this.log?.error({ err: e }, 'a subscriber failed on a committed batch and was removed');
+  }
 
   /**
    * The key a session is stored, cached and published under. Session ids are per tenant: two
@@ -217,7 +230,7 @@ export class SessionService {
           continue;
         }
         const stored = await this.store.getIdempotent(handle.id, key);
-        if (stored) return this.#replayed(sessionId, key, stored.requestHash, hash, stored.seqs, handle);
+        if (stored) return this.#replayed(sessionId, key, stored, hash, handle);
       }
       await this.#checkByteQuota(ctx, candidates, opts.dataBytes);
       const deps = dataDependencies(handle.engine, candidates);
@@ -231,6 +244,8 @@ export class SessionService {
       }
       const result = await attemptPromise;
       if (result !== RETRY) return result;
+      // Let this session's in-flight writes settle before trying again (no busy spinning).
+      await handle.read(() => undefined);
     }
     throw new DomainError('CONFLICT_RETRIES_EXHAUSTED', `session ${sessionId} kept moving under concurrent writers; retry the request`, { sessionId });
   }
@@ -250,19 +265,32 @@ export class SessionService {
             { sessionId: handle.sessionId, expected: String(opts.expectedLastSeq), actual: String(head) }));
           return undefined;
         }
+        // Data the plan needs (tool/result replace targets) may belong to batches planned but not
+        // yet committed (pipelined), or may have been committed after the prefetch: take them
+        // from the handle, or retry with a fresh prefetch.
+        const need = (s: number): SessionEvent | undefined => lookup.get(s) ?? handle.pending.get(s);
+        if (dataDependencies(engine, candidates).some((s) => need(s) === undefined)) {
+          resolve(RETRY);
+          return undefined;
+        }
         let plan: BatchPlan;
         try {
-          plan = engine.plan(candidates, { mode: 'append', now: this.clock, sessionId: handle.sessionId, lookup: (s) => lookup.get(s) });
+          plan = engine.plan(candidates, { mode: 'append', now: this.clock, sessionId: handle.sessionId, lookup: need });
         } catch (e) {
           reject(e);
           return undefined;
         }
         engine.commit(plan);
-        return this.store.append(handle.id, plan.baseNextSeq, plan.events, key ? { key, requestHash: hash } : undefined).then(
+        // This batch's own surface length (later pipelined batches move the engine on).
+        const surfaceLength = engine.surfaceLength;
+        for (const e of plan.events) handle.pending.set(e.seq, e);
+        const idem = key ? { key, requestHash: hash, surfaceLength } : undefined;
+        return this.store.append(handle.id, plan.baseNextSeq, plan.events, idem, handle.epoch).then(
           (outcome) => {
+            for (const e of plan.events) handle.pending.delete(e.seq);
             if (outcome.kind === 'appended') {
+              resolve({ seqs: plan.events.map((e) => e.seq), replayed: false, surfaceLength });
               this.#committed(handle, plan);
-              resolve({ seqs: plan.events.map((e) => e.seq), replayed: false, surfaceLength: engine.surfaceLength });
             } else {
               // Another writer moved the head, or the key was used meanwhile: the speculative
               // engine state is wrong; reload and re-plan.
@@ -272,6 +300,7 @@ export class SessionService {
             }
           },
           (err: unknown) => {
+            for (const e of plan.events) handle.pending.delete(e.seq);
             this.#invalidate(handle);
             reject(err);
           },
@@ -280,20 +309,28 @@ export class SessionService {
     });
   }
 
+  /** After a durable commit: keep the projection in step and publish to subscribers. */
   #committed(handle: SessionHandle, plan: BatchPlan): void {
     this.#cachedEvents += plan.events.length;
-    handle.projection?.apply(plan);
+    try {
+      handle.projection?.apply(plan);
+    } catch (e) {
+      // The projection is a cache: drop it (the next read hydrates it again), never fail a
+      // committed append.
+      handle.projection = undefined;
+      this.log?.error({ err: e, sessionId: handle.sessionId }, 'message projection update failed; dropped');
+    }
     this.feed.publish({ sessionId: handle.id, events: plan.events, deltas: plan.deltas });
   }
 
-  async #replayed(sessionId: string, key: string, storedHash: string, hash: string, seqs: readonly number[], handle: SessionHandle): Promise<AppendResult> {
-    if (storedHash !== hash) {
+  async #replayed(sessionId: string, key: string, stored: IdempotentResult, hash: string, handle: SessionHandle): Promise<AppendResult> {
+    if (stored.requestHash !== hash) {
       throw new DomainError('IDEMPOTENCY_KEY_REUSED',
         `idempotency key ${JSON.stringify(key)} was already used with different events; use a new key for a new request`,
         { sessionId, idempotencyKey: key });
     }
-    const surfaceLength = await handle.read(() => handle.engine.surfaceLength);
-    return { seqs: [...seqs], replayed: true, surfaceLength };
+    const surfaceLength = stored.surfaceLength ?? await handle.read(() => handle.engine.surfaceLength);
+    return { seqs: [...stored.seqs], replayed: true, surfaceLength };
   }
 
   // ---- reads ------------------------------------------------------------------------------
@@ -603,7 +640,8 @@ export class SessionService {
           this.#drop(key);
           throw notFound(id);
         }
-        if (cached.valid && !cached.busy && rec.nextSeq !== cached.engine.nextSeq) this.#invalidate(cached);
+        // Another writer appended, or deleted and re-created the session: reload.
+        if (cached.valid && !cached.busy && (rec.nextSeq !== cached.engine.nextSeq || rec.header.createdAt !== cached.record.header.createdAt)) this.#invalidate(cached);
       }
       if (cached.valid) {
         this.#cache.delete(key);

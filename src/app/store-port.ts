@@ -100,12 +100,19 @@ export interface SessionStore {
   /**
    * Appends `events` (already validated against a head of `expectedNextSeq`) atomically,
    * together with the idempotency record when a key is given. Resolves only after commit.
+   *
+   * `epoch` names the caller's write pipeline: a caller may hand the store a batch planned on top
+   * of an earlier batch that is not committed yet. Once any append of an epoch fails (conflict,
+   * duplicate, not found, error), the store fails every later append of that epoch with a
+   * conflict, even if another writer left the head exactly where the later batch expects it (its
+   * events were validated against the failed batch, not against what is stored).
    */
   append(
     sessionId: string,
     expectedNextSeq: number,
     events: readonly SessionEvent[],
     idempotency?: IdempotencyRecord,
+    epoch?: string,
   ): Promise<AppendOutcome>;
   /** The stored result for an idempotency key, if any. */
   getIdempotent(sessionId: string, key: string): Promise<IdempotentResult | undefined>;

@@ -244,6 +244,23 @@ export function storeContract<S extends SessionStore>(name: string, harness: Sto
         expect(await store.getIdempotent('c', 'k')).toBeUndefined();
       });
 
+      it('refuses every later append of a write pipeline (epoch) once one of its appends failed', async () => {
+        await store.createSession(newSession('ep'), [ev(0)]);
+        // Another writer takes seq 1 first; the pipeline's batch for seq 1 conflicts, and its next
+        // batch (planned on top of it, expecting head 2) must be refused although the head is 2.
+        const other = store.append('ep', 1, [ev(1, 'note', { by: 'other' })]);
+        const mine1 = store.append('ep', 1, [ev(1, 'note', { by: 'me' })], undefined, 'pipeline-1');
+        const mine2 = store.append('ep', 2, [ev(2, 'note', { by: 'me' })], undefined, 'pipeline-1');
+        expect(await other).toEqual({ kind: 'appended' });
+        expect(await mine1).toEqual({ kind: 'conflict', actualNextSeq: 2 });
+        expect(await mine2).toEqual({ kind: 'conflict', actualNextSeq: 2 });
+        // Later appends of that epoch stay refused; a fresh epoch (a reloaded pipeline) appends.
+        expect(await store.append('ep', 2, [ev(2, 'note', { by: 'me' })], undefined, 'pipeline-1')).toEqual({ kind: 'conflict', actualNextSeq: 2 });
+        expect(await store.append('ep', 2, [ev(2, 'note', { by: 'me' })], undefined, 'pipeline-2')).toEqual({ kind: 'appended' });
+        const log = await store.readEvents('ep', { fromSeq: 0, direction: 'forward', limit: 10 });
+        expect(log.map((e) => [e.seq, e.data])).toEqual([[0, { turn: 0 }], [1, { by: 'other' }], [2, { by: 'me' }]]);
+      });
+
       it('answers a reused idempotency key with the stored result, whatever the head, appending nothing', async () => {
         await store.createSession(newSession('i'), []);
         expect(await store.append('i', 0, [ev(0), ev(1)], { key: 'req-1', requestHash: 'abc' })).toEqual({ kind: 'appended' });

@@ -22,6 +22,7 @@ import type {
 import type { Json, SessionEvent, SessionHeader } from '../../domain/event.js';
 import { checkPageSize, decodePageToken, encodePageToken } from '../page-token.js';
 import { StoreClosedError, StoreUsageError, checkAscendingSeqs } from '../store-errors.js';
+import { PoisonedEpochs } from '../poisoned-epochs.js';
 
 /** Write counters, for tests and metrics. */
 export interface StoreStats {
@@ -129,11 +130,28 @@ export class MemorySessionStore implements SessionStore {
     expectedNextSeq: number,
     events: readonly SessionEvent[],
     idempotency?: IdempotencyRecord,
+    epoch?: string,
   ): Promise<AppendOutcome> {
     this.checkOpen();
     checkAscendingSeqs(sessionId, events, expectedNextSeq);
+    const outcome = this.appendNow(sessionId, expectedNextSeq, events, idempotency, epoch);
+    if (outcome.kind !== 'appended' && epoch !== undefined) this.poisoned.add(epoch);
+    return outcome;
+  }
+
+  /** Epochs with a failed append (see SessionStore.append); bounded, oldest forgotten first. */
+  private readonly poisoned = new PoisonedEpochs();
+
+  private appendNow(
+    sessionId: string,
+    expectedNextSeq: number,
+    events: readonly SessionEvent[],
+    idempotency: IdempotencyRecord | undefined,
+    epoch: string | undefined,
+  ): AppendOutcome {
     const session = this.visible(sessionId);
     if (session === undefined) return { kind: 'not-found' };
+    if (epoch !== undefined && this.poisoned.has(epoch)) return { kind: 'conflict', actualNextSeq: session.nextSeq };
     if (idempotency !== undefined) {
       const stored = session.idempotency.get(idempotency.key);
       if (stored !== undefined) return { kind: 'duplicate', result: stored };

@@ -29,6 +29,7 @@ import type { Json, SessionEvent, SessionHeader, SurfaceOp } from '../../domain/
 import { jsonTextOf } from '../../domain/json.js';
 import { checkPageSize, decodePageToken, encodePageToken } from '../page-token.js';
 import { StoreClosedError, StoreOpenError, StoreUsageError, checkAscendingSeqs } from '../store-errors.js';
+import { PoisonedEpochs } from '../poisoned-epochs.js';
 import { decodeSeqs, decodeSeqsHex, decodeSurfaceOp, encodeSeqs, encodeSurfaceOp } from './codec.js';
 import { APPLICATION_ID, SCHEMA_SQL, SCHEMA_VERSION } from './schema.js';
 
@@ -130,6 +131,7 @@ interface QueuedAppend {
   readonly rows: EventRow[];
   readonly dataBytes: number;
   readonly idempotency: IdempotencyRecord | undefined;
+  readonly epoch: string | undefined;
   readonly resolve: (outcome: AppendOutcome) => void;
   readonly reject: (error: unknown) => void;
 }
@@ -155,6 +157,8 @@ export class SqliteSessionStore implements SessionStore {
   private counters = { commits: 0, groupCommits: 0, appends: 0, maxGroupSize: 0, syncs: 0 };
   /** Background WAL sync (durability 'full', fullSync 'background'); undefined otherwise. */
   private readonly walSync: WalSync | undefined;
+  /** Write-pipeline epochs with a failed append (see SessionStore.append). */
+  private readonly poisoned = new PoisonedEpochs();
 
   private readonly insertSession: Database.Statement;
   private readonly selectSession: Database.Statement;
@@ -310,49 +314,10 @@ export class SqliteSessionStore implements SessionStore {
       const heads = new Map<string, GroupHead>();
       for (let i = 0; i < batch.length; i++) {
         const call = batch[i]!;
-        let head = heads.get(call.sessionId);
-        if (head === undefined) {
-          const next = this.selectHead.get(call.sessionId) as number | undefined;
-          if (next === undefined) {
-            results[i] = NOT_FOUND;
-            continue;
-          }
-          head = { next, count: 0, bytes: 0 };
-          heads.set(call.sessionId, head);
-        }
-        const key = call.idempotency;
-        if (key !== undefined) {
-          const stored = this.selectIdempotent.get(call.sessionId, key.key) as StoredIdempotent | undefined;
-          if (stored !== undefined) {
-            results[i] = { kind: 'duplicate', result: decodeIdempotent(stored) };
-            continue;
-          }
-        }
-        if (head.next !== call.expectedNextSeq) {
-          results[i] = { kind: 'conflict', actualNextSeq: head.next };
-          continue;
-        }
-        const rows = call.rows;
-        try {
-          if (key === undefined) {
-            if (rows.length === 1) this.insertEvent.run(rows[0]!);
-            else if (rows.length > 1) this.writeCallTxn(call);
-          } else {
-            this.writeCallTxn(call);
-          }
-        } catch (error) {
-          // An I/O error may have ended the whole transaction: then nothing of the group can be
-          // committed, so fail it as a whole (flush rejects every call).
-          if (!this.db.inTransaction) throw error;
-          results[i] = { error };
-          continue;
-        }
-        if (rows.length > 0) {
-          head.next = rows[rows.length - 1]![1] + 1;
-          head.count += rows.length;
-          head.bytes += call.dataBytes;
-        }
-        results[i] = APPENDED;
+        this.groupCall(call, i, heads, results);
+        // A failed call poisons its pipeline's epoch at once, so later calls of the same epoch in
+        // this very transaction are refused too (see SessionStore.append).
+        if (results[i] !== APPENDED && call.epoch !== undefined) this.poisoned.add(call.epoch);
       }
       for (const [sessionId, head] of heads) {
         if (head.count > 0) this.updateCounters.run(head.next, head.count, head.bytes, sessionId);
@@ -465,11 +430,64 @@ export class SqliteSessionStore implements SessionStore {
     return deleted;
   }
 
+  /** One queued append inside the group transaction (see groupTxn). */
+  private groupCall(call: QueuedAppend, i: number, heads: Map<string, GroupHead>, results: (AppendOutcome | { error: unknown })[]): void {
+    let head = heads.get(call.sessionId);
+    if (head === undefined) {
+      const next = this.selectHead.get(call.sessionId) as number | undefined;
+      if (next === undefined) {
+        results[i] = NOT_FOUND;
+        return;
+      }
+      head = { next, count: 0, bytes: 0 };
+      heads.set(call.sessionId, head);
+    }
+    if (call.epoch !== undefined && this.poisoned.has(call.epoch)) {
+      // Planned on top of a failed append of the same pipeline: refuse (see the port).
+      results[i] = { kind: 'conflict', actualNextSeq: head.next };
+      return;
+    }
+    const key = call.idempotency;
+    if (key !== undefined) {
+      const stored = this.selectIdempotent.get(call.sessionId, key.key) as StoredIdempotent | undefined;
+      if (stored !== undefined) {
+        results[i] = { kind: 'duplicate', result: decodeIdempotent(stored) };
+        return;
+      }
+    }
+    if (head.next !== call.expectedNextSeq) {
+      results[i] = { kind: 'conflict', actualNextSeq: head.next };
+      return;
+    }
+    const rows = call.rows;
+    try {
+      if (key === undefined) {
+        if (rows.length === 1) this.insertEvent.run(rows[0]!);
+        else if (rows.length > 1) this.writeCallTxn(call);
+      } else {
+        this.writeCallTxn(call);
+      }
+    } catch (error) {
+      // An I/O error may have ended the whole transaction: then nothing of the group can be
+      // committed, so fail it as a whole (flush rejects every call).
+      if (!this.db.inTransaction) throw error;
+      results[i] = { error };
+      return;
+    }
+    if (rows.length > 0) {
+      head.next = rows[rows.length - 1]![1] + 1;
+      head.count += rows.length;
+      head.bytes += call.dataBytes;
+    }
+    results[i] = APPENDED;
+  }
+
   append(
     sessionId: string,
     expectedNextSeq: number,
     events: readonly SessionEvent[],
     idempotency?: IdempotencyRecord,
+    epoch?: string,
   ): Promise<AppendOutcome> {
     return new Promise<AppendOutcome>((resolve, reject) => {
       this.checkOpen();
@@ -485,8 +503,16 @@ export class SqliteSessionStore implements SessionStore {
           idempotency === undefined
             ? undefined
             : { key: idempotency.key, requestHash: idempotency.requestHash, surfaceLength: idempotency.surfaceLength },
-        resolve,
-        reject,
+        epoch,
+        // Any failure poisons the epoch before the caller hears of it (see the port).
+        resolve: epoch === undefined ? resolve : (outcome) => {
+          if (outcome.kind !== 'appended') this.poisoned.add(epoch);
+          resolve(outcome);
+        },
+        reject: epoch === undefined ? reject : (error) => {
+          this.poisoned.add(epoch);
+          reject(error);
+        },
       });
       if (!this.flushScheduled) {
         this.flushScheduled = true;
