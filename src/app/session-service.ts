@@ -473,7 +473,9 @@ export class SessionService {
    */
   async importJsonl(ctx: CallContext, chunks: AsyncIterable<Uint8Array>, opts: { id?: string; labels?: Record<string, string>; strict?: boolean }): Promise<SessionView> {
     const decoder = new JsonlDecoder();
-    const splitter = new JsonlLineSplitter();
+    // A line holds one event (or one packed chunk row): bound it by the event size limit plus
+    // room for the envelope, so a file without newlines cannot make the server buffer it all.
+    const splitter = new JsonlLineSplitter(this.limits.maxEventBytes + 64 * 1024);
     const utf8 = new TextDecoder('utf-8', { fatal: true });
     let engine: SessionEngine | undefined;
     let id = '';

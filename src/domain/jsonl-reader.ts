@@ -156,20 +156,63 @@ export class JsonlDecoder {
  * unterminated line (if any).
  */
 export class JsonlLineSplitter {
-  #partial = '';
+  /** Pieces of the current partial line (joined once, when its newline arrives). */
+  #pieces: string[] = [];
+  #partialLength = 0;
+  #lineNumber = 0;
 
-  /** Returns the complete lines contained in `text` plus the carried-over partial line. */
+  /**
+   * @param maxLineLength - longest accepted line, in UTF-16 code units; a longer line is refused
+   *   with `JSONL_INVALID` as soon as it is seen (the whole line is never buffered).
+   */
+  constructor(readonly maxLineLength = Number.MAX_SAFE_INTEGER) {}
+
+  /**
+   * Returns the complete lines contained in `text` plus the carried-over partial line. Each chunk
+   * is scanned once (no rescans of a long partial line), so the cost is linear in the input.
+   */
   push(text: string): string[] {
-    const parts = (this.#partial + text).split('\n');
-    this.#partial = parts.pop() ?? '';
-    return parts;
+    const out: string[] = [];
+    let from = 0;
+    for (;;) {
+      const nl = text.indexOf('\n', from);
+      if (nl < 0) break;
+      const piece = text.slice(from, nl);
+      this.#check(this.#partialLength + piece.length);
+      if (this.#pieces.length === 0) out.push(piece);
+      else {
+        this.#pieces.push(piece);
+        out.push(this.#pieces.join(''));
+        this.#pieces = [];
+        this.#partialLength = 0;
+      }
+      this.#lineNumber++;
+      from = nl + 1;
+    }
+    if (from < text.length) {
+      const rest = text.slice(from);
+      this.#check(this.#partialLength + rest.length);
+      this.#pieces.push(rest);
+      this.#partialLength += rest.length;
+    }
+    return out;
   }
 
   /** The final unterminated line, or none when the input ended with a newline. */
   end(): string[] {
-    const rest = this.#partial;
-    this.#partial = '';
+    const rest = this.#pieces.join('');
+    this.#pieces = [];
+    this.#partialLength = 0;
     return rest === '' ? [] : [rest];
+  }
+
+  #check(length: number): void {
+    if (length > this.maxLineLength) {
+      const line = this.#lineNumber + 1;
+      throw new DomainError(JSONL_INVALID, `line ${line} is longer than ${this.maxLineLength} characters; the limit follows the server's max event size`, {
+        line: String(line), limit: String(this.maxLineLength),
+      });
+    }
   }
 }
 

@@ -331,7 +331,10 @@ export class SessionEngine {
         throw fail(Reason.SOURCES_DUPLICATE, `${type} sourceEventSeqs must not contain duplicates; ${String(dup)} appears twice`, { seq: String(dup) });
       }
     }
-    for (const v of ascending && seqs.length > 0 ? [seqs[seqs.length - 1] as number] : seqs) {
+    // Ascending lists: only the last element can be too big, but the reference reports the first
+    // offending one, so find it only when there is one.
+    const tooBig = ascending ? seqs.length > 0 && (seqs[seqs.length - 1] as number) >= seq : true;
+    for (const v of tooBig ? seqs : []) {
       if (v >= seq) throw fail(Reason.SOURCES_NOT_EARLIER, `${type} sourceEventSeqs must reference earlier events: ${v} >= current seq ${seq}`, { seq: String(v) });
     }
     if (shadowed.length > 0) {

@@ -292,7 +292,21 @@ export function makeHandlers(app: SessionService, resolve: ContextResolver, log:
           const ok = call.write({ chunk: Buffer.from(buf.join('\n') + '\n') });
           buf = [];
           size = 0;
-          if (!ok) await new Promise<void>((r) => call.once('drain', r));
+          if (!ok) {
+            // Wait for the client to read, or stop at once if it goes away (never leak the
+            // generator and its buffers on a cancelled export).
+            await new Promise<void>((r) => {
+              const done = (): void => {
+                call.off('drain', done);
+                call.off('cancelled', done);
+                call.off('close', done);
+                r();
+              };
+              call.once('drain', done);
+              call.once('cancelled', done);
+              call.once('close', done);
+            });
+          }
         };
         for await (const lines of app.exportJsonl(ctx, id, { unpacked: call.request.unpacked })) {
           if (call.cancelled) return;

@@ -5,6 +5,7 @@
  */
 import { Metadata, status as Code, type ServiceError } from '@grpc/grpc-js';
 import { DomainError } from '../domain/errors.js';
+import { StoreClosedError } from '../store/store-errors.js';
 import { Any } from '../../gen/google/protobuf/any.js';
 import { BadRequest, ErrorInfo, PreconditionFailure, QuotaFailure } from '../../gen/google/rpc/error_details.js';
 import { Status } from '../../gen/google/rpc/status.js';
@@ -144,6 +145,10 @@ export function makeServiceError(code: Code, message: string, details: Any[]): S
 /** Maps anything thrown by a handler to a ServiceError; unexpected errors become INTERNAL. */
 export function toServiceError(err: unknown, log: (err: unknown) => void): ServiceError {
   if (err instanceof DomainError) return domainErrorToStatus(err);
+  if (err instanceof StoreClosedError) {
+    // A call that raced the shutdown: the client should retry elsewhere or later.
+    return domainErrorToStatus(new DomainError('SERVER_SHUTDOWN', 'the server is shutting down; retry on another replica or later', {}));
+  }
   log(err);
   return makeServiceError(Code.INTERNAL, INTERNAL_MESSAGE, [
     packAny('google.rpc.ErrorInfo', ErrorInfo.encode({ reason: 'INTERNAL', domain: ERROR_DOMAIN, metadata: {} }).finish()),

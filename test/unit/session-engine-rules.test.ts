@@ -292,6 +292,9 @@ describe('SOURCES_NOT_EARLIER', () => {
     h.add([logEvent('a'), logEvent('b')]);
     h.expectReject([user('c', 'append', { sourceEventSeqs: [2] })], 'SOURCES_NOT_EARLIER', 0);
     h.expectReject([user('c', 'append', { sourceEventSeqs: [0, 7] })], 'SOURCES_NOT_EARLIER', 0);
+    // The first offending seq is the one reported (as upstream), ascending list or not.
+    expect(h.expectReject([user('c', 'append', { sourceEventSeqs: [2, 3] })], 'SOURCES_NOT_EARLIER', 0).metadata.seq).toBe('2');
+    expect(h.expectReject([user('c', 'append', { sourceEventSeqs: [5, 0, 2] })], 'SOURCES_NOT_EARLIER', 0).metadata.seq).toBe('5');
     h.expectReject([logEvent('x'), user('c', 'append', { sourceEventSeqs: [3] })], 'SOURCES_NOT_EARLIER', 1);
     expect(h.plan([logEvent('x'), user('c', 'append', { sourceEventSeqs: [0, 1, 2] })]).events).toHaveLength(2);
   });
