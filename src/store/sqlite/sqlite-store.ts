@@ -251,9 +251,11 @@ export class SqliteSessionStore implements SessionStore {
     this.selectStructure = db
       .prepare(
         `SELECT CASE WHEN surface_op IS NULL AND source_event_seqs IS NULL AND ignorable IS NULL
-           THEN seq || char(9) || type
-           ELSE seq || ':' || coalesce(surface_op, '') || char(9) || iif(source_event_seqs IS NULL, '-', hex(source_event_seqs)) || char(9) ||
-                coalesce(ignorable, '') || char(9) || type
+           THEN seq || '\t' || type
+           WHEN surface_op = 'append' AND source_event_seqs IS NULL AND ignorable IS NULL
+           THEN seq || '+\t' || type
+           ELSE seq || ':' || coalesce(surface_op, '') || '\t' || iif(source_event_seqs IS NULL, '-', hex(source_event_seqs)) || '\t' ||
+                coalesce(ignorable, '') || '\t' || type
          END
          FROM events WHERE session_id = ? AND seq >= ? ORDER BY seq LIMIT ?`,
       )
@@ -329,7 +331,7 @@ export class SqliteSessionStore implements SessionStore {
     // die young (cheap scavenges) instead of a million of them being promoted at once; steadier
     // and faster than one .all() (measured).
     this.structureTxn = db.transaction((sessionId: string, fromSeq: number): StructuralRow[] => {
-      const types = new Map<string, string>();
+      const types = new TypeTable();
       const out: StructuralRow[] = [];
       let next = fromSeq;
       for (;;) {
@@ -873,12 +875,14 @@ function encodeEvents(sessionId: string, events: readonly SessionEvent[]): { row
 
 /**
  * Decodes one structural line: `<seq>\t<type>` when the event has no surface op, no
- * sourceEventSeqs and is not ignorable (the common case), else
+ * sourceEventSeqs and is not ignorable (the common case), `<seq>+\t<type>` for a plain
+ * `append` surface op (the next most common), else
  * `<seq>:<surface_op or ''>\t<hex(source_event_seqs) or '-' for NULL>\t<'1' or ''>\t<type>`.
  * The type comes last so it may contain any character. Type strings are interned per call, so
- * a million rows hold a few dozen type strings rather than a million copies.
+ * a million rows hold a few dozen type strings rather than a million copies; a row of the same
+ * type as the previous one is recognised without slicing or hashing its type.
  */
-function decodeStructureLine(line: string, types: Map<string, string>): StructuralRow {
+function decodeStructureLine(line: string, types: TypeTable): StructuralRow {
   let seq = 0;
   let pos = 0;
   let code = line.charCodeAt(0);
@@ -886,7 +890,8 @@ function decodeStructureLine(line: string, types: Map<string, string>): Structur
     seq = seq * 10 + (code - 48);
     code = line.charCodeAt(++pos);
   }
-  if (code === 9) return { seq, type: intern(types, line.slice(pos + 1)) };
+  if (code === 9) return { seq, type: typeAt(line, pos + 1, types) };
+  if (code === 43 /* + */) return { seq, type: typeAt(line, pos + 2, types), surfaceOp: 'append' };
   const opEnd = line.indexOf('\t', pos + 1);
   const seqsEnd = line.indexOf('\t', opEnd + 1);
   const ignorableEnd = line.indexOf('\t', seqsEnd + 1);
@@ -900,11 +905,25 @@ function decodeStructureLine(line: string, types: Map<string, string>): Structur
   return row;
 }
 
-function intern(types: Map<string, string>, type: string): string {
-  const known = types.get(type);
-  if (known !== undefined) return known;
-  types.set(type, type);
-  return type;
+/** The type from `start` to the end of `line`, interned; runs of one type (chunks) skip the slice and the hash. */
+function typeAt(line: string, start: number, types: TypeTable): string {
+  const last = types.last;
+  return last.length === line.length - start && line.endsWith(last) ? last : intern(types, line.slice(start));
+}
+
+function intern(types: TypeTable, type: string): string {
+  let known = types.get(type);
+  if (known === undefined) {
+    types.set(type, type);
+    known = type;
+  }
+  types.last = known;
+  return known;
+}
+
+/** Interned type strings of one scan, and the last one seen. */
+class TypeTable extends Map<string, string> {
+  last = '\u0000';
 }
 
 function decodeIdempotent(r: StoredIdempotent): IdempotentResult {
