@@ -19,7 +19,7 @@ import { interruptedTurnClosers } from '../domain/repair.js';
 import { planFork } from '../domain/fork.js';
 import { JsonlDecoder, JsonlLineSplitter, assertUncompressed } from '../domain/jsonl-reader.js';
 import { JsonlEncoder } from '../domain/jsonl-writer.js';
-import type { IdempotentResult, NewSession, ReadEventsQuery, SessionRecord, SessionStore } from './store-port.js';
+import type { IdempotentResult, NewSession, ReadEventsQuery, SessionRecord, SessionStore, StoredEventText } from './store-port.js';
 import { ChangeFeed } from './change-feed.js';
 import { SessionHandle } from './session-handle.js';
 import { storageKey, toStored, fromStored } from './tenant-scope.js';
@@ -336,15 +336,16 @@ export class SessionService {
   // ---- reads ------------------------------------------------------------------------------
 
   /** A page of events. */
-  async listEvents(ctx: CallContext, id: string, q: { fromSeq?: number; direction: 'forward' | 'backward'; pageSize?: number; types?: readonly string[] }): Promise<{ events: SessionEvent[]; nextSeq: number | undefined }> {
+  async listEvents(ctx: CallContext, id: string, q: { fromSeq?: number; direction: 'forward' | 'backward'; pageSize?: number; types?: readonly string[] }): Promise<{ events: StoredEventText[]; nextSeq: number | undefined }> {
     const rec = await this.#record(ctx, id);
     const limit = this.#pageSize(q.pageSize);
     const fromSeq = q.fromSeq ?? (q.direction === 'forward' ? 0 : Math.max(rec.nextSeq - 1, 0));
     const query: ReadEventsQuery = { fromSeq, direction: q.direction, limit: limit + 1, types: q.types && q.types.length > 0 ? q.types : undefined };
-    const events = await this.store.readEvents(this.storageKey(ctx, id), query);
+    // Data as the stored JSON text: the server puts it on the wire as is (no parse + stringify).
+    const events = await this.store.readEventTexts(this.storageKey(ctx, id), query);
     let next: number | undefined;
     if (events.length > limit) {
-      const extra = events.pop() as SessionEvent;
+      const extra = events.pop() as StoredEventText;
       next = extra.seq;
     }
     return { events, nextSeq: next };

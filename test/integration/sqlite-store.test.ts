@@ -1,5 +1,5 @@
 import Database from 'better-sqlite3';
-import fs, { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import fs, { mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
@@ -272,16 +272,47 @@ describe('SqliteSessionStore: durability full syncs the WAL off the event loop',
     expect(store.stats().syncs - before).toBe(2);
   });
 
-  it('fails the store when a sync fails: the waiting calls and every later one reject', async () => {
-    store = new SqliteSessionStore({ path: freshPath() });
+  it('fails the store when a sync fails: the waiting calls and every later one reject, and nothing more is committed', async () => {
+    const path = freshPath();
+    store = new SqliteSessionStore({ path });
     await store.createSession(newSession('s'), []);
     const syncs = holdSyncs();
     const append = store.append('s', 0, [ev(0)]);
     await turns(3);
     syncs.release(Object.assign(new Error('EIO: i/o error, fdatasync'), { code: 'EIO' }));
     await expect(append).rejects.toThrow('EIO');
-    await expect(store.append('s', 1, [ev(1)])).rejects.toThrow('EIO');
+    await expect(store.append('s', 0, [ev(0, 'after-failure')])).rejects.toThrow('EIO');
     await expect(store.getSession('s')).rejects.toThrow('EIO');
+    // Fail-stop: the append after the failure never reached the database.
+    const raw = new Database(path, { readonly: true });
+    expect(raw.prepare("SELECT count(*) FROM events WHERE type = 'after-failure'").pluck().get()).toBe(0);
+    raw.close();
+  });
+
+  it('syncs the WAL of the real file when the database path is a symlink', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'palimpsest-link-'));
+    mkdirSync(join(dir, 'real'));
+    const real = join(dir, 'real', 'p.db');
+    const link = join(dir, 'link.db');
+    new Database(real).close();
+    rmSync(real);
+    symlinkSync(join('real', 'p.db'), link);
+    // A stale file where a naive "<path>-wal" would point must not be what gets synced.
+    writeFileSync(`${link}-wal`, '');
+    const synced: number[] = [];
+    const original = fs.fdatasync;
+    vi.spyOn(fs, 'fdatasync').mockImplementation(((fd: number, cb: (err: NodeJS.ErrnoException | null) => void) => {
+      synced.push(fd);
+      original(fd, cb);
+    }) as typeof fs.fdatasync);
+    const openSpy = vi.spyOn(fs, 'openSync');
+    store = new SqliteSessionStore({ path: link });
+    await store.createSession(newSession('s'), []);
+    expect(await store.append('s', 0, [ev(0)])).toEqual({ kind: 'appended' });
+    expect(synced.length).toBeGreaterThan(0);
+    const walOpens = openSpy.mock.calls.map((c) => String(c[0])).filter((p) => p.endsWith('-wal'));
+    expect(walOpens).toEqual([`${realpathSync(real)}-wal`]);
+    rmSync(dir, { recursive: true, force: true });
   });
 
   it('does not sync at durability normal or with fullSync inline', async () => {

@@ -192,7 +192,14 @@ export class SqliteSessionStore implements SessionStore {
     const background = options.durability !== 'normal' && options.fullSync !== 'inline';
     this.db = openDatabase(options, background);
     const db = this.db;
-    this.walSync = background && this.db.pragma('journal_mode', { simple: true }) === 'wal' ? new WalSync(`${this.db.name}-wal`) : undefined;
+    const wal = this.db.pragma('journal_mode', { simple: true }) === 'wal';
+    if (background && !wal && !this.db.memory) {
+      // No WAL (e.g. a filesystem without shared memory): background syncing cannot work, so
+      // durability full falls back to SQLite's own fsync in COMMIT rather than silently degrading.
+      this.db.pragma('synchronous = FULL');
+    }
+    // SQLite puts the WAL next to the real database file (symlinks resolved): sync that file.
+    this.walSync = background && wal ? new WalSync(`${fs.realpathSync(this.db.name)}-wal`) : undefined;
     const flush = (): void => this.flush();
     this.scheduleFlush =
       options.groupCommit === 'microtask'
@@ -631,6 +638,10 @@ export class SqliteSessionStore implements SessionStore {
     const batch = this.queue;
     if (batch.length === 0) return;
     this.queue = [];
+    if (this.walSync?.broken) {
+      for (const call of batch) call.reject(this.walSync.error);
+      return;
+    }
     const results: (AppendOutcome | { error: unknown })[] = new Array(batch.length);
     try {
       this.groupTxn.immediate(batch, results);
@@ -673,6 +684,9 @@ export class SqliteSessionStore implements SessionStore {
 
   private checkOpen(): void {
     if (this.closed) throw new StoreClosedError();
+    // Fail-stop after a failed WAL sync: what the page cache holds is unknown, so neither reads
+    // nor writes are served any more (restart the process; the database recovers from its WAL).
+    if (this.walSync?.broken) throw this.walSync.error;
   }
 }
 
@@ -702,6 +716,16 @@ class WalSync {
 
   constructor(private readonly walPath: string) {}
 
+  /** True once an fdatasync failed (the store is fail-stop from then on). */
+  get broken(): boolean {
+    return this.hasFailed;
+  }
+
+  /** The failed sync's error. */
+  get error(): unknown {
+    return this.failed;
+  }
+
   /** True while some commit is not known durable. */
   get owed(): boolean {
     return this.dirty || this.running;
@@ -730,7 +754,8 @@ class WalSync {
     if (this.next.length === 0) return;
     if (this.fd < 0) {
       try {
-        this.fd = fs.openSync(this.walPath, 'r');
+        // Read-write: fdatasync on a read-only descriptor fails on some platforms (Windows).
+        this.fd = fs.openSync(this.walPath, 'r+');
         // The WAL file may be new: its directory entry must be durable too (once).
         const dir = fs.openSync(dirname(this.walPath), 'r');
         try {
