@@ -126,8 +126,11 @@ export interface SessionStore {
   readEventTexts(sessionId: string, query: ReadEventsQuery): Promise<StoredEventText[]>;
   /** Specific events by seq (missing seqs are omitted), ascending. */
   getEvents(sessionId: string, seqs: readonly number[]): Promise<SessionEvent[]>;
-  /** Structural rows with seq >= fromSeq, ascending, without parsing `data`. */
-  readStructure(sessionId: string, fromSeq: number): Promise<StructuralRow[]>;
+  /**
+   * Structural rows with seq >= fromSeq, ascending, without parsing `data`; at most `limit` rows
+   * when given (readers that page through a long log, such as subscription catch-up).
+   */
+  readStructure(sessionId: string, fromSeq: number, limit?: number): Promise<StructuralRow[]>;
   /** Streams all events with seq >= fromSeq in ascending batches (export, large reads). */
   scanEvents(sessionId: string, fromSeq: number, batchSize: number): AsyncIterable<SessionEvent[]>;
   /** Makes a pending session visible (end of a successful streamed import). */

@@ -177,6 +177,8 @@ export interface ItemSource<I extends Item> {
 /** Max structural rows and data events per catch-up page. */
 const PAGE_ROWS = 4096;
 const PAGE_EVENTS = 128;
+/** Structural rows read from the store at a time. */
+const STRUCTURE_PAGE = 16_384;
 
 /**
  * Surface subscriptions. A catch-up reads structural rows after the cursor and event data only for
@@ -193,7 +195,8 @@ export function surfaceSource(app: SessionService, sessionId: string): ItemSourc
       return {
         async next() {
           if (pos >= rows.length) {
-            rows = await app.store.readStructure(sessionId, last + 1);
+            // Page through the log: a catching-up subscriber never holds more than one page.
+            rows = await app.store.readStructure(sessionId, last + 1, STRUCTURE_PAGE);
             pos = 0;
             if (rows.length === 0) return undefined;
           }
@@ -207,10 +210,21 @@ export function surfaceSource(app: SessionService, sessionId: string): ItemSourc
             if (r.surfaceOp !== undefined && r.surfaceOp !== 'append') replaces = true;
           }
           if (replaces && !tracker) {
+            // The surface state at the cursor, folded from the start in pages (held: one structural
+            // copy of the surface, as long as this subscriber catches up over replaces).
             const t = new SurfaceTracker();
-            for (const r of await app.store.readStructure(sessionId, 0)) {
-              if (r.seq > last) break;
-              t.apply(r);
+            let from = 0;
+            for (let done = false; !done;) {
+              const page = await app.store.readStructure(sessionId, from, STRUCTURE_PAGE);
+              for (const r of page) {
+                if (r.seq > last) {
+                  done = true;
+                  break;
+                }
+                t.apply(r);
+              }
+              if (page.length < STRUCTURE_PAGE) break;
+              from = (page[page.length - 1] as StructuralRow).seq + 1;
             }
             tracker = t;
           }

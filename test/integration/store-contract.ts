@@ -441,6 +441,16 @@ export function storeContract<S extends SessionStore>(name: string, harness: Sto
         expect(rows[1]).toStrictEqual({ seq: 1, type: 'assistant/chunk' });
         expect(Object.keys(rows[4]!)).toEqual(['seq', 'type', 'ignorable']);
         expect(await store.readStructure('r', 20)).toStrictEqual(events.slice(20).map(structural));
+        // Paged: at most `limit` rows; pages concatenated are the whole structure.
+        expect(await store.readStructure('r', 3, 5)).toStrictEqual(events.slice(3, 8).map(structural));
+        const pages: unknown[] = [];
+        for (let from = 0; ;) {
+          const page = await store.readStructure('r', from, 7);
+          pages.push(...page);
+          if (page.length < 7) break;
+          from = page[page.length - 1]!.seq + 1;
+        }
+        expect(pages).toStrictEqual(events.map(structural));
         expect(await store.readStructure('nope', 0)).toEqual([]);
       });
 

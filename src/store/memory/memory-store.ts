@@ -216,11 +216,12 @@ export class MemorySessionStore implements SessionStore {
     return out;
   }
 
-  async readStructure(sessionId: string, fromSeq: number): Promise<StructuralRow[]> {
+  async readStructure(sessionId: string, fromSeq: number, limit = Number.MAX_SAFE_INTEGER): Promise<StructuralRow[]> {
     this.checkOpen();
     const session = this.visible(sessionId);
     if (session === undefined) return [];
-    return session.events.slice(lowerBound(session.events, fromSeq)).map(structuralRow);
+    const from = lowerBound(session.events, fromSeq);
+    return session.events.slice(from, from + limit).map(structuralRow);
   }
 
   async *scanEvents(sessionId: string, fromSeq: number, batchSize: number): AsyncIterable<SessionEvent[]> {

@@ -183,7 +183,7 @@ export class SqliteSessionStore implements SessionStore {
   private readonly createTxn: Database.Transaction<(record: NewSession, rows: EventRow[], nextSeq: number, dataBytes: number) => boolean>;
   private readonly groupTxn: Database.Transaction<(batch: readonly QueuedAppend[], results: (AppendOutcome | { error: unknown })[]) => void>;
   private readonly writeCallTxn: Database.Transaction<(call: QueuedAppend) => void>;
-  private readonly structureTxn: Database.Transaction<(sessionId: string, fromSeq: number) => StructuralRow[]>;
+  private readonly structureTxn: Database.Transaction<(sessionId: string, fromSeq: number, limit: number) => StructuralRow[]>;
   private readonly appendPendingTxn: Database.Transaction<(sessionId: string, events: readonly SessionEvent[]) => void>;
 
   constructor(options: SqliteStoreOptions) {
@@ -337,14 +337,15 @@ export class SqliteSessionStore implements SessionStore {
     // process writes meanwhile. Keyset chunks of STRUCTURE_CHUNK rows: the intermediate strings
     // die young (cheap scavenges) instead of a million of them being promoted at once; steadier
     // and faster than one .all() (measured).
-    this.structureTxn = db.transaction((sessionId: string, fromSeq: number): StructuralRow[] => {
+    this.structureTxn = db.transaction((sessionId: string, fromSeq: number, limit: number): StructuralRow[] => {
       const types = new TypeTable();
       const out: StructuralRow[] = [];
       let next = fromSeq;
       for (;;) {
-        const lines = this.selectStructure.all(sessionId, next, STRUCTURE_CHUNK) as string[];
+        const want = Math.min(STRUCTURE_CHUNK, limit - out.length);
+        const lines = this.selectStructure.all(sessionId, next, want) as string[];
         for (let i = 0; i < lines.length; i++) out.push(decodeStructureLine(lines[i]!, types));
-        if (lines.length < STRUCTURE_CHUNK) return out;
+        if (lines.length < want || out.length >= limit) return out;
         next = out[out.length - 1]!.seq + 1;
       }
     });
@@ -564,10 +565,11 @@ export class SqliteSessionStore implements SessionStore {
     return (this.selectBySeqs.all(sessionId, JSON.stringify(seqs)) as RawEvent[]).map(decodeEvent);
   }
 
-  async readStructure(sessionId: string, fromSeq: number): Promise<StructuralRow[]> {
+  async readStructure(sessionId: string, fromSeq: number, limit = Number.MAX_SAFE_INTEGER): Promise<StructuralRow[]> {
     await this.readable();
     if (this.selectVisible.get(sessionId) === undefined) return [];
-    return this.structureTxn(sessionId, fromSeq);
+    if (!Number.isSafeInteger(limit) || limit < 1) throw new RangeError(`limit must be a positive integer, got ${limit}`);
+    return this.structureTxn(sessionId, fromSeq, limit);
   }
 
   async *scanEvents(sessionId: string, fromSeq: number, batchSize: number): AsyncIterable<SessionEvent[]> {
