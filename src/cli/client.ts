@@ -2,6 +2,7 @@
  * The CLI's gRPC connection (address, TLS, bearer token, a short connect deadline) and the
  * mapping of every failure to an exit status and the printed error shape.
  */
+import { isLoopback } from '../server/tls.js';
 import { readFileSync } from 'node:fs';
 import { credentials, Metadata, status, type CallOptions, type ClientUnaryCall, type ServiceError } from '@grpc/grpc-js';
 import { SessionServiceClient } from '../../gen/palimpsest/v1/service.js';
@@ -54,6 +55,12 @@ export class Rpc {
   /** Dials `opts.addr` and waits until the channel is ready (UnreachableError after the deadline). */
   static async connect(opts: ConnectOptions): Promise<Rpc> {
     if ((opts.tlsCert === undefined) !== (opts.tlsKey === undefined)) throw new UsageError('--tls-cert and --tls-key go together');
+    const tls = Boolean(opts.tlsCa || opts.tlsCert);
+    const host = opts.addr.slice(0, Math.max(0, opts.addr.lastIndexOf(':'))) || opts.addr;
+    if (opts.token && !tls && !isLoopback(host)) {
+      // Same rule as the server's: credentials never cross a network in plaintext.
+      throw new UsageError(`refusing to send a bearer token to ${opts.addr} without TLS; pass --tls-ca (the server's CA) or use a loopback address`);
+    }
     const pem = (file: string | undefined) => (file === undefined ? null : readFileSync(file));
     const creds = opts.tlsCa || opts.tlsCert
       ? credentials.createSsl(pem(opts.tlsCa), pem(opts.tlsKey), pem(opts.tlsCert))

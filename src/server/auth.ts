@@ -163,14 +163,13 @@ export function makeInterceptor(registry: TokenRegistry | undefined, limiter: St
         next({
           onReceiveMetadata: (md: Metadata, nextMd: (m: Metadata) => void) => {
             for (const key of Object.keys(md.getMap())) if (key.startsWith('x-palimpsest-')) md.remove(key);
-            if (!isPublic) {
-              release = limiter.admit(connection);
-              if (!release) {
-                reject(intercepting, new DomainError('TOO_MANY_STREAMS',
-                  `this connection already has ${limiter.maxPerConnection} calls in flight; the limit is ${limiter.maxPerConnection}; wait for some to finish or open another connection`,
-                  { limitName: 'max_concurrent_streams', limit: String(limiter.maxPerConnection), actual: String(limiter.maxPerConnection + 1) }));
-                return;
-              }
+            // Public calls (health watches) count too: no connection gets unbounded streams.
+            release = limiter.admit(connection);
+            if (!release) {
+              reject(intercepting, new DomainError('TOO_MANY_STREAMS',
+                `this connection already has ${limiter.maxPerConnection} calls in flight; the limit is ${limiter.maxPerConnection}; wait for some to finish or open another connection`,
+                { limitName: 'max_concurrent_streams', limit: String(limiter.maxPerConnection), actual: String(limiter.maxPerConnection + 1) }));
+              return;
             }
             if (registry && !isPublic) {
               const header = md.get('authorization')[0];

@@ -207,6 +207,10 @@ describe('exit statuses', () => {
       expect(r.stderr, args.join(' ')).toMatch(msg);
       expect(r.stdout, args.join(' ')).toBe('');
     }
+    // A bearer token never goes to a non-loopback address in plaintext.
+    const plain = await runCli(['surface', 's', '--addr', '10.1.2.3:50051', '--token', 'secret']);
+    expect(plain.code).toBe(2);
+    expect(plain.stderr).toMatch(/refusing to send a bearer token to 10\.1\.2\.3:50051 without TLS/);
     const json = await cli('surface', '--json');
     expect(json.code).toBe(2);
     expect(jsonError(json)).toEqual({ code: 'INVALID_ARGUMENT', reason: 'USAGE', message: expect.stringContaining('missing SESSION'), metadata: {} });
