@@ -15,7 +15,8 @@ import type {
 } from '../../gen/palimpsest/v1/service.js';
 import { DataFormat, Direction, GetMessagesResponse, MessageView } from '../../gen/palimpsest/v1/service.js';
 import type { Session } from '../../gen/palimpsest/v1/session.js';
-import type { SessionEvent as PbSessionEvent } from '../../gen/palimpsest/v1/event.js';
+import { SessionEvent as PbSessionEventCodec, type SessionEvent as PbSessionEvent } from '../../gen/palimpsest/v1/event.js';
+import { encodeListEventsResponse, fastEncodable, type EventWithText } from './event-encode.js';
 import { eventInputToCandidate, eventToProto, sessionToProto, storedEventToProto } from './convert.js';
 import { messageFromJson } from './typed-data.js';
 import { messageJsonText } from '../domain/derive.js';
@@ -73,7 +74,7 @@ function cancelGrace(call: { cancelled: boolean; once(event: 'cancelled', fn: ()
 }
 
 /** Unary methods whose handlers may answer with an already-encoded response (a Buffer). */
-const PRE_ENCODED_UNARY = ['getMessages'] as const;
+const PRE_ENCODED_UNARY = ['getMessages', 'listEvents'] as const;
 
 /**
  * A copy of the SessionService definition whose `PRE_ENCODED_UNARY` methods' response serializers
@@ -197,21 +198,33 @@ export function makeHandlers(app: SessionService, resolve: ContextResolver, log:
       // at least one event) and continue from the first event left out.
       // Events may carry their stored data text (StoredEventText, from store.readEventTexts):
       // then that text goes to the wire without a JSON.parse/JSON.stringify round trip.
+      // The json form (the default) is encoded here, straight from the texts (event-encode.ts);
+      // the typed form goes through the generated encoder.
+      const typed = format === 'typed';
       const events: PbSessionEvent[] = [];
+      const texts: EventWithText[] = [];
+      let slow: Map<number, Uint8Array> | undefined;
       let nextSeq = page.nextSeq;
       let used = 0;
       for (const e of page.events as readonly (SessionEvent | StoredEventText)[]) {
         const stored = 'dataText' in e;
         const text = stored ? e.dataText : JSON.stringify(e.data);
-        const size = Buffer.byteLength(text) + Buffer.byteLength(e.type) + 11 * (e.sourceEventSeqs?.length ?? 0) + 64;
-        if (events.length > 0 && used + size > pageBudget) {
+        const textBytes = Buffer.byteLength(text);
+        const size = textBytes + Buffer.byteLength(e.type) + 11 * (e.sourceEventSeqs?.length ?? 0) + 64;
+        if ((typed ? events.length : texts.length) > 0 && used + size > pageBudget) {
           nextSeq = e.seq;
           break;
         }
         used += size;
-        events.push(stored ? storedEventToProto(e, format) : eventToProto(e, format, text));
+        if (typed) events.push(stored ? storedEventToProto(e, format) : eventToProto(e, format, text));
+        else {
+          if (!fastEncodable(e)) (slow ??= new Map()).set(texts.length, PbSessionEventCodec.encode(eventToProto(e as SessionEvent, 'json', text)).finish());
+          texts.push({ event: e, text, textBytes });
+        }
       }
-      return { events, nextPageToken: nextSeq === undefined ? '' : encodePageToken(nextSeq, direction) };
+      const nextPageToken = nextSeq === undefined ? '' : encodePageToken(nextSeq, direction);
+      if (!typed) return encodeListEventsResponse(texts, nextPageToken, slow) as unknown as ListEventsResponse;
+      return { events, nextPageToken };
     }),
     getSurface: unary<GetSurfaceRequest, GetSurfaceResponse>('read', async (ctx, r) => app.getSurface(ctx, requireId(r.sessionId))),
     getMessages: unary<GetMessagesRequest, GetMessagesResponse>('read', async (ctx, r) => {

@@ -1,0 +1,193 @@
+/**
+ * A hand-written encoder of ListEventsResponse for events whose data goes out as JSON text (the
+ * default data format): byte for byte what the generated ListEventsResponse.encode writes for the
+ * same message (see test/unit/list-events-response.test.ts), in one buffer sized up front, without
+ * building a PbSessionEvent per event or the generated writer's fork/join chunks.
+ */
+import type { SessionEvent } from '../domain/event.js';
+
+/** An event and the JSON text its data goes out as. */
+export interface EventWithText {
+  readonly event: Omit<SessionEvent, 'data'>;
+  readonly text: string;
+  /** UTF-8 bytes of `text`. */
+  readonly textBytes: number;
+}
+
+const TWO_32 = 2 ** 32;
+
+/** Node's Buffer#utf8Write (what Buffer#write calls for 'utf8', without its argument handling). */
+interface Utf8Writable {
+  utf8Write(s: string, offset: number, length: number): number;
+}
+
+/** Bytes of the varint of a non-negative safe integer. */
+function varintSize(v: number): number {
+  if (v < 128) return 1;
+  if (v < 16384) return 2;
+  if (v < 2097152) return 3;
+  if (v < 268435456) return 4;
+  let n = 4;
+  v = Math.floor(v / 268435456);
+  while (v > 0) {
+    n++;
+    v = Math.floor(v / 128);
+  }
+  return n;
+}
+
+function writeVarint(buf: Buffer, pos: number, v: number): number {
+  while (v >= 128) {
+    // v % 128 is exact for safe integers; avoid 32-bit operators on values above 2^31.
+    buf[pos++] = (v >= TWO_32 ? v % 128 : v & 127) | 128;
+    v = Math.floor(v / 128);
+  }
+  buf[pos++] = v;
+  return pos;
+}
+
+/** Whether the fast path encodes this number exactly as the generated uint64/int64 writer does. */
+function plain(v: number): boolean {
+  return Number.isSafeInteger(v) && v >= 0;
+}
+
+/** Whether every number of the event is a non-negative safe integer (otherwise: generated encoder). */
+export function fastEncodable(e: Omit<SessionEvent, 'data'>): boolean {
+  if (!plain(e.seq) || !plain(e.time)) return false;
+  const s = e.sourceEventSeqs;
+  if (s) for (let i = 0; i < s.length; i++) if (!plain(s[i]!)) return false;
+  const op = e.surfaceOp;
+  if (op !== undefined && op !== 'append' && (!plain(op.start) || !plain(op.end))) return false;
+  return true;
+}
+
+/** Size of the encoded SessionEvent (without its field tag and length). */
+function eventSize(x: EventWithText, typeBytes: number): number {
+  const e = x.event;
+  let n = 0;
+  if (e.seq !== 0) n += 1 + varintSize(e.seq);
+  if (e.time !== 0) n += 1 + varintSize(e.time);
+  if (typeBytes !== 0) n += 1 + varintSize(typeBytes) + typeBytes;
+  const dataLen = 1 + varintSize(x.textBytes) + x.textBytes;
+  n += 1 + varintSize(dataLen) + dataLen;
+  const s = e.sourceEventSeqs;
+  if (s) {
+    const len = seqsMessageSize(s);
+    n += 1 + varintSize(len) + len;
+  }
+  const op = e.surfaceOp;
+  if (op === 'append') n += 2;
+  else if (op !== undefined) {
+    const len = replaceSize(op.start, op.end);
+    n += 1 + varintSize(len) + len;
+  }
+  if (e.ignorable === true) n += 2;
+  return n;
+}
+
+function packedSize(s: readonly number[]): number {
+  let n = 0;
+  for (let i = 0; i < s.length; i++) n += varintSize(s[i]!);
+  return n;
+}
+
+function seqsMessageSize(s: readonly number[]): number {
+  if (s.length === 0) return 0;
+  const p = packedSize(s);
+  return 1 + varintSize(p) + p;
+}
+
+function replaceSize(start: number, end: number): number {
+  return (start !== 0 ? 1 + varintSize(start) : 0) + (end !== 0 ? 1 + varintSize(end) : 0);
+}
+
+/**
+ * ListEventsResponse{events, next_page_token} encoded. Every event must be fastEncodable; `extra`
+ * holds already-encoded SessionEvent messages (the generated encoder's output, for events that
+ * are not) by index.
+ */
+export function encodeListEventsResponse(events: readonly EventWithText[], nextPageToken: string, extra?: ReadonlyMap<number, Uint8Array>): Buffer {
+  const sizes = new Array<number>(events.length);
+  const typeBytes = new Array<number>(events.length);
+  let total = 0;
+  for (let i = 0; i < events.length; i++) {
+    const pre = extra?.get(i);
+    const t = pre === undefined ? Buffer.byteLength(events[i]!.event.type) : 0;
+    typeBytes[i] = t;
+    const n = pre === undefined ? eventSize(events[i]!, t) : pre.length;
+    sizes[i] = n;
+    total += 1 + varintSize(n) + n;
+  }
+  const tokenBytes = Buffer.byteLength(nextPageToken);
+  if (tokenBytes !== 0) total += 1 + varintSize(tokenBytes) + tokenBytes;
+  const buf = Buffer.allocUnsafe(total);
+  let pos = 0;
+  for (let i = 0; i < events.length; i++) {
+    buf[pos++] = 10;
+    pos = writeVarint(buf, pos, sizes[i]!);
+    const pre = extra?.get(i);
+    if (pre !== undefined) {
+      buf.set(pre, pos);
+      pos += pre.length;
+      continue;
+    }
+    const x = events[i]!;
+    const e = x.event;
+    if (e.seq !== 0) {
+      buf[pos++] = 8;
+      pos = writeVarint(buf, pos, e.seq);
+    }
+    if (e.time !== 0) {
+      buf[pos++] = 16;
+      pos = writeVarint(buf, pos, e.time);
+    }
+    const t = typeBytes[i]!;
+    if (t !== 0) {
+      buf[pos++] = 26;
+      pos = writeVarint(buf, pos, t);
+      pos += (buf as unknown as Utf8Writable).utf8Write(e.type, pos, t);
+    }
+    buf[pos++] = 34;
+    pos = writeVarint(buf, pos, 1 + varintSize(x.textBytes) + x.textBytes);
+    buf[pos++] = 10;
+    pos = writeVarint(buf, pos, x.textBytes);
+    pos += (buf as unknown as Utf8Writable).utf8Write(x.text, pos, x.textBytes);
+    const s = e.sourceEventSeqs;
+    if (s) {
+      buf[pos++] = 42;
+      pos = writeVarint(buf, pos, seqsMessageSize(s));
+      if (s.length !== 0) {
+        buf[pos++] = 10;
+        pos = writeVarint(buf, pos, packedSize(s));
+        for (let j = 0; j < s.length; j++) pos = writeVarint(buf, pos, s[j]!);
+      }
+    }
+    const op = e.surfaceOp;
+    if (op === 'append') {
+      buf[pos++] = 50;
+      buf[pos++] = 0;
+    } else if (op !== undefined) {
+      buf[pos++] = 58;
+      pos = writeVarint(buf, pos, replaceSize(op.start, op.end));
+      if (op.start !== 0) {
+        buf[pos++] = 8;
+        pos = writeVarint(buf, pos, op.start);
+      }
+      if (op.end !== 0) {
+        buf[pos++] = 16;
+        pos = writeVarint(buf, pos, op.end);
+      }
+    }
+    if (e.ignorable === true) {
+      buf[pos++] = 64;
+      buf[pos++] = 1;
+    }
+  }
+  if (tokenBytes !== 0) {
+    buf[pos++] = 18;
+    pos = writeVarint(buf, pos, tokenBytes);
+    pos += (buf as unknown as Utf8Writable).utf8Write(nextPageToken, pos, tokenBytes);
+  }
+  if (pos !== total) throw new Error(`ListEventsResponse encoding wrote ${pos} of ${total} bytes`);
+  return buf;
+}

@@ -1,0 +1,56 @@
+/** The hand-encoded ListEvents response (json data form) is byte for byte ListEventsResponse.encode. */
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { ListEventsResponse } from '../../gen/palimpsest/v1/service.js';
+import type { SessionEvent } from '../../src/domain/event.js';
+import { eventToProto } from '../../src/server/convert.js';
+import { SessionEvent as PbSessionEvent } from '../../gen/palimpsest/v1/event.js';
+import { encodeListEventsResponse, fastEncodable } from '../../src/server/event-encode.js';
+
+type Envelope = Omit<SessionEvent, 'data'>;
+
+const expected = (events: { event: Envelope; text: string }[], token: string): Buffer =>
+  Buffer.from(ListEventsResponse.encode({ events: events.map((x) => eventToProto({ ...x.event, data: null } as SessionEvent, 'json', x.text)), nextPageToken: token }).finish());
+
+function encode(events: { event: Envelope; text: string }[], token: string): Buffer {
+  const slow = new Map<number, Uint8Array>();
+  events.forEach((x, i) => {
+    if (!fastEncodable(x.event)) slow.set(i, PbSessionEvent.encode(eventToProto({ ...x.event, data: null } as SessionEvent, 'json', x.text)).finish());
+  });
+  return encodeListEventsResponse(events.map((x) => ({ ...x, textBytes: Buffer.byteLength(x.text) })), token, slow);
+}
+
+const num = fc.oneof(fc.constant(0), fc.nat({ max: 300 }), fc.nat({ max: 2 ** 36 }), fc.maxSafeNat());
+// time is an int64: negative times go through the generated encoder.
+const time = fc.oneof(num, fc.integer({ min: -(2 ** 40), max: -1 }));
+const envelope: fc.Arbitrary<Envelope> = fc.record(
+  {
+    seq: num,
+    time,
+    type: fc.oneof(fc.constant(''), fc.constant('tool/result'), fc.string({ unit: 'grapheme', maxLength: 20 }), fc.string({ unit: 'binary', maxLength: 8 })),
+    sourceEventSeqs: fc.array(num, { maxLength: 5 }),
+    surfaceOp: fc.oneof(fc.constant('append' as const), fc.record({ op: fc.constant('replace' as const), start: num, end: num })),
+    ignorable: fc.constant(true as const),
+  },
+  { requiredKeys: ['seq', 'time', 'type'] },
+);
+
+describe('encodeListEventsResponse', () => {
+  it('equals the generated encoding', () => {
+    fc.assert(
+      fc.property(
+        fc.array(fc.record({ event: envelope, text: fc.oneof(fc.constant(''), fc.json(), fc.string({ unit: 'binary', maxLength: 300 }), fc.string({ minLength: 200, maxLength: 20000 })) }), { maxLength: 12 }),
+        fc.oneof(fc.constant(''), fc.base64String(), fc.string({ unit: 'binary' })),
+        (events, token) => {
+          expect(encode(events, token).equals(expected(events, token))).toBe(true);
+        },
+      ),
+      { numRuns: 500 },
+    );
+  });
+
+  it('falls back to the generated encoder only for numbers it does not encode itself', () => {
+    expect(fastEncodable({ seq: 2 ** 40, time: 1_760_000_000_000, type: 't', sourceEventSeqs: [0, 1, 2 ** 50], surfaceOp: { op: 'replace', start: 0, end: 3 } })).toBe(true);
+    expect(fastEncodable({ seq: 1, time: -5, type: 't' })).toBe(false);
+  });
+});
