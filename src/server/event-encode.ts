@@ -191,3 +191,35 @@ export function encodeListEventsResponse(events: readonly EventWithText[], nextP
   if (pos !== total) throw new Error(`ListEventsResponse encoding wrote ${pos} of ${total} bytes`);
   return buf;
 }
+
+/**
+ * AppendEventsResponse{seqs, replayed, surface_length} encoded, byte for byte as the generated
+ * encoder (test/unit/list-events-response.test.ts); undefined when a number is not a
+ * non-negative safe integer (the caller then uses the generated encoder, which rejects it).
+ */
+export function encodeAppendEventsResponse(seqs: readonly number[], replayed: boolean, surfaceLength: number): Buffer | undefined {
+  if (!plain(surfaceLength)) return undefined;
+  let packed = 0;
+  for (let i = 0; i < seqs.length; i++) {
+    const s = seqs[i]!;
+    if (!plain(s)) return undefined;
+    packed += varintSize(s);
+  }
+  const total = (seqs.length !== 0 ? 1 + varintSize(packed) + packed : 0) + (replayed ? 2 : 0) + (surfaceLength !== 0 ? 1 + varintSize(surfaceLength) : 0);
+  const buf = Buffer.allocUnsafe(total);
+  let pos = 0;
+  if (seqs.length !== 0) {
+    buf[pos++] = 10;
+    pos = writeVarint(buf, pos, packed);
+    for (let i = 0; i < seqs.length; i++) pos = writeVarint(buf, pos, seqs[i]!);
+  }
+  if (replayed) {
+    buf[pos++] = 16;
+    buf[pos++] = 1;
+  }
+  if (surfaceLength !== 0) {
+    buf[pos++] = 24;
+    pos = writeVarint(buf, pos, surfaceLength);
+  }
+  return buf;
+}

@@ -16,12 +16,12 @@ import type {
 import { DataFormat, Direction, GetMessagesResponse, MessageView } from '../../gen/palimpsest/v1/service.js';
 import type { Session } from '../../gen/palimpsest/v1/session.js';
 import { SessionEvent as PbSessionEventCodec, type SessionEvent as PbSessionEvent } from '../../gen/palimpsest/v1/event.js';
-import { encodeListEventsResponse, fastEncodable, type EventWithText } from './event-encode.js';
+import { encodeAppendEventsResponse, encodeListEventsResponse, fastEncodable, type EventWithText } from './event-encode.js';
 import { eventInputToCandidate, eventToProto, sessionToProto, storedEventToProto } from './convert.js';
 import { messageFromJson } from './typed-data.js';
 import { messageJsonText } from '../domain/derive.js';
 import { toServiceError } from './status-map.js';
-import type { Metrics } from './metrics.js';
+import { NO_METRICS, type Metrics } from './metrics.js';
 
 /** Resolves the caller (tenant) of a call; throws DomainError UNAUTHENTICATED/PERMISSION_DENIED. */
 export type ContextResolver = (call: { metadata: import('@grpc/grpc-js').Metadata; getPath?: () => string }, permission: Permission) => CallContext;
@@ -74,7 +74,7 @@ function cancelGrace(call: { cancelled: boolean; once(event: 'cancelled', fn: ()
 }
 
 /** Unary methods whose handlers may answer with an already-encoded response (a Buffer). */
-const PRE_ENCODED_UNARY = ['getMessages', 'listEvents'] as const;
+const PRE_ENCODED_UNARY = ['getMessages', 'listEvents', 'appendEvents'] as const;
 
 /**
  * A copy of the SessionService definition whose `PRE_ENCODED_UNARY` methods' response serializers
@@ -130,6 +130,8 @@ export function makeHandlers(app: SessionService, resolve: ContextResolver, log:
   // Room for the response envelope and the estimate's slack.
   const pageBudget = Math.max(Math.floor((opts.maxMessageBytes ?? Number.MAX_SAFE_INTEGER) * 0.9) - 4096, 1);
   const fail = (err: unknown) => toServiceError(err, (e) => log.error({ err: e }, 'unexpected error'));
+  // The append latency is measured only when metrics are recorded (NO_METRICS drops it).
+  const timed = metrics !== undefined && metrics !== NO_METRICS;
 
   function unary<Req, Res>(permission: Permission, fn: (ctx: CallContext, req: Req) => Promise<Res>) {
     return (call: ServerUnaryCall<Req, Res>, cb: sendUnaryData<Res>): void => {
@@ -160,7 +162,7 @@ export function makeHandlers(app: SessionService, resolve: ContextResolver, log:
       return {};
     }),
     appendEvents: unary<AppendEventsRequest, AppendEventsResponse>('append', async (ctx, r) => {
-      const started = process.hrtime.bigint();
+      const started = timed ? process.hrtime.bigint() : 0n;
       const id = requireId(r.sessionId);
       const candidates: CandidateEvent[] = [];
       const sizes: number[] = [];
@@ -176,8 +178,10 @@ export function makeHandlers(app: SessionService, resolve: ContextResolver, log:
           // UTF-8 bytes in both forms (typed data as the JSON it becomes), as the limit says.
           dataBytes: sizes.map((s, i) => s || Buffer.byteLength(JSON.stringify(candidates[i]?.data ?? null))),
         });
-        metrics?.appended(r.events.length, Number(process.hrtime.bigint() - started) / 1e9);
-        return { seqs: [...res.seqs], replayed: res.replayed, surfaceLength: res.surfaceLength };
+        if (timed) metrics.appended(r.events.length, Number(process.hrtime.bigint() - started) / 1e9);
+        // Encoded here (a few bytes, without the generated writer); see preEncodedResponses.
+        return (encodeAppendEventsResponse(res.seqs, res.replayed, res.surfaceLength) as unknown as AppendEventsResponse | undefined)
+          ?? { seqs: [...res.seqs], replayed: res.replayed, surfaceLength: res.surfaceLength };
       } catch (e) {
         if (e instanceof DomainError) metrics?.rejected(e.reason);
         throw e;

@@ -1,11 +1,14 @@
-/** The hand-encoded ListEvents response (json data form) is byte for byte ListEventsResponse.encode. */
+/**
+ * The hand-encoded ListEvents response (json data form) and AppendEvents response are byte for
+ * byte the generated encodings.
+ */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { ListEventsResponse } from '../../gen/palimpsest/v1/service.js';
+import { AppendEventsResponse, ListEventsResponse } from '../../gen/palimpsest/v1/service.js';
 import type { SessionEvent } from '../../src/domain/event.js';
 import { eventToProto } from '../../src/server/convert.js';
 import { SessionEvent as PbSessionEvent } from '../../gen/palimpsest/v1/event.js';
-import { encodeListEventsResponse, fastEncodable } from '../../src/server/event-encode.js';
+import { encodeAppendEventsResponse, encodeListEventsResponse, fastEncodable } from '../../src/server/event-encode.js';
 
 type Envelope = Omit<SessionEvent, 'data'>;
 
@@ -52,5 +55,22 @@ describe('encodeListEventsResponse', () => {
   it('falls back to the generated encoder only for numbers it does not encode itself', () => {
     expect(fastEncodable({ seq: 2 ** 40, time: 1_760_000_000_000, type: 't', sourceEventSeqs: [0, 1, 2 ** 50], surfaceOp: { op: 'replace', start: 0, end: 3 } })).toBe(true);
     expect(fastEncodable({ seq: 1, time: -5, type: 't' })).toBe(false);
+  });
+});
+
+describe('encodeAppendEventsResponse', () => {
+  it('equals the generated encoding', () => {
+    fc.assert(
+      fc.property(fc.array(num, { maxLength: 10 }), fc.boolean(), num, (seqs, replayed, surfaceLength) => {
+        const expected = Buffer.from(AppendEventsResponse.encode({ seqs, replayed, surfaceLength }).finish());
+        expect(encodeAppendEventsResponse(seqs, replayed, surfaceLength)?.equals(expected)).toBe(true);
+      }),
+      { numRuns: 500 },
+    );
+  });
+
+  it('declines numbers it does not encode (the generated encoder then decides)', () => {
+    expect(encodeAppendEventsResponse([-1], false, 3)).toBeUndefined();
+    expect(encodeAppendEventsResponse([1], false, 2 ** 60)).toBeUndefined();
   });
 });
