@@ -8,6 +8,6 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 npx buf generate -o "$tmp"
 if [ -f scripts/gen-extra.sh ]; then scripts/gen-extra.sh "$tmp"; fi
-# The whole module (imports included) as a FileDescriptorSet, served by server reflection.
-npx buf build --as-file-descriptor-set --exclude-source-info -o "$tmp/gen/descriptor.binpb"
+# gen/descriptor.binpb (the module as a FileDescriptorSet, for server reflection) comes from the
+# local plugin scripts/protoc-gen-descriptor-set.mjs listed in buf.gen.yaml.
 rm -rf "$out" && mkdir -p "$(dirname "$out")" && mv "$tmp/gen" "$out"
