@@ -361,8 +361,8 @@ export class SessionService {
   }
 
   /** Model history (surface walk) or transcript (append-origin surface events in log order). */
-  async getMessages(ctx: CallContext, id: string, view: 'model' | 'transcript'): Promise<{ messages: DerivedMessage[]; headSeq: number | undefined }> {
-    if (view === 'transcript') return this.#transcript(ctx, id);
+  async getMessages(ctx: CallContext, id: string, view: 'model' | 'transcript', page: { afterSeq?: number; limit?: number } = {}): Promise<{ messages: DerivedMessage[]; headSeq: number | undefined; replaceGeneration: number }> {
+    if (view === 'transcript') return { ...(await this.#transcript(ctx, id, page.afterSeq ?? -1, page.limit ?? Number.MAX_SAFE_INTEGER)), replaceGeneration: 0 };
     for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
       const h = await this.#handle(ctx, id);
       if (!h.projection) {
@@ -387,16 +387,18 @@ export class SessionService {
       const out = await h.read(() => (h.valid && h.projection ? {
         messages: h.projection.entries(),
         headSeq: h.engine.eventCount > 0 ? h.engine.nextSeq - 1 : undefined,
+        replaceGeneration: h.engine.replaceGeneration,
       } : undefined));
       if (out) return out;
     }
     throw new DomainError('CONFLICT_RETRIES_EXHAUSTED', `session ${id} kept moving; retry`, { sessionId: id });
   }
 
-  async #transcript(ctx: CallContext, id: string): Promise<{ messages: DerivedMessage[]; headSeq: number | undefined }> {
+  /** Transcript messages after `afterSeq` in log order, at most `limit` (log order makes seqs stable cursors). */
+  async #transcript(ctx: CallContext, id: string, afterSeq: number, limit: number): Promise<{ messages: DerivedMessage[]; headSeq: number | undefined }> {
     const rec = await this.#record(ctx, id);
     const messages: DerivedMessage[] = [];
-    let from = 0;
+    let from = afterSeq + 1;
     const types = [...SURFACE_TYPES];
     for (;;) {
       const page = await this.store.readEvents(this.storageKey(ctx, id), { fromSeq: from, direction: 'forward', limit: STORE_READ_BATCH, types });
@@ -404,8 +406,9 @@ export class SessionService {
         if (e.surfaceOp !== 'append') continue;
         const m = messageOf(e, id);
         if (m) messages.push({ seq: e.seq, message: m });
+        if (messages.length >= limit) break;
       }
-      if (page.length < STORE_READ_BATCH) break;
+      if (page.length < STORE_READ_BATCH || messages.length >= limit) break;
       from = (page[page.length - 1] as SessionEvent).seq + 1;
     }
     return { messages, headSeq: rec.eventCount > 0 ? rec.nextSeq - 1 : undefined };

@@ -66,6 +66,7 @@ const TABLE: Readonly<Record<string, Mapping>> = {
   HEADER_INVALID: invalid,
   INVALID_ARGUMENT: invalid,
   INVALID_PAGE_TOKEN: invalid,
+  PAGE_TOKEN_STALE: precondition,
   PAGE_SIZE_TOO_LARGE: invalid,
   VIEW_UNSPECIFIED: invalid,
   BATCH_EMPTY: invalid,

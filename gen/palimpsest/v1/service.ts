@@ -328,6 +328,18 @@ export interface GetMessagesRequest {
   view: MessageView;
   /** Also return each message as a typed Message where that is exact. */
   typed: boolean;
+  /**
+   * Maximum messages per page; 0 = the whole projection in one response.
+   * Above the server's page limit is PAGE_SIZE_TOO_LARGE.
+   */
+  pageSize: number;
+  /**
+   * `next_page_token` of the previous page; empty for the first page. A
+   * model-history token goes stale (PAGE_TOKEN_STALE, FAILED_PRECONDITION)
+   * when a replace rewrote the surface since the first page; appends never
+   * make a token stale.
+   */
+  pageToken: string;
 }
 
 /** One derived message and the event it comes from. */
@@ -348,7 +360,11 @@ export interface GetMessagesResponse {
   /** The messages, in projection order. */
   messages: DerivedMessage[];
   /** Seq of the last event reflected; unset for an empty log. */
-  headSeq?: number | undefined;
+  headSeq?:
+    | number
+    | undefined;
+  /** Token for the next page; empty on the last page (and when page_size is 0). */
+  nextPageToken: string;
 }
 
 /** Request for ForkSession. */
@@ -2262,7 +2278,7 @@ export const GetSurfaceResponse: MessageFns<GetSurfaceResponse> = {
 };
 
 function createBaseGetMessagesRequest(): GetMessagesRequest {
-  return { sessionId: "", view: 0, typed: false };
+  return { sessionId: "", view: 0, typed: false, pageSize: 0, pageToken: "" };
 }
 
 export const GetMessagesRequest: MessageFns<GetMessagesRequest> = {
@@ -2275,6 +2291,12 @@ export const GetMessagesRequest: MessageFns<GetMessagesRequest> = {
     }
     if (message.typed !== false) {
       writer.uint32(24).bool(message.typed);
+    }
+    if (message.pageSize !== 0) {
+      writer.uint32(32).uint32(message.pageSize);
+    }
+    if (message.pageToken !== "") {
+      writer.uint32(42).string(message.pageToken);
     }
     return writer;
   },
@@ -2316,6 +2338,22 @@ export const GetMessagesRequest: MessageFns<GetMessagesRequest> = {
             message.typed = reader.bool();
             continue;
           }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.pageSize = reader.uint32();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.pageToken = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2337,6 +2375,16 @@ export const GetMessagesRequest: MessageFns<GetMessagesRequest> = {
         : "",
       view: isSet(object.view) ? messageViewFromJSON(object.view) : 0,
       typed: isSet(object.typed) ? globalThis.Boolean(object.typed) : false,
+      pageSize: isSet(object.pageSize)
+        ? globalThis.Number(object.pageSize)
+        : isSet(object.page_size)
+        ? globalThis.Number(object.page_size)
+        : 0,
+      pageToken: isSet(object.pageToken)
+        ? globalThis.String(object.pageToken)
+        : isSet(object.page_token)
+        ? globalThis.String(object.page_token)
+        : "",
     };
   },
 
@@ -2351,6 +2399,12 @@ export const GetMessagesRequest: MessageFns<GetMessagesRequest> = {
     if (message.typed !== false) {
       obj.typed = message.typed;
     }
+    if (message.pageSize !== 0) {
+      obj.pageSize = Math.round(message.pageSize);
+    }
+    if (message.pageToken !== "") {
+      obj.pageToken = message.pageToken;
+    }
     return obj;
   },
 
@@ -2362,6 +2416,8 @@ export const GetMessagesRequest: MessageFns<GetMessagesRequest> = {
     message.sessionId = object.sessionId ?? "";
     message.view = object.view ?? 0;
     message.typed = object.typed ?? false;
+    message.pageSize = object.pageSize ?? 0;
+    message.pageToken = object.pageToken ?? "";
     return message;
   },
 };
@@ -2474,7 +2530,7 @@ export const DerivedMessage: MessageFns<DerivedMessage> = {
 };
 
 function createBaseGetMessagesResponse(): GetMessagesResponse {
-  return { messages: [], headSeq: undefined };
+  return { messages: [], headSeq: undefined, nextPageToken: "" };
 }
 
 export const GetMessagesResponse: MessageFns<GetMessagesResponse> = {
@@ -2484,6 +2540,9 @@ export const GetMessagesResponse: MessageFns<GetMessagesResponse> = {
     }
     if (message.headSeq !== undefined) {
       writer.uint32(16).uint64(message.headSeq);
+    }
+    if (message.nextPageToken !== "") {
+      writer.uint32(26).string(message.nextPageToken);
     }
     return writer;
   },
@@ -2517,6 +2576,14 @@ export const GetMessagesResponse: MessageFns<GetMessagesResponse> = {
             message.headSeq = longToNumber(reader.uint64());
             continue;
           }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.nextPageToken = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2539,6 +2606,11 @@ export const GetMessagesResponse: MessageFns<GetMessagesResponse> = {
         : isSet(object.head_seq)
         ? globalThis.Number(object.head_seq)
         : undefined,
+      nextPageToken: isSet(object.nextPageToken)
+        ? globalThis.String(object.nextPageToken)
+        : isSet(object.next_page_token)
+        ? globalThis.String(object.next_page_token)
+        : "",
     };
   },
 
@@ -2550,6 +2622,9 @@ export const GetMessagesResponse: MessageFns<GetMessagesResponse> = {
     if (message.headSeq !== undefined) {
       obj.headSeq = Math.round(message.headSeq);
     }
+    if (message.nextPageToken !== "") {
+      obj.nextPageToken = message.nextPageToken;
+    }
     return obj;
   },
 
@@ -2560,6 +2635,7 @@ export const GetMessagesResponse: MessageFns<GetMessagesResponse> = {
     const message = createBaseGetMessagesResponse();
     message.messages = object.messages?.map((e) => DerivedMessage.fromPartial(e)) || [];
     message.headSeq = object.headSeq ?? undefined;
+    message.nextPageToken = object.nextPageToken ?? "";
     return message;
   },
 };
@@ -4824,8 +4900,9 @@ export const SessionServiceService = {
   },
   /**
    * Derives the model history (walked from the surface) or the human
-   * transcript (append-origin surface events). Errors: SESSION_NOT_FOUND,
-   * VIEW_UNSPECIFIED (INVALID_ARGUMENT).
+   * transcript (append-origin surface events), whole or in pages. Errors:
+   * SESSION_NOT_FOUND, VIEW_UNSPECIFIED, INVALID_PAGE_TOKEN, PAGE_SIZE_TOO_LARGE
+   * (INVALID_ARGUMENT), PAGE_TOKEN_STALE (FAILED_PRECONDITION).
    */
   getMessages: {
     path: "/palimpsest.v1.SessionService/GetMessages" as const,
@@ -5000,8 +5077,9 @@ export interface SessionServiceServer extends UntypedServiceImplementation {
   getSurface: handleUnaryCall<GetSurfaceRequest, GetSurfaceResponse>;
   /**
    * Derives the model history (walked from the surface) or the human
-   * transcript (append-origin surface events). Errors: SESSION_NOT_FOUND,
-   * VIEW_UNSPECIFIED (INVALID_ARGUMENT).
+   * transcript (append-origin surface events), whole or in pages. Errors:
+   * SESSION_NOT_FOUND, VIEW_UNSPECIFIED, INVALID_PAGE_TOKEN, PAGE_SIZE_TOO_LARGE
+   * (INVALID_ARGUMENT), PAGE_TOKEN_STALE (FAILED_PRECONDITION).
    */
   getMessages: handleUnaryCall<GetMessagesRequest, GetMessagesResponse>;
   /**
@@ -5211,8 +5289,9 @@ export interface SessionServiceClient extends Client {
   ): ClientUnaryCall;
   /**
    * Derives the model history (walked from the surface) or the human
-   * transcript (append-origin surface events). Errors: SESSION_NOT_FOUND,
-   * VIEW_UNSPECIFIED (INVALID_ARGUMENT).
+   * transcript (append-origin surface events), whole or in pages. Errors:
+   * SESSION_NOT_FOUND, VIEW_UNSPECIFIED, INVALID_PAGE_TOKEN, PAGE_SIZE_TOO_LARGE
+   * (INVALID_ARGUMENT), PAGE_TOKEN_STALE (FAILED_PRECONDITION).
    */
   getMessages(
     request: GetMessagesRequest,

@@ -113,8 +113,14 @@ const messages: Command = {
   examples: ['palimpsest messages demo --json', 'palimpsest messages demo --transcript'],
   async run({ args, rpc, out }) {
     const view = args.flag('transcript') ? MessageView.MESSAGE_VIEW_TRANSCRIPT : MessageView.MESSAGE_VIEW_MODEL_HISTORY;
-    const r = await rpc.unary(rpc.client.getMessages, { sessionId: args.pos(0), view, typed: false });
-    const parsed = r.messages.map((m) => ({ seq: m.seq, message: JSON.parse(m.messageJson) as Json }));
+    // Paged, so a history larger than one gRPC message still prints.
+    const parsed: { seq: number; message: Json }[] = [];
+    let pageToken = '';
+    do {
+      const r = await rpc.unary(rpc.client.getMessages, { sessionId: args.pos(0), view, typed: false, pageSize: 1000, pageToken });
+      for (const m of r.messages) parsed.push({ seq: m.seq, message: JSON.parse(m.messageJson) as Json });
+      pageToken = r.nextPageToken;
+    } while (pageToken !== '');
     if (out.json) await out.printJson(parsed.map((m) => m.message));
     else if (parsed.length === 0) await out.write(out.style.dim('no messages\n'));
     else await out.write(parsed.map((m) => messageText(m.seq, m.message, out.style)).join('\n'));
