@@ -11,6 +11,7 @@ import type { EventInput } from '../../gen/palimpsest/v1/event.js';
 import { startTestServer, type TestServer } from '../support/test-server.js';
 import { input, replaceOp } from '../support/events.js';
 import { allEvents, api, replay, until, type Api } from '../support/e2e.js';
+import { rng } from '../support/rng.js';
 
 let t: TestServer;
 let clients: Api[];
@@ -26,17 +27,6 @@ afterAll(async () => {
   await t?.stop();
 });
 
-/** A deterministic PRNG (mulberry32) so a failure can be replayed. */
-function rng(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let x = s;
-    x = Math.imul(x ^ (x >>> 15), x | 1);
-    x ^= x + Math.imul(x ^ (x >>> 7), x | 61);
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const user = (tag: string, surfaceOp: EventInput['surfaceOp'] = { $case: 'append', value: {} }, sources?: number[]): EventInput =>
   input('user/message', { id: tag, role: 'user', content: [{ type: 'text', text: tag }], source: { kind: 'user' } }, { surfaceOp, sourceEventSeqs: sources ? { seqs: sources } : undefined });

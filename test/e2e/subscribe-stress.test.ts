@@ -13,6 +13,7 @@ import {
   SubscribeEventsRequest, SubscribeSurfaceRequest, type SubscribeEventsResponse, type SubscribeSurfaceResponse,
 } from '../../gen/palimpsest/v1/service.js';
 import type { EventInput, SessionEvent as PbSessionEvent } from '../../gen/palimpsest/v1/event.js';
+import { rng } from '../support/rng.js';
 
 let t: TestServer;
 let a: Api;
@@ -20,17 +21,6 @@ let a: Api;
 beforeAll(async () => { t = await startTestServer({ subscriberBufferBytes: 64 * 1024, durability: 'normal' }); a = api(t.client); });
 afterAll(async () => { await t.stop(); });
 
-/** mulberry32 */
-function rng(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let x = s;
-    x = Math.imul(x ^ (x >>> 15), x | 1);
-    x ^= x + Math.imul(x ^ (x >>> 7), x | 61);
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const chunk = (text: string): EventInput => input('assistant/chunk', { turn: 1, step: 1, chunk: { type: 'text-delta', index: 0, text } });
 
