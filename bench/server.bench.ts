@@ -230,7 +230,7 @@ function stepEvents(step: number, seq0: number): CandidateEvent[] {
 
 /** Writes a session of `n` events (validated by the engine in import mode) straight into the store. */
 async function buildSession(store: SqliteSessionStore, id: string, n: number): Promise<void> {
-  await store.createSession({ header: { version: SESSION_FORMAT_VERSION, id, createdAt: 0, delegationDepth: 0 }, labels: {}, tenant: '', strict: false, pending: true }, []);
+  await store.createSession({ header: { version: SESSION_FORMAT_VERSION, id, createdAt: 0, delegationDepth: 0 }, labels: {}, tenant: '', strict: false, pairingGuard: false, pending: true }, []);
   const engine = SessionEngine.create();
   const CHUNK = 8_000;
   for (let from = 0; from < n; from += CHUNK) {

@@ -122,7 +122,7 @@ let lastAvgGroup = 0;
 async function storeAppend(options: Omit<SqliteStoreOptions, 'path'>, concurrency: number, total: number): Promise<number> {
   const store = new SqliteSessionStore({ path: newPath(), ...options });
   for (let c = 0; c < concurrency; c++) {
-    await store.createSession({ header: { version: 0, id: `c${c}`, createdAt: c }, labels: {}, tenant: '', strict: false }, []);
+    await store.createSession({ header: { version: 0, id: `c${c}`, createdAt: c }, labels: {}, tenant: '', strict: false, pairingGuard: false }, []);
   }
   const perClient = Math.ceil(total / concurrency);
   const client = async (c: number): Promise<void> => {
@@ -174,7 +174,7 @@ async function main(): Promise<void> {
   {
     const path = newPath();
     const writer = new SqliteSessionStore({ path, durability: 'normal' });
-    await writer.createSession({ header: { version: 0, id: 'big', createdAt: 0 }, labels: {}, tenant: '', strict: false, pending: true }, []);
+    await writer.createSession({ header: { version: 0, id: 'big', createdAt: 0 }, labels: {}, tenant: '', strict: false, pairingGuard: false, pending: true }, []);
     const CHUNK = 10_000;
     for (let from = 0; from < STRUCTURE_ROWS; from += CHUNK) {
       await writer.appendPending('big', Array.from({ length: CHUNK }, (_, i) => typicalEvent(from + i)));
@@ -226,7 +226,7 @@ async function main(): Promise<void> {
   {
     const path = newPath();
     const store = new SqliteSessionStore({ path, durability: 'normal' });
-    await store.createSession({ header: { version: 0, id: 'r', createdAt: 0 }, labels: {}, tenant: '', strict: false }, Array.from({ length: READ_SESSION }, (_, i) => typicalEvent(i)));
+    await store.createSession({ header: { version: 0, id: 'r', createdAt: 0 }, labels: {}, tenant: '', strict: false, pairingGuard: false }, Array.from({ length: READ_SESSION }, (_, i) => typicalEvent(i)));
     const raw = new Database(path, { readonly: true });
     const rawPage = raw.prepare('SELECT seq, type, time, data, source_event_seqs, surface_op, ignorable FROM events WHERE session_id = ? AND seq >= ? ORDER BY seq LIMIT ?').raw();
     const rawRate = await repeat(() => {

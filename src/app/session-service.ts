@@ -14,6 +14,7 @@ import { SESSION_FORMAT_VERSION, SURFACE_TYPES } from '../domain/event.js';
 import { DomainError } from '../domain/errors.js';
 import { SessionEngine, dataDependencies, type BatchPlan } from '../domain/session-engine.js';
 import { MessageProjection } from '../domain/derive.js';
+import { PairingIndex } from '../domain/tool-pairing.js';
 import { messageOf } from '../domain/message-view.js';
 import { interruptedTurnClosers } from '../domain/repair.js';
 import { planFork } from '../domain/fork.js';
@@ -24,6 +25,8 @@ import { ChangeFeed } from './change-feed.js';
 import { SessionHandle } from './session-handle.js';
 import { storageKey, toStored, fromStored } from './tenant-scope.js';
 import { MAX_JSON_DEPTH, jsonTextDepth } from './json-depth.js';
+import { messagesAsOf, surfaceAsOf } from './time-travel.js';
+import { ensurePairingIndex, guardApplies, pairingLookup, pairingPlanned } from './pairing-guard.js';
 
 /** Limits enforced by the app (the server adds transport limits). */
 export interface AppLimits {
@@ -73,6 +76,8 @@ export interface AppendOptions {
   readonly idempotencyKey?: string;
   /** Byte size of each candidate's data as received (for the per-event limit), if known. */
   readonly dataBytes?: readonly number[];
+  /** Check the tool-pairing guard even if the session has it off (server-built compaction/prune batches). */
+  readonly pairingGuard?: boolean;
 }
 
 /** Result of an append. */
@@ -94,6 +99,19 @@ export interface SessionView {
 export interface DerivedMessage {
   readonly seq: number;
   readonly message: Json;
+}
+
+/** The model history with the surface it comes from (SessionService.modelSnapshot). */
+export interface ModelSnapshot {
+  readonly messages: DerivedMessage[];
+  readonly headSeq: number | undefined;
+  readonly replaceGeneration: number;
+  /** The surface in order, when asked. */
+  readonly surface?: number[];
+  /** The type of each surface node, when asked. */
+  readonly types?: string[];
+  readonly record: SessionRecord;
+  readonly surfaceLength: number;
 }
 
 /** Logger port (pino in production). */
@@ -161,13 +179,13 @@ export class SessionService {
   /** Creates an empty session. */
   async createSession(ctx: CallContext, req: {
     id?: string; labels?: Record<string, string>; cwd?: string; origin?: string;
-    delegationDepth?: number; agentPreset?: string; strict?: boolean;
+    delegationDepth?: number; agentPreset?: string; strict?: boolean; pairingGuard?: boolean;
   }): Promise<SessionView> {
     const id = req.id || this.newId();
     this.#checkId(id);
     const header = this.#header({ id, createdAt: this.clock(), cwd: req.cwd, origin: req.origin, delegationDepth: req.delegationDepth, agentPreset: req.agentPreset });
     await this.#checkSessionQuota(ctx);
-    const ok = await this.store.createSession({ header: toStored(ctx.tenant, header), labels: req.labels ?? {}, tenant: ctx.tenant, strict: req.strict ?? false }, []);
+    const ok = await this.store.createSession({ header: toStored(ctx.tenant, header), labels: req.labels ?? {}, tenant: ctx.tenant, strict: req.strict ?? false, pairingGuard: req.pairingGuard ?? true }, []);
     if (!ok) throw new DomainError('SESSION_ALREADY_EXISTS', `session ${JSON.stringify(id)} already exists`, { sessionId: id });
     return this.getSession(ctx, id);
   }
@@ -233,6 +251,7 @@ export class SessionService {
         if (stored) return this.#replayed(sessionId, key, stored, hash, handle);
       }
       await this.#checkByteQuota(ctx, candidates, opts.dataBytes);
+      if (guardApplies(handle, candidates, opts.pairingGuard)) await ensurePairingIndex(this.store, handle);
       const deps = dataDependencies(handle.engine, candidates);
       const lookup = new Map<number, SessionEvent>();
       if (deps.length > 0) for (const e of await this.store.getEvents(handle.id, deps)) lookup.set(e.seq, e);
@@ -273,14 +292,20 @@ export class SessionService {
           resolve(RETRY);
           return undefined;
         }
+        const pairing = pairingLookup(handle, candidates, opts.pairingGuard);
+        if (pairing === 'stale') {
+          resolve(RETRY);
+          return undefined;
+        }
         let plan: BatchPlan;
         try {
-          plan = engine.plan(candidates, { mode: 'append', now: this.clock, sessionId: handle.sessionId, lookup: need });
+          plan = engine.plan(candidates, { mode: 'append', now: this.clock, sessionId: handle.sessionId, lookup: need, pairing });
         } catch (e) {
           reject(e);
           return undefined;
         }
         engine.commit(plan);
+        pairingPlanned(handle, plan);
         // This batch's own surface length (later pipelined batches move the engine on).
         const surfaceLength = engine.surfaceLength;
         for (const e of plan.events) handle.pending.set(e.seq, e);
@@ -351,8 +376,9 @@ export class SessionService {
     return { events, nextSeq: next };
   }
 
-  /** The surface. */
-  async getSurface(ctx: CallContext, id: string): Promise<{ seqs: number[]; replaceGeneration: number; headSeq: number | undefined }> {
+  /** The surface (now, or right after `asOfSeq`). */
+  async getSurface(ctx: CallContext, id: string, asOfSeq?: number): Promise<{ seqs: number[]; replaceGeneration: number; headSeq: number | undefined }> {
+    if (asOfSeq !== undefined) return surfaceAsOf(this.store, this.storageKey(ctx, id), await this.#record(ctx, id), asOfSeq);
     return this.#withRead(ctx, id, (h) => ({
       seqs: h.engine.surface(),
       replaceGeneration: h.engine.replaceGeneration,
@@ -361,8 +387,17 @@ export class SessionService {
   }
 
   /** Model history (surface walk) or transcript (append-origin surface events in log order). */
-  async getMessages(ctx: CallContext, id: string, view: 'model' | 'transcript', page: { afterSeq?: number; limit?: number } = {}): Promise<{ messages: DerivedMessage[]; headSeq: number | undefined; replaceGeneration: number }> {
+  async getMessages(ctx: CallContext, id: string, view: 'model' | 'transcript', page: { afterSeq?: number; limit?: number; asOfSeq?: number } = {}): Promise<{ messages: DerivedMessage[]; headSeq: number | undefined; replaceGeneration: number }> {
+    if (page.asOfSeq !== undefined) return messagesAsOf(this.store, this.storageKey(ctx, id), id, await this.#record(ctx, id), view, page.asOfSeq, page);
     if (view === 'transcript') return { ...(await this.#transcript(ctx, id, page.afterSeq ?? -1, page.limit ?? Number.MAX_SAFE_INTEGER)), replaceGeneration: 0 };
+    return this.modelSnapshot(ctx, id);
+  }
+
+  /**
+   * The model history with the surface it was derived from (and the surface nodes' types when
+   * asked), all from one committed state: what compaction planning and pruning work on.
+   */
+  async modelSnapshot(ctx: CallContext, id: string, opts: { surface?: boolean; types?: boolean } = {}): Promise<ModelSnapshot> {
     for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
       const h = await this.#handle(ctx, id);
       if (!h.projection) {
@@ -384,11 +419,19 @@ export class SessionService {
         });
         if (!h.projection) continue;
       }
-      const out = await h.read(() => (h.valid && h.projection ? {
-        messages: h.projection.entries(),
-        headSeq: h.engine.eventCount > 0 ? h.engine.nextSeq - 1 : undefined,
-        replaceGeneration: h.engine.replaceGeneration,
-      } : undefined));
+      const out = await h.read((): ModelSnapshot | undefined => {
+        if (!h.valid || !h.projection) return undefined;
+        const surface = opts.surface === true || opts.types === true ? h.projection.surface() : undefined;
+        return {
+          messages: h.projection.entries(),
+          headSeq: h.engine.eventCount > 0 ? h.engine.nextSeq - 1 : undefined,
+          replaceGeneration: h.engine.replaceGeneration,
+          surface,
+          types: opts.types === true && surface !== undefined ? surface.map((s) => h.engine.typeOf(s) ?? '') : undefined,
+          record: h.record,
+          surfaceLength: h.engine.surfaceLength,
+        };
+      });
       if (out) return out;
     }
     throw new DomainError('CONFLICT_RETRIES_EXHAUSTED', `session ${id} kept moving; retry`, { sessionId: id });
@@ -440,7 +483,7 @@ export class SessionService {
     const engine = SessionEngine.create({ strict: rec.strict });
     const batch = engine.plan(plan.events as unknown as CandidateEvent[], { mode: 'import', now: this.clock, sessionId: childId, lookup: () => undefined });
     await this.#checkSessionQuota(ctx);
-    const ok = await this.store.createSession({ header: toStored(ctx.tenant, plan.header), labels: req.labels ?? {}, tenant: ctx.tenant, strict: rec.strict }, batch.events);
+    const ok = await this.store.createSession({ header: toStored(ctx.tenant, plan.header), labels: req.labels ?? {}, tenant: ctx.tenant, strict: rec.strict, pairingGuard: rec.pairingGuard }, batch.events);
     if (!ok) throw new DomainError('SESSION_ALREADY_EXISTS', `session ${JSON.stringify(childId)} already exists`, { sessionId: childId });
     return this.getSession(ctx, childId);
   }
@@ -475,13 +518,14 @@ export class SessionService {
    * Imports a reference JSONL file streamed as text chunks. The session stays pending (invisible)
    * until the whole file validated and stored; any failure deletes it.
    */
-  async importJsonl(ctx: CallContext, chunks: AsyncIterable<Uint8Array>, opts: { id?: string; labels?: Record<string, string>; strict?: boolean }): Promise<SessionView> {
+  async importJsonl(ctx: CallContext, chunks: AsyncIterable<Uint8Array>, opts: { id?: string; labels?: Record<string, string>; strict?: boolean; pairingGuard?: boolean }): Promise<SessionView> {
     const decoder = new JsonlDecoder();
     // A line holds one event (or one packed chunk row): bound it by the event size limit plus
     // room for the envelope, so a file without newlines cannot make the server buffer it all.
     const splitter = new JsonlLineSplitter(this.limits.maxEventBytes + 64 * 1024);
     const utf8 = new TextDecoder('utf-8', { fatal: true });
     let engine: SessionEngine | undefined;
+    let importPairing: PairingIndex | undefined;
     let id = '';
     let created = false;
     let pending: CandidateEvent[] = [];
@@ -492,7 +536,7 @@ export class SessionService {
       if (!engine || pending.length === 0) return;
       let plan: BatchPlan;
       try {
-        plan = engine.plan(pending, { mode: 'import', now: this.clock, sessionId: id, lookup: () => undefined });
+        plan = engine.plan(pending, { mode: 'import', now: this.clock, sessionId: id, lookup: () => undefined, pairing: importPairing?.lookup });
       } catch (e) {
         if (e instanceof DomainError && e.index !== undefined) {
           const line = lineOf[e.index] ?? firstLine;
@@ -501,6 +545,7 @@ export class SessionService {
         throw e;
       }
       engine.commit(plan);
+      importPairing?.apply(plan);
       pending = [];
       lineOf.length = 0;
       await this.store.appendPending(this.storageKey(ctx, id), plan.events);
@@ -519,11 +564,15 @@ export class SessionService {
           this.#checkId(id);
           const finalHeader: SessionHeader = { ...header, id };
           await this.#checkSessionQuota(ctx);
-          const rec: NewSession = { header: toStored(ctx.tenant, finalHeader), labels: opts.labels ?? {}, tenant: ctx.tenant, strict: opts.strict ?? false, pending: true };
+          const rec: NewSession = { header: toStored(ctx.tenant, finalHeader), labels: opts.labels ?? {}, tenant: ctx.tenant, strict: opts.strict ?? false, pairingGuard: opts.pairingGuard ?? false, pending: true };
           if (await this.store.getSession(this.storageKey(ctx, id))) throw new DomainError('SESSION_ALREADY_EXISTS', `session ${JSON.stringify(id)} already exists`, { sessionId: id });
           if (!(await this.store.createSession(rec, []))) throw new DomainError('SESSION_ALREADY_EXISTS', `session ${JSON.stringify(id)} already exists`, { sessionId: id });
           created = true;
           engine = SessionEngine.create({ strict: opts.strict ?? false });
+          if (opts.pairingGuard) {
+            importPairing = new PairingIndex(id);
+            importPairing.hydrate([], 0);
+          }
         }
         for (const e of events) {
           pending.push(e);

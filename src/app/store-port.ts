@@ -27,6 +27,8 @@ export interface SessionRecord {
   readonly dataBytes: number;
   /** Strict mode (optional invariants, dsh-semantics 2.6) on for this session. */
   readonly strict: boolean;
+  /** Tool-pairing guard (issue #14) on for this session; stored like `strict`. */
+  readonly pairingGuard: boolean;
 }
 
 /** The structural columns of one event (defined by the domain, which rebuilds surfaces from them). */
@@ -147,6 +149,8 @@ export interface NewSession {
   readonly labels: Readonly<Record<string, string>>;
   readonly tenant: string;
   readonly strict: boolean;
+  /** Tool-pairing guard (issue #14): the app decides it at create/import/fork. */
+  readonly pairingGuard: boolean;
   /**
    * A pending session (streamed import in progress) is invisible to get/list/append until
    * `publishSession`; a store drops pending sessions left over by a crash when it opens.

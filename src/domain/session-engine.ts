@@ -39,6 +39,7 @@ import { SeqTable, TypeInterner } from './seq-table.js';
 import { rewriteChangesOnlyContent } from './tool-result-rewrite.js';
 import { ChunkedSurface, SurfaceDraft } from './surface.js';
 import { normalizeCandidate } from './validate-event.js';
+import { assertToolPairing, pairingInfoOfEvent, type PairingInfo } from './tool-pairing.js';
 
 /** How a batch is checked: live `append` (seq assigned or equal to nextSeq) or `import` (seqs given, increasing, gaps allowed). */
 export type PlanMode = 'append' | 'import';
@@ -56,6 +57,12 @@ export interface PlanContext {
    * a Map-backed function.
    */
   readonly lookup: (seq: number) => SessionEvent | undefined;
+  /**
+   * Turns the tool-pairing guard on for this batch (tool-pairing.ts): the pairing facts of every
+   * committed surface node by seq. A batch with a replace that would split a call from its result
+   * is refused with TOOL_PAIRING_BROKEN. The batch's own events are read from the batch.
+   */
+  readonly pairing?: (seq: number) => PairingInfo;
 }
 
 /** What one accepted event did to the surface. */
@@ -232,6 +239,12 @@ export class SessionEngine {
         if (e instanceof DomainError) throw e.atIndex(i);
         throw e;
       }
+    }
+    if (ctx.pairing !== undefined && deltas.some((d) => d.kind === 'replace')) {
+      const committed = ctx.pairing;
+      const own = new Map<number, PairingInfo>();
+      for (const e of events) own.set(e.seq, pairingInfoOfEvent(e, ctx.sessionId));
+      assertToolPairing(this.surf.toArray(), deltas, (seq) => own.get(seq) ?? committed(seq));
     }
     const plan: BatchPlan = { baseNextSeq, events, deltas };
     this.lastPlan = { plan, draft, trace };

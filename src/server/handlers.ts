@@ -173,7 +173,7 @@ export function makeHandlers(app: SessionService, resolve: ContextResolver, log:
   const handlers: Record<string, UntypedHandleCall> = {
     createSession: unary<CreateSessionRequest, CreateSessionResponse>('append', async (ctx, r) => ({
       session: toSession(await app.createSession(ctx, {
-        id: r.sessionId, labels: r.labels, cwd: r.cwd, origin: r.origin, delegationDepth: r.delegationDepth, agentPreset: r.agentPreset, strict: r.strict,
+        id: r.sessionId, labels: r.labels, cwd: r.cwd, origin: r.origin, delegationDepth: r.delegationDepth, agentPreset: r.agentPreset, strict: r.strict, pairingGuard: r.pairingGuard,
       })),
     })),
     getSession: unary<GetSessionRequest, GetSessionResponse>('read', async (ctx, r) => ({ session: toSession(await app.getSession(ctx, requireId(r.sessionId))) })),
@@ -254,7 +254,7 @@ export function makeHandlers(app: SessionService, resolve: ContextResolver, log:
       if (!typed) return encodeListEventsResponse(texts, nextPageToken, slow) as unknown as ListEventsResponse;
       return { events, nextPageToken };
     }),
-    getSurface: unary<GetSurfaceRequest, GetSurfaceResponse>('read', async (ctx, r) => app.getSurface(ctx, requireId(r.sessionId))),
+    getSurface: unary<GetSurfaceRequest, GetSurfaceResponse>('read', async (ctx, r) => app.getSurface(ctx, requireId(r.sessionId), r.asOfSeq)),
     getMessages: unary<GetMessagesRequest, GetMessagesResponse>('read', async (ctx, r) => {
       if (r.view === MessageView.MESSAGE_VIEW_UNSPECIFIED) {
         throw new DomainError('VIEW_UNSPECIFIED', 'view is required: MESSAGE_VIEW_MODEL_HISTORY or MESSAGE_VIEW_TRANSCRIPT', { field: 'view' });
@@ -272,7 +272,7 @@ export function makeHandlers(app: SessionService, resolve: ContextResolver, log:
       let next = '';
       if (transcript) {
         // Log order: the last seq sent is a stable cursor (appends never move earlier entries).
-        const out = await app.getMessages(ctx, requireId(r.sessionId), 'transcript', { afterSeq: token?.s, limit: pageSize > 0 ? pageSize + 1 : undefined });
+        const out = await app.getMessages(ctx, requireId(r.sessionId), 'transcript', { afterSeq: token?.s, limit: pageSize > 0 ? pageSize + 1 : undefined, asOfSeq: r.asOfSeq });
         messages = out.messages;
         headSeq = out.headSeq;
         if (pageSize > 0 && messages.length > pageSize) {
@@ -281,7 +281,7 @@ export function makeHandlers(app: SessionService, resolve: ContextResolver, log:
         }
       } else {
         // Surface order: positions are stable until a replace rewrites the surface.
-        const out = await app.getMessages(ctx, requireId(r.sessionId), 'model');
+        const out = await app.getMessages(ctx, requireId(r.sessionId), 'model', { asOfSeq: r.asOfSeq });
         if (token !== undefined && token.g !== out.replaceGeneration) {
           throw new DomainError('PAGE_TOKEN_STALE', 'a replace rewrote the surface since the first page; read the model history again from the start', {
             field: 'page_token', expectedGeneration: String(token.g), actualGeneration: String(out.replaceGeneration),
@@ -344,7 +344,7 @@ export function makeHandlers(app: SessionService, resolve: ContextResolver, log:
             yield n.value.part.value;
           }
         }
-        const view = await app.importJsonl(ctx, bytes(), { id: o.sessionId, labels: o.labels, strict: o.strict });
+        const view = await app.importJsonl(ctx, bytes(), { id: o.sessionId, labels: o.labels, strict: o.strict, pairingGuard: o.pairingGuard });
         return { session: toSession(view) };
       })().then((res) => cb(null, res), (e: unknown) => cb(fail(e)));
     },

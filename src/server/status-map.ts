@@ -59,6 +59,13 @@ const TABLE: Readonly<Record<string, Mapping>> = {
   REPLACE_END_NOT_ON_SURFACE: precondition,
   REPLACE_START_AFTER_END: precondition,
   TOOL_RESULT_REPLACE_WRONG_TARGET: precondition,
+  // Issue #14: provider-safe surfaces.
+  TOOL_PAIRING_BROKEN: precondition,
+  COMPACTION_BLOCKED: precondition,
+  NOTHING_TO_COMPACT: precondition,
+  COMPACTION_RANGE_INVALID: precondition,
+  PRUNE_TARGET_INVALID: precondition,
+  AS_OF_SEQ_AFTER_HEAD: { code: Code.OUT_OF_RANGE, detail: 'none' },
   // Service reasons.
   SESSION_NOT_FOUND: { code: Code.NOT_FOUND, detail: 'none' },
   SESSION_ALREADY_EXISTS: { code: Code.ALREADY_EXISTS, detail: 'none' },

@@ -43,6 +43,7 @@ export function newSession(
     labels: options.labels ?? {},
     tenant: options.tenant ?? '',
     strict: false,
+    pairingGuard: false,
     ...(options.pending === undefined ? {} : { pending: options.pending }),
   };
 }

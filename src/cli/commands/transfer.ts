@@ -62,13 +62,14 @@ const importCmd: Command = {
     id: { type: 'string', value: 'ID', help: "session id (default the header's id)" },
     label: { type: 'string', multiple: true, value: 'KEY=VALUE', help: 'label to attach (repeatable)' },
     strict: { type: 'boolean', help: 'turn on the strict invariants for the imported session' },
+    'pairing-guard': { type: 'boolean', help: 'turn on the tool-pairing guard (off by default: reference logs never had it)' },
   },
   examples: ['palimpsest import ./session.jsonl --id demo-copy', 'zstd -dc session.jsonl.zstd | palimpsest import - --json'],
   async run(ctx) {
     const { args, rpc, out, stdin } = ctx;
     const file = args.pos(0);
     const total = file === '-' ? undefined : statSync(file).size;
-    const options: ImportSessionRequest['part'] = { $case: 'options', value: { sessionId: args.str('id') ?? '', labels: args.labels(), strict: args.flag('strict') } };
+    const options: ImportSessionRequest['part'] = { $case: 'options', value: { sessionId: args.str('id') ?? '', labels: args.labels(), strict: args.flag('strict'), pairingGuard: args.flag('pairing-guard') } };
     const res = await streamImport(rpc, options, openInput(file, stdin, CHUNK_BYTES), out.progress('importing', total));
     await printId(ctx, res.session);
   },

@@ -37,6 +37,7 @@ interface MemorySession {
   labels: Readonly<Record<string, string>>;
   tenant: string;
   strict: boolean;
+  pairingGuard: boolean;
   pending: boolean;
   nextSeq: number;
   dataBytes: number;
@@ -68,6 +69,7 @@ export class MemorySessionStore implements SessionStore {
       labels: Object.freeze({ ...record.labels }),
       tenant: record.tenant,
       strict: record.strict,
+      pairingGuard: record.pairingGuard,
       pending: record.pending === true,
       nextSeq: 0,
       dataBytes: 0,
@@ -291,6 +293,7 @@ function toRecord(session: MemorySession): SessionRecord {
     eventCount: session.events.length,
     dataBytes: session.dataBytes,
     strict: session.strict,
+    pairingGuard: session.pairingGuard,
   };
 }
 

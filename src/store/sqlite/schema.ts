@@ -9,7 +9,7 @@
 export const APPLICATION_ID = 0x50414c49;
 
 /** The schema version this build reads and writes. */
-export const SCHEMA_VERSION = 2;
+export const SCHEMA_VERSION = 3;
 
 /**
  * Schema objects, created in one transaction on a fresh database.
@@ -29,6 +29,8 @@ export const SCHEMA_VERSION = 2;
  * - idempotency: one row per idempotency key, written in the transaction of the events it
  *   acknowledges; `seqs` uses the same varint encoding; `surface_length` is the surface length
  *   the original response carried (NULL when the append did not pass one). Added in version 2.
+ * - sessions.pairing_guard: the tool-pairing guard of issue #14 (stored like `strict`). Added in
+ *   version 3.
  */
 export const SCHEMA_SQL = `
 CREATE TABLE sessions (
@@ -47,7 +49,8 @@ CREATE TABLE sessions (
   pending          INTEGER NOT NULL DEFAULT 0 CHECK (pending IN (0, 1)),
   next_seq         INTEGER NOT NULL DEFAULT 0,
   event_count      INTEGER NOT NULL DEFAULT 0,
-  data_bytes       INTEGER NOT NULL DEFAULT 0
+  data_bytes       INTEGER NOT NULL DEFAULT 0,
+  pairing_guard    INTEGER NOT NULL DEFAULT 0 CHECK (pairing_guard IN (0, 1))
 ) STRICT;
 
 CREATE INDEX sessions_by_age ON sessions (created_at DESC, id DESC);

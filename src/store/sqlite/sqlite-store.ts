@@ -110,6 +110,7 @@ type RawSession = [
   number,
   number,
   number,
+  number,
 ];
 
 /** A session's head while a group transaction runs. */
@@ -137,7 +138,7 @@ interface QueuedAppend {
 }
 
 const SESSION_COLUMNS =
-  'id, version, created_at, cwd, parent_session, seed_length, origin, delegation_depth, agent_preset, labels, tenant, strict, next_seq, event_count, data_bytes';
+  'id, version, created_at, cwd, parent_session, seed_length, origin, delegation_depth, agent_preset, labels, tenant, strict, next_seq, event_count, data_bytes, pairing_guard';
 const EVENT_COLUMNS = 'seq, type, time, data, source_event_seqs, surface_op, ignorable';
 /** Rows per structural-scan chunk. */
 const STRUCTURE_CHUNK = 4096;
@@ -209,7 +210,7 @@ export class SqliteSessionStore implements SessionStore {
           };
 
     this.insertSession = db.prepare(
-      `INSERT INTO sessions (${SESSION_COLUMNS}, pending) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+      `INSERT INTO sessions (${SESSION_COLUMNS}, pending) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
        ON CONFLICT (id) DO NOTHING`,
     );
     this.selectSession = db.prepare(`SELECT ${SESSION_COLUMNS} FROM sessions WHERE id = ? AND pending = 0`).raw();
@@ -303,6 +304,7 @@ export class SqliteSessionStore implements SessionStore {
         nextSeq,
         rows.length,
         dataBytes,
+        record.pairingGuard ? 1 : 0,
         record.pending === true ? 1 : 0,
       );
       if (inserted.changes === 0) return false;
@@ -1005,5 +1007,6 @@ function decodeSession(r: RawSession): SessionRecord {
     nextSeq: r[12],
     eventCount: r[13],
     dataBytes: r[14],
+    pairingGuard: r[15] === 1,
   };
 }
