@@ -43,6 +43,9 @@ export interface CompactRequest {
   readonly expectedLastSeq: number | undefined;
   /** Content blocks (reference ContentBlock[]). */
   readonly summary: readonly Json[];
+  /** Raw summariser output blocks (`rawOutput`), and whether it came from a streamed LLM call. */
+  readonly rawOutput?: readonly Json[];
+  readonly llmStreamCall?: boolean;
   readonly provider: string;
   readonly model: string;
   readonly usage?: JsonObject;
@@ -242,7 +245,7 @@ export class CompactionService {
     const events = compactionBatch({
       compactionId, messageId, turn: await this.#openTurn(ctx, id, snap.headSeq), firstSeq: head + 1,
       start: req.start, end: req.end, shadowedSeqs: shadowed, shadowedTokenCount,
-      summary: req.summary, provider: req.provider, model: req.model, maxTokens: req.maxTokens, usage: req.usage,
+      summary: req.summary, rawOutput: req.rawOutput, llmStreamCall: req.llmStreamCall, provider: req.provider, model: req.model, maxTokens: req.maxTokens, usage: req.usage,
     });
     const res = await this.app.append(ctx, id, events as unknown as CandidateEvent[], { expectedLastSeq: head, idempotencyKey: key, pairingGuard: true });
     if (res.replayed && key) {

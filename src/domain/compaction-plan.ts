@@ -180,6 +180,10 @@ export interface CompactionBatchInput {
   readonly shadowedTokenCount: number;
   /** The summary content blocks. */
   readonly summary: readonly Json[];
+  /** The summariser's raw output blocks (`rawOutput`), if recorded. */
+  readonly rawOutput?: readonly Json[];
+  /** `llmStreamCall: true` (the summary came from a streamed LLM call; needs rawOutput). */
+  readonly llmStreamCall?: boolean;
   readonly provider: string;
   readonly model: string;
   readonly maxTokens?: number;
@@ -201,12 +205,16 @@ export function compactionBatch(c: CompactionBatchInput): BuiltEvent[] {
   const summaryData: JsonObject = {
     compactionId: c.compactionId,
     summary: [...c.summary],
+  };
+  if (c.rawOutput !== undefined) summaryData['rawOutput'] = [...c.rawOutput];
+  if (c.rawOutput !== undefined && c.llmStreamCall === true) summaryData['llmStreamCall'] = true;
+  Object.assign(summaryData, {
     shadowedRange: { start: c.start, end: c.end },
     shadowedSeqs: [...c.shadowedSeqs],
     shadowedTokenCount: c.shadowedTokenCount,
     provider: c.provider,
     model: c.model,
-  };
+  });
   if (c.maxTokens !== undefined) summaryData['maxTokens'] = c.maxTokens;
   if (c.usage !== undefined) summaryData['usage'] = c.usage;
   return [

@@ -10,6 +10,7 @@ import { SessionServiceService } from '../../gen/palimpsest/v1/service.js';
 import { HealthService } from '../../gen/grpc/health/v1/health.js';
 import { DEFAULT_CONFIG, type ServerConfig } from './config.js';
 import { makeHandlers, preEncodedResponses, type ContextResolver } from './handlers.js';
+import { compactionHandlers } from './compaction-handlers.js';
 import { HealthState } from './health.js';
 import { loadDescriptorIndex, reflectionHandlers, ReflectionV1AlphaService, ReflectionV1Service } from './reflection.js';
 import { createLogger, type Logger } from './logger.js';
@@ -94,7 +95,7 @@ export async function startServer(partial: Partial<ServerConfig> = {}, ext: Serv
   // delta), which the preEncodedStreams definition passes through.
   const streams = ext.streams?.(app, config, metrics, logger) ?? subscriptionStreams(app, config, metrics, logger, resolver);
   // GetMessages may answer with a pre-encoded Buffer too (cached per model-history message).
-  server.addService(withSafeDeserializers(preEncodedResponses(preEncodedStreams(SessionServiceService))), makeHandlers(app, resolver, logger, metrics, streams.handlers, { maxMessageBytes: config.maxMessageBytes }));
+  server.addService(withSafeDeserializers(preEncodedResponses(preEncodedStreams(SessionServiceService))), makeHandlers(app, resolver, logger, metrics, { ...streams.handlers, ...compactionHandlers(app, resolver, logger) }, { maxMessageBytes: config.maxMessageBytes }));
   server.addService(withSafeDeserializers(HealthService), health.handlers());
   const reflection = loadDescriptorIndex();
   if (reflection) {

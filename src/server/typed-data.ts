@@ -93,7 +93,8 @@ export function messageToJson(m: Message | undefined, field: string): JsonObject
   };
 }
 
-function usageToJson(u: TokenUsage): JsonObject {
+/** TokenUsage as the reference JSON. */
+export function usageToJson(u: TokenUsage): JsonObject {
   const out: JsonObject = { inputTokens: u.inputTokens, outputTokens: u.outputTokens };
   if (u.cacheReadTokens !== undefined) out.cacheReadTokens = u.cacheReadTokens;
   if (u.cacheWriteTokens !== undefined) out.cacheWriteTokens = u.cacheWriteTokens;
