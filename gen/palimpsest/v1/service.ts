@@ -717,6 +717,16 @@ export interface CompactRequest {
    * result (the generated ids derive from the key).
    */
   idempotencyKey: string;
+  /**
+   * The summariser's raw output as a JSON array of content blocks
+   * (`rawOutput`); empty = not recorded.
+   */
+  rawOutputJson: string;
+  /**
+   * The summary came from a streamed LLM call (`llmStreamCall: true`; needs
+   * raw_output_json).
+   */
+  llmStreamCall: boolean;
 }
 
 /** Response for Compact. */
@@ -5700,6 +5710,8 @@ function createBaseCompactRequest(): CompactRequest {
     maxTokens: undefined,
     shadowedTokenCount: undefined,
     idempotencyKey: "",
+    rawOutputJson: "",
+    llmStreamCall: false,
   };
 }
 
@@ -5742,6 +5754,12 @@ export const CompactRequest: MessageFns<CompactRequest> = {
     }
     if (message.idempotencyKey !== "") {
       writer.uint32(98).string(message.idempotencyKey);
+    }
+    if (message.rawOutputJson !== "") {
+      writer.uint32(106).string(message.rawOutputJson);
+    }
+    if (message.llmStreamCall !== false) {
+      writer.uint32(112).bool(message.llmStreamCall);
     }
     return writer;
   },
@@ -5855,6 +5873,22 @@ export const CompactRequest: MessageFns<CompactRequest> = {
             message.idempotencyKey = reader.string();
             continue;
           }
+          case 13: {
+            if (tag !== 106) {
+              break;
+            }
+
+            message.rawOutputJson = reader.string();
+            continue;
+          }
+          case 14: {
+            if (tag !== 112) {
+              break;
+            }
+
+            message.llmStreamCall = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -5908,6 +5942,16 @@ export const CompactRequest: MessageFns<CompactRequest> = {
         : isSet(object.idempotency_key)
         ? globalThis.String(object.idempotency_key)
         : "",
+      rawOutputJson: isSet(object.rawOutputJson)
+        ? globalThis.String(object.rawOutputJson)
+        : isSet(object.raw_output_json)
+        ? globalThis.String(object.raw_output_json)
+        : "",
+      llmStreamCall: isSet(object.llmStreamCall)
+        ? globalThis.Boolean(object.llmStreamCall)
+        : isSet(object.llm_stream_call)
+        ? globalThis.Boolean(object.llm_stream_call)
+        : false,
     };
   },
 
@@ -5948,6 +5992,12 @@ export const CompactRequest: MessageFns<CompactRequest> = {
     if (message.idempotencyKey !== "") {
       obj.idempotencyKey = message.idempotencyKey;
     }
+    if (message.rawOutputJson !== "") {
+      obj.rawOutputJson = message.rawOutputJson;
+    }
+    if (message.llmStreamCall !== false) {
+      obj.llmStreamCall = message.llmStreamCall;
+    }
     return obj;
   },
 
@@ -5982,6 +6032,8 @@ export const CompactRequest: MessageFns<CompactRequest> = {
     message.maxTokens = object.maxTokens ?? undefined;
     message.shadowedTokenCount = object.shadowedTokenCount ?? undefined;
     message.idempotencyKey = object.idempotencyKey ?? "";
+    message.rawOutputJson = object.rawOutputJson ?? "";
+    message.llmStreamCall = object.llmStreamCall ?? false;
     return message;
   },
 };
