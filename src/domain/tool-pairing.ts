@@ -83,22 +83,22 @@ interface Scan {
   readonly callSeq: Map<string, number>;
   /** callId -> seq of the (first) result node. */
   readonly resultSeq: Map<string, number>;
-  /** "callId\0resultSeq" of results without a preceding call. */
-  readonly orphans: Set<string>;
+  /** callId -> seq of the first result without a preceding call. */
+  readonly orphans: Map<string, number>;
 }
 
 function scan(surface: readonly number[], info: (seq: number) => PairingInfo): Scan {
   const callPos = new Map<string, number>();
   const callSeq = new Map<string, number>();
   const resultSeq = new Map<string, number>();
-  const orphans = new Set<string>();
+  const orphans = new Map<string, number>();
   for (let i = 0; i < surface.length; i++) {
     const seq = surface[i] as number;
     const p = info(seq);
     if (p === NO_PAIRING) continue;
     for (const c of p.results) {
       if (!resultSeq.has(c)) resultSeq.set(c, seq);
-      if (!callPos.has(c)) orphans.add(`${c}\0${seq}`);
+      if (!callPos.has(c) && !orphans.has(c)) orphans.set(c, seq);
     }
     for (const c of p.calls) {
       if (!callPos.has(c)) {
@@ -132,11 +132,11 @@ export function pairingViolations(before: readonly number[], after: readonly num
   const b = scan(before, info);
   const a = scan(after, info);
   const out: PairingViolation[] = [];
-  for (const key of a.orphans) {
-    if (b.orphans.has(key)) continue;
-    const sep = key.indexOf('\0');
-    const callId = key.slice(0, sep);
-    out.push({ callId, callSeq: b.callSeq.get(callId) ?? a.callSeq.get(callId), resultSeq: Number(key.slice(sep + 1)), kind: 'orphan' });
+  for (const [callId, resultSeq] of a.orphans) {
+    // A call id that was already orphaned before the batch (an imported log, a hand-built one) is
+    // not this batch's doing.
+    if (b.orphans.has(callId)) continue;
+    out.push({ callId, callSeq: b.callSeq.get(callId) ?? a.callSeq.get(callId), resultSeq, kind: 'orphan' });
   }
   for (const [callId, resultSeq] of b.resultSeq) {
     if (a.resultSeq.has(callId)) continue;

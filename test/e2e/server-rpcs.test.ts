@@ -69,7 +69,9 @@ describe('sessions', () => {
   });
 
   it('GetSession counts head_seq, event_count and surface_length', async () => {
-    await a.createSession({ sessionId: 'counts' });
+    // This compaction (1..4) leaves the result at 6 without its call: only a session with the
+    // tool-pairing guard off accepts it.
+    await a.createSession({ sessionId: 'counts', pairingGuard: false });
     await a.appendEvents({ sessionId: 'counts', events: toolTurn(1, 0) });
     await a.appendEvents({ sessionId: 'counts', events: [input('user/message', { id: 's', role: 'user', content: [{ type: 'text', text: 'sum' }], source: { kind: 'plugin', plugin: 'compact' } }, { surfaceOp: replaceOp(1, 4), sourceEventSeqs: { seqs: [1, 4] } })] });
     const { session } = await a.getSession({ sessionId: 'counts' });

@@ -110,7 +110,7 @@ export function storeContract<S extends SessionStore>(name: string, harness: Sto
           tenant: 't1',
           header: { cwd: '/work', parentSession: 'p', seedLength: 3, origin: 'subagent', delegationDepth: 1, agentPreset: 'coder' },
         });
-        expect(await store.createSession({ ...record, strict: true }, events)).toBe(true);
+        expect(await store.createSession({ ...record, strict: true, pairingGuard: true }, events)).toBe(true);
         const got = await store.getSession('s1');
         expect(got).toStrictEqual({
           header: { version: 0, id: 's1', createdAt: 5, cwd: '/work', parentSession: 'p', seedLength: 3, origin: 'subagent', delegationDepth: 1, agentPreset: 'coder' },
@@ -120,6 +120,7 @@ export function storeContract<S extends SessionStore>(name: string, harness: Sto
           eventCount: 7,
           dataBytes: dataBytes(events),
           strict: true,
+          pairingGuard: true,
         });
         expect(await store.readEvents('s1', { fromSeq: 0, direction: 'forward', limit: 100 })).toStrictEqual(events);
         expect(await store.createSession(newSession('s1', { createdAt: 9 }), [])).toBe(false);
@@ -129,7 +130,7 @@ export function storeContract<S extends SessionStore>(name: string, harness: Sto
       it('keeps absent header fields absent and reports an empty session', async () => {
         await store.createSession(newSession('bare'), []);
         const got = await store.getSession('bare');
-        expect(got).toStrictEqual({ header: { version: 0, id: 'bare', createdAt: 1_000 }, labels: {}, tenant: '', nextSeq: 0, eventCount: 0, dataBytes: 0, strict: false });
+        expect(got).toStrictEqual({ header: { version: 0, id: 'bare', createdAt: 1_000 }, labels: {}, tenant: '', nextSeq: 0, eventCount: 0, dataBytes: 0, strict: false, pairingGuard: false });
         expect(Object.keys(got!.header)).toEqual(['version', 'id', 'createdAt']);
         expect(await store.getSession('nope')).toBeUndefined();
       });
