@@ -55,7 +55,7 @@ export function textBytes(blocks: readonly Json[]): number {
   return n;
 }
 
-/** The pruned content, or null when the text is not longer than head + tail + marker. */
+/** The pruned content, or null when it would remove less than twice the marker's length. */
 export function pruneContent(blocks: readonly Json[], headChars: number, tailChars: number): { content: Json[]; removed: number } | null {
   const texts: string[][] = [];
   let total = 0;
@@ -69,7 +69,9 @@ export function pruneContent(blocks: readonly Json[], headChars: number, tailCha
   const removed = total - headChars - tailChars;
   if (removed <= 0) return null;
   const marker = pruneMarker(removed);
-  if (removed <= codePoints(marker)) return null;
+  // Saving less than the marker costs is not worth a rewrite (and keeps a pruned copy, pruned
+  // again with the same budget, as it is).
+  if (removed < 2 * codePoints(marker)) return null;
   const removedStart = headChars;
   const removedEnd = total - tailChars;
   const out: Json[] = [];

@@ -7101,7 +7101,8 @@ export const SessionServiceService = {
    * marker naming how many characters were removed. Targets are given by seq,
    * or by policy (text over `min_bytes`, except the `keep_recent` most recent
    * results and `exclude_tools`). A result whose text is not longer than
-   * head + tail + marker is left alone (listed in `skipped`).
+   * head + tail + twice the marker is left alone (listed in `skipped`): the
+   * saving would not pay for the marker.
    * Errors: PRUNE_TARGET_INVALID (FAILED_PRECONDITION: a seq that is not a
    * tool/result on the surface; metadata `seq`), HEAD_MISMATCH,
    * IDEMPOTENCY_KEY_REUSED, INVALID_ARGUMENT (neither seqs nor min_bytes).
@@ -7283,7 +7284,8 @@ export interface SessionServiceServer extends UntypedServiceImplementation {
    * marker naming how many characters were removed. Targets are given by seq,
    * or by policy (text over `min_bytes`, except the `keep_recent` most recent
    * results and `exclude_tools`). A result whose text is not longer than
-   * head + tail + marker is left alone (listed in `skipped`).
+   * head + tail + twice the marker is left alone (listed in `skipped`): the
+   * saving would not pay for the marker.
    * Errors: PRUNE_TARGET_INVALID (FAILED_PRECONDITION: a seq that is not a
    * tool/result on the surface; metadata `seq`), HEAD_MISMATCH,
    * IDEMPOTENCY_KEY_REUSED, INVALID_ARGUMENT (neither seqs nor min_bytes).
@@ -7662,7 +7664,8 @@ export interface SessionServiceClient extends Client {
    * marker naming how many characters were removed. Targets are given by seq,
    * or by policy (text over `min_bytes`, except the `keep_recent` most recent
    * results and `exclude_tools`). A result whose text is not longer than
-   * head + tail + marker is left alone (listed in `skipped`).
+   * head + tail + twice the marker is left alone (listed in `skipped`): the
+   * saving would not pay for the marker.
    * Errors: PRUNE_TARGET_INVALID (FAILED_PRECONDITION: a seq that is not a
    * tool/result on the surface; metadata `seq`), HEAD_MISMATCH,
    * IDEMPOTENCY_KEY_REUSED, INVALID_ARGUMENT (neither seqs nor min_bytes).
