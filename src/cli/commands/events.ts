@@ -39,7 +39,9 @@ const append: Command = {
   details:
     'Each line: {"type","data","surfaceOp"?,"sourceEventSeqs"?,"ignorable"?,"seq"?,"time"?}. A given seq must be the\n' +
     "session's next one (SEQ_NOT_CONTIGUOUS). The first invalid event rejects the whole batch; with --json the error's\n" +
-    'metadata.index names it (0-based among the events) and metadata.line its line when the client refused it.',
+    'metadata.index names it (0-based among the events) and metadata.line its line when the client refused it.\n' +
+    'Every core event type, its data, surfaceOp and citations, and the agent-loop order: docs/events.md. For\n' +
+    'compaction and pruning use `palimpsest compact` / `palimpsest prune` (the server writes those events).',
   positionals: [{ name: 'SESSION' }, { name: 'FILE|-' }],
   options: {
     'expect-last-seq': { type: 'string', value: 'N', help: 'fail with HEAD_MISMATCH unless the last seq is N (-1 = the session is empty)' },
@@ -92,14 +94,16 @@ const events: Command = {
   },
 };
 
+const asOf = { 'as-of': { type: 'string', value: 'SEQ', help: 'as it was right after event SEQ (time travel)' } } as const;
+
 const surface: Command = {
   name: 'surface',
   summary: 'Prints the surface (the ordered seqs of the model-visible events) as a JSON array.',
   positionals: [{ name: 'SESSION' }],
-  options: {},
-  examples: ['palimpsest surface demo'],
+  options: { ...asOf },
+  examples: ['palimpsest surface demo', 'palimpsest surface demo --as-of 41'],
   async run({ args, rpc, out }) {
-    const r = await rpc.unary(rpc.client.getSurface, { sessionId: args.pos(0) });
+    const r = await rpc.unary(rpc.client.getSurface, { sessionId: args.pos(0), asOfSeq: args.int('as-of') });
     await out.write(JSON.stringify(r.seqs) + '\n');
   },
 };
@@ -109,15 +113,15 @@ const messages: Command = {
   summary: 'Prints the model history derived from the surface (or the human transcript).',
   details: 'With --json: a JSON array of the message objects exactly as stored ({id, role, content, source}).',
   positionals: [{ name: 'SESSION' }],
-  options: { transcript: { type: 'boolean', help: 'the human transcript (append-origin events, including compacted ones)' } },
-  examples: ['palimpsest messages demo --json', 'palimpsest messages demo --transcript'],
+  options: { transcript: { type: 'boolean', help: 'the human transcript (append-origin events, including compacted ones)' }, ...asOf },
+  examples: ['palimpsest messages demo --json', 'palimpsest messages demo --transcript', 'palimpsest messages demo --as-of 41   # what the model saw then'],
   async run({ args, rpc, out }) {
     const view = args.flag('transcript') ? MessageView.MESSAGE_VIEW_TRANSCRIPT : MessageView.MESSAGE_VIEW_MODEL_HISTORY;
     // Paged, so a history larger than one gRPC message still prints.
     const parsed: { seq: number; message: Json }[] = [];
     let pageToken = '';
     do {
-      const r = await rpc.unary(rpc.client.getMessages, { sessionId: args.pos(0), view, typed: false, pageSize: 1000, pageToken });
+      const r = await rpc.unary(rpc.client.getMessages, { sessionId: args.pos(0), view, typed: false, pageSize: 1000, pageToken, asOfSeq: args.int('as-of') });
       for (const m of r.messages) parsed.push({ seq: m.seq, message: JSON.parse(m.messageJson) as Json });
       pageToken = r.nextPageToken;
     } while (pageToken !== '');
