@@ -105,16 +105,28 @@ function pairingOf(m: MessageJson): PairingInfo {
   return p;
 }
 
+/** Planner facts per message object (the projection keeps its message objects across reads). */
+const nodeFacts = new WeakMap<object, { readonly tokens: number; readonly pairing: PairingInfo }>();
+
 /** The planner's nodes: every surface node, with its message's tokens and pairing facts. */
 function planNodes(snap: ModelSnapshot, tokenCounts?: ReadonlyMap<number, number>): PlanNode[] {
   const surface = snap.surface as number[];
-  const bySeq = new Map<number, MessageJson>();
-  for (const m of snap.messages) bySeq.set(m.seq, m.message as MessageJson);
+  const msgs = snap.nodeMessages as (MessageJson | undefined)[];
+  const custom = tokenCounts !== undefined && tokenCounts.size > 0 ? tokenCounts : undefined;
   const nodes: PlanNode[] = new Array<PlanNode>(surface.length);
   for (let i = 0; i < surface.length; i++) {
     const seq = surface[i] as number;
-    const m = bySeq.get(seq);
-    nodes[i] = { seq, tokens: tokenCounts?.get(seq) ?? estimateMessageTokens(m), pairing: m === undefined ? NO_PAIRING : pairingOf(m) };
+    const m = msgs[i];
+    if (m === undefined) {
+      nodes[i] = { seq, tokens: custom?.get(seq) ?? 0, pairing: NO_PAIRING };
+      continue;
+    }
+    let f = nodeFacts.get(m);
+    if (f === undefined) {
+      f = { tokens: estimateMessageTokens(m), pairing: pairingOf(m) };
+      nodeFacts.set(m, f);
+    }
+    nodes[i] = { seq, tokens: custom?.get(seq) ?? f.tokens, pairing: f.pairing };
   }
   return nodes;
 }
@@ -132,34 +144,46 @@ function derivedUuid(text: string): string {
 export class CompactionService {
   constructor(private readonly app: SessionService, private readonly newId: () => string = randomUUID) {}
 
-  /** An open `compaction/start` (no matching end, no later `session/end-seed`), if any. */
-  async #openCompaction(ctx: CallContext, id: string, headSeq: number | undefined): Promise<number | undefined> {
-    if (headSeq === undefined) return undefined;
-    const rows = await this.app.store.readEvents(this.app.storageKey(ctx, id), {
-      fromSeq: headSeq, direction: 'backward', limit: 256, types: ['compaction/start', 'compaction/end', 'session/end-seed'],
-    });
+  /** The newest events the blockers and the compaction's `turn` are decided from. */
+  static readonly LOCK_QUERIES = [
+    { types: ['compaction/start', 'compaction/end', 'session/end-seed'], limit: 256 },
+    { types: ['turn/start', 'turn/end'], limit: 1 },
+  ] as const;
+
+  /**
+   * From the newest lock-relevant events (snapshot.recent): an open `compaction/start` (no
+   * matching end and no later `session/end-seed`), and the open turn (null between turns).
+   */
+  async #lockState(ctx: CallContext, id: string, snap: ModelSnapshot): Promise<{ openStart: number | undefined; turn: number | null }> {
+    const seqs = (snap.recent ?? []).flat().sort((a, b) => b - a);
+    if (seqs.length === 0) return { openStart: undefined, turn: null };
+    const byseq = new Map((await this.app.store.getEvents(this.app.storageKey(ctx, id), seqs)).map((e) => [e.seq, e] as const));
     const ended = new Set<string>();
-    for (const e of rows) {
-      if (e.type === 'session/end-seed') return undefined;
-      const cid = isJsonObject(e.data) && typeof e.data['compactionId'] === 'string' ? e.data['compactionId'] : '';
-      if (e.type === 'compaction/end') ended.add(cid);
-      else if (!ended.has(cid)) return e.seq;
+    let openStart: number | undefined;
+    let lockDone = false;
+    let turn: number | null | undefined;
+    for (const s of seqs) {
+      const e = byseq.get(s);
+      if (e === undefined) continue;
+      if (turn === undefined && (e.type === 'turn/start' || e.type === 'turn/end')) {
+        turn = e.type === 'turn/start' && isJsonObject(e.data) && typeof e.data['turn'] === 'number' ? e.data['turn'] : null;
+      }
+      if (lockDone) continue;
+      if (e.type === 'session/end-seed') lockDone = true;
+      else if (e.type === 'compaction/end' || e.type === 'compaction/start') {
+        const cid = isJsonObject(e.data) && typeof e.data['compactionId'] === 'string' ? e.data['compactionId'] : '';
+        if (e.type === 'compaction/end') ended.add(cid);
+        else if (!ended.has(cid)) {
+          openStart = e.seq;
+          lockDone = true;
+        }
+      }
     }
-    return undefined;
+    return { openStart, turn: turn ?? null };
   }
 
-  /** The open turn (turn/start without turn/end), or null between turns. */
-  async #openTurn(ctx: CallContext, id: string, headSeq: number | undefined): Promise<number | null> {
-    if (headSeq === undefined) return null;
-    const rows = await this.app.store.readEvents(this.app.storageKey(ctx, id), { fromSeq: headSeq, direction: 'backward', limit: 1, types: ['turn/start', 'turn/end'] });
-    const e = rows[0];
-    if (e === undefined || e.type !== 'turn/start' || !isJsonObject(e.data) || typeof e.data['turn'] !== 'number') return null;
-    return e.data['turn'];
-  }
-
-  async #blockers(ctx: CallContext, id: string, snap: ModelSnapshot, openCalls: readonly { callId: string; seq: number }[]): Promise<CompactionBlocker[]> {
+  #blockers(open: number | undefined, openCalls: readonly { callId: string; seq: number }[]): CompactionBlocker[] {
     const out: CompactionBlocker[] = [];
-    const open = await this.#openCompaction(ctx, id, snap.headSeq);
     if (open !== undefined) {
       out.push({ reason: 'COMPACTION_IN_PROGRESS', description: `compaction/start at seq ${open} has no compaction/end yet; finish or end that compaction first`, seqs: [open], callIds: [] });
     }
@@ -176,7 +200,7 @@ export class CompactionService {
 
   /** PlanCompaction (read-only). */
   async plan(ctx: CallContext, id: string, budget: CompactionBudget, tokenCounts?: ReadonlyMap<number, number>): Promise<CompactionPlanView> {
-    const snap = await this.app.modelSnapshot(ctx, id, { surface: true });
+    const snap = await this.app.modelSnapshot(ctx, id, { surface: true, recent: CompactionService.LOCK_QUERIES });
     const nodes = planNodes(snap, tokenCounts);
     let plan;
     try {
@@ -185,8 +209,13 @@ export class CompactionService {
       if (e instanceof RangeError) throw new DomainError('INVALID_ARGUMENT', `up_to_seq: ${e.message}; pass a seq from GetSurface`, { field: 'up_to_seq' });
       throw e;
     }
-    const shadowed = nodes.slice(0, plan.cut).map((n) => n.seq);
-    const inRange = new Set(shadowed);
+    const shadowed = (snap.surface as number[]).slice(0, plan.cut);
+    const messages: DerivedMessage[] = [];
+    const msgs = snap.nodeMessages as (MessageJson | undefined)[];
+    for (let i = 0; i < plan.cut; i++) {
+      const m = msgs[i];
+      if (m !== undefined) messages.push({ seq: shadowed[i] as number, message: m });
+    }
     return {
       start: shadowed[0],
       end: shadowed[shadowed.length - 1],
@@ -194,8 +223,8 @@ export class CompactionService {
       expectedLastSeq: snap.headSeq ?? -1,
       shadowedTokenCount: plan.shadowedTokens,
       keptTokenCount: plan.keptTokens,
-      messages: snap.messages.filter((m) => inRange.has(m.seq)),
-      blockers: await this.#blockers(ctx, id, snap, plan.openCalls),
+      messages,
+      blockers: this.#blockers((await this.#lockState(ctx, id, snap)).openStart, plan.openCalls),
     };
   }
 
@@ -210,7 +239,7 @@ export class CompactionService {
       const replay = await this.#replayedCompaction(ctx, id, key);
       if (replay) return replay;
     }
-    const snap = await this.app.modelSnapshot(ctx, id, { surface: true });
+    const snap = await this.app.modelSnapshot(ctx, id, { surface: true, recent: CompactionService.LOCK_QUERIES });
     const head = snap.headSeq ?? -1;
     if (req.expectedLastSeq !== head) {
       throw new DomainError('HEAD_MISMATCH', `expected_last_seq ${req.expectedLastSeq} does not match the session head ${head}; plan again and retry`, {
@@ -231,7 +260,8 @@ export class CompactionService {
     for (const n of nodes) for (const r of n.pairing.results) resultIds.add(r);
     const openCalls: { callId: string; seq: number }[] = [];
     for (let i = 0; i <= endPos; i++) for (const c of (nodes[i] as PlanNode).pairing.calls) if (!resultIds.has(c)) openCalls.push({ callId: c, seq: (nodes[i] as PlanNode).seq });
-    const blockers = await this.#blockers(ctx, id, snap, openCalls);
+    const lock = await this.#lockState(ctx, id, snap);
+    const blockers = this.#blockers(lock.openStart, openCalls);
     if (blockers.length > 0) {
       const b = blockers[0] as CompactionBlocker;
       throw new DomainError('COMPACTION_BLOCKED', b.description, { blocker: b.reason, seqs: b.seqs.join(','), ...(b.callIds.length > 0 ? { callIds: b.callIds.slice(0, 20).join(',') } : {}) });
@@ -243,7 +273,7 @@ export class CompactionService {
     const compactionId = key ? derivedUuid(`compaction:${scope}`) : this.newId();
     const messageId = key ? derivedUuid(`message:${scope}`) : this.newId();
     const events = compactionBatch({
-      compactionId, messageId, turn: await this.#openTurn(ctx, id, snap.headSeq), firstSeq: head + 1,
+      compactionId, messageId, turn: lock.turn, firstSeq: head + 1,
       start: req.start, end: req.end, shadowedSeqs: shadowed, shadowedTokenCount,
       summary: req.summary, rawOutput: req.rawOutput, llmStreamCall: req.llmStreamCall, provider: req.provider, model: req.model, maxTokens: req.maxTokens, usage: req.usage,
     });

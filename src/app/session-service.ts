@@ -15,7 +15,7 @@ import { DomainError } from '../domain/errors.js';
 import { SessionEngine, dataDependencies, type BatchPlan } from '../domain/session-engine.js';
 import { MessageProjection } from '../domain/derive.js';
 import { PairingIndex } from '../domain/tool-pairing.js';
-import { messageOf } from '../domain/message-view.js';
+import { messageOf, type MessageJson } from '../domain/message-view.js';
 import { interruptedTurnClosers } from '../domain/repair.js';
 import { planFork } from '../domain/fork.js';
 import { JsonlDecoder, JsonlLineSplitter, assertUncompressed } from '../domain/jsonl-reader.js';
@@ -106,12 +106,16 @@ export interface ModelSnapshot {
   readonly messages: DerivedMessage[];
   readonly headSeq: number | undefined;
   readonly replaceGeneration: number;
-  /** The surface in order, when asked. */
+  /** The surface in order, when asked (then `messages` is empty and `nodeMessages` holds them). */
   readonly surface?: number[];
+  /** With `surface`: the message of each surface node (undefined where it contributes none). */
+  readonly nodeMessages?: (MessageJson | undefined)[];
   /** The type of each surface node, when asked. */
   readonly types?: string[];
   readonly record: SessionRecord;
   readonly surfaceLength: number;
+  /** With `recent`: per query, the seqs of the newest events of its types (at most its limit), newest first. */
+  readonly recent?: number[][];
 }
 
 /** Logger port (pino in production). */
@@ -397,7 +401,7 @@ export class SessionService {
    * The model history with the surface it was derived from (and the surface nodes' types when
    * asked), all from one committed state: what compaction planning and pruning work on.
    */
-  async modelSnapshot(ctx: CallContext, id: string, opts: { surface?: boolean; types?: boolean } = {}): Promise<ModelSnapshot> {
+  async modelSnapshot(ctx: CallContext, id: string, opts: { surface?: boolean; types?: boolean; recent?: readonly { readonly types: readonly string[]; readonly limit: number }[] } = {}): Promise<ModelSnapshot> {
     for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
       const h = await this.#handle(ctx, id);
       if (!h.projection) {
@@ -423,13 +427,15 @@ export class SessionService {
         if (!h.valid || !h.projection) return undefined;
         const surface = opts.surface === true || opts.types === true ? h.projection.surface() : undefined;
         return {
-          messages: h.projection.entries(),
+          messages: opts.surface === true ? [] : h.projection.entries(),
+          nodeMessages: opts.surface === true ? h.projection.nodeMessages() : undefined,
           headSeq: h.engine.eventCount > 0 ? h.engine.nextSeq - 1 : undefined,
           replaceGeneration: h.engine.replaceGeneration,
           surface,
           types: opts.types === true && surface !== undefined ? surface.map((s) => h.engine.typeOf(s) ?? '') : undefined,
           record: h.record,
           surfaceLength: h.engine.surfaceLength,
+          recent: opts.recent?.map((q) => h.engine.lastSeqsOfTypes(q.types, q.limit)),
         };
       });
       if (out) return out;

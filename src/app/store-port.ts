@@ -133,6 +133,13 @@ export interface SessionStore {
    * when given (readers that page through a long log, such as subscription catch-up).
    */
   readStructure(sessionId: string, fromSeq: number, limit?: number): Promise<StructuralRow[]>;
+  /**
+   * Optional (issue #14, time travel): the structural rows of the *surface* events (surfaceOp
+   * present) with seq <= toSeq, ascending, without `sourceEventSeqs`, plus the last seq <= toSeq
+   * of any type. All a surface replay of a prefix needs, without decoding the rest of the log;
+   * stores without it are replayed from `readStructure`.
+   */
+  readSurfaceStructure?(sessionId: string, toSeq: number): Promise<{ rows: StructuralRow[]; headSeq: number | undefined }>;
   /** Streams all events with seq >= fromSeq in ascending batches (export, large reads). */
   scanEvents(sessionId: string, fromSeq: number, batchSize: number): AsyncIterable<SessionEvent[]>;
   /** Makes a pending session visible (end of a successful streamed import). */

@@ -3,7 +3,8 @@
  * a given event ("what did the model see at turn 3?", debugging a compaction).
  *
  * Computed from the log, never from caches: a structural replay of the prefix (the store's
- * structural columns up to `asOfSeq`, paged, `data` never read) rebuilds the surface with the same
+ * structural columns of the prefix's surface events, `readSurfaceStructure`, or of every event up
+ * to `asOfSeq`, paged, for stores without it; `data` never read) rebuilds the surface with the same
  * engine code a cold open uses, then only the data of the surviving surface events is read
  * (`getEvents`) to derive the model history. The transcript as of a seq is the append-origin
  * surface events up to it (log order, surface types only).
@@ -53,6 +54,14 @@ async function prefixRows(store: SessionStore, key: string, asOfSeq: number): Pr
 /** The replayed engine right after `asOfSeq`. */
 async function replay(store: SessionStore, key: string, rec: SessionRecord, asOfSeq: number): Promise<{ engine: SessionEngine; headSeq: number | undefined }> {
   checkAsOf(rec, asOfSeq);
+  if (store.readSurfaceStructure !== undefined) {
+    // Only the surface rows of the prefix: the other rows never move the surface (measured on a
+    // 1M-event agent log: ~10% of the rows, and no citation lists decoded).
+    const { rows, headSeq } = await store.readSurfaceStructure(key, asOfSeq);
+    const engine = SessionEngine.create();
+    engine.loadStructural(rows);
+    return { engine, headSeq };
+  }
   const rows = await prefixRows(store, key, asOfSeq);
   const engine = SessionEngine.create();
   engine.loadStructural(rows);

@@ -119,31 +119,38 @@ export function planCompaction(nodes: readonly PlanNode[], budget: CompactionBud
     if (pos < 0) throw new RangeError(`seq ${budget.upToSeq} is not on the surface`);
     k0 = pos + 1;
   }
-  // First call position and last result position per call id.
-  const callAt = new Map<string, number>();
-  const lastResultAt = new Map<string, number>();
-  const firstResultAt = new Map<string, number>();
+  // Per call id: the first call position, the first and last result positions.
+  const pairs = new Map<string, { call: number; first: number; last: number }>();
   for (let i = 0; i < n; i++) {
     const p = (nodes[i] as PlanNode).pairing;
-    for (const c of p.calls) if (!callAt.has(c)) callAt.set(c, i);
+    if (p.calls.length === 0 && p.results.length === 0) continue;
+    for (const c of p.calls) {
+      const e = pairs.get(c);
+      if (e === undefined) pairs.set(c, { call: i, first: -1, last: -1 });
+      else if (e.call < 0) e.call = i;
+    }
     for (const c of p.results) {
-      lastResultAt.set(c, i);
-      if (!firstResultAt.has(c)) firstResultAt.set(c, i);
+      const e = pairs.get(c);
+      if (e === undefined) pairs.set(c, { call: -1, first: i, last: i });
+      else {
+        if (e.first < 0) e.first = i;
+        e.last = i;
+      }
     }
   }
   // reach[lo] = the largest hi of the intervals starting at lo.
   const reach = new Int32Array(n).fill(-1);
   const openCalls: { callId: string; seq: number }[] = [];
-  for (const [c, i] of callAt) {
-    const last = lastResultAt.get(c);
-    if (last === undefined) {
+  for (const [c, e] of pairs) {
+    const i = e.call;
+    if (i < 0) continue; // a result without a call on the surface: no pair to keep
+    if (e.last < 0) {
       reach[i] = n;
       if (i < k0) openCalls.push({ callId: c, seq: (nodes[i] as PlanNode).seq });
       continue;
     }
-    const first = firstResultAt.get(c) as number;
-    const lo = Math.min(i, first);
-    const hi = Math.max(i, last);
+    const lo = Math.min(i, e.first);
+    const hi = Math.max(i, e.last);
     if (hi > (reach[lo] as number)) reach[lo] = hi;
   }
   // Largest valid k <= k0: prefix maxima of reach over lo < k.

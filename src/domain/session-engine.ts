@@ -194,6 +194,17 @@ export class SessionEngine {
     return this.table.blockOf(seq) >= 0;
   }
 
+  /**
+   * Seqs of the most recent committed events of the given types, newest first, at most `limit`:
+   * a scan of the in-memory type column (no data), free when no event of these types was ever
+   * committed.
+   */
+  lastSeqsOfTypes(types: readonly string[], limit: number): number[] {
+    const ids = types.map((t) => this.types.peek(t)).filter((id) => id >= 0);
+    if (ids.length === 0) return [];
+    return this.table.lastOrdinalsOfTypes(ids, limit).map((o) => this.table.seqAt(o));
+  }
+
   /** Start seq of a committed tool/result replacement `seq` (for dataDependencies). */
   toolReplaceStart(seq: number): number | undefined {
     return this.toolReplaceStarts.get(seq);

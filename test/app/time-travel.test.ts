@@ -6,6 +6,8 @@ import { describe, expect, it } from 'vitest';
 import { readdirSync, readFileSync } from 'node:fs';
 import { SessionService, ANONYMOUS } from '../../src/app/session-service.js';
 import { MemorySessionStore } from '../../src/store/memory/memory-store.js';
+import { SqliteSessionStore } from '../../src/store/sqlite/sqlite-store.js';
+import type { SessionStore } from '../../src/app/store-port.js';
 import { DomainError } from '../../src/domain/errors.js';
 import type { CandidateEvent, SessionEvent } from '../../src/domain/event.js';
 import { deriveMessages, deriveTranscript } from '../../src/domain/derive.js';
@@ -120,6 +122,29 @@ describe('time travel over random sessions with replaces', () => {
       expect(await checkEverySeq(app, `r${seed}`)).toBe(log.length);
     }
     expect(replaces).toBeGreaterThan(100);
+  });
+
+  // The SQLite store's surface-only replay (readSurfaceStructure) and the paged readStructure
+  // fallback of stores without it give the same answers.
+  const stores: [string, () => SessionStore][] = [
+    ['sqlite (readSurfaceStructure)', () => new SqliteSessionStore({ path: ':memory:' })],
+    ['a store without readSurfaceStructure (paged readStructure)', () => {
+      const m = new MemorySessionStore();
+      return new Proxy(m, { get: (target, prop) => (prop === 'readSurfaceStructure' ? undefined : Reflect.get(target, prop, target) as unknown) }) as SessionStore;
+    }],
+  ];
+  it.each(stores)('%s: as_of_seq at every seq equals the replay of the prefix', async (_name, make) => {
+    const store = make();
+    const app = new SessionService(store, undefined, () => 1);
+    for (let seed = 1; seed <= 4; seed++) {
+      const log = randomLog(seed * 104729, 80);
+      await store.createSession({ header: { version: 0, id: `s${seed}`, createdAt: 1 }, labels: {}, tenant: '', strict: false, pairingGuard: false }, log);
+      expect(await checkEverySeq(app, `s${seed}`)).toBe(log.length);
+    }
+    const bytes = readFileSync(new URL('cordis-tool-round.jsonl', DIR)); // imported with seq gaps
+    await app.importJsonl(ctx, (async function* () { yield bytes; })(), { id: 'gaps' });
+    await checkEverySeq(app, 'gaps');
+    await store.close();
   });
 
   it('refuses a seq after the head (AS_OF_SEQ_AFTER_HEAD, OUT_OF_RANGE) and an empty session', async () => {

@@ -226,6 +226,19 @@ export class MemorySessionStore implements SessionStore {
     return session.events.slice(from, from + limit).map(structuralRow);
   }
 
+  async readSurfaceStructure(sessionId: string, toSeq: number): Promise<{ rows: StructuralRow[]; headSeq: number | undefined }> {
+    this.checkOpen();
+    const session = this.visible(sessionId);
+    if (session === undefined) return { rows: [], headSeq: undefined };
+    const end = lowerBound(session.events, toSeq + 1);
+    const rows: StructuralRow[] = [];
+    for (let i = 0; i < end; i++) {
+      const e = session.events[i] as SessionEvent;
+      if (e.surfaceOp !== undefined) rows.push({ seq: e.seq, type: e.type, surfaceOp: e.surfaceOp });
+    }
+    return { rows, headSeq: end > 0 ? (session.events[end - 1] as SessionEvent).seq : undefined };
+  }
+
   async *scanEvents(sessionId: string, fromSeq: number, batchSize: number): AsyncIterable<SessionEvent[]> {
     if (!Number.isSafeInteger(batchSize) || batchSize < 1) throw new RangeError(`batchSize must be a positive integer, got ${batchSize}`);
     let next = fromSeq;

@@ -178,6 +178,8 @@ export class SqliteSessionStore implements SessionStore {
   private readonly readBackwardTyped: Database.Statement;
   private readonly selectBySeqs: Database.Statement;
   private readonly selectStructure: Database.Statement;
+  private readonly selectSurfaceStructure: Database.Statement;
+  private readonly selectHeadAtOrBefore: Database.Statement;
   /** List statements indexed by (tenant ? 2 : 0) + (labels ? 1 : 0). */
   private readonly listStatements: readonly Database.Statement[];
 
@@ -185,6 +187,7 @@ export class SqliteSessionStore implements SessionStore {
   private readonly groupTxn: Database.Transaction<(batch: readonly QueuedAppend[], results: (AppendOutcome | { error: unknown })[]) => void>;
   private readonly writeCallTxn: Database.Transaction<(call: QueuedAppend) => void>;
   private readonly structureTxn: Database.Transaction<(sessionId: string, fromSeq: number, limit: number) => StructuralRow[]>;
+  private readonly surfaceStructureTxn: Database.Transaction<(sessionId: string, toSeq: number) => { rows: StructuralRow[]; headSeq: number | undefined }>;
   private readonly appendPendingTxn: Database.Transaction<(sessionId: string, events: readonly SessionEvent[]) => void>;
 
   constructor(options: SqliteStoreOptions) {
@@ -268,6 +271,11 @@ export class SqliteSessionStore implements SessionStore {
          FROM events WHERE session_id = ? AND seq >= ? ORDER BY seq LIMIT ?`,
       )
       .pluck();
+    // Time travel (issue #14): the surface rows of a prefix only, one plucked string per row.
+    this.selectSurfaceStructure = db
+      .prepare(`SELECT seq || '\t' || surface_op || '\t' || type FROM events WHERE session_id = ? AND seq <= ? AND surface_op IS NOT NULL ORDER BY seq`)
+      .pluck();
+    this.selectHeadAtOrBefore = db.prepare('SELECT max(seq) FROM events WHERE session_id = ? AND seq <= ?').pluck();
     const listSql = (tenant: boolean, labels: boolean): string =>
       `SELECT ${SESSION_COLUMNS} FROM sessions AS s
        WHERE s.pending = 0 ${tenant ? 'AND s.tenant = @tenant' : ''}
@@ -350,6 +358,24 @@ export class SqliteSessionStore implements SessionStore {
         if (lines.length < want || out.length >= limit) return out;
         next = out[out.length - 1]!.seq + 1;
       }
+    });
+
+    this.surfaceStructureTxn = db.transaction((sessionId: string, toSeq: number): { rows: StructuralRow[]; headSeq: number | undefined } => {
+      const lines = this.selectSurfaceStructure.all(sessionId, toSeq) as string[];
+      const rows: StructuralRow[] = new Array<StructuralRow>(lines.length);
+      const types = new Map<string, string>();
+      for (let i = 0; i < lines.length; i++) {
+        const line = lines[i] as string;
+        const a = line.indexOf('\t');
+        const b = line.lastIndexOf('\t');
+        const opText = line.slice(a + 1, b);
+        const typeText = line.slice(b + 1);
+        let type = types.get(typeText);
+        if (type === undefined) types.set(typeText, (type = typeText));
+        rows[i] = { seq: Number(line.slice(0, a)), type, surfaceOp: opText === 'append' ? 'append' : decodeSurfaceOp(opText) };
+      }
+      const head = this.selectHeadAtOrBefore.get(sessionId, toSeq) as number | null;
+      return { rows, headSeq: head ?? undefined };
     });
 
     this.appendPendingTxn = db.transaction((sessionId: string, events: readonly SessionEvent[]) => {
@@ -572,6 +598,12 @@ export class SqliteSessionStore implements SessionStore {
     if (this.selectVisible.get(sessionId) === undefined) return [];
     if (!Number.isSafeInteger(limit) || limit < 1) throw new RangeError(`limit must be a positive integer, got ${limit}`);
     return this.structureTxn(sessionId, fromSeq, limit);
+  }
+
+  async readSurfaceStructure(sessionId: string, toSeq: number): Promise<{ rows: StructuralRow[]; headSeq: number | undefined }> {
+    await this.readable();
+    if (this.selectVisible.get(sessionId) === undefined) return { rows: [], headSeq: undefined };
+    return this.surfaceStructureTxn(sessionId, toSeq);
   }
 
   async *scanEvents(sessionId: string, fromSeq: number, batchSize: number): AsyncIterable<SessionEvent[]> {
