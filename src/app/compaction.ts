@@ -105,14 +105,27 @@ function pairingOf(m: MessageJson): PairingInfo {
   return p;
 }
 
-/** Planner facts per message object (the projection keeps its message objects across reads). */
-const nodeFacts = new WeakMap<object, { readonly tokens: number; readonly pairing: PairingInfo }>();
+/** A surface node with its message: a PlanNode and a DerivedMessage at once. */
+interface MessageNode extends PlanNode {
+  readonly message: MessageJson;
+}
+
+/**
+ * Planner nodes per message object: the projection keeps its message objects across reads (and a
+ * message object belongs to one event), so a plan allocates nothing per node after the first.
+ */
+const nodeCaches = new WeakMap<object, Map<number, MessageNode>>();
 
 /** The planner's nodes: every surface node, with its message's tokens and pairing facts. */
 function planNodes(snap: ModelSnapshot, tokenCounts?: ReadonlyMap<number, number>): PlanNode[] {
   const surface = snap.surface as number[];
   const msgs = snap.nodeMessages as (MessageJson | undefined)[];
   const custom = tokenCounts !== undefined && tokenCounts.size > 0 ? tokenCounts : undefined;
+  // Per hot session (its record object lives as long as its cached handle), by seq: a Map with
+  // small-integer keys is several times cheaper per lookup than a WeakMap by message object.
+  let cache = nodeCaches.get(snap.record);
+  // Shadowed nodes never come back: start over when they dominate the cache.
+  if (cache === undefined || cache.size > 2 * surface.length + 1024) nodeCaches.set(snap.record, (cache = new Map()));
   const nodes: PlanNode[] = new Array<PlanNode>(surface.length);
   for (let i = 0; i < surface.length; i++) {
     const seq = surface[i] as number;
@@ -121,12 +134,13 @@ function planNodes(snap: ModelSnapshot, tokenCounts?: ReadonlyMap<number, number
       nodes[i] = { seq, tokens: custom?.get(seq) ?? 0, pairing: NO_PAIRING };
       continue;
     }
-    let f = nodeFacts.get(m);
-    if (f === undefined) {
-      f = { tokens: estimateMessageTokens(m), pairing: pairingOf(m) };
-      nodeFacts.set(m, f);
+    let node = cache.get(seq);
+    if (node === undefined || node.message !== m) {
+      node = { seq, tokens: estimateMessageTokens(m), pairing: pairingOf(m), message: m };
+      cache.set(seq, node);
     }
-    nodes[i] = { seq, tokens: custom?.get(seq) ?? f.tokens, pairing: f.pairing };
+    const own = custom?.get(seq);
+    nodes[i] = own === undefined ? node : { ...node, tokens: own };
   }
   return nodes;
 }
@@ -210,11 +224,11 @@ export class CompactionService {
       throw e;
     }
     const shadowed = (snap.surface as number[]).slice(0, plan.cut);
+    // Message nodes are DerivedMessages already ({seq, message}).
     const messages: DerivedMessage[] = [];
-    const msgs = snap.nodeMessages as (MessageJson | undefined)[];
     for (let i = 0; i < plan.cut; i++) {
-      const m = msgs[i];
-      if (m !== undefined) messages.push({ seq: shadowed[i] as number, message: m });
+      const n = nodes[i] as PlanNode | MessageNode;
+      if ('message' in n) messages.push(n);
     }
     return {
       start: shadowed[0],
