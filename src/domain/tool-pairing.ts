@@ -152,6 +152,16 @@ export function pairingViolations(before: readonly number[], after: readonly num
  */
 export function assertToolPairing(before: readonly number[], deltas: readonly SurfaceDelta[], info: (seq: number) => PairingInfo): void {
   if (!deltas.some((d) => d.kind === 'replace')) return;
+  // Only nodes that leave or join the surface can break a pair: a batch whose shadowed and new
+  // nodes hold no call and no result (a compaction of plain chat) needs no surface walk.
+  let touches = false;
+  for (const d of deltas) {
+    if (d.kind === 'none') continue;
+    if (info(d.seq) !== NO_PAIRING) touches = true;
+    else if (d.kind === 'replace') for (const s of d.shadowed) if (info(s) !== NO_PAIRING) touches = true;
+    if (touches) break;
+  }
+  if (!touches) return;
   const after = surfaceAfter(before, deltas);
   const violations = pairingViolations(before, after, info);
   const v = violations[0];

@@ -69,7 +69,7 @@ export function compactionHandlers(app: SessionService, resolve: ContextResolver
         expectedLastSeq: plan.expectedLastSeq,
         shadowedTokenCount: plan.shadowedTokenCount,
         keptTokenCount: plan.keptTokenCount,
-        messages: plan.messages.map((m) => ({ seq: m.seq, messageJson: messageJsonText(m.message), message: undefined })),
+        messages: r.omitMessages ? [] : plan.messages.map((m) => ({ seq: m.seq, messageJson: messageJsonText(m.message), message: undefined })),
         blockers: plan.blockers.map((x) => ({ reason: x.reason, description: x.description, seqs: [...x.seqs], callIds: [...x.callIds] })),
       };
     }),

@@ -629,6 +629,11 @@ export interface PlanCompactionRequest {
    * server's estimator (see PlanCompaction).
    */
   tokenCounts: { [key: number]: number };
+  /**
+   * Leave `messages` out of the response (a client that summarises from its
+   * own copy, or a large range that would not fit one response).
+   */
+  omitMessages: boolean;
 }
 
 export interface PlanCompactionRequest_TokenCountsEntry {
@@ -5066,7 +5071,7 @@ export const SubscribeEventsResponse: MessageFns<SubscribeEventsResponse> = {
 };
 
 function createBasePlanCompactionRequest(): PlanCompactionRequest {
-  return { sessionId: "", budget: undefined, tokenCounts: {} };
+  return { sessionId: "", budget: undefined, tokenCounts: {}, omitMessages: false };
 }
 
 export const PlanCompactionRequest: MessageFns<PlanCompactionRequest> = {
@@ -5085,6 +5090,9 @@ export const PlanCompactionRequest: MessageFns<PlanCompactionRequest> = {
     globalThis.Object.entries(message.tokenCounts).forEach(([key, value]: [string, number]) => {
       PlanCompactionRequest_TokenCountsEntry.encode({ key: key as any, value }, writer.uint32(34).fork()).join();
     });
+    if (message.omitMessages !== false) {
+      writer.uint32(40).bool(message.omitMessages);
+    }
     return writer;
   },
 
@@ -5134,6 +5142,14 @@ export const PlanCompactionRequest: MessageFns<PlanCompactionRequest> = {
             if (entry4.value !== undefined) {
               message.tokenCounts[entry4.key] = entry4.value;
             }
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.omitMessages = reader.bool();
             continue;
           }
         }
@@ -5191,6 +5207,11 @@ export const PlanCompactionRequest: MessageFns<PlanCompactionRequest> = {
           {},
         )
         : {},
+      omitMessages: isSet(object.omitMessages)
+        ? globalThis.Boolean(object.omitMessages)
+        : isSet(object.omit_messages)
+        ? globalThis.Boolean(object.omit_messages)
+        : false,
     };
   },
 
@@ -5212,6 +5233,9 @@ export const PlanCompactionRequest: MessageFns<PlanCompactionRequest> = {
           obj.tokenCounts[k] = Math.round(v);
         });
       }
+    }
+    if (message.omitMessages !== false) {
+      obj.omitMessages = message.omitMessages;
     }
     return obj;
   },
@@ -5245,6 +5269,7 @@ export const PlanCompactionRequest: MessageFns<PlanCompactionRequest> = {
       },
       {},
     );
+    message.omitMessages = object.omitMessages ?? false;
     return message;
   },
 };

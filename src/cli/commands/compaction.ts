@@ -47,7 +47,7 @@ const planCompaction: Command = {
   options: { ...budgetOptions },
   examples: ['palimpsest plan-compaction demo --keep-tokens 8000 --json'],
   async run(ctx) {
-    const p = await ctx.rpc.unary(ctx.rpc.client.planCompaction, { sessionId: ctx.args.pos(0), budget: budgetOf(ctx), tokenCounts: {} });
+    const p = await ctx.rpc.unary(ctx.rpc.client.planCompaction, { sessionId: ctx.args.pos(0), budget: budgetOf(ctx), tokenCounts: {}, omitMessages: true });
     if (ctx.out.json) await ctx.out.printJson(planJson(p));
     else await ctx.out.write(planText(p));
   },
@@ -82,7 +82,7 @@ const compact: Command = {
       throw new UsageError(`cannot read ${file}: ${(e as Error).message}`);
     }
     const sessionId = args.pos(0);
-    const p = await rpc.unary(rpc.client.planCompaction, { sessionId, budget: budgetOf(ctx), tokenCounts: {} });
+    const p = await rpc.unary(rpc.client.planCompaction, { sessionId, budget: budgetOf(ctx), tokenCounts: {}, omitMessages: true });
     if (p.start === undefined || p.end === undefined) {
       if (out.json) await out.printJson({ seqs: [], ...planJson(p) });
       else await out.write(planText(p));
