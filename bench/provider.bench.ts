@@ -120,6 +120,16 @@ const rows: string[][] = [];
   rows.push([`PlanCompaction (app), first call (hydrates the projection from the store)`, `${cold.toFixed(0)} ms`]);
   rows.push([`planCompaction (domain only), ${surface.toLocaleString('en')} nodes`, fmt(pure)]);
   rows.push([`  plan: shadows ${first.shadowedSeqs.length.toLocaleString('en')} nodes, keeps ~${first.keptTokenCount} tokens`, '']);
+  // PruneToolResults of one result on the same guarded session: the guard walks the surface once
+  // before and once after (the first prune also hydrates its index from the surface data).
+  const results = (await app.getSurface(ANONYMOUS, 'wide')).seqs.filter((_, i) => i % 4 === 2);
+  const firstPruneStart = performance.now();
+  await svc.prune(ANONYMOUS, 'wide', { seqs: [results[0] as number], headChars: 10, tailChars: 10 });
+  const firstPrune = performance.now() - firstPruneStart;
+  let k = 1;
+  const prune = await time(() => svc.prune(ANONYMOUS, 'wide', { seqs: [results[k++] as number], headChars: 10, tailChars: 10 }));
+  rows.push([`PruneToolResults, one result, same session (tool-pairing guard on)`, fmt(prune)]);
+  rows.push([`PruneToolResults, first call (hydrates the guard's index from the surface data)`, `${firstPrune.toFixed(0)} ms`]);
   const met = warm.median < 20;
   console.log(`HEADLINE ${JSON.stringify({ id: 'plan-compaction', label: `PlanCompaction on a ${surface.toLocaleString('en')}-node surface (app layer, warm)`, value: `${warm.median.toFixed(1)} ms (CPU ${warm.cpu.toFixed(1)} ms)`, target: '< 20 ms', met: quick ? undefined : met })}`);
 }

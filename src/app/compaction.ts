@@ -204,7 +204,7 @@ export class CompactionService {
     if (openCalls.length > 0) {
       out.push({
         reason: 'TOOL_CALLS_OPEN',
-        description: `${openCalls.length} tool call(s) in the range have no result yet (${openCalls.slice(0, 5).map((c) => c.callId).join(', ')}); append their results (or repair the session), then plan again`,
+        description: `${openCalls.length} tool call(s) on the surface have no result yet (${openCalls.slice(0, 5).map((c) => c.callId).join(', ')}); append their results (or repair the session), then plan again`,
         seqs: [...new Set(openCalls.map((c) => c.seq))],
         callIds: openCalls.map((c) => c.callId),
       });
@@ -269,11 +269,9 @@ export class CompactionService {
     }
     const nodes = planNodes(snap);
     const shadowed = surface.slice(0, endPos + 1);
-    // Calls in the range without any result on the surface: compacting would orphan the result.
-    const resultIds = new Set<string>();
-    for (const n of nodes) for (const r of n.pairing.results) resultIds.add(r);
-    const openCalls: { callId: string; seq: number }[] = [];
-    for (let i = 0; i <= endPos; i++) for (const c of (nodes[i] as PlanNode).pairing.calls) if (!resultIds.has(c)) openCalls.push({ callId: c, seq: (nodes[i] as PlanNode).seq });
+    // Calls on the surface without any result yet (a tool round in flight): the same blocker the
+    // plan reports; finish the round (or repair the session) first.
+    const openCalls = planCompaction(nodes, { upToSeq: req.end }).openCalls;
     const lock = await this.#lockState(ctx, id, snap);
     const blockers = this.#blockers(lock.openStart, openCalls);
     if (blockers.length > 0) {

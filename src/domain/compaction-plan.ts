@@ -8,8 +8,8 @@
  * call from a result of it: every (call, result) pair is an interval of surface positions, and a
  * cut k (nodes [0, k) shadowed) is valid iff no interval has lo < k <= hi. A call with no result
  * on the surface yet (still open) is an interval to the end of the surface, so the cut always
- * stays before it; open calls inside the budget's range are reported as a blocker (compacting now
- * would shrink the range, and the client should finish the tool round first). One pass, O(nodes).
+ * stays before it; open calls are reported (the app makes them a blocker: finish the tool round,
+ * then compact). One pass, O(nodes).
  *
  * The batch (compaction/start, compaction/summary, the replacing user/message, compaction/end) is
  * built with exactly the reference's keys, key order and framing (fixture compaction-recovery).
@@ -92,7 +92,7 @@ export interface CompactionPlan {
   readonly budgetCut: number;
   readonly shadowedTokens: number;
   readonly keptTokens: number;
-  /** Calls in the budget's range without a result on the surface (positions < budgetCut). */
+  /** Calls on the surface without a result on it yet (the cut always stays before them). */
   readonly openCalls: readonly { readonly callId: string; readonly seq: number }[];
 }
 
@@ -146,7 +146,7 @@ export function planCompaction(nodes: readonly PlanNode[], budget: CompactionBud
     if (i < 0) continue; // a result without a call on the surface: no pair to keep
     if (e.last < 0) {
       reach[i] = n;
-      if (i < k0) openCalls.push({ callId: c, seq: (nodes[i] as PlanNode).seq });
+      openCalls.push({ callId: c, seq: (nodes[i] as PlanNode).seq });
       continue;
     }
     const lo = Math.min(i, e.first);

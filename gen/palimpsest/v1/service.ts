@@ -645,7 +645,8 @@ export interface PlanCompactionRequest_TokenCountsEntry {
 export interface CompactionBlocker {
   /**
    * COMPACTION_IN_PROGRESS (a compaction/start without its compaction/end) or
-   * TOOL_CALLS_OPEN (calls in the budget's range without a result yet).
+   * TOOL_CALLS_OPEN (tool calls on the surface without a result yet: a tool
+   * round in flight; the range always stays before them).
    */
   reason: string;
   /** What it is and what to do. */
@@ -7103,7 +7104,7 @@ export const SessionServiceService = {
    * checked by the tool-pairing guard.
    * Errors: HEAD_MISMATCH (FAILED_PRECONDITION: the head moved since the plan;
    * plan again), COMPACTION_BLOCKED (FAILED_PRECONDITION: an open
-   * compaction/start or open tool calls in the range; metadata `blocker`),
+   * compaction/start or open tool calls on the surface; metadata `blocker`),
    * COMPACTION_RANGE_INVALID (FAILED_PRECONDITION: `start` is not the first
    * surface node, or `end` not on the surface after it), TOOL_PAIRING_BROKEN,
    * IDEMPOTENCY_KEY_REUSED, INVALID_ARGUMENT (no summary, summary_json not a
@@ -7294,7 +7295,7 @@ export interface SessionServiceServer extends UntypedServiceImplementation {
    * checked by the tool-pairing guard.
    * Errors: HEAD_MISMATCH (FAILED_PRECONDITION: the head moved since the plan;
    * plan again), COMPACTION_BLOCKED (FAILED_PRECONDITION: an open
-   * compaction/start or open tool calls in the range; metadata `blocker`),
+   * compaction/start or open tool calls on the surface; metadata `blocker`),
    * COMPACTION_RANGE_INVALID (FAILED_PRECONDITION: `start` is not the first
    * surface node, or `end` not on the surface after it), TOOL_PAIRING_BROKEN,
    * IDEMPOTENCY_KEY_REUSED, INVALID_ARGUMENT (no summary, summary_json not a
@@ -7660,7 +7661,7 @@ export interface SessionServiceClient extends Client {
    * checked by the tool-pairing guard.
    * Errors: HEAD_MISMATCH (FAILED_PRECONDITION: the head moved since the plan;
    * plan again), COMPACTION_BLOCKED (FAILED_PRECONDITION: an open
-   * compaction/start or open tool calls in the range; metadata `blocker`),
+   * compaction/start or open tool calls on the surface; metadata `blocker`),
    * COMPACTION_RANGE_INVALID (FAILED_PRECONDITION: `start` is not the first
    * surface node, or `end` not on the surface after it), TOOL_PAIRING_BROKEN,
    * IDEMPOTENCY_KEY_REUSED, INVALID_ARGUMENT (no summary, summary_json not a

@@ -42,7 +42,7 @@ const budgetOptions = {
 const planCompaction: Command = {
   name: 'plan-compaction',
   summary: 'Plans a compaction (read-only): the range to shadow, never splitting a tool call from its result.',
-  details: 'Prints start, end, shadowedSeqs, expectedLastSeq, shadowedTokenCount and blockers (an open compaction/start,\ntool calls still open in the range). Tokens: ceil(characters / 4) + 8 per message (see PlanCompaction).',
+  details: 'Prints start, end, shadowedSeqs, expectedLastSeq, shadowedTokenCount and blockers (an open compaction/start,\ntool calls on the surface still waiting for a result). Tokens: ceil(characters / 4) + 8 per message (see PlanCompaction).',
   positionals: [{ name: 'SESSION' }],
   options: { ...budgetOptions },
   examples: ['palimpsest plan-compaction demo --keep-tokens 8000 --json'],
@@ -58,7 +58,7 @@ const compact: Command = {
   summary: 'Plans and compacts in one go: appends the reference compaction events with your summary.',
   details:
     'Conditional on the head it planned against (HEAD_MISMATCH if the session moved meanwhile: run it again). Refuses\n' +
-    'with COMPACTION_BLOCKED while a compaction is open or tool calls in the range have no result. With --json prints\n' +
+    'with COMPACTION_BLOCKED while a compaction is open or tool calls on the surface have no result. With --json prints\n' +
     '{"seqs","compactionId","surfaceLength","shadowedTokenCount","shadowedSeqs"}.',
   positionals: [{ name: 'SESSION' }],
   options: {
