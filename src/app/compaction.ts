@@ -336,7 +336,7 @@ export class CompactionService {
       const b = await this.#storedBatch(ctx, id, key);
       if (b) return { ...(await this.#pruneResultOf(ctx, b.events, id)), skipped: [], surfaceLength: b.surfaceLength, replayed: true };
     }
-    const snap = await this.app.modelSnapshot(ctx, id, { types: true });
+    const snap = await this.app.modelSnapshot(ctx, id, { surface: true, types: true });
     const head = snap.headSeq ?? -1;
     if (req.expectedLastSeq !== undefined && req.expectedLastSeq !== head) {
       throw new DomainError('HEAD_MISMATCH', `expected_last_seq ${req.expectedLastSeq} does not match the session head ${head}; re-read and retry`, {
@@ -345,38 +345,39 @@ export class CompactionService {
     }
     const surface = snap.surface as number[];
     const types = snap.types as string[];
-    const bySeq = new Map<number, MessageJson>();
-    for (const m of snap.messages) bySeq.set(m.seq, m.message as MessageJson);
+    const msgs = snap.nodeMessages as (MessageJson | undefined)[];
     let targets: number[];
     if (explicit) {
-      const onSurface = new Map<number, string>();
-      for (let i = 0; i < surface.length; i++) onSurface.set(surface[i] as number, types[i] as string);
-      const seen = new Set<number>();
+      const wanted = new Set(req.seqs as readonly number[]);
+      const found = new Map<number, string>();
+      for (let i = 0; i < surface.length && found.size < wanted.size; i++) if (wanted.has(surface[i] as number)) found.set(surface[i] as number, types[i] as string);
       for (const s of req.seqs as readonly number[]) {
-        if (onSurface.get(s) !== 'tool/result') {
-          throw new DomainError('PRUNE_TARGET_INVALID', `seq ${s} is not a tool/result on the surface${onSurface.has(s) ? ` (it is ${onSurface.get(s)})` : ''}; pass seqs from GetSurface`, { seq: String(s) });
+        const t = found.get(s);
+        if (t !== 'tool/result') {
+          throw new DomainError('PRUNE_TARGET_INVALID', `seq ${s} is not a tool/result on the surface${t !== undefined ? ` (it is ${t})` : ''}; pass seqs from GetSurface`, { seq: String(s) });
         }
-        seen.add(s);
       }
-      targets = surface.filter((s) => seen.has(s));
+      targets = surface.filter((s) => found.has(s));
     } else {
       const names = new Map<string, string>();
-      for (const m of snap.messages) {
-        const p = pairingOf(m.message as MessageJson);
-        p.calls.forEach((c, i) => names.set(c, p.names[i] ?? ''));
+      const results: number[] = [];
+      for (let i = 0; i < surface.length; i++) {
+        const m = msgs[i];
+        if (m === undefined) continue;
+        const p = pairingOf(m);
+        p.calls.forEach((c, j) => names.set(c, p.names[j] ?? ''));
+        if (types[i] === 'tool/result') results.push(i);
       }
-      const results = surface.filter((_, i) => types[i] === 'tool/result');
       const keep = Math.max(0, req.keepRecent ?? 0);
       const exclude = new Set(req.excludeTools ?? []);
-      targets = results.slice(0, Math.max(0, results.length - keep)).filter((s) => {
-        const m = bySeq.get(s);
-        if (m === undefined) return false;
+      targets = results.slice(0, Math.max(0, results.length - keep)).filter((i) => {
+        const m = msgs[i] as MessageJson;
         const callId = pairingOf(m).results[0];
         if (callId !== undefined && exclude.has(names.get(callId) ?? '')) return false;
         const block = Array.isArray(m['content']) ? m['content'][0] : undefined;
         const inner = isJsonObject(block) && Array.isArray(block['content']) ? (block['content'] as Json[]) : [];
         return textBytes(inner) > (req.minBytes as number);
-      });
+      }).map((i) => surface[i] as number);
     }
     if (targets.length === 0) return { pruned: [], bytesSaved: 0, skipped: [], surfaceLength: snap.surfaceLength, replayed: false };
     const stored = new Map((await this.app.store.getEvents(this.app.storageKey(ctx, id), targets)).map((e) => [e.seq, e] as const));

@@ -87,7 +87,8 @@ interface Scan {
   readonly orphans: Map<string, number>;
 }
 
-function scan(surface: readonly number[], info: (seq: number) => PairingInfo): Scan {
+/** Walks the surface recording the facts of the call ids in `only` (every id when null). */
+function scan(surface: readonly number[], info: (seq: number) => PairingInfo, only: ReadonlySet<string> | null): Scan {
   const callPos = new Map<string, number>();
   const callSeq = new Map<string, number>();
   const resultSeq = new Map<string, number>();
@@ -97,10 +98,12 @@ function scan(surface: readonly number[], info: (seq: number) => PairingInfo): S
     const p = info(seq);
     if (p === NO_PAIRING) continue;
     for (const c of p.results) {
+      if (only !== null && !only.has(c)) continue;
       if (!resultSeq.has(c)) resultSeq.set(c, seq);
       if (!callPos.has(c) && !orphans.has(c)) orphans.set(c, seq);
     }
     for (const c of p.calls) {
+      if (only !== null && !only.has(c)) continue;
       if (!callPos.has(c)) {
         callPos.set(c, i);
         callSeq.set(c, seq);
@@ -128,9 +131,9 @@ export function surfaceAfter(before: readonly number[], deltas: readonly Surface
  * @param after - the surface after the batch
  * @param info - pairing facts by seq, for every node of `before` and `after`
  */
-export function pairingViolations(before: readonly number[], after: readonly number[], info: (seq: number) => PairingInfo): PairingViolation[] {
-  const b = scan(before, info);
-  const a = scan(after, info);
+export function pairingViolations(before: readonly number[], after: readonly number[], info: (seq: number) => PairingInfo, only: ReadonlySet<string> | null = null): PairingViolation[] {
+  const b = scan(before, info, only);
+  const a = scan(after, info, only);
   const out: PairingViolation[] = [];
   for (const [callId, resultSeq] of a.orphans) {
     // A call id that was already orphaned before the batch (an imported log, a hand-built one) is
@@ -152,18 +155,23 @@ export function pairingViolations(before: readonly number[], after: readonly num
  */
 export function assertToolPairing(before: readonly number[], deltas: readonly SurfaceDelta[], info: (seq: number) => PairingInfo): void {
   if (!deltas.some((d) => d.kind === 'replace')) return;
-  // Only nodes that leave or join the surface can break a pair: a batch whose shadowed and new
-  // nodes hold no call and no result (a compaction of plain chat) needs no surface walk.
-  let touches = false;
+  // Only the call ids of nodes that leave or join the surface can break a pair: the walks record
+  // those ids only, and a batch whose nodes hold no call and no result (a compaction of plain
+  // chat) needs no walk at all.
+  const touched = new Set<string>();
+  const note = (p: PairingInfo): void => {
+    if (p === NO_PAIRING) return;
+    for (const c of p.calls) touched.add(c);
+    for (const c of p.results) touched.add(c);
+  };
   for (const d of deltas) {
     if (d.kind === 'none') continue;
-    if (info(d.seq) !== NO_PAIRING) touches = true;
-    else if (d.kind === 'replace') for (const s of d.shadowed) if (info(s) !== NO_PAIRING) touches = true;
-    if (touches) break;
+    note(info(d.seq));
+    if (d.kind === 'replace') for (const s of d.shadowed) note(info(s));
   }
-  if (!touches) return;
+  if (touched.size === 0) return;
   const after = surfaceAfter(before, deltas);
-  const violations = pairingViolations(before, after, info);
+  const violations = pairingViolations(before, after, info, touched);
   const v = violations[0];
   if (v === undefined) return;
   const culprit = v.kind === 'orphan' && v.callSeq !== undefined ? v.callSeq : v.resultSeq;
