@@ -105,44 +105,39 @@ function pairingOf(m: MessageJson): PairingInfo {
   return p;
 }
 
-/** A surface node with its message: a PlanNode and a DerivedMessage at once. */
+/** A surface node with its message (undefined when it contributes none); one shape for all nodes. */
 interface MessageNode extends PlanNode {
-  readonly message: MessageJson;
+  readonly message: MessageJson | undefined;
 }
 
 /**
- * Planner nodes per message object: the projection keeps its message objects across reads (and a
- * message object belongs to one event), so a plan allocates nothing per node after the first.
+ * The planner's nodes of a hot session, kept incrementally like the message projection: appends
+ * only extend the surface (a plan after them builds nodes for the new tail only); a replace (the
+ * replace generation moves) rebuilds them once. Keyed by the session's record object, which lives
+ * as long as its cached handle. The nodes of one message are computed once (tokens, call ids).
  */
-const nodeCaches = new WeakMap<object, Map<number, MessageNode>>();
+const nodeCaches = new WeakMap<object, { generation: number; nodes: MessageNode[] }>();
+
+function nodeOf(seq: number, m: MessageJson | undefined): MessageNode {
+  return m === undefined ? { seq, tokens: 0, pairing: NO_PAIRING, message: undefined } : { seq, tokens: estimateMessageTokens(m), pairing: pairingOf(m), message: m };
+}
 
 /** The planner's nodes: every surface node, with its message's tokens and pairing facts. */
-function planNodes(snap: ModelSnapshot, tokenCounts?: ReadonlyMap<number, number>): PlanNode[] {
+function planNodes(snap: ModelSnapshot, tokenCounts?: ReadonlyMap<number, number>): MessageNode[] {
   const surface = snap.surface as number[];
   const msgs = snap.nodeMessages as (MessageJson | undefined)[];
-  const custom = tokenCounts !== undefined && tokenCounts.size > 0 ? tokenCounts : undefined;
-  // Per hot session (its record object lives as long as its cached handle), by seq: a Map with
-  // small-integer keys is several times cheaper per lookup than a WeakMap by message object.
   let cache = nodeCaches.get(snap.record);
-  // Shadowed nodes never come back: start over when they dominate the cache.
-  if (cache === undefined || cache.size > 2 * surface.length + 1024) nodeCaches.set(snap.record, (cache = new Map()));
-  const nodes: PlanNode[] = new Array<PlanNode>(surface.length);
-  for (let i = 0; i < surface.length; i++) {
-    const seq = surface[i] as number;
-    const m = msgs[i];
-    if (m === undefined) {
-      nodes[i] = { seq, tokens: custom?.get(seq) ?? 0, pairing: NO_PAIRING };
-      continue;
-    }
-    let node = cache.get(seq);
-    if (node === undefined || node.message !== m) {
-      node = { seq, tokens: estimateMessageTokens(m), pairing: pairingOf(m), message: m };
-      cache.set(seq, node);
-    }
-    const own = custom?.get(seq);
-    nodes[i] = own === undefined ? node : { ...node, tokens: own };
-  }
-  return nodes;
+  const reusable = cache !== undefined && cache.generation === snap.replaceGeneration && cache.nodes.length <= surface.length
+    && (cache.nodes.length === 0 || (cache.nodes[cache.nodes.length - 1] as MessageNode).seq === surface[cache.nodes.length - 1]);
+  if (!reusable || cache === undefined) nodeCaches.set(snap.record, (cache = { generation: snap.replaceGeneration, nodes: [] }));
+  const nodes = cache.nodes;
+  for (let i = nodes.length; i < surface.length; i++) nodes.push(nodeOf(surface[i] as number, msgs[i]));
+  const custom = tokenCounts !== undefined && tokenCounts.size > 0 ? tokenCounts : undefined;
+  if (custom === undefined) return nodes.slice();
+  return nodes.map((n) => {
+    const own = custom.get(n.seq);
+    return own === undefined ? n : { ...n, tokens: own };
+  });
 }
 
 /** A UUID (v4 layout) derived from `text`, so retried idempotent requests build identical events. */
@@ -227,8 +222,8 @@ export class CompactionService {
     // Message nodes are DerivedMessages already ({seq, message}).
     const messages: DerivedMessage[] = [];
     for (let i = 0; i < plan.cut; i++) {
-      const n = nodes[i] as PlanNode | MessageNode;
-      if ('message' in n) messages.push(n);
+      const n = nodes[i] as MessageNode;
+      if (n.message !== undefined) messages.push(n as DerivedMessage);
     }
     return {
       start: shadowed[0],

@@ -127,6 +127,33 @@ describe('Compact reproduces the reference compaction of compaction-recovery exa
   });
 });
 
+describe('PlanCompaction over a session that keeps moving (incremental planner nodes)', () => {
+  it('equals a plan by a fresh service (no cache) after appends, a compaction and a prune', async () => {
+    const store = new MemorySessionStore();
+    const app = new SessionService(store, undefined, () => 1);
+    const svc = new CompactionService(app);
+    await app.createSession(ctx, { id: 'm' });
+    const fresh = async (): Promise<unknown> => new CompactionService(new SessionService(store, undefined, () => 1)).plan(ctx, 'm', { keepTokens: 30 });
+    const round = (i: number): CandidateEvent[] => [
+      user(`q${i} ${'x'.repeat(40)}`),
+      { type: 'assistant/message', data: { turn: 1, step: 1, message: { id: `a${i}`, role: 'assistant', content: [{ type: 'tool-call', id: `k${i}`, name: 'read', arguments: '{}' }], source: { kind: 'model', provider: 'p', model: 'm' } } }, surfaceOp: 'append' },
+      toolResult(`k${i}`, 'y'.repeat(12_000)),
+    ];
+    for (let i = 0; i < 6; i++) {
+      await app.append(ctx, 'm', round(i));
+      expect(await svc.plan(ctx, 'm', { keepTokens: 30 })).toEqual(await fresh());
+    }
+    // Prunes results in the middle of the surface (the last one is kept): the surface's tail is unchanged.
+    expect((await svc.prune(ctx, 'm', { minBytes: 100, keepRecent: 1 })).pruned.length).toBe(5);
+    expect(await svc.plan(ctx, 'm', { keepTokens: 30 })).toEqual(await fresh());
+    const p = await svc.plan(ctx, 'm', { keepTokens: 30 });
+    await svc.compact(ctx, 'm', { start: p.start!, end: p.end!, expectedLastSeq: p.expectedLastSeq, summary: [{ type: 'text', text: 's' }], provider: 'p', model: 'm' });
+    expect(await svc.plan(ctx, 'm', { keepTokens: 30 })).toEqual(await fresh());
+    await app.append(ctx, 'm', round(9));
+    expect(await svc.plan(ctx, 'm', { keepTokens: 30 })).toEqual(await fresh());
+  });
+});
+
 describe('PruneToolResults writes the reference pruner\'s two events per result', () => {
   async function setup(): Promise<{ app: SessionService; svc: CompactionService }> {
     const app = new SessionService(new MemorySessionStore(), undefined, () => 1);
