@@ -193,7 +193,9 @@ describe('polyglot clients generated from proto/', () => {
     expect(events[out.compaction.replacementSeq]!.sourceEventSeqs?.seqs).toEqual([summarySeq - 1, summarySeq, ...out.compaction.shadowed]);
     expect(events[out.prune.replacementSeq - 1]!.type).toBe('compaction/prune');
     // Both were written by the server (Compact / PruneToolResults), in the reference's conventions.
-    expect(data(out.compaction.replacementSeq)).toMatchObject({ role: 'user', source: { kind: 'plugin', plugin: 'compact' }, content: [{ type: 'text', text: expect.stringContaining('<compacted-summary>') }] });
+    const checkpoint = data(out.compaction.replacementSeq) as { role: string; source: unknown; content: { text: string }[] };
+    expect(checkpoint).toMatchObject({ role: 'user', source: { kind: 'plugin', plugin: 'compact' } });
+    expect(checkpoint.content.map((b) => b.text)).toEqual([expect.stringContaining('<compacted-summary>'), expect.stringContaining('Summary of 3 messages'), '</compacted-summary>']);
     expect(out.prune.prunedText).toContain('[... tool result middle pruned: ');
     expect(replay(events, id).surface).toEqual(surface.seqs);
   }, 60_000);
