@@ -138,7 +138,7 @@ export function multiWriterContract<S extends SessionStore>(name: string, databa
         for (let n = 0; n < 6; n++) {
           for (;;) {
             const { nextSeq, writer } = (await store.getSession(id))!;
-            const o = await store.append(id, req(nextSeq, [ev(nextSeq, 'note', payload)], { expectedWriter: writer, quota: { maxBytes } }));
+            const o = await store.append(id, req(nextSeq, [ev(nextSeq, 'note', payload)], { expectedWriter: writer, quota: { tenant: 'bytes', maxBytes } }));
             if (o.kind === 'conflict') continue;
             if (o.kind === 'quota-exceeded') {
               expect(o).toMatchObject({ limitName: 'tenant_max_bytes', limit: maxBytes });
