@@ -203,6 +203,21 @@ export function multiWriterContract<S extends SessionStore>(name: string, databa
       }
     });
 
+    it('head watch: a session deleted and re-created by the other instance is reported deleted', async () => {
+      await a.createSession(newSession('again', { createdAt: 1_000 }), [ev(0)]);
+      const watch = b.openHeadWatch();
+      const heads: (number | 'deleted')[] = [];
+      const stop = watch.watch('again', (h) => heads.push(h));
+      try {
+        expect(await a.deleteSession('again')).toBe(true);
+        expect(await a.createSession(newSession('again', { createdAt: 2_000 }), [ev(0), ev(1)])).toEqual({ kind: 'created' });
+        await eventually(() => heads.includes('deleted'), 5_000, 'deletion reported');
+      } finally {
+        stop();
+        await watch.close();
+      }
+    });
+
     it('reads through either instance see the writer token and head of the last commit, atomically', async () => {
       await a.createSession(newSession('tok', { writer: WRITER0 }), []);
       for (let i = 0; i < 10; i++) {
