@@ -24,6 +24,7 @@ import { ChangeFeed } from './change-feed.js';
 import { SessionHandle } from './session-handle.js';
 import { storageKey, toStored, fromStored } from './tenant-scope.js';
 import { MAX_JSON_DEPTH, jsonTextDepth } from './json-depth.js';
+import { checkAppendOptions, checkEventTypes, checkLabels, checkSessionId } from './input-limits.js';
 
 /** Limits enforced by the app (the server adds transport limits). */
 export interface AppLimits {
@@ -104,7 +105,6 @@ export interface AppLogger {
 
 const RETRY = Symbol('retry');
 const MAX_ATTEMPTS = 8;
-const SESSION_ID_RE = /^[A-Za-z0-9._:-]{1,128}$/;
 const STORE_READ_BATCH = 2000;
 
 function notFound(id: string): DomainError {
@@ -165,6 +165,7 @@ export class SessionService {
   }): Promise<SessionView> {
     const id = req.id || this.newId();
     this.#checkId(id);
+    checkLabels(req.labels);
     const header = this.#header({ id, createdAt: this.clock(), cwd: req.cwd, origin: req.origin, delegationDepth: req.delegationDepth, agentPreset: req.agentPreset });
     await this.#checkSessionQuota(ctx);
     const ok = await this.store.createSession({ header: toStored(ctx.tenant, header), labels: req.labels ?? {}, tenant: ctx.tenant, strict: req.strict ?? false }, []);
@@ -218,6 +219,8 @@ export class SessionService {
       });
     }
     this.#checkEventSizes(candidates, opts.dataBytes);
+    checkEventTypes(candidates);
+    checkAppendOptions(opts);
     const key = opts.idempotencyKey || undefined;
     const hash = key ? requestHash(candidates) : '';
     for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
@@ -426,6 +429,7 @@ export class SessionService {
   async fork(ctx: CallContext, id: string, req: { atSeq?: number; childId?: string; labels?: Record<string, string> }): Promise<SessionView> {
     const childId = req.childId || this.newId();
     this.#checkId(childId);
+    checkLabels(req.labels);
     if (await this.store.getSession(this.storageKey(ctx, childId))) {
       throw new DomainError('SESSION_ALREADY_EXISTS', `session ${JSON.stringify(childId)} already exists`, { sessionId: childId });
     }
@@ -476,6 +480,7 @@ export class SessionService {
    * until the whole file validated and stored; any failure deletes it.
    */
   async importJsonl(ctx: CallContext, chunks: AsyncIterable<Uint8Array>, opts: { id?: string; labels?: Record<string, string>; strict?: boolean }): Promise<SessionView> {
+    checkLabels(opts.labels);
     const decoder = new JsonlDecoder();
     // A line holds one event (or one packed chunk row): bound it by the event size limit plus
     // room for the envelope, so a file without newlines cannot make the server buffer it all.
@@ -492,6 +497,7 @@ export class SessionService {
       if (!engine || pending.length === 0) return;
       let plan: BatchPlan;
       try {
+        checkEventTypes(pending);
         plan = engine.plan(pending, { mode: 'import', now: this.clock, sessionId: id, lookup: () => undefined });
       } catch (e) {
         if (e instanceof DomainError && e.index !== undefined) {
@@ -706,9 +712,7 @@ export class SessionService {
   }
 
   #checkId(id: string): void {
-    if (!SESSION_ID_RE.test(id)) {
-      throw new DomainError('INVALID_SESSION_ID', `session id ${JSON.stringify(id.slice(0, 140))} must be 1-128 characters of [A-Za-z0-9._:-]`, { field: 'session_id' });
-    }
+    checkSessionId(id);
   }
 
   #header(h: { id: string; createdAt: number; cwd?: string; origin?: string; delegationDepth?: number; agentPreset?: string }): SessionHeader {

@@ -19,7 +19,7 @@ import type { CallContext } from '../app/session-service.js';
 import { ANONYMOUS } from '../app/session-service.js';
 import type { ContextResolver, Permission } from './handlers.js';
 import { domainErrorToStatus } from './status-map.js';
-import { MalformedRequest } from './safe-decode.js';
+import { MalformedRequest, RejectedRequest } from './safe-decode.js';
 
 /** One configured token. */
 export interface TokenEntry {
@@ -196,6 +196,10 @@ export function makeInterceptor(registry: TokenRegistry | undefined, limiter: St
             if (msg instanceof MalformedRequest) {
               reject(intercepting, new DomainError('INVALID_ARGUMENT',
                 `the request is not a valid protobuf message for ${msg.method}: ${msg.cause}`, { field: 'request', method: name }));
+              return;
+            }
+            if (msg instanceof RejectedRequest) {
+              reject(intercepting, msg.error);
               return;
             }
             nextMsg(msg);
