@@ -17,7 +17,7 @@ import { NO_METRICS, loadMetrics, type Metrics, type PromMetrics } from './metri
 import { makeInterceptor, metadataResolver, StreamLimiter, TokenRegistry } from './auth.js';
 import { serverCredentials } from './tls.js';
 import { withSafeDeserializers } from './safe-decode.js';
-import { preEncodedStreams, subscriptionStreams } from './subscribe-handlers.js';
+import { preEncodedStreams, subscriptionStreams, type SubscriptionStreams } from './subscribe-handlers.js';
 
 /** A running server. */
 export interface RunningServer {
@@ -41,7 +41,12 @@ export interface RunningServer {
 /** Hooks other modules plug in (subscriptions, auth, reflection). */
 export interface ServerExtensions {
   /** Extra SessionService stream handlers (subscriptions). */
-  streams?: (app: SessionService, config: ServerConfig, metrics: Metrics, logger: Logger) => { handlers: Record<string, UntypedHandleCall>; shutdown(): void };
+  streams?: (app: SessionService, config: ServerConfig, metrics: Metrics, logger: Logger) => {
+    handlers: Record<string, UntypedHandleCall>;
+    shutdown(): void;
+    /** Ends streams whose token was revoked or lost a permission (see SubscriptionStreams). */
+    recheck?: SubscriptionStreams['recheck'];
+  };
   /** Caller resolution (auth). */
   resolver?: ContextResolver;
   /** Extra services to register. */
@@ -147,7 +152,9 @@ export async function startServer(partial: Partial<ServerConfig> = {}, ext: Serv
   const reloadTokens = (): void => {
     if (!registry) return;
     registry.reload();
-    logger.info({ tokens: registry.size }, 'token file reloaded');
+    // Open streams were authorized by the old file: end those whose token is gone or lost a permission.
+    const ended = streams.recheck?.((credential) => registry.byHash(credential)) ?? 0;
+    logger.info({ tokens: registry.size, streamsEnded: ended }, 'token file reloaded');
   };
   return { security, reloadTokens, port: boundPort, address: `${host.includes(':') ? `[${host}]` : host}:${boundPort}`, metricsPort, app, metrics, logger, shutdown };
 }
