@@ -4,6 +4,7 @@
 import { Server, type ServerCredentials, type UntypedHandleCall } from '@grpc/grpc-js';
 import { SessionService } from '../app/session-service.js';
 import type { SessionStore } from '../app/store-port.js';
+import { monitorStorage } from '../app/storage-monitor.js';
 import { MemorySessionStore } from '../store/memory/memory-store.js';
 import { SqliteSessionStore } from '../store/sqlite/sqlite-store.js';
 import { SessionServiceService } from '../../gen/palimpsest/v1/service.js';
@@ -84,7 +85,8 @@ export async function startServer(partial: Partial<ServerConfig> = {}, ext: Serv
   // prom-client is loaded only when metrics are served (it is a large part of start-up).
   const prom: PromMetrics | undefined = config.metricsListen ? await loadMetrics() : undefined;
   const metrics: Metrics = prom ?? NO_METRICS;
-  const store = openStore(config);
+  // Storage failures are logged once per episode (not per request) by the monitor.
+  const store = monitorStorage(openStore(config), logger);
   const app = new SessionService(store, config.limits, Date.now, logger);
   const health = new HealthState();
   const server = new Server({

@@ -6,6 +6,7 @@
 import { Metadata, status as Code, type ServiceError } from '@grpc/grpc-js';
 import { DomainError } from '../domain/errors.js';
 import { StoreClosedError } from '../store/store-errors.js';
+import { StorageError } from '../app/storage-error.js';
 import { Any } from '../../gen/google/protobuf/any.js';
 import { BadRequest, ErrorInfo, PreconditionFailure, QuotaFailure } from '../../gen/google/rpc/error_details.js';
 import { Status } from '../../gen/google/rpc/status.js';
@@ -120,6 +121,8 @@ const TABLE: Readonly<Record<string, Mapping>> = {
   CURSOR_OUT_OF_RANGE: { code: Code.OUT_OF_RANGE, detail: 'none' },
   CONFLICT_RETRIES_EXHAUSTED: { code: Code.ABORTED, detail: 'none' },
   SERVER_SHUTDOWN: { code: Code.UNAVAILABLE, detail: 'none' },
+  STORAGE_FULL: exhausted,
+  STORAGE_UNAVAILABLE: { code: Code.UNAVAILABLE, detail: 'none' },
   CANCELLED: { code: Code.CANCELLED, detail: 'none' },
   UNAUTHENTICATED: { code: Code.UNAUTHENTICATED, detail: 'none' },
   PERMISSION_DENIED: { code: Code.PERMISSION_DENIED, detail: 'none' },
@@ -184,6 +187,12 @@ export function toServiceError(err: unknown, log: (err: unknown) => void): Servi
   if (err instanceof StoreClosedError) {
     // A call that raced the shutdown: the client should retry elsewhere or later.
     return domainErrorToStatus(new DomainError('SERVER_SHUTDOWN', 'the server is shutting down; retry on another replica or later', {}));
+  }
+  if (err instanceof StorageError) {
+    // Logged once per episode by the store monitor (src/app/storage-monitor.ts), not per request.
+    return domainErrorToStatus(err.kind === 'full'
+      ? new DomainError('STORAGE_FULL', "the server's storage is full; nothing was stored; retry later (reads are still served)", { limitName: 'storage' })
+      : new DomainError('STORAGE_UNAVAILABLE', "the server's storage failed (I/O error); nothing was stored; retry later or on another replica", {}));
   }
   log(err);
   return makeServiceError(Code.INTERNAL, INTERNAL_MESSAGE, [
