@@ -96,6 +96,7 @@ const TABLE: Readonly<Record<string, Mapping>> = {
   SESSION_ALREADY_EXISTS: { code: Code.ALREADY_EXISTS, detail: 'none' },
   INVALID_SESSION_ID: invalid,
   FIELD_TOO_LONG: invalid,
+  INVALID_UTF8: invalid,
   TOO_MANY_LABELS: exhausted,
   HEADER_INVALID: invalid,
   INVALID_ARGUMENT: invalid,
