@@ -20,6 +20,7 @@ import { ANONYMOUS } from '../app/session-service.js';
 import type { ContextResolver, Permission } from './handlers.js';
 import { domainErrorToStatus } from './status-map.js';
 import { MalformedRequest, RejectedRequest } from './safe-decode.js';
+import { rewriteFramingStatus, truncatedFrame, truncatedFrameStatus } from './framing.js';
 
 /** One configured token. */
 export interface TokenEntry {
@@ -227,12 +228,20 @@ export function makeInterceptor(registry: TokenRegistry | undefined, limiter: St
             }
             nextMsg(msg);
           },
+          onReceiveHalfClose: (nextHalfClose: () => void) => {
+            // grpc-js drops a partial last frame silently: refuse the call instead (framing.ts).
+            if (truncatedFrame(call)) {
+              reject(intercepting, truncatedFrameStatus(name));
+              return;
+            }
+            nextHalfClose();
+          },
           onCancel: () => release?.(),
         });
       },
       sendStatus: (st, next) => {
         release?.();
-        next(st);
+        next(rewriteFramingStatus(st));
       },
     });
     return intercepting;
