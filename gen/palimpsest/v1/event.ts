@@ -63,7 +63,7 @@ export interface SessionEvent {
  * except that `seq` and `time` are optional and assigned by the server.
  */
 export interface EventInput {
-  /** Event type (open vocabulary); must be non-empty. */
+  /** Event type (open vocabulary); must be non-empty, at most 256 UTF-8 bytes. */
   type: string;
   /** The event payload, as canonical JSON or in a typed form. */
   data:

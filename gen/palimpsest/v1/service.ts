@@ -162,7 +162,7 @@ export function messageViewToJSON(object: MessageView): string {
 export interface CreateSessionRequest {
   /** Client-chosen id (1-128 chars of [A-Za-z0-9._:-]); empty = a generated UUID. */
   sessionId: string;
-  /** Labels to attach. */
+  /** Labels to attach (at most 64; keys up to 128, values up to 1024 UTF-8 bytes). */
   labels: { [key: string]: string };
   /** Header `cwd` (absolute path). */
   cwd?:
@@ -251,14 +251,16 @@ export interface AppendEventsRequest {
   events: EventInput[];
   /**
    * When set, the seq of the session's last event the client expects
-   * (-1 = the session is empty); a different head is HEAD_MISMATCH.
+   * (-1 = the session is empty); a different head is HEAD_MISMATCH, a value
+   * below -1 is INVALID_ARGUMENT.
    */
   expectedLastSeq?:
     | number
     | undefined;
   /**
    * When set, a retried request with the same key returns the original result
-   * instead of appending again (stored durably with the events).
+   * instead of appending again (stored durably with the events); at most 256
+   * UTF-8 bytes.
    */
   idempotencyKey: string;
 }
@@ -377,7 +379,7 @@ export interface ForkSessionRequest {
     | undefined;
   /** Child id; empty = a generated UUID. */
   childSessionId: string;
-  /** Labels for the child. */
+  /** Labels for the child (limits as in CreateSessionRequest.labels). */
   labels: { [key: string]: string };
 }
 
@@ -424,7 +426,7 @@ export interface ImportSessionRequest {
 export interface ImportOptions {
   /** Id for the imported session; empty = the header's id. */
   sessionId: string;
-  /** Labels to attach. */
+  /** Labels to attach (at most 64; keys up to 128, values up to 1024 UTF-8 bytes). */
   labels: { [key: string]: string };
   /** Turn on strict invariants for the imported session. */
   strict: boolean;
@@ -4781,16 +4783,25 @@ export const SubscribeEventsResponse: MessageFns<SubscribeEventsResponse> = {
  * Validation reasons are the rule IDs of the reference semantics
  * (docs: dsh-semantics 0.2). Reasons every RPC can return:
  * SESSION_NOT_FOUND (NOT_FOUND), INVALID_ARGUMENT (INVALID_ARGUMENT: a malformed
- * request field, with a BadRequest naming it), UNAUTHENTICATED,
- * PERMISSION_DENIED, RESOURCE_LIMIT (RESOURCE_EXHAUSTED, with `limit` and
- * `actual`), INTERNAL (fixed message; the cause is logged server-side).
+ * request field or request stream, with a BadRequest naming it),
+ * INVALID_SESSION_ID (INVALID_ARGUMENT: not 1-128 chars of [A-Za-z0-9._:-]; with
+ * `limit` and `actual` when too long), FIELD_TOO_LONG (INVALID_ARGUMENT: a
+ * string over its limit, metadata `field`, `limitName`, `limit`, `actual`),
+ * INVALID_UTF8 (INVALID_ARGUMENT: a string field that is not valid UTF-8,
+ * metadata `field`), UNAUTHENTICATED, PERMISSION_DENIED, RESOURCE_LIMIT
+ * (RESOURCE_EXHAUSTED, with `limit` and `actual`), STORAGE_FULL
+ * (RESOURCE_EXHAUSTED: the server's disk is full; nothing was stored),
+ * STORAGE_UNAVAILABLE (UNAVAILABLE: a storage I/O failure), INTERNAL (fixed
+ * message; the cause is logged server-side). Errors echo at most a short prefix
+ * of a value the request carried.
  */
 export type SessionServiceService = typeof SessionServiceService;
 export const SessionServiceService = {
   /**
    * Creates an empty session.
    * Errors: SESSION_ALREADY_EXISTS (ALREADY_EXISTS), INVALID_SESSION_ID,
-   * HEADER_INVALID (INVALID_ARGUMENT), QUOTA_EXCEEDED (RESOURCE_EXHAUSTED).
+   * HEADER_INVALID (INVALID_ARGUMENT), QUOTA_EXCEEDED, TOO_MANY_LABELS
+   * (RESOURCE_EXHAUSTED: more than 64 labels, with `limit` and `actual`).
    */
   createSession: {
     path: "/palimpsest.v1.SessionService/CreateSession" as const,
@@ -4817,7 +4828,8 @@ export const SessionServiceService = {
   },
   /**
    * Lists sessions newest first, optionally filtered by labels.
-   * Errors: INVALID_PAGE_TOKEN, PAGE_SIZE_TOO_LARGE (INVALID_ARGUMENT).
+   * Errors: INVALID_PAGE_TOKEN, PAGE_SIZE_TOO_LARGE (INVALID_ARGUMENT),
+   * TOO_MANY_LABELS (RESOURCE_EXHAUSTED: a selector with more than 64 terms).
    */
   listSessions: {
     path: "/palimpsest.v1.SessionService/ListSessions" as const,
@@ -4860,7 +4872,9 @@ export const SessionServiceService = {
    * invariants INV_*), HEAD_MISMATCH (FAILED_PRECONDITION, expected_last_seq
    * differs: metadata `expected` and `actual`), IDEMPOTENCY_KEY_REUSED
    * (FAILED_PRECONDITION: same key, different events), BATCH_EMPTY,
-   * BATCH_TOO_LARGE, EVENT_TOO_LARGE (RESOURCE_EXHAUSTED), QUOTA_EXCEEDED.
+   * BATCH_TOO_LARGE, EVENT_TOO_LARGE (RESOURCE_EXHAUSTED), QUOTA_EXCEEDED,
+   * INVALID_ARGUMENT (expected_last_seq below -1), FIELD_TOO_LONG (an event
+   * type over 256 bytes, metadata `index`; an idempotency key over 256 bytes).
    */
   appendEvents: {
     path: "/palimpsest.v1.SessionService/AppendEvents" as const,
@@ -4918,7 +4932,7 @@ export const SessionServiceService = {
    * boundary seq, then a `session/end-seed` marker.
    * Errors: SESSION_NOT_FOUND, SESSION_ALREADY_EXISTS (ALREADY_EXISTS),
    * INVALID_BOUNDARY (INVALID_ARGUMENT), OPEN_TURN (FAILED_PRECONDITION: the
-   * boundary is inside a turn).
+   * boundary is inside a turn), TOO_MANY_LABELS (RESOURCE_EXHAUSTED).
    */
   forkSession: {
     path: "/palimpsest.v1.SessionService/ForkSession" as const,
@@ -4950,8 +4964,10 @@ export const SessionServiceService = {
    * exactly as given (no automatic repair).
    * Errors: JSONL_INVALID, JSONL_COMPRESSED_UNSUPPORTED, HEADER_INVALID
    * (INVALID_ARGUMENT), FORMAT_VERSION_UNSUPPORTED (FAILED_PRECONDITION),
-   * SESSION_ALREADY_EXISTS, and every AppendEvents validation reason with
-   * metadata `line`.
+   * SESSION_ALREADY_EXISTS, TOO_MANY_LABELS (RESOURCE_EXHAUSTED), and every
+   * AppendEvents validation reason (FIELD_TOO_LONG for an event type included)
+   * with metadata `line`. A request stream that ends inside a frame is refused
+   * (INVALID_ARGUMENT) and stores nothing.
    */
   importSession: {
     path: "/palimpsest.v1.SessionService/ImportSession" as const,
@@ -4993,7 +5009,9 @@ export const SessionServiceService = {
    * Errors: SESSION_NOT_FOUND (also when the session is deleted while
    * subscribed), UNAVAILABLE at server shutdown (ErrorInfo reason
    * SERVER_SHUTDOWN, metadata `cursor`: resume with after_seq = cursor),
-   * CURSOR_OUT_OF_RANGE (OUT_OF_RANGE: after_seq beyond the session head).
+   * CURSOR_OUT_OF_RANGE (OUT_OF_RANGE: after_seq beyond the session head),
+   * UNAUTHENTICATED / PERMISSION_DENIED when the server reloads its token file
+   * and the stream's token was removed / lost the read permission.
    */
   subscribeSurface: {
     path: "/palimpsest.v1.SessionService/SubscribeSurface" as const,
@@ -5027,7 +5045,8 @@ export interface SessionServiceServer extends UntypedServiceImplementation {
   /**
    * Creates an empty session.
    * Errors: SESSION_ALREADY_EXISTS (ALREADY_EXISTS), INVALID_SESSION_ID,
-   * HEADER_INVALID (INVALID_ARGUMENT), QUOTA_EXCEEDED (RESOURCE_EXHAUSTED).
+   * HEADER_INVALID (INVALID_ARGUMENT), QUOTA_EXCEEDED, TOO_MANY_LABELS
+   * (RESOURCE_EXHAUSTED: more than 64 labels, with `limit` and `actual`).
    */
   createSession: handleUnaryCall<CreateSessionRequest, CreateSessionResponse>;
   /**
@@ -5037,7 +5056,8 @@ export interface SessionServiceServer extends UntypedServiceImplementation {
   getSession: handleUnaryCall<GetSessionRequest, GetSessionResponse>;
   /**
    * Lists sessions newest first, optionally filtered by labels.
-   * Errors: INVALID_PAGE_TOKEN, PAGE_SIZE_TOO_LARGE (INVALID_ARGUMENT).
+   * Errors: INVALID_PAGE_TOKEN, PAGE_SIZE_TOO_LARGE (INVALID_ARGUMENT),
+   * TOO_MANY_LABELS (RESOURCE_EXHAUSTED: a selector with more than 64 terms).
    */
   listSessions: handleUnaryCall<ListSessionsRequest, ListSessionsResponse>;
   /**
@@ -5062,7 +5082,9 @@ export interface SessionServiceServer extends UntypedServiceImplementation {
    * invariants INV_*), HEAD_MISMATCH (FAILED_PRECONDITION, expected_last_seq
    * differs: metadata `expected` and `actual`), IDEMPOTENCY_KEY_REUSED
    * (FAILED_PRECONDITION: same key, different events), BATCH_EMPTY,
-   * BATCH_TOO_LARGE, EVENT_TOO_LARGE (RESOURCE_EXHAUSTED), QUOTA_EXCEEDED.
+   * BATCH_TOO_LARGE, EVENT_TOO_LARGE (RESOURCE_EXHAUSTED), QUOTA_EXCEEDED,
+   * INVALID_ARGUMENT (expected_last_seq below -1), FIELD_TOO_LONG (an event
+   * type over 256 bytes, metadata `index`; an idempotency key over 256 bytes).
    */
   appendEvents: handleUnaryCall<AppendEventsRequest, AppendEventsResponse>;
   /**
@@ -5087,7 +5109,7 @@ export interface SessionServiceServer extends UntypedServiceImplementation {
    * boundary seq, then a `session/end-seed` marker.
    * Errors: SESSION_NOT_FOUND, SESSION_ALREADY_EXISTS (ALREADY_EXISTS),
    * INVALID_BOUNDARY (INVALID_ARGUMENT), OPEN_TURN (FAILED_PRECONDITION: the
-   * boundary is inside a turn).
+   * boundary is inside a turn), TOO_MANY_LABELS (RESOURCE_EXHAUSTED).
    */
   forkSession: handleUnaryCall<ForkSessionRequest, ForkSessionResponse>;
   /**
@@ -5102,8 +5124,10 @@ export interface SessionServiceServer extends UntypedServiceImplementation {
    * exactly as given (no automatic repair).
    * Errors: JSONL_INVALID, JSONL_COMPRESSED_UNSUPPORTED, HEADER_INVALID
    * (INVALID_ARGUMENT), FORMAT_VERSION_UNSUPPORTED (FAILED_PRECONDITION),
-   * SESSION_ALREADY_EXISTS, and every AppendEvents validation reason with
-   * metadata `line`.
+   * SESSION_ALREADY_EXISTS, TOO_MANY_LABELS (RESOURCE_EXHAUSTED), and every
+   * AppendEvents validation reason (FIELD_TOO_LONG for an event type included)
+   * with metadata `line`. A request stream that ends inside a frame is refused
+   * (INVALID_ARGUMENT) and stores nothing.
    */
   importSession: handleClientStreamingCall<ImportSessionRequest, ImportSessionResponse>;
   /**
@@ -5127,7 +5151,9 @@ export interface SessionServiceServer extends UntypedServiceImplementation {
    * Errors: SESSION_NOT_FOUND (also when the session is deleted while
    * subscribed), UNAVAILABLE at server shutdown (ErrorInfo reason
    * SERVER_SHUTDOWN, metadata `cursor`: resume with after_seq = cursor),
-   * CURSOR_OUT_OF_RANGE (OUT_OF_RANGE: after_seq beyond the session head).
+   * CURSOR_OUT_OF_RANGE (OUT_OF_RANGE: after_seq beyond the session head),
+   * UNAUTHENTICATED / PERMISSION_DENIED when the server reloads its token file
+   * and the stream's token was removed / lost the read permission.
    */
   subscribeSurface: handleServerStreamingCall<SubscribeSurfaceRequest, SubscribeSurfaceResponse>;
   /**
@@ -5141,7 +5167,8 @@ export interface SessionServiceClient extends Client {
   /**
    * Creates an empty session.
    * Errors: SESSION_ALREADY_EXISTS (ALREADY_EXISTS), INVALID_SESSION_ID,
-   * HEADER_INVALID (INVALID_ARGUMENT), QUOTA_EXCEEDED (RESOURCE_EXHAUSTED).
+   * HEADER_INVALID (INVALID_ARGUMENT), QUOTA_EXCEEDED, TOO_MANY_LABELS
+   * (RESOURCE_EXHAUSTED: more than 64 labels, with `limit` and `actual`).
    */
   createSession(
     request: CreateSessionRequest,
@@ -5179,7 +5206,8 @@ export interface SessionServiceClient extends Client {
   ): ClientUnaryCall;
   /**
    * Lists sessions newest first, optionally filtered by labels.
-   * Errors: INVALID_PAGE_TOKEN, PAGE_SIZE_TOO_LARGE (INVALID_ARGUMENT).
+   * Errors: INVALID_PAGE_TOKEN, PAGE_SIZE_TOO_LARGE (INVALID_ARGUMENT),
+   * TOO_MANY_LABELS (RESOURCE_EXHAUSTED: a selector with more than 64 terms).
    */
   listSessions(
     request: ListSessionsRequest,
@@ -5232,7 +5260,9 @@ export interface SessionServiceClient extends Client {
    * invariants INV_*), HEAD_MISMATCH (FAILED_PRECONDITION, expected_last_seq
    * differs: metadata `expected` and `actual`), IDEMPOTENCY_KEY_REUSED
    * (FAILED_PRECONDITION: same key, different events), BATCH_EMPTY,
-   * BATCH_TOO_LARGE, EVENT_TOO_LARGE (RESOURCE_EXHAUSTED), QUOTA_EXCEEDED.
+   * BATCH_TOO_LARGE, EVENT_TOO_LARGE (RESOURCE_EXHAUSTED), QUOTA_EXCEEDED,
+   * INVALID_ARGUMENT (expected_last_seq below -1), FIELD_TOO_LONG (an event
+   * type over 256 bytes, metadata `index`; an idempotency key over 256 bytes).
    */
   appendEvents(
     request: AppendEventsRequest,
@@ -5313,7 +5343,7 @@ export interface SessionServiceClient extends Client {
    * boundary seq, then a `session/end-seed` marker.
    * Errors: SESSION_NOT_FOUND, SESSION_ALREADY_EXISTS (ALREADY_EXISTS),
    * INVALID_BOUNDARY (INVALID_ARGUMENT), OPEN_TURN (FAILED_PRECONDITION: the
-   * boundary is inside a turn).
+   * boundary is inside a turn), TOO_MANY_LABELS (RESOURCE_EXHAUSTED).
    */
   forkSession(
     request: ForkSessionRequest,
@@ -5356,8 +5386,10 @@ export interface SessionServiceClient extends Client {
    * exactly as given (no automatic repair).
    * Errors: JSONL_INVALID, JSONL_COMPRESSED_UNSUPPORTED, HEADER_INVALID
    * (INVALID_ARGUMENT), FORMAT_VERSION_UNSUPPORTED (FAILED_PRECONDITION),
-   * SESSION_ALREADY_EXISTS, and every AppendEvents validation reason with
-   * metadata `line`.
+   * SESSION_ALREADY_EXISTS, TOO_MANY_LABELS (RESOURCE_EXHAUSTED), and every
+   * AppendEvents validation reason (FIELD_TOO_LONG for an event type included)
+   * with metadata `line`. A request stream that ends inside a frame is refused
+   * (INVALID_ARGUMENT) and stores nothing.
    */
   importSession(
     callback: (error: ServiceError | null, response: ImportSessionResponse) => void,
@@ -5404,7 +5436,9 @@ export interface SessionServiceClient extends Client {
    * Errors: SESSION_NOT_FOUND (also when the session is deleted while
    * subscribed), UNAVAILABLE at server shutdown (ErrorInfo reason
    * SERVER_SHUTDOWN, metadata `cursor`: resume with after_seq = cursor),
-   * CURSOR_OUT_OF_RANGE (OUT_OF_RANGE: after_seq beyond the session head).
+   * CURSOR_OUT_OF_RANGE (OUT_OF_RANGE: after_seq beyond the session head),
+   * UNAUTHENTICATED / PERMISSION_DENIED when the server reloads its token file
+   * and the stream's token was removed / lost the read permission.
    */
   subscribeSurface(
     request: SubscribeSurfaceRequest,
