@@ -54,7 +54,8 @@ export function monitorStorage<T extends object>(store: T, log: StorageLogger): 
     state.current = undefined;
     state.failures = 0;
   };
-  const wrapped = new Map<PropertyKey, unknown>();
+  // One wrapper per method, rebuilt when the property changes (tests replace store methods).
+  const wrapped = new Map<PropertyKey, { readonly original: unknown; readonly fn: unknown }>();
   const episodes: StorageEpisodes = {
     get current() { return state.current; },
     get failures() { return state.failures; },
@@ -63,10 +64,10 @@ export function monitorStorage<T extends object>(store: T, log: StorageLogger): 
   return new Proxy(store, {
     get(target, prop) {
       if (prop === 'storageEpisodes') return episodes;
-      const hit = wrapped.get(prop);
-      if (hit !== undefined) return hit;
       const v: unknown = Reflect.get(target, prop, target);
       if (typeof v !== 'function') return v;
+      const hit = wrapped.get(prop);
+      if (hit !== undefined && hit.original === v) return hit.fn;
       const name = String(prop);
       const fn = (...args: unknown[]): unknown => {
         let r: unknown;
@@ -87,7 +88,7 @@ export function monitorStorage<T extends object>(store: T, log: StorageLogger): 
         }
         return r;
       };
-      wrapped.set(prop, fn);
+      wrapped.set(prop, { original: v, fn });
       return fn;
     },
   }) as T & { readonly storageEpisodes: StorageEpisodes };
