@@ -383,11 +383,14 @@ export function makeHandlers(app: SessionService, resolve: ContextResolver, log:
         };
         for await (const lines of app.exportJsonl(ctx, id, { unpacked: call.request.unpacked })) {
           if (call.cancelled) return;
+          // Cut per line, not per store batch: a batch of large events made one message of many
+          // megabytes (over a client's default 4 MiB receive limit, or the server's send limit).
           for (const l of lines) {
             buf.push(l);
             size += l.length;
+            if (size >= 256 * 1024) await send();
+            if (call.cancelled) return;
           }
-          if (size >= 256 * 1024) await send();
         }
         await send();
         call.end();
