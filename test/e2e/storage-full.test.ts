@@ -17,7 +17,7 @@ import { credentials, status } from '@grpc/grpc-js';
 import type Database from 'better-sqlite3';
 import { SessionServiceClient } from '../../gen/palimpsest/v1/service.js';
 import type { StorageEpisodes } from '../../src/app/storage-monitor.js';
-import { api, failure, type Api } from '../support/e2e.js';
+import { api, failure, until, type Api } from '../support/e2e.js';
 import { input, userMessage } from '../support/events.js';
 import { startTestServer, type TestServer } from '../support/test-server.js';
 import { ensureBuilt, spawnServer, type ServerProcess } from '../support/server-process.js';
@@ -120,12 +120,14 @@ describe.skipIf(!root)('a full filesystem (tmpfs, root only)', () => {
     }
     expect(await a.exportSession('disk')).toBe(before);
     expect((await a.getSurface({ sessionId: 'disk' })).seqs).toEqual([1]);
+    // The server's log reaches us through a pipe: wait for the line, then count.
+    await until(() => server.stderr().includes('storage is full'), 'the storage-full log line');
     const full = server.stderr().split('\n').filter((l) => l.includes('storage is full'));
     expect(full, server.stderr()).toHaveLength(1);
     expect(server.stderr()).not.toMatch(/unexpected error/);
     rmSync(filler);
     expect((await a.appendEvents({ sessionId: 'disk', events: [big(300_000)] })).seqs).toEqual([2]);
-    expect(server.stderr()).toMatch(/storage recovered/);
+    await until(() => server.stderr().includes('storage recovered'), 'the recovery log line');
     expect((await a.listEvents({ sessionId: 'disk' })).events.map((e) => e.seq)).toEqual([0, 1, 2]);
   });
 });
