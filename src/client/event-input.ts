@@ -61,7 +61,7 @@ export function envelopeToEventInput(value: unknown, index: number): EventInput 
     if (!ENVELOPE_KEYS.has(key)) throw envelopeError(`unknown key "${key}" (allowed: ${[...ENVELOPE_KEYS].join(', ')})`, key, index);
   }
   const { type, data, seq, time, ignorable } = value;
-  if (typeof type !== 'string' || type === '') throw envelopeError('type must be a non-empty string', 'type', index);
+  if (typeof type !== 'string') throw envelopeError('type must be a string', 'type', index);
   if (seq !== undefined && !isSeq(seq)) throw envelopeError('seq must be a non-negative safe integer', 'seq', index);
   if (time !== undefined && !(typeof time === 'number' && Number.isSafeInteger(time))) throw envelopeError('time must be a safe integer (Unix epoch ms)', 'time', index);
   if (ignorable !== undefined && ignorable !== true) throw envelopeError('ignorable must be absent or exactly true', 'ignorable', index);

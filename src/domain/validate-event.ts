@@ -107,7 +107,8 @@ export function normalizeCandidate(candidate: CandidateEvent, ctx: NormalizeCont
     throw fail(Reason.ENVELOPE_INVALID, `the event has an invalid event envelope: unknown key "${unknownKey}" (allowed: ${[...ENVELOPE_KEYS].join(', ')})`, { field: unknownKey });
   }
   const type = typeIn;
-  if (!nonEmptyString(type)) throw fail(Reason.ENVELOPE_INVALID, 'the event has an invalid event envelope: type must be a non-empty string', { field: 'type' });
+  // Any string, the empty one included: the reference requires only typeof type === "string".
+  if (typeof type !== 'string') throw fail(Reason.ENVELOPE_INVALID, 'the event has an invalid event envelope: type must be a string', { field: 'type' });
   const seqIn = seqIn0;
   if (seqIn !== undefined && !isSafeSeq(seqIn)) {
     throw fail(Reason.ENVELOPE_INVALID, `${type} has an invalid event envelope: seq must be a non-negative safe integer`, { field: 'seq' });

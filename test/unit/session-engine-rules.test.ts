@@ -43,7 +43,6 @@ describe('NOT_JSON', () => {
 describe('ENVELOPE_INVALID', () => {
   it.each<[string, CandidateEvent]>([
     ['an unknown key', { type: 'note', data: {}, extra: 1 }],
-    ['an empty type', { type: '', data: {} }],
     ['a non-string type', { type: 5, data: {} }],
     ['a fractional time', { type: 'note', data: {}, time: 1.5 }],
     ['a string seq', { type: 'note', data: {}, seq: '0' }],

@@ -63,7 +63,10 @@ export interface SessionEvent {
  * except that `seq` and `time` are optional and assigned by the server.
  */
 export interface EventInput {
-  /** Event type (open vocabulary); must be non-empty. */
+  /**
+   * Event type (open vocabulary); any string, the empty one included (as in the
+   * reference, which requires only a string).
+   */
   type: string;
   /** The event payload, as canonical JSON or in a typed form. */
   data:
