@@ -30,6 +30,9 @@ export const LEGACY_TYPES: ReadonlyMap<string, string> = new Map([
   ['steering/message', 'steering/message is a retired surface type and is not imported; write it as a user/message'],
 ]);
 
+/** The config keys a request/header `adapterDefaults` marker may name. */
+const ADAPTER_DEFAULT_KEYS: ReadonlySet<string> = new Set(['reasoningEffort', 'maxTokens']);
+
 /** How the seq rule applies. */
 export type SeqMode = 'append' | 'import';
 
@@ -171,8 +174,10 @@ export function normalizeCandidate(candidate: CandidateEvent, ctx: NormalizeCont
 /**
  * REQUEST_HEADER_SHAPE: `data.header.config` must be an object with non-empty string `provider`
  * and `model`; `config.reasoningEffort`, when present, a non-empty string; `config.maxTokens`,
- * when present, a positive safe integer; `header.adapterDefaults`, when present, an object whose
- * values are booleans (which config keys came from adapter defaults); `header.system`, when
+ * when present, a positive safe integer; `header.adapterDefaults`, when present, an object of
+ * markers saying which config values came from the adapter's defaults: only the keys
+ * `reasoningEffort` and `maxTokens`, each exactly `true` and present in `config` (as the
+ * reference's seed validation); `header.system`, when
  * present, a string; `header.tools`, when present, an array.
  */
 export function checkRequestHeader(data: Json): void {
@@ -195,8 +200,12 @@ export function checkRequestHeader(data: Json): void {
   }
   if ('adapterDefaults' in header) {
     const a = header['adapterDefaults'];
-    if (!isJsonObject(a) || Object.values(a).some((v) => typeof v !== 'boolean')) {
-      throw bad('has invalid adapterDefaults: it must be an object of booleans keyed by config field', 'data.header.adapterDefaults');
+    const what = 'has invalid adapterDefaults: it must be an object whose keys are reasoningEffort or maxTokens, each exactly true and present in config';
+    if (!isJsonObject(a)) throw bad(what, 'data.header.adapterDefaults');
+    for (const key of Object.keys(a)) {
+      if (!ADAPTER_DEFAULT_KEYS.has(key)) throw bad(`${what} (unknown key "${key}")`, `data.header.adapterDefaults.${key}`);
+      if (a[key] !== true) throw bad(`${what} (${key} is ${JSON.stringify(a[key])})`, `data.header.adapterDefaults.${key}`);
+      if (!(key in config)) throw bad(`${what} (config has no ${key})`, `data.header.adapterDefaults.${key}`);
     }
   }
   if ('system' in header && typeof header['system'] !== 'string') throw bad('has an invalid system: it must be a string', 'data.header.system');
