@@ -335,3 +335,21 @@ describe('interruptedTurnClosers', () => {
     });
   });
 });
+
+describe('interruptedTurnClosers: null turn and step (issue #16 item 4)', () => {
+  const ev = (seq: number, type: string, data: Json): SessionEvent => ({ type, seq, time: 100 + seq, data });
+
+  it('given step/start with step null, then the step counts as not open: turn/end only, no step/end', () => {
+    const closers = interruptedTurnClosers([ev(0, 'turn/start', { turn: 1 }), ev(1, 'step/start', { turn: 1, step: null })]);
+    expect(closers).toEqual([{ type: 'turn/end', seq: 2, time: 101, data: { turn: 1, reason: { kind: 'interrupted' } } }]);
+  });
+
+  it('given step/start with a numeric step, then step/end and turn/end (the twin)', () => {
+    const closers = interruptedTurnClosers([ev(0, 'turn/start', { turn: 1 }), ev(1, 'step/start', { turn: 1, step: 1 })]);
+    expect(closers.map((c) => [c.type, c.data])).toEqual([['step/end', { turn: 1, step: 1 }], ['turn/end', { turn: 1, reason: { kind: 'interrupted' } }]]);
+  });
+
+  it('given turn/start with turn null, then no turn counts as open and nothing is written', () => {
+    expect(interruptedTurnClosers([ev(0, 'turn/start', { turn: null }), ev(1, 'step/start', { turn: 1, step: 1 })])).toEqual([]);
+  });
+});
