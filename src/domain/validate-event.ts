@@ -16,7 +16,7 @@
 import { DomainError } from './errors.js';
 import type { CandidateEvent, Json, SessionEvent, SurfaceOp } from './event.js';
 import { isJsonObject, toFrozenJson } from './json.js';
-import { isLegacyShape, messageOf } from './message-view.js';
+import { LEGACY_REQUIRED_KEYS, isLegacyShape, messageOf } from './message-view.js';
 import { Reason } from './reasons.js';
 
 /** Envelope keys allowed on an event. */
@@ -212,25 +212,55 @@ export function checkRequestHeader(data: Json): void {
   if ('tools' in header && !Array.isArray(header['tools'])) throw bad('has invalid tools: it must be an array', 'data.header.tools');
 }
 
+/** The keys of a message object (dsh-semantics 2.3). */
+const MESSAGE_KEYS: ReadonlySet<string> = new Set(['id', 'role', 'content', 'source']);
+
+/** Where the message of a surface type lives. */
+function messagePath(type: string): string {
+  return type === 'user/message' ? 'data' : 'data.message';
+}
+
+/** Why `data` of `type` has no message object: the wrapper is missing, and what a legacy shape would need. */
+function missingMessage(type: string, data: Json): string {
+  if (type === 'user/message') return 'lacks an identified message: data must be the message object {id, role, content, source}';
+  const wrapper = `lacks an identified message: data.message is missing or not an object; write {turn, step, message:{id, role, content, source}}`;
+  if (!isJsonObject(data) || 'message' in data) return wrapper;
+  const required = LEGACY_REQUIRED_KEYS[type] ?? [];
+  const missing = required.filter((k) => !(k in data));
+  return `${wrapper} (an unwrapped legacy ${type} is upgraded only when it has ${required.join(', ')}; missing: ${missing.join(', ')})`;
+}
+
+/** Keys of a message object that are not message keys (likely misspellings), for error messages. */
+function strayKeys(msg: { readonly [key: string]: Json }): string {
+  const stray = Object.keys(msg).filter((k) => !MESSAGE_KEYS.has(k));
+  return stray.length === 0 ? '' : `; unexpected key${stray.length > 1 ? 's' : ''} ${stray.map((k) => JSON.stringify(k)).join(', ')}`;
+}
+
 /**
  * MESSAGE_SHAPE (dsh-semantics 2.3) for user/message, assistant/message and tool/result, checked on
- * the canonical view (legacy unwrapped shapes are upgraded first, see message-view.ts).
+ * the canonical view (legacy unwrapped shapes are upgraded first, see message-view.ts). Messages
+ * name what is wrong: a missing wrapper, a missing key next to a misspelled one, an unexpected
+ * tool-result block type. Content block types are otherwise open (the reference accepts unknown
+ * ones).
  */
 export function checkMessageShape(type: string, data: Json): void {
   const bad = (what: string): DomainError => fail(Reason.MESSAGE_SHAPE, `${type} ${what}`, { type });
   const legacy = isLegacyShape(type, data);
   // The placeholder session id only feeds the synthetic legacy id, which is never empty.
   const msg = messageOf({ type, seq: 0, data, surfaceOp: 'append' }, '-');
-  if (msg === undefined) throw bad('lacks an identified message');
-  if (!nonEmptyString(msg['id'])) throw bad('lacks an identified message: message.id must be a non-empty string');
+  if (msg === undefined) throw bad(missingMessage(type, data));
+  const at = messagePath(type);
+  if (!nonEmptyString(msg['id'])) throw bad(`lacks an identified message: ${at}.id must be a non-empty string${'id' in msg ? '' : strayKeys(msg)}`);
   const role = type === 'assistant/message' ? 'assistant' : 'user';
-  if (msg['role'] !== role) throw bad(`must have role "${role}"`);
+  if (msg['role'] !== role) throw bad(`must have role "${role}"${'role' in msg ? ` (${at}.role is ${JSON.stringify(msg['role'])})` : strayKeys(msg)}`);
   const source = msg['source'];
   if (!isJsonObject(source) || !nonEmptyString(source['kind'])) {
-    throw bad(legacy && type === 'assistant/message' ? 'has an invalid source: legacy provenance must be an object' : 'has an invalid source: it must be an object with a non-empty kind');
+    throw bad(legacy && type === 'assistant/message'
+      ? 'has an invalid source: legacy provenance must be an object'
+      : `has an invalid source: ${at}.source must be an object with a non-empty kind${'source' in msg ? '' : strayKeys(msg)}`);
   }
   const content = msg['content'];
-  if (!Array.isArray(content)) throw bad('has invalid content: it must be an array');
+  if (!Array.isArray(content)) throw bad(`has invalid content: ${at}.content must be an array${'content' in msg ? '' : ` and is missing${strayKeys(msg)}`}`);
   if (type === 'assistant/message') {
     if (source['kind'] !== 'model' || !nonEmptyString(source['provider']) || !nonEmptyString(source['model'])) {
       throw bad('must have model source: {kind:"model", provider, model} with non-empty provider and model');
@@ -241,7 +271,14 @@ export function checkMessageShape(type: string, data: Json): void {
     }
     const block: unknown = content[0];
     if (content.length !== 1 || !isJsonObject(block) || block['type'] !== 'tool-result' || !Array.isArray(block['content'])) {
-      throw bad('must contain one tool-result block whose content is an array');
+      const found = content.length !== 1
+        ? `it has ${content.length} blocks`
+        : !isJsonObject(block)
+          ? 'block 0 is not an object'
+          : block['type'] !== 'tool-result'
+            ? `block 0 has type ${JSON.stringify(block['type'] ?? null)}`
+            : `block 0 content is ${'content' in block ? 'not an array' : 'missing'}`;
+      throw bad(`must contain one tool-result block whose content is an array: ${found}`);
     }
     if (block['toolCallId'] !== source['callId']) throw bad('has mismatched tool call ids: the block toolCallId must equal source.callId');
   }

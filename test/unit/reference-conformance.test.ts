@@ -5,6 +5,7 @@
  */
 import { beforeEach, describe, expect, it } from 'vitest';
 import type { CandidateEvent } from '../../src/domain/event.js';
+import { canonicalData } from '../../src/domain/message-view.js';
 import { Harness, logEvent } from '../support/engine-harness.js';
 
 let h: Harness;
@@ -44,5 +45,56 @@ describe('item 3: request/header adapterDefaults', () => {
 
   it('given markers that are exactly true for values present in config (or none at all), then accepted', () => {
     expect(h.plan([header(config, { reasoningEffort: true, maxTokens: true }), header(config, {}), header(config), header({ provider: 'p', model: 'm', maxTokens: 2 }, { maxTokens: true })]).events).toHaveLength(4);
+  });
+});
+
+describe('item 6 and friction: legacy tool/result upgrade needs callId, content and isError', () => {
+  const legacyResult = (extra: Record<string, unknown>): CandidateEvent => ({ type: 'tool/result', data: { turn: 1, step: 1, ...extra }, surfaceOp: 'append' });
+
+  it.each<[string, Record<string, unknown>, string]>([
+    ['no isError', { callId: 'c1', content: [] }, 'isError'],
+    ['no content', { callId: 'c1', isError: false }, 'content'],
+    ['no callId', { content: [], isError: false }, 'callId'],
+  ])('given an unwrapped tool/result with %s, when appended or imported, then MESSAGE_SHAPE naming the data.message wrapper and the missing key; nothing changes', (_name, extra, missing) => {
+    for (const mode of ['append', 'import'] as const) {
+      const c = mode === 'import' ? { ...legacyResult(extra), seq: 0, time: 1 } : legacyResult(extra);
+      const err = h.expectReject([c], 'MESSAGE_SHAPE', 0, mode);
+      expect(err.message).toContain('data.message');
+      expect(err.message).toContain(`missing: ${missing}`);
+      expect(err.message).not.toContain('must have tool source');
+    }
+  });
+
+  it('given an unwrapped tool/result with callId, content and isError, then accepted and upgraded with the reference key order', () => {
+    const p = h.add(legacyResult({ callId: 'c1', content: [{ type: 'text', text: 'out' }], isError: false }));
+    expect(p.events).toHaveLength(1);
+  });
+
+  it('given a user/message that has a message key but no id (not the legacy shape), then MESSAGE_SHAPE (the reference upgrades only {content, source} without id, role and message)', () => {
+    h.expectReject([{ type: 'user/message', data: { content: [], source: { kind: 'user' }, message: {} }, surfaceOp: 'append' }], 'MESSAGE_SHAPE', 0);
+    expect(h.add({ type: 'user/message', data: { content: [], source: { kind: 'user' } }, surfaceOp: 'append' }).events).toHaveLength(1);
+  });
+
+  it('given a misspelled content key, then MESSAGE_SHAPE names the key', () => {
+    const err = h.expectReject([{ type: 'user/message', data: { id: 'u', role: 'user', contnet: [], source: { kind: 'user' } }, surfaceOp: 'append' }], 'MESSAGE_SHAPE', 0);
+    expect(err.message).toContain('"contnet"');
+  });
+
+  it('given a tool/result whose block has an unknown type, then MESSAGE_SHAPE names the type; an unknown block type in a user message is accepted (as the reference)', () => {
+    const data = { turn: 1, step: 1, message: { id: 'r', role: 'user', source: { kind: 'tool', callId: 'c' }, content: [{ type: 'txt', toolCallId: 'c', content: [] }] } };
+    const err = h.expectReject([{ type: 'tool/result', data, surfaceOp: 'append' }], 'MESSAGE_SHAPE', 0);
+    expect(err.message).toContain('"txt"');
+    expect(h.add({ type: 'user/message', data: { id: 'u', role: 'user', content: [{ type: 'txt', text: 'x' }], source: { kind: 'user' } }, surfaceOp: 'append' }).events).toHaveLength(1);
+  });
+});
+
+describe('legacy upgrades build the reference key order', () => {
+  it('given legacy user, assistant and tool-result data, then the canonical views have the keys in the order the reference writes them', () => {
+    const user = canonicalData({ type: 'user/message', seq: 3, data: { content: [], source: { kind: 'user' } }, surfaceOp: 'append' }, 's');
+    expect(JSON.stringify(user)).toBe('{"content":[],"source":{"kind":"user"},"id":"legacy-message:s:3","role":"user"}');
+    const asst = canonicalData({ type: 'assistant/message', seq: 4, data: { turn: 1, step: 1, content: [], provenance: { provider: 'p', model: 'm' }, usage: {} }, surfaceOp: 'append' }, 's');
+    expect(JSON.stringify(asst)).toBe('{"turn":1,"step":1,"usage":{},"message":{"id":"legacy-message:s:4","role":"assistant","content":[],"source":{"provider":"p","model":"m","kind":"model"}}}');
+    const tool = canonicalData({ type: 'tool/result', seq: 5, data: { turn: 1, step: 1, callId: 'c', content: [], isError: false, meta: 1 }, surfaceOp: 'append' }, 's');
+    expect(JSON.stringify(tool)).toBe('{"turn":1,"step":1,"meta":1,"message":{"id":"legacy-message:s:5","role":"user","content":[{"type":"tool-result","toolCallId":"c","content":[],"isError":false}],"source":{"kind":"tool","callId":"c"}}}');
   });
 });
