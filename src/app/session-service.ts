@@ -12,7 +12,7 @@ import { createHash, randomUUID } from 'node:crypto';
 import type { CandidateEvent, Json, SessionEvent, SessionHeader } from '../domain/event.js';
 import { SESSION_FORMAT_VERSION, SURFACE_TYPES } from '../domain/event.js';
 import { DomainError } from '../domain/errors.js';
-import { SessionEngine, dataDependencies, type BatchPlan } from '../domain/session-engine.js';
+import { SessionEngine, dataDependencies, replacementChainSeqs, type BatchPlan } from '../domain/session-engine.js';
 import { MessageProjection } from '../domain/derive.js';
 import { messageOf } from '../domain/message-view.js';
 import { interruptedTurnClosers } from '../domain/repair.js';
@@ -367,7 +367,9 @@ export class SessionService {
       const h = await this.#handle(ctx, id);
       if (!h.projection) {
         const seqs = await h.read(() => h.engine.surface());
-        const events = await this.store.getEvents(this.storageKey(ctx, id), seqs);
+        // Plus the events that pruned tool results replaced (legacy prunes take their message id).
+        const chain = await h.read(() => replacementChainSeqs(h.engine, seqs));
+        const events = await this.store.getEvents(this.storageKey(ctx, id), chain.length === 0 ? seqs : [...new Set([...seqs, ...chain])].sort((a, b) => a - b));
         await h.read(() => {
           if (!h.valid || h.projection) return;
           // The surface may have moved while we read: hydrate only if it did not.

@@ -519,3 +519,22 @@ export function dataDependencies(engine: SessionEngine, candidates: readonly Can
   }
   return [...out].sort((x, y) => x - y);
 }
+
+/**
+ * The committed seqs a model-history projection of `surface` needs besides the surface events:
+ * for every tool/result replacement on it, the chain of events it replaced (its `start`, that
+ * event's `start` when it is a tool/result replacement too, and so on). A legacy (unwrapped)
+ * replacement takes the message id of the event it replaces, so its id is only known from the
+ * chain back to the original (dsh-semantics 1.5). Ascending, without duplicates; usually empty.
+ */
+export function replacementChainSeqs(engine: SessionEngine, surface: readonly number[]): number[] {
+  const out = new Set<number>();
+  for (const seq of surface) {
+    let s = engine.toolReplaceStart(seq);
+    while (s !== undefined && !out.has(s)) {
+      out.add(s);
+      s = engine.toolReplaceStart(s);
+    }
+  }
+  return [...out].sort((x, y) => x - y);
+}

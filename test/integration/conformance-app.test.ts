@@ -1,0 +1,44 @@
+/**
+ * App-layer conformance cases of issue #16 over the memory store: what the service derives, forks
+ * and imports where the reference's own code was run side by side.
+ */
+import { describe, expect, it } from 'vitest';
+import { ANONYMOUS, SessionService } from '../../src/app/session-service.js';
+import type { CandidateEvent } from '../../src/domain/event.js';
+import { MemorySessionStore } from '../../src/store/memory/memory-store.js';
+
+const ctx = ANONYMOUS;
+
+function service(): SessionService {
+  return new SessionService(new MemorySessionStore());
+}
+
+const wrappedResult = (id: string, callId: string, text: string): CandidateEvent => ({
+  type: 'tool/result',
+  data: { turn: 1, step: 1, message: { id, role: 'user', source: { kind: 'tool', callId }, content: [{ type: 'tool-result', toolCallId: callId, content: [{ type: 'text', text }], isError: false }] } },
+  surfaceOp: 'append',
+});
+const legacyResult = (callId: string, text: string, op: unknown, sources?: number[]): CandidateEvent => ({
+  type: 'tool/result',
+  data: { turn: 1, step: 1, callId, content: [{ type: 'text', text }], isError: false },
+  surfaceOp: op,
+  ...(sources === undefined ? {} : { sourceEventSeqs: sources }),
+});
+const rep = (seq: number): unknown => ({ op: 'replace', start: seq, end: seq });
+
+describe('item 5: an upgraded legacy prune keeps the id of the message it replaces, through nested prunes', () => {
+  it.each<[string, CandidateEvent, string]>([
+    ['a wrapped original', wrappedResult('orig', 'c1', 'full output'), 'orig'],
+    ['a legacy original', legacyResult('c1', 'full output', 'append'), 'legacy-message:s:0'],
+  ])('given %s pruned twice by legacy tool/results, when the model history is read (cold), then the pruned message has the original id', async (_name, original, id) => {
+    const app = service();
+    await app.createSession(ctx, { id: 's' });
+    await app.append(ctx, 's', [original, legacyResult('c1', 'pruned once', rep(0), [0]), legacyResult('c1', 'pruned twice', rep(1), [1])]);
+    const { messages } = await app.getMessages(ctx, 's', 'model');
+    expect(messages.map((m) => [m.seq, (m.message as { id: string }).id])).toEqual([[2, id]]);
+    // A fresh service over the same store (a cold read) agrees.
+    const cold = new SessionService(app.store);
+    const again = await cold.getMessages(ctx, 's', 'model');
+    expect(again.messages.map((m) => (m.message as { id: string }).id)).toEqual([id]);
+  });
+});
