@@ -42,3 +42,14 @@ describe('item 5: an upgraded legacy prune keeps the id of the message it replac
     expect(again.messages.map((m) => (m.message as { id: string }).id)).toEqual([id]);
   });
 });
+
+describe('item 11: forking an empty session', () => {
+  it('given an empty source, when forked, then the child holds a session/end-seed marker at seq 0 with seedLength 0', async () => {
+    const app = service();
+    await app.createSession(ctx, { id: 'empty' });
+    const child = await app.fork(ctx, 'empty', { childId: 'child' });
+    expect([child.record.header.seedLength, child.record.header.parentSession, child.eventCount, child.headSeq]).toEqual([0, 'empty', 1, 0]);
+    const events = await app.listEvents(ctx, 'child', { direction: 'forward' });
+    expect(events.events.map((e) => [e.seq, e.type, e.dataText])).toEqual([[0, 'session/end-seed', '{}']]);
+  });
+});
