@@ -440,7 +440,8 @@ export class SessionService {
     }
     const plan = planFork({ header: rec.header, events: prefix }, { childId, createdAt: this.clock(), boundary: req.atSeq });
     const engine = SessionEngine.create({ strict: rec.strict });
-    const batch = engine.plan(plan.events as unknown as CandidateEvent[], { mode: 'import', now: this.clock, sessionId: childId, lookup: () => undefined });
+    // The source was accepted already; an imported source may have seq gaps.
+    const batch = engine.plan(plan.events as unknown as CandidateEvent[], { mode: 'import', now: this.clock, sessionId: childId, lookup: () => undefined, allowSeqGaps: true });
     await this.#checkSessionQuota(ctx);
     const ok = await this.store.createSession({ header: toStored(ctx.tenant, plan.header), labels: req.labels ?? {}, tenant: ctx.tenant, strict: rec.strict }, batch.events);
     if (!ok) throw new DomainError('SESSION_ALREADY_EXISTS', `session ${JSON.stringify(childId)} already exists`, { sessionId: childId });
@@ -477,7 +478,7 @@ export class SessionService {
    * Imports a reference JSONL file streamed as text chunks. The session stays pending (invisible)
    * until the whole file validated and stored; any failure deletes it.
    */
-  async importJsonl(ctx: CallContext, chunks: AsyncIterable<Uint8Array>, opts: { id?: string; labels?: Record<string, string>; strict?: boolean }): Promise<SessionView> {
+  async importJsonl(ctx: CallContext, chunks: AsyncIterable<Uint8Array>, opts: { id?: string; labels?: Record<string, string>; strict?: boolean; allowSeqGaps?: boolean }): Promise<SessionView> {
     const decoder = new JsonlDecoder();
     // A line holds one event (or one packed chunk row): bound it by the event size limit plus
     // room for the envelope, so a file without newlines cannot make the server buffer it all.
@@ -494,7 +495,7 @@ export class SessionService {
       if (!engine || pending.length === 0) return;
       let plan: BatchPlan;
       try {
-        plan = engine.plan(pending, { mode: 'import', now: this.clock, sessionId: id, lookup: () => undefined });
+        plan = engine.plan(pending, { mode: 'import', now: this.clock, sessionId: id, lookup: () => undefined, allowSeqGaps: opts.allowSeqGaps });
       } catch (e) {
         if (e instanceof DomainError && e.index !== undefined) {
           const line = lineOf[e.index] ?? firstLine;

@@ -152,6 +152,7 @@ export function acceptFork(plan: ForkPlan, options: { readonly strict?: boolean 
     now: () => plan.header.createdAt,
     sessionId: plan.header.id,
     lookup: () => undefined,
+    allowSeqGaps: true,
   });
   engine.commit(batch);
   return { engine, plan: batch };

@@ -12,7 +12,8 @@
  * 1. NOT_JSON, ENVELOPE_INVALID, LEGACY_VOCABULARY, REQUEST_HEADER_SHAPE, MESSAGE_SHAPE, then the
  *    seq rule SEQ_NOT_CONTIGUOUS (validate-event.ts). Mode `append`: a given seq must equal
  *    `nextSeq`, an omitted one is assigned, an omitted time is `ctx.now()`. Mode `import`: seq and
- *    time are required and seqs must increase; gaps are allowed (reference logs elide events).
+ *    time are required and the log must be contiguous from 0, as the reference seeds; with
+ *    `allowSeqGaps` seqs need only increase (UI snapshots such as cordis-tool-round elide events).
  * 2. Eligibility: SURFACE_OP_FORBIDDEN, SOURCES_FORBIDDEN (non-surface types), SURFACE_OP_REQUIRED,
  *    SURFACE_OP_INVALID, REPLACE_OP_INVALID.
  * 3. Append: citations (step 5) with nothing shadowed.
@@ -40,7 +41,7 @@ import { rewriteChangesOnlyContent } from './tool-result-rewrite.js';
 import { ChunkedSurface, SurfaceDraft } from './surface.js';
 import { normalizeCandidate } from './validate-event.js';
 
-/** How a batch is checked: live `append` (seq assigned or equal to nextSeq) or `import` (seqs given, increasing, gaps allowed). */
+/** How a batch is checked: live `append` (seq assigned or equal to nextSeq) or `import` (seqs given, contiguous unless `allowSeqGaps`). */
 export type PlanMode = 'append' | 'import';
 
 /** What `plan()` needs from its caller. */
@@ -56,6 +57,8 @@ export interface PlanContext {
    * a Map-backed function.
    */
   readonly lookup: (seq: number) => SessionEvent | undefined;
+  /** Mode `import` only: accept seq gaps (seqs need only increase); off = contiguous from 0, as the reference seeds. */
+  readonly allowSeqGaps?: boolean;
 }
 
 /** What one accepted event did to the surface. */
@@ -220,6 +223,7 @@ export class SessionEngine {
           nextSeq,
           eventCount: count,
           now: ctx.now,
+          allowSeqGaps: ctx.allowSeqGaps,
         });
         const delta = this.transition(event, hasSurfaceOp, hasSources, draft, ctx.sessionId, lookupAll, pending);
         if (trace !== null) trace.check(event);

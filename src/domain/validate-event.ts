@@ -45,6 +45,11 @@ export interface NormalizeContext {
   readonly eventCount: number;
   /** Clock for an omitted `time` on append. */
   readonly now: () => number;
+  /**
+   * Import only: accept seq gaps (seqs need only increase). Off by default: the reference seeds a
+   * log only when it is contiguous from 0, so a file with a lost line is refused.
+   */
+  readonly allowSeqGaps?: boolean;
 }
 
 /** A normalized event plus the facts the surface rules need. */
@@ -156,9 +161,17 @@ export function normalizeCandidate(candidate: CandidateEvent, ctx: NormalizeCont
   } else {
     seq = seqIn as number;
     if (ctx.eventCount > 0 && seq < ctx.nextSeq) {
-      throw fail(Reason.SEQ_NOT_CONTIGUOUS, `${type} seq ${seq} is not contiguous; expected a seq of at least ${ctx.nextSeq} (seqs must increase)`, {
+      throw fail(Reason.SEQ_NOT_CONTIGUOUS, `${type} seq ${seq} is not contiguous; expected ${ctx.allowSeqGaps === true ? 'a seq of at least ' : ''}${ctx.nextSeq} (seqs must increase)`, {
         seq: String(seq),
         expectedSeq: String(ctx.nextSeq),
+      });
+    }
+    if (ctx.allowSeqGaps !== true && seq !== ctx.nextSeq) {
+      const missing = seq - 1 > ctx.nextSeq ? `seqs ${ctx.nextSeq}..${seq - 1} are` : `seq ${ctx.nextSeq} is`;
+      throw fail(Reason.SEQ_NOT_CONTIGUOUS, `${type} seq ${seq} is not contiguous; expected ${ctx.nextSeq} (${missing} missing: a log must be contiguous from 0; import with allow_seq_gaps to accept a snapshot with gaps)`, {
+        seq: String(seq),
+        expectedSeq: String(ctx.nextSeq),
+        missingSeq: String(ctx.nextSeq),
       });
     }
   }

@@ -432,7 +432,8 @@ describe('ImportSession / ExportSession', () => {
       const bytes = fixture(file);
       const text = bytes.toString('utf8');
       const sessionId = `fx-${i}`;
-      const { session } = await a.importSession({ sessionId, labels: { fixture: file } }, bytes, 1000 + i * 997);
+      // cordis-tool-round is a UI snapshot with elided chunks: the one fixture that needs allow_seq_gaps.
+      const { session } = await a.importSession({ sessionId, labels: { fixture: file }, allowSeqGaps: file === 'cordis-tool-round.jsonl' }, bytes, 1000 + i * 997);
       const lines = text.split('\n').filter((l) => l !== '');
       const header = JSON.parse(lines[0]!);
       expect(session, file).toMatchObject({ id: sessionId, labels: { fixture: file } });
@@ -460,7 +461,9 @@ describe('ImportSession / ExportSession', () => {
 
   it('a log with seq gaps (cordis-tool-round): pages in both directions, from_seq inside a gap, head, fork at a gap, append after', async () => {
     const sessionId = 'gaps';
-    await a.importSession({ sessionId }, fixture('cordis-tool-round.jsonl'));
+    const refused = await failure(a.importSession({ sessionId }, fixture('cordis-tool-round.jsonl')));
+    expect(refused).toMatchObject({ code: status.FAILED_PRECONDITION, reason: 'SEQ_NOT_CONTIGUOUS' });
+    await a.importSession({ sessionId, allowSeqGaps: true }, fixture('cordis-tool-round.jsonl'));
     const all = await allEvents(a, sessionId);
     const seqs = all.map((e) => e.seq);
     expect(seqs).toHaveLength(60);

@@ -53,3 +53,29 @@ describe('item 11: forking an empty session', () => {
     expect(events.events.map((e) => [e.seq, e.type, e.dataText])).toEqual([[0, 'session/end-seed', '{}']]);
   });
 });
+
+function chunks(text: string): AsyncIterable<Uint8Array> {
+  return (async function* () {
+    yield new TextEncoder().encode(text);
+  })();
+}
+
+describe('item 10: import refuses seq gaps unless allow_seq_gaps', () => {
+  const header = '{"type":"session","version":0,"id":"g","createdAt":1}';
+  const file = [header, '{"type":"note","seq":0,"time":1,"data":{}}', '{"type":"note","seq":2,"time":1,"data":{}}', ''].join('\n');
+
+  it('given a file whose line 3 skips seq 1, then SEQ_NOT_CONTIGUOUS naming the missing seq and the line; no session is left', async () => {
+    const app = service();
+    await expect(app.importJsonl(ctx, chunks(file), {})).rejects.toMatchObject({ reason: 'SEQ_NOT_CONTIGUOUS', metadata: { line: '3', missingSeq: '1' } });
+    await expect(app.getSession(ctx, 'g')).rejects.toMatchObject({ reason: 'SESSION_NOT_FOUND' });
+  });
+
+  it('given allowSeqGaps, then imported with the gap; forks of it work and live appends continue at last seq + 1', async () => {
+    const app = service();
+    const view = await app.importJsonl(ctx, chunks(file), { allowSeqGaps: true });
+    expect([view.eventCount, view.headSeq]).toEqual([2, 2]);
+    const child = await app.fork(ctx, 'g', { childId: 'g2' });
+    expect(child.headSeq).toBe(3);
+    expect((await app.append(ctx, 'g', [{ type: 'note', data: {} }])).seqs).toEqual([3]);
+  });
+});

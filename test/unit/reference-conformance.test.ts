@@ -98,3 +98,24 @@ describe('legacy upgrades build the reference key order', () => {
     expect(JSON.stringify(tool)).toBe('{"turn":1,"step":1,"meta":1,"message":{"id":"legacy-message:s:5","role":"user","content":[{"type":"tool-result","toolCallId":"c","content":[],"isError":false}],"source":{"kind":"tool","callId":"c"}}}');
   });
 });
+
+describe('item 10: seq gaps on import are refused unless allowed', () => {
+  const note = (seq: number): CandidateEvent => ({ type: 'note', seq, time: 1, data: {} });
+  const gapCtx = (allowSeqGaps: boolean) => ({ ...h.ctx('import'), allowSeqGaps });
+
+  it('given an imported log missing seq 1, then SEQ_NOT_CONTIGUOUS naming the missing seq; nothing changes', () => {
+    const err = h.expectReject([note(0), note(2)], 'SEQ_NOT_CONTIGUOUS', 1, 'import');
+    expect(err.metadata).toMatchObject({ seq: '2', expectedSeq: '1', missingSeq: '1' });
+    expect(err.message).toContain('allow_seq_gaps');
+  });
+
+  it('given an imported log that does not start at 0, then SEQ_NOT_CONTIGUOUS (the reference seeds from 0)', () => {
+    h.expectReject([note(3)], 'SEQ_NOT_CONTIGUOUS', 0, 'import');
+  });
+
+  it('given allowSeqGaps, then the same logs are accepted; seqs must still increase', () => {
+    expect(h.engine.plan([note(3), note(5)], gapCtx(true)).events.map((e) => e.seq)).toEqual([3, 5]);
+    expect(() => h.engine.plan([note(3), note(3)], gapCtx(true))).toThrow(/seqs must increase/);
+    expect(h.engine.plan([note(0), note(1)], gapCtx(false)).events).toHaveLength(2);
+  });
+});

@@ -103,7 +103,7 @@ const turnEnd = (seq: number, time: number, turn: number): SessionEvent => ({
 function acceptClosers(events: readonly SessionEvent[], strict: boolean): SessionEvent[] {
   const engine = SessionEngine.create({ strict });
   const ctx = { now: () => 0, sessionId: 's', lookup: (seq: number) => events.find((e) => e.seq === seq) };
-  engine.commit(engine.plan(events as unknown as CandidateEvent[], { ...ctx, mode: 'import' }));
+  engine.commit(engine.plan(events as unknown as CandidateEvent[], { ...ctx, mode: 'import', allowSeqGaps: true }));
   const closers = interruptedTurnClosers(events, 's');
   const plan = engine.plan(closers as unknown as CandidateEvent[], { ...ctx, mode: 'append' });
   engine.commit(plan);

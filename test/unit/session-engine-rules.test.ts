@@ -170,7 +170,8 @@ describe('SEQ_NOT_CONTIGUOUS', () => {
     expect(p.events[1]?.time).toBe(h.time);
   });
 
-  it('given import with an equal or decreasing seq, then SEQ_NOT_CONTIGUOUS; increasing seqs with gaps are accepted', () => {
+  it('given import with an equal or decreasing seq, then SEQ_NOT_CONTIGUOUS; with allowSeqGaps increasing seqs with gaps are accepted', () => {
+    h.allowSeqGaps = true;
     h.expectReject([logEvent('a', {}, { seq: 0, time: 1 }), logEvent('b', {}, { seq: 0, time: 1 })], 'SEQ_NOT_CONTIGUOUS', 1, 'import');
     h.add([logEvent('a', {}, { seq: 3, time: 1 }), logEvent('b', {}, { seq: 10, time: 1 })], 'import');
     expect([h.engine.nextSeq, h.engine.eventCount]).toEqual([11, 2]);
@@ -298,7 +299,8 @@ describe('SOURCES_NOT_EARLIER', () => {
     expect(h.plan([logEvent('x'), user('c', 'append', { sourceEventSeqs: [0, 1, 2] })]).events).toHaveLength(2);
   });
 
-  it('given an imported log with seq gaps, then citing an elided (never stored) earlier seq is accepted, as upstream', () => {
+  it('given an imported log with seq gaps (allowSeqGaps), then citing an elided (never stored) earlier seq is accepted, as upstream', () => {
+    h.allowSeqGaps = true;
     h.add([logEvent('a', {}, { seq: 0, time: 1 }), { ...assistant('x', { sourceEventSeqs: [3, 4, 5] }), seq: 6, time: 1 }], 'import');
     expect(h.engine.surface()).toEqual([6]);
   });

@@ -428,6 +428,15 @@ export interface ImportOptions {
   labels: { [key: string]: string };
   /** Turn on strict invariants for the imported session. */
   strict: boolean;
+  /**
+   * Accept seq gaps: seqs then need only increase (for UI snapshots that elide
+   * events, such as the reference fixture `cordis-tool-round`). Off by default:
+   * a log that is not contiguous from seq 0 (say, a line lost in a copy) is
+   * refused with SEQ_NOT_CONTIGUOUS (FAILED_PRECONDITION), metadata `seq`,
+   * `expectedSeq`, `missingSeq` and `line`. Live appends to a gapped session
+   * continue at its last seq + 1.
+   */
+  allowSeqGaps: boolean;
 }
 
 export interface ImportOptions_LabelsEntry {
@@ -3199,7 +3208,7 @@ export const ImportSessionRequest: MessageFns<ImportSessionRequest> = {
 };
 
 function createBaseImportOptions(): ImportOptions {
-  return { sessionId: "", labels: {}, strict: false };
+  return { sessionId: "", labels: {}, strict: false, allowSeqGaps: false };
 }
 
 export const ImportOptions: MessageFns<ImportOptions> = {
@@ -3212,6 +3221,9 @@ export const ImportOptions: MessageFns<ImportOptions> = {
     });
     if (message.strict !== false) {
       writer.uint32(24).bool(message.strict);
+    }
+    if (message.allowSeqGaps !== false) {
+      writer.uint32(32).bool(message.allowSeqGaps);
     }
     return writer;
   },
@@ -3256,6 +3268,14 @@ export const ImportOptions: MessageFns<ImportOptions> = {
             message.strict = reader.bool();
             continue;
           }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.allowSeqGaps = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3290,6 +3310,11 @@ export const ImportOptions: MessageFns<ImportOptions> = {
         )
         : {},
       strict: isSet(object.strict) ? globalThis.Boolean(object.strict) : false,
+      allowSeqGaps: isSet(object.allowSeqGaps)
+        ? globalThis.Boolean(object.allowSeqGaps)
+        : isSet(object.allow_seq_gaps)
+        ? globalThis.Boolean(object.allow_seq_gaps)
+        : false,
     };
   },
 
@@ -3310,6 +3335,9 @@ export const ImportOptions: MessageFns<ImportOptions> = {
     if (message.strict !== false) {
       obj.strict = message.strict;
     }
+    if (message.allowSeqGaps !== false) {
+      obj.allowSeqGaps = message.allowSeqGaps;
+    }
     return obj;
   },
 
@@ -3329,6 +3357,7 @@ export const ImportOptions: MessageFns<ImportOptions> = {
       {},
     );
     message.strict = object.strict ?? false;
+    message.allowSeqGaps = object.allowSeqGaps ?? false;
     return message;
   },
 };
@@ -4947,7 +4976,9 @@ export const SessionServiceService = {
   /**
    * Imports a session from the reference JSONL format, streamed in chunks.
    * Atomic: a rejected file leaves no session behind. The log is stored
-   * exactly as given (no automatic repair).
+   * exactly as given (no automatic repair). As the reference seeds, the events
+   * must be contiguous from seq 0 (SEQ_NOT_CONTIGUOUS naming the missing seq
+   * and the line) unless `ImportOptions.allow_seq_gaps` is set.
    * Errors: JSONL_INVALID, JSONL_COMPRESSED_UNSUPPORTED, HEADER_INVALID
    * (INVALID_ARGUMENT), FORMAT_VERSION_UNSUPPORTED (FAILED_PRECONDITION),
    * SESSION_ALREADY_EXISTS, and every AppendEvents validation reason with
@@ -5099,7 +5130,9 @@ export interface SessionServiceServer extends UntypedServiceImplementation {
   /**
    * Imports a session from the reference JSONL format, streamed in chunks.
    * Atomic: a rejected file leaves no session behind. The log is stored
-   * exactly as given (no automatic repair).
+   * exactly as given (no automatic repair). As the reference seeds, the events
+   * must be contiguous from seq 0 (SEQ_NOT_CONTIGUOUS naming the missing seq
+   * and the line) unless `ImportOptions.allow_seq_gaps` is set.
    * Errors: JSONL_INVALID, JSONL_COMPRESSED_UNSUPPORTED, HEADER_INVALID
    * (INVALID_ARGUMENT), FORMAT_VERSION_UNSUPPORTED (FAILED_PRECONDITION),
    * SESSION_ALREADY_EXISTS, and every AppendEvents validation reason with
@@ -5353,7 +5386,9 @@ export interface SessionServiceClient extends Client {
   /**
    * Imports a session from the reference JSONL format, streamed in chunks.
    * Atomic: a rejected file leaves no session behind. The log is stored
-   * exactly as given (no automatic repair).
+   * exactly as given (no automatic repair). As the reference seeds, the events
+   * must be contiguous from seq 0 (SEQ_NOT_CONTIGUOUS naming the missing seq
+   * and the line) unless `ImportOptions.allow_seq_gaps` is set.
    * Errors: JSONL_INVALID, JSONL_COMPRESSED_UNSUPPORTED, HEADER_INVALID
    * (INVALID_ARGUMENT), FORMAT_VERSION_UNSUPPORTED (FAILED_PRECONDITION),
    * SESSION_ALREADY_EXISTS, and every AppendEvents validation reason with
