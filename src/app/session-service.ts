@@ -17,7 +17,8 @@ import { MessageProjection } from '../domain/derive.js';
 import { messageOf } from '../domain/message-view.js';
 import { interruptedTurnClosers } from '../domain/repair.js';
 import { planFork } from '../domain/fork.js';
-import { JsonlDecoder, JsonlLineSplitter, assertUncompressed } from '../domain/jsonl-reader.js';
+import { JsonlDecoder, assertUncompressed } from '../domain/jsonl-reader.js';
+import { JsonlCommittedLines } from '../domain/jsonl-committed-lines.js';
 import { JsonlEncoder } from '../domain/jsonl-writer.js';
 import type { IdempotentResult, NewSession, ReadEventsQuery, SessionRecord, SessionStore, StoredEventText } from './store-port.js';
 import { ChangeFeed } from './change-feed.js';
@@ -475,15 +476,17 @@ export class SessionService {
   // ---- import / export -------------------------------------------------------------------
 
   /**
-   * Imports a reference JSONL file streamed as text chunks. The session stays pending (invisible)
-   * until the whole file validated and stored; any failure deletes it.
+   * Imports a reference JSONL file streamed as byte chunks. The session stays pending (invisible)
+   * until the whole file validated and stored; any failure deletes it. As the reference loads a
+   * file, only committed (newline-terminated) lines count: an uncommitted tail is left out and its
+   * size returned (`uncommittedTailBytes`).
    */
-  async importJsonl(ctx: CallContext, chunks: AsyncIterable<Uint8Array>, opts: { id?: string; labels?: Record<string, string>; strict?: boolean; allowSeqGaps?: boolean }): Promise<SessionView> {
+  async importJsonl(ctx: CallContext, chunks: AsyncIterable<Uint8Array>, opts: { id?: string; labels?: Record<string, string>; strict?: boolean; allowSeqGaps?: boolean }): Promise<SessionView & { uncommittedTailBytes: number }> {
     const decoder = new JsonlDecoder();
     // A line holds one event (or one packed chunk row): bound it by the event size limit plus
     // room for the envelope, so a file without newlines cannot make the server buffer it all.
-    const splitter = new JsonlLineSplitter(this.limits.maxEventBytes + 64 * 1024);
-    const utf8 = new TextDecoder('utf-8', { fatal: true });
+    const splitter = new JsonlCommittedLines(this.limits.maxEventBytes + 64 * 1024);
+    let tailBytes = 0;
     let engine: SessionEngine | undefined;
     let id = '';
     let created = false;
@@ -537,13 +540,7 @@ export class SessionService {
     };
     try {
       const feed = async (chunk: Uint8Array): Promise<void> => {
-        let text: string;
-        try {
-          text = utf8.decode(chunk, { stream: true });
-        } catch {
-          throw new DomainError('JSONL_INVALID', 'the file is not valid UTF-8', {});
-        }
-        await lines(splitter.push(text));
+        await lines(splitter.push(chunk));
       };
       // The zstd magic is checked on the first 4 bytes however the client chunked them.
       let head: Uint8Array = new Uint8Array(0);
@@ -559,22 +556,15 @@ export class SessionService {
         await feed(head);
       }
       if (first && head.length > 0) await feed(head);
-      let rest: string;
-      try {
-        rest = utf8.decode(); // flush: a truncated UTF-8 sequence at the very end is an error too
-      } catch {
-        throw new DomainError('JSONL_INVALID', 'the file is not valid UTF-8 (it ends inside a character)', {});
-      }
-      if (rest) await lines(splitter.push(rest));
-      await lines(splitter.end());
-      decoder.finish();
+      tailBytes = splitter.end();
+      decoder.finish(tailBytes);
       await flush();
       await this.store.publishSession(this.storageKey(ctx, id));
     } catch (e) {
       if (created) await this.store.deleteSession(this.storageKey(ctx, id)).catch(() => undefined);
       throw e;
     }
-    return this.getSession(ctx, id);
+    return { ...(await this.getSession(ctx, id)), uncommittedTailBytes: tailBytes };
   }
 
   /** Exports a session as reference JSONL lines (packed chunk rows unless `unpacked`). */

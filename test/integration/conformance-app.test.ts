@@ -79,3 +79,46 @@ describe('item 10: import refuses seq gaps unless allow_seq_gaps', () => {
     expect((await app.append(ctx, 'g', [{ type: 'note', data: {} }])).seqs).toEqual([3]);
   });
 });
+
+describe('item 12: torn tails import as the reference loads them', () => {
+  const header = '{"type":"session","version":0,"id":"t","createdAt":1}';
+  const records = [
+    '{"type":"turn/start","seq":0,"time":1,"data":{"turn":1}}',
+    '{"type":"user/message","seq":1,"time":2,"data":{"id":"u1","role":"user","content":[{"type":"text","text":"héllo ✓"}],"source":{"kind":"user"}},"surfaceOp":"append"}',
+  ];
+  const committed = [header, records[0], ''].join('\n');
+  const last = `${records[1]}\n`;
+
+  it('given a crashed file cut at every byte of its last record, then the committed prefix is imported and the response counts the left-out tail', async () => {
+    const bytes = new TextEncoder().encode(committed + last);
+    const prefix = new TextEncoder().encode(committed).length;
+    for (let cut = prefix; cut < bytes.length; cut++) {
+      const app = service();
+      // Chunked unevenly, so a cut can fall inside a multi-byte character and between chunks.
+      const data = bytes.subarray(0, cut);
+      const parts = (async function* () {
+        for (let i = 0; i < data.length; i += 7) yield data.subarray(i, i + 7);
+      })();
+      const view = await app.importJsonl(ctx, parts, {});
+      expect([cut, view.eventCount, view.headSeq, view.uncommittedTailBytes]).toEqual([cut, 1, 0, cut - prefix]);
+    }
+    const whole = await service().importJsonl(ctx, chunks(committed + last), {});
+    expect([whole.eventCount, whole.uncommittedTailBytes]).toEqual([2, 0]);
+  });
+
+  it('given a complete last record without its newline, then it is an uncommitted tail and is not imported (the reference drops it too)', async () => {
+    const view = await service().importJsonl(ctx, chunks(committed + records[1]), {});
+    expect([view.eventCount, view.uncommittedTailBytes]).toEqual([1, new TextEncoder().encode(records[1]).length]);
+  });
+
+  it('given a file whose only line (the header) has no newline, then JSONL_INVALID saying nothing was committed; no session is left', async () => {
+    const app = service();
+    await expect(app.importJsonl(ctx, chunks(header), {})).rejects.toMatchObject({ reason: 'JSONL_INVALID', message: expect.stringContaining('newline') });
+    await expect(app.getSession(ctx, 't')).rejects.toMatchObject({ reason: 'SESSION_NOT_FOUND' });
+  });
+
+  it('given a bad record before the last line, then still refused (only the unterminated tail is forgiven)', async () => {
+    const app = service();
+    await expect(app.importJsonl(ctx, chunks([header, '{"type":', records[0], ''].join('\n')), {})).rejects.toMatchObject({ reason: 'JSONL_INVALID', metadata: { line: '2' } });
+  });
+});

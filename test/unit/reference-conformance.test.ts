@@ -5,6 +5,8 @@
  */
 import { beforeEach, describe, expect, it } from 'vitest';
 import type { CandidateEvent } from '../../src/domain/event.js';
+import fc from 'fast-check';
+import { JsonlCommittedLines } from '../../src/domain/jsonl-committed-lines.js';
 import { canonicalData } from '../../src/domain/message-view.js';
 import { Harness, logEvent } from '../support/engine-harness.js';
 
@@ -117,5 +119,30 @@ describe('item 10: seq gaps on import are refused unless allowed', () => {
     expect(h.engine.plan([note(3), note(5)], gapCtx(true)).events.map((e) => e.seq)).toEqual([3, 5]);
     expect(() => h.engine.plan([note(3), note(3)], gapCtx(true))).toThrow(/seqs must increase/);
     expect(h.engine.plan([note(0), note(1)], gapCtx(false)).events).toHaveLength(2);
+  });
+});
+
+describe('item 12: JsonlCommittedLines (committed lines of a byte stream)', () => {
+  it('property: however the bytes are chunked, the committed lines are the newline-terminated ones and the tail is the rest, in bytes', () => {
+    fc.assert(fc.property(fc.array(fc.string({ unit: 'grapheme', maxLength: 8 }).map((s) => s.replace(/\n/g, '')), { maxLength: 8 }), fc.string({ unit: 'grapheme', maxLength: 6 }).map((s) => s.replace(/\n/g, '')), fc.array(fc.nat({ max: 60 }), { maxLength: 10 }), (lines, tail, cuts) => {
+      const bytes = new TextEncoder().encode(lines.map((l) => `${l}\n`).join('') + tail);
+      const s = new JsonlCommittedLines();
+      const out: string[] = [];
+      let at = 0;
+      for (const c of [...cuts].sort((x, y) => x - y)) {
+        const to = Math.min(c, bytes.length);
+        if (to > at) out.push(...s.push(bytes.subarray(at, to)));
+        at = Math.max(at, to);
+      }
+      out.push(...s.push(bytes.subarray(at)));
+      expect([out, s.end()]).toEqual([lines, new TextEncoder().encode(tail).length]);
+    }));
+  });
+
+  it('given invalid UTF-8 in a committed line or a line over the limit, then JSONL_INVALID with the line', () => {
+    const s = new JsonlCommittedLines(10);
+    expect(s.push(new TextEncoder().encode('ok\n'))).toEqual(['ok']);
+    expect(() => s.push(Uint8Array.from([0xc3, 0x0a]))).toThrow(expect.objectContaining({ reason: 'JSONL_INVALID', metadata: { line: '2' } }));
+    expect(() => new JsonlCommittedLines(3).push(new TextEncoder().encode('abcd'))).toThrow(expect.objectContaining({ reason: 'JSONL_INVALID', metadata: { line: '1', limit: '3' } }));
   });
 });

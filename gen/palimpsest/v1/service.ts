@@ -447,7 +447,17 @@ export interface ImportOptions_LabelsEntry {
 /** Response for ImportSession. */
 export interface ImportSessionResponse {
   /** The imported session. */
-  session: Session | undefined;
+  session:
+    | Session
+    | undefined;
+  /**
+   * Bytes after the file's last newline that were left out. As the reference
+   * loads a `session.jsonl`, a record is committed only once its newline is
+   * written: a final line without one (the partial record a crashed writer
+   * leaves, or even a complete record) is an uncommitted tail and is not
+   * imported. 0 when the file ends with a newline.
+   */
+  uncommittedTailBytes: number;
 }
 
 /** Request for ExportSession. */
@@ -3448,13 +3458,16 @@ export const ImportOptions_LabelsEntry: MessageFns<ImportOptions_LabelsEntry> = 
 };
 
 function createBaseImportSessionResponse(): ImportSessionResponse {
-  return { session: undefined };
+  return { session: undefined, uncommittedTailBytes: 0 };
 }
 
 export const ImportSessionResponse: MessageFns<ImportSessionResponse> = {
   encode(message: ImportSessionResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
     if (message.session !== undefined) {
       Session.encode(message.session, writer.uint32(10).fork()).join();
+    }
+    if (message.uncommittedTailBytes !== 0) {
+      writer.uint32(16).uint64(message.uncommittedTailBytes);
     }
     return writer;
   },
@@ -3480,6 +3493,14 @@ export const ImportSessionResponse: MessageFns<ImportSessionResponse> = {
             message.session = Session.decode(reader, reader.uint32());
             continue;
           }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.uncommittedTailBytes = longToNumber(reader.uint64());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3493,13 +3514,23 @@ export const ImportSessionResponse: MessageFns<ImportSessionResponse> = {
   },
 
   fromJSON(object: any): ImportSessionResponse {
-    return { session: isSet(object.session) ? Session.fromJSON(object.session) : undefined };
+    return {
+      session: isSet(object.session) ? Session.fromJSON(object.session) : undefined,
+      uncommittedTailBytes: isSet(object.uncommittedTailBytes)
+        ? globalThis.Number(object.uncommittedTailBytes)
+        : isSet(object.uncommitted_tail_bytes)
+        ? globalThis.Number(object.uncommitted_tail_bytes)
+        : 0,
+    };
   },
 
   toJSON(message: ImportSessionResponse): unknown {
     const obj: any = {};
     if (message.session !== undefined) {
       obj.session = Session.toJSON(message.session);
+    }
+    if (message.uncommittedTailBytes !== 0) {
+      obj.uncommittedTailBytes = Math.round(message.uncommittedTailBytes);
     }
     return obj;
   },
@@ -3512,6 +3543,7 @@ export const ImportSessionResponse: MessageFns<ImportSessionResponse> = {
     message.session = (object.session !== undefined && object.session !== null)
       ? Session.fromPartial(object.session)
       : undefined;
+    message.uncommittedTailBytes = object.uncommittedTailBytes ?? 0;
     return message;
   },
 };
@@ -4976,7 +5008,10 @@ export const SessionServiceService = {
   /**
    * Imports a session from the reference JSONL format, streamed in chunks.
    * Atomic: a rejected file leaves no session behind. The log is stored
-   * exactly as given (no automatic repair). As the reference seeds, the events
+   * exactly as given (no automatic repair); only committed lines count: a final
+   * line without its newline is an uncommitted tail, left out and reported in
+   * `uncommitted_tail_bytes` (a file with no committed header line is
+   * JSONL_INVALID). As the reference seeds, the events
    * must be contiguous from seq 0 (SEQ_NOT_CONTIGUOUS naming the missing seq
    * and the line) unless `ImportOptions.allow_seq_gaps` is set.
    * Errors: JSONL_INVALID, JSONL_COMPRESSED_UNSUPPORTED, HEADER_INVALID
@@ -5130,7 +5165,10 @@ export interface SessionServiceServer extends UntypedServiceImplementation {
   /**
    * Imports a session from the reference JSONL format, streamed in chunks.
    * Atomic: a rejected file leaves no session behind. The log is stored
-   * exactly as given (no automatic repair). As the reference seeds, the events
+   * exactly as given (no automatic repair); only committed lines count: a final
+   * line without its newline is an uncommitted tail, left out and reported in
+   * `uncommitted_tail_bytes` (a file with no committed header line is
+   * JSONL_INVALID). As the reference seeds, the events
    * must be contiguous from seq 0 (SEQ_NOT_CONTIGUOUS naming the missing seq
    * and the line) unless `ImportOptions.allow_seq_gaps` is set.
    * Errors: JSONL_INVALID, JSONL_COMPRESSED_UNSUPPORTED, HEADER_INVALID
@@ -5386,7 +5424,10 @@ export interface SessionServiceClient extends Client {
   /**
    * Imports a session from the reference JSONL format, streamed in chunks.
    * Atomic: a rejected file leaves no session behind. The log is stored
-   * exactly as given (no automatic repair). As the reference seeds, the events
+   * exactly as given (no automatic repair); only committed lines count: a final
+   * line without its newline is an uncommitted tail, left out and reported in
+   * `uncommitted_tail_bytes` (a file with no committed header line is
+   * JSONL_INVALID). As the reference seeds, the events
    * must be contiguous from seq 0 (SEQ_NOT_CONTIGUOUS naming the missing seq
    * and the line) unless `ImportOptions.allow_seq_gaps` is set.
    * Errors: JSONL_INVALID, JSONL_COMPRESSED_UNSUPPORTED, HEADER_INVALID
