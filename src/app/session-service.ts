@@ -10,7 +10,7 @@
  */
 import { createHash, randomUUID } from 'node:crypto';
 import type { CandidateEvent, Json, SessionEvent, SessionHeader } from '../domain/event.js';
-import { SESSION_FORMAT_VERSION, SURFACE_TYPES } from '../domain/event.js';
+import { SESSION_FORMAT_VERSION, MESSAGE_EVENT_TYPES } from '../domain/event.js';
 import { DomainError } from '../domain/errors.js';
 import { SessionEngine, dataDependencies, replacementChainSeqs, type BatchPlan } from '../domain/session-engine.js';
 import { MessageProjection } from '../domain/derive.js';
@@ -402,7 +402,7 @@ export class SessionService {
     const rec = await this.#record(ctx, id);
     const messages: DerivedMessage[] = [];
     let from = afterSeq + 1;
-    const types = [...SURFACE_TYPES];
+    const types = [...MESSAGE_EVENT_TYPES];
     for (;;) {
       const page = await this.store.readEvents(this.storageKey(ctx, id), { fromSeq: from, direction: 'forward', limit: STORE_READ_BATCH, types });
       for (const e of page) {
@@ -498,11 +498,13 @@ export class SessionService {
       if (!engine || pending.length === 0) return;
       let plan: BatchPlan;
       try {
-        plan = engine.plan(pending, { mode: 'import', now: this.clock, sessionId: id, lookup: () => undefined, allowSeqGaps: opts.allowSeqGaps });
+        plan = engine.plan(pending, { mode: 'import', now: this.clock, sessionId: id, lookup: () => undefined, allowSeqGaps: opts.allowSeqGaps, referenceLoad: true });
       } catch (e) {
         if (e instanceof DomainError && e.index !== undefined) {
+          // The position inside this internal flush batch means nothing to the client: the line does.
           const line = lineOf[e.index] ?? firstLine;
-          throw new DomainError(e.reason, `line ${line}: ${e.message}`, { ...e.metadata, line: String(line) });
+          const { index: _index, ...metadata } = e.metadata;
+          throw new DomainError(e.reason, `line ${line}: ${e.message.replace(/^event \d+ of the batch: /, '')}`, { ...metadata, line: String(line) });
         }
         throw e;
       }

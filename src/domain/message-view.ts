@@ -13,6 +13,9 @@
  * The id is `legacy-message:<sessionId>:<seq>`. A legacy tool/result *replacement* keeps the id of
  * the message it replaces: the (upgraded) id of the event at its `start` seq.
  *
+ * The retired `steering/message` (imported logs only) is seen as the user/message the reference's
+ * load path upgrades it to (see {@link upgradeSteering}).
+ *
  * A legacy shape is recognised structurally, with the reference's conditions (see
  * {@link isLegacyShape}); anything else is judged as the current wrapper shape.
  */
@@ -61,6 +64,27 @@ export function isLegacyShape(type: string, data: Json): boolean {
   return required.every((k) => has(data, k));
 }
 
+/** The retired surface type the reference's load path upgrades to a user/message (2026-08). */
+export const STEERING_TYPE = 'steering/message';
+
+/**
+ * The user message a `steering/message` stands for, as the reference's load path upgrades it:
+ * `{turn, message}` (the wrapped shape) gives the message itself; `{turn, content, source}`
+ * (exactly these keys) gives `{content, source, id: legacy-message:<session>:<seq>, role:"user"}`.
+ * Undefined for any other shape (the reference refuses it as corruption); `turn` must be a safe
+ * integer in both.
+ */
+export function upgradeSteering(data: Json, sessionId: string, seq: number): { readonly [key: string]: Json } | undefined {
+  if (!isJsonObject(data)) return undefined;
+  const turn = data['turn'];
+  if (!(typeof turn === 'number' && Number.isSafeInteger(turn))) return undefined;
+  const keys = Object.keys(data);
+  const wrapped = data['message'];
+  if (isJsonObject(wrapped) && keys.length === 2 && has(data, 'message')) return wrapped;
+  if (keys.length !== 3 || !has(data, 'content') || !has(data, 'source')) return undefined;
+  return deepFreeze({ ...without(data, ['turn']), id: legacyMessageId(sessionId, seq), role: 'user' });
+}
+
 function without(data: { readonly [key: string]: Json }, drop: readonly string[]): JsonObject {
   const out: JsonObject = {};
   for (const k of Object.keys(data)) if (!drop.includes(k)) out[k] = data[k] as Json;
@@ -76,6 +100,7 @@ function without(data: { readonly [key: string]: Json }, drop: readonly string[]
  */
 export function canonicalData(event: ViewableEvent, sessionId: string, resolveTargetId?: TargetIdResolver): Json {
   const { type, data } = event;
+  if (type === STEERING_TYPE) return upgradeSteering(data, sessionId, event.seq) ?? data;
   if (!isLegacyShape(type, data)) return data;
   const d = data as { readonly [key: string]: Json };
   // Key order as the reference's upgrade writes it (derived messages are compared as JSON text).
@@ -134,6 +159,8 @@ export function messageOf(event: ViewableEvent, sessionId: string, resolveTarget
   switch (event.type) {
     case 'user/message':
       return isJsonObject(data) ? data : undefined;
+    case STEERING_TYPE:
+      return upgradeSteering(event.data, sessionId, event.seq);
     case 'assistant/message':
     case 'tool/result': {
       if (!isJsonObject(data)) return undefined;

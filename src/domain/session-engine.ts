@@ -31,7 +31,7 @@
  */
 import type { StructuralRow } from './event.js';
 import { DomainError } from './errors.js';
-import { SURFACE_TYPES } from './event.js';
+import { MESSAGE_EVENT_TYPES } from './event.js';
 import type { CandidateEvent, Json, SessionEvent, SurfaceOp } from './event.js';
 import { InvariantTrace } from './invariants.js';
 import { isJsonObject } from './json.js';
@@ -59,6 +59,8 @@ export interface PlanContext {
   readonly lookup: (seq: number) => SessionEvent | undefined;
   /** Mode `import` only: accept seq gaps (seqs need only increase); off = contiguous from 0, as the reference seeds. */
   readonly allowSeqGaps?: boolean;
+  /** Mode `import` of a reference file: also refuse what the reference's load path refuses (TURN_SHAPE, legacy-turns.ts). */
+  readonly referenceLoad?: boolean;
 }
 
 /** What one accepted event did to the surface. */
@@ -146,7 +148,7 @@ export class SessionEngine {
   private constructor(strict: boolean) {
     this.strict = strict;
     this.trace = strict ? new InvariantTrace() : null;
-    this.surfaceTypeIds = [...SURFACE_TYPES].map((t) => this.types.intern(t));
+    this.surfaceTypeIds = [...MESSAGE_EVENT_TYPES].map((t) => this.types.intern(t));
   }
 
   /** A new, empty engine. */
@@ -224,6 +226,7 @@ export class SessionEngine {
           eventCount: count,
           now: ctx.now,
           allowSeqGaps: ctx.allowSeqGaps,
+          referenceLoad: ctx.referenceLoad,
         });
         const delta = this.transition(event, hasSurfaceOp, hasSources, draft, ctx.sessionId, lookupAll, pending);
         if (trace !== null) trace.check(event);
@@ -253,7 +256,8 @@ export class SessionEngine {
   ): SurfaceDelta {
     const { type, seq } = e;
     // 2. Eligibility.
-    if (!SURFACE_TYPES.has(type)) {
+    // steering/message reaches here only from a stored log (import mode), as the user/message it stands for.
+    if (!MESSAGE_EVENT_TYPES.has(type)) {
       if (hasSurfaceOp) throw fail(Reason.SURFACE_OP_FORBIDDEN, `${type} is not surface-eligible and cannot carry surfaceOp`, { type });
       if (hasSources) throw fail(Reason.SOURCES_FORBIDDEN, `${type} is not surface-eligible and cannot carry sourceEventSeqs`, { type });
       return { kind: 'none', seq };
@@ -416,7 +420,7 @@ export class SessionEngine {
     const table = this.table;
     const surf = this.surf;
     table.reserve(rows.length);
-    const [userId, assistantId, toolId] = this.surfaceTypeIds as [number, number, number];
+    const [userId, assistantId, toolId, steeringId] = this.surfaceTypeIds as [number, number, number, number];
     let lastType = '';
     let lastId = -1;
     try {
@@ -435,7 +439,7 @@ export class SessionEngine {
         }
         table.push(seq, tid);
         const op = row.surfaceOp;
-        if (tid !== userId && tid !== assistantId && tid !== toolId) {
+        if (tid !== userId && tid !== assistantId && tid !== toolId && tid !== steeringId) {
           if (op !== undefined || row.sourceEventSeqs !== undefined) throw new StructureCorruptError(`row ${i} (seq ${seq}): ${row.type} carries surface fields`);
           continue;
         }

@@ -6,8 +6,9 @@
  * loaded again).
  *
  * Order (dsh-semantics 2.1, seed/load): NOT_JSON, ENVELOPE_INVALID, LEGACY_VOCABULARY (retired
- * types), REQUEST_HEADER_SHAPE, MESSAGE_SHAPE, LEGACY_VOCABULARY (request/header reason
- * `fallback`), SEQ_NOT_CONTIGUOUS. The same order is used on append.
+ * types; on import `steering/message` is upgraded instead and its message checked), TURN_SHAPE
+ * (import of a file only), REQUEST_HEADER_SHAPE, MESSAGE_SHAPE, LEGACY_VOCABULARY (request/header
+ * reason `fallback`), SEQ_NOT_CONTIGUOUS. The same order is used on append.
  *
  * Adapter convenience: a *top-level* candidate key whose value is `undefined` counts as absent
  * (in-process callers build candidates with optional fields); `undefined` anywhere inside `data`,
@@ -16,7 +17,8 @@
 import { DomainError } from './errors.js';
 import type { CandidateEvent, Json, SessionEvent, SurfaceOp } from './event.js';
 import { isJsonObject, toFrozenJson } from './json.js';
-import { LEGACY_REQUIRED_KEYS, isLegacyShape, messageOf } from './message-view.js';
+import { LEGACY_REQUIRED_KEYS, STEERING_TYPE, isLegacyShape, messageOf, upgradeSteering } from './message-view.js';
+import { checkLegacyTurnShape } from './legacy-turns.js';
 import { Reason } from './reasons.js';
 
 /** Envelope keys allowed on an event. */
@@ -27,7 +29,7 @@ export const LEGACY_TYPES: ReadonlyMap<string, string> = new Map([
   ['request/header-delta', 'the legacy request/header-delta event is unsupported; write a full request/header snapshot instead'],
   ['mode/set', 'the legacy mode/set event is unsupported; use the current mode events (plan/mode, sandbox/mode, permission/preset)'],
   ['context/message', 'context/message is a retired surface type and is not imported; write it as a user/message with a plugin source'],
-  ['steering/message', 'steering/message is a retired surface type and is not imported; write it as a user/message'],
+  ['steering/message', 'steering/message is a retired surface type (2026-08) and cannot be appended; write a user/message (imported logs keep theirs, seen as user messages)'],
 ]);
 
 /** The config keys a request/header `adapterDefaults` marker may name. */
@@ -50,6 +52,8 @@ export interface NormalizeContext {
    * log only when it is contiguous from 0, so a file with a lost line is refused.
    */
   readonly allowSeqGaps?: boolean;
+  /** Import of a reference file: also refuse what the reference's load path refuses (TURN_SHAPE). */
+  readonly referenceLoad?: boolean;
 }
 
 /** A normalized event plus the facts the surface rules need. */
@@ -138,7 +142,18 @@ export function normalizeCandidate(candidate: CandidateEvent, ctx: NormalizeCont
 
   // 3. Retired vocabulary, request/header shape, message shape, request/header reason.
   const legacy = LEGACY_TYPES.get(type);
-  if (legacy !== undefined) throw fail(Reason.LEGACY_VOCABULARY, legacy, { type });
+  // A stored log (import, fork) may hold steering/message: it is seen as the user/message the
+  // reference's load path upgrades it to.
+  const upgradable = type === STEERING_TYPE && ctx.mode === 'import';
+  if (legacy !== undefined && !upgradable) throw fail(Reason.LEGACY_VOCABULARY, legacy, { type });
+  if (upgradable) {
+    const message = upgradeSteering(data, '-', 0);
+    if (message === undefined) {
+      throw fail(Reason.MESSAGE_SHAPE, 'steering/message (retired; upgraded to a user/message on import) must be {turn, content, source} or {turn, message} with an integer turn and no other keys', { type });
+    }
+    checkMessageShape('user/message', message);
+  }
+  if (ctx.referenceLoad === true) checkLegacyTurnShape(type, data);
   if (type === 'request/header') {
     checkRequestHeader(data);
     if (isJsonObject(data) && data['reason'] === 'fallback') {

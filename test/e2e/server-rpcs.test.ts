@@ -622,6 +622,7 @@ const CASES: ErrorCase[] = [
   { reason: 'INVALID_BOUNDARY', code: status.INVALID_ARGUMENT, detail: 'bad-request', run: (c) => c.forkSession({ sessionId: 'err', atSeq: 99 }) },
   { reason: 'OPEN_TURN', code: status.FAILED_PRECONDITION, detail: 'precondition', run: (c) => c.forkSession({ sessionId: 'err-strict', atSeq: 0 }) },
   { reason: 'JSONL_INVALID', code: status.INVALID_ARGUMENT, detail: 'bad-request', run: (c) => c.importSession({ sessionId: 'j' }, Buffer.from('{"type":"session","version":0,"id":"j","createdAt":1}\n{"type":"x/y","seq":0,\n')) },
+  { reason: 'TURN_SHAPE', code: status.INVALID_ARGUMENT, detail: 'bad-request', run: (c) => c.importSession({ sessionId: 'j' }, Buffer.from('{"type":"session","version":0,"id":"j","createdAt":1}\n{"type":"turn/end","seq":0,"time":1,"data":{"turn":1}}\n')), metadata: { line: '2', type: 'turn/end' } },
   { reason: 'JSONL_COMPRESSED_UNSUPPORTED', code: status.INVALID_ARGUMENT, detail: 'bad-request', run: (c) => c.importSession({ sessionId: 'j' }, Buffer.from([0x28, 0xb5, 0x2f, 0xfd, 0, 0])) },
   { reason: 'FORMAT_VERSION_UNSUPPORTED', code: status.FAILED_PRECONDITION, detail: 'precondition', run: (c) => c.importSession({ sessionId: 'j' }, Buffer.from('{"type":"session","version":3,"id":"j","createdAt":1}\n')) },
 ];

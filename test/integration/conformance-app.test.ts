@@ -122,3 +122,32 @@ describe('item 12: torn tails import as the reference loads them', () => {
     await expect(app.importJsonl(ctx, chunks([header, '{"type":', records[0], ''].join('\n')), {})).rejects.toMatchObject({ reason: 'JSONL_INVALID', metadata: { line: '2' } });
   });
 });
+
+describe('items 8 and 9 through import', () => {
+  const header = '{"type":"session","version":0,"id":"st","createdAt":1}';
+  const steer = '{"type":"steering/message","seq":1,"time":2,"data":{"turn":1,"content":[{"type":"text","text":"left"}],"source":{"kind":"user"}},"surfaceOp":"append"}';
+  const file = (...lines: string[]) => [header, '{"type":"turn/start","seq":0,"time":1,"data":{"turn":1}}', ...lines, ''].join('\n');
+
+  it('given a steering/message, then it imports, exports verbatim and is a user message in both views', async () => {
+    const app = service();
+    const text = file(steer, '{"type":"turn/end","seq":2,"time":3,"data":{"turn":1,"reason":{"kind":"completed"}}}');
+    await app.importJsonl(ctx, chunks(text), {});
+    const expected = { content: [{ type: 'text', text: 'left' }], source: { kind: 'user' }, id: 'legacy-message:st:1', role: 'user' };
+    expect((await app.getMessages(ctx, 'st', 'model')).messages.map((m) => m.message)).toEqual([expected]);
+    expect((await app.getMessages(ctx, 'st', 'transcript')).messages.map((m) => m.message)).toEqual([expected]);
+    const out: string[] = [];
+    for await (const lines of app.exportJsonl(ctx, 'st')) out.push(...lines);
+    expect(out.slice(1).join('\n') + '\n').toBe(text.slice(header.length + 1));
+    // A fork replays it (import mode) and the cold engine sees it on the surface.
+    expect((await app.fork(ctx, 'st', { childId: 'st2' })).surfaceLength).toBe(1);
+  });
+
+  it('given a turn/end reason with extra keys, then TURN_SHAPE with its line and no session; the same event appends live', async () => {
+    const app = service();
+    const bad = '{"type":"turn/end","seq":1,"time":2,"data":{"turn":1,"reason":{"kind":"completed","note":"x"}}}';
+    await expect(app.importJsonl(ctx, chunks(file(bad)), {})).rejects.toMatchObject({ reason: 'TURN_SHAPE', metadata: { line: '3' } });
+    await expect(app.getSession(ctx, 'st')).rejects.toMatchObject({ reason: 'SESSION_NOT_FOUND' });
+    await app.createSession(ctx, { id: 'live' });
+    expect((await app.append(ctx, 'live', [{ type: 'turn/end', data: { turn: 1, reason: { kind: 'completed', note: 'x' } } }])).seqs).toEqual([0]);
+  });
+});

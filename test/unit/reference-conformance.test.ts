@@ -8,6 +8,8 @@ import type { CandidateEvent } from '../../src/domain/event.js';
 import fc from 'fast-check';
 import { JsonlCommittedLines } from '../../src/domain/jsonl-committed-lines.js';
 import { canonicalData } from '../../src/domain/message-view.js';
+import { deriveMessages } from '../../src/domain/derive.js';
+import { SessionEngine } from '../../src/domain/session-engine.js';
 import { Harness, logEvent } from '../support/engine-harness.js';
 
 let h: Harness;
@@ -144,5 +146,86 @@ describe('item 12: JsonlCommittedLines (committed lines of a byte stream)', () =
     expect(s.push(new TextEncoder().encode('ok\n'))).toEqual(['ok']);
     expect(() => s.push(Uint8Array.from([0xc3, 0x0a]))).toThrow(expect.objectContaining({ reason: 'JSONL_INVALID', metadata: { line: '2' } }));
     expect(() => new JsonlCommittedLines(3).push(new TextEncoder().encode('abcd'))).toThrow(expect.objectContaining({ reason: 'JSONL_INVALID', metadata: { line: '1', limit: '3' } }));
+  });
+});
+
+describe('item 9: steering/message (retired 2026-08) is upgraded to a user/message on import', () => {
+  const steering = (seq: number, data: unknown, extra: Record<string, unknown> = { surfaceOp: 'append' }): CandidateEvent => ({ type: 'steering/message', seq, time: 1, data, ...extra });
+  const content = [{ type: 'text', text: 'steer' }];
+
+  it('given the unwrapped and the wrapped shape on import, then both are stored verbatim, on the surface, and seen as user messages', () => {
+    const p = h.add([steering(0, { turn: 1, content, source: { kind: 'user' } }), steering(1, { turn: 1, message: { id: 'm1', role: 'user', content, source: { kind: 'user' } } })], 'import');
+    expect(p.events.map((e) => [e.type, e.data])).toEqual([
+      ['steering/message', { turn: 1, content, source: { kind: 'user' } }],
+      ['steering/message', { turn: 1, message: { id: 'm1', role: 'user', content, source: { kind: 'user' } } }],
+    ]);
+    expect(h.engine.surface()).toEqual([0, 1]);
+    const messages = deriveMessages(h.engine.surface(), (s) => h.events.get(s), 'sess-1');
+    expect(JSON.stringify(messages)).toBe(JSON.stringify([
+      { content, source: { kind: 'user' }, id: 'legacy-message:sess-1:0', role: 'user' },
+      { id: 'm1', role: 'user', content, source: { kind: 'user' } },
+    ]));
+    const cold = SessionEngine.create();
+    cold.loadStructural(p.events);
+    expect(cold.surface()).toEqual([0, 1]);
+  });
+
+  it.each<[string, CandidateEvent, string]>([
+    ['an extra key', steering(0, { turn: 1, content, source: { kind: 'user' }, envelope: {} }), 'MESSAGE_SHAPE'],
+    ['a string turn', steering(0, { turn: '1', content, source: { kind: 'user' } }), 'MESSAGE_SHAPE'],
+    ['no source', steering(0, { turn: 1, content }), 'MESSAGE_SHAPE'],
+    ['a wrapped message without id', steering(0, { turn: 1, message: { role: 'user', content, source: { kind: 'user' } } }), 'MESSAGE_SHAPE'],
+    ['no surfaceOp', steering(0, { turn: 1, content, source: { kind: 'user' } }, {}), 'SURFACE_OP_REQUIRED'],
+  ])('given a steering/message with %s on import, then %s and nothing changes', (_name, bad, reason) => {
+    h.expectReject([bad], reason, 0, 'import');
+  });
+
+  it('given steering/message on live append, or context/message on import, then LEGACY_VOCABULARY (the reference\'s load path refuses context/message too)', () => {
+    h.expectReject([{ type: 'steering/message', data: { turn: 1, content, source: { kind: 'user' } }, surfaceOp: 'append' }], 'LEGACY_VOCABULARY', 0);
+    h.expectReject([{ type: 'context/message', seq: 0, time: 1, data: { content, source: { kind: 'plugin', plugin: 'x' } }, surfaceOp: 'append' }], 'LEGACY_VOCABULARY', 0, 'import');
+  });
+});
+
+describe('item 8: the older turn/start and turn/end shapes the reference\'s load path refuses', () => {
+  const load = (type: string, data: unknown): CandidateEvent => ({ type, seq: 0, time: 1, data });
+  const fileCtx = () => ({ ...h.ctx('import'), referenceLoad: true });
+  const reject = (c: CandidateEvent): void => {
+    const before = h.engine.surface();
+    expect(() => h.engine.plan([c], fileCtx())).toThrow(expect.objectContaining({ reason: 'TURN_SHAPE', index: 0 }));
+    expect([h.engine.nextSeq, h.engine.surface()]).toEqual([0, before]);
+  };
+
+  it.each<[string, CandidateEvent]>([
+    ['turn/start with a trigger and turn 0', load('turn/start', { turn: 0, trigger: { kind: 'message' } })],
+    ['turn/start with a trigger and an extra key', load('turn/start', { turn: 1, trigger: { kind: 'message' }, x: 1 })],
+    ['turn/start with a trigger without kind', load('turn/start', { turn: 1, trigger: { source: {} } })],
+    ['turn/end without reason', load('turn/end', { turn: 1 })],
+    ['turn/end with turn 0', load('turn/end', { turn: 0, reason: { kind: 'completed' } })],
+    ['turn/end with an extra key', load('turn/end', { turn: 1, reason: { kind: 'completed' }, x: 1 })],
+    ['turn/end reason completed with extra keys', load('turn/end', { turn: 1, reason: { kind: 'completed', at: 1 } })],
+    ['turn/end reason aborted (legacy) with extra keys', load('turn/end', { turn: 1, reason: { kind: 'aborted', by: 'user' } })],
+    ['turn/end reason error (legacy) without step', load('turn/end', { turn: 1, reason: { kind: 'error', message: 'm' } })],
+    ['turn/end reason error (legacy) with a numeric code', load('turn/end', { turn: 1, reason: { kind: 'error', step: 1, message: 'm', code: 5 } })],
+  ])('given %s in an imported file, then TURN_SHAPE and nothing changes', (_name, bad) => {
+    reject(bad);
+  });
+
+  it.each<[string, CandidateEvent]>([
+    ['turn/start without trigger', load('turn/start', { turn: 0 })],
+    ['turn/start with a trigger', load('turn/start', { turn: 1, trigger: { kind: 'message', source: { kind: 'user' } } })],
+    ['turn/end completed', load('turn/end', { turn: 1, reason: { kind: 'completed' } })],
+    ['turn/end aborted (current)', load('turn/end', { turn: 1, reason: { kind: 'aborted', reason: { kind: 'user' } } })],
+    ['turn/end aborted (legacy)', load('turn/end', { turn: 1, reason: { kind: 'aborted' } })],
+    ['turn/end error (current)', load('turn/end', { turn: 1, reason: { kind: 'error', error: { message: 'm', code: 'X' } } })],
+    ['turn/end error (legacy message)', load('turn/end', { turn: 1, reason: { kind: 'error', step: 1, message: 'm', code: 'X' } })],
+    ['turn/end error (legacy failure)', load('turn/end', { turn: 1, reason: { kind: 'error', step: 0, failure: { message: 'm', code: 'X', status: 500 } } })],
+    ['turn/end with an unknown reason kind', load('turn/end', { turn: 1, reason: { kind: 'later', x: 1 } })],
+    ['turn/end with non-object data', load('turn/end', 'x')],
+  ])('given %s in an imported file, then accepted', (_name, ok) => {
+    expect(h.engine.plan([ok], fileCtx()).events).toHaveLength(1);
+  });
+
+  it('given the same malformed turn/end on live append, then accepted (only the reference\'s load path checks it)', () => {
+    expect(h.plan([logEvent('turn/end', { turn: 1 })]).events).toHaveLength(1);
   });
 });

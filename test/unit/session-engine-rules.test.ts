@@ -68,7 +68,8 @@ describe('ENVELOPE_INVALID', () => {
 describe('LEGACY_VOCABULARY', () => {
   it.each(['request/header-delta', 'mode/set', 'context/message', 'steering/message'])('given type %s, then LEGACY_VOCABULARY', (type) => {
     const e = h.expectReject([logEvent('ok'), logEvent(type, { content: [], source: { kind: 'user' } })], 'LEGACY_VOCABULARY', 1);
-    if (type.endsWith('/message')) expect(e.message).toMatch(/retired surface type and is not imported/);
+    if (type === 'context/message') expect(e.message).toMatch(/retired surface type and is not imported/);
+    if (type === 'steering/message') expect(e.message).toMatch(/retired surface type \(2026-08\) and cannot be appended/);
   });
 
   it('given a context/message with surfaceOp, then LEGACY_VOCABULARY (not SURFACE_OP_FORBIDDEN)', () => {

@@ -5014,10 +5014,14 @@ export const SessionServiceService = {
    * JSONL_INVALID). As the reference seeds, the events
    * must be contiguous from seq 0 (SEQ_NOT_CONTIGUOUS naming the missing seq
    * and the line) unless `ImportOptions.allow_seq_gaps` is set.
-   * Errors: JSONL_INVALID, JSONL_COMPRESSED_UNSUPPORTED, HEADER_INVALID
-   * (INVALID_ARGUMENT), FORMAT_VERSION_UNSUPPORTED (FAILED_PRECONDITION),
-   * SESSION_ALREADY_EXISTS, and every AppendEvents validation reason with
-   * metadata `line`.
+   * The retired `steering/message` is accepted (stored verbatim, seen as the
+   * user/message the reference's load path upgrades it to); what that load path
+   * refuses is refused too: older turn/start and turn/end shapes that are
+   * malformed are TURN_SHAPE (INVALID_ARGUMENT).
+   * Errors: JSONL_INVALID, JSONL_COMPRESSED_UNSUPPORTED, HEADER_INVALID,
+   * TURN_SHAPE (INVALID_ARGUMENT), FORMAT_VERSION_UNSUPPORTED
+   * (FAILED_PRECONDITION), SESSION_ALREADY_EXISTS, and every AppendEvents
+   * validation reason with metadata `line`.
    */
   importSession: {
     path: "/palimpsest.v1.SessionService/ImportSession" as const,
@@ -5171,10 +5175,14 @@ export interface SessionServiceServer extends UntypedServiceImplementation {
    * JSONL_INVALID). As the reference seeds, the events
    * must be contiguous from seq 0 (SEQ_NOT_CONTIGUOUS naming the missing seq
    * and the line) unless `ImportOptions.allow_seq_gaps` is set.
-   * Errors: JSONL_INVALID, JSONL_COMPRESSED_UNSUPPORTED, HEADER_INVALID
-   * (INVALID_ARGUMENT), FORMAT_VERSION_UNSUPPORTED (FAILED_PRECONDITION),
-   * SESSION_ALREADY_EXISTS, and every AppendEvents validation reason with
-   * metadata `line`.
+   * The retired `steering/message` is accepted (stored verbatim, seen as the
+   * user/message the reference's load path upgrades it to); what that load path
+   * refuses is refused too: older turn/start and turn/end shapes that are
+   * malformed are TURN_SHAPE (INVALID_ARGUMENT).
+   * Errors: JSONL_INVALID, JSONL_COMPRESSED_UNSUPPORTED, HEADER_INVALID,
+   * TURN_SHAPE (INVALID_ARGUMENT), FORMAT_VERSION_UNSUPPORTED
+   * (FAILED_PRECONDITION), SESSION_ALREADY_EXISTS, and every AppendEvents
+   * validation reason with metadata `line`.
    */
   importSession: handleClientStreamingCall<ImportSessionRequest, ImportSessionResponse>;
   /**
@@ -5430,10 +5438,14 @@ export interface SessionServiceClient extends Client {
    * JSONL_INVALID). As the reference seeds, the events
    * must be contiguous from seq 0 (SEQ_NOT_CONTIGUOUS naming the missing seq
    * and the line) unless `ImportOptions.allow_seq_gaps` is set.
-   * Errors: JSONL_INVALID, JSONL_COMPRESSED_UNSUPPORTED, HEADER_INVALID
-   * (INVALID_ARGUMENT), FORMAT_VERSION_UNSUPPORTED (FAILED_PRECONDITION),
-   * SESSION_ALREADY_EXISTS, and every AppendEvents validation reason with
-   * metadata `line`.
+   * The retired `steering/message` is accepted (stored verbatim, seen as the
+   * user/message the reference's load path upgrades it to); what that load path
+   * refuses is refused too: older turn/start and turn/end shapes that are
+   * malformed are TURN_SHAPE (INVALID_ARGUMENT).
+   * Errors: JSONL_INVALID, JSONL_COMPRESSED_UNSUPPORTED, HEADER_INVALID,
+   * TURN_SHAPE (INVALID_ARGUMENT), FORMAT_VERSION_UNSUPPORTED
+   * (FAILED_PRECONDITION), SESSION_ALREADY_EXISTS, and every AppendEvents
+   * validation reason with metadata `line`.
    */
   importSession(
     callback: (error: ServiceError | null, response: ImportSessionResponse) => void,
