@@ -34,11 +34,11 @@ import { DomainError } from './errors.js';
 import { MESSAGE_EVENT_TYPES } from './event.js';
 import type { CandidateEvent, Json, SessionEvent, SurfaceOp } from './event.js';
 import { InvariantTrace } from './invariants.js';
-import { isJsonObject } from './json.js';
 import { Reason } from './reasons.js';
 import { SeqTable, TypeInterner } from './seq-table.js';
 import { rewriteChangesOnlyContent } from './tool-result-rewrite.js';
 import { ChunkedSurface, SurfaceDraft } from './surface.js';
+import { checkCitationShape, checkSurfaceMarker } from './envelope-rules.js';
 import { normalizeCandidate } from './validate-event.js';
 
 /** How a batch is checked: live `append` (seq assigned or equal to nextSeq) or `import` (seqs given, contiguous unless `allowSeqGaps`). */
@@ -114,19 +114,6 @@ function fail(reason: string, message: string, metadata: Record<string, string> 
 
 function isSafeSeq(v: unknown): v is number {
   return typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
-}
-
-function parseReplace(type: string, op: Json): { start: number; end: number } {
-  const invalid = (): DomainError =>
-    fail(Reason.REPLACE_OP_INVALID, `${type} carries an invalid replace surfaceOp: expected exactly {op:"replace", start, end} with non-negative safe integer endpoints`);
-  const o = op as { readonly [key: string]: Json };
-  const keys = Object.keys(o);
-  if (keys.length !== 3 || !('op' in o) || !('start' in o) || !('end' in o)) throw invalid();
-  if (o['op'] !== 'replace') throw invalid();
-  const start = o['start'];
-  const end = o['end'];
-  if (!isSafeSeq(start) || !isSafeSeq(end)) throw invalid();
-  return { start, end };
 }
 
 /** Committed state of one session; see the module comment. */
@@ -255,25 +242,16 @@ export class SessionEngine {
     pending: ReadonlyMap<number, SessionEvent> | null,
   ): SurfaceDelta {
     const { type, seq } = e;
-    // 2. Eligibility.
-    // steering/message reaches here only from a stored log (import mode), as the user/message it stands for.
-    if (!MESSAGE_EVENT_TYPES.has(type)) {
-      if (hasSurfaceOp) throw fail(Reason.SURFACE_OP_FORBIDDEN, `${type} is not surface-eligible and cannot carry surfaceOp`, { type });
-      if (hasSources) throw fail(Reason.SOURCES_FORBIDDEN, `${type} is not surface-eligible and cannot carry sourceEventSeqs`, { type });
-      return { kind: 'none', seq };
-    }
-    if (!hasSurfaceOp) {
-      throw fail(Reason.SURFACE_OP_REQUIRED, `${type} is surface-eligible and requires a surfaceOp marker ("append" or {op:"replace", start, end})`, { type });
-    }
-    const op = e.surfaceOp as unknown as Json;
-    if (op === 'append') {
+    // 2. Eligibility and the marker (envelope-rules.ts, shared with clients).
+    const marker = checkSurfaceMarker(type, e.surfaceOp as unknown as Json | undefined, hasSurfaceOp, hasSources);
+    if (marker.kind === 'none') return { kind: 'none', seq };
+    if (marker.kind === 'append') {
       // 3. Append.
       this.checkSources(e, hasSources, []);
       draft.append(seq);
       return { kind: 'append', seq };
     }
-    if (!isJsonObject(op)) throw fail(Reason.SURFACE_OP_INVALID, `${type} carries an invalid surfaceOp: expected "append" or {op:"replace", start, end}`, { type });
-    const { start, end } = parseReplace(type, op);
+    const { start, end } = marker;
     // 4. Replace: range.
     const a = draft.locate(start);
     if (a === undefined) throw fail(Reason.REPLACE_START_NOT_ON_SURFACE, `surface replace: start seq ${start} not found in surface`, { start: String(start) });
@@ -316,29 +294,7 @@ export class SessionEngine {
       if (shadowed.length > 0) throw incomplete(type, shadowed);
       return;
     }
-    const s = e.sourceEventSeqs as unknown as Json;
-    if (!Array.isArray(s)) throw fail(Reason.SOURCES_NOT_ARRAY, `${type} sourceEventSeqs must be an array when present`, { type });
-    if (s.length === 0 && type !== 'assistant/message') {
-      throw fail(Reason.SOURCES_EMPTY, `${type} sourceEventSeqs must not be empty except on assistant/message; omit it or cite the source events`, { type });
-    }
-    let ascending = true;
-    let prev = -1;
-    for (let i = 0; i < s.length; i++) {
-      const v = s[i];
-      if (!isSafeSeq(v)) throw fail(Reason.SOURCES_NOT_SEQ, `${type} sourceEventSeqs must densely contain non-negative safe integers; element ${i} is ${JSON.stringify(v)}`, { element: String(i) });
-      if (v <= prev) ascending = false;
-      prev = v;
-    }
-    const seqs = s as number[];
-    let set: Set<number> | null = null;
-    if (!ascending) {
-      set = new Set(seqs);
-      if (set.size !== seqs.length) {
-        const seen = new Set<number>();
-        const dup = seqs.find((v) => (seen.has(v) ? true : (seen.add(v), false)));
-        throw fail(Reason.SOURCES_DUPLICATE, `${type} sourceEventSeqs must not contain duplicates; ${String(dup)} appears twice`, { seq: String(dup) });
-      }
-    }
+    const { seqs, ascending, set } = checkCitationShape(type, e.sourceEventSeqs as unknown as Json);
     // Ascending lists: only the last element can be too big, but the reference reports the first
     // offending one, so find it only when there is one.
     const tooBig = ascending ? seqs.length > 0 && (seqs[seqs.length - 1] as number) >= seq : true;
