@@ -2,7 +2,7 @@
  * Reference conformance through both front doors (issue #16): the CLI and the gRPC API give the
  * same answers, and the CLI's import options reach the server.
  */
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTestServer, type TestServer } from '../support/test-server.js';
@@ -45,6 +45,21 @@ describe('palimpsest import --allow-seq-gaps (item 10)', () => {
     expect(JSON.parse(ok.stdout)).toEqual({ id: 'gaps' });
     expect((await a.getSession({ sessionId: 'gaps' })).session?.eventCount).toBe(60);
   });
+});
+
+describe('the 36 reference fixtures through the CLI (done-when)', () => {
+  it('import with palimpsest import (cordis-tool-round with --allow-seq-gaps) and export byte-identically', async () => {
+    const files = readdirSync(FIXTURES).filter((f) => f.endsWith('.jsonl')).sort();
+    expect(files).toHaveLength(36);
+    for (const [i, file] of files.entries()) {
+      const gaps = file === 'cordis-tool-round.jsonl' ? ['--allow-seq-gaps'] : [];
+      const r = await cli('import', join(FIXTURES, file), '--id', `cli-fx-${i}`, '--json', ...gaps);
+      expect([file, r.stderr, JSON.parse(r.stdout)]).toEqual([file, '', { id: `cli-fx-${i}` }]);
+      const text = readFileSync(join(FIXTURES, file), 'utf8');
+      const exported = await a.exportSession(`cli-fx-${i}`);
+      expect(exported.split('\n').slice(1), file).toEqual(text.split('\n').slice(1));
+    }
+  }, 120_000);
 });
 
 describe('torn tails (item 12)', () => {

@@ -7,6 +7,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { credentials, status, type ServiceError } from '@grpc/grpc-js';
 import { startServer } from '../../src/server/server.js';
 import { DomainError } from '../../src/domain/errors.js';
+import { deriveMessages } from '../../src/domain/derive.js';
+import { protoToEvent } from '../../src/server/convert.js';
 import { Direction, DataFormat, ImportOptions, MessageView, SessionServiceClient } from '../../gen/palimpsest/v1/service.js';
 import type { EventInput } from '../../gen/palimpsest/v1/event.js';
 import { startTestServer, type TestServer } from '../support/test-server.js';
@@ -446,6 +448,11 @@ describe('ImportSession / ExportSession', () => {
       const events = await allEvents(a, sessionId);
       expect(events.length).toBe(session?.eventCount);
       expect((await a.getSurface({ sessionId })).seqs, file).toEqual(replay(events, sessionId).surface);
+      // Derivation: the served model history is, as JSON text, the domain's derivation of the served log.
+      const bySeq = new Map(events.map((e) => [e.seq, protoToEvent(e)] as const));
+      const derived = deriveMessages(replay(events, sessionId).surface, (s) => bySeq.get(s), sessionId).map((m) => JSON.stringify(m));
+      const served = (await a.getMessages({ sessionId, view: MessageView.MESSAGE_VIEW_MODEL_HISTORY })).messages.map((m) => m.messageJson);
+      expect(served, file).toEqual(derived);
     }
   });
 
