@@ -264,6 +264,15 @@ function strayKeys(msg: { readonly [key: string]: Json }): string {
   return stray.length === 0 ? '' : `; unexpected key${stray.length > 1 ? 's' : ''} ${stray.map((k) => JSON.stringify(k)).join(', ')}`;
 }
 
+/** Keys of a tool-result block that are not block keys (likely misspellings), for error messages. */
+function strayBlockKeys(block: { readonly [key: string]: Json }): string {
+  const stray = Object.keys(block).filter((k) => !TOOL_RESULT_BLOCK_KEYS.has(k));
+  return stray.length === 0 ? '' : `; unexpected key${stray.length > 1 ? 's' : ''} ${stray.map((k) => JSON.stringify(k)).join(', ')}`;
+}
+
+/** The keys of a tool-result content block. */
+const TOOL_RESULT_BLOCK_KEYS: ReadonlySet<string> = new Set(['type', 'toolCallId', 'content', 'isError']);
+
 /**
  * MESSAGE_SHAPE (dsh-semantics 2.3) for user/message, assistant/message and tool/result, checked on
  * the canonical view (legacy unwrapped shapes are upgraded first, see message-view.ts). Messages
@@ -305,7 +314,7 @@ export function checkMessageShape(type: string, data: Json): void {
           ? 'block 0 is not an object'
           : block['type'] !== 'tool-result'
             ? `block 0 has type ${JSON.stringify(block['type'] ?? null)}`
-            : `block 0 content is ${'content' in block ? 'not an array' : 'missing'}`;
+            : `block 0 content is ${'content' in block ? 'not an array' : `missing${strayBlockKeys(block)}`}`;
       throw bad(`must contain one tool-result block whose content is an array: ${found}`);
     }
     if (block['toolCallId'] !== source['callId']) throw bad('has mismatched tool call ids: the block toolCallId must equal source.callId');

@@ -79,9 +79,11 @@ describe('item 6 and friction: legacy tool/result upgrade needs callId, content 
     expect(h.add({ type: 'user/message', data: { content: [], source: { kind: 'user' } }, surfaceOp: 'append' }).events).toHaveLength(1);
   });
 
-  it('given a misspelled content key, then MESSAGE_SHAPE names the key', () => {
+  it('given a misspelled content key (in the message or in the tool-result block), then MESSAGE_SHAPE names the key', () => {
     const err = h.expectReject([{ type: 'user/message', data: { id: 'u', role: 'user', contnet: [], source: { kind: 'user' } }, surfaceOp: 'append' }], 'MESSAGE_SHAPE', 0);
     expect(err.message).toContain('"contnet"');
+    const block = { turn: 1, step: 1, message: { id: 'r', role: 'user', source: { kind: 'tool', callId: 'c' }, content: [{ type: 'tool-result', toolCallId: 'c', contnet: [] }] } };
+    expect(h.expectReject([{ type: 'tool/result', data: block, surfaceOp: 'append' }], 'MESSAGE_SHAPE', 0).message).toContain('"contnet"');
   });
 
   it('given a tool/result whose block has an unknown type, then MESSAGE_SHAPE names the type; an unknown block type in a user message is accepted (as the reference)', () => {
