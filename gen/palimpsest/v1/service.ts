@@ -4976,7 +4976,8 @@ export const SessionServiceService = {
   },
   /**
    * Forks a session: the child starts with the parent's events up to a
-   * boundary seq, then a `session/end-seed` marker.
+   * boundary seq, then a `session/end-seed` marker (an empty parent gives a
+   * child holding just the marker, at seq 0, with seed_length 0).
    * Errors: SESSION_NOT_FOUND, SESSION_ALREADY_EXISTS (ALREADY_EXISTS),
    * INVALID_BOUNDARY (INVALID_ARGUMENT), OPEN_TURN (FAILED_PRECONDITION: the
    * boundary is inside a turn).
@@ -5154,7 +5155,8 @@ export interface SessionServiceServer extends UntypedServiceImplementation {
   getMessages: handleUnaryCall<GetMessagesRequest, GetMessagesResponse>;
   /**
    * Forks a session: the child starts with the parent's events up to a
-   * boundary seq, then a `session/end-seed` marker.
+   * boundary seq, then a `session/end-seed` marker (an empty parent gives a
+   * child holding just the marker, at seq 0, with seed_length 0).
    * Errors: SESSION_NOT_FOUND, SESSION_ALREADY_EXISTS (ALREADY_EXISTS),
    * INVALID_BOUNDARY (INVALID_ARGUMENT), OPEN_TURN (FAILED_PRECONDITION: the
    * boundary is inside a turn).
@@ -5389,7 +5391,8 @@ export interface SessionServiceClient extends Client {
   ): ClientUnaryCall;
   /**
    * Forks a session: the child starts with the parent's events up to a
-   * boundary seq, then a `session/end-seed` marker.
+   * boundary seq, then a `session/end-seed` marker (an empty parent gives a
+   * child holding just the marker, at seq 0, with seed_length 0).
    * Errors: SESSION_NOT_FOUND, SESSION_ALREADY_EXISTS (ALREADY_EXISTS),
    * INVALID_BOUNDARY (INVALID_ARGUMENT), OPEN_TURN (FAILED_PRECONDITION: the
    * boundary is inside a turn).
