@@ -84,10 +84,10 @@ export function checkLabels(labels: Readonly<Record<string, string>> | undefined
 }
 
 /** Event types of a batch: each at most MAX_EVENT_TYPE_BYTES (reported with the event's index). */
-export function checkEventTypes(events: readonly { readonly type: unknown }[], field = 'events'): void {
+export function checkEventTypes(events: readonly { readonly type: unknown }[], fieldOf: (i: number) => string = (i) => `events[${i}].type`): void {
   for (let i = 0; i < events.length; i++) {
     const t = events[i]!.type;
-    if (typeof t === 'string') checkLength(t, `${field}[${i}].type`, 'an event type', 'max_event_type_bytes', MAX_EVENT_TYPE_BYTES, i);
+    if (typeof t === 'string') checkLength(t, fieldOf(i), 'an event type', 'max_event_type_bytes', MAX_EVENT_TYPE_BYTES, i);
   }
 }
 

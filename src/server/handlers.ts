@@ -344,8 +344,8 @@ export function makeHandlers(app: SessionService, resolve: ContextResolver, log:
             yield n.value.part.value;
           }
         }
-        const view = await app.importJsonl(ctx, bytes(), { id: o.sessionId, labels: o.labels, strict: o.strict });
-        return { session: toSession(view) };
+        const view = await app.importJsonl(ctx, bytes(), { id: o.sessionId, labels: o.labels, strict: o.strict, allowSeqGaps: o.allowSeqGaps });
+        return { session: toSession(view), uncommittedTailBytes: view.uncommittedTailBytes };
       })().then((res) => cb(null, res), (e: unknown) => cb(fail(e)));
     },
     exportSession: (call: ServerWritableStream<ExportSessionRequest, ExportSessionResponse>): void => {

@@ -58,7 +58,7 @@ const CHECKS: Readonly<Record<string, (r: Req) => void>> = {
         field: 'types', limitName: 'max_type_filters', limit: String(MAX_TYPE_FILTERS), actual: String(types.length),
       });
     }
-    checkEventTypes(types.map((type) => ({ type })), 'types');
+    checkEventTypes(types.map((type) => ({ type })), (i) => `types[${i}]`);
   },
   GetMessages(r) {
     sessionId(r);

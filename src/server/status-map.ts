@@ -72,6 +72,7 @@ const TABLE: Readonly<Record<string, Mapping>> = {
   LEGACY_VOCABULARY: invalid,
   REQUEST_HEADER_SHAPE: invalid,
   MESSAGE_SHAPE: invalid,
+  TURN_SHAPE: invalid,
   SURFACE_OP_FORBIDDEN: invalid,
   SOURCES_FORBIDDEN: invalid,
   SURFACE_OP_REQUIRED: invalid,

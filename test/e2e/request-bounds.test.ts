@@ -149,7 +149,7 @@ describe('every other string the server echoes or stores is bounded', () => {
       [() => a.getMessages({ sessionId: 'keep', view: 1, pageToken: LONG }), 'page_token', '1024'],
       [() => a.appendEvents({ sessionId: 'keep', events: [input('x/y', 1), input('t'.repeat(257), 1)] }), 'events[1].type', '256'],
       [() => a.appendEvents({ sessionId: 'keep', idempotencyKey: 'k'.repeat(257), events: [input('x/y', 1)] }), 'idempotency_key', '256'],
-      [() => a.listEvents({ sessionId: 'keep', types: [LONG] }), 'types[0].type', '256'],
+      [() => a.listEvents({ sessionId: 'keep', types: [LONG] }), 'types[0]', '256'],
     ];
     for (const [p, field, limit] of cases) {
       const { d, bytes } = await unaryFailure(p());
@@ -170,7 +170,9 @@ describe('every other string the server echoes or stores is bounded', () => {
   it('an imported file with an over-long event type is refused naming its line', async () => {
     const file = `{"type":"session","version":0,"id":"imp","createdAt":1}\n{"type":"${'t'.repeat(300)}","seq":0,"time":1,"data":{}}\n`;
     const { d } = await unaryFailure(a.importSession({ sessionId: 'imp' }, Buffer.from(file)));
-    expect(d).toMatchObject({ code: status.INVALID_ARGUMENT, reason: 'FIELD_TOO_LONG', metadata: { line: '2', limit: '256', actual: '300' } });
+    expect(d).toMatchObject({ code: status.INVALID_ARGUMENT, reason: 'FIELD_TOO_LONG', metadata: { line: '2', field: 'type', limit: '256', actual: '300' } });
+    expect(d.metadata.index).toBeUndefined();
+    expect(d.message).toMatch(/^line 2: type is 300 bytes/);
     expect((await unaryFailure(a.getSession({ sessionId: 'imp' }))).d.reason).toBe('SESSION_NOT_FOUND');
   });
 });

@@ -430,6 +430,15 @@ export interface ImportOptions {
   labels: { [key: string]: string };
   /** Turn on strict invariants for the imported session. */
   strict: boolean;
+  /**
+   * Accept seq gaps: seqs then need only increase (for UI snapshots that elide
+   * events, such as the reference fixture `cordis-tool-round`). Off by default:
+   * a log that is not contiguous from seq 0 (say, a line lost in a copy) is
+   * refused with SEQ_NOT_CONTIGUOUS (FAILED_PRECONDITION), metadata `seq`,
+   * `expectedSeq`, `missingSeq` and `line`. Live appends to a gapped session
+   * continue at its last seq + 1.
+   */
+  allowSeqGaps: boolean;
 }
 
 export interface ImportOptions_LabelsEntry {
@@ -440,7 +449,17 @@ export interface ImportOptions_LabelsEntry {
 /** Response for ImportSession. */
 export interface ImportSessionResponse {
   /** The imported session. */
-  session: Session | undefined;
+  session:
+    | Session
+    | undefined;
+  /**
+   * Bytes after the file's last newline that were left out. As the reference
+   * loads a `session.jsonl`, a record is committed only once its newline is
+   * written: a final line without one (the partial record a crashed writer
+   * leaves, or even a complete record) is an uncommitted tail and is not
+   * imported. 0 when the file ends with a newline.
+   */
+  uncommittedTailBytes: number;
 }
 
 /** Request for ExportSession. */
@@ -3201,7 +3220,7 @@ export const ImportSessionRequest: MessageFns<ImportSessionRequest> = {
 };
 
 function createBaseImportOptions(): ImportOptions {
-  return { sessionId: "", labels: {}, strict: false };
+  return { sessionId: "", labels: {}, strict: false, allowSeqGaps: false };
 }
 
 export const ImportOptions: MessageFns<ImportOptions> = {
@@ -3214,6 +3233,9 @@ export const ImportOptions: MessageFns<ImportOptions> = {
     });
     if (message.strict !== false) {
       writer.uint32(24).bool(message.strict);
+    }
+    if (message.allowSeqGaps !== false) {
+      writer.uint32(32).bool(message.allowSeqGaps);
     }
     return writer;
   },
@@ -3258,6 +3280,14 @@ export const ImportOptions: MessageFns<ImportOptions> = {
             message.strict = reader.bool();
             continue;
           }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.allowSeqGaps = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3292,6 +3322,11 @@ export const ImportOptions: MessageFns<ImportOptions> = {
         )
         : {},
       strict: isSet(object.strict) ? globalThis.Boolean(object.strict) : false,
+      allowSeqGaps: isSet(object.allowSeqGaps)
+        ? globalThis.Boolean(object.allowSeqGaps)
+        : isSet(object.allow_seq_gaps)
+        ? globalThis.Boolean(object.allow_seq_gaps)
+        : false,
     };
   },
 
@@ -3312,6 +3347,9 @@ export const ImportOptions: MessageFns<ImportOptions> = {
     if (message.strict !== false) {
       obj.strict = message.strict;
     }
+    if (message.allowSeqGaps !== false) {
+      obj.allowSeqGaps = message.allowSeqGaps;
+    }
     return obj;
   },
 
@@ -3331,6 +3369,7 @@ export const ImportOptions: MessageFns<ImportOptions> = {
       {},
     );
     message.strict = object.strict ?? false;
+    message.allowSeqGaps = object.allowSeqGaps ?? false;
     return message;
   },
 };
@@ -3421,13 +3460,16 @@ export const ImportOptions_LabelsEntry: MessageFns<ImportOptions_LabelsEntry> = 
 };
 
 function createBaseImportSessionResponse(): ImportSessionResponse {
-  return { session: undefined };
+  return { session: undefined, uncommittedTailBytes: 0 };
 }
 
 export const ImportSessionResponse: MessageFns<ImportSessionResponse> = {
   encode(message: ImportSessionResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
     if (message.session !== undefined) {
       Session.encode(message.session, writer.uint32(10).fork()).join();
+    }
+    if (message.uncommittedTailBytes !== 0) {
+      writer.uint32(16).uint64(message.uncommittedTailBytes);
     }
     return writer;
   },
@@ -3453,6 +3495,14 @@ export const ImportSessionResponse: MessageFns<ImportSessionResponse> = {
             message.session = Session.decode(reader, reader.uint32());
             continue;
           }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.uncommittedTailBytes = longToNumber(reader.uint64());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3466,13 +3516,23 @@ export const ImportSessionResponse: MessageFns<ImportSessionResponse> = {
   },
 
   fromJSON(object: any): ImportSessionResponse {
-    return { session: isSet(object.session) ? Session.fromJSON(object.session) : undefined };
+    return {
+      session: isSet(object.session) ? Session.fromJSON(object.session) : undefined,
+      uncommittedTailBytes: isSet(object.uncommittedTailBytes)
+        ? globalThis.Number(object.uncommittedTailBytes)
+        : isSet(object.uncommitted_tail_bytes)
+        ? globalThis.Number(object.uncommitted_tail_bytes)
+        : 0,
+    };
   },
 
   toJSON(message: ImportSessionResponse): unknown {
     const obj: any = {};
     if (message.session !== undefined) {
       obj.session = Session.toJSON(message.session);
+    }
+    if (message.uncommittedTailBytes !== 0) {
+      obj.uncommittedTailBytes = Math.round(message.uncommittedTailBytes);
     }
     return obj;
   },
@@ -3485,6 +3545,7 @@ export const ImportSessionResponse: MessageFns<ImportSessionResponse> = {
     message.session = (object.session !== undefined && object.session !== null)
       ? Session.fromPartial(object.session)
       : undefined;
+    message.uncommittedTailBytes = object.uncommittedTailBytes ?? 0;
     return message;
   },
 };
@@ -4929,7 +4990,8 @@ export const SessionServiceService = {
   },
   /**
    * Forks a session: the child starts with the parent's events up to a
-   * boundary seq, then a `session/end-seed` marker.
+   * boundary seq, then a `session/end-seed` marker (an empty parent gives a
+   * child holding just the marker, at seq 0, with seed_length 0).
    * Errors: SESSION_NOT_FOUND, SESSION_ALREADY_EXISTS (ALREADY_EXISTS),
    * INVALID_BOUNDARY (INVALID_ARGUMENT), OPEN_TURN (FAILED_PRECONDITION: the
    * boundary is inside a turn), TOO_MANY_LABELS (RESOURCE_EXHAUSTED).
@@ -4961,13 +5023,23 @@ export const SessionServiceService = {
   /**
    * Imports a session from the reference JSONL format, streamed in chunks.
    * Atomic: a rejected file leaves no session behind. The log is stored
-   * exactly as given (no automatic repair).
-   * Errors: JSONL_INVALID, JSONL_COMPRESSED_UNSUPPORTED, HEADER_INVALID
-   * (INVALID_ARGUMENT), FORMAT_VERSION_UNSUPPORTED (FAILED_PRECONDITION),
-   * SESSION_ALREADY_EXISTS, TOO_MANY_LABELS (RESOURCE_EXHAUSTED), and every
-   * AppendEvents validation reason (FIELD_TOO_LONG for an event type included)
-   * with metadata `line`. A request stream that ends inside a frame is refused
-   * (INVALID_ARGUMENT) and stores nothing.
+   * exactly as given (no automatic repair); only committed lines count: a final
+   * line without its newline is an uncommitted tail, left out and reported in
+   * `uncommitted_tail_bytes` (a file with no committed header line is
+   * JSONL_INVALID). As the reference seeds, the events
+   * must be contiguous from seq 0 (SEQ_NOT_CONTIGUOUS naming the missing seq
+   * and the line) unless `ImportOptions.allow_seq_gaps` is set.
+   * The retired `steering/message` is accepted (stored verbatim, seen as the
+   * user/message the reference's load path upgrades it to); what that load path
+   * refuses is refused too: older turn/start and turn/end shapes that are
+   * malformed are TURN_SHAPE (INVALID_ARGUMENT).
+   * Errors: JSONL_INVALID, JSONL_COMPRESSED_UNSUPPORTED, HEADER_INVALID,
+   * TURN_SHAPE (INVALID_ARGUMENT), FORMAT_VERSION_UNSUPPORTED
+   * (FAILED_PRECONDITION), SESSION_ALREADY_EXISTS, TOO_MANY_LABELS
+   * (RESOURCE_EXHAUSTED), and every AppendEvents validation reason
+   * (FIELD_TOO_LONG for an event type included) with metadata `line`. A
+   * request stream that ends inside a frame is refused (INVALID_ARGUMENT) and
+   * stores nothing.
    */
   importSession: {
     path: "/palimpsest.v1.SessionService/ImportSession" as const,
@@ -5106,7 +5178,8 @@ export interface SessionServiceServer extends UntypedServiceImplementation {
   getMessages: handleUnaryCall<GetMessagesRequest, GetMessagesResponse>;
   /**
    * Forks a session: the child starts with the parent's events up to a
-   * boundary seq, then a `session/end-seed` marker.
+   * boundary seq, then a `session/end-seed` marker (an empty parent gives a
+   * child holding just the marker, at seq 0, with seed_length 0).
    * Errors: SESSION_NOT_FOUND, SESSION_ALREADY_EXISTS (ALREADY_EXISTS),
    * INVALID_BOUNDARY (INVALID_ARGUMENT), OPEN_TURN (FAILED_PRECONDITION: the
    * boundary is inside a turn), TOO_MANY_LABELS (RESOURCE_EXHAUSTED).
@@ -5121,13 +5194,23 @@ export interface SessionServiceServer extends UntypedServiceImplementation {
   /**
    * Imports a session from the reference JSONL format, streamed in chunks.
    * Atomic: a rejected file leaves no session behind. The log is stored
-   * exactly as given (no automatic repair).
-   * Errors: JSONL_INVALID, JSONL_COMPRESSED_UNSUPPORTED, HEADER_INVALID
-   * (INVALID_ARGUMENT), FORMAT_VERSION_UNSUPPORTED (FAILED_PRECONDITION),
-   * SESSION_ALREADY_EXISTS, TOO_MANY_LABELS (RESOURCE_EXHAUSTED), and every
-   * AppendEvents validation reason (FIELD_TOO_LONG for an event type included)
-   * with metadata `line`. A request stream that ends inside a frame is refused
-   * (INVALID_ARGUMENT) and stores nothing.
+   * exactly as given (no automatic repair); only committed lines count: a final
+   * line without its newline is an uncommitted tail, left out and reported in
+   * `uncommitted_tail_bytes` (a file with no committed header line is
+   * JSONL_INVALID). As the reference seeds, the events
+   * must be contiguous from seq 0 (SEQ_NOT_CONTIGUOUS naming the missing seq
+   * and the line) unless `ImportOptions.allow_seq_gaps` is set.
+   * The retired `steering/message` is accepted (stored verbatim, seen as the
+   * user/message the reference's load path upgrades it to); what that load path
+   * refuses is refused too: older turn/start and turn/end shapes that are
+   * malformed are TURN_SHAPE (INVALID_ARGUMENT).
+   * Errors: JSONL_INVALID, JSONL_COMPRESSED_UNSUPPORTED, HEADER_INVALID,
+   * TURN_SHAPE (INVALID_ARGUMENT), FORMAT_VERSION_UNSUPPORTED
+   * (FAILED_PRECONDITION), SESSION_ALREADY_EXISTS, TOO_MANY_LABELS
+   * (RESOURCE_EXHAUSTED), and every AppendEvents validation reason
+   * (FIELD_TOO_LONG for an event type included) with metadata `line`. A
+   * request stream that ends inside a frame is refused (INVALID_ARGUMENT) and
+   * stores nothing.
    */
   importSession: handleClientStreamingCall<ImportSessionRequest, ImportSessionResponse>;
   /**
@@ -5340,7 +5423,8 @@ export interface SessionServiceClient extends Client {
   ): ClientUnaryCall;
   /**
    * Forks a session: the child starts with the parent's events up to a
-   * boundary seq, then a `session/end-seed` marker.
+   * boundary seq, then a `session/end-seed` marker (an empty parent gives a
+   * child holding just the marker, at seq 0, with seed_length 0).
    * Errors: SESSION_NOT_FOUND, SESSION_ALREADY_EXISTS (ALREADY_EXISTS),
    * INVALID_BOUNDARY (INVALID_ARGUMENT), OPEN_TURN (FAILED_PRECONDITION: the
    * boundary is inside a turn), TOO_MANY_LABELS (RESOURCE_EXHAUSTED).
@@ -5383,13 +5467,23 @@ export interface SessionServiceClient extends Client {
   /**
    * Imports a session from the reference JSONL format, streamed in chunks.
    * Atomic: a rejected file leaves no session behind. The log is stored
-   * exactly as given (no automatic repair).
-   * Errors: JSONL_INVALID, JSONL_COMPRESSED_UNSUPPORTED, HEADER_INVALID
-   * (INVALID_ARGUMENT), FORMAT_VERSION_UNSUPPORTED (FAILED_PRECONDITION),
-   * SESSION_ALREADY_EXISTS, TOO_MANY_LABELS (RESOURCE_EXHAUSTED), and every
-   * AppendEvents validation reason (FIELD_TOO_LONG for an event type included)
-   * with metadata `line`. A request stream that ends inside a frame is refused
-   * (INVALID_ARGUMENT) and stores nothing.
+   * exactly as given (no automatic repair); only committed lines count: a final
+   * line without its newline is an uncommitted tail, left out and reported in
+   * `uncommitted_tail_bytes` (a file with no committed header line is
+   * JSONL_INVALID). As the reference seeds, the events
+   * must be contiguous from seq 0 (SEQ_NOT_CONTIGUOUS naming the missing seq
+   * and the line) unless `ImportOptions.allow_seq_gaps` is set.
+   * The retired `steering/message` is accepted (stored verbatim, seen as the
+   * user/message the reference's load path upgrades it to); what that load path
+   * refuses is refused too: older turn/start and turn/end shapes that are
+   * malformed are TURN_SHAPE (INVALID_ARGUMENT).
+   * Errors: JSONL_INVALID, JSONL_COMPRESSED_UNSUPPORTED, HEADER_INVALID,
+   * TURN_SHAPE (INVALID_ARGUMENT), FORMAT_VERSION_UNSUPPORTED
+   * (FAILED_PRECONDITION), SESSION_ALREADY_EXISTS, TOO_MANY_LABELS
+   * (RESOURCE_EXHAUSTED), and every AppendEvents validation reason
+   * (FIELD_TOO_LONG for an event type included) with metadata `line`. A
+   * request stream that ends inside a frame is refused (INVALID_ARGUMENT) and
+   * stores nothing.
    */
   importSession(
     callback: (error: ServiceError | null, response: ImportSessionResponse) => void,
