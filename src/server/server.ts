@@ -19,6 +19,7 @@ import { makeInterceptor, metadataResolver, StreamLimiter, TokenRegistry } from 
 import { serverCredentials } from './tls.js';
 import { withSafeDeserializers } from './safe-decode.js';
 import { preEncodedStreams, subscriptionStreams, type SubscriptionStreams } from './subscribe-handlers.js';
+import { RevocableCalls } from './revocable-calls.js';
 
 /** A running server. */
 export interface RunningServer {
@@ -82,6 +83,7 @@ export async function startServer(partial: Partial<ServerConfig> = {}, ext: Serv
   if (registry) logger.info({ tokens: registry.size, file: config.authTokens }, 'authentication on');
   else logger.warn({}, 'authentication is OFF: every client can read and write every session (pass --auth-tokens FILE to turn it on)');
   const limiter = new StreamLimiter(config.maxConcurrentStreams);
+  const revocable = new RevocableCalls();
   // prom-client is loaded only when metrics are served (it is a large part of start-up).
   const prom: PromMetrics | undefined = config.metricsListen ? await loadMetrics() : undefined;
   const metrics: Metrics = prom ?? NO_METRICS;
@@ -101,7 +103,7 @@ export async function startServer(partial: Partial<ServerConfig> = {}, ext: Serv
   // delta), which the preEncodedStreams definition passes through.
   const streams = ext.streams?.(app, config, metrics, logger) ?? subscriptionStreams(app, config, metrics, logger, resolver);
   // GetMessages may answer with a pre-encoded Buffer too (cached per model-history message).
-  server.addService(withSafeDeserializers(preEncodedResponses(preEncodedStreams(SessionServiceService))), makeHandlers(app, resolver, logger, metrics, streams.handlers, { maxMessageBytes: config.maxMessageBytes }));
+  server.addService(withSafeDeserializers(preEncodedResponses(preEncodedStreams(SessionServiceService))), makeHandlers(app, resolver, logger, metrics, streams.handlers, { maxMessageBytes: config.maxMessageBytes, revocable }));
   server.addService(withSafeDeserializers(HealthService), health.handlers());
   const reflection = loadDescriptorIndex();
   if (reflection) {
@@ -155,7 +157,8 @@ export async function startServer(partial: Partial<ServerConfig> = {}, ext: Serv
     if (!registry) return;
     registry.reload();
     // Open streams were authorized by the old file: end those whose token is gone or lost a permission.
-    const ended = streams.recheck?.((credential) => registry.byHash(credential)) ?? 0;
+    const lookup = (credential: string) => registry.byHash(credential);
+    const ended = (streams.recheck?.(lookup) ?? 0) + revocable.recheck(lookup);
     logger.info({ tokens: registry.size, streamsEnded: ended }, 'token file reloaded');
   };
   return { security, reloadTokens, port: boundPort, address: `${host.includes(':') ? `[${host}]` : host}:${boundPort}`, metricsPort, app, metrics, logger, shutdown };

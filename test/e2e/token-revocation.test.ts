@@ -8,8 +8,9 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Metadata, status } from '@grpc/grpc-js';
-import { SubscribeEventsRequest, SubscribeSurfaceRequest, type SubscribeEventsResponse, type SubscribeSurfaceResponse } from '../../gen/palimpsest/v1/service.js';
+import { Metadata, status, type ServiceError } from '@grpc/grpc-js';
+import { decodeError } from '../../src/client/error-details.js';
+import { ExportSessionRequest, SubscribeEventsRequest, SubscribeSurfaceRequest, type SubscribeEventsResponse, type SubscribeSurfaceResponse } from '../../gen/palimpsest/v1/service.js';
 import { hashToken } from '../../src/server/auth.js';
 import { streamsOf } from '../../src/server/subscribe-handlers.js';
 import { call, startTestServer, type TestServer } from '../support/test-server.js';
@@ -106,5 +107,46 @@ describe('token file reload', () => {
     await tail.until((x) => eventSeqs(x).includes(2), 10_000, 'seq 2');
     expect(tail.ended).toBe(false);
     tail.cancel();
+  });
+});
+
+describe('token file reload and ExportSession', () => {
+  it('ends a running export of a revoked token with UNAUTHENTICATED before it completes', async () => {
+    const reader: Token = { name: 'exporter', token: 'tok-exporter-0006', tenant: 'alice', permissions: ['read'] };
+    writeTokens([kept, admin, reader]);
+    t.server.reloadTokens();
+    await call(t.client.createSession.bind(t.client), { sessionId: 'big', labels: {}, strict: false }, bearer(admin.token));
+    for (let b = 0; b < 3; b++) {
+      const events = Array.from({ length: 30 }, (_, i) => input('x/y', { i, pad: 'p'.repeat(100_000) }));
+      await call(t.client.appendEvents.bind(t.client), { sessionId: 'big', idempotencyKey: '', events }, bearer(admin.token));
+    }
+    const stream = t.client.exportSession(ExportSessionRequest.fromPartial({ sessionId: 'big' }), bearer(reader.token));
+    let bytes = 0;
+    let error: ServiceError | undefined;
+    let ended = false;
+    stream.on('data', (m: { chunk: Uint8Array }) => {
+      // Stop reading after the first chunk: the export stays open, waiting on flow control.
+      if (bytes === 0) stream.pause();
+      bytes += m.chunk.length;
+    });
+    stream.on('error', (e: ServiceError) => { error = e; ended = true; });
+    stream.on('end', () => { ended = true; });
+    await eventually(() => bytes > 0 || ended, 10_000, 'the first chunk');
+    expect(error).toBeUndefined();
+    writeTokens([kept, admin]);
+    t.server.reloadTokens();
+    stream.resume();
+    await eventually(() => ended, 10_000, 'the export to end');
+    expect(error && decodeError(error)).toMatchObject({ code: status.UNAUTHENTICATED, reason: 'UNAUTHENTICATED' });
+    expect(bytes).toBeLessThan(90 * 100_000);
+    // The same export with a valid token runs to its end.
+    const full = await new Promise<number>((resolve, reject) => {
+      let n = 0;
+      const s = t.client.exportSession(ExportSessionRequest.fromPartial({ sessionId: 'big' }), bearer(admin.token));
+      s.on('data', (m: { chunk: Uint8Array }) => { n += m.chunk.length; });
+      s.on('error', reject);
+      s.on('end', () => resolve(n));
+    });
+    expect(full).toBeGreaterThan(90 * 100_000);
   });
 });

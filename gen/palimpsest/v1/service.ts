@@ -5053,7 +5053,9 @@ export const SessionServiceService = {
   },
   /**
    * Exports a session as reference JSONL, streamed in chunks (packed chunk
-   * rows as the reference writes them). Errors: SESSION_NOT_FOUND.
+   * rows as the reference writes them). Errors: SESSION_NOT_FOUND,
+   * UNAUTHENTICATED / PERMISSION_DENIED when the server reloads its token file
+   * and the stream's token was removed / lost the read permission.
    */
   exportSession: {
     path: "/palimpsest.v1.SessionService/ExportSession" as const,
@@ -5215,7 +5217,9 @@ export interface SessionServiceServer extends UntypedServiceImplementation {
   importSession: handleClientStreamingCall<ImportSessionRequest, ImportSessionResponse>;
   /**
    * Exports a session as reference JSONL, streamed in chunks (packed chunk
-   * rows as the reference writes them). Errors: SESSION_NOT_FOUND.
+   * rows as the reference writes them). Errors: SESSION_NOT_FOUND,
+   * UNAUTHENTICATED / PERMISSION_DENIED when the server reloads its token file
+   * and the stream's token was removed / lost the read permission.
    */
   exportSession: handleServerStreamingCall<ExportSessionRequest, ExportSessionResponse>;
   /**
@@ -5503,7 +5507,9 @@ export interface SessionServiceClient extends Client {
   ): ClientWritableStream<ImportSessionRequest>;
   /**
    * Exports a session as reference JSONL, streamed in chunks (packed chunk
-   * rows as the reference writes them). Errors: SESSION_NOT_FOUND.
+   * rows as the reference writes them). Errors: SESSION_NOT_FOUND,
+   * UNAUTHENTICATED / PERMISSION_DENIED when the server reloads its token file
+   * and the stream's token was removed / lost the read permission.
    */
   exportSession(
     request: ExportSessionRequest,
