@@ -6,6 +6,7 @@
  */
 import { SessionService } from './app/session-service.js';
 import { StoreChangeFeed } from './app/store-change-feed.js';
+import { monitorStorage } from './app/storage-monitor.js';
 import type { SessionStore } from './app/store-port.js';
 import type { ServerConfig } from './server/config.js';
 import type { Logger } from './server/logger.js';
@@ -23,7 +24,8 @@ export function openStore(config: ServerConfig): SessionStore {
 
 /** The app over the configured store, with the store-driven change feed. */
 export function composeApp(config: ServerConfig, logger: Logger): SessionService {
-  const store = openStore(config);
+  // Storage failures are logged once per episode (not per request) by the monitor.
+  const store = monitorStorage(openStore(config), logger);
   // Subscribers hear this process's commits at once and other processes' through the store.
   return new SessionService(store, config.limits, Date.now, logger, undefined, new StoreChangeFeed(store.openHeadWatch()));
 }
