@@ -297,8 +297,7 @@ export class CompactionService {
     const stored = await this.app.store.getIdempotent(skey, key);
     if (!stored) return undefined;
     const events = await this.app.store.getEvents(skey, stored.seqs);
-    const surfaceLength = stored.surfaceLength ?? (await this.app.getSession(ctx, id)).surfaceLength;
-    return { events, surfaceLength };
+    return { events, surfaceLength: stored.surfaceLength };
   }
 
   async #replayedCompaction(ctx: CallContext, id: string, key: string): Promise<CompactResult | undefined> {

@@ -6,15 +6,13 @@
  * has its batches with a replace checked. The index is hydrated on the first such batch from the
  * data of the surface events only (one `getEvents` of the surface, never a log scan), then kept
  * per planned batch in the write pipeline, exactly like the engine (so pipelined batches see each
- * other); a dropped handle drops it.
+ * other). It lives on the hot session's handle (SessionHandle.pairing): a dropped handle drops it.
  */
 import type { CandidateEvent, SessionEvent } from '../domain/event.js';
 import type { BatchPlan } from '../domain/session-engine.js';
 import { PairingIndex, type PairingInfo } from '../domain/tool-pairing.js';
 import type { SessionHandle } from './session-handle.js';
 import type { SessionStore } from './store-port.js';
-
-const indexes = new WeakMap<SessionHandle, PairingIndex>();
 
 /** True iff some candidate carries a replace surfaceOp (only those batches can break pairing). */
 export function batchHasReplace(candidates: readonly CandidateEvent[]): boolean {
@@ -31,7 +29,7 @@ export function guardApplies(handle: SessionHandle, candidates: readonly Candida
  * Waits for the session's in-flight writes (reads committed state only).
  */
 export async function ensurePairingIndex(store: SessionStore, handle: SessionHandle): Promise<void> {
-  const have = indexes.get(handle);
+  const have = handle.pairing;
   const snap = await handle.read(() => (have?.nextSeq === handle.engine.nextSeq ? undefined : { seqs: handle.engine.surface(), nextSeq: handle.engine.nextSeq }));
   if (snap === undefined) return;
   const events: SessionEvent[] = snap.seqs.length === 0 ? [] : await store.getEvents(handle.id, snap.seqs);
@@ -39,7 +37,7 @@ export async function ensurePairingIndex(store: SessionStore, handle: SessionHan
     if (!handle.valid || handle.engine.nextSeq !== snap.nextSeq) return;
     const index = new PairingIndex(handle.sessionId);
     index.hydrate(events, snap.nextSeq);
-    indexes.set(handle, index);
+    handle.pairing = index;
   });
 }
 
@@ -49,13 +47,13 @@ export async function ensurePairingIndex(store: SessionStore, handle: SessionHan
  */
 export function pairingLookup(handle: SessionHandle, candidates: readonly CandidateEvent[], force: boolean | undefined): ((seq: number) => PairingInfo) | 'stale' | undefined {
   if (!guardApplies(handle, candidates, force)) return undefined;
-  const index = indexes.get(handle);
+  const index = handle.pairing;
   if (index === undefined || index.nextSeq !== handle.engine.nextSeq) return 'stale';
   return index.lookup;
 }
 
 /** Keeps the index (if any) in step with a plan the engine just took. */
 export function pairingPlanned(handle: SessionHandle, plan: BatchPlan): void {
-  const index = indexes.get(handle);
-  if (index !== undefined && !index.apply(plan)) indexes.delete(handle);
+  const index = handle.pairing;
+  if (index !== undefined && !index.apply(plan)) handle.pairing = undefined;
 }

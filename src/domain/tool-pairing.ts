@@ -21,7 +21,7 @@ import { DomainError } from './errors.js';
 import type { Json, SessionEvent } from './event.js';
 import { isJsonObject } from './json.js';
 import { messageOf, type MessageJson } from './message-view.js';
-import type { SurfaceDelta } from './session-engine.js';
+import type { SurfaceDelta } from './surface-fold.js';
 
 /** Reason of a batch that would split a tool call from its result. */
 export const TOOL_PAIRING_BROKEN = 'TOOL_PAIRING_BROKEN';

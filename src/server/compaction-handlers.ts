@@ -1,6 +1,7 @@
 /**
  * gRPC handlers of PlanCompaction, Compact and PruneToolResults (issue #14): decode, call the
- * compaction use cases (src/app/compaction.ts), encode.
+ * compaction use cases (src/app/compaction.ts), encode. Registered by makeHandlers (handlers.ts),
+ * which hands in its unary wrapper (caller resolution, error mapping) and request checks.
  */
 import type { sendUnaryData, ServerUnaryCall, UntypedHandleCall } from '@grpc/grpc-js';
 import { CompactionService } from '../app/compaction.js';
@@ -11,13 +12,13 @@ import { messageJsonText } from '../domain/derive.js';
 import type {
   CompactRequest, CompactResponse, PlanCompactionRequest, PlanCompactionResponse, PruneToolResultsRequest, PruneToolResultsResponse,
 } from '../../gen/palimpsest/v1/service.js';
-import type { ContextResolver, ErrorLog, Permission } from './handlers.js';
-import { toServiceError } from './status-map.js';
+import type { Permission } from './permissions.js';
 import { usageToJson } from './typed-data.js';
 
-function requireId(id: string): string {
-  if (!id) throw new DomainError('INVALID_ARGUMENT', 'session_id is required', { field: 'session_id' });
-  return id;
+/** What the handlers need from makeHandlers: its unary wrapper and its session id check. */
+export interface UnaryKit {
+  unary<Req, Res>(permission: Permission, fn: (ctx: CallContext, req: Req) => Promise<Res>): (call: ServerUnaryCall<Req, Res>, cb: sendUnaryData<Res>) => void;
+  requireId(id: string): string;
 }
 
 function blocksOf(text: string, field: string): Json[] {
@@ -40,21 +41,8 @@ function summaryOf(s: CompactRequest['summary']): Json[] {
 }
 
 /** The three handlers, merged into the SessionService handler object. */
-export function compactionHandlers(app: SessionService, resolve: ContextResolver, log: ErrorLog): Record<string, UntypedHandleCall> {
+export function compactionHandlers(app: SessionService, { unary, requireId }: UnaryKit): Record<string, UntypedHandleCall> {
   const svc = new CompactionService(app);
-  const fail = (err: unknown) => toServiceError(err, (e) => log.error({ err: e }, 'unexpected error'));
-  function unary<Req, Res>(permission: Permission, fn: (ctx: CallContext, req: Req) => Promise<Res>) {
-    return (call: ServerUnaryCall<Req, Res>, cb: sendUnaryData<Res>): void => {
-      let ctx: CallContext;
-      try {
-        ctx = resolve(call, permission);
-      } catch (e) {
-        cb(fail(e));
-        return;
-      }
-      fn(ctx, call.request).then((res) => cb(null, res), (e: unknown) => cb(fail(e)));
-    };
-  }
   return {
     planCompaction: unary<PlanCompactionRequest, PlanCompactionResponse>('read', async (ctx, r) => {
       const b = r.budget;

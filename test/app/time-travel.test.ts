@@ -71,7 +71,8 @@ describe('time travel over the reference fixtures', () => {
   it.each(files)('%s: as_of_seq at every seq equals the replay of the prefix', async (file) => {
     const app = new SessionService(new MemorySessionStore(), undefined, () => 1);
     const bytes = readFileSync(new URL(file, DIR));
-    const v = await app.importJsonl(ctx, (async function* () { yield bytes; })(), { id: 'f' });
+    // cordis-tool-round is a UI snapshot with seq gaps (imported with allowSeqGaps, as the reference seeds it).
+    const v = await app.importJsonl(ctx, (async function* () { yield bytes; })(), { id: 'f', allowSeqGaps: file === 'cordis-tool-round.jsonl' });
     expect(await checkEverySeq(app, 'f')).toBe(v.eventCount);
   });
 });
@@ -118,7 +119,7 @@ describe('time travel over random sessions with replaces', () => {
     for (let seed = 1; seed <= 12; seed++) {
       const log = randomLog(seed * 7919, 80);
       replaces += log.filter((e) => typeof e.surfaceOp === 'object').length;
-      await store.createSession({ header: { version: 0, id: `r${seed}`, createdAt: 1 }, labels: {}, tenant: '', strict: false, pairingGuard: false }, log);
+      await store.createSession({ header: { version: 0, id: `r${seed}`, createdAt: 1 }, labels: {}, tenant: '', strict: false, pairingGuard: false, writer: 'w0' }, log);
       expect(await checkEverySeq(app, `r${seed}`)).toBe(log.length);
     }
     expect(replaces).toBeGreaterThan(100);
@@ -138,11 +139,11 @@ describe('time travel over random sessions with replaces', () => {
     const app = new SessionService(store, undefined, () => 1);
     for (let seed = 1; seed <= 4; seed++) {
       const log = randomLog(seed * 104729, 80);
-      await store.createSession({ header: { version: 0, id: `s${seed}`, createdAt: 1 }, labels: {}, tenant: '', strict: false, pairingGuard: false }, log);
+      await store.createSession({ header: { version: 0, id: `s${seed}`, createdAt: 1 }, labels: {}, tenant: '', strict: false, pairingGuard: false, writer: 'w0' }, log);
       expect(await checkEverySeq(app, `s${seed}`)).toBe(log.length);
     }
     const bytes = readFileSync(new URL('cordis-tool-round.jsonl', DIR)); // imported with seq gaps
-    await app.importJsonl(ctx, (async function* () { yield bytes; })(), { id: 'gaps' });
+    await app.importJsonl(ctx, (async function* () { yield bytes; })(), { id: 'gaps', allowSeqGaps: true });
     await checkEverySeq(app, 'gaps');
     await store.close();
   });
