@@ -23,7 +23,7 @@ import json
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, TypeVar, Union
+from typing import Any, Callable, Dict, Generator, Iterator, List, Mapping, Optional, Sequence, Tuple, TypeVar, Union
 
 import grpc
 
@@ -257,7 +257,7 @@ class Client:
 
     def subscribe_surface(self, session_id: str, after: Optional[int] = None, *, snapshot: bool = False,
                           include_messages: bool = False, heartbeat_ms: int = 0, reconnect: bool = True,
-                          max_backoff: float = 5.0) -> Iterator[SurfaceDelta]:
+                          max_backoff: float = 5.0) -> Generator[SurfaceDelta, None, None]:
         """Surface deltas from cursor ``after`` (None = from the start; ``snapshot`` = start with
         the current surface), live until the caller stops iterating.
 
