@@ -68,6 +68,8 @@ gen_go() {
     || die "github.com/golang/protobuf is 1.3 (APIv1): apt-get install golang-github-golang-protobuf-1-5-dev"
   # Files land at their go_package path (palimpsest/gen/go/palimpsest/v1) under a GOPATH's src/.
   generate go/buf.gen "$build_root/go/gopath/src" proto/palimpsest/v1
+  # The client package is importable as palimpsest/clients/go/palimpsest through a link to clients/.
+  ln -sfn "$root/clients" "$build_root/go/gopath/src/palimpsest/clients"
   export GO111MODULE=off GOFLAGS= GOPATH="$build_root/go/gopath:/usr/share/gocode"
   export GOCACHE=${GOCACHE:-$cache/go-build}
   (cd "$root" && go build -o "$build_root/go/bin/observer" ./clients/go/observer)
@@ -82,6 +84,17 @@ case "$cmd" in
       *) die "usage: clients/run.sh gen python|go" ;;
     esac ;;
   stubs) stubs_python "${1:-$root/clients/python/src}" ;;
+  test)
+    lang=${1:-}; addr=${2:-}; [ -n "$addr" ] || die "usage: clients/run.sh test python|go ADDR"
+    shift 2
+    case "$lang" in
+      python) PALIMPSEST_ADDR=$addr PYTHONPATH="$root/clients/python/src${PYTHONPATH:+:$PYTHONPATH}" \
+                exec "$python" -m pytest -q -p no:cacheprovider "$root/clients/python/tests" "$@" ;;
+      go) gen_go
+          cd "$build_root/go/gopath/src/palimpsest/clients/go/palimpsest"
+          go vet . && PALIMPSEST_ADDR=$addr exec go test -count=1 "$@" . ;;
+      *) die "usage: clients/run.sh test python|go ADDR" ;;
+    esac ;;
   python)
     [ $# -ge 1 ] || die "usage: clients/run.sh python ADDR [ARGS...]"
     gen_python
