@@ -14,6 +14,7 @@ import { HealthState } from './health.js';
 import { loadDescriptorIndex, reflectionHandlers, ReflectionV1AlphaService, ReflectionV1Service } from './reflection.js';
 import { createLogger, type Logger } from './logger.js';
 import { NO_METRICS, loadMetrics, type Metrics, type PromMetrics } from './metrics.js';
+import { makeTelemetryInterceptor } from './rpc-telemetry.js';
 import { makeInterceptor, metadataResolver, StreamLimiter, TokenRegistry } from './auth.js';
 import { serverCredentials } from './tls.js';
 import { withSafeDeserializers } from './safe-decode.js';
@@ -87,7 +88,8 @@ export async function startServer(partial: Partial<ServerConfig> = {}, ext: Serv
     'grpc.max_send_message_length': config.maxMessageBytes,
     // HTTP/2's own cap sits above ours so that clients get RESOURCE_EXHAUSTED with the limit.
     'grpc.max_concurrent_streams': config.maxConcurrentStreams + 16,
-    interceptors: [makeInterceptor(registry, limiter)],
+    // Telemetry first: it wraps the auth interceptor, so its rejections are counted and logged too.
+    interceptors: [makeTelemetryInterceptor({ metrics, logger }), makeInterceptor(registry, limiter)],
   });
   const resolver: ContextResolver = ext.resolver ?? metadataResolver(registry !== undefined);
   // Subscriptions are on by default; their handlers write pre-encoded Buffers (encoded once per
