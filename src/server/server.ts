@@ -59,6 +59,13 @@ function splitHostPort(addr: string): { host: string; port: number } {
   return { host: addr.slice(0, i).replace(/^\[|\]$/g, ''), port };
 }
 
+/** A bind failure in one line: "address in use" says so, with what to do. */
+export function bindError(err: Error, address: string, flag: string): Error {
+  if (/EADDRINUSE/.test(err.message)) return new Error(`${address} is already in use (another palimpsest serve?); stop it or pick another address with ${flag}`);
+  if (/EACCES/.test(err.message)) return new Error(`not allowed to listen on ${address} (a port below 1024 needs privileges); pick another address with ${flag}`);
+  return err;
+}
+
 /** Opens the configured store. */
 export function openStore(config: ServerConfig): SessionStore {
   if (config.db === ':memory:') return new MemorySessionStore();
@@ -108,13 +115,16 @@ export async function startServer(partial: Partial<ServerConfig> = {}, ext: Serv
   const bindHost = host.includes(':') ? `[${host}]` : host;
   const creds = transport.credentials;
   const boundPort = await new Promise<number>((resolve, reject) => {
-    server.bindAsync(`${bindHost}:${port}`, creds, (err, p) => (err ? reject(err) : resolve(p)));
+    server.bindAsync(`${bindHost}:${port}`, creds, (err, p) => (err ? reject(bindError(err, `${bindHost}:${port}`, '--listen')) : resolve(p)));
   });
   let metricsPort: number | undefined;
   let metricsServer: import('node:http').Server | undefined;
   if (config.metricsListen) {
     const m = splitHostPort(config.metricsListen);
-    const r = await prom!.serve(m.host, m.port);
+    const r = await prom!.serve(m.host, m.port).catch((e: Error) => {
+      server.forceShutdown();
+      throw bindError(e, config.metricsListen, '--metrics-listen');
+    });
     metricsPort = r.port;
     metricsServer = r.server;
   }
