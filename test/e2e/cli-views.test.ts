@@ -159,6 +159,31 @@ describe('messages', () => {
   });
 });
 
+describe('events', () => {
+  it('chunk rows show the streamed text; --full prints the whole data, wrapped', async () => {
+    await a.createSession({ sessionId: 'ev' });
+    const longText = 'word '.repeat(80).trim();
+    await a.appendEvents({ sessionId: 'ev', events: [
+      input('assistant/chunk', { turn: 1, step: 1, chunk: { type: 'text-delta', index: 0, text: 'Let me look' } }),
+      input('session/title', { title: longText }),
+    ] });
+    const env = { NO_COLOR: '1' }; // not a terminal: 120 columns
+    const rows = await runCli(['events', 'ev', '--addr', ts.server.address], { env });
+    expect(rows.code, rows.stderr).toBe(0);
+    const lines = rows.stdout.split('\n');
+    expect(lines[1]).toMatch(/assistant\/chunk\s+text-delta\[0\] "Let me look"$/);
+    expect(lines[2]).toContain('{"title":"word word');
+    expect(rows.stdout).not.toContain('"title": "');
+    const full = await runCli(['events', 'ev', '--full', '--addr', ts.server.address], { env });
+    expect(full.stdout).toContain('    {\n      "title": "word word');
+    const body = full.stdout.split('\n').filter((l) => l.startsWith('      '));
+    expect(body.length).toBeGreaterThan(2); // the long title wrapped
+    expect(body.every((l) => l.length <= 120)).toBe(true);
+    expect((await runCli(['events', 'ev', '--full', '--json', '--addr', ts.server.address])).stdout).toBe(
+      (await runCli(['events', 'ev', '--json', '--addr', ts.server.address])).stdout);
+  });
+});
+
 describe('sessions --sort', () => {
   it('created (default, newest first) or activity (most recent event first)', async () => {
     const srv = await startTestServer();

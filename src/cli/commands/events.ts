@@ -6,7 +6,8 @@ import { createInterface } from 'node:readline';
 import type { Readable } from 'node:stream';
 import { parseInteger } from '../args.js';
 import { paginate, type Command } from '../command.js';
-import { eventHeader, eventLine, eventObject, eventRow } from '../format.js';
+import { eventHeader, eventLine, eventObject } from '../format.js';
+import { eventView } from '../event-view.js';
 import { FOLD_LINES, historyMark, renderMessage, type Mark } from '../message-view.js';
 import { envelopeLineToEventInput } from '../../client/event-input.js';
 import type { EventInput } from '../../../gen/palimpsest/v1/event.js';
@@ -69,8 +70,10 @@ const events: Command = {
     after: { type: 'string', value: 'SEQ', help: 'only events after this seq' },
     limit: { type: 'string', value: 'N', help: 'at most N events' },
     type: { type: 'string', multiple: true, value: 'T', help: 'only events of this type (repeatable)' },
+    full: { type: 'boolean', help: "each event's whole data below its row (pretty-printed, wrapped)" },
   },
-  examples: ['palimpsest events demo --after 10 --type user/message --json'],
+  details: 'Chunk rows show the streamed text. With --json: one reference JSONL line per event (--full changes nothing).',
+  examples: ['palimpsest events demo --after 10 --type user/message --json', 'palimpsest events demo --type assistant/chunk', 'palimpsest events demo --full'],
   async run({ args, rpc, out }) {
     const after = args.int('after');
     const limit = args.int('limit', 1);
@@ -86,7 +89,8 @@ const events: Command = {
         return { items: r.events, nextPageToken: r.nextPageToken };
       },
       async (page) => {
-        const lines = page.map((e) => (out.json ? eventLine(e) : eventRow(e, out.style, width)));
+        const full = args.flag('full');
+        const lines = page.map((e) => (out.json ? eventLine(e) : eventView(e, out.style, width, full)));
         if (lines.length > 0) await out.write(lines.join('\n') + '\n');
       },
     );
