@@ -15,8 +15,9 @@ import { TENANT_KEY } from './auth.js';
 import type { Logger } from './logger.js';
 import type { Metrics, RpcType } from './metrics.js';
 
-/** A started RPC span (tracing.ts); `end` is called once. */
+/** A started RPC span (tracing.ts): `run` makes it the active context; `end` is called once. */
 export interface RpcSpan {
+  run<T>(fn: () => T): T;
   end(code: number, message: string): void;
 }
 
@@ -83,10 +84,13 @@ export function makeTelemetryInterceptor(opts: TelemetryOptions): ServerIntercep
     return new ServerInterceptingCall(call, {
       start: (next) => {
         next({
+          // Each step runs in the span's context, so the handler (called from one of them) and
+          // the store calls it makes see the span as their parent.
           onReceiveMetadata: (m, nextMd) => {
             md = m;
             if (tracer) span = tracer({ service, method: name, type, metadata: m });
-            nextMd(m);
+            if (span) span.run(() => nextMd(m));
+            else nextMd(m);
           },
           onReceiveMessage: (msg, nextMsg) => {
             if (session === undefined && msg !== null && typeof msg === 'object') {
@@ -94,7 +98,12 @@ export function makeTelemetryInterceptor(opts: TelemetryOptions): ServerIntercep
               const id = typeof o.sessionId === 'string' ? o.sessionId : o.part?.$case === 'options' ? o.part.value?.sessionId : undefined;
               session = typeof id === 'string' && id !== '' ? id : '';
             }
-            nextMsg(msg);
+            if (span) span.run(() => nextMsg(msg));
+            else nextMsg(msg);
+          },
+          onReceiveHalfClose: (nextHalfClose) => {
+            if (span) span.run(nextHalfClose);
+            else nextHalfClose();
           },
           onCancel: () => finish(Code.CANCELLED, 'cancelled by the client'),
         });

@@ -15,6 +15,7 @@ import { loadDescriptorIndex, reflectionHandlers, ReflectionV1AlphaService, Refl
 import { createLogger, type Logger } from './logger.js';
 import { NO_METRICS, loadMetrics, type Metrics, type PromMetrics } from './metrics.js';
 import { makeTelemetryInterceptor } from './rpc-telemetry.js';
+import { loadTracing } from './tracing.js';
 import { makeInterceptor, metadataResolver, StreamLimiter, TokenRegistry } from './auth.js';
 import { serverCredentials } from './tls.js';
 import { withSafeDeserializers } from './safe-decode.js';
@@ -49,6 +50,8 @@ export interface ServerExtensions {
   services?: (server: Server) => void;
   /** Server credentials (TLS). */
   credentials?: ServerCredentials;
+  /** An OpenTelemetry tracer provider to trace with, whatever OTEL_* says (tests: in-memory). */
+  tracerProvider?: import('@opentelemetry/api').TracerProvider;
 }
 
 function splitHostPort(addr: string): { host: string; port: number } {
@@ -87,7 +90,9 @@ export async function startServer(partial: Partial<ServerConfig> = {}, ext: Serv
   // prom-client is loaded only when metrics are served (it is a large part of start-up).
   const prom: PromMetrics | undefined = config.metricsListen ? await loadMetrics() : undefined;
   const metrics: Metrics = prom ?? NO_METRICS;
-  const store = openStore(config);
+  // OpenTelemetry: off unless OTEL_* asks for it (or a test passes a provider); loaded only then.
+  const tracing = await loadTracing(process.env, ext.tracerProvider);
+  const store = tracing ? tracing.traceStore(openStore(config)) : openStore(config);
   const app = new SessionService(store, config.limits, Date.now, logger);
   const health = new HealthState();
   const server = new Server({
@@ -96,7 +101,7 @@ export async function startServer(partial: Partial<ServerConfig> = {}, ext: Serv
     // HTTP/2's own cap sits above ours so that clients get RESOURCE_EXHAUSTED with the limit.
     'grpc.max_concurrent_streams': config.maxConcurrentStreams + 16,
     // Telemetry first: it wraps the auth interceptor, so its rejections are counted and logged too.
-    interceptors: [makeTelemetryInterceptor({ metrics, logger }), makeInterceptor(registry, limiter)],
+    interceptors: [makeTelemetryInterceptor({ metrics, logger, tracer: tracing?.rpc }), makeInterceptor(registry, limiter)],
   });
   const resolver: ContextResolver = ext.resolver ?? metadataResolver(registry !== undefined);
   // Subscriptions are on by default; their handlers write pre-encoded Buffers (encoded once per
@@ -151,6 +156,7 @@ export async function startServer(partial: Partial<ServerConfig> = {}, ext: Serv
       });
       await app.close();
       if (metricsServer) await new Promise<void>((r) => metricsServer.close(() => r()));
+      await tracing?.shutdown().catch((e: unknown) => logger.warn({ err: (e as Error).message }, 'trace export failed at shutdown'));
       logger.info({}, 'stopped');
     })();
     return shutdownPromise;
