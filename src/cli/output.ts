@@ -141,7 +141,9 @@ export class Output {
 
   /** Writes text, waiting for `drain` when the stream's buffer is full. */
   async write(text: string | Uint8Array, to: Writable = this.stdout): Promise<void> {
-    if (!to.write(text)) await once(to, 'drain');
+    // A pager the user quit is a destroyed stream: the rest is dropped, never waited on.
+    if (to.destroyed) return;
+    if (!to.write(text)) await Promise.race([once(to, 'drain'), once(to, 'close')]);
   }
 
   /** Writes one JSON document (pretty on a terminal, compact otherwise) or one compact JSON line. */

@@ -182,6 +182,18 @@ describe('events', () => {
     expect((await runCli(['events', 'ev', '--full', '--json', '--addr', ts.server.address])).stdout).toBe(
       (await runCli(['events', 'ev', '--json', '--addr', ts.server.address])).stdout);
   });
+
+  it('--full on a terminal goes through $PAGER (not when piped)', async () => {
+    const cli = `${process.execPath} ${join(ROOT, 'bin/palimpsest.mjs')}`;
+    const env = { ...process.env, NO_COLOR: '1', PAGER: 'sed s/^/PAGED:/' };
+    const tty = await run('script', ['-qec', `${cli} events ev --full --addr ${ts.server.address}`, '/dev/null'], { env, timeoutMs: 30_000 });
+    expect(tty.code, tty.stdout).toBe(0);
+    const lines = tty.stdout.split(/\r?\n/).filter((l) => l !== '');
+    expect(lines.length).toBeGreaterThan(3);
+    expect(lines.every((l) => l.startsWith('PAGED:'))).toBe(true);
+    const piped = await runCli(['events', 'ev', '--full', '--addr', ts.server.address], { env: { PAGER: 'sed s/^/PAGED:/' } });
+    expect(piped.stdout).not.toContain('PAGED:');
+  });
 });
 
 describe('sessions --sort', () => {

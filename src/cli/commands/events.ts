@@ -8,6 +8,7 @@ import { parseInteger } from '../args.js';
 import { paginate, type Command } from '../command.js';
 import { eventHeader, eventLine, eventObject } from '../format.js';
 import { eventView } from '../event-view.js';
+import { openPager } from '../pager.js';
 import { FOLD_LINES, historyMark, renderMessage, type Mark } from '../message-view.js';
 import { envelopeLineToEventInput } from '../../client/event-input.js';
 import type { EventInput } from '../../../gen/palimpsest/v1/event.js';
@@ -74,11 +75,21 @@ const events: Command = {
   },
   details: 'Chunk rows show the streamed text. With --json: one reference JSONL line per event (--full changes nothing).',
   examples: ['palimpsest events demo --after 10 --type user/message --json', 'palimpsest events demo --type assistant/chunk', 'palimpsest events demo --full'],
-  async run({ args, rpc, out }) {
+  async run({ args, rpc, out, env }) {
     const after = args.int('after');
     const limit = args.int('limit', 1);
     const width = out.width;
-    if (!out.json) await out.write(eventHeader(out.style) + '\n');
+    const full = args.flag('full');
+    // --full on a terminal goes through a pager ($PAGER, else less -FRX).
+    const pager = full && !out.json ? openPager(out.stdout, env) : undefined;
+    const to = pager?.stream;
+    try {
+      await listEvents();
+    } finally {
+      await pager?.close();
+    }
+    async function listEvents(): Promise<void> {
+    if (!out.json) await out.write(eventHeader(out.style) + '\n', to);
     await paginate(
       limit,
       async (pageSize, pageToken) => {
@@ -89,11 +100,11 @@ const events: Command = {
         return { items: r.events, nextPageToken: r.nextPageToken };
       },
       async (page) => {
-        const full = args.flag('full');
         const lines = page.map((e) => (out.json ? eventLine(e) : eventView(e, out.style, width, full)));
-        if (lines.length > 0) await out.write(lines.join('\n') + '\n');
+        if (lines.length > 0) await out.write(lines.join('\n') + '\n', to);
       },
     );
+    }
   },
 };
 
