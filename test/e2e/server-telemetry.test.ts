@@ -3,14 +3,18 @@
  * metrics under their stock names, imports/forks/repairs counted; one structured log line per
  * RPC (debug on success, info on failure; never event data); the log level validated.
  */
-import { credentials } from '@grpc/grpc-js';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { credentials, Metadata } from '@grpc/grpc-js';
+import { hashToken } from '../../src/server/auth.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SessionServiceClient } from '../../gen/palimpsest/v1/service.js';
 import { api, failure, fixture, until, type Api } from '../support/e2e.js';
 import { input, userMessage } from '../support/events.js';
 import { ensureBuilt, spawnServer } from '../support/server-process.js';
 import { runCli } from '../support/cli.js';
-import { startTestServer, type TestServer } from '../support/test-server.js';
+import { call, startTestServer, type TestServer } from '../support/test-server.js';
 
 const SVC = 'palimpsest.v1.SessionService';
 
@@ -105,6 +109,34 @@ describe('per-RPC log lines', () => {
       client.close();
       srv.proc.kill('SIGTERM');
       await srv.exited;
+    }
+  });
+
+  it('with auth: the tenant of the token, and rejected calls (UNAUTHENTICATED) are logged too', async () => {
+    ensureBuilt();
+    const dir = mkdtempSync(join(tmpdir(), 'palimpsest-log-'));
+    const tokens = join(dir, 'tokens.json');
+    writeFileSync(tokens, JSON.stringify({ tokens: [{ name: 'agent', sha256: hashToken('tok-1'), tenant: 'acme', permissions: ['read', 'append'] }] }));
+    const srv = await spawnServer(['--db', ':memory:', '--log-level', 'debug', '--auth-tokens', tokens]);
+    const client = new SessionServiceClient(srv.address, credentials.createInsecure());
+    try {
+      const md = new Metadata();
+      md.set('authorization', 'Bearer tok-1');
+      await call(client.createSession.bind(client), { sessionId: 'log-t', labels: {}, strict: false }, md);
+      await failure(api(client).getSurface({ sessionId: 'log-t' })); // no token
+      const l = await until(() => {
+        const x = lines(srv.stderr()).filter((y) => y.rpc !== undefined);
+        return x.length >= 2 ? x : undefined;
+      }, 'two rpc lines');
+      expect(l[0]).toMatchObject({ rpc: 'CreateSession', code: 'OK', tenant: 'acme', session: 'log-t' });
+      expect(l[1]).toMatchObject({ rpc: 'GetSurface', code: 'UNAUTHENTICATED', level: 30 });
+      expect(l[1]!.tenant).toBeUndefined();
+      expect(srv.stderr()).not.toContain('tok-1');
+    } finally {
+      client.close();
+      srv.proc.kill('SIGTERM');
+      await srv.exited;
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 
