@@ -10,20 +10,22 @@
  */
 import { createHash, randomUUID } from 'node:crypto';
 import type { CandidateEvent, Json, SessionEvent, SessionHeader } from '../domain/event.js';
-import { SESSION_FORMAT_VERSION, SURFACE_TYPES } from '../domain/event.js';
+import { SESSION_FORMAT_VERSION, MESSAGE_EVENT_TYPES } from '../domain/event.js';
 import { DomainError } from '../domain/errors.js';
-import { SessionEngine, dataDependencies, type BatchPlan } from '../domain/session-engine.js';
+import { SessionEngine, dataDependencies, replacementChainSeqs, type BatchPlan } from '../domain/session-engine.js';
 import { MessageProjection } from '../domain/derive.js';
 import { messageOf } from '../domain/message-view.js';
 import { interruptedTurnClosers } from '../domain/repair.js';
 import { planFork } from '../domain/fork.js';
-import { JsonlDecoder, JsonlLineSplitter, assertUncompressed } from '../domain/jsonl-reader.js';
+import { JsonlDecoder, assertUncompressed } from '../domain/jsonl-reader.js';
+import { JsonlCommittedLines } from '../domain/jsonl-committed-lines.js';
 import { JsonlEncoder } from '../domain/jsonl-writer.js';
 import type { IdempotentResult, NewSession, ReadEventsQuery, SessionRecord, SessionStore, StoredEventText } from './store-port.js';
 import { ChangeFeed } from './change-feed.js';
 import { SessionHandle } from './session-handle.js';
 import { storageKey, toStored, fromStored } from './tenant-scope.js';
 import { MAX_JSON_DEPTH, jsonTextDepth } from './json-depth.js';
+import { checkAppendOptions, checkEventTypes, checkLabels, checkSessionId } from './input-limits.js';
 
 /** Limits enforced by the app (the server adds transport limits). */
 export interface AppLimits {
@@ -104,7 +106,6 @@ export interface AppLogger {
 
 const RETRY = Symbol('retry');
 const MAX_ATTEMPTS = 8;
-const SESSION_ID_RE = /^[A-Za-z0-9._:-]{1,128}$/;
 const STORE_READ_BATCH = 2000;
 
 function notFound(id: string): DomainError {
@@ -165,6 +166,7 @@ export class SessionService {
   }): Promise<SessionView> {
     const id = req.id || this.newId();
     this.#checkId(id);
+    checkLabels(req.labels);
     const header = this.#header({ id, createdAt: this.clock(), cwd: req.cwd, origin: req.origin, delegationDepth: req.delegationDepth, agentPreset: req.agentPreset });
     await this.#checkSessionQuota(ctx);
     const ok = await this.store.createSession({ header: toStored(ctx.tenant, header), labels: req.labels ?? {}, tenant: ctx.tenant, strict: req.strict ?? false }, []);
@@ -218,6 +220,8 @@ export class SessionService {
       });
     }
     this.#checkEventSizes(candidates, opts.dataBytes);
+    checkEventTypes(candidates);
+    checkAppendOptions(opts);
     const key = opts.idempotencyKey || undefined;
     const hash = key ? requestHash(candidates) : '';
     for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
@@ -367,7 +371,9 @@ export class SessionService {
       const h = await this.#handle(ctx, id);
       if (!h.projection) {
         const seqs = await h.read(() => h.engine.surface());
-        const events = await this.store.getEvents(this.storageKey(ctx, id), seqs);
+        // Plus the events that pruned tool results replaced (legacy prunes take their message id).
+        const chain = await h.read(() => replacementChainSeqs(h.engine, seqs));
+        const events = await this.store.getEvents(this.storageKey(ctx, id), chain.length === 0 ? seqs : [...new Set([...seqs, ...chain])].sort((a, b) => a - b));
         await h.read(() => {
           if (!h.valid || h.projection) return;
           // The surface may have moved while we read: hydrate only if it did not.
@@ -399,7 +405,7 @@ export class SessionService {
     const rec = await this.#record(ctx, id);
     const messages: DerivedMessage[] = [];
     let from = afterSeq + 1;
-    const types = [...SURFACE_TYPES];
+    const types = [...MESSAGE_EVENT_TYPES];
     for (;;) {
       const page = await this.store.readEvents(this.storageKey(ctx, id), { fromSeq: from, direction: 'forward', limit: STORE_READ_BATCH, types });
       for (const e of page) {
@@ -426,6 +432,7 @@ export class SessionService {
   async fork(ctx: CallContext, id: string, req: { atSeq?: number; childId?: string; labels?: Record<string, string> }): Promise<SessionView> {
     const childId = req.childId || this.newId();
     this.#checkId(childId);
+    checkLabels(req.labels);
     if (await this.store.getSession(this.storageKey(ctx, childId))) {
       throw new DomainError('SESSION_ALREADY_EXISTS', `session ${JSON.stringify(childId)} already exists`, { sessionId: childId });
     }
@@ -438,7 +445,8 @@ export class SessionService {
     }
     const plan = planFork({ header: rec.header, events: prefix }, { childId, createdAt: this.clock(), boundary: req.atSeq });
     const engine = SessionEngine.create({ strict: rec.strict });
-    const batch = engine.plan(plan.events as unknown as CandidateEvent[], { mode: 'import', now: this.clock, sessionId: childId, lookup: () => undefined });
+    // The source was accepted already; an imported source may have seq gaps.
+    const batch = engine.plan(plan.events as unknown as CandidateEvent[], { mode: 'import', now: this.clock, sessionId: childId, lookup: () => undefined, allowSeqGaps: true });
     await this.#checkSessionQuota(ctx);
     const ok = await this.store.createSession({ header: toStored(ctx.tenant, plan.header), labels: req.labels ?? {}, tenant: ctx.tenant, strict: rec.strict }, batch.events);
     if (!ok) throw new DomainError('SESSION_ALREADY_EXISTS', `session ${JSON.stringify(childId)} already exists`, { sessionId: childId });
@@ -472,15 +480,18 @@ export class SessionService {
   // ---- import / export -------------------------------------------------------------------
 
   /**
-   * Imports a reference JSONL file streamed as text chunks. The session stays pending (invisible)
-   * until the whole file validated and stored; any failure deletes it.
+   * Imports a reference JSONL file streamed as byte chunks. The session stays pending (invisible)
+   * until the whole file validated and stored; any failure deletes it. As the reference loads a
+   * file, only committed (newline-terminated) lines count: an uncommitted tail is left out and its
+   * size returned (`uncommittedTailBytes`).
    */
-  async importJsonl(ctx: CallContext, chunks: AsyncIterable<Uint8Array>, opts: { id?: string; labels?: Record<string, string>; strict?: boolean }): Promise<SessionView> {
+  async importJsonl(ctx: CallContext, chunks: AsyncIterable<Uint8Array>, opts: { id?: string; labels?: Record<string, string>; strict?: boolean; allowSeqGaps?: boolean }): Promise<SessionView & { uncommittedTailBytes: number }> {
+    checkLabels(opts.labels);
     const decoder = new JsonlDecoder();
     // A line holds one event (or one packed chunk row): bound it by the event size limit plus
     // room for the envelope, so a file without newlines cannot make the server buffer it all.
-    const splitter = new JsonlLineSplitter(this.limits.maxEventBytes + 64 * 1024);
-    const utf8 = new TextDecoder('utf-8', { fatal: true });
+    const splitter = new JsonlCommittedLines(this.limits.maxEventBytes + 64 * 1024);
+    let tailBytes = 0;
     let engine: SessionEngine | undefined;
     let id = '';
     let created = false;
@@ -492,11 +503,15 @@ export class SessionService {
       if (!engine || pending.length === 0) return;
       let plan: BatchPlan;
       try {
-        plan = engine.plan(pending, { mode: 'import', now: this.clock, sessionId: id, lookup: () => undefined });
+        // The failing line is attached below (the index inside this flush means nothing to the client).
+        checkEventTypes(pending, () => 'type');
+        plan = engine.plan(pending, { mode: 'import', now: this.clock, sessionId: id, lookup: () => undefined, allowSeqGaps: opts.allowSeqGaps, referenceLoad: true });
       } catch (e) {
         if (e instanceof DomainError && e.index !== undefined) {
+          // The position inside this internal flush batch means nothing to the client: the line does.
           const line = lineOf[e.index] ?? firstLine;
-          throw new DomainError(e.reason, `line ${line}: ${e.message}`, { ...e.metadata, line: String(line) });
+          const { index: _index, ...metadata } = e.metadata;
+          throw new DomainError(e.reason, `line ${line}: ${e.message.replace(/^event \d+ of the batch: /, '')}`, { ...metadata, line: String(line) });
         }
         throw e;
       }
@@ -534,13 +549,7 @@ export class SessionService {
     };
     try {
       const feed = async (chunk: Uint8Array): Promise<void> => {
-        let text: string;
-        try {
-          text = utf8.decode(chunk, { stream: true });
-        } catch {
-          throw new DomainError('JSONL_INVALID', 'the file is not valid UTF-8', {});
-        }
-        await lines(splitter.push(text));
+        await lines(splitter.push(chunk));
       };
       // The zstd magic is checked on the first 4 bytes however the client chunked them.
       let head: Uint8Array = new Uint8Array(0);
@@ -556,22 +565,15 @@ export class SessionService {
         await feed(head);
       }
       if (first && head.length > 0) await feed(head);
-      let rest: string;
-      try {
-        rest = utf8.decode(); // flush: a truncated UTF-8 sequence at the very end is an error too
-      } catch {
-        throw new DomainError('JSONL_INVALID', 'the file is not valid UTF-8 (it ends inside a character)', {});
-      }
-      if (rest) await lines(splitter.push(rest));
-      await lines(splitter.end());
-      decoder.finish();
+      tailBytes = splitter.end();
+      decoder.finish(tailBytes);
       await flush();
       await this.store.publishSession(this.storageKey(ctx, id));
     } catch (e) {
       if (created) await this.store.deleteSession(this.storageKey(ctx, id)).catch(() => undefined);
       throw e;
     }
-    return this.getSession(ctx, id);
+    return { ...(await this.getSession(ctx, id)), uncommittedTailBytes: tailBytes };
   }
 
   /** Exports a session as reference JSONL lines (packed chunk rows unless `unpacked`). */
@@ -706,9 +708,7 @@ export class SessionService {
   }
 
   #checkId(id: string): void {
-    if (!SESSION_ID_RE.test(id)) {
-      throw new DomainError('INVALID_SESSION_ID', `session id ${JSON.stringify(id.slice(0, 140))} must be 1-128 characters of [A-Za-z0-9._:-]`, { field: 'session_id' });
-    }
+    checkSessionId(id);
   }
 
   #header(h: { id: string; createdAt: number; cwd?: string; origin?: string; delegationDepth?: number; agentPreset?: string }): SessionHeader {

@@ -22,6 +22,8 @@ import { messageFromJson } from './typed-data.js';
 import { messageJsonText } from '../domain/derive.js';
 import { toServiceError } from './status-map.js';
 import { NO_METRICS, type Metrics } from './metrics.js';
+import type { RevocableCalls } from './revocable-calls.js';
+import { credentialOf } from './auth.js';
 
 /** Resolves the caller (tenant) of a call; throws DomainError UNAUTHENTICATED/PERMISSION_DENIED. */
 export type ContextResolver = (call: { metadata: import('@grpc/grpc-js').Metadata; getPath?: () => string }, permission: Permission) => CallContext;
@@ -150,7 +152,7 @@ function requireId(id: string, field = 'session_id'): string {
 }
 
 /** Builds the handler object for SessionServiceService. */
-export function makeHandlers(app: SessionService, resolve: ContextResolver, log: ErrorLog, metrics?: Metrics, streams?: Record<string, UntypedHandleCall>, opts: { maxMessageBytes?: number } = {}): Record<string, UntypedHandleCall> {
+export function makeHandlers(app: SessionService, resolve: ContextResolver, log: ErrorLog, metrics?: Metrics, streams?: Record<string, UntypedHandleCall>, opts: { maxMessageBytes?: number; revocable?: RevocableCalls } = {}): Record<string, UntypedHandleCall> {
   // Room for the response envelope and the estimate's slack.
   const pageBudget = Math.max(Math.floor((opts.maxMessageBytes ?? Number.MAX_SAFE_INTEGER) * 0.9) - 4096, 1);
   const fail = (err: unknown) => toServiceError(err, (e) => log.error({ err: e }, 'unexpected error'));
@@ -344,8 +346,8 @@ export function makeHandlers(app: SessionService, resolve: ContextResolver, log:
             yield n.value.part.value;
           }
         }
-        const view = await app.importJsonl(ctx, bytes(), { id: o.sessionId, labels: o.labels, strict: o.strict });
-        return { session: toSession(view) };
+        const view = await app.importJsonl(ctx, bytes(), { id: o.sessionId, labels: o.labels, strict: o.strict, allowSeqGaps: o.allowSeqGaps });
+        return { session: toSession(view), uncommittedTailBytes: view.uncommittedTailBytes };
       })().then((res) => cb(null, res), (e: unknown) => cb(fail(e)));
     },
     exportSession: (call: ServerWritableStream<ExportSessionRequest, ExportSessionResponse>): void => {
@@ -356,6 +358,16 @@ export function makeHandlers(app: SessionService, resolve: ContextResolver, log:
         call.emit('error', fail(e));
         return;
       }
+      // A token file reload that revokes this call's token ends the export (revocable-calls.ts).
+      let revoked: DomainError | undefined;
+      let wake: (() => void) | undefined;
+      const untrack = opts.revocable?.add({
+        credential: credentialOf(call.metadata), tenant: ctx.tenant, permission: 'read',
+        revoke: (err) => {
+          revoked = err;
+          wake?.();
+        },
+      });
       void (async () => {
         const id = requireId(call.request.sessionId);
         let buf: string[] = [];
@@ -370,28 +382,35 @@ export function makeHandlers(app: SessionService, resolve: ContextResolver, log:
             // generator and its buffers on a cancelled export).
             await new Promise<void>((r) => {
               const done = (): void => {
+                wake = undefined;
                 call.off('drain', done);
                 call.off('cancelled', done);
                 call.off('close', done);
                 r();
               };
+              wake = done;
               call.once('drain', done);
               call.once('cancelled', done);
               call.once('close', done);
             });
           }
+          if (revoked) throw revoked;
         };
         for await (const lines of app.exportJsonl(ctx, id, { unpacked: call.request.unpacked })) {
           if (call.cancelled) return;
+          if (revoked) throw revoked;
+          // Cut per line, not per store batch: a batch of large events made one message of many
+          // megabytes (over a client's default 4 MiB receive limit, or the server's send limit).
           for (const l of lines) {
             buf.push(l);
             size += l.length;
+            if (size >= 256 * 1024) await send();
+            if (call.cancelled) return;
           }
-          if (size >= 256 * 1024) await send();
         }
         await send();
         call.end();
-      })().catch((e: unknown) => call.emit('error', fail(e)));
+      })().catch((e: unknown) => call.emit('error', fail(e))).finally(() => untrack?.());
     },
     subscribeSurface: (call: ServerWritableStream<unknown, unknown>): void => {
       call.emit('error', Object.assign(new Error('not implemented'), { code: Code.UNIMPLEMENTED }));

@@ -4,6 +4,7 @@
 import { Server, type ServerCredentials, type UntypedHandleCall } from '@grpc/grpc-js';
 import { SessionService } from '../app/session-service.js';
 import type { SessionStore } from '../app/store-port.js';
+import { monitorStorage } from '../app/storage-monitor.js';
 import { MemorySessionStore } from '../store/memory/memory-store.js';
 import { SqliteSessionStore } from '../store/sqlite/sqlite-store.js';
 import { SessionServiceService } from '../../gen/palimpsest/v1/service.js';
@@ -19,7 +20,8 @@ import { loadTracing } from './tracing.js';
 import { makeInterceptor, metadataResolver, StreamLimiter, TokenRegistry } from './auth.js';
 import { serverCredentials } from './tls.js';
 import { withSafeDeserializers } from './safe-decode.js';
-import { preEncodedStreams, subscriptionStreams } from './subscribe-handlers.js';
+import { preEncodedStreams, subscriptionStreams, type SubscriptionStreams } from './subscribe-handlers.js';
+import { RevocableCalls } from './revocable-calls.js';
 
 /** A running server. */
 export interface RunningServer {
@@ -43,7 +45,12 @@ export interface RunningServer {
 /** Hooks other modules plug in (subscriptions, auth, reflection). */
 export interface ServerExtensions {
   /** Extra SessionService stream handlers (subscriptions). */
-  streams?: (app: SessionService, config: ServerConfig, metrics: Metrics, logger: Logger) => { handlers: Record<string, UntypedHandleCall>; shutdown(): void };
+  streams?: (app: SessionService, config: ServerConfig, metrics: Metrics, logger: Logger) => {
+    handlers: Record<string, UntypedHandleCall>;
+    shutdown(): void;
+    /** Ends streams whose token was revoked or lost a permission (see SubscriptionStreams). */
+    recheck?: SubscriptionStreams['recheck'];
+  };
   /** Caller resolution (auth). */
   resolver?: ContextResolver;
   /** Extra services to register. */
@@ -87,12 +94,15 @@ export async function startServer(partial: Partial<ServerConfig> = {}, ext: Serv
   if (registry) logger.info({ tokens: registry.size, file: config.authTokens }, 'authentication on');
   else logger.warn({}, 'authentication is OFF: every client can read and write every session (pass --auth-tokens FILE to turn it on)');
   const limiter = new StreamLimiter(config.maxConcurrentStreams);
+  const revocable = new RevocableCalls();
   // prom-client is loaded only when metrics are served (it is a large part of start-up).
   const prom: PromMetrics | undefined = config.metricsListen ? await loadMetrics() : undefined;
   const metrics: Metrics = prom ?? NO_METRICS;
   // OpenTelemetry: off unless OTEL_* asks for it (or a test passes a provider); loaded only then.
   const tracing = await loadTracing(process.env, ext.tracerProvider);
-  const store = tracing ? tracing.traceStore(openStore(config)) : openStore(config);
+  // Storage failures are logged once per episode (not per request) by the monitor.
+  const monitored = monitorStorage(openStore(config), logger);
+  const store = tracing ? tracing.traceStore(monitored) : monitored;
   const app = new SessionService(store, config.limits, Date.now, logger);
   const health = new HealthState();
   const server = new Server({
@@ -108,7 +118,7 @@ export async function startServer(partial: Partial<ServerConfig> = {}, ext: Serv
   // delta), which the preEncodedStreams definition passes through.
   const streams = ext.streams?.(app, config, metrics, logger) ?? subscriptionStreams(app, config, metrics, logger, resolver);
   // GetMessages may answer with a pre-encoded Buffer too (cached per model-history message).
-  server.addService(withSafeDeserializers(preEncodedResponses(preEncodedStreams(SessionServiceService))), makeHandlers(app, resolver, logger, metrics, streams.handlers, { maxMessageBytes: config.maxMessageBytes }));
+  server.addService(withSafeDeserializers(preEncodedResponses(preEncodedStreams(SessionServiceService))), makeHandlers(app, resolver, logger, metrics, streams.handlers, { maxMessageBytes: config.maxMessageBytes, revocable }));
   server.addService(withSafeDeserializers(HealthService), health.handlers());
   const reflection = loadDescriptorIndex();
   if (reflection) {
@@ -165,7 +175,10 @@ export async function startServer(partial: Partial<ServerConfig> = {}, ext: Serv
   const reloadTokens = (): void => {
     if (!registry) return;
     registry.reload();
-    logger.info({ tokens: registry.size }, 'token file reloaded');
+    // Open streams were authorized by the old file: end those whose token is gone or lost a permission.
+    const lookup = (credential: string) => registry.byHash(credential);
+    const ended = (streams.recheck?.(lookup) ?? 0) + revocable.recheck(lookup);
+    logger.info({ tokens: registry.size, streamsEnded: ended }, 'token file reloaded');
   };
   return { security, reloadTokens, port: boundPort, address: `${host.includes(':') ? `[${host}]` : host}:${boundPort}`, metricsPort, app, metrics, logger, shutdown };
 }

@@ -8,6 +8,7 @@ import { paginate, type Command, type CommandContext } from '../command.js';
 import { formatTable } from '../output.js';
 import { SESSION_COLUMNS, sessionDetails, sessionObject, sessionRow } from '../format.js';
 import type { Session } from '../../../gen/palimpsest/v1/session.js';
+import { olderThan, parseAge } from '../older-than.js';
 
 const label: OptionSpec = { type: 'string', multiple: true, value: 'KEY=VALUE', help: 'label to attach (repeatable)' };
 
@@ -61,24 +62,35 @@ const sessions: Command = {
     label: { ...label, help: 'only sessions carrying this label (repeatable; all must match)' },
     limit: { type: 'string', value: 'N', help: 'list at most N sessions (default all)' },
     sort: { type: 'string', value: 'created|activity', help: 'newest created first (default), or most recent event first' },
+    'older-than': { type: 'string', value: 'AGE', help: 'only sessions untouched for longer than AGE (30d, 12h, 90m, 45s): last event time, or creation (read-only)' },
   },
-  examples: ['palimpsest sessions --label team=search --limit 20', 'palimpsest sessions --sort activity --limit 5'],
+  examples: ['palimpsest sessions --label team=search --limit 20', 'palimpsest sessions --sort activity --limit 5', 'palimpsest sessions --older-than 30d --json'],
   async run({ args, rpc, out }) {
     let all: Session[] = [];
     const labelSelector = args.labels();
     const sort = args.str('sort') ?? 'created';
     if (sort !== 'created' && sort !== 'activity') throw new UsageError(`--sort must be created or activity, got ${JSON.stringify(sort)}`);
     const limit = args.int('limit', 1);
+    const age = args.str('older-than');
+    const cutoff = age === undefined ? undefined : Date.now() - parseAge('--older-than', age);
     await paginate(
-      // By activity, every session is read first: the most active may be the oldest.
-      sort === 'activity' ? undefined : limit,
+      // By activity or age, every session is read first: the most active may be the oldest.
+      sort === 'activity' || cutoff !== undefined ? undefined : limit,
       async (pageSize, pageToken) => {
         const r = await rpc.unary(rpc.client.listSessions, { pageSize, pageToken, labelSelector });
         return { items: r.sessions, nextPageToken: r.nextPageToken };
       },
       async (items) => { all.push(...items); },
     );
-    if (sort === 'activity') all = (await byActivity(rpc, all)).slice(0, limit ?? all.length);
+    if (sort === 'activity') all = await byActivity(rpc, all);
+    if (cutoff !== undefined) {
+      const aged = (await olderThan(rpc, all, cutoff)).slice(0, limit);
+      all = aged.map((a) => a.session);
+      if (out.json) {
+        await out.printJson(aged.map((a) => ({ ...sessionObject(a.session), lastActivity: a.lastActivity })));
+        return;
+      }
+    } else if (sort === 'activity') all = all.slice(0, limit ?? all.length);
     if (out.json) await out.printJson(all.map(sessionObject));
     else if (all.length === 0) await out.write(out.style.dim('no sessions\n'));
     else await out.write(formatTable(SESSION_COLUMNS, all.map((s) => sessionRow(s, out.style)), out.style));

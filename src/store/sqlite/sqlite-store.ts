@@ -28,7 +28,8 @@ import type {
 import type { Json, SessionEvent, SessionHeader, SurfaceOp } from '../../domain/event.js';
 import { jsonTextOf } from '../../domain/json.js';
 import { checkPageSize, decodePageToken, encodePageToken } from '../page-token.js';
-import { StoreClosedError, StoreOpenError, StoreUsageError, checkAscendingSeqs } from '../store-errors.js';
+import { StoreClosedError, StoreOpenError, StoreUsageError, checkAscendingSeqs, classifyStoreErrors } from '../store-errors.js';
+import { sqliteStorageError } from './sqlite-errors.js';
 import { PoisonedEpochs } from '../poisoned-epochs.js';
 import { decodeSeqs, decodeSeqsHex, decodeSurfaceOp, encodeSeqs, encodeSurfaceOp } from './codec.js';
 import { APPLICATION_ID, SCHEMA_SQL, SCHEMA_VERSION } from './schema.js';
@@ -691,6 +692,12 @@ export class SqliteSessionStore implements SessionStore {
     if (this.walSync?.broken) throw this.walSync.error;
   }
 }
+
+// The port methods report a full disk and I/O failures as StorageError (sqlite-errors.ts).
+classifyStoreErrors(SqliteSessionStore.prototype, [
+  'createSession', 'getSession', 'listSessions', 'deleteSession', 'append', 'getIdempotent', 'readEvents', 'readEventTexts',
+  'getEvents', 'readStructure', 'scanEvents', 'publishSession', 'appendPending', 'close',
+], sqliteStorageError);
 
 /**
  * Background durability for WAL mode under synchronous=NORMAL: SQLite has written (write(2)) every

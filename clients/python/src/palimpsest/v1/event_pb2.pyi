@@ -97,7 +97,10 @@ class EventInput(google.protobuf.message.Message):
     SEQ_FIELD_NUMBER: builtins.int
     TIME_FIELD_NUMBER: builtins.int
     type: typing.Text
-    """Event type (open vocabulary); must be non-empty."""
+    """Event type (open vocabulary); any string up to 256 UTF-8 bytes, the empty
+    one included (the reference requires only a string; the bound is
+    Palimpsest's: FIELD_TOO_LONG).
+    """
 
     @property
     def data(self) -> global___EventData:

@@ -137,7 +137,7 @@ class CreateSessionRequest(google.protobuf.message.Message):
 
     @property
     def labels(self) -> google.protobuf.internal.containers.ScalarMap[typing.Text, typing.Text]:
-        """Labels to attach."""
+        """Labels to attach (at most 64; keys up to 128, values up to 1024 UTF-8 bytes)."""
         pass
     cwd: typing.Text
     """Header `cwd` (absolute path)."""
@@ -319,12 +319,14 @@ class AppendEventsRequest(google.protobuf.message.Message):
         pass
     expected_last_seq: builtins.int
     """When set, the seq of the session's last event the client expects
-    (-1 = the session is empty); a different head is HEAD_MISMATCH.
+    (-1 = the session is empty); a different head is HEAD_MISMATCH, a value
+    below -1 is INVALID_ARGUMENT.
     """
 
     idempotency_key: typing.Text
     """When set, a retried request with the same key returns the original result
-    instead of appending again (stored durably with the events).
+    instead of appending again (stored durably with the events); at most 256
+    UTF-8 bytes.
     """
 
     def __init__(self,
@@ -600,7 +602,7 @@ class ForkSessionRequest(google.protobuf.message.Message):
 
     @property
     def labels(self) -> google.protobuf.internal.containers.ScalarMap[typing.Text, typing.Text]:
-        """Labels for the child."""
+        """Labels for the child (limits as in CreateSessionRequest.labels)."""
         pass
     def __init__(self,
         *,
@@ -702,39 +704,60 @@ class ImportOptions(google.protobuf.message.Message):
     SESSION_ID_FIELD_NUMBER: builtins.int
     LABELS_FIELD_NUMBER: builtins.int
     STRICT_FIELD_NUMBER: builtins.int
+    ALLOW_SEQ_GAPS_FIELD_NUMBER: builtins.int
     session_id: typing.Text
     """Id for the imported session; empty = the header's id."""
 
     @property
     def labels(self) -> google.protobuf.internal.containers.ScalarMap[typing.Text, typing.Text]:
-        """Labels to attach."""
+        """Labels to attach (at most 64; keys up to 128, values up to 1024 UTF-8 bytes)."""
         pass
     strict: builtins.bool
     """Turn on strict invariants for the imported session."""
+
+    allow_seq_gaps: builtins.bool
+    """Accept seq gaps: seqs then need only increase (for UI snapshots that elide
+    events, such as the reference fixture `cordis-tool-round`). Off by default:
+    a log that is not contiguous from seq 0 (say, a line lost in a copy) is
+    refused with SEQ_NOT_CONTIGUOUS (FAILED_PRECONDITION), metadata `seq`,
+    `expectedSeq`, `missingSeq` and `line`. Live appends to a gapped session
+    continue at its last seq + 1.
+    """
 
     def __init__(self,
         *,
         session_id: typing.Text = ...,
         labels: typing.Optional[typing.Mapping[typing.Text, typing.Text]] = ...,
         strict: builtins.bool = ...,
+        allow_seq_gaps: builtins.bool = ...,
         ) -> None: ...
-    def ClearField(self, field_name: typing_extensions.Literal["labels",b"labels","session_id",b"session_id","strict",b"strict"]) -> None: ...
+    def ClearField(self, field_name: typing_extensions.Literal["allow_seq_gaps",b"allow_seq_gaps","labels",b"labels","session_id",b"session_id","strict",b"strict"]) -> None: ...
 global___ImportOptions = ImportOptions
 
 class ImportSessionResponse(google.protobuf.message.Message):
     """Response for ImportSession."""
     DESCRIPTOR: google.protobuf.descriptor.Descriptor
     SESSION_FIELD_NUMBER: builtins.int
+    UNCOMMITTED_TAIL_BYTES_FIELD_NUMBER: builtins.int
     @property
     def session(self) -> palimpsest.v1.session_pb2.Session:
         """The imported session."""
         pass
+    uncommitted_tail_bytes: builtins.int
+    """Bytes after the file's last newline that were left out. As the reference
+    loads a `session.jsonl`, a record is committed only once its newline is
+    written: a final line without one (the partial record a crashed writer
+    leaves, or even a complete record) is an uncommitted tail and is not
+    imported. 0 when the file ends with a newline.
+    """
+
     def __init__(self,
         *,
         session: typing.Optional[palimpsest.v1.session_pb2.Session] = ...,
+        uncommitted_tail_bytes: builtins.int = ...,
         ) -> None: ...
     def HasField(self, field_name: typing_extensions.Literal["session",b"session"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing_extensions.Literal["session",b"session"]) -> None: ...
+    def ClearField(self, field_name: typing_extensions.Literal["session",b"session","uncommitted_tail_bytes",b"uncommitted_tail_bytes"]) -> None: ...
 global___ImportSessionResponse = ImportSessionResponse
 
 class ExportSessionRequest(google.protobuf.message.Message):

@@ -16,9 +16,17 @@ class SessionServiceStub(object):
     Validation reasons are the rule IDs of the reference semantics
     (docs: dsh-semantics 0.2). Reasons every RPC can return:
     SESSION_NOT_FOUND (NOT_FOUND), INVALID_ARGUMENT (INVALID_ARGUMENT: a malformed
-    request field, with a BadRequest naming it), UNAUTHENTICATED,
-    PERMISSION_DENIED, RESOURCE_LIMIT (RESOURCE_EXHAUSTED, with `limit` and
-    `actual`), INTERNAL (fixed message; the cause is logged server-side).
+    request field or request stream, with a BadRequest naming it),
+    INVALID_SESSION_ID (INVALID_ARGUMENT: not 1-128 chars of [A-Za-z0-9._:-]; with
+    `limit` and `actual` when too long), FIELD_TOO_LONG (INVALID_ARGUMENT: a
+    string over its limit, metadata `field`, `limitName`, `limit`, `actual`),
+    INVALID_UTF8 (INVALID_ARGUMENT: a string field that is not valid UTF-8,
+    metadata `field`), UNAUTHENTICATED, PERMISSION_DENIED, RESOURCE_LIMIT
+    (RESOURCE_EXHAUSTED, with `limit` and `actual`), STORAGE_FULL
+    (RESOURCE_EXHAUSTED: the server's disk is full; nothing was stored),
+    STORAGE_UNAVAILABLE (UNAVAILABLE: a storage I/O failure), INTERNAL (fixed
+    message; the cause is logged server-side). Errors echo at most a short prefix
+    of a value the request carried.
     """
 
     def __init__(self, channel):
@@ -110,15 +118,24 @@ class SessionServiceServicer(object):
     Validation reasons are the rule IDs of the reference semantics
     (docs: dsh-semantics 0.2). Reasons every RPC can return:
     SESSION_NOT_FOUND (NOT_FOUND), INVALID_ARGUMENT (INVALID_ARGUMENT: a malformed
-    request field, with a BadRequest naming it), UNAUTHENTICATED,
-    PERMISSION_DENIED, RESOURCE_LIMIT (RESOURCE_EXHAUSTED, with `limit` and
-    `actual`), INTERNAL (fixed message; the cause is logged server-side).
+    request field or request stream, with a BadRequest naming it),
+    INVALID_SESSION_ID (INVALID_ARGUMENT: not 1-128 chars of [A-Za-z0-9._:-]; with
+    `limit` and `actual` when too long), FIELD_TOO_LONG (INVALID_ARGUMENT: a
+    string over its limit, metadata `field`, `limitName`, `limit`, `actual`),
+    INVALID_UTF8 (INVALID_ARGUMENT: a string field that is not valid UTF-8,
+    metadata `field`), UNAUTHENTICATED, PERMISSION_DENIED, RESOURCE_LIMIT
+    (RESOURCE_EXHAUSTED, with `limit` and `actual`), STORAGE_FULL
+    (RESOURCE_EXHAUSTED: the server's disk is full; nothing was stored),
+    STORAGE_UNAVAILABLE (UNAVAILABLE: a storage I/O failure), INTERNAL (fixed
+    message; the cause is logged server-side). Errors echo at most a short prefix
+    of a value the request carried.
     """
 
     def CreateSession(self, request, context):
         """Creates an empty session.
         Errors: SESSION_ALREADY_EXISTS (ALREADY_EXISTS), INVALID_SESSION_ID,
-        HEADER_INVALID (INVALID_ARGUMENT), QUOTA_EXCEEDED (RESOURCE_EXHAUSTED).
+        HEADER_INVALID (INVALID_ARGUMENT), QUOTA_EXCEEDED, TOO_MANY_LABELS
+        (RESOURCE_EXHAUSTED: more than 64 labels, with `limit` and `actual`).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -134,7 +151,8 @@ class SessionServiceServicer(object):
 
     def ListSessions(self, request, context):
         """Lists sessions newest first, optionally filtered by labels.
-        Errors: INVALID_PAGE_TOKEN, PAGE_SIZE_TOO_LARGE (INVALID_ARGUMENT).
+        Errors: INVALID_PAGE_TOKEN, PAGE_SIZE_TOO_LARGE (INVALID_ARGUMENT),
+        TOO_MANY_LABELS (RESOURCE_EXHAUSTED: a selector with more than 64 terms).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -165,7 +183,9 @@ class SessionServiceServicer(object):
         invariants INV_*), HEAD_MISMATCH (FAILED_PRECONDITION, expected_last_seq
         differs: metadata `expected` and `actual`), IDEMPOTENCY_KEY_REUSED
         (FAILED_PRECONDITION: same key, different events), BATCH_EMPTY,
-        BATCH_TOO_LARGE, EVENT_TOO_LARGE (RESOURCE_EXHAUSTED), QUOTA_EXCEEDED.
+        BATCH_TOO_LARGE, EVENT_TOO_LARGE (RESOURCE_EXHAUSTED), QUOTA_EXCEEDED,
+        INVALID_ARGUMENT (expected_last_seq below -1), FIELD_TOO_LONG (an event
+        type over 256 bytes, metadata `index`; an idempotency key over 256 bytes).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -199,10 +219,11 @@ class SessionServiceServicer(object):
 
     def ForkSession(self, request, context):
         """Forks a session: the child starts with the parent's events up to a
-        boundary seq, then a `session/end-seed` marker.
+        boundary seq, then a `session/end-seed` marker (an empty parent gives a
+        child holding just the marker, at seq 0, with seed_length 0).
         Errors: SESSION_NOT_FOUND, SESSION_ALREADY_EXISTS (ALREADY_EXISTS),
         INVALID_BOUNDARY (INVALID_ARGUMENT), OPEN_TURN (FAILED_PRECONDITION: the
-        boundary is inside a turn).
+        boundary is inside a turn), TOO_MANY_LABELS (RESOURCE_EXHAUSTED).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -220,11 +241,23 @@ class SessionServiceServicer(object):
     def ImportSession(self, request_iterator, context):
         """Imports a session from the reference JSONL format, streamed in chunks.
         Atomic: a rejected file leaves no session behind. The log is stored
-        exactly as given (no automatic repair).
-        Errors: JSONL_INVALID, JSONL_COMPRESSED_UNSUPPORTED, HEADER_INVALID
-        (INVALID_ARGUMENT), FORMAT_VERSION_UNSUPPORTED (FAILED_PRECONDITION),
-        SESSION_ALREADY_EXISTS, and every AppendEvents validation reason with
-        metadata `line`.
+        exactly as given (no automatic repair); only committed lines count: a final
+        line without its newline is an uncommitted tail, left out and reported in
+        `uncommitted_tail_bytes` (a file with no committed header line is
+        JSONL_INVALID). As the reference seeds, the events
+        must be contiguous from seq 0 (SEQ_NOT_CONTIGUOUS naming the missing seq
+        and the line) unless `ImportOptions.allow_seq_gaps` is set.
+        The retired `steering/message` is accepted (stored verbatim, seen as the
+        user/message the reference's load path upgrades it to); what that load path
+        refuses is refused too: older turn/start and turn/end shapes that are
+        malformed are TURN_SHAPE (INVALID_ARGUMENT).
+        Errors: JSONL_INVALID, JSONL_COMPRESSED_UNSUPPORTED, HEADER_INVALID,
+        TURN_SHAPE (INVALID_ARGUMENT), FORMAT_VERSION_UNSUPPORTED
+        (FAILED_PRECONDITION), SESSION_ALREADY_EXISTS, TOO_MANY_LABELS
+        (RESOURCE_EXHAUSTED), and every AppendEvents validation reason
+        (FIELD_TOO_LONG for an event type included) with metadata `line`. A
+        request stream that ends inside a frame is refused (INVALID_ARGUMENT) and
+        stores nothing.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -232,7 +265,9 @@ class SessionServiceServicer(object):
 
     def ExportSession(self, request, context):
         """Exports a session as reference JSONL, streamed in chunks (packed chunk
-        rows as the reference writes them). Errors: SESSION_NOT_FOUND.
+        rows as the reference writes them). Errors: SESSION_NOT_FOUND,
+        UNAUTHENTICATED / PERMISSION_DENIED when the server reloads its token file
+        and the stream's token was removed / lost the read permission.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -254,7 +289,9 @@ class SessionServiceServicer(object):
         Errors: SESSION_NOT_FOUND (also when the session is deleted while
         subscribed), UNAVAILABLE at server shutdown (ErrorInfo reason
         SERVER_SHUTDOWN, metadata `cursor`: resume with after_seq = cursor),
-        CURSOR_OUT_OF_RANGE (OUT_OF_RANGE: after_seq beyond the session head).
+        CURSOR_OUT_OF_RANGE (OUT_OF_RANGE: after_seq beyond the session head),
+        UNAUTHENTICATED / PERMISSION_DENIED when the server reloads its token file
+        and the stream's token was removed / lost the read permission.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -359,9 +396,17 @@ class SessionService(object):
     Validation reasons are the rule IDs of the reference semantics
     (docs: dsh-semantics 0.2). Reasons every RPC can return:
     SESSION_NOT_FOUND (NOT_FOUND), INVALID_ARGUMENT (INVALID_ARGUMENT: a malformed
-    request field, with a BadRequest naming it), UNAUTHENTICATED,
-    PERMISSION_DENIED, RESOURCE_LIMIT (RESOURCE_EXHAUSTED, with `limit` and
-    `actual`), INTERNAL (fixed message; the cause is logged server-side).
+    request field or request stream, with a BadRequest naming it),
+    INVALID_SESSION_ID (INVALID_ARGUMENT: not 1-128 chars of [A-Za-z0-9._:-]; with
+    `limit` and `actual` when too long), FIELD_TOO_LONG (INVALID_ARGUMENT: a
+    string over its limit, metadata `field`, `limitName`, `limit`, `actual`),
+    INVALID_UTF8 (INVALID_ARGUMENT: a string field that is not valid UTF-8,
+    metadata `field`), UNAUTHENTICATED, PERMISSION_DENIED, RESOURCE_LIMIT
+    (RESOURCE_EXHAUSTED, with `limit` and `actual`), STORAGE_FULL
+    (RESOURCE_EXHAUSTED: the server's disk is full; nothing was stored),
+    STORAGE_UNAVAILABLE (UNAVAILABLE: a storage I/O failure), INTERNAL (fixed
+    message; the cause is logged server-side). Errors echo at most a short prefix
+    of a value the request carried.
     """
 
     @staticmethod
