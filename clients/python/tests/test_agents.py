@@ -75,6 +75,21 @@ def test_get_items_with_a_limit_returns_the_latest_in_order(client: Client, sess
     asyncio.run(main())
 
 
+def test_session_settings_limit_is_the_default_limit(client: Client, session_id: str) -> None:
+    class Settings:
+        limit = 2
+
+    session = PalimpsestSession(session_id, client, session_settings=Settings())
+
+    async def main() -> None:
+        await session.add_items([{"role": "user", "content": str(i)} for i in range(4)])
+        assert [i["content"] for i in await session.get_items()] == ["2", "3"]
+        assert [i["content"] for i in await session.get_items(limit=3)] == ["1", "2", "3"]
+
+    asyncio.run(main())
+    assert PalimpsestSession("x", client).session_settings is None
+
+
 def test_pop_item_removes_the_most_recent_item(client: Client, session_id: str) -> None:
     session = PalimpsestSession(session_id, client)
 

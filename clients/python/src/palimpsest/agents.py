@@ -39,8 +39,10 @@ class PalimpsestSession:
     then)."""
 
     def __init__(self, session_id: str, client: Client, labels: Optional[Dict[str, str]] = None,
-                 max_pop_attempts: int = 5):
+                 max_pop_attempts: int = 5, session_settings: Any = None):
         self.session_id = session_id
+        # The protocol's SessionSettings (or anything with a ``limit``): the default limit of get_items.
+        self.session_settings = session_settings
         self.client = client
         self.labels = dict(labels or {"client": "openai-agents"})
         self.max_pop_attempts = max_pop_attempts
@@ -76,6 +78,8 @@ class PalimpsestSession:
         return items, head
 
     def get_items_sync(self, limit: Optional[int] = None) -> List[TResponseInputItem]:
+        if limit is None:
+            limit = getattr(self.session_settings, "limit", None)
         items, _ = self._fold()
         if limit is None:
             return items
@@ -108,7 +112,8 @@ class PalimpsestSession:
     # ------------------------------------------------------------ the SDK's async protocol
 
     async def get_items(self, limit: Optional[int] = None) -> List[TResponseInputItem]:
-        """The items in chronological order; with ``limit``, the latest ``limit`` of them."""
+        """The items in chronological order; with ``limit`` (default ``session_settings.limit``),
+        the latest ``limit`` of them."""
         return await asyncio.to_thread(self.get_items_sync, limit)
 
     async def add_items(self, items: List[TResponseInputItem]) -> None:
