@@ -10,6 +10,7 @@ import { monitorStorage } from './app/storage-monitor.js';
 import type { SessionStore } from './app/store-port.js';
 import type { ServerConfig } from './server/config.js';
 import type { Logger } from './server/logger.js';
+import { loadTracing, type Tracing } from './server/tracing.js';
 import { resolveConfig, serveApp, serverLogger, type RunningServer, type ServerExtensions } from './server/server.js';
 import { MemorySessionStore } from './store/memory/memory-store.js';
 import { SqliteSessionStore } from './store/sqlite/sqlite-store.js';
@@ -23,9 +24,11 @@ export function openStore(config: ServerConfig): SessionStore {
 }
 
 /** The app over the configured store, with the store-driven change feed. */
-export function composeApp(config: ServerConfig, logger: Logger): SessionService {
+export function composeApp(config: ServerConfig, logger: Logger, tracing?: Tracing): SessionService {
   // Storage failures are logged once per episode (not per request) by the monitor.
-  const store = monitorStorage(openStore(config), logger);
+  const monitored = monitorStorage(openStore(config), logger);
+  // With tracing on, every store call is a span inside its RPC's span.
+  const store = tracing ? tracing.traceStore(monitored) : monitored;
   // Subscribers hear this process's commits at once and other processes' through the store.
   return new SessionService(store, config.limits, Date.now, logger, undefined, new StoreChangeFeed(store.openHeadWatch()));
 }
@@ -34,9 +37,11 @@ export function composeApp(config: ServerConfig, logger: Logger): SessionService
 export async function startServer(partial: Partial<ServerConfig> = {}, ext: ServerExtensions = {}): Promise<RunningServer> {
   const config = resolveConfig(partial);
   const logger = serverLogger(config);
-  const app = composeApp(config, logger);
+  // OpenTelemetry: off unless OTEL_* asks for it (or a test passes a provider); loaded only then.
+  const tracing = ext.tracing ?? await loadTracing(process.env, ext.tracerProvider);
+  const app = composeApp(config, logger, tracing);
   try {
-    return await serveApp(app, config, logger, ext);
+    return await serveApp(app, config, logger, { ...ext, tracing });
   } catch (e) {
     await app.close().catch(() => undefined);
     throw e;
