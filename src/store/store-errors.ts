@@ -63,3 +63,16 @@ export function checkAscendingSeqs(sessionId: string, events: readonly { readonl
     previous = seq;
   }
 }
+
+/**
+ * The database cannot be reached (a network store: connection refused or lost, server shutting
+ * down, pool exhausted for too long). `message` says why, for the operator and the client. A write
+ * that fails this way may or may not have committed: the caller retries with the same idempotency
+ * key, or re-reads.
+ */
+export class StoreUnavailableError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'StoreUnavailableError';
+  }
+}
