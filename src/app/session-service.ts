@@ -19,7 +19,7 @@ import { interruptedTurnClosers } from '../domain/repair.js';
 import { planFork } from '../domain/fork.js';
 import { JsonlDecoder, JsonlLineSplitter, assertUncompressed } from '../domain/jsonl-reader.js';
 import { JsonlEncoder } from '../domain/jsonl-writer.js';
-import type { IdempotentResult, NewSession, ReadEventsQuery, SessionRecord, SessionStore, StoredEventText } from './store-port.js';
+import type { IdempotentResult, NewSession, QuotaExceeded, ReadEventsQuery, SessionRecord, SessionStore, StoredEventText } from './store-port.js';
 import { ChangeFeed } from './change-feed.js';
 import { SessionHandle } from './session-handle.js';
 import { storageKey, toStored, fromStored } from './tenant-scope.js';
@@ -106,6 +106,16 @@ const RETRY = Symbol('retry');
 const MAX_ATTEMPTS = 8;
 const SESSION_ID_RE = /^[A-Za-z0-9._:-]{1,128}$/;
 const STORE_READ_BATCH = 2000;
+/** How long an import's pending session stays owned without a new chunk (ms). */
+const IMPORT_LEASE_MS = 5 * 60_000;
+
+/** The QUOTA_EXCEEDED error of a store's quota outcome (same reason and metadata for sessions and bytes). */
+function quotaError(tenant: string, q: QuotaExceeded): DomainError {
+  const message = q.limitName === 'tenant_max_sessions'
+    ? `tenant ${JSON.stringify(tenant)} has reached its limit of ${q.limit} sessions; delete sessions or raise the quota`
+    : `tenant ${JSON.stringify(tenant)} would store ${q.actual} bytes; the limit is ${q.limit}; delete sessions or raise the quota`;
+  return new DomainError('QUOTA_EXCEEDED', message, { limitName: q.limitName, limit: String(q.limit), actual: String(q.actual), tenant });
+}
 
 function notFound(id: string): DomainError {
   return new DomainError('SESSION_NOT_FOUND', `session ${JSON.stringify(id)} does not exist`, { sessionId: id });
@@ -137,6 +147,8 @@ export class SessionService {
   readonly #inflightKeys = new Map<string, Promise<unknown>>();
   #cachedEvents = 0;
   #closed = false;
+  /** Owner of this service's pending imports (see NewSession.pending). */
+  readonly instanceId = randomUUID();
 
   constructor(
     readonly store: SessionStore,
@@ -166,9 +178,7 @@ export class SessionService {
     const id = req.id || this.newId();
     this.#checkId(id);
     const header = this.#header({ id, createdAt: this.clock(), cwd: req.cwd, origin: req.origin, delegationDepth: req.delegationDepth, agentPreset: req.agentPreset });
-    await this.#checkSessionQuota(ctx);
-    const ok = await this.store.createSession({ header: toStored(ctx.tenant, header), labels: req.labels ?? {}, tenant: ctx.tenant, strict: req.strict ?? false }, []);
-    if (!ok) throw new DomainError('SESSION_ALREADY_EXISTS', `session ${JSON.stringify(id)} already exists`, { sessionId: id });
+    await this.#create(ctx, id, { header: toStored(ctx.tenant, header), labels: req.labels ?? {}, tenant: ctx.tenant, strict: req.strict ?? false, pairingGuard: false, writer: randomUUID() }, []);
     return this.getSession(ctx, id);
   }
 
@@ -230,9 +240,8 @@ export class SessionService {
           continue;
         }
         const stored = await this.store.getIdempotent(handle.id, key);
-        if (stored) return this.#replayed(sessionId, key, stored, hash, handle);
+        if (stored) return this.#replayed(sessionId, key, stored, hash);
       }
-      await this.#checkByteQuota(ctx, candidates, opts.dataBytes);
       const deps = dataDependencies(handle.engine, candidates);
       const lookup = new Map<number, SessionEvent>();
       if (deps.length > 0) for (const e of await this.store.getEvents(handle.id, deps)) lookup.set(e.seq, e);
@@ -284,8 +293,21 @@ export class SessionService {
         // This batch's own surface length (later pipelined batches move the engine on).
         const surfaceLength = engine.surfaceLength;
         for (const e of plan.events) handle.pending.set(e.seq, e);
-        const idem = key ? { key, requestHash: hash, surfaceLength } : undefined;
-        return this.store.append(handle.id, plan.baseNextSeq, plan.events, idem, handle.epoch).then(
+        // The compare-and-set base: the token of the batch this plan sits on (committed or still
+        // in flight); a failed base never stores its token, so this batch cannot commit either.
+        const expectedWriter = handle.writer;
+        const writer = randomUUID();
+        handle.writer = writer;
+        const maxBytes = this.limits.tenantMaxBytes;
+        return this.store.append(handle.id, {
+          expectedNextSeq: plan.baseNextSeq,
+          expectedWriter,
+          writer,
+          events: plan.events,
+          surfaceLength,
+          ...(key ? { idempotency: { key, requestHash: hash } } : {}),
+          ...(maxBytes > 0 ? { quota: { maxBytes } } : {}),
+        }).then(
           (outcome) => {
             for (const e of plan.events) handle.pending.delete(e.seq);
             if (outcome.kind === 'appended') {
@@ -296,6 +318,7 @@ export class SessionService {
               // engine state is wrong; reload and re-plan.
               this.#invalidate(handle);
               if (outcome.kind === 'not-found') reject(notFound(handle.sessionId));
+              else if (outcome.kind === 'quota-exceeded') reject(quotaError(handle.record.tenant, outcome));
               else resolve(RETRY);
             }
           },
@@ -323,14 +346,13 @@ export class SessionService {
     this.feed.publish({ sessionId: handle.id, events: plan.events, deltas: plan.deltas });
   }
 
-  async #replayed(sessionId: string, key: string, stored: IdempotentResult, hash: string, handle: SessionHandle): Promise<AppendResult> {
+  #replayed(sessionId: string, key: string, stored: IdempotentResult, hash: string): AppendResult {
     if (stored.requestHash !== hash) {
       throw new DomainError('IDEMPOTENCY_KEY_REUSED',
         `idempotency key ${JSON.stringify(key)} was already used with different events; use a new key for a new request`,
         { sessionId, idempotencyKey: key });
     }
-    const surfaceLength = stored.surfaceLength ?? await handle.read(() => handle.engine.surfaceLength);
-    return { seqs: [...stored.seqs], replayed: true, surfaceLength };
+    return { seqs: [...stored.seqs], replayed: true, surfaceLength: stored.surfaceLength };
   }
 
   // ---- reads ------------------------------------------------------------------------------
@@ -439,9 +461,7 @@ export class SessionService {
     const plan = planFork({ header: rec.header, events: prefix }, { childId, createdAt: this.clock(), boundary: req.atSeq });
     const engine = SessionEngine.create({ strict: rec.strict });
     const batch = engine.plan(plan.events as unknown as CandidateEvent[], { mode: 'import', now: this.clock, sessionId: childId, lookup: () => undefined });
-    await this.#checkSessionQuota(ctx);
-    const ok = await this.store.createSession({ header: toStored(ctx.tenant, plan.header), labels: req.labels ?? {}, tenant: ctx.tenant, strict: rec.strict }, batch.events);
-    if (!ok) throw new DomainError('SESSION_ALREADY_EXISTS', `session ${JSON.stringify(childId)} already exists`, { sessionId: childId });
+    await this.#create(ctx, childId, { header: toStored(ctx.tenant, plan.header), labels: req.labels ?? {}, tenant: ctx.tenant, strict: rec.strict, pairingGuard: rec.pairingGuard, writer: randomUUID() }, batch.events);
     return this.getSession(ctx, childId);
   }
 
@@ -503,7 +523,11 @@ export class SessionService {
       engine.commit(plan);
       pending = [];
       lineOf.length = 0;
-      await this.store.appendPending(this.storageKey(ctx, id), plan.events);
+      const maxBytes = this.limits.tenantMaxBytes;
+      const outcome = await this.store.appendPending(this.storageKey(ctx, id), plan.events, {
+        owner: this.instanceId, leaseUntil: this.clock() + IMPORT_LEASE_MS, ...(maxBytes > 0 ? { quota: { maxBytes } } : {}),
+      });
+      if (outcome.kind === 'quota-exceeded') throw quotaError(ctx.tenant, outcome);
     };
     const lines = async (text: string[]): Promise<void> => {
       for (const line of text) {
@@ -518,10 +542,11 @@ export class SessionService {
           id = opts.id || header.id;
           this.#checkId(id);
           const finalHeader: SessionHeader = { ...header, id };
-          await this.#checkSessionQuota(ctx);
-          const rec: NewSession = { header: toStored(ctx.tenant, finalHeader), labels: opts.labels ?? {}, tenant: ctx.tenant, strict: opts.strict ?? false, pending: true };
-          if (await this.store.getSession(this.storageKey(ctx, id))) throw new DomainError('SESSION_ALREADY_EXISTS', `session ${JSON.stringify(id)} already exists`, { sessionId: id });
-          if (!(await this.store.createSession(rec, []))) throw new DomainError('SESSION_ALREADY_EXISTS', `session ${JSON.stringify(id)} already exists`, { sessionId: id });
+          const rec: NewSession = {
+            header: toStored(ctx.tenant, finalHeader), labels: opts.labels ?? {}, tenant: ctx.tenant, strict: opts.strict ?? false,
+            pairingGuard: false, writer: randomUUID(), pending: { owner: this.instanceId, leaseUntil: this.clock() + IMPORT_LEASE_MS },
+          };
+          await this.#create(ctx, id, rec, []);
           created = true;
           engine = SessionEngine.create({ strict: opts.strict ?? false });
         }
@@ -566,7 +591,7 @@ export class SessionService {
       await lines(splitter.end());
       decoder.finish();
       await flush();
-      await this.store.publishSession(this.storageKey(ctx, id));
+      await this.store.publishSession(this.storageKey(ctx, id), this.instanceId);
     } catch (e) {
       if (created) await this.store.deleteSession(this.storageKey(ctx, id)).catch(() => undefined);
       throw e;
@@ -647,7 +672,8 @@ export class SessionService {
           throw notFound(id);
         }
         // Another writer appended, or deleted and re-created the session: reload.
-        if (cached.valid && !cached.busy && (rec.nextSeq !== cached.engine.nextSeq || rec.header.createdAt !== cached.record.header.createdAt)) this.#invalidate(cached);
+        // (Every committed write leaves a new writer token, so the token alone tells.)
+        if (cached.valid && !cached.busy && (rec.writer !== cached.writer || rec.nextSeq !== cached.engine.nextSeq)) this.#invalidate(cached);
       }
       if (cached.valid) {
         this.#cache.delete(key);
@@ -748,33 +774,13 @@ export class SessionService {
     }
   }
 
-  async #checkSessionQuota(ctx: CallContext): Promise<void> {
-    const max = this.limits.tenantMaxSessions;
-    if (max <= 0) return;
-    const page = await this.store.listSessions({ tenant: ctx.tenant, pageSize: max + 1 });
-    if (page.sessions.length >= max) {
-      throw new DomainError('QUOTA_EXCEEDED', `tenant ${JSON.stringify(ctx.tenant)} has reached its limit of ${max} sessions; delete sessions or raise the quota`, {
-        limitName: 'tenant_max_sessions', limit: String(max), actual: String(page.sessions.length), tenant: ctx.tenant,
-      });
+  /** Creates a session in the store with the tenant quotas checked in its transaction. */
+  async #create(ctx: CallContext, id: string, rec: NewSession, events: readonly SessionEvent[]): Promise<void> {
+    const outcome = await this.store.createSession(rec, events, { maxSessions: this.limits.tenantMaxSessions, maxBytes: this.limits.tenantMaxBytes });
+    if (outcome.kind === 'created') return;
+    if (outcome.kind === 'exists') {
+      throw new DomainError('SESSION_ALREADY_EXISTS', `session ${JSON.stringify(id)} already exists`, { sessionId: id });
     }
-  }
-
-  async #checkByteQuota(ctx: CallContext, candidates: readonly CandidateEvent[], sizes: readonly number[] | undefined): Promise<void> {
-    const max = this.limits.tenantMaxBytes;
-    if (max <= 0) return;
-    let used = 0;
-    let token: string | undefined;
-    do {
-      const page = await this.store.listSessions({ tenant: ctx.tenant, pageSize: 1000, pageToken: token });
-      for (const s of page.sessions) used += s.dataBytes;
-      token = page.nextPageToken || undefined;
-    } while (token);
-    let adding = 0;
-    for (let i = 0; i < candidates.length; i++) adding += sizes?.[i] ?? JSON.stringify(candidates[i]?.data ?? null).length;
-    if (used + adding > max) {
-      throw new DomainError('QUOTA_EXCEEDED', `tenant ${JSON.stringify(ctx.tenant)} would store ${used + adding} bytes; the limit is ${max}`, {
-        limitName: 'tenant_max_bytes', limit: String(max), actual: String(used + adding), tenant: ctx.tenant,
-      });
-    }
+    throw quotaError(ctx.tenant, outcome);
   }
 }

@@ -513,13 +513,13 @@ describe('ImportSession / ExportSession', () => {
     const original = { createSession: store.createSession, publishSession: store.publishSession, deleteSession: store.deleteSession };
     let started = false;
     let settled = false;
-    store.createSession = async (rec, events) => {
-      const ok = await original.createSession.call(store, rec, events);
+    store.createSession = async (rec, events, quota) => {
+      const ok = await original.createSession.call(store, rec, events, quota);
       if (rec.header.id === 'half') started = true;
       return ok;
     };
-    store.publishSession = async (id) => {
-      await original.publishSession.call(store, id);
+    store.publishSession = async (id, owner) => {
+      await original.publishSession.call(store, id, owner);
       if (id === 'half') settled = true;
     };
     store.deleteSession = async (id) => {

@@ -4,31 +4,42 @@
  * results. Simplicity over speed, except that reads by seq use binary search so tests with large
  * logs stay quick.
  *
+ * Several store instances may share one {@link MemoryDatabase} (the in-process analogue of several
+ * processes over one database file): every write is one synchronous step on the shared state, so
+ * instances race exactly as connections to one database do, and the multi-writer contract tests
+ * run against memory too.
+ *
  * Stored events are canonical deep-frozen copies (absent optional keys absent, data copied
  * through JSON), so neither the caller's later mutation nor a reader can alter the log.
  */
 import type {
   AppendOutcome,
-  IdempotencyRecord,
+  AppendRequest,
+  CreateOutcome,
+  CreateQuota,
+  HeadWatch,
   IdempotentResult,
   NewSession,
+  PendingChunkOptions,
+  PendingChunkOutcome,
   ReadEventsQuery,
   SessionPage,
   SessionRecord,
   SessionStore,
   StoredEventText,
   StructuralRow,
+  TenantUsage,
 } from '../../app/store-port.js';
+import { storedSessionBytes } from '../../app/store-port.js';
 import type { Json, SessionEvent, SessionHeader } from '../../domain/event.js';
 import { checkPageSize, decodePageToken, encodePageToken } from '../page-token.js';
 import { StoreClosedError, StoreUsageError, checkAscendingSeqs } from '../store-errors.js';
-import { PoisonedEpochs } from '../poisoned-epochs.js';
 
 /** Write counters, for tests and metrics. */
 export interface StoreStats {
-  /** Write transactions committed (every write operation is its own commit here). */
+  /** Write transactions committed by this instance (every write operation is its own commit here). */
   readonly commits: number;
-  /** `append` calls that appended events. */
+  /** `append` calls of this instance that appended events. */
   readonly appends: number;
 }
 
@@ -37,7 +48,9 @@ interface MemorySession {
   labels: Readonly<Record<string, string>>;
   tenant: string;
   strict: boolean;
-  pending: boolean;
+  pairingGuard: boolean;
+  pending: { owner: string; leaseUntil: number } | undefined;
+  writer: string;
   nextSeq: number;
   dataBytes: number;
   /** Ascending by seq (gaps possible for imported logs). */
@@ -45,39 +58,110 @@ interface MemorySession {
   readonly idempotency: Map<string, IdempotentResult>;
 }
 
+type HeadListener = (head: number | 'deleted') => void;
+
+/** The shared state of one in-memory "database": any number of {@link MemorySessionStore} instances may open it. */
+export class MemoryDatabase {
+  /** @internal */ readonly sessions = new Map<string, MemorySession>();
+  /** @internal */ readonly tenants = new Map<string, { sessions: number; dataBytes: number }>();
+  /** @internal Head watchers by session id, with the store instance that registered them. */
+  readonly watchers = new Map<string, Set<{ readonly store: object; readonly onHead: HeadListener }>>();
+
+  /** @internal */
+  tenant(name: string): { sessions: number; dataBytes: number } {
+    let t = this.tenants.get(name);
+    if (t === undefined) {
+      t = { sessions: 0, dataBytes: 0 };
+      this.tenants.set(name, t);
+    }
+    return t;
+  }
+
+  /**
+   * @internal Tells the watchers of other store instances that a session's head moved (later, on
+   * a macrotask: like a notification from another process, never inside the writer's call).
+   */
+  changed(writer: object, id: string, head: number | 'deleted'): void {
+    const set = this.watchers.get(id);
+    if (set === undefined) return;
+    for (const w of set) {
+      if (w.store === writer) continue;
+      setImmediate(() => {
+        if (set.has(w)) w.onHead(head);
+      });
+    }
+  }
+}
+
+/** Options of {@link MemorySessionStore}. */
+export interface MemoryStoreOptions {
+  /** The shared state to open (default: a new, private one). */
+  readonly database?: MemoryDatabase;
+  /** Clock for pending-import leases (default Date.now). */
+  readonly now?: () => number;
+}
+
 /** The in-memory reference implementation of {@link SessionStore}. */
 export class MemorySessionStore implements SessionStore {
-  private readonly sessions = new Map<string, MemorySession>();
+  /** The shared state this instance writes to. */
+  readonly database: MemoryDatabase;
+  private readonly sessions: Map<string, MemorySession>;
+  private readonly now: () => number;
   private closed = false;
   private commits = 0;
   private appends = 0;
+
+  constructor(options: MemoryStoreOptions = {}) {
+    this.database = options.database ?? new MemoryDatabase();
+    this.sessions = this.database.sessions;
+    this.now = options.now ?? Date.now;
+    // A pending import whose owner's lease passed was abandoned (crash): remove it. Live owners'
+    // imports in progress are left alone.
+    const now = this.now();
+    for (const [id, s] of this.sessions) if (s.pending !== undefined && s.pending.leaseUntil < now) this.remove(id, s);
+  }
 
   /** Write counters. */
   stats(): StoreStats {
     return { commits: this.commits, appends: this.appends };
   }
 
-  async createSession(record: NewSession, events: readonly SessionEvent[]): Promise<boolean> {
+  async createSession(record: NewSession, events: readonly SessionEvent[], quota?: CreateQuota): Promise<CreateOutcome> {
     this.checkOpen();
     const id = record.header.id;
-    if (this.sessions.has(id)) return false;
     checkAscendingSeqs(id, events, 0);
+    if (this.sessions.has(id)) return { kind: 'exists' };
     const stored = events.map(canonicalEvent);
+    const header = canonicalHeader(record.header);
+    const labels = Object.freeze({ ...record.labels });
+    const bytes = storedSessionBytes(header, labels) + eventBytes(stored);
+    const tenant = this.database.tenant(record.tenant);
+    if (quota !== undefined && quota.maxSessions > 0 && tenant.sessions + 1 > quota.maxSessions) {
+      return { kind: 'quota-exceeded', limitName: 'tenant_max_sessions', limit: quota.maxSessions, actual: tenant.sessions };
+    }
+    if (quota !== undefined && quota.maxBytes > 0 && tenant.dataBytes + bytes > quota.maxBytes) {
+      return { kind: 'quota-exceeded', limitName: 'tenant_max_bytes', limit: quota.maxBytes, actual: tenant.dataBytes + bytes };
+    }
     const session: MemorySession = {
-      header: canonicalHeader(record.header),
-      labels: Object.freeze({ ...record.labels }),
+      header,
+      labels,
       tenant: record.tenant,
       strict: record.strict,
-      pending: record.pending === true,
+      pairingGuard: record.pairingGuard,
+      pending: record.pending === undefined ? undefined : { owner: record.pending.owner, leaseUntil: record.pending.leaseUntil },
+      writer: record.writer,
       nextSeq: 0,
-      dataBytes: 0,
+      dataBytes: bytes - eventBytes(stored),
       events: [],
       idempotency: new Map(),
     };
     this.pushEvents(session, stored);
     this.sessions.set(id, session);
+    tenant.sessions++;
+    tenant.dataBytes += bytes;
     this.commits++;
-    return true;
+    if (session.pending === undefined) this.database.changed(this, id, session.nextSeq);
+    return { kind: 'created' };
   }
 
   async getSession(id: string): Promise<SessionRecord | undefined> {
@@ -97,7 +181,7 @@ export class MemorySessionStore implements SessionStore {
     const after = query.pageToken ? decodePageToken(query.pageToken) : undefined;
     const wanted = Object.entries(query.labels ?? {});
     const matching = [...this.sessions.values()]
-      .filter((s) => !s.pending)
+      .filter((s) => s.pending === undefined)
       .filter((s) => query.tenant === undefined || s.tenant === query.tenant)
       .filter((s) => wanted.every(([key, value]) => Object.hasOwn(s.labels, key) && s.labels[key] === value))
       .filter(
@@ -120,54 +204,46 @@ export class MemorySessionStore implements SessionStore {
 
   async deleteSession(id: string): Promise<boolean> {
     this.checkOpen();
-    if (!this.sessions.delete(id)) return false;
+    const session = this.sessions.get(id);
+    if (session === undefined) return false;
+    this.remove(id, session);
     this.commits++;
+    this.database.changed(this, id, 'deleted');
     return true;
   }
 
-  async append(
-    sessionId: string,
-    expectedNextSeq: number,
-    events: readonly SessionEvent[],
-    idempotency?: IdempotencyRecord,
-    epoch?: string,
-  ): Promise<AppendOutcome> {
+  async append(sessionId: string, req: AppendRequest): Promise<AppendOutcome> {
     this.checkOpen();
-    checkAscendingSeqs(sessionId, events, expectedNextSeq);
-    const outcome = this.appendNow(sessionId, expectedNextSeq, events, idempotency, epoch);
-    if (outcome.kind !== 'appended' && epoch !== undefined) this.poisoned.add(epoch);
-    return outcome;
-  }
-
-  /** Epochs with a failed append (see SessionStore.append); bounded, oldest forgotten first. */
-  private readonly poisoned = new PoisonedEpochs();
-
-  private appendNow(
-    sessionId: string,
-    expectedNextSeq: number,
-    events: readonly SessionEvent[],
-    idempotency: IdempotencyRecord | undefined,
-    epoch: string | undefined,
-  ): AppendOutcome {
+    checkAscendingSeqs(sessionId, req.events, req.expectedNextSeq);
     const session = this.visible(sessionId);
     if (session === undefined) return { kind: 'not-found' };
-    if (epoch !== undefined && this.poisoned.has(epoch)) return { kind: 'conflict', actualNextSeq: session.nextSeq };
+    const idempotency = req.idempotency;
     if (idempotency !== undefined) {
       const stored = session.idempotency.get(idempotency.key);
       if (stored !== undefined) return { kind: 'duplicate', result: stored };
     }
-    if (session.nextSeq !== expectedNextSeq) return { kind: 'conflict', actualNextSeq: session.nextSeq };
-    this.pushEvents(session, events.map(canonicalEvent));
+    if (session.nextSeq !== req.expectedNextSeq || session.writer !== req.expectedWriter) {
+      return { kind: 'conflict', actualNextSeq: session.nextSeq };
+    }
+    const events = req.events.map(canonicalEvent);
+    const bytes = eventBytes(events);
+    const tenant = this.database.tenant(session.tenant);
+    const maxBytes = req.quota?.maxBytes ?? 0;
+    if (maxBytes > 0 && bytes > 0 && tenant.dataBytes + bytes > maxBytes) {
+      return { kind: 'quota-exceeded', limitName: 'tenant_max_bytes', limit: maxBytes, actual: tenant.dataBytes + bytes };
+    }
+    this.pushEvents(session, events);
+    tenant.dataBytes += bytes;
+    session.writer = req.writer;
     if (idempotency !== undefined) {
-      const result: { seqs: readonly number[]; requestHash: string; surfaceLength?: number } = {
-        seqs: Object.freeze(events.map((e) => e.seq)),
-        requestHash: idempotency.requestHash,
-      };
-      if (idempotency.surfaceLength !== undefined) result.surfaceLength = idempotency.surfaceLength;
-      session.idempotency.set(idempotency.key, Object.freeze(result));
+      session.idempotency.set(
+        idempotency.key,
+        Object.freeze({ seqs: Object.freeze(events.map((e) => e.seq)), requestHash: idempotency.requestHash, surfaceLength: req.surfaceLength }),
+      );
     }
     this.commits++;
     this.appends++;
+    this.database.changed(this, sessionId, session.nextSeq);
     return { kind: 'appended' };
   }
 
@@ -239,33 +315,89 @@ export class MemorySessionStore implements SessionStore {
     }
   }
 
-  async publishSession(id: string): Promise<void> {
+  async publishSession(id: string, owner: string): Promise<void> {
     this.checkOpen();
-    const session = this.sessions.get(id);
-    if (session === undefined) throw new StoreUsageError(`cannot publish session ${id}: no such pending session`);
-    if (!session.pending) return;
-    session.pending = false;
+    const session = this.ownedPending(id, owner, 'publish session');
+    session.pending = undefined;
     this.commits++;
+    this.database.changed(this, id, session.nextSeq);
   }
 
-  async appendPending(sessionId: string, events: readonly SessionEvent[]): Promise<void> {
+  async appendPending(sessionId: string, events: readonly SessionEvent[], opts: PendingChunkOptions): Promise<PendingChunkOutcome> {
     this.checkOpen();
-    const session = this.sessions.get(sessionId);
-    if (session === undefined || !session.pending) {
-      throw new StoreUsageError(`cannot append an import chunk to session ${sessionId}: no such pending session`);
-    }
+    const session = this.ownedPending(sessionId, opts.owner, 'append an import chunk to session');
     checkAscendingSeqs(sessionId, events, session.nextSeq);
-    this.pushEvents(session, events.map(canonicalEvent));
+    const stored = events.map(canonicalEvent);
+    const bytes = eventBytes(stored);
+    const tenant = this.database.tenant(session.tenant);
+    const maxBytes = opts.quota?.maxBytes ?? 0;
+    if (maxBytes > 0 && bytes > 0 && tenant.dataBytes + bytes > maxBytes) {
+      return { kind: 'quota-exceeded', limitName: 'tenant_max_bytes', limit: maxBytes, actual: tenant.dataBytes + bytes };
+    }
+    this.pushEvents(session, stored);
+    tenant.dataBytes += bytes;
+    session.pending = { owner: opts.owner, leaseUntil: opts.leaseUntil };
     this.commits++;
+    return { kind: 'appended' };
+  }
+
+  async getTenantUsage(tenant: string): Promise<TenantUsage> {
+    this.checkOpen();
+    const t = this.database.tenants.get(tenant);
+    return { sessions: t?.sessions ?? 0, dataBytes: t?.dataBytes ?? 0 };
+  }
+
+  openHeadWatch(): HeadWatch {
+    const watchers = this.database.watchers;
+    const mine = new Set<() => void>();
+    return {
+      watch: (sessionId, onHead) => {
+        const entry = { store: this, onHead };
+        let set = watchers.get(sessionId);
+        if (set === undefined) {
+          set = new Set();
+          watchers.set(sessionId, set);
+        }
+        set.add(entry);
+        const stop = (): void => {
+          mine.delete(stop);
+          const s = watchers.get(sessionId);
+          if (s === undefined) return;
+          s.delete(entry);
+          if (s.size === 0) watchers.delete(sessionId);
+        };
+        mine.add(stop);
+        return stop;
+      },
+      close: async () => {
+        for (const stop of [...mine]) stop();
+      },
+    };
   }
 
   async close(): Promise<void> {
     this.closed = true;
   }
 
+  private ownedPending(id: string, owner: string, what: string): MemorySession {
+    const session = this.sessions.get(id);
+    if (session === undefined || session.pending === undefined) throw new StoreUsageError(`cannot ${what} ${id}: no such pending session`);
+    if (session.pending.owner !== owner) {
+      throw new StoreUsageError(`cannot ${what} ${id}: the pending session is owned by another importer (${session.pending.owner})`);
+    }
+    return session;
+  }
+
+  private remove(id: string, session: MemorySession): void {
+    this.sessions.delete(id);
+    const tenant = this.database.tenant(session.tenant);
+    tenant.sessions--;
+    tenant.dataBytes -= session.dataBytes;
+  }
+
   private visible(id: string): MemorySession | undefined {
     const session = this.sessions.get(id);
-    return session === undefined || session.pending ? undefined : session;
+    return session === undefined || session.pending !== undefined ? undefined : session;
   }
 
   private pushEvents(session: MemorySession, events: readonly SessionEvent[]): void {
@@ -282,6 +414,12 @@ export class MemorySessionStore implements SessionStore {
   }
 }
 
+function eventBytes(events: readonly SessionEvent[]): number {
+  let n = 0;
+  for (const e of events) n += Buffer.byteLength(JSON.stringify(e.data), 'utf8');
+  return n;
+}
+
 function toRecord(session: MemorySession): SessionRecord {
   return {
     header: session.header,
@@ -291,6 +429,8 @@ function toRecord(session: MemorySession): SessionRecord {
     eventCount: session.events.length,
     dataBytes: session.dataBytes,
     strict: session.strict,
+    pairingGuard: session.pairingGuard,
+    writer: session.writer,
   };
 }
 

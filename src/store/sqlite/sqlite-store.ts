@@ -8,28 +8,38 @@
  * fails unexpectedly is rolled back alone (a single INSERT by SQLite's statement rollback, a
  * multi-statement call by its own SAVEPOINT); conflicts, duplicates and unknown sessions are
  * detected before writing anything. Every call's promise settles only after the shared COMMIT
- * returned.
+ * returned. Group commit is a private optimisation: each call is a compare-and-set on the stored
+ * head and writer token (tracked in JS inside the transaction, which holds the write lock), so the
+ * outcome of a call never depends on which calls share its transaction or arrive before it.
  */
 import fs from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import type {
   AppendOutcome,
+  AppendRequest,
+  CreateOutcome,
+  CreateQuota,
+  HeadWatch,
   IdempotencyRecord,
   IdempotentResult,
   NewSession,
+  PendingChunkOptions,
+  PendingChunkOutcome,
   ReadEventsQuery,
   SessionPage,
   SessionRecord,
   SessionStore,
   StoredEventText,
   StructuralRow,
+  TenantUsage,
 } from '../../app/store-port.js';
+import { storedSessionBytes } from '../../app/store-port.js';
 import type { Json, SessionEvent, SessionHeader, SurfaceOp } from '../../domain/event.js';
 import { jsonTextOf } from '../../domain/json.js';
 import { checkPageSize, decodePageToken, encodePageToken } from '../page-token.js';
 import { StoreClosedError, StoreOpenError, StoreUsageError, checkAscendingSeqs } from '../store-errors.js';
-import { PoisonedEpochs } from '../poisoned-epochs.js';
+import { SqliteHeadWatch } from './head-watch.js';
 import { decodeSeqs, decodeSeqsHex, decodeSurfaceOp, encodeSeqs, encodeSurfaceOp } from './codec.js';
 import { APPLICATION_ID, SCHEMA_SQL, SCHEMA_VERSION } from './schema.js';
 
@@ -61,8 +71,10 @@ export interface SqliteStoreOptions {
    * 'microtask' (queueMicrotask, batches only what the current macrotask enqueued).
    */
   readonly groupCommit?: 'immediate' | 'microtask';
-  /** Clock for idempotency records (default Date.now). */
+  /** Clock for idempotency records and pending-import leases (default Date.now). */
   readonly now?: () => number;
+  /** How often a head watch polls `PRAGMA data_version` while sessions are watched, ms (default 150). */
+  readonly headWatchPollMs?: number;
 }
 
 /** Write counters, for tests and metrics. */
@@ -110,34 +122,50 @@ type RawSession = [
   number,
   number,
   number,
+  number,
+  string,
 ];
 
 /** A session's head while a group transaction runs. */
 interface GroupHead {
   next: number;
+  writer: string;
+  readonly tenant: string;
   count: number;
   bytes: number;
+  changed: boolean;
+}
+
+/** A tenant's stored bytes while a group transaction runs (read on first need) and what the group adds. */
+interface GroupTenant {
+  stored: number | undefined;
+  added: number;
 }
 
 /** A stored idempotency row: request_hash, seqs, surface_length. */
-type StoredIdempotent = [string, Buffer, number | null];
+type StoredIdempotent = [string, Buffer, number];
 
-const APPENDED: AppendOutcome = Object.freeze({ kind: 'appended' });
+const APPENDED = Object.freeze({ kind: 'appended' } as const);
+const CREATED: CreateOutcome = Object.freeze({ kind: 'created' });
+const EXISTS: CreateOutcome = Object.freeze({ kind: 'exists' });
 const NOT_FOUND: AppendOutcome = Object.freeze({ kind: 'not-found' });
 
 interface QueuedAppend {
   readonly sessionId: string;
   readonly expectedNextSeq: number;
+  readonly expectedWriter: string;
+  readonly writer: string;
   readonly rows: EventRow[];
   readonly dataBytes: number;
+  readonly surfaceLength: number;
   readonly idempotency: IdempotencyRecord | undefined;
-  readonly epoch: string | undefined;
+  readonly maxBytes: number;
   readonly resolve: (outcome: AppendOutcome) => void;
   readonly reject: (error: unknown) => void;
 }
 
 const SESSION_COLUMNS =
-  'id, version, created_at, cwd, parent_session, seed_length, origin, delegation_depth, agent_preset, labels, tenant, strict, next_seq, event_count, data_bytes';
+  'id, version, created_at, cwd, parent_session, seed_length, origin, delegation_depth, agent_preset, labels, tenant, strict, next_seq, event_count, data_bytes, pairing_guard, writer';
 const EVENT_COLUMNS = 'seq, type, time, data, source_event_seqs, surface_op, ignorable';
 /** Rows per structural-scan chunk. */
 const STRUCTURE_CHUNK = 4096;
@@ -157,17 +185,22 @@ export class SqliteSessionStore implements SessionStore {
   private counters = { commits: 0, groupCommits: 0, appends: 0, maxGroupSize: 0, syncs: 0 };
   /** Background WAL sync (durability 'full', fullSync 'background'); undefined otherwise. */
   private readonly walSync: WalSync | undefined;
-  /** Write-pipeline epochs with a failed append (see SessionStore.append). */
-  private readonly poisoned = new PoisonedEpochs();
+  private readonly headWatchPollMs: number;
+  private readonly headWatches = new Set<SqliteHeadWatch>();
 
   private readonly insertSession: Database.Statement;
   private readonly selectSession: Database.Statement;
   private readonly selectVisible: Database.Statement;
   private readonly selectHead: Database.Statement;
   private readonly selectPendingHead: Database.Statement;
+  private readonly selectForDelete: Database.Statement;
+  private readonly selectTenant: Database.Statement;
+  private readonly selectTenantBytes: Database.Statement;
+  private readonly addTenant: Database.Statement;
   private readonly deleteSessionStmt: Database.Statement;
   private readonly publishStmt: Database.Statement;
   private readonly updateCounters: Database.Statement;
+  private readonly updatePending: Database.Statement;
   private readonly insertEvent: Database.Statement;
   private readonly selectIdempotent: Database.Statement;
   private readonly insertIdempotent: Database.Statement;
@@ -180,17 +213,19 @@ export class SqliteSessionStore implements SessionStore {
   /** List statements indexed by (tenant ? 2 : 0) + (labels ? 1 : 0). */
   private readonly listStatements: readonly Database.Statement[];
 
-  private readonly createTxn: Database.Transaction<(record: NewSession, rows: EventRow[], nextSeq: number, dataBytes: number) => boolean>;
+  private readonly createTxn: Database.Transaction<(record: NewSession, rows: EventRow[], nextSeq: number, dataBytes: number, quota: CreateQuota | undefined) => CreateOutcome>;
+  private readonly deleteTxn: Database.Transaction<(id: string) => boolean>;
   private readonly groupTxn: Database.Transaction<(batch: readonly QueuedAppend[], results: (AppendOutcome | { error: unknown })[]) => void>;
   private readonly writeCallTxn: Database.Transaction<(call: QueuedAppend) => void>;
   private readonly structureTxn: Database.Transaction<(sessionId: string, fromSeq: number, limit: number) => StructuralRow[]>;
-  private readonly appendPendingTxn: Database.Transaction<(sessionId: string, events: readonly SessionEvent[]) => void>;
+  private readonly appendPendingTxn: Database.Transaction<(sessionId: string, events: readonly SessionEvent[], opts: PendingChunkOptions) => PendingChunkOutcome>;
 
   constructor(options: SqliteStoreOptions) {
     this.path = options.path;
     this.now = options.now ?? Date.now;
+    this.headWatchPollMs = options.headWatchPollMs ?? 150;
     const background = options.durability !== 'normal' && options.fullSync !== 'inline';
-    this.db = openDatabase(options, background);
+    this.db = openDatabase(options, background, this.now);
     const db = this.db;
     const wal = this.db.pragma('journal_mode', { simple: true }) === 'wal';
     if (background && !wal && !this.db.memory) {
@@ -209,17 +244,28 @@ export class SqliteSessionStore implements SessionStore {
           };
 
     this.insertSession = db.prepare(
-      `INSERT INTO sessions (${SESSION_COLUMNS}, pending) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+      `INSERT INTO sessions (${SESSION_COLUMNS}, pending, pending_owner, lease_until)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
        ON CONFLICT (id) DO NOTHING`,
     );
     this.selectSession = db.prepare(`SELECT ${SESSION_COLUMNS} FROM sessions WHERE id = ? AND pending = 0`).raw();
     this.selectVisible = db.prepare('SELECT 1 FROM sessions WHERE id = ? AND pending = 0').pluck();
-    this.selectHead = db.prepare('SELECT next_seq FROM sessions WHERE id = ? AND pending = 0').pluck();
-    this.selectPendingHead = db.prepare('SELECT next_seq FROM sessions WHERE id = ? AND pending = 1').pluck();
+    this.selectHead = db.prepare('SELECT next_seq, writer, tenant FROM sessions WHERE id = ? AND pending = 0').raw();
+    this.selectPendingHead = db.prepare('SELECT next_seq, pending_owner, tenant FROM sessions WHERE id = ? AND pending = 1').raw();
+    this.selectForDelete = db.prepare('SELECT tenant, data_bytes FROM sessions WHERE id = ?').raw();
+    this.selectTenant = db.prepare('SELECT session_count, data_bytes FROM tenants WHERE tenant = ?').raw();
+    this.selectTenantBytes = db.prepare('SELECT data_bytes FROM tenants WHERE tenant = ?').pluck();
+    this.addTenant = db.prepare(
+      `INSERT INTO tenants (tenant, session_count, data_bytes) VALUES (?, ?, ?)
+       ON CONFLICT (tenant) DO UPDATE SET session_count = session_count + excluded.session_count, data_bytes = data_bytes + excluded.data_bytes`,
+    );
     this.deleteSessionStmt = db.prepare('DELETE FROM sessions WHERE id = ?');
-    this.publishStmt = db.prepare('UPDATE sessions SET pending = 0 WHERE id = ?');
+    this.publishStmt = db.prepare('UPDATE sessions SET pending = 0, pending_owner = NULL, lease_until = NULL WHERE id = ? AND pending = 1 AND pending_owner = ?');
     this.updateCounters = db.prepare(
-      'UPDATE sessions SET next_seq = ?, event_count = event_count + ?, data_bytes = data_bytes + ? WHERE id = ?',
+      'UPDATE sessions SET next_seq = ?, event_count = event_count + ?, data_bytes = data_bytes + ?, writer = ? WHERE id = ?',
+    );
+    this.updatePending = db.prepare(
+      'UPDATE sessions SET next_seq = ?, event_count = event_count + ?, data_bytes = data_bytes + ?, lease_until = ? WHERE id = ?',
     );
     this.insertEvent = db.prepare(
       `INSERT INTO events (session_id, ${EVENT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
@@ -285,8 +331,21 @@ export class SqliteSessionStore implements SessionStore {
       db.prepare(listSql(true, true)).raw(),
     ];
 
-    this.createTxn = db.transaction((record: NewSession, rows: EventRow[], nextSeq: number, dataBytes: number): boolean => {
+    this.createTxn = db.transaction((record: NewSession, rows: EventRow[], nextSeq: number, dataBytes: number, quota: CreateQuota | undefined): CreateOutcome => {
       const h = record.header;
+      if (this.selectForDelete.get(h.id) !== undefined) return EXISTS;
+      const bytes = storedSessionBytes(h, record.labels) + dataBytes;
+      if (quota !== undefined && (quota.maxSessions > 0 || quota.maxBytes > 0)) {
+        const counters = this.selectTenant.get(record.tenant) as [number, number] | undefined;
+        const sessions = counters?.[0] ?? 0;
+        const stored = counters?.[1] ?? 0;
+        if (quota.maxSessions > 0 && sessions + 1 > quota.maxSessions) {
+          return { kind: 'quota-exceeded', limitName: 'tenant_max_sessions', limit: quota.maxSessions, actual: sessions };
+        }
+        if (quota.maxBytes > 0 && stored + bytes > quota.maxBytes) {
+          return { kind: 'quota-exceeded', limitName: 'tenant_max_bytes', limit: quota.maxBytes, actual: stored + bytes };
+        }
+      }
       const inserted = this.insertSession.run(
         h.id,
         h.version,
@@ -302,11 +361,24 @@ export class SqliteSessionStore implements SessionStore {
         record.strict ? 1 : 0,
         nextSeq,
         rows.length,
-        dataBytes,
-        record.pending === true ? 1 : 0,
+        bytes,
+        record.pairingGuard ? 1 : 0,
+        record.writer,
+        record.pending === undefined ? 0 : 1,
+        record.pending?.owner ?? null,
+        record.pending?.leaseUntil ?? null,
       );
-      if (inserted.changes === 0) return false;
+      if (inserted.changes === 0) return EXISTS;
       for (const row of rows) this.insertEvent.run(row);
+      this.addTenant.run(record.tenant, 1, bytes);
+      return CREATED;
+    });
+
+    this.deleteTxn = db.transaction((id: string): boolean => {
+      const row = this.selectForDelete.get(id) as [string, number] | undefined;
+      if (row === undefined) return false;
+      this.deleteSessionStmt.run(id);
+      this.addTenant.run(row[0], -1, -row[1]);
       return true;
     });
 
@@ -321,16 +393,12 @@ export class SqliteSessionStore implements SessionStore {
     // one INSERT instead of SAVEPOINT + SELECT + INSERT + UPDATE + RELEASE.
     this.groupTxn = db.transaction((batch: readonly QueuedAppend[], results: (AppendOutcome | { error: unknown })[]) => {
       const heads = new Map<string, GroupHead>();
-      for (let i = 0; i < batch.length; i++) {
-        const call = batch[i]!;
-        this.groupCall(call, i, heads, results);
-        // A failed call poisons its pipeline's epoch at once, so later calls of the same epoch in
-        // this very transaction are refused too (see SessionStore.append).
-        if (results[i] !== APPENDED && call.epoch !== undefined) this.poisoned.add(call.epoch);
-      }
+      const tenants = new Map<string, GroupTenant>();
+      for (let i = 0; i < batch.length; i++) this.groupCall(batch[i]!, i, heads, tenants, results);
       for (const [sessionId, head] of heads) {
-        if (head.count > 0) this.updateCounters.run(head.next, head.count, head.bytes, sessionId);
+        if (head.changed) this.updateCounters.run(head.next, head.count, head.bytes, head.writer, sessionId);
       }
+      for (const [tenant, t] of tenants) if (t.added !== 0) this.addTenant.run(tenant, 0, t.added);
     });
 
     // A (deferred, read-only) transaction so the chunks form one snapshot even if another
@@ -350,16 +418,27 @@ export class SqliteSessionStore implements SessionStore {
       }
     });
 
-    this.appendPendingTxn = db.transaction((sessionId: string, events: readonly SessionEvent[]) => {
-      const head = this.selectPendingHead.get(sessionId) as number | undefined;
-      if (head === undefined) {
+    this.appendPendingTxn = db.transaction((sessionId: string, events: readonly SessionEvent[], opts: PendingChunkOptions): PendingChunkOutcome => {
+      const pending = this.selectPendingHead.get(sessionId) as [number, string | null, string] | undefined;
+      if (pending === undefined) {
         throw new StoreUsageError(`cannot append an import chunk to session ${sessionId}: no such pending session`);
       }
+      if (pending[1] !== opts.owner) {
+        throw new StoreUsageError(`cannot append an import chunk to session ${sessionId}: the pending session is owned by another importer (${pending[1]})`);
+      }
+      const head = pending[0];
       checkAscendingSeqs(sessionId, events, head);
       const { rows, dataBytes } = encodeEvents(sessionId, events);
+      const maxBytes = opts.quota?.maxBytes ?? 0;
+      if (maxBytes > 0 && dataBytes > 0) {
+        const stored = (this.selectTenantBytes.get(pending[2]) as number | undefined) ?? 0;
+        if (stored + dataBytes > maxBytes) return { kind: 'quota-exceeded', limitName: 'tenant_max_bytes', limit: maxBytes, actual: stored + dataBytes };
+      }
       for (const row of rows) this.insertEvent.run(row);
       const last = rows[rows.length - 1];
-      if (last !== undefined) this.updateCounters.run(last[1] + 1, rows.length, dataBytes, sessionId);
+      this.updatePending.run(last === undefined ? head : last[1] + 1, rows.length, dataBytes, opts.leaseUntil, sessionId);
+      if (dataBytes !== 0) this.addTenant.run(pending[2], 0, dataBytes);
+      return APPENDED;
     });
   }
 
@@ -385,18 +464,18 @@ export class SqliteSessionStore implements SessionStore {
     }
   }
 
-  async createSession(record: NewSession, events: readonly SessionEvent[]): Promise<boolean> {
+  async createSession(record: NewSession, events: readonly SessionEvent[], quota?: CreateQuota): Promise<CreateOutcome> {
     this.checkOpen();
     const id = record.header.id;
     checkAscendingSeqs(id, events, 0);
     const { rows, dataBytes } = encodeEvents(id, events);
     const last = events[events.length - 1];
-    const created = this.createTxn.immediate(record, rows, last === undefined ? 0 : last.seq + 1, dataBytes);
-    if (created) {
+    const outcome = this.createTxn.immediate(record, rows, last === undefined ? 0 : last.seq + 1, dataBytes, quota);
+    if (outcome.kind === 'created') {
       this.counters.commits++;
       await this.committed();
     }
-    return created;
+    return outcome;
   }
 
   async getSession(id: string): Promise<SessionRecord | undefined> {
@@ -432,7 +511,7 @@ export class SqliteSessionStore implements SessionStore {
 
   async deleteSession(id: string): Promise<boolean> {
     this.checkOpen();
-    const deleted = this.deleteSessionStmt.run(id).changes > 0;
+    const deleted = this.deleteTxn.immediate(id);
     if (deleted) {
       this.counters.commits++;
       await this.committed();
@@ -441,21 +520,22 @@ export class SqliteSessionStore implements SessionStore {
   }
 
   /** One queued append inside the group transaction (see groupTxn). */
-  private groupCall(call: QueuedAppend, i: number, heads: Map<string, GroupHead>, results: (AppendOutcome | { error: unknown })[]): void {
+  private groupCall(
+    call: QueuedAppend,
+    i: number,
+    heads: Map<string, GroupHead>,
+    tenants: Map<string, GroupTenant>,
+    results: (AppendOutcome | { error: unknown })[],
+  ): void {
     let head = heads.get(call.sessionId);
     if (head === undefined) {
-      const next = this.selectHead.get(call.sessionId) as number | undefined;
-      if (next === undefined) {
+      const row = this.selectHead.get(call.sessionId) as [number, string, string] | undefined;
+      if (row === undefined) {
         results[i] = NOT_FOUND;
         return;
       }
-      head = { next, count: 0, bytes: 0 };
+      head = { next: row[0], writer: row[1], tenant: row[2], count: 0, bytes: 0, changed: false };
       heads.set(call.sessionId, head);
-    }
-    if (call.epoch !== undefined && this.poisoned.has(call.epoch)) {
-      // Planned on top of a failed append of the same pipeline: refuse (see the port).
-      results[i] = { kind: 'conflict', actualNextSeq: head.next };
-      return;
     }
     const key = call.idempotency;
     if (key !== undefined) {
@@ -465,9 +545,25 @@ export class SqliteSessionStore implements SessionStore {
         return;
       }
     }
-    if (head.next !== call.expectedNextSeq) {
+    if (head.next !== call.expectedNextSeq || head.writer !== call.expectedWriter) {
       results[i] = { kind: 'conflict', actualNextSeq: head.next };
       return;
+    }
+    let tenant: GroupTenant | undefined;
+    if (call.dataBytes > 0) {
+      tenant = tenants.get(head.tenant);
+      if (tenant === undefined) {
+        tenant = { stored: undefined, added: 0 };
+        tenants.set(head.tenant, tenant);
+      }
+      if (call.maxBytes > 0) {
+        tenant.stored ??= (this.selectTenantBytes.get(head.tenant) as number | undefined) ?? 0;
+        const total = tenant.stored + tenant.added + call.dataBytes;
+        if (total > call.maxBytes) {
+          results[i] = { kind: 'quota-exceeded', limitName: 'tenant_max_bytes', limit: call.maxBytes, actual: total };
+          return;
+        }
+      }
     }
     const rows = call.rows;
     try {
@@ -489,40 +585,31 @@ export class SqliteSessionStore implements SessionStore {
       head.count += rows.length;
       head.bytes += call.dataBytes;
     }
+    if (tenant !== undefined) tenant.added += call.dataBytes;
+    head.writer = call.writer;
+    head.changed = true;
     results[i] = APPENDED;
   }
 
-  append(
-    sessionId: string,
-    expectedNextSeq: number,
-    events: readonly SessionEvent[],
-    idempotency?: IdempotencyRecord,
-    epoch?: string,
-  ): Promise<AppendOutcome> {
+  append(sessionId: string, req: AppendRequest): Promise<AppendOutcome> {
     return new Promise<AppendOutcome>((resolve, reject) => {
       this.checkOpen();
-      checkAscendingSeqs(sessionId, events, expectedNextSeq);
+      checkAscendingSeqs(sessionId, req.events, req.expectedNextSeq);
       // Encode outside the write transaction: the shared transaction only binds and inserts.
-      const { rows, dataBytes } = encodeEvents(sessionId, events);
+      const { rows, dataBytes } = encodeEvents(sessionId, req.events);
+      const idempotency = req.idempotency;
       this.queue.push({
         sessionId,
-        expectedNextSeq,
+        expectedNextSeq: req.expectedNextSeq,
+        expectedWriter: req.expectedWriter,
+        writer: req.writer,
         rows,
         dataBytes,
-        idempotency:
-          idempotency === undefined
-            ? undefined
-            : { key: idempotency.key, requestHash: idempotency.requestHash, surfaceLength: idempotency.surfaceLength },
-        epoch,
-        // Any failure poisons the epoch before the caller hears of it (see the port).
-        resolve: epoch === undefined ? resolve : (outcome) => {
-          if (outcome.kind !== 'appended') this.poisoned.add(epoch);
-          resolve(outcome);
-        },
-        reject: epoch === undefined ? reject : (error) => {
-          this.poisoned.add(epoch);
-          reject(error);
-        },
+        surfaceLength: req.surfaceLength,
+        idempotency: idempotency === undefined ? undefined : { key: idempotency.key, requestHash: idempotency.requestHash },
+        maxBytes: req.quota?.maxBytes ?? 0,
+        resolve,
+        reject,
       });
       if (!this.flushScheduled) {
         this.flushScheduled = true;
@@ -587,26 +674,53 @@ export class SqliteSessionStore implements SessionStore {
     }
   }
 
-  async publishSession(id: string): Promise<void> {
+  async publishSession(id: string, owner: string): Promise<void> {
     this.checkOpen();
-    if (this.publishStmt.run(id).changes === 0) {
-      throw new StoreUsageError(`cannot publish session ${id}: no such pending session`);
+    if (this.publishStmt.run(id, owner).changes === 0) {
+      const pending = this.selectPendingHead.get(id) as [number, string | null, string] | undefined;
+      throw new StoreUsageError(
+        pending === undefined
+          ? `cannot publish session ${id}: no such pending session`
+          : `cannot publish session ${id}: the pending session is owned by another importer (${pending[1]})`,
+      );
     }
     this.counters.commits++;
     await this.committed();
   }
 
-  async appendPending(sessionId: string, events: readonly SessionEvent[]): Promise<void> {
+  async appendPending(sessionId: string, events: readonly SessionEvent[], opts: PendingChunkOptions): Promise<PendingChunkOutcome> {
     this.checkOpen();
-    this.appendPendingTxn.immediate(sessionId, events);
-    this.counters.commits++;
-    await this.committed();
+    const outcome = this.appendPendingTxn.immediate(sessionId, events, opts);
+    if (outcome.kind === 'appended') {
+      this.counters.commits++;
+      await this.committed();
+    }
+    return outcome;
+  }
+
+  async getTenantUsage(tenant: string): Promise<TenantUsage> {
+    await this.readable();
+    const row = this.selectTenant.get(tenant) as [number, number] | undefined;
+    return { sessions: row?.[0] ?? 0, dataBytes: row?.[1] ?? 0 };
+  }
+
+  /**
+   * A head watch over this database file: polls `PRAGMA data_version` (which moves only when
+   * another connection committed) while sessions are watched, and then reads the watched
+   * sessions' heads. Commits of this instance are not reported (the app publishes them itself).
+   */
+  openHeadWatch(): HeadWatch {
+    this.checkOpen();
+    const watch = new SqliteHeadWatch(this.db, this.headWatchPollMs, () => this.closed);
+    this.headWatches.add(watch);
+    return watch;
   }
 
   async close(): Promise<void> {
     if (this.closed) return;
     this.flush();
     this.closed = true;
+    for (const w of this.headWatches) await w.close();
     // Settle what the last groups committed before closing (their promises wait for this sync).
     const sync = this.walSync;
     if (sync !== undefined) {
@@ -630,7 +744,7 @@ export class SqliteSessionStore implements SessionStore {
     for (let i = 0; i < rows.length; i++) this.insertEvent.run(rows[i]!);
     const key = call.idempotency;
     if (key !== undefined) {
-      this.insertIdempotent.run(call.sessionId, key.key, key.requestHash, encodeSeqs(rows.map((row) => row[1])), key.surfaceLength ?? null, this.now());
+      this.insertIdempotent.run(call.sessionId, key.key, key.requestHash, encodeSeqs(rows.map((row) => row[1])), call.surfaceLength, this.now());
     }
   }
 
@@ -801,7 +915,7 @@ class WalSync {
 }
 
 /** Opens the file, checks it is a Palimpsest database of this schema version, configures the connection. */
-function openDatabase(options: SqliteStoreOptions, backgroundSync: boolean): Database.Database {
+function openDatabase(options: SqliteStoreOptions, backgroundSync: boolean, now: () => number): Database.Database {
   const path = options.path;
   let db: Database.Database;
   try {
@@ -827,8 +941,17 @@ function openDatabase(options: SqliteStoreOptions, backgroundSync: boolean): Dat
         }
       }).immediate();
     }
-    // A streamed import that never published was interrupted by a crash: drop it (cascades).
-    db.prepare('DELETE FROM sessions WHERE pending = 1').run();
+    // A streamed import whose owner's lease passed was abandoned (crash): drop it (cascades) and
+    // take it off its tenant's counters. Another live process's import in progress stays.
+    const expired = db.prepare('SELECT id, tenant, data_bytes FROM sessions WHERE pending = 1 AND lease_until < ?').raw();
+    const drop = db.prepare('DELETE FROM sessions WHERE id = ?');
+    const uncount = db.prepare('UPDATE tenants SET session_count = session_count - 1, data_bytes = data_bytes - ? WHERE tenant = ?');
+    db.transaction(() => {
+      for (const [id, tenant, bytes] of expired.all(now()) as [string, string, number][]) {
+        drop.run(id);
+        uncount.run(bytes, tenant);
+      }
+    }).immediate();
     return db;
   } catch (cause) {
     db.close();
@@ -954,7 +1077,7 @@ class TypeTable extends Map<string, string> {
 }
 
 function decodeIdempotent(r: StoredIdempotent): IdempotentResult {
-  return r[2] === null ? { seqs: decodeSeqs(r[1]), requestHash: r[0] } : { seqs: decodeSeqs(r[1]), requestHash: r[0], surfaceLength: r[2] };
+  return { seqs: decodeSeqs(r[1]), requestHash: r[0], surfaceLength: r[2] };
 }
 
 function decodeEvent(r: RawEvent): SessionEvent {
@@ -1005,5 +1128,7 @@ function decodeSession(r: RawSession): SessionRecord {
     nextSeq: r[12],
     eventCount: r[13],
     dataBytes: r[14],
+    pairingGuard: r[15] === 1,
+    writer: r[16],
   };
 }
