@@ -8,16 +8,16 @@ import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { SessionEvent } from '../../src/domain/event.js';
 import { PostgresSessionStore } from '../../src/store/postgres/postgres-store.js';
-import type { NewSessionV2 } from '../../src/store/postgres/port-v2.js';
+import type { NewSession } from '../../src/app/store-port.js';
 import { SCHEMA_VERSION } from '../../src/store/postgres/schema.js';
-import { StoreOpenError, StoreUnavailableError } from '../../src/store/store-errors.js';
+import { StoreOpenError, StoreUnavailableError, StoreUsageError } from '../../src/store/store-errors.js';
 import { waitFor } from '../support/poll.js';
 import { createTestDatabase, hasPostgres, type TestDatabase } from '../support/postgres.js';
 
 const ev = (seq: number, data: unknown = { turn: seq }): SessionEvent => ({ type: 'turn/start', seq, time: 1_700_000_000_000 + seq, data: data as SessionEvent['data'] });
 const events = (from: number, n: number): SessionEvent[] => Array.from({ length: n }, (_, i) => ev(from + i));
 
-function record(id: string, extra: Partial<NewSessionV2> = {}): NewSessionV2 {
+function record(id: string, extra: Partial<NewSession> = {}): NewSession {
   return { header: { version: 1, id, createdAt: 1000 }, labels: {}, tenant: 't', strict: false, pairingGuard: false, writer: 'w0', ...extra };
 }
 
@@ -137,7 +137,7 @@ describe.skipIf(!hasPostgres())('PostgresSessionStore', () => {
     const max = base + 10 * each;
     const outcomes = await Promise.all(
       Array.from({ length: 6 }, (_, i) =>
-        stores[i % 3]!.append(`b${i}`, { expectedNextSeq: 0, expectedWriter: 'w0', writer: 'x', events: Array.from({ length: 3 }, (_, k) => ev(k, { turn: 0 })), surfaceLength: 0, quota: { tenant: 't', maxBytes: max } }),
+        stores[i % 3]!.append(`b${i}`, { expectedNextSeq: 0, expectedWriter: 'w0', writer: 'x', events: Array.from({ length: 3 }, (_, k) => ev(k, { turn: 0 })), surfaceLength: 0, quota: { maxBytes: max } }),
       ),
     );
     expect(outcomes.filter((o) => o.kind === 'appended')).toHaveLength(3);
@@ -168,10 +168,11 @@ describe.skipIf(!hasPostgres())('PostgresSessionStore', () => {
     await a.createSession(record('live', { pending: { owner: 'A', leaseUntil: 20_000 } }), []);
     await a.createSession(record('dead', { pending: { owner: 'A', leaseUntil: 11_000 } }), []);
     expect(await b.getSession('live')).toBeUndefined();
-    expect(await b.appendPending('live', events(0, 2), { owner: 'B', leaseUntil: 30_000 })).toEqual({ kind: 'not-found' });
+    await expect(b.appendPending('live', events(0, 2), { owner: 'B', leaseUntil: 30_000 })).rejects.toThrow(/owned by another importer \(A\)/);
     expect(await a.appendPending('live', events(0, 2), { owner: 'A', leaseUntil: 30_000 })).toEqual({ kind: 'appended' });
     now = 25_000;
     expect(await b.sweepExpiredImports()).toBe(1);
+    await expect(a.appendPending('dead', events(0, 1), { owner: 'A', leaseUntil: 40_000 })).rejects.toThrow(StoreUsageError);
     await expect(b.publishSession('live', 'B')).rejects.toThrow(/no such pending session/);
     await a.publishSession('live', 'A');
     expect(await b.getSession('live')).toMatchObject({ nextSeq: 2 });

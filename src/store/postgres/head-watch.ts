@@ -13,7 +13,7 @@
  *    and reports those that moved.
  */
 import pg from 'pg';
-import type { HeadWatch } from './port-v2.js';
+import type { HeadWatch } from '../../app/store-port.js';
 
 /** What the watch needs from its store. */
 export interface HeadSource {

@@ -26,6 +26,25 @@
  */
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
+import type {
+  AppendOutcome,
+  AppendRequest,
+  CreateOutcome,
+  CreateQuota,
+  HeadWatch,
+  IdempotentResult,
+  NewSession,
+  PendingChunkOptions,
+  PendingChunkOutcome,
+  ReadEventsQuery,
+  SessionPage,
+  SessionRecord,
+  SessionStore,
+  StoredEventText,
+  StructuralRow,
+  TenantUsage,
+} from '../../app/store-port.js';
+import { storedSessionBytes, utf8Length } from '../../app/store-port.js';
 import type { Json, SessionEvent, SessionHeader, SurfaceOp } from '../../domain/event.js';
 import { jsonTextOf } from '../../domain/json.js';
 import { checkPageSize, decodePageToken, encodePageToken } from '../page-token.js';
@@ -34,21 +53,6 @@ import { decodeSurfaceOp, encodeSurfaceOp } from '../sqlite/codec.js';
 import { PgHeadWatch } from './head-watch.js';
 import { HeadNotifier } from './notifier.js';
 import { describe as describeError, isUnavailable, mapError } from './pg-errors.js';
-import type {
-  AppendOutcomeV2,
-  AppendPendingOutcome,
-  AppendRequest,
-  CreateOutcome,
-  HeadWatch,
-  IdempotentResult,
-  NewSessionV2,
-  ReadEventsQuery,
-  SessionPage,
-  SessionRecordV2,
-  SessionStoreV2,
-  StoredEventText,
-  StructuralRow,
-} from './port-v2.js';
 import { SCHEMA_NAME_PATTERN, SCHEMA_VERSION, channelOf, schemaSql } from './schema.js';
 
 /** Options of {@link PostgresSessionStore.open}. */
@@ -112,7 +116,7 @@ function encodeEvents(events: readonly SessionEvent[]): { arrays: EventArrays; d
   for (let i = 0; i < n; i++) {
     const e = events[i]!;
     const text = jsonTextOf(e.data) ?? JSON.stringify(e.data);
-    dataBytes += Buffer.byteLength(text, 'utf8');
+    dataBytes += utf8Length(text);
     seqs[i] = e.seq;
     types[i] = e.type;
     times[i] = e.time;
@@ -122,11 +126,6 @@ function encodeEvents(events: readonly SessionEvent[]): { arrays: EventArrays; d
     ign[i] = e.ignorable === true ? true : null;
   }
   return { arrays: [seqs, types, times, data, sources, ops, ign], dataBytes };
-}
-
-/** What a session counts toward its tenant's byte quota besides event data: labels and header JSON. */
-function metadataBytes(record: NewSessionV2): number {
-  return Buffer.byteLength(JSON.stringify(record.labels), 'utf8') + Buffer.byteLength(JSON.stringify(record.header), 'utf8');
 }
 
 const SESSION_COLUMNS =
@@ -170,7 +169,7 @@ const APPENDED = Object.freeze({ kind: 'appended' as const });
 const NOT_FOUND = Object.freeze({ kind: 'not-found' as const });
 
 /** The PostgreSQL implementation of the store port (see the module comment). Open with {@link PostgresSessionStore.open}. */
-export class PostgresSessionStore implements SessionStoreV2 {
+export class PostgresSessionStore implements SessionStore {
   readonly #pool: pg.Pool;
   readonly #connection: pg.ClientConfig;
   readonly #s: string;
@@ -181,6 +180,8 @@ export class PostgresSessionStore implements SessionStoreV2 {
   readonly #watches = new Set<PgHeadWatch>();
   #sweepTimer: NodeJS.Timeout | undefined;
   #closed = false;
+  /** Queries in flight: close() lets them finish before ending the pool. */
+  readonly #inFlight = new Set<Promise<unknown>>();
   #counters = { commits: 0, appends: 0 };
   /** Identifies this store instance in logs and as the default import owner. */
   readonly instanceId = randomUUID();
@@ -281,30 +282,29 @@ export class PostgresSessionStore implements SessionStoreV2 {
   /** Runs a query on the pool, mapping an unreachable database to StoreUnavailableError. */
   async #query<R extends pg.QueryResultRow>(text: string, values?: unknown[]): Promise<R[]> {
     if (this.#closed) throw new StoreClosedError();
+    const running = this.#pool.query<R>(text, values);
+    this.#inFlight.add(running);
     try {
-      return (await this.#pool.query<R>(text, values)).rows;
+      return (await running).rows;
     } catch (error) {
-      if (this.#closed) throw new StoreClosedError();
       return mapError(error);
+    } finally {
+      this.#inFlight.delete(running);
     }
   }
 
-  async createSession(
-    record: NewSessionV2,
-    events: readonly SessionEvent[],
-    quota?: { readonly maxSessions: number; readonly maxBytes: number },
-  ): Promise<CreateOutcome> {
+  async createSession(record: NewSession, events: readonly SessionEvent[], quota?: CreateQuota): Promise<CreateOutcome> {
     const h = record.header;
     checkAscendingSeqs(h.id, events, 0);
     const { arrays, dataBytes } = encodeEvents(events);
     const rows = await this.#query<{ outcome: string; q_name: string | null; q_limit: number | null; q_actual: number | null }>(
       `SELECT * FROM ${this.#s}.create_session($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
-         $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27)`,
+         $17, $18, $19, $20, $21, $22, $23, $24, $25, $26)`,
       [
         h.id, h.version, h.createdAt, h.cwd ?? null, h.parentSession ?? null, h.seedLength ?? null, h.origin ?? null,
         h.delegationDepth ?? null, h.agentPreset ?? null, JSON.stringify(record.labels), record.tenant, record.strict,
         record.pairingGuard, record.pending?.owner ?? null, record.pending?.leaseUntil ?? null, record.writer, ...arrays,
-        dataBytes, dataBytes + metadataBytes(record), quota?.maxSessions ?? 0, quota?.maxBytes ?? 0,
+        dataBytes + storedSessionBytes(h, record.labels), quota?.maxSessions ?? 0, quota?.maxBytes ?? 0,
       ],
     );
     const r = rows[0]!;
@@ -316,7 +316,7 @@ export class PostgresSessionStore implements SessionStoreV2 {
     return { kind: 'quota-exceeded', limitName: r.q_name as 'tenant_max_sessions', limit: r.q_limit!, actual: r.q_actual! };
   }
 
-  async getSession(id: string): Promise<SessionRecordV2 | undefined> {
+  async getSession(id: string): Promise<SessionRecord | undefined> {
     const rows = await this.#query<RawSession>(`SELECT ${SESSION_COLUMNS} FROM ${this.#s}.sessions WHERE id = $1 AND pending_owner IS NULL`, [id]);
     return rows[0] === undefined ? undefined : decodeSession(rows[0]);
   }
@@ -361,7 +361,7 @@ export class PostgresSessionStore implements SessionStoreV2 {
     return deleted;
   }
 
-  async append(sessionId: string, req: AppendRequest): Promise<AppendOutcomeV2> {
+  async append(sessionId: string, req: AppendRequest): Promise<AppendOutcome> {
     checkAscendingSeqs(sessionId, req.events, req.expectedNextSeq);
     const { arrays, dataBytes } = encodeEvents(req.events);
     const key = req.idempotency;
@@ -373,8 +373,8 @@ export class PostgresSessionStore implements SessionStoreV2 {
       r_surface: number | null;
       q_limit: number | null;
       q_actual: number | null;
-    }>(`SELECT * FROM ${this.#s}.append($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)`, [
-      sessionId, req.expectedNextSeq, req.expectedWriter, req.writer, ...arrays, dataBytes, dataBytes,
+    }>(`SELECT * FROM ${this.#s}.append($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)`, [
+      sessionId, req.expectedNextSeq, req.expectedWriter, req.writer, ...arrays, dataBytes,
       key?.key ?? null, key?.requestHash ?? null, req.surfaceLength, req.quota?.maxBytes ?? 0, this.#now(),
     ]);
     const r = rows[0]!;
@@ -387,7 +387,7 @@ export class PostgresSessionStore implements SessionStoreV2 {
       case 'conflict':
         return { kind: 'conflict', actualNextSeq: r.head! };
       case 'duplicate':
-        return { kind: 'duplicate', result: decodeIdempotent(r.r_hash!, r.r_seqs!, r.r_surface) };
+        return { kind: 'duplicate', result: { seqs: r.r_seqs!, requestHash: r.r_hash!, surfaceLength: r.r_surface! } };
       case 'quota-exceeded':
         return { kind: 'quota-exceeded', limitName: 'tenant_max_bytes', limit: r.q_limit!, actual: r.q_actual! };
       default:
@@ -396,14 +396,14 @@ export class PostgresSessionStore implements SessionStoreV2 {
   }
 
   async getIdempotent(sessionId: string, key: string): Promise<IdempotentResult | undefined> {
-    const rows = await this.#query<{ request_hash: string; seqs: number[]; surface_length: number | null }>(
+    const rows = await this.#query<{ request_hash: string; seqs: number[]; surface_length: number }>(
       `SELECT i.request_hash, i.seqs, i.surface_length FROM ${this.#s}.idempotency i
          JOIN ${this.#s}.sessions s ON s.id = i.session_id AND s.pending_owner IS NULL
         WHERE i.session_id = $1 AND i.key = $2`,
       [sessionId, key],
     );
     const r = rows[0];
-    return r === undefined ? undefined : decodeIdempotent(r.request_hash, r.seqs, r.surface_length);
+    return r === undefined ? undefined : { seqs: r.seqs, requestHash: r.request_hash, surfaceLength: r.surface_length };
   }
 
   async readEvents(sessionId: string, query: ReadEventsQuery): Promise<SessionEvent[]> {
@@ -499,27 +499,29 @@ export class PostgresSessionStore implements SessionStoreV2 {
     this.#counters.commits++;
   }
 
-  async appendPending(
-    sessionId: string,
-    events: readonly SessionEvent[],
-    opts: { readonly owner: string; readonly leaseUntil: number; readonly quota?: { readonly tenant: string; readonly maxBytes: number } },
-  ): Promise<AppendPendingOutcome> {
+  async appendPending(sessionId: string, events: readonly SessionEvent[], opts: PendingChunkOptions): Promise<PendingChunkOutcome> {
     checkAscendingSeqs(sessionId, events, 0);
     const { arrays, dataBytes } = encodeEvents(events);
-    const rows = await this.#query<{ outcome: string; q_limit: number | null; q_actual: number | null }>(
-      `SELECT * FROM ${this.#s}.append_pending($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
-      [sessionId, opts.owner, opts.leaseUntil, ...arrays, dataBytes, dataBytes, opts.quota?.maxBytes ?? 0],
+    const rows = await this.#query<{ outcome: string; owner: string | null; q_limit: number | null; q_actual: number | null }>(
+      `SELECT * FROM ${this.#s}.append_pending($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
+      [sessionId, opts.owner, opts.leaseUntil, ...arrays, dataBytes, opts.quota?.maxBytes ?? 0],
     );
     const r = rows[0]!;
     if (r.outcome === 'appended') {
       this.#counters.commits++;
       return APPENDED;
     }
-    if (r.outcome === 'not-found') return NOT_FOUND;
+    if (r.outcome === 'not-found') {
+      throw new StoreUsageError(
+        r.owner === null
+          ? `cannot append an import chunk to session ${sessionId}: no such pending session (its lease may have expired)`
+          : `cannot append an import chunk to session ${sessionId}: the pending session is owned by another importer (${r.owner})`,
+      );
+    }
     return { kind: 'quota-exceeded', limitName: 'tenant_max_bytes', limit: r.q_limit!, actual: r.q_actual! };
   }
 
-  async getTenantUsage(tenant: string): Promise<{ sessions: number; dataBytes: number }> {
+  async getTenantUsage(tenant: string): Promise<TenantUsage> {
     const rows = await this.#query<{ sessions: number | null; bytes: number | null }>(
       `SELECT (SELECT session_count FROM ${this.#s}.tenants WHERE tenant = $1) AS sessions,
               (SELECT sum(data_bytes)::bigint FROM ${this.#s}.tenant_bytes WHERE tenant = $1) AS bytes`,
@@ -573,9 +575,11 @@ export class PostgresSessionStore implements SessionStoreV2 {
 
   async close(): Promise<void> {
     if (this.#closed) return;
-    clearInterval(this.#sweepTimer);
-    await this.#notifier.close();
     this.#closed = true;
+    clearInterval(this.#sweepTimer);
+    // Calls already issued finish (and are acknowledged) before the pool goes.
+    await Promise.allSettled([...this.#inFlight]);
+    await this.#notifier.close();
     await Promise.all([...this.#watches].map((w) => w.close()));
     await this.#pool.end().catch(() => undefined);
   }
@@ -590,10 +594,6 @@ function redact(url: string): string {
   } catch {
     return 'postgresql://(unparsable URL)';
   }
-}
-
-function decodeIdempotent(hash: string, seqs: number[], surface: number | null): IdempotentResult {
-  return surface === null ? { seqs, requestHash: hash } : { seqs, requestHash: hash, surfaceLength: surface };
 }
 
 function decodeEvent(r: RawEvent): SessionEvent {
@@ -616,7 +616,7 @@ function decodeEventText(r: RawEvent): StoredEventText {
   return event;
 }
 
-function decodeSession(r: RawSession): SessionRecordV2 {
+function decodeSession(r: RawSession): SessionRecord {
   const header: { -readonly [K in keyof SessionHeader]: SessionHeader[K] } = { version: r.version, id: r.id, createdAt: r.created_at };
   if (r.cwd !== null) header.cwd = r.cwd;
   if (r.parent_session !== null) header.parentSession = r.parent_session;

@@ -10,9 +10,8 @@
  *   UPDATE), holding the head (`next_seq`), the `writer` token of the last committed write and the
  *   counters. `pending_owner` is non-NULL while a streamed import is in progress (invisible to
  *   readers); `lease_until` (ms since epoch) tells when another process may drop it.
- *   `account_bytes` is what the session counts toward its tenant's byte quota (event data plus
- *   labels and header JSON); `data_bytes` is the event data alone.
- * Ids are COLLATE "C": they order by bytes, as in the other stores (list order and page tokens).
+ *   `data_bytes` is what the session counts toward its tenant's byte quota (header and labels JSON
+ *   plus every event's data text, see storedSessionBytes in the port).
  * - events: clustered by the primary key (session_id, seq): the unique key that makes a seq
  *   impossible to store twice, whatever the app does. No foreign key (its per-row trigger would cost
  *   more than the insert on a 100-event batch): every writer locks the session row first, and a
@@ -25,6 +24,8 @@
  *   appends to different sessions of one tenant do not all queue on one hot row lock held until
  *   commit. A byte-quota check locks all of the tenant's shard rows (in shard order, no deadlock)
  *   and is exact; appends of tenants without a byte quota touch only their own shard.
+ *
+ * Ids are COLLATE "C": they order by bytes, as in the other stores (list order, page tokens).
  *
  * The write paths are SQL functions (one statement, one round trip, one implicit transaction per
  * call): the conditional checks and every write of a call commit together or not at all.
@@ -58,10 +59,10 @@ const LOCK_TENANT_BYTES = (s: string): string => `
       SELECT coalesce(sum(b.data_bytes), 0) INTO v_used
         FROM (SELECT tb.data_bytes FROM ${s}.tenant_bytes tb WHERE tb.tenant = v_tenant ORDER BY tb.shard FOR UPDATE) AS b;`;
 
-/** Adds p_account_bytes to the session's shard of its tenant's byte counter. */
+/** Adds p_bytes to the session's shard of its tenant's byte counter. */
 const ADD_TENANT_BYTES = (s: string): string => `
-    IF p_account_bytes <> 0 THEN
-      INSERT INTO ${s}.tenant_bytes AS tb (tenant, shard, data_bytes) VALUES (v_tenant, (hashtext(p_id) & ${TENANT_SHARDS - 1}), p_account_bytes)
+    IF p_bytes <> 0 THEN
+      INSERT INTO ${s}.tenant_bytes AS tb (tenant, shard, data_bytes) VALUES (v_tenant, (hashtext(p_id) & ${TENANT_SHARDS - 1}), p_bytes)
         ON CONFLICT (tenant, shard) DO UPDATE SET data_bytes = tb.data_bytes + EXCLUDED.data_bytes;
     END IF;`;
 
@@ -92,7 +93,6 @@ CREATE TABLE ${s}.sessions (
   next_seq         bigint  NOT NULL DEFAULT 0,
   event_count      bigint  NOT NULL DEFAULT 0,
   data_bytes       bigint  NOT NULL DEFAULT 0,
-  account_bytes    bigint  NOT NULL DEFAULT 0,
   writer           text    NOT NULL
 );
 CREATE INDEX sessions_by_age ON ${s}.sessions (created_at DESC, id DESC) WHERE pending_owner IS NULL;
@@ -116,7 +116,7 @@ CREATE TABLE ${s}.idempotency (
   key            text   NOT NULL,
   request_hash   text   NOT NULL,
   seqs           bigint[] NOT NULL,
-  surface_length bigint,
+  surface_length bigint NOT NULL,
   created_at     bigint NOT NULL,
   PRIMARY KEY (session_id, key)
 );
@@ -138,7 +138,7 @@ CREATE TABLE ${s}.tenant_bytes (
 -- lock serialises writers of one session across every replica, and the check happens under it.
 CREATE FUNCTION ${s}.append(
   p_id text, p_expected_next bigint, p_expected_writer text, p_writer text, ${EVENT_ARGS},
-  p_data_bytes bigint, p_account_bytes bigint, p_key text, p_hash text, p_surface_length bigint,
+  p_bytes bigint, p_key text, p_hash text, p_surface_length bigint,
   p_max_bytes bigint, p_now bigint
 ) RETURNS TABLE (outcome text, head bigint, r_hash text, r_seqs bigint[], r_surface bigint, q_limit bigint, q_actual bigint)
 LANGUAGE plpgsql AS $fn$
@@ -166,19 +166,18 @@ BEGIN
   END IF;
   IF p_max_bytes > 0 THEN
     ${LOCK_TENANT_BYTES(s)}
-    IF v_used + p_account_bytes > p_max_bytes THEN
-      outcome := 'quota-exceeded'; q_limit := p_max_bytes; q_actual := v_used + p_account_bytes; RETURN NEXT; RETURN;
+    IF v_used + p_bytes > p_max_bytes THEN
+      outcome := 'quota-exceeded'; q_limit := p_max_bytes; q_actual := v_used + p_bytes; RETURN NEXT; RETURN;
     END IF;
   END IF;
   ${INSERT_EVENTS(s)}
   IF v_n > 0 THEN v_next := p_seqs[v_n] + 1; END IF;
-  UPDATE ${s}.sessions SET next_seq = v_next, event_count = event_count + v_n, data_bytes = data_bytes + p_data_bytes,
-      account_bytes = account_bytes + p_account_bytes, writer = p_writer
+  UPDATE ${s}.sessions SET next_seq = v_next, event_count = event_count + v_n, data_bytes = data_bytes + p_bytes, writer = p_writer
     WHERE id = p_id;
   ${ADD_TENANT_BYTES(s)}
   IF p_key IS NOT NULL THEN
     INSERT INTO ${s}.idempotency (session_id, key, request_hash, seqs, surface_length, created_at)
-      VALUES (p_id, p_key, p_hash, p_seqs, p_surface_length, p_now);
+      VALUES (p_id, p_key, p_hash, coalesce(p_seqs, '{}'), p_surface_length, p_now);
   END IF;
   outcome := 'appended'; head := v_next; RETURN NEXT;
 END
@@ -189,7 +188,7 @@ $fn$;
 CREATE FUNCTION ${s}.create_session(
   p_id text, p_version integer, p_created_at bigint, p_cwd text, p_parent text, p_seed_length bigint, p_origin text,
   p_depth bigint, p_preset text, p_labels jsonb, p_tenant text, p_strict boolean, p_pairing boolean,
-  p_owner text, p_lease bigint, p_writer text, ${EVENT_ARGS}, p_data_bytes bigint, p_account_bytes bigint,
+  p_owner text, p_lease bigint, p_writer text, ${EVENT_ARGS}, p_bytes bigint,
   p_max_sessions bigint, p_max_bytes bigint
 ) RETURNS TABLE (outcome text, q_name text, q_limit bigint, q_actual bigint)
 LANGUAGE plpgsql AS $fn$
@@ -207,15 +206,15 @@ BEGIN
   END IF;
   IF p_max_bytes > 0 THEN
     ${LOCK_TENANT_BYTES(s)}
-    IF v_used + p_account_bytes > p_max_bytes THEN
-      outcome := 'quota-exceeded'; q_name := 'tenant_max_bytes'; q_limit := p_max_bytes; q_actual := v_used + p_account_bytes; RETURN NEXT; RETURN;
+    IF v_used + p_bytes > p_max_bytes THEN
+      outcome := 'quota-exceeded'; q_name := 'tenant_max_bytes'; q_limit := p_max_bytes; q_actual := v_used + p_bytes; RETURN NEXT; RETURN;
     END IF;
   END IF;
   INSERT INTO ${s}.sessions (id, version, created_at, cwd, parent_session, seed_length, origin, delegation_depth, agent_preset,
-      labels, tenant, strict, pairing_guard, pending_owner, lease_until, next_seq, event_count, data_bytes, account_bytes, writer)
+      labels, tenant, strict, pairing_guard, pending_owner, lease_until, next_seq, event_count, data_bytes, writer)
     VALUES (p_id, p_version, p_created_at, p_cwd, p_parent, p_seed_length, p_origin, p_depth, p_preset,
       p_labels, v_tenant, p_strict, p_pairing, p_owner, p_lease, CASE WHEN v_n > 0 THEN p_seqs[v_n] + 1 ELSE 0 END, v_n,
-      p_data_bytes, p_account_bytes, p_writer)
+      p_bytes, p_writer)
     ON CONFLICT (id) DO NOTHING;
   IF NOT FOUND THEN
     -- Created meanwhile by a session of another tenant (ours holds the tenant lock).
@@ -230,8 +229,8 @@ $fn$;
 
 -- Appends an import chunk to a pending session owned by p_owner and renews its lease.
 CREATE FUNCTION ${s}.append_pending(
-  p_id text, p_owner text, p_lease bigint, ${EVENT_ARGS}, p_data_bytes bigint, p_account_bytes bigint, p_max_bytes bigint
-) RETURNS TABLE (outcome text, q_limit bigint, q_actual bigint)
+  p_id text, p_owner text, p_lease bigint, ${EVENT_ARGS}, p_bytes bigint, p_max_bytes bigint
+) RETURNS TABLE (outcome text, owner text, q_limit bigint, q_actual bigint)
 LANGUAGE plpgsql AS $fn$
 DECLARE
   v_next bigint; v_tenant text; v_used bigint;
@@ -240,6 +239,8 @@ BEGIN
   SELECT s.next_seq, s.tenant INTO v_next, v_tenant
     FROM ${s}.sessions s WHERE s.id = p_id AND s.pending_owner = p_owner FOR UPDATE;
   IF NOT FOUND THEN
+    -- Gone, or owned by another importer (named for the error).
+    SELECT s.pending_owner INTO owner FROM ${s}.sessions s WHERE s.id = p_id;
     outcome := 'not-found'; RETURN NEXT; RETURN;
   END IF;
   IF v_n > 0 AND p_seqs[1] < v_next THEN
@@ -247,14 +248,13 @@ BEGIN
   END IF;
   IF p_max_bytes > 0 THEN
     ${LOCK_TENANT_BYTES(s)}
-    IF v_used + p_account_bytes > p_max_bytes THEN
-      outcome := 'quota-exceeded'; q_limit := p_max_bytes; q_actual := v_used + p_account_bytes; RETURN NEXT; RETURN;
+    IF v_used + p_bytes > p_max_bytes THEN
+      outcome := 'quota-exceeded'; q_limit := p_max_bytes; q_actual := v_used + p_bytes; RETURN NEXT; RETURN;
     END IF;
   END IF;
   ${INSERT_EVENTS(s)}
   IF v_n > 0 THEN v_next := p_seqs[v_n] + 1; END IF;
-  UPDATE ${s}.sessions SET next_seq = v_next, event_count = event_count + v_n, data_bytes = data_bytes + p_data_bytes,
-      account_bytes = account_bytes + p_account_bytes, lease_until = p_lease
+  UPDATE ${s}.sessions SET next_seq = v_next, event_count = event_count + v_n, data_bytes = data_bytes + p_bytes, lease_until = p_lease
     WHERE id = p_id;
   ${ADD_TENANT_BYTES(s)}
   outcome := 'appended'; RETURN NEXT;
@@ -267,7 +267,7 @@ LANGUAGE plpgsql AS $fn$
 DECLARE
   v_tenant text; v_bytes bigint;
 BEGIN
-  DELETE FROM ${s}.sessions WHERE id = p_id RETURNING tenant, account_bytes INTO v_tenant, v_bytes;
+  DELETE FROM ${s}.sessions WHERE id = p_id RETURNING tenant, data_bytes INTO v_tenant, v_bytes;
   IF NOT FOUND THEN RETURN false; END IF;
   DELETE FROM ${s}.events WHERE session_id = p_id;
   DELETE FROM ${s}.idempotency WHERE session_id = p_id;
