@@ -6,6 +6,7 @@ import { SessionService } from '../app/session-service.js';
 import type { SessionStore } from '../app/store-port.js';
 import { MemorySessionStore } from '../store/memory/memory-store.js';
 import { SqliteSessionStore } from '../store/sqlite/sqlite-store.js';
+import { isPostgresUrl, redactUrl } from '../store/postgres/url.js';
 import { SessionServiceService } from '../../gen/palimpsest/v1/service.js';
 import { HealthService } from '../../gen/grpc/health/v1/health.js';
 import { DEFAULT_CONFIG, type ServerConfig } from './config.js';
@@ -58,9 +59,13 @@ function splitHostPort(addr: string): { host: string; port: number } {
   return { host: addr.slice(0, i).replace(/^\[|\]$/g, ''), port };
 }
 
-/** Opens the configured store. */
-export function openStore(config: ServerConfig): SessionStore {
+/** Opens the configured store: a postgresql:// URL selects PostgreSQL (the driver loads only then). */
+export async function openStore(config: ServerConfig, logger?: Logger): Promise<SessionStore> {
   if (config.db === ':memory:') return new MemorySessionStore();
+  if (isPostgresUrl(config.db)) {
+    const { PostgresSessionStore } = await import('../store/postgres/postgres-store.js');
+    return PostgresSessionStore.open({ url: config.db, onError: (error) => logger?.warn({ err: error }, 'PostgreSQL connection problem') });
+  }
   return new SqliteSessionStore({ path: config.db, durability: config.durability });
 }
 
@@ -79,7 +84,7 @@ export async function startServer(partial: Partial<ServerConfig> = {}, ext: Serv
   // prom-client is loaded only when metrics are served (it is a large part of start-up).
   const prom: PromMetrics | undefined = config.metricsListen ? await loadMetrics() : undefined;
   const metrics: Metrics = prom ?? NO_METRICS;
-  const store = openStore(config);
+  const store = await openStore(config, logger);
   const app = new SessionService(store, config.limits, Date.now, logger);
   const health = new HealthState();
   const server = new Server({
@@ -117,7 +122,7 @@ export async function startServer(partial: Partial<ServerConfig> = {}, ext: Serv
     metricsServer = r.server;
   }
   metrics.trackCachedSessions(() => app.cachedSessions);
-  logger.info({ address: `${host}:${boundPort}`, db: config.db, durability: config.durability, metricsPort }, 'palimpsest listening');
+  logger.info({ address: `${host}:${boundPort}`, db: isPostgresUrl(config.db) ? redactUrl(config.db) : config.db, durability: config.durability, metricsPort }, 'palimpsest listening');
 
   let shutdownPromise: Promise<void> | undefined;
   const shutdown = (): Promise<void> => {

@@ -5,7 +5,7 @@
  */
 import { Metadata, status as Code, type ServiceError } from '@grpc/grpc-js';
 import { DomainError } from '../domain/errors.js';
-import { StoreClosedError } from '../store/store-errors.js';
+import { StoreClosedError, StoreUnavailableError } from '../store/store-errors.js';
 import { Any } from '../../gen/google/protobuf/any.js';
 import { BadRequest, ErrorInfo, PreconditionFailure, QuotaFailure } from '../../gen/google/rpc/error_details.js';
 import { Status } from '../../gen/google/rpc/status.js';
@@ -87,6 +87,8 @@ const TABLE: Readonly<Record<string, Mapping>> = {
   CURSOR_OUT_OF_RANGE: { code: Code.OUT_OF_RANGE, detail: 'none' },
   CONFLICT_RETRIES_EXHAUSTED: { code: Code.ABORTED, detail: 'none' },
   SERVER_SHUTDOWN: { code: Code.UNAVAILABLE, detail: 'none' },
+  // The database (PostgreSQL) cannot be reached: retry later or on another replica.
+  STORE_UNAVAILABLE: { code: Code.UNAVAILABLE, detail: 'none' },
   CANCELLED: { code: Code.CANCELLED, detail: 'none' },
   UNAUTHENTICATED: { code: Code.UNAUTHENTICATED, detail: 'none' },
   PERMISSION_DENIED: { code: Code.PERMISSION_DENIED, detail: 'none' },
@@ -149,6 +151,10 @@ export function toServiceError(err: unknown, log: (err: unknown) => void): Servi
   if (err instanceof StoreClosedError) {
     // A call that raced the shutdown: the client should retry elsewhere or later.
     return domainErrorToStatus(new DomainError('SERVER_SHUTDOWN', 'the server is shutting down; retry on another replica or later', {}));
+  }
+  if (err instanceof StoreUnavailableError) {
+    log(err);
+    return domainErrorToStatus(new DomainError('STORE_UNAVAILABLE', err.message, {}));
   }
   log(err);
   return makeServiceError(Code.INTERNAL, INTERNAL_MESSAGE, [

@@ -53,6 +53,7 @@ import { decodeSurfaceOp, encodeSurfaceOp } from '../sqlite/codec.js';
 import { PgHeadWatch } from './head-watch.js';
 import { HeadNotifier } from './notifier.js';
 import { describe as describeError, isUnavailable, mapError } from './pg-errors.js';
+import { redactUrl } from './url.js';
 import { SCHEMA_NAME_PATTERN, SCHEMA_VERSION, channelOf, schemaSql } from './schema.js';
 
 /** Options of {@link PostgresSessionStore.open}. */
@@ -165,6 +166,33 @@ interface RawEvent {
   ignorable: boolean | null;
 }
 
+/** A row of the append function. */
+interface AppendRow {
+  outcome: string;
+  head: number | null;
+  r_hash: string | null;
+  r_seqs: number[] | null;
+  r_surface: number | null;
+  q_limit: number | null;
+  q_actual: number | null;
+}
+
+/** An append waiting in its session's lane. */
+interface QueuedAppend {
+  readonly values: unknown[];
+  readonly resolve: (outcome: AppendOutcome) => void;
+  readonly reject: (error: unknown) => void;
+}
+
+/** A session's appends of this store instance, sent in call order. */
+interface Lane {
+  readonly queue: QueuedAppend[];
+  running: boolean;
+}
+
+/** Most appends of one session sent in one transaction. */
+const MAX_GROUP = 64;
+
 const APPENDED = Object.freeze({ kind: 'appended' as const });
 const NOT_FOUND = Object.freeze({ kind: 'not-found' as const });
 
@@ -178,6 +206,8 @@ export class PostgresSessionStore implements SessionStore {
   readonly #notifier: HeadNotifier;
   readonly #options: PostgresStoreOptions;
   readonly #watches = new Set<PgHeadWatch>();
+  /** Per-session append queues (see #runLane). */
+  readonly #lanes = new Map<string, Lane>();
   #sweepTimer: NodeJS.Timeout | undefined;
   #closed = false;
   /** Queries in flight: close() lets them finish before ending the pool. */
@@ -202,7 +232,7 @@ export class PostgresSessionStore implements SessionStore {
    */
   static async open(options: PostgresStoreOptions): Promise<PostgresSessionStore> {
     const schema = options.schema ?? 'palimpsest';
-    const where = redact(options.url);
+    const where = redactUrl(options.url);
     if (!SCHEMA_NAME_PATTERN.test(schema)) {
       throw new StoreOpenError('CANNOT_OPEN', where, `schema name ${JSON.stringify(schema)} must match ${SCHEMA_NAME_PATTERN}`);
     }
@@ -280,8 +310,8 @@ export class PostgresSessionStore implements SessionStore {
   }
 
   /** Runs a query on the pool, mapping an unreachable database to StoreUnavailableError. */
-  async #query<R extends pg.QueryResultRow>(text: string, values?: unknown[]): Promise<R[]> {
-    if (this.#closed) throw new StoreClosedError();
+  async #query<R extends pg.QueryResultRow>(text: string, values?: unknown[], queuedBeforeClose = false): Promise<R[]> {
+    if (this.#closed && !queuedBeforeClose) throw new StoreClosedError();
     const running = this.#pool.query<R>(text, values);
     this.#inFlight.add(running);
     try {
@@ -361,23 +391,95 @@ export class PostgresSessionStore implements SessionStore {
     return deleted;
   }
 
-  async append(sessionId: string, req: AppendRequest): Promise<AppendOutcome> {
-    checkAscendingSeqs(sessionId, req.events, req.expectedNextSeq);
+  append(sessionId: string, req: AppendRequest): Promise<AppendOutcome> {
+    if (this.#closed) return Promise.reject(new StoreClosedError());
+    try {
+      checkAscendingSeqs(sessionId, req.events, req.expectedNextSeq);
+    } catch (error) {
+      return Promise.reject(error);
+    }
     const { arrays, dataBytes } = encodeEvents(req.events);
     const key = req.idempotency;
-    const rows = await this.#query<{
-      outcome: string;
-      head: number | null;
-      r_hash: string | null;
-      r_seqs: number[] | null;
-      r_surface: number | null;
-      q_limit: number | null;
-      q_actual: number | null;
-    }>(`SELECT * FROM ${this.#s}.append($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)`, [
+    const values = [
       sessionId, req.expectedNextSeq, req.expectedWriter, req.writer, ...arrays, dataBytes,
       key?.key ?? null, key?.requestHash ?? null, req.surfaceLength, req.quota?.maxBytes ?? 0, this.#now(),
-    ]);
-    const r = rows[0]!;
+    ];
+    return new Promise<AppendOutcome>((resolve, reject) => {
+      let lane = this.#lanes.get(sessionId);
+      if (lane === undefined) {
+        lane = { queue: [], running: false };
+        this.#lanes.set(sessionId, lane);
+      }
+      lane.queue.push({ values, resolve, reject });
+      if (!lane.running) void this.#runLane(sessionId, lane);
+    });
+  }
+
+  /**
+   * Sends a session's queued appends, in call order, one transaction at a time: alone when one is
+   * queued, else up to MAX_GROUP together in one transaction (one commit). Order matters for
+   * speed, not correctness: the app pipelines batches planned on top of batches not yet committed
+   * (each naming its predecessor's writer token); sent concurrently on different pool connections,
+   * a later batch could reach the row lock first and conflict. Every call still checks head and
+   * token under the row lock, so other replicas' writes interleave safely.
+   */
+  async #runLane(sessionId: string, lane: Lane): Promise<void> {
+    lane.running = true;
+    try {
+      while (lane.queue.length > 0) {
+        const group = lane.queue.splice(0, MAX_GROUP);
+        let outcomes: AppendRow[];
+        try {
+          outcomes = await this.#appendGroup(group);
+        } catch (error) {
+          for (const call of group) call.reject(error);
+          continue;
+        }
+        for (let i = 0; i < group.length; i++) group[i]!.resolve(this.#appendOutcome(sessionId, outcomes[i]!));
+      }
+    } finally {
+      lane.running = false;
+      if (lane.queue.length === 0 && this.#lanes.get(sessionId) === lane) this.#lanes.delete(sessionId);
+    }
+  }
+
+  /** One transaction for a group of appends of one session; an unexpected error fails the whole group (nothing of it commits). */
+  async #appendGroup(group: readonly QueuedAppend[]): Promise<AppendRow[]> {
+    const sql = `SELECT * FROM ${this.#s}.append($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)`;
+    // Queued before close(), which waits for the lanes: sent even if the store is closing.
+    if (group.length === 1) return this.#query<AppendRow>(sql, group[0]!.values, true);
+    const work = (async (): Promise<AppendRow[]> => {
+      let client: pg.PoolClient;
+      try {
+        client = await this.#pool.connect();
+      } catch (error) {
+        return mapError(error);
+      }
+      let broken: unknown;
+      try {
+        await client.query('BEGIN');
+        const rows: AppendRow[] = [];
+        for (const call of group) rows.push((await client.query<AppendRow>(sql, call.values)).rows[0]!);
+        await client.query('COMMIT');
+        return rows;
+      } catch (error) {
+        broken = error;
+        await client.query('ROLLBACK').catch(() => undefined);
+        return mapError(error);
+      } finally {
+        // A connection that failed mid-transaction is not handed out again.
+        client.release(broken !== undefined && isUnavailable(broken) ? (broken as Error) : undefined);
+      }
+    })();
+    this.#inFlight.add(work);
+    try {
+      return await work;
+    } finally {
+      this.#inFlight.delete(work);
+    }
+  }
+
+  #appendOutcome(sessionId: string, r: AppendRow): AppendOutcome {
     switch (r.outcome) {
       case 'appended':
         this.#counters.commits++;
@@ -577,22 +679,15 @@ export class PostgresSessionStore implements SessionStore {
     if (this.#closed) return;
     this.#closed = true;
     clearInterval(this.#sweepTimer);
-    // Calls already issued finish (and are acknowledged) before the pool goes.
-    await Promise.allSettled([...this.#inFlight]);
+    // Calls already issued finish (and are acknowledged) before the pool goes: queued appends
+    // first (their lanes drain), then whatever else is in flight.
+    while (this.#lanes.size > 0 || this.#inFlight.size > 0) {
+      await Promise.allSettled([...this.#inFlight]);
+      if (this.#inFlight.size === 0 && this.#lanes.size > 0) await new Promise((r) => setImmediate(r));
+    }
     await this.#notifier.close();
     await Promise.all([...this.#watches].map((w) => w.close()));
     await this.#pool.end().catch(() => undefined);
-  }
-}
-
-/** The URL without its password, for messages. */
-function redact(url: string): string {
-  try {
-    const u = new URL(url);
-    if (u.password !== '') u.password = '***';
-    return u.toString();
-  } catch {
-    return 'postgresql://(unparsable URL)';
   }
 }
 
