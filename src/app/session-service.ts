@@ -20,7 +20,8 @@ import { planFork } from '../domain/fork.js';
 import { JsonlDecoder, JsonlLineSplitter, assertUncompressed } from '../domain/jsonl-reader.js';
 import { JsonlEncoder } from '../domain/jsonl-writer.js';
 import type { IdempotentResult, NewSession, QuotaExceeded, ReadEventsQuery, SessionRecord, SessionStore, StoredEventText } from './store-port.js';
-import { ChangeFeed } from './change-feed.js';
+import type { ChangeFeed } from './change-feed.js';
+import { LocalChangeFeed } from './local-change-feed.js';
 import { SessionHandle } from './session-handle.js';
 import { storageKey, toStored, fromStored } from './tenant-scope.js';
 import { MAX_JSON_DEPTH, jsonTextDepth } from './json-depth.js';
@@ -141,7 +142,6 @@ function requestHash(candidates: readonly CandidateEvent[]): string {
 
 /** The application service. */
 export class SessionService {
-  readonly feed = new ChangeFeed();
   readonly #cache = new Map<string, SessionHandle>();
   readonly #loading = new Map<string, Promise<SessionHandle>>();
   readonly #inflightKeys = new Map<string, Promise<unknown>>();
@@ -156,6 +156,8 @@ export class SessionService {
     private readonly clock: () => number = Date.now,
     private readonly log?: AppLogger,
     private readonly newId: () => string = randomUUID,
+    /** What subscriptions follow: local batches only, or also the store's heads (StoreChangeFeed). */
+    readonly feed: ChangeFeed = new LocalChangeFeed(),
   ) {
     this.feed.onListenerError = (e) => this.log?.error({ err: e }, 'a subscriber failed on a committed batch and was removed');
   }
@@ -625,6 +627,7 @@ export class SessionService {
     if (this.#closed) return;
     this.#closed = true;
     for (const h of this.#cache.values()) await h.read(() => undefined);
+    await this.feed.close();
     await this.store.close();
   }
 

@@ -289,6 +289,8 @@ export interface SubscriptionStats {
   cursor: number;
   /** Highest seq published for the session since the subscription started (-1 = none). */
   head: number;
+  /** Heads reported for commits made elsewhere that sent the subscription to catch-up. */
+  remoteHeads: number;
 }
 
 /**
@@ -296,7 +298,7 @@ export interface SubscriptionStats {
  * `next()` only when it can write, which is what bounds memory under backpressure.
  */
 export class Subscription<I extends Item> {
-  readonly stats: SubscriptionStats = { mode: 'catch-up', bufferedBytes: 0, maxBufferedBytes: 0, fallbacks: 0, cursor: NO_CURSOR, head: NO_CURSOR };
+  readonly stats: SubscriptionStats = { mode: 'catch-up', bufferedBytes: 0, maxBufferedBytes: 0, fallbacks: 0, cursor: NO_CURSOR, head: NO_CURSOR, remoteHeads: 0 };
   #last = NO_CURSOR;
   #catchUp: CatchUp<I> | undefined;
   #page: I[] = [];
@@ -334,6 +336,7 @@ export class Subscription<I extends Item> {
     // Listen before the first (hence before the last) store read.
     sub.#unsubscribe = app.feed.subscribe(app.storageKey(ctx, sessionId), {
       onCommit: (b) => sub.#onCommit(b),
+      onHead: (nextSeq) => sub.#onHead(nextSeq),
       onDeleted: () => sub.#fail(new DomainError('SESSION_NOT_FOUND', `session ${JSON.stringify(sessionId)} was deleted`, { sessionId })),
     });
     try {
@@ -469,6 +472,13 @@ export class Subscription<I extends Item> {
     const lastEvent = batch.events[batch.events.length - 1];
     if (lastEvent && lastEvent.seq > this.stats.head) this.stats.head = lastEvent.seq;
     if (this.stats.mode === 'ended' || this.#discarding) return;
+    // A batch that does not start right after what this subscription has means commits made
+    // elsewhere came in between (their head report may still be on its way): read the store.
+    const firstEvent = batch.events[0];
+    if (this.stats.mode === 'live' && firstEvent !== undefined && firstEvent.seq > this.#known() + 1) {
+      this.#remoteCatchUp();
+      return;
+    }
     const items = this.source.live(batch);
     let i = 0;
     // Fast path: the consumer is parked (live, nothing buffered, stream writable) — write directly.
@@ -502,6 +512,45 @@ export class Subscription<I extends Item> {
       if (this.stats.bufferedBytes > this.stats.maxBufferedBytes) this.stats.maxBufferedBytes = this.stats.bufferedBytes;
     }
     if (queued && !this.#blocked) this.#wakeUp();
+  }
+
+  /**
+   * The stored head moved by a commit published elsewhere (another process): the events are only
+   * in the store, so read them through catch-up. While catching up, the read in flight may have
+   * missed them: it is not taken as the last one (as after a discarded live item).
+   */
+  #onHead(nextSeq: number): void {
+    const headSeq = nextSeq - 1;
+    if (headSeq > this.stats.head) this.stats.head = headSeq;
+    if (this.stats.mode === 'ended') return;
+    if (this.stats.mode === 'live') {
+      // Live, what was handed out and buffered is gap-free (see #onCommit): covered already?
+      if (headSeq <= this.#known()) return;
+      this.#remoteCatchUp();
+      return;
+    }
+    if (headSeq <= this.#last) return;
+    this.stats.remoteHeads++;
+    this.#drops++;
+  }
+
+  /** The highest seq handed out or buffered (live: everything up to it is accounted for). */
+  #known(): number {
+    if (this.#queuePos >= this.#queue.length) return this.#last;
+    return Math.max(this.#last, (this.#queue[this.#queue.length - 1] as I).cursor);
+  }
+
+  /** Live -> catch-up because the store has events this subscription got no batch for. */
+  #remoteCatchUp(): void {
+    this.stats.remoteHeads++;
+    this.#drops++;
+    // Buffered local items are in the store too: re-read everything after the cursor in order.
+    this.#clearQueue();
+    this.stats.mode = 'catch-up';
+    this.#catchUp = this.source.catchUp(this.#last);
+    this.#page = [];
+    this.#pagePos = 0;
+    if (!this.#blocked) this.#wakeUp();
   }
 
   /** The live buffer would exceed its limit: drop it and read the store from the cursor instead. */

@@ -3,6 +3,7 @@
  */
 import { Server, type ServerCredentials, type UntypedHandleCall } from '@grpc/grpc-js';
 import { SessionService } from '../app/session-service.js';
+import { StoreChangeFeed } from '../app/store-change-feed.js';
 import type { SessionStore } from '../app/store-port.js';
 import { MemorySessionStore } from '../store/memory/memory-store.js';
 import { SqliteSessionStore } from '../store/sqlite/sqlite-store.js';
@@ -85,7 +86,8 @@ export async function startServer(partial: Partial<ServerConfig> = {}, ext: Serv
   const prom: PromMetrics | undefined = config.metricsListen ? await loadMetrics() : undefined;
   const metrics: Metrics = prom ?? NO_METRICS;
   const store = await openStore(config, logger);
-  const app = new SessionService(store, config.limits, Date.now, logger);
+  // Subscribers hear this process's commits at once and other processes' through the store.
+  const app = new SessionService(store, config.limits, Date.now, logger, undefined, new StoreChangeFeed(store.openHeadWatch()));
   const health = new HealthState();
   const server = new Server({
     'grpc.max_receive_message_length': config.maxMessageBytes,

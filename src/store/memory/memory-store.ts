@@ -64,8 +64,8 @@ type HeadListener = (head: number | 'deleted') => void;
 export class MemoryDatabase {
   /** @internal */ readonly sessions = new Map<string, MemorySession>();
   /** @internal */ readonly tenants = new Map<string, { sessions: number; dataBytes: number }>();
-  /** @internal Head watchers by session id, with the store instance that registered them. */
-  readonly watchers = new Map<string, Set<{ readonly store: object; readonly onHead: HeadListener }>>();
+  /** @internal Head watchers by session id. */
+  readonly watchers = new Map<string, Set<{ readonly onHead: HeadListener }>>();
 
   /** @internal */
   tenant(name: string): { sessions: number; dataBytes: number } {
@@ -78,14 +78,15 @@ export class MemoryDatabase {
   }
 
   /**
-   * @internal Tells the watchers of other store instances that a session's head moved (later, on
-   * a macrotask: like a notification from another process, never inside the writer's call).
+   * @internal Tells the watchers that a session's head moved: every instance's, this one's too
+   * (so two services over one store instance hear each other), later on a macrotask like a
+   * notification from another process, never inside the writer's call (by then the writer's app
+   * has published the batch itself, and its subscribers ignore the head).
    */
-  changed(writer: object, id: string, head: number | 'deleted'): void {
+  changed(_writer: object, id: string, head: number | 'deleted'): void {
     const set = this.watchers.get(id);
     if (set === undefined) return;
     for (const w of set) {
-      if (w.store === writer) continue;
       setImmediate(() => {
         if (set.has(w)) w.onHead(head);
       });
@@ -352,7 +353,7 @@ export class MemorySessionStore implements SessionStore {
     const mine = new Set<() => void>();
     return {
       watch: (sessionId, onHead) => {
-        const entry = { store: this, onHead };
+        const entry = { onHead };
         let set = watchers.get(sessionId);
         if (set === undefined) {
           set = new Set();
