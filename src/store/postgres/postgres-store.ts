@@ -206,10 +206,15 @@ export class PostgresSessionStore implements SessionStore {
   readonly #notifier: HeadNotifier;
   readonly #options: PostgresStoreOptions;
   readonly #watches = new Set<PgHeadWatch>();
+  /** Identical reads issued in the current event-loop turn, not sent yet (see #coalesce). */
+  readonly #turnReads = new Map<string, Promise<readonly unknown[]>>();
   /** Per-session append queues (see #runLane). */
   readonly #lanes = new Map<string, Lane>();
   #sweepTimer: NodeJS.Timeout | undefined;
+  /** close() was called: new calls are refused. */
   #closed = false;
+  /** The pool is gone (after close() let every call issued before it finish). */
+  #ended = false;
   /** Queries in flight: close() lets them finish before ending the pool. */
   readonly #inFlight = new Set<Promise<unknown>>();
   #counters = { commits: 0, appends: 0 };
@@ -309,10 +314,19 @@ export class PostgresSessionStore implements SessionStore {
     return { ...this.#counters };
   }
 
-  /** Runs a query on the pool, mapping an unreachable database to StoreUnavailableError. */
-  async #query<R extends pg.QueryResultRow>(text: string, values?: unknown[], queuedBeforeClose = false): Promise<R[]> {
-    if (this.#closed && !queuedBeforeClose) throw new StoreClosedError();
-    const running = this.#pool.query<R>(text, values);
+  /** Every call checks this first; calls issued before close() still run to the end. */
+  #checkOpen(): void {
+    if (this.#closed) throw new StoreClosedError();
+  }
+
+  /**
+   * Runs a query on the pool, mapping an unreachable database to StoreUnavailableError. Every
+   * statement is a named prepared statement (parsed and planned once per connection, the name
+   * derived from the text), so the server only binds and executes on the hot paths.
+   */
+  async #query<R extends pg.QueryResultRow>(text: string, values?: unknown[]): Promise<R[]> {
+    if (this.#ended) throw new StoreClosedError();
+    const running = this.#pool.query<R>({ name: statementName(text), text, values: values ?? [] });
     this.#inFlight.add(running);
     try {
       return (await running).rows;
@@ -324,6 +338,7 @@ export class PostgresSessionStore implements SessionStore {
   }
 
   async createSession(record: NewSession, events: readonly SessionEvent[], quota?: CreateQuota): Promise<CreateOutcome> {
+    this.#checkOpen();
     const h = record.header;
     checkAscendingSeqs(h.id, events, 0);
     const { arrays, dataBytes } = encodeEvents(events);
@@ -347,11 +362,13 @@ export class PostgresSessionStore implements SessionStore {
   }
 
   async getSession(id: string): Promise<SessionRecord | undefined> {
+    this.#checkOpen();
     const rows = await this.#query<RawSession>(`SELECT ${SESSION_COLUMNS} FROM ${this.#s}.sessions WHERE id = $1 AND pending_owner IS NULL`, [id]);
     return rows[0] === undefined ? undefined : decodeSession(rows[0]);
   }
 
   async listSessions(query: { tenant?: string; labels?: Readonly<Record<string, string>>; pageSize: number; pageToken?: string }): Promise<SessionPage> {
+    this.#checkOpen();
     checkPageSize(query.pageSize);
     const after = query.pageToken ? decodePageToken(query.pageToken) : { createdAt: FIRST_PAGE_CREATED_AT, id: '' };
     const values: unknown[] = [after.createdAt, after.id, query.pageSize + 1];
@@ -382,6 +399,7 @@ export class PostgresSessionStore implements SessionStore {
   }
 
   async deleteSession(id: string): Promise<boolean> {
+    this.#checkOpen();
     const rows = await this.#query<{ deleted: boolean }>(`SELECT ${this.#s}.delete_session($1) AS deleted`, [id]);
     const deleted = rows[0]!.deleted;
     if (deleted) {
@@ -446,8 +464,7 @@ export class PostgresSessionStore implements SessionStore {
   /** One transaction for a group of appends of one session; an unexpected error fails the whole group (nothing of it commits). */
   async #appendGroup(group: readonly QueuedAppend[]): Promise<AppendRow[]> {
     const sql = `SELECT * FROM ${this.#s}.append($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)`;
-    // Queued before close(), which waits for the lanes: sent even if the store is closing.
-    if (group.length === 1) return this.#query<AppendRow>(sql, group[0]!.values, true);
+    if (group.length === 1) return this.#query<AppendRow>(sql, group[0]!.values);
     const work = (async (): Promise<AppendRow[]> => {
       let client: pg.PoolClient;
       try {
@@ -459,7 +476,8 @@ export class PostgresSessionStore implements SessionStore {
       try {
         await client.query('BEGIN');
         const rows: AppendRow[] = [];
-        for (const call of group) rows.push((await client.query<AppendRow>(sql, call.values)).rows[0]!);
+        const name = statementName(sql);
+        for (const call of group) rows.push((await client.query<AppendRow>({ name, text: sql, values: call.values })).rows[0]!);
         await client.query('COMMIT');
         return rows;
       } catch (error) {
@@ -498,6 +516,7 @@ export class PostgresSessionStore implements SessionStore {
   }
 
   async getIdempotent(sessionId: string, key: string): Promise<IdempotentResult | undefined> {
+    this.#checkOpen();
     const rows = await this.#query<{ request_hash: string; seqs: number[]; surface_length: number }>(
       `SELECT i.request_hash, i.seqs, i.surface_length FROM ${this.#s}.idempotency i
          JOIN ${this.#s}.sessions s ON s.id = i.session_id AND s.pending_owner IS NULL
@@ -508,11 +527,33 @@ export class PostgresSessionStore implements SessionStore {
     return r === undefined ? undefined : { seqs: r.seqs, requestHash: r.request_hash, surfaceLength: r.surface_length };
   }
 
-  async readEvents(sessionId: string, query: ReadEventsQuery): Promise<SessionEvent[]> {
-    return (await this.#selectEvents(sessionId, query)).map(decodeEvent);
+  /**
+   * Identical reads issued in one event-loop turn share one query, sent at the end of the turn:
+   * a commit notified to this replica wakes every subscription of the session at once, and each
+   * reads the same rows after the same cursor (100 subscribers would be 100 identical queries).
+   * Only reads not yet sent are joined, so every caller still sees every commit acknowledged
+   * before it called (read-your-writes holds). Each caller gets its own array.
+   */
+  async #coalesce<T>(key: string, read: () => Promise<readonly T[]>): Promise<T[]> {
+    this.#checkOpen();
+    let shared = this.#turnReads.get(key) as Promise<readonly T[]> | undefined;
+    if (shared === undefined) {
+      shared = new Promise<void>((resolve) => setImmediate(resolve)).then(() => {
+        this.#turnReads.delete(key);
+        return read();
+      });
+      this.#turnReads.set(key, shared);
+    }
+    return (await shared).slice();
+  }
+
+  readEvents(sessionId: string, query: ReadEventsQuery): Promise<SessionEvent[]> {
+    return this.#coalesce(`e\0${sessionId}\0${query.fromSeq}\0${query.direction}\0${query.limit}\0${query.types?.join('\0') ?? ''}`, async () =>
+      (await this.#selectEvents(sessionId, query)).map(decodeEvent));
   }
 
   async readEventTexts(sessionId: string, query: ReadEventsQuery): Promise<StoredEventText[]> {
+    this.#checkOpen();
     return (await this.#selectEvents(sessionId, query)).map(decodeEventText);
   }
 
@@ -538,6 +579,10 @@ export class PostgresSessionStore implements SessionStore {
 
   async getEvents(sessionId: string, seqs: readonly number[]): Promise<SessionEvent[]> {
     if (seqs.length === 0) return [];
+    return this.#coalesce(`g\0${sessionId}\0${seqs.join(',')}`, () => this.#getEvents(sessionId, seqs));
+  }
+
+  async #getEvents(sessionId: string, seqs: readonly number[]): Promise<SessionEvent[]> {
     const rows = await this.#query<RawEvent>(
       `SELECT ${EVENT_COLUMNS} FROM ${this.#s}.events WHERE session_id = $1 AND seq = ANY($2::bigint[]) AND ${this.#visible('$1')} ORDER BY seq`,
       [sessionId, seqs],
@@ -547,6 +592,10 @@ export class PostgresSessionStore implements SessionStore {
 
   async readStructure(sessionId: string, fromSeq: number, limit = Number.MAX_SAFE_INTEGER): Promise<StructuralRow[]> {
     if (!Number.isSafeInteger(limit) || limit < 1) throw new RangeError(`limit must be a positive integer, got ${limit}`);
+    return this.#coalesce(`s\0${sessionId}\0${fromSeq}\0${limit}`, () => this.#readStructure(sessionId, fromSeq, limit));
+  }
+
+  async #readStructure(sessionId: string, fromSeq: number, limit: number): Promise<StructuralRow[]> {
     const out: StructuralRow[] = [];
     const types = new Map<string, string>();
     let next = fromSeq;
@@ -577,6 +626,7 @@ export class PostgresSessionStore implements SessionStore {
   }
 
   async *scanEvents(sessionId: string, fromSeq: number, batchSize: number): AsyncIterable<SessionEvent[]> {
+    this.#checkOpen();
     if (!Number.isSafeInteger(batchSize) || batchSize < 1) throw new RangeError(`batchSize must be a positive integer, got ${batchSize}`);
     let next = fromSeq;
     for (;;) {
@@ -593,6 +643,7 @@ export class PostgresSessionStore implements SessionStore {
   }
 
   async publishSession(id: string, owner: string): Promise<void> {
+    this.#checkOpen();
     const rows = await this.#query<{ next_seq: number }>(
       `UPDATE ${this.#s}.sessions SET pending_owner = NULL, lease_until = NULL WHERE id = $1 AND pending_owner = $2 RETURNING next_seq`,
       [id, owner],
@@ -602,6 +653,7 @@ export class PostgresSessionStore implements SessionStore {
   }
 
   async appendPending(sessionId: string, events: readonly SessionEvent[], opts: PendingChunkOptions): Promise<PendingChunkOutcome> {
+    this.#checkOpen();
     checkAscendingSeqs(sessionId, events, 0);
     const { arrays, dataBytes } = encodeEvents(events);
     const rows = await this.#query<{ outcome: string; owner: string | null; q_limit: number | null; q_actual: number | null }>(
@@ -624,6 +676,7 @@ export class PostgresSessionStore implements SessionStore {
   }
 
   async getTenantUsage(tenant: string): Promise<TenantUsage> {
+    this.#checkOpen();
     const rows = await this.#query<{ sessions: number | null; bytes: number | null }>(
       `SELECT (SELECT session_count FROM ${this.#s}.tenants WHERE tenant = $1) AS sessions,
               (SELECT sum(data_bytes)::bigint FROM ${this.#s}.tenant_bytes WHERE tenant = $1) AS bytes`,
@@ -679,16 +732,29 @@ export class PostgresSessionStore implements SessionStore {
     if (this.#closed) return;
     this.#closed = true;
     clearInterval(this.#sweepTimer);
-    // Calls already issued finish (and are acknowledged) before the pool goes: queued appends
-    // first (their lanes drain), then whatever else is in flight.
-    while (this.#lanes.size > 0 || this.#inFlight.size > 0) {
-      await Promise.allSettled([...this.#inFlight]);
-      if (this.#inFlight.size === 0 && this.#lanes.size > 0) await new Promise((r) => setImmediate(r));
+    // Calls already issued finish (and are acknowledged) before the pool goes: reads waiting for
+    // the end of the turn, queued appends (their lanes drain), whatever else is in flight.
+    while (this.#lanes.size > 0 || this.#inFlight.size > 0 || this.#turnReads.size > 0) {
+      await Promise.allSettled([...this.#inFlight, ...this.#turnReads.values()]);
+      await new Promise((r) => setImmediate(r));
     }
+    this.#ended = true;
     await this.#notifier.close();
     await Promise.all([...this.#watches].map((w) => w.close()));
     await this.#pool.end().catch(() => undefined);
   }
+}
+
+/** Prepared-statement names by statement text (texts are few: built from a fixed set per schema). */
+const STATEMENT_NAMES = new Map<string, string>();
+
+function statementName(text: string): string {
+  let name = STATEMENT_NAMES.get(text);
+  if (name === undefined) {
+    name = `pal${STATEMENT_NAMES.size}`;
+    STATEMENT_NAMES.set(text, name);
+  }
+  return name;
 }
 
 function decodeEvent(r: RawEvent): SessionEvent {
