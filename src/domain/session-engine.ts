@@ -38,6 +38,7 @@ import { Reason } from './reasons.js';
 import { SeqTable, TypeInterner } from './seq-table.js';
 import { rewriteChangesOnlyContent } from './tool-result-rewrite.js';
 import { ChunkedSurface, SurfaceDraft } from './surface.js';
+import { foldStoredReplace, type SurfaceDelta } from './surface-fold.js';
 import { normalizeCandidate } from './validate-event.js';
 
 /** How a batch is checked: live `append` (seq assigned or equal to nextSeq) or `import` (seqs given, increasing, gaps allowed). */
@@ -58,20 +59,8 @@ export interface PlanContext {
   readonly lookup: (seq: number) => SessionEvent | undefined;
 }
 
-/** What one accepted event did to the surface. */
-export type SurfaceDelta =
-  | { readonly kind: 'append'; readonly seq: number }
-  | {
-      readonly kind: 'replace';
-      readonly seq: number;
-      readonly start: number;
-      readonly end: number;
-      /** The seqs that left the surface, in surface order. */
-      readonly shadowed: readonly number[];
-      /** Surface index of the first shadowed node (where the new event now sits). */
-      readonly index: number;
-    }
-  | { readonly kind: 'none'; readonly seq: number };
+/** What one accepted event did to the surface (defined next to the stored-row fold). */
+export type { SurfaceDelta } from './surface-fold.js';
 
 /** The result of a successful `plan()`: apply it with `commit()` once the events are durable. */
 export interface BatchPlan {
@@ -437,14 +426,9 @@ export class SessionEngine {
         }
         if (op === 'append') surf.append(seq);
         else if (op !== undefined && typeof op === 'object') {
-          const draft = new SurfaceDraft(surf);
-          const a = draft.locate(op.start);
-          const b = draft.locate(op.end);
-          if (a === undefined || b === undefined || draft.compare(a, b) > 0) {
+          if (foldStoredReplace(surf, seq, op.start, op.end, false) === undefined) {
             throw new StructureCorruptError(`row ${i} (seq ${seq}): replace ${op.start}..${op.end} is not a surface range`);
           }
-          draft.replace(a, b, draft.range(a, b), seq);
-          surf.adopt(draft);
           this.generation++;
           if (tid === toolId) this.toolReplaceStarts.set(seq, op.start);
         } else {

@@ -120,30 +120,6 @@ export function modelHistoryResponse(messages: readonly { seq: number; message: 
   return Buffer.concat(parts, size + tail.length);
 }
 
-/** GetMessages page cursor: model history by offset + replace generation, transcript by seq. */
-interface MessagesToken {
-  readonly v: 'm' | 't';
-  readonly o?: number;
-  readonly g?: number;
-  readonly s?: number;
-}
-
-function encodeMessagesToken(t: MessagesToken): string {
-  return Buffer.from(JSON.stringify(t)).toString('base64url');
-}
-
-function decodeMessagesToken(token: string, transcript: boolean): MessagesToken {
-  const nat = (v: unknown): boolean => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
-  try {
-    const t = JSON.parse(Buffer.from(token, 'base64url').toString('utf8')) as Record<string, unknown>;
-    if (transcript && t.v === 't' && nat(t.s)) return { v: 't', s: t.s as number };
-    if (!transcript && t.v === 'm' && nat(t.o) && nat(t.g)) return { v: 'm', o: t.o as number, g: t.g as number };
-  } catch {
-    // fall through
-  }
-  throw new DomainError('INVALID_PAGE_TOKEN', 'page_token is not a GetMessages token of this view; start again without it', { field: 'page_token' });
-}
-
 function requireId(id: string, field = 'session_id'): string {
   if (!id) throw new DomainError('INVALID_ARGUMENT', `${field} is required`, { field });
   return id;
@@ -260,38 +236,7 @@ export function makeHandlers(app: SessionService, resolve: ContextResolver, log:
         throw new DomainError('VIEW_UNSPECIFIED', 'view is required: MESSAGE_VIEW_MODEL_HISTORY or MESSAGE_VIEW_TRANSCRIPT', { field: 'view' });
       }
       const transcript = r.view === MessageView.MESSAGE_VIEW_TRANSCRIPT;
-      const pageSize = r.pageSize;
-      if (pageSize > app.limits.maxPageSize) {
-        throw new DomainError('PAGE_SIZE_TOO_LARGE', `page_size ${pageSize} exceeds the limit ${app.limits.maxPageSize}`, {
-          field: 'page_size', limitName: 'max_page_size', limit: String(app.limits.maxPageSize), actual: String(pageSize),
-        });
-      }
-      const token = r.pageToken ? decodeMessagesToken(r.pageToken, transcript) : undefined;
-      let messages: { seq: number; message: Json }[];
-      let headSeq: number | undefined;
-      let next = '';
-      if (transcript) {
-        // Log order: the last seq sent is a stable cursor (appends never move earlier entries).
-        const out = await app.getMessages(ctx, requireId(r.sessionId), 'transcript', { afterSeq: token?.s, limit: pageSize > 0 ? pageSize + 1 : undefined });
-        messages = out.messages;
-        headSeq = out.headSeq;
-        if (pageSize > 0 && messages.length > pageSize) {
-          messages = messages.slice(0, pageSize);
-          next = encodeMessagesToken({ v: 't', s: messages[messages.length - 1]!.seq });
-        }
-      } else {
-        // Surface order: positions are stable until a replace rewrites the surface.
-        const out = await app.getMessages(ctx, requireId(r.sessionId), 'model');
-        if (token !== undefined && token.g !== out.replaceGeneration) {
-          throw new DomainError('PAGE_TOKEN_STALE', 'a replace rewrote the surface since the first page; read the model history again from the start', {
-            field: 'page_token', expectedGeneration: String(token.g), actualGeneration: String(out.replaceGeneration),
-          });
-        }
-        const from = token?.o ?? 0;
-        messages = pageSize > 0 || from > 0 ? out.messages.slice(from, pageSize > 0 ? from + pageSize : undefined) : out.messages;
-        headSeq = out.headSeq;
-        if (pageSize > 0 && from + pageSize < out.messages.length) next = encodeMessagesToken({ v: 'm', o: from + pageSize, g: out.replaceGeneration });
-      }
+      const { messages, headSeq, nextPageToken: next } = await app.getMessagesPage(ctx, requireId(r.sessionId), transcript ? 'transcript' : 'model', r.pageSize, r.pageToken);
       // Model history: the projection's message objects persist across calls, so their encoded
       // entries are cached (see modelHistoryResponse); transcript messages are built per call
       // from a store read.

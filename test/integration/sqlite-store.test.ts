@@ -18,6 +18,11 @@ storeContract('SqliteSessionStore (durability full, setImmediate flush)', {
   open: async () => new SqliteSessionStore({ path: freshPath() }),
   commits: (store) => store.stats().commits,
   groupCommit: true,
+  // Two connections (two SqliteSessionStore) on one file, as two server processes would be.
+  database: async () => {
+    const path = freshPath();
+    return { open: async () => new SqliteSessionStore({ path, headWatchPollMs: 10 }) };
+  },
 });
 
 storeContract('SqliteSessionStore (durability full, fsync inside COMMIT)', {
@@ -30,6 +35,10 @@ storeContract('SqliteSessionStore (durability normal, microtask flush)', {
   open: async () => new SqliteSessionStore({ path: freshPath(), durability: 'normal', groupCommit: 'microtask' }),
   commits: (store) => store.stats().commits,
   groupCommit: true,
+  database: async () => {
+    const path = freshPath();
+    return { open: async () => new SqliteSessionStore({ path, durability: 'normal', groupCommit: 'microtask', headWatchPollMs: 10 }) };
+  },
 });
 
 function openError(options: SqliteStoreOptions): StoreOpenError {

@@ -9,6 +9,9 @@ import { storedSessionBytes } from '../../src/app/store-port.js';
 import { DomainError } from '../../src/domain/errors.js';
 import type { Json, SessionEvent, SessionHeader, SurfaceOp } from '../../src/domain/event.js';
 import { StoreClosedError, StoreUsageError } from '../../src/store/store-errors.js';
+import { multiWriterContract, type SharedDatabase } from './multi-writer-contract.js';
+
+export { multiWriterContract, type SharedDatabase };
 
 /** How the suite drives one implementation. */
 export interface StoreHarness<S extends SessionStore> {
@@ -18,6 +21,11 @@ export interface StoreHarness<S extends SessionStore> {
   commits(store: S): number;
   /** Whether concurrent appends share one transaction (group commit). */
   readonly groupCommit: boolean;
+  /**
+   * A fresh, empty database that several store instances can open (runs the multi-writer
+   * section, see multi-writer-contract.ts). Every store shared by processes must have it.
+   */
+  database?(): Promise<SharedDatabase<S>>;
 }
 
 /** Builds an event; optional keys only when given. */
@@ -143,6 +151,7 @@ async function collect<T>(iterable: AsyncIterable<T>): Promise<T[]> {
 
 /** Registers the contract suite for one implementation. */
 export function storeContract<S extends SessionStore>(name: string, harness: StoreHarness<S>): void {
+  if (harness.database) multiWriterContract(name, harness.database);
   describe(`${name}: store contract`, () => {
     let store: S;
     beforeEach(async () => {
