@@ -1,6 +1,8 @@
 /**
- * The store contract suite against PostgreSQL (the run's throwaway cluster): every store opens a
- * fresh PostgreSQL schema of this file's database, so each test starts empty.
+ * The store contract suite against PostgreSQL (the run's throwaway cluster), multi-writer section
+ * included: every store (or shared database of the multi-writer section, opened by several store
+ * instances with pools of their own) is a fresh PostgreSQL schema of this file's database, so each
+ * test starts empty.
  */
 import { afterAll, beforeAll, describe } from 'vitest';
 import { PostgresSessionStore } from '../../src/store/postgres/postgres-store.js';
@@ -22,5 +24,9 @@ describe.skipIf(!hasPostgres())('PostgreSQL', () => {
     open: async () => PostgresSessionStore.open({ url: db!.url, schema: `c${schemas++}`, poolSize: 4 }),
     commits: (store) => store.stats().commits,
     groupCommit: false,
+    database: async () => {
+      const schema = `m${schemas++}`;
+      return { open: () => PostgresSessionStore.open({ url: db!.url, schema, poolSize: 4, headPollMs: 500 }) };
+    },
   });
 });

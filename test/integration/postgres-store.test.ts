@@ -173,7 +173,8 @@ describe.skipIf(!hasPostgres())('PostgresSessionStore', () => {
     now = 25_000;
     expect(await b.sweepExpiredImports()).toBe(1);
     await expect(a.appendPending('dead', events(0, 1), { owner: 'A', leaseUntil: 40_000 })).rejects.toThrow(StoreUsageError);
-    await expect(b.publishSession('live', 'B')).rejects.toThrow(/no such pending session/);
+    await expect(b.publishSession('live', 'B')).rejects.toThrow(/owned by another importer \(A\)/);
+    await expect(b.publishSession('dead', 'A')).rejects.toThrow(/no such pending session/);
     await a.publishSession('live', 'A');
     expect(await b.getSession('live')).toMatchObject({ nextSeq: 2 });
     expect((await b.getTenantUsage('t')).sessions).toBe(1);

@@ -180,6 +180,8 @@ interface AppendRow {
 /** An append waiting in its session's lane. */
 interface QueuedAppend {
   readonly values: unknown[];
+  /** The byte quota as given (reported back as the limit). */
+  readonly maxBytes: number;
   readonly resolve: (outcome: AppendOutcome) => void;
   readonly reject: (error: unknown) => void;
 }
@@ -349,7 +351,7 @@ export class PostgresSessionStore implements SessionStore {
         h.id, h.version, h.createdAt, h.cwd ?? null, h.parentSession ?? null, h.seedLength ?? null, h.origin ?? null,
         h.delegationDepth ?? null, h.agentPreset ?? null, JSON.stringify(record.labels), record.tenant, record.strict,
         record.pairingGuard, record.pending?.owner ?? null, record.pending?.leaseUntil ?? null, record.writer, ...arrays,
-        dataBytes + storedSessionBytes(h, record.labels), quota?.maxSessions ?? 0, quota?.maxBytes ?? 0,
+        dataBytes + storedSessionBytes(h, record.labels), Math.floor(quota?.maxSessions ?? 0), Math.floor(quota?.maxBytes ?? 0),
       ],
     );
     const r = rows[0]!;
@@ -358,7 +360,9 @@ export class PostgresSessionStore implements SessionStore {
       return { kind: 'created' };
     }
     if (r.outcome === 'exists') return { kind: 'exists' };
-    return { kind: 'quota-exceeded', limitName: r.q_name as 'tenant_max_sessions', limit: r.q_limit!, actual: r.q_actual! };
+    // The limit as given (the SQL compares integers: used > floor(limit) iff used > limit).
+    const limitName = r.q_name as 'tenant_max_sessions' | 'tenant_max_bytes';
+    return { kind: 'quota-exceeded', limitName, limit: (limitName === 'tenant_max_sessions' ? quota?.maxSessions : quota?.maxBytes) ?? r.q_limit!, actual: r.q_actual! };
   }
 
   async getSession(id: string): Promise<SessionRecord | undefined> {
@@ -420,7 +424,7 @@ export class PostgresSessionStore implements SessionStore {
     const key = req.idempotency;
     const values = [
       sessionId, req.expectedNextSeq, req.expectedWriter, req.writer, ...arrays, dataBytes,
-      key?.key ?? null, key?.requestHash ?? null, req.surfaceLength, req.quota?.maxBytes ?? 0, this.#now(),
+      key?.key ?? null, key?.requestHash ?? null, req.surfaceLength, Math.floor(req.quota?.maxBytes ?? 0), this.#now(),
     ];
     return new Promise<AppendOutcome>((resolve, reject) => {
       let lane = this.#lanes.get(sessionId);
@@ -428,7 +432,7 @@ export class PostgresSessionStore implements SessionStore {
         lane = { queue: [], running: false };
         this.#lanes.set(sessionId, lane);
       }
-      lane.queue.push({ values, resolve, reject });
+      lane.queue.push({ values, maxBytes: req.quota?.maxBytes ?? 0, resolve, reject });
       if (!lane.running) void this.#runLane(sessionId, lane);
     });
   }
@@ -453,7 +457,7 @@ export class PostgresSessionStore implements SessionStore {
           for (const call of group) call.reject(error);
           continue;
         }
-        for (let i = 0; i < group.length; i++) group[i]!.resolve(this.#appendOutcome(sessionId, outcomes[i]!));
+        for (let i = 0; i < group.length; i++) group[i]!.resolve(this.#appendOutcome(sessionId, outcomes[i]!, group[i]!.maxBytes));
       }
     } finally {
       lane.running = false;
@@ -497,7 +501,7 @@ export class PostgresSessionStore implements SessionStore {
     }
   }
 
-  #appendOutcome(sessionId: string, r: AppendRow): AppendOutcome {
+  #appendOutcome(sessionId: string, r: AppendRow, maxBytes: number): AppendOutcome {
     switch (r.outcome) {
       case 'appended':
         this.#counters.commits++;
@@ -509,7 +513,7 @@ export class PostgresSessionStore implements SessionStore {
       case 'duplicate':
         return { kind: 'duplicate', result: { seqs: r.r_seqs!, requestHash: r.r_hash!, surfaceLength: r.r_surface! } };
       case 'quota-exceeded':
-        return { kind: 'quota-exceeded', limitName: 'tenant_max_bytes', limit: r.q_limit!, actual: r.q_actual! };
+        return { kind: 'quota-exceeded', limitName: 'tenant_max_bytes', limit: maxBytes, actual: r.q_actual! };
       default:
         return NOT_FOUND;
     }
@@ -644,11 +648,19 @@ export class PostgresSessionStore implements SessionStore {
 
   async publishSession(id: string, owner: string): Promise<void> {
     this.#checkOpen();
-    const rows = await this.#query<{ next_seq: number }>(
-      `UPDATE ${this.#s}.sessions SET pending_owner = NULL, lease_until = NULL WHERE id = $1 AND pending_owner = $2 RETURNING next_seq`,
+    const rows = await this.#query<{ published: boolean; owner: string | null }>(
+      `WITH p AS (UPDATE ${this.#s}.sessions SET pending_owner = NULL, lease_until = NULL WHERE id = $1 AND pending_owner = $2 RETURNING id)
+       SELECT EXISTS (SELECT 1 FROM p) AS published, (SELECT pending_owner FROM ${this.#s}.sessions WHERE id = $1) AS owner`,
       [id, owner],
     );
-    if (rows.length === 0) throw new StoreUsageError(`cannot publish session ${id}: no such pending session owned by ${owner}`);
+    const r = rows[0]!;
+    if (!r.published) {
+      throw new StoreUsageError(
+        r.owner === null
+          ? `cannot publish session ${id}: no such pending session`
+          : `cannot publish session ${id}: the pending session is owned by another importer (${r.owner})`,
+      );
+    }
     this.#counters.commits++;
   }
 
@@ -658,7 +670,7 @@ export class PostgresSessionStore implements SessionStore {
     const { arrays, dataBytes } = encodeEvents(events);
     const rows = await this.#query<{ outcome: string; owner: string | null; q_limit: number | null; q_actual: number | null }>(
       `SELECT * FROM ${this.#s}.append_pending($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
-      [sessionId, opts.owner, opts.leaseUntil, ...arrays, dataBytes, opts.quota?.maxBytes ?? 0],
+      [sessionId, opts.owner, opts.leaseUntil, ...arrays, dataBytes, Math.floor(opts.quota?.maxBytes ?? 0)],
     );
     const r = rows[0]!;
     if (r.outcome === 'appended') {
@@ -672,7 +684,7 @@ export class PostgresSessionStore implements SessionStore {
           : `cannot append an import chunk to session ${sessionId}: the pending session is owned by another importer (${r.owner})`,
       );
     }
-    return { kind: 'quota-exceeded', limitName: 'tenant_max_bytes', limit: r.q_limit!, actual: r.q_actual! };
+    return { kind: 'quota-exceeded', limitName: 'tenant_max_bytes', limit: opts.quota?.maxBytes ?? r.q_limit!, actual: r.q_actual! };
   }
 
   async getTenantUsage(tenant: string): Promise<TenantUsage> {
