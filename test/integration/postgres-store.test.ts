@@ -109,6 +109,23 @@ describe.skipIf(!hasPostgres())('PostgresSessionStore', () => {
     expect(await b!.getSession('s1')).toMatchObject({ nextSeq: 1, writer: 'A', eventCount: 1 });
   });
 
+  it("one instance sends a session's queued appends together, in order, each checked: a broken link fails the rest of the chain only", async () => {
+    const [a, b] = await instances(2);
+    await a!.createSession(record('g'), []);
+    // Ten pipelined batches, each planned on the previous one's token; the sixth names a token
+    // nobody wrote, so it and everything planned on it conflict.
+    const chain = Array.from({ length: 10 }, (_, i) => a!.append('g', {
+      expectedNextSeq: i, expectedWriter: i === 0 ? 'w0' : i === 5 ? 'bogus' : `g${i - 1}`, writer: `g${i}`, events: events(i, 1), surfaceLength: i,
+      ...(i === 2 ? { idempotency: { key: 'k2', requestHash: 'h2' } } : {}),
+    }));
+    const outcomes = await Promise.all(chain);
+    expect(outcomes.slice(0, 5)).toEqual(Array.from({ length: 5 }, () => ({ kind: 'appended' })));
+    expect(outcomes.slice(5)).toEqual(Array.from({ length: 5 }, () => ({ kind: 'conflict', actualNextSeq: 5 })));
+    expect(a!.stats().maxGroupSize).toBeGreaterThan(1);
+    expect(await b!.getSession('g')).toMatchObject({ nextSeq: 5, eventCount: 5, writer: 'g4' });
+    expect(await b!.getIdempotent('g', 'k2')).toEqual({ seqs: [2], requestHash: 'h2', surfaceLength: 2 });
+  });
+
   it('an idempotency key retried on another instance returns the stored result, with its surface length', async () => {
     const [a, b] = await instances(2);
     await a!.createSession(record('s1'), []);

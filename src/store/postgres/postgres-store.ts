@@ -69,6 +69,12 @@ export interface PostgresStoreOptions {
   readonly poolSize?: number;
   /** How long a call waits for a pooled connection (or a new one) before UNAVAILABLE, ms (default 5000). */
   readonly connectTimeoutMs?: number;
+  /**
+   * How long a query may go unanswered before the call fails with UNAVAILABLE, ms (default 30000):
+   * a network partition that drops packets without a reset would otherwise hang calls until TCP
+   * keepalive notices. A write timed out this way may still have committed (the message says so).
+   */
+  readonly queryTimeoutMs?: number;
   /** Slow poll of watched heads backing NOTIFY up, ms (default 2000). */
   readonly headPollMs?: number;
   /** Lease sweep period for abandoned pending imports, ms (default 60000; 0 = only at open). */
@@ -85,6 +91,8 @@ export interface PostgresStoreStats {
   readonly commits: number;
   /** `append` calls that appended events. */
   readonly appends: number;
+  /** Most appends of one session sent in one transaction so far. */
+  readonly maxGroupSize: number;
 }
 
 /** int8 as number (every value the store writes is a safe integer) and int8[] as number[]. */
@@ -219,7 +227,7 @@ export class PostgresSessionStore implements SessionStore {
   #ended = false;
   /** Queries in flight: close() lets them finish before ending the pool. */
   readonly #inFlight = new Set<Promise<unknown>>();
-  #counters = { commits: 0, appends: 0 };
+  #counters = { commits: 0, appends: 0, maxGroupSize: 0 };
   /** Identifies this store instance in logs and as the default import owner. */
   readonly instanceId = randomUUID();
 
@@ -250,7 +258,7 @@ export class PostgresSessionStore implements SessionStore {
       connectionTimeoutMillis: options.connectTimeoutMs ?? 5000,
       keepAlive: true,
     };
-    const pool = new pg.Pool({ ...connection, max: options.poolSize ?? 10, idleTimeoutMillis: 30_000 });
+    const pool = new pg.Pool({ ...connection, max: options.poolSize ?? 10, idleTimeoutMillis: 30_000, query_timeout: options.queryTimeoutMs ?? 30_000 });
     // An idle client whose connection broke emits here; without a listener Node would crash.
     pool.on('error', (error) => options.onError?.(error));
     const store = new PostgresSessionStore(pool, connection, options, schema);
@@ -450,9 +458,10 @@ export class PostgresSessionStore implements SessionStore {
     try {
       while (lane.queue.length > 0) {
         const group = lane.queue.splice(0, MAX_GROUP);
+        if (group.length > this.#counters.maxGroupSize) this.#counters.maxGroupSize = group.length;
         let outcomes: AppendRow[];
         try {
-          outcomes = await this.#appendGroup(group);
+          outcomes = await this.#appendGroup(sessionId, group);
         } catch (error) {
           for (const call of group) call.reject(error);
           continue;
@@ -465,40 +474,43 @@ export class PostgresSessionStore implements SessionStore {
     }
   }
 
-  /** One transaction for a group of appends of one session; an unexpected error fails the whole group (nothing of it commits). */
-  async #appendGroup(group: readonly QueuedAppend[]): Promise<AppendRow[]> {
-    const sql = `SELECT * FROM ${this.#s}.append($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)`;
-    if (group.length === 1) return this.#query<AppendRow>(sql, group[0]!.values);
-    const work = (async (): Promise<AppendRow[]> => {
-      let client: pg.PoolClient;
-      try {
-        client = await this.#pool.connect();
-      } catch (error) {
-        return mapError(error);
-      }
-      let broken: unknown;
-      try {
-        await client.query('BEGIN');
-        const rows: AppendRow[] = [];
-        const name = statementName(sql);
-        for (const call of group) rows.push((await client.query<AppendRow>({ name, text: sql, values: call.values })).rows[0]!);
-        await client.query('COMMIT');
-        return rows;
-      } catch (error) {
-        broken = error;
-        await client.query('ROLLBACK').catch(() => undefined);
-        return mapError(error);
-      } finally {
-        // A connection that failed mid-transaction is not handed out again.
-        client.release(broken !== undefined && isUnavailable(broken) ? (broken as Error) : undefined);
-      }
-    })();
-    this.#inFlight.add(work);
-    try {
-      return await work;
-    } finally {
-      this.#inFlight.delete(work);
+  /**
+   * One statement, one transaction for a group of appends of one session (append_batch: the calls
+   * in order, each with append's checks); an unexpected error fails the whole group, nothing of it
+   * commits.
+   */
+  #appendGroup(sessionId: string, group: readonly QueuedAppend[]): Promise<AppendRow[]> {
+    if (group.length === 1) {
+      return this.#query<AppendRow>(`SELECT * FROM ${this.#s}.append($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)`, group[0]!.values);
     }
+    const counts: number[] = [];
+    const next: number[] = [];
+    const expectedWriter: string[] = [];
+    const writer: string[] = [];
+    const columns: unknown[][] = [[], [], [], [], [], [], []];
+    const bytes: number[] = [];
+    const keys: (string | null)[] = [];
+    const hashes: (string | null)[] = [];
+    const surface: number[] = [];
+    const maxBytes: number[] = [];
+    for (const call of group) {
+      const v = call.values;
+      const seqs = v[4] as unknown[];
+      counts.push(seqs.length);
+      next.push(v[1] as number);
+      expectedWriter.push(v[2] as string);
+      writer.push(v[3] as string);
+      for (let c = 0; c < 7; c++) for (const x of v[4 + c] as unknown[]) columns[c]!.push(x);
+      bytes.push(v[11] as number);
+      keys.push(v[12] as string | null);
+      hashes.push(v[13] as string | null);
+      surface.push(v[14] as number);
+      maxBytes.push(v[15] as number);
+    }
+    return this.#query<AppendRow>(
+      `SELECT * FROM ${this.#s}.append_batch($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)`,
+      [sessionId, counts, next, expectedWriter, writer, ...columns, bytes, keys, hashes, surface, maxBytes, this.#now()],
+    );
   }
 
   #appendOutcome(sessionId: string, r: AppendRow, maxBytes: number): AppendOutcome {

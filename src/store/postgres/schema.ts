@@ -183,6 +183,27 @@ BEGIN
 END
 $fn$;
 
+-- Several appends of one session in one transaction (the calls a replica had queued for the
+-- session while its previous transaction ran), in order, each with exactly the checks of append:
+-- call i has p_counts[i] events, taken in order from the flattened event arrays. One row per call.
+CREATE FUNCTION ${s}.append_batch(
+  p_id text, p_counts integer[], p_expected_next bigint[], p_expected_writer text[], p_writer text[], ${EVENT_ARGS},
+  p_bytes bigint[], p_key text[], p_hash text[], p_surface_length bigint[], p_max_bytes bigint[], p_now bigint
+) RETURNS TABLE (outcome text, head bigint, r_hash text, r_seqs bigint[], r_surface bigint, q_limit bigint, q_actual bigint)
+LANGUAGE plpgsql AS $fn$
+DECLARE
+  v_from integer := 1; v_to integer;
+BEGIN
+  FOR i IN 1 .. cardinality(p_counts) LOOP
+    v_to := v_from + p_counts[i] - 1;
+    RETURN QUERY SELECT * FROM ${s}.append(p_id, p_expected_next[i], p_expected_writer[i], p_writer[i],
+      p_seqs[v_from:v_to], p_types[v_from:v_to], p_times[v_from:v_to], p_data[v_from:v_to], p_sources[v_from:v_to],
+      p_ops[v_from:v_to], p_ign[v_from:v_to], p_bytes[i], p_key[i], p_hash[i], p_surface_length[i], p_max_bytes[i], p_now);
+    v_from := v_to + 1;
+  END LOOP;
+END
+$fn$;
+
 -- Creates a session with its initial log. The tenant row lock serialises the tenant's creates
 -- (exact session quota across replicas); pending (importing) sessions count too.
 CREATE FUNCTION ${s}.create_session(
