@@ -71,6 +71,23 @@ describe.skipIf(!hasPostgres())('PostgresSessionStore', () => {
     await admin.end();
   });
 
+  it('opens a schema the operator pre-created for a role that may not create schemas', async () => {
+    const role = `pal_role_${process.pid}`;
+    const admin = new pg.Client({ connectionString: db.url });
+    await admin.connect();
+    await admin.query(`CREATE ROLE ${role} LOGIN`);
+    await admin.query(`CREATE SCHEMA granted AUTHORIZATION ${role}`);
+    await admin.end();
+    const url = db.url.replace('postgresql://postgres@', `postgresql://${role}@`);
+    // The role has no CREATE on the database: it could not create a schema of its own.
+    const refused = await PostgresSessionStore.open({ url, schema: 'own' }).catch((e: unknown) => e);
+    expect((refused as Error).message).toMatch(/permission denied/);
+    const store = await PostgresSessionStore.open({ url, schema: 'granted' });
+    open.push(store);
+    expect(await store.createSession(record('s1'), events(0, 2))).toEqual({ kind: 'created' });
+    expect((await store.getSession('s1'))?.nextSeq).toBe(2);
+  });
+
   it('refuses a schema of another application', async () => {
     const admin = new pg.Client({ connectionString: db.url });
     await admin.connect();

@@ -288,8 +288,9 @@ export class PostgresSessionStore implements SessionStore {
       await client.query('BEGIN');
       // Replicas starting together: one creates the schema, the others wait and then see it.
       await client.query("SELECT pg_advisory_xact_lock(hashtext('palimpsest schema ' || $1))", [s]);
-      const found = await client.query<{ versions: string | null; tables: number }>(
-        `SELECT to_regclass($1) AS versions, (SELECT count(*)::int FROM pg_tables WHERE schemaname = $2) AS tables`,
+      const found = await client.query<{ versions: string | null; tables: number; exists: boolean }>(
+        `SELECT to_regclass($1) AS versions, (SELECT count(*)::int FROM pg_tables WHERE schemaname = $2) AS tables,
+                EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $2) AS exists`,
         [`${s}.schema_version`, s],
       );
       const row = found.rows[0]!;
@@ -297,6 +298,9 @@ export class PostgresSessionStore implements SessionStore {
         if (row.tables > 0) {
           throw new StoreOpenError('FOREIGN_DATABASE', where, `schema ${s} of ${where} holds ${row.tables} tables but no Palimpsest schema_version; refusing to use it (pick another schema)`);
         }
+        // A schema the operator created (and granted) is used as is: CREATE SCHEMA needs the
+        // CREATE privilege on the database, which such a role need not have.
+        if (!row.exists) await client.query(`CREATE SCHEMA ${s}`);
         await client.query(schemaSql(s));
       } else {
         const versions = await client.query<{ version: number }>(`SELECT version FROM ${s}.schema_version`);

@@ -66,11 +66,9 @@ const ADD_TENANT_BYTES = (s: string): string => `
         ON CONFLICT (tenant, shard) DO UPDATE SET data_bytes = tb.data_bytes + EXCLUDED.data_bytes;
     END IF;`;
 
-/** The DDL of a fresh schema `s`, run in one transaction. */
+/** The DDL of a fresh schema `s` (created before, unless the operator did), run in one transaction. */
 export function schemaSql(s: string): string {
   return `
-CREATE SCHEMA IF NOT EXISTS ${s};
-
 CREATE TABLE ${s}.schema_version (version integer NOT NULL);
 INSERT INTO ${s}.schema_version (version) VALUES (${SCHEMA_VERSION});
 
