@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `npm run check`: buf lint + format, gen/ drift, typecheck, lint, the whole test suite.
+# `npm run check`: buf lint + format, gen/ drift, typecheck, lint, import cycles, the whole test suite.
 # Runs every step, then ends with one plain summary line: "N passed, M failed"
 # (M counts failed tests plus failed check steps).
 set -uo pipefail
@@ -32,6 +32,7 @@ step "buf breaking" breaking
 step "gen drift" drift
 step "typecheck" npx tsc -p tsconfig.json --noEmit
 step "eslint" npx eslint .
+step "import cycles" node scripts/check-cycles.mjs src
 step "build" npx tsc -p tsconfig.build.json
 report=$(mktemp)
 echo "== tests"

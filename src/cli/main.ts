@@ -55,7 +55,7 @@ async function serve(argv: string[]): Promise<number> {
   }
   const config = parseServeArgs(argv, process.env);
   // Loaded only here: client commands need not load the store, logger and metrics.
-  const { startServer } = await import('../server/server.js');
+  const { startServer } = await import('../main.js');
   const server = await startServer(config);
   process.stdout.write(`palimpsest listening on ${server.address}\n`);
   // SIGHUP re-reads the token file; connections and streams stay up. A bad file keeps the

@@ -20,6 +20,7 @@ import { encodeAppendEventsResponse, encodeListEventsResponse, fastEncodable, ty
 import { eventInputToCandidate, eventToProto, sessionToProto, storedEventToProto } from './convert.js';
 import { messageFromJson } from './typed-data.js';
 import { messageJsonText } from '../domain/derive.js';
+import { pipeStream } from './server-stream.js';
 import { toServiceError } from './status-map.js';
 import { NO_METRICS, type Metrics } from './metrics.js';
 
@@ -294,49 +295,25 @@ export function makeHandlers(app: SessionService, resolve: ContextResolver, log:
       })().then((res) => cb(null, res), (e: unknown) => cb(fail(e)));
     },
     exportSession: (call: ServerWritableStream<ExportSessionRequest, ExportSessionResponse>): void => {
-      let ctx: CallContext;
-      try {
-        ctx = resolve(call, 'read');
-      } catch (e) {
-        call.emit('error', fail(e));
-        return;
-      }
-      void (async () => {
+      pipeStream(call as ServerWritableStream<unknown, ExportSessionResponse>, async function* () {
+        const ctx = resolve(call, 'read');
         const id = requireId(call.request.sessionId);
+        // Lines are sent in chunks of about 256 KiB (one message each).
         let buf: string[] = [];
         let size = 0;
-        const send = async (): Promise<void> => {
-          if (buf.length === 0) return;
-          const ok = call.write({ chunk: Buffer.from(buf.join('\n') + '\n') });
-          buf = [];
-          size = 0;
-          if (!ok) {
-            // Wait for the client to read, or stop at once if it goes away (never leak the
-            // generator and its buffers on a cancelled export).
-            await new Promise<void>((r) => {
-              const done = (): void => {
-                call.off('drain', done);
-                call.off('cancelled', done);
-                call.off('close', done);
-                r();
-              };
-              call.once('drain', done);
-              call.once('cancelled', done);
-              call.once('close', done);
-            });
-          }
-        };
         for await (const lines of app.exportJsonl(ctx, id, { unpacked: call.request.unpacked })) {
-          if (call.cancelled) return;
           for (const l of lines) {
             buf.push(l);
             size += l.length;
           }
-          if (size >= 256 * 1024) await send();
+          if (size >= 256 * 1024) {
+            yield { chunk: Buffer.from(buf.join('\n') + '\n') };
+            buf = [];
+            size = 0;
+          }
         }
-        await send();
-        call.end();
-      })().catch((e: unknown) => call.emit('error', fail(e)));
+        if (buf.length > 0) yield { chunk: Buffer.from(buf.join('\n') + '\n') };
+      }, fail);
     },
     subscribeSurface: (call: ServerWritableStream<unknown, unknown>): void => {
       call.emit('error', Object.assign(new Error('not implemented'), { code: Code.UNIMPLEMENTED }));

@@ -1,13 +1,10 @@
 /**
- * Composition of the gRPC server: store, app, handlers, health, metrics, graceful shutdown.
+ * The gRPC server around an app: handlers, health, metrics, reflection, graceful shutdown. It
+ * does not choose the store or the change feed: the composition root (src/main.ts) builds the
+ * app and hands it in.
  */
 import { Server, type ServerCredentials, type UntypedHandleCall } from '@grpc/grpc-js';
-import { SessionService } from '../app/session-service.js';
-import { StoreChangeFeed } from '../app/store-change-feed.js';
-import type { SessionStore } from '../app/store-port.js';
-import { MemorySessionStore } from '../store/memory/memory-store.js';
-import { SqliteSessionStore } from '../store/sqlite/sqlite-store.js';
-import { isPostgresUrl, redactUrl } from '../store/postgres/url.js';
+import type { SessionService } from '../app/session-service.js';
 import { SessionServiceService } from '../../gen/palimpsest/v1/service.js';
 import { HealthService } from '../../gen/grpc/health/v1/health.js';
 import { DEFAULT_CONFIG, type ServerConfig } from './config.js';
@@ -60,20 +57,21 @@ function splitHostPort(addr: string): { host: string; port: number } {
   return { host: addr.slice(0, i).replace(/^\[|\]$/g, ''), port };
 }
 
-/** Opens the configured store: a postgresql:// URL selects PostgreSQL (the driver loads only then). */
-export async function openStore(config: ServerConfig, logger?: Logger): Promise<SessionStore> {
-  if (config.db === ':memory:') return new MemorySessionStore();
-  if (isPostgresUrl(config.db)) {
-    const { PostgresSessionStore } = await import('../store/postgres/postgres-store.js');
-    return PostgresSessionStore.open({ url: config.db, onError: (error) => logger?.warn({ err: error }, 'PostgreSQL connection problem') });
-  }
-  return new SqliteSessionStore({ path: config.db, durability: config.durability });
+/** The full config from a partial one (defaults filled in). */
+export function resolveConfig(partial: Partial<ServerConfig> = {}): ServerConfig {
+  return { ...DEFAULT_CONFIG, ...partial, limits: { ...DEFAULT_CONFIG.limits, ...partial.limits } };
 }
 
-/** Starts a server; resolves once it is listening. */
-export async function startServer(partial: Partial<ServerConfig> = {}, ext: ServerExtensions = {}): Promise<RunningServer> {
-  const config: ServerConfig = { ...DEFAULT_CONFIG, ...partial, limits: { ...DEFAULT_CONFIG.limits, ...partial.limits } };
-  const logger = createLogger(config.logLevel);
+/** The server's logger for a config. */
+export function serverLogger(config: ServerConfig): Logger {
+  return createLogger(config.logLevel);
+}
+
+/**
+ * Serves `app` over gRPC; resolves once listening. The app (and its store) belong to the server
+ * from here on: shutdown closes them. On a start-up failure the caller still owns the app.
+ */
+export async function serveApp(app: SessionService, config: ServerConfig, logger: Logger, ext: ServerExtensions = {}): Promise<RunningServer> {
   const { host, port } = splitHostPort(config.listen);
   const transport = ext.credentials
     ? { credentials: ext.credentials, tls: true, mtls: false }
@@ -85,9 +83,6 @@ export async function startServer(partial: Partial<ServerConfig> = {}, ext: Serv
   // prom-client is loaded only when metrics are served (it is a large part of start-up).
   const prom: PromMetrics | undefined = config.metricsListen ? await loadMetrics() : undefined;
   const metrics: Metrics = prom ?? NO_METRICS;
-  const store = await openStore(config, logger);
-  // Subscribers hear this process's commits at once and other processes' through the store.
-  const app = new SessionService(store, config.limits, Date.now, logger, undefined, new StoreChangeFeed(store.openHeadWatch()));
   const health = new HealthState();
   const server = new Server({
     'grpc.max_receive_message_length': config.maxMessageBytes,
@@ -124,7 +119,7 @@ export async function startServer(partial: Partial<ServerConfig> = {}, ext: Serv
     metricsServer = r.server;
   }
   metrics.trackCachedSessions(() => app.cachedSessions);
-  logger.info({ address: `${host}:${boundPort}`, db: isPostgresUrl(config.db) ? redactUrl(config.db) : config.db, durability: config.durability, metricsPort }, 'palimpsest listening');
+  logger.info({ address: `${host}:${boundPort}`, db: config.db, durability: config.durability, metricsPort }, 'palimpsest listening');
 
   let shutdownPromise: Promise<void> | undefined;
   const shutdown = (): Promise<void> => {

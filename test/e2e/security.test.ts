@@ -9,7 +9,7 @@ import { call, callError, startTestServer, type TestServer } from '../support/te
 import { input, userMessage } from '../support/events.js';
 import { generatePki, type TestPki } from '../support/certs.js';
 import { hashToken } from '../../src/server/auth.js';
-import { startServer } from '../../src/server/server.js';
+import { startServer } from '../../src/main.js';
 import { SessionServiceClient, MessageView, Direction, DataFormat } from '../../gen/palimpsest/v1/service.js';
 import { decodeError } from '../../src/client/error-details.js';
 import type { ServiceError } from '@grpc/grpc-js';

@@ -5,7 +5,7 @@
 import { readdirSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { credentials, status, type ServiceError } from '@grpc/grpc-js';
-import { startServer } from '../../src/server/server.js';
+import { startServer } from '../../src/main.js';
 import { DomainError } from '../../src/domain/errors.js';
 import { Direction, DataFormat, ImportOptions, MessageView, SessionServiceClient } from '../../gen/palimpsest/v1/service.js';
 import type { EventInput } from '../../gen/palimpsest/v1/event.js';

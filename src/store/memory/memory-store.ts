@@ -31,9 +31,14 @@ import type {
   TenantUsage,
 } from '../../app/store-port.js';
 import { storedSessionBytes } from '../../app/store-port.js';
-import type { Json, SessionEvent, SessionHeader } from '../../domain/event.js';
+import type { SessionEvent } from '../../domain/event.js';
 import { checkPageSize, decodePageToken, encodePageToken } from '../page-token.js';
 import { StoreClosedError, StoreUsageError, checkAscendingSeqs } from '../store-errors.js';
+import { MemoryDatabase, type MemorySession } from './memory-database.js';
+import { canonicalEvent, canonicalHeader, eventBytes, lowerBound, structuralRow, toRecord } from './memory-events.js';
+
+export { MemoryDatabase } from './memory-database.js';
+export { canonicalEvent } from './memory-events.js';
 
 /** Write counters, for tests and metrics. */
 export interface StoreStats {
@@ -41,57 +46,6 @@ export interface StoreStats {
   readonly commits: number;
   /** `append` calls of this instance that appended events. */
   readonly appends: number;
-}
-
-interface MemorySession {
-  header: SessionHeader;
-  labels: Readonly<Record<string, string>>;
-  tenant: string;
-  strict: boolean;
-  pairingGuard: boolean;
-  pending: { owner: string; leaseUntil: number } | undefined;
-  writer: string;
-  nextSeq: number;
-  dataBytes: number;
-  /** Ascending by seq (gaps possible for imported logs). */
-  readonly events: SessionEvent[];
-  readonly idempotency: Map<string, IdempotentResult>;
-}
-
-type HeadListener = (head: number | 'deleted') => void;
-
-/** The shared state of one in-memory "database": any number of {@link MemorySessionStore} instances may open it. */
-export class MemoryDatabase {
-  /** @internal */ readonly sessions = new Map<string, MemorySession>();
-  /** @internal */ readonly tenants = new Map<string, { sessions: number; dataBytes: number }>();
-  /** @internal Head watchers by session id. */
-  readonly watchers = new Map<string, Set<{ readonly onHead: HeadListener }>>();
-
-  /** @internal */
-  tenant(name: string): { sessions: number; dataBytes: number } {
-    let t = this.tenants.get(name);
-    if (t === undefined) {
-      t = { sessions: 0, dataBytes: 0 };
-      this.tenants.set(name, t);
-    }
-    return t;
-  }
-
-  /**
-   * @internal Tells the watchers that a session's head moved: every instance's, this one's too
-   * (so two services over one store instance hear each other), later on a macrotask like a
-   * notification from another process, never inside the writer's call (by then the writer's app
-   * has published the batch itself, and its subscribers ignore the head).
-   */
-  changed(_writer: object, id: string, head: number | 'deleted'): void {
-    const set = this.watchers.get(id);
-    if (set === undefined) return;
-    for (const w of set) {
-      setImmediate(() => {
-        if (set.has(w)) w.onHead(head);
-      });
-    }
-  }
 }
 
 /** Options of {@link MemorySessionStore}. */
@@ -413,92 +367,4 @@ export class MemorySessionStore implements SessionStore {
   private checkOpen(): void {
     if (this.closed) throw new StoreClosedError();
   }
-}
-
-function eventBytes(events: readonly SessionEvent[]): number {
-  let n = 0;
-  for (const e of events) n += Buffer.byteLength(JSON.stringify(e.data), 'utf8');
-  return n;
-}
-
-function toRecord(session: MemorySession): SessionRecord {
-  return {
-    header: session.header,
-    labels: session.labels,
-    tenant: session.tenant,
-    nextSeq: session.nextSeq,
-    eventCount: session.events.length,
-    dataBytes: session.dataBytes,
-    strict: session.strict,
-    pairingGuard: session.pairingGuard,
-    writer: session.writer,
-  };
-}
-
-/** Index of the first event with seq >= `seq`. */
-function lowerBound(events: readonly SessionEvent[], seq: number): number {
-  let lo = 0;
-  let hi = events.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >>> 1;
-    if (events[mid]!.seq < seq) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
-}
-
-function structuralRow(event: SessionEvent): StructuralRow {
-  const row: { seq: number; type: string; surfaceOp?: StructuralRow['surfaceOp']; sourceEventSeqs?: readonly number[]; ignorable?: true } = {
-    seq: event.seq,
-    type: event.type,
-  };
-  if (event.surfaceOp !== undefined) row.surfaceOp = event.surfaceOp;
-  if (event.sourceEventSeqs !== undefined) row.sourceEventSeqs = event.sourceEventSeqs;
-  if (event.ignorable === true) row.ignorable = true;
-  return row;
-}
-
-/** A deep-frozen copy of `event` in the canonical key order, absent optional keys absent. */
-export function canonicalEvent(event: SessionEvent): SessionEvent {
-  const out: {
-    type: string;
-    seq: number;
-    time: number;
-    data: Json;
-    sourceEventSeqs?: readonly number[];
-    surfaceOp?: SessionEvent['surfaceOp'];
-    ignorable?: true;
-  } = { type: event.type, seq: event.seq, time: event.time, data: deepFreeze(JSON.parse(JSON.stringify(event.data)) as Json) };
-  if (event.sourceEventSeqs !== undefined) out.sourceEventSeqs = Object.freeze([...event.sourceEventSeqs]);
-  if (event.surfaceOp !== undefined) {
-    out.surfaceOp =
-      event.surfaceOp === 'append'
-        ? 'append'
-        : Object.freeze({ op: 'replace' as const, start: event.surfaceOp.start, end: event.surfaceOp.end });
-  }
-  if (event.ignorable === true) out.ignorable = true;
-  return Object.freeze(out);
-}
-
-function canonicalHeader(header: SessionHeader): SessionHeader {
-  const out: { -readonly [K in keyof SessionHeader]: SessionHeader[K] } = {
-    version: header.version,
-    id: header.id,
-    createdAt: header.createdAt,
-  };
-  if (header.cwd !== undefined) out.cwd = header.cwd;
-  if (header.parentSession !== undefined) out.parentSession = header.parentSession;
-  if (header.seedLength !== undefined) out.seedLength = header.seedLength;
-  if (header.origin !== undefined) out.origin = header.origin;
-  if (header.delegationDepth !== undefined) out.delegationDepth = header.delegationDepth;
-  if (header.agentPreset !== undefined) out.agentPreset = header.agentPreset;
-  return Object.freeze(out);
-}
-
-function deepFreeze<T extends Json>(value: T): T {
-  if (value !== null && typeof value === 'object') {
-    for (const child of Object.values(value)) deepFreeze(child);
-    Object.freeze(value);
-  }
-  return value;
 }

@@ -74,17 +74,20 @@ export class SqliteHeadWatch implements HeadWatch {
       void this.close();
       return;
     }
-    let version: number;
+    let changed: Array<[Watched, number | undefined]>;
     try {
-      version = this.db.pragma('data_version', { simple: true }) as number;
+      const version = this.db.pragma('data_version', { simple: true }) as number;
+      if (version === this.#version) return;
+      this.#version = version;
+      changed = [];
+      for (const [id, w] of this.#sessions) {
+        const head = this.#selectHead.get(id) as number | undefined;
+        if (head !== w.head) changed.push([w, head]);
+      }
     } catch {
-      return; // the store is failing: its own calls report why
+      return; // the store is failing (or closing): its own calls report why
     }
-    if (version === this.#version) return;
-    this.#version = version;
-    for (const [id, w] of [...this.#sessions]) {
-      const head = this.#selectHead.get(id) as number | undefined;
-      if (head === w.head) continue;
+    for (const [w, head] of changed) {
       w.head = head;
       for (const l of [...w.listeners]) l(head === undefined ? 'deleted' : head);
     }

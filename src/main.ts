@@ -1,0 +1,51 @@
+/**
+ * The composition root: which store (a PostgreSQL URL, a SQLite file, or memory for ':memory:'), which change feed
+ * (the store-driven one, so subscribers also hear commits of other processes on the same
+ * database), the app over them, and the gRPC server around the app. `palimpsest serve`, the test
+ * server and the benches start Palimpsest through here; the server module never chooses a store.
+ */
+import { SessionService } from './app/session-service.js';
+import { StoreChangeFeed } from './app/store-change-feed.js';
+import type { SessionStore } from './app/store-port.js';
+import type { ServerConfig } from './server/config.js';
+import type { Logger } from './server/logger.js';
+import { resolveConfig, serveApp, serverLogger, type RunningServer, type ServerExtensions } from './server/server.js';
+import { MemorySessionStore } from './store/memory/memory-store.js';
+import { SqliteSessionStore } from './store/sqlite/sqlite-store.js';
+import { isPostgresUrl, redactUrl } from './store/postgres/url.js';
+
+export type { RunningServer, ServerExtensions };
+
+/**
+ * Opens the configured store: a `postgresql://` / `postgres://` URL selects the shared PostgreSQL
+ * store (the driver is loaded only then), anything else is a SQLite file or `:memory:`.
+ */
+export async function openStore(config: ServerConfig, logger?: Logger): Promise<SessionStore> {
+  if (config.db === ':memory:') return new MemorySessionStore();
+  if (isPostgresUrl(config.db)) {
+    const { PostgresSessionStore } = await import('./store/postgres/postgres-store.js');
+    return PostgresSessionStore.open({ url: config.db, onError: (error) => logger?.warn({ err: error }, 'PostgreSQL connection problem') });
+  }
+  return new SqliteSessionStore({ path: config.db, durability: config.durability });
+}
+
+/** The app over the configured store, with the store-driven change feed. */
+export async function composeApp(config: ServerConfig, logger: Logger): Promise<SessionService> {
+  const store = await openStore(config, logger);
+  // Subscribers hear this process's commits at once and other processes' through the store.
+  return new SessionService(store, config.limits, Date.now, logger, undefined, new StoreChangeFeed(store.openHeadWatch()));
+}
+
+/** Starts Palimpsest (store, app, gRPC server); resolves once it is listening. */
+export async function startServer(partial: Partial<ServerConfig> = {}, ext: ServerExtensions = {}): Promise<RunningServer> {
+  const config = resolveConfig(partial);
+  const logger = serverLogger(config);
+  const app = await composeApp(config, logger);
+  try {
+    // The server only shows `db` in its start-up log: never a database password.
+    return await serveApp(app, isPostgresUrl(config.db) ? { ...config, db: redactUrl(config.db) } : config, logger, ext);
+  } catch (e) {
+    await app.close().catch(() => undefined);
+    throw e;
+  }
+}
