@@ -4,10 +4,16 @@
  * idempotency keys and quotas across instances), the head watch across instances including its
  * reconnect, and an unreachable database.
  */
+import { rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { SessionEvent } from '../../src/domain/event.js';
 import { PostgresSessionStore } from '../../src/store/postgres/postgres-store.js';
+import { SqliteSessionStore } from '../../src/store/sqlite/sqlite-store.js';
+import { openStore as openConfiguredStore } from '../../src/main.js';
+import { parseServeArgs } from '../../src/cli/serve.js';
 import type { NewSession } from '../../src/app/store-port.js';
 import { SCHEMA_VERSION } from '../../src/store/postgres/schema.js';
 import { StoreOpenError, StoreUnavailableError, StoreUsageError } from '../../src/store/store-errors.js';
@@ -86,6 +92,36 @@ describe.skipIf(!hasPostgres())('PostgresSessionStore', () => {
     open.push(store);
     expect(await store.createSession(record('s1'), events(0, 2))).toEqual({ kind: 'created' });
     expect((await store.getSession('s1'))?.nextSeq).toBe(2);
+  });
+
+  it('serve --db URL and PALIMPSEST_DB select the PostgreSQL store (postgresql:// and postgres://); a path stays SQLite', async () => {
+    const fromEnv = await openConfiguredStore(parseServeArgs([], { PALIMPSEST_DB: db.url }));
+    expect(fromEnv).toBeInstanceOf(PostgresSessionStore);
+    await fromEnv.close();
+    const fromFlag = await openConfiguredStore(parseServeArgs(['--db', db.url.replace('postgresql://', 'postgres://')], {}));
+    expect(fromFlag).toBeInstanceOf(PostgresSessionStore);
+    await fromFlag.close();
+    const path = join(tmpdir(), `pal-select-${process.pid}.db`);
+    const sqlite = await openConfiguredStore(parseServeArgs(['--db', path], {}));
+    expect(sqlite).toBeInstanceOf(SqliteSessionStore);
+    await sqlite.close();
+    for (const suffix of ['', '-wal', '-shm']) rmSync(path + suffix, { force: true });
+  });
+
+  it('takes the missing parts of the URL from the standard PG* environment variables', async () => {
+    const u = new URL(db.url);
+    const saved = { ...process.env };
+    Object.assign(process.env, { PGHOST: u.hostname, PGPORT: u.port, PGUSER: u.username, PGDATABASE: u.pathname.slice(1) });
+    try {
+      const store = await PostgresSessionStore.open({ url: 'postgresql://', schema: `t${schemaCounter++}` });
+      open.push(store);
+      expect(await store.createSession(record('env'), [])).toEqual({ kind: 'created' });
+    } finally {
+      for (const k of ['PGHOST', 'PGPORT', 'PGUSER', 'PGDATABASE']) {
+        if (saved[k] === undefined) delete process.env[k];
+        else process.env[k] = saved[k];
+      }
+    }
   });
 
   it('refuses a schema of another application', async () => {
