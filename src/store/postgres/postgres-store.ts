@@ -9,6 +9,9 @@
  * key and updates head, writer and counters, and commits all of it or nothing. A writer that lost
  * the race gets a conflict and re-plans on fresh state; a replica killed mid-call leaves nothing:
  * PostgreSQL rolls back the open transaction and releases its locks when the connection dies.
+ * One instance sends its appends of one session in call order, one transaction at a time, and the
+ * ones queued meanwhile together in one statement (append_batch: each call still checked), so a
+ * pipelined writer costs one commit per group rather than one per batch (see #runLane).
  *
  * Why no global bigserial is tailed (the usual way to build a feed on a table): a bigserial is
  * handed out when a row is inserted, not when its transaction commits, so a reader that tails
@@ -24,7 +27,6 @@
  * (the database stays consistent; the tail of acknowledged appends is gone), which breaks the
  * service's promise that an acknowledged append is kept: leave it on.
  */
-import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import type {
   AppendOutcome,
@@ -228,8 +230,6 @@ export class PostgresSessionStore implements SessionStore {
   /** Queries in flight: close() lets them finish before ending the pool. */
   readonly #inFlight = new Set<Promise<unknown>>();
   #counters = { commits: 0, appends: 0, maxGroupSize: 0 };
-  /** Identifies this store instance in logs and as the default import owner. */
-  readonly instanceId = randomUUID();
 
   private constructor(pool: pg.Pool, connection: pg.ClientConfig, options: PostgresStoreOptions, schema: string) {
     this.#pool = pool;
