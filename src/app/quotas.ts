@@ -7,7 +7,7 @@
 import type { SessionEvent } from '../domain/event.js';
 import { DomainError } from '../domain/errors.js';
 import type { AppLimits, CallContext } from './app-types.js';
-import type { NewSession, QuotaExceeded, SessionStore } from './store-port.js';
+import type { ByteQuota, NewSession, QuotaExceeded, SessionStore } from './store-port.js';
 
 /** The QUOTA_EXCEEDED error of a store's quota outcome (same reason and metadata for sessions and bytes). */
 export function quotaError(tenant: string, q: QuotaExceeded): DomainError {
@@ -17,9 +17,9 @@ export function quotaError(tenant: string, q: QuotaExceeded): DomainError {
   return new DomainError('QUOTA_EXCEEDED', message, { limitName: q.limitName, limit: String(q.limit), actual: String(q.actual), tenant });
 }
 
-/** The byte quota of an append or import chunk (undefined = unlimited). */
-export function byteQuota(limits: AppLimits): { maxBytes: number } | undefined {
-  return limits.tenantMaxBytes > 0 ? { maxBytes: limits.tenantMaxBytes } : undefined;
+/** The byte quota of an append or import chunk of `tenant`'s session (undefined = unlimited). */
+export function byteQuota(limits: AppLimits, tenant: string): ByteQuota | undefined {
+  return limits.tenantMaxBytes > 0 ? { tenant, maxBytes: limits.tenantMaxBytes } : undefined;
 }
 
 /**

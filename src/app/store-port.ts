@@ -83,6 +83,15 @@ export interface QuotaExceeded {
   readonly actual: number;
 }
 
+/**
+ * A tenant byte quota of a write (0 = unlimited). `tenant` is the session's tenant; the store checks
+ * the counter of the tenant the session is stored under (the same one), inside the transaction.
+ */
+export interface ByteQuota {
+  readonly tenant: string;
+  readonly maxBytes: number;
+}
+
 /** A conditional append. */
 export interface AppendRequest {
   /** Head the plan was validated against (next seq). */
@@ -100,8 +109,8 @@ export interface AppendRequest {
   readonly surfaceLength: number;
   /** Idempotency record stored in the same transaction. */
   readonly idempotency?: IdempotencyRecord;
-  /** Tenant byte quota (of the session's tenant), checked against the stored counter in the transaction; 0 = unlimited. */
-  readonly quota?: { readonly maxBytes: number };
+  /** Tenant byte quota, checked against the tenant's stored counter inside the transaction. */
+  readonly quota?: ByteQuota;
 }
 
 /** Outcome of a conditional append. */
@@ -129,8 +138,8 @@ export interface PendingChunkOptions {
   readonly owner: string;
   /** The renewed lease (ms since epoch). */
   readonly leaseUntil: number;
-  /** Tenant byte quota (0 = unlimited). */
-  readonly quota?: { readonly maxBytes: number };
+  /** Tenant byte quota, checked against the tenant's stored counter inside the transaction. */
+  readonly quota?: ByteQuota;
 }
 
 /** Outcome of an import chunk (a lost or foreign pending session is a thrown StoreUsageError, see appendPending). */

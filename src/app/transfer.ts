@@ -87,7 +87,7 @@ export class Transfer {
       engine.commit(plan);
       pending = [];
       lineOf.length = 0;
-      const quota = byteQuota(this.limits);
+      const quota = byteQuota(this.limits, ctx.tenant);
       const outcome = await this.store.appendPending(storageKey(ctx.tenant, id), plan.events, {
         owner: this.instanceId, leaseUntil: this.clock() + IMPORT_LEASE_MS, ...(quota ? { quota } : {}),
       });

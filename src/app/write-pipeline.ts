@@ -79,7 +79,7 @@ export class WritePipeline {
         const expectedWriter = handle.writer;
         const writer = randomUUID();
         handle.writer = writer;
-        const quota = byteQuota(this.limits);
+        const quota = byteQuota(this.limits, handle.record.tenant);
         return this.store.append(handle.id, {
           expectedNextSeq: plan.baseNextSeq,
           expectedWriter,

@@ -138,7 +138,7 @@ export function multiWriterContract<S extends SessionStore>(name: string, databa
         for (let n = 0; n < 6; n++) {
           for (;;) {
             const { nextSeq, writer } = (await store.getSession(id))!;
-            const o = await store.append(id, req(nextSeq, [ev(nextSeq, 'note', payload)], { expectedWriter: writer, quota: { maxBytes } }));
+            const o = await store.append(id, req(nextSeq, [ev(nextSeq, 'note', payload)], { expectedWriter: writer, quota: { tenant: 'bytes', maxBytes } }));
             if (o.kind === 'conflict') continue;
             if (o.kind === 'quota-exceeded') {
               expect(o).toMatchObject({ limitName: 'tenant_max_bytes', limit: maxBytes });
@@ -197,6 +197,21 @@ export function multiWriterContract<S extends SessionStore>(name: string, databa
         await eventually(() => heads.includes('deleted'), 5_000, 'deletion reported');
         // Reports are hints, never ahead of the store: each reported head was stored at the time.
         expect(heads.filter((h) => h !== 'deleted').every((h) => typeof h === 'number' && h <= 3)).toBe(true);
+      } finally {
+        stop();
+        await watch.close();
+      }
+    });
+
+    it('head watch: a session deleted and re-created by the other instance is reported deleted', async () => {
+      await a.createSession(newSession('again', { createdAt: 1_000 }), [ev(0)]);
+      const watch = b.openHeadWatch();
+      const heads: (number | 'deleted')[] = [];
+      const stop = watch.watch('again', (h) => heads.push(h));
+      try {
+        expect(await a.deleteSession('again')).toBe(true);
+        expect(await a.createSession(newSession('again', { createdAt: 2_000 }), [ev(0), ev(1)])).toEqual({ kind: 'created' });
+        await eventually(() => heads.includes('deleted'), 5_000, 'deletion reported');
       } finally {
         stop();
         await watch.close();

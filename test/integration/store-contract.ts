@@ -90,7 +90,7 @@ export async function appendAt(
   expectedNextSeq: number,
   events: readonly SessionEvent[],
   idempotency?: IdempotencyRecord & { surfaceLength?: number },
-  quota?: { maxBytes: number },
+  quota?: { tenant: string; maxBytes: number },
 ): Promise<AppendOutcome> {
   const rec = await store.getSession(id);
   const extra: Partial<AppendRequest> = { expectedWriter: rec?.writer ?? WRITER0, ...(quota === undefined ? {} : { quota }) };
@@ -600,19 +600,19 @@ export function storeContract<S extends SessionStore>(name: string, harness: Sto
         const big = [ev(1, 'note', { text: 'b'.repeat(100) })];
         const limit = used + dataBytes(big) - 1;
         const before = await store.getSession('b');
-        expect(await appendAt(store, 'b', 1, big, undefined, { maxBytes: limit })).toEqual({
+        expect(await appendAt(store, 'b', 1, big, undefined, { tenant: 'bt', maxBytes: limit })).toEqual({
           kind: 'quota-exceeded', limitName: 'tenant_max_bytes', limit, actual: used + dataBytes(big),
         });
         expect(await store.getSession('b')).toStrictEqual(before);
         expect(await store.readEvents('b', { fromSeq: 0, direction: 'forward', limit: 10 })).toHaveLength(1);
         // Exactly at the limit is fine.
-        expect(await appendAt(store, 'b', 1, big, undefined, { maxBytes: limit + 1 })).toEqual({ kind: 'appended' });
+        expect(await appendAt(store, 'b', 1, big, undefined, { tenant: 'bt', maxBytes: limit + 1 })).toEqual({ kind: 'appended' });
         expect(await store.getTenantUsage('bt')).toEqual({ sessions: 1, dataBytes: limit + 1 });
         const rec2 = newSession('b2', { tenant: 'bt' });
         expect(await store.createSession(rec2, [], { maxSessions: 0, maxBytes: limit + 1 })).toMatchObject({ kind: 'quota-exceeded', limitName: 'tenant_max_bytes' });
         expect(await store.createSession(newSession('imp', { tenant: 'bt', pending: true }), [], { maxSessions: 0, maxBytes: limit + 1000 })).toEqual({ kind: 'created' });
         const chunk = [ev(0, 'note', { text: 'c'.repeat(2000) })];
-        expect(await store.appendPending('imp', chunk, { owner: IMPORTER, leaseUntil: LONG_LEASE, quota: { maxBytes: limit + 1000 } })).toMatchObject({
+        expect(await store.appendPending('imp', chunk, { owner: IMPORTER, leaseUntil: LONG_LEASE, quota: { tenant: 'bt', maxBytes: limit + 1000 } })).toMatchObject({
           kind: 'quota-exceeded', limitName: 'tenant_max_bytes', limit: limit + 1000,
         });
         expect((await store.getTenantUsage('bt')).dataBytes).toBe(limit + 1 + sessionBytes(newSession('imp', { tenant: 'bt' }), []));

@@ -14,6 +14,8 @@ type OnHead = (head: number | 'deleted') => void;
 interface Watched {
   /** The head last seen (undefined: the session was not visible). */
   head: number | undefined;
+  /** Its created_at: a session deleted and re-created between two polls is reported deleted. */
+  createdAt: number | undefined;
   readonly listeners: Set<OnHead>;
 }
 
@@ -30,7 +32,7 @@ export class SqliteHeadWatch implements HeadWatch {
     private readonly pollMs: number,
     private readonly storeClosed: () => boolean,
   ) {
-    this.#selectHead = db.prepare('SELECT next_seq FROM sessions WHERE id = ? AND pending = 0').pluck();
+    this.#selectHead = db.prepare('SELECT next_seq, created_at FROM sessions WHERE id = ? AND pending = 0').raw();
   }
 
   watch(sessionId: string, onHead: OnHead): () => void {
@@ -38,7 +40,8 @@ export class SqliteHeadWatch implements HeadWatch {
     let w = this.#sessions.get(sessionId);
     if (w === undefined) {
       if (this.#sessions.size === 0) this.#start();
-      w = { head: this.#selectHead.get(sessionId) as number | undefined, listeners: new Set() };
+      const row = this.#selectHead.get(sessionId) as [number, number] | undefined;
+      w = { head: row?.[0], createdAt: row?.[1], listeners: new Set() };
       this.#sessions.set(sessionId, w);
     }
     const watched = w;
@@ -74,22 +77,27 @@ export class SqliteHeadWatch implements HeadWatch {
       void this.close();
       return;
     }
-    let changed: Array<[Watched, number | undefined]>;
+    let changed: Array<[Watched, [number, number] | undefined]>;
     try {
       const version = this.db.pragma('data_version', { simple: true }) as number;
       if (version === this.#version) return;
       this.#version = version;
       changed = [];
       for (const [id, w] of this.#sessions) {
-        const head = this.#selectHead.get(id) as number | undefined;
-        if (head !== w.head) changed.push([w, head]);
+        const row = this.#selectHead.get(id) as [number, number] | undefined;
+        if (row?.[0] !== w.head || row?.[1] !== w.createdAt) changed.push([w, row]);
       }
     } catch {
       return; // the store is failing (or closing): its own calls report why
     }
-    for (const [w, head] of changed) {
-      w.head = head;
-      for (const l of [...w.listeners]) l(head === undefined ? 'deleted' : head);
+    for (const [w, row] of changed) {
+      const recreated = row !== undefined && w.createdAt !== undefined && row[1] !== w.createdAt;
+      w.head = row?.[0];
+      w.createdAt = row?.[1];
+      for (const l of [...w.listeners]) {
+        if (row === undefined || recreated) l('deleted');
+        else l(row[0]);
+      }
     }
   }
 }
