@@ -207,7 +207,7 @@ describe.skipIf(!hasPostgres())('PostgresSessionStore', () => {
     const max = base + 10 * each;
     const outcomes = await Promise.all(
       Array.from({ length: 6 }, (_, i) =>
-        stores[i % 3]!.append(`b${i}`, { expectedNextSeq: 0, expectedWriter: 'w0', writer: 'x', events: Array.from({ length: 3 }, (_, k) => ev(k, { turn: 0 })), surfaceLength: 0, quota: { maxBytes: max } }),
+        stores[i % 3]!.append(`b${i}`, { expectedNextSeq: 0, expectedWriter: 'w0', writer: 'x', events: Array.from({ length: 3 }, (_, k) => ev(k, { turn: 0 })), surfaceLength: 0, quota: { tenant: 't', maxBytes: max } }),
       ),
     );
     expect(outcomes.filter((o) => o.kind === 'appended')).toHaveLength(3);
@@ -261,6 +261,24 @@ describe.skipIf(!hasPostgres())('PostgresSessionStore', () => {
     await waitFor(() => heard.includes(3));
     await a!.deleteSession('s1');
     await waitFor(() => heard.includes('deleted'));
+  });
+
+  it('the slow poll reports a session deleted and re-created without any hint (a replica died before its NOTIFY) as deleted', async () => {
+    const [a, b] = await instances(2);
+    const schema = `t${schemaCounter - 1}`;
+    await a!.createSession(record('r1'), events(0, 2));
+    const watch = b!.openHeadWatch();
+    const heard: (number | 'deleted')[] = [];
+    watch.watch('r1', (h) => heard.push(h));
+    await (watch as unknown as { ready: Promise<void> }).ready;
+    await waitFor(() => heard.includes(2), 5000, 'the first head');
+    // Deleted behind the store's back (no NOTIFY), then re-created with the same head.
+    const admin = new pg.Client({ connectionString: db.url });
+    await admin.connect();
+    await admin.query(`SELECT ${schema}.delete_session('r1')`);
+    await admin.end();
+    await a!.createSession(record('r1', { header: { version: 1, id: 'r1', createdAt: 2000 } }), events(0, 2));
+    await waitFor(() => heard.includes('deleted'), 10_000, 'the re-creation reported as deleted');
   });
 
   it('the head watch reconnects on its own and reports heads moved while it was away', async () => {

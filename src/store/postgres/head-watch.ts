@@ -17,8 +17,8 @@ import type { HeadWatch } from '../../app/store-port.js';
 
 /** What the watch needs from its store. */
 export interface HeadSource {
-  /** Current heads of visible sessions among `ids` (absent = deleted or unknown). */
-  readHeads(ids: readonly string[]): Promise<Map<string, number>>;
+  /** Current heads (and creation times) of visible sessions among `ids` (absent = deleted or unknown). */
+  readHeads(ids: readonly string[]): Promise<Map<string, { readonly head: number; readonly createdAt: number }>>;
 }
 
 /** Options of {@link PgHeadWatch}. */
@@ -41,8 +41,12 @@ export class PgHeadWatch implements HeadWatch {
   readonly #options: PgHeadWatchOptions;
   readonly #source: HeadSource;
   readonly #listeners = new Map<string, Set<Listener>>();
-  /** Last head reported per watched session (the poll reports only changes). */
-  readonly #known = new Map<string, number>();
+  /**
+   * Last head reported per watched session (the poll reports only changes), and the session's
+   * creation time once a read saw it: a different one means the session was deleted and
+   * re-created between two reads (reported as deleted, even if no deletion hint arrived).
+   */
+  readonly #known = new Map<string, { head: number; createdAt?: number }>();
   #client: pg.Client | undefined;
   #closed = false;
   #backoffMs = 50;
@@ -154,7 +158,9 @@ export class PgHeadWatch implements HeadWatch {
       this.#fire(set, 'deleted');
       return;
     }
-    if (head > (this.#known.get(sessionId) ?? -1)) this.#known.set(sessionId, head);
+    const known = this.#known.get(sessionId);
+    if (known === undefined) this.#known.set(sessionId, { head });
+    else if (head > known.head) known.head = head;
     this.#fire(set, head);
   }
 
@@ -187,7 +193,7 @@ export class PgHeadWatch implements HeadWatch {
     this.#polling = true;
     try {
       const ids = [...this.#listeners.keys()];
-      let heads: Map<string, number>;
+      let heads: Map<string, { readonly head: number; readonly createdAt: number }>;
       try {
         heads = await this.#source.readHeads(ids);
       } catch (error) {
@@ -197,13 +203,16 @@ export class PgHeadWatch implements HeadWatch {
       for (const id of ids) {
         const set = this.#listeners.get(id);
         if (set === undefined) continue;
-        const head = heads.get(id);
-        if (head === undefined) {
+        const now = heads.get(id);
+        const known = this.#known.get(id);
+        if (now === undefined || (known?.createdAt !== undefined && known.createdAt !== now.createdAt)) {
           this.#known.delete(id);
           this.#fire(set, 'deleted');
-        } else if (all || head !== this.#known.get(id)) {
-          this.#known.set(id, head);
-          this.#fire(set, head);
+        } else if (all || now.head !== known?.head) {
+          this.#known.set(id, { head: now.head, createdAt: now.createdAt });
+          this.#fire(set, now.head);
+        } else if (known.createdAt === undefined) {
+          known.createdAt = now.createdAt;
         }
       }
     } finally {

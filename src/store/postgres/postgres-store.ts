@@ -735,13 +735,13 @@ export class PostgresSessionStore implements SessionStore {
     return dropped;
   }
 
-  /** Heads of the visible sessions among `ids` (the head watch's reads). */
-  async readHeads(ids: readonly string[]): Promise<Map<string, number>> {
-    const rows = await this.#query<{ id: string; next_seq: number }>(
-      `SELECT id, next_seq FROM ${this.#s}.sessions WHERE id = ANY($1::text[]) AND pending_owner IS NULL`,
+  /** Heads and creation times of the visible sessions among `ids` (the head watch's reads). */
+  async readHeads(ids: readonly string[]): Promise<Map<string, { head: number; createdAt: number }>> {
+    const rows = await this.#query<{ id: string; next_seq: number; created_at: number }>(
+      `SELECT id, next_seq, created_at FROM ${this.#s}.sessions WHERE id = ANY($1::text[]) AND pending_owner IS NULL`,
       [ids],
     );
-    return new Map(rows.map((r) => [r.id, r.next_seq]));
+    return new Map(rows.map((r) => [r.id, { head: r.next_seq, createdAt: r.created_at }]));
   }
 
   openHeadWatch(): HeadWatch {
