@@ -6,6 +6,7 @@
  */
 import { SessionService } from './app/session-service.js';
 import { StoreChangeFeed } from './app/store-change-feed.js';
+import { monitorStorage } from './app/storage-monitor.js';
 import type { SessionStore } from './app/store-port.js';
 import type { ServerConfig } from './server/config.js';
 import type { Logger } from './server/logger.js';
@@ -31,7 +32,8 @@ export async function openStore(config: ServerConfig, logger?: Logger): Promise<
 
 /** The app over the configured store, with the store-driven change feed. */
 export async function composeApp(config: ServerConfig, logger: Logger): Promise<SessionService> {
-  const store = await openStore(config, logger);
+  // Storage failures are logged once per episode (not per request) by the monitor.
+  const store = monitorStorage(await openStore(config, logger), logger);
   // Subscribers hear this process's commits at once and other processes' through the store.
   return new SessionService(store, config.limits, Date.now, logger, undefined, new StoreChangeFeed(store.openHeadWatch()));
 }

@@ -7,6 +7,7 @@ import { SESSION_FORMAT_VERSION } from '../domain/event.js';
 import { DomainError } from '../domain/errors.js';
 import type { SessionRecord } from './store-port.js';
 import type { SessionHandle } from './session-handle.js';
+import { checkSessionId } from './input-limits.js';
 
 /** Limits enforced by the app (the server adds transport limits). */
 export interface AppLimits {
@@ -89,7 +90,6 @@ export interface AppLogger {
 export const MAX_ATTEMPTS = 8;
 /** Events per store read of the use cases that walk a log. */
 export const STORE_READ_BATCH = 2000;
-const SESSION_ID_RE = /^[A-Za-z0-9._:-]{1,128}$/;
 
 /** SESSION_NOT_FOUND for a client session id. */
 export function notFound(id: string): DomainError {
@@ -103,9 +103,7 @@ export function retriesExhausted(id: string, what = 'retry'): DomainError {
 
 /** Checks a client session id. */
 export function checkId(id: string): void {
-  if (!SESSION_ID_RE.test(id)) {
-    throw new DomainError('INVALID_SESSION_ID', `session id ${JSON.stringify(id.slice(0, 140))} must be 1-128 characters of [A-Za-z0-9._:-]`, { field: 'session_id' });
-  }
+  checkSessionId(id);
 }
 
 /** The header of a new session, from the create request's fields. */

@@ -20,6 +20,7 @@ import type { SessionCache } from './session-cache.js';
 import type { IdempotentResult, SessionStore } from './store-port.js';
 import { storageKey } from './tenant-scope.js';
 import { RETRY, type WritePipeline } from './write-pipeline.js';
+import { checkAppendOptions, checkEventTypes } from './input-limits.js';
 
 /** JSON with object keys sorted at every depth (a canonical text of a JSON-like value). */
 function canonicalJson(v: unknown): string {
@@ -59,6 +60,8 @@ export class AppendUseCase {
       });
     }
     checkEventSizes(this.limits, candidates, opts.dataBytes);
+    checkEventTypes(candidates);
+    checkAppendOptions(opts);
     const key = opts.idempotencyKey || undefined;
     const hash = key ? requestHash(candidates) : '';
     // Appends plan on the cached state without re-reading the session row (one store round trip

@@ -5,8 +5,9 @@
  * which checks the stored head first: a read never answers from a stale cache.
  */
 import type { SessionEvent } from '../domain/event.js';
-import { SURFACE_TYPES } from '../domain/event.js';
+import { MESSAGE_EVENT_TYPES } from '../domain/event.js';
 import { MessageProjection } from '../domain/derive.js';
+import { replacementChainSeqs } from '../domain/session-engine.js';
 import { messageOf } from '../domain/message-view.js';
 import {
   MAX_ATTEMPTS, STORE_READ_BATCH, checkPageSizeLimit, pageSizeOf, retriesExhausted, viewOf,
@@ -93,7 +94,9 @@ export class Reads {
       const h = await this.cache.handle(ctx, id);
       if (!h.projection) {
         const seqs = await h.read(() => h.engine.surface());
-        const events = await this.store.getEvents(storageKey(ctx.tenant, id), seqs);
+        // Plus the events that pruned tool results replaced (legacy prunes take their message id).
+        const chain = await h.read(() => replacementChainSeqs(h.engine, seqs));
+        const events = await this.store.getEvents(storageKey(ctx.tenant, id), chain.length === 0 ? seqs : [...new Set([...seqs, ...chain])].sort((a, b) => a - b));
         await h.read(() => {
           if (!h.valid || h.projection) return;
           // The surface may have moved while we read: hydrate only if it did not.
@@ -158,7 +161,7 @@ export class Reads {
     const rec = await this.cache.record(ctx, id);
     const messages: DerivedMessage[] = [];
     let from = afterSeq + 1;
-    const types = [...SURFACE_TYPES];
+    const types = [...MESSAGE_EVENT_TYPES];
     for (;;) {
       const page = await this.store.readEvents(storageKey(ctx.tenant, id), { fromSeq: from, direction: 'forward', limit: STORE_READ_BATCH, types });
       for (const e of page) {

@@ -37,6 +37,7 @@ export {
   ANONYMOUS, DEFAULT_LIMITS,
   type AppendOptions, type AppendResult, type AppLimits, type AppLogger, type CallContext, type DerivedMessage, type SessionView,
 } from './app-types.js';
+import { checkLabels } from './input-limits.js';
 
 /** The application service. */
 export class SessionService {
@@ -83,6 +84,7 @@ export class SessionService {
   }): Promise<SessionView> {
     const id = req.id || this.newId();
     checkId(id);
+    checkLabels(req.labels);
     const header = buildHeader({ id, createdAt: this.clock(), cwd: req.cwd, origin: req.origin, delegationDepth: req.delegationDepth, agentPreset: req.agentPreset });
     await createWithQuota(this.store, this.limits, ctx, id, {
       header: toStored(ctx.tenant, header), labels: req.labels ?? {}, tenant: ctx.tenant, strict: req.strict ?? false, pairingGuard: false, writer: randomUUID(),
@@ -157,7 +159,7 @@ export class SessionService {
   }
 
   /** Imports a reference JSONL file streamed as chunks (pending until complete). */
-  importJsonl(ctx: CallContext, chunks: AsyncIterable<Uint8Array>, opts: { id?: string; labels?: Record<string, string>; strict?: boolean }): Promise<SessionView> {
+  importJsonl(ctx: CallContext, chunks: AsyncIterable<Uint8Array>, opts: { id?: string; labels?: Record<string, string>; strict?: boolean; allowSeqGaps?: boolean }): Promise<SessionView & { uncommittedTailBytes: number }> {
     return this.#transfer.importJsonl(ctx, chunks, opts);
   }
 

@@ -8,7 +8,9 @@ import type { CandidateEvent, SessionEvent, SessionHeader } from '../domain/even
 import { DomainError } from '../domain/errors.js';
 import { SessionEngine, type BatchPlan } from '../domain/session-engine.js';
 import { planFork } from '../domain/fork.js';
-import { JsonlDecoder, JsonlLineSplitter, assertUncompressed } from '../domain/jsonl-reader.js';
+import { JsonlDecoder, assertUncompressed } from '../domain/jsonl-reader.js';
+import { JsonlCommittedLines } from '../domain/jsonl-committed-lines.js';
+import { checkEventTypes, checkLabels } from './input-limits.js';
 import { JsonlEncoder } from '../domain/jsonl-writer.js';
 import { STORE_READ_BATCH, checkId, type AppLimits, type CallContext, type SessionView } from './app-types.js';
 import { MAX_JSON_DEPTH, jsonTextDepth } from './json-depth.js';
@@ -37,6 +39,7 @@ export class Transfer {
   async fork(ctx: CallContext, id: string, req: { atSeq?: number; childId?: string; labels?: Record<string, string> }): Promise<SessionView> {
     const childId = req.childId || this.newId();
     checkId(childId);
+    checkLabels(req.labels);
     if (await this.store.getSession(storageKey(ctx.tenant, childId))) {
       throw new DomainError('SESSION_ALREADY_EXISTS', `session ${JSON.stringify(childId)} already exists`, { sessionId: childId });
     }
@@ -49,22 +52,26 @@ export class Transfer {
     }
     const plan = planFork({ header: rec.header, events: prefix }, { childId, createdAt: this.clock(), boundary: req.atSeq });
     const engine = SessionEngine.create({ strict: rec.strict });
-    const batch = engine.plan(plan.events as unknown as CandidateEvent[], { mode: 'import', now: this.clock, sessionId: childId, lookup: () => undefined });
+    // The source was accepted already; an imported source may have seq gaps.
+    const batch = engine.plan(plan.events as unknown as CandidateEvent[], { mode: 'import', now: this.clock, sessionId: childId, lookup: () => undefined, allowSeqGaps: true });
     await createWithQuota(this.store, this.limits, ctx, childId, { header: toStored(ctx.tenant, plan.header), labels: req.labels ?? {}, tenant: ctx.tenant, strict: rec.strict, pairingGuard: rec.pairingGuard, writer: randomUUID() }, batch.events);
     return this.reads.getSession(ctx, childId);
   }
 
 
   /**
-   * Imports a reference JSONL file streamed as text chunks. The session stays pending (invisible)
-   * until the whole file validated and stored; any failure deletes it.
+   * Imports a reference JSONL file streamed as byte chunks. The session stays pending (invisible)
+   * until the whole file validated and stored; any failure deletes it. As the reference loads a
+   * file, only committed (newline-terminated) lines count: an uncommitted tail is left out and its
+   * size returned (`uncommittedTailBytes`).
    */
-  async importJsonl(ctx: CallContext, chunks: AsyncIterable<Uint8Array>, opts: { id?: string; labels?: Record<string, string>; strict?: boolean }): Promise<SessionView> {
+  async importJsonl(ctx: CallContext, chunks: AsyncIterable<Uint8Array>, opts: { id?: string; labels?: Record<string, string>; strict?: boolean; allowSeqGaps?: boolean }): Promise<SessionView & { uncommittedTailBytes: number }> {
+    checkLabels(opts.labels);
     const decoder = new JsonlDecoder();
     // A line holds one event (or one packed chunk row): bound it by the event size limit plus
     // room for the envelope, so a file without newlines cannot make the server buffer it all.
-    const splitter = new JsonlLineSplitter(this.limits.maxEventBytes + 64 * 1024);
-    const utf8 = new TextDecoder('utf-8', { fatal: true });
+    const splitter = new JsonlCommittedLines(this.limits.maxEventBytes + 64 * 1024);
+    let tailBytes = 0;
     let engine: SessionEngine | undefined;
     let id = '';
     let created = false;
@@ -76,11 +83,15 @@ export class Transfer {
       if (!engine || pending.length === 0) return;
       let plan: BatchPlan;
       try {
-        plan = engine.plan(pending, { mode: 'import', now: this.clock, sessionId: id, lookup: () => undefined });
+        // The failing line is attached below (the index inside this flush means nothing to the client).
+        checkEventTypes(pending, () => 'type');
+        plan = engine.plan(pending, { mode: 'import', now: this.clock, sessionId: id, lookup: () => undefined, allowSeqGaps: opts.allowSeqGaps, referenceLoad: true });
       } catch (e) {
         if (e instanceof DomainError && e.index !== undefined) {
+          // The position inside this internal flush batch means nothing to the client: the line does.
           const line = lineOf[e.index] ?? firstLine;
-          throw new DomainError(e.reason, `line ${line}: ${e.message}`, { ...e.metadata, line: String(line) });
+          const { index: _index, ...metadata } = e.metadata;
+          throw new DomainError(e.reason, `line ${line}: ${e.message.replace(/^event \d+ of the batch: /, '')}`, { ...metadata, line: String(line) });
         }
         throw e;
       }
@@ -123,13 +134,7 @@ export class Transfer {
     };
     try {
       const feed = async (chunk: Uint8Array): Promise<void> => {
-        let text: string;
-        try {
-          text = utf8.decode(chunk, { stream: true });
-        } catch {
-          throw new DomainError('JSONL_INVALID', 'the file is not valid UTF-8', {});
-        }
-        await lines(splitter.push(text));
+        await lines(splitter.push(chunk));
       };
       // The zstd magic is checked on the first 4 bytes however the client chunked them.
       let head: Uint8Array = new Uint8Array(0);
@@ -145,22 +150,15 @@ export class Transfer {
         await feed(head);
       }
       if (first && head.length > 0) await feed(head);
-      let rest: string;
-      try {
-        rest = utf8.decode(); // flush: a truncated UTF-8 sequence at the very end is an error too
-      } catch {
-        throw new DomainError('JSONL_INVALID', 'the file is not valid UTF-8 (it ends inside a character)', {});
-      }
-      if (rest) await lines(splitter.push(rest));
-      await lines(splitter.end());
-      decoder.finish();
+      tailBytes = splitter.end();
+      decoder.finish(tailBytes);
       await flush();
       await this.store.publishSession(storageKey(ctx.tenant, id), this.instanceId);
     } catch (e) {
       if (created) await this.store.deleteSession(storageKey(ctx.tenant, id)).catch(() => undefined);
       throw e;
     }
-    return this.reads.getSession(ctx, id);
+    return { ...(await this.reads.getSession(ctx, id)), uncommittedTailBytes: tailBytes };
   }
 
   /** Exports a session as reference JSONL lines (packed chunk rows unless `unpacked`). */

@@ -17,9 +17,10 @@ import { Metadata, ServerInterceptingCall, status as Code, type ServerIntercepto
 import { DomainError } from '../domain/errors.js';
 import type { CallContext } from '../app/session-service.js';
 import { ANONYMOUS } from '../app/session-service.js';
-import type { ContextResolver, Permission } from './handlers.js';
+import type { ContextResolver, Permission } from './permissions.js';
 import { domainErrorToStatus } from './status-map.js';
-import { MalformedRequest } from './safe-decode.js';
+import { MalformedRequest, RejectedRequest } from './safe-decode.js';
+import { rewriteFramingStatus, truncatedFrame, truncatedFrameStatus } from './framing.js';
 
 /** One configured token. */
 export interface TokenEntry {
@@ -31,6 +32,23 @@ export interface TokenEntry {
 
 /** Metadata key carrying the verified tenant from the interceptor to the handlers. */
 export const TENANT_KEY = 'x-palimpsest-tenant';
+
+/**
+ * Metadata key carrying the SHA-256 of the verified token (never the token) to the handlers, so
+ * that long-lived streams can be re-checked when the token file is reloaded.
+ */
+export const CREDENTIAL_KEY = 'x-palimpsest-credential';
+
+/** The verified token hash of a call ('' without auth). */
+export function credentialOf(metadata: Metadata): string {
+  const v = metadata.get(CREDENTIAL_KEY)[0];
+  return typeof v === 'string' ? v : '';
+}
+
+/** Whether an entry grants `needed` (admin implies every permission). */
+export function grants(entry: Pick<TokenEntry, 'permissions'>, needed: Permission): boolean {
+  return entry.permissions.includes(needed) || entry.permissions.includes('admin');
+}
 
 const PERMISSIONS: readonly Permission[] = ['read', 'append', 'admin'];
 
@@ -101,6 +119,11 @@ export class TokenRegistry {
     const next = new Map<string, TokenEntry>();
     for (const e of entries) next.set(e.sha256, e);
     this.#byHash = next;
+  }
+
+  /** The entry with this token hash (as in the file), or undefined. */
+  byHash(sha256: string): TokenEntry | undefined {
+    return this.#byHash.get(sha256);
   }
 
   /** The entry of a presented token, or undefined. */
@@ -184,11 +207,12 @@ export function makeInterceptor(registry: TokenRegistry | undefined, limiter: St
                 return;
               }
               const needed = METHOD_PERMISSIONS[name] ?? 'admin';
-              if (!entry.permissions.includes(needed) && !entry.permissions.includes('admin')) {
+              if (!grants(entry, needed)) {
                 reject(intercepting, new DomainError('PERMISSION_DENIED', `token "${entry.name}" lacks the ${needed} permission needed by ${name}`, { permission: needed, method: name }));
                 return;
               }
               md.set(TENANT_KEY, entry.tenant);
+              md.set(CREDENTIAL_KEY, entry.sha256);
             }
             nextMd(md);
           },
@@ -198,14 +222,26 @@ export function makeInterceptor(registry: TokenRegistry | undefined, limiter: St
                 `the request is not a valid protobuf message for ${msg.method}: ${msg.cause}`, { field: 'request', method: name }));
               return;
             }
+            if (msg instanceof RejectedRequest) {
+              reject(intercepting, msg.error);
+              return;
+            }
             nextMsg(msg);
+          },
+          onReceiveHalfClose: (nextHalfClose: () => void) => {
+            // grpc-js drops a partial last frame silently: refuse the call instead (framing.ts).
+            if (truncatedFrame(call)) {
+              reject(intercepting, truncatedFrameStatus(name));
+              return;
+            }
+            nextHalfClose();
           },
           onCancel: () => release?.(),
         });
       },
       sendStatus: (st, next) => {
         release?.();
-        next(st);
+        next(rewriteFramingStatus(st));
       },
     });
     return intercepting;

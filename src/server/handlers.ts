@@ -23,12 +23,12 @@ import { messageJsonText } from '../domain/derive.js';
 import { pipeStream } from './server-stream.js';
 import { toServiceError } from './status-map.js';
 import { NO_METRICS, type Metrics } from './metrics.js';
+import type { RevocableCalls } from './revocable-calls.js';
+import type { ContextResolver, Permission } from './permissions.js';
+import { credentialOf } from './auth.js';
 
 /** Resolves the caller (tenant) of a call; throws DomainError UNAUTHENTICATED/PERMISSION_DENIED. */
-export type ContextResolver = (call: { metadata: import('@grpc/grpc-js').Metadata; getPath?: () => string }, permission: Permission) => CallContext;
-
-/** The permission an RPC needs. */
-export type Permission = 'read' | 'append' | 'admin';
+export type { ContextResolver, Permission } from './permissions.js';
 
 /** Logger of unexpected errors. */
 export interface ErrorLog {
@@ -127,7 +127,7 @@ function requireId(id: string, field = 'session_id'): string {
 }
 
 /** Builds the handler object for SessionServiceService. */
-export function makeHandlers(app: SessionService, resolve: ContextResolver, log: ErrorLog, metrics?: Metrics, streams?: Record<string, UntypedHandleCall>, opts: { maxMessageBytes?: number } = {}): Record<string, UntypedHandleCall> {
+export function makeHandlers(app: SessionService, resolve: ContextResolver, log: ErrorLog, metrics?: Metrics, streams?: Record<string, UntypedHandleCall>, opts: { maxMessageBytes?: number; revocable?: RevocableCalls } = {}): Record<string, UntypedHandleCall> {
   // Room for the response envelope and the estimate's slack.
   const pageBudget = Math.max(Math.floor((opts.maxMessageBytes ?? Number.MAX_SAFE_INTEGER) * 0.9) - 4096, 1);
   const fail = (err: unknown) => toServiceError(err, (e) => log.error({ err: e }, 'unexpected error'));
@@ -290,26 +290,34 @@ export function makeHandlers(app: SessionService, resolve: ContextResolver, log:
             yield n.value.part.value;
           }
         }
-        const view = await app.importJsonl(ctx, bytes(), { id: o.sessionId, labels: o.labels, strict: o.strict });
-        return { session: toSession(view) };
+        const view = await app.importJsonl(ctx, bytes(), { id: o.sessionId, labels: o.labels, strict: o.strict, allowSeqGaps: o.allowSeqGaps });
+        return { session: toSession(view), uncommittedTailBytes: view.uncommittedTailBytes };
       })().then((res) => cb(null, res), (e: unknown) => cb(fail(e)));
     },
     exportSession: (call: ServerWritableStream<ExportSessionRequest, ExportSessionResponse>): void => {
-      pipeStream(call as ServerWritableStream<unknown, ExportSessionResponse>, async function* () {
+      pipeStream(call as ServerWritableStream<unknown, ExportSessionResponse>, async function* (stream) {
         const ctx = resolve(call, 'read');
+        // A token file reload that revokes this call's token ends the export (revocable-calls.ts).
+        const untrack = opts.revocable?.add({
+          credential: credentialOf(call.metadata), tenant: ctx.tenant, permission: 'read',
+          revoke: (err) => stream.end(fail(err)),
+        });
+        if (untrack) stream.onEnd(untrack);
         const id = requireId(call.request.sessionId);
-        // Lines are sent in chunks of about 256 KiB (one message each).
+        // Lines are sent in chunks of about 256 KiB (one message each), cut per line, not per
+        // store batch: a batch of large events made one message of many megabytes (over a
+        // client's default 4 MiB receive limit, or the server's send limit).
         let buf: string[] = [];
         let size = 0;
         for await (const lines of app.exportJsonl(ctx, id, { unpacked: call.request.unpacked })) {
           for (const l of lines) {
             buf.push(l);
             size += l.length;
-          }
-          if (size >= 256 * 1024) {
-            yield { chunk: Buffer.from(buf.join('\n') + '\n') };
-            buf = [];
-            size = 0;
+            if (size >= 256 * 1024) {
+              yield { chunk: Buffer.from(buf.join('\n') + '\n') };
+              buf = [];
+              size = 0;
+            }
           }
         }
         if (buf.length > 0) yield { chunk: Buffer.from(buf.join('\n') + '\n') };

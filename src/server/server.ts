@@ -16,7 +16,8 @@ import { NO_METRICS, loadMetrics, type Metrics, type PromMetrics } from './metri
 import { makeInterceptor, metadataResolver, StreamLimiter, TokenRegistry } from './auth.js';
 import { serverCredentials } from './tls.js';
 import { withSafeDeserializers } from './safe-decode.js';
-import { preEncodedStreams, subscriptionStreams } from './subscribe-handlers.js';
+import { preEncodedStreams, subscriptionStreams, type SubscriptionStreams } from './subscribe-handlers.js';
+import { RevocableCalls } from './revocable-calls.js';
 
 /** A running server. */
 export interface RunningServer {
@@ -40,7 +41,12 @@ export interface RunningServer {
 /** Hooks other modules plug in (subscriptions, auth, reflection). */
 export interface ServerExtensions {
   /** Extra SessionService stream handlers (subscriptions). */
-  streams?: (app: SessionService, config: ServerConfig, metrics: Metrics, logger: Logger) => { handlers: Record<string, UntypedHandleCall>; shutdown(): void };
+  streams?: (app: SessionService, config: ServerConfig, metrics: Metrics, logger: Logger) => {
+    handlers: Record<string, UntypedHandleCall>;
+    shutdown(): void;
+    /** Ends streams whose token was revoked or lost a permission (see SubscriptionStreams). */
+    recheck?: SubscriptionStreams['recheck'];
+  };
   /** Caller resolution (auth). */
   resolver?: ContextResolver;
   /** Extra services to register. */
@@ -80,6 +86,7 @@ export async function serveApp(app: SessionService, config: ServerConfig, logger
   if (registry) logger.info({ tokens: registry.size, file: config.authTokens }, 'authentication on');
   else logger.warn({}, 'authentication is OFF: every client can read and write every session (pass --auth-tokens FILE to turn it on)');
   const limiter = new StreamLimiter(config.maxConcurrentStreams);
+  const revocable = new RevocableCalls();
   // prom-client is loaded only when metrics are served (it is a large part of start-up).
   const prom: PromMetrics | undefined = config.metricsListen ? await loadMetrics() : undefined;
   const metrics: Metrics = prom ?? NO_METRICS;
@@ -96,7 +103,7 @@ export async function serveApp(app: SessionService, config: ServerConfig, logger
   // delta), which the preEncodedStreams definition passes through.
   const streams = ext.streams?.(app, config, metrics, logger) ?? subscriptionStreams(app, config, metrics, logger, resolver);
   // GetMessages may answer with a pre-encoded Buffer too (cached per model-history message).
-  server.addService(withSafeDeserializers(preEncodedResponses(preEncodedStreams(SessionServiceService))), makeHandlers(app, resolver, logger, metrics, streams.handlers, { maxMessageBytes: config.maxMessageBytes }));
+  server.addService(withSafeDeserializers(preEncodedResponses(preEncodedStreams(SessionServiceService))), makeHandlers(app, resolver, logger, metrics, streams.handlers, { maxMessageBytes: config.maxMessageBytes, revocable }));
   server.addService(withSafeDeserializers(HealthService), health.handlers());
   const reflection = loadDescriptorIndex();
   if (reflection) {
@@ -149,7 +156,10 @@ export async function serveApp(app: SessionService, config: ServerConfig, logger
   const reloadTokens = (): void => {
     if (!registry) return;
     registry.reload();
-    logger.info({ tokens: registry.size }, 'token file reloaded');
+    // Open streams were authorized by the old file: end those whose token is gone or lost a permission.
+    const lookup = (credential: string) => registry.byHash(credential);
+    const ended = (streams.recheck?.(lookup) ?? 0) + revocable.recheck(lookup);
+    logger.info({ tokens: registry.size, streamsEnded: ended }, 'token file reloaded');
   };
   return { security, reloadTokens, port: boundPort, address: `${host.includes(':') ? `[${host}]` : host}:${boundPort}`, metricsPort, app, metrics, logger, shutdown };
 }

@@ -24,6 +24,9 @@
  *   UNAVAILABLE/SERVER_SHUTDOWN with ErrorInfo metadata `cursor` at shutdown.
  * - A cancelled or disconnected call closes its subscription at once (feed listener, buffers,
  *   timer).
+ * - Revocation: each stream remembers the hash of the token that opened it; after a token file
+ *   reload (`recheck`), a stream whose token is gone ends with UNAUTHENTICATED, and one whose
+ *   token lost the read permission (or now names another tenant) with PERMISSION_DENIED.
  */
 import type { ServerWritableStream, ServiceError, UntypedHandleCall } from '@grpc/grpc-js';
 import {
@@ -39,7 +42,8 @@ import { projectMessage } from '../domain/derive.js';
 import { DomainError } from '../domain/errors.js';
 import type { ServerConfig } from './config.js';
 import { eventToProto } from './convert.js';
-import type { ContextResolver } from './handlers.js';
+import type { ContextResolver, Permission } from './permissions.js';
+import { TENANT_KEY, credentialOf, grants } from './auth.js';
 import type { Logger } from './logger.js';
 import type { Metrics } from './metrics.js';
 import { pipeStream, type ServerStream } from './server-stream.js';
@@ -148,6 +152,10 @@ function eventEncoder(typed: boolean): (it: EventItem) => Buffer {
 /** One open stream, for shutdown and tests. */
 export interface ActiveSubscription {
   readonly sessionId: string;
+  /** SHA-256 of the token that opened the stream ('' without auth). */
+  readonly credential: string;
+  /** The tenant the stream was authorized for ('' without auth). */
+  readonly tenant: string;
   /** The subscription's counters (undefined until it is open). */
   readonly stats: SubscriptionStats | undefined;
   /** Ends the stream with an error status. */
@@ -163,6 +171,11 @@ export interface SubscriptionStreams {
   shutdown(): void;
   /** The open streams. */
   readonly active: ReadonlySet<ActiveSubscription>;
+  /**
+   * Re-checks every open stream's token after the token file was reloaded: `lookup` gives the
+   * token's current entry by hash (undefined = revoked). Returns the number of streams ended.
+   */
+  recheck(lookup: (credential: string) => { readonly tenant: string; readonly permissions: readonly Permission[] } | undefined): number;
 }
 
 const live = new WeakMap<SessionService, SubscriptionStreams>();
@@ -198,8 +211,11 @@ export function subscriptionStreams(app: SessionService, config: ServerConfig, m
     let timer: NodeJS.Timeout | undefined;
     let lastWrite = 0;
     let deliveries = 0;
+    const tenantValue = call.metadata.get(TENANT_KEY)[0];
     const entry: ActiveSubscription = {
       sessionId,
+      credential: credentialOf(call.metadata),
+      tenant: typeof tenantValue === 'string' ? tenantValue : '',
       get stats() {
         return sub?.stats;
       },
@@ -310,6 +326,25 @@ export function subscriptionStreams(app: SessionService, config: ServerConfig, m
   const streams: SubscriptionStreams = {
     handlers,
     active,
+    recheck(lookup) {
+      let ended = 0;
+      for (const s of [...active]) {
+        if (s.credential === '') continue;
+        const token = lookup(s.credential);
+        let err: DomainError | undefined;
+        if (!token) {
+          err = new DomainError('UNAUTHENTICATED', 'the bearer token of this stream was revoked (token file reloaded); resubscribe with a valid token', {});
+        } else if (!grants(token, 'read')) {
+          err = new DomainError('PERMISSION_DENIED', 'the bearer token of this stream no longer has the read permission (token file reloaded)', { permission: 'read' });
+        } else if (token.tenant !== s.tenant) {
+          err = new DomainError('PERMISSION_DENIED', 'the bearer token of this stream now belongs to another tenant (token file reloaded); resubscribe', {});
+        }
+        if (!err) continue;
+        s.end(fail(err));
+        ended++;
+      }
+      return ended;
+    },
     shutdown() {
       shuttingDown = true;
       for (const s of [...active]) {

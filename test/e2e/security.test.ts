@@ -240,7 +240,7 @@ describe('limits', () => {
       const c = t.client;
       // Two import streams that stay open hold two call slots of this connection.
       const open = [0, 1].map(() => c.importSession((_e, _r) => undefined));
-      for (const s of open) s.write({ part: { $case: 'options', value: { sessionId: '', labels: {}, strict: false } } });
+      for (const s of open) s.write({ part: { $case: 'options', value: { sessionId: '', labels: {}, strict: false, allowSeqGaps: false } } });
       let e: { code: number; reason: string; metadata: Record<string, string> } | undefined;
       for (let i = 0; i < 50 && !e; i++) {
         try {

@@ -3,6 +3,7 @@
  * clients) rather than a bug: network errors of the socket, the driver's own connection errors,
  * and the SQLSTATEs of a server that is shutting down, starting up, out of connections or gone.
  */
+import { StorageError } from '../../app/storage-error.js';
 import { StoreUnavailableError, StoreUsageError } from '../store-errors.js';
 
 /** Node socket error codes of an unreachable or vanished server. */
@@ -50,6 +51,9 @@ export function mapError(error: unknown): never {
       { cause: error },
     );
   }
+  // The database server is out of disk (53100 disk_full; 53200 out_of_memory is not a disk
+  // matter): the same STORAGE_FULL as a full SQLite disk, nothing of the transaction was stored.
+  if (error instanceof Error && (error as { code?: unknown }).code === '53100') throw new StorageError('full', '53100', error.message, { cause: error });
   // RAISE EXCEPTION in the write functions: a broken precondition of the port.
   if (error instanceof Error && (error as { code?: unknown }).code === 'P0001') throw new StoreUsageError(error.message);
   throw error;

@@ -31,7 +31,8 @@ import type {
 } from '../../app/store-port.js';
 import type { SessionEvent } from '../../domain/event.js';
 import { checkPageSize, decodePageToken, encodePageToken } from '../page-token.js';
-import { StoreClosedError, StoreUsageError, checkAscendingSeqs } from '../store-errors.js';
+import { StoreClosedError, StoreUsageError, checkAscendingSeqs, classifyStoreErrors } from '../store-errors.js';
+import { sqliteStorageError } from './sqlite-errors.js';
 import { SqliteHeadWatch } from './head-watch.js';
 import { openDatabase } from './open-database.js';
 import {
@@ -381,3 +382,9 @@ export class SqliteSessionStore implements SessionStore {
     if (this.walSync?.broken) throw this.walSync.error;
   }
 }
+
+// The port methods report a full disk and I/O failures as StorageError (sqlite-errors.ts).
+classifyStoreErrors(SqliteSessionStore.prototype, [
+  'createSession', 'getSession', 'listSessions', 'deleteSession', 'append', 'getIdempotent', 'readEvents', 'readEventTexts',
+  'getEvents', 'readStructure', 'scanEvents', 'publishSession', 'appendPending', 'getTenantUsage', 'close',
+], sqliteStorageError);
