@@ -31,7 +31,7 @@ const LOG_LEVELS: readonly string[] = ['trace', 'debug', 'info', 'warn', 'error'
 /** Every `serve` option. */
 export const SERVE_OPTIONS: readonly Option[] = [
   { flag: 'listen', help: 'gRPC listen address HOST:PORT (default 127.0.0.1:50051)', apply: (c, v) => { c.listen = v; } },
-  { flag: 'db', help: "SQLite database file (default ./palimpsest.db; ':memory:' = in-memory store)", apply: (c, v) => { c.db = v; } },
+  { flag: 'db', help: "SQLite database file (default ./palimpsest.db; ':memory:' = in-memory store), or a postgresql://USER@HOST:PORT/DBNAME URL for the shared PostgreSQL store (PG* env vars and sslmode apply)", apply: (c, v) => { c.db = v; } },
   {
     flag: 'durability', help: 'full (default: every acknowledged append survives power loss) or normal', apply: (c, v) => {
       if (v !== 'full' && v !== 'normal') throw new UsageError(`--durability must be full or normal, got ${JSON.stringify(v)}`);
