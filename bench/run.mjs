@@ -34,6 +34,7 @@ const BENCHES = [
   { name: 'fanout', file: 'fanout.bench.ts', title: 'Fan-out (subscriptions)' },
   { name: 'provider', file: 'provider.bench.ts', title: 'Provider-safe surfaces (compaction planning, time travel)' },
   { name: 'server', file: 'server.bench.ts', title: 'Server (gRPC)' },
+  { name: 'postgres', file: 'postgres.bench.ts', title: 'PostgreSQL store (replicas)' },
 ];
 
 function run(file) {

@@ -33,7 +33,7 @@ step "gen drift" drift
 step "typecheck" npx tsc -p tsconfig.json --noEmit
 step "eslint" npx eslint .
 step "import cycles" node scripts/check-cycles.mjs src
-step "build" npx tsc -p tsconfig.build.json
+step "build" npm run -s build
 report=$(mktemp)
 echo "== tests"
 npx vitest run --reporter=default --reporter=json --outputFile="$report"
