@@ -33,6 +33,7 @@ const BENCHES = [
   { name: 'sqlite', file: 'sqlite.bench.ts', title: 'SQLite store' },
   { name: 'fanout', file: 'fanout.bench.ts', title: 'Fan-out (subscriptions)' },
   { name: 'server', file: 'server.bench.ts', title: 'Server (gRPC)' },
+  { name: 'peer', file: 'peer.bench.ts', title: 'Peer (Durable Streams)' },
 ];
 
 function run(file) {
