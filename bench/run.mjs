@@ -32,6 +32,7 @@ const BENCHES = [
   { name: 'engine', file: 'engine.bench.ts', title: 'Engine (in-process)' },
   { name: 'sqlite', file: 'sqlite.bench.ts', title: 'SQLite store' },
   { name: 'fanout', file: 'fanout.bench.ts', title: 'Fan-out (subscriptions)' },
+  { name: 'subscribers', file: 'subscribers.bench.ts', title: 'Subscribers (10,000 idle streams)' },
   { name: 'server', file: 'server.bench.ts', title: 'Server (gRPC)' },
   { name: 'peer', file: 'peer.bench.ts', title: 'Peer (Durable Streams)' },
 ];

@@ -26,7 +26,11 @@ if (mode === 'palimpsest') {
   stop = () => server.shutdown();
   // SIGUSR2: print the store's write counters (group-commit sizes) as one JSON line.
   const store = server.app.store as { stats?: () => object };
-  process.on('SIGUSR2', () => process.stdout.write(`${JSON.stringify({ stats: store.stats?.() ?? null })}\n`));
+  // With --expose-gc, after a full GC: the memory figures the subscriber bench reads.
+  process.on('SIGUSR2', () => {
+    (globalThis as { gc?: () => void }).gc?.();
+    process.stdout.write(`${JSON.stringify({ stats: store.stats?.() ?? null, memory: process.memoryUsage() })}\n`);
+  });
   process.stdout.write(`${JSON.stringify({ port: server.port })}\n`);
 } else if (mode === 'echo') {
   const grpc = await import('@grpc/grpc-js');
