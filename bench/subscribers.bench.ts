@@ -50,7 +50,7 @@ async function main(): Promise<void> {
   } catch {
     // through tsx
   }
-  const proc = spawn(process.execPath, ['--expose-gc', ...childArgs, 'palimpsest', ':memory:', 'full'], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const proc = spawn(process.execPath, [...(process.env.SUB_NODE_FLAGS ?? '').split(' ').filter(Boolean), '--expose-gc', ...childArgs, 'palimpsest', ':memory:', 'full'], { stdio: ['pipe', 'pipe', 'inherit'] });
   const rl = createInterface({ input: proc.stdout! });
   const lines: ((l: string) => void)[] = [];
   rl.on('line', (l) => lines.shift()?.(l));
@@ -109,6 +109,11 @@ async function main(): Promise<void> {
   const openMs = now() - t0;
   await sleep(500);
   const after = await memory();
+  if (process.env.SUB_SNAPSHOT) {
+    // With SUB_NODE_FLAGS=--heapsnapshot-signal=SIGUSR1: a heap snapshot of the server, all streams open.
+    proc.kill('SIGUSR1');
+    await sleep(Number(process.env.SUB_SNAPSHOT));
+  }
 
   // Deliveries: one append at a time, wait for all streams.
   const ev = { type: 'user/message', data: { kind: { $case: 'json' as const, value: JSON.stringify({ id: 'm', role: 'user', content: [{ type: 'text', text: 'hello '.padEnd(160, '.') }], source: { kind: 'user' } }) } }, surfaceOp: { $case: 'append' as const, value: {} }, sourceEventSeqs: undefined, ignorable: false };
