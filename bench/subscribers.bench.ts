@@ -39,8 +39,13 @@ const now = (): number => performance.now();
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 interface Memory { rss: number; heapUsed: number; external: number; arrayBuffers: number }
+interface Measured { before: Memory; after: Memory; openMs: number; runs: { p50: number; p99: number; max: number; ack: number }[] }
 
-async function main(): Promise<void> {
+/**
+ * One server process: `palimpsest` (the real server, in-memory store) or `hold` (the grpc-js floor:
+ * a bare server that answers `caughtUp` and holds the stream; memory only, no deliveries).
+ */
+async function measure(mode: 'palimpsest' | 'hold'): Promise<Measured> {
   let childArgs = ['--import', 'tsx', join(here, 'server', 'child.ts')];
   try {
     const { build } = await import('esbuild');
@@ -50,7 +55,7 @@ async function main(): Promise<void> {
   } catch {
     // through tsx
   }
-  const proc = spawn(process.execPath, [...(process.env.SUB_NODE_FLAGS ?? '').split(' ').filter(Boolean), '--expose-gc', ...childArgs, 'palimpsest', ':memory:', 'full'], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const proc = spawn(process.execPath, [...(process.env.SUB_NODE_FLAGS ?? '').split(' ').filter(Boolean), '--expose-gc', ...childArgs, ...(mode === 'palimpsest' ? ['palimpsest', ':memory:', 'full'] : ['hold'])], { stdio: ['pipe', 'pipe', 'inherit'] });
   const rl = createInterface({ input: proc.stdout! });
   const lines: ((l: string) => void)[] = [];
   rl.on('line', (l) => lines.shift()?.(l));
@@ -65,7 +70,7 @@ async function main(): Promise<void> {
     const rss = Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${proc.pid}/status`, 'utf8'))?.[1]) * 1024;
     return { ...m, rss };
   };
-  console.error(`subscribers bench: ${SUBSCRIBERS.toLocaleString('en-US')} SubscribeSurface streams over ${CHANNELS} channels, one server process, load average ${loadavg().map((l) => l.toFixed(1)).join(' ')}`);
+  console.error(`subscribers bench (${mode}): ${SUBSCRIBERS.toLocaleString('en-US')} SubscribeSurface streams over ${CHANNELS} channels, one server process, load average ${loadavg().map((l) => l.toFixed(1)).join(' ')}`);
 
   const channels = Array.from({ length: CHANNELS }, () => new grpc.Client(address, grpc.credentials.createInsecure(), { 'grpc.use_local_subchannel_pool': 1 }));
   const unary = (c: grpc.Client, method: string, body: Uint8Array): Promise<Buffer> =>
@@ -117,8 +122,8 @@ async function main(): Promise<void> {
 
   // Deliveries: one append at a time, wait for all streams.
   const ev = { type: 'user/message', data: { kind: { $case: 'json' as const, value: JSON.stringify({ id: 'm', role: 'user', content: [{ type: 'text', text: 'hello '.padEnd(160, '.') }], source: { kind: 'user' } }) } }, surfaceOp: { $case: 'append' as const, value: {} }, sourceEventSeqs: undefined, ignorable: false };
-  const runs: { p50: number; p99: number; max: number; ack: number }[] = [];
-  for (let r = 0; r < RUNS; r++) {
+  const runs: Measured['runs'] = [];
+  for (let r = 0; r < (mode === 'palimpsest' ? RUNS : 0); r++) {
     for (const a of arrivals) a.length = 0;
     const body = AppendEventsRequest.encode({ sessionId: id, events: [ev], idempotencyKey: '' }).finish();
     const sent = now();
@@ -147,12 +152,18 @@ async function main(): Promise<void> {
   for (const st of streams) st.cancel();
   for (const c of channels) c.close();
   proc.kill('SIGTERM');
+  console.error(`  ${mode}: per subscriber RSS ${((after.rss - before.rss) / SUBSCRIBERS / 1024).toFixed(2)} KiB, heap ${((after.heapUsed - before.heapUsed) / SUBSCRIBERS / 1024).toFixed(2)} KiB`);
+  return { before, after, openMs, runs };
+}
 
+async function main(): Promise<void> {
+  const bare = await measure('hold');
+  const { before, after, openMs, runs } = await measure('palimpsest');
   const med = (k: 'p50' | 'p99' | 'max' | 'ack'): string => {
     const s = runs.map((x) => x[k]).sort((a, b) => a - b);
     return `${s[Math.floor(s.length / 2)]!.toFixed(1)} (${s[0]!.toFixed(1)}–${s[s.length - 1]!.toFixed(1)})`;
   };
-  const per = (k: keyof Memory): number => (after[k] - before[k]) / SUBSCRIBERS / 1024;
+  const per = (k: keyof Memory, m: Measured = { before, after, openMs, runs }): number => (m.after[k] - m.before[k]) / SUBSCRIBERS / 1024;
   const p99s = runs.map((x) => x.p99).sort((a, b) => a - b);
   const p99 = p99s[Math.floor(p99s.length / 2)]!;
   console.log(`HEADLINE ${JSON.stringify({ section: 'Subscribers', id: 'sub-mem', label: `Server memory per idle SubscribeSurface stream (${SUBSCRIBERS.toLocaleString('en-US')} over ${CHANNELS} channels), RSS delta after GC`, value: `${per('rss').toFixed(1)} KiB (heap ${per('heapUsed').toFixed(1)} KiB)`, target: '<= 10 KB', met: per('rss') * 1024 <= 10_000 })}`);
@@ -164,6 +175,7 @@ async function main(): Promise<void> {
   console.log(`| server RSS, channels connected, no stream / all streams open (after GC) | ${mib(before.rss)} / ${mib(after.rss)} |`);
   console.log(`| server heapUsed, same | ${mib(before.heapUsed)} / ${mib(after.heapUsed)} |`);
   console.log(`| per subscriber: RSS / heapUsed / external | ${per('rss').toFixed(2)} / ${per('heapUsed').toFixed(2)} / ${per('external').toFixed(2)} KiB |`);
+  console.log(`| floor, a bare grpc-js server holding the same streams (one message each, nothing else): per stream RSS / heapUsed | ${per('rss', bare).toFixed(2)} / ${per('heapUsed', bare).toFixed(2)} KiB |`);
   console.log(`| one append, send -> delivered, p50 (median of ${RUNS} appends, min–max) | ${med('p50')} ms |`);
   console.log(`| one append, send -> delivered, p99 | ${med('p99')} ms |`);
   console.log(`| one append, send -> delivered, max | ${med('max')} ms |`);
