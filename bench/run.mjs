@@ -33,8 +33,10 @@ const BENCHES = [
   { name: 'sqlite', file: 'sqlite.bench.ts', title: 'SQLite store' },
   { name: 'fanout', file: 'fanout.bench.ts', title: 'Fan-out (subscriptions)' },
   { name: 'provider', file: 'provider.bench.ts', title: 'Provider-safe surfaces (compaction planning, time travel)' },
+  { name: 'subscribers', file: 'subscribers.bench.ts', title: 'Subscribers (10,000 idle streams)' },
   { name: 'server', file: 'server.bench.ts', title: 'Server (gRPC)' },
   { name: 'postgres', file: 'postgres.bench.ts', title: 'PostgreSQL store (replicas)' },
+  { name: 'peer', file: 'peer.bench.ts', title: 'Peer (Durable Streams)' },
 ];
 
 function run(file) {
