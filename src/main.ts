@@ -24,8 +24,12 @@ export function openStore(config: ServerConfig): SessionStore {
 
 /** The app over the configured store, with the store-driven change feed. */
 export function composeApp(config: ServerConfig, logger: Logger): SessionService {
+  const opened = openStore(config);
+  if (opened instanceof SqliteSessionStore) {
+    for (const d of opened.damagedSessions) logger.error({ dataLoss: true, sessionId: d.sessionId, err: d.message }, 'DATA LOSS found at open: session refused');
+  }
   // Storage failures are logged once per episode (not per request) by the monitor.
-  const store = monitorStorage(openStore(config), logger);
+  const store = monitorStorage(opened, logger);
   // Subscribers hear this process's commits at once and other processes' through the store.
   return new SessionService(store, config.limits, Date.now, logger, undefined, new StoreChangeFeed(store.openHeadWatch()));
 }
