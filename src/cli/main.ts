@@ -28,6 +28,7 @@ running server (--addr HOST:PORT, default $PALIMPSEST_ADDR or 127.0.0.1:50051).
 Commands:
   ${'serve'.padEnd(10)} Starts the gRPC server.
   ${'backup'.padEnd(10)} Copies a database file online, verified (works on the file, not the server).
+  ${'verify'.padEnd(10)} Checks every session of a database file (--db) or a server (--addr).
 ${COMMANDS.map((c) => `  ${c.name.padEnd(10)} ${c.summary}`).join('\n')}
 
 Every client command takes --json for machine-readable output. Exit status: 0 ok, 1 the server
@@ -121,6 +122,7 @@ export async function main(argv: string[], io: MainIo = PROCESS_IO): Promise<num
     return cmd === undefined ? EXIT.USAGE : EXIT.OK;
   }
   if (cmd === 'backup') return (await import('./backup.js')).backup(rest, io);
+  if (cmd === 'verify') return (await import('./verify.js')).verify(rest, io);
   if (cmd !== 'serve') return client(cmd, rest, io);
   try {
     return await serve(rest);

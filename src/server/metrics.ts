@@ -18,6 +18,8 @@ export interface Metrics {
   readonly subscriptionLag: { observe(value: number): void };
   /** Where palimpsest_cached_sessions is read from at each scrape. */
   trackCachedSessions(source: () => number): void;
+  /** Sessions deleted by retention. */
+  retentionDeleted(count: number): void;
 }
 
 /** Metrics that record nothing (metrics not served). */
@@ -27,6 +29,7 @@ export const NO_METRICS: Metrics = Object.freeze({
   subscriptions: Object.freeze({ inc: () => undefined, dec: () => undefined }),
   subscriptionLag: Object.freeze({ observe: () => undefined }),
   trackCachedSessions: () => undefined,
+  retentionDeleted: () => undefined,
 });
 
 /** Loads prom-client and creates the Prometheus metrics. */
@@ -46,6 +49,7 @@ export class PromMetrics implements Metrics {
   readonly cachedSessions: GaugeT;
   readonly subscriptions: GaugeT;
   readonly subscriptionLag: HistogramT;
+  readonly #retentionDeleted: CounterT;
 
   constructor(prom: typeof import('prom-client'), defaults = true) {
     const { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } = prom;
@@ -68,6 +72,7 @@ export class PromMetrics implements Metrics {
       name: 'palimpsest_subscription_lag_events', help: 'Events between the session head and what a subscriber was sent, sampled at one delivery in 16 per stream',
       buckets: [0, 1, 10, 100, 1000, 10000, 100000], registers: [this.registry],
     });
+    this.#retentionDeleted = new Counter({ name: 'palimpsest_retention_deleted_total', help: 'Sessions deleted by retention (--retention-days, the palimpsest.dev/ttl-days label)', registers: [this.registry] });
     if (defaults) collectDefaultMetrics({ register: this.registry, prefix: 'palimpsest_process_' });
   }
 
@@ -82,6 +87,11 @@ export class PromMetrics implements Metrics {
     this.#requests.inc();
     this.#latency.observe(seconds);
     this.#batch.observe(events);
+  }
+
+  /** Sessions deleted by retention. */
+  retentionDeleted(count: number): void {
+    this.#retentionDeleted.inc(count);
   }
 
   /** A rejected append. */
