@@ -416,8 +416,17 @@ export class SqliteSessionStore implements SessionStore {
   /** Opens the heads file and refuses the sessions whose stored head is below the recorded one. */
   private openHeadRecord(path: string): HeadRecord {
     // The file is read before the database: every line in it is of a commit the database has.
-    const recorded = readHeads(path);
+    let recorded = readHeads(path);
     const current = this.db.prepare('SELECT created_at, next_seq FROM sessions WHERE id = ? AND pending = 0').raw();
+    const behind = (id: string, want: RecordedHead): boolean => {
+      const row = current.get(id) as [number, number] | undefined;
+      return row === undefined || row[0] !== want.createdAt || row[1] < want.nextSeq;
+    };
+    if ([...recorded].some(([id, want]) => behind(id, want))) {
+      // Another process may have deleted a session between the two reads and not yet recorded
+      // the delete: read the file again (its delete lines come after its commits) before judging.
+      recorded = readHeads(path);
+    }
     for (const [id, want] of recorded) {
       const row = current.get(id) as [number, number] | undefined;
       let problem: string | undefined;
