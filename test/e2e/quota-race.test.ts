@@ -3,6 +3,7 @@
  * concurrent CreateSession calls from separate connections against --tenant-max-sessions 5 give
  * exactly 5 sessions (the rest QUOTA_EXCEEDED with the limit), and concurrent appends never store
  * more than --tenant-max-bytes (every acknowledged byte counted, nothing of a refused append left).
+ * The result verifies clean with `palimpsest verify` (--db on the live file, --addr).
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -14,6 +15,7 @@ import { SessionServiceClient } from '../../gen/palimpsest/v1/service.js';
 import { ensureBuilt, spawnServer, type ServerProcess } from '../support/server-process.js';
 import { allEvents, api, failure } from '../support/e2e.js';
 import { input } from '../support/events.js';
+import { runCli } from '../support/cli.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'palimpsest-quota-race-'));
 const running: ServerProcess[] = [];
@@ -85,7 +87,15 @@ describe.each([['sqlite', 'race.db'], ['memory', ':memory:']])('quota races on t
         expect(tenant.session_count).toBe(5);
         expect(tenant.data_bytes).toBe(sum.b);
         expect(tenant.data_bytes).toBeLessThanOrEqual(MAX_BYTES);
+        // The live file verifies clean while the server runs.
+        const v = await runCli(['verify', '--db', db, '--json']);
+        expect(v.code, v.stdout + v.stderr).toBe(0);
+        expect(JSON.parse(v.stdout)).toMatchObject({ ok: true, sessions: 5, events: accepted });
       }
+      // And through the server's RPCs (contiguity, surface replay against GetSurface).
+      const byServer = await runCli(['verify', '--addr', server.address, '--json']);
+      expect(byServer.code, byServer.stdout + byServer.stderr).toBe(0);
+      expect(JSON.parse(byServer.stdout)).toMatchObject({ ok: true, sessions: 5, events: accepted, problems: [] });
     } finally {
       for (const c of clients) c.close();
     }
