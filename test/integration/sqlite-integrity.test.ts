@@ -16,6 +16,8 @@ import { DataCorruptedError } from '../../src/app/storage-error.js';
 import { SqliteSessionStore } from '../../src/store/sqlite/sqlite-store.js';
 import { verifyFile } from '../../src/store/sqlite/verify.js';
 import { crc32c } from '../../src/store/sqlite/crc32c.js';
+import { readHeads } from '../../src/store/sqlite/head-record.js';
+import { appendFileSync, writeFileSync } from 'node:fs';
 import type { SessionEvent } from '../../src/domain/event.js';
 import { appendAt, ev, newSession } from './store-contract.js';
 
@@ -154,6 +156,18 @@ describe('SqliteSessionStore: event row checksums', () => {
     await store.close();
     store = undefined;
     expect(verifyFile(path).problems.join('\n')).toMatch(/session "s": the stored events do not match the session digest/);
+  });
+});
+
+describe('readHeads', () => {
+  const line = (json: unknown[]): string => `${crc32c(JSON.stringify(json))} ${JSON.stringify(json)}\n`;
+  it('keeps the highest head per incarnation, applies deletes, skips damaged and torn lines', () => {
+    const path = join(root, 'heads-parse');
+    writeFileSync(path, line(['a', 1, 5]) + line(['a', 1, 3]) + line(['b', 1, 2]) + line(['b', 1, null]) + line(['c', 1, 4]) + line(['c', 2, 1]));
+    appendFileSync(path, line(['a', 1, 9]).replace('9', '8'));
+    appendFileSync(path, line(['d', 1, 7]).slice(0, 10));
+    expect([...readHeads(path)]).toEqual([['a', { createdAt: 1, nextSeq: 5 }], ['c', { createdAt: 2, nextSeq: 1 }]]);
+    expect(readHeads(join(root, 'no-such-heads')).size).toBe(0);
   });
 });
 
