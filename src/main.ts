@@ -33,8 +33,12 @@ export async function openStore(config: ServerConfig, logger?: Logger): Promise<
 
 /** The app over the configured store, with the store-driven change feed. */
 export async function composeApp(config: ServerConfig, logger: Logger, tracing?: Tracing): Promise<SessionService> {
+  const opened = await openStore(config, logger);
+  if (opened instanceof SqliteSessionStore) {
+    for (const d of opened.damagedSessions) logger.error({ dataLoss: true, sessionId: d.sessionId, err: d.message }, 'DATA LOSS found at open: session refused');
+  }
   // Storage failures are logged once per episode (not per request) by the monitor.
-  const monitored = monitorStorage(await openStore(config, logger), logger);
+  const monitored = monitorStorage(opened, logger);
   // With tracing on, every store call is a span inside its RPC's span.
   const store = tracing ? tracing.traceStore(monitored) : monitored;
   // Subscribers hear this process's commits at once and other processes' through the store.

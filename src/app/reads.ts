@@ -4,6 +4,7 @@
  * GetMessages pagination (see message-pages.ts). Hot state is read only through the session cache,
  * which checks the stored head first: a read never answers from a stale cache.
  */
+import { DataCorruptedError } from './storage-error.js';
 import type { SessionEvent } from '../domain/event.js';
 import { MESSAGE_EVENT_TYPES } from '../domain/event.js';
 import { MessageProjection } from '../domain/derive.js';
@@ -94,7 +95,15 @@ export class Reads {
     // Surface lengths of sessions that are not hot: load them (bounded by the page size).
     for (let i = 0; i < sessions.length; i++) {
       const s = sessions[i]!;
-      if (s.surfaceLength < 0) sessions[i] = await this.getSession(ctx, s.record.header.id);
+      if (s.surfaceLength >= 0) continue;
+      try {
+        sessions[i] = await this.getSession(ctx, s.record.header.id);
+      } catch (e) {
+        // A damaged session stays listed from its stored record (surface length 0) so it can be
+        // found and deleted; reading it answers DATA_LOSS.
+        if (!(e instanceof DataCorruptedError)) throw e;
+        sessions[i] = { ...s, surfaceLength: 0 };
+      }
     }
     return { sessions, nextPageToken: page.nextPageToken };
   }

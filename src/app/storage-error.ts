@@ -22,3 +22,21 @@ export class StorageError extends Error {
     this.code = code;
   }
 }
+
+/**
+ * Stored data failed its integrity check (a row's checksum, a session's digest, or a session
+ * head below the one recorded outside the database): the store refuses to serve it rather than
+ * return a silently wrong answer. The transport maps it to DATA_LOSS / DATA_CORRUPTED.
+ */
+export class DataCorruptedError extends Error {
+  readonly sessionId: string;
+  /** The first damaged seq, when one row is known bad. */
+  readonly seq: number | undefined;
+
+  constructor(sessionId: string, seq: number | undefined, message: string) {
+    super(message);
+    this.name = 'DataCorruptedError';
+    this.sessionId = sessionId;
+    this.seq = seq;
+  }
+}

@@ -8,7 +8,7 @@
  * Store-independent: a Proxy over any store object; only the names of the write methods are
  * known here.
  */
-import { StorageError } from './storage-error.js';
+import { DataCorruptedError, StorageError } from './storage-error.js';
 
 /** Logger port (pino in production). */
 export interface StorageLogger {
@@ -33,6 +33,11 @@ export interface StorageEpisodes {
 export function monitorStorage<T extends object>(store: T, log: StorageLogger): T & { readonly storageEpisodes: StorageEpisodes } {
   const state = { current: undefined as StorageError['kind'] | undefined, failures: 0, episodes: 0, since: 0 };
   const failed = (method: string, e: unknown): void => {
+    if (e instanceof DataCorruptedError) {
+      // Never quiet: every refused read is an operator's problem (restore from a backup).
+      log.error({ dataLoss: true, sessionId: e.sessionId, seq: e.seq, method, err: e.message }, 'DATA LOSS: stored data failed its integrity check; not served (DATA_LOSS/DATA_CORRUPTED)');
+      return;
+    }
     if (!(e instanceof StorageError)) return;
     if (state.current === e.kind) {
       state.failures++;

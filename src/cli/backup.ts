@@ -15,7 +15,7 @@ one consistent snapshot holding everything acknowledged before the backup starte
 the copy (integrity_check, foreign keys, schema version, every session's events against its
 recorded count and head) before it appears under BACKUP. Never overwrites an existing file.
 
-Restore: stop the server, move FILE and its -wal/-shm files away, copy BACKUP to FILE, start the
+Restore: stop the server, move FILE and its -wal/-shm/-heads files away, copy BACKUP to FILE, start the
 server. For PostgreSQL use pg_dump / pg_restore (see the README).
 
 Options:

@@ -14,12 +14,12 @@ import { VERSION } from './version.js';
 
 /** What a serve option's value looks like, from its name (HOST:PORT, FILE, MS, BYTES, N, ...). */
 function placeholder(flag: string): string {
-  const named: Record<string, string> = { listen: 'HOST:PORT', 'metrics-listen': 'HOST:PORT', db: 'FILE', durability: 'full|normal', 'log-level': 'LEVEL' };
+  const named: Record<string, string> = { listen: 'HOST:PORT', 'metrics-listen': 'HOST:PORT', db: 'FILE|URL', durability: 'full|normal', 'log-level': 'LEVEL' };
   if (named[flag]) return named[flag];
   if (flag.endsWith('-ms')) return 'MS';
   if (flag.endsWith('-bytes')) return 'BYTES';
   if (flag.startsWith('tls-') || flag.endsWith('-tokens') || flag.endsWith('-file')) return 'FILE';
-  if (/^(max|cache|tenant)-/.test(flag)) return 'N';
+  if (/^(max|cache|tenant|retention)-/.test(flag)) return flag === 'retention-days' ? 'DAYS' : 'N';
   return 'VALUE';
 }
 
@@ -42,6 +42,7 @@ running server (--addr HOST:PORT, default $PALIMPSEST_ADDR or 127.0.0.1:50051).
 Commands:
   ${'serve'.padEnd(10)} Starts the gRPC server.
   ${'backup'.padEnd(10)} Copies a database file online, verified (works on the file, not the server).
+  ${'verify'.padEnd(10)} Checks every session of a database file (--db) or a server (--addr).
 ${COMMANDS.map((c) => `  ${c.name.padEnd(10)} ${c.summary}`).join('\n')}
 
 Global options (--addr, --token, --json, --tls-*, --connect-timeout) go before or after the
@@ -152,6 +153,7 @@ export async function main(rawArgv: string[], io: MainIo = PROCESS_IO): Promise<
     return cmd === undefined ? EXIT.USAGE : EXIT.OK;
   }
   if (cmd === 'backup') return (await import('./backup.js')).backup(rest, io);
+  if (cmd === 'verify') return (await import('./verify.js')).verify(rest, io);
   if (cmd !== 'serve') return client(cmd, rest, io);
   try {
     return await serve(rest);

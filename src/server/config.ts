@@ -38,6 +38,12 @@ export interface ServerConfig {
   readonly authTokens: string;
   /** Graceful shutdown deadline, ms. */
   readonly shutdownGraceMs: number;
+  /** Days after which untouched sessions are deleted (0 = never; the ttl-days label overrides), see src/app/retention.ts. */
+  readonly retentionDays: number;
+  /** Time between retention sweeps, ms. */
+  readonly retentionIntervalMs: number;
+  /** Sessions a retention sweep examines per batch. */
+  readonly retentionBatch: number;
 }
 
 /** Defaults: embedded SQLite file in the working directory, durable appends, loopback. */
@@ -58,4 +64,7 @@ export const DEFAULT_CONFIG: ServerConfig = {
   insecure: false,
   authTokens: '',
   shutdownGraceMs: 10_000,
+  retentionDays: 0,
+  retentionIntervalMs: 3_600_000,
+  retentionBatch: 100,
 };

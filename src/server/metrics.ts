@@ -25,6 +25,8 @@ export interface Metrics {
   readonly subscriptionLag: { observe(value: number): void };
   /** Where palimpsest_cached_sessions is read from at each scrape. */
   trackCachedSessions(source: () => number): void;
+  /** Sessions deleted by retention. */
+  retentionDeleted(count: number): void;
 }
 
 /** Metrics that record nothing (metrics not served). */
@@ -36,6 +38,7 @@ export const NO_METRICS: Metrics = Object.freeze({
   subscriptions: Object.freeze({ inc: () => undefined, dec: () => undefined }),
   subscriptionLag: Object.freeze({ observe: () => undefined }),
   trackCachedSessions: () => undefined,
+  retentionDeleted: () => undefined,
 });
 
 /** Loads prom-client and creates the Prometheus metrics. */
@@ -59,6 +62,7 @@ export class PromMetrics implements Metrics {
   readonly #handled: CounterT<'grpc_service' | 'grpc_method' | 'grpc_type' | 'grpc_code'>;
   readonly #handling: HistogramT<'grpc_service' | 'grpc_method' | 'grpc_type'>;
   readonly #operations: Record<string, CounterT>;
+  readonly #retentionDeleted: CounterT;
 
   constructor(prom: typeof import('prom-client'), defaults = true) {
     const { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } = prom;
@@ -81,6 +85,7 @@ export class PromMetrics implements Metrics {
       name: 'palimpsest_subscription_lag_events', help: 'Events between the session head and what a subscriber was sent, sampled at one delivery in 16 per stream',
       buckets: [0, 1, 10, 100, 1000, 10000, 100000], registers: [this.registry],
     });
+    this.#retentionDeleted = new Counter({ name: 'palimpsest_retention_deleted_total', help: 'Sessions deleted by retention (--retention-days, the palimpsest.dev/ttl-days label)', registers: [this.registry] });
     // The go-grpc-prometheus names and labels, so stock gRPC dashboards work unchanged.
     const rpcLabels = ['grpc_service', 'grpc_method', 'grpc_type'] as const;
     this.#started = new Counter({ name: 'grpc_server_started_total', help: 'RPCs started on the server', labelNames: rpcLabels, registers: [this.registry] });
@@ -123,6 +128,11 @@ export class PromMetrics implements Metrics {
     this.#requests.inc();
     this.#latency.observe(seconds);
     this.#batch.observe(events);
+  }
+
+  /** Sessions deleted by retention. */
+  retentionDeleted(count: number): void {
+    this.#retentionDeleted.inc(count);
   }
 
   /** A rejected append. */

@@ -3,6 +3,7 @@
  * does not choose the store or the change feed: the composition root (src/main.ts) builds the
  * app and hands it in.
  */
+import { Retention } from '../app/retention.js';
 import { Server, type ServerCredentials, type UntypedHandleCall } from '@grpc/grpc-js';
 import type { SessionService } from '../app/session-service.js';
 import { SessionServiceService } from '../../gen/palimpsest/v1/service.js';
@@ -144,6 +145,11 @@ export async function serveApp(app: SessionService, config: ServerConfig, logger
     metricsServer = r.server;
   }
   metrics.trackCachedSessions(() => app.cachedSessions);
+  const retention = new Retention(app, {
+    retentionDays: config.retentionDays, intervalMs: config.retentionIntervalMs, batchSize: config.retentionBatch, log: logger,
+    onDeleted: (n) => metrics.retentionDeleted(n),
+  });
+  retention.start();
   logger.info({ address: `${host}:${boundPort}`, db: config.db, durability: config.durability, metricsPort }, 'palimpsest listening');
 
   let shutdownPromise: Promise<void> | undefined;
@@ -164,6 +170,7 @@ export async function serveApp(app: SessionService, config: ServerConfig, logger
           resolve();
         });
       });
+      await retention.stop();
       await app.close();
       if (metricsServer) await new Promise<void>((r) => metricsServer.close(() => r()));
       await tracing?.shutdown().catch((e: unknown) => logger.warn({ err: (e as Error).message }, 'trace export failed at shutdown'));

@@ -6,7 +6,7 @@
 import { Metadata, status as Code, type ServiceError } from '@grpc/grpc-js';
 import { DomainError } from '../domain/errors.js';
 import { StoreClosedError, StoreUnavailableError } from '../store/store-errors.js';
-import { StorageError } from '../app/storage-error.js';
+import { DataCorruptedError, StorageError } from '../app/storage-error.js';
 import { Any } from '../../gen/google/protobuf/any.js';
 import { BadRequest, ErrorInfo, PreconditionFailure, QuotaFailure } from '../../gen/google/rpc/error_details.js';
 import { Status } from '../../gen/google/rpc/status.js';
@@ -135,6 +135,7 @@ const TABLE: Readonly<Record<string, Mapping>> = {
   // The database (PostgreSQL) cannot be reached: retry later or on another replica. Unlike
   // STORAGE_UNAVAILABLE, a write in flight may have committed (retry with the same key).
   STORE_UNAVAILABLE: { code: Code.UNAVAILABLE, detail: 'none' },
+  DATA_CORRUPTED: { code: Code.DATA_LOSS, detail: 'none' },
   CANCELLED: { code: Code.CANCELLED, detail: 'none' },
   UNAUTHENTICATED: { code: Code.UNAUTHENTICATED, detail: 'none' },
   PERMISSION_DENIED: { code: Code.PERMISSION_DENIED, detail: 'none' },
@@ -210,6 +211,12 @@ export function toServiceError(err: unknown, log: (err: unknown) => void): Servi
     return domainErrorToStatus(err.kind === 'full'
       ? new DomainError('STORAGE_FULL', "the server's storage is full; nothing was stored; retry later (reads are still served)", { limitName: 'storage' })
       : new DomainError('STORAGE_UNAVAILABLE', "the server's storage failed (I/O error); nothing was stored; retry later or on another replica", {}));
+  }
+  if (err instanceof DataCorruptedError) {
+    // Logged (loudly, every time) by the store monitor; the message names the session and seq.
+    const metadata: Record<string, string> = { sessionId: err.sessionId };
+    if (err.seq !== undefined) metadata.seq = String(err.seq);
+    return domainErrorToStatus(new DomainError('DATA_CORRUPTED', err.message, metadata));
   }
   log(err);
   return makeServiceError(Code.INTERNAL, INTERNAL_MESSAGE, [

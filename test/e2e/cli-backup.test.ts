@@ -67,6 +67,10 @@ describe('palimpsest backup', () => {
     // Restore: a server opens the copy; every event acknowledged before the backup is there, as served live.
     const restored = join(dir, 'restored.db');
     copyFileSync(to, restored);
+    // The restored file passes every check of `palimpsest verify` (checksums, digests, replay).
+    const v = await runCli(['verify', '--db', restored, '--json']);
+    expect(v.code, v.stdout + v.stderr).toBe(0);
+    expect(JSON.parse(v.stdout)).toMatchObject({ ok: true, sessions: 4, events: report.events });
     const t = await startTestServer({ db: restored });
     try {
       const b = api(t.client);

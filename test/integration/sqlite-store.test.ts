@@ -7,6 +7,7 @@ import { SqliteSessionStore, type SqliteStoreOptions } from '../../src/store/sql
 import { APPLICATION_ID, SCHEMA_VERSION } from '../../src/store/sqlite/schema.js';
 import { decodeSeqs, encodeSeqs } from '../../src/store/sqlite/codec.js';
 import { StoreOpenError } from '../../src/store/store-errors.js';
+import { DataCorruptedError } from '../../src/app/storage-error.js';
 import { IMPORTER, LONG_LEASE, appendAt, ev, mixedEvents, newSession, req, storeContract } from './store-contract.js';
 
 const root = mkdtempSync(join(tmpdir(), 'palimpsest-sqlite-'));
@@ -178,7 +179,7 @@ describe('SqliteSessionStore: the database file', () => {
     raw.prepare("UPDATE events SET data = 'not json' WHERE session_id = 's'").run();
     raw.close();
     expect(await store.readStructure('s', 0)).toHaveLength(10);
-    await expect(store.readEvents('s', { fromSeq: 0, direction: 'forward', limit: 1 })).rejects.toThrow(SyntaxError);
+    await expect(store.readEvents('s', { fromSeq: 0, direction: 'forward', limit: 1 })).rejects.toThrow(DataCorruptedError);
   });
 
   it('rolls back only the failing call of a group when an insert fails inside it', async () => {

@@ -13,13 +13,14 @@
  * and every session's events against its recorded count and head), fsynced, and only then
  * renamed to `<to>`. A copy that fails a check is deleted and the problems are reported.
  *
- * Restore: stop the server, move the database file and its `-wal` / `-shm` files away, copy the
+ * Restore: stop the server, move the database file and its `-wal` / `-shm` / `-heads` files away, copy the
  * backup in place of the database file, start the server.
  */
 import { closeSync, existsSync, fsyncSync, openSync, renameSync, rmSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import { APPLICATION_ID, SCHEMA_VERSION } from './schema.js';
+import { verifyDatabase, type VerifyResult } from './verify.js';
 
 /** What a backup produced. */
 export interface BackupReport {
@@ -41,47 +42,12 @@ export class BackupError extends Error {
   }
 }
 
-/** What a verification found. */
-export interface VerifyResult {
-  readonly sessions: number;
-  readonly events: number;
-  readonly pendingSessions: number;
-  readonly problems: string[];
-}
-
 function checkIdentity(db: Database.Database, what: string): string | undefined {
   const applicationId = db.pragma('application_id', { simple: true }) as number;
   const userVersion = db.pragma('user_version', { simple: true }) as number;
   if (applicationId !== APPLICATION_ID) return `${what} is not a Palimpsest database (application_id ${applicationId})`;
   if (userVersion !== SCHEMA_VERSION) return `${what} has schema version ${userVersion}; this build reads version ${SCHEMA_VERSION}`;
   return undefined;
-}
-
-/** Checks a database file's integrity and every session's log against its record. */
-export function verifyDatabase(db: Database.Database): VerifyResult {
-  const problems: string[] = [];
-  const identity = checkIdentity(db, 'the copy');
-  if (identity) return { sessions: 0, events: 0, pendingSessions: 0, problems: [identity] };
-  const integrity = db.pragma('integrity_check') as { integrity_check: string }[];
-  for (const row of integrity) if (row.integrity_check !== 'ok') problems.push(`integrity_check: ${row.integrity_check}`);
-  const fk = db.pragma('foreign_key_check') as { table: string; parent: string }[];
-  if (fk.length > 0) problems.push(`foreign_key_check: ${fk.length} rows of ${fk[0]!.table} without their ${fk[0]!.parent} row`);
-  // Every session's events: as many as recorded, ending right below the recorded head (imported
-  // logs may have seq gaps, so the count and the head are checked, not min..max).
-  const rows = db.prepare(`
-    SELECT s.id, s.pending, s.next_seq, s.event_count, COUNT(e.seq) AS n, MAX(e.seq) AS last
-    FROM sessions s LEFT JOIN events e ON e.session_id = s.id GROUP BY s.id`).all() as
-    { id: string; pending: number; next_seq: number; event_count: number; n: number; last: number | null }[];
-  let events = 0;
-  let pending = 0;
-  for (const r of rows) {
-    events += r.n;
-    if (r.pending === 1) pending++;
-    if (r.n !== r.event_count) problems.push(`session ${JSON.stringify(r.id)}: ${r.n} events stored, ${r.event_count} recorded`);
-    const expectedNext = r.last === null ? 0 : r.last + 1;
-    if (r.n > 0 && r.next_seq !== expectedNext) problems.push(`session ${JSON.stringify(r.id)}: last seq ${r.last}, recorded head ${r.next_seq - 1}`);
-  }
-  return { sessions: rows.length - pending, events, pendingSessions: pending, problems };
 }
 
 function fsyncPath(path: string): void {
@@ -125,7 +91,7 @@ export async function backupDatabase(source: string, to: string): Promise<Backup
     try {
       // A backup is one self-contained file (the server switches it back to WAL when it opens it).
       copy.pragma('journal_mode = DELETE');
-      result = verifyDatabase(copy);
+      result = verifyDatabase(copy, undefined, 'the copy');
     } finally {
       copy.close();
     }

@@ -17,6 +17,7 @@ import type Database from 'better-sqlite3';
 import type { AppendOutcome, IdempotencyRecord } from '../../app/store-port.js';
 import { encodeSeqs } from './codec.js';
 import { decodeIdempotent, type EventRow, type StoredIdempotent } from './row-codec.js';
+import { digestOf } from './session-writes.js';
 import type { Statements } from './statements.js';
 import type { WalSync } from './wal-sync.js';
 
@@ -28,6 +29,8 @@ interface GroupHead {
   next: number;
   writer: string;
   readonly tenant: string;
+  readonly createdAt: number;
+  digest: number;
   count: number;
   bytes: number;
   changed: boolean;
@@ -65,6 +68,8 @@ export interface WriteCounters {
 /** The append queue of one connection and its group transaction. */
 export class GroupCommit {
   private queue: QueuedAppend[] = [];
+  /** The heads the last group transaction moved. */
+  private moved: readonly (readonly [string, number, number])[] = [];
   private flushScheduled = false;
   private readonly scheduleFlush: () => void;
   private readonly groupTxn: Database.Transaction<(batch: readonly QueuedAppend[], results: (AppendOutcome | { error: unknown })[]) => void>;
@@ -77,6 +82,8 @@ export class GroupCommit {
     private readonly counters: WriteCounters,
     private readonly now: () => number,
     mode: 'immediate' | 'microtask' | undefined,
+    /** Called once each committed group is durable, with the heads it moved (id, created_at, next seq). */
+    private readonly onHeads: (heads: readonly (readonly [string, number, number])[]) => void = () => undefined,
   ) {
     const flush = (): void => this.flush();
     this.scheduleFlush =
@@ -99,9 +106,13 @@ export class GroupCommit {
       const heads = new Map<string, GroupHead>();
       const tenants = new Map<string, GroupTenant>();
       for (let i = 0; i < batch.length; i++) this.groupCall(batch[i]!, i, heads, tenants, results);
+      const moved: (readonly [string, number, number])[] = [];
       for (const [sessionId, head] of heads) {
-        if (head.changed) this.st.updateCounters.run(head.next, head.count, head.bytes, head.writer, sessionId);
+        if (!head.changed) continue;
+        this.st.updateCounters.run(head.next, head.count, head.bytes, head.writer, head.digest, sessionId);
+        if (head.count > 0) moved.push([sessionId, head.createdAt, head.next]);
       }
+      this.moved = moved;
       for (const [tenant, t] of tenants) if (t.added !== 0) this.st.addTenant.run(tenant, 0, t.added);
     });
   }
@@ -125,12 +136,12 @@ export class GroupCommit {
   ): void {
     let head = heads.get(call.sessionId);
     if (head === undefined) {
-      const row = this.st.selectHead.get(call.sessionId) as [number, string, string] | undefined;
+      const row = this.st.selectHead.get(call.sessionId) as [number, string, string, number, number] | undefined;
       if (row === undefined) {
         results[i] = NOT_FOUND;
         return;
       }
-      head = { next: row[0], writer: row[1], tenant: row[2], count: 0, bytes: 0, changed: false };
+      head = { next: row[0], writer: row[1], tenant: row[2], createdAt: row[3], digest: row[4], count: 0, bytes: 0, changed: false };
       heads.set(call.sessionId, head);
     }
     const key = call.idempotency;
@@ -177,6 +188,7 @@ export class GroupCommit {
       return;
     }
     if (rows.length > 0) {
+      head.digest = digestOf(head.digest, rows);
       head.next = rows[rows.length - 1]![1] + 1;
       head.count += rows.length;
       head.bytes += call.dataBytes;
@@ -214,22 +226,30 @@ export class GroupCommit {
       this.groupTxn.immediate(batch, results);
     } catch (error) {
       // BEGIN or COMMIT failed (disk full, I/O error, lock timeout): nothing of the group is stored.
+      this.moved = [];
       for (const call of batch) call.reject(error);
       return;
     }
+    const moved = this.moved;
+    this.moved = [];
     const counters = this.counters;
     counters.commits++;
     counters.groupCommits++;
     if (batch.length > counters.maxGroupSize) counters.maxGroupSize = batch.length;
     const sync = this.walSync;
     if (sync === undefined) {
+      if (moved.length > 0) this.onHeads(moved);
       this.settle(batch, results);
       return;
     }
     // The group is committed but not yet on disk: its calls settle when a sync covering it ends.
     sync.owe();
     sync.request().then(
-      () => this.settle(batch, results),
+      () => {
+        // Recorded once durable: a recorded head is never ahead of what a power loss keeps.
+        if (moved.length > 0) this.onHeads(moved);
+        this.settle(batch, results);
+      },
       (error: unknown) => {
         for (const call of batch) call.reject(error);
       },

@@ -7,6 +7,8 @@ import type { IdempotentResult, SessionRecord, StoredEventText, StructuralRow } 
 import type { Json, SessionEvent, SessionHeader, SurfaceOp } from '../../domain/event.js';
 import { jsonTextOf } from '../../domain/json.js';
 import { decodeSeqs, decodeSeqsHex, decodeSurfaceOp, encodeSeqs, encodeSurfaceOp } from './codec.js';
+import { CRC_INIT, crcFinal, crcString } from './crc32c.js';
+import { dataCrc, digestStep, rowCorrupted, structuralCrc } from './integrity.js';
 
 /** One encoded event row, ready to bind. */
 export type EventRow = [
@@ -18,10 +20,12 @@ export type EventRow = [
   sourceEventSeqs: Buffer | null,
   surfaceOp: string | null,
   ignorable: 1 | null,
+  scrc: number,
+  dcrc: number,
 ];
 
-/** A raw event row as selected: seq, type, time, data, source_event_seqs, surface_op, ignorable. */
-export type RawEvent = [number, string, number, string, Buffer | null, string | null, number | null];
+/** A raw event row as selected: seq, type, time, data, source_event_seqs, surface_op, ignorable, scrc, dcrc. */
+export type RawEvent = [number, string, number, string, Buffer | null, string | null, number | null, number, number];
 /** A raw session row, in SESSION_COLUMNS order. */
 export type RawSession = [
   string,
@@ -50,7 +54,7 @@ export type StoredIdempotent = [string, Buffer, number];
 export const SESSION_COLUMNS =
   'id, version, created_at, cwd, parent_session, seed_length, origin, delegation_depth, agent_preset, labels, tenant, strict, next_seq, event_count, data_bytes, pairing_guard, writer';
 /** The event columns, in RawEvent order. */
-export const EVENT_COLUMNS = 'seq, type, time, data, source_event_seqs, surface_op, ignorable';
+export const EVENT_COLUMNS = 'seq, type, time, data, source_event_seqs, surface_op, ignorable, scrc, dcrc';
 
 export function encodeEvents(sessionId: string, events: readonly SessionEvent[]): { rows: EventRow[]; dataBytes: number } {
   const rows = new Array<EventRow>(events.length);
@@ -60,50 +64,89 @@ export function encodeEvents(sessionId: string, events: readonly SessionEvent[])
     // The client's text when the domain kept it (canonical: the same bytes JSON.stringify writes).
     const data = jsonTextOf(e.data) ?? JSON.stringify(e.data);
     dataBytes += Buffer.byteLength(data, 'utf8');
+    const seqs = e.sourceEventSeqs === undefined ? null : encodeSeqs(e.sourceEventSeqs);
+    const op = encodeSurfaceOp(e.surfaceOp);
+    const ignorable = e.ignorable === true ? 1 : null;
     rows[i] = [
       sessionId,
       e.seq,
       e.type,
       e.time,
       data,
-      e.sourceEventSeqs === undefined ? null : encodeSeqs(e.sourceEventSeqs),
-      encodeSurfaceOp(e.surfaceOp),
-      e.ignorable === true ? 1 : null,
+      seqs,
+      op,
+      ignorable,
+      structuralCrc(e.seq, op, seqs, ignorable, e.type),
+      dataCrc(e.time, data),
     ];
   }
   return { rows, dataBytes };
 }
 
 /**
- * Decodes one structural line: `<seq>\t<type>` when the event has no surface op, no
- * sourceEventSeqs and is not ignorable (the common case), `<seq>+\t<type>` for a plain
- * `append` surface op (the next most common), else
- * `<seq>:<surface_op or ''>\t<hex(source_event_seqs) or '-' for NULL>\t<'1' or ''>\t<type>`.
- * The type comes last so it may contain any character. Type strings are interned per call, so
- * a million rows hold a few dozen type strings rather than a million copies; a row of the same
- * type as the previous one is recognised without slicing or hashing its type.
+ * Decodes and verifies one structural line: `<scrc>,<dcrc>,` and then `<seq>\t<type>` when the
+ * event has no surface op, no sourceEventSeqs and is not ignorable (the common case),
+ * `<seq>+\t<type>` for a plain `append` surface op (the next most common), else
+ * `<seq>:<surface_op or ''>\t<hex(source_event_seqs) or '-' for NULL>\t<'1' or ''>\t<type>`
+ * (the canonical line of integrity.ts, whose CRC is `scrc`). The type comes last so it may
+ * contain any character. Type strings are interned per call, so a million rows hold a few dozen
+ * type strings rather than a million copies; a row of the same type as the previous one is
+ * recognised without slicing or hashing its type. `scan.digest` advances by the row; a row whose
+ * structural CRC does not match throws DataCorruptedError.
  */
-export function decodeStructureLine(line: string, types: TypeTable): StructuralRow {
-  let seq = 0;
+export function decodeStructureLine(line: string, types: TypeTable, scan: StructureScan): StructuralRow {
+  let scrc = 0;
   let pos = 0;
   let code = line.charCodeAt(0);
+  while (code >= 48 && code <= 57) {
+    scrc = scrc * 10 + (code - 48);
+    code = line.charCodeAt(++pos);
+  }
+  let dcrc = 0;
+  code = line.charCodeAt(++pos);
+  while (code >= 48 && code <= 57) {
+    dcrc = dcrc * 10 + (code - 48);
+    code = line.charCodeAt(++pos);
+  }
+  const start = ++pos;
+  let seq = 0;
+  code = line.charCodeAt(pos);
   while (code >= 48 && code <= 57) {
     seq = seq * 10 + (code - 48);
     code = line.charCodeAt(++pos);
   }
-  if (code === 9) return { seq, type: typeAt(line, pos + 1, types) };
-  if (code === 43 /* + */) return { seq, type: typeAt(line, pos + 2, types), surfaceOp: 'append' };
-  const opEnd = line.indexOf('\t', pos + 1);
-  const seqsEnd = line.indexOf('\t', opEnd + 1);
-  const ignorableEnd = line.indexOf('\t', seqsEnd + 1);
-  const row: { seq: number; type: string; surfaceOp?: SurfaceOp; sourceEventSeqs?: readonly number[]; ignorable?: true } = {
-    seq,
-    type: intern(types, line.slice(ignorableEnd + 1)),
-  };
-  if (opEnd > pos + 1) row.surfaceOp = decodeSurfaceOp(line.slice(pos + 1, opEnd));
-  if (line.charCodeAt(opEnd + 1) !== 45 /* '-' */) row.sourceEventSeqs = decodeSeqsHex(line.slice(opEnd + 1, seqsEnd));
-  if (ignorableEnd > seqsEnd + 1) row.ignorable = true;
+  let row: StructuralRow;
+  let crc = crcString(CRC_INIT, line, start, pos);
+  if (code === 9) {
+    row = { seq, type: typeAt(line, pos + 1, types) };
+    crc = crcString(crcString(crc, ':\t-\t\t'), line, pos + 1);
+  } else if (code === 43 /* + */) {
+    row = { seq, type: typeAt(line, pos + 2, types), surfaceOp: 'append' };
+    crc = crcString(crcString(crc, ':append\t-\t\t'), line, pos + 2);
+  } else {
+    const opEnd = line.indexOf('\t', pos + 1);
+    const seqsEnd = line.indexOf('\t', opEnd + 1);
+    const ignorableEnd = line.indexOf('\t', seqsEnd + 1);
+    const general: { seq: number; type: string; surfaceOp?: SurfaceOp; sourceEventSeqs?: readonly number[]; ignorable?: true } = {
+      seq,
+      type: intern(types, line.slice(ignorableEnd + 1)),
+    };
+    crc = crcString(crc, line, pos);
+    if (crcFinal(crc) !== scrc) throw rowCorrupted(scan.sessionId, seq, 'structural');
+    if (opEnd > pos + 1) general.surfaceOp = decodeSurfaceOp(line.slice(pos + 1, opEnd));
+    if (line.charCodeAt(opEnd + 1) !== 45 /* '-' */) general.sourceEventSeqs = decodeSeqsHex(line.slice(opEnd + 1, seqsEnd));
+    if (ignorableEnd > seqsEnd + 1) general.ignorable = true;
+    row = general;
+  }
+  if (crcFinal(crc) !== scrc) throw rowCorrupted(scan.sessionId, seq, 'structural');
+  scan.digest = digestStep(scan.digest, scrc, dcrc);
   return row;
+}
+
+/** The state of one structural scan: whose rows, and the digest of the rows seen so far. */
+export interface StructureScan {
+  readonly sessionId: string;
+  digest: number;
 }
 
 /** The type from `start` to the end of `line`, interned; runs of one type (chunks) skip the slice and the hash. */
@@ -131,7 +174,15 @@ export function decodeIdempotent(r: StoredIdempotent): IdempotentResult {
   return { seqs: decodeSeqs(r[1]), requestHash: r[0], surfaceLength: r[2] };
 }
 
-export function decodeEvent(r: RawEvent): SessionEvent {
+/** Throws DataCorruptedError unless the row's stored bytes match its checksums. */
+export function verifyRow(sessionId: string, r: RawEvent): void {
+  if (structuralCrc(r[0], r[5], r[4], r[6], r[1]) !== r[7]) throw rowCorrupted(sessionId, r[0], 'structural');
+  if (dataCrc(r[2], r[3]) !== r[8]) throw rowCorrupted(sessionId, r[0], 'data');
+}
+
+/** The event of a verified row. */
+export function decodeEvent(sessionId: string, r: RawEvent): SessionEvent {
+  verifyRow(sessionId, r);
   const event: {
     type: string;
     seq: number;
@@ -147,7 +198,9 @@ export function decodeEvent(r: RawEvent): SessionEvent {
   return event;
 }
 
-export function decodeEventText(r: RawEvent): StoredEventText {
+/** The event (data as stored text) of a verified row. */
+export function decodeEventText(sessionId: string, r: RawEvent): StoredEventText {
+  verifyRow(sessionId, r);
   const event: {
     type: string;
     seq: number;

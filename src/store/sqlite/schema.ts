@@ -9,7 +9,7 @@
 export const APPLICATION_ID = 0x50414c49;
 
 /** The schema version this build reads and writes. */
-export const SCHEMA_VERSION = 3;
+export const SCHEMA_VERSION = 4;
 
 /**
  * Schema objects, created in one transaction on a fresh database.
@@ -19,7 +19,8 @@ export const SCHEMA_VERSION = 3;
  *   lease passed). `labels` is a JSON object of string values. The header's optional fields are
  *   NULL when absent. `writer` is the token of the last committed write (the conditional append's
  *   compare-and-set). `data_bytes` counts header + labels JSON bytes plus event data bytes (the
- *   quota's measure). `pairing_guard` is issue #14's session property. Version 3.
+ *   quota's measure). `pairing_guard` is issue #14's session property. Version 3. `digest` is the
+ *   running digest of the session's rows (integrity.ts). Version 4.
  * - tenants: per-tenant counters (`session_count` includes pending sessions; `data_bytes` is the
  *   sum of the tenant's sessions' data_bytes), updated in the transaction of every create,
  *   append, import chunk and delete, which checks the quota against them. Version 3.
@@ -27,7 +28,8 @@ export const SCHEMA_VERSION = 3;
  *   b-tree range (a structural scan reads no other session's pages and there is no separate
  *   rowid b-tree to maintain on insert). `data` is the JSON text. `source_event_seqs` is NULL
  *   when absent, else a varint BLOB (zero-length for `[]`), see codec.ts. `surface_op` is NULL,
- *   the bare text `append`, or the replace object's JSON. `ignorable` is NULL or 1.
+ *   the bare text `append`, or the replace object's JSON. `ignorable` is NULL or 1. `scrc` and `dcrc` are the row's CRC-32C values
+ *   (integrity.ts; version 4).
  *   events_structure is a covering index of the structural columns: a cold open
  *   (readStructure) scans it instead of the table, whose pages are mostly `data` (measured on
  *   1M typical rows: the SQLite side of the scan drops from ~530 ms to ~190 ms, for one more
@@ -57,7 +59,8 @@ CREATE TABLE sessions (
   lease_until      INTEGER,
   next_seq         INTEGER NOT NULL DEFAULT 0,
   event_count      INTEGER NOT NULL DEFAULT 0,
-  data_bytes       INTEGER NOT NULL DEFAULT 0
+  data_bytes       INTEGER NOT NULL DEFAULT 0,
+  digest           INTEGER NOT NULL DEFAULT 0
 ) STRICT;
 
 CREATE INDEX sessions_by_age ON sessions (created_at DESC, id DESC);
@@ -80,10 +83,12 @@ CREATE TABLE events (
   source_event_seqs BLOB,
   surface_op        TEXT,
   ignorable         INTEGER CHECK (ignorable IS NULL OR ignorable = 1),
+  scrc              INTEGER NOT NULL,
+  dcrc              INTEGER NOT NULL,
   PRIMARY KEY (session_id, seq)
 ) STRICT, WITHOUT ROWID;
 
-CREATE INDEX events_structure ON events (session_id, seq, type, surface_op, source_event_seqs, ignorable);
+CREATE INDEX events_structure ON events (session_id, seq, type, surface_op, source_event_seqs, ignorable, scrc, dcrc);
 
 CREATE TABLE idempotency (
   session_id   TEXT    NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,

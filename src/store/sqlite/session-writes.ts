@@ -9,6 +9,7 @@ import type { CreateOutcome, CreateQuota, NewSession, PendingChunkOptions, Pendi
 import { storedSessionBytes } from '../../app/store-port.js';
 import type { SessionEvent } from '../../domain/event.js';
 import { StoreUsageError, checkAscendingSeqs } from '../store-errors.js';
+import { digestStep } from './integrity.js';
 import { encodeEvents, type EventRow } from './row-codec.js';
 import type { Statements } from './statements.js';
 
@@ -54,6 +55,7 @@ export function sessionWrites(db: Database.Database, st: Statements) {
       record.pending === undefined ? 0 : 1,
       record.pending?.owner ?? null,
       record.pending?.leaseUntil ?? null,
+      digestOf(0, rows),
     );
     if (inserted.changes === 0) return EXISTS;
     for (const row of rows) st.insertEvent.run(row);
@@ -77,7 +79,7 @@ export function sessionWrites(db: Database.Database, st: Statements) {
   // and faster than one .all() (measured).
 
   const appendPendingTxn = db.transaction((sessionId: string, events: readonly SessionEvent[], opts: PendingChunkOptions): PendingChunkOutcome => {
-    const pending = st.selectPendingHead.get(sessionId) as [number, string | null, string] | undefined;
+    const pending = st.selectPendingHead.get(sessionId) as [number, string | null, string, number] | undefined;
     if (pending === undefined) {
       throw new StoreUsageError(`cannot append an import chunk to session ${sessionId}: no such pending session`);
     }
@@ -94,11 +96,17 @@ export function sessionWrites(db: Database.Database, st: Statements) {
     }
     for (const row of rows) st.insertEvent.run(row);
     const last = rows[rows.length - 1];
-    st.updatePending.run(last === undefined ? head : last[1] + 1, rows.length, dataBytes, opts.leaseUntil, sessionId);
+    st.updatePending.run(last === undefined ? head : last[1] + 1, rows.length, dataBytes, opts.leaseUntil, digestOf(pending[3], rows), sessionId);
     if (dataBytes !== 0) st.addTenant.run(pending[2], 0, dataBytes);
     return APPENDED;
   });
   return { createTxn, deleteTxn, appendPendingTxn };
+}
+
+/** `digest` advanced by `rows` (integrity.ts). */
+export function digestOf(digest: number, rows: readonly EventRow[]): number {
+  for (let i = 0; i < rows.length; i++) digest = digestStep(digest, rows[i]![8], rows[i]![9]);
+  return digest;
 }
 
 /** The store's session-level write transactions. */

@@ -44,6 +44,8 @@ import { prepareStatements, type Statements } from './statements.js';
 import { WalSync } from './wal-sync.js';
 import { GroupCommit } from './group-commit.js';
 import { sessionWrites, type SessionWrites } from './session-writes.js';
+import { DataCorruptedError } from '../../app/storage-error.js';
+import { HeadRecord, readHeads, type RecordedHead } from './head-record.js';
 
 /** Options of {@link SqliteSessionStore}. */
 export interface SqliteStoreOptions {
@@ -117,6 +119,10 @@ export class SqliteSessionStore implements SessionStore {
 
   private readonly structureTxn: Database.Transaction<(sessionId: string, fromSeq: number, limit: number) => StructuralRow[]>;
   private readonly surfaceStructureTxn: Database.Transaction<(sessionId: string, toSeq: number) => SurfaceStructure>;
+  /** The second record of session heads (head-record.ts); undefined for `:memory:`. */
+  private readonly headRecord: HeadRecord | undefined;
+  /** Sessions that lost acknowledged commits (found at open), refused until deleted. */
+  private readonly damaged = new Map<string, DataCorruptedError>();
 
   constructor(options: SqliteStoreOptions) {
     this.path = options.path;
@@ -131,22 +137,35 @@ export class SqliteSessionStore implements SessionStore {
       // durability full falls back to SQLite's own fsync in COMMIT rather than silently degrading.
       this.db.pragma('synchronous = FULL');
     }
-    // SQLite puts the WAL next to the real database file (symlinks resolved): sync that file.
-    this.walSync = background && wal ? new WalSync(`${fs.realpathSync(this.db.name)}-wal`) : undefined;
-
     this.st = prepareStatements(db);
-    this.groups = new GroupCommit(db, this.st, this.walSync, this.counters, this.now, options.groupCommit);
+    // SQLite puts the WAL next to the real database file (symlinks resolved): sync that file.
+    const real = this.db.memory ? undefined : fs.realpathSync(this.db.name);
+    // Durability 'normal' may lose acknowledged commits on power loss by design: no second record.
+    this.headRecord = real === undefined || options.durability === 'normal' ? undefined : this.openHeadRecord(`${real}-heads`);
+    const heads = this.headRecord;
+    this.walSync = background && wal && real !== undefined ? new WalSync(`${real}-wal`) : undefined;
+    this.groups = new GroupCommit(db, this.st, this.walSync, this.counters, this.now, options.groupCommit, (moved) => heads?.heads(moved));
 
     this.writes = sessionWrites(db, this.st);
 
     this.structureTxn = db.transaction((sessionId: string, fromSeq: number, limit: number): StructuralRow[] => {
       const types = new TypeTable();
+      const scan = { sessionId, digest: 0 };
       const out: StructuralRow[] = [];
       let next = fromSeq;
       for (;;) {
         const want = Math.min(STRUCTURE_CHUNK, limit - out.length);
         const lines = this.st.selectStructure.all(sessionId, next, want) as string[];
-        for (let i = 0; i < lines.length; i++) out.push(decodeStructureLine(lines[i]!, types));
+        for (let i = 0; i < lines.length; i++) out.push(decodeStructureLine(lines[i]!, types, scan));
+        if (lines.length < want && fromSeq === 0) {
+          // A whole log (the cold open): its rows must chain to the session's recorded digest.
+          const stored = this.st.selectDigest.get(sessionId) as [number, number, number] | undefined;
+          if (stored !== undefined && stored[0] !== scan.digest) {
+            throw new DataCorruptedError(sessionId, undefined,
+              `session ${sessionId}: its stored events do not match the session's digest (rows missing, moved or rewritten on disk); ` +
+              'the session is not served; restore it from a backup (palimpsest verify reports the details)');
+          }
+        }
         if (lines.length < want || out.length >= limit) return out;
         next = out[out.length - 1]!.seq + 1;
       }
@@ -154,9 +173,15 @@ export class SqliteSessionStore implements SessionStore {
 
     this.surfaceStructureTxn = db.transaction((sessionId: string, toSeq: number): SurfaceStructure => {
       const types = new TypeTable();
+      // The digest of a subset of rows means nothing: only the row checksums are checked here.
+      const scan = { sessionId, digest: 0 };
       const lines = this.st.selectSurfaceStructure.all(sessionId, toSeq) as string[];
       const rows = new Array<StructuralRow>(lines.length);
-      for (let i = 0; i < lines.length; i++) rows[i] = decodeStructureLine(lines[i]!, types);
+      for (let i = 0; i < lines.length; i++) {
+        // Checked with every column, answered as the port says: a surface replay needs no citations.
+        const r = decodeStructureLine(lines[i]!, types, scan);
+        rows[i] = r.sourceEventSeqs === undefined && r.ignorable === undefined ? r : { seq: r.seq, type: r.type, surfaceOp: r.surfaceOp! };
+      }
       const head = this.st.selectHeadAtOrBefore.get(sessionId, toSeq) as number | null;
       return { rows, headSeq: head ?? undefined };
     });
@@ -188,6 +213,7 @@ export class SqliteSessionStore implements SessionStore {
   async createSession(record: NewSession, events: readonly SessionEvent[], quota?: CreateQuota): Promise<CreateOutcome> {
     this.checkOpen();
     const id = record.header.id;
+    this.checkIntact(id);
     checkAscendingSeqs(id, events, 0);
     const { rows, dataBytes } = encodeEvents(id, events);
     const last = events[events.length - 1];
@@ -195,11 +221,13 @@ export class SqliteSessionStore implements SessionStore {
     if (outcome.kind === 'created') {
       this.counters.commits++;
       await this.committed();
+      if (record.pending === undefined) this.recordHead(id);
     }
     return outcome;
   }
 
   async getSession(id: string): Promise<SessionRecord | undefined> {
+    // Not refused for a damaged session: its record is how the app finds it to delete it.
     await this.readable();
     const row = this.st.selectSession.get(id) as RawSession | undefined;
     return row === undefined ? undefined : decodeSession(row);
@@ -232,18 +260,28 @@ export class SqliteSessionStore implements SessionStore {
 
   async deleteSession(id: string): Promise<boolean> {
     this.checkOpen();
+    const before = this.st.selectDigest.get(id) as [number, number, number] | undefined;
     const deleted = this.writes.deleteTxn.immediate(id);
+    const damage = this.damaged.get(id);
+    if (damage !== undefined) {
+      // A refused session that is gone from the database: deleting it is how an operator clears it.
+      this.damaged.delete(id);
+      const recorded = readHeads(this.headRecord!.path).get(id);
+      if (recorded !== undefined) this.headRecord!.deleted(id, recorded.createdAt);
+    }
     if (deleted) {
       this.counters.commits++;
+      if (before !== undefined) this.headRecord?.deleted(id, before[2]);
       await this.committed();
     }
-    return deleted;
+    return deleted || damage !== undefined;
   }
 
 
   append(sessionId: string, req: AppendRequest): Promise<AppendOutcome> {
     return new Promise<AppendOutcome>((resolve, reject) => {
       this.checkOpen();
+      this.checkIntact(sessionId);
       checkAscendingSeqs(sessionId, req.events, req.expectedNextSeq);
       // Encode outside the write transaction: the shared transaction only binds and inserts.
       const { rows, dataBytes } = encodeEvents(sessionId, req.events);
@@ -273,15 +311,16 @@ export class SqliteSessionStore implements SessionStore {
 
   async readEvents(sessionId: string, query: ReadEventsQuery): Promise<SessionEvent[]> {
     await this.readable();
-    return this.selectEvents(sessionId, query).map(decodeEvent);
+    return this.selectEvents(sessionId, query).map((r) => decodeEvent(sessionId, r));
   }
 
   async readEventTexts(sessionId: string, query: ReadEventsQuery): Promise<StoredEventText[]> {
     await this.readable();
-    return this.selectEvents(sessionId, query).map(decodeEventText);
+    return this.selectEvents(sessionId, query).map((r) => decodeEventText(sessionId, r));
   }
 
   private selectEvents(sessionId: string, query: ReadEventsQuery): RawEvent[] {
+    this.checkIntact(sessionId);
     if (query.limit <= 0 || this.st.selectVisible.get(sessionId) === undefined) return [];
     const forward = query.direction === 'forward';
     const types = query.types !== undefined && query.types.length > 0 ? query.types : undefined;
@@ -294,12 +333,14 @@ export class SqliteSessionStore implements SessionStore {
 
   async getEvents(sessionId: string, seqs: readonly number[]): Promise<SessionEvent[]> {
     await this.readable();
+    this.checkIntact(sessionId);
     if (seqs.length === 0 || this.st.selectVisible.get(sessionId) === undefined) return [];
-    return (this.st.selectBySeqs.all(sessionId, JSON.stringify(seqs)) as RawEvent[]).map(decodeEvent);
+    return (this.st.selectBySeqs.all(sessionId, JSON.stringify(seqs)) as RawEvent[]).map((r) => decodeEvent(sessionId, r));
   }
 
   async readStructure(sessionId: string, fromSeq: number, limit = Number.MAX_SAFE_INTEGER): Promise<StructuralRow[]> {
     await this.readable();
+    this.checkIntact(sessionId);
     if (this.st.selectVisible.get(sessionId) === undefined) return [];
     if (!Number.isSafeInteger(limit) || limit < 1) throw new RangeError(`limit must be a positive integer, got ${limit}`);
     return this.structureTxn(sessionId, fromSeq, limit);
@@ -308,6 +349,7 @@ export class SqliteSessionStore implements SessionStore {
   async readSurfaceStructure(sessionId: string, toSeq: number): Promise<SurfaceStructure> {
     await this.readable();
     if (this.st.selectVisible.get(sessionId) === undefined) return { rows: [], headSeq: undefined };
+    this.checkIntact(sessionId);
     return this.surfaceStructureTxn(sessionId, toSeq);
   }
 
@@ -316,12 +358,13 @@ export class SqliteSessionStore implements SessionStore {
     let next = fromSeq;
     for (;;) {
       await this.readable();
+      this.checkIntact(sessionId);
       // Re-checked per batch: a session deleted mid-scan ends the scan instead of yielding a torn tail.
       if (this.st.selectVisible.get(sessionId) === undefined) return;
       const rows = this.st.readForward.all(sessionId, next, batchSize) as RawEvent[];
       if (rows.length === 0) return;
       next = rows[rows.length - 1]![0] + 1;
-      yield rows.map(decodeEvent);
+      yield rows.map((r) => decodeEvent(sessionId, r));
       if (rows.length < batchSize) return;
     }
   }
@@ -338,6 +381,7 @@ export class SqliteSessionStore implements SessionStore {
     }
     this.counters.commits++;
     await this.committed();
+    this.recordHead(id);
   }
 
   async appendPending(sessionId: string, events: readonly SessionEvent[], opts: PendingChunkOptions): Promise<PendingChunkOutcome> {
@@ -379,6 +423,7 @@ export class SqliteSessionStore implements SessionStore {
       if (sync.owed) await sync.request().catch(() => undefined);
       sync.close();
     }
+    this.headRecord?.close();
     this.db.close();
   }
 
@@ -391,6 +436,61 @@ export class SqliteSessionStore implements SessionStore {
   }
 
 
+
+  /** Opens the heads file and refuses the sessions whose stored head is below the recorded one. */
+  private openHeadRecord(path: string): HeadRecord {
+    // The file is read before the database: every line in it is of a commit the database has.
+    let recorded = readHeads(path);
+    const current = this.db.prepare('SELECT created_at, next_seq FROM sessions WHERE id = ? AND pending = 0').raw();
+    const behind = (id: string, want: RecordedHead): boolean => {
+      const row = current.get(id) as [number, number] | undefined;
+      return row === undefined || row[0] !== want.createdAt || row[1] < want.nextSeq;
+    };
+    if ([...recorded].some(([id, want]) => behind(id, want))) {
+      // Another process may have deleted a session between the two reads and not yet recorded
+      // the delete: read the file again (its delete lines come after its commits) before judging.
+      recorded = readHeads(path);
+    }
+    for (const [id, want] of recorded) {
+      const row = current.get(id) as [number, number] | undefined;
+      let problem: string | undefined;
+      if (row === undefined || row[0] !== want.createdAt) problem = 'is missing from the database';
+      else if (row[1] < want.nextSeq) problem = `has head ${row[1] - 1} in the database`;
+      if (problem !== undefined) {
+        this.damaged.set(id, new DataCorruptedError(id, row !== undefined && row[0] === want.createdAt ? row[1] : undefined,
+          `session ${id} ${problem} but its recorded head is ${want.nextSeq - 1}: acknowledged commits were lost ` +
+          '(a damaged WAL or database file); the session is refused so its seqs are never reused; restore it from a backup or delete it'));
+      }
+    }
+    const record = new HeadRecord(path);
+    record.compact(() => {
+      const all = new Map<string, RecordedHead>();
+      for (const [id, created, next] of this.db.prepare('SELECT id, created_at, next_seq FROM sessions WHERE pending = 0').raw().iterate() as Iterable<[string, number, number]>) {
+        if (!this.damaged.has(id)) all.set(id, { createdAt: created, nextSeq: next });
+      }
+      for (const id of this.damaged.keys()) all.set(id, recorded.get(id)!);
+      return all;
+    });
+    return record;
+  }
+
+  /** Sessions refused at open because they lost acknowledged commits (head-record.ts). */
+  get damagedSessions(): readonly DataCorruptedError[] {
+    return [...this.damaged.values()];
+  }
+
+  /** Throws for a session refused at open. */
+  private checkIntact(sessionId: string): void {
+    const damage = this.damaged.get(sessionId);
+    if (damage !== undefined) throw damage;
+  }
+
+  /** Records a created or published session's head. */
+  private recordHead(id: string): void {
+    if (this.headRecord === undefined) return;
+    const row = this.st.selectDigest.get(id) as [number, number, number] | undefined;
+    if (row !== undefined) this.headRecord.heads([[id, row[2], row[1]]]);
+  }
 
   private checkOpen(): void {
     if (this.closed) throw new StoreClosedError();

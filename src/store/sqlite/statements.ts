@@ -20,14 +20,15 @@ export function prepareStatements(db: Database.Database) {
      ORDER BY s.created_at DESC, s.id DESC LIMIT @limit`;
   return {
     insertSession: db.prepare(
-      `INSERT INTO sessions (${SESSION_COLUMNS}, pending, pending_owner, lease_until)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+      `INSERT INTO sessions (${SESSION_COLUMNS}, pending, pending_owner, lease_until, digest)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
        ON CONFLICT (id) DO NOTHING`,
     ),
     selectSession: db.prepare(`SELECT ${SESSION_COLUMNS} FROM sessions WHERE id = ? AND pending = 0`).raw(),
     selectVisible: db.prepare('SELECT 1 FROM sessions WHERE id = ? AND pending = 0').pluck(),
-    selectHead: db.prepare('SELECT next_seq, writer, tenant FROM sessions WHERE id = ? AND pending = 0').raw(),
-    selectPendingHead: db.prepare('SELECT next_seq, pending_owner, tenant FROM sessions WHERE id = ? AND pending = 1').raw(),
+    selectHead: db.prepare('SELECT next_seq, writer, tenant, created_at, digest FROM sessions WHERE id = ? AND pending = 0').raw(),
+    selectPendingHead: db.prepare('SELECT next_seq, pending_owner, tenant, digest FROM sessions WHERE id = ? AND pending = 1').raw(),
+    selectDigest: db.prepare('SELECT digest, next_seq, created_at FROM sessions WHERE id = ?').raw(),
     selectForDelete: db.prepare('SELECT tenant, data_bytes FROM sessions WHERE id = ?').raw(),
     selectTenant: db.prepare('SELECT session_count, data_bytes FROM tenants WHERE tenant = ?').raw(),
     selectTenantBytes: db.prepare('SELECT data_bytes FROM tenants WHERE tenant = ?').pluck(),
@@ -38,13 +39,13 @@ export function prepareStatements(db: Database.Database) {
     deleteSessionStmt: db.prepare('DELETE FROM sessions WHERE id = ?'),
     publishStmt: db.prepare('UPDATE sessions SET pending = 0, pending_owner = NULL, lease_until = NULL WHERE id = ? AND pending = 1 AND pending_owner = ?'),
     updateCounters: db.prepare(
-      'UPDATE sessions SET next_seq = ?, event_count = event_count + ?, data_bytes = data_bytes + ?, writer = ? WHERE id = ?',
+      'UPDATE sessions SET next_seq = ?, event_count = event_count + ?, data_bytes = data_bytes + ?, writer = ?, digest = ? WHERE id = ?',
     ),
     updatePending: db.prepare(
-      'UPDATE sessions SET next_seq = ?, event_count = event_count + ?, data_bytes = data_bytes + ?, lease_until = ? WHERE id = ?',
+      'UPDATE sessions SET next_seq = ?, event_count = event_count + ?, data_bytes = data_bytes + ?, lease_until = ?, digest = ? WHERE id = ?',
     ),
     insertEvent: db.prepare(
-      `INSERT INTO events (session_id, ${EVENT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+      `INSERT INTO events (session_id, ${EVENT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
     ),
     selectIdempotent: db.prepare('SELECT request_hash, seqs, surface_length FROM idempotency WHERE session_id = ? AND key = ?').raw(),
     insertIdempotent: db.prepare(
@@ -79,7 +80,7 @@ export function prepareStatements(db: Database.Database) {
     // hex(NULL) is '', hence the explicit '-' for an absent list.
     selectStructure: db
       .prepare(
-        `SELECT CASE WHEN surface_op IS NULL AND source_event_seqs IS NULL AND ignorable IS NULL
+        `SELECT scrc || ',' || dcrc || ',' || CASE WHEN surface_op IS NULL AND source_event_seqs IS NULL AND ignorable IS NULL
            THEN seq || '\t' || type
            WHEN surface_op = 'append' AND source_event_seqs IS NULL AND ignorable IS NULL
            THEN seq || '+\t' || type
@@ -90,10 +91,14 @@ export function prepareStatements(db: Database.Database) {
       )
       .pluck(),
     // Time travel (issue #14): the surface rows of a prefix only, in decodeStructureLine's format
-    // without source_event_seqs and ignorable (a surface replay needs neither).
+    // (with the row checksums: a damaged row is never replayed silently).
     selectSurfaceStructure: db
       .prepare(
-        `SELECT iif(surface_op = 'append', seq || '+\t' || type, seq || ':' || surface_op || '\t-\t\t' || type)
+        `SELECT scrc || ',' || dcrc || ',' || CASE WHEN surface_op = 'append' AND source_event_seqs IS NULL AND ignorable IS NULL
+           THEN seq || '+\t' || type
+           ELSE seq || ':' || surface_op || '\t' || iif(source_event_seqs IS NULL, '-', hex(source_event_seqs)) || '\t' ||
+                coalesce(ignorable, '') || '\t' || type
+         END
          FROM events WHERE session_id = ? AND seq <= ? AND surface_op IS NOT NULL ORDER BY seq`,
       )
       .pluck(),

@@ -1,0 +1,195 @@
+/**
+ * `palimpsest verify [--db FILE | --addr ADDR]`: checks every session and prints a report.
+ *
+ * --db FILE works on the file (safe while a server runs on it; src/store/sqlite/verify.ts):
+ * `PRAGMA integrity_check`, every event row's checksums, each session's digest, contiguity, the
+ * surface replayed through the domain engine, and the heads recorded outside the database.
+ * --addr ADDR verifies through a running server's RPCs (any store): ListSessions, then per session
+ * every ListEvents page (seqs ascend, as many as the session counts, the last one its head; a
+ * session the server refuses with DATA_LOSS is reported) and the surface replayed through the
+ * domain engine against GetSurface.
+ *
+ * Exit status: 0 no problem found, 1 a problem found, 2 usage, 3 the server cannot be reached.
+ */
+import { existsSync } from 'node:fs';
+import { parseArgs } from 'node:util';
+import { DataFormat, Direction } from '../../gen/palimpsest/v1/service.js';
+import type { SessionEvent as PbSessionEvent } from '../../gen/palimpsest/v1/event.js';
+import { decodeError } from '../client/error-details.js';
+import { SessionEngine } from '../domain/session-engine.js';
+import type { StructuralRow } from '../app/store-port.js';
+import { verifyFile } from '../store/sqlite/verify.js';
+import { EXIT, Rpc, UnreachableError, DEFAULT_ADDR } from './client.js';
+
+/** The help text of `palimpsest verify`. */
+export const VERIFY_HELP = `Usage: palimpsest verify [--db FILE | --addr ADDR] [--json]
+
+Checks every session and prints a report; exit status 1 when anything is wrong.
+
+  --db FILE    check a database file (safe while the server runs): PRAGMA integrity_check, every
+               event's checksums, each session's digest, contiguity, the surface replayed through
+               the domain engine, and the session heads recorded in FILE-heads
+  --addr ADDR  check through a running server's RPCs (any store): contiguity, and the surface
+               replayed from ListEvents against GetSurface (sessions the server refuses with
+               DATA_LOSS are reported)
+  --token T, --tls-ca F, --tls-cert F, --tls-key F   as for the other client commands (with --addr)
+  --json       print the report as one JSON object
+  -h, --help   show this help
+
+Exit status: 0 no problem found, 1 problems found, 2 usage error, 3 the server cannot be reached.
+
+Example:
+  palimpsest verify --db /var/lib/palimpsest.db
+`;
+
+interface Io {
+  stdout: { write(s: string): unknown };
+  stderr: { write(s: string): unknown };
+  env: NodeJS.ProcessEnv;
+}
+
+interface Report {
+  readonly source: string;
+  readonly sessions: number;
+  readonly events: number;
+  readonly problems: readonly { sessionId?: string; seq?: number; problem: string }[];
+}
+
+/** Runs the verify command; resolves with the exit status. */
+export async function verify(argv: string[], io: Io): Promise<number> {
+  let values: Record<string, string | boolean | undefined>;
+  try {
+    ({ values } = parseArgs({
+      args: argv,
+      options: {
+        db: { type: 'string' }, addr: { type: 'string' }, json: { type: 'boolean' }, help: { type: 'boolean', short: 'h' },
+        token: { type: 'string' }, 'tls-ca': { type: 'string' }, 'tls-cert': { type: 'string' }, 'tls-key': { type: 'string' }, 'connect-timeout': { type: 'string' },
+      },
+      strict: true,
+    }));
+  } catch (e) {
+    io.stderr.write(`error: USAGE: ${(e as Error).message}; see palimpsest verify --help\n`);
+    return EXIT.USAGE;
+  }
+  if (values.help) {
+    io.stdout.write(VERIFY_HELP);
+    return EXIT.OK;
+  }
+  if (values.db !== undefined && values.addr !== undefined) {
+    io.stderr.write('error: USAGE: give --db FILE or --addr ADDR, not both; see palimpsest verify --help\n');
+    return EXIT.USAGE;
+  }
+  let report: Report;
+  if (values.addr !== undefined) {
+    let rpc: Rpc;
+    try {
+      rpc = await Rpc.connect({
+        addr: (values.addr as string) || DEFAULT_ADDR,
+        connectTimeoutMs: values['connect-timeout'] ? Number(values['connect-timeout']) : 5000,
+        token: (values.token as string | undefined) || io.env['PALIMPSEST_TOKEN'] || undefined,
+        tlsCa: values['tls-ca'] as string | undefined, tlsCert: values['tls-cert'] as string | undefined, tlsKey: values['tls-key'] as string | undefined,
+      });
+    } catch (e) {
+      io.stderr.write(`error: ${e instanceof UnreachableError ? 'UNAVAILABLE' : 'USAGE'}: ${(e as Error).message}\n`);
+      return e instanceof UnreachableError ? EXIT.UNREACHABLE : EXIT.USAGE;
+    }
+    try {
+      report = await verifyServer(rpc);
+    } catch (e) {
+      const d = decodeError(e as Parameters<typeof decodeError>[0]);
+      io.stderr.write(`error: ${d.reason || 'FAILED'}: ${d.message}\n`);
+      return EXIT.REJECTED;
+    } finally {
+      rpc.close();
+    }
+  } else {
+    const db = (values.db as string | undefined) || io.env['PALIMPSEST_DB'] || 'palimpsest.db';
+    if (!existsSync(db)) {
+      io.stderr.write(`error: USAGE: no database at ${db}; see palimpsest verify --help\n`);
+      return EXIT.USAGE;
+    }
+    try {
+      const r = verifyFile(db);
+      report = { source: db, sessions: r.sessions, events: r.events, problems: r.details };
+    } catch (e) {
+      io.stderr.write(`error: VERIFY_FAILED: cannot read ${db}: ${(e as Error).message}\n`);
+      return EXIT.REJECTED;
+    }
+  }
+  const ok = report.problems.length === 0;
+  if (values.json) io.stdout.write(JSON.stringify({ ...report, ok }) + '\n');
+  else {
+    io.stdout.write(`verified ${report.source}: ${report.sessions} sessions, ${report.events} events: ${ok ? 'no problems' : `${report.problems.length} problem(s)`}\n`);
+    for (const p of report.problems) {
+      io.stdout.write(`  ${p.sessionId === undefined ? '' : `session ${JSON.stringify(p.sessionId)}: `}${p.problem}\n`);
+    }
+  }
+  return ok ? EXIT.OK : EXIT.REJECTED;
+}
+
+function structural(e: PbSessionEvent): StructuralRow {
+  const row: { seq: number; type: string; surfaceOp?: StructuralRow['surfaceOp']; sourceEventSeqs?: readonly number[]; ignorable?: true } = { seq: e.seq, type: e.type };
+  if (e.surfaceOp?.$case === 'append') row.surfaceOp = 'append';
+  else if (e.surfaceOp?.$case === 'replace') row.surfaceOp = { op: 'replace', start: e.surfaceOp.value.start, end: e.surfaceOp.value.end };
+  if (e.sourceEventSeqs !== undefined) row.sourceEventSeqs = e.sourceEventSeqs.seqs;
+  if (e.ignorable) row.ignorable = true;
+  return row;
+}
+
+/** Verifies every session through the server's RPCs. */
+async function verifyServer(rpc: Rpc): Promise<Report> {
+  const problems: { sessionId?: string; seq?: number; problem: string }[] = [];
+  let sessions = 0;
+  let events = 0;
+  let pageToken = '';
+  do {
+    const page = await rpc.unary(rpc.client.listSessions, { pageSize: 100, pageToken, labelSelector: {} });
+    for (const s of page.sessions) {
+      sessions++;
+      try {
+        const rows: StructuralRow[] = [];
+        let token = '';
+        let last = -1;
+        let ordered = true;
+        do {
+          const p = await rpc.unary(rpc.client.listEvents, {
+            sessionId: s.id, fromSeq: undefined, direction: Direction.DIRECTION_FORWARD, pageSize: 1000, pageToken: token, types: [], dataFormat: DataFormat.DATA_FORMAT_UNSPECIFIED,
+          });
+          for (const e of p.events) {
+            if (e.seq <= last) ordered = false;
+            last = e.seq;
+            rows.push(structural(e));
+          }
+          token = p.nextPageToken;
+        } while (token !== '');
+        events += rows.length;
+        if (!ordered) problems.push({ sessionId: s.id, problem: 'seqs do not ascend' });
+        if (rows.length !== s.eventCount) problems.push({ sessionId: s.id, problem: `${rows.length} events served, ${s.eventCount} counted` });
+        if ((s.headSeq ?? -1) !== last) problems.push({ sessionId: s.id, problem: `last served seq ${last}, head ${s.headSeq ?? -1}` });
+        const surface = await rpc.unary(rpc.client.getSurface, { sessionId: s.id });
+        const engine = SessionEngine.create();
+        try {
+          engine.loadStructural(rows);
+          const replayed = engine.surface();
+          if (replayed.length !== surface.seqs.length || replayed.some((seq, i) => seq !== surface.seqs[i])) {
+            problems.push({ sessionId: s.id, problem: `the surface replayed from the log (${replayed.length} seqs) differs from GetSurface (${surface.seqs.length} seqs)` });
+          } else if (engine.replaceGeneration !== surface.replaceGeneration) {
+            problems.push({ sessionId: s.id, problem: `replace generation ${engine.replaceGeneration} replayed, ${surface.replaceGeneration} served` });
+          }
+        } catch (e) {
+          problems.push({ sessionId: s.id, problem: `the surface does not replay: ${(e as Error).message}` });
+        }
+      } catch (e) {
+        const d = decodeError(e as Parameters<typeof decodeError>[0]);
+        if (d.reason === 'SESSION_NOT_FOUND') {
+          sessions--; // deleted meanwhile
+          continue;
+        }
+        const seq = d.metadata.seq;
+        problems.push({ sessionId: s.id, ...(seq === undefined ? {} : { seq: Number(seq) }), problem: `${d.reason || d.code}: ${d.message}` });
+      }
+    }
+    pageToken = page.nextPageToken;
+  } while (pageToken !== '');
+  return { source: rpc.client.getChannel().getTarget(), sessions, events, problems };
+}
