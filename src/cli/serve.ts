@@ -53,6 +53,11 @@ export const SERVE_OPTIONS: readonly Option[] = [
   { flag: 'tls-client-ca', help: 'require client certificates signed by this CA (PEM file): mutual TLS', apply: (c, v) => { c.tlsClientCa = v; } },
   { flag: 'insecure', help: 'allow plaintext on a non-loopback address', boolean: true, apply: (c, v) => { c.insecure = v !== 'false' && v !== '0'; } },
   { flag: 'auth-tokens', help: 'bearer-token file (JSON; see README); reloaded on SIGHUP', apply: (c, v) => { c.authTokens = v; } },
+  { flag: 'web-listen', help: 'serve Connect, gRPC-Web and the session viewer on HOST:PORT (default off)', apply: (c, v) => { c.webListen = v; } },
+  {
+    flag: 'web-cors-origins', help: 'comma-separated origins allowed to call the web port from a browser (* = any; default none)',
+    apply: (c, v) => { c.webCorsOrigins = v.split(',').map((o) => o.trim()).filter((o) => o !== ''); },
+  },
   { flag: 'shutdown-grace-ms', help: 'graceful shutdown deadline (default 10000)', apply: (c, v) => { c.shutdownGraceMs = int('shutdown-grace-ms', v); } },
 ];
 

@@ -114,6 +114,29 @@ export class TokenRegistry {
   }
 }
 
+/**
+ * The bearer-token check of one call to SessionService method `method` (gRPC interceptor and
+ * web port alike): the verified tenant, or a DomainError UNAUTHENTICATED / PERMISSION_DENIED.
+ */
+export function authenticate(registry: TokenRegistry, authorization: string | undefined, method: string): string {
+  const m = authorization === undefined ? null : /^Bearer\s+(\S+)$/i.exec(authorization);
+  if (!m) throw new DomainError('UNAUTHENTICATED', 'missing bearer token: send metadata "authorization: Bearer <token>"', {});
+  const entry = registry.verify(m[1] as string);
+  if (!entry) throw new DomainError('UNAUTHENTICATED', 'the bearer token is not valid (unknown, revoked or mistyped)', {});
+  const needed = METHOD_PERMISSIONS[method] ?? 'admin';
+  if (!entry.permissions.includes(needed) && !entry.permissions.includes('admin')) {
+    throw new DomainError('PERMISSION_DENIED', `token "${entry.name}" lacks the ${needed} permission needed by ${method}`, { permission: needed, method });
+  }
+  return entry.tenant;
+}
+
+/** The error of a call over the per-connection cap. */
+export function tooManyStreams(limit: number): DomainError {
+  return new DomainError('TOO_MANY_STREAMS',
+    `this connection already has ${limit} calls in flight; the limit is ${limit}; wait for some to finish or open another connection`,
+    { limitName: 'max_concurrent_streams', limit: String(limit), actual: String(limit + 1) });
+}
+
 function reject(call: ServerInterceptingCall, err: DomainError): void {
   const se = domainErrorToStatus(err);
   call.sendStatus({ code: se.code, details: se.details, metadata: se.metadata });
@@ -166,29 +189,17 @@ export function makeInterceptor(registry: TokenRegistry | undefined, limiter: St
             // Public calls (health watches) count too: no connection gets unbounded streams.
             release = limiter.admit(connection);
             if (!release) {
-              reject(intercepting, new DomainError('TOO_MANY_STREAMS',
-                `this connection already has ${limiter.maxPerConnection} calls in flight; the limit is ${limiter.maxPerConnection}; wait for some to finish or open another connection`,
-                { limitName: 'max_concurrent_streams', limit: String(limiter.maxPerConnection), actual: String(limiter.maxPerConnection + 1) }));
+              reject(intercepting, tooManyStreams(limiter.maxPerConnection));
               return;
             }
             if (registry && !isPublic) {
               const header = md.get('authorization')[0];
-              const m = typeof header === 'string' ? /^Bearer\s+(\S+)$/i.exec(header) : null;
-              if (!m) {
-                reject(intercepting, new DomainError('UNAUTHENTICATED', 'missing bearer token: send metadata "authorization: Bearer <token>"', {}));
+              try {
+                md.set(TENANT_KEY, authenticate(registry, typeof header === 'string' ? header : undefined, name));
+              } catch (e) {
+                reject(intercepting, e as DomainError);
                 return;
               }
-              const entry = registry.verify(m[1] as string);
-              if (!entry) {
-                reject(intercepting, new DomainError('UNAUTHENTICATED', 'the bearer token is not valid (unknown, revoked or mistyped)', {}));
-                return;
-              }
-              const needed = METHOD_PERMISSIONS[name] ?? 'admin';
-              if (!entry.permissions.includes(needed) && !entry.permissions.includes('admin')) {
-                reject(intercepting, new DomainError('PERMISSION_DENIED', `token "${entry.name}" lacks the ${needed} permission needed by ${name}`, { permission: needed, method: name }));
-                return;
-              }
-              md.set(TENANT_KEY, entry.tenant);
             }
             nextMd(md);
           },

@@ -38,6 +38,10 @@ export interface ServerConfig {
   readonly authTokens: string;
   /** Graceful shutdown deadline, ms. */
   readonly shutdownGraceMs: number;
+  /** Web port (Connect, gRPC-Web, the viewer) host:port, or '' to disable. */
+  readonly webListen: string;
+  /** Origins the web port allows by CORS ('*' = any); empty = CORS off. */
+  readonly webCorsOrigins: readonly string[];
 }
 
 /** Defaults: embedded SQLite file in the working directory, durable appends, loopback. */
@@ -58,4 +62,6 @@ export const DEFAULT_CONFIG: ServerConfig = {
   insecure: false,
   authTokens: '',
   shutdownGraceMs: 10_000,
+  webListen: '',
+  webCorsOrigins: [],
 };

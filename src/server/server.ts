@@ -18,6 +18,8 @@ import { makeInterceptor, metadataResolver, StreamLimiter, TokenRegistry } from 
 import { serverCredentials } from './tls.js';
 import { withSafeDeserializers } from './safe-decode.js';
 import { preEncodedStreams, subscriptionStreams } from './subscribe-handlers.js';
+import { toServiceError } from './status-map.js';
+import { startWebServer, type RunningWebServer } from './web/web-server.js';
 
 /** A running server. */
 export interface RunningServer {
@@ -27,6 +29,8 @@ export interface RunningServer {
   readonly address: string;
   /** The Prometheus port, when enabled. */
   readonly metricsPort: number | undefined;
+  /** The web port (Connect, gRPC-Web, viewer), when enabled. */
+  readonly webPort: number | undefined;
   readonly app: SessionService;
   readonly metrics: Metrics;
   readonly logger: Logger;
@@ -94,8 +98,10 @@ export async function startServer(partial: Partial<ServerConfig> = {}, ext: Serv
   // delta), which the preEncodedStreams definition passes through.
   const streams = ext.streams?.(app, config, metrics, logger) ?? subscriptionStreams(app, config, metrics, logger, resolver);
   // GetMessages may answer with a pre-encoded Buffer too (cached per model-history message).
-  server.addService(withSafeDeserializers(preEncodedResponses(preEncodedStreams(SessionServiceService))), makeHandlers(app, resolver, logger, metrics, streams.handlers, { maxMessageBytes: config.maxMessageBytes }));
-  server.addService(withSafeDeserializers(HealthService), health.handlers());
+  const handlers = makeHandlers(app, resolver, logger, metrics, streams.handlers, { maxMessageBytes: config.maxMessageBytes });
+  server.addService(withSafeDeserializers(preEncodedResponses(preEncodedStreams(SessionServiceService))), handlers);
+  const healthHandlers = health.handlers();
+  server.addService(withSafeDeserializers(HealthService), healthHandlers);
   const reflection = loadDescriptorIndex();
   if (reflection) {
     server.addService(withSafeDeserializers(ReflectionV1Service), reflectionHandlers(reflection));
@@ -116,8 +122,24 @@ export async function startServer(partial: Partial<ServerConfig> = {}, ext: Serv
     metricsPort = r.port;
     metricsServer = r.server;
   }
+  // The web port serves the same handler table (src/server/web).
+  let web: RunningWebServer | undefined;
+  if (config.webListen) {
+    try {
+      web = await startWebServer({
+        listen: config.webListen, tlsCert: config.tlsCert, tlsKey: config.tlsKey, tlsClientCa: config.tlsClientCa, insecure: config.insecure,
+        corsOrigins: config.webCorsOrigins, maxMessageBytes: config.maxMessageBytes, handlers, healthHandlers, registry, limiter,
+        fail: (err) => toServiceError(err, (e) => logger.error({ err: e }, 'unexpected error')),
+      });
+    } catch (e) {
+      server.forceShutdown();
+      streams.shutdown();
+      await app.close();
+      throw e;
+    }
+  }
   metrics.trackCachedSessions(() => app.cachedSessions);
-  logger.info({ address: `${host}:${boundPort}`, db: config.db, durability: config.durability, metricsPort }, 'palimpsest listening');
+  logger.info({ address: `${host}:${boundPort}`, db: config.db, durability: config.durability, metricsPort, webPort: web?.port }, 'palimpsest listening');
 
   let shutdownPromise: Promise<void> | undefined;
   const shutdown = (): Promise<void> => {
@@ -126,6 +148,7 @@ export async function startServer(partial: Partial<ServerConfig> = {}, ext: Serv
       health.setNotServing();
       streams.shutdown();
       health.endWatchers();
+      const webClosed = web?.close(config.shutdownGraceMs);
       await new Promise<void>((resolve) => {
         const timer = setTimeout(() => {
           server.forceShutdown();
@@ -137,6 +160,7 @@ export async function startServer(partial: Partial<ServerConfig> = {}, ext: Serv
           resolve();
         });
       });
+      await webClosed;
       await app.close();
       if (metricsServer) await new Promise<void>((r) => metricsServer.close(() => r()));
       logger.info({}, 'stopped');
@@ -149,5 +173,5 @@ export async function startServer(partial: Partial<ServerConfig> = {}, ext: Serv
     registry.reload();
     logger.info({ tokens: registry.size }, 'token file reloaded');
   };
-  return { security, reloadTokens, port: boundPort, address: `${host.includes(':') ? `[${host}]` : host}:${boundPort}`, metricsPort, app, metrics, logger, shutdown };
+  return { security, reloadTokens, port: boundPort, address: `${host.includes(':') ? `[${host}]` : host}:${boundPort}`, metricsPort, webPort: web?.port, app, metrics, logger, shutdown };
 }

@@ -1,0 +1,244 @@
+/**
+ * Serves a gRPC service's handler table over Connect and gRPC-Web.
+ *
+ * One implementation, two transports: the SessionService handlers of handlers.ts and
+ * subscribe-handlers.ts (request checks, page tokens, encoding, backpressure, heartbeats, the
+ * calls into src/app) are the only implementation of every RPC. A Connect call is presented to
+ * them in the shape of a grpc-js call (request, metadata with the verified tenant, write / drain /
+ * cancelled / end), and their results and errors are carried back:
+ *
+ * - messages cross as protobuf bytes: the protobuf-es request is encoded and decoded by the same
+ *   ts-proto deserializer the gRPC port uses (so a request means exactly the same thing on both
+ *   ports), and a response (often already encoded by the handler) is decoded into the protobuf-es
+ *   type Connect writes;
+ * - errors keep their status: the handlers' ServiceError (status-map.ts) becomes a ConnectError
+ *   with the same code, message and google.rpc details (ErrorInfo reason and metadata, BadRequest,
+ *   PreconditionFailure, QuotaFailure), which Connect and gRPC-Web put on the wire in their own
+ *   encodings (the Connect JSON error body, the grpc-status-details-bin trailer);
+ * - server streams keep backpressure: `write()` returns false once HIGH_WATER messages are waiting
+ *   for Connect to pull them, and `drain` is emitted when they have been taken, so a slow browser
+ *   makes the subscription fall back to catch-up exactly as a slow gRPC client does; a client
+ *   that goes away (the call's abort signal) is `cancelled`.
+ */
+import { EventEmitter } from 'node:events';
+import type { Metadata, ServiceError, UntypedHandleCall } from '@grpc/grpc-js';
+import { fromBinary, toBinary, type DescMessage, type DescMethod, type DescService } from '@bufbuild/protobuf';
+import { Code, ConnectError, type HandlerContext, type ServiceImpl } from '@connectrpc/connect';
+import { DomainError } from '../../domain/errors.js';
+import { Status } from '../../../gen/google/rpc/status.js';
+import { MalformedRequest } from '../safe-decode.js';
+
+/** Messages a server stream may have waiting for Connect before `write()` returns false. */
+export const HIGH_WATER = 16;
+
+/** One method of a grpc-js service definition (ts-proto's `outputServices=grpc-js`). */
+interface GrpcMethod {
+  readonly path: string;
+  readonly requestStream: boolean;
+  readonly responseStream: boolean;
+  readonly requestDeserialize: (b: Buffer) => unknown;
+  readonly responseSerialize: (v: unknown) => Buffer;
+}
+
+/** Admission of one call: the metadata the handler sees, and what to run when it ends. */
+export interface Admission {
+  readonly metadata: Metadata;
+  release(): void;
+}
+
+/** What the bridge needs. */
+export interface BridgeOptions {
+  /** The protobuf-es service (gen/es). */
+  readonly service: DescService;
+  /** The grpc-js definition of the same service, with safe request deserializers (safe-decode.ts). */
+  readonly definition: Readonly<Record<string, GrpcMethod>>;
+  /** The grpc-js handlers, keyed like the definition. */
+  readonly handlers: Readonly<Record<string, UntypedHandleCall>>;
+  /** Connection cap and authentication; throws a DomainError to refuse the call. */
+  readonly admit: (ctx: HandlerContext, method: string) => Admission;
+  /** Maps anything thrown to a ServiceError (status-map.ts toServiceError). */
+  readonly fail: (err: unknown) => ServiceError;
+}
+
+function isServiceError(e: unknown): e is Pick<ServiceError, 'code' | 'details' | 'message'> & { metadata?: Metadata } {
+  return typeof e === 'object' && e !== null && !(e instanceof DomainError) && typeof (e as { code?: unknown }).code === 'number';
+}
+
+/** A handler's ServiceError (or anything else, through `fail`) as the ConnectError of the same status. */
+export function toConnectError(err: unknown, fail: (err: unknown) => ServiceError): ConnectError {
+  if (err instanceof ConnectError) return err;
+  const se = isServiceError(err) ? err : fail(err);
+  const ce = new ConnectError(se.details || se.message, se.code as number as Code);
+  const bin = se.metadata?.get('grpc-status-details-bin')[0];
+  if (Buffer.isBuffer(bin)) {
+    for (const any of Status.decode(bin).details) {
+      ce.details.push({ type: any.typeUrl.slice(any.typeUrl.lastIndexOf('/') + 1), value: any.value });
+    }
+  }
+  return ce;
+}
+
+function decodeRequest(method: GrpcMethod, name: string, input: DescMessage, msg: Parameters<typeof toBinary>[1]): unknown {
+  const decoded = method.requestDeserialize(Buffer.from(toBinary(input, msg)));
+  if (decoded instanceof MalformedRequest) {
+    throw new DomainError('INVALID_ARGUMENT', `the request is not a valid protobuf message for ${decoded.method}: ${decoded.cause}`, { field: 'request', method: name });
+  }
+  return decoded;
+}
+
+function responseBytes(method: GrpcMethod, value: unknown): Uint8Array {
+  return Buffer.isBuffer(value) ? value : method.responseSerialize(value);
+}
+
+/** The grpc-js server-stream call shape the stream handlers write to. */
+class BridgedWritable extends EventEmitter {
+  cancelled = false;
+  ended = false;
+  error: unknown;
+  readonly queue: Uint8Array[] = [];
+  blocked = false;
+  #wake: (() => void) | undefined;
+
+  constructor(readonly request: unknown, readonly metadata: Metadata, readonly path: string, readonly method: GrpcMethod) {
+    super();
+    // Handlers end a stream with an error by emitting it (grpc-js's ServerWritableStream).
+    this.on('error', (e: unknown) => {
+      if (this.ended) return;
+      this.error = e;
+      this.ended = true;
+      this.wake();
+    });
+  }
+
+  getPath(): string {
+    return this.path;
+  }
+
+  write(value: unknown): boolean {
+    if (this.ended || this.cancelled) return false;
+    this.queue.push(responseBytes(this.method, value));
+    this.wake();
+    if (this.queue.length >= HIGH_WATER) this.blocked = true;
+    return !this.blocked;
+  }
+
+  end(): void {
+    this.ended = true;
+    this.wake();
+  }
+
+  wake(): void {
+    const w = this.#wake;
+    this.#wake = undefined;
+    w?.();
+  }
+
+  waitForWork(): Promise<void> {
+    return new Promise((r) => {
+      this.#wake = r;
+    });
+  }
+
+  cancel(): void {
+    if (this.cancelled || this.ended) return;
+    this.cancelled = true;
+    this.emit('cancelled');
+  }
+}
+
+/** The Connect implementation of `service` that runs the grpc-js handlers. */
+export function bridgeService(o: BridgeOptions): ServiceImpl<DescService> {
+  const impl: Record<string, unknown> = {};
+  for (const m of o.service.methods as readonly DescMethod[]) {
+    const def = o.definition[m.localName];
+    const handler = o.handlers[m.localName] as unknown as ((...args: unknown[]) => void) | undefined;
+    if (def === undefined || handler === undefined) continue;
+    const fail = (e: unknown): ConnectError => toConnectError(e, o.fail);
+    if (m.methodKind === 'unary') {
+      impl[m.localName] = async (req: Parameters<typeof toBinary>[1], ctx: HandlerContext) => {
+        let admission: Admission | undefined;
+        try {
+          admission = o.admit(ctx, m.name);
+          const request = decodeRequest(def, m.name, m.input, req);
+          const metadata = admission.metadata;
+          const res = await new Promise<unknown>((resolve, reject) => {
+            handler({ request, metadata, getPath: () => def.path, cancelled: false }, (err: unknown, value: unknown) => (err ? reject(err) : resolve(value)));
+          });
+          return fromBinary(m.output, responseBytes(def, res));
+        } catch (e) {
+          throw fail(e);
+        } finally {
+          admission?.release();
+        }
+      };
+    } else if (m.methodKind === 'server_streaming') {
+      impl[m.localName] = async function* (req: Parameters<typeof toBinary>[1], ctx: HandlerContext) {
+        let admission: Admission | undefined;
+        let call: BridgedWritable | undefined;
+        const onAbort = (): void => call?.cancel();
+        try {
+          admission = o.admit(ctx, m.name);
+          call = new BridgedWritable(decodeRequest(def, m.name, m.input, req), admission.metadata, def.path, def);
+          ctx.signal.addEventListener('abort', onAbort);
+          handler(call);
+          for (;;) {
+            while (call.queue.length > 0) {
+              const bytes = call.queue.shift() as Uint8Array;
+              yield fromBinary(m.output, bytes);
+              if (call.blocked && call.queue.length === 0) {
+                call.blocked = false;
+                call.emit('drain');
+              }
+            }
+            if (call.error !== undefined) throw call.error;
+            if (call.ended) return;
+            await call.waitForWork();
+          }
+        } catch (e) {
+          throw fail(e);
+        } finally {
+          ctx.signal.removeEventListener('abort', onAbort);
+          // A consumer that stops pulling (the client went away) cancels the handler's work.
+          call?.cancel();
+          admission?.release();
+        }
+      };
+    } else if (m.methodKind === 'client_streaming') {
+      impl[m.localName] = async (reqs: AsyncIterable<Parameters<typeof toBinary>[1]>, ctx: HandlerContext) => {
+        let admission: Admission | undefined;
+        const call = Object.assign(new EventEmitter(), { cancelled: false, metadata: undefined as Metadata | undefined, getPath: () => def.path });
+        const onAbort = (): void => {
+          if (call.cancelled) return;
+          call.cancelled = true;
+          call.emit('cancelled');
+        };
+        try {
+          admission = o.admit(ctx, m.name);
+          call.metadata = admission.metadata;
+          ctx.signal.addEventListener('abort', onAbort);
+          const messages = async function* (): AsyncGenerator<unknown> {
+            try {
+              for await (const r of reqs) yield decodeRequest(def, m.name, m.input, r);
+            } catch (e) {
+              if (e instanceof DomainError) throw e;
+              onAbort();
+              throw new DomainError('CANCELLED', 'the client stream ended abnormally; nothing was stored', {});
+            }
+          };
+          const streamCall = Object.assign(call, { [Symbol.asyncIterator]: () => messages() });
+          const res = await new Promise<unknown>((resolve, reject) => {
+            handler(streamCall, (err: unknown, value: unknown) => (err ? reject(err) : resolve(value)));
+          });
+          return fromBinary(m.output, responseBytes(def, res));
+        } catch (e) {
+          throw fail(e);
+        } finally {
+          ctx.signal.removeEventListener('abort', onAbort);
+          admission?.release();
+        }
+      };
+    }
+    // Bidi methods (none in SessionService) stay unimplemented on the web port.
+  }
+  return impl as ServiceImpl<DescService>;
+}
