@@ -20,6 +20,7 @@ import { encodeAppendEventsResponse, encodeListEventsResponse, fastEncodable, ty
 import { eventInputToCandidate, eventToProto, sessionToProto, storedEventToProto } from './convert.js';
 import { messageFromJson } from './typed-data.js';
 import { messageJsonText } from '../domain/derive.js';
+import { assertAsOfInRange, modelHistoryAsOf, surfaceAsOf } from '../app/time-travel.js';
 import { toServiceError } from './status-map.js';
 import { NO_METRICS, type Metrics } from './metrics.js';
 
@@ -254,7 +255,11 @@ export function makeHandlers(app: SessionService, resolve: ContextResolver, log:
       if (!typed) return encodeListEventsResponse(texts, nextPageToken, slow) as unknown as ListEventsResponse;
       return { events, nextPageToken };
     }),
-    getSurface: unary<GetSurfaceRequest, GetSurfaceResponse>('read', async (ctx, r) => app.getSurface(ctx, requireId(r.sessionId))),
+    getSurface: unary<GetSurfaceRequest, GetSurfaceResponse>('read', async (ctx, r) => {
+      if (r.asOfSeq === undefined) return app.getSurface(ctx, requireId(r.sessionId));
+      const s = await surfaceAsOf(app, ctx, requireId(r.sessionId), r.asOfSeq);
+      return { seqs: s.seqs, replaceGeneration: s.replaceGeneration, headSeq: s.headSeq };
+    }),
     getMessages: unary<GetMessagesRequest, GetMessagesResponse>('read', async (ctx, r) => {
       if (r.view === MessageView.MESSAGE_VIEW_UNSPECIFIED) {
         throw new DomainError('VIEW_UNSPECIFIED', 'view is required: MESSAGE_VIEW_MODEL_HISTORY or MESSAGE_VIEW_TRANSCRIPT', { field: 'view' });
@@ -272,16 +277,19 @@ export function makeHandlers(app: SessionService, resolve: ContextResolver, log:
       let next = '';
       if (transcript) {
         // Log order: the last seq sent is a stable cursor (appends never move earlier entries).
+        const asOf = r.asOfSeq;
+        if (asOf !== undefined) await assertAsOfInRange(app, ctx, requireId(r.sessionId), asOf);
         const out = await app.getMessages(ctx, requireId(r.sessionId), 'transcript', { afterSeq: token?.s, limit: pageSize > 0 ? pageSize + 1 : undefined });
-        messages = out.messages;
-        headSeq = out.headSeq;
+        // As of a seq: the transcript is in log order, so it is the entries up to that seq.
+        messages = asOf === undefined ? out.messages : out.messages.filter((m) => m.seq <= asOf);
+        headSeq = asOf === undefined ? out.headSeq : Math.min(asOf, out.headSeq ?? asOf);
         if (pageSize > 0 && messages.length > pageSize) {
           messages = messages.slice(0, pageSize);
           next = encodeMessagesToken({ v: 't', s: messages[messages.length - 1]!.seq });
         }
       } else {
         // Surface order: positions are stable until a replace rewrites the surface.
-        const out = await app.getMessages(ctx, requireId(r.sessionId), 'model');
+        const out = r.asOfSeq === undefined ? await app.getMessages(ctx, requireId(r.sessionId), 'model') : await modelHistoryAsOf(app, ctx, requireId(r.sessionId), r.asOfSeq);
         if (token !== undefined && token.g !== out.replaceGeneration) {
           throw new DomainError('PAGE_TOKEN_STALE', 'a replace rewrote the surface since the first page; read the model history again from the start', {
             field: 'page_token', expectedGeneration: String(token.g), actualGeneration: String(out.replaceGeneration),

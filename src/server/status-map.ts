@@ -85,6 +85,7 @@ const TABLE: Readonly<Record<string, Mapping>> = {
   QUOTA_EXCEEDED: exhausted,
   TOO_MANY_STREAMS: exhausted,
   CURSOR_OUT_OF_RANGE: { code: Code.OUT_OF_RANGE, detail: 'none' },
+  AS_OF_SEQ_AFTER_HEAD: { code: Code.OUT_OF_RANGE, detail: 'none' },
   CONFLICT_RETRIES_EXHAUSTED: { code: Code.ABORTED, detail: 'none' },
   SERVER_SHUTDOWN: { code: Code.UNAVAILABLE, detail: 'none' },
   CANCELLED: { code: Code.CANCELLED, detail: 'none' },

@@ -308,6 +308,11 @@ export interface ListEventsResponse {
 export interface GetSurfaceRequest {
   /** Session id. */
   sessionId: string;
+  /**
+   * The surface right after this event (time travel); unset = now. Must not
+   * exceed the head (AS_OF_SEQ_AFTER_HEAD).
+   */
+  asOfSeq?: number | undefined;
 }
 
 /** Response for GetSurface. */
@@ -340,6 +345,12 @@ export interface GetMessagesRequest {
    * make a token stale.
    */
   pageToken: string;
+  /**
+   * Derive the messages as they were right after this event (time travel:
+   * the surface replayed from the log, then the data of its events only);
+   * unset = now. Must not exceed the head (AS_OF_SEQ_AFTER_HEAD).
+   */
+  asOfSeq?: number | undefined;
 }
 
 /** One derived message and the event it comes from. */
@@ -2082,13 +2093,16 @@ export const ListEventsResponse: MessageFns<ListEventsResponse> = {
 };
 
 function createBaseGetSurfaceRequest(): GetSurfaceRequest {
-  return { sessionId: "" };
+  return { sessionId: "", asOfSeq: undefined };
 }
 
 export const GetSurfaceRequest: MessageFns<GetSurfaceRequest> = {
   encode(message: GetSurfaceRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
     if (message.sessionId !== "") {
       writer.uint32(10).string(message.sessionId);
+    }
+    if (message.asOfSeq !== undefined) {
+      writer.uint32(16).uint64(message.asOfSeq);
     }
     return writer;
   },
@@ -2114,6 +2128,14 @@ export const GetSurfaceRequest: MessageFns<GetSurfaceRequest> = {
             message.sessionId = reader.string();
             continue;
           }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.asOfSeq = longToNumber(reader.uint64());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2133,6 +2155,11 @@ export const GetSurfaceRequest: MessageFns<GetSurfaceRequest> = {
         : isSet(object.session_id)
         ? globalThis.String(object.session_id)
         : "",
+      asOfSeq: isSet(object.asOfSeq)
+        ? globalThis.Number(object.asOfSeq)
+        : isSet(object.as_of_seq)
+        ? globalThis.Number(object.as_of_seq)
+        : undefined,
     };
   },
 
@@ -2140,6 +2167,9 @@ export const GetSurfaceRequest: MessageFns<GetSurfaceRequest> = {
     const obj: any = {};
     if (message.sessionId !== "") {
       obj.sessionId = message.sessionId;
+    }
+    if (message.asOfSeq !== undefined) {
+      obj.asOfSeq = Math.round(message.asOfSeq);
     }
     return obj;
   },
@@ -2150,6 +2180,7 @@ export const GetSurfaceRequest: MessageFns<GetSurfaceRequest> = {
   fromPartial<I extends Exact<DeepPartial<GetSurfaceRequest>, I>>(object: I): GetSurfaceRequest {
     const message = createBaseGetSurfaceRequest();
     message.sessionId = object.sessionId ?? "";
+    message.asOfSeq = object.asOfSeq ?? undefined;
     return message;
   },
 };
@@ -2278,7 +2309,7 @@ export const GetSurfaceResponse: MessageFns<GetSurfaceResponse> = {
 };
 
 function createBaseGetMessagesRequest(): GetMessagesRequest {
-  return { sessionId: "", view: 0, typed: false, pageSize: 0, pageToken: "" };
+  return { sessionId: "", view: 0, typed: false, pageSize: 0, pageToken: "", asOfSeq: undefined };
 }
 
 export const GetMessagesRequest: MessageFns<GetMessagesRequest> = {
@@ -2297,6 +2328,9 @@ export const GetMessagesRequest: MessageFns<GetMessagesRequest> = {
     }
     if (message.pageToken !== "") {
       writer.uint32(42).string(message.pageToken);
+    }
+    if (message.asOfSeq !== undefined) {
+      writer.uint32(48).uint64(message.asOfSeq);
     }
     return writer;
   },
@@ -2354,6 +2388,14 @@ export const GetMessagesRequest: MessageFns<GetMessagesRequest> = {
             message.pageToken = reader.string();
             continue;
           }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.asOfSeq = longToNumber(reader.uint64());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2385,6 +2427,11 @@ export const GetMessagesRequest: MessageFns<GetMessagesRequest> = {
         : isSet(object.page_token)
         ? globalThis.String(object.page_token)
         : "",
+      asOfSeq: isSet(object.asOfSeq)
+        ? globalThis.Number(object.asOfSeq)
+        : isSet(object.as_of_seq)
+        ? globalThis.Number(object.as_of_seq)
+        : undefined,
     };
   },
 
@@ -2405,6 +2452,9 @@ export const GetMessagesRequest: MessageFns<GetMessagesRequest> = {
     if (message.pageToken !== "") {
       obj.pageToken = message.pageToken;
     }
+    if (message.asOfSeq !== undefined) {
+      obj.asOfSeq = Math.round(message.asOfSeq);
+    }
     return obj;
   },
 
@@ -2418,6 +2468,7 @@ export const GetMessagesRequest: MessageFns<GetMessagesRequest> = {
     message.typed = object.typed ?? false;
     message.pageSize = object.pageSize ?? 0;
     message.pageToken = object.pageToken ?? "";
+    message.asOfSeq = object.asOfSeq ?? undefined;
     return message;
   },
 };
@@ -4886,8 +4937,10 @@ export const SessionServiceService = {
     responseDeserialize: (value: Buffer): ListEventsResponse => ListEventsResponse.decode(value),
   },
   /**
-   * Returns the current surface: the ordered seqs of the model-visible events.
-   * Errors: SESSION_NOT_FOUND.
+   * Returns the current surface: the ordered seqs of the model-visible events;
+   * with `as_of_seq`, the surface right after that event (time travel, replayed
+   * from the log's structural columns). Errors: SESSION_NOT_FOUND,
+   * AS_OF_SEQ_AFTER_HEAD (OUT_OF_RANGE, metadata `asOfSeq`, `headSeq`).
    */
   getSurface: {
     path: "/palimpsest.v1.SessionService/GetSurface" as const,
@@ -4902,7 +4955,8 @@ export const SessionServiceService = {
    * Derives the model history (walked from the surface) or the human
    * transcript (append-origin surface events), whole or in pages. Errors:
    * SESSION_NOT_FOUND, VIEW_UNSPECIFIED, INVALID_PAGE_TOKEN, PAGE_SIZE_TOO_LARGE
-   * (INVALID_ARGUMENT), PAGE_TOKEN_STALE (FAILED_PRECONDITION).
+   * (INVALID_ARGUMENT), PAGE_TOKEN_STALE (FAILED_PRECONDITION),
+   * AS_OF_SEQ_AFTER_HEAD (OUT_OF_RANGE).
    */
   getMessages: {
     path: "/palimpsest.v1.SessionService/GetMessages" as const,
@@ -5071,15 +5125,18 @@ export interface SessionServiceServer extends UntypedServiceImplementation {
    */
   listEvents: handleUnaryCall<ListEventsRequest, ListEventsResponse>;
   /**
-   * Returns the current surface: the ordered seqs of the model-visible events.
-   * Errors: SESSION_NOT_FOUND.
+   * Returns the current surface: the ordered seqs of the model-visible events;
+   * with `as_of_seq`, the surface right after that event (time travel, replayed
+   * from the log's structural columns). Errors: SESSION_NOT_FOUND,
+   * AS_OF_SEQ_AFTER_HEAD (OUT_OF_RANGE, metadata `asOfSeq`, `headSeq`).
    */
   getSurface: handleUnaryCall<GetSurfaceRequest, GetSurfaceResponse>;
   /**
    * Derives the model history (walked from the surface) or the human
    * transcript (append-origin surface events), whole or in pages. Errors:
    * SESSION_NOT_FOUND, VIEW_UNSPECIFIED, INVALID_PAGE_TOKEN, PAGE_SIZE_TOO_LARGE
-   * (INVALID_ARGUMENT), PAGE_TOKEN_STALE (FAILED_PRECONDITION).
+   * (INVALID_ARGUMENT), PAGE_TOKEN_STALE (FAILED_PRECONDITION),
+   * AS_OF_SEQ_AFTER_HEAD (OUT_OF_RANGE).
    */
   getMessages: handleUnaryCall<GetMessagesRequest, GetMessagesResponse>;
   /**
@@ -5269,8 +5326,10 @@ export interface SessionServiceClient extends Client {
     callback: (error: ServiceError | null, response: ListEventsResponse) => void,
   ): ClientUnaryCall;
   /**
-   * Returns the current surface: the ordered seqs of the model-visible events.
-   * Errors: SESSION_NOT_FOUND.
+   * Returns the current surface: the ordered seqs of the model-visible events;
+   * with `as_of_seq`, the surface right after that event (time travel, replayed
+   * from the log's structural columns). Errors: SESSION_NOT_FOUND,
+   * AS_OF_SEQ_AFTER_HEAD (OUT_OF_RANGE, metadata `asOfSeq`, `headSeq`).
    */
   getSurface(
     request: GetSurfaceRequest,
@@ -5291,7 +5350,8 @@ export interface SessionServiceClient extends Client {
    * Derives the model history (walked from the surface) or the human
    * transcript (append-origin surface events), whole or in pages. Errors:
    * SESSION_NOT_FOUND, VIEW_UNSPECIFIED, INVALID_PAGE_TOKEN, PAGE_SIZE_TOO_LARGE
-   * (INVALID_ARGUMENT), PAGE_TOKEN_STALE (FAILED_PRECONDITION).
+   * (INVALID_ARGUMENT), PAGE_TOKEN_STALE (FAILED_PRECONDITION),
+   * AS_OF_SEQ_AFTER_HEAD (OUT_OF_RANGE).
    */
   getMessages(
     request: GetMessagesRequest,
