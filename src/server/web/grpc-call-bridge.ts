@@ -143,6 +143,7 @@ class BridgedWritable extends EventEmitter {
     if (this.cancelled || this.ended) return;
     this.cancelled = true;
     this.emit('cancelled');
+    this.wake();
   }
 }
 
@@ -191,7 +192,7 @@ export function bridgeService(o: BridgeOptions): ServiceImpl<DescService> {
               }
             }
             if (call.error !== undefined) throw call.error;
-            if (call.ended) return;
+            if (call.ended || call.cancelled) return;
             await call.waitForWork();
           }
         } catch (e) {

@@ -112,10 +112,31 @@ export async function startWebServer(o: WebServerOptions): Promise<RunningWebSer
     },
     fallback: staticAssets(o.assetDir ?? defaultAssetDir()) as never,
   });
+  // HTTP/1.1 sockets with a request in flight (the others are idle keep-alives, closed at once on
+  // shutdown; HTTP/2 sessions are closed with GOAWAY).
+  const busy = new Map<Socket, number>();
+  const http1Sockets = new Set<Socket>();
   const handle = (req: Req, res: Res): void => {
+    if (req.httpVersionMajor === 1) {
+      const sock = req.socket as Socket;
+      if (!http1Sockets.has(sock)) {
+        http1Sockets.add(sock);
+        sock.once('close', () => http1Sockets.delete(sock));
+      }
+      busy.set(sock, (busy.get(sock) ?? 0) + 1);
+      res.once('close', () => {
+        const n = (busy.get(sock) ?? 1) - 1;
+        if (n > 0) busy.set(sock, n);
+        else {
+          busy.delete(sock);
+          if (closing) sock.end();
+        }
+      });
+    }
     if (applyCors(o.corsOrigins, req, res)) return;
     rpc(req as never, res as never);
   };
+  let closing = false;
 
   const sockets = new Set<Socket>();
   const track = (s: Socket): void => {
@@ -123,7 +144,6 @@ export async function startWebServer(o: WebServerOptions): Promise<RunningWebSer
     s.once('close', () => sockets.delete(s));
   };
   let listener: NetServer;
-  let http1: import('node:http').Server | undefined;
   const h2Sessions = new Set<import('node:http2').Http2Session>();
   if (pem) {
     const server = createSecureServer({ cert: pem.cert, key: pem.key, ca: pem.ca ?? undefined, requestCert: pem.ca !== null, rejectUnauthorized: pem.ca !== null, allowHTTP1: true }, handle);
@@ -135,7 +155,6 @@ export async function startWebServer(o: WebServerOptions): Promise<RunningWebSer
     listener = server;
   } else {
     const h1 = createHttpServer(handle);
-    http1 = h1;
     const h2 = createH2Server({}, handle);
     h2.on('session', (s) => {
       h2Sessions.add(s);
@@ -186,10 +205,11 @@ export async function startWebServer(o: WebServerOptions): Promise<RunningWebSer
         finish();
       }, graceMs);
       timer.unref();
+      closing = true;
       for (const s of h2Sessions) s.close();
       listener.close(() => finish());
-      // Idle HTTP/1.1 keep-alive connections hold no call: close them now.
-      http1?.closeIdleConnections();
+      // Idle HTTP/1.1 keep-alive connections hold no call: close them now (busy ones after their call).
+      for (const s of http1Sockets) if (!busy.has(s)) s.end();
     }),
   };
 }

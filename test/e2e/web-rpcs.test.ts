@@ -1,0 +1,175 @@
+/**
+ * The web port (src/server/web) through @connectrpc/connect clients, Connect and gRPC-Web: every
+ * RPC's happy path, a sample of errors with their google.rpc details (the same as on the gRPC
+ * port), a server stream resuming from a cursor, and limits.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Code } from '@connectrpc/connect';
+import { Metadata } from '@grpc/grpc-js';
+import { startTestServer, callError, type TestServer } from '../support/test-server.js';
+import { userMessage } from '../support/events.js';
+import { DEMO, demoBatches } from '../support/demo-session.js';
+import { esEvent, webClient, webFailure, WEB_PROTOCOLS } from '../support/web-client.js';
+import { fixture } from '../support/e2e.js';
+import { DataFormat, Direction, MessageView } from '../../gen/es/palimpsest/v1/service_pb.js';
+
+let t: TestServer;
+let base: string;
+beforeAll(async () => {
+  t = await startTestServer({ webListen: '127.0.0.1:0', limits: { maxBatchEvents: 5 } as never });
+  base = `http://127.0.0.1:${t.server.webPort}`;
+});
+afterAll(async () => {
+  await t.stop();
+});
+
+describe.each(WEB_PROTOCOLS)('web port over $protocol (HTTP/$httpVersion)', ({ protocol, httpVersion }) => {
+  const id = `demo-${protocol}`;
+  const c = () => webClient(base, protocol, httpVersion);
+
+  it('CreateSession, AppendEvents, GetSession, ListSessions (label filter, newest first)', async () => {
+    const created = await c().createSession({ sessionId: id, labels: { via: protocol, kind: 'demo' } });
+    expect(created.session?.id).toBe(id);
+    const seqs: bigint[] = [];
+    for (const batch of demoBatches()) {
+      const r = await c().appendEvents({ sessionId: id, events: batch.map(esEvent), expectedLastSeq: seqs.length === 0 ? -1n : seqs[seqs.length - 1] });
+      seqs.push(...r.seqs);
+    }
+    expect(seqs.map(Number)).toEqual([...Array(DEMO.head + 1).keys()]);
+    const got = await c().getSession({ sessionId: id });
+    expect(got.session).toMatchObject({ id, eventCount: BigInt(DEMO.head + 1), surfaceLength: BigInt(DEMO.surface.length), headSeq: BigInt(DEMO.head), labels: { via: protocol, kind: 'demo' } });
+    await c().createSession({ sessionId: `${id}-newer`, labels: { via: protocol } });
+    const list = await c().listSessions({ labelSelector: { via: protocol } });
+    expect(list.sessions.map((s) => s.id)).toEqual([`${id}-newer`, id]);
+    const page = await c().listSessions({ labelSelector: { via: protocol }, pageSize: 1 });
+    expect(page.sessions.map((s) => s.id)).toEqual([`${id}-newer`]);
+    const rest = await c().listSessions({ labelSelector: { via: protocol }, pageSize: 1, pageToken: page.nextPageToken });
+    expect(rest.sessions.map((s) => s.id)).toEqual([id]);
+  });
+
+  it('ListEvents (both directions, typed data), GetSurface, GetMessages (both views, as_of_seq)', async () => {
+    const fwd = await c().listEvents({ sessionId: id, direction: Direction.FORWARD, pageSize: 5 });
+    expect(fwd.events.map((e) => Number(e.seq))).toEqual([0, 1, 2, 3, 4]);
+    const next = await c().listEvents({ sessionId: id, pageToken: fwd.nextPageToken });
+    expect(Number(next.events[0]?.seq)).toBe(5);
+    const back = await c().listEvents({ sessionId: id, direction: Direction.BACKWARD, pageSize: 2, dataFormat: DataFormat.TYPED });
+    expect(back.events.map((e) => Number(e.seq))).toEqual([DEMO.head, DEMO.head - 1]);
+    expect(back.events[0]?.data?.kind.case).toBe('assistantMessage');
+    const s = await c().getSurface({ sessionId: id });
+    expect(s.seqs.map(Number)).toEqual([...DEMO.surface]);
+    const before = await c().getSurface({ sessionId: id, asOfSeq: BigInt(DEMO.compactionReplacement - 1) });
+    expect(before.seqs.map(Number)).toEqual([0, 1, 2, 3, 4, 5]);
+    const m = await c().getMessages({ sessionId: id, view: MessageView.MODEL_HISTORY });
+    expect(m.messages.map((x) => Number(x.seq))).toEqual([...DEMO.surface]);
+    expect(JSON.parse(m.messages[0]!.messageJson).id).toBe('k1');
+    const old = await c().getMessages({ sessionId: id, view: MessageView.MODEL_HISTORY, asOfSeq: 3n, typed: true });
+    expect(old.messages.map((x) => Number(x.seq))).toEqual([0, 1, 2, 3]);
+    expect(old.messages[0]?.message?.role).toBe('user');
+    const tr = await c().getMessages({ sessionId: id, view: MessageView.TRANSCRIPT, pageSize: 2 });
+    expect(tr.messages.map((x) => Number(x.seq))).toEqual([0, 1]);
+    const tr2 = await c().getMessages({ sessionId: id, view: MessageView.TRANSCRIPT, pageToken: tr.nextPageToken });
+    expect(tr2.messages.map((x) => Number(x.seq))[0]).toBe(2);
+  });
+
+  it('ForkSession, RepairSession, ExportSession (server stream), DeleteSession', async () => {
+    const fork = await c().forkSession({ sessionId: id, atSeq: 5n, childSessionId: `${id}-fork` });
+    expect(fork.session?.parentSession).toBe(id);
+    const repaired = await c().repairSession({ sessionId: id });
+    expect(repaired.events).toEqual([]);
+    const chunks: Uint8Array[] = [];
+    for await (const r of c().exportSession({ sessionId: id })) chunks.push(r.chunk);
+    const lines = Buffer.concat(chunks).toString('utf8').trim().split('\n');
+    expect(lines).toHaveLength(DEMO.head + 2);
+    expect(JSON.parse(lines[0]!).id).toBe(id);
+    await c().deleteSession({ sessionId: `${id}-fork` });
+    expect((await webFailure(c().getSession({ sessionId: `${id}-fork` }))).reason).toBe('SESSION_NOT_FOUND');
+  });
+
+  it('ImportSession (client stream, HTTP/2)', async () => {
+    const bytes = fixture('compaction-recovery.jsonl');
+    async function* parts() {
+      yield { part: { case: 'options' as const, value: { sessionId: `${id}-import`, labels: { imported: 'yes' } } } };
+      for (let i = 0; i < bytes.length; i += 4096) yield { part: { case: 'chunk' as const, value: bytes.subarray(i, i + 4096) } };
+    }
+    const r = await webClient(base, protocol, '2').importSession(parts());
+    expect(r.session?.id).toBe(`${id}-import`);
+    const out: Uint8Array[] = [];
+    for await (const x of c().exportSession({ sessionId: `${id}-import` })) out.push(x.chunk);
+    // The same log under the new id: everything after the header line is byte-identical.
+    const body = (b: Buffer) => b.toString('utf8').slice(b.indexOf('\n') + 1);
+    expect(body(Buffer.concat(out))).toBe(body(bytes));
+  });
+
+  it('SubscribeSurface and SubscribeEvents resume from a cursor and follow live appends', async () => {
+    const ac = new AbortController();
+    const seen: string[] = [];
+    const stream = c().subscribeSurface({ sessionId: id, afterSeq: BigInt(DEMO.compactionReplacement), includeMessages: true }, { signal: ac.signal });
+    let appended = false;
+    try {
+      for await (const r of stream) {
+        seen.push(`${r.kind.case}:${r.cursor ?? ''}`);
+        if (r.kind.case === 'caughtUp' && !appended) {
+          appended = true;
+          await c().appendEvents({ sessionId: id, events: [esEvent(userMessage('live', 'one more'))] });
+        }
+        if (r.kind.case === 'append' && r.kind.value.seq === BigInt(DEMO.head + 1)) {
+          expect(JSON.parse(r.message!.messageJson).id).toBe('live');
+          break;
+        }
+      }
+    } finally {
+      ac.abort();
+    }
+    // After seq 8 (9 and 12 are off-surface events, passed over): 10, 11, 13 replacing 11, 14.
+    expect(seen).toEqual(['append:10', 'append:11', 'replace:13', 'append:14', 'caughtUp:14', `append:${DEMO.head + 1}`]);
+    const events: number[] = [];
+    const ac2 = new AbortController();
+    try {
+      for await (const r of c().subscribeEvents({ sessionId: id, afterSeq: BigInt(DEMO.head - 1) }, { signal: ac2.signal })) {
+        if (r.kind.case === 'event') events.push(Number(r.kind.value.seq));
+        if (r.kind.case === 'caughtUp') break;
+      }
+    } finally {
+      // Leaving the loop does not cancel the call; the signal does.
+      ac2.abort();
+    }
+    expect(events).toEqual([DEMO.head, DEMO.head + 1]);
+  });
+
+  it('errors carry the gRPC port\'s code, reason and google.rpc details', async () => {
+    const nf = await webFailure(c().getSession({ sessionId: 'missing' }));
+    expect(nf).toMatchObject({ code: Code.NotFound, reason: 'SESSION_NOT_FOUND', domain: 'palimpsest.dev', metadata: { sessionId: 'missing' } });
+    const grpc = await callError(t.client.getSession.bind(t.client), { sessionId: 'missing' }, new Metadata());
+    expect([grpc.code, grpc.message, grpc.reason, grpc.metadata]).toEqual([nf.code, nf.message, nf.reason, nf.metadata]);
+
+    const head = await c().getSession({ sessionId: id });
+    const stale = await webFailure(c().appendEvents({ sessionId: id, expectedLastSeq: 0n, events: [esEvent(userMessage('x', 'x'))] }));
+    expect(stale).toMatchObject({ code: Code.FailedPrecondition, reason: 'HEAD_MISMATCH', preconditionFailure: 1 });
+    const view = await webFailure(c().getMessages({ sessionId: id }));
+    expect(view).toMatchObject({ code: Code.InvalidArgument, reason: 'VIEW_UNSPECIFIED', badRequest: 1 });
+    const big = await webFailure(c().appendEvents({ sessionId: id, events: [1, 2, 3, 4, 5, 6].map((i) => esEvent(userMessage(`b${i}`, "x"))) }));
+    expect(big).toMatchObject({ code: Code.ResourceExhausted, reason: 'BATCH_TOO_LARGE', quotaFailure: 1, metadata: { limit: "5", actual: "6" } });
+    const asOf = await webFailure(c().getSurface({ sessionId: id, asOfSeq: 10_000n }));
+    expect(asOf).toMatchObject({ code: Code.OutOfRange, reason: 'AS_OF_SEQ_AFTER_HEAD', metadata: { asOfSeq: '10000' } });
+    const badCursor = await webFailure(c().subscribeSurface({ sessionId: id, afterSeq: 10_000n }));
+    expect(badCursor).toMatchObject({ reason: 'CURSOR_OUT_OF_RANGE' });
+    // None of the rejected calls changed the log.
+    expect((await c().getSession({ sessionId: id })).session?.headSeq).toBe(head.session?.headSeq);
+  });
+});
+
+describe('web port limits', () => {
+  it('refuses a message above --max-message-bytes, and a plaintext web port off loopback without --insecure', async () => {
+    const small = await startTestServer({ webListen: '127.0.0.1:0', maxMessageBytes: 64 * 1024 });
+    try {
+      const c = webClient(`http://127.0.0.1:${small.server.webPort}`, 'connect', '1.1');
+      await c.createSession({ sessionId: 's' });
+      const e = await webFailure(c.appendEvents({ sessionId: 's', events: [esEvent(userMessage('m', 'x'.repeat(100 * 1024)))] }));
+      expect(e.code).toBe(Code.ResourceExhausted);
+      expect((await c.getSession({ sessionId: 's' })).session?.eventCount).toBe(0n);
+    } finally {
+      await small.stop();
+    }
+    await expect(startTestServer({ webListen: '0.0.0.0:0' })).rejects.toThrow(/refusing to serve plaintext on 0\.0\.0\.0/);
+  });
+});
