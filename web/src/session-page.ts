@@ -1,0 +1,532 @@
+/**
+ * One session (`/sessions/<id>`): the model history as the model sees it (the surface), each
+ * replacement with what it shadows underneath; the human transcript; the raw event log; and a
+ * time slider over seqs.
+ *
+ * The model view is driven by one SubscribeSurface stream from the start of the log (with
+ * messages): its append / replace deltas rebuild the surface exactly, and a replace delta names
+ * the seqs it shadowed, whose messages arrived earlier in the same stream. After `caught_up` the
+ * same stream is the live feed: an append adds one entry, a replace swaps the affected range for
+ * the replacement (and re-renders the tool call whose result changed). A dropped stream is
+ * resumed from its last cursor, with backoff. The slider reads GetSurface / GetMessages with
+ * `as_of_seq`; live deltas keep arriving meanwhile and show again at "now".
+ */
+import { Code, ConnectError } from '@connectrpc/connect';
+import type { Session } from '../../gen/es/palimpsest/v1/session_pb.js';
+import type { SessionEvent } from '../../gen/es/palimpsest/v1/event_pb.js';
+import { Direction, MessageView } from '../../gen/es/palimpsest/v1/service_pb.js';
+import { api, isCancel, isPermanent } from './api.js';
+import { h, when } from './dom.js';
+import { setCrumbs, showError, type Page } from './ui.js';
+import { preview, renderContent, sourceLine, toolResults, type MessageJson } from './render-message.js';
+
+/** What the viewer knows of one surface-touching event. */
+interface Entry {
+  readonly seq: number;
+  readonly type: string;
+  readonly time: number;
+  /** undefined = appended; otherwise the replaced range. */
+  readonly replace?: { readonly start: number; readonly end: number };
+  /** The seqs this replacement shadowed (in surface order). */
+  readonly shadowed?: readonly number[];
+  readonly message: MessageJson | undefined;
+}
+
+type View = 'model' | 'transcript' | 'events';
+
+const EVENTS_PAGE = 100;
+const TRANSCRIPT_PAGE = 200;
+
+function parse(text: string | undefined): MessageJson | undefined {
+  if (!text) return undefined;
+  try {
+    return JSON.parse(text) as MessageJson;
+  } catch {
+    return undefined;
+  }
+}
+
+function roleOf(e: Entry): string {
+  const r = e.message?.['role'];
+  if (e.type === 'tool/result') return 'tool';
+  return typeof r === 'string' ? r : 'event';
+}
+
+function replacementKind(e: Entry): string {
+  if (e.type === 'tool/result') return 'Pruned tool result';
+  const src = e.message?.['source'];
+  if (typeof src === 'object' && src !== null && !Array.isArray(src) && (src as Record<string, unknown>)['plugin'] === 'compact') return 'Compaction summary';
+  return 'Replacement';
+}
+
+export function sessionPage(root: HTMLElement, id: string): Page {
+  setCrumbs(h('a', { href: '/', 'data-link': true }, 'sessions'), h('span', { class: 'sep' }, '/'), h('span', { class: 'mono' }, id));
+  let gone = false;
+  const ac = new AbortController();
+
+  // ---- state ------------------------------------------------------------------------------
+  const entries = new Map<number, Entry>();
+  let surface: number[] = [];
+  let cursor: bigint | undefined;
+  let caughtUp = false;
+  let head = -1;
+  /** Tool-call id -> seq of the surface message holding the call / the current result. */
+  const callSeq = new Map<string, number>();
+  const resultSeq = new Map<string, number>();
+  let view: View = 'model';
+  /** undefined = now (live); otherwise the seq the slider shows. */
+  let asOf: number | undefined;
+
+  // ---- layout -----------------------------------------------------------------------------
+  const title = h('h1', { class: 'mono' }, id);
+  const labels = h('div', { class: 'labels' });
+  const facts = h('dl', { class: 'facts' });
+  const live = h('span', { class: 'live-status', id: 'live-status', 'data-state': 'connecting' }, 'connecting…');
+  const tabs = h('div', { class: 'tabs', role: 'tablist' });
+  const slider = h('input', { type: 'range', id: 'time-slider', min: 0, max: 0, value: 0, step: 1, disabled: true, 'aria-label': 'time: show the session as of a seq' });
+  const sliderLabel = h('span', { class: 'slider-label', id: 'time-label' }, 'now');
+  const nowButton = h('button', { type: 'button', id: 'time-now', disabled: true }, 'Now');
+  const asOfBanner = h('div', { class: 'as-of-banner', id: 'as-of-banner', hidden: true });
+  const content = h('div', { class: 'view' });
+  const surfaceBox = h('div', { class: 'surface', id: 'surface' });
+
+  root.append(h('section', { class: 'session' },
+    h('div', { class: 'session-head' }, h('div', {}, title, labels), h('span', { class: 'spacer' }), live),
+    facts,
+    h('div', { class: 'timebar' }, h('span', { class: 'muted' }, 'Time'), slider, sliderLabel, nowButton),
+    asOfBanner,
+    tabs,
+    content,
+  ));
+
+  const tabButton = (v: View, label: string) => h('button', { type: 'button', role: 'tab', 'data-view': v, id: `tab-${v}`, onclick: () => select(v) }, label);
+  tabs.append(tabButton('model', 'Model history'), tabButton('transcript', 'Transcript'), tabButton('events', 'Event log'));
+
+  // ---- header -----------------------------------------------------------------------------
+  let headerTimer: ReturnType<typeof setTimeout> | undefined;
+  async function loadHeader(): Promise<void> {
+    try {
+      const r = await api.getSession({ sessionId: id }, { signal: ac.signal });
+      if (r.session) renderHeader(r.session);
+    } catch (e) {
+      if (!gone && !isCancel(e)) showError(e, `Reading session ${id}`);
+    }
+  }
+  function refreshHeaderSoon(): void {
+    if (headerTimer !== undefined) return;
+    headerTimer = setTimeout(() => {
+      headerTimer = undefined;
+      void loadHeader();
+    }, 1000);
+  }
+  function renderHeader(s: Session): void {
+    labels.replaceChildren(...Object.entries(s.labels).sort().map(([k, v]) => h('span', { class: 'chip' }, `${k}=${v}`)));
+    const fact = (k: string, v: string, field: string) => [h('dt', {}, k), h('dd', { 'data-field': field }, v)];
+    facts.replaceChildren(
+      ...fact('created', when(s.createdAt), 'created'),
+      ...fact('events', String(s.eventCount), 'event-count'),
+      ...fact('surface', String(s.surfaceLength), 'surface-length'),
+      ...fact('head seq', s.headSeq === undefined ? '—' : String(s.headSeq), 'head-seq'),
+      ...(s.parentSession ? fact('forked from', `${s.parentSession} (${s.seedLength ?? 0} events)`, 'parent') : []),
+      ...(s.strict ? fact('mode', 'strict', 'strict') : []),
+    );
+  }
+
+  // ---- model view: rendering --------------------------------------------------------------
+  /** Elements of the surface entries currently in the live model view. */
+  const els = new Map<number, HTMLElement>();
+
+  function resultLookup(callId: string) {
+    const seq = resultSeq.get(callId);
+    const e = seq === undefined ? undefined : entries.get(seq);
+    if (!e?.message) return undefined;
+    const r = toolResults(e.message).find((x) => x.callId === callId);
+    return r ? { seq: e.seq, block: r.block } : undefined;
+  }
+
+  function shadowedRow(seq: number, depth: number): HTMLElement {
+    const e = entries.get(seq);
+    const row = h('div', { class: `shadowed role-${e ? roleOf(e) : 'event'}`, 'data-seq': seq, 'data-shadowed': 'true' },
+      h('div', { class: 'shadowed-head' },
+        h('span', { class: 'seq' }, `#${seq}`),
+        h('span', { class: 'role' }, e ? roleOf(e) : 'event'),
+        h('span', { class: 'type muted' }, e?.type ?? ''),
+        h('span', { class: 'shadowed-preview' }, preview(e?.message))),
+      e?.message ? h('div', { class: 'shadowed-body' }, renderContent(e.message['content'])) : null,
+    );
+    if (e?.shadowed && depth < 8) row.append(shadowGroup(e, depth + 1));
+    return row;
+  }
+
+  function shadowGroup(e: Entry, depth = 0): HTMLElement {
+    const n = e.shadowed?.length ?? 0;
+    return h('details', { class: 'shadow-group', 'data-replacement': e.seq },
+      h('summary', {}, `${n} shadowed event${n === 1 ? '' : 's'} underneath`),
+      ...(e.shadowed ?? []).map((s) => shadowedRow(s, depth)));
+  }
+
+  function entryEl(seq: number, message?: MessageJson): HTMLElement {
+    const e = entries.get(seq);
+    const m = message ?? e?.message;
+    const role = e ? roleOf(e) : 'event';
+    const isReplacement = e?.replace !== undefined;
+    const cls = ['entry', `role-${role}`];
+    if (isReplacement) cls.push('replacement', e!.type === 'tool/result' ? 'pruned' : 'compaction');
+    const body: HTMLElement[] = [];
+    if (isReplacement && e) {
+      const n = e.shadowed?.length ?? 0;
+      body.push(h('div', { class: 'replaces' },
+        h('span', { class: 'badge' }, replacementKind(e)),
+        h('span', {}, ` replaces ${n} event${n === 1 ? '' : 's'} (seq ${e.replace!.start}–${e.replace!.end})`)));
+    }
+    if (m) body.push(h('div', { class: 'content' }, renderContent(m['content'], resultLookup)));
+    else body.push(h('div', { class: 'content muted' }, '(contributes no message to the model)'));
+    if (isReplacement && e) body.push(shadowGroup(e));
+    return h('article', { class: cls.join(' '), 'data-seq': seq },
+      h('div', { class: 'gutter' },
+        h('span', { class: 'seq', title: `seq ${seq}` }, `#${seq}`),
+        e ? h('span', { class: 'time' }, when(e.time).slice(11)) : null),
+      h('div', { class: 'bubble' },
+        h('div', { class: 'meta' },
+          h('span', { class: 'role' }, role),
+          m ? h('span', { class: 'source' }, sourceLine(m)) : null,
+          h('span', { class: 'type' }, e?.type ?? '')),
+        ...body),
+    );
+  }
+
+  function renderLiveModel(): void {
+    els.clear();
+    const frag = document.createDocumentFragment();
+    for (const seq of surface) {
+      const el = entryEl(seq);
+      els.set(seq, el);
+      frag.append(el);
+    }
+    surfaceBox.replaceChildren(frag);
+    if (surface.length === 0) surfaceBox.append(h('div', { class: 'empty', id: 'surface-empty' }, caughtUp ? 'The surface is empty.' : 'Loading…'));
+    surfaceBox.dataset.mode = 'live';
+  }
+
+  /** Re-renders the entries holding the calls of `resultEntry`'s tool results. */
+  function rerenderCallsOf(resultEntry: Entry): void {
+    if (!resultEntry.message) return;
+    for (const r of toolResults(resultEntry.message)) {
+      const cs = callSeq.get(r.callId);
+      const el = cs === undefined ? undefined : els.get(cs);
+      if (cs !== undefined && el) {
+        const fresh = entryEl(cs);
+        el.replaceWith(fresh);
+        els.set(cs, fresh);
+      }
+    }
+  }
+
+  function indexEntry(e: Entry): void {
+    if (!e.message) return;
+    for (const b of (Array.isArray(e.message['content']) ? e.message['content'] : []) as MessageJson[]) {
+      if (b?.['type'] === 'tool-call' && typeof b['id'] === 'string') callSeq.set(b['id'], e.seq);
+    }
+    for (const r of toolResults(e.message)) resultSeq.set(r.callId, e.seq);
+  }
+
+  const liveRendered = (): boolean => caughtUp && view === 'model' && asOf === undefined;
+
+  function applyAppend(e: Entry): void {
+    surface.push(e.seq);
+    indexEntry(e);
+    if (!liveRendered()) return;
+    document.getElementById('surface-empty')?.remove();
+    const el = entryEl(e.seq);
+    els.set(e.seq, el);
+    surfaceBox.append(el);
+    rerenderCallsOf(e);
+    if (nearBottom) el.scrollIntoView({ block: 'end' });
+  }
+
+  function applyReplace(e: Entry): void {
+    const shadowed = e.shadowed ?? [];
+    const at = shadowed.length > 0 ? surface.indexOf(shadowed[0] as number) : -1;
+    if (at < 0) {
+      // Cannot happen with a stream from the server; re-render from scratch rather than guess.
+      surface.push(e.seq);
+    } else surface.splice(at, shadowed.length, e.seq);
+    indexEntry(e);
+    if (!liveRendered()) return;
+    const first = shadowed.length > 0 ? els.get(shadowed[0] as number) : undefined;
+    const el = entryEl(e.seq);
+    if (first) first.before(el);
+    else surfaceBox.append(el);
+    for (const s of shadowed) {
+      els.get(s)?.remove();
+      els.delete(s);
+    }
+    els.set(e.seq, el);
+    rerenderCallsOf(e);
+  }
+
+  let nearBottom = false;
+  window.addEventListener('scroll', onScroll, { passive: true });
+  function onScroll(): void {
+    nearBottom = window.innerHeight + window.scrollY >= document.body.scrollHeight - 80;
+  }
+
+  // ---- the stream -------------------------------------------------------------------------
+  function setLive(state: string, text: string): void {
+    live.dataset.state = state;
+    live.textContent = text;
+  }
+
+  function seen(ev: SessionEvent | undefined, message: string | undefined, replace?: { start: bigint; end: bigint; shadowedSeqs: bigint[] }): Entry {
+    const seq = Number(ev?.seq ?? 0n);
+    const e: Entry = {
+      seq,
+      type: ev?.type ?? '',
+      time: Number(ev?.time ?? 0n),
+      message: parse(message),
+      ...(replace ? { replace: { start: Number(replace.start), end: Number(replace.end) }, shadowed: replace.shadowedSeqs.map(Number) } : {}),
+    };
+    entries.set(seq, e);
+    return e;
+  }
+
+  function advance(c: bigint | undefined): void {
+    if (c === undefined) return;
+    cursor = c;
+    if (Number(c) > head) {
+      head = Number(c);
+      const atNow = asOf === undefined;
+      slider.max = String(head);
+      if (atNow) slider.value = String(head);
+      slider.disabled = false;
+      updateSliderLabel();
+    }
+  }
+
+  async function follow(): Promise<void> {
+    let backoff = 250;
+    while (!gone) {
+      try {
+        setLive(caughtUp ? 'resuming' : 'connecting', caughtUp ? 'resuming…' : 'catching up…');
+        const stream = api.subscribeSurface({ sessionId: id, includeMessages: true, ...(cursor === undefined ? {} : { afterSeq: cursor }) }, { signal: ac.signal });
+        for await (const r of stream) {
+          backoff = 250;
+          switch (r.kind.case) {
+            case 'append':
+              applyAppend(seen(r.event, r.message?.messageJson));
+              break;
+            case 'replace':
+              applyReplace(seen(r.event, r.message?.messageJson, r.kind.value));
+              break;
+            case 'caughtUp':
+              if (!caughtUp) {
+                caughtUp = true;
+                if (view === 'model' && asOf === undefined) renderLiveModel();
+              }
+              setLive('live', 'live');
+              refreshHeaderSoon();
+              break;
+            default:
+              break;
+          }
+          advance(r.cursor);
+          if (caughtUp && (r.kind.case === 'append' || r.kind.case === 'replace')) {
+            refreshHeaderSoon();
+            updateSliderLabel();
+          }
+        }
+        // The server ended the stream without an error (it does not, but resume anyway).
+      } catch (e) {
+        if (gone || isCancel(e)) return;
+        if (isPermanent(e)) {
+          const ce = ConnectError.from(e);
+          setLive('ended', ce.code === Code.NotFound ? 'session not found' : 'stopped');
+          showError(e, 'Following the session');
+          if (!caughtUp) surfaceBox.replaceChildren(h('div', { class: 'empty' }, 'Nothing to show.'));
+          return;
+        }
+        setLive('reconnecting', `reconnecting in ${Math.round(backoff / 100) / 10}s…`);
+      }
+      await new Promise((r) => setTimeout(r, backoff));
+      backoff = Math.min(backoff * 2, 5000);
+    }
+  }
+
+  // ---- time slider ------------------------------------------------------------------------
+  function timeOf(seq: number): string {
+    for (let s = seq; s >= 0 && s > seq - 10_000; s--) {
+      const e = entries.get(s);
+      if (e) return when(e.time);
+    }
+    return '';
+  }
+
+  function updateSliderLabel(): void {
+    sliderLabel.textContent = asOf === undefined ? `now · seq ${head < 0 ? '—' : head}` : `as of seq ${asOf} · ${timeOf(asOf)}`;
+  }
+
+  let sliderTimer: ReturnType<typeof setTimeout> | undefined;
+  let asOfRequest = 0;
+  slider.addEventListener('input', () => {
+    clearTimeout(sliderTimer);
+    sliderTimer = setTimeout(() => void goTo(Number(slider.value) >= head ? undefined : Number(slider.value)), 120);
+  });
+  nowButton.addEventListener('click', () => {
+    slider.value = String(head);
+    void goTo(undefined);
+  });
+
+  async function goTo(seq: number | undefined): Promise<void> {
+    asOf = seq;
+    nowButton.disabled = seq === undefined;
+    updateSliderLabel();
+    if (seq === undefined) {
+      asOfBanner.hidden = true;
+      if (view === 'model') renderLiveModel();
+      else select(view);
+      return;
+    }
+    asOfBanner.hidden = false;
+    asOfBanner.replaceChildren(h('span', {}, `Showing the session as it was right after seq ${seq}. Live changes keep arriving; `),
+      h('button', { type: 'button', class: 'link', onclick: () => nowButton.click() }, 'back to now'));
+    if (view === 'model') await renderAsOf(seq);
+    else select(view);
+  }
+
+  async function renderAsOf(seq: number): Promise<void> {
+    const mine = ++asOfRequest;
+    try {
+      const [s, m] = await Promise.all([
+        api.getSurface({ sessionId: id, asOfSeq: BigInt(seq) }, { signal: ac.signal }),
+        api.getMessages({ sessionId: id, view: MessageView.MODEL_HISTORY, asOfSeq: BigInt(seq) }, { signal: ac.signal }),
+      ]);
+      if (gone || mine !== asOfRequest || asOf !== seq || view !== 'model') return;
+      const bySeq = new Map(m.messages.map((x) => [Number(x.seq), parse(x.messageJson)] as const));
+      els.clear();
+      const frag = document.createDocumentFragment();
+      for (const q of s.seqs) frag.append(entryEl(Number(q), bySeq.get(Number(q))));
+      surfaceBox.replaceChildren(frag);
+      surfaceBox.dataset.mode = 'as-of';
+      surfaceBox.dataset.asOf = String(seq);
+    } catch (e) {
+      if (!gone && !isCancel(e)) showError(e, `Reading the session as of seq ${seq}`);
+    }
+  }
+
+  // ---- transcript and event log -----------------------------------------------------------
+  function transcriptView(): HTMLElement {
+    const box = h('div', { class: 'transcript', id: 'transcript' });
+    const more = h('button', { type: 'button', id: 'transcript-more', hidden: true }, 'Load more');
+    let token = '';
+    const load = async () => {
+      try {
+        const r = await api.getMessages({ sessionId: id, view: MessageView.TRANSCRIPT, pageSize: TRANSCRIPT_PAGE, pageToken: token, ...(asOf === undefined ? {} : { asOfSeq: BigInt(asOf) }) }, { signal: ac.signal });
+        for (const x of r.messages) {
+          const msg = parse(x.messageJson);
+          const role = typeof msg?.['role'] === 'string' ? (msg['role'] as string) : 'event';
+          const shadowedNow = !surface.includes(Number(x.seq));
+          box.append(h('article', { class: `entry role-${toolResults(msg ?? {}).length ? 'tool' : role}${shadowedNow ? ' off-surface' : ''}`, 'data-seq': String(x.seq) },
+            h('div', { class: 'gutter' }, h('span', { class: 'seq' }, `#${x.seq}`)),
+            h('div', { class: 'bubble' },
+              h('div', { class: 'meta' }, h('span', { class: 'role' }, role), msg ? h('span', { class: 'source' }, sourceLine(msg)) : null,
+                shadowedNow ? h('span', { class: 'badge muted' }, 'no longer on the surface') : null),
+              h('div', { class: 'content' }, renderContent(msg?.['content'], resultLookup)))));
+        }
+        token = r.nextPageToken;
+        more.hidden = token === '';
+        if (box.childElementCount === 0) box.append(h('div', { class: 'empty' }, 'No transcript messages.'));
+      } catch (e) {
+        if (!gone && !isCancel(e)) showError(e, 'Reading the transcript');
+      }
+    };
+    more.addEventListener('click', () => void load());
+    void load();
+    return h('div', {}, box, more);
+  }
+
+  function eventsView(): HTMLElement {
+    const body = h('tbody');
+    const prev = h('button', { type: 'button', id: 'events-prev', disabled: true }, '← Earlier');
+    const next = h('button', { type: 'button', id: 'events-next', disabled: true }, 'Later →');
+    const info = h('span', { class: 'muted', id: 'events-range' });
+    const pages: string[] = [];
+    let current = '';
+    let nextToken = '';
+    const opText = (e: SessionEvent) => e.surfaceOp.case === 'append' ? 'append' : e.surfaceOp.case === 'replace' ? `replace ${e.surfaceOp.value.start}–${e.surfaceOp.value.end}` : '';
+    const dataText = (e: SessionEvent) => {
+      const k = e.data?.kind;
+      if (k?.case === 'json') {
+        try {
+          return JSON.stringify(JSON.parse(k.value), null, 2);
+        } catch {
+          return k.value;
+        }
+      }
+      return k?.case ?? '';
+    };
+    const load = async () => {
+      try {
+        const r = await api.listEvents({ sessionId: id, direction: Direction.FORWARD, pageSize: EVENTS_PAGE, pageToken: current }, { signal: ac.signal });
+        body.replaceChildren(...r.events.map((e) => {
+          const text = dataText(e);
+          return h('tr', { 'data-seq': String(e.seq), class: surface.includes(Number(e.seq)) ? 'on-surface' : '' },
+            h('td', { class: 'num mono' }, String(e.seq)),
+            h('td', { class: 'mono nowrap' }, when(e.time)),
+            h('td', { class: 'mono' }, e.type),
+            h('td', { class: 'mono nowrap' }, opText(e)),
+            h('td', { class: 'mono' }, e.sourceEventSeqs ? `[${e.sourceEventSeqs.seqs.join(', ')}]` : '—'),
+            h('td', {}, e.ignorable ? 'yes' : ''),
+            h('td', { class: 'data' }, text.length > 160
+              ? h('details', {}, h('summary', { class: 'mono' }, `${text.replace(/\s+/g, ' ').slice(0, 120)}…`), h('pre', {}, text))
+              : h('pre', {}, text)));
+        }));
+        const first = r.events[0]?.seq;
+        const last = r.events[r.events.length - 1]?.seq;
+        info.textContent = first === undefined ? 'no events' : `seq ${first}–${last}`;
+        nextToken = r.nextPageToken;
+        next.disabled = nextToken === '';
+        prev.disabled = pages.length === 0;
+      } catch (e) {
+        if (!gone && !isCancel(e)) showError(e, 'Reading the event log');
+      }
+    };
+    next.addEventListener('click', () => {
+      pages.push(current);
+      current = nextToken;
+      void load();
+    });
+    prev.addEventListener('click', () => {
+      current = pages.pop() ?? '';
+      void load();
+    });
+    void load();
+    return h('div', { class: 'events' },
+      h('div', { class: 'pager' }, prev, info, next),
+      h('table', { class: 'event-log', id: 'event-log' },
+        h('thead', {}, h('tr', {}, ...['seq', 'time', 'type', 'surface op', 'sources', 'ignorable', 'data'].map((c) => h('th', {}, c)))),
+        body));
+  }
+
+  function select(v: View): void {
+    view = v;
+    for (const b of tabs.querySelectorAll('button')) b.setAttribute('aria-selected', String(b.getAttribute('data-view') === v));
+    if (v === 'model') {
+      content.replaceChildren(surfaceBox);
+      if (asOf !== undefined) void renderAsOf(asOf);
+      else if (caughtUp) renderLiveModel();
+      else surfaceBox.replaceChildren(h('div', { class: 'empty' }, 'Loading…'));
+    } else content.replaceChildren(v === 'transcript' ? transcriptView() : eventsView());
+  }
+
+  select('model');
+  updateSliderLabel();
+  void loadHeader();
+  void follow();
+  return () => {
+    gone = true;
+    ac.abort();
+    clearTimeout(headerTimer);
+    clearTimeout(sliderTimer);
+    window.removeEventListener('scroll', onScroll);
+  };
+}
