@@ -66,7 +66,7 @@ export function sessionPage(root: HTMLElement, id: string): Page {
 
   // ---- state ------------------------------------------------------------------------------
   const entries = new Map<number, Entry>();
-  let surface: number[] = [];
+  const surface: number[] = [];
   let cursor: bigint | undefined;
   let caughtUp = false;
   let head = -1;
