@@ -138,6 +138,22 @@ suite(`viewer in headless Chromium${hasChromium() ? '' : ' (skipped: /usr/bin/ch
     await p.close();
   }, 30_000);
 
+  it('pages a long surface: the newest 500 entries, earlier ones on demand', async () => {
+    await create(t.client, 'long');
+    await append(t.client, 'long', Array.from({ length: 520 }, (_, i) => userMessage(`m${i}`, `message ${i}`)));
+    const p = await page('/sessions/long');
+    await p.waitForSelector('#live-status[data-state="live"]', WAIT);
+    await p.waitForSelector('#surface > [data-seq="519"]', { ...WAIT, state: 'attached' });
+    expect(await p.locator('#surface > article[data-seq]').count()).toBe(500);
+    expect(await p.locator('#surface-earlier').textContent()).toContain('20 earlier entries not shown');
+    expect(await p.locator('#surface > [data-seq="19"]').count()).toBe(0);
+    await p.click('#show-all');
+    expect(await p.locator('#surface > article[data-seq]').count()).toBe(520);
+    expect(await p.$$eval('#surface > article[data-seq]', (els) => els.slice(0, 3).map((e) => e.getAttribute('data-seq')))).toEqual(['0', '1', '2']);
+    expect(await p.locator('#surface-earlier').count()).toBe(0);
+    await p.close();
+  }, 30_000);
+
   it('goes back in time with the slider (as_of_seq) and returns to now', async () => {
     const p = await page('/sessions/demo');
     await p.waitForSelector(`#surface > [data-seq="${DEMO.head}"]`, WAIT);

@@ -23,12 +23,13 @@ afterAll(async () => {
   await t.stop();
 });
 
-describe.each(WEB_PROTOCOLS)('web port over $protocol (HTTP/$httpVersion)', ({ protocol, httpVersion }) => {
-  const id = `demo-${protocol}`;
-  const c = () => webClient(base, protocol, httpVersion);
+describe.each(WEB_PROTOCOLS)('web port over $protocol (HTTP/$httpVersion, json: $json)', ({ protocol, httpVersion, json }) => {
+  const via = `${protocol}${json ? '-json' : ''}`;
+  const id = `demo-${via}`;
+  const c = () => webClient(base, protocol, httpVersion, undefined, undefined, json);
 
   it('CreateSession, AppendEvents, GetSession, ListSessions (label filter, newest first)', async () => {
-    const created = await c().createSession({ sessionId: id, labels: { via: protocol, kind: 'demo' } });
+    const created = await c().createSession({ sessionId: id, labels: { via, kind: 'demo' } });
     expect(created.session?.id).toBe(id);
     const seqs: bigint[] = [];
     for (const batch of demoBatches()) {
@@ -37,13 +38,13 @@ describe.each(WEB_PROTOCOLS)('web port over $protocol (HTTP/$httpVersion)', ({ p
     }
     expect(seqs.map(Number)).toEqual([...Array(DEMO.head + 1).keys()]);
     const got = await c().getSession({ sessionId: id });
-    expect(got.session).toMatchObject({ id, eventCount: BigInt(DEMO.head + 1), surfaceLength: BigInt(DEMO.surface.length), headSeq: BigInt(DEMO.head), labels: { via: protocol, kind: 'demo' } });
-    await c().createSession({ sessionId: `${id}-newer`, labels: { via: protocol } });
-    const list = await c().listSessions({ labelSelector: { via: protocol } });
+    expect(got.session).toMatchObject({ id, eventCount: BigInt(DEMO.head + 1), surfaceLength: BigInt(DEMO.surface.length), headSeq: BigInt(DEMO.head), labels: { via, kind: 'demo' } });
+    await c().createSession({ sessionId: `${id}-newer`, labels: { via } });
+    const list = await c().listSessions({ labelSelector: { via } });
     expect(list.sessions.map((s) => s.id)).toEqual([`${id}-newer`, id]);
-    const page = await c().listSessions({ labelSelector: { via: protocol }, pageSize: 1 });
+    const page = await c().listSessions({ labelSelector: { via }, pageSize: 1 });
     expect(page.sessions.map((s) => s.id)).toEqual([`${id}-newer`]);
-    const rest = await c().listSessions({ labelSelector: { via: protocol }, pageSize: 1, pageToken: page.nextPageToken });
+    const rest = await c().listSessions({ labelSelector: { via }, pageSize: 1, pageToken: page.nextPageToken });
     expect(rest.sessions.map((s) => s.id)).toEqual([id]);
   });
 
@@ -91,7 +92,7 @@ describe.each(WEB_PROTOCOLS)('web port over $protocol (HTTP/$httpVersion)', ({ p
       yield { part: { case: 'options' as const, value: { sessionId: `${id}-import`, labels: { imported: 'yes' } } } };
       for (let i = 0; i < bytes.length; i += 4096) yield { part: { case: 'chunk' as const, value: bytes.subarray(i, i + 4096) } };
     }
-    const r = await webClient(base, protocol, '2').importSession(parts());
+    const r = await webClient(base, protocol, '2', undefined, undefined, json).importSession(parts());
     expect(r.session?.id).toBe(`${id}-import`);
     const out: Uint8Array[] = [];
     for await (const x of c().exportSession({ sessionId: `${id}-import` })) out.push(x.chunk);

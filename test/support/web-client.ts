@@ -12,25 +12,26 @@ import { EventInput, type EventInput as PbEventInput } from '../../gen/palimpses
 
 /** The two browser protocols, each over the HTTP version a browser would use for it. */
 export const WEB_PROTOCOLS = [
-  { protocol: 'connect', httpVersion: '1.1' },
-  { protocol: 'grpcweb', httpVersion: '2' },
+  { protocol: 'connect', httpVersion: '1.1', json: false },
+  { protocol: 'connect', httpVersion: '1.1', json: true },
+  { protocol: 'grpcweb', httpVersion: '2', json: false },
 ] as const;
 
 export type WebProtocol = (typeof WEB_PROTOCOLS)[number]['protocol'];
 
 /** A transport to `baseUrl` speaking `protocol`, optionally sending a bearer token. */
-export function webTransport(baseUrl: string, protocol: WebProtocol, httpVersion: '1.1' | '2', token?: string, nodeOptions?: object): Transport {
+export function webTransport(baseUrl: string, protocol: WebProtocol, httpVersion: '1.1' | '2', token?: string, nodeOptions?: object, json = false): Transport {
   const interceptors: Interceptor[] = token === undefined ? [] : [(next) => (req) => {
     req.header.set('authorization', `Bearer ${token}`);
     return next(req);
   }];
-  const opts = { baseUrl, httpVersion, interceptors, ...(nodeOptions ? { nodeOptions } : {}) };
+  const opts = { baseUrl, httpVersion, interceptors, useBinaryFormat: !json, ...(nodeOptions ? { nodeOptions } : {}) };
   return protocol === 'connect' ? createConnectTransport(opts) : createGrpcWebTransport(opts);
 }
 
 /** A SessionService client of the web port. */
-export function webClient(baseUrl: string, protocol: WebProtocol, httpVersion: '1.1' | '2', token?: string, nodeOptions?: object): Client<typeof SessionService> {
-  return createClient(SessionService, webTransport(baseUrl, protocol, httpVersion, token, nodeOptions));
+export function webClient(baseUrl: string, protocol: WebProtocol, httpVersion: '1.1' | '2', token?: string, nodeOptions?: object, json = false): Client<typeof SessionService> {
+  return createClient(SessionService, webTransport(baseUrl, protocol, httpVersion, token, nodeOptions, json));
 }
 
 /** A test EventInput (ts-proto builders in events.ts) as the protobuf-es message. */

@@ -36,6 +36,8 @@ type View = 'model' | 'transcript' | 'events';
 
 const EVENTS_PAGE = 100;
 const TRANSCRIPT_PAGE = 200;
+/** Model-view entries on the page at once (newest first; earlier ones on demand). */
+const WINDOW = 500;
 
 function parse(text: string | undefined): MessageJson | undefined {
   if (!text) return undefined;
@@ -195,17 +197,59 @@ export function sessionPage(root: HTMLElement, id: string): Page {
     );
   }
 
+  /**
+   * The model view is paged: the newest WINDOW entries are on the page, earlier ones behind a
+   * "show earlier" bar (a 10,000-entry session paints as fast as a 500-entry one). `shownFrom` is
+   * the surface index of the first entry on the page (live view).
+   */
+  const shown = { from: 0 };
+  const earlierBar = h('div', { class: 'earlier', id: 'surface-earlier' });
+
+  function updateEarlierBar(hidden: number, showMore: (n: number) => void): void {
+    if (hidden <= 0) {
+      earlierBar.remove();
+      return;
+    }
+    earlierBar.replaceChildren(
+      h('span', {}, `${hidden.toLocaleString('en')} earlier entr${hidden === 1 ? 'y' : 'ies'} not shown`),
+      h('button', { type: 'button', id: 'show-earlier', onclick: () => showMore(WINDOW) }, `Show ${Math.min(WINDOW, hidden)} earlier`),
+      h('button', { type: 'button', id: 'show-all', onclick: () => showMore(hidden) }, 'Show all'),
+    );
+    if (earlierBar.parentNode !== surfaceBox) surfaceBox.prepend(earlierBar);
+  }
+
+  /**
+   * Renders `seqs[state.from..]` (entries built by `make`; `state.from` = the newest WINDOW) with
+   * the earlier-entries bar; returns the bar's "show more" action.
+   */
+  function renderWindow(seqs: readonly number[], make: (seq: number) => HTMLElement, state: { from: number }): (n: number) => void {
+    state.from = Math.max(0, seqs.length - WINDOW);
+    const frag = document.createDocumentFragment();
+    for (let i = state.from; i < seqs.length; i++) frag.append(make(seqs[i] as number));
+    surfaceBox.replaceChildren(frag);
+    const more = (n: number): void => {
+      const to = state.from;
+      state.from = Math.max(0, state.from - n);
+      const f = document.createDocumentFragment();
+      for (let i = state.from; i < to; i++) f.append(make(seqs[i] as number));
+      earlierBar.after(f);
+      updateEarlierBar(state.from, more);
+    };
+    updateEarlierBar(state.from, more);
+    return more;
+  }
+  let liveMore: (n: number) => void = () => undefined;
+
   function renderLiveModel(): void {
     els.clear();
-    const frag = document.createDocumentFragment();
-    for (const seq of surface) {
+    liveMore = renderWindow(surface, (seq) => {
       const el = entryEl(seq);
       els.set(seq, el);
-      frag.append(el);
-    }
-    surfaceBox.replaceChildren(frag);
+      return el;
+    }, shown);
     if (surface.length === 0) surfaceBox.append(h('div', { class: 'empty', id: 'surface-empty' }, caughtUp ? 'The surface is empty.' : 'Loading…'));
     surfaceBox.dataset.mode = 'live';
+    delete surfaceBox.dataset.asOf;
   }
 
   /** Re-renders the entries holding the calls of `resultEntry`'s tool results. */
@@ -230,36 +274,59 @@ export function sessionPage(root: HTMLElement, id: string): Page {
     for (const r of toolResults(e.message)) resultSeq.set(r.callId, e.seq);
   }
 
-  const liveRendered = (): boolean => caughtUp && view === 'model' && asOf === undefined;
+  // The model view renders from the first catch-up message on (first paint does not wait for a
+  // long catch-up); while catching up it keeps only the newest WINDOW entries on the page.
+  const liveRendered = (): boolean => view === 'model' && asOf === undefined;
+  let firstPainted = false;
 
   function applyAppend(e: Entry): void {
     surface.push(e.seq);
     indexEntry(e);
     if (!liveRendered()) return;
     document.getElementById('surface-empty')?.remove();
+    if (!firstPainted) {
+      firstPainted = true;
+      // For bench/viewer.bench.ts: the first entries are on screen after this frame.
+      requestAnimationFrame(() => setTimeout(() => performance.mark('palimpsest:first-paint'), 0));
+    }
     const el = entryEl(e.seq);
     els.set(e.seq, el);
     surfaceBox.append(el);
     rerenderCallsOf(e);
+    if (!caughtUp && surface.length - shown.from > WINDOW) {
+      const old = surface[shown.from] as number;
+      els.get(old)?.remove();
+      els.delete(old);
+      shown.from++;
+      updateEarlierBar(shown.from, liveMore);
+    }
     if (nearBottom) el.scrollIntoView({ block: 'end' });
   }
 
   function applyReplace(e: Entry): void {
     const shadowed = e.shadowed ?? [];
     const at = shadowed.length > 0 ? surface.indexOf(shadowed[0] as number) : -1;
-    if (at < 0) {
-      // Cannot happen with a stream from the server; re-render from scratch rather than guess.
-      surface.push(e.seq);
-    } else surface.splice(at, shadowed.length, e.seq);
+    if (at < 0) surface.push(e.seq);
+    else surface.splice(at, shadowed.length, e.seq);
     indexEntry(e);
     if (!liveRendered()) return;
-    const first = shadowed.length > 0 ? els.get(shadowed[0] as number) : undefined;
+    if (at >= 0 && at + shadowed.length <= shown.from) {
+      // Entirely among the earlier entries that are not on the page.
+      shown.from -= shadowed.length - 1;
+      updateEarlierBar(shown.from, liveMore);
+      return;
+    }
+    const firstShown = shadowed.map((q) => els.get(q)).find((x) => x !== undefined);
     const el = entryEl(e.seq);
-    if (first) first.before(el);
+    if (firstShown) firstShown.before(el);
     else surfaceBox.append(el);
-    for (const s of shadowed) {
-      els.get(s)?.remove();
-      els.delete(s);
+    for (const q of shadowed) {
+      els.get(q)?.remove();
+      els.delete(q);
+    }
+    if (at >= 0 && at < shown.from) {
+      shown.from = at;
+      updateEarlierBar(shown.from, liveMore);
     }
     els.set(e.seq, el);
     rerenderCallsOf(e);
@@ -321,7 +388,9 @@ export function sessionPage(root: HTMLElement, id: string): Page {
             case 'caughtUp':
               if (!caughtUp) {
                 caughtUp = true;
-                if (view === 'model' && asOf === undefined) renderLiveModel();
+                if (view === 'model' && asOf === undefined && surface.length === 0) renderLiveModel();
+                // For bench/viewer.bench.ts: when the whole surface was first put on the page.
+                performance.mark('palimpsest:surface-rendered', { detail: { entries: surface.length } });
               }
               setLive('live', 'live');
               refreshHeaderSoon();
@@ -403,9 +472,7 @@ export function sessionPage(root: HTMLElement, id: string): Page {
       if (gone || mine !== asOfRequest || asOf !== seq || view !== 'model') return;
       const bySeq = new Map(m.messages.map((x) => [Number(x.seq), parse(x.messageJson)] as const));
       els.clear();
-      const frag = document.createDocumentFragment();
-      for (const q of s.seqs) frag.append(entryEl(Number(q), bySeq.get(Number(q))));
-      surfaceBox.replaceChildren(frag);
+      renderWindow(s.seqs.map(Number), (q) => entryEl(q, bySeq.get(q)), { from: 0 });
       surfaceBox.dataset.mode = 'as-of';
       surfaceBox.dataset.asOf = String(seq);
     } catch (e) {
@@ -513,8 +580,7 @@ export function sessionPage(root: HTMLElement, id: string): Page {
     if (v === 'model') {
       content.replaceChildren(surfaceBox);
       if (asOf !== undefined) void renderAsOf(asOf);
-      else if (caughtUp) renderLiveModel();
-      else surfaceBox.replaceChildren(h('div', { class: 'empty' }, 'Loading…'));
+      else renderLiveModel();
     } else content.replaceChildren(v === 'transcript' ? transcriptView() : eventsView());
   }
 

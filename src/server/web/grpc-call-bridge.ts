@@ -9,8 +9,10 @@
  *
  * - messages cross as protobuf bytes: the protobuf-es request is encoded and decoded by the same
  *   ts-proto deserializer the gRPC port uses (so a request means exactly the same thing on both
- *   ports), and a response (often already encoded by the handler) is decoded into the protobuf-es
- *   type Connect writes;
+ *   ports). A response (often already encoded by the handler, once for every subscriber) is
+ *   decoded into the protobuf-es type Connect writes only for JSON clients; for binary clients
+ *   (browsers, buf curl, gRPC-Web) the bytes pass through untouched (`passThrough`), which keeps
+ *   a 10,000-message catch-up from being decoded and re-encoded on the way;
  * - errors keep their status: the handlers' ServiceError (status-map.ts) becomes a ConnectError
  *   with the same code, message and google.rpc details (ErrorInfo reason and metadata, BadRequest,
  *   PreconditionFailure, QuotaFailure), which Connect and gRPC-Web put on the wire in their own
@@ -22,7 +24,7 @@
  */
 import { EventEmitter } from 'node:events';
 import type { Metadata, ServiceError, UntypedHandleCall } from '@grpc/grpc-js';
-import { fromBinary, toBinary, type DescMessage, type DescMethod, type DescService } from '@bufbuild/protobuf';
+import { create, fromBinary, toBinary, type DescMessage, type DescMethod, type DescService, type Message } from '@bufbuild/protobuf';
 import { Code, ConnectError, type HandlerContext, type ServiceImpl } from '@connectrpc/connect';
 import { DomainError } from '../../domain/errors.js';
 import { Status } from '../../../gen/google/rpc/status.js';
@@ -84,6 +86,32 @@ function decodeRequest(method: GrpcMethod, name: string, input: DescMessage, msg
     throw new DomainError('INVALID_ARGUMENT', `the request is not a valid protobuf message for ${decoded.method}: ${decoded.cause}`, { field: 'request', method: name });
   }
   return decoded;
+}
+
+/**
+ * A message of type `schema` that protobuf-es's toBinary writes as exactly `bytes`: no known
+ * field set, and the bytes as one unknown field (the first tag, then the rest verbatim; toBinary
+ * writes an unknown field as its tag followed by its data). Only for binary codecs: JSON has no
+ * unknown fields.
+ */
+export function passThrough(schema: DescMessage, bytes: Uint8Array): Message {
+  const msg = create(schema) as Message & { $unknown?: { no: number; wireType: number; data: Uint8Array }[] };
+  if (bytes.length === 0) return msg;
+  let tag = 0;
+  let i = 0;
+  for (let mul = 1; ; mul *= 128) {
+    const b = bytes[i++];
+    if (b === undefined || i > 5) return fromBinary(schema, bytes);
+    tag += (b & 0x7f) * mul;
+    if (b < 0x80) break;
+  }
+  msg.$unknown = [{ no: Math.floor(tag / 8), wireType: tag % 8, data: bytes.subarray(i) }];
+  return msg;
+}
+
+/** Whether the call's codec is binary protobuf (Connect, gRPC-Web and gRPC without `json`). */
+function binaryCodec(ctx: HandlerContext): boolean {
+  return !/json/i.test(ctx.requestHeader.get('content-type') ?? '');
 }
 
 function responseBytes(method: GrpcMethod, value: unknown): Uint8Array {
@@ -165,7 +193,8 @@ export function bridgeService(o: BridgeOptions): ServiceImpl<DescService> {
           const res = await new Promise<unknown>((resolve, reject) => {
             handler({ request, metadata, getPath: () => def.path, cancelled: false }, (err: unknown, value: unknown) => (err ? reject(err) : resolve(value)));
           });
-          return fromBinary(m.output, responseBytes(def, res));
+          const bytes = responseBytes(def, res);
+          return binaryCodec(ctx) ? passThrough(m.output, bytes) : fromBinary(m.output, bytes);
         } catch (e) {
           throw fail(e);
         } finally {
@@ -181,11 +210,12 @@ export function bridgeService(o: BridgeOptions): ServiceImpl<DescService> {
           admission = o.admit(ctx, m.name);
           call = new BridgedWritable(decodeRequest(def, m.name, m.input, req), admission.metadata, def.path, def);
           ctx.signal.addEventListener('abort', onAbort);
+          const binary = binaryCodec(ctx);
           handler(call);
           for (;;) {
             while (call.queue.length > 0) {
               const bytes = call.queue.shift() as Uint8Array;
-              yield fromBinary(m.output, bytes);
+              yield binary ? passThrough(m.output, bytes) : fromBinary(m.output, bytes);
               if (call.blocked && call.queue.length === 0) {
                 call.blocked = false;
                 call.emit('drain');
@@ -230,7 +260,8 @@ export function bridgeService(o: BridgeOptions): ServiceImpl<DescService> {
           const res = await new Promise<unknown>((resolve, reject) => {
             handler(streamCall, (err: unknown, value: unknown) => (err ? reject(err) : resolve(value)));
           });
-          return fromBinary(m.output, responseBytes(def, res));
+          const bytes = responseBytes(def, res);
+          return binaryCodec(ctx) ? passThrough(m.output, bytes) : fromBinary(m.output, bytes);
         } catch (e) {
           throw fail(e);
         } finally {
