@@ -13,7 +13,7 @@ import { Metadata } from '@grpc/grpc-js';
 import type { Page } from 'playwright-core';
 import { call, startTestServer, type TestServer } from '../support/test-server.js';
 import { input, replaceOp, userMessage } from '../support/events.js';
-import { DEMO, demoBatches } from '../support/demo-session.js';
+import { DEMO, DEMO_PNG, demoBatches } from '../support/demo-session.js';
 import { hasChromium, launchChromium, type TestBrowser } from '../support/browser.js';
 import { hashToken } from '../../src/server/auth.js';
 import { startServer } from '../../src/server/server.js';
@@ -81,6 +81,9 @@ suite(`viewer in headless Chromium${hasChromium() ? '' : ' (skipped: /usr/bin/ch
     const seqs = await p.$$eval('#surface > [data-seq]', (els) => els.map((e) => Number(e.getAttribute('data-seq'))));
     expect(seqs).toEqual([...DEMO.surface]);
     expect(await p.locator('#surface > [data-seq="4"]').textContent()).toContain('Which one holds the rules?');
+    // Images as images (data: URLs only; nothing is fetched).
+    expect(await p.locator('#surface > [data-seq="4"] img.image').getAttribute('src')).toBe(`data:image/png;base64,${DEMO_PNG}`);
+    expect(await p.locator('#surface > [data-seq="4"] img.image').evaluate((img) => (img as unknown as { naturalWidth: number }).naturalWidth)).toBe(120);
     // Reasoning is folded; the tool call shows its (pruned) result next to it.
     expect(await p.locator('#surface > [data-seq="5"] details.reasoning').getAttribute('open')).toBeNull();
     expect(await p.locator('#surface > [data-seq="10"] .tool-call [data-result-seq="13"]').textContent()).toContain('[pruned: 900 tokens]');

@@ -6,6 +6,9 @@
 import type { EventInput } from '../../gen/palimpsest/v1/event.js';
 import { input, replaceOp, toolResult, userMessage } from './events.js';
 
+/** A small PNG (a checkerboard), attached to a user message to show images as images. */
+export const DEMO_PNG = 'iVBORw0KGgoAAAANSUhEUgAAAHgAAAA8CAIAAAAiz+n/AAAAoklEQVR42u3aoQ3AIBRFUfbqKJ24C2DwXQFJLZKQQPrDSZ6+4jjIT9ddxvfkNj7lfgkHaNCgQYMGjQM0aNCgQYPGARo0aNB/hWa3pwwaNGjQoI+EbvUNN9CgQYMGDRo0aNCgQYM+EXrdCzUidMiPf9CgQYMGDRo0aNCgQYN2qeQkTBk0aNCgXZM6CVMGDRo0aNCglUGDBg0aNGhl0KBBg54vf7lE+o3ZKVWYAAAAAElFTkSuQmCC';
+
 function assistant(id: string, content: unknown[], sources: number[], turn: number): EventInput {
   return input('assistant/message', {
     turn, step: 1,
@@ -35,7 +38,11 @@ export function demoBatches(): EventInput[][] {
     [assistant('a1', [{ type: 'text', text: 'Let me look.' }, { type: 'tool-call', id: 'c1', name: 'ls', arguments: '{"path":"src"}' }], [0], 1)],
     [toolResult('r1', 'c1', 'app/\ncli/\ndomain/\nserver/\nstore/', 1)],
     [assistant('a2', [{ type: 'text', text: 'Five folders: app, cli, domain, server and store.' }], [2], 1)],
-    [userMessage('u2', 'Which one holds the rules?')],
+    [input('user/message', {
+      id: 'u2', role: 'user',
+      content: [{ type: 'text', text: 'Which one holds the rules? (screenshot attached)' }, { type: 'image', attachment: { mimeType: 'image/png', data: DEMO_PNG, name: 'layers.png' } }],
+      source: { kind: 'user' },
+    }, { surfaceOp: { $case: 'append', value: {} } })],
     [assistant('a3', [
       { type: 'reasoning', text: 'The validation rules are in the pure core; the app layer only orchestrates.' },
       { type: 'text', text: '`src/domain`: the engine validates every event there.' },

@@ -93,7 +93,7 @@ export function sourceLine(m: MessageJson): string {
   if (kind === 'model') return [str(s['provider']), str(s['model'])].filter(Boolean).join(' · ');
   if (kind === 'plugin') return `plugin ${str(s['plugin'])}`;
   if (kind === 'tool') return `tool ${str(s['callId'])}`;
-  return kind;
+  return kind === 'user' ? '' : kind;
 }
 
 /** The tool-result blocks of a message, by call id. */
