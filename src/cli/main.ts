@@ -58,6 +58,7 @@ async function serve(argv: string[]): Promise<number> {
   const { startServer } = await import('../server/server.js');
   const server = await startServer(config);
   process.stdout.write(`palimpsest listening on ${server.address}\n`);
+  if (server.webPort !== undefined) process.stdout.write(`web port (Connect, gRPC-Web, viewer) on ${config.webListen.replace(/:\d+$/, '')}:${server.webPort}\n`);
   // SIGHUP re-reads the token file; connections and streams stay up. A bad file keeps the
   // previous tokens and is reported.
   const reload = (): void => {
