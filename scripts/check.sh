@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `npm run check`: buf lint + format, gen/ drift, typecheck, lint, the whole test suite.
+# `npm run check`: buf lint + format, gen/ drift, typecheck, lint, builds, the whole test suite.
 # Runs every step, then ends with one plain summary line: "N passed, M failed"
 # (M counts failed tests plus failed check steps).
 set -uo pipefail
@@ -31,8 +31,10 @@ step "buf format" npx buf format -d --exit-code
 step "buf breaking" breaking
 step "gen drift" drift
 step "typecheck" npx tsc -p tsconfig.json --noEmit
+step "typecheck (viewer)" npx tsc -p web/tsconfig.json --noEmit
 step "eslint" npx eslint .
 step "build" npx tsc -p tsconfig.build.json
+step "build (viewer)" npx vite build --config web/vite.config.ts --logLevel warn
 report=$(mktemp)
 echo "== tests"
 npx vitest run --reporter=default --reporter=json --outputFile="$report"

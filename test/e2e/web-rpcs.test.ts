@@ -4,7 +4,9 @@
  * port), a server stream resuming from a cursor, and limits.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Code } from '@connectrpc/connect';
+import { Code, createClient } from '@connectrpc/connect';
+import { createConnectTransport } from '@connectrpc/connect-node';
+import { Health, HealthCheckResponse_ServingStatus } from '../../gen/es/grpc/health/v1/health_pb.js';
 import { Metadata } from '@grpc/grpc-js';
 import { startTestServer, callError, type TestServer } from '../support/test-server.js';
 import { userMessage } from '../support/events.js';
@@ -160,6 +162,31 @@ describe.each(WEB_PROTOCOLS)('web port over $protocol (HTTP/$httpVersion, json: 
 });
 
 describe('web port limits', () => {
+  it('caps calls in flight per connection (TOO_MANY_STREAMS with the limit), and serves grpc.health.v1', async () => {
+    const s = await startTestServer({ webListen: '127.0.0.1:0', maxConcurrentStreams: 2 });
+    const ac = new AbortController();
+    try {
+      const url = `http://127.0.0.1:${s.server.webPort}`;
+      // One HTTP/2 connection (one transport) for all three calls.
+      const c = webClient(url, 'connect', '2');
+      await c.createSession({ sessionId: 'cap' });
+      const open = async () => {
+        const it = c.subscribeSurface({ sessionId: 'cap' }, { signal: ac.signal })[Symbol.asyncIterator]();
+        expect((await it.next()).value?.kind.case).toBe('caughtUp');
+        return it;
+      };
+      await open();
+      await open();
+      const e = await webFailure(c.getSession({ sessionId: 'cap' }));
+      expect(e).toMatchObject({ code: Code.ResourceExhausted, reason: 'TOO_MANY_STREAMS', quotaFailure: 1, metadata: { limit: '2' } });
+      const health = createClient(Health, createConnectTransport({ baseUrl: url, httpVersion: '1.1' }));
+      expect((await health.check({ service: 'palimpsest.v1.SessionService' })).status).toBe(HealthCheckResponse_ServingStatus.SERVING);
+    } finally {
+      ac.abort();
+      await s.stop();
+    }
+  });
+
   it('refuses a message above --max-message-bytes, and a plaintext web port off loopback without --insecure', async () => {
     const small = await startTestServer({ webListen: '127.0.0.1:0', maxMessageBytes: 64 * 1024 });
     try {

@@ -76,6 +76,10 @@ describe.each(WEB_PROTOCOLS.filter((p) => !p.json))('web port auth over $protoco
     expect(await webFailure(bob.exportSession({ sessionId: 'main' }))).toMatchObject({ code: Code.NotFound });
     expect(await webFailure(bob.subscribeSurface({ sessionId: 'main' }))).toMatchObject({ code: Code.NotFound });
     expect((await bob.listSessions({})).sessions.map((s) => s.id)).not.toContain('main');
+    // A client-sent tenant header is ignored: only the token's tenant counts.
+    const forged = webClient(base, protocol, httpVersion, BOB);
+    const spoof = await webFailure(forged.getSession({ sessionId: 'main' }, { headers: { 'x-palimpsest-tenant': 'alice' } }));
+    expect(spoof).toMatchObject({ code: Code.NotFound, reason: 'SESSION_NOT_FOUND' });
     // Bob may have his own "main"; Alice's is unchanged.
     await bob.createSession({ sessionId: `main-${protocol}` });
     const alice = webClient(base, protocol, httpVersion, ALICE);
