@@ -274,10 +274,12 @@ export function sessionPage(root: HTMLElement, id: string): Page {
     for (const r of toolResults(e.message)) resultSeq.set(r.callId, e.seq);
   }
 
-  // The model view renders from the first catch-up message on (first paint does not wait for a
-  // long catch-up); while catching up it keeps only the newest WINDOW entries on the page.
-  const liveRendered = (): boolean => view === 'model' && asOf === undefined;
+  // The model view renders from the first catch-up message on, so first paint does not wait for
+  // a long catch-up. Once a catch-up has filled a window, the rest is applied to the state only
+  // (`deferred`) and the newest WINDOW entries are rendered once, at caught_up.
+  const liveRendered = (): boolean => view === 'model' && asOf === undefined && !deferred;
   let firstPainted = false;
+  let deferred = false;
 
   function applyAppend(e: Entry): void {
     surface.push(e.seq);
@@ -293,12 +295,9 @@ export function sessionPage(root: HTMLElement, id: string): Page {
     els.set(e.seq, el);
     surfaceBox.append(el);
     rerenderCallsOf(e);
-    if (!caughtUp && surface.length - shown.from > WINDOW) {
-      const old = surface[shown.from] as number;
-      els.get(old)?.remove();
-      els.delete(old);
-      shown.from++;
-      updateEarlierBar(shown.from, liveMore);
+    if (!caughtUp && surface.length - shown.from >= WINDOW) {
+      deferred = true;
+      surfaceBox.append(h('div', { class: 'empty', id: 'surface-loading' }, 'Loading the rest of the session…'));
     }
     if (nearBottom) el.scrollIntoView({ block: 'end' });
   }
@@ -388,7 +387,11 @@ export function sessionPage(root: HTMLElement, id: string): Page {
             case 'caughtUp':
               if (!caughtUp) {
                 caughtUp = true;
-                if (view === 'model' && asOf === undefined && surface.length === 0) renderLiveModel();
+                if (view === 'model' && asOf === undefined && (deferred || surface.length === 0)) {
+                  deferred = false;
+                  renderLiveModel();
+                }
+                deferred = false;
                 // For bench/viewer.bench.ts: when the whole surface was first put on the page.
                 performance.mark('palimpsest:surface-rendered', { detail: { entries: surface.length } });
               }
