@@ -103,9 +103,10 @@ export async function startServer(partial: Partial<ServerConfig> = {}, ext: Serv
   const healthHandlers = health.handlers();
   server.addService(withSafeDeserializers(HealthService), healthHandlers);
   const reflection = loadDescriptorIndex();
-  if (reflection) {
-    server.addService(withSafeDeserializers(ReflectionV1Service), reflectionHandlers(reflection));
-    server.addService(withSafeDeserializers(ReflectionV1AlphaService), reflectionHandlers(reflection));
+  const reflectionTable = reflection ? reflectionHandlers(reflection) : undefined;
+  if (reflectionTable) {
+    server.addService(withSafeDeserializers(ReflectionV1Service), reflectionTable);
+    server.addService(withSafeDeserializers(ReflectionV1AlphaService), reflectionTable);
   } else logger.warn({}, 'gen/descriptor.binpb not found: server reflection is off');
   ext.services?.(server);
 
@@ -128,7 +129,7 @@ export async function startServer(partial: Partial<ServerConfig> = {}, ext: Serv
     try {
       web = await startWebServer({
         listen: config.webListen, tlsCert: config.tlsCert, tlsKey: config.tlsKey, tlsClientCa: config.tlsClientCa, insecure: config.insecure,
-        corsOrigins: config.webCorsOrigins, maxMessageBytes: config.maxMessageBytes, handlers, healthHandlers, registry, limiter,
+        corsOrigins: config.webCorsOrigins, maxMessageBytes: config.maxMessageBytes, handlers, healthHandlers, reflectionHandlers: reflectionTable, registry, limiter,
         fail: (err) => toServiceError(err, (e) => logger.error({ err: e }, 'unexpected error')),
       });
     } catch (e) {

@@ -118,7 +118,7 @@ describe('CORS', () => {
 
 describe('buf curl', () => {
   const buf = 'node_modules/.bin/buf';
-  it('speaks Connect and gRPC-Web to the web port (schema from gen/descriptor.binpb)', async () => {
+  it('speaks Connect and gRPC-Web to the web port (schema from gen/descriptor.binpb, or from reflection over HTTP/2)', async () => {
     const auth = ['-H', `authorization: Bearer ${ALICE}`, '--schema', 'gen/descriptor.binpb'];
     const c = await run(buf, ['curl', '--protocol', 'connect', ...auth, '-d', '{"sessionId":"main"}', `${base}/palimpsest.v1.SessionService/GetSurface`]);
     expect(JSON.parse(c.stdout)).toMatchObject({ seqs: ['0'] });
@@ -127,6 +127,11 @@ describe('buf curl', () => {
     const err = await run(buf, ['curl', '--protocol', 'connect', ...auth, '-d', '{"sessionId":"nope"}', `${base}/palimpsest.v1.SessionService/GetSession`]).catch((e: { stderr: string }) => e);
     expect((err as { stderr: string }).stderr).toMatch(/not_found/);
     expect((err as { stderr: string }).stderr).toMatch(/google\.rpc\.ErrorInfo/);
+    // Server reflection is served on the web port too (a bidi stream: HTTP/2), so no schema is needed.
+    const list = await run(buf, ['curl', '--protocol', 'connect', '--http2-prior-knowledge', '--list-services', base]);
+    expect(list.stdout.split('\n')).toContain('palimpsest.v1.SessionService');
+    const r = await run(buf, ['curl', '--protocol', 'grpcweb', '--http2-prior-knowledge', '-H', `authorization: Bearer ${ALICE}`, '-d', '{"sessionId":"main"}', `${base}/palimpsest.v1.SessionService/GetSession`]);
+    expect(JSON.parse(r.stdout).session.id).toBe('main');
   }, 30_000);
 });
 

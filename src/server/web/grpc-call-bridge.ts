@@ -17,6 +17,7 @@
  *   with the same code, message and google.rpc details (ErrorInfo reason and metadata, BadRequest,
  *   PreconditionFailure, QuotaFailure), which Connect and gRPC-Web put on the wire in their own
  *   encodings (the Connect JSON error body, the grpc-status-details-bin trailer);
+ * - bidi streams (server reflection) get the requests as grpc-js 'data' events, then 'end';
  * - server streams keep backpressure: `write()` returns false once HIGH_WATER messages are waiting
  *   for Connect to pull them, and `drain` is emitted when they have been taken, so a slow browser
  *   makes the subscription fall back to catch-up exactly as a slow gRPC client does; a client
@@ -201,29 +202,44 @@ export function bridgeService(o: BridgeOptions): ServiceImpl<DescService> {
           admission?.release();
         }
       };
-    } else if (m.methodKind === 'server_streaming') {
-      impl[m.localName] = async function* (req: Parameters<typeof toBinary>[1], ctx: HandlerContext) {
+    } else if (m.methodKind === 'server_streaming' || m.methodKind === 'bidi_streaming') {
+      const bidi = m.methodKind === 'bidi_streaming';
+      impl[m.localName] = async function* (reqOrReqs: Parameters<typeof toBinary>[1] | AsyncIterable<Parameters<typeof toBinary>[1]>, ctx: HandlerContext) {
         let admission: Admission | undefined;
         let call: BridgedWritable | undefined;
         const onAbort = (): void => call?.cancel();
         try {
           admission = o.admit(ctx, m.name);
-          call = new BridgedWritable(decodeRequest(def, m.name, m.input, req), admission.metadata, def.path, def);
+          const request = bidi ? undefined : decodeRequest(def, m.name, m.input, reqOrReqs as Parameters<typeof toBinary>[1]);
+          const c = new BridgedWritable(request, admission.metadata, def.path, def);
+          call = c;
           ctx.signal.addEventListener('abort', onAbort);
           const binary = binaryCodec(ctx);
-          handler(call);
+          handler(c);
+          if (bidi) {
+            // Requests are handed to the handler as grpc-js 'data' events, then 'end'.
+            void (async () => {
+              try {
+                for await (const r of reqOrReqs as AsyncIterable<Parameters<typeof toBinary>[1]>) c.emit('data', decodeRequest(def, m.name, m.input, r));
+                c.emit('end');
+              } catch (e) {
+                if (e instanceof DomainError) c.emit('error', e);
+                else c.cancel();
+              }
+            })();
+          }
           for (;;) {
-            while (call.queue.length > 0) {
-              const bytes = call.queue.shift() as Uint8Array;
+            while (c.queue.length > 0) {
+              const bytes = c.queue.shift() as Uint8Array;
               yield binary ? passThrough(m.output, bytes) : fromBinary(m.output, bytes);
-              if (call.blocked && call.queue.length === 0) {
-                call.blocked = false;
-                call.emit('drain');
+              if (c.blocked && c.queue.length === 0) {
+                c.blocked = false;
+                c.emit('drain');
               }
             }
-            if (call.error !== undefined) throw call.error;
-            if (call.ended || call.cancelled) return;
-            await call.waitForWork();
+            if (c.error !== undefined) throw c.error;
+            if (c.ended || c.cancelled) return;
+            await c.waitForWork();
           }
         } catch (e) {
           throw fail(e);
@@ -270,7 +286,6 @@ export function bridgeService(o: BridgeOptions): ServiceImpl<DescService> {
         }
       };
     }
-    // Bidi methods (none in SessionService) stay unimplemented on the web port.
   }
   return impl as ServiceImpl<DescService>;
 }

@@ -1,6 +1,6 @@
 /**
  * The web port (`--web-listen HOST:PORT`): the whole palimpsest.v1.SessionService (and
- * grpc.health.v1) over the Connect protocol, gRPC-Web and gRPC at the standard paths, plus the
+ * grpc.health.v1 and server reflection) over the Connect protocol, gRPC-Web and gRPC at the standard paths, plus the
  * viewer's static assets at `/`, on one HTTP port.
  *
  * - The RPCs are the gRPC port's handlers, run through grpc-call-bridge.ts: no second copy of
@@ -24,6 +24,9 @@ import { SessionServiceService } from '../../../gen/palimpsest/v1/service.js';
 import { HealthService } from '../../../gen/grpc/health/v1/health.js';
 import { SessionService as SessionServiceDesc } from '../../../gen/es/palimpsest/v1/service_pb.js';
 import { Health as HealthDesc } from '../../../gen/es/grpc/health/v1/health_pb.js';
+import { ServerReflection as ReflectionV1Desc } from '../../../gen/es/grpc/reflection/v1/reflection_pb.js';
+import { ServerReflection as ReflectionV1AlphaDesc } from '../../../gen/es/grpc/reflection/v1alpha/reflection_pb.js';
+import { ReflectionV1AlphaService, ReflectionV1Service } from '../reflection.js';
 import { authenticate, StreamLimiter, TENANT_KEY, tooManyStreams, type TokenRegistry } from '../auth.js';
 import { preEncodedResponses } from '../handlers.js';
 import { preEncodedStreams } from '../subscribe-handlers.js';
@@ -48,6 +51,8 @@ export interface WebServerOptions {
   readonly handlers: Readonly<Record<string, UntypedHandleCall>>;
   /** grpc.health.v1 handlers (public, as on the gRPC port). */
   readonly healthHandlers?: Readonly<Record<string, UntypedHandleCall>>;
+  /** Server reflection handlers (public; v1 and v1alpha; bidi streams, so HTTP/2 only). */
+  readonly reflectionHandlers?: Readonly<Record<string, UntypedHandleCall>>;
   readonly registry: TokenRegistry | undefined;
   readonly limiter: StreamLimiter;
   readonly fail: (err: unknown) => ServiceError;
@@ -108,6 +113,11 @@ export async function startWebServer(o: WebServerOptions): Promise<RunningWebSer
       router.service(SessionServiceDesc, bridgeService({ service: SessionServiceDesc, definition: sessionDef as never, handlers: o.handlers, admit: admit(false), fail: o.fail }));
       if (o.healthHandlers) {
         router.service(HealthDesc, bridgeService({ service: HealthDesc, definition: withSafeDeserializers(HealthService) as never, handlers: o.healthHandlers, admit: admit(true), fail: o.fail }));
+      }
+      if (o.reflectionHandlers) {
+        for (const [desc, def] of [[ReflectionV1Desc, ReflectionV1Service], [ReflectionV1AlphaDesc, ReflectionV1AlphaService]] as const) {
+          router.service(desc, bridgeService({ service: desc, definition: withSafeDeserializers(def) as never, handlers: o.reflectionHandlers, admit: admit(true), fail: o.fail }));
+        }
       }
     },
     fallback: staticAssets(o.assetDir ?? defaultAssetDir()) as never,
