@@ -68,6 +68,8 @@ describe.each(WEB_PROTOCOLS)('web port over $protocol (HTTP/$httpVersion, json: 
     const old = await c().getMessages({ sessionId: id, view: MessageView.MODEL_HISTORY, asOfSeq: 3n, typed: true });
     expect(old.messages.map((x) => Number(x.seq))).toEqual([0, 1, 2, 3]);
     expect(old.messages[0]?.message?.role).toBe('user');
+    const trOld = await c().getMessages({ sessionId: id, view: MessageView.TRANSCRIPT, asOfSeq: 3n });
+    expect(trOld.messages.map((x) => Number(x.seq))).toEqual([0, 1, 2, 3]);
     const tr = await c().getMessages({ sessionId: id, view: MessageView.TRANSCRIPT, pageSize: 2 });
     expect(tr.messages.map((x) => Number(x.seq))).toEqual([0, 1]);
     const tr2 = await c().getMessages({ sessionId: id, view: MessageView.TRANSCRIPT, pageToken: tr.nextPageToken });
