@@ -75,6 +75,19 @@ suite(`viewer in headless Chromium${hasChromium() ? '' : ' (skipped: /usr/bin/ch
     await p.close();
   }, 30_000);
 
+  it('pages the session list (50 a page, older / newer)', async () => {
+    for (let i = 0; i < 52; i++) await create(t.client, `bulk-${String(i).padStart(2, '0')}`, { bulk: 'yes' });
+    const p = await page('/?labels=bulk%3Dyes');
+    await expect.poll(() => p.locator('[data-session-id]').count(), WAIT).toBe(50);
+    expect(await p.locator('[data-session-id]').first().getAttribute('data-session-id')).toBe('bulk-51');
+    await p.click('#next-page');
+    await expect.poll(() => p.$$eval('[data-session-id]', (rows) => rows.map((r) => r.getAttribute('data-session-id'))), WAIT).toEqual(['bulk-01', 'bulk-00']);
+    expect(await p.locator('#next-page').isDisabled()).toBe(true);
+    await p.click('#prev-page');
+    await expect.poll(() => p.locator('[data-session-id]').count(), WAIT).toBe(50);
+    await p.close();
+  }, 30_000);
+
   it('shows a session page with its model history, each entry marked with its seq', async () => {
     const p = await page('/sessions/demo');
     await p.waitForSelector(`#surface [data-seq="${DEMO.head}"]`, WAIT);
