@@ -163,6 +163,31 @@ describe.each(WEB_PROTOCOLS)('web port over $protocol (HTTP/$httpVersion, json: 
   });
 });
 
+describe('web port hostile input', () => {
+  const url = (m: string) => `${base}/palimpsest.v1.SessionService/${m}`;
+  const frame = (b: number[]) => Buffer.from([0, 0, 0, 0, b.length, ...b]);
+
+  it('answers bytes that are not a protobuf message with INVALID_ARGUMENT and details, on every protocol, and stays up', async () => {
+    const garbage = [0xff, 0xff, 0xff];
+    // Connect unary: a JSON error body.
+    const unary = await fetch(url('GetSession'), { method: 'POST', headers: { 'content-type': 'application/proto' }, body: Buffer.from(garbage) });
+    expect(unary.status).toBe(400);
+    const err = await unary.json() as { code: string; message: string; details: { type: string }[] };
+    expect(err.code).toBe('invalid_argument');
+    expect(err.message).toMatch(/not a valid protobuf message for \/palimpsest\.v1\.SessionService\/GetSession/);
+    expect(err.details.map((d) => d.type)).toEqual(['google.rpc.ErrorInfo', 'google.rpc.BadRequest']);
+    // Connect streaming and gRPC-Web: the status in the end-of-stream frame / trailers.
+    const stream = await fetch(url('SubscribeSurface'), { method: 'POST', headers: { 'content-type': 'application/connect+proto' }, body: frame(garbage) });
+    expect(Buffer.from(await stream.arrayBuffer()).toString('latin1')).toMatch(/"code":"invalid_argument".*not a valid protobuf message/);
+    const web = await fetch(url('GetSession'), { method: 'POST', headers: { 'content-type': 'application/grpc-web+proto' }, body: frame(garbage) });
+    const trailer = Buffer.from(await web.arrayBuffer()).toString('latin1');
+    expect(trailer).toMatch(/grpc-status: ?3/);
+    expect(trailer).toMatch(/grpc-status-details-bin/);
+    // A well-formed request right after is served.
+    expect((await webClient(base, 'connect', '1.1').listSessions({})).sessions.length).toBeGreaterThan(0);
+  });
+});
+
 describe('web port limits', () => {
   it('caps calls in flight per connection (TOO_MANY_STREAMS with the limit), and serves grpc.health.v1', async () => {
     const s = await startTestServer({ webListen: '127.0.0.1:0', maxConcurrentStreams: 2 });

@@ -30,6 +30,7 @@ import { Code, ConnectError, type HandlerContext, type ServiceImpl } from '@conn
 import { DomainError } from '../../domain/errors.js';
 import { Status } from '../../../gen/google/rpc/status.js';
 import { MalformedRequest } from '../safe-decode.js';
+import { malformedCause } from './malformed-guard.js';
 
 /** Messages a server stream may have waiting for Connect before `write()` returns false. */
 export const HIGH_WATER = 16;
@@ -82,6 +83,10 @@ export function toConnectError(err: unknown, fail: (err: unknown) => ServiceErro
 }
 
 function decodeRequest(method: GrpcMethod, name: string, input: DescMessage, msg: Parameters<typeof toBinary>[1]): unknown {
+  const malformed = malformedCause(msg);
+  if (malformed !== undefined) {
+    throw new DomainError('INVALID_ARGUMENT', `the request is not a valid protobuf message for ${method.path}: ${malformed}`, { field: 'request', method: name });
+  }
   const decoded = method.requestDeserialize(Buffer.from(toBinary(input, msg)));
   if (decoded instanceof MalformedRequest) {
     throw new DomainError('INVALID_ARGUMENT', `the request is not a valid protobuf message for ${decoded.method}: ${decoded.cause}`, { field: 'request', method: name });

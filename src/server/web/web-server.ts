@@ -18,8 +18,8 @@ import { createServer as createHttpServer, type IncomingMessage, type ServerResp
 import { createSecureServer, createServer as createH2Server, type Http2ServerRequest, type Http2ServerResponse } from 'node:http2';
 import { createServer as createNetServer, type Server as NetServer, type Socket } from 'node:net';
 import { Metadata, type ServiceError, type UntypedHandleCall } from '@grpc/grpc-js';
-import { createContextKey, createContextValues, type HandlerContext } from '@connectrpc/connect';
-import { connectNodeAdapter } from '@connectrpc/connect-node';
+import { createConnectRouter, createContextKey, createContextValues, type HandlerContext } from '@connectrpc/connect';
+import { compressionBrotli, compressionGzip, universalRequestFromNodeRequest, universalResponseToNodeResponse } from '@connectrpc/connect-node';
 import { SessionServiceService } from '../../../gen/palimpsest/v1/service.js';
 import { HealthService } from '../../../gen/grpc/health/v1/health.js';
 import { SessionService as SessionServiceDesc } from '../../../gen/es/palimpsest/v1/service_pb.js';
@@ -35,6 +35,7 @@ import { tlsMaterial } from '../tls.js';
 import { bridgeService, type Admission } from './grpc-call-bridge.js';
 import { applyCors } from './cors.js';
 import { defaultAssetDir, staticAssets } from './static-assets.js';
+import { guardMalformed } from './malformed-guard.js';
 
 /** What the web port needs from the composition root. */
 export interface WebServerOptions {
@@ -102,26 +103,31 @@ export async function startWebServer(o: WebServerOptions): Promise<RunningWebSer
     }
   };
   const sessionDef = withSafeDeserializers(preEncodedResponses(preEncodedStreams(SessionServiceService)));
-  const rpc = connectNodeAdapter({
-    readMaxBytes: o.maxMessageBytes,
-    writeMaxBytes: o.maxMessageBytes,
-    contextValues: (req) => {
-      const s = req.socket;
-      return createContextValues().set(CONNECTION, `web:${s.remoteAddress ?? '?'}:${s.remotePort ?? '?'}`);
-    },
-    routes: (router) => {
-      router.service(SessionServiceDesc, bridgeService({ service: SessionServiceDesc, definition: sessionDef as never, handlers: o.handlers, admit: admit(false), fail: o.fail }));
-      if (o.healthHandlers) {
-        router.service(HealthDesc, bridgeService({ service: HealthDesc, definition: withSafeDeserializers(HealthService) as never, handlers: o.healthHandlers, admit: admit(true), fail: o.fail }));
-      }
-      if (o.reflectionHandlers) {
-        for (const [desc, def] of [[ReflectionV1Desc, ReflectionV1Service], [ReflectionV1AlphaDesc, ReflectionV1AlphaService]] as const) {
-          router.service(desc, bridgeService({ service: desc, definition: withSafeDeserializers(def) as never, handlers: o.reflectionHandlers, admit: admit(true), fail: o.fail }));
-        }
-      }
-    },
-    fallback: staticAssets(o.assetDir ?? defaultAssetDir()) as never,
-  });
+  // connectNodeAdapter's routing, with each handler behind the malformed-request guard.
+  const router = createConnectRouter({ readMaxBytes: o.maxMessageBytes, writeMaxBytes: o.maxMessageBytes, acceptCompression: [compressionGzip, compressionBrotli] });
+  router.service(SessionServiceDesc, bridgeService({ service: SessionServiceDesc, definition: sessionDef as never, handlers: o.handlers, admit: admit(false), fail: o.fail }));
+  if (o.healthHandlers) {
+    router.service(HealthDesc, bridgeService({ service: HealthDesc, definition: withSafeDeserializers(HealthService) as never, handlers: o.healthHandlers, admit: admit(true), fail: o.fail }));
+  }
+  if (o.reflectionHandlers) {
+    for (const [desc, def] of [[ReflectionV1Desc, ReflectionV1Service], [ReflectionV1AlphaDesc, ReflectionV1AlphaService]] as const) {
+      router.service(desc, bridgeService({ service: desc, definition: withSafeDeserializers(def) as never, handlers: o.reflectionHandlers, admit: admit(true), fail: o.fail }));
+    }
+  }
+  const routes = new Map(router.handlers.map((h) => [h.requestPath, guardMalformed(h, o.maxMessageBytes)] as const));
+  const assets = staticAssets(o.assetDir ?? defaultAssetDir());
+  const rpc = (req: Req, res: Res): void => {
+    const route = routes.get((req.url ?? '').split('?', 1)[0] ?? '');
+    if (!route) {
+      assets(req, res);
+      return;
+    }
+    const s = req.socket;
+    const uReq = universalRequestFromNodeRequest(req as never, res as never, undefined, createContextValues().set(CONNECTION, `web:${s.remoteAddress ?? '?'}:${s.remotePort ?? '?'}`));
+    route(uReq).then((uRes) => universalResponseToNodeResponse(uRes, res as never)).catch(() => {
+      // The response is already failed or the client went away (Connect logs nothing either).
+    });
+  };
   // HTTP/1.1 sockets with a request in flight (the others are idle keep-alives, closed at once on
   // shutdown; HTTP/2 sessions are closed with GOAWAY).
   const busy = new Map<Socket, number>();
