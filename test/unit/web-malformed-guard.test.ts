@@ -48,7 +48,7 @@ describe('guardMalformed', () => {
       const r = recorder();
       const body = Buffer.concat([frame(0, good), frame(0, bad), frame(1, bad), frame(0, good)]);
       await guardMalformed(r.handler, 1 << 20)(request('application/grpc-web+proto', chunks(body, size)));
-      const out = await r.seen();
+      const out = Buffer.from(await r.seen());
       const frames: { flags: number; msg: Buffer }[] = [];
       for (let i = 0; i < out.length;) {
         const len = out.readUInt32BE(i + 1);
