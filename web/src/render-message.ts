@@ -114,3 +114,13 @@ export function preview(m: MessageJson | undefined, max = 140): string {
   const t = parts.join(' ').replace(/\s+/g, ' ').trim();
   return t.length > max ? `${t.slice(0, max - 1)}…` : t;
 }
+
+/** A message's JSON text (DerivedMessage.message_json) as an object; undefined when absent or not JSON. */
+export function parseMessage(text: string | undefined): MessageJson | undefined {
+  if (!text) return undefined;
+  try {
+    return JSON.parse(text) as MessageJson;
+  } catch {
+    return undefined;
+  }
+}

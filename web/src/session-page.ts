@@ -14,11 +14,12 @@
 import { Code, ConnectError } from '@connectrpc/connect';
 import type { Session } from '../../gen/es/palimpsest/v1/session_pb.js';
 import type { SessionEvent } from '../../gen/es/palimpsest/v1/event_pb.js';
-import { Direction, MessageView } from '../../gen/es/palimpsest/v1/service_pb.js';
+import { MessageView } from '../../gen/es/palimpsest/v1/service_pb.js';
 import { api, isCancel, isPermanent } from './api.js';
 import { h, when } from './dom.js';
 import { setCrumbs, showError, type Page } from './ui.js';
-import { preview, renderContent, sourceLine, toolResults, type MessageJson } from './render-message.js';
+import { parseMessage, preview, renderContent, sourceLine, toolResults, type MessageJson } from './render-message.js';
+import { eventsView, transcriptView, type ViewContext } from './log-views.js';
 
 /** What the viewer knows of one surface-touching event. */
 interface Entry {
@@ -34,19 +35,9 @@ interface Entry {
 
 type View = 'model' | 'transcript' | 'events';
 
-const EVENTS_PAGE = 100;
-const TRANSCRIPT_PAGE = 200;
 /** Model-view entries on the page at once (newest first; earlier ones on demand). */
 const WINDOW = 500;
 
-function parse(text: string | undefined): MessageJson | undefined {
-  if (!text) return undefined;
-  try {
-    return JSON.parse(text) as MessageJson;
-  } catch {
-    return undefined;
-  }
-}
 
 function roleOf(e: Entry): string {
   const r = e.message?.['role'];
@@ -349,7 +340,7 @@ export function sessionPage(root: HTMLElement, id: string): Page {
       seq,
       type: ev?.type ?? '',
       time: Number(ev?.time ?? 0n),
-      message: parse(message),
+      message: parseMessage(message),
       ...(replace ? { replace: { start: Number(replace.start), end: Number(replace.end) }, shadowed: replace.shadowedSeqs.map(Number) } : {}),
     };
     entries.set(seq, e);
@@ -473,7 +464,7 @@ export function sessionPage(root: HTMLElement, id: string): Page {
         api.getMessages({ sessionId: id, view: MessageView.MODEL_HISTORY, asOfSeq: BigInt(seq) }, { signal: ac.signal }),
       ]);
       if (gone || mine !== asOfRequest || asOf !== seq || view !== 'model') return;
-      const bySeq = new Map(m.messages.map((x) => [Number(x.seq), parse(x.messageJson)] as const));
+      const bySeq = new Map(m.messages.map((x) => [Number(x.seq), parseMessage(x.messageJson)] as const));
       els.clear();
       renderWindow(s.seqs.map(Number), (q) => entryEl(q, bySeq.get(q)), { from: 0 });
       surfaceBox.dataset.mode = 'as-of';
@@ -483,100 +474,6 @@ export function sessionPage(root: HTMLElement, id: string): Page {
     }
   }
 
-  // ---- transcript and event log -----------------------------------------------------------
-  function transcriptView(): HTMLElement {
-    const box = h('div', { class: 'transcript', id: 'transcript' });
-    const more = h('button', { type: 'button', id: 'transcript-more', hidden: true }, 'Load more');
-    let token = '';
-    const load = async () => {
-      try {
-        const r = await api.getMessages({ sessionId: id, view: MessageView.TRANSCRIPT, pageSize: TRANSCRIPT_PAGE, pageToken: token, ...(asOf === undefined ? {} : { asOfSeq: BigInt(asOf) }) }, { signal: ac.signal });
-        for (const x of r.messages) {
-          const msg = parse(x.messageJson);
-          const role = typeof msg?.['role'] === 'string' ? (msg['role'] as string) : 'event';
-          const shadowedNow = !surface.includes(Number(x.seq));
-          box.append(h('article', { class: `entry role-${toolResults(msg ?? {}).length ? 'tool' : role}${shadowedNow ? ' off-surface' : ''}`, 'data-seq': String(x.seq) },
-            h('div', { class: 'gutter' }, h('span', { class: 'seq' }, `#${x.seq}`)),
-            h('div', { class: 'bubble' },
-              h('div', { class: 'meta' }, h('span', { class: 'role' }, role), msg ? h('span', { class: 'source' }, sourceLine(msg)) : null,
-                shadowedNow ? h('span', { class: 'badge muted' }, 'no longer on the surface') : null),
-              h('div', { class: 'content' }, renderContent(msg?.['content'], resultLookup)))));
-        }
-        token = r.nextPageToken;
-        more.hidden = token === '';
-        if (box.childElementCount === 0) box.append(h('div', { class: 'empty' }, 'No transcript messages.'));
-      } catch (e) {
-        if (!gone && !isCancel(e)) showError(e, 'Reading the transcript');
-      }
-    };
-    more.addEventListener('click', () => void load());
-    void load();
-    return h('div', {}, box, more);
-  }
-
-  function eventsView(): HTMLElement {
-    const body = h('tbody');
-    const prev = h('button', { type: 'button', id: 'events-prev', disabled: true }, '← Earlier');
-    const next = h('button', { type: 'button', id: 'events-next', disabled: true }, 'Later →');
-    const info = h('span', { class: 'muted', id: 'events-range' });
-    const pages: string[] = [];
-    let current = '';
-    let nextToken = '';
-    const opText = (e: SessionEvent) => e.surfaceOp.case === 'append' ? 'append' : e.surfaceOp.case === 'replace' ? `replace ${e.surfaceOp.value.start}–${e.surfaceOp.value.end}` : '';
-    const dataText = (e: SessionEvent) => {
-      const k = e.data?.kind;
-      if (k?.case === 'json') {
-        try {
-          return JSON.stringify(JSON.parse(k.value), null, 2);
-        } catch {
-          return k.value;
-        }
-      }
-      return k?.case ?? '';
-    };
-    const load = async () => {
-      try {
-        const r = await api.listEvents({ sessionId: id, direction: Direction.FORWARD, pageSize: EVENTS_PAGE, pageToken: current }, { signal: ac.signal });
-        body.replaceChildren(...r.events.map((e) => {
-          const text = dataText(e);
-          return h('tr', { 'data-seq': String(e.seq), class: surface.includes(Number(e.seq)) ? 'on-surface' : '' },
-            h('td', { class: 'num mono' }, String(e.seq)),
-            h('td', { class: 'mono nowrap' }, when(e.time)),
-            h('td', { class: 'mono' }, e.type),
-            h('td', { class: 'mono nowrap' }, opText(e)),
-            h('td', { class: 'mono' }, e.sourceEventSeqs ? `[${e.sourceEventSeqs.seqs.join(', ')}]` : '—'),
-            h('td', {}, e.ignorable ? 'yes' : ''),
-            h('td', { class: 'data' }, text.length > 160
-              ? h('details', {}, h('summary', { class: 'mono' }, `${text.replace(/\s+/g, ' ').slice(0, 120)}…`), h('pre', {}, text))
-              : h('pre', {}, text)));
-        }));
-        const first = r.events[0]?.seq;
-        const last = r.events[r.events.length - 1]?.seq;
-        info.textContent = first === undefined ? 'no events' : `seq ${first}–${last}`;
-        nextToken = r.nextPageToken;
-        next.disabled = nextToken === '';
-        prev.disabled = pages.length === 0;
-      } catch (e) {
-        if (!gone && !isCancel(e)) showError(e, 'Reading the event log');
-      }
-    };
-    next.addEventListener('click', () => {
-      pages.push(current);
-      current = nextToken;
-      void load();
-    });
-    prev.addEventListener('click', () => {
-      current = pages.pop() ?? '';
-      void load();
-    });
-    void load();
-    return h('div', { class: 'events' },
-      h('div', { class: 'pager' }, prev, info, next),
-      h('table', { class: 'event-log', id: 'event-log' },
-        h('thead', {}, h('tr', {}, ...['seq', 'time', 'type', 'surface op', 'sources', 'ignorable', 'data'].map((c) => h('th', {}, c)))),
-        body));
-  }
-
   function select(v: View): void {
     view = v;
     for (const b of tabs.querySelectorAll('button')) b.setAttribute('aria-selected', String(b.getAttribute('data-view') === v));
@@ -584,7 +481,11 @@ export function sessionPage(root: HTMLElement, id: string): Page {
       content.replaceChildren(surfaceBox);
       if (asOf !== undefined) void renderAsOf(asOf);
       else renderLiveModel();
-    } else content.replaceChildren(v === 'transcript' ? transcriptView() : eventsView());
+    } else {
+      const onSurfaceNow = new Set(surface);
+      const ctx: ViewContext = { id, signal: ac.signal, asOf, onSurface: (q) => onSurfaceNow.has(q), results: resultLookup, alive: () => !gone };
+      content.replaceChildren(v === 'transcript' ? transcriptView(ctx) : eventsView(ctx));
+    }
   }
 
   select('model');
