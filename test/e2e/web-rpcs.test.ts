@@ -12,7 +12,8 @@ import { startTestServer, callError, type TestServer } from '../support/test-ser
 import { userMessage } from '../support/events.js';
 import { DEMO, demoBatches } from '../support/demo-session.js';
 import { esEvent, webClient, webFailure, WEB_PROTOCOLS } from '../support/web-client.js';
-import { fixture } from '../support/e2e.js';
+import { fixture, until } from '../support/e2e.js';
+import { streamsOf } from '../../src/server/subscribe-handlers.js';
 import { DataFormat, Direction, MessageView } from '../../gen/es/palimpsest/v1/service_pb.js';
 
 let t: TestServer;
@@ -161,6 +162,39 @@ describe.each(WEB_PROTOCOLS)('web port over $protocol (HTTP/$httpVersion, json: 
     // None of the rejected calls changed the log.
     expect((await c().getSession({ sessionId: id })).session?.headSeq).toBe(head.session?.headSeq);
   });
+});
+
+describe('web port backpressure', () => {
+  it('a subscriber that stops reading makes the subscription fall back to catch-up, then receives everything in order', async () => {
+    const s = await startTestServer({ webListen: '127.0.0.1:0', subscriberBufferBytes: 1024 });
+    const ac = new AbortController();
+    try {
+      const c = webClient(`http://127.0.0.1:${s.server.webPort}`, 'grpcweb', '2');
+      await c.createSession({ sessionId: 'slow' });
+      const it = c.subscribeSurface({ sessionId: 'slow', includeMessages: true }, { signal: ac.signal })[Symbol.asyncIterator]();
+      expect((await it.next()).value?.kind.case).toBe('caughtUp');
+      // Not reading: ~1 MiB of deltas fill the HTTP/2 window and the bridge's queue.
+      const big = 'x'.repeat(4000);
+      for (let i = 0; i < 25; i++) await c.appendEvents({ sessionId: 'slow', events: Array.from({ length: 10 }, (_, j) => esEvent(userMessage(`m${i}-${j}`, big))) });
+      const active = [...(streamsOf(s.server.app)?.active ?? [])];
+      await until(() => active[0]?.stats?.fallbacks ?? 0, 'a fallback to catch-up');
+      expect(active[0]!.stats!.maxBufferedBytes).toBeLessThanOrEqual(1024);
+      const seqs: number[] = [];
+      let caughtUps = 0;
+      while (seqs.length < 250) {
+        const r = (await it.next()).value!;
+        if (r.kind.case === 'append') seqs.push(Number(r.kind.value.seq));
+        if (r.kind.case === 'caughtUp') caughtUps++;
+      }
+      expect(seqs).toEqual([...Array(250).keys()]);
+      // The fallback ends with another caught_up once the reader is level again.
+      while (caughtUps === 0) if ((await it.next()).value!.kind.case === 'caughtUp') caughtUps++;
+      expect(caughtUps).toBeGreaterThan(0);
+    } finally {
+      ac.abort();
+      await s.stop();
+    }
+  }, 60_000);
 });
 
 describe('web port hostile input', () => {
