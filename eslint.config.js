@@ -35,6 +35,16 @@ export default tseslint.config(
     },
   },
   {
+    files: ['src/server/**/*.ts'],
+    rules: {
+      'no-restricted-imports': ['error', {
+        patterns: [
+          { group: ['**/store/**', '!**/store/store-errors.js', '**/cli/**', '**/main.js'], message: 'the server serves the app it is given; the composition root (src/main.ts) chooses the store.' },
+        ],
+      }],
+    },
+  },
+  {
     files: ['src/store/**/*.ts'],
     rules: {
       'no-restricted-imports': ['error', {

@@ -22,7 +22,7 @@ v8.setFlagsFromString('--no-concurrent-array-buffer-sweeping');
 
 import { cpus } from 'node:os';
 import { Client, Server, ServerCredentials, credentials, type ServerWritableStream } from '@grpc/grpc-js';
-import { startServer, type RunningServer } from '../src/server/server.js';
+import { startServer, type RunningServer } from '../src/main.js';
 import { SessionServiceClient, SubscribeSurfaceRequest, SubscribeSurfaceResponse } from '../gen/palimpsest/v1/service.js';
 import type { EventInput } from '../gen/palimpsest/v1/event.js';
 

@@ -230,7 +230,7 @@ function stepEvents(step: number, seq0: number): CandidateEvent[] {
 
 /** Writes a session of `n` events (validated by the engine in import mode) straight into the store. */
 async function buildSession(store: SqliteSessionStore, id: string, n: number): Promise<void> {
-  await store.createSession({ header: { version: SESSION_FORMAT_VERSION, id, createdAt: 0, delegationDepth: 0 }, labels: {}, tenant: '', strict: false, pending: true }, []);
+  await store.createSession({ header: { version: SESSION_FORMAT_VERSION, id, createdAt: 0, delegationDepth: 0 }, labels: {}, tenant: '', strict: false, pairingGuard: false, writer: 'w0', pending: { owner: 'bench', leaseUntil: Number.MAX_SAFE_INTEGER } }, []);
   const engine = SessionEngine.create();
   const CHUNK = 8_000;
   for (let from = 0; from < n; from += CHUNK) {
@@ -238,9 +238,9 @@ async function buildSession(store: SqliteSessionStore, id: string, n: number): P
     for (let seq = from; seq < Math.min(n, from + CHUNK); seq += 8) batch.push(...stepEvents(seq / 8, seq));
     const plan = engine.plan(batch.slice(0, n - from), { mode: 'import', now: Date.now, sessionId: id, lookup: () => undefined });
     engine.commit(plan);
-    await store.appendPending(id, plan.events);
+    await store.appendPending(id, plan.events, { owner: 'bench', leaseUntil: Number.MAX_SAFE_INTEGER });
   }
-  await store.publishSession(id);
+  await store.publishSession(id, 'bench');
 }
 
 // ------------------------------------------------------------------------------------ load tools

@@ -122,12 +122,15 @@ let lastAvgGroup = 0;
 async function storeAppend(options: Omit<SqliteStoreOptions, 'path'>, concurrency: number, total: number): Promise<number> {
   const store = new SqliteSessionStore({ path: newPath(), ...options });
   for (let c = 0; c < concurrency; c++) {
-    await store.createSession({ header: { version: 0, id: `c${c}`, createdAt: c }, labels: {}, tenant: '', strict: false }, []);
+    await store.createSession({ header: { version: 0, id: `c${c}`, createdAt: c }, labels: {}, tenant: '', strict: false, pairingGuard: false, writer: 'w0' }, []);
   }
   const perClient = Math.ceil(total / concurrency);
   const client = async (c: number): Promise<void> => {
+    let writer = 'w0';
     for (let seq = 0; seq < perClient; seq++) {
-      const outcome = await store.append(`c${c}`, seq, [typicalEvent(seq)]);
+      const next = `c${c}:${seq}`;
+      const outcome = await store.append(`c${c}`, { expectedNextSeq: seq, expectedWriter: writer, writer: next, events: [typicalEvent(seq)], surfaceLength: 0 });
+      writer = next;
       if (outcome.kind !== 'appended') throw new Error(`unexpected ${outcome.kind}`);
     }
   };
@@ -174,12 +177,12 @@ async function main(): Promise<void> {
   {
     const path = newPath();
     const writer = new SqliteSessionStore({ path, durability: 'normal' });
-    await writer.createSession({ header: { version: 0, id: 'big', createdAt: 0 }, labels: {}, tenant: '', strict: false, pending: true }, []);
+    await writer.createSession({ header: { version: 0, id: 'big', createdAt: 0 }, labels: {}, tenant: '', strict: false, pairingGuard: false, writer: 'w0', pending: { owner: 'bench', leaseUntil: Number.MAX_SAFE_INTEGER } }, []);
     const CHUNK = 10_000;
     for (let from = 0; from < STRUCTURE_ROWS; from += CHUNK) {
-      await writer.appendPending('big', Array.from({ length: CHUNK }, (_, i) => typicalEvent(from + i)));
+      await writer.appendPending('big', Array.from({ length: CHUNK }, (_, i) => typicalEvent(from + i)), { owner: 'bench', leaseUntil: Number.MAX_SAFE_INTEGER });
     }
-    await writer.publishSession('big');
+    await writer.publishSession('big', 'bench');
     await writer.close();
     const store = new SqliteSessionStore({ path });
     const raw = new Database(path, { readonly: true });
@@ -226,7 +229,7 @@ async function main(): Promise<void> {
   {
     const path = newPath();
     const store = new SqliteSessionStore({ path, durability: 'normal' });
-    await store.createSession({ header: { version: 0, id: 'r', createdAt: 0 }, labels: {}, tenant: '', strict: false }, Array.from({ length: READ_SESSION }, (_, i) => typicalEvent(i)));
+    await store.createSession({ header: { version: 0, id: 'r', createdAt: 0 }, labels: {}, tenant: '', strict: false, pairingGuard: false, writer: 'w0' }, Array.from({ length: READ_SESSION }, (_, i) => typicalEvent(i)));
     const raw = new Database(path, { readonly: true });
     const rawPage = raw.prepare('SELECT seq, type, time, data, source_event_seqs, surface_op, ignorable FROM events WHERE session_id = ? AND seq >= ? ORDER BY seq LIMIT ?').raw();
     const rawRate = await repeat(() => {

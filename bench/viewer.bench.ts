@@ -24,7 +24,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { credentials, Metadata } from '@grpc/grpc-js';
-import { startServer } from '../src/server/server.js';
+import { startServer } from '../src/main.js';
 import { SessionServiceClient } from '../gen/palimpsest/v1/service.js';
 import type { EventInput } from '../gen/palimpsest/v1/event.js';
 import { call } from '../test/support/test-server.js';

@@ -13,4 +13,14 @@ if (!existsSync(fileURLToPath(built))) {
   process.exit(2);
 }
 const { main } = await import(built.href);
+// A command whose call never settles and whose event loop empties (a connection that closed
+// without an answer) would otherwise end with Node's silent status 13 for an unsettled top-level
+// await: say so, and exit 3 (the server could not be reached).
+let settled = false;
+process.on('exit', () => {
+  if (settled || process.exitCode !== undefined) return;
+  process.stderr.write('error: UNAVAILABLE: the call ended without an answer from the server (the connection closed or stalled); retry, and check the server log\n');
+  process.exitCode = 3;
+});
 process.exitCode = await main(process.argv.slice(2));
+settled = true;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `npm run check`: buf lint + format, gen/ drift, typecheck, lint, builds, the whole test suite.
+# `npm run check`: buf lint + format, gen/ drift, typecheck, lint, import cycles, builds, the whole test suite.
 # Runs every step, then ends with one plain summary line: "N passed, M failed"
 # (M counts failed tests plus failed check steps).
 set -uo pipefail
@@ -33,6 +33,7 @@ step "gen drift" drift
 step "typecheck" npx tsc -p tsconfig.json --noEmit
 step "typecheck (viewer)" npx tsc -p web/tsconfig.json --noEmit
 step "eslint" npx eslint .
+step "import cycles" node scripts/check-cycles.mjs src
 step "build" npx tsc -p tsconfig.build.json
 step "build (viewer)" npx vite build --config web/vite.config.ts --logLevel warn
 report=$(mktemp)

@@ -21,7 +21,7 @@ const mode = args[0];
 let stop: () => Promise<void>;
 
 if (mode === 'palimpsest') {
-  const { startServer } = await import('../../src/server/server.js');
+  const { startServer } = await import('../../src/main.js');
   const server = await startServer({ listen: '127.0.0.1:0', db: args[1], durability: args[2] === 'normal' ? 'normal' : 'full', logLevel: 'silent' });
   stop = () => server.shutdown();
   // SIGUSR2: print the store's write counters (group-commit sizes) as one JSON line.

@@ -1,9 +1,14 @@
 /**
- * The in-process feed of committed changes that subscriptions follow. The app publishes each
- * committed batch after its transaction commits, in seq order per session. A multi-replica
- * deployment needs a store-level feed (e.g. PostgreSQL LISTEN/NOTIFY) behind the same interface;
- * subscribers already tolerate that: they catch up from the store and drop anything at or below
- * the last seq they sent.
+ * The change feed port: what subscriptions follow. Two implementations sit behind it:
+ *
+ *  - `LocalChangeFeed` (local-change-feed.ts): the app publishes each batch it committed
+ *    itself, after the store acknowledged it, in seq order per session; listeners get the batch
+ *    synchronously (the fast path: no store read).
+ *  - `StoreChangeFeed` (store-change-feed.ts): the local feed plus the store's HeadWatch,
+ *    which reports "session S has head H" for commits made by other processes or store instances.
+ *    A listener told of a head it has no batch for reads the missing events from the store (the
+ *    subscription's catch-up path), so the guarantees (no gap, no duplicate, seq order) are the
+ *    same as for local batches: consumers read the store by position, a notification is a hint.
  */
 import type { SessionEvent } from '../domain/event.js';
 import type { SurfaceDelta } from '../domain/session-engine.js';
@@ -17,68 +22,30 @@ export interface CommittedBatch {
 
 /** Listener of one session's changes. */
 export interface SessionListener {
-  /** Called synchronously after commit, in seq order. */
+  /** A batch this process committed; called synchronously after commit, in seq order. */
   onCommit(batch: CommittedBatch): void;
+  /**
+   * The stored head (next seq) may have moved to `nextSeq` by a commit this process did not
+   * publish (another process or store instance): read the store after your cursor. Duplicates and
+   * heads already covered by batches are possible; ignore what you already have.
+   */
+  onHead?(nextSeq: number): void;
   /** The session was deleted. */
   onDeleted(): void;
 }
 
-/** Fan-out of committed changes to listeners, per session. */
-export class ChangeFeed {
-  readonly #listeners = new Map<string, Set<SessionListener>>();
-
+/** Fan-out of committed changes to listeners, per session (the port). */
+export interface ChangeFeed {
   /** Registers a listener; returns the function that removes it. */
-  subscribe(sessionId: string, listener: SessionListener): () => void {
-    let set = this.#listeners.get(sessionId);
-    if (!set) {
-      set = new Set();
-      this.#listeners.set(sessionId, set);
-    }
-    set.add(listener);
-    return () => {
-      const s = this.#listeners.get(sessionId);
-      if (!s) return;
-      s.delete(listener);
-      if (s.size === 0) this.#listeners.delete(sessionId);
-    };
-  }
-
-  /** Reports a listener that threw (it is removed; the others still get the batch). */
-  onListenerError: (err: unknown) => void = () => undefined;
-
-  /** Publishes a committed batch. A listener that throws is removed and told via onDeleted. */
-  publish(batch: CommittedBatch): void {
-    const set = this.#listeners.get(batch.sessionId);
-    if (!set) return;
-    for (const l of [...set]) {
-      try {
-        l.onCommit(batch);
-      } catch (e) {
-        set.delete(l);
-        this.onListenerError(e);
-      }
-    }
-    if (set.size === 0) this.#listeners.delete(batch.sessionId);
-  }
-
-  /** Announces a deletion. */
-  deleted(sessionId: string): void {
-    const set = this.#listeners.get(sessionId);
-    if (!set) return;
-    for (const l of [...set]) {
-      try {
-        l.onDeleted();
-      } catch (e) {
-        this.onListenerError(e);
-      }
-    }
-  }
-
+  subscribe(sessionId: string, listener: SessionListener): () => void;
+  /** Publishes a batch this process committed. A listener that throws is removed and reported. */
+  publish(batch: CommittedBatch): void;
+  /** Announces a deletion made by this process. */
+  deleted(sessionId: string): void;
   /** Number of listeners of a session (all sessions when omitted). */
-  listenerCount(sessionId?: string): number {
-    if (sessionId !== undefined) return this.#listeners.get(sessionId)?.size ?? 0;
-    let n = 0;
-    for (const s of this.#listeners.values()) n += s.size;
-    return n;
-  }
+  listenerCount(sessionId?: string): number;
+  /** Reports a listener that threw (it is removed; the others still get the batch). */
+  onListenerError: (err: unknown) => void;
+  /** Stops (store watches released); listeners are left registered but hear nothing more. */
+  close(): Promise<void>;
 }

@@ -5,14 +5,14 @@
  * Writes: a job plans against the engine (which runs ahead of the store: it already holds every
  * planned batch) and hands its events to the store at once, without waiting for earlier batches
  * of the session to commit. The store's group commit then puts every batch that is pending at its
- * next flush into one transaction, so under load one fsync carries many requests. The store
- * applies a session's batches in call order and each is conditional on the head its plan saw.
+ * next flush into one transaction, so under load one fsync carries many requests. Each batch is a
+ * compare-and-set on the head and the writer token its plan saw (see `writer`), so correctness
+ * does not depend on the order the store applies them in.
  *
  * Reads must never observe a planned but uncommitted event. A read waits until the session has no
  * store write in flight; while a read waits, new write jobs are held back (so a steady stream of
  * writes cannot starve readers), then released right after the waiting reads ran.
  */
-import { randomUUID } from 'node:crypto';
 import type { SessionEvent } from '../domain/event.js';
 import type { SessionRecord } from './store-port.js';
 import type { SessionEngine } from '../domain/session-engine.js';
@@ -30,11 +30,11 @@ export class SessionHandle {
   /** Last access (LRU). */
   lastUsed = 0;
   /**
-   * Identifies this in-memory pipeline to the store: once one of its appends fails, the store
-   * refuses every later append of the same epoch (they were planned on top of the failed one),
-   * even when another writer happened to leave the head where they expect it.
+   * The writer token of the newest planned batch (runs ahead of the store like the engine): the
+   * `expectedWriter` of the next batch. A batch that fails never stores its token, so every batch
+   * planned on top of it fails the store's compare-and-set too, whatever the head.
    */
-  readonly epoch = randomUUID();
+  writer: string;
   /** Events planned and handed to the store but not settled yet, by seq. */
   readonly pending = new Map<number, SessionEvent>();
   #inflight = 0;
@@ -48,7 +48,9 @@ export class SessionHandle {
     readonly sessionId: string,
     public record: SessionRecord,
     readonly engine: SessionEngine,
-  ) {}
+  ) {
+    this.writer = record.writer;
+  }
 
   /** True while store writes are in flight or held back. */
   get busy(): boolean {

@@ -1,12 +1,23 @@
 /**
- * The store port: everything the app layer needs from durable storage. SQLite (embedded default)
- * and memory implement it today; a shared PostgreSQL store with several server replicas is next,
- * so nothing here assumes a single writer:
+ * The store port (v2): everything the app layer needs from durable storage. SQLite (embedded
+ * default) and memory implement it; a shared PostgreSQL store with several server replicas
+ * implements the same port, so nothing here assumes a single writer or a single process:
  *
- *  - `append` is conditional on the head the engine validated against (`expectedNextSeq`); a moved
- *    head is reported as a conflict (never an exception) and the app resolves it by syncing the new
- *    events (`readStructure`/`readEvents` from its cached head) and re-validating.
- *  - Idempotency keys are stored in the same transaction as the events they acknowledge.
+ *  - `append` is a compare-and-set on what is stored: the head the engine validated against
+ *    (`expectedNextSeq`) AND the `writer` token the plan's base state had. Every committed write
+ *    leaves a fresh token on the session row, so a batch planned on top of a batch that never
+ *    committed (a pipelined batch behind a failed one) cannot commit even when another writer
+ *    happened to leave the head where it expects it. No memory of the caller, no reliance on call
+ *    order: two store instances over one database behave exactly as one.
+ *  - Quotas are checked against per-tenant counters inside the transaction of the write they
+ *    guard (create, append, import chunk), so concurrency cannot exceed them.
+ *  - A pending (importing) session is owned by the process that created it, for a lease it renews
+ *    with every chunk; opening a store removes only pending sessions whose lease has passed.
+ *  - Idempotency keys are stored in the same transaction as the events they acknowledge, with the
+ *    surface length the original response carried, so a replay on any process answers exactly the
+ *    original response.
+ *  - `openHeadWatch` tells a process that the head of a session may have moved because of a
+ *    commit made by any process (a hint: readers then read the store by seq).
  *
  * All methods are async so that network stores fit; the SQLite store answers synchronously inside.
  */
@@ -23,10 +34,20 @@ export interface SessionRecord {
   readonly nextSeq: number;
   /** Number of events stored (differs from nextSeq only for imported logs with seq gaps). */
   readonly eventCount: number;
-  /** Total bytes of stored event data (quota accounting). */
+  /**
+   * Bytes this session counts toward its tenant's byte quota: the JSON text of the header and of
+   * the labels plus the data text of every event ({@link storedSessionBytes} + event data).
+   */
   readonly dataBytes: number;
   /** Strict mode (optional invariants, dsh-semantics 2.6) on for this session. */
   readonly strict: boolean;
+  /** The pairing guard (issue #14) on for this session; stored as given at create (default false). */
+  readonly pairingGuard: boolean;
+  /**
+   * The token left by the last committed write (create, append, import chunk, publish), read
+   * atomically with `nextSeq`: the base a conditional append names in `expectedWriter`.
+   */
+  readonly writer: string;
 }
 
 /** The structural columns of one event (defined by the domain, which rebuilds surfaces from them). */
@@ -38,35 +59,99 @@ export type { StructuralRow };
  */
 export type StoredEventText = Omit<SessionEvent, 'data'> & { readonly dataText: string };
 
-/** A stored idempotent result: what the first request with this key appended. */
+/** A stored idempotent result: what the first request with this key appended and answered. */
 export interface IdempotentResult {
   /** Seqs appended by the original request. */
   readonly seqs: readonly number[];
   /** SHA-256 (hex) of the original request's events, so a key reused with a different body is detected. */
   readonly requestHash: string;
-  /**
-   * The surface length the original request answered with (the replay returns the original
-   * response); absent when the append did not pass one.
-   */
-  readonly surfaceLength?: number;
+  /** The surface length the original request answered with (the replay returns the original response). */
+  readonly surfaceLength: number;
 }
 
 /** The idempotency record written with an append. */
 export interface IdempotencyRecord {
   readonly key: string;
   readonly requestHash: string;
-  /** The surface length after this append (the response's surface_length), returned on replay. */
-  readonly surfaceLength?: number;
+}
+
+/** A quota a write would exceed (nothing was written). `actual` is the count or size the write would reach. */
+export interface QuotaExceeded {
+  readonly kind: 'quota-exceeded';
+  readonly limitName: 'tenant_max_sessions' | 'tenant_max_bytes';
+  readonly limit: number;
+  readonly actual: number;
+}
+
+/**
+ * A tenant byte quota of a write (0 = unlimited). `tenant` is the session's tenant; the store checks
+ * the counter of the tenant the session is stored under (the same one), inside the transaction.
+ */
+export interface ByteQuota {
+  readonly tenant: string;
+  readonly maxBytes: number;
+}
+
+/** A conditional append. */
+export interface AppendRequest {
+  /** Head the plan was validated against (next seq). */
+  readonly expectedNextSeq: number;
+  /**
+   * The `writer` token the plan's base state had: for a pipelined batch planned on top of a batch
+   * not yet committed, that batch's `writer`. Must equal the stored token.
+   */
+  readonly expectedWriter: string;
+  /** Token this batch leaves on the session row (unique per write). */
+  readonly writer: string;
+  /** The events, seqs ascending from `expectedNextSeq` (already validated). */
+  readonly events: readonly SessionEvent[];
+  /** Surface length after this batch (the response's surface_length; stored with the key). */
+  readonly surfaceLength: number;
+  /** Idempotency record stored in the same transaction. */
+  readonly idempotency?: IdempotencyRecord;
+  /** Tenant byte quota, checked against the tenant's stored counter inside the transaction. */
+  readonly quota?: ByteQuota;
 }
 
 /** Outcome of a conditional append. */
 export type AppendOutcome =
   | { readonly kind: 'appended' }
-  /** The head moved: another writer appended first. `actualNextSeq` is the store's head now. */
+  /** The head or the writer token differ: another writer committed first, or the base batch never committed. */
   | { readonly kind: 'conflict'; readonly actualNextSeq: number }
   /** The idempotency key was already used: the stored result, nothing appended. */
   | { readonly kind: 'duplicate'; readonly result: IdempotentResult }
+  | (QuotaExceeded & { readonly limitName: 'tenant_max_bytes' })
   | { readonly kind: 'not-found' };
+
+/** Outcome of createSession. */
+export type CreateOutcome = { readonly kind: 'created' } | { readonly kind: 'exists' } | QuotaExceeded;
+
+/** Tenant quotas checked by createSession (0 = unlimited). Pending sessions count toward `maxSessions`. */
+export interface CreateQuota {
+  readonly maxSessions: number;
+  readonly maxBytes: number;
+}
+
+/** Options of an import chunk (appendPending). */
+export interface PendingChunkOptions {
+  /** The importing process; must be the pending session's owner. */
+  readonly owner: string;
+  /** The renewed lease (ms since epoch). */
+  readonly leaseUntil: number;
+  /** Tenant byte quota, checked against the tenant's stored counter inside the transaction. */
+  readonly quota?: ByteQuota;
+}
+
+/** Outcome of an import chunk (a lost or foreign pending session is a thrown StoreUsageError, see appendPending). */
+export type PendingChunkOutcome = { readonly kind: 'appended' } | (QuotaExceeded & { readonly limitName: 'tenant_max_bytes' });
+
+/** A tenant's stored counters. */
+export interface TenantUsage {
+  /** Sessions, pending ones included. */
+  readonly sessions: number;
+  /** Bytes counted toward the byte quota (see SessionRecord.dataBytes). */
+  readonly dataBytes: number;
+}
 
 /** Options for one page of events. */
 export interface ReadEventsQuery {
@@ -87,33 +172,35 @@ export interface SessionPage {
   readonly nextPageToken: string;
 }
 
+/** Store-level head notifications: a hint only. */
+export interface HeadWatch {
+  /**
+   * Calls `onHead(nextSeq)` (or `onHead('deleted')`) when the stored head of `sessionId` may have
+   * moved because of a commit by another process or store instance over the same database
+   * (duplicates and spurious calls allowed; subscribers read the events from the store by seq and
+   * drop anything at or below their cursor). Commits made through this very store instance may or
+   * may not be reported: the app publishes those itself. Returns the function that stops watching.
+   */
+  watch(sessionId: string, onHead: (head: number | 'deleted') => void): () => void;
+  /** Stops every watch. */
+  close(): Promise<void>;
+}
+
 /** The store port. */
 export interface SessionStore {
-  /** Creates a session with an initial (already validated) log; atomic. False if the id exists. */
-  createSession(record: NewSession, events: readonly SessionEvent[]): Promise<boolean>;
-  /** The session, or undefined. */
+  /**
+   * Creates a session with an initial (already validated) log, atomically with the tenant's
+   * counters; the quota (when given) is checked in the same transaction.
+   */
+  createSession(record: NewSession, events: readonly SessionEvent[], quota?: CreateQuota): Promise<CreateOutcome>;
+  /** The session (nextSeq and writer read atomically), or undefined. Pending sessions are invisible. */
   getSession(id: string): Promise<SessionRecord | undefined>;
   /** Sessions newest first (createdAt desc, id desc), optionally filtered by labels (all must match) and tenant. */
   listSessions(query: { tenant?: string; labels?: Readonly<Record<string, string>>; pageSize: number; pageToken?: string }): Promise<SessionPage>;
-  /** Deletes a session and its events; false if it did not exist. */
+  /** Deletes a session (pending or not) and its events, updating the tenant's counters; false if it did not exist. */
   deleteSession(id: string): Promise<boolean>;
-  /**
-   * Appends `events` (already validated against a head of `expectedNextSeq`) atomically,
-   * together with the idempotency record when a key is given. Resolves only after commit.
-   *
-   * `epoch` names the caller's write pipeline: a caller may hand the store a batch planned on top
-   * of an earlier batch that is not committed yet. Once any append of an epoch fails (conflict,
-   * duplicate, not found, error), the store fails every later append of that epoch with a
-   * conflict, even if another writer left the head exactly where the later batch expects it (its
-   * events were validated against the failed batch, not against what is stored).
-   */
-  append(
-    sessionId: string,
-    expectedNextSeq: number,
-    events: readonly SessionEvent[],
-    idempotency?: IdempotencyRecord,
-    epoch?: string,
-  ): Promise<AppendOutcome>;
+  /** A conditional append (see {@link AppendRequest}); resolves only after commit. */
+  append(sessionId: string, req: AppendRequest): Promise<AppendOutcome>;
   /** The stored result for an idempotency key, if any. */
   getIdempotent(sessionId: string, key: string): Promise<IdempotentResult | undefined>;
   /** Events by seq range/direction/type filter. */
@@ -133,10 +220,22 @@ export interface SessionStore {
   readStructure(sessionId: string, fromSeq: number, limit?: number): Promise<StructuralRow[]>;
   /** Streams all events with seq >= fromSeq in ascending batches (export, large reads). */
   scanEvents(sessionId: string, fromSeq: number, batchSize: number): AsyncIterable<SessionEvent[]>;
-  /** Makes a pending session visible (end of a successful streamed import). */
-  publishSession(id: string): Promise<void>;
-  /** Appends to a pending session without the head check (streamed import chunks); atomic per call. */
-  appendPending(sessionId: string, events: readonly SessionEvent[]): Promise<void>;
+  /**
+   * Makes a pending session visible (end of a successful streamed import). Throws StoreUsageError
+   * when there is no such pending session or `owner` does not own it.
+   */
+  publishSession(id: string, owner: string): Promise<void>;
+  /**
+   * Appends an import chunk to a pending session without the head check (seqs ascend from the
+   * stored head); renews the lease and enforces the byte quota; atomic per call. Throws
+   * StoreUsageError when the pending session is gone (e.g. its lease expired and another process
+   * removed it) or is owned by another process.
+   */
+  appendPending(sessionId: string, events: readonly SessionEvent[], opts: PendingChunkOptions): Promise<PendingChunkOutcome>;
+  /** A tenant's stored counters (metrics, tests). */
+  getTenantUsage(tenant: string): Promise<TenantUsage>;
+  /** A head watch over this store's database (see {@link HeadWatch}); close it before the store. */
+  openHeadWatch(): HeadWatch;
   /** Closes the store (flushes pending group commits first). */
   close(): Promise<void>;
 }
@@ -147,9 +246,36 @@ export interface NewSession {
   readonly labels: Readonly<Record<string, string>>;
   readonly tenant: string;
   readonly strict: boolean;
+  /** The pairing guard of issue #14 (the app decides; stores default to false). */
+  readonly pairingGuard: boolean;
+  /** The writer token the create leaves (see SessionRecord.writer). */
+  readonly writer: string;
   /**
    * A pending session (streamed import in progress) is invisible to get/list/append until
-   * `publishSession`; a store drops pending sessions left over by a crash when it opens.
+   * `publishSession`; a store open removes pending sessions whose lease has passed.
    */
-  readonly pending?: boolean;
+  readonly pending?: { readonly owner: string; readonly leaseUntil: number };
+}
+
+/**
+ * Bytes a session's header and labels count toward the tenant's byte quota (their JSON text,
+ * UTF-8); event data adds the byte length of each event's data text. One definition for every store.
+ */
+export function storedSessionBytes(header: SessionHeader, labels: Readonly<Record<string, string>>): number {
+  return utf8Length(JSON.stringify(header)) + utf8Length(JSON.stringify(labels));
+}
+
+/** UTF-8 byte length of a string without allocating (stores count data text bytes with it). */
+export function utf8Length(s: string): number {
+  let n = s.length;
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c < 0x80) continue;
+    if (c < 0x800) n += 1;
+    else if (c >= 0xd800 && c <= 0xdbff && i + 1 < s.length && (s.charCodeAt(i + 1) & 0xfc00) === 0xdc00) {
+      n += 2;
+      i++;
+    } else n += 2;
+  }
+  return n;
 }

@@ -13,7 +13,15 @@ import { DomainError } from '../domain/errors.js';
 import type { SessionEvent, StructuralRow } from '../domain/event.js';
 import { MessageProjection } from '../domain/derive.js';
 import { SessionEngine } from '../domain/session-engine.js';
-import type { CallContext, DerivedMessage, SessionService } from './session-service.js';
+import type { CallContext, DerivedMessage } from './app-types.js';
+import type { SessionStore } from './store-port.js';
+
+/** What a replay reads: the store, the tenant's storage key, the session's head (the facade or Reads). */
+export interface TimeTravelDeps {
+  readonly store: SessionStore;
+  storageKey(ctx: CallContext, id: string): string;
+  getSession(ctx: CallContext, id: string): Promise<{ readonly headSeq: number | undefined }>;
+}
 
 /** Structural rows read per store call during a replay. */
 const STRUCTURE_PAGE = 10_000;
@@ -33,7 +41,7 @@ export interface SurfaceAsOf {
  *
  * @throws DomainError SESSION_NOT_FOUND; AS_OF_SEQ_AFTER_HEAD when `asOfSeq` is past the head
  */
-export async function surfaceAsOf(app: SessionService, ctx: CallContext, id: string, asOfSeq: number): Promise<SurfaceAsOf> {
+export async function surfaceAsOf(app: TimeTravelDeps, ctx: CallContext, id: string, asOfSeq: number): Promise<SurfaceAsOf> {
   await assertAsOfInRange(app, ctx, id, asOfSeq);
   const key = app.storageKey(ctx, id);
   const rows: StructuralRow[] = [];
@@ -62,7 +70,7 @@ export async function surfaceAsOf(app: SessionService, ctx: CallContext, id: str
 }
 
 /** The model history right after `asOfSeq` (same errors as surfaceAsOf). */
-export async function modelHistoryAsOf(app: SessionService, ctx: CallContext, id: string, asOfSeq: number): Promise<{ messages: DerivedMessage[]; headSeq: number | undefined; replaceGeneration: number }> {
+export async function modelHistoryAsOf(app: TimeTravelDeps, ctx: CallContext, id: string, asOfSeq: number): Promise<{ messages: DerivedMessage[]; headSeq: number | undefined; replaceGeneration: number }> {
   const s = await surfaceAsOf(app, ctx, id, asOfSeq);
   const events = await app.store.getEvents(app.storageKey(ctx, id), s.seqs);
   const bySeq = new Map(events.map((e) => [e.seq, e] as const));
@@ -77,7 +85,7 @@ export async function modelHistoryAsOf(app: SessionService, ctx: CallContext, id
  *
  * @throws DomainError SESSION_NOT_FOUND; AS_OF_SEQ_AFTER_HEAD (metadata `asOfSeq`, `headSeq`)
  */
-export async function assertAsOfInRange(app: SessionService, ctx: CallContext, id: string, asOfSeq: number): Promise<void> {
+export async function assertAsOfInRange(app: TimeTravelDeps, ctx: CallContext, id: string, asOfSeq: number): Promise<void> {
   const view = await app.getSession(ctx, id);
   if (view.headSeq === undefined || asOfSeq > view.headSeq) {
     throw new DomainError('AS_OF_SEQ_AFTER_HEAD',

@@ -27,6 +27,7 @@ running server (--addr HOST:PORT, default $PALIMPSEST_ADDR or 127.0.0.1:50051).
 
 Commands:
   ${'serve'.padEnd(10)} Starts the gRPC server.
+  ${'backup'.padEnd(10)} Copies a database file online, verified (works on the file, not the server).
 ${COMMANDS.map((c) => `  ${c.name.padEnd(10)} ${c.summary}`).join('\n')}
 
 Every client command takes --json for machine-readable output. Exit status: 0 ok, 1 the server
@@ -55,7 +56,7 @@ async function serve(argv: string[]): Promise<number> {
   }
   const config = parseServeArgs(argv, process.env);
   // Loaded only here: client commands need not load the store, logger and metrics.
-  const { startServer } = await import('../server/server.js');
+  const { startServer } = await import('../main.js');
   const server = await startServer(config);
   process.stdout.write(`palimpsest listening on ${server.address}\n`);
   if (server.webPort !== undefined) process.stdout.write(`web port (Connect, gRPC-Web, viewer) on ${config.webListen.replace(/:\d+$/, '')}:${server.webPort}\n`);
@@ -120,6 +121,7 @@ export async function main(argv: string[], io: MainIo = PROCESS_IO): Promise<num
     (cmd === undefined ? io.stderr : io.stdout).write(MAIN_HELP);
     return cmd === undefined ? EXIT.USAGE : EXIT.OK;
   }
+  if (cmd === 'backup') return (await import('./backup.js')).backup(rest, io);
   if (cmd !== 'serve') return client(cmd, rest, io);
   try {
     return await serve(rest);

@@ -68,6 +68,13 @@ export interface SessionHeader {
 /** The three surface-eligible event types of the newest reference code (dsh-semantics 1.5). */
 export const SURFACE_TYPES: ReadonlySet<string> = new Set(['user/message', 'assistant/message', 'tool/result']);
 
+/**
+ * The surface types plus `steering/message`, the retired surface type that imported logs may hold
+ * (seen as the user/message the reference's load path upgrades it to; live appends refuse it):
+ * every type whose events can be on a surface and carry a message.
+ */
+export const MESSAGE_EVENT_TYPES: ReadonlySet<string> = new Set([...SURFACE_TYPES, 'steering/message']);
+
 /** The structural columns of one event: all a cold open needs to rebuild the surface. */
 export interface StructuralRow {
   readonly seq: number;

@@ -48,7 +48,7 @@ export interface ForkPlan {
   /**
    * The child's initial log: the inherited prefix (the source's events, unchanged, seqs kept)
    * followed by a `session/end-seed` marker `{data:{}}` at the next seq, unless the prefix already
-   * ends with one. An empty prefix gives an empty log (a bare session; no marker).
+   * ends with one. An empty prefix gives just the marker at seq 0 (as the reference).
    */
   readonly events: readonly SessionEvent[];
 }
@@ -118,10 +118,12 @@ export function planFork(source: ForkSource, request: ForkRequest): ForkPlan {
   header['seedLength'] = prefix.length;
   header['delegationDepth'] = 0;
 
+  // As the reference's seed constructor: a seed that does not end with the marker gets one, the
+  // empty seed included (its child starts with the marker at seq 0).
   const events = [...prefix];
   const tail = prefix[prefix.length - 1];
-  if (tail !== undefined && tail.type !== END_SEED_TYPE) {
-    events.push({ type: END_SEED_TYPE, seq: tail.seq + 1, time: request.createdAt, data: {} });
+  if (tail === undefined || tail.type !== END_SEED_TYPE) {
+    events.push({ type: END_SEED_TYPE, seq: tail === undefined ? 0 : tail.seq + 1, time: request.createdAt, data: {} });
   }
   return { header: Object.freeze(header) as unknown as SessionHeader, events };
 }
@@ -150,6 +152,7 @@ export function acceptFork(plan: ForkPlan, options: { readonly strict?: boolean 
     now: () => plan.header.createdAt,
     sessionId: plan.header.id,
     lookup: () => undefined,
+    allowSeqGaps: true,
   });
   engine.commit(batch);
   return { engine, plan: batch };

@@ -140,9 +140,19 @@ export class JsonlDecoder {
   /**
    * Ends the input and returns the header.
    *
-   * @throws DomainError `JSONL_INVALID` if no header was read (empty input).
+   * @param uncommittedTailBytes - size of the uncommitted tail the line splitter left out (see
+   *   jsonl-committed-lines.ts), to say why a header is missing
+   * @throws DomainError `JSONL_INVALID` if no header was read (empty input, or a header line
+   *   without its newline).
    */
-  finish(): SessionHeader {
+  finish(uncommittedTailBytes = 0): SessionHeader {
+    if (this.#header === undefined && uncommittedTailBytes > 0) {
+      throw new DomainError(
+        JSONL_INVALID,
+        `the session header line is not terminated by a newline, so nothing of the file is committed (an uncommitted tail of ${uncommittedTailBytes} bytes); a writer that crashed before its first newline leaves no session`,
+        { line: '1', uncommittedTailBytes: String(uncommittedTailBytes) },
+      );
+    }
     if (this.#header === undefined) {
       throw new DomainError(JSONL_INVALID, 'the session file is empty: line 1 must be the session header', { line: '1' });
     }

@@ -6,15 +6,18 @@
  *
  * | legacy `data` | canonical `data` |
  * |---|---|
- * | user/message `{content, source, envelope?, …}` | `{id, role:"user", content, source, envelope?, …}` |
- * | assistant/message `{turn, step, content, provenance, usage?, …}` | `{turn, step, message:{id, role:"assistant", content, source:{kind:"model", …provenance}}, usage?, …}` |
- * | tool/result `{turn, step, callId, content, isError, error?, meta?, …}` | `{turn, step, message:{id, role:"user", source:{kind:"tool", callId}, content:[{type:"tool-result", toolCallId: callId, content, isError}]}, error?, meta?, …}` |
+ * | user/message `{content, source, envelope?, …}` | `{content, source, envelope?, …, id, role:"user"}` |
+ * | assistant/message `{turn, step, content, provenance, usage?, …}` | `{turn, step, usage?, …, message:{id, role:"assistant", content, source:{…provenance, kind:"model"}}}` |
+ * | tool/result `{turn, step, callId, content, isError, error?, meta?, …}` | `{turn, step, error?, meta?, …, message:{id, role:"user", content:[{type:"tool-result", toolCallId: callId, content, isError}], source:{kind:"tool", callId}}}` |
  *
  * The id is `legacy-message:<sessionId>:<seq>`. A legacy tool/result *replacement* keeps the id of
  * the message it replaces: the (upgraded) id of the event at its `start` seq.
  *
- * A legacy shape is recognised structurally: a user/message whose data has neither `id` nor
- * `role`; an assistant/message or tool/result whose data has no `message` key.
+ * The retired `steering/message` (imported logs only) is seen as the user/message the reference's
+ * load path upgrades it to (see {@link upgradeSteering}).
+ *
+ * A legacy shape is recognised structurally, with the reference's conditions (see
+ * {@link isLegacyShape}); anything else is judged as the current wrapper shape.
  */
 import type { Json, JsonObject, SessionEvent } from './event.js';
 import { deepFreeze, isJsonObject } from './json.js';
@@ -37,18 +40,49 @@ function has(o: object, key: string): boolean {
   return Object.prototype.hasOwnProperty.call(o, key);
 }
 
-/** True iff `data` is a legacy unwrapped shape of surface type `type`. */
+/**
+ * The keys an unwrapped (legacy) shape must carry to be upgraded, as the reference's load path
+ * requires them; without them the event is judged as the current shape (and fails MESSAGE_SHAPE).
+ */
+export const LEGACY_REQUIRED_KEYS: Readonly<Record<string, readonly string[]>> = {
+  'user/message': ['content', 'source'],
+  'assistant/message': ['content', 'provenance'],
+  'tool/result': ['callId', 'content', 'isError'],
+};
+
+/**
+ * True iff `data` is a legacy unwrapped shape of surface type `type`, exactly as the reference
+ * recognises one: a user/message without `id`, `role` and `message` that has `content` and
+ * `source`; an assistant/message without `message` that has `content` and `provenance`; a
+ * tool/result without `message` that has `callId`, `content` and `isError`.
+ */
 export function isLegacyShape(type: string, data: Json): boolean {
   if (!isJsonObject(data)) return false;
-  switch (type) {
-    case 'user/message':
-      return !has(data, 'id') && !has(data, 'role');
-    case 'assistant/message':
-    case 'tool/result':
-      return !has(data, 'message');
-    default:
-      return false;
-  }
+  const required = LEGACY_REQUIRED_KEYS[type];
+  if (required === undefined || has(data, 'message')) return false;
+  if (type === 'user/message' && (has(data, 'id') || has(data, 'role'))) return false;
+  return required.every((k) => has(data, k));
+}
+
+/** The retired surface type the reference's load path upgrades to a user/message (2026-08). */
+export const STEERING_TYPE = 'steering/message';
+
+/**
+ * The user message a `steering/message` stands for, as the reference's load path upgrades it:
+ * `{turn, message}` (the wrapped shape) gives the message itself; `{turn, content, source}`
+ * (exactly these keys) gives `{content, source, id: legacy-message:<session>:<seq>, role:"user"}`.
+ * Undefined for any other shape (the reference refuses it as corruption); `turn` must be a safe
+ * integer in both.
+ */
+export function upgradeSteering(data: Json, sessionId: string, seq: number): { readonly [key: string]: Json } | undefined {
+  if (!isJsonObject(data)) return undefined;
+  const turn = data['turn'];
+  if (!(typeof turn === 'number' && Number.isSafeInteger(turn))) return undefined;
+  const keys = Object.keys(data);
+  const wrapped = data['message'];
+  if (isJsonObject(wrapped) && keys.length === 2 && has(data, 'message')) return wrapped;
+  if (keys.length !== 3 || !has(data, 'content') || !has(data, 'source')) return undefined;
+  return deepFreeze({ ...without(data, ['turn']), id: legacyMessageId(sessionId, seq), role: 'user' });
 }
 
 function without(data: { readonly [key: string]: Json }, drop: readonly string[]): JsonObject {
@@ -66,24 +100,18 @@ function without(data: { readonly [key: string]: Json }, drop: readonly string[]
  */
 export function canonicalData(event: ViewableEvent, sessionId: string, resolveTargetId?: TargetIdResolver): Json {
   const { type, data } = event;
+  if (type === STEERING_TYPE) return upgradeSteering(data, sessionId, event.seq) ?? data;
   if (!isLegacyShape(type, data)) return data;
   const d = data as { readonly [key: string]: Json };
+  // Key order as the reference's upgrade writes it (derived messages are compared as JSON text).
   if (type === 'user/message') {
-    return deepFreeze({ id: legacyMessageId(sessionId, event.seq), role: 'user', ...d });
+    return deepFreeze({ ...d, id: legacyMessageId(sessionId, event.seq), role: 'user' });
   }
   if (type === 'assistant/message') {
     const prov = d['provenance'];
-    const source: JsonObject = { kind: 'model' };
-    if (isJsonObject(prov)) for (const k of Object.keys(prov)) if (k !== 'kind') source[k] = prov[k] as Json;
-    const message: JsonObject = { id: legacyMessageId(sessionId, event.seq), role: 'assistant' };
-    if (has(d, 'content')) message['content'] = d['content'] as Json;
-    message['source'] = source;
-    const out: JsonObject = {};
-    for (const k of Object.keys(d)) {
-      if (k === 'content' || k === 'provenance') continue;
-      out[k] = d[k] as Json;
-    }
-    out['message'] = message;
+    const source: JsonObject = isJsonObject(prov) ? { ...prov, kind: 'model' } : { kind: 'model' };
+    const out = without(d, ['content', 'provenance']);
+    out['message'] = { id: legacyMessageId(sessionId, event.seq), role: 'assistant', content: d['content'] as Json, source };
     return deepFreeze(out);
   }
   // tool/result
@@ -92,15 +120,10 @@ export function canonicalData(event: ViewableEvent, sessionId: string, resolveTa
   if (op !== undefined && op !== 'append' && typeof op === 'object') {
     id = resolveTargetId?.(op.start) ?? legacyMessageId(sessionId, op.start);
   }
-  const callId = d['callId'];
-  const source: JsonObject = { kind: 'tool' };
-  if (callId !== undefined) source['callId'] = callId;
-  const block: JsonObject = { type: 'tool-result' };
-  if (callId !== undefined) block['toolCallId'] = callId;
-  if (has(d, 'content')) block['content'] = d['content'] as Json;
-  if (has(d, 'isError')) block['isError'] = d['isError'] as Json;
+  const callId = d['callId'] as Json;
+  const block: JsonObject = { type: 'tool-result', toolCallId: callId, content: d['content'] as Json, isError: d['isError'] as Json };
   const out = without(d, ['callId', 'content', 'isError']);
-  out['message'] = { id, role: 'user', source, content: [block] };
+  out['message'] = { id, role: 'user', content: [block], source: { kind: 'tool', callId } };
   return deepFreeze(out);
 }
 
@@ -136,6 +159,8 @@ export function messageOf(event: ViewableEvent, sessionId: string, resolveTarget
   switch (event.type) {
     case 'user/message':
       return isJsonObject(data) ? data : undefined;
+    case STEERING_TYPE:
+      return upgradeSteering(event.data, sessionId, event.seq);
     case 'assistant/message':
     case 'tool/result': {
       if (!isJsonObject(data)) return undefined;

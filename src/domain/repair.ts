@@ -52,8 +52,9 @@ function resultCallId(data: Record<string, unknown>): unknown {
 /**
  * Computes the events that balance a log whose last turn was left open (dsh-semantics 4).
  *
- * One pass: `turn/start` opens a turn and clears the step and the pending calls; `turn/end`
- * clears all three; `step/start` opens a step; `step/end` clears the step and the pending calls;
+ * One pass: `turn/start` opens a turn (unless its `turn` is null) and clears the step and the
+ * pending calls; `turn/end` clears all three; `step/start` opens a step (unless its `step` is
+ * null: the reference tracks the open step by its number, so `step: null` is no open step); `step/end` clears the step and the pending calls;
  * every `tool-call` block of an `assistant/message` becomes pending (in order); a `tool/call`
  * for a pending id records its seq; a `tool/result` (append or replace) settles its call.
  *
@@ -89,8 +90,9 @@ export function interruptedTurnClosers(events: Iterable<SessionEvent>, sessionId
     const data = asObject(event.data) ?? {};
     switch (event.type) {
       case 'turn/start':
-        turnOpen = true;
+        // As the reference: a null turn or step number means none is open.
         turn = data['turn'] as Json | undefined;
+        turnOpen = turn !== null;
         stepOpen = false;
         step = undefined;
         pending = new Map();
@@ -103,8 +105,8 @@ export function interruptedTurnClosers(events: Iterable<SessionEvent>, sessionId
         pending = new Map();
         break;
       case 'step/start':
-        stepOpen = true;
         step = data['step'] as Json | undefined;
+        stepOpen = step !== null;
         break;
       case 'step/end':
         stepOpen = false;

@@ -12,7 +12,8 @@
  * 1. NOT_JSON, ENVELOPE_INVALID, LEGACY_VOCABULARY, REQUEST_HEADER_SHAPE, MESSAGE_SHAPE, then the
  *    seq rule SEQ_NOT_CONTIGUOUS (validate-event.ts). Mode `append`: a given seq must equal
  *    `nextSeq`, an omitted one is assigned, an omitted time is `ctx.now()`. Mode `import`: seq and
- *    time are required and seqs must increase; gaps are allowed (reference logs elide events).
+ *    time are required and the log must be contiguous from 0, as the reference seeds; with
+ *    `allowSeqGaps` seqs need only increase (UI snapshots such as cordis-tool-round elide events).
  * 2. Eligibility: SURFACE_OP_FORBIDDEN, SOURCES_FORBIDDEN (non-surface types), SURFACE_OP_REQUIRED,
  *    SURFACE_OP_INVALID, REPLACE_OP_INVALID.
  * 3. Append: citations (step 5) with nothing shadowed.
@@ -30,17 +31,18 @@
  */
 import type { StructuralRow } from './event.js';
 import { DomainError } from './errors.js';
-import { SURFACE_TYPES } from './event.js';
+import { MESSAGE_EVENT_TYPES } from './event.js';
 import type { CandidateEvent, Json, SessionEvent, SurfaceOp } from './event.js';
 import { InvariantTrace } from './invariants.js';
-import { isJsonObject } from './json.js';
 import { Reason } from './reasons.js';
 import { SeqTable, TypeInterner } from './seq-table.js';
 import { rewriteChangesOnlyContent } from './tool-result-rewrite.js';
 import { ChunkedSurface, SurfaceDraft } from './surface.js';
+import { foldStoredReplace, type SurfaceDelta } from './surface-fold.js';
+import { checkCitationShape, checkSurfaceMarker } from './envelope-rules.js';
 import { normalizeCandidate } from './validate-event.js';
 
-/** How a batch is checked: live `append` (seq assigned or equal to nextSeq) or `import` (seqs given, increasing, gaps allowed). */
+/** How a batch is checked: live `append` (seq assigned or equal to nextSeq) or `import` (seqs given, contiguous unless `allowSeqGaps`). */
 export type PlanMode = 'append' | 'import';
 
 /** What `plan()` needs from its caller. */
@@ -56,22 +58,14 @@ export interface PlanContext {
    * a Map-backed function.
    */
   readonly lookup: (seq: number) => SessionEvent | undefined;
+  /** Mode `import` only: accept seq gaps (seqs need only increase); off = contiguous from 0, as the reference seeds. */
+  readonly allowSeqGaps?: boolean;
+  /** Mode `import` of a reference file: also refuse what the reference's load path refuses (TURN_SHAPE, legacy-turns.ts). */
+  readonly referenceLoad?: boolean;
 }
 
-/** What one accepted event did to the surface. */
-export type SurfaceDelta =
-  | { readonly kind: 'append'; readonly seq: number }
-  | {
-      readonly kind: 'replace';
-      readonly seq: number;
-      readonly start: number;
-      readonly end: number;
-      /** The seqs that left the surface, in surface order. */
-      readonly shadowed: readonly number[];
-      /** Surface index of the first shadowed node (where the new event now sits). */
-      readonly index: number;
-    }
-  | { readonly kind: 'none'; readonly seq: number };
+/** What one accepted event did to the surface (defined next to the stored-row fold). */
+export type { SurfaceDelta } from './surface-fold.js';
 
 /** The result of a successful `plan()`: apply it with `commit()` once the events are durable. */
 export interface BatchPlan {
@@ -111,19 +105,6 @@ function isSafeSeq(v: unknown): v is number {
   return typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
 }
 
-function parseReplace(type: string, op: Json): { start: number; end: number } {
-  const invalid = (): DomainError =>
-    fail(Reason.REPLACE_OP_INVALID, `${type} carries an invalid replace surfaceOp: expected exactly {op:"replace", start, end} with non-negative safe integer endpoints`);
-  const o = op as { readonly [key: string]: Json };
-  const keys = Object.keys(o);
-  if (keys.length !== 3 || !('op' in o) || !('start' in o) || !('end' in o)) throw invalid();
-  if (o['op'] !== 'replace') throw invalid();
-  const start = o['start'];
-  const end = o['end'];
-  if (!isSafeSeq(start) || !isSafeSeq(end)) throw invalid();
-  return { start, end };
-}
-
 /** Committed state of one session; see the module comment. */
 export class SessionEngine {
   private readonly table = new SeqTable();
@@ -143,7 +124,7 @@ export class SessionEngine {
   private constructor(strict: boolean) {
     this.strict = strict;
     this.trace = strict ? new InvariantTrace() : null;
-    this.surfaceTypeIds = [...SURFACE_TYPES].map((t) => this.types.intern(t));
+    this.surfaceTypeIds = [...MESSAGE_EVENT_TYPES].map((t) => this.types.intern(t));
   }
 
   /** A new, empty engine. */
@@ -220,6 +201,8 @@ export class SessionEngine {
           nextSeq,
           eventCount: count,
           now: ctx.now,
+          allowSeqGaps: ctx.allowSeqGaps,
+          referenceLoad: ctx.referenceLoad,
         });
         const delta = this.transition(event, hasSurfaceOp, hasSources, draft, ctx.sessionId, lookupAll, pending);
         if (trace !== null) trace.check(event);
@@ -248,24 +231,16 @@ export class SessionEngine {
     pending: ReadonlyMap<number, SessionEvent> | null,
   ): SurfaceDelta {
     const { type, seq } = e;
-    // 2. Eligibility.
-    if (!SURFACE_TYPES.has(type)) {
-      if (hasSurfaceOp) throw fail(Reason.SURFACE_OP_FORBIDDEN, `${type} is not surface-eligible and cannot carry surfaceOp`, { type });
-      if (hasSources) throw fail(Reason.SOURCES_FORBIDDEN, `${type} is not surface-eligible and cannot carry sourceEventSeqs`, { type });
-      return { kind: 'none', seq };
-    }
-    if (!hasSurfaceOp) {
-      throw fail(Reason.SURFACE_OP_REQUIRED, `${type} is surface-eligible and requires a surfaceOp marker ("append" or {op:"replace", start, end})`, { type });
-    }
-    const op = e.surfaceOp as unknown as Json;
-    if (op === 'append') {
+    // 2. Eligibility and the marker (envelope-rules.ts, shared with clients).
+    const marker = checkSurfaceMarker(type, e.surfaceOp as unknown as Json | undefined, hasSurfaceOp, hasSources);
+    if (marker.kind === 'none') return { kind: 'none', seq };
+    if (marker.kind === 'append') {
       // 3. Append.
       this.checkSources(e, hasSources, []);
       draft.append(seq);
       return { kind: 'append', seq };
     }
-    if (!isJsonObject(op)) throw fail(Reason.SURFACE_OP_INVALID, `${type} carries an invalid surfaceOp: expected "append" or {op:"replace", start, end}`, { type });
-    const { start, end } = parseReplace(type, op);
+    const { start, end } = marker;
     // 4. Replace: range.
     const a = draft.locate(start);
     if (a === undefined) throw fail(Reason.REPLACE_START_NOT_ON_SURFACE, `surface replace: start seq ${start} not found in surface`, { start: String(start) });
@@ -308,29 +283,7 @@ export class SessionEngine {
       if (shadowed.length > 0) throw incomplete(type, shadowed);
       return;
     }
-    const s = e.sourceEventSeqs as unknown as Json;
-    if (!Array.isArray(s)) throw fail(Reason.SOURCES_NOT_ARRAY, `${type} sourceEventSeqs must be an array when present`, { type });
-    if (s.length === 0 && type !== 'assistant/message') {
-      throw fail(Reason.SOURCES_EMPTY, `${type} sourceEventSeqs must not be empty except on assistant/message; omit it or cite the source events`, { type });
-    }
-    let ascending = true;
-    let prev = -1;
-    for (let i = 0; i < s.length; i++) {
-      const v = s[i];
-      if (!isSafeSeq(v)) throw fail(Reason.SOURCES_NOT_SEQ, `${type} sourceEventSeqs must densely contain non-negative safe integers; element ${i} is ${JSON.stringify(v)}`, { element: String(i) });
-      if (v <= prev) ascending = false;
-      prev = v;
-    }
-    const seqs = s as number[];
-    let set: Set<number> | null = null;
-    if (!ascending) {
-      set = new Set(seqs);
-      if (set.size !== seqs.length) {
-        const seen = new Set<number>();
-        const dup = seqs.find((v) => (seen.has(v) ? true : (seen.add(v), false)));
-        throw fail(Reason.SOURCES_DUPLICATE, `${type} sourceEventSeqs must not contain duplicates; ${String(dup)} appears twice`, { seq: String(dup) });
-      }
-    }
+    const { seqs, ascending, set } = checkCitationShape(type, e.sourceEventSeqs as unknown as Json);
     // Ascending lists: only the last element can be too big, but the reference reports the first
     // offending one, so find it only when there is one.
     const tooBig = ascending ? seqs.length > 0 && (seqs[seqs.length - 1] as number) >= seq : true;
@@ -412,7 +365,7 @@ export class SessionEngine {
     const table = this.table;
     const surf = this.surf;
     table.reserve(rows.length);
-    const [userId, assistantId, toolId] = this.surfaceTypeIds as [number, number, number];
+    const [userId, assistantId, toolId, steeringId] = this.surfaceTypeIds as [number, number, number, number];
     let lastType = '';
     let lastId = -1;
     try {
@@ -431,20 +384,15 @@ export class SessionEngine {
         }
         table.push(seq, tid);
         const op = row.surfaceOp;
-        if (tid !== userId && tid !== assistantId && tid !== toolId) {
+        if (tid !== userId && tid !== assistantId && tid !== toolId && tid !== steeringId) {
           if (op !== undefined || row.sourceEventSeqs !== undefined) throw new StructureCorruptError(`row ${i} (seq ${seq}): ${row.type} carries surface fields`);
           continue;
         }
         if (op === 'append') surf.append(seq);
         else if (op !== undefined && typeof op === 'object') {
-          const draft = new SurfaceDraft(surf);
-          const a = draft.locate(op.start);
-          const b = draft.locate(op.end);
-          if (a === undefined || b === undefined || draft.compare(a, b) > 0) {
+          if (foldStoredReplace(surf, seq, op.start, op.end, false) === undefined) {
             throw new StructureCorruptError(`row ${i} (seq ${seq}): replace ${op.start}..${op.end} is not a surface range`);
           }
-          draft.replace(a, b, draft.range(a, b), seq);
-          surf.adopt(draft);
           this.generation++;
           if (tid === toolId) this.toolReplaceStarts.set(seq, op.start);
         } else {
@@ -515,6 +463,25 @@ export function dataDependencies(engine: SessionEngine, candidates: readonly Can
       } else {
         s = batchStarts.get(s);
       }
+    }
+  }
+  return [...out].sort((x, y) => x - y);
+}
+
+/**
+ * The committed seqs a model-history projection of `surface` needs besides the surface events:
+ * for every tool/result replacement on it, the chain of events it replaced (its `start`, that
+ * event's `start` when it is a tool/result replacement too, and so on). A legacy (unwrapped)
+ * replacement takes the message id of the event it replaces, so its id is only known from the
+ * chain back to the original (dsh-semantics 1.5). Ascending, without duplicates; usually empty.
+ */
+export function replacementChainSeqs(engine: SessionEngine, surface: readonly number[]): number[] {
+  const out = new Set<number>();
+  for (const seq of surface) {
+    let s = engine.toolReplaceStart(seq);
+    while (s !== undefined && !out.has(s)) {
+      out.add(s);
+      s = engine.toolReplaceStart(s);
     }
   }
   return [...out].sort((x, y) => x - y);

@@ -6,8 +6,9 @@
  * loaded again).
  *
  * Order (dsh-semantics 2.1, seed/load): NOT_JSON, ENVELOPE_INVALID, LEGACY_VOCABULARY (retired
- * types), REQUEST_HEADER_SHAPE, MESSAGE_SHAPE, LEGACY_VOCABULARY (request/header reason
- * `fallback`), SEQ_NOT_CONTIGUOUS. The same order is used on append.
+ * types; on import `steering/message` is upgraded instead and its message checked), TURN_SHAPE
+ * (import of a file only), REQUEST_HEADER_SHAPE, MESSAGE_SHAPE, LEGACY_VOCABULARY (request/header
+ * reason `fallback`), SEQ_NOT_CONTIGUOUS. The same order is used on append.
  *
  * Adapter convenience: a *top-level* candidate key whose value is `undefined` counts as absent
  * (in-process callers build candidates with optional fields); `undefined` anywhere inside `data`,
@@ -16,7 +17,8 @@
 import { DomainError } from './errors.js';
 import type { CandidateEvent, Json, SessionEvent, SurfaceOp } from './event.js';
 import { isJsonObject, toFrozenJson } from './json.js';
-import { isLegacyShape, messageOf } from './message-view.js';
+import { LEGACY_REQUIRED_KEYS, STEERING_TYPE, isLegacyShape, messageOf, upgradeSteering } from './message-view.js';
+import { checkLegacyTurnShape } from './legacy-turns.js';
 import { Reason } from './reasons.js';
 
 /** Envelope keys allowed on an event. */
@@ -27,8 +29,11 @@ export const LEGACY_TYPES: ReadonlyMap<string, string> = new Map([
   ['request/header-delta', 'the legacy request/header-delta event is unsupported; write a full request/header snapshot instead'],
   ['mode/set', 'the legacy mode/set event is unsupported; use the current mode events (plan/mode, sandbox/mode, permission/preset)'],
   ['context/message', 'context/message is a retired surface type and is not imported; write it as a user/message with a plugin source'],
-  ['steering/message', 'steering/message is a retired surface type and is not imported; write it as a user/message'],
+  ['steering/message', 'steering/message is a retired surface type (2026-08) and cannot be appended; write a user/message (imported logs keep theirs, seen as user messages)'],
 ]);
+
+/** The config keys a request/header `adapterDefaults` marker may name. */
+const ADAPTER_DEFAULT_KEYS: ReadonlySet<string> = new Set(['reasoningEffort', 'maxTokens']);
 
 /** How the seq rule applies. */
 export type SeqMode = 'append' | 'import';
@@ -42,6 +47,13 @@ export interface NormalizeContext {
   readonly eventCount: number;
   /** Clock for an omitted `time` on append. */
   readonly now: () => number;
+  /**
+   * Import only: accept seq gaps (seqs need only increase). Off by default: the reference seeds a
+   * log only when it is contiguous from 0, so a file with a lost line is refused.
+   */
+  readonly allowSeqGaps?: boolean;
+  /** Import of a reference file: also refuse what the reference's load path refuses (TURN_SHAPE). */
+  readonly referenceLoad?: boolean;
 }
 
 /** A normalized event plus the facts the surface rules need. */
@@ -107,7 +119,8 @@ export function normalizeCandidate(candidate: CandidateEvent, ctx: NormalizeCont
     throw fail(Reason.ENVELOPE_INVALID, `the event has an invalid event envelope: unknown key "${unknownKey}" (allowed: ${[...ENVELOPE_KEYS].join(', ')})`, { field: unknownKey });
   }
   const type = typeIn;
-  if (!nonEmptyString(type)) throw fail(Reason.ENVELOPE_INVALID, 'the event has an invalid event envelope: type must be a non-empty string', { field: 'type' });
+  // Any string, the empty one included: the reference requires only typeof type === "string".
+  if (typeof type !== 'string') throw fail(Reason.ENVELOPE_INVALID, 'the event has an invalid event envelope: type must be a string', { field: 'type' });
   const seqIn = seqIn0;
   if (seqIn !== undefined && !isSafeSeq(seqIn)) {
     throw fail(Reason.ENVELOPE_INVALID, `${type} has an invalid event envelope: seq must be a non-negative safe integer`, { field: 'seq' });
@@ -129,7 +142,18 @@ export function normalizeCandidate(candidate: CandidateEvent, ctx: NormalizeCont
 
   // 3. Retired vocabulary, request/header shape, message shape, request/header reason.
   const legacy = LEGACY_TYPES.get(type);
-  if (legacy !== undefined) throw fail(Reason.LEGACY_VOCABULARY, legacy, { type });
+  // A stored log (import, fork) may hold steering/message: it is seen as the user/message the
+  // reference's load path upgrades it to.
+  const upgradable = type === STEERING_TYPE && ctx.mode === 'import';
+  if (legacy !== undefined && !upgradable) throw fail(Reason.LEGACY_VOCABULARY, legacy, { type });
+  if (upgradable) {
+    const message = upgradeSteering(data, '-', 0);
+    if (message === undefined) {
+      throw fail(Reason.MESSAGE_SHAPE, 'steering/message (retired; upgraded to a user/message on import) must be {turn, content, source} or {turn, message} with an integer turn and no other keys', { type });
+    }
+    checkMessageShape('user/message', message);
+  }
+  if (ctx.referenceLoad === true) checkLegacyTurnShape(type, data);
   if (type === 'request/header') {
     checkRequestHeader(data);
     if (isJsonObject(data) && data['reason'] === 'fallback') {
@@ -152,9 +176,17 @@ export function normalizeCandidate(candidate: CandidateEvent, ctx: NormalizeCont
   } else {
     seq = seqIn as number;
     if (ctx.eventCount > 0 && seq < ctx.nextSeq) {
-      throw fail(Reason.SEQ_NOT_CONTIGUOUS, `${type} seq ${seq} is not contiguous; expected a seq of at least ${ctx.nextSeq} (seqs must increase)`, {
+      throw fail(Reason.SEQ_NOT_CONTIGUOUS, `${type} seq ${seq} is not contiguous; expected ${ctx.allowSeqGaps === true ? 'a seq of at least ' : ''}${ctx.nextSeq} (seqs must increase)`, {
         seq: String(seq),
         expectedSeq: String(ctx.nextSeq),
+      });
+    }
+    if (ctx.allowSeqGaps !== true && seq !== ctx.nextSeq) {
+      const missing = seq - 1 > ctx.nextSeq ? `seqs ${ctx.nextSeq}..${seq - 1} are` : `seq ${ctx.nextSeq} is`;
+      throw fail(Reason.SEQ_NOT_CONTIGUOUS, `${type} seq ${seq} is not contiguous; expected ${ctx.nextSeq} (${missing} missing: a log must be contiguous from 0; import with allow_seq_gaps to accept a snapshot with gaps)`, {
+        seq: String(seq),
+        expectedSeq: String(ctx.nextSeq),
+        missingSeq: String(ctx.nextSeq),
       });
     }
   }
@@ -170,8 +202,10 @@ export function normalizeCandidate(candidate: CandidateEvent, ctx: NormalizeCont
 /**
  * REQUEST_HEADER_SHAPE: `data.header.config` must be an object with non-empty string `provider`
  * and `model`; `config.reasoningEffort`, when present, a non-empty string; `config.maxTokens`,
- * when present, a positive safe integer; `header.adapterDefaults`, when present, an object whose
- * values are booleans (which config keys came from adapter defaults); `header.system`, when
+ * when present, a positive safe integer; `header.adapterDefaults`, when present, an object of
+ * markers saying which config values came from the adapter's defaults: only the keys
+ * `reasoningEffort` and `maxTokens`, each exactly `true` and present in `config` (as the
+ * reference's seed validation); `header.system`, when
  * present, a string; `header.tools`, when present, an array.
  */
 export function checkRequestHeader(data: Json): void {
@@ -194,33 +228,76 @@ export function checkRequestHeader(data: Json): void {
   }
   if ('adapterDefaults' in header) {
     const a = header['adapterDefaults'];
-    if (!isJsonObject(a) || Object.values(a).some((v) => typeof v !== 'boolean')) {
-      throw bad('has invalid adapterDefaults: it must be an object of booleans keyed by config field', 'data.header.adapterDefaults');
+    const what = 'has invalid adapterDefaults: it must be an object whose keys are reasoningEffort or maxTokens, each exactly true and present in config';
+    if (!isJsonObject(a)) throw bad(what, 'data.header.adapterDefaults');
+    for (const key of Object.keys(a)) {
+      if (!ADAPTER_DEFAULT_KEYS.has(key)) throw bad(`${what} (unknown key "${key}")`, `data.header.adapterDefaults.${key}`);
+      if (a[key] !== true) throw bad(`${what} (${key} is ${JSON.stringify(a[key])})`, `data.header.adapterDefaults.${key}`);
+      if (!(key in config)) throw bad(`${what} (config has no ${key})`, `data.header.adapterDefaults.${key}`);
     }
   }
   if ('system' in header && typeof header['system'] !== 'string') throw bad('has an invalid system: it must be a string', 'data.header.system');
   if ('tools' in header && !Array.isArray(header['tools'])) throw bad('has invalid tools: it must be an array', 'data.header.tools');
 }
 
+/** The keys of a message object (dsh-semantics 2.3). */
+const MESSAGE_KEYS: ReadonlySet<string> = new Set(['id', 'role', 'content', 'source']);
+
+/** Where the message of a surface type lives. */
+function messagePath(type: string): string {
+  return type === 'user/message' ? 'data' : 'data.message';
+}
+
+/** Why `data` of `type` has no message object: the wrapper is missing, and what a legacy shape would need. */
+function missingMessage(type: string, data: Json): string {
+  if (type === 'user/message') return 'lacks an identified message: data must be the message object {id, role, content, source}';
+  const wrapper = `lacks an identified message: data.message is missing or not an object; write {turn, step, message:{id, role, content, source}}`;
+  if (!isJsonObject(data) || 'message' in data) return wrapper;
+  const required = LEGACY_REQUIRED_KEYS[type] ?? [];
+  const missing = required.filter((k) => !(k in data));
+  return `${wrapper} (an unwrapped legacy ${type} is upgraded only when it has ${required.join(', ')}; missing: ${missing.join(', ')})`;
+}
+
+/** Keys of a message object that are not message keys (likely misspellings), for error messages. */
+function strayKeys(msg: { readonly [key: string]: Json }): string {
+  const stray = Object.keys(msg).filter((k) => !MESSAGE_KEYS.has(k));
+  return stray.length === 0 ? '' : `; unexpected key${stray.length > 1 ? 's' : ''} ${stray.map((k) => JSON.stringify(k)).join(', ')}`;
+}
+
+/** Keys of a tool-result block that are not block keys (likely misspellings), for error messages. */
+function strayBlockKeys(block: { readonly [key: string]: Json }): string {
+  const stray = Object.keys(block).filter((k) => !TOOL_RESULT_BLOCK_KEYS.has(k));
+  return stray.length === 0 ? '' : `; unexpected key${stray.length > 1 ? 's' : ''} ${stray.map((k) => JSON.stringify(k)).join(', ')}`;
+}
+
+/** The keys of a tool-result content block. */
+const TOOL_RESULT_BLOCK_KEYS: ReadonlySet<string> = new Set(['type', 'toolCallId', 'content', 'isError']);
+
 /**
  * MESSAGE_SHAPE (dsh-semantics 2.3) for user/message, assistant/message and tool/result, checked on
- * the canonical view (legacy unwrapped shapes are upgraded first, see message-view.ts).
+ * the canonical view (legacy unwrapped shapes are upgraded first, see message-view.ts). Messages
+ * name what is wrong: a missing wrapper, a missing key next to a misspelled one, an unexpected
+ * tool-result block type. Content block types are otherwise open (the reference accepts unknown
+ * ones).
  */
 export function checkMessageShape(type: string, data: Json): void {
   const bad = (what: string): DomainError => fail(Reason.MESSAGE_SHAPE, `${type} ${what}`, { type });
   const legacy = isLegacyShape(type, data);
   // The placeholder session id only feeds the synthetic legacy id, which is never empty.
   const msg = messageOf({ type, seq: 0, data, surfaceOp: 'append' }, '-');
-  if (msg === undefined) throw bad('lacks an identified message');
-  if (!nonEmptyString(msg['id'])) throw bad('lacks an identified message: message.id must be a non-empty string');
+  if (msg === undefined) throw bad(missingMessage(type, data));
+  const at = messagePath(type);
+  if (!nonEmptyString(msg['id'])) throw bad(`lacks an identified message: ${at}.id must be a non-empty string${'id' in msg ? '' : strayKeys(msg)}`);
   const role = type === 'assistant/message' ? 'assistant' : 'user';
-  if (msg['role'] !== role) throw bad(`must have role "${role}"`);
+  if (msg['role'] !== role) throw bad(`must have role "${role}"${'role' in msg ? ` (${at}.role is ${JSON.stringify(msg['role'])})` : strayKeys(msg)}`);
   const source = msg['source'];
   if (!isJsonObject(source) || !nonEmptyString(source['kind'])) {
-    throw bad(legacy && type === 'assistant/message' ? 'has an invalid source: legacy provenance must be an object' : 'has an invalid source: it must be an object with a non-empty kind');
+    throw bad(legacy && type === 'assistant/message'
+      ? 'has an invalid source: legacy provenance must be an object'
+      : `has an invalid source: ${at}.source must be an object with a non-empty kind${'source' in msg ? '' : strayKeys(msg)}`);
   }
   const content = msg['content'];
-  if (!Array.isArray(content)) throw bad('has invalid content: it must be an array');
+  if (!Array.isArray(content)) throw bad(`has invalid content: ${at}.content must be an array${'content' in msg ? '' : ` and is missing${strayKeys(msg)}`}`);
   if (type === 'assistant/message') {
     if (source['kind'] !== 'model' || !nonEmptyString(source['provider']) || !nonEmptyString(source['model'])) {
       throw bad('must have model source: {kind:"model", provider, model} with non-empty provider and model');
@@ -231,7 +308,14 @@ export function checkMessageShape(type: string, data: Json): void {
     }
     const block: unknown = content[0];
     if (content.length !== 1 || !isJsonObject(block) || block['type'] !== 'tool-result' || !Array.isArray(block['content'])) {
-      throw bad('must contain one tool-result block whose content is an array');
+      const found = content.length !== 1
+        ? `it has ${content.length} blocks`
+        : !isJsonObject(block)
+          ? 'block 0 is not an object'
+          : block['type'] !== 'tool-result'
+            ? `block 0 has type ${JSON.stringify(block['type'] ?? null)}`
+            : `block 0 content is ${'content' in block ? 'not an array' : `missing${strayBlockKeys(block)}`}`;
+      throw bad(`must contain one tool-result block whose content is an array: ${found}`);
     }
     if (block['toolCallId'] !== source['callId']) throw bad('has mismatched tool call ids: the block toolCallId must equal source.callId');
   }

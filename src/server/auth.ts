@@ -17,9 +17,10 @@ import { Metadata, ServerInterceptingCall, status as Code, type ServerIntercepto
 import { DomainError } from '../domain/errors.js';
 import type { CallContext } from '../app/session-service.js';
 import { ANONYMOUS } from '../app/session-service.js';
-import type { ContextResolver, Permission } from './handlers.js';
+import type { ContextResolver, Permission } from './permissions.js';
 import { domainErrorToStatus } from './status-map.js';
-import { MalformedRequest } from './safe-decode.js';
+import { refusalOf } from './safe-decode.js';
+import { rewriteFramingStatus, truncatedFrame, truncatedFrameStatus } from './framing.js';
 
 /** One configured token. */
 export interface TokenEntry {
@@ -31,6 +32,23 @@ export interface TokenEntry {
 
 /** Metadata key carrying the verified tenant from the interceptor to the handlers. */
 export const TENANT_KEY = 'x-palimpsest-tenant';
+
+/**
+ * Metadata key carrying the SHA-256 of the verified token (never the token) to the handlers, so
+ * that long-lived streams can be re-checked when the token file is reloaded.
+ */
+export const CREDENTIAL_KEY = 'x-palimpsest-credential';
+
+/** The verified token hash of a call ('' without auth). */
+export function credentialOf(metadata: Metadata): string {
+  const v = metadata.get(CREDENTIAL_KEY)[0];
+  return typeof v === 'string' ? v : '';
+}
+
+/** Whether an entry grants `needed` (admin implies every permission). */
+export function grants(entry: Pick<TokenEntry, 'permissions'>, needed: Permission): boolean {
+  return entry.permissions.includes(needed) || entry.permissions.includes('admin');
+}
 
 const PERMISSIONS: readonly Permission[] = ['read', 'append', 'admin'];
 
@@ -103,6 +121,11 @@ export class TokenRegistry {
     this.#byHash = next;
   }
 
+  /** The entry with this token hash (as in the file), or undefined. */
+  byHash(sha256: string): TokenEntry | undefined {
+    return this.#byHash.get(sha256);
+  }
+
   /** The entry of a presented token, or undefined. */
   verify(token: string): TokenEntry | undefined {
     const h = hashToken(token);
@@ -116,18 +139,27 @@ export class TokenRegistry {
 
 /**
  * The bearer-token check of one call to SessionService method `method` (gRPC interceptor and
- * web port alike): the verified tenant, or a DomainError UNAUTHENTICATED / PERMISSION_DENIED.
+ * web port alike): the verified token, or a DomainError UNAUTHENTICATED / PERMISSION_DENIED.
  */
-export function authenticate(registry: TokenRegistry, authorization: string | undefined, method: string): string {
+export function authenticate(registry: TokenRegistry, authorization: string | undefined, method: string): TokenEntry {
   const m = authorization === undefined ? null : /^Bearer\s+(\S+)$/i.exec(authorization);
   if (!m) throw new DomainError('UNAUTHENTICATED', 'missing bearer token: send metadata "authorization: Bearer <token>"', {});
   const entry = registry.verify(m[1] as string);
   if (!entry) throw new DomainError('UNAUTHENTICATED', 'the bearer token is not valid (unknown, revoked or mistyped)', {});
   const needed = METHOD_PERMISSIONS[method] ?? 'admin';
-  if (!entry.permissions.includes(needed) && !entry.permissions.includes('admin')) {
+  if (!grants(entry, needed)) {
     throw new DomainError('PERMISSION_DENIED', `token "${entry.name}" lacks the ${needed} permission needed by ${method}`, { permission: needed, method });
   }
-  return entry.tenant;
+  return entry;
+}
+
+/**
+ * Puts the verified caller on a call's metadata for the handlers: the tenant, and the token hash
+ * that token reloads re-check long-lived calls by (both ports).
+ */
+export function setCaller(md: Metadata, entry: TokenEntry): void {
+  md.set(TENANT_KEY, entry.tenant);
+  md.set(CREDENTIAL_KEY, entry.sha256);
 }
 
 /** The error of a call over the per-connection cap. */
@@ -195,7 +227,7 @@ export function makeInterceptor(registry: TokenRegistry | undefined, limiter: St
             if (registry && !isPublic) {
               const header = md.get('authorization')[0];
               try {
-                md.set(TENANT_KEY, authenticate(registry, typeof header === 'string' ? header : undefined, name));
+                setCaller(md, authenticate(registry, typeof header === 'string' ? header : undefined, name));
               } catch (e) {
                 reject(intercepting, e as DomainError);
                 return;
@@ -204,19 +236,27 @@ export function makeInterceptor(registry: TokenRegistry | undefined, limiter: St
             nextMd(md);
           },
           onReceiveMessage: (msg: unknown, nextMsg: (m: unknown) => void) => {
-            if (msg instanceof MalformedRequest) {
-              reject(intercepting, new DomainError('INVALID_ARGUMENT',
-                `the request is not a valid protobuf message for ${msg.method}: ${msg.cause}`, { field: 'request', method: name }));
+            const refused = refusalOf(msg, name);
+            if (refused) {
+              reject(intercepting, refused);
               return;
             }
             nextMsg(msg);
+          },
+          onReceiveHalfClose: (nextHalfClose: () => void) => {
+            // grpc-js drops a partial last frame silently: refuse the call instead (framing.ts).
+            if (truncatedFrame(call)) {
+              reject(intercepting, truncatedFrameStatus(name));
+              return;
+            }
+            nextHalfClose();
           },
           onCancel: () => release?.(),
         });
       },
       sendStatus: (st, next) => {
         release?.();
-        next(st);
+        next(rewriteFramingStatus(st));
       },
     });
     return intercepting;

@@ -20,15 +20,15 @@ import { encodeAppendEventsResponse, encodeListEventsResponse, fastEncodable, ty
 import { eventInputToCandidate, eventToProto, sessionToProto, storedEventToProto } from './convert.js';
 import { messageFromJson } from './typed-data.js';
 import { messageJsonText } from '../domain/derive.js';
-import { assertAsOfInRange, modelHistoryAsOf, surfaceAsOf } from '../app/time-travel.js';
+import { pipeStream } from './server-stream.js';
 import { toServiceError } from './status-map.js';
 import { NO_METRICS, type Metrics } from './metrics.js';
+import type { RevocableCalls } from './revocable-calls.js';
+import type { ContextResolver, Permission } from './permissions.js';
+import { credentialOf } from './auth.js';
 
 /** Resolves the caller (tenant) of a call; throws DomainError UNAUTHENTICATED/PERMISSION_DENIED. */
-export type ContextResolver = (call: { metadata: import('@grpc/grpc-js').Metadata; getPath?: () => string }, permission: Permission) => CallContext;
-
-/** The permission an RPC needs. */
-export type Permission = 'read' | 'append' | 'admin';
+export type { ContextResolver, Permission } from './permissions.js';
 
 /** Logger of unexpected errors. */
 export interface ErrorLog {
@@ -121,37 +121,13 @@ export function modelHistoryResponse(messages: readonly { seq: number; message: 
   return Buffer.concat(parts, size + tail.length);
 }
 
-/** GetMessages page cursor: model history by offset + replace generation, transcript by seq. */
-interface MessagesToken {
-  readonly v: 'm' | 't';
-  readonly o?: number;
-  readonly g?: number;
-  readonly s?: number;
-}
-
-function encodeMessagesToken(t: MessagesToken): string {
-  return Buffer.from(JSON.stringify(t)).toString('base64url');
-}
-
-function decodeMessagesToken(token: string, transcript: boolean): MessagesToken {
-  const nat = (v: unknown): boolean => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
-  try {
-    const t = JSON.parse(Buffer.from(token, 'base64url').toString('utf8')) as Record<string, unknown>;
-    if (transcript && t.v === 't' && nat(t.s)) return { v: 't', s: t.s as number };
-    if (!transcript && t.v === 'm' && nat(t.o) && nat(t.g)) return { v: 'm', o: t.o as number, g: t.g as number };
-  } catch {
-    // fall through
-  }
-  throw new DomainError('INVALID_PAGE_TOKEN', 'page_token is not a GetMessages token of this view; start again without it', { field: 'page_token' });
-}
-
 function requireId(id: string, field = 'session_id'): string {
   if (!id) throw new DomainError('INVALID_ARGUMENT', `${field} is required`, { field });
   return id;
 }
 
 /** Builds the handler object for SessionServiceService. */
-export function makeHandlers(app: SessionService, resolve: ContextResolver, log: ErrorLog, metrics?: Metrics, streams?: Record<string, UntypedHandleCall>, opts: { maxMessageBytes?: number } = {}): Record<string, UntypedHandleCall> {
+export function makeHandlers(app: SessionService, resolve: ContextResolver, log: ErrorLog, metrics?: Metrics, streams?: Record<string, UntypedHandleCall>, opts: { maxMessageBytes?: number; revocable?: RevocableCalls } = {}): Record<string, UntypedHandleCall> {
   // Room for the response envelope and the estimate's slack.
   const pageBudget = Math.max(Math.floor((opts.maxMessageBytes ?? Number.MAX_SAFE_INTEGER) * 0.9) - 4096, 1);
   const fail = (err: unknown) => toServiceError(err, (e) => log.error({ err: e }, 'unexpected error'));
@@ -255,51 +231,13 @@ export function makeHandlers(app: SessionService, resolve: ContextResolver, log:
       if (!typed) return encodeListEventsResponse(texts, nextPageToken, slow) as unknown as ListEventsResponse;
       return { events, nextPageToken };
     }),
-    getSurface: unary<GetSurfaceRequest, GetSurfaceResponse>('read', async (ctx, r) => {
-      if (r.asOfSeq === undefined) return app.getSurface(ctx, requireId(r.sessionId));
-      const s = await surfaceAsOf(app, ctx, requireId(r.sessionId), r.asOfSeq);
-      return { seqs: s.seqs, replaceGeneration: s.replaceGeneration, headSeq: s.headSeq };
-    }),
+    getSurface: unary<GetSurfaceRequest, GetSurfaceResponse>('read', async (ctx, r) => app.getSurface(ctx, requireId(r.sessionId), r.asOfSeq)),
     getMessages: unary<GetMessagesRequest, GetMessagesResponse>('read', async (ctx, r) => {
       if (r.view === MessageView.MESSAGE_VIEW_UNSPECIFIED) {
         throw new DomainError('VIEW_UNSPECIFIED', 'view is required: MESSAGE_VIEW_MODEL_HISTORY or MESSAGE_VIEW_TRANSCRIPT', { field: 'view' });
       }
       const transcript = r.view === MessageView.MESSAGE_VIEW_TRANSCRIPT;
-      const pageSize = r.pageSize;
-      if (pageSize > app.limits.maxPageSize) {
-        throw new DomainError('PAGE_SIZE_TOO_LARGE', `page_size ${pageSize} exceeds the limit ${app.limits.maxPageSize}`, {
-          field: 'page_size', limitName: 'max_page_size', limit: String(app.limits.maxPageSize), actual: String(pageSize),
-        });
-      }
-      const token = r.pageToken ? decodeMessagesToken(r.pageToken, transcript) : undefined;
-      let messages: { seq: number; message: Json }[];
-      let headSeq: number | undefined;
-      let next = '';
-      if (transcript) {
-        // Log order: the last seq sent is a stable cursor (appends never move earlier entries).
-        const asOf = r.asOfSeq;
-        if (asOf !== undefined) await assertAsOfInRange(app, ctx, requireId(r.sessionId), asOf);
-        const out = await app.getMessages(ctx, requireId(r.sessionId), 'transcript', { afterSeq: token?.s, limit: pageSize > 0 ? pageSize + 1 : undefined });
-        // As of a seq: the transcript is in log order, so it is the entries up to that seq.
-        messages = asOf === undefined ? out.messages : out.messages.filter((m) => m.seq <= asOf);
-        headSeq = asOf === undefined ? out.headSeq : Math.min(asOf, out.headSeq ?? asOf);
-        if (pageSize > 0 && messages.length > pageSize) {
-          messages = messages.slice(0, pageSize);
-          next = encodeMessagesToken({ v: 't', s: messages[messages.length - 1]!.seq });
-        }
-      } else {
-        // Surface order: positions are stable until a replace rewrites the surface.
-        const out = r.asOfSeq === undefined ? await app.getMessages(ctx, requireId(r.sessionId), 'model') : await modelHistoryAsOf(app, ctx, requireId(r.sessionId), r.asOfSeq);
-        if (token !== undefined && token.g !== out.replaceGeneration) {
-          throw new DomainError('PAGE_TOKEN_STALE', 'a replace rewrote the surface since the first page; read the model history again from the start', {
-            field: 'page_token', expectedGeneration: String(token.g), actualGeneration: String(out.replaceGeneration),
-          });
-        }
-        const from = token?.o ?? 0;
-        messages = pageSize > 0 || from > 0 ? out.messages.slice(from, pageSize > 0 ? from + pageSize : undefined) : out.messages;
-        headSeq = out.headSeq;
-        if (pageSize > 0 && from + pageSize < out.messages.length) next = encodeMessagesToken({ v: 'm', o: from + pageSize, g: out.replaceGeneration });
-      }
+      const { messages, headSeq, nextPageToken: next } = await app.getMessagesPage(ctx, requireId(r.sessionId), transcript ? 'transcript' : 'model', r.pageSize, r.pageToken, r.asOfSeq);
       // Model history: the projection's message objects persist across calls, so their encoded
       // entries are cached (see modelHistoryResponse); transcript messages are built per call
       // from a store read.
@@ -352,54 +290,38 @@ export function makeHandlers(app: SessionService, resolve: ContextResolver, log:
             yield n.value.part.value;
           }
         }
-        const view = await app.importJsonl(ctx, bytes(), { id: o.sessionId, labels: o.labels, strict: o.strict });
-        return { session: toSession(view) };
+        const view = await app.importJsonl(ctx, bytes(), { id: o.sessionId, labels: o.labels, strict: o.strict, allowSeqGaps: o.allowSeqGaps });
+        return { session: toSession(view), uncommittedTailBytes: view.uncommittedTailBytes };
       })().then((res) => cb(null, res), (e: unknown) => cb(fail(e)));
     },
     exportSession: (call: ServerWritableStream<ExportSessionRequest, ExportSessionResponse>): void => {
-      let ctx: CallContext;
-      try {
-        ctx = resolve(call, 'read');
-      } catch (e) {
-        call.emit('error', fail(e));
-        return;
-      }
-      void (async () => {
+      pipeStream(call as ServerWritableStream<unknown, ExportSessionResponse>, async function* (stream) {
+        const ctx = resolve(call, 'read');
+        // A token file reload that revokes this call's token ends the export (revocable-calls.ts).
+        const untrack = opts.revocable?.add({
+          credential: credentialOf(call.metadata), tenant: ctx.tenant, permission: 'read',
+          revoke: (err) => stream.end(fail(err)),
+        });
+        if (untrack) stream.onEnd(untrack);
         const id = requireId(call.request.sessionId);
+        // Lines are sent in chunks of about 256 KiB (one message each), cut per line, not per
+        // store batch: a batch of large events made one message of many megabytes (over a
+        // client's default 4 MiB receive limit, or the server's send limit).
         let buf: string[] = [];
         let size = 0;
-        const send = async (): Promise<void> => {
-          if (buf.length === 0) return;
-          const ok = call.write({ chunk: Buffer.from(buf.join('\n') + '\n') });
-          buf = [];
-          size = 0;
-          if (!ok) {
-            // Wait for the client to read, or stop at once if it goes away (never leak the
-            // generator and its buffers on a cancelled export).
-            await new Promise<void>((r) => {
-              const done = (): void => {
-                call.off('drain', done);
-                call.off('cancelled', done);
-                call.off('close', done);
-                r();
-              };
-              call.once('drain', done);
-              call.once('cancelled', done);
-              call.once('close', done);
-            });
-          }
-        };
         for await (const lines of app.exportJsonl(ctx, id, { unpacked: call.request.unpacked })) {
-          if (call.cancelled) return;
           for (const l of lines) {
             buf.push(l);
             size += l.length;
+            if (size >= 256 * 1024) {
+              yield { chunk: Buffer.from(buf.join('\n') + '\n') };
+              buf = [];
+              size = 0;
+            }
           }
-          if (size >= 256 * 1024) await send();
         }
-        await send();
-        call.end();
-      })().catch((e: unknown) => call.emit('error', fail(e)));
+        if (buf.length > 0) yield { chunk: Buffer.from(buf.join('\n') + '\n') };
+      }, fail);
     },
     subscribeSurface: (call: ServerWritableStream<unknown, unknown>): void => {
       call.emit('error', Object.assign(new Error('not implemented'), { code: Code.UNIMPLEMENTED }));

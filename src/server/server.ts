@@ -1,11 +1,11 @@
 /**
- * Composition of the gRPC server: store, app, handlers, health, metrics, graceful shutdown.
+ * The gRPC server around an app: handlers, health, metrics, reflection, graceful shutdown, and
+ * (with --web-listen) the web port serving the same handler table (src/server/web). It
+ * does not choose the store or the change feed: the composition root (src/main.ts) builds the
+ * app and hands it in.
  */
 import { Server, type ServerCredentials, type UntypedHandleCall } from '@grpc/grpc-js';
-import { SessionService } from '../app/session-service.js';
-import type { SessionStore } from '../app/store-port.js';
-import { MemorySessionStore } from '../store/memory/memory-store.js';
-import { SqliteSessionStore } from '../store/sqlite/sqlite-store.js';
+import type { SessionService } from '../app/session-service.js';
 import { SessionServiceService } from '../../gen/palimpsest/v1/service.js';
 import { HealthService } from '../../gen/grpc/health/v1/health.js';
 import { DEFAULT_CONFIG, type ServerConfig } from './config.js';
@@ -17,7 +17,8 @@ import { NO_METRICS, loadMetrics, type Metrics, type PromMetrics } from './metri
 import { makeInterceptor, metadataResolver, StreamLimiter, TokenRegistry } from './auth.js';
 import { serverCredentials } from './tls.js';
 import { withSafeDeserializers } from './safe-decode.js';
-import { preEncodedStreams, subscriptionStreams } from './subscribe-handlers.js';
+import { preEncodedStreams, subscriptionStreams, type SubscriptionStreams } from './subscribe-handlers.js';
+import { RevocableCalls } from './revocable-calls.js';
 import { toServiceError } from './status-map.js';
 import { startWebServer, type RunningWebServer } from './web/web-server.js';
 
@@ -45,7 +46,12 @@ export interface RunningServer {
 /** Hooks other modules plug in (subscriptions, auth, reflection). */
 export interface ServerExtensions {
   /** Extra SessionService stream handlers (subscriptions). */
-  streams?: (app: SessionService, config: ServerConfig, metrics: Metrics, logger: Logger) => { handlers: Record<string, UntypedHandleCall>; shutdown(): void };
+  streams?: (app: SessionService, config: ServerConfig, metrics: Metrics, logger: Logger) => {
+    handlers: Record<string, UntypedHandleCall>;
+    shutdown(): void;
+    /** Ends streams whose token was revoked or lost a permission (see SubscriptionStreams). */
+    recheck?: SubscriptionStreams['recheck'];
+  };
   /** Caller resolution (auth). */
   resolver?: ContextResolver;
   /** Extra services to register. */
@@ -62,16 +68,21 @@ function splitHostPort(addr: string): { host: string; port: number } {
   return { host: addr.slice(0, i).replace(/^\[|\]$/g, ''), port };
 }
 
-/** Opens the configured store. */
-export function openStore(config: ServerConfig): SessionStore {
-  if (config.db === ':memory:') return new MemorySessionStore();
-  return new SqliteSessionStore({ path: config.db, durability: config.durability });
+/** The full config from a partial one (defaults filled in). */
+export function resolveConfig(partial: Partial<ServerConfig> = {}): ServerConfig {
+  return { ...DEFAULT_CONFIG, ...partial, limits: { ...DEFAULT_CONFIG.limits, ...partial.limits } };
 }
 
-/** Starts a server; resolves once it is listening. */
-export async function startServer(partial: Partial<ServerConfig> = {}, ext: ServerExtensions = {}): Promise<RunningServer> {
-  const config: ServerConfig = { ...DEFAULT_CONFIG, ...partial, limits: { ...DEFAULT_CONFIG.limits, ...partial.limits } };
-  const logger = createLogger(config.logLevel);
+/** The server's logger for a config. */
+export function serverLogger(config: ServerConfig): Logger {
+  return createLogger(config.logLevel);
+}
+
+/**
+ * Serves `app` over gRPC (and the web port with --web-listen); resolves once listening. The app (and its store) belong to the server
+ * from here on: shutdown closes them. On a start-up failure the caller still owns the app.
+ */
+export async function serveApp(app: SessionService, config: ServerConfig, logger: Logger, ext: ServerExtensions = {}): Promise<RunningServer> {
   const { host, port } = splitHostPort(config.listen);
   const transport = ext.credentials
     ? { credentials: ext.credentials, tls: true, mtls: false }
@@ -80,11 +91,10 @@ export async function startServer(partial: Partial<ServerConfig> = {}, ext: Serv
   if (registry) logger.info({ tokens: registry.size, file: config.authTokens }, 'authentication on');
   else logger.warn({}, 'authentication is OFF: every client can read and write every session (pass --auth-tokens FILE to turn it on)');
   const limiter = new StreamLimiter(config.maxConcurrentStreams);
+  const revocable = new RevocableCalls();
   // prom-client is loaded only when metrics are served (it is a large part of start-up).
   const prom: PromMetrics | undefined = config.metricsListen ? await loadMetrics() : undefined;
   const metrics: Metrics = prom ?? NO_METRICS;
-  const store = openStore(config);
-  const app = new SessionService(store, config.limits, Date.now, logger);
   const health = new HealthState();
   const server = new Server({
     'grpc.max_receive_message_length': config.maxMessageBytes,
@@ -98,7 +108,8 @@ export async function startServer(partial: Partial<ServerConfig> = {}, ext: Serv
   // delta), which the preEncodedStreams definition passes through.
   const streams = ext.streams?.(app, config, metrics, logger) ?? subscriptionStreams(app, config, metrics, logger, resolver);
   // GetMessages may answer with a pre-encoded Buffer too (cached per model-history message).
-  const handlers = makeHandlers(app, resolver, logger, metrics, streams.handlers, { maxMessageBytes: config.maxMessageBytes });
+  // One handler table for both ports: the web port (src/server/web) runs these same handlers.
+  const handlers = makeHandlers(app, resolver, logger, metrics, streams.handlers, { maxMessageBytes: config.maxMessageBytes, revocable });
   server.addService(withSafeDeserializers(preEncodedResponses(preEncodedStreams(SessionServiceService))), handlers);
   const healthHandlers = health.handlers();
   server.addService(withSafeDeserializers(HealthService), healthHandlers);
@@ -133,9 +144,10 @@ export async function startServer(partial: Partial<ServerConfig> = {}, ext: Serv
         fail: (err) => toServiceError(err, (e) => logger.error({ err: e }, 'unexpected error')),
       });
     } catch (e) {
+      // The caller still owns the app (serveApp's contract): stop only what was started here.
       server.forceShutdown();
       streams.shutdown();
-      await app.close();
+      if (metricsServer) await new Promise<void>((r) => metricsServer.close(() => r()));
       throw e;
     }
   }
@@ -172,7 +184,10 @@ export async function startServer(partial: Partial<ServerConfig> = {}, ext: Serv
   const reloadTokens = (): void => {
     if (!registry) return;
     registry.reload();
-    logger.info({ tokens: registry.size }, 'token file reloaded');
+    // Open streams were authorized by the old file: end those whose token is gone or lost a permission.
+    const lookup = (credential: string) => registry.byHash(credential);
+    const ended = (streams.recheck?.(lookup) ?? 0) + revocable.recheck(lookup);
+    logger.info({ tokens: registry.size, streamsEnded: ended }, 'token file reloaded');
   };
   return { security, reloadTokens, port: boundPort, address: `${host.includes(':') ? `[${host}]` : host}:${boundPort}`, metricsPort, webPort: web?.port, app, metrics, logger, shutdown };
 }

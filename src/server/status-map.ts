@@ -6,6 +6,7 @@
 import { Metadata, status as Code, type ServiceError } from '@grpc/grpc-js';
 import { DomainError } from '../domain/errors.js';
 import { StoreClosedError } from '../store/store-errors.js';
+import { StorageError } from '../app/storage-error.js';
 import { Any } from '../../gen/google/protobuf/any.js';
 import { BadRequest, ErrorInfo, PreconditionFailure, QuotaFailure } from '../../gen/google/rpc/error_details.js';
 import { Status } from '../../gen/google/rpc/status.js';
@@ -15,6 +16,37 @@ export const ERROR_DOMAIN = 'palimpsest.dev';
 
 /** The fixed client-facing message of unexpected errors. */
 export const INTERNAL_MESSAGE = 'internal error; the server logged the cause';
+
+/**
+ * Bounds on what an error sends back (defence in depth behind request-checks.ts): the message
+ * goes out three times (grpc-message, Status.message, the detail's description) and the trailers
+ * must stay well below the 8 KiB metadata limit of gRPC C-core clients and far below the 64 KiB
+ * header list of Node's HTTP/2 (a trailer block over it wedged the client's connection).
+ */
+const MAX_MESSAGE_BYTES = 1024;
+const MAX_METADATA_VALUE_BYTES = 256;
+
+/** `s` cut to at most `max` UTF-8 bytes (at a character boundary, marked with "…"). */
+export function clip(s: string, max: number): string {
+  if (s.length * 3 <= max || Buffer.byteLength(s) <= max) return s;
+  // Whole code points up to max - 3 bytes, then "…" (3 bytes).
+  let bytes = 0;
+  let end = 0;
+  for (const ch of s) {
+    const c = ch.codePointAt(0)!;
+    const n = c < 0x80 ? 1 : c < 0x800 ? 2 : c < 0x10000 ? 3 : 4;
+    if (bytes + n > max - 3) break;
+    bytes += n;
+    end += ch.length;
+  }
+  return `${s.slice(0, end)}…`;
+}
+
+function clipMetadata(md: Readonly<Record<string, string>>): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(md)) out[clip(k, 64)] = clip(v, MAX_METADATA_VALUE_BYTES);
+  return out;
+}
 
 /** Which google.rpc detail accompanies the ErrorInfo. */
 type Detail = 'bad-request' | 'precondition' | 'quota' | 'none';
@@ -40,6 +72,7 @@ const TABLE: Readonly<Record<string, Mapping>> = {
   LEGACY_VOCABULARY: invalid,
   REQUEST_HEADER_SHAPE: invalid,
   MESSAGE_SHAPE: invalid,
+  TURN_SHAPE: invalid,
   SURFACE_OP_FORBIDDEN: invalid,
   SOURCES_FORBIDDEN: invalid,
   SURFACE_OP_REQUIRED: invalid,
@@ -63,6 +96,9 @@ const TABLE: Readonly<Record<string, Mapping>> = {
   SESSION_NOT_FOUND: { code: Code.NOT_FOUND, detail: 'none' },
   SESSION_ALREADY_EXISTS: { code: Code.ALREADY_EXISTS, detail: 'none' },
   INVALID_SESSION_ID: invalid,
+  FIELD_TOO_LONG: invalid,
+  INVALID_UTF8: invalid,
+  TOO_MANY_LABELS: exhausted,
   HEADER_INVALID: invalid,
   INVALID_ARGUMENT: invalid,
   INVALID_PAGE_TOKEN: invalid,
@@ -88,6 +124,8 @@ const TABLE: Readonly<Record<string, Mapping>> = {
   AS_OF_SEQ_AFTER_HEAD: { code: Code.OUT_OF_RANGE, detail: 'none' },
   CONFLICT_RETRIES_EXHAUSTED: { code: Code.ABORTED, detail: 'none' },
   SERVER_SHUTDOWN: { code: Code.UNAVAILABLE, detail: 'none' },
+  STORAGE_FULL: exhausted,
+  STORAGE_UNAVAILABLE: { code: Code.UNAVAILABLE, detail: 'none' },
   CANCELLED: { code: Code.CANCELLED, detail: 'none' },
   UNAUTHENTICATED: { code: Code.UNAUTHENTICATED, detail: 'none' },
   PERMISSION_DENIED: { code: Code.PERMISSION_DENIED, detail: 'none' },
@@ -112,24 +150,26 @@ function packAny(typeName: string, bytes: Uint8Array): Any {
 /** Builds a gRPC ServiceError with google.rpc.Status details for a domain/app error. */
 export function domainErrorToStatus(err: DomainError): ServiceError {
   const mapping = mappingFor(err.reason);
+  const metadata = clipMetadata(err.metadata);
+  const message = clip(err.message, MAX_MESSAGE_BYTES);
   const details: Any[] = [
-    packAny('google.rpc.ErrorInfo', ErrorInfo.encode({ reason: err.reason, domain: ERROR_DOMAIN, metadata: { ...err.metadata } }).finish()),
+    packAny('google.rpc.ErrorInfo', ErrorInfo.encode({ reason: err.reason, domain: ERROR_DOMAIN, metadata }).finish()),
   ];
-  const field = err.metadata.field ?? (err.index !== undefined ? `events[${err.index}]` : undefined);
+  const field = metadata.field ?? (err.index !== undefined ? `events[${err.index}]` : undefined);
   if (mapping.detail === 'bad-request') {
     details.push(packAny('google.rpc.BadRequest', BadRequest.encode({
-      fieldViolations: [{ field: field ?? '', description: err.message }],
+      fieldViolations: [{ field: field ?? '', description: message }],
     }).finish()));
   } else if (mapping.detail === 'precondition') {
     details.push(packAny('google.rpc.PreconditionFailure', PreconditionFailure.encode({
-      violations: [{ type: err.reason, subject: field ?? err.metadata.sessionId ?? '', description: err.message }],
+      violations: [{ type: err.reason, subject: field ?? metadata.sessionId ?? '', description: message }],
     }).finish()));
   } else if (mapping.detail === 'quota') {
     details.push(packAny('google.rpc.QuotaFailure', QuotaFailure.encode({
-      violations: [{ subject: err.metadata.limitName ?? err.reason, description: err.message }],
+      violations: [{ subject: metadata.limitName ?? err.reason, description: message }],
     }).finish()));
   }
-  return makeServiceError(mapping.code, err.message, details);
+  return makeServiceError(mapping.code, message, details);
 }
 
 /** A ServiceError carrying `grpc-status-details-bin`. */
@@ -150,6 +190,12 @@ export function toServiceError(err: unknown, log: (err: unknown) => void): Servi
   if (err instanceof StoreClosedError) {
     // A call that raced the shutdown: the client should retry elsewhere or later.
     return domainErrorToStatus(new DomainError('SERVER_SHUTDOWN', 'the server is shutting down; retry on another replica or later', {}));
+  }
+  if (err instanceof StorageError) {
+    // Logged once per episode by the store monitor (src/app/storage-monitor.ts), not per request.
+    return domainErrorToStatus(err.kind === 'full'
+      ? new DomainError('STORAGE_FULL', "the server's storage is full; nothing was stored; retry later (reads are still served)", { limitName: 'storage' })
+      : new DomainError('STORAGE_UNAVAILABLE', "the server's storage failed (I/O error); nothing was stored; retry later or on another replica", {}));
   }
   log(err);
   return makeServiceError(Code.INTERNAL, INTERNAL_MESSAGE, [

@@ -7,8 +7,8 @@
  *   batch), and each is encoded once per options variant (include_messages x data_format) into a
  *   Buffer cached on the item. The service definition is registered with response serializers that
  *   pass Buffers through (`preEncodedStreams`), so grpc-js writes the same bytes to every stream.
- * - Backpressure: the writer pulls the next item only while `write()` returns true; after false it
- *   waits for `drain`. Meanwhile live items accumulate in the subscription's bounded buffer; when
+ * - Backpressure (server-stream.ts, the one generator-to-stream adapter): the next item is pulled
+ *   only while `write()` returns true; after false the adapter waits for `drain`. Meanwhile live items accumulate in the subscription's bounded buffer; when
  *   that would exceed `config.subscriberBufferBytes` the buffer is dropped and the subscriber is
  *   switched back to catch-up from the store at its last cursor (then a new `caught_up`, then
  *   live). grpc-js itself holds at most its writable high-water mark (16 messages) per stream.
@@ -24,6 +24,9 @@
  *   UNAVAILABLE/SERVER_SHUTDOWN with ErrorInfo metadata `cursor` at shutdown.
  * - A cancelled or disconnected call closes its subscription at once (feed listener, buffers,
  *   timer).
+ * - Revocation: each stream remembers the hash of the token that opened it; after a token file
+ *   reload (`recheck`), a stream whose token is gone ends with UNAUTHENTICATED, and one whose
+ *   token lost the read permission (or now names another tenant) with PERMISSION_DENIED.
  */
 import type { ServerWritableStream, ServiceError, UntypedHandleCall } from '@grpc/grpc-js';
 import {
@@ -39,9 +42,11 @@ import { projectMessage } from '../domain/derive.js';
 import { DomainError } from '../domain/errors.js';
 import type { ServerConfig } from './config.js';
 import { eventToProto } from './convert.js';
-import type { ContextResolver } from './handlers.js';
+import type { ContextResolver, Permission } from './permissions.js';
+import { TENANT_KEY, credentialOf, grants } from './auth.js';
 import type { Logger } from './logger.js';
 import type { Metrics } from './metrics.js';
+import { pipeStream, type ServerStream } from './server-stream.js';
 import { toServiceError } from './status-map.js';
 import { messageFromJson } from './typed-data.js';
 
@@ -147,6 +152,10 @@ function eventEncoder(typed: boolean): (it: EventItem) => Buffer {
 /** One open stream, for shutdown and tests. */
 export interface ActiveSubscription {
   readonly sessionId: string;
+  /** SHA-256 of the token that opened the stream ('' without auth). */
+  readonly credential: string;
+  /** The tenant the stream was authorized for ('' without auth). */
+  readonly tenant: string;
   /** The subscription's counters (undefined until it is open). */
   readonly stats: SubscriptionStats | undefined;
   /** Ends the stream with an error status. */
@@ -162,6 +171,11 @@ export interface SubscriptionStreams {
   shutdown(): void;
   /** The open streams. */
   readonly active: ReadonlySet<ActiveSubscription>;
+  /**
+   * Re-checks every open stream's token after the token file was reloaded: `lookup` gives the
+   * token's current entry by hash (undefined = revoked). Returns the number of streams ended.
+   */
+  recheck(lookup: (credential: string) => { readonly tenant: string; readonly permissions: readonly Permission[] } | undefined): number;
 }
 
 const live = new WeakMap<SessionService, SubscriptionStreams>();
@@ -181,7 +195,10 @@ export function subscriptionStreams(app: SessionService, config: ServerConfig, m
     return requested === 0 ? config.heartbeatMs : Math.max(MIN_HEARTBEAT_MS, requested);
   }
 
-  /** Runs one stream: open, then pull/write until closed, with heartbeats and backpressure. */
+  /**
+   * Runs one stream through the stream adapter (server-stream.ts: backpressure, cancellation,
+   * deadline): open, then pull items and write them, plus heartbeats and the fast path.
+   */
   function run<I extends Item>(
     call: ServerWritableStream<unknown, unknown>,
     sessionId: string,
@@ -191,105 +208,84 @@ export function subscriptionStreams(app: SessionService, config: ServerConfig, m
     heartbeat: (cursor: number) => Buffer,
   ): void {
     let sub: Subscription<I> | undefined;
-    let ended = false;
     let timer: NodeJS.Timeout | undefined;
-    /** `write()` returned false: nothing more is written (but heartbeats are skipped) until `drain`. */
-    let blocked = false;
-    /** The pull loop waiting for `drain`. */
-    let drained: (() => void) | undefined;
     let lastWrite = 0;
     let deliveries = 0;
+    const tenantValue = call.metadata.get(TENANT_KEY)[0];
     const entry: ActiveSubscription = {
       sessionId,
+      credential: credentialOf(call.metadata),
+      tenant: typeof tenantValue === 'string' ? tenantValue : '',
       get stats() {
         return sub?.stats;
       },
-      end: (err) => finish(err),
+      end: (err) => stream.end(err),
       cursor: () => sub?.cursor ?? NO_CURSOR,
     };
-    const finish = (err?: ServiceError): void => {
-      if (ended) return;
-      ended = true;
-      sub?.close();
-      if (timer) clearTimeout(timer);
-      timer = undefined;
-      active.delete(entry);
-      metrics.subscriptions.dec();
-      drained?.();
-      if (call.cancelled) return;
-      if (err) call.emit('error', err);
-      else call.end();
-    };
-    const onDrain = (): void => {
-      blocked = false;
-      const d = drained;
-      drained = undefined;
-      d?.();
-      sub?.resume();
-    };
-    const write = (b: Buffer): void => {
+    const write = (b: Buffer): boolean => {
       lastWrite = performance.now();
-      if (!call.write(b) && !blocked) {
-        blocked = true;
-        call.once('drain', onDrain);
-      }
+      return stream.write(b);
     };
     // Heartbeat after `interval` ms without a write: writes only record their time; the timer
     // re-arms for what is left of the interval (no per-write timer work), and skips while blocked.
     const beat = (): void => {
       timer = undefined;
-      if (ended || !sub) return;
+      if (stream.ended || !sub) return;
       const idle = performance.now() - lastWrite;
       let wait = interval;
-      if (!blocked) {
+      if (!stream.blocked) {
         if (idle >= interval) write(heartbeat(sub.cursor));
         else wait = interval - idle;
       }
       timer = setTimeout(beat, wait);
       timer.unref();
     };
-    // One delivery (from the pull loop or the subscription's fast path); false = stop writing.
+    // One delivery from the subscription's fast path; false = stop writing.
     const deliver = (it: I): boolean => {
       try {
-        write(encode(it));
-        if ((++deliveries & LAG_SAMPLE_MASK) === 0 && sub && sub.stats.head >= 0) {
-          metrics.subscriptionLag.observe(Math.max(0, sub.stats.head - sub.cursor));
-        }
-        return !blocked && !ended;
+        const more = write(encode(it));
+        sampleLag();
+        return more;
       } catch (e) {
-        finish(fail(e));
+        stream.end(fail(e));
         return false;
       }
     };
-    active.add(entry);
-    metrics.subscriptions.inc();
-    call.on('cancelled', () => finish());
-    if (shuttingDown) {
-      finish(fail(new DomainError('SERVER_SHUTDOWN', 'the server is shutting down; resubscribe to another replica or later', {})));
-      return;
-    }
-    void (async () => {
-      sub = await open();
-      if (ended) {
-        sub.close();
+    const sampleLag = (): void => {
+      if ((++deliveries & LAG_SAMPLE_MASK) === 0 && sub && sub.stats.head >= 0) {
+        metrics.subscriptionLag.observe(Math.max(0, sub.stats.head - sub.cursor));
+      }
+    };
+    const stream: ServerStream<unknown> = pipeStream(call, async function* () {
+      if (shuttingDown) throw new DomainError('SERVER_SHUTDOWN', 'the server is shutting down; resubscribe to another replica or later', {});
+      const opened = await open();
+      if (stream.ended) {
+        opened.close();
         return;
       }
+      sub = opened;
       lastWrite = performance.now();
       timer = setTimeout(beat, interval);
       timer.unref();
       sub.setDirect(deliver);
       for (;;) {
-        if (blocked) {
-          await new Promise<void>((r) => {
-            drained = r;
-          });
-          if (ended) return;
-        }
         const it = await sub.next();
-        if (it === undefined || ended) return;
-        deliver(it);
+        if (it === undefined) return;
+        lastWrite = performance.now();
+        yield encode(it);
+        sampleLag();
       }
-    })().catch((e: unknown) => finish(fail(e)));
+    }, fail);
+    active.add(entry);
+    metrics.subscriptions.inc();
+    stream.onDrain(() => sub?.resume());
+    stream.onEnd(() => {
+      sub?.close();
+      if (timer) clearTimeout(timer);
+      timer = undefined;
+      active.delete(entry);
+      metrics.subscriptions.dec();
+    });
   }
 
   const handlers: Record<string, UntypedHandleCall> = {
@@ -330,6 +326,25 @@ export function subscriptionStreams(app: SessionService, config: ServerConfig, m
   const streams: SubscriptionStreams = {
     handlers,
     active,
+    recheck(lookup) {
+      let ended = 0;
+      for (const s of [...active]) {
+        if (s.credential === '') continue;
+        const token = lookup(s.credential);
+        let err: DomainError | undefined;
+        if (!token) {
+          err = new DomainError('UNAUTHENTICATED', 'the bearer token of this stream was revoked (token file reloaded); resubscribe with a valid token', {});
+        } else if (!grants(token, 'read')) {
+          err = new DomainError('PERMISSION_DENIED', 'the bearer token of this stream no longer has the read permission (token file reloaded)', { permission: 'read' });
+        } else if (token.tenant !== s.tenant) {
+          err = new DomainError('PERMISSION_DENIED', 'the bearer token of this stream now belongs to another tenant (token file reloaded); resubscribe', {});
+        }
+        if (!err) continue;
+        s.end(fail(err));
+        ended++;
+      }
+      return ended;
+    },
     shutdown() {
       shuttingDown = true;
       for (const s of [...active]) {

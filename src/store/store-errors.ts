@@ -63,3 +63,36 @@ export function checkAscendingSeqs(sessionId: string, events: readonly { readonl
     previous = seq;
   }
 }
+
+/**
+ * Wraps the named methods of a store class so that every error they throw or reject with goes
+ * through `classify` first (a store's boundary: its engine's disk-full and I/O errors become
+ * StorageError there; see src/app/storage-error.ts). Async iterables (scans) are wrapped too.
+ */
+export function classifyStoreErrors(proto: object, methods: readonly string[], classify: (e: unknown) => unknown): void {
+  const target = proto as Record<string, unknown>;
+  for (const name of methods) {
+    const original = target[name];
+    if (typeof original !== 'function') throw new Error(`classifyStoreErrors: no method ${name}`);
+    const fn = original as (...a: unknown[]) => unknown;
+    target[name] = function (this: unknown, ...args: unknown[]): unknown {
+      let r: unknown;
+      try {
+        r = fn.apply(this, args);
+      } catch (e) {
+        throw classify(e);
+      }
+      if (r instanceof Promise) return r.catch((e: unknown) => { throw classify(e); });
+      if (r !== null && typeof r === 'object' && Symbol.asyncIterator in r) return classifyIterable(r as AsyncIterable<unknown>, classify);
+      return r;
+    };
+  }
+}
+
+async function* classifyIterable<T>(it: AsyncIterable<T>, classify: (e: unknown) => unknown): AsyncGenerator<T> {
+  try {
+    yield* it;
+  } catch (e) {
+    throw classify(e);
+  }
+}

@@ -9,7 +9,7 @@ import { call, callError, startTestServer, type TestServer } from '../support/te
 import { input, userMessage } from '../support/events.js';
 import { generatePki, type TestPki } from '../support/certs.js';
 import { hashToken } from '../../src/server/auth.js';
-import { startServer } from '../../src/server/server.js';
+import { startServer } from '../../src/main.js';
 import { SessionServiceClient, MessageView, Direction, DataFormat } from '../../gen/palimpsest/v1/service.js';
 import { decodeError } from '../../src/client/error-details.js';
 import type { ServiceError } from '@grpc/grpc-js';
@@ -240,7 +240,7 @@ describe('limits', () => {
       const c = t.client;
       // Two import streams that stay open hold two call slots of this connection.
       const open = [0, 1].map(() => c.importSession((_e, _r) => undefined));
-      for (const s of open) s.write({ part: { $case: 'options', value: { sessionId: '', labels: {}, strict: false } } });
+      for (const s of open) s.write({ part: { $case: 'options', value: { sessionId: '', labels: {}, strict: false, allowSeqGaps: false } } });
       let e: { code: number; reason: string; metadata: Record<string, string> } | undefined;
       for (let i = 0; i < 50 && !e; i++) {
         try {

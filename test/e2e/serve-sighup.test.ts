@@ -1,13 +1,16 @@
 /**
  * `palimpsest serve --auth-tokens FILE` re-reads the token file on SIGHUP without dropping the
- * connection; a broken file keeps the previous tokens.
+ * connection; a broken file keeps the previous tokens; an open stream of a removed token ends
+ * with UNAUTHENTICATED.
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { credentials, Metadata, status, type ServiceError } from '@grpc/grpc-js';
-import { SessionServiceClient } from '../../gen/palimpsest/v1/service.js';
+import { SessionServiceClient, SubscribeEventsRequest, type SubscribeEventsResponse } from '../../gen/palimpsest/v1/service.js';
+import { Tail } from '../support/subscribe.js';
+import { input } from '../support/events.js';
 import { hashToken } from '../../src/server/auth.js';
 import { ensureBuilt, spawnServer, type ServerProcess } from '../support/server-process.js';
 import { call } from '../support/test-server.js';
@@ -70,5 +73,20 @@ describe('serve: SIGHUP token reload', () => {
     await until(async () => server.stderr().includes('token file reload failed'));
     expect(await codeOf(client, 'new-token-111111')).toBe(status.OK);
     expect(server.proc.exitCode).toBeNull();
+  });
+
+  it('ends an open stream of a token removed by SIGHUP with UNAUTHENTICATED; it gets no later event', async () => {
+    writeTokens(tokens, ['stream-token-2222', 'writer-token-3333']);
+    server.proc.kill('SIGHUP');
+    await until(async () => (await codeOf(client, 'stream-token-2222')) === status.OK);
+    await call(client.createSession.bind(client), { sessionId: 'hup', labels: {}, strict: false }, bearer('writer-token-3333'));
+    const tail = new Tail<SubscribeEventsResponse>(client.subscribeEvents(SubscribeEventsRequest.fromPartial({ sessionId: 'hup' }), bearer('stream-token-2222')));
+    await tail.until((x) => x.msgs.some((m) => m.kind?.$case === 'caughtUp'), 10_000, 'caught up');
+    writeTokens(tokens, ['writer-token-3333']);
+    server.proc.kill('SIGHUP');
+    await tail.until((x) => x.ended, 10_000, 'stream ended');
+    expect(tail.decoded).toMatchObject({ code: status.UNAUTHENTICATED, reason: 'UNAUTHENTICATED' });
+    await call(client.appendEvents.bind(client), { sessionId: 'hup', idempotencyKey: '', events: [input('x/y', 1)] }, bearer('writer-token-3333'));
+    expect(tail.msgs.filter((m) => m.kind?.$case === 'event')).toEqual([]);
   });
 });

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { credentials, status } from '@grpc/grpc-js';
 import Database from 'better-sqlite3';
-import { startServer } from '../../src/server/server.js';
+import { startServer } from '../../src/main.js';
 import { ANONYMOUS } from '../../src/app/session-service.js';
 import { SessionServiceClient } from '../../gen/palimpsest/v1/service.js';
 import { input } from '../support/events.js';

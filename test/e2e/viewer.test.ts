@@ -16,7 +16,7 @@ import { input, replaceOp, userMessage } from '../support/events.js';
 import { DEMO, DEMO_PNG, demoBatches } from '../support/demo-session.js';
 import { hasChromium, launchChromium, type TestBrowser } from '../support/browser.js';
 import { hashToken } from '../../src/server/auth.js';
-import { startServer } from '../../src/server/server.js';
+import { startServer } from '../../src/main.js';
 import { SessionServiceClient } from '../../gen/palimpsest/v1/service.js';
 import { credentials } from '@grpc/grpc-js';
 import type { EventInput } from '../../gen/palimpsest/v1/event.js';

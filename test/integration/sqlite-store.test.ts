@@ -7,7 +7,7 @@ import { SqliteSessionStore, type SqliteStoreOptions } from '../../src/store/sql
 import { APPLICATION_ID, SCHEMA_VERSION } from '../../src/store/sqlite/schema.js';
 import { decodeSeqs, encodeSeqs } from '../../src/store/sqlite/codec.js';
 import { StoreOpenError } from '../../src/store/store-errors.js';
-import { ev, mixedEvents, newSession, storeContract } from './store-contract.js';
+import { IMPORTER, LONG_LEASE, appendAt, ev, mixedEvents, newSession, req, storeContract } from './store-contract.js';
 
 const root = mkdtempSync(join(tmpdir(), 'palimpsest-sqlite-'));
 let fileCounter = 0;
@@ -18,6 +18,11 @@ storeContract('SqliteSessionStore (durability full, setImmediate flush)', {
   open: async () => new SqliteSessionStore({ path: freshPath() }),
   commits: (store) => store.stats().commits,
   groupCommit: true,
+  // Two connections (two SqliteSessionStore) on one file, as two server processes would be.
+  database: async () => {
+    const path = freshPath();
+    return { open: async () => new SqliteSessionStore({ path, headWatchPollMs: 10 }) };
+  },
 });
 
 storeContract('SqliteSessionStore (durability full, fsync inside COMMIT)', {
@@ -30,6 +35,10 @@ storeContract('SqliteSessionStore (durability normal, microtask flush)', {
   open: async () => new SqliteSessionStore({ path: freshPath(), durability: 'normal', groupCommit: 'microtask' }),
   commits: (store) => store.stats().commits,
   groupCommit: true,
+  database: async () => {
+    const path = freshPath();
+    return { open: async () => new SqliteSessionStore({ path, durability: 'normal', groupCommit: 'microtask', headWatchPollMs: 10 }) };
+  },
 });
 
 function openError(options: SqliteStoreOptions): StoreOpenError {
@@ -61,36 +70,49 @@ describe('SqliteSessionStore: the database file', () => {
     expect(raw.pragma('application_id', { simple: true })).toBe(APPLICATION_ID);
     expect(raw.pragma('user_version', { simple: true })).toBe(SCHEMA_VERSION);
     expect(raw.pragma('journal_mode', { simple: true })).toBe('wal');
-    expect(raw.prepare("SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name").pluck().all()).toEqual(['events', 'idempotency', 'sessions']);
+    expect(raw.prepare("SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name").pluck().all()).toEqual(['events', 'idempotency', 'sessions', 'tenants']);
     raw.close();
   });
 
   it('keeps sessions, events and idempotency records across close and reopen', async () => {
     store = new SqliteSessionStore({ path });
     await store.createSession(newSession('s', { labels: { a: 'b' } }), mixedEvents(0, 5));
-    expect(await store.append('s', 5, mixedEvents(5, 3), { key: 'k', requestHash: 'h' })).toEqual({ kind: 'appended' });
+    expect(await appendAt(store, 's', 5, mixedEvents(5, 3), { key: 'k', requestHash: 'h', surfaceLength: 4 })).toEqual({ kind: 'appended' });
     const before = await store.getSession('s');
     await store.close();
     store = new SqliteSessionStore({ path });
     expect(await store.getSession('s')).toStrictEqual(before);
     expect(await store.readEvents('s', { fromSeq: 0, direction: 'forward', limit: 100 })).toStrictEqual(mixedEvents(0, 8));
-    expect(await store.append('s', 5, mixedEvents(5, 3), { key: 'k', requestHash: 'h' })).toEqual({
+    expect(await appendAt(store, 's', 5, mixedEvents(5, 3), { key: 'k', requestHash: 'h' })).toEqual({
       kind: 'duplicate',
-      result: { seqs: [5, 6, 7], requestHash: 'h' },
+      result: { seqs: [5, 6, 7], requestHash: 'h', surfaceLength: 4 },
     });
     expect(await store.getSession('s')).toMatchObject({ nextSeq: 8, eventCount: 8 });
   });
 
-  it('drops pending sessions left over by a crash mid-import when it opens', async () => {
-    store = new SqliteSessionStore({ path });
-    await store.createSession(newSession('half', { pending: true }), mixedEvents(0, 4));
-    await store.appendPending('half', mixedEvents(4, 4));
+  it('drops pending sessions whose lease passed (a crash mid-import) when it opens, and only those', async () => {
+    let now = 500;
+    store = new SqliteSessionStore({ path, now: () => now });
+    await store.createSession(newSession('half', { pending: { owner: 'crashed', leaseUntil: 900 } }), mixedEvents(0, 4));
+    await store.appendPending('half', mixedEvents(4, 4), { owner: 'crashed', leaseUntil: 1_000 });
+    await store.createSession(newSession('live', { pending: true }), mixedEvents(0, 3));
     await store.createSession(newSession('done', { pending: true }), mixedEvents(0, 2));
-    await store.publishSession('done');
+    await store.publishSession('done', IMPORTER);
+    expect(await store.getTenantUsage('')).toMatchObject({ sessions: 3 });
     await store.close();
-    store = new SqliteSessionStore({ path });
-    expect(await store.createSession(newSession('half'), [])).toBe(true); // the id is free again
+    now = 999; // the lease has not passed yet: another process opening the file leaves it alone
+    store = new SqliteSessionStore({ path, now: () => now });
+    expect(await store.createSession(newSession('half'), [])).toEqual({ kind: 'exists' });
+    await store.close();
+    now = 1_001;
+    store = new SqliteSessionStore({ path, now: () => now });
+    expect(await store.createSession(newSession('half'), [])).toEqual({ kind: 'created' }); // the id is free again
     expect(await store.readStructure('half', 0)).toEqual([]);
+    // The live import (long lease) is still there and can finish.
+    expect(await store.appendPending('live', [ev(3)], { owner: IMPORTER, leaseUntil: LONG_LEASE })).toEqual({ kind: 'appended' });
+    await store.publishSession('live', IMPORTER);
+    expect(await store.getSession('live')).toMatchObject({ eventCount: 4 });
+    expect(await store.getTenantUsage('')).toMatchObject({ sessions: 3 });
     expect(await store.getSession('done')).toMatchObject({ eventCount: 2 });
     await store.close();
     store = undefined;
@@ -168,9 +190,9 @@ describe('SqliteSessionStore: the database file', () => {
     raw.exec("CREATE TRIGGER boom BEFORE INSERT ON events WHEN NEW.type = 'boom' BEGIN SELECT RAISE(ABORT, 'boom refused'); END");
     raw.close();
     const results = await Promise.allSettled([
-      store.append('a', 0, [ev(0, 'ok-a')]),
-      store.append('b', 0, [ev(0, 'fine'), ev(1, 'boom')]),
-      store.append('b', 0, [ev(0, 'ok-b')]),
+      store.append('a', req(0, [ev(0, 'ok-a')])),
+      store.append('b', req(0, [ev(0, 'fine'), ev(1, 'boom')])),
+      store.append('b', req(0, [ev(0, 'ok-b')])),
     ]);
     expect(results[0]).toEqual({ status: 'fulfilled', value: { kind: 'appended' } });
     expect(results[1]).toMatchObject({ status: 'rejected', reason: { message: 'boom refused' } });
@@ -187,11 +209,11 @@ describe('SqliteSessionStore: the database file', () => {
     raw.exec("CREATE TRIGGER boom BEFORE INSERT ON events WHEN NEW.type = 'boom' BEGIN SELECT RAISE(ABORT, 'boom refused'); END");
     raw.close();
     const results = await Promise.allSettled([
-      store.append('a', 0, [ev(0, 'ok-0')]),
-      store.append('a', 1, [ev(1, 'boom')]),
-      store.append('a', 1, [ev(1, 'ok-1')]),
-      store.append('a', 3, [ev(3, 'late')]),
-      store.append('a', 2, [ev(2, 'ok-2')], { key: 'k', requestHash: 'h' }),
+      store.append('a', req(0, [ev(0, 'ok-0')], { writer: 'A' })),
+      store.append('a', req(1, [ev(1, 'boom')], { expectedWriter: 'A', writer: 'B' })),
+      store.append('a', req(1, [ev(1, 'ok-1')], { expectedWriter: 'A', writer: 'C' })),
+      store.append('a', req(3, [ev(3, 'late')], { expectedWriter: 'C', writer: 'D' })),
+      store.append('a', req(2, [ev(2, 'ok-2')], { expectedWriter: 'C', writer: 'E', idempotency: { key: 'k', requestHash: 'h' } })),
     ]);
     expect(results[0]).toEqual({ status: 'fulfilled', value: { kind: 'appended' } });
     expect(results[1]).toMatchObject({ status: 'rejected', reason: { message: 'boom refused' } });
@@ -241,7 +263,7 @@ describe('SqliteSessionStore: durability full syncs the WAL off the event loop',
     const before = store.stats().syncs;
     const syncs = holdSyncs();
     let appended = false;
-    const append = store.append('s', 0, [ev(0)]).then((o) => {
+    const append = store.append('s', req(0, [ev(0)], { writer: 'first' })).then((o) => {
       appended = true;
       return o;
     });
@@ -257,7 +279,7 @@ describe('SqliteSessionStore: durability full syncs the WAL off the event loop',
       return r;
     });
     // Commits made while a sync runs wait for the next one.
-    const second = store.append('s', 1, [ev(1)]);
+    const second = store.append('s', req(1, [ev(1)], { expectedWriter: 'first' }));
     await turns(3);
     expect(syncs.held).toHaveLength(1);
     expect(read).toBe(false);
@@ -277,11 +299,11 @@ describe('SqliteSessionStore: durability full syncs the WAL off the event loop',
     store = new SqliteSessionStore({ path });
     await store.createSession(newSession('s'), []);
     const syncs = holdSyncs();
-    const append = store.append('s', 0, [ev(0)]);
+    const append = store.append('s', req(0, [ev(0)]));
     await turns(3);
     syncs.release(Object.assign(new Error('EIO: i/o error, fdatasync'), { code: 'EIO' }));
     await expect(append).rejects.toThrow('EIO');
-    await expect(store.append('s', 0, [ev(0, 'after-failure')])).rejects.toThrow('EIO');
+    await expect(store.append('s', req(0, [ev(0, 'after-failure')]))).rejects.toThrow('EIO');
     await expect(store.getSession('s')).rejects.toThrow('EIO');
     // Fail-stop: the append after the failure never reached the database.
     const raw = new Database(path, { readonly: true });
@@ -308,7 +330,7 @@ describe('SqliteSessionStore: durability full syncs the WAL off the event loop',
     const openSpy = vi.spyOn(fs, 'openSync');
     store = new SqliteSessionStore({ path: link });
     await store.createSession(newSession('s'), []);
-    expect(await store.append('s', 0, [ev(0)])).toEqual({ kind: 'appended' });
+    expect(await store.append('s', req(0, [ev(0)]))).toEqual({ kind: 'appended' });
     expect(synced.length).toBeGreaterThan(0);
     const walOpens = openSpy.mock.calls.map((c) => String(c[0])).filter((p) => p.endsWith('-wal'));
     expect(walOpens).toEqual([`${realpathSync(real)}-wal`]);
@@ -320,7 +342,7 @@ describe('SqliteSessionStore: durability full syncs the WAL off the event loop',
       const s = new SqliteSessionStore({ path: freshPath(), ...options });
       const spy = vi.spyOn(fs, 'fdatasync');
       await s.createSession(newSession('s'), []);
-      await s.append('s', 0, [ev(0)]);
+      await s.append('s', req(0, [ev(0)]));
       expect(spy).not.toHaveBeenCalled();
       expect(s.stats().syncs).toBe(0);
       await s.close();

@@ -4,10 +4,14 @@
  */
 import fc from 'fast-check';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import type { NewSession, SessionStore } from '../../src/app/store-port.js';
+import type { AppendOutcome, AppendRequest, IdempotencyRecord, NewSession, SessionStore } from '../../src/app/store-port.js';
+import { storedSessionBytes } from '../../src/app/store-port.js';
 import { DomainError } from '../../src/domain/errors.js';
 import type { Json, SessionEvent, SessionHeader, SurfaceOp } from '../../src/domain/event.js';
 import { StoreClosedError, StoreUsageError } from '../../src/store/store-errors.js';
+import { multiWriterContract, type SharedDatabase } from './multi-writer-contract.js';
+
+export { multiWriterContract, type SharedDatabase };
 
 /** How the suite drives one implementation. */
 export interface StoreHarness<S extends SessionStore> {
@@ -17,6 +21,11 @@ export interface StoreHarness<S extends SessionStore> {
   commits(store: S): number;
   /** Whether concurrent appends share one transaction (group commit). */
   readonly groupCommit: boolean;
+  /**
+   * A fresh, empty database that several store instances can open (runs the multi-writer
+   * section, see multi-writer-contract.ts). Every store shared by processes must have it.
+   */
+  database?(): Promise<SharedDatabase<S>>;
 }
 
 /** Builds an event; optional keys only when given. */
@@ -33,18 +42,69 @@ export function ev(
   return event;
 }
 
-/** A new-session record with defaults. */
+/** The writer token test sessions are created with. */
+export const WRITER0 = 'w0';
+/** The owner of test imports. */
+export const IMPORTER = 'importer-1';
+/** A lease far in the future. */
+export const LONG_LEASE = 8_000_000_000_000;
+
+/** A new-session record with defaults (`pending: true` = owned by IMPORTER with a long lease). */
 export function newSession(
   id: string,
-  options: { createdAt?: number; labels?: Record<string, string>; tenant?: string; pending?: boolean; header?: Partial<SessionHeader> } = {},
+  options: {
+    createdAt?: number; labels?: Record<string, string>; tenant?: string; writer?: string; pairingGuard?: boolean;
+    pending?: boolean | { owner: string; leaseUntil: number }; header?: Partial<SessionHeader>;
+  } = {},
 ): NewSession {
+  const pending = options.pending === true ? { owner: IMPORTER, leaseUntil: LONG_LEASE } : options.pending === false ? undefined : options.pending;
   return {
     header: { version: 0, id, createdAt: options.createdAt ?? 1_000, ...options.header },
     labels: options.labels ?? {},
     tenant: options.tenant ?? '',
     strict: false,
-    ...(options.pending === undefined ? {} : { pending: options.pending }),
+    pairingGuard: options.pairingGuard ?? false,
+    writer: options.writer ?? WRITER0,
+    ...(pending === undefined ? {} : { pending }),
   };
+}
+
+let writerCounter = 0;
+/** A fresh writer token. */
+export function freshWriter(): string {
+  return `t${++writerCounter}`;
+}
+
+/** An append request with defaults (base token WRITER0, a fresh token, surface length 0). */
+export function req(expectedNextSeq: number, events: readonly SessionEvent[], extra: Partial<AppendRequest> = {}): AppendRequest {
+  return { expectedNextSeq, expectedWriter: WRITER0, writer: freshWriter(), events, surfaceLength: 0, ...extra };
+}
+
+/**
+ * Appends on top of whatever is stored now (reads the stored writer token first): for tests that
+ * are not about the token. `idempotency.surfaceLength` (when given) becomes the request's.
+ */
+export async function appendAt(
+  store: SessionStore,
+  id: string,
+  expectedNextSeq: number,
+  events: readonly SessionEvent[],
+  idempotency?: IdempotencyRecord & { surfaceLength?: number },
+  quota?: { tenant: string; maxBytes: number },
+): Promise<AppendOutcome> {
+  const rec = await store.getSession(id);
+  const extra: Partial<AppendRequest> = { expectedWriter: rec?.writer ?? WRITER0, ...(quota === undefined ? {} : { quota }) };
+  if (idempotency !== undefined) {
+    return store.append(id, req(expectedNextSeq, events, {
+      ...extra, idempotency: { key: idempotency.key, requestHash: idempotency.requestHash }, surfaceLength: idempotency.surfaceLength ?? 0,
+    }));
+  }
+  return store.append(id, req(expectedNextSeq, events, extra));
+}
+
+/** What a session counts toward the byte quota (see SessionRecord.dataBytes). */
+export function sessionBytes(record: NewSession, events: readonly SessionEvent[]): number {
+  return storedSessionBytes(record.header, record.labels) + dataBytes(events);
 }
 
 /** A run of events seq from..from+n-1 cycling through a realistic mix of shapes. */
@@ -91,6 +151,7 @@ async function collect<T>(iterable: AsyncIterable<T>): Promise<T[]> {
 
 /** Registers the contract suite for one implementation. */
 export function storeContract<S extends SessionStore>(name: string, harness: StoreHarness<S>): void {
+  if (harness.database) multiWriterContract(name, harness.database);
   describe(`${name}: store contract`, () => {
     let store: S;
     beforeEach(async () => {
@@ -109,7 +170,7 @@ export function storeContract<S extends SessionStore>(name: string, harness: Sto
           tenant: 't1',
           header: { cwd: '/work', parentSession: 'p', seedLength: 3, origin: 'subagent', delegationDepth: 1, agentPreset: 'coder' },
         });
-        expect(await store.createSession({ ...record, strict: true }, events)).toBe(true);
+        expect(await store.createSession({ ...record, strict: true, pairingGuard: true, writer: 'w-create' }, events)).toEqual({ kind: 'created' });
         const got = await store.getSession('s1');
         expect(got).toStrictEqual({
           header: { version: 0, id: 's1', createdAt: 5, cwd: '/work', parentSession: 'p', seedLength: 3, origin: 'subagent', delegationDepth: 1, agentPreset: 'coder' },
@@ -117,18 +178,23 @@ export function storeContract<S extends SessionStore>(name: string, harness: Sto
           tenant: 't1',
           nextSeq: 7,
           eventCount: 7,
-          dataBytes: dataBytes(events),
+          dataBytes: sessionBytes(record, events),
           strict: true,
+          pairingGuard: true,
+          writer: 'w-create',
         });
         expect(await store.readEvents('s1', { fromSeq: 0, direction: 'forward', limit: 100 })).toStrictEqual(events);
-        expect(await store.createSession(newSession('s1', { createdAt: 9 }), [])).toBe(false);
+        expect(await store.createSession(newSession('s1', { createdAt: 9 }), [])).toEqual({ kind: 'exists' });
         expect((await store.getSession('s1'))?.header.createdAt).toBe(5);
       });
 
       it('keeps absent header fields absent and reports an empty session', async () => {
         await store.createSession(newSession('bare'), []);
         const got = await store.getSession('bare');
-        expect(got).toStrictEqual({ header: { version: 0, id: 'bare', createdAt: 1_000 }, labels: {}, tenant: '', nextSeq: 0, eventCount: 0, dataBytes: 0, strict: false });
+        expect(got).toStrictEqual({
+          header: { version: 0, id: 'bare', createdAt: 1_000 }, labels: {}, tenant: '', nextSeq: 0, eventCount: 0,
+          dataBytes: sessionBytes(newSession('bare'), []), strict: false, pairingGuard: false, writer: WRITER0,
+        });
         expect(Object.keys(got!.header)).toEqual(['version', 'id', 'createdAt']);
         expect(await store.getSession('nope')).toBeUndefined();
       });
@@ -137,7 +203,7 @@ export function storeContract<S extends SessionStore>(name: string, harness: Sto
         const events = [ev(0), ev(2), ev(5)];
         await store.createSession(newSession('gaps'), events);
         expect(await store.getSession('gaps')).toMatchObject({ nextSeq: 6, eventCount: 3 });
-        expect(await store.append('gaps', 6, [ev(6)])).toEqual({ kind: 'appended' });
+        expect(await appendAt(store, 'gaps', 6, [ev(6)])).toEqual({ kind: 'appended' });
         expect(await store.getSession('gaps')).toMatchObject({ nextSeq: 7, eventCount: 4 });
       });
 
@@ -206,19 +272,19 @@ export function storeContract<S extends SessionStore>(name: string, harness: Sto
 
       it('deletes a session with its events and idempotency records; the id can be reused from scratch', async () => {
         await store.createSession(newSession('d'), mixedEvents(0, 3));
-        expect(await store.append('d', 3, [ev(3)], { key: 'k1', requestHash: 'h1' })).toEqual({ kind: 'appended' });
+        expect(await appendAt(store, 'd', 3, [ev(3)], { key: 'k1', requestHash: 'h1' })).toEqual({ kind: 'appended' });
         expect(await store.deleteSession('d')).toBe(true);
         expect(await store.deleteSession('d')).toBe(false);
         expect(await store.getSession('d')).toBeUndefined();
         expect(await store.readEvents('d', { fromSeq: 0, direction: 'forward', limit: 10 })).toEqual([]);
         expect(await store.getIdempotent('d', 'k1')).toBeUndefined();
-        expect(await store.append('d', 0, [ev(0)])).toEqual({ kind: 'not-found' });
+        expect(await appendAt(store, 'd', 0, [ev(0)])).toEqual({ kind: 'not-found' });
 
         await store.createSession(newSession('d'), []);
-        expect(await store.getSession('d')).toMatchObject({ nextSeq: 0, eventCount: 0, dataBytes: 0 });
+        expect(await store.getSession('d')).toMatchObject({ nextSeq: 0, eventCount: 0, dataBytes: sessionBytes(newSession('d'), []) });
         expect(await store.readStructure('d', 0)).toEqual([]);
         expect(await store.getIdempotent('d', 'k1')).toBeUndefined();
-        expect(await store.append('d', 0, [ev(0)], { key: 'k1', requestHash: 'h2' })).toEqual({ kind: 'appended' });
+        expect(await appendAt(store, 'd', 0, [ev(0)], { key: 'k1', requestHash: 'h2' })).toEqual({ kind: 'appended' });
         expect((await store.listSessions({ pageSize: 10 })).sessions.map((s) => s.header.id)).toEqual(['d']);
       });
     });
@@ -227,9 +293,9 @@ export function storeContract<S extends SessionStore>(name: string, harness: Sto
       it('appends conditionally and updates the counters', async () => {
         await store.createSession(newSession('a'), [ev(0)]);
         const batch = mixedEvents(1, 4);
-        expect(await store.append('a', 1, batch)).toEqual({ kind: 'appended' });
-        expect(await store.getSession('a')).toMatchObject({ nextSeq: 5, eventCount: 5, dataBytes: dataBytes([ev(0), ...batch]) });
-        expect(await store.append('a', 5, [])).toEqual({ kind: 'appended' });
+        expect(await appendAt(store, 'a', 1, batch)).toEqual({ kind: 'appended' });
+        expect(await store.getSession('a')).toMatchObject({ nextSeq: 5, eventCount: 5, dataBytes: sessionBytes(newSession('a'), [ev(0), ...batch]) });
+        expect(await appendAt(store, 'a', 5, [])).toEqual({ kind: 'appended' });
         expect(await store.getSession('a')).toMatchObject({ nextSeq: 5, eventCount: 5 });
       });
 
@@ -237,74 +303,83 @@ export function storeContract<S extends SessionStore>(name: string, harness: Sto
         await store.createSession(newSession('c'), mixedEvents(0, 3));
         const before = await store.getSession('c');
         const eventsBefore = await store.readEvents('c', { fromSeq: 0, direction: 'forward', limit: 10 });
-        expect(await store.append('c', 2, [ev(2)], { key: 'k', requestHash: 'h' })).toEqual({ kind: 'conflict', actualNextSeq: 3 });
-        expect(await store.append('c', 7, [ev(7)])).toEqual({ kind: 'conflict', actualNextSeq: 3 });
+        expect(await appendAt(store, 'c', 2, [ev(2)], { key: 'k', requestHash: 'h' })).toEqual({ kind: 'conflict', actualNextSeq: 3 });
+        expect(await appendAt(store, 'c', 7, [ev(7)])).toEqual({ kind: 'conflict', actualNextSeq: 3 });
         expect(await store.getSession('c')).toStrictEqual(before);
         expect(await store.readEvents('c', { fromSeq: 0, direction: 'forward', limit: 10 })).toStrictEqual(eventsBefore);
         expect(await store.getIdempotent('c', 'k')).toBeUndefined();
       });
 
-      it('refuses every later append of a write pipeline (epoch) once one of its appends failed', async () => {
+      it('is a compare-and-set on the writer token too: a batch planned on a batch that failed never commits, whatever the head', async () => {
         await store.createSession(newSession('ep'), [ev(0)]);
         // Another writer takes seq 1 first; the pipeline's batch for seq 1 conflicts, and its next
         // batch (planned on top of it, expecting head 2) must be refused although the head is 2.
-        const other = store.append('ep', 1, [ev(1, 'note', { by: 'other' })]);
-        const mine1 = store.append('ep', 1, [ev(1, 'note', { by: 'me' })], undefined, 'pipeline-1');
-        const mine2 = store.append('ep', 2, [ev(2, 'note', { by: 'me' })], undefined, 'pipeline-1');
+        const other = store.append('ep', req(1, [ev(1, 'note', { by: 'other' })], { writer: 'other-1' }));
+        const mine1 = store.append('ep', req(1, [ev(1, 'note', { by: 'me' })], { writer: 'mine-1' }));
+        const mine2 = store.append('ep', req(2, [ev(2, 'note', { by: 'me' })], { expectedWriter: 'mine-1', writer: 'mine-2' }));
         expect(await other).toEqual({ kind: 'appended' });
         expect(await mine1).toEqual({ kind: 'conflict', actualNextSeq: 2 });
         expect(await mine2).toEqual({ kind: 'conflict', actualNextSeq: 2 });
-        // Later appends of that epoch stay refused; a fresh epoch (a reloaded pipeline) appends.
-        expect(await store.append('ep', 2, [ev(2, 'note', { by: 'me' })], undefined, 'pipeline-1')).toEqual({ kind: 'conflict', actualNextSeq: 2 });
-        expect(await store.append('ep', 2, [ev(2, 'note', { by: 'me' })], undefined, 'pipeline-2')).toEqual({ kind: 'appended' });
+        expect(await store.getSession('ep')).toMatchObject({ nextSeq: 2, writer: 'other-1' });
+        // Still refused later; a batch re-planned on what is stored (its token) appends.
+        expect(await store.append('ep', req(2, [ev(2, 'note', { by: 'me' })], { expectedWriter: 'mine-1' }))).toEqual({ kind: 'conflict', actualNextSeq: 2 });
+        expect(await store.append('ep', req(2, [ev(2, 'note', { by: 'me' })], { expectedWriter: 'other-1', writer: 'mine-3' }))).toEqual({ kind: 'appended' });
         const log = await store.readEvents('ep', { fromSeq: 0, direction: 'forward', limit: 10 });
         expect(log.map((e) => [e.seq, e.data])).toEqual([[0, { turn: 0 }], [1, { by: 'other' }], [2, { by: 'me' }]]);
+        expect(await store.getSession('ep')).toMatchObject({ nextSeq: 3, writer: 'mine-3' });
+      });
+
+      it('leaves a new writer token with every committed write, empty batches included', async () => {
+        await store.createSession(newSession('wt'), []);
+        expect(await store.append('wt', req(0, [], { writer: 'e1' }))).toEqual({ kind: 'appended' });
+        expect(await store.getSession('wt')).toMatchObject({ nextSeq: 0, writer: 'e1' });
+        // The old token no longer matches, even at the same head.
+        expect(await store.append('wt', req(0, [ev(0)]))).toEqual({ kind: 'conflict', actualNextSeq: 0 });
+        expect(await store.getSession('wt')).toMatchObject({ nextSeq: 0, eventCount: 0, writer: 'e1' });
+        expect(await store.append('wt', req(0, [ev(0)], { expectedWriter: 'e1', writer: 'e2' }))).toEqual({ kind: 'appended' });
       });
 
       it('answers a reused idempotency key with the stored result, whatever the head, appending nothing', async () => {
         await store.createSession(newSession('i'), []);
-        expect(await store.append('i', 0, [ev(0), ev(1)], { key: 'req-1', requestHash: 'abc' })).toEqual({ kind: 'appended' });
-        expect(await store.getIdempotent('i', 'req-1')).toEqual({ seqs: [0, 1], requestHash: 'abc' });
-        const again = await store.append('i', 0, [ev(0), ev(1)], { key: 'req-1', requestHash: 'abc' });
-        expect(again).toEqual({ kind: 'duplicate', result: { seqs: [0, 1], requestHash: 'abc' } });
-        expect(await store.append('i', 2, [ev(2)], { key: 'req-1', requestHash: 'other' })).toEqual({
+        expect(await appendAt(store, 'i', 0, [ev(0), ev(1)], { key: 'req-1', requestHash: 'abc' })).toEqual({ kind: 'appended' });
+        expect(await store.getIdempotent('i', 'req-1')).toEqual({ seqs: [0, 1], requestHash: 'abc', surfaceLength: 0 });
+        const again = await appendAt(store, 'i', 0, [ev(0), ev(1)], { key: 'req-1', requestHash: 'abc' });
+        expect(again).toEqual({ kind: 'duplicate', result: { seqs: [0, 1], requestHash: 'abc', surfaceLength: 0 } });
+        expect(await appendAt(store, 'i', 2, [ev(2)], { key: 'req-1', requestHash: 'other' })).toEqual({
           kind: 'duplicate',
-          result: { seqs: [0, 1], requestHash: 'abc' },
+          result: { seqs: [0, 1], requestHash: 'abc', surfaceLength: 0 },
         });
         expect(await store.getSession('i')).toMatchObject({ nextSeq: 2, eventCount: 2 });
         expect(await store.getIdempotent('i', 'nope')).toBeUndefined();
         // Keys are per session.
         await store.createSession(newSession('j'), []);
-        expect(await store.append('j', 0, [ev(0)], { key: 'req-1', requestHash: 'x' })).toEqual({ kind: 'appended' });
-        expect(await store.append('i', 2, [], { key: 'empty', requestHash: 'e' })).toEqual({ kind: 'appended' });
-        expect(await store.getIdempotent('i', 'empty')).toEqual({ seqs: [], requestHash: 'e' });
+        expect(await appendAt(store, 'j', 0, [ev(0)], { key: 'req-1', requestHash: 'x' })).toEqual({ kind: 'appended' });
+        expect(await appendAt(store, 'i', 2, [], { key: 'empty', requestHash: 'e' })).toEqual({ kind: 'appended' });
+        expect(await store.getIdempotent('i', 'empty')).toEqual({ seqs: [], requestHash: 'e', surfaceLength: 0 });
       });
 
       it('keeps the surface length of the original response with the key', async () => {
         await store.createSession(newSession('sl'), []);
-        expect(await store.append('sl', 0, [ev(0)], { key: 'a', requestHash: 'h', surfaceLength: 7 })).toEqual({ kind: 'appended' });
-        expect(await store.append('sl', 1, [], { key: 'z', requestHash: 'h', surfaceLength: 0 })).toEqual({ kind: 'appended' });
+        expect(await appendAt(store, 'sl', 0, [ev(0)], { key: 'a', requestHash: 'h', surfaceLength: 7 })).toEqual({ kind: 'appended' });
+        expect(await appendAt(store, 'sl', 1, [], { key: 'z', requestHash: 'h', surfaceLength: 0 })).toEqual({ kind: 'appended' });
         expect(await store.getIdempotent('sl', 'a')).toStrictEqual({ seqs: [0], requestHash: 'h', surfaceLength: 7 });
         expect(await store.getIdempotent('sl', 'z')).toStrictEqual({ seqs: [], requestHash: 'h', surfaceLength: 0 });
-        expect(await store.append('sl', 1, [ev(1)], { key: 'a', requestHash: 'h', surfaceLength: 9 })).toEqual({
+        expect(await appendAt(store, 'sl', 1, [ev(1)], { key: 'a', requestHash: 'h', surfaceLength: 9 })).toEqual({
           kind: 'duplicate',
           result: { seqs: [0], requestHash: 'h', surfaceLength: 7 },
         });
-        // Without one, the record has none (not null, not 0).
-        expect(await store.append('sl', 1, [ev(1)], { key: 'b', requestHash: 'h' })).toEqual({ kind: 'appended' });
-        expect(await store.getIdempotent('sl', 'b')).toStrictEqual({ seqs: [1], requestHash: 'h' });
       });
 
       it('reports unknown and pending sessions as not found', async () => {
-        expect(await store.append('ghost', 0, [ev(0)])).toEqual({ kind: 'not-found' });
+        expect(await appendAt(store, 'ghost', 0, [ev(0)])).toEqual({ kind: 'not-found' });
         await store.createSession(newSession('p', { pending: true }), []);
-        expect(await store.append('p', 0, [ev(0)])).toEqual({ kind: 'not-found' });
+        expect(await appendAt(store, 'p', 0, [ev(0)])).toEqual({ kind: 'not-found' });
       });
 
       it('refuses events whose seqs do not ascend from the expected head (a caller bug)', async () => {
         await store.createSession(newSession('b'), [ev(0)]);
-        await expect(store.append('b', 1, [ev(1), ev(1)])).rejects.toThrow(StoreUsageError);
-        await expect(store.append('b', 1, [ev(0)])).rejects.toThrow(StoreUsageError);
+        await expect(appendAt(store, 'b', 1, [ev(1), ev(1)])).rejects.toThrow(StoreUsageError);
+        await expect(appendAt(store, 'b', 1, [ev(0)])).rejects.toThrow(StoreUsageError);
         await expect(store.createSession(newSession('b2'), [ev(1), ev(0)])).rejects.toThrow(StoreUsageError);
         expect(await store.getSession('b')).toMatchObject({ nextSeq: 1, eventCount: 1 });
       });
@@ -315,8 +390,10 @@ export function storeContract<S extends SessionStore>(name: string, harness: Sto
           const client = async (c: number): Promise<number> => {
             const id = `cc${c % sessions}`;
             for (let attempt = 1; ; attempt++) {
-              const head = (await store.getSession(id))!.nextSeq;
-              const outcome = await store.append(id, head, [ev(head, 'user/message', { client: c })], { key: `client-${c}`, requestHash: `h${c}` });
+              const { nextSeq: head, writer } = (await store.getSession(id))!;
+              const outcome = await store.append(id, req(head, [ev(head, 'user/message', { client: c })], {
+                expectedWriter: writer, idempotency: { key: `client-${c}`, requestHash: `h${c}` }, surfaceLength: c,
+              }));
               if (outcome.kind === 'appended' || outcome.kind === 'duplicate') return attempt;
               expect(outcome.kind).toBe('conflict');
               expect(attempt).toBeLessThan(1000);
@@ -333,7 +410,7 @@ export function storeContract<S extends SessionStore>(name: string, harness: Sto
               expect(seen.has(c)).toBe(false);
               expect(c % sessions).toBe(s);
               seen.add(c);
-              expect(await store.getIdempotent(`cc${s}`, `client-${c}`)).toEqual({ seqs: [e.seq], requestHash: `h${c}` });
+              expect(await store.getIdempotent(`cc${s}`, `client-${c}`)).toEqual({ seqs: [e.seq], requestHash: `h${c}`, surfaceLength: c });
             }
           }
           expect(seen.size).toBe(200);
@@ -344,17 +421,17 @@ export function storeContract<S extends SessionStore>(name: string, harness: Sto
         await store.createSession(newSession('g1'), []);
         await store.createSession(newSession('g2'), []);
         const outcomes = await Promise.all([
-          store.append('g1', 0, [ev(0, 'a')], { key: 'k', requestHash: 'h' }),
-          store.append('g1', 0, [ev(0, 'b')]),
-          store.append('g1', 1, [ev(1, 'c')], { key: 'k', requestHash: 'h' }),
-          store.append('ghost', 0, [ev(0)]),
-          store.append('g2', 0, [ev(0, 'd'), ev(1, 'e')]),
-          store.append('g1', 1, [ev(1, 'f')]),
+          store.append('g1', req(0, [ev(0, 'a')], { writer: 'wa', idempotency: { key: 'k', requestHash: 'h' }, surfaceLength: 1 })),
+          store.append('g1', req(0, [ev(0, 'b')], { writer: 'wb' })),
+          store.append('g1', req(1, [ev(1, 'c')], { expectedWriter: 'wa', writer: 'wc', idempotency: { key: 'k', requestHash: 'h' } })),
+          store.append('ghost', req(0, [ev(0)])),
+          store.append('g2', req(0, [ev(0, 'd'), ev(1, 'e')])),
+          store.append('g1', req(1, [ev(1, 'f')], { expectedWriter: 'wa', writer: 'wf' })),
         ]);
         expect(outcomes).toEqual([
           { kind: 'appended' },
           { kind: 'conflict', actualNextSeq: 1 },
-          { kind: 'duplicate', result: { seqs: [0], requestHash: 'h' } },
+          { kind: 'duplicate', result: { seqs: [0], requestHash: 'h', surfaceLength: 1 } },
           { kind: 'not-found' },
           { kind: 'appended' },
           { kind: 'appended' },
@@ -368,10 +445,10 @@ export function storeContract<S extends SessionStore>(name: string, harness: Sto
         it('commits concurrent appends from one event-loop turn in a single transaction', async () => {
           for (let s = 0; s < 64; s++) await store.createSession(newSession(`gc${s}`), []);
           const before = harness.commits(store);
-          const outcomes = await Promise.all(Array.from({ length: 64 }, (_, s) => store.append(`gc${s}`, 0, [ev(0), ev(1)])));
+          const outcomes = await Promise.all(Array.from({ length: 64 }, (_, s) => store.append(`gc${s}`, req(0, [ev(0), ev(1)], { writer: 'w1' }))));
           expect(outcomes.every((o) => o.kind === 'appended')).toBe(true);
           expect(harness.commits(store) - before).toBe(1);
-          const again = await Promise.all(Array.from({ length: 64 }, (_, s) => store.append(`gc${s % 8}`, 2, [ev(2)])));
+          const again = await Promise.all(Array.from({ length: 64 }, (_, s) => store.append(`gc${s % 8}`, req(2, [ev(2)], { expectedWriter: 'w1' }))));
           expect(again.filter((o) => o.kind === 'appended')).toHaveLength(8);
           expect(harness.commits(store) - before).toBe(2);
         });
@@ -382,7 +459,7 @@ export function storeContract<S extends SessionStore>(name: string, harness: Sto
       const events = mixedEvents(0, 25);
       beforeEach(async () => {
         await store.createSession(newSession('r'), events.slice(0, 10));
-        expect(await store.append('r', 10, events.slice(10))).toEqual({ kind: 'appended' });
+        expect(await appendAt(store, 'r', 10, events.slice(10))).toEqual({ kind: 'appended' });
       });
 
       it('reads forward and backward from a seq with a limit', async () => {
@@ -496,47 +573,99 @@ export function storeContract<S extends SessionStore>(name: string, harness: Sto
       });
     });
 
+    describe('quotas (tenant counters in the write transaction)', () => {
+      it('counts sessions (pending ones too) and refuses a create over the session quota, storing nothing', async () => {
+        const quota = { maxSessions: 2, maxBytes: 0 };
+        expect(await store.createSession(newSession('q1', { tenant: 't' }), [], quota)).toEqual({ kind: 'created' });
+        expect(await store.createSession(newSession('q2', { tenant: 't', pending: true }), [], quota)).toEqual({ kind: 'created' });
+        expect(await store.createSession(newSession('q3', { tenant: 't' }), [ev(0)], quota)).toEqual({
+          kind: 'quota-exceeded', limitName: 'tenant_max_sessions', limit: 2, actual: 2,
+        });
+        expect(await store.getSession('q3')).toBeUndefined();
+        expect(await store.getTenantUsage('t')).toMatchObject({ sessions: 2 });
+        // Other tenants have their own counters; a delete frees a slot.
+        expect(await store.createSession(newSession('o1', { tenant: 'other' }), [], quota)).toEqual({ kind: 'created' });
+        expect(await store.deleteSession('q2')).toBe(true);
+        expect(await store.createSession(newSession('q3', { tenant: 't' }), [], quota)).toEqual({ kind: 'created' });
+        expect(await store.getTenantUsage('t')).toMatchObject({ sessions: 2 });
+        expect(await store.getTenantUsage('nobody')).toEqual({ sessions: 0, dataBytes: 0 });
+      });
+
+      it('counts header, labels and event data bytes; refuses an append, create or import chunk over the byte quota, leaving the log untouched', async () => {
+        const rec = newSession('b', { tenant: 'bt', labels: { team: 'x' } });
+        const first = [ev(0, 'note', { text: 'a'.repeat(50) })];
+        expect(await store.createSession(rec, first)).toEqual({ kind: 'created' });
+        const used = sessionBytes(rec, first);
+        expect(await store.getTenantUsage('bt')).toEqual({ sessions: 1, dataBytes: used });
+        const big = [ev(1, 'note', { text: 'b'.repeat(100) })];
+        const limit = used + dataBytes(big) - 1;
+        const before = await store.getSession('b');
+        expect(await appendAt(store, 'b', 1, big, undefined, { tenant: 'bt', maxBytes: limit })).toEqual({
+          kind: 'quota-exceeded', limitName: 'tenant_max_bytes', limit, actual: used + dataBytes(big),
+        });
+        expect(await store.getSession('b')).toStrictEqual(before);
+        expect(await store.readEvents('b', { fromSeq: 0, direction: 'forward', limit: 10 })).toHaveLength(1);
+        // Exactly at the limit is fine.
+        expect(await appendAt(store, 'b', 1, big, undefined, { tenant: 'bt', maxBytes: limit + 1 })).toEqual({ kind: 'appended' });
+        expect(await store.getTenantUsage('bt')).toEqual({ sessions: 1, dataBytes: limit + 1 });
+        const rec2 = newSession('b2', { tenant: 'bt' });
+        expect(await store.createSession(rec2, [], { maxSessions: 0, maxBytes: limit + 1 })).toMatchObject({ kind: 'quota-exceeded', limitName: 'tenant_max_bytes' });
+        expect(await store.createSession(newSession('imp', { tenant: 'bt', pending: true }), [], { maxSessions: 0, maxBytes: limit + 1000 })).toEqual({ kind: 'created' });
+        const chunk = [ev(0, 'note', { text: 'c'.repeat(2000) })];
+        expect(await store.appendPending('imp', chunk, { owner: IMPORTER, leaseUntil: LONG_LEASE, quota: { tenant: 'bt', maxBytes: limit + 1000 } })).toMatchObject({
+          kind: 'quota-exceeded', limitName: 'tenant_max_bytes', limit: limit + 1000,
+        });
+        expect((await store.getTenantUsage('bt')).dataBytes).toBe(limit + 1 + sessionBytes(newSession('imp', { tenant: 'bt' }), []));
+        expect(await store.deleteSession('imp')).toBe(true);
+        expect(await store.deleteSession('b')).toBe(true);
+        expect(await store.getTenantUsage('bt')).toEqual({ sessions: 0, dataBytes: 0 });
+      });
+    });
+
     describe('pending sessions (streamed import)', () => {
       it('are invisible until published, take chunks without a head check, then behave like any session', async () => {
-        expect(await store.createSession(newSession('imp', { pending: true, labels: { k: 'v' } }), mixedEvents(0, 3))).toBe(true);
-        await store.appendPending('imp', mixedEvents(3, 4));
-        await store.appendPending('imp', [ev(9), ev(12)]);
+        expect(await store.createSession(newSession('imp', { pending: true, labels: { k: 'v' } }), mixedEvents(0, 3))).toEqual({ kind: 'created' });
+        expect(await store.appendPending('imp', mixedEvents(3, 4), { owner: IMPORTER, leaseUntil: LONG_LEASE })).toEqual({ kind: 'appended' });
+        await store.appendPending('imp', [ev(9), ev(12)], { owner: IMPORTER, leaseUntil: LONG_LEASE });
         expect(await store.getSession('imp')).toBeUndefined();
         expect((await store.listSessions({ pageSize: 10 })).sessions).toEqual([]);
         expect((await store.listSessions({ pageSize: 10, labels: { k: 'v' } })).sessions).toEqual([]);
         expect(await store.readEvents('imp', { fromSeq: 0, direction: 'forward', limit: 100 })).toEqual([]);
         expect(await store.readStructure('imp', 0)).toEqual([]);
         expect(await store.getEvents('imp', [0])).toEqual([]);
-        expect(await store.append('imp', 13, [ev(13)])).toEqual({ kind: 'not-found' });
-        expect(await store.createSession(newSession('imp'), [])).toBe(false);
+        expect(await appendAt(store, 'imp', 13, [ev(13)])).toEqual({ kind: 'not-found' });
+        expect(await store.createSession(newSession('imp'), [])).toEqual({ kind: 'exists' });
 
-        await store.publishSession('imp');
+        await expect(store.publishSession('imp', 'someone-else')).rejects.toThrow(StoreUsageError);
+        await store.publishSession('imp', IMPORTER);
         const all = [...mixedEvents(0, 7), ev(9), ev(12)];
-        expect(await store.getSession('imp')).toMatchObject({ nextSeq: 13, eventCount: 9, dataBytes: dataBytes(all) });
+        expect(await store.getSession('imp')).toMatchObject({ nextSeq: 13, eventCount: 9, dataBytes: sessionBytes(newSession('imp', { labels: { k: 'v' } }), all) });
         expect(await store.readEvents('imp', { fromSeq: 0, direction: 'forward', limit: 100 })).toStrictEqual(all);
-        expect(await store.append('imp', 13, [ev(13)])).toEqual({ kind: 'appended' });
+        expect(await appendAt(store, 'imp', 13, [ev(13)])).toEqual({ kind: 'appended' });
         expect((await store.listSessions({ pageSize: 10 })).sessions.map((s) => s.header.id)).toEqual(['imp']);
       });
 
       it('refuse chunks out of order or for sessions that are not pending; an aborted import can be deleted', async () => {
         await store.createSession(newSession('imp', { pending: true }), [ev(0), ev(1)]);
-        await expect(store.appendPending('imp', [ev(1)])).rejects.toThrow(StoreUsageError);
+        const lease = { owner: IMPORTER, leaseUntil: LONG_LEASE };
+        await expect(store.appendPending('imp', [ev(1)], lease)).rejects.toThrow(StoreUsageError);
+        await expect(store.appendPending('imp', [ev(2)], { ...lease, owner: 'another-process' })).rejects.toThrow(/owned by another/);
         await store.createSession(newSession('live'), []);
-        await expect(store.appendPending('live', [ev(0)])).rejects.toThrow(StoreUsageError);
-        await expect(store.appendPending('ghost', [ev(0)])).rejects.toThrow(StoreUsageError);
-        await expect(store.publishSession('ghost')).rejects.toThrow(StoreUsageError);
+        await expect(store.appendPending('live', [ev(0)], lease)).rejects.toThrow(StoreUsageError);
+        await expect(store.appendPending('ghost', [ev(0)], lease)).rejects.toThrow(StoreUsageError);
+        await expect(store.publishSession('ghost', IMPORTER)).rejects.toThrow(StoreUsageError);
         expect(await store.deleteSession('imp')).toBe(true);
-        await expect(store.publishSession('imp')).rejects.toThrow(StoreUsageError);
+        await expect(store.publishSession('imp', IMPORTER)).rejects.toThrow(StoreUsageError);
       });
     });
 
     it('flushes queued appends on close and refuses use afterwards', async () => {
       await store.createSession(newSession('z'), []);
-      const pending = store.append('z', 0, [ev(0)]);
+      const pending = store.append('z', req(0, [ev(0)]));
       await store.close();
       expect(await pending).toEqual({ kind: 'appended' });
       await expect(store.getSession('z')).rejects.toThrow(StoreClosedError);
-      await expect(store.append('z', 1, [ev(1)])).rejects.toThrow(StoreClosedError);
+      await expect(store.append('z', req(1, [ev(1)]))).rejects.toThrow(StoreClosedError);
       store = await harness.open(); // afterEach closes it
     });
 
@@ -575,14 +704,14 @@ export function storeContract<S extends SessionStore>(name: string, harness: Sto
           for (const batch of batches) {
             const head = next;
             const events = number(batch.events, batch.gap);
-            expect(await store.append(id, head, events)).toEqual({ kind: 'appended' });
+            expect(await appendAt(store, id, head, events)).toEqual({ kind: 'appended' });
             expected.push(...events);
           }
           const read = await store.readEvents(id, { fromSeq: 0, direction: 'forward', limit: 10_000 });
           expect(read).toStrictEqual(expected);
           expect(read.map((e) => Object.keys(e).sort())).toEqual(expected.map((e) => Object.keys(e).sort()));
           expect(await store.readStructure(id, 0)).toStrictEqual(expected.map(structural));
-          expect(await store.getSession(id)).toMatchObject({ eventCount: expected.length, nextSeq: next, dataBytes: dataBytes(expected) });
+          expect(await store.getSession(id)).toMatchObject({ eventCount: expected.length, nextSeq: next, dataBytes: sessionBytes(newSession(id), expected) });
         }),
         { numRuns: 60 },
       );

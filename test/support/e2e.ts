@@ -113,7 +113,7 @@ export function replay(events: readonly PbSessionEvent[], sessionId = 'replay'):
   const engine = SessionEngine.create();
   const bySeq = new Map(domain.map((e) => [e.seq, e] as const));
   if (domain.length > 0) {
-    engine.commit(engine.plan(domain as unknown as CandidateEvent[], { mode: 'import', now: () => 0, sessionId, lookup: (s) => bySeq.get(s) }));
+    engine.commit(engine.plan(domain as unknown as CandidateEvent[], { mode: 'import', now: () => 0, sessionId, lookup: (s) => bySeq.get(s), allowSeqGaps: true }));
   }
   return { surface: engine.surface(), replaceGeneration: engine.replaceGeneration, engine };
 }

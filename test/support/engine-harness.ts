@@ -81,13 +81,15 @@ export class Harness {
   readonly events = new Map<number, SessionEvent>();
   readonly log: SessionEvent[] = [];
   time = 1_000;
+  /** Import mode only: accept seq gaps (PlanContext.allowSeqGaps). */
+  allowSeqGaps = false;
 
   constructor(opts: { strict?: boolean } = {}) {
     this.engine = SessionEngine.create(opts);
   }
 
   ctx(mode: PlanMode = 'append'): PlanContext {
-    return { mode, now: () => this.time, sessionId: 'sess-1', lookup: (seq) => this.events.get(seq) };
+    return { mode, now: () => this.time, sessionId: 'sess-1', lookup: (seq) => this.events.get(seq), allowSeqGaps: this.allowSeqGaps };
   }
 
   plan(candidates: readonly CandidateEvent[], mode: PlanMode = 'append'): BatchPlan {

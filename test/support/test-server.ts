@@ -5,7 +5,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { credentials, Metadata, type CallOptions, type ServiceError } from '@grpc/grpc-js';
-import { startServer, type RunningServer, type ServerExtensions } from '../../src/server/server.js';
+import { startServer, type RunningServer, type ServerExtensions } from '../../src/main.js';
 import type { ServerConfig } from '../../src/server/config.js';
 import { SessionServiceClient } from '../../gen/palimpsest/v1/service.js';
 import { decodeError, type DecodedError } from '../../src/client/error-details.js';

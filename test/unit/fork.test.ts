@@ -91,10 +91,11 @@ describe('planFork', () => {
     expect(again.events).toStrictEqual(source);
   });
 
-  it('an empty source gives an empty child with seedLength 0', () => {
+  it('an empty source gives a child with only the session/end-seed marker at seq 0 and seedLength 0 (the reference seeds it; issue #16 item 11)', () => {
     const plan = fork(undefined, []);
-    expect(plan.events).toStrictEqual([]);
+    expect(plan.events).toStrictEqual([{ type: 'session/end-seed', seq: 0, time: 999, data: {} }]);
     expect(plan.header.seedLength).toBe(0);
+    expect(acceptFork(plan).engine.nextSeq).toBe(1);
   });
 
   it('omits cwd when the source has none', () => {
@@ -179,7 +180,7 @@ describe('planFork', () => {
         const prefix = boundary === undefined ? log : log.filter((e) => e.seq <= boundary);
         expect(plan.header.seedLength).toBe(prefix.length);
         expect(plan.events.slice(0, prefix.length)).toStrictEqual(prefix);
-        expect(plan.events.filter((e) => e.type === END_SEED_TYPE)).toHaveLength(prefix.length === 0 ? 0 : 1);
+        expect(plan.events.filter((e) => e.type === END_SEED_TYPE)).toHaveLength(1);
         expect(acceptFork(plan).plan.events).toHaveLength(plan.events.length);
       }
     });

@@ -104,7 +104,7 @@ describe('JSONL import through the engine', () => {
     const splitter = new JsonlLineSplitter();
     let batch: CandidateEvent[] = [];
     const flush = (): void => {
-      const plan = engine.plan(batch, { mode: 'import', now: () => 0, sessionId: decoder.header?.id ?? '', lookup: (seq) => accepted.find((e) => e.seq === seq) });
+      const plan = engine.plan(batch, { mode: 'import', now: () => 0, sessionId: decoder.header?.id ?? '', lookup: (seq) => accepted.find((e) => e.seq === seq), allowSeqGaps: file === 'cordis-tool-round.jsonl' });
       engine.commit(plan);
       accepted.push(...plan.events);
       batch = [];
@@ -363,7 +363,7 @@ describe('JSONL packing rules', () => {
         expect(back.header).toStrictEqual(HEADER);
         expect(back.events).toStrictEqual(clean);
         // the logs are valid: the engine accepts the imported events unchanged
-        const plan = SessionEngine.create().plan(back.events, { mode: 'import', now: () => 0, sessionId: 's1', lookup: () => undefined });
+        const plan = SessionEngine.create().plan(back.events, { mode: 'import', now: () => 0, sessionId: 's1', lookup: () => undefined, allowSeqGaps: true });
         expect(plan.events).toStrictEqual(clean);
         expect(encodeJsonl(back.header, back.events as unknown as SessionEvent[])).toBe(text);
       }),

@@ -29,7 +29,8 @@ describe('reference fixtures', () => {
     const { id, events } = load(file);
     const engine = SessionEngine.create();
     const byseq = new Map<number, SessionEvent>();
-    const plan = engine.plan(events, { mode: 'import', now: () => 0, sessionId: id, lookup: (s) => byseq.get(s) });
+    // Only the UI snapshot cordis-tool-round has seq gaps (elided chunks): it needs allowSeqGaps.
+    const plan = engine.plan(events, { mode: 'import', now: () => 0, sessionId: id, lookup: (s) => byseq.get(s), allowSeqGaps: file === 'cordis-tool-round.jsonl' });
     engine.commit(plan);
     for (const e of plan.events) byseq.set(e.seq, e);
     expect(engine.eventCount).toBe(events.length);
@@ -64,10 +65,11 @@ describe('reference fixtures', () => {
     expect(engine.nextSeq).toBe(events.length);
   });
 
-  it('given cordis-tool-round.jsonl (seq gaps), then nextSeq and eventCount differ and chunk citations of elided seqs pass', () => {
+  it('given cordis-tool-round.jsonl (seq gaps), then refused as SEQ_NOT_CONTIGUOUS by default; with allowSeqGaps nextSeq and eventCount differ and chunk citations of elided seqs pass', () => {
     const { id, events } = load('cordis-tool-round.jsonl');
     const engine = SessionEngine.create();
-    engine.commit(engine.plan(events, { mode: 'import', now: () => 0, sessionId: id, lookup: () => undefined }));
+    expect(() => engine.plan(events, { mode: 'import', now: () => 0, sessionId: id, lookup: () => undefined })).toThrow(expect.objectContaining({ reason: 'SEQ_NOT_CONTIGUOUS' }));
+    engine.commit(engine.plan(events, { mode: 'import', now: () => 0, sessionId: id, lookup: () => undefined, allowSeqGaps: true }));
     expect(engine.eventCount).toBe(60);
     expect(engine.nextSeq).toBe(263);
   });

@@ -103,7 +103,7 @@ const turnEnd = (seq: number, time: number, turn: number): SessionEvent => ({
 function acceptClosers(events: readonly SessionEvent[], strict: boolean): SessionEvent[] {
   const engine = SessionEngine.create({ strict });
   const ctx = { now: () => 0, sessionId: 's', lookup: (seq: number) => events.find((e) => e.seq === seq) };
-  engine.commit(engine.plan(events as unknown as CandidateEvent[], { ...ctx, mode: 'import' }));
+  engine.commit(engine.plan(events as unknown as CandidateEvent[], { ...ctx, mode: 'import', allowSeqGaps: true }));
   const closers = interruptedTurnClosers(events, 's');
   const plan = engine.plan(closers as unknown as CandidateEvent[], { ...ctx, mode: 'append' });
   engine.commit(plan);
@@ -333,5 +333,23 @@ describe('interruptedTurnClosers', () => {
       engine.commit(engine.plan(closers as unknown as CandidateEvent[], { ...ctx, mode: 'append' }));
       expect(engine.surface()).toStrictEqual([...before, 7, 8]);
     });
+  });
+});
+
+describe('interruptedTurnClosers: null turn and step (issue #16 item 4)', () => {
+  const ev = (seq: number, type: string, data: Json): SessionEvent => ({ type, seq, time: 100 + seq, data });
+
+  it('given step/start with step null, then the step counts as not open: turn/end only, no step/end', () => {
+    const closers = interruptedTurnClosers([ev(0, 'turn/start', { turn: 1 }), ev(1, 'step/start', { turn: 1, step: null })]);
+    expect(closers).toEqual([{ type: 'turn/end', seq: 2, time: 101, data: { turn: 1, reason: { kind: 'interrupted' } } }]);
+  });
+
+  it('given step/start with a numeric step, then step/end and turn/end (the twin)', () => {
+    const closers = interruptedTurnClosers([ev(0, 'turn/start', { turn: 1 }), ev(1, 'step/start', { turn: 1, step: 1 })]);
+    expect(closers.map((c) => [c.type, c.data])).toEqual([['step/end', { turn: 1, step: 1 }], ['turn/end', { turn: 1, reason: { kind: 'interrupted' } }]]);
+  });
+
+  it('given turn/start with turn null, then no turn counts as open and nothing is written', () => {
+    expect(interruptedTurnClosers([ev(0, 'turn/start', { turn: null }), ev(1, 'step/start', { turn: 1, step: 1 })])).toEqual([]);
   });
 });

@@ -63,7 +63,11 @@ export interface SessionEvent {
  * except that `seq` and `time` are optional and assigned by the server.
  */
 export interface EventInput {
-  /** Event type (open vocabulary); must be non-empty. */
+  /**
+   * Event type (open vocabulary); any string up to 256 UTF-8 bytes, the empty
+   * one included (the reference requires only a string; the bound is
+   * Palimpsest's: FIELD_TOO_LONG).
+   */
   type: string;
   /** The event payload, as canonical JSON or in a typed form. */
   data:

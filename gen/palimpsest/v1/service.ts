@@ -162,7 +162,7 @@ export function messageViewToJSON(object: MessageView): string {
 export interface CreateSessionRequest {
   /** Client-chosen id (1-128 chars of [A-Za-z0-9._:-]); empty = a generated UUID. */
   sessionId: string;
-  /** Labels to attach. */
+  /** Labels to attach (at most 64; keys up to 128, values up to 1024 UTF-8 bytes). */
   labels: { [key: string]: string };
   /** Header `cwd` (absolute path). */
   cwd?:
@@ -251,14 +251,16 @@ export interface AppendEventsRequest {
   events: EventInput[];
   /**
    * When set, the seq of the session's last event the client expects
-   * (-1 = the session is empty); a different head is HEAD_MISMATCH.
+   * (-1 = the session is empty); a different head is HEAD_MISMATCH, a value
+   * below -1 is INVALID_ARGUMENT.
    */
   expectedLastSeq?:
     | number
     | undefined;
   /**
    * When set, a retried request with the same key returns the original result
-   * instead of appending again (stored durably with the events).
+   * instead of appending again (stored durably with the events); at most 256
+   * UTF-8 bytes.
    */
   idempotencyKey: string;
 }
@@ -388,7 +390,7 @@ export interface ForkSessionRequest {
     | undefined;
   /** Child id; empty = a generated UUID. */
   childSessionId: string;
-  /** Labels for the child. */
+  /** Labels for the child (limits as in CreateSessionRequest.labels). */
   labels: { [key: string]: string };
 }
 
@@ -435,10 +437,19 @@ export interface ImportSessionRequest {
 export interface ImportOptions {
   /** Id for the imported session; empty = the header's id. */
   sessionId: string;
-  /** Labels to attach. */
+  /** Labels to attach (at most 64; keys up to 128, values up to 1024 UTF-8 bytes). */
   labels: { [key: string]: string };
   /** Turn on strict invariants for the imported session. */
   strict: boolean;
+  /**
+   * Accept seq gaps: seqs then need only increase (for UI snapshots that elide
+   * events, such as the reference fixture `cordis-tool-round`). Off by default:
+   * a log that is not contiguous from seq 0 (say, a line lost in a copy) is
+   * refused with SEQ_NOT_CONTIGUOUS (FAILED_PRECONDITION), metadata `seq`,
+   * `expectedSeq`, `missingSeq` and `line`. Live appends to a gapped session
+   * continue at its last seq + 1.
+   */
+  allowSeqGaps: boolean;
 }
 
 export interface ImportOptions_LabelsEntry {
@@ -449,7 +460,17 @@ export interface ImportOptions_LabelsEntry {
 /** Response for ImportSession. */
 export interface ImportSessionResponse {
   /** The imported session. */
-  session: Session | undefined;
+  session:
+    | Session
+    | undefined;
+  /**
+   * Bytes after the file's last newline that were left out. As the reference
+   * loads a `session.jsonl`, a record is committed only once its newline is
+   * written: a final line without one (the partial record a crashed writer
+   * leaves, or even a complete record) is an uncommitted tail and is not
+   * imported. 0 when the file ends with a newline.
+   */
+  uncommittedTailBytes: number;
 }
 
 /** Request for ExportSession. */
@@ -3250,7 +3271,7 @@ export const ImportSessionRequest: MessageFns<ImportSessionRequest> = {
 };
 
 function createBaseImportOptions(): ImportOptions {
-  return { sessionId: "", labels: {}, strict: false };
+  return { sessionId: "", labels: {}, strict: false, allowSeqGaps: false };
 }
 
 export const ImportOptions: MessageFns<ImportOptions> = {
@@ -3263,6 +3284,9 @@ export const ImportOptions: MessageFns<ImportOptions> = {
     });
     if (message.strict !== false) {
       writer.uint32(24).bool(message.strict);
+    }
+    if (message.allowSeqGaps !== false) {
+      writer.uint32(32).bool(message.allowSeqGaps);
     }
     return writer;
   },
@@ -3307,6 +3331,14 @@ export const ImportOptions: MessageFns<ImportOptions> = {
             message.strict = reader.bool();
             continue;
           }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.allowSeqGaps = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3341,6 +3373,11 @@ export const ImportOptions: MessageFns<ImportOptions> = {
         )
         : {},
       strict: isSet(object.strict) ? globalThis.Boolean(object.strict) : false,
+      allowSeqGaps: isSet(object.allowSeqGaps)
+        ? globalThis.Boolean(object.allowSeqGaps)
+        : isSet(object.allow_seq_gaps)
+        ? globalThis.Boolean(object.allow_seq_gaps)
+        : false,
     };
   },
 
@@ -3361,6 +3398,9 @@ export const ImportOptions: MessageFns<ImportOptions> = {
     if (message.strict !== false) {
       obj.strict = message.strict;
     }
+    if (message.allowSeqGaps !== false) {
+      obj.allowSeqGaps = message.allowSeqGaps;
+    }
     return obj;
   },
 
@@ -3380,6 +3420,7 @@ export const ImportOptions: MessageFns<ImportOptions> = {
       {},
     );
     message.strict = object.strict ?? false;
+    message.allowSeqGaps = object.allowSeqGaps ?? false;
     return message;
   },
 };
@@ -3470,13 +3511,16 @@ export const ImportOptions_LabelsEntry: MessageFns<ImportOptions_LabelsEntry> = 
 };
 
 function createBaseImportSessionResponse(): ImportSessionResponse {
-  return { session: undefined };
+  return { session: undefined, uncommittedTailBytes: 0 };
 }
 
 export const ImportSessionResponse: MessageFns<ImportSessionResponse> = {
   encode(message: ImportSessionResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
     if (message.session !== undefined) {
       Session.encode(message.session, writer.uint32(10).fork()).join();
+    }
+    if (message.uncommittedTailBytes !== 0) {
+      writer.uint32(16).uint64(message.uncommittedTailBytes);
     }
     return writer;
   },
@@ -3502,6 +3546,14 @@ export const ImportSessionResponse: MessageFns<ImportSessionResponse> = {
             message.session = Session.decode(reader, reader.uint32());
             continue;
           }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.uncommittedTailBytes = longToNumber(reader.uint64());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3515,13 +3567,23 @@ export const ImportSessionResponse: MessageFns<ImportSessionResponse> = {
   },
 
   fromJSON(object: any): ImportSessionResponse {
-    return { session: isSet(object.session) ? Session.fromJSON(object.session) : undefined };
+    return {
+      session: isSet(object.session) ? Session.fromJSON(object.session) : undefined,
+      uncommittedTailBytes: isSet(object.uncommittedTailBytes)
+        ? globalThis.Number(object.uncommittedTailBytes)
+        : isSet(object.uncommitted_tail_bytes)
+        ? globalThis.Number(object.uncommitted_tail_bytes)
+        : 0,
+    };
   },
 
   toJSON(message: ImportSessionResponse): unknown {
     const obj: any = {};
     if (message.session !== undefined) {
       obj.session = Session.toJSON(message.session);
+    }
+    if (message.uncommittedTailBytes !== 0) {
+      obj.uncommittedTailBytes = Math.round(message.uncommittedTailBytes);
     }
     return obj;
   },
@@ -3534,6 +3596,7 @@ export const ImportSessionResponse: MessageFns<ImportSessionResponse> = {
     message.session = (object.session !== undefined && object.session !== null)
       ? Session.fromPartial(object.session)
       : undefined;
+    message.uncommittedTailBytes = object.uncommittedTailBytes ?? 0;
     return message;
   },
 };
@@ -4832,16 +4895,25 @@ export const SubscribeEventsResponse: MessageFns<SubscribeEventsResponse> = {
  * Validation reasons are the rule IDs of the reference semantics
  * (docs: dsh-semantics 0.2). Reasons every RPC can return:
  * SESSION_NOT_FOUND (NOT_FOUND), INVALID_ARGUMENT (INVALID_ARGUMENT: a malformed
- * request field, with a BadRequest naming it), UNAUTHENTICATED,
- * PERMISSION_DENIED, RESOURCE_LIMIT (RESOURCE_EXHAUSTED, with `limit` and
- * `actual`), INTERNAL (fixed message; the cause is logged server-side).
+ * request field or request stream, with a BadRequest naming it),
+ * INVALID_SESSION_ID (INVALID_ARGUMENT: not 1-128 chars of [A-Za-z0-9._:-]; with
+ * `limit` and `actual` when too long), FIELD_TOO_LONG (INVALID_ARGUMENT: a
+ * string over its limit, metadata `field`, `limitName`, `limit`, `actual`),
+ * INVALID_UTF8 (INVALID_ARGUMENT: a string field that is not valid UTF-8,
+ * metadata `field`), UNAUTHENTICATED, PERMISSION_DENIED, RESOURCE_LIMIT
+ * (RESOURCE_EXHAUSTED, with `limit` and `actual`), STORAGE_FULL
+ * (RESOURCE_EXHAUSTED: the server's disk is full; nothing was stored),
+ * STORAGE_UNAVAILABLE (UNAVAILABLE: a storage I/O failure), INTERNAL (fixed
+ * message; the cause is logged server-side). Errors echo at most a short prefix
+ * of a value the request carried.
  */
 export type SessionServiceService = typeof SessionServiceService;
 export const SessionServiceService = {
   /**
    * Creates an empty session.
    * Errors: SESSION_ALREADY_EXISTS (ALREADY_EXISTS), INVALID_SESSION_ID,
-   * HEADER_INVALID (INVALID_ARGUMENT), QUOTA_EXCEEDED (RESOURCE_EXHAUSTED).
+   * HEADER_INVALID (INVALID_ARGUMENT), QUOTA_EXCEEDED, TOO_MANY_LABELS
+   * (RESOURCE_EXHAUSTED: more than 64 labels, with `limit` and `actual`).
    */
   createSession: {
     path: "/palimpsest.v1.SessionService/CreateSession" as const,
@@ -4868,7 +4940,8 @@ export const SessionServiceService = {
   },
   /**
    * Lists sessions newest first, optionally filtered by labels.
-   * Errors: INVALID_PAGE_TOKEN, PAGE_SIZE_TOO_LARGE (INVALID_ARGUMENT).
+   * Errors: INVALID_PAGE_TOKEN, PAGE_SIZE_TOO_LARGE (INVALID_ARGUMENT),
+   * TOO_MANY_LABELS (RESOURCE_EXHAUSTED: a selector with more than 64 terms).
    */
   listSessions: {
     path: "/palimpsest.v1.SessionService/ListSessions" as const,
@@ -4911,7 +4984,9 @@ export const SessionServiceService = {
    * invariants INV_*), HEAD_MISMATCH (FAILED_PRECONDITION, expected_last_seq
    * differs: metadata `expected` and `actual`), IDEMPOTENCY_KEY_REUSED
    * (FAILED_PRECONDITION: same key, different events), BATCH_EMPTY,
-   * BATCH_TOO_LARGE, EVENT_TOO_LARGE (RESOURCE_EXHAUSTED), QUOTA_EXCEEDED.
+   * BATCH_TOO_LARGE, EVENT_TOO_LARGE (RESOURCE_EXHAUSTED), QUOTA_EXCEEDED,
+   * INVALID_ARGUMENT (expected_last_seq below -1), FIELD_TOO_LONG (an event
+   * type over 256 bytes, metadata `index`; an idempotency key over 256 bytes).
    */
   appendEvents: {
     path: "/palimpsest.v1.SessionService/AppendEvents" as const,
@@ -4969,10 +5044,11 @@ export const SessionServiceService = {
   },
   /**
    * Forks a session: the child starts with the parent's events up to a
-   * boundary seq, then a `session/end-seed` marker.
+   * boundary seq, then a `session/end-seed` marker (an empty parent gives a
+   * child holding just the marker, at seq 0, with seed_length 0).
    * Errors: SESSION_NOT_FOUND, SESSION_ALREADY_EXISTS (ALREADY_EXISTS),
    * INVALID_BOUNDARY (INVALID_ARGUMENT), OPEN_TURN (FAILED_PRECONDITION: the
-   * boundary is inside a turn).
+   * boundary is inside a turn), TOO_MANY_LABELS (RESOURCE_EXHAUSTED).
    */
   forkSession: {
     path: "/palimpsest.v1.SessionService/ForkSession" as const,
@@ -5001,11 +5077,23 @@ export const SessionServiceService = {
   /**
    * Imports a session from the reference JSONL format, streamed in chunks.
    * Atomic: a rejected file leaves no session behind. The log is stored
-   * exactly as given (no automatic repair).
-   * Errors: JSONL_INVALID, JSONL_COMPRESSED_UNSUPPORTED, HEADER_INVALID
-   * (INVALID_ARGUMENT), FORMAT_VERSION_UNSUPPORTED (FAILED_PRECONDITION),
-   * SESSION_ALREADY_EXISTS, and every AppendEvents validation reason with
-   * metadata `line`.
+   * exactly as given (no automatic repair); only committed lines count: a final
+   * line without its newline is an uncommitted tail, left out and reported in
+   * `uncommitted_tail_bytes` (a file with no committed header line is
+   * JSONL_INVALID). As the reference seeds, the events
+   * must be contiguous from seq 0 (SEQ_NOT_CONTIGUOUS naming the missing seq
+   * and the line) unless `ImportOptions.allow_seq_gaps` is set.
+   * The retired `steering/message` is accepted (stored verbatim, seen as the
+   * user/message the reference's load path upgrades it to); what that load path
+   * refuses is refused too: older turn/start and turn/end shapes that are
+   * malformed are TURN_SHAPE (INVALID_ARGUMENT).
+   * Errors: JSONL_INVALID, JSONL_COMPRESSED_UNSUPPORTED, HEADER_INVALID,
+   * TURN_SHAPE (INVALID_ARGUMENT), FORMAT_VERSION_UNSUPPORTED
+   * (FAILED_PRECONDITION), SESSION_ALREADY_EXISTS, TOO_MANY_LABELS
+   * (RESOURCE_EXHAUSTED), and every AppendEvents validation reason
+   * (FIELD_TOO_LONG for an event type included) with metadata `line`. A
+   * request stream that ends inside a frame is refused (INVALID_ARGUMENT) and
+   * stores nothing.
    */
   importSession: {
     path: "/palimpsest.v1.SessionService/ImportSession" as const,
@@ -5019,7 +5107,9 @@ export const SessionServiceService = {
   },
   /**
    * Exports a session as reference JSONL, streamed in chunks (packed chunk
-   * rows as the reference writes them). Errors: SESSION_NOT_FOUND.
+   * rows as the reference writes them). Errors: SESSION_NOT_FOUND,
+   * UNAUTHENTICATED / PERMISSION_DENIED when the server reloads its token file
+   * and the stream's token was removed / lost the read permission.
    */
   exportSession: {
     path: "/palimpsest.v1.SessionService/ExportSession" as const,
@@ -5047,7 +5137,9 @@ export const SessionServiceService = {
    * Errors: SESSION_NOT_FOUND (also when the session is deleted while
    * subscribed), UNAVAILABLE at server shutdown (ErrorInfo reason
    * SERVER_SHUTDOWN, metadata `cursor`: resume with after_seq = cursor),
-   * CURSOR_OUT_OF_RANGE (OUT_OF_RANGE: after_seq beyond the session head).
+   * CURSOR_OUT_OF_RANGE (OUT_OF_RANGE: after_seq beyond the session head),
+   * UNAUTHENTICATED / PERMISSION_DENIED when the server reloads its token file
+   * and the stream's token was removed / lost the read permission.
    */
   subscribeSurface: {
     path: "/palimpsest.v1.SessionService/SubscribeSurface" as const,
@@ -5081,7 +5173,8 @@ export interface SessionServiceServer extends UntypedServiceImplementation {
   /**
    * Creates an empty session.
    * Errors: SESSION_ALREADY_EXISTS (ALREADY_EXISTS), INVALID_SESSION_ID,
-   * HEADER_INVALID (INVALID_ARGUMENT), QUOTA_EXCEEDED (RESOURCE_EXHAUSTED).
+   * HEADER_INVALID (INVALID_ARGUMENT), QUOTA_EXCEEDED, TOO_MANY_LABELS
+   * (RESOURCE_EXHAUSTED: more than 64 labels, with `limit` and `actual`).
    */
   createSession: handleUnaryCall<CreateSessionRequest, CreateSessionResponse>;
   /**
@@ -5091,7 +5184,8 @@ export interface SessionServiceServer extends UntypedServiceImplementation {
   getSession: handleUnaryCall<GetSessionRequest, GetSessionResponse>;
   /**
    * Lists sessions newest first, optionally filtered by labels.
-   * Errors: INVALID_PAGE_TOKEN, PAGE_SIZE_TOO_LARGE (INVALID_ARGUMENT).
+   * Errors: INVALID_PAGE_TOKEN, PAGE_SIZE_TOO_LARGE (INVALID_ARGUMENT),
+   * TOO_MANY_LABELS (RESOURCE_EXHAUSTED: a selector with more than 64 terms).
    */
   listSessions: handleUnaryCall<ListSessionsRequest, ListSessionsResponse>;
   /**
@@ -5116,7 +5210,9 @@ export interface SessionServiceServer extends UntypedServiceImplementation {
    * invariants INV_*), HEAD_MISMATCH (FAILED_PRECONDITION, expected_last_seq
    * differs: metadata `expected` and `actual`), IDEMPOTENCY_KEY_REUSED
    * (FAILED_PRECONDITION: same key, different events), BATCH_EMPTY,
-   * BATCH_TOO_LARGE, EVENT_TOO_LARGE (RESOURCE_EXHAUSTED), QUOTA_EXCEEDED.
+   * BATCH_TOO_LARGE, EVENT_TOO_LARGE (RESOURCE_EXHAUSTED), QUOTA_EXCEEDED,
+   * INVALID_ARGUMENT (expected_last_seq below -1), FIELD_TOO_LONG (an event
+   * type over 256 bytes, metadata `index`; an idempotency key over 256 bytes).
    */
   appendEvents: handleUnaryCall<AppendEventsRequest, AppendEventsResponse>;
   /**
@@ -5141,10 +5237,11 @@ export interface SessionServiceServer extends UntypedServiceImplementation {
   getMessages: handleUnaryCall<GetMessagesRequest, GetMessagesResponse>;
   /**
    * Forks a session: the child starts with the parent's events up to a
-   * boundary seq, then a `session/end-seed` marker.
+   * boundary seq, then a `session/end-seed` marker (an empty parent gives a
+   * child holding just the marker, at seq 0, with seed_length 0).
    * Errors: SESSION_NOT_FOUND, SESSION_ALREADY_EXISTS (ALREADY_EXISTS),
    * INVALID_BOUNDARY (INVALID_ARGUMENT), OPEN_TURN (FAILED_PRECONDITION: the
-   * boundary is inside a turn).
+   * boundary is inside a turn), TOO_MANY_LABELS (RESOURCE_EXHAUSTED).
    */
   forkSession: handleUnaryCall<ForkSessionRequest, ForkSessionResponse>;
   /**
@@ -5156,16 +5253,30 @@ export interface SessionServiceServer extends UntypedServiceImplementation {
   /**
    * Imports a session from the reference JSONL format, streamed in chunks.
    * Atomic: a rejected file leaves no session behind. The log is stored
-   * exactly as given (no automatic repair).
-   * Errors: JSONL_INVALID, JSONL_COMPRESSED_UNSUPPORTED, HEADER_INVALID
-   * (INVALID_ARGUMENT), FORMAT_VERSION_UNSUPPORTED (FAILED_PRECONDITION),
-   * SESSION_ALREADY_EXISTS, and every AppendEvents validation reason with
-   * metadata `line`.
+   * exactly as given (no automatic repair); only committed lines count: a final
+   * line without its newline is an uncommitted tail, left out and reported in
+   * `uncommitted_tail_bytes` (a file with no committed header line is
+   * JSONL_INVALID). As the reference seeds, the events
+   * must be contiguous from seq 0 (SEQ_NOT_CONTIGUOUS naming the missing seq
+   * and the line) unless `ImportOptions.allow_seq_gaps` is set.
+   * The retired `steering/message` is accepted (stored verbatim, seen as the
+   * user/message the reference's load path upgrades it to); what that load path
+   * refuses is refused too: older turn/start and turn/end shapes that are
+   * malformed are TURN_SHAPE (INVALID_ARGUMENT).
+   * Errors: JSONL_INVALID, JSONL_COMPRESSED_UNSUPPORTED, HEADER_INVALID,
+   * TURN_SHAPE (INVALID_ARGUMENT), FORMAT_VERSION_UNSUPPORTED
+   * (FAILED_PRECONDITION), SESSION_ALREADY_EXISTS, TOO_MANY_LABELS
+   * (RESOURCE_EXHAUSTED), and every AppendEvents validation reason
+   * (FIELD_TOO_LONG for an event type included) with metadata `line`. A
+   * request stream that ends inside a frame is refused (INVALID_ARGUMENT) and
+   * stores nothing.
    */
   importSession: handleClientStreamingCall<ImportSessionRequest, ImportSessionResponse>;
   /**
    * Exports a session as reference JSONL, streamed in chunks (packed chunk
-   * rows as the reference writes them). Errors: SESSION_NOT_FOUND.
+   * rows as the reference writes them). Errors: SESSION_NOT_FOUND,
+   * UNAUTHENTICATED / PERMISSION_DENIED when the server reloads its token file
+   * and the stream's token was removed / lost the read permission.
    */
   exportSession: handleServerStreamingCall<ExportSessionRequest, ExportSessionResponse>;
   /**
@@ -5184,7 +5295,9 @@ export interface SessionServiceServer extends UntypedServiceImplementation {
    * Errors: SESSION_NOT_FOUND (also when the session is deleted while
    * subscribed), UNAVAILABLE at server shutdown (ErrorInfo reason
    * SERVER_SHUTDOWN, metadata `cursor`: resume with after_seq = cursor),
-   * CURSOR_OUT_OF_RANGE (OUT_OF_RANGE: after_seq beyond the session head).
+   * CURSOR_OUT_OF_RANGE (OUT_OF_RANGE: after_seq beyond the session head),
+   * UNAUTHENTICATED / PERMISSION_DENIED when the server reloads its token file
+   * and the stream's token was removed / lost the read permission.
    */
   subscribeSurface: handleServerStreamingCall<SubscribeSurfaceRequest, SubscribeSurfaceResponse>;
   /**
@@ -5198,7 +5311,8 @@ export interface SessionServiceClient extends Client {
   /**
    * Creates an empty session.
    * Errors: SESSION_ALREADY_EXISTS (ALREADY_EXISTS), INVALID_SESSION_ID,
-   * HEADER_INVALID (INVALID_ARGUMENT), QUOTA_EXCEEDED (RESOURCE_EXHAUSTED).
+   * HEADER_INVALID (INVALID_ARGUMENT), QUOTA_EXCEEDED, TOO_MANY_LABELS
+   * (RESOURCE_EXHAUSTED: more than 64 labels, with `limit` and `actual`).
    */
   createSession(
     request: CreateSessionRequest,
@@ -5236,7 +5350,8 @@ export interface SessionServiceClient extends Client {
   ): ClientUnaryCall;
   /**
    * Lists sessions newest first, optionally filtered by labels.
-   * Errors: INVALID_PAGE_TOKEN, PAGE_SIZE_TOO_LARGE (INVALID_ARGUMENT).
+   * Errors: INVALID_PAGE_TOKEN, PAGE_SIZE_TOO_LARGE (INVALID_ARGUMENT),
+   * TOO_MANY_LABELS (RESOURCE_EXHAUSTED: a selector with more than 64 terms).
    */
   listSessions(
     request: ListSessionsRequest,
@@ -5289,7 +5404,9 @@ export interface SessionServiceClient extends Client {
    * invariants INV_*), HEAD_MISMATCH (FAILED_PRECONDITION, expected_last_seq
    * differs: metadata `expected` and `actual`), IDEMPOTENCY_KEY_REUSED
    * (FAILED_PRECONDITION: same key, different events), BATCH_EMPTY,
-   * BATCH_TOO_LARGE, EVENT_TOO_LARGE (RESOURCE_EXHAUSTED), QUOTA_EXCEEDED.
+   * BATCH_TOO_LARGE, EVENT_TOO_LARGE (RESOURCE_EXHAUSTED), QUOTA_EXCEEDED,
+   * INVALID_ARGUMENT (expected_last_seq below -1), FIELD_TOO_LONG (an event
+   * type over 256 bytes, metadata `index`; an idempotency key over 256 bytes).
    */
   appendEvents(
     request: AppendEventsRequest,
@@ -5370,10 +5487,11 @@ export interface SessionServiceClient extends Client {
   ): ClientUnaryCall;
   /**
    * Forks a session: the child starts with the parent's events up to a
-   * boundary seq, then a `session/end-seed` marker.
+   * boundary seq, then a `session/end-seed` marker (an empty parent gives a
+   * child holding just the marker, at seq 0, with seed_length 0).
    * Errors: SESSION_NOT_FOUND, SESSION_ALREADY_EXISTS (ALREADY_EXISTS),
    * INVALID_BOUNDARY (INVALID_ARGUMENT), OPEN_TURN (FAILED_PRECONDITION: the
-   * boundary is inside a turn).
+   * boundary is inside a turn), TOO_MANY_LABELS (RESOURCE_EXHAUSTED).
    */
   forkSession(
     request: ForkSessionRequest,
@@ -5413,11 +5531,23 @@ export interface SessionServiceClient extends Client {
   /**
    * Imports a session from the reference JSONL format, streamed in chunks.
    * Atomic: a rejected file leaves no session behind. The log is stored
-   * exactly as given (no automatic repair).
-   * Errors: JSONL_INVALID, JSONL_COMPRESSED_UNSUPPORTED, HEADER_INVALID
-   * (INVALID_ARGUMENT), FORMAT_VERSION_UNSUPPORTED (FAILED_PRECONDITION),
-   * SESSION_ALREADY_EXISTS, and every AppendEvents validation reason with
-   * metadata `line`.
+   * exactly as given (no automatic repair); only committed lines count: a final
+   * line without its newline is an uncommitted tail, left out and reported in
+   * `uncommitted_tail_bytes` (a file with no committed header line is
+   * JSONL_INVALID). As the reference seeds, the events
+   * must be contiguous from seq 0 (SEQ_NOT_CONTIGUOUS naming the missing seq
+   * and the line) unless `ImportOptions.allow_seq_gaps` is set.
+   * The retired `steering/message` is accepted (stored verbatim, seen as the
+   * user/message the reference's load path upgrades it to); what that load path
+   * refuses is refused too: older turn/start and turn/end shapes that are
+   * malformed are TURN_SHAPE (INVALID_ARGUMENT).
+   * Errors: JSONL_INVALID, JSONL_COMPRESSED_UNSUPPORTED, HEADER_INVALID,
+   * TURN_SHAPE (INVALID_ARGUMENT), FORMAT_VERSION_UNSUPPORTED
+   * (FAILED_PRECONDITION), SESSION_ALREADY_EXISTS, TOO_MANY_LABELS
+   * (RESOURCE_EXHAUSTED), and every AppendEvents validation reason
+   * (FIELD_TOO_LONG for an event type included) with metadata `line`. A
+   * request stream that ends inside a frame is refused (INVALID_ARGUMENT) and
+   * stores nothing.
    */
   importSession(
     callback: (error: ServiceError | null, response: ImportSessionResponse) => void,
@@ -5437,7 +5567,9 @@ export interface SessionServiceClient extends Client {
   ): ClientWritableStream<ImportSessionRequest>;
   /**
    * Exports a session as reference JSONL, streamed in chunks (packed chunk
-   * rows as the reference writes them). Errors: SESSION_NOT_FOUND.
+   * rows as the reference writes them). Errors: SESSION_NOT_FOUND,
+   * UNAUTHENTICATED / PERMISSION_DENIED when the server reloads its token file
+   * and the stream's token was removed / lost the read permission.
    */
   exportSession(
     request: ExportSessionRequest,
@@ -5464,7 +5596,9 @@ export interface SessionServiceClient extends Client {
    * Errors: SESSION_NOT_FOUND (also when the session is deleted while
    * subscribed), UNAVAILABLE at server shutdown (ErrorInfo reason
    * SERVER_SHUTDOWN, metadata `cursor`: resume with after_seq = cursor),
-   * CURSOR_OUT_OF_RANGE (OUT_OF_RANGE: after_seq beyond the session head).
+   * CURSOR_OUT_OF_RANGE (OUT_OF_RANGE: after_seq beyond the session head),
+   * UNAUTHENTICATED / PERMISSION_DENIED when the server reloads its token file
+   * and the stream's token was removed / lost the read permission.
    */
   subscribeSurface(
     request: SubscribeSurfaceRequest,

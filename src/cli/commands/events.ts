@@ -7,7 +7,7 @@ import type { Readable } from 'node:stream';
 import { parseInteger } from '../args.js';
 import { paginate, type Command } from '../command.js';
 import { eventHeader, eventLine, eventObject, eventRow, messageText } from '../format.js';
-import { envelopeLineToEventInput } from '../../client/event-input.js';
+import { envelopesToEventInputs, parseEnvelopeLine, type EnvelopeLine } from '../../client/event-input.js';
 import type { EventInput } from '../../../gen/palimpsest/v1/event.js';
 import { DataFormat, Direction, MessageView } from '../../../gen/palimpsest/v1/service.js';
 import type { Json } from '../../domain/event.js';
@@ -19,13 +19,14 @@ export function openInput(file: string, stdin: Readable, highWaterMark?: number)
 
 /** Reads one reference envelope per non-blank line (a batch is bounded by the server's batch limit). */
 async function readBatch(input: Readable): Promise<EventInput[]> {
-  const events: EventInput[] = [];
+  const envelopes: EnvelopeLine[] = [];
   let lineNumber = 0;
   for await (const line of createInterface({ input, crlfDelay: Number.POSITIVE_INFINITY })) {
     lineNumber++;
-    if (line.trim() !== '') events.push(envelopeLineToEventInput(line, events.length, lineNumber));
+    if (line.trim() !== '') envelopes.push(parseEnvelopeLine(line, envelopes.length, lineNumber));
   }
-  return events;
+  // The whole batch at once, so that a client-side refusal reports the server's first failure.
+  return envelopesToEventInputs(envelopes);
 }
 
 function seqRange(seqs: readonly number[]): string {

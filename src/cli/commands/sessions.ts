@@ -6,6 +6,7 @@ import { paginate, type Command, type CommandContext } from '../command.js';
 import { formatTable } from '../output.js';
 import { SESSION_COLUMNS, sessionDetails, sessionObject, sessionRow } from '../format.js';
 import type { Session } from '../../../gen/palimpsest/v1/session.js';
+import { olderThan, parseAge } from '../older-than.js';
 
 const label: OptionSpec = { type: 'string', multiple: true, value: 'KEY=VALUE', help: 'label to attach (repeatable)' };
 
@@ -58,19 +59,30 @@ const sessions: Command = {
   options: {
     label: { ...label, help: 'only sessions carrying this label (repeatable; all must match)' },
     limit: { type: 'string', value: 'N', help: 'list at most N sessions (default all)' },
+    'older-than': { type: 'string', value: 'AGE', help: 'only sessions untouched for longer than AGE (30d, 12h, 90m, 45s): last event time, or creation (read-only)' },
   },
-  examples: ['palimpsest sessions --label team=search --limit 20'],
+  examples: ['palimpsest sessions --label team=search --limit 20', 'palimpsest sessions --older-than 30d --json'],
   async run({ args, rpc, out }) {
-    const all: Session[] = [];
+    let all: Session[] = [];
     const labelSelector = args.labels();
+    const age = args.str('older-than');
+    const cutoff = age === undefined ? undefined : Date.now() - parseAge('--older-than', age);
     await paginate(
-      args.int('limit', 1),
+      cutoff === undefined ? args.int('limit', 1) : undefined,
       async (pageSize, pageToken) => {
         const r = await rpc.unary(rpc.client.listSessions, { pageSize, pageToken, labelSelector });
         return { items: r.sessions, nextPageToken: r.nextPageToken };
       },
       async (items) => { all.push(...items); },
     );
+    if (cutoff !== undefined) {
+      const aged = (await olderThan(rpc, all, cutoff)).slice(0, args.int('limit', 1));
+      all = aged.map((a) => a.session);
+      if (out.json) {
+        await out.printJson(aged.map((a) => ({ ...sessionObject(a.session), lastActivity: a.lastActivity })));
+        return;
+      }
+    }
     if (out.json) await out.printJson(all.map(sessionObject));
     else if (all.length === 0) await out.write(out.style.dim('no sessions\n'));
     else await out.write(formatTable(SESSION_COLUMNS, all.map((s) => sessionRow(s, out.style)), out.style));

@@ -56,20 +56,27 @@ async function streamImport(rpc: Rpc, options: ImportSessionRequest['part'], inp
 const importCmd: Command = {
   name: 'import',
   summary: 'Imports a reference JSONL session (streamed; atomic) and prints its id.',
-  details: 'The log is stored exactly as given (no automatic repair). A rejected file leaves no session behind; the\nerror metadata names the failing `line`.',
+  details: 'The log is stored exactly as given (no automatic repair). A rejected file leaves no session behind; the\nerror metadata names the failing `line`. Seqs must be contiguous from 0 unless --allow-seq-gaps. As the reference loads a\nfile, a final line without its newline is an uncommitted tail: it is left out and the CLI says how many bytes\n(with --json, as "uncommittedTailBytes").',
   positionals: [{ name: 'FILE|-' }],
   options: {
     id: { type: 'string', value: 'ID', help: "session id (default the header's id)" },
     label: { type: 'string', multiple: true, value: 'KEY=VALUE', help: 'label to attach (repeatable)' },
     strict: { type: 'boolean', help: 'turn on the strict invariants for the imported session' },
+    'allow-seq-gaps': { type: 'boolean', help: 'accept seq gaps (UI snapshots that elide events); by default the log must be contiguous from seq 0' },
   },
   examples: ['palimpsest import ./session.jsonl --id demo-copy', 'zstd -dc session.jsonl.zstd | palimpsest import - --json'],
   async run(ctx) {
     const { args, rpc, out, stdin } = ctx;
     const file = args.pos(0);
     const total = file === '-' ? undefined : statSync(file).size;
-    const options: ImportSessionRequest['part'] = { $case: 'options', value: { sessionId: args.str('id') ?? '', labels: args.labels(), strict: args.flag('strict') } };
+    const options: ImportSessionRequest['part'] = { $case: 'options', value: { sessionId: args.str('id') ?? '', labels: args.labels(), strict: args.flag('strict'), allowSeqGaps: args.flag('allow-seq-gaps') } };
     const res = await streamImport(rpc, options, openInput(file, stdin, CHUNK_BYTES), out.progress('importing', total));
+    const tail = res.uncommittedTailBytes;
+    if (tail > 0 && out.json) {
+      await out.printJson({ id: res.session?.id ?? '', uncommittedTailBytes: tail });
+      return;
+    }
+    if (tail > 0) await out.write(`note: the file ends with an uncommitted tail of ${tail} bytes (a last line without its newline, as a crashed writer leaves it); it was left out, as the reference loads the file\n`, out.stderr);
     await printId(ctx, res.session);
   },
 };

@@ -29,8 +29,8 @@ import { create, fromBinary, toBinary, type DescMessage, type DescMethod, type D
 import { Code, ConnectError, type HandlerContext, type ServiceImpl } from '@connectrpc/connect';
 import { DomainError } from '../../domain/errors.js';
 import { Status } from '../../../gen/google/rpc/status.js';
-import { MalformedRequest } from '../safe-decode.js';
-import { malformedCause } from './malformed-guard.js';
+import { refusalOf } from '../safe-decode.js';
+import { refusalIn } from './malformed-guard.js';
 
 /** Messages a server stream may have waiting for Connect before `write()` returns false. */
 export const HIGH_WATER = 16;
@@ -83,14 +83,13 @@ export function toConnectError(err: unknown, fail: (err: unknown) => ServiceErro
 }
 
 function decodeRequest(method: GrpcMethod, name: string, input: DescMessage, msg: Parameters<typeof toBinary>[1]): unknown {
-  const malformed = malformedCause(msg);
-  if (malformed !== undefined) {
-    throw new DomainError('INVALID_ARGUMENT', `the request is not a valid protobuf message for ${method.path}: ${malformed}`, { field: 'request', method: name });
-  }
+  // Refused by the guard (malformed-guard.ts) on the bytes the client sent.
+  const marked = refusalIn(msg);
+  if (marked !== undefined) throw marked;
+  // The gRPC port's deserializer (safe-decode.ts: request bounds too) on the same message.
   const decoded = method.requestDeserialize(Buffer.from(toBinary(input, msg)));
-  if (decoded instanceof MalformedRequest) {
-    throw new DomainError('INVALID_ARGUMENT', `the request is not a valid protobuf message for ${decoded.method}: ${decoded.cause}`, { field: 'request', method: name });
-  }
+  const refused = refusalOf(decoded, name);
+  if (refused) throw refused;
   return decoded;
 }
 
@@ -133,7 +132,7 @@ class BridgedWritable extends EventEmitter {
   blocked = false;
   #wake: (() => void) | undefined;
 
-  constructor(readonly request: unknown, readonly metadata: Metadata, readonly path: string, readonly method: GrpcMethod) {
+  constructor(readonly request: unknown, readonly metadata: Metadata, readonly path: string, readonly method: GrpcMethod, readonly deadline: number) {
     super();
     // Handlers end a stream with an error by emitting it (grpc-js's ServerWritableStream).
     this.on('error', (e: unknown) => {
@@ -146,6 +145,11 @@ class BridgedWritable extends EventEmitter {
 
   getPath(): string {
     return this.path;
+  }
+
+  /** The call's deadline (ms since the epoch; Infinity without one), as grpc-js's getDeadline. */
+  getDeadline(): number {
+    return this.deadline;
   }
 
   write(value: unknown): boolean {
@@ -216,7 +220,8 @@ export function bridgeService(o: BridgeOptions): ServiceImpl<DescService> {
         try {
           admission = o.admit(ctx, m.name);
           const request = bidi ? undefined : decodeRequest(def, m.name, m.input, reqOrReqs as Parameters<typeof toBinary>[1]);
-          const c = new BridgedWritable(request, admission.metadata, def.path, def);
+          const timeout = ctx.timeoutMs();
+          const c = new BridgedWritable(request, admission.metadata, def.path, def, timeout === undefined ? Infinity : Date.now() + timeout);
           call = c;
           ctx.signal.addEventListener('abort', onAbort);
           const binary = binaryCodec(ctx);

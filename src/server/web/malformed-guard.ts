@@ -5,14 +5,17 @@
  * not a valid protobuf message with INTERNAL ("parse binary: ..."), while the gRPC port answers
  * INVALID_ARGUMENT (safe-decode.ts). This guard sits between the HTTP request and Connect: it
  * checks each binary request message (the whole body for Connect unary calls, each data frame of
- * an enveloped stream: Connect streaming, gRPC-Web, gRPC) with the same decoder Connect will use,
- * and replaces one that does not decode with a marker message (an empty message carrying the
- * decode error in one unknown field, MALFORMED_FIELD). The bridge turns the marker into the
+ * an enveloped stream: Connect streaming, gRPC-Web, gRPC) with the gRPC port's safe deserializer
+ * (malformed bytes, invalid UTF-8, the request bounds) and with the decoder Connect will use,
+ * and replaces one that is refused with a marker message (an empty message carrying the
+ * refusal in one unknown field, MALFORMED_FIELD). The bridge turns the marker into the
  * DomainError the gRPC port reports. Compressed frames and JSON bodies pass unchecked (Connect
  * reports their errors as INVALID_ARGUMENT itself).
  */
 import { create, fromBinary, toBinary, type DescMessage, type Message } from '@bufbuild/protobuf';
 import type { UniversalHandler, UniversalServerRequest } from '@connectrpc/connect/protocol';
+import { DomainError } from '../../domain/errors.js';
+import { malformedRequestError, refusalOf } from '../safe-decode.js';
 
 /** The unknown field number of the marker (the largest valid field number). */
 export const MALFORMED_FIELD = 536_870_911;
@@ -30,33 +33,55 @@ function varint(n: number): number[] {
   return out;
 }
 
-/** The marker message of `schema` for a decode failure `cause`. */
-export function malformedMarker(schema: DescMessage, cause: string): Uint8Array {
-  const text = encoder.encode(cause);
+/** The marker message of `schema` standing for the refusal `err`. */
+export function malformedMarker(schema: DescMessage, err: DomainError): Uint8Array {
+  const text = encoder.encode(JSON.stringify({ reason: err.reason, message: err.message, metadata: err.metadata }));
   const msg = create(schema) as Message & { $unknown?: { no: number; wireType: number; data: Uint8Array }[] };
   msg.$unknown = [{ no: MALFORMED_FIELD, wireType: 2, data: Uint8Array.from([...varint(text.length), ...text]) }];
   return toBinary(schema, msg);
 }
 
-/** The decode failure a marker carries, or undefined for a real message. */
-export function malformedCause(msg: object): string | undefined {
+/** The refusal a marker stands for, or undefined for a real message. */
+export function refusalIn(msg: object): DomainError | undefined {
   const u = (msg as { $unknown?: { no: number; data: Uint8Array }[] }).$unknown?.find((f) => f.no === MALFORMED_FIELD);
   if (!u) return undefined;
   let i = 0;
   while ((u.data[i] as number) & 0x80) i++;
-  return decoder.decode(u.data.subarray(i + 1));
+  const e = JSON.parse(decoder.decode(u.data.subarray(i + 1))) as { reason: string; message: string; metadata: Record<string, string> };
+  return new DomainError(e.reason, e.message, e.metadata);
 }
 
-function checked(schema: DescMessage, bytes: Uint8Array): Uint8Array {
+/** The message of the refusal a marker stands for, or undefined for a real message. */
+export function malformedCause(msg: object): string | undefined {
+  return refusalIn(msg)?.message;
+}
+
+/** How the guard checks one method's request bytes. */
+interface Check {
+  readonly schema: DescMessage;
+  /** The gRPC port's safe deserializer of this method (safe-decode.ts), when known. */
+  readonly decode: ((bytes: Buffer) => unknown) | undefined;
+  readonly path: string;
+  readonly name: string;
+}
+
+function checked(c: Check, bytes: Uint8Array): Uint8Array {
+  if (c.decode) {
+    // The exact bytes the client sent, through the gRPC port's deserializer: strict UTF-8 and
+    // the request bounds (request-checks.ts) judge them as on the gRPC port (Connect's own
+    // decode would replace invalid UTF-8 silently before the bridge sees the request).
+    const refused = refusalOf(c.decode(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)), c.name);
+    if (refused) return malformedMarker(c.schema, refused);
+  }
   try {
-    fromBinary(schema, bytes);
+    fromBinary(c.schema, bytes);
     return bytes;
   } catch (e) {
-    return malformedMarker(schema, e instanceof Error ? e.message : String(e));
+    return malformedMarker(c.schema, malformedRequestError(c.path, e instanceof Error ? e.message : String(e), c.name));
   }
 }
 
-async function* wholeBody(body: AsyncIterable<Uint8Array>, schema: DescMessage, limit: number): AsyncGenerator<Uint8Array> {
+async function* wholeBody(body: AsyncIterable<Uint8Array>, check: Check, limit: number): AsyncGenerator<Uint8Array> {
   const parts: Uint8Array[] = [];
   let size = 0;
   const it = body[Symbol.asyncIterator]();
@@ -78,11 +103,11 @@ async function* wholeBody(body: AsyncIterable<Uint8Array>, schema: DescMessage, 
     all.set(p, at);
     at += p.length;
   }
-  yield checked(schema, all);
+  yield checked(check, all);
 }
 
 /** Re-frames an enveloped body (flags:1, length:4 big-endian, message), checking data frames. */
-async function* envelopes(body: AsyncIterable<Uint8Array>, schema: DescMessage, limit: number): AsyncGenerator<Uint8Array> {
+async function* envelopes(body: AsyncIterable<Uint8Array>, check: Check, limit: number): AsyncGenerator<Uint8Array> {
   let buf = new Uint8Array(0);
   const it = body[Symbol.asyncIterator]();
   for (let n = await it.next(); !n.done; n = await it.next()) {
@@ -105,7 +130,7 @@ async function* envelopes(body: AsyncIterable<Uint8Array>, schema: DescMessage, 
       const frame = buf.subarray(5, 5 + len);
       buf = buf.subarray(5 + len);
       // Compressed (bit 0) or control (bit 1, bit 7) frames pass as they are.
-      const message = flags === 0 ? checked(schema, frame) : frame;
+      const message = flags === 0 ? checked(check, frame) : frame;
       const out = new Uint8Array(5 + message.length);
       out[0] = flags;
       new DataView(out.buffer).setUint32(1, message.length);
@@ -121,20 +146,20 @@ async function* envelopes(body: AsyncIterable<Uint8Array>, schema: DescMessage, 
  * `handler` with its binary request messages checked (see the module comment); messages above
  * `limit` bytes (Connect's readMaxBytes) are not buffered here.
  */
-export function guardMalformed(handler: UniversalHandler, limit: number): UniversalHandler {
-  const schema = handler.method.input;
+export function guardMalformed(handler: UniversalHandler, limit: number, decode?: (bytes: Buffer) => unknown): UniversalHandler {
+  const check: Check = { schema: handler.method.input, decode, path: handler.requestPath, name: handler.method.name };
   const guarded = (req: UniversalServerRequest) => {
     const type = (req.header.get('content-type') ?? '').toLowerCase();
     const body = req.body;
     if (type.includes('json') || type.includes('-text') || typeof body !== 'object' || body === null || !(Symbol.asyncIterator in body)) return handler(req);
     const bytes = body as AsyncIterable<Uint8Array>;
     const enveloped = type.startsWith('application/connect+') || type.startsWith('application/grpc');
-    if (enveloped) return handler({ ...req, body: envelopes(bytes, schema, limit) });
+    if (enveloped) return handler({ ...req, body: envelopes(bytes, check, limit) });
     // A marker has another length than the body it replaces: Connect must not hold it to the
     // client's content-length (it still enforces readMaxBytes while reading).
     const header = new Headers(req.header);
     header.delete('content-length');
-    return handler({ ...req, header, body: wholeBody(bytes, schema, limit) });
+    return handler({ ...req, header, body: wholeBody(bytes, check, limit) });
   };
   return Object.assign(guarded, { protocolNames: handler.protocolNames, service: handler.service, method: handler.method, requestPath: handler.requestPath, allowedMethods: handler.allowedMethods, supportedContentType: handler.supportedContentType });
 }

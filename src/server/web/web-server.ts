@@ -27,7 +27,7 @@ import { Health as HealthDesc } from '../../../gen/es/grpc/health/v1/health_pb.j
 import { ServerReflection as ReflectionV1Desc } from '../../../gen/es/grpc/reflection/v1/reflection_pb.js';
 import { ServerReflection as ReflectionV1AlphaDesc } from '../../../gen/es/grpc/reflection/v1alpha/reflection_pb.js';
 import { ReflectionV1AlphaService, ReflectionV1Service } from '../reflection.js';
-import { authenticate, StreamLimiter, TENANT_KEY, tooManyStreams, type TokenRegistry } from '../auth.js';
+import { authenticate, setCaller, StreamLimiter, tooManyStreams, type TokenRegistry } from '../auth.js';
 import { preEncodedResponses } from '../handlers.js';
 import { preEncodedStreams } from '../subscribe-handlers.js';
 import { withSafeDeserializers } from '../safe-decode.js';
@@ -95,7 +95,7 @@ export async function startWebServer(o: WebServerOptions): Promise<RunningWebSer
     try {
       // Only the verified tenant reaches the handlers (never client-sent x-palimpsest-* headers).
       const metadata = new Metadata();
-      if (o.registry && !isPublic) metadata.set(TENANT_KEY, authenticate(o.registry, ctx.requestHeader.get('authorization') ?? undefined, method));
+      if (o.registry && !isPublic) setCaller(metadata, authenticate(o.registry, ctx.requestHeader.get('authorization') ?? undefined, method));
       return { metadata, release };
     } catch (e) {
       release();
@@ -103,18 +103,25 @@ export async function startWebServer(o: WebServerOptions): Promise<RunningWebSer
     }
   };
   const sessionDef = withSafeDeserializers(preEncodedResponses(preEncodedStreams(SessionServiceService)));
+  const healthDef = withSafeDeserializers(HealthService);
+  // The gRPC port's safe request deserializers by path, for the guard (malformed-guard.ts).
+  const decoders = new Map<string, (b: Buffer) => unknown>();
+  const served = (def: Readonly<Record<string, { path: string; requestDeserialize: (b: Buffer) => unknown }>>): never => {
+    for (const m of Object.values(def)) decoders.set(m.path, m.requestDeserialize);
+    return def as never;
+  };
   // connectNodeAdapter's routing, with each handler behind the malformed-request guard.
   const router = createConnectRouter({ readMaxBytes: o.maxMessageBytes, writeMaxBytes: o.maxMessageBytes, acceptCompression: [compressionGzip, compressionBrotli] });
-  router.service(SessionServiceDesc, bridgeService({ service: SessionServiceDesc, definition: sessionDef as never, handlers: o.handlers, admit: admit(false), fail: o.fail }));
+  router.service(SessionServiceDesc, bridgeService({ service: SessionServiceDesc, definition: served(sessionDef), handlers: o.handlers, admit: admit(false), fail: o.fail }));
   if (o.healthHandlers) {
-    router.service(HealthDesc, bridgeService({ service: HealthDesc, definition: withSafeDeserializers(HealthService) as never, handlers: o.healthHandlers, admit: admit(true), fail: o.fail }));
+    router.service(HealthDesc, bridgeService({ service: HealthDesc, definition: served(healthDef), handlers: o.healthHandlers, admit: admit(true), fail: o.fail }));
   }
   if (o.reflectionHandlers) {
     for (const [desc, def] of [[ReflectionV1Desc, ReflectionV1Service], [ReflectionV1AlphaDesc, ReflectionV1AlphaService]] as const) {
-      router.service(desc, bridgeService({ service: desc, definition: withSafeDeserializers(def) as never, handlers: o.reflectionHandlers, admit: admit(true), fail: o.fail }));
+      router.service(desc, bridgeService({ service: desc, definition: served(withSafeDeserializers(def)), handlers: o.reflectionHandlers, admit: admit(true), fail: o.fail }));
     }
   }
-  const routes = new Map(router.handlers.map((h) => [h.requestPath, guardMalformed(h, o.maxMessageBytes)] as const));
+  const routes = new Map(router.handlers.map((h) => [h.requestPath, guardMalformed(h, o.maxMessageBytes, decoders.get(h.requestPath))] as const));
   const assets = staticAssets(o.assetDir ?? defaultAssetDir());
   const rpc = (req: Req, res: Res): void => {
     const route = routes.get((req.url ?? '').split('?', 1)[0] ?? '');

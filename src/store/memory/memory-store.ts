@@ -4,80 +4,119 @@
  * results. Simplicity over speed, except that reads by seq use binary search so tests with large
  * logs stay quick.
  *
+ * Several store instances may share one {@link MemoryDatabase} (the in-process analogue of several
+ * processes over one database file): every write is one synchronous step on the shared state, so
+ * instances race exactly as connections to one database do, and the multi-writer contract tests
+ * run against memory too.
+ *
  * Stored events are canonical deep-frozen copies (absent optional keys absent, data copied
  * through JSON), so neither the caller's later mutation nor a reader can alter the log.
  */
 import type {
   AppendOutcome,
-  IdempotencyRecord,
+  AppendRequest,
+  CreateOutcome,
+  CreateQuota,
+  HeadWatch,
   IdempotentResult,
   NewSession,
+  PendingChunkOptions,
+  PendingChunkOutcome,
   ReadEventsQuery,
   SessionPage,
   SessionRecord,
   SessionStore,
   StoredEventText,
   StructuralRow,
+  TenantUsage,
 } from '../../app/store-port.js';
-import type { Json, SessionEvent, SessionHeader } from '../../domain/event.js';
+import { storedSessionBytes } from '../../app/store-port.js';
+import type { SessionEvent } from '../../domain/event.js';
 import { checkPageSize, decodePageToken, encodePageToken } from '../page-token.js';
 import { StoreClosedError, StoreUsageError, checkAscendingSeqs } from '../store-errors.js';
-import { PoisonedEpochs } from '../poisoned-epochs.js';
+import { MemoryDatabase, type MemorySession } from './memory-database.js';
+import { canonicalEvent, canonicalHeader, eventBytes, lowerBound, structuralRow, toRecord } from './memory-events.js';
+
+export { MemoryDatabase } from './memory-database.js';
+export { canonicalEvent } from './memory-events.js';
 
 /** Write counters, for tests and metrics. */
 export interface StoreStats {
-  /** Write transactions committed (every write operation is its own commit here). */
+  /** Write transactions committed by this instance (every write operation is its own commit here). */
   readonly commits: number;
-  /** `append` calls that appended events. */
+  /** `append` calls of this instance that appended events. */
   readonly appends: number;
 }
 
-interface MemorySession {
-  header: SessionHeader;
-  labels: Readonly<Record<string, string>>;
-  tenant: string;
-  strict: boolean;
-  pending: boolean;
-  nextSeq: number;
-  dataBytes: number;
-  /** Ascending by seq (gaps possible for imported logs). */
-  readonly events: SessionEvent[];
-  readonly idempotency: Map<string, IdempotentResult>;
+/** Options of {@link MemorySessionStore}. */
+export interface MemoryStoreOptions {
+  /** The shared state to open (default: a new, private one). */
+  readonly database?: MemoryDatabase;
+  /** Clock for pending-import leases (default Date.now). */
+  readonly now?: () => number;
 }
 
 /** The in-memory reference implementation of {@link SessionStore}. */
 export class MemorySessionStore implements SessionStore {
-  private readonly sessions = new Map<string, MemorySession>();
+  /** The shared state this instance writes to. */
+  readonly database: MemoryDatabase;
+  private readonly sessions: Map<string, MemorySession>;
+  private readonly now: () => number;
   private closed = false;
   private commits = 0;
   private appends = 0;
+
+  constructor(options: MemoryStoreOptions = {}) {
+    this.database = options.database ?? new MemoryDatabase();
+    this.sessions = this.database.sessions;
+    this.now = options.now ?? Date.now;
+    // A pending import whose owner's lease passed was abandoned (crash): remove it. Live owners'
+    // imports in progress are left alone.
+    const now = this.now();
+    for (const [id, s] of this.sessions) if (s.pending !== undefined && s.pending.leaseUntil < now) this.remove(id, s);
+  }
 
   /** Write counters. */
   stats(): StoreStats {
     return { commits: this.commits, appends: this.appends };
   }
 
-  async createSession(record: NewSession, events: readonly SessionEvent[]): Promise<boolean> {
+  async createSession(record: NewSession, events: readonly SessionEvent[], quota?: CreateQuota): Promise<CreateOutcome> {
     this.checkOpen();
     const id = record.header.id;
-    if (this.sessions.has(id)) return false;
     checkAscendingSeqs(id, events, 0);
+    if (this.sessions.has(id)) return { kind: 'exists' };
     const stored = events.map(canonicalEvent);
+    const header = canonicalHeader(record.header);
+    const labels = Object.freeze({ ...record.labels });
+    const bytes = storedSessionBytes(header, labels) + eventBytes(stored);
+    const tenant = this.database.tenant(record.tenant);
+    if (quota !== undefined && quota.maxSessions > 0 && tenant.sessions + 1 > quota.maxSessions) {
+      return { kind: 'quota-exceeded', limitName: 'tenant_max_sessions', limit: quota.maxSessions, actual: tenant.sessions };
+    }
+    if (quota !== undefined && quota.maxBytes > 0 && tenant.dataBytes + bytes > quota.maxBytes) {
+      return { kind: 'quota-exceeded', limitName: 'tenant_max_bytes', limit: quota.maxBytes, actual: tenant.dataBytes + bytes };
+    }
     const session: MemorySession = {
-      header: canonicalHeader(record.header),
-      labels: Object.freeze({ ...record.labels }),
+      header,
+      labels,
       tenant: record.tenant,
       strict: record.strict,
-      pending: record.pending === true,
+      pairingGuard: record.pairingGuard,
+      pending: record.pending === undefined ? undefined : { owner: record.pending.owner, leaseUntil: record.pending.leaseUntil },
+      writer: record.writer,
       nextSeq: 0,
-      dataBytes: 0,
+      dataBytes: bytes - eventBytes(stored),
       events: [],
       idempotency: new Map(),
     };
     this.pushEvents(session, stored);
     this.sessions.set(id, session);
+    tenant.sessions++;
+    tenant.dataBytes += bytes;
     this.commits++;
-    return true;
+    if (session.pending === undefined) this.database.changed(this, id, session.nextSeq);
+    return { kind: 'created' };
   }
 
   async getSession(id: string): Promise<SessionRecord | undefined> {
@@ -97,7 +136,7 @@ export class MemorySessionStore implements SessionStore {
     const after = query.pageToken ? decodePageToken(query.pageToken) : undefined;
     const wanted = Object.entries(query.labels ?? {});
     const matching = [...this.sessions.values()]
-      .filter((s) => !s.pending)
+      .filter((s) => s.pending === undefined)
       .filter((s) => query.tenant === undefined || s.tenant === query.tenant)
       .filter((s) => wanted.every(([key, value]) => Object.hasOwn(s.labels, key) && s.labels[key] === value))
       .filter(
@@ -120,54 +159,46 @@ export class MemorySessionStore implements SessionStore {
 
   async deleteSession(id: string): Promise<boolean> {
     this.checkOpen();
-    if (!this.sessions.delete(id)) return false;
+    const session = this.sessions.get(id);
+    if (session === undefined) return false;
+    this.remove(id, session);
     this.commits++;
+    this.database.changed(this, id, 'deleted');
     return true;
   }
 
-  async append(
-    sessionId: string,
-    expectedNextSeq: number,
-    events: readonly SessionEvent[],
-    idempotency?: IdempotencyRecord,
-    epoch?: string,
-  ): Promise<AppendOutcome> {
+  async append(sessionId: string, req: AppendRequest): Promise<AppendOutcome> {
     this.checkOpen();
-    checkAscendingSeqs(sessionId, events, expectedNextSeq);
-    const outcome = this.appendNow(sessionId, expectedNextSeq, events, idempotency, epoch);
-    if (outcome.kind !== 'appended' && epoch !== undefined) this.poisoned.add(epoch);
-    return outcome;
-  }
-
-  /** Epochs with a failed append (see SessionStore.append); bounded, oldest forgotten first. */
-  private readonly poisoned = new PoisonedEpochs();
-
-  private appendNow(
-    sessionId: string,
-    expectedNextSeq: number,
-    events: readonly SessionEvent[],
-    idempotency: IdempotencyRecord | undefined,
-    epoch: string | undefined,
-  ): AppendOutcome {
+    checkAscendingSeqs(sessionId, req.events, req.expectedNextSeq);
     const session = this.visible(sessionId);
     if (session === undefined) return { kind: 'not-found' };
-    if (epoch !== undefined && this.poisoned.has(epoch)) return { kind: 'conflict', actualNextSeq: session.nextSeq };
+    const idempotency = req.idempotency;
     if (idempotency !== undefined) {
       const stored = session.idempotency.get(idempotency.key);
       if (stored !== undefined) return { kind: 'duplicate', result: stored };
     }
-    if (session.nextSeq !== expectedNextSeq) return { kind: 'conflict', actualNextSeq: session.nextSeq };
-    this.pushEvents(session, events.map(canonicalEvent));
+    if (session.nextSeq !== req.expectedNextSeq || session.writer !== req.expectedWriter) {
+      return { kind: 'conflict', actualNextSeq: session.nextSeq };
+    }
+    const events = req.events.map(canonicalEvent);
+    const bytes = eventBytes(events);
+    const tenant = this.database.tenant(session.tenant);
+    const maxBytes = req.quota?.maxBytes ?? 0;
+    if (maxBytes > 0 && bytes > 0 && tenant.dataBytes + bytes > maxBytes) {
+      return { kind: 'quota-exceeded', limitName: 'tenant_max_bytes', limit: maxBytes, actual: tenant.dataBytes + bytes };
+    }
+    this.pushEvents(session, events);
+    tenant.dataBytes += bytes;
+    session.writer = req.writer;
     if (idempotency !== undefined) {
-      const result: { seqs: readonly number[]; requestHash: string; surfaceLength?: number } = {
-        seqs: Object.freeze(events.map((e) => e.seq)),
-        requestHash: idempotency.requestHash,
-      };
-      if (idempotency.surfaceLength !== undefined) result.surfaceLength = idempotency.surfaceLength;
-      session.idempotency.set(idempotency.key, Object.freeze(result));
+      session.idempotency.set(
+        idempotency.key,
+        Object.freeze({ seqs: Object.freeze(events.map((e) => e.seq)), requestHash: idempotency.requestHash, surfaceLength: req.surfaceLength }),
+      );
     }
     this.commits++;
     this.appends++;
+    this.database.changed(this, sessionId, session.nextSeq);
     return { kind: 'appended' };
   }
 
@@ -239,33 +270,89 @@ export class MemorySessionStore implements SessionStore {
     }
   }
 
-  async publishSession(id: string): Promise<void> {
+  async publishSession(id: string, owner: string): Promise<void> {
     this.checkOpen();
-    const session = this.sessions.get(id);
-    if (session === undefined) throw new StoreUsageError(`cannot publish session ${id}: no such pending session`);
-    if (!session.pending) return;
-    session.pending = false;
+    const session = this.ownedPending(id, owner, 'publish session');
+    session.pending = undefined;
     this.commits++;
+    this.database.changed(this, id, session.nextSeq);
   }
 
-  async appendPending(sessionId: string, events: readonly SessionEvent[]): Promise<void> {
+  async appendPending(sessionId: string, events: readonly SessionEvent[], opts: PendingChunkOptions): Promise<PendingChunkOutcome> {
     this.checkOpen();
-    const session = this.sessions.get(sessionId);
-    if (session === undefined || !session.pending) {
-      throw new StoreUsageError(`cannot append an import chunk to session ${sessionId}: no such pending session`);
-    }
+    const session = this.ownedPending(sessionId, opts.owner, 'append an import chunk to session');
     checkAscendingSeqs(sessionId, events, session.nextSeq);
-    this.pushEvents(session, events.map(canonicalEvent));
+    const stored = events.map(canonicalEvent);
+    const bytes = eventBytes(stored);
+    const tenant = this.database.tenant(session.tenant);
+    const maxBytes = opts.quota?.maxBytes ?? 0;
+    if (maxBytes > 0 && bytes > 0 && tenant.dataBytes + bytes > maxBytes) {
+      return { kind: 'quota-exceeded', limitName: 'tenant_max_bytes', limit: maxBytes, actual: tenant.dataBytes + bytes };
+    }
+    this.pushEvents(session, stored);
+    tenant.dataBytes += bytes;
+    session.pending = { owner: opts.owner, leaseUntil: opts.leaseUntil };
     this.commits++;
+    return { kind: 'appended' };
+  }
+
+  async getTenantUsage(tenant: string): Promise<TenantUsage> {
+    this.checkOpen();
+    const t = this.database.tenants.get(tenant);
+    return { sessions: t?.sessions ?? 0, dataBytes: t?.dataBytes ?? 0 };
+  }
+
+  openHeadWatch(): HeadWatch {
+    const watchers = this.database.watchers;
+    const mine = new Set<() => void>();
+    return {
+      watch: (sessionId, onHead) => {
+        const entry = { onHead };
+        let set = watchers.get(sessionId);
+        if (set === undefined) {
+          set = new Set();
+          watchers.set(sessionId, set);
+        }
+        set.add(entry);
+        const stop = (): void => {
+          mine.delete(stop);
+          const s = watchers.get(sessionId);
+          if (s === undefined) return;
+          s.delete(entry);
+          if (s.size === 0) watchers.delete(sessionId);
+        };
+        mine.add(stop);
+        return stop;
+      },
+      close: async () => {
+        for (const stop of [...mine]) stop();
+      },
+    };
   }
 
   async close(): Promise<void> {
     this.closed = true;
   }
 
+  private ownedPending(id: string, owner: string, what: string): MemorySession {
+    const session = this.sessions.get(id);
+    if (session === undefined || session.pending === undefined) throw new StoreUsageError(`cannot ${what} ${id}: no such pending session`);
+    if (session.pending.owner !== owner) {
+      throw new StoreUsageError(`cannot ${what} ${id}: the pending session is owned by another importer (${session.pending.owner})`);
+    }
+    return session;
+  }
+
+  private remove(id: string, session: MemorySession): void {
+    this.sessions.delete(id);
+    const tenant = this.database.tenant(session.tenant);
+    tenant.sessions--;
+    tenant.dataBytes -= session.dataBytes;
+  }
+
   private visible(id: string): MemorySession | undefined {
     const session = this.sessions.get(id);
-    return session === undefined || session.pending ? undefined : session;
+    return session === undefined || session.pending !== undefined ? undefined : session;
   }
 
   private pushEvents(session: MemorySession, events: readonly SessionEvent[]): void {
@@ -280,84 +367,4 @@ export class MemorySessionStore implements SessionStore {
   private checkOpen(): void {
     if (this.closed) throw new StoreClosedError();
   }
-}
-
-function toRecord(session: MemorySession): SessionRecord {
-  return {
-    header: session.header,
-    labels: session.labels,
-    tenant: session.tenant,
-    nextSeq: session.nextSeq,
-    eventCount: session.events.length,
-    dataBytes: session.dataBytes,
-    strict: session.strict,
-  };
-}
-
-/** Index of the first event with seq >= `seq`. */
-function lowerBound(events: readonly SessionEvent[], seq: number): number {
-  let lo = 0;
-  let hi = events.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >>> 1;
-    if (events[mid]!.seq < seq) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
-}
-
-function structuralRow(event: SessionEvent): StructuralRow {
-  const row: { seq: number; type: string; surfaceOp?: StructuralRow['surfaceOp']; sourceEventSeqs?: readonly number[]; ignorable?: true } = {
-    seq: event.seq,
-    type: event.type,
-  };
-  if (event.surfaceOp !== undefined) row.surfaceOp = event.surfaceOp;
-  if (event.sourceEventSeqs !== undefined) row.sourceEventSeqs = event.sourceEventSeqs;
-  if (event.ignorable === true) row.ignorable = true;
-  return row;
-}
-
-/** A deep-frozen copy of `event` in the canonical key order, absent optional keys absent. */
-export function canonicalEvent(event: SessionEvent): SessionEvent {
-  const out: {
-    type: string;
-    seq: number;
-    time: number;
-    data: Json;
-    sourceEventSeqs?: readonly number[];
-    surfaceOp?: SessionEvent['surfaceOp'];
-    ignorable?: true;
-  } = { type: event.type, seq: event.seq, time: event.time, data: deepFreeze(JSON.parse(JSON.stringify(event.data)) as Json) };
-  if (event.sourceEventSeqs !== undefined) out.sourceEventSeqs = Object.freeze([...event.sourceEventSeqs]);
-  if (event.surfaceOp !== undefined) {
-    out.surfaceOp =
-      event.surfaceOp === 'append'
-        ? 'append'
-        : Object.freeze({ op: 'replace' as const, start: event.surfaceOp.start, end: event.surfaceOp.end });
-  }
-  if (event.ignorable === true) out.ignorable = true;
-  return Object.freeze(out);
-}
-
-function canonicalHeader(header: SessionHeader): SessionHeader {
-  const out: { -readonly [K in keyof SessionHeader]: SessionHeader[K] } = {
-    version: header.version,
-    id: header.id,
-    createdAt: header.createdAt,
-  };
-  if (header.cwd !== undefined) out.cwd = header.cwd;
-  if (header.parentSession !== undefined) out.parentSession = header.parentSession;
-  if (header.seedLength !== undefined) out.seedLength = header.seedLength;
-  if (header.origin !== undefined) out.origin = header.origin;
-  if (header.delegationDepth !== undefined) out.delegationDepth = header.delegationDepth;
-  if (header.agentPreset !== undefined) out.agentPreset = header.agentPreset;
-  return Object.freeze(out);
-}
-
-function deepFreeze<T extends Json>(value: T): T {
-  if (value !== null && typeof value === 'object') {
-    for (const child of Object.values(value)) deepFreeze(child);
-    Object.freeze(value);
-  }
-  return value;
 }

@@ -9,14 +9,20 @@
 export const APPLICATION_ID = 0x50414c49;
 
 /** The schema version this build reads and writes. */
-export const SCHEMA_VERSION = 2;
+export const SCHEMA_VERSION = 3;
 
 /**
  * Schema objects, created in one transaction on a fresh database.
  *
- * - sessions: `pending` = 1 while a streamed import is in progress (invisible to readers, dropped
- *   on open). `labels` is a JSON object of string values. The header's optional fields are NULL
- *   when absent.
+ * - sessions: `pending` = 1 while a streamed import is in progress (invisible to readers), owned
+ *   by `pending_owner` until `lease_until` (ms since epoch; a store open drops pending rows whose
+ *   lease passed). `labels` is a JSON object of string values. The header's optional fields are
+ *   NULL when absent. `writer` is the token of the last committed write (the conditional append's
+ *   compare-and-set). `data_bytes` counts header + labels JSON bytes plus event data bytes (the
+ *   quota's measure). `pairing_guard` is issue #14's session property. Version 3.
+ * - tenants: per-tenant counters (`session_count` includes pending sessions; `data_bytes` is the
+ *   sum of the tenant's sessions' data_bytes), updated in the transaction of every create,
+ *   append, import chunk and delete, which checks the quota against them. Version 3.
  * - events: WITHOUT ROWID clustered on (session_id, seq), so a session's log is one contiguous
  *   b-tree range (a structural scan reads no other session's pages and there is no separate
  *   rowid b-tree to maintain on insert). `data` is the JSON text. `source_event_seqs` is NULL
@@ -28,7 +34,7 @@ export const SCHEMA_VERSION = 2;
  *   small b-tree insert per event).
  * - idempotency: one row per idempotency key, written in the transaction of the events it
  *   acknowledges; `seqs` uses the same varint encoding; `surface_length` is the surface length
- *   the original response carried (NULL when the append did not pass one). Added in version 2.
+ *   the original response carried. Added in version 2, NOT NULL since version 3.
  */
 export const SCHEMA_SQL = `
 CREATE TABLE sessions (
@@ -44,7 +50,11 @@ CREATE TABLE sessions (
   labels           TEXT    NOT NULL DEFAULT '{}' CHECK (json_type(labels) = 'object'),
   tenant           TEXT    NOT NULL DEFAULT '',
   strict           INTEGER NOT NULL DEFAULT 0 CHECK (strict IN (0, 1)),
+  pairing_guard    INTEGER NOT NULL DEFAULT 0 CHECK (pairing_guard IN (0, 1)),
+  writer           TEXT    NOT NULL DEFAULT '',
   pending          INTEGER NOT NULL DEFAULT 0 CHECK (pending IN (0, 1)),
+  pending_owner    TEXT,
+  lease_until      INTEGER,
   next_seq         INTEGER NOT NULL DEFAULT 0,
   event_count      INTEGER NOT NULL DEFAULT 0,
   data_bytes       INTEGER NOT NULL DEFAULT 0
@@ -52,6 +62,14 @@ CREATE TABLE sessions (
 
 CREATE INDEX sessions_by_age ON sessions (created_at DESC, id DESC);
 CREATE INDEX sessions_by_tenant_age ON sessions (tenant, created_at DESC, id DESC);
+
+CREATE INDEX sessions_pending ON sessions (lease_until) WHERE pending = 1;
+
+CREATE TABLE tenants (
+  tenant        TEXT    NOT NULL PRIMARY KEY,
+  session_count INTEGER NOT NULL DEFAULT 0,
+  data_bytes    INTEGER NOT NULL DEFAULT 0
+) STRICT, WITHOUT ROWID;
 
 CREATE TABLE events (
   session_id        TEXT    NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
@@ -72,7 +90,7 @@ CREATE TABLE idempotency (
   key          TEXT    NOT NULL,
   request_hash TEXT    NOT NULL,
   seqs           BLOB    NOT NULL,
-  surface_length INTEGER,
+  surface_length INTEGER NOT NULL,
   created_at   INTEGER NOT NULL,
   PRIMARY KEY (session_id, key)
 ) STRICT, WITHOUT ROWID;

@@ -2,36 +2,47 @@
  * The embedded SQLite implementation of the store port (better-sqlite3: one connection,
  * synchronous calls, so every transaction below runs without an `await` inside).
  *
- * Group commit: `append` calls are queued and flushed together in ONE write transaction, on the
- * next `setImmediate` turn by default (so requests that arrive in the same I/O poll phase share
- * a commit, and its fsync under durability 'full'). Inside the shared transaction a call that
- * fails unexpectedly is rolled back alone (a single INSERT by SQLite's statement rollback, a
- * multi-statement call by its own SAVEPOINT); conflicts, duplicates and unknown sessions are
- * detected before writing anything. Every call's promise settles only after the shared COMMIT
- * returned.
+ * The folder: open-database.ts (file identity and version checks), schema.ts, statements.ts
+ * (prepared once), row-codec.ts + codec.ts (rows <-> events), group-commit.ts (appends of one
+ * event-loop turn share a transaction: a private optimisation, each call is a compare-and-set on
+ * the stored head and writer token), session-writes.ts (create/delete/import-chunk transactions
+ * with the tenant counters), wal-sync.ts (background durability), head-watch.ts (commits of other
+ * connections). This file is the port.
  */
 import fs from 'node:fs';
-import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import type {
   AppendOutcome,
-  IdempotencyRecord,
+  AppendRequest,
+  CreateOutcome,
+  CreateQuota,
+  HeadWatch,
   IdempotentResult,
   NewSession,
+  PendingChunkOptions,
+  PendingChunkOutcome,
   ReadEventsQuery,
   SessionPage,
   SessionRecord,
   SessionStore,
   StoredEventText,
   StructuralRow,
+  TenantUsage,
 } from '../../app/store-port.js';
-import type { Json, SessionEvent, SessionHeader, SurfaceOp } from '../../domain/event.js';
-import { jsonTextOf } from '../../domain/json.js';
+import type { SessionEvent } from '../../domain/event.js';
 import { checkPageSize, decodePageToken, encodePageToken } from '../page-token.js';
-import { StoreClosedError, StoreOpenError, StoreUsageError, checkAscendingSeqs } from '../store-errors.js';
-import { PoisonedEpochs } from '../poisoned-epochs.js';
-import { decodeSeqs, decodeSeqsHex, decodeSurfaceOp, encodeSeqs, encodeSurfaceOp } from './codec.js';
-import { APPLICATION_ID, SCHEMA_SQL, SCHEMA_VERSION } from './schema.js';
+import { StoreClosedError, StoreUsageError, checkAscendingSeqs, classifyStoreErrors } from '../store-errors.js';
+import { sqliteStorageError } from './sqlite-errors.js';
+import { SqliteHeadWatch } from './head-watch.js';
+import { openDatabase } from './open-database.js';
+import {
+  TypeTable, decodeEvent, decodeEventText, decodeIdempotent, decodeSession, decodeStructureLine, encodeEvents,
+  type RawEvent, type RawSession, type StoredIdempotent,
+} from './row-codec.js';
+import { prepareStatements, type Statements } from './statements.js';
+import { WalSync } from './wal-sync.js';
+import { GroupCommit } from './group-commit.js';
+import { sessionWrites, type SessionWrites } from './session-writes.js';
 
 /** Options of {@link SqliteSessionStore}. */
 export interface SqliteStoreOptions {
@@ -61,8 +72,10 @@ export interface SqliteStoreOptions {
    * 'microtask' (queueMicrotask, batches only what the current macrotask enqueued).
    */
   readonly groupCommit?: 'immediate' | 'microtask';
-  /** Clock for idempotency records (default Date.now). */
+  /** Clock for idempotency records and pending-import leases (default Date.now). */
   readonly now?: () => number;
+  /** How often a head watch polls `PRAGMA data_version` while sessions are watched, ms (default 150). */
+  readonly headWatchPollMs?: number;
 }
 
 /** Write counters, for tests and metrics. */
@@ -79,66 +92,7 @@ export interface SqliteStoreStats {
   readonly syncs: number;
 }
 
-/** One encoded event row, ready to bind. */
-type EventRow = [
-  sessionId: string,
-  seq: number,
-  type: string,
-  time: number,
-  data: string,
-  sourceEventSeqs: Buffer | null,
-  surfaceOp: string | null,
-  ignorable: 1 | null,
-];
 
-/** A raw event row as selected: seq, type, time, data, source_event_seqs, surface_op, ignorable. */
-type RawEvent = [number, string, number, string, Buffer | null, string | null, number | null];
-/** A raw session row, in SESSION_COLUMNS order. */
-type RawSession = [
-  string,
-  number,
-  number,
-  string | null,
-  string | null,
-  number | null,
-  string | null,
-  number | null,
-  string | null,
-  string,
-  string,
-  number,
-  number,
-  number,
-  number,
-];
-
-/** A session's head while a group transaction runs. */
-interface GroupHead {
-  next: number;
-  count: number;
-  bytes: number;
-}
-
-/** A stored idempotency row: request_hash, seqs, surface_length. */
-type StoredIdempotent = [string, Buffer, number | null];
-
-const APPENDED: AppendOutcome = Object.freeze({ kind: 'appended' });
-const NOT_FOUND: AppendOutcome = Object.freeze({ kind: 'not-found' });
-
-interface QueuedAppend {
-  readonly sessionId: string;
-  readonly expectedNextSeq: number;
-  readonly rows: EventRow[];
-  readonly dataBytes: number;
-  readonly idempotency: IdempotencyRecord | undefined;
-  readonly epoch: string | undefined;
-  readonly resolve: (outcome: AppendOutcome) => void;
-  readonly reject: (error: unknown) => void;
-}
-
-const SESSION_COLUMNS =
-  'id, version, created_at, cwd, parent_session, seed_length, origin, delegation_depth, agent_preset, labels, tenant, strict, next_seq, event_count, data_bytes';
-const EVENT_COLUMNS = 'seq, type, time, data, source_event_seqs, surface_op, ignorable';
 /** Rows per structural-scan chunk. */
 const STRUCTURE_CHUNK = 4096;
 /** Above every safe-integer createdAt: the first page's cursor. */
@@ -150,47 +104,24 @@ export class SqliteSessionStore implements SessionStore {
   readonly path: string;
   private readonly db: Database.Database;
   private readonly now: () => number;
-  private readonly scheduleFlush: () => void;
-  private queue: QueuedAppend[] = [];
-  private flushScheduled = false;
   private closed = false;
-  private counters = { commits: 0, groupCommits: 0, appends: 0, maxGroupSize: 0, syncs: 0 };
+  private readonly counters = { commits: 0, groupCommits: 0, appends: 0, maxGroupSize: 0 };
   /** Background WAL sync (durability 'full', fullSync 'background'); undefined otherwise. */
   private readonly walSync: WalSync | undefined;
-  /** Write-pipeline epochs with a failed append (see SessionStore.append). */
-  private readonly poisoned = new PoisonedEpochs();
+  private readonly headWatchPollMs: number;
+  private readonly headWatches = new Set<SqliteHeadWatch>();
+  private readonly st: Statements;
+  private readonly groups: GroupCommit;
+  private readonly writes: SessionWrites;
 
-  private readonly insertSession: Database.Statement;
-  private readonly selectSession: Database.Statement;
-  private readonly selectVisible: Database.Statement;
-  private readonly selectHead: Database.Statement;
-  private readonly selectPendingHead: Database.Statement;
-  private readonly deleteSessionStmt: Database.Statement;
-  private readonly publishStmt: Database.Statement;
-  private readonly updateCounters: Database.Statement;
-  private readonly insertEvent: Database.Statement;
-  private readonly selectIdempotent: Database.Statement;
-  private readonly insertIdempotent: Database.Statement;
-  private readonly readForward: Database.Statement;
-  private readonly readBackward: Database.Statement;
-  private readonly readForwardTyped: Database.Statement;
-  private readonly readBackwardTyped: Database.Statement;
-  private readonly selectBySeqs: Database.Statement;
-  private readonly selectStructure: Database.Statement;
-  /** List statements indexed by (tenant ? 2 : 0) + (labels ? 1 : 0). */
-  private readonly listStatements: readonly Database.Statement[];
-
-  private readonly createTxn: Database.Transaction<(record: NewSession, rows: EventRow[], nextSeq: number, dataBytes: number) => boolean>;
-  private readonly groupTxn: Database.Transaction<(batch: readonly QueuedAppend[], results: (AppendOutcome | { error: unknown })[]) => void>;
-  private readonly writeCallTxn: Database.Transaction<(call: QueuedAppend) => void>;
   private readonly structureTxn: Database.Transaction<(sessionId: string, fromSeq: number, limit: number) => StructuralRow[]>;
-  private readonly appendPendingTxn: Database.Transaction<(sessionId: string, events: readonly SessionEvent[]) => void>;
 
   constructor(options: SqliteStoreOptions) {
     this.path = options.path;
     this.now = options.now ?? Date.now;
+    this.headWatchPollMs = options.headWatchPollMs ?? 150;
     const background = options.durability !== 'normal' && options.fullSync !== 'inline';
-    this.db = openDatabase(options, background);
+    this.db = openDatabase(options, background, this.now);
     const db = this.db;
     const wal = this.db.pragma('journal_mode', { simple: true }) === 'wal';
     if (background && !wal && !this.db.memory) {
@@ -200,167 +131,25 @@ export class SqliteSessionStore implements SessionStore {
     }
     // SQLite puts the WAL next to the real database file (symlinks resolved): sync that file.
     this.walSync = background && wal ? new WalSync(`${fs.realpathSync(this.db.name)}-wal`) : undefined;
-    const flush = (): void => this.flush();
-    this.scheduleFlush =
-      options.groupCommit === 'microtask'
-        ? () => queueMicrotask(flush)
-        : () => {
-            setImmediate(flush);
-          };
 
-    this.insertSession = db.prepare(
-      `INSERT INTO sessions (${SESSION_COLUMNS}, pending) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-       ON CONFLICT (id) DO NOTHING`,
-    );
-    this.selectSession = db.prepare(`SELECT ${SESSION_COLUMNS} FROM sessions WHERE id = ? AND pending = 0`).raw();
-    this.selectVisible = db.prepare('SELECT 1 FROM sessions WHERE id = ? AND pending = 0').pluck();
-    this.selectHead = db.prepare('SELECT next_seq FROM sessions WHERE id = ? AND pending = 0').pluck();
-    this.selectPendingHead = db.prepare('SELECT next_seq FROM sessions WHERE id = ? AND pending = 1').pluck();
-    this.deleteSessionStmt = db.prepare('DELETE FROM sessions WHERE id = ?');
-    this.publishStmt = db.prepare('UPDATE sessions SET pending = 0 WHERE id = ?');
-    this.updateCounters = db.prepare(
-      'UPDATE sessions SET next_seq = ?, event_count = event_count + ?, data_bytes = data_bytes + ? WHERE id = ?',
-    );
-    this.insertEvent = db.prepare(
-      `INSERT INTO events (session_id, ${EVENT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-    );
-    this.selectIdempotent = db.prepare('SELECT request_hash, seqs, surface_length FROM idempotency WHERE session_id = ? AND key = ?').raw();
-    this.insertIdempotent = db.prepare(
-      'INSERT INTO idempotency (session_id, key, request_hash, seqs, surface_length, created_at) VALUES (?, ?, ?, ?, ?, ?)',
-    );
-    this.readForward = db
-      .prepare(`SELECT ${EVENT_COLUMNS} FROM events WHERE session_id = ? AND seq >= ? ORDER BY seq LIMIT ?`)
-      .raw();
-    this.readBackward = db
-      .prepare(`SELECT ${EVENT_COLUMNS} FROM events WHERE session_id = ? AND seq <= ? ORDER BY seq DESC LIMIT ?`)
-      .raw();
-    this.readForwardTyped = db
-      .prepare(
-        `SELECT ${EVENT_COLUMNS} FROM events WHERE session_id = ? AND seq >= ?
-         AND type IN (SELECT value FROM json_each(?)) ORDER BY seq LIMIT ?`,
-      )
-      .raw();
-    this.readBackwardTyped = db
-      .prepare(
-        `SELECT ${EVENT_COLUMNS} FROM events WHERE session_id = ? AND seq <= ?
-         AND type IN (SELECT value FROM json_each(?)) ORDER BY seq DESC LIMIT ?`,
-      )
-      .raw();
-    this.selectBySeqs = db
-      .prepare(
-        `SELECT ${EVENT_COLUMNS} FROM events WHERE session_id = ? AND seq IN (SELECT value FROM json_each(?)) ORDER BY seq`,
-      )
-      .raw();
-    // One TEXT value per row (see decodeStructureLine): better-sqlite3 materialises a value per
-    // column and an array per raw row through the V8 API, which dominates a 1M-row scan; one
-    // plucked string per row halves the time and the memory of five raw columns (measured).
-    // hex(NULL) is '', hence the explicit '-' for an absent list.
-    this.selectStructure = db
-      .prepare(
-        `SELECT CASE WHEN surface_op IS NULL AND source_event_seqs IS NULL AND ignorable IS NULL
-           THEN seq || '\t' || type
-           WHEN surface_op = 'append' AND source_event_seqs IS NULL AND ignorable IS NULL
-           THEN seq || '+\t' || type
-           ELSE seq || ':' || coalesce(surface_op, '') || '\t' || iif(source_event_seqs IS NULL, '-', hex(source_event_seqs)) || '\t' ||
-                coalesce(ignorable, '') || '\t' || type
-         END
-         FROM events WHERE session_id = ? AND seq >= ? ORDER BY seq LIMIT ?`,
-      )
-      .pluck();
-    const listSql = (tenant: boolean, labels: boolean): string =>
-      `SELECT ${SESSION_COLUMNS} FROM sessions AS s
-       WHERE s.pending = 0 ${tenant ? 'AND s.tenant = @tenant' : ''}
-         AND (s.created_at < @createdAt OR (s.created_at = @createdAt AND s.id < @id))
-         ${
-           labels
-             ? `AND NOT EXISTS (SELECT 1 FROM json_each(@labels) AS w
-                  WHERE NOT EXISTS (SELECT 1 FROM json_each(s.labels) AS l WHERE l.key = w.key AND l.value = w.value))`
-             : ''
-         }
-       ORDER BY s.created_at DESC, s.id DESC LIMIT @limit`;
-    this.listStatements = [
-      db.prepare(listSql(false, false)).raw(),
-      db.prepare(listSql(false, true)).raw(),
-      db.prepare(listSql(true, false)).raw(),
-      db.prepare(listSql(true, true)).raw(),
-    ];
+    this.st = prepareStatements(db);
+    this.groups = new GroupCommit(db, this.st, this.walSync, this.counters, this.now, options.groupCommit);
 
-    this.createTxn = db.transaction((record: NewSession, rows: EventRow[], nextSeq: number, dataBytes: number): boolean => {
-      const h = record.header;
-      const inserted = this.insertSession.run(
-        h.id,
-        h.version,
-        h.createdAt,
-        h.cwd ?? null,
-        h.parentSession ?? null,
-        h.seedLength ?? null,
-        h.origin ?? null,
-        h.delegationDepth ?? null,
-        h.agentPreset ?? null,
-        JSON.stringify(record.labels),
-        record.tenant,
-        record.strict ? 1 : 0,
-        nextSeq,
-        rows.length,
-        dataBytes,
-        record.pending === true ? 1 : 0,
-      );
-      if (inserted.changes === 0) return false;
-      for (const row of rows) this.insertEvent.run(row);
-      return true;
-    });
+    this.writes = sessionWrites(db, this.st);
 
-    // A call whose write is more than one statement runs in its own SAVEPOINT (a nested
-    // better-sqlite3 transaction), so a failure midway leaves nothing of it behind.
-    this.writeCallTxn = db.transaction((call: QueuedAppend): void => this.writeCall(call));
-
-    // Per call, inside the shared transaction: the head comes from JS (read once per session per
-    // group; nothing else writes while we hold the write lock), the counters are updated once per
-    // session at the end, and a single-statement call (one event, no idempotency key) needs no
-    // SAVEPOINT (a failed statement is rolled back by SQLite alone). So a one-event append costs
-    // one INSERT instead of SAVEPOINT + SELECT + INSERT + UPDATE + RELEASE.
-    this.groupTxn = db.transaction((batch: readonly QueuedAppend[], results: (AppendOutcome | { error: unknown })[]) => {
-      const heads = new Map<string, GroupHead>();
-      for (let i = 0; i < batch.length; i++) {
-        const call = batch[i]!;
-        this.groupCall(call, i, heads, results);
-        // A failed call poisons its pipeline's epoch at once, so later calls of the same epoch in
-        // this very transaction are refused too (see SessionStore.append).
-        if (results[i] !== APPENDED && call.epoch !== undefined) this.poisoned.add(call.epoch);
-      }
-      for (const [sessionId, head] of heads) {
-        if (head.count > 0) this.updateCounters.run(head.next, head.count, head.bytes, sessionId);
-      }
-    });
-
-    // A (deferred, read-only) transaction so the chunks form one snapshot even if another
-    // process writes meanwhile. Keyset chunks of STRUCTURE_CHUNK rows: the intermediate strings
-    // die young (cheap scavenges) instead of a million of them being promoted at once; steadier
-    // and faster than one .all() (measured).
     this.structureTxn = db.transaction((sessionId: string, fromSeq: number, limit: number): StructuralRow[] => {
       const types = new TypeTable();
       const out: StructuralRow[] = [];
       let next = fromSeq;
       for (;;) {
         const want = Math.min(STRUCTURE_CHUNK, limit - out.length);
-        const lines = this.selectStructure.all(sessionId, next, want) as string[];
+        const lines = this.st.selectStructure.all(sessionId, next, want) as string[];
         for (let i = 0; i < lines.length; i++) out.push(decodeStructureLine(lines[i]!, types));
         if (lines.length < want || out.length >= limit) return out;
         next = out[out.length - 1]!.seq + 1;
       }
     });
 
-    this.appendPendingTxn = db.transaction((sessionId: string, events: readonly SessionEvent[]) => {
-      const head = this.selectPendingHead.get(sessionId) as number | undefined;
-      if (head === undefined) {
-        throw new StoreUsageError(`cannot append an import chunk to session ${sessionId}: no such pending session`);
-      }
-      checkAscendingSeqs(sessionId, events, head);
-      const { rows, dataBytes } = encodeEvents(sessionId, events);
-      for (const row of rows) this.insertEvent.run(row);
-      const last = rows[rows.length - 1];
-      if (last !== undefined) this.updateCounters.run(last[1] + 1, rows.length, dataBytes, sessionId);
-    });
   }
 
   /** Write counters. */
@@ -385,23 +174,23 @@ export class SqliteSessionStore implements SessionStore {
     }
   }
 
-  async createSession(record: NewSession, events: readonly SessionEvent[]): Promise<boolean> {
+  async createSession(record: NewSession, events: readonly SessionEvent[], quota?: CreateQuota): Promise<CreateOutcome> {
     this.checkOpen();
     const id = record.header.id;
     checkAscendingSeqs(id, events, 0);
     const { rows, dataBytes } = encodeEvents(id, events);
     const last = events[events.length - 1];
-    const created = this.createTxn.immediate(record, rows, last === undefined ? 0 : last.seq + 1, dataBytes);
-    if (created) {
+    const outcome = this.writes.createTxn.immediate(record, rows, last === undefined ? 0 : last.seq + 1, dataBytes, quota);
+    if (outcome.kind === 'created') {
       this.counters.commits++;
       await this.committed();
     }
-    return created;
+    return outcome;
   }
 
   async getSession(id: string): Promise<SessionRecord | undefined> {
     await this.readable();
-    const row = this.selectSession.get(id) as RawSession | undefined;
+    const row = this.st.selectSession.get(id) as RawSession | undefined;
     return row === undefined ? undefined : decodeSession(row);
   }
 
@@ -416,7 +205,7 @@ export class SqliteSessionStore implements SessionStore {
     const after = query.pageToken ? decodePageToken(query.pageToken) : { createdAt: FIRST_PAGE_CREATED_AT, id: '' };
     const hasLabels = query.labels !== undefined && Object.keys(query.labels).length > 0;
     const hasTenant = query.tenant !== undefined;
-    const statement = this.listStatements[(hasTenant ? 2 : 0) + (hasLabels ? 1 : 0)]!;
+    const statement = this.st.listStatements[(hasTenant ? 2 : 0) + (hasLabels ? 1 : 0)]!;
     const params: Record<string, unknown> = { createdAt: after.createdAt, id: after.id, limit: query.pageSize + 1 };
     if (hasTenant) params.tenant = query.tenant;
     if (hasLabels) params.labels = JSON.stringify(query.labels);
@@ -432,7 +221,7 @@ export class SqliteSessionStore implements SessionStore {
 
   async deleteSession(id: string): Promise<boolean> {
     this.checkOpen();
-    const deleted = this.deleteSessionStmt.run(id).changes > 0;
+    const deleted = this.writes.deleteTxn.immediate(id);
     if (deleted) {
       this.counters.commits++;
       await this.committed();
@@ -440,101 +229,34 @@ export class SqliteSessionStore implements SessionStore {
     return deleted;
   }
 
-  /** One queued append inside the group transaction (see groupTxn). */
-  private groupCall(call: QueuedAppend, i: number, heads: Map<string, GroupHead>, results: (AppendOutcome | { error: unknown })[]): void {
-    let head = heads.get(call.sessionId);
-    if (head === undefined) {
-      const next = this.selectHead.get(call.sessionId) as number | undefined;
-      if (next === undefined) {
-        results[i] = NOT_FOUND;
-        return;
-      }
-      head = { next, count: 0, bytes: 0 };
-      heads.set(call.sessionId, head);
-    }
-    if (call.epoch !== undefined && this.poisoned.has(call.epoch)) {
-      // Planned on top of a failed append of the same pipeline: refuse (see the port).
-      results[i] = { kind: 'conflict', actualNextSeq: head.next };
-      return;
-    }
-    const key = call.idempotency;
-    if (key !== undefined) {
-      const stored = this.selectIdempotent.get(call.sessionId, key.key) as StoredIdempotent | undefined;
-      if (stored !== undefined) {
-        results[i] = { kind: 'duplicate', result: decodeIdempotent(stored) };
-        return;
-      }
-    }
-    if (head.next !== call.expectedNextSeq) {
-      results[i] = { kind: 'conflict', actualNextSeq: head.next };
-      return;
-    }
-    const rows = call.rows;
-    try {
-      if (key === undefined) {
-        if (rows.length === 1) this.insertEvent.run(rows[0]!);
-        else if (rows.length > 1) this.writeCallTxn(call);
-      } else {
-        this.writeCallTxn(call);
-      }
-    } catch (error) {
-      // An I/O error may have ended the whole transaction: then nothing of the group can be
-      // committed, so fail it as a whole (flush rejects every call).
-      if (!this.db.inTransaction) throw error;
-      results[i] = { error };
-      return;
-    }
-    if (rows.length > 0) {
-      head.next = rows[rows.length - 1]![1] + 1;
-      head.count += rows.length;
-      head.bytes += call.dataBytes;
-    }
-    results[i] = APPENDED;
-  }
 
-  append(
-    sessionId: string,
-    expectedNextSeq: number,
-    events: readonly SessionEvent[],
-    idempotency?: IdempotencyRecord,
-    epoch?: string,
-  ): Promise<AppendOutcome> {
+  append(sessionId: string, req: AppendRequest): Promise<AppendOutcome> {
     return new Promise<AppendOutcome>((resolve, reject) => {
       this.checkOpen();
-      checkAscendingSeqs(sessionId, events, expectedNextSeq);
+      checkAscendingSeqs(sessionId, req.events, req.expectedNextSeq);
       // Encode outside the write transaction: the shared transaction only binds and inserts.
-      const { rows, dataBytes } = encodeEvents(sessionId, events);
-      this.queue.push({
+      const { rows, dataBytes } = encodeEvents(sessionId, req.events);
+      const idempotency = req.idempotency;
+      this.groups.enqueue({
         sessionId,
-        expectedNextSeq,
+        expectedNextSeq: req.expectedNextSeq,
+        expectedWriter: req.expectedWriter,
+        writer: req.writer,
         rows,
         dataBytes,
-        idempotency:
-          idempotency === undefined
-            ? undefined
-            : { key: idempotency.key, requestHash: idempotency.requestHash, surfaceLength: idempotency.surfaceLength },
-        epoch,
-        // Any failure poisons the epoch before the caller hears of it (see the port).
-        resolve: epoch === undefined ? resolve : (outcome) => {
-          if (outcome.kind !== 'appended') this.poisoned.add(epoch);
-          resolve(outcome);
-        },
-        reject: epoch === undefined ? reject : (error) => {
-          this.poisoned.add(epoch);
-          reject(error);
-        },
+        surfaceLength: req.surfaceLength,
+        idempotency: idempotency === undefined ? undefined : { key: idempotency.key, requestHash: idempotency.requestHash },
+        maxBytes: req.quota?.maxBytes ?? 0,
+        resolve,
+        reject,
       });
-      if (!this.flushScheduled) {
-        this.flushScheduled = true;
-        this.scheduleFlush();
-      }
     });
   }
 
   async getIdempotent(sessionId: string, key: string): Promise<IdempotentResult | undefined> {
     await this.readable();
-    if (this.selectVisible.get(sessionId) === undefined) return undefined;
-    const stored = this.selectIdempotent.get(sessionId, key) as StoredIdempotent | undefined;
+    if (this.st.selectVisible.get(sessionId) === undefined) return undefined;
+    const stored = this.st.selectIdempotent.get(sessionId, key) as StoredIdempotent | undefined;
     return stored === undefined ? undefined : decodeIdempotent(stored);
   }
 
@@ -549,25 +271,25 @@ export class SqliteSessionStore implements SessionStore {
   }
 
   private selectEvents(sessionId: string, query: ReadEventsQuery): RawEvent[] {
-    if (query.limit <= 0 || this.selectVisible.get(sessionId) === undefined) return [];
+    if (query.limit <= 0 || this.st.selectVisible.get(sessionId) === undefined) return [];
     const forward = query.direction === 'forward';
     const types = query.types !== undefined && query.types.length > 0 ? query.types : undefined;
     return (
       types === undefined
-        ? (forward ? this.readForward : this.readBackward).all(sessionId, query.fromSeq, query.limit)
-        : (forward ? this.readForwardTyped : this.readBackwardTyped).all(sessionId, query.fromSeq, JSON.stringify(types), query.limit)
+        ? (forward ? this.st.readForward : this.st.readBackward).all(sessionId, query.fromSeq, query.limit)
+        : (forward ? this.st.readForwardTyped : this.st.readBackwardTyped).all(sessionId, query.fromSeq, JSON.stringify(types), query.limit)
     ) as RawEvent[];
   }
 
   async getEvents(sessionId: string, seqs: readonly number[]): Promise<SessionEvent[]> {
     await this.readable();
-    if (seqs.length === 0 || this.selectVisible.get(sessionId) === undefined) return [];
-    return (this.selectBySeqs.all(sessionId, JSON.stringify(seqs)) as RawEvent[]).map(decodeEvent);
+    if (seqs.length === 0 || this.st.selectVisible.get(sessionId) === undefined) return [];
+    return (this.st.selectBySeqs.all(sessionId, JSON.stringify(seqs)) as RawEvent[]).map(decodeEvent);
   }
 
   async readStructure(sessionId: string, fromSeq: number, limit = Number.MAX_SAFE_INTEGER): Promise<StructuralRow[]> {
     await this.readable();
-    if (this.selectVisible.get(sessionId) === undefined) return [];
+    if (this.st.selectVisible.get(sessionId) === undefined) return [];
     if (!Number.isSafeInteger(limit) || limit < 1) throw new RangeError(`limit must be a positive integer, got ${limit}`);
     return this.structureTxn(sessionId, fromSeq, limit);
   }
@@ -578,8 +300,8 @@ export class SqliteSessionStore implements SessionStore {
     for (;;) {
       await this.readable();
       // Re-checked per batch: a session deleted mid-scan ends the scan instead of yielding a torn tail.
-      if (this.selectVisible.get(sessionId) === undefined) return;
-      const rows = this.readForward.all(sessionId, next, batchSize) as RawEvent[];
+      if (this.st.selectVisible.get(sessionId) === undefined) return;
+      const rows = this.st.readForward.all(sessionId, next, batchSize) as RawEvent[];
       if (rows.length === 0) return;
       next = rows[rows.length - 1]![0] + 1;
       yield rows.map(decodeEvent);
@@ -587,26 +309,53 @@ export class SqliteSessionStore implements SessionStore {
     }
   }
 
-  async publishSession(id: string): Promise<void> {
+  async publishSession(id: string, owner: string): Promise<void> {
     this.checkOpen();
-    if (this.publishStmt.run(id).changes === 0) {
-      throw new StoreUsageError(`cannot publish session ${id}: no such pending session`);
+    if (this.st.publishStmt.run(id, owner).changes === 0) {
+      const pending = this.st.selectPendingHead.get(id) as [number, string | null, string] | undefined;
+      throw new StoreUsageError(
+        pending === undefined
+          ? `cannot publish session ${id}: no such pending session`
+          : `cannot publish session ${id}: the pending session is owned by another importer (${pending[1]})`,
+      );
     }
     this.counters.commits++;
     await this.committed();
   }
 
-  async appendPending(sessionId: string, events: readonly SessionEvent[]): Promise<void> {
+  async appendPending(sessionId: string, events: readonly SessionEvent[], opts: PendingChunkOptions): Promise<PendingChunkOutcome> {
     this.checkOpen();
-    this.appendPendingTxn.immediate(sessionId, events);
-    this.counters.commits++;
-    await this.committed();
+    const outcome = this.writes.appendPendingTxn.immediate(sessionId, events, opts);
+    if (outcome.kind === 'appended') {
+      this.counters.commits++;
+      await this.committed();
+    }
+    return outcome;
+  }
+
+  async getTenantUsage(tenant: string): Promise<TenantUsage> {
+    await this.readable();
+    const row = this.st.selectTenant.get(tenant) as [number, number] | undefined;
+    return { sessions: row?.[0] ?? 0, dataBytes: row?.[1] ?? 0 };
+  }
+
+  /**
+   * A head watch over this database file: polls `PRAGMA data_version` (which moves only when
+   * another connection committed) while sessions are watched, and then reads the watched
+   * sessions' heads. Commits of this instance are not reported (the app publishes them itself).
+   */
+  openHeadWatch(): HeadWatch {
+    this.checkOpen();
+    const watch = new SqliteHeadWatch(this.db, this.headWatchPollMs, () => this.closed);
+    this.headWatches.add(watch);
+    return watch;
   }
 
   async close(): Promise<void> {
     if (this.closed) return;
-    this.flush();
+    this.groups.flush();
     this.closed = true;
+    for (const w of this.headWatches) await w.close();
     // Settle what the last groups committed before closing (their promises wait for this sync).
     const sync = this.walSync;
     if (sync !== undefined) {
@@ -624,65 +373,7 @@ export class SqliteSessionStore implements SessionStore {
     return sync.request();
   }
 
-  /** Writes one call's rows and idempotency record (inside the group transaction). */
-  private writeCall(call: QueuedAppend): void {
-    const rows = call.rows;
-    for (let i = 0; i < rows.length; i++) this.insertEvent.run(rows[i]!);
-    const key = call.idempotency;
-    if (key !== undefined) {
-      this.insertIdempotent.run(call.sessionId, key.key, key.requestHash, encodeSeqs(rows.map((row) => row[1])), key.surfaceLength ?? null, this.now());
-    }
-  }
 
-  /** Commits every queued append in one transaction and settles their promises. */
-  private flush(): void {
-    this.flushScheduled = false;
-    const batch = this.queue;
-    if (batch.length === 0) return;
-    this.queue = [];
-    if (this.walSync?.broken) {
-      for (const call of batch) call.reject(this.walSync.error);
-      return;
-    }
-    const results: (AppendOutcome | { error: unknown })[] = new Array(batch.length);
-    try {
-      this.groupTxn.immediate(batch, results);
-    } catch (error) {
-      // BEGIN or COMMIT failed (disk full, I/O error, lock timeout): nothing of the group is stored.
-      for (const call of batch) call.reject(error);
-      return;
-    }
-    const counters = this.counters;
-    counters.commits++;
-    counters.groupCommits++;
-    if (batch.length > counters.maxGroupSize) counters.maxGroupSize = batch.length;
-    const sync = this.walSync;
-    if (sync === undefined) {
-      this.settle(batch, results);
-      return;
-    }
-    // The group is committed but not yet on disk: its calls settle when a sync covering it ends.
-    sync.owe();
-    sync.request().then(
-      () => this.settle(batch, results),
-      (error: unknown) => {
-        for (const call of batch) call.reject(error);
-      },
-    );
-  }
-
-  private settle(batch: readonly QueuedAppend[], results: readonly (AppendOutcome | { error: unknown })[]): void {
-    const counters = this.counters;
-    for (let i = 0; i < batch.length; i++) {
-      const result = results[i]!;
-      if ('error' in result) {
-        batch[i]!.reject(result.error);
-      } else {
-        if (result.kind === 'appended') counters.appends++;
-        batch[i]!.resolve(result);
-      }
-    }
-  }
 
   private checkOpen(): void {
     if (this.closed) throw new StoreClosedError();
@@ -692,318 +383,8 @@ export class SqliteSessionStore implements SessionStore {
   }
 }
 
-/**
- * Background durability for WAL mode under synchronous=NORMAL: SQLite has written (write(2)) every
- * committed frame to the WAL file when COMMIT returns; an fdatasync of that file started after the
- * commit makes it durable (fsync covers the file, whichever descriptor wrote it; fdatasync includes
- * the file size). Checkpoints keep their own syncs (synchronous=NORMAL syncs the WAL before and the
- * database after each checkpoint), so frames a checkpoint moves into the database stay durable.
- *
- * `owe()` after each commit; `request()` resolves once a sync that *started after* every commit
- * owed so far completed. At most one fdatasync runs at a time; commits made while it runs share the
- * next one. A failed fdatasync is fatal for the store (after a failed fsync the page cache state is
- * unknown, retrying proves nothing): that and every later request reject with the error.
- */
-class WalSync {
-  completed = 0;
-  private fd = -1;
-  private running = false;
-  /** Commits not covered by a started sync. */
-  private dirty = false;
-  /** Waiters for the sync in flight, and for the next one. */
-  private current: Array<{ resolve: () => void; reject: (e: unknown) => void }> = [];
-  private next: Array<{ resolve: () => void; reject: (e: unknown) => void }> = [];
-  private failed: unknown = undefined;
-  private hasFailed = false;
-
-  constructor(private readonly walPath: string) {}
-
-  /** True once an fdatasync failed (the store is fail-stop from then on). */
-  get broken(): boolean {
-    return this.hasFailed;
-  }
-
-  /** The failed sync's error. */
-  get error(): unknown {
-    return this.failed;
-  }
-
-  /** True while some commit is not known durable. */
-  get owed(): boolean {
-    return this.dirty || this.running;
-  }
-
-  owe(): void {
-    this.dirty = true;
-  }
-
-  request(): Promise<void> {
-    if (this.hasFailed) return Promise.reject(this.failed);
-    return new Promise<void>((resolve, reject) => {
-      // In flight and nothing new owed: the running sync covers every commit so far.
-      if (this.running && !this.dirty) this.current.push({ resolve, reject });
-      else this.next.push({ resolve, reject });
-      if (!this.running) this.start();
-    });
-  }
-
-  close(): void {
-    if (this.fd >= 0) fs.closeSync(this.fd);
-    this.fd = -1;
-  }
-
-  private start(): void {
-    if (this.next.length === 0) return;
-    if (this.fd < 0) {
-      try {
-        // Read-write: fdatasync on a read-only descriptor fails on some platforms (Windows).
-        this.fd = fs.openSync(this.walPath, 'r+');
-        // The WAL file may be new: its directory entry must be durable too (once).
-        const dir = fs.openSync(dirname(this.walPath), 'r');
-        try {
-          fs.fsyncSync(dir);
-        } finally {
-          fs.closeSync(dir);
-        }
-      } catch (error) {
-        this.fail(error);
-        return;
-      }
-    }
-    this.running = true;
-    this.dirty = false;
-    this.current = this.next;
-    this.next = [];
-    fs.fdatasync(this.fd, (error) => {
-      this.running = false;
-      const waiters = this.current;
-      this.current = [];
-      if (error) {
-        this.next = [...waiters, ...this.next];
-        this.fail(error);
-        return;
-      }
-      this.completed++;
-      for (const w of waiters) w.resolve();
-      // Commits owed meanwhile: their waiters are in `next`.
-      if (this.next.length > 0) this.start();
-    });
-  }
-
-  private fail(error: unknown): void {
-    this.hasFailed = true;
-    this.failed = error;
-    const waiters = [...this.current, ...this.next];
-    this.current = [];
-    this.next = [];
-    for (const w of waiters) w.reject(error);
-  }
-}
-
-/** Opens the file, checks it is a Palimpsest database of this schema version, configures the connection. */
-function openDatabase(options: SqliteStoreOptions, backgroundSync: boolean): Database.Database {
-  const path = options.path;
-  let db: Database.Database;
-  try {
-    db = new Database(path);
-  } catch (cause) {
-    throw new StoreOpenError('CANNOT_OPEN', path, `cannot open database ${path}: ${(cause as Error).message}`, { cause });
-  }
-  try {
-    db.pragma(`busy_timeout = ${Math.max(0, Math.floor(options.busyTimeoutMs ?? 5000))}`);
-    // Inspect before changing anything: a foreign file must be left exactly as it was.
-    const isFresh = checkIdentity(db, path);
-    db.pragma('journal_mode = WAL');
-    // Background sync: SQLite writes WAL frames without fsync; WalSync makes them durable.
-    db.pragma(`synchronous = ${options.durability === 'normal' || backgroundSync ? 'NORMAL' : 'FULL'}`);
-    db.pragma('foreign_keys = ON');
-    if (isFresh) {
-      db.transaction(() => {
-        // Re-checked under the write lock: another process may have initialised the file meanwhile.
-        if (checkIdentity(db, path)) {
-          db.exec(SCHEMA_SQL);
-          db.pragma(`application_id = ${APPLICATION_ID}`);
-          db.pragma(`user_version = ${SCHEMA_VERSION}`);
-        }
-      }).immediate();
-    }
-    // A streamed import that never published was interrupted by a crash: drop it (cascades).
-    db.prepare('DELETE FROM sessions WHERE pending = 1').run();
-    return db;
-  } catch (cause) {
-    db.close();
-    if (cause instanceof StoreOpenError) throw cause;
-    const code = (cause as { code?: unknown }).code;
-    if (code === 'SQLITE_NOTADB' || code === 'SQLITE_CORRUPT') {
-      throw new StoreOpenError('NOT_A_DATABASE', path, `${path} is not a Palimpsest database (not an SQLite file, or corrupt)`, {
-        cause,
-      });
-    }
-    throw new StoreOpenError('CANNOT_OPEN', path, `cannot open database ${path}: ${(cause as Error).message}`, { cause });
-  }
-}
-
-/** True for a fresh empty file; throws StoreOpenError for a foreign or other-version database. */
-function checkIdentity(db: Database.Database, path: string): boolean {
-  const applicationId = db.pragma('application_id', { simple: true }) as number;
-  const userVersion = db.pragma('user_version', { simple: true }) as number;
-  if (applicationId === APPLICATION_ID) {
-    if (userVersion !== SCHEMA_VERSION) {
-      throw new StoreOpenError(
-        'SCHEMA_VERSION_MISMATCH',
-        path,
-        `database ${path} has schema version ${userVersion}, this build needs ${SCHEMA_VERSION}; ` +
-          'no migration: export with the older build and import',
-      );
-    }
-    return false;
-  }
-  if (applicationId !== 0) {
-    throw new StoreOpenError(
-      'FOREIGN_DATABASE',
-      path,
-      `${path} belongs to another application (application_id 0x${(applicationId >>> 0).toString(16).padStart(8, '0')}, ` +
-        `Palimpsest uses 0x${APPLICATION_ID.toString(16)}); refusing to open it`,
-    );
-  }
-  const objects = db.prepare('SELECT count(*) FROM sqlite_schema').pluck().get() as number;
-  if (userVersion !== 0 || objects !== 0) {
-    throw new StoreOpenError(
-      'FOREIGN_DATABASE',
-      path,
-      `${path} is an SQLite database but not a Palimpsest one (no application_id, user_version ${userVersion}, ` +
-        `${objects} schema objects); refusing to open it`,
-    );
-  }
-  return true;
-}
-
-function encodeEvents(sessionId: string, events: readonly SessionEvent[]): { rows: EventRow[]; dataBytes: number } {
-  const rows = new Array<EventRow>(events.length);
-  let dataBytes = 0;
-  for (let i = 0; i < events.length; i++) {
-    const e = events[i]!;
-    // The client's text when the domain kept it (canonical: the same bytes JSON.stringify writes).
-    const data = jsonTextOf(e.data) ?? JSON.stringify(e.data);
-    dataBytes += Buffer.byteLength(data, 'utf8');
-    rows[i] = [
-      sessionId,
-      e.seq,
-      e.type,
-      e.time,
-      data,
-      e.sourceEventSeqs === undefined ? null : encodeSeqs(e.sourceEventSeqs),
-      encodeSurfaceOp(e.surfaceOp),
-      e.ignorable === true ? 1 : null,
-    ];
-  }
-  return { rows, dataBytes };
-}
-
-/**
- * Decodes one structural line: `<seq>\t<type>` when the event has no surface op, no
- * sourceEventSeqs and is not ignorable (the common case), `<seq>+\t<type>` for a plain
- * `append` surface op (the next most common), else
- * `<seq>:<surface_op or ''>\t<hex(source_event_seqs) or '-' for NULL>\t<'1' or ''>\t<type>`.
- * The type comes last so it may contain any character. Type strings are interned per call, so
- * a million rows hold a few dozen type strings rather than a million copies; a row of the same
- * type as the previous one is recognised without slicing or hashing its type.
- */
-function decodeStructureLine(line: string, types: TypeTable): StructuralRow {
-  let seq = 0;
-  let pos = 0;
-  let code = line.charCodeAt(0);
-  while (code >= 48 && code <= 57) {
-    seq = seq * 10 + (code - 48);
-    code = line.charCodeAt(++pos);
-  }
-  if (code === 9) return { seq, type: typeAt(line, pos + 1, types) };
-  if (code === 43 /* + */) return { seq, type: typeAt(line, pos + 2, types), surfaceOp: 'append' };
-  const opEnd = line.indexOf('\t', pos + 1);
-  const seqsEnd = line.indexOf('\t', opEnd + 1);
-  const ignorableEnd = line.indexOf('\t', seqsEnd + 1);
-  const row: { seq: number; type: string; surfaceOp?: SurfaceOp; sourceEventSeqs?: readonly number[]; ignorable?: true } = {
-    seq,
-    type: intern(types, line.slice(ignorableEnd + 1)),
-  };
-  if (opEnd > pos + 1) row.surfaceOp = decodeSurfaceOp(line.slice(pos + 1, opEnd));
-  if (line.charCodeAt(opEnd + 1) !== 45 /* '-' */) row.sourceEventSeqs = decodeSeqsHex(line.slice(opEnd + 1, seqsEnd));
-  if (ignorableEnd > seqsEnd + 1) row.ignorable = true;
-  return row;
-}
-
-/** The type from `start` to the end of `line`, interned; runs of one type (chunks) skip the slice and the hash. */
-function typeAt(line: string, start: number, types: TypeTable): string {
-  const last = types.last;
-  return last.length === line.length - start && line.endsWith(last) ? last : intern(types, line.slice(start));
-}
-
-function intern(types: TypeTable, type: string): string {
-  let known = types.get(type);
-  if (known === undefined) {
-    types.set(type, type);
-    known = type;
-  }
-  types.last = known;
-  return known;
-}
-
-/** Interned type strings of one scan, and the last one seen. */
-class TypeTable extends Map<string, string> {
-  last = '\u0000';
-}
-
-function decodeIdempotent(r: StoredIdempotent): IdempotentResult {
-  return r[2] === null ? { seqs: decodeSeqs(r[1]), requestHash: r[0] } : { seqs: decodeSeqs(r[1]), requestHash: r[0], surfaceLength: r[2] };
-}
-
-function decodeEvent(r: RawEvent): SessionEvent {
-  const event: {
-    type: string;
-    seq: number;
-    time: number;
-    data: Json;
-    sourceEventSeqs?: readonly number[];
-    surfaceOp?: SurfaceOp;
-    ignorable?: true;
-  } = { type: r[1], seq: r[0], time: r[2], data: JSON.parse(r[3]) as Json };
-  if (r[4] !== null) event.sourceEventSeqs = decodeSeqs(r[4]);
-  if (r[5] !== null) event.surfaceOp = decodeSurfaceOp(r[5]);
-  if (r[6] !== null) event.ignorable = true;
-  return event;
-}
-
-function decodeEventText(r: RawEvent): StoredEventText {
-  const event: {
-    type: string;
-    seq: number;
-    time: number;
-    dataText: string;
-    sourceEventSeqs?: readonly number[];
-    surfaceOp?: SurfaceOp;
-    ignorable?: true;
-  } = { type: r[1], seq: r[0], time: r[2], dataText: r[3] };
-  if (r[4] !== null) event.sourceEventSeqs = decodeSeqs(r[4]);
-  if (r[5] !== null) event.surfaceOp = decodeSurfaceOp(r[5]);
-  if (r[6] !== null) event.ignorable = true;
-  return event;
-}
-
-function decodeSession(r: RawSession): SessionRecord {
-  const header: { -readonly [K in keyof SessionHeader]: SessionHeader[K] } = { version: r[1], id: r[0], createdAt: r[2] };
-  if (r[3] !== null) header.cwd = r[3];
-  if (r[4] !== null) header.parentSession = r[4];
-  if (r[5] !== null) header.seedLength = r[5];
-  if (r[6] !== null) header.origin = r[6] as 'subagent';
-  if (r[7] !== null) header.delegationDepth = r[7];
-  if (r[8] !== null) header.agentPreset = r[8];
-  return {
-    header,
-    labels: JSON.parse(r[9]) as Record<string, string>,
-    tenant: r[10],
-    strict: r[11] === 1,
-    nextSeq: r[12],
-    eventCount: r[13],
-    dataBytes: r[14],
-  };
-}
+// The port methods report a full disk and I/O failures as StorageError (sqlite-errors.ts).
+classifyStoreErrors(SqliteSessionStore.prototype, [
+  'createSession', 'getSession', 'listSessions', 'deleteSession', 'append', 'getIdempotent', 'readEvents', 'readEventTexts',
+  'getEvents', 'readStructure', 'scanEvents', 'publishSession', 'appendPending', 'getTenantUsage', 'close',
+], sqliteStorageError);

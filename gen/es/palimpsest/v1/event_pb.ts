@@ -112,7 +112,9 @@ export const SessionEventSchema: GenMessage<SessionEvent> = /*@__PURE__*/
  */
 export type EventInput = Message<"palimpsest.v1.EventInput"> & {
   /**
-   * Event type (open vocabulary); must be non-empty.
+   * Event type (open vocabulary); any string up to 256 UTF-8 bytes, the empty
+   * one included (the reference requires only a string; the bound is
+   * Palimpsest's: FIELD_TOO_LONG).
    *
    * @generated from field: string type = 1;
    */

@@ -16,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file palimpsest/v1/service.proto.
  */
 export const file_palimpsest_v1_service: GenFile = /*@__PURE__*/
-  fileDesc("ChtwYWxpbXBzZXN0L3YxL3NlcnZpY2UucHJvdG8SDXBhbGltcHNlc3QudjEixAIKFENyZWF0ZVNlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSPwoGbGFiZWxzGAIgAygLMi8ucGFsaW1wc2VzdC52MS5DcmVhdGVTZXNzaW9uUmVxdWVzdC5MYWJlbHNFbnRyeRIQCgNjd2QYAyABKAlIAIgBARITCgZvcmlnaW4YBCABKAlIAYgBARIdChBkZWxlZ2F0aW9uX2RlcHRoGAUgASgESAKIAQESGQoMYWdlbnRfcHJlc2V0GAYgASgJSAOIAQESDgoGc3RyaWN0GAcgASgIGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAFCBgoEX2N3ZEIJCgdfb3JpZ2luQhMKEV9kZWxlZ2F0aW9uX2RlcHRoQg8KDV9hZ2VudF9wcmVzZXQiQAoVQ3JlYXRlU2Vzc2lvblJlc3BvbnNlEicKB3Nlc3Npb24YASABKAsyFi5wYWxpbXBzZXN0LnYxLlNlc3Npb24iJwoRR2V0U2Vzc2lvblJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCSI9ChJHZXRTZXNzaW9uUmVzcG9uc2USJwoHc2Vzc2lvbhgBIAEoCzIWLnBhbGltcHNlc3QudjEuU2Vzc2lvbiLBAQoTTGlzdFNlc3Npb25zUmVxdWVzdBIRCglwYWdlX3NpemUYASABKA0SEgoKcGFnZV90b2tlbhgCIAEoCRJNCg5sYWJlbF9zZWxlY3RvchgDIAMoCzI1LnBhbGltcHNlc3QudjEuTGlzdFNlc3Npb25zUmVxdWVzdC5MYWJlbFNlbGVjdG9yRW50cnkaNAoSTGFiZWxTZWxlY3RvckVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiWQoUTGlzdFNlc3Npb25zUmVzcG9uc2USKAoIc2Vzc2lvbnMYASADKAsyFi5wYWxpbXBzZXN0LnYxLlNlc3Npb24SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIioKFERlbGV0ZVNlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkiFwoVRGVsZXRlU2Vzc2lvblJlc3BvbnNlIqMBChNBcHBlbmRFdmVudHNSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSKQoGZXZlbnRzGAIgAygLMhkucGFsaW1wc2VzdC52MS5FdmVudElucHV0Eh4KEWV4cGVjdGVkX2xhc3Rfc2VxGAMgASgDSACIAQESFwoPaWRlbXBvdGVuY3lfa2V5GAQgASgJQhQKEl9leHBlY3RlZF9sYXN0X3NlcSJOChRBcHBlbmRFdmVudHNSZXNwb25zZRIMCgRzZXFzGAEgAygEEhAKCHJlcGxheWVkGAIgASgIEhYKDnN1cmZhY2VfbGVuZ3RoGAMgASgEIt4BChFMaXN0RXZlbnRzUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEhUKCGZyb21fc2VxGAIgASgESACIAQESKwoJZGlyZWN0aW9uGAMgASgOMhgucGFsaW1wc2VzdC52MS5EaXJlY3Rpb24SEQoJcGFnZV9zaXplGAQgASgNEhIKCnBhZ2VfdG9rZW4YBSABKAkSDQoFdHlwZXMYBiADKAkSLgoLZGF0YV9mb3JtYXQYByABKA4yGS5wYWxpbXBzZXN0LnYxLkRhdGFGb3JtYXRCCwoJX2Zyb21fc2VxIloKEkxpc3RFdmVudHNSZXNwb25zZRIrCgZldmVudHMYASADKAsyGy5wYWxpbXBzZXN0LnYxLlNlc3Npb25FdmVudBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiTQoRR2V0U3VyZmFjZVJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIWCglhc19vZl9zZXEYAiABKARIAIgBAUIMCgpfYXNfb2Zfc2VxImIKEkdldFN1cmZhY2VSZXNwb25zZRIMCgRzZXFzGAEgAygEEhoKEnJlcGxhY2VfZ2VuZXJhdGlvbhgCIAEoBBIVCghoZWFkX3NlcRgDIAEoBEgAiAEBQgsKCV9oZWFkX3NlcSKuAQoSR2V0TWVzc2FnZXNSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSKAoEdmlldxgCIAEoDjIaLnBhbGltcHNlc3QudjEuTWVzc2FnZVZpZXcSDQoFdHlwZWQYAyABKAgSEQoJcGFnZV9zaXplGAQgASgNEhIKCnBhZ2VfdG9rZW4YBSABKAkSFgoJYXNfb2Zfc2VxGAYgASgESACIAQFCDAoKX2FzX29mX3NlcSJcCg5EZXJpdmVkTWVzc2FnZRILCgNzZXEYASABKAQSFAoMbWVzc2FnZV9qc29uGAIgASgJEicKB21lc3NhZ2UYAyABKAsyFi5wYWxpbXBzZXN0LnYxLk1lc3NhZ2UigwEKE0dldE1lc3NhZ2VzUmVzcG9uc2USLwoIbWVzc2FnZXMYASADKAsyHS5wYWxpbXBzZXN0LnYxLkRlcml2ZWRNZXNzYWdlEhUKCGhlYWRfc2VxGAIgASgESACIAQESFwoPbmV4dF9wYWdlX3Rva2VuGAMgASgJQgsKCV9oZWFkX3NlcSLQAQoSRm9ya1Nlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSEwoGYXRfc2VxGAIgASgESACIAQESGAoQY2hpbGRfc2Vzc2lvbl9pZBgDIAEoCRI9CgZsYWJlbHMYBCADKAsyLS5wYWxpbXBzZXN0LnYxLkZvcmtTZXNzaW9uUmVxdWVzdC5MYWJlbHNFbnRyeRotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBQgkKB19hdF9zZXEiPgoTRm9ya1Nlc3Npb25SZXNwb25zZRInCgdzZXNzaW9uGAEgASgLMhYucGFsaW1wc2VzdC52MS5TZXNzaW9uIioKFFJlcGFpclNlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkiRAoVUmVwYWlyU2Vzc2lvblJlc3BvbnNlEisKBmV2ZW50cxgBIAMoCzIbLnBhbGltcHNlc3QudjEuU2Vzc2lvbkV2ZW50ImAKFEltcG9ydFNlc3Npb25SZXF1ZXN0Ei8KB29wdGlvbnMYASABKAsyHC5wYWxpbXBzZXN0LnYxLkltcG9ydE9wdGlvbnNIABIPCgVjaHVuaxgCIAEoDEgAQgYKBHBhcnQinAEKDUltcG9ydE9wdGlvbnMSEgoKc2Vzc2lvbl9pZBgBIAEoCRI4CgZsYWJlbHMYAiADKAsyKC5wYWxpbXBzZXN0LnYxLkltcG9ydE9wdGlvbnMuTGFiZWxzRW50cnkSDgoGc3RyaWN0GAMgASgIGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiQAoVSW1wb3J0U2Vzc2lvblJlc3BvbnNlEicKB3Nlc3Npb24YASABKAsyFi5wYWxpbXBzZXN0LnYxLlNlc3Npb24iPAoURXhwb3J0U2Vzc2lvblJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIQCgh1bnBhY2tlZBgCIAEoCCImChVFeHBvcnRTZXNzaW9uUmVzcG9uc2USDQoFY2h1bmsYASABKAwizgEKF1N1YnNjcmliZVN1cmZhY2VSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSFgoJYWZ0ZXJfc2VxGAIgASgESACIAQESEAoIc25hcHNob3QYAyABKAgSGAoQaW5jbHVkZV9tZXNzYWdlcxgEIAEoCBIdChVoZWFydGJlYXRfaW50ZXJ2YWxfbXMYBSABKA0SLgoLZGF0YV9mb3JtYXQYBiABKA4yGS5wYWxpbXBzZXN0LnYxLkRhdGFGb3JtYXRCDAoKX2FmdGVyX3NlcSK+AwoYU3Vic2NyaWJlU3VyZmFjZVJlc3BvbnNlEhMKBmN1cnNvchgBIAEoBEgBiAEBEjIKCHNuYXBzaG90GAIgASgLMh4ucGFsaW1wc2VzdC52MS5TdXJmYWNlU25hcHNob3RIABIsCgZhcHBlbmQYAyABKAsyGi5wYWxpbXBzZXN0LnYxLkFwcGVuZERlbHRhSAASLgoHcmVwbGFjZRgEIAEoCzIbLnBhbGltcHNlc3QudjEuUmVwbGFjZURlbHRhSAASLwoKY2hlY2twb2ludBgFIAEoCzIZLnBhbGltcHNlc3QudjEuQ2hlY2twb2ludEgAEiwKCWNhdWdodF91cBgGIAEoCzIXLnBhbGltcHNlc3QudjEuQ2F1Z2h0VXBIABItCgloZWFydGJlYXQYByABKAsyGC5wYWxpbXBzZXN0LnYxLkhlYXJ0YmVhdEgAEioKBWV2ZW50GAggASgLMhsucGFsaW1wc2VzdC52MS5TZXNzaW9uRXZlbnQSLgoHbWVzc2FnZRgJIAEoCzIdLnBhbGltcHNlc3QudjEuRGVyaXZlZE1lc3NhZ2VCBgoEa2luZEIJCgdfY3Vyc29yIh8KD1N1cmZhY2VTbmFwc2hvdBIMCgRzZXFzGAEgAygEIhoKC0FwcGVuZERlbHRhEgsKA3NlcRgBIAEoBCJOCgxSZXBsYWNlRGVsdGESDQoFc3RhcnQYASABKAQSCwoDZW5kGAIgASgEEgsKA3NlcRgDIAEoBBIVCg1zaGFkb3dlZF9zZXFzGAQgAygEIgwKCkNoZWNrcG9pbnQiCgoIQ2F1Z2h0VXAiCwoJSGVhcnRiZWF0IqEBChZTdWJzY3JpYmVFdmVudHNSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSFgoJYWZ0ZXJfc2VxGAIgASgESACIAQESHQoVaGVhcnRiZWF0X2ludGVydmFsX21zGAMgASgNEi4KC2RhdGFfZm9ybWF0GAQgASgOMhkucGFsaW1wc2VzdC52MS5EYXRhRm9ybWF0QgwKCl9hZnRlcl9zZXEizAEKF1N1YnNjcmliZUV2ZW50c1Jlc3BvbnNlEhMKBmN1cnNvchgBIAEoBEgBiAEBEiwKBWV2ZW50GAIgASgLMhsucGFsaW1wc2VzdC52MS5TZXNzaW9uRXZlbnRIABIsCgljYXVnaHRfdXAYAyABKAsyFy5wYWxpbXBzZXN0LnYxLkNhdWdodFVwSAASLQoJaGVhcnRiZWF0GAQgASgLMhgucGFsaW1wc2VzdC52MS5IZWFydGJlYXRIAEIGCgRraW5kQgkKB19jdXJzb3IqVQoJRGlyZWN0aW9uEhkKFURJUkVDVElPTl9VTlNQRUNJRklFRBAAEhUKEURJUkVDVElPTl9GT1JXQVJEEAESFgoSRElSRUNUSU9OX0JBQ0tXQVJEEAIqVgoKRGF0YUZvcm1hdBIbChdEQVRBX0ZPUk1BVF9VTlNQRUNJRklFRBAAEhQKEERBVEFfRk9STUFUX0pTT04QARIVChFEQVRBX0ZPUk1BVF9UWVBFRBACKmgKC01lc3NhZ2VWaWV3EhwKGE1FU1NBR0VfVklFV19VTlNQRUNJRklFRBAAEh4KGk1FU1NBR0VfVklFV19NT0RFTF9ISVNUT1JZEAESGwoXTUVTU0FHRV9WSUVXX1RSQU5TQ1JJUFQQAjKCCgoOU2Vzc2lvblNlcnZpY2USWgoNQ3JlYXRlU2Vzc2lvbhIjLnBhbGltcHNlc3QudjEuQ3JlYXRlU2Vzc2lvblJlcXVlc3QaJC5wYWxpbXBzZXN0LnYxLkNyZWF0ZVNlc3Npb25SZXNwb25zZRJRCgpHZXRTZXNzaW9uEiAucGFsaW1wc2VzdC52MS5HZXRTZXNzaW9uUmVxdWVzdBohLnBhbGltcHNlc3QudjEuR2V0U2Vzc2lvblJlc3BvbnNlElcKDExpc3RTZXNzaW9ucxIiLnBhbGltcHNlc3QudjEuTGlzdFNlc3Npb25zUmVxdWVzdBojLnBhbGltcHNlc3QudjEuTGlzdFNlc3Npb25zUmVzcG9uc2USWgoNRGVsZXRlU2Vzc2lvbhIjLnBhbGltcHNlc3QudjEuRGVsZXRlU2Vzc2lvblJlcXVlc3QaJC5wYWxpbXBzZXN0LnYxLkRlbGV0ZVNlc3Npb25SZXNwb25zZRJXCgxBcHBlbmRFdmVudHMSIi5wYWxpbXBzZXN0LnYxLkFwcGVuZEV2ZW50c1JlcXVlc3QaIy5wYWxpbXBzZXN0LnYxLkFwcGVuZEV2ZW50c1Jlc3BvbnNlElEKCkxpc3RFdmVudHMSIC5wYWxpbXBzZXN0LnYxLkxpc3RFdmVudHNSZXF1ZXN0GiEucGFsaW1wc2VzdC52MS5MaXN0RXZlbnRzUmVzcG9uc2USUQoKR2V0U3VyZmFjZRIgLnBhbGltcHNlc3QudjEuR2V0U3VyZmFjZVJlcXVlc3QaIS5wYWxpbXBzZXN0LnYxLkdldFN1cmZhY2VSZXNwb25zZRJUCgtHZXRNZXNzYWdlcxIhLnBhbGltcHNlc3QudjEuR2V0TWVzc2FnZXNSZXF1ZXN0GiIucGFsaW1wc2VzdC52MS5HZXRNZXNzYWdlc1Jlc3BvbnNlElQKC0ZvcmtTZXNzaW9uEiEucGFsaW1wc2VzdC52MS5Gb3JrU2Vzc2lvblJlcXVlc3QaIi5wYWxpbXBzZXN0LnYxLkZvcmtTZXNzaW9uUmVzcG9uc2USWgoNUmVwYWlyU2Vzc2lvbhIjLnBhbGltcHNlc3QudjEuUmVwYWlyU2Vzc2lvblJlcXVlc3QaJC5wYWxpbXBzZXN0LnYxLlJlcGFpclNlc3Npb25SZXNwb25zZRJcCg1JbXBvcnRTZXNzaW9uEiMucGFsaW1wc2VzdC52MS5JbXBvcnRTZXNzaW9uUmVxdWVzdBokLnBhbGltcHNlc3QudjEuSW1wb3J0U2Vzc2lvblJlc3BvbnNlKAESXAoNRXhwb3J0U2Vzc2lvbhIjLnBhbGltcHNlc3QudjEuRXhwb3J0U2Vzc2lvblJlcXVlc3QaJC5wYWxpbXBzZXN0LnYxLkV4cG9ydFNlc3Npb25SZXNwb25zZTABEmUKEFN1YnNjcmliZVN1cmZhY2USJi5wYWxpbXBzZXN0LnYxLlN1YnNjcmliZVN1cmZhY2VSZXF1ZXN0GicucGFsaW1wc2VzdC52MS5TdWJzY3JpYmVTdXJmYWNlUmVzcG9uc2UwARJiCg9TdWJzY3JpYmVFdmVudHMSJS5wYWxpbXBzZXN0LnYxLlN1YnNjcmliZUV2ZW50c1JlcXVlc3QaJi5wYWxpbXBzZXN0LnYxLlN1YnNjcmliZUV2ZW50c1Jlc3BvbnNlMAFCLloscGFsaW1wc2VzdC9nZW4vZ28vcGFsaW1wc2VzdC92MTtwYWxpbXBzZXN0djFiBnByb3RvMw", [file_palimpsest_v1_content, file_palimpsest_v1_event, file_palimpsest_v1_session]);
+  fileDesc("ChtwYWxpbXBzZXN0L3YxL3NlcnZpY2UucHJvdG8SDXBhbGltcHNlc3QudjEixAIKFENyZWF0ZVNlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSPwoGbGFiZWxzGAIgAygLMi8ucGFsaW1wc2VzdC52MS5DcmVhdGVTZXNzaW9uUmVxdWVzdC5MYWJlbHNFbnRyeRIQCgNjd2QYAyABKAlIAIgBARITCgZvcmlnaW4YBCABKAlIAYgBARIdChBkZWxlZ2F0aW9uX2RlcHRoGAUgASgESAKIAQESGQoMYWdlbnRfcHJlc2V0GAYgASgJSAOIAQESDgoGc3RyaWN0GAcgASgIGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAFCBgoEX2N3ZEIJCgdfb3JpZ2luQhMKEV9kZWxlZ2F0aW9uX2RlcHRoQg8KDV9hZ2VudF9wcmVzZXQiQAoVQ3JlYXRlU2Vzc2lvblJlc3BvbnNlEicKB3Nlc3Npb24YASABKAsyFi5wYWxpbXBzZXN0LnYxLlNlc3Npb24iJwoRR2V0U2Vzc2lvblJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCSI9ChJHZXRTZXNzaW9uUmVzcG9uc2USJwoHc2Vzc2lvbhgBIAEoCzIWLnBhbGltcHNlc3QudjEuU2Vzc2lvbiLBAQoTTGlzdFNlc3Npb25zUmVxdWVzdBIRCglwYWdlX3NpemUYASABKA0SEgoKcGFnZV90b2tlbhgCIAEoCRJNCg5sYWJlbF9zZWxlY3RvchgDIAMoCzI1LnBhbGltcHNlc3QudjEuTGlzdFNlc3Npb25zUmVxdWVzdC5MYWJlbFNlbGVjdG9yRW50cnkaNAoSTGFiZWxTZWxlY3RvckVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiWQoUTGlzdFNlc3Npb25zUmVzcG9uc2USKAoIc2Vzc2lvbnMYASADKAsyFi5wYWxpbXBzZXN0LnYxLlNlc3Npb24SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIioKFERlbGV0ZVNlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkiFwoVRGVsZXRlU2Vzc2lvblJlc3BvbnNlIqMBChNBcHBlbmRFdmVudHNSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSKQoGZXZlbnRzGAIgAygLMhkucGFsaW1wc2VzdC52MS5FdmVudElucHV0Eh4KEWV4cGVjdGVkX2xhc3Rfc2VxGAMgASgDSACIAQESFwoPaWRlbXBvdGVuY3lfa2V5GAQgASgJQhQKEl9leHBlY3RlZF9sYXN0X3NlcSJOChRBcHBlbmRFdmVudHNSZXNwb25zZRIMCgRzZXFzGAEgAygEEhAKCHJlcGxheWVkGAIgASgIEhYKDnN1cmZhY2VfbGVuZ3RoGAMgASgEIt4BChFMaXN0RXZlbnRzUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEhUKCGZyb21fc2VxGAIgASgESACIAQESKwoJZGlyZWN0aW9uGAMgASgOMhgucGFsaW1wc2VzdC52MS5EaXJlY3Rpb24SEQoJcGFnZV9zaXplGAQgASgNEhIKCnBhZ2VfdG9rZW4YBSABKAkSDQoFdHlwZXMYBiADKAkSLgoLZGF0YV9mb3JtYXQYByABKA4yGS5wYWxpbXBzZXN0LnYxLkRhdGFGb3JtYXRCCwoJX2Zyb21fc2VxIloKEkxpc3RFdmVudHNSZXNwb25zZRIrCgZldmVudHMYASADKAsyGy5wYWxpbXBzZXN0LnYxLlNlc3Npb25FdmVudBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiTQoRR2V0U3VyZmFjZVJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIWCglhc19vZl9zZXEYAiABKARIAIgBAUIMCgpfYXNfb2Zfc2VxImIKEkdldFN1cmZhY2VSZXNwb25zZRIMCgRzZXFzGAEgAygEEhoKEnJlcGxhY2VfZ2VuZXJhdGlvbhgCIAEoBBIVCghoZWFkX3NlcRgDIAEoBEgAiAEBQgsKCV9oZWFkX3NlcSKuAQoSR2V0TWVzc2FnZXNSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSKAoEdmlldxgCIAEoDjIaLnBhbGltcHNlc3QudjEuTWVzc2FnZVZpZXcSDQoFdHlwZWQYAyABKAgSEQoJcGFnZV9zaXplGAQgASgNEhIKCnBhZ2VfdG9rZW4YBSABKAkSFgoJYXNfb2Zfc2VxGAYgASgESACIAQFCDAoKX2FzX29mX3NlcSJcCg5EZXJpdmVkTWVzc2FnZRILCgNzZXEYASABKAQSFAoMbWVzc2FnZV9qc29uGAIgASgJEicKB21lc3NhZ2UYAyABKAsyFi5wYWxpbXBzZXN0LnYxLk1lc3NhZ2UigwEKE0dldE1lc3NhZ2VzUmVzcG9uc2USLwoIbWVzc2FnZXMYASADKAsyHS5wYWxpbXBzZXN0LnYxLkRlcml2ZWRNZXNzYWdlEhUKCGhlYWRfc2VxGAIgASgESACIAQESFwoPbmV4dF9wYWdlX3Rva2VuGAMgASgJQgsKCV9oZWFkX3NlcSLQAQoSRm9ya1Nlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSEwoGYXRfc2VxGAIgASgESACIAQESGAoQY2hpbGRfc2Vzc2lvbl9pZBgDIAEoCRI9CgZsYWJlbHMYBCADKAsyLS5wYWxpbXBzZXN0LnYxLkZvcmtTZXNzaW9uUmVxdWVzdC5MYWJlbHNFbnRyeRotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBQgkKB19hdF9zZXEiPgoTRm9ya1Nlc3Npb25SZXNwb25zZRInCgdzZXNzaW9uGAEgASgLMhYucGFsaW1wc2VzdC52MS5TZXNzaW9uIioKFFJlcGFpclNlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkiRAoVUmVwYWlyU2Vzc2lvblJlc3BvbnNlEisKBmV2ZW50cxgBIAMoCzIbLnBhbGltcHNlc3QudjEuU2Vzc2lvbkV2ZW50ImAKFEltcG9ydFNlc3Npb25SZXF1ZXN0Ei8KB29wdGlvbnMYASABKAsyHC5wYWxpbXBzZXN0LnYxLkltcG9ydE9wdGlvbnNIABIPCgVjaHVuaxgCIAEoDEgAQgYKBHBhcnQitAEKDUltcG9ydE9wdGlvbnMSEgoKc2Vzc2lvbl9pZBgBIAEoCRI4CgZsYWJlbHMYAiADKAsyKC5wYWxpbXBzZXN0LnYxLkltcG9ydE9wdGlvbnMuTGFiZWxzRW50cnkSDgoGc3RyaWN0GAMgASgIEhYKDmFsbG93X3NlcV9nYXBzGAQgASgIGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiYAoVSW1wb3J0U2Vzc2lvblJlc3BvbnNlEicKB3Nlc3Npb24YASABKAsyFi5wYWxpbXBzZXN0LnYxLlNlc3Npb24SHgoWdW5jb21taXR0ZWRfdGFpbF9ieXRlcxgCIAEoBCI8ChRFeHBvcnRTZXNzaW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEhAKCHVucGFja2VkGAIgASgIIiYKFUV4cG9ydFNlc3Npb25SZXNwb25zZRINCgVjaHVuaxgBIAEoDCLOAQoXU3Vic2NyaWJlU3VyZmFjZVJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIWCglhZnRlcl9zZXEYAiABKARIAIgBARIQCghzbmFwc2hvdBgDIAEoCBIYChBpbmNsdWRlX21lc3NhZ2VzGAQgASgIEh0KFWhlYXJ0YmVhdF9pbnRlcnZhbF9tcxgFIAEoDRIuCgtkYXRhX2Zvcm1hdBgGIAEoDjIZLnBhbGltcHNlc3QudjEuRGF0YUZvcm1hdEIMCgpfYWZ0ZXJfc2VxIr4DChhTdWJzY3JpYmVTdXJmYWNlUmVzcG9uc2USEwoGY3Vyc29yGAEgASgESAGIAQESMgoIc25hcHNob3QYAiABKAsyHi5wYWxpbXBzZXN0LnYxLlN1cmZhY2VTbmFwc2hvdEgAEiwKBmFwcGVuZBgDIAEoCzIaLnBhbGltcHNlc3QudjEuQXBwZW5kRGVsdGFIABIuCgdyZXBsYWNlGAQgASgLMhsucGFsaW1wc2VzdC52MS5SZXBsYWNlRGVsdGFIABIvCgpjaGVja3BvaW50GAUgASgLMhkucGFsaW1wc2VzdC52MS5DaGVja3BvaW50SAASLAoJY2F1Z2h0X3VwGAYgASgLMhcucGFsaW1wc2VzdC52MS5DYXVnaHRVcEgAEi0KCWhlYXJ0YmVhdBgHIAEoCzIYLnBhbGltcHNlc3QudjEuSGVhcnRiZWF0SAASKgoFZXZlbnQYCCABKAsyGy5wYWxpbXBzZXN0LnYxLlNlc3Npb25FdmVudBIuCgdtZXNzYWdlGAkgASgLMh0ucGFsaW1wc2VzdC52MS5EZXJpdmVkTWVzc2FnZUIGCgRraW5kQgkKB19jdXJzb3IiHwoPU3VyZmFjZVNuYXBzaG90EgwKBHNlcXMYASADKAQiGgoLQXBwZW5kRGVsdGESCwoDc2VxGAEgASgEIk4KDFJlcGxhY2VEZWx0YRINCgVzdGFydBgBIAEoBBILCgNlbmQYAiABKAQSCwoDc2VxGAMgASgEEhUKDXNoYWRvd2VkX3NlcXMYBCADKAQiDAoKQ2hlY2twb2ludCIKCghDYXVnaHRVcCILCglIZWFydGJlYXQioQEKFlN1YnNjcmliZUV2ZW50c1JlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIWCglhZnRlcl9zZXEYAiABKARIAIgBARIdChVoZWFydGJlYXRfaW50ZXJ2YWxfbXMYAyABKA0SLgoLZGF0YV9mb3JtYXQYBCABKA4yGS5wYWxpbXBzZXN0LnYxLkRhdGFGb3JtYXRCDAoKX2FmdGVyX3NlcSLMAQoXU3Vic2NyaWJlRXZlbnRzUmVzcG9uc2USEwoGY3Vyc29yGAEgASgESAGIAQESLAoFZXZlbnQYAiABKAsyGy5wYWxpbXBzZXN0LnYxLlNlc3Npb25FdmVudEgAEiwKCWNhdWdodF91cBgDIAEoCzIXLnBhbGltcHNlc3QudjEuQ2F1Z2h0VXBIABItCgloZWFydGJlYXQYBCABKAsyGC5wYWxpbXBzZXN0LnYxLkhlYXJ0YmVhdEgAQgYKBGtpbmRCCQoHX2N1cnNvcipVCglEaXJlY3Rpb24SGQoVRElSRUNUSU9OX1VOU1BFQ0lGSUVEEAASFQoRRElSRUNUSU9OX0ZPUldBUkQQARIWChJESVJFQ1RJT05fQkFDS1dBUkQQAipWCgpEYXRhRm9ybWF0EhsKF0RBVEFfRk9STUFUX1VOU1BFQ0lGSUVEEAASFAoQREFUQV9GT1JNQVRfSlNPThABEhUKEURBVEFfRk9STUFUX1RZUEVEEAIqaAoLTWVzc2FnZVZpZXcSHAoYTUVTU0FHRV9WSUVXX1VOU1BFQ0lGSUVEEAASHgoaTUVTU0FHRV9WSUVXX01PREVMX0hJU1RPUlkQARIbChdNRVNTQUdFX1ZJRVdfVFJBTlNDUklQVBACMoIKCg5TZXNzaW9uU2VydmljZRJaCg1DcmVhdGVTZXNzaW9uEiMucGFsaW1wc2VzdC52MS5DcmVhdGVTZXNzaW9uUmVxdWVzdBokLnBhbGltcHNlc3QudjEuQ3JlYXRlU2Vzc2lvblJlc3BvbnNlElEKCkdldFNlc3Npb24SIC5wYWxpbXBzZXN0LnYxLkdldFNlc3Npb25SZXF1ZXN0GiEucGFsaW1wc2VzdC52MS5HZXRTZXNzaW9uUmVzcG9uc2USVwoMTGlzdFNlc3Npb25zEiIucGFsaW1wc2VzdC52MS5MaXN0U2Vzc2lvbnNSZXF1ZXN0GiMucGFsaW1wc2VzdC52MS5MaXN0U2Vzc2lvbnNSZXNwb25zZRJaCg1EZWxldGVTZXNzaW9uEiMucGFsaW1wc2VzdC52MS5EZWxldGVTZXNzaW9uUmVxdWVzdBokLnBhbGltcHNlc3QudjEuRGVsZXRlU2Vzc2lvblJlc3BvbnNlElcKDEFwcGVuZEV2ZW50cxIiLnBhbGltcHNlc3QudjEuQXBwZW5kRXZlbnRzUmVxdWVzdBojLnBhbGltcHNlc3QudjEuQXBwZW5kRXZlbnRzUmVzcG9uc2USUQoKTGlzdEV2ZW50cxIgLnBhbGltcHNlc3QudjEuTGlzdEV2ZW50c1JlcXVlc3QaIS5wYWxpbXBzZXN0LnYxLkxpc3RFdmVudHNSZXNwb25zZRJRCgpHZXRTdXJmYWNlEiAucGFsaW1wc2VzdC52MS5HZXRTdXJmYWNlUmVxdWVzdBohLnBhbGltcHNlc3QudjEuR2V0U3VyZmFjZVJlc3BvbnNlElQKC0dldE1lc3NhZ2VzEiEucGFsaW1wc2VzdC52MS5HZXRNZXNzYWdlc1JlcXVlc3QaIi5wYWxpbXBzZXN0LnYxLkdldE1lc3NhZ2VzUmVzcG9uc2USVAoLRm9ya1Nlc3Npb24SIS5wYWxpbXBzZXN0LnYxLkZvcmtTZXNzaW9uUmVxdWVzdBoiLnBhbGltcHNlc3QudjEuRm9ya1Nlc3Npb25SZXNwb25zZRJaCg1SZXBhaXJTZXNzaW9uEiMucGFsaW1wc2VzdC52MS5SZXBhaXJTZXNzaW9uUmVxdWVzdBokLnBhbGltcHNlc3QudjEuUmVwYWlyU2Vzc2lvblJlc3BvbnNlElwKDUltcG9ydFNlc3Npb24SIy5wYWxpbXBzZXN0LnYxLkltcG9ydFNlc3Npb25SZXF1ZXN0GiQucGFsaW1wc2VzdC52MS5JbXBvcnRTZXNzaW9uUmVzcG9uc2UoARJcCg1FeHBvcnRTZXNzaW9uEiMucGFsaW1wc2VzdC52MS5FeHBvcnRTZXNzaW9uUmVxdWVzdBokLnBhbGltcHNlc3QudjEuRXhwb3J0U2Vzc2lvblJlc3BvbnNlMAESZQoQU3Vic2NyaWJlU3VyZmFjZRImLnBhbGltcHNlc3QudjEuU3Vic2NyaWJlU3VyZmFjZVJlcXVlc3QaJy5wYWxpbXBzZXN0LnYxLlN1YnNjcmliZVN1cmZhY2VSZXNwb25zZTABEmIKD1N1YnNjcmliZUV2ZW50cxIlLnBhbGltcHNlc3QudjEuU3Vic2NyaWJlRXZlbnRzUmVxdWVzdBomLnBhbGltcHNlc3QudjEuU3Vic2NyaWJlRXZlbnRzUmVzcG9uc2UwAUIuWixwYWxpbXBzZXN0L2dlbi9nby9wYWxpbXBzZXN0L3YxO3BhbGltcHNlc3R2MWIGcHJvdG8z", [file_palimpsest_v1_content, file_palimpsest_v1_event, file_palimpsest_v1_session]);
 
 /**
  * Request for CreateSession.
@@ -32,7 +32,7 @@ export type CreateSessionRequest = Message<"palimpsest.v1.CreateSessionRequest">
   sessionId: string;
 
   /**
-   * Labels to attach.
+   * Labels to attach (at most 64; keys up to 128, values up to 1024 UTF-8 bytes).
    *
    * @generated from field: map<string, string> labels = 2;
    */
@@ -266,7 +266,8 @@ export type AppendEventsRequest = Message<"palimpsest.v1.AppendEventsRequest"> &
 
   /**
    * When set, the seq of the session's last event the client expects
-   * (-1 = the session is empty); a different head is HEAD_MISMATCH.
+   * (-1 = the session is empty); a different head is HEAD_MISMATCH, a value
+   * below -1 is INVALID_ARGUMENT.
    *
    * @generated from field: optional int64 expected_last_seq = 3;
    */
@@ -274,7 +275,8 @@ export type AppendEventsRequest = Message<"palimpsest.v1.AppendEventsRequest"> &
 
   /**
    * When set, a retried request with the same key returns the original result
-   * instead of appending again (stored durably with the events).
+   * instead of appending again (stored durably with the events); at most 256
+   * UTF-8 bytes.
    *
    * @generated from field: string idempotency_key = 4;
    */
@@ -640,7 +642,7 @@ export type ForkSessionRequest = Message<"palimpsest.v1.ForkSessionRequest"> & {
   childSessionId: string;
 
   /**
-   * Labels for the child.
+   * Labels for the child (limits as in CreateSessionRequest.labels).
    *
    * @generated from field: map<string, string> labels = 4;
    */
@@ -769,7 +771,7 @@ export type ImportOptions = Message<"palimpsest.v1.ImportOptions"> & {
   sessionId: string;
 
   /**
-   * Labels to attach.
+   * Labels to attach (at most 64; keys up to 128, values up to 1024 UTF-8 bytes).
    *
    * @generated from field: map<string, string> labels = 2;
    */
@@ -781,6 +783,18 @@ export type ImportOptions = Message<"palimpsest.v1.ImportOptions"> & {
    * @generated from field: bool strict = 3;
    */
   strict: boolean;
+
+  /**
+   * Accept seq gaps: seqs then need only increase (for UI snapshots that elide
+   * events, such as the reference fixture `cordis-tool-round`). Off by default:
+   * a log that is not contiguous from seq 0 (say, a line lost in a copy) is
+   * refused with SEQ_NOT_CONTIGUOUS (FAILED_PRECONDITION), metadata `seq`,
+   * `expectedSeq`, `missingSeq` and `line`. Live appends to a gapped session
+   * continue at its last seq + 1.
+   *
+   * @generated from field: bool allow_seq_gaps = 4;
+   */
+  allowSeqGaps: boolean;
 };
 
 /**
@@ -802,6 +816,17 @@ export type ImportSessionResponse = Message<"palimpsest.v1.ImportSessionResponse
    * @generated from field: palimpsest.v1.Session session = 1;
    */
   session?: Session | undefined;
+
+  /**
+   * Bytes after the file's last newline that were left out. As the reference
+   * loads a `session.jsonl`, a record is committed only once its newline is
+   * written: a final line without one (the partial record a crashed writer
+   * leaves, or even a complete record) is an uncommitted tail and is not
+   * imported. 0 when the file ends with a newline.
+   *
+   * @generated from field: uint64 uncommitted_tail_bytes = 2;
+   */
+  uncommittedTailBytes: bigint;
 };
 
 /**
@@ -1346,9 +1371,17 @@ export const MessageViewSchema: GenEnum<MessageView> = /*@__PURE__*/
  * Validation reasons are the rule IDs of the reference semantics
  * (docs: dsh-semantics 0.2). Reasons every RPC can return:
  * SESSION_NOT_FOUND (NOT_FOUND), INVALID_ARGUMENT (INVALID_ARGUMENT: a malformed
- * request field, with a BadRequest naming it), UNAUTHENTICATED,
- * PERMISSION_DENIED, RESOURCE_LIMIT (RESOURCE_EXHAUSTED, with `limit` and
- * `actual`), INTERNAL (fixed message; the cause is logged server-side).
+ * request field or request stream, with a BadRequest naming it),
+ * INVALID_SESSION_ID (INVALID_ARGUMENT: not 1-128 chars of [A-Za-z0-9._:-]; with
+ * `limit` and `actual` when too long), FIELD_TOO_LONG (INVALID_ARGUMENT: a
+ * string over its limit, metadata `field`, `limitName`, `limit`, `actual`),
+ * INVALID_UTF8 (INVALID_ARGUMENT: a string field that is not valid UTF-8,
+ * metadata `field`), UNAUTHENTICATED, PERMISSION_DENIED, RESOURCE_LIMIT
+ * (RESOURCE_EXHAUSTED, with `limit` and `actual`), STORAGE_FULL
+ * (RESOURCE_EXHAUSTED: the server's disk is full; nothing was stored),
+ * STORAGE_UNAVAILABLE (UNAVAILABLE: a storage I/O failure), INTERNAL (fixed
+ * message; the cause is logged server-side). Errors echo at most a short prefix
+ * of a value the request carried.
  *
  * @generated from service palimpsest.v1.SessionService
  */
@@ -1356,7 +1389,8 @@ export const SessionService: GenService<{
   /**
    * Creates an empty session.
    * Errors: SESSION_ALREADY_EXISTS (ALREADY_EXISTS), INVALID_SESSION_ID,
-   * HEADER_INVALID (INVALID_ARGUMENT), QUOTA_EXCEEDED (RESOURCE_EXHAUSTED).
+   * HEADER_INVALID (INVALID_ARGUMENT), QUOTA_EXCEEDED, TOO_MANY_LABELS
+   * (RESOURCE_EXHAUSTED: more than 64 labels, with `limit` and `actual`).
    *
    * @generated from rpc palimpsest.v1.SessionService.CreateSession
    */
@@ -1378,7 +1412,8 @@ export const SessionService: GenService<{
   },
   /**
    * Lists sessions newest first, optionally filtered by labels.
-   * Errors: INVALID_PAGE_TOKEN, PAGE_SIZE_TOO_LARGE (INVALID_ARGUMENT).
+   * Errors: INVALID_PAGE_TOKEN, PAGE_SIZE_TOO_LARGE (INVALID_ARGUMENT),
+   * TOO_MANY_LABELS (RESOURCE_EXHAUSTED: a selector with more than 64 terms).
    *
    * @generated from rpc palimpsest.v1.SessionService.ListSessions
    */
@@ -1415,7 +1450,9 @@ export const SessionService: GenService<{
    * invariants INV_*), HEAD_MISMATCH (FAILED_PRECONDITION, expected_last_seq
    * differs: metadata `expected` and `actual`), IDEMPOTENCY_KEY_REUSED
    * (FAILED_PRECONDITION: same key, different events), BATCH_EMPTY,
-   * BATCH_TOO_LARGE, EVENT_TOO_LARGE (RESOURCE_EXHAUSTED), QUOTA_EXCEEDED.
+   * BATCH_TOO_LARGE, EVENT_TOO_LARGE (RESOURCE_EXHAUSTED), QUOTA_EXCEEDED,
+   * INVALID_ARGUMENT (expected_last_seq below -1), FIELD_TOO_LONG (an event
+   * type over 256 bytes, metadata `index`; an idempotency key over 256 bytes).
    *
    * @generated from rpc palimpsest.v1.SessionService.AppendEvents
    */
@@ -1464,10 +1501,11 @@ export const SessionService: GenService<{
   },
   /**
    * Forks a session: the child starts with the parent's events up to a
-   * boundary seq, then a `session/end-seed` marker.
+   * boundary seq, then a `session/end-seed` marker (an empty parent gives a
+   * child holding just the marker, at seq 0, with seed_length 0).
    * Errors: SESSION_NOT_FOUND, SESSION_ALREADY_EXISTS (ALREADY_EXISTS),
    * INVALID_BOUNDARY (INVALID_ARGUMENT), OPEN_TURN (FAILED_PRECONDITION: the
-   * boundary is inside a turn).
+   * boundary is inside a turn), TOO_MANY_LABELS (RESOURCE_EXHAUSTED).
    *
    * @generated from rpc palimpsest.v1.SessionService.ForkSession
    */
@@ -1491,11 +1529,23 @@ export const SessionService: GenService<{
   /**
    * Imports a session from the reference JSONL format, streamed in chunks.
    * Atomic: a rejected file leaves no session behind. The log is stored
-   * exactly as given (no automatic repair).
-   * Errors: JSONL_INVALID, JSONL_COMPRESSED_UNSUPPORTED, HEADER_INVALID
-   * (INVALID_ARGUMENT), FORMAT_VERSION_UNSUPPORTED (FAILED_PRECONDITION),
-   * SESSION_ALREADY_EXISTS, and every AppendEvents validation reason with
-   * metadata `line`.
+   * exactly as given (no automatic repair); only committed lines count: a final
+   * line without its newline is an uncommitted tail, left out and reported in
+   * `uncommitted_tail_bytes` (a file with no committed header line is
+   * JSONL_INVALID). As the reference seeds, the events
+   * must be contiguous from seq 0 (SEQ_NOT_CONTIGUOUS naming the missing seq
+   * and the line) unless `ImportOptions.allow_seq_gaps` is set.
+   * The retired `steering/message` is accepted (stored verbatim, seen as the
+   * user/message the reference's load path upgrades it to); what that load path
+   * refuses is refused too: older turn/start and turn/end shapes that are
+   * malformed are TURN_SHAPE (INVALID_ARGUMENT).
+   * Errors: JSONL_INVALID, JSONL_COMPRESSED_UNSUPPORTED, HEADER_INVALID,
+   * TURN_SHAPE (INVALID_ARGUMENT), FORMAT_VERSION_UNSUPPORTED
+   * (FAILED_PRECONDITION), SESSION_ALREADY_EXISTS, TOO_MANY_LABELS
+   * (RESOURCE_EXHAUSTED), and every AppendEvents validation reason
+   * (FIELD_TOO_LONG for an event type included) with metadata `line`. A
+   * request stream that ends inside a frame is refused (INVALID_ARGUMENT) and
+   * stores nothing.
    *
    * @generated from rpc palimpsest.v1.SessionService.ImportSession
    */
@@ -1506,7 +1556,9 @@ export const SessionService: GenService<{
   },
   /**
    * Exports a session as reference JSONL, streamed in chunks (packed chunk
-   * rows as the reference writes them). Errors: SESSION_NOT_FOUND.
+   * rows as the reference writes them). Errors: SESSION_NOT_FOUND,
+   * UNAUTHENTICATED / PERMISSION_DENIED when the server reloads its token file
+   * and the stream's token was removed / lost the read permission.
    *
    * @generated from rpc palimpsest.v1.SessionService.ExportSession
    */
@@ -1531,7 +1583,9 @@ export const SessionService: GenService<{
    * Errors: SESSION_NOT_FOUND (also when the session is deleted while
    * subscribed), UNAVAILABLE at server shutdown (ErrorInfo reason
    * SERVER_SHUTDOWN, metadata `cursor`: resume with after_seq = cursor),
-   * CURSOR_OUT_OF_RANGE (OUT_OF_RANGE: after_seq beyond the session head).
+   * CURSOR_OUT_OF_RANGE (OUT_OF_RANGE: after_seq beyond the session head),
+   * UNAUTHENTICATED / PERMISSION_DENIED when the server reloads its token file
+   * and the stream's token was removed / lost the read permission.
    *
    * @generated from rpc palimpsest.v1.SessionService.SubscribeSurface
    */

@@ -1,0 +1,191 @@
+/**
+ * The read use cases: session views, lists, event pages, the surface, and messages (model
+ * history from the hot session's projection; the transcript from the store in log order), with
+ * GetMessages pagination (see message-pages.ts). Hot state is read only through the session cache,
+ * which checks the stored head first: a read never answers from a stale cache.
+ */
+import type { SessionEvent } from '../domain/event.js';
+import { MESSAGE_EVENT_TYPES } from '../domain/event.js';
+import { MessageProjection } from '../domain/derive.js';
+import { replacementChainSeqs } from '../domain/session-engine.js';
+import { messageOf } from '../domain/message-view.js';
+import {
+  MAX_ATTEMPTS, STORE_READ_BATCH, checkPageSizeLimit, pageSizeOf, retriesExhausted, viewOf,
+  type AppLimits, type CallContext, type DerivedMessage, type SessionView,
+} from './app-types.js';
+import { decodeMessagesToken, encodeMessagesToken, staleMessagesToken } from './message-pages.js';
+import type { SessionCache } from './session-cache.js';
+import type { ReadEventsQuery, SessionStore, StoredEventText } from './store-port.js';
+import { fromStored, storageKey } from './tenant-scope.js';
+import { assertAsOfInRange, modelHistoryAsOf, surfaceAsOf, type TimeTravelDeps } from './time-travel.js';
+
+/** Which messages GetMessages returns. */
+export type MessagesView = 'model' | 'transcript';
+
+/** One page of GetMessages. */
+export interface MessagesPage {
+  readonly messages: DerivedMessage[];
+  readonly headSeq: number | undefined;
+  /** '' on the last page. */
+  readonly nextPageToken: string;
+}
+
+/** Read use cases over the cache and the store. */
+export class Reads {
+  constructor(
+    private readonly store: SessionStore,
+    private readonly cache: SessionCache,
+    private readonly limits: AppLimits,
+  ) {}
+
+  /** What time travel (as_of_seq) reads through. */
+  get #past(): TimeTravelDeps {
+    return { store: this.store, storageKey: (ctx, id) => storageKey(ctx.tenant, id), getSession: (ctx, id) => this.getSession(ctx, id) };
+  }
+
+  /** A session with live counts. */
+  getSession(ctx: CallContext, id: string): Promise<SessionView> {
+    return this.cache.withRead(ctx, id, viewOf);
+  }
+
+  /** Sessions newest first. */
+  async listSessions(ctx: CallContext, q: { pageSize?: number; pageToken?: string; labels?: Record<string, string> }): Promise<{ sessions: SessionView[]; nextPageToken: string }> {
+    const pageSize = pageSizeOf(this.limits, q.pageSize);
+    const page = await this.store.listSessions({ tenant: ctx.tenant, labels: q.labels, pageSize, pageToken: q.pageToken || undefined });
+    const sessions: SessionView[] = [];
+    for (const stored of page.sessions) {
+      const h = this.cache.peek(stored.header.id);
+      const r = fromStored(stored);
+      sessions.push(h && h.valid && !h.busy && h.engine.nextSeq === r.nextSeq && h.writer === r.writer
+        ? viewOf(h)
+        : { record: r, surfaceLength: -1, headSeq: r.eventCount > 0 ? r.nextSeq - 1 : undefined, eventCount: r.eventCount });
+    }
+    // Surface lengths of sessions that are not hot: load them (bounded by the page size).
+    for (let i = 0; i < sessions.length; i++) {
+      const s = sessions[i]!;
+      if (s.surfaceLength < 0) sessions[i] = await this.getSession(ctx, s.record.header.id);
+    }
+    return { sessions, nextPageToken: page.nextPageToken };
+  }
+
+  /** A page of events, data as the stored JSON text. */
+  async listEvents(ctx: CallContext, id: string, q: { fromSeq?: number; direction: 'forward' | 'backward'; pageSize?: number; types?: readonly string[] }): Promise<{ events: StoredEventText[]; nextSeq: number | undefined }> {
+    const rec = await this.cache.record(ctx, id);
+    const limit = pageSizeOf(this.limits, q.pageSize);
+    const fromSeq = q.fromSeq ?? (q.direction === 'forward' ? 0 : Math.max(rec.nextSeq - 1, 0));
+    const query: ReadEventsQuery = { fromSeq, direction: q.direction, limit: limit + 1, types: q.types && q.types.length > 0 ? q.types : undefined };
+    // Data as the stored JSON text: the server puts it on the wire as is (no parse + stringify).
+    const events = await this.store.readEventTexts(storageKey(ctx.tenant, id), query);
+    let next: number | undefined;
+    if (events.length > limit) {
+      const extra = events.pop() as StoredEventText;
+      next = extra.seq;
+    }
+    return { events, nextSeq: next };
+  }
+
+  /** The surface (now, or right after event `asOfSeq`). */
+  async getSurface(ctx: CallContext, id: string, asOfSeq?: number): Promise<{ seqs: number[]; replaceGeneration: number; headSeq: number | undefined }> {
+    if (asOfSeq !== undefined) {
+      const s = await surfaceAsOf(this.#past, ctx, id, asOfSeq);
+      return { seqs: s.seqs, replaceGeneration: s.replaceGeneration, headSeq: s.headSeq };
+    }
+    return this.cache.withRead(ctx, id, (h) => ({
+      seqs: h.engine.surface(),
+      replaceGeneration: h.engine.replaceGeneration,
+      headSeq: h.engine.eventCount > 0 ? h.engine.nextSeq - 1 : undefined,
+    }));
+  }
+
+  /** Model history (surface walk) or transcript (append-origin surface events in log order). */
+  async getMessages(ctx: CallContext, id: string, view: MessagesView, page: { afterSeq?: number; limit?: number } = {}): Promise<{ messages: DerivedMessage[]; headSeq: number | undefined; replaceGeneration: number }> {
+    if (view === 'transcript') return { ...(await this.#transcript(ctx, id, page.afterSeq ?? -1, page.limit ?? Number.MAX_SAFE_INTEGER)), replaceGeneration: 0 };
+    for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
+      const h = await this.cache.handle(ctx, id);
+      if (!h.projection) {
+        const seqs = await h.read(() => h.engine.surface());
+        // Plus the events that pruned tool results replaced (legacy prunes take their message id).
+        const chain = await h.read(() => replacementChainSeqs(h.engine, seqs));
+        const events = await this.store.getEvents(storageKey(ctx.tenant, id), chain.length === 0 ? seqs : [...new Set([...seqs, ...chain])].sort((a, b) => a - b));
+        await h.read(() => {
+          if (!h.valid || h.projection) return;
+          // The surface may have moved while we read: hydrate only if it did not.
+          const now = h.engine.surface();
+          if (now.length === seqs.length && now.every((s, i) => s === seqs[i])) {
+            const byS = new Map(events.map((e) => [e.seq, e] as const));
+            // getEvents returns ascending seqs; the projection needs surface order (a replace puts
+            // a later seq before earlier ones).
+            const inSurfaceOrder = seqs.map((s) => byS.get(s)).filter((e): e is SessionEvent => e !== undefined);
+            const p = new MessageProjection(id);
+            p.hydrate(inSurfaceOrder, h.engine.nextSeq, (s) => byS.get(s));
+            h.projection = p;
+          }
+        });
+        if (!h.projection) continue;
+      }
+      const out = await h.read(() => (h.valid && h.projection ? {
+        messages: h.projection.entries(),
+        headSeq: h.engine.eventCount > 0 ? h.engine.nextSeq - 1 : undefined,
+        replaceGeneration: h.engine.replaceGeneration,
+      } : undefined));
+      if (out) return out;
+    }
+    throw retriesExhausted(id);
+  }
+
+  /**
+   * One page of GetMessages. Transcript pages are cut by seq (appends never move earlier
+   * entries); model-history pages by position, valid while no replace rewrote the surface (the
+   * token carries the replace generation; PAGE_TOKEN_STALE after a replace). pageSize 0 = all.
+   *
+   * @throws DomainError PAGE_SIZE_TOO_LARGE, INVALID_PAGE_TOKEN, PAGE_TOKEN_STALE, SESSION_NOT_FOUND
+   */
+  async getMessagesPage(ctx: CallContext, id: string, view: MessagesView, pageSize: number, pageToken: string, asOfSeq?: number): Promise<MessagesPage> {
+    checkPageSizeLimit(this.limits, pageSize);
+    const transcript = view === 'transcript';
+    const token = pageToken ? decodeMessagesToken(pageToken, transcript) : undefined;
+    if (transcript) {
+      if (asOfSeq !== undefined) await assertAsOfInRange(this.#past, ctx, id, asOfSeq);
+      const now = await this.getMessages(ctx, id, 'transcript', { afterSeq: token?.s, limit: pageSize > 0 ? pageSize + 1 : undefined });
+      // As of a seq: the transcript is in log order, so it is the entries up to that seq.
+      const out = asOfSeq === undefined ? now : { messages: now.messages.filter((m) => m.seq <= asOfSeq), headSeq: Math.min(asOfSeq, now.headSeq ?? asOfSeq) };
+      if (pageSize > 0 && out.messages.length > pageSize) {
+        const messages = out.messages.slice(0, pageSize);
+        return { messages, headSeq: out.headSeq, nextPageToken: encodeMessagesToken({ v: 't', s: messages[messages.length - 1]!.seq }) };
+      }
+      return { messages: out.messages, headSeq: out.headSeq, nextPageToken: '' };
+    }
+    const out = asOfSeq === undefined ? await this.getMessages(ctx, id, 'model') : await modelHistoryAsOf(this.#past, ctx, id, asOfSeq);
+    if (token !== undefined && token.g !== out.replaceGeneration) throw staleMessagesToken(token.g as number, out.replaceGeneration);
+    const from = token?.o ?? 0;
+    const messages = pageSize > 0 || from > 0 ? out.messages.slice(from, pageSize > 0 ? from + pageSize : undefined) : out.messages;
+    const next = pageSize > 0 && from + pageSize < out.messages.length ? encodeMessagesToken({ v: 'm', o: from + pageSize, g: out.replaceGeneration }) : '';
+    return { messages, headSeq: out.headSeq, nextPageToken: next };
+  }
+
+  /** Reads the whole log in ascending batches. */
+  async *scan(ctx: CallContext, id: string, fromSeq = 0): AsyncGenerator<SessionEvent[]> {
+    await this.cache.record(ctx, id);
+    yield* this.store.scanEvents(storageKey(ctx.tenant, id), fromSeq, STORE_READ_BATCH);
+  }
+
+  /** Transcript messages after `afterSeq` in log order, at most `limit` (log order makes seqs stable cursors). */
+  async #transcript(ctx: CallContext, id: string, afterSeq: number, limit: number): Promise<{ messages: DerivedMessage[]; headSeq: number | undefined }> {
+    const rec = await this.cache.record(ctx, id);
+    const messages: DerivedMessage[] = [];
+    let from = afterSeq + 1;
+    const types = [...MESSAGE_EVENT_TYPES];
+    for (;;) {
+      const page = await this.store.readEvents(storageKey(ctx.tenant, id), { fromSeq: from, direction: 'forward', limit: STORE_READ_BATCH, types });
+      for (const e of page) {
+        if (e.surfaceOp !== 'append') continue;
+        const m = messageOf(e, id);
+        if (m) messages.push({ seq: e.seq, message: m });
+        if (messages.length >= limit) break;
+      }
+      if (page.length < STORE_READ_BATCH || messages.length >= limit) break;
+      from = (page[page.length - 1] as SessionEvent).seq + 1;
+    }
+    return { messages, headSeq: rec.eventCount > 0 ? rec.nextSeq - 1 : undefined };
+  }
+}

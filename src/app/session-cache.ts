@@ -1,0 +1,153 @@
+/**
+ * The hot-session cache: each session's engine (surface, counters) and write pipeline, loaded
+ * from the store on a miss, LRU-evicted by session and event counts (never a session with
+ * writes in flight or live subscribers).
+ *
+ * The store is the single source of truth and may have other writers (server processes). A
+ * cached handle is used only after checking the stored head and writer token (one primary-key
+ * read) whenever the session is idle, so another process's commit (or a delete and re-create)
+ * is never hidden by the cache; while this process has writes in flight, a conflict on any of
+ * them drops the handle.
+ */
+import type { SessionEvent } from '../domain/event.js';
+import { DomainError } from '../domain/errors.js';
+import { SessionEngine } from '../domain/session-engine.js';
+import { MAX_ATTEMPTS, STORE_READ_BATCH, notFound, retriesExhausted, type AppLimits, type CallContext } from './app-types.js';
+import type { ChangeFeed } from './change-feed.js';
+import { SessionHandle } from './session-handle.js';
+import type { SessionRecord, SessionStore } from './store-port.js';
+import { fromStored, storageKey } from './tenant-scope.js';
+
+/** Hot sessions of one service. */
+export class SessionCache {
+  readonly #cache = new Map<string, SessionHandle>();
+  readonly #loading = new Map<string, Promise<SessionHandle>>();
+  #cachedEvents = 0;
+  #closed = false;
+
+  constructor(
+    private readonly store: SessionStore,
+    private readonly limits: AppLimits,
+    private readonly feed: ChangeFeed,
+  ) {}
+
+  /** Number of hot sessions. */
+  get size(): number {
+    return this.#cache.size;
+  }
+
+  /** The cached handle of a storage key, if any (not checked against the store). */
+  peek(key: string): SessionHandle | undefined {
+    return this.#cache.get(key);
+  }
+
+  /** Refuses new work from now on. */
+  close(): void {
+    this.#closed = true;
+  }
+
+  /** Waits for every hot session's writes in flight. */
+  async settle(): Promise<void> {
+    for (const h of this.#cache.values()) await h.read(() => undefined);
+  }
+
+  /** The session's record (header unscoped), or NOT_FOUND (also for another tenant's session). */
+  async record(ctx: CallContext, id: string): Promise<SessionRecord> {
+    const rec = await this.store.getSession(storageKey(ctx.tenant, id));
+    if (!rec || rec.tenant !== ctx.tenant) throw notFound(id);
+    return fromStored(rec);
+  }
+
+  /** Runs `fn` on a hot, valid, up-to-date handle's committed state. */
+  async withRead<T>(ctx: CallContext, id: string, fn: (h: SessionHandle) => T): Promise<T> {
+    for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
+      const h = await this.handle(ctx, id);
+      const out = await h.read(() => (h.valid ? { v: fn(h) } : undefined));
+      if (out) return out.v;
+    }
+    throw retriesExhausted(id);
+  }
+
+  /**
+   * The hot handle of a session, loading it on a miss. The store's head and writer token are
+   * checked on every call that finds the session idle.
+   */
+  async handle(ctx: CallContext, id: string): Promise<SessionHandle> {
+    if (this.#closed) throw new DomainError('SERVER_SHUTDOWN', 'the server is shutting down; retry on another replica or later', {});
+    const key = storageKey(ctx.tenant, id);
+    const cached = this.#cache.get(key);
+    if (cached && cached.valid) {
+      if (cached.record.tenant !== ctx.tenant) throw notFound(id);
+      if (!cached.busy) {
+        const rec = await this.store.getSession(key);
+        if (!rec) {
+          this.drop(key);
+          throw notFound(id);
+        }
+        // Another writer appended, or deleted and re-created the session: reload. Every
+        // committed write leaves a new writer token, so the token alone tells.
+        if (cached.valid && !cached.busy && (rec.writer !== cached.writer || rec.nextSeq !== cached.engine.nextSeq)) this.invalidate(cached);
+      }
+      if (cached.valid) {
+        this.#cache.delete(key);
+        this.#cache.set(key, cached);
+        return cached;
+      }
+    }
+    let loading = this.#loading.get(key);
+    if (!loading) {
+      loading = this.#load(key, id).finally(() => this.#loading.delete(key));
+      this.#loading.set(key, loading);
+    }
+    const h = await loading;
+    if (h.record.tenant !== ctx.tenant) throw notFound(id);
+    return h;
+  }
+
+  /** Counts events a commit added to a hot session (eviction budget). */
+  added(events: number): void {
+    this.#cachedEvents += events;
+  }
+
+  /** Drops a handle found inconsistent with the store (it reloads on next use). */
+  invalidate(h: SessionHandle): void {
+    h.valid = false;
+    if (this.#cache.get(h.id) === h) this.drop(h.id);
+  }
+
+  /** Drops a storage key's handle. */
+  drop(key: string): void {
+    const h = this.#cache.get(key);
+    if (!h) return;
+    h.valid = false;
+    this.#cache.delete(key);
+    this.#cachedEvents -= h.engine.eventCount;
+  }
+
+  async #load(key: string, id: string): Promise<SessionHandle> {
+    const stored = await this.store.getSession(key);
+    if (!stored) throw notFound(id);
+    const rec = fromStored(stored);
+    const engine = SessionEngine.create({ strict: rec.strict });
+    if (rec.strict) {
+      const all: SessionEvent[] = [];
+      for await (const b of this.store.scanEvents(key, 0, STORE_READ_BATCH)) all.push(...b);
+      engine.loadEvents(all);
+    } else {
+      engine.loadStructural(await this.store.readStructure(key, 0));
+    }
+    const h = new SessionHandle(key, id, rec, engine);
+    this.#cache.set(key, h);
+    this.#cachedEvents += engine.eventCount;
+    this.#evict();
+    return h;
+  }
+
+  #evict(): void {
+    for (const [id, h] of this.#cache) {
+      if (this.#cache.size <= this.limits.cacheMaxSessions && this.#cachedEvents <= this.limits.cacheMaxEvents) break;
+      if (h.busy || this.feed.listenerCount(id) > 0) continue;
+      this.drop(id);
+    }
+  }
+}

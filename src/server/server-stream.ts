@@ -1,0 +1,139 @@
+/**
+ * The one adapter from an async generator to a grpc-js server stream (nice-grpc's
+ * handleServerStreamingCall): handlers `yield` messages, and backpressure, cancellation and the
+ * deadline live here.
+ *
+ * - Backpressure: the generator is pulled only while the stream is writable; after `write()`
+ *   returned false the pump waits for `drain` (grpc-js holds at most its high-water mark).
+ *   Writers outside the pump (the subscription fast path, heartbeats) use the same `write`.
+ * - Cancellation: a cancelled or closed call ends the stream at once, runs the end hooks
+ *   (listeners, timers, buffers released) and returns the generator, so nothing leaks on a client
+ *   that went away; nothing more is written.
+ * - Deadline: at the call's deadline the stream ends with DEADLINE_EXCEEDED (grpc-js also cancels
+ *   the call; the hooks run once either way).
+ * - Errors: a throw from the generator ends the stream with its status (the status-map table).
+ */
+import { status as Code, type ServerWritableStream, type ServiceError } from '@grpc/grpc-js';
+
+/** A server stream being written. */
+export class ServerStream<Out> {
+  #ended = false;
+  #blocked = false;
+  #drainWaiters: Array<() => void> = [];
+  readonly #endHooks: Array<() => void> = [];
+  readonly #drainHooks: Array<() => void> = [];
+  #deadline: NodeJS.Timeout | undefined;
+
+  constructor(private readonly call: ServerWritableStream<unknown, Out>) {
+    const gone = (): void => this.end();
+    call.on('cancelled', gone);
+    call.on('close', gone);
+    const deadline = call.getDeadline();
+    const at = deadline instanceof Date ? deadline.getTime() : deadline;
+    if (Number.isFinite(at)) {
+      this.#deadline = setTimeout(() => {
+        this.end(Object.assign(new Error('deadline exceeded'), { code: Code.DEADLINE_EXCEEDED, details: 'the call deadline passed' }) as ServiceError);
+      }, Math.max(0, at - Date.now()));
+      this.#deadline.unref();
+    }
+  }
+
+  /** True once ended (completed, failed, cancelled). */
+  get ended(): boolean {
+    return this.#ended;
+  }
+
+  /** True while the stream waits for `drain` (write() returned false). */
+  get blocked(): boolean {
+    return this.#blocked;
+  }
+
+  /** Writes one message; false when the stream wants a `drain` first (or has ended). */
+  write(message: Out): boolean {
+    if (this.#ended) return false;
+    const ok = this.call.write(message);
+    if (!ok && !this.#blocked) {
+      this.#blocked = true;
+      this.call.once('drain', this.#onDrain);
+    }
+    return ok && !this.#ended;
+  }
+
+  /** Resolves once writable again, or ended. */
+  drained(): Promise<void> {
+    if (!this.#blocked || this.#ended) return Promise.resolve();
+    return new Promise((resolve) => this.#drainWaiters.push(resolve));
+  }
+
+  /** Runs `fn` when the stream ends (any way). */
+  onEnd(fn: () => void): void {
+    if (this.#ended) fn();
+    else this.#endHooks.push(fn);
+  }
+
+  /** Runs `fn` at every `drain` after a refused write. */
+  onDrain(fn: () => void): void {
+    this.#drainHooks.push(fn);
+  }
+
+  /** Ends the stream: OK without `err`, else with that status (idempotent; silent when the client left). */
+  end(err?: ServiceError): void {
+    if (this.#ended) return;
+    this.#ended = true;
+    if (this.#deadline) clearTimeout(this.#deadline);
+    this.#deadline = undefined;
+    for (const hook of this.#endHooks.splice(0)) hook();
+    this.#wakeDrainWaiters();
+    if (this.call.cancelled) return;
+    if (err) this.call.emit('error', err);
+    else this.call.end();
+  }
+
+  readonly #onDrain = (): void => {
+    this.#blocked = false;
+    this.#wakeDrainWaiters();
+    for (const hook of this.#drainHooks) hook();
+  };
+
+  #wakeDrainWaiters(): void {
+    const waiters = this.#drainWaiters;
+    this.#drainWaiters = [];
+    for (const w of waiters) w();
+  }
+}
+
+/**
+ * Serves `source` on `call`: pulls a message, writes it, waits for `drain` when needed, ends OK
+ * when the generator returns, with the mapped status when it throws; a cancelled call returns the
+ * generator. Returns the stream (for writers outside the generator and end hooks).
+ */
+export function pipeStream<Out>(
+  call: ServerWritableStream<unknown, Out>,
+  source: (stream: ServerStream<Out>) => AsyncIterable<Out>,
+  toStatus: (err: unknown) => ServiceError,
+): ServerStream<Out> {
+  const stream = new ServerStream<Out>(call);
+  void (async () => {
+    const it = source(stream)[Symbol.asyncIterator]();
+    stream.onEnd(() => {
+      // Cancelled or failed elsewhere: let the generator run its finally blocks.
+      void it.return?.()?.catch(() => undefined);
+    });
+    try {
+      for (;;) {
+        if (stream.blocked) await stream.drained();
+        if (stream.ended) return;
+        const next = await it.next();
+        if (stream.ended) return;
+        if (next.done) {
+          stream.end();
+          return;
+        }
+        stream.write(next.value);
+      }
+    } catch (e) {
+      stream.end(toStatus(e));
+    }
+  })();
+  return stream;
+}

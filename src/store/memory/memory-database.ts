@@ -1,0 +1,59 @@
+/**
+ * The shared state of the in-memory store: sessions and tenant counters of one "database" that
+ * several MemorySessionStore instances may open (the in-process analogue of several processes on
+ * one database file), and the head watchers of all of them.
+ */
+import type { IdempotentResult } from '../../app/store-port.js';
+import type { SessionEvent, SessionHeader } from '../../domain/event.js';
+
+/** One stored session. */
+export interface MemorySession {
+  header: SessionHeader;
+  labels: Readonly<Record<string, string>>;
+  tenant: string;
+  strict: boolean;
+  pairingGuard: boolean;
+  pending: { owner: string; leaseUntil: number } | undefined;
+  writer: string;
+  nextSeq: number;
+  dataBytes: number;
+  /** Ascending by seq (gaps possible for imported logs). */
+  readonly events: SessionEvent[];
+  readonly idempotency: Map<string, IdempotentResult>;
+}
+
+type HeadListener = (head: number | 'deleted') => void;
+
+/** The shared state of one in-memory "database": any number of {@link MemorySessionStore} instances may open it. */
+export class MemoryDatabase {
+  /** @internal */ readonly sessions = new Map<string, MemorySession>();
+  /** @internal */ readonly tenants = new Map<string, { sessions: number; dataBytes: number }>();
+  /** @internal Head watchers by session id. */
+  readonly watchers = new Map<string, Set<{ readonly onHead: HeadListener }>>();
+
+  /** @internal */
+  tenant(name: string): { sessions: number; dataBytes: number } {
+    let t = this.tenants.get(name);
+    if (t === undefined) {
+      t = { sessions: 0, dataBytes: 0 };
+      this.tenants.set(name, t);
+    }
+    return t;
+  }
+
+  /**
+   * @internal Tells the watchers that a session's head moved: every instance's, this one's too
+   * (so two services over one store instance hear each other), later on a macrotask like a
+   * notification from another process, never inside the writer's call (by then the writer's app
+   * has published the batch itself, and its subscribers ignore the head).
+   */
+  changed(_writer: object, id: string, head: number | 'deleted'): void {
+    const set = this.watchers.get(id);
+    if (set === undefined) return;
+    for (const w of set) {
+      setImmediate(() => {
+        if (set.has(w)) w.onHead(head);
+      });
+    }
+  }
+}

@@ -1,0 +1,146 @@
+/**
+ * Online backup of a Palimpsest SQLite database, then verification of the copy.
+ *
+ * The copy is made with SQLite's online backup API (better-sqlite3's `db.backup()`) from a
+ * separate connection, so it works while a server runs on the file: the source is read under
+ * one read transaction per step, and the steps are made as large as the whole database, so a
+ * copy is one consistent snapshot (WAL readers never block the server's writers, and a write
+ * between steps restarts the copy once rather than interleaving states). Everything the server
+ * acknowledged before the backup started is in it.
+ *
+ * The copy is written to `<to>.partial`, switched to a self-contained rollback journal, checked
+ * (`PRAGMA integrity_check`, `foreign_key_check`, the Palimpsest identity and schema version,
+ * and every session's events against its recorded count and head), fsynced, and only then
+ * renamed to `<to>`. A copy that fails a check is deleted and the problems are reported.
+ *
+ * Restore: stop the server, move the database file and its `-wal` / `-shm` files away, copy the
+ * backup in place of the database file, start the server.
+ */
+import { closeSync, existsSync, fsyncSync, openSync, renameSync, rmSync, statSync } from 'node:fs';
+import { dirname } from 'node:path';
+import Database from 'better-sqlite3';
+import { APPLICATION_ID, SCHEMA_VERSION } from './schema.js';
+
+/** What a backup produced. */
+export interface BackupReport {
+  readonly source: string;
+  readonly path: string;
+  readonly bytes: number;
+  readonly sessions: number;
+  readonly events: number;
+  /** Sessions of an import that was still streaming (the server drops them when it opens the copy). */
+  readonly pendingSessions: number;
+  readonly ms: number;
+}
+
+/** A backup that could not be made or did not verify; `problems` lists what a check found. */
+export class BackupError extends Error {
+  constructor(message: string, readonly usage: boolean, readonly problems: readonly string[] = []) {
+    super(message);
+    this.name = 'BackupError';
+  }
+}
+
+/** What a verification found. */
+export interface VerifyResult {
+  readonly sessions: number;
+  readonly events: number;
+  readonly pendingSessions: number;
+  readonly problems: string[];
+}
+
+function checkIdentity(db: Database.Database, what: string): string | undefined {
+  const applicationId = db.pragma('application_id', { simple: true }) as number;
+  const userVersion = db.pragma('user_version', { simple: true }) as number;
+  if (applicationId !== APPLICATION_ID) return `${what} is not a Palimpsest database (application_id ${applicationId})`;
+  if (userVersion !== SCHEMA_VERSION) return `${what} has schema version ${userVersion}; this build reads version ${SCHEMA_VERSION}`;
+  return undefined;
+}
+
+/** Checks a database file's integrity and every session's log against its record. */
+export function verifyDatabase(db: Database.Database): VerifyResult {
+  const problems: string[] = [];
+  const identity = checkIdentity(db, 'the copy');
+  if (identity) return { sessions: 0, events: 0, pendingSessions: 0, problems: [identity] };
+  const integrity = db.pragma('integrity_check') as { integrity_check: string }[];
+  for (const row of integrity) if (row.integrity_check !== 'ok') problems.push(`integrity_check: ${row.integrity_check}`);
+  const fk = db.pragma('foreign_key_check') as { table: string; parent: string }[];
+  if (fk.length > 0) problems.push(`foreign_key_check: ${fk.length} rows of ${fk[0]!.table} without their ${fk[0]!.parent} row`);
+  // Every session's events: as many as recorded, ending right below the recorded head (imported
+  // logs may have seq gaps, so the count and the head are checked, not min..max).
+  const rows = db.prepare(`
+    SELECT s.id, s.pending, s.next_seq, s.event_count, COUNT(e.seq) AS n, MAX(e.seq) AS last
+    FROM sessions s LEFT JOIN events e ON e.session_id = s.id GROUP BY s.id`).all() as
+    { id: string; pending: number; next_seq: number; event_count: number; n: number; last: number | null }[];
+  let events = 0;
+  let pending = 0;
+  for (const r of rows) {
+    events += r.n;
+    if (r.pending === 1) pending++;
+    if (r.n !== r.event_count) problems.push(`session ${JSON.stringify(r.id)}: ${r.n} events stored, ${r.event_count} recorded`);
+    const expectedNext = r.last === null ? 0 : r.last + 1;
+    if (r.n > 0 && r.next_seq !== expectedNext) problems.push(`session ${JSON.stringify(r.id)}: last seq ${r.last}, recorded head ${r.next_seq - 1}`);
+  }
+  return { sessions: rows.length - pending, events, pendingSessions: pending, problems };
+}
+
+function fsyncPath(path: string): void {
+  const fd = openSync(path, 'r');
+  try {
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** Copies `source` (a live Palimpsest database) to `to`, verified; see the module comment. */
+export async function backupDatabase(source: string, to: string): Promise<BackupReport> {
+  const started = Date.now();
+  if (!existsSync(source)) throw new BackupError(`no database at ${source}`, true);
+  if (existsSync(to)) throw new BackupError(`${to} already exists; choose a new backup file (a backup never overwrites one)`, true);
+  const partial = `${to}.partial`;
+  rmSync(partial, { force: true });
+  let src: Database.Database;
+  try {
+    src = new Database(source, { fileMustExist: true });
+  } catch (e) {
+    throw new BackupError(`cannot open ${source}: ${(e as Error).message}`, true);
+  }
+  try {
+    src.pragma('busy_timeout = 5000');
+    const identity = checkIdentity(src, source);
+    if (identity) throw new BackupError(identity, true);
+    // One step as large as the database: a consistent snapshot (see the module comment).
+    await src.backup(partial, { progress: () => 1 << 30 });
+  } catch (e) {
+    rmSync(partial, { force: true });
+    if (e instanceof BackupError) throw e;
+    throw new BackupError(`backup of ${source} failed: ${(e as Error).message}`, false);
+  } finally {
+    src.close();
+  }
+  let result: VerifyResult;
+  try {
+    const copy = new Database(partial, { fileMustExist: true });
+    try {
+      // A backup is one self-contained file (the server switches it back to WAL when it opens it).
+      copy.pragma('journal_mode = DELETE');
+      result = verifyDatabase(copy);
+    } finally {
+      copy.close();
+    }
+  } catch (e) {
+    rmSync(partial, { force: true });
+    throw new BackupError(`cannot verify the copy: ${(e as Error).message}`, false);
+  }
+  if (result.problems.length > 0) {
+    rmSync(partial, { force: true });
+    throw new BackupError(`the copy of ${source} did not verify; nothing was written to ${to}`, false, result.problems);
+  }
+  fsyncPath(partial);
+  renameSync(partial, to);
+  fsyncPath(dirname(to));
+  return {
+    source, path: to, bytes: statSync(to).size, sessions: result.sessions, events: result.events, pendingSessions: result.pendingSessions, ms: Date.now() - started,
+  };
+}

@@ -1,0 +1,251 @@
+/**
+ * Group commit, a private optimisation of the SQLite store: `append` calls are queued and
+ * flushed together in ONE write transaction, on the next `setImmediate` turn by default (so
+ * requests that arrive in the same I/O poll phase share a commit, and its fsync under durability
+ * 'full'). Inside the shared transaction a call that fails unexpectedly is rolled back alone (a
+ * single INSERT by SQLite's statement rollback, a multi-statement call by its own SAVEPOINT);
+ * conflicts, duplicates, quota refusals and unknown sessions are detected before writing anything.
+ * Every call's promise settles only after the shared COMMIT returned (and, with a background WAL
+ * sync, once that commit is durable).
+ *
+ * Each call is a compare-and-set on the stored head and writer token, tracked in JS inside the
+ * transaction (which holds the write lock), and the byte quota is checked against the tenant's
+ * stored counter plus what the group added so far: the outcome of a call never depends on which
+ * calls share its transaction or on the order they arrived in.
+ */
+import type Database from 'better-sqlite3';
+import type { AppendOutcome, IdempotencyRecord } from '../../app/store-port.js';
+import { encodeSeqs } from './codec.js';
+import { decodeIdempotent, type EventRow, type StoredIdempotent } from './row-codec.js';
+import type { Statements } from './statements.js';
+import type { WalSync } from './wal-sync.js';
+
+const APPENDED: AppendOutcome = Object.freeze({ kind: 'appended' });
+const NOT_FOUND: AppendOutcome = Object.freeze({ kind: 'not-found' });
+
+/** A session's head while a group transaction runs. */
+interface GroupHead {
+  next: number;
+  writer: string;
+  readonly tenant: string;
+  count: number;
+  bytes: number;
+  changed: boolean;
+}
+
+/** A tenant's stored bytes while a group transaction runs (read on first need) and what the group adds. */
+interface GroupTenant {
+  stored: number | undefined;
+  added: number;
+}
+
+/** One queued append (encoded outside the transaction). */
+export interface QueuedAppend {
+  readonly sessionId: string;
+  readonly expectedNextSeq: number;
+  readonly expectedWriter: string;
+  readonly writer: string;
+  readonly rows: EventRow[];
+  readonly dataBytes: number;
+  readonly surfaceLength: number;
+  readonly idempotency: IdempotencyRecord | undefined;
+  readonly maxBytes: number;
+  readonly resolve: (outcome: AppendOutcome) => void;
+  readonly reject: (error: unknown) => void;
+}
+
+/** The store's write counters (shared with the store). */
+export interface WriteCounters {
+  commits: number;
+  groupCommits: number;
+  appends: number;
+  maxGroupSize: number;
+}
+
+/** The append queue of one connection and its group transaction. */
+export class GroupCommit {
+  private queue: QueuedAppend[] = [];
+  private flushScheduled = false;
+  private readonly scheduleFlush: () => void;
+  private readonly groupTxn: Database.Transaction<(batch: readonly QueuedAppend[], results: (AppendOutcome | { error: unknown })[]) => void>;
+  private readonly writeCallTxn: Database.Transaction<(call: QueuedAppend) => void>;
+
+  constructor(
+    private readonly db: Database.Database,
+    private readonly st: Statements,
+    private readonly walSync: WalSync | undefined,
+    private readonly counters: WriteCounters,
+    private readonly now: () => number,
+    mode: 'immediate' | 'microtask' | undefined,
+  ) {
+    const flush = (): void => this.flush();
+    this.scheduleFlush =
+      mode === 'microtask'
+        ? () => queueMicrotask(flush)
+        : () => {
+            setImmediate(flush);
+          };
+
+    // A call whose write is more than one statement runs in its own SAVEPOINT (a nested
+    // better-sqlite3 transaction), so a failure midway leaves nothing of it behind.
+    this.writeCallTxn = db.transaction((call: QueuedAppend): void => this.writeCall(call));
+
+    // Per call, inside the shared transaction: the head comes from JS (read once per session per
+    // group; nothing else writes while we hold the write lock), the counters are updated once per
+    // session at the end, and a single-statement call (one event, no idempotency key) needs no
+    // SAVEPOINT (a failed statement is rolled back by SQLite alone). So a one-event append costs
+    // one INSERT instead of SAVEPOINT + SELECT + INSERT + UPDATE + RELEASE.
+    this.groupTxn = db.transaction((batch: readonly QueuedAppend[], results: (AppendOutcome | { error: unknown })[]) => {
+      const heads = new Map<string, GroupHead>();
+      const tenants = new Map<string, GroupTenant>();
+      for (let i = 0; i < batch.length; i++) this.groupCall(batch[i]!, i, heads, tenants, results);
+      for (const [sessionId, head] of heads) {
+        if (head.changed) this.st.updateCounters.run(head.next, head.count, head.bytes, head.writer, sessionId);
+      }
+      for (const [tenant, t] of tenants) if (t.added !== 0) this.st.addTenant.run(tenant, 0, t.added);
+    });
+  }
+
+  /** Queues a call; it settles after the flush that commits it. */
+  enqueue(call: QueuedAppend): void {
+    this.queue.push(call);
+    if (!this.flushScheduled) {
+      this.flushScheduled = true;
+      this.scheduleFlush();
+    }
+  }
+
+  /** One queued append inside the group transaction (see groupTxn). */
+  private groupCall(
+    call: QueuedAppend,
+    i: number,
+    heads: Map<string, GroupHead>,
+    tenants: Map<string, GroupTenant>,
+    results: (AppendOutcome | { error: unknown })[],
+  ): void {
+    let head = heads.get(call.sessionId);
+    if (head === undefined) {
+      const row = this.st.selectHead.get(call.sessionId) as [number, string, string] | undefined;
+      if (row === undefined) {
+        results[i] = NOT_FOUND;
+        return;
+      }
+      head = { next: row[0], writer: row[1], tenant: row[2], count: 0, bytes: 0, changed: false };
+      heads.set(call.sessionId, head);
+    }
+    const key = call.idempotency;
+    if (key !== undefined) {
+      const stored = this.st.selectIdempotent.get(call.sessionId, key.key) as StoredIdempotent | undefined;
+      if (stored !== undefined) {
+        results[i] = { kind: 'duplicate', result: decodeIdempotent(stored) };
+        return;
+      }
+    }
+    if (head.next !== call.expectedNextSeq || head.writer !== call.expectedWriter) {
+      results[i] = { kind: 'conflict', actualNextSeq: head.next };
+      return;
+    }
+    let tenant: GroupTenant | undefined;
+    if (call.dataBytes > 0) {
+      tenant = tenants.get(head.tenant);
+      if (tenant === undefined) {
+        tenant = { stored: undefined, added: 0 };
+        tenants.set(head.tenant, tenant);
+      }
+      if (call.maxBytes > 0) {
+        tenant.stored ??= (this.st.selectTenantBytes.get(head.tenant) as number | undefined) ?? 0;
+        const total = tenant.stored + tenant.added + call.dataBytes;
+        if (total > call.maxBytes) {
+          results[i] = { kind: 'quota-exceeded', limitName: 'tenant_max_bytes', limit: call.maxBytes, actual: total };
+          return;
+        }
+      }
+    }
+    const rows = call.rows;
+    try {
+      if (key === undefined) {
+        if (rows.length === 1) this.st.insertEvent.run(rows[0]!);
+        else if (rows.length > 1) this.writeCallTxn(call);
+      } else {
+        this.writeCallTxn(call);
+      }
+    } catch (error) {
+      // An I/O error may have ended the whole transaction: then nothing of the group can be
+      // committed, so fail it as a whole (flush rejects every call).
+      if (!this.db.inTransaction) throw error;
+      results[i] = { error };
+      return;
+    }
+    if (rows.length > 0) {
+      head.next = rows[rows.length - 1]![1] + 1;
+      head.count += rows.length;
+      head.bytes += call.dataBytes;
+    }
+    if (tenant !== undefined) tenant.added += call.dataBytes;
+    head.writer = call.writer;
+    head.changed = true;
+    results[i] = APPENDED;
+  }
+
+
+  /** Writes one call's rows and idempotency record (inside the group transaction). */
+  private writeCall(call: QueuedAppend): void {
+    const rows = call.rows;
+    for (let i = 0; i < rows.length; i++) this.st.insertEvent.run(rows[i]!);
+    const key = call.idempotency;
+    if (key !== undefined) {
+      this.st.insertIdempotent.run(call.sessionId, key.key, key.requestHash, encodeSeqs(rows.map((row) => row[1])), call.surfaceLength, this.now());
+    }
+  }
+
+
+  /** Commits every queued append in one transaction and settles their promises. */
+  flush(): void {
+    this.flushScheduled = false;
+    const batch = this.queue;
+    if (batch.length === 0) return;
+    this.queue = [];
+    if (this.walSync?.broken) {
+      for (const call of batch) call.reject(this.walSync.error);
+      return;
+    }
+    const results: (AppendOutcome | { error: unknown })[] = new Array(batch.length);
+    try {
+      this.groupTxn.immediate(batch, results);
+    } catch (error) {
+      // BEGIN or COMMIT failed (disk full, I/O error, lock timeout): nothing of the group is stored.
+      for (const call of batch) call.reject(error);
+      return;
+    }
+    const counters = this.counters;
+    counters.commits++;
+    counters.groupCommits++;
+    if (batch.length > counters.maxGroupSize) counters.maxGroupSize = batch.length;
+    const sync = this.walSync;
+    if (sync === undefined) {
+      this.settle(batch, results);
+      return;
+    }
+    // The group is committed but not yet on disk: its calls settle when a sync covering it ends.
+    sync.owe();
+    sync.request().then(
+      () => this.settle(batch, results),
+      (error: unknown) => {
+        for (const call of batch) call.reject(error);
+      },
+    );
+  }
+
+  private settle(batch: readonly QueuedAppend[], results: readonly (AppendOutcome | { error: unknown })[]): void {
+    const counters = this.counters;
+    for (let i = 0; i < batch.length; i++) {
+      const result = results[i]!;
+      if ('error' in result) {
+        batch[i]!.reject(result.error);
+      } else {
+        if (result.kind === 'appended') counters.appends++;
+        batch[i]!.resolve(result);
+      }
+    }
+  }
+}

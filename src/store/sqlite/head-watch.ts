@@ -1,0 +1,103 @@
+/**
+ * Head notifications for commits made by other connections to the same SQLite file (another
+ * `palimpsest serve` process, or another store instance). `PRAGMA data_version` changes only when
+ * another connection committed, and costs no I/O beyond the shared-memory header, so the watch polls
+ * it (every `pollMs`, only while some session is watched) and reads the heads of the watched
+ * sessions only when it moved. A changed head (or a vanished session) is reported to the
+ * session's watchers; the report is a hint, readers read the events by seq.
+ */
+import type Database from 'better-sqlite3';
+import type { HeadWatch } from '../../app/store-port.js';
+
+type OnHead = (head: number | 'deleted') => void;
+
+interface Watched {
+  /** The head last seen (undefined: the session was not visible). */
+  head: number | undefined;
+  /** Its created_at: a session deleted and re-created between two polls is reported deleted. */
+  createdAt: number | undefined;
+  readonly listeners: Set<OnHead>;
+}
+
+/** The SQLite {@link HeadWatch} (see the module comment). */
+export class SqliteHeadWatch implements HeadWatch {
+  readonly #sessions = new Map<string, Watched>();
+  readonly #selectHead: Database.Statement;
+  #timer: NodeJS.Timeout | undefined;
+  #version = 0;
+  #closed = false;
+
+  constructor(
+    private readonly db: Database.Database,
+    private readonly pollMs: number,
+    private readonly storeClosed: () => boolean,
+  ) {
+    this.#selectHead = db.prepare('SELECT next_seq, created_at FROM sessions WHERE id = ? AND pending = 0').raw();
+  }
+
+  watch(sessionId: string, onHead: OnHead): () => void {
+    if (this.#closed || this.storeClosed()) return () => undefined;
+    let w = this.#sessions.get(sessionId);
+    if (w === undefined) {
+      if (this.#sessions.size === 0) this.#start();
+      const row = this.#selectHead.get(sessionId) as [number, number] | undefined;
+      w = { head: row?.[0], createdAt: row?.[1], listeners: new Set() };
+      this.#sessions.set(sessionId, w);
+    }
+    const watched = w;
+    watched.listeners.add(onHead);
+    return () => {
+      watched.listeners.delete(onHead);
+      if (watched.listeners.size === 0 && this.#sessions.get(sessionId) === watched) {
+        this.#sessions.delete(sessionId);
+        if (this.#sessions.size === 0) this.#stop();
+      }
+    };
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true;
+    this.#sessions.clear();
+    this.#stop();
+  }
+
+  #start(): void {
+    this.#version = this.db.pragma('data_version', { simple: true }) as number;
+    this.#timer = setInterval(() => this.#poll(), this.pollMs);
+    this.#timer.unref();
+  }
+
+  #stop(): void {
+    if (this.#timer !== undefined) clearInterval(this.#timer);
+    this.#timer = undefined;
+  }
+
+  #poll(): void {
+    if (this.storeClosed()) {
+      void this.close();
+      return;
+    }
+    let changed: Array<[Watched, [number, number] | undefined]>;
+    try {
+      const version = this.db.pragma('data_version', { simple: true }) as number;
+      if (version === this.#version) return;
+      this.#version = version;
+      changed = [];
+      for (const [id, w] of this.#sessions) {
+        const row = this.#selectHead.get(id) as [number, number] | undefined;
+        if (row?.[0] !== w.head || row?.[1] !== w.createdAt) changed.push([w, row]);
+      }
+    } catch {
+      return; // the store is failing (or closing): its own calls report why
+    }
+    for (const [w, row] of changed) {
+      const recreated = row !== undefined && w.createdAt !== undefined && row[1] !== w.createdAt;
+      w.head = row?.[0];
+      w.createdAt = row?.[1];
+      for (const l of [...w.listeners]) {
+        if (row === undefined || recreated) l('deleted');
+        else l(row[0]);
+      }
+    }
+  }
+}

@@ -1,0 +1,103 @@
+/**
+ * Opening a database file: identity and version checks (application_id + user_version; a
+ * foreign or other-version file is refused and left exactly as it was; the seed's bump-and-reject
+ * policy, no migration), initialisation of a fresh file, connection pragmas, and the removal of
+ * pending imports whose lease passed.
+ */
+import Database from 'better-sqlite3';
+import { StoreOpenError } from '../store-errors.js';
+import { APPLICATION_ID, SCHEMA_SQL, SCHEMA_VERSION } from './schema.js';
+
+/** What opening needs of the store options. */
+export interface OpenOptions {
+  readonly path: string;
+  readonly durability?: 'full' | 'normal';
+  readonly busyTimeoutMs?: number;
+}
+
+/** Opens the file, checks it is a Palimpsest database of this schema version, configures the connection. */
+export function openDatabase(options: OpenOptions, backgroundSync: boolean, now: () => number): Database.Database {
+  const path = options.path;
+  let db: Database.Database;
+  try {
+    db = new Database(path);
+  } catch (cause) {
+    throw new StoreOpenError('CANNOT_OPEN', path, `cannot open database ${path}: ${(cause as Error).message}`, { cause });
+  }
+  try {
+    db.pragma(`busy_timeout = ${Math.max(0, Math.floor(options.busyTimeoutMs ?? 5000))}`);
+    // Inspect before changing anything: a foreign file must be left exactly as it was.
+    const isFresh = checkIdentity(db, path);
+    db.pragma('journal_mode = WAL');
+    // Background sync: SQLite writes WAL frames without fsync; WalSync makes them durable.
+    db.pragma(`synchronous = ${options.durability === 'normal' || backgroundSync ? 'NORMAL' : 'FULL'}`);
+    db.pragma('foreign_keys = ON');
+    if (isFresh) {
+      db.transaction(() => {
+        // Re-checked under the write lock: another process may have initialised the file meanwhile.
+        if (checkIdentity(db, path)) {
+          db.exec(SCHEMA_SQL);
+          db.pragma(`application_id = ${APPLICATION_ID}`);
+          db.pragma(`user_version = ${SCHEMA_VERSION}`);
+        }
+      }).immediate();
+    }
+    // A streamed import whose owner's lease passed was abandoned (crash): drop it (cascades) and
+    // take it off its tenant's counters. Another live process's import in progress stays.
+    const expired = db.prepare('SELECT id, tenant, data_bytes FROM sessions WHERE pending = 1 AND lease_until < ?').raw();
+    const drop = db.prepare('DELETE FROM sessions WHERE id = ?');
+    const uncount = db.prepare('UPDATE tenants SET session_count = session_count - 1, data_bytes = data_bytes - ? WHERE tenant = ?');
+    db.transaction(() => {
+      for (const [id, tenant, bytes] of expired.all(now()) as [string, string, number][]) {
+        drop.run(id);
+        uncount.run(bytes, tenant);
+      }
+    }).immediate();
+    return db;
+  } catch (cause) {
+    db.close();
+    if (cause instanceof StoreOpenError) throw cause;
+    const code = (cause as { code?: unknown }).code;
+    if (code === 'SQLITE_NOTADB' || code === 'SQLITE_CORRUPT') {
+      throw new StoreOpenError('NOT_A_DATABASE', path, `${path} is not a Palimpsest database (not an SQLite file, or corrupt)`, {
+        cause,
+      });
+    }
+    throw new StoreOpenError('CANNOT_OPEN', path, `cannot open database ${path}: ${(cause as Error).message}`, { cause });
+  }
+}
+
+/** True for a fresh empty file; throws StoreOpenError for a foreign or other-version database. */
+export function checkIdentity(db: Database.Database, path: string): boolean {
+  const applicationId = db.pragma('application_id', { simple: true }) as number;
+  const userVersion = db.pragma('user_version', { simple: true }) as number;
+  if (applicationId === APPLICATION_ID) {
+    if (userVersion !== SCHEMA_VERSION) {
+      throw new StoreOpenError(
+        'SCHEMA_VERSION_MISMATCH',
+        path,
+        `database ${path} has schema version ${userVersion}, this build needs ${SCHEMA_VERSION}; ` +
+          'no migration: export with the older build and import',
+      );
+    }
+    return false;
+  }
+  if (applicationId !== 0) {
+    throw new StoreOpenError(
+      'FOREIGN_DATABASE',
+      path,
+      `${path} belongs to another application (application_id 0x${(applicationId >>> 0).toString(16).padStart(8, '0')}, ` +
+        `Palimpsest uses 0x${APPLICATION_ID.toString(16)}); refusing to open it`,
+    );
+  }
+  const objects = db.prepare('SELECT count(*) FROM sqlite_schema').pluck().get() as number;
+  if (userVersion !== 0 || objects !== 0) {
+    throw new StoreOpenError(
+      'FOREIGN_DATABASE',
+      path,
+      `${path} is an SQLite database but not a Palimpsest one (no application_id, user_version ${userVersion}, ` +
+        `${objects} schema objects); refusing to open it`,
+    );
+  }
+  return true;
+}

@@ -1,0 +1,105 @@
+/**
+ * The session-level write transactions of the SQLite store (the appends go through the group
+ * commit): create and delete with the tenant counters, and import chunks. Each runs
+ * synchronously with no `await` inside; quotas are checked against the tenant counters in the
+ * same transaction.
+ */
+import type Database from 'better-sqlite3';
+import type { CreateOutcome, CreateQuota, NewSession, PendingChunkOptions, PendingChunkOutcome } from '../../app/store-port.js';
+import { storedSessionBytes } from '../../app/store-port.js';
+import type { SessionEvent } from '../../domain/event.js';
+import { StoreUsageError, checkAscendingSeqs } from '../store-errors.js';
+import { encodeEvents, type EventRow } from './row-codec.js';
+import type { Statements } from './statements.js';
+
+const APPENDED = Object.freeze({ kind: 'appended' } as const);
+const CREATED: CreateOutcome = Object.freeze({ kind: 'created' });
+const EXISTS: CreateOutcome = Object.freeze({ kind: 'exists' });
+
+/** The transactions (call `.immediate(...)`: they write). */
+export function sessionWrites(db: Database.Database, st: Statements) {
+  const createTxn = db.transaction((record: NewSession, rows: EventRow[], nextSeq: number, dataBytes: number, quota: CreateQuota | undefined): CreateOutcome => {
+    const h = record.header;
+    if (st.selectForDelete.get(h.id) !== undefined) return EXISTS;
+    const bytes = storedSessionBytes(h, record.labels) + dataBytes;
+    if (quota !== undefined && (quota.maxSessions > 0 || quota.maxBytes > 0)) {
+      const counters = st.selectTenant.get(record.tenant) as [number, number] | undefined;
+      const sessions = counters?.[0] ?? 0;
+      const stored = counters?.[1] ?? 0;
+      if (quota.maxSessions > 0 && sessions + 1 > quota.maxSessions) {
+        return { kind: 'quota-exceeded', limitName: 'tenant_max_sessions', limit: quota.maxSessions, actual: sessions };
+      }
+      if (quota.maxBytes > 0 && stored + bytes > quota.maxBytes) {
+        return { kind: 'quota-exceeded', limitName: 'tenant_max_bytes', limit: quota.maxBytes, actual: stored + bytes };
+      }
+    }
+    const inserted = st.insertSession.run(
+      h.id,
+      h.version,
+      h.createdAt,
+      h.cwd ?? null,
+      h.parentSession ?? null,
+      h.seedLength ?? null,
+      h.origin ?? null,
+      h.delegationDepth ?? null,
+      h.agentPreset ?? null,
+      JSON.stringify(record.labels),
+      record.tenant,
+      record.strict ? 1 : 0,
+      nextSeq,
+      rows.length,
+      bytes,
+      record.pairingGuard ? 1 : 0,
+      record.writer,
+      record.pending === undefined ? 0 : 1,
+      record.pending?.owner ?? null,
+      record.pending?.leaseUntil ?? null,
+    );
+    if (inserted.changes === 0) return EXISTS;
+    for (const row of rows) st.insertEvent.run(row);
+    st.addTenant.run(record.tenant, 1, bytes);
+    return CREATED;
+  });
+
+  const deleteTxn = db.transaction((id: string): boolean => {
+    const row = st.selectForDelete.get(id) as [string, number] | undefined;
+    if (row === undefined) return false;
+    st.deleteSessionStmt.run(id);
+    st.addTenant.run(row[0], -1, -row[1]);
+    return true;
+  });
+
+
+
+  // A (deferred, read-only) transaction so the chunks form one snapshot even if another
+  // process writes meanwhile. Keyset chunks of STRUCTURE_CHUNK rows: the intermediate strings
+  // die young (cheap scavenges) instead of a million of them being promoted at once; steadier
+  // and faster than one .all() (measured).
+
+  const appendPendingTxn = db.transaction((sessionId: string, events: readonly SessionEvent[], opts: PendingChunkOptions): PendingChunkOutcome => {
+    const pending = st.selectPendingHead.get(sessionId) as [number, string | null, string] | undefined;
+    if (pending === undefined) {
+      throw new StoreUsageError(`cannot append an import chunk to session ${sessionId}: no such pending session`);
+    }
+    if (pending[1] !== opts.owner) {
+      throw new StoreUsageError(`cannot append an import chunk to session ${sessionId}: the pending session is owned by another importer (${pending[1]})`);
+    }
+    const head = pending[0];
+    checkAscendingSeqs(sessionId, events, head);
+    const { rows, dataBytes } = encodeEvents(sessionId, events);
+    const maxBytes = opts.quota?.maxBytes ?? 0;
+    if (maxBytes > 0 && dataBytes > 0) {
+      const stored = (st.selectTenantBytes.get(pending[2]) as number | undefined) ?? 0;
+      if (stored + dataBytes > maxBytes) return { kind: 'quota-exceeded', limitName: 'tenant_max_bytes', limit: maxBytes, actual: stored + dataBytes };
+    }
+    for (const row of rows) st.insertEvent.run(row);
+    const last = rows[rows.length - 1];
+    st.updatePending.run(last === undefined ? head : last[1] + 1, rows.length, dataBytes, opts.leaseUntil, sessionId);
+    if (dataBytes !== 0) st.addTenant.run(pending[2], 0, dataBytes);
+    return APPENDED;
+  });
+  return { createTxn, deleteTxn, appendPendingTxn };
+}
+
+/** The store's session-level write transactions. */
+export type SessionWrites = ReturnType<typeof sessionWrites>;

@@ -1,0 +1,112 @@
+/**
+ * The generator-to-stream adapter (src/server/server-stream.ts) over a fake grpc-js call:
+ * backpressure (the generator is not pulled while the stream waits for drain), cancellation (the
+ * generator is returned, nothing more is written, no status is sent), deadline (DEADLINE_EXCEEDED)
+ * and errors (the mapped status).
+ */
+import { EventEmitter, once } from 'node:events';
+import { status as Code, type ServerWritableStream, type ServiceError } from '@grpc/grpc-js';
+import { describe, expect, it } from 'vitest';
+import { pipeStream } from '../../src/server/server-stream.js';
+
+class FakeCall extends EventEmitter {
+  readonly written: number[] = [];
+  ended = false;
+  cancelled = false;
+  /** write() returns false once this many messages are buffered. */
+  highWater = 2;
+  deadline: number = Infinity;
+
+  write(m: number): boolean {
+    this.written.push(m);
+    return this.written.length % this.highWater !== 0;
+  }
+  end(): void {
+    this.ended = true;
+  }
+  getDeadline(): number {
+    return this.deadline;
+  }
+  cancel(): void {
+    this.cancelled = true;
+    this.emit('cancelled');
+  }
+}
+
+const asCall = (c: FakeCall) => c as unknown as ServerWritableStream<unknown, number>;
+const toStatus = (e: unknown): ServiceError => Object.assign(new Error(String((e as Error).message)), { code: Code.INTERNAL }) as ServiceError;
+const tick = () => new Promise((r) => setImmediate(r));
+
+describe('pipeStream', () => {
+  it('pulls the generator only while the stream is writable, then ends OK', async () => {
+    const call = new FakeCall();
+    let pulled = 0;
+    pipeStream(asCall(call), async function* () {
+      for (let i = 0; i < 5; i++) {
+        pulled++;
+        yield i;
+      }
+    }, toStatus);
+    for (let i = 0; i < 5; i++) await tick();
+    // Two written, the second refused: nothing more is pulled until drain.
+    expect(call.written).toEqual([0, 1]);
+    expect(pulled).toBe(2);
+    call.emit('drain');
+    for (let i = 0; i < 5; i++) await tick();
+    expect(call.written).toEqual([0, 1, 2, 3]);
+    call.emit('drain');
+    for (let i = 0; i < 5; i++) await tick();
+    expect(call.written).toEqual([0, 1, 2, 3, 4]);
+    expect(call.ended).toBe(true);
+  });
+
+  it('a cancelled call returns the generator (finally runs), writes nothing more and sends no status', async () => {
+    const call = new FakeCall();
+    call.highWater = 1_000;
+    let cleaned = false;
+    let release: () => void = () => undefined;
+    const stream = pipeStream(asCall(call), async function* () {
+      try {
+        yield 1;
+        await new Promise<void>((r) => { release = r; });
+        yield 2;
+      } finally {
+        cleaned = true;
+      }
+    }, toStatus);
+    let hook = false;
+    stream.onEnd(() => { hook = true; });
+    await tick();
+    expect(call.written).toEqual([1]);
+    call.cancel();
+    expect(hook).toBe(true);
+    release();
+    for (let i = 0; i < 5; i++) await tick();
+    expect(cleaned).toBe(true);
+    expect(call.written).toEqual([1]);
+    expect(call.ended).toBe(false);
+    expect(call.listenerCount('error')).toBe(0);
+  });
+
+  it('ends with DEADLINE_EXCEEDED at the call deadline, and with the mapped status on a throw', async () => {
+    const call = new FakeCall();
+    call.deadline = Date.now() + 30;
+    const errored = once(call, 'error');
+    pipeStream(asCall(call), async function* () {
+      yield 1;
+      await new Promise(() => undefined); // never resolves: only the deadline ends this stream
+    }, toStatus);
+    const [err] = (await errored) as [ServiceError];
+    expect(err.code).toBe(Code.DEADLINE_EXCEEDED);
+
+    const failing = new FakeCall();
+    const failed = once(failing, 'error');
+    pipeStream(asCall(failing), async function* () {
+      yield 1;
+      throw new Error('boom');
+    }, toStatus);
+    const [e2] = (await failed) as [ServiceError];
+    expect(e2).toMatchObject({ code: Code.INTERNAL, message: 'boom' });
+    expect(failing.written).toEqual([1]);
+  });
+});
