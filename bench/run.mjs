@@ -34,6 +34,7 @@ const BENCHES = [
   { name: 'fanout', file: 'fanout.bench.ts', title: 'Fan-out (subscriptions)' },
   { name: 'viewer', file: 'viewer.bench.ts', title: 'Viewer (headless Chromium)' },
   { name: 'server', file: 'server.bench.ts', title: 'Server (gRPC)' },
+  { name: 'postgres', file: 'postgres.bench.ts', title: 'PostgreSQL store (replicas)' },
 ];
 
 function run(file) {

@@ -34,7 +34,7 @@ step "typecheck" npx tsc -p tsconfig.json --noEmit
 step "typecheck (viewer)" npx tsc -p web/tsconfig.json --noEmit
 step "eslint" npx eslint .
 step "import cycles" node scripts/check-cycles.mjs src
-step "build" npx tsc -p tsconfig.build.json
+step "build" npm run -s build
 step "build (viewer)" npx vite build --config web/vite.config.ts --logLevel warn
 report=$(mktemp)
 echo "== tests"

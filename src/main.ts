@@ -1,5 +1,5 @@
 /**
- * The composition root: which store (SQLite file, or memory for ':memory:'), which change feed
+ * The composition root: which store (a PostgreSQL URL, a SQLite file, or memory for ':memory:'), which change feed
  * (the store-driven one, so subscribers also hear commits of other processes on the same
  * database), the app over them, and the gRPC server around the app. `palimpsest serve`, the test
  * server and the benches start Palimpsest through here; the server module never chooses a store.
@@ -10,22 +10,33 @@ import { monitorStorage } from './app/storage-monitor.js';
 import type { SessionStore } from './app/store-port.js';
 import type { ServerConfig } from './server/config.js';
 import type { Logger } from './server/logger.js';
+import { loadTracing, type Tracing } from './server/tracing.js';
 import { resolveConfig, serveApp, serverLogger, type RunningServer, type ServerExtensions } from './server/server.js';
 import { MemorySessionStore } from './store/memory/memory-store.js';
 import { SqliteSessionStore } from './store/sqlite/sqlite-store.js';
+import { isPostgresUrl, redactUrl } from './store/postgres/url.js';
 
 export type { RunningServer, ServerExtensions };
 
-/** Opens the configured store. */
-export function openStore(config: ServerConfig): SessionStore {
+/**
+ * Opens the configured store: a `postgresql://` / `postgres://` URL selects the shared PostgreSQL
+ * store (the driver is loaded only then), anything else is a SQLite file or `:memory:`.
+ */
+export async function openStore(config: ServerConfig, logger?: Logger): Promise<SessionStore> {
   if (config.db === ':memory:') return new MemorySessionStore();
+  if (isPostgresUrl(config.db)) {
+    const { PostgresSessionStore } = await import('./store/postgres/postgres-store.js');
+    return PostgresSessionStore.open({ url: config.db, onError: (error) => logger?.warn({ err: error }, 'PostgreSQL connection problem') });
+  }
   return new SqliteSessionStore({ path: config.db, durability: config.durability });
 }
 
 /** The app over the configured store, with the store-driven change feed. */
-export function composeApp(config: ServerConfig, logger: Logger): SessionService {
+export async function composeApp(config: ServerConfig, logger: Logger, tracing?: Tracing): Promise<SessionService> {
   // Storage failures are logged once per episode (not per request) by the monitor.
-  const store = monitorStorage(openStore(config), logger);
+  const monitored = monitorStorage(await openStore(config, logger), logger);
+  // With tracing on, every store call is a span inside its RPC's span.
+  const store = tracing ? tracing.traceStore(monitored) : monitored;
   // Subscribers hear this process's commits at once and other processes' through the store.
   return new SessionService(store, config.limits, Date.now, logger, undefined, new StoreChangeFeed(store.openHeadWatch()));
 }
@@ -34,9 +45,12 @@ export function composeApp(config: ServerConfig, logger: Logger): SessionService
 export async function startServer(partial: Partial<ServerConfig> = {}, ext: ServerExtensions = {}): Promise<RunningServer> {
   const config = resolveConfig(partial);
   const logger = serverLogger(config);
-  const app = composeApp(config, logger);
+  // OpenTelemetry: off unless OTEL_* asks for it (or a test passes a provider); loaded only then.
+  const tracing = ext.tracing ?? await loadTracing(process.env, ext.tracerProvider);
+  const app = await composeApp(config, logger, tracing);
   try {
-    return await serveApp(app, config, logger, ext);
+    // The server only shows `db` in its start-up log: never a database password.
+    return await serveApp(app, isPostgresUrl(config.db) ? { ...config, db: redactUrl(config.db) } : config, logger, { ...ext, tracing });
   } catch (e) {
     await app.close().catch(() => undefined);
     throw e;

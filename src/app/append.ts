@@ -64,8 +64,12 @@ export class AppendUseCase {
     checkAppendOptions(opts);
     const key = opts.idempotencyKey || undefined;
     const hash = key ? requestHash(candidates) : '';
+    // Appends plan on the cached state without re-reading the session row (one store round trip
+    // less per append); a rejected plan re-checks it once, since the rejection may only mean that
+    // another writer moved the session (conflicts need no check: the write is conditional).
+    let rechecked = false;
     for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
-      const handle = await this.cache.handle(ctx, sessionId);
+      const handle = await this.cache.handle(ctx, sessionId, { verify: false });
       const inflightKey = key ? `${handle.id}\0${key}` : '';
       if (key) {
         const inflight = this.#inflightKeys.get(inflightKey);
@@ -84,7 +88,16 @@ export class AppendUseCase {
         this.#inflightKeys.set(inflightKey, attemptPromise);
         void attemptPromise.finally(() => this.#inflightKeys.delete(inflightKey)).catch(() => undefined);
       }
-      const result = await attemptPromise;
+      let result: Awaited<typeof attemptPromise>;
+      try {
+        result = await attemptPromise;
+      } catch (e) {
+        if (e instanceof DomainError && !rechecked) {
+          rechecked = true;
+          if (await this.cache.moved(handle)) continue;
+        }
+        throw e;
+      }
       if (result !== RETRY) return result;
       // Let this session's in-flight writes settle before trying again (no busy spinning).
       await handle.read(() => undefined);

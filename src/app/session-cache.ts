@@ -70,15 +70,17 @@ export class SessionCache {
 
   /**
    * The hot handle of a session, loading it on a miss. The store's head and writer token are
-   * checked on every call that finds the session idle.
+   * checked on every call that finds the session idle, unless `verify` is false: appends skip
+   * that read (their write is conditional on head and token anyway, so a moved session is a
+   * conflict and a re-plan) and call {@link moved} only when a plan is rejected.
    */
-  async handle(ctx: CallContext, id: string): Promise<SessionHandle> {
+  async handle(ctx: CallContext, id: string, opts: { readonly verify?: boolean } = {}): Promise<SessionHandle> {
     if (this.#closed) throw new DomainError('SERVER_SHUTDOWN', 'the server is shutting down; retry on another replica or later', {});
     const key = storageKey(ctx.tenant, id);
     const cached = this.#cache.get(key);
     if (cached && cached.valid) {
       if (cached.record.tenant !== ctx.tenant) throw notFound(id);
-      if (!cached.busy) {
+      if (!cached.busy && opts.verify !== false) {
         const rec = await this.store.getSession(key);
         if (!rec) {
           this.drop(key);
@@ -102,6 +104,20 @@ export class SessionCache {
     const h = await loading;
     if (h.record.tenant !== ctx.tenant) throw notFound(id);
     return h;
+  }
+
+  /**
+   * True (and the handle dropped) when the store's head or writer token differ from an idle
+   * handle's, i.e. another writer moved the session since it was cached; false when it is current
+   * or busy (its own writes in flight).
+   */
+  async moved(h: SessionHandle): Promise<boolean> {
+    if (h.busy || !h.valid) return !h.valid;
+    const rec = await this.store.getSession(h.id);
+    if (h.busy || !h.valid) return !h.valid;
+    if (rec && rec.writer === h.writer && rec.nextSeq === h.engine.nextSeq) return false;
+    this.invalidate(h);
+    return true;
   }
 
   /** Counts events a commit added to a hot session (eviction budget). */

@@ -3,6 +3,7 @@
  * help, examples) parsed with node:util parseArgs, plus the typed accessors the commands use.
  */
 import { parseArgs } from 'node:util';
+import { didYouMean } from './suggest.js';
 
 /** A command-line usage error (exit status 2). */
 export class UsageError extends Error {}
@@ -122,7 +123,7 @@ export function parseCommandArgs(spec: CommandSpec, argv: readonly string[]): Ar
       strict: true,
     });
   } catch (e) {
-    throw new UsageError(`${(e as Error).message.split('\n')[0] ?? ''}; see palimpsest ${spec.name} --help`);
+    throw new UsageError(`${explainParseError(e as Error & { code?: string }, spec, options)}\nusage: ${synopsis(spec)}\n(see palimpsest ${spec.name} --help)`);
   }
   const result = new Args(parsed.values, parsed.positionals);
   if (result.flag('help')) return result;
@@ -134,6 +135,22 @@ export function parseCommandArgs(spec: CommandSpec, argv: readonly string[]): Ar
     throw new UsageError(`unexpected argument ${JSON.stringify(parsed.positionals[spec.positionals.length])}; see palimpsest ${spec.name} --help`);
   }
   return result;
+}
+
+/** Our own words for parseArgs' errors (its text talks about its API, not this command). */
+function explainParseError(e: Error & { code?: string }, spec: CommandSpec, options: Readonly<Record<string, OptionSpec>>): string {
+  const m = /'(-{1,2}[^' ]+)/.exec(e.message);
+  const given = m?.[1] ?? '';
+  const bare = given.replace(/^-+/, '').split('=')[0] ?? '';
+  if (e.code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') {
+    return `unknown option ${given} for palimpsest ${spec.name}${didYouMean(bare, Object.keys(options), '--')}`;
+  }
+  if (e.code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE') {
+    const o = options[bare];
+    if (o?.type === 'boolean') return `--${bare} is a flag and takes no value`;
+    return `--${bare} needs a value${o?.value ? ` (${o.value})` : ''}`;
+  }
+  return e.message.split('\n')[0] ?? 'invalid arguments';
 }
 
 function optionLines(options: Readonly<Record<string, OptionSpec>>): string {

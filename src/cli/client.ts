@@ -29,10 +29,13 @@ export interface ConnectOptions {
 
 /** Connection options from the common flags, falling back to PALIMPSEST_* variables. */
 export function connectOptions(args: Args, env: NodeJS.ProcessEnv): ConnectOptions {
-  const timeout = args.str('connect-timeout') ?? env['PALIMPSEST_CONNECT_TIMEOUT'];
+  const flagTimeout = args.str('connect-timeout');
+  const timeout = flagTimeout ?? env['PALIMPSEST_CONNECT_TIMEOUT'];
+  // A bad value names where it came from: the flag, or the variable the user may have forgotten.
+  const timeoutSource = flagTimeout !== undefined ? '--connect-timeout' : 'PALIMPSEST_CONNECT_TIMEOUT (the environment variable for --connect-timeout)';
   return {
     addr: args.str('addr') || env['PALIMPSEST_ADDR'] || DEFAULT_ADDR,
-    connectTimeoutMs: timeout ? parseInteger('--connect-timeout', timeout, 1) : 5000,
+    connectTimeoutMs: timeout ? parseInteger(timeoutSource, timeout, 1) : 5000,
     token: args.str('token') || env['PALIMPSEST_TOKEN'] || undefined,
     tlsCa: args.str('tls-ca') || env['PALIMPSEST_TLS_CA'] || undefined,
     tlsCert: args.str('tls-cert') || env['PALIMPSEST_TLS_CERT'] || undefined,

@@ -71,29 +71,3 @@ export function eventRow(e: PbSessionEvent, style: Style, width = 120): string {
   const fixed = `${String(e.seq).padStart(7)}  ${new Date(e.time).toISOString().padEnd(24)}  ${e.type.padEnd(22)}  `;
   return `${style.cyan(fixed.slice(0, 9))}${fixed.slice(9)}${opCell}  ${style.dim(truncate(data, Math.max(20, width - fixed.length - 17)))}`;
 }
-
-type Block = { type?: unknown; text?: unknown; name?: unknown; arguments?: unknown; content?: unknown };
-
-function blockText(b: Block, style: Style): string {
-  switch (b.type) {
-    case 'text':
-      return String(b.text);
-    case 'reasoning':
-      return style.dim(String(b.text));
-    case 'tool-call':
-      return style.magenta(`→ ${String(b.name)}(${String(b.arguments)})`);
-    case 'tool-result':
-      return style.magenta('← ') + (Array.isArray(b.content) ? (b.content as Block[]).map((c) => blockText(c, style)).join('\n') : '');
-    default:
-      return style.dim(`[${String(b.type)}]`);
-  }
-}
-
-/** A derived message for people: `#seq role (id)` then its content. */
-export function messageText(seq: number, message: Json, style: Style): string {
-  const m = (message ?? {}) as { id?: unknown; role?: unknown; content?: unknown };
-  const role = String(m.role);
-  const head = `${style.dim(`#${seq}`)} ${role === 'assistant' ? style.green(role) : style.cyan(role)} ${style.dim(String(m.id ?? ''))}`;
-  const body = Array.isArray(m.content) ? (m.content as Block[]).map((b) => blockText(b, style)).join('\n') : '';
-  return `${head}\n${body.replace(/^/gm, '  ')}\n`;
-}

@@ -8,13 +8,27 @@ import { helpText, parseCommandArgs, UsageError } from './args.js';
 import { EXIT, Rpc, connectOptions, reportFailure, toFailure } from './client.js';
 import { COMMANDS, findCommand } from './commands/index.js';
 import { Output, type OutStream } from './output.js';
+import { hoistGlobalOptions } from './global-args.js';
+import { didYouMean } from './suggest.js';
+import { VERSION } from './version.js';
+
+/** What a serve option's value looks like, from its name (HOST:PORT, FILE, MS, BYTES, N, ...). */
+function placeholder(flag: string): string {
+  const named: Record<string, string> = { listen: 'HOST:PORT', 'metrics-listen': 'HOST:PORT', db: 'FILE', durability: 'full|normal', 'log-level': 'LEVEL' };
+  if (named[flag]) return named[flag];
+  if (flag.endsWith('-ms')) return 'MS';
+  if (flag.endsWith('-bytes')) return 'BYTES';
+  if (flag.startsWith('tls-') || flag.endsWith('-tokens') || flag.endsWith('-file')) return 'FILE';
+  if (/^(max|cache|tenant)-/.test(flag)) return 'N';
+  return 'VALUE';
+}
 
 const SERVE_HELP = `Usage: palimpsest serve [options]
 
 Starts the gRPC server on its embedded SQLite store.
 
 Options (each also PALIMPSEST_<NAME> in the environment, e.g. PALIMPSEST_LISTEN):
-${SERVE_OPTIONS.map((o) => `  --${o.flag}${o.boolean ? '' : ' VALUE'}\n      ${o.help}`).join('\n')}
+${SERVE_OPTIONS.map((o) => `  --${o.flag}${o.boolean ? '' : ` ${placeholder(o.flag)}`}\n      ${o.help}`).join('\n')}
 
 Example:
   palimpsest serve --listen 127.0.0.1:50051 --db ./sessions.db --durability full
@@ -30,6 +44,8 @@ Commands:
   ${'backup'.padEnd(10)} Copies a database file online, verified (works on the file, not the server).
 ${COMMANDS.map((c) => `  ${c.name.padEnd(10)} ${c.summary}`).join('\n')}
 
+Global options (--addr, --token, --json, --tls-*, --connect-timeout) go before or after the
+command. \`palimpsest --version\` prints the version.
 Every client command takes --json for machine-readable output. Exit status: 0 ok, 1 the server
 rejected the request, 2 usage error, 3 the server cannot be reached.
 Run \`palimpsest COMMAND --help\` for a command's options.
@@ -90,7 +106,9 @@ async function client(name: string, argv: string[], io: MainIo): Promise<number>
   let rpc: Rpc | undefined;
   try {
     const command = findCommand(name);
-    if (!command) throw new UsageError(`unknown command ${JSON.stringify(name)}; see palimpsest --help`);
+    if (!command) {
+      throw new UsageError(`unknown command ${JSON.stringify(name)}${didYouMean(name, ['serve', ...COMMANDS.map((c) => c.name)])}; see palimpsest --help`);
+    }
     const args = parseCommandArgs(command, argv);
     if (args.flag('help')) {
       await out.write(helpText(command));
@@ -108,7 +126,16 @@ async function client(name: string, argv: string[], io: MainIo): Promise<number>
 }
 
 /** Runs the CLI; resolves with the exit status. */
-export async function main(argv: string[], io: MainIo = PROCESS_IO): Promise<number> {
+export async function main(rawArgv: string[], io: MainIo = PROCESS_IO): Promise<number> {
+  let argv: string[];
+  try {
+    argv = hoistGlobalOptions(rawArgv);
+  } catch (e) {
+    const out = new Output(rawArgv.includes('--json'), io.stdout, io.stderr, io.env);
+    const failure = toFailure(e);
+    reportFailure(failure, out);
+    return failure.exit;
+  }
   const [cmd, ...rest] = argv;
   if (io.stdout === process.stdout) {
     // `palimpsest events s | head`: a closed pipe ends the command quietly.
@@ -116,6 +143,10 @@ export async function main(argv: string[], io: MainIo = PROCESS_IO): Promise<num
       if (e.code === 'EPIPE') process.exit(EXIT.OK);
       throw e;
     });
+  }
+  if (cmd === '--version' || cmd === '-V' || cmd === 'version') {
+    io.stdout.write(`palimpsest ${VERSION}\n`);
+    return EXIT.OK;
   }
   if (cmd === undefined || cmd === '--help' || cmd === '-h' || cmd === 'help') {
     (cmd === undefined ? io.stderr : io.stdout).write(MAIN_HELP);

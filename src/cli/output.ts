@@ -57,10 +57,15 @@ export function formatBytes(n: number): string {
   return `${(n / 1024 / 1024).toFixed(1)} MiB`;
 }
 
-/** A progress line on stderr, redrawn at most every 100 ms; a no-op unless stderr is a terminal. */
+/**
+ * A progress line on stderr, redrawn at most every 100 ms, with events/s and (when the total is
+ * known) an ETA; it ends with a one-line summary. A no-op unless stderr is a terminal.
+ */
 export class Progress {
   #done = 0;
+  #events = 0;
   #last = 0;
+  readonly #start = Date.now();
   readonly #enabled: boolean;
 
   constructor(
@@ -72,9 +77,10 @@ export class Progress {
     this.#enabled = enabled && stream.isTTY === true;
   }
 
-  /** Adds `n` bytes done. */
-  advance(n: number): void {
+  /** Adds `n` bytes done; `chunk` (JSONL bytes) also counts the events (lines) in it. */
+  advance(n: number, chunk?: Uint8Array): void {
     this.#done += n;
+    if (chunk) for (let i = chunk.indexOf(10); i !== -1; i = chunk.indexOf(10, i + 1)) this.#events++;
     if (!this.#enabled) return;
     const now = Date.now();
     if (now - this.#last < 100) return;
@@ -82,9 +88,28 @@ export class Progress {
     this.#draw();
   }
 
-  /** Clears the line. */
-  finish(): void {
-    if (this.#enabled && this.#last > 0) this.stream.write('\r\x1b[2K');
+  /** Events counted so far. */
+  get events(): number {
+    return this.#events;
+  }
+
+  /** Clears the line; with `summary` (e.g. "imported"), prints `imported N events (SIZE) in T s (R events/s)`. */
+  finish(summary?: string, events = this.#events): void {
+    if (!this.#enabled) return;
+    if (this.#last > 0) this.stream.write('\r\x1b[2K');
+    if (summary !== undefined) {
+      const s = Math.max(0.001, (Date.now() - this.#start) / 1000);
+      this.stream.write(`${summary} ${events.toLocaleString('en-US')} events (${formatBytes(this.#done)}) in ${s.toFixed(1)} s (${Math.round(events / s).toLocaleString('en-US')} events/s)\n`);
+    }
+  }
+
+  #rates(): string {
+    const s = Math.max(0.001, (Date.now() - this.#start) / 1000);
+    let text = `, ${this.#events.toLocaleString('en-US')} events, ${Math.round(this.#events / s).toLocaleString('en-US')} events/s`;
+    if (this.total !== undefined && this.#done > 0 && this.#done < this.total) {
+      text += `, ETA ${Math.ceil(((this.total - this.#done) / this.#done) * s)} s`;
+    }
+    return text;
   }
 
   #draw(): void {
@@ -95,7 +120,7 @@ export class Progress {
       const full = Math.round(ratio * width);
       text = `${this.label} [${'#'.repeat(full)}${'-'.repeat(width - full)}] ${(ratio * 100).toFixed(0).padStart(3)}% ${formatBytes(this.#done)} / ${formatBytes(this.total)}`;
     }
-    this.stream.write(`\r\x1b[2K${text}`);
+    this.stream.write(`\r\x1b[2K${text}${this.#rates()}`);
   }
 }
 
@@ -116,7 +141,9 @@ export class Output {
 
   /** Writes text, waiting for `drain` when the stream's buffer is full. */
   async write(text: string | Uint8Array, to: Writable = this.stdout): Promise<void> {
-    if (!to.write(text)) await once(to, 'drain');
+    // A pager the user quit is a destroyed stream: the rest is dropped, never waited on.
+    if (to.destroyed) return;
+    if (!to.write(text)) await Promise.race([once(to, 'drain'), once(to, 'close')]);
   }
 
   /** Writes one JSON document (pretty on a terminal, compact otherwise) or one compact JSON line. */

@@ -25,10 +25,13 @@ function int(name: string, v: string, min = 0): number {
   return n;
 }
 
+/** pino's levels. */
+const LOG_LEVELS: readonly string[] = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'];
+
 /** Every `serve` option. */
 export const SERVE_OPTIONS: readonly Option[] = [
   { flag: 'listen', help: 'gRPC listen address HOST:PORT (default 127.0.0.1:50051)', apply: (c, v) => { c.listen = v; } },
-  { flag: 'db', help: "SQLite database file (default ./palimpsest.db; ':memory:' = in-memory store)", apply: (c, v) => { c.db = v; } },
+  { flag: 'db', help: "SQLite database file (default ./palimpsest.db; ':memory:' = in-memory store), or a postgresql://USER@HOST:PORT/DBNAME URL for the shared PostgreSQL store (PG* env vars and sslmode apply)", apply: (c, v) => { c.db = v; } },
   {
     flag: 'durability', help: 'full (default: every acknowledged append survives power loss) or normal', apply: (c, v) => {
       if (v !== 'full' && v !== 'normal') throw new UsageError(`--durability must be full or normal, got ${JSON.stringify(v)}`);
@@ -46,7 +49,12 @@ export const SERVE_OPTIONS: readonly Option[] = [
   { flag: 'max-concurrent-streams', help: 'max concurrent streams per connection (default 1000)', apply: (c, v) => { c.maxConcurrentStreams = int('max-concurrent-streams', v, 1); } },
   { flag: 'heartbeat-ms', help: 'default subscription heartbeat interval (default 15000)', apply: (c, v) => { c.heartbeatMs = int('heartbeat-ms', v, 100); } },
   { flag: 'subscriber-buffer-bytes', help: 'bytes buffered per slow subscriber before it falls back to catch-up (default 4 MiB)', apply: (c, v) => { c.subscriberBufferBytes = int('subscriber-buffer-bytes', v, 1024); } },
-  { flag: 'log-level', help: 'trace|debug|info|warn|error|silent (default info)', apply: (c, v) => { c.logLevel = v; } },
+  {
+    flag: 'log-level', help: `${LOG_LEVELS.join('|')} (default info)`, apply: (c, v) => {
+      if (!LOG_LEVELS.includes(v)) throw new UsageError(`--log-level must be one of ${LOG_LEVELS.join(', ')}, got ${JSON.stringify(v)}`);
+      c.logLevel = v;
+    },
+  },
   { flag: 'metrics-listen', help: 'serve Prometheus /metrics on HOST:PORT (default off)', apply: (c, v) => { c.metricsListen = v; } },
   { flag: 'tls-cert', help: 'TLS certificate chain (PEM file)', apply: (c, v) => { c.tlsCert = v; } },
   { flag: 'tls-key', help: 'TLS private key (PEM file)', apply: (c, v) => { c.tlsKey = v; } },
@@ -65,8 +73,16 @@ export const SERVE_OPTIONS: readonly Option[] = [
 export function parseServeArgs(argv: readonly string[], env: NodeJS.ProcessEnv): ServerConfig {
   const cfg: MutableConfig = { ...DEFAULT_CONFIG, limits: { ...DEFAULT_CONFIG.limits } };
   for (const o of SERVE_OPTIONS) {
-    const v = env[`PALIMPSEST_${o.flag.toUpperCase().replace(/-/g, '_')}`];
-    if (v !== undefined && v !== '') o.apply(cfg, v);
+    const name = `PALIMPSEST_${o.flag.toUpperCase().replace(/-/g, '_')}`;
+    const v = env[name];
+    if (v === undefined || v === '') continue;
+    try {
+      o.apply(cfg, v);
+    } catch (e) {
+      // Name where the bad value came from: the variable, not a flag the user never typed.
+      if (e instanceof UsageError) throw new UsageError(e.message.replace(`--${o.flag}`, `${name} (the environment variable for --${o.flag})`));
+      throw e;
+    }
   }
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i] as string;

@@ -40,8 +40,13 @@ export function rewriteFramingStatus(st: PartialStatusObject): PartialStatusObje
  * (`decoder.readState`: 0 = between frames) on the base call; false when that internal shape is
  * not there (another grpc-js version), so the check never refuses a good call.
  */
-export function truncatedFrame(baseCall: unknown): boolean {
-  const decoder = (baseCall as { decoder?: { readState?: unknown } } | null)?.decoder;
+export function truncatedFrame(call: unknown): boolean {
+  // Interceptors listed before this one (telemetry) hand it their ServerInterceptingCall, which
+  // keeps the call it wraps in `nextCall`: follow that chain down to the base call.
+  type Link = { decoder?: { readState?: unknown }; nextCall?: unknown } | null | undefined;
+  let c = call as Link;
+  for (let i = 0; i < 8 && c && c.decoder === undefined && c.nextCall !== undefined; i++) c = c.nextCall as Link;
+  const decoder = c?.decoder;
   return typeof decoder?.readState === 'number' && decoder.readState !== 0;
 }
 

@@ -6,8 +6,15 @@
 import { createServer, type Server } from 'node:http';
 import type { Counter as CounterT, Gauge as GaugeT, Histogram as HistogramT, Registry as RegistryT } from 'prom-client';
 
+/** The `grpc_type` label. */
+export type RpcType = 'unary' | 'client_stream' | 'server_stream' | 'bidi_stream';
+
 /** What the server records. */
 export interface Metrics {
+  /** An RPC started (grpc_server_started_total). */
+  rpcStarted(service: string, method: string, type: RpcType): void;
+  /** An RPC ended with `code` (a go-grpc-prometheus code name) after `seconds`. */
+  rpcHandled(service: string, method: string, type: RpcType, code: string, seconds: number): void;
   /** An accepted append. */
   appended(events: number, seconds: number): void;
   /** A rejected append. */
@@ -22,6 +29,8 @@ export interface Metrics {
 
 /** Metrics that record nothing (metrics not served). */
 export const NO_METRICS: Metrics = Object.freeze({
+  rpcStarted: () => undefined,
+  rpcHandled: () => undefined,
   appended: () => undefined,
   rejected: () => undefined,
   subscriptions: Object.freeze({ inc: () => undefined, dec: () => undefined }),
@@ -46,6 +55,10 @@ export class PromMetrics implements Metrics {
   readonly cachedSessions: GaugeT;
   readonly subscriptions: GaugeT;
   readonly subscriptionLag: HistogramT;
+  readonly #started: CounterT<'grpc_service' | 'grpc_method' | 'grpc_type'>;
+  readonly #handled: CounterT<'grpc_service' | 'grpc_method' | 'grpc_type' | 'grpc_code'>;
+  readonly #handling: HistogramT<'grpc_service' | 'grpc_method' | 'grpc_type'>;
+  readonly #operations: Record<string, CounterT>;
 
   constructor(prom: typeof import('prom-client'), defaults = true) {
     const { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } = prom;
@@ -68,12 +81,40 @@ export class PromMetrics implements Metrics {
       name: 'palimpsest_subscription_lag_events', help: 'Events between the session head and what a subscriber was sent, sampled at one delivery in 16 per stream',
       buckets: [0, 1, 10, 100, 1000, 10000, 100000], registers: [this.registry],
     });
-    if (defaults) collectDefaultMetrics({ register: this.registry, prefix: 'palimpsest_process_' });
+    // The go-grpc-prometheus names and labels, so stock gRPC dashboards work unchanged.
+    const rpcLabels = ['grpc_service', 'grpc_method', 'grpc_type'] as const;
+    this.#started = new Counter({ name: 'grpc_server_started_total', help: 'RPCs started on the server', labelNames: rpcLabels, registers: [this.registry] });
+    this.#handled = new Counter({ name: 'grpc_server_handled_total', help: 'RPCs completed on the server, by code', labelNames: [...rpcLabels, 'grpc_code'], registers: [this.registry] });
+    this.#handling = new Histogram({
+      name: 'grpc_server_handling_seconds', help: 'Time from the start of an RPC to its status', labelNames: rpcLabels,
+      buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10], registers: [this.registry],
+    });
+    const op = (name: string, help: string) => new Counter({ name, help, registers: [this.registry] });
+    this.#operations = {
+      ImportSession: op('palimpsest_imports_total', 'Sessions imported'),
+      ForkSession: op('palimpsest_forks_total', 'Sessions forked'),
+      RepairSession: op('palimpsest_repairs_total', 'RepairSession calls that succeeded'),
+    };
+    // Node's default metrics under their stock names (process_*, nodejs_*): what Node dashboards expect.
+    if (defaults) collectDefaultMetrics({ register: this.registry });
   }
 
   /** Where palimpsest_cached_sessions is read from at each scrape. */
   trackCachedSessions(source: () => number): void {
     this.#cachedSessionsSource = source;
+  }
+
+  /** An RPC started. */
+  rpcStarted(service: string, method: string, type: RpcType): void {
+    this.#started.inc({ grpc_service: service, grpc_method: method, grpc_type: type });
+  }
+
+  /** An RPC ended. */
+  rpcHandled(service: string, method: string, type: RpcType, code: string, seconds: number): void {
+    const labels = { grpc_service: service, grpc_method: method, grpc_type: type };
+    this.#handled.inc({ ...labels, grpc_code: code });
+    this.#handling.observe(labels, seconds);
+    if (code === 'OK') this.#operations[method]?.inc();
   }
 
   /** An accepted append. */

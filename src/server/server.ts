@@ -14,6 +14,8 @@ import { HealthState } from './health.js';
 import { loadDescriptorIndex, reflectionHandlers, ReflectionV1AlphaService, ReflectionV1Service } from './reflection.js';
 import { createLogger, type Logger } from './logger.js';
 import { NO_METRICS, loadMetrics, type Metrics, type PromMetrics } from './metrics.js';
+import { makeTelemetryInterceptor } from './rpc-telemetry.js';
+import type { Tracing } from './tracing.js';
 import { makeInterceptor, metadataResolver, StreamLimiter, TokenRegistry } from './auth.js';
 import { serverCredentials } from './tls.js';
 import { withSafeDeserializers } from './safe-decode.js';
@@ -58,6 +60,10 @@ export interface ServerExtensions {
   services?: (server: Server) => void;
   /** Server credentials (TLS). */
   credentials?: ServerCredentials;
+  /** An OpenTelemetry tracer provider to trace with, whatever OTEL_* says (tests: in-memory). */
+  tracerProvider?: import('@opentelemetry/api').TracerProvider;
+  /** Loaded tracing (the composition root loads it, traces the store with it and hands it in). */
+  tracing?: Tracing;
 }
 
 function splitHostPort(addr: string): { host: string; port: number } {
@@ -66,6 +72,13 @@ function splitHostPort(addr: string): { host: string; port: number } {
   const port = Number(addr.slice(i + 1));
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new Error(`invalid port in ${JSON.stringify(addr)}`);
   return { host: addr.slice(0, i).replace(/^\[|\]$/g, ''), port };
+}
+
+/** A bind failure in one line: "address in use" says so, with what to do. */
+export function bindError(err: Error, address: string, flag: string): Error {
+  if (/EADDRINUSE/.test(err.message)) return new Error(`${address} is already in use (another palimpsest serve?); stop it or pick another address with ${flag}`);
+  if (/EACCES/.test(err.message)) return new Error(`not allowed to listen on ${address} (a port below 1024 needs privileges); pick another address with ${flag}`);
+  return err;
 }
 
 /** The full config from a partial one (defaults filled in). */
@@ -95,13 +108,15 @@ export async function serveApp(app: SessionService, config: ServerConfig, logger
   // prom-client is loaded only when metrics are served (it is a large part of start-up).
   const prom: PromMetrics | undefined = config.metricsListen ? await loadMetrics() : undefined;
   const metrics: Metrics = prom ?? NO_METRICS;
+  const tracing = ext.tracing;
   const health = new HealthState();
   const server = new Server({
     'grpc.max_receive_message_length': config.maxMessageBytes,
     'grpc.max_send_message_length': config.maxMessageBytes,
     // HTTP/2's own cap sits above ours so that clients get RESOURCE_EXHAUSTED with the limit.
     'grpc.max_concurrent_streams': config.maxConcurrentStreams + 16,
-    interceptors: [makeInterceptor(registry, limiter)],
+    // Telemetry first: it wraps the auth interceptor, so its rejections are counted and logged too.
+    interceptors: [makeTelemetryInterceptor({ metrics, logger, tracer: tracing?.rpc }), makeInterceptor(registry, limiter)],
   });
   const resolver: ContextResolver = ext.resolver ?? metadataResolver(registry !== undefined);
   // Subscriptions are on by default; their handlers write pre-encoded Buffers (encoded once per
@@ -124,13 +139,16 @@ export async function serveApp(app: SessionService, config: ServerConfig, logger
   const bindHost = host.includes(':') ? `[${host}]` : host;
   const creds = transport.credentials;
   const boundPort = await new Promise<number>((resolve, reject) => {
-    server.bindAsync(`${bindHost}:${port}`, creds, (err, p) => (err ? reject(err) : resolve(p)));
+    server.bindAsync(`${bindHost}:${port}`, creds, (err, p) => (err ? reject(bindError(err, `${bindHost}:${port}`, '--listen')) : resolve(p)));
   });
   let metricsPort: number | undefined;
   let metricsServer: import('node:http').Server | undefined;
   if (config.metricsListen) {
     const m = splitHostPort(config.metricsListen);
-    const r = await prom!.serve(m.host, m.port);
+    const r = await prom!.serve(m.host, m.port).catch((e: Error) => {
+      server.forceShutdown();
+      throw bindError(e, config.metricsListen, '--metrics-listen');
+    });
     metricsPort = r.port;
     metricsServer = r.server;
   }
@@ -148,7 +166,7 @@ export async function serveApp(app: SessionService, config: ServerConfig, logger
       server.forceShutdown();
       streams.shutdown();
       if (metricsServer) await new Promise<void>((r) => metricsServer.close(() => r()));
-      throw e;
+      throw e instanceof Error ? bindError(e, config.webListen, '--web-listen') : e;
     }
   }
   metrics.trackCachedSessions(() => app.cachedSessions);
@@ -176,6 +194,7 @@ export async function serveApp(app: SessionService, config: ServerConfig, logger
       await webClosed;
       await app.close();
       if (metricsServer) await new Promise<void>((r) => metricsServer.close(() => r()));
+      await tracing?.shutdown().catch((e: unknown) => logger.warn({ err: (e as Error).message }, 'trace export failed at shutdown'));
       logger.info({}, 'stopped');
     })();
     return shutdownPromise;

@@ -5,7 +5,7 @@
  */
 import { Metadata, status as Code, type ServiceError } from '@grpc/grpc-js';
 import { DomainError } from '../domain/errors.js';
-import { StoreClosedError } from '../store/store-errors.js';
+import { StoreClosedError, StoreUnavailableError } from '../store/store-errors.js';
 import { StorageError } from '../app/storage-error.js';
 import { Any } from '../../gen/google/protobuf/any.js';
 import { BadRequest, ErrorInfo, PreconditionFailure, QuotaFailure } from '../../gen/google/rpc/error_details.js';
@@ -126,6 +126,9 @@ const TABLE: Readonly<Record<string, Mapping>> = {
   SERVER_SHUTDOWN: { code: Code.UNAVAILABLE, detail: 'none' },
   STORAGE_FULL: exhausted,
   STORAGE_UNAVAILABLE: { code: Code.UNAVAILABLE, detail: 'none' },
+  // The database (PostgreSQL) cannot be reached: retry later or on another replica. Unlike
+  // STORAGE_UNAVAILABLE, a write in flight may have committed (retry with the same key).
+  STORE_UNAVAILABLE: { code: Code.UNAVAILABLE, detail: 'none' },
   CANCELLED: { code: Code.CANCELLED, detail: 'none' },
   UNAUTHENTICATED: { code: Code.UNAUTHENTICATED, detail: 'none' },
   PERMISSION_DENIED: { code: Code.PERMISSION_DENIED, detail: 'none' },
@@ -190,6 +193,11 @@ export function toServiceError(err: unknown, log: (err: unknown) => void): Servi
   if (err instanceof StoreClosedError) {
     // A call that raced the shutdown: the client should retry elsewhere or later.
     return domainErrorToStatus(new DomainError('SERVER_SHUTDOWN', 'the server is shutting down; retry on another replica or later', {}));
+  }
+  if (err instanceof StoreUnavailableError) {
+    // Not logged per request (a database outage would flood the log): the store reports its
+    // connection problems itself (pool and LISTEN connection errors, with reconnect backoff).
+    return domainErrorToStatus(new DomainError('STORE_UNAVAILABLE', err.message, {}));
   }
   if (err instanceof StorageError) {
     // Logged once per episode by the store monitor (src/app/storage-monitor.ts), not per request.

@@ -65,6 +65,19 @@ export function checkAscendingSeqs(sessionId: string, events: readonly { readonl
 }
 
 /**
+ * The database cannot be reached (a network store: connection refused or lost, server shutting
+ * down, pool exhausted for too long). `message` says why, for the operator and the client. A write
+ * that fails this way may or may not have committed: the caller retries with the same idempotency
+ * key, or re-reads.
+ */
+export class StoreUnavailableError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'StoreUnavailableError';
+  }
+}
+
+/**
  * Wraps the named methods of a store class so that every error they throw or reject with goes
  * through `classify` first (a store's boundary: its engine's disk-full and I/O errors become
  * StorageError there; see src/app/storage-error.ts). Async iterables (scans) are wrapped too.

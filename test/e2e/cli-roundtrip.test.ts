@@ -48,7 +48,9 @@ describe('import / export round trip', () => {
       const id = JSON.parse(await ok(cli('import', file, '--id', name, '--json'))) as { id: string };
       expect(id).toEqual({ id: name });
       const out = join(t.dir, `${name}.out.jsonl`);
-      expect(JSON.parse(await ok(cli('export', name, '-o', out, '--json')))).toEqual({ id: name, file: out, bytes: Buffer.byteLength(readFileSync(out)) });
+      expect(JSON.parse(await ok(cli('export', name, '-o', out, '--json')))).toEqual({
+        id: name, file: out, bytes: Buffer.byteLength(readFileSync(out)), lines: readFileSync(out, 'utf8').split('\n').length - 2,
+      });
       const exported = readFileSync(out, 'utf8');
       expect(parsed(exported)).toEqual(parsed(original));
       // Same bytes on stdout as in the file; packed rows stay packed.

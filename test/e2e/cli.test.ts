@@ -195,7 +195,7 @@ describe('exit statuses', () => {
     const cases: [string[], RegExp][] = [
       [['frobnicate'], /unknown command "frobnicate"/],
       [['surface'], /missing SESSION/],
-      [['surface', 's', '--bogus'], /Unknown option '--bogus'/],
+      [['surface', 's', '--bogus'], /unknown option --bogus for palimpsest surface\nusage: palimpsest surface SESSION/],
       [['events', 's', '--limit', 'ten'], /--limit must be an integer/],
       [['create', '--label', 'novalue'], /--label must be KEY=VALUE/],
       [['surface', 'a', 'b'], /unexpected argument "b"/],

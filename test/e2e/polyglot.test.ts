@@ -6,10 +6,10 @@
  * Toolchains come from .ci/system-deps. Under CI=true a missing toolchain fails the test; outside
  * CI the test is skipped with a message naming what is missing.
  */
-import { spawn, spawnSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
-import { delimiter, join } from 'node:path';
+import { spawn } from 'node:child_process';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { missingGo, missingPython, run, toolchainIt, type Run } from '../support/toolchains.js';
 import { startTestServer, type TestServer } from '../support/test-server.js';
 import { api, allEvents, replay, type Api } from '../support/e2e.js';
 import { input, replaceOp } from '../support/events.js';
@@ -18,58 +18,9 @@ import { MessageView } from '../../gen/palimpsest/v1/service.js';
 
 const ROOT = join(import.meta.dirname, '..', '..');
 const RUN = join(ROOT, 'clients', 'run.sh');
-const CI = process.env.CI === 'true';
-
-function onPath(bin: string): boolean {
-  return (process.env.PATH ?? '').split(delimiter).some((d) => d !== '' && existsSync(join(d, bin)));
-}
-
-function missingPython(): string[] {
-  const missing = ['protoc', 'grpc_python_plugin'].filter((b) => !onPath(b));
-  const py = spawnSync('/usr/bin/python3', ['-c', 'import grpc, google.protobuf'], { stdio: 'ignore' });
-  if (py.status !== 0) missing.push('/usr/bin/python3 with grpc + protobuf (python3-grpcio, python3-protobuf)');
-  return missing;
-}
-
-function missingGo(): string[] {
-  const missing = ['go', 'protoc-gen-go', 'protoc-gen-go-grpc'].filter((b) => !onPath(b));
-  if (!existsSync('/usr/share/gocode/src/google.golang.org/grpc')) missing.push('golang-google-grpc-dev');
-  if (!existsSync('/usr/share/gocode/src/google.golang.org/protobuf')) missing.push('golang-google-protobuf-dev');
-  // github.com/golang/protobuf 1.3 (APIv1) makes grpc-go panic on APIv2 messages; 1.5 wraps APIv2.
-  if (existsSync('/usr/share/gocode/src/github.com/golang/protobuf/proto/table_unmarshal.go')) missing.push('golang-github-golang-protobuf-1-5-dev');
-  return missing;
-}
-
-/** Runs a test when its toolchain is there; fails under CI when it is not; skips otherwise. */
-function toolchainIt(lang: string, missing: string[], name: string, fn: () => Promise<void>, timeout: number): void {
-  if (missing.length > 0 && !CI) {
-    it.skip(`${name} (skipped: ${lang} toolchain missing: ${missing.join(', ')}; run .ci/system-deps)`, fn);
-    return;
-  }
-  it(name, async () => {
-    expect(missing, `${lang} toolchain missing under CI (run .ci/system-deps)`).toEqual([]);
-    await fn();
-  }, timeout);
-}
-
-interface Run {
-  readonly code: number | null;
-  readonly stdout: string;
-  readonly stderr: string;
-}
-
 /** Starts `clients/run.sh ...`; `onStderr` sees stderr as it arrives. */
 function runClient(args: string[], onStderr?: (all: string) => void, timeoutMs = 100_000): Promise<Run> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(RUN, args, { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
-    child.stdout.on('data', (b: Buffer) => { stdout += b.toString(); });
-    child.stderr.on('data', (b: Buffer) => { stderr += b.toString(); onStderr?.(stderr); });
-    child.on('error', (e) => { clearTimeout(timer); reject(e); });
-    child.on('close', (code) => { clearTimeout(timer); resolve({ code, stdout, stderr }); });
-  });
+  return run(RUN, args, { cwd: ROOT, onStderr, timeoutMs });
 }
 
 function lastJson(run: Run): Record<string, any> { // eslint-disable-line @typescript-eslint/no-explicit-any

@@ -56,7 +56,7 @@ describe('metrics', () => {
     expect(sample(text, 'palimpsest_cached_sessions')).toBe(3);
     await a.deleteSession({ sessionId: 'm3' });
     expect(sample(await scrape(), 'palimpsest_cached_sessions')).toBe(2);
-    expect(text).toContain('palimpsest_process_');
+    expect(text).toContain('process_cpu_user_seconds_total');
     const notFound = await fetch(`http://127.0.0.1:${t.server.metricsPort}/other`);
     expect(notFound.status).toBe(404);
   });

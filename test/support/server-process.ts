@@ -40,9 +40,9 @@ export interface ServerProcess {
 }
 
 /** Spawns `palimpsest serve` on 127.0.0.1:0 and resolves once it prints its address. */
-export function spawnServer(args: readonly string[], timeoutMs = 15_000): Promise<ServerProcess> {
+export function spawnServer(args: readonly string[], timeoutMs = 15_000, env: Record<string, string> = {}): Promise<ServerProcess> {
   const proc = spawn(process.execPath, [join(ROOT, 'bin/palimpsest.mjs'), 'serve', '--listen', '127.0.0.1:0', '--log-level', 'silent', ...args], {
-    cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'],
+    cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env },
   });
   let out = '';
   let err = '';

@@ -1,5 +1,8 @@
 /**
- * Starts a real server on 127.0.0.1:0 with a fresh SQLite file, and a generated client for it.
+ * Starts a real server on 127.0.0.1:0 with a fresh store, and a generated client for it. The
+ * store is a fresh SQLite file, or, when the test runs with PALIMPSEST_TEST_STORE=postgres (the
+ * `e2e-postgres` vitest project), a fresh database of the run's PostgreSQL cluster: the same e2e
+ * files run against both stores.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -9,20 +12,35 @@ import { startServer, type RunningServer, type ServerExtensions } from '../../sr
 import type { ServerConfig } from '../../src/server/config.js';
 import { SessionServiceClient } from '../../gen/palimpsest/v1/service.js';
 import { decodeError, type DecodedError } from '../../src/client/error-details.js';
+import { createTestDatabase } from './postgres.js';
+
+/** The store the e2e servers of this test process use. */
+export const TEST_STORE: 'sqlite' | 'postgres' = process.env.PALIMPSEST_TEST_STORE === 'postgres' ? 'postgres' : 'sqlite';
 
 /** A started server plus a client and its temp directory. */
 export interface TestServer {
   readonly server: RunningServer;
   readonly client: SessionServiceClient;
   readonly dir: string;
+  /** The SQLite file, or the PostgreSQL URL (see TEST_STORE). */
   readonly dbPath: string;
   stop(): Promise<void>;
 }
 
-/** Starts a server (SQLite in a temp dir unless `db` is given). */
+/** A fresh store location for TEST_STORE: an SQLite path in `dir`, or a new PostgreSQL database (and its drop). */
+export async function freshTestDb(dir: string): Promise<{ db: string; drop(): Promise<void> }> {
+  if (TEST_STORE === 'postgres') {
+    const database = await createTestDatabase();
+    return { db: database.url, drop: () => database.drop() };
+  }
+  return { db: join(dir, 'test.db'), drop: async () => undefined };
+}
+
+/** Starts a server (a fresh store of TEST_STORE unless `db` is given). */
 export async function startTestServer(config: Partial<ServerConfig> = {}, ext: ServerExtensions = {}): Promise<TestServer> {
   const dir = mkdtempSync(join(tmpdir(), 'palimpsest-test-'));
-  const dbPath = config.db ?? join(dir, 'test.db');
+  const fresh = config.db === undefined ? await freshTestDb(dir) : { db: config.db, drop: async () => undefined };
+  const dbPath = fresh.db;
   const server = await startServer({ listen: '127.0.0.1:0', logLevel: 'silent', ...config, db: dbPath }, ext);
   const client = new SessionServiceClient(server.address, credentials.createInsecure());
   return {
@@ -30,6 +48,7 @@ export async function startTestServer(config: Partial<ServerConfig> = {}, ext: S
     async stop() {
       client.close();
       await server.shutdown();
+      await fresh.drop();
       rmSync(dir, { recursive: true, force: true });
     },
   };

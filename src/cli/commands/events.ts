@@ -6,7 +6,10 @@ import { createInterface } from 'node:readline';
 import type { Readable } from 'node:stream';
 import { parseInteger } from '../args.js';
 import { paginate, type Command } from '../command.js';
-import { eventHeader, eventLine, eventObject, eventRow, messageText } from '../format.js';
+import { eventHeader, eventLine, eventObject } from '../format.js';
+import { eventView } from '../event-view.js';
+import { openPager } from '../pager.js';
+import { FOLD_LINES, historyMark, renderMessage, type Mark } from '../message-view.js';
 import { envelopesToEventInputs, parseEnvelopeLine, type EnvelopeLine } from '../../client/event-input.js';
 import type { EventInput } from '../../../gen/palimpsest/v1/event.js';
 import { DataFormat, Direction, MessageView } from '../../../gen/palimpsest/v1/service.js';
@@ -69,13 +72,25 @@ const events: Command = {
     after: { type: 'string', value: 'SEQ', help: 'only events after this seq' },
     limit: { type: 'string', value: 'N', help: 'at most N events' },
     type: { type: 'string', multiple: true, value: 'T', help: 'only events of this type (repeatable)' },
+    full: { type: 'boolean', help: "each event's whole data below its row (pretty-printed, wrapped)" },
   },
-  examples: ['palimpsest events demo --after 10 --type user/message --json'],
-  async run({ args, rpc, out }) {
+  details: 'Chunk rows show the streamed text. With --json: one reference JSONL line per event (--full changes nothing).',
+  examples: ['palimpsest events demo --after 10 --type user/message --json', 'palimpsest events demo --type assistant/chunk', 'palimpsest events demo --full'],
+  async run({ args, rpc, out, env }) {
     const after = args.int('after');
     const limit = args.int('limit', 1);
     const width = out.width;
-    if (!out.json) await out.write(eventHeader(out.style) + '\n');
+    const full = args.flag('full');
+    // --full on a terminal goes through a pager ($PAGER, else less -FRX).
+    const pager = full && !out.json ? openPager(out.stdout, env) : undefined;
+    const to = pager?.stream;
+    try {
+      await listEvents();
+    } finally {
+      await pager?.close();
+    }
+    async function listEvents(): Promise<void> {
+    if (!out.json) await out.write(eventHeader(out.style) + '\n', to);
     await paginate(
       limit,
       async (pageSize, pageToken) => {
@@ -86,10 +101,11 @@ const events: Command = {
         return { items: r.events, nextPageToken: r.nextPageToken };
       },
       async (page) => {
-        const lines = page.map((e) => (out.json ? eventLine(e) : eventRow(e, out.style, width)));
-        if (lines.length > 0) await out.write(lines.join('\n') + '\n');
+        const lines = page.map((e) => (out.json ? eventLine(e) : eventView(e, out.style, width, full)));
+        if (lines.length > 0) await out.write(lines.join('\n') + '\n', to);
       },
     );
+    }
   },
 };
 
@@ -108,23 +124,45 @@ const surface: Command = {
 const messages: Command = {
   name: 'messages',
   summary: 'Prints the model history derived from the surface (or the human transcript).',
-  details: 'With --json: a JSON array of the message objects exactly as stored ({id, role, content, source}).',
+  details:
+    'Compaction summaries and pruned tool results are marked, and so (with --transcript) are messages compacted\n' +
+    `away; tool output longer than ${FOLD_LINES} lines is folded (--full shows it all).\n` +
+    'With --json: a JSON array of the message objects exactly as stored ({id, role, content, source}).',
   positionals: [{ name: 'SESSION' }],
-  options: { transcript: { type: 'boolean', help: 'the human transcript (append-origin events, including compacted ones)' } },
-  examples: ['palimpsest messages demo --json', 'palimpsest messages demo --transcript'],
+  options: {
+    transcript: { type: 'boolean', help: 'the human transcript (append-origin events, including compacted ones)' },
+    full: { type: 'boolean', help: 'do not fold long tool output' },
+  },
+  examples: ['palimpsest messages demo --json', 'palimpsest messages demo --transcript', 'palimpsest messages demo --full'],
   async run({ args, rpc, out }) {
-    const view = args.flag('transcript') ? MessageView.MESSAGE_VIEW_TRANSCRIPT : MessageView.MESSAGE_VIEW_MODEL_HISTORY;
+    const sessionId = args.pos(0);
     // Paged, so a history larger than one gRPC message still prints.
-    const parsed: { seq: number; message: Json }[] = [];
-    let pageToken = '';
-    do {
-      const r = await rpc.unary(rpc.client.getMessages, { sessionId: args.pos(0), view, typed: false, pageSize: 1000, pageToken });
-      for (const m of r.messages) parsed.push({ seq: m.seq, message: JSON.parse(m.messageJson) as Json });
-      pageToken = r.nextPageToken;
-    } while (pageToken !== '');
-    if (out.json) await out.printJson(parsed.map((m) => m.message));
-    else if (parsed.length === 0) await out.write(out.style.dim('no messages\n'));
-    else await out.write(parsed.map((m) => messageText(m.seq, m.message, out.style)).join('\n'));
+    const read = async (view: MessageView): Promise<{ seq: number; message: Json }[]> => {
+      const parsed: { seq: number; message: Json }[] = [];
+      let pageToken = '';
+      do {
+        const r = await rpc.unary(rpc.client.getMessages, { sessionId, view, typed: false, pageSize: 1000, pageToken });
+        for (const m of r.messages) parsed.push({ seq: m.seq, message: JSON.parse(m.messageJson) as Json });
+        pageToken = r.nextPageToken;
+      } while (pageToken !== '');
+      return parsed;
+    };
+    const transcript = args.flag('transcript');
+    const parsed = await read(transcript ? MessageView.MESSAGE_VIEW_TRANSCRIPT : MessageView.MESSAGE_VIEW_MODEL_HISTORY);
+    if (out.json) return void await out.printJson(parsed.map((m) => m.message));
+    if (parsed.length === 0) return void await out.write(out.style.dim('no messages\n'));
+    // Marks: a model-history message the transcript lacks is a replacement copy (summary or prune);
+    // a transcript message not on the surface was compacted away.
+    let mark: (seq: number, message: Json) => Mark;
+    if (transcript) {
+      const surface = new Set((await rpc.unary(rpc.client.getSurface, { sessionId })).seqs);
+      mark = (seq) => (surface.has(seq) ? undefined : 'compacted');
+    } else {
+      const original = new Set((await read(MessageView.MESSAGE_VIEW_TRANSCRIPT)).map((m) => m.seq));
+      mark = (seq, message) => historyMark(message, !original.has(seq));
+    }
+    const full = args.flag('full');
+    await out.write(parsed.map((m) => renderMessage(m.seq, m.message, out.style, { mark: mark(m.seq, m.message), full })).join('\n'));
   },
 };
 

@@ -1,7 +1,9 @@
 /**
  * Session commands: create, get, sessions (list), delete, fork.
  */
-import type { OptionSpec } from '../args.js';
+import { UsageError, type OptionSpec } from '../args.js';
+import type { Rpc } from '../client.js';
+import { DataFormat, Direction } from '../../../gen/palimpsest/v1/service.js';
 import { paginate, type Command, type CommandContext } from '../command.js';
 import { formatTable } from '../output.js';
 import { SESSION_COLUMNS, sessionDetails, sessionObject, sessionRow } from '../format.js';
@@ -59,35 +61,58 @@ const sessions: Command = {
   options: {
     label: { ...label, help: 'only sessions carrying this label (repeatable; all must match)' },
     limit: { type: 'string', value: 'N', help: 'list at most N sessions (default all)' },
+    sort: { type: 'string', value: 'created|activity', help: 'newest created first (default), or most recent event first' },
     'older-than': { type: 'string', value: 'AGE', help: 'only sessions untouched for longer than AGE (30d, 12h, 90m, 45s): last event time, or creation (read-only)' },
   },
-  examples: ['palimpsest sessions --label team=search --limit 20', 'palimpsest sessions --older-than 30d --json'],
+  examples: ['palimpsest sessions --label team=search --limit 20', 'palimpsest sessions --sort activity --limit 5', 'palimpsest sessions --older-than 30d --json'],
   async run({ args, rpc, out }) {
     let all: Session[] = [];
     const labelSelector = args.labels();
+    const sort = args.str('sort') ?? 'created';
+    if (sort !== 'created' && sort !== 'activity') throw new UsageError(`--sort must be created or activity, got ${JSON.stringify(sort)}`);
+    const limit = args.int('limit', 1);
     const age = args.str('older-than');
     const cutoff = age === undefined ? undefined : Date.now() - parseAge('--older-than', age);
     await paginate(
-      cutoff === undefined ? args.int('limit', 1) : undefined,
+      // By activity or age, every session is read first: the most active may be the oldest.
+      sort === 'activity' || cutoff !== undefined ? undefined : limit,
       async (pageSize, pageToken) => {
         const r = await rpc.unary(rpc.client.listSessions, { pageSize, pageToken, labelSelector });
         return { items: r.sessions, nextPageToken: r.nextPageToken };
       },
       async (items) => { all.push(...items); },
     );
+    if (sort === 'activity') all = await byActivity(rpc, all);
     if (cutoff !== undefined) {
-      const aged = (await olderThan(rpc, all, cutoff)).slice(0, args.int('limit', 1));
+      const aged = (await olderThan(rpc, all, cutoff)).slice(0, limit);
       all = aged.map((a) => a.session);
       if (out.json) {
         await out.printJson(aged.map((a) => ({ ...sessionObject(a.session), lastActivity: a.lastActivity })));
         return;
       }
-    }
+    } else if (sort === 'activity') all = all.slice(0, limit ?? all.length);
     if (out.json) await out.printJson(all.map(sessionObject));
     else if (all.length === 0) await out.write(out.style.dim('no sessions\n'));
     else await out.write(formatTable(SESSION_COLUMNS, all.map((s) => sessionRow(s, out.style)), out.style));
   },
 };
+
+/** Sessions by the time of their last event, most recent first (then newest created). */
+async function byActivity(rpc: Rpc, sessions: readonly Session[]): Promise<Session[]> {
+  const last = new Map<string, number>();
+  const queue = [...sessions];
+  // A few reads in flight: one backward page of one event per session.
+  await Promise.all(Array.from({ length: Math.min(8, queue.length) }, async () => {
+    for (let s = queue.shift(); s !== undefined; s = queue.shift()) {
+      if (s.headSeq === undefined) { last.set(s.id, s.createdAt); continue; }
+      const r = await rpc.unary(rpc.client.listEvents, {
+        sessionId: s.id, fromSeq: undefined, direction: Direction.DIRECTION_BACKWARD, pageSize: 1, pageToken: '', types: [], dataFormat: DataFormat.DATA_FORMAT_JSON,
+      });
+      last.set(s.id, Math.max(s.createdAt, r.events[0]?.time ?? s.createdAt));
+    }
+  }));
+  return [...sessions].sort((a, b) => (last.get(b.id)! - last.get(a.id)!) || (b.createdAt - a.createdAt));
+}
 
 const del: Command = {
   name: 'delete',

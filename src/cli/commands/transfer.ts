@@ -11,7 +11,7 @@ import type { ClientWritableStream } from '@grpc/grpc-js';
 import type { ExportSessionResponse, ImportSessionRequest, ImportSessionResponse } from '../../../gen/palimpsest/v1/service.js';
 import type { Command } from '../command.js';
 import type { Rpc } from '../client.js';
-import type { Progress } from '../output.js';
+import { formatBytes, type Progress } from '../output.js';
 import { openInput } from './events.js';
 import { printId } from './sessions.js';
 
@@ -34,7 +34,7 @@ async function streamImport(rpc: Rpc, options: ImportSessionRequest['part'], inp
     for await (const chunk of input as AsyncIterable<Buffer>) {
       if (answered) break;
       if (!call.write({ part: { $case: 'chunk', value: chunk } })) await Promise.race([once(call, 'drain'), settled]);
-      progress.advance(chunk.length);
+      progress.advance(chunk.length, chunk);
     }
     call.end();
   };
@@ -43,13 +43,17 @@ async function streamImport(rpc: Rpc, options: ImportSessionRequest['part'], inp
     readError = e;
     call.cancel();
   });
+  let ok = false;
   try {
-    return await result;
+    const res = await result;
+    ok = true;
+    return res;
   } catch (e) {
     await pumping;
     throw readError ?? e;
   } finally {
-    progress.finish();
+    // The header line is not an event.
+    progress.finish(ok ? 'imported' : undefined, Math.max(0, progress.events - 1));
   }
 }
 
@@ -84,7 +88,7 @@ const importCmd: Command = {
 const exportCmd: Command = {
   name: 'export',
   summary: 'Writes a session as reference JSONL (streamed) to stdout or a file.',
-  details: 'With -o the file is written under a temporary name and renamed when complete, so a failed export leaves\nno partial file. With -o and --json, prints {"id","file","bytes"}.',
+  details: 'With -o the file is written under a temporary name and renamed when complete, so a failed export leaves\nno partial file. With -o, prints what it wrote (with --json {"id","file","bytes","lines"}; lines = event lines after the\nheader, packed chunk rows counting one).',
   positionals: [{ name: 'SESSION' }],
   options: {
     output: { type: 'string', short: 'o', value: 'FILE', help: 'write to FILE instead of stdout' },
@@ -102,22 +106,28 @@ const exportCmd: Command = {
     async function* chunks(source: AsyncIterable<ExportSessionResponse>): AsyncGenerator<Uint8Array> {
       for await (const msg of source) {
         bytes += msg.chunk.length;
-        progress.advance(msg.chunk.length);
+        progress.advance(msg.chunk.length, msg.chunk);
         yield msg.chunk;
       }
     }
+    let ok = false;
     try {
       // pipeline: backpressure from the output, and a failure on either side tears down both.
       await pipeline(stream, chunks, dest, { end: tmp !== undefined });
       if (tmp !== undefined && file !== undefined) renameSync(tmp, file);
+      ok = true;
     } catch (e) {
       stream.cancel();
       if (tmp !== undefined) rmSync(tmp, { force: true });
       throw e;
     } finally {
-      progress.finish();
+      // Lines are events plus the header line (packed chunk rows count as one line each).
+      progress.finish(ok && file === undefined ? 'exported' : undefined, Math.max(0, progress.events - 1));
     }
-    if (file !== undefined && out.json) await out.printJson({ id, file, bytes });
+    if (file === undefined) return;
+    const lines = Math.max(0, progress.events - 1);
+    if (out.json) await out.printJson({ id, file, bytes, lines });
+    else await out.write(`wrote ${file}: ${id}, ${lines.toLocaleString('en-US')} event lines, ${formatBytes(bytes)}\n`);
   },
 };
 

@@ -1,0 +1,312 @@
+"""A thin client over the generated SessionService stub.
+
+- Every failure is raised as :class:`PalimpsestError` with the ``google.rpc.Status`` details
+  decoded (``code``, ``reason``, ``metadata``, ``violations``).
+- UNAVAILABLE is retried by gRPC itself, from the service config the channel is created with
+  (``retries=False`` turns that off). Appends are only safe to retry because every append
+  carries an idempotency key: the caller's, or a fresh one generated per call, so a retried
+  request returns the original result instead of appending twice.
+- :meth:`Client.subscribe_surface` is an iterator that reconnects after a dropped connection or
+  a server restart and resumes from the last cursor it yielded, so no delta is lost or repeated.
+
+    from palimpsest.client import Client
+    from palimpsest import events as ev
+    with Client("127.0.0.1:50051") as c:
+        c.create_session("demo")
+        c.append("demo", [ev.user_message("hi")])
+        print(c.messages("demo"))
+"""
+from __future__ import annotations
+
+import ipaddress
+import json
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, Generator, Iterator, List, Mapping, Optional, Sequence, Tuple, TypeVar, Union
+
+import grpc
+
+from palimpsest.errors import PalimpsestError, Violation, decode_status
+from palimpsest.v1 import event_pb2, service_pb2, service_pb2_grpc, session_pb2
+
+__all__ = ["Client", "PalimpsestError", "SurfaceDelta", "TLS", "Violation", "decode_status", "SERVICE_CONFIG"]
+
+T = TypeVar("T")
+
+SERVICE = "palimpsest.v1.SessionService"
+
+#: The channel's service config: UNAVAILABLE (server restarting, connection dropped before the
+#: request was committed) is retried with exponential backoff, up to 5 attempts in ~3 s.
+SERVICE_CONFIG: Dict[str, Any] = {
+    "methodConfig": [{
+        "name": [{"service": SERVICE}],
+        "retryPolicy": {
+            "maxAttempts": 5,
+            "initialBackoff": "0.1s",
+            "maxBackoff": "2s",
+            "backoffMultiplier": 2,
+            "retryableStatusCodes": ["UNAVAILABLE"],
+        },
+    }],
+}
+
+
+@dataclass
+class TLS:
+    """TLS settings: ``ca`` (PEM file of the server's CA; None = system roots), and for mutual
+    TLS ``cert`` and ``key`` (PEM files)."""
+
+    ca: Optional[str] = None
+    cert: Optional[str] = None
+    key: Optional[str] = None
+
+
+@dataclass
+class SurfaceDelta:
+    """One message of a surface subscription.
+
+    ``op`` is ``"snapshot"`` (``seqs``), ``"append"`` (``seq``, ``event``), ``"replace"``
+    (``start``, ``end``, ``seq``, ``shadowed``, ``event``), or a signal: ``"checkpoint"``,
+    ``"caught_up"``, ``"heartbeat"``. ``cursor`` is the last seq processed (None before any
+    event); ``message`` the derived message as JSON when ``include_messages`` was set."""
+
+    op: str
+    cursor: Optional[int]
+    seq: Optional[int] = None
+    start: Optional[int] = None
+    end: Optional[int] = None
+    shadowed: List[int] = field(default_factory=list)
+    seqs: List[int] = field(default_factory=list)
+    event: Optional[event_pb2.SessionEvent] = None
+    message: Optional[Dict[str, Any]] = None
+
+
+def _is_loopback(host: str) -> bool:
+    host = host.strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _read(path: Optional[str]) -> Optional[bytes]:
+    if path is None:
+        return None
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def event_json(e: event_pb2.SessionEvent) -> Any:
+    """The event's data as JSON (reads return the canonical ``json`` form by default)."""
+    return json.loads(e.data.json) if e.data.WhichOneof("kind") == "json" else None
+
+
+class Client:
+    """A connection to a Palimpsest server.
+
+    ``address`` is ``HOST:PORT``; ``token`` a bearer token (refused in plaintext to a
+    non-loopback address, like the CLI); ``tls`` True (system roots), a :class:`TLS` or a
+    ``grpc.ChannelCredentials``; ``retries`` False to turn off the UNAVAILABLE retry policy;
+    ``timeout`` the deadline in seconds of each unary call; ``interceptors`` wrap the channel."""
+
+    def __init__(self, address: str, token: Optional[str] = None, tls: Union[None, bool, TLS, grpc.ChannelCredentials] = None,
+                 *, retries: bool = True, timeout: Optional[float] = 30.0,
+                 options: Sequence[Tuple[str, Any]] = (), interceptors: Sequence[Any] = ()):
+        host = address.rsplit(":", 1)[0] if ":" in address else address
+        if token and not tls and not _is_loopback(host):
+            raise ValueError(f"refusing to send a bearer token to {address} without TLS; pass tls=TLS(ca=...) or use a loopback address")
+        opts: List[Tuple[str, Any]] = [
+            ("grpc.max_receive_message_length", -1),
+            ("grpc.enable_retries", 1 if retries else 0),
+        ]
+        if retries:
+            opts.append(("grpc.service_config", json.dumps(SERVICE_CONFIG)))
+        opts += list(options)
+        if tls:
+            if isinstance(tls, grpc.ChannelCredentials):
+                creds = tls
+            else:
+                t = tls if isinstance(tls, TLS) else TLS()
+                creds = grpc.ssl_channel_credentials(_read(t.ca), _read(t.key), _read(t.cert))
+            channel = grpc.secure_channel(address, creds, options=opts)
+        else:
+            channel = grpc.insecure_channel(address, options=opts)
+        if interceptors:
+            channel = grpc.intercept_channel(channel, *interceptors)
+        self.address = address
+        self.channel: grpc.Channel = channel
+        self.stub = service_pb2_grpc.SessionServiceStub(channel)
+        self.timeout = timeout
+        self._metadata: Tuple[Tuple[str, str], ...] = (("authorization", f"Bearer {token}"),) if token else ()
+
+    # ------------------------------------------------------------ plumbing
+
+    def close(self) -> None:
+        """Closes the channel (ends every open subscription)."""
+        self.channel.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _call(self, method: Callable[..., T], request: Any) -> T:
+        try:
+            return method(request, timeout=self.timeout, metadata=self._metadata)
+        except grpc.RpcError as e:
+            raise PalimpsestError.from_rpc_error(e) from None
+
+    # ------------------------------------------------------------ sessions
+
+    def create_session(self, session_id: Optional[str] = None, labels: Optional[Mapping[str, str]] = None, *,
+                       strict: bool = False, cwd: Optional[str] = None) -> session_pb2.Session:
+        """Creates an empty session (``session_id`` None = a generated UUID) and returns it."""
+        req = service_pb2.CreateSessionRequest(session_id=session_id or "", labels=dict(labels or {}), strict=strict)
+        if cwd is not None:
+            req.cwd = cwd
+        return self._call(self.stub.CreateSession, req).session
+
+    def get_session(self, session_id: str) -> session_pb2.Session:
+        """The session header, labels and counts."""
+        return self._call(self.stub.GetSession, service_pb2.GetSessionRequest(session_id=session_id)).session
+
+    def head(self, session_id: str) -> int:
+        """Seq of the session's last event (-1 for an empty log): the ``expected_last_seq`` of a guarded append."""
+        s = self.get_session(session_id)
+        return s.head_seq if s.HasField("head_seq") else -1
+
+    def list_sessions(self, labels: Optional[Mapping[str, str]] = None, page_size: int = 0) -> Iterator[session_pb2.Session]:
+        """Every session (newest first), paging through ListSessions."""
+        token = ""
+        while True:
+            res = self._call(self.stub.ListSessions, service_pb2.ListSessionsRequest(
+                page_size=page_size, page_token=token, label_selector=dict(labels or {})))
+            yield from res.sessions
+            token = res.next_page_token
+            if not token:
+                return
+
+    def delete_session(self, session_id: str) -> None:
+        """Deletes a session and its log."""
+        self._call(self.stub.DeleteSession, service_pb2.DeleteSessionRequest(session_id=session_id))
+
+    # ------------------------------------------------------------ writes
+
+    def append(self, session_id: str, events: Sequence[event_pb2.EventInput], expected_last_seq: Optional[int] = None,
+               idempotency_key: Optional[str] = None) -> List[int]:
+        """Appends ``events`` as one atomic batch and returns their seqs.
+
+        ``expected_last_seq`` guards against concurrent writers (HEAD_MISMATCH when the head
+        moved; -1 = the session must be empty). Without an ``idempotency_key`` one is generated
+        for this call, so a retry after UNAVAILABLE cannot append the batch twice."""
+        req = service_pb2.AppendEventsRequest(session_id=session_id, events=list(events),
+                                              idempotency_key=idempotency_key or f"py-{uuid.uuid4()}")
+        if expected_last_seq is not None:
+            req.expected_last_seq = expected_last_seq
+        return list(self._call(self.stub.AppendEvents, req).seqs)
+
+    def repair(self, session_id: str) -> List[event_pb2.SessionEvent]:
+        """Appends the closers of an interrupted turn (nothing for a balanced log) and returns them."""
+        return list(self._call(self.stub.RepairSession, service_pb2.RepairSessionRequest(session_id=session_id)).events)
+
+    def fork(self, session_id: str, at_seq: Optional[int] = None, child_session_id: Optional[str] = None,
+             labels: Optional[Mapping[str, str]] = None) -> session_pb2.Session:
+        """Forks the session at a boundary seq (default: its last event) into a child session."""
+        req = service_pb2.ForkSessionRequest(session_id=session_id, child_session_id=child_session_id or "", labels=dict(labels or {}))
+        if at_seq is not None:
+            req.at_seq = at_seq
+        return self._call(self.stub.ForkSession, req).session
+
+    # ------------------------------------------------------------ reads
+
+    def get_surface(self, session_id: str) -> List[int]:
+        """The surface: ordered seqs of the model-visible events."""
+        return list(self._call(self.stub.GetSurface, service_pb2.GetSurfaceRequest(session_id=session_id)).seqs)
+
+    def messages(self, session_id: str, transcript: bool = False) -> List[Dict[str, Any]]:
+        """What the model sees next (the model history), or with ``transcript=True`` what a human
+        reads; each message as the JSON the reference stores (``id``, ``role``, ``content``, ``source``)."""
+        return [json.loads(m.message_json) for _, m in self.derived_messages(session_id, transcript)]
+
+    def derived_messages(self, session_id: str, transcript: bool = False) -> List[Tuple[int, service_pb2.DerivedMessage]]:
+        """(seq, DerivedMessage) pairs, for callers that need the seq each message came from."""
+        view = service_pb2.MESSAGE_VIEW_TRANSCRIPT if transcript else service_pb2.MESSAGE_VIEW_MODEL_HISTORY
+        res = self._call(self.stub.GetMessages, service_pb2.GetMessagesRequest(session_id=session_id, view=view))
+        return [(m.seq, m) for m in res.messages]
+
+    def events(self, session_id: str, after: Optional[int] = None, types: Sequence[str] = (),
+               page_size: int = 0) -> Iterator[event_pb2.SessionEvent]:
+        """Every event after seq ``after`` (default: from the start), paging through ListEvents."""
+        req = service_pb2.ListEventsRequest(session_id=session_id, page_size=page_size, types=list(types),
+                                            direction=service_pb2.DIRECTION_FORWARD)
+        if after is not None:
+            req.from_seq = after + 1
+        while True:
+            res = self._call(self.stub.ListEvents, req)
+            yield from res.events
+            if not res.next_page_token:
+                return
+            req = service_pb2.ListEventsRequest(session_id=session_id, page_token=res.next_page_token,
+                                                page_size=page_size, types=list(types), direction=service_pb2.DIRECTION_FORWARD)
+
+    # ------------------------------------------------------------ subscriptions
+
+    def subscribe_surface(self, session_id: str, after: Optional[int] = None, *, snapshot: bool = False,
+                          include_messages: bool = False, heartbeat_ms: int = 0, reconnect: bool = True,
+                          max_backoff: float = 5.0) -> Generator[SurfaceDelta, None, None]:
+        """Surface deltas from cursor ``after`` (None = from the start; ``snapshot`` = start with
+        the current surface), live until the caller stops iterating.
+
+        A dropped connection, a server restart or a shutdown (UNAVAILABLE) is followed by a
+        reconnect with backoff that resumes after the last cursor yielded (``reconnect=False``
+        raises instead); every other failure (the session was deleted: NOT_FOUND) is raised as
+        :class:`PalimpsestError`. Closing the iterator cancels the stream."""
+        cursor = after
+        first = True
+        backoff = 0.05
+        while True:
+            req = service_pb2.SubscribeSurfaceRequest(session_id=session_id, include_messages=include_messages,
+                                                      heartbeat_interval_ms=heartbeat_ms)
+            if first and snapshot:
+                req.snapshot = True
+            elif cursor is not None:
+                req.after_seq = cursor
+            first = False
+            call = self.stub.SubscribeSurface(req, metadata=self._metadata)
+            try:
+                for res in call:
+                    backoff = 0.05  # a message arrived: the connection is healthy again
+                    delta = _delta(res)
+                    if delta.cursor is not None:
+                        cursor = delta.cursor
+                    yield delta
+                return  # the server ended the stream cleanly (it never does while live)
+            except grpc.RpcError as e:
+                err = PalimpsestError.from_rpc_error(e)
+                if not reconnect or err.code != "UNAVAILABLE":
+                    raise err from None
+                # A shutdown names the cursor to resume from; it is never ahead of what we yielded.
+                time.sleep(backoff)
+                backoff = min(max_backoff, backoff * 2)
+            finally:
+                call.cancel()
+
+
+def _delta(res: service_pb2.SubscribeSurfaceResponse) -> SurfaceDelta:
+    cursor = res.cursor if res.HasField("cursor") else None
+    kind = res.WhichOneof("kind") or ""
+    event = res.event if res.HasField("event") else None
+    message = json.loads(res.message.message_json) if res.HasField("message") and res.message.message_json else None
+    if kind == "snapshot":
+        return SurfaceDelta("snapshot", cursor, seqs=list(res.snapshot.seqs))
+    if kind == "append":
+        return SurfaceDelta("append", cursor, seq=res.append.seq, event=event, message=message)
+    if kind == "replace":
+        r = res.replace
+        return SurfaceDelta("replace", cursor, seq=r.seq, start=r.start, end=r.end, shadowed=list(r.shadowed_seqs),
+                            event=event, message=message)
+    return SurfaceDelta(kind, cursor)

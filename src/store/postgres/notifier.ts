@@ -1,0 +1,84 @@
+/**
+ * Post-commit head hints: after a write commits, the store queues `(session, head)` here and one
+ * `SELECT pg_notify(...)` per event-loop turn sends every queued hint (the highest head per
+ * session), with at most one such statement in flight.
+ *
+ * Why after commit, in a statement of its own, rather than NOTIFY inside the append transaction:
+ * a transaction that notifies takes a cluster-wide lock on the notification queue from its
+ * pre-commit until its end, commit record flush included, so notifying appends would commit one
+ * at a time across every session and every replica (no group commit). Here the hint costs one
+ * small statement per turn, off the write path, and an acknowledgement never waits for it.
+ *
+ * Why only the session id and the head, never event data: NOTIFY payloads are limited to 8000
+ * bytes and the queue is shared by the whole cluster (a backlog stalls every listener of every
+ * database), so events travel through the table, read by seq (head-watch.ts).
+ *
+ * A hint lost here (the process dies between commit and NOTIFY, the database is unreachable) is
+ * covered by the watchers' slow poll.
+ */
+import type pg from 'pg';
+
+/** Payloads are at most 8000 bytes; ids are short (1-128 characters), so this never bites in practice. */
+const MAX_PAYLOAD_BYTES = 7999;
+
+/** Batches head hints into one pg_notify statement per turn. */
+export class HeadNotifier {
+  readonly #pool: pg.Pool;
+  readonly #channel: string;
+  #pending = new Map<string, number>();
+  #scheduled = false;
+  #inFlight: Promise<void> | undefined;
+  #closed = false;
+  /** Statements sent (tests, metrics). */
+  sent = 0;
+
+  constructor(pool: pg.Pool, channel: string) {
+    this.#pool = pool;
+    this.#channel = channel;
+  }
+
+  /** Queues a hint: session `sessionId` has head `head` (-1 = deleted). */
+  notify(sessionId: string, head: number): void {
+    if (this.#closed) return;
+    const known = this.#pending.get(sessionId);
+    // A deletion (-1) wins over any head; otherwise the highest head.
+    if (known === undefined || head < 0 || (known >= 0 && head > known)) this.#pending.set(sessionId, head);
+    this.#schedule();
+  }
+
+  /** Sends what is queued and stops. */
+  async close(): Promise<void> {
+    if (this.#inFlight !== undefined) await this.#inFlight;
+    if (this.#pending.size > 0) await this.#send();
+    this.#closed = true;
+  }
+
+  #schedule(): void {
+    if (this.#scheduled || this.#inFlight !== undefined) return;
+    this.#scheduled = true;
+    setImmediate(() => {
+      this.#scheduled = false;
+      if (this.#inFlight === undefined) this.#inFlight = this.#send().finally(() => {
+        this.#inFlight = undefined;
+        if (this.#pending.size > 0) this.#schedule();
+      });
+    });
+  }
+
+  async #send(): Promise<void> {
+    const batch = this.#pending;
+    this.#pending = new Map();
+    const payloads: string[] = [];
+    for (const [id, head] of batch) {
+      const payload = `${head} ${id}`;
+      if (Buffer.byteLength(payload) <= MAX_PAYLOAD_BYTES) payloads.push(payload);
+    }
+    if (payloads.length === 0) return;
+    try {
+      await this.#pool.query('SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p', [this.#channel, payloads]);
+      this.sent++;
+    } catch {
+      // Unreachable database or shutdown: the hint is lost, the watchers' poll covers it.
+    }
+  }
+}

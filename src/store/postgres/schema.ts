@@ -1,0 +1,299 @@
+/**
+ * The PostgreSQL schema of Palimpsest: every object lives in one PostgreSQL schema (`palimpsest`
+ * by default) so the store can share a database with other applications. The version is the one
+ * row of `<schema>.schema_version`; there is no migration: a database written by another schema
+ * version is refused at open, naming both versions (bump-and-reject, as for SQLite). Bump
+ * SCHEMA_VERSION on any change below.
+ *
+ * Layout:
+ * - sessions: one row per session, the row every write to the session locks (SELECT ... FOR
+ *   UPDATE), holding the head (`next_seq`), the `writer` token of the last committed write and the
+ *   counters. `pending_owner` is non-NULL while a streamed import is in progress (invisible to
+ *   readers); `lease_until` (ms since epoch) tells when another process may drop it.
+ *   `data_bytes` is what the session counts toward its tenant's byte quota (header and labels JSON
+ *   plus every event's data text, see storedSessionBytes in the port).
+ * - events: clustered by the primary key (session_id, seq): the unique key that makes a seq
+ *   impossible to store twice, whatever the app does. No foreign key (its per-row trigger would cost
+ *   more than the insert on a 100-event batch): every writer locks the session row first, and a
+ *   delete removes the row, the events and the keys in one transaction, so no event outlives its
+ *   session.
+ * - idempotency: one row per key, written in the transaction of the events it acknowledges.
+ * - tenants / tenant_bytes: the quota counters, updated in the same transaction as every create,
+ *   append, import chunk and delete. Sessions are counted per tenant on one row (creates and deletes
+ *   are rare); bytes are split over TENANT_SHARDS rows per tenant by a hash of the session id, so
+ *   appends to different sessions of one tenant do not all queue on one hot row lock held until
+ *   commit. A byte-quota check locks all of the tenant's shard rows (in shard order, no deadlock)
+ *   and is exact; appends of tenants without a byte quota touch only their own shard.
+ *
+ * Ids are COLLATE "C": they order by bytes, as in the other stores (list order, page tokens).
+ *
+ * The write paths are SQL functions (one statement, one round trip, one implicit transaction per
+ * call): the conditional checks and every write of a call commit together or not at all.
+ */
+
+/** The schema version this build reads and writes. */
+export const SCHEMA_VERSION = 1;
+
+/** Byte-counter rows per tenant (see the module comment). */
+export const TENANT_SHARDS = 16;
+
+/** A PostgreSQL schema name the store accepts (used unquoted in SQL). */
+export const SCHEMA_NAME_PATTERN = /^[a-z_][a-z0-9_]{0,62}$/;
+
+/** NOTIFY channel of a schema's head changes. */
+export function channelOf(schema: string): string {
+  return `${schema}_heads`;
+}
+
+/** Event columns as the write functions take them: one array per column (unnest). */
+const EVENT_ARGS = `p_seqs bigint[], p_types text[], p_times bigint[], p_data text[], p_sources text[], p_ops text[], p_ign boolean[]`;
+
+/** Inserts the events of the EVENT_ARGS arrays for session `p_id` (sources come as array literals). */
+const INSERT_EVENTS = (s: string): string => `
+    INSERT INTO ${s}.events (session_id, seq, type, time, data, source_event_seqs, surface_op, ignorable)
+    SELECT p_id, u.seq, u.type, u.time, u.data, u.src::bigint[], u.op, u.ign
+      FROM unnest(p_seqs, p_types, p_times, p_data, p_sources, p_ops, p_ign) AS u (seq, type, time, data, src, op, ign);`;
+
+/** Sets v_used to the tenant's stored bytes with every shard row locked (exact quota check). */
+const LOCK_TENANT_BYTES = (s: string): string => `
+      SELECT coalesce(sum(b.data_bytes), 0) INTO v_used
+        FROM (SELECT tb.data_bytes FROM ${s}.tenant_bytes tb WHERE tb.tenant = v_tenant ORDER BY tb.shard FOR UPDATE) AS b;`;
+
+/** Adds p_bytes to the session's shard of its tenant's byte counter. */
+const ADD_TENANT_BYTES = (s: string): string => `
+    IF p_bytes <> 0 THEN
+      INSERT INTO ${s}.tenant_bytes AS tb (tenant, shard, data_bytes) VALUES (v_tenant, (hashtext(p_id) & ${TENANT_SHARDS - 1}), p_bytes)
+        ON CONFLICT (tenant, shard) DO UPDATE SET data_bytes = tb.data_bytes + EXCLUDED.data_bytes;
+    END IF;`;
+
+/** The DDL of a fresh schema `s` (created before, unless the operator did), run in one transaction. */
+export function schemaSql(s: string): string {
+  return `
+CREATE TABLE ${s}.schema_version (version integer NOT NULL);
+INSERT INTO ${s}.schema_version (version) VALUES (${SCHEMA_VERSION});
+
+CREATE TABLE ${s}.sessions (
+  id               text    COLLATE "C" NOT NULL PRIMARY KEY,
+  version          integer NOT NULL,
+  created_at       bigint  NOT NULL,
+  cwd              text,
+  parent_session   text,
+  seed_length      bigint,
+  origin           text,
+  delegation_depth bigint,
+  agent_preset     text,
+  labels           jsonb   NOT NULL DEFAULT '{}' CHECK (jsonb_typeof(labels) = 'object'),
+  tenant           text    NOT NULL DEFAULT '',
+  strict           boolean NOT NULL DEFAULT false,
+  pairing_guard    boolean NOT NULL DEFAULT false,
+  pending_owner    text,
+  lease_until      bigint,
+  next_seq         bigint  NOT NULL DEFAULT 0,
+  event_count      bigint  NOT NULL DEFAULT 0,
+  data_bytes       bigint  NOT NULL DEFAULT 0,
+  writer           text    NOT NULL
+);
+CREATE INDEX sessions_by_age ON ${s}.sessions (created_at DESC, id DESC) WHERE pending_owner IS NULL;
+CREATE INDEX sessions_by_tenant_age ON ${s}.sessions (tenant, created_at DESC, id DESC) WHERE pending_owner IS NULL;
+CREATE INDEX sessions_pending ON ${s}.sessions (lease_until) WHERE pending_owner IS NOT NULL;
+
+CREATE TABLE ${s}.events (
+  session_id        text    COLLATE "C" NOT NULL,
+  seq               bigint  NOT NULL,
+  type              text    NOT NULL,
+  time              bigint  NOT NULL,
+  data              text    NOT NULL,
+  source_event_seqs bigint[],
+  surface_op        text,
+  ignorable         boolean CHECK (ignorable IS NULL OR ignorable),
+  PRIMARY KEY (session_id, seq)
+);
+
+CREATE TABLE ${s}.idempotency (
+  session_id     text   COLLATE "C" NOT NULL,
+  key            text   NOT NULL,
+  request_hash   text   NOT NULL,
+  seqs           bigint[] NOT NULL,
+  surface_length bigint NOT NULL,
+  created_at     bigint NOT NULL,
+  PRIMARY KEY (session_id, key)
+);
+
+CREATE TABLE ${s}.tenants (
+  tenant        text   NOT NULL PRIMARY KEY,
+  session_count bigint NOT NULL DEFAULT 0
+);
+
+CREATE TABLE ${s}.tenant_bytes (
+  tenant     text     NOT NULL,
+  shard      smallint NOT NULL,
+  data_bytes bigint   NOT NULL DEFAULT 0,
+  PRIMARY KEY (tenant, shard)
+);
+
+-- The conditional append. Order of checks: unknown session, used idempotency key (the stored
+-- result), moved head or writer token (conflict), byte quota; then every write. The session row
+-- lock serialises writers of one session across every replica, and the check happens under it.
+CREATE FUNCTION ${s}.append(
+  p_id text, p_expected_next bigint, p_expected_writer text, p_writer text, ${EVENT_ARGS},
+  p_bytes bigint, p_key text, p_hash text, p_surface_length bigint,
+  p_max_bytes bigint, p_now bigint
+) RETURNS TABLE (outcome text, head bigint, r_hash text, r_seqs bigint[], r_surface bigint, q_limit bigint, q_actual bigint)
+LANGUAGE plpgsql AS $fn$
+DECLARE
+  v_next bigint; v_writer text; v_tenant text; v_used bigint;
+  v_n integer := coalesce(cardinality(p_seqs), 0);
+BEGIN
+  SELECT s.next_seq, s.writer, s.tenant INTO v_next, v_writer, v_tenant
+    FROM ${s}.sessions s WHERE s.id = p_id AND s.pending_owner IS NULL FOR UPDATE;
+  IF NOT FOUND THEN
+    outcome := 'not-found'; RETURN NEXT; RETURN;
+  END IF;
+  IF p_key IS NOT NULL THEN
+    SELECT i.request_hash, i.seqs, i.surface_length INTO r_hash, r_seqs, r_surface
+      FROM ${s}.idempotency i WHERE i.session_id = p_id AND i.key = p_key;
+    IF FOUND THEN
+      outcome := 'duplicate'; RETURN NEXT; RETURN;
+    END IF;
+  END IF;
+  IF v_next <> p_expected_next OR v_writer <> p_expected_writer THEN
+    outcome := 'conflict'; head := v_next; RETURN NEXT; RETURN;
+  END IF;
+  IF v_n > 0 AND p_seqs[1] < v_next THEN
+    RAISE EXCEPTION 'session %: first seq % is below the head %', p_id, p_seqs[1], v_next USING ERRCODE = 'P0001';
+  END IF;
+  IF p_max_bytes > 0 THEN
+    ${LOCK_TENANT_BYTES(s)}
+    IF v_used + p_bytes > p_max_bytes THEN
+      outcome := 'quota-exceeded'; q_limit := p_max_bytes; q_actual := v_used + p_bytes; RETURN NEXT; RETURN;
+    END IF;
+  END IF;
+  ${INSERT_EVENTS(s)}
+  IF v_n > 0 THEN v_next := p_seqs[v_n] + 1; END IF;
+  UPDATE ${s}.sessions SET next_seq = v_next, event_count = event_count + v_n, data_bytes = data_bytes + p_bytes, writer = p_writer
+    WHERE id = p_id;
+  ${ADD_TENANT_BYTES(s)}
+  IF p_key IS NOT NULL THEN
+    INSERT INTO ${s}.idempotency (session_id, key, request_hash, seqs, surface_length, created_at)
+      VALUES (p_id, p_key, p_hash, coalesce(p_seqs, '{}'), p_surface_length, p_now);
+  END IF;
+  outcome := 'appended'; head := v_next; RETURN NEXT;
+END
+$fn$;
+
+-- Several appends of one session in one transaction (the calls a replica had queued for the
+-- session while its previous transaction ran), in order, each with exactly the checks of append:
+-- call i has p_counts[i] events, taken in order from the flattened event arrays. One row per call.
+CREATE FUNCTION ${s}.append_batch(
+  p_id text, p_counts integer[], p_expected_next bigint[], p_expected_writer text[], p_writer text[], ${EVENT_ARGS},
+  p_bytes bigint[], p_key text[], p_hash text[], p_surface_length bigint[], p_max_bytes bigint[], p_now bigint
+) RETURNS TABLE (outcome text, head bigint, r_hash text, r_seqs bigint[], r_surface bigint, q_limit bigint, q_actual bigint)
+LANGUAGE plpgsql AS $fn$
+DECLARE
+  v_from integer := 1; v_to integer;
+BEGIN
+  FOR i IN 1 .. cardinality(p_counts) LOOP
+    v_to := v_from + p_counts[i] - 1;
+    RETURN QUERY SELECT * FROM ${s}.append(p_id, p_expected_next[i], p_expected_writer[i], p_writer[i],
+      p_seqs[v_from:v_to], p_types[v_from:v_to], p_times[v_from:v_to], p_data[v_from:v_to], p_sources[v_from:v_to],
+      p_ops[v_from:v_to], p_ign[v_from:v_to], p_bytes[i], p_key[i], p_hash[i], p_surface_length[i], p_max_bytes[i], p_now);
+    v_from := v_to + 1;
+  END LOOP;
+END
+$fn$;
+
+-- Creates a session with its initial log. The tenant row lock serialises the tenant's creates
+-- (exact session quota across replicas); pending (importing) sessions count too.
+CREATE FUNCTION ${s}.create_session(
+  p_id text, p_version integer, p_created_at bigint, p_cwd text, p_parent text, p_seed_length bigint, p_origin text,
+  p_depth bigint, p_preset text, p_labels jsonb, p_tenant text, p_strict boolean, p_pairing boolean,
+  p_owner text, p_lease bigint, p_writer text, ${EVENT_ARGS}, p_bytes bigint,
+  p_max_sessions bigint, p_max_bytes bigint
+) RETURNS TABLE (outcome text, q_name text, q_limit bigint, q_actual bigint)
+LANGUAGE plpgsql AS $fn$
+DECLARE
+  v_tenant text := p_tenant; v_count bigint; v_used bigint;
+  v_n integer := coalesce(cardinality(p_seqs), 0);
+BEGIN
+  IF EXISTS (SELECT 1 FROM ${s}.sessions WHERE id = p_id) THEN
+    outcome := 'exists'; RETURN NEXT; RETURN;
+  END IF;
+  INSERT INTO ${s}.tenants (tenant) VALUES (v_tenant) ON CONFLICT (tenant) DO NOTHING;
+  SELECT t.session_count INTO v_count FROM ${s}.tenants t WHERE t.tenant = v_tenant FOR UPDATE;
+  IF p_max_sessions > 0 AND v_count >= p_max_sessions THEN
+    outcome := 'quota-exceeded'; q_name := 'tenant_max_sessions'; q_limit := p_max_sessions; q_actual := v_count; RETURN NEXT; RETURN;
+  END IF;
+  IF p_max_bytes > 0 THEN
+    ${LOCK_TENANT_BYTES(s)}
+    IF v_used + p_bytes > p_max_bytes THEN
+      outcome := 'quota-exceeded'; q_name := 'tenant_max_bytes'; q_limit := p_max_bytes; q_actual := v_used + p_bytes; RETURN NEXT; RETURN;
+    END IF;
+  END IF;
+  INSERT INTO ${s}.sessions (id, version, created_at, cwd, parent_session, seed_length, origin, delegation_depth, agent_preset,
+      labels, tenant, strict, pairing_guard, pending_owner, lease_until, next_seq, event_count, data_bytes, writer)
+    VALUES (p_id, p_version, p_created_at, p_cwd, p_parent, p_seed_length, p_origin, p_depth, p_preset,
+      p_labels, v_tenant, p_strict, p_pairing, p_owner, p_lease, CASE WHEN v_n > 0 THEN p_seqs[v_n] + 1 ELSE 0 END, v_n,
+      p_bytes, p_writer)
+    ON CONFLICT (id) DO NOTHING;
+  IF NOT FOUND THEN
+    -- Created meanwhile by a session of another tenant (ours holds the tenant lock).
+    outcome := 'exists'; RETURN NEXT; RETURN;
+  END IF;
+  ${INSERT_EVENTS(s)}
+  UPDATE ${s}.tenants SET session_count = session_count + 1 WHERE tenant = v_tenant;
+  ${ADD_TENANT_BYTES(s)}
+  outcome := 'created'; RETURN NEXT;
+END
+$fn$;
+
+-- Appends an import chunk to a pending session owned by p_owner and renews its lease.
+CREATE FUNCTION ${s}.append_pending(
+  p_id text, p_owner text, p_lease bigint, ${EVENT_ARGS}, p_bytes bigint, p_max_bytes bigint
+) RETURNS TABLE (outcome text, owner text, q_limit bigint, q_actual bigint)
+LANGUAGE plpgsql AS $fn$
+DECLARE
+  v_next bigint; v_tenant text; v_used bigint;
+  v_n integer := coalesce(cardinality(p_seqs), 0);
+BEGIN
+  SELECT s.next_seq, s.tenant INTO v_next, v_tenant
+    FROM ${s}.sessions s WHERE s.id = p_id AND s.pending_owner = p_owner FOR UPDATE;
+  IF NOT FOUND THEN
+    -- Gone, or owned by another importer (named for the error).
+    SELECT s.pending_owner INTO owner FROM ${s}.sessions s WHERE s.id = p_id;
+    outcome := 'not-found'; RETURN NEXT; RETURN;
+  END IF;
+  IF v_n > 0 AND p_seqs[1] < v_next THEN
+    RAISE EXCEPTION 'session %: first seq % is below the head %', p_id, p_seqs[1], v_next USING ERRCODE = 'P0001';
+  END IF;
+  IF p_max_bytes > 0 THEN
+    ${LOCK_TENANT_BYTES(s)}
+    IF v_used + p_bytes > p_max_bytes THEN
+      outcome := 'quota-exceeded'; q_limit := p_max_bytes; q_actual := v_used + p_bytes; RETURN NEXT; RETURN;
+    END IF;
+  END IF;
+  ${INSERT_EVENTS(s)}
+  IF v_n > 0 THEN v_next := p_seqs[v_n] + 1; END IF;
+  UPDATE ${s}.sessions SET next_seq = v_next, event_count = event_count + v_n, data_bytes = data_bytes + p_bytes, lease_until = p_lease
+    WHERE id = p_id;
+  ${ADD_TENANT_BYTES(s)}
+  outcome := 'appended'; RETURN NEXT;
+END
+$fn$;
+
+-- Deletes a session (visible or pending) with its events, keys and counter shares.
+CREATE FUNCTION ${s}.delete_session(p_id text) RETURNS boolean
+LANGUAGE plpgsql AS $fn$
+DECLARE
+  v_tenant text; v_bytes bigint;
+BEGIN
+  DELETE FROM ${s}.sessions WHERE id = p_id RETURNING tenant, data_bytes INTO v_tenant, v_bytes;
+  IF NOT FOUND THEN RETURN false; END IF;
+  DELETE FROM ${s}.events WHERE session_id = p_id;
+  DELETE FROM ${s}.idempotency WHERE session_id = p_id;
+  UPDATE ${s}.tenants SET session_count = session_count - 1 WHERE tenant = v_tenant;
+  UPDATE ${s}.tenant_bytes SET data_bytes = data_bytes - v_bytes WHERE tenant = v_tenant AND shard = (hashtext(p_id) & ${TENANT_SHARDS - 1});
+  RETURN true;
+END
+$fn$;
+`;
+}

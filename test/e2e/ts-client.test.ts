@@ -1,0 +1,241 @@
+/**
+ * The TypeScript client entry point `palimpsest/client` (issue #18) against a real server: typed
+ * event builders that produce what the engine accepts, decoded errors (each rejection leaving the
+ * log untouched), idempotent appends, UNAVAILABLE retries from the service config, and a surface
+ * subscription that resumes by itself after dropped connections; plus the package export itself.
+ */
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { InterceptingCall, type InterceptorOptions, type NextCall } from '@grpc/grpc-js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { PalimpsestClient, PalimpsestError, events as ev, type SurfaceDelta } from '../../src/client/index.js';
+import { ensureBuilt, ROOT } from '../support/server-process.js';
+import { startTestServer, type TestServer } from '../support/test-server.js';
+import { TcpProxy } from '../support/tcp-proxy.js';
+import { run } from '../support/toolchains.js';
+
+const json = (e: { data?: { kind?: { $case: string; value: unknown } } | undefined }): unknown =>
+  e.data?.kind?.$case === 'json' ? JSON.parse(e.data.kind.value as string) : undefined;
+
+async function rejection(p: Promise<unknown>): Promise<PalimpsestError> {
+  try {
+    await p;
+  } catch (e) {
+    expect(e).toBeInstanceOf(PalimpsestError);
+    return e as PalimpsestError;
+  }
+  throw new Error('expected the call to fail');
+}
+
+/** Next delta that is not a signal. */
+async function next(it: AsyncIterator<SurfaceDelta>, op: SurfaceDelta['op']): Promise<SurfaceDelta> {
+  for (;;) {
+    const r = await it.next();
+    if (r.done) throw new Error('subscription ended');
+    if (r.value.op === 'heartbeat' || r.value.op === 'caught_up' || r.value.op === 'checkpoint') continue;
+    expect(r.value.op).toBe(op);
+    return r.value;
+  }
+}
+
+describe('palimpsest/client (TypeScript)', () => {
+  let ts: TestServer;
+  let c: PalimpsestClient;
+  let n = 0;
+  const sid = (): string => `ts-${++n}`;
+  beforeAll(async () => {
+    ts = await startTestServer();
+    c = new PalimpsestClient(ts.server.address);
+  });
+  afterAll(async () => {
+    c?.close();
+    await ts?.stop();
+  });
+
+  it('a turn built with the event builders is accepted and derives the expected messages', async () => {
+    const id = sid();
+    expect((await c.createSession(id, { labels: { client: 'ts' } })).labels).toEqual({ client: 'ts' });
+    const chunks = ev.textChunks(1, 1, 'Let me look.', { parts: 2 });
+    const batch = [ev.turnStart(1), ev.stepStart(1, 1), ev.userMessage('What is here?', { id: 'u1' }), ...chunks];
+    batch.push(ev.assistantMessage('Let me look.', {
+      turn: 1, step: 1, provider: 'p', model: 'm', id: 'a1', toolCalls: [{ id: 'c1', name: 'ls', arguments: '{}' }],
+      usage: { inputTokens: 10, outputTokens: 3 }, cites: [3, 4, 5, 6],
+    }));
+    const callSeq = batch.length;
+    batch.push(ev.toolCall('c1', 'ls', '{}', { turn: 1, step: 1 }));
+    batch.push(ev.toolResult('c1', 'README.md', { turn: 1, step: 1, id: 'r1', callSeq }), ev.stepEnd(1, 1), ev.turnEnd(1));
+    expect(await c.append(id, batch, { expectedLastSeq: -1 })).toEqual(batch.map((_, i) => i));
+    expect(await c.getSurface(id)).toEqual([2, 7, 9]);
+    expect(await c.messages(id)).toEqual([
+      { id: 'u1', role: 'user', content: [{ type: 'text', text: 'What is here?' }], source: { kind: 'user' } },
+      { id: 'a1', role: 'assistant', source: { kind: 'model', provider: 'p', model: 'm' },
+        content: [{ type: 'text', text: 'Let me look.' }, { type: 'tool-call', id: 'c1', name: 'ls', arguments: '{}' }] },
+      { id: 'r1', role: 'user', source: { kind: 'tool', callId: 'c1' },
+        content: [{ type: 'tool-result', toolCallId: 'c1', content: [{ type: 'text', text: 'README.md' }] }] },
+    ]);
+    const events = [];
+    for await (const e of c.events(id)) events.push(e);
+    expect(json(events[3]!)).toEqual({ turn: 1, step: 1, chunk: { type: 'block-start', index: 0, blockType: 'text' } });
+    expect(events[9]!.sourceEventSeqs?.seqs).toEqual([8]);
+    expect(json(events[11]!)).toEqual({ turn: 1, reason: { kind: 'completed' } });
+    // A prune keeps the id and replaces the original.
+    await c.append(id, [ev.event('compaction/prune', { shadowedRange: { start: 9, end: 9 }, shadowedSeqs: [9], shadowedTokenCount: 2 }),
+      ev.toolResult('c1', '[pruned]', { turn: 1, step: 1, id: 'r1', replace: [9, 9], cites: [9] })]);
+    expect(await c.getSurface(id)).toEqual([2, 7, 13]);
+    expect((await c.messages(id, { transcript: true })).length).toBe(3);
+  });
+
+  it('HEAD_MISMATCH is decoded and leaves the log untouched; the right head is accepted', async () => {
+    const id = sid();
+    await c.createSession(id);
+    await c.append(id, [ev.userMessage('one')], { expectedLastSeq: -1 });
+    const e = await rejection(c.append(id, [ev.userMessage('two')], { expectedLastSeq: -1 }));
+    expect(e).toMatchObject({ code: 'FAILED_PRECONDITION', reason: 'HEAD_MISMATCH', metadata: { expected: '-1', actual: '0' } });
+    expect(e.violations).toEqual([expect.objectContaining({ kind: 'precondition', type: 'HEAD_MISMATCH' })]);
+    expect(e.toJSON()).toMatchObject({ code: 'FAILED_PRECONDITION', reason: 'HEAD_MISMATCH' });
+    expect(await c.head(id)).toBe(0);
+    expect(await c.append(id, [ev.userMessage('two')], { expectedLastSeq: 0 })).toEqual([1]);
+  });
+
+  it('a bad batch names the failing event; nothing is appended', async () => {
+    const id = sid();
+    await c.createSession(id);
+    const e = await rejection(c.append(id, [ev.userMessage('ok'), ev.event('turn/start', { turn: 1 }, { append: true })]));
+    expect(e).toMatchObject({ code: 'INVALID_ARGUMENT', reason: 'SURFACE_OP_FORBIDDEN', metadata: { index: '1' } });
+    expect(e.violations).toEqual([expect.objectContaining({ kind: 'field', field: 'events[1]' })]);
+    expect(await c.head(id)).toBe(-1);
+    expect(await c.append(id, [ev.userMessage('ok'), ev.turnStart(1)])).toEqual([0, 1]);
+    expect((await rejection(c.getSurface('ts-none'))).reason).toBe('SESSION_NOT_FOUND');
+  });
+
+  it('every append carries an idempotency key; a repeated request is answered from the stored result', async () => {
+    const keys: string[] = [];
+    const recorder = (options: InterceptorOptions, nextCall: NextCall): InterceptingCall => new InterceptingCall(nextCall(options), {
+      sendMessage(m: { idempotencyKey?: unknown }, send: (m: unknown) => void) {
+        if (typeof m.idempotencyKey === 'string') keys.push(m.idempotencyKey);
+        send(m);
+      },
+    });
+    const rc = new PalimpsestClient(ts.server.address, { interceptors: [recorder] });
+    const id = sid();
+    await rc.createSession(id);
+    await rc.append(id, [ev.userMessage('a')]);
+    await rc.append(id, [ev.userMessage('b')]);
+    expect(keys.length).toBe(2);
+    expect(keys[0]).not.toBe(keys[1]);
+    const batch = [ev.userMessage('c')];
+    expect(await rc.append(id, batch, { idempotencyKey: 'k' })).toEqual([2]);
+    expect(await rc.append(id, batch, { idempotencyKey: 'k' })).toEqual([2]);
+    expect(keys.slice(2)).toEqual(['k', 'k']);
+    expect(await rc.head(id)).toBe(2);
+    expect((await rejection(rc.append(id, [ev.userMessage('d')], { idempotencyKey: 'k' }))).reason).toBe('IDEMPOTENCY_KEY_REUSED');
+    expect(await rc.head(id)).toBe(2);
+    rc.close();
+  });
+
+  it('UNAVAILABLE is retried by the service config (and reaches the caller with retries off)', async () => {
+    const proxy = await TcpProxy.start(ts.server.address);
+    const fast = { 'grpc.initial_reconnect_backoff_ms': 50, 'grpc.min_reconnect_backoff_ms': 50, 'grpc.max_reconnect_backoff_ms': 200 };
+    try {
+      const rc = new PalimpsestClient(proxy.address, { channelOptions: fast });
+      proxy.refuse = 1;
+      const id = sid();
+      await rc.createSession(id);
+      expect(proxy.accepted).toBeGreaterThanOrEqual(2);
+      rc.close();
+      const plain = new PalimpsestClient(proxy.address, { retries: false, channelOptions: fast });
+      proxy.refuse = 1;
+      expect((await rejection(plain.getSurface(id))).code).toBe('UNAVAILABLE');
+      plain.close();
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it('subscribeSurface resumes after dropped connections with no gap or duplicate', async () => {
+    const id = sid();
+    await c.createSession(id);
+    await c.append(id, [ev.userMessage('before')]);
+    const proxy = await TcpProxy.start(ts.server.address);
+    const sub = new PalimpsestClient(proxy.address);
+    try {
+      const it = sub.subscribeSurface(id, { includeMessages: true })[Symbol.asyncIterator]();
+      const first = await next(it, 'append');
+      expect(first).toMatchObject({ op: 'append', seq: 0, cursor: 0, message: { content: [{ type: 'text', text: 'before' }] } });
+      const seen: number[] = [];
+      for (let round = 0; round < 3; round++) {
+        const seqs = await c.append(id, [0, 1, 2].map((i) => ev.userMessage(`r${round}-${i}`)));
+        for (const s of seqs) {
+          const d = await next(it, 'append');
+          expect(d).toMatchObject({ seq: s, cursor: s });
+          seen.push(s);
+        }
+        expect(proxy.drop()).toBeGreaterThan(0);
+      }
+      const head = await c.head(id);
+      await c.append(id, [ev.userMessage('summary', { source: { kind: 'plugin', plugin: 'compact' }, replace: [0, 3], cites: [0, 1, 2, 3] })]);
+      expect(await next(it, 'replace')).toMatchObject({ seq: head + 1, start: 0, end: 3, shadowed: [0, 1, 2, 3] });
+      await it.return?.(undefined);
+      expect(seen).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9]);
+      expect(proxy.accepted).toBeGreaterThanOrEqual(4);
+    } finally {
+      sub.close();
+      await proxy.close();
+    }
+  });
+
+  it('subscribeSurface with reconnect: false ends with UNAVAILABLE; a deleted session ends it with NOT_FOUND', async () => {
+    const id = sid();
+    await c.createSession(id);
+    const proxy = await TcpProxy.start(ts.server.address);
+    const sub = new PalimpsestClient(proxy.address);
+    try {
+      const it = sub.subscribeSurface(id, { reconnect: false })[Symbol.asyncIterator]();
+      expect((await it.next()).value).toMatchObject({ op: 'caught_up' });
+      proxy.drop();
+      expect((await rejection(next(it, 'append'))).code).toBe('UNAVAILABLE');
+    } finally {
+      sub.close();
+      await proxy.close();
+    }
+    const it2 = c.subscribeSurface(id, { snapshot: true })[Symbol.asyncIterator]();
+    expect((await it2.next()).value).toEqual({ op: 'snapshot', cursor: undefined, seqs: [] });
+    expect((await it2.next()).value).toMatchObject({ op: 'caught_up' });
+    await c.deleteSession(id);
+    expect(await rejection(next(it2, 'append'))).toMatchObject({ code: 'NOT_FOUND', reason: 'SESSION_NOT_FOUND' });
+  });
+
+  it('an aborted signal ends the iteration quietly', async () => {
+    const id = sid();
+    await c.createSession(id);
+    const ac = new AbortController();
+    const got: string[] = [];
+    for await (const d of c.subscribeSurface(id, { signal: ac.signal })) {
+      got.push(d.op);
+      if (d.op === 'caught_up') ac.abort();
+    }
+    expect(got).toEqual(['caught_up']);
+  });
+
+  it('the package exports palimpsest/client (built, resolved by package name)', async () => {
+    ensureBuilt();
+    const script = `
+      import { PalimpsestClient, events, PalimpsestError } from 'palimpsest/client';
+      const c = new PalimpsestClient(process.argv[1]);
+      await c.createSession('ts-export');
+      const seqs = await c.append('ts-export', [events.userMessage('hi', { id: 'u1' })]);
+      let code = '';
+      try { await c.append('ts-export', [events.userMessage('x')], { expectedLastSeq: -1 }); } catch (e) { code = e instanceof PalimpsestError ? e.reason : String(e); }
+      console.log(JSON.stringify({ seqs, messages: await c.messages('ts-export'), code }));
+      c.close();`;
+    // Not spawnSync: the server runs in this process and must keep answering.
+    const r = await run(process.execPath, ['--input-type=module', '-e', script, ts.server.address], { cwd: ROOT, timeoutMs: 30_000 });
+    expect(r.code, r.stderr).toBe(0);
+    expect(JSON.parse(r.stdout)).toEqual({
+      seqs: [0], code: 'HEAD_MISMATCH',
+      messages: [{ id: 'u1', role: 'user', content: [{ type: 'text', text: 'hi' }], source: { kind: 'user' } }],
+    });
+    // The types are published too.
+    expect(existsSync(join(ROOT, 'dist/src/client/index.d.ts'))).toBe(true);
+  });
+});
