@@ -33,6 +33,7 @@ const BENCHES = [
   { name: 'sqlite', file: 'sqlite.bench.ts', title: 'SQLite store' },
   { name: 'fanout', file: 'fanout.bench.ts', title: 'Fan-out (subscriptions)' },
   { name: 'viewer', file: 'viewer.bench.ts', title: 'Viewer (headless Chromium)' },
+  { name: 'provider', file: 'provider.bench.ts', title: 'Provider-safe surfaces (compaction planning, time travel)' },
   { name: 'server', file: 'server.bench.ts', title: 'Server (gRPC)' },
   { name: 'postgres', file: 'postgres.bench.ts', title: 'PostgreSQL store (replicas)' },
 ];

@@ -8,12 +8,15 @@ What it does, in the order an agent loop would:
      chunks (with a tool call), tool/call, tool/result citing the call, step/end, turn/end.
      Messages use the typed EventData forms (user_message / assistant_message / tool_result);
      the other events are canonical JSON.
-  3. Compaction of turn 1: compaction/start, compaction/summary, then a user/message that
-     replaces turn 1's surface nodes and cites every shadowed seq, compaction/end.
-  4. Prune of turn 2's long tool result: compaction/prune, then a tool/result replace that is
-     identical except for the inner tool-result content. A concurrent writer appends first, so
-     the guarded append fails with FAILED_PRECONDITION / HEAD_MISMATCH; the agent decodes the
-     google.rpc.Status details, re-reads the head with GetSession and retries.
+  3. Compaction of turn 1, server-side: PlanCompaction up to turn 1's tool result (the plan
+     never separates a tool call from its result), then Compact with the plan's range, head and
+     the summary; the server writes compaction/start, compaction/summary, the replacing
+     user/message (citing every shadowed seq) and compaction/end.
+  4. Prune of turn 2's long tool result, server-side (PruneToolResults: compaction/prune, then a
+     tool/result copy identical except for the inner content), conditional on the head the agent
+     knows. A concurrent writer appends first, so the call fails with FAILED_PRECONDITION /
+     HEAD_MISMATCH; the agent decodes the google.rpc.Status details, re-reads the head with
+     GetSession and retries.
   5. GetMessages(MODEL_HISTORY): what the model sees next.
 Prints one JSON summary on stdout.
 
@@ -214,61 +217,43 @@ def main() -> int:
         agent.append(t2.events)
         out["turns"] = [t1.seqs, t2.seqs]
 
-        # Compaction: replace turn 1's surface nodes (user, assistant, tool result) with a summary.
-        surface = list(stub.GetSurface(svc.GetSurfaceRequest(session_id=session_id)).seqs)
-        shadowed = surface[: surface.index(t1.seqs["tool"]) + 1]
-        comp_id = f"cmp-{uuid.uuid4()}"
-        summary_text = "Summary: the user asked what is in the repo; it holds README.md, src/ and test/."
-        start_seq = agent.head + 1
-        summary_seq = agent.head + 2
-        checkpoint = c.Message(
-            id=f"compact-{comp_id}", role="user",
-            content=[text("<conversation-summary>"), text(summary_text), text("</conversation-summary>")],
-            source=c.MessageSource(plugin=c.PluginSource(plugin="compact", fields_json=json.dumps({"compactionId": comp_id}))))
-        res = agent.append([
-            js("compaction/start", {"compactionId": comp_id, "turn": None}),
-            js("compaction/summary", {
-                "compactionId": comp_id, "summary": [{"type": "text", "text": summary_text}],
-                "shadowedRange": {"start": shadowed[0], "end": shadowed[-1]}, "shadowedSeqs": shadowed,
-                "shadowedTokenCount": 420, "provider": PROVIDER, "model": MODEL}),
-            ev.EventInput(type="user/message", data=ev.EventData(user_message=checkpoint),
-                          source_event_seqs=cites(start_seq, summary_seq, *shadowed),
-                          replace=replace(shadowed[0], shadowed[-1])),
-            js("compaction/end", {"compactionId": comp_id, "turn": None}),
-        ])
-        out["compaction"] = {"shadowed": shadowed, "replacementSeq": res.seqs[2], "summarySeq": summary_seq}
+        # Compaction, server-side: plan up to turn 1's tool result (the plan never separates a tool
+        # call from its result), summarise the planned messages, then Compact with the plan's range
+        # and head. The server writes compaction/start, compaction/summary, the replacing
+        # user/message and compaction/end with the right citations.
+        plan = stub.PlanCompaction(svc.PlanCompactionRequest(session_id=session_id, up_to_seq=t1.seqs["tool"]))
+        if plan.blockers:
+            raise SystemExit(f"compaction blocked: {plan.blockers[0].reason}: {plan.blockers[0].description}")
+        summary_text = f"Summary of {len(plan.messages)} messages: the user asked what is in the repo; it holds README.md, src/ and test/."
+        res = stub.Compact(svc.CompactRequest(
+            session_id=session_id, start=plan.start, end=plan.end, expected_last_seq=plan.expected_last_seq,
+            summary_text=summary_text, provider=PROVIDER, model=MODEL, usage=c.TokenUsage(input_tokens=400, output_tokens=30)))
+        agent.head = res.seqs[-1]
+        out["compaction"] = {"shadowed": list(plan.shadowed_seqs), "replacementSeq": res.seqs[2], "summarySeq": res.seqs[1],
+                             "shadowedTokenCount": plan.shadowed_token_count}
 
         # Meanwhile another writer (a title generator, say) appends: our head is now stale.
         stub.AppendEvents(svc.AppendEventsRequest(session_id=session_id, events=[js("session/title", {"title": "Repo tour"})]))
 
-        # Prune turn 2's long tool result: same data, only the inner tool-result content changes.
+        # Prune turn 2's long tool result, server-side, conditional on the head we know: the first
+        # try meets HEAD_MISMATCH (decoded from grpc-status-details-bin); re-read and retry.
         target = t2.seqs["tool"]
-        original = tool_output("read_file")
-        lines = original.split("\n")
-        pruned_text = "\n".join(lines[:3] + [f"[... {len(lines) - 6} lines pruned ...]"] + lines[-3:])
-
-        def prune_batch() -> list[ev.EventInput]:
-            return [
-                js("compaction/prune", {"shadowedRange": {"start": target, "end": target}, "shadowedSeqs": [target],
-                                        "shadowedTokenCount": len(original) // 4}),
-                ev.EventInput(type="tool/result",
-                              data=ev.EventData(tool_result=tool_result_data(2, 1, "r2", "call-2", pruned_text)),
-                              source_event_seqs=cites(target), replace=replace(target, target)),
-            ]
-
         attempts, conflict = 0, None
         while True:
             attempts += 1
             try:
-                res = agent.append(prune_batch())
+                pres = stub.PruneToolResults(svc.PruneToolResultsRequest(session_id=session_id, seqs=[target], expected_last_seq=agent.head))
                 break
-            except PalimpsestError as e:
+            except grpc.RpcError as err:
+                e = PalimpsestError(err)
                 if e.code != grpc.StatusCode.FAILED_PRECONDITION or e.reason != "HEAD_MISMATCH" or attempts >= 3:
-                    raise
+                    raise e
                 conflict = e.as_json()
                 conflict["headBeforeRetry"] = agent.head
-                conflict["headAfterReread"] = agent.refresh_head()  # re-read, rebuild, retry
-        out["prune"] = {"target": target, "replacementSeq": res.seqs[1], "attempts": attempts, "prunedText": pruned_text}
+                conflict["headAfterReread"] = agent.refresh_head()  # re-read, retry
+        agent.head = pres.pruned[0].replacement_seq
+        out["prune"] = {"target": target, "replacementSeq": pres.pruned[0].replacement_seq, "attempts": attempts,
+                        "bytesSaved": pres.bytes_saved}
         out["conflict"] = conflict
 
         # A request the server rejects as malformed, to show BadRequest decoding too.
@@ -286,6 +271,7 @@ def main() -> int:
         out["headSeq"] = agent.head
         out["messageCount"] = len(history.messages)
         out["messages"] = [summarize(m) for m in history.messages]
+        out["prune"]["prunedText"] = out["messages"][-1]["blocks"][0]["text"]
 
     json.dump(out, sys.stdout)
     sys.stdout.write("\n")

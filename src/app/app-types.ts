@@ -57,6 +57,8 @@ export interface AppendOptions {
   readonly idempotencyKey?: string;
   /** Byte size of each candidate's data as received (for the per-event limit), if known. */
   readonly dataBytes?: readonly number[];
+  /** Check the tool-pairing guard even if the session has it off (server-built compaction/prune batches). */
+  readonly pairingGuard?: boolean;
 }
 
 /** Result of an append. */

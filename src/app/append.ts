@@ -21,6 +21,7 @@ import type { IdempotentResult, SessionStore } from './store-port.js';
 import { storageKey } from './tenant-scope.js';
 import { RETRY, type WritePipeline } from './write-pipeline.js';
 import { checkAppendOptions, checkEventTypes } from './input-limits.js';
+import { ensurePairingIndex, guardApplies } from './pairing-guard.js';
 
 /** JSON with object keys sorted at every depth (a canonical text of a JSON-like value). */
 function canonicalJson(v: unknown): string {
@@ -80,6 +81,7 @@ export class AppendUseCase {
         const stored = await this.store.getIdempotent(handle.id, key);
         if (stored) return replayed(sessionId, key, stored, hash);
       }
+      if (guardApplies(handle, candidates, opts.pairingGuard)) await ensurePairingIndex(this.store, handle);
       const deps = dataDependencies(handle.engine, candidates);
       const lookup = new Map<number, SessionEvent>();
       if (deps.length > 0) for (const e of await this.store.getEvents(handle.id, deps)) lookup.set(e.seq, e);

@@ -8,19 +8,55 @@ import type { SessionEvent } from '../domain/event.js';
 import { MESSAGE_EVENT_TYPES } from '../domain/event.js';
 import { MessageProjection } from '../domain/derive.js';
 import { replacementChainSeqs } from '../domain/session-engine.js';
-import { messageOf } from '../domain/message-view.js';
+import { messageOf, type MessageJson } from '../domain/message-view.js';
 import {
   MAX_ATTEMPTS, STORE_READ_BATCH, checkPageSizeLimit, pageSizeOf, retriesExhausted, viewOf,
   type AppLimits, type CallContext, type DerivedMessage, type SessionView,
 } from './app-types.js';
 import { decodeMessagesToken, encodeMessagesToken, staleMessagesToken } from './message-pages.js';
 import type { SessionCache } from './session-cache.js';
-import type { ReadEventsQuery, SessionStore, StoredEventText } from './store-port.js';
+import type { ReadEventsQuery, SessionRecord, SessionStore, StoredEventText } from './store-port.js';
 import { fromStored, storageKey } from './tenant-scope.js';
-import { assertAsOfInRange, modelHistoryAsOf, surfaceAsOf, type TimeTravelDeps } from './time-travel.js';
+import { checkAsOf, replayAsOf } from './time-travel.js';
 
 /** Which messages GetMessages returns. */
 export type MessagesView = 'model' | 'transcript';
+
+/** The model history with the surface it comes from (Reads.modelSnapshot). */
+export interface ModelSnapshot {
+  readonly messages: DerivedMessage[];
+  readonly headSeq: number | undefined;
+  readonly replaceGeneration: number;
+  /** The surface in order, when asked (then `messages` is empty and `nodeMessages` holds them). */
+  readonly surface?: number[];
+  /** With `surface`: the message of each surface node (undefined where it contributes none). */
+  readonly nodeMessages?: (MessageJson | undefined)[];
+  /** The type of each surface node, when asked. */
+  readonly types?: string[];
+  readonly record: SessionRecord;
+  readonly surfaceLength: number;
+  /** With `recent`: per query, the seqs of the newest events of its types (at most its limit), newest first. */
+  readonly recent?: number[][];
+}
+
+/** What modelSnapshot adds to the model history. */
+export interface SnapshotOptions {
+  readonly surface?: boolean;
+  readonly types?: boolean;
+  readonly recent?: readonly { readonly types: readonly string[]; readonly limit: number }[];
+}
+
+/**
+ * What a message projection of the surface `seqs` is hydrated from: the surface events in surface
+ * order (getEvents returns ascending seqs; a replace puts a later seq before earlier ones) and a
+ * lookup of them plus the events of `chain` (replacementChainSeqs: the events that pruned tool
+ * results replaced, legacy prunes take their message id). A seq missing from the store is left out.
+ */
+export async function projectionInput(store: SessionStore, key: string, seqs: readonly number[], chain: readonly number[]): Promise<{ events: SessionEvent[]; lookup: (seq: number) => SessionEvent | undefined }> {
+  const events = await store.getEvents(key, chain.length === 0 ? seqs : [...new Set([...seqs, ...chain])].sort((a, b) => a - b));
+  const byS = new Map(events.map((e) => [e.seq, e] as const));
+  return { events: seqs.map((s) => byS.get(s)).filter((e): e is SessionEvent => e !== undefined), lookup: (s) => byS.get(s) };
+}
 
 /** One page of GetMessages. */
 export interface MessagesPage {
@@ -37,11 +73,6 @@ export class Reads {
     private readonly cache: SessionCache,
     private readonly limits: AppLimits,
   ) {}
-
-  /** What time travel (as_of_seq) reads through. */
-  get #past(): TimeTravelDeps {
-    return { store: this.store, storageKey: (ctx, id) => storageKey(ctx.tenant, id), getSession: (ctx, id) => this.getSession(ctx, id) };
-  }
 
   /** A session with live counts. */
   getSession(ctx: CallContext, id: string): Promise<SessionView> {
@@ -84,11 +115,11 @@ export class Reads {
     return { events, nextSeq: next };
   }
 
-  /** The surface (now, or right after event `asOfSeq`). */
+  /** The surface (now, or right after `asOfSeq`: time-travel.ts). */
   async getSurface(ctx: CallContext, id: string, asOfSeq?: number): Promise<{ seqs: number[]; replaceGeneration: number; headSeq: number | undefined }> {
     if (asOfSeq !== undefined) {
-      const s = await surfaceAsOf(this.#past, ctx, id, asOfSeq);
-      return { seqs: s.seqs, replaceGeneration: s.replaceGeneration, headSeq: s.headSeq };
+      const { engine, headSeq } = await replayAsOf(this.store, storageKey(ctx.tenant, id), await this.cache.record(ctx, id), asOfSeq);
+      return { seqs: engine.surface(), replaceGeneration: engine.replaceGeneration, headSeq };
     }
     return this.cache.withRead(ctx, id, (h) => ({
       seqs: h.engine.surface(),
@@ -97,40 +128,76 @@ export class Reads {
     }));
   }
 
-  /** Model history (surface walk) or transcript (append-origin surface events in log order). */
-  async getMessages(ctx: CallContext, id: string, view: MessagesView, page: { afterSeq?: number; limit?: number } = {}): Promise<{ messages: DerivedMessage[]; headSeq: number | undefined; replaceGeneration: number }> {
+  /**
+   * Model history (surface walk) or transcript (append-origin surface events in log order), now
+   * or as of a seq (right after `asOfSeq`; computed from the log, see time-travel.ts).
+   */
+  async getMessages(ctx: CallContext, id: string, view: MessagesView, page: { afterSeq?: number; limit?: number; asOfSeq?: number } = {}): Promise<{ messages: DerivedMessage[]; headSeq: number | undefined; replaceGeneration: number }> {
+    if (page.asOfSeq !== undefined) return this.#messagesAsOf(ctx, id, view, page.asOfSeq, page);
     if (view === 'transcript') return { ...(await this.#transcript(ctx, id, page.afterSeq ?? -1, page.limit ?? Number.MAX_SAFE_INTEGER)), replaceGeneration: 0 };
+    const snap = await this.modelSnapshot(ctx, id);
+    return { messages: snap.messages, headSeq: snap.headSeq, replaceGeneration: snap.replaceGeneration };
+  }
+
+  /**
+   * The model history with the surface it was derived from (and the surface nodes' types when
+   * asked), all from one committed state: what compaction planning and pruning work on.
+   */
+  async modelSnapshot(ctx: CallContext, id: string, opts: SnapshotOptions = {}): Promise<ModelSnapshot> {
     for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
       const h = await this.cache.handle(ctx, id);
       if (!h.projection) {
         const seqs = await h.read(() => h.engine.surface());
-        // Plus the events that pruned tool results replaced (legacy prunes take their message id).
-        const chain = await h.read(() => replacementChainSeqs(h.engine, seqs));
-        const events = await this.store.getEvents(storageKey(ctx.tenant, id), chain.length === 0 ? seqs : [...new Set([...seqs, ...chain])].sort((a, b) => a - b));
+        const input = await projectionInput(this.store, h.id, seqs, await h.read(() => replacementChainSeqs(h.engine, seqs)));
         await h.read(() => {
           if (!h.valid || h.projection) return;
           // The surface may have moved while we read: hydrate only if it did not.
           const now = h.engine.surface();
           if (now.length === seqs.length && now.every((s, i) => s === seqs[i])) {
-            const byS = new Map(events.map((e) => [e.seq, e] as const));
-            // getEvents returns ascending seqs; the projection needs surface order (a replace puts
-            // a later seq before earlier ones).
-            const inSurfaceOrder = seqs.map((s) => byS.get(s)).filter((e): e is SessionEvent => e !== undefined);
             const p = new MessageProjection(id);
-            p.hydrate(inSurfaceOrder, h.engine.nextSeq, (s) => byS.get(s));
+            p.hydrate(input.events, h.engine.nextSeq, input.lookup);
             h.projection = p;
           }
         });
         if (!h.projection) continue;
       }
-      const out = await h.read(() => (h.valid && h.projection ? {
-        messages: h.projection.entries(),
-        headSeq: h.engine.eventCount > 0 ? h.engine.nextSeq - 1 : undefined,
-        replaceGeneration: h.engine.replaceGeneration,
-      } : undefined));
+      const out = await h.read((): ModelSnapshot | undefined => {
+        if (!h.valid || !h.projection) return undefined;
+        const surface = opts.surface === true || opts.types === true ? h.projection.surface() : undefined;
+        return {
+          messages: opts.surface === true ? [] : h.projection.entries(),
+          nodeMessages: opts.surface === true ? h.projection.nodeMessages() : undefined,
+          headSeq: h.engine.eventCount > 0 ? h.engine.nextSeq - 1 : undefined,
+          replaceGeneration: h.engine.replaceGeneration,
+          surface,
+          types: opts.types === true && surface !== undefined ? surface.map((s) => h.engine.typeOf(s) ?? '') : undefined,
+          record: h.record,
+          surfaceLength: h.engine.surfaceLength,
+          recent: opts.recent?.map((q) => h.engine.lastSeqsOfTypes(q.types, q.limit)),
+        };
+      });
       if (out) return out;
     }
     throw retriesExhausted(id);
+  }
+
+  /** GetMessages as of a seq: the model history of the replayed prefix, or the transcript up to it. */
+  async #messagesAsOf(ctx: CallContext, id: string, view: MessagesView, asOfSeq: number, page: { afterSeq?: number; limit?: number }): Promise<{ messages: DerivedMessage[]; headSeq: number | undefined; replaceGeneration: number }> {
+    const rec = await this.cache.record(ctx, id);
+    const key = storageKey(ctx.tenant, id);
+    if (view === 'transcript') {
+      checkAsOf(rec, asOfSeq);
+      const { messages } = await this.#transcript(ctx, id, page.afterSeq ?? -1, page.limit ?? Number.MAX_SAFE_INTEGER, asOfSeq);
+      const head = await this.store.readEvents(key, { fromSeq: asOfSeq, direction: 'backward', limit: 1 });
+      return { messages, headSeq: head[0]?.seq, replaceGeneration: 0 };
+    }
+    const { engine, headSeq } = await replayAsOf(this.store, key, rec, asOfSeq);
+    const seqs = engine.surface();
+    const input = await projectionInput(this.store, key, seqs, replacementChainSeqs(engine, seqs));
+    if (input.events.length !== seqs.length) throw new Error(`time travel: a surface event of ${id} as of ${asOfSeq} is missing from the store`);
+    const p = new MessageProjection(id);
+    p.hydrate(input.events, engine.nextSeq, input.lookup);
+    return { messages: p.entries(), headSeq, replaceGeneration: engine.replaceGeneration };
   }
 
   /**
@@ -145,17 +212,14 @@ export class Reads {
     const transcript = view === 'transcript';
     const token = pageToken ? decodeMessagesToken(pageToken, transcript) : undefined;
     if (transcript) {
-      if (asOfSeq !== undefined) await assertAsOfInRange(this.#past, ctx, id, asOfSeq);
-      const now = await this.getMessages(ctx, id, 'transcript', { afterSeq: token?.s, limit: pageSize > 0 ? pageSize + 1 : undefined });
-      // As of a seq: the transcript is in log order, so it is the entries up to that seq.
-      const out = asOfSeq === undefined ? now : { messages: now.messages.filter((m) => m.seq <= asOfSeq), headSeq: Math.min(asOfSeq, now.headSeq ?? asOfSeq) };
+      const out = await this.getMessages(ctx, id, 'transcript', { afterSeq: token?.s, limit: pageSize > 0 ? pageSize + 1 : undefined, asOfSeq });
       if (pageSize > 0 && out.messages.length > pageSize) {
         const messages = out.messages.slice(0, pageSize);
         return { messages, headSeq: out.headSeq, nextPageToken: encodeMessagesToken({ v: 't', s: messages[messages.length - 1]!.seq }) };
       }
       return { messages: out.messages, headSeq: out.headSeq, nextPageToken: '' };
     }
-    const out = asOfSeq === undefined ? await this.getMessages(ctx, id, 'model') : await modelHistoryAsOf(this.#past, ctx, id, asOfSeq);
+    const out = await this.getMessages(ctx, id, 'model', { asOfSeq });
     if (token !== undefined && token.g !== out.replaceGeneration) throw staleMessagesToken(token.g as number, out.replaceGeneration);
     const from = token?.o ?? 0;
     const messages = pageSize > 0 || from > 0 ? out.messages.slice(from, pageSize > 0 ? from + pageSize : undefined) : out.messages;
@@ -169,15 +233,23 @@ export class Reads {
     yield* this.store.scanEvents(storageKey(ctx.tenant, id), fromSeq, STORE_READ_BATCH);
   }
 
-  /** Transcript messages after `afterSeq` in log order, at most `limit` (log order makes seqs stable cursors). */
-  async #transcript(ctx: CallContext, id: string, afterSeq: number, limit: number): Promise<{ messages: DerivedMessage[]; headSeq: number | undefined }> {
+  /**
+   * Transcript messages after `afterSeq` (up to `toSeq` when given) in log order, at most `limit`
+   * (log order makes seqs stable cursors).
+   */
+  async #transcript(ctx: CallContext, id: string, afterSeq: number, limit: number, toSeq = Number.MAX_SAFE_INTEGER): Promise<{ messages: DerivedMessage[]; headSeq: number | undefined }> {
     const rec = await this.cache.record(ctx, id);
     const messages: DerivedMessage[] = [];
     let from = afterSeq + 1;
     const types = [...MESSAGE_EVENT_TYPES];
-    for (;;) {
+    let done = false;
+    while (!done) {
       const page = await this.store.readEvents(storageKey(ctx.tenant, id), { fromSeq: from, direction: 'forward', limit: STORE_READ_BATCH, types });
       for (const e of page) {
+        if (e.seq > toSeq) {
+          done = true;
+          break;
+        }
         if (e.surfaceOp !== 'append') continue;
         const m = messageOf(e, id);
         if (m) messages.push({ seq: e.seq, message: m });

@@ -17,6 +17,7 @@ import type { SessionEvent } from '../domain/event.js';
 import type { SessionRecord } from './store-port.js';
 import type { SessionEngine } from '../domain/session-engine.js';
 import type { MessageProjection } from '../domain/derive.js';
+import type { PairingIndex } from '../domain/tool-pairing.js';
 
 /** A write job: plans synchronously, then returns the store promise (undefined if rejected before the store). */
 export type WriteJob = () => Promise<void> | undefined;
@@ -27,6 +28,8 @@ export class SessionHandle {
   valid = true;
   /** Model-history projection, hydrated on first read. */
   projection: MessageProjection | undefined;
+  /** The tool-pairing guard's facts of the surface (pairing-guard.ts), hydrated on first use. */
+  pairing: PairingIndex | undefined;
   /** Last access (LRU). */
   lastUsed = 0;
   /**

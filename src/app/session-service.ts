@@ -5,7 +5,9 @@
  *   session-cache.ts   hot sessions (engine + pipeline), checked against the stored head
  *   write-pipeline.ts  plan + conditional append (head and writer token) + publish
  *   append.ts          AppendEvents (idempotency, retries) and RepairSession
- *   reads.ts           sessions, events, surface, messages (with GetMessages pagination)
+ *   reads.ts           sessions, events, surface, messages (with GetMessages pagination), now
+ *                      or as of a seq (time-travel.ts)
+ *   pairing-guard.ts   the tool-pairing guard's per-session index (checked in the write pipeline)
  *   transfer.ts        fork, import, export
  *   quotas.ts          tenant quotas, enforced in the store's write transaction
  *
@@ -26,7 +28,7 @@ import {
 import type { ChangeFeed } from './change-feed.js';
 import { LocalChangeFeed } from './local-change-feed.js';
 import { createWithQuota } from './quotas.js';
-import { Reads, type MessagesPage, type MessagesView } from './reads.js';
+import { Reads, type MessagesPage, type MessagesView, type ModelSnapshot, type SnapshotOptions } from './reads.js';
 import { SessionCache } from './session-cache.js';
 import type { SessionStore, StoredEventText } from './store-port.js';
 import { storageKey, toStored } from './tenant-scope.js';
@@ -37,6 +39,7 @@ export {
   ANONYMOUS, DEFAULT_LIMITS,
   type AppendOptions, type AppendResult, type AppLimits, type AppLogger, type CallContext, type DerivedMessage, type SessionView,
 } from './app-types.js';
+export type { ModelSnapshot, SnapshotOptions } from './reads.js';
 import { checkLabels } from './input-limits.js';
 
 /** The application service. */
@@ -77,17 +80,17 @@ export class SessionService {
 
   // ---- sessions --------------------------------------------------------------------------
 
-  /** Creates an empty session. */
+  /** Creates an empty session (the tool-pairing guard on unless `pairingGuard: false`). */
   async createSession(ctx: CallContext, req: {
     id?: string; labels?: Record<string, string>; cwd?: string; origin?: string;
-    delegationDepth?: number; agentPreset?: string; strict?: boolean;
+    delegationDepth?: number; agentPreset?: string; strict?: boolean; pairingGuard?: boolean;
   }): Promise<SessionView> {
     const id = req.id || this.newId();
     checkId(id);
     checkLabels(req.labels);
     const header = buildHeader({ id, createdAt: this.clock(), cwd: req.cwd, origin: req.origin, delegationDepth: req.delegationDepth, agentPreset: req.agentPreset });
     await createWithQuota(this.store, this.limits, ctx, id, {
-      header: toStored(ctx.tenant, header), labels: req.labels ?? {}, tenant: ctx.tenant, strict: req.strict ?? false, pairingGuard: false, writer: randomUUID(),
+      header: toStored(ctx.tenant, header), labels: req.labels ?? {}, tenant: ctx.tenant, strict: req.strict ?? false, pairingGuard: req.pairingGuard ?? true, writer: randomUUID(),
     }, []);
     return this.getSession(ctx, id);
   }
@@ -131,19 +134,24 @@ export class SessionService {
     return this.#reads.listEvents(ctx, id, q);
   }
 
-  /** The surface (now, or right after event `asOfSeq`: see time-travel.ts). */
+  /** The surface (now, or right after `asOfSeq`). */
   getSurface(ctx: CallContext, id: string, asOfSeq?: number): Promise<{ seqs: number[]; replaceGeneration: number; headSeq: number | undefined }> {
     return this.#reads.getSurface(ctx, id, asOfSeq);
   }
 
-  /** Model history (surface walk) or transcript (append-origin surface events in log order). */
-  getMessages(ctx: CallContext, id: string, view: MessagesView, page: { afterSeq?: number; limit?: number } = {}): Promise<{ messages: DerivedMessage[]; headSeq: number | undefined; replaceGeneration: number }> {
+  /** Model history (surface walk) or transcript (append-origin surface events in log order), now or as of a seq. */
+  getMessages(ctx: CallContext, id: string, view: MessagesView, page: { afterSeq?: number; limit?: number; asOfSeq?: number } = {}): Promise<{ messages: DerivedMessage[]; headSeq: number | undefined; replaceGeneration: number }> {
     return this.#reads.getMessages(ctx, id, view, page);
   }
 
-  /** One GetMessages page (pageSize 0 = all; see Reads.getMessagesPage). */
+  /** One GetMessages page (pageSize 0 = all; see Reads.getMessagesPage), now or as of a seq. */
   getMessagesPage(ctx: CallContext, id: string, view: MessagesView, pageSize: number, pageToken: string, asOfSeq?: number): Promise<MessagesPage> {
     return this.#reads.getMessagesPage(ctx, id, view, pageSize, pageToken, asOfSeq);
+  }
+
+  /** The model history with the surface it comes from, from one committed state (compaction planning, pruning). */
+  modelSnapshot(ctx: CallContext, id: string, opts: SnapshotOptions = {}): Promise<ModelSnapshot> {
+    return this.#reads.modelSnapshot(ctx, id, opts);
   }
 
   /** Reads the whole log in ascending batches (export, subscriptions' catch-up). */
@@ -158,8 +166,8 @@ export class SessionService {
     return this.#transfer.fork(ctx, id, req);
   }
 
-  /** Imports a reference JSONL file streamed as chunks (pending until complete). */
-  importJsonl(ctx: CallContext, chunks: AsyncIterable<Uint8Array>, opts: { id?: string; labels?: Record<string, string>; strict?: boolean; allowSeqGaps?: boolean }): Promise<SessionView & { uncommittedTailBytes: number }> {
+  /** Imports a reference JSONL file streamed as chunks (pending until complete; the tool-pairing guard off unless asked). */
+  importJsonl(ctx: CallContext, chunks: AsyncIterable<Uint8Array>, opts: { id?: string; labels?: Record<string, string>; strict?: boolean; allowSeqGaps?: boolean; pairingGuard?: boolean }): Promise<SessionView & { uncommittedTailBytes: number }> {
     return this.#transfer.importJsonl(ctx, chunks, opts);
   }
 

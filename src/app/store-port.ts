@@ -53,6 +53,12 @@ export interface SessionRecord {
 /** The structural columns of one event (defined by the domain, which rebuilds surfaces from them). */
 export type { StructuralRow };
 
+/** What `readSurfaceStructure` returns: a prefix's surface rows and the prefix's last seq. */
+export interface SurfaceStructure {
+  readonly rows: StructuralRow[];
+  readonly headSeq: number | undefined;
+}
+
 /**
  * A stored event whose data is the stored JSON text, not parsed (`JSON.parse(dataText)` is the
  * event's data; the text is what JSON.stringify writes for it).
@@ -218,6 +224,13 @@ export interface SessionStore {
    * when given (readers that page through a long log, such as subscription catch-up).
    */
   readStructure(sessionId: string, fromSeq: number, limit?: number): Promise<StructuralRow[]>;
+  /**
+   * Optional (issue #14, time travel): the structural rows of the *surface* events (surfaceOp
+   * present) with seq <= toSeq, ascending, without `sourceEventSeqs`, plus the last seq <= toSeq
+   * of any type. All a surface replay of a prefix needs, without decoding the rest of the log;
+   * stores without it are replayed from `readStructure`.
+   */
+  readSurfaceStructure?(sessionId: string, toSeq: number): Promise<SurfaceStructure>;
   /** Streams all events with seq >= fromSeq in ascending batches (export, large reads). */
   scanEvents(sessionId: string, fromSeq: number, batchSize: number): AsyncIterable<SessionEvent[]>;
   /**
@@ -246,7 +259,10 @@ export interface NewSession {
   readonly labels: Readonly<Record<string, string>>;
   readonly tenant: string;
   readonly strict: boolean;
-  /** The pairing guard of issue #14 (the app decides; stores default to false). */
+  /**
+   * The pairing guard of issue #14 (the app decides: on for CreateSession unless turned off, off
+   * for ImportSession unless asked, a fork inherits its source's; stores default to false).
+   */
   readonly pairingGuard: boolean;
   /** The writer token the create leaves (see SessionRecord.writer). */
   readonly writer: string;

@@ -7,6 +7,7 @@ import { randomUUID } from 'node:crypto';
 import type { CandidateEvent, SessionEvent, SessionHeader } from '../domain/event.js';
 import { DomainError } from '../domain/errors.js';
 import { SessionEngine, type BatchPlan } from '../domain/session-engine.js';
+import { PairingIndex } from '../domain/tool-pairing.js';
 import { planFork } from '../domain/fork.js';
 import { JsonlDecoder, assertUncompressed } from '../domain/jsonl-reader.js';
 import { JsonlCommittedLines } from '../domain/jsonl-committed-lines.js';
@@ -65,7 +66,7 @@ export class Transfer {
    * file, only committed (newline-terminated) lines count: an uncommitted tail is left out and its
    * size returned (`uncommittedTailBytes`).
    */
-  async importJsonl(ctx: CallContext, chunks: AsyncIterable<Uint8Array>, opts: { id?: string; labels?: Record<string, string>; strict?: boolean; allowSeqGaps?: boolean }): Promise<SessionView & { uncommittedTailBytes: number }> {
+  async importJsonl(ctx: CallContext, chunks: AsyncIterable<Uint8Array>, opts: { id?: string; labels?: Record<string, string>; strict?: boolean; allowSeqGaps?: boolean; pairingGuard?: boolean }): Promise<SessionView & { uncommittedTailBytes: number }> {
     checkLabels(opts.labels);
     const decoder = new JsonlDecoder();
     // A line holds one event (or one packed chunk row): bound it by the event size limit plus
@@ -73,6 +74,8 @@ export class Transfer {
     const splitter = new JsonlCommittedLines(this.limits.maxEventBytes + 64 * 1024);
     let tailBytes = 0;
     let engine: SessionEngine | undefined;
+    // With the tool-pairing guard on, the file is checked like live appends (pairing-guard.ts).
+    let importPairing: PairingIndex | undefined;
     let id = '';
     let created = false;
     let pending: CandidateEvent[] = [];
@@ -85,7 +88,7 @@ export class Transfer {
       try {
         // The failing line is attached below (the index inside this flush means nothing to the client).
         checkEventTypes(pending, () => 'type');
-        plan = engine.plan(pending, { mode: 'import', now: this.clock, sessionId: id, lookup: () => undefined, allowSeqGaps: opts.allowSeqGaps, referenceLoad: true });
+        plan = engine.plan(pending, { mode: 'import', now: this.clock, sessionId: id, lookup: () => undefined, allowSeqGaps: opts.allowSeqGaps, referenceLoad: true, pairing: importPairing?.lookup });
       } catch (e) {
         if (e instanceof DomainError && e.index !== undefined) {
           // The position inside this internal flush batch means nothing to the client: the line does.
@@ -96,6 +99,7 @@ export class Transfer {
         throw e;
       }
       engine.commit(plan);
+      importPairing?.apply(plan);
       pending = [];
       lineOf.length = 0;
       const quota = byteQuota(this.limits, ctx.tenant);
@@ -119,11 +123,15 @@ export class Transfer {
           const finalHeader: SessionHeader = { ...header, id };
           const rec: NewSession = {
             header: toStored(ctx.tenant, finalHeader), labels: opts.labels ?? {}, tenant: ctx.tenant, strict: opts.strict ?? false,
-            pairingGuard: false, writer: randomUUID(), pending: { owner: this.instanceId, leaseUntil: this.clock() + IMPORT_LEASE_MS },
+            pairingGuard: opts.pairingGuard ?? false, writer: randomUUID(), pending: { owner: this.instanceId, leaseUntil: this.clock() + IMPORT_LEASE_MS },
           };
           await createWithQuota(this.store, this.limits, ctx, id, rec, []);
           created = true;
           engine = SessionEngine.create({ strict: opts.strict ?? false });
+          if (opts.pairingGuard === true) {
+            importPairing = new PairingIndex(id);
+            importPairing.hydrate([], 0);
+          }
         }
         for (const e of events) {
           pending.push(e);

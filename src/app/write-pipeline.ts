@@ -15,6 +15,7 @@ import { DomainError } from '../domain/errors.js';
 import { dataDependencies, type BatchPlan } from '../domain/session-engine.js';
 import { notFound, type AppendOptions, type AppendResult, type AppLimits, type AppLogger } from './app-types.js';
 import type { ChangeFeed } from './change-feed.js';
+import { pairingLookup, pairingPlanned } from './pairing-guard.js';
 import { byteQuota, quotaError } from './quotas.js';
 import type { SessionCache } from './session-cache.js';
 import type { SessionHandle } from './session-handle.js';
@@ -63,14 +64,22 @@ export class WritePipeline {
           resolve(RETRY);
           return undefined;
         }
+        // The tool-pairing guard's facts of the surface (pairing-guard.ts), kept per planned batch
+        // like the engine; 'stale' when a batch planned since the prefetch moved the engine.
+        const pairing = pairingLookup(handle, candidates, opts.pairingGuard);
+        if (pairing === 'stale') {
+          resolve(RETRY);
+          return undefined;
+        }
         let plan: BatchPlan;
         try {
-          plan = engine.plan(candidates, { mode: 'append', now: this.clock, sessionId: handle.sessionId, lookup: need });
+          plan = engine.plan(candidates, { mode: 'append', now: this.clock, sessionId: handle.sessionId, lookup: need, pairing });
         } catch (e) {
           reject(e);
           return undefined;
         }
         engine.commit(plan);
+        pairingPlanned(handle, plan);
         // This batch's own surface length (later pipelined batches move the engine on).
         const surfaceLength = engine.surfaceLength;
         for (const e of plan.events) handle.pending.set(e.seq, e);

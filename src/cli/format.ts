@@ -25,7 +25,7 @@ export function sessionObject(s: Session): Record<string, unknown> {
   const out: Record<string, unknown> = { id: s.id, version: s.version, createdAt: s.createdAt };
   const optional = { cwd: s.cwd, parentSession: s.parentSession, seedLength: s.seedLength, origin: s.origin, delegationDepth: s.delegationDepth, agentPreset: s.agentPreset };
   for (const [k, v] of Object.entries(optional)) if (v !== undefined) out[k] = v;
-  Object.assign(out, { labels: s.labels, eventCount: s.eventCount, surfaceLength: s.surfaceLength, strict: s.strict });
+  Object.assign(out, { labels: s.labels, eventCount: s.eventCount, surfaceLength: s.surfaceLength, strict: s.strict, pairingGuard: s.pairingGuard });
   if (s.headSeq !== undefined) out['headSeq'] = s.headSeq;
   return out;
 }

@@ -205,6 +205,11 @@ export class MessageProjection {
     return out;
   }
 
+  /** The message of each surface node (undefined where it contributes none), aligned with surface() (fresh array). */
+  nodeMessages(): (MessageJson | undefined)[] {
+    return this.msgs.slice();
+  }
+
   /** Seqs of the surface as the projection knows it (fresh array). */
   surface(): number[] {
     return this.nodes.slice();

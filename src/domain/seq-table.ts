@@ -136,6 +136,14 @@ export class SeqTable {
     this.refs[o] = blockId + 1;
   }
 
+  /** Ordinals whose type id is in `ids`, newest first, at most `limit` (a backward scan of the type column). */
+  lastOrdinalsOfTypes(ids: readonly number[], limit: number): number[] {
+    const out: number[] = [];
+    const t = this.types;
+    for (let o = this.count - 1; o >= 0 && out.length < limit; o--) if (ids.includes(t[o] as number)) out.push(o);
+    return out;
+  }
+
   /** Seq of ordinal `ord`. */
   seqAt(ord: number): number {
     return this.seqs === null ? ord : (this.seqs[ord] as number);

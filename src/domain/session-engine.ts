@@ -41,6 +41,7 @@ import { ChunkedSurface, SurfaceDraft } from './surface.js';
 import { foldStoredReplace, type SurfaceDelta } from './surface-fold.js';
 import { checkCitationShape, checkSurfaceMarker } from './envelope-rules.js';
 import { normalizeCandidate } from './validate-event.js';
+import { assertToolPairing, pairingInfoOfEvent, type PairingInfo } from './tool-pairing.js';
 
 /** How a batch is checked: live `append` (seq assigned or equal to nextSeq) or `import` (seqs given, contiguous unless `allowSeqGaps`). */
 export type PlanMode = 'append' | 'import';
@@ -58,6 +59,12 @@ export interface PlanContext {
    * a Map-backed function.
    */
   readonly lookup: (seq: number) => SessionEvent | undefined;
+  /**
+   * Turns the tool-pairing guard on for this batch (tool-pairing.ts): the pairing facts of every
+   * committed surface node by seq. A batch with a replace that would split a call from its result
+   * is refused with TOOL_PAIRING_BROKEN. The batch's own events are read from the batch.
+   */
+  readonly pairing?: (seq: number) => PairingInfo;
   /** Mode `import` only: accept seq gaps (seqs need only increase); off = contiguous from 0, as the reference seeds. */
   readonly allowSeqGaps?: boolean;
   /** Mode `import` of a reference file: also refuse what the reference's load path refuses (TURN_SHAPE, legacy-turns.ts). */
@@ -168,6 +175,17 @@ export class SessionEngine {
     return this.table.blockOf(seq) >= 0;
   }
 
+  /**
+   * Seqs of the most recent committed events of the given types, newest first, at most `limit`:
+   * a scan of the in-memory type column (no data), free when no event of these types was ever
+   * committed.
+   */
+  lastSeqsOfTypes(types: readonly string[], limit: number): number[] {
+    const ids = types.map((t) => this.types.peek(t)).filter((id) => id >= 0);
+    if (ids.length === 0) return [];
+    return this.table.lastOrdinalsOfTypes(ids, limit).map((o) => this.table.seqAt(o));
+  }
+
   /** Start seq of a committed tool/result replacement `seq` (for dataDependencies). */
   toolReplaceStart(seq: number): number | undefined {
     return this.toolReplaceStarts.get(seq);
@@ -215,6 +233,12 @@ export class SessionEngine {
         if (e instanceof DomainError) throw e.atIndex(i);
         throw e;
       }
+    }
+    if (ctx.pairing !== undefined && deltas.some((d) => d.kind === 'replace')) {
+      const committed = ctx.pairing;
+      const own = new Map<number, PairingInfo>();
+      for (const e of events) own.set(e.seq, pairingInfoOfEvent(e, ctx.sessionId));
+      assertToolPairing(this.surf.toArray(), deltas, (seq) => own.get(seq) ?? committed(seq));
     }
     const plan: BatchPlan = { baseNextSeq, events, deltas };
     this.lastPlan = { plan, draft, trace };

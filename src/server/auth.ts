@@ -68,6 +68,9 @@ export const METHOD_PERMISSIONS: Readonly<Record<string, Permission>> = {
   ExportSession: 'read',
   SubscribeSurface: 'read',
   SubscribeEvents: 'read',
+  PlanCompaction: 'read',
+  Compact: 'append',
+  PruneToolResults: 'append',
 };
 
 /** Services reachable without a token: health checks and schema reflection (public contract). */

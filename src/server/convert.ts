@@ -138,5 +138,6 @@ export function sessionToProto(r: SessionRecord, surfaceLength: number, live?: {
     eventCount: live ? live.eventCount : r.eventCount,
     surfaceLength,
     strict: r.strict,
+    pairingGuard: r.pairingGuard,
   };
 }

@@ -26,6 +26,7 @@ import { NO_METRICS, type Metrics } from './metrics.js';
 import type { RevocableCalls } from './revocable-calls.js';
 import type { ContextResolver, Permission } from './permissions.js';
 import { credentialOf } from './auth.js';
+import { compactionHandlers } from './compaction-handlers.js';
 
 /** Resolves the caller (tenant) of a call; throws DomainError UNAUTHENTICATED/PERMISSION_DENIED. */
 export type { ContextResolver, Permission } from './permissions.js';
@@ -150,7 +151,7 @@ export function makeHandlers(app: SessionService, resolve: ContextResolver, log:
   const handlers: Record<string, UntypedHandleCall> = {
     createSession: unary<CreateSessionRequest, CreateSessionResponse>('append', async (ctx, r) => ({
       session: toSession(await app.createSession(ctx, {
-        id: r.sessionId, labels: r.labels, cwd: r.cwd, origin: r.origin, delegationDepth: r.delegationDepth, agentPreset: r.agentPreset, strict: r.strict,
+        id: r.sessionId, labels: r.labels, cwd: r.cwd, origin: r.origin, delegationDepth: r.delegationDepth, agentPreset: r.agentPreset, strict: r.strict, pairingGuard: r.pairingGuard,
       })),
     })),
     getSession: unary<GetSessionRequest, GetSessionResponse>('read', async (ctx, r) => ({ session: toSession(await app.getSession(ctx, requireId(r.sessionId))) })),
@@ -290,7 +291,7 @@ export function makeHandlers(app: SessionService, resolve: ContextResolver, log:
             yield n.value.part.value;
           }
         }
-        const view = await app.importJsonl(ctx, bytes(), { id: o.sessionId, labels: o.labels, strict: o.strict, allowSeqGaps: o.allowSeqGaps });
+        const view = await app.importJsonl(ctx, bytes(), { id: o.sessionId, labels: o.labels, strict: o.strict, allowSeqGaps: o.allowSeqGaps, pairingGuard: o.pairingGuard });
         return { session: toSession(view), uncommittedTailBytes: view.uncommittedTailBytes };
       })().then((res) => cb(null, res), (e: unknown) => cb(fail(e)));
     },
@@ -330,5 +331,5 @@ export function makeHandlers(app: SessionService, resolve: ContextResolver, log:
       call.emit('error', Object.assign(new Error('not implemented'), { code: Code.UNIMPLEMENTED }));
     },
   };
-  return { ...handlers, ...streams };
+  return { ...handlers, ...compactionHandlers(app, { unary, requireId }), ...streams };
 }

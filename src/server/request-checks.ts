@@ -70,6 +70,14 @@ const CHECKS: Readonly<Record<string, (r: Req) => void>> = {
     if (child) checkSessionId(child, 'child_session_id');
     checkLabels(labels(r.labels));
   },
+  Compact(r) {
+    sessionId(r);
+    checkAppendOptions({ expectedLastSeq: r.expectedLastSeq as number | undefined, idempotencyKey: str(r.idempotencyKey) });
+  },
+  PruneToolResults(r) {
+    sessionId(r);
+    checkAppendOptions({ expectedLastSeq: r.expectedLastSeq as number | undefined, idempotencyKey: str(r.idempotencyKey) });
+  },
   ImportSession(r) {
     const part = r.part as { $case?: string; value?: Req } | undefined;
     if (part?.$case !== 'options' || !part.value) return;

@@ -92,6 +92,13 @@ const TABLE: Readonly<Record<string, Mapping>> = {
   REPLACE_END_NOT_ON_SURFACE: precondition,
   REPLACE_START_AFTER_END: precondition,
   TOOL_RESULT_REPLACE_WRONG_TARGET: precondition,
+  // Issue #14: provider-safe surfaces.
+  TOOL_PAIRING_BROKEN: precondition,
+  COMPACTION_BLOCKED: precondition,
+  NOTHING_TO_COMPACT: precondition,
+  COMPACTION_RANGE_INVALID: precondition,
+  PRUNE_TARGET_INVALID: precondition,
+  AS_OF_SEQ_AFTER_HEAD: { code: Code.OUT_OF_RANGE, detail: 'none' },
   // Service reasons.
   SESSION_NOT_FOUND: { code: Code.NOT_FOUND, detail: 'none' },
   SESSION_ALREADY_EXISTS: { code: Code.ALREADY_EXISTS, detail: 'none' },
@@ -121,7 +128,6 @@ const TABLE: Readonly<Record<string, Mapping>> = {
   QUOTA_EXCEEDED: exhausted,
   TOO_MANY_STREAMS: exhausted,
   CURSOR_OUT_OF_RANGE: { code: Code.OUT_OF_RANGE, detail: 'none' },
-  AS_OF_SEQ_AFTER_HEAD: { code: Code.OUT_OF_RANGE, detail: 'none' },
   CONFLICT_RETRIES_EXHAUSTED: { code: Code.ABORTED, detail: 'none' },
   SERVER_SHUTDOWN: { code: Code.UNAVAILABLE, detail: 'none' },
   STORAGE_FULL: exhausted,

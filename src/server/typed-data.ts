@@ -8,8 +8,16 @@ import type { Json, JsonObject } from '../domain/event.js';
 import { jsonEqual } from '../domain/json.js';
 import { MAX_JSON_DEPTH, jsonTextDepth } from '../app/json-depth.js';
 import type {
+  AssistantChunkData,
   AssistantMessageData,
+  CompactionEndData,
+  CompactionPruneData,
+  CompactionStartData,
+  CompactionSummaryData,
   ContentBlock,
+  StreamChunk,
+  ToolCallData,
+  TurnEndData,
   Message,
   MessageSource,
   TokenUsage,
@@ -93,7 +101,8 @@ export function messageToJson(m: Message | undefined, field: string): JsonObject
   };
 }
 
-function usageToJson(u: TokenUsage): JsonObject {
+/** TokenUsage as the reference JSON. */
+export function usageToJson(u: TokenUsage): JsonObject {
   const out: JsonObject = { inputTokens: u.inputTokens, outputTokens: u.outputTokens };
   if (u.cacheReadTokens !== undefined) out.cacheReadTokens = u.cacheReadTokens;
   if (u.cacheWriteTokens !== undefined) out.cacheWriteTokens = u.cacheWriteTokens;
@@ -115,6 +124,89 @@ function toolResultToJson(d: ToolResultData, field: string): JsonObject {
   return out;
 }
 
+function objectText(text: string, field: string): JsonObject {
+  if (text === '') return {};
+  const v = parseEmbedded(text, field);
+  if (v === null || typeof v !== 'object' || Array.isArray(v)) throw new TypedDataError(field, `${field} must be a JSON object`);
+  return v;
+}
+
+function turnEndToJson(d: TurnEndData, field: string): JsonObject {
+  if (!d.reason) throw new TypedDataError(`${field}.reason`, `${field}.reason is required`);
+  return { turn: d.turn, reason: { kind: d.reason.kind, ...objectText(d.reason.fieldsJson, `${field}.reason.fields_json`) } };
+}
+
+function chunkToJson(c: StreamChunk | undefined, field: string): JsonObject {
+  const v = c?.chunk;
+  switch (v?.$case) {
+    case 'blockStart':
+      return { type: 'block-start', index: v.value.index, blockType: v.value.blockType };
+    case 'textDelta':
+      return { type: 'text-delta', index: v.value.index, text: v.value.text };
+    case 'reasoningDelta':
+      return { type: 'reasoning-delta', index: v.value.index, text: v.value.text };
+    case 'toolCallDelta': {
+      const out: JsonObject = { type: 'tool-call-delta', index: v.value.index, id: v.value.id };
+      if (v.value.name !== undefined) out.name = v.value.name;
+      out.argumentsDelta = v.value.argumentsDelta;
+      return out;
+    }
+    case 'blockEnd':
+      if (!v.value.block) throw new TypedDataError(`${field}.block_end.block`, `${field}.block_end.block is required`);
+      return { type: 'block-end', index: v.value.index, block: blockToJson(v.value.block, `${field}.block_end.block`) };
+    case 'usage':
+      return { type: 'usage', usage: usageToJson(v.value) };
+    case 'finish': {
+      const out: JsonObject = { type: 'finish', reason: parseEmbedded(v.value.reasonJson, `${field}.finish.reason_json`) };
+      if (v.value.replayStateJson !== undefined) out.replayState = parseEmbedded(v.value.replayStateJson, `${field}.finish.replay_state_json`);
+      return out;
+    }
+    default:
+      throw new TypedDataError(field, `${field} has no chunk set`);
+  }
+}
+
+function chunkDataToJson(d: AssistantChunkData, field: string): JsonObject {
+  return { turn: d.turn, step: d.step, chunk: chunkToJson(d.chunk, `${field}.chunk`) };
+}
+
+function toolCallToJson(d: ToolCallData): JsonObject {
+  return { turn: d.turn, step: d.step, callId: d.callId, name: d.name, arguments: d.arguments };
+}
+
+function compactionStartToJson(d: CompactionStartData | CompactionEndData): JsonObject {
+  const out: JsonObject = { compactionId: d.compactionId };
+  if (d.sourceCommandId !== undefined) out.sourceCommandId = d.sourceCommandId;
+  out.turn = d.turn ?? null;
+  if ('error' in d && d.error !== undefined) out.error = d.error;
+  return out;
+}
+
+function rangeToJson(r: { start: number; end: number } | undefined, field: string): JsonObject {
+  if (!r) throw new TypedDataError(field, `${field} is required`);
+  return { start: r.start, end: r.end };
+}
+
+function compactionSummaryToJson(d: CompactionSummaryData, field: string): JsonObject {
+  const out: JsonObject = { compactionId: d.compactionId };
+  if (d.sourceCommandId !== undefined) out.sourceCommandId = d.sourceCommandId;
+  out.summary = d.summary.map((b, i) => blockToJson(b, `${field}.summary[${i}]`));
+  if (d.rawOutput) out.rawOutput = d.rawOutput.blocks.map((b, i) => blockToJson(b, `${field}.raw_output[${i}]`));
+  if (d.llmStreamCall) out.llmStreamCall = true;
+  out.shadowedRange = rangeToJson(d.shadowedRange, `${field}.shadowed_range`);
+  out.shadowedSeqs = [...d.shadowedSeqs];
+  out.shadowedTokenCount = d.shadowedTokenCount;
+  out.provider = d.provider;
+  out.model = d.model;
+  if (d.maxTokens !== undefined) out.maxTokens = d.maxTokens;
+  if (d.usage) out.usage = usageToJson(d.usage);
+  return out;
+}
+
+function compactionPruneToJson(d: CompactionPruneData, field: string): JsonObject {
+  return { shadowedRange: rangeToJson(d.shadowedRange, `${field}.shadowed_range`), shadowedSeqs: [...d.shadowedSeqs], shadowedTokenCount: d.shadowedTokenCount };
+}
+
 /**
  * The JSON value of an EventData, or `undefined` when the data is unset. Throws TypedDataError
  * for malformed embedded JSON; `json` text that does not parse is reported by the caller as NOT_JSON.
@@ -127,6 +219,25 @@ export function typedToJson(data: EventData['kind'], field: string): Json | unde
       return assistantToJson(data.value, `${field}.assistant_message`);
     case 'toolResult':
       return toolResultToJson(data.value, `${field}.tool_result`);
+    case 'turnStart':
+      return { turn: data.value.turn };
+    case 'turnEnd':
+      return turnEndToJson(data.value, `${field}.turn_end`);
+    case 'stepStart':
+    case 'stepEnd':
+      return { turn: data.value.turn, step: data.value.step };
+    case 'assistantChunk':
+      return chunkDataToJson(data.value, `${field}.assistant_chunk`);
+    case 'toolCall':
+      return toolCallToJson(data.value);
+    case 'compactionStart':
+      return compactionStartToJson(data.value);
+    case 'compactionSummary':
+      return compactionSummaryToJson(data.value, `${field}.compaction_summary`);
+    case 'compactionEnd':
+      return compactionStartToJson(data.value);
+    case 'compactionPrune':
+      return compactionPruneToJson(data.value, `${field}.compaction_prune`);
     default:
       return undefined;
   }
@@ -245,9 +356,128 @@ export function typedFromJson(type: string, data: Json): EventData['kind'] {
         ? { name: data.error.name as string, code: data.error.code as string } : undefined;
       kind = { $case: 'toolResult', value: { turn, step, message, error: err, metaJson: data.meta === undefined ? undefined : JSON.stringify(data.meta) } };
     }
+    else if (isObj(data)) kind = vocabularyFromJson(type, data);
     if (!kind) return undefined;
     return jsonEqual(typedToJson(kind, 'data') ?? null, data) ? kind : undefined;
   } catch {
     return undefined;
+  }
+}
+
+function seqList(v: Json | undefined): number[] | undefined {
+  if (!Array.isArray(v)) return undefined;
+  const out: number[] = [];
+  for (const x of v) {
+    const n = uint(x);
+    if (n === undefined) return undefined;
+    out.push(n);
+  }
+  return out;
+}
+
+function blocksFromJson(v: Json | undefined): ContentBlock[] | undefined {
+  if (!Array.isArray(v)) return undefined;
+  const out: ContentBlock[] = [];
+  for (const x of v) {
+    const b = blockFromJson(x);
+    if (!b) return undefined;
+    out.push(b);
+  }
+  return out;
+}
+
+function rangeFromJson(v: Json | undefined): { start: number; end: number } | undefined {
+  if (!isObj(v)) return undefined;
+  const start = uint(v.start), end = uint(v.end);
+  return start === undefined || end === undefined ? undefined : { start, end };
+}
+
+function chunkFromJson(v: Json | undefined): StreamChunk | undefined {
+  if (!isObj(v)) return undefined;
+  const index = uint(v.index);
+  switch (v.type) {
+    case 'block-start': {
+      const blockType = str(v.blockType);
+      return index === undefined || blockType === undefined ? undefined : { chunk: { $case: 'blockStart', value: { index, blockType } } };
+    }
+    case 'text-delta':
+    case 'reasoning-delta': {
+      const text = str(v.text);
+      if (index === undefined || text === undefined) return undefined;
+      return { chunk: v.type === 'text-delta' ? { $case: 'textDelta', value: { index, text } } : { $case: 'reasoningDelta', value: { index, text } } };
+    }
+    case 'tool-call-delta': {
+      const id = str(v.id), argumentsDelta = str(v.argumentsDelta);
+      if (index === undefined || id === undefined || argumentsDelta === undefined) return undefined;
+      return { chunk: { $case: 'toolCallDelta', value: { index, id, name: str(v.name), argumentsDelta } } };
+    }
+    case 'block-end': {
+      const block = v.block === undefined ? undefined : blockFromJson(v.block);
+      return index === undefined || !block ? undefined : { chunk: { $case: 'blockEnd', value: { index, block } } };
+    }
+    case 'usage': {
+      const usage = usageFromJson(v.usage);
+      return usage ? { chunk: { $case: 'usage', value: usage } } : undefined;
+    }
+    case 'finish':
+      return v.reason === undefined ? undefined : { chunk: { $case: 'finish', value: { reasonJson: JSON.stringify(v.reason), replayStateJson: v.replayState === undefined ? undefined : JSON.stringify(v.replayState) } } };
+    default:
+      return undefined;
+  }
+}
+
+/** Typed forms of turn/*, step/*, assistant/chunk, tool/call and compaction/* data (exactness is checked by the caller). */
+function vocabularyFromJson(type: string, d: JsonObject): EventData['kind'] {
+  const turn = uint(d.turn), step = uint(d.step);
+  switch (type) {
+    case 'turn/start':
+      return turn === undefined ? undefined : { $case: 'turnStart', value: { turn } };
+    case 'turn/end': {
+      if (turn === undefined || !isObj(d.reason) || str(d.reason.kind) === undefined) return undefined;
+      const { kind, ...rest } = d.reason;
+      return { $case: 'turnEnd', value: { turn, reason: { kind: kind as string, fieldsJson: Object.keys(rest).length ? JSON.stringify(rest) : '' } } };
+    }
+    case 'step/start':
+    case 'step/end':
+      if (turn === undefined || step === undefined) return undefined;
+      return type === 'step/start' ? { $case: 'stepStart', value: { turn, step } } : { $case: 'stepEnd', value: { turn, step } };
+    case 'assistant/chunk': {
+      const chunk = chunkFromJson(d.chunk);
+      return turn === undefined || step === undefined || !chunk ? undefined : { $case: 'assistantChunk', value: { turn, step, chunk } };
+    }
+    case 'tool/call': {
+      const callId = str(d.callId), name = str(d.name), args = str(d.arguments);
+      if (turn === undefined || step === undefined || callId === undefined || name === undefined || args === undefined) return undefined;
+      return { $case: 'toolCall', value: { turn, step, callId, name, arguments: args } };
+    }
+    case 'compaction/start':
+    case 'compaction/end': {
+      const compactionId = str(d.compactionId);
+      if (compactionId === undefined || (d.turn !== null && turn === undefined)) return undefined;
+      const base = { compactionId, sourceCommandId: str(d.sourceCommandId), turn: d.turn === null ? undefined : turn };
+      return type === 'compaction/start' ? { $case: 'compactionStart', value: base } : { $case: 'compactionEnd', value: { ...base, error: str(d.error) } };
+    }
+    case 'compaction/summary': {
+      const compactionId = str(d.compactionId), summary = blocksFromJson(d.summary), shadowedRange = rangeFromJson(d.shadowedRange);
+      const shadowedSeqs = seqList(d.shadowedSeqs), shadowedTokenCount = uint(d.shadowedTokenCount), provider = str(d.provider), model = str(d.model);
+      const rawOutput = d.rawOutput === undefined ? undefined : blocksFromJson(d.rawOutput);
+      if (compactionId === undefined || !summary || !shadowedRange || !shadowedSeqs || shadowedTokenCount === undefined || provider === undefined || model === undefined) return undefined;
+      if (d.rawOutput !== undefined && !rawOutput) return undefined;
+      return {
+        $case: 'compactionSummary',
+        value: {
+          compactionId, sourceCommandId: str(d.sourceCommandId), summary, rawOutput: rawOutput ? { blocks: rawOutput } : undefined,
+          llmStreamCall: d.llmStreamCall === true, shadowedRange, shadowedSeqs, shadowedTokenCount, provider, model,
+          maxTokens: uint(d.maxTokens), usage: usageFromJson(d.usage),
+        },
+      };
+    }
+    case 'compaction/prune': {
+      const shadowedRange = rangeFromJson(d.shadowedRange), shadowedSeqs = seqList(d.shadowedSeqs), shadowedTokenCount = uint(d.shadowedTokenCount);
+      if (!shadowedRange || !shadowedSeqs || shadowedTokenCount === undefined) return undefined;
+      return { $case: 'compactionPrune', value: { shadowedRange, shadowedSeqs, shadowedTokenCount } };
+    }
+    default:
+      return undefined;
   }
 }

@@ -124,7 +124,9 @@ describe('watch', () => {
 describe('messages', () => {
   it('marks compaction summaries, pruned results and compacted messages; folds long tool output unless --full', async () => {
     const id = 'views';
-    await a.createSession({ sessionId: id });
+    // Tool results without an assistant message holding their call (a view test, not a pairing
+    // one): the tool-pairing guard (on by default, issue #14) would refuse the compaction below.
+    await a.createSession({ sessionId: id, pairingGuard: false });
     const long = Array.from({ length: 40 }, (_, i) => `line ${i + 1}`).join('\n');
     await a.appendEvents({ sessionId: id, events: [
       userMessage('u1', 'first question'), // 0

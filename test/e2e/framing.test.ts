@@ -85,7 +85,7 @@ describe('framing errors the interceptor sees: INVALID_ARGUMENT with details', (
   });
 
   it('an import whose last frame is cut is refused, never published without it', async () => {
-    const options = ImportSessionRequest.encode({ part: { $case: 'options', value: { sessionId: 'cut', labels: {}, strict: false, allowSeqGaps: false } } }).finish();
+    const options = ImportSessionRequest.encode({ part: { $case: 'options', value: { sessionId: 'cut', labels: {}, strict: false, allowSeqGaps: false, pairingGuard: false } } }).finish();
     const lines = ['{"type":"session","version":0,"id":"cut","createdAt":1}', '{"type":"x/y","seq":0,"time":1,"data":{}}'];
     const chunk = (text: string) => ImportSessionRequest.encode({ part: { $case: 'chunk', value: Buffer.from(text) } }).finish();
     const whole = chunk(`${lines[0]}\n${lines[1]}\n`);

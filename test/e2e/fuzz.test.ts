@@ -28,7 +28,7 @@ beforeAll(async () => {
   // A real reference session with a compaction replace, imported through the client stream.
   await new Promise<void>((resolve, reject) => {
     const s = c.importSession((err) => (err ? reject(err) : resolve()));
-    s.write({ part: { $case: 'options', value: { sessionId: 'fz-c', labels: {}, strict: false, allowSeqGaps: false } } });
+    s.write({ part: { $case: 'options', value: { sessionId: 'fz-c', labels: {}, strict: false, allowSeqGaps: false, pairingGuard: false } } });
     s.write({ part: { $case: 'chunk', value: readFileSync(FIXTURE) } });
     s.end();
   });

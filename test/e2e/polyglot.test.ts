@@ -143,12 +143,18 @@ describe('polyglot clients generated from proto/', () => {
     expect(events[summarySeq]!.type).toBe('compaction/summary');
     expect(events[out.compaction.replacementSeq]!.sourceEventSeqs?.seqs).toEqual([summarySeq - 1, summarySeq, ...out.compaction.shadowed]);
     expect(events[out.prune.replacementSeq - 1]!.type).toBe('compaction/prune');
+    // Both were written by the server (Compact / PruneToolResults), in the reference's conventions.
+    const checkpoint = data(out.compaction.replacementSeq) as { role: string; source: unknown; content: { text: string }[] };
+    expect(checkpoint).toMatchObject({ role: 'user', source: { kind: 'plugin', plugin: 'compact' } });
+    expect(checkpoint.content.map((b) => b.text)).toEqual([expect.stringContaining('<compacted-summary>'), expect.stringContaining('Summary of 3 messages'), '</compacted-summary>']);
+    expect(out.prune.prunedText).toContain('[... tool result middle pruned: ');
     expect(replay(events, id).surface).toEqual(surface.seqs);
   }, 60_000);
 
   toolchainIt('go', missingGo(), 'Go observer: applies surface deltas, resumes from its cursor, ends equal to GetSurface', async () => {
     const id = 'go-observer';
-    await a.createSession({ sessionId: id });
+    // Its random compactions may split tool pairs: this test is about surface deltas, not the guard.
+    await a.createSession({ sessionId: id, pairingGuard: false });
     // The writer side: a known sequence of guarded batches, so the final seq is known up front.
     let next = 0;
     const batches: EventInput[][] = [];

@@ -72,6 +72,9 @@ function everyCall(id: string): Promise<{ d: DecodedError; bytes: number }>[] {
     unaryFailure(a.forkSession({ sessionId: id })),
     unaryFailure(a.forkSession({ sessionId: 'keep', childSessionId: id })),
     unaryFailure(a.repairSession({ sessionId: id })),
+    unaryFailure(a.planCompaction({ sessionId: id, budget: { $case: 'keepTokens', value: 10 } })),
+    unaryFailure(a.compact({ sessionId: id, start: 0, end: 0, expectedLastSeq: 0, summary: { $case: 'summaryText', value: 's' }, provider: 'p', model: 'm' })),
+    unaryFailure(a.pruneToolResults({ sessionId: id, seqs: [0] })),
     unaryFailure(a.importSession({ sessionId: id }, Buffer.from('{"type":"session","version":0,"id":"i","createdAt":1}\n'))),
     streamFailure(t.client.exportSession(ExportSessionRequest.fromPartial({ sessionId: id }), deadline)),
     streamFailure(t.client.subscribeSurface(SubscribeSurfaceRequest.fromPartial({ sessionId: id }), deadline)),
@@ -150,6 +153,9 @@ describe('every other string the server echoes or stores is bounded', () => {
       [() => a.appendEvents({ sessionId: 'keep', events: [input('x/y', 1), input('t'.repeat(257), 1)] }), 'events[1].type', '256'],
       [() => a.appendEvents({ sessionId: 'keep', idempotencyKey: 'k'.repeat(257), events: [input('x/y', 1)] }), 'idempotency_key', '256'],
       [() => a.listEvents({ sessionId: 'keep', types: [LONG] }), 'types[0]', '256'],
+      // Compact and PruneToolResults look their key up before planning (issue #14).
+      [() => a.compact({ sessionId: 'keep', start: 1, end: 1, idempotencyKey: 'k'.repeat(257) }), 'idempotency_key', '256'],
+      [() => a.pruneToolResults({ sessionId: 'keep', seqs: [1], idempotencyKey: 'k'.repeat(257) }), 'idempotency_key', '256'],
     ];
     for (const [p, field, limit] of cases) {
       const { d, bytes } = await unaryFailure(p());
@@ -195,6 +201,11 @@ describe('expected_last_seq', () => {
       expect(d, String(bad)).toMatchObject({ code: status.INVALID_ARGUMENT, reason: 'INVALID_ARGUMENT', metadata: { field: 'expected_last_seq', actual: String(bad) } });
       expect(d.badRequest?.fieldViolations[0]?.field).toBe('expected_last_seq');
     }
+    // The same for the server-built batches of issue #14.
+    for (const p of [
+      a.compact({ sessionId: 'els', start: 0, end: 0, expectedLastSeq: -2, summary: { $case: 'summaryText', value: 's' }, provider: 'p', model: 'm' }),
+      a.pruneToolResults({ sessionId: 'els', seqs: [0], expectedLastSeq: -2 }),
+    ]) expect((await unaryFailure(p)).d).toMatchObject({ code: status.INVALID_ARGUMENT, reason: 'INVALID_ARGUMENT', metadata: { field: 'expected_last_seq', actual: '-2' } });
     expect((await a.getSession({ sessionId: 'els' })).session?.eventCount).toBe(0);
     expect((await a.appendEvents({ sessionId: 'els', expectedLastSeq: -1, events: [input('x/y', 1)] })).seqs).toEqual([0]);
     expect((await unaryFailure(a.appendEvents({ sessionId: 'els', expectedLastSeq: -1, events: [input('x/y', 1)] }))).d)

@@ -83,6 +83,18 @@ describe('authentication and tenant isolation', () => {
     expect(s.seqs).toEqual([0]);
   });
 
+  it('PlanCompaction is a read; Compact and PruneToolResults need append (log untouched)', async () => {
+    const c = t.client;
+    const md = bearer(TOKENS.aliceRead);
+    const plan = await call(c.planCompaction.bind(c), { sessionId: 'alice-1', budget: { $case: 'upToSeq', value: 0 }, tokenCounts: {}, omitMessages: false }, md);
+    expect(plan.shadowedSeqs).toEqual([0]);
+    const e1 = await callError(c.compact.bind(c), { sessionId: 'alice-1', start: 0, end: 0, expectedLastSeq: 0, summary: { $case: 'summaryText', value: 's' }, provider: 'p', model: 'm', usage: undefined, maxTokens: undefined, shadowedTokenCount: undefined, idempotencyKey: '', rawOutputJson: '', llmStreamCall: false }, md);
+    expect([e1.code, e1.metadata.permission]).toEqual([status.PERMISSION_DENIED, 'append']);
+    const e2 = await callError(c.pruneToolResults.bind(c), { sessionId: 'alice-1', seqs: [0], minBytes: 0, keepRecent: 0, excludeTools: [], headChars: undefined, tailChars: undefined, expectedLastSeq: undefined, idempotencyKey: '' }, md);
+    expect([e2.code, e2.metadata.permission]).toEqual([status.PERMISSION_DENIED, 'append']);
+    expect((await call(c.getSurface.bind(c), { sessionId: 'alice-1' }, md)).seqs).toEqual([0]);
+  });
+
   it('hides another tenant\'s session on every RPC (NOT_FOUND, never a hint)', async () => {
     const c = t.client;
     const bob = bearer(TOKENS.bobAll);
@@ -240,7 +252,7 @@ describe('limits', () => {
       const c = t.client;
       // Two import streams that stay open hold two call slots of this connection.
       const open = [0, 1].map(() => c.importSession((_e, _r) => undefined));
-      for (const s of open) s.write({ part: { $case: 'options', value: { sessionId: '', labels: {}, strict: false, allowSeqGaps: false } } });
+      for (const s of open) s.write({ part: { $case: 'options', value: { sessionId: '', labels: {}, strict: false, allowSeqGaps: false, pairingGuard: false } } });
       let e: { code: number; reason: string; metadata: Record<string, string> } | undefined;
       for (let i = 0; i < 50 && !e; i++) {
         try {

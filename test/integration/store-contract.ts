@@ -552,6 +552,31 @@ export function storeContract<S extends SessionStore>(name: string, harness: Sto
         expect(await store.readEvents('odd', { fromSeq: 0, direction: 'forward', limit: 10 })).toStrictEqual(odd);
       });
 
+      it('reads the surface structure of a prefix: surface rows only, without citations, and the prefix head', async () => {
+        const read = store.readSurfaceStructure?.bind(store);
+        // Optional port method (issue #14): the app replays stores without it from readStructure.
+        if (read === undefined) return;
+        const surfaceRows = (toSeq: number): object[] =>
+          events.filter((e) => e.seq <= toSeq && e.surfaceOp !== undefined).map((e) => ({ seq: e.seq, type: e.type, surfaceOp: e.surfaceOp }));
+        for (const toSeq of [0, 1, 2, 3, 12, 24, 1_000]) {
+          expect(await read('r', toSeq), `to ${toSeq}`).toStrictEqual({ rows: surfaceRows(toSeq), headSeq: Math.min(toSeq, 24) });
+        }
+        // Citations and the ignorable flag of surface rows are left out; any type string survives.
+        const odd = [
+          ev(0, '\t', null, { ignorable: true }),
+          ev(1, '12\t:x', null, { surfaceOp: 'append', sourceEventSeqs: [0] }),
+          ev(4, 'é✓\n\t-', null, { surfaceOp: { op: 'replace', start: 1, end: 1 }, sourceEventSeqs: [], ignorable: true }),
+          ev(7, 'note', null),
+        ];
+        await store.createSession(newSession('odd-surface'), odd);
+        expect(await read('odd-surface', 3)).toStrictEqual({ rows: [{ seq: 1, type: '12\t:x', surfaceOp: 'append' }], headSeq: 1 });
+        expect(await read('odd-surface', 9)).toStrictEqual({
+          rows: [{ seq: 1, type: '12\t:x', surfaceOp: 'append' }, { seq: 4, type: 'é✓\n\t-', surfaceOp: { op: 'replace', start: 1, end: 1 } }],
+          headSeq: 7,
+        });
+        expect(await read('nope', 5)).toStrictEqual({ rows: [], headSeq: undefined });
+      });
+
       it('scans in ascending batches', async () => {
         const batches = await collect(store.scanEvents('r', 3, 5));
         expect(batches.map((b) => b.length)).toEqual([5, 5, 5, 5, 2]);
@@ -632,6 +657,7 @@ export function storeContract<S extends SessionStore>(name: string, harness: Sto
         expect((await store.listSessions({ pageSize: 10, labels: { k: 'v' } })).sessions).toEqual([]);
         expect(await store.readEvents('imp', { fromSeq: 0, direction: 'forward', limit: 100 })).toEqual([]);
         expect(await store.readStructure('imp', 0)).toEqual([]);
+        if (store.readSurfaceStructure) expect(await store.readSurfaceStructure('imp', 10)).toStrictEqual({ rows: [], headSeq: undefined });
         expect(await store.getEvents('imp', [0])).toEqual([]);
         expect(await appendAt(store, 'imp', 13, [ev(13)])).toEqual({ kind: 'not-found' });
         expect(await store.createSession(newSession('imp'), [])).toEqual({ kind: 'exists' });

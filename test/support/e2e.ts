@@ -9,7 +9,8 @@ import type { ServiceError } from '@grpc/grpc-js';
 import {
   AppendEventsRequest, CreateSessionRequest, DeleteSessionRequest, ExportSessionRequest, ForkSessionRequest,
   GetMessagesRequest, GetSessionRequest, GetSurfaceRequest, ImportOptions, ListEventsRequest, ListSessionsRequest,
-  RepairSessionRequest, type AppendEventsResponse, type CreateSessionResponse, type DeleteSessionResponse,
+  RepairSessionRequest, PlanCompactionRequest, CompactRequest, PruneToolResultsRequest,
+  type PlanCompactionResponse, type CompactResponse, type PruneToolResultsResponse, type AppendEventsResponse, type CreateSessionResponse, type DeleteSessionResponse,
   type ForkSessionResponse, type GetMessagesResponse, type GetSessionResponse, type GetSurfaceResponse,
   type ImportSessionResponse, type ListEventsResponse, type ListSessionsResponse, type RepairSessionResponse,
   type SessionServiceClient,
@@ -57,6 +58,9 @@ export function api(client: SessionServiceClient) {
     getMessages: unary<GetMessagesRequest, GetMessagesResponse>(client, 'getMessages', GetMessagesRequest),
     forkSession: unary<ForkSessionRequest, ForkSessionResponse>(client, 'forkSession', ForkSessionRequest),
     repairSession: unary<RepairSessionRequest, RepairSessionResponse>(client, 'repairSession', RepairSessionRequest),
+    planCompaction: unary<PlanCompactionRequest, PlanCompactionResponse>(client, 'planCompaction', PlanCompactionRequest),
+    compact: unary<CompactRequest, CompactResponse>(client, 'compact', CompactRequest),
+    pruneToolResults: unary<PruneToolResultsRequest, PruneToolResultsResponse>(client, 'pruneToolResults', PruneToolResultsRequest),
 
     /** Streams `data` in `chunkSize` pieces after the options. */
     importSession(opts: Partialish<ImportOptions>, data: Uint8Array, chunkSize = 7919): Promise<ImportSessionResponse> {

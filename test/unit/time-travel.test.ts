@@ -1,15 +1,18 @@
 /**
- * as_of_seq (src/app/time-travel.ts) over the memory store: the surface and model history as of
- * every seq equal what the live session answered right after that event; past the head is
- * refused and leaves the log untouched.
+ * as_of_seq (src/app/time-travel.ts, through the app facade) over the memory store: the surface
+ * and model history as of every batch of the viewer's demo session (compaction, nested prunes,
+ * images) equal what the live session answered right after that batch; past the head is refused
+ * and leaves the log untouched. (test/app/time-travel.test.ts compares with a naive replay.)
  */
 import { describe, expect, it } from 'vitest';
-import { SessionService, ANONYMOUS } from '../../src/app/session-service.js';
-import { modelHistoryAsOf, surfaceAsOf } from '../../src/app/time-travel.js';
+import { SessionService, ANONYMOUS, type CallContext } from '../../src/app/session-service.js';
 import { MemorySessionStore } from '../../src/store/memory/memory-store.js';
 import { eventInputToCandidate } from '../../src/server/convert.js';
 import { DomainError } from '../../src/domain/errors.js';
 import { DEMO, demoBatches } from '../support/demo-session.js';
+
+const surfaceAsOf = (app: SessionService, ctx: CallContext, id: string, seq: number) => app.getSurface(ctx, id, seq);
+const modelHistoryAsOf = (app: SessionService, ctx: CallContext, id: string, seq: number) => app.getMessages(ctx, id, 'model', { asOfSeq: seq });
 
 async function demo(): Promise<{ app: SessionService; seen: Map<number, { surface: number[]; messages: unknown }> }> {
   const app = new SessionService(new MemorySessionStore());

@@ -201,6 +201,230 @@ export interface ToolError {
   code: string;
 }
 
+/** Data of a turn/start event: `{turn}`. */
+export interface TurnData {
+  /** Turn number (1, 2, 3, ...). */
+  turn: number;
+}
+
+/** Why a turn ended (`reason` of turn/end): `{kind, ...}`. */
+export interface TurnEndReason {
+  /** "completed", "aborted", "blocked", "error", "max-tokens" or "interrupted". */
+  kind: string;
+  /**
+   * The reason's other keys as a JSON object text (e.g. `{"reason":{"kind":"user"}}`
+   * for "aborted", `{"error":{...}}` for "error"); empty when there are none.
+   */
+  fieldsJson: string;
+}
+
+/** Data of a turn/end event: `{turn, reason}`. */
+export interface TurnEndData {
+  /** Turn number. */
+  turn: number;
+  /** Why the turn ended. */
+  reason: TurnEndReason | undefined;
+}
+
+/** Data of a step/start or step/end event: `{turn, step}`. */
+export interface StepData {
+  /** Turn number. */
+  turn: number;
+  /** Step number within the turn (restarts at 1 per turn). */
+  step: number;
+}
+
+/** `{type:"block-start", index, blockType}`. */
+export interface ChunkBlockStart {
+  /** Content block index. */
+  index: number;
+  /** The block's type ("text", "reasoning", "tool-call", ...). */
+  blockType: string;
+}
+
+/** `{type:"text-delta", index, text}` or `{type:"reasoning-delta", index, text}`. */
+export interface ChunkTextDelta {
+  /** Content block index. */
+  index: number;
+  /** The text added. */
+  text: string;
+}
+
+/** `{type:"tool-call-delta", index, id, name?, argumentsDelta}`. */
+export interface ChunkToolCallDelta {
+  /** Content block index. */
+  index: number;
+  /** Tool call id. */
+  id: string;
+  /** Tool name (usually only on the first delta); unset when absent. */
+  name?:
+    | string
+    | undefined;
+  /** The raw arguments text added. */
+  argumentsDelta: string;
+}
+
+/** `{type:"block-end", index, block}`. */
+export interface ChunkBlockEnd {
+  /** Content block index. */
+  index: number;
+  /** The complete block. */
+  block: ContentBlock | undefined;
+}
+
+/** `{type:"finish", reason, replayState?}`. */
+export interface ChunkFinish {
+  /**
+   * The finish reason object (`{kind:"stop"}`, `{kind:"error", failure}`,
+   * ...) as JSON text.
+   */
+  reasonJson: string;
+  /** The provider's opaque `replayState`, as JSON text; unset when absent. */
+  replayStateJson?: string | undefined;
+}
+
+/** One streamed chunk of an assistant response (reference StreamChunk). */
+export interface StreamChunk {
+  /** The chunk kind. */
+  chunk:
+    | //
+    /** `block-start`. */
+    { $case: "blockStart"; value: ChunkBlockStart }
+    | //
+    /** `text-delta`. */
+    { $case: "textDelta"; value: ChunkTextDelta }
+    | //
+    /** `reasoning-delta`. */
+    { $case: "reasoningDelta"; value: ChunkTextDelta }
+    | //
+    /** `tool-call-delta`. */
+    { $case: "toolCallDelta"; value: ChunkToolCallDelta }
+    | //
+    /** `block-end`. */
+    { $case: "blockEnd"; value: ChunkBlockEnd }
+    | //
+    /** `{type:"usage", usage}`. */
+    { $case: "usage"; value: TokenUsage }
+    | //
+    /** `finish`. */
+    { $case: "finish"; value: ChunkFinish }
+    | undefined;
+}
+
+/** Data of an assistant/chunk event: `{turn, step, chunk}`. */
+export interface AssistantChunkData {
+  /** Turn number. */
+  turn: number;
+  /** Step number. */
+  step: number;
+  /** The chunk. */
+  chunk: StreamChunk | undefined;
+}
+
+/** Data of a tool/call event: `{turn, step, callId, name, arguments}`. */
+export interface ToolCallData {
+  /** Turn number. */
+  turn: number;
+  /** Step number. */
+  step: number;
+  /** Tool call id (the assistant message's tool-call block id). */
+  callId: string;
+  /** Tool name. */
+  name: string;
+  /** The raw arguments JSON text exactly as the model produced it. */
+  arguments: string;
+}
+
+/** A surface range `{start, end}` (positions on the surface, inclusive). */
+export interface ShadowedRange {
+  /** First shadowed seq. */
+  start: number;
+  /** Last shadowed seq. */
+  end: number;
+}
+
+/** A list of content blocks whose presence matters (`rawOutput`). */
+export interface ContentBlocks {
+  /** The blocks. */
+  blocks: ContentBlock[];
+}
+
+/** Data of compaction/start: `{compactionId, sourceCommandId?, turn}`. */
+export interface CompactionStartData {
+  /** The compaction id. */
+  compactionId: string;
+  /** The command that asked for it; unset when absent. */
+  sourceCommandId?:
+    | string
+    | undefined;
+  /** The open turn; unset = `null` (a standalone compaction between turns). */
+  turn?: number | undefined;
+}
+
+/** Data of compaction/summary (dsh-semantics 1.3). */
+export interface CompactionSummaryData {
+  /** The compaction id. */
+  compactionId: string;
+  /** The command that asked for it; unset when absent. */
+  sourceCommandId?:
+    | string
+    | undefined;
+  /** The summary blocks. */
+  summary: ContentBlock[];
+  /** The summariser's raw output (`rawOutput`); unset when absent. */
+  rawOutput:
+    | ContentBlocks
+    | undefined;
+  /** `llmStreamCall: true` (needs raw_output); false = the key is absent. */
+  llmStreamCall: boolean;
+  /** The shadowed range. */
+  shadowedRange:
+    | ShadowedRange
+    | undefined;
+  /** The shadowed seqs, in surface order. */
+  shadowedSeqs: number[];
+  /** Tokens of the shadowed nodes. */
+  shadowedTokenCount: number;
+  /** Provider of the summariser. */
+  provider: string;
+  /** Model of the summariser. */
+  model: string;
+  /** The summariser's max output tokens; unset when absent. */
+  maxTokens?:
+    | number
+    | undefined;
+  /** Token usage of the summarisation; unset when absent. */
+  usage: TokenUsage | undefined;
+}
+
+/** Data of compaction/end: `{compactionId, sourceCommandId?, turn, error?}`. */
+export interface CompactionEndData {
+  /** The compaction id. */
+  compactionId: string;
+  /** The command that asked for it; unset when absent. */
+  sourceCommandId?:
+    | string
+    | undefined;
+  /** The open turn; unset = `null`. */
+  turn?:
+    | number
+    | undefined;
+  /** Why the attempt failed; unset when it succeeded. */
+  error?: string | undefined;
+}
+
+/** Data of compaction/prune: `{shadowedRange, shadowedSeqs, shadowedTokenCount}`. */
+export interface CompactionPruneData {
+  /** The pruned node (`{start: seq, end: seq}`). */
+  shadowedRange:
+    | ShadowedRange
+    | undefined;
+  /** The pruned seqs (one). */
+  shadowedSeqs: number[];
+  /** Tokens of the pruned node before pruning. */
+  shadowedTokenCount: number;
+}
+
 function createBaseMessage(): Message {
   return { id: "", role: "", content: [], source: undefined };
 }
@@ -1889,6 +2113,2094 @@ export const ToolError: MessageFns<ToolError> = {
     const message = createBaseToolError();
     message.name = object.name ?? "";
     message.code = object.code ?? "";
+    return message;
+  },
+};
+
+function createBaseTurnData(): TurnData {
+  return { turn: 0 };
+}
+
+export const TurnData: MessageFns<TurnData> = {
+  encode(message: TurnData, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.turn !== 0) {
+      writer.uint32(8).uint64(message.turn);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): TurnData {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseTurnData();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.turn = longToNumber(reader.uint64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): TurnData {
+    return { turn: isSet(object.turn) ? globalThis.Number(object.turn) : 0 };
+  },
+
+  toJSON(message: TurnData): unknown {
+    const obj: any = {};
+    if (message.turn !== 0) {
+      obj.turn = Math.round(message.turn);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<TurnData>, I>>(base?: I): TurnData {
+    return TurnData.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<TurnData>, I>>(object: I): TurnData {
+    const message = createBaseTurnData();
+    message.turn = object.turn ?? 0;
+    return message;
+  },
+};
+
+function createBaseTurnEndReason(): TurnEndReason {
+  return { kind: "", fieldsJson: "" };
+}
+
+export const TurnEndReason: MessageFns<TurnEndReason> = {
+  encode(message: TurnEndReason, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.kind !== "") {
+      writer.uint32(10).string(message.kind);
+    }
+    if (message.fieldsJson !== "") {
+      writer.uint32(18).string(message.fieldsJson);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): TurnEndReason {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseTurnEndReason();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.kind = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.fieldsJson = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): TurnEndReason {
+    return {
+      kind: isSet(object.kind) ? globalThis.String(object.kind) : "",
+      fieldsJson: isSet(object.fieldsJson)
+        ? globalThis.String(object.fieldsJson)
+        : isSet(object.fields_json)
+        ? globalThis.String(object.fields_json)
+        : "",
+    };
+  },
+
+  toJSON(message: TurnEndReason): unknown {
+    const obj: any = {};
+    if (message.kind !== "") {
+      obj.kind = message.kind;
+    }
+    if (message.fieldsJson !== "") {
+      obj.fieldsJson = message.fieldsJson;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<TurnEndReason>, I>>(base?: I): TurnEndReason {
+    return TurnEndReason.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<TurnEndReason>, I>>(object: I): TurnEndReason {
+    const message = createBaseTurnEndReason();
+    message.kind = object.kind ?? "";
+    message.fieldsJson = object.fieldsJson ?? "";
+    return message;
+  },
+};
+
+function createBaseTurnEndData(): TurnEndData {
+  return { turn: 0, reason: undefined };
+}
+
+export const TurnEndData: MessageFns<TurnEndData> = {
+  encode(message: TurnEndData, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.turn !== 0) {
+      writer.uint32(8).uint64(message.turn);
+    }
+    if (message.reason !== undefined) {
+      TurnEndReason.encode(message.reason, writer.uint32(18).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): TurnEndData {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseTurnEndData();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.turn = longToNumber(reader.uint64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.reason = TurnEndReason.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): TurnEndData {
+    return {
+      turn: isSet(object.turn) ? globalThis.Number(object.turn) : 0,
+      reason: isSet(object.reason) ? TurnEndReason.fromJSON(object.reason) : undefined,
+    };
+  },
+
+  toJSON(message: TurnEndData): unknown {
+    const obj: any = {};
+    if (message.turn !== 0) {
+      obj.turn = Math.round(message.turn);
+    }
+    if (message.reason !== undefined) {
+      obj.reason = TurnEndReason.toJSON(message.reason);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<TurnEndData>, I>>(base?: I): TurnEndData {
+    return TurnEndData.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<TurnEndData>, I>>(object: I): TurnEndData {
+    const message = createBaseTurnEndData();
+    message.turn = object.turn ?? 0;
+    message.reason = (object.reason !== undefined && object.reason !== null)
+      ? TurnEndReason.fromPartial(object.reason)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseStepData(): StepData {
+  return { turn: 0, step: 0 };
+}
+
+export const StepData: MessageFns<StepData> = {
+  encode(message: StepData, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.turn !== 0) {
+      writer.uint32(8).uint64(message.turn);
+    }
+    if (message.step !== 0) {
+      writer.uint32(16).uint64(message.step);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): StepData {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseStepData();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.turn = longToNumber(reader.uint64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.step = longToNumber(reader.uint64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): StepData {
+    return {
+      turn: isSet(object.turn) ? globalThis.Number(object.turn) : 0,
+      step: isSet(object.step) ? globalThis.Number(object.step) : 0,
+    };
+  },
+
+  toJSON(message: StepData): unknown {
+    const obj: any = {};
+    if (message.turn !== 0) {
+      obj.turn = Math.round(message.turn);
+    }
+    if (message.step !== 0) {
+      obj.step = Math.round(message.step);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<StepData>, I>>(base?: I): StepData {
+    return StepData.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<StepData>, I>>(object: I): StepData {
+    const message = createBaseStepData();
+    message.turn = object.turn ?? 0;
+    message.step = object.step ?? 0;
+    return message;
+  },
+};
+
+function createBaseChunkBlockStart(): ChunkBlockStart {
+  return { index: 0, blockType: "" };
+}
+
+export const ChunkBlockStart: MessageFns<ChunkBlockStart> = {
+  encode(message: ChunkBlockStart, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.index !== 0) {
+      writer.uint32(8).uint64(message.index);
+    }
+    if (message.blockType !== "") {
+      writer.uint32(18).string(message.blockType);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ChunkBlockStart {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseChunkBlockStart();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.index = longToNumber(reader.uint64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.blockType = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ChunkBlockStart {
+    return {
+      index: isSet(object.index) ? globalThis.Number(object.index) : 0,
+      blockType: isSet(object.blockType)
+        ? globalThis.String(object.blockType)
+        : isSet(object.block_type)
+        ? globalThis.String(object.block_type)
+        : "",
+    };
+  },
+
+  toJSON(message: ChunkBlockStart): unknown {
+    const obj: any = {};
+    if (message.index !== 0) {
+      obj.index = Math.round(message.index);
+    }
+    if (message.blockType !== "") {
+      obj.blockType = message.blockType;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ChunkBlockStart>, I>>(base?: I): ChunkBlockStart {
+    return ChunkBlockStart.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ChunkBlockStart>, I>>(object: I): ChunkBlockStart {
+    const message = createBaseChunkBlockStart();
+    message.index = object.index ?? 0;
+    message.blockType = object.blockType ?? "";
+    return message;
+  },
+};
+
+function createBaseChunkTextDelta(): ChunkTextDelta {
+  return { index: 0, text: "" };
+}
+
+export const ChunkTextDelta: MessageFns<ChunkTextDelta> = {
+  encode(message: ChunkTextDelta, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.index !== 0) {
+      writer.uint32(8).uint64(message.index);
+    }
+    if (message.text !== "") {
+      writer.uint32(18).string(message.text);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ChunkTextDelta {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseChunkTextDelta();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.index = longToNumber(reader.uint64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.text = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ChunkTextDelta {
+    return {
+      index: isSet(object.index) ? globalThis.Number(object.index) : 0,
+      text: isSet(object.text) ? globalThis.String(object.text) : "",
+    };
+  },
+
+  toJSON(message: ChunkTextDelta): unknown {
+    const obj: any = {};
+    if (message.index !== 0) {
+      obj.index = Math.round(message.index);
+    }
+    if (message.text !== "") {
+      obj.text = message.text;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ChunkTextDelta>, I>>(base?: I): ChunkTextDelta {
+    return ChunkTextDelta.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ChunkTextDelta>, I>>(object: I): ChunkTextDelta {
+    const message = createBaseChunkTextDelta();
+    message.index = object.index ?? 0;
+    message.text = object.text ?? "";
+    return message;
+  },
+};
+
+function createBaseChunkToolCallDelta(): ChunkToolCallDelta {
+  return { index: 0, id: "", name: undefined, argumentsDelta: "" };
+}
+
+export const ChunkToolCallDelta: MessageFns<ChunkToolCallDelta> = {
+  encode(message: ChunkToolCallDelta, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.index !== 0) {
+      writer.uint32(8).uint64(message.index);
+    }
+    if (message.id !== "") {
+      writer.uint32(18).string(message.id);
+    }
+    if (message.name !== undefined) {
+      writer.uint32(26).string(message.name);
+    }
+    if (message.argumentsDelta !== "") {
+      writer.uint32(34).string(message.argumentsDelta);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ChunkToolCallDelta {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseChunkToolCallDelta();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.index = longToNumber(reader.uint64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.id = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.name = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.argumentsDelta = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ChunkToolCallDelta {
+    return {
+      index: isSet(object.index) ? globalThis.Number(object.index) : 0,
+      id: isSet(object.id) ? globalThis.String(object.id) : "",
+      name: isSet(object.name) ? globalThis.String(object.name) : undefined,
+      argumentsDelta: isSet(object.argumentsDelta)
+        ? globalThis.String(object.argumentsDelta)
+        : isSet(object.arguments_delta)
+        ? globalThis.String(object.arguments_delta)
+        : "",
+    };
+  },
+
+  toJSON(message: ChunkToolCallDelta): unknown {
+    const obj: any = {};
+    if (message.index !== 0) {
+      obj.index = Math.round(message.index);
+    }
+    if (message.id !== "") {
+      obj.id = message.id;
+    }
+    if (message.name !== undefined) {
+      obj.name = message.name;
+    }
+    if (message.argumentsDelta !== "") {
+      obj.argumentsDelta = message.argumentsDelta;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ChunkToolCallDelta>, I>>(base?: I): ChunkToolCallDelta {
+    return ChunkToolCallDelta.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ChunkToolCallDelta>, I>>(object: I): ChunkToolCallDelta {
+    const message = createBaseChunkToolCallDelta();
+    message.index = object.index ?? 0;
+    message.id = object.id ?? "";
+    message.name = object.name ?? undefined;
+    message.argumentsDelta = object.argumentsDelta ?? "";
+    return message;
+  },
+};
+
+function createBaseChunkBlockEnd(): ChunkBlockEnd {
+  return { index: 0, block: undefined };
+}
+
+export const ChunkBlockEnd: MessageFns<ChunkBlockEnd> = {
+  encode(message: ChunkBlockEnd, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.index !== 0) {
+      writer.uint32(8).uint64(message.index);
+    }
+    if (message.block !== undefined) {
+      ContentBlock.encode(message.block, writer.uint32(18).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ChunkBlockEnd {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseChunkBlockEnd();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.index = longToNumber(reader.uint64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.block = ContentBlock.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ChunkBlockEnd {
+    return {
+      index: isSet(object.index) ? globalThis.Number(object.index) : 0,
+      block: isSet(object.block) ? ContentBlock.fromJSON(object.block) : undefined,
+    };
+  },
+
+  toJSON(message: ChunkBlockEnd): unknown {
+    const obj: any = {};
+    if (message.index !== 0) {
+      obj.index = Math.round(message.index);
+    }
+    if (message.block !== undefined) {
+      obj.block = ContentBlock.toJSON(message.block);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ChunkBlockEnd>, I>>(base?: I): ChunkBlockEnd {
+    return ChunkBlockEnd.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ChunkBlockEnd>, I>>(object: I): ChunkBlockEnd {
+    const message = createBaseChunkBlockEnd();
+    message.index = object.index ?? 0;
+    message.block = (object.block !== undefined && object.block !== null)
+      ? ContentBlock.fromPartial(object.block)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseChunkFinish(): ChunkFinish {
+  return { reasonJson: "", replayStateJson: undefined };
+}
+
+export const ChunkFinish: MessageFns<ChunkFinish> = {
+  encode(message: ChunkFinish, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.reasonJson !== "") {
+      writer.uint32(10).string(message.reasonJson);
+    }
+    if (message.replayStateJson !== undefined) {
+      writer.uint32(18).string(message.replayStateJson);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ChunkFinish {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseChunkFinish();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.reasonJson = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.replayStateJson = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ChunkFinish {
+    return {
+      reasonJson: isSet(object.reasonJson)
+        ? globalThis.String(object.reasonJson)
+        : isSet(object.reason_json)
+        ? globalThis.String(object.reason_json)
+        : "",
+      replayStateJson: isSet(object.replayStateJson)
+        ? globalThis.String(object.replayStateJson)
+        : isSet(object.replay_state_json)
+        ? globalThis.String(object.replay_state_json)
+        : undefined,
+    };
+  },
+
+  toJSON(message: ChunkFinish): unknown {
+    const obj: any = {};
+    if (message.reasonJson !== "") {
+      obj.reasonJson = message.reasonJson;
+    }
+    if (message.replayStateJson !== undefined) {
+      obj.replayStateJson = message.replayStateJson;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ChunkFinish>, I>>(base?: I): ChunkFinish {
+    return ChunkFinish.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ChunkFinish>, I>>(object: I): ChunkFinish {
+    const message = createBaseChunkFinish();
+    message.reasonJson = object.reasonJson ?? "";
+    message.replayStateJson = object.replayStateJson ?? undefined;
+    return message;
+  },
+};
+
+function createBaseStreamChunk(): StreamChunk {
+  return { chunk: undefined };
+}
+
+export const StreamChunk: MessageFns<StreamChunk> = {
+  encode(message: StreamChunk, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    switch (message.chunk?.$case) {
+      case "blockStart":
+        ChunkBlockStart.encode(message.chunk.value, writer.uint32(10).fork()).join();
+        break;
+      case "textDelta":
+        ChunkTextDelta.encode(message.chunk.value, writer.uint32(18).fork()).join();
+        break;
+      case "reasoningDelta":
+        ChunkTextDelta.encode(message.chunk.value, writer.uint32(26).fork()).join();
+        break;
+      case "toolCallDelta":
+        ChunkToolCallDelta.encode(message.chunk.value, writer.uint32(34).fork()).join();
+        break;
+      case "blockEnd":
+        ChunkBlockEnd.encode(message.chunk.value, writer.uint32(42).fork()).join();
+        break;
+      case "usage":
+        TokenUsage.encode(message.chunk.value, writer.uint32(50).fork()).join();
+        break;
+      case "finish":
+        ChunkFinish.encode(message.chunk.value, writer.uint32(58).fork()).join();
+        break;
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): StreamChunk {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseStreamChunk();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.chunk = { $case: "blockStart", value: ChunkBlockStart.decode(reader, reader.uint32()) };
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.chunk = { $case: "textDelta", value: ChunkTextDelta.decode(reader, reader.uint32()) };
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.chunk = { $case: "reasoningDelta", value: ChunkTextDelta.decode(reader, reader.uint32()) };
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.chunk = { $case: "toolCallDelta", value: ChunkToolCallDelta.decode(reader, reader.uint32()) };
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.chunk = { $case: "blockEnd", value: ChunkBlockEnd.decode(reader, reader.uint32()) };
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.chunk = { $case: "usage", value: TokenUsage.decode(reader, reader.uint32()) };
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.chunk = { $case: "finish", value: ChunkFinish.decode(reader, reader.uint32()) };
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): StreamChunk {
+    return {
+      chunk: isSet(object.blockStart)
+        ? { $case: "blockStart", value: ChunkBlockStart.fromJSON(object.blockStart) }
+        : isSet(object.block_start)
+        ? { $case: "blockStart", value: ChunkBlockStart.fromJSON(object.block_start) }
+        : isSet(object.textDelta)
+        ? { $case: "textDelta", value: ChunkTextDelta.fromJSON(object.textDelta) }
+        : isSet(object.text_delta)
+        ? { $case: "textDelta", value: ChunkTextDelta.fromJSON(object.text_delta) }
+        : isSet(object.reasoningDelta)
+        ? { $case: "reasoningDelta", value: ChunkTextDelta.fromJSON(object.reasoningDelta) }
+        : isSet(object.reasoning_delta)
+        ? { $case: "reasoningDelta", value: ChunkTextDelta.fromJSON(object.reasoning_delta) }
+        : isSet(object.toolCallDelta)
+        ? { $case: "toolCallDelta", value: ChunkToolCallDelta.fromJSON(object.toolCallDelta) }
+        : isSet(object.tool_call_delta)
+        ? { $case: "toolCallDelta", value: ChunkToolCallDelta.fromJSON(object.tool_call_delta) }
+        : isSet(object.blockEnd)
+        ? { $case: "blockEnd", value: ChunkBlockEnd.fromJSON(object.blockEnd) }
+        : isSet(object.block_end)
+        ? { $case: "blockEnd", value: ChunkBlockEnd.fromJSON(object.block_end) }
+        : isSet(object.usage)
+        ? { $case: "usage", value: TokenUsage.fromJSON(object.usage) }
+        : isSet(object.finish)
+        ? { $case: "finish", value: ChunkFinish.fromJSON(object.finish) }
+        : undefined,
+    };
+  },
+
+  toJSON(message: StreamChunk): unknown {
+    const obj: any = {};
+    if (message.chunk?.$case === "blockStart") {
+      obj.blockStart = ChunkBlockStart.toJSON(message.chunk.value);
+    } else if (message.chunk?.$case === "textDelta") {
+      obj.textDelta = ChunkTextDelta.toJSON(message.chunk.value);
+    } else if (message.chunk?.$case === "reasoningDelta") {
+      obj.reasoningDelta = ChunkTextDelta.toJSON(message.chunk.value);
+    } else if (message.chunk?.$case === "toolCallDelta") {
+      obj.toolCallDelta = ChunkToolCallDelta.toJSON(message.chunk.value);
+    } else if (message.chunk?.$case === "blockEnd") {
+      obj.blockEnd = ChunkBlockEnd.toJSON(message.chunk.value);
+    } else if (message.chunk?.$case === "usage") {
+      obj.usage = TokenUsage.toJSON(message.chunk.value);
+    } else if (message.chunk?.$case === "finish") {
+      obj.finish = ChunkFinish.toJSON(message.chunk.value);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<StreamChunk>, I>>(base?: I): StreamChunk {
+    return StreamChunk.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<StreamChunk>, I>>(object: I): StreamChunk {
+    const message = createBaseStreamChunk();
+    switch (object.chunk?.$case) {
+      case "blockStart": {
+        if (object.chunk?.value !== undefined && object.chunk?.value !== null) {
+          message.chunk = { $case: "blockStart", value: ChunkBlockStart.fromPartial(object.chunk.value) };
+        }
+        break;
+      }
+      case "textDelta": {
+        if (object.chunk?.value !== undefined && object.chunk?.value !== null) {
+          message.chunk = { $case: "textDelta", value: ChunkTextDelta.fromPartial(object.chunk.value) };
+        }
+        break;
+      }
+      case "reasoningDelta": {
+        if (object.chunk?.value !== undefined && object.chunk?.value !== null) {
+          message.chunk = { $case: "reasoningDelta", value: ChunkTextDelta.fromPartial(object.chunk.value) };
+        }
+        break;
+      }
+      case "toolCallDelta": {
+        if (object.chunk?.value !== undefined && object.chunk?.value !== null) {
+          message.chunk = { $case: "toolCallDelta", value: ChunkToolCallDelta.fromPartial(object.chunk.value) };
+        }
+        break;
+      }
+      case "blockEnd": {
+        if (object.chunk?.value !== undefined && object.chunk?.value !== null) {
+          message.chunk = { $case: "blockEnd", value: ChunkBlockEnd.fromPartial(object.chunk.value) };
+        }
+        break;
+      }
+      case "usage": {
+        if (object.chunk?.value !== undefined && object.chunk?.value !== null) {
+          message.chunk = { $case: "usage", value: TokenUsage.fromPartial(object.chunk.value) };
+        }
+        break;
+      }
+      case "finish": {
+        if (object.chunk?.value !== undefined && object.chunk?.value !== null) {
+          message.chunk = { $case: "finish", value: ChunkFinish.fromPartial(object.chunk.value) };
+        }
+        break;
+      }
+    }
+    return message;
+  },
+};
+
+function createBaseAssistantChunkData(): AssistantChunkData {
+  return { turn: 0, step: 0, chunk: undefined };
+}
+
+export const AssistantChunkData: MessageFns<AssistantChunkData> = {
+  encode(message: AssistantChunkData, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.turn !== 0) {
+      writer.uint32(8).uint64(message.turn);
+    }
+    if (message.step !== 0) {
+      writer.uint32(16).uint64(message.step);
+    }
+    if (message.chunk !== undefined) {
+      StreamChunk.encode(message.chunk, writer.uint32(26).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): AssistantChunkData {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseAssistantChunkData();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.turn = longToNumber(reader.uint64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.step = longToNumber(reader.uint64());
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.chunk = StreamChunk.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): AssistantChunkData {
+    return {
+      turn: isSet(object.turn) ? globalThis.Number(object.turn) : 0,
+      step: isSet(object.step) ? globalThis.Number(object.step) : 0,
+      chunk: isSet(object.chunk) ? StreamChunk.fromJSON(object.chunk) : undefined,
+    };
+  },
+
+  toJSON(message: AssistantChunkData): unknown {
+    const obj: any = {};
+    if (message.turn !== 0) {
+      obj.turn = Math.round(message.turn);
+    }
+    if (message.step !== 0) {
+      obj.step = Math.round(message.step);
+    }
+    if (message.chunk !== undefined) {
+      obj.chunk = StreamChunk.toJSON(message.chunk);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<AssistantChunkData>, I>>(base?: I): AssistantChunkData {
+    return AssistantChunkData.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<AssistantChunkData>, I>>(object: I): AssistantChunkData {
+    const message = createBaseAssistantChunkData();
+    message.turn = object.turn ?? 0;
+    message.step = object.step ?? 0;
+    message.chunk = (object.chunk !== undefined && object.chunk !== null)
+      ? StreamChunk.fromPartial(object.chunk)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseToolCallData(): ToolCallData {
+  return { turn: 0, step: 0, callId: "", name: "", arguments: "" };
+}
+
+export const ToolCallData: MessageFns<ToolCallData> = {
+  encode(message: ToolCallData, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.turn !== 0) {
+      writer.uint32(8).uint64(message.turn);
+    }
+    if (message.step !== 0) {
+      writer.uint32(16).uint64(message.step);
+    }
+    if (message.callId !== "") {
+      writer.uint32(26).string(message.callId);
+    }
+    if (message.name !== "") {
+      writer.uint32(34).string(message.name);
+    }
+    if (message.arguments !== "") {
+      writer.uint32(42).string(message.arguments);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ToolCallData {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseToolCallData();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.turn = longToNumber(reader.uint64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.step = longToNumber(reader.uint64());
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.callId = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.name = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.arguments = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ToolCallData {
+    return {
+      turn: isSet(object.turn) ? globalThis.Number(object.turn) : 0,
+      step: isSet(object.step) ? globalThis.Number(object.step) : 0,
+      callId: isSet(object.callId)
+        ? globalThis.String(object.callId)
+        : isSet(object.call_id)
+        ? globalThis.String(object.call_id)
+        : "",
+      name: isSet(object.name) ? globalThis.String(object.name) : "",
+      arguments: isSet(object.arguments) ? globalThis.String(object.arguments) : "",
+    };
+  },
+
+  toJSON(message: ToolCallData): unknown {
+    const obj: any = {};
+    if (message.turn !== 0) {
+      obj.turn = Math.round(message.turn);
+    }
+    if (message.step !== 0) {
+      obj.step = Math.round(message.step);
+    }
+    if (message.callId !== "") {
+      obj.callId = message.callId;
+    }
+    if (message.name !== "") {
+      obj.name = message.name;
+    }
+    if (message.arguments !== "") {
+      obj.arguments = message.arguments;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ToolCallData>, I>>(base?: I): ToolCallData {
+    return ToolCallData.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ToolCallData>, I>>(object: I): ToolCallData {
+    const message = createBaseToolCallData();
+    message.turn = object.turn ?? 0;
+    message.step = object.step ?? 0;
+    message.callId = object.callId ?? "";
+    message.name = object.name ?? "";
+    message.arguments = object.arguments ?? "";
+    return message;
+  },
+};
+
+function createBaseShadowedRange(): ShadowedRange {
+  return { start: 0, end: 0 };
+}
+
+export const ShadowedRange: MessageFns<ShadowedRange> = {
+  encode(message: ShadowedRange, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.start !== 0) {
+      writer.uint32(8).uint64(message.start);
+    }
+    if (message.end !== 0) {
+      writer.uint32(16).uint64(message.end);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ShadowedRange {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseShadowedRange();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.start = longToNumber(reader.uint64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.end = longToNumber(reader.uint64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ShadowedRange {
+    return {
+      start: isSet(object.start) ? globalThis.Number(object.start) : 0,
+      end: isSet(object.end) ? globalThis.Number(object.end) : 0,
+    };
+  },
+
+  toJSON(message: ShadowedRange): unknown {
+    const obj: any = {};
+    if (message.start !== 0) {
+      obj.start = Math.round(message.start);
+    }
+    if (message.end !== 0) {
+      obj.end = Math.round(message.end);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ShadowedRange>, I>>(base?: I): ShadowedRange {
+    return ShadowedRange.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ShadowedRange>, I>>(object: I): ShadowedRange {
+    const message = createBaseShadowedRange();
+    message.start = object.start ?? 0;
+    message.end = object.end ?? 0;
+    return message;
+  },
+};
+
+function createBaseContentBlocks(): ContentBlocks {
+  return { blocks: [] };
+}
+
+export const ContentBlocks: MessageFns<ContentBlocks> = {
+  encode(message: ContentBlocks, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.blocks) {
+      ContentBlock.encode(v!, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ContentBlocks {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseContentBlocks();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.blocks.push(ContentBlock.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ContentBlocks {
+    return {
+      blocks: globalThis.Array.isArray(object?.blocks) ? object.blocks.map((e: any) => ContentBlock.fromJSON(e)) : [],
+    };
+  },
+
+  toJSON(message: ContentBlocks): unknown {
+    const obj: any = {};
+    if (message.blocks?.length) {
+      obj.blocks = message.blocks.map((e) => ContentBlock.toJSON(e));
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ContentBlocks>, I>>(base?: I): ContentBlocks {
+    return ContentBlocks.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ContentBlocks>, I>>(object: I): ContentBlocks {
+    const message = createBaseContentBlocks();
+    message.blocks = object.blocks?.map((e) => ContentBlock.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseCompactionStartData(): CompactionStartData {
+  return { compactionId: "", sourceCommandId: undefined, turn: undefined };
+}
+
+export const CompactionStartData: MessageFns<CompactionStartData> = {
+  encode(message: CompactionStartData, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.compactionId !== "") {
+      writer.uint32(10).string(message.compactionId);
+    }
+    if (message.sourceCommandId !== undefined) {
+      writer.uint32(18).string(message.sourceCommandId);
+    }
+    if (message.turn !== undefined) {
+      writer.uint32(24).uint64(message.turn);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CompactionStartData {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCompactionStartData();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.compactionId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.sourceCommandId = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.turn = longToNumber(reader.uint64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): CompactionStartData {
+    return {
+      compactionId: isSet(object.compactionId)
+        ? globalThis.String(object.compactionId)
+        : isSet(object.compaction_id)
+        ? globalThis.String(object.compaction_id)
+        : "",
+      sourceCommandId: isSet(object.sourceCommandId)
+        ? globalThis.String(object.sourceCommandId)
+        : isSet(object.source_command_id)
+        ? globalThis.String(object.source_command_id)
+        : undefined,
+      turn: isSet(object.turn) ? globalThis.Number(object.turn) : undefined,
+    };
+  },
+
+  toJSON(message: CompactionStartData): unknown {
+    const obj: any = {};
+    if (message.compactionId !== "") {
+      obj.compactionId = message.compactionId;
+    }
+    if (message.sourceCommandId !== undefined) {
+      obj.sourceCommandId = message.sourceCommandId;
+    }
+    if (message.turn !== undefined) {
+      obj.turn = Math.round(message.turn);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<CompactionStartData>, I>>(base?: I): CompactionStartData {
+    return CompactionStartData.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<CompactionStartData>, I>>(object: I): CompactionStartData {
+    const message = createBaseCompactionStartData();
+    message.compactionId = object.compactionId ?? "";
+    message.sourceCommandId = object.sourceCommandId ?? undefined;
+    message.turn = object.turn ?? undefined;
+    return message;
+  },
+};
+
+function createBaseCompactionSummaryData(): CompactionSummaryData {
+  return {
+    compactionId: "",
+    sourceCommandId: undefined,
+    summary: [],
+    rawOutput: undefined,
+    llmStreamCall: false,
+    shadowedRange: undefined,
+    shadowedSeqs: [],
+    shadowedTokenCount: 0,
+    provider: "",
+    model: "",
+    maxTokens: undefined,
+    usage: undefined,
+  };
+}
+
+export const CompactionSummaryData: MessageFns<CompactionSummaryData> = {
+  encode(message: CompactionSummaryData, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.compactionId !== "") {
+      writer.uint32(10).string(message.compactionId);
+    }
+    if (message.sourceCommandId !== undefined) {
+      writer.uint32(18).string(message.sourceCommandId);
+    }
+    for (const v of message.summary) {
+      ContentBlock.encode(v!, writer.uint32(26).fork()).join();
+    }
+    if (message.rawOutput !== undefined) {
+      ContentBlocks.encode(message.rawOutput, writer.uint32(34).fork()).join();
+    }
+    if (message.llmStreamCall !== false) {
+      writer.uint32(40).bool(message.llmStreamCall);
+    }
+    if (message.shadowedRange !== undefined) {
+      ShadowedRange.encode(message.shadowedRange, writer.uint32(50).fork()).join();
+    }
+    if (message.shadowedSeqs.length !== 0) {
+      writer.uint32(58).fork();
+      for (const v of message.shadowedSeqs) {
+        writer.uint64(v);
+      }
+      writer.join();
+    }
+    if (message.shadowedTokenCount !== 0) {
+      writer.uint32(64).uint64(message.shadowedTokenCount);
+    }
+    if (message.provider !== "") {
+      writer.uint32(74).string(message.provider);
+    }
+    if (message.model !== "") {
+      writer.uint32(82).string(message.model);
+    }
+    if (message.maxTokens !== undefined) {
+      writer.uint32(88).uint64(message.maxTokens);
+    }
+    if (message.usage !== undefined) {
+      TokenUsage.encode(message.usage, writer.uint32(98).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CompactionSummaryData {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCompactionSummaryData();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.compactionId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.sourceCommandId = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.summary.push(ContentBlock.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.rawOutput = ContentBlocks.decode(reader, reader.uint32());
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.llmStreamCall = reader.bool();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.shadowedRange = ShadowedRange.decode(reader, reader.uint32());
+            continue;
+          }
+          case 7: {
+            if (tag === 56) {
+              message.shadowedSeqs.push(longToNumber(reader.uint64()));
+
+              continue;
+            }
+
+            if (tag === 58) {
+              const end2 = reader.uint32() + reader.pos;
+              while (reader.pos < end2) {
+                message.shadowedSeqs.push(longToNumber(reader.uint64()));
+              }
+
+              continue;
+            }
+
+            break;
+          }
+          case 8: {
+            if (tag !== 64) {
+              break;
+            }
+
+            message.shadowedTokenCount = longToNumber(reader.uint64());
+            continue;
+          }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.provider = reader.string();
+            continue;
+          }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.model = reader.string();
+            continue;
+          }
+          case 11: {
+            if (tag !== 88) {
+              break;
+            }
+
+            message.maxTokens = longToNumber(reader.uint64());
+            continue;
+          }
+          case 12: {
+            if (tag !== 98) {
+              break;
+            }
+
+            message.usage = TokenUsage.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): CompactionSummaryData {
+    return {
+      compactionId: isSet(object.compactionId)
+        ? globalThis.String(object.compactionId)
+        : isSet(object.compaction_id)
+        ? globalThis.String(object.compaction_id)
+        : "",
+      sourceCommandId: isSet(object.sourceCommandId)
+        ? globalThis.String(object.sourceCommandId)
+        : isSet(object.source_command_id)
+        ? globalThis.String(object.source_command_id)
+        : undefined,
+      summary: globalThis.Array.isArray(object?.summary)
+        ? object.summary.map((e: any) => ContentBlock.fromJSON(e))
+        : [],
+      rawOutput: isSet(object.rawOutput)
+        ? ContentBlocks.fromJSON(object.rawOutput)
+        : isSet(object.raw_output)
+        ? ContentBlocks.fromJSON(object.raw_output)
+        : undefined,
+      llmStreamCall: isSet(object.llmStreamCall)
+        ? globalThis.Boolean(object.llmStreamCall)
+        : isSet(object.llm_stream_call)
+        ? globalThis.Boolean(object.llm_stream_call)
+        : false,
+      shadowedRange: isSet(object.shadowedRange)
+        ? ShadowedRange.fromJSON(object.shadowedRange)
+        : isSet(object.shadowed_range)
+        ? ShadowedRange.fromJSON(object.shadowed_range)
+        : undefined,
+      shadowedSeqs: globalThis.Array.isArray(object?.shadowedSeqs)
+        ? object.shadowedSeqs.map((e: any) => globalThis.Number(e))
+        : globalThis.Array.isArray(object?.shadowed_seqs)
+        ? object.shadowed_seqs.map((e: any) => globalThis.Number(e))
+        : [],
+      shadowedTokenCount: isSet(object.shadowedTokenCount)
+        ? globalThis.Number(object.shadowedTokenCount)
+        : isSet(object.shadowed_token_count)
+        ? globalThis.Number(object.shadowed_token_count)
+        : 0,
+      provider: isSet(object.provider) ? globalThis.String(object.provider) : "",
+      model: isSet(object.model) ? globalThis.String(object.model) : "",
+      maxTokens: isSet(object.maxTokens)
+        ? globalThis.Number(object.maxTokens)
+        : isSet(object.max_tokens)
+        ? globalThis.Number(object.max_tokens)
+        : undefined,
+      usage: isSet(object.usage) ? TokenUsage.fromJSON(object.usage) : undefined,
+    };
+  },
+
+  toJSON(message: CompactionSummaryData): unknown {
+    const obj: any = {};
+    if (message.compactionId !== "") {
+      obj.compactionId = message.compactionId;
+    }
+    if (message.sourceCommandId !== undefined) {
+      obj.sourceCommandId = message.sourceCommandId;
+    }
+    if (message.summary?.length) {
+      obj.summary = message.summary.map((e) => ContentBlock.toJSON(e));
+    }
+    if (message.rawOutput !== undefined) {
+      obj.rawOutput = ContentBlocks.toJSON(message.rawOutput);
+    }
+    if (message.llmStreamCall !== false) {
+      obj.llmStreamCall = message.llmStreamCall;
+    }
+    if (message.shadowedRange !== undefined) {
+      obj.shadowedRange = ShadowedRange.toJSON(message.shadowedRange);
+    }
+    if (message.shadowedSeqs?.length) {
+      obj.shadowedSeqs = message.shadowedSeqs.map((e) => Math.round(e));
+    }
+    if (message.shadowedTokenCount !== 0) {
+      obj.shadowedTokenCount = Math.round(message.shadowedTokenCount);
+    }
+    if (message.provider !== "") {
+      obj.provider = message.provider;
+    }
+    if (message.model !== "") {
+      obj.model = message.model;
+    }
+    if (message.maxTokens !== undefined) {
+      obj.maxTokens = Math.round(message.maxTokens);
+    }
+    if (message.usage !== undefined) {
+      obj.usage = TokenUsage.toJSON(message.usage);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<CompactionSummaryData>, I>>(base?: I): CompactionSummaryData {
+    return CompactionSummaryData.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<CompactionSummaryData>, I>>(object: I): CompactionSummaryData {
+    const message = createBaseCompactionSummaryData();
+    message.compactionId = object.compactionId ?? "";
+    message.sourceCommandId = object.sourceCommandId ?? undefined;
+    message.summary = object.summary?.map((e) => ContentBlock.fromPartial(e)) || [];
+    message.rawOutput = (object.rawOutput !== undefined && object.rawOutput !== null)
+      ? ContentBlocks.fromPartial(object.rawOutput)
+      : undefined;
+    message.llmStreamCall = object.llmStreamCall ?? false;
+    message.shadowedRange = (object.shadowedRange !== undefined && object.shadowedRange !== null)
+      ? ShadowedRange.fromPartial(object.shadowedRange)
+      : undefined;
+    message.shadowedSeqs = object.shadowedSeqs?.map((e) => e) || [];
+    message.shadowedTokenCount = object.shadowedTokenCount ?? 0;
+    message.provider = object.provider ?? "";
+    message.model = object.model ?? "";
+    message.maxTokens = object.maxTokens ?? undefined;
+    message.usage = (object.usage !== undefined && object.usage !== null)
+      ? TokenUsage.fromPartial(object.usage)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseCompactionEndData(): CompactionEndData {
+  return { compactionId: "", sourceCommandId: undefined, turn: undefined, error: undefined };
+}
+
+export const CompactionEndData: MessageFns<CompactionEndData> = {
+  encode(message: CompactionEndData, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.compactionId !== "") {
+      writer.uint32(10).string(message.compactionId);
+    }
+    if (message.sourceCommandId !== undefined) {
+      writer.uint32(18).string(message.sourceCommandId);
+    }
+    if (message.turn !== undefined) {
+      writer.uint32(24).uint64(message.turn);
+    }
+    if (message.error !== undefined) {
+      writer.uint32(34).string(message.error);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CompactionEndData {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCompactionEndData();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.compactionId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.sourceCommandId = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.turn = longToNumber(reader.uint64());
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.error = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): CompactionEndData {
+    return {
+      compactionId: isSet(object.compactionId)
+        ? globalThis.String(object.compactionId)
+        : isSet(object.compaction_id)
+        ? globalThis.String(object.compaction_id)
+        : "",
+      sourceCommandId: isSet(object.sourceCommandId)
+        ? globalThis.String(object.sourceCommandId)
+        : isSet(object.source_command_id)
+        ? globalThis.String(object.source_command_id)
+        : undefined,
+      turn: isSet(object.turn) ? globalThis.Number(object.turn) : undefined,
+      error: isSet(object.error) ? globalThis.String(object.error) : undefined,
+    };
+  },
+
+  toJSON(message: CompactionEndData): unknown {
+    const obj: any = {};
+    if (message.compactionId !== "") {
+      obj.compactionId = message.compactionId;
+    }
+    if (message.sourceCommandId !== undefined) {
+      obj.sourceCommandId = message.sourceCommandId;
+    }
+    if (message.turn !== undefined) {
+      obj.turn = Math.round(message.turn);
+    }
+    if (message.error !== undefined) {
+      obj.error = message.error;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<CompactionEndData>, I>>(base?: I): CompactionEndData {
+    return CompactionEndData.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<CompactionEndData>, I>>(object: I): CompactionEndData {
+    const message = createBaseCompactionEndData();
+    message.compactionId = object.compactionId ?? "";
+    message.sourceCommandId = object.sourceCommandId ?? undefined;
+    message.turn = object.turn ?? undefined;
+    message.error = object.error ?? undefined;
+    return message;
+  },
+};
+
+function createBaseCompactionPruneData(): CompactionPruneData {
+  return { shadowedRange: undefined, shadowedSeqs: [], shadowedTokenCount: 0 };
+}
+
+export const CompactionPruneData: MessageFns<CompactionPruneData> = {
+  encode(message: CompactionPruneData, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.shadowedRange !== undefined) {
+      ShadowedRange.encode(message.shadowedRange, writer.uint32(10).fork()).join();
+    }
+    if (message.shadowedSeqs.length !== 0) {
+      writer.uint32(18).fork();
+      for (const v of message.shadowedSeqs) {
+        writer.uint64(v);
+      }
+      writer.join();
+    }
+    if (message.shadowedTokenCount !== 0) {
+      writer.uint32(24).uint64(message.shadowedTokenCount);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CompactionPruneData {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCompactionPruneData();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.shadowedRange = ShadowedRange.decode(reader, reader.uint32());
+            continue;
+          }
+          case 2: {
+            if (tag === 16) {
+              message.shadowedSeqs.push(longToNumber(reader.uint64()));
+
+              continue;
+            }
+
+            if (tag === 18) {
+              const end2 = reader.uint32() + reader.pos;
+              while (reader.pos < end2) {
+                message.shadowedSeqs.push(longToNumber(reader.uint64()));
+              }
+
+              continue;
+            }
+
+            break;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.shadowedTokenCount = longToNumber(reader.uint64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): CompactionPruneData {
+    return {
+      shadowedRange: isSet(object.shadowedRange)
+        ? ShadowedRange.fromJSON(object.shadowedRange)
+        : isSet(object.shadowed_range)
+        ? ShadowedRange.fromJSON(object.shadowed_range)
+        : undefined,
+      shadowedSeqs: globalThis.Array.isArray(object?.shadowedSeqs)
+        ? object.shadowedSeqs.map((e: any) => globalThis.Number(e))
+        : globalThis.Array.isArray(object?.shadowed_seqs)
+        ? object.shadowed_seqs.map((e: any) => globalThis.Number(e))
+        : [],
+      shadowedTokenCount: isSet(object.shadowedTokenCount)
+        ? globalThis.Number(object.shadowedTokenCount)
+        : isSet(object.shadowed_token_count)
+        ? globalThis.Number(object.shadowed_token_count)
+        : 0,
+    };
+  },
+
+  toJSON(message: CompactionPruneData): unknown {
+    const obj: any = {};
+    if (message.shadowedRange !== undefined) {
+      obj.shadowedRange = ShadowedRange.toJSON(message.shadowedRange);
+    }
+    if (message.shadowedSeqs?.length) {
+      obj.shadowedSeqs = message.shadowedSeqs.map((e) => Math.round(e));
+    }
+    if (message.shadowedTokenCount !== 0) {
+      obj.shadowedTokenCount = Math.round(message.shadowedTokenCount);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<CompactionPruneData>, I>>(base?: I): CompactionPruneData {
+    return CompactionPruneData.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<CompactionPruneData>, I>>(object: I): CompactionPruneData {
+    const message = createBaseCompactionPruneData();
+    message.shadowedRange = (object.shadowedRange !== undefined && object.shadowedRange !== null)
+      ? ShadowedRange.fromPartial(object.shadowedRange)
+      : undefined;
+    message.shadowedSeqs = object.shadowedSeqs?.map((e) => e) || [];
+    message.shadowedTokenCount = object.shadowedTokenCount ?? 0;
     return message;
   },
 };

@@ -6,7 +6,20 @@
 
 /* eslint-disable */
 import { BinaryReader, BinaryWriter } from "@bufbuild/protobuf/wire";
-import { AssistantMessageData, Message, ToolResultData } from "./content.js";
+import {
+  AssistantChunkData,
+  AssistantMessageData,
+  CompactionEndData,
+  CompactionPruneData,
+  CompactionStartData,
+  CompactionSummaryData,
+  Message,
+  StepData,
+  ToolCallData,
+  ToolResultData,
+  TurnData,
+  TurnEndData,
+} from "./content.js";
 
 /**
  * One committed entry of a session's append-only event log, in the reference
@@ -153,6 +166,39 @@ export interface EventData {
     | //
     /** Typed `tool/result` data. */
     { $case: "toolResult"; value: ToolResultData }
+    | //
+    /** Typed `turn/start` data `{turn}`. */
+    { $case: "turnStart"; value: TurnData }
+    | //
+    /** Typed `turn/end` data `{turn, reason}`. */
+    { $case: "turnEnd"; value: TurnEndData }
+    | //
+    /** Typed `step/start` data `{turn, step}`. */
+    { $case: "stepStart"; value: StepData }
+    | //
+    /** Typed `step/end` data `{turn, step}`. */
+    { $case: "stepEnd"; value: StepData }
+    | //
+    /** Typed `assistant/chunk` data `{turn, step, chunk}`. */
+    { $case: "assistantChunk"; value: AssistantChunkData }
+    | //
+    /** Typed `tool/call` data `{turn, step, callId, name, arguments}`. */
+    { $case: "toolCall"; value: ToolCallData }
+    | //
+    /**
+     * Typed `compaction/start` data (written by Compact; typed for clients
+     * that read or write it themselves).
+     */
+    { $case: "compactionStart"; value: CompactionStartData }
+    | //
+    /** Typed `compaction/summary` data. */
+    { $case: "compactionSummary"; value: CompactionSummaryData }
+    | //
+    /** Typed `compaction/end` data. */
+    { $case: "compactionEnd"; value: CompactionEndData }
+    | //
+    /** Typed `compaction/prune` data. */
+    { $case: "compactionPrune"; value: CompactionPruneData }
     | undefined;
 }
 
@@ -815,6 +861,36 @@ export const EventData: MessageFns<EventData> = {
       case "toolResult":
         ToolResultData.encode(message.kind.value, writer.uint32(34).fork()).join();
         break;
+      case "turnStart":
+        TurnData.encode(message.kind.value, writer.uint32(42).fork()).join();
+        break;
+      case "turnEnd":
+        TurnEndData.encode(message.kind.value, writer.uint32(50).fork()).join();
+        break;
+      case "stepStart":
+        StepData.encode(message.kind.value, writer.uint32(58).fork()).join();
+        break;
+      case "stepEnd":
+        StepData.encode(message.kind.value, writer.uint32(66).fork()).join();
+        break;
+      case "assistantChunk":
+        AssistantChunkData.encode(message.kind.value, writer.uint32(74).fork()).join();
+        break;
+      case "toolCall":
+        ToolCallData.encode(message.kind.value, writer.uint32(82).fork()).join();
+        break;
+      case "compactionStart":
+        CompactionStartData.encode(message.kind.value, writer.uint32(90).fork()).join();
+        break;
+      case "compactionSummary":
+        CompactionSummaryData.encode(message.kind.value, writer.uint32(98).fork()).join();
+        break;
+      case "compactionEnd":
+        CompactionEndData.encode(message.kind.value, writer.uint32(106).fork()).join();
+        break;
+      case "compactionPrune":
+        CompactionPruneData.encode(message.kind.value, writer.uint32(114).fork()).join();
+        break;
     }
     return writer;
   },
@@ -864,6 +940,86 @@ export const EventData: MessageFns<EventData> = {
             message.kind = { $case: "toolResult", value: ToolResultData.decode(reader, reader.uint32()) };
             continue;
           }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.kind = { $case: "turnStart", value: TurnData.decode(reader, reader.uint32()) };
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.kind = { $case: "turnEnd", value: TurnEndData.decode(reader, reader.uint32()) };
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.kind = { $case: "stepStart", value: StepData.decode(reader, reader.uint32()) };
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.kind = { $case: "stepEnd", value: StepData.decode(reader, reader.uint32()) };
+            continue;
+          }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.kind = { $case: "assistantChunk", value: AssistantChunkData.decode(reader, reader.uint32()) };
+            continue;
+          }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.kind = { $case: "toolCall", value: ToolCallData.decode(reader, reader.uint32()) };
+            continue;
+          }
+          case 11: {
+            if (tag !== 90) {
+              break;
+            }
+
+            message.kind = { $case: "compactionStart", value: CompactionStartData.decode(reader, reader.uint32()) };
+            continue;
+          }
+          case 12: {
+            if (tag !== 98) {
+              break;
+            }
+
+            message.kind = { $case: "compactionSummary", value: CompactionSummaryData.decode(reader, reader.uint32()) };
+            continue;
+          }
+          case 13: {
+            if (tag !== 106) {
+              break;
+            }
+
+            message.kind = { $case: "compactionEnd", value: CompactionEndData.decode(reader, reader.uint32()) };
+            continue;
+          }
+          case 14: {
+            if (tag !== 114) {
+              break;
+            }
+
+            message.kind = { $case: "compactionPrune", value: CompactionPruneData.decode(reader, reader.uint32()) };
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -892,6 +1048,46 @@ export const EventData: MessageFns<EventData> = {
         ? { $case: "toolResult", value: ToolResultData.fromJSON(object.toolResult) }
         : isSet(object.tool_result)
         ? { $case: "toolResult", value: ToolResultData.fromJSON(object.tool_result) }
+        : isSet(object.turnStart)
+        ? { $case: "turnStart", value: TurnData.fromJSON(object.turnStart) }
+        : isSet(object.turn_start)
+        ? { $case: "turnStart", value: TurnData.fromJSON(object.turn_start) }
+        : isSet(object.turnEnd)
+        ? { $case: "turnEnd", value: TurnEndData.fromJSON(object.turnEnd) }
+        : isSet(object.turn_end)
+        ? { $case: "turnEnd", value: TurnEndData.fromJSON(object.turn_end) }
+        : isSet(object.stepStart)
+        ? { $case: "stepStart", value: StepData.fromJSON(object.stepStart) }
+        : isSet(object.step_start)
+        ? { $case: "stepStart", value: StepData.fromJSON(object.step_start) }
+        : isSet(object.stepEnd)
+        ? { $case: "stepEnd", value: StepData.fromJSON(object.stepEnd) }
+        : isSet(object.step_end)
+        ? { $case: "stepEnd", value: StepData.fromJSON(object.step_end) }
+        : isSet(object.assistantChunk)
+        ? { $case: "assistantChunk", value: AssistantChunkData.fromJSON(object.assistantChunk) }
+        : isSet(object.assistant_chunk)
+        ? { $case: "assistantChunk", value: AssistantChunkData.fromJSON(object.assistant_chunk) }
+        : isSet(object.toolCall)
+        ? { $case: "toolCall", value: ToolCallData.fromJSON(object.toolCall) }
+        : isSet(object.tool_call)
+        ? { $case: "toolCall", value: ToolCallData.fromJSON(object.tool_call) }
+        : isSet(object.compactionStart)
+        ? { $case: "compactionStart", value: CompactionStartData.fromJSON(object.compactionStart) }
+        : isSet(object.compaction_start)
+        ? { $case: "compactionStart", value: CompactionStartData.fromJSON(object.compaction_start) }
+        : isSet(object.compactionSummary)
+        ? { $case: "compactionSummary", value: CompactionSummaryData.fromJSON(object.compactionSummary) }
+        : isSet(object.compaction_summary)
+        ? { $case: "compactionSummary", value: CompactionSummaryData.fromJSON(object.compaction_summary) }
+        : isSet(object.compactionEnd)
+        ? { $case: "compactionEnd", value: CompactionEndData.fromJSON(object.compactionEnd) }
+        : isSet(object.compaction_end)
+        ? { $case: "compactionEnd", value: CompactionEndData.fromJSON(object.compaction_end) }
+        : isSet(object.compactionPrune)
+        ? { $case: "compactionPrune", value: CompactionPruneData.fromJSON(object.compactionPrune) }
+        : isSet(object.compaction_prune)
+        ? { $case: "compactionPrune", value: CompactionPruneData.fromJSON(object.compaction_prune) }
         : undefined,
     };
   },
@@ -906,6 +1102,26 @@ export const EventData: MessageFns<EventData> = {
       obj.assistantMessage = AssistantMessageData.toJSON(message.kind.value);
     } else if (message.kind?.$case === "toolResult") {
       obj.toolResult = ToolResultData.toJSON(message.kind.value);
+    } else if (message.kind?.$case === "turnStart") {
+      obj.turnStart = TurnData.toJSON(message.kind.value);
+    } else if (message.kind?.$case === "turnEnd") {
+      obj.turnEnd = TurnEndData.toJSON(message.kind.value);
+    } else if (message.kind?.$case === "stepStart") {
+      obj.stepStart = StepData.toJSON(message.kind.value);
+    } else if (message.kind?.$case === "stepEnd") {
+      obj.stepEnd = StepData.toJSON(message.kind.value);
+    } else if (message.kind?.$case === "assistantChunk") {
+      obj.assistantChunk = AssistantChunkData.toJSON(message.kind.value);
+    } else if (message.kind?.$case === "toolCall") {
+      obj.toolCall = ToolCallData.toJSON(message.kind.value);
+    } else if (message.kind?.$case === "compactionStart") {
+      obj.compactionStart = CompactionStartData.toJSON(message.kind.value);
+    } else if (message.kind?.$case === "compactionSummary") {
+      obj.compactionSummary = CompactionSummaryData.toJSON(message.kind.value);
+    } else if (message.kind?.$case === "compactionEnd") {
+      obj.compactionEnd = CompactionEndData.toJSON(message.kind.value);
+    } else if (message.kind?.$case === "compactionPrune") {
+      obj.compactionPrune = CompactionPruneData.toJSON(message.kind.value);
     }
     return obj;
   },
@@ -937,6 +1153,66 @@ export const EventData: MessageFns<EventData> = {
       case "toolResult": {
         if (object.kind?.value !== undefined && object.kind?.value !== null) {
           message.kind = { $case: "toolResult", value: ToolResultData.fromPartial(object.kind.value) };
+        }
+        break;
+      }
+      case "turnStart": {
+        if (object.kind?.value !== undefined && object.kind?.value !== null) {
+          message.kind = { $case: "turnStart", value: TurnData.fromPartial(object.kind.value) };
+        }
+        break;
+      }
+      case "turnEnd": {
+        if (object.kind?.value !== undefined && object.kind?.value !== null) {
+          message.kind = { $case: "turnEnd", value: TurnEndData.fromPartial(object.kind.value) };
+        }
+        break;
+      }
+      case "stepStart": {
+        if (object.kind?.value !== undefined && object.kind?.value !== null) {
+          message.kind = { $case: "stepStart", value: StepData.fromPartial(object.kind.value) };
+        }
+        break;
+      }
+      case "stepEnd": {
+        if (object.kind?.value !== undefined && object.kind?.value !== null) {
+          message.kind = { $case: "stepEnd", value: StepData.fromPartial(object.kind.value) };
+        }
+        break;
+      }
+      case "assistantChunk": {
+        if (object.kind?.value !== undefined && object.kind?.value !== null) {
+          message.kind = { $case: "assistantChunk", value: AssistantChunkData.fromPartial(object.kind.value) };
+        }
+        break;
+      }
+      case "toolCall": {
+        if (object.kind?.value !== undefined && object.kind?.value !== null) {
+          message.kind = { $case: "toolCall", value: ToolCallData.fromPartial(object.kind.value) };
+        }
+        break;
+      }
+      case "compactionStart": {
+        if (object.kind?.value !== undefined && object.kind?.value !== null) {
+          message.kind = { $case: "compactionStart", value: CompactionStartData.fromPartial(object.kind.value) };
+        }
+        break;
+      }
+      case "compactionSummary": {
+        if (object.kind?.value !== undefined && object.kind?.value !== null) {
+          message.kind = { $case: "compactionSummary", value: CompactionSummaryData.fromPartial(object.kind.value) };
+        }
+        break;
+      }
+      case "compactionEnd": {
+        if (object.kind?.value !== undefined && object.kind?.value !== null) {
+          message.kind = { $case: "compactionEnd", value: CompactionEndData.fromPartial(object.kind.value) };
+        }
+        break;
+      }
+      case "compactionPrune": {
+        if (object.kind?.value !== undefined && object.kind?.value !== null) {
+          message.kind = { $case: "compactionPrune", value: CompactionPruneData.fromPartial(object.kind.value) };
         }
         break;
       }

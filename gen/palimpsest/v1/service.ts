@@ -22,7 +22,7 @@ import {
   type ServiceError,
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
-import { Message } from "./content.js";
+import { Message, TokenUsage } from "./content.js";
 import { EventInput, SessionEvent } from "./event.js";
 import { Session } from "./session.js";
 
@@ -182,6 +182,11 @@ export interface CreateSessionRequest {
     | undefined;
   /** Turn on the optional strict invariants for this session. */
   strict: boolean;
+  /**
+   * The tool-pairing guard (see AppendEvents, TOOL_PAIRING_BROKEN); unset =
+   * on. Forks inherit it.
+   */
+  pairingGuard?: boolean | undefined;
 }
 
 export interface CreateSessionRequest_LabelsEntry {
@@ -450,6 +455,11 @@ export interface ImportOptions {
    * continue at its last seq + 1.
    */
   allowSeqGaps: boolean;
+  /**
+   * Turn on the tool-pairing guard for the imported session (off by default:
+   * reference logs never had it).
+   */
+  pairingGuard: boolean;
 }
 
 export interface ImportOptions_LabelsEntry {
@@ -619,6 +629,205 @@ export interface SubscribeEventsResponse {
     | undefined;
 }
 
+/** Request for PlanCompaction. */
+export interface PlanCompactionRequest {
+  /** Session id. */
+  sessionId: string;
+  /** The budget: what stays on the surface after the summary. */
+  budget:
+    | //
+    /**
+     * Keep the most recent nodes of the surface whose tokens add up to at
+     * most this many (at least one node is always kept).
+     */
+    { $case: "keepTokens"; value: number }
+    | //
+    /** Shadow from the start of the surface up to this surface seq. */
+    { $case: "upToSeq"; value: number }
+    | undefined;
+  /**
+   * The client's own token count per surface seq; seqs not listed use the
+   * server's estimator (see PlanCompaction).
+   */
+  tokenCounts: { [key: number]: number };
+  /**
+   * Leave `messages` out of the response (a client that summarises from its
+   * own copy, or a large range that would not fit one response).
+   */
+  omitMessages: boolean;
+}
+
+export interface PlanCompactionRequest_TokenCountsEntry {
+  key: number;
+  value: number;
+}
+
+/** Something that makes Compact refuse the plan now. */
+export interface CompactionBlocker {
+  /**
+   * COMPACTION_IN_PROGRESS (a compaction/start without its compaction/end) or
+   * TOOL_CALLS_OPEN (tool calls on the surface without a result yet: a tool
+   * round in flight; the range always stays before them).
+   */
+  reason: string;
+  /** What it is and what to do. */
+  description: string;
+  /** The seqs involved (the compaction/start, or the messages holding the calls). */
+  seqs: number[];
+  /** The open call ids (TOOL_CALLS_OPEN). */
+  callIds: string[];
+}
+
+/** Response for PlanCompaction. */
+export interface PlanCompactionResponse {
+  /** First surface seq of the range; unset when there is nothing to compact. */
+  start?:
+    | number
+    | undefined;
+  /** Last surface seq of the range; unset when there is nothing to compact. */
+  end?:
+    | number
+    | undefined;
+  /** The seqs the compaction shadows, in surface order. */
+  shadowedSeqs: number[];
+  /** The head the plan was made against: pass it to Compact (-1 = empty log). */
+  expectedLastSeq: number;
+  /** Tokens of the shadowed nodes (estimator or `token_counts`). */
+  shadowedTokenCount: number;
+  /** Tokens of the nodes kept after the range. */
+  keptTokenCount: number;
+  /** The derived model-history messages of the range, in surface order. */
+  messages: DerivedMessage[];
+  /** Why Compact would refuse now; empty = ready. */
+  blockers: CompactionBlocker[];
+}
+
+/** Request for Compact. */
+export interface CompactRequest {
+  /** Session id. */
+  sessionId: string;
+  /** First seq of the range: the first surface node (PlanCompactionResponse.start). */
+  start: number;
+  /** Last seq of the range (PlanCompactionResponse.end). */
+  end: number;
+  /** The head the plan was made against (required; HEAD_MISMATCH if it moved). */
+  expectedLastSeq?:
+    | number
+    | undefined;
+  /** The summary the client's summariser produced. */
+  summary:
+    | //
+    /** The summary as one text block. */
+    { $case: "summaryText"; value: string }
+    | //
+    /** The summary as a JSON array of content blocks (reference ContentBlock[]). */
+    { $case: "summaryJson"; value: string }
+    | undefined;
+  /** Provider that produced the summary (`compaction/summary.provider`). */
+  provider: string;
+  /** Model that produced the summary (`compaction/summary.model`). */
+  model: string;
+  /** Token usage of the summarisation call, if known. */
+  usage:
+    | TokenUsage
+    | undefined;
+  /** The summariser's max output tokens (`maxTokens`), if known. */
+  maxTokens?:
+    | number
+    | undefined;
+  /** Shadowed token count to record; unset = the server's estimate of the range. */
+  shadowedTokenCount?:
+    | number
+    | undefined;
+  /**
+   * Idempotency key: a retried request with the same key returns the original
+   * result (the generated ids derive from the key).
+   */
+  idempotencyKey: string;
+  /**
+   * The summariser's raw output as a JSON array of content blocks
+   * (`rawOutput`); empty = not recorded.
+   */
+  rawOutputJson: string;
+  /**
+   * The summary came from a streamed LLM call (`llmStreamCall: true`; needs
+   * raw_output_json).
+   */
+  llmStreamCall: boolean;
+}
+
+/** Response for Compact. */
+export interface CompactResponse {
+  /** Seqs of the four appended events (start, summary, user/message, end). */
+  seqs: number[];
+  /** The generated `compactionId`. */
+  compactionId: string;
+  /** Surface length after the batch. */
+  surfaceLength: number;
+  /** True if this answers a retried idempotent request. */
+  replayed: boolean;
+  /** The recorded `shadowedTokenCount`. */
+  shadowedTokenCount: number;
+}
+
+/** Request for PruneToolResults. */
+export interface PruneToolResultsRequest {
+  /** Session id. */
+  sessionId: string;
+  /** Prune these surface tool/result seqs (else the policy below selects). */
+  seqs: number[];
+  /** Policy: prune results whose text is over this many UTF-8 bytes. */
+  minBytes: number;
+  /** Policy: leave the most recent K tool results on the surface alone. */
+  keepRecent: number;
+  /** Policy: leave results of these tool names alone. */
+  excludeTools: string[];
+  /** Characters kept at the start of the text; unset = 4096. */
+  headChars?:
+    | number
+    | undefined;
+  /** Characters kept at the end of the text; unset = 1024. */
+  tailChars?:
+    | number
+    | undefined;
+  /** Append only if the head is still this seq (HEAD_MISMATCH otherwise). */
+  expectedLastSeq?:
+    | number
+    | undefined;
+  /** Idempotency key (as AppendEvents). */
+  idempotencyKey: string;
+}
+
+/** One pruned tool result. */
+export interface PrunedToolResult {
+  /** The surface seq that was pruned. */
+  originalSeq: number;
+  /** Seq of its `compaction/prune` event. */
+  pruneSeq: number;
+  /** Seq of the `tool/result` copy now on the surface. */
+  replacementSeq: number;
+  /** The tool call id. */
+  callId: string;
+  /** UTF-8 bytes of the text before. */
+  bytesBefore: number;
+  /** UTF-8 bytes of the text after. */
+  bytesAfter: number;
+}
+
+/** Response for PruneToolResults. */
+export interface PruneToolResultsResponse {
+  /** What was pruned, in surface order. */
+  pruned: PrunedToolResult[];
+  /** Sum of bytes_before - bytes_after. */
+  bytesSaved: number;
+  /** Selected seqs left alone because their text is too short to prune. */
+  skipped: number[];
+  /** Surface length after the batch (unchanged when nothing was pruned). */
+  surfaceLength: number;
+  /** True if this answers a retried idempotent request. */
+  replayed: boolean;
+}
+
 function createBaseCreateSessionRequest(): CreateSessionRequest {
   return {
     sessionId: "",
@@ -628,6 +837,7 @@ function createBaseCreateSessionRequest(): CreateSessionRequest {
     delegationDepth: undefined,
     agentPreset: undefined,
     strict: false,
+    pairingGuard: undefined,
   };
 }
 
@@ -653,6 +863,9 @@ export const CreateSessionRequest: MessageFns<CreateSessionRequest> = {
     }
     if (message.strict !== false) {
       writer.uint32(56).bool(message.strict);
+    }
+    if (message.pairingGuard !== undefined) {
+      writer.uint32(64).bool(message.pairingGuard);
     }
     return writer;
   },
@@ -729,6 +942,14 @@ export const CreateSessionRequest: MessageFns<CreateSessionRequest> = {
             message.strict = reader.bool();
             continue;
           }
+          case 8: {
+            if (tag !== 64) {
+              break;
+            }
+
+            message.pairingGuard = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -775,6 +996,11 @@ export const CreateSessionRequest: MessageFns<CreateSessionRequest> = {
         ? globalThis.String(object.agent_preset)
         : undefined,
       strict: isSet(object.strict) ? globalThis.Boolean(object.strict) : false,
+      pairingGuard: isSet(object.pairingGuard)
+        ? globalThis.Boolean(object.pairingGuard)
+        : isSet(object.pairing_guard)
+        ? globalThis.Boolean(object.pairing_guard)
+        : undefined,
     };
   },
 
@@ -807,6 +1033,9 @@ export const CreateSessionRequest: MessageFns<CreateSessionRequest> = {
     if (message.strict !== false) {
       obj.strict = message.strict;
     }
+    if (message.pairingGuard !== undefined) {
+      obj.pairingGuard = message.pairingGuard;
+    }
     return obj;
   },
 
@@ -830,6 +1059,7 @@ export const CreateSessionRequest: MessageFns<CreateSessionRequest> = {
     message.delegationDepth = object.delegationDepth ?? undefined;
     message.agentPreset = object.agentPreset ?? undefined;
     message.strict = object.strict ?? false;
+    message.pairingGuard = object.pairingGuard ?? undefined;
     return message;
   },
 };
@@ -3271,7 +3501,7 @@ export const ImportSessionRequest: MessageFns<ImportSessionRequest> = {
 };
 
 function createBaseImportOptions(): ImportOptions {
-  return { sessionId: "", labels: {}, strict: false, allowSeqGaps: false };
+  return { sessionId: "", labels: {}, strict: false, allowSeqGaps: false, pairingGuard: false };
 }
 
 export const ImportOptions: MessageFns<ImportOptions> = {
@@ -3287,6 +3517,9 @@ export const ImportOptions: MessageFns<ImportOptions> = {
     }
     if (message.allowSeqGaps !== false) {
       writer.uint32(32).bool(message.allowSeqGaps);
+    }
+    if (message.pairingGuard !== false) {
+      writer.uint32(40).bool(message.pairingGuard);
     }
     return writer;
   },
@@ -3339,6 +3572,14 @@ export const ImportOptions: MessageFns<ImportOptions> = {
             message.allowSeqGaps = reader.bool();
             continue;
           }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.pairingGuard = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3378,6 +3619,11 @@ export const ImportOptions: MessageFns<ImportOptions> = {
         : isSet(object.allow_seq_gaps)
         ? globalThis.Boolean(object.allow_seq_gaps)
         : false,
+      pairingGuard: isSet(object.pairingGuard)
+        ? globalThis.Boolean(object.pairingGuard)
+        : isSet(object.pairing_guard)
+        ? globalThis.Boolean(object.pairing_guard)
+        : false,
     };
   },
 
@@ -3401,6 +3647,9 @@ export const ImportOptions: MessageFns<ImportOptions> = {
     if (message.allowSeqGaps !== false) {
       obj.allowSeqGaps = message.allowSeqGaps;
     }
+    if (message.pairingGuard !== false) {
+      obj.pairingGuard = message.pairingGuard;
+    }
     return obj;
   },
 
@@ -3421,6 +3670,7 @@ export const ImportOptions: MessageFns<ImportOptions> = {
     );
     message.strict = object.strict ?? false;
     message.allowSeqGaps = object.allowSeqGaps ?? false;
+    message.pairingGuard = object.pairingGuard ?? false;
     return message;
   },
 };
@@ -4884,6 +5134,1741 @@ export const SubscribeEventsResponse: MessageFns<SubscribeEventsResponse> = {
   },
 };
 
+function createBasePlanCompactionRequest(): PlanCompactionRequest {
+  return { sessionId: "", budget: undefined, tokenCounts: {}, omitMessages: false };
+}
+
+export const PlanCompactionRequest: MessageFns<PlanCompactionRequest> = {
+  encode(message: PlanCompactionRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.sessionId !== "") {
+      writer.uint32(10).string(message.sessionId);
+    }
+    switch (message.budget?.$case) {
+      case "keepTokens":
+        writer.uint32(16).uint64(message.budget.value);
+        break;
+      case "upToSeq":
+        writer.uint32(24).uint64(message.budget.value);
+        break;
+    }
+    globalThis.Object.entries(message.tokenCounts).forEach(([key, value]: [string, number]) => {
+      PlanCompactionRequest_TokenCountsEntry.encode({ key: key as any, value }, writer.uint32(34).fork()).join();
+    });
+    if (message.omitMessages !== false) {
+      writer.uint32(40).bool(message.omitMessages);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PlanCompactionRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePlanCompactionRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.sessionId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.budget = { $case: "keepTokens", value: longToNumber(reader.uint64()) };
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.budget = { $case: "upToSeq", value: longToNumber(reader.uint64()) };
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            const entry4 = PlanCompactionRequest_TokenCountsEntry.decode(reader, reader.uint32());
+            if (entry4.value !== undefined) {
+              message.tokenCounts[entry4.key] = entry4.value;
+            }
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.omitMessages = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): PlanCompactionRequest {
+    return {
+      sessionId: isSet(object.sessionId)
+        ? globalThis.String(object.sessionId)
+        : isSet(object.session_id)
+        ? globalThis.String(object.session_id)
+        : "",
+      budget: isSet(object.keepTokens)
+        ? { $case: "keepTokens", value: globalThis.Number(object.keepTokens) }
+        : isSet(object.keep_tokens)
+        ? { $case: "keepTokens", value: globalThis.Number(object.keep_tokens) }
+        : isSet(object.upToSeq)
+        ? { $case: "upToSeq", value: globalThis.Number(object.upToSeq) }
+        : isSet(object.up_to_seq)
+        ? { $case: "upToSeq", value: globalThis.Number(object.up_to_seq) }
+        : undefined,
+      tokenCounts: isObject(object.tokenCounts)
+        ? (globalThis.Object.entries(object.tokenCounts) as [string, any][]).reduce(
+          (acc: { [key: number]: number }, [key, value]: [string, any]) => {
+            globalThis.Object.defineProperty(acc, globalThis.Number(key), {
+              value: globalThis.Number(value),
+              enumerable: true,
+              configurable: true,
+              writable: true,
+            });
+            return acc;
+          },
+          {},
+        )
+        : isObject(object.token_counts)
+        ? (globalThis.Object.entries(object.token_counts) as [string, any][]).reduce(
+          (acc: { [key: number]: number }, [key, value]: [string, any]) => {
+            globalThis.Object.defineProperty(acc, globalThis.Number(key), {
+              value: globalThis.Number(value),
+              enumerable: true,
+              configurable: true,
+              writable: true,
+            });
+            return acc;
+          },
+          {},
+        )
+        : {},
+      omitMessages: isSet(object.omitMessages)
+        ? globalThis.Boolean(object.omitMessages)
+        : isSet(object.omit_messages)
+        ? globalThis.Boolean(object.omit_messages)
+        : false,
+    };
+  },
+
+  toJSON(message: PlanCompactionRequest): unknown {
+    const obj: any = {};
+    if (message.sessionId !== "") {
+      obj.sessionId = message.sessionId;
+    }
+    if (message.budget?.$case === "keepTokens") {
+      obj.keepTokens = Math.round(message.budget.value);
+    } else if (message.budget?.$case === "upToSeq") {
+      obj.upToSeq = Math.round(message.budget.value);
+    }
+    if (message.tokenCounts) {
+      const entries = globalThis.Object.entries(message.tokenCounts) as [string, number][];
+      if (entries.length > 0) {
+        obj.tokenCounts = {};
+        entries.forEach(([k, v]) => {
+          obj.tokenCounts[k] = Math.round(v);
+        });
+      }
+    }
+    if (message.omitMessages !== false) {
+      obj.omitMessages = message.omitMessages;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<PlanCompactionRequest>, I>>(base?: I): PlanCompactionRequest {
+    return PlanCompactionRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PlanCompactionRequest>, I>>(object: I): PlanCompactionRequest {
+    const message = createBasePlanCompactionRequest();
+    message.sessionId = object.sessionId ?? "";
+    switch (object.budget?.$case) {
+      case "keepTokens": {
+        if (object.budget?.value !== undefined && object.budget?.value !== null) {
+          message.budget = { $case: "keepTokens", value: object.budget.value };
+        }
+        break;
+      }
+      case "upToSeq": {
+        if (object.budget?.value !== undefined && object.budget?.value !== null) {
+          message.budget = { $case: "upToSeq", value: object.budget.value };
+        }
+        break;
+      }
+    }
+    message.tokenCounts = (globalThis.Object.entries(object.tokenCounts ?? {}) as [string, number][]).reduce(
+      (acc: { [key: number]: number }, [key, value]: [string, number]) => {
+        if (value !== undefined) {
+          acc[globalThis.Number(key)] = globalThis.Number(value);
+        }
+        return acc;
+      },
+      {},
+    );
+    message.omitMessages = object.omitMessages ?? false;
+    return message;
+  },
+};
+
+function createBasePlanCompactionRequest_TokenCountsEntry(): PlanCompactionRequest_TokenCountsEntry {
+  return { key: 0, value: 0 };
+}
+
+export const PlanCompactionRequest_TokenCountsEntry: MessageFns<PlanCompactionRequest_TokenCountsEntry> = {
+  encode(message: PlanCompactionRequest_TokenCountsEntry, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.key !== 0) {
+      writer.uint32(8).uint64(message.key);
+    }
+    if (message.value !== 0) {
+      writer.uint32(16).uint64(message.value);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PlanCompactionRequest_TokenCountsEntry {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePlanCompactionRequest_TokenCountsEntry();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.key = longToNumber(reader.uint64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.value = longToNumber(reader.uint64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): PlanCompactionRequest_TokenCountsEntry {
+    return {
+      key: isSet(object.key) ? globalThis.Number(object.key) : 0,
+      value: isSet(object.value) ? globalThis.Number(object.value) : 0,
+    };
+  },
+
+  toJSON(message: PlanCompactionRequest_TokenCountsEntry): unknown {
+    const obj: any = {};
+    if (message.key !== 0) {
+      obj.key = Math.round(message.key);
+    }
+    if (message.value !== 0) {
+      obj.value = Math.round(message.value);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<PlanCompactionRequest_TokenCountsEntry>, I>>(
+    base?: I,
+  ): PlanCompactionRequest_TokenCountsEntry {
+    return PlanCompactionRequest_TokenCountsEntry.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PlanCompactionRequest_TokenCountsEntry>, I>>(
+    object: I,
+  ): PlanCompactionRequest_TokenCountsEntry {
+    const message = createBasePlanCompactionRequest_TokenCountsEntry();
+    message.key = object.key ?? 0;
+    message.value = object.value ?? 0;
+    return message;
+  },
+};
+
+function createBaseCompactionBlocker(): CompactionBlocker {
+  return { reason: "", description: "", seqs: [], callIds: [] };
+}
+
+export const CompactionBlocker: MessageFns<CompactionBlocker> = {
+  encode(message: CompactionBlocker, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.reason !== "") {
+      writer.uint32(10).string(message.reason);
+    }
+    if (message.description !== "") {
+      writer.uint32(18).string(message.description);
+    }
+    if (message.seqs.length !== 0) {
+      writer.uint32(26).fork();
+      for (const v of message.seqs) {
+        writer.uint64(v);
+      }
+      writer.join();
+    }
+    for (const v of message.callIds) {
+      writer.uint32(34).string(v!);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CompactionBlocker {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCompactionBlocker();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.reason = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.description = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag === 24) {
+              message.seqs.push(longToNumber(reader.uint64()));
+
+              continue;
+            }
+
+            if (tag === 26) {
+              const end2 = reader.uint32() + reader.pos;
+              while (reader.pos < end2) {
+                message.seqs.push(longToNumber(reader.uint64()));
+              }
+
+              continue;
+            }
+
+            break;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.callIds.push(reader.string());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): CompactionBlocker {
+    return {
+      reason: isSet(object.reason) ? globalThis.String(object.reason) : "",
+      description: isSet(object.description) ? globalThis.String(object.description) : "",
+      seqs: globalThis.Array.isArray(object?.seqs) ? object.seqs.map((e: any) => globalThis.Number(e)) : [],
+      callIds: globalThis.Array.isArray(object?.callIds)
+        ? object.callIds.map((e: any) => globalThis.String(e))
+        : globalThis.Array.isArray(object?.call_ids)
+        ? object.call_ids.map((e: any) => globalThis.String(e))
+        : [],
+    };
+  },
+
+  toJSON(message: CompactionBlocker): unknown {
+    const obj: any = {};
+    if (message.reason !== "") {
+      obj.reason = message.reason;
+    }
+    if (message.description !== "") {
+      obj.description = message.description;
+    }
+    if (message.seqs?.length) {
+      obj.seqs = message.seqs.map((e) => Math.round(e));
+    }
+    if (message.callIds?.length) {
+      obj.callIds = message.callIds;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<CompactionBlocker>, I>>(base?: I): CompactionBlocker {
+    return CompactionBlocker.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<CompactionBlocker>, I>>(object: I): CompactionBlocker {
+    const message = createBaseCompactionBlocker();
+    message.reason = object.reason ?? "";
+    message.description = object.description ?? "";
+    message.seqs = object.seqs?.map((e) => e) || [];
+    message.callIds = object.callIds?.map((e) => e) || [];
+    return message;
+  },
+};
+
+function createBasePlanCompactionResponse(): PlanCompactionResponse {
+  return {
+    start: undefined,
+    end: undefined,
+    shadowedSeqs: [],
+    expectedLastSeq: 0,
+    shadowedTokenCount: 0,
+    keptTokenCount: 0,
+    messages: [],
+    blockers: [],
+  };
+}
+
+export const PlanCompactionResponse: MessageFns<PlanCompactionResponse> = {
+  encode(message: PlanCompactionResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.start !== undefined) {
+      writer.uint32(8).uint64(message.start);
+    }
+    if (message.end !== undefined) {
+      writer.uint32(16).uint64(message.end);
+    }
+    if (message.shadowedSeqs.length !== 0) {
+      writer.uint32(26).fork();
+      for (const v of message.shadowedSeqs) {
+        writer.uint64(v);
+      }
+      writer.join();
+    }
+    if (message.expectedLastSeq !== 0) {
+      writer.uint32(32).int64(message.expectedLastSeq);
+    }
+    if (message.shadowedTokenCount !== 0) {
+      writer.uint32(40).uint64(message.shadowedTokenCount);
+    }
+    if (message.keptTokenCount !== 0) {
+      writer.uint32(48).uint64(message.keptTokenCount);
+    }
+    for (const v of message.messages) {
+      DerivedMessage.encode(v!, writer.uint32(58).fork()).join();
+    }
+    for (const v of message.blockers) {
+      CompactionBlocker.encode(v!, writer.uint32(66).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PlanCompactionResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePlanCompactionResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.start = longToNumber(reader.uint64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.end = longToNumber(reader.uint64());
+            continue;
+          }
+          case 3: {
+            if (tag === 24) {
+              message.shadowedSeqs.push(longToNumber(reader.uint64()));
+
+              continue;
+            }
+
+            if (tag === 26) {
+              const end2 = reader.uint32() + reader.pos;
+              while (reader.pos < end2) {
+                message.shadowedSeqs.push(longToNumber(reader.uint64()));
+              }
+
+              continue;
+            }
+
+            break;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.expectedLastSeq = longToNumber(reader.int64());
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.shadowedTokenCount = longToNumber(reader.uint64());
+            continue;
+          }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.keptTokenCount = longToNumber(reader.uint64());
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.messages.push(DerivedMessage.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.blockers.push(CompactionBlocker.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): PlanCompactionResponse {
+    return {
+      start: isSet(object.start) ? globalThis.Number(object.start) : undefined,
+      end: isSet(object.end) ? globalThis.Number(object.end) : undefined,
+      shadowedSeqs: globalThis.Array.isArray(object?.shadowedSeqs)
+        ? object.shadowedSeqs.map((e: any) => globalThis.Number(e))
+        : globalThis.Array.isArray(object?.shadowed_seqs)
+        ? object.shadowed_seqs.map((e: any) => globalThis.Number(e))
+        : [],
+      expectedLastSeq: isSet(object.expectedLastSeq)
+        ? globalThis.Number(object.expectedLastSeq)
+        : isSet(object.expected_last_seq)
+        ? globalThis.Number(object.expected_last_seq)
+        : 0,
+      shadowedTokenCount: isSet(object.shadowedTokenCount)
+        ? globalThis.Number(object.shadowedTokenCount)
+        : isSet(object.shadowed_token_count)
+        ? globalThis.Number(object.shadowed_token_count)
+        : 0,
+      keptTokenCount: isSet(object.keptTokenCount)
+        ? globalThis.Number(object.keptTokenCount)
+        : isSet(object.kept_token_count)
+        ? globalThis.Number(object.kept_token_count)
+        : 0,
+      messages: globalThis.Array.isArray(object?.messages)
+        ? object.messages.map((e: any) => DerivedMessage.fromJSON(e))
+        : [],
+      blockers: globalThis.Array.isArray(object?.blockers)
+        ? object.blockers.map((e: any) => CompactionBlocker.fromJSON(e))
+        : [],
+    };
+  },
+
+  toJSON(message: PlanCompactionResponse): unknown {
+    const obj: any = {};
+    if (message.start !== undefined) {
+      obj.start = Math.round(message.start);
+    }
+    if (message.end !== undefined) {
+      obj.end = Math.round(message.end);
+    }
+    if (message.shadowedSeqs?.length) {
+      obj.shadowedSeqs = message.shadowedSeqs.map((e) => Math.round(e));
+    }
+    if (message.expectedLastSeq !== 0) {
+      obj.expectedLastSeq = Math.round(message.expectedLastSeq);
+    }
+    if (message.shadowedTokenCount !== 0) {
+      obj.shadowedTokenCount = Math.round(message.shadowedTokenCount);
+    }
+    if (message.keptTokenCount !== 0) {
+      obj.keptTokenCount = Math.round(message.keptTokenCount);
+    }
+    if (message.messages?.length) {
+      obj.messages = message.messages.map((e) => DerivedMessage.toJSON(e));
+    }
+    if (message.blockers?.length) {
+      obj.blockers = message.blockers.map((e) => CompactionBlocker.toJSON(e));
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<PlanCompactionResponse>, I>>(base?: I): PlanCompactionResponse {
+    return PlanCompactionResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PlanCompactionResponse>, I>>(object: I): PlanCompactionResponse {
+    const message = createBasePlanCompactionResponse();
+    message.start = object.start ?? undefined;
+    message.end = object.end ?? undefined;
+    message.shadowedSeqs = object.shadowedSeqs?.map((e) => e) || [];
+    message.expectedLastSeq = object.expectedLastSeq ?? 0;
+    message.shadowedTokenCount = object.shadowedTokenCount ?? 0;
+    message.keptTokenCount = object.keptTokenCount ?? 0;
+    message.messages = object.messages?.map((e) => DerivedMessage.fromPartial(e)) || [];
+    message.blockers = object.blockers?.map((e) => CompactionBlocker.fromPartial(e)) || [];
+    return message;
+  },
+};
+
+function createBaseCompactRequest(): CompactRequest {
+  return {
+    sessionId: "",
+    start: 0,
+    end: 0,
+    expectedLastSeq: undefined,
+    summary: undefined,
+    provider: "",
+    model: "",
+    usage: undefined,
+    maxTokens: undefined,
+    shadowedTokenCount: undefined,
+    idempotencyKey: "",
+    rawOutputJson: "",
+    llmStreamCall: false,
+  };
+}
+
+export const CompactRequest: MessageFns<CompactRequest> = {
+  encode(message: CompactRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.sessionId !== "") {
+      writer.uint32(10).string(message.sessionId);
+    }
+    if (message.start !== 0) {
+      writer.uint32(16).uint64(message.start);
+    }
+    if (message.end !== 0) {
+      writer.uint32(24).uint64(message.end);
+    }
+    if (message.expectedLastSeq !== undefined) {
+      writer.uint32(32).int64(message.expectedLastSeq);
+    }
+    switch (message.summary?.$case) {
+      case "summaryText":
+        writer.uint32(42).string(message.summary.value);
+        break;
+      case "summaryJson":
+        writer.uint32(50).string(message.summary.value);
+        break;
+    }
+    if (message.provider !== "") {
+      writer.uint32(58).string(message.provider);
+    }
+    if (message.model !== "") {
+      writer.uint32(66).string(message.model);
+    }
+    if (message.usage !== undefined) {
+      TokenUsage.encode(message.usage, writer.uint32(74).fork()).join();
+    }
+    if (message.maxTokens !== undefined) {
+      writer.uint32(80).uint64(message.maxTokens);
+    }
+    if (message.shadowedTokenCount !== undefined) {
+      writer.uint32(88).uint64(message.shadowedTokenCount);
+    }
+    if (message.idempotencyKey !== "") {
+      writer.uint32(98).string(message.idempotencyKey);
+    }
+    if (message.rawOutputJson !== "") {
+      writer.uint32(106).string(message.rawOutputJson);
+    }
+    if (message.llmStreamCall !== false) {
+      writer.uint32(112).bool(message.llmStreamCall);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CompactRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCompactRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.sessionId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.start = longToNumber(reader.uint64());
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.end = longToNumber(reader.uint64());
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.expectedLastSeq = longToNumber(reader.int64());
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.summary = { $case: "summaryText", value: reader.string() };
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.summary = { $case: "summaryJson", value: reader.string() };
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.provider = reader.string();
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.model = reader.string();
+            continue;
+          }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.usage = TokenUsage.decode(reader, reader.uint32());
+            continue;
+          }
+          case 10: {
+            if (tag !== 80) {
+              break;
+            }
+
+            message.maxTokens = longToNumber(reader.uint64());
+            continue;
+          }
+          case 11: {
+            if (tag !== 88) {
+              break;
+            }
+
+            message.shadowedTokenCount = longToNumber(reader.uint64());
+            continue;
+          }
+          case 12: {
+            if (tag !== 98) {
+              break;
+            }
+
+            message.idempotencyKey = reader.string();
+            continue;
+          }
+          case 13: {
+            if (tag !== 106) {
+              break;
+            }
+
+            message.rawOutputJson = reader.string();
+            continue;
+          }
+          case 14: {
+            if (tag !== 112) {
+              break;
+            }
+
+            message.llmStreamCall = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): CompactRequest {
+    return {
+      sessionId: isSet(object.sessionId)
+        ? globalThis.String(object.sessionId)
+        : isSet(object.session_id)
+        ? globalThis.String(object.session_id)
+        : "",
+      start: isSet(object.start) ? globalThis.Number(object.start) : 0,
+      end: isSet(object.end) ? globalThis.Number(object.end) : 0,
+      expectedLastSeq: isSet(object.expectedLastSeq)
+        ? globalThis.Number(object.expectedLastSeq)
+        : isSet(object.expected_last_seq)
+        ? globalThis.Number(object.expected_last_seq)
+        : undefined,
+      summary: isSet(object.summaryText)
+        ? { $case: "summaryText", value: globalThis.String(object.summaryText) }
+        : isSet(object.summary_text)
+        ? { $case: "summaryText", value: globalThis.String(object.summary_text) }
+        : isSet(object.summaryJson)
+        ? { $case: "summaryJson", value: globalThis.String(object.summaryJson) }
+        : isSet(object.summary_json)
+        ? { $case: "summaryJson", value: globalThis.String(object.summary_json) }
+        : undefined,
+      provider: isSet(object.provider) ? globalThis.String(object.provider) : "",
+      model: isSet(object.model) ? globalThis.String(object.model) : "",
+      usage: isSet(object.usage) ? TokenUsage.fromJSON(object.usage) : undefined,
+      maxTokens: isSet(object.maxTokens)
+        ? globalThis.Number(object.maxTokens)
+        : isSet(object.max_tokens)
+        ? globalThis.Number(object.max_tokens)
+        : undefined,
+      shadowedTokenCount: isSet(object.shadowedTokenCount)
+        ? globalThis.Number(object.shadowedTokenCount)
+        : isSet(object.shadowed_token_count)
+        ? globalThis.Number(object.shadowed_token_count)
+        : undefined,
+      idempotencyKey: isSet(object.idempotencyKey)
+        ? globalThis.String(object.idempotencyKey)
+        : isSet(object.idempotency_key)
+        ? globalThis.String(object.idempotency_key)
+        : "",
+      rawOutputJson: isSet(object.rawOutputJson)
+        ? globalThis.String(object.rawOutputJson)
+        : isSet(object.raw_output_json)
+        ? globalThis.String(object.raw_output_json)
+        : "",
+      llmStreamCall: isSet(object.llmStreamCall)
+        ? globalThis.Boolean(object.llmStreamCall)
+        : isSet(object.llm_stream_call)
+        ? globalThis.Boolean(object.llm_stream_call)
+        : false,
+    };
+  },
+
+  toJSON(message: CompactRequest): unknown {
+    const obj: any = {};
+    if (message.sessionId !== "") {
+      obj.sessionId = message.sessionId;
+    }
+    if (message.start !== 0) {
+      obj.start = Math.round(message.start);
+    }
+    if (message.end !== 0) {
+      obj.end = Math.round(message.end);
+    }
+    if (message.expectedLastSeq !== undefined) {
+      obj.expectedLastSeq = Math.round(message.expectedLastSeq);
+    }
+    if (message.summary?.$case === "summaryText") {
+      obj.summaryText = message.summary.value;
+    } else if (message.summary?.$case === "summaryJson") {
+      obj.summaryJson = message.summary.value;
+    }
+    if (message.provider !== "") {
+      obj.provider = message.provider;
+    }
+    if (message.model !== "") {
+      obj.model = message.model;
+    }
+    if (message.usage !== undefined) {
+      obj.usage = TokenUsage.toJSON(message.usage);
+    }
+    if (message.maxTokens !== undefined) {
+      obj.maxTokens = Math.round(message.maxTokens);
+    }
+    if (message.shadowedTokenCount !== undefined) {
+      obj.shadowedTokenCount = Math.round(message.shadowedTokenCount);
+    }
+    if (message.idempotencyKey !== "") {
+      obj.idempotencyKey = message.idempotencyKey;
+    }
+    if (message.rawOutputJson !== "") {
+      obj.rawOutputJson = message.rawOutputJson;
+    }
+    if (message.llmStreamCall !== false) {
+      obj.llmStreamCall = message.llmStreamCall;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<CompactRequest>, I>>(base?: I): CompactRequest {
+    return CompactRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<CompactRequest>, I>>(object: I): CompactRequest {
+    const message = createBaseCompactRequest();
+    message.sessionId = object.sessionId ?? "";
+    message.start = object.start ?? 0;
+    message.end = object.end ?? 0;
+    message.expectedLastSeq = object.expectedLastSeq ?? undefined;
+    switch (object.summary?.$case) {
+      case "summaryText": {
+        if (object.summary?.value !== undefined && object.summary?.value !== null) {
+          message.summary = { $case: "summaryText", value: object.summary.value };
+        }
+        break;
+      }
+      case "summaryJson": {
+        if (object.summary?.value !== undefined && object.summary?.value !== null) {
+          message.summary = { $case: "summaryJson", value: object.summary.value };
+        }
+        break;
+      }
+    }
+    message.provider = object.provider ?? "";
+    message.model = object.model ?? "";
+    message.usage = (object.usage !== undefined && object.usage !== null)
+      ? TokenUsage.fromPartial(object.usage)
+      : undefined;
+    message.maxTokens = object.maxTokens ?? undefined;
+    message.shadowedTokenCount = object.shadowedTokenCount ?? undefined;
+    message.idempotencyKey = object.idempotencyKey ?? "";
+    message.rawOutputJson = object.rawOutputJson ?? "";
+    message.llmStreamCall = object.llmStreamCall ?? false;
+    return message;
+  },
+};
+
+function createBaseCompactResponse(): CompactResponse {
+  return { seqs: [], compactionId: "", surfaceLength: 0, replayed: false, shadowedTokenCount: 0 };
+}
+
+export const CompactResponse: MessageFns<CompactResponse> = {
+  encode(message: CompactResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.seqs.length !== 0) {
+      writer.uint32(10).fork();
+      for (const v of message.seqs) {
+        writer.uint64(v);
+      }
+      writer.join();
+    }
+    if (message.compactionId !== "") {
+      writer.uint32(18).string(message.compactionId);
+    }
+    if (message.surfaceLength !== 0) {
+      writer.uint32(24).uint64(message.surfaceLength);
+    }
+    if (message.replayed !== false) {
+      writer.uint32(32).bool(message.replayed);
+    }
+    if (message.shadowedTokenCount !== 0) {
+      writer.uint32(40).uint64(message.shadowedTokenCount);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): CompactResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseCompactResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag === 8) {
+              message.seqs.push(longToNumber(reader.uint64()));
+
+              continue;
+            }
+
+            if (tag === 10) {
+              const end2 = reader.uint32() + reader.pos;
+              while (reader.pos < end2) {
+                message.seqs.push(longToNumber(reader.uint64()));
+              }
+
+              continue;
+            }
+
+            break;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.compactionId = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.surfaceLength = longToNumber(reader.uint64());
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.replayed = reader.bool();
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.shadowedTokenCount = longToNumber(reader.uint64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): CompactResponse {
+    return {
+      seqs: globalThis.Array.isArray(object?.seqs) ? object.seqs.map((e: any) => globalThis.Number(e)) : [],
+      compactionId: isSet(object.compactionId)
+        ? globalThis.String(object.compactionId)
+        : isSet(object.compaction_id)
+        ? globalThis.String(object.compaction_id)
+        : "",
+      surfaceLength: isSet(object.surfaceLength)
+        ? globalThis.Number(object.surfaceLength)
+        : isSet(object.surface_length)
+        ? globalThis.Number(object.surface_length)
+        : 0,
+      replayed: isSet(object.replayed) ? globalThis.Boolean(object.replayed) : false,
+      shadowedTokenCount: isSet(object.shadowedTokenCount)
+        ? globalThis.Number(object.shadowedTokenCount)
+        : isSet(object.shadowed_token_count)
+        ? globalThis.Number(object.shadowed_token_count)
+        : 0,
+    };
+  },
+
+  toJSON(message: CompactResponse): unknown {
+    const obj: any = {};
+    if (message.seqs?.length) {
+      obj.seqs = message.seqs.map((e) => Math.round(e));
+    }
+    if (message.compactionId !== "") {
+      obj.compactionId = message.compactionId;
+    }
+    if (message.surfaceLength !== 0) {
+      obj.surfaceLength = Math.round(message.surfaceLength);
+    }
+    if (message.replayed !== false) {
+      obj.replayed = message.replayed;
+    }
+    if (message.shadowedTokenCount !== 0) {
+      obj.shadowedTokenCount = Math.round(message.shadowedTokenCount);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<CompactResponse>, I>>(base?: I): CompactResponse {
+    return CompactResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<CompactResponse>, I>>(object: I): CompactResponse {
+    const message = createBaseCompactResponse();
+    message.seqs = object.seqs?.map((e) => e) || [];
+    message.compactionId = object.compactionId ?? "";
+    message.surfaceLength = object.surfaceLength ?? 0;
+    message.replayed = object.replayed ?? false;
+    message.shadowedTokenCount = object.shadowedTokenCount ?? 0;
+    return message;
+  },
+};
+
+function createBasePruneToolResultsRequest(): PruneToolResultsRequest {
+  return {
+    sessionId: "",
+    seqs: [],
+    minBytes: 0,
+    keepRecent: 0,
+    excludeTools: [],
+    headChars: undefined,
+    tailChars: undefined,
+    expectedLastSeq: undefined,
+    idempotencyKey: "",
+  };
+}
+
+export const PruneToolResultsRequest: MessageFns<PruneToolResultsRequest> = {
+  encode(message: PruneToolResultsRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.sessionId !== "") {
+      writer.uint32(10).string(message.sessionId);
+    }
+    if (message.seqs.length !== 0) {
+      writer.uint32(18).fork();
+      for (const v of message.seqs) {
+        writer.uint64(v);
+      }
+      writer.join();
+    }
+    if (message.minBytes !== 0) {
+      writer.uint32(24).uint64(message.minBytes);
+    }
+    if (message.keepRecent !== 0) {
+      writer.uint32(32).uint32(message.keepRecent);
+    }
+    for (const v of message.excludeTools) {
+      writer.uint32(42).string(v!);
+    }
+    if (message.headChars !== undefined) {
+      writer.uint32(48).uint32(message.headChars);
+    }
+    if (message.tailChars !== undefined) {
+      writer.uint32(56).uint32(message.tailChars);
+    }
+    if (message.expectedLastSeq !== undefined) {
+      writer.uint32(64).int64(message.expectedLastSeq);
+    }
+    if (message.idempotencyKey !== "") {
+      writer.uint32(74).string(message.idempotencyKey);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PruneToolResultsRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePruneToolResultsRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.sessionId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag === 16) {
+              message.seqs.push(longToNumber(reader.uint64()));
+
+              continue;
+            }
+
+            if (tag === 18) {
+              const end2 = reader.uint32() + reader.pos;
+              while (reader.pos < end2) {
+                message.seqs.push(longToNumber(reader.uint64()));
+              }
+
+              continue;
+            }
+
+            break;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.minBytes = longToNumber(reader.uint64());
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.keepRecent = reader.uint32();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.excludeTools.push(reader.string());
+            continue;
+          }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.headChars = reader.uint32();
+            continue;
+          }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.tailChars = reader.uint32();
+            continue;
+          }
+          case 8: {
+            if (tag !== 64) {
+              break;
+            }
+
+            message.expectedLastSeq = longToNumber(reader.int64());
+            continue;
+          }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.idempotencyKey = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): PruneToolResultsRequest {
+    return {
+      sessionId: isSet(object.sessionId)
+        ? globalThis.String(object.sessionId)
+        : isSet(object.session_id)
+        ? globalThis.String(object.session_id)
+        : "",
+      seqs: globalThis.Array.isArray(object?.seqs) ? object.seqs.map((e: any) => globalThis.Number(e)) : [],
+      minBytes: isSet(object.minBytes)
+        ? globalThis.Number(object.minBytes)
+        : isSet(object.min_bytes)
+        ? globalThis.Number(object.min_bytes)
+        : 0,
+      keepRecent: isSet(object.keepRecent)
+        ? globalThis.Number(object.keepRecent)
+        : isSet(object.keep_recent)
+        ? globalThis.Number(object.keep_recent)
+        : 0,
+      excludeTools: globalThis.Array.isArray(object?.excludeTools)
+        ? object.excludeTools.map((e: any) => globalThis.String(e))
+        : globalThis.Array.isArray(object?.exclude_tools)
+        ? object.exclude_tools.map((e: any) => globalThis.String(e))
+        : [],
+      headChars: isSet(object.headChars)
+        ? globalThis.Number(object.headChars)
+        : isSet(object.head_chars)
+        ? globalThis.Number(object.head_chars)
+        : undefined,
+      tailChars: isSet(object.tailChars)
+        ? globalThis.Number(object.tailChars)
+        : isSet(object.tail_chars)
+        ? globalThis.Number(object.tail_chars)
+        : undefined,
+      expectedLastSeq: isSet(object.expectedLastSeq)
+        ? globalThis.Number(object.expectedLastSeq)
+        : isSet(object.expected_last_seq)
+        ? globalThis.Number(object.expected_last_seq)
+        : undefined,
+      idempotencyKey: isSet(object.idempotencyKey)
+        ? globalThis.String(object.idempotencyKey)
+        : isSet(object.idempotency_key)
+        ? globalThis.String(object.idempotency_key)
+        : "",
+    };
+  },
+
+  toJSON(message: PruneToolResultsRequest): unknown {
+    const obj: any = {};
+    if (message.sessionId !== "") {
+      obj.sessionId = message.sessionId;
+    }
+    if (message.seqs?.length) {
+      obj.seqs = message.seqs.map((e) => Math.round(e));
+    }
+    if (message.minBytes !== 0) {
+      obj.minBytes = Math.round(message.minBytes);
+    }
+    if (message.keepRecent !== 0) {
+      obj.keepRecent = Math.round(message.keepRecent);
+    }
+    if (message.excludeTools?.length) {
+      obj.excludeTools = message.excludeTools;
+    }
+    if (message.headChars !== undefined) {
+      obj.headChars = Math.round(message.headChars);
+    }
+    if (message.tailChars !== undefined) {
+      obj.tailChars = Math.round(message.tailChars);
+    }
+    if (message.expectedLastSeq !== undefined) {
+      obj.expectedLastSeq = Math.round(message.expectedLastSeq);
+    }
+    if (message.idempotencyKey !== "") {
+      obj.idempotencyKey = message.idempotencyKey;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<PruneToolResultsRequest>, I>>(base?: I): PruneToolResultsRequest {
+    return PruneToolResultsRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PruneToolResultsRequest>, I>>(object: I): PruneToolResultsRequest {
+    const message = createBasePruneToolResultsRequest();
+    message.sessionId = object.sessionId ?? "";
+    message.seqs = object.seqs?.map((e) => e) || [];
+    message.minBytes = object.minBytes ?? 0;
+    message.keepRecent = object.keepRecent ?? 0;
+    message.excludeTools = object.excludeTools?.map((e) => e) || [];
+    message.headChars = object.headChars ?? undefined;
+    message.tailChars = object.tailChars ?? undefined;
+    message.expectedLastSeq = object.expectedLastSeq ?? undefined;
+    message.idempotencyKey = object.idempotencyKey ?? "";
+    return message;
+  },
+};
+
+function createBasePrunedToolResult(): PrunedToolResult {
+  return { originalSeq: 0, pruneSeq: 0, replacementSeq: 0, callId: "", bytesBefore: 0, bytesAfter: 0 };
+}
+
+export const PrunedToolResult: MessageFns<PrunedToolResult> = {
+  encode(message: PrunedToolResult, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.originalSeq !== 0) {
+      writer.uint32(8).uint64(message.originalSeq);
+    }
+    if (message.pruneSeq !== 0) {
+      writer.uint32(16).uint64(message.pruneSeq);
+    }
+    if (message.replacementSeq !== 0) {
+      writer.uint32(24).uint64(message.replacementSeq);
+    }
+    if (message.callId !== "") {
+      writer.uint32(34).string(message.callId);
+    }
+    if (message.bytesBefore !== 0) {
+      writer.uint32(40).uint64(message.bytesBefore);
+    }
+    if (message.bytesAfter !== 0) {
+      writer.uint32(48).uint64(message.bytesAfter);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PrunedToolResult {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePrunedToolResult();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.originalSeq = longToNumber(reader.uint64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.pruneSeq = longToNumber(reader.uint64());
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.replacementSeq = longToNumber(reader.uint64());
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.callId = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.bytesBefore = longToNumber(reader.uint64());
+            continue;
+          }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.bytesAfter = longToNumber(reader.uint64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): PrunedToolResult {
+    return {
+      originalSeq: isSet(object.originalSeq)
+        ? globalThis.Number(object.originalSeq)
+        : isSet(object.original_seq)
+        ? globalThis.Number(object.original_seq)
+        : 0,
+      pruneSeq: isSet(object.pruneSeq)
+        ? globalThis.Number(object.pruneSeq)
+        : isSet(object.prune_seq)
+        ? globalThis.Number(object.prune_seq)
+        : 0,
+      replacementSeq: isSet(object.replacementSeq)
+        ? globalThis.Number(object.replacementSeq)
+        : isSet(object.replacement_seq)
+        ? globalThis.Number(object.replacement_seq)
+        : 0,
+      callId: isSet(object.callId)
+        ? globalThis.String(object.callId)
+        : isSet(object.call_id)
+        ? globalThis.String(object.call_id)
+        : "",
+      bytesBefore: isSet(object.bytesBefore)
+        ? globalThis.Number(object.bytesBefore)
+        : isSet(object.bytes_before)
+        ? globalThis.Number(object.bytes_before)
+        : 0,
+      bytesAfter: isSet(object.bytesAfter)
+        ? globalThis.Number(object.bytesAfter)
+        : isSet(object.bytes_after)
+        ? globalThis.Number(object.bytes_after)
+        : 0,
+    };
+  },
+
+  toJSON(message: PrunedToolResult): unknown {
+    const obj: any = {};
+    if (message.originalSeq !== 0) {
+      obj.originalSeq = Math.round(message.originalSeq);
+    }
+    if (message.pruneSeq !== 0) {
+      obj.pruneSeq = Math.round(message.pruneSeq);
+    }
+    if (message.replacementSeq !== 0) {
+      obj.replacementSeq = Math.round(message.replacementSeq);
+    }
+    if (message.callId !== "") {
+      obj.callId = message.callId;
+    }
+    if (message.bytesBefore !== 0) {
+      obj.bytesBefore = Math.round(message.bytesBefore);
+    }
+    if (message.bytesAfter !== 0) {
+      obj.bytesAfter = Math.round(message.bytesAfter);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<PrunedToolResult>, I>>(base?: I): PrunedToolResult {
+    return PrunedToolResult.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PrunedToolResult>, I>>(object: I): PrunedToolResult {
+    const message = createBasePrunedToolResult();
+    message.originalSeq = object.originalSeq ?? 0;
+    message.pruneSeq = object.pruneSeq ?? 0;
+    message.replacementSeq = object.replacementSeq ?? 0;
+    message.callId = object.callId ?? "";
+    message.bytesBefore = object.bytesBefore ?? 0;
+    message.bytesAfter = object.bytesAfter ?? 0;
+    return message;
+  },
+};
+
+function createBasePruneToolResultsResponse(): PruneToolResultsResponse {
+  return { pruned: [], bytesSaved: 0, skipped: [], surfaceLength: 0, replayed: false };
+}
+
+export const PruneToolResultsResponse: MessageFns<PruneToolResultsResponse> = {
+  encode(message: PruneToolResultsResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.pruned) {
+      PrunedToolResult.encode(v!, writer.uint32(10).fork()).join();
+    }
+    if (message.bytesSaved !== 0) {
+      writer.uint32(16).uint64(message.bytesSaved);
+    }
+    if (message.skipped.length !== 0) {
+      writer.uint32(26).fork();
+      for (const v of message.skipped) {
+        writer.uint64(v);
+      }
+      writer.join();
+    }
+    if (message.surfaceLength !== 0) {
+      writer.uint32(32).uint64(message.surfaceLength);
+    }
+    if (message.replayed !== false) {
+      writer.uint32(40).bool(message.replayed);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): PruneToolResultsResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBasePruneToolResultsResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.pruned.push(PrunedToolResult.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.bytesSaved = longToNumber(reader.uint64());
+            continue;
+          }
+          case 3: {
+            if (tag === 24) {
+              message.skipped.push(longToNumber(reader.uint64()));
+
+              continue;
+            }
+
+            if (tag === 26) {
+              const end2 = reader.uint32() + reader.pos;
+              while (reader.pos < end2) {
+                message.skipped.push(longToNumber(reader.uint64()));
+              }
+
+              continue;
+            }
+
+            break;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.surfaceLength = longToNumber(reader.uint64());
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.replayed = reader.bool();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): PruneToolResultsResponse {
+    return {
+      pruned: globalThis.Array.isArray(object?.pruned)
+        ? object.pruned.map((e: any) => PrunedToolResult.fromJSON(e))
+        : [],
+      bytesSaved: isSet(object.bytesSaved)
+        ? globalThis.Number(object.bytesSaved)
+        : isSet(object.bytes_saved)
+        ? globalThis.Number(object.bytes_saved)
+        : 0,
+      skipped: globalThis.Array.isArray(object?.skipped) ? object.skipped.map((e: any) => globalThis.Number(e)) : [],
+      surfaceLength: isSet(object.surfaceLength)
+        ? globalThis.Number(object.surfaceLength)
+        : isSet(object.surface_length)
+        ? globalThis.Number(object.surface_length)
+        : 0,
+      replayed: isSet(object.replayed) ? globalThis.Boolean(object.replayed) : false,
+    };
+  },
+
+  toJSON(message: PruneToolResultsResponse): unknown {
+    const obj: any = {};
+    if (message.pruned?.length) {
+      obj.pruned = message.pruned.map((e) => PrunedToolResult.toJSON(e));
+    }
+    if (message.bytesSaved !== 0) {
+      obj.bytesSaved = Math.round(message.bytesSaved);
+    }
+    if (message.skipped?.length) {
+      obj.skipped = message.skipped.map((e) => Math.round(e));
+    }
+    if (message.surfaceLength !== 0) {
+      obj.surfaceLength = Math.round(message.surfaceLength);
+    }
+    if (message.replayed !== false) {
+      obj.replayed = message.replayed;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<PruneToolResultsResponse>, I>>(base?: I): PruneToolResultsResponse {
+    return PruneToolResultsResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<PruneToolResultsResponse>, I>>(object: I): PruneToolResultsResponse {
+    const message = createBasePruneToolResultsResponse();
+    message.pruned = object.pruned?.map((e) => PrunedToolResult.fromPartial(e)) || [];
+    message.bytesSaved = object.bytesSaved ?? 0;
+    message.skipped = object.skipped?.map((e) => e) || [];
+    message.surfaceLength = object.surfaceLength ?? 0;
+    message.replayed = object.replayed ?? false;
+    return message;
+  },
+};
+
 /**
  * SessionService stores agent sessions as append-only event logs and serves
  * their surfaces (the ordered model-visible projection), derived messages and
@@ -4910,7 +6895,8 @@ export const SubscribeEventsResponse: MessageFns<SubscribeEventsResponse> = {
 export type SessionServiceService = typeof SessionServiceService;
 export const SessionServiceService = {
   /**
-   * Creates an empty session.
+   * Creates an empty session. The tool-pairing guard is on unless the request
+   * turns it off (`pairing_guard: false`).
    * Errors: SESSION_ALREADY_EXISTS (ALREADY_EXISTS), INVALID_SESSION_ID,
    * HEADER_INVALID (INVALID_ARGUMENT), QUOTA_EXCEEDED, TOO_MANY_LABELS
    * (RESOURCE_EXHAUSTED: more than 64 labels, with `limit` and `actual`).
@@ -4986,7 +6972,12 @@ export const SessionServiceService = {
    * (FAILED_PRECONDITION: same key, different events), BATCH_EMPTY,
    * BATCH_TOO_LARGE, EVENT_TOO_LARGE (RESOURCE_EXHAUSTED), QUOTA_EXCEEDED,
    * INVALID_ARGUMENT (expected_last_seq below -1), FIELD_TOO_LONG (an event
-   * type over 256 bytes, metadata `index`; an idempotency key over 256 bytes).
+   * type over 256 bytes, metadata `index`; an idempotency key over 256 bytes),
+   * TOOL_PAIRING_BROKEN (FAILED_PRECONDITION, sessions with the tool-pairing
+   * guard on: after the batch, a tool-result block on the surface would not
+   * follow the message holding its call, or a call staying on the surface
+   * would lose its result; metadata `callId`, `callSeq` (the call's message,
+   * when known), `resultSeq`, `index`).
    */
   appendEvents: {
     path: "/palimpsest.v1.SessionService/AppendEvents" as const,
@@ -5087,6 +7078,9 @@ export const SessionServiceService = {
    * user/message the reference's load path upgrades it to); what that load path
    * refuses is refused too: older turn/start and turn/end shapes that are
    * malformed are TURN_SHAPE (INVALID_ARGUMENT).
+   * The tool-pairing guard is off unless the options turn it on (the reference
+   * never enforced it, so its logs import unchanged); with it on, the file is
+   * checked like live appends (TOOL_PAIRING_BROKEN with metadata `line`).
    * Errors: JSONL_INVALID, JSONL_COMPRESSED_UNSUPPORTED, HEADER_INVALID,
    * TURN_SHAPE (INVALID_ARGUMENT), FORMAT_VERSION_UNSUPPORTED
    * (FAILED_PRECONDITION), SESSION_ALREADY_EXISTS, TOO_MANY_LABELS
@@ -5167,11 +7161,87 @@ export const SessionServiceService = {
       Buffer.from(SubscribeEventsResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): SubscribeEventsResponse => SubscribeEventsResponse.decode(value),
   },
+  /**
+   * Plans a compaction (read-only): the range to shadow, anchored at the start
+   * of the surface, keeping the most recent `keep_tokens` of the surface (or
+   * up to `up_to_seq`), moved earlier so that it never separates a tool call
+   * from its results. Returns what Compact needs (`start`, `end`,
+   * `expected_last_seq`), the shadowed seqs and token count, the derived
+   * messages of the range (what a client sends to its summariser) and the
+   * blockers that make Compact refuse now.
+   * Token estimator: per message, ceil(characters / 4) + 8, where characters
+   * counts the text of text and reasoning blocks, a tool call's name and
+   * arguments, and (recursively) a tool result's inner content; an image block
+   * counts 1000 characters. `token_counts` overrides it per seq.
+   * Errors: SESSION_NOT_FOUND, INVALID_ARGUMENT (no budget, or `up_to_seq` not
+   * on the surface).
+   */
+  planCompaction: {
+    path: "/palimpsest.v1.SessionService/PlanCompaction" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: PlanCompactionRequest): Buffer =>
+      Buffer.from(PlanCompactionRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): PlanCompactionRequest => PlanCompactionRequest.decode(value),
+    responseSerialize: (value: PlanCompactionResponse): Buffer =>
+      Buffer.from(PlanCompactionResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): PlanCompactionResponse => PlanCompactionResponse.decode(value),
+  },
+  /**
+   * Compacts a planned range: appends, atomically and conditional on
+   * `expected_last_seq`, the reference's four events (dsh-semantics 2.7):
+   * `compaction/start`, `compaction/summary`, the replacing `user/message`
+   * (plugin source `compact`, the framed summary, citing the start, the
+   * summary and every shadowed seq) and `compaction/end`. The batch is always
+   * checked by the tool-pairing guard.
+   * Errors: HEAD_MISMATCH (FAILED_PRECONDITION: the head moved since the plan;
+   * plan again), COMPACTION_BLOCKED (FAILED_PRECONDITION: an open
+   * compaction/start or open tool calls on the surface; metadata `blocker`),
+   * COMPACTION_RANGE_INVALID (FAILED_PRECONDITION: `start` is not the first
+   * surface node, or `end` not on the surface after it), TOOL_PAIRING_BROKEN,
+   * IDEMPOTENCY_KEY_REUSED, INVALID_ARGUMENT (no summary, summary_json not a
+   * content-block array, missing expected_last_seq, provider or model).
+   */
+  compact: {
+    path: "/palimpsest.v1.SessionService/Compact" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: CompactRequest): Buffer => Buffer.from(CompactRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): CompactRequest => CompactRequest.decode(value),
+    responseSerialize: (value: CompactResponse): Buffer => Buffer.from(CompactResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): CompactResponse => CompactResponse.decode(value),
+  },
+  /**
+   * Prunes tool results on the surface, as the reference's tool-result pruner
+   * does: for each, a `compaction/prune` then a `tool/result` copy identical
+   * to the original except the tool-result block's inner content, whose text
+   * keeps its first `head_chars` and last `tail_chars` characters around a
+   * marker naming how many characters were removed. Targets are given by seq,
+   * or by policy (text over `min_bytes`, except the `keep_recent` most recent
+   * results and `exclude_tools`). A result whose text is not longer than
+   * head + tail + twice the marker is left alone (listed in `skipped`): the
+   * saving would not pay for the marker.
+   * Errors: PRUNE_TARGET_INVALID (FAILED_PRECONDITION: a seq that is not a
+   * tool/result on the surface; metadata `seq`), HEAD_MISMATCH,
+   * IDEMPOTENCY_KEY_REUSED, INVALID_ARGUMENT (neither seqs nor min_bytes).
+   */
+  pruneToolResults: {
+    path: "/palimpsest.v1.SessionService/PruneToolResults" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: PruneToolResultsRequest): Buffer =>
+      Buffer.from(PruneToolResultsRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): PruneToolResultsRequest => PruneToolResultsRequest.decode(value),
+    responseSerialize: (value: PruneToolResultsResponse): Buffer =>
+      Buffer.from(PruneToolResultsResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): PruneToolResultsResponse => PruneToolResultsResponse.decode(value),
+  },
 } as const;
 
 export interface SessionServiceServer extends UntypedServiceImplementation {
   /**
-   * Creates an empty session.
+   * Creates an empty session. The tool-pairing guard is on unless the request
+   * turns it off (`pairing_guard: false`).
    * Errors: SESSION_ALREADY_EXISTS (ALREADY_EXISTS), INVALID_SESSION_ID,
    * HEADER_INVALID (INVALID_ARGUMENT), QUOTA_EXCEEDED, TOO_MANY_LABELS
    * (RESOURCE_EXHAUSTED: more than 64 labels, with `limit` and `actual`).
@@ -5212,7 +7282,12 @@ export interface SessionServiceServer extends UntypedServiceImplementation {
    * (FAILED_PRECONDITION: same key, different events), BATCH_EMPTY,
    * BATCH_TOO_LARGE, EVENT_TOO_LARGE (RESOURCE_EXHAUSTED), QUOTA_EXCEEDED,
    * INVALID_ARGUMENT (expected_last_seq below -1), FIELD_TOO_LONG (an event
-   * type over 256 bytes, metadata `index`; an idempotency key over 256 bytes).
+   * type over 256 bytes, metadata `index`; an idempotency key over 256 bytes),
+   * TOOL_PAIRING_BROKEN (FAILED_PRECONDITION, sessions with the tool-pairing
+   * guard on: after the batch, a tool-result block on the surface would not
+   * follow the message holding its call, or a call staying on the surface
+   * would lose its result; metadata `callId`, `callSeq` (the call's message,
+   * when known), `resultSeq`, `index`).
    */
   appendEvents: handleUnaryCall<AppendEventsRequest, AppendEventsResponse>;
   /**
@@ -5263,6 +7338,9 @@ export interface SessionServiceServer extends UntypedServiceImplementation {
    * user/message the reference's load path upgrades it to); what that load path
    * refuses is refused too: older turn/start and turn/end shapes that are
    * malformed are TURN_SHAPE (INVALID_ARGUMENT).
+   * The tool-pairing guard is off unless the options turn it on (the reference
+   * never enforced it, so its logs import unchanged); with it on, the file is
+   * checked like live appends (TOOL_PAIRING_BROKEN with metadata `line`).
    * Errors: JSONL_INVALID, JSONL_COMPRESSED_UNSUPPORTED, HEADER_INVALID,
    * TURN_SHAPE (INVALID_ARGUMENT), FORMAT_VERSION_UNSUPPORTED
    * (FAILED_PRECONDITION), SESSION_ALREADY_EXISTS, TOO_MANY_LABELS
@@ -5305,11 +7383,59 @@ export interface SessionServiceServer extends UntypedServiceImplementation {
    * resume and end-of-stream guarantees as SubscribeSurface.
    */
   subscribeEvents: handleServerStreamingCall<SubscribeEventsRequest, SubscribeEventsResponse>;
+  /**
+   * Plans a compaction (read-only): the range to shadow, anchored at the start
+   * of the surface, keeping the most recent `keep_tokens` of the surface (or
+   * up to `up_to_seq`), moved earlier so that it never separates a tool call
+   * from its results. Returns what Compact needs (`start`, `end`,
+   * `expected_last_seq`), the shadowed seqs and token count, the derived
+   * messages of the range (what a client sends to its summariser) and the
+   * blockers that make Compact refuse now.
+   * Token estimator: per message, ceil(characters / 4) + 8, where characters
+   * counts the text of text and reasoning blocks, a tool call's name and
+   * arguments, and (recursively) a tool result's inner content; an image block
+   * counts 1000 characters. `token_counts` overrides it per seq.
+   * Errors: SESSION_NOT_FOUND, INVALID_ARGUMENT (no budget, or `up_to_seq` not
+   * on the surface).
+   */
+  planCompaction: handleUnaryCall<PlanCompactionRequest, PlanCompactionResponse>;
+  /**
+   * Compacts a planned range: appends, atomically and conditional on
+   * `expected_last_seq`, the reference's four events (dsh-semantics 2.7):
+   * `compaction/start`, `compaction/summary`, the replacing `user/message`
+   * (plugin source `compact`, the framed summary, citing the start, the
+   * summary and every shadowed seq) and `compaction/end`. The batch is always
+   * checked by the tool-pairing guard.
+   * Errors: HEAD_MISMATCH (FAILED_PRECONDITION: the head moved since the plan;
+   * plan again), COMPACTION_BLOCKED (FAILED_PRECONDITION: an open
+   * compaction/start or open tool calls on the surface; metadata `blocker`),
+   * COMPACTION_RANGE_INVALID (FAILED_PRECONDITION: `start` is not the first
+   * surface node, or `end` not on the surface after it), TOOL_PAIRING_BROKEN,
+   * IDEMPOTENCY_KEY_REUSED, INVALID_ARGUMENT (no summary, summary_json not a
+   * content-block array, missing expected_last_seq, provider or model).
+   */
+  compact: handleUnaryCall<CompactRequest, CompactResponse>;
+  /**
+   * Prunes tool results on the surface, as the reference's tool-result pruner
+   * does: for each, a `compaction/prune` then a `tool/result` copy identical
+   * to the original except the tool-result block's inner content, whose text
+   * keeps its first `head_chars` and last `tail_chars` characters around a
+   * marker naming how many characters were removed. Targets are given by seq,
+   * or by policy (text over `min_bytes`, except the `keep_recent` most recent
+   * results and `exclude_tools`). A result whose text is not longer than
+   * head + tail + twice the marker is left alone (listed in `skipped`): the
+   * saving would not pay for the marker.
+   * Errors: PRUNE_TARGET_INVALID (FAILED_PRECONDITION: a seq that is not a
+   * tool/result on the surface; metadata `seq`), HEAD_MISMATCH,
+   * IDEMPOTENCY_KEY_REUSED, INVALID_ARGUMENT (neither seqs nor min_bytes).
+   */
+  pruneToolResults: handleUnaryCall<PruneToolResultsRequest, PruneToolResultsResponse>;
 }
 
 export interface SessionServiceClient extends Client {
   /**
-   * Creates an empty session.
+   * Creates an empty session. The tool-pairing guard is on unless the request
+   * turns it off (`pairing_guard: false`).
    * Errors: SESSION_ALREADY_EXISTS (ALREADY_EXISTS), INVALID_SESSION_ID,
    * HEADER_INVALID (INVALID_ARGUMENT), QUOTA_EXCEEDED, TOO_MANY_LABELS
    * (RESOURCE_EXHAUSTED: more than 64 labels, with `limit` and `actual`).
@@ -5406,7 +7532,12 @@ export interface SessionServiceClient extends Client {
    * (FAILED_PRECONDITION: same key, different events), BATCH_EMPTY,
    * BATCH_TOO_LARGE, EVENT_TOO_LARGE (RESOURCE_EXHAUSTED), QUOTA_EXCEEDED,
    * INVALID_ARGUMENT (expected_last_seq below -1), FIELD_TOO_LONG (an event
-   * type over 256 bytes, metadata `index`; an idempotency key over 256 bytes).
+   * type over 256 bytes, metadata `index`; an idempotency key over 256 bytes),
+   * TOOL_PAIRING_BROKEN (FAILED_PRECONDITION, sessions with the tool-pairing
+   * guard on: after the batch, a tool-result block on the surface would not
+   * follow the message holding its call, or a call staying on the surface
+   * would lose its result; metadata `callId`, `callSeq` (the call's message,
+   * when known), `resultSeq`, `index`).
    */
   appendEvents(
     request: AppendEventsRequest,
@@ -5541,6 +7672,9 @@ export interface SessionServiceClient extends Client {
    * user/message the reference's load path upgrades it to); what that load path
    * refuses is refused too: older turn/start and turn/end shapes that are
    * malformed are TURN_SHAPE (INVALID_ARGUMENT).
+   * The tool-pairing guard is off unless the options turn it on (the reference
+   * never enforced it, so its logs import unchanged); with it on, the file is
+   * checked like live appends (TOOL_PAIRING_BROKEN with metadata `line`).
    * Errors: JSONL_INVALID, JSONL_COMPRESSED_UNSUPPORTED, HEADER_INVALID,
    * TURN_SHAPE (INVALID_ARGUMENT), FORMAT_VERSION_UNSUPPORTED
    * (FAILED_PRECONDITION), SESSION_ALREADY_EXISTS, TOO_MANY_LABELS
@@ -5622,6 +7756,95 @@ export interface SessionServiceClient extends Client {
     metadata?: Metadata,
     options?: Partial<CallOptions>,
   ): ClientReadableStream<SubscribeEventsResponse>;
+  /**
+   * Plans a compaction (read-only): the range to shadow, anchored at the start
+   * of the surface, keeping the most recent `keep_tokens` of the surface (or
+   * up to `up_to_seq`), moved earlier so that it never separates a tool call
+   * from its results. Returns what Compact needs (`start`, `end`,
+   * `expected_last_seq`), the shadowed seqs and token count, the derived
+   * messages of the range (what a client sends to its summariser) and the
+   * blockers that make Compact refuse now.
+   * Token estimator: per message, ceil(characters / 4) + 8, where characters
+   * counts the text of text and reasoning blocks, a tool call's name and
+   * arguments, and (recursively) a tool result's inner content; an image block
+   * counts 1000 characters. `token_counts` overrides it per seq.
+   * Errors: SESSION_NOT_FOUND, INVALID_ARGUMENT (no budget, or `up_to_seq` not
+   * on the surface).
+   */
+  planCompaction(
+    request: PlanCompactionRequest,
+    callback: (error: ServiceError | null, response: PlanCompactionResponse) => void,
+  ): ClientUnaryCall;
+  planCompaction(
+    request: PlanCompactionRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: PlanCompactionResponse) => void,
+  ): ClientUnaryCall;
+  planCompaction(
+    request: PlanCompactionRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: PlanCompactionResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * Compacts a planned range: appends, atomically and conditional on
+   * `expected_last_seq`, the reference's four events (dsh-semantics 2.7):
+   * `compaction/start`, `compaction/summary`, the replacing `user/message`
+   * (plugin source `compact`, the framed summary, citing the start, the
+   * summary and every shadowed seq) and `compaction/end`. The batch is always
+   * checked by the tool-pairing guard.
+   * Errors: HEAD_MISMATCH (FAILED_PRECONDITION: the head moved since the plan;
+   * plan again), COMPACTION_BLOCKED (FAILED_PRECONDITION: an open
+   * compaction/start or open tool calls on the surface; metadata `blocker`),
+   * COMPACTION_RANGE_INVALID (FAILED_PRECONDITION: `start` is not the first
+   * surface node, or `end` not on the surface after it), TOOL_PAIRING_BROKEN,
+   * IDEMPOTENCY_KEY_REUSED, INVALID_ARGUMENT (no summary, summary_json not a
+   * content-block array, missing expected_last_seq, provider or model).
+   */
+  compact(
+    request: CompactRequest,
+    callback: (error: ServiceError | null, response: CompactResponse) => void,
+  ): ClientUnaryCall;
+  compact(
+    request: CompactRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: CompactResponse) => void,
+  ): ClientUnaryCall;
+  compact(
+    request: CompactRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: CompactResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * Prunes tool results on the surface, as the reference's tool-result pruner
+   * does: for each, a `compaction/prune` then a `tool/result` copy identical
+   * to the original except the tool-result block's inner content, whose text
+   * keeps its first `head_chars` and last `tail_chars` characters around a
+   * marker naming how many characters were removed. Targets are given by seq,
+   * or by policy (text over `min_bytes`, except the `keep_recent` most recent
+   * results and `exclude_tools`). A result whose text is not longer than
+   * head + tail + twice the marker is left alone (listed in `skipped`): the
+   * saving would not pay for the marker.
+   * Errors: PRUNE_TARGET_INVALID (FAILED_PRECONDITION: a seq that is not a
+   * tool/result on the surface; metadata `seq`), HEAD_MISMATCH,
+   * IDEMPOTENCY_KEY_REUSED, INVALID_ARGUMENT (neither seqs nor min_bytes).
+   */
+  pruneToolResults(
+    request: PruneToolResultsRequest,
+    callback: (error: ServiceError | null, response: PruneToolResultsResponse) => void,
+  ): ClientUnaryCall;
+  pruneToolResults(
+    request: PruneToolResultsRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: PruneToolResultsResponse) => void,
+  ): ClientUnaryCall;
+  pruneToolResults(
+    request: PruneToolResultsRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: PruneToolResultsResponse) => void,
+  ): ClientUnaryCall;
 }
 
 export const SessionServiceClient = makeGenericClientConstructor(

@@ -57,6 +57,11 @@ export interface Session {
   surfaceLength: number;
   /** Whether the optional strict invariants (turn/step/tool pairing) are on. */
   strict: boolean;
+  /**
+   * Whether the tool-pairing guard is on (AppendEvents refuses
+   * TOOL_PAIRING_BROKEN).
+   */
+  pairingGuard: boolean;
 }
 
 export interface Session_LabelsEntry {
@@ -80,6 +85,7 @@ function createBaseSession(): Session {
     eventCount: 0,
     surfaceLength: 0,
     strict: false,
+    pairingGuard: false,
   };
 }
 
@@ -126,6 +132,9 @@ export const Session: MessageFns<Session> = {
     }
     if (message.strict !== false) {
       writer.uint32(112).bool(message.strict);
+    }
+    if (message.pairingGuard !== false) {
+      writer.uint32(120).bool(message.pairingGuard);
     }
     return writer;
   },
@@ -258,6 +267,14 @@ export const Session: MessageFns<Session> = {
             message.strict = reader.bool();
             continue;
           }
+          case 15: {
+            if (tag !== 120) {
+              break;
+            }
+
+            message.pairingGuard = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -331,6 +348,11 @@ export const Session: MessageFns<Session> = {
         ? globalThis.Number(object.surface_length)
         : 0,
       strict: isSet(object.strict) ? globalThis.Boolean(object.strict) : false,
+      pairingGuard: isSet(object.pairingGuard)
+        ? globalThis.Boolean(object.pairingGuard)
+        : isSet(object.pairing_guard)
+        ? globalThis.Boolean(object.pairing_guard)
+        : false,
     };
   },
 
@@ -384,6 +406,9 @@ export const Session: MessageFns<Session> = {
     if (message.strict !== false) {
       obj.strict = message.strict;
     }
+    if (message.pairingGuard !== false) {
+      obj.pairingGuard = message.pairingGuard;
+    }
     return obj;
   },
 
@@ -414,6 +439,7 @@ export const Session: MessageFns<Session> = {
     message.eventCount = object.eventCount ?? 0;
     message.surfaceLength = object.surfaceLength ?? 0;
     message.strict = object.strict ?? false;
+    message.pairingGuard = object.pairingGuard ?? false;
     return message;
   },
 };

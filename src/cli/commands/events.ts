@@ -43,7 +43,9 @@ const append: Command = {
   details:
     'Each line: {"type","data","surfaceOp"?,"sourceEventSeqs"?,"ignorable"?,"seq"?,"time"?}. A given seq must be the\n' +
     "session's next one (SEQ_NOT_CONTIGUOUS). The first invalid event rejects the whole batch; with --json the error's\n" +
-    'metadata.index names it (0-based among the events) and metadata.line its line when the client refused it.',
+    'metadata.index names it (0-based among the events) and metadata.line its line when the client refused it.\n' +
+    'Every core event type, its data, surfaceOp and citations, and the agent-loop order: docs/events.md. For\n' +
+    'compaction and pruning use `palimpsest compact` / `palimpsest prune` (the server writes those events).',
   positionals: [{ name: 'SESSION' }, { name: 'FILE|-' }],
   options: {
     'expect-last-seq': { type: 'string', value: 'N', help: 'fail with HEAD_MISMATCH unless the last seq is N (-1 = the session is empty)' },
@@ -109,14 +111,16 @@ const events: Command = {
   },
 };
 
+const asOf = { 'as-of': { type: 'string', value: 'SEQ', help: 'as it was right after event SEQ (time travel)' } } as const;
+
 const surface: Command = {
   name: 'surface',
   summary: 'Prints the surface (the ordered seqs of the model-visible events) as a JSON array.',
   positionals: [{ name: 'SESSION' }],
-  options: {},
-  examples: ['palimpsest surface demo'],
+  options: { ...asOf },
+  examples: ['palimpsest surface demo', 'palimpsest surface demo --as-of 41'],
   async run({ args, rpc, out }) {
-    const r = await rpc.unary(rpc.client.getSurface, { sessionId: args.pos(0) });
+    const r = await rpc.unary(rpc.client.getSurface, { sessionId: args.pos(0), asOfSeq: args.int('as-of') });
     await out.write(JSON.stringify(r.seqs) + '\n');
   },
 };
@@ -132,16 +136,19 @@ const messages: Command = {
   options: {
     transcript: { type: 'boolean', help: 'the human transcript (append-origin events, including compacted ones)' },
     full: { type: 'boolean', help: 'do not fold long tool output' },
+    ...asOf,
   },
-  examples: ['palimpsest messages demo --json', 'palimpsest messages demo --transcript', 'palimpsest messages demo --full'],
+  examples: ['palimpsest messages demo --json', 'palimpsest messages demo --transcript', 'palimpsest messages demo --full', 'palimpsest messages demo --as-of 41   # what the model saw then'],
   async run({ args, rpc, out }) {
     const sessionId = args.pos(0);
     // Paged, so a history larger than one gRPC message still prints.
+    // With --as-of, every read (the marks' reads too) is as of that seq.
+    const asOfSeq = args.int('as-of');
     const read = async (view: MessageView): Promise<{ seq: number; message: Json }[]> => {
       const parsed: { seq: number; message: Json }[] = [];
       let pageToken = '';
       do {
-        const r = await rpc.unary(rpc.client.getMessages, { sessionId, view, typed: false, pageSize: 1000, pageToken });
+        const r = await rpc.unary(rpc.client.getMessages, { sessionId, view, typed: false, pageSize: 1000, pageToken, asOfSeq });
         for (const m of r.messages) parsed.push({ seq: m.seq, message: JSON.parse(m.messageJson) as Json });
         pageToken = r.nextPageToken;
       } while (pageToken !== '');
@@ -155,7 +162,7 @@ const messages: Command = {
     // a transcript message not on the surface was compacted away.
     let mark: (seq: number, message: Json) => Mark;
     if (transcript) {
-      const surface = new Set((await rpc.unary(rpc.client.getSurface, { sessionId })).seqs);
+      const surface = new Set((await rpc.unary(rpc.client.getSurface, { sessionId, asOfSeq })).seqs);
       mark = (seq) => (surface.has(seq) ? undefined : 'compacted');
     } else {
       const original = new Set((await read(MessageView.MESSAGE_VIEW_TRANSCRIPT)).map((m) => m.seq));

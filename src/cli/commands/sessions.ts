@@ -28,12 +28,14 @@ const create: Command = {
     label,
     cwd: { type: 'string', value: 'DIR', help: 'header cwd (absolute path)' },
     strict: { type: 'boolean', help: 'turn on the strict invariants (turn/step/tool pairing)' },
+    'no-pairing-guard': { type: 'boolean', help: 'turn off the tool-pairing guard (on by default: a replace may not split a tool call from its result)' },
   },
-  examples: ['palimpsest create --id demo --label team=search'],
+  examples: ['palimpsest create --id demo --label team=search', 'palimpsest create --id raw --no-pairing-guard'],
   async run(ctx) {
     const { args, rpc } = ctx;
     const res = await rpc.unary(rpc.client.createSession, {
       sessionId: args.str('id') ?? '', labels: args.labels(), cwd: args.str('cwd'), strict: args.flag('strict'),
+      pairingGuard: args.flag('no-pairing-guard') ? false : undefined,
       origin: undefined, delegationDepth: undefined, agentPreset: undefined,
     });
     await printId(ctx, res.session);

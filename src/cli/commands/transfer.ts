@@ -67,13 +67,17 @@ const importCmd: Command = {
     label: { type: 'string', multiple: true, value: 'KEY=VALUE', help: 'label to attach (repeatable)' },
     strict: { type: 'boolean', help: 'turn on the strict invariants for the imported session' },
     'allow-seq-gaps': { type: 'boolean', help: 'accept seq gaps (UI snapshots that elide events); by default the log must be contiguous from seq 0' },
+    'pairing-guard': { type: 'boolean', help: 'turn on the tool-pairing guard (off by default: reference logs never had it)' },
   },
   examples: ['palimpsest import ./session.jsonl --id demo-copy', 'zstd -dc session.jsonl.zstd | palimpsest import - --json'],
   async run(ctx) {
     const { args, rpc, out, stdin } = ctx;
     const file = args.pos(0);
     const total = file === '-' ? undefined : statSync(file).size;
-    const options: ImportSessionRequest['part'] = { $case: 'options', value: { sessionId: args.str('id') ?? '', labels: args.labels(), strict: args.flag('strict'), allowSeqGaps: args.flag('allow-seq-gaps') } };
+    const options: ImportSessionRequest['part'] = {
+      $case: 'options',
+      value: { sessionId: args.str('id') ?? '', labels: args.labels(), strict: args.flag('strict'), allowSeqGaps: args.flag('allow-seq-gaps'), pairingGuard: args.flag('pairing-guard') },
+    };
     const res = await streamImport(rpc, options, openInput(file, stdin, CHUNK_BYTES), out.progress('importing', total));
     const tail = res.uncommittedTailBytes;
     if (tail > 0 && out.json) {

@@ -28,6 +28,7 @@ import type {
   SessionStore,
   StoredEventText,
   StructuralRow,
+  SurfaceStructure,
   TenantUsage,
 } from '../../app/store-port.js';
 import { storedSessionBytes } from '../../app/store-port.js';
@@ -253,6 +254,19 @@ export class MemorySessionStore implements SessionStore {
     if (session === undefined) return [];
     const from = lowerBound(session.events, fromSeq);
     return session.events.slice(from, from + limit).map(structuralRow);
+  }
+
+  async readSurfaceStructure(sessionId: string, toSeq: number): Promise<SurfaceStructure> {
+    this.checkOpen();
+    const session = this.visible(sessionId);
+    if (session === undefined) return { rows: [], headSeq: undefined };
+    const end = lowerBound(session.events, toSeq + 1);
+    const rows: StructuralRow[] = [];
+    for (let i = 0; i < end; i++) {
+      const e = session.events[i]!;
+      if (e.surfaceOp !== undefined) rows.push({ seq: e.seq, type: e.type, surfaceOp: e.surfaceOp });
+    }
+    return { rows, headSeq: end > 0 ? session.events[end - 1]!.seq : undefined };
   }
 
   async *scanEvents(sessionId: string, fromSeq: number, batchSize: number): AsyncIterable<SessionEvent[]> {

@@ -27,6 +27,7 @@ import type {
   SessionStore,
   StoredEventText,
   StructuralRow,
+  SurfaceStructure,
   TenantUsage,
 } from '../../app/store-port.js';
 import type { SessionEvent } from '../../domain/event.js';
@@ -115,6 +116,7 @@ export class SqliteSessionStore implements SessionStore {
   private readonly writes: SessionWrites;
 
   private readonly structureTxn: Database.Transaction<(sessionId: string, fromSeq: number, limit: number) => StructuralRow[]>;
+  private readonly surfaceStructureTxn: Database.Transaction<(sessionId: string, toSeq: number) => SurfaceStructure>;
 
   constructor(options: SqliteStoreOptions) {
     this.path = options.path;
@@ -148,6 +150,15 @@ export class SqliteSessionStore implements SessionStore {
         if (lines.length < want || out.length >= limit) return out;
         next = out[out.length - 1]!.seq + 1;
       }
+    });
+
+    this.surfaceStructureTxn = db.transaction((sessionId: string, toSeq: number): SurfaceStructure => {
+      const types = new TypeTable();
+      const lines = this.st.selectSurfaceStructure.all(sessionId, toSeq) as string[];
+      const rows = new Array<StructuralRow>(lines.length);
+      for (let i = 0; i < lines.length; i++) rows[i] = decodeStructureLine(lines[i]!, types);
+      const head = this.st.selectHeadAtOrBefore.get(sessionId, toSeq) as number | null;
+      return { rows, headSeq: head ?? undefined };
     });
 
   }
@@ -294,6 +305,12 @@ export class SqliteSessionStore implements SessionStore {
     return this.structureTxn(sessionId, fromSeq, limit);
   }
 
+  async readSurfaceStructure(sessionId: string, toSeq: number): Promise<SurfaceStructure> {
+    await this.readable();
+    if (this.st.selectVisible.get(sessionId) === undefined) return { rows: [], headSeq: undefined };
+    return this.surfaceStructureTxn(sessionId, toSeq);
+  }
+
   async *scanEvents(sessionId: string, fromSeq: number, batchSize: number): AsyncIterable<SessionEvent[]> {
     if (!Number.isSafeInteger(batchSize) || batchSize < 1) throw new RangeError(`batchSize must be a positive integer, got ${batchSize}`);
     let next = fromSeq;
@@ -386,5 +403,5 @@ export class SqliteSessionStore implements SessionStore {
 // The port methods report a full disk and I/O failures as StorageError (sqlite-errors.ts).
 classifyStoreErrors(SqliteSessionStore.prototype, [
   'createSession', 'getSession', 'listSessions', 'deleteSession', 'append', 'getIdempotent', 'readEvents', 'readEventTexts',
-  'getEvents', 'readStructure', 'scanEvents', 'publishSession', 'appendPending', 'getTenantUsage', 'close',
+  'getEvents', 'readStructure', 'readSurfaceStructure', 'scanEvents', 'publishSession', 'appendPending', 'getTenantUsage', 'close',
 ], sqliteStorageError);

@@ -89,6 +89,15 @@ export function prepareStatements(db: Database.Database) {
          FROM events WHERE session_id = ? AND seq >= ? ORDER BY seq LIMIT ?`,
       )
       .pluck(),
+    // Time travel (issue #14): the surface rows of a prefix only, in decodeStructureLine's format
+    // without source_event_seqs and ignorable (a surface replay needs neither).
+    selectSurfaceStructure: db
+      .prepare(
+        `SELECT iif(surface_op = 'append', seq || '+\t' || type, seq || ':' || surface_op || '\t-\t\t' || type)
+         FROM events WHERE session_id = ? AND seq <= ? AND surface_op IS NOT NULL ORDER BY seq`,
+      )
+      .pluck(),
+    selectHeadAtOrBefore: db.prepare('SELECT max(seq) FROM events WHERE session_id = ? AND seq <= ?').pluck(),
     listStatements: [
       db.prepare(listSql(false, false)).raw(),
       db.prepare(listSql(false, true)).raw(),

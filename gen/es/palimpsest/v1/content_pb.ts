@@ -10,7 +10,7 @@ import type { Message as Message$1 } from "@bufbuild/protobuf";
  * Describes the file palimpsest/v1/content.proto.
  */
 export const file_palimpsest_v1_content: GenFile = /*@__PURE__*/
-  fileDesc("ChtwYWxpbXBzZXN0L3YxL2NvbnRlbnQucHJvdG8SDXBhbGltcHNlc3QudjEifwoHTWVzc2FnZRIKCgJpZBgBIAEoCRIMCgRyb2xlGAIgASgJEiwKB2NvbnRlbnQYAyADKAsyGy5wYWxpbXBzZXN0LnYxLkNvbnRlbnRCbG9jaxIsCgZzb3VyY2UYBCABKAsyHC5wYWxpbXBzZXN0LnYxLk1lc3NhZ2VTb3VyY2UiiwIKDENvbnRlbnRCbG9jaxIoCgR0ZXh0GAEgASgLMhgucGFsaW1wc2VzdC52MS5UZXh0QmxvY2tIABIyCglyZWFzb25pbmcYAiABKAsyHS5wYWxpbXBzZXN0LnYxLlJlYXNvbmluZ0Jsb2NrSAASKgoFaW1hZ2UYAyABKAsyGS5wYWxpbXBzZXN0LnYxLkltYWdlQmxvY2tIABIxCgl0b29sX2NhbGwYBCABKAsyHC5wYWxpbXBzZXN0LnYxLlRvb2xDYWxsQmxvY2tIABI1Cgt0b29sX3Jlc3VsdBgFIAEoCzIeLnBhbGltcHNlc3QudjEuVG9vbFJlc3VsdEJsb2NrSABCBwoFYmxvY2siGQoJVGV4dEJsb2NrEgwKBHRleHQYASABKAkiHgoOUmVhc29uaW5nQmxvY2sSDAoEdGV4dBgBIAEoCSIlCgpJbWFnZUJsb2NrEhcKD2F0dGFjaG1lbnRfanNvbhgBIAEoCSI8Cg1Ub29sQ2FsbEJsb2NrEgoKAmlkGAEgASgJEgwKBG5hbWUYAiABKAkSEQoJYXJndW1lbnRzGAMgASgJInkKD1Rvb2xSZXN1bHRCbG9jaxIUCgx0b29sX2NhbGxfaWQYASABKAkSLAoHY29udGVudBgCIAMoCzIbLnBhbGltcHNlc3QudjEuQ29udGVudEJsb2NrEhUKCGlzX2Vycm9yGAMgASgISACIAQFCCwoJX2lzX2Vycm9yIskBCg1NZXNzYWdlU291cmNlEikKBHVzZXIYASABKAsyGS5wYWxpbXBzZXN0LnYxLlVzZXJTb3VyY2VIABItCgZwbHVnaW4YAiABKAsyGy5wYWxpbXBzZXN0LnYxLlBsdWdpblNvdXJjZUgAEisKBW1vZGVsGAMgASgLMhoucGFsaW1wc2VzdC52MS5Nb2RlbFNvdXJjZUgAEikKBHRvb2wYBCABKAsyGS5wYWxpbXBzZXN0LnYxLlRvb2xTb3VyY2VIAEIGCgRraW5kIgwKClVzZXJTb3VyY2UiMwoMUGx1Z2luU291cmNlEg4KBnBsdWdpbhgBIAEoCRITCgtmaWVsZHNfanNvbhgCIAEoCSJkCgtNb2RlbFNvdXJjZRIQCghwcm92aWRlchgBIAEoCRINCgVtb2RlbBgCIAEoCRIeChFyZXBsYXlfc3RhdGVfanNvbhgDIAEoCUgAiAEBQhQKEl9yZXBsYXlfc3RhdGVfanNvbiIdCgpUb29sU291cmNlEg8KB2NhbGxfaWQYASABKAki2wEKClRva2VuVXNhZ2USFAoMaW5wdXRfdG9rZW5zGAEgASgEEhUKDW91dHB1dF90b2tlbnMYAiABKAQSHgoRY2FjaGVfcmVhZF90b2tlbnMYAyABKARIAIgBARIfChJjYWNoZV93cml0ZV90b2tlbnMYBCABKARIAYgBARIdChByZWFzb25pbmdfdG9rZW5zGAUgASgESAKIAQFCFAoSX2NhY2hlX3JlYWRfdG9rZW5zQhUKE19jYWNoZV93cml0ZV90b2tlbnNCEwoRX3JlYXNvbmluZ190b2tlbnMimgEKFEFzc2lzdGFudE1lc3NhZ2VEYXRhEgwKBHR1cm4YASABKAQSDAoEc3RlcBgCIAEoBBInCgdtZXNzYWdlGAMgASgLMhYucGFsaW1wc2VzdC52MS5NZXNzYWdlEigKBXVzYWdlGAQgASgLMhkucGFsaW1wc2VzdC52MS5Ub2tlblVzYWdlEhMKC2ludGVycnVwdGVkGAUgASgIIqQBCg5Ub29sUmVzdWx0RGF0YRIMCgR0dXJuGAEgASgEEgwKBHN0ZXAYAiABKAQSJwoHbWVzc2FnZRgDIAEoCzIWLnBhbGltcHNlc3QudjEuTWVzc2FnZRInCgVlcnJvchgEIAEoCzIYLnBhbGltcHNlc3QudjEuVG9vbEVycm9yEhYKCW1ldGFfanNvbhgFIAEoCUgAiAEBQgwKCl9tZXRhX2pzb24iJwoJVG9vbEVycm9yEgwKBG5hbWUYASABKAkSDAoEY29kZRgCIAEoCUIuWixwYWxpbXBzZXN0L2dlbi9nby9wYWxpbXBzZXN0L3YxO3BhbGltcHNlc3R2MWIGcHJvdG8z");
+  fileDesc("ChtwYWxpbXBzZXN0L3YxL2NvbnRlbnQucHJvdG8SDXBhbGltcHNlc3QudjEifwoHTWVzc2FnZRIKCgJpZBgBIAEoCRIMCgRyb2xlGAIgASgJEiwKB2NvbnRlbnQYAyADKAsyGy5wYWxpbXBzZXN0LnYxLkNvbnRlbnRCbG9jaxIsCgZzb3VyY2UYBCABKAsyHC5wYWxpbXBzZXN0LnYxLk1lc3NhZ2VTb3VyY2UiiwIKDENvbnRlbnRCbG9jaxIoCgR0ZXh0GAEgASgLMhgucGFsaW1wc2VzdC52MS5UZXh0QmxvY2tIABIyCglyZWFzb25pbmcYAiABKAsyHS5wYWxpbXBzZXN0LnYxLlJlYXNvbmluZ0Jsb2NrSAASKgoFaW1hZ2UYAyABKAsyGS5wYWxpbXBzZXN0LnYxLkltYWdlQmxvY2tIABIxCgl0b29sX2NhbGwYBCABKAsyHC5wYWxpbXBzZXN0LnYxLlRvb2xDYWxsQmxvY2tIABI1Cgt0b29sX3Jlc3VsdBgFIAEoCzIeLnBhbGltcHNlc3QudjEuVG9vbFJlc3VsdEJsb2NrSABCBwoFYmxvY2siGQoJVGV4dEJsb2NrEgwKBHRleHQYASABKAkiHgoOUmVhc29uaW5nQmxvY2sSDAoEdGV4dBgBIAEoCSIlCgpJbWFnZUJsb2NrEhcKD2F0dGFjaG1lbnRfanNvbhgBIAEoCSI8Cg1Ub29sQ2FsbEJsb2NrEgoKAmlkGAEgASgJEgwKBG5hbWUYAiABKAkSEQoJYXJndW1lbnRzGAMgASgJInkKD1Rvb2xSZXN1bHRCbG9jaxIUCgx0b29sX2NhbGxfaWQYASABKAkSLAoHY29udGVudBgCIAMoCzIbLnBhbGltcHNlc3QudjEuQ29udGVudEJsb2NrEhUKCGlzX2Vycm9yGAMgASgISACIAQFCCwoJX2lzX2Vycm9yIskBCg1NZXNzYWdlU291cmNlEikKBHVzZXIYASABKAsyGS5wYWxpbXBzZXN0LnYxLlVzZXJTb3VyY2VIABItCgZwbHVnaW4YAiABKAsyGy5wYWxpbXBzZXN0LnYxLlBsdWdpblNvdXJjZUgAEisKBW1vZGVsGAMgASgLMhoucGFsaW1wc2VzdC52MS5Nb2RlbFNvdXJjZUgAEikKBHRvb2wYBCABKAsyGS5wYWxpbXBzZXN0LnYxLlRvb2xTb3VyY2VIAEIGCgRraW5kIgwKClVzZXJTb3VyY2UiMwoMUGx1Z2luU291cmNlEg4KBnBsdWdpbhgBIAEoCRITCgtmaWVsZHNfanNvbhgCIAEoCSJkCgtNb2RlbFNvdXJjZRIQCghwcm92aWRlchgBIAEoCRINCgVtb2RlbBgCIAEoCRIeChFyZXBsYXlfc3RhdGVfanNvbhgDIAEoCUgAiAEBQhQKEl9yZXBsYXlfc3RhdGVfanNvbiIdCgpUb29sU291cmNlEg8KB2NhbGxfaWQYASABKAki2wEKClRva2VuVXNhZ2USFAoMaW5wdXRfdG9rZW5zGAEgASgEEhUKDW91dHB1dF90b2tlbnMYAiABKAQSHgoRY2FjaGVfcmVhZF90b2tlbnMYAyABKARIAIgBARIfChJjYWNoZV93cml0ZV90b2tlbnMYBCABKARIAYgBARIdChByZWFzb25pbmdfdG9rZW5zGAUgASgESAKIAQFCFAoSX2NhY2hlX3JlYWRfdG9rZW5zQhUKE19jYWNoZV93cml0ZV90b2tlbnNCEwoRX3JlYXNvbmluZ190b2tlbnMimgEKFEFzc2lzdGFudE1lc3NhZ2VEYXRhEgwKBHR1cm4YASABKAQSDAoEc3RlcBgCIAEoBBInCgdtZXNzYWdlGAMgASgLMhYucGFsaW1wc2VzdC52MS5NZXNzYWdlEigKBXVzYWdlGAQgASgLMhkucGFsaW1wc2VzdC52MS5Ub2tlblVzYWdlEhMKC2ludGVycnVwdGVkGAUgASgIIqQBCg5Ub29sUmVzdWx0RGF0YRIMCgR0dXJuGAEgASgEEgwKBHN0ZXAYAiABKAQSJwoHbWVzc2FnZRgDIAEoCzIWLnBhbGltcHNlc3QudjEuTWVzc2FnZRInCgVlcnJvchgEIAEoCzIYLnBhbGltcHNlc3QudjEuVG9vbEVycm9yEhYKCW1ldGFfanNvbhgFIAEoCUgAiAEBQgwKCl9tZXRhX2pzb24iJwoJVG9vbEVycm9yEgwKBG5hbWUYASABKAkSDAoEY29kZRgCIAEoCSIYCghUdXJuRGF0YRIMCgR0dXJuGAEgASgEIjIKDVR1cm5FbmRSZWFzb24SDAoEa2luZBgBIAEoCRITCgtmaWVsZHNfanNvbhgCIAEoCSJJCgtUdXJuRW5kRGF0YRIMCgR0dXJuGAEgASgEEiwKBnJlYXNvbhgCIAEoCzIcLnBhbGltcHNlc3QudjEuVHVybkVuZFJlYXNvbiImCghTdGVwRGF0YRIMCgR0dXJuGAEgASgEEgwKBHN0ZXAYAiABKAQiNAoPQ2h1bmtCbG9ja1N0YXJ0Eg0KBWluZGV4GAEgASgEEhIKCmJsb2NrX3R5cGUYAiABKAkiLQoOQ2h1bmtUZXh0RGVsdGESDQoFaW5kZXgYASABKAQSDAoEdGV4dBgCIAEoCSJkChJDaHVua1Rvb2xDYWxsRGVsdGESDQoFaW5kZXgYASABKAQSCgoCaWQYAiABKAkSEQoEbmFtZRgDIAEoCUgAiAEBEhcKD2FyZ3VtZW50c19kZWx0YRgEIAEoCUIHCgVfbmFtZSJKCg1DaHVua0Jsb2NrRW5kEg0KBWluZGV4GAEgASgEEioKBWJsb2NrGAIgASgLMhsucGFsaW1wc2VzdC52MS5Db250ZW50QmxvY2siWAoLQ2h1bmtGaW5pc2gSEwoLcmVhc29uX2pzb24YASABKAkSHgoRcmVwbGF5X3N0YXRlX2pzb24YAiABKAlIAIgBAUIUChJfcmVwbGF5X3N0YXRlX2pzb24ihwMKC1N0cmVhbUNodW5rEjUKC2Jsb2NrX3N0YXJ0GAEgASgLMh4ucGFsaW1wc2VzdC52MS5DaHVua0Jsb2NrU3RhcnRIABIzCgp0ZXh0X2RlbHRhGAIgASgLMh0ucGFsaW1wc2VzdC52MS5DaHVua1RleHREZWx0YUgAEjgKD3JlYXNvbmluZ19kZWx0YRgDIAEoCzIdLnBhbGltcHNlc3QudjEuQ2h1bmtUZXh0RGVsdGFIABI8Cg90b29sX2NhbGxfZGVsdGEYBCABKAsyIS5wYWxpbXBzZXN0LnYxLkNodW5rVG9vbENhbGxEZWx0YUgAEjEKCWJsb2NrX2VuZBgFIAEoCzIcLnBhbGltcHNlc3QudjEuQ2h1bmtCbG9ja0VuZEgAEioKBXVzYWdlGAYgASgLMhkucGFsaW1wc2VzdC52MS5Ub2tlblVzYWdlSAASLAoGZmluaXNoGAcgASgLMhoucGFsaW1wc2VzdC52MS5DaHVua0ZpbmlzaEgAQgcKBWNodW5rIlsKEkFzc2lzdGFudENodW5rRGF0YRIMCgR0dXJuGAEgASgEEgwKBHN0ZXAYAiABKAQSKQoFY2h1bmsYAyABKAsyGi5wYWxpbXBzZXN0LnYxLlN0cmVhbUNodW5rIlwKDFRvb2xDYWxsRGF0YRIMCgR0dXJuGAEgASgEEgwKBHN0ZXAYAiABKAQSDwoHY2FsbF9pZBgDIAEoCRIMCgRuYW1lGAQgASgJEhEKCWFyZ3VtZW50cxgFIAEoCSIrCg1TaGFkb3dlZFJhbmdlEg0KBXN0YXJ0GAEgASgEEgsKA2VuZBgCIAEoBCI8Cg1Db250ZW50QmxvY2tzEisKBmJsb2NrcxgBIAMoCzIbLnBhbGltcHNlc3QudjEuQ29udGVudEJsb2NrIn4KE0NvbXBhY3Rpb25TdGFydERhdGESFQoNY29tcGFjdGlvbl9pZBgBIAEoCRIeChFzb3VyY2VfY29tbWFuZF9pZBgCIAEoCUgAiAEBEhEKBHR1cm4YAyABKARIAYgBAUIUChJfc291cmNlX2NvbW1hbmRfaWRCBwoFX3R1cm4iuwMKFUNvbXBhY3Rpb25TdW1tYXJ5RGF0YRIVCg1jb21wYWN0aW9uX2lkGAEgASgJEh4KEXNvdXJjZV9jb21tYW5kX2lkGAIgASgJSACIAQESLAoHc3VtbWFyeRgDIAMoCzIbLnBhbGltcHNlc3QudjEuQ29udGVudEJsb2NrEjAKCnJhd19vdXRwdXQYBCABKAsyHC5wYWxpbXBzZXN0LnYxLkNvbnRlbnRCbG9ja3MSFwoPbGxtX3N0cmVhbV9jYWxsGAUgASgIEjQKDnNoYWRvd2VkX3JhbmdlGAYgASgLMhwucGFsaW1wc2VzdC52MS5TaGFkb3dlZFJhbmdlEhUKDXNoYWRvd2VkX3NlcXMYByADKAQSHAoUc2hhZG93ZWRfdG9rZW5fY291bnQYCCABKAQSEAoIcHJvdmlkZXIYCSABKAkSDQoFbW9kZWwYCiABKAkSFwoKbWF4X3Rva2VucxgLIAEoBEgBiAEBEigKBXVzYWdlGAwgASgLMhkucGFsaW1wc2VzdC52MS5Ub2tlblVzYWdlQhQKEl9zb3VyY2VfY29tbWFuZF9pZEINCgtfbWF4X3Rva2VucyKaAQoRQ29tcGFjdGlvbkVuZERhdGESFQoNY29tcGFjdGlvbl9pZBgBIAEoCRIeChFzb3VyY2VfY29tbWFuZF9pZBgCIAEoCUgAiAEBEhEKBHR1cm4YAyABKARIAYgBARISCgVlcnJvchgEIAEoCUgCiAEBQhQKEl9zb3VyY2VfY29tbWFuZF9pZEIHCgVfdHVybkIICgZfZXJyb3IigAEKE0NvbXBhY3Rpb25QcnVuZURhdGESNAoOc2hhZG93ZWRfcmFuZ2UYASABKAsyHC5wYWxpbXBzZXN0LnYxLlNoYWRvd2VkUmFuZ2USFQoNc2hhZG93ZWRfc2VxcxgCIAMoBBIcChRzaGFkb3dlZF90b2tlbl9jb3VudBgDIAEoBEIuWixwYWxpbXBzZXN0L2dlbi9nby9wYWxpbXBzZXN0L3YxO3BhbGltcHNlc3R2MWIGcHJvdG8z");
 
 /**
  * A chat message in the reference shape: `{id, role, content, source}`. It is
@@ -579,4 +579,685 @@ export type ToolError = Message$1<"palimpsest.v1.ToolError"> & {
  */
 export const ToolErrorSchema: GenMessage<ToolError> = /*@__PURE__*/
   messageDesc(file_palimpsest_v1_content, 15);
+
+/**
+ * Data of a turn/start event: `{turn}`.
+ *
+ * @generated from message palimpsest.v1.TurnData
+ */
+export type TurnData = Message$1<"palimpsest.v1.TurnData"> & {
+  /**
+   * Turn number (1, 2, 3, ...).
+   *
+   * @generated from field: uint64 turn = 1;
+   */
+  turn: bigint;
+};
+
+/**
+ * Describes the message palimpsest.v1.TurnData.
+ * Use `create(TurnDataSchema)` to create a new message.
+ */
+export const TurnDataSchema: GenMessage<TurnData> = /*@__PURE__*/
+  messageDesc(file_palimpsest_v1_content, 16);
+
+/**
+ * Why a turn ended (`reason` of turn/end): `{kind, ...}`.
+ *
+ * @generated from message palimpsest.v1.TurnEndReason
+ */
+export type TurnEndReason = Message$1<"palimpsest.v1.TurnEndReason"> & {
+  /**
+   * "completed", "aborted", "blocked", "error", "max-tokens" or "interrupted".
+   *
+   * @generated from field: string kind = 1;
+   */
+  kind: string;
+
+  /**
+   * The reason's other keys as a JSON object text (e.g. `{"reason":{"kind":"user"}}`
+   * for "aborted", `{"error":{...}}` for "error"); empty when there are none.
+   *
+   * @generated from field: string fields_json = 2;
+   */
+  fieldsJson: string;
+};
+
+/**
+ * Describes the message palimpsest.v1.TurnEndReason.
+ * Use `create(TurnEndReasonSchema)` to create a new message.
+ */
+export const TurnEndReasonSchema: GenMessage<TurnEndReason> = /*@__PURE__*/
+  messageDesc(file_palimpsest_v1_content, 17);
+
+/**
+ * Data of a turn/end event: `{turn, reason}`.
+ *
+ * @generated from message palimpsest.v1.TurnEndData
+ */
+export type TurnEndData = Message$1<"palimpsest.v1.TurnEndData"> & {
+  /**
+   * Turn number.
+   *
+   * @generated from field: uint64 turn = 1;
+   */
+  turn: bigint;
+
+  /**
+   * Why the turn ended.
+   *
+   * @generated from field: palimpsest.v1.TurnEndReason reason = 2;
+   */
+  reason?: TurnEndReason | undefined;
+};
+
+/**
+ * Describes the message palimpsest.v1.TurnEndData.
+ * Use `create(TurnEndDataSchema)` to create a new message.
+ */
+export const TurnEndDataSchema: GenMessage<TurnEndData> = /*@__PURE__*/
+  messageDesc(file_palimpsest_v1_content, 18);
+
+/**
+ * Data of a step/start or step/end event: `{turn, step}`.
+ *
+ * @generated from message palimpsest.v1.StepData
+ */
+export type StepData = Message$1<"palimpsest.v1.StepData"> & {
+  /**
+   * Turn number.
+   *
+   * @generated from field: uint64 turn = 1;
+   */
+  turn: bigint;
+
+  /**
+   * Step number within the turn (restarts at 1 per turn).
+   *
+   * @generated from field: uint64 step = 2;
+   */
+  step: bigint;
+};
+
+/**
+ * Describes the message palimpsest.v1.StepData.
+ * Use `create(StepDataSchema)` to create a new message.
+ */
+export const StepDataSchema: GenMessage<StepData> = /*@__PURE__*/
+  messageDesc(file_palimpsest_v1_content, 19);
+
+/**
+ * `{type:"block-start", index, blockType}`.
+ *
+ * @generated from message palimpsest.v1.ChunkBlockStart
+ */
+export type ChunkBlockStart = Message$1<"palimpsest.v1.ChunkBlockStart"> & {
+  /**
+   * Content block index.
+   *
+   * @generated from field: uint64 index = 1;
+   */
+  index: bigint;
+
+  /**
+   * The block's type ("text", "reasoning", "tool-call", ...).
+   *
+   * @generated from field: string block_type = 2;
+   */
+  blockType: string;
+};
+
+/**
+ * Describes the message palimpsest.v1.ChunkBlockStart.
+ * Use `create(ChunkBlockStartSchema)` to create a new message.
+ */
+export const ChunkBlockStartSchema: GenMessage<ChunkBlockStart> = /*@__PURE__*/
+  messageDesc(file_palimpsest_v1_content, 20);
+
+/**
+ * `{type:"text-delta", index, text}` or `{type:"reasoning-delta", index, text}`.
+ *
+ * @generated from message palimpsest.v1.ChunkTextDelta
+ */
+export type ChunkTextDelta = Message$1<"palimpsest.v1.ChunkTextDelta"> & {
+  /**
+   * Content block index.
+   *
+   * @generated from field: uint64 index = 1;
+   */
+  index: bigint;
+
+  /**
+   * The text added.
+   *
+   * @generated from field: string text = 2;
+   */
+  text: string;
+};
+
+/**
+ * Describes the message palimpsest.v1.ChunkTextDelta.
+ * Use `create(ChunkTextDeltaSchema)` to create a new message.
+ */
+export const ChunkTextDeltaSchema: GenMessage<ChunkTextDelta> = /*@__PURE__*/
+  messageDesc(file_palimpsest_v1_content, 21);
+
+/**
+ * `{type:"tool-call-delta", index, id, name?, argumentsDelta}`.
+ *
+ * @generated from message palimpsest.v1.ChunkToolCallDelta
+ */
+export type ChunkToolCallDelta = Message$1<"palimpsest.v1.ChunkToolCallDelta"> & {
+  /**
+   * Content block index.
+   *
+   * @generated from field: uint64 index = 1;
+   */
+  index: bigint;
+
+  /**
+   * Tool call id.
+   *
+   * @generated from field: string id = 2;
+   */
+  id: string;
+
+  /**
+   * Tool name (usually only on the first delta); unset when absent.
+   *
+   * @generated from field: optional string name = 3;
+   */
+  name?: string | undefined;
+
+  /**
+   * The raw arguments text added.
+   *
+   * @generated from field: string arguments_delta = 4;
+   */
+  argumentsDelta: string;
+};
+
+/**
+ * Describes the message palimpsest.v1.ChunkToolCallDelta.
+ * Use `create(ChunkToolCallDeltaSchema)` to create a new message.
+ */
+export const ChunkToolCallDeltaSchema: GenMessage<ChunkToolCallDelta> = /*@__PURE__*/
+  messageDesc(file_palimpsest_v1_content, 22);
+
+/**
+ * `{type:"block-end", index, block}`.
+ *
+ * @generated from message palimpsest.v1.ChunkBlockEnd
+ */
+export type ChunkBlockEnd = Message$1<"palimpsest.v1.ChunkBlockEnd"> & {
+  /**
+   * Content block index.
+   *
+   * @generated from field: uint64 index = 1;
+   */
+  index: bigint;
+
+  /**
+   * The complete block.
+   *
+   * @generated from field: palimpsest.v1.ContentBlock block = 2;
+   */
+  block?: ContentBlock | undefined;
+};
+
+/**
+ * Describes the message palimpsest.v1.ChunkBlockEnd.
+ * Use `create(ChunkBlockEndSchema)` to create a new message.
+ */
+export const ChunkBlockEndSchema: GenMessage<ChunkBlockEnd> = /*@__PURE__*/
+  messageDesc(file_palimpsest_v1_content, 23);
+
+/**
+ * `{type:"finish", reason, replayState?}`.
+ *
+ * @generated from message palimpsest.v1.ChunkFinish
+ */
+export type ChunkFinish = Message$1<"palimpsest.v1.ChunkFinish"> & {
+  /**
+   * The finish reason object (`{kind:"stop"}`, `{kind:"error", failure}`,
+   * ...) as JSON text.
+   *
+   * @generated from field: string reason_json = 1;
+   */
+  reasonJson: string;
+
+  /**
+   * The provider's opaque `replayState`, as JSON text; unset when absent.
+   *
+   * @generated from field: optional string replay_state_json = 2;
+   */
+  replayStateJson?: string | undefined;
+};
+
+/**
+ * Describes the message palimpsest.v1.ChunkFinish.
+ * Use `create(ChunkFinishSchema)` to create a new message.
+ */
+export const ChunkFinishSchema: GenMessage<ChunkFinish> = /*@__PURE__*/
+  messageDesc(file_palimpsest_v1_content, 24);
+
+/**
+ * One streamed chunk of an assistant response (reference StreamChunk).
+ *
+ * @generated from message palimpsest.v1.StreamChunk
+ */
+export type StreamChunk = Message$1<"palimpsest.v1.StreamChunk"> & {
+  /**
+   * The chunk kind.
+   *
+   * @generated from oneof palimpsest.v1.StreamChunk.chunk
+   */
+  chunk: {
+    /**
+     * `block-start`.
+     *
+     * @generated from field: palimpsest.v1.ChunkBlockStart block_start = 1;
+     */
+    value: ChunkBlockStart;
+    case: "blockStart";
+  } | {
+    /**
+     * `text-delta`.
+     *
+     * @generated from field: palimpsest.v1.ChunkTextDelta text_delta = 2;
+     */
+    value: ChunkTextDelta;
+    case: "textDelta";
+  } | {
+    /**
+     * `reasoning-delta`.
+     *
+     * @generated from field: palimpsest.v1.ChunkTextDelta reasoning_delta = 3;
+     */
+    value: ChunkTextDelta;
+    case: "reasoningDelta";
+  } | {
+    /**
+     * `tool-call-delta`.
+     *
+     * @generated from field: palimpsest.v1.ChunkToolCallDelta tool_call_delta = 4;
+     */
+    value: ChunkToolCallDelta;
+    case: "toolCallDelta";
+  } | {
+    /**
+     * `block-end`.
+     *
+     * @generated from field: palimpsest.v1.ChunkBlockEnd block_end = 5;
+     */
+    value: ChunkBlockEnd;
+    case: "blockEnd";
+  } | {
+    /**
+     * `{type:"usage", usage}`.
+     *
+     * @generated from field: palimpsest.v1.TokenUsage usage = 6;
+     */
+    value: TokenUsage;
+    case: "usage";
+  } | {
+    /**
+     * `finish`.
+     *
+     * @generated from field: palimpsest.v1.ChunkFinish finish = 7;
+     */
+    value: ChunkFinish;
+    case: "finish";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message palimpsest.v1.StreamChunk.
+ * Use `create(StreamChunkSchema)` to create a new message.
+ */
+export const StreamChunkSchema: GenMessage<StreamChunk> = /*@__PURE__*/
+  messageDesc(file_palimpsest_v1_content, 25);
+
+/**
+ * Data of an assistant/chunk event: `{turn, step, chunk}`.
+ *
+ * @generated from message palimpsest.v1.AssistantChunkData
+ */
+export type AssistantChunkData = Message$1<"palimpsest.v1.AssistantChunkData"> & {
+  /**
+   * Turn number.
+   *
+   * @generated from field: uint64 turn = 1;
+   */
+  turn: bigint;
+
+  /**
+   * Step number.
+   *
+   * @generated from field: uint64 step = 2;
+   */
+  step: bigint;
+
+  /**
+   * The chunk.
+   *
+   * @generated from field: palimpsest.v1.StreamChunk chunk = 3;
+   */
+  chunk?: StreamChunk | undefined;
+};
+
+/**
+ * Describes the message palimpsest.v1.AssistantChunkData.
+ * Use `create(AssistantChunkDataSchema)` to create a new message.
+ */
+export const AssistantChunkDataSchema: GenMessage<AssistantChunkData> = /*@__PURE__*/
+  messageDesc(file_palimpsest_v1_content, 26);
+
+/**
+ * Data of a tool/call event: `{turn, step, callId, name, arguments}`.
+ *
+ * @generated from message palimpsest.v1.ToolCallData
+ */
+export type ToolCallData = Message$1<"palimpsest.v1.ToolCallData"> & {
+  /**
+   * Turn number.
+   *
+   * @generated from field: uint64 turn = 1;
+   */
+  turn: bigint;
+
+  /**
+   * Step number.
+   *
+   * @generated from field: uint64 step = 2;
+   */
+  step: bigint;
+
+  /**
+   * Tool call id (the assistant message's tool-call block id).
+   *
+   * @generated from field: string call_id = 3;
+   */
+  callId: string;
+
+  /**
+   * Tool name.
+   *
+   * @generated from field: string name = 4;
+   */
+  name: string;
+
+  /**
+   * The raw arguments JSON text exactly as the model produced it.
+   *
+   * @generated from field: string arguments = 5;
+   */
+  arguments: string;
+};
+
+/**
+ * Describes the message palimpsest.v1.ToolCallData.
+ * Use `create(ToolCallDataSchema)` to create a new message.
+ */
+export const ToolCallDataSchema: GenMessage<ToolCallData> = /*@__PURE__*/
+  messageDesc(file_palimpsest_v1_content, 27);
+
+/**
+ * A surface range `{start, end}` (positions on the surface, inclusive).
+ *
+ * @generated from message palimpsest.v1.ShadowedRange
+ */
+export type ShadowedRange = Message$1<"palimpsest.v1.ShadowedRange"> & {
+  /**
+   * First shadowed seq.
+   *
+   * @generated from field: uint64 start = 1;
+   */
+  start: bigint;
+
+  /**
+   * Last shadowed seq.
+   *
+   * @generated from field: uint64 end = 2;
+   */
+  end: bigint;
+};
+
+/**
+ * Describes the message palimpsest.v1.ShadowedRange.
+ * Use `create(ShadowedRangeSchema)` to create a new message.
+ */
+export const ShadowedRangeSchema: GenMessage<ShadowedRange> = /*@__PURE__*/
+  messageDesc(file_palimpsest_v1_content, 28);
+
+/**
+ * A list of content blocks whose presence matters (`rawOutput`).
+ *
+ * @generated from message palimpsest.v1.ContentBlocks
+ */
+export type ContentBlocks = Message$1<"palimpsest.v1.ContentBlocks"> & {
+  /**
+   * The blocks.
+   *
+   * @generated from field: repeated palimpsest.v1.ContentBlock blocks = 1;
+   */
+  blocks: ContentBlock[];
+};
+
+/**
+ * Describes the message palimpsest.v1.ContentBlocks.
+ * Use `create(ContentBlocksSchema)` to create a new message.
+ */
+export const ContentBlocksSchema: GenMessage<ContentBlocks> = /*@__PURE__*/
+  messageDesc(file_palimpsest_v1_content, 29);
+
+/**
+ * Data of compaction/start: `{compactionId, sourceCommandId?, turn}`.
+ *
+ * @generated from message palimpsest.v1.CompactionStartData
+ */
+export type CompactionStartData = Message$1<"palimpsest.v1.CompactionStartData"> & {
+  /**
+   * The compaction id.
+   *
+   * @generated from field: string compaction_id = 1;
+   */
+  compactionId: string;
+
+  /**
+   * The command that asked for it; unset when absent.
+   *
+   * @generated from field: optional string source_command_id = 2;
+   */
+  sourceCommandId?: string | undefined;
+
+  /**
+   * The open turn; unset = `null` (a standalone compaction between turns).
+   *
+   * @generated from field: optional uint64 turn = 3;
+   */
+  turn?: bigint | undefined;
+};
+
+/**
+ * Describes the message palimpsest.v1.CompactionStartData.
+ * Use `create(CompactionStartDataSchema)` to create a new message.
+ */
+export const CompactionStartDataSchema: GenMessage<CompactionStartData> = /*@__PURE__*/
+  messageDesc(file_palimpsest_v1_content, 30);
+
+/**
+ * Data of compaction/summary (dsh-semantics 1.3).
+ *
+ * @generated from message palimpsest.v1.CompactionSummaryData
+ */
+export type CompactionSummaryData = Message$1<"palimpsest.v1.CompactionSummaryData"> & {
+  /**
+   * The compaction id.
+   *
+   * @generated from field: string compaction_id = 1;
+   */
+  compactionId: string;
+
+  /**
+   * The command that asked for it; unset when absent.
+   *
+   * @generated from field: optional string source_command_id = 2;
+   */
+  sourceCommandId?: string | undefined;
+
+  /**
+   * The summary blocks.
+   *
+   * @generated from field: repeated palimpsest.v1.ContentBlock summary = 3;
+   */
+  summary: ContentBlock[];
+
+  /**
+   * The summariser's raw output (`rawOutput`); unset when absent.
+   *
+   * @generated from field: palimpsest.v1.ContentBlocks raw_output = 4;
+   */
+  rawOutput?: ContentBlocks | undefined;
+
+  /**
+   * `llmStreamCall: true` (needs raw_output); false = the key is absent.
+   *
+   * @generated from field: bool llm_stream_call = 5;
+   */
+  llmStreamCall: boolean;
+
+  /**
+   * The shadowed range.
+   *
+   * @generated from field: palimpsest.v1.ShadowedRange shadowed_range = 6;
+   */
+  shadowedRange?: ShadowedRange | undefined;
+
+  /**
+   * The shadowed seqs, in surface order.
+   *
+   * @generated from field: repeated uint64 shadowed_seqs = 7;
+   */
+  shadowedSeqs: bigint[];
+
+  /**
+   * Tokens of the shadowed nodes.
+   *
+   * @generated from field: uint64 shadowed_token_count = 8;
+   */
+  shadowedTokenCount: bigint;
+
+  /**
+   * Provider of the summariser.
+   *
+   * @generated from field: string provider = 9;
+   */
+  provider: string;
+
+  /**
+   * Model of the summariser.
+   *
+   * @generated from field: string model = 10;
+   */
+  model: string;
+
+  /**
+   * The summariser's max output tokens; unset when absent.
+   *
+   * @generated from field: optional uint64 max_tokens = 11;
+   */
+  maxTokens?: bigint | undefined;
+
+  /**
+   * Token usage of the summarisation; unset when absent.
+   *
+   * @generated from field: palimpsest.v1.TokenUsage usage = 12;
+   */
+  usage?: TokenUsage | undefined;
+};
+
+/**
+ * Describes the message palimpsest.v1.CompactionSummaryData.
+ * Use `create(CompactionSummaryDataSchema)` to create a new message.
+ */
+export const CompactionSummaryDataSchema: GenMessage<CompactionSummaryData> = /*@__PURE__*/
+  messageDesc(file_palimpsest_v1_content, 31);
+
+/**
+ * Data of compaction/end: `{compactionId, sourceCommandId?, turn, error?}`.
+ *
+ * @generated from message palimpsest.v1.CompactionEndData
+ */
+export type CompactionEndData = Message$1<"palimpsest.v1.CompactionEndData"> & {
+  /**
+   * The compaction id.
+   *
+   * @generated from field: string compaction_id = 1;
+   */
+  compactionId: string;
+
+  /**
+   * The command that asked for it; unset when absent.
+   *
+   * @generated from field: optional string source_command_id = 2;
+   */
+  sourceCommandId?: string | undefined;
+
+  /**
+   * The open turn; unset = `null`.
+   *
+   * @generated from field: optional uint64 turn = 3;
+   */
+  turn?: bigint | undefined;
+
+  /**
+   * Why the attempt failed; unset when it succeeded.
+   *
+   * @generated from field: optional string error = 4;
+   */
+  error?: string | undefined;
+};
+
+/**
+ * Describes the message palimpsest.v1.CompactionEndData.
+ * Use `create(CompactionEndDataSchema)` to create a new message.
+ */
+export const CompactionEndDataSchema: GenMessage<CompactionEndData> = /*@__PURE__*/
+  messageDesc(file_palimpsest_v1_content, 32);
+
+/**
+ * Data of compaction/prune: `{shadowedRange, shadowedSeqs, shadowedTokenCount}`.
+ *
+ * @generated from message palimpsest.v1.CompactionPruneData
+ */
+export type CompactionPruneData = Message$1<"palimpsest.v1.CompactionPruneData"> & {
+  /**
+   * The pruned node (`{start: seq, end: seq}`).
+   *
+   * @generated from field: palimpsest.v1.ShadowedRange shadowed_range = 1;
+   */
+  shadowedRange?: ShadowedRange | undefined;
+
+  /**
+   * The pruned seqs (one).
+   *
+   * @generated from field: repeated uint64 shadowed_seqs = 2;
+   */
+  shadowedSeqs: bigint[];
+
+  /**
+   * Tokens of the pruned node before pruning.
+   *
+   * @generated from field: uint64 shadowed_token_count = 3;
+   */
+  shadowedTokenCount: bigint;
+};
+
+/**
+ * Describes the message palimpsest.v1.CompactionPruneData.
+ * Use `create(CompactionPruneDataSchema)` to create a new message.
+ */
+export const CompactionPruneDataSchema: GenMessage<CompactionPruneData> = /*@__PURE__*/
+  messageDesc(file_palimpsest_v1_content, 33);
 

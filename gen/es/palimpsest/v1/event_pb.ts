@@ -4,7 +4,7 @@
 
 import type { GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
-import type { AssistantMessageData, Message as Message$1, ToolResultData } from "./content_pb.js";
+import type { AssistantChunkData, AssistantMessageData, CompactionEndData, CompactionPruneData, CompactionStartData, CompactionSummaryData, Message as Message$1, StepData, ToolCallData, ToolResultData, TurnData, TurnEndData } from "./content_pb.js";
 import { file_palimpsest_v1_content } from "./content_pb.js";
 import type { Message } from "@bufbuild/protobuf";
 
@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file palimpsest/v1/event.proto.
  */
 export const file_palimpsest_v1_event: GenFile = /*@__PURE__*/
-  fileDesc("ChlwYWxpbXBzZXN0L3YxL2V2ZW50LnByb3RvEg1wYWxpbXBzZXN0LnYxIp0CCgxTZXNzaW9uRXZlbnQSCwoDc2VxGAEgASgEEgwKBHRpbWUYAiABKAMSDAoEdHlwZRgDIAEoCRImCgRkYXRhGAQgASgLMhgucGFsaW1wc2VzdC52MS5FdmVudERhdGESOQoRc291cmNlX2V2ZW50X3NlcXMYBSABKAsyHi5wYWxpbXBzZXN0LnYxLlNvdXJjZUV2ZW50U2VxcxIuCgZhcHBlbmQYBiABKAsyHC5wYWxpbXBzZXN0LnYxLlN1cmZhY2VBcHBlbmRIABIwCgdyZXBsYWNlGAcgASgLMh0ucGFsaW1wc2VzdC52MS5TdXJmYWNlUmVwbGFjZUgAEhEKCWlnbm9yYWJsZRgIIAEoCEIMCgpzdXJmYWNlX29wIrYCCgpFdmVudElucHV0EgwKBHR5cGUYASABKAkSJgoEZGF0YRgCIAEoCzIYLnBhbGltcHNlc3QudjEuRXZlbnREYXRhEjkKEXNvdXJjZV9ldmVudF9zZXFzGAMgASgLMh4ucGFsaW1wc2VzdC52MS5Tb3VyY2VFdmVudFNlcXMSLgoGYXBwZW5kGAQgASgLMhwucGFsaW1wc2VzdC52MS5TdXJmYWNlQXBwZW5kSAASMAoHcmVwbGFjZRgFIAEoCzIdLnBhbGltcHNlc3QudjEuU3VyZmFjZVJlcGxhY2VIABIRCglpZ25vcmFibGUYBiABKAgSEAoDc2VxGAcgASgESAGIAQESEQoEdGltZRgIIAEoA0gCiAEBQgwKCnN1cmZhY2Vfb3BCBgoEX3NlcUIHCgVfdGltZSIfCg9Tb3VyY2VFdmVudFNlcXMSDAoEc2VxcxgBIAMoBCIPCg1TdXJmYWNlQXBwZW5kIiwKDlN1cmZhY2VSZXBsYWNlEg0KBXN0YXJ0GAEgASgEEgsKA2VuZBgCIAEoBCLLAQoJRXZlbnREYXRhEg4KBGpzb24YASABKAlIABIuCgx1c2VyX21lc3NhZ2UYAiABKAsyFi5wYWxpbXBzZXN0LnYxLk1lc3NhZ2VIABJAChFhc3Npc3RhbnRfbWVzc2FnZRgDIAEoCzIjLnBhbGltcHNlc3QudjEuQXNzaXN0YW50TWVzc2FnZURhdGFIABI0Cgt0b29sX3Jlc3VsdBgEIAEoCzIdLnBhbGltcHNlc3QudjEuVG9vbFJlc3VsdERhdGFIAEIGCgRraW5kQi5aLHBhbGltcHNlc3QvZ2VuL2dvL3BhbGltcHNlc3QvdjE7cGFsaW1wc2VzdHYxYgZwcm90bzM", [file_palimpsest_v1_content]);
+  fileDesc("ChlwYWxpbXBzZXN0L3YxL2V2ZW50LnByb3RvEg1wYWxpbXBzZXN0LnYxIp0CCgxTZXNzaW9uRXZlbnQSCwoDc2VxGAEgASgEEgwKBHRpbWUYAiABKAMSDAoEdHlwZRgDIAEoCRImCgRkYXRhGAQgASgLMhgucGFsaW1wc2VzdC52MS5FdmVudERhdGESOQoRc291cmNlX2V2ZW50X3NlcXMYBSABKAsyHi5wYWxpbXBzZXN0LnYxLlNvdXJjZUV2ZW50U2VxcxIuCgZhcHBlbmQYBiABKAsyHC5wYWxpbXBzZXN0LnYxLlN1cmZhY2VBcHBlbmRIABIwCgdyZXBsYWNlGAcgASgLMh0ucGFsaW1wc2VzdC52MS5TdXJmYWNlUmVwbGFjZUgAEhEKCWlnbm9yYWJsZRgIIAEoCEIMCgpzdXJmYWNlX29wIrYCCgpFdmVudElucHV0EgwKBHR5cGUYASABKAkSJgoEZGF0YRgCIAEoCzIYLnBhbGltcHNlc3QudjEuRXZlbnREYXRhEjkKEXNvdXJjZV9ldmVudF9zZXFzGAMgASgLMh4ucGFsaW1wc2VzdC52MS5Tb3VyY2VFdmVudFNlcXMSLgoGYXBwZW5kGAQgASgLMhwucGFsaW1wc2VzdC52MS5TdXJmYWNlQXBwZW5kSAASMAoHcmVwbGFjZRgFIAEoCzIdLnBhbGltcHNlc3QudjEuU3VyZmFjZVJlcGxhY2VIABIRCglpZ25vcmFibGUYBiABKAgSEAoDc2VxGAcgASgESAGIAQESEQoEdGltZRgIIAEoA0gCiAEBQgwKCnN1cmZhY2Vfb3BCBgoEX3NlcUIHCgVfdGltZSIfCg9Tb3VyY2VFdmVudFNlcXMSDAoEc2VxcxgBIAMoBCIPCg1TdXJmYWNlQXBwZW5kIiwKDlN1cmZhY2VSZXBsYWNlEg0KBXN0YXJ0GAEgASgEEgsKA2VuZBgCIAEoBCL2BQoJRXZlbnREYXRhEg4KBGpzb24YASABKAlIABIuCgx1c2VyX21lc3NhZ2UYAiABKAsyFi5wYWxpbXBzZXN0LnYxLk1lc3NhZ2VIABJAChFhc3Npc3RhbnRfbWVzc2FnZRgDIAEoCzIjLnBhbGltcHNlc3QudjEuQXNzaXN0YW50TWVzc2FnZURhdGFIABI0Cgt0b29sX3Jlc3VsdBgEIAEoCzIdLnBhbGltcHNlc3QudjEuVG9vbFJlc3VsdERhdGFIABItCgp0dXJuX3N0YXJ0GAUgASgLMhcucGFsaW1wc2VzdC52MS5UdXJuRGF0YUgAEi4KCHR1cm5fZW5kGAYgASgLMhoucGFsaW1wc2VzdC52MS5UdXJuRW5kRGF0YUgAEi0KCnN0ZXBfc3RhcnQYByABKAsyFy5wYWxpbXBzZXN0LnYxLlN0ZXBEYXRhSAASKwoIc3RlcF9lbmQYCCABKAsyFy5wYWxpbXBzZXN0LnYxLlN0ZXBEYXRhSAASPAoPYXNzaXN0YW50X2NodW5rGAkgASgLMiEucGFsaW1wc2VzdC52MS5Bc3Npc3RhbnRDaHVua0RhdGFIABIwCgl0b29sX2NhbGwYCiABKAsyGy5wYWxpbXBzZXN0LnYxLlRvb2xDYWxsRGF0YUgAEj4KEGNvbXBhY3Rpb25fc3RhcnQYCyABKAsyIi5wYWxpbXBzZXN0LnYxLkNvbXBhY3Rpb25TdGFydERhdGFIABJCChJjb21wYWN0aW9uX3N1bW1hcnkYDCABKAsyJC5wYWxpbXBzZXN0LnYxLkNvbXBhY3Rpb25TdW1tYXJ5RGF0YUgAEjoKDmNvbXBhY3Rpb25fZW5kGA0gASgLMiAucGFsaW1wc2VzdC52MS5Db21wYWN0aW9uRW5kRGF0YUgAEj4KEGNvbXBhY3Rpb25fcHJ1bmUYDiABKAsyIi5wYWxpbXBzZXN0LnYxLkNvbXBhY3Rpb25QcnVuZURhdGFIAEIGCgRraW5kQi5aLHBhbGltcHNlc3QvZ2VuL2dvL3BhbGltcHNlc3QvdjE7cGFsaW1wc2VzdHYxYgZwcm90bzM", [file_palimpsest_v1_content]);
 
 /**
  * One committed entry of a session's append-only event log, in the reference
@@ -308,6 +308,87 @@ export type EventData = Message<"palimpsest.v1.EventData"> & {
      */
     value: ToolResultData;
     case: "toolResult";
+  } | {
+    /**
+     * Typed `turn/start` data `{turn}`.
+     *
+     * @generated from field: palimpsest.v1.TurnData turn_start = 5;
+     */
+    value: TurnData;
+    case: "turnStart";
+  } | {
+    /**
+     * Typed `turn/end` data `{turn, reason}`.
+     *
+     * @generated from field: palimpsest.v1.TurnEndData turn_end = 6;
+     */
+    value: TurnEndData;
+    case: "turnEnd";
+  } | {
+    /**
+     * Typed `step/start` data `{turn, step}`.
+     *
+     * @generated from field: palimpsest.v1.StepData step_start = 7;
+     */
+    value: StepData;
+    case: "stepStart";
+  } | {
+    /**
+     * Typed `step/end` data `{turn, step}`.
+     *
+     * @generated from field: palimpsest.v1.StepData step_end = 8;
+     */
+    value: StepData;
+    case: "stepEnd";
+  } | {
+    /**
+     * Typed `assistant/chunk` data `{turn, step, chunk}`.
+     *
+     * @generated from field: palimpsest.v1.AssistantChunkData assistant_chunk = 9;
+     */
+    value: AssistantChunkData;
+    case: "assistantChunk";
+  } | {
+    /**
+     * Typed `tool/call` data `{turn, step, callId, name, arguments}`.
+     *
+     * @generated from field: palimpsest.v1.ToolCallData tool_call = 10;
+     */
+    value: ToolCallData;
+    case: "toolCall";
+  } | {
+    /**
+     * Typed `compaction/start` data (written by Compact; typed for clients
+     * that read or write it themselves).
+     *
+     * @generated from field: palimpsest.v1.CompactionStartData compaction_start = 11;
+     */
+    value: CompactionStartData;
+    case: "compactionStart";
+  } | {
+    /**
+     * Typed `compaction/summary` data.
+     *
+     * @generated from field: palimpsest.v1.CompactionSummaryData compaction_summary = 12;
+     */
+    value: CompactionSummaryData;
+    case: "compactionSummary";
+  } | {
+    /**
+     * Typed `compaction/end` data.
+     *
+     * @generated from field: palimpsest.v1.CompactionEndData compaction_end = 13;
+     */
+    value: CompactionEndData;
+    case: "compactionEnd";
+  } | {
+    /**
+     * Typed `compaction/prune` data.
+     *
+     * @generated from field: palimpsest.v1.CompactionPruneData compaction_prune = 14;
+     */
+    value: CompactionPruneData;
+    case: "compactionPrune";
   } | { case: undefined; value?: undefined };
 };
 

@@ -4,7 +4,7 @@
 
 import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
-import type { Message as Message$1 } from "./content_pb.js";
+import type { Message as Message$1, TokenUsage } from "./content_pb.js";
 import { file_palimpsest_v1_content } from "./content_pb.js";
 import type { EventInput, SessionEvent } from "./event_pb.js";
 import { file_palimpsest_v1_event } from "./event_pb.js";
@@ -16,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file palimpsest/v1/service.proto.
  */
 export const file_palimpsest_v1_service: GenFile = /*@__PURE__*/
-  fileDesc("ChtwYWxpbXBzZXN0L3YxL3NlcnZpY2UucHJvdG8SDXBhbGltcHNlc3QudjEixAIKFENyZWF0ZVNlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSPwoGbGFiZWxzGAIgAygLMi8ucGFsaW1wc2VzdC52MS5DcmVhdGVTZXNzaW9uUmVxdWVzdC5MYWJlbHNFbnRyeRIQCgNjd2QYAyABKAlIAIgBARITCgZvcmlnaW4YBCABKAlIAYgBARIdChBkZWxlZ2F0aW9uX2RlcHRoGAUgASgESAKIAQESGQoMYWdlbnRfcHJlc2V0GAYgASgJSAOIAQESDgoGc3RyaWN0GAcgASgIGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAFCBgoEX2N3ZEIJCgdfb3JpZ2luQhMKEV9kZWxlZ2F0aW9uX2RlcHRoQg8KDV9hZ2VudF9wcmVzZXQiQAoVQ3JlYXRlU2Vzc2lvblJlc3BvbnNlEicKB3Nlc3Npb24YASABKAsyFi5wYWxpbXBzZXN0LnYxLlNlc3Npb24iJwoRR2V0U2Vzc2lvblJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCSI9ChJHZXRTZXNzaW9uUmVzcG9uc2USJwoHc2Vzc2lvbhgBIAEoCzIWLnBhbGltcHNlc3QudjEuU2Vzc2lvbiLBAQoTTGlzdFNlc3Npb25zUmVxdWVzdBIRCglwYWdlX3NpemUYASABKA0SEgoKcGFnZV90b2tlbhgCIAEoCRJNCg5sYWJlbF9zZWxlY3RvchgDIAMoCzI1LnBhbGltcHNlc3QudjEuTGlzdFNlc3Npb25zUmVxdWVzdC5MYWJlbFNlbGVjdG9yRW50cnkaNAoSTGFiZWxTZWxlY3RvckVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiWQoUTGlzdFNlc3Npb25zUmVzcG9uc2USKAoIc2Vzc2lvbnMYASADKAsyFi5wYWxpbXBzZXN0LnYxLlNlc3Npb24SFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIioKFERlbGV0ZVNlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkiFwoVRGVsZXRlU2Vzc2lvblJlc3BvbnNlIqMBChNBcHBlbmRFdmVudHNSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSKQoGZXZlbnRzGAIgAygLMhkucGFsaW1wc2VzdC52MS5FdmVudElucHV0Eh4KEWV4cGVjdGVkX2xhc3Rfc2VxGAMgASgDSACIAQESFwoPaWRlbXBvdGVuY3lfa2V5GAQgASgJQhQKEl9leHBlY3RlZF9sYXN0X3NlcSJOChRBcHBlbmRFdmVudHNSZXNwb25zZRIMCgRzZXFzGAEgAygEEhAKCHJlcGxheWVkGAIgASgIEhYKDnN1cmZhY2VfbGVuZ3RoGAMgASgEIt4BChFMaXN0RXZlbnRzUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEhUKCGZyb21fc2VxGAIgASgESACIAQESKwoJZGlyZWN0aW9uGAMgASgOMhgucGFsaW1wc2VzdC52MS5EaXJlY3Rpb24SEQoJcGFnZV9zaXplGAQgASgNEhIKCnBhZ2VfdG9rZW4YBSABKAkSDQoFdHlwZXMYBiADKAkSLgoLZGF0YV9mb3JtYXQYByABKA4yGS5wYWxpbXBzZXN0LnYxLkRhdGFGb3JtYXRCCwoJX2Zyb21fc2VxIloKEkxpc3RFdmVudHNSZXNwb25zZRIrCgZldmVudHMYASADKAsyGy5wYWxpbXBzZXN0LnYxLlNlc3Npb25FdmVudBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiTQoRR2V0U3VyZmFjZVJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIWCglhc19vZl9zZXEYAiABKARIAIgBAUIMCgpfYXNfb2Zfc2VxImIKEkdldFN1cmZhY2VSZXNwb25zZRIMCgRzZXFzGAEgAygEEhoKEnJlcGxhY2VfZ2VuZXJhdGlvbhgCIAEoBBIVCghoZWFkX3NlcRgDIAEoBEgAiAEBQgsKCV9oZWFkX3NlcSKuAQoSR2V0TWVzc2FnZXNSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSKAoEdmlldxgCIAEoDjIaLnBhbGltcHNlc3QudjEuTWVzc2FnZVZpZXcSDQoFdHlwZWQYAyABKAgSEQoJcGFnZV9zaXplGAQgASgNEhIKCnBhZ2VfdG9rZW4YBSABKAkSFgoJYXNfb2Zfc2VxGAYgASgESACIAQFCDAoKX2FzX29mX3NlcSJcCg5EZXJpdmVkTWVzc2FnZRILCgNzZXEYASABKAQSFAoMbWVzc2FnZV9qc29uGAIgASgJEicKB21lc3NhZ2UYAyABKAsyFi5wYWxpbXBzZXN0LnYxLk1lc3NhZ2UigwEKE0dldE1lc3NhZ2VzUmVzcG9uc2USLwoIbWVzc2FnZXMYASADKAsyHS5wYWxpbXBzZXN0LnYxLkRlcml2ZWRNZXNzYWdlEhUKCGhlYWRfc2VxGAIgASgESACIAQESFwoPbmV4dF9wYWdlX3Rva2VuGAMgASgJQgsKCV9oZWFkX3NlcSLQAQoSRm9ya1Nlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSEwoGYXRfc2VxGAIgASgESACIAQESGAoQY2hpbGRfc2Vzc2lvbl9pZBgDIAEoCRI9CgZsYWJlbHMYBCADKAsyLS5wYWxpbXBzZXN0LnYxLkZvcmtTZXNzaW9uUmVxdWVzdC5MYWJlbHNFbnRyeRotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBQgkKB19hdF9zZXEiPgoTRm9ya1Nlc3Npb25SZXNwb25zZRInCgdzZXNzaW9uGAEgASgLMhYucGFsaW1wc2VzdC52MS5TZXNzaW9uIioKFFJlcGFpclNlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkiRAoVUmVwYWlyU2Vzc2lvblJlc3BvbnNlEisKBmV2ZW50cxgBIAMoCzIbLnBhbGltcHNlc3QudjEuU2Vzc2lvbkV2ZW50ImAKFEltcG9ydFNlc3Npb25SZXF1ZXN0Ei8KB29wdGlvbnMYASABKAsyHC5wYWxpbXBzZXN0LnYxLkltcG9ydE9wdGlvbnNIABIPCgVjaHVuaxgCIAEoDEgAQgYKBHBhcnQitAEKDUltcG9ydE9wdGlvbnMSEgoKc2Vzc2lvbl9pZBgBIAEoCRI4CgZsYWJlbHMYAiADKAsyKC5wYWxpbXBzZXN0LnYxLkltcG9ydE9wdGlvbnMuTGFiZWxzRW50cnkSDgoGc3RyaWN0GAMgASgIEhYKDmFsbG93X3NlcV9nYXBzGAQgASgIGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiYAoVSW1wb3J0U2Vzc2lvblJlc3BvbnNlEicKB3Nlc3Npb24YASABKAsyFi5wYWxpbXBzZXN0LnYxLlNlc3Npb24SHgoWdW5jb21taXR0ZWRfdGFpbF9ieXRlcxgCIAEoBCI8ChRFeHBvcnRTZXNzaW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEhAKCHVucGFja2VkGAIgASgIIiYKFUV4cG9ydFNlc3Npb25SZXNwb25zZRINCgVjaHVuaxgBIAEoDCLOAQoXU3Vic2NyaWJlU3VyZmFjZVJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIWCglhZnRlcl9zZXEYAiABKARIAIgBARIQCghzbmFwc2hvdBgDIAEoCBIYChBpbmNsdWRlX21lc3NhZ2VzGAQgASgIEh0KFWhlYXJ0YmVhdF9pbnRlcnZhbF9tcxgFIAEoDRIuCgtkYXRhX2Zvcm1hdBgGIAEoDjIZLnBhbGltcHNlc3QudjEuRGF0YUZvcm1hdEIMCgpfYWZ0ZXJfc2VxIr4DChhTdWJzY3JpYmVTdXJmYWNlUmVzcG9uc2USEwoGY3Vyc29yGAEgASgESAGIAQESMgoIc25hcHNob3QYAiABKAsyHi5wYWxpbXBzZXN0LnYxLlN1cmZhY2VTbmFwc2hvdEgAEiwKBmFwcGVuZBgDIAEoCzIaLnBhbGltcHNlc3QudjEuQXBwZW5kRGVsdGFIABIuCgdyZXBsYWNlGAQgASgLMhsucGFsaW1wc2VzdC52MS5SZXBsYWNlRGVsdGFIABIvCgpjaGVja3BvaW50GAUgASgLMhkucGFsaW1wc2VzdC52MS5DaGVja3BvaW50SAASLAoJY2F1Z2h0X3VwGAYgASgLMhcucGFsaW1wc2VzdC52MS5DYXVnaHRVcEgAEi0KCWhlYXJ0YmVhdBgHIAEoCzIYLnBhbGltcHNlc3QudjEuSGVhcnRiZWF0SAASKgoFZXZlbnQYCCABKAsyGy5wYWxpbXBzZXN0LnYxLlNlc3Npb25FdmVudBIuCgdtZXNzYWdlGAkgASgLMh0ucGFsaW1wc2VzdC52MS5EZXJpdmVkTWVzc2FnZUIGCgRraW5kQgkKB19jdXJzb3IiHwoPU3VyZmFjZVNuYXBzaG90EgwKBHNlcXMYASADKAQiGgoLQXBwZW5kRGVsdGESCwoDc2VxGAEgASgEIk4KDFJlcGxhY2VEZWx0YRINCgVzdGFydBgBIAEoBBILCgNlbmQYAiABKAQSCwoDc2VxGAMgASgEEhUKDXNoYWRvd2VkX3NlcXMYBCADKAQiDAoKQ2hlY2twb2ludCIKCghDYXVnaHRVcCILCglIZWFydGJlYXQioQEKFlN1YnNjcmliZUV2ZW50c1JlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIWCglhZnRlcl9zZXEYAiABKARIAIgBARIdChVoZWFydGJlYXRfaW50ZXJ2YWxfbXMYAyABKA0SLgoLZGF0YV9mb3JtYXQYBCABKA4yGS5wYWxpbXBzZXN0LnYxLkRhdGFGb3JtYXRCDAoKX2FmdGVyX3NlcSLMAQoXU3Vic2NyaWJlRXZlbnRzUmVzcG9uc2USEwoGY3Vyc29yGAEgASgESAGIAQESLAoFZXZlbnQYAiABKAsyGy5wYWxpbXBzZXN0LnYxLlNlc3Npb25FdmVudEgAEiwKCWNhdWdodF91cBgDIAEoCzIXLnBhbGltcHNlc3QudjEuQ2F1Z2h0VXBIABItCgloZWFydGJlYXQYBCABKAsyGC5wYWxpbXBzZXN0LnYxLkhlYXJ0YmVhdEgAQgYKBGtpbmRCCQoHX2N1cnNvcipVCglEaXJlY3Rpb24SGQoVRElSRUNUSU9OX1VOU1BFQ0lGSUVEEAASFQoRRElSRUNUSU9OX0ZPUldBUkQQARIWChJESVJFQ1RJT05fQkFDS1dBUkQQAipWCgpEYXRhRm9ybWF0EhsKF0RBVEFfRk9STUFUX1VOU1BFQ0lGSUVEEAASFAoQREFUQV9GT1JNQVRfSlNPThABEhUKEURBVEFfRk9STUFUX1RZUEVEEAIqaAoLTWVzc2FnZVZpZXcSHAoYTUVTU0FHRV9WSUVXX1VOU1BFQ0lGSUVEEAASHgoaTUVTU0FHRV9WSUVXX01PREVMX0hJU1RPUlkQARIbChdNRVNTQUdFX1ZJRVdfVFJBTlNDUklQVBACMoIKCg5TZXNzaW9uU2VydmljZRJaCg1DcmVhdGVTZXNzaW9uEiMucGFsaW1wc2VzdC52MS5DcmVhdGVTZXNzaW9uUmVxdWVzdBokLnBhbGltcHNlc3QudjEuQ3JlYXRlU2Vzc2lvblJlc3BvbnNlElEKCkdldFNlc3Npb24SIC5wYWxpbXBzZXN0LnYxLkdldFNlc3Npb25SZXF1ZXN0GiEucGFsaW1wc2VzdC52MS5HZXRTZXNzaW9uUmVzcG9uc2USVwoMTGlzdFNlc3Npb25zEiIucGFsaW1wc2VzdC52MS5MaXN0U2Vzc2lvbnNSZXF1ZXN0GiMucGFsaW1wc2VzdC52MS5MaXN0U2Vzc2lvbnNSZXNwb25zZRJaCg1EZWxldGVTZXNzaW9uEiMucGFsaW1wc2VzdC52MS5EZWxldGVTZXNzaW9uUmVxdWVzdBokLnBhbGltcHNlc3QudjEuRGVsZXRlU2Vzc2lvblJlc3BvbnNlElcKDEFwcGVuZEV2ZW50cxIiLnBhbGltcHNlc3QudjEuQXBwZW5kRXZlbnRzUmVxdWVzdBojLnBhbGltcHNlc3QudjEuQXBwZW5kRXZlbnRzUmVzcG9uc2USUQoKTGlzdEV2ZW50cxIgLnBhbGltcHNlc3QudjEuTGlzdEV2ZW50c1JlcXVlc3QaIS5wYWxpbXBzZXN0LnYxLkxpc3RFdmVudHNSZXNwb25zZRJRCgpHZXRTdXJmYWNlEiAucGFsaW1wc2VzdC52MS5HZXRTdXJmYWNlUmVxdWVzdBohLnBhbGltcHNlc3QudjEuR2V0U3VyZmFjZVJlc3BvbnNlElQKC0dldE1lc3NhZ2VzEiEucGFsaW1wc2VzdC52MS5HZXRNZXNzYWdlc1JlcXVlc3QaIi5wYWxpbXBzZXN0LnYxLkdldE1lc3NhZ2VzUmVzcG9uc2USVAoLRm9ya1Nlc3Npb24SIS5wYWxpbXBzZXN0LnYxLkZvcmtTZXNzaW9uUmVxdWVzdBoiLnBhbGltcHNlc3QudjEuRm9ya1Nlc3Npb25SZXNwb25zZRJaCg1SZXBhaXJTZXNzaW9uEiMucGFsaW1wc2VzdC52MS5SZXBhaXJTZXNzaW9uUmVxdWVzdBokLnBhbGltcHNlc3QudjEuUmVwYWlyU2Vzc2lvblJlc3BvbnNlElwKDUltcG9ydFNlc3Npb24SIy5wYWxpbXBzZXN0LnYxLkltcG9ydFNlc3Npb25SZXF1ZXN0GiQucGFsaW1wc2VzdC52MS5JbXBvcnRTZXNzaW9uUmVzcG9uc2UoARJcCg1FeHBvcnRTZXNzaW9uEiMucGFsaW1wc2VzdC52MS5FeHBvcnRTZXNzaW9uUmVxdWVzdBokLnBhbGltcHNlc3QudjEuRXhwb3J0U2Vzc2lvblJlc3BvbnNlMAESZQoQU3Vic2NyaWJlU3VyZmFjZRImLnBhbGltcHNlc3QudjEuU3Vic2NyaWJlU3VyZmFjZVJlcXVlc3QaJy5wYWxpbXBzZXN0LnYxLlN1YnNjcmliZVN1cmZhY2VSZXNwb25zZTABEmIKD1N1YnNjcmliZUV2ZW50cxIlLnBhbGltcHNlc3QudjEuU3Vic2NyaWJlRXZlbnRzUmVxdWVzdBomLnBhbGltcHNlc3QudjEuU3Vic2NyaWJlRXZlbnRzUmVzcG9uc2UwAUIuWixwYWxpbXBzZXN0L2dlbi9nby9wYWxpbXBzZXN0L3YxO3BhbGltcHNlc3R2MWIGcHJvdG8z", [file_palimpsest_v1_content, file_palimpsest_v1_event, file_palimpsest_v1_session]);
+  fileDesc("ChtwYWxpbXBzZXN0L3YxL3NlcnZpY2UucHJvdG8SDXBhbGltcHNlc3QudjEi8gIKFENyZWF0ZVNlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSPwoGbGFiZWxzGAIgAygLMi8ucGFsaW1wc2VzdC52MS5DcmVhdGVTZXNzaW9uUmVxdWVzdC5MYWJlbHNFbnRyeRIQCgNjd2QYAyABKAlIAIgBARITCgZvcmlnaW4YBCABKAlIAYgBARIdChBkZWxlZ2F0aW9uX2RlcHRoGAUgASgESAKIAQESGQoMYWdlbnRfcHJlc2V0GAYgASgJSAOIAQESDgoGc3RyaWN0GAcgASgIEhoKDXBhaXJpbmdfZ3VhcmQYCCABKAhIBIgBARotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBQgYKBF9jd2RCCQoHX29yaWdpbkITChFfZGVsZWdhdGlvbl9kZXB0aEIPCg1fYWdlbnRfcHJlc2V0QhAKDl9wYWlyaW5nX2d1YXJkIkAKFUNyZWF0ZVNlc3Npb25SZXNwb25zZRInCgdzZXNzaW9uGAEgASgLMhYucGFsaW1wc2VzdC52MS5TZXNzaW9uIicKEUdldFNlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkiPQoSR2V0U2Vzc2lvblJlc3BvbnNlEicKB3Nlc3Npb24YASABKAsyFi5wYWxpbXBzZXN0LnYxLlNlc3Npb24iwQEKE0xpc3RTZXNzaW9uc1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgNEhIKCnBhZ2VfdG9rZW4YAiABKAkSTQoObGFiZWxfc2VsZWN0b3IYAyADKAsyNS5wYWxpbXBzZXN0LnYxLkxpc3RTZXNzaW9uc1JlcXVlc3QuTGFiZWxTZWxlY3RvckVudHJ5GjQKEkxhYmVsU2VsZWN0b3JFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIlkKFExpc3RTZXNzaW9uc1Jlc3BvbnNlEigKCHNlc3Npb25zGAEgAygLMhYucGFsaW1wc2VzdC52MS5TZXNzaW9uEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSIqChREZWxldGVTZXNzaW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJIhcKFURlbGV0ZVNlc3Npb25SZXNwb25zZSKjAQoTQXBwZW5kRXZlbnRzUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEikKBmV2ZW50cxgCIAMoCzIZLnBhbGltcHNlc3QudjEuRXZlbnRJbnB1dBIeChFleHBlY3RlZF9sYXN0X3NlcRgDIAEoA0gAiAEBEhcKD2lkZW1wb3RlbmN5X2tleRgEIAEoCUIUChJfZXhwZWN0ZWRfbGFzdF9zZXEiTgoUQXBwZW5kRXZlbnRzUmVzcG9uc2USDAoEc2VxcxgBIAMoBBIQCghyZXBsYXllZBgCIAEoCBIWCg5zdXJmYWNlX2xlbmd0aBgDIAEoBCLeAQoRTGlzdEV2ZW50c1JlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIVCghmcm9tX3NlcRgCIAEoBEgAiAEBEisKCWRpcmVjdGlvbhgDIAEoDjIYLnBhbGltcHNlc3QudjEuRGlyZWN0aW9uEhEKCXBhZ2Vfc2l6ZRgEIAEoDRISCgpwYWdlX3Rva2VuGAUgASgJEg0KBXR5cGVzGAYgAygJEi4KC2RhdGFfZm9ybWF0GAcgASgOMhkucGFsaW1wc2VzdC52MS5EYXRhRm9ybWF0QgsKCV9mcm9tX3NlcSJaChJMaXN0RXZlbnRzUmVzcG9uc2USKwoGZXZlbnRzGAEgAygLMhsucGFsaW1wc2VzdC52MS5TZXNzaW9uRXZlbnQSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIk0KEUdldFN1cmZhY2VSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSFgoJYXNfb2Zfc2VxGAIgASgESACIAQFCDAoKX2FzX29mX3NlcSJiChJHZXRTdXJmYWNlUmVzcG9uc2USDAoEc2VxcxgBIAMoBBIaChJyZXBsYWNlX2dlbmVyYXRpb24YAiABKAQSFQoIaGVhZF9zZXEYAyABKARIAIgBAUILCglfaGVhZF9zZXEirgEKEkdldE1lc3NhZ2VzUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEigKBHZpZXcYAiABKA4yGi5wYWxpbXBzZXN0LnYxLk1lc3NhZ2VWaWV3Eg0KBXR5cGVkGAMgASgIEhEKCXBhZ2Vfc2l6ZRgEIAEoDRISCgpwYWdlX3Rva2VuGAUgASgJEhYKCWFzX29mX3NlcRgGIAEoBEgAiAEBQgwKCl9hc19vZl9zZXEiXAoORGVyaXZlZE1lc3NhZ2USCwoDc2VxGAEgASgEEhQKDG1lc3NhZ2VfanNvbhgCIAEoCRInCgdtZXNzYWdlGAMgASgLMhYucGFsaW1wc2VzdC52MS5NZXNzYWdlIoMBChNHZXRNZXNzYWdlc1Jlc3BvbnNlEi8KCG1lc3NhZ2VzGAEgAygLMh0ucGFsaW1wc2VzdC52MS5EZXJpdmVkTWVzc2FnZRIVCghoZWFkX3NlcRgCIAEoBEgAiAEBEhcKD25leHRfcGFnZV90b2tlbhgDIAEoCUILCglfaGVhZF9zZXEi0AEKEkZvcmtTZXNzaW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEhMKBmF0X3NlcRgCIAEoBEgAiAEBEhgKEGNoaWxkX3Nlc3Npb25faWQYAyABKAkSPQoGbGFiZWxzGAQgAygLMi0ucGFsaW1wc2VzdC52MS5Gb3JrU2Vzc2lvblJlcXVlc3QuTGFiZWxzRW50cnkaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4AUIJCgdfYXRfc2VxIj4KE0ZvcmtTZXNzaW9uUmVzcG9uc2USJwoHc2Vzc2lvbhgBIAEoCzIWLnBhbGltcHNlc3QudjEuU2Vzc2lvbiIqChRSZXBhaXJTZXNzaW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJIkQKFVJlcGFpclNlc3Npb25SZXNwb25zZRIrCgZldmVudHMYASADKAsyGy5wYWxpbXBzZXN0LnYxLlNlc3Npb25FdmVudCJgChRJbXBvcnRTZXNzaW9uUmVxdWVzdBIvCgdvcHRpb25zGAEgASgLMhwucGFsaW1wc2VzdC52MS5JbXBvcnRPcHRpb25zSAASDwoFY2h1bmsYAiABKAxIAEIGCgRwYXJ0IssBCg1JbXBvcnRPcHRpb25zEhIKCnNlc3Npb25faWQYASABKAkSOAoGbGFiZWxzGAIgAygLMigucGFsaW1wc2VzdC52MS5JbXBvcnRPcHRpb25zLkxhYmVsc0VudHJ5Eg4KBnN0cmljdBgDIAEoCBIWCg5hbGxvd19zZXFfZ2FwcxgEIAEoCBIVCg1wYWlyaW5nX2d1YXJkGAUgASgIGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiYAoVSW1wb3J0U2Vzc2lvblJlc3BvbnNlEicKB3Nlc3Npb24YASABKAsyFi5wYWxpbXBzZXN0LnYxLlNlc3Npb24SHgoWdW5jb21taXR0ZWRfdGFpbF9ieXRlcxgCIAEoBCI8ChRFeHBvcnRTZXNzaW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEhAKCHVucGFja2VkGAIgASgIIiYKFUV4cG9ydFNlc3Npb25SZXNwb25zZRINCgVjaHVuaxgBIAEoDCLOAQoXU3Vic2NyaWJlU3VyZmFjZVJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIWCglhZnRlcl9zZXEYAiABKARIAIgBARIQCghzbmFwc2hvdBgDIAEoCBIYChBpbmNsdWRlX21lc3NhZ2VzGAQgASgIEh0KFWhlYXJ0YmVhdF9pbnRlcnZhbF9tcxgFIAEoDRIuCgtkYXRhX2Zvcm1hdBgGIAEoDjIZLnBhbGltcHNlc3QudjEuRGF0YUZvcm1hdEIMCgpfYWZ0ZXJfc2VxIr4DChhTdWJzY3JpYmVTdXJmYWNlUmVzcG9uc2USEwoGY3Vyc29yGAEgASgESAGIAQESMgoIc25hcHNob3QYAiABKAsyHi5wYWxpbXBzZXN0LnYxLlN1cmZhY2VTbmFwc2hvdEgAEiwKBmFwcGVuZBgDIAEoCzIaLnBhbGltcHNlc3QudjEuQXBwZW5kRGVsdGFIABIuCgdyZXBsYWNlGAQgASgLMhsucGFsaW1wc2VzdC52MS5SZXBsYWNlRGVsdGFIABIvCgpjaGVja3BvaW50GAUgASgLMhkucGFsaW1wc2VzdC52MS5DaGVja3BvaW50SAASLAoJY2F1Z2h0X3VwGAYgASgLMhcucGFsaW1wc2VzdC52MS5DYXVnaHRVcEgAEi0KCWhlYXJ0YmVhdBgHIAEoCzIYLnBhbGltcHNlc3QudjEuSGVhcnRiZWF0SAASKgoFZXZlbnQYCCABKAsyGy5wYWxpbXBzZXN0LnYxLlNlc3Npb25FdmVudBIuCgdtZXNzYWdlGAkgASgLMh0ucGFsaW1wc2VzdC52MS5EZXJpdmVkTWVzc2FnZUIGCgRraW5kQgkKB19jdXJzb3IiHwoPU3VyZmFjZVNuYXBzaG90EgwKBHNlcXMYASADKAQiGgoLQXBwZW5kRGVsdGESCwoDc2VxGAEgASgEIk4KDFJlcGxhY2VEZWx0YRINCgVzdGFydBgBIAEoBBILCgNlbmQYAiABKAQSCwoDc2VxGAMgASgEEhUKDXNoYWRvd2VkX3NlcXMYBCADKAQiDAoKQ2hlY2twb2ludCIKCghDYXVnaHRVcCILCglIZWFydGJlYXQioQEKFlN1YnNjcmliZUV2ZW50c1JlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIWCglhZnRlcl9zZXEYAiABKARIAIgBARIdChVoZWFydGJlYXRfaW50ZXJ2YWxfbXMYAyABKA0SLgoLZGF0YV9mb3JtYXQYBCABKA4yGS5wYWxpbXBzZXN0LnYxLkRhdGFGb3JtYXRCDAoKX2FmdGVyX3NlcSLMAQoXU3Vic2NyaWJlRXZlbnRzUmVzcG9uc2USEwoGY3Vyc29yGAEgASgESAGIAQESLAoFZXZlbnQYAiABKAsyGy5wYWxpbXBzZXN0LnYxLlNlc3Npb25FdmVudEgAEiwKCWNhdWdodF91cBgDIAEoCzIXLnBhbGltcHNlc3QudjEuQ2F1Z2h0VXBIABItCgloZWFydGJlYXQYBCABKAsyGC5wYWxpbXBzZXN0LnYxLkhlYXJ0YmVhdEgAQgYKBGtpbmRCCQoHX2N1cnNvciL5AQoVUGxhbkNvbXBhY3Rpb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSFQoLa2VlcF90b2tlbnMYAiABKARIABITCgl1cF90b19zZXEYAyABKARIABJLCgx0b2tlbl9jb3VudHMYBCADKAsyNS5wYWxpbXBzZXN0LnYxLlBsYW5Db21wYWN0aW9uUmVxdWVzdC5Ub2tlbkNvdW50c0VudHJ5EhUKDW9taXRfbWVzc2FnZXMYBSABKAgaMgoQVG9rZW5Db3VudHNFbnRyeRILCgNrZXkYASABKAQSDQoFdmFsdWUYAiABKAQ6AjgBQggKBmJ1ZGdldCJYChFDb21wYWN0aW9uQmxvY2tlchIOCgZyZWFzb24YASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSDAoEc2VxcxgDIAMoBBIQCghjYWxsX2lkcxgEIAMoCSKfAgoWUGxhbkNvbXBhY3Rpb25SZXNwb25zZRISCgVzdGFydBgBIAEoBEgAiAEBEhAKA2VuZBgCIAEoBEgBiAEBEhUKDXNoYWRvd2VkX3NlcXMYAyADKAQSGQoRZXhwZWN0ZWRfbGFzdF9zZXEYBCABKAMSHAoUc2hhZG93ZWRfdG9rZW5fY291bnQYBSABKAQSGAoQa2VwdF90b2tlbl9jb3VudBgGIAEoBBIvCghtZXNzYWdlcxgHIAMoCzIdLnBhbGltcHNlc3QudjEuRGVyaXZlZE1lc3NhZ2USMgoIYmxvY2tlcnMYCCADKAsyIC5wYWxpbXBzZXN0LnYxLkNvbXBhY3Rpb25CbG9ja2VyQggKBl9zdGFydEIGCgRfZW5kIqsDCg5Db21wYWN0UmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEg0KBXN0YXJ0GAIgASgEEgsKA2VuZBgDIAEoBBIeChFleHBlY3RlZF9sYXN0X3NlcRgEIAEoA0gBiAEBEhYKDHN1bW1hcnlfdGV4dBgFIAEoCUgAEhYKDHN1bW1hcnlfanNvbhgGIAEoCUgAEhAKCHByb3ZpZGVyGAcgASgJEg0KBW1vZGVsGAggASgJEigKBXVzYWdlGAkgASgLMhkucGFsaW1wc2VzdC52MS5Ub2tlblVzYWdlEhcKCm1heF90b2tlbnMYCiABKARIAogBARIhChRzaGFkb3dlZF90b2tlbl9jb3VudBgLIAEoBEgDiAEBEhcKD2lkZW1wb3RlbmN5X2tleRgMIAEoCRIXCg9yYXdfb3V0cHV0X2pzb24YDSABKAkSFwoPbGxtX3N0cmVhbV9jYWxsGA4gASgIQgkKB3N1bW1hcnlCFAoSX2V4cGVjdGVkX2xhc3Rfc2VxQg0KC19tYXhfdG9rZW5zQhcKFV9zaGFkb3dlZF90b2tlbl9jb3VudCJ+Cg9Db21wYWN0UmVzcG9uc2USDAoEc2VxcxgBIAMoBBIVCg1jb21wYWN0aW9uX2lkGAIgASgJEhYKDnN1cmZhY2VfbGVuZ3RoGAMgASgEEhAKCHJlcGxheWVkGAQgASgIEhwKFHNoYWRvd2VkX3Rva2VuX2NvdW50GAUgASgEIpkCChdQcnVuZVRvb2xSZXN1bHRzUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEgwKBHNlcXMYAiADKAQSEQoJbWluX2J5dGVzGAMgASgEEhMKC2tlZXBfcmVjZW50GAQgASgNEhUKDWV4Y2x1ZGVfdG9vbHMYBSADKAkSFwoKaGVhZF9jaGFycxgGIAEoDUgAiAEBEhcKCnRhaWxfY2hhcnMYByABKA1IAYgBARIeChFleHBlY3RlZF9sYXN0X3NlcRgIIAEoA0gCiAEBEhcKD2lkZW1wb3RlbmN5X2tleRgJIAEoCUINCgtfaGVhZF9jaGFyc0INCgtfdGFpbF9jaGFyc0IUChJfZXhwZWN0ZWRfbGFzdF9zZXEikAEKEFBydW5lZFRvb2xSZXN1bHQSFAoMb3JpZ2luYWxfc2VxGAEgASgEEhEKCXBydW5lX3NlcRgCIAEoBBIXCg9yZXBsYWNlbWVudF9zZXEYAyABKAQSDwoHY2FsbF9pZBgEIAEoCRIUCgxieXRlc19iZWZvcmUYBSABKAQSEwoLYnl0ZXNfYWZ0ZXIYBiABKAQimwEKGFBydW5lVG9vbFJlc3VsdHNSZXNwb25zZRIvCgZwcnVuZWQYASADKAsyHy5wYWxpbXBzZXN0LnYxLlBydW5lZFRvb2xSZXN1bHQSEwoLYnl0ZXNfc2F2ZWQYAiABKAQSDwoHc2tpcHBlZBgDIAMoBBIWCg5zdXJmYWNlX2xlbmd0aBgEIAEoBBIQCghyZXBsYXllZBgFIAEoCCpVCglEaXJlY3Rpb24SGQoVRElSRUNUSU9OX1VOU1BFQ0lGSUVEEAASFQoRRElSRUNUSU9OX0ZPUldBUkQQARIWChJESVJFQ1RJT05fQkFDS1dBUkQQAipWCgpEYXRhRm9ybWF0EhsKF0RBVEFfRk9STUFUX1VOU1BFQ0lGSUVEEAASFAoQREFUQV9GT1JNQVRfSlNPThABEhUKEURBVEFfRk9STUFUX1RZUEVEEAIqaAoLTWVzc2FnZVZpZXcSHAoYTUVTU0FHRV9WSUVXX1VOU1BFQ0lGSUVEEAASHgoaTUVTU0FHRV9WSUVXX01PREVMX0hJU1RPUlkQARIbChdNRVNTQUdFX1ZJRVdfVFJBTlNDUklQVBACMpAMCg5TZXNzaW9uU2VydmljZRJaCg1DcmVhdGVTZXNzaW9uEiMucGFsaW1wc2VzdC52MS5DcmVhdGVTZXNzaW9uUmVxdWVzdBokLnBhbGltcHNlc3QudjEuQ3JlYXRlU2Vzc2lvblJlc3BvbnNlElEKCkdldFNlc3Npb24SIC5wYWxpbXBzZXN0LnYxLkdldFNlc3Npb25SZXF1ZXN0GiEucGFsaW1wc2VzdC52MS5HZXRTZXNzaW9uUmVzcG9uc2USVwoMTGlzdFNlc3Npb25zEiIucGFsaW1wc2VzdC52MS5MaXN0U2Vzc2lvbnNSZXF1ZXN0GiMucGFsaW1wc2VzdC52MS5MaXN0U2Vzc2lvbnNSZXNwb25zZRJaCg1EZWxldGVTZXNzaW9uEiMucGFsaW1wc2VzdC52MS5EZWxldGVTZXNzaW9uUmVxdWVzdBokLnBhbGltcHNlc3QudjEuRGVsZXRlU2Vzc2lvblJlc3BvbnNlElcKDEFwcGVuZEV2ZW50cxIiLnBhbGltcHNlc3QudjEuQXBwZW5kRXZlbnRzUmVxdWVzdBojLnBhbGltcHNlc3QudjEuQXBwZW5kRXZlbnRzUmVzcG9uc2USUQoKTGlzdEV2ZW50cxIgLnBhbGltcHNlc3QudjEuTGlzdEV2ZW50c1JlcXVlc3QaIS5wYWxpbXBzZXN0LnYxLkxpc3RFdmVudHNSZXNwb25zZRJRCgpHZXRTdXJmYWNlEiAucGFsaW1wc2VzdC52MS5HZXRTdXJmYWNlUmVxdWVzdBohLnBhbGltcHNlc3QudjEuR2V0U3VyZmFjZVJlc3BvbnNlElQKC0dldE1lc3NhZ2VzEiEucGFsaW1wc2VzdC52MS5HZXRNZXNzYWdlc1JlcXVlc3QaIi5wYWxpbXBzZXN0LnYxLkdldE1lc3NhZ2VzUmVzcG9uc2USVAoLRm9ya1Nlc3Npb24SIS5wYWxpbXBzZXN0LnYxLkZvcmtTZXNzaW9uUmVxdWVzdBoiLnBhbGltcHNlc3QudjEuRm9ya1Nlc3Npb25SZXNwb25zZRJaCg1SZXBhaXJTZXNzaW9uEiMucGFsaW1wc2VzdC52MS5SZXBhaXJTZXNzaW9uUmVxdWVzdBokLnBhbGltcHNlc3QudjEuUmVwYWlyU2Vzc2lvblJlc3BvbnNlElwKDUltcG9ydFNlc3Npb24SIy5wYWxpbXBzZXN0LnYxLkltcG9ydFNlc3Npb25SZXF1ZXN0GiQucGFsaW1wc2VzdC52MS5JbXBvcnRTZXNzaW9uUmVzcG9uc2UoARJcCg1FeHBvcnRTZXNzaW9uEiMucGFsaW1wc2VzdC52MS5FeHBvcnRTZXNzaW9uUmVxdWVzdBokLnBhbGltcHNlc3QudjEuRXhwb3J0U2Vzc2lvblJlc3BvbnNlMAESZQoQU3Vic2NyaWJlU3VyZmFjZRImLnBhbGltcHNlc3QudjEuU3Vic2NyaWJlU3VyZmFjZVJlcXVlc3QaJy5wYWxpbXBzZXN0LnYxLlN1YnNjcmliZVN1cmZhY2VSZXNwb25zZTABEmIKD1N1YnNjcmliZUV2ZW50cxIlLnBhbGltcHNlc3QudjEuU3Vic2NyaWJlRXZlbnRzUmVxdWVzdBomLnBhbGltcHNlc3QudjEuU3Vic2NyaWJlRXZlbnRzUmVzcG9uc2UwARJdCg5QbGFuQ29tcGFjdGlvbhIkLnBhbGltcHNlc3QudjEuUGxhbkNvbXBhY3Rpb25SZXF1ZXN0GiUucGFsaW1wc2VzdC52MS5QbGFuQ29tcGFjdGlvblJlc3BvbnNlEkgKB0NvbXBhY3QSHS5wYWxpbXBzZXN0LnYxLkNvbXBhY3RSZXF1ZXN0Gh4ucGFsaW1wc2VzdC52MS5Db21wYWN0UmVzcG9uc2USYwoQUHJ1bmVUb29sUmVzdWx0cxImLnBhbGltcHNlc3QudjEuUHJ1bmVUb29sUmVzdWx0c1JlcXVlc3QaJy5wYWxpbXBzZXN0LnYxLlBydW5lVG9vbFJlc3VsdHNSZXNwb25zZUIuWixwYWxpbXBzZXN0L2dlbi9nby9wYWxpbXBzZXN0L3YxO3BhbGltcHNlc3R2MWIGcHJvdG8z", [file_palimpsest_v1_content, file_palimpsest_v1_event, file_palimpsest_v1_session]);
 
 /**
  * Request for CreateSession.
@@ -72,6 +72,14 @@ export type CreateSessionRequest = Message<"palimpsest.v1.CreateSessionRequest">
    * @generated from field: bool strict = 7;
    */
   strict: boolean;
+
+  /**
+   * The tool-pairing guard (see AppendEvents, TOOL_PAIRING_BROKEN); unset =
+   * on. Forks inherit it.
+   *
+   * @generated from field: optional bool pairing_guard = 8;
+   */
+  pairingGuard?: boolean | undefined;
 };
 
 /**
@@ -795,6 +803,14 @@ export type ImportOptions = Message<"palimpsest.v1.ImportOptions"> & {
    * @generated from field: bool allow_seq_gaps = 4;
    */
   allowSeqGaps: boolean;
+
+  /**
+   * Turn on the tool-pairing guard for the imported session (off by default:
+   * reference logs never had it).
+   *
+   * @generated from field: bool pairing_guard = 5;
+   */
+  pairingGuard: boolean;
 };
 
 /**
@@ -1258,6 +1274,536 @@ export const SubscribeEventsResponseSchema: GenMessage<SubscribeEventsResponse> 
   messageDesc(file_palimpsest_v1_service, 35);
 
 /**
+ * Request for PlanCompaction.
+ *
+ * @generated from message palimpsest.v1.PlanCompactionRequest
+ */
+export type PlanCompactionRequest = Message<"palimpsest.v1.PlanCompactionRequest"> & {
+  /**
+   * Session id.
+   *
+   * @generated from field: string session_id = 1;
+   */
+  sessionId: string;
+
+  /**
+   * The budget: what stays on the surface after the summary.
+   *
+   * @generated from oneof palimpsest.v1.PlanCompactionRequest.budget
+   */
+  budget: {
+    /**
+     * Keep the most recent nodes of the surface whose tokens add up to at
+     * most this many (at least one node is always kept).
+     *
+     * @generated from field: uint64 keep_tokens = 2;
+     */
+    value: bigint;
+    case: "keepTokens";
+  } | {
+    /**
+     * Shadow from the start of the surface up to this surface seq.
+     *
+     * @generated from field: uint64 up_to_seq = 3;
+     */
+    value: bigint;
+    case: "upToSeq";
+  } | { case: undefined; value?: undefined };
+
+  /**
+   * The client's own token count per surface seq; seqs not listed use the
+   * server's estimator (see PlanCompaction).
+   *
+   * @generated from field: map<uint64, uint64> token_counts = 4;
+   */
+  tokenCounts: { [key: string]: bigint };
+
+  /**
+   * Leave `messages` out of the response (a client that summarises from its
+   * own copy, or a large range that would not fit one response).
+   *
+   * @generated from field: bool omit_messages = 5;
+   */
+  omitMessages: boolean;
+};
+
+/**
+ * Describes the message palimpsest.v1.PlanCompactionRequest.
+ * Use `create(PlanCompactionRequestSchema)` to create a new message.
+ */
+export const PlanCompactionRequestSchema: GenMessage<PlanCompactionRequest> = /*@__PURE__*/
+  messageDesc(file_palimpsest_v1_service, 36);
+
+/**
+ * Something that makes Compact refuse the plan now.
+ *
+ * @generated from message palimpsest.v1.CompactionBlocker
+ */
+export type CompactionBlocker = Message<"palimpsest.v1.CompactionBlocker"> & {
+  /**
+   * COMPACTION_IN_PROGRESS (a compaction/start without its compaction/end) or
+   * TOOL_CALLS_OPEN (tool calls on the surface without a result yet: a tool
+   * round in flight; the range always stays before them).
+   *
+   * @generated from field: string reason = 1;
+   */
+  reason: string;
+
+  /**
+   * What it is and what to do.
+   *
+   * @generated from field: string description = 2;
+   */
+  description: string;
+
+  /**
+   * The seqs involved (the compaction/start, or the messages holding the calls).
+   *
+   * @generated from field: repeated uint64 seqs = 3;
+   */
+  seqs: bigint[];
+
+  /**
+   * The open call ids (TOOL_CALLS_OPEN).
+   *
+   * @generated from field: repeated string call_ids = 4;
+   */
+  callIds: string[];
+};
+
+/**
+ * Describes the message palimpsest.v1.CompactionBlocker.
+ * Use `create(CompactionBlockerSchema)` to create a new message.
+ */
+export const CompactionBlockerSchema: GenMessage<CompactionBlocker> = /*@__PURE__*/
+  messageDesc(file_palimpsest_v1_service, 37);
+
+/**
+ * Response for PlanCompaction.
+ *
+ * @generated from message palimpsest.v1.PlanCompactionResponse
+ */
+export type PlanCompactionResponse = Message<"palimpsest.v1.PlanCompactionResponse"> & {
+  /**
+   * First surface seq of the range; unset when there is nothing to compact.
+   *
+   * @generated from field: optional uint64 start = 1;
+   */
+  start?: bigint | undefined;
+
+  /**
+   * Last surface seq of the range; unset when there is nothing to compact.
+   *
+   * @generated from field: optional uint64 end = 2;
+   */
+  end?: bigint | undefined;
+
+  /**
+   * The seqs the compaction shadows, in surface order.
+   *
+   * @generated from field: repeated uint64 shadowed_seqs = 3;
+   */
+  shadowedSeqs: bigint[];
+
+  /**
+   * The head the plan was made against: pass it to Compact (-1 = empty log).
+   *
+   * @generated from field: int64 expected_last_seq = 4;
+   */
+  expectedLastSeq: bigint;
+
+  /**
+   * Tokens of the shadowed nodes (estimator or `token_counts`).
+   *
+   * @generated from field: uint64 shadowed_token_count = 5;
+   */
+  shadowedTokenCount: bigint;
+
+  /**
+   * Tokens of the nodes kept after the range.
+   *
+   * @generated from field: uint64 kept_token_count = 6;
+   */
+  keptTokenCount: bigint;
+
+  /**
+   * The derived model-history messages of the range, in surface order.
+   *
+   * @generated from field: repeated palimpsest.v1.DerivedMessage messages = 7;
+   */
+  messages: DerivedMessage[];
+
+  /**
+   * Why Compact would refuse now; empty = ready.
+   *
+   * @generated from field: repeated palimpsest.v1.CompactionBlocker blockers = 8;
+   */
+  blockers: CompactionBlocker[];
+};
+
+/**
+ * Describes the message palimpsest.v1.PlanCompactionResponse.
+ * Use `create(PlanCompactionResponseSchema)` to create a new message.
+ */
+export const PlanCompactionResponseSchema: GenMessage<PlanCompactionResponse> = /*@__PURE__*/
+  messageDesc(file_palimpsest_v1_service, 38);
+
+/**
+ * Request for Compact.
+ *
+ * @generated from message palimpsest.v1.CompactRequest
+ */
+export type CompactRequest = Message<"palimpsest.v1.CompactRequest"> & {
+  /**
+   * Session id.
+   *
+   * @generated from field: string session_id = 1;
+   */
+  sessionId: string;
+
+  /**
+   * First seq of the range: the first surface node (PlanCompactionResponse.start).
+   *
+   * @generated from field: uint64 start = 2;
+   */
+  start: bigint;
+
+  /**
+   * Last seq of the range (PlanCompactionResponse.end).
+   *
+   * @generated from field: uint64 end = 3;
+   */
+  end: bigint;
+
+  /**
+   * The head the plan was made against (required; HEAD_MISMATCH if it moved).
+   *
+   * @generated from field: optional int64 expected_last_seq = 4;
+   */
+  expectedLastSeq?: bigint | undefined;
+
+  /**
+   * The summary the client's summariser produced.
+   *
+   * @generated from oneof palimpsest.v1.CompactRequest.summary
+   */
+  summary: {
+    /**
+     * The summary as one text block.
+     *
+     * @generated from field: string summary_text = 5;
+     */
+    value: string;
+    case: "summaryText";
+  } | {
+    /**
+     * The summary as a JSON array of content blocks (reference ContentBlock[]).
+     *
+     * @generated from field: string summary_json = 6;
+     */
+    value: string;
+    case: "summaryJson";
+  } | { case: undefined; value?: undefined };
+
+  /**
+   * Provider that produced the summary (`compaction/summary.provider`).
+   *
+   * @generated from field: string provider = 7;
+   */
+  provider: string;
+
+  /**
+   * Model that produced the summary (`compaction/summary.model`).
+   *
+   * @generated from field: string model = 8;
+   */
+  model: string;
+
+  /**
+   * Token usage of the summarisation call, if known.
+   *
+   * @generated from field: palimpsest.v1.TokenUsage usage = 9;
+   */
+  usage?: TokenUsage | undefined;
+
+  /**
+   * The summariser's max output tokens (`maxTokens`), if known.
+   *
+   * @generated from field: optional uint64 max_tokens = 10;
+   */
+  maxTokens?: bigint | undefined;
+
+  /**
+   * Shadowed token count to record; unset = the server's estimate of the range.
+   *
+   * @generated from field: optional uint64 shadowed_token_count = 11;
+   */
+  shadowedTokenCount?: bigint | undefined;
+
+  /**
+   * Idempotency key: a retried request with the same key returns the original
+   * result (the generated ids derive from the key).
+   *
+   * @generated from field: string idempotency_key = 12;
+   */
+  idempotencyKey: string;
+
+  /**
+   * The summariser's raw output as a JSON array of content blocks
+   * (`rawOutput`); empty = not recorded.
+   *
+   * @generated from field: string raw_output_json = 13;
+   */
+  rawOutputJson: string;
+
+  /**
+   * The summary came from a streamed LLM call (`llmStreamCall: true`; needs
+   * raw_output_json).
+   *
+   * @generated from field: bool llm_stream_call = 14;
+   */
+  llmStreamCall: boolean;
+};
+
+/**
+ * Describes the message palimpsest.v1.CompactRequest.
+ * Use `create(CompactRequestSchema)` to create a new message.
+ */
+export const CompactRequestSchema: GenMessage<CompactRequest> = /*@__PURE__*/
+  messageDesc(file_palimpsest_v1_service, 39);
+
+/**
+ * Response for Compact.
+ *
+ * @generated from message palimpsest.v1.CompactResponse
+ */
+export type CompactResponse = Message<"palimpsest.v1.CompactResponse"> & {
+  /**
+   * Seqs of the four appended events (start, summary, user/message, end).
+   *
+   * @generated from field: repeated uint64 seqs = 1;
+   */
+  seqs: bigint[];
+
+  /**
+   * The generated `compactionId`.
+   *
+   * @generated from field: string compaction_id = 2;
+   */
+  compactionId: string;
+
+  /**
+   * Surface length after the batch.
+   *
+   * @generated from field: uint64 surface_length = 3;
+   */
+  surfaceLength: bigint;
+
+  /**
+   * True if this answers a retried idempotent request.
+   *
+   * @generated from field: bool replayed = 4;
+   */
+  replayed: boolean;
+
+  /**
+   * The recorded `shadowedTokenCount`.
+   *
+   * @generated from field: uint64 shadowed_token_count = 5;
+   */
+  shadowedTokenCount: bigint;
+};
+
+/**
+ * Describes the message palimpsest.v1.CompactResponse.
+ * Use `create(CompactResponseSchema)` to create a new message.
+ */
+export const CompactResponseSchema: GenMessage<CompactResponse> = /*@__PURE__*/
+  messageDesc(file_palimpsest_v1_service, 40);
+
+/**
+ * Request for PruneToolResults.
+ *
+ * @generated from message palimpsest.v1.PruneToolResultsRequest
+ */
+export type PruneToolResultsRequest = Message<"palimpsest.v1.PruneToolResultsRequest"> & {
+  /**
+   * Session id.
+   *
+   * @generated from field: string session_id = 1;
+   */
+  sessionId: string;
+
+  /**
+   * Prune these surface tool/result seqs (else the policy below selects).
+   *
+   * @generated from field: repeated uint64 seqs = 2;
+   */
+  seqs: bigint[];
+
+  /**
+   * Policy: prune results whose text is over this many UTF-8 bytes.
+   *
+   * @generated from field: uint64 min_bytes = 3;
+   */
+  minBytes: bigint;
+
+  /**
+   * Policy: leave the most recent K tool results on the surface alone.
+   *
+   * @generated from field: uint32 keep_recent = 4;
+   */
+  keepRecent: number;
+
+  /**
+   * Policy: leave results of these tool names alone.
+   *
+   * @generated from field: repeated string exclude_tools = 5;
+   */
+  excludeTools: string[];
+
+  /**
+   * Characters kept at the start of the text; unset = 4096.
+   *
+   * @generated from field: optional uint32 head_chars = 6;
+   */
+  headChars?: number | undefined;
+
+  /**
+   * Characters kept at the end of the text; unset = 1024.
+   *
+   * @generated from field: optional uint32 tail_chars = 7;
+   */
+  tailChars?: number | undefined;
+
+  /**
+   * Append only if the head is still this seq (HEAD_MISMATCH otherwise).
+   *
+   * @generated from field: optional int64 expected_last_seq = 8;
+   */
+  expectedLastSeq?: bigint | undefined;
+
+  /**
+   * Idempotency key (as AppendEvents).
+   *
+   * @generated from field: string idempotency_key = 9;
+   */
+  idempotencyKey: string;
+};
+
+/**
+ * Describes the message palimpsest.v1.PruneToolResultsRequest.
+ * Use `create(PruneToolResultsRequestSchema)` to create a new message.
+ */
+export const PruneToolResultsRequestSchema: GenMessage<PruneToolResultsRequest> = /*@__PURE__*/
+  messageDesc(file_palimpsest_v1_service, 41);
+
+/**
+ * One pruned tool result.
+ *
+ * @generated from message palimpsest.v1.PrunedToolResult
+ */
+export type PrunedToolResult = Message<"palimpsest.v1.PrunedToolResult"> & {
+  /**
+   * The surface seq that was pruned.
+   *
+   * @generated from field: uint64 original_seq = 1;
+   */
+  originalSeq: bigint;
+
+  /**
+   * Seq of its `compaction/prune` event.
+   *
+   * @generated from field: uint64 prune_seq = 2;
+   */
+  pruneSeq: bigint;
+
+  /**
+   * Seq of the `tool/result` copy now on the surface.
+   *
+   * @generated from field: uint64 replacement_seq = 3;
+   */
+  replacementSeq: bigint;
+
+  /**
+   * The tool call id.
+   *
+   * @generated from field: string call_id = 4;
+   */
+  callId: string;
+
+  /**
+   * UTF-8 bytes of the text before.
+   *
+   * @generated from field: uint64 bytes_before = 5;
+   */
+  bytesBefore: bigint;
+
+  /**
+   * UTF-8 bytes of the text after.
+   *
+   * @generated from field: uint64 bytes_after = 6;
+   */
+  bytesAfter: bigint;
+};
+
+/**
+ * Describes the message palimpsest.v1.PrunedToolResult.
+ * Use `create(PrunedToolResultSchema)` to create a new message.
+ */
+export const PrunedToolResultSchema: GenMessage<PrunedToolResult> = /*@__PURE__*/
+  messageDesc(file_palimpsest_v1_service, 42);
+
+/**
+ * Response for PruneToolResults.
+ *
+ * @generated from message palimpsest.v1.PruneToolResultsResponse
+ */
+export type PruneToolResultsResponse = Message<"palimpsest.v1.PruneToolResultsResponse"> & {
+  /**
+   * What was pruned, in surface order.
+   *
+   * @generated from field: repeated palimpsest.v1.PrunedToolResult pruned = 1;
+   */
+  pruned: PrunedToolResult[];
+
+  /**
+   * Sum of bytes_before - bytes_after.
+   *
+   * @generated from field: uint64 bytes_saved = 2;
+   */
+  bytesSaved: bigint;
+
+  /**
+   * Selected seqs left alone because their text is too short to prune.
+   *
+   * @generated from field: repeated uint64 skipped = 3;
+   */
+  skipped: bigint[];
+
+  /**
+   * Surface length after the batch (unchanged when nothing was pruned).
+   *
+   * @generated from field: uint64 surface_length = 4;
+   */
+  surfaceLength: bigint;
+
+  /**
+   * True if this answers a retried idempotent request.
+   *
+   * @generated from field: bool replayed = 5;
+   */
+  replayed: boolean;
+};
+
+/**
+ * Describes the message palimpsest.v1.PruneToolResultsResponse.
+ * Use `create(PruneToolResultsResponseSchema)` to create a new message.
+ */
+export const PruneToolResultsResponseSchema: GenMessage<PruneToolResultsResponse> = /*@__PURE__*/
+  messageDesc(file_palimpsest_v1_service, 43);
+
+/**
  * Direction of an event read.
  *
  * @generated from enum palimpsest.v1.Direction
@@ -1387,7 +1933,8 @@ export const MessageViewSchema: GenEnum<MessageView> = /*@__PURE__*/
  */
 export const SessionService: GenService<{
   /**
-   * Creates an empty session.
+   * Creates an empty session. The tool-pairing guard is on unless the request
+   * turns it off (`pairing_guard: false`).
    * Errors: SESSION_ALREADY_EXISTS (ALREADY_EXISTS), INVALID_SESSION_ID,
    * HEADER_INVALID (INVALID_ARGUMENT), QUOTA_EXCEEDED, TOO_MANY_LABELS
    * (RESOURCE_EXHAUSTED: more than 64 labels, with `limit` and `actual`).
@@ -1452,7 +1999,12 @@ export const SessionService: GenService<{
    * (FAILED_PRECONDITION: same key, different events), BATCH_EMPTY,
    * BATCH_TOO_LARGE, EVENT_TOO_LARGE (RESOURCE_EXHAUSTED), QUOTA_EXCEEDED,
    * INVALID_ARGUMENT (expected_last_seq below -1), FIELD_TOO_LONG (an event
-   * type over 256 bytes, metadata `index`; an idempotency key over 256 bytes).
+   * type over 256 bytes, metadata `index`; an idempotency key over 256 bytes),
+   * TOOL_PAIRING_BROKEN (FAILED_PRECONDITION, sessions with the tool-pairing
+   * guard on: after the batch, a tool-result block on the surface would not
+   * follow the message holding its call, or a call staying on the surface
+   * would lose its result; metadata `callId`, `callSeq` (the call's message,
+   * when known), `resultSeq`, `index`).
    *
    * @generated from rpc palimpsest.v1.SessionService.AppendEvents
    */
@@ -1539,6 +2091,9 @@ export const SessionService: GenService<{
    * user/message the reference's load path upgrades it to); what that load path
    * refuses is refused too: older turn/start and turn/end shapes that are
    * malformed are TURN_SHAPE (INVALID_ARGUMENT).
+   * The tool-pairing guard is off unless the options turn it on (the reference
+   * never enforced it, so its logs import unchanged); with it on, the file is
+   * checked like live appends (TOOL_PAIRING_BROKEN with metadata `line`).
    * Errors: JSONL_INVALID, JSONL_COMPRESSED_UNSUPPORTED, HEADER_INVALID,
    * TURN_SHAPE (INVALID_ARGUMENT), FORMAT_VERSION_UNSUPPORTED
    * (FAILED_PRECONDITION), SESSION_ALREADY_EXISTS, TOO_MANY_LABELS
@@ -1604,6 +2159,71 @@ export const SessionService: GenService<{
     methodKind: "server_streaming";
     input: typeof SubscribeEventsRequestSchema;
     output: typeof SubscribeEventsResponseSchema;
+  },
+  /**
+   * Plans a compaction (read-only): the range to shadow, anchored at the start
+   * of the surface, keeping the most recent `keep_tokens` of the surface (or
+   * up to `up_to_seq`), moved earlier so that it never separates a tool call
+   * from its results. Returns what Compact needs (`start`, `end`,
+   * `expected_last_seq`), the shadowed seqs and token count, the derived
+   * messages of the range (what a client sends to its summariser) and the
+   * blockers that make Compact refuse now.
+   * Token estimator: per message, ceil(characters / 4) + 8, where characters
+   * counts the text of text and reasoning blocks, a tool call's name and
+   * arguments, and (recursively) a tool result's inner content; an image block
+   * counts 1000 characters. `token_counts` overrides it per seq.
+   * Errors: SESSION_NOT_FOUND, INVALID_ARGUMENT (no budget, or `up_to_seq` not
+   * on the surface).
+   *
+   * @generated from rpc palimpsest.v1.SessionService.PlanCompaction
+   */
+  planCompaction: {
+    methodKind: "unary";
+    input: typeof PlanCompactionRequestSchema;
+    output: typeof PlanCompactionResponseSchema;
+  },
+  /**
+   * Compacts a planned range: appends, atomically and conditional on
+   * `expected_last_seq`, the reference's four events (dsh-semantics 2.7):
+   * `compaction/start`, `compaction/summary`, the replacing `user/message`
+   * (plugin source `compact`, the framed summary, citing the start, the
+   * summary and every shadowed seq) and `compaction/end`. The batch is always
+   * checked by the tool-pairing guard.
+   * Errors: HEAD_MISMATCH (FAILED_PRECONDITION: the head moved since the plan;
+   * plan again), COMPACTION_BLOCKED (FAILED_PRECONDITION: an open
+   * compaction/start or open tool calls on the surface; metadata `blocker`),
+   * COMPACTION_RANGE_INVALID (FAILED_PRECONDITION: `start` is not the first
+   * surface node, or `end` not on the surface after it), TOOL_PAIRING_BROKEN,
+   * IDEMPOTENCY_KEY_REUSED, INVALID_ARGUMENT (no summary, summary_json not a
+   * content-block array, missing expected_last_seq, provider or model).
+   *
+   * @generated from rpc palimpsest.v1.SessionService.Compact
+   */
+  compact: {
+    methodKind: "unary";
+    input: typeof CompactRequestSchema;
+    output: typeof CompactResponseSchema;
+  },
+  /**
+   * Prunes tool results on the surface, as the reference's tool-result pruner
+   * does: for each, a `compaction/prune` then a `tool/result` copy identical
+   * to the original except the tool-result block's inner content, whose text
+   * keeps its first `head_chars` and last `tail_chars` characters around a
+   * marker naming how many characters were removed. Targets are given by seq,
+   * or by policy (text over `min_bytes`, except the `keep_recent` most recent
+   * results and `exclude_tools`). A result whose text is not longer than
+   * head + tail + twice the marker is left alone (listed in `skipped`): the
+   * saving would not pay for the marker.
+   * Errors: PRUNE_TARGET_INVALID (FAILED_PRECONDITION: a seq that is not a
+   * tool/result on the surface; metadata `seq`), HEAD_MISMATCH,
+   * IDEMPOTENCY_KEY_REUSED, INVALID_ARGUMENT (neither seqs nor min_bytes).
+   *
+   * @generated from rpc palimpsest.v1.SessionService.PruneToolResults
+   */
+  pruneToolResults: {
+    methodKind: "unary";
+    input: typeof PruneToolResultsRequestSchema;
+    output: typeof PruneToolResultsResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_palimpsest_v1_service, 0);

@@ -10,7 +10,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file palimpsest/v1/session.proto.
  */
 export const file_palimpsest_v1_session: GenFile = /*@__PURE__*/
-  fileDesc("ChtwYWxpbXBzZXN0L3YxL3Nlc3Npb24ucHJvdG8SDXBhbGltcHNlc3QudjEi8gMKB1Nlc3Npb24SCgoCaWQYASABKAkSDwoHdmVyc2lvbhgCIAEoDRISCgpjcmVhdGVkX2F0GAMgASgDEhAKA2N3ZBgEIAEoCUgAiAEBEhsKDnBhcmVudF9zZXNzaW9uGAUgASgJSAGIAQESGAoLc2VlZF9sZW5ndGgYBiABKARIAogBARITCgZvcmlnaW4YByABKAlIA4gBARIdChBkZWxlZ2F0aW9uX2RlcHRoGAggASgESASIAQESGQoMYWdlbnRfcHJlc2V0GAkgASgJSAWIAQESMgoGbGFiZWxzGAogAygLMiIucGFsaW1wc2VzdC52MS5TZXNzaW9uLkxhYmVsc0VudHJ5EhUKCGhlYWRfc2VxGAsgASgESAaIAQESEwoLZXZlbnRfY291bnQYDCABKAQSFgoOc3VyZmFjZV9sZW5ndGgYDSABKAQSDgoGc3RyaWN0GA4gASgIGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAFCBgoEX2N3ZEIRCg9fcGFyZW50X3Nlc3Npb25CDgoMX3NlZWRfbGVuZ3RoQgkKB19vcmlnaW5CEwoRX2RlbGVnYXRpb25fZGVwdGhCDwoNX2FnZW50X3ByZXNldEILCglfaGVhZF9zZXFCLloscGFsaW1wc2VzdC9nZW4vZ28vcGFsaW1wc2VzdC92MTtwYWxpbXBzZXN0djFiBnByb3RvMw");
+  fileDesc("ChtwYWxpbXBzZXN0L3YxL3Nlc3Npb24ucHJvdG8SDXBhbGltcHNlc3QudjEiiQQKB1Nlc3Npb24SCgoCaWQYASABKAkSDwoHdmVyc2lvbhgCIAEoDRISCgpjcmVhdGVkX2F0GAMgASgDEhAKA2N3ZBgEIAEoCUgAiAEBEhsKDnBhcmVudF9zZXNzaW9uGAUgASgJSAGIAQESGAoLc2VlZF9sZW5ndGgYBiABKARIAogBARITCgZvcmlnaW4YByABKAlIA4gBARIdChBkZWxlZ2F0aW9uX2RlcHRoGAggASgESASIAQESGQoMYWdlbnRfcHJlc2V0GAkgASgJSAWIAQESMgoGbGFiZWxzGAogAygLMiIucGFsaW1wc2VzdC52MS5TZXNzaW9uLkxhYmVsc0VudHJ5EhUKCGhlYWRfc2VxGAsgASgESAaIAQESEwoLZXZlbnRfY291bnQYDCABKAQSFgoOc3VyZmFjZV9sZW5ndGgYDSABKAQSDgoGc3RyaWN0GA4gASgIEhUKDXBhaXJpbmdfZ3VhcmQYDyABKAgaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4AUIGCgRfY3dkQhEKD19wYXJlbnRfc2Vzc2lvbkIOCgxfc2VlZF9sZW5ndGhCCQoHX29yaWdpbkITChFfZGVsZWdhdGlvbl9kZXB0aEIPCg1fYWdlbnRfcHJlc2V0QgsKCV9oZWFkX3NlcUIuWixwYWxpbXBzZXN0L2dlbi9nby9wYWxpbXBzZXN0L3YxO3BhbGltcHNlc3R2MWIGcHJvdG8z");
 
 /**
  * A session: the reference's session header plus Palimpsest's metadata and
@@ -117,6 +117,14 @@ export type Session = Message<"palimpsest.v1.Session"> & {
    * @generated from field: bool strict = 14;
    */
   strict: boolean;
+
+  /**
+   * Whether the tool-pairing guard is on (AppendEvents refuses
+   * TOOL_PAIRING_BROKEN).
+   *
+   * @generated from field: bool pairing_guard = 15;
+   */
+  pairingGuard: boolean;
 };
 
 /**

@@ -421,3 +421,509 @@ class ToolError(google.protobuf.message.Message):
         ) -> None: ...
     def ClearField(self, field_name: typing_extensions.Literal["code",b"code","name",b"name"]) -> None: ...
 global___ToolError = ToolError
+
+class TurnData(google.protobuf.message.Message):
+    """Data of a turn/start event: `{turn}`."""
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    TURN_FIELD_NUMBER: builtins.int
+    turn: builtins.int
+    """Turn number (1, 2, 3, ...)."""
+
+    def __init__(self,
+        *,
+        turn: builtins.int = ...,
+        ) -> None: ...
+    def ClearField(self, field_name: typing_extensions.Literal["turn",b"turn"]) -> None: ...
+global___TurnData = TurnData
+
+class TurnEndReason(google.protobuf.message.Message):
+    """Why a turn ended (`reason` of turn/end): `{kind, ...}`."""
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    KIND_FIELD_NUMBER: builtins.int
+    FIELDS_JSON_FIELD_NUMBER: builtins.int
+    kind: typing.Text
+    """"completed", "aborted", "blocked", "error", "max-tokens" or "interrupted"."""
+
+    fields_json: typing.Text
+    """The reason's other keys as a JSON object text (e.g. `{"reason":{"kind":"user"}}`
+    for "aborted", `{"error":{...}}` for "error"); empty when there are none.
+    """
+
+    def __init__(self,
+        *,
+        kind: typing.Text = ...,
+        fields_json: typing.Text = ...,
+        ) -> None: ...
+    def ClearField(self, field_name: typing_extensions.Literal["fields_json",b"fields_json","kind",b"kind"]) -> None: ...
+global___TurnEndReason = TurnEndReason
+
+class TurnEndData(google.protobuf.message.Message):
+    """Data of a turn/end event: `{turn, reason}`."""
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    TURN_FIELD_NUMBER: builtins.int
+    REASON_FIELD_NUMBER: builtins.int
+    turn: builtins.int
+    """Turn number."""
+
+    @property
+    def reason(self) -> global___TurnEndReason:
+        """Why the turn ended."""
+        pass
+    def __init__(self,
+        *,
+        turn: builtins.int = ...,
+        reason: typing.Optional[global___TurnEndReason] = ...,
+        ) -> None: ...
+    def HasField(self, field_name: typing_extensions.Literal["reason",b"reason"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing_extensions.Literal["reason",b"reason","turn",b"turn"]) -> None: ...
+global___TurnEndData = TurnEndData
+
+class StepData(google.protobuf.message.Message):
+    """Data of a step/start or step/end event: `{turn, step}`."""
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    TURN_FIELD_NUMBER: builtins.int
+    STEP_FIELD_NUMBER: builtins.int
+    turn: builtins.int
+    """Turn number."""
+
+    step: builtins.int
+    """Step number within the turn (restarts at 1 per turn)."""
+
+    def __init__(self,
+        *,
+        turn: builtins.int = ...,
+        step: builtins.int = ...,
+        ) -> None: ...
+    def ClearField(self, field_name: typing_extensions.Literal["step",b"step","turn",b"turn"]) -> None: ...
+global___StepData = StepData
+
+class ChunkBlockStart(google.protobuf.message.Message):
+    """`{type:"block-start", index, blockType}`."""
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    INDEX_FIELD_NUMBER: builtins.int
+    BLOCK_TYPE_FIELD_NUMBER: builtins.int
+    index: builtins.int
+    """Content block index."""
+
+    block_type: typing.Text
+    """The block's type ("text", "reasoning", "tool-call", ...)."""
+
+    def __init__(self,
+        *,
+        index: builtins.int = ...,
+        block_type: typing.Text = ...,
+        ) -> None: ...
+    def ClearField(self, field_name: typing_extensions.Literal["block_type",b"block_type","index",b"index"]) -> None: ...
+global___ChunkBlockStart = ChunkBlockStart
+
+class ChunkTextDelta(google.protobuf.message.Message):
+    """`{type:"text-delta", index, text}` or `{type:"reasoning-delta", index, text}`."""
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    INDEX_FIELD_NUMBER: builtins.int
+    TEXT_FIELD_NUMBER: builtins.int
+    index: builtins.int
+    """Content block index."""
+
+    text: typing.Text
+    """The text added."""
+
+    def __init__(self,
+        *,
+        index: builtins.int = ...,
+        text: typing.Text = ...,
+        ) -> None: ...
+    def ClearField(self, field_name: typing_extensions.Literal["index",b"index","text",b"text"]) -> None: ...
+global___ChunkTextDelta = ChunkTextDelta
+
+class ChunkToolCallDelta(google.protobuf.message.Message):
+    """`{type:"tool-call-delta", index, id, name?, argumentsDelta}`."""
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    INDEX_FIELD_NUMBER: builtins.int
+    ID_FIELD_NUMBER: builtins.int
+    NAME_FIELD_NUMBER: builtins.int
+    ARGUMENTS_DELTA_FIELD_NUMBER: builtins.int
+    index: builtins.int
+    """Content block index."""
+
+    id: typing.Text
+    """Tool call id."""
+
+    name: typing.Text
+    """Tool name (usually only on the first delta); unset when absent."""
+
+    arguments_delta: typing.Text
+    """The raw arguments text added."""
+
+    def __init__(self,
+        *,
+        index: builtins.int = ...,
+        id: typing.Text = ...,
+        name: typing.Optional[typing.Text] = ...,
+        arguments_delta: typing.Text = ...,
+        ) -> None: ...
+    def HasField(self, field_name: typing_extensions.Literal["_name",b"_name","name",b"name"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing_extensions.Literal["_name",b"_name","arguments_delta",b"arguments_delta","id",b"id","index",b"index","name",b"name"]) -> None: ...
+    def WhichOneof(self, oneof_group: typing_extensions.Literal["_name",b"_name"]) -> typing.Optional[typing_extensions.Literal["name"]]: ...
+global___ChunkToolCallDelta = ChunkToolCallDelta
+
+class ChunkBlockEnd(google.protobuf.message.Message):
+    """`{type:"block-end", index, block}`."""
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    INDEX_FIELD_NUMBER: builtins.int
+    BLOCK_FIELD_NUMBER: builtins.int
+    index: builtins.int
+    """Content block index."""
+
+    @property
+    def block(self) -> global___ContentBlock:
+        """The complete block."""
+        pass
+    def __init__(self,
+        *,
+        index: builtins.int = ...,
+        block: typing.Optional[global___ContentBlock] = ...,
+        ) -> None: ...
+    def HasField(self, field_name: typing_extensions.Literal["block",b"block"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing_extensions.Literal["block",b"block","index",b"index"]) -> None: ...
+global___ChunkBlockEnd = ChunkBlockEnd
+
+class ChunkFinish(google.protobuf.message.Message):
+    """`{type:"finish", reason, replayState?}`."""
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    REASON_JSON_FIELD_NUMBER: builtins.int
+    REPLAY_STATE_JSON_FIELD_NUMBER: builtins.int
+    reason_json: typing.Text
+    """The finish reason object (`{kind:"stop"}`, `{kind:"error", failure}`,
+    ...) as JSON text.
+    """
+
+    replay_state_json: typing.Text
+    """The provider's opaque `replayState`, as JSON text; unset when absent."""
+
+    def __init__(self,
+        *,
+        reason_json: typing.Text = ...,
+        replay_state_json: typing.Optional[typing.Text] = ...,
+        ) -> None: ...
+    def HasField(self, field_name: typing_extensions.Literal["_replay_state_json",b"_replay_state_json","replay_state_json",b"replay_state_json"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing_extensions.Literal["_replay_state_json",b"_replay_state_json","reason_json",b"reason_json","replay_state_json",b"replay_state_json"]) -> None: ...
+    def WhichOneof(self, oneof_group: typing_extensions.Literal["_replay_state_json",b"_replay_state_json"]) -> typing.Optional[typing_extensions.Literal["replay_state_json"]]: ...
+global___ChunkFinish = ChunkFinish
+
+class StreamChunk(google.protobuf.message.Message):
+    """One streamed chunk of an assistant response (reference StreamChunk)."""
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    BLOCK_START_FIELD_NUMBER: builtins.int
+    TEXT_DELTA_FIELD_NUMBER: builtins.int
+    REASONING_DELTA_FIELD_NUMBER: builtins.int
+    TOOL_CALL_DELTA_FIELD_NUMBER: builtins.int
+    BLOCK_END_FIELD_NUMBER: builtins.int
+    USAGE_FIELD_NUMBER: builtins.int
+    FINISH_FIELD_NUMBER: builtins.int
+    @property
+    def block_start(self) -> global___ChunkBlockStart:
+        """`block-start`."""
+        pass
+    @property
+    def text_delta(self) -> global___ChunkTextDelta:
+        """`text-delta`."""
+        pass
+    @property
+    def reasoning_delta(self) -> global___ChunkTextDelta:
+        """`reasoning-delta`."""
+        pass
+    @property
+    def tool_call_delta(self) -> global___ChunkToolCallDelta:
+        """`tool-call-delta`."""
+        pass
+    @property
+    def block_end(self) -> global___ChunkBlockEnd:
+        """`block-end`."""
+        pass
+    @property
+    def usage(self) -> global___TokenUsage:
+        """`{type:"usage", usage}`."""
+        pass
+    @property
+    def finish(self) -> global___ChunkFinish:
+        """`finish`."""
+        pass
+    def __init__(self,
+        *,
+        block_start: typing.Optional[global___ChunkBlockStart] = ...,
+        text_delta: typing.Optional[global___ChunkTextDelta] = ...,
+        reasoning_delta: typing.Optional[global___ChunkTextDelta] = ...,
+        tool_call_delta: typing.Optional[global___ChunkToolCallDelta] = ...,
+        block_end: typing.Optional[global___ChunkBlockEnd] = ...,
+        usage: typing.Optional[global___TokenUsage] = ...,
+        finish: typing.Optional[global___ChunkFinish] = ...,
+        ) -> None: ...
+    def HasField(self, field_name: typing_extensions.Literal["block_end",b"block_end","block_start",b"block_start","chunk",b"chunk","finish",b"finish","reasoning_delta",b"reasoning_delta","text_delta",b"text_delta","tool_call_delta",b"tool_call_delta","usage",b"usage"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing_extensions.Literal["block_end",b"block_end","block_start",b"block_start","chunk",b"chunk","finish",b"finish","reasoning_delta",b"reasoning_delta","text_delta",b"text_delta","tool_call_delta",b"tool_call_delta","usage",b"usage"]) -> None: ...
+    def WhichOneof(self, oneof_group: typing_extensions.Literal["chunk",b"chunk"]) -> typing.Optional[typing_extensions.Literal["block_start","text_delta","reasoning_delta","tool_call_delta","block_end","usage","finish"]]: ...
+global___StreamChunk = StreamChunk
+
+class AssistantChunkData(google.protobuf.message.Message):
+    """Data of an assistant/chunk event: `{turn, step, chunk}`."""
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    TURN_FIELD_NUMBER: builtins.int
+    STEP_FIELD_NUMBER: builtins.int
+    CHUNK_FIELD_NUMBER: builtins.int
+    turn: builtins.int
+    """Turn number."""
+
+    step: builtins.int
+    """Step number."""
+
+    @property
+    def chunk(self) -> global___StreamChunk:
+        """The chunk."""
+        pass
+    def __init__(self,
+        *,
+        turn: builtins.int = ...,
+        step: builtins.int = ...,
+        chunk: typing.Optional[global___StreamChunk] = ...,
+        ) -> None: ...
+    def HasField(self, field_name: typing_extensions.Literal["chunk",b"chunk"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing_extensions.Literal["chunk",b"chunk","step",b"step","turn",b"turn"]) -> None: ...
+global___AssistantChunkData = AssistantChunkData
+
+class ToolCallData(google.protobuf.message.Message):
+    """Data of a tool/call event: `{turn, step, callId, name, arguments}`."""
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    TURN_FIELD_NUMBER: builtins.int
+    STEP_FIELD_NUMBER: builtins.int
+    CALL_ID_FIELD_NUMBER: builtins.int
+    NAME_FIELD_NUMBER: builtins.int
+    ARGUMENTS_FIELD_NUMBER: builtins.int
+    turn: builtins.int
+    """Turn number."""
+
+    step: builtins.int
+    """Step number."""
+
+    call_id: typing.Text
+    """Tool call id (the assistant message's tool-call block id)."""
+
+    name: typing.Text
+    """Tool name."""
+
+    arguments: typing.Text
+    """The raw arguments JSON text exactly as the model produced it."""
+
+    def __init__(self,
+        *,
+        turn: builtins.int = ...,
+        step: builtins.int = ...,
+        call_id: typing.Text = ...,
+        name: typing.Text = ...,
+        arguments: typing.Text = ...,
+        ) -> None: ...
+    def ClearField(self, field_name: typing_extensions.Literal["arguments",b"arguments","call_id",b"call_id","name",b"name","step",b"step","turn",b"turn"]) -> None: ...
+global___ToolCallData = ToolCallData
+
+class ShadowedRange(google.protobuf.message.Message):
+    """A surface range `{start, end}` (positions on the surface, inclusive)."""
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    START_FIELD_NUMBER: builtins.int
+    END_FIELD_NUMBER: builtins.int
+    start: builtins.int
+    """First shadowed seq."""
+
+    end: builtins.int
+    """Last shadowed seq."""
+
+    def __init__(self,
+        *,
+        start: builtins.int = ...,
+        end: builtins.int = ...,
+        ) -> None: ...
+    def ClearField(self, field_name: typing_extensions.Literal["end",b"end","start",b"start"]) -> None: ...
+global___ShadowedRange = ShadowedRange
+
+class ContentBlocks(google.protobuf.message.Message):
+    """A list of content blocks whose presence matters (`rawOutput`)."""
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    BLOCKS_FIELD_NUMBER: builtins.int
+    @property
+    def blocks(self) -> google.protobuf.internal.containers.RepeatedCompositeFieldContainer[global___ContentBlock]:
+        """The blocks."""
+        pass
+    def __init__(self,
+        *,
+        blocks: typing.Optional[typing.Iterable[global___ContentBlock]] = ...,
+        ) -> None: ...
+    def ClearField(self, field_name: typing_extensions.Literal["blocks",b"blocks"]) -> None: ...
+global___ContentBlocks = ContentBlocks
+
+class CompactionStartData(google.protobuf.message.Message):
+    """Data of compaction/start: `{compactionId, sourceCommandId?, turn}`."""
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    COMPACTION_ID_FIELD_NUMBER: builtins.int
+    SOURCE_COMMAND_ID_FIELD_NUMBER: builtins.int
+    TURN_FIELD_NUMBER: builtins.int
+    compaction_id: typing.Text
+    """The compaction id."""
+
+    source_command_id: typing.Text
+    """The command that asked for it; unset when absent."""
+
+    turn: builtins.int
+    """The open turn; unset = `null` (a standalone compaction between turns)."""
+
+    def __init__(self,
+        *,
+        compaction_id: typing.Text = ...,
+        source_command_id: typing.Optional[typing.Text] = ...,
+        turn: typing.Optional[builtins.int] = ...,
+        ) -> None: ...
+    def HasField(self, field_name: typing_extensions.Literal["_source_command_id",b"_source_command_id","_turn",b"_turn","source_command_id",b"source_command_id","turn",b"turn"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing_extensions.Literal["_source_command_id",b"_source_command_id","_turn",b"_turn","compaction_id",b"compaction_id","source_command_id",b"source_command_id","turn",b"turn"]) -> None: ...
+    @typing.overload
+    def WhichOneof(self, oneof_group: typing_extensions.Literal["_source_command_id",b"_source_command_id"]) -> typing.Optional[typing_extensions.Literal["source_command_id"]]: ...
+    @typing.overload
+    def WhichOneof(self, oneof_group: typing_extensions.Literal["_turn",b"_turn"]) -> typing.Optional[typing_extensions.Literal["turn"]]: ...
+global___CompactionStartData = CompactionStartData
+
+class CompactionSummaryData(google.protobuf.message.Message):
+    """Data of compaction/summary (dsh-semantics 1.3)."""
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    COMPACTION_ID_FIELD_NUMBER: builtins.int
+    SOURCE_COMMAND_ID_FIELD_NUMBER: builtins.int
+    SUMMARY_FIELD_NUMBER: builtins.int
+    RAW_OUTPUT_FIELD_NUMBER: builtins.int
+    LLM_STREAM_CALL_FIELD_NUMBER: builtins.int
+    SHADOWED_RANGE_FIELD_NUMBER: builtins.int
+    SHADOWED_SEQS_FIELD_NUMBER: builtins.int
+    SHADOWED_TOKEN_COUNT_FIELD_NUMBER: builtins.int
+    PROVIDER_FIELD_NUMBER: builtins.int
+    MODEL_FIELD_NUMBER: builtins.int
+    MAX_TOKENS_FIELD_NUMBER: builtins.int
+    USAGE_FIELD_NUMBER: builtins.int
+    compaction_id: typing.Text
+    """The compaction id."""
+
+    source_command_id: typing.Text
+    """The command that asked for it; unset when absent."""
+
+    @property
+    def summary(self) -> google.protobuf.internal.containers.RepeatedCompositeFieldContainer[global___ContentBlock]:
+        """The summary blocks."""
+        pass
+    @property
+    def raw_output(self) -> global___ContentBlocks:
+        """The summariser's raw output (`rawOutput`); unset when absent."""
+        pass
+    llm_stream_call: builtins.bool
+    """`llmStreamCall: true` (needs raw_output); false = the key is absent."""
+
+    @property
+    def shadowed_range(self) -> global___ShadowedRange:
+        """The shadowed range."""
+        pass
+    @property
+    def shadowed_seqs(self) -> google.protobuf.internal.containers.RepeatedScalarFieldContainer[builtins.int]:
+        """The shadowed seqs, in surface order."""
+        pass
+    shadowed_token_count: builtins.int
+    """Tokens of the shadowed nodes."""
+
+    provider: typing.Text
+    """Provider of the summariser."""
+
+    model: typing.Text
+    """Model of the summariser."""
+
+    max_tokens: builtins.int
+    """The summariser's max output tokens; unset when absent."""
+
+    @property
+    def usage(self) -> global___TokenUsage:
+        """Token usage of the summarisation; unset when absent."""
+        pass
+    def __init__(self,
+        *,
+        compaction_id: typing.Text = ...,
+        source_command_id: typing.Optional[typing.Text] = ...,
+        summary: typing.Optional[typing.Iterable[global___ContentBlock]] = ...,
+        raw_output: typing.Optional[global___ContentBlocks] = ...,
+        llm_stream_call: builtins.bool = ...,
+        shadowed_range: typing.Optional[global___ShadowedRange] = ...,
+        shadowed_seqs: typing.Optional[typing.Iterable[builtins.int]] = ...,
+        shadowed_token_count: builtins.int = ...,
+        provider: typing.Text = ...,
+        model: typing.Text = ...,
+        max_tokens: typing.Optional[builtins.int] = ...,
+        usage: typing.Optional[global___TokenUsage] = ...,
+        ) -> None: ...
+    def HasField(self, field_name: typing_extensions.Literal["_max_tokens",b"_max_tokens","_source_command_id",b"_source_command_id","max_tokens",b"max_tokens","raw_output",b"raw_output","shadowed_range",b"shadowed_range","source_command_id",b"source_command_id","usage",b"usage"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing_extensions.Literal["_max_tokens",b"_max_tokens","_source_command_id",b"_source_command_id","compaction_id",b"compaction_id","llm_stream_call",b"llm_stream_call","max_tokens",b"max_tokens","model",b"model","provider",b"provider","raw_output",b"raw_output","shadowed_range",b"shadowed_range","shadowed_seqs",b"shadowed_seqs","shadowed_token_count",b"shadowed_token_count","source_command_id",b"source_command_id","summary",b"summary","usage",b"usage"]) -> None: ...
+    @typing.overload
+    def WhichOneof(self, oneof_group: typing_extensions.Literal["_max_tokens",b"_max_tokens"]) -> typing.Optional[typing_extensions.Literal["max_tokens"]]: ...
+    @typing.overload
+    def WhichOneof(self, oneof_group: typing_extensions.Literal["_source_command_id",b"_source_command_id"]) -> typing.Optional[typing_extensions.Literal["source_command_id"]]: ...
+global___CompactionSummaryData = CompactionSummaryData
+
+class CompactionEndData(google.protobuf.message.Message):
+    """Data of compaction/end: `{compactionId, sourceCommandId?, turn, error?}`."""
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    COMPACTION_ID_FIELD_NUMBER: builtins.int
+    SOURCE_COMMAND_ID_FIELD_NUMBER: builtins.int
+    TURN_FIELD_NUMBER: builtins.int
+    ERROR_FIELD_NUMBER: builtins.int
+    compaction_id: typing.Text
+    """The compaction id."""
+
+    source_command_id: typing.Text
+    """The command that asked for it; unset when absent."""
+
+    turn: builtins.int
+    """The open turn; unset = `null`."""
+
+    error: typing.Text
+    """Why the attempt failed; unset when it succeeded."""
+
+    def __init__(self,
+        *,
+        compaction_id: typing.Text = ...,
+        source_command_id: typing.Optional[typing.Text] = ...,
+        turn: typing.Optional[builtins.int] = ...,
+        error: typing.Optional[typing.Text] = ...,
+        ) -> None: ...
+    def HasField(self, field_name: typing_extensions.Literal["_error",b"_error","_source_command_id",b"_source_command_id","_turn",b"_turn","error",b"error","source_command_id",b"source_command_id","turn",b"turn"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing_extensions.Literal["_error",b"_error","_source_command_id",b"_source_command_id","_turn",b"_turn","compaction_id",b"compaction_id","error",b"error","source_command_id",b"source_command_id","turn",b"turn"]) -> None: ...
+    @typing.overload
+    def WhichOneof(self, oneof_group: typing_extensions.Literal["_error",b"_error"]) -> typing.Optional[typing_extensions.Literal["error"]]: ...
+    @typing.overload
+    def WhichOneof(self, oneof_group: typing_extensions.Literal["_source_command_id",b"_source_command_id"]) -> typing.Optional[typing_extensions.Literal["source_command_id"]]: ...
+    @typing.overload
+    def WhichOneof(self, oneof_group: typing_extensions.Literal["_turn",b"_turn"]) -> typing.Optional[typing_extensions.Literal["turn"]]: ...
+global___CompactionEndData = CompactionEndData
+
+class CompactionPruneData(google.protobuf.message.Message):
+    """Data of compaction/prune: `{shadowedRange, shadowedSeqs, shadowedTokenCount}`."""
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    SHADOWED_RANGE_FIELD_NUMBER: builtins.int
+    SHADOWED_SEQS_FIELD_NUMBER: builtins.int
+    SHADOWED_TOKEN_COUNT_FIELD_NUMBER: builtins.int
+    @property
+    def shadowed_range(self) -> global___ShadowedRange:
+        """The pruned node (`{start: seq, end: seq}`)."""
+        pass
+    @property
+    def shadowed_seqs(self) -> google.protobuf.internal.containers.RepeatedScalarFieldContainer[builtins.int]:
+        """The pruned seqs (one)."""
+        pass
+    shadowed_token_count: builtins.int
+    """Tokens of the pruned node before pruning."""
+
+    def __init__(self,
+        *,
+        shadowed_range: typing.Optional[global___ShadowedRange] = ...,
+        shadowed_seqs: typing.Optional[typing.Iterable[builtins.int]] = ...,
+        shadowed_token_count: builtins.int = ...,
+        ) -> None: ...
+    def HasField(self, field_name: typing_extensions.Literal["shadowed_range",b"shadowed_range"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing_extensions.Literal["shadowed_range",b"shadowed_range","shadowed_seqs",b"shadowed_seqs","shadowed_token_count",b"shadowed_token_count"]) -> None: ...
+global___CompactionPruneData = CompactionPruneData

@@ -212,6 +212,16 @@ class EventData(google.protobuf.message.Message):
     USER_MESSAGE_FIELD_NUMBER: builtins.int
     ASSISTANT_MESSAGE_FIELD_NUMBER: builtins.int
     TOOL_RESULT_FIELD_NUMBER: builtins.int
+    TURN_START_FIELD_NUMBER: builtins.int
+    TURN_END_FIELD_NUMBER: builtins.int
+    STEP_START_FIELD_NUMBER: builtins.int
+    STEP_END_FIELD_NUMBER: builtins.int
+    ASSISTANT_CHUNK_FIELD_NUMBER: builtins.int
+    TOOL_CALL_FIELD_NUMBER: builtins.int
+    COMPACTION_START_FIELD_NUMBER: builtins.int
+    COMPACTION_SUMMARY_FIELD_NUMBER: builtins.int
+    COMPACTION_END_FIELD_NUMBER: builtins.int
+    COMPACTION_PRUNE_FIELD_NUMBER: builtins.int
     json: typing.Text
     """The payload as UTF-8 JSON text (the canonical, always-lossless form)."""
 
@@ -227,14 +237,66 @@ class EventData(google.protobuf.message.Message):
     def tool_result(self) -> palimpsest.v1.content_pb2.ToolResultData:
         """Typed `tool/result` data."""
         pass
+    @property
+    def turn_start(self) -> palimpsest.v1.content_pb2.TurnData:
+        """Typed `turn/start` data `{turn}`."""
+        pass
+    @property
+    def turn_end(self) -> palimpsest.v1.content_pb2.TurnEndData:
+        """Typed `turn/end` data `{turn, reason}`."""
+        pass
+    @property
+    def step_start(self) -> palimpsest.v1.content_pb2.StepData:
+        """Typed `step/start` data `{turn, step}`."""
+        pass
+    @property
+    def step_end(self) -> palimpsest.v1.content_pb2.StepData:
+        """Typed `step/end` data `{turn, step}`."""
+        pass
+    @property
+    def assistant_chunk(self) -> palimpsest.v1.content_pb2.AssistantChunkData:
+        """Typed `assistant/chunk` data `{turn, step, chunk}`."""
+        pass
+    @property
+    def tool_call(self) -> palimpsest.v1.content_pb2.ToolCallData:
+        """Typed `tool/call` data `{turn, step, callId, name, arguments}`."""
+        pass
+    @property
+    def compaction_start(self) -> palimpsest.v1.content_pb2.CompactionStartData:
+        """Typed `compaction/start` data (written by Compact; typed for clients
+        that read or write it themselves).
+        """
+        pass
+    @property
+    def compaction_summary(self) -> palimpsest.v1.content_pb2.CompactionSummaryData:
+        """Typed `compaction/summary` data."""
+        pass
+    @property
+    def compaction_end(self) -> palimpsest.v1.content_pb2.CompactionEndData:
+        """Typed `compaction/end` data."""
+        pass
+    @property
+    def compaction_prune(self) -> palimpsest.v1.content_pb2.CompactionPruneData:
+        """Typed `compaction/prune` data."""
+        pass
     def __init__(self,
         *,
         json: typing.Text = ...,
         user_message: typing.Optional[palimpsest.v1.content_pb2.Message] = ...,
         assistant_message: typing.Optional[palimpsest.v1.content_pb2.AssistantMessageData] = ...,
         tool_result: typing.Optional[palimpsest.v1.content_pb2.ToolResultData] = ...,
+        turn_start: typing.Optional[palimpsest.v1.content_pb2.TurnData] = ...,
+        turn_end: typing.Optional[palimpsest.v1.content_pb2.TurnEndData] = ...,
+        step_start: typing.Optional[palimpsest.v1.content_pb2.StepData] = ...,
+        step_end: typing.Optional[palimpsest.v1.content_pb2.StepData] = ...,
+        assistant_chunk: typing.Optional[palimpsest.v1.content_pb2.AssistantChunkData] = ...,
+        tool_call: typing.Optional[palimpsest.v1.content_pb2.ToolCallData] = ...,
+        compaction_start: typing.Optional[palimpsest.v1.content_pb2.CompactionStartData] = ...,
+        compaction_summary: typing.Optional[palimpsest.v1.content_pb2.CompactionSummaryData] = ...,
+        compaction_end: typing.Optional[palimpsest.v1.content_pb2.CompactionEndData] = ...,
+        compaction_prune: typing.Optional[palimpsest.v1.content_pb2.CompactionPruneData] = ...,
         ) -> None: ...
-    def HasField(self, field_name: typing_extensions.Literal["assistant_message",b"assistant_message","json",b"json","kind",b"kind","tool_result",b"tool_result","user_message",b"user_message"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing_extensions.Literal["assistant_message",b"assistant_message","json",b"json","kind",b"kind","tool_result",b"tool_result","user_message",b"user_message"]) -> None: ...
-    def WhichOneof(self, oneof_group: typing_extensions.Literal["kind",b"kind"]) -> typing.Optional[typing_extensions.Literal["json","user_message","assistant_message","tool_result"]]: ...
+    def HasField(self, field_name: typing_extensions.Literal["assistant_chunk",b"assistant_chunk","assistant_message",b"assistant_message","compaction_end",b"compaction_end","compaction_prune",b"compaction_prune","compaction_start",b"compaction_start","compaction_summary",b"compaction_summary","json",b"json","kind",b"kind","step_end",b"step_end","step_start",b"step_start","tool_call",b"tool_call","tool_result",b"tool_result","turn_end",b"turn_end","turn_start",b"turn_start","user_message",b"user_message"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing_extensions.Literal["assistant_chunk",b"assistant_chunk","assistant_message",b"assistant_message","compaction_end",b"compaction_end","compaction_prune",b"compaction_prune","compaction_start",b"compaction_start","compaction_summary",b"compaction_summary","json",b"json","kind",b"kind","step_end",b"step_end","step_start",b"step_start","tool_call",b"tool_call","tool_result",b"tool_result","turn_end",b"turn_end","turn_start",b"turn_start","user_message",b"user_message"]) -> None: ...
+    def WhichOneof(self, oneof_group: typing_extensions.Literal["kind",b"kind"]) -> typing.Optional[typing_extensions.Literal["json","user_message","assistant_message","tool_result","turn_start","turn_end","step_start","step_end","assistant_chunk","tool_call","compaction_start","compaction_summary","compaction_end","compaction_prune"]]: ...
 global___EventData = EventData

@@ -132,6 +132,7 @@ class CreateSessionRequest(google.protobuf.message.Message):
     DELEGATION_DEPTH_FIELD_NUMBER: builtins.int
     AGENT_PRESET_FIELD_NUMBER: builtins.int
     STRICT_FIELD_NUMBER: builtins.int
+    PAIRING_GUARD_FIELD_NUMBER: builtins.int
     session_id: typing.Text
     """Client-chosen id (1-128 chars of [A-Za-z0-9._:-]); empty = a generated UUID."""
 
@@ -154,6 +155,11 @@ class CreateSessionRequest(google.protobuf.message.Message):
     strict: builtins.bool
     """Turn on the optional strict invariants for this session."""
 
+    pairing_guard: builtins.bool
+    """The tool-pairing guard (see AppendEvents, TOOL_PAIRING_BROKEN); unset =
+    on. Forks inherit it.
+    """
+
     def __init__(self,
         *,
         session_id: typing.Text = ...,
@@ -163,9 +169,10 @@ class CreateSessionRequest(google.protobuf.message.Message):
         delegation_depth: typing.Optional[builtins.int] = ...,
         agent_preset: typing.Optional[typing.Text] = ...,
         strict: builtins.bool = ...,
+        pairing_guard: typing.Optional[builtins.bool] = ...,
         ) -> None: ...
-    def HasField(self, field_name: typing_extensions.Literal["_agent_preset",b"_agent_preset","_cwd",b"_cwd","_delegation_depth",b"_delegation_depth","_origin",b"_origin","agent_preset",b"agent_preset","cwd",b"cwd","delegation_depth",b"delegation_depth","origin",b"origin"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing_extensions.Literal["_agent_preset",b"_agent_preset","_cwd",b"_cwd","_delegation_depth",b"_delegation_depth","_origin",b"_origin","agent_preset",b"agent_preset","cwd",b"cwd","delegation_depth",b"delegation_depth","labels",b"labels","origin",b"origin","session_id",b"session_id","strict",b"strict"]) -> None: ...
+    def HasField(self, field_name: typing_extensions.Literal["_agent_preset",b"_agent_preset","_cwd",b"_cwd","_delegation_depth",b"_delegation_depth","_origin",b"_origin","_pairing_guard",b"_pairing_guard","agent_preset",b"agent_preset","cwd",b"cwd","delegation_depth",b"delegation_depth","origin",b"origin","pairing_guard",b"pairing_guard"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing_extensions.Literal["_agent_preset",b"_agent_preset","_cwd",b"_cwd","_delegation_depth",b"_delegation_depth","_origin",b"_origin","_pairing_guard",b"_pairing_guard","agent_preset",b"agent_preset","cwd",b"cwd","delegation_depth",b"delegation_depth","labels",b"labels","origin",b"origin","pairing_guard",b"pairing_guard","session_id",b"session_id","strict",b"strict"]) -> None: ...
     @typing.overload
     def WhichOneof(self, oneof_group: typing_extensions.Literal["_agent_preset",b"_agent_preset"]) -> typing.Optional[typing_extensions.Literal["agent_preset"]]: ...
     @typing.overload
@@ -174,6 +181,8 @@ class CreateSessionRequest(google.protobuf.message.Message):
     def WhichOneof(self, oneof_group: typing_extensions.Literal["_delegation_depth",b"_delegation_depth"]) -> typing.Optional[typing_extensions.Literal["delegation_depth"]]: ...
     @typing.overload
     def WhichOneof(self, oneof_group: typing_extensions.Literal["_origin",b"_origin"]) -> typing.Optional[typing_extensions.Literal["origin"]]: ...
+    @typing.overload
+    def WhichOneof(self, oneof_group: typing_extensions.Literal["_pairing_guard",b"_pairing_guard"]) -> typing.Optional[typing_extensions.Literal["pairing_guard"]]: ...
 global___CreateSessionRequest = CreateSessionRequest
 
 class CreateSessionResponse(google.protobuf.message.Message):
@@ -439,14 +448,23 @@ class GetSurfaceRequest(google.protobuf.message.Message):
     """Request for GetSurface."""
     DESCRIPTOR: google.protobuf.descriptor.Descriptor
     SESSION_ID_FIELD_NUMBER: builtins.int
+    AS_OF_SEQ_FIELD_NUMBER: builtins.int
     session_id: typing.Text
     """Session id."""
+
+    as_of_seq: builtins.int
+    """The surface right after this event (time travel); unset = now. Must not
+    exceed the head (AS_OF_SEQ_AFTER_HEAD).
+    """
 
     def __init__(self,
         *,
         session_id: typing.Text = ...,
+        as_of_seq: typing.Optional[builtins.int] = ...,
         ) -> None: ...
-    def ClearField(self, field_name: typing_extensions.Literal["session_id",b"session_id"]) -> None: ...
+    def HasField(self, field_name: typing_extensions.Literal["_as_of_seq",b"_as_of_seq","as_of_seq",b"as_of_seq"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing_extensions.Literal["_as_of_seq",b"_as_of_seq","as_of_seq",b"as_of_seq","session_id",b"session_id"]) -> None: ...
+    def WhichOneof(self, oneof_group: typing_extensions.Literal["_as_of_seq",b"_as_of_seq"]) -> typing.Optional[typing_extensions.Literal["as_of_seq"]]: ...
 global___GetSurfaceRequest = GetSurfaceRequest
 
 class GetSurfaceResponse(google.protobuf.message.Message):
@@ -484,6 +502,7 @@ class GetMessagesRequest(google.protobuf.message.Message):
     TYPED_FIELD_NUMBER: builtins.int
     PAGE_SIZE_FIELD_NUMBER: builtins.int
     PAGE_TOKEN_FIELD_NUMBER: builtins.int
+    AS_OF_SEQ_FIELD_NUMBER: builtins.int
     session_id: typing.Text
     """Session id."""
 
@@ -505,6 +524,12 @@ class GetMessagesRequest(google.protobuf.message.Message):
     make a token stale.
     """
 
+    as_of_seq: builtins.int
+    """Derive the messages as they were right after this event (time travel:
+    the surface replayed from the log, then the data of its events only);
+    unset = now. Must not exceed the head (AS_OF_SEQ_AFTER_HEAD).
+    """
+
     def __init__(self,
         *,
         session_id: typing.Text = ...,
@@ -512,8 +537,11 @@ class GetMessagesRequest(google.protobuf.message.Message):
         typed: builtins.bool = ...,
         page_size: builtins.int = ...,
         page_token: typing.Text = ...,
+        as_of_seq: typing.Optional[builtins.int] = ...,
         ) -> None: ...
-    def ClearField(self, field_name: typing_extensions.Literal["page_size",b"page_size","page_token",b"page_token","session_id",b"session_id","typed",b"typed","view",b"view"]) -> None: ...
+    def HasField(self, field_name: typing_extensions.Literal["_as_of_seq",b"_as_of_seq","as_of_seq",b"as_of_seq"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing_extensions.Literal["_as_of_seq",b"_as_of_seq","as_of_seq",b"as_of_seq","page_size",b"page_size","page_token",b"page_token","session_id",b"session_id","typed",b"typed","view",b"view"]) -> None: ...
+    def WhichOneof(self, oneof_group: typing_extensions.Literal["_as_of_seq",b"_as_of_seq"]) -> typing.Optional[typing_extensions.Literal["as_of_seq"]]: ...
 global___GetMessagesRequest = GetMessagesRequest
 
 class DerivedMessage(google.protobuf.message.Message):
@@ -705,6 +733,7 @@ class ImportOptions(google.protobuf.message.Message):
     LABELS_FIELD_NUMBER: builtins.int
     STRICT_FIELD_NUMBER: builtins.int
     ALLOW_SEQ_GAPS_FIELD_NUMBER: builtins.int
+    PAIRING_GUARD_FIELD_NUMBER: builtins.int
     session_id: typing.Text
     """Id for the imported session; empty = the header's id."""
 
@@ -724,14 +753,20 @@ class ImportOptions(google.protobuf.message.Message):
     continue at its last seq + 1.
     """
 
+    pairing_guard: builtins.bool
+    """Turn on the tool-pairing guard for the imported session (off by default:
+    reference logs never had it).
+    """
+
     def __init__(self,
         *,
         session_id: typing.Text = ...,
         labels: typing.Optional[typing.Mapping[typing.Text, typing.Text]] = ...,
         strict: builtins.bool = ...,
         allow_seq_gaps: builtins.bool = ...,
+        pairing_guard: builtins.bool = ...,
         ) -> None: ...
-    def ClearField(self, field_name: typing_extensions.Literal["allow_seq_gaps",b"allow_seq_gaps","labels",b"labels","session_id",b"session_id","strict",b"strict"]) -> None: ...
+    def ClearField(self, field_name: typing_extensions.Literal["allow_seq_gaps",b"allow_seq_gaps","labels",b"labels","pairing_guard",b"pairing_guard","session_id",b"session_id","strict",b"strict"]) -> None: ...
 global___ImportOptions = ImportOptions
 
 class ImportSessionResponse(google.protobuf.message.Message):
@@ -1054,3 +1089,418 @@ class SubscribeEventsResponse(google.protobuf.message.Message):
     @typing.overload
     def WhichOneof(self, oneof_group: typing_extensions.Literal["kind",b"kind"]) -> typing.Optional[typing_extensions.Literal["event","caught_up","heartbeat"]]: ...
 global___SubscribeEventsResponse = SubscribeEventsResponse
+
+class PlanCompactionRequest(google.protobuf.message.Message):
+    """Request for PlanCompaction."""
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    class TokenCountsEntry(google.protobuf.message.Message):
+        DESCRIPTOR: google.protobuf.descriptor.Descriptor
+        KEY_FIELD_NUMBER: builtins.int
+        VALUE_FIELD_NUMBER: builtins.int
+        key: builtins.int
+        value: builtins.int
+        def __init__(self,
+            *,
+            key: builtins.int = ...,
+            value: builtins.int = ...,
+            ) -> None: ...
+        def ClearField(self, field_name: typing_extensions.Literal["key",b"key","value",b"value"]) -> None: ...
+
+    SESSION_ID_FIELD_NUMBER: builtins.int
+    KEEP_TOKENS_FIELD_NUMBER: builtins.int
+    UP_TO_SEQ_FIELD_NUMBER: builtins.int
+    TOKEN_COUNTS_FIELD_NUMBER: builtins.int
+    OMIT_MESSAGES_FIELD_NUMBER: builtins.int
+    session_id: typing.Text
+    """Session id."""
+
+    keep_tokens: builtins.int
+    """Keep the most recent nodes of the surface whose tokens add up to at
+    most this many (at least one node is always kept).
+    """
+
+    up_to_seq: builtins.int
+    """Shadow from the start of the surface up to this surface seq."""
+
+    @property
+    def token_counts(self) -> google.protobuf.internal.containers.ScalarMap[builtins.int, builtins.int]:
+        """The client's own token count per surface seq; seqs not listed use the
+        server's estimator (see PlanCompaction).
+        """
+        pass
+    omit_messages: builtins.bool
+    """Leave `messages` out of the response (a client that summarises from its
+    own copy, or a large range that would not fit one response).
+    """
+
+    def __init__(self,
+        *,
+        session_id: typing.Text = ...,
+        keep_tokens: builtins.int = ...,
+        up_to_seq: builtins.int = ...,
+        token_counts: typing.Optional[typing.Mapping[builtins.int, builtins.int]] = ...,
+        omit_messages: builtins.bool = ...,
+        ) -> None: ...
+    def HasField(self, field_name: typing_extensions.Literal["budget",b"budget","keep_tokens",b"keep_tokens","up_to_seq",b"up_to_seq"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing_extensions.Literal["budget",b"budget","keep_tokens",b"keep_tokens","omit_messages",b"omit_messages","session_id",b"session_id","token_counts",b"token_counts","up_to_seq",b"up_to_seq"]) -> None: ...
+    def WhichOneof(self, oneof_group: typing_extensions.Literal["budget",b"budget"]) -> typing.Optional[typing_extensions.Literal["keep_tokens","up_to_seq"]]: ...
+global___PlanCompactionRequest = PlanCompactionRequest
+
+class CompactionBlocker(google.protobuf.message.Message):
+    """Something that makes Compact refuse the plan now."""
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    REASON_FIELD_NUMBER: builtins.int
+    DESCRIPTION_FIELD_NUMBER: builtins.int
+    SEQS_FIELD_NUMBER: builtins.int
+    CALL_IDS_FIELD_NUMBER: builtins.int
+    reason: typing.Text
+    """COMPACTION_IN_PROGRESS (a compaction/start without its compaction/end) or
+    TOOL_CALLS_OPEN (tool calls on the surface without a result yet: a tool
+    round in flight; the range always stays before them).
+    """
+
+    description: typing.Text
+    """What it is and what to do."""
+
+    @property
+    def seqs(self) -> google.protobuf.internal.containers.RepeatedScalarFieldContainer[builtins.int]:
+        """The seqs involved (the compaction/start, or the messages holding the calls)."""
+        pass
+    @property
+    def call_ids(self) -> google.protobuf.internal.containers.RepeatedScalarFieldContainer[typing.Text]:
+        """The open call ids (TOOL_CALLS_OPEN)."""
+        pass
+    def __init__(self,
+        *,
+        reason: typing.Text = ...,
+        description: typing.Text = ...,
+        seqs: typing.Optional[typing.Iterable[builtins.int]] = ...,
+        call_ids: typing.Optional[typing.Iterable[typing.Text]] = ...,
+        ) -> None: ...
+    def ClearField(self, field_name: typing_extensions.Literal["call_ids",b"call_ids","description",b"description","reason",b"reason","seqs",b"seqs"]) -> None: ...
+global___CompactionBlocker = CompactionBlocker
+
+class PlanCompactionResponse(google.protobuf.message.Message):
+    """Response for PlanCompaction."""
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    START_FIELD_NUMBER: builtins.int
+    END_FIELD_NUMBER: builtins.int
+    SHADOWED_SEQS_FIELD_NUMBER: builtins.int
+    EXPECTED_LAST_SEQ_FIELD_NUMBER: builtins.int
+    SHADOWED_TOKEN_COUNT_FIELD_NUMBER: builtins.int
+    KEPT_TOKEN_COUNT_FIELD_NUMBER: builtins.int
+    MESSAGES_FIELD_NUMBER: builtins.int
+    BLOCKERS_FIELD_NUMBER: builtins.int
+    start: builtins.int
+    """First surface seq of the range; unset when there is nothing to compact."""
+
+    end: builtins.int
+    """Last surface seq of the range; unset when there is nothing to compact."""
+
+    @property
+    def shadowed_seqs(self) -> google.protobuf.internal.containers.RepeatedScalarFieldContainer[builtins.int]:
+        """The seqs the compaction shadows, in surface order."""
+        pass
+    expected_last_seq: builtins.int
+    """The head the plan was made against: pass it to Compact (-1 = empty log)."""
+
+    shadowed_token_count: builtins.int
+    """Tokens of the shadowed nodes (estimator or `token_counts`)."""
+
+    kept_token_count: builtins.int
+    """Tokens of the nodes kept after the range."""
+
+    @property
+    def messages(self) -> google.protobuf.internal.containers.RepeatedCompositeFieldContainer[global___DerivedMessage]:
+        """The derived model-history messages of the range, in surface order."""
+        pass
+    @property
+    def blockers(self) -> google.protobuf.internal.containers.RepeatedCompositeFieldContainer[global___CompactionBlocker]:
+        """Why Compact would refuse now; empty = ready."""
+        pass
+    def __init__(self,
+        *,
+        start: typing.Optional[builtins.int] = ...,
+        end: typing.Optional[builtins.int] = ...,
+        shadowed_seqs: typing.Optional[typing.Iterable[builtins.int]] = ...,
+        expected_last_seq: builtins.int = ...,
+        shadowed_token_count: builtins.int = ...,
+        kept_token_count: builtins.int = ...,
+        messages: typing.Optional[typing.Iterable[global___DerivedMessage]] = ...,
+        blockers: typing.Optional[typing.Iterable[global___CompactionBlocker]] = ...,
+        ) -> None: ...
+    def HasField(self, field_name: typing_extensions.Literal["_end",b"_end","_start",b"_start","end",b"end","start",b"start"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing_extensions.Literal["_end",b"_end","_start",b"_start","blockers",b"blockers","end",b"end","expected_last_seq",b"expected_last_seq","kept_token_count",b"kept_token_count","messages",b"messages","shadowed_seqs",b"shadowed_seqs","shadowed_token_count",b"shadowed_token_count","start",b"start"]) -> None: ...
+    @typing.overload
+    def WhichOneof(self, oneof_group: typing_extensions.Literal["_end",b"_end"]) -> typing.Optional[typing_extensions.Literal["end"]]: ...
+    @typing.overload
+    def WhichOneof(self, oneof_group: typing_extensions.Literal["_start",b"_start"]) -> typing.Optional[typing_extensions.Literal["start"]]: ...
+global___PlanCompactionResponse = PlanCompactionResponse
+
+class CompactRequest(google.protobuf.message.Message):
+    """Request for Compact."""
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    SESSION_ID_FIELD_NUMBER: builtins.int
+    START_FIELD_NUMBER: builtins.int
+    END_FIELD_NUMBER: builtins.int
+    EXPECTED_LAST_SEQ_FIELD_NUMBER: builtins.int
+    SUMMARY_TEXT_FIELD_NUMBER: builtins.int
+    SUMMARY_JSON_FIELD_NUMBER: builtins.int
+    PROVIDER_FIELD_NUMBER: builtins.int
+    MODEL_FIELD_NUMBER: builtins.int
+    USAGE_FIELD_NUMBER: builtins.int
+    MAX_TOKENS_FIELD_NUMBER: builtins.int
+    SHADOWED_TOKEN_COUNT_FIELD_NUMBER: builtins.int
+    IDEMPOTENCY_KEY_FIELD_NUMBER: builtins.int
+    RAW_OUTPUT_JSON_FIELD_NUMBER: builtins.int
+    LLM_STREAM_CALL_FIELD_NUMBER: builtins.int
+    session_id: typing.Text
+    """Session id."""
+
+    start: builtins.int
+    """First seq of the range: the first surface node (PlanCompactionResponse.start)."""
+
+    end: builtins.int
+    """Last seq of the range (PlanCompactionResponse.end)."""
+
+    expected_last_seq: builtins.int
+    """The head the plan was made against (required; HEAD_MISMATCH if it moved)."""
+
+    summary_text: typing.Text
+    """The summary as one text block."""
+
+    summary_json: typing.Text
+    """The summary as a JSON array of content blocks (reference ContentBlock[])."""
+
+    provider: typing.Text
+    """Provider that produced the summary (`compaction/summary.provider`)."""
+
+    model: typing.Text
+    """Model that produced the summary (`compaction/summary.model`)."""
+
+    @property
+    def usage(self) -> palimpsest.v1.content_pb2.TokenUsage:
+        """Token usage of the summarisation call, if known."""
+        pass
+    max_tokens: builtins.int
+    """The summariser's max output tokens (`maxTokens`), if known."""
+
+    shadowed_token_count: builtins.int
+    """Shadowed token count to record; unset = the server's estimate of the range."""
+
+    idempotency_key: typing.Text
+    """Idempotency key: a retried request with the same key returns the original
+    result (the generated ids derive from the key).
+    """
+
+    raw_output_json: typing.Text
+    """The summariser's raw output as a JSON array of content blocks
+    (`rawOutput`); empty = not recorded.
+    """
+
+    llm_stream_call: builtins.bool
+    """The summary came from a streamed LLM call (`llmStreamCall: true`; needs
+    raw_output_json).
+    """
+
+    def __init__(self,
+        *,
+        session_id: typing.Text = ...,
+        start: builtins.int = ...,
+        end: builtins.int = ...,
+        expected_last_seq: typing.Optional[builtins.int] = ...,
+        summary_text: typing.Text = ...,
+        summary_json: typing.Text = ...,
+        provider: typing.Text = ...,
+        model: typing.Text = ...,
+        usage: typing.Optional[palimpsest.v1.content_pb2.TokenUsage] = ...,
+        max_tokens: typing.Optional[builtins.int] = ...,
+        shadowed_token_count: typing.Optional[builtins.int] = ...,
+        idempotency_key: typing.Text = ...,
+        raw_output_json: typing.Text = ...,
+        llm_stream_call: builtins.bool = ...,
+        ) -> None: ...
+    def HasField(self, field_name: typing_extensions.Literal["_expected_last_seq",b"_expected_last_seq","_max_tokens",b"_max_tokens","_shadowed_token_count",b"_shadowed_token_count","expected_last_seq",b"expected_last_seq","max_tokens",b"max_tokens","shadowed_token_count",b"shadowed_token_count","summary",b"summary","summary_json",b"summary_json","summary_text",b"summary_text","usage",b"usage"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing_extensions.Literal["_expected_last_seq",b"_expected_last_seq","_max_tokens",b"_max_tokens","_shadowed_token_count",b"_shadowed_token_count","end",b"end","expected_last_seq",b"expected_last_seq","idempotency_key",b"idempotency_key","llm_stream_call",b"llm_stream_call","max_tokens",b"max_tokens","model",b"model","provider",b"provider","raw_output_json",b"raw_output_json","session_id",b"session_id","shadowed_token_count",b"shadowed_token_count","start",b"start","summary",b"summary","summary_json",b"summary_json","summary_text",b"summary_text","usage",b"usage"]) -> None: ...
+    @typing.overload
+    def WhichOneof(self, oneof_group: typing_extensions.Literal["_expected_last_seq",b"_expected_last_seq"]) -> typing.Optional[typing_extensions.Literal["expected_last_seq"]]: ...
+    @typing.overload
+    def WhichOneof(self, oneof_group: typing_extensions.Literal["_max_tokens",b"_max_tokens"]) -> typing.Optional[typing_extensions.Literal["max_tokens"]]: ...
+    @typing.overload
+    def WhichOneof(self, oneof_group: typing_extensions.Literal["_shadowed_token_count",b"_shadowed_token_count"]) -> typing.Optional[typing_extensions.Literal["shadowed_token_count"]]: ...
+    @typing.overload
+    def WhichOneof(self, oneof_group: typing_extensions.Literal["summary",b"summary"]) -> typing.Optional[typing_extensions.Literal["summary_text","summary_json"]]: ...
+global___CompactRequest = CompactRequest
+
+class CompactResponse(google.protobuf.message.Message):
+    """Response for Compact."""
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    SEQS_FIELD_NUMBER: builtins.int
+    COMPACTION_ID_FIELD_NUMBER: builtins.int
+    SURFACE_LENGTH_FIELD_NUMBER: builtins.int
+    REPLAYED_FIELD_NUMBER: builtins.int
+    SHADOWED_TOKEN_COUNT_FIELD_NUMBER: builtins.int
+    @property
+    def seqs(self) -> google.protobuf.internal.containers.RepeatedScalarFieldContainer[builtins.int]:
+        """Seqs of the four appended events (start, summary, user/message, end)."""
+        pass
+    compaction_id: typing.Text
+    """The generated `compactionId`."""
+
+    surface_length: builtins.int
+    """Surface length after the batch."""
+
+    replayed: builtins.bool
+    """True if this answers a retried idempotent request."""
+
+    shadowed_token_count: builtins.int
+    """The recorded `shadowedTokenCount`."""
+
+    def __init__(self,
+        *,
+        seqs: typing.Optional[typing.Iterable[builtins.int]] = ...,
+        compaction_id: typing.Text = ...,
+        surface_length: builtins.int = ...,
+        replayed: builtins.bool = ...,
+        shadowed_token_count: builtins.int = ...,
+        ) -> None: ...
+    def ClearField(self, field_name: typing_extensions.Literal["compaction_id",b"compaction_id","replayed",b"replayed","seqs",b"seqs","shadowed_token_count",b"shadowed_token_count","surface_length",b"surface_length"]) -> None: ...
+global___CompactResponse = CompactResponse
+
+class PruneToolResultsRequest(google.protobuf.message.Message):
+    """Request for PruneToolResults."""
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    SESSION_ID_FIELD_NUMBER: builtins.int
+    SEQS_FIELD_NUMBER: builtins.int
+    MIN_BYTES_FIELD_NUMBER: builtins.int
+    KEEP_RECENT_FIELD_NUMBER: builtins.int
+    EXCLUDE_TOOLS_FIELD_NUMBER: builtins.int
+    HEAD_CHARS_FIELD_NUMBER: builtins.int
+    TAIL_CHARS_FIELD_NUMBER: builtins.int
+    EXPECTED_LAST_SEQ_FIELD_NUMBER: builtins.int
+    IDEMPOTENCY_KEY_FIELD_NUMBER: builtins.int
+    session_id: typing.Text
+    """Session id."""
+
+    @property
+    def seqs(self) -> google.protobuf.internal.containers.RepeatedScalarFieldContainer[builtins.int]:
+        """Prune these surface tool/result seqs (else the policy below selects)."""
+        pass
+    min_bytes: builtins.int
+    """Policy: prune results whose text is over this many UTF-8 bytes."""
+
+    keep_recent: builtins.int
+    """Policy: leave the most recent K tool results on the surface alone."""
+
+    @property
+    def exclude_tools(self) -> google.protobuf.internal.containers.RepeatedScalarFieldContainer[typing.Text]:
+        """Policy: leave results of these tool names alone."""
+        pass
+    head_chars: builtins.int
+    """Characters kept at the start of the text; unset = 4096."""
+
+    tail_chars: builtins.int
+    """Characters kept at the end of the text; unset = 1024."""
+
+    expected_last_seq: builtins.int
+    """Append only if the head is still this seq (HEAD_MISMATCH otherwise)."""
+
+    idempotency_key: typing.Text
+    """Idempotency key (as AppendEvents)."""
+
+    def __init__(self,
+        *,
+        session_id: typing.Text = ...,
+        seqs: typing.Optional[typing.Iterable[builtins.int]] = ...,
+        min_bytes: builtins.int = ...,
+        keep_recent: builtins.int = ...,
+        exclude_tools: typing.Optional[typing.Iterable[typing.Text]] = ...,
+        head_chars: typing.Optional[builtins.int] = ...,
+        tail_chars: typing.Optional[builtins.int] = ...,
+        expected_last_seq: typing.Optional[builtins.int] = ...,
+        idempotency_key: typing.Text = ...,
+        ) -> None: ...
+    def HasField(self, field_name: typing_extensions.Literal["_expected_last_seq",b"_expected_last_seq","_head_chars",b"_head_chars","_tail_chars",b"_tail_chars","expected_last_seq",b"expected_last_seq","head_chars",b"head_chars","tail_chars",b"tail_chars"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing_extensions.Literal["_expected_last_seq",b"_expected_last_seq","_head_chars",b"_head_chars","_tail_chars",b"_tail_chars","exclude_tools",b"exclude_tools","expected_last_seq",b"expected_last_seq","head_chars",b"head_chars","idempotency_key",b"idempotency_key","keep_recent",b"keep_recent","min_bytes",b"min_bytes","seqs",b"seqs","session_id",b"session_id","tail_chars",b"tail_chars"]) -> None: ...
+    @typing.overload
+    def WhichOneof(self, oneof_group: typing_extensions.Literal["_expected_last_seq",b"_expected_last_seq"]) -> typing.Optional[typing_extensions.Literal["expected_last_seq"]]: ...
+    @typing.overload
+    def WhichOneof(self, oneof_group: typing_extensions.Literal["_head_chars",b"_head_chars"]) -> typing.Optional[typing_extensions.Literal["head_chars"]]: ...
+    @typing.overload
+    def WhichOneof(self, oneof_group: typing_extensions.Literal["_tail_chars",b"_tail_chars"]) -> typing.Optional[typing_extensions.Literal["tail_chars"]]: ...
+global___PruneToolResultsRequest = PruneToolResultsRequest
+
+class PrunedToolResult(google.protobuf.message.Message):
+    """One pruned tool result."""
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    ORIGINAL_SEQ_FIELD_NUMBER: builtins.int
+    PRUNE_SEQ_FIELD_NUMBER: builtins.int
+    REPLACEMENT_SEQ_FIELD_NUMBER: builtins.int
+    CALL_ID_FIELD_NUMBER: builtins.int
+    BYTES_BEFORE_FIELD_NUMBER: builtins.int
+    BYTES_AFTER_FIELD_NUMBER: builtins.int
+    original_seq: builtins.int
+    """The surface seq that was pruned."""
+
+    prune_seq: builtins.int
+    """Seq of its `compaction/prune` event."""
+
+    replacement_seq: builtins.int
+    """Seq of the `tool/result` copy now on the surface."""
+
+    call_id: typing.Text
+    """The tool call id."""
+
+    bytes_before: builtins.int
+    """UTF-8 bytes of the text before."""
+
+    bytes_after: builtins.int
+    """UTF-8 bytes of the text after."""
+
+    def __init__(self,
+        *,
+        original_seq: builtins.int = ...,
+        prune_seq: builtins.int = ...,
+        replacement_seq: builtins.int = ...,
+        call_id: typing.Text = ...,
+        bytes_before: builtins.int = ...,
+        bytes_after: builtins.int = ...,
+        ) -> None: ...
+    def ClearField(self, field_name: typing_extensions.Literal["bytes_after",b"bytes_after","bytes_before",b"bytes_before","call_id",b"call_id","original_seq",b"original_seq","prune_seq",b"prune_seq","replacement_seq",b"replacement_seq"]) -> None: ...
+global___PrunedToolResult = PrunedToolResult
+
+class PruneToolResultsResponse(google.protobuf.message.Message):
+    """Response for PruneToolResults."""
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    PRUNED_FIELD_NUMBER: builtins.int
+    BYTES_SAVED_FIELD_NUMBER: builtins.int
+    SKIPPED_FIELD_NUMBER: builtins.int
+    SURFACE_LENGTH_FIELD_NUMBER: builtins.int
+    REPLAYED_FIELD_NUMBER: builtins.int
+    @property
+    def pruned(self) -> google.protobuf.internal.containers.RepeatedCompositeFieldContainer[global___PrunedToolResult]:
+        """What was pruned, in surface order."""
+        pass
+    bytes_saved: builtins.int
+    """Sum of bytes_before - bytes_after."""
+
+    @property
+    def skipped(self) -> google.protobuf.internal.containers.RepeatedScalarFieldContainer[builtins.int]:
+        """Selected seqs left alone because their text is too short to prune."""
+        pass
+    surface_length: builtins.int
+    """Surface length after the batch (unchanged when nothing was pruned)."""
+
+    replayed: builtins.bool
+    """True if this answers a retried idempotent request."""
+
+    def __init__(self,
+        *,
+        pruned: typing.Optional[typing.Iterable[global___PrunedToolResult]] = ...,
+        bytes_saved: builtins.int = ...,
+        skipped: typing.Optional[typing.Iterable[builtins.int]] = ...,
+        surface_length: builtins.int = ...,
+        replayed: builtins.bool = ...,
+        ) -> None: ...
+    def ClearField(self, field_name: typing_extensions.Literal["bytes_saved",b"bytes_saved","pruned",b"pruned","replayed",b"replayed","skipped",b"skipped","surface_length",b"surface_length"]) -> None: ...
+global___PruneToolResultsResponse = PruneToolResultsResponse

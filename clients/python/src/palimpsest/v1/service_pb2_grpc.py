@@ -105,6 +105,21 @@ class SessionServiceStub(object):
                 request_serializer=palimpsest_dot_v1_dot_service__pb2.SubscribeEventsRequest.SerializeToString,
                 response_deserializer=palimpsest_dot_v1_dot_service__pb2.SubscribeEventsResponse.FromString,
                 )
+        self.PlanCompaction = channel.unary_unary(
+                '/palimpsest.v1.SessionService/PlanCompaction',
+                request_serializer=palimpsest_dot_v1_dot_service__pb2.PlanCompactionRequest.SerializeToString,
+                response_deserializer=palimpsest_dot_v1_dot_service__pb2.PlanCompactionResponse.FromString,
+                )
+        self.Compact = channel.unary_unary(
+                '/palimpsest.v1.SessionService/Compact',
+                request_serializer=palimpsest_dot_v1_dot_service__pb2.CompactRequest.SerializeToString,
+                response_deserializer=palimpsest_dot_v1_dot_service__pb2.CompactResponse.FromString,
+                )
+        self.PruneToolResults = channel.unary_unary(
+                '/palimpsest.v1.SessionService/PruneToolResults',
+                request_serializer=palimpsest_dot_v1_dot_service__pb2.PruneToolResultsRequest.SerializeToString,
+                response_deserializer=palimpsest_dot_v1_dot_service__pb2.PruneToolResultsResponse.FromString,
+                )
 
 
 class SessionServiceServicer(object):
@@ -132,7 +147,8 @@ class SessionServiceServicer(object):
     """
 
     def CreateSession(self, request, context):
-        """Creates an empty session.
+        """Creates an empty session. The tool-pairing guard is on unless the request
+        turns it off (`pairing_guard: false`).
         Errors: SESSION_ALREADY_EXISTS (ALREADY_EXISTS), INVALID_SESSION_ID,
         HEADER_INVALID (INVALID_ARGUMENT), QUOTA_EXCEEDED, TOO_MANY_LABELS
         (RESOURCE_EXHAUSTED: more than 64 labels, with `limit` and `actual`).
@@ -185,7 +201,12 @@ class SessionServiceServicer(object):
         (FAILED_PRECONDITION: same key, different events), BATCH_EMPTY,
         BATCH_TOO_LARGE, EVENT_TOO_LARGE (RESOURCE_EXHAUSTED), QUOTA_EXCEEDED,
         INVALID_ARGUMENT (expected_last_seq below -1), FIELD_TOO_LONG (an event
-        type over 256 bytes, metadata `index`; an idempotency key over 256 bytes).
+        type over 256 bytes, metadata `index`; an idempotency key over 256 bytes),
+        TOOL_PAIRING_BROKEN (FAILED_PRECONDITION, sessions with the tool-pairing
+        guard on: after the batch, a tool-result block on the surface would not
+        follow the message holding its call, or a call staying on the surface
+        would lose its result; metadata `callId`, `callSeq` (the call's message,
+        when known), `resultSeq`, `index`).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -200,8 +221,10 @@ class SessionServiceServicer(object):
         raise NotImplementedError('Method not implemented!')
 
     def GetSurface(self, request, context):
-        """Returns the current surface: the ordered seqs of the model-visible events.
-        Errors: SESSION_NOT_FOUND.
+        """Returns the current surface: the ordered seqs of the model-visible events;
+        with `as_of_seq`, the surface right after that event (time travel, replayed
+        from the log's structural columns). Errors: SESSION_NOT_FOUND,
+        AS_OF_SEQ_AFTER_HEAD (OUT_OF_RANGE, metadata `asOfSeq`, `headSeq`).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -211,7 +234,8 @@ class SessionServiceServicer(object):
         """Derives the model history (walked from the surface) or the human
         transcript (append-origin surface events), whole or in pages. Errors:
         SESSION_NOT_FOUND, VIEW_UNSPECIFIED, INVALID_PAGE_TOKEN, PAGE_SIZE_TOO_LARGE
-        (INVALID_ARGUMENT), PAGE_TOKEN_STALE (FAILED_PRECONDITION).
+        (INVALID_ARGUMENT), PAGE_TOKEN_STALE (FAILED_PRECONDITION),
+        AS_OF_SEQ_AFTER_HEAD (OUT_OF_RANGE).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -251,6 +275,9 @@ class SessionServiceServicer(object):
         user/message the reference's load path upgrades it to); what that load path
         refuses is refused too: older turn/start and turn/end shapes that are
         malformed are TURN_SHAPE (INVALID_ARGUMENT).
+        The tool-pairing guard is off unless the options turn it on (the reference
+        never enforced it, so its logs import unchanged); with it on, the file is
+        checked like live appends (TOOL_PAIRING_BROKEN with metadata `line`).
         Errors: JSONL_INVALID, JSONL_COMPRESSED_UNSUPPORTED, HEADER_INVALID,
         TURN_SHAPE (INVALID_ARGUMENT), FORMAT_VERSION_UNSUPPORTED
         (FAILED_PRECONDITION), SESSION_ALREADY_EXISTS, TOO_MANY_LABELS
@@ -300,6 +327,62 @@ class SessionServiceServicer(object):
     def SubscribeEvents(self, request, context):
         """Follows every event of a session (observers), with the same catch-up,
         resume and end-of-stream guarantees as SubscribeSurface.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PlanCompaction(self, request, context):
+        """Plans a compaction (read-only): the range to shadow, anchored at the start
+        of the surface, keeping the most recent `keep_tokens` of the surface (or
+        up to `up_to_seq`), moved earlier so that it never separates a tool call
+        from its results. Returns what Compact needs (`start`, `end`,
+        `expected_last_seq`), the shadowed seqs and token count, the derived
+        messages of the range (what a client sends to its summariser) and the
+        blockers that make Compact refuse now.
+        Token estimator: per message, ceil(characters / 4) + 8, where characters
+        counts the text of text and reasoning blocks, a tool call's name and
+        arguments, and (recursively) a tool result's inner content; an image block
+        counts 1000 characters. `token_counts` overrides it per seq.
+        Errors: SESSION_NOT_FOUND, INVALID_ARGUMENT (no budget, or `up_to_seq` not
+        on the surface).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Compact(self, request, context):
+        """Compacts a planned range: appends, atomically and conditional on
+        `expected_last_seq`, the reference's four events (dsh-semantics 2.7):
+        `compaction/start`, `compaction/summary`, the replacing `user/message`
+        (plugin source `compact`, the framed summary, citing the start, the
+        summary and every shadowed seq) and `compaction/end`. The batch is always
+        checked by the tool-pairing guard.
+        Errors: HEAD_MISMATCH (FAILED_PRECONDITION: the head moved since the plan;
+        plan again), COMPACTION_BLOCKED (FAILED_PRECONDITION: an open
+        compaction/start or open tool calls on the surface; metadata `blocker`),
+        COMPACTION_RANGE_INVALID (FAILED_PRECONDITION: `start` is not the first
+        surface node, or `end` not on the surface after it), TOOL_PAIRING_BROKEN,
+        IDEMPOTENCY_KEY_REUSED, INVALID_ARGUMENT (no summary, summary_json not a
+        content-block array, missing expected_last_seq, provider or model).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PruneToolResults(self, request, context):
+        """Prunes tool results on the surface, as the reference's tool-result pruner
+        does: for each, a `compaction/prune` then a `tool/result` copy identical
+        to the original except the tool-result block's inner content, whose text
+        keeps its first `head_chars` and last `tail_chars` characters around a
+        marker naming how many characters were removed. Targets are given by seq,
+        or by policy (text over `min_bytes`, except the `keep_recent` most recent
+        results and `exclude_tools`). A result whose text is not longer than
+        head + tail + twice the marker is left alone (listed in `skipped`): the
+        saving would not pay for the marker.
+        Errors: PRUNE_TARGET_INVALID (FAILED_PRECONDITION: a seq that is not a
+        tool/result on the surface; metadata `seq`), HEAD_MISMATCH,
+        IDEMPOTENCY_KEY_REUSED, INVALID_ARGUMENT (neither seqs nor min_bytes).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -377,6 +460,21 @@ def add_SessionServiceServicer_to_server(servicer, server):
                     servicer.SubscribeEvents,
                     request_deserializer=palimpsest_dot_v1_dot_service__pb2.SubscribeEventsRequest.FromString,
                     response_serializer=palimpsest_dot_v1_dot_service__pb2.SubscribeEventsResponse.SerializeToString,
+            ),
+            'PlanCompaction': grpc.unary_unary_rpc_method_handler(
+                    servicer.PlanCompaction,
+                    request_deserializer=palimpsest_dot_v1_dot_service__pb2.PlanCompactionRequest.FromString,
+                    response_serializer=palimpsest_dot_v1_dot_service__pb2.PlanCompactionResponse.SerializeToString,
+            ),
+            'Compact': grpc.unary_unary_rpc_method_handler(
+                    servicer.Compact,
+                    request_deserializer=palimpsest_dot_v1_dot_service__pb2.CompactRequest.FromString,
+                    response_serializer=palimpsest_dot_v1_dot_service__pb2.CompactResponse.SerializeToString,
+            ),
+            'PruneToolResults': grpc.unary_unary_rpc_method_handler(
+                    servicer.PruneToolResults,
+                    request_deserializer=palimpsest_dot_v1_dot_service__pb2.PruneToolResultsRequest.FromString,
+                    response_serializer=palimpsest_dot_v1_dot_service__pb2.PruneToolResultsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -644,5 +742,56 @@ class SessionService(object):
         return grpc.experimental.unary_stream(request, target, '/palimpsest.v1.SessionService/SubscribeEvents',
             palimpsest_dot_v1_dot_service__pb2.SubscribeEventsRequest.SerializeToString,
             palimpsest_dot_v1_dot_service__pb2.SubscribeEventsResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def PlanCompaction(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/palimpsest.v1.SessionService/PlanCompaction',
+            palimpsest_dot_v1_dot_service__pb2.PlanCompactionRequest.SerializeToString,
+            palimpsest_dot_v1_dot_service__pb2.PlanCompactionResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def Compact(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/palimpsest.v1.SessionService/Compact',
+            palimpsest_dot_v1_dot_service__pb2.CompactRequest.SerializeToString,
+            palimpsest_dot_v1_dot_service__pb2.CompactResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def PruneToolResults(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/palimpsest.v1.SessionService/PruneToolResults',
+            palimpsest_dot_v1_dot_service__pb2.PruneToolResultsRequest.SerializeToString,
+            palimpsest_dot_v1_dot_service__pb2.PruneToolResultsResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)

@@ -34,7 +34,8 @@ class SessionServiceStub:
     CreateSession: grpc.UnaryUnaryMultiCallable[
         palimpsest.v1.service_pb2.CreateSessionRequest,
         palimpsest.v1.service_pb2.CreateSessionResponse]
-    """Creates an empty session.
+    """Creates an empty session. The tool-pairing guard is on unless the request
+    turns it off (`pairing_guard: false`).
     Errors: SESSION_ALREADY_EXISTS (ALREADY_EXISTS), INVALID_SESSION_ID,
     HEADER_INVALID (INVALID_ARGUMENT), QUOTA_EXCEEDED, TOO_MANY_LABELS
     (RESOURCE_EXHAUSTED: more than 64 labels, with `limit` and `actual`).
@@ -83,7 +84,12 @@ class SessionServiceStub:
     (FAILED_PRECONDITION: same key, different events), BATCH_EMPTY,
     BATCH_TOO_LARGE, EVENT_TOO_LARGE (RESOURCE_EXHAUSTED), QUOTA_EXCEEDED,
     INVALID_ARGUMENT (expected_last_seq below -1), FIELD_TOO_LONG (an event
-    type over 256 bytes, metadata `index`; an idempotency key over 256 bytes).
+    type over 256 bytes, metadata `index`; an idempotency key over 256 bytes),
+    TOOL_PAIRING_BROKEN (FAILED_PRECONDITION, sessions with the tool-pairing
+    guard on: after the batch, a tool-result block on the surface would not
+    follow the message holding its call, or a call staying on the surface
+    would lose its result; metadata `callId`, `callSeq` (the call's message,
+    when known), `resultSeq`, `index`).
     """
 
     ListEvents: grpc.UnaryUnaryMultiCallable[
@@ -96,8 +102,10 @@ class SessionServiceStub:
     GetSurface: grpc.UnaryUnaryMultiCallable[
         palimpsest.v1.service_pb2.GetSurfaceRequest,
         palimpsest.v1.service_pb2.GetSurfaceResponse]
-    """Returns the current surface: the ordered seqs of the model-visible events.
-    Errors: SESSION_NOT_FOUND.
+    """Returns the current surface: the ordered seqs of the model-visible events;
+    with `as_of_seq`, the surface right after that event (time travel, replayed
+    from the log's structural columns). Errors: SESSION_NOT_FOUND,
+    AS_OF_SEQ_AFTER_HEAD (OUT_OF_RANGE, metadata `asOfSeq`, `headSeq`).
     """
 
     GetMessages: grpc.UnaryUnaryMultiCallable[
@@ -106,7 +114,8 @@ class SessionServiceStub:
     """Derives the model history (walked from the surface) or the human
     transcript (append-origin surface events), whole or in pages. Errors:
     SESSION_NOT_FOUND, VIEW_UNSPECIFIED, INVALID_PAGE_TOKEN, PAGE_SIZE_TOO_LARGE
-    (INVALID_ARGUMENT), PAGE_TOKEN_STALE (FAILED_PRECONDITION).
+    (INVALID_ARGUMENT), PAGE_TOKEN_STALE (FAILED_PRECONDITION),
+    AS_OF_SEQ_AFTER_HEAD (OUT_OF_RANGE).
     """
 
     ForkSession: grpc.UnaryUnaryMultiCallable[
@@ -143,6 +152,9 @@ class SessionServiceStub:
     user/message the reference's load path upgrades it to); what that load path
     refuses is refused too: older turn/start and turn/end shapes that are
     malformed are TURN_SHAPE (INVALID_ARGUMENT).
+    The tool-pairing guard is off unless the options turn it on (the reference
+    never enforced it, so its logs import unchanged); with it on, the file is
+    checked like live appends (TOOL_PAIRING_BROKEN with metadata `line`).
     Errors: JSONL_INVALID, JSONL_COMPRESSED_UNSUPPORTED, HEADER_INVALID,
     TURN_SHAPE (INVALID_ARGUMENT), FORMAT_VERSION_UNSUPPORTED
     (FAILED_PRECONDITION), SESSION_ALREADY_EXISTS, TOO_MANY_LABELS
@@ -191,6 +203,59 @@ class SessionServiceStub:
     resume and end-of-stream guarantees as SubscribeSurface.
     """
 
+    PlanCompaction: grpc.UnaryUnaryMultiCallable[
+        palimpsest.v1.service_pb2.PlanCompactionRequest,
+        palimpsest.v1.service_pb2.PlanCompactionResponse]
+    """Plans a compaction (read-only): the range to shadow, anchored at the start
+    of the surface, keeping the most recent `keep_tokens` of the surface (or
+    up to `up_to_seq`), moved earlier so that it never separates a tool call
+    from its results. Returns what Compact needs (`start`, `end`,
+    `expected_last_seq`), the shadowed seqs and token count, the derived
+    messages of the range (what a client sends to its summariser) and the
+    blockers that make Compact refuse now.
+    Token estimator: per message, ceil(characters / 4) + 8, where characters
+    counts the text of text and reasoning blocks, a tool call's name and
+    arguments, and (recursively) a tool result's inner content; an image block
+    counts 1000 characters. `token_counts` overrides it per seq.
+    Errors: SESSION_NOT_FOUND, INVALID_ARGUMENT (no budget, or `up_to_seq` not
+    on the surface).
+    """
+
+    Compact: grpc.UnaryUnaryMultiCallable[
+        palimpsest.v1.service_pb2.CompactRequest,
+        palimpsest.v1.service_pb2.CompactResponse]
+    """Compacts a planned range: appends, atomically and conditional on
+    `expected_last_seq`, the reference's four events (dsh-semantics 2.7):
+    `compaction/start`, `compaction/summary`, the replacing `user/message`
+    (plugin source `compact`, the framed summary, citing the start, the
+    summary and every shadowed seq) and `compaction/end`. The batch is always
+    checked by the tool-pairing guard.
+    Errors: HEAD_MISMATCH (FAILED_PRECONDITION: the head moved since the plan;
+    plan again), COMPACTION_BLOCKED (FAILED_PRECONDITION: an open
+    compaction/start or open tool calls on the surface; metadata `blocker`),
+    COMPACTION_RANGE_INVALID (FAILED_PRECONDITION: `start` is not the first
+    surface node, or `end` not on the surface after it), TOOL_PAIRING_BROKEN,
+    IDEMPOTENCY_KEY_REUSED, INVALID_ARGUMENT (no summary, summary_json not a
+    content-block array, missing expected_last_seq, provider or model).
+    """
+
+    PruneToolResults: grpc.UnaryUnaryMultiCallable[
+        palimpsest.v1.service_pb2.PruneToolResultsRequest,
+        palimpsest.v1.service_pb2.PruneToolResultsResponse]
+    """Prunes tool results on the surface, as the reference's tool-result pruner
+    does: for each, a `compaction/prune` then a `tool/result` copy identical
+    to the original except the tool-result block's inner content, whose text
+    keeps its first `head_chars` and last `tail_chars` characters around a
+    marker naming how many characters were removed. Targets are given by seq,
+    or by policy (text over `min_bytes`, except the `keep_recent` most recent
+    results and `exclude_tools`). A result whose text is not longer than
+    head + tail + twice the marker is left alone (listed in `skipped`): the
+    saving would not pay for the marker.
+    Errors: PRUNE_TARGET_INVALID (FAILED_PRECONDITION: a seq that is not a
+    tool/result on the surface; metadata `seq`), HEAD_MISMATCH,
+    IDEMPOTENCY_KEY_REUSED, INVALID_ARGUMENT (neither seqs nor min_bytes).
+    """
+
 
 class SessionServiceServicer(metaclass=abc.ABCMeta):
     """SessionService stores agent sessions as append-only event logs and serves
@@ -220,7 +285,8 @@ class SessionServiceServicer(metaclass=abc.ABCMeta):
         request: palimpsest.v1.service_pb2.CreateSessionRequest,
         context: grpc.ServicerContext,
     ) -> palimpsest.v1.service_pb2.CreateSessionResponse:
-        """Creates an empty session.
+        """Creates an empty session. The tool-pairing guard is on unless the request
+        turns it off (`pairing_guard: false`).
         Errors: SESSION_ALREADY_EXISTS (ALREADY_EXISTS), INVALID_SESSION_ID,
         HEADER_INVALID (INVALID_ARGUMENT), QUOTA_EXCEEDED, TOO_MANY_LABELS
         (RESOURCE_EXHAUSTED: more than 64 labels, with `limit` and `actual`).
@@ -281,7 +347,12 @@ class SessionServiceServicer(metaclass=abc.ABCMeta):
         (FAILED_PRECONDITION: same key, different events), BATCH_EMPTY,
         BATCH_TOO_LARGE, EVENT_TOO_LARGE (RESOURCE_EXHAUSTED), QUOTA_EXCEEDED,
         INVALID_ARGUMENT (expected_last_seq below -1), FIELD_TOO_LONG (an event
-        type over 256 bytes, metadata `index`; an idempotency key over 256 bytes).
+        type over 256 bytes, metadata `index`; an idempotency key over 256 bytes),
+        TOOL_PAIRING_BROKEN (FAILED_PRECONDITION, sessions with the tool-pairing
+        guard on: after the batch, a tool-result block on the surface would not
+        follow the message holding its call, or a call staying on the surface
+        would lose its result; metadata `callId`, `callSeq` (the call's message,
+        when known), `resultSeq`, `index`).
         """
         pass
 
@@ -300,8 +371,10 @@ class SessionServiceServicer(metaclass=abc.ABCMeta):
         request: palimpsest.v1.service_pb2.GetSurfaceRequest,
         context: grpc.ServicerContext,
     ) -> palimpsest.v1.service_pb2.GetSurfaceResponse:
-        """Returns the current surface: the ordered seqs of the model-visible events.
-        Errors: SESSION_NOT_FOUND.
+        """Returns the current surface: the ordered seqs of the model-visible events;
+        with `as_of_seq`, the surface right after that event (time travel, replayed
+        from the log's structural columns). Errors: SESSION_NOT_FOUND,
+        AS_OF_SEQ_AFTER_HEAD (OUT_OF_RANGE, metadata `asOfSeq`, `headSeq`).
         """
         pass
 
@@ -313,7 +386,8 @@ class SessionServiceServicer(metaclass=abc.ABCMeta):
         """Derives the model history (walked from the surface) or the human
         transcript (append-origin surface events), whole or in pages. Errors:
         SESSION_NOT_FOUND, VIEW_UNSPECIFIED, INVALID_PAGE_TOKEN, PAGE_SIZE_TOO_LARGE
-        (INVALID_ARGUMENT), PAGE_TOKEN_STALE (FAILED_PRECONDITION).
+        (INVALID_ARGUMENT), PAGE_TOKEN_STALE (FAILED_PRECONDITION),
+        AS_OF_SEQ_AFTER_HEAD (OUT_OF_RANGE).
         """
         pass
 
@@ -359,6 +433,9 @@ class SessionServiceServicer(metaclass=abc.ABCMeta):
         user/message the reference's load path upgrades it to); what that load path
         refuses is refused too: older turn/start and turn/end shapes that are
         malformed are TURN_SHAPE (INVALID_ARGUMENT).
+        The tool-pairing guard is off unless the options turn it on (the reference
+        never enforced it, so its logs import unchanged); with it on, the file is
+        checked like live appends (TOOL_PAIRING_BROKEN with metadata `line`).
         Errors: JSONL_INVALID, JSONL_COMPRESSED_UNSUPPORTED, HEADER_INVALID,
         TURN_SHAPE (INVALID_ARGUMENT), FORMAT_VERSION_UNSUPPORTED
         (FAILED_PRECONDITION), SESSION_ALREADY_EXISTS, TOO_MANY_LABELS
@@ -414,6 +491,68 @@ class SessionServiceServicer(metaclass=abc.ABCMeta):
     ) -> typing.Iterator[palimpsest.v1.service_pb2.SubscribeEventsResponse]:
         """Follows every event of a session (observers), with the same catch-up,
         resume and end-of-stream guarantees as SubscribeSurface.
+        """
+        pass
+
+    @abc.abstractmethod
+    def PlanCompaction(self,
+        request: palimpsest.v1.service_pb2.PlanCompactionRequest,
+        context: grpc.ServicerContext,
+    ) -> palimpsest.v1.service_pb2.PlanCompactionResponse:
+        """Plans a compaction (read-only): the range to shadow, anchored at the start
+        of the surface, keeping the most recent `keep_tokens` of the surface (or
+        up to `up_to_seq`), moved earlier so that it never separates a tool call
+        from its results. Returns what Compact needs (`start`, `end`,
+        `expected_last_seq`), the shadowed seqs and token count, the derived
+        messages of the range (what a client sends to its summariser) and the
+        blockers that make Compact refuse now.
+        Token estimator: per message, ceil(characters / 4) + 8, where characters
+        counts the text of text and reasoning blocks, a tool call's name and
+        arguments, and (recursively) a tool result's inner content; an image block
+        counts 1000 characters. `token_counts` overrides it per seq.
+        Errors: SESSION_NOT_FOUND, INVALID_ARGUMENT (no budget, or `up_to_seq` not
+        on the surface).
+        """
+        pass
+
+    @abc.abstractmethod
+    def Compact(self,
+        request: palimpsest.v1.service_pb2.CompactRequest,
+        context: grpc.ServicerContext,
+    ) -> palimpsest.v1.service_pb2.CompactResponse:
+        """Compacts a planned range: appends, atomically and conditional on
+        `expected_last_seq`, the reference's four events (dsh-semantics 2.7):
+        `compaction/start`, `compaction/summary`, the replacing `user/message`
+        (plugin source `compact`, the framed summary, citing the start, the
+        summary and every shadowed seq) and `compaction/end`. The batch is always
+        checked by the tool-pairing guard.
+        Errors: HEAD_MISMATCH (FAILED_PRECONDITION: the head moved since the plan;
+        plan again), COMPACTION_BLOCKED (FAILED_PRECONDITION: an open
+        compaction/start or open tool calls on the surface; metadata `blocker`),
+        COMPACTION_RANGE_INVALID (FAILED_PRECONDITION: `start` is not the first
+        surface node, or `end` not on the surface after it), TOOL_PAIRING_BROKEN,
+        IDEMPOTENCY_KEY_REUSED, INVALID_ARGUMENT (no summary, summary_json not a
+        content-block array, missing expected_last_seq, provider or model).
+        """
+        pass
+
+    @abc.abstractmethod
+    def PruneToolResults(self,
+        request: palimpsest.v1.service_pb2.PruneToolResultsRequest,
+        context: grpc.ServicerContext,
+    ) -> palimpsest.v1.service_pb2.PruneToolResultsResponse:
+        """Prunes tool results on the surface, as the reference's tool-result pruner
+        does: for each, a `compaction/prune` then a `tool/result` copy identical
+        to the original except the tool-result block's inner content, whose text
+        keeps its first `head_chars` and last `tail_chars` characters around a
+        marker naming how many characters were removed. Targets are given by seq,
+        or by policy (text over `min_bytes`, except the `keep_recent` most recent
+        results and `exclude_tools`). A result whose text is not longer than
+        head + tail + twice the marker is left alone (listed in `skipped`): the
+        saving would not pay for the marker.
+        Errors: PRUNE_TARGET_INVALID (FAILED_PRECONDITION: a seq that is not a
+        tool/result on the surface; metadata `seq`), HEAD_MISMATCH,
+        IDEMPOTENCY_KEY_REUSED, INVALID_ARGUMENT (neither seqs nor min_bytes).
         """
         pass
 

@@ -43,6 +43,7 @@ class Session(google.protobuf.message.Message):
     EVENT_COUNT_FIELD_NUMBER: builtins.int
     SURFACE_LENGTH_FIELD_NUMBER: builtins.int
     STRICT_FIELD_NUMBER: builtins.int
+    PAIRING_GUARD_FIELD_NUMBER: builtins.int
     id: typing.Text
     """Session id (the reference header's `id`)."""
 
@@ -88,6 +89,11 @@ class Session(google.protobuf.message.Message):
     strict: builtins.bool
     """Whether the optional strict invariants (turn/step/tool pairing) are on."""
 
+    pairing_guard: builtins.bool
+    """Whether the tool-pairing guard is on (AppendEvents refuses
+    TOOL_PAIRING_BROKEN).
+    """
+
     def __init__(self,
         *,
         id: typing.Text = ...,
@@ -104,9 +110,10 @@ class Session(google.protobuf.message.Message):
         event_count: builtins.int = ...,
         surface_length: builtins.int = ...,
         strict: builtins.bool = ...,
+        pairing_guard: builtins.bool = ...,
         ) -> None: ...
     def HasField(self, field_name: typing_extensions.Literal["_agent_preset",b"_agent_preset","_cwd",b"_cwd","_delegation_depth",b"_delegation_depth","_head_seq",b"_head_seq","_origin",b"_origin","_parent_session",b"_parent_session","_seed_length",b"_seed_length","agent_preset",b"agent_preset","cwd",b"cwd","delegation_depth",b"delegation_depth","head_seq",b"head_seq","origin",b"origin","parent_session",b"parent_session","seed_length",b"seed_length"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing_extensions.Literal["_agent_preset",b"_agent_preset","_cwd",b"_cwd","_delegation_depth",b"_delegation_depth","_head_seq",b"_head_seq","_origin",b"_origin","_parent_session",b"_parent_session","_seed_length",b"_seed_length","agent_preset",b"agent_preset","created_at",b"created_at","cwd",b"cwd","delegation_depth",b"delegation_depth","event_count",b"event_count","head_seq",b"head_seq","id",b"id","labels",b"labels","origin",b"origin","parent_session",b"parent_session","seed_length",b"seed_length","strict",b"strict","surface_length",b"surface_length","version",b"version"]) -> None: ...
+    def ClearField(self, field_name: typing_extensions.Literal["_agent_preset",b"_agent_preset","_cwd",b"_cwd","_delegation_depth",b"_delegation_depth","_head_seq",b"_head_seq","_origin",b"_origin","_parent_session",b"_parent_session","_seed_length",b"_seed_length","agent_preset",b"agent_preset","created_at",b"created_at","cwd",b"cwd","delegation_depth",b"delegation_depth","event_count",b"event_count","head_seq",b"head_seq","id",b"id","labels",b"labels","origin",b"origin","pairing_guard",b"pairing_guard","parent_session",b"parent_session","seed_length",b"seed_length","strict",b"strict","surface_length",b"surface_length","version",b"version"]) -> None: ...
     @typing.overload
     def WhichOneof(self, oneof_group: typing_extensions.Literal["_agent_preset",b"_agent_preset"]) -> typing.Optional[typing_extensions.Literal["agent_preset"]]: ...
     @typing.overload

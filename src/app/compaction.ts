@@ -1,0 +1,425 @@
+/**
+ * Server-side compaction and pruning (issue #14): PlanCompaction, Compact and PruneToolResults.
+ * The server builds the reference's batches (domain/compaction-plan.ts, domain/prune.ts) from one
+ * committed state of the session and appends them through the ordinary append path, conditional on
+ * the head that state had, so a moved head is HEAD_MISMATCH like any append, idempotency keys work
+ * as for AppendEvents, and the tool-pairing guard always checks these batches (even when the
+ * session has it off): a server-built batch never leaves an orphan.
+ */
+import { createHash, randomUUID } from 'node:crypto';
+import type { CandidateEvent, Json, JsonObject, SessionEvent } from '../domain/event.js';
+import { DomainError } from '../domain/errors.js';
+import { isJsonObject } from '../domain/json.js';
+import { compactionBatch, estimateMessageTokens, planCompaction, type CompactionBudget, type PlanNode } from '../domain/compaction-plan.js';
+import { DEFAULT_HEAD_CHARS, DEFAULT_TAIL_CHARS, pruneBatch, textBytes } from '../domain/prune.js';
+import { NO_PAIRING, pairingInfoOfMessage, type PairingInfo } from '../domain/tool-pairing.js';
+import type { MessageJson } from '../domain/message-view.js';
+import type { CallContext, DerivedMessage, ModelSnapshot, SessionService } from './session-service.js';
+
+/** A reason Compact refuses now. */
+export interface CompactionBlocker {
+  readonly reason: 'COMPACTION_IN_PROGRESS' | 'TOOL_CALLS_OPEN';
+  readonly description: string;
+  readonly seqs: readonly number[];
+  readonly callIds: readonly string[];
+}
+
+/** PlanCompaction's answer. */
+export interface CompactionPlanView {
+  readonly start: number | undefined;
+  readonly end: number | undefined;
+  readonly shadowedSeqs: readonly number[];
+  readonly expectedLastSeq: number;
+  readonly shadowedTokenCount: number;
+  readonly keptTokenCount: number;
+  readonly messages: readonly DerivedMessage[];
+  readonly blockers: readonly CompactionBlocker[];
+}
+
+/** Compact's request. */
+export interface CompactRequest {
+  readonly start: number;
+  readonly end: number;
+  readonly expectedLastSeq: number | undefined;
+  /** Content blocks (reference ContentBlock[]). */
+  readonly summary: readonly Json[];
+  /** Raw summariser output blocks (`rawOutput`), and whether it came from a streamed LLM call. */
+  readonly rawOutput?: readonly Json[];
+  readonly llmStreamCall?: boolean;
+  readonly provider: string;
+  readonly model: string;
+  readonly usage?: JsonObject;
+  readonly maxTokens?: number;
+  readonly shadowedTokenCount?: number;
+  readonly idempotencyKey?: string;
+}
+
+/** Compact's answer. */
+export interface CompactResult {
+  readonly seqs: readonly number[];
+  readonly compactionId: string;
+  readonly surfaceLength: number;
+  readonly replayed: boolean;
+  readonly shadowedTokenCount: number;
+}
+
+/** PruneToolResults' request. */
+export interface PruneRequest {
+  readonly seqs?: readonly number[];
+  readonly minBytes?: number;
+  readonly keepRecent?: number;
+  readonly excludeTools?: readonly string[];
+  readonly headChars?: number;
+  readonly tailChars?: number;
+  readonly expectedLastSeq?: number;
+  readonly idempotencyKey?: string;
+}
+
+/** One pruned result. */
+export interface PrunedResult {
+  readonly originalSeq: number;
+  readonly pruneSeq: number;
+  readonly replacementSeq: number;
+  readonly callId: string;
+  readonly bytesBefore: number;
+  readonly bytesAfter: number;
+}
+
+/** PruneToolResults' answer. */
+export interface PruneResult {
+  readonly pruned: readonly PrunedResult[];
+  readonly bytesSaved: number;
+  readonly skipped: readonly number[];
+  readonly surfaceLength: number;
+  readonly replayed: boolean;
+}
+
+const pairingCache = new WeakMap<object, PairingInfo>();
+
+function pairingOf(m: MessageJson): PairingInfo {
+  let p = pairingCache.get(m);
+  if (p === undefined) {
+    p = pairingInfoOfMessage(m);
+    pairingCache.set(m, p);
+  }
+  return p;
+}
+
+/** A surface node with its message (undefined when it contributes none); one shape for all nodes. */
+interface MessageNode extends PlanNode {
+  readonly message: MessageJson | undefined;
+}
+
+/**
+ * The planner's nodes of a hot session, kept incrementally like the message projection: appends
+ * only extend the surface (a plan after them builds nodes for the new tail only); a replace (the
+ * replace generation moves) rebuilds them once. Keyed by the session's record object, which lives
+ * as long as its cached handle. The nodes of one message are computed once (tokens, call ids).
+ */
+const nodeCaches = new WeakMap<object, { generation: number; nodes: MessageNode[] }>();
+
+function nodeOf(seq: number, m: MessageJson | undefined): MessageNode {
+  return m === undefined ? { seq, tokens: 0, pairing: NO_PAIRING, message: undefined } : { seq, tokens: estimateMessageTokens(m), pairing: pairingOf(m), message: m };
+}
+
+/** The planner's nodes: every surface node, with its message's tokens and pairing facts. */
+function planNodes(snap: ModelSnapshot, tokenCounts?: ReadonlyMap<number, number>): MessageNode[] {
+  const surface = snap.surface as number[];
+  const msgs = snap.nodeMessages as (MessageJson | undefined)[];
+  let cache = nodeCaches.get(snap.record);
+  const reusable = cache !== undefined && cache.generation === snap.replaceGeneration && cache.nodes.length <= surface.length
+    && (cache.nodes.length === 0 || (cache.nodes[cache.nodes.length - 1] as MessageNode).seq === surface[cache.nodes.length - 1]);
+  if (!reusable || cache === undefined) nodeCaches.set(snap.record, (cache = { generation: snap.replaceGeneration, nodes: [] }));
+  const nodes = cache.nodes;
+  for (let i = nodes.length; i < surface.length; i++) nodes.push(nodeOf(surface[i] as number, msgs[i]));
+  const custom = tokenCounts !== undefined && tokenCounts.size > 0 ? tokenCounts : undefined;
+  if (custom === undefined) return nodes.slice();
+  return nodes.map((n) => {
+    const own = custom.get(n.seq);
+    return own === undefined ? n : { ...n, tokens: own };
+  });
+}
+
+/** A UUID (v4 layout) derived from `text`, so retried idempotent requests build identical events. */
+function derivedUuid(text: string): string {
+  const h = createHash('sha256').update(text).digest();
+  h[6] = ((h[6] as number) & 0x0f) | 0x40;
+  h[8] = ((h[8] as number) & 0x3f) | 0x80;
+  const x = h.subarray(0, 16).toString('hex');
+  return `${x.slice(0, 8)}-${x.slice(8, 12)}-${x.slice(12, 16)}-${x.slice(16, 20)}-${x.slice(20, 32)}`;
+}
+
+/** The compaction/prune use cases over a SessionService. */
+export class CompactionService {
+  constructor(private readonly app: SessionService, private readonly newId: () => string = randomUUID) {}
+
+  /** The newest events the blockers and the compaction's `turn` are decided from. */
+  static readonly LOCK_QUERIES = [
+    { types: ['compaction/start', 'compaction/end', 'session/end-seed'], limit: 256 },
+    { types: ['turn/start', 'turn/end'], limit: 1 },
+  ] as const;
+
+  /**
+   * From the newest lock-relevant events (snapshot.recent): an open `compaction/start` (no
+   * matching end and no later `session/end-seed`), and the open turn (null between turns).
+   */
+  async #lockState(ctx: CallContext, id: string, snap: ModelSnapshot): Promise<{ openStart: number | undefined; turn: number | null }> {
+    const seqs = (snap.recent ?? []).flat().sort((a, b) => b - a);
+    if (seqs.length === 0) return { openStart: undefined, turn: null };
+    const byseq = new Map((await this.app.store.getEvents(this.app.storageKey(ctx, id), seqs)).map((e) => [e.seq, e] as const));
+    const ended = new Set<string>();
+    let openStart: number | undefined;
+    let lockDone = false;
+    let turn: number | null | undefined;
+    for (const s of seqs) {
+      const e = byseq.get(s);
+      if (e === undefined) continue;
+      if (turn === undefined && (e.type === 'turn/start' || e.type === 'turn/end')) {
+        turn = e.type === 'turn/start' && isJsonObject(e.data) && typeof e.data['turn'] === 'number' ? e.data['turn'] : null;
+      }
+      if (lockDone) continue;
+      if (e.type === 'session/end-seed') lockDone = true;
+      else if (e.type === 'compaction/end' || e.type === 'compaction/start') {
+        const cid = isJsonObject(e.data) && typeof e.data['compactionId'] === 'string' ? e.data['compactionId'] : '';
+        if (e.type === 'compaction/end') ended.add(cid);
+        else if (!ended.has(cid)) {
+          openStart = e.seq;
+          lockDone = true;
+        }
+      }
+    }
+    return { openStart, turn: turn ?? null };
+  }
+
+  #blockers(open: number | undefined, openCalls: readonly { callId: string; seq: number }[]): CompactionBlocker[] {
+    const out: CompactionBlocker[] = [];
+    if (open !== undefined) {
+      out.push({ reason: 'COMPACTION_IN_PROGRESS', description: `compaction/start at seq ${open} has no compaction/end yet; finish or end that compaction first`, seqs: [open], callIds: [] });
+    }
+    if (openCalls.length > 0) {
+      out.push({
+        reason: 'TOOL_CALLS_OPEN',
+        description: `${openCalls.length} tool call(s) on the surface have no result yet (${openCalls.slice(0, 5).map((c) => c.callId).join(', ')}); append their results (or repair the session), then plan again`,
+        seqs: [...new Set(openCalls.map((c) => c.seq))],
+        callIds: openCalls.map((c) => c.callId),
+      });
+    }
+    return out;
+  }
+
+  /** PlanCompaction (read-only). */
+  async plan(ctx: CallContext, id: string, budget: CompactionBudget, tokenCounts?: ReadonlyMap<number, number>): Promise<CompactionPlanView> {
+    const snap = await this.app.modelSnapshot(ctx, id, { surface: true, recent: CompactionService.LOCK_QUERIES });
+    const nodes = planNodes(snap, tokenCounts);
+    let plan;
+    try {
+      plan = planCompaction(nodes, budget);
+    } catch (e) {
+      if (e instanceof RangeError) throw new DomainError('INVALID_ARGUMENT', `up_to_seq: ${e.message}; pass a seq from GetSurface`, { field: 'up_to_seq' });
+      throw e;
+    }
+    const shadowed = (snap.surface as number[]).slice(0, plan.cut);
+    // Message nodes are DerivedMessages already ({seq, message}).
+    const messages: DerivedMessage[] = [];
+    for (let i = 0; i < plan.cut; i++) {
+      const n = nodes[i] as MessageNode;
+      if (n.message !== undefined) messages.push(n as DerivedMessage);
+    }
+    return {
+      start: shadowed[0],
+      end: shadowed[shadowed.length - 1],
+      shadowedSeqs: shadowed,
+      expectedLastSeq: snap.headSeq ?? -1,
+      shadowedTokenCount: plan.shadowedTokens,
+      keptTokenCount: plan.keptTokens,
+      messages,
+      blockers: this.#blockers((await this.#lockState(ctx, id, snap)).openStart, plan.openCalls),
+    };
+  }
+
+  /** Compact: the four-event batch for a planned range. */
+  async compact(ctx: CallContext, id: string, req: CompactRequest): Promise<CompactResult> {
+    if (req.expectedLastSeq === undefined) throw new DomainError('INVALID_ARGUMENT', 'expected_last_seq is required: pass the one PlanCompaction returned', { field: 'expected_last_seq' });
+    if (req.summary.length === 0) throw new DomainError('INVALID_ARGUMENT', 'the summary is empty; pass summary_text or summary_json', { field: 'summary' });
+    if (!req.provider) throw new DomainError('INVALID_ARGUMENT', 'provider is required (the provider that produced the summary)', { field: 'provider' });
+    if (!req.model) throw new DomainError('INVALID_ARGUMENT', 'model is required (the model that produced the summary)', { field: 'model' });
+    const key = req.idempotencyKey || undefined;
+    if (key) {
+      const replay = await this.#replayedCompaction(ctx, id, key);
+      if (replay) return replay;
+    }
+    const snap = await this.app.modelSnapshot(ctx, id, { surface: true, recent: CompactionService.LOCK_QUERIES });
+    const head = snap.headSeq ?? -1;
+    if (req.expectedLastSeq !== head) {
+      throw new DomainError('HEAD_MISMATCH', `expected_last_seq ${req.expectedLastSeq} does not match the session head ${head}; plan again and retry`, {
+        sessionId: id, expected: String(req.expectedLastSeq), actual: String(head),
+      });
+    }
+    const surface = snap.surface as number[];
+    const endPos = surface.indexOf(req.end);
+    if (surface[0] !== req.start || endPos < 0) {
+      throw new DomainError('COMPACTION_RANGE_INVALID',
+        `a compaction shadows the surface from its first node (${surface[0] ?? 'none'}) to a surface seq; start ${req.start} .. end ${req.end} is not such a range; use PlanCompaction's start and end`,
+        { start: String(req.start), end: String(req.end) });
+    }
+    const nodes = planNodes(snap);
+    const shadowed = surface.slice(0, endPos + 1);
+    // Calls on the surface without any result yet (a tool round in flight): the same blocker the
+    // plan reports; finish the round (or repair the session) first.
+    const openCalls = planCompaction(nodes, { upToSeq: req.end }).openCalls;
+    const lock = await this.#lockState(ctx, id, snap);
+    const blockers = this.#blockers(lock.openStart, openCalls);
+    if (blockers.length > 0) {
+      const b = blockers[0] as CompactionBlocker;
+      throw new DomainError('COMPACTION_BLOCKED', b.description, { blocker: b.reason, seqs: b.seqs.join(','), ...(b.callIds.length > 0 ? { callIds: b.callIds.slice(0, 20).join(',') } : {}) });
+    }
+    let tokens = 0;
+    for (let i = 0; i <= endPos; i++) tokens += (nodes[i] as PlanNode).tokens;
+    const shadowedTokenCount = req.shadowedTokenCount ?? tokens;
+    const scope = `${this.app.storageKey(ctx, id)}\0${key ?? ''}`;
+    const compactionId = key ? derivedUuid(`compaction:${scope}`) : this.newId();
+    const messageId = key ? derivedUuid(`message:${scope}`) : this.newId();
+    const events = compactionBatch({
+      compactionId, messageId, turn: lock.turn, firstSeq: head + 1,
+      start: req.start, end: req.end, shadowedSeqs: shadowed, shadowedTokenCount,
+      summary: req.summary, rawOutput: req.rawOutput, llmStreamCall: req.llmStreamCall, provider: req.provider, model: req.model, maxTokens: req.maxTokens, usage: req.usage,
+    });
+    const res = await this.app.append(ctx, id, events as unknown as CandidateEvent[], { expectedLastSeq: head, idempotencyKey: key, pairingGuard: true });
+    if (res.replayed && key) {
+      const replay = await this.#replayedCompaction(ctx, id, key);
+      if (replay) return replay;
+    }
+    return { seqs: res.seqs, compactionId, surfaceLength: res.surfaceLength, replayed: res.replayed, shadowedTokenCount };
+  }
+
+  async #storedBatch(ctx: CallContext, id: string, key: string): Promise<{ events: SessionEvent[]; surfaceLength: number } | undefined> {
+    const skey = this.app.storageKey(ctx, id);
+    const stored = await this.app.store.getIdempotent(skey, key);
+    if (!stored) return undefined;
+    const events = await this.app.store.getEvents(skey, stored.seqs);
+    return { events, surfaceLength: stored.surfaceLength };
+  }
+
+  async #replayedCompaction(ctx: CallContext, id: string, key: string): Promise<CompactResult | undefined> {
+    const b = await this.#storedBatch(ctx, id, key);
+    if (!b) return undefined;
+    const summary = b.events.find((e) => e.type === 'compaction/summary');
+    const d = summary && isJsonObject(summary.data) ? summary.data : undefined;
+    if (d === undefined) {
+      throw new DomainError('IDEMPOTENCY_KEY_REUSED', `idempotency key ${JSON.stringify(key)} was used for another request (not a compaction); use a new key`, { sessionId: id, idempotencyKey: key });
+    }
+    return {
+      seqs: b.events.map((e) => e.seq),
+      compactionId: typeof d['compactionId'] === 'string' ? d['compactionId'] : '',
+      surfaceLength: b.surfaceLength,
+      replayed: true,
+      shadowedTokenCount: typeof d['shadowedTokenCount'] === 'number' ? d['shadowedTokenCount'] : 0,
+    };
+  }
+
+  /** PruneToolResults. */
+  async prune(ctx: CallContext, id: string, req: PruneRequest): Promise<PruneResult> {
+    const explicit = req.seqs !== undefined && req.seqs.length > 0;
+    if (!explicit && !(req.minBytes !== undefined && req.minBytes > 0)) {
+      throw new DomainError('INVALID_ARGUMENT', 'say what to prune: seqs, or min_bytes > 0 (with keep_recent / exclude_tools)', { field: 'seqs' });
+    }
+    const headChars = req.headChars ?? DEFAULT_HEAD_CHARS;
+    const tailChars = req.tailChars ?? DEFAULT_TAIL_CHARS;
+    const key = req.idempotencyKey || undefined;
+    if (key) {
+      const b = await this.#storedBatch(ctx, id, key);
+      if (b) return { ...(await this.#pruneResultOf(ctx, b.events, id)), skipped: [], surfaceLength: b.surfaceLength, replayed: true };
+    }
+    const snap = await this.app.modelSnapshot(ctx, id, { surface: true, types: true });
+    const head = snap.headSeq ?? -1;
+    if (req.expectedLastSeq !== undefined && req.expectedLastSeq !== head) {
+      throw new DomainError('HEAD_MISMATCH', `expected_last_seq ${req.expectedLastSeq} does not match the session head ${head}; re-read and retry`, {
+        sessionId: id, expected: String(req.expectedLastSeq), actual: String(head),
+      });
+    }
+    const surface = snap.surface as number[];
+    const types = snap.types as string[];
+    const msgs = snap.nodeMessages as (MessageJson | undefined)[];
+    let targets: number[];
+    if (explicit) {
+      const wanted = new Set(req.seqs as readonly number[]);
+      const found = new Map<number, string>();
+      for (let i = 0; i < surface.length && found.size < wanted.size; i++) if (wanted.has(surface[i] as number)) found.set(surface[i] as number, types[i] as string);
+      for (const s of req.seqs as readonly number[]) {
+        const t = found.get(s);
+        if (t !== 'tool/result') {
+          throw new DomainError('PRUNE_TARGET_INVALID', `seq ${s} is not a tool/result on the surface${t !== undefined ? ` (it is ${t})` : ''}; pass seqs from GetSurface`, { seq: String(s) });
+        }
+      }
+      targets = surface.filter((s) => found.has(s));
+    } else {
+      const names = new Map<string, string>();
+      const results: number[] = [];
+      for (let i = 0; i < surface.length; i++) {
+        const m = msgs[i];
+        if (m === undefined) continue;
+        const p = pairingOf(m);
+        p.calls.forEach((c, j) => names.set(c, p.names[j] ?? ''));
+        if (types[i] === 'tool/result') results.push(i);
+      }
+      const keep = Math.max(0, req.keepRecent ?? 0);
+      const exclude = new Set(req.excludeTools ?? []);
+      targets = results.slice(0, Math.max(0, results.length - keep)).filter((i) => {
+        const m = msgs[i] as MessageJson;
+        const callId = pairingOf(m).results[0];
+        if (callId !== undefined && exclude.has(names.get(callId) ?? '')) return false;
+        const block = Array.isArray(m['content']) ? m['content'][0] : undefined;
+        const inner = isJsonObject(block) && Array.isArray(block['content']) ? (block['content'] as Json[]) : [];
+        return textBytes(inner) > (req.minBytes as number);
+      }).map((i) => surface[i] as number);
+    }
+    if (targets.length === 0) return { pruned: [], bytesSaved: 0, skipped: [], surfaceLength: snap.surfaceLength, replayed: false };
+    const stored = new Map((await this.app.store.getEvents(this.app.storageKey(ctx, id), targets)).map((e) => [e.seq, e] as const));
+    const batch = pruneBatch(targets.map((s) => stored.get(s) as SessionEvent), id, headChars, tailChars);
+    if (batch.events.length === 0) return { pruned: [], bytesSaved: 0, skipped: batch.skipped, surfaceLength: snap.surfaceLength, replayed: false };
+    const res = await this.app.append(ctx, id, batch.events as unknown as CandidateEvent[], { expectedLastSeq: head, idempotencyKey: key, pairingGuard: true });
+    const pruned = batch.entries.map((e) => ({
+      originalSeq: e.originalSeq, pruneSeq: res.seqs[e.index] as number, replacementSeq: res.seqs[e.index + 1] as number,
+      callId: e.callId, bytesBefore: e.bytesBefore, bytesAfter: e.bytesAfter,
+    }));
+    return { pruned, bytesSaved: pruned.reduce((a, p) => a + p.bytesBefore - p.bytesAfter, 0), skipped: batch.skipped, surfaceLength: res.surfaceLength, replayed: res.replayed };
+  }
+
+  /** The pruned list of a stored prune batch (idempotent replay), with the originals read back. */
+  async #pruneResultOf(ctx: CallContext, events: readonly SessionEvent[], id: string): Promise<{ pruned: PrunedResult[]; bytesSaved: number }> {
+    const pairs: { p: SessionEvent; copy: SessionEvent; start: number }[] = [];
+    for (let i = 0; i + 1 < events.length; i++) {
+      const p = events[i] as SessionEvent;
+      const copy = events[i + 1] as SessionEvent;
+      if (p.type !== 'compaction/prune' || copy.type !== 'tool/result' || copy.surfaceOp === undefined || copy.surfaceOp === 'append') continue;
+      pairs.push({ p, copy, start: copy.surfaceOp.start });
+    }
+    if (pairs.length === 0) {
+      throw new DomainError('IDEMPOTENCY_KEY_REUSED', 'this idempotency key was used for another request (not a prune); use a new key', { sessionId: id });
+    }
+    const originals = new Map((await this.app.store.getEvents(this.app.storageKey(ctx, id), pairs.map((x) => x.start))).map((e) => [e.seq, e] as const));
+    const pruned = pairs.map(({ p, copy, start }) => {
+      const o = originals.get(start);
+      const after = innerTextBytes(copy);
+      return { originalSeq: start, pruneSeq: p.seq, replacementSeq: copy.seq, callId: callIdOf(copy), bytesBefore: o === undefined ? after : innerTextBytes(o), bytesAfter: after };
+    });
+    return { pruned, bytesSaved: pruned.reduce((a, x) => a + x.bytesBefore - x.bytesAfter, 0) };
+  }
+}
+
+function innerTextBytes(e: SessionEvent): number {
+  const d = e.data;
+  if (!isJsonObject(d)) return 0;
+  const m = isJsonObject(d['message']) ? d['message'] : undefined;
+  const block = m && Array.isArray(m['content']) ? m['content'][0] : undefined;
+  const inner = isJsonObject(block) && Array.isArray(block['content']) ? block['content'] : Array.isArray(d['content']) ? d['content'] : [];
+  return textBytes(inner as Json[]);
+}
+
+function callIdOf(e: SessionEvent): string {
+  const d = e.data;
+  const m = isJsonObject(d) && isJsonObject(d['message']) ? d['message'] : undefined;
+  const src = m && isJsonObject(m['source']) ? m['source'] : undefined;
+  if (src && typeof src['callId'] === 'string') return src['callId'];
+  return isJsonObject(d) && typeof d['callId'] === 'string' ? d['callId'] : '';
+}
