@@ -101,6 +101,8 @@ suite(`viewer in headless Chromium${hasChromium() ? '' : ' (skipped: /usr/bin/ch
     expect(await p.locator('#surface > [data-seq="5"] details.reasoning').getAttribute('open')).toBeNull();
     expect(await p.locator('#surface > [data-seq="10"] .tool-call [data-result-seq="13"]').textContent()).toContain('[pruned: 900 tokens]');
     expect(await p.locator('#live-status').getAttribute('data-state')).toBe('live');
+    // The session's facts include its tool-pairing guard (Session.pairing_guard; on by default).
+    expect(await p.locator('dl.facts [data-field="pairing-guard"]').textContent()).toBe('on');
     // The transcript and the raw event log are the other two views.
     await p.click('#tab-transcript');
     await p.waitForSelector('#transcript [data-seq="0"]', WAIT);

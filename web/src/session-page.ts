@@ -122,6 +122,7 @@ export function sessionPage(root: HTMLElement, id: string): Page {
       ...fact('head seq', s.headSeq === undefined ? '—' : String(s.headSeq), 'head-seq'),
       ...(s.parentSession ? fact('forked from', `${s.parentSession} (${s.seedLength ?? 0} events)`, 'parent') : []),
       ...(s.strict ? fact('mode', 'strict', 'strict') : []),
+      ...fact('tool-pairing guard', s.pairingGuard ? 'on' : 'off', 'pairing-guard'),
     );
   }
 
