@@ -3,6 +3,7 @@
  *
  *   node --import tsx bench/server/child.ts palimpsest <db> <full|normal> [--sweeping]
  *   node --import tsx bench/server/child.ts echo [--sweeping]
+ *   node --import tsx bench/server/child.ts hold
  *
  * `palimpsest` runs the real server (startServer) on 127.0.0.1:0; `echo` runs a bare grpc-js
  * server whose AppendEvents/ListEvents/GetMessages handlers echo the request bytes back (identity
@@ -12,6 +13,7 @@
  * when stdin closes (the parent died).
  */
 import v8 from 'node:v8';
+import type { ServerWritableStream } from '@grpc/grpc-js';
 
 const sweeping = process.argv.includes('--sweeping');
 if (!sweeping) v8.setFlagsFromString('--no-concurrent-array-buffer-sweeping');
@@ -26,7 +28,11 @@ if (mode === 'palimpsest') {
   stop = () => server.shutdown();
   // SIGUSR2: print the store's write counters (group-commit sizes) as one JSON line.
   const store = server.app.store as { stats?: () => object };
-  process.on('SIGUSR2', () => process.stdout.write(`${JSON.stringify({ stats: store.stats?.() ?? null })}\n`));
+  // With --expose-gc, after a full GC: the memory figures the subscriber bench reads.
+  process.on('SIGUSR2', () => {
+    (globalThis as { gc?: () => void }).gc?.();
+    process.stdout.write(`${JSON.stringify({ stats: store.stats?.() ?? null, memory: process.memoryUsage() })}\n`);
+  });
   process.stdout.write(`${JSON.stringify({ port: server.port })}\n`);
 } else if (mode === 'echo') {
   const grpc = await import('@grpc/grpc-js');
@@ -36,6 +42,32 @@ if (mode === 'palimpsest') {
   const def = (name: string) => ({ path: `/palimpsest.v1.SessionService/${name}`, requestStream: false, responseStream: false, requestSerialize: identity, requestDeserialize: identity, responseSerialize: identity, responseDeserialize: identity });
   server.addService({ appendEvents: def('AppendEvents'), listEvents: def('ListEvents'), getMessages: def('GetMessages') } as never, { appendEvents: echo, listEvents: echo, getMessages: echo } as never);
   const port = await new Promise<number>((resolve, reject) => server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))));
+  stop = () => new Promise((r) => server.tryShutdown(() => r()));
+  process.stdout.write(`${JSON.stringify({ port })}\n`);
+} else if (mode === 'hold') {
+  // The floor of an idle server stream in grpc-js: SubscribeSurface answers one `caughtUp`
+  // message and then holds the call open, doing nothing else (bench/subscribers.bench.ts).
+  const grpc = await import('@grpc/grpc-js');
+  const { SubscribeSurfaceResponse } = await import('../../gen/palimpsest/v1/service.js');
+  const server = new grpc.Server();
+  const identity = (b: Buffer): Buffer => b;
+  const caughtUp = Buffer.from(SubscribeSurfaceResponse.encode({ cursor: undefined, kind: { $case: 'caughtUp', value: {} } } as never).finish());
+  const held = new Set<unknown>();
+  const def = (name: string, responseStream: boolean) => ({ path: `/palimpsest.v1.SessionService/${name}`, requestStream: false, responseStream, requestSerialize: identity, requestDeserialize: identity, responseSerialize: identity, responseDeserialize: identity });
+  server.addService({ subscribeSurface: def('SubscribeSurface', true), getSession: def('GetSession', false), createSession: def('CreateSession', false) } as never, {
+    subscribeSurface: (call: ServerWritableStream<Buffer, Buffer>) => {
+      held.add(call);
+      call.on('cancelled', () => held.delete(call));
+      call.write(caughtUp);
+    },
+    getSession: (_c: unknown, cb: (e: null, r: Buffer) => void) => cb(null, Buffer.alloc(0)),
+    createSession: (_c: unknown, cb: (e: null, r: Buffer) => void) => cb(null, Buffer.alloc(0)),
+  } as never);
+  const port = await new Promise<number>((resolve, reject) => server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))));
+  process.on('SIGUSR2', () => {
+    (globalThis as { gc?: () => void }).gc?.();
+    process.stdout.write(`${JSON.stringify({ stats: null, memory: process.memoryUsage() })}\n`);
+  });
   stop = () => new Promise((r) => server.tryShutdown(() => r()));
   process.stdout.write(`${JSON.stringify({ port })}\n`);
 } else {

@@ -3,12 +3,18 @@
  */
 import type { SessionRecord, StructuralRow } from '../../app/store-port.js';
 import type { Json, SessionEvent, SessionHeader } from '../../domain/event.js';
+import { jsonTextOf } from '../../domain/json.js';
 import type { MemorySession } from './memory-database.js';
 
 export function eventBytes(events: readonly SessionEvent[]): number {
   let n = 0;
-  for (const e of events) n += Buffer.byteLength(JSON.stringify(e.data), 'utf8');
+  for (const e of events) n += dataBytes(e.data);
   return n;
+}
+
+/** UTF-8 bytes of `data`'s JSON text (the text kept by toFrozenJson when it has one). */
+export function dataBytes(data: Json): number {
+  return Buffer.byteLength(jsonTextOf(data) ?? JSON.stringify(data), 'utf8');
 }
 
 export function toRecord(session: MemorySession): SessionRecord {
@@ -48,7 +54,11 @@ export function structuralRow(event: SessionEvent): StructuralRow {
   return row;
 }
 
-/** A deep-frozen copy of `event` in the canonical key order, absent optional keys absent. */
+/**
+ * A deep-frozen copy of `event` in the canonical key order, absent optional keys absent. Data
+ * that `toFrozenJson` froze in place with its canonical text (jsonTextOf) is already deep-frozen
+ * and referenced by nothing mutable: it is shared, not copied.
+ */
 export function canonicalEvent(event: SessionEvent): SessionEvent {
   const out: {
     type: string;
@@ -58,7 +68,7 @@ export function canonicalEvent(event: SessionEvent): SessionEvent {
     sourceEventSeqs?: readonly number[];
     surfaceOp?: SessionEvent['surfaceOp'];
     ignorable?: true;
-  } = { type: event.type, seq: event.seq, time: event.time, data: deepFreeze(JSON.parse(JSON.stringify(event.data)) as Json) };
+  } = { type: event.type, seq: event.seq, time: event.time, data: jsonTextOf(event.data) !== undefined ? event.data : deepFreeze(JSON.parse(JSON.stringify(event.data)) as Json) };
   if (event.sourceEventSeqs !== undefined) out.sourceEventSeqs = Object.freeze([...event.sourceEventSeqs]);
   if (event.surfaceOp !== undefined) {
     out.surfaceOp =

@@ -36,7 +36,7 @@ import type { SessionEvent } from '../../domain/event.js';
 import { checkPageSize, decodePageToken, encodePageToken } from '../page-token.js';
 import { StoreClosedError, StoreUsageError, checkAscendingSeqs } from '../store-errors.js';
 import { MemoryDatabase, type MemorySession } from './memory-database.js';
-import { canonicalEvent, canonicalHeader, eventBytes, lowerBound, structuralRow, toRecord } from './memory-events.js';
+import { canonicalEvent, canonicalHeader, dataBytes, eventBytes, lowerBound, structuralRow, toRecord } from './memory-events.js';
 
 export { MemoryDatabase } from './memory-database.js';
 export { canonicalEvent } from './memory-events.js';
@@ -372,7 +372,7 @@ export class MemorySessionStore implements SessionStore {
   private pushEvents(session: MemorySession, events: readonly SessionEvent[]): void {
     for (const event of events) {
       session.events.push(event);
-      session.dataBytes += Buffer.byteLength(JSON.stringify(event.data), 'utf8');
+      session.dataBytes += dataBytes(event.data);
     }
     const last = events[events.length - 1];
     if (last !== undefined) session.nextSeq = last.seq + 1;
