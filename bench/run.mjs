@@ -32,6 +32,7 @@ const BENCHES = [
   { name: 'engine', file: 'engine.bench.ts', title: 'Engine (in-process)' },
   { name: 'sqlite', file: 'sqlite.bench.ts', title: 'SQLite store' },
   { name: 'fanout', file: 'fanout.bench.ts', title: 'Fan-out (subscriptions)' },
+  { name: 'viewer', file: 'viewer.bench.ts', title: 'Viewer (headless Chromium)' },
   { name: 'provider', file: 'provider.bench.ts', title: 'Provider-safe surfaces (compaction planning, time travel)' },
   { name: 'subscribers', file: 'subscribers.bench.ts', title: 'Subscribers (10,000 idle streams)' },
   { name: 'server', file: 'server.bench.ts', title: 'Server (gRPC)' },

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `npm run check`: buf lint + format, gen/ drift, typecheck, lint, import cycles, the whole test suite.
+# `npm run check`: buf lint + format, gen/ drift, typecheck, lint, import cycles, builds, the whole test suite.
 # Runs every step, then ends with one plain summary line: "N passed, M failed"
 # (M counts failed tests plus failed check steps).
 set -uo pipefail
@@ -31,9 +31,11 @@ step "buf format" npx buf format -d --exit-code
 step "buf breaking" breaking
 step "gen drift" drift
 step "typecheck" npx tsc -p tsconfig.json --noEmit
+step "typecheck (viewer)" npx tsc -p web/tsconfig.json --noEmit
 step "eslint" npx eslint .
 step "import cycles" node scripts/check-cycles.mjs src
 step "build" npm run -s build
+step "build (viewer)" npx vite build --config web/vite.config.ts --logLevel warn
 report=$(mktemp)
 echo "== tests"
 npx vitest run --reporter=default --reporter=json --outputFile="$report"

@@ -14,7 +14,9 @@ import { VERSION } from './version.js';
 
 /** What a serve option's value looks like, from its name (HOST:PORT, FILE, MS, BYTES, N, ...). */
 function placeholder(flag: string): string {
-  const named: Record<string, string> = { listen: 'HOST:PORT', 'metrics-listen': 'HOST:PORT', db: 'FILE|URL', durability: 'full|normal', 'log-level': 'LEVEL' };
+  const named: Record<string, string> = {
+    listen: 'HOST:PORT', 'metrics-listen': 'HOST:PORT', 'web-listen': 'HOST:PORT', 'web-cors-origins': 'ORIGIN,...', db: 'FILE|URL', durability: 'full|normal', 'log-level': 'LEVEL',
+  };
   if (named[flag]) return named[flag];
   if (flag.endsWith('-ms')) return 'MS';
   if (flag.endsWith('-bytes')) return 'BYTES';
@@ -76,6 +78,7 @@ async function serve(argv: string[]): Promise<number> {
   const { startServer } = await import('../main.js');
   const server = await startServer(config);
   process.stdout.write(`palimpsest listening on ${server.address}\n`);
+  if (server.webPort !== undefined) process.stdout.write(`web port (Connect, gRPC-Web, viewer) on ${config.webListen.replace(/:\d+$/, '')}:${server.webPort}\n`);
   // SIGHUP re-reads the token file; connections and streams stay up. A bad file keeps the
   // previous tokens and is reported.
   const reload = (): void => {

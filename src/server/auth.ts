@@ -19,7 +19,7 @@ import type { CallContext } from '../app/session-service.js';
 import { ANONYMOUS } from '../app/session-service.js';
 import type { ContextResolver, Permission } from './permissions.js';
 import { domainErrorToStatus } from './status-map.js';
-import { MalformedRequest, RejectedRequest } from './safe-decode.js';
+import { refusalOf } from './safe-decode.js';
 import { rewriteFramingStatus, truncatedFrame, truncatedFrameStatus } from './framing.js';
 
 /** One configured token. */
@@ -140,6 +140,38 @@ export class TokenRegistry {
   }
 }
 
+/**
+ * The bearer-token check of one call to SessionService method `method` (gRPC interceptor and
+ * web port alike): the verified token, or a DomainError UNAUTHENTICATED / PERMISSION_DENIED.
+ */
+export function authenticate(registry: TokenRegistry, authorization: string | undefined, method: string): TokenEntry {
+  const m = authorization === undefined ? null : /^Bearer\s+(\S+)$/i.exec(authorization);
+  if (!m) throw new DomainError('UNAUTHENTICATED', 'missing bearer token: send metadata "authorization: Bearer <token>"', {});
+  const entry = registry.verify(m[1] as string);
+  if (!entry) throw new DomainError('UNAUTHENTICATED', 'the bearer token is not valid (unknown, revoked or mistyped)', {});
+  const needed = METHOD_PERMISSIONS[method] ?? 'admin';
+  if (!grants(entry, needed)) {
+    throw new DomainError('PERMISSION_DENIED', `token "${entry.name}" lacks the ${needed} permission needed by ${method}`, { permission: needed, method });
+  }
+  return entry;
+}
+
+/**
+ * Puts the verified caller on a call's metadata for the handlers: the tenant, and the token hash
+ * that token reloads re-check long-lived calls by (both ports).
+ */
+export function setCaller(md: Metadata, entry: TokenEntry): void {
+  md.set(TENANT_KEY, entry.tenant);
+  md.set(CREDENTIAL_KEY, entry.sha256);
+}
+
+/** The error of a call over the per-connection cap. */
+export function tooManyStreams(limit: number): DomainError {
+  return new DomainError('TOO_MANY_STREAMS',
+    `this connection already has ${limit} calls in flight; the limit is ${limit}; wait for some to finish or open another connection`,
+    { limitName: 'max_concurrent_streams', limit: String(limit), actual: String(limit + 1) });
+}
+
 function reject(call: ServerInterceptingCall, err: DomainError): void {
   const se = domainErrorToStatus(err);
   call.sendStatus({ code: se.code, details: se.details, metadata: se.metadata });
@@ -192,41 +224,24 @@ export function makeInterceptor(registry: TokenRegistry | undefined, limiter: St
             // Public calls (health watches) count too: no connection gets unbounded streams.
             release = limiter.admit(connection);
             if (!release) {
-              reject(intercepting, new DomainError('TOO_MANY_STREAMS',
-                `this connection already has ${limiter.maxPerConnection} calls in flight; the limit is ${limiter.maxPerConnection}; wait for some to finish or open another connection`,
-                { limitName: 'max_concurrent_streams', limit: String(limiter.maxPerConnection), actual: String(limiter.maxPerConnection + 1) }));
+              reject(intercepting, tooManyStreams(limiter.maxPerConnection));
               return;
             }
             if (registry && !isPublic) {
               const header = md.get('authorization')[0];
-              const m = typeof header === 'string' ? /^Bearer\s+(\S+)$/i.exec(header) : null;
-              if (!m) {
-                reject(intercepting, new DomainError('UNAUTHENTICATED', 'missing bearer token: send metadata "authorization: Bearer <token>"', {}));
+              try {
+                setCaller(md, authenticate(registry, typeof header === 'string' ? header : undefined, name));
+              } catch (e) {
+                reject(intercepting, e as DomainError);
                 return;
               }
-              const entry = registry.verify(m[1] as string);
-              if (!entry) {
-                reject(intercepting, new DomainError('UNAUTHENTICATED', 'the bearer token is not valid (unknown, revoked or mistyped)', {}));
-                return;
-              }
-              const needed = METHOD_PERMISSIONS[name] ?? 'admin';
-              if (!grants(entry, needed)) {
-                reject(intercepting, new DomainError('PERMISSION_DENIED', `token "${entry.name}" lacks the ${needed} permission needed by ${name}`, { permission: needed, method: name }));
-                return;
-              }
-              md.set(TENANT_KEY, entry.tenant);
-              md.set(CREDENTIAL_KEY, entry.sha256);
             }
             nextMd(md);
           },
           onReceiveMessage: (msg: unknown, nextMsg: (m: unknown) => void) => {
-            if (msg instanceof MalformedRequest) {
-              reject(intercepting, new DomainError('INVALID_ARGUMENT',
-                `the request is not a valid protobuf message for ${msg.method}: ${msg.cause}`, { field: 'request', method: name }));
-              return;
-            }
-            if (msg instanceof RejectedRequest) {
-              reject(intercepting, msg.error);
+            const refused = refusalOf(msg, name);
+            if (refused) {
+              reject(intercepting, refused);
               return;
             }
             nextMsg(msg);

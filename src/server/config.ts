@@ -44,6 +44,10 @@ export interface ServerConfig {
   readonly retentionIntervalMs: number;
   /** Sessions a retention sweep examines per batch. */
   readonly retentionBatch: number;
+  /** Web port (Connect, gRPC-Web, the viewer) host:port, or '' to disable. */
+  readonly webListen: string;
+  /** Origins the web port allows by CORS ('*' = any); empty = CORS off. */
+  readonly webCorsOrigins: readonly string[];
 }
 
 /** Defaults: embedded SQLite file in the working directory, durable appends, loopback. */
@@ -67,4 +71,6 @@ export const DEFAULT_CONFIG: ServerConfig = {
   retentionDays: 0,
   retentionIntervalMs: 3_600_000,
   retentionBatch: 100,
+  webListen: '',
+  webCorsOrigins: [],
 };

@@ -75,6 +75,21 @@ export class RejectedRequest {
   constructor(readonly error: DomainError) {}
 }
 
+/** The INVALID_ARGUMENT of request bytes that do not decode as a message of method `path` (short name `name`). */
+export function malformedRequestError(path: string, cause: string, name: string): DomainError {
+  return new DomainError('INVALID_ARGUMENT', `the request is not a valid protobuf message for ${path}: ${cause}`, { field: 'request', method: name });
+}
+
+/**
+ * The error a safe deserializer's result stands for (MalformedRequest, RejectedRequest), or
+ * undefined for a request: what both ports (the interceptor, the web bridge) refuse the call with.
+ */
+export function refusalOf(decoded: unknown, name: string): DomainError | undefined {
+  if (decoded instanceof MalformedRequest) return malformedRequestError(decoded.method, decoded.cause, name);
+  if (decoded instanceof RejectedRequest) return decoded.error;
+  return undefined;
+}
+
 /** A copy of `def` whose request deserializers never throw. */
 export function withSafeDeserializers<T extends ServiceDefinition>(def: T): T {
   const out: Record<string, unknown> = {};

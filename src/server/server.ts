@@ -1,5 +1,6 @@
 /**
- * The gRPC server around an app: handlers, health, metrics, reflection, graceful shutdown. It
+ * The gRPC server around an app: handlers, health, metrics, reflection, graceful shutdown, and
+ * (with --web-listen) the web port serving the same handler table (src/server/web). It
  * does not choose the store or the change feed: the composition root (src/main.ts) builds the
  * app and hands it in.
  */
@@ -21,6 +22,8 @@ import { serverCredentials } from './tls.js';
 import { withSafeDeserializers } from './safe-decode.js';
 import { preEncodedStreams, subscriptionStreams, type SubscriptionStreams } from './subscribe-handlers.js';
 import { RevocableCalls } from './revocable-calls.js';
+import { toServiceError } from './status-map.js';
+import { startWebServer, type RunningWebServer } from './web/web-server.js';
 
 /** A running server. */
 export interface RunningServer {
@@ -30,6 +33,8 @@ export interface RunningServer {
   readonly address: string;
   /** The Prometheus port, when enabled. */
   readonly metricsPort: number | undefined;
+  /** The web port (Connect, gRPC-Web, viewer), when enabled. */
+  readonly webPort: number | undefined;
   readonly app: SessionService;
   readonly metrics: Metrics;
   readonly logger: Logger;
@@ -88,7 +93,7 @@ export function serverLogger(config: ServerConfig): Logger {
 }
 
 /**
- * Serves `app` over gRPC; resolves once listening. The app (and its store) belong to the server
+ * Serves `app` over gRPC (and the web port with --web-listen); resolves once listening. The app (and its store) belong to the server
  * from here on: shutdown closes them. On a start-up failure the caller still owns the app.
  */
 export async function serveApp(app: SessionService, config: ServerConfig, logger: Logger, ext: ServerExtensions = {}): Promise<RunningServer> {
@@ -119,12 +124,16 @@ export async function serveApp(app: SessionService, config: ServerConfig, logger
   // delta), which the preEncodedStreams definition passes through.
   const streams = ext.streams?.(app, config, metrics, logger) ?? subscriptionStreams(app, config, metrics, logger, resolver);
   // GetMessages may answer with a pre-encoded Buffer too (cached per model-history message).
-  server.addService(withSafeDeserializers(preEncodedResponses(preEncodedStreams(SessionServiceService))), makeHandlers(app, resolver, logger, metrics, streams.handlers, { maxMessageBytes: config.maxMessageBytes, revocable }));
-  server.addService(withSafeDeserializers(HealthService), health.handlers());
+  // One handler table for both ports: the web port (src/server/web) runs these same handlers.
+  const handlers = makeHandlers(app, resolver, logger, metrics, streams.handlers, { maxMessageBytes: config.maxMessageBytes, revocable });
+  server.addService(withSafeDeserializers(preEncodedResponses(preEncodedStreams(SessionServiceService))), handlers);
+  const healthHandlers = health.handlers();
+  server.addService(withSafeDeserializers(HealthService), healthHandlers);
   const reflection = loadDescriptorIndex();
-  if (reflection) {
-    server.addService(withSafeDeserializers(ReflectionV1Service), reflectionHandlers(reflection));
-    server.addService(withSafeDeserializers(ReflectionV1AlphaService), reflectionHandlers(reflection));
+  const reflectionTable = reflection ? reflectionHandlers(reflection) : undefined;
+  if (reflectionTable) {
+    server.addService(withSafeDeserializers(ReflectionV1Service), reflectionTable);
+    server.addService(withSafeDeserializers(ReflectionV1AlphaService), reflectionTable);
   } else logger.warn({}, 'gen/descriptor.binpb not found: server reflection is off');
   ext.services?.(server);
 
@@ -144,13 +153,30 @@ export async function serveApp(app: SessionService, config: ServerConfig, logger
     metricsPort = r.port;
     metricsServer = r.server;
   }
+  // The web port serves the same handler table (src/server/web).
+  let web: RunningWebServer | undefined;
+  if (config.webListen) {
+    try {
+      web = await startWebServer({
+        listen: config.webListen, tlsCert: config.tlsCert, tlsKey: config.tlsKey, tlsClientCa: config.tlsClientCa, insecure: config.insecure,
+        corsOrigins: config.webCorsOrigins, maxMessageBytes: config.maxMessageBytes, handlers, healthHandlers, reflectionHandlers: reflectionTable, registry, limiter,
+        fail: (err) => toServiceError(err, (e) => logger.error({ err: e }, 'unexpected error')),
+      });
+    } catch (e) {
+      // The caller still owns the app (serveApp's contract): stop only what was started here.
+      server.forceShutdown();
+      streams.shutdown();
+      if (metricsServer) await new Promise<void>((r) => metricsServer.close(() => r()));
+      throw e instanceof Error ? bindError(e, config.webListen, '--web-listen') : e;
+    }
+  }
   metrics.trackCachedSessions(() => app.cachedSessions);
   const retention = new Retention(app, {
     retentionDays: config.retentionDays, intervalMs: config.retentionIntervalMs, batchSize: config.retentionBatch, log: logger,
     onDeleted: (n) => metrics.retentionDeleted(n),
   });
   retention.start();
-  logger.info({ address: `${host}:${boundPort}`, db: config.db, durability: config.durability, metricsPort }, 'palimpsest listening');
+  logger.info({ address: `${host}:${boundPort}`, db: config.db, durability: config.durability, metricsPort, webPort: web?.port }, 'palimpsest listening');
 
   let shutdownPromise: Promise<void> | undefined;
   const shutdown = (): Promise<void> => {
@@ -159,6 +185,7 @@ export async function serveApp(app: SessionService, config: ServerConfig, logger
       health.setNotServing();
       streams.shutdown();
       health.endWatchers();
+      const webClosed = web?.close(config.shutdownGraceMs);
       await new Promise<void>((resolve) => {
         const timer = setTimeout(() => {
           server.forceShutdown();
@@ -171,6 +198,7 @@ export async function serveApp(app: SessionService, config: ServerConfig, logger
         });
       });
       await retention.stop();
+      await webClosed;
       await app.close();
       if (metricsServer) await new Promise<void>((r) => metricsServer.close(() => r()));
       await tracing?.shutdown().catch((e: unknown) => logger.warn({ err: (e as Error).message }, 'trace export failed at shutdown'));
@@ -187,5 +215,5 @@ export async function serveApp(app: SessionService, config: ServerConfig, logger
     const ended = (streams.recheck?.(lookup) ?? 0) + revocable.recheck(lookup);
     logger.info({ tokens: registry.size, streamsEnded: ended }, 'token file reloaded');
   };
-  return { security, reloadTokens, port: boundPort, address: `${host.includes(':') ? `[${host}]` : host}:${boundPort}`, metricsPort, app, metrics, logger, shutdown };
+  return { security, reloadTokens, port: boundPort, address: `${host.includes(':') ? `[${host}]` : host}:${boundPort}`, metricsPort, webPort: web?.port, app, metrics, logger, shutdown };
 }

@@ -92,7 +92,8 @@ describe('serve', () => {
     const r = await runCli(['serve', '--help']);
     expect(r.code).toBe(0);
     for (const s of ['--listen HOST:PORT', '--db FILE', '--durability full|normal', '--max-batch-events N', '--heartbeat-ms MS',
-      '--max-message-bytes BYTES', '--log-level LEVEL', '--tls-cert FILE', '--auth-tokens FILE', '--metrics-listen HOST:PORT']) {
+      '--max-message-bytes BYTES', '--log-level LEVEL', '--tls-cert FILE', '--auth-tokens FILE', '--metrics-listen HOST:PORT',
+      '--web-listen HOST:PORT', '--web-cors-origins ORIGIN,...']) {
       expect(r.stdout).toContain(s);
     }
     expect(r.stdout).not.toContain(' VALUE');

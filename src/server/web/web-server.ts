@@ -1,0 +1,238 @@
+/**
+ * The web port (`--web-listen HOST:PORT`): the whole palimpsest.v1.SessionService (and
+ * grpc.health.v1 and server reflection) over the Connect protocol, gRPC-Web and gRPC at the standard paths, plus the
+ * viewer's static assets at `/`, on one HTTP port.
+ *
+ * - The RPCs are the gRPC port's handlers, run through grpc-call-bridge.ts: no second copy of
+ *   any rule, the same error details.
+ * - Security as on the gRPC port: TLS from the same certificate flags (HTTP/2 and HTTP/1.1 by
+ *   ALPN; mutual TLS with --tls-client-ca), plaintext only on loopback unless --insecure; bearer
+ *   tokens and tenants through the same check (auth.ts `authenticate`); the same per-connection
+ *   cap on calls in flight (StreamLimiter) and message size (Connect's read/write limits at
+ *   --max-message-bytes); CORS off unless --web-cors-origins.
+ * - Plaintext serves HTTP/1.1 (browsers) and HTTP/2 with prior knowledge (`buf curl
+ *   --http2-prior-knowledge`, Connect's Node HTTP/2 transport, client streaming) on the same port:
+ *   the first bytes of a connection say which (the HTTP/2 preface starts with "PRI").
+ */
+import { createServer as createHttpServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { createSecureServer, createServer as createH2Server, type Http2ServerRequest, type Http2ServerResponse } from 'node:http2';
+import { createServer as createNetServer, type Server as NetServer, type Socket } from 'node:net';
+import { Metadata, type ServiceError, type UntypedHandleCall } from '@grpc/grpc-js';
+import { createConnectRouter, createContextKey, createContextValues, type HandlerContext } from '@connectrpc/connect';
+import { compressionBrotli, compressionGzip, universalRequestFromNodeRequest, universalResponseToNodeResponse } from '@connectrpc/connect-node';
+import { SessionServiceService } from '../../../gen/palimpsest/v1/service.js';
+import { HealthService } from '../../../gen/grpc/health/v1/health.js';
+import { SessionService as SessionServiceDesc } from '../../../gen/es/palimpsest/v1/service_pb.js';
+import { Health as HealthDesc } from '../../../gen/es/grpc/health/v1/health_pb.js';
+import { ServerReflection as ReflectionV1Desc } from '../../../gen/es/grpc/reflection/v1/reflection_pb.js';
+import { ServerReflection as ReflectionV1AlphaDesc } from '../../../gen/es/grpc/reflection/v1alpha/reflection_pb.js';
+import { ReflectionV1AlphaService, ReflectionV1Service } from '../reflection.js';
+import { authenticate, setCaller, StreamLimiter, tooManyStreams, type TokenRegistry } from '../auth.js';
+import { preEncodedResponses } from '../handlers.js';
+import { preEncodedStreams } from '../subscribe-handlers.js';
+import { withSafeDeserializers } from '../safe-decode.js';
+import { tlsMaterial } from '../tls.js';
+import { bridgeService, type Admission } from './grpc-call-bridge.js';
+import { applyCors } from './cors.js';
+import { defaultAssetDir, staticAssets } from './static-assets.js';
+import { guardMalformed } from './malformed-guard.js';
+
+/** What the web port needs from the composition root. */
+export interface WebServerOptions {
+  /** HOST:PORT (port 0 = any free port). */
+  readonly listen: string;
+  readonly tlsCert: string;
+  readonly tlsKey: string;
+  readonly tlsClientCa: string;
+  readonly insecure: boolean;
+  /** Origins allowed by CORS ('*' = any); empty = CORS off. */
+  readonly corsOrigins: readonly string[];
+  readonly maxMessageBytes: number;
+  /** The SessionService handler table the gRPC port serves. */
+  readonly handlers: Readonly<Record<string, UntypedHandleCall>>;
+  /** grpc.health.v1 handlers (public, as on the gRPC port). */
+  readonly healthHandlers?: Readonly<Record<string, UntypedHandleCall>>;
+  /** Server reflection handlers (public; v1 and v1alpha; bidi streams, so HTTP/2 only). */
+  readonly reflectionHandlers?: Readonly<Record<string, UntypedHandleCall>>;
+  readonly registry: TokenRegistry | undefined;
+  readonly limiter: StreamLimiter;
+  readonly fail: (err: unknown) => ServiceError;
+  /** Built viewer assets (default: dist/web of this checkout). */
+  readonly assetDir?: string;
+}
+
+/** A listening web port. */
+export interface RunningWebServer {
+  readonly port: number;
+  readonly tls: boolean;
+  /** Stops accepting; in-flight calls get `graceMs`, then connections are closed. */
+  close(graceMs: number): Promise<void>;
+}
+
+/** The caller's connection (address:port), for the per-connection call cap. */
+const CONNECTION = createContextKey('?');
+
+type Req = IncomingMessage | Http2ServerRequest;
+type Res = ServerResponse | Http2ServerResponse;
+
+function splitHostPort(addr: string): { host: string; port: number } {
+  const i = addr.lastIndexOf(':');
+  if (i < 0) throw new Error(`web listen address ${JSON.stringify(addr)} must be host:port`);
+  const port = Number(addr.slice(i + 1));
+  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new Error(`invalid port in ${JSON.stringify(addr)}`);
+  return { host: addr.slice(0, i).replace(/^\[|\]$/g, ''), port };
+}
+
+/** Starts the web port; resolves once it is listening. */
+export async function startWebServer(o: WebServerOptions): Promise<RunningWebServer> {
+  const { host, port } = splitHostPort(o.listen);
+  const pem = tlsMaterial({ listenHost: host, tlsCert: o.tlsCert, tlsKey: o.tlsKey, tlsClientCa: o.tlsClientCa, insecure: o.insecure });
+
+  const admit = (isPublic: boolean) => (ctx: HandlerContext, method: string): Admission => {
+    const limit = o.limiter.maxPerConnection;
+    const release = o.limiter.admit(ctx.values.get(CONNECTION));
+    if (!release) throw tooManyStreams(limit);
+    try {
+      // Only the verified tenant reaches the handlers (never client-sent x-palimpsest-* headers).
+      const metadata = new Metadata();
+      if (o.registry && !isPublic) setCaller(metadata, authenticate(o.registry, ctx.requestHeader.get('authorization') ?? undefined, method));
+      return { metadata, release };
+    } catch (e) {
+      release();
+      throw e;
+    }
+  };
+  const sessionDef = withSafeDeserializers(preEncodedResponses(preEncodedStreams(SessionServiceService)));
+  const healthDef = withSafeDeserializers(HealthService);
+  // The gRPC port's safe request deserializers by path, for the guard (malformed-guard.ts).
+  const decoders = new Map<string, (b: Buffer) => unknown>();
+  const served = (def: Readonly<Record<string, { path: string; requestDeserialize: (b: Buffer) => unknown }>>): never => {
+    for (const m of Object.values(def)) decoders.set(m.path, m.requestDeserialize);
+    return def as never;
+  };
+  // connectNodeAdapter's routing, with each handler behind the malformed-request guard.
+  const router = createConnectRouter({ readMaxBytes: o.maxMessageBytes, writeMaxBytes: o.maxMessageBytes, acceptCompression: [compressionGzip, compressionBrotli] });
+  router.service(SessionServiceDesc, bridgeService({ service: SessionServiceDesc, definition: served(sessionDef), handlers: o.handlers, admit: admit(false), fail: o.fail }));
+  if (o.healthHandlers) {
+    router.service(HealthDesc, bridgeService({ service: HealthDesc, definition: served(healthDef), handlers: o.healthHandlers, admit: admit(true), fail: o.fail }));
+  }
+  if (o.reflectionHandlers) {
+    for (const [desc, def] of [[ReflectionV1Desc, ReflectionV1Service], [ReflectionV1AlphaDesc, ReflectionV1AlphaService]] as const) {
+      router.service(desc, bridgeService({ service: desc, definition: served(withSafeDeserializers(def)), handlers: o.reflectionHandlers, admit: admit(true), fail: o.fail }));
+    }
+  }
+  const routes = new Map(router.handlers.map((h) => [h.requestPath, guardMalformed(h, o.maxMessageBytes, decoders.get(h.requestPath))] as const));
+  const assets = staticAssets(o.assetDir ?? defaultAssetDir());
+  const rpc = (req: Req, res: Res): void => {
+    const route = routes.get((req.url ?? '').split('?', 1)[0] ?? '');
+    if (!route) {
+      assets(req, res);
+      return;
+    }
+    const s = req.socket;
+    const uReq = universalRequestFromNodeRequest(req as never, res as never, undefined, createContextValues().set(CONNECTION, `web:${s.remoteAddress ?? '?'}:${s.remotePort ?? '?'}`));
+    route(uReq).then((uRes) => universalResponseToNodeResponse(uRes, res as never)).catch(() => {
+      // The response is already failed or the client went away (Connect logs nothing either).
+    });
+  };
+  // HTTP/1.1 sockets with a request in flight (the others are idle keep-alives, closed at once on
+  // shutdown; HTTP/2 sessions are closed with GOAWAY).
+  const busy = new Map<Socket, number>();
+  const http1Sockets = new Set<Socket>();
+  const handle = (req: Req, res: Res): void => {
+    if (req.httpVersionMajor === 1) {
+      const sock = req.socket as Socket;
+      if (!http1Sockets.has(sock)) {
+        http1Sockets.add(sock);
+        sock.once('close', () => http1Sockets.delete(sock));
+      }
+      busy.set(sock, (busy.get(sock) ?? 0) + 1);
+      res.once('close', () => {
+        const n = (busy.get(sock) ?? 1) - 1;
+        if (n > 0) busy.set(sock, n);
+        else {
+          busy.delete(sock);
+          if (closing) sock.end();
+        }
+      });
+    }
+    if (applyCors(o.corsOrigins, req, res)) return;
+    rpc(req as never, res as never);
+  };
+  let closing = false;
+
+  const sockets = new Set<Socket>();
+  const track = (s: Socket): void => {
+    sockets.add(s);
+    s.once('close', () => sockets.delete(s));
+  };
+  let listener: NetServer;
+  const h2Sessions = new Set<import('node:http2').Http2Session>();
+  if (pem) {
+    const server = createSecureServer({ cert: pem.cert, key: pem.key, ca: pem.ca ?? undefined, requestCert: pem.ca !== null, rejectUnauthorized: pem.ca !== null, allowHTTP1: true }, handle);
+    server.on('session', (s) => {
+      h2Sessions.add(s);
+      s.once('close', () => h2Sessions.delete(s));
+    });
+    server.on('connection', track);
+    listener = server;
+  } else {
+    const h1 = createHttpServer(handle);
+    const h2 = createH2Server({}, handle);
+    h2.on('session', (s) => {
+      h2Sessions.add(s);
+      s.once('close', () => h2Sessions.delete(s));
+    });
+    listener = createNetServer((socket) => {
+      track(socket);
+      let head = Buffer.alloc(0);
+      const onReadable = (): void => {
+        for (;;) {
+          const chunk = socket.read() as Buffer | null;
+          if (chunk === null) break;
+          head = Buffer.concat([head, chunk]);
+        }
+        if (head.length < 3 && !socket.readableEnded) {
+          socket.once('readable', onReadable);
+          return;
+        }
+        socket.unshift(head);
+        (head.subarray(0, 3).toString('latin1') === 'PRI' ? h2 : h1).emit('connection', socket);
+      };
+      socket.once('readable', onReadable);
+      socket.on('error', () => socket.destroy());
+    });
+  }
+  const boundPort = await new Promise<number>((resolve, reject) => {
+    listener.once('error', reject);
+    listener.listen(port, host, () => {
+      listener.off('error', reject);
+      const a = listener.address();
+      resolve(typeof a === 'object' && a !== null ? a.port : port);
+    });
+  });
+
+  return {
+    port: boundPort,
+    tls: pem !== undefined,
+    close: (graceMs) => new Promise<void>((resolve) => {
+      let done = false;
+      const finish = (): void => {
+        if (done) return;
+        done = true;
+        clearTimeout(timer);
+        resolve();
+      };
+      const timer = setTimeout(() => {
+        for (const s of sockets) s.destroy();
+        finish();
+      }, graceMs);
+      timer.unref();
+      closing = true;
+      for (const s of h2Sessions) s.close();
+      listener.close(() => finish());
+      // Idle HTTP/1.1 keep-alive connections hold no call: close them now (busy ones after their call).
+      for (const s of http1Sockets) if (!busy.has(s)) s.end();
+    }),
+  };
+}

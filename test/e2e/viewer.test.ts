@@ -1,0 +1,255 @@
+/**
+ * The session viewer in real headless Chromium (Debian's, via playwright-core) against a real
+ * server: the list, a session page, live appends and compactions made through gRPC, the time
+ * slider, a token error, and resuming after the server went away. Under CI=true a missing
+ * Chromium fails; elsewhere the suite is skipped with the reason.
+ */
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Metadata } from '@grpc/grpc-js';
+import type { Page } from 'playwright-core';
+import { call, startTestServer, type TestServer } from '../support/test-server.js';
+import { input, replaceOp, userMessage } from '../support/events.js';
+import { DEMO, DEMO_PNG, demoBatches } from '../support/demo-session.js';
+import { hasChromium, launchChromium, type TestBrowser } from '../support/browser.js';
+import { hashToken } from '../../src/server/auth.js';
+import { startServer } from '../../src/main.js';
+import { SessionServiceClient } from '../../gen/palimpsest/v1/service.js';
+import { credentials } from '@grpc/grpc-js';
+import type { EventInput } from '../../gen/palimpsest/v1/event.js';
+
+const CI = process.env.CI === 'true';
+const WAIT = { timeout: 15_000 };
+
+async function append(c: SessionServiceClient, sessionId: string, events: EventInput[], md = new Metadata()): Promise<number[]> {
+  return (await call(c.appendEvents.bind(c), { sessionId, events, idempotencyKey: '' } as never, md) as { seqs: number[] }).seqs;
+}
+
+async function create(c: SessionServiceClient, sessionId: string, labels: Record<string, string> = {}, md = new Metadata()): Promise<void> {
+  await call(c.createSession.bind(c), { sessionId, labels, strict: false } as never, md);
+}
+
+const suite = hasChromium() || CI ? describe : describe.skip;
+
+suite(`viewer in headless Chromium${hasChromium() ? '' : ' (skipped: /usr/bin/chromium missing; run .ci/system-deps)'}`, () => {
+  let t: TestServer;
+  let b: TestBrowser;
+  let base: string;
+  beforeAll(async () => {
+    expect(hasChromium(), 'chromium missing under CI (run .ci/system-deps)').toBe(true);
+    // The viewer under test is the one in web/ now (npm ci builds it too).
+    execFileSync('node_modules/.bin/vite', ['build', '--config', 'web/vite.config.ts', '--logLevel', 'error'], { stdio: 'pipe' });
+    t = await startTestServer({ webListen: '127.0.0.1:0' });
+    base = `http://127.0.0.1:${t.server.webPort}`;
+    await create(t.client, 'alpha', { team: 'a' });
+    await create(t.client, 'demo', { team: 'b', kind: 'demo' });
+    for (const batch of demoBatches()) await append(t.client, 'demo', batch);
+    b = await launchChromium();
+  }, 60_000);
+  afterAll(async () => {
+    await b?.close();
+    await t?.stop();
+  });
+
+  async function page(path: string): Promise<Page> {
+    const p = await b.context.newPage();
+    await p.goto(base + path);
+    return p;
+  }
+
+  it('lists the sessions newest first, filters by label, and refreshes live', async () => {
+    const p = await page('/');
+    await p.waitForSelector('[data-session-id="demo"]', WAIT);
+    expect(await p.$$eval('[data-session-id]', (rows) => rows.map((r) => r.getAttribute('data-session-id')))).toEqual(['demo', 'alpha']);
+    const demoRow = p.locator('[data-session-id="demo"]');
+    expect(await demoRow.locator('[data-field="event-count"]').textContent()).toBe(String(DEMO.head + 1));
+    expect(await demoRow.locator('[data-field="surface-length"]').textContent()).toBe(String(DEMO.surface.length));
+    await p.fill('#label-filter', 'team=a');
+    await expect.poll(() => p.$$eval('[data-session-id]', (rows) => rows.map((r) => r.getAttribute('data-session-id'))), WAIT).toEqual(['alpha']);
+    await p.fill('#label-filter', '');
+    await create(t.client, 'gamma', { team: 'a' });
+    await p.waitForSelector('[data-session-id="gamma"]', WAIT);
+    await p.close();
+  }, 30_000);
+
+  it('pages the session list (50 a page, older / newer)', async () => {
+    for (let i = 0; i < 52; i++) await create(t.client, `bulk-${String(i).padStart(2, '0')}`, { bulk: 'yes' });
+    const p = await page('/?labels=bulk%3Dyes');
+    await expect.poll(() => p.locator('[data-session-id]').count(), WAIT).toBe(50);
+    expect(await p.locator('[data-session-id]').first().getAttribute('data-session-id')).toBe('bulk-51');
+    await p.click('#next-page');
+    await expect.poll(() => p.$$eval('[data-session-id]', (rows) => rows.map((r) => r.getAttribute('data-session-id'))), WAIT).toEqual(['bulk-01', 'bulk-00']);
+    expect(await p.locator('#next-page').isDisabled()).toBe(true);
+    await p.click('#prev-page');
+    await expect.poll(() => p.locator('[data-session-id]').count(), WAIT).toBe(50);
+    await p.close();
+  }, 30_000);
+
+  it('shows a session page with its model history, each entry marked with its seq', async () => {
+    const p = await page('/sessions/demo');
+    await p.waitForSelector(`#surface [data-seq="${DEMO.head}"]`, WAIT);
+    const seqs = await p.$$eval('#surface > [data-seq]', (els) => els.map((e) => Number(e.getAttribute('data-seq'))));
+    expect(seqs).toEqual([...DEMO.surface]);
+    expect(await p.locator('#surface > [data-seq="4"]').textContent()).toContain('Which one holds the rules?');
+    // Images as images (data: URLs only; nothing is fetched).
+    expect(await p.locator('#surface > [data-seq="4"] img.image').getAttribute('src')).toBe(`data:image/png;base64,${DEMO_PNG}`);
+    expect(await p.locator('#surface > [data-seq="4"] img.image').evaluate((img) => (img as unknown as { naturalWidth: number }).naturalWidth)).toBe(120);
+    // Reasoning is folded; the tool call shows its (pruned) result next to it.
+    expect(await p.locator('#surface > [data-seq="5"] details.reasoning').getAttribute('open')).toBeNull();
+    expect(await p.locator('#surface > [data-seq="10"] .tool-call [data-result-seq="13"]').textContent()).toContain('[pruned: 900 tokens]');
+    expect(await p.locator('#live-status').getAttribute('data-state')).toBe('live');
+    // The session's facts include its tool-pairing guard (Session.pairing_guard; on by default).
+    expect(await p.locator('dl.facts [data-field="pairing-guard"]').textContent()).toBe('on');
+    // The transcript and the raw event log are the other two views.
+    await p.click('#tab-transcript');
+    await p.waitForSelector('#transcript [data-seq="0"]', WAIT);
+    await p.click('#tab-events');
+    await p.waitForSelector(`#event-log tr[data-seq="${DEMO.compactionSummary}"]`, WAIT);
+    expect(await p.locator(`#event-log tr[data-seq="${DEMO.compactionSummary}"]`).textContent()).toContain('compaction/summary');
+    await p.close();
+  }, 30_000);
+
+  it('shows a compaction summary and a pruned result as replacements, with what they shadow underneath', async () => {
+    const p = await page('/sessions/demo');
+    const summary = p.locator(`#surface > [data-seq="${DEMO.compactionReplacement}"]`);
+    await summary.waitFor(WAIT);
+    expect(await summary.getAttribute('class')).toContain('replacement');
+    expect(await summary.locator('.badge').textContent()).toBe('Compaction summary');
+    const shadowed = await summary.locator('[data-shadowed="true"]').evaluateAll((els) => els.map((e) => Number(e.getAttribute('data-seq'))));
+    expect(shadowed).toEqual([0, 1, 2, 3]);
+    // Collapsed to one line each; expandable to the full shadowed messages, struck through.
+    expect(await summary.locator('[data-shadowed="true"][data-seq="0"] .shadowed-body').isVisible()).toBe(false);
+    await summary.locator('.shadow-group > summary').click();
+    expect(await summary.locator('[data-shadowed="true"][data-seq="0"] .shadowed-body').isVisible()).toBe(true);
+    expect(await summary.locator('[data-shadowed="true"][data-seq="0"]').textContent()).toContain('What is in src/?');
+    const pruned = p.locator(`#surface > [data-seq="${DEMO.pruneReplacement}"]`);
+    expect(await pruned.locator('.badge').textContent()).toBe('Pruned tool result');
+    expect(await pruned.locator(`[data-shadowed="true"][data-seq="${DEMO.secondToolResult}"]`).textContent()).toContain('ChunkedSurface');
+    // Shadowed events are not surface entries.
+    expect(await p.locator('#surface > [data-seq="0"]').count()).toBe(0);
+    await p.close();
+  }, 30_000);
+
+  it('follows appends and a compaction made through gRPC live', async () => {
+    await create(t.client, 'live');
+    await append(t.client, 'live', [userMessage('l0', 'first question')]);
+    const p = await page('/sessions/live');
+    await p.waitForSelector('#surface > [data-seq="0"]', WAIT);
+    await p.waitForSelector('#live-status[data-state="live"]', WAIT);
+    const [seq] = await append(t.client, 'live', [userMessage('l1', 'a live message')]);
+    await p.waitForSelector(`#surface > [data-seq="${seq}"]`, WAIT);
+    expect(await p.locator(`#surface > [data-seq="${seq}"]`).textContent()).toContain('a live message');
+    // A compaction of seqs 0..1: the replacement takes their place, and they show underneath.
+    await append(t.client, 'live', [
+      input('compaction/start', { compactionId: 'k', turn: null }),
+      input('compaction/summary', { compactionId: 'k', summary: [{ type: 'text', text: 's' }], shadowedRange: { start: 0, end: 1 }, shadowedSeqs: [0, 1], shadowedTokenCount: 10, provider: 'p', model: 'm' }),
+      input('user/message', { id: 'k', role: 'user', content: [{ type: 'text', text: 'live summary' }], source: { kind: 'plugin', plugin: 'compact', compactionId: 'k' } },
+        { surfaceOp: replaceOp(0, 1), sourceEventSeqs: { seqs: [2, 3, 0, 1] } }),
+      input('compaction/end', { compactionId: 'k', turn: null }),
+    ]);
+    await p.waitForSelector('#surface > [data-seq="4"] [data-shadowed="true"][data-seq="1"]', { ...WAIT, state: 'attached' });
+    expect(await p.$$eval('#surface > [data-seq]', (els) => els.map((e) => e.getAttribute('data-seq')))).toEqual(['4']);
+    expect(await p.locator('#surface > [data-seq="4"] [data-shadowed="true"][data-seq="0"]').count()).toBe(1);
+    await p.close();
+  }, 30_000);
+
+  it('pages a long surface: the newest 500 entries, earlier ones on demand', async () => {
+    await create(t.client, 'long');
+    await append(t.client, 'long', Array.from({ length: 520 }, (_, i) => userMessage(`m${i}`, `message ${i}`)));
+    const p = await page('/sessions/long');
+    await p.waitForSelector('#live-status[data-state="live"]', WAIT);
+    await p.waitForSelector('#surface > [data-seq="519"]', { ...WAIT, state: 'attached' });
+    expect(await p.locator('#surface > article[data-seq]').count()).toBe(500);
+    expect(await p.locator('#surface-earlier').textContent()).toContain('20 earlier entries not shown');
+    expect(await p.locator('#surface > [data-seq="19"]').count()).toBe(0);
+    await p.click('#show-all');
+    expect(await p.locator('#surface > article[data-seq]').count()).toBe(520);
+    expect(await p.$$eval('#surface > article[data-seq]', (els) => els.slice(0, 3).map((e) => e.getAttribute('data-seq')))).toEqual(['0', '1', '2']);
+    expect(await p.locator('#surface-earlier').count()).toBe(0);
+    await p.close();
+  }, 30_000);
+
+  it('goes back in time with the slider (as_of_seq) and returns to now', async () => {
+    const p = await page('/sessions/demo');
+    await p.waitForSelector(`#surface > [data-seq="${DEMO.head}"]`, WAIT);
+    await expect.poll(() => p.getAttribute('#time-slider', 'max'), WAIT).toBe(String(DEMO.head));
+    const slide = (v: number) => p.$eval('#time-slider', (el, value) => {
+      const s = el as unknown as { value: string; dispatchEvent(e: Event): boolean };
+      s.value = String(value);
+      s.dispatchEvent(new Event('input', { bubbles: true }));
+    }, v);
+    await slide(5);
+    await p.waitForSelector('#surface[data-mode="as-of"][data-as-of="5"]', WAIT);
+    expect(await p.$$eval('#surface > [data-seq]', (els) => els.map((e) => Number(e.getAttribute('data-seq'))))).toEqual([0, 1, 2, 3, 4, 5]);
+    expect(await p.locator('#as-of-banner').isVisible()).toBe(true);
+    await slide(DEMO.compactionReplacement);
+    await p.waitForSelector(`#surface[data-as-of="${DEMO.compactionReplacement}"]`, WAIT);
+    expect(await p.$$eval('#surface > [data-seq]', (els) => els.map((e) => Number(e.getAttribute('data-seq'))))).toEqual([8, 4, 5]);
+    await p.click('#time-now');
+    await p.waitForSelector('#surface[data-mode="live"]', WAIT);
+    expect(await p.$$eval('#surface > [data-seq]', (els) => els.map((e) => Number(e.getAttribute('data-seq'))))).toEqual([...DEMO.surface]);
+    await p.close();
+  }, 30_000);
+
+  it('resumes from its last cursor after the server went away', async () => {
+    // A second server on a SQLite file whose web port is reused by its successor.
+    const dir = mkdtempSync(join(tmpdir(), 'palimpsest-viewer-'));
+    const db = join(dir, 'v.db');
+    let s = await startServer({ listen: '127.0.0.1:0', webListen: '127.0.0.1:0', db, logLevel: 'silent', shutdownGraceMs: 200 });
+    const port = s.webPort!;
+    let c = new SessionServiceClient(s.address, credentials.createInsecure());
+    try {
+      await create(c, 'r');
+      await append(c, 'r', [userMessage('r0', 'before the restart')]);
+      const p = await b.context.newPage();
+      await p.goto(`http://127.0.0.1:${port}/sessions/r`);
+      await p.waitForSelector('#live-status[data-state="live"]', WAIT);
+      c.close();
+      await s.shutdown();
+      await p.waitForSelector('#live-status[data-state="reconnecting"]', WAIT);
+      s = await startServer({ listen: '127.0.0.1:0', webListen: `127.0.0.1:${port}`, db, logLevel: 'silent', shutdownGraceMs: 200 });
+      c = new SessionServiceClient(s.address, credentials.createInsecure());
+      await append(c, 'r', [userMessage('r1', 'after the restart')]);
+      await p.waitForSelector('#surface > [data-seq="1"]', WAIT);
+      expect(await p.$$eval('#surface > [data-seq]', (els) => els.map((e) => e.getAttribute('data-seq')))).toEqual(['0', '1']);
+      await p.close();
+    } finally {
+      c.close();
+      await s.shutdown();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 45_000);
+
+  it('shows a token error in words, with the reason, and works once a token is given', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'palimpsest-viewer-auth-'));
+    const tokens = join(dir, 'tokens.json');
+    writeFileSync(tokens, JSON.stringify({ tokens: [{ name: 'viewer', sha256: hashToken('viewer-token-0123456789'), tenant: 't', permissions: ['read', 'append'] }] }));
+    const a = await startTestServer({ webListen: '127.0.0.1:0', authTokens: tokens });
+    try {
+      const md = new Metadata();
+      md.set('authorization', 'Bearer viewer-token-0123456789');
+      await create(a.client, 'secret', {}, md);
+      const p = await b.context.newPage();
+      await p.goto(`http://127.0.0.1:${a.server.webPort}/`);
+      await p.waitForSelector('#error:not([hidden]) [data-reason="UNAUTHENTICATED"]', WAIT);
+      const text = await p.locator('#error').textContent();
+      expect(text).toContain('Unauthenticated');
+      expect(text).toContain('missing bearer token');
+      expect(await p.locator('[data-session-id]').count()).toBe(0);
+      await p.fill('#token', 'wrong-token');
+      await p.click('#token-form button[type="submit"]');
+      await expect.poll(() => p.locator('#error .message').textContent(), WAIT).toContain('not valid');
+      await p.fill('#token', 'viewer-token-0123456789');
+      await p.click('#token-form button[type="submit"]');
+      await p.waitForSelector('[data-session-id="secret"]', WAIT);
+      expect(await p.locator('#error').isHidden()).toBe(true);
+      await p.close();
+    } finally {
+      await a.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 30_000);
+});

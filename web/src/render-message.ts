@@ -1,0 +1,126 @@
+/**
+ * One model-history message as people read it: role, text, reasoning folded, tool calls with
+ * their results next to them, images as images (data: URLs only; nothing is fetched).
+ */
+import { h, type Child } from './dom.js';
+
+type Json = null | boolean | number | string | Json[] | { [k: string]: Json };
+type Obj = { [k: string]: Json };
+
+/** A model-history message (the JSON the server derives). */
+export type MessageJson = Obj;
+
+/** Where to find the result of a tool call (another surface entry). */
+export interface ResultLookup {
+  (callId: string): { seq: number; block: Obj } | undefined;
+}
+
+function obj(v: Json | undefined): Obj | undefined {
+  return typeof v === 'object' && v !== null && !Array.isArray(v) ? v : undefined;
+}
+
+function str(v: Json | undefined): string {
+  return typeof v === 'string' ? v : '';
+}
+
+function blocks(v: Json | undefined): Obj[] {
+  return Array.isArray(v) ? v.map(obj).filter((b): b is Obj => b !== undefined) : [];
+}
+
+function image(att: Obj | undefined): Child {
+  if (!att) return h('span', { class: 'muted' }, '[image]');
+  const mime = str(att['mimeType']) || str(att['mediaType']) || str(att['type']) || 'image/png';
+  const data = str(att['data']) || str(att['base64']);
+  const url = str(att['url']);
+  const src = data ? `data:${mime};base64,${data}` : url.startsWith('data:image/') ? url : '';
+  if (!src) return h('span', { class: 'image-ref muted', title: url }, `[image ${str(att['name']) || url || ''}]`);
+  return h('img', { class: 'image', src, alt: str(att['name']) || 'image', loading: 'lazy' });
+}
+
+function prettyArgs(text: string): string {
+  try {
+    return JSON.stringify(JSON.parse(text), null, 2);
+  } catch {
+    return text;
+  }
+}
+
+/** The inner content of a tool result, as text and images. */
+export function resultContent(block: Obj): Child[] {
+  return blocks(block['content']).map((b) => {
+    if (b['type'] === 'text') return h('pre', { class: 'result-text' }, str(b['text']));
+    if (b['type'] === 'image') return image(obj(b['attachment']));
+    return h('pre', { class: 'result-text muted' }, JSON.stringify(b));
+  });
+}
+
+/** Renders the content blocks of a message. */
+export function renderContent(content: Json | undefined, results?: ResultLookup): Child[] {
+  return blocks(content).map((b) => {
+    switch (b['type']) {
+      case 'text':
+        return h('div', { class: 'text' }, str(b['text']));
+      case 'reasoning':
+        return h('details', { class: 'reasoning' }, h('summary', {}, 'Reasoning'), h('div', { class: 'text' }, str(b['text'])));
+      case 'image':
+        return image(obj(b['attachment']));
+      case 'tool-call': {
+        const id = str(b['id']);
+        const r = results?.(id);
+        return h('div', { class: 'tool-call', 'data-call-id': id },
+          h('div', { class: 'tool-head' }, h('span', { class: 'tool-icon' }, '⚙'), h('span', { class: 'tool-name' }, str(b['name'])), h('span', { class: 'muted mono' }, id)),
+          h('pre', { class: 'tool-args' }, prettyArgs(str(b['arguments']))),
+          r ? h('div', { class: `tool-result-inline${r.block['isError'] === true ? ' is-error' : ''}`, 'data-result-seq': r.seq },
+            h('div', { class: 'tool-result-label' }, `result · seq ${r.seq}`), ...resultContent(r.block))
+            : results ? h('div', { class: 'tool-result-inline pending muted' }, 'no result on the surface yet') : null,
+        );
+      }
+      case 'tool-result':
+        return h('div', { class: `tool-result${b['isError'] === true ? ' is-error' : ''}` },
+          h('div', { class: 'tool-head' }, h('span', { class: 'tool-icon' }, '↩'), h('span', {}, 'result of '), h('span', { class: 'mono' }, str(b['toolCallId']))),
+          ...resultContent(b));
+      default:
+        return h('pre', { class: 'unknown-block muted' }, JSON.stringify(b, null, 2));
+    }
+  });
+}
+
+/** A role label and a source line ("model deepseek-v4-flash", "plugin compact", "tool c1"). */
+export function sourceLine(m: MessageJson): string {
+  const s = obj(m['source']);
+  if (!s) return '';
+  const kind = str(s['kind']);
+  if (kind === 'model') return [str(s['provider']), str(s['model'])].filter(Boolean).join(' · ');
+  if (kind === 'plugin') return `plugin ${str(s['plugin'])}`;
+  if (kind === 'tool') return `tool ${str(s['callId'])}`;
+  return kind === 'user' ? '' : kind;
+}
+
+/** The tool-result blocks of a message, by call id. */
+export function toolResults(m: MessageJson): { callId: string; block: Obj }[] {
+  return blocks(m['content']).filter((b) => b['type'] === 'tool-result').map((b) => ({ callId: str(b['toolCallId']), block: b }));
+}
+
+/** A short plain-text preview of a message (for shadowed rows and titles). */
+export function preview(m: MessageJson | undefined, max = 140): string {
+  if (!m) return '';
+  const parts: string[] = [];
+  for (const b of blocks(m['content'])) {
+    if (b['type'] === 'text' || b['type'] === 'reasoning') parts.push(str(b['text']));
+    else if (b['type'] === 'tool-call') parts.push(`${str(b['name'])}(${str(b['arguments'])})`);
+    else if (b['type'] === 'tool-result') parts.push(blocks(b['content']).map((c) => str(c['text'])).join(' '));
+    else if (b['type'] === 'image') parts.push('[image]');
+  }
+  const t = parts.join(' ').replace(/\s+/g, ' ').trim();
+  return t.length > max ? `${t.slice(0, max - 1)}…` : t;
+}
+
+/** A message's JSON text (DerivedMessage.message_json) as an object; undefined when absent or not JSON. */
+export function parseMessage(text: string | undefined): MessageJson | undefined {
+  if (!text) return undefined;
+  try {
+    return JSON.parse(text) as MessageJson;
+  } catch {
+    return undefined;
+  }
+}
