@@ -1925,8 +1925,10 @@ export const MessageViewSchema: GenEnum<MessageView> = /*@__PURE__*/
  * metadata `field`), UNAUTHENTICATED, PERMISSION_DENIED, RESOURCE_LIMIT
  * (RESOURCE_EXHAUSTED, with `limit` and `actual`), STORAGE_FULL
  * (RESOURCE_EXHAUSTED: the server's disk is full; nothing was stored),
- * STORAGE_UNAVAILABLE (UNAVAILABLE: a storage I/O failure), INTERNAL (fixed
- * message; the cause is logged server-side). Errors echo at most a short prefix
+ * STORAGE_UNAVAILABLE (UNAVAILABLE: a storage I/O failure), DATA_CORRUPTED
+ * (DATA_LOSS: stored data of the session failed its integrity check, metadata
+ * `sessionId` and, for one damaged event, `seq`; nothing of it is served),
+ * INTERNAL (fixed message; the cause is logged server-side). Errors echo at most a short prefix
  * of a value the request carried.
  *
  * @generated from service palimpsest.v1.SessionService
