@@ -244,11 +244,12 @@ class Client:
         ``as_of_seq``: the messages as they were right after that event."""
         return [json.loads(m.message_json) for _, m in self.derived_messages(session_id, transcript, as_of_seq)]
 
-    def derived_messages(self, session_id: str, transcript: bool = False,
-                         as_of_seq: Optional[int] = None) -> List[Tuple[int, service_pb2.DerivedMessage]]:
-        """(seq, DerivedMessage) pairs, for callers that need the seq each message came from."""
+    def derived_messages(self, session_id: str, transcript: bool = False, as_of_seq: Optional[int] = None,
+                         typed: bool = False) -> List[Tuple[int, service_pb2.DerivedMessage]]:
+        """(seq, DerivedMessage) pairs, for callers that need the seq each message came from;
+        ``typed`` also fills ``DerivedMessage.message`` (the typed palimpsest.v1 content form)."""
         view = service_pb2.MESSAGE_VIEW_TRANSCRIPT if transcript else service_pb2.MESSAGE_VIEW_MODEL_HISTORY
-        req = service_pb2.GetMessagesRequest(session_id=session_id, view=view)
+        req = service_pb2.GetMessagesRequest(session_id=session_id, view=view, typed=typed)
         if as_of_seq is not None:
             req.as_of_seq = as_of_seq
         res = self._call(self.stub.GetMessages, req)
@@ -297,15 +298,14 @@ class Client:
             raise ValueError("compact takes either plan= or a budget (keep_tokens/up_to_seq), not both")
         if not plan.HasField("start"):
             return None
-        if callable(summary):
-            summary = summary([json.loads(m.message_json) for m in plan.messages])
+        text: Any = summary([json.loads(m.message_json) for m in plan.messages]) if callable(summary) else summary
         req = service_pb2.CompactRequest(session_id=session_id, start=plan.start, end=plan.end,
                                          expected_last_seq=plan.expected_last_seq, provider=provider, model=model,
                                          idempotency_key=idempotency_key or f"py-{uuid.uuid4()}")
-        if isinstance(summary, str):
-            req.summary_text = summary
+        if isinstance(text, str):
+            req.summary_text = text
         else:
-            req.summary_json = json.dumps([dict(b) for b in summary])
+            req.summary_json = json.dumps([dict(b) for b in text])
         if usage is not None:
             req.usage.CopyFrom(content_pb2.TokenUsage(**dict(usage)))
         if max_tokens is not None:
