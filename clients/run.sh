@@ -6,7 +6,7 @@
 #   clients/run.sh stubs  [OUT]            the Python package's committed stubs (+ .pyi) into
 #                                          clients/python/src/palimpsest/v1 (or OUT/palimpsest/v1)
 #   clients/run.sh test   python|go ADDR   the package's own tests against a running server
-#   clients/run.sh python ADDR [ARGS...]   the agent-backend example (clients/python/agent.py)
+#   clients/run.sh python ADDR [ARGS...]   the agent-backend example (clients/python/agent.py, on the package)
 #   clients/run.sh go     ADDR ARGS...     the surface observer (clients/go/observer)
 #
 # Generated code is not committed: it goes to $PALIMPSEST_CLIENTS_BUILD
@@ -97,8 +97,8 @@ case "$cmd" in
     esac ;;
   python)
     [ $# -ge 1 ] || die "usage: clients/run.sh python ADDR [ARGS...]"
-    gen_python
-    PYTHONPATH="$build_root/python${PYTHONPATH:+:$PYTHONPATH}" exec "$python" "$root/clients/python/agent.py" --addr "$@" ;;
+    # The example uses the package (palimpsest.client + its committed stubs), not generated stubs.
+    PYTHONPATH="$root/clients/python/src${PYTHONPATH:+:$PYTHONPATH}" exec "$python" "$root/clients/python/agent.py" --addr "$@" ;;
   go)
     [ $# -ge 1 ] || die "usage: clients/run.sh go ADDR ARGS..."
     gen_go

@@ -13,9 +13,12 @@ import {
 } from '@grpc/grpc-js';
 import type { EventInput, SessionEvent } from '../../gen/palimpsest/v1/event.js';
 import type { Session } from '../../gen/palimpsest/v1/session.js';
+import type { TokenUsage } from '../../gen/palimpsest/v1/content.js';
 import {
-  DataFormat, Direction, MessageView, SessionServiceClient, type SubscribeSurfaceRequest, type SubscribeSurfaceResponse,
+  DataFormat, Direction, MessageView, SessionServiceClient, type CompactResponse, type PlanCompactionRequest, type PlanCompactionResponse,
+  type PruneToolResultsResponse, type SubscribeSurfaceRequest, type SubscribeSurfaceResponse,
 } from '../../gen/palimpsest/v1/service.js';
+import type { ContentBlock } from './events.js';
 import { PalimpsestError, toPalimpsestError } from './errors.js';
 
 /** The channel's service config: UNAVAILABLE retried with backoff, up to 5 attempts in ~3 s. */
@@ -74,6 +77,47 @@ export interface SubscribeOptions {
   readonly maxBackoffMs?: number;
   /** Ends the iteration (no error) when aborted. */
   readonly signal?: AbortSignal;
+}
+
+/** A compaction budget: keep the most recent `keepTokens`, or shadow up to `upToSeq`. */
+export type CompactionBudget = { keepTokens: number; upToSeq?: undefined } | { upToSeq: number; keepTokens?: undefined };
+
+/** PlanCompaction's optional fields. */
+export interface PlanOptions {
+  /** The client's own token count per surface seq (else the server's estimator). */
+  readonly tokenCounts?: Readonly<Record<number, number>>;
+  /** Leave the range's messages out of the plan. */
+  readonly omitMessages?: boolean;
+}
+
+/** Options of {@link PalimpsestClient.compact}: a plan, or a budget to plan with. */
+export type CompactOptions = ({ plan: PlanCompactionResponse; keepTokens?: undefined; upToSeq?: undefined } | (CompactionBudget & PlanOptions & { plan?: undefined })) & {
+  /** The summary: text, content blocks, or a function of the plan's messages (JSON) returning either. */
+  readonly summary: string | readonly ContentBlock[] | ((messages: unknown[]) => string | readonly ContentBlock[] | Promise<string | readonly ContentBlock[]>);
+  readonly provider: string;
+  readonly model: string;
+  readonly usage?: TokenUsage;
+  readonly maxTokens?: number;
+  readonly idempotencyKey?: string;
+};
+
+/** Options of {@link PalimpsestClient.pruneToolResults}: `seqs`, or a policy. */
+export interface PruneOptions {
+  readonly seqs?: readonly number[];
+  readonly minBytes?: number;
+  readonly keepRecent?: number;
+  readonly excludeTools?: readonly string[];
+  /** Characters kept at the start (default 4096) and end (default 1024) of the text. */
+  readonly headChars?: number;
+  readonly tailChars?: number;
+  readonly expectedLastSeq?: number;
+  readonly idempotencyKey?: string;
+}
+
+function budgetOf(b: CompactionBudget): PlanCompactionRequest['budget'] {
+  if (b.keepTokens !== undefined && b.upToSeq === undefined) return { $case: 'keepTokens', value: b.keepTokens };
+  if (b.upToSeq !== undefined && b.keepTokens === undefined) return { $case: 'upToSeq', value: b.upToSeq };
+  throw new Error('planCompaction needs exactly one budget: keepTokens or upToSeq');
 }
 
 type Unary<Req, Res> = (req: Req, md: Metadata, opts: Partial<CallOptions>, cb: (err: ServiceError | null, res: Res) => void) => unknown;
@@ -160,10 +204,15 @@ export class PalimpsestClient {
     });
   }
 
-  /** Creates an empty session (no id = a generated UUID). */
-  async createSession(sessionId = '', opts: { labels?: Record<string, string>; strict?: boolean; cwd?: string } = {}): Promise<Session> {
+  /**
+   * Creates an empty session (no id = a generated UUID). `pairingGuard: false` turns off the
+   * tool-pairing guard (default: on; an append that breaks a tool call/result pair is refused with
+   * FAILED_PRECONDITION / TOOL_PAIRING_BROKEN, metadata `callId`, `callSeq`, `resultSeq`).
+   */
+  async createSession(sessionId = '', opts: { labels?: Record<string, string>; strict?: boolean; cwd?: string; pairingGuard?: boolean } = {}): Promise<Session> {
     const res = await this.unary(this.raw.createSession, {
       sessionId, labels: opts.labels ?? {}, strict: opts.strict ?? false, cwd: opts.cwd, origin: undefined, delegationDepth: undefined, agentPreset: undefined,
+      pairingGuard: opts.pairingGuard,
     });
     return res.session!;
   }
@@ -194,16 +243,75 @@ export class PalimpsestClient {
     return res.seqs;
   }
 
-  /** The surface: ordered seqs of the model-visible events. */
-  async getSurface(sessionId: string): Promise<number[]> {
-    return (await this.unary(this.raw.getSurface, { sessionId })).seqs;
+  /**
+   * The surface: ordered seqs of the model-visible events; with `asOfSeq`, the surface right after
+   * that event (time travel; OUT_OF_RANGE / AS_OF_SEQ_AFTER_HEAD past the head).
+   */
+  async getSurface(sessionId: string, opts: { asOfSeq?: number } = {}): Promise<number[]> {
+    return (await this.unary(this.raw.getSurface, { sessionId, asOfSeq: opts.asOfSeq })).seqs;
   }
 
-  /** The model history (or with `transcript`, what a human reads), each message as its JSON. */
-  async messages(sessionId: string, opts: { transcript?: boolean } = {}): Promise<unknown[]> {
+  /**
+   * The model history (or with `transcript`, what a human reads), each message as its JSON;
+   * `asOfSeq`: as it was right after that event.
+   */
+  async messages(sessionId: string, opts: { transcript?: boolean; asOfSeq?: number } = {}): Promise<unknown[]> {
     const view = opts.transcript ? MessageView.MESSAGE_VIEW_TRANSCRIPT : MessageView.MESSAGE_VIEW_MODEL_HISTORY;
-    const res = await this.unary(this.raw.getMessages, { sessionId, view, typed: false, pageSize: 0, pageToken: '' });
+    const res = await this.unary(this.raw.getMessages, { sessionId, view, typed: false, pageSize: 0, pageToken: '', asOfSeq: opts.asOfSeq });
     return res.messages.map((m) => JSON.parse(m.messageJson) as unknown);
+  }
+
+  /**
+   * Plans a compaction (read-only): keep the most recent `keepTokens` of the surface, or shadow up
+   * to surface seq `upToSeq` (exactly one). The plan holds `start`, `end`, `shadowedSeqs`,
+   * `expectedLastSeq` (the head it was made against), the derived `messages` of the range (what to
+   * summarise) and `blockers` (empty = ready); `start` is undefined when there is nothing to compact.
+   */
+  async planCompaction(sessionId: string, opts: CompactionBudget & PlanOptions): Promise<PlanCompactionResponse> {
+    return this.unary(this.raw.planCompaction, {
+      sessionId, budget: budgetOf(opts), tokenCounts: { ...opts.tokenCounts }, omitMessages: opts.omitMessages ?? false,
+    });
+  }
+
+  /**
+   * Compacts the oldest part of the surface into `summary`; returns the CompactResponse (`seqs` of
+   * compaction/start, compaction/summary, the replacing user/message and compaction/end) or
+   * undefined when the plan has nothing to compact. Without `plan` it plans first (`keepTokens` or
+   * `upToSeq`). The Compact is conditional on the planned head: if another writer moved the
+   * session it fails with FAILED_PRECONDITION / HEAD_MISMATCH and nothing is written (plan
+   * again). `summary`: text, content blocks, or a function of the plan's messages returning either.
+   * Without an `idempotencyKey` one is generated, so a retry cannot compact twice.
+   */
+  async compact(sessionId: string, opts: CompactOptions): Promise<CompactResponse | undefined> {
+    const { plan: given, summary: s } = opts;
+    if (given && (opts.keepTokens !== undefined || opts.upToSeq !== undefined)) {
+      throw new Error('compact takes either plan or a budget (keepTokens/upToSeq), not both');
+    }
+    const plan = given ?? await this.planCompaction(sessionId, opts as CompactionBudget & PlanOptions);
+    if (plan.start === undefined || plan.end === undefined) return undefined;
+    const summary = typeof s === 'function' ? await s(plan.messages.map((m) => JSON.parse(m.messageJson) as unknown)) : s;
+    return this.unary(this.raw.compact, {
+      sessionId, start: plan.start, end: plan.end, expectedLastSeq: plan.expectedLastSeq,
+      summary: typeof summary === 'string' ? { $case: 'summaryText', value: summary } : { $case: 'summaryJson', value: JSON.stringify(summary) },
+      provider: opts.provider, model: opts.model, usage: opts.usage, maxTokens: opts.maxTokens, shadowedTokenCount: undefined,
+      idempotencyKey: opts.idempotencyKey || `ts-${randomUUID()}`, rawOutputJson: '', llmStreamCall: false,
+    });
+  }
+
+  /**
+   * Shortens tool results on the surface in place (a compaction/prune, then a tool/result copy
+   * whose inner text keeps its first `headChars` and last `tailChars`): the given `seqs`, or by
+   * policy (`minBytes`, `keepRecent`, `excludeTools`). A seq that is not a tool result on the
+   * surface is refused with PRUNE_TARGET_INVALID (metadata `seq`); `expectedLastSeq` makes it
+   * conditional (HEAD_MISMATCH).
+   */
+  async pruneToolResults(sessionId: string, opts: PruneOptions): Promise<PruneToolResultsResponse> {
+    if (!opts.seqs?.length && !opts.minBytes) throw new Error('pruneToolResults needs seqs or a policy (minBytes)');
+    return this.unary(this.raw.pruneToolResults, {
+      sessionId, seqs: [...(opts.seqs ?? [])], minBytes: opts.minBytes ?? 0, keepRecent: opts.keepRecent ?? 0,
+      excludeTools: [...(opts.excludeTools ?? [])], headChars: opts.headChars, tailChars: opts.tailChars,
+      expectedLastSeq: opts.expectedLastSeq, idempotencyKey: opts.idempotencyKey || `ts-${randomUUID()}`,
+    });
   }
 
   /** Every event after `after` (default: from the start), paging through ListEvents. */

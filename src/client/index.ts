@@ -7,8 +7,12 @@
  *     await c.append('demo', [ev.userMessage('hi')]);
  *     for await (const d of c.subscribeSurface('demo')) console.log(d);
  */
-export { PalimpsestClient, SERVICE_CONFIG, type ClientOptions, type SubscribeOptions, type SurfaceDelta, type TlsFiles } from './client.js';
+export {
+  PalimpsestClient, SERVICE_CONFIG, type ClientOptions, type CompactionBudget, type CompactOptions, type PlanOptions, type PruneOptions,
+  type SubscribeOptions, type SurfaceDelta, type TlsFiles,
+} from './client.js';
 export { PalimpsestError, toPalimpsestError, type Violation } from './errors.js';
 export * as events from './events.js';
 export type { EventInput, SessionEvent } from '../../gen/palimpsest/v1/event.js';
 export type { Session } from '../../gen/palimpsest/v1/session.js';
+export type { CompactResponse, PlanCompactionResponse, PruneToolResultsResponse } from '../../gen/palimpsest/v1/service.js';

@@ -29,6 +29,7 @@ describe('Go package clients/go/palimpsest', () => {
     expect(passed).toEqual(expect.arrayContaining([
       'TestTurnWithBuilders', 'TestErrorsAreDecodedAndLeaveTheLogUntouched', 'TestAppendsCarryIdempotencyKeys',
       'TestUnavailableIsRetried', 'TestSubscribeSurfaceResumes', 'TestSubscribeSurfaceEnds',
+      'TestCompactionShowsTheSummaryAndAsOfShowsBefore', 'TestPruneToolResults', 'TestToolPairingBrokenIsDecodedAndLeavesTheLogUntouched',
     ]));
     expect(r.stdout).not.toContain('--- FAIL');
     expect(r.stdout).toMatch(/^ok\s+palimpsest\/clients\/go\/palimpsest/m);

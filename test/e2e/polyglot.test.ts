@@ -1,6 +1,7 @@
 /**
- * Polyglot clients (issue #8): the Python agent-backend example and the Go surface observer,
- * generated from proto/ by clients/run.sh with Debian's local plugins, run against a real server.
+ * Polyglot clients (issue #8): the Python agent-backend example (on the clients/python package:
+ * palimpsest.client, palimpsest.events and its committed stubs) and the Go surface observer
+ * (stubs generated from proto/ by clients/run.sh with Debian's local plugins), run against a real server.
  * Their JSON summaries are checked against the server's own GetSurface/GetMessages/ListEvents.
  *
  * Toolchains come from .ci/system-deps. Under CI=true a missing toolchain fails the test; outside

@@ -123,9 +123,14 @@ func (c *Client) ctx(ctx context.Context) context.Context {
 	return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+c.token)
 }
 
-// CreateSession creates an empty session (id "" = a generated UUID).
-func (c *Client) CreateSession(ctx context.Context, id string, labels map[string]string) (*pb.Session, error) {
-	res, err := c.Raw.CreateSession(c.ctx(ctx), &pb.CreateSessionRequest{SessionId: id, Labels: labels})
+// CreateSession creates an empty session (id "" = a generated UUID); opts
+// are WithPairingGuard, WithStrict.
+func (c *Client) CreateSession(ctx context.Context, id string, labels map[string]string, opts ...SessionOption) (*pb.Session, error) {
+	req := &pb.CreateSessionRequest{SessionId: id, Labels: labels}
+	for _, o := range opts {
+		o(req)
+	}
+	res, err := c.Raw.CreateSession(c.ctx(ctx), req)
 	return res.GetSession(), AsError(err)
 }
 
@@ -175,20 +180,22 @@ func (c *Client) Append(ctx context.Context, id string, events []*pb.EventInput,
 	return res.GetSeqs(), AsError(err)
 }
 
-// GetSurface returns the ordered seqs of the model-visible events.
-func (c *Client) GetSurface(ctx context.Context, id string) ([]uint64, error) {
-	res, err := c.Raw.GetSurface(c.ctx(ctx), &pb.GetSurfaceRequest{SessionId: id})
+// GetSurface returns the ordered seqs of the model-visible events (AsOf(seq):
+// as they were right after that event).
+func (c *Client) GetSurface(ctx context.Context, id string, opts ...ReadOption) ([]uint64, error) {
+	res, err := c.Raw.GetSurface(c.ctx(ctx), &pb.GetSurfaceRequest{SessionId: id, AsOfSeq: readOptions(opts).asOfSeq})
 	return res.GetSeqs(), AsError(err)
 }
 
 // Messages returns the model history (transcript = what a human reads), each
 // message as its JSON.
-func (c *Client) Messages(ctx context.Context, id string, transcript bool) ([]map[string]any, error) {
+// AsOf(seq) returns them as they were right after that event.
+func (c *Client) Messages(ctx context.Context, id string, transcript bool, opts ...ReadOption) ([]map[string]any, error) {
 	view := pb.MessageView_MESSAGE_VIEW_MODEL_HISTORY
 	if transcript {
 		view = pb.MessageView_MESSAGE_VIEW_TRANSCRIPT
 	}
-	res, err := c.Raw.GetMessages(c.ctx(ctx), &pb.GetMessagesRequest{SessionId: id, View: view})
+	res, err := c.Raw.GetMessages(c.ctx(ctx), &pb.GetMessagesRequest{SessionId: id, View: view, AsOfSeq: readOptions(opts).asOfSeq})
 	if err != nil {
 		return nil, AsError(err)
 	}

@@ -13,6 +13,10 @@
 //     dropped connection or a server restart and resumes from its last cursor.
 //   - NewEvent, UserMessage, AssistantMessage, ToolCall, ToolResult, TurnStart,
 //     ... build the events the engine accepts.
+//   - PlanCompaction, Compact (plan + a Compact conditional on the planned
+//     head, or a given Plan) and PruneToolResults wrap the server-side
+//     compaction and pruning; AsOf(seq) reads GetSurface/Messages as of an
+//     event; WithPairingGuard(false) turns the tool-pairing guard off.
 //
 // Build in GOPATH mode against Debian's Go packages: clients/run.sh gen go puts
 // the stubs and this package (as palimpsest/clients/go/palimpsest) in a GOPATH.

@@ -22,8 +22,15 @@ func Replacing(start, end uint64, cites ...uint64) Placement {
 	return Placement{Replace: &r, Cites: cites}
 }
 
-// Citing is an appending Placement with citations.
-func Citing(seqs ...uint64) Placement { return Placement{Cites: seqs} }
+// Citing is an appending Placement with citations; Citing() cites nothing
+// explicitly (sourceEventSeqs: [], an assistant message from a known empty
+// stream), where a zero Placement leaves sourceEventSeqs out.
+func Citing(seqs ...uint64) Placement {
+	if seqs == nil {
+		seqs = []uint64{}
+	}
+	return Placement{Cites: seqs}
+}
 
 func newID(prefix string) string {
 	b := make([]byte, 12)

@@ -28,7 +28,7 @@ from typing import Any, Callable, Dict, Generator, Iterator, List, Mapping, Opti
 import grpc
 
 from palimpsest.errors import PalimpsestError, Violation, decode_status
-from palimpsest.v1 import event_pb2, service_pb2, service_pb2_grpc, session_pb2
+from palimpsest.v1 import content_pb2, event_pb2, service_pb2, service_pb2_grpc, session_pb2
 
 __all__ = ["Client", "PalimpsestError", "SurfaceDelta", "TLS", "Violation", "decode_status", "SERVICE_CONFIG"]
 
@@ -163,11 +163,18 @@ class Client:
     # ------------------------------------------------------------ sessions
 
     def create_session(self, session_id: Optional[str] = None, labels: Optional[Mapping[str, str]] = None, *,
-                       strict: bool = False, cwd: Optional[str] = None) -> session_pb2.Session:
-        """Creates an empty session (``session_id`` None = a generated UUID) and returns it."""
+                       strict: bool = False, cwd: Optional[str] = None,
+                       pairing_guard: Optional[bool] = None) -> session_pb2.Session:
+        """Creates an empty session (``session_id`` None = a generated UUID) and returns it.
+
+        ``pairing_guard`` False turns off the tool-pairing guard (None = the server's default: on);
+        with it on, an append that would orphan a tool result or drop one while its call stays is
+        refused with FAILED_PRECONDITION / TOOL_PAIRING_BROKEN."""
         req = service_pb2.CreateSessionRequest(session_id=session_id or "", labels=dict(labels or {}), strict=strict)
         if cwd is not None:
             req.cwd = cwd
+        if pairing_guard is not None:
+            req.pairing_guard = pairing_guard
         return self._call(self.stub.CreateSession, req).session
 
     def get_session(self, session_id: str) -> session_pb2.Session:
@@ -223,20 +230,111 @@ class Client:
 
     # ------------------------------------------------------------ reads
 
-    def get_surface(self, session_id: str) -> List[int]:
-        """The surface: ordered seqs of the model-visible events."""
-        return list(self._call(self.stub.GetSurface, service_pb2.GetSurfaceRequest(session_id=session_id)).seqs)
+    def get_surface(self, session_id: str, as_of_seq: Optional[int] = None) -> List[int]:
+        """The surface: ordered seqs of the model-visible events; with ``as_of_seq``, the surface
+        right after that event (time travel; OUT_OF_RANGE / AS_OF_SEQ_AFTER_HEAD past the head)."""
+        req = service_pb2.GetSurfaceRequest(session_id=session_id)
+        if as_of_seq is not None:
+            req.as_of_seq = as_of_seq
+        return list(self._call(self.stub.GetSurface, req).seqs)
 
-    def messages(self, session_id: str, transcript: bool = False) -> List[Dict[str, Any]]:
+    def messages(self, session_id: str, transcript: bool = False, as_of_seq: Optional[int] = None) -> List[Dict[str, Any]]:
         """What the model sees next (the model history), or with ``transcript=True`` what a human
-        reads; each message as the JSON the reference stores (``id``, ``role``, ``content``, ``source``)."""
-        return [json.loads(m.message_json) for _, m in self.derived_messages(session_id, transcript)]
+        reads; each message as the JSON the reference stores (``id``, ``role``, ``content``, ``source``).
+        ``as_of_seq``: the messages as they were right after that event."""
+        return [json.loads(m.message_json) for _, m in self.derived_messages(session_id, transcript, as_of_seq)]
 
-    def derived_messages(self, session_id: str, transcript: bool = False) -> List[Tuple[int, service_pb2.DerivedMessage]]:
-        """(seq, DerivedMessage) pairs, for callers that need the seq each message came from."""
+    def derived_messages(self, session_id: str, transcript: bool = False, as_of_seq: Optional[int] = None,
+                         typed: bool = False) -> List[Tuple[int, service_pb2.DerivedMessage]]:
+        """(seq, DerivedMessage) pairs, for callers that need the seq each message came from;
+        ``typed`` also fills ``DerivedMessage.message`` (the typed palimpsest.v1 content form)."""
         view = service_pb2.MESSAGE_VIEW_TRANSCRIPT if transcript else service_pb2.MESSAGE_VIEW_MODEL_HISTORY
-        res = self._call(self.stub.GetMessages, service_pb2.GetMessagesRequest(session_id=session_id, view=view))
+        req = service_pb2.GetMessagesRequest(session_id=session_id, view=view, typed=typed)
+        if as_of_seq is not None:
+            req.as_of_seq = as_of_seq
+        res = self._call(self.stub.GetMessages, req)
         return [(m.seq, m) for m in res.messages]
+
+    # ------------------------------------------------------------ compaction and pruning
+
+    def plan_compaction(self, session_id: str, keep_tokens: Optional[int] = None, *, up_to_seq: Optional[int] = None,
+                        token_counts: Optional[Mapping[int, int]] = None,
+                        omit_messages: bool = False) -> service_pb2.PlanCompactionResponse:
+        """Plans a compaction (read-only): keep the most recent ``keep_tokens`` of the surface, or
+        shadow up to surface seq ``up_to_seq`` (exactly one of the two). The plan holds ``start``,
+        ``end``, ``shadowed_seqs``, ``expected_last_seq`` (the head it was made against), the
+        derived ``messages`` of the range (what to summarise) and ``blockers`` (empty = ready).
+        ``start`` is unset (``plan.HasField("start")`` is False) when there is nothing to compact."""
+        if (keep_tokens is None) == (up_to_seq is None):
+            raise ValueError("plan_compaction needs exactly one budget: keep_tokens=N or up_to_seq=SEQ")
+        req = service_pb2.PlanCompactionRequest(session_id=session_id, token_counts=dict(token_counts or {}),
+                                                omit_messages=omit_messages)
+        if keep_tokens is not None:
+            req.keep_tokens = keep_tokens
+        else:
+            req.up_to_seq = up_to_seq  # type: ignore[assignment]
+        return self._call(self.stub.PlanCompaction, req)
+
+    def compact(self, session_id: str, summary: Union[str, Sequence[Mapping[str, Any]], Callable[[List[Dict[str, Any]]], Any]], *,
+                provider: str, model: str, keep_tokens: Optional[int] = None, up_to_seq: Optional[int] = None,
+                plan: Optional[service_pb2.PlanCompactionResponse] = None, token_counts: Optional[Mapping[int, int]] = None,
+                usage: Optional[Mapping[str, int]] = None, max_tokens: Optional[int] = None,
+                idempotency_key: Optional[str] = None) -> Optional[service_pb2.CompactResponse]:
+        """Compacts the oldest part of the surface into ``summary`` and returns the CompactResponse
+        (``seqs`` of compaction/start, compaction/summary, the replacing user/message and
+        compaction/end; ``compaction_id``), or None when the plan has nothing to compact.
+
+        Without ``plan`` it plans first (``keep_tokens`` or ``up_to_seq``, as
+        :meth:`plan_compaction`). The Compact is conditional on the head the plan was made
+        against: if another writer moved the session, it fails with FAILED_PRECONDITION /
+        HEAD_MISMATCH and nothing is written (plan again). ``summary`` is the text, a list of
+        content blocks (``[{"type": "text", "text": ...}]``), or a callable that gets the plan's
+        messages (JSON, what to send to your summariser) and returns either. ``usage`` uses the
+        TokenUsage field names (``input_tokens``, ``output_tokens``, ...). Without an
+        ``idempotency_key`` one is generated, so a retry cannot compact twice."""
+        if plan is None:
+            plan = self.plan_compaction(session_id, keep_tokens, up_to_seq=up_to_seq, token_counts=token_counts)
+        elif keep_tokens is not None or up_to_seq is not None:
+            raise ValueError("compact takes either plan= or a budget (keep_tokens/up_to_seq), not both")
+        if not plan.HasField("start"):
+            return None
+        text: Any = summary([json.loads(m.message_json) for m in plan.messages]) if callable(summary) else summary
+        req = service_pb2.CompactRequest(session_id=session_id, start=plan.start, end=plan.end,
+                                         expected_last_seq=plan.expected_last_seq, provider=provider, model=model,
+                                         idempotency_key=idempotency_key or f"py-{uuid.uuid4()}")
+        if isinstance(text, str):
+            req.summary_text = text
+        else:
+            req.summary_json = json.dumps([dict(b) for b in text])
+        if usage is not None:
+            req.usage.CopyFrom(content_pb2.TokenUsage(**dict(usage)))
+        if max_tokens is not None:
+            req.max_tokens = max_tokens
+        return self._call(self.stub.Compact, req)
+
+    def prune_tool_results(self, session_id: str, seqs: Sequence[int] = (), *, min_bytes: int = 0, keep_recent: int = 0,
+                           exclude_tools: Sequence[str] = (), head_chars: Optional[int] = None, tail_chars: Optional[int] = None,
+                           expected_last_seq: Optional[int] = None,
+                           idempotency_key: Optional[str] = None) -> service_pb2.PruneToolResultsResponse:
+        """Shortens tool results on the surface in place (a compaction/prune, then a tool/result
+        copy whose inner text keeps its first ``head_chars`` and last ``tail_chars``): the given
+        surface ``seqs``, or by policy (text over ``min_bytes``, except the ``keep_recent`` most
+        recent results and ``exclude_tools``). Returns ``pruned`` (original_seq, replacement_seq,
+        bytes_before/after), ``bytes_saved`` and ``skipped`` (too short to be worth it).
+        ``expected_last_seq`` makes it conditional (HEAD_MISMATCH); a seq that is not a tool
+        result on the surface is refused with PRUNE_TARGET_INVALID (metadata ``seq``)."""
+        if not seqs and not min_bytes:
+            raise ValueError("prune_tool_results needs seqs or a policy (min_bytes=N)")
+        req = service_pb2.PruneToolResultsRequest(session_id=session_id, seqs=list(seqs), min_bytes=min_bytes,
+                                                  keep_recent=keep_recent, exclude_tools=list(exclude_tools),
+                                                  idempotency_key=idempotency_key or f"py-{uuid.uuid4()}")
+        if head_chars is not None:
+            req.head_chars = head_chars
+        if tail_chars is not None:
+            req.tail_chars = tail_chars
+        if expected_last_seq is not None:
+            req.expected_last_seq = expected_last_seq
+        return self._call(self.stub.PruneToolResults, req)
 
     def events(self, session_id: str, after: Optional[int] = None, types: Sequence[str] = (),
                page_size: int = 0) -> Iterator[event_pb2.SessionEvent]:

@@ -1,0 +1,119 @@
+/**
+ * palimpsest/client's compaction, pruning, time travel and tool-pairing wrappers (issues #14/#18)
+ * against a real server: planCompaction + compact showing the summary in messages(), a stale plan
+ * refused with HEAD_MISMATCH, pruneToolResults by seq (and PRUNE_TARGET_INVALID), `asOfSeq`, and a
+ * TOOL_PAIRING_BROKEN refusal decoded with its metadata; each refusal leaves the log untouched.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { PalimpsestClient, PalimpsestError, events as ev } from '../../src/client/index.js';
+import { startTestServer, type TestServer } from '../support/test-server.js';
+
+async function rejection(p: Promise<unknown>): Promise<PalimpsestError> {
+  try {
+    await p;
+  } catch (e) {
+    expect(e).toBeInstanceOf(PalimpsestError);
+    return e as PalimpsestError;
+  }
+  throw new Error('expected the call to fail');
+}
+
+interface Turn { user: number; assistant: number; call: number; result: number; head: number }
+type Message = { id: string; source: Record<string, unknown>; content: { type: string; text?: string; content?: { text: string }[] }[] };
+
+/** Appends turn n (user message, assistant message calling a tool, the call, its result). */
+async function toolTurn(c: PalimpsestClient, id: string, n: number, output: string): Promise<Turn> {
+  const head = await c.head(id);
+  const base = head + 1;
+  const call = base + 4;
+  const seqs = await c.append(id, [
+    ev.turnStart(n), ev.stepStart(n, 1), ev.userMessage('What is here?', { id: `u${n}` }),
+    ev.assistantMessage('', { turn: n, step: 1, provider: 'p', model: 'm', id: `a${n}`, toolCalls: [{ id: `c${n}`, name: 'ls', arguments: '{}' }], cites: [] }),
+    ev.toolCall(`c${n}`, 'ls', '{}', { turn: n, step: 1 }), ev.toolResult(`c${n}`, output, { turn: n, step: 1, id: `r${n}`, callSeq: call }),
+    ev.stepEnd(n, 1), ev.turnEnd(n),
+  ], { expectedLastSeq: head });
+  return { user: base + 2, assistant: base + 3, call, result: call + 1, head: seqs.at(-1)! };
+}
+
+const textOf = (m: Message): string => m.content.map((b) => b.text ?? '').join('');
+
+describe('palimpsest/client compaction and pruning (TypeScript)', () => {
+  let ts: TestServer;
+  let c: PalimpsestClient;
+  let n = 0;
+  const sid = (): string => `tsc-${++n}`;
+  beforeAll(async () => {
+    ts = await startTestServer();
+    c = new PalimpsestClient(ts.server.address);
+  });
+  afterAll(async () => {
+    c?.close();
+    await ts?.stop();
+  });
+
+  it('planCompaction + compact puts the summary first in messages(); asOfSeq shows the history before', async () => {
+    const id = sid();
+    await c.createSession(id);
+    const t1 = await toolTurn(c, id, 1, 'README.md');
+    const t2 = await toolTurn(c, id, 2, 'src/');
+    const surfaceBefore = await c.getSurface(id);
+    const before = await c.messages(id);
+    const plan = await c.planCompaction(id, { upToSeq: t1.result });
+    expect(plan).toMatchObject({ start: t1.user, end: t1.result, shadowedSeqs: [t1.user, t1.assistant, t1.result], expectedLastSeq: t2.head, blockers: [] });
+    let seen: unknown[] = [];
+    const res = await c.compact(id, {
+      plan, provider: 'p', model: 'summariser',
+      summary: (msgs) => { seen = msgs; return `ls showed README.md (${msgs.length} messages)`; },
+    });
+    expect(res!.seqs).toHaveLength(4);
+    expect((seen as Message[]).map((m) => m.id)).toEqual(['u1', 'a1', 'r1']);
+    const after = await c.messages(id) as Message[];
+    expect(after[0]!.source).toEqual({ kind: 'plugin', plugin: 'compact', compactionId: res!.compactionId });
+    expect(textOf(after[0]!)).toContain('ls showed README.md (3 messages)');
+    expect(after.slice(1)).toEqual(before.slice(3));
+    expect(await c.getSurface(id, { asOfSeq: t2.head })).toEqual(surfaceBefore);
+    expect(await c.messages(id, { asOfSeq: t2.head })).toEqual(before);
+    const e = await rejection(c.getSurface(id, { asOfSeq: res!.seqs[3]! + 1 }));
+    expect(e).toMatchObject({ code: 'OUT_OF_RANGE', reason: 'AS_OF_SEQ_AFTER_HEAD' });
+
+    // The stale plan: HEAD_MISMATCH, nothing written; a budget plans again.
+    const head = await c.head(id);
+    expect((await rejection(c.compact(id, { plan, summary: 'again', provider: 'p', model: 'm' }))).reason).toBe('HEAD_MISMATCH');
+    expect(await c.head(id)).toBe(head);
+    const res2 = await c.compact(id, { keepTokens: 1, summary: [{ type: 'text', text: 'both turns' }], provider: 'p', model: 'm' });
+    expect(res2!.seqs[0]).toBe(head + 1);
+    expect(textOf((await c.messages(id) as Message[])[0]!)).toContain('both turns');
+    expect(await c.compact(id, { keepTokens: 2 ** 40, summary: 'x', provider: 'p', model: 'm' })).toBeUndefined();
+    expect(await c.head(id)).toBe(res2!.seqs[3]);
+  });
+
+  it('pruneToolResults shortens a result in place; a seq that is no tool result is refused', async () => {
+    const id = sid();
+    await c.createSession(id);
+    const long = 'line of build output\n'.repeat(400);
+    const t1 = await toolTurn(c, id, 1, long);
+    const e = await rejection(c.pruneToolResults(id, { seqs: [t1.user] }));
+    expect(e).toMatchObject({ code: 'FAILED_PRECONDITION', reason: 'PRUNE_TARGET_INVALID', metadata: { seq: String(t1.user) } });
+    expect(await c.head(id)).toBe(t1.head);
+    const res = await c.pruneToolResults(id, { seqs: [t1.result], headChars: 20, tailChars: 20, expectedLastSeq: t1.head });
+    expect(res.pruned).toEqual([expect.objectContaining({ originalSeq: t1.result, callId: 'c1', bytesBefore: long.length })]);
+    const inner = ((await c.messages(id)) as Message[])[2]!.content[0]!.content![0]!.text;
+    expect(inner.startsWith(long.slice(0, 20)) && inner.endsWith(long.slice(-20)) && inner.includes('pruned')).toBe(true);
+  });
+
+  it('TOOL_PAIRING_BROKEN is decoded with callId/callSeq/resultSeq and leaves the log untouched; pairingGuard: false accepts it', async () => {
+    const id = sid();
+    expect((await c.createSession(id)).pairingGuard).toBe(true);
+    const t1 = await toolTurn(c, id, 1, 'README.md');
+    const bad = [ev.userMessage('the result is gone', { id: 'x1', replace: [t1.result, t1.result], cites: [t1.result] })];
+    const e = await rejection(c.append(id, bad));
+    expect(e).toMatchObject({
+      code: 'FAILED_PRECONDITION', reason: 'TOOL_PAIRING_BROKEN', metadata: { callId: 'c1', callSeq: String(t1.assistant), resultSeq: String(t1.result) },
+    });
+    expect(await c.head(id)).toBe(t1.head);
+    const other = sid();
+    expect((await c.createSession(other, { pairingGuard: false })).pairingGuard).toBe(false);
+    const o1 = await toolTurn(c, other, 1, 'README.md');
+    expect(await c.append(other, bad)).toEqual([o1.head + 1]);
+  });
+});
