@@ -14,7 +14,7 @@ import { PostgresSessionStore } from '../../src/store/postgres/postgres-store.js
 import { SqliteSessionStore } from '../../src/store/sqlite/sqlite-store.js';
 import { openStore as openConfiguredStore } from '../../src/main.js';
 import { parseServeArgs } from '../../src/cli/serve.js';
-import type { NewSession } from '../../src/app/store-port.js';
+import { storedSessionBytes, type NewSession } from '../../src/app/store-port.js';
 import { SCHEMA_VERSION } from '../../src/store/postgres/schema.js';
 import { StoreOpenError, StoreUnavailableError, StoreUsageError } from '../../src/store/store-errors.js';
 import { waitFor } from '../support/poll.js';
@@ -219,6 +219,54 @@ describe.skipIf(!hasPostgres())('PostgresSessionStore', () => {
     expect(stored).toBe(9);
   });
 
+  it("a create with a large initial log on a fresh tenant racing an append cannot exceed the byte quota (the tenant's shard rows exist from its first create)", async () => {
+    const schema = `t${schemaCounter++}`;
+    const a = await openStore(schema);
+    const b = await openStore(schema);
+    const admin = new pg.Client({ connectionString: db.url });
+    await admin.connect();
+    try {
+      const shardOf = async (id: string): Promise<number> => (await admin.query<{ s: number }>('SELECT hashtext($1) & 15 AS s', [id])).rows[0]!.s;
+      // The tenant's first session (the tenant row is created with it), and a fork id in another shard.
+      await a.createSession(record('base', { tenant: 'fresh' }), []);
+      const baseShard = await shardOf('base');
+      let forkId = 'fork0';
+      for (let i = 1; (await shardOf(forkId)) === baseShard; i++) forkId = `fork${i}`;
+      const each = Buffer.byteLength(JSON.stringify({ turn: 0 }));
+      const log = Array.from({ length: 20 }, (_, k) => ev(k, { turn: 0 }));
+      const logBytes = 20 * each;
+      const forkRecord = record(forkId, { tenant: 'fresh' });
+      const used = (await a.getTenantUsage('fresh')).dataBytes;
+      // Either write alone fits; both together do not.
+      const max = used + storedSessionBytes(forkRecord.header, forkRecord.labels) + logBytes + logBytes / 2;
+      // Hold the base session's shard row, so both writers queue on it: the create first (it
+      // locks the tenant's shard rows in order), then the append, whose check snapshot is taken
+      // while the create has not committed yet.
+      const waiting = async (): Promise<number> =>
+        (await admin.query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = $1 AND wait_event_type = 'Lock'`, [db.name])).rows[0]!.n;
+      const holder = new pg.Client({ connectionString: db.url });
+      await holder.connect();
+      await holder.query('BEGIN');
+      await holder.query(`SELECT 1 FROM ${schema}.tenant_bytes WHERE tenant = 'fresh' AND shard = $1 FOR UPDATE`, [baseShard]);
+      const create = a.createSession(forkRecord, log, { maxSessions: 0, maxBytes: max });
+      await waitFor(async () => (await waiting()) === 1, 10_000, 'the create waiting on the shard row');
+      const append = b.append('base', { expectedNextSeq: 0, expectedWriter: 'w0', writer: 'x', events: log, surfaceLength: 0, quota: { tenant: 'fresh', maxBytes: max } });
+      await waitFor(async () => (await waiting()) === 2, 10_000, 'the append waiting on the shard row');
+      await holder.query('COMMIT');
+      await holder.end();
+      expect(await create).toEqual({ kind: 'created' });
+      expect(await append).toMatchObject({ kind: 'quota-exceeded', limitName: 'tenant_max_bytes', limit: max });
+      const usage = await b.getTenantUsage('fresh');
+      expect(usage.dataBytes).toBeLessThanOrEqual(max);
+      // The refused append wrote nothing; the create is whole.
+      expect(await b.getSession('base')).toMatchObject({ nextSeq: 0, eventCount: 0 });
+      expect(await b.getSession(forkId)).toMatchObject({ nextSeq: 20, eventCount: 20 });
+      expect(usage.dataBytes).toBe(used + (await b.getSession(forkId))!.dataBytes);
+    } finally {
+      await admin.end();
+    }
+  });
+
   it('deleting a session gives back its share of the tenant counters', async () => {
     const [a] = await instances(1);
     await a!.createSession(record('d1'), events(0, 3));
@@ -279,6 +327,51 @@ describe.skipIf(!hasPostgres())('PostgresSessionStore', () => {
     await admin.end();
     await a!.createSession(record('r1', { header: { version: 1, id: 'r1', createdAt: 2000 } }), events(0, 2));
     await waitFor(() => heard.includes('deleted'), 10_000, 'the re-creation reported as deleted');
+  });
+
+  it('a session deleted without a hint and re-created (beyond the watched head) before any poll is reported as deleted, not as a head', async () => {
+    const schema = `t${schemaCounter++}`;
+    const a = await openStore(schema);
+    // No slow poll during the test: only the watch's own reads and its reconnect report.
+    const b = await PostgresSessionStore.open({ url: db.url, schema, headPollMs: 600_000 });
+    open.push(b);
+    await a.createSession(record('m4'), events(0, 2));
+    const watch = b.openHeadWatch() as unknown as {
+      ready: Promise<void>; connects: number; settled?: () => Promise<void>; dropConnectionForTest(): void;
+      watch: (id: string, f: (h: number | 'deleted') => void) => () => void;
+    };
+    await watch.ready;
+    const heard: (number | 'deleted')[] = [];
+    watch.watch('m4', (h) => heard.push(h));
+    await watch.settled?.();
+    // A hint (no read) makes the watch know head 3.
+    await a.append('m4', { expectedNextSeq: 2, expectedWriter: 'w0', writer: 'A', events: events(2, 1), surfaceLength: 0 });
+    await waitFor(() => heard.includes(3), 10_000, 'the hint of head 3');
+    // Deleted behind the stores' backs (its NOTIFY lost), re-created and longer than before.
+    const admin = new pg.Client({ connectionString: db.url });
+    await admin.connect();
+    await admin.query(`SELECT ${schema}.delete_session('m4')`);
+    await admin.end();
+    await a.createSession(record('m4', { header: { version: 1, id: 'm4', createdAt: 2000 } }), events(0, 5));
+    // The reconnect reads and reports every watched head.
+    watch.dropConnectionForTest();
+    await waitFor(() => watch.connects >= 2 && heard.length > 1, 10_000, 'the report after the reconnect');
+    expect(heard).toEqual([3, 'deleted']);
+  });
+
+  it('a session deleted (without a hint) before its watch read it is reported as deleted', async () => {
+    const [a, b] = await instances(2);
+    const schema = `t${schemaCounter - 1}`;
+    await a!.createSession(record('gone'), events(0, 1));
+    const admin = new pg.Client({ connectionString: db.url });
+    await admin.connect();
+    await admin.query(`SELECT ${schema}.delete_session('gone')`);
+    await admin.end();
+    const watch = b!.openHeadWatch();
+    const heard: (number | 'deleted')[] = [];
+    watch.watch('gone', (h) => heard.push(h));
+    await waitFor(() => heard.includes('deleted'), 10_000, 'the deletion');
+    expect(heard.every((h) => h === 'deleted')).toBe(true);
   });
 
   it('the head watch reconnects on its own and reports heads moved while it was away', async () => {

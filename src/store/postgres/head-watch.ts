@@ -11,6 +11,10 @@
  *    re-reads the heads of every watched session and reports them all;
  *  - a slow poll (default every 2 s, only while something is watched) reads the watched heads
  *    and reports those that moved.
+ * A lost deletion hint must not let a re-created session of the same id pass for the one that was
+ * watched: when a session starts being watched, one read records its creation time (the
+ * incarnation being watched). From then on any read that finds another creation time, or no
+ * session, reports 'deleted'; the creation time is never taken from a later read.
  */
 import pg from 'pg';
 import type { HeadWatch } from '../../app/store-port.js';
@@ -41,12 +45,17 @@ export class PgHeadWatch implements HeadWatch {
   readonly #options: PgHeadWatchOptions;
   readonly #source: HeadSource;
   readonly #listeners = new Map<string, Set<Listener>>();
+  /** Last head reported per watched session (the poll reports only changes). */
+  readonly #known = new Map<string, { head: number }>();
   /**
-   * Last head reported per watched session (the poll reports only changes), and the session's
-   * creation time once a read saw it: a different one means the session was deleted and
-   * re-created between two reads (reported as deleted, even if no deletion hint arrived).
+   * Per watched session, the creation time read when watching started (undefined until that read
+   * returns): a read finding another one means the session was deleted and re-created (reported
+   * as deleted, even if no deletion hint arrived). One object per watching period, so a read
+   * started for an earlier period cannot fill in a later one.
    */
-  readonly #known = new Map<string, { head: number; createdAt?: number }>();
+  readonly #incarnations = new Map<string, { createdAt?: number }>();
+  /** Creation-time reads in flight (see {@link settled}). */
+  readonly #baselineReads = new Set<Promise<void>>();
   #client: pg.Client | undefined;
   #closed = false;
   #backoffMs = 50;
@@ -72,6 +81,7 @@ export class PgHeadWatch implements HeadWatch {
     if (set === undefined) {
       set = new Set();
       this.#listeners.set(sessionId, set);
+      this.#readIncarnation(sessionId);
     }
     set.add(onHead);
     this.#schedulePoll();
@@ -80,7 +90,39 @@ export class PgHeadWatch implements HeadWatch {
       if (s === undefined || !s.delete(onHead) || s.size > 0) return;
       this.#listeners.delete(sessionId);
       this.#known.delete(sessionId);
+      this.#incarnations.delete(sessionId);
     };
+  }
+
+  /** Resolves once the creation-time reads of the watches started so far have returned (tests). */
+  async settled(): Promise<void> {
+    while (this.#baselineReads.size > 0) await Promise.allSettled([...this.#baselineReads]);
+  }
+
+  /**
+   * Records the creation time of the session `sessionId` as it is now (the incarnation watched);
+   * a session already gone is reported as deleted. A failed read is reported to onError and leaves
+   * the incarnation unknown (no creation-time check for this watching period).
+   */
+  #readIncarnation(sessionId: string): void {
+    const incarnation: { createdAt?: number } = {};
+    this.#incarnations.set(sessionId, incarnation);
+    const read = this.#source.readHeads([sessionId]).then(
+      (heads) => {
+        if (this.#closed || this.#incarnations.get(sessionId) !== incarnation) return;
+        const now = heads.get(sessionId);
+        const set = this.#listeners.get(sessionId);
+        if (now === undefined) {
+          this.#known.delete(sessionId);
+          if (set !== undefined) this.#fire(set, 'deleted');
+        } else {
+          incarnation.createdAt = now.createdAt;
+        }
+      },
+      (error: unknown) => this.#options.onError?.(error),
+    );
+    this.#baselineReads.add(read);
+    void read.finally(() => this.#baselineReads.delete(read));
   }
 
   async close(): Promise<void> {
@@ -89,6 +131,7 @@ export class PgHeadWatch implements HeadWatch {
     clearTimeout(this.#reconnectTimer);
     clearTimeout(this.#pollTimer);
     this.#listeners.clear();
+    this.#incarnations.clear();
     const client = this.#client;
     this.#client = undefined;
     if (client !== undefined) await client.end().catch(() => undefined);
@@ -205,14 +248,13 @@ export class PgHeadWatch implements HeadWatch {
         if (set === undefined) continue;
         const now = heads.get(id);
         const known = this.#known.get(id);
-        if (now === undefined || (known?.createdAt !== undefined && known.createdAt !== now.createdAt)) {
+        const createdAt = this.#incarnations.get(id)?.createdAt;
+        if (now === undefined || (createdAt !== undefined && createdAt !== now.createdAt)) {
           this.#known.delete(id);
           this.#fire(set, 'deleted');
         } else if (all || now.head !== known?.head) {
-          this.#known.set(id, { head: now.head, createdAt: now.createdAt });
+          this.#known.set(id, { head: now.head });
           this.#fire(set, now.head);
-        } else if (known.createdAt === undefined) {
-          known.createdAt = now.createdAt;
         }
       }
     } finally {

@@ -22,8 +22,11 @@
  *   append, import chunk and delete. Sessions are counted per tenant on one row (creates and deletes
  *   are rare); bytes are split over TENANT_SHARDS rows per tenant by a hash of the session id, so
  *   appends to different sessions of one tenant do not all queue on one hot row lock held until
- *   commit. A byte-quota check locks all of the tenant's shard rows (in shard order, no deadlock)
- *   and is exact; appends of tenants without a byte quota touch only their own shard.
+ *   commit. All TENANT_SHARDS rows are inserted with the tenant's row (its first create), before
+ *   any append of the tenant can run. A byte-quota check locks all of the tenant's shard rows (in
+ *   shard order, no deadlock) and is exact: under READ COMMITTED a waiting check re-reads the rows
+ *   it locks but never sees rows inserted after its snapshot, so the set must not grow. Appends of
+ *   tenants without a byte quota touch only their own shard.
  *
  * Ids are COLLATE "C": they order by bytes, as in the other stores (list order, page tokens).
  *
@@ -32,7 +35,7 @@
  */
 
 /** The schema version this build reads and writes. */
-export const SCHEMA_VERSION = 1;
+export const SCHEMA_VERSION = 2;
 
 /** Byte-counter rows per tenant (see the module comment). */
 export const TENANT_SHARDS = 16;
@@ -219,6 +222,13 @@ BEGIN
     outcome := 'exists'; RETURN NEXT; RETURN;
   END IF;
   INSERT INTO ${s}.tenants (tenant) VALUES (v_tenant) ON CONFLICT (tenant) DO NOTHING;
+  IF FOUND THEN
+    -- A new tenant: all of its byte-counter rows exist from now on, so the set that
+    -- LOCK_TENANT_BYTES locks is complete (a row inserted later would be invisible to a
+    -- concurrent check that already took its snapshot, and the quota could be exceeded).
+    INSERT INTO ${s}.tenant_bytes (tenant, shard, data_bytes)
+      SELECT v_tenant, g, 0 FROM generate_series(0, ${TENANT_SHARDS - 1}) AS g ON CONFLICT DO NOTHING;
+  END IF;
   SELECT t.session_count INTO v_count FROM ${s}.tenants t WHERE t.tenant = v_tenant FOR UPDATE;
   IF p_max_sessions > 0 AND v_count >= p_max_sessions THEN
     outcome := 'quota-exceeded'; q_name := 'tenant_max_sessions'; q_limit := p_max_sessions; q_actual := v_count; RETURN NEXT; RETURN;
