@@ -59,6 +59,12 @@ export interface AppendOptions {
   readonly dataBytes?: readonly number[];
   /** Check the tool-pairing guard even if the session has it off (server-built compaction/prune batches). */
   readonly pairingGuard?: boolean;
+  /**
+   * What the idempotency record stores instead of the events' hash (server-built batches: the hash
+   * of the Compact / PruneToolResults request, see requestBodyHash in append.ts), so a replay compares
+   * the request, not the events built from it.
+   */
+  readonly requestHash?: string;
 }
 
 /** Result of an append. */

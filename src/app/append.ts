@@ -41,6 +41,11 @@ export function requestHash(candidates: readonly CandidateEvent[]): string {
   return h.digest('hex');
 }
 
+/** Canonical hash of a server-built request (`kind` names the RPC) for its idempotency record. */
+export function requestBodyHash(kind: string, body: unknown): string {
+  return createHash('sha256').update(kind).update('\n').update(canonicalJson(body)).digest('hex');
+}
+
 /** AppendEvents and RepairSession. */
 export class AppendUseCase {
   readonly #inflightKeys = new Map<string, Promise<unknown>>();
@@ -64,7 +69,7 @@ export class AppendUseCase {
     checkEventTypes(candidates);
     checkAppendOptions(opts);
     const key = opts.idempotencyKey || undefined;
-    const hash = key ? requestHash(candidates) : '';
+    const hash = key ? (opts.requestHash ?? requestHash(candidates)) : '';
     // Appends plan on the cached state without re-reading the session row (one store round trip
     // less per append); a rejected plan re-checks it once, since the rejection may only mean that
     // another writer moved the session (conflicts need no check: the write is conditional).

@@ -15,6 +15,7 @@ import { DEFAULT_HEAD_CHARS, DEFAULT_TAIL_CHARS, pruneBatch, textBytes } from '.
 import { NO_PAIRING, pairingInfoOfMessage, type PairingInfo } from '../domain/tool-pairing.js';
 import type { MessageJson } from '../domain/message-view.js';
 import type { CallContext, DerivedMessage, ModelSnapshot, SessionService } from './session-service.js';
+import { requestBodyHash } from './append.js';
 
 /** A reason Compact refuses now. */
 export interface CompactionBlocker {
@@ -244,8 +245,10 @@ export class CompactionService {
     if (!req.provider) throw new DomainError('INVALID_ARGUMENT', 'provider is required (the provider that produced the summary)', { field: 'provider' });
     if (!req.model) throw new DomainError('INVALID_ARGUMENT', 'model is required (the model that produced the summary)', { field: 'model' });
     const key = req.idempotencyKey || undefined;
+    // The key's record stores this request's hash: a replay with another body is refused.
+    const hash = key ? requestBodyHash('Compact', { ...req, idempotencyKey: undefined }) : '';
     if (key) {
-      const replay = await this.#replayedCompaction(ctx, id, key);
+      const replay = await this.#replayedCompaction(ctx, id, key, hash);
       if (replay) return replay;
     }
     const snap = await this.app.modelSnapshot(ctx, id, { surface: true, recent: CompactionService.LOCK_QUERIES });
@@ -284,24 +287,30 @@ export class CompactionService {
       start: req.start, end: req.end, shadowedSeqs: shadowed, shadowedTokenCount,
       summary: req.summary, rawOutput: req.rawOutput, llmStreamCall: req.llmStreamCall, provider: req.provider, model: req.model, maxTokens: req.maxTokens, usage: req.usage,
     });
-    const res = await this.app.append(ctx, id, events as unknown as CandidateEvent[], { expectedLastSeq: head, idempotencyKey: key, pairingGuard: true });
+    const res = await this.app.append(ctx, id, events as unknown as CandidateEvent[], { expectedLastSeq: head, idempotencyKey: key, pairingGuard: true, requestHash: hash });
     if (res.replayed && key) {
-      const replay = await this.#replayedCompaction(ctx, id, key);
+      const replay = await this.#replayedCompaction(ctx, id, key, hash);
       if (replay) return replay;
     }
     return { seqs: res.seqs, compactionId, surfaceLength: res.surfaceLength, replayed: res.replayed, shadowedTokenCount };
   }
 
-  async #storedBatch(ctx: CallContext, id: string, key: string): Promise<{ events: SessionEvent[]; surfaceLength: number } | undefined> {
+  /** The batch stored under `key`, if any; IDEMPOTENCY_KEY_REUSED when it was stored for another request body. */
+  async #storedBatch(ctx: CallContext, id: string, key: string, hash: string, what: string): Promise<{ events: SessionEvent[]; surfaceLength: number } | undefined> {
     const skey = this.app.storageKey(ctx, id);
     const stored = await this.app.store.getIdempotent(skey, key);
     if (!stored) return undefined;
+    if (stored.requestHash !== hash) {
+      throw new DomainError('IDEMPOTENCY_KEY_REUSED',
+        `idempotency key ${JSON.stringify(key)} was already used with a different request; use a new key for a new ${what}`,
+        { sessionId: id, idempotencyKey: key });
+    }
     const events = await this.app.store.getEvents(skey, stored.seqs);
     return { events, surfaceLength: stored.surfaceLength };
   }
 
-  async #replayedCompaction(ctx: CallContext, id: string, key: string): Promise<CompactResult | undefined> {
-    const b = await this.#storedBatch(ctx, id, key);
+  async #replayedCompaction(ctx: CallContext, id: string, key: string, hash: string): Promise<CompactResult | undefined> {
+    const b = await this.#storedBatch(ctx, id, key, hash, 'compaction');
     if (!b) return undefined;
     const summary = b.events.find((e) => e.type === 'compaction/summary');
     const d = summary && isJsonObject(summary.data) ? summary.data : undefined;
@@ -326,8 +335,9 @@ export class CompactionService {
     const headChars = req.headChars ?? DEFAULT_HEAD_CHARS;
     const tailChars = req.tailChars ?? DEFAULT_TAIL_CHARS;
     const key = req.idempotencyKey || undefined;
+    const hash = key ? requestBodyHash('PruneToolResults', { ...req, idempotencyKey: undefined }) : '';
     if (key) {
-      const b = await this.#storedBatch(ctx, id, key);
+      const b = await this.#storedBatch(ctx, id, key, hash, 'prune');
       if (b) return { ...(await this.#pruneResultOf(ctx, b.events, id)), skipped: [], surfaceLength: b.surfaceLength, replayed: true };
     }
     const snap = await this.app.modelSnapshot(ctx, id, { surface: true, types: true });
@@ -377,7 +387,7 @@ export class CompactionService {
     const stored = new Map((await this.app.store.getEvents(this.app.storageKey(ctx, id), targets)).map((e) => [e.seq, e] as const));
     const batch = pruneBatch(targets.map((s) => stored.get(s) as SessionEvent), id, headChars, tailChars);
     if (batch.events.length === 0) return { pruned: [], bytesSaved: 0, skipped: batch.skipped, surfaceLength: snap.surfaceLength, replayed: false };
-    const res = await this.app.append(ctx, id, batch.events as unknown as CandidateEvent[], { expectedLastSeq: head, idempotencyKey: key, pairingGuard: true });
+    const res = await this.app.append(ctx, id, batch.events as unknown as CandidateEvent[], { expectedLastSeq: head, idempotencyKey: key, pairingGuard: true, requestHash: hash });
     const pruned = batch.entries.map((e) => ({
       originalSeq: e.originalSeq, pruneSeq: res.seqs[e.index] as number, replacementSeq: res.seqs[e.index + 1] as number,
       callId: e.callId, bytesBefore: e.bytesBefore, bytesAfter: e.bytesAfter,

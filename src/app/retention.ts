@@ -8,11 +8,14 @@
  *
  * A sweep pages through the store's sessions (the store port's listSessions, every tenant) and
  * deletes each expired session through the app's delete path (SessionService.deleteSession:
- * the cache drops it and its subscribers are told). Each delete is its own short store
+ * the cache drops it and its subscribers are told), after re-reading its record right before
+ * the delete: one appended to since it was listed is kept (a re-check, not a conditional delete;
+ * an append inside the delete call itself can still be lost). Each delete is its own short store
  * transaction; the sweeper yields to the event loop (setImmediate) after every batch of
  * `batchSize` sessions examined, so appends interleave with it. Works on every store.
  */
 import type { SessionService } from './session-service.js';
+import type { SessionRecord, SessionStore } from './store-port.js';
 
 /** The label that gives one session its own retention period, in whole days. */
 export const TTL_LABEL = 'palimpsest.dev/ttl-days';
@@ -45,6 +48,12 @@ export function retentionMs(labels: Readonly<Record<string, string>>, retentionD
   const ttl = labels[TTL_LABEL];
   if (ttl !== undefined && /^[1-9]\d{0,5}$/.test(ttl)) return Number(ttl) * DAY_MS;
   return retentionDays > 0 ? retentionDays * DAY_MS : undefined;
+}
+
+/** The session as listed is still the store's: same incarnation, nothing appended since. */
+async function unchanged(rec: SessionRecord, store: SessionStore): Promise<boolean> {
+  const now = await store.getSession(rec.header.id);
+  return now !== undefined && now.header.createdAt === rec.header.createdAt && now.nextSeq === rec.nextSeq && now.eventCount === rec.eventCount;
 }
 
 const yieldTurn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
@@ -107,6 +116,9 @@ export class Retention {
           if (tail !== undefined) last = Math.max(last, tail.time);
         }
         if (last >= now - keep) continue;
+        // Re-checked right before the delete: an append (or a delete and re-create) that landed
+        // since the listing keeps the session. What is left is the short span of the delete call.
+        if (!(await unchanged(rec, store))) continue;
         const prefix = rec.tenant === '' ? '' : `${rec.tenant}/`;
         try {
           await this.app.deleteSession({ tenant: rec.tenant }, rec.header.id.slice(prefix.length));

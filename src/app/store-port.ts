@@ -205,6 +205,12 @@ export interface SessionStore {
   listSessions(query: { tenant?: string; labels?: Readonly<Record<string, string>>; pageSize: number; pageToken?: string }): Promise<SessionPage>;
   /** Deletes a session (pending or not) and its events, updating the tenant's counters; false if it did not exist. */
   deleteSession(id: string): Promise<boolean>;
+  /**
+   * Deletes the session only while it is still pending and owned by `owner` (a failed import
+   * cleaning up after itself), with its events and the tenant's counters in the same transaction;
+   * false (and nothing changed) if it is gone, published, or another importer's.
+   */
+  deletePending(id: string, owner: string): Promise<boolean>;
   /** A conditional append (see {@link AppendRequest}); resolves only after commit. */
   append(sessionId: string, req: AppendRequest): Promise<AppendOutcome>;
   /** The stored result for an idempotency key, if any. */

@@ -22,8 +22,8 @@
  * - Commits made by other processes reach the subscription only as a head (`onHead`, from the
  *   store-driven feed): a live subscription that has no batch up to that head, or gets a local
  *   batch that does not start right after what it has (the head report may still be on its way),
- *   goes back to catch-up from `#last`; during catch-up such a head makes the read in flight not
- *   count as the last one. Same guarantees as for local batches: the store is read by position.
+ *   goes back to catch-up from `#last`; during catch-up such a head or batch (not queued) makes the
+ *   read in flight not count as the last one. Same guarantees as for local batches: the store is read by position.
  * - Catch-up for the surface rebuilds the surface state from the store's structural rows (a
  *   {@link SurfaceTracker} folded from seq 0 to the cursor), so replace deltas carry the shadowed
  *   seqs computed by the server, never trusted from the client; event data is read only for the
@@ -252,8 +252,11 @@ export class Subscription<I extends Item> {
     // A batch that does not start right after what this subscription has means commits made
     // elsewhere came in between (their head report may still be on its way): read the store.
     const firstEvent = batch.events[0];
-    if (this.stats.mode === 'live' && firstEvent !== undefined && firstEvent.seq > this.#known() + 1) {
-      this.#remoteCatchUp();
+    if (firstEvent !== undefined && firstEvent.seq > this.#known() + 1) {
+      // During catch-up it is not queued either: counted as a drop, so the read in flight is not
+      // taken as the last one and the next read fetches the missing commits with it.
+      if (this.stats.mode === 'live') this.#remoteCatchUp();
+      else this.#drops++;
       return;
     }
     const items = this.source.live(batch);

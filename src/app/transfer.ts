@@ -163,7 +163,8 @@ export class Transfer {
       await flush();
       await this.store.publishSession(storageKey(ctx.tenant, id), this.instanceId);
     } catch (e) {
-      if (created) await this.store.deleteSession(storageKey(ctx.tenant, id)).catch(() => undefined);
+      // Only our own pending session: after a lease sweep the id may be someone else's live session.
+      if (created) await this.store.deletePending(storageKey(ctx.tenant, id), this.instanceId).catch(() => undefined);
       throw e;
     }
     return { ...(await this.reads.getSession(ctx, id)), uncommittedTailBytes: tailBytes };

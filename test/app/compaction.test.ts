@@ -111,6 +111,21 @@ describe('Compact reproduces the reference compaction of compaction-recovery exa
     expect((await app.getSession(ctx, id)).headSeq).toBe(22);
   });
 
+  it('refuses the key reused with another request body (IDEMPOTENCY_KEY_REUSED, log untouched)', async () => {
+    const app = new SessionService(new MemorySessionStore(), undefined, () => 1);
+    const id = 'cr';
+    await app.importJsonl(ctx, bytesOf(prefix), { id });
+    const svc = new CompactionService(app);
+    const req = { start: 4, end: 4, expectedLastSeq: 18, summary: [{ type: 'text', text: 's' }], provider: 'p', model: 'm', idempotencyKey: 'k1' };
+    const first = await svc.compact(ctx, id, req);
+    const before = await app.listEvents(ctx, id, { fromSeq: 0, direction: 'forward', pageSize: 100 });
+    await expectReason(svc.compact(ctx, id, { ...req, summary: [{ type: 'text', text: 'another summary' }] }), 'IDEMPOTENCY_KEY_REUSED');
+    await expectReason(svc.compact(ctx, id, { ...req, end: 6 }), 'IDEMPOTENCY_KEY_REUSED');
+    expect(await app.listEvents(ctx, id, { fromSeq: 0, direction: 'forward', pageSize: 100 })).toEqual(before);
+    // The same body still replays.
+    expect(await svc.compact(ctx, id, req)).toEqual({ ...first, replayed: true });
+  });
+
   it('reports open tool calls as a blocker and keeps them out of the range', async () => {
     const app = new SessionService(new MemorySessionStore(), undefined, () => 1);
     await app.createSession(ctx, { id: 'o' });
@@ -207,6 +222,10 @@ describe('PruneToolResults writes the reference pruner\'s two events per result'
     expect(res.pruned.map((p) => p.originalSeq)).toEqual([5, 9]);
     const replay = await svc.prune(ctx, 'p', { seqs: [9, 5], idempotencyKey: 'pk' });
     expect(replay).toEqual({ ...res, replayed: true, skipped: [] });
+    expect((await app.getSession(ctx, 'p')).headSeq).toBe(13);
+    // The key reused with another body: refused, nothing appended.
+    await expectReason(svc.prune(ctx, 'p', { seqs: [9], idempotencyKey: 'pk' }), 'IDEMPOTENCY_KEY_REUSED');
+    await expectReason(svc.prune(ctx, 'p', { minBytes: 1, idempotencyKey: 'pk' }), 'IDEMPOTENCY_KEY_REUSED');
     expect((await app.getSession(ctx, 'p')).headSeq).toBe(13);
   });
 });

@@ -101,3 +101,38 @@ describe.each([
     expect((await app.getSession(ANONYMOUS, 'ancient')).record.header.id).toBe('ancient');
   });
 });
+
+describe('Retention and an append racing its idle check', () => {
+  it('keeps a session appended to between the idle check and the delete; deletes an idle one next to it', async () => {
+    let clock = NOW - 40 * DAY;
+    let resumeDuringCheck: (() => Promise<void>) | undefined;
+    /** A store whose tail read (the idle check) lets an append land right after it read. */
+    class RacingStore extends MemorySessionStore {
+      override async readEvents(...args: Parameters<MemorySessionStore['readEvents']>): ReturnType<MemorySessionStore['readEvents']> {
+        const tail = await super.readEvents(...args);
+        const resume = resumeDuringCheck;
+        resumeDuringCheck = undefined;
+        if (resume !== undefined && args[1].direction === 'backward') await resume();
+        return tail;
+      }
+    }
+    const app = new SessionService(new RacingStore(), DEFAULT_LIMITS, () => clock);
+    services.push(app);
+    await app.createSession(ANONYMOUS, { id: 'idle' });
+    await app.append(ANONYMOUS, 'idle', [user('old')]);
+    await app.createSession(ANONYMOUS, { id: 'resumed' });
+    await app.append(ANONYMOUS, 'resumed', [user('old')]);
+    clock = NOW;
+    // Sessions are listed newest first: the first idle check is 'resumed's, and the user resumes it then.
+    resumeDuringCheck = async () => {
+      expect((await app.append(ANONYMOUS, 'resumed', [user('back again')])).seqs).toEqual([1]);
+    };
+    const report = await new Retention(app, { retentionDays: 30, now: () => clock }).sweep();
+    expect(resumeDuringCheck).toBeUndefined();
+    expect(report).toMatchObject({ examined: 2, deleted: 1 });
+    const left = (await app.listSessions(ANONYMOUS, { pageSize: 100 })).sessions.map((s) => s.record.header.id);
+    expect(left).toEqual(['resumed']);
+    // The acknowledged append is still there.
+    expect((await app.getSession(ANONYMOUS, 'resumed')).eventCount).toBe(2);
+  });
+});

@@ -523,7 +523,7 @@ describe('ImportSession / ExportSession', () => {
     // Observe the server starting the import (the pending session is created) and ending it
     // (published or deleted), so that the check below cannot run before the server decided.
     const store = t.server.app.store;
-    const original = { createSession: store.createSession, publishSession: store.publishSession, deleteSession: store.deleteSession };
+    const original = { createSession: store.createSession, publishSession: store.publishSession, deletePending: store.deletePending };
     let started = false;
     let settled = false;
     store.createSession = async (rec, events, quota) => {
@@ -535,9 +535,10 @@ describe('ImportSession / ExportSession', () => {
       await original.publishSession.call(store, id, owner);
       if (id === 'half') settled = true;
     };
-    store.deleteSession = async (id) => {
-      const ok = await original.deleteSession.call(store, id);
-      if (id === 'half') settled = true;
+    // A failed import deletes only its own pending session (deletePending).
+    store.deletePending = async (id, owner) => {
+      const ok = await original.deletePending.call(store, id, owner);
+      if (id === 'half') settled = ok;
       return ok;
     };
     try {

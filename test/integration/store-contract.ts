@@ -683,6 +683,34 @@ export function storeContract<S extends SessionStore>(name: string, harness: Sto
         expect(await store.deleteSession('imp')).toBe(true);
         await expect(store.publishSession('imp', IMPORTER)).rejects.toThrow(StoreUsageError);
       });
+
+      it('deletePending deletes only a pending session owned by the caller, with the tenant counters', async () => {
+        const rec = newSession('imp', { tenant: 'dp', pending: true });
+        await store.createSession(rec, [ev(0)]);
+        await store.appendPending('imp', [ev(1)], { owner: IMPORTER, leaseUntil: LONG_LEASE });
+        const usage = await store.getTenantUsage('dp');
+        expect(usage).toEqual({ sessions: 1, dataBytes: sessionBytes(newSession('imp', { tenant: 'dp' }), [ev(0), ev(1)]) });
+        // Another importer's pending session, a ghost: refused, nothing changed.
+        expect(await store.deletePending('imp', 'another-process')).toBe(false);
+        expect(await store.deletePending('ghost', IMPORTER)).toBe(false);
+        expect(await store.getTenantUsage('dp')).toEqual(usage);
+        expect(await store.appendPending('imp', [ev(2)], { owner: IMPORTER, leaseUntil: LONG_LEASE })).toEqual({ kind: 'appended' });
+        // The owner's delete: gone with its events and counter shares.
+        expect(await store.deletePending('imp', IMPORTER)).toBe(true);
+        expect(await store.getTenantUsage('dp')).toEqual({ sessions: 0, dataBytes: 0 });
+        await expect(store.publishSession('imp', IMPORTER)).rejects.toThrow(StoreUsageError);
+        expect(await store.deletePending('imp', IMPORTER)).toBe(false);
+        // A live (published) session with the same id is never touched, even by its former importer.
+        await store.createSession(newSession('imp', { tenant: 'dp', pending: true }), [ev(0)]);
+        await store.publishSession('imp', IMPORTER);
+        expect(await appendAt(store, 'imp', 1, [ev(1)])).toEqual({ kind: 'appended' });
+        const live = await store.getSession('imp');
+        const liveUsage = await store.getTenantUsage('dp');
+        expect(await store.deletePending('imp', IMPORTER)).toBe(false);
+        expect(await store.getSession('imp')).toStrictEqual(live);
+        expect(await store.readEvents('imp', { fromSeq: 0, direction: 'forward', limit: 10 })).toStrictEqual([ev(0), ev(1)]);
+        expect(await store.getTenantUsage('dp')).toEqual(liveUsage);
+      });
     });
 
     it('flushes queued appends on close and refuses use afterwards', async () => {

@@ -168,6 +168,15 @@ export class MemorySessionStore implements SessionStore {
     return true;
   }
 
+  async deletePending(id: string, owner: string): Promise<boolean> {
+    this.checkOpen();
+    const session = this.sessions.get(id);
+    if (session?.pending?.owner !== owner) return false;
+    this.remove(id, session);
+    this.commits++;
+    return true;
+  }
+
   async append(sessionId: string, req: AppendRequest): Promise<AppendOutcome> {
     this.checkOpen();
     checkAscendingSeqs(sessionId, req.events, req.expectedNextSeq);

@@ -662,6 +662,19 @@ export class PostgresSessionStore implements SessionStore {
     }
   }
 
+  async deletePending(id: string, owner: string): Promise<boolean> {
+    this.#checkOpen();
+    // Re-checked under the row lock (as the sweep does): a published or foreign session is kept.
+    const rows = await this.#query<{ deleted: boolean }>(
+      `SELECT CASE WHEN EXISTS (SELECT 1 FROM ${this.#s}.sessions WHERE id = $1 AND pending_owner = $2 FOR UPDATE)
+              THEN ${this.#s}.delete_session($1) ELSE false END AS deleted`,
+      [id, owner],
+    );
+    const deleted = rows[0]!.deleted;
+    if (deleted) this.#counters.commits++;
+    return deleted;
+  }
+
   async publishSession(id: string, owner: string): Promise<void> {
     this.#checkOpen();
     const rows = await this.#query<{ published: boolean; owner: string | null }>(

@@ -71,6 +71,14 @@ export function sessionWrites(db: Database.Database, st: Statements) {
     return true;
   });
 
+  const deletePendingTxn = db.transaction((id: string, owner: string): boolean => {
+    const row = st.selectOwnedPending.get(id, owner) as [string, number] | undefined;
+    if (row === undefined) return false;
+    st.deleteSessionStmt.run(id);
+    st.addTenant.run(row[0], -1, -row[1]);
+    return true;
+  });
+
 
 
   // A (deferred, read-only) transaction so the chunks form one snapshot even if another
@@ -100,7 +108,7 @@ export function sessionWrites(db: Database.Database, st: Statements) {
     if (dataBytes !== 0) st.addTenant.run(pending[2], 0, dataBytes);
     return APPENDED;
   });
-  return { createTxn, deleteTxn, appendPendingTxn };
+  return { createTxn, deleteTxn, deletePendingTxn, appendPendingTxn };
 }
 
 /** `digest` advanced by `rows` (integrity.ts). */

@@ -277,6 +277,17 @@ export class SqliteSessionStore implements SessionStore {
     return deleted || damage !== undefined;
   }
 
+  async deletePending(id: string, owner: string): Promise<boolean> {
+    this.checkOpen();
+    // A pending session is not in the heads record (it is recorded when published).
+    const deleted = this.writes.deletePendingTxn.immediate(id, owner);
+    if (deleted) {
+      this.counters.commits++;
+      await this.committed();
+    }
+    return deleted;
+  }
+
 
   append(sessionId: string, req: AppendRequest): Promise<AppendOutcome> {
     return new Promise<AppendOutcome>((resolve, reject) => {
@@ -502,6 +513,6 @@ export class SqliteSessionStore implements SessionStore {
 
 // The port methods report a full disk and I/O failures as StorageError (sqlite-errors.ts).
 classifyStoreErrors(SqliteSessionStore.prototype, [
-  'createSession', 'getSession', 'listSessions', 'deleteSession', 'append', 'getIdempotent', 'readEvents', 'readEventTexts',
+  'createSession', 'getSession', 'listSessions', 'deleteSession', 'deletePending', 'append', 'getIdempotent', 'readEvents', 'readEventTexts',
   'getEvents', 'readStructure', 'readSurfaceStructure', 'scanEvents', 'publishSession', 'appendPending', 'getTenantUsage', 'close',
 ], sqliteStorageError);
