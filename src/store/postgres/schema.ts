@@ -62,6 +62,24 @@ const LOCK_TENANT_BYTES = (s: string): string => `
       SELECT coalesce(sum(b.data_bytes), 0) INTO v_used
         FROM (SELECT tb.data_bytes FROM ${s}.tenant_bytes tb WHERE tb.tenant = v_tenant ORDER BY tb.shard FOR UPDATE) AS b;`;
 
+/**
+ * The part append and import chunks share, under the session row's lock: seqs start at the head,
+ * the tenant's byte quota holds (an outcome, nothing written), then the events go in and v_next
+ * moves past them.
+ */
+const CHECKED_INSERT = (s: string): string => `
+  IF v_n > 0 AND p_seqs[1] < v_next THEN
+    RAISE EXCEPTION 'session %: first seq % is below the head %', p_id, p_seqs[1], v_next USING ERRCODE = 'P0001';
+  END IF;
+  IF p_max_bytes > 0 THEN
+    ${LOCK_TENANT_BYTES(s)}
+    IF v_used + p_bytes > p_max_bytes THEN
+      outcome := 'quota-exceeded'; q_limit := p_max_bytes; q_actual := v_used + p_bytes; RETURN NEXT; RETURN;
+    END IF;
+  END IF;
+  ${INSERT_EVENTS(s)}
+  IF v_n > 0 THEN v_next := p_seqs[v_n] + 1; END IF;`;
+
 /** Adds p_bytes to the session's shard of its tenant's byte counter. */
 const ADD_TENANT_BYTES = (s: string): string => `
     IF p_bytes <> 0 THEN
@@ -162,17 +180,7 @@ BEGIN
   IF v_next <> p_expected_next OR v_writer <> p_expected_writer THEN
     outcome := 'conflict'; head := v_next; RETURN NEXT; RETURN;
   END IF;
-  IF v_n > 0 AND p_seqs[1] < v_next THEN
-    RAISE EXCEPTION 'session %: first seq % is below the head %', p_id, p_seqs[1], v_next USING ERRCODE = 'P0001';
-  END IF;
-  IF p_max_bytes > 0 THEN
-    ${LOCK_TENANT_BYTES(s)}
-    IF v_used + p_bytes > p_max_bytes THEN
-      outcome := 'quota-exceeded'; q_limit := p_max_bytes; q_actual := v_used + p_bytes; RETURN NEXT; RETURN;
-    END IF;
-  END IF;
-  ${INSERT_EVENTS(s)}
-  IF v_n > 0 THEN v_next := p_seqs[v_n] + 1; END IF;
+  ${CHECKED_INSERT(s)}
   UPDATE ${s}.sessions SET next_seq = v_next, event_count = event_count + v_n, data_bytes = data_bytes + p_bytes, writer = p_writer
     WHERE id = p_id;
   ${ADD_TENANT_BYTES(s)}
@@ -272,17 +280,7 @@ BEGIN
     SELECT s.pending_owner INTO owner FROM ${s}.sessions s WHERE s.id = p_id;
     outcome := 'not-found'; RETURN NEXT; RETURN;
   END IF;
-  IF v_n > 0 AND p_seqs[1] < v_next THEN
-    RAISE EXCEPTION 'session %: first seq % is below the head %', p_id, p_seqs[1], v_next USING ERRCODE = 'P0001';
-  END IF;
-  IF p_max_bytes > 0 THEN
-    ${LOCK_TENANT_BYTES(s)}
-    IF v_used + p_bytes > p_max_bytes THEN
-      outcome := 'quota-exceeded'; q_limit := p_max_bytes; q_actual := v_used + p_bytes; RETURN NEXT; RETURN;
-    END IF;
-  END IF;
-  ${INSERT_EVENTS(s)}
-  IF v_n > 0 THEN v_next := p_seqs[v_n] + 1; END IF;
+  ${CHECKED_INSERT(s)}
   UPDATE ${s}.sessions SET next_seq = v_next, event_count = event_count + v_n, data_bytes = data_bytes + p_bytes, lease_until = p_lease
     WHERE id = p_id;
   ${ADD_TENANT_BYTES(s)}
