@@ -251,6 +251,12 @@ export interface SessionStore {
    * removed it) or is owned by another process.
    */
   appendPending(sessionId: string, events: readonly SessionEvent[], opts: PendingChunkOptions): Promise<PendingChunkOutcome>;
+  /**
+   * Specific events of a pending session owned by `owner` (missing seqs omitted), ascending: an
+   * import reading back the data of its own earlier chunks (a tool/result replace's target).
+   * Throws StoreUsageError when the pending session is gone or owned by another process.
+   */
+  getPendingEvents(sessionId: string, owner: string, seqs: readonly number[]): Promise<SessionEvent[]>;
   /** A tenant's stored counters (metrics, tests). */
   getTenantUsage(tenant: string): Promise<TenantUsage>;
   /** A head watch over this store's database (see {@link HeadWatch}); close it before the store. */

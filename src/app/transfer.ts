@@ -6,7 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import type { CandidateEvent, SessionEvent, SessionHeader } from '../domain/event.js';
 import { DomainError } from '../domain/errors.js';
-import { SessionEngine, type BatchPlan } from '../domain/session-engine.js';
+import { SessionEngine, dataDependencies, type BatchPlan } from '../domain/session-engine.js';
 import { PairingIndex } from '../domain/tool-pairing.js';
 import { planFork } from '../domain/fork.js';
 import { JsonlDecoder, assertUncompressed } from '../domain/jsonl-reader.js';
@@ -84,11 +84,17 @@ export class Transfer {
     const lineOf: number[] = [];
     const flush = async (): Promise<void> => {
       if (!engine || pending.length === 0) return;
+      // The engine keeps the structure of the whole imported prefix across chunks; the data a
+      // tool/result replace compares with its target (rule 2.4) is read back from the chunks
+      // already stored, only for the seqs this chunk needs (memory stays bounded by a chunk).
+      const deps = dataDependencies(engine, pending);
+      const earlier = new Map<number, SessionEvent>();
+      if (deps.length > 0) for (const e of await this.store.getPendingEvents(storageKey(ctx.tenant, id), this.instanceId, deps)) earlier.set(e.seq, e);
       let plan: BatchPlan;
       try {
         // The failing line is attached below (the index inside this flush means nothing to the client).
         checkEventTypes(pending, () => 'type');
-        plan = engine.plan(pending, { mode: 'import', now: this.clock, sessionId: id, lookup: () => undefined, allowSeqGaps: opts.allowSeqGaps, referenceLoad: true, pairing: importPairing?.lookup });
+        plan = engine.plan(pending, { mode: 'import', now: this.clock, sessionId: id, lookup: (seq) => earlier.get(seq), allowSeqGaps: opts.allowSeqGaps, referenceLoad: true, pairing: importPairing?.lookup });
       } catch (e) {
         if (e instanceof DomainError && e.index !== undefined) {
           // The position inside this internal flush batch means nothing to the client: the line does.

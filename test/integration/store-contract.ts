@@ -671,6 +671,21 @@ export function storeContract<S extends SessionStore>(name: string, harness: Sto
         expect((await store.listSessions({ pageSize: 10 })).sessions.map((s) => s.header.id)).toEqual(['imp']);
       });
 
+      it('getPendingEvents reads back an import\'s own stored chunks by seq, for its owner only', async () => {
+        await store.createSession(newSession('imp', { pending: true }), mixedEvents(0, 3));
+        await store.appendPending('imp', [ev(5), ev(7)], { owner: IMPORTER, leaseUntil: LONG_LEASE });
+        const all = [...mixedEvents(0, 3), ev(5), ev(7)];
+        // Ascending, without duplicates, missing seqs omitted, the events as stored.
+        expect(await store.getPendingEvents('imp', IMPORTER, [7, 1, 6, 1, 0])).toStrictEqual([all[0], all[1], all[4]]);
+        expect(await store.getPendingEvents('imp', IMPORTER, [])).toEqual([]);
+        await expect(store.getPendingEvents('imp', 'another-process', [0])).rejects.toThrow(/owned by another/);
+        await expect(store.getPendingEvents('ghost', IMPORTER, [0])).rejects.toThrow(StoreUsageError);
+        // Once published it is an ordinary session: read it through getEvents.
+        await store.publishSession('imp', IMPORTER);
+        await expect(store.getPendingEvents('imp', IMPORTER, [0])).rejects.toThrow(StoreUsageError);
+        expect(await store.getEvents('imp', [7])).toStrictEqual([all[4]]);
+      });
+
       it('refuse chunks out of order or for sessions that are not pending; an aborted import can be deleted', async () => {
         await store.createSession(newSession('imp', { pending: true }), [ev(0), ev(1)]);
         const lease = { owner: IMPORTER, leaseUntil: LONG_LEASE };

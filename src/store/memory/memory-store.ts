@@ -319,6 +319,17 @@ export class MemorySessionStore implements SessionStore {
     return { kind: 'appended' };
   }
 
+  async getPendingEvents(sessionId: string, owner: string, seqs: readonly number[]): Promise<SessionEvent[]> {
+    this.checkOpen();
+    const session = this.ownedPending(sessionId, owner, 'read back the import chunks of session');
+    const out: SessionEvent[] = [];
+    for (const seq of [...new Set(seqs)].sort((a, b) => a - b)) {
+      const event = session.events[lowerBound(session.events, seq)];
+      if (event !== undefined && event.seq === seq) out.push(event);
+    }
+    return out;
+  }
+
   async getTenantUsage(tenant: string): Promise<TenantUsage> {
     this.checkOpen();
     const t = this.database.tenants.get(tenant);

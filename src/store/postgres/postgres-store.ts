@@ -716,6 +716,26 @@ export class PostgresSessionStore implements SessionStore {
     return { kind: 'quota-exceeded', limitName: 'tenant_max_bytes', limit: opts.quota?.maxBytes ?? r.q_limit!, actual: r.q_actual! };
   }
 
+  async getPendingEvents(sessionId: string, owner: string, seqs: readonly number[]): Promise<SessionEvent[]> {
+    this.#checkOpen();
+    const head = await this.#query<{ owner: string | null }>(`SELECT pending_owner AS owner FROM ${this.#s}.sessions WHERE id = $1`, [sessionId]);
+    const found = head[0]?.owner ?? null;
+    if (found !== owner) {
+      throw new StoreUsageError(
+        found === null
+          ? `cannot read back the import chunks of session ${sessionId}: no such pending session (its lease may have expired)`
+          : `cannot read back the import chunks of session ${sessionId}: the pending session is owned by another importer (${found})`,
+      );
+    }
+    if (seqs.length === 0) return [];
+    const rows = await this.#query<RawEvent>(
+      `SELECT ${EVENT_COLUMNS} FROM ${this.#s}.events WHERE session_id = $1 AND seq = ANY($2::bigint[])
+          AND EXISTS (SELECT 1 FROM ${this.#s}.sessions WHERE id = $1 AND pending_owner = $3) ORDER BY seq`,
+      [sessionId, seqs, owner],
+    );
+    return rows.map(decodeEvent);
+  }
+
   async getTenantUsage(tenant: string): Promise<TenantUsage> {
     this.#checkOpen();
     const rows = await this.#query<{ sessions: number | null; bytes: number | null }>(

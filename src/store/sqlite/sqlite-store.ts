@@ -405,6 +405,15 @@ export class SqliteSessionStore implements SessionStore {
     return outcome;
   }
 
+  async getPendingEvents(sessionId: string, owner: string, seqs: readonly number[]): Promise<SessionEvent[]> {
+    await this.readable();
+    const pending = this.st.selectPendingHead.get(sessionId) as [number, string | null, string, number] | undefined;
+    if (pending === undefined) throw new StoreUsageError(`cannot read back the import chunks of session ${sessionId}: no such pending session`);
+    if (pending[1] !== owner) throw new StoreUsageError(`cannot read back the import chunks of session ${sessionId}: the pending session is owned by another importer (${pending[1]})`);
+    if (seqs.length === 0) return [];
+    return (this.st.selectBySeqs.all(sessionId, JSON.stringify(seqs)) as RawEvent[]).map((r) => decodeEvent(sessionId, r));
+  }
+
   async getTenantUsage(tenant: string): Promise<TenantUsage> {
     await this.readable();
     const row = this.st.selectTenant.get(tenant) as [number, number] | undefined;
@@ -514,5 +523,5 @@ export class SqliteSessionStore implements SessionStore {
 // The port methods report a full disk and I/O failures as StorageError (sqlite-errors.ts).
 classifyStoreErrors(SqliteSessionStore.prototype, [
   'createSession', 'getSession', 'listSessions', 'deleteSession', 'deletePending', 'append', 'getIdempotent', 'readEvents', 'readEventTexts',
-  'getEvents', 'readStructure', 'readSurfaceStructure', 'scanEvents', 'publishSession', 'appendPending', 'getTenantUsage', 'close',
+  'getEvents', 'readStructure', 'readSurfaceStructure', 'scanEvents', 'publishSession', 'appendPending', 'getPendingEvents', 'getTenantUsage', 'close',
 ], sqliteStorageError);
