@@ -86,6 +86,22 @@ async function rejection(p: Promise<unknown>): Promise<DomainError> {
   return err as DomainError;
 }
 
+const CHAIN_LEGACY_AT = STORE_READ_BATCH + 100;
+const CHAIN_AT = 2 * STORE_READ_BATCH + 100;
+
+/**
+ * A chain of prunes, each in a later chunk: a legacy (flat) prune of seq 2, whose message id is
+ * the one of the result it replaces, then a canonical prune of that one, which must keep the id
+ * found through the whole chain back to seq 2 (dsh-semantics 1.5, rule 2.4).
+ */
+function chainEvents(id = 'r-c0'): CandidateEvent[] {
+  const out = baseEvents();
+  out[2] = { type: 'tool/result', data: toolResultData('c0', 'a very long tool output', { isError: false }), surfaceOp: 'append', sourceEventSeqs: [1] };
+  out[CHAIN_LEGACY_AT] = { type: 'tool/result', data: { turn: 1, step: 1, callId: 'c0', content: [{ type: 'text', text: '[pruned once]' }], isError: false }, surfaceOp: { op: 'replace', start: 2, end: 2 }, sourceEventSeqs: [2] };
+  out[CHAIN_AT] = { type: 'tool/result', data: toolResultData('c0', '[pruned twice]', { id, isError: false }), surfaceOp: { op: 'replace', start: CHAIN_LEGACY_AT, end: CHAIN_LEGACY_AT }, sourceEventSeqs: [CHAIN_LEGACY_AT] };
+  return out;
+}
+
 interface StoreCase {
   readonly name: string;
   readonly skip: boolean;
@@ -146,6 +162,16 @@ describe.each(STORES)('import looks back over the whole file ($name store)', (c)
     });
   }
 
+  it.skipIf(c.skip)('accepts a chain of prunes across chunks (a legacy one, then a canonical one keeping the chain\'s id), as append does', async () => {
+    const app = await service(c);
+    const events = chainEvents();
+    await app.importJsonl(ctx, chunked(jsonl('imp', events)), { id: 'imp' });
+    await appendAll(app, 'app', events, false);
+    const got = await view(app, 'imp');
+    expect(got).toEqual(await view(app, 'app'));
+    expect((got as { surface: { seqs: number[] } }).surface.seqs.slice(0, 3)).toEqual([0, 1, CHAIN_AT]);
+  });
+
   const REFUSED: { what: string; reason: string; code: number; at: number; events(): CandidateEvent[]; pairingGuard?: boolean }[] = [
     {
       what: 'a prune that changes more than the content of a result chunks back',
@@ -157,6 +183,13 @@ describe.each(STORES)('import looks back over the whole file ($name store)', (c)
         out[PRUNE_AT] = { type: 'tool/result', data: toolResultData('c0', '[pruned]', { id: 'another-id' }), surfaceOp: { op: 'replace', start: 2, end: 2 }, sourceEventSeqs: [2] };
         return out;
       },
+    },
+    {
+      what: 'a canonical prune that does not keep the message id found through a chain of prunes chunks back',
+      reason: 'TOOL_RESULT_REPLACE_NON_CONTENT',
+      code: status.INVALID_ARGUMENT,
+      at: CHAIN_AT,
+      events: () => chainEvents('legacy-message:imp:2'),
     },
     {
       what: 'a replace whose start was shadowed chunks back',
