@@ -60,8 +60,8 @@ async function* chunked(bytes: Buffer, size = 65_536): AsyncGenerator<Uint8Array
 }
 
 /** Appends the same events (with their seq and time) in AppendEvents-sized batches. */
-async function appendAll(app: SessionService, id: string, events: readonly CandidateEvent[], pairingGuard: boolean): Promise<void> {
-  await app.createSession(ctx, { id, pairingGuard });
+async function appendAll(app: SessionService, id: string, events: readonly CandidateEvent[], pairingGuard: boolean, strict = false): Promise<void> {
+  await app.createSession(ctx, { id, pairingGuard, strict });
   for (let i = 0; i < events.length; i += 500) {
     await app.append(ctx, id, events.slice(i, i + 500).map((e, k) => ({ ...e, seq: i + k, time: 2000 + i + k })));
   }
@@ -101,6 +101,20 @@ function chainEvents(id = 'r-c0'): CandidateEvent[] {
   out[CHAIN_AT] = { type: 'tool/result', data: toolResultData('c0', '[pruned twice]', { id, isError: false }), surfaceOp: { op: 'replace', start: CHAIN_LEGACY_AT, end: CHAIN_LEGACY_AT }, sourceEventSeqs: [CHAIN_LEGACY_AT] };
   return out;
 }
+
+/**
+ * Strict mode (dsh-semantics 2.6): turn 1 opens at seq 0 and `last` ends the file, thousands of
+ * events (chunks) later; its turn/end is accepted only if the trace still knows the open turn.
+ */
+function strictEvents(last: CandidateEvent): CandidateEvent[] {
+  const out = goodEvents().map((e) => (e.type === 'assistant/message' || e.type === 'tool/result' ? user('filler') : e));
+  out[0] = { type: 'turn/start', data: { turn: 1 } };
+  out[PRUNE_AT] = user('filler');
+  out[COMPACT_AT] = user('summary of 3..10', { op: 'replace', start: 3, end: 10 }, { sourceEventSeqs: [3, 4, 5, 6, 7, 8, 9, 10] });
+  out[N - 1] = last;
+  return out;
+}
+const TURN_END: CandidateEvent = { type: 'turn/end', data: { turn: 1, reason: { kind: 'completed' } } };
 
 interface StoreCase {
   readonly name: string;
@@ -172,7 +186,15 @@ describe.each(STORES)('import looks back over the whole file ($name store)', (c)
     expect((got as { surface: { seqs: number[] } }).surface.seqs.slice(0, 3)).toEqual([0, 1, CHAIN_AT]);
   });
 
-  const REFUSED: { what: string; reason: string; code: number; at: number; events(): CandidateEvent[]; pairingGuard?: boolean }[] = [
+  it.skipIf(c.skip)('accepts, in strict mode, a turn/end of a turn opened chunks back, as append does', async () => {
+    const app = await service(c);
+    const events = strictEvents(TURN_END);
+    expect((await app.importJsonl(ctx, chunked(jsonl('imp', events)), { id: 'imp', strict: true })).eventCount).toBe(N);
+    await appendAll(app, 'app', events, false, true);
+    expect(await view(app, 'imp')).toEqual(await view(app, 'app'));
+  });
+
+  const REFUSED: { what: string; reason: string; code: number; at: number; events(): CandidateEvent[]; pairingGuard?: boolean; strict?: boolean }[] = [
     {
       what: 'a prune that changes more than the content of a result chunks back',
       reason: 'TOOL_RESULT_REPLACE_NON_CONTENT',
@@ -190,6 +212,14 @@ describe.each(STORES)('import looks back over the whole file ($name store)', (c)
       code: status.INVALID_ARGUMENT,
       at: CHAIN_AT,
       events: () => chainEvents('legacy-message:imp:2'),
+    },
+    {
+      what: 'in strict mode, a turn/start while the turn opened chunks back is still open',
+      reason: 'INV_TURN_ALREADY_OPEN',
+      code: status.FAILED_PRECONDITION,
+      strict: true,
+      at: N - 1,
+      events: () => strictEvents({ type: 'turn/start', data: { turn: 2 } }),
     },
     {
       what: 'a replace whose start was shadowed chunks back',
@@ -231,7 +261,7 @@ describe.each(STORES)('import looks back over the whole file ($name store)', (c)
     it.skipIf(c.skip)(`refuses ${r.what} with ${r.reason}, as append does, and leaves no session`, async () => {
       const app = await service(c);
       const events = r.events();
-      const err = await rejection(app.importJsonl(ctx, chunked(jsonl('imp', events)), { id: 'imp', pairingGuard: r.pairingGuard ?? false }));
+      const err = await rejection(app.importJsonl(ctx, chunked(jsonl('imp', events)), { id: 'imp', pairingGuard: r.pairingGuard ?? false, strict: r.strict ?? false }));
       expect(err.reason, err.message).toBe(r.reason);
       expect(domainErrorToStatus(err).code).toBe(r.code);
       // The line of the refused event (the header is line 1).
@@ -240,7 +270,7 @@ describe.each(STORES)('import looks back over the whole file ($name store)', (c)
       expect(await app.store.getTenantUsage(ctx.tenant)).toEqual({ sessions: 0, dataBytes: 0 });
 
       // Append refuses the same event with the same reason, and keeps what came before.
-      await appendAll(app, 'app', events.slice(0, r.at), r.pairingGuard ?? false);
+      await appendAll(app, 'app', events.slice(0, r.at), r.pairingGuard ?? false, r.strict ?? false);
       const before = await view(app, 'app');
       const appended = await rejection(app.append(ctx, 'app', [{ ...(events[r.at] as CandidateEvent), seq: r.at, time: 2000 + r.at }]));
       expect(appended.reason).toBe(r.reason);
