@@ -21,40 +21,10 @@ import { MemorySessionStore } from '../../src/store/memory/memory-store.js';
 import { PostgresSessionStore } from '../../src/store/postgres/postgres-store.js';
 import { SqliteSessionStore } from '../../src/store/sqlite/sqlite-store.js';
 import { assistant, toolResultData, user } from '../support/engine-harness.js';
+import { COMPACT_AT, N, PRUNE_AT, baseEvents, goodEvents, jsonl } from '../support/long-import.js';
 import { createTestDatabase, hasPostgres, type TestDatabase } from '../support/postgres.js';
 
 const ctx = ANONYMOUS;
-const N = 5000;
-const PRUNE_AT = 4900;
-const COMPACT_AT = 4950;
-
-/** seq 1 calls tool c0, seq 2 is its result; then plain user/assistant messages. */
-function baseEvents(): CandidateEvent[] {
-  const out: CandidateEvent[] = [];
-  out.push(user('start'));
-  out.push(assistant('calling', {}, 1, 1));
-  const call = out[1] as { data: { message: { content: unknown[] } } };
-  call.data.message.content.push({ type: 'tool-call', id: 'c0', name: 'read', arguments: '{}' });
-  out.push({ type: 'tool/result', data: toolResultData('c0', 'a very long tool output'), surfaceOp: 'append', sourceEventSeqs: [1] });
-  while (out.length < N) out.push(out.length % 2 === 1 ? user(`q${out.length}`) : assistant(`a${out.length}`, {}, 1, 2));
-  return out;
-}
-
-/** The accepted session: a prune of seq 2 at PRUNE_AT and a compaction of 3..10 at COMPACT_AT. */
-function goodEvents(): CandidateEvent[] {
-  const out = baseEvents();
-  out[PRUNE_AT] = { type: 'tool/result', data: toolResultData('c0', '[pruned]'), surfaceOp: { op: 'replace', start: 2, end: 2 }, sourceEventSeqs: [2] };
-  out[COMPACT_AT] = assistant('summary of 3..10', { surfaceOp: { op: 'replace', start: 3, end: 10 }, sourceEventSeqs: [3, 4, 5, 6, 7, 8, 9, 10] }, 1, 3);
-  return out;
-}
-
-/** The candidates with seq and time, as a reference JSONL file. */
-function jsonl(id: string, events: readonly CandidateEvent[]): Buffer {
-  const lines = [JSON.stringify({ type: 'session', version: 0, id, createdAt: 1000, delegationDepth: 0 })];
-  events.forEach((e, seq) => lines.push(JSON.stringify({ ...e, seq, time: 2000 + seq })));
-  return Buffer.from(`${lines.join('\n')}\n`);
-}
-
 async function* chunked(bytes: Buffer, size = 65_536): AsyncGenerator<Uint8Array> {
   for (let i = 0; i < bytes.length; i += size) yield bytes.subarray(i, i + size);
 }
