@@ -1,9 +1,12 @@
 /**
- * Per-RPC telemetry in one server interceptor: the grpc_server_* metrics in the go-grpc-prometheus
- * convention (so stock gRPC dashboards work), one structured log line per RPC, and the span of
- * each call when tracing is on (see tracing.ts).
+ * Per-RPC telemetry: the grpc_server_* metrics in the go-grpc-prometheus convention (so stock
+ * gRPC dashboards work), one structured log line per RPC, and the span of each call when tracing
+ * is on (see tracing.ts). One implementation (`makeRpcTelemetry`) for both ports: the gRPC port
+ * feeds it from a server interceptor (`makeTelemetryInterceptor`), the web port from its call
+ * bridge (web/grpc-call-bridge.ts). A call counts in the same series whichever port served it;
+ * the web port's log lines and spans add the protocol (`web_protocol`: connect, grpc-web, grpc).
  *
- * It is the outermost interceptor, so statuses sent by the auth interceptor (UNAUTHENTICATED,
+ * On the gRPC port it is the outermost interceptor, so statuses sent by the auth interceptor (UNAUTHENTICATED,
  * TOO_MANY_STREAMS) are counted too. Each call is recorded exactly once: at its status, or at
  * the client's cancel (CANCELLED) when no status was sent. The log line carries the method, the
  * code, the duration, the session id of the first request message and the tenant, never event
@@ -21,8 +24,37 @@ export interface RpcSpan {
   end(code: number, message: string): void;
 }
 
+/** The headers of a call, as the trace context propagator reads them (`traceparent`, `tracestate`). */
+export interface HeaderCarrier {
+  keys(): string[];
+  get(key: string): string | string[] | undefined;
+}
+
+/** The web port's protocols (undefined on the gRPC port). */
+export type WebProtocol = 'connect' | 'grpc-web' | 'grpc';
+
+/** What identifies an RPC in its metrics, log line and span. */
+export interface RpcInfo {
+  readonly service: string;
+  readonly method: string;
+  readonly type: RpcType;
+  /** The protocol of a call served on the web port (a `web_protocol` log field and span attribute). */
+  readonly webProtocol?: WebProtocol;
+}
+
 /** Starts a span per RPC (undefined when tracing is off). */
-export type RpcTracer = (info: { service: string; method: string; type: RpcType; metadata: Metadata }) => RpcSpan;
+export type RpcTracer = (info: RpcInfo & { headers: HeaderCarrier }) => RpcSpan;
+
+/** grpc-js metadata as a header carrier. */
+export function metadataHeaders(md: Metadata): HeaderCarrier {
+  return {
+    keys: () => Object.keys(md.getMap()),
+    get: (key) => {
+      const v = md.get(key).map(String);
+      return v.length === 0 ? undefined : v.length === 1 ? v[0] : v;
+    },
+  };
+}
 
 /** go-grpc-prometheus's code names (`codes.Code.String()`): OK, Canceled, InvalidArgument, ... */
 const CODE_NAMES: readonly string[] = [
@@ -38,7 +70,7 @@ export function codeLabel(code: number): string {
 
 const SERVER_FAULTS = new Set<number>([Code.INTERNAL, Code.UNKNOWN, Code.DATA_LOSS]);
 
-/** Options of the telemetry interceptor. */
+/** Options of the per-RPC telemetry. */
 export interface TelemetryOptions {
   readonly metrics: Metrics;
   readonly logger: Logger;
@@ -47,69 +79,108 @@ export interface TelemetryOptions {
   readonly tracer?: RpcTracer;
 }
 
-/** The telemetry interceptor (list it first: it wraps the others). */
-export function makeTelemetryInterceptor(opts: TelemetryOptions): ServerInterceptor {
+/** The telemetry of one RPC, fed by its transport; everything is recorded at `finish`. */
+export interface RpcRecord {
+  /** The call's headers arrived: starts its span (with the `traceparent` in them as its parent). */
+  begin(headers: HeaderCarrier): void;
+  /** The metadata the handler sees: the verified tenant in it (auth.ts) is logged at the end. */
+  caller(md: Metadata): void;
+  /** A request message (the gRPC port's decoded request): the first one's session id is logged. */
+  request(msg: unknown): void;
+  /** Runs `fn` in the span's context (so the handler's store calls are its children). */
+  run<T>(fn: () => T): T;
+  /** The call ended with `code`; only the first call counts. */
+  finish(code: number, message: string): void;
+}
+
+/** Per-RPC telemetry, one implementation for every port: the gRPC port's interceptor and the web port's bridge. */
+export interface RpcTelemetry {
+  /** An RPC started (counted in grpc_server_started_total now). */
+  start(info: RpcInfo): RpcRecord;
+}
+
+/** The service, method and type of a method path ("/palimpsest.v1.SessionService/AppendEvents"). */
+export function rpcInfo(path: string, requestStream: boolean, responseStream: boolean): RpcInfo {
+  const slash = path.lastIndexOf('/');
+  const type: RpcType = requestStream
+    ? (responseStream ? 'bidi_stream' : 'client_stream')
+    : (responseStream ? 'server_stream' : 'unary');
+  return { service: path.slice(1, slash), method: path.slice(slash + 1), type };
+}
+
+/** The per-RPC telemetry of a server (metrics, log line, span). */
+export function makeRpcTelemetry(opts: TelemetryOptions): RpcTelemetry {
   const { metrics, logger, tracer } = opts;
   const slowMs = opts.slowMs ?? 1000;
   const debug = logger.isLevelEnabled('debug');
+  return {
+    start(info) {
+      const { service, method: name, type, webProtocol } = info;
+      const started = process.hrtime.bigint();
+      metrics.rpcStarted(service, name, type);
+      let md: Metadata | undefined;
+      let session: string | undefined;
+      let span: RpcSpan | undefined;
+      let done = false;
+      return {
+        begin(headers) {
+          if (tracer && span === undefined && !done) span = tracer({ ...info, headers });
+        },
+        caller(m) {
+          md = m;
+        },
+        request(msg) {
+          if (session !== undefined || msg === null || typeof msg !== 'object') return;
+          const o = msg as { sessionId?: unknown; part?: { $case?: string; value?: { sessionId?: unknown } } };
+          const id = typeof o.sessionId === 'string' ? o.sessionId : o.part?.$case === 'options' ? o.part.value?.sessionId : undefined;
+          session = typeof id === 'string' && id !== '' ? id : '';
+        },
+        run: (fn) => (span ? span.run(fn) : fn()),
+        finish(code, message) {
+          if (done) return;
+          done = true;
+          const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+          metrics.rpcHandled(service, name, type, codeLabel(code), seconds);
+          span?.end(code, message);
+          const slow = type === 'unary' && seconds * 1000 > slowMs;
+          const level = SERVER_FAULTS.has(code) || slow ? 'warn' : code === Code.OK ? 'debug' : 'info';
+          if (level === 'debug' && !debug) return;
+          const tenant = md?.get(TENANT_KEY)[0];
+          logger[level]({
+            rpc: name, service, code: Code[code] ?? String(code), ms: Math.round(seconds * 1e6) / 1e3,
+            ...(session === undefined ? {} : { session }), ...(typeof tenant === 'string' ? { tenant } : {}), ...(slow ? { slow: true } : {}),
+            ...(webProtocol === undefined ? {} : { web_protocol: webProtocol }),
+          }, code === Code.OK ? 'rpc' : `rpc failed: ${message}`);
+        },
+      };
+    },
+  };
+}
+
+/** The telemetry interceptor of the gRPC port (list it first: it wraps the others). */
+export function makeTelemetryInterceptor(telemetry: RpcTelemetry): ServerInterceptor {
   return (method, call) => {
-    const path = method.path; // "/palimpsest.v1.SessionService/AppendEvents"
-    const slash = path.lastIndexOf('/');
-    const service = path.slice(1, slash);
-    const name = path.slice(slash + 1);
-    const type: RpcType = method.requestStream
-      ? (method.responseStream ? 'bidi_stream' : 'client_stream')
-      : (method.responseStream ? 'server_stream' : 'unary');
-    const started = process.hrtime.bigint();
-    metrics.rpcStarted(service, name, type);
-    let md: Metadata | undefined;
-    let session: string | undefined;
-    let span: RpcSpan | undefined;
-    let done = false;
-    const finish = (code: number, message: string): void => {
-      if (done) return;
-      done = true;
-      const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-      metrics.rpcHandled(service, name, type, codeLabel(code), seconds);
-      span?.end(code, message);
-      const slow = type === 'unary' && seconds * 1000 > slowMs;
-      const level = SERVER_FAULTS.has(code) || slow ? 'warn' : code === Code.OK ? 'debug' : 'info';
-      if (level === 'debug' && !debug) return;
-      const tenant = md?.get(TENANT_KEY)[0];
-      logger[level]({
-        rpc: name, service, code: Code[code] ?? String(code), ms: Math.round(seconds * 1e6) / 1e3,
-        ...(session === undefined ? {} : { session }), ...(typeof tenant === 'string' ? { tenant } : {}), ...(slow ? { slow: true } : {}),
-      }, code === Code.OK ? 'rpc' : `rpc failed: ${message}`);
-    };
+    const rec = telemetry.start(rpcInfo(method.path, method.requestStream, method.responseStream));
     return new ServerInterceptingCall(call, {
       start: (next) => {
         next({
           // Each step runs in the span's context, so the handler (called from one of them) and
           // the store calls it makes see the span as their parent.
           onReceiveMetadata: (m, nextMd) => {
-            md = m;
-            if (tracer) span = tracer({ service, method: name, type, metadata: m });
-            if (span) span.run(() => nextMd(m));
-            else nextMd(m);
+            rec.caller(m);
+            rec.begin(metadataHeaders(m));
+            rec.run(() => nextMd(m));
           },
           onReceiveMessage: (msg, nextMsg) => {
-            if (session === undefined && msg !== null && typeof msg === 'object') {
-              const o = msg as { sessionId?: unknown; part?: { $case?: string; value?: { sessionId?: unknown } } };
-              const id = typeof o.sessionId === 'string' ? o.sessionId : o.part?.$case === 'options' ? o.part.value?.sessionId : undefined;
-              session = typeof id === 'string' && id !== '' ? id : '';
-            }
-            if (span) span.run(() => nextMsg(msg));
-            else nextMsg(msg);
+            rec.request(msg);
+            rec.run(() => nextMsg(msg));
           },
-          onReceiveHalfClose: (nextHalfClose) => {
-            if (span) span.run(nextHalfClose);
-            else nextHalfClose();
-          },
-          onCancel: () => finish(Code.CANCELLED, 'cancelled by the client'),
+          onReceiveHalfClose: (nextHalfClose) => rec.run(nextHalfClose),
+          onCancel: () => rec.finish(Code.CANCELLED, 'cancelled by the client'),
         });
       },
       sendStatus: (st, next) => {
-        finish(st.code, st.details ?? '');
+        rec.finish(st.code, st.details ?? '');
         next(st);
       },
     });

@@ -15,7 +15,7 @@ import { HealthState } from './health.js';
 import { loadDescriptorIndex, reflectionHandlers, ReflectionV1AlphaService, ReflectionV1Service } from './reflection.js';
 import { createLogger, type Logger } from './logger.js';
 import { NO_METRICS, loadMetrics, type Metrics, type PromMetrics } from './metrics.js';
-import { makeTelemetryInterceptor } from './rpc-telemetry.js';
+import { makeRpcTelemetry, makeTelemetryInterceptor } from './rpc-telemetry.js';
 import type { Tracing } from './tracing.js';
 import { makeInterceptor, metadataResolver, StreamLimiter, TokenRegistry } from './auth.js';
 import { serverCredentials } from './tls.js';
@@ -111,13 +111,15 @@ export async function serveApp(app: SessionService, config: ServerConfig, logger
   const metrics: Metrics = prom ?? NO_METRICS;
   const tracing = ext.tracing;
   const health = new HealthState();
+  // One per-RPC telemetry for both ports (the web port's calls count in the same series).
+  const telemetry = makeRpcTelemetry({ metrics, logger, tracer: tracing?.rpc });
   const server = new Server({
     'grpc.max_receive_message_length': config.maxMessageBytes,
     'grpc.max_send_message_length': config.maxMessageBytes,
     // HTTP/2's own cap sits above ours so that clients get RESOURCE_EXHAUSTED with the limit.
     'grpc.max_concurrent_streams': config.maxConcurrentStreams + 16,
     // Telemetry first: it wraps the auth interceptor, so its rejections are counted and logged too.
-    interceptors: [makeTelemetryInterceptor({ metrics, logger, tracer: tracing?.rpc }), makeInterceptor(registry, limiter)],
+    interceptors: [makeTelemetryInterceptor(telemetry), makeInterceptor(registry, limiter)],
   });
   const resolver: ContextResolver = ext.resolver ?? metadataResolver(registry !== undefined);
   // Subscriptions are on by default; their handlers write pre-encoded Buffers (encoded once per
@@ -159,7 +161,7 @@ export async function serveApp(app: SessionService, config: ServerConfig, logger
     try {
       web = await startWebServer({
         listen: config.webListen, tlsCert: config.tlsCert, tlsKey: config.tlsKey, tlsClientCa: config.tlsClientCa, insecure: config.insecure,
-        corsOrigins: config.webCorsOrigins, maxMessageBytes: config.maxMessageBytes, handlers, healthHandlers, reflectionHandlers: reflectionTable, registry, limiter,
+        corsOrigins: config.webCorsOrigins, maxMessageBytes: config.maxMessageBytes, handlers, healthHandlers, reflectionHandlers: reflectionTable, registry, limiter, telemetry,
         fail: (err) => toServiceError(err, (e) => logger.error({ err: e }, 'unexpected error')),
       });
     } catch (e) {

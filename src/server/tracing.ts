@@ -1,7 +1,7 @@
 /**
- * OpenTelemetry traces: a SERVER span per RPC (the W3C `traceparent` a client sends is its
- * parent) and a child span per store call made while serving it. Off by default; on with the
- * standard environment variables: OTEL_TRACES_EXPORTER (`otlp`, `console`, comma-separated;
+ * OpenTelemetry traces: a SERVER span per RPC on either port (the W3C `traceparent` a client
+ * sends is its parent) and a child span per store call made while serving it. Off by default;
+ * on with the standard environment variables: OTEL_TRACES_EXPORTER (`otlp`, `console`, comma-separated;
  * `none` = off) or an OTLP endpoint (OTEL_EXPORTER_OTLP_ENDPOINT /
  * OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, read by the OTLP exporter with the other OTEL_EXPORTER_OTLP_*
  * settings); OTEL_SERVICE_NAME names the service (default "palimpsest"), OTEL_SDK_DISABLED=true
@@ -9,8 +9,7 @@
  * server without them pays nothing at start-up.
  */
 import type * as Api from '@opentelemetry/api';
-import type { Metadata } from '@grpc/grpc-js';
-import type { RpcSpan, RpcTracer } from './rpc-telemetry.js';
+import type { HeaderCarrier, RpcSpan, RpcTracer } from './rpc-telemetry.js';
 
 /** Whether the OTEL_* environment asks for traces. */
 export function tracesRequested(env: NodeJS.ProcessEnv): boolean {
@@ -68,19 +67,17 @@ export async function loadTracing(env: NodeJS.ProcessEnv, provider?: Api.TracerP
   }
   const tracer = provider.getTracer('palimpsest');
   const propagator = new W3CTraceContextPropagator();
-  const getter: Api.TextMapGetter<Metadata> = {
-    keys: (md) => Object.keys(md.getMap()),
-    get: (md, key) => {
-      const v = md.get(key).map(String);
-      return v.length === 0 ? undefined : v.length === 1 ? v[0] : v;
-    },
-  };
+  const getter: Api.TextMapGetter<HeaderCarrier> = { keys: (h) => h.keys(), get: (h, key) => h.get(key) };
 
-  const rpc: RpcTracer = ({ service, method, type, metadata }): RpcSpan => {
-    const parent = propagator.extract(api.ROOT_CONTEXT, metadata, getter);
+  // The same span on both ports; a web port call also says its protocol.
+  const rpc: RpcTracer = ({ service, method, type, webProtocol, headers }): RpcSpan => {
+    const parent = propagator.extract(api.ROOT_CONTEXT, headers, getter);
     const span = tracer.startSpan(`${service}/${method}`, {
       kind: api.SpanKind.SERVER,
-      attributes: { 'rpc.system': 'grpc', 'rpc.service': service, 'rpc.method': method, 'rpc.grpc.type': type },
+      attributes: {
+        'rpc.system': 'grpc', 'rpc.service': service, 'rpc.method': method, 'rpc.grpc.type': type,
+        ...(webProtocol === undefined ? {} : { 'palimpsest.web_protocol': webProtocol }),
+      },
     }, parent);
     const ctx = api.trace.setSpan(parent, span);
     return {

@@ -37,6 +37,8 @@ export interface ServerProcess {
   readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
   /** Everything written to stderr so far. */
   stderr(): string;
+  /** Everything written to stdout so far. */
+  stdout(): string;
 }
 
 /** Spawns `palimpsest serve` on 127.0.0.1:0 and resolves once it prints its address. */
@@ -58,7 +60,7 @@ export function spawnServer(args: readonly string[], timeoutMs = 15_000, env: Re
       const m = /palimpsest listening on (\S+)/.exec(out);
       if (m) {
         clearTimeout(timer);
-        resolve({ proc, address: m[1] as string, exited, stderr: () => err });
+        resolve({ proc, address: m[1] as string, exited, stderr: () => err, stdout: () => out });
       }
     });
     void exited.then(({ code, signal }) => {

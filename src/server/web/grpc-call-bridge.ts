@@ -21,7 +21,11 @@
  * - server streams keep backpressure: `write()` returns false once HIGH_WATER messages are waiting
  *   for Connect to pull them, and `drain` is emitted when they have been taken, so a slow browser
  *   makes the subscription fall back to catch-up exactly as a slow gRPC client does; a client
- *   that goes away (the call's abort signal) is `cancelled`.
+ *   that goes away (the call's abort signal) is `cancelled`;
+ * - telemetry is the gRPC port's (rpc-telemetry.ts), fed here as its interceptor feeds it there:
+ *   the call starts, its span continues the `traceparent` header and is the handler's active
+ *   context, the first decoded request names the session, the admitted metadata the tenant, and
+ *   the call ends once, with the code sent or CANCELLED when the client goes away first.
  */
 import { EventEmitter } from 'node:events';
 import type { Metadata, ServiceError, UntypedHandleCall } from '@grpc/grpc-js';
@@ -30,7 +34,11 @@ import { Code, ConnectError, type HandlerContext, type ServiceImpl } from '@conn
 import { DomainError } from '../../domain/errors.js';
 import { Status } from '../../../gen/google/rpc/status.js';
 import { refusalOf } from '../safe-decode.js';
+import { rpcInfo, type HeaderCarrier, type RpcRecord, type RpcTelemetry, type WebProtocol } from '../rpc-telemetry.js';
 import { refusalIn } from './malformed-guard.js';
+
+/** The OK status code (Connect's Code has none). */
+const OK = 0;
 
 /** Messages a server stream may have waiting for Connect before `write()` returns false. */
 export const HIGH_WATER = 16;
@@ -62,6 +70,8 @@ export interface BridgeOptions {
   readonly admit: (ctx: HandlerContext, method: string) => Admission;
   /** Maps anything thrown to a ServiceError (status-map.ts toServiceError). */
   readonly fail: (err: unknown) => ServiceError;
+  /** The gRPC port's per-RPC telemetry (rpc-telemetry.ts): metrics, log line, span. */
+  readonly telemetry: RpcTelemetry;
 }
 
 function isServiceError(e: unknown): e is Pick<ServiceError, 'code' | 'details' | 'message'> & { metadata?: Metadata } {
@@ -82,12 +92,15 @@ export function toConnectError(err: unknown, fail: (err: unknown) => ServiceErro
   return ce;
 }
 
-function decodeRequest(method: GrpcMethod, name: string, input: DescMessage, msg: Parameters<typeof toBinary>[1]): unknown {
+function decodeRequest(method: GrpcMethod, name: string, input: DescMessage, msg: Parameters<typeof toBinary>[1], rec: RpcRecord): unknown {
   // Refused by the guard (malformed-guard.ts) on the bytes the client sent.
   const marked = refusalIn(msg);
+  rec.request(marked);
   if (marked !== undefined) throw marked;
   // The gRPC port's deserializer (safe-decode.ts: request bounds too) on the same message.
   const decoded = method.requestDeserialize(Buffer.from(toBinary(input, msg)));
+  // What the gRPC port's telemetry sees of the request (a refusal included).
+  rec.request(decoded);
   const refused = refusalOf(decoded, name);
   if (refused) throw refused;
   return decoded;
@@ -112,6 +125,36 @@ export function passThrough(schema: DescMessage, bytes: Uint8Array): Message {
   }
   msg.$unknown = [{ no: Math.floor(tag / 8), wireType: tag % 8, data: bytes.subarray(i) }];
   return msg;
+}
+
+/** The web port's protocol of a call, from its content type. */
+export function webProtocolOf(ctx: HandlerContext): WebProtocol {
+  const type = (ctx.requestHeader.get('content-type') ?? '').toLowerCase();
+  return type.startsWith('application/grpc-web') ? 'grpc-web' : type.startsWith('application/grpc') ? 'grpc' : 'connect';
+}
+
+function headerCarrier(h: Headers): HeaderCarrier {
+  return { keys: () => [...h.keys()], get: (key) => h.get(key) ?? undefined };
+}
+
+/**
+ * Starts the telemetry of a call, as the gRPC port's interceptor does: its span from the request
+ * headers (`traceparent`), and CANCELLED when the client goes away (or the deadline passes)
+ * before the call ends. `stop` once the call is over.
+ */
+function recordCall(telemetry: RpcTelemetry, def: GrpcMethod, ctx: HandlerContext): { rec: RpcRecord; stop(): void } {
+  const rec = telemetry.start({ ...rpcInfo(def.path, def.requestStream, def.responseStream), webProtocol: webProtocolOf(ctx) });
+  rec.begin(headerCarrier(ctx.requestHeader));
+  const onAbort = (): void => rec.finish(Code.Canceled, 'cancelled by the client');
+  if (ctx.signal.aborted) onAbort();
+  else ctx.signal.addEventListener('abort', onAbort);
+  return { rec, stop: () => ctx.signal.removeEventListener('abort', onAbort) };
+}
+
+/** A failure as the ConnectError sent, recorded with its code. */
+function failed(rec: RpcRecord, ce: ConnectError): ConnectError {
+  rec.finish(ce.code, ce.rawMessage);
+  return ce;
 }
 
 /** Whether the call's codec is binary protobuf (Connect, gRPC-Web and gRPC without `json`). */
@@ -195,48 +238,55 @@ export function bridgeService(o: BridgeOptions): ServiceImpl<DescService> {
     const fail = (e: unknown): ConnectError => toConnectError(e, o.fail);
     if (m.methodKind === 'unary') {
       impl[m.localName] = async (req: Parameters<typeof toBinary>[1], ctx: HandlerContext) => {
+        const { rec, stop } = recordCall(o.telemetry, def, ctx);
         let admission: Admission | undefined;
         try {
           admission = o.admit(ctx, m.name);
-          const request = decodeRequest(def, m.name, m.input, req);
+          rec.caller(admission.metadata);
+          const request = decodeRequest(def, m.name, m.input, req, rec);
           const metadata = admission.metadata;
-          const res = await new Promise<unknown>((resolve, reject) => {
+          const res = await rec.run(() => new Promise<unknown>((resolve, reject) => {
             handler({ request, metadata, getPath: () => def.path, cancelled: false }, (err: unknown, value: unknown) => (err ? reject(err) : resolve(value)));
-          });
+          }));
           const bytes = responseBytes(def, res);
-          return binaryCodec(ctx) ? passThrough(m.output, bytes) : fromBinary(m.output, bytes);
+          const out = binaryCodec(ctx) ? passThrough(m.output, bytes) : fromBinary(m.output, bytes);
+          rec.finish(OK, '');
+          return out;
         } catch (e) {
-          throw fail(e);
+          throw failed(rec, fail(e));
         } finally {
+          stop();
           admission?.release();
         }
       };
     } else if (m.methodKind === 'server_streaming' || m.methodKind === 'bidi_streaming') {
       const bidi = m.methodKind === 'bidi_streaming';
       impl[m.localName] = async function* (reqOrReqs: Parameters<typeof toBinary>[1] | AsyncIterable<Parameters<typeof toBinary>[1]>, ctx: HandlerContext) {
+        const { rec, stop } = recordCall(o.telemetry, def, ctx);
         let admission: Admission | undefined;
         let call: BridgedWritable | undefined;
         const onAbort = (): void => call?.cancel();
         try {
           admission = o.admit(ctx, m.name);
-          const request = bidi ? undefined : decodeRequest(def, m.name, m.input, reqOrReqs as Parameters<typeof toBinary>[1]);
+          rec.caller(admission.metadata);
+          const request = bidi ? undefined : decodeRequest(def, m.name, m.input, reqOrReqs as Parameters<typeof toBinary>[1], rec);
           const timeout = ctx.timeoutMs();
           const c = new BridgedWritable(request, admission.metadata, def.path, def, timeout === undefined ? Infinity : Date.now() + timeout);
           call = c;
           ctx.signal.addEventListener('abort', onAbort);
           const binary = binaryCodec(ctx);
-          handler(c);
+          rec.run(() => handler(c));
           if (bidi) {
             // Requests are handed to the handler as grpc-js 'data' events, then 'end'.
-            void (async () => {
+            rec.run(() => void (async () => {
               try {
-                for await (const r of reqOrReqs as AsyncIterable<Parameters<typeof toBinary>[1]>) c.emit('data', decodeRequest(def, m.name, m.input, r));
+                for await (const r of reqOrReqs as AsyncIterable<Parameters<typeof toBinary>[1]>) c.emit('data', decodeRequest(def, m.name, m.input, r, rec));
                 c.emit('end');
               } catch (e) {
                 if (e instanceof DomainError) c.emit('error', e);
                 else c.cancel();
               }
-            })();
+            })());
           }
           for (;;) {
             while (c.queue.length > 0) {
@@ -248,20 +298,25 @@ export function bridgeService(o: BridgeOptions): ServiceImpl<DescService> {
               }
             }
             if (c.error !== undefined) throw c.error;
+            if (c.ended) rec.finish(OK, '');
             if (c.ended || c.cancelled) return;
             await c.waitForWork();
           }
         } catch (e) {
-          throw fail(e);
+          throw failed(rec, fail(e));
         } finally {
           ctx.signal.removeEventListener('abort', onAbort);
           // A consumer that stops pulling (the client went away) cancels the handler's work.
           call?.cancel();
+          // Not ended by the handler (nor failed): the client went away.
+          rec.finish(Code.Canceled, 'cancelled by the client');
+          stop();
           admission?.release();
         }
       };
     } else if (m.methodKind === 'client_streaming') {
       impl[m.localName] = async (reqs: AsyncIterable<Parameters<typeof toBinary>[1]>, ctx: HandlerContext) => {
+        const { rec, stop } = recordCall(o.telemetry, def, ctx);
         let admission: Admission | undefined;
         const call = Object.assign(new EventEmitter(), { cancelled: false, metadata: undefined as Metadata | undefined, getPath: () => def.path });
         const onAbort = (): void => {
@@ -271,11 +326,12 @@ export function bridgeService(o: BridgeOptions): ServiceImpl<DescService> {
         };
         try {
           admission = o.admit(ctx, m.name);
+          rec.caller(admission.metadata);
           call.metadata = admission.metadata;
           ctx.signal.addEventListener('abort', onAbort);
           const messages = async function* (): AsyncGenerator<unknown> {
             try {
-              for await (const r of reqs) yield decodeRequest(def, m.name, m.input, r);
+              for await (const r of reqs) yield decodeRequest(def, m.name, m.input, r, rec);
             } catch (e) {
               if (e instanceof DomainError) throw e;
               onAbort();
@@ -283,15 +339,18 @@ export function bridgeService(o: BridgeOptions): ServiceImpl<DescService> {
             }
           };
           const streamCall = Object.assign(call, { [Symbol.asyncIterator]: () => messages() });
-          const res = await new Promise<unknown>((resolve, reject) => {
+          const res = await rec.run(() => new Promise<unknown>((resolve, reject) => {
             handler(streamCall, (err: unknown, value: unknown) => (err ? reject(err) : resolve(value)));
-          });
+          }));
           const bytes = responseBytes(def, res);
-          return binaryCodec(ctx) ? passThrough(m.output, bytes) : fromBinary(m.output, bytes);
+          const out = binaryCodec(ctx) ? passThrough(m.output, bytes) : fromBinary(m.output, bytes);
+          rec.finish(OK, '');
+          return out;
         } catch (e) {
-          throw fail(e);
+          throw failed(rec, fail(e));
         } finally {
           ctx.signal.removeEventListener('abort', onAbort);
+          stop();
           admission?.release();
         }
       };

@@ -4,7 +4,8 @@
  * viewer's static assets at `/`, on one HTTP port.
  *
  * - The RPCs are the gRPC port's handlers, run through grpc-call-bridge.ts: no second copy of
- *   any rule, the same error details.
+ *   any rule, the same error details, the same per-RPC telemetry (rpc-telemetry.ts: the
+ *   grpc_server_* series, the log line, the span).
  * - Security as on the gRPC port: TLS from the same certificate flags (HTTP/2 and HTTP/1.1 by
  *   ALPN; mutual TLS with --tls-client-ca), plaintext only on loopback unless --insecure; bearer
  *   tokens and tenants through the same check (auth.ts `authenticate`); the same per-connection
@@ -32,6 +33,7 @@ import { preEncodedResponses } from '../handlers.js';
 import { preEncodedStreams } from '../subscribe-handlers.js';
 import { withSafeDeserializers } from '../safe-decode.js';
 import { tlsMaterial } from '../tls.js';
+import type { RpcTelemetry } from '../rpc-telemetry.js';
 import { bridgeService, type Admission } from './grpc-call-bridge.js';
 import { applyCors } from './cors.js';
 import { defaultAssetDir, staticAssets } from './static-assets.js';
@@ -57,6 +59,8 @@ export interface WebServerOptions {
   readonly registry: TokenRegistry | undefined;
   readonly limiter: StreamLimiter;
   readonly fail: (err: unknown) => ServiceError;
+  /** The gRPC port's per-RPC telemetry: every call here counts in the same series, log line and span. */
+  readonly telemetry: RpcTelemetry;
   /** Built viewer assets (default: dist/web of this checkout). */
   readonly assetDir?: string;
 }
@@ -112,13 +116,13 @@ export async function startWebServer(o: WebServerOptions): Promise<RunningWebSer
   };
   // connectNodeAdapter's routing, with each handler behind the malformed-request guard.
   const router = createConnectRouter({ readMaxBytes: o.maxMessageBytes, writeMaxBytes: o.maxMessageBytes, acceptCompression: [compressionGzip, compressionBrotli] });
-  router.service(SessionServiceDesc, bridgeService({ service: SessionServiceDesc, definition: served(sessionDef), handlers: o.handlers, admit: admit(false), fail: o.fail }));
+  router.service(SessionServiceDesc, bridgeService({ service: SessionServiceDesc, definition: served(sessionDef), handlers: o.handlers, admit: admit(false), fail: o.fail, telemetry: o.telemetry }));
   if (o.healthHandlers) {
-    router.service(HealthDesc, bridgeService({ service: HealthDesc, definition: served(healthDef), handlers: o.healthHandlers, admit: admit(true), fail: o.fail }));
+    router.service(HealthDesc, bridgeService({ service: HealthDesc, definition: served(healthDef), handlers: o.healthHandlers, admit: admit(true), fail: o.fail, telemetry: o.telemetry }));
   }
   if (o.reflectionHandlers) {
     for (const [desc, def] of [[ReflectionV1Desc, ReflectionV1Service], [ReflectionV1AlphaDesc, ReflectionV1AlphaService]] as const) {
-      router.service(desc, bridgeService({ service: desc, definition: served(withSafeDeserializers(def)), handlers: o.reflectionHandlers, admit: admit(true), fail: o.fail }));
+      router.service(desc, bridgeService({ service: desc, definition: served(withSafeDeserializers(def)), handlers: o.reflectionHandlers, admit: admit(true), fail: o.fail, telemetry: o.telemetry }));
     }
   }
   const routes = new Map(router.handlers.map((h) => [h.requestPath, guardMalformed(h, o.maxMessageBytes, decoders.get(h.requestPath))] as const));
