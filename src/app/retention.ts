@@ -8,14 +8,14 @@
  *
  * A sweep pages through the store's sessions (the store port's listSessions, every tenant) and
  * deletes each expired session through the app's delete path (SessionService.deleteSession:
- * the cache drops it and its subscribers are told), after re-reading its record right before
- * the delete: one appended to since it was listed is kept (a re-check, not a conditional delete;
- * an append inside the delete call itself can still be lost). Each delete is its own short store
+ * the cache drops it and its subscribers are told) as a conditional delete: the store deletes it
+ * only while its head and creation time are still those of the listing, checked in the delete's
+ * own transaction, so a session appended to (or deleted and re-created) at any moment after it
+ * was listed is kept and no acknowledged append is lost. Each delete is its own short store
  * transaction; the sweeper yields to the event loop (setImmediate) after every batch of
  * `batchSize` sessions examined, so appends interleave with it. Works on every store.
  */
 import type { SessionService } from './session-service.js';
-import type { SessionRecord, SessionStore } from './store-port.js';
 
 /** The label that gives one session its own retention period, in whole days. */
 export const TTL_LABEL = 'palimpsest.dev/ttl-days';
@@ -51,11 +51,6 @@ export function retentionMs(labels: Readonly<Record<string, string>>, retentionD
 }
 
 /** The session as listed is still the store's: same incarnation, nothing appended since. */
-async function unchanged(rec: SessionRecord, store: SessionStore): Promise<boolean> {
-  const now = await store.getSession(rec.header.id);
-  return now !== undefined && now.header.createdAt === rec.header.createdAt && now.nextSeq === rec.nextSeq && now.eventCount === rec.eventCount;
-}
-
 const yieldTurn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
 
 /** The background sweeper of one service. */
@@ -116,12 +111,11 @@ export class Retention {
           if (tail !== undefined) last = Math.max(last, tail.time);
         }
         if (last >= now - keep) continue;
-        // Re-checked right before the delete: an append (or a delete and re-create) that landed
-        // since the listing keeps the session. What is left is the short span of the delete call.
-        if (!(await unchanged(rec, store))) continue;
+        // Conditional on the listed head and creation time: an append (or a delete and re-create)
+        // that lands after the listing, even during the delete call, keeps the session.
         const prefix = rec.tenant === '' ? '' : `${rec.tenant}/`;
         try {
-          await this.app.deleteSession({ tenant: rec.tenant }, rec.header.id.slice(prefix.length));
+          if (!(await this.app.deleteSession({ tenant: rec.tenant }, rec.header.id.slice(prefix.length), { nextSeq: rec.nextSeq, createdAt: rec.header.createdAt }))) continue;
           deleted++;
           this.opts.onDeleted?.(1);
         } catch (e) {

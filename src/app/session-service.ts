@@ -30,7 +30,7 @@ import { LocalChangeFeed } from './local-change-feed.js';
 import { createWithQuota } from './quotas.js';
 import { Reads, type MessagesPage, type MessagesView, type ModelSnapshot, type SnapshotOptions } from './reads.js';
 import { SessionCache } from './session-cache.js';
-import type { SessionStore, StoredEventText } from './store-port.js';
+import type { DeleteExpectation, SessionStore, StoredEventText } from './store-port.js';
 import { storageKey, toStored } from './tenant-scope.js';
 import { Transfer } from './transfer.js';
 import { WritePipeline } from './write-pipeline.js';
@@ -106,13 +106,20 @@ export class SessionService {
   }
 
   /** Deletes a session; subscribers are told. */
-  async deleteSession(ctx: CallContext, id: string): Promise<void> {
+  /**
+   * Deletes a session (NOT_FOUND when there is none). With `expected` (retention), only while its
+   * head and creation time are still these, checked in the store's delete transaction: false when
+   * it changed meanwhile and was kept.
+   */
+  async deleteSession(ctx: CallContext, id: string, expected?: DeleteExpectation): Promise<boolean> {
     await this.cache.record(ctx, id);
     const key = this.storageKey(ctx, id);
-    const ok = await this.store.deleteSession(key);
+    const ok = await this.store.deleteSession(key, expected);
+    if (!ok && expected !== undefined && (await this.store.getSession(key)) !== undefined) return false;
     this.cache.drop(key);
     if (!ok) throw notFound(id);
     this.feed.deleted(key);
+    return true;
   }
 
   // ---- append / repair ---------------------------------------------------------------------

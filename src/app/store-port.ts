@@ -192,6 +192,12 @@ export interface HeadWatch {
   close(): Promise<void>;
 }
 
+/** What a conditional delete requires of the stored session (see SessionStore.deleteSession). */
+export interface DeleteExpectation {
+  readonly nextSeq: number;
+  readonly createdAt: number;
+}
+
 /** The store port. */
 export interface SessionStore {
   /**
@@ -203,8 +209,14 @@ export interface SessionStore {
   getSession(id: string): Promise<SessionRecord | undefined>;
   /** Sessions newest first (createdAt desc, id desc), optionally filtered by labels (all must match) and tenant. */
   listSessions(query: { tenant?: string; labels?: Readonly<Record<string, string>>; pageSize: number; pageToken?: string }): Promise<SessionPage>;
-  /** Deletes a session (pending or not) and its events, updating the tenant's counters; false if it did not exist. */
-  deleteSession(id: string): Promise<boolean>;
+  /**
+   * Deletes a session (pending or not) and its events, updating the tenant's counters; false if it
+   * did not exist. With `expected`, a conditional delete: only a published session whose head
+   * (`nextSeq`) and `createdAt` are still these is deleted, checked in the delete's own
+   * transaction (an append or a re-create that commits first keeps the session: false, nothing
+   * changed; one that comes after finds the session gone).
+   */
+  deleteSession(id: string, expected?: DeleteExpectation): Promise<boolean>;
   /**
    * Deletes the session only while it is still pending and owned by `owner` (a failed import
    * cleaning up after itself), with its events and the tenant's counters in the same transaction;

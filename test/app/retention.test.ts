@@ -135,4 +135,36 @@ describe('Retention and an append racing its idle check', () => {
     // The acknowledged append is still there.
     expect((await app.getSession(ANONYMOUS, 'resumed')).eventCount).toBe(2);
   });
+
+  it('keeps a session appended to during the delete call itself (the delete is conditional in the store)', async () => {
+    let clock = NOW - 40 * DAY;
+    let resumeDuringDelete: (() => Promise<void>) | undefined;
+    /** A store whose delete lets an append commit first, as another replica's append would. */
+    class RacingStore extends MemorySessionStore {
+      override async deleteSession(...args: Parameters<MemorySessionStore['deleteSession']>): ReturnType<MemorySessionStore['deleteSession']> {
+        const resume = resumeDuringDelete;
+        resumeDuringDelete = undefined;
+        if (resume !== undefined) await resume();
+        return super.deleteSession(...args);
+      }
+    }
+    const app = new SessionService(new RacingStore(), DEFAULT_LIMITS, () => clock);
+    services.push(app);
+    await app.createSession(ANONYMOUS, { id: 'idle' });
+    await app.append(ANONYMOUS, 'idle', [user('old')]);
+    await app.createSession(ANONYMOUS, { id: 'resumed' });
+    await app.append(ANONYMOUS, 'resumed', [user('old')]);
+    clock = NOW;
+    // Newest first: the first delete is 'resumed's, and its user appends while it runs.
+    resumeDuringDelete = async () => {
+      expect((await app.append(ANONYMOUS, 'resumed', [user('back again')])).seqs).toEqual([1]);
+    };
+    const report = await new Retention(app, { retentionDays: 30, now: () => clock }).sweep();
+    expect(resumeDuringDelete).toBeUndefined();
+    expect(report).toMatchObject({ examined: 2, deleted: 1 });
+    expect((await app.listSessions(ANONYMOUS, { pageSize: 100 })).sessions.map((s) => s.record.header.id)).toEqual(['resumed']);
+    expect((await app.getSession(ANONYMOUS, 'resumed')).eventCount).toBe(2);
+    // The next sweep (the session was just touched) keeps it too.
+    expect(await new Retention(app, { retentionDays: 30, now: () => clock }).sweep()).toMatchObject({ examined: 1, deleted: 0 });
+  });
 });

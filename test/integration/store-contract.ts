@@ -287,6 +287,29 @@ export function storeContract<S extends SessionStore>(name: string, harness: Sto
         expect(await appendAt(store, 'd', 0, [ev(0)], { key: 'k1', requestHash: 'h2' })).toEqual({ kind: 'appended' });
         expect((await store.listSessions({ pageSize: 10 })).sessions.map((s) => s.header.id)).toEqual(['d']);
       });
+
+      it('deletes conditionally: a moved head, another creation time or a pending session keeps the session untouched', async () => {
+        await store.createSession(newSession('c'), mixedEvents(0, 3));
+        const seen = (await store.getSession('c'))!;
+        const expected = { nextSeq: seen.nextSeq, createdAt: seen.header.createdAt };
+        expect(await appendAt(store, 'c', 3, [ev(3)])).toEqual({ kind: 'appended' });
+        // The head moved since `seen`: kept, log and counters untouched.
+        const usage = await store.getTenantUsage('');
+        expect(await store.deleteSession('c', expected)).toBe(false);
+        expect(await store.getSession('c')).toMatchObject({ nextSeq: 4, eventCount: 4 });
+        expect((await store.readEvents('c', { fromSeq: 0, direction: 'forward', limit: 10 })).map((e) => e.seq)).toEqual([0, 1, 2, 3]);
+        expect(await store.getTenantUsage('')).toEqual(usage);
+        expect(await store.deleteSession('c', { nextSeq: 4, createdAt: seen.header.createdAt + 1 })).toBe(false);
+        expect(await store.getSession('c')).toBeDefined();
+        // The current head and creation time: deleted.
+        expect(await store.deleteSession('c', { nextSeq: 4, createdAt: seen.header.createdAt })).toBe(true);
+        expect(await store.getSession('c')).toBeUndefined();
+        expect(await store.deleteSession('c', { nextSeq: 4, createdAt: seen.header.createdAt })).toBe(false);
+        // A pending session (an import in progress) is never deleted conditionally.
+        await store.createSession({ ...newSession('p'), pending: { owner: 'imp', leaseUntil: Number.MAX_SAFE_INTEGER } }, []);
+        expect(await store.deleteSession('p', { nextSeq: 0, createdAt: newSession('p').header.createdAt })).toBe(false);
+        expect(await store.deletePending('p', 'imp')).toBe(true);
+      });
     });
 
     describe('append', () => {

@@ -17,6 +17,7 @@ import type {
   AppendRequest,
   CreateOutcome,
   CreateQuota,
+  DeleteExpectation,
   HeadWatch,
   IdempotentResult,
   NewSession,
@@ -158,10 +159,11 @@ export class MemorySessionStore implements SessionStore {
     };
   }
 
-  async deleteSession(id: string): Promise<boolean> {
+  async deleteSession(id: string, expected?: DeleteExpectation): Promise<boolean> {
     this.checkOpen();
     const session = this.sessions.get(id);
     if (session === undefined) return false;
+    if (expected !== undefined && (session.pending !== undefined || session.nextSeq !== expected.nextSeq || session.header.createdAt !== expected.createdAt)) return false;
     this.remove(id, session);
     this.commits++;
     this.database.changed(this, id, 'deleted');

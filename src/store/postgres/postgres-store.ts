@@ -33,6 +33,7 @@ import type {
   AppendRequest,
   CreateOutcome,
   CreateQuota,
+  DeleteExpectation,
   HeadWatch,
   IdempotentResult,
   NewSession,
@@ -414,9 +415,18 @@ export class PostgresSessionStore implements SessionStore {
     };
   }
 
-  async deleteSession(id: string): Promise<boolean> {
+  async deleteSession(id: string, expected?: DeleteExpectation): Promise<boolean> {
     this.#checkOpen();
-    const rows = await this.#query<{ deleted: boolean }>(`SELECT ${this.#s}.delete_session($1) AS deleted`, [id]);
+    // Conditional: the session row is locked (FOR UPDATE, as every append locks it) and its head
+    // and creation time compared in the same statement; an append that committed first is seen
+    // (READ COMMITTED re-reads a locked row after the holder commits), so the session is kept.
+    const rows = expected === undefined
+      ? await this.#query<{ deleted: boolean }>(`SELECT ${this.#s}.delete_session($1) AS deleted`, [id])
+      : await this.#query<{ deleted: boolean }>(
+        `SELECT CASE WHEN EXISTS (SELECT 1 FROM ${this.#s}.sessions WHERE id = $1 AND pending_owner IS NULL AND next_seq = $2 AND created_at = $3 FOR UPDATE)
+           THEN ${this.#s}.delete_session($1) ELSE false END AS deleted`,
+        [id, expected.nextSeq, expected.createdAt],
+      );
     const deleted = rows[0]!.deleted;
     if (deleted) {
       this.#counters.commits++;

@@ -5,7 +5,7 @@
  * same transaction.
  */
 import type Database from 'better-sqlite3';
-import type { CreateOutcome, CreateQuota, NewSession, PendingChunkOptions, PendingChunkOutcome } from '../../app/store-port.js';
+import type { CreateOutcome, CreateQuota, DeleteExpectation, NewSession, PendingChunkOptions, PendingChunkOutcome } from '../../app/store-port.js';
 import { storedSessionBytes } from '../../app/store-port.js';
 import type { SessionEvent } from '../../domain/event.js';
 import { StoreUsageError, checkAscendingSeqs } from '../store-errors.js';
@@ -63,9 +63,11 @@ export function sessionWrites(db: Database.Database, st: Statements) {
     return CREATED;
   });
 
-  const deleteTxn = db.transaction((id: string): boolean => {
-    const row = st.selectForDelete.get(id) as [string, number] | undefined;
+  const deleteTxn = db.transaction((id: string, expected?: DeleteExpectation): boolean => {
+    const row = st.selectForDelete.get(id) as [string, number, number, number, number] | undefined;
     if (row === undefined) return false;
+    // A conditional delete: only the published session with this head and creation time.
+    if (expected !== undefined && (row[4] !== 0 || row[2] !== expected.nextSeq || row[3] !== expected.createdAt)) return false;
     st.deleteSessionStmt.run(id);
     st.addTenant.run(row[0], -1, -row[1]);
     return true;

@@ -16,6 +16,7 @@ import type {
   AppendRequest,
   CreateOutcome,
   CreateQuota,
+  DeleteExpectation,
   HeadWatch,
   IdempotentResult,
   NewSession,
@@ -258,10 +259,10 @@ export class SqliteSessionStore implements SessionStore {
     };
   }
 
-  async deleteSession(id: string): Promise<boolean> {
+  async deleteSession(id: string, expected?: DeleteExpectation): Promise<boolean> {
     this.checkOpen();
     const before = this.st.selectDigest.get(id) as [number, number, number] | undefined;
-    const deleted = this.writes.deleteTxn.immediate(id);
+    const deleted = this.writes.deleteTxn.immediate(id, expected);
     const damage = this.damaged.get(id);
     if (damage !== undefined) {
       // A refused session that is gone from the database: deleting it is how an operator clears it.

@@ -29,7 +29,7 @@ export function prepareStatements(db: Database.Database) {
     selectHead: db.prepare('SELECT next_seq, writer, tenant, created_at, digest FROM sessions WHERE id = ? AND pending = 0').raw(),
     selectPendingHead: db.prepare('SELECT next_seq, pending_owner, tenant, digest FROM sessions WHERE id = ? AND pending = 1').raw(),
     selectDigest: db.prepare('SELECT digest, next_seq, created_at FROM sessions WHERE id = ?').raw(),
-    selectForDelete: db.prepare('SELECT tenant, data_bytes FROM sessions WHERE id = ?').raw(),
+    selectForDelete: db.prepare('SELECT tenant, data_bytes, next_seq, created_at, pending FROM sessions WHERE id = ?').raw(),
     selectOwnedPending: db.prepare('SELECT tenant, data_bytes FROM sessions WHERE id = ? AND pending = 1 AND pending_owner = ?').raw(),
     selectTenant: db.prepare('SELECT session_count, data_bytes FROM tenants WHERE tenant = ?').raw(),
     selectTenantBytes: db.prepare('SELECT data_bytes FROM tenants WHERE tenant = ?').pluck(),
