@@ -18,14 +18,18 @@ function newestMtime(dir: string): number {
 }
 
 /**
- * Builds dist/ with `tsc -p tsconfig.build.json` unless it is newer than every source file. Type
+ * Builds dist/ (`tsc -p tsconfig.build.json`, then the client declarations) unless it is newer than every source file. Type
  * errors elsewhere in the tree do not stop tsc from emitting, so only a missing output fails.
  */
 export function ensureBuilt(): void {
   const out = join(ROOT, 'dist/src/cli/main.js');
   if (existsSync(out) && statSync(out).mtimeMs > Math.max(newestMtime(join(ROOT, 'src')), newestMtime(join(ROOT, 'gen')))) return;
-  const r = spawnSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.build.json'], { cwd: ROOT, encoding: 'utf8' });
+  const tsc = (project: string) => spawnSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', project], { cwd: ROOT, encoding: 'utf8' });
+  const r = tsc('tsconfig.build.json');
   if (!existsSync(out)) throw new Error(`build failed:\n${r.stdout}\n${r.stderr}`);
+  // The client package's declarations (palimpsest/client), as `npm run build` makes them.
+  const c = tsc('tsconfig.client.json');
+  if (!existsSync(join(ROOT, 'dist/src/client/index.d.ts'))) throw new Error(`client build failed:\n${c.stdout}\n${c.stderr}`);
 }
 
 /** A running server process. */
