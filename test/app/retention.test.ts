@@ -102,69 +102,66 @@ describe.each([
   });
 });
 
+/**
+ * Two sessions idle for 40 days, then a sweep during which the user of the newest one ('resumed',
+ * examined first) appends at the point `RacingStore` chooses; the other ('idle') must be deleted.
+ */
+async function raceRetention(makeStore: (resume: () => Promise<void>) => MemorySessionStore): Promise<SessionService> {
+  let clock = NOW - 40 * DAY;
+  let resumed = false;
+  const holder: { app?: SessionService } = {};
+  const store = makeStore(async () => {
+    resumed = true;
+    expect((await holder.app!.append(ANONYMOUS, 'resumed', [user('back again')])).seqs).toEqual([1]);
+  });
+  const app = new SessionService(store, DEFAULT_LIMITS, () => clock);
+  holder.app = app;
+  services.push(app);
+  await app.createSession(ANONYMOUS, { id: 'idle' });
+  await app.append(ANONYMOUS, 'idle', [user('old')]);
+  await app.createSession(ANONYMOUS, { id: 'resumed' });
+  await app.append(ANONYMOUS, 'resumed', [user('old')]);
+  clock = NOW;
+  const report = await new Retention(app, { retentionDays: 30, now: () => clock }).sweep();
+  expect(resumed).toBe(true);
+  expect(report).toMatchObject({ examined: 2, deleted: 1 });
+  expect((await app.listSessions(ANONYMOUS, { pageSize: 100 })).sessions.map((s) => s.record.header.id)).toEqual(['resumed']);
+  // The acknowledged append is still there.
+  expect((await app.getSession(ANONYMOUS, 'resumed')).eventCount).toBe(2);
+  return app;
+}
+
 describe('Retention and an append racing its idle check', () => {
   it('keeps a session appended to between the idle check and the delete; deletes an idle one next to it', async () => {
-    let clock = NOW - 40 * DAY;
-    let resumeDuringCheck: (() => Promise<void>) | undefined;
     /** A store whose tail read (the idle check) lets an append land right after it read. */
-    class RacingStore extends MemorySessionStore {
-      override async readEvents(...args: Parameters<MemorySessionStore['readEvents']>): ReturnType<MemorySessionStore['readEvents']> {
-        const tail = await super.readEvents(...args);
-        const resume = resumeDuringCheck;
-        resumeDuringCheck = undefined;
-        if (resume !== undefined && args[1].direction === 'backward') await resume();
-        return tail;
-      }
-    }
-    const app = new SessionService(new RacingStore(), DEFAULT_LIMITS, () => clock);
-    services.push(app);
-    await app.createSession(ANONYMOUS, { id: 'idle' });
-    await app.append(ANONYMOUS, 'idle', [user('old')]);
-    await app.createSession(ANONYMOUS, { id: 'resumed' });
-    await app.append(ANONYMOUS, 'resumed', [user('old')]);
-    clock = NOW;
-    // Sessions are listed newest first: the first idle check is 'resumed's, and the user resumes it then.
-    resumeDuringCheck = async () => {
-      expect((await app.append(ANONYMOUS, 'resumed', [user('back again')])).seqs).toEqual([1]);
-    };
-    const report = await new Retention(app, { retentionDays: 30, now: () => clock }).sweep();
-    expect(resumeDuringCheck).toBeUndefined();
-    expect(report).toMatchObject({ examined: 2, deleted: 1 });
-    const left = (await app.listSessions(ANONYMOUS, { pageSize: 100 })).sessions.map((s) => s.record.header.id);
-    expect(left).toEqual(['resumed']);
-    // The acknowledged append is still there.
-    expect((await app.getSession(ANONYMOUS, 'resumed')).eventCount).toBe(2);
+    await raceRetention((resume) => {
+      let pending: (() => Promise<void>) | undefined = resume;
+      return new (class extends MemorySessionStore {
+        override async readEvents(...args: Parameters<MemorySessionStore['readEvents']>): ReturnType<MemorySessionStore['readEvents']> {
+          const tail = await super.readEvents(...args);
+          const go = pending;
+          pending = undefined;
+          if (go !== undefined && args[1].direction === 'backward') await go();
+          return tail;
+        }
+      })();
+    });
   });
 
   it('keeps a session appended to during the delete call itself (the delete is conditional in the store)', async () => {
-    let clock = NOW - 40 * DAY;
-    let resumeDuringDelete: (() => Promise<void>) | undefined;
     /** A store whose delete lets an append commit first, as another replica's append would. */
-    class RacingStore extends MemorySessionStore {
-      override async deleteSession(...args: Parameters<MemorySessionStore['deleteSession']>): ReturnType<MemorySessionStore['deleteSession']> {
-        const resume = resumeDuringDelete;
-        resumeDuringDelete = undefined;
-        if (resume !== undefined) await resume();
-        return super.deleteSession(...args);
-      }
-    }
-    const app = new SessionService(new RacingStore(), DEFAULT_LIMITS, () => clock);
-    services.push(app);
-    await app.createSession(ANONYMOUS, { id: 'idle' });
-    await app.append(ANONYMOUS, 'idle', [user('old')]);
-    await app.createSession(ANONYMOUS, { id: 'resumed' });
-    await app.append(ANONYMOUS, 'resumed', [user('old')]);
-    clock = NOW;
-    // Newest first: the first delete is 'resumed's, and its user appends while it runs.
-    resumeDuringDelete = async () => {
-      expect((await app.append(ANONYMOUS, 'resumed', [user('back again')])).seqs).toEqual([1]);
-    };
-    const report = await new Retention(app, { retentionDays: 30, now: () => clock }).sweep();
-    expect(resumeDuringDelete).toBeUndefined();
-    expect(report).toMatchObject({ examined: 2, deleted: 1 });
-    expect((await app.listSessions(ANONYMOUS, { pageSize: 100 })).sessions.map((s) => s.record.header.id)).toEqual(['resumed']);
-    expect((await app.getSession(ANONYMOUS, 'resumed')).eventCount).toBe(2);
+    const app = await raceRetention((resume) => {
+      let pending: (() => Promise<void>) | undefined = resume;
+      return new (class extends MemorySessionStore {
+        override async deleteSession(...args: Parameters<MemorySessionStore['deleteSession']>): ReturnType<MemorySessionStore['deleteSession']> {
+          const go = pending;
+          pending = undefined;
+          if (go !== undefined) await go();
+          return super.deleteSession(...args);
+        }
+      })();
+    });
     // The next sweep (the session was just touched) keeps it too.
-    expect(await new Retention(app, { retentionDays: 30, now: () => clock }).sweep()).toMatchObject({ examined: 1, deleted: 0 });
+    expect(await new Retention(app, { retentionDays: 30, now: () => NOW }).sweep()).toMatchObject({ examined: 1, deleted: 0 });
   });
 });
