@@ -7,23 +7,31 @@
  *   batch), and each is encoded once per options variant (include_messages x data_format) into a
  *   Buffer cached on the item. The service definition is registered with response serializers that
  *   pass Buffers through (`preEncodedStreams`), so grpc-js writes the same bytes to every stream.
- * - Backpressure (server-stream.ts, the one generator-to-stream adapter): the next item is pulled
- *   only while `write()` returns true; after false the adapter waits for `drain`. Meanwhile live items accumulate in the subscription's bounded buffer; when
+ * - One object per stream (`SubscriberStream`, a ServerStream from server-stream.ts): the
+ *   subscription's consumer, its options, its heartbeat schedule entry and its entry in the
+ *   open-stream set, with shared methods and no closures; an idle caught-up stream holds that
+ *   object, its Subscription (which is its own feed listener) and nothing pending (no promise,
+ *   timer or suspended generator frame).
+ * - Backpressure: the stream pulls the subscription (`step()`) only while `write()` returns true;
+ *   after false it waits for `drain`. Meanwhile live items accumulate in the subscription's bounded buffer; when
  *   that would exceed `config.subscriberBufferBytes` the buffer is dropped and the subscriber is
  *   switched back to catch-up from the store at its last cursor (then a new `caught_up`, then
  *   live). grpc-js itself holds at most its writable high-water mark (16 messages) per stream.
- * - Fast path: the writer registers itself as the subscription's direct sink, so a live subscriber
+ * - Fast path: the stream registers itself as the subscription's direct sink, so a live subscriber
  *   that is idle (nothing buffered, stream writable) gets each committed batch written from the
- *   feed callback itself, with no promise hop; when `write()` returns false there, the subscription
- *   buffers the rest and its consumer stays parked until `drain` (`Subscription.resume()`).
- * - Per-write cost is the write itself: the heartbeat timer is not touched per write (writes
- *   record their time; the timer re-arms for the rest of the interval when it fires), and the lag
- *   histogram observes one delivery in 16 per stream.
+ *   feed callback itself (the fan-out is one loop over the session's listeners writing the same
+ *   Buffer: no promise, closure or object per delivery); when `write()` returns false there, the
+ *   subscription buffers the rest and its consumer stays parked until `drain` (`Subscription.resume()`).
+ * - Heartbeats: one schedule for every stream of the server (`Heartbeats`: one timer, a min-heap
+ *   by due time). Per-write cost is the write itself: writes only record their time; a stream
+ *   visited before its interval has passed since its last write is put back at that time, so each
+ *   stream is visited exactly when a timer of its own would have fired. The lag histogram
+ *   observes one delivery in 16 per stream.
  * - Signals: `caught_up` when switching to live; a heartbeat after `heartbeat_interval_ms` without
  *   a write (not while waiting for drain); SESSION_NOT_FOUND when the session is deleted;
  *   UNAVAILABLE/SERVER_SHUTDOWN with ErrorInfo metadata `cursor` at shutdown.
  * - A cancelled or disconnected call closes its subscription at once (feed listener, buffers,
- *   timer).
+ *   heartbeat schedule entry, open-stream set).
  * - Revocation: each stream remembers the hash of the token that opened it; after a token file
  *   reload (`recheck`), a stream whose token is gone ends with UNAUTHENTICATED, and one whose
  *   token lost the read permission (or now names another tenant) with PERMISSION_DENIED.
