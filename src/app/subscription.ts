@@ -38,7 +38,7 @@
  *   sink returns false when its stream stops accepting writes: the rest of the batch goes to the
  *   (bounded) buffer and the parked consumer is left parked, not woken, until `resume()` (the
  *   stream drained). Order and the at/below-cursor drop are the same on both paths.
- * - Idle cost: an idle live subscriber holds this object, its stats and its feed registration (the
+ * - Idle cost: an idle live subscriber holds this object and its feed registration (the
  *   subscription itself is the feed listener); buffers are allocated only when something is
  *   buffered. A push consumer (`setDirect` with a {@link SubscriptionConsumer}) pulls with `step()`,
  *   which never leaves a suspended frame or a pending promise behind while live and idle: it is
@@ -100,7 +100,13 @@ export interface SubscriptionStats {
  * `next()` only when it can write, which is what bounds memory under backpressure.
  */
 export class Subscription<I extends Item> implements SessionListener {
-  readonly stats: SubscriptionStats = { mode: 'catch-up', bufferedBytes: 0, maxBufferedBytes: 0, fallbacks: 0, cursor: NO_CURSOR, head: NO_CURSOR, remoteHeads: 0 };
+  // The counters (read through `stats`); fields of this object, not a second object per subscriber.
+  #mode: SubscriptionStats['mode'] = 'catch-up';
+  #bufferedBytes = 0;
+  #maxBufferedBytes = 0;
+  #fallbacks = 0;
+  #head = NO_CURSOR;
+  #remoteHeads = 0;
   #last = NO_CURSOR;
   #catchUp: CatchUp<I> | undefined;
   #page: I[] = NONE;
@@ -152,7 +158,6 @@ export class Subscription<I extends Item> implements SessionListener {
         const surf = await app.getSurface(ctx, sessionId);
         const cursor = surf.headSeq ?? NO_CURSOR;
         sub.#last = cursor;
-        sub.stats.cursor = cursor;
         sub.#first = opts.snapshot(surf.seqs, cursor);
         sub.#catchUp = source.catchUp(cursor);
       } else {
@@ -165,7 +170,6 @@ export class Subscription<I extends Item> implements SessionListener {
           });
         }
         sub.#last = after;
-        sub.stats.cursor = after;
         sub.#catchUp = source.catchUp(after);
       }
     } catch (e) {
@@ -190,6 +194,19 @@ export class Subscription<I extends Item> implements SessionListener {
     this.#wakeUp();
   }
 
+  /** A snapshot of the counters (tests, metrics). */
+  get stats(): SubscriptionStats {
+    return {
+      mode: this.#mode, bufferedBytes: this.#bufferedBytes, maxBufferedBytes: this.#maxBufferedBytes, fallbacks: this.#fallbacks,
+      cursor: this.#last, head: this.#head, remoteHeads: this.#remoteHeads,
+    };
+  }
+
+  /** Highest seq published for the session since the subscription started (NO_CURSOR = none). */
+  get head(): number {
+    return this.#head;
+  }
+
   /** Cursor of the last item handed out (NO_CURSOR = none): where a resumed subscription starts. */
   get cursor(): number {
     return this.#last;
@@ -197,7 +214,7 @@ export class Subscription<I extends Item> implements SessionListener {
 
   /** True until closed or failed. */
   get open(): boolean {
-    return this.stats.mode !== 'ended';
+    return this.#mode !== 'ended';
   }
 
   /**
@@ -224,13 +241,13 @@ export class Subscription<I extends Item> implements SessionListener {
    */
   step(): I | undefined | typeof IDLE | Promise<void> {
     if (this.#error) throw this.#error;
-    if (this.stats.mode === 'ended') return undefined;
+    if (this.#mode === 'ended') return undefined;
     if (this.#first) {
       const it = this.#first;
       this.#first = undefined;
       return this.#handOut(it);
     }
-    if (this.stats.mode === 'catch-up') {
+    if (this.#mode === 'catch-up') {
       if (this.#reading) return this.#reading;
       while (this.#pagePos < this.#page.length) {
         const it = this.#page[this.#pagePos++] as I;
@@ -245,18 +262,18 @@ export class Subscription<I extends Item> implements SessionListener {
       const catchUp = this.#catchUp as CatchUp<I>;
       const reading: Promise<void> = catchUp.next().then((page) => {
         if (this.#reading === reading) this.#reading = undefined;
-        if (this.#error || this.stats.mode !== 'catch-up' || this.#catchUp !== catchUp) return;
+        if (this.#error || this.#mode !== 'catch-up' || this.#catchUp !== catchUp) return;
         if (page) {
           this.#page = page;
           return;
         }
         if (this.#drops !== drops) return;
         this.#catchUp = undefined;
-        this.stats.mode = 'live';
+        this.#mode = 'live';
         this.#first = this.source.caughtUp(this.#last);
       }, (e: unknown) => {
         if (this.#reading === reading) this.#reading = undefined;
-        if (this.stats.mode !== 'ended') this.#error = e instanceof Error ? e : new Error(String(e));
+        if (this.#mode !== 'ended') this.#error = e instanceof Error ? e : new Error(String(e));
       });
       this.#reading = reading;
       return reading;
@@ -264,7 +281,7 @@ export class Subscription<I extends Item> implements SessionListener {
     // live
     while (this.#queuePos < this.#queue.length) {
       const it = this.#queue[this.#queuePos] as I;
-      this.stats.bufferedBytes -= this.#queueSizes[this.#queuePos] as number;
+      this.#bufferedBytes -= this.#queueSizes[this.#queuePos] as number;
       this.#queuePos++;
       if (this.#queuePos > 1024 && this.#queuePos * 2 > this.#queue.length) this.#compactQueue();
       if (it.cursor <= this.#last) continue;
@@ -277,8 +294,8 @@ export class Subscription<I extends Item> implements SessionListener {
 
   /** Ends the subscription and releases its listener and buffers (idempotent). */
   close(): void {
-    if (this.stats.mode === 'ended' && this.#feedKey === undefined) return;
-    this.stats.mode = 'ended';
+    if (this.#mode === 'ended' && this.#feedKey === undefined) return;
+    this.#mode = 'ended';
     if (this.#feedKey !== undefined) this.#feed?.unlisten(this.#feedKey, this);
     this.#feedKey = undefined;
     this.#feed = undefined;
@@ -292,12 +309,11 @@ export class Subscription<I extends Item> implements SessionListener {
 
   #handOut(it: I): I {
     if (it.cursor > this.#last) this.#last = it.cursor;
-    this.stats.cursor = this.#last;
     return it;
   }
 
   #fail(err: Error): void {
-    if (this.stats.mode === 'ended') return;
+    if (this.#mode === 'ended') return;
     this.#error = err;
     this.close();
   }
@@ -311,22 +327,22 @@ export class Subscription<I extends Item> implements SessionListener {
   /** Feed listener: a batch this process committed. */
   onCommit(batch: CommittedBatch): void {
     const lastEvent = batch.events[batch.events.length - 1];
-    if (lastEvent && lastEvent.seq > this.stats.head) this.stats.head = lastEvent.seq;
-    if (this.stats.mode === 'ended' || this.#discarding) return;
+    if (lastEvent && lastEvent.seq > this.#head) this.#head = lastEvent.seq;
+    if (this.#mode === 'ended' || this.#discarding) return;
     // A batch that does not start right after what this subscription has means commits made
     // elsewhere came in between (their head report may still be on its way): read the store.
     const firstEvent = batch.events[0];
     if (firstEvent !== undefined && firstEvent.seq > this.#known() + 1) {
       // During catch-up it is not queued either: counted as a drop, so the read in flight is not
       // taken as the last one and the next read fetches the missing commits with it.
-      if (this.stats.mode === 'live') this.#remoteCatchUp();
+      if (this.#mode === 'live') this.#remoteCatchUp();
       else this.#drops++;
       return;
     }
     const items = this.source.live(batch);
     let i = 0;
     // Fast path: the consumer is parked (live, nothing buffered, stream writable) — write directly.
-    if (this.#parked && this.#direct && !this.#blocked && this.stats.mode === 'live' && this.#queuePos === this.#queue.length && !this.#first) {
+    if (this.#parked && this.#direct && !this.#blocked && this.#mode === 'live' && this.#queuePos === this.#queue.length && !this.#first) {
       const sink = this.#direct;
       while (i < items.length) {
         const it = items[i++] as I;
@@ -345,7 +361,7 @@ export class Subscription<I extends Item> implements SessionListener {
       const it = items[i] as I;
       if (it.cursor <= this.#last) continue;
       const size = this.opts.sizeOf(it);
-      if (this.stats.bufferedBytes + size > this.opts.bufferBytes) {
+      if (this.#bufferedBytes + size > this.opts.bufferBytes) {
         this.#overflow();
         return;
       }
@@ -356,8 +372,8 @@ export class Subscription<I extends Item> implements SessionListener {
       this.#queue.push(it);
       this.#queueSizes.push(size);
       queued = true;
-      this.stats.bufferedBytes += size;
-      if (this.stats.bufferedBytes > this.stats.maxBufferedBytes) this.stats.maxBufferedBytes = this.stats.bufferedBytes;
+      this.#bufferedBytes += size;
+      if (this.#bufferedBytes > this.#maxBufferedBytes) this.#maxBufferedBytes = this.#bufferedBytes;
     }
     if (queued && !this.#blocked) this.#wakeUp();
   }
@@ -369,16 +385,16 @@ export class Subscription<I extends Item> implements SessionListener {
    */
   onHead(nextSeq: number): void {
     const headSeq = nextSeq - 1;
-    if (headSeq > this.stats.head) this.stats.head = headSeq;
-    if (this.stats.mode === 'ended') return;
-    if (this.stats.mode === 'live') {
+    if (headSeq > this.#head) this.#head = headSeq;
+    if (this.#mode === 'ended') return;
+    if (this.#mode === 'live') {
       // Live, what was handed out and buffered is gap-free (see #onCommit): covered already?
       if (headSeq <= this.#known()) return;
       this.#remoteCatchUp();
       return;
     }
     if (headSeq <= this.#last) return;
-    this.stats.remoteHeads++;
+    this.#remoteHeads++;
     this.#drops++;
   }
 
@@ -390,11 +406,11 @@ export class Subscription<I extends Item> implements SessionListener {
 
   /** Live -> catch-up because the store has events this subscription got no batch for. */
   #remoteCatchUp(): void {
-    this.stats.remoteHeads++;
+    this.#remoteHeads++;
     this.#drops++;
     // Buffered local items are in the store too: re-read everything after the cursor in order.
     this.#clearQueue();
-    this.stats.mode = 'catch-up';
+    this.#mode = 'catch-up';
     this.#catchUp = this.source.catchUp(this.#last);
     this.#page = NONE;
     this.#pagePos = 0;
@@ -406,9 +422,9 @@ export class Subscription<I extends Item> implements SessionListener {
     this.#clearQueue();
     this.#drops++;
     this.#discarding = true;
-    if (this.stats.mode === 'live') {
-      this.stats.mode = 'catch-up';
-      this.stats.fallbacks++;
+    if (this.#mode === 'live') {
+      this.#mode = 'catch-up';
+      this.#fallbacks++;
       this.#catchUp = this.source.catchUp(this.#last);
       this.#page = NONE;
       this.#pagePos = 0;
@@ -419,7 +435,7 @@ export class Subscription<I extends Item> implements SessionListener {
   /** Drops buffered live items already covered by what was handed out (catch-up overlap). */
   #pruneQueue(): void {
     while (this.#queuePos < this.#queue.length && (this.#queue[this.#queuePos] as I).cursor <= this.#last) {
-      this.stats.bufferedBytes -= this.#queueSizes[this.#queuePos] as number;
+      this.#bufferedBytes -= this.#queueSizes[this.#queuePos] as number;
       this.#queuePos++;
     }
     if (this.#queuePos === this.#queue.length) this.#clearQueue();
@@ -436,7 +452,7 @@ export class Subscription<I extends Item> implements SessionListener {
     this.#queue = NONE;
     this.#queueSizes = NONE;
     this.#queuePos = 0;
-    this.stats.bufferedBytes = 0;
+    this.#bufferedBytes = 0;
   }
 
   #wakeUp(): void {

@@ -194,7 +194,7 @@ export interface ActiveSubscription {
   readonly credential: string;
   /** The tenant the stream was authorized for ('' without auth). */
   readonly tenant: string;
-  /** The subscription's counters (undefined until it is open). */
+  /** A snapshot of the subscription's counters (undefined until it is open). */
   readonly stats: SubscriptionStats | undefined;
   /** Ends the stream with an error status. */
   end(err: ServiceError): void;
@@ -234,9 +234,17 @@ interface Hub {
   fail(err: unknown): ServiceError;
 }
 
+/**
+ * The schedule's clock: whole milliseconds of performance.now() (small integers stay unboxed in
+ * the stream objects; a double field would be one more heap object per stream).
+ */
+function nowMs(): number {
+  return Math.floor(performance.now());
+}
+
 /** A stream in the heartbeat schedule. */
 interface Beating {
-  /** When the stream is to be looked at next (performance.now() ms). */
+  /** When the stream is to be looked at next (`nowMs()` clock). */
   dueAt: number;
   /** Position in the schedule's heap (-1 = not scheduled). */
   heapIndex: number;
@@ -291,7 +299,7 @@ export class Heartbeats {
   readonly #fire = (): void => {
     this.#timer = undefined;
     this.#armedAt = Infinity;
-    const now = performance.now();
+    const now = nowMs();
     for (let top = this.#heap[0]; top !== undefined && top.dueAt <= now; top = this.#heap[0]) {
       const next = top.beat(now);
       if (top.heapIndex !== 0) continue; // it left the schedule while beating
@@ -359,7 +367,6 @@ export class Heartbeats {
 class SubscriberStream<I extends Item> extends ServerStream<unknown> implements ActiveSubscription, SubscriptionConsumer<I>, SubscriptionOptions<I>, Beating {
   readonly credential: string;
   readonly tenant: string;
-  readonly bufferBytes: number;
   sub: Subscription<I> | undefined;
   lastWrite = 0;
   deliveries = 0;
@@ -382,9 +389,13 @@ class SubscriberStream<I extends Item> extends ServerStream<unknown> implements 
     this.credential = credentialOf(call.metadata);
     const tenantValue = call.metadata.get(TENANT_KEY)[0];
     this.tenant = typeof tenantValue === 'string' ? tenantValue : '';
-    this.bufferBytes = hub.config.subscriberBufferBytes;
     hub.active.add(this);
     hub.metrics.subscriptions.inc();
+  }
+
+  /** Subscription option: the live buffer limit. */
+  get bufferBytes(): number {
+    return this.hub.config.subscriberBufferBytes;
   }
 
   get stats(): SubscriptionStats | undefined {
@@ -405,7 +416,7 @@ class SubscriberStream<I extends Item> extends ServerStream<unknown> implements 
         return;
       }
       this.sub = sub;
-      this.lastWrite = performance.now();
+      this.lastWrite = nowMs();
       this.hub.heartbeats.add(this, this.lastWrite + this.interval);
       sub.setDirect(this);
       this.#pump();
@@ -496,14 +507,14 @@ class SubscriberStream<I extends Item> extends ServerStream<unknown> implements 
   }
 
   #send(b: Buffer): boolean {
-    this.lastWrite = performance.now();
+    this.lastWrite = nowMs();
     return this.write(b);
   }
 
   #sampleLag(): void {
     const sub = this.sub;
-    if ((++this.deliveries & LAG_SAMPLE_MASK) === 0 && sub && sub.stats.head >= 0) {
-      this.hub.metrics.subscriptionLag.observe(Math.max(0, sub.stats.head - sub.cursor));
+    if ((++this.deliveries & LAG_SAMPLE_MASK) === 0 && sub && sub.head >= 0) {
+      this.hub.metrics.subscriptionLag.observe(Math.max(0, sub.head - sub.cursor));
     }
   }
 }
