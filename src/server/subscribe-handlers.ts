@@ -490,10 +490,12 @@ class SubscriberStream<I extends Item> extends ServerStream<unknown> implements 
         }
         if (r instanceof Promise) {
           this.#reading = true;
-          void r.then(() => {
+          // The read settles the subscription's state either way (a failure is thrown by the next step).
+          const again = (): void => {
             this.#reading = false;
             this.#pump();
-          });
+          };
+          void r.then(again, again);
           break;
         }
         this.#send(this.encode(r));
