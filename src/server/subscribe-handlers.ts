@@ -161,17 +161,40 @@ function encodeEvent(it: EventItem, _sessionId: string, flags: number): Uint8Arr
     : { cursor: cursorField(it.cursor), kind: { $case: 'caughtUp', value: {} } }).finish();
 }
 
+/**
+ * The last encoding of a message that carries only a cursor (caught-up, heartbeat): thousands of
+ * streams of one session send it at the same cursor, so it is encoded once, not per stream, and
+ * such per-subscriber items stay out of the per-item cache.
+ */
+class CursorMessage {
+  #cursor = Number.NaN;
+  #bytes: Buffer | undefined;
+
+  constructor(private readonly encode: (cursor: number) => Uint8Array) {}
+
+  get(cursor: number): Buffer {
+    if (cursor !== this.#cursor || !this.#bytes) {
+      const u = this.encode(cursor);
+      this.#bytes = Buffer.from(u.buffer, u.byteOffset, u.byteLength);
+      this.#cursor = cursor;
+    }
+    return this.#bytes;
+  }
+}
+
 /** How one kind of subscription is written: shared by all its streams. */
 interface Codec<I extends Item> {
   readonly variants: readonly string[];
   encode(it: I, sessionId: string, flags: number): Uint8Array;
-  heartbeat(cursor: number): Buffer;
+  readonly caughtUp: CursorMessage;
+  readonly heartbeat: CursorMessage;
 }
 
 const SURFACE: Codec<SurfaceItem> = {
   variants: SURFACE_VARIANTS,
   encode: encodeSurface,
-  heartbeat: (cursor) => Buffer.from(SubscribeSurfaceResponse.encode({
+  caughtUp: new CursorMessage((cursor) => encodeSurface({ kind: 'caught-up', cursor }, '', 0)),
+  heartbeat: new CursorMessage((cursor) => SubscribeSurfaceResponse.encode({
     cursor: cursorField(cursor), kind: { $case: 'heartbeat', value: {} }, event: undefined, message: undefined,
   }).finish()),
 };
@@ -179,7 +202,8 @@ const SURFACE: Codec<SurfaceItem> = {
 const EVENTS: Codec<EventItem> = {
   variants: EVENT_VARIANTS,
   encode: encodeEvent,
-  heartbeat: (cursor) => Buffer.from(SubscribeEventsResponse.encode({ cursor: cursorField(cursor), kind: { $case: 'heartbeat', value: {} } }).finish()),
+  caughtUp: new CursorMessage((cursor) => encodeEvent({ kind: 'caught-up', cursor }, '', 0)),
+  heartbeat: new CursorMessage((cursor) => SubscribeEventsResponse.encode({ cursor: cursorField(cursor), kind: { $case: 'heartbeat', value: {} } }).finish()),
 };
 
 /** The first item of a snapshot subscription (shared function). */
@@ -427,6 +451,12 @@ class SubscriberStream<I extends Item> extends ServerStream<unknown> implements 
 
   /** Encoded bytes of an item (shared items are encoded once per variant). */
   encode(it: I): Buffer {
+    if (it.kind === 'caught-up') return this.codec.caughtUp.get(it.cursor);
+    if (it.kind === 'snapshot') {
+      // The subscriber's own first message: not worth a cache entry.
+      const u = this.codec.encode(it, this.sessionId, this.flags);
+      return Buffer.from(u.buffer, u.byteOffset, u.byteLength);
+    }
     return cached(it, this.codec, this.sessionId, this.flags);
   }
 
@@ -459,7 +489,7 @@ class SubscriberStream<I extends Item> extends ServerStream<unknown> implements 
     if (this.blocked) return now + this.interval;
     const idle = now - this.lastWrite;
     if (idle < this.interval) return this.lastWrite + this.interval;
-    this.#send(this.codec.heartbeat(sub.cursor));
+    this.#send(this.codec.heartbeat.get(sub.cursor));
     return now + this.interval;
   }
 
