@@ -32,10 +32,10 @@
  *   (`surfaceItemsOf`/`eventItemsOf` are memoized on the batch object), so the transport can encode
  *   each item once and write the same bytes to every stream.
  * - Fast path: a consumer may register a direct sink (`setDirect`). When a batch is committed while
- *   the subscription is live with an empty buffer and its consumer is parked in `next()` (so it has
- *   nothing older to write and its stream is writable), the batch's items are handed to the sink
- *   synchronously from the feed callback instead of being queued and pulled through a promise. The
- *   sink returns false when its stream stops accepting writes: the rest of the batch goes to the
+ *   the subscription is live with an empty buffer and its consumer is parked (its last `step()`
+ *   answered IDLE, or it waits in `next()`: it has nothing older to write and its stream is
+ *   writable), the batch's items are handed to the sink (`deliver`) synchronously from the feed
+ *   callback instead of being queued and pulled. The sink returns false when its stream stops accepting writes: the rest of the batch goes to the
  *   (bounded) buffer and the parked consumer is left parked, not woken, until `resume()` (the
  *   stream drained). Order and the at/below-cursor drop are the same on both paths.
  * - Idle cost: an idle live subscriber holds this object and its feed registration (the
