@@ -38,6 +38,10 @@ export interface SessionListener {
 export interface ChangeFeed {
   /** Registers a listener; returns the function that removes it. */
   subscribe(sessionId: string, listener: SessionListener): () => void;
+  /** Registers a listener (no remover allocated: remove it with `unlisten`). */
+  listen(sessionId: string, listener: SessionListener): void;
+  /** Removes a listener registered with `listen` or `subscribe` (no-op when not registered). */
+  unlisten(sessionId: string, listener: SessionListener): void;
   /** Publishes a batch this process committed. A listener that throws is removed and reported. */
   publish(batch: CommittedBatch): void;
   /** Announces a deletion made by this process. */

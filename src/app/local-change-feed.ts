@@ -12,6 +12,11 @@ export class LocalChangeFeed implements ChangeFeed {
   protected onWatched(_sessionId: string, _watched: boolean): void {}
 
   subscribe(sessionId: string, listener: SessionListener): () => void {
+    this.listen(sessionId, listener);
+    return () => this.unlisten(sessionId, listener);
+  }
+
+  listen(sessionId: string, listener: SessionListener): void {
     let set = this.#listeners.get(sessionId);
     if (!set) {
       set = new Set();
@@ -19,11 +24,12 @@ export class LocalChangeFeed implements ChangeFeed {
       this.onWatched(sessionId, true);
     }
     set.add(listener);
-    return () => {
-      const s = this.#listeners.get(sessionId);
-      if (!s || !s.delete(listener)) return;
-      if (s.size === 0) this.#forget(sessionId, s);
-    };
+  }
+
+  unlisten(sessionId: string, listener: SessionListener): void {
+    const s = this.#listeners.get(sessionId);
+    if (!s || !s.delete(listener)) return;
+    if (s.size === 0) this.#forget(sessionId, s);
   }
 
   onListenerError: (err: unknown) => void = () => undefined;
@@ -31,7 +37,9 @@ export class LocalChangeFeed implements ChangeFeed {
   publish(batch: CommittedBatch): void {
     const set = this.#listeners.get(batch.sessionId);
     if (!set) return;
-    for (const l of [...set]) {
+    // The set itself, not a copy (one loop over thousands of subscribers per batch): a listener
+    // removed during the loop and not yet reached is skipped, which is what it asked for.
+    for (const l of set) {
       try {
         l.onCommit(batch);
       } catch (e) {

@@ -42,85 +42,98 @@ const STRUCTURE_PAGE = 16_384;
  * rebuilt only when a replace shows up: structure folded from seq 0 to the row before it.
  */
 export function surfaceSource(app: SessionService, sessionId: string): ItemSource<SurfaceItem> {
+  // One plain object per subscriber whose functions are shared (no closures; spreading it works).
+  return { app, sessionId, catchUp: surfaceCatchUp, live: surfaceItemsOf, caughtUp: caughtUpSurface } as SourceOf<SurfaceItem>;
+}
+
+/** A source object: its functions read the app and session from `this`. */
+interface SourceOf<I extends Item> extends ItemSource<I> {
+  readonly app: SessionService;
+  readonly sessionId: string;
+}
+
+function caughtUpSurface(cursor: number): SurfaceItem {
+  return { kind: 'caught-up', cursor };
+}
+
+function caughtUpEvents(cursor: number): EventItem {
+  return { kind: 'caught-up', cursor };
+}
+
+function surfaceCatchUp(this: SourceOf<SurfaceItem>, after: number): CatchUp<SurfaceItem> {
+  const { app, sessionId } = this;
+  let tracker: SurfaceTracker | undefined;
+  let rows: StructuralRow[] = [];
+  let pos = 0;
+  let last = after;
   return {
-    catchUp(after) {
-      let tracker: SurfaceTracker | undefined;
-      let rows: StructuralRow[] = [];
-      let pos = 0;
-      let last = after;
-      return {
-        async next() {
-          if (pos >= rows.length) {
-            // Page through the log: a catching-up subscriber never holds more than one page.
-            rows = await app.store.readStructure(sessionId, last + 1, STRUCTURE_PAGE);
-            pos = 0;
-            if (rows.length === 0) return undefined;
-          }
-          const take: StructuralRow[] = [];
-          const wanted: number[] = [];
-          let replaces = false;
-          while (pos < rows.length && take.length < PAGE_ROWS && wanted.length < PAGE_EVENTS) {
-            const r = rows[pos++] as StructuralRow;
-            take.push(r);
-            if (r.surfaceOp !== undefined) wanted.push(r.seq);
-            if (r.surfaceOp !== undefined && r.surfaceOp !== 'append') replaces = true;
-          }
-          if (replaces && !tracker) {
-            // The surface state at the cursor, folded from the start in pages (held: one structural
-            // copy of the surface, as long as this subscriber catches up over replaces).
-            const t = new SurfaceTracker();
-            let from = 0;
-            for (let done = false; !done;) {
-              const page = await app.store.readStructure(sessionId, from, STRUCTURE_PAGE);
-              for (const r of page) {
-                if (r.seq > last) {
-                  done = true;
-                  break;
-                }
-                t.apply(r);
-              }
-              if (page.length < STRUCTURE_PAGE) break;
-              from = (page[page.length - 1] as StructuralRow).seq + 1;
+    async next() {
+      if (pos >= rows.length) {
+        // Page through the log: a catching-up subscriber never holds more than one page.
+        rows = await app.store.readStructure(sessionId, last + 1, STRUCTURE_PAGE);
+        pos = 0;
+        if (rows.length === 0) return undefined;
+      }
+      const take: StructuralRow[] = [];
+      const wanted: number[] = [];
+      let replaces = false;
+      while (pos < rows.length && take.length < PAGE_ROWS && wanted.length < PAGE_EVENTS) {
+        const r = rows[pos++] as StructuralRow;
+        take.push(r);
+        if (r.surfaceOp !== undefined) wanted.push(r.seq);
+        if (r.surfaceOp !== undefined && r.surfaceOp !== 'append') replaces = true;
+      }
+      if (replaces && !tracker) {
+        // The surface state at the cursor, folded from the start in pages (held: one structural
+        // copy of the surface, as long as this subscriber catches up over replaces).
+        const t = new SurfaceTracker();
+        let from = 0;
+        for (let done = false; !done;) {
+          const page = await app.store.readStructure(sessionId, from, STRUCTURE_PAGE);
+          for (const r of page) {
+            if (r.seq > last) {
+              done = true;
+              break;
             }
-            tracker = t;
+            t.apply(r);
           }
-          const byS = new Map<number, SessionEvent>();
-          if (wanted.length > 0) for (const e of await app.store.getEvents(sessionId, wanted)) byS.set(e.seq, e);
-          const events: SessionEvent[] = [];
-          const deltas: SurfaceDelta[] = [];
-          for (const r of take) {
-            const d: SurfaceDelta = tracker ? tracker.apply(r) : { kind: r.surfaceOp === 'append' ? 'append' : 'none', seq: r.seq };
-            const e = byS.get(r.seq);
-            if (d.kind !== 'none' && !e) throw new DomainError('SESSION_NOT_FOUND', `session ${JSON.stringify(sessionId)} does not exist`, { sessionId });
-            events.push(e as SessionEvent);
-            deltas.push(d);
-          }
-          last = (take[take.length - 1] as StructuralRow).seq;
-          return surfaceItems(events, deltas);
-        },
-      };
+          if (page.length < STRUCTURE_PAGE) break;
+          from = (page[page.length - 1] as StructuralRow).seq + 1;
+        }
+        tracker = t;
+      }
+      const byS = new Map<number, SessionEvent>();
+      if (wanted.length > 0) for (const e of await app.store.getEvents(sessionId, wanted)) byS.set(e.seq, e);
+      const events: SessionEvent[] = [];
+      const deltas: SurfaceDelta[] = [];
+      for (const r of take) {
+        const d: SurfaceDelta = tracker ? tracker.apply(r) : { kind: r.surfaceOp === 'append' ? 'append' : 'none', seq: r.seq };
+        const e = byS.get(r.seq);
+        if (d.kind !== 'none' && !e) throw new DomainError('SESSION_NOT_FOUND', `session ${JSON.stringify(sessionId)} does not exist`, { sessionId });
+        events.push(e as SessionEvent);
+        deltas.push(d);
+      }
+      last = (take[take.length - 1] as StructuralRow).seq;
+      return surfaceItems(events, deltas);
     },
-    live: surfaceItemsOf,
-    caughtUp: (cursor) => ({ kind: 'caught-up', cursor }),
   };
 }
 
 /** Event subscriptions: catch-up reads pages of events. */
 export function eventSource(app: SessionService, sessionId: string): ItemSource<EventItem> {
+  return { app, sessionId, catchUp: eventCatchUp, live: eventItemsOf, caughtUp: caughtUpEvents } as SourceOf<EventItem>;
+}
+
+function eventCatchUp(this: SourceOf<EventItem>, after: number): CatchUp<EventItem> {
+  const { app, sessionId } = this;
+  let last = after;
   return {
-    catchUp(after) {
-      let last = after;
-      return {
-        async next() {
-          const page = await app.store.readEvents(sessionId, { fromSeq: last + 1, direction: 'forward', limit: PAGE_EVENTS });
-          if (page.length === 0) return undefined;
-          last = (page[page.length - 1] as SessionEvent).seq;
-          return page.map((e) => ({ kind: 'event', cursor: e.seq, event: e }) as const);
-        },
-      };
+    async next() {
+      const page = await app.store.readEvents(sessionId, { fromSeq: last + 1, direction: 'forward', limit: PAGE_EVENTS });
+      if (page.length === 0) return undefined;
+      last = (page[page.length - 1] as SessionEvent).seq;
+      return page.map((e) => ({ kind: 'event', cursor: e.seq, event: e }) as const);
     },
-    live: eventItemsOf,
-    caughtUp: (cursor) => ({ kind: 'caught-up', cursor }),
   };
 }
 

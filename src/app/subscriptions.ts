@@ -5,5 +5,5 @@
  */
 export { NO_CURSOR, eventItemsOf, surfaceItems, surfaceItemsOf, type EventItem, type Item, type SurfaceItem } from './subscription-items.js';
 export { eventSource, surfaceSource, type CatchUp, type ItemSource } from './subscription-sources.js';
-export { Subscription, type SubscriptionOptions, type SubscriptionStats } from './subscription.js';
+export { IDLE, Subscription, type SubscriptionConsumer, type SubscriptionOptions, type SubscriptionStats } from './subscription.js';
 export { SurfaceTracker } from '../domain/surface-fold.js';

@@ -12,22 +12,40 @@
  * - Deadline: at the call's deadline the stream ends with DEADLINE_EXCEEDED (grpc-js also cancels
  *   the call; the hooks run once either way).
  * - Errors: a throw from the generator ends the stream with its status (the status-map table).
+ * - Per-stream cost: the call's listeners are shared functions (the stream is found through a
+ *   symbol-keyed property on the call), hook lists are allocated only when a hook is added, and a
+ *   subclass can override `onEnded` / `onDrained` instead of adding hooks.
  */
 import { status as Code, type ServerWritableStream, type ServiceError } from '@grpc/grpc-js';
+
+const STREAM: unique symbol = Symbol('palimpsest.serverStream');
+
+interface Tagged {
+  [STREAM]?: ServerStream<never>;
+}
+
+// Shared listeners: `this` is the call (an EventEmitter), which names its stream.
+function onGone(this: Tagged): void {
+  this[STREAM]?.end();
+}
+
+function onCallDrain(this: Tagged): void {
+  this[STREAM]?.drainedNow();
+}
 
 /** A server stream being written. */
 export class ServerStream<Out> {
   #ended = false;
   #blocked = false;
-  #drainWaiters: Array<() => void> = [];
-  readonly #endHooks: Array<() => void> = [];
-  readonly #drainHooks: Array<() => void> = [];
+  #drainWaiters: Array<() => void> | undefined;
+  #endHooks: Array<() => void> | undefined;
+  #drainHooks: Array<() => void> | undefined;
   #deadline: NodeJS.Timeout | undefined;
 
   constructor(private readonly call: ServerWritableStream<unknown, Out>) {
-    const gone = (): void => this.end();
-    call.on('cancelled', gone);
-    call.on('close', gone);
+    (call as unknown as Tagged)[STREAM] = this as unknown as ServerStream<never>;
+    call.on('cancelled', onGone);
+    call.on('close', onGone);
     const deadline = call.getDeadline();
     const at = deadline instanceof Date ? deadline.getTime() : deadline;
     if (Number.isFinite(at)) {
@@ -54,7 +72,7 @@ export class ServerStream<Out> {
     const ok = this.call.write(message);
     if (!ok && !this.#blocked) {
       this.#blocked = true;
-      this.call.once('drain', this.#onDrain);
+      this.call.once('drain', onCallDrain);
     }
     return ok && !this.#ended;
   }
@@ -62,19 +80,25 @@ export class ServerStream<Out> {
   /** Resolves once writable again, or ended. */
   drained(): Promise<void> {
     if (!this.#blocked || this.#ended) return Promise.resolve();
-    return new Promise((resolve) => this.#drainWaiters.push(resolve));
+    return new Promise((resolve) => (this.#drainWaiters ??= []).push(resolve));
   }
 
   /** Runs `fn` when the stream ends (any way). */
   onEnd(fn: () => void): void {
     if (this.#ended) fn();
-    else this.#endHooks.push(fn);
+    else (this.#endHooks ??= []).push(fn);
   }
 
   /** Runs `fn` at every `drain` after a refused write. */
   onDrain(fn: () => void): void {
-    this.#drainHooks.push(fn);
+    (this.#drainHooks ??= []).push(fn);
   }
+
+  /** Called once when the stream ends (any way), before the `onEnd` hooks; for subclasses. */
+  protected onEnded(): void {}
+
+  /** Called at every `drain` after a refused write, after the `onDrain` hooks; for subclasses. */
+  protected onDrained(): void {}
 
   /** Ends the stream: OK without `err`, else with that status (idempotent; silent when the client left). */
   end(err?: ServiceError): void {
@@ -82,22 +106,28 @@ export class ServerStream<Out> {
     this.#ended = true;
     if (this.#deadline) clearTimeout(this.#deadline);
     this.#deadline = undefined;
-    for (const hook of this.#endHooks.splice(0)) hook();
+    this.onEnded();
+    const hooks = this.#endHooks;
+    this.#endHooks = undefined;
+    if (hooks) for (const hook of hooks) hook();
     this.#wakeDrainWaiters();
     if (this.call.cancelled) return;
     if (err) this.call.emit('error', err);
     else this.call.end();
   }
 
-  readonly #onDrain = (): void => {
+  /** The call drained (its shared `drain` listener). */
+  drainedNow(): void {
     this.#blocked = false;
     this.#wakeDrainWaiters();
-    for (const hook of this.#drainHooks) hook();
-  };
+    if (this.#drainHooks) for (const hook of this.#drainHooks) hook();
+    this.onDrained();
+  }
 
   #wakeDrainWaiters(): void {
     const waiters = this.#drainWaiters;
-    this.#drainWaiters = [];
+    if (!waiters) return;
+    this.#drainWaiters = undefined;
     for (const w of waiters) w();
   }
 }

@@ -7,23 +7,31 @@
  *   batch), and each is encoded once per options variant (include_messages x data_format) into a
  *   Buffer cached on the item. The service definition is registered with response serializers that
  *   pass Buffers through (`preEncodedStreams`), so grpc-js writes the same bytes to every stream.
- * - Backpressure (server-stream.ts, the one generator-to-stream adapter): the next item is pulled
- *   only while `write()` returns true; after false the adapter waits for `drain`. Meanwhile live items accumulate in the subscription's bounded buffer; when
+ * - One object per stream (`SubscriberStream`, a ServerStream from server-stream.ts): the
+ *   subscription's consumer, its options, its heartbeat schedule entry and its entry in the
+ *   open-stream set, with shared methods and no closures; an idle caught-up stream holds that
+ *   object, its Subscription (which is its own feed listener) and nothing pending (no promise,
+ *   timer or suspended generator frame).
+ * - Backpressure: the stream pulls the subscription (`step()`) only while `write()` returns true;
+ *   after false it waits for `drain`. Meanwhile live items accumulate in the subscription's bounded buffer; when
  *   that would exceed `config.subscriberBufferBytes` the buffer is dropped and the subscriber is
  *   switched back to catch-up from the store at its last cursor (then a new `caught_up`, then
  *   live). grpc-js itself holds at most its writable high-water mark (16 messages) per stream.
- * - Fast path: the writer registers itself as the subscription's direct sink, so a live subscriber
+ * - Fast path: the stream registers itself as the subscription's direct sink, so a live subscriber
  *   that is idle (nothing buffered, stream writable) gets each committed batch written from the
- *   feed callback itself, with no promise hop; when `write()` returns false there, the subscription
- *   buffers the rest and its consumer stays parked until `drain` (`Subscription.resume()`).
- * - Per-write cost is the write itself: the heartbeat timer is not touched per write (writes
- *   record their time; the timer re-arms for the rest of the interval when it fires), and the lag
- *   histogram observes one delivery in 16 per stream.
+ *   feed callback itself (the fan-out is one loop over the session's listeners writing the same
+ *   Buffer: no promise, closure or object per delivery); when `write()` returns false there, the
+ *   subscription buffers the rest and its consumer stays parked until `drain` (`Subscription.resume()`).
+ * - Heartbeats: one schedule for every stream of the server (`Heartbeats`: one timer, a min-heap
+ *   by due time). Per-write cost is the write itself: writes only record their time; a stream
+ *   visited before its interval has passed since its last write is put back at that time, so each
+ *   stream is visited exactly when a timer of its own would have fired. The lag histogram
+ *   observes one delivery in 16 per stream.
  * - Signals: `caught_up` when switching to live; a heartbeat after `heartbeat_interval_ms` without
  *   a write (not while waiting for drain); SESSION_NOT_FOUND when the session is deleted;
  *   UNAVAILABLE/SERVER_SHUTDOWN with ErrorInfo metadata `cursor` at shutdown.
  * - A cancelled or disconnected call closes its subscription at once (feed listener, buffers,
- *   timer).
+ *   heartbeat schedule entry, open-stream set).
  * - Revocation: each stream remembers the hash of the token that opened it; after a token file
  *   reload (`recheck`), a stream whose token is gone ends with UNAUTHENTICATED, and one whose
  *   token lost the read permission (or now names another tenant) with PERMISSION_DENIED.
@@ -35,8 +43,8 @@ import {
 } from '../../gen/palimpsest/v1/service.js';
 import type { SessionService } from '../app/session-service.js';
 import {
-  NO_CURSOR, Subscription, eventSource, surfaceSource,
-  type EventItem, type Item, type ItemSource, type SubscriptionStats, type SurfaceItem,
+  IDLE, NO_CURSOR, Subscription, eventSource, surfaceSource,
+  type EventItem, type Item, type SubscriptionConsumer, type SubscriptionOptions, type SubscriptionStats, type SurfaceItem,
 } from '../app/subscriptions.js';
 import { projectMessage } from '../domain/derive.js';
 import { DomainError } from '../domain/errors.js';
@@ -46,7 +54,7 @@ import type { ContextResolver, Permission } from './permissions.js';
 import { TENANT_KEY, credentialOf, grants } from './auth.js';
 import type { Logger } from './logger.js';
 import type { Metrics } from './metrics.js';
-import { pipeStream, type ServerStream } from './server-stream.js';
+import { ServerStream } from './server-stream.js';
 import { toServiceError } from './status-map.js';
 import { messageFromJson } from './typed-data.js';
 
@@ -78,16 +86,17 @@ let lastItem: object | undefined;
 let lastVariant = '';
 let lastBytes: Buffer | undefined;
 
-function cached<T extends object>(item: T, variant: string, encode: (item: T) => Uint8Array): Buffer {
+function cached<I extends Item>(item: I, codec: Codec<I>, sessionId: string, flags: number): Buffer {
+  const variant = codec.variants[flags] as string;
   if (item === lastItem && variant === lastVariant) return lastBytes as Buffer;
-  const b = lookup(item, variant, encode);
+  const b = lookup(item, variant, codec, sessionId, flags);
   lastItem = item;
   lastVariant = variant;
   lastBytes = b;
   return b;
 }
 
-function lookup<T extends object>(item: T, variant: string, encode: (item: T) => Uint8Array): Buffer {
+function lookup<I extends Item>(item: I, variant: string, codec: Codec<I>, sessionId: string, flags: number): Buffer {
   let m = encoded.get(item);
   if (!m) {
     m = new Map();
@@ -95,7 +104,7 @@ function lookup<T extends object>(item: T, variant: string, encode: (item: T) =>
   }
   let b = m.get(variant);
   if (!b) {
-    const bytes = encode(item);
+    const bytes = codec.encode(item, sessionId, flags);
     b = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
     m.set(variant, b);
   }
@@ -106,47 +115,100 @@ function cursorField(c: number): number | undefined {
   return c < 0 ? undefined : c;
 }
 
-function surfaceEncoder(sessionId: string, includeMessages: boolean, typed: boolean): (it: SurfaceItem) => Buffer {
-  const variant = `${includeMessages ? 'm' : ''}${typed ? 't' : 'j'}`;
-  const format = typed ? 'typed' : 'json';
-  const encode = (it: SurfaceItem): Uint8Array => {
-    const cursor = cursorField(it.cursor);
-    let msg: SubscribeSurfaceResponse;
-    switch (it.kind) {
-      case 'append':
-      case 'replace': {
-        const kind: SubscribeSurfaceResponse['kind'] = it.kind === 'append'
-          ? { $case: 'append', value: { seq: it.event.seq } }
-          : { $case: 'replace', value: { start: it.start, end: it.end, seq: it.event.seq, shadowedSeqs: [...it.shadowed] } };
-        let message: SubscribeSurfaceResponse['message'];
-        if (includeMessages) {
-          const m = projectMessage(it.event, sessionId);
-          if (m) message = { seq: it.event.seq, messageJson: JSON.stringify(m), message: typed ? messageFromJson(m) : undefined };
-        }
-        msg = { cursor, kind, event: eventToProto(it.event, format), message };
-        break;
+/** Encoding flags of a surface stream: bit 0 typed data, bit 1 include_messages. */
+const TYPED = 1;
+const MESSAGES = 2;
+/** The cache variant of each flag combination (constant strings: nothing allocated per stream). */
+const SURFACE_VARIANTS = ['j', 't', 'mj', 'mt'] as const;
+const EVENT_VARIANTS = ['j', 't'] as const;
+
+function encodeSurface(it: SurfaceItem, sessionId: string, flags: number): Uint8Array {
+  const includeMessages = (flags & MESSAGES) !== 0;
+  const typed = (flags & TYPED) !== 0;
+  const cursor = cursorField(it.cursor);
+  let msg: SubscribeSurfaceResponse;
+  switch (it.kind) {
+    case 'append':
+    case 'replace': {
+      const kind: SubscribeSurfaceResponse['kind'] = it.kind === 'append'
+        ? { $case: 'append', value: { seq: it.event.seq } }
+        : { $case: 'replace', value: { start: it.start, end: it.end, seq: it.event.seq, shadowedSeqs: [...it.shadowed] } };
+      let message: SubscribeSurfaceResponse['message'];
+      if (includeMessages) {
+        const m = projectMessage(it.event, sessionId);
+        if (m) message = { seq: it.event.seq, messageJson: JSON.stringify(m), message: typed ? messageFromJson(m) : undefined };
       }
-      case 'checkpoint':
-        msg = { cursor, kind: { $case: 'checkpoint', value: {} }, event: undefined, message: undefined };
-        break;
-      case 'snapshot':
-        msg = { cursor, kind: { $case: 'snapshot', value: { seqs: [...it.seqs] } }, event: undefined, message: undefined };
-        break;
-      case 'caught-up':
-        msg = { cursor, kind: { $case: 'caughtUp', value: {} }, event: undefined, message: undefined };
-        break;
+      msg = { cursor, kind, event: eventToProto(it.event, typed ? 'typed' : 'json'), message };
+      break;
     }
-    return SubscribeSurfaceResponse.encode(msg).finish();
-  };
-  return (it) => cached(it, variant, encode);
+    case 'checkpoint':
+      msg = { cursor, kind: { $case: 'checkpoint', value: {} }, event: undefined, message: undefined };
+      break;
+    case 'snapshot':
+      msg = { cursor, kind: { $case: 'snapshot', value: { seqs: [...it.seqs] } }, event: undefined, message: undefined };
+      break;
+    case 'caught-up':
+      msg = { cursor, kind: { $case: 'caughtUp', value: {} }, event: undefined, message: undefined };
+      break;
+  }
+  return SubscribeSurfaceResponse.encode(msg).finish();
 }
 
-function eventEncoder(typed: boolean): (it: EventItem) => Buffer {
-  const variant = typed ? 't' : 'j';
-  const encode = (it: EventItem): Uint8Array => SubscribeEventsResponse.encode(it.kind === 'event'
+function encodeEvent(it: EventItem, _sessionId: string, flags: number): Uint8Array {
+  const typed = (flags & TYPED) !== 0;
+  return SubscribeEventsResponse.encode(it.kind === 'event'
     ? { cursor: it.cursor, kind: { $case: 'event', value: eventToProto(it.event, typed ? 'typed' : 'json') } }
     : { cursor: cursorField(it.cursor), kind: { $case: 'caughtUp', value: {} } }).finish();
-  return (it) => cached(it, variant, encode);
+}
+
+/**
+ * The last encoding of a message that carries only a cursor (caught-up, heartbeat): thousands of
+ * streams of one session send it at the same cursor, so it is encoded once, not per stream, and
+ * such per-subscriber items stay out of the per-item cache.
+ */
+class CursorMessage {
+  #cursor = Number.NaN;
+  #bytes: Buffer | undefined;
+
+  constructor(private readonly encode: (cursor: number) => Uint8Array) {}
+
+  get(cursor: number): Buffer {
+    if (cursor !== this.#cursor || !this.#bytes) {
+      const u = this.encode(cursor);
+      this.#bytes = Buffer.from(u.buffer, u.byteOffset, u.byteLength);
+      this.#cursor = cursor;
+    }
+    return this.#bytes;
+  }
+}
+
+/** How one kind of subscription is written: shared by all its streams. */
+interface Codec<I extends Item> {
+  readonly variants: readonly string[];
+  encode(it: I, sessionId: string, flags: number): Uint8Array;
+  readonly caughtUp: CursorMessage;
+  readonly heartbeat: CursorMessage;
+}
+
+const SURFACE: Codec<SurfaceItem> = {
+  variants: SURFACE_VARIANTS,
+  encode: encodeSurface,
+  caughtUp: new CursorMessage((cursor) => encodeSurface({ kind: 'caught-up', cursor }, '', 0)),
+  heartbeat: new CursorMessage((cursor) => SubscribeSurfaceResponse.encode({
+    cursor: cursorField(cursor), kind: { $case: 'heartbeat', value: {} }, event: undefined, message: undefined,
+  }).finish()),
+};
+
+const EVENTS: Codec<EventItem> = {
+  variants: EVENT_VARIANTS,
+  encode: encodeEvent,
+  caughtUp: new CursorMessage((cursor) => encodeEvent({ kind: 'caught-up', cursor }, '', 0)),
+  heartbeat: new CursorMessage((cursor) => SubscribeEventsResponse.encode({ cursor: cursorField(cursor), kind: { $case: 'heartbeat', value: {} } }).finish()),
+};
+
+/** The first item of a snapshot subscription (shared function). */
+function surfaceSnapshot(seqs: readonly number[], cursor: number): SurfaceItem {
+  return { kind: 'snapshot', seqs, cursor };
 }
 
 /** One open stream, for shutdown and tests. */
@@ -156,7 +218,7 @@ export interface ActiveSubscription {
   readonly credential: string;
   /** The tenant the stream was authorized for ('' without auth). */
   readonly tenant: string;
-  /** The subscription's counters (undefined until it is open). */
+  /** A snapshot of the subscription's counters (undefined until it is open). */
   readonly stats: SubscriptionStats | undefined;
   /** Ends the stream with an error status. */
   end(err: ServiceError): void;
@@ -171,6 +233,8 @@ export interface SubscriptionStreams {
   shutdown(): void;
   /** The open streams. */
   readonly active: ReadonlySet<ActiveSubscription>;
+  /** Streams in the shared heartbeat schedule (tests: back to 0 once every stream ended). */
+  readonly heartbeatsScheduled: number;
   /**
    * Re-checks every open stream's token after the token file was reloaded: `lookup` gives the
    * token's current entry by hash (undefined = revoked). Returns the number of streams ended.
@@ -185,147 +249,352 @@ export function streamsOf(app: SessionService): SubscriptionStreams | undefined 
   return live.get(app);
 }
 
+/** What every stream of one `subscriptionStreams` shares (one object, referenced by each stream). */
+interface Hub {
+  readonly config: ServerConfig;
+  readonly metrics: Metrics;
+  readonly active: Set<ActiveSubscription>;
+  readonly heartbeats: Heartbeats;
+  fail(err: unknown): ServiceError;
+}
+
+/**
+ * The schedule's clock: whole milliseconds of performance.now() (small integers stay unboxed in
+ * the stream objects; a double field would be one more heap object per stream).
+ */
+function nowMs(): number {
+  return Math.floor(performance.now());
+}
+
+/** A stream in the heartbeat schedule. */
+interface Beating {
+  /** When the stream is to be looked at next (`nowMs()` clock). */
+  dueAt: number;
+  /** Position in the schedule's heap (-1 = not scheduled). */
+  heapIndex: number;
+  /** Looked at (dueAt passed): the next time to look, or -1 to leave the schedule. */
+  beat(now: number): number;
+}
+
+/**
+ * The heartbeat schedule of every stream of a server: one timer for all, armed at the earliest
+ * due time of a binary min-heap of streams (O(log n) per add, remove and visit; nothing per
+ * write: writes only record their time, and a stream visited before its interval has passed since
+ * its last write is put back at that time). A stream's visits are exactly those its own timer had.
+ */
+export class Heartbeats {
+  readonly #heap: Beating[] = [];
+  #timer: NodeJS.Timeout | undefined;
+  #armedAt = Infinity;
+
+  /** Streams scheduled. */
+  get size(): number {
+    return this.#heap.length;
+  }
+
+  /** Schedules `s` to be visited at `dueAt` (it must not be scheduled already). */
+  add(s: Beating, dueAt: number): void {
+    s.dueAt = dueAt;
+    s.heapIndex = this.#heap.length;
+    this.#heap.push(s);
+    this.#up(s.heapIndex);
+    this.#arm();
+  }
+
+  /** Takes `s` out of the schedule (no-op when not in it). */
+  remove(s: Beating): void {
+    const i = s.heapIndex;
+    if (i < 0 || this.#heap[i] !== s) return;
+    s.heapIndex = -1;
+    const last = this.#heap.pop() as Beating;
+    if (last !== s) {
+      this.#heap[i] = last;
+      last.heapIndex = i;
+      this.#down(i);
+      this.#up(last.heapIndex);
+    }
+    if (this.#heap.length === 0 && this.#timer) {
+      clearTimeout(this.#timer);
+      this.#timer = undefined;
+      this.#armedAt = Infinity;
+    }
+  }
+
+  readonly #fire = (): void => {
+    this.#timer = undefined;
+    this.#armedAt = Infinity;
+    const now = nowMs();
+    for (let top = this.#heap[0]; top !== undefined && top.dueAt <= now; top = this.#heap[0]) {
+      const next = top.beat(now);
+      if (top.heapIndex !== 0) continue; // it left the schedule while beating
+      if (next < 0) {
+        this.remove(top);
+        continue;
+      }
+      top.dueAt = next;
+      this.#down(0);
+    }
+    this.#arm();
+  };
+
+  #arm(): void {
+    const top = this.#heap[0];
+    if (top === undefined || top.dueAt >= this.#armedAt) return;
+    if (this.#timer) clearTimeout(this.#timer);
+    this.#armedAt = top.dueAt;
+    this.#timer = setTimeout(this.#fire, Math.max(0, top.dueAt - performance.now()));
+    this.#timer.unref();
+  }
+
+  #up(i: number): void {
+    const h = this.#heap;
+    const s = h[i] as Beating;
+    while (i > 0) {
+      const p = (i - 1) >> 1;
+      const ps = h[p] as Beating;
+      if (ps.dueAt <= s.dueAt) break;
+      h[i] = ps;
+      ps.heapIndex = i;
+      i = p;
+    }
+    h[i] = s;
+    s.heapIndex = i;
+  }
+
+  #down(i: number): void {
+    const h = this.#heap;
+    const n = h.length;
+    const s = h[i] as Beating;
+    for (;;) {
+      const l = 2 * i + 1;
+      if (l >= n) break;
+      const r = l + 1;
+      const c = r < n && (h[r] as Beating).dueAt < (h[l] as Beating).dueAt ? r : l;
+      const cs = h[c] as Beating;
+      if (cs.dueAt >= s.dueAt) break;
+      h[i] = cs;
+      cs.heapIndex = i;
+      i = c;
+    }
+    h[i] = s;
+    s.heapIndex = i;
+  }
+}
+
+/**
+ * One SubscribeSurface / SubscribeEvents stream: the stream adapter (server-stream.ts:
+ * backpressure, cancellation, deadline), the subscription's consumer (pulls with `step()` while
+ * writable, the fast path `deliver`, `wake` after an idle step), its options object (`sizeOf`),
+ * its heartbeat schedule entry and its entry in the open-stream set. Everything per stream lives
+ * in this one object and its Subscription: no closures, no timer, no suspended frame while idle.
+ */
+class SubscriberStream<I extends Item> extends ServerStream<unknown> implements ActiveSubscription, SubscriptionConsumer<I>, SubscriptionOptions<I>, Beating {
+  readonly credential: string;
+  readonly tenant: string;
+  sub: Subscription<I> | undefined;
+  lastWrite = 0;
+  deliveries = 0;
+  dueAt = 0;
+  heapIndex = -1;
+  #stepping = false;
+  #reading = false;
+
+  constructor(
+    call: ServerWritableStream<unknown, unknown>,
+    private readonly hub: Hub,
+    readonly sessionId: string,
+    private readonly interval: number,
+    private readonly codec: Codec<I>,
+    private readonly flags: number,
+    readonly after: number | undefined,
+    readonly snapshot: ((seqs: readonly number[], cursor: number) => I) | undefined,
+  ) {
+    super(call);
+    this.credential = credentialOf(call.metadata);
+    const tenantValue = call.metadata.get(TENANT_KEY)[0];
+    this.tenant = typeof tenantValue === 'string' ? tenantValue : '';
+    hub.active.add(this);
+    hub.metrics.subscriptions.inc();
+  }
+
+  /** Subscription option: the live buffer limit. */
+  get bufferBytes(): number {
+    return this.hub.config.subscriberBufferBytes;
+  }
+
+  get stats(): SubscriptionStats | undefined {
+    return this.sub?.stats;
+  }
+
+  cursor(): number {
+    return this.sub?.cursor ?? NO_CURSOR;
+  }
+
+  /** Opens the subscription (`open` checks the request), then writes what it hands out. */
+  async start(shuttingDown: boolean, open: () => Promise<Subscription<I>>): Promise<void> {
+    try {
+      if (shuttingDown) throw new DomainError('SERVER_SHUTDOWN', 'the server is shutting down; resubscribe to another replica or later', {});
+      const sub = await open();
+      if (this.ended) {
+        sub.close();
+        return;
+      }
+      this.sub = sub;
+      this.lastWrite = nowMs();
+      this.hub.heartbeats.add(this, this.lastWrite + this.interval);
+      sub.setDirect(this);
+      this.#pump();
+    } catch (e) {
+      this.end(this.hub.fail(e));
+    }
+  }
+
+  /** Encoded bytes of an item (shared items are encoded once per variant). */
+  encode(it: I): Buffer {
+    if (it.kind === 'caught-up') return this.codec.caughtUp.get(it.cursor);
+    if (it.kind === 'snapshot') {
+      // The subscriber's own first message: not worth a cache entry.
+      const u = this.codec.encode(it, this.sessionId, this.flags);
+      return Buffer.from(u.buffer, u.byteOffset, u.byteLength);
+    }
+    return cached(it, this.codec, this.sessionId, this.flags);
+  }
+
+  /** Subscription option: the size of an item as sent. */
+  sizeOf(it: I): number {
+    return this.encode(it).length;
+  }
+
+  /** Fast path from the subscription (see the module comment); false = stop writing. */
+  deliver(it: I): boolean {
+    try {
+      const more = this.#send(this.encode(it));
+      this.#sampleLag();
+      return more;
+    } catch (e) {
+      this.end(this.hub.fail(e));
+      return false;
+    }
+  }
+
+  /** The subscription has something again after an idle step. */
+  wake(): void {
+    this.#pump();
+  }
+
+  /** Heartbeat schedule visit: a heartbeat after `interval` ms without a write (not while blocked). */
+  beat(now: number): number {
+    const sub = this.sub;
+    if (this.ended || !sub) return -1;
+    if (this.blocked) return now + this.interval;
+    const idle = now - this.lastWrite;
+    if (idle < this.interval) return this.lastWrite + this.interval;
+    this.#send(this.codec.heartbeat.get(sub.cursor));
+    return now + this.interval;
+  }
+
+  protected override onDrained(): void {
+    this.sub?.resume();
+    this.#pump();
+  }
+
+  protected override onEnded(): void {
+    this.sub?.close();
+    this.hub.heartbeats.remove(this);
+    this.hub.active.delete(this);
+    this.hub.metrics.subscriptions.dec();
+  }
+
+  /** Pulls and writes while writable; parks on an idle step, waits out a catch-up read. */
+  #pump(): void {
+    const sub = this.sub;
+    if (!sub || this.#stepping || this.#reading) return;
+    this.#stepping = true;
+    try {
+      while (!this.ended && !this.blocked) {
+        const r = sub.step();
+        if (r === IDLE) break;
+        if (r === undefined) {
+          this.end();
+          break;
+        }
+        if (r instanceof Promise) {
+          this.#reading = true;
+          // The read settles the subscription's state either way (a failure is thrown by the next step).
+          const again = (): void => {
+            this.#reading = false;
+            this.#pump();
+          };
+          void r.then(again, again);
+          break;
+        }
+        this.#send(this.encode(r));
+        this.#sampleLag();
+      }
+    } catch (e) {
+      this.end(this.hub.fail(e));
+    } finally {
+      this.#stepping = false;
+    }
+  }
+
+  #send(b: Buffer): boolean {
+    this.lastWrite = nowMs();
+    return this.write(b);
+  }
+
+  #sampleLag(): void {
+    const sub = this.sub;
+    if ((++this.deliveries & LAG_SAMPLE_MASK) === 0 && sub && sub.head >= 0) {
+      this.hub.metrics.subscriptionLag.observe(Math.max(0, sub.head - sub.cursor));
+    }
+  }
+}
+
 /** Builds the SubscribeSurface / SubscribeEvents handlers. */
 export function subscriptionStreams(app: SessionService, config: ServerConfig, metrics: Metrics, logger: Logger, resolve?: ContextResolver): SubscriptionStreams {
   const active = new Set<ActiveSubscription>();
   let shuttingDown = false;
   const fail = (err: unknown): ServiceError => toServiceError(err, (e) => logger.error({ err: e }, 'unexpected error'));
+  const heartbeats = new Heartbeats();
+  const hub: Hub = { config, metrics, active, heartbeats, fail };
 
   function heartbeatMs(requested: number): number {
     return requested === 0 ? config.heartbeatMs : Math.max(MIN_HEARTBEAT_MS, requested);
   }
 
-  /**
-   * Runs one stream through the stream adapter (server-stream.ts: backpressure, cancellation,
-   * deadline): open, then pull items and write them, plus heartbeats and the fast path.
-   */
-  function run<I extends Item>(
-    call: ServerWritableStream<unknown, unknown>,
-    sessionId: string,
-    interval: number,
-    open: () => Promise<Subscription<I>>,
-    encode: (it: I) => Buffer,
-    heartbeat: (cursor: number) => Buffer,
-  ): void {
-    let sub: Subscription<I> | undefined;
-    let timer: NodeJS.Timeout | undefined;
-    let lastWrite = 0;
-    let deliveries = 0;
-    const tenantValue = call.metadata.get(TENANT_KEY)[0];
-    const entry: ActiveSubscription = {
-      sessionId,
-      credential: credentialOf(call.metadata),
-      tenant: typeof tenantValue === 'string' ? tenantValue : '',
-      get stats() {
-        return sub?.stats;
-      },
-      end: (err) => stream.end(err),
-      cursor: () => sub?.cursor ?? NO_CURSOR,
-    };
-    const write = (b: Buffer): boolean => {
-      lastWrite = performance.now();
-      return stream.write(b);
-    };
-    // Heartbeat after `interval` ms without a write: writes only record their time; the timer
-    // re-arms for what is left of the interval (no per-write timer work), and skips while blocked.
-    const beat = (): void => {
-      timer = undefined;
-      if (stream.ended || !sub) return;
-      const idle = performance.now() - lastWrite;
-      let wait = interval;
-      if (!stream.blocked) {
-        if (idle >= interval) write(heartbeat(sub.cursor));
-        else wait = interval - idle;
-      }
-      timer = setTimeout(beat, wait);
-      timer.unref();
-    };
-    // One delivery from the subscription's fast path; false = stop writing.
-    const deliver = (it: I): boolean => {
-      try {
-        const more = write(encode(it));
-        sampleLag();
-        return more;
-      } catch (e) {
-        stream.end(fail(e));
-        return false;
-      }
-    };
-    const sampleLag = (): void => {
-      if ((++deliveries & LAG_SAMPLE_MASK) === 0 && sub && sub.stats.head >= 0) {
-        metrics.subscriptionLag.observe(Math.max(0, sub.stats.head - sub.cursor));
-      }
-    };
-    const stream: ServerStream<unknown> = pipeStream(call, async function* () {
-      if (shuttingDown) throw new DomainError('SERVER_SHUTDOWN', 'the server is shutting down; resubscribe to another replica or later', {});
-      const opened = await open();
-      if (stream.ended) {
-        opened.close();
-        return;
-      }
-      sub = opened;
-      lastWrite = performance.now();
-      timer = setTimeout(beat, interval);
-      timer.unref();
-      sub.setDirect(deliver);
-      for (;;) {
-        const it = await sub.next();
-        if (it === undefined) return;
-        lastWrite = performance.now();
-        yield encode(it);
-        sampleLag();
-      }
-    }, fail);
-    active.add(entry);
-    metrics.subscriptions.inc();
-    stream.onDrain(() => sub?.resume());
-    stream.onEnd(() => {
-      sub?.close();
-      if (timer) clearTimeout(timer);
-      timer = undefined;
-      active.delete(entry);
-      metrics.subscriptions.dec();
-    });
-  }
-
   const handlers: Record<string, UntypedHandleCall> = {
     subscribeSurface: (call: ServerWritableStream<SubscribeSurfaceRequest, unknown>): void => {
       const r = call.request;
-      const typed = r.dataFormat === DataFormat.DATA_FORMAT_TYPED;
-      const encode = surfaceEncoder(r.sessionId, r.includeMessages, typed);
-      run<SurfaceItem>(call as ServerWritableStream<unknown, unknown>, r.sessionId, heartbeatMs(r.heartbeatIntervalMs), async () => {
+      const flags = (r.dataFormat === DataFormat.DATA_FORMAT_TYPED ? TYPED : 0) | (r.includeMessages ? MESSAGES : 0);
+      const s = new SubscriberStream<SurfaceItem>(call as ServerWritableStream<unknown, unknown>, hub, r.sessionId, heartbeatMs(r.heartbeatIntervalMs),
+        SURFACE, flags, r.afterSeq, r.snapshot ? surfaceSnapshot : undefined);
+      void s.start(shuttingDown, async () => {
         if (!r.sessionId) throw new DomainError('INVALID_ARGUMENT', 'session_id is required', { field: 'session_id' });
         const ctx = resolve ? resolve(call, 'read') : { tenant: '' };
         // Store reads and the feed use the tenant's storage key; the client id stays the id.
-        const source: ItemSource<SurfaceItem> = surfaceSource(app, app.storageKey(ctx, r.sessionId));
-        return Subscription.open(app, ctx, r.sessionId, source, {
-          after: r.afterSeq,
-          snapshot: r.snapshot ? (seqs, cursor) => ({ kind: 'snapshot', seqs, cursor }) : undefined,
-          bufferBytes: config.subscriberBufferBytes,
-          sizeOf: (it) => encode(it).length,
-        });
-      }, encode, (cursor) => Buffer.from(SubscribeSurfaceResponse.encode({
-        cursor: cursorField(cursor), kind: { $case: 'heartbeat', value: {} }, event: undefined, message: undefined,
-      }).finish()));
+        return Subscription.open(app, ctx, r.sessionId, surfaceSource(app, app.storageKey(ctx, r.sessionId)), s);
+      });
     },
     subscribeEvents: (call: ServerWritableStream<SubscribeEventsRequest, unknown>): void => {
       const r = call.request;
-      const encode = eventEncoder(r.dataFormat === DataFormat.DATA_FORMAT_TYPED);
-      run<EventItem>(call as ServerWritableStream<unknown, unknown>, r.sessionId, heartbeatMs(r.heartbeatIntervalMs), async () => {
+      const flags = r.dataFormat === DataFormat.DATA_FORMAT_TYPED ? TYPED : 0;
+      const s = new SubscriberStream<EventItem>(call as ServerWritableStream<unknown, unknown>, hub, r.sessionId, heartbeatMs(r.heartbeatIntervalMs),
+        EVENTS, flags, r.afterSeq, undefined);
+      void s.start(shuttingDown, async () => {
         if (!r.sessionId) throw new DomainError('INVALID_ARGUMENT', 'session_id is required', { field: 'session_id' });
         const ctx = resolve ? resolve(call, 'read') : { tenant: '' };
-        return Subscription.open(app, ctx, r.sessionId, eventSource(app, app.storageKey(ctx, r.sessionId)), {
-          after: r.afterSeq,
-          bufferBytes: config.subscriberBufferBytes,
-          sizeOf: (it) => encode(it).length,
-        });
-      }, encode, (cursor) => Buffer.from(SubscribeEventsResponse.encode({ cursor: cursorField(cursor), kind: { $case: 'heartbeat', value: {} } }).finish()));
+        return Subscription.open(app, ctx, r.sessionId, eventSource(app, app.storageKey(ctx, r.sessionId)), s);
+      });
     },
   };
 
   const streams: SubscriptionStreams = {
     handlers,
     active,
+    get heartbeatsScheduled() {
+      return heartbeats.size;
+    },
     recheck(lookup) {
       let ended = 0;
       for (const s of [...active]) {
