@@ -2,7 +2,9 @@
  * Palimpsest next to a peer, on the same machine in the same run: Electric's Durable Streams, its
  * Node.js reference server `@durable-streams/server` (dev dependency, exact version pinned).
  *
- *   npx tsx bench/peer.bench.ts [--quick]        (normally via `npm run bench`)
+ *   npx tsx bench/peer.bench.ts [--quick] [--grpc-transport native]        (normally via `npm run bench`)
+ *
+ * --grpc-transport native runs Palimpsest on its native HTTP/2 transport (src/server/native).
  *
  * Both servers run in their own processes (bench/server/child.ts, bench/server/peer-child.mjs),
  * both driven by h2load with the same event (~290 B: type `bench/tick` + 197 B of JSON data):
@@ -31,6 +33,9 @@ import { AppendEventsRequest, GetSessionRequest, GetSessionResponse } from '../g
 import type { EventInput } from '../gen/palimpsest/v1/event.js';
 
 const quick = process.argv.includes('--quick');
+const transportArg = process.argv.indexOf('--grpc-transport');
+const TRANSPORT = transportArg >= 0 && process.argv[transportArg + 1] === 'native' ? 'native' : 'grpc-js';
+const transportFlag = TRANSPORT === 'native' ? ['--grpc-transport=native'] : [];
 const RUNS = 5;
 const DURATION = quick ? 0.4 : 1.5;
 const WARMUP = quick ? 0.1 : 0.3;
@@ -134,8 +139,8 @@ async function main(): Promise<void> {
   const peerVersion = (JSON.parse(readFileSync(join(here, '..', 'node_modules', '@durable-streams', 'server', 'package.json'), 'utf8')) as { version: string }).version;
   console.error(`peer bench${quick ? ' (quick)' : ''}: @durable-streams/server ${peerVersion}, ${RUNS} alternating runs of ${DURATION}s, load average ${loadavg().map((l) => l.toFixed(1)).join(' ')}`);
   await bundleChild();
-  const pm = await spawnChild([...palimpsestChild, 'palimpsest', ':memory:', 'full']);
-  const pf = await spawnChild([...palimpsestChild, 'palimpsest', join(root, 'full.db'), 'full']);
+  const pm = await spawnChild([...palimpsestChild, 'palimpsest', ':memory:', 'full', ...transportFlag]);
+  const pf = await spawnChild([...palimpsestChild, 'palimpsest', join(root, 'full.db'), 'full', ...transportFlag]);
   const dm = await spawnChild([join(here, 'server', 'peer-child.mjs'), 'memory']);
   const df = await spawnChild([join(here, 'server', 'peer-child.mjs'), 'file', join(root, 'peer-data')]);
   const table: string[] = [];
@@ -185,9 +190,9 @@ async function main(): Promise<void> {
     for (const s of [pm, pf, dm, df]) await s.stop();
   }
   for (const h of headlines) {
-    console.log(`HEADLINE ${JSON.stringify({ section: 'Peer (Durable Streams)', id: `peer-${h.label}`, label: `vs Durable Streams ${peerVersion}: ${h.label}`, value: `${h.ratio.toFixed(2)}x`, target: `>= ${h.target}x`, met: h.ratio >= h.target })}`);
+    console.log(`HEADLINE ${JSON.stringify({ section: 'Peer (Durable Streams)', id: `peer-${h.label}`, label: `vs Durable Streams ${peerVersion}: ${h.label} (${TRANSPORT} transport)`, value: `${h.ratio.toFixed(2)}x`, target: `>= ${h.target}x`, met: h.ratio >= h.target })}`);
   }
-  console.log(`### Palimpsest vs Durable Streams (@durable-streams/server ${peerVersion})${quick ? ' — quick' : ''}\n`);
+  console.log(`### Palimpsest (${TRANSPORT} transport) vs Durable Streams (@durable-streams/server ${peerVersion})${quick ? ' — quick' : ''}\n`);
   console.log(`${cpus()[0]?.model ?? ''}, ${cpus().length} cores, node ${process.version}; ${RUNS} alternating runs of ${DURATION} s (+${WARMUP} s warm-up); load average at the end ${loadavg().map((l) => l.toFixed(1)).join(' ')}\n`);
   console.log(table.join('\n'));
 }
