@@ -93,10 +93,11 @@ function rawDb(durability: 'full' | 'normal'): Database.Database {
   db.prepare("INSERT INTO sessions (id, version, created_at) VALUES ('s', 0, 0)").run();
   return db;
 }
-type Row = [string, number, string, number, string, null, string | null, null];
+/** The store's row shape, its two checksum columns as constants (the raw side does no checksum work). */
+type Row = [string, number, string, number, string, null, string | null, null, number, number];
 function rawRow(seq: number): Row {
   const e = typicalEvent(seq);
-  return ['s', seq, e.type, e.time, JSON.stringify(e.data), null, e.surfaceOp === 'append' ? 'append' : null, null];
+  return ['s', seq, e.type, e.time, JSON.stringify(e.data), null, e.surfaceOp === 'append' ? 'append' : null, null, 0, 0];
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -104,7 +105,7 @@ function rawRow(seq: number): Row {
 
 function rawInsert(durability: 'full' | 'normal', perTxn: number, total: number): number {
   const db = rawDb(durability);
-  const insert = db.prepare('INSERT INTO events (session_id, seq, type, time, data, source_event_seqs, surface_op, ignorable) VALUES (?, ?, ?, ?, ?, ?, ?, ?)');
+  const insert = db.prepare('INSERT INTO events (session_id, seq, type, time, data, source_event_seqs, surface_op, ignorable, scrc, dcrc) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)');
   const txn = db.transaction((from: number) => {
     for (let seq = from; seq < from + perTxn; seq++) insert.run(rawRow(seq));
   });
