@@ -276,6 +276,9 @@ interface Beating {
   beat(now: number): number;
 }
 
+/** setTimeout's longest delay, ms. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
 /**
  * The heartbeat schedule of every stream of a server: one timer for all, armed at the earliest
  * due time of a binary min-heap of streams (O(log n) per add, remove and visit; nothing per
@@ -342,7 +345,8 @@ export class Heartbeats {
     if (top === undefined || top.dueAt >= this.#armedAt) return;
     if (this.#timer) clearTimeout(this.#timer);
     this.#armedAt = top.dueAt;
-    this.#timer = setTimeout(this.#fire, Math.max(0, top.dueAt - performance.now()));
+    // setTimeout fires a longer delay at once (with a warning): wait in steps of at most its limit.
+    this.#timer = setTimeout(this.#fire, Math.min(MAX_TIMER_MS, Math.max(0, top.dueAt - performance.now())));
     this.#timer.unref();
   }
 

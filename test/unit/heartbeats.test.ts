@@ -57,6 +57,28 @@ describe('Heartbeats (shared schedule)', () => {
     expect(vi.getTimerCount()).toBe(1);
   });
 
+  it('an interval beyond setTimeout\'s limit (2^31 - 1 ms) does not spin the timer: the stream is visited only when due', () => {
+    const hb = new Heartbeats();
+    const log: string[] = [];
+    const t0 = performance.now();
+    const huge = 2 ** 32;
+    const s = new FakeStream('huge', huge, log);
+    const armed = vi.spyOn(globalThis, 'setTimeout');
+    hb.add(s, t0 + huge);
+    vi.advanceTimersByTime(10_000);
+    // (Node, and the fake clock, fire a longer delay after 1 ms: re-armed ~10,000 times here.)
+    expect(armed.mock.calls.length).toBe(1);
+    armed.mockRestore();
+    expect(s.visits).toBe(0);
+    // It waits in steps of at most 2^31 - 1 ms and beats exactly when due.
+    vi.advanceTimersByTime(huge - 10_000 - 1);
+    expect(s.beats).toEqual([]);
+    expect(s.visits).toBeLessThanOrEqual(2);
+    vi.advanceTimersByTime(1);
+    expect(s.beats.map((t) => t - t0)).toEqual([huge]);
+    hb.remove(s);
+  });
+
   it('a write postpones the heartbeat to a full interval after it (no timer work per write)', () => {
     const hb = new Heartbeats();
     const log: string[] = [];
