@@ -69,6 +69,16 @@ function childPath(path: string, key: string | number): string {
 }
 
 /**
+ * What was wrong with text JSON.parse refused, without the text: V8 quotes the input (`Unexpected
+ * token 'x', "..." is not valid JSON`), which would carry event data into error messages and
+ * from there into logs. Keeps the offending token and any position.
+ */
+export function jsonSyntaxProblem(err: unknown): string {
+  const message = err instanceof Error ? err.message : String(err);
+  return message.replace(/, ".*"(\.\.\.)? is not valid JSON$/s, ' is not valid JSON');
+}
+
+/**
  * Validates `value` as lossless JSON and returns a deep-frozen copy of it (the caller's arrays
  * and objects are never shared, so later mutation by the caller has no effect).
  * Frozen input is still copied: freezing does not prove the value is plain JSON.

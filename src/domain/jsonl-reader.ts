@@ -9,6 +9,7 @@
  * every acceptance rule are the engine's job ('import' mode), so events come out as candidates.
  */
 import { DomainError } from './errors.js';
+import { jsonSyntaxProblem } from './json.js';
 import type { CandidateEvent, SessionHeader } from './event.js';
 import { isChunkRowType, JSONL_INVALID, unpackChunkRow } from './jsonl-chunk-rows.js';
 import { HEADER_LINE_TYPE, parseHeaderLine } from './jsonl-header.js';
@@ -118,7 +119,7 @@ export class JsonlDecoder {
     try {
       parsed = JSON.parse(line);
     } catch (err) {
-      throw new DomainError(JSONL_INVALID, `line ${lineNumber}: not valid JSON (${(err as Error).message})`, {
+      throw new DomainError(JSONL_INVALID, `line ${lineNumber}: not valid JSON (${jsonSyntaxProblem(err)})`, {
         line: String(lineNumber),
       });
     }

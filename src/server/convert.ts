@@ -5,7 +5,7 @@
  */
 import type { CandidateEvent, Json, SessionEvent } from '../domain/event.js';
 import { DomainError } from '../domain/errors.js';
-import { adoptParsedJson } from '../domain/json.js';
+import { adoptParsedJson, jsonSyntaxProblem } from '../domain/json.js';
 import type { SessionRecord, StoredEventText } from '../app/store-port.js';
 import type { DataFormat } from '../../gen/palimpsest/v1/service.js';
 import type { EventData, EventInput, SessionEvent as PbSessionEvent } from '../../gen/palimpsest/v1/event.js';
@@ -29,7 +29,7 @@ export function parseDataJson(text: string, index: number, field: string, adopt 
   try {
     value = JSON.parse(text) as Json;
   } catch (e) {
-    throw new DomainError('NOT_JSON', `${field} is not valid JSON text: ${(e as Error).message}`, { field }, index);
+    throw new DomainError('NOT_JSON', `${field} is not valid JSON text: ${jsonSyntaxProblem(e)}`, { field }, index);
   }
   return info === undefined ? value : adoptParsedJson(value, info.canonical ? text : undefined, info.members);
 }

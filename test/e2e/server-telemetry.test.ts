@@ -93,14 +93,20 @@ describe('per-RPC log lines', () => {
       await a.createSession({ sessionId: 'log-1' });
       await a.appendEvents({ sessionId: 'log-1', events: [userMessage('u1', 'top-secret-event-text')] });
       await failure(a.appendEvents({ sessionId: 'log-1', expectedLastSeq: 9, events: [userMessage('u2', 'another-secret')] }));
+      // Data that is not JSON: JSON.parse's own message quotes the text; the refusal must not.
+      const notJson = await failure(a.appendEvents({ sessionId: 'log-1', events: [{ ...input('plugin/x', 0), data: { kind: { $case: 'json', value: 'secret-hunter2 x' } } }] }));
+      expect(notJson.reason).toBe('NOT_JSON');
+      expect(notJson.message).toContain('is not valid JSON');
+      expect(notJson.message).not.toContain('hunter2');
       const rpcLines = await until(() => {
         const l = lines(srv.stderr()).filter((x) => x.rpc !== undefined);
-        return l.length >= 3 ? l : undefined;
-      }, 'three rpc log lines');
+        return l.length >= 4 ? l : undefined;
+      }, 'four rpc log lines');
       expect(rpcLines.map((l) => [l.rpc, l.code, l.level, l.session])).toEqual([
         ['CreateSession', 'OK', 20, 'log-1'],
         ['AppendEvents', 'OK', 20, 'log-1'],
         ['AppendEvents', 'FAILED_PRECONDITION', 30, 'log-1'],
+        ['AppendEvents', 'INVALID_ARGUMENT', 30, 'log-1'],
       ]);
       for (const l of rpcLines) expect(l.ms).toBeGreaterThanOrEqual(0);
       expect(rpcLines[2]!.msg).toContain('expected_last_seq');

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { DomainError } from '../../src/domain/errors.js';
-import { assertLosslessJson, deepFreeze, isLosslessJson, jsonEqual, toFrozenJson } from '../../src/domain/json.js';
+import { assertLosslessJson, deepFreeze, isLosslessJson, jsonEqual, jsonSyntaxProblem, toFrozenJson } from '../../src/domain/json.js';
 
 describe('lossless JSON', () => {
   it('given plain JSON values, when copied, then they are equal, deep-frozen and not shared', () => {
@@ -100,5 +100,25 @@ describe('jsonEqual', () => {
     expect(jsonEqual('a', 'a')).toBe(true);
     expect(jsonEqual(1, '1')).toBe(false);
     expect(jsonEqual(null, {})).toBe(false);
+  });
+});
+
+describe('jsonSyntaxProblem', () => {
+  const problem = (text: string): string => {
+    try {
+      JSON.parse(text);
+    } catch (e) {
+      return jsonSyntaxProblem(e);
+    }
+    throw new Error('parsed');
+  };
+  it('says what is wrong without quoting the text (V8 quotes it; it would reach logs)', () => {
+    expect(problem('secret-hunter2 xx')).toBe("Unexpected token 's' is not valid JSON");
+    expect(problem(`{"a":"${'secret '.repeat(20)}`)).not.toContain('secret');
+    expect(problem('[1,]')).toBe("Unexpected token ']' is not valid JSON");
+  });
+  it('keeps messages that carry a position and no text', () => {
+    expect(problem('{"a":1')).toBe(`Expected ',' or '}' after property value in JSON at position 6`);
+    expect(problem('{}x')).toBe('Unexpected non-whitespace character after JSON at position 2');
   });
 });
