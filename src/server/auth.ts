@@ -76,6 +76,11 @@ export const METHOD_PERMISSIONS: Readonly<Record<string, Permission>> = {
 /** Services reachable without a token: health checks and schema reflection (public contract). */
 const PUBLIC_PREFIXES = ['/grpc.health.v1.Health/', '/grpc.reflection.v1.ServerReflection/', '/grpc.reflection.v1alpha.ServerReflection/'];
 
+/** Whether a method path ("/grpc.health.v1.Health/Check") is reachable without a token. */
+export function isPublicPath(path: string): boolean {
+  return PUBLIC_PREFIXES.some((p) => path.startsWith(p));
+}
+
 /** SHA-256 hex of a token, as stored in the token file. */
 export function hashToken(token: string): string {
   return createHash('sha256').update(token, 'utf8').digest('hex');
@@ -172,6 +177,31 @@ export function tooManyStreams(limit: number): DomainError {
     { limitName: 'max_concurrent_streams', limit: String(limit), actual: String(limit + 1) });
 }
 
+/** An admitted call: release it from the connection's cap when it ends; `caller` is the verified token (undefined without auth and for public methods). */
+export interface AdmittedCall {
+  readonly release: () => void;
+  readonly caller: TokenEntry | undefined;
+}
+
+/**
+ * Admission of one call, on every port and transport (the grpc-js interceptor, the web port, the
+ * native transport): the per-connection cap on calls in flight (public calls count too: no
+ * connection gets unbounded streams), then, when auth is on and the method is not public, the
+ * bearer token and the method's permission. Throws the DomainError to refuse the call with
+ * (TOO_MANY_STREAMS, UNAUTHENTICATED, PERMISSION_DENIED); nothing is held after a refusal.
+ */
+export function admitCall(limiter: StreamLimiter, registry: TokenRegistry | undefined, connection: string, method: string, isPublic: boolean, authorization: string | undefined): AdmittedCall {
+  const release = limiter.admit(connection);
+  if (!release) throw tooManyStreams(limiter.maxPerConnection);
+  if (!registry || isPublic) return { release, caller: undefined };
+  try {
+    return { release, caller: authenticate(registry, authorization, method) };
+  } catch (e) {
+    release();
+    throw e;
+  }
+}
+
 function reject(call: ServerInterceptingCall, err: DomainError): void {
   const se = domainErrorToStatus(err);
   call.sendStatus({ code: se.code, details: se.details, metadata: se.metadata });
@@ -212,7 +242,7 @@ export function makeInterceptor(registry: TokenRegistry | undefined, limiter: St
   return (method, call) => {
     const path = method.path;
     const name = path.slice(path.lastIndexOf('/') + 1);
-    const isPublic = PUBLIC_PREFIXES.some((p) => path.startsWith(p));
+    const isPublic = isPublicPath(path);
     const info = call.getConnectionInfo();
     const connection = `${info.remoteAddress ?? '?'}:${info.remotePort ?? '?'}`;
     let release: (() => void) | undefined;
@@ -221,20 +251,14 @@ export function makeInterceptor(registry: TokenRegistry | undefined, limiter: St
         next({
           onReceiveMetadata: (md: Metadata, nextMd: (m: Metadata) => void) => {
             for (const key of Object.keys(md.getMap())) if (key.startsWith('x-palimpsest-')) md.remove(key);
-            // Public calls (health watches) count too: no connection gets unbounded streams.
-            release = limiter.admit(connection);
-            if (!release) {
-              reject(intercepting, tooManyStreams(limiter.maxPerConnection));
+            const header = md.get('authorization')[0];
+            try {
+              const admitted = admitCall(limiter, registry, connection, name, isPublic, typeof header === 'string' ? header : undefined);
+              release = admitted.release;
+              if (admitted.caller) setCaller(md, admitted.caller);
+            } catch (e) {
+              reject(intercepting, e as DomainError);
               return;
-            }
-            if (registry && !isPublic) {
-              const header = md.get('authorization')[0];
-              try {
-                setCaller(md, authenticate(registry, typeof header === 'string' ? header : undefined, name));
-              } catch (e) {
-                reject(intercepting, e as DomainError);
-                return;
-              }
             }
             nextMd(md);
           },
