@@ -137,6 +137,18 @@ export function frameOf(payload: Buffer): Buffer {
 
 function noop(): void {}
 
+/**
+ * Node keeps a copy of the response headers on every stream for its `sentHeaders` getter (a
+ * dictionary-mode object, ~450 bytes of heap per stream, as much as the rest of this call) and
+ * reads it for nothing else; nothing here reads `sentHeaders`, so an open stream lets it go.
+ * Found by its description once; on a Node without it, nothing is done.
+ */
+let sentHeadersKey: symbol | null | undefined;
+function forgetSentHeaders(stream: ServerHttp2Stream): void {
+  if (sentHeadersKey === undefined) sentHeadersKey = Object.getOwnPropertySymbols(stream).find((k) => k.description === 'sent-headers') ?? null;
+  if (sentHeadersKey !== null) (stream as unknown as Record<symbol, unknown>)[sentHeadersKey] = undefined;
+}
+
 function onStreamData(this: CallStream, chunk: Buffer): void {
   this[CALL]?.onData(chunk);
 }
@@ -327,6 +339,8 @@ export abstract class NativeCall extends EventEmitter implements FrameSink {
       this.fail(truncatedFrameStatus(this.method.name));
       return;
     }
+    // The request is complete: a long-lived stream keeps no reading state.
+    this.#decoder = undefined;
     this.onHalfClose();
   }
 
@@ -398,8 +412,10 @@ export abstract class NativeCall extends EventEmitter implements FrameSink {
   /** Sends the response headers (once, before the first message). */
   protected respondHeaders(): void {
     this.headersSent = true;
-    this.stream.respond(RESPONSE_HEADERS, WAIT_FOR_TRAILERS);
-    this.stream.on('wantTrailers', onWantTrailers);
+    const stream = this.stream;
+    stream.respond(RESPONSE_HEADERS, WAIT_FOR_TRAILERS);
+    stream.on('wantTrailers', onWantTrailers);
+    forgetSentHeaders(stream);
   }
 
   /**
