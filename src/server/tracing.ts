@@ -1,7 +1,7 @@
 /**
  * OpenTelemetry traces: a SERVER span per RPC on either port (the W3C `traceparent` a client
- * sends is its parent) and a child span per store call made while serving it. Off by default; on with the
- * standard environment variables: OTEL_TRACES_EXPORTER (`otlp`, `console`, comma-separated;
+ * sends is its parent) and a child span per store call made while serving it. Off by default;
+ * on with the standard environment variables: OTEL_TRACES_EXPORTER (`otlp`, `console`, comma-separated;
  * `none` = off) or an OTLP endpoint (OTEL_EXPORTER_OTLP_ENDPOINT /
  * OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, read by the OTLP exporter with the other OTEL_EXPORTER_OTLP_*
  * settings); OTEL_SERVICE_NAME names the service (default "palimpsest"), OTEL_SDK_DISABLED=true

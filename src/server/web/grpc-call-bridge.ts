@@ -21,7 +21,11 @@
  * - server streams keep backpressure: `write()` returns false once HIGH_WATER messages are waiting
  *   for Connect to pull them, and `drain` is emitted when they have been taken, so a slow browser
  *   makes the subscription fall back to catch-up exactly as a slow gRPC client does; a client
- *   that goes away (the call's abort signal) is `cancelled`.
+ *   that goes away (the call's abort signal) is `cancelled`;
+ * - telemetry is the gRPC port's (rpc-telemetry.ts), fed here as its interceptor feeds it there:
+ *   the call starts, its span continues the `traceparent` header and is the handler's active
+ *   context, the first decoded request names the session, the admitted metadata the tenant, and
+ *   the call ends once, with the code sent or CANCELLED when the client goes away first.
  */
 import { EventEmitter } from 'node:events';
 import type { Metadata, ServiceError, UntypedHandleCall } from '@grpc/grpc-js';
