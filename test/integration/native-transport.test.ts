@@ -354,3 +354,33 @@ describe('native transport: shutdown and hostile input', () => {
     expect((await unary('Echo', Buffer.from('alive'))).value.toString()).toBe('alive');
   });
 });
+
+describe('choosing the transport', () => {
+  it('--grpc-transport / PALIMPSEST_GRPC_TRANSPORT select it (flags win, grpc-js by default); anything else is a usage error', async () => {
+    const { parseServeArgs } = await import('../../src/cli/serve.js');
+    expect(parseServeArgs([], {}).grpcTransport).toBe('grpc-js');
+    expect(parseServeArgs([], { PALIMPSEST_GRPC_TRANSPORT: 'native' }).grpcTransport).toBe('native');
+    expect(parseServeArgs(['--grpc-transport', 'grpc-js'], { PALIMPSEST_GRPC_TRANSPORT: 'native' }).grpcTransport).toBe('grpc-js');
+    expect(() => parseServeArgs(['--grpc-transport', 'h3'], {})).toThrow(/--grpc-transport must be grpc-js or native, got "h3"/);
+    expect(() => parseServeArgs([], { PALIMPSEST_GRPC_TRANSPORT: 'h3' })).toThrow(/PALIMPSEST_GRPC_TRANSPORT/);
+  });
+
+  it('the native server answers the real service; grpc-js-only extensions are refused at start-up', async () => {
+    const { startServer } = await import('../../src/main.js');
+    await expect(startServer({ listen: '127.0.0.1:0', db: ':memory:', logLevel: 'silent', grpcTransport: 'native' }, { services: () => undefined }))
+      .rejects.toThrow(/need --grpc-transport grpc-js/);
+    const s = await startServer({ listen: '127.0.0.1:0', db: ':memory:', logLevel: 'silent', grpcTransport: 'native' });
+    try {
+      const conn = http2.connect(`http://${s.address}`);
+      // GetSessionRequest{session_id: "kk"}: NOT_FOUND with its details, trailers-only.
+      const r = await rawCall('/palimpsest.v1.SessionService/GetSession', [frame(Buffer.from([0x0a, 0x02, 0x6b, 0x6b]))], {}, conn);
+      expect(r.headers['grpc-status']).toBe(String(status.NOT_FOUND));
+      expect(typeof r.headers['grpc-status-details-bin']).toBe('string');
+      // The native transport's own response headers (grpc-js answers application/grpc+proto).
+      expect(r.headers['content-type']).toBe('application/grpc');
+      conn.close();
+    } finally {
+      await s.shutdown();
+    }
+  });
+});

@@ -29,9 +29,10 @@ export abstract class WritableCall extends NativeCall {
     if (this.done) return false;
     const payload = this.payloadOf(value);
     if (payload === undefined) return false;
-    if (!this.headersSent) this.respondHeaders();
     const stream = this.stream;
-    if (stream.destroyed) return false;
+    // Reset by the client, its 'close' not yet emitted: nothing can be written.
+    if (stream.destroyed || stream.closed) return false;
+    if (!this.headersSent) this.respondHeaders();
     const ok = stream.write(frameOf(payload));
     if (!ok && !this.#drainHooked) {
       this.#drainHooked = true;
