@@ -92,3 +92,26 @@ describe('percentEncode (grpc-message)', () => {
     expect(decodeURIComponent(e)).toBe(s);
   });
 });
+
+describe('CallEvents (the calls\' event surface)', () => {
+  it('runs listeners in order, once listeners once, removes with off, and throws an unhandled error', async () => {
+    const { CallEvents } = await import('../../src/server/native/call-events.js');
+    const e = new CallEvents();
+    const seen: string[] = [];
+    const a = (x: unknown): void => { seen.push(`a${String(x)}`); };
+    e.on('drain', a);
+    e.once('drain', (x) => seen.push(`once${String(x)}`));
+    e.on('close', () => seen.push('close'));
+    expect(e.listenerCount('drain')).toBe(2);
+    expect(e.emit('drain', 1)).toBe(true);
+    expect(e.emit('drain', 2)).toBe(true);
+    e.off('drain', a);
+    expect(e.emit('drain', 3)).toBe(false);
+    e.emit('close');
+    expect(seen).toEqual(['a1', 'once1', 'a2', 'close']);
+    expect(() => e.emit('error', new Error('boom'))).toThrow('boom');
+    e.on('error', (err) => seen.push((err as Error).message));
+    expect(e.emit('error', new Error('handled'))).toBe(true);
+    expect(seen.at(-1)).toBe('handled');
+  });
+});

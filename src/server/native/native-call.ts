@@ -29,7 +29,6 @@
  * argument, the metadata is built only when read (call-metadata.ts), and the response headers and
  * OK trailers are shared frozen objects.
  */
-import { EventEmitter } from 'node:events';
 import type { IncomingHttpHeaders, OutgoingHttpHeaders, ServerHttp2Stream } from 'node:http2';
 import { gunzipSync, inflateSync } from 'node:zlib';
 import { status as Code, type Metadata, type ServiceError } from '@grpc/grpc-js';
@@ -40,6 +39,7 @@ import { refusalOf } from '../safe-decode.js';
 import { domainErrorToStatus } from '../status-map.js';
 import { rewriteFramingStatus, truncatedFrameStatus } from '../framing.js';
 import { HeadersCarrier, requestMetadata } from './call-metadata.js';
+import { CallEvents } from './call-events.js';
 import { FrameDecoder, type FrameSink } from './frame-decoder.js';
 import { MAX_TIMER_MS, parseGrpcTimeout } from './grpc-timeout.js';
 import { percentEncode } from './percent-encode.js';
@@ -170,7 +170,7 @@ function onDeadline(call: NativeCall): void {
 }
 
 /** The protocol side of a call; the subclasses are the four call shapes. */
-export abstract class NativeCall extends EventEmitter implements FrameSink {
+export abstract class NativeCall extends CallEvents implements FrameSink {
   /** grpc-js: true once the client cancelled (or the deadline passed). */
   cancelled = false;
   /** grpc-js: the request of unary and server-streaming calls. */
