@@ -187,19 +187,32 @@ export interface AdmittedCall {
  * Admission of one call, on every port and transport (the grpc-js interceptor, the web port, the
  * native transport): the per-connection cap on calls in flight (public calls count too: no
  * connection gets unbounded streams), then, when auth is on and the method is not public, the
- * bearer token and the method's permission. Throws the DomainError to refuse the call with
- * (TOO_MANY_STREAMS, UNAUTHENTICATED, PERMISSION_DENIED); nothing is held after a refusal.
+ * bearer token and the method's permission. Returns the verified token (undefined without auth
+ * and for public methods); the call is then counted in `limiter` until `limiter.leave(connection)`.
+ * Throws the DomainError to refuse the call with (TOO_MANY_STREAMS, UNAUTHENTICATED,
+ * PERMISSION_DENIED); nothing is held after a refusal.
  */
-export function admitCall(limiter: StreamLimiter, registry: TokenRegistry | undefined, connection: string, method: string, isPublic: boolean, authorization: string | undefined): AdmittedCall {
-  const release = limiter.admit(connection);
-  if (!release) throw tooManyStreams(limiter.maxPerConnection);
-  if (!registry || isPublic) return { release, caller: undefined };
+export function enterCall(limiter: StreamLimiter, registry: TokenRegistry | undefined, connection: string, method: string, isPublic: boolean, authorization: string | undefined): TokenEntry | undefined {
+  if (!limiter.enter(connection)) throw tooManyStreams(limiter.maxPerConnection);
+  if (!registry || isPublic) return undefined;
   try {
-    return { release, caller: authenticate(registry, authorization, method) };
+    return authenticate(registry, authorization, method);
   } catch (e) {
-    release();
+    limiter.leave(connection);
     throw e;
   }
+}
+
+/** `enterCall` with a release function (idempotent) instead of `limiter.leave`. */
+export function admitCall(limiter: StreamLimiter, registry: TokenRegistry | undefined, connection: string, method: string, isPublic: boolean, authorization: string | undefined): AdmittedCall {
+  const caller = enterCall(limiter, registry, connection, method, isPublic, authorization);
+  let released = false;
+  const release = (): void => {
+    if (released) return;
+    released = true;
+    limiter.leave(connection);
+  };
+  return { release, caller };
 }
 
 function reject(call: ServerInterceptingCall, err: DomainError): void {
@@ -212,18 +225,29 @@ export class StreamLimiter {
   readonly #active = new Map<string, number>();
   constructor(readonly maxPerConnection: number) {}
 
-  /** Tries to admit a call of a connection; returns the release function or undefined. */
-  admit(connection: string): (() => void) | undefined {
+  /** Counts a call of a connection in; false (nothing counted) when the connection is at its cap. */
+  enter(connection: string): boolean {
     const n = this.#active.get(connection) ?? 0;
-    if (n >= this.maxPerConnection) return undefined;
+    if (n >= this.maxPerConnection) return false;
     this.#active.set(connection, n + 1);
+    return true;
+  }
+
+  /** Counts a call counted in by `enter` out (exactly once per call). */
+  leave(connection: string): void {
+    const m = (this.#active.get(connection) ?? 1) - 1;
+    if (m <= 0) this.#active.delete(connection);
+    else this.#active.set(connection, m);
+  }
+
+  /** Tries to admit a call of a connection; returns the release function (idempotent) or undefined. */
+  admit(connection: string): (() => void) | undefined {
+    if (!this.enter(connection)) return undefined;
     let released = false;
     return () => {
       if (released) return;
       released = true;
-      const m = (this.#active.get(connection) ?? 1) - 1;
-      if (m <= 0) this.#active.delete(connection);
-      else this.#active.set(connection, m);
+      this.leave(connection);
     };
   }
 

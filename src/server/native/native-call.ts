@@ -6,7 +6,7 @@
  * every RPC. This base class is the protocol (gRPC over HTTP/2) shared by the four call shapes
  * (unary-call.ts, server-stream-call.ts, client-stream-call.ts, bidi-call.ts):
  *
- * - admission as on the grpc-js port (auth.ts `admitCall`: the per-connection cap, bearer token
+ * - admission as on the grpc-js port (auth.ts `enterCall`: the per-connection cap, bearer token
  *   and permission; the verified caller reaches the handlers in the metadata), and the per-RPC
  *   telemetry of both ports (rpc-telemetry.ts: started at the headers, finished once at the
  *   status or at the client's cancel);
@@ -33,7 +33,7 @@ import type { IncomingHttpHeaders, OutgoingHttpHeaders, ServerHttp2Stream } from
 import { gunzipSync, inflateSync } from 'node:zlib';
 import { status as Code, type Metadata, type ServiceError } from '@grpc/grpc-js';
 import { DomainError } from '../../domain/errors.js';
-import { admitCall, type StreamLimiter, type TokenEntry, type TokenRegistry } from '../auth.js';
+import { enterCall, type StreamLimiter, type TokenEntry, type TokenRegistry } from '../auth.js';
 import type { RpcInfo, RpcRecord, RpcTelemetry } from '../rpc-telemetry.js';
 import { refusalOf } from '../safe-decode.js';
 import { domainErrorToStatus } from '../status-map.js';
@@ -182,7 +182,8 @@ export abstract class NativeCall extends CallEvents implements FrameSink {
   protected caller: TokenEntry | undefined;
   #deadline = Infinity;
   #timer: NodeJS.Timeout | undefined;
-  #release: (() => void) | undefined;
+  /** The connection the call is counted in (the per-connection cap) until it ends; undefined = not counted. */
+  #counted: string | undefined;
   protected rec: RpcRecord | undefined;
   /** grpc-encoding of the request ('' = identity). */
   #encoding = '';
@@ -219,9 +220,8 @@ export abstract class NativeCall extends CallEvents implements FrameSink {
     if (typeof encoding === 'string' && encoding !== 'identity') this.#encoding = encoding;
     try {
       const authorization = headers.authorization;
-      const admitted = admitCall(this.ctx.limiter, this.ctx.registry, connection, this.method.name, this.method.isPublic, typeof authorization === 'string' ? authorization : undefined);
-      this.#release = admitted.release;
-      this.caller = admitted.caller;
+      this.caller = enterCall(this.ctx.limiter, this.ctx.registry, connection, this.method.name, this.method.isPublic, typeof authorization === 'string' ? authorization : undefined);
+      this.#counted = connection;
     } catch (e) {
       this.fail(e);
       return;
@@ -445,9 +445,9 @@ export abstract class NativeCall extends CallEvents implements FrameSink {
     if (this.#timer !== undefined) clearTimeout(this.#timer);
     this.#timer = undefined;
     this.#decoder = undefined;
-    const release = this.#release;
-    this.#release = undefined;
-    release?.();
+    const counted = this.#counted;
+    this.#counted = undefined;
+    if (counted !== undefined) this.ctx.limiter.leave(counted);
   }
 
   /** The payload of a response (pre-encoded Buffers pass through), or undefined after ending the call with the grpc-js status. */
