@@ -8,8 +8,7 @@ import { WritableCall } from './writable-call.js';
 export class BidiCall extends WritableCall {
   protected override begin(): void {
     super.begin();
-    const handler = this.method.handler as unknown as (call: BidiCall) => void;
-    this.invoke(() => handler(this));
+    this.invoke();
   }
 
   protected onMessage(message: unknown): void {

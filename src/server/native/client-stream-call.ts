@@ -7,7 +7,6 @@
  * reset, the deadline, a refused or truncated message) fails the read in progress with CANCELLED,
  * so the import stops and stores nothing.
  */
-import type { Metadata } from '@grpc/grpc-js';
 import { DomainError } from '../../domain/errors.js';
 import { NativeCall } from './native-call.js';
 
@@ -30,8 +29,7 @@ export class ClientStreamCall extends NativeCall implements AsyncIterator<unknow
   #reject: ((e: unknown) => void) | undefined;
 
   protected override begin(): void {
-    const handler = this.method.handler as unknown as (call: ClientStreamCall, cb: (err: unknown, value?: unknown, trailer?: Metadata | null) => void) => void;
-    this.invoke(() => handler(this, (err, value, trailer) => this.reply(err, value, trailer)));
+    this.invoke((err, value, trailer) => this.reply(err, value, trailer));
   }
 
   [Symbol.asyncIterator](): AsyncIterator<unknown> {

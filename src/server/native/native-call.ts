@@ -79,6 +79,9 @@ export interface CallStatus {
   readonly metadata?: Metadata | null;
 }
 
+/** The callback of unary and client-streaming handlers (grpc-js sendUnaryData). */
+export type UnaryCallback = (err: unknown, value?: unknown, trailer?: Metadata | null) => void;
+
 /** The property of an HTTP/2 stream holding its call. */
 export const CALL = Symbol('palimpsest.nativeCall');
 type CallStream = ServerHttp2Stream & { [CALL]?: NativeCall };
@@ -247,11 +250,12 @@ export abstract class NativeCall extends CallEvents implements FrameSink {
   /** The call ended without its handler's answer (cancel, deadline, refusal): reads in progress fail. */
   protected onAbort(): void {}
 
-  /** Runs the handler (in the call's span when tracing is on); a throw is UNKNOWN, as in grpc-js. */
-  protected invoke(run: () => void): void {
+  /** Runs the method's handler on this call (in the call's span when tracing is on); a throw is UNKNOWN, as in grpc-js. */
+  protected invoke(callback?: UnaryCallback): void {
+    const handler = this.method.handler as unknown as (call: NativeCall, cb?: UnaryCallback) => void;
     try {
-      if (this.ctx.traced && this.rec) this.rec.run(run);
-      else run();
+      if (this.ctx.traced && this.rec) this.rec.run(() => handler(this, callback));
+      else handler(this, callback);
     } catch {
       this.sendStatus({ code: Code.UNKNOWN, details: 'Unknown error' });
     }

@@ -22,7 +22,6 @@ export class ServerStreamCall extends WritableCall {
       this.messageCountError('no');
       return;
     }
-    const handler = this.method.handler as unknown as (call: ServerStreamCall) => void;
-    this.invoke(() => handler(this));
+    this.invoke();
   }
 }

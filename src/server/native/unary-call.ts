@@ -2,7 +2,6 @@
  * A unary call (grpc-js ServerUnaryCall): exactly one request message, then the handler with its
  * callback `(err, value, trailer?)`; the response is one message and the trailers.
  */
-import type { Metadata } from '@grpc/grpc-js';
 import { NativeCall } from './native-call.js';
 
 export class UnaryCall extends NativeCall {
@@ -22,7 +21,6 @@ export class UnaryCall extends NativeCall {
       this.messageCountError('no');
       return;
     }
-    const handler = this.method.handler as unknown as (call: UnaryCall, cb: (err: unknown, value?: unknown, trailer?: Metadata | null) => void) => void;
-    this.invoke(() => handler(this, (err, value, trailer) => this.reply(err, value, trailer)));
+    this.invoke((err, value, trailer) => this.reply(err, value, trailer));
   }
 }
