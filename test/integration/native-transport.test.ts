@@ -26,6 +26,7 @@ const DEFINITION = {
   meta: method('Meta', false, false),
   watch: method('Watch', false, true),
   collect: method('Collect', true, false),
+  slow: method('Slow', true, false),
 } as unknown as ServiceDefinition;
 
 type Cb = (err: unknown, value?: unknown, trailer?: Metadata) => void;
@@ -34,6 +35,7 @@ interface TestCall { request: Buffer; metadata: Metadata; cancelled: boolean; on
 const MAX = 64 * 1024;
 const held: { call: TestCall; cb: Cb; events: string[] }[] = [];
 const watchers: { call: TestCall; events: string[] }[] = [];
+const slowCalls: { call: TestCall & AsyncIterable<Buffer> & { stream: http2.ServerHttp2Stream }; cb: Cb }[] = [];
 const HANDLERS = {
   echo: (call: TestCall, cb: Cb) => {
     const text = call.request.toString();
@@ -59,6 +61,9 @@ const HANDLERS = {
     call.on('close', () => events.push('close'));
     call.write(Buffer.from('first'));
     watchers.push({ call, events });
+  },
+  slow: (call: TestCall & AsyncIterable<Buffer> & { stream: http2.ServerHttp2Stream }, cb: Cb) => {
+    slowCalls.push({ call, cb });
   },
   collect: async (call: TestCall & AsyncIterable<Buffer>, cb: Cb) => {
     const parts: Buffer[] = [];
@@ -295,6 +300,26 @@ describe('native transport: deadlines and cancellation', () => {
     expect(watchers[0]!.call.write(Buffer.from('late'))).toBe(false);
     expect(limiter.active(key)).toBe(0);
     conn.close();
+  });
+
+  it('client streaming: while the handler does not read, the HTTP/2 stream is paused; then every request arrives', async () => {
+    const chunk = frame(Buffer.alloc(16 * 1024, 0x61));
+    const answer = rawCall('/test.Echo/Slow', Array.from({ length: 64 }, () => chunk));
+    await waitFor(() => slowCalls.length === 1, 5000, 'the call');
+    const { call, cb } = slowCalls[0]!;
+    // The client keeps writing; the server stops reading after a few queued requests.
+    await waitFor(() => call.stream.isPaused(), 5000, 'the stream to be paused');
+    let total = 0;
+    let n = 0;
+    for await (const m of call) {
+      total += m.length;
+      n++;
+    }
+    cb(null, Buffer.from(`${n}/${total}`));
+    const r = await answer;
+    expect(r.trailers?.['grpc-status']).toBe('0');
+    expect(r.data.subarray(5).toString()).toBe(`64/${64 * 16 * 1024}`);
+    slowCalls.length = 0;
   });
 
   it('client streaming: requests arrive in order, and a truncated last frame refuses the call', async () => {
