@@ -258,6 +258,10 @@ describe('native transport: compression', () => {
     expect(bad.headers['grpc-status']).toBe(String(status.INTERNAL));
     const none = await rawCall('/test.Echo/Echo', [frame(Buffer.from('zz'), 1)]);
     expect(none.headers['grpc-status']).toBe(String(status.INTERNAL));
+    // A small message that decompresses past the limit is RESOURCE_EXHAUSTED, before it is kept.
+    const bomb = await rawCall('/test.Echo/Echo', [frame(gzipSync(Buffer.alloc(MAX * 4)), 1)], { 'grpc-encoding': 'gzip' });
+    expect(bomb.headers['grpc-status']).toBe(String(status.RESOURCE_EXHAUSTED));
+    expect(decodeURIComponent(String(bomb.headers['grpc-message']))).toBe(`Received message that decompresses to a size larger than ${MAX}`);
   });
 });
 

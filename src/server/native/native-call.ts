@@ -209,6 +209,8 @@ export abstract class NativeCall extends CallEvents implements FrameSink {
     stream.on('close', onStreamClose);
     stream.on('error', noop);
     this.rec = this.ctx.telemetry.start(this.method.info);
+    // The span starts with the headers, so refused calls are traced too (as on the grpc-js port).
+    if (this.ctx.traced) this.rec.begin(new HeadersCarrier(headers));
     const timeout = headers['grpc-timeout'];
     if (timeout !== undefined) {
       const ms = parseGrpcTimeout(String(timeout));
@@ -231,7 +233,6 @@ export abstract class NativeCall extends CallEvents implements FrameSink {
     }
     // The telemetry logs the verified tenant (there is none without a caller).
     if (this.caller) this.rec.caller(this.metadata);
-    if (this.ctx.traced) this.rec.begin(new HeadersCarrier(headers));
     this.#decoder = new FrameDecoder(this.ctx.maxMessageBytes);
     stream.on('data', onStreamData);
     stream.on('end', onStreamEnd);
