@@ -37,6 +37,18 @@ export default defineConfig({
         },
       },
       {
+        // The whole e2e tier again on the native gRPC transport (src/server/native): every
+        // server started by test/support (in process or as a child process) reads
+        // PALIMPSEST_GRPC_TRANSPORT.
+        extends: true,
+        test: {
+          name: 'e2e-native',
+          include: ['test/e2e/**/*.test.ts'],
+          globalSetup: ['test/support/postgres-global-setup.ts'],
+          env: { PALIMPSEST_GRPC_TRANSPORT: 'native' },
+        },
+      },
+      {
         extends: true,
         test: {
           name: 'e2e-postgres',

@@ -1,7 +1,11 @@
 /**
  * Server-level (gRPC) benchmarks: every figure next to the machine's own ceiling, in the same run.
  *
- *   npx tsx bench/server.bench.ts [--quick] [--profile]     (normally via `npm run bench`)
+ *   npx tsx bench/server.bench.ts [--quick] [--profile] [--grpc-transport native]     (normally via `npm run bench`)
+ *
+ * --grpc-transport native runs the real server on the native transport (src/server/native); the
+ * ratios stay against the bare grpc-js echo, and the single-event rows add the bare node:http2
+ * echo (child.ts h2echo), the native transport's own ceiling.
  *
  * Servers run in their own processes (bench/server/child.ts): the real server (startServer) and a
  * bare grpc-js echo server (identity serializers: the gRPC ceiling for a same-size message).
@@ -33,6 +37,8 @@ import { SqliteSessionStore } from '../src/store/sqlite/sqlite-store.js';
 
 const quick = process.argv.includes('--quick');
 const profile = process.argv.includes('--profile');
+const transportArg = process.argv.indexOf('--grpc-transport');
+const TRANSPORT = transportArg >= 0 && process.argv[transportArg + 1] === 'native' ? 'native' : 'grpc-js';
 const RUNS = 5;
 /** Seconds of load per run (h2load -D, or the Node generator's deadline) and warm-up before it. */
 const DURATION = quick ? 0.2 : 1.5;
@@ -143,7 +149,8 @@ async function bundleChild(): Promise<void> {
 
 async function spawnServer(args: string[], nodeFlags: string[] = []): Promise<Child> {
   const spawnedAt = performance.now();
-  const proc = spawn(process.execPath, [...nodeFlags, ...childCommand, ...args], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const transport = args[0] === 'palimpsest' && TRANSPORT === 'native' ? ['--grpc-transport=native'] : [];
+  const proc = spawn(process.execPath, [...nodeFlags, ...childCommand, ...args, ...transport], { stdio: ['pipe', 'pipe', 'inherit'] });
   const rl = createInterface({ input: proc.stdout! });
   const port = await new Promise<number>((resolve, reject) => {
     rl.once('line', (l) => resolve((JSON.parse(l) as { port: number }).port));
@@ -399,7 +406,7 @@ function topFrames(file: string, n = 25): string[] {
 async function main(): Promise<void> {
   if (!h2loadAvailable()) throw new Error('h2load not found: apt-get install -y nghttp2-client');
   const cpu = cpus()[0]?.model ?? 'unknown cpu';
-  console.error(`server bench${quick ? ' (quick)' : ''}: ${RUNS} runs of ${DURATION}s (+${WARMUP}s warm-up) each, ${cpu}, ${cpus().length} cores, node ${process.version}, load average ${loadavg().map((l) => l.toFixed(1)).join(' ')}`);
+  console.error(`server bench${quick ? ' (quick)' : ''}, ${TRANSPORT} transport: ${RUNS} runs of ${DURATION}s (+${WARMUP}s warm-up) each, ${cpu}, ${cpus().length} cores, node ${process.version}, load average ${loadavg().map((l) => l.toFixed(1)).join(' ')}`);
 
   await bundleChild();
   if (profile) return profileRun();
@@ -420,6 +427,7 @@ async function main(): Promise<void> {
   try {
     // ---------------------------------------------------------------- appends
     const echo = await start(['echo']);
+    const h2echo = TRANSPORT === 'native' ? await start(['h2echo']) : undefined;
     const full = await start(['palimpsest', join(root, 'full.db'), 'full']);
     const normal = await start(['palimpsest', join(root, 'normal.db'), 'normal']);
     const sweepEcho = quick ? undefined : await start(['echo', '--sweeping']);
@@ -450,6 +458,7 @@ async function main(): Promise<void> {
     console.error('single-event appends, one session (h2load)');
     const inflights = [1, 16, 64];
     const one = await interleaved(Object.fromEntries(inflights.flatMap((m) => [
+      ...(h2echo ? [[`h2echo${m}`, () => h2Echo(h2echo, oneFile, m)]] : []),
       [`echo${m}`, () => h2Echo(echo, oneFile, m)],
       [`full${m}`, () => h2Append(full, oneFile, m)],
       [`normal${m}`, () => h2Append(normal, oneFile, m)],
@@ -459,6 +468,7 @@ async function main(): Promise<void> {
       for (const m of inflights) ratios[`${d}${m}`] = resultRow(`AppendEvents 1 event, 1 session, ${m} in flight, ${d}`, 'appends/s', one[`${d}${m}`]!, one[`echo${m}`])!;
     }
     for (const m of inflights) resultRow(`  ceiling: echo, ${m} in flight (h2load)`, 'calls/s', one[`echo${m}`]!);
+    if (h2echo) for (const m of inflights) resultRow(`  ceiling: bare node:http2 echo, ${m} in flight (h2load)`, 'calls/s', one[`h2echo${m}`]!, one[`echo${m}`]);
 
     console.error(`single-event appends, ${MANY} sessions (Node load generator)`);
     const manyInflights = quick ? [64] : inflights;
@@ -543,11 +553,11 @@ async function main(): Promise<void> {
     }
     headline({ id: 'batch100', label: 'Batches of 100 events, 16 in flight, durability full, vs raw better-sqlite3 100 rows/txn (same run)', value: `${batchRatios[100]!.toFixed(2)}x (${fmt(bt.full100!.rate.median)} vs ${fmt(bt.raw100!.rate.median)} rows/s)`, target: '>= 0.85x', met: batchRatios[100]! >= 0.85 });
     headline({ id: 'batch10', label: 'Batches of 10 events, 16 in flight, durability full, vs raw better-sqlite3 10 rows/txn (same run)', value: `${batchRatios[10]!.toFixed(2)}x (${fmt(bt.full10!.rate.median)} vs ${fmt(bt.raw10!.rate.median)} rows/s)`, target: '>= 0.6x', met: batchRatios[10]! >= 0.6 });
-    for (const s of [echo, full, normal, sweepEcho, sweepFull]) await s?.stop();
+    for (const s of [echo, h2echo, full, normal, sweepEcho, sweepFull]) await s?.stop();
 
     const r64 = ratios.full64!;
     headline({
-      id: 'append', label: 'Appends, 1 session, 64 in flight, durability full, vs bare gRPC echo', value: `${pct(r64)} (${fmt(one.full64!.rate.median)} vs ${fmt(one.echo64!.rate.median)} calls/s)`, target: '>= 60%', met: r64 >= 0.6,
+      id: 'append', label: `Appends, 1 session, 64 in flight, durability full, vs bare gRPC echo (${TRANSPORT} transport)`, value: `${pct(r64)} (${fmt(one.full64!.rate.median)} vs ${fmt(one.echo64!.rate.median)} calls/s)`, target: '>= 60%', met: r64 >= 0.6,
       detail: groupInfo ? `bound: ${fmt(groupInfo.size)} appends per fsync x ${fmt(groupInfo.commitsPerS)} commits/s (raw 1-row fsync commits ${fmt(groupInfo.rawCommits)}/s); normal durability reaches ${pct(ratios.normal64!)}` : '',
     });
 
@@ -669,7 +679,7 @@ async function main(): Promise<void> {
     for (const s of servers) await s.stop();
   }
 
-  console.log(`### Server (gRPC)${quick ? ' — quick' : ''}\n`);
+  console.log(`### Server (gRPC, ${TRANSPORT} transport)${quick ? ' — quick' : ''}\n`);
   console.log(`${cpus()[0]?.model ?? ''}, ${cpus().length} cores, node ${process.version}, --no-concurrent-array-buffer-sweeping unless stated; ${RUNS} runs of ${DURATION} s (+${WARMUP} s warm-up), median (min–max); p50/p99 are medians of the runs' percentiles; load average at the end ${loadavg().map((l) => l.toFixed(1)).join(' ')}\n`);
   console.log('| benchmark | median (min–max) | p50 | p99 | ceiling / baseline | ratio |\n|---|---:|---:|---:|---:|---:|');
   for (const r of table) console.log(`| ${r.join(' | ')} |`);

@@ -2,7 +2,10 @@
  * Many idle subscribers on one server process: memory per SubscribeSurface stream, and the time
  * for one append to reach all of them.
  *
- *   npx tsx bench/subscribers.bench.ts [--quick] [--subscribers N]     (normally via `npm run bench`)
+ *   npx tsx bench/subscribers.bench.ts [--quick] [--subscribers N] [--grpc-transport native]     (normally via `npm run bench`)
+ *
+ * --grpc-transport native measures the server on the native transport (src/server/native), and
+ * adds the bare node:http2 floor (child.ts h2hold) next to the grpc-js one.
  *
  * The server (bench/server/child.ts, in-memory store, --expose-gc) runs in its own process; this
  * process holds CHANNELS client channels (separate connections) and SUBSCRIBERS streams spread
@@ -31,6 +34,8 @@ const quick = process.argv.includes('--quick');
 const subArg = process.argv.indexOf('--subscribers');
 const SUBSCRIBERS = subArg >= 0 ? Number(process.argv[subArg + 1]) : quick ? 2_000 : 10_000;
 const CHANNELS = 100;
+const transportArg = process.argv.indexOf('--grpc-transport');
+const TRANSPORT = transportArg >= 0 && process.argv[transportArg + 1] === 'native' ? 'native' : 'grpc-js';
 const RUNS = 5;
 const SERVICE = '/palimpsest.v1.SessionService/';
 const here = fileURLToPath(new URL('.', import.meta.url));
@@ -45,7 +50,7 @@ interface Measured { before: Memory; after: Memory; openMs: number; runs: { p50:
  * One server process: `palimpsest` (the real server, in-memory store) or `hold` (the grpc-js floor:
  * a bare server that answers `caughtUp` and holds the stream; memory only, no deliveries).
  */
-async function measure(mode: 'palimpsest' | 'hold'): Promise<Measured> {
+async function measure(mode: 'palimpsest' | 'hold' | 'h2hold'): Promise<Measured> {
   let childArgs = ['--import', 'tsx', join(here, 'server', 'child.ts')];
   try {
     const { build } = await import('esbuild');
@@ -55,7 +60,7 @@ async function measure(mode: 'palimpsest' | 'hold'): Promise<Measured> {
   } catch {
     // through tsx
   }
-  const proc = spawn(process.execPath, [...(process.env.SUB_NODE_FLAGS ?? '').split(' ').filter(Boolean), '--expose-gc', ...childArgs, ...(mode === 'palimpsest' ? ['palimpsest', ':memory:', 'full'] : ['hold'])], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const proc = spawn(process.execPath, [...(process.env.SUB_NODE_FLAGS ?? '').split(' ').filter(Boolean), '--expose-gc', ...childArgs, ...(mode === 'palimpsest' ? ['palimpsest', ':memory:', 'full', `--grpc-transport=${TRANSPORT}`] : [mode])], { stdio: ['pipe', 'pipe', 'inherit'] });
   const rl = createInterface({ input: proc.stdout! });
   const lines: ((l: string) => void)[] = [];
   rl.on('line', (l) => lines.shift()?.(l));
@@ -70,7 +75,7 @@ async function measure(mode: 'palimpsest' | 'hold'): Promise<Measured> {
     const rss = Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${proc.pid}/status`, 'utf8'))?.[1]) * 1024;
     return { ...m, rss };
   };
-  console.error(`subscribers bench (${mode}): ${SUBSCRIBERS.toLocaleString('en-US')} SubscribeSurface streams over ${CHANNELS} channels, one server process, load average ${loadavg().map((l) => l.toFixed(1)).join(' ')}`);
+  console.error(`subscribers bench (${mode}${mode === 'palimpsest' ? `, ${TRANSPORT} transport` : ''}): ${SUBSCRIBERS.toLocaleString('en-US')} SubscribeSurface streams over ${CHANNELS} channels, one server process, load average ${loadavg().map((l) => l.toFixed(1)).join(' ')}`);
 
   const channels = Array.from({ length: CHANNELS }, () => new grpc.Client(address, grpc.credentials.createInsecure(), { 'grpc.use_local_subchannel_pool': 1 }));
   const unary = (c: grpc.Client, method: string, body: Uint8Array): Promise<Buffer> =>
@@ -158,6 +163,7 @@ async function measure(mode: 'palimpsest' | 'hold'): Promise<Measured> {
 
 async function main(): Promise<void> {
   const bare = await measure('hold');
+  const bareH2 = TRANSPORT === 'native' ? await measure('h2hold') : undefined;
   const { before, after, openMs, runs } = await measure('palimpsest');
   const med = (k: 'p50' | 'p99' | 'max' | 'ack'): string => {
     const s = runs.map((x) => x[k]).sort((a, b) => a - b);
@@ -166,9 +172,9 @@ async function main(): Promise<void> {
   const per = (k: keyof Memory, m: Measured = { before, after, openMs, runs }): number => (m.after[k] - m.before[k]) / SUBSCRIBERS / 1024;
   const p99s = runs.map((x) => x.p99).sort((a, b) => a - b);
   const p99 = p99s[Math.floor(p99s.length / 2)]!;
-  console.log(`HEADLINE ${JSON.stringify({ section: 'Subscribers', id: 'sub-mem', label: `Server memory per idle SubscribeSurface stream (${SUBSCRIBERS.toLocaleString('en-US')} over ${CHANNELS} channels), RSS delta after GC`, value: `${per('rss').toFixed(1)} KiB (heap ${per('heapUsed').toFixed(1)} KiB)`, target: '<= 10 KB', met: per('rss') * 1024 <= 10_000 })}`);
-  console.log(`HEADLINE ${JSON.stringify({ section: 'Subscribers', id: 'sub-p99', label: `One append delivered to all ${SUBSCRIBERS.toLocaleString('en-US')} streams, p99 (median of ${RUNS})`, value: `${p99.toFixed(1)} ms`, target: '< 250 ms', met: p99 < 250 })}`);
-  console.log(`### Subscribers (${SUBSCRIBERS.toLocaleString('en-US')} idle SubscribeSurface streams, ${CHANNELS} channels)${quick ? ' — quick' : ''}\n`);
+  console.log(`HEADLINE ${JSON.stringify({ section: 'Subscribers', id: 'sub-mem', label: `Server memory per idle SubscribeSurface stream (${SUBSCRIBERS.toLocaleString('en-US')} over ${CHANNELS} channels, ${TRANSPORT} transport), RSS delta after GC`, value: `${per('rss').toFixed(1)} KiB (heap ${per('heapUsed').toFixed(1)} KiB)`, target: '<= 10 KB', met: per('rss') * 1024 <= 10_000 })}`);
+  console.log(`HEADLINE ${JSON.stringify({ section: 'Subscribers', id: 'sub-p99', label: `One append delivered to all ${SUBSCRIBERS.toLocaleString('en-US')} streams, p99 (median of ${RUNS}, ${TRANSPORT} transport)`, value: `${p99.toFixed(1)} ms`, target: '< 250 ms', met: p99 < 250 })}`);
+  console.log(`### Subscribers (${SUBSCRIBERS.toLocaleString('en-US')} idle SubscribeSurface streams, ${CHANNELS} channels, ${TRANSPORT} transport)${quick ? ' — quick' : ''}\n`);
   console.log(`${cpus()[0]?.model ?? ''}, ${cpus().length} cores, node ${process.version}; streams opened and caught up in ${(openMs / 1000).toFixed(1)} s; load average at the end ${loadavg().map((l) => l.toFixed(1)).join(' ')}\n`);
   console.log('| measure | value |\n|---|---:|');
   const mib = (b: number): string => `${(b / 2 ** 20).toFixed(1)} MiB`;
@@ -176,6 +182,7 @@ async function main(): Promise<void> {
   console.log(`| server heapUsed, same | ${mib(before.heapUsed)} / ${mib(after.heapUsed)} |`);
   console.log(`| per subscriber: RSS / heapUsed / external | ${per('rss').toFixed(2)} / ${per('heapUsed').toFixed(2)} / ${per('external').toFixed(2)} KiB |`);
   console.log(`| floor, a bare grpc-js server holding the same streams (one message each, nothing else): per stream RSS / heapUsed | ${per('rss', bare).toFixed(2)} / ${per('heapUsed', bare).toFixed(2)} KiB |`);
+  if (bareH2) console.log(`| floor, a bare node:http2 server holding the same streams: per stream RSS / heapUsed | ${per('rss', bareH2).toFixed(2)} / ${per('heapUsed', bareH2).toFixed(2)} KiB |`);
   console.log(`| one append, send -> delivered, p50 (median of ${RUNS} appends, min–max) | ${med('p50')} ms |`);
   console.log(`| one append, send -> delivered, p99 | ${med('p99')} ms |`);
   console.log(`| one append, send -> delivered, max | ${med('max')} ms |`);

@@ -1,13 +1,18 @@
 /**
  * A server process for the server benchmarks (spawned by bench/server.bench.ts; not run by hand).
  *
- *   node --import tsx bench/server/child.ts palimpsest <db> <full|normal> [--sweeping]
+ *   node --import tsx bench/server/child.ts palimpsest <db> <full|normal> [--sweeping] [--grpc-transport=native]
  *   node --import tsx bench/server/child.ts echo [--sweeping]
  *   node --import tsx bench/server/child.ts hold
+ *   node --import tsx bench/server/child.ts h2echo [--sweeping]
+ *   node --import tsx bench/server/child.ts h2hold
  *
- * `palimpsest` runs the real server (startServer) on 127.0.0.1:0; `echo` runs a bare grpc-js
+ * `palimpsest` runs the real server (startServer) on 127.0.0.1:0, on the grpc-js transport or
+ * (--grpc-transport=native) the native one; `echo` runs a bare grpc-js
  * server whose AppendEvents/ListEvents/GetMessages handlers echo the request bytes back (identity
  * serializers, no protobuf, no store): the machine's gRPC ceiling for a same-size message.
+ * `h2echo` and `h2hold` are the same on bare node:http2 (gRPC framing written by hand, nothing
+ * else): the ceiling of the native transport.
  * Without --sweeping, V8's concurrent ArrayBuffer sweeping is turned off first thing, as
  * bin/palimpsest.mjs does. Prints one JSON line {"port":N} when listening; exits on SIGTERM or
  * when stdin closes (the parent died).
@@ -19,12 +24,13 @@ const sweeping = process.argv.includes('--sweeping');
 if (!sweeping) v8.setFlagsFromString('--no-concurrent-array-buffer-sweeping');
 
 const args = process.argv.slice(2).filter((a) => !a.startsWith('--'));
+const transport = process.argv.includes('--grpc-transport=native') ? 'native' : 'grpc-js';
 const mode = args[0];
 let stop: () => Promise<void>;
 
 if (mode === 'palimpsest') {
   const { startServer } = await import('../../src/main.js');
-  const server = await startServer({ listen: '127.0.0.1:0', db: args[1], durability: args[2] === 'normal' ? 'normal' : 'full', logLevel: 'silent' });
+  const server = await startServer({ listen: '127.0.0.1:0', db: args[1], durability: args[2] === 'normal' ? 'normal' : 'full', logLevel: 'silent', grpcTransport: transport });
   stop = () => server.shutdown();
   // SIGUSR2: print the store's write counters (group-commit sizes) as one JSON line.
   const store = server.app.store as { stats?: () => object };
@@ -69,6 +75,48 @@ if (mode === 'palimpsest') {
     process.stdout.write(`${JSON.stringify({ stats: null, memory: process.memoryUsage() })}\n`);
   });
   stop = () => new Promise((r) => server.tryShutdown(() => r()));
+  process.stdout.write(`${JSON.stringify({ port })}\n`);
+} else if (mode === 'h2echo' || mode === 'h2hold') {
+  // Bare node:http2: the request's frames are echoed back (h2echo), or SubscribeSurface answers
+  // one `caughtUp` message and holds the stream (h2hold); unary calls answer an empty message.
+  const http2 = await import('node:http2');
+  const { SubscribeSurfaceResponse } = await import('../../gen/palimpsest/v1/service.js');
+  const frame = (b: Uint8Array): Buffer => {
+    const f = Buffer.allocUnsafe(b.length + 5);
+    f[0] = 0;
+    f.writeUInt32BE(b.length, 1);
+    f.set(b, 5);
+    return f;
+  };
+  const caughtUp = frame(SubscribeSurfaceResponse.encode({ cursor: undefined, kind: { $case: 'caughtUp', value: {} } } as never).finish());
+  const empty = frame(new Uint8Array(0));
+  const headers = { ':status': 200, 'content-type': 'application/grpc' };
+  const trailers = { 'grpc-status': '0', 'grpc-message': 'OK' };
+  const held = new Set<unknown>();
+  const server = http2.createServer({ settings: { maxConcurrentStreams: 1016 } });
+  server.on('stream', (stream, h) => {
+    stream.on('error', () => undefined);
+    const hold = mode === 'h2hold' && h[':path'] === '/palimpsest.v1.SessionService/SubscribeSurface';
+    const parts: Buffer[] = [];
+    stream.on('data', (d: Buffer) => { if (!hold) parts.push(d); });
+    stream.on('end', () => {
+      stream.respond(headers, { waitForTrailers: true });
+      stream.on('wantTrailers', () => stream.sendTrailers(trailers));
+      if (hold) {
+        held.add(stream);
+        stream.on('close', () => held.delete(stream));
+        stream.write(caughtUp);
+        return;
+      }
+      stream.end(mode === 'h2echo' ? Buffer.concat(parts) : empty);
+    });
+  });
+  const port = await new Promise<number>((resolve) => server.listen(0, '127.0.0.1', () => resolve((server.address() as { port: number }).port)));
+  process.on('SIGUSR2', () => {
+    (globalThis as { gc?: () => void }).gc?.();
+    process.stdout.write(`${JSON.stringify({ stats: null, memory: process.memoryUsage() })}\n`);
+  });
+  stop = () => new Promise((r) => server.close(() => r()));
   process.stdout.write(`${JSON.stringify({ port })}\n`);
 } else {
   throw new Error(`unknown mode ${String(mode)}`);

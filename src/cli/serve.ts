@@ -2,7 +2,7 @@
  * `palimpsest serve`: the composition root. Flags override PALIMPSEST_* environment variables,
  * which override the defaults.
  */
-import { DEFAULT_CONFIG, type ServerConfig } from '../server/config.js';
+import { DEFAULT_CONFIG, GRPC_TRANSPORTS, type GrpcTransport, type ServerConfig } from '../server/config.js';
 import type { AppLimits } from '../app/session-service.js';
 import { UsageError } from './args.js';
 
@@ -68,6 +68,13 @@ export const SERVE_OPTIONS: readonly Option[] = [
   {
     flag: 'web-cors-origins', help: 'comma-separated origins allowed to call the web port from a browser (* = any; default none)',
     apply: (c, v) => { c.webCorsOrigins = v.split(',').map((o) => o.trim()).filter((o) => o !== ''); },
+  },
+  {
+    flag: 'grpc-transport', help: 'the gRPC port\'s HTTP/2 server: grpc-js (default, @grpc/grpc-js) or native (gRPC on node:http2: the same RPCs, errors, limits, TLS and telemetry at a lower cost per call and per idle stream; requests may be gzip/deflate, responses are never compressed; see README "The gRPC transport")',
+    apply: (c, v) => {
+      if (!GRPC_TRANSPORTS.includes(v as GrpcTransport)) throw new UsageError(`--grpc-transport must be ${GRPC_TRANSPORTS.join(' or ')}, got ${JSON.stringify(v)}`);
+      c.grpcTransport = v as GrpcTransport;
+    },
   },
   { flag: 'shutdown-grace-ms', help: 'graceful shutdown deadline (default 10000)', apply: (c, v) => { c.shutdownGraceMs = int('shutdown-grace-ms', v); } },
 ];

@@ -76,6 +76,11 @@ export const METHOD_PERMISSIONS: Readonly<Record<string, Permission>> = {
 /** Services reachable without a token: health checks and schema reflection (public contract). */
 const PUBLIC_PREFIXES = ['/grpc.health.v1.Health/', '/grpc.reflection.v1.ServerReflection/', '/grpc.reflection.v1alpha.ServerReflection/'];
 
+/** Whether a method path ("/grpc.health.v1.Health/Check") is reachable without a token. */
+export function isPublicPath(path: string): boolean {
+  return PUBLIC_PREFIXES.some((p) => path.startsWith(p));
+}
+
 /** SHA-256 hex of a token, as stored in the token file. */
 export function hashToken(token: string): string {
   return createHash('sha256').update(token, 'utf8').digest('hex');
@@ -172,6 +177,44 @@ export function tooManyStreams(limit: number): DomainError {
     { limitName: 'max_concurrent_streams', limit: String(limit), actual: String(limit + 1) });
 }
 
+/** An admitted call: release it from the connection's cap when it ends; `caller` is the verified token (undefined without auth and for public methods). */
+export interface AdmittedCall {
+  readonly release: () => void;
+  readonly caller: TokenEntry | undefined;
+}
+
+/**
+ * Admission of one call, on every port and transport (the grpc-js interceptor, the web port, the
+ * native transport): the per-connection cap on calls in flight (public calls count too: no
+ * connection gets unbounded streams), then, when auth is on and the method is not public, the
+ * bearer token and the method's permission. Returns the verified token (undefined without auth
+ * and for public methods); the call is then counted in `limiter` until `limiter.leave(connection)`.
+ * Throws the DomainError to refuse the call with (TOO_MANY_STREAMS, UNAUTHENTICATED,
+ * PERMISSION_DENIED); nothing is held after a refusal.
+ */
+export function enterCall(limiter: StreamLimiter, registry: TokenRegistry | undefined, connection: string, method: string, isPublic: boolean, authorization: string | undefined): TokenEntry | undefined {
+  if (!limiter.enter(connection)) throw tooManyStreams(limiter.maxPerConnection);
+  if (!registry || isPublic) return undefined;
+  try {
+    return authenticate(registry, authorization, method);
+  } catch (e) {
+    limiter.leave(connection);
+    throw e;
+  }
+}
+
+/** `enterCall` with a release function (idempotent) instead of `limiter.leave`. */
+export function admitCall(limiter: StreamLimiter, registry: TokenRegistry | undefined, connection: string, method: string, isPublic: boolean, authorization: string | undefined): AdmittedCall {
+  const caller = enterCall(limiter, registry, connection, method, isPublic, authorization);
+  let released = false;
+  const release = (): void => {
+    if (released) return;
+    released = true;
+    limiter.leave(connection);
+  };
+  return { release, caller };
+}
+
 function reject(call: ServerInterceptingCall, err: DomainError): void {
   const se = domainErrorToStatus(err);
   call.sendStatus({ code: se.code, details: se.details, metadata: se.metadata });
@@ -182,18 +225,29 @@ export class StreamLimiter {
   readonly #active = new Map<string, number>();
   constructor(readonly maxPerConnection: number) {}
 
-  /** Tries to admit a call of a connection; returns the release function or undefined. */
-  admit(connection: string): (() => void) | undefined {
+  /** Counts a call of a connection in; false (nothing counted) when the connection is at its cap. */
+  enter(connection: string): boolean {
     const n = this.#active.get(connection) ?? 0;
-    if (n >= this.maxPerConnection) return undefined;
+    if (n >= this.maxPerConnection) return false;
     this.#active.set(connection, n + 1);
+    return true;
+  }
+
+  /** Counts a call counted in by `enter` out (exactly once per call). */
+  leave(connection: string): void {
+    const m = (this.#active.get(connection) ?? 1) - 1;
+    if (m <= 0) this.#active.delete(connection);
+    else this.#active.set(connection, m);
+  }
+
+  /** Tries to admit a call of a connection; returns the release function (idempotent) or undefined. */
+  admit(connection: string): (() => void) | undefined {
+    if (!this.enter(connection)) return undefined;
     let released = false;
     return () => {
       if (released) return;
       released = true;
-      const m = (this.#active.get(connection) ?? 1) - 1;
-      if (m <= 0) this.#active.delete(connection);
-      else this.#active.set(connection, m);
+      this.leave(connection);
     };
   }
 
@@ -212,7 +266,7 @@ export function makeInterceptor(registry: TokenRegistry | undefined, limiter: St
   return (method, call) => {
     const path = method.path;
     const name = path.slice(path.lastIndexOf('/') + 1);
-    const isPublic = PUBLIC_PREFIXES.some((p) => path.startsWith(p));
+    const isPublic = isPublicPath(path);
     const info = call.getConnectionInfo();
     const connection = `${info.remoteAddress ?? '?'}:${info.remotePort ?? '?'}`;
     let release: (() => void) | undefined;
@@ -221,20 +275,14 @@ export function makeInterceptor(registry: TokenRegistry | undefined, limiter: St
         next({
           onReceiveMetadata: (md: Metadata, nextMd: (m: Metadata) => void) => {
             for (const key of Object.keys(md.getMap())) if (key.startsWith('x-palimpsest-')) md.remove(key);
-            // Public calls (health watches) count too: no connection gets unbounded streams.
-            release = limiter.admit(connection);
-            if (!release) {
-              reject(intercepting, tooManyStreams(limiter.maxPerConnection));
+            const header = md.get('authorization')[0];
+            try {
+              const admitted = admitCall(limiter, registry, connection, name, isPublic, typeof header === 'string' ? header : undefined);
+              release = admitted.release;
+              if (admitted.caller) setCaller(md, admitted.caller);
+            } catch (e) {
+              reject(intercepting, e as DomainError);
               return;
-            }
-            if (registry && !isPublic) {
-              const header = md.get('authorization')[0];
-              try {
-                setCaller(md, authenticate(registry, typeof header === 'string' ? header : undefined, name));
-              } catch (e) {
-                reject(intercepting, e as DomainError);
-                return;
-              }
             }
             nextMd(md);
           },

@@ -48,7 +48,18 @@ export interface ServerConfig {
   readonly webListen: string;
   /** Origins the web port allows by CORS ('*' = any); empty = CORS off. */
   readonly webCorsOrigins: readonly string[];
+  /**
+   * The gRPC port's transport: `grpc-js` (@grpc/grpc-js's server) or `native` (src/server/native,
+   * gRPC over node:http2 serving the same handlers at a lower cost per call and per stream).
+   */
+  readonly grpcTransport: GrpcTransport;
 }
+
+/** The transports of the gRPC port. */
+export type GrpcTransport = 'grpc-js' | 'native';
+
+/** Every transport name, for flags and messages. */
+export const GRPC_TRANSPORTS: readonly GrpcTransport[] = ['grpc-js', 'native'];
 
 /** Defaults: embedded SQLite file in the working directory, durable appends, loopback. */
 export const DEFAULT_CONFIG: ServerConfig = {
@@ -73,4 +84,5 @@ export const DEFAULT_CONFIG: ServerConfig = {
   retentionBatch: 100,
   webListen: '',
   webCorsOrigins: [],
+  grpcTransport: 'grpc-js',
 };

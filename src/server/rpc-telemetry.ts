@@ -108,53 +108,78 @@ export function rpcInfo(path: string, requestStream: boolean, responseStream: bo
   return { service: path.slice(1, slash), method: path.slice(slash + 1), type };
 }
 
+/** What every RPC record of one server shares. */
+interface TelemetryConfig {
+  readonly metrics: Metrics;
+  readonly logger: Logger;
+  readonly tracer: RpcTracer | undefined;
+  readonly slowMs: number;
+  readonly debug: boolean;
+}
+
+/**
+ * One RPC's record: a class, so that a call holds one small object for its telemetry (methods on
+ * the prototype) rather than a closure per method; an idle stream keeps it until it ends.
+ */
+class Record implements RpcRecord {
+  readonly #started = process.hrtime.bigint();
+  #md: Metadata | undefined;
+  #session: string | undefined;
+  #span: RpcSpan | undefined;
+  #done = false;
+
+  constructor(private readonly config: TelemetryConfig, private readonly info: RpcInfo) {
+    config.metrics.rpcStarted(info.service, info.method, info.type);
+  }
+
+  begin(headers: HeaderCarrier): void {
+    const tracer = this.config.tracer;
+    if (tracer && this.#span === undefined && !this.#done) this.#span = tracer({ ...this.info, headers });
+  }
+
+  caller(m: Metadata): void {
+    this.#md = m;
+  }
+
+  request(msg: unknown): void {
+    if (this.#session !== undefined || msg === null || typeof msg !== 'object') return;
+    const o = msg as { sessionId?: unknown; part?: { $case?: string; value?: { sessionId?: unknown } } };
+    const id = typeof o.sessionId === 'string' ? o.sessionId : o.part?.$case === 'options' ? o.part.value?.sessionId : undefined;
+    this.#session = typeof id === 'string' && id !== '' ? id : '';
+  }
+
+  run<T>(fn: () => T): T {
+    const span = this.#span;
+    return span ? span.run(fn) : fn();
+  }
+
+  finish(code: number, message: string): void {
+    if (this.#done) return;
+    this.#done = true;
+    const { metrics, logger, slowMs, debug } = this.config;
+    const { service, method: name, type, webProtocol } = this.info;
+    const seconds = Number(process.hrtime.bigint() - this.#started) / 1e9;
+    metrics.rpcHandled(service, name, type, codeLabel(code), seconds);
+    this.#span?.end(code, message);
+    const slow = type === 'unary' && seconds * 1000 > slowMs;
+    const level = SERVER_FAULTS.has(code) || slow ? 'warn' : code === Code.OK ? 'debug' : 'info';
+    if (level === 'debug' && !debug) return;
+    const tenant = this.#md?.get(TENANT_KEY)[0];
+    const session = this.#session;
+    logger[level]({
+      rpc: name, service, code: Code[code] ?? String(code), ms: Math.round(seconds * 1e6) / 1e3,
+      ...(session === undefined ? {} : { session }), ...(typeof tenant === 'string' ? { tenant } : {}), ...(slow ? { slow: true } : {}),
+      ...(webProtocol === undefined ? {} : { web_protocol: webProtocol }),
+    }, code === Code.OK ? 'rpc' : `rpc failed: ${message}`);
+  }
+}
+
 /** The per-RPC telemetry of a server (metrics, log line, span). */
 export function makeRpcTelemetry(opts: TelemetryOptions): RpcTelemetry {
-  const { metrics, logger, tracer } = opts;
-  const slowMs = opts.slowMs ?? 1000;
-  const debug = logger.isLevelEnabled('debug');
-  return {
-    start(info) {
-      const { service, method: name, type, webProtocol } = info;
-      const started = process.hrtime.bigint();
-      metrics.rpcStarted(service, name, type);
-      let md: Metadata | undefined;
-      let session: string | undefined;
-      let span: RpcSpan | undefined;
-      let done = false;
-      return {
-        begin(headers) {
-          if (tracer && span === undefined && !done) span = tracer({ ...info, headers });
-        },
-        caller(m) {
-          md = m;
-        },
-        request(msg) {
-          if (session !== undefined || msg === null || typeof msg !== 'object') return;
-          const o = msg as { sessionId?: unknown; part?: { $case?: string; value?: { sessionId?: unknown } } };
-          const id = typeof o.sessionId === 'string' ? o.sessionId : o.part?.$case === 'options' ? o.part.value?.sessionId : undefined;
-          session = typeof id === 'string' && id !== '' ? id : '';
-        },
-        run: (fn) => (span ? span.run(fn) : fn()),
-        finish(code, message) {
-          if (done) return;
-          done = true;
-          const seconds = Number(process.hrtime.bigint() - started) / 1e9;
-          metrics.rpcHandled(service, name, type, codeLabel(code), seconds);
-          span?.end(code, message);
-          const slow = type === 'unary' && seconds * 1000 > slowMs;
-          const level = SERVER_FAULTS.has(code) || slow ? 'warn' : code === Code.OK ? 'debug' : 'info';
-          if (level === 'debug' && !debug) return;
-          const tenant = md?.get(TENANT_KEY)[0];
-          logger[level]({
-            rpc: name, service, code: Code[code] ?? String(code), ms: Math.round(seconds * 1e6) / 1e3,
-            ...(session === undefined ? {} : { session }), ...(typeof tenant === 'string' ? { tenant } : {}), ...(slow ? { slow: true } : {}),
-            ...(webProtocol === undefined ? {} : { web_protocol: webProtocol }),
-          }, code === Code.OK ? 'rpc' : `rpc failed: ${message}`);
-        },
-      };
-    },
+  const config: TelemetryConfig = {
+    metrics: opts.metrics, logger: opts.logger, tracer: opts.tracer, slowMs: opts.slowMs ?? 1000, debug: opts.logger.isLevelEnabled('debug'),
   };
+  return { start: (info) => new Record(config, info) };
 }
 
 /** The telemetry interceptor of the gRPC port (list it first: it wraps the others). */

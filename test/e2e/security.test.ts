@@ -5,7 +5,7 @@ import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { credentials, Metadata, status } from '@grpc/grpc-js';
-import { call, callError, startTestServer, type TestServer } from '../support/test-server.js';
+import { call, callError, startTestServer, TEST_TRANSPORT, type TestServer } from '../support/test-server.js';
 import { input, userMessage } from '../support/events.js';
 import { generatePki, type TestPki } from '../support/certs.js';
 import { hashToken } from '../../src/server/auth.js';
@@ -278,13 +278,13 @@ describe('transport', () => {
   afterAll(() => { rmSync(pki.dir, { recursive: true, force: true }); });
 
   it('refuses plaintext on a non-loopback address unless --insecure, saying why', async () => {
-    await expect(startServer({ listen: '0.0.0.0:0', db: ':memory:', logLevel: 'silent' })).rejects.toThrow(/refusing to serve plaintext.*--insecure/s);
-    const s = await startServer({ listen: '0.0.0.0:0', db: ':memory:', logLevel: 'silent', insecure: true });
+    await expect(startServer({ grpcTransport: TEST_TRANSPORT, listen: '0.0.0.0:0', db: ':memory:', logLevel: 'silent' })).rejects.toThrow(/refusing to serve plaintext.*--insecure/s);
+    const s = await startServer({ grpcTransport: TEST_TRANSPORT, listen: '0.0.0.0:0', db: ':memory:', logLevel: 'silent', insecure: true });
     await s.shutdown();
   });
 
   it('serves TLS: a client trusting the CA connects, one that does not is refused', async () => {
-    const s = await startServer({ listen: '127.0.0.1:0', db: ':memory:', logLevel: 'silent', tlsCert: pki.serverCert, tlsKey: pki.serverKey });
+    const s = await startServer({ grpcTransport: TEST_TRANSPORT, listen: '127.0.0.1:0', db: ':memory:', logLevel: 'silent', tlsCert: pki.serverCert, tlsKey: pki.serverKey });
     try {
       expect(s.security).toMatchObject({ tls: true, mtls: false });
       const good = new SessionServiceClient(`localhost:${s.port}`, credentials.createSsl(readFileSync(pki.caCert)));
@@ -301,7 +301,7 @@ describe('transport', () => {
   });
 
   it('serves mutual TLS: only clients with a certificate from the client CA get in', async () => {
-    const s = await startServer({ listen: '127.0.0.1:0', db: ':memory:', logLevel: 'silent', tlsCert: pki.serverCert, tlsKey: pki.serverKey, tlsClientCa: pki.caCert });
+    const s = await startServer({ grpcTransport: TEST_TRANSPORT, listen: '127.0.0.1:0', db: ':memory:', logLevel: 'silent', tlsCert: pki.serverCert, tlsKey: pki.serverKey, tlsClientCa: pki.caCert });
     try {
       expect(s.security).toMatchObject({ tls: true, mtls: true });
       const ca = readFileSync(pki.caCert);

@@ -28,7 +28,7 @@ import { Health as HealthDesc } from '../../../gen/es/grpc/health/v1/health_pb.j
 import { ServerReflection as ReflectionV1Desc } from '../../../gen/es/grpc/reflection/v1/reflection_pb.js';
 import { ServerReflection as ReflectionV1AlphaDesc } from '../../../gen/es/grpc/reflection/v1alpha/reflection_pb.js';
 import { ReflectionV1AlphaService, ReflectionV1Service } from '../reflection.js';
-import { authenticate, setCaller, StreamLimiter, tooManyStreams, type TokenRegistry } from '../auth.js';
+import { admitCall, setCaller, StreamLimiter, type TokenRegistry } from '../auth.js';
 import { preEncodedResponses } from '../handlers.js';
 import { preEncodedStreams } from '../subscribe-handlers.js';
 import { withSafeDeserializers } from '../safe-decode.js';
@@ -93,18 +93,11 @@ export async function startWebServer(o: WebServerOptions): Promise<RunningWebSer
   const pem = tlsMaterial({ listenHost: host, tlsCert: o.tlsCert, tlsKey: o.tlsKey, tlsClientCa: o.tlsClientCa, insecure: o.insecure });
 
   const admit = (isPublic: boolean) => (ctx: HandlerContext, method: string): Admission => {
-    const limit = o.limiter.maxPerConnection;
-    const release = o.limiter.admit(ctx.values.get(CONNECTION));
-    if (!release) throw tooManyStreams(limit);
-    try {
-      // Only the verified tenant reaches the handlers (never client-sent x-palimpsest-* headers).
-      const metadata = new Metadata();
-      if (o.registry && !isPublic) setCaller(metadata, authenticate(o.registry, ctx.requestHeader.get('authorization') ?? undefined, method));
-      return { metadata, release };
-    } catch (e) {
-      release();
-      throw e;
-    }
+    const { release, caller } = admitCall(o.limiter, o.registry, ctx.values.get(CONNECTION), method, isPublic, ctx.requestHeader.get('authorization') ?? undefined);
+    // Only the verified tenant reaches the handlers (never client-sent x-palimpsest-* headers).
+    const metadata = new Metadata();
+    if (caller) setCaller(metadata, caller);
+    return { metadata, release };
   };
   const sessionDef = withSafeDeserializers(preEncodedResponses(preEncodedStreams(SessionServiceService)));
   const healthDef = withSafeDeserializers(HealthService);

@@ -1,0 +1,27 @@
+/**
+ * A server-streaming call: exactly one request message, then the handler with the call to write
+ * to (writable-call.ts). An idle stream holds this object, its listeners and the metadata the
+ * handler read; the request headers are let go once the metadata is built.
+ */
+import { WritableCall } from './writable-call.js';
+
+export class ServerStreamCall extends WritableCall {
+  #received = false;
+
+  protected onMessage(message: unknown): void {
+    if (this.#received) {
+      this.messageCountError('a second');
+      return;
+    }
+    this.#received = true;
+    this.request = message;
+  }
+
+  protected onHalfClose(): void {
+    if (!this.#received) {
+      this.messageCountError('no');
+      return;
+    }
+    this.invoke();
+  }
+}
