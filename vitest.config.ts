@@ -37,15 +37,15 @@ export default defineConfig({
         },
       },
       {
-        // The whole e2e tier again on the native gRPC transport (src/server/native): every
-        // server started by test/support (in process or as a child process) reads
-        // PALIMPSEST_GRPC_TRANSPORT.
+        // The whole e2e tier again on the grpc-js transport (the default is the native one,
+        // src/server/native): every server started by test/support (in process or as a child
+        // process) reads PALIMPSEST_GRPC_TRANSPORT.
         extends: true,
         test: {
-          name: 'e2e-native',
+          name: 'e2e-grpc-js',
           include: ['test/e2e/**/*.test.ts'],
           globalSetup: ['test/support/postgres-global-setup.ts'],
-          env: { PALIMPSEST_GRPC_TRANSPORT: 'native' },
+          env: { PALIMPSEST_GRPC_TRANSPORT: 'grpc-js' },
         },
       },
       {

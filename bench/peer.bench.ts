@@ -2,9 +2,10 @@
  * Palimpsest next to a peer, on the same machine in the same run: Electric's Durable Streams, its
  * Node.js reference server `@durable-streams/server` (dev dependency, exact version pinned).
  *
- *   npx tsx bench/peer.bench.ts [--quick] [--grpc-transport native]        (normally via `npm run bench`)
+ *   npx tsx bench/peer.bench.ts [--quick] [--grpc-transport grpc-js]        (normally via `npm run bench`)
  *
- * --grpc-transport native runs Palimpsest on its native HTTP/2 transport (src/server/native).
+ * Palimpsest runs on its default, native transport (src/server/native), or with
+ * --grpc-transport grpc-js on grpc-js's server.
  *
  * Both servers run in their own processes (bench/server/child.ts, bench/server/peer-child.mjs),
  * both driven by h2load with the same event (~290 B: type `bench/tick` + 197 B of JSON data):
@@ -34,8 +35,8 @@ import type { EventInput } from '../gen/palimpsest/v1/event.js';
 
 const quick = process.argv.includes('--quick');
 const transportArg = process.argv.indexOf('--grpc-transport');
-const TRANSPORT = transportArg >= 0 && process.argv[transportArg + 1] === 'native' ? 'native' : 'grpc-js';
-const transportFlag = TRANSPORT === 'native' ? ['--grpc-transport=native'] : [];
+const TRANSPORT = transportArg >= 0 && process.argv[transportArg + 1] === 'grpc-js' ? 'grpc-js' : 'native';
+const transportFlag = [`--grpc-transport=${TRANSPORT}`];
 const RUNS = 5;
 const DURATION = quick ? 0.4 : 1.5;
 const WARMUP = quick ? 0.1 : 0.3;

@@ -6,10 +6,10 @@
  *
  *   npm run bench                 full suite (minutes)
  *   npm run bench:quick           small sizes, under 2 minutes on an idle machine
- *   node bench/run.mjs [--quick] [--only server,sqlite] [--grpc-transport native] [--out FILE]
+ *   node bench/run.mjs [--quick] [--only server,sqlite] [--grpc-transport grpc-js] [--out FILE]
  *
- * --grpc-transport native is passed to the benches that start a server (server, subscribers,
- * peer): they then measure Palimpsest on its native HTTP/2 transport.
+ * --grpc-transport grpc-js is passed to the benches that start a server (server, subscribers,
+ * peer): they then measure Palimpsest on grpc-js's server instead of its default native transport.
  *
  * A bench reports headline figures by printing lines `HEADLINE {"id","label","value","target",
  * "met",["detail"]}` on stdout; the harness removes them from its table and lists them in the

@@ -1,11 +1,12 @@
 /**
  * Server-level (gRPC) benchmarks: every figure next to the machine's own ceiling, in the same run.
  *
- *   npx tsx bench/server.bench.ts [--quick] [--profile] [--grpc-transport native]     (normally via `npm run bench`)
+ *   npx tsx bench/server.bench.ts [--quick] [--profile] [--grpc-transport grpc-js]     (normally via `npm run bench`)
  *
- * --grpc-transport native runs the real server on the native transport (src/server/native); the
- * ratios stay against the bare grpc-js echo, and the single-event rows add the bare node:http2
- * echo (child.ts h2echo), the native transport's own ceiling.
+ * The real server runs on its default, native transport (src/server/native), or with
+ * --grpc-transport grpc-js on grpc-js's server. The ratios stay against the bare grpc-js echo
+ * (the issue's ceiling); on native the single-event rows add the bare node:http2 echo (child.ts
+ * h2echo), the native transport's own ceiling.
  *
  * Servers run in their own processes (bench/server/child.ts): the real server (startServer) and a
  * bare grpc-js echo server (identity serializers: the gRPC ceiling for a same-size message).
@@ -38,7 +39,7 @@ import { SqliteSessionStore } from '../src/store/sqlite/sqlite-store.js';
 const quick = process.argv.includes('--quick');
 const profile = process.argv.includes('--profile');
 const transportArg = process.argv.indexOf('--grpc-transport');
-const TRANSPORT = transportArg >= 0 && process.argv[transportArg + 1] === 'native' ? 'native' : 'grpc-js';
+const TRANSPORT = transportArg >= 0 && process.argv[transportArg + 1] === 'grpc-js' ? 'grpc-js' : 'native';
 const RUNS = 5;
 /** Seconds of load per run (h2load -D, or the Node generator's deadline) and warm-up before it. */
 const DURATION = quick ? 0.2 : 1.5;
@@ -149,7 +150,7 @@ async function bundleChild(): Promise<void> {
 
 async function spawnServer(args: string[], nodeFlags: string[] = []): Promise<Child> {
   const spawnedAt = performance.now();
-  const transport = args[0] === 'palimpsest' && TRANSPORT === 'native' ? ['--grpc-transport=native'] : [];
+  const transport = args[0] === 'palimpsest' ? [`--grpc-transport=${TRANSPORT}`] : [];
   const proc = spawn(process.execPath, [...nodeFlags, ...childCommand, ...args, ...transport], { stdio: ['pipe', 'pipe', 'inherit'] });
   const rl = createInterface({ input: proc.stdout! });
   const port = await new Promise<number>((resolve, reject) => {

@@ -2,10 +2,11 @@
  * Many idle subscribers on one server process: memory per SubscribeSurface stream, and the time
  * for one append to reach all of them.
  *
- *   npx tsx bench/subscribers.bench.ts [--quick] [--subscribers N] [--grpc-transport native]     (normally via `npm run bench`)
+ *   npx tsx bench/subscribers.bench.ts [--quick] [--subscribers N] [--grpc-transport grpc-js]     (normally via `npm run bench`)
  *
- * --grpc-transport native measures the server on the native transport (src/server/native), and
- * adds the bare node:http2 floor (child.ts h2hold) next to the grpc-js one.
+ * The server runs on its default, native transport (src/server/native; the bare node:http2 floor,
+ * child.ts h2hold, is measured next to the grpc-js one), or with --grpc-transport grpc-js on
+ * grpc-js's server.
  *
  * The server (bench/server/child.ts, in-memory store, --expose-gc) runs in its own process; this
  * process holds CHANNELS client channels (separate connections) and SUBSCRIBERS streams spread
@@ -35,7 +36,7 @@ const subArg = process.argv.indexOf('--subscribers');
 const SUBSCRIBERS = subArg >= 0 ? Number(process.argv[subArg + 1]) : quick ? 2_000 : 10_000;
 const CHANNELS = 100;
 const transportArg = process.argv.indexOf('--grpc-transport');
-const TRANSPORT = transportArg >= 0 && process.argv[transportArg + 1] === 'native' ? 'native' : 'grpc-js';
+const TRANSPORT = transportArg >= 0 && process.argv[transportArg + 1] === 'grpc-js' ? 'grpc-js' : 'native';
 const RUNS = 5;
 const SERVICE = '/palimpsest.v1.SessionService/';
 const here = fileURLToPath(new URL('.', import.meta.url));

@@ -1,14 +1,14 @@
 /**
  * A server process for the server benchmarks (spawned by bench/server.bench.ts; not run by hand).
  *
- *   node --import tsx bench/server/child.ts palimpsest <db> <full|normal> [--sweeping] [--grpc-transport=native]
+ *   node --import tsx bench/server/child.ts palimpsest <db> <full|normal> [--sweeping] [--grpc-transport=grpc-js]
  *   node --import tsx bench/server/child.ts echo [--sweeping]
  *   node --import tsx bench/server/child.ts hold
  *   node --import tsx bench/server/child.ts h2echo [--sweeping]
  *   node --import tsx bench/server/child.ts h2hold
  *
- * `palimpsest` runs the real server (startServer) on 127.0.0.1:0, on the grpc-js transport or
- * (--grpc-transport=native) the native one; `echo` runs a bare grpc-js
+ * `palimpsest` runs the real server (startServer) on 127.0.0.1:0, on the native transport (the
+ * default) or (--grpc-transport=grpc-js) grpc-js's; `echo` runs a bare grpc-js
  * server whose AppendEvents/ListEvents/GetMessages handlers echo the request bytes back (identity
  * serializers, no protobuf, no store): the machine's gRPC ceiling for a same-size message.
  * `h2echo` and `h2hold` are the same on bare node:http2 (gRPC framing written by hand, nothing
@@ -24,7 +24,7 @@ const sweeping = process.argv.includes('--sweeping');
 if (!sweeping) v8.setFlagsFromString('--no-concurrent-array-buffer-sweeping');
 
 const args = process.argv.slice(2).filter((a) => !a.startsWith('--'));
-const transport = process.argv.includes('--grpc-transport=native') ? 'native' : 'grpc-js';
+const transport = process.argv.includes('--grpc-transport=grpc-js') ? 'grpc-js' : 'native';
 const mode = args[0];
 let stop: () => Promise<void>;
 

@@ -84,5 +84,5 @@ export const DEFAULT_CONFIG: ServerConfig = {
   retentionBatch: 100,
   webListen: '',
   webCorsOrigins: [],
-  grpcTransport: 'grpc-js',
+  grpcTransport: 'native',
 };

@@ -385,10 +385,11 @@ describe('native transport: shutdown and hostile input', () => {
 });
 
 describe('choosing the transport', () => {
-  it('--grpc-transport / PALIMPSEST_GRPC_TRANSPORT select it (flags win, grpc-js by default); anything else is a usage error', async () => {
+  it('--grpc-transport / PALIMPSEST_GRPC_TRANSPORT select it (flags win, native by default); anything else is a usage error', async () => {
     const { parseServeArgs } = await import('../../src/cli/serve.js');
-    expect(parseServeArgs([], {}).grpcTransport).toBe('grpc-js');
-    expect(parseServeArgs([], { PALIMPSEST_GRPC_TRANSPORT: 'native' }).grpcTransport).toBe('native');
+    expect(parseServeArgs([], {}).grpcTransport).toBe('native');
+    expect(parseServeArgs([], { PALIMPSEST_GRPC_TRANSPORT: 'grpc-js' }).grpcTransport).toBe('grpc-js');
+    expect(parseServeArgs(['--grpc-transport', 'native'], { PALIMPSEST_GRPC_TRANSPORT: 'grpc-js' }).grpcTransport).toBe('native');
     expect(parseServeArgs(['--grpc-transport', 'grpc-js'], { PALIMPSEST_GRPC_TRANSPORT: 'native' }).grpcTransport).toBe('grpc-js');
     expect(() => parseServeArgs(['--grpc-transport', 'h3'], {})).toThrow(/--grpc-transport must be grpc-js or native, got "h3"/);
     expect(() => parseServeArgs([], { PALIMPSEST_GRPC_TRANSPORT: 'h3' })).toThrow(/PALIMPSEST_GRPC_TRANSPORT/);

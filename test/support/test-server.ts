@@ -15,11 +15,11 @@ import { decodeError, type DecodedError } from '../../src/client/error-details.j
 import { createTestDatabase } from './postgres.js';
 
 /**
- * The gRPC transport the e2e servers of this test process use: grpc-js, or the native one when
- * the test runs with PALIMPSEST_GRPC_TRANSPORT=native (the `e2e-native` vitest project; servers
- * started as child processes read the same variable).
+ * The gRPC transport the e2e servers of this test process use: the native one (the default), or
+ * grpc-js when the test runs with PALIMPSEST_GRPC_TRANSPORT=grpc-js (the `e2e-grpc-js` vitest
+ * project; servers started as child processes read the same variable).
  */
-export const TEST_TRANSPORT: ServerConfig['grpcTransport'] = process.env.PALIMPSEST_GRPC_TRANSPORT === 'native' ? 'native' : 'grpc-js';
+export const TEST_TRANSPORT: ServerConfig['grpcTransport'] = process.env.PALIMPSEST_GRPC_TRANSPORT === 'grpc-js' ? 'grpc-js' : 'native';
 
 /** The store the e2e servers of this test process use. */
 export const TEST_STORE: 'sqlite' | 'postgres' = process.env.PALIMPSEST_TEST_STORE === 'postgres' ? 'postgres' : 'sqlite';
