@@ -105,9 +105,8 @@ export class SessionService {
     return this.#reads.listSessions(ctx, q);
   }
 
-  /** Deletes a session; subscribers are told. */
   /**
-   * Deletes a session (NOT_FOUND when there is none). With `expected` (retention), only while its
+   * Deletes a session (NOT_FOUND when there is none); subscribers are told. With `expected` (retention), only while its
    * head and creation time are still these, checked in the store's delete transaction: false when
    * it changed meanwhile and was kept.
    */

@@ -324,8 +324,20 @@ export class Subscription<I extends Item> implements SessionListener {
     this.#fail(new DomainError('SESSION_NOT_FOUND', `session ${JSON.stringify(sessionId)} was deleted`, { sessionId }));
   }
 
-  /** Feed listener: a batch this process committed. */
+  /**
+   * Feed listener: a batch this process committed. A throw while taking it (encoding or sizing an
+   * item) fails the subscription, so the stream ends with an error and the client resumes from
+   * its cursor, instead of staying open without the batch.
+   */
   onCommit(batch: CommittedBatch): void {
+    try {
+      this.#onCommit(batch);
+    } catch (e) {
+      this.#fail(e instanceof Error ? e : new Error(String(e)));
+    }
+  }
+
+  #onCommit(batch: CommittedBatch): void {
     const lastEvent = batch.events[batch.events.length - 1];
     if (lastEvent && lastEvent.seq > this.#head) this.#head = lastEvent.seq;
     if (this.#mode === 'ended' || this.#discarding) return;

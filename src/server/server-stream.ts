@@ -1,7 +1,9 @@
 /**
- * The one adapter from an async generator to a grpc-js server stream (nice-grpc's
- * handleServerStreamingCall): handlers `yield` messages, and backpressure, cancellation and the
- * deadline live here.
+ * The server stream of every handler (grpc-js call shape, on either transport): `ServerStream`
+ * holds backpressure, cancellation and the deadline; `pipeStream` serves an async generator on
+ * it (nice-grpc's handleServerStreamingCall: handlers `yield` messages). The subscription streams
+ * extend `ServerStream` with a push pump of their own (subscribe-handlers.ts SubscriberStream),
+ * which is how an idle subscriber holds no generator frame.
  *
  * - Backpressure: the generator is pulled only while the stream is writable; after `write()`
  *   returned false the pump waits for `drain` (grpc-js holds at most its high-water mark).

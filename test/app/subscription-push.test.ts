@@ -56,6 +56,30 @@ async function setup(): Promise<{ app: SessionService; sub: Subscription<EventIt
 }
 
 describe('Subscription push consumer (step / deliver / wake)', () => {
+  it('a throw while queueing a live batch fails the subscription: it ends with the error, not open and deaf', async () => {
+    let explode = false;
+    const app = new SessionService(new MemorySessionStore());
+    services.push(app);
+    await app.createSession(ctx, { id: 's' });
+    await app.append(ctx, 's', [user('a0')]);
+    const sizeOf = (): number => {
+      if (explode) throw new Error('encoder bug');
+      return 100;
+    };
+    const sub = await Subscription.open(app, ctx, 's', eventSource(app, app.storageKey(ctx, 's')), { bufferBytes: 1 << 20, sizeOf });
+    const consumer = new Consumer();
+    sub.setDirect(consumer);
+    expect(await drain(sub)).toEqual([0, 'c']);
+    consumer.accept = false;
+    explode = true;
+    // a1 goes out directly and is refused more; a2 is then queued, and sizing it throws.
+    await app.append(ctx, 's', [user('a1'), user('a2')]);
+    expect(consumer.delivered).toEqual([1]);
+    expect(sub.open).toBe(false);
+    expect(app.feed.listenerCount('s')).toBe(0);
+    expect(() => sub.step()).toThrow('encoder bug');
+  });
+
   it('catches up, answers IDLE, then gets live batches through deliver with no wake and nothing buffered', async () => {
     const { app, sub, consumer } = await setup();
     expect(await drain(sub)).toEqual([0, 1, 'c']);
