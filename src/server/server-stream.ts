@@ -35,6 +35,9 @@ function onCallDrain(this: Tagged): void {
   this[STREAM]?.drainedNow();
 }
 
+/** setTimeout's longest delay, ms (a longer one fires at once); a deadline further away never fires. */
+export const MAX_TIMER_MS = 2 ** 31 - 1;
+
 /** A server stream being written. */
 export class ServerStream<Out> {
   #ended = false;
@@ -50,7 +53,9 @@ export class ServerStream<Out> {
     call.on('close', onGone);
     const deadline = call.getDeadline();
     const at = deadline instanceof Date ? deadline.getTime() : deadline;
-    if (Number.isFinite(at)) {
+    // A deadline further away than setTimeout can wait (2^31 - 1 ms, ~24.8 days; a longer delay
+    // fires at once) is left to the transport, which enforces every deadline itself.
+    if (Number.isFinite(at) && at - Date.now() <= MAX_TIMER_MS) {
       this.#deadline = setTimeout(() => {
         this.end(Object.assign(new Error('deadline exceeded'), { code: Code.DEADLINE_EXCEEDED, details: 'the call deadline passed' }) as ServiceError);
       }, Math.max(0, at - Date.now()));

@@ -54,7 +54,7 @@ import type { ContextResolver, Permission } from './permissions.js';
 import { TENANT_KEY, credentialOf, grants } from './auth.js';
 import type { Logger } from './logger.js';
 import type { Metrics } from './metrics.js';
-import { ServerStream } from './server-stream.js';
+import { MAX_TIMER_MS, ServerStream } from './server-stream.js';
 import { toServiceError } from './status-map.js';
 import { messageFromJson } from './typed-data.js';
 
@@ -275,9 +275,6 @@ interface Beating {
   /** Looked at (dueAt passed): the next time to look, or -1 to leave the schedule. */
   beat(now: number): number;
 }
-
-/** setTimeout's longest delay, ms. */
-const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /**
  * The heartbeat schedule of every stream of a server: one timer for all, armed at the earliest

@@ -27,7 +27,11 @@ const DEFINITION = {
   watch: method('Watch', false, true),
   collect: method('Collect', true, false),
   slow: method('Slow', true, false),
+  big: method('Big', false, false),
+  slowCounted: { ...method('SlowCounted', true, false), requestDeserialize: (b: Buffer): Buffer => { decoded++; return b; } },
 } as unknown as ServiceDefinition;
+/** Requests SlowCounted's deserializer has decoded. */
+let decoded = 0;
 
 type Cb = (err: unknown, value?: unknown, trailer?: Metadata) => void;
 interface TestCall { request: Buffer; metadata: Metadata; cancelled: boolean; on(e: string, f: (...a: unknown[]) => void): void; write(b: Buffer): boolean; end(): void; getDeadline(): number }
@@ -65,6 +69,11 @@ const HANDLERS = {
   slow: (call: TestCall & AsyncIterable<Buffer> & { stream: http2.ServerHttp2Stream }, cb: Cb) => {
     slowCalls.push({ call, cb });
   },
+  slowCounted: (call: TestCall & AsyncIterable<Buffer> & { stream: http2.ServerHttp2Stream }, cb: Cb) => {
+    slowCalls.push({ call, cb });
+  },
+  /** Answers a message of the size the request names (response sizes are not limited here). */
+  big: (call: TestCall, cb: Cb) => cb(null, Buffer.alloc(Number(call.request.toString()), 0x62)),
   collect: async (call: TestCall & AsyncIterable<Buffer>, cb: Cb) => {
     const parts: Buffer[] = [];
     try {
@@ -82,10 +91,10 @@ let address: string;
 let client: Client;
 let session: http2.ClientHttp2Session;
 
-async function startNative(): Promise<{ server: NativeGrpcServer; limiter: StreamLimiter; address: string }> {
+async function startNative(maxMessageBytes = MAX): Promise<{ server: NativeGrpcServer; limiter: StreamLimiter; address: string }> {
   const l = new StreamLimiter(100);
   const s = new NativeGrpcServer({
-    maxMessageBytes: MAX, maxConcurrentStreams: 100, limiter: l, registry: undefined, traced: false, tls: undefined,
+    maxMessageBytes, maxConcurrentStreams: 100, limiter: l, registry: undefined, traced: false, tls: undefined,
     telemetry: makeRpcTelemetry({ metrics: NO_METRICS, logger: createLogger('silent') }),
   });
   s.addService(DEFINITION, HANDLERS);
@@ -324,6 +333,52 @@ describe('native transport: deadlines and cancellation', () => {
     expect(r.trailers?.['grpc-status']).toBe('0');
     expect(r.data.subarray(5).toString()).toBe(`64/${64 * 16 * 1024}`);
     slowCalls.length = 0;
+  });
+
+  it('client streaming: compressed requests wait as received and are decompressed only when the handler takes them', async () => {
+    decoded = 0;
+    // 300 requests of ~100 bytes each that decompress to 64 KiB: ~19 MiB if decoded ahead.
+    const z = frame(gzipSync(Buffer.alloc(MAX, 0x61)), 1);
+    const answer = rawCall('/test.Echo/SlowCounted', Array.from({ length: 300 }, () => z), { 'grpc-encoding': 'gzip' });
+    await waitFor(() => slowCalls.length === 1, 5000, 'the call');
+    const { call, cb } = slowCalls[0]!;
+    await waitFor(() => call.stream.isPaused(), 5000, 'the stream to be paused');
+    expect(decoded).toBe(0);
+    let n = 0;
+    for await (const m of call) {
+      expect(m.length).toBe(MAX);
+      n++;
+      expect(decoded).toBe(n);
+    }
+    cb(null, Buffer.from(String(n)));
+    const r = await answer;
+    expect(r.trailers?.['grpc-status']).toBe('0');
+    expect(r.data.subarray(5).toString()).toBe('300');
+    slowCalls.length = 0;
+  });
+
+  it('large responses a client has not read yet do not make the connection refuse its other calls', async () => {
+    // A server with the default 16 MiB message limit (the session memory cap used to follow it).
+    const big = await startNative(16 * 1024 * 1024);
+    const conn = http2.connect(`http://${big.address}`);
+    try {
+      // 6 x 16 MiB waiting for a reader that does not read (96 MiB outstanding on one connection).
+      const stalled = Array.from({ length: 6 }, () => {
+        const req = conn.request({ ':method': 'POST', ':path': '/test.Echo/Big', 'content-type': 'application/grpc', te: 'trailers' });
+        req.on('error', () => undefined);
+        req.pause();
+        req.end(frame(Buffer.from(String(16 * 1024 * 1024))));
+        return req;
+      });
+      await new Promise((r) => setTimeout(r, 1000));
+      const r = await rawCall('/test.Echo/Echo', [frame(Buffer.from('still here'))], {}, conn);
+      expect(r.trailers?.['grpc-status']).toBe('0');
+      expect(r.data.subarray(5).toString()).toBe('still here');
+      for (const s of stalled) s.close();
+    } finally {
+      conn.destroy();
+      big.server.forceShutdown();
+    }
   });
 
   it('client streaming: requests arrive in order, and a truncated last frame refuses the call', async () => {

@@ -88,6 +88,22 @@ describe('pipeStream', () => {
     expect(call.listenerCount('error')).toBe(0);
   });
 
+  it('a deadline further away than setTimeout can wait (~24.8 days) does not end the stream at once', async () => {
+    const call = new FakeCall();
+    call.deadline = Date.now() + 365 * 86_400_000;
+    let errors = 0;
+    call.on('error', () => errors++);
+    const stream = pipeStream(asCall(call), async function* () {
+      yield 1;
+      await new Promise(() => undefined);
+    }, toStatus);
+    await new Promise((r) => setTimeout(r, 50));
+    expect(errors).toBe(0);
+    expect(stream.ended).toBe(false);
+    expect(call.written).toEqual([1]);
+    call.cancel();
+  });
+
   it('ends with DEADLINE_EXCEEDED at the call deadline, and with the mapped status on a throw', async () => {
     const call = new FakeCall();
     call.deadline = Date.now() + 30;

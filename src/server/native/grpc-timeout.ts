@@ -13,6 +13,3 @@ export function parseGrpcTimeout(value: string): number | undefined {
   if (m === null) return undefined;
   return Number(m[1]) * (UNIT_MS[m[2] as string] as number);
 }
-
-/** The longest delay setTimeout honours; a deadline further away than this never fires. */
-export const MAX_TIMER_MS = 2 ** 31 - 1;

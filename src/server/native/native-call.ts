@@ -41,7 +41,8 @@ import { rewriteFramingStatus, truncatedFrameStatus } from '../framing.js';
 import { HeadersCarrier, requestMetadata } from './call-metadata.js';
 import { CallEvents } from './call-events.js';
 import { FrameDecoder, type FrameSink } from './frame-decoder.js';
-import { MAX_TIMER_MS, parseGrpcTimeout } from './grpc-timeout.js';
+import { parseGrpcTimeout } from './grpc-timeout.js';
+import { MAX_TIMER_MS } from '../server-stream.js';
 import { percentEncode } from './percent-encode.js';
 
 /** The four call shapes of grpc-js handlers. */

@@ -77,9 +77,12 @@ export class NativeGrpcServer {
     this.#ctx = { maxMessageBytes: options.maxMessageBytes, limiter: options.limiter, registry: options.registry, telemetry: options.telemetry, traced: options.traced };
     const http2Options = {
       settings: { maxConcurrentStreams: options.maxConcurrentStreams + 16 },
-      // Outstanding data a session may buffer before new streams are refused: room for a few
-      // maximal messages (node's default of 10 MB is below one 16 MiB message).
-      maxSessionMemory: Math.max(64, Math.ceil((4 * options.maxMessageBytes) / (1024 * 1024))),
+      // No session-wide cap on outstanding data, as grpc-js sets it: node refuses every new stream
+      // of a connection past the cap, so a few large responses to a slow reader would fail all of
+      // its other calls. Each call's own memory is bounded by flow control and the message limit.
+      maxSessionMemory: Number.MAX_SAFE_INTEGER,
+      // Trailers carry the status details (clipped by status-map.ts); never refuse to send them.
+      maxSendHeaderBlockLength: Number.MAX_SAFE_INTEGER,
     };
     const tls = options.tls;
     this.#server = tls
