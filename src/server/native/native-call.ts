@@ -179,6 +179,8 @@ export abstract class NativeCall extends CallEvents implements FrameSink {
   cancelled = false;
   /** grpc-js: the request of unary and server-streaming calls. */
   request: unknown = undefined;
+  /** A unary or server-streaming call has its one request message (takeSingleRequest). */
+  #gotSingle = false;
   /** The request headers, until the metadata is built from them. */
   #headers: IncomingHttpHeaders | undefined;
   #metadata: Metadata | undefined;
@@ -410,8 +412,24 @@ export abstract class NativeCall extends CallEvents implements FrameSink {
     } else this.sendStatus(errorToStatus(err));
   }
 
+  /** Keeps the one request message of a unary or server-streaming call; a second one is refused. */
+  protected takeSingleRequest(message: unknown): void {
+    if (this.#gotSingle) {
+      this.#messageCountError('a second');
+      return;
+    }
+    this.#gotSingle = true;
+    this.request = message;
+  }
+
+  /** At the half-close of a unary or server-streaming call: true when its one message came, else the call is refused. */
+  protected singleRequestComplete(): boolean {
+    if (!this.#gotSingle) this.#messageCountError('no');
+    return this.#gotSingle;
+  }
+
   /** grpc-js's own framing statuses for a unary or server-streaming request, as the grpc-js port rewrites them (framing.ts). */
-  protected messageCountError(kind: 'no' | 'a second'): void {
+  #messageCountError(kind: 'no' | 'a second'): void {
     this.sendStatus(rewriteFramingStatus({ code: Code.UNIMPLEMENTED, details: `Received ${kind} request message for server streaming method ${this.method.path}`, metadata: null }));
   }
 

@@ -6,22 +6,11 @@
 import { WritableCall } from './writable-call.js';
 
 export class ServerStreamCall extends WritableCall {
-  #received = false;
-
   protected onMessage(message: unknown): void {
-    if (this.#received) {
-      this.messageCountError('a second');
-      return;
-    }
-    this.#received = true;
-    this.request = message;
+    this.takeSingleRequest(message);
   }
 
   protected onHalfClose(): void {
-    if (!this.#received) {
-      this.messageCountError('no');
-      return;
-    }
-    this.invoke();
+    if (this.singleRequestComplete()) this.invoke();
   }
 }

@@ -5,22 +5,11 @@
 import { NativeCall } from './native-call.js';
 
 export class UnaryCall extends NativeCall {
-  #received = false;
-
   protected onMessage(message: unknown): void {
-    if (this.#received) {
-      this.messageCountError('a second');
-      return;
-    }
-    this.#received = true;
-    this.request = message;
+    this.takeSingleRequest(message);
   }
 
   protected onHalfClose(): void {
-    if (!this.#received) {
-      this.messageCountError('no');
-      return;
-    }
-    this.invoke((err, value, trailer) => this.reply(err, value, trailer));
+    if (this.singleRequestComplete()) this.invoke((err, value, trailer) => this.reply(err, value, trailer));
   }
 }
