@@ -16,6 +16,7 @@
  * `batchSize` sessions examined, so appends interleave with it. Works on every store.
  */
 import type { SessionService } from './session-service.js';
+import { DataCorruptedError } from './storage-error.js';
 
 /** The label that gives one session its own retention period, in whole days. */
 export const TTL_LABEL = 'palimpsest.dev/ttl-days';
@@ -50,7 +51,6 @@ export function retentionMs(labels: Readonly<Record<string, string>>, retentionD
   return retentionDays > 0 ? retentionDays * DAY_MS : undefined;
 }
 
-/** The session as listed is still the store's: same incarnation, nothing appended since. */
 const yieldTurn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
 
 /** The background sweeper of one service. */
@@ -107,7 +107,16 @@ export class Retention {
         if (keep === undefined || rec.header.createdAt >= now - keep) continue;
         let last = rec.header.createdAt;
         if (rec.eventCount > 0) {
-          const [tail] = await store.readEvents(rec.header.id, { fromSeq: Number.MAX_SAFE_INTEGER, direction: 'backward', limit: 1 });
+          let tail: { time: number } | undefined;
+          try {
+            [tail] = await store.readEvents(rec.header.id, { fromSeq: Number.MAX_SAFE_INTEGER, direction: 'backward', limit: 1 });
+          } catch (e) {
+            // A damaged session (its rows fail their checksums) is the operator's to restore or
+            // delete (palimpsest verify); the sweep goes on with the others.
+            if (!(e instanceof DataCorruptedError)) throw e;
+            this.opts.log?.error({ session: rec.header.id, err: e.message }, 'retention: skipped a damaged session');
+            continue;
+          }
           if (tail !== undefined) last = Math.max(last, tail.time);
         }
         if (last >= now - keep) continue;

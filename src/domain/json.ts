@@ -75,7 +75,9 @@ function childPath(path: string, key: string | number): string {
  */
 export function jsonSyntaxProblem(err: unknown): string {
   const message = err instanceof Error ? err.message : String(err);
-  return message.replace(/, ".*"(\.\.\.)? is not valid JSON$/s, ' is not valid JSON');
+  // `Unexpected token 'x', <excerpt> is not valid JSON`, the excerpt maybe cut at either end
+  // ("...", ..."...", "..."...): keep the token only. Anchored at both ends, so linear.
+  return message.replace(/^(Unexpected token '[^]{1,2}?'), [^]* is not valid JSON$/, '$1 is not valid JSON');
 }
 
 /**

@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { Retention, TTL_LABEL, retentionMs } from '../../src/app/retention.js';
+import { DataCorruptedError } from '../../src/app/storage-error.js';
 import { ANONYMOUS, DEFAULT_LIMITS, SessionService } from '../../src/app/session-service.js';
 import type { SessionStore } from '../../src/app/store-port.js';
 import { MemorySessionStore } from '../../src/store/memory/memory-store.js';
@@ -163,5 +164,30 @@ describe('Retention and an append racing its idle check', () => {
     });
     // The next sweep (the session was just touched) keeps it too.
     expect(await new Retention(app, { retentionDays: 30, now: () => NOW }).sweep()).toMatchObject({ examined: 1, deleted: 0 });
+  });
+});
+
+describe('Retention and a damaged session', () => {
+  it('skips a session whose rows fail their checksums (logged) and deletes the expired ones after it', async () => {
+    let clock = NOW - 40 * DAY;
+    const errors: string[] = [];
+    const store = new (class extends MemorySessionStore {
+      override async readEvents(...args: Parameters<MemorySessionStore['readEvents']>): ReturnType<MemorySessionStore['readEvents']> {
+        if (args[0] === 'damaged') throw new DataCorruptedError('damaged', 0, 'session damaged: the stored event at seq 0 failed its data checksum');
+        return super.readEvents(...args);
+      }
+    })();
+    const app = new SessionService(store, DEFAULT_LIMITS, () => clock);
+    services.push(app);
+    for (const id of ['old-1', 'damaged', 'old-2']) {
+      await app.createSession(ANONYMOUS, { id });
+      await app.append(ANONYMOUS, id, [user('old')]);
+    }
+    clock = NOW;
+    const log = { info: () => undefined, error: (_o: object, msg: string) => void errors.push(msg) };
+    const report = await new Retention(app, { retentionDays: 30, now: () => clock, log }).sweep();
+    expect(report).toMatchObject({ examined: 3, deleted: 2 });
+    expect(errors).toEqual(['retention: skipped a damaged session']);
+    expect((await app.listSessions(ANONYMOUS, { pageSize: 100 })).sessions.map((s) => s.record.header.id)).toEqual(['damaged']);
   });
 });

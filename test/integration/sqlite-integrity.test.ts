@@ -199,8 +199,12 @@ describe('SqliteSessionStore: heads recorded outside the database', () => {
     store = undefined;
     expect(verifyFile(path).problems.join('\n')).toMatch(/session "s": head 9 is below the recorded head 14/);
 
-    // Still refused after a restart; deleting it clears it.
+    // Still refused after a restart; a conditional delete (retention's) that does not match
+    // leaves it refused; deleting it clears it.
     store = new SqliteSessionStore({ path });
+    await corruption(store.readEvents('s', FORWARD));
+    expect(await store.deleteSession('s', { nextSeq: 999, createdAt: 0 })).toBe(false);
+    expect(store.damagedSessions.map((d) => d.sessionId)).toEqual(['s']);
     await corruption(store.readEvents('s', FORWARD));
     expect(await store.deleteSession('s')).toBe(true);
     await store.createSession(newSession('s'), []);

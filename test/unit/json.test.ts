@@ -116,6 +116,10 @@ describe('jsonSyntaxProblem', () => {
     expect(problem('secret-hunter2 xx')).toBe("Unexpected token 's' is not valid JSON");
     expect(problem(`{"a":"${'secret '.repeat(20)}`)).not.toContain('secret');
     expect(problem('[1,]')).toBe("Unexpected token ']' is not valid JSON");
+    // V8 cuts a long excerpt at the front, the back or both: none of it stays.
+    expect(problem('["passwordpasswordpassword", x, "secretsecretsecretsecret"]')).toBe("Unexpected token 'x' is not valid JSON");
+    expect(problem(`["${'secret'.repeat(10)}", tru ]`)).not.toMatch(/secret|cret/);
+    expect(problem(`["${'a'.repeat(100)}", '`)).toBe("Unexpected token ''' is not valid JSON");
   });
   it('keeps messages that carry a position and no text', () => {
     expect(problem('{"a":1')).toBe(`Expected ',' or '}' after property value in JSON at position 6`);

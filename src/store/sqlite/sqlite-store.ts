@@ -263,7 +263,8 @@ export class SqliteSessionStore implements SessionStore {
     this.checkOpen();
     const before = this.st.selectDigest.get(id) as [number, number, number] | undefined;
     const deleted = this.writes.deleteTxn.immediate(id, expected);
-    const damage = this.damaged.get(id);
+    // A conditional delete (retention) that was refused leaves a damaged session as it is.
+    const damage = deleted || expected === undefined ? this.damaged.get(id) : undefined;
     if (damage !== undefined) {
       // A refused session that is gone from the database: deleting it is how an operator clears it.
       this.damaged.delete(id);
