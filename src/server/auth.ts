@@ -240,17 +240,6 @@ export class StreamLimiter {
     else this.#active.set(connection, m);
   }
 
-  /** Tries to admit a call of a connection; returns the release function (idempotent) or undefined. */
-  admit(connection: string): (() => void) | undefined {
-    if (!this.enter(connection)) return undefined;
-    let released = false;
-    return () => {
-      if (released) return;
-      released = true;
-      this.leave(connection);
-    };
-  }
-
   /** Active calls of a connection (tests). */
   active(connection: string): number {
     return this.#active.get(connection) ?? 0;
