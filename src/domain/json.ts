@@ -299,3 +299,13 @@ export function jsonEqual(a: Json | undefined, b: Json | undefined): boolean {
   }
   return true;
 }
+
+/**
+ * True unless `s` holds a lone surrogate (a UTF-16 half with no partner). Such a string has no
+ * UTF-8 form: stored as text it would come back changed (SQLite keeps the surrogate's 3-byte
+ * CESU form, which reads back as U+FFFD replacement characters), so strings that are stored as
+ * text are refused with it rather than altered. JSON text escapes them (`\ud800`) and is safe.
+ */
+export function isWellFormedText(s: string): boolean {
+  return (s as string & { isWellFormed(): boolean }).isWellFormed();
+}

@@ -4,6 +4,7 @@
  */
 import { DomainError } from './errors.js';
 import { SESSION_FORMAT_VERSION, type SessionHeader } from './event.js';
+import { isWellFormedText } from './json.js';
 
 /** The `type` tag of the header line. */
 export const HEADER_LINE_TYPE = 'session';
@@ -105,6 +106,10 @@ export function validateSessionHeader(raw: unknown, expectedId?: string): Sessio
   checkFormatVersion(raw['version']);
   for (const key of Object.keys(raw)) {
     if (!ALLOWED_KEYS.has(key)) throw invalid(`unknown header field "${key}"`, key);
+    const value = raw[key];
+    if (typeof value === 'string' && !isWellFormedText(value)) {
+      throw invalid(`${key} holds a lone UTF-16 surrogate (it has no UTF-8 form); write well-formed Unicode`, key);
+    }
   }
   const id = raw['id'];
   if (typeof id !== 'string' || id.length === 0) throw invalid('id must be a non-empty string', 'id');

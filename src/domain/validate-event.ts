@@ -16,7 +16,7 @@
  */
 import { DomainError } from './errors.js';
 import type { CandidateEvent, Json, SessionEvent, SurfaceOp } from './event.js';
-import { isJsonObject, toFrozenJson } from './json.js';
+import { isJsonObject, isWellFormedText, toFrozenJson } from './json.js';
 import { LEGACY_REQUIRED_KEYS, STEERING_TYPE, isLegacyShape, messageOf, upgradeSteering } from './message-view.js';
 import { checkLegacyTurnShape } from './legacy-turns.js';
 import { Reason } from './reasons.js';
@@ -121,6 +121,9 @@ export function normalizeCandidate(candidate: CandidateEvent, ctx: NormalizeCont
   const type = typeIn;
   // Any string, the empty one included: the reference requires only typeof type === "string".
   if (typeof type !== 'string') throw fail(Reason.ENVELOPE_INVALID, 'the event has an invalid event envelope: type must be a string', { field: 'type' });
+  if (!isWellFormedText(type)) {
+    throw fail(Reason.ENVELOPE_INVALID, 'the event has an invalid event envelope: type holds a lone UTF-16 surrogate (it has no UTF-8 form); send well-formed Unicode', { field: 'type' });
+  }
   const seqIn = seqIn0;
   if (seqIn !== undefined && !isSafeSeq(seqIn)) {
     throw fail(Reason.ENVELOPE_INVALID, `${type} has an invalid event envelope: seq must be a non-negative safe integer`, { field: 'seq' });

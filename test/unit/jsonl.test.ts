@@ -155,6 +155,8 @@ describe('JSONL header', () => {
     ['{"type":"session","version":0,"id":"x","createdAt":1,"delegationDepth":0.5}', 'delegationDepth'],
     ['{"type":"session","version":0,"id":"x","createdAt":1,"agentPreset":false}', 'agentPreset'],
     ['{"type":"session","version":0,"id":"x","createdAt":1,"extra":1}', 'extra'],
+    ['{"type":"session","version":0,"id":"x\\ud800","createdAt":1}', 'id'],
+    ['{"type":"session","version":0,"id":"x","createdAt":1,"agentPreset":"\\udfffp"}', 'agentPreset'],
   ])('refuses %s (field %s)', (line, field) => {
     const err = expectDomainError(() => parseHeaderLine(line), 'HEADER_INVALID');
     expect(err.metadata['field']).toBe(field);

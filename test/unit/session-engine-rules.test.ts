@@ -49,8 +49,14 @@ describe('ENVELOPE_INVALID', () => {
     ['a negative seq', { type: 'note', data: {}, seq: -1 }],
     ['ignorable false', { type: 'note', data: {}, ignorable: false }],
     ['missing data', { type: 'note' } as CandidateEvent],
+    ['a type with a lone surrogate (no UTF-8 form)', { type: 'note\ud800', data: {} }],
+    ['a type with a lone low surrogate', { type: '\udc00note', data: {} }],
   ])('given %s, when planned, then ENVELOPE_INVALID', (_name, bad) => {
     h.expectReject([logEvent('ok'), bad], 'ENVELOPE_INVALID', 1);
+  });
+
+  it('given a type with a surrogate pair (well-formed), then accepted', () => {
+    expect(h.plan([{ type: 'note\ud83d\ude00', data: { s: 'lone \ud800 in data is JSON-escaped' } }]).events[0]!.type).toBe('note\u{1f600}');
   });
 
   it('given import without seq or time, then ENVELOPE_INVALID; with both it is accepted', () => {
