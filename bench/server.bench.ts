@@ -1,7 +1,8 @@
 /**
  * Server-level (gRPC) benchmarks: every figure next to the machine's own ceiling, in the same run.
  *
- *   npx tsx bench/server.bench.ts [--quick] [--profile] [--grpc-transport grpc-js]     (normally via `npm run bench`)
+ *   npx tsx bench/server.bench.ts [--quick] [--profile] [--grpc-transport grpc-js] [--only appends|coldopen|reads|cost]
+ *   (normally via `npm run bench`; --only runs one section, for working on one figure)
  *
  * The real server runs on its default, native transport (src/server/native), or with
  * --grpc-transport grpc-js on grpc-js's server. The ratios stay against the bare grpc-js echo
@@ -38,6 +39,11 @@ import { SqliteSessionStore } from '../src/store/sqlite/sqlite-store.js';
 
 const quick = process.argv.includes('--quick');
 const profile = process.argv.includes('--profile');
+const onlyArg = process.argv.indexOf('--only');
+const ONLY = onlyArg >= 0 ? process.argv[onlyArg + 1] : undefined;
+if (ONLY !== undefined && !['appends', 'coldopen', 'reads', 'cost'].includes(ONLY)) throw new Error(`--only takes appends, coldopen, reads or cost, got ${ONLY}`);
+/** True when the section runs (all of them without --only). */
+const want = (section: string): boolean => ONLY === undefined || ONLY === section;
 const transportArg = process.argv.indexOf('--grpc-transport');
 const TRANSPORT = transportArg >= 0 && process.argv[transportArg + 1] === 'grpc-js' ? 'grpc-js' : 'native';
 const RUNS = 5;
@@ -427,13 +433,15 @@ async function main(): Promise<void> {
   let groupInfo: { size: number; commitsPerS: number; rawCommits: number } | undefined;
   try {
     // ---------------------------------------------------------------- appends
+    const counts = new Map<string, number>();
+    appends: {
+    if (!want('appends')) break appends;
     const echo = await start(['echo']);
     const h2echo = TRANSPORT === 'native' ? await start(['h2echo']) : undefined;
     const full = await start(['palimpsest', join(root, 'full.db'), 'full']);
     const normal = await start(['palimpsest', join(root, 'normal.db'), 'normal']);
     const sweepEcho = quick ? undefined : await start(['echo', '--sweeping']);
     const sweepFull = quick ? undefined : await start(['palimpsest', join(root, 'sweep.db'), 'full', '--sweeping']);
-    const counts = new Map<string, number>();
     for (const s of [full, normal, sweepFull]) {
       if (!s) continue;
       const c = client(s.address);
@@ -561,6 +569,7 @@ async function main(): Promise<void> {
       id: 'append', label: `Appends, 1 session, 64 in flight, durability full, vs bare gRPC echo (${TRANSPORT} transport)`, value: `${pct(r64)} (${fmt(one.full64!.rate.median)} vs ${fmt(one.echo64!.rate.median)} calls/s)`, target: '>= 60%', met: r64 >= 0.6,
       detail: groupInfo ? `bound: ${fmt(groupInfo.size)} appends per fsync x ${fmt(groupInfo.commitsPerS)} commits/s (raw 1-row fsync commits ${fmt(groupInfo.rawCommits)}/s); normal durability reaches ${pct(ratios.normal64!)}` : '',
     });
+    }
 
     // ---------------------------------------------------------------- fixture db: big, small, reads
     console.error(`building the fixture db (${BIG.toLocaleString('en-US')}, ${SMALL.toLocaleString('en-US')} and ${READ_SESSION.toLocaleString('en-US')}-event sessions) through the engine and the store`);
@@ -568,14 +577,18 @@ async function main(): Promise<void> {
     {
       const t0 = performance.now();
       const store = new SqliteSessionStore({ path: fixture, durability: 'normal' });
-      await buildSession(store, 'big', BIG);
-      await buildSession(store, 'small', SMALL);
+      if (want('coldopen') || want('cost')) {
+        await buildSession(store, 'big', BIG);
+        await buildSession(store, 'small', SMALL);
+      }
       await buildSession(store, 'reads', READ_SESSION);
       await store.close();
       console.error(`  built in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
     }
 
     // ---------------------------------------------------------------- cold open
+    coldopen: {
+    if (!want('coldopen')) break coldopen;
     console.error(`cold open of the ${BIG.toLocaleString('en-US')}-event session in a fresh server process`);
     const cold: { total: number; open: number; start: number; rss: number; hwm: number }[] = [];
     const empty: number[] = [];
@@ -605,9 +618,12 @@ async function main(): Promise<void> {
       id: 'coldopen', label: `Cold open of a ${label} session (fresh process; spawn -> surface ready; peak RSS)`,
       value: `${fmt(coldTotal.median)} ms (open ${fmt(coldOpen.median)} ms), ${fmt(coldHwm.median)} MiB`, target: '< 1500 ms, < 300 MB', met: coldTotal.median < 1500 && coldHwm.median * 1.048576 < 300,
     });
+    }
 
     // ---------------------------------------------------------------- reads + cost vs log length
     const srv = await start(['palimpsest', fixture, 'normal']);
+    reads: {
+    if (!want('reads')) break reads;
     const c = client(srv.address);
     // A bulk reader's client: 4 MiB connection and stream receive windows (node:http2 settings).
     const bulkC = rawH2(srv.address, 4 * 1024 * 1024);
@@ -651,7 +667,10 @@ async function main(): Promise<void> {
     const msgBulk = resultRow(`GetMessages model history, client with 4 MiB HTTP/2 windows`, 'messages/s', reads.getMessagesBulk, reads.rawSurface, 'raw SELECT of the surface rows')!;
     headline({ id: 'reads', label: `Reads of a ${READ_SESSION.toLocaleString('en-US')}-event session vs raw SQLite: ListEvents pages / model history (default 64 KiB window)`, value: `${pct(listRatio)} / ${pct(msgRatio)}`, target: '>= 50%', met: Math.min(listRatio, msgRatio) >= 0.5 });
     headline({ id: 'reads-bulk', label: 'Reads, same, bulk reader client (4 MiB HTTP/2 windows)', value: `${pct(listBulk)} / ${pct(msgBulk)}`, target: '>= 50%', met: Math.min(listBulk, msgBulk) >= 0.5 });
+    }
 
+    cost: {
+    if (!want('cost')) break cost;
     console.error(`append cost at ${SMALL.toLocaleString('en-US')} vs ${BIG.toLocaleString('en-US')} events in the session (durability normal)`);
     await getSession(srv.address, 'big');
     await getSession(srv.address, 'small');
@@ -675,6 +694,7 @@ async function main(): Promise<void> {
       row(`per-append cost, ${m} in flight, ${BIG.toLocaleString('en-US')}-event session`, `${fmt(1e6 / b.rate.median)} us (${fmtStat(b.rate, ' appends/s')})`, `${fmt(b.p50.median)} ms`, `${fmt(b.p99.median)} ms`, `${SMALL.toLocaleString('en-US')} events`, `cost ratio ${(s.rate.median / b.rate.median).toFixed(2)}`);
     }
     headline({ id: 'cost', label: `Per-append cost, ${BIG.toLocaleString('en-US')} vs ${SMALL.toLocaleString('en-US')} events in the session (1 / 16 in flight)`, value: costRatios.map((r) => r.toFixed(2)).join(' / '), target: '<= 1.2', met: Math.max(...costRatios) <= 1.2 });
+    }
   } finally {
     for (const c of clients) c.close();
     for (const s of servers) await s.stop();

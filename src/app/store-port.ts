@@ -63,7 +63,11 @@ export interface SurfaceStructure {
  * A stored event whose data is the stored JSON text, not parsed (`JSON.parse(dataText)` is the
  * event's data; the text is what JSON.stringify writes for it).
  */
-export type StoredEventText = Omit<SessionEvent, 'data'> & { readonly dataText: string };
+export type StoredEventText = Omit<SessionEvent, 'data'> & {
+  readonly dataText: string;
+  /** UTF-8 bytes of dataText, when the store read them with the text (saves the caller a pass). */
+  readonly dataBytes?: number;
+};
 
 /** A stored idempotent result: what the first request with this key appended and answered. */
 export interface IdempotentResult {

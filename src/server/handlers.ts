@@ -215,7 +215,7 @@ export function makeHandlers(app: SessionService, resolve: ContextResolver, log:
       for (const e of page.events as readonly (SessionEvent | StoredEventText)[]) {
         const stored = 'dataText' in e;
         const text = stored ? e.dataText : JSON.stringify(e.data);
-        const textBytes = Buffer.byteLength(text);
+        const textBytes = stored && e.dataBytes !== undefined ? e.dataBytes : Buffer.byteLength(text);
         const size = textBytes + Buffer.byteLength(e.type) + 11 * (e.sourceEventSeqs?.length ?? 0) + 64;
         if ((typed ? events.length : texts.length) > 0 && used + size > pageBudget) {
           nextSeq = e.seq;

@@ -15,6 +15,9 @@ import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { DataCorruptedError } from '../../src/app/storage-error.js';
 import { SqliteSessionStore } from '../../src/store/sqlite/sqlite-store.js';
 import { verifyFile } from '../../src/store/sqlite/verify.js';
+import { checksumExtensionPath, type NativeChecksums } from '../../src/store/sqlite/native-checksums.js';
+import { dataCrc, structuralCrc } from '../../src/store/sqlite/integrity.js';
+import fc from 'fast-check';
 import { crc32c } from '../../src/store/sqlite/crc32c.js';
 import { readHeads } from '../../src/store/sqlite/head-record.js';
 import { appendFileSync, writeFileSync } from 'node:fs';
@@ -59,7 +62,10 @@ afterEach(async () => {
 const FORWARD = { fromSeq: 0, direction: 'forward', limit: 100 } as const;
 
 async function seeded(path: string): Promise<SqliteSessionStore> {
-  const s = new SqliteSessionStore({ path });
+  return seed(new SqliteSessionStore({ path }));
+}
+
+async function seed(s: SqliteSessionStore): Promise<SqliteSessionStore> {
   await s.createSession(newSession('s'), mixedEvents(0, 10));
   await s.createSession(newSession('other'), mixedEvents(0, 5));
   return s;
@@ -86,14 +92,95 @@ describe('CRC-32C', () => {
   });
 });
 
-describe('SqliteSessionStore: event row checksums', () => {
+/** The extension is built by `npm install` (scripts/build-native.mjs, needs a C compiler); CI requires it. */
+const NATIVE = checksumExtensionPath() !== undefined || process.env['CI'] === 'true';
+
+describe.skipIf(!NATIVE)('the checksum extension (native/sqlite-checksums.c)', () => {
+  const path = checksumExtensionPath();
+  const db = new Database(':memory:');
+  if (path !== undefined) db.loadExtension(path);
+  afterAll(() => db.close());
+  const sql = <T>(q: string, ...args: unknown[]): T => db.prepare(q).pluck().get(...args) as T;
+
+  it('is built (CI needs a C compiler: the store would verify in JavaScript without it)', () => {
+    expect(path).toBeDefined();
+  });
+
+  it('computes exactly the JavaScript checksums over what SQLite stores (any text, seqs, ops, times)', () => {
+    db.exec('CREATE TABLE r (seq INTEGER, type TEXT, time INTEGER, data TEXT, seqs BLOB, op TEXT, ign INTEGER) STRICT');
+    const insert = db.prepare('INSERT INTO r VALUES (?, ?, ?, ?, ?, ?, ?)');
+    const check = db.prepare('SELECT palimpsest_scrc(seq, op, seqs, ign, type), palimpsest_dcrc(time, data) FROM r WHERE rowid = ?').raw();
+    fc.assert(
+      fc.property(
+        fc.nat({ max: Number.MAX_SAFE_INTEGER }),
+        fc.string({ unit: 'grapheme', maxLength: 40 }),
+        fc.integer({ min: -Number.MAX_SAFE_INTEGER, max: Number.MAX_SAFE_INTEGER }),
+        fc.string({ unit: 'binary', maxLength: 3000 }),
+        fc.option(fc.uint8Array({ maxLength: 300 }), { nil: null }),
+        fc.option(fc.constantFrom('append', '{"op":"replace","start":1,"end":2}', 'ü'), { nil: null }),
+        fc.boolean(),
+        (seq, type, time, data, seqs, op, ignorable) => {
+          const blob = seqs === null ? null : Buffer.from(seqs);
+          const rowid = insert.run(seq, type, time, data, blob, op, ignorable ? 1 : null).lastInsertRowid;
+          expect(check.get(rowid)).toEqual([structuralCrc(seq, op, blob, ignorable ? 1 : null, type), dataCrc(time, data)]);
+        },
+      ),
+      { numRuns: 500 },
+    );
+  });
+
+  it('palimpsest_row_check: 0 for an intact row, 1 for a structural mismatch, 2 for a data mismatch', () => {
+    const scrc = structuralCrc(7, 'append', null, null, 'user/message');
+    const dcrc = dataCrc(5, '{"a":1}');
+    const check = (s: number, d: number, data = '{"a":1}'): number =>
+      sql('SELECT palimpsest_row_check(7, ?, NULL, NULL, ?, ?, 5, ?, ?)', 'append', 'user/message', s, data, d);
+    expect(check(scrc, dcrc)).toBe(0);
+    expect(check(scrc ^ 1, dcrc)).toBe(1);
+    expect(check(scrc, dcrc ^ 1)).toBe(2);
+    expect(check(scrc, dcrc, '{"a":2}')).toBe(2);
+    // A value of a storage class the schema forbids is a mismatch, never a pass.
+    expect(sql('SELECT palimpsest_row_check(7, 1, NULL, NULL, ?, ?, 5, ?, ?)', 'user/message', scrc, '{"a":1}', dcrc)).toBe(1);
+    expect(sql('SELECT palimpsest_row_check(7, ?, NULL, NULL, ?, ?, 5, X\'00\', ?)', 'append', 'user/message', scrc, dcrc)).toBe(2);
+  });
+});
+
+describe.each<[string, NativeChecksums]>([
+  ...(NATIVE ? [['in SQLite (the checksum extension)', 'require'] as [string, NativeChecksums]] : []),
+  ['in JavaScript', 'off'],
+])('SqliteSessionStore: event row checksums verified %s', (_how, nativeChecksums) => {
+  const open = (path: string): SqliteSessionStore => new SqliteSessionStore({ path, nativeChecksums });
+  const seeded = async (path: string): Promise<SqliteSessionStore> => seed(open(path));
+
+  it('reads verify where the mode says', async () => {
+    store = open(freshPath());
+    expect(store.checksumsInSqlite).toBe(nativeChecksums === 'require');
+  });
+
+  it('reads back every field shape exactly: types with tabs, commas and astral characters, negative times, long citation lists, replace ops', async () => {
+    const odd = [
+      ev(0, 'x\tcustom,type \u{1f600}\u{1d11e}', { s: 'é✓ \u{1f600} tab\t,comma', n: [1, 2.5, null] }, { time: -1_234 }),
+      ev(1, '', 'just a string', { time: 0, ignorable: true }),
+      ev(2, 'assistant/message', { id: 'a2', role: 'assistant', content: [] }, { surfaceOp: 'append', sourceEventSeqs: [] }),
+      ev(3, '日本語', [], { surfaceOp: { op: 'replace', start: 2, end: 2 }, sourceEventSeqs: [0, 1, 2], time: Number.MAX_SAFE_INTEGER }),
+      ev(4, 'bulk', { big: 'x'.repeat(70_000) }, { sourceEventSeqs: Array.from({ length: 4 }, (_, i) => i), ignorable: true }),
+    ];
+    const path = freshPath();
+    store = open(path);
+    await store.createSession(newSession('odd'), odd);
+    const texts = (await store.readEventTexts('odd', FORWARD)).map(({ dataBytes: _, ...t }) => t);
+    expect(texts).toEqual(odd.map(({ data, ...rest }) => ({ ...rest, dataText: JSON.stringify(data) })));
+    expect(await store.readEvents('odd', FORWARD)).toEqual(odd);
+    expect(await store.readEvents('odd', { fromSeq: 4, direction: 'backward', limit: 2 })).toEqual([odd[4], odd[3]]);
+    expect(await store.getEvents('odd', [0, 3])).toEqual([odd[0], odd[3]]);
+  });
+
   it('an untouched database reads, loads and verifies clean', async () => {
     const path = freshPath();
     store = await seeded(path);
     expect(await store.readEvents('s', FORWARD)).toHaveLength(10);
     expect(await store.readStructure('s', 0)).toHaveLength(10);
     await store.close();
-    store = new SqliteSessionStore({ path });
+    store = open(path);
     expect(await store.readEvents('s', FORWARD)).toEqual(mixedEvents(0, 10));
     await store.close();
     store = undefined;
@@ -105,7 +192,7 @@ describe('SqliteSessionStore: event row checksums', () => {
     store = await seeded(path);
     await store.close();
     tamper(path, "UPDATE events SET data = replace(data, 'hello 5', 'hellp 5') WHERE session_id = 's' AND seq = 5");
-    store = new SqliteSessionStore({ path });
+    store = open(path);
     const e = await corruption(store.readEvents('s', FORWARD));
     expect(e).toMatchObject({ sessionId: 's', seq: 5 });
     expect(e.message).toMatch(/seq 5 failed its data checksum/);
@@ -130,7 +217,7 @@ describe('SqliteSessionStore: event row checksums', () => {
     store = await seeded(path);
     await store.close();
     tamper(path, sql);
-    store = new SqliteSessionStore({ path });
+    store = open(path);
     const e = await corruption(store.readStructure('s', 0));
     expect(e.message).toMatch(/structural checksum/);
     await corruption(store.readEvents('s', FORWARD));
@@ -149,7 +236,7 @@ describe('SqliteSessionStore: event row checksums', () => {
     rmSync(`${path}-heads`);
     tamper(path, "DELETE FROM events WHERE session_id = 's' AND seq = 9");
     tamper(path, "UPDATE sessions SET next_seq = 9, event_count = 9 WHERE id = 's'");
-    store = new SqliteSessionStore({ path });
+    store = open(path);
     const e = await corruption(store.readStructure('s', 0));
     expect(e.message).toMatch(/do not match the session's digest/);
     expect(e.seq).toBeUndefined();

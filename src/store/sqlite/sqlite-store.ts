@@ -37,6 +37,7 @@ import { StoreClosedError, StoreUsageError, checkAscendingSeqs, classifyStoreErr
 import { sqliteStorageError } from './sqlite-errors.js';
 import { SqliteHeadWatch } from './head-watch.js';
 import { openDatabase } from './open-database.js';
+import { loadChecksumExtension, type NativeChecksums } from './native-checksums.js';
 import {
   TypeTable, decodeEvent, decodeEventText, decodeIdempotent, decodeSession, decodeStructureLine, encodeEvents,
   type RawEvent, type RawSession, type StoredIdempotent,
@@ -80,6 +81,12 @@ export interface SqliteStoreOptions {
   readonly now?: () => number;
   /** How often a head watch polls `PRAGMA data_version` while sessions are watched, ms (default 150). */
   readonly headWatchPollMs?: number;
+  /**
+   * Row checksums of reads verified by SQLite with the checksum extension (native-checksums.ts):
+   * 'auto' (default) when it is built, 'require' (fail to open without it), 'off' (in JavaScript).
+   * The rule is the same either way; only the cost differs.
+   */
+  readonly nativeChecksums?: NativeChecksums;
 }
 
 /** Write counters, for tests and metrics. */
@@ -106,6 +113,8 @@ const FIRST_PAGE_CREATED_AT = Number.MAX_SAFE_INTEGER + 1;
 export class SqliteSessionStore implements SessionStore {
   /** The database file path. */
   readonly path: string;
+  /** True when reads verify row checksums in SQLite (the checksum extension loaded), false when in JavaScript. */
+  readonly checksumsInSqlite: boolean;
   private readonly db: Database.Database;
   private readonly now: () => number;
   private closed = false;
@@ -138,7 +147,13 @@ export class SqliteSessionStore implements SessionStore {
       // durability full falls back to SQLite's own fsync in COMMIT rather than silently degrading.
       this.db.pragma('synchronous = FULL');
     }
-    this.st = prepareStatements(db);
+    try {
+      this.checksumsInSqlite = loadChecksumExtension(db, options.nativeChecksums ?? 'auto');
+    } catch (e) {
+      db.close();
+      throw e;
+    }
+    this.st = prepareStatements(db, this.checksumsInSqlite);
     // SQLite puts the WAL next to the real database file (symlinks resolved): sync that file.
     const real = this.db.memory ? undefined : fs.realpathSync(this.db.name);
     // Durability 'normal' may lose acknowledged commits on power loss by design: no second record.
@@ -374,11 +389,11 @@ export class SqliteSessionStore implements SessionStore {
       this.checkIntact(sessionId);
       // Re-checked per batch: a session deleted mid-scan ends the scan instead of yielding a torn tail.
       if (this.st.selectVisible.get(sessionId) === undefined) return;
-      const rows = this.st.readForward.all(sessionId, next, batchSize) as RawEvent[];
-      if (rows.length === 0) return;
-      next = rows[rows.length - 1]![0] + 1;
-      yield rows.map((r) => decodeEvent(sessionId, r));
-      if (rows.length < batchSize) return;
+      const events = (this.st.readForward.all(sessionId, next, batchSize) as RawEvent[]).map((r) => decodeEvent(sessionId, r));
+      if (events.length === 0) return;
+      next = events[events.length - 1]!.seq + 1;
+      yield events;
+      if (events.length < batchSize) return;
     }
   }
 

@@ -3,10 +3,17 @@
  * request handler).
  */
 import type Database from 'better-sqlite3';
-import { EVENT_COLUMNS, SESSION_COLUMNS } from './row-codec.js';
+import { EVENT_COLUMNS, EVENT_LINE, SESSION_COLUMNS } from './row-codec.js';
 
-/** Prepares every statement of the store on `db`. */
-export function prepareStatements(db: Database.Database) {
+/**
+ * Prepares every statement of the store on `db`. With `checked`, event reads select each row's
+ * line (EVENT_LINE: checked by the checksum extension, native-checksums.ts, one value per row)
+ * instead of its columns and checksums.
+ */
+export function prepareStatements(db: Database.Database, checked: boolean) {
+  const read = checked ? EVENT_LINE : EVENT_COLUMNS;
+  /** A row per event: its line (pluck) or its columns (raw). */
+  const rows = (st: Database.Statement): Database.Statement => (checked ? st.pluck() : st.raw());
   const listSql = (tenant: boolean, labels: boolean): string =>
     `SELECT ${SESSION_COLUMNS} FROM sessions AS s
      WHERE s.pending = 0 ${tenant ? 'AND s.tenant = @tenant' : ''}
@@ -52,29 +59,25 @@ export function prepareStatements(db: Database.Database) {
     insertIdempotent: db.prepare(
       'INSERT INTO idempotency (session_id, key, request_hash, seqs, surface_length, created_at) VALUES (?, ?, ?, ?, ?, ?)',
     ),
-    readForward: db
-      .prepare(`SELECT ${EVENT_COLUMNS} FROM events WHERE session_id = ? AND seq >= ? ORDER BY seq LIMIT ?`)
-      .raw(),
-    readBackward: db
-      .prepare(`SELECT ${EVENT_COLUMNS} FROM events WHERE session_id = ? AND seq <= ? ORDER BY seq DESC LIMIT ?`)
-      .raw(),
-    readForwardTyped: db
-      .prepare(
-        `SELECT ${EVENT_COLUMNS} FROM events WHERE session_id = ? AND seq >= ?
+    readForward: rows(db.prepare(`SELECT ${read} FROM events WHERE session_id = ? AND seq >= ? ORDER BY seq LIMIT ?`)),
+    readBackward: rows(db.prepare(`SELECT ${read} FROM events WHERE session_id = ? AND seq <= ? ORDER BY seq DESC LIMIT ?`)),
+    readForwardTyped: rows(
+      db.prepare(
+        `SELECT ${read} FROM events WHERE session_id = ? AND seq >= ?
          AND type IN (SELECT value FROM json_each(?)) ORDER BY seq LIMIT ?`,
-      )
-      .raw(),
-    readBackwardTyped: db
-      .prepare(
-        `SELECT ${EVENT_COLUMNS} FROM events WHERE session_id = ? AND seq <= ?
+      ),
+    ),
+    readBackwardTyped: rows(
+      db.prepare(
+        `SELECT ${read} FROM events WHERE session_id = ? AND seq <= ?
          AND type IN (SELECT value FROM json_each(?)) ORDER BY seq DESC LIMIT ?`,
-      )
-      .raw(),
-    selectBySeqs: db
-      .prepare(
-        `SELECT ${EVENT_COLUMNS} FROM events WHERE session_id = ? AND seq IN (SELECT value FROM json_each(?)) ORDER BY seq`,
-      )
-      .raw(),
+      ),
+    ),
+    selectBySeqs: rows(
+      db.prepare(
+        `SELECT ${read} FROM events WHERE session_id = ? AND seq IN (SELECT value FROM json_each(?)) ORDER BY seq`,
+      ),
+    ),
     // One TEXT value per row (see decodeStructureLine): better-sqlite3 materialises a value per
     // column and an array per raw row through the V8 API, which dominates a 1M-row scan; one
     // plucked string per row halves the time and the memory of five raw columns (measured).

@@ -21,7 +21,7 @@ import Database from 'better-sqlite3';
 import { SessionEngine } from '../../domain/session-engine.js';
 import { readHeads } from './head-record.js';
 import { dataCrc, digestStep, structuralCrc } from './integrity.js';
-import { decodeEvent, EVENT_COLUMNS, type RawEvent } from './row-codec.js';
+import { decodeEvent, EVENT_COLUMNS, type ChecksummedRawEvent } from './row-codec.js';
 import { APPLICATION_ID, SCHEMA_VERSION } from './schema.js';
 import type { SessionEvent } from '../../domain/event.js';
 
@@ -90,7 +90,7 @@ export function verifyDatabase(db: Database.Database, headsPath?: string, what =
       let bad = 0;
       let ordered = true;
       const decoded: SessionEvent[] = [];
-      for (const r of rowsOf.iterate(id) as Iterable<RawEvent>) {
+      for (const r of rowsOf.iterate(id) as Iterable<ChecksummedRawEvent>) {
         n++;
         if (r[0] <= last) ordered = false;
         last = r[0];

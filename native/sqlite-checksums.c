@@ -1,0 +1,321 @@
+/*
+ * Palimpsest's SQLite extension: the row checksums of src/store/sqlite/integrity.ts computed over
+ * the bytes SQLite already holds, so verifying a returned row costs no JS string walk.
+ *
+ * SQL functions (deterministic, innocuous):
+ *   palimpsest_row_check(seq, surface_op, source_event_seqs, ignorable, type, scrc, time, data, dcrc)
+ *     -> 0 when both checksums match, 1 when the structural one does not, 2 when the data one does
+ *        not (values of an unexpected storage class count as a structural mismatch).
+ *   palimpsest_scrc(seq, surface_op, source_event_seqs, ignorable, type) -> the structural CRC
+ *   palimpsest_dcrc(time, data) -> the data CRC
+ *   palimpsest_event_line(seq, type, time, data, source_event_seqs, surface_op, ignorable, scrc, dcrc)
+ *     -> the row checked and written as one text value (see event_line below)
+ *
+ * The canonical inputs, exactly as integrity.ts defines them:
+ *   scrc = CRC-32C of `<seq>:<surface_op or ''>\t<HEX(source_event_seqs) or '-'>\t<ignorable or ''>\t<type>`
+ *   dcrc = CRC-32C of `<time>\t<data>`
+ * CRC-32C is the Castagnoli polynomial, reflected (0x82F63B78), init and final xor 0xFFFFFFFF:
+ * SSE4.2's crc32 instruction where the CPU has it (checked at load), a slicing-by-8 table otherwise.
+ *
+ * Build: scripts/build-native.mjs (cc -O2 -shared -fPIC against better-sqlite3's own sqlite3ext.h).
+ */
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "sqlite3ext.h"
+SQLITE_EXTENSION_INIT1
+
+static uint32_t table[8][256];
+
+static void init_table(void) {
+  for (uint32_t n = 0; n < 256; n++) {
+    uint32_t c = n;
+    for (int k = 0; k < 8; k++) c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+    table[0][n] = c;
+  }
+  for (uint32_t n = 0; n < 256; n++) {
+    for (int t = 1; t < 8; t++) table[t][n] = (table[t - 1][n] >> 8) ^ table[0][table[t - 1][n] & 0xff];
+  }
+}
+
+/* Feeds bytes into a pre-inverted running state (the JS crcString convention). */
+static uint32_t crc_soft(uint32_t crc, const unsigned char *p, size_t n) {
+  while (n >= 8) {
+    uint32_t lo = crc ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24);
+    uint32_t hi = (uint32_t)p[4] | (uint32_t)p[5] << 8 | (uint32_t)p[6] << 16 | (uint32_t)p[7] << 24;
+    crc = table[7][lo & 0xff] ^ table[6][(lo >> 8) & 0xff] ^ table[5][(lo >> 16) & 0xff] ^ table[4][lo >> 24] ^
+          table[3][hi & 0xff] ^ table[2][(hi >> 8) & 0xff] ^ table[1][(hi >> 16) & 0xff] ^ table[0][hi >> 24];
+    p += 8;
+    n -= 8;
+  }
+  while (n--) crc = table[0][(crc ^ *p++) & 0xff] ^ (crc >> 8);
+  return crc;
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define HAVE_HW 1
+__attribute__((target("sse4.2"))) static uint32_t crc_hw(uint32_t crc, const unsigned char *p, size_t n) {
+  uint64_t c = crc;
+  while (n >= 8) {
+    uint64_t w;
+    memcpy(&w, p, 8);
+    c = __builtin_ia32_crc32di(c, w);
+    p += 8;
+    n -= 8;
+  }
+  uint32_t c32 = (uint32_t)c;
+  while (n--) c32 = __builtin_ia32_crc32qi(c32, *p++);
+  return c32;
+}
+#endif
+
+static uint32_t (*crc_feed)(uint32_t, const unsigned char *, size_t) = crc_soft;
+
+static uint32_t crc_str(uint32_t crc, const char *s) { return crc_feed(crc, (const unsigned char *)s, strlen(s)); }
+
+/* Decimal text of an integer, as JS String(n) writes a safe integer and SQLite stores it. */
+static uint32_t crc_int(uint32_t crc, sqlite3_int64 v) {
+  char buf[24];
+  int i = sizeof buf;
+  uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+  do {
+    buf[--i] = (char)('0' + u % 10);
+    u /= 10;
+  } while (u != 0);
+  if (v < 0) buf[--i] = '-';
+  return crc_feed(crc, (const unsigned char *)buf + i, sizeof buf - i);
+}
+
+/*
+ * 1 and the value in *out for an INTEGER, or a REAL holding a safe integer (a JS number bound as
+ * a parameter arrives as REAL; the STRICT table stores it as INTEGER).
+ */
+static int integer_of(sqlite3_value *v, sqlite3_int64 *out) {
+  int t = sqlite3_value_type(v);
+  if (t == SQLITE_INTEGER) {
+    *out = sqlite3_value_int64(v);
+    return 1;
+  }
+  if (t == SQLITE_FLOAT) {
+    double d = sqlite3_value_double(v);
+    if (d >= -9007199254740991.0 && d <= 9007199254740991.0 && d == (double)(sqlite3_int64)d) {
+      *out = (sqlite3_int64)d;
+      return 1;
+    }
+  }
+  return 0;
+}
+
+static uint32_t crc_text(uint32_t crc, sqlite3_value *v) {
+  const unsigned char *t = sqlite3_value_text(v);
+  return t == NULL ? crc : crc_feed(crc, t, (size_t)sqlite3_value_bytes(v));
+}
+
+static uint32_t crc_hex(uint32_t crc, sqlite3_value *v) {
+  static const char digits[] = "0123456789ABCDEF";
+  const unsigned char *b = sqlite3_value_blob(v);
+  int n = sqlite3_value_bytes(v);
+  unsigned char buf[256];
+  int used = 0;
+  for (int i = 0; i < n; i++) {
+    buf[used++] = (unsigned char)digits[b[i] >> 4];
+    buf[used++] = (unsigned char)digits[b[i] & 15];
+    if (used == sizeof buf) {
+      crc = crc_feed(crc, buf, (size_t)used);
+      used = 0;
+    }
+  }
+  return crc_feed(crc, buf, (size_t)used);
+}
+
+/* The structural CRC, or -1 when a value has a storage class the schema does not allow. */
+static sqlite3_int64 structural(sqlite3_value **a) {
+  sqlite3_value *op = a[1], *seqs = a[2], *ignorable = a[3], *type = a[4];
+  sqlite3_int64 seq, ign = 0;
+  if (!integer_of(a[0], &seq) || sqlite3_value_type(type) != SQLITE_TEXT) return -1;
+  int opType = sqlite3_value_type(op), seqsType = sqlite3_value_type(seqs), ignNull = sqlite3_value_type(ignorable) == SQLITE_NULL;
+  if ((opType != SQLITE_NULL && opType != SQLITE_TEXT) || (seqsType != SQLITE_NULL && seqsType != SQLITE_BLOB) ||
+      (!ignNull && !integer_of(ignorable, &ign)))
+    return -1;
+  uint32_t c = crc_int(0xFFFFFFFFu, seq);
+  c = crc_str(c, ":");
+  if (opType == SQLITE_TEXT) c = crc_text(c, op);
+  c = crc_str(c, "\t");
+  c = seqsType == SQLITE_NULL ? crc_str(c, "-") : crc_hex(c, seqs);
+  c = crc_str(c, "\t");
+  if (!ignNull) c = crc_int(c, ign);
+  c = crc_str(c, "\t");
+  c = crc_text(c, type);
+  return (sqlite3_int64)(c ^ 0xFFFFFFFFu);
+}
+
+/* The data CRC, or -1 when a value has a storage class the schema does not allow. */
+static sqlite3_int64 data(sqlite3_value *time, sqlite3_value *text) {
+  sqlite3_int64 t;
+  if (!integer_of(time, &t) || sqlite3_value_type(text) != SQLITE_TEXT) return -1;
+  uint32_t c = crc_int(0xFFFFFFFFu, t);
+  c = crc_str(c, "\t");
+  c = crc_text(c, text);
+  return (sqlite3_int64)(c ^ 0xFFFFFFFFu);
+}
+
+static void row_check(sqlite3_context *ctx, int argc, sqlite3_value **a) {
+  (void)argc;
+  sqlite3_int64 s = structural(a);
+  sqlite3_int64 stored;
+  if (s < 0 || !integer_of(a[5], &stored) || stored != s) {
+    sqlite3_result_int(ctx, 1);
+    return;
+  }
+  sqlite3_int64 d = data(a[6], a[7]);
+  sqlite3_result_int(ctx, d < 0 || !integer_of(a[8], &stored) || stored != d ? 2 : 0);
+}
+
+static void scrc_fn(sqlite3_context *ctx, int argc, sqlite3_value **a) {
+  (void)argc;
+  sqlite3_int64 s = structural(a);
+  if (s < 0) sqlite3_result_null(ctx);
+  else sqlite3_result_int64(ctx, s);
+}
+
+static void dcrc_fn(sqlite3_context *ctx, int argc, sqlite3_value **a) {
+  (void)argc;
+  sqlite3_int64 d = data(a[0], a[1]);
+  if (d < 0) sqlite3_result_null(ctx);
+  else sqlite3_result_int64(ctx, d);
+}
+
+/* Appends the decimal text of v at p; returns the new end. */
+static char *put_int(char *p, sqlite3_int64 v) {
+  char buf[24];
+  int i = sizeof buf;
+  uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+  do {
+    buf[--i] = (char)('0' + u % 10);
+    u /= 10;
+  } while (u != 0);
+  if (v < 0) buf[--i] = '-';
+  memcpy(p, buf + i, sizeof buf - i);
+  return p + (sizeof buf - i);
+}
+
+/* UTF-16 code units of UTF-8 text (what JS String#length counts). */
+static sqlite3_int64 utf16_length(const unsigned char *t, int n) {
+  sqlite3_int64 units = 0;
+  for (int i = 0; i < n; i++) {
+    unsigned char c = t[i];
+    if ((c & 0xC0) != 0x80) units += c >= 0xF0 ? 2 : 1;
+  }
+  return units;
+}
+
+/*
+ * palimpsest_event_line(seq, type, time, data, source_event_seqs, surface_op, ignorable, scrc, dcrc):
+ * the row checked and written as one text value, so a read materialises one JS string per row
+ * instead of eight values and an array (src/store/sqlite/row-codec.ts decodeEventLine):
+ *   <seq>,<time>,<'1' or ''>,<UTF-16 length of type>,<UTF-8 bytes of data>,<HEX(source_event_seqs) or '-'>,<surface_op or ''>\t<type><data>
+ * or, for a row that fails a checksum, `!<1 structural | 2 data>,<seq>`.
+ */
+static void event_line(sqlite3_context *ctx, int argc, sqlite3_value **a) {
+  (void)argc;
+  /* The check takes the arguments in its own order. */
+  sqlite3_value *c[9] = {a[0], a[5], a[4], a[6], a[1], a[7], a[2], a[3], a[8]};
+  sqlite3_int64 seq = 0, time = 0;
+  int bad = 0;
+  sqlite3_int64 s = structural(c);
+  sqlite3_int64 stored;
+  if (s < 0 || !integer_of(c[5], &stored) || stored != s) bad = 1;
+  else {
+    sqlite3_int64 d = data(c[6], c[7]);
+    if (d < 0 || !integer_of(c[8], &stored) || stored != d) bad = 2;
+  }
+  if (!integer_of(a[0], &seq)) seq = -1;
+  if (bad) {
+    char out[32];
+    char *p = out;
+    *p++ = '!';
+    *p++ = (char)('0' + bad);
+    *p++ = ',';
+    p = put_int(p, seq);
+    sqlite3_result_text(ctx, out, (int)(p - out), SQLITE_TRANSIENT);
+    return;
+  }
+  integer_of(a[2], &time);
+  const unsigned char *type = sqlite3_value_text(a[1]);
+  int typeBytes = sqlite3_value_bytes(a[1]);
+  const unsigned char *text = sqlite3_value_text(a[3]);
+  int textBytes = sqlite3_value_bytes(a[3]);
+  int hasSeqs = sqlite3_value_type(a[4]) == SQLITE_BLOB;
+  const unsigned char *seqs = hasSeqs ? sqlite3_value_blob(a[4]) : NULL;
+  int seqsBytes = hasSeqs ? sqlite3_value_bytes(a[4]) : 0;
+  int hasOp = sqlite3_value_type(a[5]) == SQLITE_TEXT;
+  const unsigned char *op = hasOp ? sqlite3_value_text(a[5]) : NULL;
+  int opBytes = hasOp ? sqlite3_value_bytes(a[5]) : 0;
+  if (type == NULL || text == NULL) {
+    sqlite3_result_error_nomem(ctx);
+    return;
+  }
+  sqlite3_uint64 size = 5 * 24 + 8 + (sqlite3_uint64)seqsBytes * 2 + (sqlite3_uint64)opBytes + (sqlite3_uint64)typeBytes + (sqlite3_uint64)textBytes;
+  char *out = sqlite3_malloc64(size);
+  if (out == NULL) {
+    sqlite3_result_error_nomem(ctx);
+    return;
+  }
+  char *p = put_int(out, seq);
+  *p++ = ',';
+  p = put_int(p, time);
+  *p++ = ',';
+  if (sqlite3_value_type(a[6]) != SQLITE_NULL) *p++ = '1';
+  *p++ = ',';
+  p = put_int(p, utf16_length(type, typeBytes));
+  *p++ = ',';
+  p = put_int(p, textBytes);
+  *p++ = ',';
+  if (!hasSeqs) *p++ = '-';
+  else {
+    static const char digits[] = "0123456789ABCDEF";
+    for (int i = 0; i < seqsBytes; i++) {
+      *p++ = digits[seqs[i] >> 4];
+      *p++ = digits[seqs[i] & 15];
+    }
+  }
+  *p++ = ',';
+  if (hasOp) {
+    memcpy(p, op, (size_t)opBytes);
+    p += opBytes;
+  }
+  *p++ = '\t';
+  memcpy(p, type, (size_t)typeBytes);
+  p += typeBytes;
+  memcpy(p, text, (size_t)textBytes);
+  p += textBytes;
+  sqlite3_result_text64(ctx, out, (sqlite3_uint64)(p - out), sqlite3_free, SQLITE_UTF8);
+}
+
+/* 1 when the hardware CRC instruction is in use (reported by the store). */
+static void hw_fn(sqlite3_context *ctx, int argc, sqlite3_value **a) {
+  (void)argc;
+  (void)a;
+  sqlite3_result_int(ctx, crc_feed != crc_soft);
+}
+
+#ifdef _WIN32
+__declspec(dllexport)
+#endif
+int sqlite3_palimpsestchecksums_init(sqlite3 *db, char **err, const sqlite3_api_routines *api) {
+  (void)err;
+  SQLITE_EXTENSION_INIT2(api);
+  init_table();
+#ifdef HAVE_HW
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("sse4.2")) crc_feed = crc_hw;
+#endif
+  const int flags = SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS;
+  int rc = sqlite3_create_function(db, "palimpsest_row_check", 9, flags, NULL, row_check, NULL, NULL);
+  if (rc == SQLITE_OK) rc = sqlite3_create_function(db, "palimpsest_scrc", 5, flags, NULL, scrc_fn, NULL, NULL);
+  if (rc == SQLITE_OK) rc = sqlite3_create_function(db, "palimpsest_dcrc", 2, flags, NULL, dcrc_fn, NULL, NULL);
+  if (rc == SQLITE_OK) rc = sqlite3_create_function(db, "palimpsest_event_line", 9, flags, NULL, event_line, NULL, NULL);
+  if (rc == SQLITE_OK) rc = sqlite3_create_function(db, "palimpsest_checksums_hw", 0, SQLITE_UTF8 | SQLITE_INNOCUOUS, NULL, hw_fn, NULL, NULL);
+  return rc;
+}

@@ -1,0 +1,52 @@
+#!/usr/bin/env node
+// Builds native/sqlite-checksums.c, Palimpsest's SQLite extension (the row checksums computed over
+// the bytes SQLite holds), into native/build/. Run by `npm install` (the prepare script) and by
+// `npm run build:native`. Needs a C compiler (cc, gcc or clang); without one it says so and exits 0,
+// and the SQLite store verifies rows in JavaScript instead (the same checksums, slower reads).
+// With --require, or under CI=true, a failed build is an error.
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, renameSync, statSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+const source = join(root, 'native', 'sqlite-checksums.c');
+const outDir = join(root, 'native', 'build');
+const out = join(outDir, process.platform === 'darwin' ? 'palimpsest_checksums.dylib' : 'palimpsest_checksums.so');
+const require = createRequire(import.meta.url);
+const required = process.argv.includes('--require') || process.env.CI === 'true';
+
+function fail(message) {
+  if (required) {
+    console.error(`build-native: ${message}`);
+    process.exit(1);
+  }
+  console.warn(`build-native: ${message}; the SQLite store will verify row checksums in JavaScript (slower reads)`);
+  process.exit(0);
+}
+
+let include;
+try {
+  include = join(dirname(require.resolve('better-sqlite3/package.json')), 'deps', 'sqlite3');
+} catch {
+  fail('better-sqlite3 is not installed yet');
+}
+if (!existsSync(join(include, 'sqlite3ext.h'))) fail(`no sqlite3ext.h in ${include}`);
+if (existsSync(out) && statSync(out).mtimeMs >= statSync(source).mtimeMs && !process.argv.includes('--force')) process.exit(0);
+
+const compilers = [process.env.CC, 'cc', 'gcc', 'clang'].filter(Boolean);
+mkdirSync(outDir, { recursive: true });
+const tmp = `${out}.${process.pid}.tmp`;
+const errors = [];
+for (const cc of compilers) {
+  try {
+    const shared = process.platform === 'darwin' ? ['-dynamiclib', '-undefined', 'dynamic_lookup'] : ['-shared'];
+    execFileSync(cc, ['-O2', '-fPIC', ...shared, '-Wall', '-Werror', `-I${include}`, '-o', tmp, source], { stdio: 'pipe' });
+    renameSync(tmp, out);
+    process.exit(0);
+  } catch (e) {
+    errors.push(`${cc}: ${e.code === 'ENOENT' ? 'not found' : String(e.stderr || e.message).trim()}`);
+  }
+}
+fail(`could not compile ${source}:\n  ${errors.join('\n  ')}`);
