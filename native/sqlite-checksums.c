@@ -210,86 +210,115 @@ static sqlite3_int64 utf16_length(const unsigned char *t, int n) {
   return units;
 }
 
+/* Feeds one byte (the table gives what the instruction gives). */
+static uint32_t crc_byte(uint32_t crc, unsigned char b) { return table[0][(crc ^ b) & 0xff] ^ (crc >> 8); }
+
 /*
  * palimpsest_event_line(seq, type, time, data, source_event_seqs, surface_op, ignorable, scrc, dcrc):
  * the row checked and written as one text value, so a read materialises one JS string per row
  * instead of eight values and an array (src/store/sqlite/row-codec.ts decodeEventLine):
  *   <seq>,<time>,<'1' or ''>,<UTF-16 length of type>,<UTF-8 bytes of data>,<HEX(source_event_seqs) or '-'>,<surface_op or ''>\t<type><data>
- * or, for a row that fails a checksum, `!<1 structural | 2 data>,<seq>`.
+ * or, for a row that fails a checksum, `!<1 structural | 2 data>,<seq>`. The line is written
+ * first and both checksums are computed from its pieces (the canonical inputs of integrity.ts
+ * reuse the same digits, hex and text), so nothing is formatted twice.
  */
 static void event_line(sqlite3_context *ctx, int argc, sqlite3_value **a) {
   (void)argc;
-  /* The check takes the arguments in its own order. */
-  sqlite3_value *c[9] = {a[0], a[5], a[4], a[6], a[1], a[7], a[2], a[3], a[8]};
-  sqlite3_int64 seq = 0, time = 0;
-  int bad = 0;
-  sqlite3_int64 s = structural(c);
-  sqlite3_int64 stored;
-  if (s < 0 || !integer_of(c[5], &stored) || stored != s) bad = 1;
-  else {
-    sqlite3_int64 d = data(c[6], c[7]);
-    if (d < 0 || !integer_of(c[8], &stored) || stored != d) bad = 2;
-  }
-  if (!integer_of(a[0], &seq)) seq = -1;
-  if (bad) {
-    char out[32];
-    char *p = out;
-    *p++ = '!';
-    *p++ = (char)('0' + bad);
+  sqlite3_int64 seq = -1, time = 0, ign = 0, scrc = 0, dcrc = 0;
+  int ok = integer_of(a[0], &seq) && integer_of(a[2], &time) && integer_of(a[7], &scrc) && integer_of(a[8], &dcrc);
+  int typeType = sqlite3_value_type(a[1]), textType = sqlite3_value_type(a[3]);
+  int seqsType = sqlite3_value_type(a[4]), opType = sqlite3_value_type(a[5]), ignNull = sqlite3_value_type(a[6]) == SQLITE_NULL;
+  ok = ok && typeType == SQLITE_TEXT && (seqsType == SQLITE_NULL || seqsType == SQLITE_BLOB) &&
+       (opType == SQLITE_NULL || opType == SQLITE_TEXT) && (ignNull || integer_of(a[6], &ign));
+  int bad = ok ? 0 : 1;
+  char *out = NULL;
+  char *p = NULL;
+  if (ok) {
+    const unsigned char *type = sqlite3_value_text(a[1]);
+    int typeBytes = sqlite3_value_bytes(a[1]);
+    const unsigned char *text = textType == SQLITE_TEXT ? sqlite3_value_text(a[3]) : NULL;
+    int textBytes = text != NULL ? sqlite3_value_bytes(a[3]) : 0;
+    const unsigned char *seqs = seqsType == SQLITE_BLOB ? sqlite3_value_blob(a[4]) : NULL;
+    int seqsBytes = seqsType == SQLITE_BLOB ? sqlite3_value_bytes(a[4]) : 0;
+    const unsigned char *op = opType == SQLITE_TEXT ? sqlite3_value_text(a[5]) : NULL;
+    int opBytes = op != NULL ? sqlite3_value_bytes(a[5]) : 0;
+    if (type == NULL || (textType == SQLITE_TEXT && text == NULL) || (seqsBytes > 0 && seqs == NULL) || (opType == SQLITE_TEXT && op == NULL)) {
+      sqlite3_result_error_nomem(ctx);
+      return;
+    }
+    sqlite3_uint64 size = 4 * 24 + 16 + (sqlite3_uint64)seqsBytes * 2 + (sqlite3_uint64)opBytes + (sqlite3_uint64)typeBytes + (sqlite3_uint64)textBytes;
+    out = sqlite3_malloc64(size);
+    if (out == NULL) {
+      sqlite3_result_error_nomem(ctx);
+      return;
+    }
+    char *seqAt = out;
+    p = put_int(out, seq);
+    char *seqEnd = p;
     *p++ = ',';
-    p = put_int(p, seq);
-    sqlite3_result_text(ctx, out, (int)(p - out), SQLITE_TRANSIENT);
-    return;
-  }
-  integer_of(a[2], &time);
-  const unsigned char *type = sqlite3_value_text(a[1]);
-  int typeBytes = sqlite3_value_bytes(a[1]);
-  const unsigned char *text = sqlite3_value_text(a[3]);
-  int textBytes = sqlite3_value_bytes(a[3]);
-  int hasSeqs = sqlite3_value_type(a[4]) == SQLITE_BLOB;
-  const unsigned char *seqs = hasSeqs ? sqlite3_value_blob(a[4]) : NULL;
-  int seqsBytes = hasSeqs ? sqlite3_value_bytes(a[4]) : 0;
-  int hasOp = sqlite3_value_type(a[5]) == SQLITE_TEXT;
-  const unsigned char *op = hasOp ? sqlite3_value_text(a[5]) : NULL;
-  int opBytes = hasOp ? sqlite3_value_bytes(a[5]) : 0;
-  if (type == NULL || text == NULL) {
-    sqlite3_result_error_nomem(ctx);
-    return;
-  }
-  sqlite3_uint64 size = 5 * 24 + 8 + (sqlite3_uint64)seqsBytes * 2 + (sqlite3_uint64)opBytes + (sqlite3_uint64)typeBytes + (sqlite3_uint64)textBytes;
-  char *out = sqlite3_malloc64(size);
-  if (out == NULL) {
-    sqlite3_result_error_nomem(ctx);
-    return;
-  }
-  char *p = put_int(out, seq);
-  *p++ = ',';
-  p = put_int(p, time);
-  *p++ = ',';
-  if (sqlite3_value_type(a[6]) != SQLITE_NULL) *p++ = '1';
-  *p++ = ',';
-  p = put_int(p, utf16_length(type, typeBytes));
-  *p++ = ',';
-  p = put_int(p, textBytes);
-  *p++ = ',';
-  if (!hasSeqs) *p++ = '-';
-  else {
-    static const char digits[] = "0123456789ABCDEF";
-    for (int i = 0; i < seqsBytes; i++) {
-      *p++ = digits[seqs[i] >> 4];
-      *p++ = digits[seqs[i] & 15];
+    char *timeAt = p;
+    p = put_int(p, time);
+    char *timeEnd = p;
+    *p++ = ',';
+    if (!ignNull) *p++ = '1';
+    *p++ = ',';
+    p = put_int(p, utf16_length(type, typeBytes));
+    *p++ = ',';
+    p = put_int(p, textBytes);
+    *p++ = ',';
+    char *hexAt = p;
+    if (seqs == NULL && seqsType == SQLITE_NULL) *p++ = '-';
+    else {
+      static const char digits[] = "0123456789ABCDEF";
+      for (int i = 0; i < seqsBytes; i++) {
+        *p++ = digits[seqs[i] >> 4];
+        *p++ = digits[seqs[i] & 15];
+      }
+    }
+    char *hexEnd = p;
+    *p++ = ',';
+    if (op != NULL) {
+      memcpy(p, op, (size_t)opBytes);
+      p += opBytes;
+    }
+    *p++ = '\t';
+    char *typeAt = p;
+    memcpy(p, type, (size_t)typeBytes);
+    p += typeBytes;
+    char *textAt = p;
+    if (text != NULL) memcpy(p, text, (size_t)textBytes);
+    p += textBytes;
+    /* scrc over `<seq>:<surface_op or ''>\t<HEX or '-'>\t<ignorable or ''>\t<type>` */
+    uint32_t c = crc_feed(0xFFFFFFFFu, (const unsigned char *)seqAt, (size_t)(seqEnd - seqAt));
+    c = crc_byte(c, ':');
+    if (op != NULL) c = crc_feed(c, op, (size_t)opBytes);
+    c = crc_byte(c, '\t');
+    c = crc_feed(c, (const unsigned char *)hexAt, (size_t)(hexEnd - hexAt));
+    c = crc_byte(c, '\t');
+    if (!ignNull) c = crc_int(c, ign);
+    c = crc_byte(c, '\t');
+    c = crc_feed(c, (const unsigned char *)typeAt, (size_t)typeBytes);
+    if ((sqlite3_int64)(c ^ 0xFFFFFFFFu) != scrc) bad = 1;
+    else if (text == NULL) bad = 2;
+    else {
+      /* dcrc over `<time>\t<data>` */
+      c = crc_feed(0xFFFFFFFFu, (const unsigned char *)timeAt, (size_t)(timeEnd - timeAt));
+      c = crc_byte(c, '\t');
+      c = crc_feed(c, (const unsigned char *)textAt, (size_t)textBytes);
+      if ((sqlite3_int64)(c ^ 0xFFFFFFFFu) != dcrc) bad = 2;
     }
   }
-  *p++ = ',';
-  if (hasOp) {
-    memcpy(p, op, (size_t)opBytes);
-    p += opBytes;
+  if (bad) {
+    sqlite3_free(out);
+    char err[32];
+    char *q = err;
+    *q++ = '!';
+    *q++ = (char)('0' + bad);
+    *q++ = ',';
+    q = put_int(q, seq);
+    sqlite3_result_text(ctx, err, (int)(q - err), SQLITE_TRANSIENT);
+    return;
   }
-  *p++ = '\t';
-  memcpy(p, type, (size_t)typeBytes);
-  p += typeBytes;
-  memcpy(p, text, (size_t)textBytes);
-  p += textBytes;
   sqlite3_result_text64(ctx, out, (sqlite3_uint64)(p - out), sqlite3_free, SQLITE_UTF8);
 }
 

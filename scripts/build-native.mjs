@@ -35,14 +35,15 @@ try {
 if (!existsSync(join(include, 'sqlite3ext.h'))) fail(`no sqlite3ext.h in ${include}`);
 if (existsSync(out) && statSync(out).mtimeMs >= statSync(source).mtimeMs && !process.argv.includes('--force')) process.exit(0);
 
-const compilers = [process.env.CC, 'cc', 'gcc', 'clang'].filter(Boolean);
+// A C++ driver compiles it as C with -x c (a machine may have g++ and no cc alternative).
+const compilers = [[process.env.CC], ['cc'], ['gcc'], ['clang'], ['g++', '-x', 'c'], ['c++', '-x', 'c']].filter((c) => c[0]);
 mkdirSync(outDir, { recursive: true });
 const tmp = `${out}.${process.pid}.tmp`;
 const errors = [];
-for (const cc of compilers) {
+for (const [cc, ...lang] of compilers) {
   try {
     const shared = process.platform === 'darwin' ? ['-dynamiclib', '-undefined', 'dynamic_lookup'] : ['-shared'];
-    execFileSync(cc, ['-O2', '-fPIC', ...shared, '-Wall', '-Werror', `-I${include}`, '-o', tmp, source], { stdio: 'pipe' });
+    execFileSync(cc, ['-O2', '-fPIC', ...shared, '-Wall', '-Werror', `-I${include}`, '-o', tmp, ...lang, source], { stdio: 'pipe' });
     renameSync(tmp, out);
     process.exit(0);
   } catch (e) {

@@ -16,31 +16,49 @@ export interface EventWithText {
 
 const TWO_32 = 2 ** 32;
 
-/** Node's Buffer#utf8Write (what Buffer#write calls for 'utf8', without its argument handling). */
+/** Node's Buffer#utf8Write / #latin1Write (what Buffer#write calls, without its argument handling). */
 interface Utf8Writable {
   utf8Write(s: string, offset: number, length: number): number;
+  latin1Write(s: string, offset: number, length: number): number;
 }
 
-/** Bytes of the varint of a non-negative safe integer. */
+/**
+ * Writes `s`, whose UTF-8 form is `bytes` long, at `pos`. A string whose UTF-8 length equals its
+ * length is ASCII: then its bytes are its char codes, copied without UTF-8 encoding.
+ */
+function writeText(buf: Buffer, pos: number, s: string, bytes: number): number {
+  const b = buf as unknown as Utf8Writable;
+  return bytes === s.length ? b.latin1Write(s, pos, bytes) : b.utf8Write(s, pos, bytes);
+}
+
+/** Bytes of the varint of a non-negative safe integer (below 2^53: at most 8). */
 function varintSize(v: number): number {
   if (v < 128) return 1;
   if (v < 16384) return 2;
   if (v < 2097152) return 3;
   if (v < 268435456) return 4;
-  let n = 4;
-  v = Math.floor(v / 268435456);
-  while (v > 0) {
-    n++;
-    v = Math.floor(v / 128);
-  }
-  return n;
+  if (v < 34359738368) return 5;
+  if (v < 4398046511104) return 6;
+  if (v < 562949953421312) return 7;
+  return 8;
 }
 
 function writeVarint(buf: Buffer, pos: number, v: number): number {
-  while (v >= 128) {
-    // v % 128 is exact for safe integers; avoid 32-bit operators on values above 2^31.
-    buf[pos++] = (v >= TWO_32 ? v % 128 : v & 127) | 128;
-    v = Math.floor(v / 128);
+  if (v >= TWO_32) {
+    // Split into 32-bit halves (exact for safe integers) so the loop runs on 32-bit integers:
+    // epoch-millisecond times (~2^41) are the common case here.
+    let lo = v >>> 0;
+    let hi = (v - lo) / TWO_32;
+    while (hi > 0) {
+      buf[pos++] = (lo & 127) | 128;
+      lo = ((lo >>> 7) | (hi << 25)) >>> 0;
+      hi >>>= 7;
+    }
+    v = lo;
+  }
+  while (v > 127) {
+    buf[pos++] = (v & 127) | 128;
+    v >>>= 7;
   }
   buf[pos++] = v;
   return pos;
@@ -145,13 +163,13 @@ export function encodeListEventsResponse(events: readonly EventWithText[], nextP
     if (t !== 0) {
       buf[pos++] = 26;
       pos = writeVarint(buf, pos, t);
-      pos += (buf as unknown as Utf8Writable).utf8Write(e.type, pos, t);
+      pos += writeText(buf, pos, e.type, t);
     }
     buf[pos++] = 34;
     pos = writeVarint(buf, pos, 1 + varintSize(x.textBytes) + x.textBytes);
     buf[pos++] = 10;
     pos = writeVarint(buf, pos, x.textBytes);
-    pos += (buf as unknown as Utf8Writable).utf8Write(x.text, pos, x.textBytes);
+    pos += writeText(buf, pos, x.text, x.textBytes);
     const s = e.sourceEventSeqs;
     if (s) {
       buf[pos++] = 42;

@@ -139,6 +139,24 @@ export function frameOf(payload: Buffer): Buffer {
   return f;
 }
 
+/**
+ * Ends `stream` with one message: framed into one Buffer when small; a large one (a page of
+ * events) goes out as its 5-byte prefix and the payload in one writev, not copied.
+ */
+function endWithMessage(stream: ServerHttp2Stream, payload: Buffer): void {
+  if (payload.length <= FRAME_CACHE_MAX) {
+    stream.end(frameOf(payload));
+    return;
+  }
+  const prefix = Buffer.allocUnsafe(5);
+  prefix[0] = 0;
+  prefix.writeUInt32BE(payload.length, 1);
+  stream.cork();
+  stream.write(prefix);
+  stream.end(payload);
+  stream.uncork();
+}
+
 function noop(): void {}
 
 /**
@@ -444,7 +462,7 @@ export abstract class NativeCall extends CallEvents implements FrameSink {
 
   /**
    * Ends the call with `st` (once; nothing is sent once the client left): the trailers after the
-   * messages, or a trailers-only response; `last` is a last message sent with them.
+   * messages, or a trailers-only response; `last` is a last message (unframed) sent with them.
    */
   protected sendStatus(st: CallStatus, last?: Buffer): void {
     if (this.done) return;
@@ -459,7 +477,7 @@ export abstract class NativeCall extends CallEvents implements FrameSink {
     if (this.headersSent) {
       this.#trailers = trailers;
       if (last === undefined) stream.end();
-      else stream.end(last);
+      else endWithMessage(stream, last);
     } else respondTrailersOnly(stream, trailers);
     // The rest of a request the call no longer reads is drained (its flow-control window returned).
     if (!stream.readableEnded) stream.resume();
@@ -499,6 +517,6 @@ export abstract class NativeCall extends CallEvents implements FrameSink {
     }
     const payload = this.payloadOf(value);
     if (payload === undefined) return;
-    this.sendStatus({ code: Code.OK, details: 'OK', metadata: trailer ?? null }, frameOf(payload));
+    this.sendStatus({ code: Code.OK, details: 'OK', metadata: trailer ?? null }, payload);
   }
 }
