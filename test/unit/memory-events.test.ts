@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { Json, SessionEvent } from '../../src/domain/event.js';
 import { adoptParsedJson, jsonTextOf, toFrozenJson } from '../../src/domain/json.js';
-import { canonicalEvent, dataBytes, eventBytes } from '../../src/store/memory/memory-events.js';
+import { canonicalEvent, eventBytes, storedEvent } from '../../src/store/memory/memory-events.js';
 
 const TEXT = '{"n":1,"text":"héllo ✓"}';
 
@@ -9,37 +9,41 @@ const TEXT = '{"n":1,"text":"héllo ✓"}';
 function adoptedData(text: string, members: number, canonical = true): Json {
   return toFrozenJson(adoptParsedJson(JSON.parse(text) as Json, canonical ? text : undefined, members), 'data');
 }
-const event = (data: Json): SessionEvent => ({ type: 'bench/tick', seq: 0, time: 1, data });
+const event = (data: Json, extra: Partial<SessionEvent> = {}): SessionEvent => ({ type: 'bench/tick', seq: 0, time: 1, data, ...extra });
 
-describe('memory store canonical copies', () => {
-  it('shares data that toFrozenJson froze in place with its canonical text, and counts its bytes from that text', () => {
+describe('memory store stored events', () => {
+  it('keeps the canonical text toFrozenJson kept (not the parsed tree) and counts its UTF-8 bytes', () => {
     const data = adoptedData(TEXT, 2);
     expect(jsonTextOf(data)).toBe(TEXT);
     const stored = canonicalEvent(event(data));
-    expect(stored.data).toBe(data);
+    expect(stored).toStrictEqual({ type: 'bench/tick', seq: 0, time: 1, dataText: TEXT, dataBytes: Buffer.byteLength(TEXT, 'utf8') });
     expect(Object.isFrozen(stored)).toBe(true);
-    expect(Object.isFrozen(stored.data)).toBe(true);
-    expect(dataBytes(stored.data)).toBe(Buffer.byteLength(TEXT, 'utf8'));
     expect(eventBytes([stored, stored])).toBe(2 * Buffer.byteLength(TEXT, 'utf8'));
   });
 
-  it('copies (and deep-freezes) data the caller still holds: a later mutation does not reach the stored event', () => {
+  it('a later mutation of the data the caller still holds does not reach the stored event', () => {
     const data = { n: 1, nested: { text: 'a' } };
     const stored = canonicalEvent(event(data));
-    expect(stored.data).not.toBe(data);
     data.nested.text = 'changed';
-    expect(stored.data).toStrictEqual({ n: 1, nested: { text: 'a' } });
-    expect(Object.isFrozen((stored.data as { nested: object }).nested)).toBe(true);
-    expect(dataBytes(stored.data)).toBe(Buffer.byteLength(JSON.stringify({ n: 1, nested: { text: 'a' } }), 'utf8'));
+    expect(stored.dataText).toBe('{"n":1,"nested":{"text":"a"}}');
+    expect(storedEvent(stored).data).toStrictEqual({ n: 1, nested: { text: 'a' } });
   });
 
-  it('copies adopted data without a canonical text (its bytes are those of JSON.stringify, not of the sent text)', () => {
-    const sent = '{ "n" : 1 }';
-    const data = adoptedData(sent, 1, false);
+  it('adopted data without a canonical text is stored as JSON.stringify writes it, not as sent', () => {
+    const data = adoptedData('{ "n" : 1 }', 1, false);
     expect(jsonTextOf(data)).toBeUndefined();
     const stored = canonicalEvent(event(data));
-    expect(stored.data).not.toBe(data);
-    expect(stored.data).toStrictEqual({ n: 1 });
-    expect(dataBytes(stored.data)).toBe(Buffer.byteLength('{"n":1}', 'utf8'));
+    expect(stored.dataText).toBe('{"n":1}');
+    expect(stored.dataBytes).toBe(7);
+  });
+
+  it('reads back the event exactly, deep-frozen, with the envelope in canonical order and absent keys absent', () => {
+    const e = event({ a: [1, { b: 'ü' }] }, { seq: 4, time: -3, sourceEventSeqs: [1, 2], surfaceOp: { op: 'replace', start: 1, end: 2 }, ignorable: true });
+    const back = storedEvent(canonicalEvent(e));
+    expect(back).toStrictEqual(e);
+    expect(Object.keys(back)).toEqual(['type', 'seq', 'time', 'data', 'sourceEventSeqs', 'surfaceOp', 'ignorable']);
+    expect(Object.isFrozen(back)).toBe(true);
+    expect(Object.isFrozen((back.data as { a: object[] }).a[1])).toBe(true);
+    expect(storedEvent(canonicalEvent(event(null)))).toStrictEqual(event(null));
   });
 });

@@ -4,7 +4,8 @@
  * one database file), and the head watchers of all of them.
  */
 import type { IdempotentResult } from '../../app/store-port.js';
-import type { SessionEvent, SessionHeader } from '../../domain/event.js';
+import type { SessionHeader } from '../../domain/event.js';
+import type { MemoryEvent } from './memory-events.js';
 
 /** One stored session. */
 export interface MemorySession {
@@ -18,7 +19,7 @@ export interface MemorySession {
   nextSeq: number;
   dataBytes: number;
   /** Ascending by seq (gaps possible for imported logs). */
-  readonly events: SessionEvent[];
+  readonly events: MemoryEvent[];
   readonly idempotency: Map<string, IdempotentResult>;
 }
 

@@ -1,20 +1,23 @@
 /**
- * Canonical, deep-frozen stored copies and small lookups of the in-memory store.
+ * Stored events of the in-memory store and small lookups over them.
+ *
+ * An event is stored as what the SQLite store keeps: its envelope and its data's JSON text (the
+ * client's canonical text when the domain kept it, else JSON.stringify's), frozen. Not the
+ * parsed tree: a log of a million events is then a million small objects and strings rather
+ * than millions of JSON nodes (plus their text) that every major GC has to mark; reads parse.
  */
-import type { SessionRecord, StructuralRow } from '../../app/store-port.js';
+import type { SessionRecord, StoredEventText, StructuralRow } from '../../app/store-port.js';
 import type { Json, SessionEvent, SessionHeader } from '../../domain/event.js';
-import { jsonTextOf } from '../../domain/json.js';
+import { deepFreeze as deepFreezeJson, jsonTextOf } from '../../domain/json.js';
 import type { MemorySession } from './memory-database.js';
 
-export function eventBytes(events: readonly SessionEvent[]): number {
-  let n = 0;
-  for (const e of events) n += dataBytes(e.data);
-  return n;
-}
+/** A stored event: the envelope, the data's JSON text and its UTF-8 length. */
+export type MemoryEvent = StoredEventText & { readonly dataBytes: number };
 
-/** UTF-8 bytes of `data`'s JSON text (the text kept by toFrozenJson when it has one). */
-export function dataBytes(data: Json): number {
-  return Buffer.byteLength(jsonTextOf(data) ?? JSON.stringify(data), 'utf8');
+export function eventBytes(events: readonly MemoryEvent[]): number {
+  let n = 0;
+  for (const e of events) n += e.dataBytes;
+  return n;
 }
 
 export function toRecord(session: MemorySession): SessionRecord {
@@ -32,7 +35,7 @@ export function toRecord(session: MemorySession): SessionRecord {
 }
 
 /** Index of the first event with seq >= `seq`. */
-export function lowerBound(events: readonly SessionEvent[], seq: number): number {
+export function lowerBound(events: readonly { readonly seq: number }[], seq: number): number {
   let lo = 0;
   let hi = events.length;
   while (lo < hi) {
@@ -43,7 +46,7 @@ export function lowerBound(events: readonly SessionEvent[], seq: number): number
   return lo;
 }
 
-export function structuralRow(event: SessionEvent): StructuralRow {
+export function structuralRow(event: MemoryEvent): StructuralRow {
   const row: { seq: number; type: string; surfaceOp?: StructuralRow['surfaceOp']; sourceEventSeqs?: readonly number[]; ignorable?: true } = {
     seq: event.seq,
     type: event.type,
@@ -55,20 +58,23 @@ export function structuralRow(event: SessionEvent): StructuralRow {
 }
 
 /**
- * A deep-frozen copy of `event` in the canonical key order, absent optional keys absent. Data
- * that `toFrozenJson` froze in place with its canonical text (jsonTextOf) is already deep-frozen
- * and referenced by nothing mutable: it is shared, not copied.
+ * The stored form of `event`, frozen, in the canonical key order, absent optional keys absent:
+ * its data as JSON text (the client's canonical text when toFrozenJson kept one, which is what
+ * JSON.stringify writes for it), so neither the caller's later mutation nor a reader can alter
+ * the log.
  */
-export function canonicalEvent(event: SessionEvent): SessionEvent {
+export function canonicalEvent(event: SessionEvent): MemoryEvent {
+  const dataText = jsonTextOf(event.data) ?? JSON.stringify(event.data);
   const out: {
     type: string;
     seq: number;
     time: number;
-    data: Json;
+    dataText: string;
+    dataBytes: number;
     sourceEventSeqs?: readonly number[];
     surfaceOp?: SessionEvent['surfaceOp'];
     ignorable?: true;
-  } = { type: event.type, seq: event.seq, time: event.time, data: jsonTextOf(event.data) !== undefined ? event.data : deepFreeze(JSON.parse(JSON.stringify(event.data)) as Json) };
+  } = { type: event.type, seq: event.seq, time: event.time, dataText, dataBytes: Buffer.byteLength(dataText, 'utf8') };
   if (event.sourceEventSeqs !== undefined) out.sourceEventSeqs = Object.freeze([...event.sourceEventSeqs]);
   if (event.surfaceOp !== undefined) {
     out.surfaceOp =
@@ -77,6 +83,23 @@ export function canonicalEvent(event: SessionEvent): SessionEvent {
         : Object.freeze({ op: 'replace' as const, start: event.surfaceOp.start, end: event.surfaceOp.end });
   }
   if (event.ignorable === true) out.ignorable = true;
+  return Object.freeze(out);
+}
+
+/** The event of a stored one: its data parsed from the stored text and deep-frozen. */
+export function storedEvent(stored: MemoryEvent): SessionEvent {
+  const out: {
+    type: string;
+    seq: number;
+    time: number;
+    data: Json;
+    sourceEventSeqs?: readonly number[];
+    surfaceOp?: SessionEvent['surfaceOp'];
+    ignorable?: true;
+  } = { type: stored.type, seq: stored.seq, time: stored.time, data: deepFreezeJson(JSON.parse(stored.dataText) as Json) };
+  if (stored.sourceEventSeqs !== undefined) out.sourceEventSeqs = stored.sourceEventSeqs;
+  if (stored.surfaceOp !== undefined) out.surfaceOp = stored.surfaceOp;
+  if (stored.ignorable === true) out.ignorable = true;
   return Object.freeze(out);
 }
 
@@ -93,12 +116,4 @@ export function canonicalHeader(header: SessionHeader): SessionHeader {
   if (header.delegationDepth !== undefined) out.delegationDepth = header.delegationDepth;
   if (header.agentPreset !== undefined) out.agentPreset = header.agentPreset;
   return Object.freeze(out);
-}
-
-export function deepFreeze<T extends Json>(value: T): T {
-  if (value !== null && typeof value === 'object') {
-    for (const child of Object.values(value)) deepFreeze(child);
-    Object.freeze(value);
-  }
-  return value;
 }

@@ -9,8 +9,8 @@
  * instances race exactly as connections to one database do, and the multi-writer contract tests
  * run against memory too.
  *
- * Stored events are canonical deep-frozen copies (absent optional keys absent, data copied
- * through JSON), so neither the caller's later mutation nor a reader can alter the log.
+ * Stored events are frozen canonical copies with their data as JSON text (memory-events.ts), so
+ * neither the caller's later mutation nor a reader can alter the log; reads parse the text.
  */
 import type {
   AppendOutcome,
@@ -37,7 +37,7 @@ import type { SessionEvent } from '../../domain/event.js';
 import { checkPageSize, decodePageToken, encodePageToken } from '../page-token.js';
 import { StoreClosedError, StoreUsageError, checkAscendingSeqs } from '../store-errors.js';
 import { MemoryDatabase, type MemorySession } from './memory-database.js';
-import { canonicalEvent, canonicalHeader, dataBytes, eventBytes, lowerBound, structuralRow, toRecord } from './memory-events.js';
+import { canonicalEvent, canonicalHeader, eventBytes, lowerBound, storedEvent, structuralRow, toRecord, type MemoryEvent } from './memory-events.js';
 
 export { MemoryDatabase } from './memory-database.js';
 export { canonicalEvent } from './memory-events.js';
@@ -220,12 +220,20 @@ export class MemorySessionStore implements SessionStore {
   }
 
   async readEvents(sessionId: string, query: ReadEventsQuery): Promise<SessionEvent[]> {
+    return this.selectEvents(sessionId, query).map(storedEvent);
+  }
+
+  async readEventTexts(sessionId: string, query: ReadEventsQuery): Promise<StoredEventText[]> {
+    return this.selectEvents(sessionId, query);
+  }
+
+  private selectEvents(sessionId: string, query: ReadEventsQuery): MemoryEvent[] {
     this.checkOpen();
     const session = this.visible(sessionId);
     if (session === undefined || query.limit <= 0) return [];
     const types = query.types !== undefined && query.types.length > 0 ? new Set(query.types) : undefined;
     const events = session.events;
-    const out: SessionEvent[] = [];
+    const out: MemoryEvent[] = [];
     if (query.direction === 'forward') {
       for (let i = lowerBound(events, query.fromSeq); i < events.length && out.length < query.limit; i++) {
         const event = events[i]!;
@@ -240,13 +248,6 @@ export class MemorySessionStore implements SessionStore {
     return out;
   }
 
-  async readEventTexts(sessionId: string, query: ReadEventsQuery): Promise<StoredEventText[]> {
-    return (await this.readEvents(sessionId, query)).map((e) => {
-      const { data, ...rest } = e;
-      return { ...rest, dataText: JSON.stringify(data) };
-    });
-  }
-
   async getEvents(sessionId: string, seqs: readonly number[]): Promise<SessionEvent[]> {
     this.checkOpen();
     const session = this.visible(sessionId);
@@ -254,7 +255,7 @@ export class MemorySessionStore implements SessionStore {
     const out: SessionEvent[] = [];
     for (const seq of [...new Set(seqs)].sort((a, b) => a - b)) {
       const event = session.events[lowerBound(session.events, seq)];
-      if (event !== undefined && event.seq === seq) out.push(event);
+      if (event !== undefined && event.seq === seq) out.push(storedEvent(event));
     }
     return out;
   }
@@ -288,7 +289,7 @@ export class MemorySessionStore implements SessionStore {
       const session = this.visible(sessionId);
       if (session === undefined) return;
       const start = lowerBound(session.events, next);
-      const batch = session.events.slice(start, start + batchSize);
+      const batch = session.events.slice(start, start + batchSize).map(storedEvent);
       if (batch.length === 0) return;
       yield batch;
       next = batch[batch.length - 1]!.seq + 1;
@@ -327,7 +328,7 @@ export class MemorySessionStore implements SessionStore {
     const out: SessionEvent[] = [];
     for (const seq of [...new Set(seqs)].sort((a, b) => a - b)) {
       const event = session.events[lowerBound(session.events, seq)];
-      if (event !== undefined && event.seq === seq) out.push(event);
+      if (event !== undefined && event.seq === seq) out.push(storedEvent(event));
     }
     return out;
   }
@@ -391,10 +392,10 @@ export class MemorySessionStore implements SessionStore {
     return session === undefined || session.pending !== undefined ? undefined : session;
   }
 
-  private pushEvents(session: MemorySession, events: readonly SessionEvent[]): void {
+  private pushEvents(session: MemorySession, events: readonly MemoryEvent[]): void {
     for (const event of events) {
       session.events.push(event);
-      session.dataBytes += dataBytes(event.data);
+      session.dataBytes += event.dataBytes;
     }
     const last = events[events.length - 1];
     if (last !== undefined) session.nextSeq = last.seq + 1;
