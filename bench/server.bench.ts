@@ -40,8 +40,8 @@ import { SqliteSessionStore } from '../src/store/sqlite/sqlite-store.js';
 const quick = process.argv.includes('--quick');
 const profile = process.argv.includes('--profile');
 const onlyArg = process.argv.indexOf('--only');
-const ONLY = onlyArg >= 0 ? process.argv[onlyArg + 1] : undefined;
-if (ONLY !== undefined && !['appends', 'coldopen', 'reads', 'cost'].includes(ONLY)) throw new Error(`--only takes appends, coldopen, reads or cost, got ${ONLY}`);
+const ONLY = onlyArg >= 0 ? (process.argv[onlyArg + 1] ?? '') : undefined;
+if (ONLY !== undefined && !['appends', 'coldopen', 'reads', 'cost'].includes(ONLY)) throw new Error(`--only takes appends, coldopen, reads or cost, got "${ONLY}"`);
 /** True when the section runs (all of them without --only). */
 const want = (section: string): boolean => ONLY === undefined || ONLY === section;
 const transportArg = process.argv.indexOf('--grpc-transport');

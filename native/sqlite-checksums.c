@@ -1,30 +1,31 @@
 /*
  * Palimpsest's SQLite extension: the row checksums of src/store/sqlite/integrity.ts computed over
  * the bytes SQLite already holds, so verifying a returned row costs no JS string walk.
+ * Linux and macOS (scripts/build-native.mjs builds it; src/store/sqlite/native-checksums.ts loads it).
  *
  * SQL functions (deterministic, innocuous):
- *   palimpsest_row_check(seq, surface_op, source_event_seqs, ignorable, type, scrc, time, data, dcrc)
- *     -> 0 when both checksums match, 1 when the structural one does not, 2 when the data one does
- *        not (values of an unexpected storage class count as a structural mismatch).
- *   palimpsest_scrc(seq, surface_op, source_event_seqs, ignorable, type) -> the structural CRC
- *   palimpsest_dcrc(time, data) -> the data CRC
  *   palimpsest_event_line(seq, type, time, data, source_event_seqs, surface_op, ignorable, scrc, dcrc)
  *     -> the row checked and written as one text value (see event_line below)
+ *   palimpsest_checksums_format() -> LINE_FORMAT, the line format version (the loader refuses any
+ *     other: a stale build never feeds a newer decoder)
+ *   palimpsest_checksums_hw() -> 1 when the CPU's CRC-32C instruction is in use
  *
  * The canonical inputs, exactly as integrity.ts defines them:
  *   scrc = CRC-32C of `<seq>:<surface_op or ''>\t<HEX(source_event_seqs) or '-'>\t<ignorable or ''>\t<type>`
  *   dcrc = CRC-32C of `<time>\t<data>`
  * CRC-32C is the Castagnoli polynomial, reflected (0x82F63B78), init and final xor 0xFFFFFFFF:
  * SSE4.2's crc32 instruction where the CPU has it (checked at load), a slicing-by-8 table otherwise.
- *
- * Build: scripts/build-native.mjs (cc -O2 -shared -fPIC against better-sqlite3's own sqlite3ext.h).
  */
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "sqlite3ext.h"
 SQLITE_EXTENSION_INIT1
+
+/* The version of event_line's format; row-codec.ts LINE_FORMAT must be the same. */
+#define LINE_FORMAT 1
 
 static uint32_t table[8][256];
 
@@ -72,21 +73,6 @@ __attribute__((target("sse4.2"))) static uint32_t crc_hw(uint32_t crc, const uns
 
 static uint32_t (*crc_feed)(uint32_t, const unsigned char *, size_t) = crc_soft;
 
-static uint32_t crc_str(uint32_t crc, const char *s) { return crc_feed(crc, (const unsigned char *)s, strlen(s)); }
-
-/* Decimal text of an integer, as JS String(n) writes a safe integer and SQLite stores it. */
-static uint32_t crc_int(uint32_t crc, sqlite3_int64 v) {
-  char buf[24];
-  int i = sizeof buf;
-  uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
-  do {
-    buf[--i] = (char)('0' + u % 10);
-    u /= 10;
-  } while (u != 0);
-  if (v < 0) buf[--i] = '-';
-  return crc_feed(crc, (const unsigned char *)buf + i, sizeof buf - i);
-}
-
 /*
  * 1 and the value in *out for an INTEGER, or a REAL holding a safe integer (a JS number bound as
  * a parameter arrives as REAL; the STRICT table stores it as INTEGER).
@@ -105,85 +91,6 @@ static int integer_of(sqlite3_value *v, sqlite3_int64 *out) {
     }
   }
   return 0;
-}
-
-static uint32_t crc_text(uint32_t crc, sqlite3_value *v) {
-  const unsigned char *t = sqlite3_value_text(v);
-  return t == NULL ? crc : crc_feed(crc, t, (size_t)sqlite3_value_bytes(v));
-}
-
-static uint32_t crc_hex(uint32_t crc, sqlite3_value *v) {
-  static const char digits[] = "0123456789ABCDEF";
-  const unsigned char *b = sqlite3_value_blob(v);
-  int n = sqlite3_value_bytes(v);
-  unsigned char buf[256];
-  int used = 0;
-  for (int i = 0; i < n; i++) {
-    buf[used++] = (unsigned char)digits[b[i] >> 4];
-    buf[used++] = (unsigned char)digits[b[i] & 15];
-    if (used == sizeof buf) {
-      crc = crc_feed(crc, buf, (size_t)used);
-      used = 0;
-    }
-  }
-  return crc_feed(crc, buf, (size_t)used);
-}
-
-/* The structural CRC, or -1 when a value has a storage class the schema does not allow. */
-static sqlite3_int64 structural(sqlite3_value **a) {
-  sqlite3_value *op = a[1], *seqs = a[2], *ignorable = a[3], *type = a[4];
-  sqlite3_int64 seq, ign = 0;
-  if (!integer_of(a[0], &seq) || sqlite3_value_type(type) != SQLITE_TEXT) return -1;
-  int opType = sqlite3_value_type(op), seqsType = sqlite3_value_type(seqs), ignNull = sqlite3_value_type(ignorable) == SQLITE_NULL;
-  if ((opType != SQLITE_NULL && opType != SQLITE_TEXT) || (seqsType != SQLITE_NULL && seqsType != SQLITE_BLOB) ||
-      (!ignNull && !integer_of(ignorable, &ign)))
-    return -1;
-  uint32_t c = crc_int(0xFFFFFFFFu, seq);
-  c = crc_str(c, ":");
-  if (opType == SQLITE_TEXT) c = crc_text(c, op);
-  c = crc_str(c, "\t");
-  c = seqsType == SQLITE_NULL ? crc_str(c, "-") : crc_hex(c, seqs);
-  c = crc_str(c, "\t");
-  if (!ignNull) c = crc_int(c, ign);
-  c = crc_str(c, "\t");
-  c = crc_text(c, type);
-  return (sqlite3_int64)(c ^ 0xFFFFFFFFu);
-}
-
-/* The data CRC, or -1 when a value has a storage class the schema does not allow. */
-static sqlite3_int64 data(sqlite3_value *time, sqlite3_value *text) {
-  sqlite3_int64 t;
-  if (!integer_of(time, &t) || sqlite3_value_type(text) != SQLITE_TEXT) return -1;
-  uint32_t c = crc_int(0xFFFFFFFFu, t);
-  c = crc_str(c, "\t");
-  c = crc_text(c, text);
-  return (sqlite3_int64)(c ^ 0xFFFFFFFFu);
-}
-
-static void row_check(sqlite3_context *ctx, int argc, sqlite3_value **a) {
-  (void)argc;
-  sqlite3_int64 s = structural(a);
-  sqlite3_int64 stored;
-  if (s < 0 || !integer_of(a[5], &stored) || stored != s) {
-    sqlite3_result_int(ctx, 1);
-    return;
-  }
-  sqlite3_int64 d = data(a[6], a[7]);
-  sqlite3_result_int(ctx, d < 0 || !integer_of(a[8], &stored) || stored != d ? 2 : 0);
-}
-
-static void scrc_fn(sqlite3_context *ctx, int argc, sqlite3_value **a) {
-  (void)argc;
-  sqlite3_int64 s = structural(a);
-  if (s < 0) sqlite3_result_null(ctx);
-  else sqlite3_result_int64(ctx, s);
-}
-
-static void dcrc_fn(sqlite3_context *ctx, int argc, sqlite3_value **a) {
-  (void)argc;
-  sqlite3_int64 d = data(a[0], a[1]);
-  if (d < 0) sqlite3_result_null(ctx);
-  else sqlite3_result_int64(ctx, d);
 }
 
 /* Appends the decimal text of v at p; returns the new end. */
@@ -225,24 +132,29 @@ static uint32_t crc_byte(uint32_t crc, unsigned char b) { return table[0][(crc ^
 static void event_line(sqlite3_context *ctx, int argc, sqlite3_value **a) {
   (void)argc;
   sqlite3_int64 seq = -1, time = 0, ign = 0, scrc = 0, dcrc = 0;
-  int ok = integer_of(a[0], &seq) && integer_of(a[2], &time) && integer_of(a[7], &scrc) && integer_of(a[8], &dcrc);
   int typeType = sqlite3_value_type(a[1]), textType = sqlite3_value_type(a[3]);
   int seqsType = sqlite3_value_type(a[4]), opType = sqlite3_value_type(a[5]), ignNull = sqlite3_value_type(a[6]) == SQLITE_NULL;
-  ok = ok && typeType == SQLITE_TEXT && (seqsType == SQLITE_NULL || seqsType == SQLITE_BLOB) &&
-       (opType == SQLITE_NULL || opType == SQLITE_TEXT) && (ignNull || integer_of(a[6], &ign));
-  int bad = ok ? 0 : 1;
+  /* A value of a storage class the schema forbids (a flipped record-header bit can turn TEXT into
+   * BLOB) fails the check its column belongs to; an empty surface_op (never written: NULL is
+   * "none") is structural damage even though its canonical text equals NULL's. */
+  int structuralOk = integer_of(a[0], &seq) && integer_of(a[7], &scrc) && typeType == SQLITE_TEXT &&
+                     (seqsType == SQLITE_NULL || seqsType == SQLITE_BLOB) && (opType == SQLITE_NULL || opType == SQLITE_TEXT) &&
+                     (ignNull || integer_of(a[6], &ign)) && !(opType == SQLITE_TEXT && sqlite3_value_bytes(a[5]) == 0);
+  int dataOk = integer_of(a[2], &time) && integer_of(a[8], &dcrc) && textType == SQLITE_TEXT;
+  int ok = structuralOk && dataOk;
+  int bad = structuralOk ? (dataOk ? 0 : 2) : 1;
   char *out = NULL;
   char *p = NULL;
   if (ok) {
     const unsigned char *type = sqlite3_value_text(a[1]);
     int typeBytes = sqlite3_value_bytes(a[1]);
-    const unsigned char *text = textType == SQLITE_TEXT ? sqlite3_value_text(a[3]) : NULL;
-    int textBytes = text != NULL ? sqlite3_value_bytes(a[3]) : 0;
+    const unsigned char *text = sqlite3_value_text(a[3]);
+    int textBytes = sqlite3_value_bytes(a[3]);
     const unsigned char *seqs = seqsType == SQLITE_BLOB ? sqlite3_value_blob(a[4]) : NULL;
     int seqsBytes = seqsType == SQLITE_BLOB ? sqlite3_value_bytes(a[4]) : 0;
     const unsigned char *op = opType == SQLITE_TEXT ? sqlite3_value_text(a[5]) : NULL;
     int opBytes = op != NULL ? sqlite3_value_bytes(a[5]) : 0;
-    if (type == NULL || (textType == SQLITE_TEXT && text == NULL) || (seqsBytes > 0 && seqs == NULL) || (opType == SQLITE_TEXT && op == NULL)) {
+    if (type == NULL || text == NULL || (seqsBytes > 0 && seqs == NULL) || (opType == SQLITE_TEXT && op == NULL)) {
       sqlite3_result_error_nomem(ctx);
       return;
     }
@@ -286,7 +198,7 @@ static void event_line(sqlite3_context *ctx, int argc, sqlite3_value **a) {
     memcpy(p, type, (size_t)typeBytes);
     p += typeBytes;
     char *textAt = p;
-    if (text != NULL) memcpy(p, text, (size_t)textBytes);
+    memcpy(p, text, (size_t)textBytes);
     p += textBytes;
     /* scrc over `<seq>:<surface_op or ''>\t<HEX or '-'>\t<ignorable or ''>\t<type>` */
     uint32_t c = crc_feed(0xFFFFFFFFu, (const unsigned char *)seqAt, (size_t)(seqEnd - seqAt));
@@ -295,11 +207,13 @@ static void event_line(sqlite3_context *ctx, int argc, sqlite3_value **a) {
     c = crc_byte(c, '\t');
     c = crc_feed(c, (const unsigned char *)hexAt, (size_t)(hexEnd - hexAt));
     c = crc_byte(c, '\t');
-    if (!ignNull) c = crc_int(c, ign);
+    if (!ignNull) {
+      char digits[24];
+      c = crc_feed(c, (const unsigned char *)digits, (size_t)(put_int(digits, ign) - digits));
+    }
     c = crc_byte(c, '\t');
     c = crc_feed(c, (const unsigned char *)typeAt, (size_t)typeBytes);
     if ((sqlite3_int64)(c ^ 0xFFFFFFFFu) != scrc) bad = 1;
-    else if (text == NULL) bad = 2;
     else {
       /* dcrc over `<time>\t<data>` */
       c = crc_feed(0xFFFFFFFFu, (const unsigned char *)timeAt, (size_t)(timeEnd - timeAt));
@@ -322,29 +236,36 @@ static void event_line(sqlite3_context *ctx, int argc, sqlite3_value **a) {
   sqlite3_result_text64(ctx, out, (sqlite3_uint64)(p - out), sqlite3_free, SQLITE_UTF8);
 }
 
-/* 1 when the hardware CRC instruction is in use (reported by the store). */
+/* 1 when the hardware CRC instruction is in use (the server logs it at start). */
 static void hw_fn(sqlite3_context *ctx, int argc, sqlite3_value **a) {
   (void)argc;
   (void)a;
   sqlite3_result_int(ctx, crc_feed != crc_soft);
 }
 
-#ifdef _WIN32
-__declspec(dllexport)
-#endif
-int sqlite3_palimpsestchecksums_init(sqlite3 *db, char **err, const sqlite3_api_routines *api) {
-  (void)err;
-  SQLITE_EXTENSION_INIT2(api);
+static void format_fn(sqlite3_context *ctx, int argc, sqlite3_value **a) {
+  (void)argc;
+  (void)a;
+  sqlite3_result_int(ctx, LINE_FORMAT);
+}
+
+/* The tables and the CRC routine, chosen once per process (every connection loads the extension). */
+static void init_once(void) {
   init_table();
 #ifdef HAVE_HW
   __builtin_cpu_init();
   if (__builtin_cpu_supports("sse4.2")) crc_feed = crc_hw;
 #endif
+}
+
+int sqlite3_palimpsestchecksums_init(sqlite3 *db, char **err, const sqlite3_api_routines *api) {
+  (void)err;
+  SQLITE_EXTENSION_INIT2(api);
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, init_once);
   const int flags = SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS;
-  int rc = sqlite3_create_function(db, "palimpsest_row_check", 9, flags, NULL, row_check, NULL, NULL);
-  if (rc == SQLITE_OK) rc = sqlite3_create_function(db, "palimpsest_scrc", 5, flags, NULL, scrc_fn, NULL, NULL);
-  if (rc == SQLITE_OK) rc = sqlite3_create_function(db, "palimpsest_dcrc", 2, flags, NULL, dcrc_fn, NULL, NULL);
-  if (rc == SQLITE_OK) rc = sqlite3_create_function(db, "palimpsest_event_line", 9, flags, NULL, event_line, NULL, NULL);
+  int rc = sqlite3_create_function(db, "palimpsest_event_line", 9, flags, NULL, event_line, NULL, NULL);
+  if (rc == SQLITE_OK) rc = sqlite3_create_function(db, "palimpsest_checksums_format", 0, flags, NULL, format_fn, NULL, NULL);
   if (rc == SQLITE_OK) rc = sqlite3_create_function(db, "palimpsest_checksums_hw", 0, SQLITE_UTF8 | SQLITE_INNOCUOUS, NULL, hw_fn, NULL, NULL);
   return rc;
 }

@@ -1,11 +1,11 @@
 #!/usr/bin/env node
 // Builds native/sqlite-checksums.c, Palimpsest's SQLite extension (the row checksums computed over
-// the bytes SQLite holds), into native/build/. Run by `npm install` (the prepare script) and by
+// the bytes SQLite holds), into native/build/ (Linux and macOS). Run by `npm install` (the prepare script) and by
 // `npm run build:native`. Needs a C compiler (cc, gcc or clang); without one it says so and exits 0,
 // and the SQLite store verifies rows in JavaScript instead (the same checksums, slower reads).
 // With --require, or under CI=true, a failed build is an error.
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, renameSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, renameSync, rmSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -17,7 +17,11 @@ const out = join(outDir, process.platform === 'darwin' ? 'palimpsest_checksums.d
 const require = createRequire(import.meta.url);
 const required = process.argv.includes('--require') || process.env.CI === 'true';
 
+let attempted = false;
 function fail(message) {
+  // A failed rebuild must not leave the previous build behind: the store would load a library
+  // older than its decoder (it checks the line format, but not having it at all is plainer).
+  if (attempted) rmSync(out, { force: true });
   if (required) {
     console.error(`build-native: ${message}`);
     process.exit(1);
@@ -35,15 +39,19 @@ try {
 if (!existsSync(join(include, 'sqlite3ext.h'))) fail(`no sqlite3ext.h in ${include}`);
 if (existsSync(out) && statSync(out).mtimeMs >= statSync(source).mtimeMs && !process.argv.includes('--force')) process.exit(0);
 
-// A C++ driver compiles it as C with -x c (a machine may have g++ and no cc alternative).
-const compilers = [[process.env.CC], ['cc'], ['gcc'], ['clang'], ['g++', '-x', 'c'], ['c++', '-x', 'c']].filter((c) => c[0]);
+// $CC may carry arguments ("ccache gcc"); a C++ driver compiles it as C with -x c (a machine may
+// have g++ and no cc alternative).
+const fromEnv = (process.env.CC ?? '').trim().split(/\s+/).filter(Boolean);
+const compilers = [fromEnv, ['cc'], ['gcc'], ['clang'], ['g++', '-x', 'c'], ['c++', '-x', 'c']].filter((c) => c.length > 0);
+attempted = true;
 mkdirSync(outDir, { recursive: true });
 const tmp = `${out}.${process.pid}.tmp`;
 const errors = [];
 for (const [cc, ...lang] of compilers) {
   try {
     const shared = process.platform === 'darwin' ? ['-dynamiclib', '-undefined', 'dynamic_lookup'] : ['-shared'];
-    execFileSync(cc, ['-O2', '-fPIC', ...shared, '-Wall', '-Werror', `-I${include}`, '-o', tmp, ...lang, source], { stdio: 'pipe' });
+    // -Wall without -Werror: a newer compiler's new warning must not cost an install its build.
+    execFileSync(cc, [...lang, '-O2', '-fPIC', ...shared, '-Wall', `-I${include}`, '-o', tmp, source], { stdio: 'pipe' });
     renameSync(tmp, out);
     process.exit(0);
   } catch (e) {

@@ -36,6 +36,9 @@ export async function composeApp(config: ServerConfig, logger: Logger, tracing?:
   const opened = await openStore(config, logger);
   if (opened instanceof SqliteSessionStore) {
     for (const d of opened.damagedSessions) logger.error({ dataLoss: true, sessionId: d.sessionId, err: d.message }, 'DATA LOSS found at open: session refused');
+    const ext = opened.checksumExtension;
+    if (ext.problem !== undefined) logger.warn({ checksums: 'javascript' }, ext.problem);
+    else logger.info({ checksums: ext.loaded ? (ext.hardwareCrc === true ? 'sqlite (crc32c instruction)' : 'sqlite (table)') : 'javascript' }, 'row checksums verified on read');
   }
   // Storage failures are logged once per episode (not per request) by the monitor.
   const monitored = monitorStorage(opened, logger);

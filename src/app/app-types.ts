@@ -5,6 +5,7 @@
 import type { CandidateEvent, Json, SessionHeader } from '../domain/event.js';
 import { SESSION_FORMAT_VERSION } from '../domain/event.js';
 import { DomainError } from '../domain/errors.js';
+import { isWellFormedText } from '../domain/json.js';
 import type { SessionRecord } from './store-port.js';
 import type { SessionHandle } from './session-handle.js';
 import { checkSessionId } from './input-limits.js';
@@ -116,6 +117,11 @@ export function checkId(id: string): void {
 
 /** The header of a new session, from the create request's fields. */
 export function buildHeader(h: { id: string; createdAt: number; cwd?: string; origin?: string; delegationDepth?: number; agentPreset?: string }): SessionHeader {
+  for (const [field, value] of [['cwd', h.cwd], ['agentPreset', h.agentPreset]] as const) {
+    if (value !== undefined && !isWellFormedText(value)) {
+      throw new DomainError('HEADER_INVALID', `${field} holds a lone UTF-16 surrogate (it has no UTF-8 form); send well-formed Unicode`, { field });
+    }
+  }
   const out: { -readonly [K in keyof SessionHeader]: SessionHeader[K] } = { version: SESSION_FORMAT_VERSION, id: h.id, createdAt: h.createdAt };
   if (h.cwd !== undefined) {
     if (!h.cwd.startsWith('/')) throw new DomainError('HEADER_INVALID', `cwd ${JSON.stringify(h.cwd)} must be an absolute path`, { field: 'cwd' });

@@ -288,6 +288,19 @@ describe('ListEvents', () => {
     expect((await a.listEvents({ sessionId: id, fromSeq: 99 })).events).toEqual([]);
   });
 
+  it('a page far over 64 KiB (written as prefix + payload, not copied) arrives whole, ASCII and non-ASCII texts exact', async () => {
+    const big = 'big-page';
+    await a.createSession({ sessionId: big });
+    const texts = Array.from({ length: 120 }, (_, i) => (i % 2 === 0 ? `ascii ${i} `.repeat(120) : `ünïcödé ✓ ${i} 😀 `.repeat(60)));
+    const events = texts.map((t, i) => input(i % 3 === 0 ? 'plugin/ascii' : 'plugin/ünï', { i, t, time: 1_760_000_000_000 + i }));
+    for (let i = 0; i < events.length; i += 40) await a.appendEvents({ sessionId: big, events: events.slice(i, i + 40) });
+    const page = await a.listEvents({ sessionId: big, pageSize: 200 });
+    expect(page.events.map((e) => e.seq)).toEqual(texts.map((_, i) => i));
+    expect(page.events.map((e) => (json(e) as { t: string }).t)).toEqual(texts);
+    expect(page.events.map((e) => e.type)).toEqual(texts.map((_, i) => (i % 3 === 0 ? 'plugin/ascii' : 'plugin/ünï')));
+    expect(page.nextPageToken).toBe('');
+  });
+
   it('type filter, paged', async () => {
     const seqs: number[] = [];
     let pageToken = '';

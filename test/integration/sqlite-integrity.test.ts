@@ -15,12 +15,13 @@ import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { DataCorruptedError } from '../../src/app/storage-error.js';
 import { SqliteSessionStore } from '../../src/store/sqlite/sqlite-store.js';
 import { verifyFile } from '../../src/store/sqlite/verify.js';
-import { checksumExtensionPath, type NativeChecksums } from '../../src/store/sqlite/native-checksums.js';
-import { dataCrc, structuralCrc } from '../../src/store/sqlite/integrity.js';
+import { checksumExtensionPath, loadChecksumExtension, type NativeChecksums } from '../../src/store/sqlite/native-checksums.js';
+import { EVENT_COLUMNS, EVENT_LINE, LINE_FORMAT, decodeEventLine, decodeEventTextLine, encodeEvents } from '../../src/store/sqlite/row-codec.js';
+import type { Json } from '../../src/domain/event.js';
 import fc from 'fast-check';
 import { crc32c } from '../../src/store/sqlite/crc32c.js';
 import { readHeads } from '../../src/store/sqlite/head-record.js';
-import { appendFileSync, writeFileSync } from 'node:fs';
+import { appendFileSync, readFileSync, writeFileSync } from 'node:fs';
 import type { SessionEvent } from '../../src/domain/event.js';
 import { appendAt, ev, newSession } from './store-contract.js';
 
@@ -99,48 +100,107 @@ describe.skipIf(!NATIVE)('the checksum extension (native/sqlite-checksums.c)', (
   const path = checksumExtensionPath();
   const db = new Database(':memory:');
   if (path !== undefined) db.loadExtension(path);
+  db.exec(`CREATE TABLE events (session_id TEXT NOT NULL, seq INTEGER NOT NULL, type TEXT NOT NULL, time INTEGER NOT NULL, data TEXT NOT NULL,
+    source_event_seqs BLOB, surface_op TEXT, ignorable INTEGER, scrc INTEGER NOT NULL, dcrc INTEGER NOT NULL)`);
   afterAll(() => db.close());
-  const sql = <T>(q: string, ...args: unknown[]): T => db.prepare(q).pluck().get(...args) as T;
+  const insert = db.prepare(`INSERT INTO events (session_id, ${EVENT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
+  const lineOf = db.prepare(`SELECT ${EVENT_LINE} FROM events WHERE rowid = ?`).pluck();
+  /** The line SQLite writes for `row` as the store binds it (EventRow from encodeEvents), optionally changed first. */
+  const line = (row: unknown[], change = ''): string => {
+    const rowid = insert.run(row).lastInsertRowid;
+    if (change !== '') db.prepare(`UPDATE events SET ${change} WHERE rowid = ?`).run(rowid);
+    return lineOf.get(rowid) as string;
+  };
+  const text = (data: Json): string => JSON.stringify(data);
 
   it('is built (CI needs a C compiler: the store would verify in JavaScript without it)', () => {
     expect(path).toBeDefined();
+    expect(db.prepare('SELECT palimpsest_checksums_format()').pluck().get()).toBe(LINE_FORMAT);
   });
 
-  it('computes exactly the JavaScript checksums over what SQLite stores (any text, seqs, ops, times)', () => {
-    db.exec('CREATE TABLE r (seq INTEGER, type TEXT, time INTEGER, data TEXT, seqs BLOB, op TEXT, ign INTEGER) STRICT');
-    const insert = db.prepare('INSERT INTO r VALUES (?, ?, ?, ?, ?, ?, ?)');
-    const check = db.prepare('SELECT palimpsest_scrc(seq, op, seqs, ign, type), palimpsest_dcrc(time, data) FROM r WHERE rowid = ?').raw();
+  it('checks exactly the checksums the store writes, and the line decodes back to the event (any type, time, data, citations, op)', () => {
+    const event = fc.record(
+      {
+        type: fc.oneof(fc.string({ unit: 'grapheme', maxLength: 30 }), fc.constantFrom('', 'a\tb,c', ',', '\t', 'x\u0000y', '\u{1f600}\u{1d11e}')),
+        seq: fc.nat({ max: Number.MAX_SAFE_INTEGER }),
+        time: fc.integer({ min: -Number.MAX_SAFE_INTEGER, max: Number.MAX_SAFE_INTEGER }),
+        data: fc.jsonValue({ maxDepth: 4 }).map((v) => JSON.parse(JSON.stringify(v)) as Json),
+        sourceEventSeqs: fc.array(fc.nat({ max: Number.MAX_SAFE_INTEGER }), { maxLength: 40 }),
+        surfaceOp: fc.oneof(fc.constant('append' as const), fc.record({ op: fc.constant('replace' as const), start: fc.nat(), end: fc.nat() })),
+        ignorable: fc.constant(true as const),
+      },
+      { requiredKeys: ['type', 'seq', 'time', 'data'] },
+    );
     fc.assert(
-      fc.property(
-        fc.nat({ max: Number.MAX_SAFE_INTEGER }),
-        fc.string({ unit: 'grapheme', maxLength: 40 }),
-        fc.integer({ min: -Number.MAX_SAFE_INTEGER, max: Number.MAX_SAFE_INTEGER }),
-        fc.string({ unit: 'binary', maxLength: 3000 }),
-        fc.option(fc.uint8Array({ maxLength: 300 }), { nil: null }),
-        fc.option(fc.constantFrom('append', '{"op":"replace","start":1,"end":2}', 'ü'), { nil: null }),
-        fc.boolean(),
-        (seq, type, time, data, seqs, op, ignorable) => {
-          const blob = seqs === null ? null : Buffer.from(seqs);
-          const rowid = insert.run(seq, type, time, data, blob, op, ignorable ? 1 : null).lastInsertRowid;
-          expect(check.get(rowid)).toEqual([structuralCrc(seq, op, blob, ignorable ? 1 : null, type), dataCrc(time, data)]);
-        },
-      ),
-      { numRuns: 500 },
+      fc.property(event, (e) => {
+        const [row] = encodeEvents('s', [e as SessionEvent]).rows;
+        expect(decodeEventLine('s', line(row!))).toStrictEqual(JSON.parse(JSON.stringify(e)));
+        const t = decodeEventTextLine('s', line(row!));
+        expect(t.dataBytes).toBe(Buffer.byteLength(text(e.data), 'utf8'));
+        expect(t.dataText).toBe(text(e.data));
+        // Either checksum off by one bit: the row is refused, naming which.
+        const scrcOff = [...row!];
+        scrcOff[8] = (row![8] as number) ^ 1;
+        expect(line(scrcOff)).toBe(`!1,${e.seq}`);
+        const dcrcOff = [...row!];
+        dcrcOff[9] = (row![9] as number) ^ (1 << 31);
+        expect(line(dcrcOff)).toBe(`!2,${e.seq}`);
+      }),
+      { numRuns: 300 },
     );
   });
 
-  it('palimpsest_row_check: 0 for an intact row, 1 for a structural mismatch, 2 for a data mismatch', () => {
-    const scrc = structuralCrc(7, 'append', null, null, 'user/message');
-    const dcrc = dataCrc(5, '{"a":1}');
-    const check = (s: number, d: number, data = '{"a":1}'): number =>
-      sql('SELECT palimpsest_row_check(7, ?, NULL, NULL, ?, ?, 5, ?, ?)', 'append', 'user/message', s, data, d);
-    expect(check(scrc, dcrc)).toBe(0);
-    expect(check(scrc ^ 1, dcrc)).toBe(1);
-    expect(check(scrc, dcrc ^ 1)).toBe(2);
-    expect(check(scrc, dcrc, '{"a":2}')).toBe(2);
-    // A value of a storage class the schema forbids is a mismatch, never a pass.
-    expect(sql('SELECT palimpsest_row_check(7, 1, NULL, NULL, ?, ?, 5, ?, ?)', 'user/message', scrc, '{"a":1}', dcrc)).toBe(1);
-    expect(sql('SELECT palimpsest_row_check(7, ?, NULL, NULL, ?, ?, 5, X\'00\', ?)', 'append', 'user/message', scrc, dcrc)).toBe(2);
+  it('a value of a class the schema forbids, or an empty surface op, is damage, never a pass', () => {
+    const [row] = encodeEvents('s', [ev(7, 'user/message', { a: 1 }, { surfaceOp: 'append' })]).rows;
+    expect(decodeEventLine('s', line(row!))).toEqual(ev(7, 'user/message', { a: 1 }, { surfaceOp: 'append' }));
+    expect(line(row!, 'type = CAST(type AS BLOB)')).toBe('!1,7');
+    expect(line(row!, 'surface_op = CAST(surface_op AS BLOB)')).toBe('!1,7');
+    expect(line(row!, "surface_op = ''")).toBe('!1,7');
+    expect(line(row!, 'data = CAST(data AS BLOB)')).toBe('!2,7');
+    expect(line(row!, 'time = 1.5')).toBe('!2,7');
+    expect(() => decodeEventLine('s', '!2,7')).toThrow(/seq 7 failed its data checksum/);
+  });
+
+  it('a line this build cannot parse is refused as damage, not served in part', () => {
+    for (const bad of ['7,5,,3,2,-,', '7,5,,300,2,-,\tabc{}', '7,5', 'x,5,,1,2,-,\ta{}', '']) {
+      expect(() => decodeEventTextLine('s', bad)).toThrow(DataCorruptedError);
+    }
+  });
+});
+
+describe('loading the checksum extension', () => {
+  const env = process.env['PALIMPSEST_SQLITE_EXTENSION'];
+  afterEach(() => {
+    if (env === undefined) delete process.env['PALIMPSEST_SQLITE_EXTENSION'];
+    else process.env['PALIMPSEST_SQLITE_EXTENSION'] = env;
+  });
+
+  it("an extension that cannot be loaded: 'auto' verifies in JavaScript and says why, 'require' refuses to open", () => {
+    process.env['PALIMPSEST_SQLITE_EXTENSION'] = join(root, 'no-such-extension.so');
+    const db = new Database(':memory:');
+    const got = loadChecksumExtension(db, 'auto', LINE_FORMAT);
+    expect(got.loaded).toBe(false);
+    expect(got.problem).toMatch(/cannot load the SQLite checksum extension .*no-such-extension\.so.*verified in JavaScript/);
+    expect(() => loadChecksumExtension(db, 'require', LINE_FORMAT)).toThrow(/cannot load the SQLite checksum extension/);
+    expect(loadChecksumExtension(db, 'off', LINE_FORMAT)).toEqual({ loaded: false });
+    db.close();
+    expect(() => new SqliteSessionStore({ path: freshPath(), nativeChecksums: 'require' })).toThrow(/cannot load the SQLite checksum extension/);
+    const fallback = new SqliteSessionStore({ path: freshPath() });
+    expect(fallback.checksumsInSqlite).toBe(false);
+    expect(fallback.checksumExtension.problem).toBeDefined();
+    void fallback.close();
+  });
+
+  it.skipIf(!NATIVE)('a build of another line format is not used (a stale library never feeds a newer decoder)', () => {
+    const db = new Database(':memory:');
+    const other = loadChecksumExtension(db, 'auto', LINE_FORMAT + 1);
+    expect(other.loaded).toBe(false);
+    expect(other.problem).toMatch(new RegExp(`writes line format ${LINE_FORMAT}, this build reads ${LINE_FORMAT + 1}: rebuild it`));
+    expect(() => loadChecksumExtension(db, 'require', LINE_FORMAT + 1)).toThrow(/rebuild it with `npm run build:native`/);
+    const same = loadChecksumExtension(db, 'require', LINE_FORMAT);
+    expect(same).toMatchObject({ loaded: true });
+    expect(typeof same.hardwareCrc).toBe('boolean');
+    db.close();
   });
 });
 
@@ -206,6 +266,25 @@ describe.each<[string, NativeChecksums]>([
     await store.close();
     store = undefined;
     expect(verifyFile(path).problems).toEqual(['session "s": event 5 fails its data checksum']);
+  });
+
+  it('a byte of the file overwritten with invalid UTF-8 (0xFF) in a data text: every read refuses the row, in both modes', async () => {
+    const path = freshPath();
+    store = await seeded(path);
+    await store.close();
+    store = undefined;
+    const file = readFileSync(path);
+    const at = file.indexOf('hello 5');
+    expect(at).toBeGreaterThan(0);
+    expect(file.indexOf('hello 5', at + 1)).toBe(-1);
+    file[at + 2] = 0xff;
+    writeFileSync(path, file);
+    store = open(path);
+    const e = await corruption(store.readEvents('s', FORWARD));
+    expect(e).toMatchObject({ sessionId: 's', seq: 5 });
+    await corruption(store.readEventTexts('s', { fromSeq: 5, direction: 'forward', limit: 1 }));
+    await corruption(store.getEvents('s', [5]));
+    expect((await store.readEvents('s', { fromSeq: 6, direction: 'forward', limit: 10 })).map((x) => x.seq)).toEqual([6, 7, 8, 9]);
   });
 
   it.each([

@@ -52,6 +52,24 @@ describe('encodeListEventsResponse', () => {
     );
   });
 
+  it('equals the generated encoding at every varint length boundary and the 32-bit split', () => {
+    const edges = [0, 1, 2 ** 31 - 1, 2 ** 31, 2 ** 32 - 1, 2 ** 32, 2 ** 32 + 1, 2 ** 53 - 1, 1_760_000_000_000];
+    for (let k = 1; k <= 7; k++) edges.push(2 ** (7 * k) - 1, 2 ** (7 * k), 2 ** (7 * k) + 1);
+    const events = edges.filter((v) => Number.isSafeInteger(v)).map((v) => ({
+      event: { seq: v, time: v, type: 't', sourceEventSeqs: [v, 0, v], surfaceOp: { op: 'replace' as const, start: v, end: v } },
+      text: '{}',
+    }));
+    expect(encode(events, '').equals(expected(events, ''))).toBe(true);
+  });
+
+  it('writes ASCII held in a two-byte string (sliced from non-ASCII text) exactly', () => {
+    const line = 'ASCII type\u00e9 and text {"a":"plain"}\u{1f600}';
+    const type = line.slice(0, 10);
+    const text = line.slice(line.indexOf('{'), line.indexOf('}') + 1);
+    const events = [{ event: { seq: 1, time: 2, type }, text }, { event: { seq: 2, time: 3, type: 'é' }, text: '"ü😀"' }];
+    expect(encode(events, '').equals(expected(events, ''))).toBe(true);
+  });
+
   it('falls back to the generated encoder only for numbers it does not encode itself', () => {
     expect(fastEncodable({ seq: 2 ** 40, time: 1_760_000_000_000, type: 't', sourceEventSeqs: [0, 1, 2 ** 50], surfaceOp: { op: 'replace', start: 0, end: 3 } })).toBe(true);
     expect(fastEncodable({ seq: 1, time: -5, type: 't' })).toBe(false);

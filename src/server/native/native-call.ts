@@ -122,6 +122,8 @@ export function errorToStatus(err: unknown, trailer?: Metadata | null): CallStat
 
 /** Framed messages are cached for the last payload: a pre-encoded delta written to many streams is framed once. */
 const FRAME_CACHE_MAX = 64 * 1024;
+/** A unary response up to this size is copied behind its prefix; a larger one is written as prefix + payload. */
+const COPY_FRAME_MAX = 64 * 1024;
 let lastPayload: Buffer | undefined;
 let lastFrame: Buffer | undefined;
 
@@ -144,17 +146,17 @@ export function frameOf(payload: Buffer): Buffer {
  * events) goes out as its 5-byte prefix and the payload in one writev, not copied.
  */
 function endWithMessage(stream: ServerHttp2Stream, payload: Buffer): void {
-  if (payload.length <= FRAME_CACHE_MAX) {
+  if (payload.length <= COPY_FRAME_MAX) {
     stream.end(frameOf(payload));
     return;
   }
   const prefix = Buffer.allocUnsafe(5);
   prefix[0] = 0;
   prefix.writeUInt32BE(payload.length, 1);
+  // end() uncorks: both chunks go out in one _writev.
   stream.cork();
   stream.write(prefix);
   stream.end(payload);
-  stream.uncork();
 }
 
 function noop(): void {}

@@ -40,7 +40,6 @@ import { MemoryDatabase, type MemorySession } from './memory-database.js';
 import { canonicalEvent, canonicalHeader, eventBytes, lowerBound, storedEvent, structuralRow, toRecord, type MemoryEvent } from './memory-events.js';
 
 export { MemoryDatabase } from './memory-database.js';
-export { canonicalEvent } from './memory-events.js';
 
 /** Write counters, for tests and metrics. */
 export interface StoreStats {

@@ -44,7 +44,9 @@ export function crcString(crc: number, s: string, from = 0, to = s.length): numb
           continue;
         }
       }
-      // A lone surrogate is hashed as U+FFFD, the character SQLite would store for it.
+      // A lone surrogate is hashed as U+FFFD. (better-sqlite3 stores its 3-byte CESU form, which
+      // reads back as U+FFFD characters, so such a row would fail its check: the domain refuses
+      // lone surrogates in every stored string, and JSON text escapes them.)
       if (c >= 0xd800 && c < 0xe000) c = 0xfffd;
       crc = t[(crc ^ (0xe0 | (c >> 12))) & 0xff]! ^ (crc >>> 8);
       crc = t[(crc ^ (0x80 | ((c >> 6) & 0x3f))) & 0xff]! ^ (crc >>> 8);

@@ -6,6 +6,7 @@
  *
  * Where to find it: `PALIMPSEST_SQLITE_EXTENSION` (a path), else `native/build/` of the nearest
  * package directory above this module (the checkout or the installed package, built or bundled).
+ * A build whose line format differs from this code's is not used (see loadChecksumExtension).
  * Without it the store computes the same checksums in JavaScript: slower reads, the same rule.
  */
 import { existsSync } from 'node:fs';
@@ -40,25 +41,40 @@ export function checksumExtensionPath(): string | undefined {
   return located ?? undefined;
 }
 
+/** What loading gave: whether reads verify in SQLite, and why not when a built or configured extension could not be used. */
+export interface ChecksumExtension {
+  readonly loaded: boolean;
+  /** Set when an extension was found (or configured) but not used; the server logs it. */
+  readonly problem?: string;
+  /** True when the CPU's CRC-32C instruction is in use (loaded only). */
+  readonly hardwareCrc?: boolean;
+}
+
+/** The extension's entry point (native/sqlite-checksums.c). */
+const ENTRY_POINT = 'sqlite3_palimpsestchecksums_init';
+
 /**
- * Loads the extension into `db` per `mode`: true when its functions are available, false when
- * the store verifies in JavaScript. 'require' throws when it cannot be loaded.
+ * Loads the extension into `db` per `mode`. 'require' throws when it cannot be loaded or its
+ * line format is not `format` (LINE_FORMAT of row-codec.ts: a stale build is never used).
  */
-export function loadChecksumExtension(db: Database.Database, mode: NativeChecksums): boolean {
-  if (mode === 'off') return false;
+export function loadChecksumExtension(db: Database.Database, mode: NativeChecksums, format: number): ChecksumExtension {
+  if (mode === 'off') return { loaded: false };
   const path = checksumExtensionPath();
   if (path === undefined) {
     if (mode === 'require') {
       throw new Error(`the SQLite checksum extension (${FILE}) is not built: run \`npm run build:native\` (needs a C compiler)`);
     }
-    return false;
+    return { loaded: false };
   }
+  let problem: string;
   try {
-    // SQLite derives the entry point from the file name: sqlite3_palimpsestchecksums_init.
-    db.loadExtension(path);
-    return true;
+    (db.loadExtension as (file: string, entryPoint?: string) => Database.Database).call(db, path, ENTRY_POINT);
+    const built = db.prepare('SELECT palimpsest_checksums_format()').pluck().get() as number;
+    if (built === format) return { loaded: true, hardwareCrc: db.prepare('SELECT palimpsest_checksums_hw()').pluck().get() === 1 };
+    problem = `the SQLite checksum extension ${path} writes line format ${built}, this build reads ${format}: rebuild it with \`npm run build:native\``;
   } catch (e) {
-    if (mode === 'require') throw new Error(`cannot load the SQLite checksum extension ${path}: ${(e as Error).message}`, { cause: e });
-    return false;
+    problem = `cannot load the SQLite checksum extension ${path}: ${(e as Error).message}`;
   }
+  if (mode === 'require') throw new Error(problem);
+  return { loaded: false, problem: `${problem}; row checksums are verified in JavaScript (slower reads)` };
 }

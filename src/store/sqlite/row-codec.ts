@@ -6,6 +6,7 @@
 import type { IdempotentResult, SessionRecord, StoredEventText, StructuralRow } from '../../app/store-port.js';
 import type { Json, SessionEvent, SessionHeader, SurfaceOp } from '../../domain/event.js';
 import { jsonTextOf } from '../../domain/json.js';
+import { DataCorruptedError } from '../../app/storage-error.js';
 import { decodeSeqs, decodeSeqsHex, decodeSurfaceOp, encodeSeqs, encodeSurfaceOp } from './codec.js';
 import { CRC_INIT, crcFinal, crcString } from './crc32c.js';
 import { dataCrc, digestStep, rowCorrupted, structuralCrc } from './integrity.js';
@@ -189,88 +190,130 @@ export function decodeIdempotent(r: StoredIdempotent): IdempotentResult {
 
 /** Throws DataCorruptedError unless the row's stored bytes match its checksums. */
 export function verifyRow(sessionId: string, r: ChecksummedRawEvent): void {
+  // A value of a class the schema forbids (a flipped record-header bit turns TEXT into BLOB;
+  // STRICT tables do not re-check on read) or an empty surface_op is damage, as in the extension.
+  if (typeof r[1] !== 'string' || (r[4] !== null && !Buffer.isBuffer(r[4])) || (r[5] !== null && (typeof r[5] !== 'string' || r[5] === ''))) {
+    throw rowCorrupted(sessionId, r[0], 'structural');
+  }
+  if (typeof r[3] !== 'string') throw rowCorrupted(sessionId, r[0], 'data');
   if (structuralCrc(r[0], r[5], r[4], r[6], r[1]) !== r[7]) throw rowCorrupted(sessionId, r[0], 'structural');
   if (dataCrc(r[2], r[3]) !== r[8]) throw rowCorrupted(sessionId, r[0], 'data');
 }
 
-/** Mutable event fields while a row is decoded. */
-interface EventFields {
-  type: string;
-  seq: number;
-  time: number;
-  sourceEventSeqs?: readonly number[];
-  surfaceOp?: SurfaceOp;
-  ignorable?: true;
-}
+/** The version of EVENT_LINE's format; native/sqlite-checksums.c LINE_FORMAT must be the same. */
+export const LINE_FORMAT = 1;
 
 /**
- * Decodes an EVENT_LINE (native/sqlite-checksums.c `palimpsest_event_line`):
+ * The envelope and data text of an EVENT_LINE (native/sqlite-checksums.c `palimpsest_event_line`):
  * `<seq>,<time>,<'1' or ''>,<UTF-16 length of type>,<UTF-8 bytes of data>,<HEX(source_event_seqs) or '-'>,<surface_op or ''>\t<type><data>`,
  * or `!<1|2>,<seq>` for a row that failed its structural (1) or data (2) checksum, which throws
- * DataCorruptedError. `fields` receives the envelope; the data text is returned.
+ * DataCorruptedError (as does a line that does not parse: it is never served in part).
  */
-function decodeLine(sessionId: string, line: string, fields: EventFields): { text: string; bytes: number } {
-  if (line.charCodeAt(0) === 33 /* ! */) throw rowCorrupted(sessionId, Number(line.slice(3)), line.charCodeAt(1) === 50 ? 'data' : 'structural');
-  let pos = 0;
-  let code = line.charCodeAt(0);
-  let seq = 0;
-  while (code !== 44) {
-    seq = seq * 10 + (code - 48);
+class EventLine {
+  seq = 0;
+  time = 0;
+  type = '';
+  dataText = '';
+  dataBytes = 0;
+  sourceEventSeqs: readonly number[] | undefined = undefined;
+  surfaceOp: SurfaceOp | undefined = undefined;
+  ignorable = false;
+
+  constructor(sessionId: string, line: string) {
+    if (line.charCodeAt(0) === 33 /* ! */) throw rowCorrupted(sessionId, Number(line.slice(3)), line.charCodeAt(1) === 50 ? 'data' : 'structural');
+    let pos = 0;
+    let code = line.charCodeAt(0);
+    let seq = 0;
+    while (code >= 48 && code <= 57) {
+      seq = seq * 10 + (code - 48);
+      code = line.charCodeAt(++pos);
+    }
+    if (code !== 44 || pos === 0) throw malformed(sessionId, line);
+    let time = 0;
     code = line.charCodeAt(++pos);
-  }
-  let time = 0;
-  let negative = false;
-  code = line.charCodeAt(++pos);
-  if (code === 45 /* - */) {
-    negative = true;
+    const negative = code === 45; /* - */
+    if (negative) code = line.charCodeAt(++pos);
+    const timeAt = pos;
+    while (code >= 48 && code <= 57) {
+      time = time * 10 + (code - 48);
+      code = line.charCodeAt(++pos);
+    }
+    if (code !== 44 || pos === timeAt) throw malformed(sessionId, line);
     code = line.charCodeAt(++pos);
-  }
-  while (code !== 44) {
-    time = time * 10 + (code - 48);
+    if (code === 49 /* 1 */) {
+      this.ignorable = true;
+      code = line.charCodeAt(++pos);
+    }
+    if (code !== 44) throw malformed(sessionId, line);
+    let typeLength = 0;
     code = line.charCodeAt(++pos);
-  }
-  code = line.charCodeAt(++pos);
-  if (code === 49 /* 1 */) {
-    fields.ignorable = true;
+    while (code >= 48 && code <= 57) {
+      typeLength = typeLength * 10 + (code - 48);
+      code = line.charCodeAt(++pos);
+    }
+    if (code !== 44) throw malformed(sessionId, line);
+    let bytes = 0;
     code = line.charCodeAt(++pos);
+    while (code >= 48 && code <= 57) {
+      bytes = bytes * 10 + (code - 48);
+      code = line.charCodeAt(++pos);
+    }
+    if (code !== 44) throw malformed(sessionId, line);
+    const seqsAt = ++pos;
+    const seqsEnd = line.indexOf(',', seqsAt);
+    const tab = seqsEnd < 0 ? -1 : line.indexOf('\t', seqsEnd + 1);
+    const dataAt = tab + 1 + typeLength;
+    if (tab < 0 || dataAt > line.length) throw malformed(sessionId, line);
+    if (line.charCodeAt(seqsAt) !== 45 /* - */) this.sourceEventSeqs = decodeSeqsHex(line.slice(seqsAt, seqsEnd));
+    if (tab > seqsEnd + 1) this.surfaceOp = decodeSurfaceOp(line.slice(seqsEnd + 1, tab));
+    this.seq = seq;
+    this.time = negative ? -time : time;
+    this.type = line.slice(tab + 1, dataAt);
+    this.dataText = line.slice(dataAt);
+    this.dataBytes = bytes;
   }
-  let typeLength = 0;
-  code = line.charCodeAt(++pos);
-  while (code !== 44) {
-    typeLength = typeLength * 10 + (code - 48);
-    code = line.charCodeAt(++pos);
-  }
-  let bytes = 0;
-  code = line.charCodeAt(++pos);
-  while (code !== 44) {
-    bytes = bytes * 10 + (code - 48);
-    code = line.charCodeAt(++pos);
-  }
-  const seqsAt = ++pos;
-  const seqsEnd = line.indexOf(',', seqsAt);
-  if (line.charCodeAt(seqsAt) !== 45 /* - */) fields.sourceEventSeqs = decodeSeqsHex(line.slice(seqsAt, seqsEnd));
-  const tab = line.indexOf('\t', seqsEnd + 1);
-  if (tab > seqsEnd + 1) fields.surfaceOp = decodeSurfaceOp(line.slice(seqsEnd + 1, tab));
-  fields.seq = seq;
-  fields.time = negative ? -time : time;
-  fields.type = line.slice(tab + 1, tab + 1 + typeLength);
-  return { text: line.slice(tab + 1 + typeLength), bytes };
+}
+
+/** A line the extension wrote that this decoder cannot read: refused like a damaged row. */
+function malformed(sessionId: string, line: string): DataCorruptedError {
+  const seq = Number.parseInt(line, 10);
+  return new DataCorruptedError(sessionId, Number.isSafeInteger(seq) ? seq : undefined,
+    `session ${sessionId}: a stored event${Number.isSafeInteger(seq) ? ` (seq ${seq})` : ''} came back from the checksum extension in a form this build cannot read; ` +
+      'nothing of it is served; rebuild the extension (`npm run build:native`) and run palimpsest verify');
 }
 
 /** The event of an EVENT_LINE (SQLite checked the row). */
 export function decodeEventLine(sessionId: string, line: string): SessionEvent {
-  const fields = { type: '', seq: 0, time: 0 } as EventFields & { data: Json };
-  fields.data = JSON.parse(decodeLine(sessionId, line, fields).text) as Json;
-  return fields;
+  const l = new EventLine(sessionId, line);
+  const event: { type: string; seq: number; time: number; data: Json; sourceEventSeqs?: readonly number[]; surfaceOp?: SurfaceOp; ignorable?: true } = {
+    type: l.type,
+    seq: l.seq,
+    time: l.time,
+    data: JSON.parse(l.dataText) as Json,
+  };
+  if (l.sourceEventSeqs !== undefined) event.sourceEventSeqs = l.sourceEventSeqs;
+  if (l.surfaceOp !== undefined) event.surfaceOp = l.surfaceOp;
+  if (l.ignorable) event.ignorable = true;
+  return event;
 }
 
-/** The event (data as stored text) of an EVENT_LINE (SQLite checked the row). */
+/** The event (data as stored text, with its UTF-8 length) of an EVENT_LINE (SQLite checked the row). */
 export function decodeEventTextLine(sessionId: string, line: string): StoredEventText {
-  const fields = { type: '', seq: 0, time: 0 } as EventFields & { dataText: string; dataBytes: number };
-  const { text, bytes } = decodeLine(sessionId, line, fields);
-  fields.dataText = text;
-  fields.dataBytes = bytes;
-  return fields;
+  const l = new EventLine(sessionId, line);
+  const event: {
+    type: string;
+    seq: number;
+    time: number;
+    dataText: string;
+    dataBytes: number;
+    sourceEventSeqs?: readonly number[];
+    surfaceOp?: SurfaceOp;
+    ignorable?: true;
+  } = { type: l.type, seq: l.seq, time: l.time, dataText: l.dataText, dataBytes: l.dataBytes };
+  if (l.sourceEventSeqs !== undefined) event.sourceEventSeqs = l.sourceEventSeqs;
+  if (l.surfaceOp !== undefined) event.surfaceOp = l.surfaceOp;
+  if (l.ignorable) event.ignorable = true;
+  return event;
 }
 
 /** The event of a selected row, verified. */

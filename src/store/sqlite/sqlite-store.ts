@@ -37,9 +37,9 @@ import { StoreClosedError, StoreUsageError, checkAscendingSeqs, classifyStoreErr
 import { sqliteStorageError } from './sqlite-errors.js';
 import { SqliteHeadWatch } from './head-watch.js';
 import { openDatabase } from './open-database.js';
-import { loadChecksumExtension, type NativeChecksums } from './native-checksums.js';
+import { loadChecksumExtension, type ChecksumExtension, type NativeChecksums } from './native-checksums.js';
 import {
-  TypeTable, decodeEvent, decodeEventText, decodeIdempotent, decodeSession, decodeStructureLine, encodeEvents,
+  LINE_FORMAT, TypeTable, decodeEvent, decodeEventText, decodeIdempotent, decodeSession, decodeStructureLine, encodeEvents,
   type RawEvent, type RawSession, type StoredIdempotent,
 } from './row-codec.js';
 import { prepareStatements, type Statements } from './statements.js';
@@ -115,6 +115,8 @@ export class SqliteSessionStore implements SessionStore {
   readonly path: string;
   /** True when reads verify row checksums in SQLite (the checksum extension loaded), false when in JavaScript. */
   readonly checksumsInSqlite: boolean;
+  /** How the checksum extension loaded (the composition root logs its problem, if any). */
+  readonly checksumExtension: ChecksumExtension;
   private readonly db: Database.Database;
   private readonly now: () => number;
   private closed = false;
@@ -148,11 +150,12 @@ export class SqliteSessionStore implements SessionStore {
       this.db.pragma('synchronous = FULL');
     }
     try {
-      this.checksumsInSqlite = loadChecksumExtension(db, options.nativeChecksums ?? 'auto');
+      this.checksumExtension = loadChecksumExtension(db, options.nativeChecksums ?? 'auto', LINE_FORMAT);
     } catch (e) {
       db.close();
       throw e;
     }
+    this.checksumsInSqlite = this.checksumExtension.loaded;
     this.st = prepareStatements(db, this.checksumsInSqlite);
     // SQLite puts the WAL next to the real database file (symlinks resolved): sync that file.
     const real = this.db.memory ? undefined : fs.realpathSync(this.db.name);
