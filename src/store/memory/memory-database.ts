@@ -3,9 +3,11 @@
  * several MemorySessionStore instances may open (the in-process analogue of several processes on
  * one database file), and the head watchers of all of them.
  */
-import type { IdempotentResult } from '../../app/store-port.js';
+import type { IdempotentResult, StoredEventText } from '../../app/store-port.js';
 import type { SessionHeader } from '../../domain/event.js';
-import type { MemoryEvent } from './memory-events.js';
+
+/** A stored event (memory-events.ts): the envelope, the data's JSON text and its UTF-8 length. */
+export type MemoryEvent = StoredEventText & { readonly dataBytes: number };
 
 /** One stored session. */
 export interface MemorySession {

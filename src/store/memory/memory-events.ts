@@ -6,13 +6,12 @@
  * parsed tree: a log of a million events is then a million small objects and strings rather
  * than millions of JSON nodes (plus their text) that every major GC has to mark; reads parse.
  */
-import type { SessionRecord, StoredEventText, StructuralRow } from '../../app/store-port.js';
+import type { SessionRecord, StructuralRow } from '../../app/store-port.js';
 import type { Json, SessionEvent, SessionHeader } from '../../domain/event.js';
 import { deepFreeze as deepFreezeJson, jsonTextOf } from '../../domain/json.js';
-import type { MemorySession } from './memory-database.js';
+import type { MemoryEvent, MemorySession } from './memory-database.js';
 
-/** A stored event: the envelope, the data's JSON text and its UTF-8 length. */
-export type MemoryEvent = StoredEventText & { readonly dataBytes: number };
+export type { MemoryEvent } from './memory-database.js';
 
 export function eventBytes(events: readonly MemoryEvent[]): number {
   let n = 0;
