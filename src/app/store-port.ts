@@ -59,6 +59,28 @@ export interface SurfaceStructure {
   readonly headSeq: number | undefined;
 }
 
+/** The optional envelope keys of an event, present only when set. */
+export interface OptionalEnvelope {
+  sourceEventSeqs?: readonly number[];
+  surfaceOp?: SessionEvent['surfaceOp'];
+  ignorable?: true;
+}
+
+/**
+ * `out` with the optional envelope keys of `from` that are set, in the canonical order (absent
+ * keys stay absent: stores hand out events exactly as they were appended).
+ */
+export function withOptionalEnvelope<T extends object>(
+  out: T,
+  from: { readonly sourceEventSeqs?: readonly number[] | undefined; readonly surfaceOp?: SessionEvent['surfaceOp'] | undefined; readonly ignorable?: boolean | undefined },
+): T & OptionalEnvelope {
+  const o = out as T & OptionalEnvelope;
+  if (from.sourceEventSeqs !== undefined) o.sourceEventSeqs = from.sourceEventSeqs;
+  if (from.surfaceOp !== undefined) o.surfaceOp = from.surfaceOp;
+  if (from.ignorable === true) o.ignorable = true;
+  return o;
+}
+
 /**
  * A stored event whose data is the stored JSON text, not parsed (`JSON.parse(dataText)` is the
  * event's data; the text is what JSON.stringify writes for it).

@@ -6,7 +6,7 @@
  * parsed tree: a log of a million events is then a million small objects and strings rather
  * than millions of JSON nodes (plus their text) that every major GC has to mark; reads parse.
  */
-import type { SessionRecord, StructuralRow } from '../../app/store-port.js';
+import { withOptionalEnvelope, type SessionRecord, type StructuralRow } from '../../app/store-port.js';
 import type { Json, SessionEvent, SessionHeader } from '../../domain/event.js';
 import { deepFreeze as deepFreezeJson, jsonTextOf } from '../../domain/json.js';
 import type { MemoryEvent, MemorySession } from './memory-database.js';
@@ -87,19 +87,8 @@ export function canonicalEvent(event: SessionEvent): MemoryEvent {
 
 /** The event of a stored one: its data parsed from the stored text and deep-frozen. */
 export function storedEvent(stored: MemoryEvent): SessionEvent {
-  const out: {
-    type: string;
-    seq: number;
-    time: number;
-    data: Json;
-    sourceEventSeqs?: readonly number[];
-    surfaceOp?: SessionEvent['surfaceOp'];
-    ignorable?: true;
-  } = { type: stored.type, seq: stored.seq, time: stored.time, data: deepFreezeJson(JSON.parse(stored.dataText) as Json) };
-  if (stored.sourceEventSeqs !== undefined) out.sourceEventSeqs = stored.sourceEventSeqs;
-  if (stored.surfaceOp !== undefined) out.surfaceOp = stored.surfaceOp;
-  if (stored.ignorable === true) out.ignorable = true;
-  return Object.freeze(out);
+  const data = deepFreezeJson(JSON.parse(stored.dataText) as Json);
+  return Object.freeze(withOptionalEnvelope({ type: stored.type, seq: stored.seq, time: stored.time, data }, stored));
 }
 
 export function canonicalHeader(header: SessionHeader): SessionHeader {

@@ -3,7 +3,7 @@
  * selected rows back to events, sessions and idempotency results, and the compact structural
  * line format of readStructure (see decodeStructureLine).
  */
-import type { IdempotentResult, SessionRecord, StoredEventText, StructuralRow } from '../../app/store-port.js';
+import { withOptionalEnvelope, type IdempotentResult, type SessionRecord, type StoredEventText, type StructuralRow } from '../../app/store-port.js';
 import type { Json, SessionEvent, SessionHeader, SurfaceOp } from '../../domain/event.js';
 import { jsonTextOf } from '../../domain/json.js';
 import { DataCorruptedError } from '../../app/storage-error.js';
@@ -210,67 +210,52 @@ export const LINE_FORMAT = 1;
  * DataCorruptedError (as does a line that does not parse: it is never served in part).
  */
 class EventLine {
-  seq = 0;
-  time = 0;
-  type = '';
-  dataText = '';
-  dataBytes = 0;
-  sourceEventSeqs: readonly number[] | undefined = undefined;
-  surfaceOp: SurfaceOp | undefined = undefined;
-  ignorable = false;
+  readonly seq: number;
+  readonly time: number;
+  readonly type: string;
+  readonly dataText: string;
+  readonly dataBytes: number;
+  readonly sourceEventSeqs: readonly number[] | undefined;
+  readonly surfaceOp: SurfaceOp | undefined;
+  readonly ignorable: boolean;
+  #pos = 0;
 
-  constructor(sessionId: string, line: string) {
+  constructor(sessionId: string, readonly line: string) {
     if (line.charCodeAt(0) === 33 /* ! */) throw rowCorrupted(sessionId, Number(line.slice(3)), line.charCodeAt(1) === 50 ? 'data' : 'structural');
-    let pos = 0;
-    let code = line.charCodeAt(0);
-    let seq = 0;
-    while (code >= 48 && code <= 57) {
-      seq = seq * 10 + (code - 48);
-      code = line.charCodeAt(++pos);
-    }
-    if (code !== 44 || pos === 0) throw malformed(sessionId, line);
-    let time = 0;
-    code = line.charCodeAt(++pos);
-    const negative = code === 45; /* - */
-    if (negative) code = line.charCodeAt(++pos);
-    const timeAt = pos;
-    while (code >= 48 && code <= 57) {
-      time = time * 10 + (code - 48);
-      code = line.charCodeAt(++pos);
-    }
-    if (code !== 44 || pos === timeAt) throw malformed(sessionId, line);
-    code = line.charCodeAt(++pos);
-    if (code === 49 /* 1 */) {
-      this.ignorable = true;
-      code = line.charCodeAt(++pos);
-    }
-    if (code !== 44) throw malformed(sessionId, line);
-    let typeLength = 0;
-    code = line.charCodeAt(++pos);
-    while (code >= 48 && code <= 57) {
-      typeLength = typeLength * 10 + (code - 48);
-      code = line.charCodeAt(++pos);
-    }
-    if (code !== 44) throw malformed(sessionId, line);
-    let bytes = 0;
-    code = line.charCodeAt(++pos);
-    while (code >= 48 && code <= 57) {
-      bytes = bytes * 10 + (code - 48);
-      code = line.charCodeAt(++pos);
-    }
-    if (code !== 44) throw malformed(sessionId, line);
-    const seqsAt = ++pos;
+    this.seq = this.#number();
+    const negative = line.charCodeAt(this.#pos) === 45; /* - */
+    if (negative) this.#pos++;
+    const time = this.#number();
+    this.time = negative ? -time : time;
+    this.ignorable = line.charCodeAt(this.#pos) === 49; /* 1 */
+    if (this.ignorable) this.#pos++;
+    if (line.charCodeAt(this.#pos++) !== 44) throw malformed(sessionId, line);
+    const typeLength = this.#number();
+    this.dataBytes = this.#number();
+    const seqsAt = this.#pos;
     const seqsEnd = line.indexOf(',', seqsAt);
     const tab = seqsEnd < 0 ? -1 : line.indexOf('\t', seqsEnd + 1);
     const dataAt = tab + 1 + typeLength;
-    if (tab < 0 || dataAt > line.length) throw malformed(sessionId, line);
-    if (line.charCodeAt(seqsAt) !== 45 /* - */) this.sourceEventSeqs = decodeSeqsHex(line.slice(seqsAt, seqsEnd));
-    if (tab > seqsEnd + 1) this.surfaceOp = decodeSurfaceOp(line.slice(seqsEnd + 1, tab));
-    this.seq = seq;
-    this.time = negative ? -time : time;
+    if (Number.isNaN(this.seq + time + typeLength + this.dataBytes) || tab < 0 || dataAt > line.length) throw malformed(sessionId, line);
+    this.sourceEventSeqs = line.charCodeAt(seqsAt) === 45 /* - */ ? undefined : decodeSeqsHex(line.slice(seqsAt, seqsEnd));
+    this.surfaceOp = tab > seqsEnd + 1 ? decodeSurfaceOp(line.slice(seqsEnd + 1, tab)) : undefined;
     this.type = line.slice(tab + 1, dataAt);
     this.dataText = line.slice(dataAt);
-    this.dataBytes = bytes;
+  }
+
+  /** The decimal number at the cursor and the comma after it (consumed); NaN when there is none. */
+  #number(): number {
+    const line = this.line;
+    const start = this.#pos;
+    let v = 0;
+    let code = line.charCodeAt(start);
+    while (code >= 48 && code <= 57) {
+      v = v * 10 + (code - 48);
+      code = line.charCodeAt(++this.#pos);
+    }
+    if (code !== 44 || this.#pos === start) return NaN;
+    this.#pos++;
+    return v;
   }
 }
 
@@ -285,73 +270,32 @@ function malformed(sessionId: string, line: string): DataCorruptedError {
 /** The event of an EVENT_LINE (SQLite checked the row). */
 export function decodeEventLine(sessionId: string, line: string): SessionEvent {
   const l = new EventLine(sessionId, line);
-  const event: { type: string; seq: number; time: number; data: Json; sourceEventSeqs?: readonly number[]; surfaceOp?: SurfaceOp; ignorable?: true } = {
-    type: l.type,
-    seq: l.seq,
-    time: l.time,
-    data: JSON.parse(l.dataText) as Json,
-  };
-  if (l.sourceEventSeqs !== undefined) event.sourceEventSeqs = l.sourceEventSeqs;
-  if (l.surfaceOp !== undefined) event.surfaceOp = l.surfaceOp;
-  if (l.ignorable) event.ignorable = true;
-  return event;
+  return withOptionalEnvelope({ type: l.type, seq: l.seq, time: l.time, data: JSON.parse(l.dataText) as Json }, l);
 }
 
 /** The event (data as stored text, with its UTF-8 length) of an EVENT_LINE (SQLite checked the row). */
 export function decodeEventTextLine(sessionId: string, line: string): StoredEventText {
   const l = new EventLine(sessionId, line);
-  const event: {
-    type: string;
-    seq: number;
-    time: number;
-    dataText: string;
-    dataBytes: number;
-    sourceEventSeqs?: readonly number[];
-    surfaceOp?: SurfaceOp;
-    ignorable?: true;
-  } = { type: l.type, seq: l.seq, time: l.time, dataText: l.dataText, dataBytes: l.dataBytes };
-  if (l.sourceEventSeqs !== undefined) event.sourceEventSeqs = l.sourceEventSeqs;
-  if (l.surfaceOp !== undefined) event.surfaceOp = l.surfaceOp;
-  if (l.ignorable) event.ignorable = true;
-  return event;
+  return withOptionalEnvelope({ type: l.type, seq: l.seq, time: l.time, dataText: l.dataText, dataBytes: l.dataBytes }, l);
+}
+
+/** The optional envelope of a raw row (source_event_seqs, surface_op, ignorable columns). */
+function rawEnvelope(r: ChecksummedRawEvent): { sourceEventSeqs?: readonly number[]; surfaceOp?: SurfaceOp; ignorable: boolean } {
+  return { sourceEventSeqs: r[4] === null ? undefined : decodeSeqs(r[4]), surfaceOp: r[5] === null ? undefined : decodeSurfaceOp(r[5]), ignorable: r[6] !== null };
 }
 
 /** The event of a selected row, verified. */
 export function decodeEvent(sessionId: string, r: RawEvent): SessionEvent {
   if (typeof r === 'string') return decodeEventLine(sessionId, r);
   verifyRow(sessionId, r);
-  const event: {
-    type: string;
-    seq: number;
-    time: number;
-    data: Json;
-    sourceEventSeqs?: readonly number[];
-    surfaceOp?: SurfaceOp;
-    ignorable?: true;
-  } = { type: r[1], seq: r[0], time: r[2], data: JSON.parse(r[3]) as Json };
-  if (r[4] !== null) event.sourceEventSeqs = decodeSeqs(r[4]);
-  if (r[5] !== null) event.surfaceOp = decodeSurfaceOp(r[5]);
-  if (r[6] !== null) event.ignorable = true;
-  return event;
+  return withOptionalEnvelope({ type: r[1], seq: r[0], time: r[2], data: JSON.parse(r[3]) as Json }, rawEnvelope(r));
 }
 
 /** The event (data as stored text) of a selected row, verified. */
 export function decodeEventText(sessionId: string, r: RawEvent): StoredEventText {
   if (typeof r === 'string') return decodeEventTextLine(sessionId, r);
   verifyRow(sessionId, r);
-  const event: {
-    type: string;
-    seq: number;
-    time: number;
-    dataText: string;
-    sourceEventSeqs?: readonly number[];
-    surfaceOp?: SurfaceOp;
-    ignorable?: true;
-  } = { type: r[1], seq: r[0], time: r[2], dataText: r[3] };
-  if (r[4] !== null) event.sourceEventSeqs = decodeSeqs(r[4]);
-  if (r[5] !== null) event.surfaceOp = decodeSurfaceOp(r[5]);
-  if (r[6] !== null) event.ignorable = true;
-  return event;
+  return withOptionalEnvelope({ type: r[1], seq: r[0], time: r[2], dataText: r[3] }, rawEnvelope(r));
 }
 
 export function decodeSession(r: RawSession): SessionRecord {
