@@ -218,21 +218,21 @@ class EventLine {
   readonly sourceEventSeqs: readonly number[] | undefined;
   readonly surfaceOp: SurfaceOp | undefined;
   readonly ignorable: boolean;
-  #pos = 0;
 
-  constructor(sessionId: string, readonly line: string) {
+  constructor(sessionId: string, line: string) {
     if (line.charCodeAt(0) === 33 /* ! */) throw rowCorrupted(sessionId, Number(line.slice(3)), line.charCodeAt(1) === 50 ? 'data' : 'structural');
-    this.seq = this.#number();
-    const negative = line.charCodeAt(this.#pos) === 45; /* - */
-    if (negative) this.#pos++;
-    const time = this.#number();
+    cursor = 0;
+    this.seq = lineNumber(line);
+    const negative = line.charCodeAt(cursor) === 45; /* - */
+    if (negative) cursor++;
+    const time = lineNumber(line);
     this.time = negative ? -time : time;
-    this.ignorable = line.charCodeAt(this.#pos) === 49; /* 1 */
-    if (this.ignorable) this.#pos++;
-    if (line.charCodeAt(this.#pos++) !== 44) throw malformed(sessionId, line);
-    const typeLength = this.#number();
-    this.dataBytes = this.#number();
-    const seqsAt = this.#pos;
+    this.ignorable = line.charCodeAt(cursor) === 49; /* 1 */
+    if (this.ignorable) cursor++;
+    if (line.charCodeAt(cursor++) !== 44) throw malformed(sessionId, line);
+    const typeLength = lineNumber(line);
+    this.dataBytes = lineNumber(line);
+    const seqsAt = cursor;
     const seqsEnd = line.indexOf(',', seqsAt);
     const tab = seqsEnd < 0 ? -1 : line.indexOf('\t', seqsEnd + 1);
     const dataAt = tab + 1 + typeLength;
@@ -242,21 +242,23 @@ class EventLine {
     this.type = line.slice(tab + 1, dataAt);
     this.dataText = line.slice(dataAt);
   }
+}
 
-  /** The decimal number at the cursor and the comma after it (consumed); NaN when there is none. */
-  #number(): number {
-    const line = this.line;
-    const start = this.#pos;
-    let v = 0;
-    let code = line.charCodeAt(start);
-    while (code >= 48 && code <= 57) {
-      v = v * 10 + (code - 48);
-      code = line.charCodeAt(++this.#pos);
-    }
-    if (code !== 44 || this.#pos === start) return NaN;
-    this.#pos++;
-    return v;
+/** EventLine's position in the line it decodes (one line at a time: decoding is synchronous). */
+let cursor = 0;
+
+/** The decimal number at `cursor` and the comma after it (consumed); NaN when there is none. */
+function lineNumber(line: string): number {
+  const start = cursor;
+  let v = 0;
+  let code = line.charCodeAt(start);
+  while (code >= 48 && code <= 57) {
+    v = v * 10 + (code - 48);
+    code = line.charCodeAt(++cursor);
   }
+  if (code !== 44 || cursor === start) return NaN;
+  cursor++;
+  return v;
 }
 
 /** A line the extension wrote that this decoder cannot read: refused like a damaged row. */
