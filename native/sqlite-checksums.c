@@ -24,8 +24,11 @@
 #include "sqlite3ext.h"
 SQLITE_EXTENSION_INIT1
 
-/* The version of event_line's format; row-codec.ts LINE_FORMAT must be the same. */
-#define LINE_FORMAT 1
+/*
+ * The version of event_line's format and of what it accepts; row-codec.ts LINE_FORMAT must be the
+ * same. Bump it for any change to either (a build of another version is not used).
+ */
+#define LINE_FORMAT 2
 
 static uint32_t table[8][256];
 
@@ -105,6 +108,39 @@ static char *put_int(char *p, sqlite3_int64 v) {
   if (v < 0) buf[--i] = '-';
   memcpy(p, buf + i, sizeof buf - i);
   return p + (sizeof buf - i);
+}
+
+/*
+ * 1 when t[0..n) is well-formed UTF-8 (no overlong forms, no surrogates, nothing past U+10FFFF):
+ * only then is utf16_length what V8 decodes, so the JS side cuts the type exactly where it ends.
+ */
+static int valid_utf8(const unsigned char *t, int n) {
+  int i = 0;
+  while (i < n) {
+    unsigned char c = t[i];
+    if (c < 0x80) {
+      i++;
+      continue;
+    }
+    int len;
+    unsigned char lo = 0x80, hi = 0xBF;
+    if (c >= 0xC2 && c <= 0xDF) len = 2;
+    else if (c >= 0xE0 && c <= 0xEF) {
+      len = 3;
+      if (c == 0xE0) lo = 0xA0;
+      if (c == 0xED) hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      len = 4;
+      if (c == 0xF0) lo = 0x90;
+      if (c == 0xF4) hi = 0x8F;
+    } else
+      return 0;
+    if (i + len > n || t[i + 1] < lo || t[i + 1] > hi) return 0;
+    for (int k = 2; k < len; k++)
+      if (t[i + k] < 0x80 || t[i + k] > 0xBF) return 0;
+    i += len;
+  }
+  return 1;
 }
 
 /* UTF-16 code units of UTF-8 text (what JS String#length counts). */
@@ -213,7 +249,9 @@ static void event_line(sqlite3_context *ctx, int argc, sqlite3_value **a) {
     }
     c = crc_byte(c, '\t');
     c = crc_feed(c, (const unsigned char *)typeAt, (size_t)typeBytes);
-    if ((sqlite3_int64)(c ^ 0xFFFFFFFFu) != scrc) bad = 1;
+    /* A type that is not well-formed UTF-8 was never written (types are well-formed strings):
+     * damage, even with a matching checksum, and its UTF-16 length would be wrong. */
+    if ((sqlite3_int64)(c ^ 0xFFFFFFFFu) != scrc || !valid_utf8(type, typeBytes)) bad = 1;
     else {
       /* dcrc over `<time>\t<data>` */
       c = crc_feed(0xFFFFFFFFu, (const unsigned char *)timeAt, (size_t)(timeEnd - timeAt));

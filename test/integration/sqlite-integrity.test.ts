@@ -8,7 +8,8 @@
  * delete clears it. The untouched case next to each.
  */
 import Database from 'better-sqlite3';
-import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { copyFileSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
@@ -19,7 +20,7 @@ import { checksumExtensionPath, loadChecksumExtension, type NativeChecksums } fr
 import { EVENT_COLUMNS, EVENT_LINE, LINE_FORMAT, decodeEventLine, decodeEventTextLine, encodeEvents } from '../../src/store/sqlite/row-codec.js';
 import type { Json } from '../../src/domain/event.js';
 import fc from 'fast-check';
-import { crc32c } from '../../src/store/sqlite/crc32c.js';
+import { CRC_INIT, crc32c, crcByte, crcFinal, crcString } from '../../src/store/sqlite/crc32c.js';
 import { readHeads } from '../../src/store/sqlite/head-record.js';
 import { appendFileSync, readFileSync, writeFileSync } from 'node:fs';
 import type { SessionEvent } from '../../src/domain/event.js';
@@ -140,10 +141,10 @@ describe.skipIf(!NATIVE)('the checksum extension (native/sqlite-checksums.c)', (
         expect(t.dataText).toBe(text(e.data));
         // Either checksum off by one bit: the row is refused, naming which.
         const scrcOff = [...row!];
-        scrcOff[8] = (row![8] as number) ^ 1;
+        scrcOff[8] = ((row![8] as number) ^ 1) >>> 0;
         expect(line(scrcOff)).toBe(`!1,${e.seq}`);
         const dcrcOff = [...row!];
-        dcrcOff[9] = (row![9] as number) ^ (1 << 31);
+        dcrcOff[9] = ((row![9] as number) ^ (1 << 31)) >>> 0;
         expect(line(dcrcOff)).toBe(`!2,${e.seq}`);
       }),
       { numRuns: 300 },
@@ -159,6 +160,19 @@ describe.skipIf(!NATIVE)('the checksum extension (native/sqlite-checksums.c)', (
     expect(line(row!, 'data = CAST(data AS BLOB)')).toBe('!2,7');
     expect(line(row!, 'time = 1.5')).toBe('!2,7');
     expect(() => decodeEventLine('s', '!2,7')).toThrow(/seq 7 failed its data checksum/);
+  });
+
+  it('a type that is not well-formed UTF-8 is damage even when its checksum matches (its JS length would be wrong)', () => {
+    const [row] = encodeEvents('s', [ev(9, 'ab', { a: 1 })]).rows;
+    // The bytes 61 ED A0 80 (what a lone surrogate becomes on disk), with a CRC over exactly those bytes.
+    const bytes = Buffer.from([0x61, 0xed, 0xa0, 0x80]);
+    let c = crcString(CRC_INIT, '9:\t-\t\t');
+    for (const b of bytes) c = crcByte(c, b);
+    const crafted = [...row!];
+    crafted[8] = crcFinal(c);
+    const rowid = insert.run(crafted).lastInsertRowid;
+    db.prepare('UPDATE events SET type = CAST(? AS TEXT) WHERE rowid = ?').run(bytes, rowid);
+    expect(lineOf.get(rowid)).toBe('!1,9');
   });
 
   it('a line this build cannot parse is refused as damage, not served in part', () => {
@@ -285,6 +299,44 @@ describe.each<[string, NativeChecksums]>([
     await corruption(store.readEventTexts('s', { fromSeq: 5, direction: 'forward', limit: 1 }));
     await corruption(store.getEvents('s', [5]));
     expect((await store.readEvents('s', { fromSeq: 6, direction: 'forward', limit: 10 })).map((x) => x.seq)).toEqual([6, 7, 8, 9]);
+  });
+
+  it.each([
+    ['a type stored as a BLOB (one flipped record-header bit)', 'type = CAST(type AS BLOB)', 6],
+    ['an empty surface op where there was none (both checksums still match)', "surface_op = ''", 6],
+  ])('%s: reads and verify report the row, and verify goes on to the other sessions', async (_what, change, seq) => {
+    const path = freshPath();
+    store = await seeded(path);
+    await store.close();
+    store = undefined;
+    // STRICT would refuse the BLOB: the damage is made behind its back, as a bit flip would
+    // (python3's sqlite3 module, which lets writable_schema drop STRICT for the one UPDATE;
+    // better-sqlite3 runs SQLite in defensive mode).
+    const script = [
+      'import sqlite3, sys',
+      'db = sqlite3.connect(sys.argv[1], isolation_level=None)',
+      'db.execute("PRAGMA writable_schema = ON")',
+      `db.execute("UPDATE sqlite_schema SET sql = replace(sql, ') STRICT, WITHOUT ROWID', ') WITHOUT ROWID') WHERE name = 'events'")`,
+      'db.close()',
+      'db = sqlite3.connect(sys.argv[1], isolation_level=None)',
+      `db.execute(sys.argv[2])`,
+      'db.execute("PRAGMA writable_schema = ON")',
+      `db.execute("UPDATE sqlite_schema SET sql = replace(sql, ') WITHOUT ROWID', ') STRICT, WITHOUT ROWID') WHERE name = 'events'")`,
+      'db.close()',
+    ].join('\n');
+    execFileSync(existsSync('/usr/bin/python3') ? '/usr/bin/python3' : 'python3', ['-c', script, path, `UPDATE events SET ${change} WHERE session_id = 's' AND seq = ${seq}`]);
+    store = open(path);
+    expect(await corruption(store.readEvents('s', FORWARD))).toMatchObject({ sessionId: 's', seq });
+    await corruption(store.readEventTexts('s', { fromSeq: seq, direction: 'forward', limit: 1 }));
+    // The structural load (cold open) reads these rows as the values they were (a BLOB of the
+    // type's bytes concatenates as that text; '' folds like NULL): nothing wrong is replayed, and
+    // checking classes there would cost ~12% of every cold open.
+    expect(await store.readStructure('s', 0)).toHaveLength(10);
+    expect(await store.readEvents('other', FORWARD)).toHaveLength(5);
+    await store.close();
+    store = undefined;
+    // (PRAGMA integrity_check also names a BLOB in a STRICT table's TEXT column.)
+    expect(verifyFile(path).problems.filter((p) => p.startsWith('session'))).toEqual([`session "s": event ${seq} fails its structural checksum`]);
   });
 
   it.each([

@@ -59,6 +59,7 @@ describe('encodeListEventsResponse', () => {
       event: { seq: v, time: v, type: 't', sourceEventSeqs: [v, 0, v], surfaceOp: { op: 'replace' as const, start: v, end: v } },
       text: '{}',
     }));
+    expect(events.every((x) => fastEncodable(x.event))).toBe(true);
     expect(encode(events, '').equals(expected(events, ''))).toBe(true);
   });
 

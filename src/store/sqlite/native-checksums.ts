@@ -44,7 +44,7 @@ export function checksumExtensionPath(): string | undefined {
 /** What loading gave: whether reads verify in SQLite, and why not when a built or configured extension could not be used. */
 export interface ChecksumExtension {
   readonly loaded: boolean;
-  /** Set when an extension was found (or configured) but not used; the server logs it. */
+  /** Why it is not used ('auto': not built, not loadable, another version); the server logs it. */
   readonly problem?: string;
   /** True when the CPU's CRC-32C instruction is in use (loaded only). */
   readonly hardwareCrc?: boolean;
@@ -61,10 +61,9 @@ export function loadChecksumExtension(db: Database.Database, mode: NativeChecksu
   if (mode === 'off') return { loaded: false };
   const path = checksumExtensionPath();
   if (path === undefined) {
-    if (mode === 'require') {
-      throw new Error(`the SQLite checksum extension (${FILE}) is not built: run \`npm run build:native\` (needs a C compiler)`);
-    }
-    return { loaded: false };
+    const notBuilt = `the SQLite checksum extension (${FILE}) is not built: run \`npm run build:native\` (needs a C compiler)`;
+    if (mode === 'require') throw new Error(notBuilt);
+    return { loaded: false, problem: `${notBuilt}; row checksums are verified in JavaScript (slower reads)` };
   }
   let problem: string;
   try {

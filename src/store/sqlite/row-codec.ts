@@ -188,20 +188,31 @@ export function decodeIdempotent(r: StoredIdempotent): IdempotentResult {
   return { seqs: decodeSeqs(r[1]), requestHash: r[0], surfaceLength: r[2] };
 }
 
+/**
+ * What is damaged in a raw row, or undefined when its stored bytes match its checksums: a value
+ * of a storage class the schema forbids (a flipped record-header bit turns TEXT into BLOB; STRICT
+ * tables do not re-check on read) or an empty surface_op is damage as the extension judges it,
+ * then the two CRC-32C values.
+ */
+export function rowDamage(r: ChecksummedRawEvent): 'structural' | 'data' | undefined {
+  if (typeof r[0] !== 'number' || typeof r[1] !== 'string' || (r[4] !== null && !Buffer.isBuffer(r[4])) ||
+      (r[5] !== null && (typeof r[5] !== 'string' || r[5] === '')) || (r[6] !== null && typeof r[6] !== 'number') || typeof r[7] !== 'number') {
+    return 'structural';
+  }
+  if (typeof r[2] !== 'number' || typeof r[3] !== 'string' || typeof r[8] !== 'number') return 'data';
+  if (structuralCrc(r[0], r[5], r[4], r[6], r[1]) !== r[7]) return 'structural';
+  if (dataCrc(r[2], r[3]) !== r[8]) return 'data';
+  return undefined;
+}
+
 /** Throws DataCorruptedError unless the row's stored bytes match its checksums. */
 export function verifyRow(sessionId: string, r: ChecksummedRawEvent): void {
-  // A value of a class the schema forbids (a flipped record-header bit turns TEXT into BLOB;
-  // STRICT tables do not re-check on read) or an empty surface_op is damage, as in the extension.
-  if (typeof r[1] !== 'string' || (r[4] !== null && !Buffer.isBuffer(r[4])) || (r[5] !== null && (typeof r[5] !== 'string' || r[5] === ''))) {
-    throw rowCorrupted(sessionId, r[0], 'structural');
-  }
-  if (typeof r[3] !== 'string') throw rowCorrupted(sessionId, r[0], 'data');
-  if (structuralCrc(r[0], r[5], r[4], r[6], r[1]) !== r[7]) throw rowCorrupted(sessionId, r[0], 'structural');
-  if (dataCrc(r[2], r[3]) !== r[8]) throw rowCorrupted(sessionId, r[0], 'data');
+  const damage = rowDamage(r);
+  if (damage !== undefined) throw rowCorrupted(sessionId, typeof r[0] === 'number' ? r[0] : Number(r[0]), damage);
 }
 
 /** The version of EVENT_LINE's format; native/sqlite-checksums.c LINE_FORMAT must be the same. */
-export const LINE_FORMAT = 1;
+export const LINE_FORMAT = 2;
 
 /**
  * The envelope and data text of an EVENT_LINE (native/sqlite-checksums.c `palimpsest_event_line`):

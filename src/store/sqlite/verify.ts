@@ -20,8 +20,8 @@ import { existsSync } from 'node:fs';
 import Database from 'better-sqlite3';
 import { SessionEngine } from '../../domain/session-engine.js';
 import { readHeads } from './head-record.js';
-import { dataCrc, digestStep, structuralCrc } from './integrity.js';
-import { decodeEvent, EVENT_COLUMNS, type ChecksummedRawEvent } from './row-codec.js';
+import { digestStep } from './integrity.js';
+import { decodeEvent, EVENT_COLUMNS, rowDamage, type ChecksummedRawEvent } from './row-codec.js';
 import { APPLICATION_ID, SCHEMA_VERSION } from './schema.js';
 import type { SessionEvent } from '../../domain/event.js';
 
@@ -95,10 +95,9 @@ export function verifyDatabase(db: Database.Database, headsPath?: string, what =
         if (r[0] <= last) ordered = false;
         last = r[0];
         chain = digestStep(chain, r[7], r[8]);
-        const structural = structuralCrc(r[0], r[5], r[4], r[6], r[1]) === r[7];
-        const data = dataCrc(r[2], r[3]) === r[8];
-        if (!structural || !data) {
-          if (bad++ < MAX_ROWS_LISTED) add({ sessionId: id, seq: r[0], problem: `event ${r[0]} fails its ${structural ? 'data' : 'structural'} checksum` });
+        const damage = rowDamage(r);
+        if (damage !== undefined) {
+          if (bad++ < MAX_ROWS_LISTED) add({ sessionId: id, seq: r[0], problem: `event ${r[0]} fails its ${damage} checksum` });
           continue;
         }
         if (bad === 0) decoded.push(decodeEvent(id, r));
