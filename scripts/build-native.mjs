@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // Builds native/sqlite-checksums.c, Palimpsest's SQLite extension (the row checksums computed over
 // the bytes SQLite holds), into native/build/ (Linux and macOS). Run by `npm install` (the prepare script) and by
-// `npm run build:native`. Needs a C compiler (cc, gcc or clang); without one it says so and exits 0,
+// `npm run build:native`. Needs a C compiler (cc, gcc, clang or g++); without one it says so and exits 0,
 // and the SQLite store verifies rows in JavaScript instead (the same checksums, slower reads).
 // With --require, or under CI=true, a failed build is an error.
 import { execFileSync } from 'node:child_process';
@@ -18,10 +18,14 @@ const require = createRequire(import.meta.url);
 const required = process.argv.includes('--require') || process.env.CI === 'true';
 
 let attempted = false;
+let tmp = '';
 function fail(message) {
   // A failed rebuild must not leave the previous build behind: the store would load a library
   // older than its decoder (it checks the line format, but not having it at all is plainer).
-  if (attempted) rmSync(out, { force: true });
+  if (attempted) {
+    rmSync(out, { force: true });
+    rmSync(tmp, { force: true });
+  }
   if (required) {
     console.error(`build-native: ${message}`);
     process.exit(1);
@@ -45,7 +49,7 @@ const fromEnv = (process.env.CC ?? '').trim().split(/\s+/).filter(Boolean);
 const compilers = [fromEnv, ['cc'], ['gcc'], ['clang'], ['g++', '-x', 'c'], ['c++', '-x', 'c']].filter((c) => c.length > 0);
 attempted = true;
 mkdirSync(outDir, { recursive: true });
-const tmp = `${out}.${process.pid}.tmp`;
+tmp = `${out}.${process.pid}.tmp`;
 const errors = [];
 for (const [cc, ...lang] of compilers) {
   try {
