@@ -6,7 +6,7 @@
  */
 import { createServer } from 'node:http';
 import { credentials, Metadata } from '@grpc/grpc-js';
-import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider, type ReadableSpan } from '@opentelemetry/sdk-trace';
+import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
 import { SpanKind, SpanStatusCode } from '@opentelemetry/api';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SessionServiceClient } from '../../gen/palimpsest/v1/service.js';
@@ -15,6 +15,7 @@ import { api, failure, until } from '../support/e2e.js';
 import { userMessage } from '../support/events.js';
 import { ensureBuilt, spawnServer } from '../support/server-process.js';
 import { call, startTestServer, type TestServer } from '../support/test-server.js';
+import { expectStoreSpansUnder } from '../support/spans.js';
 
 describe('tracesRequested', () => {
   it('is off by default and on with the standard variables', () => {
@@ -55,14 +56,8 @@ describe('span tree of an append (in-memory exporter)', () => {
     expect(rpc.spanContext().traceId).toBe(TRACE);
     expect(rpc.parentSpanContext?.spanId).toBe(PARENT);
     expect(rpc.attributes).toMatchObject({ 'rpc.system': 'grpc', 'rpc.service': 'palimpsest.v1.SessionService', 'rpc.method': 'AppendEvents', 'rpc.grpc.status_code': 0 });
-    const children = spans.filter((s: ReadableSpan) => s.parentSpanContext?.spanId === rpc.spanContext().spanId);
-    expect(children.length).toBeGreaterThan(0);
-    for (const c of children) {
-      expect(c.name).toMatch(/^store\./);
-      expect(c.spanContext().traceId).toBe(TRACE);
-    }
-    // No store span outside the RPC's tree.
-    expect(spans.filter((s) => s.name.startsWith('store.')).every((s) => s.spanContext().traceId === TRACE)).toBe(true);
+    // Store spans are the RPC's children, in its trace; none lies outside it.
+    expectStoreSpansUnder(spans, rpc, TRACE);
   });
 
   it('a failed RPC is an ERROR span with its status code', async () => {

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { credentials } from '@grpc/grpc-js';
 import { Code, createClient } from '@connectrpc/connect';
 import { createConnectTransport } from '@connectrpc/connect-node';
-import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider, type ReadableSpan } from '@opentelemetry/sdk-trace';
+import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
 import { SpanKind, SpanStatusCode } from '@opentelemetry/api';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SessionServiceClient } from '../../gen/palimpsest/v1/service.js';
@@ -21,6 +21,7 @@ import { userMessage } from '../support/events.js';
 import { ensureBuilt, spawnServer } from '../support/server-process.js';
 import { startTestServer, type TestServer } from '../support/test-server.js';
 import { esEvent, webClient, webFailure } from '../support/web-client.js';
+import { expectStoreSpansUnder } from '../support/spans.js';
 
 const SVC = 'palimpsest.v1.SessionService';
 
@@ -177,13 +178,8 @@ describe('web port: a span per RPC (in-memory exporter)', () => {
       'rpc.system': 'grpc', 'rpc.service': SVC, 'rpc.method': 'AppendEvents', 'rpc.grpc.type': 'unary', 'rpc.grpc.status_code': 0,
       'palimpsest.web_protocol': 'connect',
     });
-    const children = spans.filter((s: ReadableSpan) => s.parentSpanContext?.spanId === rpc.spanContext().spanId);
-    expect(children.length).toBeGreaterThan(0);
-    for (const c of children) {
-      expect(c.name).toMatch(/^store\./);
-      expect(c.spanContext().traceId).toBe(TRACE);
-    }
-    expect(spans.filter((s) => s.name.startsWith('store.')).every((s) => s.spanContext().traceId === TRACE)).toBe(true);
+    // Store spans are the RPC's children, in its trace; none lies outside it.
+    expectStoreSpansUnder(spans, rpc, TRACE);
   });
 
   it('a failed web RPC is an ERROR span with its status code; a server stream gets its span too', async () => {
