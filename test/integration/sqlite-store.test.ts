@@ -32,6 +32,16 @@ storeContract('SqliteSessionStore (durability full, fsync inside COMMIT)', {
   groupCommit: true,
 });
 
+storeContract('SqliteSessionStore (durability full, appends written by the writer thread)', {
+  open: async () => new SqliteSessionStore({ path: freshPath(), appendWriter: 'thread' }),
+  commits: (store) => store.stats().commits,
+  groupCommit: true,
+  database: async () => {
+    const path = freshPath();
+    return { open: async () => new SqliteSessionStore({ path, appendWriter: 'thread', headWatchPollMs: 10 }) };
+  },
+});
+
 storeContract('SqliteSessionStore (durability normal, microtask flush)', {
   open: async () => new SqliteSessionStore({ path: freshPath(), durability: 'normal', groupCommit: 'microtask' }),
   commits: (store) => store.stats().commits,

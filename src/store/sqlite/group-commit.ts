@@ -53,6 +53,8 @@ export interface QueuedAppend {
   readonly surfaceLength: number;
   readonly idempotency: IdempotencyRecord | undefined;
   readonly maxBytes: number;
+  /** When the call was made (the idempotency record's created_at). */
+  readonly at: number;
   readonly resolve: (outcome: AppendOutcome) => void;
   readonly reject: (error: unknown) => void;
 }
@@ -65,8 +67,19 @@ export interface WriteCounters {
   maxGroupSize: number;
 }
 
+/**
+ * Where the store's appends go: a {@link GroupCommit} on the store's own connection, or the
+ * writer thread's (append-thread.ts), which runs one on a connection of its own.
+ */
+export interface AppendQueue {
+  /** Queues a call; it settles after the group transaction that commits it (and once durable). */
+  enqueue(call: QueuedAppend): void;
+  /** Starts writing what is queued now (at close). */
+  flush(): void;
+}
+
 /** The append queue of one connection and its group transaction. */
-export class GroupCommit {
+export class GroupCommit implements AppendQueue {
   private queue: QueuedAppend[] = [];
   /** The heads the last group transaction moved. */
   private moved: readonly (readonly [string, number, number])[] = [];
@@ -80,7 +93,6 @@ export class GroupCommit {
     private readonly st: Statements,
     private readonly walSync: WalSync | undefined,
     private readonly counters: WriteCounters,
-    private readonly now: () => number,
     mode: 'immediate' | 'microtask' | undefined,
     /** Called once each committed group is durable, with the heads it moved (id, created_at, next seq). */
     private readonly onHeads: (heads: readonly (readonly [string, number, number])[]) => void = () => undefined,
@@ -206,7 +218,7 @@ export class GroupCommit {
     for (let i = 0; i < rows.length; i++) this.st.insertEvent.run(rows[i]!);
     const key = call.idempotency;
     if (key !== undefined) {
-      this.st.insertIdempotent.run(call.sessionId, key.key, key.requestHash, encodeSeqs(rows.map((row) => row[1])), call.surfaceLength, this.now());
+      this.st.insertIdempotent.run(call.sessionId, key.key, key.requestHash, encodeSeqs(rows.map((row) => row[1])), call.surfaceLength, call.at);
     }
   }
 

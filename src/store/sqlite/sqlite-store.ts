@@ -44,7 +44,8 @@ import {
 } from './row-codec.js';
 import { prepareStatements, type Statements } from './statements.js';
 import { WalSync } from './wal-sync.js';
-import { GroupCommit } from './group-commit.js';
+import { GroupCommit, type AppendQueue } from './group-commit.js';
+import { AppendThread } from './append-thread.js';
 import { sessionWrites, type SessionWrites } from './session-writes.js';
 import { DataCorruptedError } from '../../app/storage-error.js';
 import { HeadRecord, readHeads, type RecordedHead } from './head-record.js';
@@ -87,6 +88,13 @@ export interface SqliteStoreOptions {
    * The rule is the same either way; only the cost differs.
    */
   readonly nativeChecksums?: NativeChecksums;
+  /**
+   * Who writes appends: 'inline' (default) on the store's own connection, in the event loop;
+   * 'thread': a worker thread on a connection of its own (append-thread.ts), so inserts, COMMIT
+   * and fsync overlap the event loop's work (the server's choice). Needs a WAL database file:
+   * `:memory:` and files without WAL write inline.
+   */
+  readonly appendWriter?: 'inline' | 'thread';
 }
 
 /** Write counters, for tests and metrics. */
@@ -126,7 +134,9 @@ export class SqliteSessionStore implements SessionStore {
   private readonly headWatchPollMs: number;
   private readonly headWatches = new Set<SqliteHeadWatch>();
   private readonly st: Statements;
-  private readonly groups: GroupCommit;
+  private readonly groups: AppendQueue;
+  /** The writer thread, when appends are written by one. */
+  private readonly appendThread: AppendThread | undefined;
   private readonly writes: SessionWrites;
 
   private readonly structureTxn: Database.Transaction<(sessionId: string, fromSeq: number, limit: number) => StructuralRow[]>;
@@ -163,7 +173,19 @@ export class SqliteSessionStore implements SessionStore {
     this.headRecord = real === undefined || options.durability === 'normal' ? undefined : this.openHeadRecord(`${real}-heads`);
     const heads = this.headRecord;
     this.walSync = background && wal && real !== undefined ? new WalSync(`${real}-wal`) : undefined;
-    this.groups = new GroupCommit(db, this.st, this.walSync, this.counters, this.now, options.groupCommit, (moved) => heads?.heads(moved));
+    const onHeads = (moved: readonly (readonly [string, number, number])[]): void => heads?.heads(moved);
+    if (options.appendWriter === 'thread' && wal && real !== undefined) {
+      this.appendThread = new AppendThread({
+        path: real,
+        durability: options.durability ?? 'full',
+        busyTimeoutMs: Math.max(0, Math.floor(options.busyTimeoutMs ?? 5000)),
+        groupCommit: options.groupCommit,
+      }, this.counters, onHeads);
+      this.groups = this.appendThread;
+    } else {
+      this.appendThread = undefined;
+      this.groups = new GroupCommit(db, this.st, this.walSync, this.counters, options.groupCommit, onHeads);
+    }
 
     this.writes = sessionWrites(db, this.st);
 
@@ -327,6 +349,7 @@ export class SqliteSessionStore implements SessionStore {
         surfaceLength: req.surfaceLength,
         idempotency: idempotency === undefined ? undefined : { key: idempotency.key, requestHash: idempotency.requestHash },
         maxBytes: req.quota?.maxBytes ?? 0,
+        at: this.now(),
         resolve,
         reject,
       });
@@ -456,6 +479,7 @@ export class SqliteSessionStore implements SessionStore {
     if (this.closed) return;
     this.groups.flush();
     this.closed = true;
+    await this.appendThread?.close();
     for (const w of this.headWatches) await w.close();
     // Settle what the last groups committed before closing (their promises wait for this sync).
     const sync = this.walSync;
