@@ -2,7 +2,7 @@
  * Palimpsest next to a peer, on the same machine in the same run: Electric's Durable Streams, its
  * Node.js reference server `@durable-streams/server` (dev dependency, exact version pinned).
  *
- *   npx tsx bench/peer.bench.ts [--quick] [--grpc-transport grpc-js]        (normally via `npm run bench`)
+ *   npx tsx bench/peer.bench.ts [--quick] [--grpc-transport grpc-js] [--sqlite-writer inline]        (normally via `npm run bench`)
  *
  * Palimpsest runs on its default, native transport (src/server/native), or with
  * --grpc-transport grpc-js on grpc-js's server.
@@ -20,6 +20,7 @@
  * durability full, the peer's file store, both fdatasync before acknowledging) for 100-event
  * batches and single events at 16 in flight.
  */
+import { bundleServerChild } from './server/bundle.js';
 import v8 from 'node:v8';
 v8.setFlagsFromString('--no-concurrent-array-buffer-sweeping');
 
@@ -36,7 +37,9 @@ import type { EventInput } from '../gen/palimpsest/v1/event.js';
 const quick = process.argv.includes('--quick');
 const transportArg = process.argv.indexOf('--grpc-transport');
 const TRANSPORT = transportArg >= 0 && process.argv[transportArg + 1] === 'grpc-js' ? 'grpc-js' : 'native';
-const transportFlag = [`--grpc-transport=${TRANSPORT}`];
+/** --sqlite-writer inline: the durable runs write SQLite appends in the event loop (default: the writer thread). */
+const WRITER = process.argv.includes('--sqlite-writer') && process.argv[process.argv.indexOf('--sqlite-writer') + 1] === 'inline' ? 'inline' : 'thread';
+const transportFlag = [`--grpc-transport=${TRANSPORT}`, `--sqlite-writer=${WRITER}`];
 const RUNS = 5;
 const DURATION = quick ? 0.4 : 1.5;
 const WARMUP = quick ? 0.1 : 0.3;
@@ -71,14 +74,7 @@ async function spawnChild(args: string[]): Promise<Child> {
 }
 let palimpsestChild: string[] = ['--import', 'tsx', join(here, 'server', 'child.ts')];
 async function bundleChild(): Promise<void> {
-  try {
-    const { build } = await import('esbuild');
-    const outfile = join(here, '..', 'node_modules', '.cache', 'palimpsest-bench', 'child.mjs');
-    await build({ entryPoints: [join(here, 'server', 'child.ts')], bundle: true, platform: 'node', format: 'esm', target: 'node20', packages: 'external', outfile, logLevel: 'error' });
-    palimpsestChild = [outfile];
-  } catch (e) {
-    console.error(`esbuild unavailable (${(e as Error).message}); the Palimpsest server runs through tsx`);
-  }
+  palimpsestChild = await bundleServerChild();
 }
 
 const TICK_DATA = JSON.stringify({ n: 1, text: 'The quick brown fox jumps over the lazy dog; '.repeat(4) });

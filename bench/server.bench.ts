@@ -1,7 +1,7 @@
 /**
  * Server-level (gRPC) benchmarks: every figure next to the machine's own ceiling, in the same run.
  *
- *   npx tsx bench/server.bench.ts [--quick] [--profile] [--grpc-transport grpc-js] [--only appends|coldopen|reads|cost]
+ *   npx tsx bench/server.bench.ts [--quick] [--profile] [--grpc-transport grpc-js] [--only appends|coldopen|reads|cost] [--sqlite-writer inline]
  *   (normally via `npm run bench`; --only runs one section, for working on one figure)
  *
  * The real server runs on its default, native transport (src/server/native), or with
@@ -18,6 +18,7 @@
  * machine noise spreads over all of them. Prints a markdown table, and HEADLINE {json} lines that
  * bench/run.mjs turns into the summary of targets.
  */
+import { bundleServerChild } from './server/bundle.js';
 import v8 from 'node:v8';
 v8.setFlagsFromString('--no-concurrent-array-buffer-sweeping');
 
@@ -46,6 +47,8 @@ if (ONLY !== undefined && !['appends', 'coldopen', 'reads', 'cost'].includes(ONL
 const want = (section: string): boolean => ONLY === undefined || ONLY === section;
 const transportArg = process.argv.indexOf('--grpc-transport');
 const TRANSPORT = transportArg >= 0 && process.argv[transportArg + 1] === 'grpc-js' ? 'grpc-js' : 'native';
+/** --sqlite-writer inline: SQLite appends written in the event loop (the server's default is the writer thread). */
+const WRITER = process.argv.includes('--sqlite-writer') && process.argv[process.argv.indexOf('--sqlite-writer') + 1] === 'inline' ? 'inline' : 'thread';
 const RUNS = 5;
 /** Seconds of load per run (h2load -D, or the Node generator's deadline) and warm-up before it. */
 const DURATION = quick ? 0.2 : 1.5;
@@ -137,26 +140,15 @@ interface StoreStats {
   maxGroupSize: number;
 }
 
-/**
- * How server processes are started: the child bundled once with esbuild (tsx's own dependency;
- * npm packages stay external) and run by plain node, as production runs the compiled server;
- * through the tsx loader if esbuild is missing (slower process start: transpiling).
- */
+/** How server processes are started (bench/server/bundle.ts). */
 let childCommand: string[] = ['--import', 'tsx', childScript];
 async function bundleChild(): Promise<void> {
-  try {
-    const { build } = await import('esbuild');
-    const outfile = join(here, '..', 'node_modules', '.cache', 'palimpsest-bench', 'child.mjs');
-    await build({ entryPoints: [childScript], bundle: true, platform: 'node', format: 'esm', target: 'node20', packages: 'external', outfile, logLevel: 'error' });
-    childCommand = [outfile];
-  } catch (e) {
-    console.error(`esbuild unavailable (${(e as Error).message}); server processes run through tsx`);
-  }
+  childCommand = await bundleServerChild();
 }
 
 async function spawnServer(args: string[], nodeFlags: string[] = []): Promise<Child> {
   const spawnedAt = performance.now();
-  const transport = args[0] === 'palimpsest' ? [`--grpc-transport=${TRANSPORT}`] : [];
+  const transport = args[0] === 'palimpsest' ? [`--grpc-transport=${TRANSPORT}`, `--sqlite-writer=${WRITER}`] : [];
   const proc = spawn(process.execPath, [...nodeFlags, ...childCommand, ...args, ...transport], { stdio: ['pipe', 'pipe', 'inherit'] });
   const rl = createInterface({ input: proc.stdout! });
   const port = await new Promise<number>((resolve, reject) => {
@@ -413,7 +405,7 @@ function topFrames(file: string, n = 25): string[] {
 async function main(): Promise<void> {
   if (!h2loadAvailable()) throw new Error('h2load not found: apt-get install -y nghttp2-client');
   const cpu = cpus()[0]?.model ?? 'unknown cpu';
-  console.error(`server bench${quick ? ' (quick)' : ''}, ${TRANSPORT} transport: ${RUNS} runs of ${DURATION}s (+${WARMUP}s warm-up) each, ${cpu}, ${cpus().length} cores, node ${process.version}, load average ${loadavg().map((l) => l.toFixed(1)).join(' ')}`);
+  console.error(`server bench${quick ? ' (quick)' : ''}, ${TRANSPORT} transport, SQLite writer ${WRITER}: ${RUNS} runs of ${DURATION}s (+${WARMUP}s warm-up) each, ${cpu}, ${cpus().length} cores, node ${process.version}, load average ${loadavg().map((l) => l.toFixed(1)).join(' ')}`);
 
   await bundleChild();
   if (profile) return profileRun();

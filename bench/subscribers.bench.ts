@@ -19,15 +19,14 @@
  * arrivals behind it); p50 / p99 / max per append, and the median over the appends. Client and
  * server share the machine's 2 cores: the client's own receive work is part of the figure.
  */
+import { bundleServerChild } from './server/bundle.js';
 import v8 from 'node:v8';
 v8.setFlagsFromString('--no-concurrent-array-buffer-sweeping');
 
 import { spawn } from 'node:child_process';
 import { cpus, loadavg } from 'node:os';
-import { join } from 'node:path';
 import { readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
 import * as grpc from '@grpc/grpc-js';
 import { AppendEventsRequest, AppendEventsResponse, CreateSessionRequest, SubscribeSurfaceRequest, SubscribeSurfaceResponse } from '../gen/palimpsest/v1/service.js';
 
@@ -39,7 +38,6 @@ const transportArg = process.argv.indexOf('--grpc-transport');
 const TRANSPORT = transportArg >= 0 && process.argv[transportArg + 1] === 'grpc-js' ? 'grpc-js' : 'native';
 const RUNS = 5;
 const SERVICE = '/palimpsest.v1.SessionService/';
-const here = fileURLToPath(new URL('.', import.meta.url));
 const identity = (b: Buffer): Buffer => b;
 const now = (): number => performance.now();
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
@@ -52,15 +50,7 @@ interface Measured { before: Memory; after: Memory; openMs: number; runs: { p50:
  * a bare server that answers `caughtUp` and holds the stream; memory only, no deliveries).
  */
 async function measure(mode: 'palimpsest' | 'hold' | 'h2hold'): Promise<Measured> {
-  let childArgs = ['--import', 'tsx', join(here, 'server', 'child.ts')];
-  try {
-    const { build } = await import('esbuild');
-    const outfile = join(here, '..', 'node_modules', '.cache', 'palimpsest-bench', 'child.mjs');
-    await build({ entryPoints: [join(here, 'server', 'child.ts')], bundle: true, platform: 'node', format: 'esm', target: 'node20', packages: 'external', outfile, logLevel: 'error' });
-    childArgs = [outfile];
-  } catch {
-    // through tsx
-  }
+  const childArgs = await bundleServerChild();
   const proc = spawn(process.execPath, [...(process.env.SUB_NODE_FLAGS ?? '').split(' ').filter(Boolean), '--expose-gc', ...childArgs, ...(mode === 'palimpsest' ? ['palimpsest', ':memory:', 'full', `--grpc-transport=${TRANSPORT}`] : [mode])], { stdio: ['pipe', 'pipe', 'inherit'] });
   const rl = createInterface({ input: proc.stdout! });
   const lines: ((l: string) => void)[] = [];

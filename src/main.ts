@@ -28,7 +28,7 @@ export async function openStore(config: ServerConfig, logger?: Logger): Promise<
     const { PostgresSessionStore } = await import('./store/postgres/postgres-store.js');
     return PostgresSessionStore.open({ url: config.db, onError: (error) => logger?.warn({ err: error }, 'PostgreSQL connection problem') });
   }
-  return new SqliteSessionStore({ path: config.db, durability: config.durability });
+  return new SqliteSessionStore({ path: config.db, durability: config.durability, appendWriter: config.sqliteWriter });
 }
 
 /** The app over the configured store, with the store-driven change feed. */

@@ -1,7 +1,7 @@
 /**
  * A server process for the server benchmarks (spawned by bench/server.bench.ts; not run by hand).
  *
- *   node --import tsx bench/server/child.ts palimpsest <db> <full|normal> [--sweeping] [--grpc-transport=grpc-js]
+ *   node --import tsx bench/server/child.ts palimpsest <db> <full|normal> [--sweeping] [--grpc-transport=grpc-js] [--sqlite-writer=inline]
  *   node --import tsx bench/server/child.ts echo [--sweeping]
  *   node --import tsx bench/server/child.ts hold
  *   node --import tsx bench/server/child.ts h2echo [--sweeping]
@@ -26,11 +26,12 @@ if (!sweeping) v8.setFlagsFromString('--no-concurrent-array-buffer-sweeping');
 const args = process.argv.slice(2).filter((a) => !a.startsWith('--'));
 const transport = process.argv.includes('--grpc-transport=grpc-js') ? 'grpc-js' : 'native';
 const mode = args[0];
+const sqliteWriter = process.argv.includes('--sqlite-writer=inline') ? 'inline' : 'thread';
 let stop: () => Promise<void>;
 
 if (mode === 'palimpsest') {
   const { startServer } = await import('../../src/main.js');
-  const server = await startServer({ listen: '127.0.0.1:0', db: args[1], durability: args[2] === 'normal' ? 'normal' : 'full', logLevel: 'silent', grpcTransport: transport });
+  const server = await startServer({ listen: '127.0.0.1:0', db: args[1], durability: args[2] === 'normal' ? 'normal' : 'full', logLevel: 'silent', grpcTransport: transport, sqliteWriter });
   stop = () => server.shutdown();
   // SIGUSR2: print the store's write counters (group-commit sizes) as one JSON line.
   const store = server.app.store as { stats?: () => object };

@@ -38,6 +38,12 @@ export const SERVE_OPTIONS: readonly Option[] = [
       c.durability = v;
     },
   },
+  {
+    flag: 'sqlite-writer', help: 'thread (default: SQLite appends are written by a writer thread, off the event loop) or inline', apply: (c, v) => {
+      if (v !== 'thread' && v !== 'inline') throw new UsageError(`--sqlite-writer must be thread or inline, got ${JSON.stringify(v)}`);
+      c.sqliteWriter = v;
+    },
+  },
   { flag: 'max-message-bytes', help: 'max gRPC message size (default 16 MiB)', apply: (c, v) => { c.maxMessageBytes = int('max-message-bytes', v, 1024); } },
   { flag: 'max-batch-events', help: 'max events per AppendEvents (default 1000)', apply: (c, v) => { c.limits.maxBatchEvents = int('max-batch-events', v, 1); } },
   { flag: 'max-event-bytes', help: "max bytes of one event's data (default 4 MiB)", apply: (c, v) => { c.limits.maxEventBytes = int('max-event-bytes', v, 1); } },

@@ -12,6 +12,12 @@ export interface ServerConfig {
   readonly db: string;
   /** SQLite durability. */
   readonly durability: 'full' | 'normal';
+  /**
+   * Who writes SQLite appends: `thread` (a writer thread on its own connection, so inserts,
+   * COMMIT and fsync overlap the event loop) or `inline` (the event loop, on the store's one
+   * connection). See src/store/sqlite/append-thread.ts.
+   */
+  readonly sqliteWriter: 'thread' | 'inline';
   /** App limits. */
   readonly limits: AppLimits;
   /** Max gRPC message size in bytes (both directions). */
@@ -66,6 +72,7 @@ export const DEFAULT_CONFIG: ServerConfig = {
   listen: '127.0.0.1:50051',
   db: 'palimpsest.db',
   durability: 'full',
+  sqliteWriter: 'thread',
   limits: DEFAULT_LIMITS,
   maxMessageBytes: 16 * 1024 * 1024,
   maxConcurrentStreams: 1000,

@@ -3,14 +3,52 @@
  * append-thread-worker.ts). Everything here crosses a structured clone: plain data only.
  */
 import type { AppendOutcome } from '../../app/store-port.js';
-import type { QueuedAppend, WriteCounters } from './group-commit.js';
+import type { CommitGate, QueuedAppend, WriteCounters } from './group-commit.js';
 
 /** What the writer thread needs to open its connection. */
 export interface WriterConfig {
+  /** The database file (symlinks resolved: its WAL is next to it). */
   readonly path: string;
   readonly durability: 'full' | 'normal';
+  /** As the store's option (durability 'full' only). */
+  readonly fullSync: 'background' | 'inline';
   readonly busyTimeoutMs: number;
   readonly groupCommit: 'immediate' | 'microtask' | undefined;
+  /** The {@link SharedCommitGate}'s memory (background sync only). */
+  readonly gate: SharedArrayBuffer | undefined;
+}
+
+/**
+ * The CommitGate in memory shared by the store and its writer thread: groups begun (before their
+ * COMMIT) and groups durable, as 64-bit counters. Only the writer thread moves them; the store
+ * reads them after each read (see AppendThread.visible).
+ */
+export class SharedCommitGate implements CommitGate {
+  readonly #cells: BigInt64Array;
+
+  constructor(readonly buffer: SharedArrayBuffer = new SharedArrayBuffer(16)) {
+    this.#cells = new BigInt64Array(buffer);
+  }
+
+  begin(): number {
+    return Number(Atomics.add(this.#cells, 0, 1n) + 1n);
+  }
+
+  durable(group: number): void {
+    const g = BigInt(group);
+    if (Atomics.load(this.#cells, 1) < g) Atomics.store(this.#cells, 1, g);
+  }
+
+  /** The last group begun when some begun group is not durable yet, else 0. */
+  owed(): number {
+    const begun = Atomics.load(this.#cells, 0);
+    return begun > Atomics.load(this.#cells, 1) ? Number(begun) : 0;
+  }
+
+  /** Every group up to this one is durable (or failed). */
+  durableUpTo(): number {
+    return Number(Atomics.load(this.#cells, 1));
+  }
 }
 
 /** A queued append without its promise callbacks, numbered for the answer. */
@@ -42,6 +80,8 @@ export type FromWriter =
       readonly counters: WriteCounters;
     }
   | { readonly kind: 'open-failed'; readonly error: WireError }
+  /** A WAL sync failed: the thread writes nothing more (fail-stop, see wal-sync.ts). */
+  | { readonly kind: 'fatal'; readonly error: WireError }
   | { readonly kind: 'closed' };
 
 export function toWireError(e: unknown): WireError {

@@ -1,31 +1,61 @@
 /**
  * The SQLite store's writer thread (see append-thread.ts): its own connection to the store's
- * file and a GroupCommit on it. Appends arrive from the store in batches; each group transaction
- * commits with synchronous=FULL under durability 'full', so a commit is on disk before any other
- * connection can see it, and its answers go back in one message.
+ * file and a GroupCommit on it. Appends arrive from the store in batches; answers go back in one
+ * message per turn of this thread's event loop.
+ *
+ * Durability 'full' syncs as the store's own connection would: in the background (the WAL is
+ * fdatasynced on the thread pool while the next group is written; calls are answered once a
+ * sync covering their group completed, and the shared CommitGate tells the store's readers what
+ * is durable), or inline (synchronous=FULL: COMMIT syncs before the group becomes visible).
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import Database from 'better-sqlite3';
 import type { AppendOutcome } from '../../app/store-port.js';
 import { GroupCommit, type WriteCounters } from './group-commit.js';
 import { prepareStatements } from './statements.js';
-import { toWireError, type FromWriter, type ToWriter, type WireResult, type WriterConfig } from './append-thread-wire.js';
+import { WalSync } from './wal-sync.js';
+import { SharedCommitGate, toWireError, type FromWriter, type ToWriter, type WireResult, type WriterConfig } from './append-thread-wire.js';
 
 const port = parentPort!;
 const config = workerData as WriterConfig;
 const counters: WriteCounters = { commits: 0, groupCommits: 0, appends: 0, maxGroupSize: 0 };
 let results: WireResult[] = [];
 let heads: (readonly [string, number, number])[] = [];
+/** The durable group last reported to the store. */
+let reportedDurable = 0;
 let postScheduled = false;
 
 const send = (m: FromWriter): void => port.postMessage(m);
 
+/** Answers what settled (and any durability progress) in one message, after the current turn. */
+function schedulePost(): void {
+  if (postScheduled) return;
+  postScheduled = true;
+  setImmediate(post);
+}
+
+/** The gate of the store's readers; every durability step is reported, waking waiting reads. */
+class ReportingGate extends SharedCommitGate {
+  override durable(group: number): void {
+    super.durable(group);
+    schedulePost();
+  }
+}
+
+const gate = config.gate === undefined ? undefined : new ReportingGate(config.gate);
+const background = config.durability === 'full' && config.fullSync === 'background';
+const walSync = background ? new WalSync(`${config.path}-wal`) : undefined;
+
 function post(): void {
   postScheduled = false;
-  if (results.length === 0) return;
-  send({ kind: 'done', results, heads, counters: { ...counters } });
-  results = [];
-  heads = [];
+  const durable = gate?.durableUpTo() ?? 0;
+  if (results.length > 0 || durable !== reportedDurable) {
+    send({ kind: 'done', results, heads, counters: { ...counters } });
+    results = [];
+    heads = [];
+    reportedDurable = durable;
+  }
+  if (walSync?.broken === true) send({ kind: 'fatal', error: toWireError(walSync.error) });
 }
 
 function open(): { db: Database.Database; groups: GroupCommit } {
@@ -33,13 +63,11 @@ function open(): { db: Database.Database; groups: GroupCommit } {
   try {
     db.pragma(`busy_timeout = ${config.busyTimeoutMs}`);
     // The store's connection made the file WAL (a persistent mode) before starting this thread.
-    // FULL: COMMIT syncs the WAL before the commit becomes visible, so what another connection
-    // reads is durable, and the sync blocks this thread only.
-    db.pragma(`synchronous = ${config.durability === 'normal' ? 'NORMAL' : 'FULL'}`);
+    db.pragma(`synchronous = ${config.durability === 'normal' || background ? 'NORMAL' : 'FULL'}`);
     db.pragma('foreign_keys = ON');
-    const groups = new GroupCommit(db, prepareStatements(db, false), undefined, counters, config.groupCommit, (moved) => {
+    const groups = new GroupCommit(db, prepareStatements(db, false), walSync, counters, config.groupCommit, (moved) => {
       for (const h of moved) heads.push(h);
-    });
+    }, gate);
     return { db, groups };
   } catch (e) {
     db.close();
@@ -62,20 +90,27 @@ port.on('message', (m: ToWriter) => {
       const id = call.id;
       groups.enqueue({
         ...call,
-        resolve: (outcome: AppendOutcome) => results.push([id, outcome, null]),
-        reject: (error: unknown) => results.push([id, null, toWireError(error)]),
+        resolve: (outcome: AppendOutcome) => {
+          results.push([id, outcome, null]);
+          schedulePost();
+        },
+        reject: (error: unknown) => {
+          results.push([id, null, toWireError(error)]);
+          schedulePost();
+        },
       });
-    }
-    // After the group's flush (scheduled first, so it runs first): one answer for the group.
-    if (!postScheduled) {
-      postScheduled = true;
-      setImmediate(post);
     }
     return;
   }
+  // Close: write what is queued, wait for its sync, answer it, then close the connection.
   groups.flush();
-  post();
-  db.close();
-  send({ kind: 'closed' });
-  port.close();
+  const finish = (): void => {
+    post();
+    walSync?.close();
+    db.close();
+    send({ kind: 'closed' });
+    port.close();
+  };
+  if (walSync?.owed === true) walSync.request().then(finish, finish);
+  else setImmediate(finish);
 });

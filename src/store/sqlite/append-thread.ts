@@ -6,22 +6,35 @@
  * quota and idempotency checks inside the one write transaction); the store encodes the rows
  * before handing them over.
  *
- * Durability 'full': the thread's connection commits with synchronous=FULL, so a group is on disk
- * before it becomes visible to any other connection, the store's reads included, and its calls
- * settle after that. The calls of one event-loop turn go to the thread in one message; the thread
- * groups whatever arrived while it was committing into its next transaction.
+ * Durability 'full' keeps its promise across the two connections: a call settles once a sync
+ * covering its group completed, and a read of the store that may have seen a group not yet
+ * durable (the thread's COMMIT makes it visible before the background fdatasync ends) answers
+ * only once that group is durable (`visible()`, over a CommitGate in shared memory). The calls of
+ * one event-loop turn go to the thread in one message; the thread groups whatever arrived while
+ * it was committing into its next transaction.
  *
- * If the thread fails (it cannot open the file, or it dies), every queued and later append fails
- * with a StorageError `unavailable` (fail-stop, like a failed WAL sync): restart the process.
+ * If the thread fails (it cannot open the file, a WAL sync failed, or it died), every queued and
+ * later append fails with a StorageError `unavailable`, and so do reads (fail-stop, like a failed
+ * WAL sync of the store's own connection): restart the process.
  */
 import { Worker } from 'node:worker_threads';
 import { createRequire } from 'node:module';
 import { pathToFileURL } from 'node:url';
 import { StorageError } from '../../app/storage-error.js';
 import type { AppendQueue, QueuedAppend, WriteCounters } from './group-commit.js';
-import { fromWireError, type FromWriter, type WireCall, type WriterConfig } from './append-thread-wire.js';
+import { SharedCommitGate, fromWireError, type FromWriter, type WireCall, type WriterConfig } from './append-thread-wire.js';
 
 type Callbacks = Pick<QueuedAppend, 'resolve' | 'reject'>;
+
+/** A read waiting for the groups it may have seen to be durable. */
+interface WaitingRead {
+  readonly group: number;
+  readonly resolve: () => void;
+  readonly reject: (e: unknown) => void;
+}
+
+/** What the store gives the thread (the gate's memory is made here). */
+export type AppendThreadConfig = Omit<WriterConfig, 'gate'>;
 
 /** The worker's entry: the compiled .js next to this file, or the .ts source through tsx (tests, development). */
 function startWorker(config: WriterConfig): Worker {
@@ -45,18 +58,37 @@ export class AppendThread implements AppendQueue {
   #closing: Promise<void> | undefined;
   /** The thread's counters as last reported. */
   #reported: WriteCounters = { commits: 0, groupCommits: 0, appends: 0, maxGroupSize: 0 };
+  /** Background durability only: what the thread has made visible and durable. */
+  readonly #gate: SharedCommitGate | undefined;
+  #waitingReads: WaitingRead[] = [];
+  readonly #config: WriterConfig;
 
   constructor(
-    private readonly config: WriterConfig,
+    config: AppendThreadConfig,
     /** The store's counters: the thread's commits are added as it reports them. */
     private readonly counters: WriteCounters,
     /** Called with the heads each answered group moved (it is durable by then), before its calls settle. */
     private readonly onHeads: (heads: readonly (readonly [string, number, number])[]) => void,
-  ) {}
+  ) {
+    this.#gate = config.durability === 'full' && config.fullSync === 'background' ? new SharedCommitGate() : undefined;
+    this.#config = { ...config, gate: this.#gate?.buffer };
+  }
 
   /** Set once the thread failed: the store is fail-stop from then on. */
   get failure(): StorageError | undefined {
     return this.#failure;
+  }
+
+  /**
+   * After a read of the store: undefined when everything the thread made visible is durable, else
+   * a promise that resolves once what was visible at this call is (rejects if the thread failed).
+   */
+  visible(): Promise<void> | undefined {
+    const group = this.#gate?.owed() ?? 0;
+    if (group === 0) return undefined;
+    if (this.#failure !== undefined) return Promise.reject(this.#failure);
+    this.#worker?.ref();
+    return new Promise<void>((resolve, reject) => this.#waitingReads.push({ group, resolve, reject }));
   }
 
   enqueue(call: QueuedAppend): void {
@@ -120,7 +152,7 @@ export class AppendThread implements AppendQueue {
 
   #thread(): Worker {
     if (this.#worker !== undefined) return this.#worker;
-    const worker = startWorker(this.config);
+    const worker = startWorker(this.#config);
     worker.on('message', (m: FromWriter) => this.#onMessage(m));
     worker.on('error', (e) => this.#fail(`the SQLite writer thread failed: ${e.message}`, e));
     worker.on('exit', (code) => {
@@ -132,7 +164,11 @@ export class AppendThread implements AppendQueue {
 
   #onMessage(m: FromWriter): void {
     if (m.kind === 'open-failed') {
-      this.#fail(`the SQLite writer thread cannot open ${this.config.path}: ${m.error.message}`, fromWireError(m.error));
+      this.#fail(`the SQLite writer thread cannot open ${this.#config.path}: ${m.error.message}`, fromWireError(m.error));
+      return;
+    }
+    if (m.kind === 'fatal') {
+      this.#fail(`a WAL sync of the SQLite writer thread failed: ${m.error.message}`, fromWireError(m.error));
       return;
     }
     if (m.kind !== 'done') return;
@@ -151,7 +187,16 @@ export class AppendThread implements AppendQueue {
       if (error !== null) call.reject(fromWireError(error));
       else call.resolve(outcome!);
     }
-    if (this.#pending.size === 0 && this.#outbox.length === 0) this.#worker?.unref();
+    if (this.#waitingReads.length > 0) {
+      const durable = this.#gate!.durableUpTo();
+      const still: WaitingRead[] = [];
+      for (const r of this.#waitingReads) {
+        if (r.group <= durable) r.resolve();
+        else still.push(r);
+      }
+      this.#waitingReads = still;
+    }
+    if (this.#pending.size === 0 && this.#outbox.length === 0 && this.#waitingReads.length === 0) this.#worker?.unref();
   }
 
   #fail(message: string, cause?: unknown): void {
@@ -161,5 +206,8 @@ export class AppendThread implements AppendQueue {
     const pending = [...this.#pending.values()];
     this.#pending.clear();
     for (const call of pending) call.reject(this.#failure);
+    const reads = this.#waitingReads;
+    this.#waitingReads = [];
+    for (const r of reads) r.reject(this.#failure);
   }
 }

@@ -78,6 +78,17 @@ export interface AppendQueue {
   flush(): void;
 }
 
+/**
+ * Commit visibility against durability, for readers on other connections (append-thread.ts): a
+ * group is numbered by `begin()` before its COMMIT makes it visible, and `durable(n)` says that
+ * every group up to n is on disk (or failed). A reader that read while some begun group was not
+ * yet durable waits for it before answering.
+ */
+export interface CommitGate {
+  begin(): number;
+  durable(group: number): void;
+}
+
 /** The append queue of one connection and its group transaction. */
 export class GroupCommit implements AppendQueue {
   private queue: QueuedAppend[] = [];
@@ -96,6 +107,8 @@ export class GroupCommit implements AppendQueue {
     mode: 'immediate' | 'microtask' | undefined,
     /** Called once each committed group is durable, with the heads it moved (id, created_at, next seq). */
     private readonly onHeads: (heads: readonly (readonly [string, number, number])[]) => void = () => undefined,
+    /** Numbers each group for readers on other connections (see CommitGate). */
+    private readonly gate?: CommitGate,
   ) {
     const flush = (): void => this.flush();
     this.scheduleFlush =
@@ -234,12 +247,20 @@ export class GroupCommit implements AppendQueue {
       return;
     }
     const results: (AppendOutcome | { error: unknown })[] = new Array(batch.length);
+    const gate = this.gate;
+    const group = gate?.begin() ?? 0;
+    const sync = this.walSync;
     try {
       this.groupTxn.immediate(batch, results);
     } catch (error) {
       // BEGIN or COMMIT failed (disk full, I/O error, lock timeout): nothing of the group is stored.
       this.moved = [];
       for (const call of batch) call.reject(error);
+      if (gate !== undefined) {
+        // Nothing of it to sync, but earlier groups may still be syncing: passed after them.
+        if (sync?.owed === true) sync.request().then(() => gate.durable(group), () => undefined);
+        else gate.durable(group);
+      }
       return;
     }
     const moved = this.moved;
@@ -248,8 +269,8 @@ export class GroupCommit implements AppendQueue {
     counters.commits++;
     counters.groupCommits++;
     if (batch.length > counters.maxGroupSize) counters.maxGroupSize = batch.length;
-    const sync = this.walSync;
     if (sync === undefined) {
+      gate?.durable(group);
       if (moved.length > 0) this.onHeads(moved);
       this.settle(batch, results);
       return;
@@ -258,6 +279,7 @@ export class GroupCommit implements AppendQueue {
     sync.owe();
     sync.request().then(
       () => {
+        gate?.durable(group);
         // Recorded once durable: a recorded head is never ahead of what a power loss keeps.
         if (moved.length > 0) this.onHeads(moved);
         this.settle(batch, results);

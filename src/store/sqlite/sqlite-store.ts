@@ -178,6 +178,7 @@ export class SqliteSessionStore implements SessionStore {
       this.appendThread = new AppendThread({
         path: real,
         durability: options.durability ?? 'full',
+        fullSync: background ? 'background' : 'inline',
         busyTimeoutMs: Math.max(0, Math.floor(options.busyTimeoutMs ?? 5000)),
         groupCommit: options.groupCommit,
       }, this.counters, onHeads);
@@ -271,7 +272,7 @@ export class SqliteSessionStore implements SessionStore {
     // Not refused for a damaged session: its record is how the app finds it to delete it.
     await this.readable();
     const row = this.st.selectSession.get(id) as RawSession | undefined;
-    return row === undefined ? undefined : decodeSession(row);
+    return this.seen(row === undefined ? undefined : decodeSession(row));
   }
 
   async listSessions(query: {
@@ -293,10 +294,10 @@ export class SqliteSessionStore implements SessionStore {
     const more = rows.length > query.pageSize;
     const sessions = (more ? rows.slice(0, query.pageSize) : rows).map(decodeSession);
     const last = sessions[sessions.length - 1];
-    return {
+    return this.seen({
       sessions,
       nextPageToken: more && last !== undefined ? encodePageToken({ createdAt: last.header.createdAt, id: last.header.id }) : '',
-    };
+    });
   }
 
   async deleteSession(id: string, expected?: DeleteExpectation): Promise<boolean> {
@@ -360,17 +361,17 @@ export class SqliteSessionStore implements SessionStore {
     await this.readable();
     if (this.st.selectVisible.get(sessionId) === undefined) return undefined;
     const stored = this.st.selectIdempotent.get(sessionId, key) as StoredIdempotent | undefined;
-    return stored === undefined ? undefined : decodeIdempotent(stored);
+    return this.seen(stored === undefined ? undefined : decodeIdempotent(stored));
   }
 
   async readEvents(sessionId: string, query: ReadEventsQuery): Promise<SessionEvent[]> {
     await this.readable();
-    return this.selectEvents(sessionId, query).map((r) => decodeEvent(sessionId, r));
+    return this.seen(this.selectEvents(sessionId, query).map((r) => decodeEvent(sessionId, r)));
   }
 
   async readEventTexts(sessionId: string, query: ReadEventsQuery): Promise<StoredEventText[]> {
     await this.readable();
-    return this.selectEvents(sessionId, query).map((r) => decodeEventText(sessionId, r));
+    return this.seen(this.selectEvents(sessionId, query).map((r) => decodeEventText(sessionId, r)));
   }
 
   private selectEvents(sessionId: string, query: ReadEventsQuery): RawEvent[] {
@@ -389,7 +390,7 @@ export class SqliteSessionStore implements SessionStore {
     await this.readable();
     this.checkIntact(sessionId);
     if (seqs.length === 0 || this.st.selectVisible.get(sessionId) === undefined) return [];
-    return (this.st.selectBySeqs.all(sessionId, JSON.stringify(seqs)) as RawEvent[]).map((r) => decodeEvent(sessionId, r));
+    return this.seen((this.st.selectBySeqs.all(sessionId, JSON.stringify(seqs)) as RawEvent[]).map((r) => decodeEvent(sessionId, r)));
   }
 
   async readStructure(sessionId: string, fromSeq: number, limit = Number.MAX_SAFE_INTEGER): Promise<StructuralRow[]> {
@@ -397,14 +398,14 @@ export class SqliteSessionStore implements SessionStore {
     this.checkIntact(sessionId);
     if (this.st.selectVisible.get(sessionId) === undefined) return [];
     if (!Number.isSafeInteger(limit) || limit < 1) throw new RangeError(`limit must be a positive integer, got ${limit}`);
-    return this.structureTxn(sessionId, fromSeq, limit);
+    return this.seen(this.structureTxn(sessionId, fromSeq, limit));
   }
 
   async readSurfaceStructure(sessionId: string, toSeq: number): Promise<SurfaceStructure> {
     await this.readable();
     if (this.st.selectVisible.get(sessionId) === undefined) return { rows: [], headSeq: undefined };
     this.checkIntact(sessionId);
-    return this.surfaceStructureTxn(sessionId, toSeq);
+    return this.seen(this.surfaceStructureTxn(sessionId, toSeq));
   }
 
   async *scanEvents(sessionId: string, fromSeq: number, batchSize: number): AsyncIterable<SessionEvent[]> {
@@ -418,7 +419,7 @@ export class SqliteSessionStore implements SessionStore {
       const events = (this.st.readForward.all(sessionId, next, batchSize) as RawEvent[]).map((r) => decodeEvent(sessionId, r));
       if (events.length === 0) return;
       next = events[events.length - 1]!.seq + 1;
-      yield events;
+      yield await this.seen(events);
       if (events.length < batchSize) return;
     }
   }
@@ -454,13 +455,13 @@ export class SqliteSessionStore implements SessionStore {
     if (pending === undefined) throw new StoreUsageError(`cannot read back the import chunks of session ${sessionId}: no such pending session`);
     if (pending[1] !== owner) throw new StoreUsageError(`cannot read back the import chunks of session ${sessionId}: the pending session is owned by another importer (${pending[1]})`);
     if (seqs.length === 0) return [];
-    return (this.st.selectBySeqs.all(sessionId, JSON.stringify(seqs)) as RawEvent[]).map((r) => decodeEvent(sessionId, r));
+    return this.seen((this.st.selectBySeqs.all(sessionId, JSON.stringify(seqs)) as RawEvent[]).map((r) => decodeEvent(sessionId, r)));
   }
 
   async getTenantUsage(tenant: string): Promise<TenantUsage> {
     await this.readable();
     const row = this.st.selectTenant.get(tenant) as [number, number] | undefined;
-    return { sessions: row?.[0] ?? 0, dataBytes: row?.[1] ?? 0 };
+    return this.seen({ sessions: row?.[0] ?? 0, dataBytes: row?.[1] ?? 0 });
   }
 
   /**
@@ -561,6 +562,17 @@ export class SqliteSessionStore implements SessionStore {
     // Fail-stop after a failed WAL sync: what the page cache holds is unknown, so neither reads
     // nor writes are served any more (restart the process; the database recovers from its WAL).
     if (this.walSync?.broken) throw this.walSync.error;
+    const writer = this.appendThread?.failure;
+    if (writer !== undefined) throw writer;
+  }
+
+  /**
+   * What a read answers: at once, or (writer thread, background sync) once every append group
+   * the read may have seen is durable: the thread's COMMIT is visible before its sync ends.
+   */
+  private seen<T>(value: T): T | Promise<T> {
+    const wait = this.appendThread?.visible();
+    return wait === undefined ? value : wait.then(() => value);
   }
 }
 

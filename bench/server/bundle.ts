@@ -1,0 +1,28 @@
+/**
+ * The benchmarks' server processes run bench/server/child.ts bundled once with esbuild (tsx's own
+ * dependency; npm packages stay external) by plain node, as production runs the compiled server.
+ * The SQLite writer thread's entry is bundled next to it (the store starts it from the bundle's
+ * directory, as from dist/). Without esbuild the child runs through the tsx loader (slower
+ * process start: transpiling).
+ */
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const root = join(here, '..', '..');
+
+/** The node arguments that start the bench server child. */
+export async function bundleServerChild(): Promise<string[]> {
+  const childScript = join(here, 'child.ts');
+  try {
+    const { build } = await import('esbuild');
+    const out = join(root, 'node_modules', '.cache', 'palimpsest-bench');
+    const common = { bundle: true, platform: 'node', format: 'esm', target: 'node20', packages: 'external', logLevel: 'error' } as const;
+    await build({ ...common, entryPoints: [childScript], outfile: join(out, 'child.mjs') });
+    await build({ ...common, entryPoints: [join(root, 'src', 'store', 'sqlite', 'append-thread-worker.ts')], outfile: join(out, 'append-thread-worker.js') });
+    return [join(out, 'child.mjs')];
+  } catch (e) {
+    console.error(`esbuild unavailable (${(e as Error).message}); server processes run through tsx`);
+    return ['--import', 'tsx', childScript];
+  }
+}
