@@ -78,6 +78,8 @@ export type FromWriter =
       readonly heads: readonly (readonly [string, number, number])[];
       /** The writer's counters so far. */
       readonly counters: WriteCounters;
+      /** The writer's background WAL syncs so far. */
+      readonly syncs: number;
     }
   | { readonly kind: 'open-failed'; readonly error: WireError }
   /** A WAL sync failed: the thread writes nothing more (fail-stop, see wal-sync.ts). */

@@ -13,6 +13,7 @@ import Database from 'better-sqlite3';
 import type { AppendOutcome } from '../../app/store-port.js';
 import { GroupCommit, type WriteCounters } from './group-commit.js';
 import { prepareStatements } from './statements.js';
+import { addChecksums } from './row-codec.js';
 import { WalSync } from './wal-sync.js';
 import { SharedCommitGate, toWireError, type FromWriter, type ToWriter, type WireResult, type WriterConfig } from './append-thread-wire.js';
 
@@ -50,7 +51,7 @@ function post(): void {
   postScheduled = false;
   const durable = gate?.durableUpTo() ?? 0;
   if (results.length > 0 || durable !== reportedDurable) {
-    send({ kind: 'done', results, heads, counters: { ...counters } });
+    send({ kind: 'done', results, heads, counters: { ...counters }, syncs: walSync?.completed ?? 0 });
     results = [];
     heads = [];
     reportedDurable = durable;
@@ -88,6 +89,7 @@ port.on('message', (m: ToWriter) => {
   if (m.kind === 'append') {
     for (const call of m.calls) {
       const id = call.id;
+      addChecksums(call.rows);
       groups.enqueue({
         ...call,
         resolve: (outcome: AppendOutcome) => {

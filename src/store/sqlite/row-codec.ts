@@ -70,7 +70,7 @@ export const EVENT_COLUMNS = 'seq, type, time, data, source_event_seqs, surface_
 export const EVENT_LINE =
   'palimpsest_event_line(seq, type, time, data, source_event_seqs, surface_op, ignorable, scrc, dcrc)';
 
-export function encodeEvents(sessionId: string, events: readonly SessionEvent[]): { rows: EventRow[]; dataBytes: number } {
+export function encodeEvents(sessionId: string, events: readonly SessionEvent[], checksums = true): { rows: EventRow[]; dataBytes: number } {
   const rows = new Array<EventRow>(events.length);
   let dataBytes = 0;
   for (let i = 0; i < events.length; i++) {
@@ -81,20 +81,25 @@ export function encodeEvents(sessionId: string, events: readonly SessionEvent[])
     const seqs = e.sourceEventSeqs === undefined ? null : encodeSeqs(e.sourceEventSeqs);
     const op = encodeSurfaceOp(e.surfaceOp);
     const ignorable = e.ignorable === true ? 1 : null;
-    rows[i] = [
-      sessionId,
-      e.seq,
-      e.type,
-      e.time,
-      data,
-      seqs,
-      op,
-      ignorable,
-      structuralCrc(e.seq, op, seqs, ignorable, e.type),
-      dataCrc(e.time, data),
-    ];
+    rows[i] = [sessionId, e.seq, e.type, e.time, data, seqs, op, ignorable, 0, 0];
   }
+  if (checksums) addChecksums(rows);
   return { rows, dataBytes };
+}
+
+/**
+ * Fills in the two checksums of rows encoded without them (the writer thread computes them, off
+ * the event loop). A citation list that crossed a thread boundary arrives as a plain Uint8Array:
+ * it is viewed as a Buffer again (same bytes, no copy).
+ */
+export function addChecksums(rows: EventRow[]): void {
+  for (let i = 0; i < rows.length; i++) {
+    const row = rows[i]!;
+    let seqs: Uint8Array | null = row[5];
+    if (seqs !== null && !Buffer.isBuffer(seqs)) row[5] = seqs = Buffer.from(seqs.buffer, seqs.byteOffset, seqs.byteLength);
+    row[8] = structuralCrc(row[1], row[6], seqs as Buffer | null, row[7], row[2]);
+    row[9] = dataCrc(row[3], row[4]);
+  }
 }
 
 /**

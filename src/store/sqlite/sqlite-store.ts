@@ -232,7 +232,7 @@ export class SqliteSessionStore implements SessionStore {
 
   /** Write counters. */
   stats(): SqliteStoreStats {
-    return { ...this.counters, syncs: this.walSync?.completed ?? 0 };
+    return { ...this.counters, syncs: (this.walSync?.completed ?? 0) + (this.appendThread?.syncs ?? 0) };
   }
 
   /** Resolves once every commit made so far is on disk (at once unless a background sync is owed). */
@@ -337,8 +337,9 @@ export class SqliteSessionStore implements SessionStore {
       this.checkOpen();
       this.checkIntact(sessionId);
       checkAscendingSeqs(sessionId, req.events, req.expectedNextSeq);
-      // Encode outside the write transaction: the shared transaction only binds and inserts.
-      const { rows, dataBytes } = encodeEvents(sessionId, req.events);
+      // Encode outside the write transaction: the shared transaction only binds and inserts (the
+      // writer thread computes the rows' checksums itself).
+      const { rows, dataBytes } = encodeEvents(sessionId, req.events, this.appendThread === undefined);
       const idempotency = req.idempotency;
       this.groups.enqueue({
         sessionId,
