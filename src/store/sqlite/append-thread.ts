@@ -37,7 +37,7 @@ interface WaitingRead {
 export type AppendThreadConfig = Omit<WriterConfig, 'gate'>;
 
 /** The worker's entry: the compiled .js next to this file, or the .ts source through tsx (tests, development). */
-function startWorker(config: WriterConfig): Worker {
+export function startWorker(config: WriterConfig): Worker {
   const here = import.meta.url;
   if (!here.endsWith('.ts')) return new Worker(new URL('./append-thread-worker.js', here), { workerData: config });
   // tsx's ESM API (require.resolve answers its CommonJS twin, which registers the wrong path).
@@ -70,6 +70,8 @@ export class AppendThread implements AppendQueue {
     private readonly counters: WriteCounters,
     /** Called with the heads each answered group moved (it is durable by then), before its calls settle. */
     private readonly onHeads: (heads: readonly (readonly [string, number, number])[]) => void,
+    /** Starts the thread (tests start a scripted one). */
+    private readonly start: (config: WriterConfig) => Worker = startWorker,
   ) {
     this.#gate = config.durability === 'full' && config.fullSync === 'background' ? new SharedCommitGate() : undefined;
     this.#config = { ...config, gate: this.#gate?.buffer };
@@ -161,7 +163,7 @@ export class AppendThread implements AppendQueue {
 
   #thread(): Worker {
     if (this.#worker !== undefined) return this.#worker;
-    const worker = startWorker(this.#config);
+    const worker = this.start(this.#config);
     worker.on('message', (m: FromWriter) => this.#onMessage(m));
     worker.on('error', (e) => this.#fail(`the SQLite writer thread failed: ${e.message}`, e));
     worker.on('exit', (code) => {
