@@ -84,6 +84,9 @@ describe('usage errors', () => {
     const serve = await runCli(['serve', '--db', ':memory:'], { env: { PALIMPSEST_DURABILITY: 'fast' } });
     expect(serve.code).toBe(2);
     expect(serve.stderr).toBe('error: PALIMPSEST_DURABILITY (the environment variable for --durability) must be full or normal, got "fast"\n');
+    const writer = await runCli(['serve', '--db', ':memory:', '--sqlite-writer', 'both']);
+    expect(writer.code).toBe(2);
+    expect(writer.stderr).toBe('error: --sqlite-writer must be thread or inline, got "both"\n');
   });
 });
 
@@ -91,7 +94,7 @@ describe('serve', () => {
   it('--help shows real placeholders', async () => {
     const r = await runCli(['serve', '--help']);
     expect(r.code).toBe(0);
-    for (const s of ['--listen HOST:PORT', '--db FILE', '--durability full|normal', '--max-batch-events N', '--heartbeat-ms MS',
+    for (const s of ['--listen HOST:PORT', '--db FILE', '--durability full|normal', '--sqlite-writer thread|inline', '--max-batch-events N', '--heartbeat-ms MS',
       '--max-message-bytes BYTES', '--log-level LEVEL', '--tls-cert FILE', '--auth-tokens FILE', '--metrics-listen HOST:PORT',
       '--web-listen HOST:PORT', '--web-cors-origins ORIGIN,...']) {
       expect(r.stdout).toContain(s);

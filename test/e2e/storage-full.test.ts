@@ -30,7 +30,9 @@ describe('a full disk (SQLite max_page_count)', () => {
   let db: Database.Database;
   let episodes: StorageEpisodes;
   beforeAll(async () => {
-    t = await startTestServer();
+    // max_page_count is a setting of one connection: appends are written on the store's own
+    // (--sqlite-writer inline). The writer thread meets a full disk in the tmpfs test below.
+    t = await startTestServer({ sqliteWriter: 'inline' });
     a = api(t.client);
     const store = t.server.app.store as unknown as { db: Database.Database; storageEpisodes: StorageEpisodes };
     db = store.db;
