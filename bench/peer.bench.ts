@@ -20,7 +20,7 @@
  * durability full, the peer's file store, both fdatasync before acknowledging) for 100-event
  * batches and single events at 16 in flight.
  */
-import { bundleServerChild } from './server/bundle.js';
+import { bundleServerChild, sqliteWriterArg } from './server/bundle.js';
 import v8 from 'node:v8';
 v8.setFlagsFromString('--no-concurrent-array-buffer-sweeping');
 
@@ -38,7 +38,7 @@ const quick = process.argv.includes('--quick');
 const transportArg = process.argv.indexOf('--grpc-transport');
 const TRANSPORT = transportArg >= 0 && process.argv[transportArg + 1] === 'grpc-js' ? 'grpc-js' : 'native';
 /** --sqlite-writer inline: the durable runs write SQLite appends in the event loop (default: the writer thread). */
-const WRITER = process.argv.includes('--sqlite-writer') && process.argv[process.argv.indexOf('--sqlite-writer') + 1] === 'inline' ? 'inline' : 'thread';
+const WRITER = sqliteWriterArg(process.argv);
 const transportFlag = [`--grpc-transport=${TRANSPORT}`, `--sqlite-writer=${WRITER}`];
 const RUNS = 5;
 const DURATION = quick ? 0.4 : 1.5;

@@ -18,7 +18,7 @@
  * machine noise spreads over all of them. Prints a markdown table, and HEADLINE {json} lines that
  * bench/run.mjs turns into the summary of targets.
  */
-import { bundleServerChild } from './server/bundle.js';
+import { bundleServerChild, sqliteWriterArg } from './server/bundle.js';
 import v8 from 'node:v8';
 v8.setFlagsFromString('--no-concurrent-array-buffer-sweeping');
 
@@ -48,7 +48,7 @@ const want = (section: string): boolean => ONLY === undefined || ONLY === sectio
 const transportArg = process.argv.indexOf('--grpc-transport');
 const TRANSPORT = transportArg >= 0 && process.argv[transportArg + 1] === 'grpc-js' ? 'grpc-js' : 'native';
 /** --sqlite-writer inline: SQLite appends written in the event loop (the server's default is the writer thread). */
-const WRITER = process.argv.includes('--sqlite-writer') && process.argv[process.argv.indexOf('--sqlite-writer') + 1] === 'inline' ? 'inline' : 'thread';
+const WRITER = sqliteWriterArg(process.argv);
 const RUNS = 5;
 /** Seconds of load per run (h2load -D, or the Node generator's deadline) and warm-up before it. */
 const DURATION = quick ? 0.2 : 1.5;

@@ -5,6 +5,7 @@
  * directory, as from dist/). Without esbuild the child runs through the tsx loader (slower
  * process start: transpiling).
  */
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -17,6 +18,9 @@ export async function bundleServerChild(): Promise<string[]> {
   try {
     const { build } = await import('esbuild');
     const out = join(root, 'node_modules', '.cache', 'palimpsest-bench');
+    // The worker's entry is an ES module named .js, as in dist/: say so for this directory.
+    mkdirSync(out, { recursive: true });
+    writeFileSync(join(out, 'package.json'), '{"type":"module"}\n');
     const common = { bundle: true, platform: 'node', format: 'esm', target: 'node20', packages: 'external', logLevel: 'error' } as const;
     await build({ ...common, entryPoints: [childScript], outfile: join(out, 'child.mjs') });
     await build({ ...common, entryPoints: [join(root, 'src', 'store', 'sqlite', 'append-thread-worker.ts')], outfile: join(out, 'append-thread-worker.js') });
@@ -25,4 +29,10 @@ export async function bundleServerChild(): Promise<string[]> {
     console.error(`esbuild unavailable (${(e as Error).message}); server processes run through tsx`);
     return ['--import', 'tsx', childScript];
   }
+}
+
+/** `--sqlite-writer inline` on the bench's command line: SQLite appends in the event loop (default: the writer thread). */
+export function sqliteWriterArg(argv: readonly string[]): 'thread' | 'inline' {
+  const i = argv.indexOf('--sqlite-writer');
+  return i >= 0 && argv[i + 1] === 'inline' ? 'inline' : 'thread';
 }

@@ -204,7 +204,7 @@ export async function serveApp(app: SessionService, config: ServerConfig, logger
     onDeleted: (n) => metrics.retentionDeleted(n),
   });
   retention.start();
-  logger.info({ address: `${host}:${boundPort}`, db: config.db, durability: config.durability, grpcTransport: config.grpcTransport, metricsPort, webPort: web?.port }, 'palimpsest listening');
+  logger.info({ address: `${host}:${boundPort}`, db: config.db, durability: config.durability, sqliteWriter: config.sqliteWriter, grpcTransport: config.grpcTransport, metricsPort, webPort: web?.port }, 'palimpsest listening');
 
   let shutdownPromise: Promise<void> | undefined;
   const shutdown = (): Promise<void> => {

@@ -194,6 +194,15 @@ export function makeServiceError(code: Code, message: string, details: Any[]): S
   return e;
 }
 
+/** What a client reads for a StorageError `unavailable`, by the engine's code. */
+function unavailableMessage(code: string): string {
+  if (code === 'WRITER_THREAD_FAILED') {
+    return "the server's SQLite writer thread failed; an append in flight may have been stored; restart the server, then retry with the same idempotency key";
+  }
+  if (code.startsWith('SQLITE_BUSY')) return 'the database stayed locked by another writer; nothing was stored; retry';
+  return "the server's storage failed (I/O error); nothing was stored; retry later or on another replica";
+}
+
 /** Maps anything thrown by a handler to a ServiceError; unexpected errors become INTERNAL. */
 export function toServiceError(err: unknown, log: (err: unknown) => void): ServiceError {
   if (err instanceof DomainError) return domainErrorToStatus(err);
@@ -210,7 +219,7 @@ export function toServiceError(err: unknown, log: (err: unknown) => void): Servi
     // Logged once per episode by the store monitor (src/app/storage-monitor.ts), not per request.
     return domainErrorToStatus(err.kind === 'full'
       ? new DomainError('STORAGE_FULL', "the server's storage is full; nothing was stored; retry later (reads are still served)", { limitName: 'storage' })
-      : new DomainError('STORAGE_UNAVAILABLE', "the server's storage failed (I/O error); nothing was stored; retry later or on another replica", {}));
+      : new DomainError('STORAGE_UNAVAILABLE', unavailableMessage(err.code), {}));
   }
   if (err instanceof DataCorruptedError) {
     // Logged (loudly, every time) by the store monitor; the message names the session and seq.

@@ -4,14 +4,17 @@
  * The store contract runs against the thread too (sqlite-store.test.ts).
  */
 import Database from 'better-sqlite3';
-import { mkdtempSync, renameSync, rmSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { afterAll, describe, expect, it } from 'vitest';
 import { SqliteSessionStore } from '../../src/store/sqlite/sqlite-store.js';
 import { GroupCommit, type QueuedAppend } from '../../src/store/sqlite/group-commit.js';
-import { SharedCommitGate } from '../../src/store/sqlite/append-thread-wire.js';
+import { SharedCommitGate, type WriterConfig } from '../../src/store/sqlite/append-thread-wire.js';
+import { StoreClosedError } from '../../src/store/store-errors.js';
+import { waitFor } from '../support/poll.js';
 import { AppendThread } from '../../src/store/sqlite/append-thread.js';
 import { prepareStatements } from '../../src/store/sqlite/statements.js';
 import { encodeEvents } from '../../src/store/sqlite/row-codec.js';
@@ -201,53 +204,185 @@ describe('SqliteSessionStore with the writer thread', () => {
 });
 
 /**
- * A scripted writer thread speaking the store's protocol: it answers every call at once as
- * appended and numbers a group in the shared gate, but passes the groups as durable only when the
- * test says so (a background sync that has not completed).
+ * A scripted writer thread speaking the store's protocol (workerData.mode):
+ * - 'hold': answers every call at once as appended (writing nothing) and numbers a group in the
+ *   shared gate, but passes the groups as durable only when told ({kind: 'durable'}): a
+ *   background sync that has not completed;
+ * - 'fatal': answers an append with a failed WAL sync;
+ * - 'crash': exits on an append, or on close.
  */
 const SCRIPTED = `
 const { parentPort, workerData } = require('node:worker_threads');
-const cells = new BigInt64Array(workerData.gate);
+const cells = workerData.gate === undefined ? undefined : new BigInt64Array(workerData.gate);
+const counters = { commits: 0, groupCommits: 0, appends: 0, maxGroupSize: 0 };
 parentPort.on('message', (m) => {
-  const counters = { commits: 0, groupCommits: 0, appends: 0, maxGroupSize: 0 };
   if (m.kind === 'append') {
+    if (workerData.mode === 'crash') process.exit(1);
+    if (workerData.mode === 'fatal') {
+      parentPort.postMessage({ kind: 'fatal', error: { name: 'Error', message: 'EIO: i/o error, fdatasync', code: 'EIO' } });
+      return;
+    }
     Atomics.add(cells, 0, 1n);
     parentPort.postMessage({ kind: 'done', results: m.calls.map((c) => [c.id, { kind: 'appended' }, null]), heads: [], counters, syncs: 0 });
   } else if (m.kind === 'durable') {
     Atomics.store(cells, 1, Atomics.load(cells, 0));
     parentPort.postMessage({ kind: 'done', results: [], heads: [], counters, syncs: 1 });
   } else if (m.kind === 'close') {
+    if (workerData.mode === 'crash') process.exit(1);
     parentPort.postMessage({ kind: 'closed' });
   }
 });`;
 
+function scripted(mode: 'hold' | 'fatal' | 'crash'): { start: (config: WriterConfig) => Worker; worker: () => Worker } {
+  let worker: Worker | undefined;
+  return {
+    start: (config) => (worker = new Worker(SCRIPTED, { eval: true, workerData: { ...config, mode } })),
+    worker: () => worker!,
+  };
+}
+
+/** Lets the event loop turn a few times (a promise that should stay pending stays pending). */
+async function turns(n = 5): Promise<void> {
+  for (let i = 0; i < n; i++) await new Promise((r) => setImmediate(r));
+}
+
 describe('AppendThread: reads wait for what they may have seen', () => {
   it('visible() is pending while a group the thread made visible is not durable, and resolves when it is', async () => {
-    let worker: Worker | undefined;
-    const thread = new AppendThread(
+    const thread = scripted('hold');
+    const t = new AppendThread(
       { path: fresh(), durability: 'full', fullSync: 'background', busyTimeoutMs: 0, groupCommit: undefined },
       { commits: 0, groupCommits: 0, appends: 0, maxGroupSize: 0 },
       () => undefined,
-      (config) => (worker = new Worker(SCRIPTED, { eval: true, workerData: config })),
+      thread.start,
     );
-    expect(thread.visible()).toBeUndefined();
-    const settled: { outcome?: AppendOutcome } = {};
-    const answered = new Promise<void>((resolve) => {
-      const c = call(0, settled);
-      thread.enqueue({ ...c, resolve: (o) => { settled.outcome = o; resolve(); } });
-    });
-    await answered;
-    const read = thread.visible();
+    expect(t.visible()).toBeUndefined();
+    await new Promise<void>((resolve) => t.enqueue({ ...call(0, {}), resolve: () => resolve() }));
+    const read = t.visible();
     expect(read).toBeInstanceOf(Promise);
     let seen = false;
     void read!.then(() => { seen = true; });
-    for (let i = 0; i < 5; i++) await new Promise((r) => setImmediate(r));
+    await turns();
     expect(seen).toBe(false);
-    worker!.postMessage({ kind: 'durable' });
+    thread.worker().postMessage({ kind: 'durable' });
     await read;
-    expect(seen).toBe(true);
-    expect(thread.visible()).toBeUndefined();
-    expect(thread.syncs).toBe(1);
-    await thread.close();
+    expect(t.visible()).toBeUndefined();
+    expect(t.syncs).toBe(1);
+    await t.close();
+  });
+
+  it('every read of the store answers only once the groups it may have seen are durable', async () => {
+    const thread = scripted('hold');
+    const store = new SqliteSessionStore({ path: fresh(), appendWriter: 'thread', startWriter: thread.start });
+    await store.createSession(newSession('s'), [ev(0)]);
+    expect(await store.append('s', req(1, [ev(1)]))).toEqual({ kind: 'appended' });
+    // The scripted thread numbered a group and has not synced it: every read waits for it.
+    const reads: [string, Promise<unknown>][] = [
+      ['getSession', store.getSession('s')],
+      ['listSessions', store.listSessions({ pageSize: 10 })],
+      ['getIdempotent', store.getIdempotent('s', 'k')],
+      ['readEvents', store.readEvents('s', { fromSeq: 0, direction: 'forward', limit: 10 })],
+      ['readEventTexts', store.readEventTexts('s', { fromSeq: 0, direction: 'forward', limit: 10 })],
+      ['getEvents', store.getEvents('s', [0])],
+      ['readStructure', store.readStructure('s', 0)],
+      ['readSurfaceStructure', store.readSurfaceStructure('s', 0)],
+      ['scanEvents', (async () => { for await (const batch of store.scanEvents('s', 0, 10)) return batch; return undefined; })()],
+      ['getTenantUsage', store.getTenantUsage('')],
+    ];
+    const settled = new Set<string>();
+    for (const [name, p] of reads) void p.then(() => settled.add(name), () => settled.add(name));
+    await turns();
+    expect([...settled]).toEqual([]);
+    thread.worker().postMessage({ kind: 'durable' });
+    await Promise.all(reads.map(([, p]) => p));
+    expect(((await reads[3]![1]) as { seq: number }[]).map((e) => e.seq)).toEqual([0]);
+    await store.close();
+  });
+
+  it('a failed WAL sync in the thread fails the call and then every call and read (fail-stop)', async () => {
+    const thread = scripted('fatal');
+    const store = new SqliteSessionStore({ path: fresh(), appendWriter: 'thread', startWriter: thread.start });
+    await store.createSession(newSession('s'), []);
+    await expect(store.append('s', req(0, [ev(0)]))).rejects.toMatchObject({ name: 'StorageError', kind: 'unavailable', code: 'WRITER_THREAD_FAILED', message: expect.stringMatching(/a WAL sync of the SQLite writer thread failed: EIO/) });
+    await expect(store.append('s', req(0, [ev(0)]))).rejects.toMatchObject({ code: 'WRITER_THREAD_FAILED' });
+    await expect(store.readEvents('s', { fromSeq: 0, direction: 'forward', limit: 10 })).rejects.toMatchObject({ code: 'WRITER_THREAD_FAILED' });
+    await store.close();
+  });
+
+  it('a thread that dies fails the calls it owed; one that dies while closing fails them as closed', async () => {
+    const crashing = scripted('crash');
+    const store = new SqliteSessionStore({ path: fresh(), appendWriter: 'thread', startWriter: crashing.start });
+    await store.createSession(newSession('s'), []);
+    await expect(store.append('s', req(0, [ev(0)]))).rejects.toMatchObject({ code: 'WRITER_THREAD_FAILED', message: expect.stringMatching(/exited \(code 1\)/) });
+    await store.close();
+
+    // The call is still queued when close() starts: close hands it over, and the thread dies.
+    const t = new AppendThread(
+      { path: fresh(), durability: 'full', fullSync: 'background', busyTimeoutMs: 0, groupCommit: undefined },
+      { commits: 0, groupCommits: 0, appends: 0, maxGroupSize: 0 },
+      () => undefined,
+      scripted('crash').start,
+    );
+    const outcome: { error?: unknown } = {};
+    t.enqueue(call(0, outcome));
+    await t.close();
+    expect(outcome.error).toBeInstanceOf(StoreClosedError);
+  });
+});
+
+describe('the head watch and the writer thread', () => {
+  it("reports no head for this store's own appends, and still reports another store's", async () => {
+    const path = fresh();
+    const store = new SqliteSessionStore({ path, appendWriter: 'thread', headWatchPollMs: 2 });
+    await store.createSession(newSession('s'), []);
+    const watch = store.openHeadWatch();
+    const reports: (number | 'deleted')[] = [];
+    watch.watch('s', (h) => reports.push(h));
+    let writer = WRITER0;
+    for (let i = 0; i < 60; i++) {
+      const r = req(i, [ev(i)], { expectedWriter: writer, writer: `w${i}` });
+      writer = `w${i}`;
+      expect(await store.append('s', r)).toEqual({ kind: 'appended' });
+      if (i % 10 === 0) await new Promise((res) => setTimeout(res, 3));
+    }
+    await new Promise((res) => setTimeout(res, 20));
+    expect(reports).toEqual([]);
+    const other = new SqliteSessionStore({ path });
+    expect(await other.append('s', req(60, [ev(60)], { expectedWriter: writer }))).toEqual({ kind: 'appended' });
+    await waitFor(() => reports.length > 0, 5_000, 'the head of the other store', 2);
+    expect(reports).toEqual([61]);
+    await other.close();
+    await store.close();
+  });
+});
+
+describe('process lifetime with the writer thread', () => {
+  const script = (body: string): { code: number | null; stdout: string; stderr: string } => {
+    const file = join(root, `life${n++}.mts`);
+    writeFileSync(file, `import { SqliteSessionStore } from ${JSON.stringify(join(process.cwd(), 'src/store/sqlite/sqlite-store.ts'))};
+import { renameSync } from 'node:fs';
+const path = ${JSON.stringify(join(root, `life${n}.db`))};
+${body}`);
+    const r = spawnSync(process.execPath, ['--import', 'tsx', file], { cwd: process.cwd(), encoding: 'utf8', timeout: 20_000 });
+    return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+  };
+  const session = "{ header: { version: 1, id: 's', createdAt: 1 }, labels: {}, tenant: '', writer: 'w0', strict: false, pairingGuard: false }";
+
+  it('close() of an idle thread finishes (the process neither exits early nor hangs)', () => {
+    const r = script(`const store = new SqliteSessionStore({ path, appendWriter: 'thread' });
+await store.createSession(${session}, []);
+await store.append('s', { expectedNextSeq: 0, expectedWriter: 'w0', writer: 'w1', events: [{ type: 'x/y', seq: 0, time: 1, data: {} }], surfaceLength: 0 });
+await new Promise((r) => setTimeout(r, 50));
+await store.close();
+console.log('closed');`);
+    expect(r, r.stderr).toMatchObject({ code: 0, stdout: 'closed\n' });
+  });
+
+  it('a thread that failed keeps no process alive', () => {
+    const r = script(`const store = new SqliteSessionStore({ path, appendWriter: 'thread' });
+await store.createSession(${session}, []);
+renameSync(path, path + '.moved');
+const e = await store.append('s', { expectedNextSeq: 0, expectedWriter: 'w0', writer: 'w1', events: [{ type: 'x/y', seq: 0, time: 1, data: {} }], surfaceLength: 0 }).catch((e) => e);
+console.log(e.code);`);
+    expect(r, r.stderr).toMatchObject({ code: 0, stdout: 'WRITER_THREAD_FAILED\n' });
   });
 });

@@ -20,8 +20,8 @@ export interface WriterConfig {
 
 /**
  * The CommitGate in memory shared by the store and its writer thread: groups begun (before their
- * COMMIT) and groups durable, as 64-bit counters. Only the writer thread moves them; the store
- * reads them after each read (see AppendThread.visible).
+ * COMMIT) and groups durable, as 64-bit counters. Only the writer thread moves them (so a plain
+ * load-and-store max is enough); the store reads them after each read (see AppendThread.visible).
  */
 export class SharedCommitGate implements CommitGate {
   readonly #cells: BigInt64Array;

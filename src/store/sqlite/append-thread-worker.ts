@@ -25,6 +25,7 @@ let heads: (readonly [string, number, number])[] = [];
 /** The durable group last reported to the store. */
 let reportedDurable = 0;
 let postScheduled = false;
+let fatalSent = false;
 
 const send = (m: FromWriter): void => port.postMessage(m);
 
@@ -56,7 +57,10 @@ function post(): void {
     heads = [];
     reportedDurable = durable;
   }
-  if (walSync?.broken === true) send({ kind: 'fatal', error: toWireError(walSync.error) });
+  if (walSync?.broken === true && !fatalSent) {
+    fatalSent = true;
+    send({ kind: 'fatal', error: toWireError(walSync.error) });
+  }
 }
 
 function open(): { db: Database.Database; groups: GroupCommit } {
@@ -81,6 +85,7 @@ try {
   opened = open();
 } catch (e) {
   send({ kind: 'open-failed', error: toWireError(e) });
+  port.close();
 }
 
 port.on('message', (m: ToWriter) => {

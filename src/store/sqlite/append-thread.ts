@@ -21,6 +21,7 @@ import { Worker } from 'node:worker_threads';
 import { createRequire } from 'node:module';
 import { pathToFileURL } from 'node:url';
 import { StorageError } from '../../app/storage-error.js';
+import { StoreClosedError } from '../store-errors.js';
 import type { AppendQueue, QueuedAppend, WriteCounters } from './group-commit.js';
 import { SharedCommitGate, fromWireError, type FromWriter, type WireCall, type WriterConfig } from './append-thread-wire.js';
 
@@ -106,19 +107,8 @@ export class AppendThread implements AppendQueue {
     }
     const id = this.#nextId++;
     this.#pending.set(id, { resolve: call.resolve, reject: call.reject });
-    this.#outbox.push({
-      id,
-      sessionId: call.sessionId,
-      expectedNextSeq: call.expectedNextSeq,
-      expectedWriter: call.expectedWriter,
-      writer: call.writer,
-      rows: call.rows,
-      dataBytes: call.dataBytes,
-      surfaceLength: call.surfaceLength,
-      idempotency: call.idempotency,
-      maxBytes: call.maxBytes,
-      at: call.at,
-    });
+    const { resolve: _resolve, reject: _reject, ...wire } = call;
+    this.#outbox.push({ ...wire, id });
     // Handed over at the end of this macrotask (the calls it made go in one message), not at the
     // end of the I/O phase: the thread then writes one request while the event loop decodes and
     // plans the next, instead of the two taking turns.
@@ -150,6 +140,8 @@ export class AppendThread implements AppendQueue {
     const worker = this.#worker;
     if (worker === undefined) return;
     if (this.#failure === undefined) {
+      // Referenced for the handshake: the answers to what is queued and the thread's own close.
+      worker.ref();
       await new Promise<void>((resolve) => {
         worker.on('message', (m: FromWriter) => {
           if (m.kind === 'closed') resolve();
@@ -159,6 +151,8 @@ export class AppendThread implements AppendQueue {
       });
     }
     await worker.terminate();
+    // A thread that died during the handshake answered nothing more.
+    this.#settleAll(new StoreClosedError());
   }
 
   #thread(): Worker {
@@ -215,11 +209,22 @@ export class AppendThread implements AppendQueue {
     if (this.#failure !== undefined) return;
     this.#failure = new StorageError('unavailable', 'WRITER_THREAD_FAILED', `${message}; appends are refused until the process restarts`, { cause });
     this.#outbox = [];
+    this.#settleAll(this.#failure);
+    // Fail-stop: the thread writes nothing more (and keeps no process alive).
+    const worker = this.#worker;
+    if (worker !== undefined) {
+      worker.unref();
+      void worker.terminate();
+    }
+  }
+
+  /** Rejects every call and read still waiting for the thread. */
+  #settleAll(error: unknown): void {
     const pending = [...this.#pending.values()];
     this.#pending.clear();
-    for (const call of pending) call.reject(this.#failure);
+    for (const call of pending) call.reject(error);
     const reads = this.#waitingReads;
     this.#waitingReads = [];
-    for (const r of reads) r.reject(this.#failure);
+    for (const r of reads) r.reject(error);
   }
 }

@@ -5,6 +5,13 @@
  * it (every `pollMs`, only while some session is watched) and reads the heads of the watched
  * sessions only when it moved. A changed head (or a vanished session) is reported to the
  * session's watchers; the report is a hint, readers read the events by seq.
+ *
+ * The store's own writer thread (append-thread.ts) is another connection too: its commits move
+ * `data_version` before the store has acknowledged (and the app published) them. So the store
+ * tells the watch the heads its own groups moved once acknowledged (`own`), and a head that its
+ * own appends still in flight may have written (at most their planned next seq) is not reported
+ * but looked at again at the next poll. A commit of another process within that range conflicts
+ * with those appends, and its events reach subscribers through their gap check or that re-check.
  */
 import type Database from 'better-sqlite3';
 import type { HeadWatch } from '../../app/store-port.js';
@@ -26,11 +33,15 @@ export class SqliteHeadWatch implements HeadWatch {
   #timer: NodeJS.Timeout | undefined;
   #version = 0;
   #closed = false;
+  /** A session was skipped because of appends of this store in flight: poll it again. */
+  #recheck = false;
 
   constructor(
     private readonly db: Database.Database,
     private readonly pollMs: number,
     private readonly storeClosed: () => boolean,
+    /** The next seq the store's own appends in flight for a session may have made visible (undefined: none in flight). */
+    private readonly ownPlanned: (sessionId: string) => number | undefined = () => undefined,
   ) {
     this.#selectHead = db.prepare('SELECT next_seq, created_at FROM sessions WHERE id = ? AND pending = 0').raw();
   }
@@ -53,6 +64,12 @@ export class SqliteHeadWatch implements HeadWatch {
         if (this.#sessions.size === 0) this.#stop();
       }
     };
+  }
+
+  /** A head this store's own commit moved, once acknowledged: not reported (the app publishes it). */
+  own(sessionId: string, createdAt: number, nextSeq: number): void {
+    const w = this.#sessions.get(sessionId);
+    if (w !== undefined && w.createdAt === createdAt && (w.head === undefined || nextSeq > w.head)) w.head = nextSeq;
   }
 
   async close(): Promise<void> {
@@ -80,12 +97,21 @@ export class SqliteHeadWatch implements HeadWatch {
     let changed: Array<[Watched, [number, number] | undefined]>;
     try {
       const version = this.db.pragma('data_version', { simple: true }) as number;
-      if (version === this.#version) return;
+      if (version === this.#version && !this.#recheck) return;
       this.#version = version;
+      this.#recheck = false;
       changed = [];
       for (const [id, w] of this.#sessions) {
         const row = this.#selectHead.get(id) as [number, number] | undefined;
-        if (row?.[0] !== w.head || row?.[1] !== w.createdAt) changed.push([w, row]);
+        if (row?.[0] === w.head && row?.[1] === w.createdAt) continue;
+        if (row !== undefined && row[1] === w.createdAt) {
+          const planned = this.ownPlanned(id);
+          if (planned !== undefined && row[0] <= planned) {
+            this.#recheck = true;
+            continue;
+          }
+        }
+        changed.push([w, row]);
       }
     } catch {
       return; // the store is failing (or closing): its own calls report why

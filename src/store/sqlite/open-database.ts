@@ -15,6 +15,11 @@ export interface OpenOptions {
   readonly busyTimeoutMs?: number;
 }
 
+/** The busy timeout of the store's connections, ms (default 5000). */
+export function busyTimeoutMs(options: OpenOptions): number {
+  return Math.max(0, Math.floor(options.busyTimeoutMs ?? 5000));
+}
+
 /** Opens the file, checks it is a Palimpsest database of this schema version, configures the connection. */
 export function openDatabase(options: OpenOptions, backgroundSync: boolean, now: () => number): Database.Database {
   const path = options.path;
@@ -25,7 +30,7 @@ export function openDatabase(options: OpenOptions, backgroundSync: boolean, now:
     throw new StoreOpenError('CANNOT_OPEN', path, `cannot open database ${path}: ${(cause as Error).message}`, { cause });
   }
   try {
-    db.pragma(`busy_timeout = ${Math.max(0, Math.floor(options.busyTimeoutMs ?? 5000))}`);
+    db.pragma(`busy_timeout = ${busyTimeoutMs(options)}`);
     // Inspect before changing anything: a foreign file must be left exactly as it was.
     const isFresh = checkIdentity(db, path);
     db.pragma('journal_mode = WAL');

@@ -1,13 +1,15 @@
 /**
- * The embedded SQLite implementation of the store port (better-sqlite3: one connection,
- * synchronous calls, so every transaction below runs without an `await` inside).
+ * The embedded SQLite implementation of the store port (better-sqlite3: synchronous calls, so
+ * every transaction below runs without an `await` inside; one connection, plus the writer
+ * thread's when appends are written by one).
  *
  * The folder: open-database.ts (file identity and version checks), schema.ts, statements.ts
  * (prepared once), row-codec.ts + codec.ts (rows <-> events), group-commit.ts (appends of one
  * event-loop turn share a transaction: a private optimisation, each call is a compare-and-set on
  * the stored head and writer token), session-writes.ts (create/delete/import-chunk transactions
  * with the tenant counters), wal-sync.ts (background durability), head-watch.ts (commits of other
- * connections). This file is the port.
+ * connections), append-thread*.ts (the writer thread, its messages and commit gate). This file is
+ * the port.
  */
 import fs from 'node:fs';
 import Database from 'better-sqlite3';
@@ -36,7 +38,7 @@ import { checkPageSize, decodePageToken, encodePageToken } from '../page-token.j
 import { StoreClosedError, StoreUsageError, checkAscendingSeqs, classifyStoreErrors } from '../store-errors.js';
 import { sqliteStorageError } from './sqlite-errors.js';
 import { SqliteHeadWatch } from './head-watch.js';
-import { openDatabase } from './open-database.js';
+import { busyTimeoutMs, openDatabase } from './open-database.js';
 import { loadChecksumExtension, type ChecksumExtension, type NativeChecksums } from './native-checksums.js';
 import {
   LINE_FORMAT, TypeTable, decodeEvent, decodeEventText, decodeIdempotent, decodeSession, decodeStructureLine, encodeEvents,
@@ -46,6 +48,8 @@ import { prepareStatements, type Statements } from './statements.js';
 import { WalSync } from './wal-sync.js';
 import { GroupCommit, type AppendQueue } from './group-commit.js';
 import { AppendThread } from './append-thread.js';
+import type { WriterConfig } from './append-thread-wire.js';
+import type { Worker } from 'node:worker_threads';
 import { sessionWrites, type SessionWrites } from './session-writes.js';
 import { DataCorruptedError } from '../../app/storage-error.js';
 import { HeadRecord, readHeads, type RecordedHead } from './head-record.js';
@@ -95,6 +99,8 @@ export interface SqliteStoreOptions {
    * `:memory:` and files without WAL write inline.
    */
   readonly appendWriter?: 'inline' | 'thread';
+  /** Starts the writer thread (tests run a scripted one; default: append-thread-worker). */
+  readonly startWriter?: (config: WriterConfig) => Worker;
 }
 
 /** Write counters, for tests and metrics. */
@@ -137,6 +143,8 @@ export class SqliteSessionStore implements SessionStore {
   private readonly groups: AppendQueue;
   /** The writer thread, when appends are written by one. */
   private readonly appendThread: AppendThread | undefined;
+  /** Writer thread: this store's appends in flight per session, and the highest next seq they planned (for the head watch). */
+  private readonly ownInflight = new Map<string, { count: number; planned: number }>();
   private readonly writes: SessionWrites;
 
   private readonly structureTxn: Database.Transaction<(sessionId: string, fromSeq: number, limit: number) => StructuralRow[]>;
@@ -173,15 +181,18 @@ export class SqliteSessionStore implements SessionStore {
     this.headRecord = real === undefined || options.durability === 'normal' ? undefined : this.openHeadRecord(`${real}-heads`);
     const heads = this.headRecord;
     this.walSync = background && wal && real !== undefined ? new WalSync(`${real}-wal`) : undefined;
-    const onHeads = (moved: readonly (readonly [string, number, number])[]): void => heads?.heads(moved);
+    const onHeads = (moved: readonly (readonly [string, number, number])[]): void => {
+      heads?.heads(moved);
+      for (const w of this.headWatches) for (const [id, createdAt, next] of moved) w.own(id, createdAt, next);
+    };
     if (options.appendWriter === 'thread' && wal && real !== undefined) {
       this.appendThread = new AppendThread({
         path: real,
         durability: options.durability ?? 'full',
         fullSync: background ? 'background' : 'inline',
-        busyTimeoutMs: Math.max(0, Math.floor(options.busyTimeoutMs ?? 5000)),
+        busyTimeoutMs: busyTimeoutMs(options),
         groupCommit: options.groupCommit,
-      }, this.counters, onHeads);
+      }, this.counters, onHeads, options.startWriter);
       this.groups = this.appendThread;
     } else {
       this.appendThread = undefined;
@@ -341,6 +352,7 @@ export class SqliteSessionStore implements SessionStore {
       // writer thread computes the rows' checksums itself).
       const { rows, dataBytes } = encodeEvents(sessionId, req.events, this.appendThread === undefined);
       const idempotency = req.idempotency;
+      const done = this.appendThread === undefined ? undefined : this.ownAppend(sessionId, req.expectedNextSeq + req.events.length);
       this.groups.enqueue({
         sessionId,
         expectedNextSeq: req.expectedNextSeq,
@@ -352,8 +364,14 @@ export class SqliteSessionStore implements SessionStore {
         idempotency: idempotency === undefined ? undefined : { key: idempotency.key, requestHash: idempotency.requestHash },
         maxBytes: req.quota?.maxBytes ?? 0,
         at: this.now(),
-        resolve,
-        reject,
+        resolve: done === undefined ? resolve : (outcome) => {
+          done();
+          resolve(outcome);
+        },
+        reject: done === undefined ? reject : (error: unknown) => {
+          done();
+          reject(error);
+        },
       });
     });
   }
@@ -468,11 +486,12 @@ export class SqliteSessionStore implements SessionStore {
   /**
    * A head watch over this database file: polls `PRAGMA data_version` (which moves only when
    * another connection committed) while sessions are watched, and then reads the watched
-   * sessions' heads. Commits of this instance are not reported (the app publishes them itself).
+   * sessions' heads. Commits of this instance (its writer thread's included) are not reported: the
+   * app publishes them itself.
    */
   openHeadWatch(): HeadWatch {
     this.checkOpen();
-    const watch = new SqliteHeadWatch(this.db, this.headWatchPollMs, () => this.closed);
+    const watch = new SqliteHeadWatch(this.db, this.headWatchPollMs, () => this.closed, (id) => this.ownInflight.get(id)?.planned);
     this.headWatches.add(watch);
     return watch;
   }
@@ -565,6 +584,20 @@ export class SqliteSessionStore implements SessionStore {
     if (this.walSync?.broken) throw this.walSync.error;
     const writer = this.appendThread?.failure;
     if (writer !== undefined) throw writer;
+  }
+
+  /** Counts an append of this store in flight for the head watch; returns what to call when it settles. */
+  private ownAppend(sessionId: string, planned: number): () => void {
+    const own = this.ownInflight.get(sessionId);
+    if (own === undefined) this.ownInflight.set(sessionId, { count: 1, planned });
+    else {
+      own.count++;
+      if (planned > own.planned) own.planned = planned;
+    }
+    return () => {
+      const o = this.ownInflight.get(sessionId);
+      if (o !== undefined && --o.count === 0) this.ownInflight.delete(sessionId);
+    };
   }
 
   /**
