@@ -199,7 +199,6 @@ function unavailableMessage(code: string): string {
   if (code === 'WRITER_THREAD_FAILED') {
     return "the server's SQLite writer thread failed; an append in flight may have been stored; restart the server, then retry with the same idempotency key";
   }
-  if (code.startsWith('SQLITE_BUSY')) return 'the database stayed locked by another writer; nothing was stored; retry';
   return "the server's storage failed (I/O error); nothing was stored; retry later or on another replica";
 }
 

@@ -18,6 +18,7 @@ import { waitFor } from '../support/poll.js';
 import { AppendThread } from '../../src/store/sqlite/append-thread.js';
 import { prepareStatements } from '../../src/store/sqlite/statements.js';
 import { encodeEvents } from '../../src/store/sqlite/row-codec.js';
+import { readHeads } from '../../src/store/sqlite/head-record.js';
 import type { WalSync } from '../../src/store/sqlite/wal-sync.js';
 import { StorageError } from '../../src/app/storage-error.js';
 import type { AppendOutcome } from '../../src/app/store-port.js';
@@ -209,17 +210,24 @@ describe('SqliteSessionStore with the writer thread', () => {
  *   shared gate, but passes the groups as durable only when told ({kind: 'durable'}): a
  *   background sync that has not completed;
  * - 'fatal': answers an append with a failed WAL sync;
- * - 'crash': exits on an append, or on close.
+ * - 'crash': exits on an append, or on close;
+ * - 'manual': holds the calls until told how to answer them ({kind: 'answer', outcome, heads});
+ * - 'slow-close': as 'hold', and answers close after 200 ms.
  */
 const SCRIPTED = `
 const { parentPort, workerData } = require('node:worker_threads');
 const cells = workerData.gate === undefined ? undefined : new BigInt64Array(workerData.gate);
 const counters = { commits: 0, groupCommits: 0, appends: 0, maxGroupSize: 0 };
+let held = [];
 parentPort.on('message', (m) => {
   if (m.kind === 'append') {
     if (workerData.mode === 'crash') process.exit(1);
     if (workerData.mode === 'fatal') {
       parentPort.postMessage({ kind: 'fatal', error: { name: 'Error', message: 'EIO: i/o error, fdatasync', code: 'EIO' } });
+      return;
+    }
+    if (workerData.mode === 'manual') {
+      held.push(...m.calls);
       return;
     }
     Atomics.add(cells, 0, 1n);
@@ -229,11 +237,15 @@ parentPort.on('message', (m) => {
     parentPort.postMessage({ kind: 'done', results: [], heads: [], counters, syncs: 1 });
   } else if (m.kind === 'close') {
     if (workerData.mode === 'crash') process.exit(1);
-    parentPort.postMessage({ kind: 'closed' });
+    // 'slow-close': the close handshake takes a while (the last sync).
+    setTimeout(() => parentPort.postMessage({ kind: 'closed' }), workerData.mode === 'slow-close' ? 200 : 0);
+  } else if (m.kind === 'answer') {
+    parentPort.postMessage({ kind: 'done', results: held.map((c) => [c.id, m.outcome, null]), heads: m.heads, counters, syncs: 0 });
+    held = [];
   }
 });`;
 
-function scripted(mode: 'hold' | 'fatal' | 'crash'): { start: (config: WriterConfig) => Worker; worker: () => Worker } {
+function scripted(mode: 'hold' | 'fatal' | 'crash' | 'manual' | 'slow-close'): { start: (config: WriterConfig) => Worker; worker: () => Worker } {
   let worker: Worker | undefined;
   return {
     start: (config) => (worker = new Worker(SCRIPTED, { eval: true, workerData: { ...config, mode } })),
@@ -355,6 +367,69 @@ describe('the head watch and the writer thread', () => {
   });
 });
 
+describe('the head watch and the writer thread, step by step', () => {
+  it("holds back a head its store's appends in flight may have written, records it as seen once acknowledged, re-checks after a refusal, and reports other writers", async () => {
+    const path = fresh();
+    const thread = scripted('manual');
+    const store = new SqliteSessionStore({ path, appendWriter: 'thread', headWatchPollMs: 2, startWriter: thread.start });
+    await store.createSession(newSession('s', { createdAt: 7 }), []);
+    const reports: (number | 'deleted')[] = [];
+    store.openHeadWatch().watch('s', (h) => reports.push(h));
+    const other = new Database(path);
+    const polls = (): Promise<void> => new Promise((r) => setTimeout(r, 25));
+    // An append in flight; "its commit" (by another connection, as the thread's is) moves the head.
+    const first = store.append('s', req(0, [ev(0)]));
+    await turns();
+    other.prepare("UPDATE sessions SET next_seq = 1 WHERE id = 's'").run();
+    await polls();
+    expect(reports).toEqual([]);
+    // Acknowledged with its head: seen, never reported.
+    thread.worker().postMessage({ kind: 'answer', outcome: { kind: 'appended' }, heads: [['s', 7, 1]] });
+    expect(await first).toEqual({ kind: 'appended' });
+    await polls();
+    expect(reports).toEqual([]);
+    // Another append in flight, and another writer's commit in its range: held back while in
+    // flight; the append is refused (a conflict), and the next poll reports the head although
+    // nothing committed since.
+    const second = store.append('s', req(1, [ev(1)]));
+    await turns();
+    other.prepare("UPDATE sessions SET next_seq = 2 WHERE id = 's'").run();
+    await polls();
+    expect(reports).toEqual([]);
+    thread.worker().postMessage({ kind: 'answer', outcome: { kind: 'conflict', actualNextSeq: 2 }, heads: [] });
+    expect(await second).toEqual({ kind: 'conflict', actualNextSeq: 2 });
+    await waitFor(() => reports.length > 0, 5_000, 'the held-back head', 2);
+    expect(reports).toEqual([2]);
+    // Beyond anything in flight: reported at once.
+    other.prepare("UPDATE sessions SET next_seq = 5 WHERE id = 's'").run();
+    await waitFor(() => reports.length > 1, 5_000, "another writer's head", 2);
+    expect(reports).toEqual([2, 5]);
+    other.close();
+    await store.close();
+  });
+});
+
+describe('heads recorded around a delete', () => {
+  it('a group that committed just before a delete does not bring the session back in FILE-heads; a re-created session with the same created_at is recorded again', async () => {
+    const path = fresh();
+    const store = new SqliteSessionStore({ path });
+    await store.createSession(newSession('s', { createdAt: 9 }), []);
+    const appended = store.append('s', req(0, [ev(0), ev(1)]));
+    // The group commits on this turn; its head is recorded once its sync ends, after the delete.
+    await new Promise((r) => setImmediate(r));
+    expect(await store.deleteSession('s')).toBe(true);
+    expect(await appended).toEqual({ kind: 'appended' });
+    await store.close();
+    const reopened = new SqliteSessionStore({ path });
+    expect(reopened.damagedSessions).toEqual([]);
+    // Re-created (a re-import keeps created_at) and appended: its heads count again.
+    await reopened.createSession(newSession('s', { createdAt: 9 }), []);
+    expect(await reopened.append('s', req(0, [ev(0), ev(1), ev(2)]))).toEqual({ kind: 'appended' });
+    await reopened.close();
+    expect(readHeads(`${path}-heads`).get('s')).toEqual({ createdAt: 9, nextSeq: 3 });
+  });
+});
+
 describe('process lifetime with the writer thread', () => {
   const script = (body: string): { code: number | null; stdout: string; stderr: string } => {
     const file = join(root, `life${n++}.mts`);
@@ -375,6 +450,18 @@ await new Promise((r) => setTimeout(r, 50));
 await store.close();
 console.log('closed');`);
     expect(r, r.stderr).toMatchObject({ code: 0, stdout: 'closed\n' });
+  });
+
+  it('close() with an answer still owed holds the process until the thread closed', () => {
+    const r = script(`import { AppendThread } from ${JSON.stringify(join(process.cwd(), 'src/store/sqlite/append-thread.ts'))};
+import { Worker } from 'node:worker_threads';
+const t = new AppendThread({ path, durability: 'full', fullSync: 'background', busyTimeoutMs: 0, groupCommit: undefined },
+  { commits: 0, groupCommits: 0, appends: 0, maxGroupSize: 0 }, () => undefined,
+  (config) => new Worker(${JSON.stringify(SCRIPTED)}, { eval: true, workerData: { ...config, mode: 'slow-close' } }));
+const answered = new Promise((resolve) => t.enqueue({ sessionId: 's', expectedNextSeq: 0, expectedWriter: 'w0', writer: 'w1', rows: [], dataBytes: 0, surfaceLength: 0, idempotency: undefined, maxBytes: 0, at: 0, resolve, reject: resolve }));
+await t.close();
+console.log('closed', JSON.stringify(await answered));`);
+    expect(r, r.stderr).toMatchObject({ code: 0, stdout: 'closed {"kind":"appended"}\n' });
   });
 
   it('a thread that failed keeps no process alive', () => {

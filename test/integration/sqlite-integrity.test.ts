@@ -387,12 +387,6 @@ describe('readHeads', () => {
     expect([...readHeads(path)]).toEqual([['a', { createdAt: 1, nextSeq: 5 }], ['c', { createdAt: 2, nextSeq: 1 }]]);
     expect(readHeads(join(root, 'no-such-heads')).size).toBe(0);
   });
-
-  it('a delete is final for its incarnation: a later head line of it (a group recorded after its sync) is ignored, a new incarnation counts', () => {
-    const path = join(root, 'heads-delete-race');
-    writeFileSync(path, line(['s', 1, 3]) + line(['s', 1, null]) + line(['s', 1, 4]) + line(['t', 1, 2]) + line(['t', 1, null]) + line(['t', 5, 1]));
-    expect([...readHeads(path)]).toEqual([['t', { createdAt: 5, nextSeq: 1 }]]);
-  });
 });
 
 describe('SqliteSessionStore: heads recorded outside the database', () => {

@@ -27,15 +27,12 @@ describe('SQLite error classification', () => {
     for (const e of [sq('SQLITE_IOERR'), sq('SQLITE_IOERR_WRITE'), sq('SQLITE_IOERR_FSYNC'), sq('SQLITE_READONLY'), io('EIO'), io('EROFS')]) {
       expect(sqliteStorageError(e)).toMatchObject({ name: 'StorageError', kind: 'unavailable', code: e.code });
     }
-    for (const e of [sq('SQLITE_BUSY'), sq('SQLITE_BUSY_SNAPSHOT')]) {
-      expect(sqliteStorageError(e)).toMatchObject({ name: 'StorageError', kind: 'unavailable', code: e.code, message: expect.stringMatching(/locked by another writer for longer than busy_timeout/) });
-    }
-    for (const e of [sq('SQLITE_CONSTRAINT_PRIMARYKEY'), sq('SQLITE_ERROR'), new Error('plain'), 'not an error']) expect(sqliteStorageError(e)).toBe(e);
+    for (const e of [sq('SQLITE_CONSTRAINT_PRIMARYKEY'), sq('SQLITE_ERROR'), sq('SQLITE_BUSY'), new Error('plain'), 'not an error']) expect(sqliteStorageError(e)).toBe(e);
   });
 
   it('an error that crossed the writer thread keeps its code, and is classified the same', () => {
     const sq = (code: string) => new Database.SqliteError(`boom ${code}`, code);
-    for (const [e, kind] of [[sq('SQLITE_FULL'), 'full'], [sq('SQLITE_IOERR_WRITE'), 'unavailable'], [Object.assign(new Error('EIO: fs'), { code: 'EIO' }), 'unavailable'], [sq('SQLITE_BUSY'), 'unavailable']] as const) {
+    for (const [e, kind] of [[sq('SQLITE_FULL'), 'full'], [sq('SQLITE_IOERR_WRITE'), 'unavailable'], [Object.assign(new Error('EIO: fs'), { code: 'EIO' }), 'unavailable']] as const) {
       const crossed = fromWireError(structuredClone(toWireError(e)));
       expect(crossed).toMatchObject({ name: e.name, message: e.message, code: (e as { code: string }).code });
       expect(sqliteStorageError(crossed)).toMatchObject({ name: 'StorageError', kind, code: (e as { code: string }).code });
@@ -59,8 +56,6 @@ describe('status mapping', () => {
     const thread = decodeError(toServiceError(new StorageError('unavailable', 'WRITER_THREAD_FAILED', 'the thread died'), (e) => logged.push(e)));
     expect(thread).toMatchObject({ code: status.UNAVAILABLE, reason: 'STORAGE_UNAVAILABLE' });
     expect(thread.message).toMatch(/may have been stored; restart the server, then retry with the same idempotency key/);
-    const busy = decodeError(toServiceError(new StorageError('unavailable', 'SQLITE_BUSY', 'locked'), (e) => logged.push(e)));
-    expect(busy.message).toMatch(/locked by another writer; nothing was stored; retry/);
     expect(logged).toEqual([]);
     // An unexpected error is still INTERNAL and logged.
     expect(decodeError(toServiceError(new Error('bug'), (e) => logged.push(e))).code).toBe(status.INTERNAL);

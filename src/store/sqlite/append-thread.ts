@@ -202,7 +202,8 @@ export class AppendThread implements AppendQueue {
       }
       this.#waitingReads = still;
     }
-    if (this.#pending.size === 0 && this.#outbox.length === 0 && this.#waitingReads.length === 0) this.#worker?.unref();
+    // Closing: the handshake holds the process until the thread's `closed` (see #close).
+    if (this.#closing === undefined && this.#pending.size === 0 && this.#outbox.length === 0 && this.#waitingReads.length === 0) this.#worker?.unref();
   }
 
   #fail(message: string, cause?: unknown): void {

@@ -45,23 +45,16 @@ export function readHeads(path: string): Map<string, RecordedHead> {
     if ((e as NodeJS.ErrnoException).code === 'ENOENT') return heads;
     throw e;
   }
-  // A delete is final for that incarnation (id + created_at): a head line of it written after the
-  // delete line (a group that committed just before the delete, recorded once its sync ended)
-  // must not bring the deleted session back.
-  const deleted = new Set<string>();
   for (const line of text.split('\n')) {
     const space = line.indexOf(' ');
     if (space < 0) continue;
     const json = line.slice(space + 1);
     if (String(crc32c(json)) !== line.slice(0, space)) continue;
     const [id, createdAt, nextSeq] = JSON.parse(json) as [string, number, number | null];
-    const incarnation = `${createdAt} ${id}`;
     if (nextSeq === null) {
-      deleted.add(incarnation);
       if (heads.get(id)?.createdAt === createdAt) heads.delete(id);
       continue;
     }
-    if (deleted.has(incarnation)) continue;
     const known = heads.get(id);
     if (known === undefined || known.createdAt !== createdAt || known.nextSeq < nextSeq) heads.set(id, { createdAt, nextSeq });
   }

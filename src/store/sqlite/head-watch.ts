@@ -24,7 +24,16 @@ interface Watched {
   /** Its created_at: a session deleted and re-created between two polls is reported deleted. */
   createdAt: number | undefined;
   readonly listeners: Set<OnHead>;
+  /** Since when a changed head is held back for this store's appends in flight (ms), if it is. */
+  heldSince: number | undefined;
 }
+
+/**
+ * How long a changed head is held back at most (appends of this store in flight that never
+ * succeed, e.g. refused over and over), ms: then it is reported anyway (a spurious report costs a
+ * subscription one catch-up read).
+ */
+const MAX_HOLD_MS = 1000;
 
 /** The SQLite {@link HeadWatch} (see the module comment). */
 export class SqliteHeadWatch implements HeadWatch {
@@ -52,7 +61,7 @@ export class SqliteHeadWatch implements HeadWatch {
     if (w === undefined) {
       if (this.#sessions.size === 0) this.#start();
       const row = this.#selectHead.get(sessionId) as [number, number] | undefined;
-      w = { head: row?.[0], createdAt: row?.[1], listeners: new Set() };
+      w = { head: row?.[0], createdAt: row?.[1], listeners: new Set(), heldSince: undefined };
       this.#sessions.set(sessionId, w);
     }
     const watched = w;
@@ -69,7 +78,10 @@ export class SqliteHeadWatch implements HeadWatch {
   /** A head this store's own commit moved, once acknowledged: not reported (the app publishes it). */
   own(sessionId: string, createdAt: number, nextSeq: number): void {
     const w = this.#sessions.get(sessionId);
-    if (w !== undefined && w.createdAt === createdAt && (w.head === undefined || nextSeq > w.head)) w.head = nextSeq;
+    if (w !== undefined && w.createdAt === createdAt && (w.head === undefined || nextSeq > w.head)) {
+      w.head = nextSeq;
+      w.heldSince = undefined;
+    }
   }
 
   async close(): Promise<void> {
@@ -107,10 +119,15 @@ export class SqliteHeadWatch implements HeadWatch {
         if (row !== undefined && row[1] === w.createdAt) {
           const planned = this.ownPlanned(id);
           if (planned !== undefined && row[0] <= planned) {
-            this.#recheck = true;
-            continue;
+            const now = Date.now();
+            w.heldSince ??= now;
+            if (now - w.heldSince < MAX_HOLD_MS) {
+              this.#recheck = true;
+              continue;
+            }
           }
         }
+        w.heldSince = undefined;
         changed.push([w, row]);
       }
     } catch {

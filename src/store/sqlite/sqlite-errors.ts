@@ -2,9 +2,7 @@
  * The SQLite store's boundary classification of engine errors (see src/app/storage-error.ts):
  * SQLITE_FULL (a full disk, or max_page_count reached) and ENOSPC are `full`; SQLITE_IOERR*,
  * SQLITE_READONLY*, EIO and EROFS (a failed write, read or fsync; a remounted-read-only disk)
- * are `unavailable`, and so is SQLITE_BUSY (another connection, another process or this store's
- * writer thread, held the write lock for longer than busy_timeout: nothing was written, a retry is
- * right). Anything else passes through unchanged (an unexpected error stays INTERNAL).
+ * are `unavailable`. Anything else passes through unchanged (an unexpected error stays INTERNAL).
  */
 import { StorageError } from '../../app/storage-error.js';
 
@@ -17,9 +15,6 @@ export function sqliteStorageError(e: unknown): unknown {
   const code = (e as { code?: unknown }).code;
   if (typeof code !== 'string') return e;
   if (FULL.has(code)) return new StorageError('full', code, `the database's disk is full (${code}: ${e.message})`, { cause: e });
-  if (code === 'SQLITE_BUSY' || code.startsWith('SQLITE_BUSY_')) {
-    return new StorageError('unavailable', code, `the database stayed locked by another writer for longer than busy_timeout (${code}: ${e.message})`, { cause: e });
-  }
   if (UNAVAILABLE.has(code) || code.startsWith('SQLITE_IOERR') || code.startsWith('SQLITE_READONLY')) {
     return new StorageError('unavailable', code, `database I/O failed (${code}: ${e.message})`, { cause: e });
   }

@@ -118,6 +118,8 @@ export interface SqliteStoreStats {
 }
 
 
+/** Deleted incarnations remembered against late head lines (see deletedHere). */
+const DELETED_KEPT = 10_000;
 /** Rows per structural-scan chunk. */
 const STRUCTURE_CHUNK = 4096;
 /** Above every safe-integer createdAt: the first page's cursor. */
@@ -143,6 +145,12 @@ export class SqliteSessionStore implements SessionStore {
   private readonly groups: AppendQueue;
   /** The writer thread, when appends are written by one. */
   private readonly appendThread: AppendThread | undefined;
+  /**
+   * Incarnations (`<created_at> <id>`) this store deleted: a head line of theirs that arrives after
+   * the delete is not recorded. Cleared when the id is created or published again (a re-import
+   * keeps its created_at).
+   */
+  private readonly deletedHere = new Set<string>();
   /** Writer thread: this store's appends in flight per session, and the highest next seq they planned (for the head watch). */
   private readonly ownInflight = new Map<string, { count: number; planned: number }>();
   private readonly writes: SessionWrites;
@@ -182,7 +190,7 @@ export class SqliteSessionStore implements SessionStore {
     const heads = this.headRecord;
     this.walSync = background && wal && real !== undefined ? new WalSync(`${real}-wal`) : undefined;
     const onHeads = (moved: readonly (readonly [string, number, number])[]): void => {
-      heads?.heads(moved);
+      heads?.heads(this.deletedHere.size === 0 ? moved : moved.filter(([id, createdAt]) => !this.deletedHere.has(`${createdAt} ${id}`)));
       for (const w of this.headWatches) for (const [id, createdAt, next] of moved) w.own(id, createdAt, next);
     };
     if (options.appendWriter === 'thread' && wal && real !== undefined) {
@@ -325,7 +333,16 @@ export class SqliteSessionStore implements SessionStore {
     }
     if (deleted) {
       this.counters.commits++;
-      if (before !== undefined) this.headRecord?.deleted(id, before[2]);
+      if (before !== undefined) {
+        this.headRecord?.deleted(id, before[2]);
+        // A group of it that committed just before the delete records its head once its sync
+        // ended: that line must not bring the deleted incarnation back (see onHeads).
+        if (this.headRecord !== undefined) {
+          this.deletedHere.add(`${before[2]} ${id}`);
+          // Such a line comes within a sync of the delete: the latest deletes are enough.
+          if (this.deletedHere.size > DELETED_KEPT) this.deletedHere.delete(this.deletedHere.values().next().value!);
+        }
+      }
       await this.committed();
     }
     return deleted || damage !== undefined;
@@ -352,7 +369,7 @@ export class SqliteSessionStore implements SessionStore {
       // writer thread computes the rows' checksums itself).
       const { rows, dataBytes } = encodeEvents(sessionId, req.events, this.appendThread === undefined);
       const idempotency = req.idempotency;
-      const done = this.appendThread === undefined ? undefined : this.ownAppend(sessionId, req.expectedNextSeq + req.events.length);
+      const done = this.appendThread === undefined ? undefined : this.ownAppend(sessionId, req.events.length === 0 ? req.expectedNextSeq : req.events[req.events.length - 1]!.seq + 1);
       this.groups.enqueue({
         sessionId,
         expectedNextSeq: req.expectedNextSeq,
@@ -574,7 +591,9 @@ export class SqliteSessionStore implements SessionStore {
   private recordHead(id: string): void {
     if (this.headRecord === undefined) return;
     const row = this.st.selectDigest.get(id) as [number, number, number] | undefined;
-    if (row !== undefined) this.headRecord.heads([[id, row[2], row[1]]]);
+    if (row === undefined) return;
+    this.deletedHere.delete(`${row[2]} ${id}`);
+    this.headRecord.heads([[id, row[2], row[1]]]);
   }
 
   private checkOpen(): void {
