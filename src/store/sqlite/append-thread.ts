@@ -21,7 +21,6 @@ import { Worker } from 'node:worker_threads';
 import { createRequire } from 'node:module';
 import { pathToFileURL } from 'node:url';
 import { StorageError } from '../../app/storage-error.js';
-import { StoreClosedError } from '../store-errors.js';
 import type { AppendQueue, QueuedAppend, WriteCounters } from './group-commit.js';
 import { SharedCommitGate, fromWireError, type FromWriter, type WireCall, type WriterConfig } from './append-thread-wire.js';
 
@@ -124,6 +123,7 @@ export class AppendThread implements AppendQueue {
     const calls = this.#outbox;
     this.#outbox = [];
     const worker = this.#thread();
+    if (worker === undefined) return;
     // Referenced only while answers are owed: an idle writer never keeps the process alive.
     worker.ref();
     worker.postMessage({ kind: 'append', calls });
@@ -151,13 +151,22 @@ export class AppendThread implements AppendQueue {
       });
     }
     await worker.terminate();
-    // A thread that died during the handshake answered nothing more.
-    this.#settleAll(new StoreClosedError());
+    // A thread that died during the handshake answered nothing more; what it had may be stored.
+    if (this.#pending.size > 0 || this.#waitingReads.length > 0) {
+      this.#settleAll(new StorageError('unavailable', 'WRITER_THREAD_FAILED',
+        'the SQLite writer thread exited while the store closed; an append in flight may have been stored'));
+    }
   }
 
-  #thread(): Worker {
+  #thread(): Worker | undefined {
     if (this.#worker !== undefined) return this.#worker;
-    const worker = this.start(this.#config);
+    let worker: Worker;
+    try {
+      worker = this.start(this.#config);
+    } catch (e) {
+      this.#fail(`the SQLite writer thread cannot start: ${(e as Error).message}`, e);
+      return undefined;
+    }
     worker.on('message', (m: FromWriter) => this.#onMessage(m));
     worker.on('error', (e) => this.#fail(`the SQLite writer thread failed: ${e.message}`, e));
     worker.on('exit', (code) => {
@@ -211,7 +220,7 @@ export class AppendThread implements AppendQueue {
     this.#failure = new StorageError('unavailable', 'WRITER_THREAD_FAILED', `${message}; appends are refused until the process restarts`, { cause });
     this.#outbox = [];
     this.#settleAll(this.#failure);
-    // Fail-stop: the thread writes nothing more (and keeps no process alive).
+    // Fail-stop: the thread writes nothing more (and keeps no process alive once it exited).
     const worker = this.#worker;
     if (worker !== undefined) {
       worker.unref();

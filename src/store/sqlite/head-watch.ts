@@ -78,7 +78,10 @@ export class SqliteHeadWatch implements HeadWatch {
   /** A head this store's own commit moved, once acknowledged: not reported (the app publishes it). */
   own(sessionId: string, createdAt: number, nextSeq: number): void {
     const w = this.#sessions.get(sessionId);
-    if (w !== undefined && w.createdAt === createdAt && (w.head === undefined || nextSeq > w.head)) {
+    if (w === undefined) return;
+    // A session watched before it was visible: its first head is this incarnation's.
+    if (w.createdAt === undefined) w.createdAt = createdAt;
+    if (w.createdAt === createdAt && (w.head === undefined || nextSeq > w.head)) {
       w.head = nextSeq;
       w.heldSince = undefined;
     }
