@@ -86,12 +86,18 @@ const count = (path: string): number => {
   }
 };
 
+/** A group commit on `db` with a commit gate, synced by `sync` (or not at all). */
+function gated<S extends HeldSync | undefined>(db: Database.Database, sync: S): { sync: S; gate: SharedCommitGate; groups: GroupCommit } {
+  const gate = new SharedCommitGate();
+  const counters = { commits: 0, groupCommits: 0, appends: 0, maxGroupSize: 0 };
+  const groups = new GroupCommit(db, prepareStatements(db, false), sync as unknown as WalSync | undefined, counters, 'microtask', undefined, gate);
+  return { sync, gate, groups };
+}
+
 describe('the commit gate of a background-synced group commit', () => {
   it('numbers a group before its COMMIT is visible and passes it only once its sync completed; the call settles after', async () => {
     const { path, db } = await fixture();
-    const sync = new HeldSync();
-    const gate = new SharedCommitGate();
-    const groups = new GroupCommit(db, prepareStatements(db, false), sync as unknown as WalSync, { commits: 0, groupCommits: 0, appends: 0, maxGroupSize: 0 }, 'microtask', undefined, gate);
+    const { sync, gate, groups } = gated(db, new HeldSync());
     const settled: { outcome?: AppendOutcome } = {};
     groups.enqueue(call(0, settled));
     groups.flush();
@@ -112,9 +118,7 @@ describe('the commit gate of a background-synced group commit', () => {
   it('a group that failed to commit is passed only after the earlier group it follows is durable, and writes nothing', async () => {
     const { path, db } = await fixture();
     db.pragma('busy_timeout = 0');
-    const sync = new HeldSync();
-    const gate = new SharedCommitGate();
-    const groups = new GroupCommit(db, prepareStatements(db, false), sync as unknown as WalSync, { commits: 0, groupCommits: 0, appends: 0, maxGroupSize: 0 }, 'microtask', undefined, gate);
+    const { sync, gate, groups } = gated(db, new HeldSync());
     const first: { outcome?: AppendOutcome } = {};
     groups.enqueue(call(0, first));
     groups.flush();
@@ -139,8 +143,7 @@ describe('the commit gate of a background-synced group commit', () => {
 
   it('a group on a connection synced inline (or not at all) is passed as it commits', async () => {
     const { db } = await fixture();
-    const gate = new SharedCommitGate();
-    const groups = new GroupCommit(db, prepareStatements(db, false), undefined, { commits: 0, groupCommits: 0, appends: 0, maxGroupSize: 0 }, 'microtask', undefined, gate);
+    const { gate, groups } = gated(db, undefined);
     const settled: { outcome?: AppendOutcome } = {};
     groups.enqueue(call(0, settled));
     groups.flush();
