@@ -197,6 +197,27 @@ describe('SqliteSessionStore with the writer thread', () => {
     await after.close();
   });
 
+  it('writerReady() opens the thread before the first append: it resolves on a good file and fails on one the thread cannot open', async () => {
+    const good = new SqliteSessionStore({ path: fresh(), appendWriter: 'thread' });
+    await good.writerReady();
+    await good.writerReady();
+    await good.createSession(newSession('s'), []);
+    expect(await good.append('s', req(0, [ev(0)]))).toEqual({ kind: 'appended' });
+    await good.close();
+
+    const path = fresh();
+    const bad = new SqliteSessionStore({ path, appendWriter: 'thread' });
+    await bad.createSession(newSession('s'), []);
+    renameSync(path, `${path}.moved`);
+    await expect(bad.writerReady()).rejects.toMatchObject({ name: 'StorageError', kind: 'unavailable', code: 'WRITER_THREAD_FAILED', message: expect.stringMatching(/cannot open/) });
+    await expect(bad.append('s', req(0, [ev(0)]))).rejects.toMatchObject({ code: 'WRITER_THREAD_FAILED' });
+    await bad.close();
+    // Inline: nothing to start.
+    const inline = new SqliteSessionStore({ path: fresh() });
+    await inline.writerReady();
+    await inline.close();
+  });
+
   it('a :memory: database writes inline (a second connection cannot share it)', async () => {
     const store = new SqliteSessionStore({ path: ':memory:', appendWriter: 'thread' });
     await store.createSession(newSession('s'), []);

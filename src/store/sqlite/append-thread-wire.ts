@@ -81,6 +81,8 @@ export type FromWriter =
       /** The writer's background WAL syncs so far. */
       readonly syncs: number;
     }
+  /** The thread's connection is open and its statements prepared. */
+  | { readonly kind: 'opened' }
   | { readonly kind: 'open-failed'; readonly error: WireError }
   /** A WAL sync failed: the thread writes nothing more (fail-stop, see wal-sync.ts). */
   | { readonly kind: 'fatal'; readonly error: WireError }

@@ -83,6 +83,7 @@ function open(): { db: Database.Database; groups: GroupCommit } {
 let opened: { db: Database.Database; groups: GroupCommit } | undefined;
 try {
   opened = open();
+  send({ kind: 'opened' });
 } catch (e) {
   send({ kind: 'open-failed', error: toWireError(e) });
   port.close();

@@ -62,6 +62,8 @@ export class AppendThread implements AppendQueue {
   readonly #gate: SharedCommitGate | undefined;
   #waitingReads: WaitingRead[] = [];
   #syncs = 0;
+  #opened = false;
+  #readyWaiters: { resolve: () => void; reject: (e: unknown) => void }[] = [];
   readonly #config: WriterConfig;
 
   constructor(
@@ -85,6 +87,32 @@ export class AppendThread implements AppendQueue {
   /** Set once the thread failed: the store is fail-stop from then on. */
   get failure(): StorageError | undefined {
     return this.#failure;
+  }
+
+  /**
+   * Starts the thread now (it starts with the first append otherwise) and resolves once its
+   * connection is open; rejects with the failure if it cannot open the file. The server awaits
+   * this at start-up, so a database the thread cannot write fails the start, not the first append.
+   */
+  ready(): Promise<void> {
+    if (this.#failure !== undefined) return Promise.reject(this.#failure);
+    if (this.#opened) return Promise.resolve();
+    const worker = this.#thread();
+    if (worker === undefined) return Promise.reject(this.#failure);
+    worker.ref();
+    return new Promise<void>((resolve, reject) => this.#readyWaiters.push({ resolve, reject }));
+  }
+
+  #settleReady(): void {
+    const waiters = this.#readyWaiters;
+    this.#readyWaiters = [];
+    for (const w of waiters) {
+      if (this.#failure === undefined) w.resolve();
+      else w.reject(this.#failure);
+    }
+    if (this.#failure === undefined && this.#closing === undefined && this.#pending.size === 0 && this.#outbox.length === 0 && this.#waitingReads.length === 0) {
+      this.#worker?.unref();
+    }
   }
 
   /**
@@ -177,6 +205,11 @@ export class AppendThread implements AppendQueue {
   }
 
   #onMessage(m: FromWriter): void {
+    if (m.kind === 'opened') {
+      this.#opened = true;
+      this.#settleReady();
+      return;
+    }
     if (m.kind === 'open-failed') {
       this.#fail(`the SQLite writer thread cannot open ${this.#config.path}: ${m.error.message}`, fromWireError(m.error));
       return;
@@ -220,6 +253,7 @@ export class AppendThread implements AppendQueue {
     this.#failure = new StorageError('unavailable', 'WRITER_THREAD_FAILED', `${message}; appends are refused until the process restarts`, { cause });
     this.#outbox = [];
     this.#settleAll(this.#failure);
+    this.#settleReady();
     // Fail-stop: the thread writes nothing more (and keeps no process alive once it exited).
     const worker = this.#worker;
     if (worker !== undefined) {

@@ -605,6 +605,14 @@ export class SqliteSessionStore implements SessionStore {
     if (writer !== undefined) throw writer;
   }
 
+  /**
+   * With the writer thread: starts it and resolves once its connection is open (rejects with a
+   * StorageError `unavailable` if it cannot open the file). Without one: resolves at once.
+   */
+  writerReady(): Promise<void> {
+    return this.appendThread?.ready() ?? Promise.resolve();
+  }
+
   /** Counts an append of this store in flight for the head watch; returns what to call when it settles. */
   private ownAppend(sessionId: string, planned: number): () => void {
     const own = this.ownInflight.get(sessionId);
