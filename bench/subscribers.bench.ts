@@ -2,13 +2,14 @@
  * Many idle subscribers on one server process: memory per SubscribeSurface stream, and the time
  * for one append to reach all of them.
  *
- *   npx tsx bench/subscribers.bench.ts [--quick] [--subscribers N] [--grpc-transport grpc-js]     (normally via `npm run bench`)
+ *   npx tsx bench/subscribers.bench.ts [--quick] [--subscribers N] [--grpc-transport grpc-js] [--db sqlite]     (normally via `npm run bench`)
  *
  * The server runs on its default, native transport (src/server/native; the bare node:http2 floor,
  * child.ts h2hold, is measured next to the grpc-js one), or with --grpc-transport grpc-js on
  * grpc-js's server.
  *
- * The server (bench/server/child.ts, in-memory store, --expose-gc) runs in its own process; this
+ * The server (bench/server/child.ts, in-memory store, or with --db sqlite a SQLite file written by
+ * the writer thread, durability full; --expose-gc) runs in its own process; this
  * process holds CHANNELS client channels (separate connections) and SUBSCRIBERS streams spread
  * over them, all on one session. Memory: the server's RSS and heap (after a full GC, through
  * SIGUSR2) with the channels connected and no stream open, then with every stream open and
@@ -24,8 +25,9 @@ import v8 from 'node:v8';
 v8.setFlagsFromString('--no-concurrent-array-buffer-sweeping');
 
 import { spawn } from 'node:child_process';
-import { cpus, loadavg } from 'node:os';
-import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { cpus, loadavg, tmpdir } from 'node:os';
+import { mkdtempSync, readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import * as grpc from '@grpc/grpc-js';
 import { AppendEventsRequest, AppendEventsResponse, CreateSessionRequest, SubscribeSurfaceRequest, SubscribeSurfaceResponse } from '../gen/palimpsest/v1/service.js';
@@ -37,6 +39,8 @@ const CHANNELS = 100;
 const transportArg = process.argv.indexOf('--grpc-transport');
 const TRANSPORT = transportArg >= 0 && process.argv[transportArg + 1] === 'grpc-js' ? 'grpc-js' : 'native';
 const RUNS = 5;
+/** --db sqlite: the server on a SQLite file (its default writer thread) instead of the in-memory store. */
+const DB = process.argv.includes('--db') && process.argv[process.argv.indexOf('--db') + 1] === 'sqlite' ? 'sqlite' : 'memory';
 const SERVICE = '/palimpsest.v1.SessionService/';
 const identity = (b: Buffer): Buffer => b;
 const now = (): number => performance.now();
@@ -51,7 +55,7 @@ interface Measured { before: Memory; after: Memory; openMs: number; runs: { p50:
  */
 async function measure(mode: 'palimpsest' | 'hold' | 'h2hold'): Promise<Measured> {
   const childArgs = await bundleServerChild();
-  const proc = spawn(process.execPath, [...(process.env.SUB_NODE_FLAGS ?? '').split(' ').filter(Boolean), '--expose-gc', ...childArgs, ...(mode === 'palimpsest' ? ['palimpsest', ':memory:', 'full', `--grpc-transport=${TRANSPORT}`] : [mode])], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const proc = spawn(process.execPath, [...(process.env.SUB_NODE_FLAGS ?? '').split(' ').filter(Boolean), '--expose-gc', ...childArgs, ...(mode === 'palimpsest' ? ['palimpsest', DB === 'sqlite' ? join(mkdtempSync(join(tmpdir(), 'palimpsest-subs-')), 'subs.db') : ':memory:', 'full', `--grpc-transport=${TRANSPORT}`] : [mode])], { stdio: ['pipe', 'pipe', 'inherit'] });
   const rl = createInterface({ input: proc.stdout! });
   const lines: ((l: string) => void)[] = [];
   rl.on('line', (l) => lines.shift()?.(l));
@@ -165,7 +169,7 @@ async function main(): Promise<void> {
   const p99 = p99s[Math.floor(p99s.length / 2)]!;
   console.log(`HEADLINE ${JSON.stringify({ section: 'Subscribers', id: 'sub-mem', label: `Server memory per idle SubscribeSurface stream (${SUBSCRIBERS.toLocaleString('en-US')} over ${CHANNELS} channels, ${TRANSPORT} transport), RSS delta after GC`, value: `${per('rss').toFixed(1)} KiB (heap ${per('heapUsed').toFixed(1)} KiB)`, target: '<= 10 KB', met: per('rss') * 1024 <= 10_000 })}`);
   console.log(`HEADLINE ${JSON.stringify({ section: 'Subscribers', id: 'sub-p99', label: `One append delivered to all ${SUBSCRIBERS.toLocaleString('en-US')} streams, p99 (median of ${RUNS}, ${TRANSPORT} transport)`, value: `${p99.toFixed(1)} ms`, target: '< 250 ms', met: p99 < 250 })}`);
-  console.log(`### Subscribers (${SUBSCRIBERS.toLocaleString('en-US')} idle SubscribeSurface streams, ${CHANNELS} channels, ${TRANSPORT} transport)${quick ? ' — quick' : ''}\n`);
+  console.log(`### Subscribers (${SUBSCRIBERS.toLocaleString('en-US')} idle SubscribeSurface streams, ${CHANNELS} channels, ${TRANSPORT} transport, ${DB === 'sqlite' ? 'SQLite file, writer thread' : 'in-memory store'})${quick ? ' — quick' : ''}\n`);
   console.log(`${cpus()[0]?.model ?? ''}, ${cpus().length} cores, node ${process.version}; streams opened and caught up in ${(openMs / 1000).toFixed(1)} s; load average at the end ${loadavg().map((l) => l.toFixed(1)).join(' ')}\n`);
   console.log('| measure | value |\n|---|---:|');
   const mib = (b: number): string => `${(b / 2 ** 20).toFixed(1)} MiB`;
