@@ -35,11 +35,11 @@ export async function openStore(config: ServerConfig, logger?: Logger): Promise<
 export async function composeApp(config: ServerConfig, logger: Logger, tracing?: Tracing): Promise<SessionService> {
   const opened = await openStore(config, logger);
   if (opened instanceof SqliteSessionStore) {
-    // The writer thread opens its connection now: a database it cannot write fails the start.
+    // The writer thread opens its connection now: a database it cannot open fails the start.
     try {
       await opened.writerReady();
     } catch (e) {
-      await opened.close();
+      await opened.close().catch(() => undefined);
       throw e;
     }
     for (const d of opened.damagedSessions) logger.error({ dataLoss: true, sessionId: d.sessionId, err: d.message }, 'DATA LOSS found at open: session refused');

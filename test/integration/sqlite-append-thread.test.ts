@@ -212,10 +212,13 @@ describe('SqliteSessionStore with the writer thread', () => {
     await expect(bad.writerReady()).rejects.toMatchObject({ name: 'StorageError', kind: 'unavailable', code: 'WRITER_THREAD_FAILED', message: expect.stringMatching(/cannot open/) });
     await expect(bad.append('s', req(0, [ev(0)]))).rejects.toMatchObject({ code: 'WRITER_THREAD_FAILED' });
     await bad.close();
-    // Inline: nothing to start.
+    // Inline: nothing to start. A closed store starts nothing.
     const inline = new SqliteSessionStore({ path: fresh() });
     await inline.writerReady();
     await inline.close();
+    const closed = new SqliteSessionStore({ path: fresh(), appendWriter: 'thread' });
+    await closed.close();
+    await expect(closed.writerReady()).rejects.toMatchObject({ name: 'StoreClosedError' });
   });
 
   it('a :memory: database writes inline (a second connection cannot share it)', async () => {
@@ -485,6 +488,13 @@ const answered = new Promise((resolve) => t.enqueue({ sessionId: 's', expectedNe
 await t.close();
 console.log('closed', JSON.stringify(await answered));`);
     expect(r, r.stderr).toMatchObject({ code: 0, stdout: 'closed {"kind":"appended"}\n' });
+  });
+
+  it('a thread started by writerReady() and then idle keeps no process alive', () => {
+    const r = script(`const store = new SqliteSessionStore({ path, appendWriter: 'thread' });
+await store.writerReady();
+console.log('ready');`);
+    expect(r, r.stderr).toMatchObject({ code: 0, stdout: 'ready\n' });
   });
 
   it('a thread that failed keeps no process alive', () => {

@@ -21,6 +21,7 @@ import { Worker } from 'node:worker_threads';
 import { createRequire } from 'node:module';
 import { pathToFileURL } from 'node:url';
 import { StorageError } from '../../app/storage-error.js';
+import { StoreClosedError } from '../store-errors.js';
 import type { AppendQueue, QueuedAppend, WriteCounters } from './group-commit.js';
 import { SharedCommitGate, fromWireError, type FromWriter, type WireCall, type WriterConfig } from './append-thread-wire.js';
 
@@ -92,10 +93,11 @@ export class AppendThread implements AppendQueue {
   /**
    * Starts the thread now (it starts with the first append otherwise) and resolves once its
    * connection is open; rejects with the failure if it cannot open the file. The server awaits
-   * this at start-up, so a database the thread cannot write fails the start, not the first append.
+   * this at start-up, so a database the thread cannot open fails the start, not the first append.
    */
   ready(): Promise<void> {
     if (this.#failure !== undefined) return Promise.reject(this.#failure);
+    if (this.#closing !== undefined) return Promise.reject(new StoreClosedError());
     if (this.#opened) return Promise.resolve();
     const worker = this.#thread();
     if (worker === undefined) return Promise.reject(this.#failure);
@@ -180,9 +182,13 @@ export class AppendThread implements AppendQueue {
     }
     await worker.terminate();
     // A thread that died during the handshake answered nothing more; what it had may be stored.
-    if (this.#pending.size > 0 || this.#waitingReads.length > 0) {
-      this.#settleAll(new StorageError('unavailable', 'WRITER_THREAD_FAILED',
-        'the SQLite writer thread exited while the store closed; an append in flight may have been stored'));
+    if (this.#pending.size > 0 || this.#waitingReads.length > 0 || this.#readyWaiters.length > 0) {
+      const error = new StorageError('unavailable', 'WRITER_THREAD_FAILED',
+        'the SQLite writer thread exited while the store closed; an append in flight may have been stored');
+      this.#settleAll(error);
+      const waiters = this.#readyWaiters;
+      this.#readyWaiters = [];
+      for (const w of waiters) w.reject(error);
     }
   }
 

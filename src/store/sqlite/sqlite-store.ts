@@ -609,8 +609,9 @@ export class SqliteSessionStore implements SessionStore {
    * With the writer thread: starts it and resolves once its connection is open (rejects with a
    * StorageError `unavailable` if it cannot open the file). Without one: resolves at once.
    */
-  writerReady(): Promise<void> {
-    return this.appendThread?.ready() ?? Promise.resolve();
+  async writerReady(): Promise<void> {
+    this.checkOpen();
+    await this.appendThread?.ready();
   }
 
   /** Counts an append of this store in flight for the head watch; returns what to call when it settles. */
