@@ -105,14 +105,17 @@ export class AppendThread implements AppendQueue {
     return new Promise<void>((resolve, reject) => this.#readyWaiters.push({ resolve, reject }));
   }
 
+  /** The thread's connection is open: every ready() resolves. */
   #settleReady(): void {
     const waiters = this.#readyWaiters;
     this.#readyWaiters = [];
-    for (const w of waiters) {
-      if (this.#failure === undefined) w.resolve();
-      else w.reject(this.#failure);
-    }
-    if (this.#failure === undefined && this.#closing === undefined && this.#pending.size === 0 && this.#outbox.length === 0 && this.#waitingReads.length === 0) {
+    for (const w of waiters) w.resolve();
+    this.#unrefIfIdle();
+  }
+
+  /** Referenced only while answers are owed (or closing): an idle writer never keeps the process alive. */
+  #unrefIfIdle(): void {
+    if (this.#closing === undefined && this.#pending.size === 0 && this.#outbox.length === 0 && this.#waitingReads.length === 0) {
       this.#worker?.unref();
     }
   }
@@ -183,12 +186,8 @@ export class AppendThread implements AppendQueue {
     await worker.terminate();
     // A thread that died during the handshake answered nothing more; what it had may be stored.
     if (this.#pending.size > 0 || this.#waitingReads.length > 0 || this.#readyWaiters.length > 0) {
-      const error = new StorageError('unavailable', 'WRITER_THREAD_FAILED',
-        'the SQLite writer thread exited while the store closed; an append in flight may have been stored');
-      this.#settleAll(error);
-      const waiters = this.#readyWaiters;
-      this.#readyWaiters = [];
-      for (const w of waiters) w.reject(error);
+      this.#settleAll(new StorageError('unavailable', 'WRITER_THREAD_FAILED',
+        'the SQLite writer thread exited while the store closed; an append in flight may have been stored'));
     }
   }
 
@@ -251,7 +250,7 @@ export class AppendThread implements AppendQueue {
       this.#waitingReads = still;
     }
     // Closing: the handshake holds the process until the thread's `closed` (see #close).
-    if (this.#closing === undefined && this.#pending.size === 0 && this.#outbox.length === 0 && this.#waitingReads.length === 0) this.#worker?.unref();
+    this.#unrefIfIdle();
   }
 
   #fail(message: string, cause?: unknown): void {
@@ -259,7 +258,6 @@ export class AppendThread implements AppendQueue {
     this.#failure = new StorageError('unavailable', 'WRITER_THREAD_FAILED', `${message}; appends are refused until the process restarts`, { cause });
     this.#outbox = [];
     this.#settleAll(this.#failure);
-    this.#settleReady();
     // Fail-stop: the thread writes nothing more (and keeps no process alive once it exited).
     const worker = this.#worker;
     if (worker !== undefined) {
@@ -268,13 +266,14 @@ export class AppendThread implements AppendQueue {
     }
   }
 
-  /** Rejects every call and read still waiting for the thread. */
+  /** Rejects every call, read and ready() still waiting for the thread. */
   #settleAll(error: unknown): void {
     const pending = [...this.#pending.values()];
     this.#pending.clear();
     for (const call of pending) call.reject(error);
-    const reads = this.#waitingReads;
+    const waiting = [...this.#waitingReads, ...this.#readyWaiters];
     this.#waitingReads = [];
-    for (const r of reads) r.reject(error);
+    this.#readyWaiters = [];
+    for (const w of waiting) w.reject(error);
   }
 }
