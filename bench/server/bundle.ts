@@ -3,9 +3,11 @@
  * dependency; npm packages stay external) by plain node, as production runs the compiled server.
  * The SQLite writer thread's entry is bundled next to it (the store starts it from the bundle's
  * directory, as from dist/). Without esbuild the child runs through the tsx loader (slower
- * process start: transpiling).
+ * process start: transpiling). The SQLite checksum extension is copied next to the bundle too
+ * (`native/build/`, where the store looks above its module): without it the bundled server would
+ * verify rows in JavaScript, and the read figures would measure that.
  */
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -24,6 +26,12 @@ export async function bundleServerChild(): Promise<string[]> {
     const common = { bundle: true, platform: 'node', format: 'esm', target: 'node20', packages: 'external', logLevel: 'error' } as const;
     await build({ ...common, entryPoints: [childScript], outfile: join(out, 'child.mjs') });
     await build({ ...common, entryPoints: [join(root, 'src', 'store', 'sqlite', 'append-thread-worker.ts')], outfile: join(out, 'append-thread-worker.js') });
+    for (const file of ['palimpsest_checksums.so', 'palimpsest_checksums.dylib']) {
+      const built = join(root, 'native', 'build', file);
+      if (!existsSync(built)) continue;
+      mkdirSync(join(out, 'native', 'build'), { recursive: true });
+      copyFileSync(built, join(out, 'native', 'build', file));
+    }
     return [join(out, 'child.mjs')];
   } catch (e) {
     console.error(`esbuild unavailable (${(e as Error).message}); server processes run through tsx`);
