@@ -28,7 +28,7 @@ SQLITE_EXTENSION_INIT1
  * The version of event_line's format and of what it accepts; row-codec.ts LINE_FORMAT must be the
  * same. Bump it for any change to either (a build of another version is not used).
  */
-#define LINE_FORMAT 2
+#define LINE_FORMAT 3
 
 static uint32_t table[8][256];
 
@@ -156,122 +156,417 @@ static sqlite3_int64 utf16_length(const unsigned char *t, int n) {
 /* Feeds one byte (the table gives what the instruction gives). */
 static uint32_t crc_byte(uint32_t crc, unsigned char b) { return table[0][(crc ^ b) & 0xff] ^ (crc >> 8); }
 
+static const char hex_digits[] = "0123456789ABCDEF";
+
+/* One event row's values, checked (check_row). */
+struct row {
+  sqlite3_int64 seq, time;
+  const unsigned char *type, *text, *seqs, *op;
+  int typeBytes, textBytes, seqsBytes, opBytes;
+  int hasSeqs, ignorable;
+};
+
+/*
+ * Checks one row (seq, type, time, data, source_event_seqs, surface_op, ignorable, scrc, dcrc):
+ * 0 when both checksums match, 1 for structural damage, 2 for data damage, -1 when SQLite is out
+ * of memory. Fills *r when 0. A value of a storage class the schema forbids (a flipped
+ * record-header bit can turn TEXT into BLOB) fails the check its column belongs to; an empty
+ * surface_op (never written: NULL is "none") is structural damage even though its canonical text
+ * equals NULL's; so is a type that is not well-formed UTF-8 (types are well-formed strings).
+ */
+static int check_row(sqlite3_value **a, struct row *r) {
+  sqlite3_int64 ign = 0, scrc = 0, dcrc = 0;
+  r->seq = -1;
+  int typeType = sqlite3_value_type(a[1]), textType = sqlite3_value_type(a[3]);
+  int seqsType = sqlite3_value_type(a[4]), opType = sqlite3_value_type(a[5]), ignNull = sqlite3_value_type(a[6]) == SQLITE_NULL;
+  int structuralOk = integer_of(a[0], &r->seq) && integer_of(a[7], &scrc) && typeType == SQLITE_TEXT &&
+                     (seqsType == SQLITE_NULL || seqsType == SQLITE_BLOB) && (opType == SQLITE_NULL || opType == SQLITE_TEXT) &&
+                     (ignNull || integer_of(a[6], &ign)) && !(opType == SQLITE_TEXT && sqlite3_value_bytes(a[5]) == 0);
+  if (!structuralOk) return 1;
+  if (!(integer_of(a[2], &r->time) && integer_of(a[8], &dcrc) && textType == SQLITE_TEXT)) return 2;
+  r->type = sqlite3_value_text(a[1]);
+  r->typeBytes = sqlite3_value_bytes(a[1]);
+  r->text = sqlite3_value_text(a[3]);
+  r->textBytes = sqlite3_value_bytes(a[3]);
+  r->hasSeqs = seqsType == SQLITE_BLOB;
+  r->seqs = r->hasSeqs ? sqlite3_value_blob(a[4]) : NULL;
+  r->seqsBytes = r->hasSeqs ? sqlite3_value_bytes(a[4]) : 0;
+  r->op = opType == SQLITE_TEXT ? sqlite3_value_text(a[5]) : NULL;
+  r->opBytes = r->op != NULL ? sqlite3_value_bytes(a[5]) : 0;
+  r->ignorable = !ignNull;
+  if (r->type == NULL || r->text == NULL || (r->seqsBytes > 0 && r->seqs == NULL) || (opType == SQLITE_TEXT && r->op == NULL)) return -1;
+  /* scrc over `<seq>:<surface_op or ''>\t<HEX or '-'>\t<ignorable or ''>\t<type>` */
+  char digits[24];
+  uint32_t c = crc_feed(0xFFFFFFFFu, (const unsigned char *)digits, (size_t)(put_int(digits, r->seq) - digits));
+  c = crc_byte(c, ':');
+  if (r->op != NULL) c = crc_feed(c, r->op, (size_t)r->opBytes);
+  c = crc_byte(c, '\t');
+  if (!r->hasSeqs) c = crc_byte(c, '-');
+  for (int i = 0; i < r->seqsBytes; i++) c = crc_byte(crc_byte(c, hex_digits[r->seqs[i] >> 4]), hex_digits[r->seqs[i] & 15]);
+  c = crc_byte(c, '\t');
+  if (r->ignorable) c = crc_feed(c, (const unsigned char *)digits, (size_t)(put_int(digits, ign) - digits));
+  c = crc_byte(c, '\t');
+  c = crc_feed(c, r->type, (size_t)r->typeBytes);
+  if ((sqlite3_int64)(c ^ 0xFFFFFFFFu) != scrc || !valid_utf8(r->type, r->typeBytes)) return 1;
+  /* dcrc over `<time>\t<data>` */
+  c = crc_feed(0xFFFFFFFFu, (const unsigned char *)digits, (size_t)(put_int(digits, r->time) - digits));
+  c = crc_byte(c, '\t');
+  c = crc_feed(c, r->text, (size_t)r->textBytes);
+  if ((sqlite3_int64)(c ^ 0xFFFFFFFFu) != dcrc) return 2;
+  return 0;
+}
+
+/* `!<1 structural | 2 data>,<seq>`: the result for a damaged row. */
+static void damage_result(sqlite3_context *ctx, int bad, sqlite3_int64 seq) {
+  char err[32];
+  char *q = err;
+  *q++ = '!';
+  *q++ = (char)('0' + bad);
+  *q++ = ',';
+  q = put_int(q, seq);
+  sqlite3_result_text(ctx, err, (int)(q - err), SQLITE_TRANSIENT);
+}
+
 /*
  * palimpsest_event_line(seq, type, time, data, source_event_seqs, surface_op, ignorable, scrc, dcrc):
  * the row checked and written as one text value, so a read materialises one JS string per row
  * instead of eight values and an array (src/store/sqlite/row-codec.ts decodeEventLine):
  *   <seq>,<time>,<'1' or ''>,<UTF-16 length of type>,<UTF-8 bytes of data>,<HEX(source_event_seqs) or '-'>,<surface_op or ''>\t<type><data>
- * or, for a row that fails a checksum, `!<1 structural | 2 data>,<seq>`. The line is written
- * first and both checksums are computed from its pieces (the canonical inputs of integrity.ts
- * reuse the same digits, hex and text), so nothing is formatted twice.
+ * or, for a row that fails a checksum, `!<1 structural | 2 data>,<seq>`.
  */
 static void event_line(sqlite3_context *ctx, int argc, sqlite3_value **a) {
   (void)argc;
-  sqlite3_int64 seq = -1, time = 0, ign = 0, scrc = 0, dcrc = 0;
-  int typeType = sqlite3_value_type(a[1]), textType = sqlite3_value_type(a[3]);
-  int seqsType = sqlite3_value_type(a[4]), opType = sqlite3_value_type(a[5]), ignNull = sqlite3_value_type(a[6]) == SQLITE_NULL;
-  /* A value of a storage class the schema forbids (a flipped record-header bit can turn TEXT into
-   * BLOB) fails the check its column belongs to; an empty surface_op (never written: NULL is
-   * "none") is structural damage even though its canonical text equals NULL's. */
-  int structuralOk = integer_of(a[0], &seq) && integer_of(a[7], &scrc) && typeType == SQLITE_TEXT &&
-                     (seqsType == SQLITE_NULL || seqsType == SQLITE_BLOB) && (opType == SQLITE_NULL || opType == SQLITE_TEXT) &&
-                     (ignNull || integer_of(a[6], &ign)) && !(opType == SQLITE_TEXT && sqlite3_value_bytes(a[5]) == 0);
-  int dataOk = integer_of(a[2], &time) && integer_of(a[8], &dcrc) && textType == SQLITE_TEXT;
-  int ok = structuralOk && dataOk;
-  int bad = structuralOk ? (dataOk ? 0 : 2) : 1;
-  char *out = NULL;
-  char *p = NULL;
-  if (ok) {
-    const unsigned char *type = sqlite3_value_text(a[1]);
-    int typeBytes = sqlite3_value_bytes(a[1]);
-    const unsigned char *text = sqlite3_value_text(a[3]);
-    int textBytes = sqlite3_value_bytes(a[3]);
-    const unsigned char *seqs = seqsType == SQLITE_BLOB ? sqlite3_value_blob(a[4]) : NULL;
-    int seqsBytes = seqsType == SQLITE_BLOB ? sqlite3_value_bytes(a[4]) : 0;
-    const unsigned char *op = opType == SQLITE_TEXT ? sqlite3_value_text(a[5]) : NULL;
-    int opBytes = op != NULL ? sqlite3_value_bytes(a[5]) : 0;
-    if (type == NULL || text == NULL || (seqsBytes > 0 && seqs == NULL) || (opType == SQLITE_TEXT && op == NULL)) {
-      sqlite3_result_error_nomem(ctx);
-      return;
-    }
-    sqlite3_uint64 size = 4 * 24 + 16 + (sqlite3_uint64)seqsBytes * 2 + (sqlite3_uint64)opBytes + (sqlite3_uint64)typeBytes + (sqlite3_uint64)textBytes;
-    out = sqlite3_malloc64(size);
-    if (out == NULL) {
-      sqlite3_result_error_nomem(ctx);
-      return;
-    }
-    char *seqAt = out;
-    p = put_int(out, seq);
-    char *seqEnd = p;
-    *p++ = ',';
-    char *timeAt = p;
-    p = put_int(p, time);
-    char *timeEnd = p;
-    *p++ = ',';
-    if (!ignNull) *p++ = '1';
-    *p++ = ',';
-    p = put_int(p, utf16_length(type, typeBytes));
-    *p++ = ',';
-    p = put_int(p, textBytes);
-    *p++ = ',';
-    char *hexAt = p;
-    if (seqs == NULL && seqsType == SQLITE_NULL) *p++ = '-';
-    else {
-      static const char digits[] = "0123456789ABCDEF";
-      for (int i = 0; i < seqsBytes; i++) {
-        *p++ = digits[seqs[i] >> 4];
-        *p++ = digits[seqs[i] & 15];
-      }
-    }
-    char *hexEnd = p;
-    *p++ = ',';
-    if (op != NULL) {
-      memcpy(p, op, (size_t)opBytes);
-      p += opBytes;
-    }
-    *p++ = '\t';
-    char *typeAt = p;
-    memcpy(p, type, (size_t)typeBytes);
-    p += typeBytes;
-    char *textAt = p;
-    memcpy(p, text, (size_t)textBytes);
-    p += textBytes;
-    /* scrc over `<seq>:<surface_op or ''>\t<HEX or '-'>\t<ignorable or ''>\t<type>` */
-    uint32_t c = crc_feed(0xFFFFFFFFu, (const unsigned char *)seqAt, (size_t)(seqEnd - seqAt));
-    c = crc_byte(c, ':');
-    if (op != NULL) c = crc_feed(c, op, (size_t)opBytes);
-    c = crc_byte(c, '\t');
-    c = crc_feed(c, (const unsigned char *)hexAt, (size_t)(hexEnd - hexAt));
-    c = crc_byte(c, '\t');
-    if (!ignNull) {
-      char digits[24];
-      c = crc_feed(c, (const unsigned char *)digits, (size_t)(put_int(digits, ign) - digits));
-    }
-    c = crc_byte(c, '\t');
-    c = crc_feed(c, (const unsigned char *)typeAt, (size_t)typeBytes);
-    /* A type that is not well-formed UTF-8 was never written (types are well-formed strings):
-     * damage, even with a matching checksum, and its UTF-16 length would be wrong. */
-    if ((sqlite3_int64)(c ^ 0xFFFFFFFFu) != scrc || !valid_utf8(type, typeBytes)) bad = 1;
-    else {
-      /* dcrc over `<time>\t<data>` */
-      c = crc_feed(0xFFFFFFFFu, (const unsigned char *)timeAt, (size_t)(timeEnd - timeAt));
-      c = crc_byte(c, '\t');
-      c = crc_feed(c, (const unsigned char *)textAt, (size_t)textBytes);
-      if ((sqlite3_int64)(c ^ 0xFFFFFFFFu) != dcrc) bad = 2;
-    }
-  }
-  if (bad) {
-    sqlite3_free(out);
-    char err[32];
-    char *q = err;
-    *q++ = '!';
-    *q++ = (char)('0' + bad);
-    *q++ = ',';
-    q = put_int(q, seq);
-    sqlite3_result_text(ctx, err, (int)(q - err), SQLITE_TRANSIENT);
+  struct row r;
+  int bad = check_row(a, &r);
+  if (bad < 0) {
+    sqlite3_result_error_nomem(ctx);
     return;
   }
+  if (bad) {
+    damage_result(ctx, bad, r.seq);
+    return;
+  }
+  sqlite3_uint64 size = 4 * 24 + 16 + (sqlite3_uint64)r.seqsBytes * 2 + (sqlite3_uint64)r.opBytes + (sqlite3_uint64)r.typeBytes + (sqlite3_uint64)r.textBytes;
+  char *out = sqlite3_malloc64(size);
+  if (out == NULL) {
+    sqlite3_result_error_nomem(ctx);
+    return;
+  }
+  char *p = put_int(out, r.seq);
+  *p++ = ',';
+  p = put_int(p, r.time);
+  *p++ = ',';
+  if (r.ignorable) *p++ = '1';
+  *p++ = ',';
+  p = put_int(p, utf16_length(r.type, r.typeBytes));
+  *p++ = ',';
+  p = put_int(p, r.textBytes);
+  *p++ = ',';
+  if (!r.hasSeqs) *p++ = '-';
+  for (int i = 0; i < r.seqsBytes; i++) {
+    *p++ = hex_digits[r.seqs[i] >> 4];
+    *p++ = hex_digits[r.seqs[i] & 15];
+  }
+  *p++ = ',';
+  if (r.op != NULL) {
+    memcpy(p, r.op, (size_t)r.opBytes);
+    p += r.opBytes;
+  }
+  *p++ = '\t';
+  memcpy(p, r.type, (size_t)r.typeBytes);
+  p += r.typeBytes;
+  memcpy(p, r.text, (size_t)r.textBytes);
+  p += r.textBytes;
   sqlite3_result_text64(ctx, out, (sqlite3_uint64)(p - out), sqlite3_free, SQLITE_UTF8);
+}
+
+/*
+ * palimpsest_event_page: a page of checked rows in the wire form of palimpsest.v1.ListEventsResponse
+ * (src/server/event-encode.ts writes the same bytes from JavaScript: test/integration/sqlite-event-page.test.ts).
+ *
+ *   SELECT palimpsest_event_page(limit, budget, forward, seq, type, time, data, source_event_seqs,
+ *     surface_op, ignorable, scrc, dcrc) FROM (<at most limit + 1 rows, ORDER BY seq [DESC]>)
+ *
+ * The rows must come in seq order (ascending when `forward`, else descending): a row out of that
+ * order makes the result 'F' (the caller then reads the rows itself).
+ *
+ * Every row given is checked (as palimpsest_event_line); the first `limit` are encoded as
+ * `events` fields (tag 1, length, SessionEvent with its data in the json form) while the page's
+ * byte estimate (the handler's: data + type bytes + 11 per cited seq + 64, always at least one
+ * event) stays within `budget`. The result is a BLOB:
+ *   'P' <count: 8 bytes LE> <next seq: 8 bytes LE, -1 when none> <the events' bytes>
+ *   'D' <1 structural | 2 data> <seq: 8 bytes LE>      the first damaged row
+ *   'F'                                               not encodable here (the caller reads rows)
+ * 'F' covers what the JavaScript path handles otherwise: rows out of the given order, a seq above
+ * 2^53 - 1, a replace surface op not in its stored form, a cited-seq list that does not decode.
+ */
+struct page {
+  unsigned char *buf;
+  sqlite3_uint64 len, cap;
+  sqlite3_int64 count, nextSeq, lastSeq, rows, used, badSeq;
+  int status; /* 0 ok, 1/2 damage, 3 fallback, -1 out of memory */
+};
+
+#define MAX_SAFE 9007199254740991LL
+
+static int varint_size(sqlite3_uint64 v) {
+  int n = 1;
+  while (v >= 128) {
+    v >>= 7;
+    n++;
+  }
+  return n;
+}
+
+static unsigned char *put_varint(unsigned char *p, sqlite3_uint64 v) {
+  while (v >= 128) {
+    *p++ = (unsigned char)((v & 127) | 128);
+    v >>= 7;
+  }
+  *p++ = (unsigned char)v;
+  return p;
+}
+
+/* Decodes the stored cited-seq list (codec.ts: a varint, then zigzag varint deltas) into out[]; -1 when it does not decode or leaves the safe range. */
+static int decode_seqs(const unsigned char *b, int n, sqlite3_int64 *out, int max) {
+  int pos = 0, count = 0;
+  sqlite3_int64 previous = 0;
+  while (pos < n) {
+    sqlite3_uint64 v = 0;
+    int shift = 0;
+    for (;;) {
+      if (pos >= n || shift > 56) return -1;
+      unsigned char byte = b[pos++];
+      v |= (sqlite3_uint64)(byte & 127) << shift;
+      shift += 7;
+      if (byte < 128) break;
+    }
+    if (count == 0) previous = (sqlite3_int64)v;
+    else {
+      sqlite3_uint64 half = v >> 1;
+      if (half > (sqlite3_uint64)MAX_SAFE) return -1;
+      previous = (v & 1) ? previous - (sqlite3_int64)half - 1 : previous + (sqlite3_int64)half;
+    }
+    if (previous < 0 || previous > MAX_SAFE || count >= max) return -1;
+    out[count++] = previous;
+  }
+  return count;
+}
+
+/* Parses a number of at most 16 digits at *p (advanced); -1 when there is none. */
+static sqlite3_int64 parse_digits(const unsigned char **p, const unsigned char *end) {
+  const unsigned char *q = *p;
+  sqlite3_int64 v = 0;
+  while (q < end && *q >= '0' && *q <= '9' && q - *p < 16) v = v * 10 + (*q++ - '0');
+  if (q == *p || (q < end && *q >= '0' && *q <= '9')) return -1;
+  *p = q;
+  return v;
+}
+
+/* The start and end of a stored replace op, `{"op":"replace","start":N,"end":M}` (codec.ts); 0 when it is not exactly that. */
+static int parse_replace(const unsigned char *op, int n, sqlite3_int64 *start, sqlite3_int64 *end) {
+  static const char a[] = "{\"op\":\"replace\",\"start\":", b[] = ",\"end\":";
+  const unsigned char *p = op, *e = op + n;
+  if (n < (int)sizeof a - 1 || memcmp(p, a, sizeof a - 1) != 0) return 0;
+  p += sizeof a - 1;
+  if ((*start = parse_digits(&p, e)) < 0 || e - p < (int)sizeof b - 1 || memcmp(p, b, sizeof b - 1) != 0) return 0;
+  p += sizeof b - 1;
+  if ((*end = parse_digits(&p, e)) < 0 || p + 1 != e || *p != '}') return 0;
+  return *start <= MAX_SAFE && *end <= MAX_SAFE;
+}
+
+static int page_reserve(struct page *pg, sqlite3_uint64 more) {
+  if (pg->len + more <= pg->cap) return 1;
+  sqlite3_uint64 cap = pg->cap < 65536 ? 65536 : pg->cap;
+  while (cap < pg->len + more) cap *= 2;
+  unsigned char *b = sqlite3_realloc64(pg->buf, cap);
+  if (b == NULL) return 0;
+  pg->buf = b;
+  pg->cap = cap;
+  return 1;
+}
+
+#define SEQS_ON_STACK 64
+
+/* Encodes one checked row as an `events` field of ListEventsResponse; 0 fallback, -1 no memory, 1 done. */
+static int page_encode(struct page *pg, const struct row *r) {
+  sqlite3_int64 stackSeqs[SEQS_ON_STACK];
+  sqlite3_int64 *seqs = stackSeqs;
+  int nSeqs = 0;
+  if (r->seqsBytes > 0) {
+    /* Each cited seq takes at least one byte of the stored list. */
+    if (r->seqsBytes > SEQS_ON_STACK) {
+      seqs = sqlite3_malloc64(sizeof(sqlite3_int64) * (sqlite3_uint64)r->seqsBytes);
+      if (seqs == NULL) return -1;
+    }
+    nSeqs = decode_seqs(r->seqs, r->seqsBytes, seqs, r->seqsBytes);
+  }
+  int result = 0;
+  sqlite3_int64 start = 0, end = 0;
+  int append = r->op != NULL && r->opBytes == 6 && memcmp(r->op, "append", 6) == 0;
+  if (nSeqs < 0 || r->seq > MAX_SAFE || r->time > MAX_SAFE || r->time < -MAX_SAFE || (r->op != NULL && !append && !parse_replace(r->op, r->opBytes, &start, &end))) goto done;
+  sqlite3_uint64 packed = 0;
+  for (int i = 0; i < nSeqs; i++) packed += (sqlite3_uint64)varint_size((sqlite3_uint64)seqs[i]);
+  sqlite3_uint64 seqsMsg = nSeqs == 0 ? 0 : 1 + (sqlite3_uint64)varint_size(packed) + packed;
+  sqlite3_uint64 replaceMsg = (start != 0 ? 1 + (sqlite3_uint64)varint_size((sqlite3_uint64)start) : 0) + (end != 0 ? 1 + (sqlite3_uint64)varint_size((sqlite3_uint64)end) : 0);
+  sqlite3_uint64 text = (sqlite3_uint64)r->textBytes;
+  sqlite3_uint64 dataMsg = 1 + (sqlite3_uint64)varint_size(text) + text;
+  sqlite3_uint64 size = 0;
+  if (r->seq != 0) size += 1 + (sqlite3_uint64)varint_size((sqlite3_uint64)r->seq);
+  /* int64: a negative time is written as its 64-bit two's complement (10 bytes). */
+  if (r->time != 0) size += 1 + (sqlite3_uint64)varint_size((sqlite3_uint64)r->time);
+  if (r->typeBytes != 0) size += 1 + (sqlite3_uint64)varint_size((sqlite3_uint64)r->typeBytes) + (sqlite3_uint64)r->typeBytes;
+  size += 1 + (sqlite3_uint64)varint_size(dataMsg) + dataMsg;
+  if (r->hasSeqs) size += 1 + (sqlite3_uint64)varint_size(seqsMsg) + seqsMsg;
+  if (append) size += 2;
+  else if (r->op != NULL) size += 1 + (sqlite3_uint64)varint_size(replaceMsg) + replaceMsg;
+  if (r->ignorable) size += 2;
+  if (pg->buf == NULL) pg->len = 17; /* room for the result's head (page_final) */
+  if (!page_reserve(pg, 1 + (sqlite3_uint64)varint_size(size) + size)) {
+    result = -1;
+    goto done;
+  }
+  unsigned char *p = pg->buf + pg->len;
+  *p++ = 10;
+  p = put_varint(p, size);
+  if (r->seq != 0) {
+    *p++ = 8;
+    p = put_varint(p, (sqlite3_uint64)r->seq);
+  }
+  if (r->time != 0) {
+    *p++ = 16;
+    p = put_varint(p, (sqlite3_uint64)r->time);
+  }
+  if (r->typeBytes != 0) {
+    *p++ = 26;
+    p = put_varint(p, (sqlite3_uint64)r->typeBytes);
+    memcpy(p, r->type, (size_t)r->typeBytes);
+    p += r->typeBytes;
+  }
+  *p++ = 34;
+  p = put_varint(p, dataMsg);
+  *p++ = 10;
+  p = put_varint(p, text);
+  memcpy(p, r->text, (size_t)text);
+  p += text;
+  if (r->hasSeqs) {
+    *p++ = 42;
+    p = put_varint(p, seqsMsg);
+    if (nSeqs != 0) {
+      *p++ = 10;
+      p = put_varint(p, packed);
+      for (int i = 0; i < nSeqs; i++) p = put_varint(p, (sqlite3_uint64)seqs[i]);
+    }
+  }
+  if (append) {
+    *p++ = 50;
+    *p++ = 0;
+  } else if (r->op != NULL) {
+    *p++ = 58;
+    p = put_varint(p, replaceMsg);
+    if (start != 0) {
+      *p++ = 8;
+      p = put_varint(p, (sqlite3_uint64)start);
+    }
+    if (end != 0) {
+      *p++ = 16;
+      p = put_varint(p, (sqlite3_uint64)end);
+    }
+  }
+  if (r->ignorable) {
+    *p++ = 64;
+    *p++ = 1;
+  }
+  pg->len = (sqlite3_uint64)(p - pg->buf);
+  pg->count++;
+  result = 1;
+done:
+  if (seqs != stackSeqs) sqlite3_free(seqs);
+  return result;
+}
+
+static void page_step(sqlite3_context *ctx, int argc, sqlite3_value **a) {
+  (void)argc;
+  struct page *pg = sqlite3_aggregate_context(ctx, sizeof(struct page));
+  if (pg == NULL) {
+    sqlite3_result_error_nomem(ctx);
+    return;
+  }
+  if (pg->rows == 0) pg->nextSeq = -1;
+  pg->rows++;
+  if (pg->status != 0) return;
+  sqlite3_int64 limit = sqlite3_value_int64(a[0]), budget = sqlite3_value_int64(a[1]);
+  int forward = sqlite3_value_int(a[2]) != 0;
+  struct row r;
+  int bad = check_row(a + 3, &r);
+  if (bad != 0) {
+    pg->status = bad;
+    pg->badSeq = r.seq;
+    return;
+  }
+  if (pg->rows > 1 && (forward ? r.seq <= pg->lastSeq : r.seq >= pg->lastSeq)) {
+    pg->status = 3;
+    return;
+  }
+  pg->lastSeq = r.seq;
+  if (pg->nextSeq >= 0) return; /* the page is complete; the rows after it are only checked */
+  if (pg->count >= limit) {
+    pg->nextSeq = r.seq;
+    return;
+  }
+  /* The handler's estimate (src/server/handlers.ts listEvents): data + type bytes + 11 per cited seq + 64. */
+  sqlite3_int64 cited = 0;
+  for (int i = 0; i < r.seqsBytes; i++)
+    if (r.seqs[i] < 128) cited++;
+  sqlite3_int64 size = (sqlite3_int64)r.textBytes + r.typeBytes + 11 * cited + 64;
+  if (pg->count > 0 && pg->used + size > budget) {
+    pg->nextSeq = r.seq;
+    return;
+  }
+  pg->used += size;
+  int done = page_encode(pg, &r);
+  if (done <= 0) pg->status = done < 0 ? -1 : 3;
+}
+
+static void put_le64(unsigned char *p, sqlite3_int64 v) {
+  sqlite3_uint64 u = (sqlite3_uint64)v;
+  for (int i = 0; i < 8; i++) p[i] = (unsigned char)(u >> (8 * i));
+}
+
+static void page_final(sqlite3_context *ctx) {
+  struct page *pg = sqlite3_aggregate_context(ctx, 0);
+  unsigned char head[17];
+  if (pg != NULL && pg->status == -1) {
+    sqlite3_free(pg->buf);
+    sqlite3_result_error_nomem(ctx);
+    return;
+  }
+  if (pg != NULL && pg->status != 0) {
+    sqlite3_free(pg->buf);
+    int n = 1;
+    if (pg->status == 3) head[0] = 'F';
+    else {
+      head[0] = 'D';
+      head[1] = (unsigned char)pg->status;
+      put_le64(head + 2, pg->badSeq);
+      n = 10;
+    }
+    sqlite3_result_blob(ctx, head, n, SQLITE_TRANSIENT);
+    return;
+  }
+  if (pg == NULL || pg->count == 0) {
+    head[0] = 'P';
+    put_le64(head + 1, 0);
+    put_le64(head + 9, pg == NULL ? -1 : pg->nextSeq);
+    if (pg != NULL) sqlite3_free(pg->buf);
+    sqlite3_result_blob(ctx, head, 17, SQLITE_TRANSIENT);
+    return;
+  }
+  /* The events were written after the 17 bytes left for the head (page_encode). */
+  pg->buf[0] = 'P';
+  put_le64(pg->buf + 1, pg->count);
+  put_le64(pg->buf + 9, pg->nextSeq);
+  sqlite3_result_blob64(ctx, pg->buf, pg->len, sqlite3_free);
 }
 
 /* 1 when the hardware CRC instruction is in use (the server logs it at start). */
@@ -303,6 +598,7 @@ int sqlite3_palimpsestchecksums_init(sqlite3 *db, char **err, const sqlite3_api_
   pthread_once(&once, init_once);
   const int flags = SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS;
   int rc = sqlite3_create_function(db, "palimpsest_event_line", 9, flags, NULL, event_line, NULL, NULL);
+  if (rc == SQLITE_OK) rc = sqlite3_create_function(db, "palimpsest_event_page", 12, flags, NULL, NULL, page_step, page_final);
   if (rc == SQLITE_OK) rc = sqlite3_create_function(db, "palimpsest_checksums_format", 0, flags, NULL, format_fn, NULL, NULL);
   if (rc == SQLITE_OK) rc = sqlite3_create_function(db, "palimpsest_checksums_hw", 0, SQLITE_UTF8 | SQLITE_INNOCUOUS, NULL, hw_fn, NULL, NULL);
   return rc;

@@ -16,7 +16,7 @@ import {
 } from './app-types.js';
 import { decodeMessagesToken, encodeMessagesToken, staleMessagesToken } from './message-pages.js';
 import type { SessionCache } from './session-cache.js';
-import type { ReadEventsQuery, SessionRecord, SessionStore, StoredEventText } from './store-port.js';
+import type { EncodedEventPage, ReadEventsQuery, SessionRecord, SessionStore, StoredEventText } from './store-port.js';
 import { fromStored, storageKey } from './tenant-scope.js';
 import { checkAsOf, replayAsOf } from './time-travel.js';
 
@@ -57,6 +57,23 @@ export async function projectionInput(store: SessionStore, key: string, seqs: re
   const events = await store.getEvents(key, chain.length === 0 ? seqs : [...new Set([...seqs, ...chain])].sort((a, b) => a - b));
   const byS = new Map(events.map((e) => [e.seq, e] as const));
   return { events: seqs.map((s) => byS.get(s)).filter((e): e is SessionEvent => e !== undefined), lookup: (s) => byS.get(s) };
+}
+
+/** What ListEvents asks for. */
+export interface ListEventsQuery {
+  readonly fromSeq?: number;
+  readonly direction: 'forward' | 'backward';
+  readonly pageSize?: number;
+  readonly types?: readonly string[];
+  /** The page as EncodedEventPage when the store can encode it, cut at this byte estimate (see SessionStore.readEncodedEventPage). */
+  readonly encodedBudgetBytes?: number;
+}
+
+/** A page of events: their stored texts, or (`encoded`, then `events` is empty) the encoded page. */
+export interface EventsPage {
+  readonly events: StoredEventText[];
+  readonly nextSeq: number | undefined;
+  readonly encoded?: EncodedEventPage;
 }
 
 /** One page of GetMessages. */
@@ -108,14 +125,23 @@ export class Reads {
     return { sessions, nextPageToken: page.nextPageToken };
   }
 
-  /** A page of events, data as the stored JSON text. */
-  async listEvents(ctx: CallContext, id: string, q: { fromSeq?: number; direction: 'forward' | 'backward'; pageSize?: number; types?: readonly string[] }): Promise<{ events: StoredEventText[]; nextSeq: number | undefined }> {
+  /**
+   * A page of events, data as the stored JSON text; with `encodedBudgetBytes`, already encoded
+   * when the store can (EncodedEventPage, cut at that byte estimate), else as texts.
+   */
+  async listEvents(ctx: CallContext, id: string, q: ListEventsQuery): Promise<EventsPage> {
     const rec = await this.cache.record(ctx, id);
     const limit = pageSizeOf(this.limits, q.pageSize);
     const fromSeq = q.fromSeq ?? (q.direction === 'forward' ? 0 : Math.max(rec.nextSeq - 1, 0));
-    const query: ReadEventsQuery = { fromSeq, direction: q.direction, limit: limit + 1, types: q.types && q.types.length > 0 ? q.types : undefined };
+    const types = q.types && q.types.length > 0 ? q.types : undefined;
+    const key = storageKey(ctx.tenant, id);
+    if (q.encodedBudgetBytes !== undefined && this.store.readEncodedEventPage !== undefined) {
+      const encoded = await this.store.readEncodedEventPage(key, { fromSeq, direction: q.direction, limit, types }, q.encodedBudgetBytes);
+      if (encoded !== undefined) return { events: [], nextSeq: encoded.nextSeq, encoded };
+    }
+    const query: ReadEventsQuery = { fromSeq, direction: q.direction, limit: limit + 1, types };
     // Data as the stored JSON text: the server puts it on the wire as is (no parse + stringify).
-    const events = await this.store.readEventTexts(storageKey(ctx.tenant, id), query);
+    const events = await this.store.readEventTexts(key, query);
     let next: number | undefined;
     if (events.length > limit) {
       const extra = events.pop() as StoredEventText;

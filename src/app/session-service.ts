@@ -28,9 +28,9 @@ import {
 import type { ChangeFeed } from './change-feed.js';
 import { LocalChangeFeed } from './local-change-feed.js';
 import { createWithQuota } from './quotas.js';
-import { Reads, type MessagesPage, type MessagesView, type ModelSnapshot, type SnapshotOptions } from './reads.js';
+import { Reads, type EventsPage, type ListEventsQuery, type MessagesPage, type MessagesView, type ModelSnapshot, type SnapshotOptions } from './reads.js';
 import { SessionCache } from './session-cache.js';
-import type { DeleteExpectation, SessionStore, StoredEventText } from './store-port.js';
+import type { DeleteExpectation, SessionStore } from './store-port.js';
 import { storageKey, toStored } from './tenant-scope.js';
 import { Transfer } from './transfer.js';
 import { WritePipeline } from './write-pipeline.js';
@@ -39,7 +39,7 @@ export {
   ANONYMOUS, DEFAULT_LIMITS,
   type AppendOptions, type AppendResult, type AppLimits, type AppLogger, type CallContext, type DerivedMessage, type SessionView,
 } from './app-types.js';
-export type { ModelSnapshot, SnapshotOptions } from './reads.js';
+export type { EventsPage, ListEventsQuery, ModelSnapshot, SnapshotOptions } from './reads.js';
 import { checkLabels } from './input-limits.js';
 
 /** The application service. */
@@ -136,7 +136,7 @@ export class SessionService {
   // ---- reads ------------------------------------------------------------------------------
 
   /** A page of events. */
-  listEvents(ctx: CallContext, id: string, q: { fromSeq?: number; direction: 'forward' | 'backward'; pageSize?: number; types?: readonly string[] }): Promise<{ events: StoredEventText[]; nextSeq: number | undefined }> {
+  listEvents(ctx: CallContext, id: string, q: ListEventsQuery): Promise<EventsPage> {
     return this.#reads.listEvents(ctx, id, q);
   }
 

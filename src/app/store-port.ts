@@ -91,6 +91,19 @@ export type StoredEventText = Omit<SessionEvent, 'data'> & {
   readonly dataBytes?: number;
 };
 
+/**
+ * A page of events encoded as the `events` field of `palimpsest.v1.ListEventsResponse`: each
+ * event is the field's tag, its length and a `palimpsest.v1.SessionEvent` with its data in the
+ * json form, byte for byte what the generated encoder writes (proto/ is the published schema).
+ */
+export interface EncodedEventPage {
+  readonly bytes: Uint8Array;
+  /** Events in `bytes`. */
+  readonly count: number;
+  /** The first seq after the page (left out by the page size or the byte budget); undefined when the read reached the end. */
+  readonly nextSeq: number | undefined;
+}
+
 /** A stored idempotent result: what the first request with this key appended and answered. */
 export interface IdempotentResult {
   /** Seqs appended by the original request. */
@@ -261,6 +274,15 @@ export interface SessionStore {
    * here and JSON.stringify there.
    */
   readEventTexts(sessionId: string, query: ReadEventsQuery): Promise<StoredEventText[]>;
+  /**
+   * Optional (the SQLite store with its checksum extension): a page of events already in the wire
+   * form the schema publishes (see EncodedEventPage), rows checked as readEventTexts checks them,
+   * for ListEvents in the json data form. `query.limit` is the page size; the page also ends
+   * before an event that would take the page's estimate (each event's data and type bytes, 11 per
+   * cited seq, 64) past `budgetBytes`, keeping at least one. Undefined when this page cannot be
+   * encoded here: the caller reads it with readEventTexts.
+   */
+  readEncodedEventPage?(sessionId: string, query: ReadEventsQuery, budgetBytes: number): Promise<EncodedEventPage | undefined>;
   /** Specific events by seq (missing seqs are omitted), ascending. */
   getEvents(sessionId: string, seqs: readonly number[]): Promise<SessionEvent[]>;
   /**

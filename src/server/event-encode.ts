@@ -210,6 +210,20 @@ export function encodeListEventsResponse(events: readonly EventWithText[], nextP
   return buf;
 }
 
+/** ListEventsResponse{events, next_page_token} from its events already encoded (EncodedEventPage's bytes). */
+export function listEventsResponseOf(events: Uint8Array, nextPageToken: string): Buffer {
+  const tokenBytes = Buffer.byteLength(nextPageToken);
+  const buf = Buffer.allocUnsafe(events.length + (tokenBytes === 0 ? 0 : 1 + varintSize(tokenBytes) + tokenBytes));
+  buf.set(events, 0);
+  if (tokenBytes !== 0) {
+    let pos = events.length;
+    buf[pos++] = 18;
+    pos = writeVarint(buf, pos, tokenBytes);
+    (buf as unknown as Utf8Writable).utf8Write(nextPageToken, pos, tokenBytes);
+  }
+  return buf;
+}
+
 /**
  * AppendEventsResponse{seqs, replayed, surface_length} encoded, byte for byte as the generated
  * encoder (test/unit/list-events-response.test.ts); undefined when a number is not a

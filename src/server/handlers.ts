@@ -16,7 +16,7 @@ import type {
 import { DataFormat, Direction, GetMessagesResponse, MessageView } from '../../gen/palimpsest/v1/service.js';
 import type { Session } from '../../gen/palimpsest/v1/session.js';
 import { SessionEvent as PbSessionEventCodec, type SessionEvent as PbSessionEvent } from '../../gen/palimpsest/v1/event.js';
-import { encodeAppendEventsResponse, encodeListEventsResponse, fastEncodable, type EventWithText } from './event-encode.js';
+import { encodeAppendEventsResponse, encodeListEventsResponse, fastEncodable, listEventsResponseOf, type EventWithText } from './event-encode.js';
 import { eventInputToCandidate, eventToProto, sessionToProto, storedEventToProto } from './convert.js';
 import { messageFromJson } from './typed-data.js';
 import { messageJsonText } from '../domain/derive.js';
@@ -197,8 +197,14 @@ export function makeHandlers(app: SessionService, resolve: ContextResolver, log:
         fromSeq = t.seq;
         direction = t.direction;
       }
-      const page = await app.listEvents(ctx, requireId(r.sessionId), { fromSeq, direction, pageSize: r.pageSize, types: r.types });
       const format = r.dataFormat === DataFormat.DATA_FORMAT_TYPED ? 'typed' : 'json';
+      // The json form straight from a store that encodes pages itself (the SQLite store with its
+      // extension), cut at the same byte budget as below; else from the texts.
+      const page = await app.listEvents(ctx, requireId(r.sessionId), { fromSeq, direction, pageSize: r.pageSize, types: r.types, encodedBudgetBytes: format === 'json' ? pageBudget : undefined });
+      if (page.encoded !== undefined) {
+        const token = page.nextSeq === undefined ? '' : encodePageToken(page.nextSeq, direction);
+        return listEventsResponseOf(page.encoded.bytes, token) as unknown as ListEventsResponse;
+      }
       // A page of large events could exceed the max message size, which the client could only
       // meet with RESOURCE_EXHAUSTED and no hint. Cut the page at a byte budget instead (always
       // at least one event) and continue from the first event left out.

@@ -3,7 +3,7 @@
  * selected rows back to events, sessions and idempotency results, and the compact structural
  * line format of readStructure (see decodeStructureLine).
  */
-import { withOptionalEnvelope, type IdempotentResult, type SessionRecord, type StoredEventText, type StructuralRow } from '../../app/store-port.js';
+import { withOptionalEnvelope, type EncodedEventPage, type IdempotentResult, type SessionRecord, type StoredEventText, type StructuralRow } from '../../app/store-port.js';
 import type { Json, SessionEvent, SessionHeader, SurfaceOp } from '../../domain/event.js';
 import { jsonTextOf } from '../../domain/json.js';
 import { DataCorruptedError } from '../../app/storage-error.js';
@@ -67,6 +67,8 @@ export const EVENT_COLUMNS = 'seq, type, time, data, source_event_seqs, surface_
  * per raw row, which cost more than the SELECT itself (measured: 0.82 ms per 1,000-row page for
  * the eight columns, 0.35 ms for the line).
  */
+/** The extension's aggregate that encodes a page of rows (native/sqlite-checksums.c palimpsest_event_page). */
+export const EVENT_PAGE = 'palimpsest_event_page';
 export const EVENT_LINE =
   'palimpsest_event_line(seq, type, time, data, source_event_seqs, surface_op, ignorable, scrc, dcrc)';
 
@@ -217,7 +219,7 @@ export function verifyRow(sessionId: string, r: ChecksummedRawEvent): void {
 }
 
 /** The version of EVENT_LINE's format; native/sqlite-checksums.c LINE_FORMAT must be the same. */
-export const LINE_FORMAT = 2;
+export const LINE_FORMAT = 3;
 
 /**
  * The envelope and data text of an EVENT_LINE (native/sqlite-checksums.c `palimpsest_event_line`):
@@ -295,6 +297,24 @@ export function decodeEventLine(sessionId: string, line: string): SessionEvent {
 export function decodeEventTextLine(sessionId: string, line: string): StoredEventText {
   const l = new EventLine(sessionId, line);
   return withOptionalEnvelope({ type: l.type, seq: l.seq, time: l.time, dataText: l.dataText, dataBytes: l.dataBytes }, l);
+}
+
+/**
+ * The page palimpsest_event_page wrote: 'P', the event count and the next seq (-1: none) as
+ * 8-byte little-endian integers, then the events; 'D', the damage (1 structural, 2 data) and the
+ * seq of the first damaged row (throws DataCorruptedError); 'F': not encodable there (undefined).
+ */
+export function decodeEventPage(sessionId: string, blob: Buffer): EncodedEventPage | undefined {
+  const kind = blob[0];
+  if (kind === 0x50 /* P */ && blob.length >= 17) {
+    const next = Number(blob.readBigInt64LE(9));
+    return { bytes: blob.subarray(17), count: Number(blob.readBigInt64LE(1)), nextSeq: next < 0 ? undefined : next };
+  }
+  if (kind === 0x44 /* D */ && blob.length === 10) throw rowCorrupted(sessionId, Number(blob.readBigInt64LE(2)), blob[1] === 2 ? 'data' : 'structural');
+  if (kind === 0x46 /* F */ && blob.length === 1) return undefined;
+  throw new DataCorruptedError(sessionId, undefined,
+    `session ${sessionId}: a page of events came back from the checksum extension in a form this build cannot read; ` +
+      'nothing of it is served; rebuild the extension (`npm run build:native`) and run palimpsest verify');
 }
 
 /** The optional envelope of a raw row (source_event_seqs, surface_op, ignorable columns). */

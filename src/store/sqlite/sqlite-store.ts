@@ -19,6 +19,7 @@ import type {
   CreateOutcome,
   CreateQuota,
   DeleteExpectation,
+  EncodedEventPage,
   HeadWatch,
   IdempotentResult,
   NewSession,
@@ -41,7 +42,7 @@ import { SqliteHeadWatch } from './head-watch.js';
 import { busyTimeoutMs, openDatabase } from './open-database.js';
 import { loadChecksumExtension, type ChecksumExtension, type NativeChecksums } from './native-checksums.js';
 import {
-  LINE_FORMAT, TypeTable, decodeEvent, decodeEventText, decodeIdempotent, decodeSession, decodeStructureLine, encodeEvents,
+  LINE_FORMAT, TypeTable, decodeEvent, decodeEventPage, decodeEventText, decodeIdempotent, decodeSession, decodeStructureLine, encodeEvents,
   type RawEvent, type RawSession, type StoredIdempotent,
 } from './row-codec.js';
 import { prepareStatements, type Statements } from './statements.js';
@@ -410,6 +411,19 @@ export class SqliteSessionStore implements SessionStore {
     return this.seen(this.selectEvents(sessionId, query).map((r) => decodeEventText(sessionId, r)));
   }
 
+  async readEncodedEventPage(sessionId: string, query: ReadEventsQuery, budgetBytes: number): Promise<EncodedEventPage | undefined> {
+    await this.readable();
+    this.checkIntact(sessionId);
+    const pages = this.st.readPage;
+    if (pages === undefined) return undefined;
+    if (query.limit <= 0 || this.st.selectVisible.get(sessionId) === undefined) return this.seen({ bytes: new Uint8Array(0), count: 0, nextSeq: undefined });
+    const forward = query.direction === 'forward';
+    const types = query.types !== undefined && query.types.length > 0 ? JSON.stringify(query.types) : undefined;
+    const stmt = types === undefined ? (forward ? pages.forward : pages.backward) : forward ? pages.forwardTyped : pages.backwardTyped;
+    const params = { limit: query.limit, budget: budgetBytes, sessionId, fromSeq: query.fromSeq, rows: query.limit + 1, ...(types === undefined ? {} : { types }) };
+    return this.seen(decodeEventPage(sessionId, stmt.get(params) as Buffer));
+  }
+
   private selectEvents(sessionId: string, query: ReadEventsQuery): RawEvent[] {
     this.checkIntact(sessionId);
     if (query.limit <= 0 || this.st.selectVisible.get(sessionId) === undefined) return [];
@@ -641,5 +655,5 @@ export class SqliteSessionStore implements SessionStore {
 // The port methods report a full disk and I/O failures as StorageError (sqlite-errors.ts).
 classifyStoreErrors(SqliteSessionStore.prototype, [
   'createSession', 'getSession', 'listSessions', 'deleteSession', 'deletePending', 'append', 'getIdempotent', 'readEvents', 'readEventTexts',
-  'getEvents', 'readStructure', 'readSurfaceStructure', 'scanEvents', 'publishSession', 'appendPending', 'getPendingEvents', 'getTenantUsage', 'close',
+  'readEncodedEventPage',   'getEvents', 'readStructure', 'readSurfaceStructure', 'scanEvents', 'publishSession', 'appendPending', 'getPendingEvents', 'getTenantUsage', 'close',
 ], sqliteStorageError);

@@ -3,7 +3,7 @@
  * request handler).
  */
 import type Database from 'better-sqlite3';
-import { EVENT_COLUMNS, EVENT_LINE, SESSION_COLUMNS } from './row-codec.js';
+import { EVENT_COLUMNS, EVENT_LINE, EVENT_PAGE, SESSION_COLUMNS } from './row-codec.js';
 
 /**
  * Prepares every statement of the store on `db`. With `checked`, event reads select each row's
@@ -73,6 +73,9 @@ export function prepareStatements(db: Database.Database, checked: boolean) {
          AND type IN (SELECT value FROM json_each(?)) ORDER BY seq DESC LIMIT ?`,
       ),
     ),
+    // A page in the wire form (EncodedEventPage; native/sqlite-checksums.c palimpsest_event_page),
+    // with the extension only: at most @rows rows (the page and one more, for its next seq).
+    readPage: checked ? pageStatements(db) : undefined,
     selectBySeqs: rows(
       db.prepare(
         `SELECT ${read} FROM events WHERE session_id = ? AND seq IN (SELECT value FROM json_each(?)) ORDER BY seq`,
@@ -114,6 +117,21 @@ export function prepareStatements(db: Database.Database, checked: boolean) {
       db.prepare(listSql(true, true)).raw(),
     ],
   };
+}
+
+/** ListEvents pages encoded by the extension, forward / backward, all types / some (json_each(@types)). */
+function pageStatements(db: Database.Database) {
+  const page = (forward: boolean, typed: boolean): Database.Statement =>
+    db
+      .prepare(
+        // No ORDER BY inside the aggregate (that sorts the rows again: twice the time): the rows
+        // come in the subquery's order, which the extension checks (out of order, it hands back).
+        `SELECT ${EVENT_PAGE}(@limit, @budget, ${forward ? 1 : 0}, ${EVENT_COLUMNS})
+         FROM (SELECT ${EVENT_COLUMNS} FROM events WHERE session_id = @sessionId AND seq ${forward ? '>=' : '<='} @fromSeq
+           ${typed ? 'AND type IN (SELECT value FROM json_each(@types))' : ''} ORDER BY seq${forward ? '' : ' DESC'} LIMIT @rows)`,
+      )
+      .pluck();
+  return { forward: page(true, false), backward: page(false, false), forwardTyped: page(true, true), backwardTyped: page(false, true) };
 }
 
 /** The store's statements. */
