@@ -5,7 +5,7 @@
 import type { CandidateEvent, Json, SessionHeader } from '../domain/event.js';
 import { SESSION_FORMAT_VERSION } from '../domain/event.js';
 import { DomainError } from '../domain/errors.js';
-import { isWellFormedText } from '../domain/json.js';
+import { isWellFormedText, type ParsedJsonText } from '../domain/json.js';
 import type { SessionRecord } from './store-port.js';
 import type { SessionHandle } from './session-handle.js';
 import { checkSessionId } from './input-limits.js';
@@ -58,6 +58,12 @@ export interface AppendOptions {
   readonly idempotencyKey?: string;
   /** Byte size of each candidate's data as received (for the per-event limit), if known. */
   readonly dataBytes?: readonly number[];
+  /**
+   * Per candidate (by index): its data is fresh from the caller's JSON.parse of this text and
+   * handed over, never used by the caller again (the server's json data form): the domain
+   * freezes it in place instead of copying it, and the store writes the text when canonical.
+   */
+  readonly parsedData?: readonly (ParsedJsonText | undefined)[];
   /** Check the tool-pairing guard even if the session has it off (server-built compaction/prune batches). */
   readonly pairingGuard?: boolean;
   /**

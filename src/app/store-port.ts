@@ -150,6 +150,11 @@ export interface AppendRequest {
   readonly writer: string;
   /** The events, seqs ascending from `expectedNextSeq` (already validated). */
   readonly events: readonly SessionEvent[];
+  /**
+   * Per event (by index), when known: its data's JSON text, exactly what JSON.stringify writes for
+   * it (the client's own canonical text), so the store need not serialize it again.
+   */
+  readonly dataTexts?: readonly (string | undefined)[];
   /** Surface length after this batch (the response's surface_length; stored with the key). */
   readonly surfaceLength: number;
   /** Idempotency record stored in the same transaction. */

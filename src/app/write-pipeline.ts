@@ -73,7 +73,7 @@ export class WritePipeline {
         }
         let plan: BatchPlan;
         try {
-          plan = engine.plan(candidates, { mode: 'append', now: this.clock, sessionId: handle.sessionId, lookup: need, pairing });
+          plan = engine.plan(candidates, { mode: 'append', now: this.clock, sessionId: handle.sessionId, lookup: need, pairing, parsedData: opts.parsedData });
         } catch (e) {
           reject(e);
           return undefined;
@@ -94,6 +94,7 @@ export class WritePipeline {
           expectedWriter,
           writer,
           events: plan.events,
+          ...(plan.dataTexts ? { dataTexts: plan.dataTexts } : {}),
           surfaceLength,
           ...(key ? { idempotency: { key, requestHash: hash } } : {}),
           ...(quota ? { quota } : {}),

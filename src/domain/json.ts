@@ -15,7 +15,8 @@
  * frozen in place instead of copied: JSON.parse only builds plain objects, dense arrays, strings,
  * booleans and null, so only its numbers need the check (it yields -0 and ±Infinity for `-0` and
  * `1e999`). When the text it came from is what JSON.stringify would write for the value, the text
- * is remembered (`jsonTextOf`), so the store need not serialize it again.
+ * is returned with it, so the store need not serialize it again. (What is known about the text
+ * travels next to the value, never in a WeakMap: those cost ~0.3 us per event.)
  */
 import { DomainError } from './errors.js';
 import type { Json } from './event.js';
@@ -26,10 +27,6 @@ export const MAX_NESTING = 1000;
 
 const objectProto = Object.prototype;
 
-/** Values handed over by `adoptParsedJson`, not yet frozen: the canonical text (if known) and its member count. */
-const adopted = new WeakMap<object, { readonly text: string | undefined; readonly members: number }>();
-/** Frozen adopted values whose source text is exactly JSON.stringify(value). */
-const texts = new WeakMap<object, string>();
 const arrayProto = Array.prototype;
 
 function notJson(path: string, what: string): DomainError {
@@ -91,17 +88,6 @@ export function jsonSyntaxProblem(err: unknown): string {
  */
 export function toFrozenJson(value: unknown, path = 'value'): Json {
   try {
-    if (typeof value === 'object' && value !== null) {
-      const handed = adopted.get(value);
-      if (handed !== undefined) {
-        adopted.delete(value);
-        walkMembers = 0;
-        walkIndexKey = false;
-        freezeParsed(value, 0);
-        if (handed.text !== undefined && !walkIndexKey && walkMembers === handed.members) texts.set(value, handed.text);
-        return value as Json;
-      }
-    }
     return copy(value, [], 0);
   } catch (e) {
     if (e instanceof Offence) throw toDomainError(e, path);
@@ -109,28 +95,43 @@ export function toFrozenJson(value: unknown, path = 'value'): Json {
   }
 }
 
-/**
- * Hands a value fresh from `JSON.parse` (no other reference to it is kept or given out) to the
- * next `toFrozenJson`, which then freezes it in place instead of copying it. `text`, when given,
- * must be the parsed text and claim to be canonical (no whitespace, escapes or numbers that
- * JSON.stringify would write differently; see json-depth.ts) with `members` name/value pairs in
- * all; the walk confirms that no duplicate or integer-like key made JSON.parse change the
- * object, and `jsonTextOf` returns the text afterwards.
- */
-export function adoptParsedJson<T extends Json>(value: T, text?: string, members = 0): T {
-  if (typeof value === 'object' && value !== null && !Object.isFrozen(value)) adopted.set(value, { text, members });
-  return value;
+/** What the caller of JSON.parse knows about the text it parsed (see adoptParsedJson). */
+export interface ParsedJsonText {
+  /**
+   * The parsed text when it claims to be canonical (no whitespace, escapes or numbers that
+   * JSON.stringify would write differently: json-depth.ts jsonTextInfo), else undefined.
+   */
+  readonly text: string | undefined;
+  /** Name/value pairs of the text. */
+  readonly members: number;
 }
 
-/** The JSON text of a value accepted through `adoptParsedJson` + `toFrozenJson`, when it is canonical. */
-export function jsonTextOf(value: Json): string | undefined {
-  return typeof value === 'object' && value !== null ? texts.get(value) : undefined;
+/**
+ * Checks and deep-freezes in place a value fresh from `JSON.parse(parsed.text)` that the caller
+ * hands over (no other reference to it is kept or given out): only its numbers and its depth need
+ * the check. Returns it with its text when the text is canonical for it: the walk confirms that
+ * no duplicate or integer-like key made JSON.parse change the object (members counted), so the
+ * text is exactly what JSON.stringify writes for the value.
+ *
+ * @throws DomainError `NOT_JSON` naming the offending path (-0, ±Infinity, too deep)
+ */
+export function adoptParsedJson(value: Json, parsed: ParsedJsonText, path = 'value'): { readonly value: Json; readonly text: string | undefined } {
+  try {
+    if (typeof value !== 'object' || value === null) return { value: copy(value, [], 0), text: parsed.text };
+    walkMembers = 0;
+    walkIndexKey = false;
+    freezeParsed(value, 0);
+    return { value, text: parsed.text !== undefined && !walkIndexKey && walkMembers === parsed.members ? parsed.text : undefined };
+  } catch (e) {
+    if (e instanceof Offence) throw toDomainError(e, path);
+    throw e;
+  }
 }
 
 let walkMembers = 0;
 let walkIndexKey = false;
 
-/** In-place check + freeze of a JSON.parse result (see adoptParsedJson): numbers and depth only. */
+/** In-place check + freeze of a JSON.parse result (see adoptParsedJson): numbers and depth only (already frozen parts are walked again: a retried plan). */
 function freezeParsed(value: object, depth: number): void {
   if (depth >= MAX_NESTING) throw new Offence(`nesting deeper than ${MAX_NESTING} levels`);
   if (Array.isArray(value)) {

@@ -41,6 +41,7 @@ import { ChunkedSurface, SurfaceDraft } from './surface.js';
 import { foldStoredReplace, type SurfaceDelta } from './surface-fold.js';
 import { checkCitationShape, checkSurfaceMarker } from './envelope-rules.js';
 import { normalizeCandidate } from './validate-event.js';
+import type { ParsedJsonText } from './json.js';
 import { assertToolPairing, pairingInfoOfEvent, type PairingInfo } from './tool-pairing.js';
 
 /** How a batch is checked: live `append` (seq assigned or equal to nextSeq) or `import` (seqs given, contiguous unless `allowSeqGaps`). */
@@ -69,6 +70,11 @@ export interface PlanContext {
   readonly allowSeqGaps?: boolean;
   /** Mode `import` of a reference file: also refuse what the reference's load path refuses (TURN_SHAPE, legacy-turns.ts). */
   readonly referenceLoad?: boolean;
+  /**
+   * Per candidate (by index): its data is fresh from the caller's JSON.parse of this text and
+   * handed over (NormalizeContext.parsedData); the plan's `dataTexts` then holds the canonical ones.
+   */
+  readonly parsedData?: readonly (ParsedJsonText | undefined)[];
 }
 
 /** What one accepted event did to the surface (defined next to the stored-row fold). */
@@ -82,6 +88,8 @@ export interface BatchPlan {
   readonly events: readonly SessionEvent[];
   /** One delta per event. */
   readonly deltas: readonly SurfaceDelta[];
+  /** Per event (by index): its data's JSON text when known to be what JSON.stringify writes for it (PlanContext.parsedData). */
+  readonly dataTexts?: readonly (string | undefined)[];
 }
 
 /** Options of a new engine. */
@@ -212,16 +220,19 @@ export class SessionEngine {
       pending === null ? (seq: number) => (seq < baseNextSeq ? lookup(seq) : undefined) : (seq: number) => pending.get(seq) ?? (seq < baseNextSeq ? lookup(seq) : undefined);
     let nextSeq = baseNextSeq;
     let count = this.table.count;
+    const dataTexts: (string | undefined)[] | undefined = ctx.parsedData === undefined ? undefined : new Array<string | undefined>(candidates.length);
     for (let i = 0; i < candidates.length; i++) {
       try {
-        const { event, hasSurfaceOp, hasSources } = normalizeCandidate(candidates[i] as CandidateEvent, {
+        const { event, hasSurfaceOp, hasSources, dataText } = normalizeCandidate(candidates[i] as CandidateEvent, {
           mode: ctx.mode,
           nextSeq,
           eventCount: count,
           now: ctx.now,
           allowSeqGaps: ctx.allowSeqGaps,
           referenceLoad: ctx.referenceLoad,
+          parsedData: ctx.parsedData?.[i],
         });
+        if (dataTexts !== undefined) dataTexts[i] = dataText;
         const delta = this.transition(event, hasSurfaceOp, hasSources, draft, ctx.sessionId, lookupAll, pending);
         if (trace !== null) trace.check(event);
         events.push(event);
@@ -240,7 +251,7 @@ export class SessionEngine {
       for (const e of events) own.set(e.seq, pairingInfoOfEvent(e, ctx.sessionId));
       assertToolPairing(this.surf.toArray(), deltas, (seq) => own.get(seq) ?? committed(seq));
     }
-    const plan: BatchPlan = { baseNextSeq, events, deltas };
+    const plan: BatchPlan = dataTexts === undefined ? { baseNextSeq, events, deltas } : { baseNextSeq, events, deltas, dataTexts };
     this.lastPlan = { plan, draft, trace };
     return plan;
   }

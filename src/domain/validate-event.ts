@@ -16,7 +16,7 @@
  */
 import { DomainError } from './errors.js';
 import type { CandidateEvent, Json, SessionEvent, SurfaceOp } from './event.js';
-import { isJsonObject, isWellFormedText, toFrozenJson } from './json.js';
+import { adoptParsedJson, isJsonObject, isWellFormedText, toFrozenJson, type ParsedJsonText } from './json.js';
 import { LEGACY_REQUIRED_KEYS, STEERING_TYPE, isLegacyShape, messageOf, upgradeSteering } from './message-view.js';
 import { checkLegacyTurnShape } from './legacy-turns.js';
 import { Reason } from './reasons.js';
@@ -54,6 +54,11 @@ export interface NormalizeContext {
   readonly allowSeqGaps?: boolean;
   /** Import of a reference file: also refuse what the reference's load path refuses (TURN_SHAPE). */
   readonly referenceLoad?: boolean;
+  /**
+   * The candidate's data is fresh from the caller's JSON.parse of this text and handed over: it
+   * is checked and frozen in place (adoptParsedJson), not copied, and its text kept when canonical.
+   */
+  readonly parsedData?: ParsedJsonText;
 }
 
 /** A normalized event plus the facts the surface rules need. */
@@ -63,6 +68,8 @@ export interface NormalizedCandidate {
   /** Whether the candidate carried the key (even with a JSON null value). */
   readonly hasSurfaceOp: boolean;
   readonly hasSources: boolean;
+  /** The data's JSON text, exactly what JSON.stringify writes for it, when the caller's text was that (ctx.parsedData). */
+  readonly dataText?: string;
 }
 
 function fail(reason: string, message: string, metadata: Record<string, string> = {}): DomainError {
@@ -109,7 +116,11 @@ export function normalizeCandidate(candidate: CandidateEvent, ctx: NormalizeCont
   const typeIn = field('type');
   const seqIn0 = field('seq');
   const timeIn0 = field('time');
-  const data = field('data');
+  let dataText: string | undefined;
+  let data: Json | undefined;
+  if (ctx.parsedData !== undefined && src['data'] !== undefined) {
+    ({ value: data, text: dataText } = adoptParsedJson(src['data'] as Json, ctx.parsedData, 'data'));
+  } else data = field('data');
   const sources = field('sourceEventSeqs');
   const op = field('surfaceOp');
   const ignorable = field('ignorable');
@@ -199,7 +210,7 @@ export function normalizeCandidate(candidate: CandidateEvent, ctx: NormalizeCont
   if (sources !== undefined) (event as { sourceEventSeqs?: unknown }).sourceEventSeqs = sources;
   if (op !== undefined) (event as { surfaceOp?: unknown }).surfaceOp = op as unknown as SurfaceOp;
   if (ignorable === true) event.ignorable = true;
-  return { event: Object.freeze(event), hasSurfaceOp: op !== undefined, hasSources: sources !== undefined };
+  return { event: Object.freeze(event), hasSurfaceOp: op !== undefined, hasSources: sources !== undefined, dataText };
 }
 
 /**

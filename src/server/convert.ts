@@ -5,7 +5,7 @@
  */
 import type { CandidateEvent, Json, SessionEvent } from '../domain/event.js';
 import { DomainError } from '../domain/errors.js';
-import { adoptParsedJson, jsonSyntaxProblem } from '../domain/json.js';
+import { jsonSyntaxProblem, type ParsedJsonText } from '../domain/json.js';
 import type { SessionRecord, StoredEventText } from '../app/store-port.js';
 import type { DataFormat } from '../../gen/palimpsest/v1/service.js';
 import type { EventData, EventInput, SessionEvent as PbSessionEvent } from '../../gen/palimpsest/v1/event.js';
@@ -17,11 +17,11 @@ export { MAX_JSON_DEPTH, jsonTextDepth } from '../app/json-depth.js';
 
 /**
  * Parses the `json` data form; malformed or too deep text is a DomainError of the event. With
- * `adopt`, the fresh value is handed to the domain (frozen in place rather than copied, and its
- * text kept for the store when canonical: see adoptParsedJson).
+ * `parsed`, what adoptParsedJson needs to know about the text is pushed there (its canonical
+ * form and member count): the caller then hands the fresh value to the domain.
  */
-export function parseDataJson(text: string, index: number, field: string, adopt = false): Json {
-  const info = adopt ? jsonTextInfo(text) : undefined;
+export function parseDataJson(text: string, index: number, field: string, parsed?: (ParsedJsonText | undefined)[]): Json {
+  const info = parsed !== undefined ? jsonTextInfo(text) : undefined;
   if ((info === undefined ? jsonTextDepth(text) : info.depth) > MAX_JSON_DEPTH) {
     throw new DomainError('DATA_TOO_DEEP', `${field} nests deeper than ${MAX_JSON_DEPTH} levels`, { field, limit: String(MAX_JSON_DEPTH) }, index);
   }
@@ -31,14 +31,19 @@ export function parseDataJson(text: string, index: number, field: string, adopt 
   } catch (e) {
     throw new DomainError('NOT_JSON', `${field} is not valid JSON text: ${jsonSyntaxProblem(e)}`, { field }, index);
   }
-  return info === undefined ? value : adoptParsedJson(value, info.canonical ? text : undefined, info.members);
+  if (info !== undefined) parsed!.push({ text: info.canonical ? text : undefined, members: info.members });
+  return value;
 }
 
 /** The JSON value of EventData (the typed forms converted to the reference's JSON). */
-export function eventDataToJson(data: EventData | undefined, index: number, field: string, adopt = false): Json | undefined {
+export function eventDataToJson(data: EventData | undefined, index: number, field: string, parsed?: (ParsedJsonText | undefined)[]): Json | undefined {
   const kind = data?.kind;
-  if (!kind) return undefined;
-  if (kind.$case === 'json') return parseDataJson(kind.value, index, `${field}.json`, adopt);
+  if (!kind) {
+    parsed?.push(undefined);
+    return undefined;
+  }
+  if (kind.$case === 'json') return parseDataJson(kind.value, index, `${field}.json`, parsed);
+  parsed?.push(undefined);
   let value: Json | undefined;
   try {
     value = typedToJson(kind, field);
@@ -58,12 +63,14 @@ export function eventDataToJson(data: EventData | undefined, index: number, fiel
 }
 
 /**
- * An EventInput as the domain's candidate envelope (absent keys stay absent). The data of the
- * json form is handed over to the domain (adoptParsedJson): the request is not used afterwards.
+ * An EventInput as the domain's candidate envelope (absent keys stay absent). With `parsed`, the
+ * data of the json form is handed over to the domain (AppendOptions.parsedData, adoptParsedJson;
+ * the request is not used afterwards): what is known about its text is pushed there, one entry
+ * per event (undefined for the typed forms).
  */
-export function eventInputToCandidate(input: EventInput, index: number): CandidateEvent {
+export function eventInputToCandidate(input: EventInput, index: number, parsed?: (ParsedJsonText | undefined)[]): CandidateEvent {
   const field = `events[${index}]`;
-  const data = eventDataToJson(input.data, index, `${field}.data`, true);
+  const data = eventDataToJson(input.data, index, `${field}.data`, parsed);
   const c: Record<string, unknown> = { type: input.type, data };
   if (data === undefined) delete c.data;
   if (input.seq !== undefined) c.seq = input.seq;

@@ -5,6 +5,7 @@ import { status as Code, type sendUnaryData, type ServerUnaryCall, type ServerRe
 import type { SessionService, CallContext, SessionView } from '../app/session-service.js';
 import { DomainError } from '../domain/errors.js';
 import type { CandidateEvent, Json, SessionEvent } from '../domain/event.js';
+import type { ParsedJsonText } from '../domain/json.js';
 import type { StoredEventText } from '../app/store-port.js';
 import type {
   AppendEventsRequest, AppendEventsResponse, CreateSessionRequest, CreateSessionResponse, DeleteSessionRequest,
@@ -168,15 +169,17 @@ export function makeHandlers(app: SessionService, resolve: ContextResolver, log:
       const id = requireId(r.sessionId);
       const candidates: CandidateEvent[] = [];
       const sizes: number[] = [];
+      // The json form's data is parsed here and handed to the domain with what its text says.
+      const parsedData: (ParsedJsonText | undefined)[] = [];
       try {
         for (let i = 0; i < r.events.length; i++) {
           const input = r.events[i]!;
           const d = input.data?.kind;
           sizes.push(d?.$case === 'json' ? Buffer.byteLength(d.value) : 0);
-          candidates.push(eventInputToCandidate(input, i));
+          candidates.push(eventInputToCandidate(input, i, parsedData));
         }
         const res = await app.append(ctx, id, candidates, {
-          expectedLastSeq: r.expectedLastSeq, idempotencyKey: r.idempotencyKey,
+          expectedLastSeq: r.expectedLastSeq, idempotencyKey: r.idempotencyKey, parsedData,
           // UTF-8 bytes in both forms (typed data as the JSON it becomes), as the limit says.
           dataBytes: sizes.map((s, i) => s || Buffer.byteLength(JSON.stringify(candidates[i]?.data ?? null))),
         });

@@ -1,21 +1,21 @@
 import { describe, expect, it } from 'vitest';
 import type { Json, SessionEvent } from '../../src/domain/event.js';
-import { adoptParsedJson, jsonTextOf, toFrozenJson } from '../../src/domain/json.js';
+import { adoptParsedJson } from '../../src/domain/json.js';
 import { canonicalEvent, eventBytes, storedEvent } from '../../src/store/memory/memory-events.js';
 
 const TEXT = '{"n":1,"text":"héllo ✓"}';
 
-/** Data as the server hands it to the domain: parsed, adopted with its canonical text, frozen in place. */
-function adoptedData(text: string, members: number, canonical = true): Json {
-  return toFrozenJson(adoptParsedJson(JSON.parse(text) as Json, canonical ? text : undefined, members), 'data');
+/** Data as the server hands it to the domain: parsed, adopted with its canonical text, frozen in place (the text kept, when canonical). */
+function adoptedData(text: string, members: number, canonical = true): { readonly value: Json; readonly text: string | undefined } {
+  return adoptParsedJson(JSON.parse(text) as Json, { text: canonical ? text : undefined, members }, 'data');
 }
 const event = (data: Json, extra: Partial<SessionEvent> = {}): SessionEvent => ({ type: 'bench/tick', seq: 0, time: 1, data, ...extra });
 
 describe('memory store stored events', () => {
-  it('keeps the canonical text toFrozenJson kept (not the parsed tree) and counts its UTF-8 bytes', () => {
+  it('keeps the canonical text the plan kept (not the parsed tree) and counts its UTF-8 bytes', () => {
     const data = adoptedData(TEXT, 2);
-    expect(jsonTextOf(data)).toBe(TEXT);
-    const stored = canonicalEvent(event(data));
+    expect(data.text).toBe(TEXT);
+    const stored = canonicalEvent(event(data.value), data.text);
     expect(stored).toStrictEqual({ type: 'bench/tick', seq: 0, time: 1, dataText: TEXT, dataBytes: Buffer.byteLength(TEXT, 'utf8') });
     expect(Object.isFrozen(stored)).toBe(true);
     expect(eventBytes([stored, stored])).toBe(2 * Buffer.byteLength(TEXT, 'utf8'));
@@ -31,8 +31,8 @@ describe('memory store stored events', () => {
 
   it('adopted data without a canonical text is stored as JSON.stringify writes it, not as sent', () => {
     const data = adoptedData('{ "n" : 1 }', 1, false);
-    expect(jsonTextOf(data)).toBeUndefined();
-    const stored = canonicalEvent(event(data));
+    expect(data.text).toBeUndefined();
+    const stored = canonicalEvent(event(data.value), data.text);
     expect(stored.dataText).toBe('{"n":1}');
     expect(stored.dataBytes).toBe(7);
   });

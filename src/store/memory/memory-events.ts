@@ -8,7 +8,7 @@
  */
 import { withOptionalEnvelope, type SessionRecord, type StructuralRow } from '../../app/store-port.js';
 import type { Json, SessionEvent, SessionHeader } from '../../domain/event.js';
-import { deepFreeze as deepFreezeJson, jsonTextOf } from '../../domain/json.js';
+import { deepFreeze as deepFreezeJson } from '../../domain/json.js';
 import type { MemoryEvent, MemorySession } from './memory-database.js';
 
 export type { MemoryEvent } from './memory-database.js';
@@ -58,12 +58,12 @@ export function structuralRow(event: MemoryEvent): StructuralRow {
 
 /**
  * The stored form of `event`, frozen, in the canonical key order, absent optional keys absent:
- * its data as JSON text (the client's canonical text when toFrozenJson kept one, which is what
- * JSON.stringify writes for it), so neither the caller's later mutation nor a reader can alter
+ * its data as JSON text (`knownText`, the client's canonical text, when the plan kept one: what
+ * JSON.stringify writes for it; else JSON.stringify's), so neither the caller's later mutation nor a reader can alter
  * the log.
  */
-export function canonicalEvent(event: SessionEvent): MemoryEvent {
-  const dataText = jsonTextOf(event.data) ?? JSON.stringify(event.data);
+export function canonicalEvent(event: SessionEvent, knownText?: string): MemoryEvent {
+  const dataText = knownText ?? JSON.stringify(event.data);
   const out: {
     type: string;
     seq: number;

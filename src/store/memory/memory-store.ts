@@ -87,7 +87,7 @@ export class MemorySessionStore implements SessionStore {
     const id = record.header.id;
     checkAscendingSeqs(id, events, 0);
     if (this.sessions.has(id)) return { kind: 'exists' };
-    const stored = events.map(canonicalEvent);
+    const stored = events.map((e) => canonicalEvent(e));
     const header = canonicalHeader(record.header);
     const labels = Object.freeze({ ...record.labels });
     const bytes = storedSessionBytes(header, labels) + eventBytes(stored);
@@ -191,7 +191,7 @@ export class MemorySessionStore implements SessionStore {
     if (session.nextSeq !== req.expectedNextSeq || session.writer !== req.expectedWriter) {
       return { kind: 'conflict', actualNextSeq: session.nextSeq };
     }
-    const events = req.events.map(canonicalEvent);
+    const events = req.events.map((e, i) => canonicalEvent(e, req.dataTexts?.[i]));
     const bytes = eventBytes(events);
     const tenant = this.database.tenant(session.tenant);
     const maxBytes = req.quota?.maxBytes ?? 0;
@@ -307,7 +307,7 @@ export class MemorySessionStore implements SessionStore {
     this.checkOpen();
     const session = this.ownedPending(sessionId, opts.owner, 'append an import chunk to session');
     checkAscendingSeqs(sessionId, events, session.nextSeq);
-    const stored = events.map(canonicalEvent);
+    const stored = events.map((e) => canonicalEvent(e));
     const bytes = eventBytes(stored);
     const tenant = this.database.tenant(session.tenant);
     const maxBytes = opts.quota?.maxBytes ?? 0;

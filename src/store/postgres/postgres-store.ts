@@ -49,7 +49,6 @@ import type {
 } from '../../app/store-port.js';
 import { storedSessionBytes, utf8Length } from '../../app/store-port.js';
 import type { Json, SessionEvent, SessionHeader, SurfaceOp } from '../../domain/event.js';
-import { jsonTextOf } from '../../domain/json.js';
 import { checkPageSize, decodePageToken, encodePageToken } from '../page-token.js';
 import { StoreClosedError, StoreOpenError, StoreUsageError, checkAscendingSeqs } from '../store-errors.js';
 import { decodeSurfaceOp, encodeSurfaceOp } from '../sqlite/codec.js';
@@ -115,7 +114,7 @@ function parseInt8Array(text: string): number[] {
 /** Event columns as the write functions take them (one array per column). */
 type EventArrays = [seqs: number[], types: string[], times: number[], data: string[], sources: (string | null)[], ops: (string | null)[], ign: (boolean | null)[]];
 
-function encodeEvents(events: readonly SessionEvent[]): { arrays: EventArrays; dataBytes: number } {
+function encodeEvents(events: readonly SessionEvent[], dataTexts?: readonly (string | undefined)[]): { arrays: EventArrays; dataBytes: number } {
   const n = events.length;
   const seqs = new Array<number>(n);
   const types = new Array<string>(n);
@@ -127,7 +126,7 @@ function encodeEvents(events: readonly SessionEvent[]): { arrays: EventArrays; d
   let dataBytes = 0;
   for (let i = 0; i < n; i++) {
     const e = events[i]!;
-    const text = jsonTextOf(e.data) ?? JSON.stringify(e.data);
+    const text = dataTexts?.[i] ?? JSON.stringify(e.data);
     dataBytes += utf8Length(text);
     seqs[i] = e.seq;
     types[i] = e.type;
@@ -442,7 +441,7 @@ export class PostgresSessionStore implements SessionStore {
     } catch (error) {
       return Promise.reject(error);
     }
-    const { arrays, dataBytes } = encodeEvents(req.events);
+    const { arrays, dataBytes } = encodeEvents(req.events, req.dataTexts);
     const key = req.idempotency;
     const values = [
       sessionId, req.expectedNextSeq, req.expectedWriter, req.writer, ...arrays, dataBytes,

@@ -5,7 +5,6 @@
  */
 import { withOptionalEnvelope, type EncodedEventPage, type IdempotentResult, type SessionRecord, type StoredEventText, type StructuralRow } from '../../app/store-port.js';
 import type { Json, SessionEvent, SessionHeader, SurfaceOp } from '../../domain/event.js';
-import { jsonTextOf } from '../../domain/json.js';
 import { DataCorruptedError } from '../../app/storage-error.js';
 import { decodeSeqs, decodeSeqsHex, decodeSurfaceOp, encodeSeqs, encodeSurfaceOp } from './codec.js';
 import { CRC_INIT, crcFinal, crcString } from './crc32c.js';
@@ -72,13 +71,13 @@ export const EVENT_PAGE = 'palimpsest_event_page';
 export const EVENT_LINE =
   'palimpsest_event_line(seq, type, time, data, source_event_seqs, surface_op, ignorable, scrc, dcrc)';
 
-export function encodeEvents(sessionId: string, events: readonly SessionEvent[], checksums = true): { rows: EventRow[]; dataBytes: number } {
+export function encodeEvents(sessionId: string, events: readonly SessionEvent[], checksums = true, dataTexts?: readonly (string | undefined)[]): { rows: EventRow[]; dataBytes: number } {
   const rows = new Array<EventRow>(events.length);
   let dataBytes = 0;
   for (let i = 0; i < events.length; i++) {
     const e = events[i]!;
-    // The client's text when the domain kept it (canonical: the same bytes JSON.stringify writes).
-    const data = jsonTextOf(e.data) ?? JSON.stringify(e.data);
+    // The client's text when the plan kept it (AppendRequest.dataTexts: the bytes JSON.stringify writes).
+    const data = dataTexts?.[i] ?? JSON.stringify(e.data);
     dataBytes += Buffer.byteLength(data, 'utf8');
     const seqs = e.sourceEventSeqs === undefined ? null : encodeSeqs(e.sourceEventSeqs);
     const op = encodeSurfaceOp(e.surfaceOp);

@@ -368,7 +368,7 @@ export class SqliteSessionStore implements SessionStore {
       checkAscendingSeqs(sessionId, req.events, req.expectedNextSeq);
       // Encode outside the write transaction: the shared transaction only binds and inserts (the
       // writer thread computes the rows' checksums itself).
-      const { rows, dataBytes } = encodeEvents(sessionId, req.events, this.appendThread === undefined);
+      const { rows, dataBytes } = encodeEvents(sessionId, req.events, this.appendThread === undefined, req.dataTexts);
       const idempotency = req.idempotency;
       const done = this.appendThread === undefined ? undefined : this.ownAppend(sessionId, req.events.length === 0 ? req.expectedNextSeq : req.events[req.events.length - 1]!.seq + 1);
       this.groups.enqueue({
