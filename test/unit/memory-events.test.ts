@@ -1,7 +1,14 @@
+/**
+ * The memory store's stored events (event-log.ts): kept in columns, read back exactly (the
+ * client's canonical text when the plan kept one, else JSON.stringify's), frozen, never reachable
+ * by the caller's later mutation; batches of one and of many, replace ops, citations, ignorable,
+ * gaps in seqs (imports), lookups by seq.
+ */
 import { describe, expect, it } from 'vitest';
 import type { Json, SessionEvent } from '../../src/domain/event.js';
 import { adoptParsedJson } from '../../src/domain/json.js';
-import { canonicalEvent, eventBytes, storedEvent } from '../../src/store/memory/memory-events.js';
+import { EventLog } from '../../src/store/memory/event-log.js';
+import { storedEvent } from '../../src/store/memory/memory-events.js';
 
 const TEXT = '{"n":1,"text":"héllo ✓"}';
 
@@ -11,39 +18,77 @@ function adoptedData(text: string, members: number, canonical = true): { readonl
 }
 const event = (data: Json, extra: Partial<SessionEvent> = {}): SessionEvent => ({ type: 'bench/tick', seq: 0, time: 1, data, ...extra });
 
+function logOf(...batches: [SessionEvent[], (string | undefined)[]?][]): EventLog {
+  const log = new EventLog();
+  for (const [events, texts] of batches) log.push(EventLog.encode(events, texts));
+  return log;
+}
+
 describe('memory store stored events', () => {
   it('keeps the canonical text the plan kept (not the parsed tree) and counts its UTF-8 bytes', () => {
     const data = adoptedData(TEXT, 2);
     expect(data.text).toBe(TEXT);
-    const stored = canonicalEvent(event(data.value), data.text);
+    const batch = EventLog.encode([event(data.value), event(data.value, { seq: 1 })], [data.text, data.text]);
+    expect(batch.dataBytes).toBe(2 * Buffer.byteLength(TEXT, 'utf8'));
+    const log = new EventLog();
+    log.push(batch);
+    const stored = log.at(0);
     expect(stored).toStrictEqual({ type: 'bench/tick', seq: 0, time: 1, dataText: TEXT, dataBytes: Buffer.byteLength(TEXT, 'utf8') });
     expect(Object.isFrozen(stored)).toBe(true);
-    expect(eventBytes([stored, stored])).toBe(2 * Buffer.byteLength(TEXT, 'utf8'));
+    expect(log.at(1)).toMatchObject({ seq: 1, dataText: TEXT });
   });
 
   it('a later mutation of the data the caller still holds does not reach the stored event', () => {
     const data = { n: 1, nested: { text: 'a' } };
-    const stored = canonicalEvent(event(data));
+    const sources = [0];
+    const log = logOf([[event(data, { sourceEventSeqs: sources })]]);
     data.nested.text = 'changed';
-    expect(stored.dataText).toBe('{"n":1,"nested":{"text":"a"}}');
-    expect(storedEvent(stored).data).toStrictEqual({ n: 1, nested: { text: 'a' } });
+    sources.push(5);
+    expect(log.at(0).dataText).toBe('{"n":1,"nested":{"text":"a"}}');
+    expect(log.at(0).sourceEventSeqs).toEqual([0]);
+    expect(storedEvent(log.at(0)).data).toStrictEqual({ n: 1, nested: { text: 'a' } });
   });
 
   it('adopted data without a canonical text is stored as JSON.stringify writes it, not as sent', () => {
     const data = adoptedData('{ "n" : 1 }', 1, false);
     expect(data.text).toBeUndefined();
-    const stored = canonicalEvent(event(data.value), data.text);
-    expect(stored.dataText).toBe('{"n":1}');
-    expect(stored.dataBytes).toBe(7);
+    const log = logOf([[event(data.value)], [data.text]]);
+    expect(log.at(0).dataText).toBe('{"n":1}');
+    expect(log.at(0).dataBytes).toBe(7);
   });
 
-  it('reads back the event exactly, deep-frozen, with the envelope in canonical order and absent keys absent', () => {
-    const e = event({ a: [1, { b: 'ü' }] }, { seq: 4, time: -3, sourceEventSeqs: [1, 2], surfaceOp: { op: 'replace', start: 1, end: 2 }, ignorable: true });
-    const back = storedEvent(canonicalEvent(e));
-    expect(back).toStrictEqual(e);
-    expect(Object.keys(back)).toEqual(['type', 'seq', 'time', 'data', 'sourceEventSeqs', 'surfaceOp', 'ignorable']);
-    expect(Object.isFrozen(back)).toBe(true);
-    expect(Object.isFrozen((back.data as { a: object[] }).a[1])).toBe(true);
-    expect(storedEvent(canonicalEvent(event(null)))).toStrictEqual(event(null));
+  it('reads back every event of batches of one and of many exactly, deep-frozen, envelope in canonical order, absent keys absent', () => {
+    const events = [
+      event({ a: [1, { b: 'ü' }] }, { seq: 0, time: -3, sourceEventSeqs: [], surfaceOp: 'append' }),
+      event('é ✓ \u{1f600}', { seq: 1, type: '日本語' }),
+      event(null, { seq: 2, sourceEventSeqs: [1, 0], surfaceOp: { op: 'replace', start: 0, end: 1 }, ignorable: true }),
+      event([], { seq: 7, time: Number.MAX_SAFE_INTEGER }),
+      event({ x: 'y' }, { seq: 9, type: '' }),
+    ];
+    const log = logOf([events.slice(0, 1)], [events.slice(1, 4)], [events.slice(4)]);
+    expect(log.length).toBe(5);
+    for (let i = 0; i < events.length; i++) {
+      const back = storedEvent(log.at(i));
+      expect(back).toStrictEqual(events[i]);
+      expect(Object.isFrozen(back)).toBe(true);
+      expect(log.seqAt(i)).toBe(events[i]!.seq);
+      expect(log.typeAt(i)).toBe(events[i]!.type);
+      expect(log.surfaceOpAt(i)).toEqual(events[i]!.surfaceOp);
+      const { data: _, time: __, ...structural } = events[i]!;
+      expect(log.structuralAt(i)).toStrictEqual(structural);
+    }
+    expect(Object.keys(storedEvent(log.at(2)))).toEqual(['type', 'seq', 'time', 'data', 'sourceEventSeqs', 'surfaceOp', 'ignorable']);
+    expect(Object.isFrozen((storedEvent(log.at(0)).data as { a: object[] }).a[1])).toBe(true);
+    // Seqs with gaps (an import): lower bounds by seq.
+    expect([0, 1, 2, 3, 7, 8, 9, 10].map((s) => log.lowerBound(s))).toEqual([0, 1, 2, 3, 3, 4, 4, 5]);
+  });
+
+  it('grows past its first capacity without losing a column', () => {
+    const log = new EventLog();
+    for (let b = 0; b < 50; b++) log.push(EventLog.encode(Array.from({ length: 7 }, (_, i) => event({ b, i }, { seq: b * 7 + i, time: b, type: `t${i % 3}`, ...(i === 3 ? { surfaceOp: 'append' as const } : {}) }))));
+    expect(log.length).toBe(350);
+    expect(storedEvent(log.at(349))).toStrictEqual(event({ b: 49, i: 6 }, { seq: 349, time: 49, type: 't0' }));
+    expect(storedEvent(log.at(3))).toStrictEqual(event({ b: 0, i: 3 }, { seq: 3, time: 0, type: 't0', surfaceOp: 'append' }));
+    expect(log.lowerBound(200)).toBe(200);
   });
 });

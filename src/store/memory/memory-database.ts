@@ -3,11 +3,9 @@
  * several MemorySessionStore instances may open (the in-process analogue of several processes on
  * one database file), and the head watchers of all of them.
  */
-import type { IdempotentResult, StoredEventText } from '../../app/store-port.js';
+import type { IdempotentResult } from '../../app/store-port.js';
 import type { SessionHeader } from '../../domain/event.js';
-
-/** A stored event (memory-events.ts): the envelope, the data's JSON text and its UTF-8 length. */
-export type MemoryEvent = StoredEventText & { readonly dataBytes: number };
+import type { EventLog } from './event-log.js';
 
 /** One stored session. */
 export interface MemorySession {
@@ -21,7 +19,7 @@ export interface MemorySession {
   nextSeq: number;
   dataBytes: number;
   /** Ascending by seq (gaps possible for imported logs). */
-  readonly events: MemoryEvent[];
+  readonly events: EventLog;
   readonly idempotency: Map<string, IdempotentResult>;
 }
 

@@ -9,7 +9,7 @@
  * instances race exactly as connections to one database do, and the multi-writer contract tests
  * run against memory too.
  *
- * Stored events are frozen canonical copies with their data as JSON text (memory-events.ts), so
+ * Stored events are canonical copies with their data as JSON text, in columns (event-log.ts), so
  * neither the caller's later mutation nor a reader can alter the log; reads parse the text.
  */
 import type {
@@ -37,7 +37,8 @@ import type { SessionEvent } from '../../domain/event.js';
 import { checkPageSize, decodePageToken, encodePageToken } from '../page-token.js';
 import { StoreClosedError, StoreUsageError, checkAscendingSeqs } from '../store-errors.js';
 import { MemoryDatabase, type MemorySession } from './memory-database.js';
-import { canonicalEvent, canonicalHeader, eventBytes, lowerBound, storedEvent, structuralRow, toRecord, type MemoryEvent } from './memory-events.js';
+import { canonicalHeader, storedEvent, toRecord } from './memory-events.js';
+import { EventLog, type EncodedBatch, type MemoryEvent } from './event-log.js';
 
 export { MemoryDatabase } from './memory-database.js';
 
@@ -87,10 +88,10 @@ export class MemorySessionStore implements SessionStore {
     const id = record.header.id;
     checkAscendingSeqs(id, events, 0);
     if (this.sessions.has(id)) return { kind: 'exists' };
-    const stored = events.map((e) => canonicalEvent(e));
+    const stored = EventLog.encode(events);
     const header = canonicalHeader(record.header);
     const labels = Object.freeze({ ...record.labels });
-    const bytes = storedSessionBytes(header, labels) + eventBytes(stored);
+    const bytes = storedSessionBytes(header, labels) + stored.dataBytes;
     const tenant = this.database.tenant(record.tenant);
     if (quota !== undefined && quota.maxSessions > 0 && tenant.sessions + 1 > quota.maxSessions) {
       return { kind: 'quota-exceeded', limitName: 'tenant_max_sessions', limit: quota.maxSessions, actual: tenant.sessions };
@@ -107,8 +108,8 @@ export class MemorySessionStore implements SessionStore {
       pending: record.pending === undefined ? undefined : { owner: record.pending.owner, leaseUntil: record.pending.leaseUntil },
       writer: record.writer,
       nextSeq: 0,
-      dataBytes: bytes - eventBytes(stored),
-      events: [],
+      dataBytes: bytes - stored.dataBytes,
+      events: new EventLog(),
       idempotency: new Map(),
     };
     this.pushEvents(session, stored);
@@ -191,8 +192,8 @@ export class MemorySessionStore implements SessionStore {
     if (session.nextSeq !== req.expectedNextSeq || session.writer !== req.expectedWriter) {
       return { kind: 'conflict', actualNextSeq: session.nextSeq };
     }
-    const events = req.events.map((e, i) => canonicalEvent(e, req.dataTexts?.[i]));
-    const bytes = eventBytes(events);
+    const events = EventLog.encode(req.events, req.dataTexts);
+    const bytes = events.dataBytes;
     const tenant = this.database.tenant(session.tenant);
     const maxBytes = req.quota?.maxBytes ?? 0;
     if (maxBytes > 0 && bytes > 0 && tenant.dataBytes + bytes > maxBytes) {
@@ -204,7 +205,7 @@ export class MemorySessionStore implements SessionStore {
     if (idempotency !== undefined) {
       session.idempotency.set(
         idempotency.key,
-        Object.freeze({ seqs: Object.freeze(events.map((e) => e.seq)), requestHash: idempotency.requestHash, surfaceLength: req.surfaceLength }),
+        Object.freeze({ seqs: Object.freeze(req.events.map((e) => e.seq)), requestHash: idempotency.requestHash, surfaceLength: req.surfaceLength }),
       );
     }
     this.commits++;
@@ -231,17 +232,15 @@ export class MemorySessionStore implements SessionStore {
     const session = this.visible(sessionId);
     if (session === undefined || query.limit <= 0) return [];
     const types = query.types !== undefined && query.types.length > 0 ? new Set(query.types) : undefined;
-    const events = session.events;
+    const log = session.events;
     const out: MemoryEvent[] = [];
     if (query.direction === 'forward') {
-      for (let i = lowerBound(events, query.fromSeq); i < events.length && out.length < query.limit; i++) {
-        const event = events[i]!;
-        if (types === undefined || types.has(event.type)) out.push(event);
+      for (let i = log.lowerBound(query.fromSeq); i < log.length && out.length < query.limit; i++) {
+        if (types === undefined || types.has(log.typeAt(i))) out.push(log.at(i));
       }
     } else {
-      for (let i = lowerBound(events, query.fromSeq + 1) - 1; i >= 0 && out.length < query.limit; i--) {
-        const event = events[i]!;
-        if (types === undefined || types.has(event.type)) out.push(event);
+      for (let i = log.lowerBound(query.fromSeq + 1) - 1; i >= 0 && out.length < query.limit; i--) {
+        if (types === undefined || types.has(log.typeAt(i))) out.push(log.at(i));
       }
     }
     return out;
@@ -251,33 +250,31 @@ export class MemorySessionStore implements SessionStore {
     this.checkOpen();
     const session = this.visible(sessionId);
     if (session === undefined) return [];
-    const out: SessionEvent[] = [];
-    for (const seq of [...new Set(seqs)].sort((a, b) => a - b)) {
-      const event = session.events[lowerBound(session.events, seq)];
-      if (event !== undefined && event.seq === seq) out.push(storedEvent(event));
-    }
-    return out;
+    return this.eventsBySeq(session, seqs);
   }
 
   async readStructure(sessionId: string, fromSeq: number, limit = Number.MAX_SAFE_INTEGER): Promise<StructuralRow[]> {
     this.checkOpen();
     const session = this.visible(sessionId);
     if (session === undefined) return [];
-    const from = lowerBound(session.events, fromSeq);
-    return session.events.slice(from, from + limit).map(structuralRow);
+    const log = session.events;
+    const rows: StructuralRow[] = [];
+    for (let i = log.lowerBound(fromSeq); i < log.length && rows.length < limit; i++) rows.push(log.structuralAt(i));
+    return rows;
   }
 
   async readSurfaceStructure(sessionId: string, toSeq: number): Promise<SurfaceStructure> {
     this.checkOpen();
     const session = this.visible(sessionId);
     if (session === undefined) return { rows: [], headSeq: undefined };
-    const end = lowerBound(session.events, toSeq + 1);
+    const log = session.events;
+    const end = log.lowerBound(toSeq + 1);
     const rows: StructuralRow[] = [];
     for (let i = 0; i < end; i++) {
-      const e = session.events[i]!;
-      if (e.surfaceOp !== undefined) rows.push({ seq: e.seq, type: e.type, surfaceOp: e.surfaceOp });
+      const surfaceOp = log.surfaceOpAt(i);
+      if (surfaceOp !== undefined) rows.push({ seq: log.seqAt(i), type: log.typeAt(i), surfaceOp });
     }
-    return { rows, headSeq: end > 0 ? session.events[end - 1]!.seq : undefined };
+    return { rows, headSeq: end > 0 ? log.seqAt(end - 1) : undefined };
   }
 
   async *scanEvents(sessionId: string, fromSeq: number, batchSize: number): AsyncIterable<SessionEvent[]> {
@@ -287,8 +284,9 @@ export class MemorySessionStore implements SessionStore {
       this.checkOpen();
       const session = this.visible(sessionId);
       if (session === undefined) return;
-      const start = lowerBound(session.events, next);
-      const batch = session.events.slice(start, start + batchSize).map(storedEvent);
+      const log = session.events;
+      const batch: SessionEvent[] = [];
+      for (let i = log.lowerBound(next); i < log.length && batch.length < batchSize; i++) batch.push(storedEvent(log.at(i)));
       if (batch.length === 0) return;
       yield batch;
       next = batch[batch.length - 1]!.seq + 1;
@@ -307,8 +305,8 @@ export class MemorySessionStore implements SessionStore {
     this.checkOpen();
     const session = this.ownedPending(sessionId, opts.owner, 'append an import chunk to session');
     checkAscendingSeqs(sessionId, events, session.nextSeq);
-    const stored = events.map((e) => canonicalEvent(e));
-    const bytes = eventBytes(stored);
+    const stored = EventLog.encode(events);
+    const bytes = stored.dataBytes;
     const tenant = this.database.tenant(session.tenant);
     const maxBytes = opts.quota?.maxBytes ?? 0;
     if (maxBytes > 0 && bytes > 0 && tenant.dataBytes + bytes > maxBytes) {
@@ -324,12 +322,7 @@ export class MemorySessionStore implements SessionStore {
   async getPendingEvents(sessionId: string, owner: string, seqs: readonly number[]): Promise<SessionEvent[]> {
     this.checkOpen();
     const session = this.ownedPending(sessionId, owner, 'read back the import chunks of session');
-    const out: SessionEvent[] = [];
-    for (const seq of [...new Set(seqs)].sort((a, b) => a - b)) {
-      const event = session.events[lowerBound(session.events, seq)];
-      if (event !== undefined && event.seq === seq) out.push(storedEvent(event));
-    }
-    return out;
+    return this.eventsBySeq(session, seqs);
   }
 
   async getTenantUsage(tenant: string): Promise<TenantUsage> {
@@ -391,13 +384,22 @@ export class MemorySessionStore implements SessionStore {
     return session === undefined || session.pending !== undefined ? undefined : session;
   }
 
-  private pushEvents(session: MemorySession, events: readonly MemoryEvent[]): void {
-    for (const event of events) {
-      session.events.push(event);
-      session.dataBytes += event.dataBytes;
-    }
-    const last = events[events.length - 1];
+  private pushEvents(session: MemorySession, batch: EncodedBatch): void {
+    session.events.push(batch);
+    session.dataBytes += batch.dataBytes;
+    const last = batch.events[batch.events.length - 1];
     if (last !== undefined) session.nextSeq = last.seq + 1;
+  }
+
+  /** The stored events of `seqs` (missing ones omitted), ascending. */
+  private eventsBySeq(session: MemorySession, seqs: readonly number[]): SessionEvent[] {
+    const log = session.events;
+    const out: SessionEvent[] = [];
+    for (const seq of [...new Set(seqs)].sort((a, b) => a - b)) {
+      const i = log.lowerBound(seq);
+      if (i < log.length && log.seqAt(i) === seq) out.push(storedEvent(log.at(i)));
+    }
+    return out;
   }
 
   private checkOpen(): void {
