@@ -6,8 +6,10 @@
  * SQL functions (deterministic, innocuous):
  *   palimpsest_event_line(seq, type, time, data, source_event_seqs, surface_op, ignorable, scrc, dcrc)
  *     -> the row checked and written as one text value (see event_line below)
- *   palimpsest_checksums_format() -> LINE_FORMAT, the line format version (the loader refuses any
- *     other: a stale build never feeds a newer decoder)
+ *   palimpsest_event_page(limit, budget, forward, <the nine columns above>)   (aggregate)
+ *     -> a page of checked rows in the wire form of ListEventsResponse's events (see page_step)
+ *   palimpsest_checksums_format() -> LINE_FORMAT, the version of the line and page formats (the
+ *     loader refuses any other: a stale build never feeds a newer decoder)
  *   palimpsest_checksums_hw() -> 1 when the CPU's CRC-32C instruction is in use
  *
  * The canonical inputs, exactly as integrity.ts defines them:
@@ -25,8 +27,9 @@
 SQLITE_EXTENSION_INIT1
 
 /*
- * The version of event_line's format and of what it accepts; row-codec.ts LINE_FORMAT must be the
- * same. Bump it for any change to either (a build of another version is not used).
+ * The version of event_line's and event_page's formats and of what they accept; row-codec.ts
+ * LINE_FORMAT must be the same. Bump it for any change to either (a build of another version is
+ * not used). 3: palimpsest_event_page.
  */
 #define LINE_FORMAT 3
 
@@ -292,13 +295,14 @@ static void event_line(sqlite3_context *ctx, int argc, sqlite3_value **a) {
  *
  * Every row given is checked (as palimpsest_event_line); the first `limit` are encoded as
  * `events` fields (tag 1, length, SessionEvent with its data in the json form) while the page's
- * byte estimate (the handler's: data + type bytes + 11 per cited seq + 64, always at least one
- * event) stays within `budget`. The result is a BLOB:
+ * byte estimate (src/app/store-port.ts pageEventBytes: data + type bytes + 11 per cited seq + 64,
+ * always at least one event) stays within `budget`. The result is a BLOB:
  *   'P' <count: 8 bytes LE> <next seq: 8 bytes LE, -1 when none> <the events' bytes>
  *   'D' <1 structural | 2 data> <seq: 8 bytes LE>      the first damaged row
  *   'F'                                               not encodable here (the caller reads rows)
- * 'F' covers what the JavaScript path handles otherwise: rows out of the given order, a seq above
- * 2^53 - 1, a replace surface op not in its stored form, a cited-seq list that does not decode.
+ * 'F' covers what the JavaScript path handles otherwise: rows out of the given order, a seq or a
+ * time beyond +-(2^53 - 1), a replace surface op not in its stored form, a cited-seq list that
+ * does not decode.
  */
 struct page {
   unsigned char *buf;
@@ -514,7 +518,7 @@ static void page_step(sqlite3_context *ctx, int argc, sqlite3_value **a) {
     pg->nextSeq = r.seq;
     return;
   }
-  /* The handler's estimate (src/server/handlers.ts listEvents): data + type bytes + 11 per cited seq + 64. */
+  /* src/app/store-port.ts pageEventBytes: data + type bytes + 11 per cited seq + 64. */
   sqlite3_int64 cited = 0;
   for (int i = 0; i < r.seqsBytes; i++)
     if (r.seqs[i] < 128) cited++;

@@ -7,7 +7,7 @@
  * (`native/build/`, where the store looks above its module): without it the bundled server would
  * verify rows in JavaScript, and the read figures would measure that.
  */
-import { copyFileSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -26,6 +26,8 @@ export async function bundleServerChild(): Promise<string[]> {
     const common = { bundle: true, platform: 'node', format: 'esm', target: 'node20', packages: 'external', logLevel: 'error' } as const;
     await build({ ...common, entryPoints: [childScript], outfile: join(out, 'child.mjs') });
     await build({ ...common, entryPoints: [join(root, 'src', 'store', 'sqlite', 'append-thread-worker.ts')], outfile: join(out, 'append-thread-worker.js') });
+    // This build's extension, or none (never a stale copy from an earlier bundle).
+    rmSync(join(out, 'native'), { recursive: true, force: true });
     for (const file of ['palimpsest_checksums.so', 'palimpsest_checksums.dylib']) {
       const built = join(root, 'native', 'build', file);
       if (!existsSync(built)) continue;

@@ -31,12 +31,12 @@ let stop: () => Promise<void>;
 
 if (mode === 'palimpsest') {
   const { startServer } = await import('../../src/main.js');
-  const { checksumExtensionPath } = await import('../../src/store/sqlite/native-checksums.js');
   const server = await startServer({ listen: '127.0.0.1:0', db: args[1], durability: args[2] === 'normal' ? 'normal' : 'full', logLevel: 'silent', grpcTransport: transport, sqliteWriter });
   stop = () => server.shutdown();
-  if (args[1] !== ':memory:' && checksumExtensionPath() === undefined) {
-    process.stderr.write('bench server: the SQLite checksum extension is not found from this build (npm run build:native): rows are verified in JavaScript, reads measure that\n');
-  }
+  // The store behind the monitoring and tracing proxies: a SQLite file store says whether its
+  // reads verify rows in SQLite (a missing or stale extension would make the reads measure JS).
+  const ext = (server.app.store as { checksumExtension?: { loaded: boolean; problem?: string } }).checksumExtension;
+  if (ext !== undefined && !ext.loaded) process.stderr.write(`bench server: ${ext.problem ?? 'the SQLite checksum extension is off'}\n`);
   // SIGUSR2: print the store's write counters (group-commit sizes) as one JSON line.
   const store = server.app.store as { stats?: () => object };
   // With --expose-gc, after a full GC: the memory figures the subscriber bench reads.

@@ -68,6 +68,10 @@ export class AppendUseCase {
     checkEventSizes(this.limits, candidates, opts.dataBytes);
     checkEventTypes(candidates);
     checkAppendOptions(opts);
+    if (opts.parsedData !== undefined && opts.parsedData.length !== candidates.length) {
+      // A caller's bug, not a client's: the texts would be stored for the wrong events.
+      throw new Error(`AppendOptions.parsedData has ${opts.parsedData.length} entries for ${candidates.length} candidates; give one per candidate (undefined when not parsed here)`);
+    }
     const key = opts.idempotencyKey || undefined;
     const hash = key ? (opts.requestHash ?? requestHash(candidates)) : '';
     // Appends plan on the cached state without re-reading the session row (one store round trip

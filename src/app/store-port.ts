@@ -92,6 +92,16 @@ export type StoredEventText = Omit<SessionEvent, 'data'> & {
 };
 
 /**
+ * What one event adds to a ListEvents page's size estimate, by which pages are cut below the
+ * max message size: its data and type bytes (UTF-8), 11 per cited seq, 64 for the rest of its
+ * envelope. The server's rows path (handlers.ts) and readEncodedEventPage (in SQLite:
+ * native/sqlite-checksums.c palimpsest_event_page writes the same sum) cut at the same event.
+ */
+export function pageEventBytes(dataBytes: number, typeBytes: number, citedSeqs: number): number {
+  return dataBytes + typeBytes + 11 * citedSeqs + 64;
+}
+
+/**
  * A page of events encoded as the `events` field of `palimpsest.v1.ListEventsResponse`: each
  * event is the field's tag, its length and a `palimpsest.v1.SessionEvent` with its data in the
  * json form, byte for byte what the generated encoder writes (proto/ is the published schema).
@@ -281,11 +291,13 @@ export interface SessionStore {
   readEventTexts(sessionId: string, query: ReadEventsQuery): Promise<StoredEventText[]>;
   /**
    * Optional (the SQLite store with its checksum extension): a page of events already in the wire
-   * form the schema publishes (see EncodedEventPage), rows checked as readEventTexts checks them,
-   * for ListEvents in the json data form. `query.limit` is the page size; the page also ends
-   * before an event that would take the page's estimate (each event's data and type bytes, 11 per
-   * cited seq, 64) past `budgetBytes`, keeping at least one. Undefined when this page cannot be
-   * encoded here: the caller reads it with readEventTexts.
+   * form the schema publishes (see EncodedEventPage), rows checked as readEventTexts checks them.
+   * A deliberate shortcut for the server's ListEvents in the json data form: a store that has it
+   * knows the published message layout, and proto/ changes to SessionEvent must change it too
+   * (test/integration/sqlite-event-page.test.ts compares it with the generated encoder).
+   * `query.limit` is the page size; the page also ends before an event that would take the sum
+   * of pageEventBytes past `budgetBytes`, keeping at least one. Undefined when this page cannot
+   * be encoded here: the caller reads it with readEventTexts.
    */
   readEncodedEventPage?(sessionId: string, query: ReadEventsQuery, budgetBytes: number): Promise<EncodedEventPage | undefined>;
   /** Specific events by seq (missing seqs are omitted), ascending. */

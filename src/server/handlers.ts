@@ -6,7 +6,7 @@ import type { SessionService, CallContext, SessionView } from '../app/session-se
 import { DomainError } from '../domain/errors.js';
 import type { CandidateEvent, Json, SessionEvent } from '../domain/event.js';
 import type { ParsedJsonText } from '../domain/json.js';
-import type { StoredEventText } from '../app/store-port.js';
+import { pageEventBytes, type StoredEventText } from '../app/store-port.js';
 import type {
   AppendEventsRequest, AppendEventsResponse, CreateSessionRequest, CreateSessionResponse, DeleteSessionRequest,
   DeleteSessionResponse, ExportSessionRequest, ExportSessionResponse, ForkSessionRequest, ForkSessionResponse,
@@ -225,7 +225,7 @@ export function makeHandlers(app: SessionService, resolve: ContextResolver, log:
         const stored = 'dataText' in e;
         const text = stored ? e.dataText : JSON.stringify(e.data);
         const textBytes = stored && e.dataBytes !== undefined ? e.dataBytes : Buffer.byteLength(text);
-        const size = textBytes + Buffer.byteLength(e.type) + 11 * (e.sourceEventSeqs?.length ?? 0) + 64;
+        const size = pageEventBytes(textBytes, Buffer.byteLength(e.type), e.sourceEventSeqs?.length ?? 0);
         if ((typed ? events.length : texts.length) > 0 && used + size > pageBudget) {
           nextSeq = e.seq;
           break;

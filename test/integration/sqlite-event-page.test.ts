@@ -13,7 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { DataCorruptedError } from '../../src/app/storage-error.js';
-import type { EncodedEventPage, ReadEventsQuery } from '../../src/app/store-port.js';
+import { pageEventBytes, type EncodedEventPage, type ReadEventsQuery } from '../../src/app/store-port.js';
 import type { Json, SessionEvent, SurfaceOp } from '../../src/domain/event.js';
 import { storedEventToProto } from '../../src/server/convert.js';
 import { listEventsResponseOf } from '../../src/server/event-encode.js';
@@ -36,14 +36,14 @@ afterEach(async () => {
   store = undefined;
 });
 
-/** What the server answers from the rows: the handler's page cut (src/server/handlers.ts listEvents) and the generated encoder. */
+/** What the server answers from the rows: the handler's page cut (src/server/handlers.ts listEvents, pageEventBytes) and the generated encoder. */
 async function fromRows(s: SqliteSessionStore, id: string, q: ReadEventsQuery, budget: number): Promise<EncodedEventPage> {
   const rows = await s.readEventTexts(id, { ...q, limit: q.limit + 1 });
   let nextSeq = rows.length > q.limit ? rows[q.limit]!.seq : undefined;
   const kept = [];
   let used = 0;
   for (const e of rows.slice(0, q.limit)) {
-    const size = Buffer.byteLength(e.dataText) + Buffer.byteLength(e.type) + 11 * (e.sourceEventSeqs?.length ?? 0) + 64;
+    const size = pageEventBytes(Buffer.byteLength(e.dataText), Buffer.byteLength(e.type), e.sourceEventSeqs?.length ?? 0);
     if (kept.length > 0 && used + size > budget) {
       nextSeq = e.seq;
       break;

@@ -10,6 +10,9 @@ import { DomainError } from '../../src/domain/errors.js';
 import type { Json } from '../../src/domain/event.js';
 import { parseDataJson } from '../../src/server/convert.js';
 import { SessionEngine } from '../../src/domain/session-engine.js';
+import { SessionService } from '../../src/app/session-service.js';
+import { ANONYMOUS } from '../../src/app/app-types.js';
+import { MemorySessionStore } from '../../src/store/memory/memory-store.js';
 
 /** The value accepted and the text kept, as the server's append path gets them. */
 function adopt(text: string): { readonly value: Json; readonly text: string | undefined; readonly parsed: Json } {
@@ -19,7 +22,7 @@ function adopt(text: string): { readonly value: Json; readonly text: string | un
   return { ...adoptParsedJson(parsed, info[0]!, 'data'), parsed };
 }
 const accept = (text: string): Json => adopt(text).value;
-const jsonTextOf = (text: string): string | undefined => adopt(text).text;
+const keptText = (text: string): string | undefined => adopt(text).text;
 
 describe('adopted JSON.parse results', () => {
   it('are frozen in place and remember canonical text', () => {
@@ -39,7 +42,7 @@ describe('adopted JSON.parse results', () => {
       '{ "a": 1 }', '{"a":1.5}', '{"a":1e3}', '{"a":"\\u0041"}', '{"a":"\\/"}', '{"a":1,"a":2}', '{"b":1,"1":2}',
       '{"a":1234567890123456789}', '[1,2 ]',
     ]) {
-      expect(jsonTextOf(text), text).toBeUndefined();
+      expect(keptText(text), text).toBeUndefined();
     }
   });
 
@@ -116,5 +119,17 @@ describe('adopted JSON.parse results', () => {
     const bad: (ParsedJsonText | undefined)[] = [];
     const v = parseDataJson('{"a":[-0]}', 0, 'data', bad);
     expect(() => SessionEngine.create().plan([{ type: 'x/y', data: v }], { ...ctx, parsedData: bad })).toThrow(expect.objectContaining({ reason: 'NOT_JSON', metadata: { index: '0', path: 'data.a[0]' } }));
+  });
+
+  it('the app refuses parsedData that does not match its candidates one to one, and stores nothing; the matching append stores the kept text', async () => {
+    const store = new MemorySessionStore();
+    const app = new SessionService(store);
+    await app.createSession(ANONYMOUS, { id: 's' });
+    const info: (ParsedJsonText | undefined)[] = [];
+    const data = parseDataJson('{"n":1}', 0, 'data', info);
+    await expect(app.append(ANONYMOUS, 's', [{ type: 'x/y', data }, { type: 'x/y', data: 2 }], { parsedData: info })).rejects.toThrow(/parsedData has 1 entries for 2 candidates/);
+    expect(await store.readEventTexts('s', { fromSeq: 0, direction: 'forward', limit: 10 })).toEqual([]);
+    await app.append(ANONYMOUS, 's', [{ type: 'x/y', data }], { parsedData: info });
+    expect((await store.readEventTexts('s', { fromSeq: 0, direction: 'forward', limit: 10 })).map((e) => e.dataText)).toEqual(['{"n":1}']);
   });
 });

@@ -36,6 +36,31 @@ describe('memory store stored events', () => {
     expect(stored).toStrictEqual({ type: 'bench/tick', seq: 0, time: 1, dataText: TEXT, dataBytes: Buffer.byteLength(TEXT, 'utf8') });
     expect(Object.isFrozen(stored)).toBe(true);
     expect(log.at(1)).toMatchObject({ seq: 1, dataText: TEXT });
+    // The known text is what is stored (the plan vouches for it), not a fresh JSON.stringify.
+    const marked = logOf([[event({ n: 1 })], ['{"n":1,"marked":0}']]);
+    expect(marked.at(0).dataText).toBe('{"n":1,"marked":0}');
+  });
+
+  it('a session of one small event holds a few KiB, not a slab of a MiB (5,000 sessions)', () => {
+    const before = process.memoryUsage().external;
+    const logs = Array.from({ length: 5_000 }, (_, i) => logOf([[event({ i })]]));
+    const grown = process.memoryUsage().external - before;
+    expect(logs[4_999]!.at(0).dataText).toBe('{"i":4999}');
+    // 5,000 x 4 KiB is 20 MB; 1 MiB slabs would be 5 GB.
+    expect(grown).toBeLessThan(100 * 1024 * 1024);
+  });
+
+  it('texts across slab boundaries and larger than a slab read back exactly (ASCII and not)', () => {
+    const texts = ['"' + 'a'.repeat(600_000) + '"', '"' + 'é'.repeat(300_000) + '"', '"' + 'b'.repeat(1_500_000) + '"', '1', '"✓"', '"' + 'c'.repeat(3_000) + '"'];
+    const log = new EventLog();
+    for (let i = 0; i < texts.length; i++) log.push(EventLog.encode([event(JSON.parse(texts[i]!) as Json, { seq: i })], [texts[i]]));
+    // Many small events: each session's first slab is small and later ones grow.
+    for (let i = 0; i < 2_000; i++) log.push(EventLog.encode([event({ i }, { seq: texts.length + i })]));
+    for (let i = 0; i < texts.length; i++) {
+      expect(log.at(i).dataText).toBe(texts[i]);
+      expect(log.at(i).dataBytes).toBe(Buffer.byteLength(texts[i]!));
+    }
+    for (let i = 0; i < 2_000; i++) expect(log.at(texts.length + i).dataText).toBe(`{"i":${i}}`);
   });
 
   it('a later mutation of the data the caller still holds does not reach the stored event', () => {

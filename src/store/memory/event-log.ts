@@ -1,6 +1,6 @@
 /**
  * The stored events of one session of the memory store, off the JS heap: seqs, times, type ids,
- * text offsets and flags in typed arrays, the data texts as UTF-8 in large Buffers (slabs), and
+ * text offsets and flags in typed arrays, the data texts as UTF-8 in Buffers (slabs), and
  * only the rare replace ops and citation lists in maps. A stored event used to be a frozen object
  * plus its text string, and everything kept on the heap is copied out of the young generation and
  * then marked again and again as the old generation grows: that cost ~35% of the memory store's
@@ -22,8 +22,13 @@ const OP_MASK = 3;
 const IGNORABLE = 4;
 /** The text is ASCII (its UTF-8 bytes are its char codes): read back with latin1, no UTF-8 decoding. */
 const ASCII = 8;
-/** Bytes of a text slab (a larger text gets a slab of its own). */
-const SLAB_BYTES = 1 << 20;
+/**
+ * Bytes of a session's first text slab, and of its largest: each new slab doubles the last up to
+ * MAX_SLAB_BYTES (a text larger than that gets a slab of its own size), so a session of a few
+ * events holds a few KiB, not a MiB (V8 counts every slab as external memory).
+ */
+const FIRST_SLAB_BYTES = 4096;
+const MAX_SLAB_BYTES = 1 << 20;
 
 /** Node's Buffer#utf8Write / #latin1Write and slices (what Buffer#write and #toString call, without their argument handling). */
 interface RawBuffer {
@@ -178,7 +183,8 @@ export class EventLog {
   #write(at: number, text: string, bytes: number, ascii: boolean): void {
     let slab = this.#slabs[this.#slabs.length - 1];
     if (slab === undefined || this.#used + bytes > slab.length) {
-      slab = Buffer.allocUnsafeSlow(Math.max(SLAB_BYTES, bytes));
+      const next = slab === undefined ? FIRST_SLAB_BYTES : Math.min(slab.length * 2, MAX_SLAB_BYTES);
+      slab = Buffer.allocUnsafeSlow(Math.max(next, bytes));
       this.#slabs.push(slab);
       this.#used = 0;
     }

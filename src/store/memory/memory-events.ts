@@ -2,14 +2,11 @@
  * Small conversions of the in-memory store: session records, stored events back to events,
  * canonical headers. The events themselves are kept in columns (event-log.ts).
  */
-import type { SessionRecord } from '../../app/store-port.js';
-import { withOptionalEnvelope } from '../../app/store-port.js';
+import { withOptionalEnvelope, type SessionRecord } from '../../app/store-port.js';
 import type { Json, SessionEvent, SessionHeader } from '../../domain/event.js';
 import { deepFreeze as deepFreezeJson } from '../../domain/json.js';
 import type { MemorySession } from './memory-database.js';
 import type { MemoryEvent } from './event-log.js';
-
-export type { MemoryEvent } from './event-log.js';
 
 export function toRecord(session: MemorySession): SessionRecord {
   return {

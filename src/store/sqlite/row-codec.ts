@@ -66,10 +66,10 @@ export const EVENT_COLUMNS = 'seq, type, time, data, source_event_seqs, surface_
  * per raw row, which cost more than the SELECT itself (measured: 0.82 ms per 1,000-row page for
  * the eight columns, 0.35 ms for the line).
  */
-/** The extension's aggregate that encodes a page of rows (native/sqlite-checksums.c palimpsest_event_page). */
-export const EVENT_PAGE = 'palimpsest_event_page';
 export const EVENT_LINE =
   'palimpsest_event_line(seq, type, time, data, source_event_seqs, surface_op, ignorable, scrc, dcrc)';
+/** The extension's aggregate that encodes a page of rows (native/sqlite-checksums.c palimpsest_event_page). */
+export const EVENT_PAGE = 'palimpsest_event_page';
 
 export function encodeEvents(sessionId: string, events: readonly SessionEvent[], checksums = true, dataTexts?: readonly (string | undefined)[]): { rows: EventRow[]; dataBytes: number } {
   const rows = new Array<EventRow>(events.length);

@@ -655,5 +655,6 @@ export class SqliteSessionStore implements SessionStore {
 // The port methods report a full disk and I/O failures as StorageError (sqlite-errors.ts).
 classifyStoreErrors(SqliteSessionStore.prototype, [
   'createSession', 'getSession', 'listSessions', 'deleteSession', 'deletePending', 'append', 'getIdempotent', 'readEvents', 'readEventTexts',
-  'readEncodedEventPage',   'getEvents', 'readStructure', 'readSurfaceStructure', 'scanEvents', 'publishSession', 'appendPending', 'getPendingEvents', 'getTenantUsage', 'close',
+  'readEncodedEventPage', 'getEvents', 'readStructure', 'readSurfaceStructure', 'scanEvents', 'publishSession', 'appendPending', 'getPendingEvents',
+  'getTenantUsage', 'close',
 ], sqliteStorageError);
