@@ -40,6 +40,7 @@ afterEach(async () => {
 async function fromRows(s: SqliteSessionStore, id: string, q: ReadEventsQuery, budget: number): Promise<EncodedEventPage> {
   const rows = await s.readEventTexts(id, { ...q, limit: q.limit + 1 });
   let nextSeq = rows.length > q.limit ? rows[q.limit]!.seq : undefined;
+  // The handler's cut, as written there (src/server/handlers.ts listEvents): keep it the same.
   const kept = [];
   let used = 0;
   for (const e of rows.slice(0, q.limit)) {

@@ -179,7 +179,7 @@ export class EventLog {
     return row;
   }
 
-  /** Writes the UTF-8 of event `at`'s text into the last slab (a new one when it does not fit). */
+  /** Writes the UTF-8 of event `at`'s text into the last slab (a new one when it does not fit: the rest of the last slab stays unused). */
   #write(at: number, text: string, bytes: number, ascii: boolean): void {
     let slab = this.#slabs[this.#slabs.length - 1];
     if (slab === undefined || this.#used + bytes > slab.length) {
