@@ -8,10 +8,7 @@
  */
 import Database from 'better-sqlite3';
 import fc from 'fast-check';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { DataCorruptedError } from '../../src/app/storage-error.js';
 import { pageEventBytes, type EncodedEventPage, type ReadEventsQuery } from '../../src/app/store-port.js';
 import type { Json, SessionEvent, SurfaceOp } from '../../src/domain/event.js';
@@ -22,14 +19,12 @@ import { checksumExtensionPath } from '../../src/store/sqlite/native-checksums.j
 import { SqliteSessionStore } from '../../src/store/sqlite/sqlite-store.js';
 import { ListEventsResponse } from '../../gen/palimpsest/v1/service.js';
 import { ev, newSession } from './store-contract.js';
+import { tempDbDir } from '../support/temp-db.js';
 
 /** The extension is built by `npm install` (scripts/build-native.mjs); CI requires it. */
 const NATIVE = checksumExtensionPath() !== undefined || process.env['CI'] === 'true';
 
-const root = mkdtempSync(join(tmpdir(), 'palimpsest-event-page-'));
-afterAll(() => rmSync(root, { recursive: true, force: true }));
-let n = 0;
-const freshPath = (): string => join(root, `db-${n++}.db`);
+const { freshPath } = tempDbDir('palimpsest-event-page-');
 let store: SqliteSessionStore | undefined;
 afterEach(async () => {
   await store?.close();

@@ -9,8 +9,7 @@
  */
 import Database from 'better-sqlite3';
 import { execFileSync } from 'node:child_process';
-import { copyFileSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { copyFileSync, existsSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { DataCorruptedError } from '../../src/app/storage-error.js';
@@ -25,6 +24,7 @@ import { readHeads } from '../../src/store/sqlite/head-record.js';
 import { appendFileSync, readFileSync, writeFileSync } from 'node:fs';
 import type { SessionEvent } from '../../src/domain/event.js';
 import { appendAt, ev, newSession } from './store-contract.js';
+import { tempDbDir } from '../support/temp-db.js';
 
 /** A valid log (its surface replays): per 5 seqs a user message, a chunk, an assistant message citing [], a tool result replacing it, an ignorable custom event. */
 function logEvents(from: number, count: number): SessionEvent[] {
@@ -51,10 +51,7 @@ function logEvents(from: number, count: number): SessionEvent[] {
 }
 const mixedEvents = logEvents;
 
-const root = mkdtempSync(join(tmpdir(), 'palimpsest-integrity-'));
-afterAll(() => rmSync(root, { recursive: true, force: true }));
-let n = 0;
-const freshPath = (): string => join(root, `db-${n++}.db`);
+const { root, freshPath } = tempDbDir('palimpsest-integrity-');
 let store: SqliteSessionStore | undefined;
 afterEach(async () => {
   await store?.close();
