@@ -38,8 +38,14 @@ export class SessionHandle {
    * planned on top of it fails the store's compare-and-set too, whatever the head.
    */
   writer: string;
-  /** Events planned and handed to the store but not settled yet, by seq. */
-  readonly pending = new Map<number, SessionEvent>();
+  /**
+   * The batches planned and handed to the store but not settled yet, oldest first. A short list
+   * rather than a Map by seq: a Map set and cleared for every event keeps rehashing, and V8 links
+   * each replaced table to its successor, so one table that reached the old generation keeps every
+   * later table and the events in it alive through young-generation collections (until a full
+   * collection); they are then promoted and collected as old garbage (bench/README.md, sixth round).
+   */
+  readonly #planned: (readonly SessionEvent[])[] = [];
   #inflight = 0;
   #heldWrites: WriteJob[] = [];
   #reads: Array<() => void> = [];
@@ -53,6 +59,29 @@ export class SessionHandle {
     readonly engine: SessionEngine,
   ) {
     this.writer = record.writer;
+  }
+
+  /** A planned event not settled yet, by seq. */
+  plannedEvent(seq: number): SessionEvent | undefined {
+    for (const batch of this.#planned) {
+      const first = batch[0]!.seq;
+      if (seq < first || seq > batch[batch.length - 1]!.seq) continue;
+      const at = batch[seq - first];
+      if (at?.seq === seq) return at;
+      return batch.find((e) => e.seq === seq);
+    }
+    return undefined;
+  }
+
+  /** A batch was handed to the store (its events are found by plannedEvent until it settles). */
+  addPlanned(events: readonly SessionEvent[]): void {
+    if (events.length > 0) this.#planned.push(events);
+  }
+
+  /** The batch handed to addPlanned settled. */
+  removePlanned(events: readonly SessionEvent[]): void {
+    const i = this.#planned.indexOf(events);
+    if (i >= 0) this.#planned.splice(i, 1);
   }
 
   /** True while store writes are in flight or held back. */

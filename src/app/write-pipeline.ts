@@ -59,7 +59,7 @@ export class WritePipeline {
         // Data the plan needs (tool/result replace targets) may belong to batches planned but not
         // yet committed (pipelined), or may have been committed after the prefetch: take them
         // from the handle, or retry with a fresh prefetch.
-        const need = (s: number): SessionEvent | undefined => lookup.get(s) ?? handle.pending.get(s);
+        const need = (s: number): SessionEvent | undefined => lookup.get(s) ?? handle.plannedEvent(s);
         if (dataDependencies(engine, candidates).some((s) => need(s) === undefined)) {
           resolve(RETRY);
           return undefined;
@@ -82,7 +82,7 @@ export class WritePipeline {
         pairingPlanned(handle, plan);
         // This batch's own surface length (later pipelined batches move the engine on).
         const surfaceLength = engine.surfaceLength;
-        for (const e of plan.events) handle.pending.set(e.seq, e);
+        handle.addPlanned(plan.events);
         // The compare-and-set base: the token of the batch this plan sits on (committed or still
         // in flight); a failed base never stores its token, so this batch cannot commit either.
         const expectedWriter = handle.writer;
@@ -100,7 +100,7 @@ export class WritePipeline {
           ...(quota ? { quota } : {}),
         }).then(
           (outcome) => {
-            for (const e of plan.events) handle.pending.delete(e.seq);
+            handle.removePlanned(plan.events);
             if (outcome.kind === 'appended') {
               resolve({ seqs: plan.events.map((e) => e.seq), replayed: false, surfaceLength });
               this.#committed(handle, plan);
@@ -114,7 +114,7 @@ export class WritePipeline {
             }
           },
           (err: unknown) => {
-            for (const e of plan.events) handle.pending.delete(e.seq);
+            handle.removePlanned(plan.events);
             this.cache.invalidate(handle);
             reject(err);
           },

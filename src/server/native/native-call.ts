@@ -182,7 +182,11 @@ function onStreamEnd(this: CallStream): void {
 }
 
 function onStreamClose(this: CallStream): void {
-  this[CALL]?.onClose();
+  const call = this[CALL];
+  // A closed stream can still be reachable from closed streams V8 has not yet found dead (they
+  // sit in the old generation until a mark-compact): it must not keep the call's objects alive.
+  this[CALL] = undefined;
+  call?.onClose();
 }
 
 function onWantTrailers(this: CallStream): void {

@@ -24,6 +24,7 @@ import { StorageError } from '../../app/storage-error.js';
 import { StoreClosedError } from '../store-errors.js';
 import type { AppendQueue, QueuedAppend, WriteCounters } from './group-commit.js';
 import { SharedCommitGate, fromWireError, type FromWriter, type WireCall, type WriterConfig } from './append-thread-wire.js';
+import { OwedCalls } from './owed-calls.js';
 
 type Callbacks = Pick<QueuedAppend, 'resolve' | 'reject'>;
 
@@ -51,7 +52,7 @@ export function startWorker(config: WriterConfig): Worker {
 /** The writer thread as the store's {@link AppendQueue} (see the module comment). */
 export class AppendThread implements AppendQueue {
   #worker: Worker | undefined;
-  readonly #pending = new Map<number, Callbacks>();
+  readonly #pending = new OwedCalls<Callbacks>();
   #outbox: WireCall[] = [];
   #postScheduled = false;
   #nextId = 1;
@@ -138,7 +139,7 @@ export class AppendThread implements AppendQueue {
       return;
     }
     const id = this.#nextId++;
-    this.#pending.set(id, { resolve: call.resolve, reject: call.reject });
+    this.#pending.add(id, { resolve: call.resolve, reject: call.reject });
     const { resolve: _resolve, reject: _reject, ...wire } = call;
     this.#outbox.push({ ...wire, id });
     // Handed over at the end of this macrotask (the calls it made go in one message), not at the
@@ -234,9 +235,8 @@ export class AppendThread implements AppendQueue {
     this.#syncs = m.syncs;
     if (m.heads.length > 0) this.onHeads(m.heads);
     for (const [id, outcome, error] of m.results) {
-      const call = this.#pending.get(id);
+      const call = this.#pending.take(id);
       if (call === undefined) continue;
-      this.#pending.delete(id);
       if (error !== null) call.reject(fromWireError(error));
       else call.resolve(outcome!);
     }
@@ -268,8 +268,7 @@ export class AppendThread implements AppendQueue {
 
   /** Rejects every call, read and ready() still waiting for the thread. */
   #settleAll(error: unknown): void {
-    const pending = [...this.#pending.values()];
-    this.#pending.clear();
+    const pending = this.#pending.takeAll();
     for (const call of pending) call.reject(error);
     const waiting = [...this.#waitingReads, ...this.#readyWaiters];
     this.#waitingReads = [];
