@@ -18,7 +18,9 @@
  * Pairs: in memory (Palimpsest `--db :memory:`, the peer without dataDir) for single events at
  * 16 and 64 in flight and 10- and 100-event batches at 16; durable (Palimpsest's SQLite store at
  * durability full, the peer's file store, both fdatasync before acknowledging) for 100-event
- * batches and single events at 16 in flight.
+ * batches and single events at 16 in flight. The single-event in-memory rows also run a bare
+ * node:http2 echo (bench/server/child.ts h2echo) the same way, each run next to the pair: the
+ * ceiling of any server on this transport, so its ratio to the peer bounds Palimpsest's there.
  */
 import { bundleServerChild, sqliteWriterArg } from './server/bundle.js';
 import v8 from 'node:v8';
@@ -140,6 +142,9 @@ async function main(): Promise<void> {
   const pf = await spawnChild([...palimpsestChild, 'palimpsest', join(root, 'full.db'), 'full', ...transportFlag]);
   const dm = await spawnChild([join(here, 'server', 'peer-child.mjs'), 'memory']);
   const df = await spawnChild([join(here, 'server', 'peer-child.mjs'), 'file', join(root, 'peer-data')]);
+  // The ceiling of the single-event rows: a bare node:http2 server (no gRPC library, no work) that
+  // answers each request, driven the same way; Palimpsest cannot pass it on this transport.
+  const he = await spawnChild([...palimpsestChild, 'h2echo', ':memory:', 'full']);
   const table: string[] = [];
   const headlines: { label: string; ratio: number; target: number }[] = [];
   try {
@@ -160,9 +165,10 @@ async function main(): Promise<void> {
       return r;
     };
     const peer = (s: Child, m: number, n: number, body: string): Promise<Run> => h2load(peerArgs(m, body), `http://${s.address}/one`, n);
+    const echo = (m: number, n: number, body: string): Promise<Run> => h2load(grpcArgs(m, body), `http://${he.address}${SERVICE}AppendEvents`, n);
 
-    const pairs: { label: string; target: number; a: () => Promise<Run>; b: () => Promise<Run> }[] = [];
-    for (const m of [16, 64]) pairs.push({ label: `1 event/request, ${m} in flight, in memory`, target: 1, a: ((b) => () => palimpsest(pm, m, 1, b))(grpcBody('one', 1)), b: ((b) => () => peer(dm, m, 1, b))(peerBody(1)) });
+    const pairs: { label: string; target: number; a: () => Promise<Run>; b: () => Promise<Run>; ceiling?: () => Promise<Run> }[] = [];
+    for (const m of [16, 64]) pairs.push({ label: `1 event/request, ${m} in flight, in memory`, target: 1, a: ((b) => () => palimpsest(pm, m, 1, b))(grpcBody('one', 1)), b: ((b) => () => peer(dm, m, 1, b))(peerBody(1)), ceiling: ((b) => () => echo(m, 1, b))(grpcBody('one', 1)) });
     for (const n of [10, 100]) pairs.push({ label: `${n} events/request, 16 in flight, in memory`, target: 1, a: ((b) => () => palimpsest(pm, 16, n, b))(grpcBody('one', n)), b: ((b) => () => peer(dm, 16, n, b))(peerBody(n)) });
     pairs.push({ label: '100 events/request, 16 in flight, durable (SQLite full / file store)', target: 2, a: ((b) => () => palimpsest(pf, 16, 100, b))(grpcBody('one', 100)), b: ((b) => () => peer(df, 16, 100, b))(peerBody(100)) });
     pairs.push({ label: '1 event/request, 16 in flight, durable (SQLite full / file store)', target: 0, a: ((b) => () => palimpsest(pf, 16, 1, b))(grpcBody('one', 1)), b: ((b) => () => peer(df, 16, 1, b))(peerBody(1)) });
@@ -171,9 +177,11 @@ async function main(): Promise<void> {
     for (const pair of pairs) {
       const a: Run[] = [];
       const b: Run[] = [];
+      const c: Run[] = [];
       for (let i = 0; i < RUNS; i++) {
         // Alternate which goes first, so a drift in machine load spreads over both.
         if (i % 2 === 0) { a.push(await pair.a()); b.push(await pair.b()); } else { b.push(await pair.b()); a.push(await pair.a()); }
+        if (pair.ceiling) c.push(await pair.ceiling());
       }
       const sa = stat(a.map((r) => r.rate));
       const sb = stat(b.map((r) => r.rate));
@@ -181,10 +189,16 @@ async function main(): Promise<void> {
       const line = `| ${pair.label} | ${fmtStat(sa)} | ${fmt(stat(a.map((r) => r.p50)).median)} / ${fmt(stat(a.map((r) => r.p99)).median)} | ${fmtStat(sb)} | ${fmt(stat(b.map((r) => r.p50)).median)} / ${fmt(stat(b.map((r) => r.p99)).median)} | ${ratio.toFixed(2)}x | ${pair.target ? `>= ${pair.target}x` : '–'} |`;
       console.error(line);
       table.push(line);
+      if (c.length > 0) {
+        const sc = stat(c.map((r) => r.rate));
+        const ceiling = `|   ceiling: bare node:http2 echo, same h2load shape (Palimpsest ${(100 * sa.median / sc.median).toFixed(0)}% of it) | ${fmtStat(sc)} | ${fmt(stat(c.map((r) => r.p50)).median)} / ${fmt(stat(c.map((r) => r.p99)).median)} | | | ${(sc.median / sb.median).toFixed(2)}x | |`;
+        console.error(ceiling);
+        table.push(ceiling);
+      }
       if (pair.target) headlines.push({ label: pair.label, ratio, target: pair.target });
     }
   } finally {
-    for (const s of [pm, pf, dm, df]) await s.stop();
+    for (const s of [pm, pf, dm, df, he]) await s.stop();
   }
   for (const h of headlines) {
     console.log(`HEADLINE ${JSON.stringify({ section: 'Peer (Durable Streams)', id: `peer-${h.label}`, label: `vs Durable Streams ${peerVersion}: ${h.label} (${TRANSPORT} transport)`, value: `${h.ratio.toFixed(2)}x`, target: `>= ${h.target}x`, met: h.ratio >= h.target })}`);
