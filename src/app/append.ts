@@ -48,7 +48,12 @@ export function requestBodyHash(kind: string, body: unknown): string {
 
 /** AppendEvents and RepairSession. */
 export class AppendUseCase {
-  readonly #inflightKeys = new Map<string, Promise<unknown>>();
+  /**
+   * The keyed attempts in flight, by session and key. A null-prototype object, not a Map: a Map
+   * set and cleared per call links each replaced table to the next, which keeps them all alive
+   * through young-generation collections (bench/README.md, sixth round).
+   */
+  readonly #inflightKeys: Record<string, Promise<unknown> | undefined> = Object.create(null) as Record<string, Promise<unknown> | undefined>;
 
   constructor(
     private readonly store: SessionStore,
@@ -82,7 +87,7 @@ export class AppendUseCase {
       const handle = await this.cache.handle(ctx, sessionId, { verify: false });
       const inflightKey = key ? `${handle.id}\0${key}` : '';
       if (key) {
-        const inflight = this.#inflightKeys.get(inflightKey);
+        const inflight = this.#inflightKeys[inflightKey];
         if (inflight) {
           await inflight.catch(() => undefined);
           continue;
@@ -96,8 +101,8 @@ export class AppendUseCase {
       if (deps.length > 0) for (const e of await this.store.getEvents(handle.id, deps)) lookup.set(e.seq, e);
       const attemptPromise = this.pipeline.submit(handle, candidates, opts, key, hash, lookup);
       if (key) {
-        this.#inflightKeys.set(inflightKey, attemptPromise);
-        void attemptPromise.finally(() => this.#inflightKeys.delete(inflightKey)).catch(() => undefined);
+        this.#inflightKeys[inflightKey] = attemptPromise;
+        void attemptPromise.finally(() => delete this.#inflightKeys[inflightKey]).catch(() => undefined);
       }
       let result: Awaited<typeof attemptPromise>;
       try {
