@@ -144,7 +144,7 @@ async function main(): Promise<void> {
   const df = await spawnChild([join(here, 'server', 'peer-child.mjs'), 'file', join(root, 'peer-data')]);
   // The ceiling of the single-event rows: a bare node:http2 server (no gRPC library, no work) that
   // answers each request, driven the same way; Palimpsest cannot pass it on this transport.
-  const he = await spawnChild([...palimpsestChild, 'h2echo', ':memory:', 'full']);
+  const he = await spawnChild([...palimpsestChild, 'h2echo']);
   const table: string[] = [];
   const headlines: { label: string; ratio: number; target: number }[] = [];
   try {
@@ -180,8 +180,16 @@ async function main(): Promise<void> {
       const c: Run[] = [];
       for (let i = 0; i < RUNS; i++) {
         // Alternate which goes first, so a drift in machine load spreads over both.
-        if (i % 2 === 0) { a.push(await pair.a()); b.push(await pair.b()); } else { b.push(await pair.b()); a.push(await pair.a()); }
-        if (pair.ceiling) c.push(await pair.ceiling());
+        // The ceiling (when there is one) goes first in even runs and last in odd ones.
+        if (i % 2 === 0) {
+          if (pair.ceiling) c.push(await pair.ceiling());
+          a.push(await pair.a());
+          b.push(await pair.b());
+        } else {
+          b.push(await pair.b());
+          a.push(await pair.a());
+          if (pair.ceiling) c.push(await pair.ceiling());
+        }
       }
       const sa = stat(a.map((r) => r.rate));
       const sb = stat(b.map((r) => r.rate));

@@ -49,9 +49,8 @@ export function requestBodyHash(kind: string, body: unknown): string {
 /** AppendEvents and RepairSession. */
 export class AppendUseCase {
   /**
-   * The keyed attempts in flight, by session and key. A null-prototype object, not a Map: a Map
-   * set and cleared per call links each replaced table to the next, which keeps them all alive
-   * through young-generation collections (bench/README.md, sixth round).
+   * The keyed attempts in flight, by session and key. Not a Map: V8 links a Map's replaced tables,
+   * so one set and cleared per call promotes what it holds (bench/README.md, sixth round).
    */
   readonly #inflightKeys: Record<string, Promise<unknown> | undefined> = Object.create(null) as Record<string, Promise<unknown> | undefined>;
 

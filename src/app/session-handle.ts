@@ -39,11 +39,9 @@ export class SessionHandle {
    */
   writer: string;
   /**
-   * The batches planned and handed to the store but not settled yet, oldest first. A short list
-   * rather than a Map by seq: a Map set and cleared for every event keeps rehashing, and V8 links
-   * each replaced table to its successor, so one table that reached the old generation keeps every
-   * later table and the events in it alive through young-generation collections (until a full
-   * collection); they are then promoted and collected as old garbage (bench/README.md, sixth round).
+   * The batches planned and handed to the store but not settled yet, oldest first. Not a Map by
+   * seq: V8 links a Map's replaced tables, so one set and cleared per event promotes the events
+   * (bench/README.md, sixth round).
    */
   readonly #planned: (readonly SessionEvent[])[] = [];
   #inflight = 0;

@@ -1,13 +1,9 @@
 /**
- * OwedCalls (src/store/sqlite/owed-calls.ts): the writer thread's unanswered calls by ascending
- * id, answered in any order; and SessionHandle's planned batches (src/app/session-handle.ts).
+ * OwedCalls (src/store/sqlite/owed-calls.ts): the writer thread's unanswered calls by consecutive
+ * id, answered in any order.
  */
 import { describe, expect, it } from 'vitest';
 import { OwedCalls } from '../../src/store/sqlite/owed-calls.js';
-import { SessionHandle } from '../../src/app/session-handle.js';
-import type { SessionEvent } from '../../src/domain/event.js';
-import type { SessionEngine } from '../../src/domain/session-engine.js';
-import type { SessionRecord } from '../../src/app/store-port.js';
 import { rng as seeded } from '../support/rng.js';
 
 describe('OwedCalls', () => {
@@ -27,12 +23,15 @@ describe('OwedCalls', () => {
     expect(owed.take(2)).toBeUndefined();
   });
 
-  it('refuses an id that does not ascend (the map would be wrong, not just slow)', () => {
+  it('refuses an id that does not follow the last one; any first id once none is owed', () => {
     const owed = new OwedCalls<string>();
     owed.add(4, 'a');
-    expect(() => owed.add(4, 'b')).toThrow(/does not ascend/);
-    expect(() => owed.add(2, 'b')).toThrow(/does not ascend/);
+    expect(() => owed.add(4, 'b')).toThrow(/does not follow 4/);
+    expect(() => owed.add(2, 'b')).toThrow(/does not follow 4/);
+    expect(() => owed.add(6, 'b')).toThrow(/does not follow 4/);
     expect(owed.take(4)).toBe('a');
+    owed.add(9, 'c');
+    expect(owed.take(9)).toBe('c');
   });
 
   it('matches a Map under random adds and out-of-order answers, across its compactions', () => {
@@ -56,38 +55,5 @@ describe('OwedCalls', () => {
       expect(owed.size).toBe(model.size);
     }
     expect(owed.takeAll()).toEqual([...model.values()].sort((a, b) => a - b));
-  });
-});
-
-describe('SessionHandle planned batches', () => {
-  const ev = (seq: number): SessionEvent => ({ type: 'user/message', seq, time: 0, data: { seq } }) as unknown as SessionEvent;
-  const handle = (): SessionHandle => new SessionHandle('k', 's', { writer: 'w' } as unknown as SessionRecord, {} as unknown as SessionEngine);
-
-  it('finds the events of batches handed to the store until they settle', () => {
-    const h = handle();
-    const a = [ev(1), ev(2), ev(3)];
-    const b = [ev(4), ev(5)];
-    h.addPlanned(a);
-    h.addPlanned(b);
-    h.addPlanned([]);
-    expect(h.plannedEvent(2)).toBe(a[1]);
-    expect(h.plannedEvent(5)).toBe(b[1]);
-    expect(h.plannedEvent(6)).toBeUndefined();
-    expect(h.plannedEvent(0)).toBeUndefined();
-    h.removePlanned(a);
-    expect(h.plannedEvent(2)).toBeUndefined();
-    expect(h.plannedEvent(4)).toBe(b[0]);
-    h.removePlanned(a);
-    h.removePlanned(b);
-    expect(h.plannedEvent(4)).toBeUndefined();
-  });
-
-  it('finds an event of a batch whose seqs are not consecutive', () => {
-    const h = handle();
-    const gappy = [ev(10), ev(12), ev(13)];
-    h.addPlanned(gappy);
-    expect(h.plannedEvent(12)).toBe(gappy[1]);
-    expect(h.plannedEvent(13)).toBe(gappy[2]);
-    expect(h.plannedEvent(11)).toBeUndefined();
   });
 });

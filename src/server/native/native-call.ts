@@ -183,8 +183,9 @@ function onStreamEnd(this: CallStream): void {
 
 function onStreamClose(this: CallStream): void {
   const call = this[CALL];
-  // A closed stream can still be reachable from closed streams V8 has not yet found dead (they
-  // sit in the old generation until a mark-compact): it must not keep the call's objects alive.
+  // node:http2 keeps a session's streams in a Map, whose replaced tables V8 keeps linked, so a
+  // closed stream can stay reachable through scavenges until a full collection: it must not keep
+  // its call alive too (bench/README.md, sixth round).
   this[CALL] = undefined;
   call?.onClose();
 }

@@ -1,21 +1,20 @@
 /**
- * Young-generation promotion under append load (bench/README.md, sixth round). A Map set and
- * cleared per event or per call keeps rehashing, and V8 links each replaced table to its
- * successor: after one full collection promoted the current table, every later table and the
- * events or closures in it survived scavenges, were promoted and died old (15-25 MB promoted per
- * 1,500 requests of 100 events here, ~90 MB over 3,000 over gRPC). The app's planned batches and
- * the SQLite writer thread's owed calls are kept without such Maps, and a closed HTTP/2 stream
- * (node:http2 keeps its session's streams in such a Map) no longer points at its call; this guards
- * all three.
+ * Young-generation promotion under append load, after one full collection (bench/README.md,
+ * sixth round: Maps set and cleared per event or per call promoted everything they held). Guards
+ * the app's planned batches, the SQLite writer thread's owed calls, and a closed HTTP/2 stream
+ * dropping its call.
  */
 import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { tempDbDir } from '../support/temp-db.js';
 
+const PROBE = fileURLToPath(new URL('../support/gc-probe.ts', import.meta.url));
+
 /** MB promoted by the scavenges between the probe's start and end marks. */
 function promotedMb(store: 'memory' | 'sqlite' | 'grpc', path = ''): { promoted: number; scavenges: number } {
-  const r = spawnSync(process.execPath, ['--expose-gc', '--trace-gc', '--trace-gc-nvp', '--import', 'tsx', 'test/support/gc-probe.ts', store, '1500', path], { cwd: process.cwd(), encoding: 'utf8', timeout: 60_000, maxBuffer: 64 * 1024 * 1024 });
-  if (r.status !== 0) throw new Error(`gc probe failed (${r.status}): ${r.stderr}`);
+  const r = spawnSync(process.execPath, ['--expose-gc', '--trace-gc', '--trace-gc-nvp', '--import', 'tsx', PROBE, store, '1500', path], { encoding: 'utf8', timeout: 60_000, maxBuffer: 64 * 1024 * 1024 });
+  if (r.status !== 0) throw new Error(`gc probe (${store}) failed: status ${r.status}, signal ${r.signal}, ${r.error?.message ?? ''}\n${r.stderr}`);
   const lines = r.stdout.split('\n');
   const from = lines.indexOf('PROBE START');
   const to = lines.indexOf('PROBE END');
