@@ -65,6 +65,25 @@ describe('memory store stored events', () => {
     for (let i = 0; i < 5_000; i++) expect(small.at(i).dataText).toBe(JSON.stringify({ i, pad: 'é'.repeat(i % 7) }));
   });
 
+  it('batches written at once read back exactly: ASCII and not in one batch, across slab boundaries, a batch larger than a slab', () => {
+    const pick = (i: number): string => ['"a"', '"é"', '"\u{1f600}"', `"${'x'.repeat(i % 900)}"`, `"${'ü'.repeat(i % 300)}"`, '1'][i % 6]!;
+    const log = new EventLog();
+    const all: string[] = [];
+    let seq = 0;
+    // Batch sizes 1..40, then one batch of 1,500 ~1 KB texts (> 1 MiB, the largest slab).
+    for (const size of [...Array.from({ length: 40 }, (_, k) => k + 1), 1_500]) {
+      const texts = Array.from({ length: size }, (_, i) => (size === 1_500 ? `"${'z'.repeat(1_000 + (i % 3))}é"` : pick(seq + i)));
+      log.push(EventLog.encode(texts.map((t, i) => event(JSON.parse(t) as Json, { seq: seq + i })), texts));
+      all.push(...texts);
+      seq += size;
+    }
+    expect(log.length).toBe(all.length);
+    for (let i = 0; i < all.length; i++) {
+      expect(log.at(i).dataText).toBe(all[i]);
+      expect(log.at(i).dataBytes).toBe(Buffer.byteLength(all[i]!));
+    }
+  });
+
   it('a later mutation of the data the caller still holds does not reach the stored event', () => {
     const data = { n: 1, nested: { text: 'a' } };
     const sources = [0];
