@@ -11,7 +11,7 @@
  *
  * 1. NOT_JSON, ENVELOPE_INVALID, LEGACY_VOCABULARY, REQUEST_HEADER_SHAPE, MESSAGE_SHAPE, then the
  *    seq rule SEQ_NOT_CONTIGUOUS (validate-event.ts). Mode `append`: a given seq must equal
- *    `nextSeq`, an omitted one is assigned, an omitted time is `ctx.now()`. Mode `import`: seq and
+ *    `nextSeq`, an omitted one is assigned, an omitted time is `ctx.now()` (read once per batch). Mode `import`: seq and
  *    time are required and the log must be contiguous from 0, as the reference seeds; with
  *    `allowSeqGaps` seqs need only increase (UI snapshots such as cordis-tool-round elide events).
  * 2. Eligibility: SURFACE_OP_FORBIDDEN, SOURCES_FORBIDDEN (non-surface types), SURFACE_OP_REQUIRED,
@@ -116,6 +116,19 @@ function fail(reason: string, message: string, metadata: Record<string, string> 
   return new DomainError(reason, message, metadata);
 }
 
+/** The event with `seq` among a batch's planned events (ascending by seq), if there is one. */
+function planned(events: readonly SessionEvent[], seq: number): SessionEvent | undefined {
+  let lo = 0;
+  let hi = events.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (events[mid]!.seq < seq) lo = mid + 1;
+    else hi = mid;
+  }
+  const e = events[lo];
+  return e !== undefined && e.seq === seq ? e : undefined;
+}
+
 function isSafeSeq(v: unknown): v is number {
   return typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
 }
@@ -213,11 +226,12 @@ export class SessionEngine {
     const events: SessionEvent[] = [];
     const deltas: SurfaceDelta[] = [];
     const baseNextSeq = this.table.nextSeq;
-    // Earlier events of the same batch, visible to later candidates (only built for batches).
-    const pending: Map<number, SessionEvent> | null = candidates.length > 1 ? new Map() : null;
+    // Earlier events of the same batch are visible to later candidates: `events`, ascending by seq.
     const lookup = ctx.lookup;
-    const lookupAll =
-      pending === null ? (seq: number) => (seq < baseNextSeq ? lookup(seq) : undefined) : (seq: number) => pending.get(seq) ?? (seq < baseNextSeq ? lookup(seq) : undefined);
+    const lookupAll = (seq: number): SessionEvent | undefined => (seq < baseNextSeq ? lookup(seq) : planned(events, seq));
+    // Events without a time get the batch's one reading of the clock.
+    let time: number | undefined;
+    const now = (): number => (time ??= ctx.now());
     let nextSeq = baseNextSeq;
     let count = this.table.count;
     const dataTexts: (string | undefined)[] | undefined = ctx.parsedData === undefined ? undefined : new Array<string | undefined>(candidates.length);
@@ -227,17 +241,16 @@ export class SessionEngine {
           mode: ctx.mode,
           nextSeq,
           eventCount: count,
-          now: ctx.now,
+          now,
           allowSeqGaps: ctx.allowSeqGaps,
           referenceLoad: ctx.referenceLoad,
           parsedData: ctx.parsedData?.[i],
         });
         if (dataTexts !== undefined) dataTexts[i] = dataText;
-        const delta = this.transition(event, hasSurfaceOp, hasSources, draft, ctx.sessionId, lookupAll, pending);
+        const delta = this.transition(event, hasSurfaceOp, hasSources, draft, ctx.sessionId, lookupAll, events);
         if (trace !== null) trace.check(event);
         events.push(event);
         deltas.push(delta);
-        if (pending !== null) pending.set(event.seq, event);
         nextSeq = event.seq + 1;
         count++;
       } catch (e) {
@@ -263,7 +276,7 @@ export class SessionEngine {
     draft: SurfaceDraft,
     sessionId: string,
     lookupAll: (seq: number) => SessionEvent | undefined,
-    pending: ReadonlyMap<number, SessionEvent> | null,
+    batch: readonly SessionEvent[],
   ): SurfaceDelta {
     const { type, seq } = e;
     // 2. Eligibility and the marker (envelope-rules.ts, shared with clients).
@@ -295,7 +308,7 @@ export class SessionEngine {
       if (shadowed.length !== 1) {
         throw fail(Reason.TOOL_RESULT_REPLACE_NOT_SINGLE, `tool/result surface replacement must rewrite exactly one current node; the range ${start}..${end} covers ${shadowed.length}`);
       }
-      const targetType = pending?.get(start)?.type ?? this.typeOf(start);
+      const targetType = planned(batch, start)?.type ?? this.typeOf(start);
       if (targetType !== 'tool/result') {
         throw fail(Reason.TOOL_RESULT_REPLACE_WRONG_TARGET, `tool/result surface replacement must target a current tool/result; seq ${start} is ${String(targetType)}`, { start: String(start) });
       }

@@ -27,6 +27,20 @@ describe('batches', () => {
     expect(h.engine.replaceGeneration).toBe(2);
   });
 
+  it('given a batch of events without a time, then they share one reading of the clock; given times are kept and read no clock', () => {
+    let reads = 0;
+    const ctx = { mode: 'append' as const, now: () => 1_000 + reads++, sessionId: 's', lookup: () => undefined };
+    const engine = SessionEngine.create();
+    const plan = engine.plan([user('a'), { type: 'x/y', data: 1, time: 7 }, user('b'), { type: 'x/y', data: 2 }], ctx);
+    expect(plan.events.map((e) => e.time)).toEqual([1_000, 7, 1_000, 1_000]);
+    expect(reads).toBe(1);
+    engine.commit(plan);
+    expect(engine.plan([{ type: 'x/y', data: 3, time: 9 }], ctx).events[0]!.time).toBe(9);
+    expect(reads).toBe(1);
+    // The next batch reads the clock again.
+    expect(engine.plan([user('c')], ctx).events[0]!.time).toBe(1_001);
+  });
+
   it('given a batch whose 3rd candidate fails, then nothing of the batch is applied and the error names index 2', () => {
     const h = new Harness();
     h.add(user('x'));
