@@ -17,11 +17,60 @@ const TABLE = (() => {
   return t;
 })();
 
+/** Slicing-by-8 tables, concatenated: entry 256k + b is the state after byte b and then k zero bytes. */
+const SLICES = (() => {
+  const t = new Int32Array(256 * 8);
+  t.set(TABLE);
+  for (let k = 1; k < 8; k++) {
+    for (let n = 0; n < 256; n++) {
+      const p = t[(k - 1) * 256 + n]!;
+      t[k * 256 + n] = (p >>> 8) ^ TABLE[p & 0xff]!;
+    }
+  }
+  return t;
+})();
+
+/**
+ * Long strings are encoded to UTF-8 into this scratch buffer by one native call and then fed 8
+ * bytes at a time (two 32-bit little-endian words per step): 2-3x faster than the character loop
+ * from ~50 characters on. Chunks of at most SCRATCH_CHARS characters (3 UTF-8 bytes each at most).
+ */
+const SCRATCH_CHARS = 16_384;
+const LONG = 48;
+const scratch = Buffer.allocUnsafeSlow(SCRATCH_CHARS * 3 + 8) as Buffer & { utf8Write(s: string, offset: number): number };
+const words = new Int32Array(scratch.buffer, scratch.byteOffset, scratch.length >> 2);
+const littleEndian = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
+
+/** Feeds the UTF-8 of s[from, to) by way of the scratch buffer. */
+function crcEncoded(crc: number, s: string, from: number, to: number): number {
+  const t = SLICES;
+  while (from < to) {
+    let end = Math.min(to, from + SCRATCH_CHARS);
+    // A surrogate pair is never split between two chunks (each half alone would encode as U+FFFD).
+    if (end < to) {
+      const last = s.charCodeAt(end - 1);
+      if (last >= 0xd800 && last < 0xdc00) end--;
+    }
+    const n = scratch.utf8Write(from === 0 && end === s.length ? s : s.slice(from, end), 0);
+    let i = 0;
+    for (let w = 0; i + 8 <= n; i += 8, w += 2) {
+      const lo = crc ^ words[w]!;
+      const hi = words[w + 1]!;
+      crc = t[1792 + (lo & 0xff)]! ^ t[1536 + ((lo >>> 8) & 0xff)]! ^ t[1280 + ((lo >>> 16) & 0xff)]! ^ t[1024 + (lo >>> 24)]! ^
+        t[768 + (hi & 0xff)]! ^ t[512 + ((hi >>> 8) & 0xff)]! ^ t[256 + ((hi >>> 16) & 0xff)]! ^ t[hi >>> 24]!;
+    }
+    for (; i < n; i++) crc = t[(crc ^ scratch[i]!) & 0xff]! ^ (crc >>> 8);
+    from = end;
+  }
+  return crc;
+}
+
 /** The initial (pre-inverted) CRC state. */
 export const CRC_INIT = -1;
 
 /** Feeds the UTF-8 encoding of `s` into the running (pre-inverted) state `crc`. */
 export function crcString(crc: number, s: string, from = 0, to = s.length): number {
+  if (to - from >= LONG && littleEndian) return crcEncoded(crc, s, from, to);
   const t = TABLE;
   for (let i = from; i < to; i++) {
     let c = s.charCodeAt(i);
