@@ -213,6 +213,31 @@ describe('SqliteSessionStore: the database file', () => {
     expect(store.stats().groupCommits).toBe(1);
   });
 
+  it('inserts batches of every size around its multi-row INSERT (10 rows) in order; a row failing inside a chunk or after it fails its whole call', async () => {
+    store = new SqliteSessionStore({ path });
+    const initial = Array.from({ length: 23 }, (_, i) => ev(i, 'init', { i, text: 'é'.repeat(i) }));
+    await store.createSession(newSession('a'), initial);
+    const expected = [...initial];
+    let next = 23;
+    for (const size of [1, 9, 10, 11, 19, 20, 21, 37]) {
+      const batch = Array.from({ length: size }, (_, i) => ev(next + i, `t${size}`, { size, i }, i % 4 === 1 ? { sourceEventSeqs: [0], surfaceOp: 'append' } : {}));
+      expect(await appendAt(store, 'a', next, batch)).toEqual({ kind: 'appended' });
+      expected.push(...batch);
+      next += size;
+    }
+    const back = await store.readEvents('a', { fromSeq: 0, direction: 'forward', limit: 1000 });
+    expect(back).toEqual(expected);
+    const raw = new Database(path);
+    raw.exec("CREATE TRIGGER boom BEFORE INSERT ON events WHEN NEW.type = 'boom' BEGIN SELECT RAISE(ABORT, 'boom refused'); END");
+    raw.close();
+    for (const at of [5, 12]) {
+      const batch = Array.from({ length: 15 }, (_, i) => ev(next + i, i === at ? 'boom' : 'ok'));
+      await expect(appendAt(store, 'a', next, batch)).rejects.toThrow('boom refused');
+    }
+    expect(await store.getSession('a')).toMatchObject({ nextSeq: next, eventCount: next });
+    expect(await store.readEvents('a', { fromSeq: 0, direction: 'forward', limit: 1000 })).toEqual(expected);
+  });
+
   it('rolls back only a failing single-event call (no savepoint) and counts only what was stored', async () => {
     store = new SqliteSessionStore({ path });
     await store.createSession(newSession('a'), []);

@@ -200,7 +200,7 @@ export class GroupCommit implements AppendQueue {
     const rows = call.rows;
     try {
       if (key === undefined) {
-        if (rows.length === 1) this.st.insertEvent.run(rows[0]!);
+        if (rows.length === 1) this.st.insertEvents(rows);
         else if (rows.length > 1) this.writeCallTxn(call);
       } else {
         this.writeCallTxn(call);
@@ -228,7 +228,7 @@ export class GroupCommit implements AppendQueue {
   /** Writes one call's rows and idempotency record (inside the group transaction). */
   private writeCall(call: QueuedAppend): void {
     const rows = call.rows;
-    for (let i = 0; i < rows.length; i++) this.st.insertEvent.run(rows[i]!);
+    this.st.insertEvents(rows);
     const key = call.idempotency;
     if (key !== undefined) {
       this.st.insertIdempotent.run(call.sessionId, key.key, key.requestHash, encodeSeqs(rows.map((row) => row[1])), call.surfaceLength, call.at);

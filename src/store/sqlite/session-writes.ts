@@ -58,7 +58,7 @@ export function sessionWrites(db: Database.Database, st: Statements) {
       digestOf(0, rows),
     );
     if (inserted.changes === 0) return EXISTS;
-    for (const row of rows) st.insertEvent.run(row);
+    st.insertEvents(rows);
     st.addTenant.run(record.tenant, 1, bytes);
     return CREATED;
   });
@@ -104,7 +104,7 @@ export function sessionWrites(db: Database.Database, st: Statements) {
       const stored = (st.selectTenantBytes.get(pending[2]) as number | undefined) ?? 0;
       if (stored + dataBytes > maxBytes) return { kind: 'quota-exceeded', limitName: 'tenant_max_bytes', limit: maxBytes, actual: stored + dataBytes };
     }
-    for (const row of rows) st.insertEvent.run(row);
+    st.insertEvents(rows);
     const last = rows[rows.length - 1];
     st.updatePending.run(last === undefined ? head : last[1] + 1, rows.length, dataBytes, opts.leaseUntil, digestOf(pending[3], rows), sessionId);
     if (dataBytes !== 0) st.addTenant.run(pending[2], 0, dataBytes);

@@ -5,6 +5,12 @@
 import type Database from 'better-sqlite3';
 import { EVENT_COLUMNS, EVENT_LINE, EVENT_PAGE, SESSION_COLUMNS, type EventRow } from './row-codec.js';
 
+/** Columns of an event row (EventRow: session_id and EVENT_COLUMNS). */
+const ROW_WIDTH = 10;
+const ROW_VALUES = `(${Array<string>(ROW_WIDTH).fill('?').join(', ')})`;
+/** Rows per multi-row INSERT (no gain beyond ~10 rows: 40 per statement cost 17.8k instructions per row). */
+const INSERT_CHUNK = 10;
+
 /**
  * Prepares every statement of the store on `db`. With `checked`, event reads select each row's
  * line (EVENT_LINE: checked by the checksum extension, native-checksums.ts, one value per row)
@@ -25,7 +31,10 @@ export function prepareStatements(db: Database.Database, checked: boolean) {
            : ''
        }
      ORDER BY s.created_at DESC, s.id DESC LIMIT @limit`;
-  const insertEvent = db.prepare(`INSERT INTO events (session_id, ${EVENT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
+  const insertEvent = db.prepare(`INSERT INTO events (session_id, ${EVENT_COLUMNS}) VALUES ${ROW_VALUES}`);
+  const insertChunk = db.prepare(`INSERT INTO events (session_id, ${EVENT_COLUMNS}) VALUES ${Array<string>(INSERT_CHUNK).fill(ROW_VALUES).join(', ')}`);
+  const chunkArgs: unknown[] = new Array(INSERT_CHUNK * ROW_WIDTH);
+  const insertOne = (r: EventRow): Database.RunResult => insertEvent.run(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9]);
   return {
     insertSession: db.prepare(
       `INSERT INTO sessions (${SESSION_COLUMNS}, pending, pending_owner, lease_until, digest)
@@ -54,12 +63,22 @@ export function prepareStatements(db: Database.Database, checked: boolean) {
       'UPDATE sessions SET next_seq = ?, event_count = event_count + ?, data_bytes = data_bytes + ?, lease_until = ?, digest = ? WHERE id = ?',
     ),
     /**
-     * Inserts one event row. Its values are passed as arguments, not as the array: better-sqlite3
-     * reads an array argument element by element through the V8 API, which cost 15% more
-     * instructions per insert (callgrind, 40,000 rows).
+     * Inserts event rows in order: INSERT_CHUNK rows per statement, then the rest one by one, the
+     * values passed as arguments (better-sqlite3 reads an array argument element by element
+     * through the V8 API). Instructions per row, callgrind, 40,000 rows: 29.5k one row per
+     * statement from an array, 24.9k as arguments, 16.5k ten rows per statement.
      */
-    insertEvent: {
-      run: (r: EventRow): Database.RunResult => insertEvent.run(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9]),
+    insertEvents: (rows: readonly EventRow[]): void => {
+      let i = 0;
+      for (; i + INSERT_CHUNK <= rows.length; i += INSERT_CHUNK) {
+        for (let k = 0; k < INSERT_CHUNK; k++) {
+          const r = rows[i + k]!;
+          for (let c = 0; c < ROW_WIDTH; c++) chunkArgs[k * ROW_WIDTH + c] = r[c];
+        }
+        insertChunk.run(...chunkArgs);
+      }
+      for (; i < rows.length; i++) insertOne(rows[i]!);
+      chunkArgs.fill(undefined);
     },
     selectIdempotent: db.prepare('SELECT request_hash, seqs, surface_length FROM idempotency WHERE session_id = ? AND key = ?').raw(),
     insertIdempotent: db.prepare(
