@@ -44,30 +44,22 @@ export function jsonTextInfo(text: string): JsonTextInfo {
     const c = text.charCodeAt(i);
     if (c === 34 /* " */) {
       digits = 0;
-      let from = i + 1;
-      if (backslash !== -1 && backslash < from) backslash = text.indexOf('\\', from);
-      // Find the closing quote: the next quote, unless an escape before it covers it (\").
-      for (;;) {
-        let close = text.indexOf('"', from);
-        if (close === -1) close = n;
-        let escapedQuote = false;
-        while (backslash !== -1 && backslash < close) {
-          // Only the two-character escapes JSON.stringify writes are canonical.
-          const e = text.charCodeAt(backslash + 1);
-          if (e === 117 /* u */ || e === 47 /* / */) canonical = false;
-          const after = backslash + 2;
-          backslash = after < n ? text.indexOf('\\', after) : -1;
-          if (after > close) {
-            escapedQuote = true;
-            from = after;
-            break;
-          }
-        }
-        if (!escapedQuote) {
-          i = close;
-          break;
+      if (backslash !== -1 && backslash <= i) backslash = text.indexOf('\\', i + 1);
+      // The closing quote is the next quote not covered by an escape (\").
+      let close = text.indexOf('"', i + 1);
+      if (close === -1) close = n;
+      while (backslash !== -1 && backslash < close) {
+        // Only the two-character escapes JSON.stringify writes are canonical.
+        const e = text.charCodeAt(backslash + 1);
+        if (e === 117 /* u */ || e === 47 /* / */) canonical = false;
+        const after = backslash + 2;
+        backslash = after < n ? text.indexOf('\\', after) : -1;
+        if (after > close) {
+          close = text.indexOf('"', after);
+          if (close === -1) close = n;
         }
       }
+      i = close;
     } else if (c >= 48 && c <= 57) {
       if (++digits > 15) canonical = false;
     } else {

@@ -11,9 +11,10 @@
  *
  * 1. NOT_JSON, ENVELOPE_INVALID, LEGACY_VOCABULARY, REQUEST_HEADER_SHAPE, MESSAGE_SHAPE, then the
  *    seq rule SEQ_NOT_CONTIGUOUS (validate-event.ts). Mode `append`: a given seq must equal
- *    `nextSeq`, an omitted one is assigned, an omitted time is `ctx.now()` (read once per batch). Mode `import`: seq and
- *    time are required and the log must be contiguous from 0, as the reference seeds; with
- *    `allowSeqGaps` seqs need only increase (UI snapshots such as cordis-tool-round elide events).
+ *    `nextSeq`, an omitted one is assigned, an omitted time is `ctx.now()` (read once per batch).
+ *    Mode `import`: seq and time are required and the log must be contiguous from 0, as the
+ *    reference seeds; with `allowSeqGaps` seqs need only increase (UI snapshots such as
+ *    cordis-tool-round elide events).
  * 2. Eligibility: SURFACE_OP_FORBIDDEN, SOURCES_FORBIDDEN (non-surface types), SURFACE_OP_REQUIRED,
  *    SURFACE_OP_INVALID, REPLACE_OP_INVALID.
  * 3. Append: citations (step 5) with nothing shadowed.
@@ -50,7 +51,7 @@ export type PlanMode = 'append' | 'import';
 /** What `plan()` needs from its caller. */
 export interface PlanContext {
   readonly mode: PlanMode;
-  /** Clock (Unix epoch ms) for events appended without a time. */
+  /** Clock (Unix epoch ms) for events appended without a time: read at most once per plan() (they share it). */
   readonly now: () => number;
   /** Session id (legacy message ids are derived from it). */
   readonly sessionId: string;

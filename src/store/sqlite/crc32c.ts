@@ -1,7 +1,8 @@
 /**
- * CRC-32C (Castagnoli, reflected polynomial 0x82F63B78) over the UTF-8 bytes of JS strings,
- * table-driven (slicing-by-1), with the UTF-8 encoding done inline so no Buffer is allocated per
- * event. Used for the per-row checksums and the per-session digest of the SQLite store
+ * CRC-32C (Castagnoli, reflected polynomial 0x82F63B78) over the UTF-8 bytes of JS strings:
+ * short ranges byte by byte with the UTF-8 encoding done inline, ranges of 48+ characters encoded
+ * into a scratch buffer and fed 8 bytes per step (slicing-by-8, crcEncoded); no Buffer is
+ * allocated per call. Used for the per-row checksums and the per-session digest of the SQLite store
  * (integrity.ts): SQLite has no page checksums, so a flipped byte on disk would otherwise be
  * served as-is. CRC-32C detects every burst error up to 32 bits and all 1-3 bit errors at these
  * lengths; it is a corruption check, not a defence against an adversary who can write the file.
@@ -39,7 +40,8 @@ const SCRATCH_CHARS = 16_384;
 const LONG = 48;
 const scratch = Buffer.allocUnsafeSlow(SCRATCH_CHARS * 3 + 8) as Buffer & { utf8Write(s: string, offset: number): number };
 const words = new Int32Array(scratch.buffer, scratch.byteOffset, scratch.length >> 2);
-const littleEndian = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
+// Little-endian words, and Buffer#utf8Write (undocumented, what Buffer#write calls): else the byte loop only.
+const encodedPath = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1 && typeof scratch.utf8Write === 'function';
 
 /** Feeds the UTF-8 of s[from, to) by way of the scratch buffer. */
 function crcEncoded(crc: number, s: string, from: number, to: number): number {
@@ -70,7 +72,7 @@ export const CRC_INIT = -1;
 
 /** Feeds the UTF-8 encoding of `s` into the running (pre-inverted) state `crc`. */
 export function crcString(crc: number, s: string, from = 0, to = s.length): number {
-  if (to - from >= LONG && littleEndian) return crcEncoded(crc, s, from, to);
+  if (to - from >= LONG && encodedPath) return crcEncoded(crc, s, from, to);
   const t = TABLE;
   for (let i = from; i < to; i++) {
     let c = s.charCodeAt(i);

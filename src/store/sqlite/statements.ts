@@ -6,7 +6,7 @@ import type Database from 'better-sqlite3';
 import { EVENT_COLUMNS, EVENT_LINE, EVENT_PAGE, SESSION_COLUMNS, type EventRow } from './row-codec.js';
 
 /** Columns of an event row (EventRow: session_id and EVENT_COLUMNS). */
-const ROW_WIDTH = 10;
+const ROW_WIDTH = 1 + EVENT_COLUMNS.split(',').length;
 const ROW_VALUES = `(${Array<string>(ROW_WIDTH).fill('?').join(', ')})`;
 /** Rows per multi-row INSERT (no gain beyond ~10 rows: 40 per statement cost 17.8k instructions per row). */
 const INSERT_CHUNK = 10;
@@ -70,15 +70,21 @@ export function prepareStatements(db: Database.Database, checked: boolean) {
      */
     insertEvents: (rows: readonly EventRow[]): void => {
       let i = 0;
-      for (; i + INSERT_CHUNK <= rows.length; i += INSERT_CHUNK) {
-        for (let k = 0; k < INSERT_CHUNK; k++) {
-          const r = rows[i + k]!;
-          for (let c = 0; c < ROW_WIDTH; c++) chunkArgs[k * ROW_WIDTH + c] = r[c];
+      if (rows.length >= INSERT_CHUNK) {
+        try {
+          for (; i + INSERT_CHUNK <= rows.length; i += INSERT_CHUNK) {
+            for (let k = 0; k < INSERT_CHUNK; k++) {
+              const r = rows[i + k]!;
+              for (let c = 0; c < ROW_WIDTH; c++) chunkArgs[k * ROW_WIDTH + c] = r[c];
+            }
+            insertChunk.run(...chunkArgs);
+          }
+        } finally {
+          // Holds no row past the call (nor past a failed one).
+          chunkArgs.fill(undefined);
         }
-        insertChunk.run(...chunkArgs);
       }
       for (; i < rows.length; i++) insertOne(rows[i]!);
-      chunkArgs.fill(undefined);
     },
     selectIdempotent: db.prepare('SELECT request_hash, seqs, surface_length FROM idempotency WHERE session_id = ? AND key = ?').raw(),
     insertIdempotent: db.prepare(
