@@ -15,35 +15,42 @@ import { MAX_JSON_DEPTH, jsonTextDepth, jsonTextInfo } from '../app/json-depth.j
 
 export { MAX_JSON_DEPTH, jsonTextDepth } from '../app/json-depth.js';
 
+/** The path of event `index`'s data field in an AppendEvents request (built only for an error). */
+const requestDataField = (index: number): string => `events[${index}].data`;
+
 /**
- * Parses the `json` data form; malformed or too deep text is a DomainError of the event. With
+ * Parses the `json` data form; malformed or too deep text is a DomainError of the event, naming
+ * `field` (undefined: the data of event `index` of a request, `events[index].data.json`). With
  * `parsed`, what adoptParsedJson needs to know about the text is pushed there (its canonical
  * form and member count): the caller then hands the fresh value to the domain.
  */
-export function parseDataJson(text: string, index: number, field: string, parsed?: (ParsedJsonText | undefined)[]): Json {
+export function parseDataJson(text: string, index: number, field: string | undefined, parsed?: (ParsedJsonText | undefined)[]): Json {
   const info = parsed !== undefined ? jsonTextInfo(text) : undefined;
   if ((info === undefined ? jsonTextDepth(text) : info.depth) > MAX_JSON_DEPTH) {
-    throw new DomainError('DATA_TOO_DEEP', `${field} nests deeper than ${MAX_JSON_DEPTH} levels`, { field, limit: String(MAX_JSON_DEPTH) }, index);
+    const f = field ?? `${requestDataField(index)}.json`;
+    throw new DomainError('DATA_TOO_DEEP', `${f} nests deeper than ${MAX_JSON_DEPTH} levels`, { field: f, limit: String(MAX_JSON_DEPTH) }, index);
   }
   let value: Json;
   try {
     value = JSON.parse(text) as Json;
   } catch (e) {
-    throw new DomainError('NOT_JSON', `${field} is not valid JSON text: ${jsonSyntaxProblem(e)}`, { field }, index);
+    const f = field ?? `${requestDataField(index)}.json`;
+    throw new DomainError('NOT_JSON', `${f} is not valid JSON text: ${jsonSyntaxProblem(e)}`, { field: f }, index);
   }
   if (info !== undefined) parsed!.push({ text: info.canonical ? text : undefined, members: info.members });
   return value;
 }
 
-/** The JSON value of EventData (the typed forms converted to the reference's JSON). */
-export function eventDataToJson(data: EventData | undefined, index: number, field: string, parsed?: (ParsedJsonText | undefined)[]): Json | undefined {
+/** The JSON value of EventData (the typed forms converted to the reference's JSON); `field` as parseDataJson's without `.json`. */
+export function eventDataToJson(data: EventData | undefined, index: number, field: string | undefined, parsed?: (ParsedJsonText | undefined)[]): Json | undefined {
   const kind = data?.kind;
   if (!kind) {
     parsed?.push(undefined);
     return undefined;
   }
-  if (kind.$case === 'json') return parseDataJson(kind.value, index, `${field}.json`, parsed);
+  if (kind.$case === 'json') return parseDataJson(kind.value, index, field === undefined ? undefined : `${field}.json`, parsed);
   parsed?.push(undefined);
+  field ??= requestDataField(index);
   let value: Json | undefined;
   try {
     value = typedToJson(kind, field);
@@ -69,8 +76,7 @@ export function eventDataToJson(data: EventData | undefined, index: number, fiel
  * per event (undefined for the typed forms).
  */
 export function eventInputToCandidate(input: EventInput, index: number, parsed?: (ParsedJsonText | undefined)[]): CandidateEvent {
-  const field = `events[${index}]`;
-  const data = eventDataToJson(input.data, index, `${field}.data`, parsed);
+  const data = eventDataToJson(input.data, index, undefined, parsed);
   const c: Record<string, unknown> = { type: input.type, data };
   if (data === undefined) delete c.data;
   if (input.seq !== undefined) c.seq = input.seq;
