@@ -10,7 +10,7 @@ import { JsonlCommittedLines } from '../../src/domain/jsonl-committed-lines.js';
 import { canonicalData } from '../../src/domain/message-view.js';
 import { deriveMessages } from '../../src/domain/derive.js';
 import { SessionEngine } from '../../src/domain/session-engine.js';
-import { Harness, logEvent } from '../support/engine-harness.js';
+import { Harness, logEvent, rep, toolResult, user } from '../support/engine-harness.js';
 
 let h: Harness;
 beforeEach(() => {
@@ -123,6 +123,19 @@ describe('item 10: seq gaps on import are refused unless allowed', () => {
     expect(h.engine.plan([note(3), note(5)], gapCtx(true)).events.map((e) => e.seq)).toEqual([3, 5]);
     expect(() => h.engine.plan([note(3), note(3)], gapCtx(true))).toThrow(/seqs must increase/);
     expect(h.engine.plan([note(0), note(1)], gapCtx(false)).events).toHaveLength(2);
+  });
+
+  it('given allowSeqGaps, then a replacement sees the earlier events of its own batch by seq (gaps between them)', () => {
+    const at = (seq: number, c: CandidateEvent): CandidateEvent => ({ ...c, seq, time: 1 });
+    const batch = [
+      at(2, logEvent('tool/call', { turn: 1, step: 1, callId: 'c', name: 'bash', arguments: '{}' })),
+      at(5, toolResult('c', 'long', { sourceEventSeqs: [2] })),
+      at(9, toolResult('c', 'short', { surfaceOp: rep(5, 5), sourceEventSeqs: [5] })),
+    ];
+    const plan = h.engine.plan(batch, gapCtx(true));
+    expect(plan.deltas.map((d) => d.kind)).toEqual(['none', 'append', 'replace']);
+    // The replaced target must be a tool/result: a user message at seq 5 instead is refused.
+    expect(() => h.engine.plan([batch[0]!, at(5, user('u')), batch[2]!], gapCtx(true))).toThrow(expect.objectContaining({ reason: 'TOOL_RESULT_REPLACE_WRONG_TARGET', index: 2 }));
   });
 });
 
