@@ -22,7 +22,7 @@
  * node:http2 echo (bench/server/child.ts h2echo) the same way, each run next to the pair: the
  * ceiling of any server on this transport, so its ratio to the peer bounds Palimpsest's there.
  */
-import { bundleServerChild, sqliteWriterArg } from './server/bundle.js';
+import { bundleServerChild, SERVER_NODE_FLAGS, sqliteWriterArg } from './server/bundle.js';
 import v8 from 'node:v8';
 v8.setFlagsFromString('--no-concurrent-array-buffer-sweeping');
 
@@ -74,7 +74,7 @@ async function spawnChild(args: string[]): Promise<Child> {
     }),
   };
 }
-let palimpsestChild: string[] = ['--import', 'tsx', join(here, 'server', 'child.ts')];
+let palimpsestChild: string[] = [...SERVER_NODE_FLAGS, '--import', 'tsx', join(here, 'server', 'child.ts')];
 async function bundleChild(): Promise<void> {
   palimpsestChild = await bundleServerChild();
 }
@@ -140,8 +140,8 @@ async function main(): Promise<void> {
   await bundleChild();
   const pm = await spawnChild([...palimpsestChild, 'palimpsest', ':memory:', 'full', ...transportFlag]);
   const pf = await spawnChild([...palimpsestChild, 'palimpsest', join(root, 'full.db'), 'full', ...transportFlag]);
-  const dm = await spawnChild([join(here, 'server', 'peer-child.mjs'), 'memory']);
-  const df = await spawnChild([join(here, 'server', 'peer-child.mjs'), 'file', join(root, 'peer-data')]);
+  const dm = await spawnChild([...SERVER_NODE_FLAGS, join(here, 'server', 'peer-child.mjs'), 'memory']);
+  const df = await spawnChild([...SERVER_NODE_FLAGS, join(here, 'server', 'peer-child.mjs'), 'file', join(root, 'peer-data')]);
   // The ceiling of the single-event rows: a bare node:http2 server (no gRPC library, no work) that
   // answers each request, driven the same way; Palimpsest cannot pass it on this transport.
   const he = await spawnChild([...palimpsestChild, 'h2echo']);

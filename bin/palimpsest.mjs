@@ -2,6 +2,9 @@
 // Entry point of the `palimpsest` command. V8's concurrent ArrayBuffer sweeping makes every
 // typed-array allocation over 64 bytes cost ~2 us on small machines (protobuf encoding is 5x
 // slower); NODE_OPTIONS refuses the flag, so it is set here, before anything allocates.
+// The old-generation floor of a server (`--initial-old-space-size=128`, README "Running the
+// server") is read when V8 starts, before this line runs: pass it on node's command line, as
+// `npm start` does.
 import v8 from 'node:v8';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
