@@ -74,7 +74,7 @@ async function spawnChild(args: string[]): Promise<Child> {
     }),
   };
 }
-let palimpsestChild: string[] = [...SERVER_NODE_FLAGS, '--import', 'tsx', join(here, 'server', 'child.ts')];
+let palimpsestChild: string[] = ['--import', 'tsx', join(here, 'server', 'child.ts')];
 async function bundleChild(): Promise<void> {
   palimpsestChild = await bundleServerChild();
 }

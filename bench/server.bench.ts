@@ -18,7 +18,7 @@
  * machine noise spreads over all of them. Prints a markdown table, and HEADLINE {json} lines that
  * bench/run.mjs turns into the summary of targets.
  */
-import { bundleServerChild, SERVER_NODE_FLAGS, sqliteWriterArg } from './server/bundle.js';
+import { bundleServerChild, sqliteWriterArg } from './server/bundle.js';
 import v8 from 'node:v8';
 v8.setFlagsFromString('--no-concurrent-array-buffer-sweeping');
 
@@ -141,7 +141,7 @@ interface StoreStats {
 }
 
 /** How server processes are started (bench/server/bundle.ts). */
-let childCommand: string[] = [...SERVER_NODE_FLAGS, '--import', 'tsx', childScript];
+let childCommand: string[] = ['--import', 'tsx', childScript];
 async function bundleChild(): Promise<void> {
   childCommand = await bundleServerChild();
 }

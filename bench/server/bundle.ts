@@ -17,15 +17,13 @@ const root = join(here, '..', '..');
 /**
  * Node options of every server process the benches start, Palimpsest's, the ceilings' and the
  * peer's alike (the same process tuning on both sides of a ratio), and of `npm start`
- * (test/unit/server-node-flags.test.ts keeps package.json's start script in step). V8 reads them
- * at start-up only, so they are command-line options, not `v8.setFlagsFromString`.
+ * (test/integration/server-node-flags.test.ts keeps package.json's start script in step). V8
+ * reads them at start-up only and NODE_OPTIONS refuses them, so they go on node's command line.
+ * They come after any options a bench prepends (SUB_NODE_FLAGS): V8 keeps the last value.
  *
- * `--initial-old-space-size=128`: a floor of 128 MB for the old generation's allocation limit.
- * Without it, a server whose heap holds ~15 MB keeps a limit of ~40 MB, less headroom than its
- * young generation, and V8 starts a full (incremental) collection every ~100 ms under load: 13
- * in 1M appended events (100-event batches, in memory) against 5 with the floor, all 5 then for
- * the external memory of the stored texts (bench/README.md, eighth round). It reserves nothing:
- * an idle server's RSS is the same.
+ * `--initial-old-space-size=128`: a 128 MB floor under the old generation's allocation limit,
+ * without which a small heap under load is collected in full every ~100 ms (bench/README.md,
+ * eighth round; README "Running the server").
  */
 export const SERVER_NODE_FLAGS: readonly string[] = ['--initial-old-space-size=128'];
 

@@ -6,15 +6,15 @@
  */
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { SERVER_NODE_FLAGS } from '../../bench/server/bundle.js';
 
-const root = join(import.meta.dirname, '..', '..');
+const packageJson = fileURLToPath(new URL('../../package.json', import.meta.url));
 
 /**
  * A child that, after one full collection (the limit is then recomputed from a ~1 MB live heap),
- * promotes ~500 MB of objects that die a little later (three chunks alive at a time), and prints
+ * promotes ~200 MB of objects that die a little later (three chunks alive at a time), and prints
  * how many full collections that took.
  */
 const PROBE = `
@@ -27,7 +27,7 @@ global.gc();
 setTimeout(() => {
   majors = 0;
   let keep = [];
-  for (let round = 0; round < 200; round++) {
+  for (let round = 0; round < 100; round++) {
     const chunk = [];
     for (let i = 0; i < 20000; i++) chunk.push({ i, s: 'x'.repeat(40) + i });
     keep.push(chunk);
@@ -46,15 +46,16 @@ function fullCollections(flags: readonly string[]): number {
 
 describe('server node options', () => {
   it('npm start launches the server with exactly SERVER_NODE_FLAGS', () => {
-    const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
+    const pkg = JSON.parse(readFileSync(packageJson, 'utf8')) as { scripts: Record<string, string> };
     expect(pkg.scripts.start).toBe(`node ${SERVER_NODE_FLAGS.join(' ')} bin/palimpsest.mjs serve`);
   });
 
   it('the old-generation floor cuts the full collections of a small, promoting heap', () => {
     const without = fullCollections([]);
     const withFloor = fullCollections(SERVER_NODE_FLAGS);
-    // Measured on Node 20: 11 without, 6 with. A flag V8 ignored would give the same count.
-    expect(without).toBeGreaterThanOrEqual(6);
-    expect(withFloor).toBeLessThanOrEqual(without - 3);
+    // Measured on Node 20 (also with four probes in parallel): 6 without, 3 with. A flag V8
+    // ignored gives the same count (the collections of one program are deterministic).
+    expect(without).toBeGreaterThanOrEqual(3);
+    expect(withFloor).toBeLessThan(without);
   }, 120_000);
 });
