@@ -22,8 +22,8 @@ const root = join(here, '..', '..');
  * They come after any options a bench prepends (SUB_NODE_FLAGS): V8 keeps the last value.
  *
  * `--initial-old-space-size=128`: a 128 MB floor under the old generation's allocation limit,
- * without which a small heap under load is collected in full every ~100 ms (bench/README.md,
- * eighth round; README "Running the server").
+ * without which a small heap under load is collected in full several times a second
+ * (bench/README.md, eighth round; README "Running the server").
  */
 export const SERVER_NODE_FLAGS: readonly string[] = ['--initial-old-space-size=128'];
 
