@@ -22,7 +22,7 @@
  * node:http2 echo (bench/server/child.ts h2echo) the same way, each run next to the pair: the
  * ceiling of any server on this transport, so its ratio to the peer bounds Palimpsest's there.
  */
-import { bundleServerChild, SERVER_NODE_FLAGS, sqliteWriterArg } from './server/bundle.js';
+import { bundleServerChild, grpcTransportArg, SERVER_NODE_FLAGS, sqliteWriterArg } from './server/bundle.js';
 import v8 from 'node:v8';
 v8.setFlagsFromString('--no-concurrent-array-buffer-sweeping');
 
@@ -37,8 +37,7 @@ import { AppendEventsRequest, GetSessionRequest, GetSessionResponse } from '../g
 import type { EventInput } from '../gen/palimpsest/v1/event.js';
 
 const quick = process.argv.includes('--quick');
-const transportArg = process.argv.indexOf('--grpc-transport');
-const TRANSPORT = transportArg >= 0 && process.argv[transportArg + 1] === 'grpc-js' ? 'grpc-js' : 'native';
+const TRANSPORT = grpcTransportArg(process.argv);
 /** --sqlite-writer inline: the durable runs write SQLite appends in the event loop (default: the writer thread). */
 const WRITER = sqliteWriterArg(process.argv);
 const transportFlag = [`--grpc-transport=${TRANSPORT}`, `--sqlite-writer=${WRITER}`];

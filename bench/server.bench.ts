@@ -18,7 +18,7 @@
  * machine noise spreads over all of them. Prints a markdown table, and HEADLINE {json} lines that
  * bench/run.mjs turns into the summary of targets.
  */
-import { bundleServerChild, sqliteWriterArg } from './server/bundle.js';
+import { bundleServerChild, grpcTransportArg, sqliteWriterArg } from './server/bundle.js';
 import v8 from 'node:v8';
 v8.setFlagsFromString('--no-concurrent-array-buffer-sweeping');
 
@@ -45,8 +45,7 @@ const ONLY = onlyArg >= 0 ? (process.argv[onlyArg + 1] ?? '') : undefined;
 if (ONLY !== undefined && !['appends', 'coldopen', 'reads', 'cost'].includes(ONLY)) throw new Error(`--only takes appends, coldopen, reads or cost, got "${ONLY}"`);
 /** True when the section runs (all of them without --only). */
 const want = (section: string): boolean => ONLY === undefined || ONLY === section;
-const transportArg = process.argv.indexOf('--grpc-transport');
-const TRANSPORT = transportArg >= 0 && process.argv[transportArg + 1] === 'grpc-js' ? 'grpc-js' : 'native';
+const TRANSPORT = grpcTransportArg(process.argv);
 /** --sqlite-writer inline: SQLite appends written in the event loop (the server's default is the writer thread). */
 const WRITER = sqliteWriterArg(process.argv);
 const RUNS = 5;

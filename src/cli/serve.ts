@@ -76,9 +76,9 @@ export const SERVE_OPTIONS: readonly Option[] = [
     apply: (c, v) => { c.webCorsOrigins = v.split(',').map((o) => o.trim()).filter((o) => o !== ''); },
   },
   {
-    flag: 'grpc-transport', help: 'the gRPC port\'s HTTP/2 server: native (default: gRPC on node:http2, the same RPCs, errors, limits, TLS and telemetry at a lower cost per call and per idle stream; requests may be gzip/deflate, responses are never compressed) or grpc-js (@grpc/grpc-js\'s server); see README "The gRPC transport"',
+    flag: 'grpc-transport', help: 'the gRPC port\'s server: js-http2 (default: the native gRPC calls on Palimpsest\'s own HTTP/2, src/server/http2, the fastest per call), native (the same calls on node:http2: the same RPCs, errors, limits, TLS and telemetry; requests may be gzip/deflate, responses are never compressed) or grpc-js (@grpc/grpc-js\'s server); see README "The gRPC transport"',
     apply: (c, v) => {
-      if (!GRPC_TRANSPORTS.includes(v as GrpcTransport)) throw new UsageError(`--grpc-transport must be ${GRPC_TRANSPORTS.join(' or ')}, got ${JSON.stringify(v)}`);
+      if (!GRPC_TRANSPORTS.includes(v as GrpcTransport)) throw new UsageError(`--grpc-transport must be ${GRPC_TRANSPORTS.slice(0, -1).join(', ')} or ${GRPC_TRANSPORTS.at(-1) ?? ''}, got ${JSON.stringify(v)}`);
       c.grpcTransport = v as GrpcTransport;
     },
   },

@@ -106,7 +106,7 @@ export function serverLogger(config: ServerConfig): Logger {
  */
 export async function serveApp(app: SessionService, config: ServerConfig, logger: Logger, ext: ServerExtensions = {}): Promise<RunningServer> {
   const { host, port } = splitHostPort(config.listen);
-  const native = config.grpcTransport === 'native';
+  const native = config.grpcTransport !== 'grpc-js';
   if (native && (ext.services || ext.credentials)) {
     throw new ConfigError('extra grpc-js services and grpc-js server credentials need --grpc-transport grpc-js (the native transport serves Palimpsest\'s own services, with TLS from --tls-cert/--tls-key)');
   }
@@ -134,6 +134,7 @@ export async function serveApp(app: SessionService, config: ServerConfig, logger
   const server: GrpcPort = native
     ? new NativeGrpcServer({
       maxMessageBytes: config.maxMessageBytes, maxConcurrentStreams: config.maxConcurrentStreams, limiter, registry, telemetry, traced: tracing !== undefined, tls: pem,
+      http2: config.grpcTransport === 'js-http2' ? 'js' : 'node',
     })
     : new Server({
       'grpc.max_receive_message_length': config.maxMessageBytes,

@@ -15,6 +15,10 @@ import { makeRpcTelemetry } from '../../src/server/rpc-telemetry.js';
 import { createLogger } from '../../src/server/logger.js';
 import { NO_METRICS } from '../../src/server/metrics.js';
 import { waitFor } from '../support/poll.js';
+import { TEST_TRANSPORT } from '../support/test-server.js';
+
+/** The HTTP/2 server under the calls: src/server/http2 by default, node:http2 in the `e2e-node-http2` project. */
+const HTTP2 = TEST_TRANSPORT === 'native' ? 'node' : 'js';
 
 const raw = (b: Buffer): Buffer => b;
 function method(name: string, requestStream: boolean, responseStream: boolean) {
@@ -94,7 +98,7 @@ let session: http2.ClientHttp2Session;
 async function startNative(maxMessageBytes = MAX): Promise<{ server: NativeGrpcServer; limiter: StreamLimiter; address: string }> {
   const l = new StreamLimiter(100);
   const s = new NativeGrpcServer({
-    maxMessageBytes, maxConcurrentStreams: 100, limiter: l, registry: undefined, traced: false, tls: undefined,
+    maxMessageBytes, maxConcurrentStreams: 100, limiter: l, registry: undefined, traced: false, tls: undefined, http2: HTTP2,
     telemetry: makeRpcTelemetry({ metrics: NO_METRICS, logger: createLogger('silent') }),
   });
   s.addService(DEFINITION, HANDLERS);
@@ -440,19 +444,23 @@ describe('native transport: shutdown and hostile input', () => {
 });
 
 describe('choosing the transport', () => {
-  it('--grpc-transport / PALIMPSEST_GRPC_TRANSPORT select it (flags win, native by default); anything else is a usage error', async () => {
+  it('--grpc-transport / PALIMPSEST_GRPC_TRANSPORT select it (flags win, js-http2 by default); anything else is a usage error', async () => {
     const { parseServeArgs } = await import('../../src/cli/serve.js');
-    expect(parseServeArgs([], {}).grpcTransport).toBe('native');
+    expect(parseServeArgs([], {}).grpcTransport).toBe('js-http2');
+    expect(parseServeArgs(['--grpc-transport', 'js-http2'], { PALIMPSEST_GRPC_TRANSPORT: 'native' }).grpcTransport).toBe('js-http2');
+    expect(parseServeArgs([], { PALIMPSEST_GRPC_TRANSPORT: 'native' }).grpcTransport).toBe('native');
     expect(parseServeArgs([], { PALIMPSEST_GRPC_TRANSPORT: 'grpc-js' }).grpcTransport).toBe('grpc-js');
     expect(parseServeArgs(['--grpc-transport', 'native'], { PALIMPSEST_GRPC_TRANSPORT: 'grpc-js' }).grpcTransport).toBe('native');
     expect(parseServeArgs(['--grpc-transport', 'grpc-js'], { PALIMPSEST_GRPC_TRANSPORT: 'native' }).grpcTransport).toBe('grpc-js');
-    expect(() => parseServeArgs(['--grpc-transport', 'h3'], {})).toThrow(/--grpc-transport must be grpc-js or native, got "h3"/);
+    expect(() => parseServeArgs(['--grpc-transport', 'h3'], {})).toThrow(/--grpc-transport must be js-http2, native or grpc-js, got "h3"/);
     expect(() => parseServeArgs([], { PALIMPSEST_GRPC_TRANSPORT: 'h3' })).toThrow(/PALIMPSEST_GRPC_TRANSPORT/);
   });
 
   it('the native server answers the real service; grpc-js-only extensions are refused at start-up', async () => {
     const { startServer } = await import('../../src/main.js');
     await expect(startServer({ listen: '127.0.0.1:0', db: ':memory:', logLevel: 'silent', grpcTransport: 'native' }, { services: () => undefined }))
+      .rejects.toThrow(/need --grpc-transport grpc-js/);
+    await expect(startServer({ listen: '127.0.0.1:0', db: ':memory:', logLevel: 'silent', grpcTransport: 'js-http2' }, { services: () => undefined }))
       .rejects.toThrow(/need --grpc-transport grpc-js/);
     const s = await startServer({ listen: '127.0.0.1:0', db: ':memory:', logLevel: 'silent', grpcTransport: 'native' });
     try {

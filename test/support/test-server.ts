@@ -9,17 +9,18 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { credentials, Metadata, type CallOptions, type ServiceError } from '@grpc/grpc-js';
 import { startServer, type RunningServer, type ServerExtensions } from '../../src/main.js';
-import type { ServerConfig } from '../../src/server/config.js';
+import { DEFAULT_CONFIG, GRPC_TRANSPORTS, type GrpcTransport, type ServerConfig } from '../../src/server/config.js';
 import { SessionServiceClient } from '../../gen/palimpsest/v1/service.js';
 import { decodeError, type DecodedError } from '../../src/client/error-details.js';
 import { createTestDatabase } from './postgres.js';
 
 /**
- * The gRPC transport the e2e servers of this test process use: the native one (the default), or
- * grpc-js when the test runs with PALIMPSEST_GRPC_TRANSPORT=grpc-js (the `e2e-grpc-js` vitest
- * project; servers started as child processes read the same variable).
+ * The gRPC transport the e2e servers of this test process use: the server's default, or the one
+ * PALIMPSEST_GRPC_TRANSPORT names (the `e2e-grpc-js` and `e2e-node-http2` vitest projects;
+ * servers started as child processes read the same variable).
  */
-export const TEST_TRANSPORT: ServerConfig['grpcTransport'] = process.env.PALIMPSEST_GRPC_TRANSPORT === 'grpc-js' ? 'grpc-js' : 'native';
+const envTransport = process.env.PALIMPSEST_GRPC_TRANSPORT as GrpcTransport | undefined;
+export const TEST_TRANSPORT: GrpcTransport = envTransport !== undefined && GRPC_TRANSPORTS.includes(envTransport) ? envTransport : DEFAULT_CONFIG.grpcTransport;
 
 /** The store the e2e servers of this test process use. */
 export const TEST_STORE: 'sqlite' | 'postgres' = process.env.PALIMPSEST_TEST_STORE === 'postgres' ? 'postgres' : 'sqlite';

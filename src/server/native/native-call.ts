@@ -29,7 +29,8 @@
  * argument, the metadata is built only when read (call-metadata.ts), and the response headers and
  * OK trailers are shared frozen objects.
  */
-import type { IncomingHttpHeaders, OutgoingHttpHeaders, ServerHttp2Stream } from 'node:http2';
+import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http2';
+import type { Socket } from 'node:net';
 import { gunzipSync, inflateSync } from 'node:zlib';
 import { status as Code, type Metadata, type ServiceError } from '@grpc/grpc-js';
 import { DomainError } from '../../domain/errors.js';
@@ -43,6 +44,7 @@ import { CallEvents } from './call-events.js';
 import { FrameDecoder, type FrameSink } from './frame-decoder.js';
 import { parseGrpcTimeout } from './grpc-timeout.js';
 import { MAX_TIMER_MS } from '../server-stream.js';
+import { H2Stream } from '../http2/stream.js';
 import { percentEncode } from './percent-encode.js';
 
 /** The four call shapes of grpc-js handlers. */
@@ -85,7 +87,27 @@ export type UnaryCallback = (err: unknown, value?: unknown, trailer?: Metadata |
 
 /** The property of an HTTP/2 stream holding its call. */
 export const CALL = Symbol('palimpsest.nativeCall');
-type CallStream = ServerHttp2Stream & { [CALL]?: NativeCall };
+
+/**
+ * The HTTP/2 stream of a call: the part of node:http2's ServerHttp2Stream the calls use, which
+ * src/server/http2's streams have too (the two HTTP/2 servers of the native transport).
+ */
+export interface CallStream {
+  readonly destroyed: boolean;
+  readonly closed: boolean;
+  readonly readableEnded: boolean;
+  readonly session: { readonly socket: Socket } | undefined;
+  respond(headers: OutgoingHttpHeaders, options?: { readonly endStream?: boolean; readonly waitForTrailers?: boolean }): void;
+  write(chunk: Buffer): boolean;
+  end(chunk?: Buffer): void;
+  cork(): void;
+  sendTrailers(headers: OutgoingHttpHeaders): void;
+  pause(): unknown;
+  resume(): unknown;
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- node's listener signatures differ per event
+  on(event: string, listener: (...args: any[]) => void): unknown;
+}
+type StreamWithCall = CallStream & { [CALL]?: NativeCall };
 
 /** Response headers of every call (grpc-js sends the same encodings). */
 export const RESPONSE_HEADERS: OutgoingHttpHeaders = Object.freeze({
@@ -106,7 +128,7 @@ export function statusTrailers(code: number, details: string, metadata: Metadata
 }
 
 /** A trailers-only response (no message was sent): the headers and the status in one HEADERS frame with END_STREAM. */
-export function respondTrailersOnly(stream: ServerHttp2Stream, trailers: OutgoingHttpHeaders): void {
+export function respondTrailersOnly(stream: CallStream, trailers: OutgoingHttpHeaders): void {
   stream.respond(trailers === OK_TRAILERS ? OK_TRAILERS_ONLY : Object.assign({}, RESPONSE_HEADERS, trailers), END_STREAM);
 }
 
@@ -145,7 +167,7 @@ export function frameOf(payload: Buffer): Buffer {
  * Ends `stream` with one message: framed into one Buffer when small; a large one (a page of
  * events) goes out as its 5-byte prefix and the payload in one writev, not copied.
  */
-function endWithMessage(stream: ServerHttp2Stream, payload: Buffer): void {
+function endWithMessage(stream: CallStream, payload: Buffer): void {
   if (payload.length <= COPY_FRAME_MAX) {
     stream.end(frameOf(payload));
     return;
@@ -168,20 +190,21 @@ function noop(): void {}
  * Found by its description once; on a Node without it, nothing is done.
  */
 let sentHeadersKey: symbol | null | undefined;
-function forgetSentHeaders(stream: ServerHttp2Stream): void {
+function forgetSentHeaders(stream: CallStream): void {
+  if (stream instanceof H2Stream) return; // src/server/http2 keeps no copy
   if (sentHeadersKey === undefined) sentHeadersKey = Object.getOwnPropertySymbols(stream).find((k) => k.description === 'sent-headers') ?? null;
   if (sentHeadersKey !== null) (stream as unknown as Record<symbol, unknown>)[sentHeadersKey] = undefined;
 }
 
-function onStreamData(this: CallStream, chunk: Buffer): void {
+function onStreamData(this: StreamWithCall, chunk: Buffer): void {
   this[CALL]?.onData(chunk);
 }
 
-function onStreamEnd(this: CallStream): void {
+function onStreamEnd(this: StreamWithCall): void {
   this[CALL]?.onEnd();
 }
 
-function onStreamClose(this: CallStream): void {
+function onStreamClose(this: StreamWithCall): void {
   const call = this[CALL];
   // node:http2 keeps a session's streams in a Map, whose replaced tables V8 keeps linked, so a
   // closed stream can stay reachable through scavenges until a full collection: it must not keep
@@ -190,7 +213,7 @@ function onStreamClose(this: CallStream): void {
   call?.onClose();
 }
 
-function onWantTrailers(this: CallStream): void {
+function onWantTrailers(this: StreamWithCall): void {
   this.sendTrailers(this[CALL]?.takeTrailers() ?? OK_TRAILERS);
 }
 
@@ -224,14 +247,14 @@ export abstract class NativeCall extends CallEvents implements FrameSink {
   protected done = false;
   #trailers: OutgoingHttpHeaders | undefined;
 
-  constructor(readonly stream: ServerHttp2Stream, readonly method: NativeMethod, readonly ctx: NativeContext, headers: IncomingHttpHeaders) {
+  constructor(readonly stream: CallStream, readonly method: NativeMethod, readonly ctx: NativeContext, headers: IncomingHttpHeaders) {
     super();
     this.#headers = headers;
   }
 
   /** Starts the call: deadline, admission, telemetry, then reading the request. */
   start(connection: string): void {
-    const stream = this.stream as CallStream;
+    const stream = this.stream as StreamWithCall;
     const headers = this.#headers as IncomingHttpHeaders;
     stream[CALL] = this;
     stream.on('close', onStreamClose);

@@ -15,12 +15,15 @@
  * semantics: `tryShutdown` stops accepting, sends GOAWAY and calls back once the calls in flight
  * are done; `forceShutdown` destroys every connection (their calls are cancelled).
  */
-import { createSecureServer, createServer, type Http2SecureServer, type Http2Server, type IncomingHttpHeaders, type ServerHttp2Session, type ServerHttp2Stream } from 'node:http2';
+import { createSecureServer, createServer, type IncomingHttpHeaders, type ServerHttp2Session, type ServerHttp2Stream } from 'node:http2';
+import type { Server as NetServer } from 'node:net';
 import type { ServiceDefinition, UntypedHandleCall } from '@grpc/grpc-js';
 import { status as Code } from '@grpc/grpc-js';
 import { isPublicPath, type StreamLimiter, type TokenRegistry } from '../auth.js';
 import { rpcInfo, type RpcTelemetry } from '../rpc-telemetry.js';
-import { respondTrailersOnly, statusTrailers, type MethodKind, type NativeCall, type NativeContext, type NativeMethod } from './native-call.js';
+import { respondTrailersOnly, statusTrailers, type CallStream, type MethodKind, type NativeCall, type NativeContext, type NativeMethod } from './native-call.js';
+import { createH2Server } from '../http2/server.js';
+import type { H2Connection } from '../http2/connection.js';
 import { UnaryCall } from './unary-call.js';
 import { ServerStreamCall } from './server-stream-call.js';
 import { ClientStreamCall } from './client-stream-call.js';
@@ -38,11 +41,24 @@ export interface NativeServerOptions {
   readonly traced: boolean;
   /** The PEM material of the TLS flags (tls.ts tlsMaterial); undefined = plaintext. */
   readonly tls: { readonly cert: Buffer; readonly key: Buffer; readonly ca: Buffer | null } | undefined;
+  /** The HTTP/2 server: node:http2 (`node`) or src/server/http2 (`js`). */
+  readonly http2: 'node' | 'js';
 }
+
+/** What shutdown needs of a connection (node's ServerHttp2Session, or an H2Connection). */
+interface Connection {
+  close(): void;
+  destroy(): void;
+}
+
+/** The stream windows of src/server/http2: 256 KiB per stream, 4 MiB per connection; header lists up to 64 KiB. */
+const JS_STREAM_WINDOW = 256 * 1024;
+const JS_CONNECTION_WINDOW = 4 * 1024 * 1024;
+const JS_MAX_HEADER_LIST = 64 * 1024;
 
 /** The connection key of the per-connection call cap (the grpc-js interceptor's format), once per session. */
 const CONNECTION = Symbol('palimpsest.connection');
-type KeyedSession = ServerHttp2Session & { [CONNECTION]?: string };
+type KeyedSession = NonNullable<CallStream['session']> & { [CONNECTION]?: string };
 
 const UNSUPPORTED_MEDIA_TYPE = Object.freeze({ ':status': 415 });
 const END_STREAM = Object.freeze({ endStream: true });
@@ -68,13 +84,22 @@ function connectionKey(session: KeyedSession | undefined): string {
 /** A gRPC server on node:http2 with grpc-js's addService / tryShutdown / forceShutdown. */
 export class NativeGrpcServer {
   readonly #methods = new Map<string, NativeMethod>();
-  readonly #sessions = new Set<ServerHttp2Session>();
+  readonly #sessions = new Set<Connection>();
   readonly #ctx: NativeContext;
-  readonly #server: Http2Server | Http2SecureServer;
+  /** node:http2's server, or createH2Server's: both are net.Servers. */
+  readonly #server: NetServer;
   #shuttingDown = false;
 
   constructor(readonly options: NativeServerOptions) {
     this.#ctx = { maxMessageBytes: options.maxMessageBytes, limiter: options.limiter, registry: options.registry, telemetry: options.telemetry, traced: options.traced };
+    const tls = options.tls;
+    if (options.http2 === 'js') {
+      this.#server = createH2Server({
+        maxConcurrentStreams: options.maxConcurrentStreams + 16, streamWindow: JS_STREAM_WINDOW, connectionWindow: JS_CONNECTION_WINDOW, maxHeaderListSize: JS_MAX_HEADER_LIST,
+        onStream: (stream, headers) => this.#onStream(stream, headers as IncomingHttpHeaders),
+      }, tls, (c: H2Connection) => this.#addSession(c));
+      return;
+    }
     const http2Options = {
       settings: { maxConcurrentStreams: options.maxConcurrentStreams + 16 },
       // No session-wide cap on outstanding data, as grpc-js sets it: node refuses every new stream
@@ -84,20 +109,24 @@ export class NativeGrpcServer {
       // Trailers carry the status details (clipped by status-map.ts); never refuse to send them.
       maxSendHeaderBlockLength: Number.MAX_SAFE_INTEGER,
     };
-    const tls = options.tls;
-    this.#server = tls
+    const server = tls
       ? createSecureServer({ ...http2Options, cert: tls.cert, key: tls.key, ca: tls.ca ?? undefined, requestCert: tls.ca !== null, rejectUnauthorized: tls.ca !== null })
       : createServer(http2Options);
-    this.#server.on('stream', (stream: ServerHttp2Stream, headers: IncomingHttpHeaders) => this.#onStream(stream, headers));
-    this.#server.on('session', (session: ServerHttp2Session) => {
-      this.#sessions.add(session);
+    server.on('stream', (stream: ServerHttp2Stream, headers: IncomingHttpHeaders) => this.#onStream(stream, headers));
+    server.on('session', (session: ServerHttp2Session) => {
       session.on('error', noop);
-      session.once('close', () => this.#sessions.delete(session));
-      if (this.#shuttingDown) session.close();
+      this.#addSession(session);
     });
-    this.#server.on('sessionError', noop);
+    server.on('sessionError', noop);
     // A TLS client that fails the handshake (mutual TLS without a valid certificate) is dropped.
-    this.#server.on('tlsClientError', noop);
+    server.on('tlsClientError', noop);
+    this.#server = server;
+  }
+
+  #addSession(session: Connection & { once(event: 'close', listener: () => void): unknown }): void {
+    this.#sessions.add(session);
+    session.once('close', () => this.#sessions.delete(session));
+    if (this.#shuttingDown) session.close();
   }
 
   /** Registers a service: its definition (with the safe deserializers) and grpc-js handlers; a method without a handler is UNIMPLEMENTED. */
@@ -148,7 +177,7 @@ export class NativeGrpcServer {
     for (const s of this.#sessions) s.destroy();
   }
 
-  #onStream(stream: ServerHttp2Stream, headers: IncomingHttpHeaders): void {
+  #onStream(stream: CallStream, headers: IncomingHttpHeaders): void {
     stream.on('error', noop);
     const contentType = headers['content-type'];
     if (typeof contentType !== 'string' || !contentType.startsWith('application/grpc')) {

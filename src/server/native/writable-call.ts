@@ -5,15 +5,14 @@
  * stream with that error's status, as grpc-js does.
  */
 import type { Metadata } from '@grpc/grpc-js';
-import type { ServerHttp2Stream } from 'node:http2';
 import { status as Code } from '@grpc/grpc-js';
-import { CALL, NativeCall, errorToStatus, frameOf } from './native-call.js';
+import { CALL, NativeCall, errorToStatus, frameOf, type CallStream } from './native-call.js';
 
 function onCallError(this: WritableCall, err: unknown): void {
   this.endWith(err);
 }
 
-function onStreamDrain(this: ServerHttp2Stream & { [CALL]?: NativeCall }): void {
+function onStreamDrain(this: CallStream & { [CALL]?: NativeCall }): void {
   this[CALL]?.emit('drain');
 }
 
