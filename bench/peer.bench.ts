@@ -2,10 +2,9 @@
  * Palimpsest next to a peer, on the same machine in the same run: Electric's Durable Streams, its
  * Node.js reference server `@durable-streams/server` (dev dependency, exact version pinned).
  *
- *   npx tsx bench/peer.bench.ts [--quick] [--grpc-transport grpc-js] [--sqlite-writer inline]        (normally via `npm run bench`)
+ *   npx tsx bench/peer.bench.ts [--quick] [--grpc-transport js-http2|native|grpc-js] [--sqlite-writer inline]        (normally via `npm run bench`)
  *
- * Palimpsest runs on its default, native transport (src/server/native), or with
- * --grpc-transport grpc-js on grpc-js's server.
+ * Palimpsest runs on its default transport (js-http2), or the one --grpc-transport names.
  *
  * Both servers run in their own processes (bench/server/child.ts, bench/server/peer-child.mjs),
  * both driven by h2load with the same event (~290 B: type `bench/tick` + 197 B of JSON data):
@@ -19,8 +18,9 @@
  * 16 and 64 in flight and 10- and 100-event batches at 16; durable (Palimpsest's SQLite store at
  * durability full, the peer's file store, both fdatasync before acknowledging) for 100-event
  * batches and single events at 16 in flight. The single-event in-memory rows also run a bare
- * node:http2 echo (bench/server/child.ts h2echo) the same way, each run next to the pair: the
- * ceiling of any server on this transport, so its ratio to the peer bounds Palimpsest's there.
+ * echo on the transport's HTTP/2 server (bench/server/child.ts jsh2echo on src/server/http2, or
+ * h2echo on node:http2) the same way, each run next to the pair: the ceiling of any server on
+ * this transport, so its ratio to the peer bounds Palimpsest's there.
  */
 import { bundleServerChild, grpcTransportArg, SERVER_NODE_FLAGS, sqliteWriterArg } from './server/bundle.js';
 import v8 from 'node:v8';
@@ -41,6 +41,9 @@ const TRANSPORT = grpcTransportArg(process.argv);
 /** --sqlite-writer inline: the durable runs write SQLite appends in the event loop (default: the writer thread). */
 const WRITER = sqliteWriterArg(process.argv);
 const transportFlag = [`--grpc-transport=${TRANSPORT}`, `--sqlite-writer=${WRITER}`];
+/** The single-event rows' ceiling: a bare echo on the transport's HTTP/2 server (src/server/http2 for js-http2, else node:http2). */
+const ECHO_MODE = TRANSPORT === 'js-http2' ? 'jsh2echo' : 'h2echo';
+const ECHO_LABEL = TRANSPORT === 'js-http2' ? 'bare src/server/http2 echo' : 'bare node:http2 echo';
 const RUNS = 5;
 const DURATION = quick ? 0.4 : 1.5;
 const WARMUP = quick ? 0.1 : 0.3;
@@ -143,7 +146,7 @@ async function main(): Promise<void> {
   const df = await spawnChild([...SERVER_NODE_FLAGS, join(here, 'server', 'peer-child.mjs'), 'file', join(root, 'peer-data')]);
   // The ceiling of the single-event rows: a bare node:http2 server (no gRPC library, no work) that
   // answers each request, driven the same way; Palimpsest cannot pass it on this transport.
-  const he = await spawnChild([...palimpsestChild, 'h2echo']);
+  const he = await spawnChild([...palimpsestChild, ECHO_MODE]);
   const table: string[] = [];
   const headlines: { label: string; ratio: number; target: number }[] = [];
   try {
@@ -198,7 +201,7 @@ async function main(): Promise<void> {
       table.push(line);
       if (c.length > 0) {
         const sc = stat(c.map((r) => r.rate));
-        const ceiling = `|   ceiling: bare node:http2 echo, same h2load shape (Palimpsest ${(100 * sa.median / sc.median).toFixed(0)}% of it) | ${fmtStat(sc)} | ${fmt(stat(c.map((r) => r.p50)).median)} / ${fmt(stat(c.map((r) => r.p99)).median)} | | | ${(sc.median / sb.median).toFixed(2)}x | |`;
+        const ceiling = `|   ceiling: ${ECHO_LABEL}, same h2load shape (Palimpsest ${(100 * sa.median / sc.median).toFixed(0)}% of it) | ${fmtStat(sc)} | ${fmt(stat(c.map((r) => r.p50)).median)} / ${fmt(stat(c.map((r) => r.p99)).median)} | | | ${(sc.median / sb.median).toFixed(2)}x | |`;
         console.error(ceiling);
         table.push(ceiling);
       }

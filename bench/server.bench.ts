@@ -1,13 +1,13 @@
 /**
  * Server-level (gRPC) benchmarks: every figure next to the machine's own ceiling, in the same run.
  *
- *   npx tsx bench/server.bench.ts [--quick] [--profile] [--grpc-transport grpc-js] [--only appends|coldopen|reads|cost] [--sqlite-writer inline]
+ *   npx tsx bench/server.bench.ts [--quick] [--profile] [--grpc-transport js-http2|native|grpc-js] [--only appends|coldopen|reads|cost] [--sqlite-writer inline]
  *   (normally via `npm run bench`; --only runs one section, for working on one figure)
  *
- * The real server runs on its default, native transport (src/server/native), or with
- * --grpc-transport grpc-js on grpc-js's server. The ratios stay against the bare grpc-js echo
- * (the issue's ceiling); on native the single-event rows add the bare node:http2 echo (child.ts
- * h2echo), the native transport's own ceiling.
+ * The real server runs on its default transport (js-http2: src/server/native's calls on
+ * src/server/http2), or the one --grpc-transport names (native on node:http2, grpc-js). The
+ * ratios stay against the bare grpc-js echo (the issue's ceiling); the single-event rows add a
+ * bare echo on the transport's own HTTP/2 server (child.ts jsh2echo or h2echo), its ceiling.
  *
  * Servers run in their own processes (bench/server/child.ts): the real server (startServer) and a
  * bare grpc-js echo server (identity serializers: the gRPC ceiling for a same-size message).
@@ -428,7 +428,7 @@ async function main(): Promise<void> {
     appends: {
     if (!want('appends')) break appends;
     const echo = await start(['echo']);
-    const h2echo = TRANSPORT === 'native' ? await start(['h2echo']) : undefined;
+    const h2echo = TRANSPORT === 'grpc-js' ? undefined : await start([TRANSPORT === 'js-http2' ? 'jsh2echo' : 'h2echo']);
     const full = await start(['palimpsest', join(root, 'full.db'), 'full']);
     const normal = await start(['palimpsest', join(root, 'normal.db'), 'normal']);
     const sweepEcho = quick ? undefined : await start(['echo', '--sweeping']);
@@ -468,7 +468,7 @@ async function main(): Promise<void> {
       for (const m of inflights) ratios[`${d}${m}`] = resultRow(`AppendEvents 1 event, 1 session, ${m} in flight, ${d}`, 'appends/s', one[`${d}${m}`]!, one[`echo${m}`])!;
     }
     for (const m of inflights) resultRow(`  ceiling: echo, ${m} in flight (h2load)`, 'calls/s', one[`echo${m}`]!);
-    if (h2echo) for (const m of inflights) resultRow(`  ceiling: bare node:http2 echo, ${m} in flight (h2load)`, 'calls/s', one[`h2echo${m}`]!, one[`echo${m}`]);
+    if (h2echo) for (const m of inflights) resultRow(`  ceiling: bare ${TRANSPORT === 'js-http2' ? 'src/server/http2' : 'node:http2'} echo, ${m} in flight (h2load)`, 'calls/s', one[`h2echo${m}`]!, one[`echo${m}`]);
 
     console.error(`single-event appends, ${MANY} sessions (Node load generator)`);
     const manyInflights = quick ? [64] : inflights;

@@ -483,6 +483,43 @@ describe('HpackDecoder: malformed blocks', () => {
   });
 });
 
+describe('HpackDecoder: unindexed values repeat through a cache of raw octets', () => {
+  it('keeps plain and Huffman strings with the same octets apart', () => {
+    const d = new HpackDecoder();
+    const plain = Buffer.concat([Buffer.from([0x04]), literal('', Buffer.from([0x1f]), false).subarray(2)]);
+    const huffman = Buffer.concat([Buffer.from([0x04]), literal('', Buffer.from([0x1f]), true).subarray(2)]);
+    for (let n = 0; n < 3; n++) {
+      expect(decodeAll(d, plain)).toEqual([':path', '\x1f']);
+      expect(decodeAll(d, huffman)).toEqual([':path', 'a']);
+    }
+  });
+
+  it('returns the right value when many values compete for the slots', () => {
+    const random = rng(42);
+    const values: Buffer[] = [];
+    for (let k = 0; k < 64; k++) {
+      if (k % 2 === 1) {
+        // The twin of the previous value: same length and slot, only the last octet differs.
+        const twin = Buffer.from(values[k - 1]!);
+        twin[twin.length - 1] = twin[twin.length - 1]! ^ 0x08;
+        values.push(twin);
+        continue;
+      }
+      const octets = Buffer.alloc(1 + Math.floor(random() * 140));
+      for (let i = 0; i < octets.length; i++) octets[i] = Math.floor(random() * 256);
+      values.push(octets);
+    }
+    const d = new HpackDecoder();
+    for (let n = 0; n < 5000; n++) {
+      const octets = values[Math.floor(random() * values.length)]!;
+      const huffman = random() < 0.5;
+      const value = huffman ? huffmanEncode(octets) : octets;
+      const block = Buffer.concat([Buffer.from([0x14]), Buffer.from(int(value.length, 7, huffman ? 0x80 : 0)), value]);
+      expect(decodeAll(d, block)).toEqual([':path', octets.toString('latin1')]);
+    }
+  });
+});
+
 describe('HpackDecoder: maxListSize', () => {
   it('stops appending past the limit, reports the full size and keeps the table in sync', () => {
     const d = new HpackDecoder(4096);
@@ -499,6 +536,10 @@ describe('HpackDecoder: maxListSize', () => {
     expect(decodeAll(d, Buffer.from([0x80 | 62, 0x82]))).toEqual(['x-big', big, ':method', 'GET']);
     expect(d.decode(Buffer.from([0x80 | 62]), out, 137)).toBe(137);
     expect(out).toEqual(['x-big', big]);
+    // A shorter block into the same array leaves nothing of the longer one behind.
+    d.decode(Buffer.from([0x82, 0x84, 0x86]), out, 1000);
+    d.decode(Buffer.from([0x87]), out, 1000);
+    expect(out).toEqual([':scheme', 'https']);
   });
 });
 
