@@ -16,6 +16,7 @@ import { connect as netConnect, type AddressInfo, type Server as NetServer, type
 import { randomBytes } from 'node:crypto';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
+import { waitFor } from '../support/poll.js';
 import { createH2Server } from '../../src/server/http2/server.js';
 import type { ConnectionOptions, H2Connection, RequestHeaders } from '../../src/server/http2/connection.js';
 import type { H2Stream } from '../../src/server/http2/stream.js';
@@ -574,6 +575,62 @@ describe('src/server/http2 on the wire', () => {
       expect(trailers.flags).toBe(END_STREAM | END_HEADERS);
       const data = peer.seen.filter((f) => f.type === DATA && f.stream === 1);
       expect(Buffer.concat(data.map((f) => f.payload)).equals(big)).toBe(true);
+    });
+  });
+
+  describe('review fixes: fairness, rapid reset, paused inbox', () => {
+    it('serves streams waiting for the connection window round-robin: a small response is not starved by a large one', async () => {
+      const big = randomBytes(1 << 20);
+      const h = await serve((stream, headers) => reply(stream, headers[':path'] === '/big' ? big : Buffer.from('small')));
+      const peer = await openPeer(h.port, { settings: [[SETTINGS_INITIAL_WINDOW_SIZE, 1 << 22]] });
+      peer.send(headersFrame(1, END_HEADERS | END_STREAM, [[':method', 'POST'], [':scheme', 'http'], [':path', '/big'], ['content-type', 'application/grpc']]));
+      await peer.next(HEADERS, 1);
+      await peer.sync(); // the connection window (65535) is used up by stream 1
+      peer.send(headersFrame(3, END_HEADERS | END_STREAM));
+      await peer.next(HEADERS, 3);
+      // 16 KiB of connection credit at a time: stream 3 must finish long before stream 1.
+      let rounds = 0;
+      while (peer.unread(HEADERS, 3).length === 0 && rounds < 64) {
+        peer.send(windowUpdate(0, 16_384));
+        await peer.sync();
+        rounds++;
+      }
+      expect(peer.unread(HEADERS, 3)).toHaveLength(1);
+      const sentOn1 = peer.seen.filter((f) => f.type === DATA && f.stream === 1).reduce((n, f) => n + f.payload.length, 0);
+      expect(sentOn1).toBeLessThan(big.length / 4);
+    });
+
+    it('ends a connection whose client resets more open streams than the budget (rapid reset) with ENHANCE_YOUR_CALM', async () => {
+      const h = await serve(() => undefined, { maxConcurrentStreams: 100 });
+      const peer = await openPeer(h.port);
+      const frames: Buffer[] = [];
+      for (let i = 0; i < 1100; i++) {
+        const id = 1 + 2 * i;
+        frames.push(headersFrame(id, END_HEADERS | END_STREAM), frame(RST_STREAM, 0, id, u32(CANCEL)));
+      }
+      peer.send(...frames);
+      const g = goawayOf(await peer.next(GOAWAY));
+      expect(g.code).toBe(0xb);
+      await peer.closed;
+      expect(h.calls.length).toBeLessThan(1100);
+    });
+
+    it('a paused stream keeps no empty DATA frames and copies what it keeps; all of it arrives in order on resume', async () => {
+      const got: Buffer[] = [];
+      let paused: H2Stream | undefined;
+      const h = await serve((stream) => {
+        stream.pause();
+        stream.on('data', (d: Buffer) => got.push(d));
+        paused = stream;
+      });
+      const peer = await openPeer(h.port);
+      const empties = Array.from({ length: 5000 }, () => dataFrame(1, Buffer.alloc(0)));
+      peer.send(headersFrame(1), ...empties, dataFrame(1, Buffer.from('one')), ...empties, dataFrame(1, Buffer.from('two')));
+      await peer.sync();
+      expect(got).toEqual([]);
+      paused?.resume();
+      await waitFor(() => got.length === 2, 3000, 'the kept data');
+      expect(got.map((b) => b.toString())).toEqual(['one', 'two']);
     });
   });
 

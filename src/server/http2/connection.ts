@@ -59,6 +59,9 @@ export interface ConnectionOptions {
 const SOCKET_HIGH_WATER = 256 * 1024;
 /** Bytes waiting in the socket (control frames a peer made us write without reading) that end the connection. */
 const MAX_BUFFERED = 16 * 1024 * 1024;
+/** Client resets of streams still in progress: a burst, then a rate per second (rapid reset, CVE-2023-44487). */
+const RESET_BURST = 1000;
+const RESET_RATE = 33;
 /** How long an ended connection may take to close before it is destroyed. */
 const CLOSE_GRACE_MS = 5_000;
 /** Fields never allowed in an HTTP/2 request (RFC 9113 8.2.2). */
@@ -108,6 +111,10 @@ function flush(c: H2Connection): void {
   c.flush();
 }
 
+function serve(c: H2Connection): void {
+  c.serveWaiting();
+}
+
 function destroySocket(socket: Socket): void {
   socket.destroy();
 }
@@ -136,8 +143,13 @@ export class H2Connection extends EventEmitter implements StreamOwner {
   #peerWindow = DEFAULT_WINDOW;
   #peerMaxFrame = DEFAULT_MAX_FRAME;
   #sendWindow = DEFAULT_WINDOW;
-  /** Streams with data waiting for credit or the socket. */
-  #blocked: H2Stream[] = [];
+  /** Streams with data waiting for the connection window or the socket, in the order they are served. */
+  #waiting: H2Stream[] = [];
+  /** A serving of #waiting is scheduled (setImmediate, so that I/O runs between rounds). */
+  #serveScheduled = false;
+  /** Resets of open streams the peer may still send (a token bucket: RESET_BURST, RESET_RATE per second). */
+  #resetTokens = RESET_BURST;
+  #resetAt = Date.now();
   #socketBlocked = false;
   // Our receive window.
   #recvWindow: number;
@@ -462,7 +474,15 @@ export class H2Connection extends EventEmitter implements StreamOwner {
       return;
     }
     const stream = this.#find(id);
-    if (stream !== undefined) this.#close(stream, p.readUInt32BE(0) || CANCEL);
+    if (stream === undefined) return;
+    const now = Date.now();
+    this.#resetTokens = Math.min(RESET_BURST, this.#resetTokens + ((now - this.#resetAt) * RESET_RATE) / 1000);
+    this.#resetAt = now;
+    if (--this.#resetTokens < 0) {
+      this.#connectionError(ENHANCE_YOUR_CALM, 'too many streams reset by the client');
+      return;
+    }
+    this.#close(stream, p.readUInt32BE(0) || CANCEL);
   }
 
   #onSettings(flags: number, id: number, p: Buffer): void {
@@ -480,6 +500,8 @@ export class H2Connection extends EventEmitter implements StreamOwner {
     }
     // HEADER_TABLE_SIZE, MAX_CONCURRENT_STREAMS and MAX_HEADER_LIST_SIZE need nothing: our encoder
     // uses no dynamic table, we push nothing, and our responses' header lists are small.
+    // Only the frame's last INITIAL_WINDOW_SIZE counts: applied once (a frame of many costs one pass over the streams).
+    let window = -1;
     for (let at = 0; at < p.length; at += 6) {
       const key = p.readUInt16BE(at);
       const value = p.readUInt32BE(at + 2);
@@ -488,16 +510,7 @@ export class H2Connection extends EventEmitter implements StreamOwner {
           this.#connectionError(FLOW_CONTROL_ERROR, 'SETTINGS_INITIAL_WINDOW_SIZE above 2^31-1');
           return;
         }
-        const delta = value - this.#peerWindow;
-        this.#peerWindow = value;
-        for (const s of this.#streams) {
-          s.sendWindow += delta;
-          if (s.sendWindow > MAX_WINDOW) {
-            this.#connectionError(FLOW_CONTROL_ERROR, 'a stream window above 2^31-1');
-            return;
-          }
-        }
-        if (delta > 0) this.#unblock();
+        window = value;
       } else if (key === SETTINGS_MAX_FRAME_SIZE) {
         if (value < DEFAULT_MAX_FRAME || value > 0xffffff) {
           this.#connectionError(PROTOCOL_ERROR, 'SETTINGS_MAX_FRAME_SIZE out of range');
@@ -510,6 +523,18 @@ export class H2Connection extends EventEmitter implements StreamOwner {
           return;
         }
       }
+    }
+    if (window >= 0 && window !== this.#peerWindow) {
+      const delta = window - this.#peerWindow;
+      this.#peerWindow = window;
+      for (const st of this.#streams) {
+        st.sendWindow += delta;
+        if (st.sendWindow > MAX_WINDOW) {
+          this.#connectionError(FLOW_CONTROL_ERROR, 'a stream window above 2^31-1');
+          return;
+        }
+      }
+      if (delta > 0) for (const st of this.#streams) this.#windowOpened(st);
     }
     this.#out.head(0, FRAME_SETTINGS, FLAG_ACK, 0);
     this.#schedule();
@@ -559,7 +584,7 @@ export class H2Connection extends EventEmitter implements StreamOwner {
         this.#connectionError(FLOW_CONTROL_ERROR, 'connection window above 2^31-1');
         return;
       }
-      this.#unblock();
+      this.serveWaiting();
       return;
     }
     if (id > this.#lastStreamId) {
@@ -577,7 +602,14 @@ export class H2Connection extends EventEmitter implements StreamOwner {
       this.#resetStream(id, FLOW_CONTROL_ERROR, stream);
       return;
     }
-    if (stream.blocked) this.#unblock();
+    this.#windowOpened(stream);
+  }
+
+  /** The stream's own window grew: a stream that waited for it goes on (only it). */
+  #windowOpened(stream: H2Stream): void {
+    if (!stream.windowBlocked || stream.sendWindow <= 0) return;
+    stream.windowBlocked = false;
+    this.pump(stream);
   }
 
   #remoteEnded(stream: H2Stream): void {
@@ -610,13 +642,29 @@ export class H2Connection extends EventEmitter implements StreamOwner {
   }
 
   pump(stream: H2Stream): void {
-    if (stream.closed || stream.localDone) return;
+    this.#pumpFrames(stream, Infinity);
+  }
+
+  /**
+   * Frames up to `limit` DATA frames of the stream's queue, as the windows and the socket allow,
+   * then its end (END_STREAM, or 'wantTrailers'). True when it stopped at the limit with more to send.
+   */
+  #pumpFrames(stream: H2Stream, limit: number): boolean {
+    if (stream.closed || stream.localDone) return false;
     const out = this.#out;
+    let frames = 0;
     while (stream.queued > 0) {
-      // The socket (or this tick's output) is full: wait for the flush or 'drain'.
-      if (this.#socketBlocked || out.size > SOCKET_HIGH_WATER) return this.#block(stream);
+      if (frames === limit) return true;
+      // The connection window, the socket or this tick's output is full: wait in line.
+      if (this.#sendWindow <= 0 || this.#socketBlocked || out.size > SOCKET_HIGH_WATER) {
+        this.#wait(stream);
+        return false;
+      }
+      if (stream.sendWindow <= 0) {
+        stream.windowBlocked = true;
+        return false;
+      }
       const n = Math.min(stream.queued, this.#peerMaxFrame, this.#sendWindow, stream.sendWindow);
-      if (n <= 0) return this.#block(stream);
       const last = n === stream.queued && stream.ending && !stream.wantTrailers;
       out.head(n, FRAME_DATA, last ? FLAG_END_STREAM : 0, stream.id);
       let left = n;
@@ -636,36 +684,52 @@ export class H2Connection extends EventEmitter implements StreamOwner {
       stream.queued -= n;
       this.#sendWindow -= n;
       stream.sendWindow -= n;
+      frames++;
       this.#schedule();
       if (last) {
         this.localEnded(stream);
-        return;
+        return false;
       }
     }
     if (stream.needDrain) stream.drained();
-    if (!stream.ending || stream.closed || stream.localDone) return;
+    if (!stream.ending || stream.closed || stream.localDone) return false;
     if (stream.wantTrailers) stream.emit('wantTrailers');
     else {
       out.head(0, FRAME_DATA, FLAG_END_STREAM, stream.id);
       this.#schedule();
       this.localEnded(stream);
     }
+    return false;
   }
 
-  #block(stream: H2Stream): void {
-    if (stream.blocked) return;
-    stream.blocked = true;
-    this.#blocked.push(stream);
+  #wait(stream: H2Stream): void {
+    if (stream.waiting) return;
+    stream.waiting = true;
+    this.#waiting.push(stream);
   }
 
-  /** Credit or the socket came back: the waiting streams go on, in the order they waited. */
-  #unblock(): void {
-    if (this.#blocked.length === 0 || this.#socketBlocked) return;
-    const waiting = this.#blocked;
-    this.#blocked = [];
-    for (const s of waiting) {
-      s.blocked = false;
-      this.pump(s);
+  /**
+   * The connection window or the socket came back: the waiting streams go on round-robin, one
+   * DATA frame each per round, so one large response cannot starve the others; streams not
+   * reached before the window closes again are served first next time.
+   */
+  serveWaiting(): void {
+    this.#serveScheduled = false;
+    while (this.#waiting.length > 0) {
+      const round = this.#waiting;
+      this.#waiting = [];
+      const again: H2Stream[] = [];
+      let i = 0;
+      for (; i < round.length; i++) {
+        if (this.#sendWindow <= 0 || this.#socketBlocked || this.#out.size > SOCKET_HIGH_WATER) break;
+        const st = round[i] as H2Stream;
+        st.waiting = false;
+        if (this.#pumpFrames(st, 1)) again.push(st);
+      }
+      // Not reached: first in line; then whoever blocked in this round; then those served.
+      if (i < round.length) this.#waiting = round.slice(i).concat(this.#waiting);
+      for (const st of again) this.#wait(st);
+      if (i < round.length || again.length === 0) return;
     }
   }
 
@@ -728,13 +792,19 @@ export class H2Connection extends EventEmitter implements StreamOwner {
       return;
     }
     if (buffered > SOCKET_HIGH_WATER) this.#socketBlocked = true;
-    else this.#unblock();
+    else this.#scheduleServe();
+  }
+
+  #scheduleServe(): void {
+    if (this.#serveScheduled || this.#waiting.length === 0) return;
+    this.#serveScheduled = true;
+    setImmediate(serve, this);
   }
 
   #onDrain(): void {
     if (!this.#socketBlocked) return;
     this.#socketBlocked = false;
-    this.#unblock();
+    this.serveWaiting();
   }
 
   // Ending.
@@ -756,8 +826,9 @@ export class H2Connection extends EventEmitter implements StreamOwner {
 
   #endSocket(): void {
     if (this.#ended) return;
-    this.flush();
     this.#ended = true;
+    // What is framed goes out; nothing more is served.
+    for (const c of this.#out.take()) this.socket.write(c);
     this.socket.end();
     setTimeout(destroySocket, CLOSE_GRACE_MS, this.socket).unref();
   }
@@ -775,7 +846,7 @@ export class H2Connection extends EventEmitter implements StreamOwner {
     this.#dead = true;
     const open = this.#streams.splice(0);
     for (const s of open) s.markClosed(CANCEL);
-    this.#blocked = [];
+    this.#waiting = [];
     this.emit('close');
   }
 }

@@ -57,8 +57,10 @@ export class H2Stream extends EventEmitter {
   localDone = false;
   /** END_STREAM was received. */
   remoteDone = false;
-  /** Waiting in the connection's list for window credit or the socket. */
-  blocked = false;
+  /** In the connection's line for its window or the socket. */
+  waiting = false;
+  /** Waiting for this stream's own window (a WINDOW_UPDATE or SETTINGS wakes it). */
+  windowBlocked = false;
   corked = false;
   needDrain = false;
 
@@ -165,7 +167,9 @@ export class H2Stream extends EventEmitter {
   /** Request data (`flowLength` counts its padding too). */
   receive(data: Buffer, flowLength: number): void {
     if (this.#paused || this.#inbox !== undefined) {
-      (this.#inbox ??= []).push(data);
+      // Kept as a copy (a view would hold the whole socket read), and only with bytes: empty DATA
+      // costs no window, so keeping it would let a peer grow the inbox without bound.
+      if (data.length > 0) (this.#inbox ??= []).push(Buffer.from(data));
       if (flowLength > data.length) this.owner.credit(this, flowLength - data.length);
       return;
     }
