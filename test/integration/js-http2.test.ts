@@ -881,6 +881,8 @@ describe('src/server/http2 on the wire', () => {
       ['a connection header', withField(['connection', 'keep-alive'])],
       ['a transfer-encoding header', withField(['transfer-encoding', 'chunked'])],
       ['te: gzip', [...REQUEST.filter(([n]) => n !== 'te'), ['te', 'gzip']]],
+      ['a NUL in a value', withField(['x-a', 'a\0b'])],
+      ['a CR LF in a value', withField(['x-a', 'a\r\nx-b: c'])],
     ];
 
     it.each(cases)('%s', async (_name, fields) => {

@@ -10,17 +10,21 @@
  * - HEADERS (+ CONTINUATION, nothing else in between) open a stream with an odd id above every
  *   earlier one, decoded by HPACK (hpack.ts) whatever happens next so the table stays in sync;
  *   over the stream limit REFUSED_STREAM; a malformed request (uppercase or unknown pseudo-header,
- *   pseudo-header after a field, connection-specific field, missing :method / :scheme / :path)
+ *   pseudo-header after a field, connection-specific field, NUL / CR / LF in a value, missing
+ *   :method / :scheme / :path)
  *   PROTOCOL_ERROR on the stream; a header list over the advertised maximum gets a gRPC
  *   RESOURCE_EXHAUSTED status without a call;
  * - flow control both ways: received DATA (padding included) is charged to the connection and
- *   the stream, credit goes back as the stream delivers it (a paused stream holds at most its
- *   window); response DATA waits for the peer's connection and stream windows and is cut to its
- *   max frame size; header blocks over it continue in CONTINUATION frames;
+ *   the stream; the connection's credit goes back on receipt, a stream's as it delivers the data
+ *   (a paused stream holds at most its window); response DATA waits for the peer's connection
+ *   and stream windows (streams waiting for the connection's are served round-robin) and is cut
+ *   to its max frame size; header blocks over it continue in CONTINUATION frames;
+ * - client resets of open streams have a budget (rapid reset); past it, ENHANCE_YOUR_CALM;
  * - a response that ends before the request resets the request side with NO_ERROR (RFC 9113
  *   8.1), so the client stops sending;
- * - frames on streams closed shortly before are ignored (their DATA still counts for the
- *   connection's window); on an idle stream, or a second HEADERS without END_STREAM, they are
+ * - frames on streams already closed (any id up to the highest seen: a stream reset shortly
+ *   before cannot be told from an old one) are ignored, their DATA still counted for the
+ *   connection's window; on an idle stream, or a second HEADERS without END_STREAM, they are
  *   errors;
  * - a connection error sends GOAWAY with its code and ends the socket; `close()` sends GOAWAY
  *   (NO_ERROR), refuses new streams and ends the socket once the open ones are done;
@@ -66,10 +70,12 @@ const RESET_RATE = 33;
 const CLOSE_GRACE_MS = 5_000;
 /** Fields never allowed in an HTTP/2 request (RFC 9113 8.2.2). */
 const CONNECTION_FIELDS = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade']);
+/** Characters a field value must not hold (RFC 9113 8.2.1): the request is malformed. */
+const FORBIDDEN_IN_VALUE = /[\0\r\n]/;
 /** Header blocks are cached for frozen header objects (the shared response headers and OK trailers). */
 const BLOCKS = new WeakMap<object, Buffer>();
 /** The answer to a request whose header list is over the limit (trailers-only RESOURCE_EXHAUSTED). */
-const TOO_LARGE_FIELDS = [':status', '200', 'content-type', 'application/grpc', 'grpc-status', '8', 'grpc-message', 'request header list larger than the server accepts'];
+const TOO_LARGE_BLOCK = encodeHeaders([':status', '200', 'content-type', 'application/grpc', 'grpc-status', '8', 'grpc-message', 'request header list larger than the server accepts']);
 
 function headerFields(headers: OutgoingHttpHeaders): string[] {
   const fields: string[] = [];
@@ -273,7 +279,11 @@ export class H2Connection extends EventEmitter implements StreamOwner {
       case FRAME_CONTINUATION: this.#onContinuation(flags, id, p); return;
       case FRAME_PRIORITY:
         if (id === 0) this.#connectionError(PROTOCOL_ERROR, 'PRIORITY on stream 0');
-        else if (p.length !== 5) this.#resetStream(id, FRAME_SIZE_ERROR, this.#find(id));
+        else if (p.length !== 5) {
+          // A stream error; an idle or closed stream must not be reset (RFC 9113 5.1).
+          const open = this.#find(id);
+          if (open !== undefined) this.#resetStream(id, FRAME_SIZE_ERROR, open);
+        }
         return;
       case FRAME_RST_STREAM: this.#onReset(id, p); return;
       case FRAME_SETTINGS: this.#onSettings(flags, id, p); return;
@@ -376,7 +386,7 @@ export class H2Connection extends EventEmitter implements StreamOwner {
     }
     this.#blockParts.push(p);
     this.#blockBytes += p.length;
-    // Compressed bytes beyond any list we accept (HPACK cannot expand below 1 byte per field): a CONTINUATION flood.
+    // A block this much larger than any header list we accept is a CONTINUATION flood: it is cut off before it is joined.
     if (this.#blockBytes > 2 * this.#options.maxHeaderListSize + DEFAULT_MAX_FRAME) {
       this.#connectionError(ENHANCE_YOUR_CALM, 'header block too large');
       return;
@@ -420,7 +430,7 @@ export class H2Connection extends EventEmitter implements StreamOwner {
       return;
     }
     if (size > this.#options.maxHeaderListSize) {
-      this.#writeBlock(id, encodeHeaders(TOO_LARGE_FIELDS), true);
+      this.#writeBlock(id, TOO_LARGE_BLOCK, true);
       if (!endStream) this.#resetStream(id, NO_ERROR);
       return;
     }
@@ -451,6 +461,7 @@ export class H2Connection extends EventEmitter implements StreamOwner {
         regular = true;
         if (CONNECTION_FIELDS.has(name) || (name === 'te' && value !== 'trailers')) return undefined;
       }
+      if (value.length > 0 && FORBIDDEN_IN_VALUE.test(value)) return undefined;
       const prev = h[name];
       if (prev === undefined) h[name] = name === 'set-cookie' ? [value] : value;
       else if (Array.isArray(prev)) prev.push(value);

@@ -25,7 +25,6 @@ export const FLAG_PRIORITY = 0x20;
 /** Error codes (RFC 9113 section 7). */
 export const NO_ERROR = 0x0;
 export const PROTOCOL_ERROR = 0x1;
-export const INTERNAL_ERROR = 0x2;
 export const FLOW_CONTROL_ERROR = 0x3;
 export const STREAM_CLOSED = 0x5;
 export const FRAME_SIZE_ERROR = 0x6;
@@ -35,7 +34,6 @@ export const COMPRESSION_ERROR = 0x9;
 export const ENHANCE_YOUR_CALM = 0xb;
 
 /** Settings identifiers. */
-export const SETTINGS_HEADER_TABLE_SIZE = 0x1;
 export const SETTINGS_ENABLE_PUSH = 0x2;
 export const SETTINGS_MAX_CONCURRENT_STREAMS = 0x3;
 export const SETTINGS_INITIAL_WINDOW_SIZE = 0x4;

@@ -381,11 +381,6 @@ export class HpackDecoder {
     return this.#names[this.#slot(index)]!;
   }
 
-  #valueAt(index: number): string {
-    if (index <= STATIC_COUNT) return STATIC_VALUES[index]!;
-    return this.#values[this.#slot(index)]!;
-  }
-
   /** The ring slot of dynamic index `index` (62 is the newest entry). */
   #slot(index: number): number {
     const age = index - STATIC_COUNT - 1;

@@ -28,7 +28,11 @@ export function createH2Server(options: ConnectionOptions, tls: TlsMaterial | un
   });
   server.on('secureConnection', (socket: TLSSocket) => {
     if (socket.alpnProtocol !== 'h2') socket.destroy();
-    else attach(socket);
+    else {
+      // HTTP/2 forbids TLS renegotiation (RFC 9113 9.2.1).
+      socket.disableRenegotiation();
+      attach(socket);
+    }
   });
   // A client that fails the handshake (mutual TLS without a valid certificate) is dropped.
   server.on('tlsClientError', noop);
