@@ -3,6 +3,7 @@ import http2 from 'node:http2';
 import net from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { encodedLengthBound, encodeHeaders, encodeHeadersInto, HpackDecoder, HpackError } from '../../src/server/http2/hpack.js';
+import { rng } from '../support/rng.js';
 
 const hex = (s: string): Buffer => Buffer.from(s.replace(/\s+/g, ''), 'hex');
 
@@ -232,17 +233,6 @@ function huffmanEncode(octets: Uint8Array): Buffer {
   return Buffer.from(out);
 }
 
-/** mulberry32: a seeded generator so a failure reproduces. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 2 ** 32;
-  };
-}
 
 describe('HpackDecoder: Huffman', () => {
   it('the RFC code table satisfies Kraft equality and is prefix-free', () => {
