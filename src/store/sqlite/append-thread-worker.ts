@@ -15,6 +15,7 @@ import { GroupCommit, type WriteCounters } from './group-commit.js';
 import { prepareStatements } from './statements.js';
 import { addChecksums } from './row-codec.js';
 import { WalSync } from './wal-sync.js';
+import { configureConnection } from './open-database.js';
 import { SharedCommitGate, toWireError, type FromWriter, type ToWriter, type WireResult, type WriterConfig } from './append-thread-wire.js';
 
 const port = parentPort!;
@@ -68,8 +69,7 @@ function open(): { db: Database.Database; groups: GroupCommit } {
   try {
     db.pragma(`busy_timeout = ${config.busyTimeoutMs}`);
     // The store's connection made the file WAL (a persistent mode) before starting this thread.
-    db.pragma(`synchronous = ${config.durability === 'normal' || background ? 'NORMAL' : 'FULL'}`);
-    db.pragma('foreign_keys = ON');
+    configureConnection(db, config.durability, background);
     const groups = new GroupCommit(db, prepareStatements(db, false), walSync, counters, config.groupCommit, (moved) => {
       for (const h of moved) heads.push(h);
     }, gate);

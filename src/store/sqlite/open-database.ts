@@ -20,6 +20,29 @@ export function busyTimeoutMs(options: OpenOptions): number {
   return Math.max(0, Math.floor(options.busyTimeoutMs ?? 5000));
 }
 
+/**
+ * The settings of every connection to a store file, the store's own and its writer thread's
+ * (append-thread-worker.ts); `journal_mode = WAL` is the file's, set once by the store.
+ *
+ * - synchronous: FULL for durability 'full' when SQLite syncs inside COMMIT; NORMAL otherwise
+ *   (background sync: SQLite writes WAL frames without fsync and WalSync makes them durable).
+ * - temp_store = MEMORY: the statement journal in memory. An append call of more than one
+ *   statement runs in its own SAVEPOINT inside the group transaction (group-commit.ts), and while
+ *   a SAVEPOINT is open each INSERT of the call journals the pages it changes that existed when
+ *   it started (the b-trees' last leaves and their parents), again for every statement, so the
+ *   journal grows by ~3 KB per event until the call's RELEASE truncates it. Past 64 KiB SQLite
+ *   spills it to a temporary file: with the default temp store, 100-event calls wrote ~3 KB more
+ *   per event there, four times the WAL's own writes, in ~1.4 more write(2) calls per event
+ *   (bench/README.md, tenth round). In memory it is a memcpy bounded by the call (~3 MB at the 1,000-event batch
+ *   limit), freed at the RELEASE. Nothing else of this store uses temporary storage at that
+ *   scale: its sorts follow indexes, and its IN lists come from one request.
+ */
+export function configureConnection(db: Database.Database, durability: 'full' | 'normal', backgroundSync: boolean): void {
+  db.pragma(`synchronous = ${durability === 'normal' || backgroundSync ? 'NORMAL' : 'FULL'}`);
+  db.pragma('foreign_keys = ON');
+  db.pragma('temp_store = MEMORY');
+}
+
 /** Opens the file, checks it is a Palimpsest database of this schema version, configures the connection. */
 export function openDatabase(options: OpenOptions, backgroundSync: boolean, now: () => number): Database.Database {
   const path = options.path;
@@ -34,9 +57,7 @@ export function openDatabase(options: OpenOptions, backgroundSync: boolean, now:
     // Inspect before changing anything: a foreign file must be left exactly as it was.
     const isFresh = checkIdentity(db, path);
     db.pragma('journal_mode = WAL');
-    // Background sync: SQLite writes WAL frames without fsync; WalSync makes them durable.
-    db.pragma(`synchronous = ${options.durability === 'normal' || backgroundSync ? 'NORMAL' : 'FULL'}`);
-    db.pragma('foreign_keys = ON');
+    configureConnection(db, options.durability ?? 'full', backgroundSync);
     if (isFresh) {
       db.transaction(() => {
         // Re-checked under the write lock: another process may have initialised the file meanwhile.
