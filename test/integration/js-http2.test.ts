@@ -1134,6 +1134,50 @@ describe('src/server/http2 on the wire', () => {
       await peer.sync();
       expect(peer.seen.filter((f) => f.type === GOAWAY)).toEqual([]);
     });
+
+    it('ignores trailers (HEADERS) the client sent on a stream the server reset, and the HPACK table stays in step', async () => {
+      const h = await serve((stream) => {
+        if (stream.id === 1) stream.respond(RESPONSE_HEADERS, { endStream: true });
+        else echo(stream, {});
+      });
+      const peer = await openPeer(h.port);
+      peer.send(headersFrame(1));
+      expect((await peer.next(RST_STREAM, 1)).payload.readUInt32BE(0)).toBe(NO_ERROR);
+      // "Literal with incremental indexing" (0x40): the block adds an entry to the dynamic table,
+      // so a server that skipped decoding it would misread the indexed field (0xbe) below.
+      const indexed = Buffer.concat([Buffer.from([0x40, 0x09]), Buffer.from('x-trailer', 'latin1'), Buffer.from([0x03]), Buffer.from('yes', 'latin1')]);
+      peer.send(frame(HEADERS, END_HEADERS | END_STREAM, 1, indexed));
+      peer.send(frame(HEADERS, END_HEADERS, 3, Buffer.concat([literalBlock(REQUEST), Buffer.from([0xbe])])), dataFrame(3, Buffer.from('ping'), END_STREAM));
+      const r = await peer.response(3);
+      expect(r.body.toString()).toBe('ping');
+      expect(h.calls[1]?.headers['x-trailer']).toBe('yes');
+      expect(peer.seen.filter((f) => f.type === GOAWAY)).toEqual([]);
+    });
+  });
+
+  describe('HEADERS on a closed stream the server did not reset: GOAWAY STREAM_CLOSED (RFC 9113 5.1)', () => {
+    it('a second request on the id of a stream that ended both ways', async () => {
+      const h = await serve(echo);
+      const peer = await openPeer(h.port);
+      await expectEcho(peer, 1);
+      await expectEcho(peer, 3);
+      peer.send(headersFrame(1, END_HEADERS | END_STREAM));
+      expect(goawayOf(await peer.next(GOAWAY, 0))).toEqual({ last: 3, code: STREAM_CLOSED });
+      await peer.closed;
+      expect(h.calls).toHaveLength(2);
+    });
+
+    it('a request on an id below the highest seen that was skipped (closed when a higher id opened, RFC 9113 5.1.1)', async () => {
+      const h = await serve(hold);
+      const peer = await openPeer(h.port);
+      peer.send(headersFrame(5));
+      await peer.sync();
+      peer.send(headersFrame(3));
+      expect(goawayOf(await peer.next(GOAWAY, 0))).toEqual({ last: 5, code: STREAM_CLOSED });
+      expect(await closeOf(h.calls[0]!.stream)).toBe(CANCEL);
+      expect(h.calls).toHaveLength(1);
+      await peer.closed;
+    });
   });
 
   describe('stream errors close the stream they reset', () => {

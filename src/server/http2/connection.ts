@@ -22,10 +22,11 @@
  * - client resets of open streams have a budget (rapid reset); past it, ENHANCE_YOUR_CALM;
  * - a response that ends before the request resets the request side with NO_ERROR (RFC 9113
  *   8.1), so the client stops sending;
- * - frames on streams already closed (any id up to the highest seen: a stream reset shortly
- *   before cannot be told from an old one) are ignored, their DATA still counted for the
- *   connection's window; on an idle stream, or a second HEADERS without END_STREAM, they are
- *   errors;
+ * - DATA, WINDOW_UPDATE and RST_STREAM on streams already closed are ignored (DATA still
+ *   counted for the connection's window); HEADERS on a closed stream is a connection error
+ *   (STREAM_CLOSED), unless this server reset that stream recently (the peer may have sent it
+ *   before the RST_STREAM arrived); frames on an idle stream, or a second HEADERS without
+ *   END_STREAM, are errors;
  * - a connection error sends GOAWAY with its code and ends the socket; `close()` sends GOAWAY
  *   (NO_ERROR), refuses new streams and ends the socket once the open ones are done;
  * - a peer that keeps us writing (PING / SETTINGS floods into a socket it does not read) is cut
@@ -66,6 +67,12 @@ const MAX_BUFFERED = 16 * 1024 * 1024;
 /** Client resets of streams still in progress: a burst, then a rate per second (rapid reset, CVE-2023-44487). */
 const RESET_BURST = 1000;
 const RESET_RATE = 33;
+/**
+ * How many of the streams this server reset are remembered: frames the peer sent on them before
+ * it saw the RST_STREAM are ignored (RFC 9113 5.1); a HEADERS frame on any other closed stream is
+ * a connection error.
+ */
+const RESET_MEMORY = 1024;
 /** How long an ended connection may take to close before it is destroyed. */
 const CLOSE_GRACE_MS = 5_000;
 /** Fields never allowed in an HTTP/2 request (RFC 9113 8.2.2). */
@@ -140,6 +147,9 @@ export class H2Connection extends EventEmitter implements StreamOwner {
   /** Open streams, by increasing id (new ones arrive last). */
   readonly #streams: H2Stream[] = [];
   #lastStreamId = 0;
+  /** The last RESET_MEMORY streams this server reset (a ring; 0 = empty slot). */
+  readonly #resetIds = new Uint32Array(RESET_MEMORY);
+  #resetNext = 0;
   /** A header block in CONTINUATION frames: its stream, HEADERS flags and fragments. */
   #blockStream = 0;
   #blockFlags = 0;
@@ -423,7 +433,13 @@ export class H2Connection extends EventEmitter implements StreamOwner {
       this.#connectionError(PROTOCOL_ERROR, `stream ${id}: client streams have odd ids`);
       return;
     }
-    if (id <= this.#lastStreamId) return; // a stream closed shortly before (its block was decoded)
+    if (id <= this.#lastStreamId) {
+      // Its block was decoded (the HPACK table stays in step). A stream this server reset may still
+      // see frames the peer sent before the RST_STREAM reached it; any other stream at or below the
+      // highest id is closed, normally or by being skipped (RFC 9113 5.1, 5.1.1).
+      if (!this.#resetIds.includes(id)) this.#connectionError(STREAM_CLOSED, `HEADERS on closed stream ${id}: a new request needs a stream id above ${this.#lastStreamId}`);
+      return;
+    }
     this.#lastStreamId = id;
     if (this.#goaway || this.#streams.length >= this.#options.maxConcurrentStreams) {
       this.#resetStream(id, REFUSED_STREAM);
@@ -766,6 +782,8 @@ export class H2Connection extends EventEmitter implements StreamOwner {
   #resetStream(id: number, code: number, stream?: H2Stream): void {
     this.#out.head(4, FRAME_RST_STREAM, 0, id);
     this.#out.u32(code);
+    this.#resetIds[this.#resetNext] = id;
+    this.#resetNext = (this.#resetNext + 1) % RESET_MEMORY;
     this.#schedule();
     if (stream !== undefined) this.#close(stream, code);
   }
