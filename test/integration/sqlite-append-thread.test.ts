@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { afterAll, describe, expect, it } from 'vitest';
 import { SqliteSessionStore } from '../../src/store/sqlite/sqlite-store.js';
-import { GroupCommit, type QueuedAppend } from '../../src/store/sqlite/group-commit.js';
+import { GROUP_ROWS, GroupCommit, type QueuedAppend, type WriteCounters } from '../../src/store/sqlite/group-commit.js';
 import { SharedCommitGate, type WriterConfig } from '../../src/store/sqlite/append-thread-wire.js';
 import { waitFor } from '../support/poll.js';
 import { AppendThread } from '../../src/store/sqlite/append-thread.js';
@@ -87,11 +87,30 @@ const count = (path: string): number => {
 };
 
 /** A group commit on `db` with a commit gate, synced by `sync` (or not at all). */
-function gated<S extends HeldSync | undefined>(db: Database.Database, sync: S): { sync: S; gate: SharedCommitGate; groups: GroupCommit } {
+function gated<S extends HeldSync | undefined>(db: Database.Database, sync: S): { sync: S; gate: SharedCommitGate; groups: GroupCommit; counters: WriteCounters } {
   const gate = new SharedCommitGate();
   const counters = { commits: 0, groupCommits: 0, appends: 0, maxGroupSize: 0 };
   const groups = new GroupCommit(db, prepareStatements(db, false), sync as unknown as WalSync | undefined, counters, 'microtask', undefined, gate);
-  return { sync, gate, groups };
+  return { sync, gate, groups, counters };
+}
+
+/** Calls of `sizes` events each on session `s`, one after the other from seq 0 (each on top of the one before). */
+function calls(sizes: readonly number[]): { calls: QueuedAppend[]; settled: { outcome?: AppendOutcome; error?: unknown }[] } {
+  const settled: { outcome?: AppendOutcome; error?: unknown }[] = [];
+  let next = 0;
+  const out = sizes.map((size, i) => {
+    const r = req(next, Array.from({ length: size }, (_, k) => ev(next + k)));
+    const s: { outcome?: AppendOutcome; error?: unknown } = {};
+    settled.push(s);
+    const c: QueuedAppend = {
+      sessionId: 's', expectedNextSeq: next, expectedWriter: i === 0 ? WRITER0 : `w${i - 1}`, writer: `w${i}`,
+      rows: encodeEvents('s', r.events).rows, dataBytes: 10 * size, surfaceLength: 0, idempotency: undefined, maxBytes: 0, at: 0,
+      resolve: (o) => { s.outcome = o; }, reject: (e) => { s.error = e; },
+    };
+    next += size;
+    return c;
+  });
+  return { calls: out, settled };
 }
 
 describe('the commit gate of a background-synced group commit', () => {
@@ -150,6 +169,79 @@ describe('the commit gate of a background-synced group commit', () => {
     expect(gate.durableUpTo()).toBe(1);
     expect(gate.owed()).toBe(0);
     expect(settled.outcome).toEqual({ kind: 'appended' });
+    db.close();
+  });
+});
+
+describe('group transactions of GROUP_ROWS rows when the sync runs in the background', () => {
+  const turn = (): Promise<void> => new Promise((r) => setImmediate(r));
+
+  it(`eight 100-event calls: ${GROUP_ROWS} rows per transaction, one per turn; the first part's sync is requested before the next is written`, async () => {
+    expect(GROUP_ROWS).toBe(300);
+    const { path, db } = await fixture();
+    const { sync, gate, groups, counters } = gated(db, new HeldSync());
+    const { calls: queued, settled } = calls(Array(8).fill(100));
+    for (const c of queued) groups.enqueue(c);
+    await Promise.resolve(); // the scheduled flush (microtask mode) writes the first part only
+    expect(counters.commits).toBe(1);
+    expect(count(path)).toBe(300);
+    expect(sync.running).toBe(true);
+    await turn();
+    expect(counters.commits).toBe(3);
+    expect(count(path)).toBe(800);
+    expect(gate.owed()).toBe(3);
+    expect(settled.every((s) => s.outcome === undefined && s.error === undefined)).toBe(true);
+    sync.finish();
+    await turn();
+    sync.finish();
+    await turn();
+    expect(settled.map((s) => s.outcome)).toEqual(Array(8).fill({ kind: 'appended' }));
+    expect(counters.appends).toBe(8);
+    expect(gate.durableUpTo()).toBe(3);
+    db.close();
+  });
+
+  it('a call larger than GROUP_ROWS is one transaction; small calls share one up to the cap; flush() writes every part at once', async () => {
+    const { path, db } = await fixture();
+    const { sync, groups, counters } = gated(db, new HeldSync());
+    // 1,000 | 64 x 1 + 200 (264 rows) | 50 + 250 (300) | 1
+    const sizes = [1000, ...Array(64).fill(1), 200, 50, 250, 1];
+    const { calls: queued, settled } = calls(sizes);
+    for (const c of queued) groups.enqueue(c);
+    groups.flush();
+    expect(counters.commits).toBe(4);
+    expect(count(path)).toBe(sizes.reduce((a, b) => a + b, 0));
+    sync.finish();
+    await turn();
+    expect(settled.every((s) => s.outcome?.kind === 'appended')).toBe(true);
+    db.close();
+  });
+
+  it('without a background sync the queue stays one transaction', async () => {
+    const { path, db } = await fixture();
+    const { groups, counters } = gated(db, undefined);
+    const { calls: queued, settled } = calls(Array(8).fill(100));
+    for (const c of queued) groups.enqueue(c);
+    await Promise.resolve();
+    expect(counters.commits).toBe(1);
+    expect(count(path)).toBe(800);
+    expect(settled.map((s) => s.outcome)).toEqual(Array(8).fill({ kind: 'appended' }));
+    db.close();
+  });
+
+  it('a call refused in a later part is refused exactly as in one transaction; the calls around it are stored', async () => {
+    const { path, db } = await fixture();
+    const { sync, groups } = gated(db, new HeldSync());
+    const { calls: queued, settled } = calls(Array(6).fill(100));
+    // The fifth call (in the second part) claims the wrong head: a conflict, found before writing; the sixth builds on it.
+    const bad = { ...queued[4]!, expectedNextSeq: 7 };
+    queued[4] = bad;
+    for (const c of queued) groups.enqueue(c);
+    groups.flush();
+    sync.finish();
+    await turn();
+    expect(settled.map((s) => s.outcome?.kind)).toEqual(['appended', 'appended', 'appended', 'appended', 'conflict', 'conflict']);
+    expect(count(path)).toBe(400);
     db.close();
   });
 });
