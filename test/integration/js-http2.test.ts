@@ -1108,7 +1108,8 @@ describe('src/server/http2 on the wire', () => {
   });
 
   describe('frames on a stream closed shortly before', () => {
-    it('ignores DATA, WINDOW_UPDATE and RST_STREAM after the server reset it; the DATA still counts for the connection window', async () => {
+    /** A server that answers stream 1 at once (so it resets the request side, NO_ERROR) and echoes the others. */
+    async function resetStreamOne(): Promise<{ h: Awaited<ReturnType<typeof serve>>; peer: Peer }> {
       const h = await serve((stream) => {
         if (stream.id === 1) stream.respond(RESPONSE_HEADERS, { endStream: true });
         else echo(stream, {});
@@ -1116,6 +1117,11 @@ describe('src/server/http2 on the wire', () => {
       const peer = await openPeer(h.port);
       peer.send(headersFrame(1));
       expect((await peer.next(RST_STREAM, 1)).payload.readUInt32BE(0)).toBe(NO_ERROR);
+      return { h, peer };
+    }
+
+    it('ignores DATA, WINDOW_UPDATE and RST_STREAM after the server reset it; the DATA still counts for the connection window', async () => {
+      const { peer } = await resetStreamOne();
       peer.send(dataFrame(1, Buffer.alloc(16_384)), dataFrame(1, Buffer.alloc(16_384)), windowUpdate(1, 100), frame(RST_STREAM, 0, 1, u32(CANCEL)));
       const wu = await peer.next(WINDOW_UPDATE, 0);
       expect(wu.payload.readUInt32BE(0)).toBe(32_768);
@@ -1136,13 +1142,7 @@ describe('src/server/http2 on the wire', () => {
     });
 
     it('ignores trailers (HEADERS) the client sent on a stream the server reset, and the HPACK table stays in step', async () => {
-      const h = await serve((stream) => {
-        if (stream.id === 1) stream.respond(RESPONSE_HEADERS, { endStream: true });
-        else echo(stream, {});
-      });
-      const peer = await openPeer(h.port);
-      peer.send(headersFrame(1));
-      expect((await peer.next(RST_STREAM, 1)).payload.readUInt32BE(0)).toBe(NO_ERROR);
+      const { h, peer } = await resetStreamOne();
       // "Literal with incremental indexing" (0x40): the block adds an entry to the dynamic table,
       // so a server that skipped decoding it would misread the indexed field (0xbe) below.
       const indexed = Buffer.concat([Buffer.from([0x40, 0x09]), Buffer.from('x-trailer', 'latin1'), Buffer.from([0x03]), Buffer.from('yes', 'latin1')]);
