@@ -1055,6 +1055,20 @@ describe('src/server/http2 on the wire', () => {
       await connClosed;
     });
 
+    it('a connection error after the graceful GOAWAY names no stream above the first GOAWAY (RFC 9113 6.8), refused ones included', async () => {
+      const h = await serve(hold);
+      const peer = await openPeer(h.port);
+      peer.send(headersFrame(1, END_HEADERS | END_STREAM));
+      await peer.sync();
+      (h.connections[0] as H2Connection).close();
+      expect(goawayOf(await peer.next(GOAWAY, 0))).toEqual({ last: 1, code: NO_ERROR });
+      peer.send(headersFrame(3, END_HEADERS | END_STREAM));
+      expect((await peer.next(RST_STREAM, 3)).payload.readUInt32BE(0)).toBe(REFUSED_STREAM);
+      peer.send(dataFrame(9, Buffer.from('idle')));
+      expect(goawayOf(await peer.next(GOAWAY, 0))).toEqual({ last: 1, code: PROTOCOL_ERROR });
+      await peer.closed;
+    });
+
     it('ends at once when no stream is open', async () => {
       const h = await serve(hold);
       const peer = await openPeer(h.port);
@@ -1167,7 +1181,7 @@ describe('src/server/http2 on the wire', () => {
       expect(h.calls).toHaveLength(2);
     });
 
-    it('a request on an id below the highest seen that was skipped (closed when a higher id opened, RFC 9113 5.1.1)', async () => {
+    it('a request on an id below the highest seen that was skipped (closed when a higher id opened, RFC 9113 5.1.1; the same code here)', async () => {
       const h = await serve(hold);
       const peer = await openPeer(h.port);
       peer.send(headersFrame(5));

@@ -147,8 +147,8 @@ export class H2Connection extends EventEmitter implements StreamOwner {
   /** Open streams, by increasing id (new ones arrive last). */
   readonly #streams: H2Stream[] = [];
   #lastStreamId = 0;
-  /** The last RESET_MEMORY streams this server reset (a ring; 0 = empty slot). */
-  readonly #resetIds = new Uint32Array(RESET_MEMORY);
+  /** The last RESET_MEMORY streams this server reset (a ring; 0 = empty slot), from its first reset. */
+  #resetIds: Uint32Array | undefined;
   #resetNext = 0;
   /** A header block in CONTINUATION frames: its stream, HEADERS flags and fragments. */
   #blockStream = 0;
@@ -171,6 +171,8 @@ export class H2Connection extends EventEmitter implements StreamOwner {
   #recvWindow: number;
   #recvUnacked = 0;
   #goaway = false;
+  /** The last stream id the first GOAWAY named. */
+  #goawayLast = 0;
   #peerGoaway = false;
   /** The socket was ended: nothing more is written. */
   #ended = false;
@@ -436,8 +438,9 @@ export class H2Connection extends EventEmitter implements StreamOwner {
     if (id <= this.#lastStreamId) {
       // Its block was decoded (the HPACK table stays in step). A stream this server reset may still
       // see frames the peer sent before the RST_STREAM reached it; any other stream at or below the
-      // highest id is closed, normally or by being skipped (RFC 9113 5.1, 5.1.1).
-      if (!this.#resetIds.includes(id)) this.#connectionError(STREAM_CLOSED, `HEADERS on closed stream ${id}: a new request needs a stream id above ${this.#lastStreamId}`);
+      // highest id is closed, normally (RFC 9113 5.1: STREAM_CLOSED) or by being skipped (5.1.1,
+      // whose code is PROTOCOL_ERROR; the two are not told apart here: one connection error).
+      if (this.#resetIds?.includes(id) !== true) this.#connectionError(STREAM_CLOSED, `HEADERS on closed stream ${id}: a new request needs a stream id above ${this.#lastStreamId}`);
       return;
     }
     this.#lastStreamId = id;
@@ -782,7 +785,7 @@ export class H2Connection extends EventEmitter implements StreamOwner {
   #resetStream(id: number, code: number, stream?: H2Stream): void {
     this.#out.head(4, FRAME_RST_STREAM, 0, id);
     this.#out.u32(code);
-    this.#resetIds[this.#resetNext] = id;
+    (this.#resetIds ??= new Uint32Array(RESET_MEMORY))[this.#resetNext] = id;
     this.#resetNext = (this.#resetNext + 1) % RESET_MEMORY;
     this.#schedule();
     if (stream !== undefined) this.#close(stream, code);
@@ -839,10 +842,14 @@ export class H2Connection extends EventEmitter implements StreamOwner {
   // Ending.
 
   #sendGoaway(code: number, debug: string): void {
+    // A later GOAWAY must not name a higher stream than an earlier one (RFC 9113 6.8): streams
+    // refused after the first were not processed.
+    const last = this.#goaway ? Math.min(this.#goawayLast, this.#lastStreamId) : this.#lastStreamId;
     this.#goaway = true;
+    this.#goawayLast = last;
     const text = Buffer.from(debug, 'utf8');
     this.#out.head(8 + text.length, FRAME_GOAWAY, 0, 0);
-    this.#out.u32(this.#lastStreamId);
+    this.#out.u32(last);
     this.#out.u32(code);
     if (text.length > 0) this.#out.bytes(text);
     this.#schedule();
