@@ -87,11 +87,11 @@ const count = (path: string): number => {
 };
 
 /** A group commit on `db` with a commit gate, synced by `sync` (or not at all). */
-function gated<S extends HeldSync | undefined>(db: Database.Database, sync: S): { sync: S; gate: SharedCommitGate; groups: GroupCommit; counters: WriteCounters } {
+function gated<S extends HeldSync | undefined>(db: Database.Database, sync: S): { sync: S; gate: SharedCommitGate; groups: GroupCommit } {
   const gate = new SharedCommitGate();
   const counters = { commits: 0, groupCommits: 0, appends: 0, maxGroupSize: 0 };
   const groups = new GroupCommit(db, prepareStatements(db, false), sync as unknown as WalSync | undefined, counters, 'microtask', undefined, gate);
-  return { sync, gate, groups, counters };
+  return { sync, gate, groups };
 }
 
 /** Calls of `sizes` events each on session `s`, one after the other from seq 0 (each on top of the one before). */
@@ -176,73 +176,192 @@ describe('the commit gate of a background-synced group commit', () => {
 describe('group transactions of GROUP_ROWS rows when the sync runs in the background', () => {
   const turn = (): Promise<void> => new Promise((r) => setImmediate(r));
 
-  it(`eight 100-event calls: ${GROUP_ROWS} rows per transaction, one per turn; the first part's sync is requested before the next is written`, async () => {
-    expect(GROUP_ROWS).toBe(300);
+  /** A sync that behaves as WalSync does: a request made while a sync runs after a new commit waits for the next sync. */
+  class SerialSync {
+    running = false;
+    dirty = false;
+    readonly broken = false;
+    readonly error = undefined;
+    completed = 0;
+    #current: (() => void)[] = [];
+    #next: (() => void)[] = [];
+    get owed(): boolean {
+      return this.dirty || this.running;
+    }
+    owe(): void {
+      this.dirty = true;
+    }
+    request(): Promise<void> {
+      return new Promise((resolve) => {
+        if (this.running && !this.dirty) this.#current.push(resolve);
+        else this.#next.push(resolve);
+        if (!this.running) this.#start();
+      });
+    }
+    #start(): void {
+      this.#current = this.#next;
+      this.#next = [];
+      this.running = true;
+      this.dirty = false;
+    }
+    /** Completes the sync in flight (the one the first request started); the next starts if owed. */
+    finish(): void {
+      const done = this.#current;
+      this.#current = [];
+      this.running = false;
+      this.completed++;
+      for (const r of done) r();
+      if (this.#next.length > 0) this.#start();
+    }
+  }
+
+  function grouped(db: Database.Database, sync: SerialSync | undefined, mode: 'immediate' | 'microtask'): { groups: GroupCommit; gate: SharedCommitGate; counters: WriteCounters } {
+    const gate = new SharedCommitGate();
+    const counters = { commits: 0, groupCommits: 0, appends: 0, maxGroupSize: 0 };
+    const groups = new GroupCommit(db, prepareStatements(db, false), sync as unknown as WalSync | undefined, counters, mode, undefined, gate);
+    return { groups, gate, counters };
+  }
+
+  it(`eight 100-event calls: ${GROUP_ROWS} rows per transaction; the first part is answered by the sync it started, before the sync covering the rest`, async () => {
     const { path, db } = await fixture();
-    const { sync, gate, groups, counters } = gated(db, new HeldSync());
+    const sync = new SerialSync();
+    const { groups, gate, counters } = grouped(db, sync, 'microtask');
     const { calls: queued, settled } = calls(Array(8).fill(100));
     for (const c of queued) groups.enqueue(c);
-    await Promise.resolve(); // the scheduled flush (microtask mode) writes the first part only
+    await Promise.resolve(); // the scheduled flush writes the first part only
     expect(counters.commits).toBe(1);
     expect(count(path)).toBe(300);
     expect(sync.running).toBe(true);
     await turn();
     expect(counters.commits).toBe(3);
+    expect(counters.maxGroupSize).toBe(3);
     expect(count(path)).toBe(800);
     expect(gate.owed()).toBe(3);
-    expect(settled.every((s) => s.outcome === undefined && s.error === undefined)).toBe(true);
-    sync.finish();
+    expect(settled.every((x) => x.outcome === undefined && x.error === undefined)).toBe(true);
+    sync.finish(); // the sync the first part started
     await turn();
-    sync.finish();
+    expect(settled.map((x) => x.outcome?.kind)).toEqual(['appended', 'appended', 'appended', undefined, undefined, undefined, undefined, undefined]);
+    expect(gate.durableUpTo()).toBe(1);
+    sync.finish(); // the next, covering the other two parts
     await turn();
-    expect(settled.map((s) => s.outcome)).toEqual(Array(8).fill({ kind: 'appended' }));
+    expect(settled.map((x) => x.outcome?.kind)).toEqual(Array(8).fill('appended'));
     expect(counters.appends).toBe(8);
     expect(gate.durableUpTo()).toBe(3);
     db.close();
   });
 
+  it("'immediate' mode (the default): one part per setImmediate turn", async () => {
+    const { path, db } = await fixture();
+    const sync = new SerialSync();
+    const { groups, counters } = grouped(db, sync, 'immediate');
+    const { calls: queued, settled } = calls(Array(8).fill(100));
+    for (const c of queued) groups.enqueue(c);
+    expect(counters.commits).toBe(0);
+    await turn();
+    expect([counters.commits, count(path)]).toEqual([1, 300]);
+    await turn();
+    expect([counters.commits, count(path)]).toEqual([2, 600]);
+    await turn();
+    expect([counters.commits, count(path)]).toEqual([3, 800]);
+    sync.finish();
+    sync.finish();
+    await turn();
+    expect(settled.map((x) => x.outcome?.kind)).toEqual(Array(8).fill('appended'));
+    db.close();
+  });
+
   it('a call larger than GROUP_ROWS is one transaction; small calls share one up to the cap; flush() writes every part at once', async () => {
     const { path, db } = await fixture();
-    const { sync, groups, counters } = gated(db, new HeldSync());
+    const sync = new SerialSync();
+    const { groups, counters } = grouped(db, sync, 'microtask');
     // 1,000 | 64 x 1 + 200 (264 rows) | 50 + 250 (300) | 1
     const sizes = [1000, ...Array(64).fill(1), 200, 50, 250, 1];
     const { calls: queued, settled } = calls(sizes);
     for (const c of queued) groups.enqueue(c);
     groups.flush();
     expect(counters.commits).toBe(4);
+    expect(counters.maxGroupSize).toBe(65);
     expect(count(path)).toBe(sizes.reduce((a, b) => a + b, 0));
     sync.finish();
+    sync.finish();
     await turn();
-    expect(settled.every((s) => s.outcome?.kind === 'appended')).toBe(true);
+    expect(settled.every((x) => x.outcome?.kind === 'appended')).toBe(true);
     db.close();
   });
 
   it('without a background sync the queue stays one transaction', async () => {
     const { path, db } = await fixture();
-    const { groups, counters } = gated(db, undefined);
+    const { groups, counters } = grouped(db, undefined, 'microtask');
     const { calls: queued, settled } = calls(Array(8).fill(100));
     for (const c of queued) groups.enqueue(c);
     await Promise.resolve();
     expect(counters.commits).toBe(1);
     expect(count(path)).toBe(800);
-    expect(settled.map((s) => s.outcome)).toEqual(Array(8).fill({ kind: 'appended' }));
+    expect(settled.map((x) => x.outcome)).toEqual(Array(8).fill({ kind: 'appended' }));
     db.close();
   });
 
-  it('a call refused in a later part is refused exactly as in one transaction; the calls around it are stored', async () => {
+  it('a call refused in a later part is refused exactly as in one transaction; the calls before it are stored', async () => {
     const { path, db } = await fixture();
-    const { sync, groups } = gated(db, new HeldSync());
+    const sync = new SerialSync();
+    const { groups } = grouped(db, sync, 'microtask');
     const { calls: queued, settled } = calls(Array(6).fill(100));
     // The fifth call (in the second part) claims the wrong head: a conflict, found before writing; the sixth builds on it.
-    const bad = { ...queued[4]!, expectedNextSeq: 7 };
-    queued[4] = bad;
+    queued[4] = { ...queued[4]!, expectedNextSeq: 7 };
     for (const c of queued) groups.enqueue(c);
     groups.flush();
     sync.finish();
+    sync.finish();
     await turn();
-    expect(settled.map((s) => s.outcome?.kind)).toEqual(['appended', 'appended', 'appended', 'appended', 'conflict', 'conflict']);
+    expect(settled.map((x) => x.outcome?.kind)).toEqual(['appended', 'appended', 'appended', 'appended', 'conflict', 'conflict']);
     expect(count(path)).toBe(400);
     db.close();
+  });
+
+  it('a part that cannot BEGIN (another process holds the lock) fails alone; the next part is checked against what is stored', async () => {
+    const { path, db } = await fixture();
+    db.pragma('busy_timeout = 0');
+    const sync = new SerialSync();
+    const { groups, gate } = grouped(db, sync, 'immediate');
+    const { calls: queued, settled } = calls(Array(8).fill(100));
+    for (const c of queued) groups.enqueue(c);
+    await turn();
+    expect(count(path)).toBe(300);
+    const locker = new Database(path);
+    locker.exec('BEGIN IMMEDIATE');
+    await turn();
+    expect(settled.slice(3, 6).map((x) => (x.error as { code?: string } | undefined)?.code)).toEqual(['SQLITE_BUSY', 'SQLITE_BUSY', 'SQLITE_BUSY']);
+    locker.exec('ROLLBACK');
+    locker.close();
+    await turn();
+    sync.finish();
+    sync.finish();
+    await turn();
+    // Calls 6 and 7 were planned on top of the failed ones: the stored head says otherwise.
+    expect(settled.map((x) => x.outcome?.kind ?? 'error')).toEqual(['appended', 'appended', 'appended', 'error', 'error', 'error', 'conflict', 'conflict']);
+    expect(count(path)).toBe(300);
+    expect(gate.durableUpTo()).toBe(3);
+    expect(gate.owed()).toBe(0);
+    db.close();
+  });
+
+  it('the writer thread, closed with more than GROUP_ROWS rows queued, answers every call before it closes', async () => {
+    const path = fresh();
+    const store = new SqliteSessionStore({ path, appendWriter: 'thread' });
+    await store.createSession(newSession('s'), []);
+    await store.writerReady();
+    let next = 0;
+    let writer = WRITER0;
+    const answers: Promise<AppendOutcome>[] = [];
+    for (let c = 0; c < 8; c++) {
+      const own = `close${c}`;
+      answers.push(store.append('s', req(next, Array.from({ length: 100 }, (_, k) => ev(next + k)), { expectedWriter: writer, writer: own })));
+      next += 100;
+      writer = own;
+    }
+    await store.close();
+    expect((await Promise.all(answers)).map((o) => o.kind)).toEqual(Array(8).fill('appended'));
+    expect(count(path)).toBe(800);
   });
 });
 

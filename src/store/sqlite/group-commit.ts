@@ -1,10 +1,10 @@
 /**
  * Group commit, a private optimisation of the SQLite store: `append` calls are queued and
- * flushed together in ONE write transaction, on the next `setImmediate` turn by default (so
+ * flushed together in shared write transactions, on the next `setImmediate` turn by default (so
  * requests that arrive in the same I/O poll phase share a commit, and its fsync under durability
- * 'full'). With the sync in the background, a transaction takes calls up to GROUP_ROWS rows and
- * the rest follow on the next turn, so the first calls' sync runs while the next are written.
- * Inside the shared transaction a call that fails unexpectedly is rolled back alone (a
+ * 'full'). Without a background sync the whole queue is one transaction; with one, a transaction
+ * takes calls up to GROUP_ROWS rows and the rest follow on the next turn, so the first calls' sync
+ * runs while the next are written. Inside the shared transaction a call that fails unexpectedly is rolled back alone (a
  * single INSERT by SQLite's statement rollback, a multi-statement call by its own SAVEPOINT);
  * conflicts, duplicates, quota refusals and unknown sessions are detected before writing anything.
  * Every call's promise settles only after the shared COMMIT returned (and, with a background WAL
@@ -260,18 +260,21 @@ export class GroupCommit implements AppendQueue {
   private flushTurn(): void {
     this.flushScheduled = false;
     if (this.queue.length === 0) return;
-    this.writeGroup(this.take());
+    const batch = this.take();
+    // Scheduled first: the rest is never stranded, whatever writing this part runs into.
     if (this.queue.length > 0) {
       this.flushScheduled = true;
       this.scheduleFlush();
     }
+    this.writeGroup(batch);
   }
 
   /** The calls of the next group transaction, off the queue: all of them, or GROUP_ROWS rows' worth with a background sync. */
   private take(): QueuedAppend[] {
     const queue = this.queue;
     let n = queue.length;
-    if (this.walSync !== undefined) {
+    // A broken sync fails every call at once (writeGroup).
+    if (this.walSync !== undefined && !this.walSync.broken) {
       let rows = queue[0]!.rows.length;
       n = 1;
       while (n < queue.length && rows + queue[n]!.rows.length <= GROUP_ROWS) rows += queue[n++]!.rows.length;

@@ -21,7 +21,7 @@ export function busyTimeoutMs(options: OpenOptions): number {
 }
 
 /**
- * The settings of every connection to a store file, the store's own and its writer thread's
+ * The settings of the store's read-write connections, its own and its writer thread's
  * (append-thread-worker.ts); `journal_mode = WAL` is the file's, set once by the store.
  *
  * - synchronous: FULL for durability 'full' when SQLite syncs inside COMMIT; NORMAL otherwise
@@ -33,9 +33,12 @@ export function busyTimeoutMs(options: OpenOptions): number {
  *   journal grows by ~3 KB per event until the call's RELEASE truncates it. Past 64 KiB SQLite
  *   spills it to a temporary file: with the default temp store, 100-event calls wrote ~3 KB more
  *   per event there, four times the WAL's own writes, in ~1.4 more write(2) calls per event
- *   (bench/README.md, tenth round). In memory it is a memcpy bounded by the call (~3 MB at the 1,000-event batch
- *   limit), freed at the RELEASE. Nothing else of this store uses temporary storage at that
- *   scale: its sorts follow indexes, and its IN lists come from one request.
+ *   (bench/README.md, tenth round). In memory it is a memcpy bounded by the call (~3 KB per event of
+ *   it, ~3 MB at the default max_batch_events of 1,000; plus the old contents of freed pages it
+ *   reuses), freed at the RELEASE. Nothing else of this store uses temporary storage at that
+ *   scale: creates, imports and deletes run outside any SAVEPOINT (a cascading delete of a
+ *   200,000-event session journals nothing), its sorts follow indexes, and its IN lists come
+ *   from one request.
  */
 export function configureConnection(db: Database.Database, durability: 'full' | 'normal', backgroundSync: boolean): void {
   db.pragma(`synchronous = ${durability === 'normal' || backgroundSync ? 'NORMAL' : 'FULL'}`);

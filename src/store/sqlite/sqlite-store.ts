@@ -80,7 +80,9 @@ export interface SqliteStoreOptions {
   /**
    * When queued appends are flushed: 'immediate' (default; setImmediate, batches everything that
    * arrived in the current event-loop turn including the rest of the I/O poll phase) or
-   * 'microtask' (queueMicrotask, batches only what the current macrotask enqueued).
+   * 'microtask' (queueMicrotask, batches only what the current macrotask enqueued). With the
+   * background sync a transaction takes at most GROUP_ROWS (300) rows' worth of calls (at least
+   * one call); the rest go in the next turn's (group-commit.ts).
    */
   readonly groupCommit?: 'immediate' | 'microtask';
   /** Clock for idempotency records and pending-import leases (default Date.now). */
@@ -108,7 +110,7 @@ export interface SqliteStoreOptions {
 export interface SqliteStoreStats {
   /** Write transactions committed (group commits, creates, deletes, import chunks, publishes). */
   readonly commits: number;
-  /** Group-commit transactions (one per flush of the append queue). */
+  /** Group-commit transactions (one per flush of the append queue, or per GROUP_ROWS part of it with the background sync). */
   readonly groupCommits: number;
   /** `append` calls that appended events. */
   readonly appends: number;
