@@ -1169,6 +1169,32 @@ describe('src/server/http2 on the wire', () => {
     });
   });
 
+  describe('HEADERS on a stream the server refused, or reset long ago', () => {
+    it('ignores trailers on a refused stream', async () => {
+      const h = await serve(hold, { maxConcurrentStreams: 1 });
+      const peer = await openPeer(h.port);
+      peer.send(headersFrame(1), headersFrame(3));
+      expect((await peer.next(RST_STREAM, 3)).payload.readUInt32BE(0)).toBe(REFUSED_STREAM);
+      peer.send(headersFrame(3, END_HEADERS | END_STREAM, [['x-trailer', 'late']]));
+      await peer.sync();
+      expect(peer.seen.filter((f) => f.type === GOAWAY)).toEqual([]);
+    });
+
+    it('remembers the last 1,024 streams it reset: HEADERS on the newest is ignored, on one reset 1,025 resets ago it is a connection error', async () => {
+      const h = await serve((stream) => stream.respond(RESPONSE_HEADERS, { endStream: true }));
+      const peer = await openPeer(h.port);
+      const ids = Array.from({ length: 1025 }, (_, i) => 2 * i + 1);
+      peer.send(...ids.map((id) => headersFrame(id)));
+      await peer.next(RST_STREAM, ids[ids.length - 1]!);
+      peer.send(headersFrame(ids[ids.length - 1]!, END_HEADERS | END_STREAM, [['x-trailer', 'late']]));
+      await peer.sync();
+      expect(peer.seen.filter((f) => f.type === GOAWAY)).toEqual([]);
+      peer.send(headersFrame(1, END_HEADERS | END_STREAM, [['x-trailer', 'too late']]));
+      expect(goawayOf(await peer.next(GOAWAY, 0))).toEqual({ last: ids[ids.length - 1], code: STREAM_CLOSED });
+      await peer.closed;
+    });
+  });
+
   describe('HEADERS on a closed stream the server did not reset: GOAWAY STREAM_CLOSED (RFC 9113 5.1)', () => {
     it('a second request on the id of a stream that ended both ways', async () => {
       const h = await serve(echo);
