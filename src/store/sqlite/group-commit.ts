@@ -4,8 +4,8 @@
  * requests that arrive in the same I/O poll phase share a commit, and its fsync under durability
  * 'full'). Without a background sync the whole queue is one transaction; with one, a transaction
  * takes calls up to GROUP_ROWS rows and the rest follow on the next turn, so the first calls' sync
- * runs while the next are written. Inside the shared transaction a call that fails unexpectedly is rolled back alone (a
- * single INSERT by SQLite's statement rollback, a multi-statement call by its own SAVEPOINT);
+ * runs while the next are written. Inside the shared transaction a call that fails unexpectedly
+ * is rolled back alone (a single INSERT by SQLite's statement rollback, a multi-statement call by its own SAVEPOINT);
  * conflicts, duplicates, quota refusals and unknown sessions are detected before writing anything.
  * Every call's promise settles only after the shared COMMIT returned (and, with a background WAL
  * sync, once that commit is durable).
@@ -24,6 +24,7 @@ import type { Statements } from './statements.js';
 import type { WalSync } from './wal-sync.js';
 
 const APPENDED: AppendOutcome = Object.freeze({ kind: 'appended' });
+const NOT_FOUND: AppendOutcome = Object.freeze({ kind: 'not-found' });
 
 /**
  * The rows a group transaction takes (at least one call, whatever its size) when its sync runs in
@@ -36,7 +37,6 @@ const APPENDED: AppendOutcome = Object.freeze({ kind: 'appended' });
  * inline would sync once per part, and without a sync nothing would overlap.
  */
 export const GROUP_ROWS = 300;
-const NOT_FOUND: AppendOutcome = Object.freeze({ kind: 'not-found' });
 
 /** A session's head while a group transaction runs. */
 interface GroupHead {
