@@ -37,29 +37,6 @@ export default defineConfig({
         },
       },
       {
-        // The whole e2e tier again on the grpc-js transport (the default is the native one,
-        // src/server/native, on src/server/http2): every server started by test/support (in
-        // process or as a child process) reads PALIMPSEST_GRPC_TRANSPORT.
-        extends: true,
-        test: {
-          name: 'e2e-grpc-js',
-          include: ['test/e2e/**/*.test.ts'],
-          globalSetup: ['test/support/postgres-global-setup.ts'],
-          env: { PALIMPSEST_GRPC_TRANSPORT: 'grpc-js' },
-        },
-      },
-      {
-        // And on the native transport's node:http2 server (the default serves the same calls on
-        // src/server/http2), with the transport's own protocol tests.
-        extends: true,
-        test: {
-          name: 'e2e-node-http2',
-          include: ['test/e2e/**/*.test.ts', 'test/integration/native-transport.test.ts'],
-          globalSetup: ['test/support/postgres-global-setup.ts'],
-          env: { PALIMPSEST_GRPC_TRANSPORT: 'native' },
-        },
-      },
-      {
         extends: true,
         test: {
           name: 'e2e-postgres',

@@ -2,9 +2,9 @@
  * Palimpsest next to a peer, on the same machine in the same run: Electric's Durable Streams, its
  * Node.js reference server `@durable-streams/server` (dev dependency, exact version pinned).
  *
- *   npx tsx bench/peer.bench.ts [--quick] [--grpc-transport js-http2|native|grpc-js] [--sqlite-writer inline]        (normally via `npm run bench`)
+ *   npx tsx bench/peer.bench.ts [--quick] [--sqlite-writer inline]        (normally via `npm run bench`)
  *
- * Palimpsest runs on its default transport (js-http2), or the one --grpc-transport names.
+ * Palimpsest runs on its gRPC port (@grpc/grpc-js).
  *
  * Both servers run in their own processes (bench/server/child.ts, bench/server/peer-child.mjs),
  * both driven by h2load with the same event (~290 B: type `bench/tick` + 197 B of JSON data):
@@ -18,11 +18,10 @@
  * 16 and 64 in flight and 10- and 100-event batches at 16; durable (Palimpsest's SQLite store at
  * durability full, the peer's file store, both fdatasync before acknowledging) for 100-event
  * batches and single events at 16 in flight. The single-event in-memory rows also run a bare
- * echo on the transport's HTTP/2 server (bench/server/child.ts jsh2echo on src/server/http2, or
- * h2echo on node:http2) the same way, each run next to the pair: the ceiling of any server on
- * this transport, so its ratio to the peer bounds Palimpsest's there.
+ * grpc-js echo (bench/server/child.ts echo) the same way, each run next to the pair: the ceiling
+ * of any server on grpc-js, so its ratio to the peer bounds Palimpsest's there.
  */
-import { bundleServerChild, grpcTransportArg, SERVER_NODE_FLAGS, sqliteWriterArg } from './server/bundle.js';
+import { bundleServerChild, SERVER_NODE_FLAGS, sqliteWriterArg } from './server/bundle.js';
 import v8 from 'node:v8';
 v8.setFlagsFromString('--no-concurrent-array-buffer-sweeping');
 
@@ -37,13 +36,13 @@ import { AppendEventsRequest, GetSessionRequest, GetSessionResponse } from '../g
 import type { EventInput } from '../gen/palimpsest/v1/event.js';
 
 const quick = process.argv.includes('--quick');
-const TRANSPORT = grpcTransportArg(process.argv);
+const TRANSPORT = 'grpc-js';
 /** --sqlite-writer inline: the durable runs write SQLite appends in the event loop (default: the writer thread). */
 const WRITER = sqliteWriterArg(process.argv);
-const transportFlag = [`--grpc-transport=${TRANSPORT}`, `--sqlite-writer=${WRITER}`];
-/** The single-event rows' ceiling: a bare echo on the transport's HTTP/2 server (src/server/http2 for js-http2, else node:http2). */
-const ECHO_MODE = TRANSPORT === 'js-http2' ? 'jsh2echo' : 'h2echo';
-const ECHO_LABEL = TRANSPORT === 'js-http2' ? 'bare src/server/http2 echo' : 'bare node:http2 echo';
+const transportFlag = [`--sqlite-writer=${WRITER}`];
+/** The single-event rows' ceiling: a bare grpc-js echo server (child.ts echo). */
+const ECHO_MODE = 'echo';
+const ECHO_LABEL = 'bare grpc-js echo';
 const RUNS = 5;
 const DURATION = quick ? 0.4 : 1.5;
 const WARMUP = quick ? 0.1 : 0.3;

@@ -6,10 +6,8 @@
  *
  *   npm run bench                 full suite (minutes)
  *   npm run bench:quick           small sizes, under 2 minutes on an idle machine
- *   node bench/run.mjs [--quick] [--only server,sqlite] [--grpc-transport grpc-js] [--out FILE]
+ *   node bench/run.mjs [--quick] [--only server,sqlite] [--out FILE]
  *
- * --grpc-transport grpc-js is passed to the benches that start a server (server, subscribers,
- * peer): they then measure Palimpsest on grpc-js's server instead of its default native transport.
  *
  * A bench reports headline figures by printing lines `HEADLINE {"id","label","value","target",
  * "met",["detail"]}` on stdout; the harness removes them from its table and lists them in the
@@ -27,8 +25,6 @@ const args = process.argv.slice(2);
 const quick = args.includes('--quick');
 const onlyArg = args.indexOf('--only');
 const only = onlyArg >= 0 ? new Set(args[onlyArg + 1].split(',')) : undefined;
-const transportArg = args.indexOf('--grpc-transport');
-const transport = transportArg >= 0 ? ['--grpc-transport', args[transportArg + 1]] : [];
 const outArg = args.indexOf('--out');
 const out = outArg >= 0 ? args[outArg + 1] : join(tmpdir(), `palimpsest-bench${quick ? '-quick' : ''}.md`);
 
@@ -48,7 +44,7 @@ const BENCHES = [
 function run(file) {
   return new Promise((resolve) => {
     const started = performance.now();
-    const child = spawn(process.execPath, ['--no-concurrent-array-buffer-sweeping', '--import', 'tsx', join(here, file), ...(quick ? ['--quick'] : []), ...transport], {
+    const child = spawn(process.execPath, ['--no-concurrent-array-buffer-sweeping', '--import', 'tsx', join(here, file), ...(quick ? ['--quick'] : [])], {
       cwd: join(here, '..'),
       stdio: ['ignore', 'pipe', 'inherit'],
     });

@@ -1,13 +1,11 @@
 /**
  * Server-level (gRPC) benchmarks: every figure next to the machine's own ceiling, in the same run.
  *
- *   npx tsx bench/server.bench.ts [--quick] [--profile] [--grpc-transport js-http2|native|grpc-js] [--only appends|coldopen|reads|cost] [--sqlite-writer inline]
+ *   npx tsx bench/server.bench.ts [--quick] [--profile] [--only appends|coldopen|reads|cost] [--sqlite-writer inline]
  *   (normally via `npm run bench`; --only runs one section, for working on one figure)
  *
- * The real server runs on its default transport (js-http2: src/server/native's calls on
- * src/server/http2), or the one --grpc-transport names (native on node:http2, grpc-js). The
- * ratios stay against the bare grpc-js echo (the issue's ceiling); the single-event rows add a
- * bare echo on the transport's own HTTP/2 server (child.ts jsh2echo or h2echo), its ceiling.
+ * The real server runs on @grpc/grpc-js; the ratios are against the bare grpc-js echo
+ * (child.ts echo) measured in the same run, the ceiling of any server on grpc-js.
  *
  * Servers run in their own processes (bench/server/child.ts): the real server (startServer) and a
  * bare grpc-js echo server (identity serializers: the gRPC ceiling for a same-size message).
@@ -18,7 +16,7 @@
  * machine noise spreads over all of them. Prints a markdown table, and HEADLINE {json} lines that
  * bench/run.mjs turns into the summary of targets.
  */
-import { bundleServerChild, grpcTransportArg, sqliteWriterArg } from './server/bundle.js';
+import { bundleServerChild, sqliteWriterArg } from './server/bundle.js';
 import v8 from 'node:v8';
 v8.setFlagsFromString('--no-concurrent-array-buffer-sweeping');
 
@@ -45,7 +43,7 @@ const ONLY = onlyArg >= 0 ? (process.argv[onlyArg + 1] ?? '') : undefined;
 if (ONLY !== undefined && !['appends', 'coldopen', 'reads', 'cost'].includes(ONLY)) throw new Error(`--only takes appends, coldopen, reads or cost, got "${ONLY}"`);
 /** True when the section runs (all of them without --only). */
 const want = (section: string): boolean => ONLY === undefined || ONLY === section;
-const TRANSPORT = grpcTransportArg(process.argv);
+const TRANSPORT = 'grpc-js';
 /** --sqlite-writer inline: SQLite appends written in the event loop (the server's default is the writer thread). */
 const WRITER = sqliteWriterArg(process.argv);
 const RUNS = 5;
@@ -147,7 +145,7 @@ async function bundleChild(): Promise<void> {
 
 async function spawnServer(args: string[], nodeFlags: string[] = []): Promise<Child> {
   const spawnedAt = performance.now();
-  const transport = args[0] === 'palimpsest' ? [`--grpc-transport=${TRANSPORT}`, `--sqlite-writer=${WRITER}`] : [];
+  const transport = args[0] === 'palimpsest' ? [`--sqlite-writer=${WRITER}`] : [];
   const proc = spawn(process.execPath, [...nodeFlags, ...childCommand, ...args, ...transport], { stdio: ['pipe', 'pipe', 'inherit'] });
   const rl = createInterface({ input: proc.stdout! });
   const port = await new Promise<number>((resolve, reject) => {
@@ -429,7 +427,7 @@ async function main(): Promise<void> {
     appends: {
     if (!want('appends')) break appends;
     const echo = await start(['echo']);
-    const h2echo = TRANSPORT === 'grpc-js' ? undefined : await start([TRANSPORT === 'js-http2' ? 'jsh2echo' : 'h2echo']);
+    const h2echo = undefined as Awaited<ReturnType<typeof start>> | undefined;
     const full = await start(['palimpsest', join(root, 'full.db'), 'full']);
     const normal = await start(['palimpsest', join(root, 'normal.db'), 'normal']);
     const sweepEcho = quick ? undefined : await start(['echo', '--sweeping']);
@@ -469,7 +467,7 @@ async function main(): Promise<void> {
       for (const m of inflights) ratios[`${d}${m}`] = resultRow(`AppendEvents 1 event, 1 session, ${m} in flight, ${d}`, 'appends/s', one[`${d}${m}`]!, one[`echo${m}`])!;
     }
     for (const m of inflights) resultRow(`  ceiling: echo, ${m} in flight (h2load)`, 'calls/s', one[`echo${m}`]!);
-    if (h2echo) for (const m of inflights) resultRow(`  ceiling: bare ${TRANSPORT === 'js-http2' ? 'src/server/http2' : 'node:http2'} echo, ${m} in flight (h2load)`, 'calls/s', one[`h2echo${m}`]!, one[`echo${m}`]);
+    if (h2echo) for (const m of inflights) resultRow(`  ceiling: bare node:http2 echo, ${m} in flight (h2load)`, 'calls/s', one[`h2echo${m}`]!, one[`echo${m}`]);
 
     console.error(`single-event appends, ${MANY} sessions (Node load generator)`);
     const manyInflights = quick ? [64] : inflights;

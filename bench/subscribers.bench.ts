@@ -2,10 +2,10 @@
  * Many idle subscribers on one server process: memory per SubscribeSurface stream, and the time
  * for one append to reach all of them.
  *
- *   npx tsx bench/subscribers.bench.ts [--quick] [--subscribers N] [--grpc-transport js-http2|native|grpc-js] [--db sqlite]     (normally via `npm run bench`)
+ *   npx tsx bench/subscribers.bench.ts [--quick] [--subscribers N] [--db sqlite]     (normally via `npm run bench`)
  *
- * The server runs on its default transport (js-http2), or the one --grpc-transport names; the
- * bare node:http2 floor (child.ts h2hold) is measured next to the grpc-js one, except on grpc-js.
+ * The server runs on @grpc/grpc-js; its per-stream memory is compared with a bare grpc-js
+ * server's floor (child.ts hold) measured in the same run.
  *
  * The server (bench/server/child.ts, in-memory store, or with --db sqlite a SQLite file written by
  * the writer thread, durability full; --expose-gc) runs in its own process; this
@@ -19,7 +19,7 @@
  * arrivals behind it); p50 / p99 / max per append, and the median over the appends. Client and
  * server share the machine's 2 cores: the client's own receive work is part of the figure.
  */
-import { bundleServerChild, grpcTransportArg } from './server/bundle.js';
+import { bundleServerChild } from './server/bundle.js';
 import v8 from 'node:v8';
 v8.setFlagsFromString('--no-concurrent-array-buffer-sweeping');
 
@@ -35,7 +35,7 @@ const quick = process.argv.includes('--quick');
 const subArg = process.argv.indexOf('--subscribers');
 const SUBSCRIBERS = subArg >= 0 ? Number(process.argv[subArg + 1]) : quick ? 2_000 : 10_000;
 const CHANNELS = 100;
-const TRANSPORT = grpcTransportArg(process.argv);
+const TRANSPORT = 'grpc-js';
 const RUNS = 5;
 /** --db sqlite: the server on a SQLite file (its default writer thread) instead of the in-memory store. */
 const DB = process.argv.includes('--db') && process.argv[process.argv.indexOf('--db') + 1] === 'sqlite' ? 'sqlite' : 'memory';
@@ -156,7 +156,7 @@ async function measure(mode: 'palimpsest' | 'hold' | 'h2hold'): Promise<Measured
 
 async function main(): Promise<void> {
   const bare = await measure('hold');
-  const bareH2 = TRANSPORT !== 'grpc-js' ? await measure('h2hold') : undefined;
+  const bareH2 = undefined as Awaited<ReturnType<typeof measure>> | undefined;
   const { before, after, openMs, runs } = await measure('palimpsest');
   const med = (k: 'p50' | 'p99' | 'max' | 'ack'): string => {
     const s = runs.map((x) => x[k]).sort((a, b) => a - b);

@@ -10,7 +10,6 @@
 import { copyFileSync, existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { DEFAULT_CONFIG, GRPC_TRANSPORTS } from '../../src/server/config.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = join(here, '..', '..');
@@ -59,13 +58,4 @@ export async function bundleServerChild(): Promise<string[]> {
 export function sqliteWriterArg(argv: readonly string[]): 'thread' | 'inline' {
   const i = argv.indexOf('--sqlite-writer');
   return i >= 0 && argv[i + 1] === 'inline' ? 'inline' : 'thread';
-}
-
-/** `--grpc-transport T` on the bench's command line (grpc-js, native or js-http2); the server's default without it. */
-export function grpcTransportArg(argv: readonly string[]): string {
-  const i = argv.indexOf('--grpc-transport');
-  if (i < 0) return DEFAULT_CONFIG.grpcTransport;
-  const t = argv[i + 1] ?? '';
-  if (!(GRPC_TRANSPORTS as readonly string[]).includes(t)) throw new Error(`--grpc-transport must be one of ${GRPC_TRANSPORTS.join(', ')}, got ${JSON.stringify(t)}`);
-  return t;
 }

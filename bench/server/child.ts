@@ -1,20 +1,17 @@
 /**
  * A server process for the server benchmarks (spawned by bench/server.bench.ts; not run by hand).
  *
- *   node --import tsx bench/server/child.ts palimpsest <db> <full|normal> [--sweeping] [--grpc-transport=grpc-js|native|js-http2] [--sqlite-writer=inline]
+ *   node --import tsx bench/server/child.ts palimpsest <db> <full|normal> [--sweeping] [--sqlite-writer=inline]
  *   node --import tsx bench/server/child.ts echo [--sweeping]
  *   node --import tsx bench/server/child.ts hold
  *   node --import tsx bench/server/child.ts h2echo [--sweeping]
  *   node --import tsx bench/server/child.ts h2hold
- *   node --import tsx bench/server/child.ts jsh2echo [--sweeping]
  *
- * `palimpsest` runs the real server (startServer) on 127.0.0.1:0, on the transport --grpc-transport
- * names (the server's default without it); `echo` runs a bare grpc-js
+ * `palimpsest` runs the real server (startServer) on 127.0.0.1:0, on grpc-js; `echo` runs a bare grpc-js
  * server whose AppendEvents/ListEvents/GetMessages handlers echo the request bytes back (identity
  * serializers, no protobuf, no store): the machine's gRPC ceiling for a same-size message.
  * `h2echo` and `h2hold` are the same on bare node:http2 (gRPC framing written by hand, nothing
- * else): the ceiling of the native transport on node:http2. `jsh2echo` is h2echo on src/server/http2
- * (the ceiling of the js-http2 transport).
+ * else): the ceiling of node:http2 itself.
  * Without --sweeping, V8's concurrent ArrayBuffer sweeping is turned off first thing, as
  * bin/palimpsest.mjs does. Prints one JSON line {"port":N} when listening; exits on SIGTERM or
  * when stdin closes (the parent died).
@@ -26,15 +23,13 @@ const sweeping = process.argv.includes('--sweeping');
 if (!sweeping) v8.setFlagsFromString('--no-concurrent-array-buffer-sweeping');
 
 const args = process.argv.slice(2).filter((a) => !a.startsWith('--'));
-const transportFlag = process.argv.find((a) => a.startsWith('--grpc-transport='))?.slice('--grpc-transport='.length);
-const transport = transportFlag === 'grpc-js' || transportFlag === 'native' || transportFlag === 'js-http2' ? transportFlag : undefined;
 const mode = args[0];
 const sqliteWriter = process.argv.includes('--sqlite-writer=inline') ? 'inline' : 'thread';
 let stop: () => Promise<void>;
 
 if (mode === 'palimpsest') {
   const { startServer } = await import('../../src/main.js');
-  const server = await startServer({ listen: '127.0.0.1:0', db: args[1], durability: args[2] === 'normal' ? 'normal' : 'full', logLevel: 'silent', ...(transport ? { grpcTransport: transport } : {}), sqliteWriter });
+  const server = await startServer({ listen: '127.0.0.1:0', db: args[1], durability: args[2] === 'normal' ? 'normal' : 'full', logLevel: 'silent', sqliteWriter });
   stop = () => server.shutdown();
   // The store behind the monitoring and tracing proxies: a SQLite file store says whether its
   // reads verify rows in SQLite (a missing or stale extension would make the reads measure JS).
@@ -84,7 +79,7 @@ if (mode === 'palimpsest') {
   });
   stop = () => new Promise((r) => server.tryShutdown(() => r()));
   process.stdout.write(`${JSON.stringify({ port })}\n`);
-} else if (mode === 'h2echo' || mode === 'h2hold' || mode === 'jsh2echo') {
+} else if (mode === 'h2echo' || mode === 'h2hold') {
   // Bare node:http2: the request's frames are echoed back (h2echo), or SubscribeSurface answers
   // one `caughtUp` message and holds the stream (h2hold); unary calls answer an empty message.
   const http2 = await import('node:http2');
@@ -118,16 +113,8 @@ if (mode === 'palimpsest') {
       stream.end(mode === 'h2hold' ? empty : Buffer.concat(parts));
     });
   };
-  // jsh2echo: the same on src/server/http2 (the js-http2 transport's ceiling).
-  let server: import('node:net').Server;
-  if (mode === 'jsh2echo') {
-    const { createH2Server } = await import('../../src/server/http2/server.js');
-    server = createH2Server({ maxConcurrentStreams: 1016, streamWindow: 256 * 1024, connectionWindow: 4 * 1024 * 1024, maxHeaderListSize: 64 * 1024, onStream: onStream as never }, undefined, () => undefined);
-  } else {
-    const h2 = http2.createServer({ settings: { maxConcurrentStreams: 1016 } });
-    h2.on('stream', onStream);
-    server = h2;
-  }
+  const server = http2.createServer({ settings: { maxConcurrentStreams: 1016 } });
+  server.on('stream', onStream);
   const port = await new Promise<number>((resolve) => server.listen(0, '127.0.0.1', () => resolve((server.address() as { port: number }).port)));
   process.on('SIGUSR2', () => {
     (globalThis as { gc?: () => void }).gc?.();

@@ -2,7 +2,7 @@
  * `palimpsest serve`: the composition root. Flags override PALIMPSEST_* environment variables,
  * which override the defaults.
  */
-import { DEFAULT_CONFIG, GRPC_TRANSPORTS, type GrpcTransport, type ServerConfig } from '../server/config.js';
+import { DEFAULT_CONFIG, type ServerConfig } from '../server/config.js';
 import type { AppLimits } from '../app/session-service.js';
 import { UsageError } from './args.js';
 
@@ -74,13 +74,6 @@ export const SERVE_OPTIONS: readonly Option[] = [
   {
     flag: 'web-cors-origins', help: 'comma-separated origins allowed to call the web port from a browser (* = any; default none)',
     apply: (c, v) => { c.webCorsOrigins = v.split(',').map((o) => o.trim()).filter((o) => o !== ''); },
-  },
-  {
-    flag: 'grpc-transport', help: 'the gRPC port\'s server: js-http2 (default: the native gRPC calls on Palimpsest\'s own HTTP/2, src/server/http2, the fastest per call), native (the same calls on node:http2: the same RPCs, errors, limits, TLS and telemetry; requests may be gzip/deflate, responses are never compressed) or grpc-js (@grpc/grpc-js\'s server); see README "The gRPC transport"',
-    apply: (c, v) => {
-      if (!GRPC_TRANSPORTS.includes(v as GrpcTransport)) throw new UsageError(`--grpc-transport must be ${GRPC_TRANSPORTS.slice(0, -1).join(', ')} or ${GRPC_TRANSPORTS.at(-1) ?? ''}, got ${JSON.stringify(v)}`);
-      c.grpcTransport = v as GrpcTransport;
-    },
   },
   { flag: 'shutdown-grace-ms', help: 'graceful shutdown deadline (default 10000)', apply: (c, v) => { c.shutdownGraceMs = int('shutdown-grace-ms', v); } },
 ];

@@ -54,19 +54,8 @@ export interface ServerConfig {
   readonly webListen: string;
   /** Origins the web port allows by CORS ('*' = any); empty = CORS off. */
   readonly webCorsOrigins: readonly string[];
-  /**
-   * The gRPC port's transport: `grpc-js` (@grpc/grpc-js's server), `native` (src/server/native,
-   * gRPC over node:http2 serving the same handlers at a lower cost per call and per stream) or
-   * `js-http2` (the same gRPC calls on src/server/http2, HTTP/2 written for them in TypeScript).
-   */
-  readonly grpcTransport: GrpcTransport;
 }
 
-/** The transports of the gRPC port. */
-export type GrpcTransport = 'grpc-js' | 'native' | 'js-http2';
-
-/** Every transport name, for flags and messages. */
-export const GRPC_TRANSPORTS: readonly GrpcTransport[] = ['js-http2', 'native', 'grpc-js'];
 
 /** Defaults: embedded SQLite file in the working directory, durable appends, loopback. */
 export const DEFAULT_CONFIG: ServerConfig = {
@@ -92,5 +81,4 @@ export const DEFAULT_CONFIG: ServerConfig = {
   retentionBatch: 100,
   webListen: '',
   webCorsOrigins: [],
-  grpcTransport: 'js-http2',
 };

@@ -54,7 +54,7 @@ export class ServerStream<Out> {
     const deadline = call.getDeadline();
     const at = deadline instanceof Date ? deadline.getTime() : deadline;
     // A deadline further away than setTimeout can wait (2^31 - 1 ms, ~24.8 days; a longer delay
-    // would fire at once) is not timed here: the native transport leaves it unenforced too, and
+    // would fire at once) is not timed here, and
     // grpc-js reports such a deadline already wrapped to a 32-bit delay (README known limits).
     if (Number.isFinite(at) && at - Date.now() <= MAX_TIMER_MS) {
       this.#deadline = setTimeout(() => {

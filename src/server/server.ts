@@ -5,7 +5,7 @@
  * app and hands it in.
  */
 import { Retention } from '../app/retention.js';
-import { Server, type ServerCredentials, type ServiceDefinition, type UntypedHandleCall } from '@grpc/grpc-js';
+import { Server, type ServerCredentials, type UntypedHandleCall } from '@grpc/grpc-js';
 import type { SessionService } from '../app/session-service.js';
 import { SessionServiceService } from '../../gen/palimpsest/v1/service.js';
 import { HealthService } from '../../gen/grpc/health/v1/health.js';
@@ -18,8 +18,7 @@ import { NO_METRICS, loadMetrics, type Metrics, type PromMetrics } from './metri
 import { makeRpcTelemetry, makeTelemetryInterceptor } from './rpc-telemetry.js';
 import type { Tracing } from './tracing.js';
 import { makeInterceptor, metadataResolver, StreamLimiter, TokenRegistry } from './auth.js';
-import { ConfigError, serverCredentials, tlsMaterial } from './tls.js';
-import { NativeGrpcServer } from './native/native-server.js';
+import { serverCredentials } from './tls.js';
 import { withSafeDeserializers } from './safe-decode.js';
 import { preEncodedStreams, subscriptionStreams, type SubscriptionStreams } from './subscribe-handlers.js';
 import { RevocableCalls } from './revocable-calls.js';
@@ -68,13 +67,6 @@ export interface ServerExtensions {
   tracing?: Tracing;
 }
 
-/** What serveApp needs of the gRPC port's server, whichever transport (grpc-js's Server, NativeGrpcServer). */
-interface GrpcPort {
-  addService(definition: ServiceDefinition, handlers: Record<string, UntypedHandleCall>): void;
-  tryShutdown(callback: () => void): void;
-  forceShutdown(): void;
-}
-
 function splitHostPort(addr: string): { host: string; port: number } {
   const i = addr.lastIndexOf(':');
   if (i < 0) throw new Error(`listen address ${JSON.stringify(addr)} must be host:port`);
@@ -106,17 +98,8 @@ export function serverLogger(config: ServerConfig): Logger {
  */
 export async function serveApp(app: SessionService, config: ServerConfig, logger: Logger, ext: ServerExtensions = {}): Promise<RunningServer> {
   const { host, port } = splitHostPort(config.listen);
-  const native = config.grpcTransport !== 'grpc-js';
-  if (native && (ext.services || ext.credentials)) {
-    throw new ConfigError('extra grpc-js services and grpc-js server credentials need --grpc-transport grpc-js (the native transport serves Palimpsest\'s own services, with TLS from --tls-cert/--tls-key)');
-  }
   const tlsFlags = { listenHost: host, tlsCert: config.tlsCert, tlsKey: config.tlsKey, tlsClientCa: config.tlsClientCa, insecure: config.insecure };
-  const pem = native ? tlsMaterial(tlsFlags) : undefined;
-  const transport = native
-    ? { credentials: undefined, tls: pem !== undefined, mtls: pem?.ca !== null && pem !== undefined }
-    : ext.credentials
-      ? { credentials: ext.credentials, tls: true, mtls: false }
-      : serverCredentials(tlsFlags);
+  const transport = ext.credentials ? { credentials: ext.credentials, tls: true, mtls: false } : serverCredentials(tlsFlags);
   const registry = config.authTokens ? new TokenRegistry(config.authTokens) : undefined;
   if (registry) logger.info({ tokens: registry.size, file: config.authTokens }, 'authentication on');
   else logger.warn({}, 'authentication is OFF: every client can read and write every session (pass --auth-tokens FILE to turn it on)');
@@ -129,21 +112,16 @@ export async function serveApp(app: SessionService, config: ServerConfig, logger
   const health = new HealthState();
   // One per-RPC telemetry for both ports (the web port's calls count in the same series).
   const telemetry = makeRpcTelemetry({ metrics, logger, tracer: tracing?.rpc });
-  // The gRPC port's transport (config.grpcTransport): grpc-js's server, or the native one
-  // (src/server/native) with the same admission and telemetry outside grpc-js interceptors.
-  const server: GrpcPort = native
-    ? new NativeGrpcServer({
-      maxMessageBytes: config.maxMessageBytes, maxConcurrentStreams: config.maxConcurrentStreams, limiter, registry, telemetry, traced: tracing !== undefined, tls: pem,
-      http2: config.grpcTransport === 'js-http2' ? 'js' : 'node',
-    })
-    : new Server({
-      'grpc.max_receive_message_length': config.maxMessageBytes,
-      'grpc.max_send_message_length': config.maxMessageBytes,
-      // HTTP/2's own cap sits above ours so that clients get RESOURCE_EXHAUSTED with the limit.
-      'grpc.max_concurrent_streams': config.maxConcurrentStreams + 16,
-      // Telemetry first: it wraps the auth interceptor, so its rejections are counted and logged too.
-      interceptors: [makeTelemetryInterceptor(telemetry), makeInterceptor(registry, limiter)],
-    });
+  // The gRPC port: @grpc/grpc-js (HTTP/2 is nghttp2's, with its resource budgets).
+  const server = new Server({
+    'grpc.max_receive_message_length': config.maxMessageBytes,
+    'grpc.max_send_message_length': config.maxMessageBytes,
+    // Advertise what is admitted: a client that trusts SETTINGS_MAX_CONCURRENT_STREAMS never meets
+    // the per-connection cap (StreamLimiter) with RESOURCE_EXHAUSTED.
+    'grpc.max_concurrent_streams': config.maxConcurrentStreams,
+    // Telemetry first: it wraps the auth interceptor, so its rejections are counted and logged too.
+    interceptors: [makeTelemetryInterceptor(telemetry), makeInterceptor(registry, limiter)],
+  });
   const resolver: ContextResolver = ext.resolver ?? metadataResolver(registry !== undefined);
   // Subscriptions are on by default; their handlers write pre-encoded Buffers (encoded once per
   // delta), which the preEncodedStreams definition passes through.
@@ -160,17 +138,13 @@ export async function serveApp(app: SessionService, config: ServerConfig, logger
     server.addService(withSafeDeserializers(ReflectionV1Service), reflectionTable);
     server.addService(withSafeDeserializers(ReflectionV1AlphaService), reflectionTable);
   } else logger.warn({}, 'gen/descriptor.binpb not found: server reflection is off');
-  if (server instanceof Server) ext.services?.(server);
+  ext.services?.(server);
 
   const bindHost = host.includes(':') ? `[${host}]` : host;
   const creds = transport.credentials;
-  const boundPort = server instanceof Server
-    ? await new Promise<number>((resolve, reject) => {
-      server.bindAsync(`${bindHost}:${port}`, creds as ServerCredentials, (err, p) => (err ? reject(bindError(err, `${bindHost}:${port}`, '--listen')) : resolve(p)));
-    })
-    : await (server as NativeGrpcServer).listen(host, port).catch((e: Error) => {
-      throw bindError(e, `${bindHost}:${port}`, '--listen');
-    });
+  const boundPort = await new Promise<number>((resolve, reject) => {
+    server.bindAsync(`${bindHost}:${port}`, creds, (err, p) => (err ? reject(bindError(err, `${bindHost}:${port}`, '--listen')) : resolve(p)));
+  });
   let metricsPort: number | undefined;
   let metricsServer: import('node:http').Server | undefined;
   if (config.metricsListen) {
@@ -205,7 +179,7 @@ export async function serveApp(app: SessionService, config: ServerConfig, logger
     onDeleted: (n) => metrics.retentionDeleted(n),
   });
   retention.start();
-  logger.info({ address: `${host}:${boundPort}`, db: config.db, durability: config.durability, sqliteWriter: config.sqliteWriter, grpcTransport: config.grpcTransport, metricsPort, webPort: web?.port }, 'palimpsest listening');
+  logger.info({ address: `${host}:${boundPort}`, db: config.db, durability: config.durability, sqliteWriter: config.sqliteWriter, metricsPort, webPort: web?.port }, 'palimpsest listening');
 
   let shutdownPromise: Promise<void> | undefined;
   const shutdown = (): Promise<void> => {

@@ -5,10 +5,12 @@ import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { credentials, Metadata, status } from '@grpc/grpc-js';
-import { call, callError, startTestServer, TEST_TRANSPORT, type TestServer } from '../support/test-server.js';
+import { call, callError, startTestServer, type TestServer } from '../support/test-server.js';
 import { input, userMessage } from '../support/events.js';
 import { generatePki, type TestPki } from '../support/certs.js';
-import { hashToken } from '../../src/server/auth.js';
+import { hashToken, StreamLimiter, tooManyStreams } from '../../src/server/auth.js';
+import { domainErrorToStatus } from '../../src/server/status-map.js';
+import { connect as connectH2 } from 'node:http2';
 import { startServer } from '../../src/main.js';
 import { SessionServiceClient, MessageView, Direction, DataFormat } from '../../gen/palimpsest/v1/service.js';
 import { decodeError } from '../../src/client/error-details.js';
@@ -246,28 +248,42 @@ describe('limits', () => {
     }
   });
 
-  it('caps concurrent calls per connection and reports the limit', async () => {
+  it('advertises the per-connection call cap as SETTINGS_MAX_CONCURRENT_STREAMS, so a client that honours it waits instead of failing', async () => {
     const t = await startTestServer({ maxConcurrentStreams: 2 });
+    const session = connectH2(`http://${t.server.address}`);
     try {
+      const settings = await new Promise<{ maxConcurrentStreams?: number }>((resolve) => session.once('remoteSettings', resolve));
+      expect(settings.maxConcurrentStreams).toBe(2);
       const c = t.client;
-      // Two import streams that stay open hold two call slots of this connection.
+      // Two import streams that stay open hold both call slots of this connection.
       const open = [0, 1].map(() => c.importSession((_e, _r) => undefined));
       for (const s of open) s.write({ part: { $case: 'options', value: { sessionId: '', labels: {}, strict: false, allowSeqGaps: false, pairingGuard: false } } });
-      let e: { code: number; reason: string; metadata: Record<string, string> } | undefined;
-      for (let i = 0; i < 50 && !e; i++) {
-        try {
-          await call(c.listSessions.bind(c), { pageSize: 0, pageToken: '', labelSelector: {} });
-          await new Promise((r) => setTimeout(r, 20));
-        } catch (err) {
-          e = decodeError(err as ServiceError);
-        }
-      }
-      expect(e?.code).toBe(status.RESOURCE_EXHAUSTED);
-      expect(e?.reason).toBe('TOO_MANY_STREAMS');
-      expect(e?.metadata.limit).toBe('2');
-      for (const s of open) s.cancel();
+      let done = false;
+      const third = call(c.listSessions.bind(c), { pageSize: 0, pageToken: '', labelSelector: {} }).then((r) => { done = true; return r; });
+      // The third call waits for a slot (grpc-js queues it: HTTP/2 says no more streams)...
+      await new Promise((r) => setTimeout(r, 200));
+      expect(done).toBe(false);
+      // ...and is served, not refused, once one ends.
+      open[0]!.cancel();
+      await expect(third).resolves.toMatchObject({ sessions: [] });
+      open[1]!.cancel();
     } finally {
+      session.close();
       await t.stop();
+    }
+  });
+
+  it('the cap itself (on the web port, or for a client that ignores SETTINGS): refused with the limit in the error', () => {
+    {
+      const a = new StreamLimiter(2);
+      expect(a.enter('c')).toBe(true);
+      expect(a.enter('c')).toBe(true);
+      expect(a.enter('c')).toBe(false);
+      const e = domainErrorToStatus(tooManyStreams(2));
+      const d = decodeError(e as ServiceError);
+      expect(d.code).toBe(status.RESOURCE_EXHAUSTED);
+      expect(d.reason).toBe('TOO_MANY_STREAMS');
+      expect(d.metadata.limit).toBe('2');
     }
   });
 });
@@ -278,13 +294,13 @@ describe('transport', () => {
   afterAll(() => { rmSync(pki.dir, { recursive: true, force: true }); });
 
   it('refuses plaintext on a non-loopback address unless --insecure, saying why', async () => {
-    await expect(startServer({ grpcTransport: TEST_TRANSPORT, listen: '0.0.0.0:0', db: ':memory:', logLevel: 'silent' })).rejects.toThrow(/refusing to serve plaintext.*--insecure/s);
-    const s = await startServer({ grpcTransport: TEST_TRANSPORT, listen: '0.0.0.0:0', db: ':memory:', logLevel: 'silent', insecure: true });
+    await expect(startServer({ listen: '0.0.0.0:0', db: ':memory:', logLevel: 'silent' })).rejects.toThrow(/refusing to serve plaintext.*--insecure/s);
+    const s = await startServer({ listen: '0.0.0.0:0', db: ':memory:', logLevel: 'silent', insecure: true });
     await s.shutdown();
   });
 
   it('serves TLS: a client trusting the CA connects, one that does not is refused', async () => {
-    const s = await startServer({ grpcTransport: TEST_TRANSPORT, listen: '127.0.0.1:0', db: ':memory:', logLevel: 'silent', tlsCert: pki.serverCert, tlsKey: pki.serverKey });
+    const s = await startServer({ listen: '127.0.0.1:0', db: ':memory:', logLevel: 'silent', tlsCert: pki.serverCert, tlsKey: pki.serverKey });
     try {
       expect(s.security).toMatchObject({ tls: true, mtls: false });
       const good = new SessionServiceClient(`localhost:${s.port}`, credentials.createSsl(readFileSync(pki.caCert)));
@@ -301,7 +317,7 @@ describe('transport', () => {
   });
 
   it('serves mutual TLS: only clients with a certificate from the client CA get in', async () => {
-    const s = await startServer({ grpcTransport: TEST_TRANSPORT, listen: '127.0.0.1:0', db: ':memory:', logLevel: 'silent', tlsCert: pki.serverCert, tlsKey: pki.serverKey, tlsClientCa: pki.caCert });
+    const s = await startServer({ listen: '127.0.0.1:0', db: ':memory:', logLevel: 'silent', tlsCert: pki.serverCert, tlsKey: pki.serverKey, tlsClientCa: pki.caCert });
     try {
       expect(s.security).toMatchObject({ tls: true, mtls: true });
       const ca = readFileSync(pki.caCert);

@@ -11,7 +11,7 @@ import { deriveMessages } from '../../src/domain/derive.js';
 import { protoToEvent } from '../../src/server/convert.js';
 import { Direction, DataFormat, ImportOptions, MessageView, SessionServiceClient } from '../../gen/palimpsest/v1/service.js';
 import type { EventInput } from '../../gen/palimpsest/v1/event.js';
-import { startTestServer, TEST_TRANSPORT, type TestServer } from '../support/test-server.js';
+import { startTestServer, type TestServer } from '../support/test-server.js';
 import { input, userMessage, assistantMessage, toolResult, replaceOp } from '../support/events.js';
 import { FIXTURES, allEvents, api, failure, fixture, replay, until, type Api } from '../support/e2e.js';
 
@@ -234,7 +234,7 @@ describe('AppendEvents', () => {
       // Restart on the same file: the key is durable.
       s.client.close();
       await s.server.shutdown();
-      const again = await startServer({ grpcTransport: TEST_TRANSPORT, listen: '127.0.0.1:0', logLevel: 'silent', db: s.dbPath });
+      const again = await startServer({ listen: '127.0.0.1:0', logLevel: 'silent', db: s.dbPath });
       const client = new SessionServiceClient(again.address, credentials.createInsecure());
       try {
         const c2 = api(client);

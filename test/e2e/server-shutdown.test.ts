@@ -14,7 +14,6 @@ import { ANONYMOUS } from '../../src/app/session-service.js';
 import { SessionServiceClient } from '../../gen/palimpsest/v1/service.js';
 import { input } from '../support/events.js';
 import { allEvents, api, failure, until } from '../support/e2e.js';
-import { TEST_TRANSPORT } from '../support/test-server.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'palimpsest-shutdown-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -29,7 +28,7 @@ describe('graceful shutdown', () => {
     let stopping: Promise<void> | undefined;
     // Shutdown starts from inside the server, as the last append arrives: that one (at least) is
     // certainly in flight.
-    const server = await startServer({ grpcTransport: TEST_TRANSPORT, listen: '127.0.0.1:0', logLevel: 'silent', db }, {
+    const server = await startServer({ listen: '127.0.0.1:0', logLevel: 'silent', db }, {
       resolver: (call) => {
         if (call.getPath?.() === '/palimpsest.v1.SessionService/AppendEvents' && ++received === N) {
           doneAtShutdown = done;
@@ -67,7 +66,7 @@ describe('graceful shutdown', () => {
     raw.close();
 
     // Reopen: everything acknowledged is there, in order.
-    const again = await startServer({ grpcTransport: TEST_TRANSPORT, listen: '127.0.0.1:0', logLevel: 'silent', db });
+    const again = await startServer({ listen: '127.0.0.1:0', logLevel: 'silent', db });
     const c2 = new SessionServiceClient(again.address, credentials.createInsecure());
     try {
       const b = api(c2);
@@ -89,7 +88,7 @@ describe('graceful shutdown', () => {
   });
 
   it('shutdown is idempotent and health reports NOT_SERVING to watchers', async () => {
-    const server = await startServer({ grpcTransport: TEST_TRANSPORT, listen: '127.0.0.1:0', logLevel: 'silent', db: ':memory:' });
+    const server = await startServer({ listen: '127.0.0.1:0', logLevel: 'silent', db: ':memory:' });
     const { HealthClient, HealthCheckResponse_ServingStatus: S } = await import('../../gen/grpc/health/v1/health.js');
     const health = new HealthClient(server.address, credentials.createInsecure());
     const statuses: number[] = [];

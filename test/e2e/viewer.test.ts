@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Metadata } from '@grpc/grpc-js';
 import type { Page } from 'playwright-core';
-import { call, startTestServer, TEST_TRANSPORT, type TestServer } from '../support/test-server.js';
+import { call, startTestServer, type TestServer } from '../support/test-server.js';
 import { input, replaceOp, userMessage } from '../support/events.js';
 import { DEMO, DEMO_PNG, demoBatches } from '../support/demo-session.js';
 import { hasChromium, launchChromium, type TestBrowser } from '../support/browser.js';
@@ -198,7 +198,7 @@ suite(`viewer in headless Chromium${hasChromium() ? '' : ' (skipped: /usr/bin/ch
     // A second server on a SQLite file whose web port is reused by its successor.
     const dir = mkdtempSync(join(tmpdir(), 'palimpsest-viewer-'));
     const db = join(dir, 'v.db');
-    let s = await startServer({ grpcTransport: TEST_TRANSPORT, listen: '127.0.0.1:0', webListen: '127.0.0.1:0', db, logLevel: 'silent', shutdownGraceMs: 200 });
+    let s = await startServer({ listen: '127.0.0.1:0', webListen: '127.0.0.1:0', db, logLevel: 'silent', shutdownGraceMs: 200 });
     const port = s.webPort!;
     let c = new SessionServiceClient(s.address, credentials.createInsecure());
     try {
@@ -210,7 +210,7 @@ suite(`viewer in headless Chromium${hasChromium() ? '' : ' (skipped: /usr/bin/ch
       c.close();
       await s.shutdown();
       await p.waitForSelector('#live-status[data-state="reconnecting"]', WAIT);
-      s = await startServer({ grpcTransport: TEST_TRANSPORT, listen: '127.0.0.1:0', webListen: `127.0.0.1:${port}`, db, logLevel: 'silent', shutdownGraceMs: 200 });
+      s = await startServer({ listen: '127.0.0.1:0', webListen: `127.0.0.1:${port}`, db, logLevel: 'silent', shutdownGraceMs: 200 });
       c = new SessionServiceClient(s.address, credentials.createInsecure());
       await append(c, 'r', [userMessage('r1', 'after the restart')]);
       await p.waitForSelector('#surface > [data-seq="1"]', WAIT);

@@ -2,25 +2,18 @@
  * Starts a real server on 127.0.0.1:0 with a fresh store, and a generated client for it. The
  * store is a fresh SQLite file, or, when the test runs with PALIMPSEST_TEST_STORE=postgres (the
  * `e2e-postgres` vitest project), a fresh database of the run's PostgreSQL cluster: the same e2e
- * files run against both stores. Likewise the gRPC transport (TEST_TRANSPORT).
+ * files run against both stores.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { credentials, Metadata, type CallOptions, type ServiceError } from '@grpc/grpc-js';
 import { startServer, type RunningServer, type ServerExtensions } from '../../src/main.js';
-import { DEFAULT_CONFIG, GRPC_TRANSPORTS, type GrpcTransport, type ServerConfig } from '../../src/server/config.js';
+import type { ServerConfig } from '../../src/server/config.js';
 import { SessionServiceClient } from '../../gen/palimpsest/v1/service.js';
 import { decodeError, type DecodedError } from '../../src/client/error-details.js';
 import { createTestDatabase } from './postgres.js';
 
-/**
- * The gRPC transport the e2e servers of this test process use: the server's default, or the one
- * PALIMPSEST_GRPC_TRANSPORT names (the `e2e-grpc-js` and `e2e-node-http2` vitest projects;
- * servers started as child processes read the same variable).
- */
-const envTransport = process.env.PALIMPSEST_GRPC_TRANSPORT as GrpcTransport | undefined;
-export const TEST_TRANSPORT: GrpcTransport = envTransport !== undefined && GRPC_TRANSPORTS.includes(envTransport) ? envTransport : DEFAULT_CONFIG.grpcTransport;
 
 /** The store the e2e servers of this test process use. */
 export const TEST_STORE: 'sqlite' | 'postgres' = process.env.PALIMPSEST_TEST_STORE === 'postgres' ? 'postgres' : 'sqlite';
@@ -49,7 +42,7 @@ export async function startTestServer(config: Partial<ServerConfig> = {}, ext: S
   const dir = mkdtempSync(join(tmpdir(), 'palimpsest-test-'));
   const fresh = config.db === undefined ? await freshTestDb(dir) : { db: config.db, drop: async () => undefined };
   const dbPath = fresh.db;
-  const server = await startServer({ listen: '127.0.0.1:0', logLevel: 'silent', grpcTransport: TEST_TRANSPORT, ...config, db: dbPath }, ext);
+  const server = await startServer({ listen: '127.0.0.1:0', logLevel: 'silent', ...config, db: dbPath }, ext);
   const client = new SessionServiceClient(server.address, credentials.createInsecure());
   return {
     server, client, dir, dbPath,
