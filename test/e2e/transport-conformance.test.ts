@@ -75,7 +75,7 @@ afterAll(async () => {
 const getSession = (sessionId: string): Buffer => Buffer.from(GetSessionRequest.encode({ sessionId }).finish());
 const subscribe = (sessionId: string): Buffer => grpcFrame(SubscribeSurfaceRequest.encode(SubscribeSurfaceRequest.fromPartial({ sessionId })).finish());
 const importOptions = (sessionId: string): Buffer => Buffer.from(ImportSessionRequest.encode({ part: { $case: 'options', value: ImportOptions.fromPartial({ sessionId }) } }).finish());
-const importChunk = (bytes: Uint8Array): Buffer => Buffer.from(ImportSessionRequest.encode({ part: { $case: 'chunk', value: bytes } }).finish());
+const importChunk = (bytes: Uint8Array): Buffer => Buffer.from(ImportSessionRequest.encode({ part: { $case: 'chunk', value: Buffer.from(bytes) } }).finish());
 
 /** The one message of a unary answer. */
 function only<T>(data: Buffer, codec: { decode(b: Uint8Array): T }): T {
