@@ -3,7 +3,8 @@
  * interceptor can see becomes INVALID_ARGUMENT with details (a request stream without a complete
  * message, with two messages, or ending inside a frame, which grpc-js used to drop silently: a
  * cut import could be published without its last frame); what grpc-js answers before any
- * interceptor runs is pinned here exactly as the README states it.
+ * interceptor runs is pinned here, as listed (for both ports) at the top of
+ * test/e2e/transport-conformance.test.ts, the contract docs/operations.md states.
  */
 import http2 from 'node:http2';
 import { gzipSync } from 'node:zlib';
@@ -102,7 +103,7 @@ describe('framing errors the interceptor sees: INVALID_ARGUMENT with details', (
   });
 });
 
-describe('framing errors grpc-js answers before any interceptor runs (as the README states)', () => {
+describe('framing errors grpc-js answers before any interceptor runs (its own codes, no details)', () => {
   it('unsupported encoding, undecompressable body, bad grpc-timeout, non-gRPC content type, unknown method', async () => {
     expect(await send('GetSession', frame(getSession, 1), { 'grpc-encoding': 'br' })).toMatchObject({ code: status.UNIMPLEMENTED, reason: '' });
     expect(await send('GetSession', frame(getSession, 1), { 'grpc-encoding': 'gzip' })).toMatchObject({ code: status.INTERNAL, reason: '', message: 'Failed to decompress message' });

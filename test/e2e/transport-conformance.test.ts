@@ -18,7 +18,8 @@
  * | a compressed message that does not decompress    | INTERNAL "Failed to decompress message", trailers-only       | INVALID_ARGUMENT (gzip) / INTERNAL (br) "decompression failed" |
  * | a grpc-timeout that does not parse               | INTERNAL "Invalid grpc-timeout value", trailers-only         | INVALID_ARGUMENT "protocol error: invalid grpc timeout value"  |
  * | a content-type that is not application/grpc*    | HTTP 415, no grpc-status                                     | HTTP 415, no grpc-status                                     |
- * | a method the server does not serve              | UNIMPLEMENTED "The server does not implement the method ..." | HTTP 405 from the viewer's static assets (no grpc-status)    |
+ * | a method the server does not serve              | UNIMPLEMENTED "The server does not implement the method ..." | HTTP 405 from the viewer's static assets, no grpc-status (a  |
+ * |                                                  |                                                              | gRPC client sees UNKNOWN; the test asks for UNIMPLEMENTED)   |
  * | a message above --max-message-bytes             | RESOURCE_EXHAUSTED "Received message larger than max (N vs M)" | RESOURCE_EXHAUSTED "message size N is larger than configured readMaxBytes M" |
  * | the deadline (grpc-timeout) passes               | DEADLINE_EXCEEDED "Deadline exceeded"                        | (see the server-stream deadline case below)                  |
  *
@@ -143,6 +144,32 @@ describe.each(PORTS)('$name', (port) => {
     // The stream was served (its caught-up message) before the deadline ended it.
     expect(grpcMessages(r.data).map((m) => SubscribeSurfaceResponse.decode(m.body).kind?.$case)).toContain('caughtUp');
     expect({ code: r.code, message: r.message }).toMatchObject({ code: status.DEADLINE_EXCEEDED });
+  });
+
+  it('what the transport answers by itself (the table at the top of this file)', async () => {
+    const body = grpcFrame(getSession('conf'));
+    const bad = async (headers: Record<string, string>, b: Buffer = body, method = 'GetSession') => {
+      const r = await c.call(method, { body: b, headers });
+      return { http: r.httpStatus, code: r.code, message: r.message, reason: r.reason };
+    };
+    const grpcJs = port.kind === 'grpc-js';
+    // A compressed flag on bytes that are not compressed.
+    expect(await bad({ 'grpc-encoding': 'gzip' }, grpcFrame(getSession('conf'), true))).toMatchObject(grpcJs
+      ? { http: 200, code: status.INTERNAL, message: 'Failed to decompress message', reason: '' }
+      : { http: 200, code: status.INVALID_ARGUMENT, message: 'decompression failed', reason: '' });
+    expect(await bad({ 'grpc-encoding': 'br' }, grpcFrame(getSession('conf'), true))).toMatchObject(grpcJs
+      ? { http: 200, code: status.UNIMPLEMENTED, message: 'Received message compressed with unsupported encoding "br"', reason: '' }
+      : { http: 200, code: status.INTERNAL, message: 'decompression failed', reason: '' });
+    expect(await bad({ 'grpc-timeout': 'soon' })).toMatchObject(grpcJs
+      ? { http: 200, code: status.INTERNAL, message: 'Invalid grpc-timeout value "soon"', reason: '' }
+      : { http: 200, code: status.INVALID_ARGUMENT, message: 'protocol error: invalid grpc timeout value: soon', reason: '' });
+    expect(await bad({ 'content-type': 'text/plain' })).toMatchObject({ http: 415, code: undefined });
+    // An unknown method is UNIMPLEMENTED for a gRPC client: grpc-status 12, or HTTP 404 (which the
+    // gRPC HTTP-status mapping turns into UNIMPLEMENTED).
+    const unknown = await bad({}, body, 'NoSuchMethod');
+    expect(unknown.code === status.UNIMPLEMENTED || (unknown.code === undefined && unknown.http === 404), JSON.stringify(unknown)).toBe(true);
+    // The connection still serves.
+    expect((await c.call('GetSession', { body })).code).toBe(status.OK);
   });
 
   it('custom metadata and -bin metadata values (padded and unpadded base64) are accepted', async () => {
