@@ -311,8 +311,10 @@ describe.each(PORTS)('$name', (port) => {
     const r = await c.call('ImportSession', { body: Buffer.concat(parts), chunkSize: 64 * 1024 });
     expect(r.code, r.message).toBe(status.OK);
     expect(only(r.data, ImportSessionResponse).session?.eventCount).toBe(BIG_EVENTS);
-    const exported = await a.exportSession(id);
-    expect(exported.split('\n').slice(1)).toEqual(bigExport.toString().split('\n').slice(1));
+    // The export of an imported file is the file itself.
+    const exported = Buffer.from(await a.exportSession(id));
+    expect(exported.length).toBe(file.length);
+    expect(exported.equals(file)).toBe(true);
   });
 
   it('the message size limit (--max-message-bytes 65536): a 100 KiB request gets RESOURCE_EXHAUSTED, and the connection serves the next call', async () => {
