@@ -104,9 +104,21 @@ describe.each(PORTS)('$name', (port) => {
   afterAll(() => c?.close());
 
   it('message framing: a request cut byte by byte into DATA frames, and several messages in one DATA frame of a client stream', async () => {
-    const byByte = await c.call('GetSession', { body: grpcFrame(getSession('conf')), chunkSize: 1 });
-    expect(byByte.code).toBe(status.OK);
-    expect(only(byByte.data, GetSessionResponse).session?.id).toBe('conf');
+    // Through a byte-counting proxy: each request byte really went in a DATA frame of its own
+    // (a 9-byte frame header per byte).
+    const proxy = await CountingProxy.start(port.address(t));
+    const viaProxy = await RawGrpc.connect(`http://${proxy.address}`);
+    try {
+      const request = grpcFrame(getSession('conf'));
+      const before = proxy.toServer;
+      const byByte = await viaProxy.call('GetSession', { body: request, chunkSize: 1 });
+      expect(proxy.toServer - before).toBeGreaterThanOrEqual(10 * request.length);
+      expect(byByte.code).toBe(status.OK);
+      expect(only(byByte.data, GetSessionResponse).session?.id).toBe('conf');
+    } finally {
+      viaProxy.close();
+      await proxy.close();
+    }
 
     const id = `frames-${port.kind}`;
     const file = Buffer.from(`${JSON.stringify({ type: 'session', version: 0, id, createdAt: 1 })}\n${[0, 1, 2].map((seq) => JSON.stringify({ type: 'x/y', seq, time: 1, data: { seq } })).join('\n')}\n`);
