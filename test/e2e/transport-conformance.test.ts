@@ -21,7 +21,8 @@
  * | a method the server does not serve              | UNIMPLEMENTED "The server does not implement the method ..." | HTTP 405 from the viewer's static assets, no grpc-status (a  |
  * |                                                  |                                                              | gRPC client sees UNKNOWN; the test asks for UNIMPLEMENTED)   |
  * | a message above --max-message-bytes             | RESOURCE_EXHAUSTED "Received message larger than max (N vs M)" | RESOURCE_EXHAUSTED "message size N is larger than configured readMaxBytes M" |
- * | the deadline (grpc-timeout) passes               | DEADLINE_EXCEEDED "Deadline exceeded"                        | (see the server-stream deadline case below)                  |
+ * | the deadline (grpc-timeout) passes               | DEADLINE_EXCEEDED "Deadline exceeded"                        | on a server stream: grpc-status 0 (OK), a bug the deadline   |
+ * |                                                  |                                                              | case below fails on (the bridge returns instead of throwing) |
  *
  * Everything else (a request stream with no message, two messages for a unary call, a cut frame,
  * bytes that are not the request message) reaches our interceptor and is INVALID_ARGUMENT with
