@@ -184,8 +184,7 @@ export interface AdmittedCall {
 }
 
 /**
- * Admission of one call, on every port and transport (the grpc-js interceptor, the web port, the
- * native transport): the per-connection cap on calls in flight (public calls count too: no
+ * Admission of one call, on both ports (the grpc-js interceptor, the web port's adapter): the per-connection cap on calls in flight (public calls count too: no
  * connection gets unbounded streams), then, when auth is on and the method is not public, the
  * bearer token and the method's permission. Returns the verified token (undefined without auth
  * and for public methods); the call is then counted in `limiter` until `limiter.leave(connection)`.
@@ -303,12 +302,12 @@ export function makeInterceptor(registry: TokenRegistry | undefined, limiter: St
   };
 }
 
-/** Handler-side resolution of the caller: the tenant the interceptor verified ('' without auth). */
+/** Handler-side resolution of the caller: the tenant admission verified ('' without auth). */
 export function metadataResolver(authEnabled: boolean): ContextResolver {
-  return (call) => {
-    if (!authEnabled) return ANONYMOUS;
-    const t = call.metadata.get(TENANT_KEY)[0];
-    if (typeof t !== 'string' || t === '') {
+  return (call, access) => {
+    if (!authEnabled || access === 'public') return ANONYMOUS;
+    const t = call.header(TENANT_KEY);
+    if (t === undefined || t === '') {
       // Unreachable when the interceptor runs; fail closed.
       throw new DomainError('UNAUTHENTICATED', 'no verified caller', {});
     }

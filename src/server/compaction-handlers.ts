@@ -1,25 +1,18 @@
 /**
  * gRPC handlers of PlanCompaction, Compact and PruneToolResults (issue #14): decode, call the
  * compaction use cases (src/app/compaction.ts), encode. Registered by makeHandlers (handlers.ts),
- * which hands in its unary wrapper (caller resolution, error mapping) and request checks.
+ * which hands in its session id check.
  */
-import type { sendUnaryData, ServerUnaryCall, UntypedHandleCall } from '@grpc/grpc-js';
 import { CompactionService } from '../app/compaction.js';
-import type { CallContext, SessionService } from '../app/session-service.js';
+import type { SessionService } from '../app/session-service.js';
 import { DomainError } from '../domain/errors.js';
 import type { Json } from '../domain/event.js';
 import { messageJsonText } from '../domain/derive.js';
 import type {
   CompactRequest, CompactResponse, PlanCompactionRequest, PlanCompactionResponse, PruneToolResultsRequest, PruneToolResultsResponse,
 } from '../../gen/palimpsest/v1/service.js';
-import type { Permission } from './permissions.js';
+import { unary, type HandlerTable } from './rpc/handler-table.js';
 import { usageToJson } from './typed-data.js';
-
-/** What the handlers need from makeHandlers: its unary wrapper and its session id check. */
-export interface UnaryKit {
-  unary<Req, Res>(permission: Permission, fn: (ctx: CallContext, req: Req) => Promise<Res>): (call: ServerUnaryCall<Req, Res>, cb: sendUnaryData<Res>) => void;
-  requireId(id: string): string;
-}
 
 function blocksOf(text: string, field: string): Json[] {
   let v: unknown;
@@ -41,7 +34,7 @@ function summaryOf(s: CompactRequest['summary']): Json[] {
 }
 
 /** The three handlers, merged into the SessionService handler object. */
-export function compactionHandlers(app: SessionService, { unary, requireId }: UnaryKit): Record<string, UntypedHandleCall> {
+export function compactionHandlers(app: SessionService, requireId: (id: string) => string): HandlerTable {
   const svc = new CompactionService(app);
   return {
     planCompaction: unary<PlanCompactionRequest, PlanCompactionResponse>('read', async (ctx, r) => {
@@ -49,7 +42,7 @@ export function compactionHandlers(app: SessionService, { unary, requireId }: Un
       if (b === undefined) throw new DomainError('INVALID_ARGUMENT', 'a budget is required: keep_tokens or up_to_seq', { field: 'budget' });
       const counts = new Map<number, number>();
       for (const [k, v] of Object.entries(r.tokenCounts)) counts.set(Number(k), v);
-      const plan = await svc.plan(ctx, requireId(r.sessionId), b.$case === 'keepTokens' ? { keepTokens: b.value } : { upToSeq: b.value }, counts);
+      const plan = await svc.plan(ctx.caller, requireId(r.sessionId), b.$case === 'keepTokens' ? { keepTokens: b.value } : { upToSeq: b.value }, counts);
       return {
         start: plan.start,
         end: plan.end,
@@ -62,7 +55,7 @@ export function compactionHandlers(app: SessionService, { unary, requireId }: Un
       };
     }),
     compact: unary<CompactRequest, CompactResponse>('append', async (ctx, r) => {
-      const res = await svc.compact(ctx, requireId(r.sessionId), {
+      const res = await svc.compact(ctx.caller, requireId(r.sessionId), {
         start: r.start, end: r.end, expectedLastSeq: r.expectedLastSeq, summary: summaryOf(r.summary),
         provider: r.provider, model: r.model, usage: r.usage ? usageToJson(r.usage) : undefined, maxTokens: r.maxTokens,
         shadowedTokenCount: r.shadowedTokenCount, idempotencyKey: r.idempotencyKey,
@@ -71,7 +64,7 @@ export function compactionHandlers(app: SessionService, { unary, requireId }: Un
       return { seqs: [...res.seqs], compactionId: res.compactionId, surfaceLength: res.surfaceLength, replayed: res.replayed, shadowedTokenCount: res.shadowedTokenCount };
     }),
     pruneToolResults: unary<PruneToolResultsRequest, PruneToolResultsResponse>('append', async (ctx, r) => {
-      const res = await svc.prune(ctx, requireId(r.sessionId), {
+      const res = await svc.prune(ctx.caller, requireId(r.sessionId), {
         seqs: r.seqs, minBytes: r.minBytes, keepRecent: r.keepRecent, excludeTools: r.excludeTools,
         headChars: r.headChars, tailChars: r.tailChars, expectedLastSeq: r.expectedLastSeq, idempotencyKey: r.idempotencyKey,
       });

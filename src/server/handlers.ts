@@ -1,8 +1,7 @@
 /**
  * The SessionService gRPC handlers: decode requests, call the app, encode responses, map errors.
  */
-import { status as Code, type sendUnaryData, type ServerUnaryCall, type ServerReadableStream, type ServerWritableStream, type UntypedHandleCall } from '@grpc/grpc-js';
-import type { SessionService, CallContext, SessionView } from '../app/session-service.js';
+import type { SessionService, SessionView } from '../app/session-service.js';
 import { DomainError } from '../domain/errors.js';
 import type { CandidateEvent, Json, SessionEvent } from '../domain/event.js';
 import type { ParsedJsonText } from '../domain/json.js';
@@ -22,20 +21,10 @@ import { eventInputToCandidate, eventToProto, sessionToProto, storedEventToProto
 import { messageFromJson } from './typed-data.js';
 import { messageJsonText } from '../domain/derive.js';
 import { pipeStream } from './server-stream.js';
-import { toServiceError } from './status-map.js';
 import { NO_METRICS, type Metrics } from './metrics.js';
 import type { RevocableCalls } from './revocable-calls.js';
-import type { ContextResolver, Permission } from './permissions.js';
-import { credentialOf } from './auth.js';
 import { compactionHandlers } from './compaction-handlers.js';
-
-/** Resolves the caller (tenant) of a call; throws DomainError UNAUTHENTICATED/PERMISSION_DENIED. */
-export type { ContextResolver, Permission } from './permissions.js';
-
-/** Logger of unexpected errors. */
-export interface ErrorLog {
-  error(obj: object, msg: string): void;
-}
+import { clientStream, serverStream, unary, type HandlerTable } from './rpc/handler-table.js';
 
 function toSession(v: SessionView): Session {
   return sessionToProto(v.record, v.surfaceLength, v);
@@ -56,24 +45,6 @@ function decodePageToken(token: string): { seq: number; direction: 'forward' | '
     // fall through
   }
   throw new DomainError('INVALID_PAGE_TOKEN', 'page_token is not a token this server issued; start again without it', { field: 'page_token' });
-}
-
-/** How long an ended import stream waits for a trailing RST_STREAM (see importSession). */
-const CANCEL_GRACE_MS = 10;
-
-function cancelGrace(call: { cancelled: boolean; once(event: 'cancelled', fn: () => void): unknown; off(event: 'cancelled', fn: () => void): unknown }): Promise<void> {
-  if (call.cancelled) return Promise.resolve();
-  return new Promise((resolve) => {
-    const done = (): void => {
-      clearTimeout(timer);
-      call.off('cancelled', done);
-      resolve();
-    };
-    // After the timer, one more turn of the loop: Node finishes closing a reset stream (which
-    // is what emits 'cancelled') in an immediate that may be queued behind a late timer.
-    const timer = setTimeout(() => setImmediate(done), CANCEL_GRACE_MS);
-    call.once('cancelled', done);
-  });
 }
 
 /** Unary methods whose handlers may answer with an already-encoded response (a Buffer). */
@@ -128,40 +99,26 @@ function requireId(id: string, field = 'session_id'): string {
   return id;
 }
 
-/** Builds the handler object for SessionServiceService. */
-export function makeHandlers(app: SessionService, resolve: ContextResolver, log: ErrorLog, metrics?: Metrics, streams?: Record<string, UntypedHandleCall>, opts: { maxMessageBytes?: number; revocable?: RevocableCalls } = {}): Record<string, UntypedHandleCall> {
+/** The SessionService handler table (both ports serve it: src/server/grpc, src/server/web). */
+export function makeHandlers(app: SessionService, metrics?: Metrics, streams?: HandlerTable, opts: { maxMessageBytes?: number; revocable?: RevocableCalls } = {}): HandlerTable {
   // Room for the response envelope and the estimate's slack.
   const pageBudget = Math.max(Math.floor((opts.maxMessageBytes ?? Number.MAX_SAFE_INTEGER) * 0.9) - 4096, 1);
-  const fail = (err: unknown) => toServiceError(err, (e) => log.error({ err: e }, 'unexpected error'));
   // The append latency is measured only when metrics are recorded (NO_METRICS drops it).
   const timed = metrics !== undefined && metrics !== NO_METRICS;
 
-  function unary<Req, Res>(permission: Permission, fn: (ctx: CallContext, req: Req) => Promise<Res>) {
-    return (call: ServerUnaryCall<Req, Res>, cb: sendUnaryData<Res>): void => {
-      let ctx: CallContext;
-      try {
-        ctx = resolve(call, permission);
-      } catch (e) {
-        cb(fail(e));
-        return;
-      }
-      fn(ctx, call.request).then((res) => cb(null, res), (e: unknown) => cb(fail(e)));
-    };
-  }
-
-  const handlers: Record<string, UntypedHandleCall> = {
+  const handlers: HandlerTable = {
     createSession: unary<CreateSessionRequest, CreateSessionResponse>('append', async (ctx, r) => ({
-      session: toSession(await app.createSession(ctx, {
+      session: toSession(await app.createSession(ctx.caller, {
         id: r.sessionId, labels: r.labels, cwd: r.cwd, origin: r.origin, delegationDepth: r.delegationDepth, agentPreset: r.agentPreset, strict: r.strict, pairingGuard: r.pairingGuard,
       })),
     })),
-    getSession: unary<GetSessionRequest, GetSessionResponse>('read', async (ctx, r) => ({ session: toSession(await app.getSession(ctx, requireId(r.sessionId))) })),
+    getSession: unary<GetSessionRequest, GetSessionResponse>('read', async (ctx, r) => ({ session: toSession(await app.getSession(ctx.caller, requireId(r.sessionId))) })),
     listSessions: unary<ListSessionsRequest, ListSessionsResponse>('read', async (ctx, r) => {
-      const page = await app.listSessions(ctx, { pageSize: r.pageSize, pageToken: r.pageToken, labels: r.labelSelector });
+      const page = await app.listSessions(ctx.caller, { pageSize: r.pageSize, pageToken: r.pageToken, labels: r.labelSelector });
       return { sessions: page.sessions.map(toSession), nextPageToken: page.nextPageToken };
     }),
     deleteSession: unary<DeleteSessionRequest, DeleteSessionResponse>('admin', async (ctx, r) => {
-      await app.deleteSession(ctx, requireId(r.sessionId));
+      await app.deleteSession(ctx.caller, requireId(r.sessionId));
       return {};
     }),
     appendEvents: unary<AppendEventsRequest, AppendEventsResponse>('append', async (ctx, r) => {
@@ -178,7 +135,7 @@ export function makeHandlers(app: SessionService, resolve: ContextResolver, log:
           sizes.push(d?.$case === 'json' ? Buffer.byteLength(d.value) : 0);
           candidates.push(eventInputToCandidate(input, i, parsedData));
         }
-        const res = await app.append(ctx, id, candidates, {
+        const res = await app.append(ctx.caller, id, candidates, {
           expectedLastSeq: r.expectedLastSeq, idempotencyKey: r.idempotencyKey, parsedData,
           // UTF-8 bytes in both forms (typed data as the JSON it becomes), as the limit says.
           dataBytes: sizes.map((s, i) => s || Buffer.byteLength(JSON.stringify(candidates[i]?.data ?? null))),
@@ -203,7 +160,7 @@ export function makeHandlers(app: SessionService, resolve: ContextResolver, log:
       const format = r.dataFormat === DataFormat.DATA_FORMAT_TYPED ? 'typed' : 'json';
       // The json form straight from a store that encodes pages itself (the SQLite store with its
       // extension), cut at the same byte budget as below; else from the texts.
-      const page = await app.listEvents(ctx, requireId(r.sessionId), { fromSeq, direction, pageSize: r.pageSize, types: r.types, encodedBudgetBytes: format === 'json' ? pageBudget : undefined });
+      const page = await app.listEvents(ctx.caller, requireId(r.sessionId), { fromSeq, direction, pageSize: r.pageSize, types: r.types, encodedBudgetBytes: format === 'json' ? pageBudget : undefined });
       if (page.encoded !== undefined) {
         const token = page.nextSeq === undefined ? '' : encodePageToken(page.nextSeq, direction);
         return listEventsResponseOf(page.encoded.bytes, token) as unknown as ListEventsResponse;
@@ -241,13 +198,13 @@ export function makeHandlers(app: SessionService, resolve: ContextResolver, log:
       if (!typed) return encodeListEventsResponse(texts, nextPageToken, slow) as unknown as ListEventsResponse;
       return { events, nextPageToken };
     }),
-    getSurface: unary<GetSurfaceRequest, GetSurfaceResponse>('read', async (ctx, r) => app.getSurface(ctx, requireId(r.sessionId), r.asOfSeq)),
+    getSurface: unary<GetSurfaceRequest, GetSurfaceResponse>('read', async (ctx, r) => app.getSurface(ctx.caller, requireId(r.sessionId), r.asOfSeq)),
     getMessages: unary<GetMessagesRequest, GetMessagesResponse>('read', async (ctx, r) => {
       if (r.view === MessageView.MESSAGE_VIEW_UNSPECIFIED) {
         throw new DomainError('VIEW_UNSPECIFIED', 'view is required: MESSAGE_VIEW_MODEL_HISTORY or MESSAGE_VIEW_TRANSCRIPT', { field: 'view' });
       }
       const transcript = r.view === MessageView.MESSAGE_VIEW_TRANSCRIPT;
-      const { messages, headSeq, nextPageToken: next } = await app.getMessagesPage(ctx, requireId(r.sessionId), transcript ? 'transcript' : 'model', r.pageSize, r.pageToken, r.asOfSeq);
+      const { messages, headSeq, nextPageToken: next } = await app.getMessagesPage(ctx.caller, requireId(r.sessionId), transcript ? 'transcript' : 'model', r.pageSize, r.pageToken, r.asOfSeq);
       // Model history: the projection's message objects persist across calls, so their encoded
       // entries are cached (see modelHistoryResponse); transcript messages are built per call
       // from a store read.
@@ -263,63 +220,44 @@ export function makeHandlers(app: SessionService, resolve: ContextResolver, log:
       };
     }),
     forkSession: unary<ForkSessionRequest, ForkSessionResponse>('append', async (ctx, r) => ({
-      session: toSession(await app.fork(ctx, requireId(r.sessionId), { atSeq: r.atSeq, childId: r.childSessionId, labels: r.labels })),
+      session: toSession(await app.fork(ctx.caller, requireId(r.sessionId), { atSeq: r.atSeq, childId: r.childSessionId, labels: r.labels })),
     })),
     repairSession: unary<RepairSessionRequest, RepairSessionResponse>('append', async (ctx, r) => ({
-      events: (await app.repair(ctx, requireId(r.sessionId))).map((e) => eventToProto(e)),
+      events: (await app.repair(ctx.caller, requireId(r.sessionId))).map((e) => eventToProto(e)),
     })),
-    importSession: (call: ServerReadableStream<ImportSessionRequest, ImportSessionResponse>, cb: sendUnaryData<ImportSessionResponse>): void => {
-      let ctx: CallContext;
-      try {
-        ctx = resolve(call, 'append');
-      } catch (e) {
-        cb(fail(e));
-        return;
+    importSession: clientStream<ImportSessionRequest, ImportSessionResponse>('append', async (ctx, requests) => {
+      const iter = requests[Symbol.asyncIterator]();
+      const first = await iter.next();
+      if (first.done || first.value.part?.$case !== 'options') {
+        throw new DomainError('INVALID_ARGUMENT', 'the first ImportSessionRequest must carry options', { field: 'options' });
       }
-      void (async () => {
-        const iter = call[Symbol.asyncIterator]() as AsyncIterator<ImportSessionRequest>;
-        const first = await iter.next();
-        if (first.done || first.value.part?.$case !== 'options') {
-          throw new DomainError('INVALID_ARGUMENT', 'the first ImportSessionRequest must carry options', { field: 'options' });
+      const o = first.value.part.value;
+      async function* bytes(): AsyncGenerator<Uint8Array> {
+        for (;;) {
+          const n = await iter.next();
+          if (n.done) return;
+          if (n.value.part?.$case !== 'chunk') throw new DomainError('INVALID_ARGUMENT', 'options may only be sent once, first', { field: 'options' });
+          yield n.value.part.value;
         }
-        const o = first.value.part.value;
-        async function* bytes(): AsyncGenerator<Uint8Array> {
-          for (;;) {
-            const n = await iter.next();
-            if (n.done) {
-              // A client that cancels sends END_STREAM and then RST_STREAM (Node's
-              // Http2Stream.close), so the request stream first ends exactly like a complete
-              // upload and 'cancelled' follows a moment later. Give the reset a short window
-              // before the import may be published; without it a truncated upload became a
-              // complete session.
-              await cancelGrace(call);
-              if (call.cancelled) throw new DomainError('CANCELLED', 'the client cancelled the import; nothing was stored', {});
-              return;
-            }
-            if (n.value.part?.$case !== 'chunk') throw new DomainError('INVALID_ARGUMENT', 'options may only be sent once, first', { field: 'options' });
-            yield n.value.part.value;
-          }
-        }
-        const view = await app.importJsonl(ctx, bytes(), { id: o.sessionId, labels: o.labels, strict: o.strict, allowSeqGaps: o.allowSeqGaps, pairingGuard: o.pairingGuard });
-        return { session: toSession(view), uncommittedTailBytes: view.uncommittedTailBytes };
-      })().then((res) => cb(null, res), (e: unknown) => cb(fail(e)));
-    },
-    exportSession: (call: ServerWritableStream<ExportSessionRequest, ExportSessionResponse>): void => {
-      pipeStream(call as ServerWritableStream<unknown, ExportSessionResponse>, async function* (stream) {
-        const ctx = resolve(call, 'read');
+      }
+      const view = await app.importJsonl(ctx.caller, bytes(), { id: o.sessionId, labels: o.labels, strict: o.strict, allowSeqGaps: o.allowSeqGaps, pairingGuard: o.pairingGuard });
+      return { session: toSession(view), uncommittedTailBytes: view.uncommittedTailBytes };
+    }),
+    exportSession: serverStream<ExportSessionRequest, ExportSessionResponse>('read', (ctx, req, sink) => {
+      pipeStream(ctx, sink, async function* (stream) {
         // A token file reload that revokes this call's token ends the export (revocable-calls.ts).
         const untrack = opts.revocable?.add({
-          credential: credentialOf(call.metadata), tenant: ctx.tenant, permission: 'read',
-          revoke: (err) => stream.end(fail(err)),
+          credential: ctx.credential, tenant: ctx.caller.tenant, permission: 'read',
+          revoke: (err) => stream.end(err),
         });
         if (untrack) stream.onEnd(untrack);
-        const id = requireId(call.request.sessionId);
+        const id = requireId(req.sessionId);
         // Lines are sent in chunks of about 256 KiB (one message each), cut per line, not per
         // store batch: a batch of large events made one message of many megabytes (over a
         // client's default 4 MiB receive limit, or the server's send limit).
         let buf: string[] = [];
         let size = 0;
-        for await (const lines of app.exportJsonl(ctx, id, { unpacked: call.request.unpacked })) {
+        for await (const lines of app.exportJsonl(ctx.caller, id, { unpacked: req.unpacked })) {
           for (const l of lines) {
             buf.push(l);
             size += l.length;
@@ -331,14 +269,8 @@ export function makeHandlers(app: SessionService, resolve: ContextResolver, log:
           }
         }
         if (buf.length > 0) yield { chunk: Buffer.from(buf.join('\n') + '\n') };
-      }, fail);
-    },
-    subscribeSurface: (call: ServerWritableStream<unknown, unknown>): void => {
-      call.emit('error', Object.assign(new Error('not implemented'), { code: Code.UNIMPLEMENTED }));
-    },
-    subscribeEvents: (call: ServerWritableStream<unknown, unknown>): void => {
-      call.emit('error', Object.assign(new Error('not implemented'), { code: Code.UNIMPLEMENTED }));
-    },
+      });
+    }),
   };
-  return { ...handlers, ...compactionHandlers(app, { unary, requireId }), ...streams };
+  return { ...handlers, ...compactionHandlers(app, requireId), ...streams };
 }

@@ -2,13 +2,14 @@
  * grpc.health.v1: SERVING while the server runs, NOT_SERVING once shutdown begins. Watch streams
  * changes. Known services: "" (the server) and "palimpsest.v1.SessionService".
  */
-import { status as Code, type sendUnaryData, type ServerUnaryCall, type ServerWritableStream, type UntypedHandleCall } from '@grpc/grpc-js';
+import { DomainError } from '../domain/errors.js';
+import { serverStream, unary, type HandlerTable, type ServerSink } from './rpc/handler-table.js';
 import { HealthCheckResponse_ServingStatus as S, type HealthCheckRequest, type HealthCheckResponse } from '../../gen/grpc/health/v1/health.js';
 
 /** Health state shared by Check and Watch. */
 export class HealthState {
   #serving = true;
-  readonly #watchers = new Set<ServerWritableStream<HealthCheckRequest, HealthCheckResponse>>();
+  readonly #watchers = new Set<ServerSink<HealthCheckResponse>>();
   static readonly SERVICES = new Set(['', 'palimpsest.v1.SessionService']);
 
   /** Marks the server not serving (shutdown) and tells watchers. */
@@ -22,27 +23,19 @@ export class HealthState {
     return this.#serving ? S.SERVING : S.NOT_SERVING;
   }
 
-  /** Handlers for HealthService. */
-  handlers(): Record<string, UntypedHandleCall> {
+  /** HealthService's handler table (public: no token needed). */
+  handlers(): HandlerTable {
     return {
-      check: (call: ServerUnaryCall<HealthCheckRequest, HealthCheckResponse>, cb: sendUnaryData<HealthCheckResponse>) => {
-        const st = this.#status(call.request.service);
-        if (st === S.SERVICE_UNKNOWN) {
-          cb({ code: Code.NOT_FOUND, details: `unknown service ${JSON.stringify(call.request.service)}` });
-          return;
-        }
-        cb(null, { status: st });
-      },
-      watch: (call: ServerWritableStream<HealthCheckRequest, HealthCheckResponse>) => {
-        call.write({ status: this.#status(call.request.service) });
-        this.#watchers.add(call);
-        const done = (): void => {
-          this.#watchers.delete(call);
-        };
-        call.on('cancelled', done);
-        call.on('close', done);
-        call.on('error', done);
-      },
+      check: unary<HealthCheckRequest, HealthCheckResponse>('public', async (_ctx, req) => {
+        const st = this.#status(req.service);
+        if (st === S.SERVICE_UNKNOWN) throw new DomainError('SERVICE_UNKNOWN', `unknown service ${JSON.stringify(req.service)}`, {});
+        return { status: st };
+      }),
+      watch: serverStream<HealthCheckRequest, HealthCheckResponse>('public', (ctx, req, sink) => {
+        sink.write({ status: this.#status(req.service) });
+        this.#watchers.add(sink);
+        ctx.onCancel(() => this.#watchers.delete(sink));
+      }),
     };
   }
 

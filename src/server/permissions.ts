@@ -1,12 +1,19 @@
 /**
- * What an RPC needs from its caller (a permission) and how a transport resolves the caller (the
- * auth interceptor's resolver): shared by the handlers, auth and the revocable-call registry.
+ * What an RPC needs from its caller (a permission) and how a transport resolves the caller:
+ * shared by the handler table, auth, both transports' adapters and the revocable-call registry.
  */
-import type { Metadata } from '@grpc/grpc-js';
 import type { CallContext } from '../app/session-service.js';
 
 /** The permission an RPC needs. */
 export type Permission = 'read' | 'append' | 'admin';
 
-/** Resolves the caller of a call (tenant) for a permission; throws when it is not allowed. */
-export type ContextResolver = (call: { metadata: Metadata; getPath?: () => string }, permission: Permission) => CallContext;
+/** A call as a caller resolver sees it, on either port: its method path and request headers. */
+export interface CallInfo {
+  /** "/palimpsest.v1.SessionService/AppendEvents". */
+  readonly path: string;
+  /** The first value of a request header (lowercase name), as a string; undefined when absent. */
+  header(name: string): string | undefined;
+}
+
+/** Resolves the caller of a call (tenant) for its access; throws a DomainError when it is not allowed. */
+export type ContextResolver = (call: CallInfo, access: Permission | 'public') => CallContext;

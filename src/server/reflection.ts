@@ -10,7 +10,8 @@
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { status as Code, type ServerDuplexStream, type UntypedHandleCall } from '@grpc/grpc-js';
+import { status as Code } from '@grpc/grpc-js';
+import { bidi, type HandlerTable } from './rpc/handler-table.js';
 import { BinaryReader, WireType } from '@bufbuild/protobuf/wire';
 import {
   ServerReflectionService as ReflectionV1Service,
@@ -193,16 +194,27 @@ export function answer(index: DescriptorIndex, req: ServerReflectionRequest): Se
   }
 }
 
-/** The ServerReflectionInfo handler (the same for v1 and v1alpha: the messages are identical). */
-export function reflectionHandlers(index: DescriptorIndex): Record<string, UntypedHandleCall> {
+/**
+ * The ServerReflectionInfo handler table (the same for v1 and v1alpha: the messages are
+ * identical). One answer per request, written only while the client reads: a client that gives
+ * the stream a zero window holds at most one pending answer here (plus the transport's
+ * high-water mark), not every answer its requests asked for.
+ */
+export function reflectionHandlers(index: DescriptorIndex): HandlerTable {
   return {
-    serverReflectionInfo: (call: ServerDuplexStream<ServerReflectionRequest, ServerReflectionResponse>) => {
-      call.on('data', (req: ServerReflectionRequest) => {
-        call.write(answer(index, req));
-      });
-      call.on('end', () => call.end());
-      call.on('error', () => undefined);
-    },
+    serverReflectionInfo: bidi<ServerReflectionRequest, ServerReflectionResponse>('public', (ctx, requests, sink) => {
+      void (async () => {
+        try {
+          for await (const req of requests) {
+            if (ctx.cancelled) return;
+            if (!sink.write(answer(index, req))) await new Promise<void>((resolve) => sink.onDrain(resolve));
+          }
+          sink.end();
+        } catch (e) {
+          sink.end(e);
+        }
+      })();
+    }),
   };
 }
 

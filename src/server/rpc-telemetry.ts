@@ -83,8 +83,8 @@ export interface TelemetryOptions {
 export interface RpcRecord {
   /** The call's headers arrived: starts its span (with the `traceparent` in them as its parent). */
   begin(headers: HeaderCarrier): void;
-  /** The metadata the handler sees: the verified tenant in it (auth.ts) is logged at the end. */
-  caller(md: Metadata): void;
+  /** The headers the handler sees: the verified tenant in them (auth.ts) is logged at the end. */
+  caller(headers: HeaderCarrier): void;
   /** A request message (the gRPC port's decoded request): the first one's session id is logged. */
   request(msg: unknown): void;
   /** Runs `fn` in the span's context (so the handler's store calls are its children). */
@@ -123,7 +123,7 @@ interface TelemetryConfig {
  */
 class Record implements RpcRecord {
   readonly #started = process.hrtime.bigint();
-  #md: Metadata | undefined;
+  #caller: HeaderCarrier | undefined;
   #session: string | undefined;
   #span: RpcSpan | undefined;
   #done = false;
@@ -137,8 +137,8 @@ class Record implements RpcRecord {
     if (tracer && this.#span === undefined && !this.#done) this.#span = tracer({ ...this.info, headers });
   }
 
-  caller(m: Metadata): void {
-    this.#md = m;
+  caller(headers: HeaderCarrier): void {
+    this.#caller = headers;
   }
 
   request(msg: unknown): void {
@@ -164,7 +164,7 @@ class Record implements RpcRecord {
     const slow = type === 'unary' && seconds * 1000 > slowMs;
     const level = SERVER_FAULTS.has(code) || slow ? 'warn' : code === Code.OK ? 'debug' : 'info';
     if (level === 'debug' && !debug) return;
-    const tenant = this.#md?.get(TENANT_KEY)[0];
+    const tenant = this.#caller?.get(TENANT_KEY);
     const session = this.#session;
     logger[level]({
       rpc: name, service, code: Code[code] ?? String(code), ms: Math.round(seconds * 1e6) / 1e3,
@@ -192,8 +192,9 @@ export function makeTelemetryInterceptor(telemetry: RpcTelemetry): ServerInterce
           // Each step runs in the span's context, so the handler (called from one of them) and
           // the store calls it makes see the span as their parent.
           onReceiveMetadata: (m, nextMd) => {
-            rec.caller(m);
-            rec.begin(metadataHeaders(m));
+            const headers = metadataHeaders(m);
+            rec.caller(headers);
+            rec.begin(headers);
             rec.run(() => nextMd(m));
           },
           onReceiveMessage: (msg, nextMsg) => {

@@ -1,5 +1,5 @@
 /**
- * The server stream of every handler (grpc-js call shape, on either transport): `ServerStream`
+ * The server stream of every handler, over a transport's push sink (rpc/handler-table.ts): `ServerStream`
  * holds backpressure, cancellation and the deadline; `pipeStream` serves an async generator on
  * it (nice-grpc's handleServerStreamingCall: handlers `yield` messages). The subscription streams
  * extend `ServerStream` with a push pump of their own (subscribe-handlers.ts SubscriberStream),
@@ -14,26 +14,11 @@
  * - Deadline: at the call's deadline the stream ends with DEADLINE_EXCEEDED (grpc-js also cancels
  *   the call; the hooks run once either way).
  * - Errors: a throw from the generator ends the stream with its status (the status-map table).
- * - Per-stream cost: the call's listeners are shared functions (the stream is found through a
- *   symbol-keyed property on the call), hook lists are allocated only when a hook is added, and a
- *   subclass can override `onEnded` / `onDrained` instead of adding hooks.
+ * - Per-stream cost: hook lists are allocated only when a hook is added, and a subclass can
+ *   override `onEnded` / `onDrained` instead of adding hooks.
  */
-import { status as Code, type ServerWritableStream, type ServiceError } from '@grpc/grpc-js';
-
-const STREAM: unique symbol = Symbol('palimpsest.serverStream');
-
-interface Tagged {
-  [STREAM]?: ServerStream<never>;
-}
-
-// Shared listeners: `this` is the call (an EventEmitter), which names its stream.
-function onGone(this: Tagged): void {
-  this[STREAM]?.end();
-}
-
-function onCallDrain(this: Tagged): void {
-  this[STREAM]?.drainedNow();
-}
+import { DomainError } from '../domain/errors.js';
+import type { RpcContext, ServerSink } from './rpc/handler-table.js';
 
 /** setTimeout's longest delay, ms (a longer one fires at once); a deadline further away never fires. */
 export const MAX_TIMER_MS = 2 ** 31 - 1;
@@ -47,18 +32,17 @@ export class ServerStream<Out> {
   #drainHooks: Array<() => void> | undefined;
   #deadline: NodeJS.Timeout | undefined;
 
-  constructor(private readonly call: ServerWritableStream<unknown, Out>) {
-    (call as unknown as Tagged)[STREAM] = this as unknown as ServerStream<never>;
-    call.on('cancelled', onGone);
-    call.on('close', onGone);
-    const deadline = call.getDeadline();
-    const at = deadline instanceof Date ? deadline.getTime() : deadline;
+  #onDrained = (): void => this.drainedNow();
+
+  constructor(private readonly ctx: RpcContext, private readonly sink: ServerSink<Out>) {
+    ctx.onCancel(() => this.end());
+    const at = ctx.deadline;
     // A deadline further away than setTimeout can wait (2^31 - 1 ms, ~24.8 days; a longer delay
-    // would fire at once) is not timed here, and
-    // grpc-js reports such a deadline already wrapped to a 32-bit delay (README known limits).
+    // would fire at once) is not timed here (grpc-js reports such a deadline already wrapped to a
+    // 32-bit delay).
     if (Number.isFinite(at) && at - Date.now() <= MAX_TIMER_MS) {
       this.#deadline = setTimeout(() => {
-        this.end(Object.assign(new Error('deadline exceeded'), { code: Code.DEADLINE_EXCEEDED, details: 'the call deadline passed' }) as ServiceError);
+        this.end(new DomainError('DEADLINE_EXCEEDED', 'the call deadline passed', {}));
       }, Math.max(0, at - Date.now()));
       this.#deadline.unref();
     }
@@ -77,10 +61,10 @@ export class ServerStream<Out> {
   /** Writes one message; false when the stream wants a `drain` first (or has ended). */
   write(message: Out): boolean {
     if (this.#ended) return false;
-    const ok = this.call.write(message);
+    const ok = this.sink.write(message);
     if (!ok && !this.#blocked) {
       this.#blocked = true;
-      this.call.once('drain', onCallDrain);
+      this.sink.onDrain(this.#onDrained);
     }
     return ok && !this.#ended;
   }
@@ -109,7 +93,7 @@ export class ServerStream<Out> {
   protected onDrained(): void {}
 
   /** Ends the stream: OK without `err`, else with that status (idempotent; silent when the client left). */
-  end(err?: ServiceError): void {
+  end(err?: unknown): void {
     if (this.#ended) return;
     this.#ended = true;
     if (this.#deadline) clearTimeout(this.#deadline);
@@ -119,12 +103,11 @@ export class ServerStream<Out> {
     this.#endHooks = undefined;
     if (hooks) for (const hook of hooks) hook();
     this.#wakeDrainWaiters();
-    if (this.call.cancelled) return;
-    if (err) this.call.emit('error', err);
-    else this.call.end();
+    if (this.ctx.cancelled) return;
+    this.sink.end(err);
   }
 
-  /** The call drained (its shared `drain` listener). */
+  /** The sink drained. */
   drainedNow(): void {
     this.#blocked = false;
     this.#wakeDrainWaiters();
@@ -146,11 +129,11 @@ export class ServerStream<Out> {
  * generator. Returns the stream (for writers outside the generator and end hooks).
  */
 export function pipeStream<Out>(
-  call: ServerWritableStream<unknown, Out>,
+  ctx: RpcContext,
+  sink: ServerSink<Out>,
   source: (stream: ServerStream<Out>) => AsyncIterable<Out>,
-  toStatus: (err: unknown) => ServiceError,
 ): ServerStream<Out> {
-  const stream = new ServerStream<Out>(call);
+  const stream = new ServerStream<Out>(ctx, sink);
   void (async () => {
     const it = source(stream)[Symbol.asyncIterator]();
     stream.onEnd(() => {
@@ -170,7 +153,7 @@ export function pipeStream<Out>(
         stream.write(next.value);
       }
     } catch (e) {
-      stream.end(toStatus(e));
+      stream.end(e);
     }
   })();
   return stream;

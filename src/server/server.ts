@@ -5,12 +5,15 @@
  * app and hands it in.
  */
 import { Retention } from '../app/retention.js';
-import { Server, type ServerCredentials, type UntypedHandleCall } from '@grpc/grpc-js';
+import { Server, type ServerCredentials } from '@grpc/grpc-js';
 import type { SessionService } from '../app/session-service.js';
 import { SessionServiceService } from '../../gen/palimpsest/v1/service.js';
 import { HealthService } from '../../gen/grpc/health/v1/health.js';
 import { DEFAULT_CONFIG, type ServerConfig } from './config.js';
-import { makeHandlers, preEncodedResponses, type ContextResolver } from './handlers.js';
+import { makeHandlers, preEncodedResponses } from './handlers.js';
+import type { ContextResolver } from './permissions.js';
+import type { HandlerTable } from './rpc/handler-table.js';
+import { grpcImplementation } from './grpc/service.js';
 import { HealthState } from './health.js';
 import { loadDescriptorIndex, reflectionHandlers, ReflectionV1AlphaService, ReflectionV1Service } from './reflection.js';
 import { createLogger, type Logger } from './logger.js';
@@ -50,7 +53,7 @@ export interface RunningServer {
 export interface ServerExtensions {
   /** Extra SessionService stream handlers (subscriptions). */
   streams?: (app: SessionService, config: ServerConfig, metrics: Metrics, logger: Logger) => {
-    handlers: Record<string, UntypedHandleCall>;
+    handlers: HandlerTable;
     shutdown(): void;
     /** Ends streams whose token was revoked or lost a permission (see SubscriptionStreams). */
     recheck?: SubscriptionStreams['recheck'];
@@ -125,18 +128,21 @@ export async function serveApp(app: SessionService, config: ServerConfig, logger
   const resolver: ContextResolver = ext.resolver ?? metadataResolver(registry !== undefined);
   // Subscriptions are on by default; their handlers write pre-encoded Buffers (encoded once per
   // delta), which the preEncodedStreams definition passes through.
-  const streams = ext.streams?.(app, config, metrics, logger) ?? subscriptionStreams(app, config, metrics, logger, resolver);
+  const streams = ext.streams?.(app, config, metrics, logger) ?? subscriptionStreams(app, config, metrics);
   // GetMessages may answer with a pre-encoded Buffer too (cached per model-history message).
-  // One handler table for both ports: the web port (src/server/web) runs these same handlers.
-  const handlers = makeHandlers(app, resolver, logger, metrics, streams.handlers, { maxMessageBytes: config.maxMessageBytes, revocable });
-  server.addService(withSafeDeserializers(preEncodedResponses(preEncodedStreams(SessionServiceService))), handlers);
+  // One handler table for both ports: the gRPC port's adapter (src/server/grpc) and the web
+  // port's (src/server/web) serve these same handlers.
+  const handlers = makeHandlers(app, metrics, streams.handlers, { maxMessageBytes: config.maxMessageBytes, revocable });
+  const fail = (err: unknown) => toServiceError(err, (e) => logger.error({ err: e }, 'unexpected error'));
+  const grpc = (table: HandlerTable) => grpcImplementation(table, resolver, fail);
+  server.addService(withSafeDeserializers(preEncodedResponses(preEncodedStreams(SessionServiceService))), grpc(handlers));
   const healthHandlers = health.handlers();
-  server.addService(withSafeDeserializers(HealthService), healthHandlers);
+  server.addService(withSafeDeserializers(HealthService), grpc(healthHandlers));
   const reflection = loadDescriptorIndex();
   const reflectionTable = reflection ? reflectionHandlers(reflection) : undefined;
   if (reflectionTable) {
-    server.addService(withSafeDeserializers(ReflectionV1Service), reflectionTable);
-    server.addService(withSafeDeserializers(ReflectionV1AlphaService), reflectionTable);
+    server.addService(withSafeDeserializers(ReflectionV1Service), grpc(reflectionTable));
+    server.addService(withSafeDeserializers(ReflectionV1AlphaService), grpc(reflectionTable));
   } else logger.warn({}, 'gen/descriptor.binpb not found: server reflection is off');
   ext.services?.(server);
 
@@ -163,7 +169,7 @@ export async function serveApp(app: SessionService, config: ServerConfig, logger
       web = await startWebServer({
         listen: config.webListen, tlsCert: config.tlsCert, tlsKey: config.tlsKey, tlsClientCa: config.tlsClientCa, insecure: config.insecure,
         corsOrigins: config.webCorsOrigins, maxMessageBytes: config.maxMessageBytes, handlers, healthHandlers, reflectionHandlers: reflectionTable, registry, limiter, telemetry,
-        fail: (err) => toServiceError(err, (e) => logger.error({ err: e }, 'unexpected error')),
+        resolver, fail,
       });
     } catch (e) {
       // The caller still owns the app (serveApp's contract): stop only what was started here.

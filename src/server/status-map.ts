@@ -137,6 +137,9 @@ const TABLE: Readonly<Record<string, Mapping>> = {
   STORE_UNAVAILABLE: { code: Code.UNAVAILABLE, detail: 'none' },
   DATA_CORRUPTED: { code: Code.DATA_LOSS, detail: 'none' },
   CANCELLED: { code: Code.CANCELLED, detail: 'none' },
+  DEADLINE_EXCEEDED: { code: Code.DEADLINE_EXCEEDED, detail: 'none' },
+  // grpc.health.v1 Check of a service this server does not know.
+  SERVICE_UNKNOWN: { code: Code.NOT_FOUND, detail: 'none' },
   UNAUTHENTICATED: { code: Code.UNAUTHENTICATED, detail: 'none' },
   PERMISSION_DENIED: { code: Code.PERMISSION_DENIED, detail: 'none' },
 };

@@ -36,7 +36,6 @@
  *   reload (`recheck`), a stream whose token is gone ends with UNAUTHENTICATED, and one whose
  *   token lost the read permission (or now names another tenant) with PERMISSION_DENIED.
  */
-import type { ServerWritableStream, ServiceError, UntypedHandleCall } from '@grpc/grpc-js';
 import {
   DataFormat, SubscribeEventsResponse, SubscribeSurfaceResponse,
   type SubscribeEventsRequest, type SubscribeSurfaceRequest,
@@ -50,12 +49,11 @@ import { projectMessage } from '../domain/derive.js';
 import { DomainError } from '../domain/errors.js';
 import type { ServerConfig } from './config.js';
 import { eventToProto } from './convert.js';
-import type { ContextResolver, Permission } from './permissions.js';
-import { TENANT_KEY, credentialOf, grants } from './auth.js';
-import type { Logger } from './logger.js';
+import type { Permission } from './permissions.js';
+import { grants } from './auth.js';
+import { serverStream, type HandlerTable, type RpcContext, type ServerSink } from './rpc/handler-table.js';
 import type { Metrics } from './metrics.js';
 import { MAX_TIMER_MS, ServerStream } from './server-stream.js';
-import { toServiceError } from './status-map.js';
 import { messageFromJson } from './typed-data.js';
 
 /** Minimum heartbeat interval a client may ask for, ms. */
@@ -220,15 +218,15 @@ export interface ActiveSubscription {
   readonly tenant: string;
   /** A snapshot of the subscription's counters (undefined until it is open). */
   readonly stats: SubscriptionStats | undefined;
-  /** Ends the stream with an error status. */
-  end(err: ServiceError): void;
+  /** Ends the stream with an error (mapped to its status). */
+  end(err: unknown): void;
   /** The cursor to resume from. */
   cursor(): number;
 }
 
 /** What `subscriptionStreams` returns (the ServerExtensions.streams shape plus introspection). */
 export interface SubscriptionStreams {
-  readonly handlers: Record<string, UntypedHandleCall>;
+  readonly handlers: HandlerTable;
   /** Ends every open stream with UNAVAILABLE / SERVER_SHUTDOWN and its resume cursor. */
   shutdown(): void;
   /** The open streams. */
@@ -255,7 +253,6 @@ interface Hub {
   readonly metrics: Metrics;
   readonly active: Set<ActiveSubscription>;
   readonly heartbeats: Heartbeats;
-  fail(err: unknown): ServiceError;
 }
 
 /**
@@ -401,7 +398,8 @@ class SubscriberStream<I extends Item> extends ServerStream<unknown> implements 
   #reading = false;
 
   constructor(
-    call: ServerWritableStream<unknown, unknown>,
+    ctx: RpcContext,
+    sink: ServerSink<unknown>,
     private readonly hub: Hub,
     readonly sessionId: string,
     private readonly interval: number,
@@ -410,10 +408,9 @@ class SubscriberStream<I extends Item> extends ServerStream<unknown> implements 
     readonly after: number | undefined,
     readonly snapshot: ((seqs: readonly number[], cursor: number) => I) | undefined,
   ) {
-    super(call);
-    this.credential = credentialOf(call.metadata);
-    const tenantValue = call.metadata.get(TENANT_KEY)[0];
-    this.tenant = typeof tenantValue === 'string' ? tenantValue : '';
+    super(ctx, sink);
+    this.credential = ctx.credential;
+    this.tenant = ctx.caller.tenant;
     hub.active.add(this);
     hub.metrics.subscriptions.inc();
   }
@@ -446,7 +443,7 @@ class SubscriberStream<I extends Item> extends ServerStream<unknown> implements 
       sub.setDirect(this);
       this.#pump();
     } catch (e) {
-      this.end(this.hub.fail(e));
+      this.end(e);
     }
   }
 
@@ -473,7 +470,7 @@ class SubscriberStream<I extends Item> extends ServerStream<unknown> implements 
       this.#sampleLag();
       return more;
     } catch (e) {
-      this.end(this.hub.fail(e));
+      this.end(e);
       return false;
     }
   }
@@ -533,7 +530,7 @@ class SubscriberStream<I extends Item> extends ServerStream<unknown> implements 
         this.#sampleLag();
       }
     } catch (e) {
-      this.end(this.hub.fail(e));
+      this.end(e);
     } finally {
       this.#stepping = false;
     }
@@ -553,41 +550,36 @@ class SubscriberStream<I extends Item> extends ServerStream<unknown> implements 
 }
 
 /** Builds the SubscribeSurface / SubscribeEvents handlers. */
-export function subscriptionStreams(app: SessionService, config: ServerConfig, metrics: Metrics, logger: Logger, resolve?: ContextResolver): SubscriptionStreams {
+export function subscriptionStreams(app: SessionService, config: ServerConfig, metrics: Metrics): SubscriptionStreams {
   const active = new Set<ActiveSubscription>();
   let shuttingDown = false;
-  const fail = (err: unknown): ServiceError => toServiceError(err, (e) => logger.error({ err: e }, 'unexpected error'));
   const heartbeats = new Heartbeats();
-  const hub: Hub = { config, metrics, active, heartbeats, fail };
+  const hub: Hub = { config, metrics, active, heartbeats };
 
   function heartbeatMs(requested: number): number {
     return requested === 0 ? config.heartbeatMs : Math.max(MIN_HEARTBEAT_MS, requested);
   }
 
-  const handlers: Record<string, UntypedHandleCall> = {
-    subscribeSurface: (call: ServerWritableStream<SubscribeSurfaceRequest, unknown>): void => {
-      const r = call.request;
+  const handlers: HandlerTable = {
+    subscribeSurface: serverStream<SubscribeSurfaceRequest, unknown>('read', (ctx, r, sink) => {
       const flags = (r.dataFormat === DataFormat.DATA_FORMAT_TYPED ? TYPED : 0) | (r.includeMessages ? MESSAGES : 0);
-      const s = new SubscriberStream<SurfaceItem>(call as ServerWritableStream<unknown, unknown>, hub, r.sessionId, heartbeatMs(r.heartbeatIntervalMs),
+      const s = new SubscriberStream<SurfaceItem>(ctx, sink, hub, r.sessionId, heartbeatMs(r.heartbeatIntervalMs),
         SURFACE, flags, r.afterSeq, r.snapshot ? surfaceSnapshot : undefined);
       void s.start(shuttingDown, async () => {
         if (!r.sessionId) throw new DomainError('INVALID_ARGUMENT', 'session_id is required', { field: 'session_id' });
-        const ctx = resolve ? resolve(call, 'read') : { tenant: '' };
         // Store reads and the feed use the tenant's storage key; the client id stays the id.
-        return Subscription.open(app, ctx, r.sessionId, surfaceSource(app, app.storageKey(ctx, r.sessionId)), s);
+        return Subscription.open(app, ctx.caller, r.sessionId, surfaceSource(app, app.storageKey(ctx.caller, r.sessionId)), s);
       });
-    },
-    subscribeEvents: (call: ServerWritableStream<SubscribeEventsRequest, unknown>): void => {
-      const r = call.request;
+    }),
+    subscribeEvents: serverStream<SubscribeEventsRequest, unknown>('read', (ctx, r, sink) => {
       const flags = r.dataFormat === DataFormat.DATA_FORMAT_TYPED ? TYPED : 0;
-      const s = new SubscriberStream<EventItem>(call as ServerWritableStream<unknown, unknown>, hub, r.sessionId, heartbeatMs(r.heartbeatIntervalMs),
+      const s = new SubscriberStream<EventItem>(ctx, sink, hub, r.sessionId, heartbeatMs(r.heartbeatIntervalMs),
         EVENTS, flags, r.afterSeq, undefined);
       void s.start(shuttingDown, async () => {
         if (!r.sessionId) throw new DomainError('INVALID_ARGUMENT', 'session_id is required', { field: 'session_id' });
-        const ctx = resolve ? resolve(call, 'read') : { tenant: '' };
-        return Subscription.open(app, ctx, r.sessionId, eventSource(app, app.storageKey(ctx, r.sessionId)), s);
+        return Subscription.open(app, ctx.caller, r.sessionId, eventSource(app, app.storageKey(ctx.caller, r.sessionId)), s);
       });
-    },
+    }),
   };
 
   const streams: SubscriptionStreams = {
@@ -610,7 +602,7 @@ export function subscriptionStreams(app: SessionService, config: ServerConfig, m
           err = new DomainError('PERMISSION_DENIED', 'the bearer token of this stream now belongs to another tenant (token file reloaded); resubscribe', {});
         }
         if (!err) continue;
-        s.end(fail(err));
+        s.end(err);
         ended++;
       }
       return ended;
@@ -619,7 +611,7 @@ export function subscriptionStreams(app: SessionService, config: ServerConfig, m
       shuttingDown = true;
       for (const s of [...active]) {
         const c = s.cursor();
-        s.end(fail(new DomainError('SERVER_SHUTDOWN', 'the server is shutting down; resubscribe with after_seq = the cursor in the error details',
+        s.end((new DomainError('SERVER_SHUTDOWN', 'the server is shutting down; resubscribe with after_seq = the cursor in the error details',
           c >= 0 ? { cursor: String(c) } : {})));
       }
     },

@@ -698,7 +698,7 @@ describe('errors: code and decoded details for every reason', () => {
   it('UNAUTHENTICATED, PERMISSION_DENIED and INTERNAL (fixed message) from the caller resolver', async () => {
     const s = await startTestServer({}, {
       resolver: (call) => {
-        const tok = call.metadata.get('authorization')[0];
+        const tok = call.header('authorization');
         if (tok === undefined) throw new DomainError('UNAUTHENTICATED', 'send a bearer token', {});
         if (tok === 'crash') throw new Error('secret internal detail');
         throw new DomainError('PERMISSION_DENIED', 'not allowed', {});

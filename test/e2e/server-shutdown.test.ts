@@ -30,7 +30,7 @@ describe('graceful shutdown', () => {
     // certainly in flight.
     const server = await startServer({ listen: '127.0.0.1:0', logLevel: 'silent', db }, {
       resolver: (call) => {
-        if (call.getPath?.() === '/palimpsest.v1.SessionService/AppendEvents' && ++received === N) {
+        if (call.path === '/palimpsest.v1.SessionService/AppendEvents' && ++received === N) {
           doneAtShutdown = done;
           stopping = server.shutdown();
         }

@@ -4,7 +4,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { fromBinary, toBinary } from '@bufbuild/protobuf';
-import { passThrough } from '../../src/server/web/grpc-call-bridge.js';
+import { passThrough } from '../../src/server/web/connect-adapter.js';
 import { GetMessagesResponseSchema, SubscribeSurfaceResponseSchema } from '../../gen/es/palimpsest/v1/service_pb.js';
 import { GetMessagesResponse, SubscribeSurfaceResponse } from '../../gen/palimpsest/v1/service.js';
 

@@ -3,7 +3,7 @@
  * grpc.health.v1 and server reflection) over the Connect protocol, gRPC-Web and gRPC at the standard paths, plus the
  * viewer's static assets at `/`, on one HTTP port.
  *
- * - The RPCs are the gRPC port's handlers, run through grpc-call-bridge.ts: no second copy of
+ * - The RPCs are the gRPC port's handler table, run through connect-adapter.ts: no second copy of
  *   any rule, the same error details, the same per-RPC telemetry (rpc-telemetry.ts: the
  *   grpc_server_* series, the log line, the span).
  * - Security as on the gRPC port: TLS from the same certificate flags (HTTP/2 and HTTP/1.1 by
@@ -18,7 +18,7 @@
 import { createServer as createHttpServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { createSecureServer, createServer as createH2Server, type Http2ServerRequest, type Http2ServerResponse } from 'node:http2';
 import { createServer as createNetServer, type Server as NetServer, type Socket } from 'node:net';
-import { Metadata, type ServiceError, type UntypedHandleCall } from '@grpc/grpc-js';
+import type { ServiceError } from '@grpc/grpc-js';
 import { createConnectRouter, createContextKey, createContextValues, type HandlerContext } from '@connectrpc/connect';
 import { compressionBrotli, compressionGzip, universalRequestFromNodeRequest, universalResponseToNodeResponse } from '@connectrpc/connect-node';
 import { SessionServiceService } from '../../../gen/palimpsest/v1/service.js';
@@ -28,13 +28,15 @@ import { Health as HealthDesc } from '../../../gen/es/grpc/health/v1/health_pb.j
 import { ServerReflection as ReflectionV1Desc } from '../../../gen/es/grpc/reflection/v1/reflection_pb.js';
 import { ServerReflection as ReflectionV1AlphaDesc } from '../../../gen/es/grpc/reflection/v1alpha/reflection_pb.js';
 import { ReflectionV1AlphaService, ReflectionV1Service } from '../reflection.js';
-import { admitCall, setCaller, StreamLimiter, type TokenRegistry } from '../auth.js';
+import { admitCall, CREDENTIAL_KEY, StreamLimiter, TENANT_KEY, type TokenRegistry } from '../auth.js';
 import { preEncodedResponses } from '../handlers.js';
 import { preEncodedStreams } from '../subscribe-handlers.js';
 import { withSafeDeserializers } from '../safe-decode.js';
 import { tlsMaterial } from '../tls.js';
 import type { RpcTelemetry } from '../rpc-telemetry.js';
-import { bridgeService, type Admission } from './grpc-call-bridge.js';
+import { connectService, type Admission } from './connect-adapter.js';
+import type { HandlerTable } from '../rpc/handler-table.js';
+import type { ContextResolver } from '../permissions.js';
 import { applyCors } from './cors.js';
 import { defaultAssetDir, staticAssets } from './static-assets.js';
 import { guardMalformed } from './malformed-guard.js';
@@ -51,11 +53,13 @@ export interface WebServerOptions {
   readonly corsOrigins: readonly string[];
   readonly maxMessageBytes: number;
   /** The SessionService handler table the gRPC port serves. */
-  readonly handlers: Readonly<Record<string, UntypedHandleCall>>;
+  readonly handlers: HandlerTable;
   /** grpc.health.v1 handlers (public, as on the gRPC port). */
-  readonly healthHandlers?: Readonly<Record<string, UntypedHandleCall>>;
+  readonly healthHandlers?: HandlerTable;
   /** Server reflection handlers (public; v1 and v1alpha; bidi streams, so HTTP/2 only). */
-  readonly reflectionHandlers?: Readonly<Record<string, UntypedHandleCall>>;
+  readonly reflectionHandlers?: HandlerTable;
+  /** The caller resolver of the gRPC port. */
+  readonly resolver: ContextResolver;
   readonly registry: TokenRegistry | undefined;
   readonly limiter: StreamLimiter;
   readonly fail: (err: unknown) => ServiceError;
@@ -87,6 +91,30 @@ function splitHostPort(addr: string): { host: string; port: number } {
   return { host: addr.slice(0, i).replace(/^\[|\]$/g, ''), port };
 }
 
+/**
+ * A POST to a path no service serves: gRPC and gRPC-Web clients get UNIMPLEMENTED as a
+ * trailers-only response, Connect clients a 404 with the Connect error body (code unimplemented).
+ */
+function unknownMethod(req: Req, res: Res): void {
+  const path = (req.url ?? '').split('?', 1)[0] ?? '';
+  const message = `unknown method ${path}: check the service and method name (server reflection lists them)`;
+  const type = String(req.headers['content-type'] ?? '');
+  // Drain the request body so the connection stays usable.
+  req.resume();
+  if (type.startsWith('application/grpc')) {
+    const headers = { 'content-type': type.startsWith('application/grpc-web') ? 'application/grpc-web+proto' : 'application/grpc', 'grpc-status': '12', 'grpc-message': encodeURIComponent(message) };
+    // Trailers-only: one HEADERS frame that ends the stream (HTTP/2), or headers and no body.
+    if ('stream' in res && !res.stream.headersSent) res.stream.respond({ ':status': 200, ...headers }, { endStream: true });
+    else {
+      res.writeHead(200, headers);
+      res.end();
+    }
+    return;
+  }
+  res.writeHead(404, { 'content-type': 'application/json' });
+  res.end(JSON.stringify({ code: 'unimplemented', message }));
+}
+
 /** Starts the web port; resolves once it is listening. */
 export async function startWebServer(o: WebServerOptions): Promise<RunningWebServer> {
   const { host, port } = splitHostPort(o.listen);
@@ -95,9 +123,12 @@ export async function startWebServer(o: WebServerOptions): Promise<RunningWebSer
   const admit = (isPublic: boolean) => (ctx: HandlerContext, method: string): Admission => {
     const { release, caller } = admitCall(o.limiter, o.registry, ctx.values.get(CONNECTION), method, isPublic, ctx.requestHeader.get('authorization') ?? undefined);
     // Only the verified tenant reaches the handlers (never client-sent x-palimpsest-* headers).
-    const metadata = new Metadata();
-    if (caller) setCaller(metadata, caller);
-    return { metadata, release };
+    const verified = new Map<string, string>();
+    if (caller) {
+      verified.set(TENANT_KEY, caller.tenant);
+      verified.set(CREDENTIAL_KEY, caller.sha256);
+    }
+    return { verified, release };
   };
   const sessionDef = withSafeDeserializers(preEncodedResponses(preEncodedStreams(SessionServiceService)));
   const healthDef = withSafeDeserializers(HealthService);
@@ -109,13 +140,13 @@ export async function startWebServer(o: WebServerOptions): Promise<RunningWebSer
   };
   // connectNodeAdapter's routing, with each handler behind the malformed-request guard.
   const router = createConnectRouter({ readMaxBytes: o.maxMessageBytes, writeMaxBytes: o.maxMessageBytes, acceptCompression: [compressionGzip, compressionBrotli] });
-  router.service(SessionServiceDesc, bridgeService({ service: SessionServiceDesc, definition: served(sessionDef), handlers: o.handlers, admit: admit(false), fail: o.fail, telemetry: o.telemetry }));
+  router.service(SessionServiceDesc, connectService({ service: SessionServiceDesc, definition: served(sessionDef), handlers: o.handlers, resolve: o.resolver, admit: admit(false), fail: o.fail, telemetry: o.telemetry }));
   if (o.healthHandlers) {
-    router.service(HealthDesc, bridgeService({ service: HealthDesc, definition: served(healthDef), handlers: o.healthHandlers, admit: admit(true), fail: o.fail, telemetry: o.telemetry }));
+    router.service(HealthDesc, connectService({ service: HealthDesc, definition: served(healthDef), handlers: o.healthHandlers, resolve: o.resolver, admit: admit(true), fail: o.fail, telemetry: o.telemetry }));
   }
   if (o.reflectionHandlers) {
     for (const [desc, def] of [[ReflectionV1Desc, ReflectionV1Service], [ReflectionV1AlphaDesc, ReflectionV1AlphaService]] as const) {
-      router.service(desc, bridgeService({ service: desc, definition: served(withSafeDeserializers(def)), handlers: o.reflectionHandlers, admit: admit(true), fail: o.fail, telemetry: o.telemetry }));
+      router.service(desc, connectService({ service: desc, definition: served(withSafeDeserializers(def)), handlers: o.reflectionHandlers, resolve: o.resolver, admit: admit(true), fail: o.fail, telemetry: o.telemetry }));
     }
   }
   const routes = new Map(router.handlers.map((h) => [h.requestPath, guardMalformed(h, o.maxMessageBytes, decoders.get(h.requestPath))] as const));
@@ -123,7 +154,8 @@ export async function startWebServer(o: WebServerOptions): Promise<RunningWebSer
   const rpc = (req: Req, res: Res): void => {
     const route = routes.get((req.url ?? '').split('?', 1)[0] ?? '');
     if (!route) {
-      assets(req, res);
+      if (req.method === 'POST') unknownMethod(req, res);
+      else assets(req, res);
       return;
     }
     const s = req.socket;
@@ -163,10 +195,13 @@ export async function startWebServer(o: WebServerOptions): Promise<RunningWebSer
     sockets.add(s);
     s.once('close', () => sockets.delete(s));
   };
+  // Advertise what is admitted (StreamLimiter): a client that honours SETTINGS_MAX_CONCURRENT_STREAMS
+  // never meets TOO_MANY_STREAMS.
+  const settings = { maxConcurrentStreams: o.limiter.maxPerConnection };
   let listener: NetServer;
   const h2Sessions = new Set<import('node:http2').Http2Session>();
   if (pem) {
-    const server = createSecureServer({ cert: pem.cert, key: pem.key, ca: pem.ca ?? undefined, requestCert: pem.ca !== null, rejectUnauthorized: pem.ca !== null, allowHTTP1: true }, handle);
+    const server = createSecureServer({ cert: pem.cert, key: pem.key, ca: pem.ca ?? undefined, requestCert: pem.ca !== null, rejectUnauthorized: pem.ca !== null, allowHTTP1: true, settings }, handle);
     server.on('session', (s) => {
       h2Sessions.add(s);
       s.once('close', () => h2Sessions.delete(s));
@@ -175,7 +210,7 @@ export async function startWebServer(o: WebServerOptions): Promise<RunningWebSer
     listener = server;
   } else {
     const h1 = createHttpServer(handle);
-    const h2 = createH2Server({}, handle);
+    const h2 = createH2Server({ settings }, handle);
     h2.on('session', (s) => {
       h2Sessions.add(s);
       s.once('close', () => h2Sessions.delete(s));
