@@ -21,7 +21,8 @@ import type { Metrics, RpcType } from './metrics.js';
 /** A started RPC span (tracing.ts): `run` makes it the active context; `end` is called once. */
 export interface RpcSpan {
   run<T>(fn: () => T): T;
-  end(code: number, message: string): void;
+  /** Ends the span with the call's status and what the call named (session id, tenant). */
+  end(code: number, message: string, attributes: { readonly [key: string]: string }): void;
 }
 
 /** The headers of a call, as the trace context propagator reads them (`traceparent`, `tracestate`). */
@@ -160,15 +161,23 @@ class Record implements RpcRecord {
     const { service, method: name, type, webProtocol } = this.info;
     const seconds = Number(process.hrtime.bigint() - this.#started) / 1e9;
     metrics.rpcHandled(service, name, type, codeLabel(code), seconds);
-    this.#span?.end(code, message);
-    const slow = type === 'unary' && seconds * 1000 > slowMs;
-    const level = SERVER_FAULTS.has(code) || slow ? 'warn' : code === Code.OK ? 'debug' : 'info';
-    if (level === 'debug' && !debug) return;
-    const tenant = this.#caller?.get(TENANT_KEY);
+    const tenantValue = this.#caller?.get(TENANT_KEY);
+    const tenant = typeof tenantValue === 'string' ? tenantValue : undefined;
     const session = this.#session;
+    if (this.#span) {
+      const attributes: { [key: string]: string } = {};
+      if (session) attributes['palimpsest.session.id'] = session;
+      if (tenant) attributes['palimpsest.tenant'] = tenant;
+      this.#span.end(code, message, attributes);
+    }
+    const slow = type === 'unary' && seconds * 1000 > slowMs;
+    // A client that cancels (a closed viewer tab, Ctrl-C on `watch`) is routine: debug, like OK.
+    const level = SERVER_FAULTS.has(code) || slow ? 'warn' : code === Code.OK || code === Code.CANCELLED ? 'debug' : 'info';
+    if (level === 'debug' && !debug) return;
     logger[level]({
-      rpc: name, service, code: Code[code] ?? String(code), ms: Math.round(seconds * 1e6) / 1e3,
-      ...(session === undefined ? {} : { session }), ...(typeof tenant === 'string' ? { tenant } : {}), ...(slow ? { slow: true } : {}),
+      // `rpc_service`: the logger's own `service` key is the process's ("palimpsest").
+      rpc: name, rpc_service: service, code: Code[code] ?? String(code), ms: Math.round(seconds * 1e6) / 1e3,
+      ...(session === undefined ? {} : { session }), ...(tenant === undefined ? {} : { tenant }), ...(slow ? { slow: true } : {}),
       ...(webProtocol === undefined ? {} : { web_protocol: webProtocol }),
     }, code === Code.OK ? 'rpc' : `rpc failed: ${message}`);
   }

@@ -82,8 +82,9 @@ export async function loadTracing(env: NodeJS.ProcessEnv, provider?: Api.TracerP
     const ctx = api.trace.setSpan(parent, span);
     return {
       run: (fn) => api.context.with(ctx, fn),
-      end(code, message) {
+      end(code, message, attributes) {
         span.setAttribute('rpc.grpc.status_code', code);
+        span.setAttributes(attributes);
         if (code !== 0) span.setStatus({ code: api.SpanStatusCode.ERROR, message });
         span.end();
       },

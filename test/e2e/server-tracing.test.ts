@@ -56,6 +56,9 @@ describe('span tree of an append (in-memory exporter)', () => {
     expect(rpc.spanContext().traceId).toBe(TRACE);
     expect(rpc.parentSpanContext?.spanId).toBe(PARENT);
     expect(rpc.attributes).toMatchObject({ 'rpc.system': 'grpc', 'rpc.service': 'palimpsest.v1.SessionService', 'rpc.method': 'AppendEvents', 'rpc.grpc.status_code': 0 });
+    // The span names the session it served (no tenant without auth).
+    expect(rpc.attributes['palimpsest.session.id']).toBe('tr1');
+    expect(rpc.attributes['palimpsest.tenant']).toBeUndefined();
     // Store spans are the RPC's children, in its trace; none lies outside it.
     expectStoreSpansUnder(spans, rpc, TRACE);
   });
@@ -66,6 +69,7 @@ describe('span tree of an append (in-memory exporter)', () => {
     const span = await until(() => exporter.getFinishedSpans().find((s) => s.name.endsWith('/GetSurface')), 'the GetSurface span');
     expect(span.status.code).toBe(SpanStatusCode.ERROR);
     expect(span.attributes['rpc.grpc.status_code']).toBe(5);
+    expect(span.attributes['palimpsest.session.id']).toBe('missing');
     expect(span.parentSpanContext).toBeUndefined(); // no traceparent: a new trace
   });
 });

@@ -90,7 +90,7 @@ describe('web port: grpc_server_* metrics', () => {
   });
 });
 
-interface LogLine { level: number; rpc?: string; service?: string; code?: string; ms?: number; session?: string; tenant?: string; web_protocol?: string; msg: string }
+interface LogLine { level: number; rpc?: string; rpc_service?: string; code?: string; ms?: number; session?: string; tenant?: string; web_protocol?: string; msg: string }
 
 describe('web port: per-RPC log lines', () => {
   const lines = (stderr: string): LogLine[] => stderr.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as LogLine);
@@ -127,7 +127,7 @@ describe('web port: per-RPC log lines', () => {
       ]);
       // The web line is the gRPC port's line plus web_protocol.
       expect(Object.keys(rpc[1]!).sort()).toEqual([...Object.keys(rpc[0]!), 'web_protocol'].sort());
-      expect(rpc[1]).toMatchObject({ service: SVC, msg: 'rpc' });
+      expect(rpc[1]).toMatchObject({ rpc_service: SVC, msg: 'rpc' });
       for (const l of rpc) expect(l.ms).toBeGreaterThanOrEqual(0);
       expect(rpc[3]!.msg).toMatch(/^rpc failed: /);
       expect(srv.stderr()).not.toContain('top-secret');
@@ -176,7 +176,7 @@ describe('web port: a span per RPC (in-memory exporter)', () => {
     expect(rpc.parentSpanContext?.spanId).toBe(PARENT);
     expect(rpc.attributes).toEqual({
       'rpc.system': 'grpc', 'rpc.service': SVC, 'rpc.method': 'AppendEvents', 'rpc.grpc.type': 'unary', 'rpc.grpc.status_code': 0,
-      'palimpsest.web_protocol': 'connect',
+      'palimpsest.web_protocol': 'connect', 'palimpsest.session.id': 'wt1',
     });
     // Store spans are the RPC's children, in its trace; none lies outside it.
     expectStoreSpansUnder(spans, rpc, TRACE);
