@@ -8,6 +8,7 @@
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, normalize } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { parseServeArgs } from '../../src/cli/serve.js';
 import { anchors, linkTargets, slug } from '../support/markdown.js';
 
 const ROOT = join(import.meta.dirname, '..', '..');
@@ -50,6 +51,16 @@ describe('README.md, the front door', () => {
   it('links to the reference, the architecture, the events and the results', () => {
     const targets = linkTargets(README);
     for (const t of ['docs/operations.md', 'docs/architecture.md', 'docs/events.md', 'bench/RESULTS.md', 'CHANGELOG.md']) expect(targets).toContain(t);
+  });
+
+  it('every npm script it names exists, and every `npm start -- FLAGS` parses as serve flags', () => {
+    const scripts = (JSON.parse(read('package.json')) as { scripts: Record<string, string> }).scripts;
+    const named = [...README.matchAll(/npm run (?:-s )?([a-z][\w:-]*)/g)].map((m) => m[1]!);
+    expect(named.length).toBeGreaterThanOrEqual(3);
+    for (const s of named) expect(Object.keys(scripts), `npm run ${s}`).toContain(s);
+    const starts = [...README.matchAll(/npm start -- ([^`\n]+)/g)].map((m) => m[1]!.trim().split(/\s+/));
+    expect(starts.length).toBeGreaterThan(0);
+    for (const argv of starts) expect(() => parseServeArgs(argv, {}), argv.join(' ')).not.toThrow();
   });
 
   it('quotes no performance figure of its own: it links to bench/RESULTS.md', () => {
