@@ -1,6 +1,6 @@
 /**
- * Young-generation promotion under append load, after one full collection (bench/history/round-06.md:
- * Maps set and cleared per event or per call promoted everything they held). Guards
+ * Young-generation promotion under append load, after one full collection (bench/README.md,
+ * sixth round: Maps set and cleared per event or per call promoted everything they held). Guards
  * the app's planned batches, the SQLite writer thread's owed calls, and a closed HTTP/2 stream
  * dropping its call.
  */
