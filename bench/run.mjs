@@ -11,14 +11,16 @@
  *
  * A bench reports headline figures by printing lines `HEADLINE {"id","label","value","target",
  * "met",["detail"]}` on stdout; the harness removes them from its table and lists them in the
- * summary. The engine bench's cost ratio and the fan-out bench's p99 ratio are read from their tables. Needs h2load (apt-get install
+ * summary, and a full run (not --quick, not --no-results) rewrites their rows of bench/RESULTS.md
+ * with the date and the commit (bench/results.mjs). The engine bench's cost ratio and the fan-out bench's p99 ratio are read from their tables. Needs h2load (apt-get install
  * nghttp2-client) for the server bench.
  */
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { existsSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { parseHeadline, updateResults } from './results.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const args = process.argv.slice(2);
@@ -71,12 +73,8 @@ for (const b of BENCHES) {
   const r = await run(b.file);
   const lines = r.stdout.split('\n');
   for (const l of lines) {
-    if (!l.startsWith('HEADLINE ')) continue;
-    try {
-      headlines.push({ bench: b.name, ...JSON.parse(l.slice('HEADLINE '.length)) });
-    } catch {
-      // not ours
-    }
+    const h = parseHeadline(l);
+    if (h) headlines.push({ bench: b.name, ...h });
   }
   // The engine bench prints its in-process cost ratio as a table row.
   const ratio = lines.find((l) => l.startsWith('| append cost ratio 1M / 1k'));
@@ -117,4 +115,19 @@ const report = [
 console.log(report);
 writeFileSync(out, report);
 process.stderr.write(`\nreport written to ${out}\n`);
+
+/** The commit measured: HEAD's short hash, `-dirty` with uncommitted changes. */
+function commitOf() {
+  try {
+    return execFileSync('git', ['describe', '--always', '--dirty', '--abbrev=7'], { cwd: here, encoding: 'utf8' }).trim();
+  } catch {
+    return 'unknown';
+  }
+}
+// Quick runs (small sizes, fewer runs) never stand for today's figures.
+if (!quick && !args.includes('--no-results')) {
+  const results = join(here, 'RESULTS.md');
+  const n = updateResults(results, headlines.filter((h) => h.met !== undefined) /* not the 'see the table' placeholders */, { date: new Date().toISOString().slice(0, 10), commit: commitOf() });
+  process.stderr.write(`${n} figure(s) written to ${results}\n`);
+}
 process.exitCode = failed ? 1 : 0;

@@ -23,7 +23,7 @@ const root = join(here, '..', '..');
  *
  * `--initial-old-space-size=128`: a 128 MB floor under the old generation's allocation limit,
  * without which a small heap under load is collected in full several times a second
- * (bench/README.md, eighth round; README "Running the server").
+ * (bench/history/round-08.md; docs/operations.md "Running the server").
  */
 export const SERVER_NODE_FLAGS: readonly string[] = ['--initial-old-space-size=128'];
 

@@ -16,7 +16,7 @@ the copy (integrity_check, foreign keys, schema version, every session's events 
 recorded count and head) before it appears under BACKUP. Never overwrites an existing file.
 
 Restore: stop the server, move FILE and its -wal/-shm/-heads files away, copy BACKUP to FILE, start the
-server. For PostgreSQL use pg_dump / pg_restore (see the README).
+server. For PostgreSQL use pg_dump / pg_restore (see docs/operations.md, Backup and restore).
 
 Options:
   --db FILE      the database to back up (default $PALIMPSEST_DB or ./palimpsest.db)

@@ -66,7 +66,7 @@ export const SERVE_OPTIONS: readonly Option[] = [
   { flag: 'tls-key', help: 'TLS private key (PEM file)', apply: (c, v) => { c.tlsKey = v; } },
   { flag: 'tls-client-ca', help: 'require client certificates signed by this CA (PEM file): mutual TLS', apply: (c, v) => { c.tlsClientCa = v; } },
   { flag: 'insecure', help: 'allow plaintext on a non-loopback address', boolean: true, apply: (c, v) => { c.insecure = v !== 'false' && v !== '0'; } },
-  { flag: 'auth-tokens', help: 'bearer-token file (JSON; see README); reloaded on SIGHUP', apply: (c, v) => { c.authTokens = v; } },
+  { flag: 'auth-tokens', help: 'bearer-token file (JSON; see docs/operations.md, Security); reloaded on SIGHUP', apply: (c, v) => { c.authTokens = v; } },
   { flag: 'retention-days', help: `delete sessions untouched for N days (0 = never, default; the ${"'palimpsest.dev/ttl-days'"} label sets a session's own)`, apply: (c, v) => { c.retentionDays = int('retention-days', v); } },
   { flag: 'retention-interval-ms', help: 'time between retention sweeps (default 3600000)', apply: (c, v) => { c.retentionIntervalMs = int('retention-interval-ms', v, 10); } },
   { flag: 'retention-batch', help: 'sessions a retention sweep examines per batch (default 100)', apply: (c, v) => { c.retentionBatch = int('retention-batch', v, 1); } },

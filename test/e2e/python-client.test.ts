@@ -1,6 +1,7 @@
 /**
  * The installable Python package (clients/python, issue #18): its committed stubs match proto/,
- * `pip install ./clients/python` works with no package index at all, and the package's pytest
+ * `pip install --no-build-isolation ./clients/python` builds it with a standard backend
+ * (setuptools, Debian's python3-setuptools) with no package index at all, and the package's pytest
  * suite (client, errors, event builders, the OpenAI Agents SDK session adapter, the typed stubs)
  * passes against a real server, run from the installed copy.
  */
@@ -16,7 +17,7 @@ const PKG = join(ROOT, 'clients', 'python');
 const STUBS = join(PKG, 'src', 'palimpsest', 'v1');
 
 function missing(): string[] {
-  const m = missingPython(['grpc', 'google.protobuf', 'pytest', 'venv', 'mypy']);
+  const m = missingPython(['grpc', 'google.protobuf', 'pytest', 'venv', 'mypy', 'setuptools', 'wheel']);
   for (const b of ['protoc-gen-mypy', 'protoc-gen-mypy_grpc']) if (!onPath(b)) m.push(`${b} (mypy-protobuf)`);
   return m;
 }
@@ -46,19 +47,29 @@ describe('Python package clients/python', () => {
     }
   }, 60_000);
 
-  toolchainIt('python', missing(), 'pip install with no index, then the package tests against a real server', async () => {
+  toolchainIt('python', missing(), 'pip install with no index (setuptools backend), then the package tests against a real server', async () => {
     const venv = join(tmp, 'venv');
     const mk = await run(PYTHON, ['-m', 'venv', '--system-site-packages', venv]);
     expect(mk.code, mk.stderr).toBe(0);
     const py = join(venv, 'bin', 'python');
-    // No index, no find-links, no pip config: the install must need nothing from outside.
+    // No index, no find-links, no pip config: the install must need nothing from outside. The
+    // build backend (setuptools + wheel) comes from the system's site-packages (Debian's
+    // python3-setuptools, python3-wheel), which --no-build-isolation lets pip use.
     const offline = { ...process.env, PIP_NO_INDEX: '1', PIP_CONFIG_FILE: '/dev/null', PIP_FIND_LINKS: '', PIP_DISABLE_PIP_VERSION_CHECK: '1', PYTHONPATH: '' };
-    const pip = await run(py, ['-m', 'pip', 'install', PKG], { cwd: tmp, env: offline, timeoutMs: 120_000 });
+    const pip = await run(py, ['-m', 'pip', 'install', '--no-build-isolation', PKG], { cwd: tmp, env: offline, timeoutMs: 120_000 });
     expect(pip.code, pip.stdout + pip.stderr).toBe(0);
     expect(pip.stdout).toContain('Successfully installed palimpsest-client-0.1.0');
     const where = await run(py, ['-c', 'import palimpsest.client, palimpsest.v1.service_pb2 as s; print(palimpsest.__file__)'], { cwd: tmp, env: offline });
     expect(where.code, where.stderr).toBe(0);
-    expect(where.stdout.trim()).toBe(join(venv, 'lib', where.stdout.trim().split('/lib/')[1]!.split('/')[0]!, 'site-packages', 'palimpsest', '__init__.py'));
+    const site = join(venv, 'lib', where.stdout.trim().split('/lib/')[1]!.split('/')[0]!, 'site-packages');
+    expect(where.stdout.trim()).toBe(join(site, 'palimpsest', '__init__.py'));
+    // Built by setuptools' bdist_wheel (not an in-tree backend), with the typed stubs and the
+    // PEP 561 marker in the wheel.
+    const dist = join(site, 'palimpsest_client-0.1.0.dist-info');
+    expect(readFileSync(join(dist, 'WHEEL'), 'utf8')).toMatch(/^Generator: bdist_wheel /m);
+    const installed = readdirSync(join(site, 'palimpsest', 'v1'));
+    for (const f of readdirSync(STUBS).filter((n) => n.endsWith('.pyi'))) expect(installed, `${f} missing from the wheel`).toContain(f);
+    expect(readdirSync(join(site, 'palimpsest'))).toContain('py.typed');
 
     const env = { ...offline, PALIMPSEST_ADDR: ts.server.address };
     const tests = await run(py, ['-m', 'pytest', '-q', '-p', 'no:cacheprovider', join(PKG, 'tests')], { cwd: tmp, env, timeoutMs: 180_000 });

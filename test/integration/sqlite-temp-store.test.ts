@@ -63,7 +63,7 @@ async function bytesPerEvent(appendWriter: 'inline' | 'thread'): Promise<{ perEv
 
 describe.runIf(process.platform === 'linux')('write(2) bytes per appended event (SQLite store, durability full)', () => {
   // Measured: 744 B per event with the statement journal in memory (the WAL's frames and the
-  // checkpoints), 3,711 B with SQLite's default temp store (bench/README.md, tenth round).
+  // checkpoints), 3,711 B with SQLite's default temp store (bench/history/round-10.md).
   for (const appendWriter of ['inline', 'thread'] as const) {
     it(`${appendWriter} writer: 100-event calls write under 2,000 B per ~300 B event (no statement journal on disk)`, async () => {
       const { perEvent, stored } = await bytesPerEvent(appendWriter);
