@@ -166,7 +166,12 @@ class Record implements RpcRecord {
     const session = this.#session;
     if (this.#span) {
       const attributes: { [key: string]: string } = {};
-      if (session) attributes['palimpsest.session.id'] = session;
+      // The GenAI conventions' conversation id too, so a GenAI backend groups the server's spans
+      // with the exported session (docs/otel-genai.md).
+      if (session) {
+        attributes['palimpsest.session.id'] = session;
+        attributes['gen_ai.conversation.id'] = session;
+      }
       if (tenant) attributes['palimpsest.tenant'] = tenant;
       this.#span.end(code, message, attributes);
     }

@@ -7,6 +7,8 @@
  * cancellation by the client, backpressure on server and client streams, the message size limit,
  * the advertised and admitted concurrent streams, a 60,000-character session id.
  *
+ * The same table, for operators, is in docs/operations.md ("The two ports").
+ *
  * What the gRPC port's @grpc/grpc-js answers BY ITSELF, before any interceptor or handler of
  * ours runs (so without our google.rpc.Status details, and with grpc-js's own wording), pinned in
  * test/e2e/framing.test.ts and in the cases below; measured on @grpc/grpc-js 1.14.7:
@@ -18,11 +20,9 @@
  * | a compressed message that does not decompress    | INTERNAL "Failed to decompress message", trailers-only       | INVALID_ARGUMENT (gzip) / INTERNAL (br) "decompression failed" |
  * | a grpc-timeout that does not parse               | INTERNAL "Invalid grpc-timeout value", trailers-only         | INVALID_ARGUMENT "protocol error: invalid grpc timeout value"  |
  * | a content-type that is not application/grpc*    | HTTP 415, no grpc-status                                     | HTTP 415, no grpc-status                                     |
- * | a method the server does not serve              | UNIMPLEMENTED "The server does not implement the method ..." | HTTP 405 from the viewer's static assets, no grpc-status (a  |
- * |                                                  |                                                              | gRPC client sees UNKNOWN; the test asks for UNIMPLEMENTED)   |
+ * | a method the server does not serve              | UNIMPLEMENTED "The server does not implement the method ..." | UNIMPLEMENTED, trailers-only (web-server.ts unknownMethod)   |
  * | a message above --max-message-bytes             | RESOURCE_EXHAUSTED "Received message larger than max (N vs M)" | RESOURCE_EXHAUSTED "message size N is larger than configured readMaxBytes M" |
- * | the deadline (grpc-timeout) passes               | DEADLINE_EXCEEDED "Deadline exceeded"                        | on a server stream: grpc-status 0 (OK), a bug the deadline   |
- * |                                                  |                                                              | case below fails on (the bridge returns instead of throwing) |
+ * | the deadline (grpc-timeout) passes               | DEADLINE_EXCEEDED "Deadline exceeded"                        | DEADLINE_EXCEEDED                                            |
  *
  * Everything else (a request stream with no message, two messages for a unary call, a cut frame,
  * bytes that are not the request message) reaches our interceptor and is INVALID_ARGUMENT with

@@ -176,7 +176,7 @@ describe('web port: a span per RPC (in-memory exporter)', () => {
     expect(rpc.parentSpanContext?.spanId).toBe(PARENT);
     expect(rpc.attributes).toEqual({
       'rpc.system': 'grpc', 'rpc.service': SVC, 'rpc.method': 'AppendEvents', 'rpc.grpc.type': 'unary', 'rpc.grpc.status_code': 0,
-      'palimpsest.web_protocol': 'connect', 'palimpsest.session.id': 'wt1',
+      'palimpsest.web_protocol': 'connect', 'palimpsest.session.id': 'wt1', 'gen_ai.conversation.id': 'wt1',
     });
     // Store spans are the RPC's children, in its trace; none lies outside it.
     expectStoreSpansUnder(spans, rpc, TRACE);
