@@ -373,7 +373,9 @@ class TraceBuilder {
       const provider = str(source?.['provider']) ?? cfg.provider;
       // The attempt's chunks are the message's sourceEventSeqs (docs/events.md).
       const chunks = (e.sourceEventSeqs ?? []).map((s) => this.#bySeq.get(s)).filter((c): c is SessionEvent => c?.type === 'assistant/chunk');
-      const start = chunks.length > 0 ? Math.min(...chunks.map((c) => c.time)) : e.time;
+      // A chunk time of 0 is a log without clocks (some reference logs): not a start.
+      const clocked = chunks.filter((c) => c.time > 0 && c.time <= e.time);
+      const start = clocked.length > 0 ? Math.min(...clocked.map((c) => c.time)) : e.time;
       const a = base(this.sessionId, 'chat');
       a['gen_ai.provider.name'] = provider === undefined ? 'unknown' : genAiProviderName(provider);
       if (model !== undefined) a['gen_ai.request.model'] = model;
