@@ -25,6 +25,7 @@
 import { createHash } from 'node:crypto';
 import type { Json, JsonObject, SessionEvent } from '../domain/event.js';
 import { isJsonObject } from '../domain/json.js';
+import { canonicalData, isLegacyShape } from '../domain/message-view.js';
 
 /** The semantic conventions version this mapping follows (schema URL below). */
 export const GENAI_SEMCONV_VERSION = '1.41.0';
@@ -217,7 +218,9 @@ function segmentsOf(events: readonly SessionEvent[]): Segment[] {
  */
 export function sessionToGenAiTraces(sessionId: string, events: readonly SessionEvent[], options: GenAiOptions = {}): GenAiTrace[] {
   const traces: GenAiTrace[] = [];
-  for (const seg of segmentsOf(events)) {
+  // Legacy unwrapped message shapes (older reference logs) are read through the canonical view.
+  const canonical = events.map((e) => (isLegacyShape(e.type, e.data) ? { ...e, data: canonicalData(e, sessionId) } : e));
+  for (const seg of segmentsOf(canonical)) {
     if (seg.kind === 'loose') {
       for (const t of looseTraces(sessionId, seg.events, options)) traces.push(t);
       continue;
