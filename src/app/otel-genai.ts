@@ -63,6 +63,8 @@ export interface GenAiOptions {
 
 /** A trace: a root span and its children, for one turn (or a session without turns). */
 export interface GenAiTrace {
+  /** A turn's trace, a whole session without turns, or a compaction/prune outside any turn. */
+  readonly kind: 'turn' | 'session' | 'compaction';
   /** The seq the trace is keyed by (its `turn/start`, or the first event). */
   readonly rootSeq: number;
   /** The last seq the trace covers. */
@@ -245,7 +247,7 @@ function base(sessionId: string, operation: string | undefined): Record<string, 
 function looseTraces(sessionId: string, events: readonly SessionEvent[], options: GenAiOptions): GenAiTrace[] {
   const out: GenAiTrace[] = [];
   const builder = new TraceBuilder(sessionId, events, options, undefined);
-  for (const s of builder.compactionSpans()) out.push({ rootSeq: s.seq, lastSeq: s.lastSeq, complete: true, spans: [s.span] });
+  for (const s of builder.compactionSpans()) out.push({ kind: 'compaction', rootSeq: s.seq, lastSeq: s.lastSeq, complete: true, spans: [s.span] });
   return out;
 }
 
@@ -299,7 +301,7 @@ function segmentTrace(sessionId: string, seg: Segment, options: GenAiOptions): G
     const out = lastChat?.attributes['gen_ai.output.messages'];
     if (out !== undefined) a['gen_ai.output.messages'] = out as Json;
   }
-  return { rootSeq: first.seq, lastSeq: last.seq, complete, spans: [freeze(root), ...chats.map(freeze), ...tools.map(freeze), ...compactions] };
+  return { kind: seg.kind === 'turn' ? 'turn' : 'session', rootSeq: first.seq, lastSeq: last.seq, complete, spans: [freeze(root), ...chats.map(freeze), ...tools.map(freeze), ...compactions] };
 }
 
 function sumUsage(chats: readonly Draft[]): Record<string, number> {

@@ -60,6 +60,12 @@ export interface ServerConfig {
    * `js-http2` (the same gRPC calls on src/server/http2, HTTP/2 written for them in TypeScript).
    */
   readonly grpcTransport: GrpcTransport;
+  /** Export each committed turn as OpenTelemetry GenAI spans through the OTLP exporter (issue #41, src/app/otel-genai-live.ts). */
+  readonly otelGenaiExport?: boolean;
+  /** The live export's positions file (default `<db>.otel-genai-positions`; required for PostgreSQL). */
+  readonly otelGenaiPositions?: string;
+  /** Record message content in the live export (opt-in attributes). */
+  readonly otelGenaiContent?: boolean;
 }
 
 /** The transports of the gRPC port. */
