@@ -83,6 +83,8 @@ export interface OtlpReceiver {
   readonly spans: ReceivedSpan[];
   /** Number of export requests accepted. */
   requests(): number;
+  /** Number of export requests answered 503 by {@link OtlpReceiver.failNext}. */
+  refused(): number;
   /** Answer the next `n` requests with HTTP 503 (an unavailable collector). */
   failNext(n: number): void;
   close(): Promise<void>;
@@ -93,6 +95,7 @@ export async function startOtlpReceiver(): Promise<OtlpReceiver> {
   const spans: ReceivedSpan[] = [];
   let requests = 0;
   let failing = 0;
+  let refused = 0;
   const server: Server = createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
@@ -107,6 +110,7 @@ export async function startOtlpReceiver(): Promise<OtlpReceiver> {
       }
       if (failing > 0) {
         failing--;
+        refused++;
         res.writeHead(503).end();
         return;
       }
@@ -126,6 +130,7 @@ export async function startOtlpReceiver(): Promise<OtlpReceiver> {
     endpoint: `http://127.0.0.1:${port}`,
     spans,
     requests: () => requests,
+    refused: () => refused,
     failNext: (n) => { failing = n; },
     close: () => new Promise((resolve) => { server.closeAllConnections(); server.close(() => resolve()); }),
   };
