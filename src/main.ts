@@ -20,6 +20,7 @@ import { LiveGenAiExporter, TappedChangeFeed, type ExportPositions } from './app
 import { otlpSpanSink } from './app/otel-genai-otlp-sink.js';
 import { FileExportPositions, MemoryExportPositions } from './store/otel-genai-positions.js';
 import { VERSION } from './cli/version.js';
+import { compactionObservations } from './app/compaction-metrics.js';
 
 export type { RunningServer, ServerExtensions };
 
@@ -78,7 +79,11 @@ export async function startServer(partial: Partial<ServerConfig> = {}, ext: Serv
   const tracing = ext.tracing ?? await loadTracing(process.env, ext.tracerProvider);
   const positions = config.otelGenaiExport ? otelGenaiPositions(config) : undefined;
   let live: LiveGenAiExporter | undefined;
-  const app = await composeApp(config, logger, tracing, positions === undefined ? undefined : (b) => live?.onCommit(b));
+  let observeCompactions: ((batch: CommittedBatch) => void) | undefined;
+  const app = await composeApp(config, logger, tracing, (b) => {
+    live?.onCommit(b);
+    observeCompactions?.(b);
+  });
   try {
     if (positions !== undefined) {
       // Started before the server listens: no commit can slip between the catch-up scan and the tap.
@@ -87,6 +92,15 @@ export async function startServer(partial: Partial<ServerConfig> = {}, ext: Serv
     }
     // The server only shows `db` in its start-up log: never a database password.
     const running = await serveApp(app, isPostgresUrl(config.db) ? { ...config, db: redactUrl(config.db) } : config, logger, { ...ext, tracing });
+    if (config.metricsListen) {
+      // Compaction/prune metrics from the committed batches; sessions per tenant from the store at each scrape.
+      const metrics = running.metrics;
+      observeCompactions = (b) => {
+        for (const o of compactionObservations(b)) metrics.compacted(o.kind, o.shadowedEvents, o.tokensSaved);
+      };
+      const store = app.store;
+      metrics.trackTenantSessions(async () => (await store.tenantSessionCounts?.()) ?? new Map());
+    }
     const exporter = live;
     if (exporter === undefined) return running;
     return {
