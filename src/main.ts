@@ -83,7 +83,8 @@ export async function startServer(partial: Partial<ServerConfig> = {}, ext: Serv
   // The export runs outside the span of the RPC whose commit triggered it (its store reads are
   // not that RPC's children); the API is loaded only with the export on.
   const otel = positions === undefined ? undefined : await import('@opentelemetry/api');
-  const app = await composeApp(config, logger, tracing, (b) => {
+  const tapped = positions !== undefined || Boolean(config.metricsListen);
+  const app = await composeApp(config, logger, tracing, !tapped ? undefined : (b) => {
     if (live !== undefined && otel !== undefined) otel.context.with(otel.ROOT_CONTEXT, () => live?.onCommit(b));
     observeCompactions?.(b);
   });
