@@ -192,6 +192,36 @@ describe(`GenAI spans of the reference sessions (semconv ${GENAI_SEMCONV_VERSION
     expect(failed.length).toBeGreaterThan(0);
   });
 
+  it('every attribute is one of its span table (semconv 1.41.0), gen_ai.conversation.id, error.type or palimpsest.*, content included', () => {
+    const request = ['gen_ai.request.choice.count', 'gen_ai.request.model', 'gen_ai.request.seed', 'gen_ai.request.frequency_penalty', 'gen_ai.request.max_tokens',
+      'gen_ai.request.presence_penalty', 'gen_ai.request.stop_sequences', 'gen_ai.request.temperature', 'gen_ai.request.top_p'];
+    const usage = ['gen_ai.usage.cache_creation.input_tokens', 'gen_ai.usage.cache_read.input_tokens', 'gen_ai.usage.input_tokens', 'gen_ai.usage.output_tokens'];
+    const content = ['gen_ai.input.messages', 'gen_ai.output.messages', 'gen_ai.system_instructions', 'gen_ai.tool.definitions'];
+    // The attribute tables of the invoke agent internal, inference and execute tool spans at v1.41.0.
+    const tables: Record<string, readonly string[]> = {
+      invoke_agent: ['gen_ai.operation.name', 'gen_ai.provider.name', 'gen_ai.agent.description', 'gen_ai.agent.id', 'gen_ai.agent.name', 'gen_ai.agent.version',
+        'gen_ai.conversation.id', 'gen_ai.data_source.id', 'gen_ai.output.type', ...request, 'gen_ai.response.finish_reasons', ...usage, ...content],
+      chat: ['gen_ai.operation.name', 'gen_ai.provider.name', 'gen_ai.conversation.id', 'gen_ai.output.type', ...request, 'gen_ai.request.stream', 'gen_ai.request.top_k',
+        'gen_ai.response.finish_reasons', 'gen_ai.response.id', 'gen_ai.response.model', 'gen_ai.response.time_to_first_chunk', ...usage, 'gen_ai.usage.reasoning.output_tokens', ...content],
+      execute_tool: ['gen_ai.operation.name', 'gen_ai.tool.name', 'gen_ai.tool.call.id', 'gen_ai.tool.description', 'gen_ai.tool.type', 'gen_ai.tool.call.arguments', 'gen_ai.tool.call.result'],
+      none: [],
+    };
+    const seen = new Set<string>();
+    for (const file of FILES) {
+      const { id, events } = load(file);
+      for (const span of sessionToGenAiSpans(id, events, { content: true })) {
+        const table = tables[String(span.attributes['gen_ai.operation.name'] ?? 'none')] as readonly string[];
+        for (const key of Object.keys(span.attributes)) {
+          seen.add(key);
+          if (key.startsWith('palimpsest.') || key === 'error.type' || key === 'gen_ai.conversation.id') continue;
+          expect(table, `${span.name}: ${key}`).toContain(key);
+        }
+      }
+    }
+    // The opt-in content attributes were exercised.
+    expect([...seen]).toEqual(expect.arrayContaining(['gen_ai.input.messages', 'gen_ai.output.messages', 'gen_ai.tool.call.arguments', 'gen_ai.tool.call.result']));
+  });
+
   it('provider ids map to the well-known values, others stay as they are', () => {
     expect(genAiProviderName('deepseek-official')).toBe('deepseek');
     expect(genAiProviderName('openai')).toBe('openai');
