@@ -164,7 +164,7 @@ export class LiveGenAiExporter {
       .filter((t) => t.complete && (t.kind === 'turn' || t.kind === 'compaction'));
     if (traces.length === 0) return;
     await this.sink.export(traces.flatMap((t) => t.spans));
-    const next = Math.max(...traces.map((t) => t.lastSeq)) + 1;
+    const next = traces.reduce((m, t) => Math.max(m, t.lastSeq), -1) + 1;
     await this.positions.save(id, next);
     this.#positions.set(id, next);
     this.exportedTraces += traces.length;

@@ -263,7 +263,7 @@ function segmentTrace(sessionId: string, seg: Segment, options: GenAiOptions): G
 
   const root: Draft = {
     traceId, spanId: rootId, name: options.agentName ? `invoke_agent ${options.agentName}` : 'invoke_agent', kind: 'INTERNAL',
-    startMs: first.time, endMs: Math.max(...seg.events.map((e) => e.time)),
+    startMs: first.time, endMs: seg.events.reduce((m, e) => Math.max(m, e.time), first.time),
     attributes: base(sessionId, 'invoke_agent'), status: { code: 'UNSET' },
   };
   const a = root.attributes;
@@ -380,7 +380,7 @@ class TraceBuilder {
       const chunks = (e.sourceEventSeqs ?? []).map((s) => this.#bySeq.get(s)).filter((c): c is SessionEvent => c?.type === 'assistant/chunk');
       // A chunk time of 0 is a log without clocks (some reference logs): not a start.
       const clocked = chunks.filter((c) => c.time > 0 && c.time <= e.time);
-      const start = clocked.length > 0 ? Math.min(...clocked.map((c) => c.time)) : e.time;
+      const start = clocked.reduce((m, c) => Math.min(m, c.time), e.time);
       const a = base(this.sessionId, 'chat');
       a['gen_ai.provider.name'] = provider === undefined ? 'unknown' : genAiProviderName(provider);
       if (model !== undefined) a['gen_ai.request.model'] = model;
