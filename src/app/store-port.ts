@@ -336,6 +336,8 @@ export interface SessionStore {
   getPendingEvents(sessionId: string, owner: string, seqs: readonly number[]): Promise<SessionEvent[]>;
   /** A tenant's stored counters (metrics, tests). */
   getTenantUsage(tenant: string): Promise<TenantUsage>;
+  /** Optional (metrics): the stored session count of every tenant that has a counter row. */
+  tenantSessionCounts?(): Promise<ReadonlyMap<string, number>>;
   /** A head watch over this store's database (see {@link HeadWatch}); close it before the store. */
   openHeadWatch(): HeadWatch;
   /** Closes the store (flushes pending group commits first). */

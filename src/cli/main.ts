@@ -20,7 +20,7 @@ function placeholder(flag: string): string {
   if (named[flag]) return named[flag];
   if (flag.endsWith('-ms')) return 'MS';
   if (flag.endsWith('-bytes')) return 'BYTES';
-  if (flag.startsWith('tls-') || flag.endsWith('-tokens') || flag.endsWith('-file')) return 'FILE';
+  if (flag.startsWith('tls-') || flag.endsWith('-tokens') || flag.endsWith('-file') || flag.endsWith('-positions')) return 'FILE';
   if (/^(max|cache|tenant|retention)-/.test(flag)) return flag === 'retention-days' ? 'DAYS' : 'N';
   return 'VALUE';
 }

@@ -75,6 +75,9 @@ export const SERVE_OPTIONS: readonly Option[] = [
     flag: 'web-cors-origins', help: 'comma-separated origins allowed to call the web port from a browser (* = any; default none)',
     apply: (c, v) => { c.webCorsOrigins = v.split(',').map((o) => o.trim()).filter((o) => o !== ''); },
   },
+  { flag: 'otel-genai-export', help: 'export each committed turn as OpenTelemetry GenAI spans (semconv 1.41.0) through the OTLP exporter (OTEL_EXPORTER_OTLP_*), at least once; see docs/otel-genai.md', boolean: true, apply: (c, v) => { c.otelGenaiExport = v !== 'false' && v !== '0'; } },
+  { flag: 'otel-genai-positions', help: "the live export's positions file (default <db>.otel-genai-positions; required with a PostgreSQL store)", apply: (c, v) => { c.otelGenaiPositions = v; } },
+  { flag: 'otel-genai-content', help: 'with --otel-genai-export: record message content, tool arguments and results (opt-in; may hold sensitive data)', boolean: true, apply: (c, v) => { c.otelGenaiContent = v !== 'false' && v !== '0'; } },
   { flag: 'shutdown-grace-ms', help: 'graceful shutdown deadline (default 10000)', apply: (c, v) => { c.shutdownGraceMs = int('shutdown-grace-ms', v); } },
 ];
 

@@ -20,6 +20,10 @@ import {
 } from '../../gen/palimpsest/v1/service.js';
 import type { ContentBlock } from './events.js';
 import { PalimpsestError, toPalimpsestError } from './errors.js';
+import { context, propagation, type TextMapSetter } from '@opentelemetry/api';
+
+/** Writes propagation headers into gRPC metadata. */
+const METADATA_SETTER: TextMapSetter<Metadata> = { set: (md, key, value) => md.set(key, value) };
 
 /** The channel's service config: UNAVAILABLE retried with backoff, up to 5 attempts in ~3 s. */
 export const SERVICE_CONFIG = {
@@ -194,6 +198,10 @@ export class PalimpsestClient {
   private metadata(): Metadata {
     const md = new Metadata();
     if (this.token) md.set('authorization', `Bearer ${this.token}`);
+    // W3C trace context of the caller's active OpenTelemetry span (traceparent/tracestate), so
+    // the server's spans join the agent's trace. Without a registered SDK the global propagator
+    // is a no-op and nothing is added.
+    propagation.inject(context.active(), md, METADATA_SETTER);
     return md;
   }
 

@@ -54,6 +54,12 @@ export interface ServerConfig {
   readonly webListen: string;
   /** Origins the web port allows by CORS ('*' = any); empty = CORS off. */
   readonly webCorsOrigins: readonly string[];
+  /** Export each committed turn as OpenTelemetry GenAI spans through the OTLP exporter (issue #41, src/app/otel-genai-live.ts). */
+  readonly otelGenaiExport?: boolean;
+  /** The live export's positions file (default `<db>.otel-genai-positions`; required for PostgreSQL). */
+  readonly otelGenaiPositions?: string;
+  /** Record message content in the live export (opt-in attributes). */
+  readonly otelGenaiContent?: boolean;
 }
 
 

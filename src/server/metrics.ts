@@ -27,6 +27,10 @@ export interface Metrics {
   trackCachedSessions(source: () => number): void;
   /** Sessions deleted by retention. */
   retentionDeleted(count: number): void;
+  /** A compaction or a pruned tool result committed: events it took off the surface, tokens it saved. */
+  compacted(kind: 'compact' | 'prune', shadowedEvents: number, tokensSaved: number): void;
+  /** Where palimpsest_tenant_sessions is read from at each scrape (sessions per tenant). */
+  trackTenantSessions(source: () => Promise<ReadonlyMap<string, number>>): void;
 }
 
 /** Metrics that record nothing (metrics not served). */
@@ -39,6 +43,8 @@ export const NO_METRICS: Metrics = Object.freeze({
   subscriptionLag: Object.freeze({ observe: () => undefined }),
   trackCachedSessions: () => undefined,
   retentionDeleted: () => undefined,
+  compacted: () => undefined,
+  trackTenantSessions: () => undefined,
 });
 
 /** Loads prom-client and creates the Prometheus metrics. */
@@ -63,6 +69,11 @@ export class PromMetrics implements Metrics {
   readonly #handling: HistogramT<'grpc_service' | 'grpc_method' | 'grpc_type'>;
   readonly #operations: Record<string, CounterT>;
   readonly #retentionDeleted: CounterT;
+  readonly #compactions: CounterT<'kind'>;
+  readonly #compactionShadowed: HistogramT<'kind'>;
+  readonly #compactionSaved: HistogramT<'kind'>;
+  #tenantSessionsSource: () => Promise<ReadonlyMap<string, number>> = async () => new Map();
+  readonly tenantSessions: GaugeT<'tenant'>;
 
   constructor(prom: typeof import('prom-client'), defaults = true) {
     const { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } = prom;
@@ -86,6 +97,24 @@ export class PromMetrics implements Metrics {
       buckets: [0, 1, 10, 100, 1000, 10000, 100000], registers: [this.registry],
     });
     this.#retentionDeleted = new Counter({ name: 'palimpsest_retention_deleted_total', help: 'Sessions deleted by retention (--retention-days, the palimpsest.dev/ttl-days label)', registers: [this.registry] });
+    this.#compactions = new Counter({ name: 'palimpsest_compactions_total', help: 'Compactions (kind=compact) and pruned tool results (kind=prune) committed', labelNames: ['kind'], registers: [this.registry] });
+    this.#compactionShadowed = new Histogram({
+      name: 'palimpsest_compaction_shadowed_events', help: 'Events one compaction or pruned result took off the surface', labelNames: ['kind'],
+      buckets: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000], registers: [this.registry],
+    });
+    this.#compactionSaved = new Histogram({
+      name: 'palimpsest_compaction_tokens_saved', help: 'Estimated tokens one compaction or pruned result saved (shadowed minus replacement)', labelNames: ['kind'],
+      buckets: [0, 100, 1000, 5000, 10000, 50000, 100000, 500000], registers: [this.registry],
+    });
+    /** Read from the store at scrape time. */
+    this.tenantSessions = new Gauge({
+      name: 'palimpsest_tenant_sessions', help: 'Sessions per tenant (tenant="" when auth is off)', labelNames: ['tenant'], registers: [this.registry],
+      collect: async (): Promise<void> => {
+        const counts = await this.#tenantSessionsSource();
+        this.tenantSessions.reset();
+        for (const [tenant, n] of counts) this.tenantSessions.set({ tenant }, n);
+      },
+    });
     // The go-grpc-prometheus names and labels, so stock gRPC dashboards work unchanged.
     const rpcLabels = ['grpc_service', 'grpc_method', 'grpc_type'] as const;
     this.#started = new Counter({ name: 'grpc_server_started_total', help: 'RPCs started on the server', labelNames: rpcLabels, registers: [this.registry] });
@@ -133,6 +162,18 @@ export class PromMetrics implements Metrics {
   /** Sessions deleted by retention. */
   retentionDeleted(count: number): void {
     this.#retentionDeleted.inc(count);
+  }
+
+  /** A compaction or a pruned tool result committed. */
+  compacted(kind: 'compact' | 'prune', shadowedEvents: number, tokensSaved: number): void {
+    this.#compactions.inc({ kind });
+    this.#compactionShadowed.observe({ kind }, shadowedEvents);
+    this.#compactionSaved.observe({ kind }, tokensSaved);
+  }
+
+  /** Where palimpsest_tenant_sessions is read from at each scrape. */
+  trackTenantSessions(source: () => Promise<ReadonlyMap<string, number>>): void {
+    this.#tenantSessionsSource = source;
   }
 
   /** A rejected append. */

@@ -639,6 +639,11 @@ export function storeContract<S extends SessionStore>(name: string, harness: Sto
         expect(await store.createSession(newSession('q3', { tenant: 't' }), [], quota)).toEqual({ kind: 'created' });
         expect(await store.getTenantUsage('t')).toMatchObject({ sessions: 2 });
         expect(await store.getTenantUsage('nobody')).toEqual({ sessions: 0, dataBytes: 0 });
+        // The metrics' view of every tenant (palimpsest_tenant_sessions) agrees with the counters.
+        const counts = await store.tenantSessionCounts?.();
+        expect(counts?.get('t')).toBe(2);
+        expect(counts?.get('other')).toBe(1);
+        expect(counts?.has('nobody')).toBe(false);
       });
 
       it('counts header, labels and event data bytes; refuses an append, create or import chunk over the byte quota, leaving the log untouched', async () => {

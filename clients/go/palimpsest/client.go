@@ -23,9 +23,10 @@ import (
 
 // Client is a connection to a Palimpsest server.
 type Client struct {
-	conn  *grpc.ClientConn
-	Raw   pb.SessionServiceClient
-	token string
+	conn       *grpc.ClientConn
+	Raw        pb.SessionServiceClient
+	token      string
+	propagator Propagator
 }
 
 type options struct {
@@ -33,6 +34,34 @@ type options struct {
 	creds       credentials.TransportCredentials
 	retries     int
 	dialOptions []grpc.DialOption
+	propagator  Propagator
+}
+
+// Propagator writes the caller's trace context (W3C traceparent, tracestate)
+// for ctx through set. With OpenTelemetry:
+//
+//	pal.WithPropagator(func(ctx context.Context, set func(key, value string)) {
+//		carrier := propagation.MapCarrier{}
+//		otel.GetTextMapPropagator().Inject(ctx, carrier)
+//		for k, v := range carrier {
+//			set(k, v)
+//		}
+//	})
+type Propagator func(ctx context.Context, set func(key, value string))
+
+// WithPropagator makes every call send the trace context p writes for the
+// call's ctx, so the server's spans join the caller's trace. This package has
+// no OpenTelemetry dependency; WithTraceparent is the explicit alternative.
+func WithPropagator(p Propagator) Option { return func(o *options) { o.propagator = p } }
+
+type traceparentKey struct{}
+
+// WithTraceparent returns a ctx whose calls send this W3C traceparent
+// ("00-<32 hex trace id>-<16 hex parent span id>-<2 hex flags>"), so the
+// server's span of each call made with it is a child of that span. It wins
+// over a WithPropagator's traceparent.
+func WithTraceparent(ctx context.Context, traceparent string) context.Context {
+	return context.WithValue(ctx, traceparentKey{}, traceparent)
 }
 
 // Option configures Dial.
@@ -110,17 +139,32 @@ func Dial(address string, opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{conn: conn, Raw: pb.NewSessionServiceClient(conn), token: o.token}, nil
+	return &Client{conn: conn, Raw: pb.NewSessionServiceClient(conn), token: o.token, propagator: o.propagator}, nil
 }
 
 // Close closes the connection.
 func (c *Client) Close() error { return c.conn.Close() }
 
 func (c *Client) ctx(ctx context.Context) context.Context {
-	if c.token == "" {
+	var kv []string
+	if c.token != "" {
+		kv = append(kv, "authorization", "Bearer "+c.token)
+	}
+	explicit, _ := ctx.Value(traceparentKey{}).(string)
+	if c.propagator != nil {
+		c.propagator(ctx, func(key, value string) {
+			if key = strings.ToLower(key); (key == "traceparent" && explicit == "") || key == "tracestate" {
+				kv = append(kv, key, value)
+			}
+		})
+	}
+	if explicit != "" {
+		kv = append(kv, "traceparent", explicit)
+	}
+	if len(kv) == 0 {
 		return ctx
 	}
-	return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+c.token)
+	return metadata.AppendToOutgoingContext(ctx, kv...)
 }
 
 // CreateSession creates an empty session (id "" = a generated UUID); opts

@@ -3,13 +3,19 @@
  * then byte chunks) and ExportSession (server-streaming chunks). Neither holds the file in memory:
  * import waits for `drain` on the call, export waits for `drain` on the output.
  */
-import { createWriteStream, renameSync, rmSync, statSync } from 'node:fs';
+import { createWriteStream, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { once } from 'node:events';
 import { pipeline } from 'node:stream/promises';
 import type { Readable } from 'node:stream';
 import type { ClientWritableStream } from '@grpc/grpc-js';
 import type { ExportSessionResponse, ImportSessionRequest, ImportSessionResponse } from '../../../gen/palimpsest/v1/service.js';
-import type { Command } from '../command.js';
+import type { Command, CommandContext } from '../command.js';
+import { UsageError } from '../args.js';
+import { VERSION } from '../version.js';
+import { decodeJsonl } from '../../domain/jsonl-reader.js';
+import type { SessionEvent } from '../../domain/event.js';
+import { GENAI_SEMCONV_VERSION, sessionToGenAiSpans } from '../../app/otel-genai.js';
+import { otlpTraceRequest } from '../../app/otlp-json.js';
 import type { Rpc } from '../client.js';
 import { formatBytes, type Progress } from '../output.js';
 import { openInput } from './events.js';
@@ -97,9 +103,16 @@ const exportCmd: Command = {
   options: {
     output: { type: 'string', short: 'o', value: 'FILE', help: 'write to FILE instead of stdout' },
     unpacked: { type: 'boolean', help: 'one line per assistant/chunk instead of packed chunk rows' },
+    format: { type: 'string', value: 'jsonl|otel-genai', help: `jsonl (default: the reference session format) or otel-genai (OTLP/JSON traces following the OpenTelemetry GenAI semantic conventions ${GENAI_SEMCONV_VERSION}; see docs/otel-genai.md)` },
+    content: { type: 'boolean', help: 'with --format otel-genai: record message content, tool arguments and results (opt-in attributes; may hold sensitive data)' },
   },
-  examples: ['palimpsest export demo -o demo.jsonl', 'palimpsest export demo | jq -c .type'],
-  async run({ args, rpc, out }) {
+  examples: ['palimpsest export demo -o demo.jsonl', 'palimpsest export demo | jq -c .type', 'palimpsest export demo --format otel-genai -o demo.otlp.json'],
+  async run(ctx) {
+    const { args, rpc, out } = ctx;
+    const format = args.str('format') ?? 'jsonl';
+    if (format !== 'jsonl' && format !== 'otel-genai') throw new UsageError(`--format must be jsonl or otel-genai, got ${JSON.stringify(format)}`);
+    if (format === 'jsonl' && args.flag('content')) throw new UsageError('--content applies to --format otel-genai only');
+    if (format === 'otel-genai') return exportOtelGenai(ctx);
     const id = args.pos(0);
     const file = args.str('output');
     const tmp = file === undefined ? undefined : `${file}.partial-${process.pid}`;
@@ -134,6 +147,46 @@ const exportCmd: Command = {
     else await out.write(`wrote ${file}: ${id}, ${lines.toLocaleString('en-US')} event lines, ${formatBytes(bytes)}\n`);
   },
 };
+
+/**
+ * `export --format otel-genai`: the session read through ExportSession (unpacked, so every chunk is
+ * an event), mapped to GenAI spans and written as one OTLP/JSON ExportTraceServiceRequest.
+ */
+async function exportOtelGenai({ args, rpc, out }: CommandContext): Promise<void> {
+  const id = args.pos(0);
+  const file = args.str('output');
+  const progress = out.progress('exporting');
+  const parts: Buffer[] = [];
+  let ok = false;
+  try {
+    for await (const msg of rpc.client.exportSession({ sessionId: id, unpacked: true }, rpc.metadata()) as AsyncIterable<ExportSessionResponse>) {
+      progress.advance(msg.chunk.length, msg.chunk);
+      parts.push(Buffer.from(msg.chunk));
+    }
+    ok = true;
+  } finally {
+    progress.finish(undefined, 0);
+  }
+  if (!ok) return;
+  const { header, events } = decodeJsonl(Buffer.concat(parts).toString('utf8'));
+  const spans = sessionToGenAiSpans(header.id, events as unknown as SessionEvent[], { content: args.flag('content') });
+  const text = `${JSON.stringify(otlpTraceRequest(spans, { scopeVersion: VERSION }))}\n`;
+  if (file === undefined) {
+    await out.write(text);
+    return;
+  }
+  const tmp = `${file}.partial-${process.pid}`;
+  try {
+    writeFileSync(tmp, text);
+    renameSync(tmp, file);
+  } catch (e) {
+    rmSync(tmp, { force: true });
+    throw e;
+  }
+  const traces = new Set(spans.map((s) => s.traceId)).size;
+  if (out.json) await out.printJson({ id, file, format: 'otel-genai', spans: spans.length, traces });
+  else await out.write(`wrote ${file}: ${id}, ${spans.length.toLocaleString('en-US')} spans in ${traces.toLocaleString('en-US')} traces (OTLP/JSON, GenAI semantic conventions ${GENAI_SEMCONV_VERSION})\n`);
+}
 
 /** The transfer commands, in help order. */
 export const TRANSFER_COMMANDS: readonly Command[] = [importCmd, exportCmd];

@@ -331,6 +331,12 @@ export class MemorySessionStore implements SessionStore {
     return { sessions: t?.sessions ?? 0, dataBytes: t?.dataBytes ?? 0 };
   }
 
+  /** Every tenant's stored session count (the palimpsest_tenant_sessions gauge). */
+  async tenantSessionCounts(): Promise<ReadonlyMap<string, number>> {
+    this.checkOpen();
+    return new Map([...this.database.tenants].map(([tenant, t]) => [tenant, t.sessions]));
+  }
+
   openHeadWatch(): HeadWatch {
     const watchers = this.database.watchers;
     const mine = new Set<() => void>();

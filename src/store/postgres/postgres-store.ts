@@ -754,6 +754,13 @@ export class PostgresSessionStore implements SessionStore {
     );
     return { sessions: rows[0]?.sessions ?? 0, dataBytes: rows[0]?.bytes ?? 0 };
   }
+  /** Every tenant's stored session count (the palimpsest_tenant_sessions gauge). */
+  async tenantSessionCounts(): Promise<ReadonlyMap<string, number>> {
+    this.#checkOpen();
+    const rows = await this.#query<{ tenant: string; sessions: string | number }>(`SELECT tenant, session_count AS sessions FROM ${this.#s}.tenants`);
+    return new Map(rows.map((r) => [r.tenant, Number(r.sessions)]));
+  }
+
 
   /**
    * Drops pending imports whose lease has passed (their importer died or gave up); imports of

@@ -516,6 +516,13 @@ export class SqliteSessionStore implements SessionStore {
     return this.seen({ sessions: row?.[0] ?? 0, dataBytes: row?.[1] ?? 0 });
   }
 
+  /** Every tenant's stored session count (the palimpsest_tenant_sessions gauge). */
+  async tenantSessionCounts(): Promise<ReadonlyMap<string, number>> {
+    await this.readable();
+    const rows = this.db.prepare('SELECT tenant, session_count FROM tenants').raw().all() as [string, number][];
+    return this.seen(new Map(rows));
+  }
+
   /**
    * A head watch over this database file: polls `PRAGMA data_version` (which moves only when
    * another connection committed) while sessions are watched, and then reads the watched

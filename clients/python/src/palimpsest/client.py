@@ -30,6 +30,11 @@ import grpc
 from palimpsest.errors import PalimpsestError, Violation, decode_status
 from palimpsest.v1 import content_pb2, event_pb2, service_pb2, service_pb2_grpc, session_pb2
 
+try:  # The OpenTelemetry API is optional: with it, calls carry the current trace context.
+    from opentelemetry.propagate import inject as _otel_inject
+except ImportError:  # pragma: no cover - depends on the environment
+    _otel_inject = None  # type: ignore[assignment]
+
 __all__ = ["Client", "PalimpsestError", "SurfaceDelta", "TLS", "Violation", "decode_status", "SERVICE_CONFIG"]
 
 T = TypeVar("T")
@@ -110,11 +115,18 @@ class Client:
     ``address`` is ``HOST:PORT``; ``token`` a bearer token (refused in plaintext to a
     non-loopback address, like the CLI); ``tls`` True (system roots), a :class:`TLS` or a
     ``grpc.ChannelCredentials``; ``retries`` False to turn off the UNAVAILABLE retry policy;
-    ``timeout`` the deadline in seconds of each unary call; ``interceptors`` wrap the channel."""
+    ``timeout`` the deadline in seconds of each unary call; ``interceptors`` wrap the channel.
+
+    Trace context: each call carries the W3C ``traceparent`` (and ``tracestate``) of the caller, so
+    the server's spans join the agent's trace. ``traceparent`` is that header, or a callable
+    returning it (or None) at each call; without it, the current OpenTelemetry context is injected
+    when the ``opentelemetry`` API package is importable (nothing is sent when no SDK is
+    configured), and nothing otherwise."""
 
     def __init__(self, address: str, token: Optional[str] = None, tls: Union[None, bool, TLS, grpc.ChannelCredentials] = None,
                  *, retries: bool = True, timeout: Optional[float] = 30.0,
-                 options: Sequence[Tuple[str, Any]] = (), interceptors: Sequence[Any] = ()):
+                 options: Sequence[Tuple[str, Any]] = (), interceptors: Sequence[Any] = (),
+                 traceparent: Union[None, str, Callable[[], Optional[str]]] = None):
         host = address.rsplit(":", 1)[0] if ":" in address else address
         if token and not tls and not _is_loopback(host):
             raise ValueError(f"refusing to send a bearer token to {address} without TLS; pass tls=TLS(ca=...) or use a loopback address")
@@ -140,7 +152,8 @@ class Client:
         self.channel: grpc.Channel = channel
         self.stub = service_pb2_grpc.SessionServiceStub(channel)
         self.timeout = timeout
-        self._metadata: Tuple[Tuple[str, str], ...] = (("authorization", f"Bearer {token}"),) if token else ()
+        self._auth: Tuple[Tuple[str, str], ...] = (("authorization", f"Bearer {token}"),) if token else ()
+        self._traceparent = traceparent
 
     # ------------------------------------------------------------ plumbing
 
@@ -153,6 +166,19 @@ class Client:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    @property
+    def _metadata(self) -> Tuple[Tuple[str, str], ...]:
+        """The metadata of one call: the token, and the caller's trace context."""
+        tp = self._traceparent
+        if tp is not None:
+            value = tp() if callable(tp) else tp
+            return self._auth + ((("traceparent", value),) if value else ())
+        if _otel_inject is None:
+            return self._auth
+        carrier: dict = {}
+        _otel_inject(carrier)
+        return self._auth + tuple((k, v) for k, v in carrier.items() if k in ("traceparent", "tracestate"))
 
     def _call(self, method: Callable[..., T], request: Any) -> T:
         try:
