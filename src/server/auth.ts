@@ -59,6 +59,7 @@ export const METHOD_PERMISSIONS: Readonly<Record<string, Permission>> = {
   ListSessions: 'read',
   DeleteSession: 'admin',
   AppendEvents: 'append',
+  AppendStream: 'append',
   ListEvents: 'read',
   GetSurface: 'read',
   GetMessages: 'read',

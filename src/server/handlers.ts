@@ -1,7 +1,7 @@
 /**
  * The SessionService gRPC handlers: decode requests, call the app, encode responses, map errors.
  */
-import type { SessionService, SessionView } from '../app/session-service.js';
+import type { CallContext, SessionService, SessionView } from '../app/session-service.js';
 import { DomainError } from '../domain/errors.js';
 import type { CandidateEvent, Json, SessionEvent } from '../domain/event.js';
 import type { ParsedJsonText } from '../domain/json.js';
@@ -24,6 +24,7 @@ import { pipeStream } from './server-stream.js';
 import { NO_METRICS, type Metrics } from './metrics.js';
 import type { RevocableCalls } from './revocable-calls.js';
 import { compactionHandlers } from './compaction-handlers.js';
+import { appendStreamHandler } from './append-stream-handler.js';
 import { clientStream, serverStream, unary, type HandlerTable } from './rpc/handler-table.js';
 
 function toSession(v: SessionView): Session {
@@ -100,11 +101,39 @@ function requireId(id: string, field = 'session_id'): string {
 }
 
 /** The SessionService handler table (both ports serve it: src/server/grpc, src/server/web). */
-export function makeHandlers(app: SessionService, metrics?: Metrics, streams?: HandlerTable, opts: { maxMessageBytes?: number; revocable?: RevocableCalls } = {}): HandlerTable {
+export function makeHandlers(app: SessionService, metrics?: Metrics, streams?: HandlerTable, opts: { maxMessageBytes?: number; revocable?: RevocableCalls; onUnexpected?: (err: unknown) => void } = {}): HandlerTable {
   // Room for the response envelope and the estimate's slack.
   const pageBudget = Math.max(Math.floor((opts.maxMessageBytes ?? Number.MAX_SAFE_INTEGER) * 0.9) - 4096, 1);
   // The append latency is measured only when metrics are recorded (NO_METRICS drops it).
   const timed = metrics !== undefined && metrics !== NO_METRICS;
+
+  /** One AppendEvents batch (the unary call and each batch of AppendStream). */
+  async function appendBatch(caller: CallContext, r: AppendEventsRequest): Promise<{ seqs: readonly number[]; replayed: boolean; surfaceLength: number }> {
+    const started = timed ? process.hrtime.bigint() : 0n;
+    const id = requireId(r.sessionId);
+    const candidates: CandidateEvent[] = [];
+    const sizes: number[] = [];
+    // The json form's data is parsed here and handed to the domain with what its text says.
+    const parsedData: (ParsedJsonText | undefined)[] = [];
+    try {
+      for (let i = 0; i < r.events.length; i++) {
+        const input = r.events[i]!;
+        const d = input.data?.kind;
+        sizes.push(d?.$case === 'json' ? Buffer.byteLength(d.value) : 0);
+        candidates.push(eventInputToCandidate(input, i, parsedData));
+      }
+      const res = await app.append(caller, id, candidates, {
+        expectedLastSeq: r.expectedLastSeq, idempotencyKey: r.idempotencyKey, parsedData,
+        // UTF-8 bytes in both forms (typed data as the JSON it becomes), as the limit says.
+        dataBytes: sizes.map((s, i) => s || Buffer.byteLength(JSON.stringify(candidates[i]?.data ?? null))),
+      });
+      if (timed) metrics.appended(r.events.length, Number(process.hrtime.bigint() - started) / 1e9);
+      return res;
+    } catch (e) {
+      if (e instanceof DomainError) metrics?.rejected(e.reason);
+      throw e;
+    }
+  }
 
   const handlers: HandlerTable = {
     createSession: unary<CreateSessionRequest, CreateSessionResponse>('append', async (ctx, r) => ({
@@ -122,33 +151,12 @@ export function makeHandlers(app: SessionService, metrics?: Metrics, streams?: H
       return {};
     }),
     appendEvents: unary<AppendEventsRequest, AppendEventsResponse>('append', async (ctx, r) => {
-      const started = timed ? process.hrtime.bigint() : 0n;
-      const id = requireId(r.sessionId);
-      const candidates: CandidateEvent[] = [];
-      const sizes: number[] = [];
-      // The json form's data is parsed here and handed to the domain with what its text says.
-      const parsedData: (ParsedJsonText | undefined)[] = [];
-      try {
-        for (let i = 0; i < r.events.length; i++) {
-          const input = r.events[i]!;
-          const d = input.data?.kind;
-          sizes.push(d?.$case === 'json' ? Buffer.byteLength(d.value) : 0);
-          candidates.push(eventInputToCandidate(input, i, parsedData));
-        }
-        const res = await app.append(ctx.caller, id, candidates, {
-          expectedLastSeq: r.expectedLastSeq, idempotencyKey: r.idempotencyKey, parsedData,
-          // UTF-8 bytes in both forms (typed data as the JSON it becomes), as the limit says.
-          dataBytes: sizes.map((s, i) => s || Buffer.byteLength(JSON.stringify(candidates[i]?.data ?? null))),
-        });
-        if (timed) metrics.appended(r.events.length, Number(process.hrtime.bigint() - started) / 1e9);
-        // Encoded here (a few bytes, without the generated writer); see preEncodedResponses.
-        return (encodeAppendEventsResponse(res.seqs, res.replayed, res.surfaceLength) as unknown as AppendEventsResponse | undefined)
-          ?? { seqs: [...res.seqs], replayed: res.replayed, surfaceLength: res.surfaceLength };
-      } catch (e) {
-        if (e instanceof DomainError) metrics?.rejected(e.reason);
-        throw e;
-      }
+      const res = await appendBatch(ctx.caller, r);
+      // Encoded here (a few bytes, without the generated writer); see preEncodedResponses.
+      return (encodeAppendEventsResponse(res.seqs, res.replayed, res.surfaceLength) as unknown as AppendEventsResponse | undefined)
+        ?? { seqs: [...res.seqs], replayed: res.replayed, surfaceLength: res.surfaceLength };
     }),
+    appendStream: appendStreamHandler(appendBatch, opts.onUnexpected ?? (() => undefined)),
     listEvents: unary<ListEventsRequest, ListEventsResponse>('read', async (ctx, r) => {
       let direction: 'forward' | 'backward' = r.direction === Direction.DIRECTION_BACKWARD ? 'backward' : 'forward';
       let fromSeq = r.fromSeq;

@@ -49,6 +49,8 @@ const CHECKS: Readonly<Record<string, (r: Req) => void>> = {
     checkEventTypes(events);
     checkAppendOptions({ expectedLastSeq: r.expectedLastSeq as number | undefined, idempotencyKey: str(r.idempotencyKey) });
   },
+  // Each batch is checked by the handler, so that a refused batch fails alone (append-stream-handler.ts).
+  AppendStream() {},
   ListEvents(r) {
     sessionId(r);
     pageToken(r);

@@ -132,8 +132,9 @@ export async function serveApp(app: SessionService, config: ServerConfig, logger
   // GetMessages may answer with a pre-encoded Buffer too (cached per model-history message).
   // One handler table for both ports: the gRPC port's adapter (src/server/grpc) and the web
   // port's (src/server/web) serve these same handlers.
-  const handlers = makeHandlers(app, metrics, streams.handlers, { maxMessageBytes: config.maxMessageBytes, revocable });
-  const fail = (err: unknown) => toServiceError(err, (e) => logger.error({ err: e }, 'unexpected error'));
+  const onUnexpected = (e: unknown): void => logger.error({ err: e }, 'unexpected error');
+  const handlers = makeHandlers(app, metrics, streams.handlers, { maxMessageBytes: config.maxMessageBytes, revocable, onUnexpected });
+  const fail = (err: unknown) => toServiceError(err, onUnexpected);
   const grpc = (table: HandlerTable) => grpcImplementation(table, resolver, fail);
   server.addService(withSafeDeserializers(preEncodedResponses(preEncodedStreams(SessionServiceService))), grpc(handlers));
   const healthHandlers = health.handlers();

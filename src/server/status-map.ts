@@ -205,6 +205,13 @@ function unavailableMessage(code: string): string {
   return "the server's storage failed (I/O error); nothing was stored; retry later or on another replica";
 }
 
+/** Anything thrown, as the google.rpc.Status a call would end with (AppendStream's per-batch errors). */
+export function toRpcStatus(err: unknown, log: (err: unknown) => void): Status {
+  const se = toServiceError(err, log);
+  const bin = se.metadata.get('grpc-status-details-bin')[0];
+  return Buffer.isBuffer(bin) ? Status.decode(bin) : { code: se.code, message: se.details, details: [] };
+}
+
 /** Maps anything thrown by a handler to a ServiceError; unexpected errors become INTERNAL. */
 export function toServiceError(err: unknown, log: (err: unknown) => void): ServiceError {
   if (err instanceof DomainError) return domainErrorToStatus(err);

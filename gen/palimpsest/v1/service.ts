@@ -10,10 +10,12 @@ import {
   type CallOptions,
   type ChannelCredentials,
   Client,
+  type ClientDuplexStream,
   type ClientOptions,
   type ClientReadableStream,
   type ClientUnaryCall,
   type ClientWritableStream,
+  type handleBidiStreamingCall,
   type handleClientStreamingCall,
   type handleServerStreamingCall,
   type handleUnaryCall,
@@ -22,6 +24,7 @@ import {
   type ServiceError,
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
+import { Status } from "../../google/rpc/status.js";
 import { Message, TokenUsage } from "./content.js";
 import { EventInput, SessionEvent } from "./event.js";
 import { Session } from "./session.js";
@@ -281,6 +284,36 @@ export interface AppendEventsResponse {
   replayed: boolean;
   /** Number of nodes on the surface after the append. */
   surfaceLength: number;
+}
+
+/** One batch of an AppendStream. */
+export interface AppendStreamRequest {
+  /**
+   * Client-chosen id the batch's response carries (any string; the server does
+   * not check uniqueness); at most 256 UTF-8 bytes.
+   */
+  correlationId: string;
+  /** The batch, exactly as AppendEvents takes it. */
+  append: AppendEventsRequest | undefined;
+}
+
+/** The answer to one batch of an AppendStream. */
+export interface AppendStreamResponse {
+  /** The correlation id of the batch this answers. */
+  correlationId: string;
+  /** What happened to the batch. */
+  result:
+    | //
+    /** The batch was appended (or replayed by its idempotency key). */
+    { $case: "appended"; value: AppendEventsResponse }
+    | //
+    /**
+     * The batch was refused; nothing of it was appended. The same code,
+     * message and details (ErrorInfo reason and metadata, BadRequest,
+     * PreconditionFailure, QuotaFailure) the unary AppendEvents would answer.
+     */
+    { $case: "error"; value: Status }
+    | undefined;
 }
 
 /** Request for ListEvents. */
@@ -2063,6 +2096,218 @@ export const AppendEventsResponse: MessageFns<AppendEventsResponse> = {
     message.seqs = object.seqs?.map((e) => e) || [];
     message.replayed = object.replayed ?? false;
     message.surfaceLength = object.surfaceLength ?? 0;
+    return message;
+  },
+};
+
+function createBaseAppendStreamRequest(): AppendStreamRequest {
+  return { correlationId: "", append: undefined };
+}
+
+export const AppendStreamRequest: MessageFns<AppendStreamRequest> = {
+  encode(message: AppendStreamRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.correlationId !== "") {
+      writer.uint32(10).string(message.correlationId);
+    }
+    if (message.append !== undefined) {
+      AppendEventsRequest.encode(message.append, writer.uint32(18).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): AppendStreamRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseAppendStreamRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.correlationId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.append = AppendEventsRequest.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): AppendStreamRequest {
+    return {
+      correlationId: isSet(object.correlationId)
+        ? globalThis.String(object.correlationId)
+        : isSet(object.correlation_id)
+        ? globalThis.String(object.correlation_id)
+        : "",
+      append: isSet(object.append) ? AppendEventsRequest.fromJSON(object.append) : undefined,
+    };
+  },
+
+  toJSON(message: AppendStreamRequest): unknown {
+    const obj: any = {};
+    if (message.correlationId !== "") {
+      obj.correlationId = message.correlationId;
+    }
+    if (message.append !== undefined) {
+      obj.append = AppendEventsRequest.toJSON(message.append);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<AppendStreamRequest>, I>>(base?: I): AppendStreamRequest {
+    return AppendStreamRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<AppendStreamRequest>, I>>(object: I): AppendStreamRequest {
+    const message = createBaseAppendStreamRequest();
+    message.correlationId = object.correlationId ?? "";
+    message.append = (object.append !== undefined && object.append !== null)
+      ? AppendEventsRequest.fromPartial(object.append)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseAppendStreamResponse(): AppendStreamResponse {
+  return { correlationId: "", result: undefined };
+}
+
+export const AppendStreamResponse: MessageFns<AppendStreamResponse> = {
+  encode(message: AppendStreamResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.correlationId !== "") {
+      writer.uint32(10).string(message.correlationId);
+    }
+    switch (message.result?.$case) {
+      case "appended":
+        AppendEventsResponse.encode(message.result.value, writer.uint32(18).fork()).join();
+        break;
+      case "error":
+        Status.encode(message.result.value, writer.uint32(26).fork()).join();
+        break;
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): AppendStreamResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseAppendStreamResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.correlationId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.result = { $case: "appended", value: AppendEventsResponse.decode(reader, reader.uint32()) };
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.result = { $case: "error", value: Status.decode(reader, reader.uint32()) };
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): AppendStreamResponse {
+    return {
+      correlationId: isSet(object.correlationId)
+        ? globalThis.String(object.correlationId)
+        : isSet(object.correlation_id)
+        ? globalThis.String(object.correlation_id)
+        : "",
+      result: isSet(object.appended)
+        ? { $case: "appended", value: AppendEventsResponse.fromJSON(object.appended) }
+        : isSet(object.error)
+        ? { $case: "error", value: Status.fromJSON(object.error) }
+        : undefined,
+    };
+  },
+
+  toJSON(message: AppendStreamResponse): unknown {
+    const obj: any = {};
+    if (message.correlationId !== "") {
+      obj.correlationId = message.correlationId;
+    }
+    if (message.result?.$case === "appended") {
+      obj.appended = AppendEventsResponse.toJSON(message.result.value);
+    } else if (message.result?.$case === "error") {
+      obj.error = Status.toJSON(message.result.value);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<AppendStreamResponse>, I>>(base?: I): AppendStreamResponse {
+    return AppendStreamResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<AppendStreamResponse>, I>>(object: I): AppendStreamResponse {
+    const message = createBaseAppendStreamResponse();
+    message.correlationId = object.correlationId ?? "";
+    switch (object.result?.$case) {
+      case "appended": {
+        if (object.result?.value !== undefined && object.result?.value !== null) {
+          message.result = { $case: "appended", value: AppendEventsResponse.fromPartial(object.result.value) };
+        }
+        break;
+      }
+      case "error": {
+        if (object.result?.value !== undefined && object.result?.value !== null) {
+          message.result = { $case: "error", value: Status.fromPartial(object.result.value) };
+        }
+        break;
+      }
+    }
     return message;
   },
 };
@@ -6992,6 +7237,32 @@ export const SessionServiceService = {
     responseDeserialize: (value: Buffer): AppendEventsResponse => AppendEventsResponse.decode(value),
   },
   /**
+   * A stream of AppendEvents batches for high-rate writers: one call carries
+   * any number of batches, for any sessions the caller may append to, without
+   * the per-call cost (HEADERS, trailers, metadata, admission) of a unary call
+   * each. Each request is one AppendEventsRequest-shaped batch with a
+   * client-chosen correlation id; each response carries that id and either the
+   * AppendEventsResponse or the batch's error status (code, message and the
+   * same google.rpc details as the unary call). Every batch has exactly the
+   * unary call's atomicity, expected_last_seq, idempotency and limits; a failed
+   * batch fails alone and the stream goes on. Responses of one session come in
+   * request order; batches of different sessions may complete out of order.
+   * Flow-controlled: at most 256 batches are in flight per stream, and a client
+   * that does not read its responses stops the server reading its requests.
+   * The stream ends OK once the client half-closes and every batch has been
+   * answered.
+   */
+  appendStream: {
+    path: "/palimpsest.v1.SessionService/AppendStream" as const,
+    requestStream: true as const,
+    responseStream: true as const,
+    requestSerialize: (value: AppendStreamRequest): Buffer => Buffer.from(AppendStreamRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): AppendStreamRequest => AppendStreamRequest.decode(value),
+    responseSerialize: (value: AppendStreamResponse): Buffer =>
+      Buffer.from(AppendStreamResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): AppendStreamResponse => AppendStreamResponse.decode(value),
+  },
+  /**
    * Reads a page of events forward or backward from a seq, optionally filtered
    * by type. Errors: SESSION_NOT_FOUND, INVALID_PAGE_TOKEN.
    */
@@ -7293,6 +7564,23 @@ export interface SessionServiceServer extends UntypedServiceImplementation {
    */
   appendEvents: handleUnaryCall<AppendEventsRequest, AppendEventsResponse>;
   /**
+   * A stream of AppendEvents batches for high-rate writers: one call carries
+   * any number of batches, for any sessions the caller may append to, without
+   * the per-call cost (HEADERS, trailers, metadata, admission) of a unary call
+   * each. Each request is one AppendEventsRequest-shaped batch with a
+   * client-chosen correlation id; each response carries that id and either the
+   * AppendEventsResponse or the batch's error status (code, message and the
+   * same google.rpc details as the unary call). Every batch has exactly the
+   * unary call's atomicity, expected_last_seq, idempotency and limits; a failed
+   * batch fails alone and the stream goes on. Responses of one session come in
+   * request order; batches of different sessions may complete out of order.
+   * Flow-controlled: at most 256 batches are in flight per stream, and a client
+   * that does not read its responses stops the server reading its requests.
+   * The stream ends OK once the client half-closes and every batch has been
+   * answered.
+   */
+  appendStream: handleBidiStreamingCall<AppendStreamRequest, AppendStreamResponse>;
+  /**
    * Reads a page of events forward or backward from a seq, optionally filtered
    * by type. Errors: SESSION_NOT_FOUND, INVALID_PAGE_TOKEN.
    */
@@ -7556,6 +7844,28 @@ export interface SessionServiceClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: AppendEventsResponse) => void,
   ): ClientUnaryCall;
+  /**
+   * A stream of AppendEvents batches for high-rate writers: one call carries
+   * any number of batches, for any sessions the caller may append to, without
+   * the per-call cost (HEADERS, trailers, metadata, admission) of a unary call
+   * each. Each request is one AppendEventsRequest-shaped batch with a
+   * client-chosen correlation id; each response carries that id and either the
+   * AppendEventsResponse or the batch's error status (code, message and the
+   * same google.rpc details as the unary call). Every batch has exactly the
+   * unary call's atomicity, expected_last_seq, idempotency and limits; a failed
+   * batch fails alone and the stream goes on. Responses of one session come in
+   * request order; batches of different sessions may complete out of order.
+   * Flow-controlled: at most 256 batches are in flight per stream, and a client
+   * that does not read its responses stops the server reading its requests.
+   * The stream ends OK once the client half-closes and every batch has been
+   * answered.
+   */
+  appendStream(): ClientDuplexStream<AppendStreamRequest, AppendStreamResponse>;
+  appendStream(options: Partial<CallOptions>): ClientDuplexStream<AppendStreamRequest, AppendStreamResponse>;
+  appendStream(
+    metadata: Metadata,
+    options?: Partial<CallOptions>,
+  ): ClientDuplexStream<AppendStreamRequest, AppendStreamResponse>;
   /**
    * Reads a page of events forward or backward from a seq, optionally filtered
    * by type. Errors: SESSION_NOT_FOUND, INVALID_PAGE_TOKEN.

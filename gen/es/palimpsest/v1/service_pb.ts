@@ -4,6 +4,8 @@
 
 import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
+import type { Status } from "../../google/rpc/status_pb.js";
+import { file_google_rpc_status } from "../../google/rpc/status_pb.js";
 import type { Message as Message$1, TokenUsage } from "./content_pb.js";
 import { file_palimpsest_v1_content } from "./content_pb.js";
 import type { EventInput, SessionEvent } from "./event_pb.js";
@@ -16,7 +18,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file palimpsest/v1/service.proto.
  */
 export const file_palimpsest_v1_service: GenFile = /*@__PURE__*/
-  fileDesc("ChtwYWxpbXBzZXN0L3YxL3NlcnZpY2UucHJvdG8SDXBhbGltcHNlc3QudjEi8gIKFENyZWF0ZVNlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSPwoGbGFiZWxzGAIgAygLMi8ucGFsaW1wc2VzdC52MS5DcmVhdGVTZXNzaW9uUmVxdWVzdC5MYWJlbHNFbnRyeRIQCgNjd2QYAyABKAlIAIgBARITCgZvcmlnaW4YBCABKAlIAYgBARIdChBkZWxlZ2F0aW9uX2RlcHRoGAUgASgESAKIAQESGQoMYWdlbnRfcHJlc2V0GAYgASgJSAOIAQESDgoGc3RyaWN0GAcgASgIEhoKDXBhaXJpbmdfZ3VhcmQYCCABKAhIBIgBARotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBQgYKBF9jd2RCCQoHX29yaWdpbkITChFfZGVsZWdhdGlvbl9kZXB0aEIPCg1fYWdlbnRfcHJlc2V0QhAKDl9wYWlyaW5nX2d1YXJkIkAKFUNyZWF0ZVNlc3Npb25SZXNwb25zZRInCgdzZXNzaW9uGAEgASgLMhYucGFsaW1wc2VzdC52MS5TZXNzaW9uIicKEUdldFNlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkiPQoSR2V0U2Vzc2lvblJlc3BvbnNlEicKB3Nlc3Npb24YASABKAsyFi5wYWxpbXBzZXN0LnYxLlNlc3Npb24iwQEKE0xpc3RTZXNzaW9uc1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgNEhIKCnBhZ2VfdG9rZW4YAiABKAkSTQoObGFiZWxfc2VsZWN0b3IYAyADKAsyNS5wYWxpbXBzZXN0LnYxLkxpc3RTZXNzaW9uc1JlcXVlc3QuTGFiZWxTZWxlY3RvckVudHJ5GjQKEkxhYmVsU2VsZWN0b3JFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIlkKFExpc3RTZXNzaW9uc1Jlc3BvbnNlEigKCHNlc3Npb25zGAEgAygLMhYucGFsaW1wc2VzdC52MS5TZXNzaW9uEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSIqChREZWxldGVTZXNzaW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJIhcKFURlbGV0ZVNlc3Npb25SZXNwb25zZSKjAQoTQXBwZW5kRXZlbnRzUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEikKBmV2ZW50cxgCIAMoCzIZLnBhbGltcHNlc3QudjEuRXZlbnRJbnB1dBIeChFleHBlY3RlZF9sYXN0X3NlcRgDIAEoA0gAiAEBEhcKD2lkZW1wb3RlbmN5X2tleRgEIAEoCUIUChJfZXhwZWN0ZWRfbGFzdF9zZXEiTgoUQXBwZW5kRXZlbnRzUmVzcG9uc2USDAoEc2VxcxgBIAMoBBIQCghyZXBsYXllZBgCIAEoCBIWCg5zdXJmYWNlX2xlbmd0aBgDIAEoBCLeAQoRTGlzdEV2ZW50c1JlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIVCghmcm9tX3NlcRgCIAEoBEgAiAEBEisKCWRpcmVjdGlvbhgDIAEoDjIYLnBhbGltcHNlc3QudjEuRGlyZWN0aW9uEhEKCXBhZ2Vfc2l6ZRgEIAEoDRISCgpwYWdlX3Rva2VuGAUgASgJEg0KBXR5cGVzGAYgAygJEi4KC2RhdGFfZm9ybWF0GAcgASgOMhkucGFsaW1wc2VzdC52MS5EYXRhRm9ybWF0QgsKCV9mcm9tX3NlcSJaChJMaXN0RXZlbnRzUmVzcG9uc2USKwoGZXZlbnRzGAEgAygLMhsucGFsaW1wc2VzdC52MS5TZXNzaW9uRXZlbnQSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIk0KEUdldFN1cmZhY2VSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSFgoJYXNfb2Zfc2VxGAIgASgESACIAQFCDAoKX2FzX29mX3NlcSJiChJHZXRTdXJmYWNlUmVzcG9uc2USDAoEc2VxcxgBIAMoBBIaChJyZXBsYWNlX2dlbmVyYXRpb24YAiABKAQSFQoIaGVhZF9zZXEYAyABKARIAIgBAUILCglfaGVhZF9zZXEirgEKEkdldE1lc3NhZ2VzUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEigKBHZpZXcYAiABKA4yGi5wYWxpbXBzZXN0LnYxLk1lc3NhZ2VWaWV3Eg0KBXR5cGVkGAMgASgIEhEKCXBhZ2Vfc2l6ZRgEIAEoDRISCgpwYWdlX3Rva2VuGAUgASgJEhYKCWFzX29mX3NlcRgGIAEoBEgAiAEBQgwKCl9hc19vZl9zZXEiXAoORGVyaXZlZE1lc3NhZ2USCwoDc2VxGAEgASgEEhQKDG1lc3NhZ2VfanNvbhgCIAEoCRInCgdtZXNzYWdlGAMgASgLMhYucGFsaW1wc2VzdC52MS5NZXNzYWdlIoMBChNHZXRNZXNzYWdlc1Jlc3BvbnNlEi8KCG1lc3NhZ2VzGAEgAygLMh0ucGFsaW1wc2VzdC52MS5EZXJpdmVkTWVzc2FnZRIVCghoZWFkX3NlcRgCIAEoBEgAiAEBEhcKD25leHRfcGFnZV90b2tlbhgDIAEoCUILCglfaGVhZF9zZXEi0AEKEkZvcmtTZXNzaW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEhMKBmF0X3NlcRgCIAEoBEgAiAEBEhgKEGNoaWxkX3Nlc3Npb25faWQYAyABKAkSPQoGbGFiZWxzGAQgAygLMi0ucGFsaW1wc2VzdC52MS5Gb3JrU2Vzc2lvblJlcXVlc3QuTGFiZWxzRW50cnkaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4AUIJCgdfYXRfc2VxIj4KE0ZvcmtTZXNzaW9uUmVzcG9uc2USJwoHc2Vzc2lvbhgBIAEoCzIWLnBhbGltcHNlc3QudjEuU2Vzc2lvbiIqChRSZXBhaXJTZXNzaW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJIkQKFVJlcGFpclNlc3Npb25SZXNwb25zZRIrCgZldmVudHMYASADKAsyGy5wYWxpbXBzZXN0LnYxLlNlc3Npb25FdmVudCJgChRJbXBvcnRTZXNzaW9uUmVxdWVzdBIvCgdvcHRpb25zGAEgASgLMhwucGFsaW1wc2VzdC52MS5JbXBvcnRPcHRpb25zSAASDwoFY2h1bmsYAiABKAxIAEIGCgRwYXJ0IssBCg1JbXBvcnRPcHRpb25zEhIKCnNlc3Npb25faWQYASABKAkSOAoGbGFiZWxzGAIgAygLMigucGFsaW1wc2VzdC52MS5JbXBvcnRPcHRpb25zLkxhYmVsc0VudHJ5Eg4KBnN0cmljdBgDIAEoCBIWCg5hbGxvd19zZXFfZ2FwcxgEIAEoCBIVCg1wYWlyaW5nX2d1YXJkGAUgASgIGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiYAoVSW1wb3J0U2Vzc2lvblJlc3BvbnNlEicKB3Nlc3Npb24YASABKAsyFi5wYWxpbXBzZXN0LnYxLlNlc3Npb24SHgoWdW5jb21taXR0ZWRfdGFpbF9ieXRlcxgCIAEoBCI8ChRFeHBvcnRTZXNzaW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEhAKCHVucGFja2VkGAIgASgIIiYKFUV4cG9ydFNlc3Npb25SZXNwb25zZRINCgVjaHVuaxgBIAEoDCLOAQoXU3Vic2NyaWJlU3VyZmFjZVJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIWCglhZnRlcl9zZXEYAiABKARIAIgBARIQCghzbmFwc2hvdBgDIAEoCBIYChBpbmNsdWRlX21lc3NhZ2VzGAQgASgIEh0KFWhlYXJ0YmVhdF9pbnRlcnZhbF9tcxgFIAEoDRIuCgtkYXRhX2Zvcm1hdBgGIAEoDjIZLnBhbGltcHNlc3QudjEuRGF0YUZvcm1hdEIMCgpfYWZ0ZXJfc2VxIr4DChhTdWJzY3JpYmVTdXJmYWNlUmVzcG9uc2USEwoGY3Vyc29yGAEgASgESAGIAQESMgoIc25hcHNob3QYAiABKAsyHi5wYWxpbXBzZXN0LnYxLlN1cmZhY2VTbmFwc2hvdEgAEiwKBmFwcGVuZBgDIAEoCzIaLnBhbGltcHNlc3QudjEuQXBwZW5kRGVsdGFIABIuCgdyZXBsYWNlGAQgASgLMhsucGFsaW1wc2VzdC52MS5SZXBsYWNlRGVsdGFIABIvCgpjaGVja3BvaW50GAUgASgLMhkucGFsaW1wc2VzdC52MS5DaGVja3BvaW50SAASLAoJY2F1Z2h0X3VwGAYgASgLMhcucGFsaW1wc2VzdC52MS5DYXVnaHRVcEgAEi0KCWhlYXJ0YmVhdBgHIAEoCzIYLnBhbGltcHNlc3QudjEuSGVhcnRiZWF0SAASKgoFZXZlbnQYCCABKAsyGy5wYWxpbXBzZXN0LnYxLlNlc3Npb25FdmVudBIuCgdtZXNzYWdlGAkgASgLMh0ucGFsaW1wc2VzdC52MS5EZXJpdmVkTWVzc2FnZUIGCgRraW5kQgkKB19jdXJzb3IiHwoPU3VyZmFjZVNuYXBzaG90EgwKBHNlcXMYASADKAQiGgoLQXBwZW5kRGVsdGESCwoDc2VxGAEgASgEIk4KDFJlcGxhY2VEZWx0YRINCgVzdGFydBgBIAEoBBILCgNlbmQYAiABKAQSCwoDc2VxGAMgASgEEhUKDXNoYWRvd2VkX3NlcXMYBCADKAQiDAoKQ2hlY2twb2ludCIKCghDYXVnaHRVcCILCglIZWFydGJlYXQioQEKFlN1YnNjcmliZUV2ZW50c1JlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIWCglhZnRlcl9zZXEYAiABKARIAIgBARIdChVoZWFydGJlYXRfaW50ZXJ2YWxfbXMYAyABKA0SLgoLZGF0YV9mb3JtYXQYBCABKA4yGS5wYWxpbXBzZXN0LnYxLkRhdGFGb3JtYXRCDAoKX2FmdGVyX3NlcSLMAQoXU3Vic2NyaWJlRXZlbnRzUmVzcG9uc2USEwoGY3Vyc29yGAEgASgESAGIAQESLAoFZXZlbnQYAiABKAsyGy5wYWxpbXBzZXN0LnYxLlNlc3Npb25FdmVudEgAEiwKCWNhdWdodF91cBgDIAEoCzIXLnBhbGltcHNlc3QudjEuQ2F1Z2h0VXBIABItCgloZWFydGJlYXQYBCABKAsyGC5wYWxpbXBzZXN0LnYxLkhlYXJ0YmVhdEgAQgYKBGtpbmRCCQoHX2N1cnNvciL5AQoVUGxhbkNvbXBhY3Rpb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSFQoLa2VlcF90b2tlbnMYAiABKARIABITCgl1cF90b19zZXEYAyABKARIABJLCgx0b2tlbl9jb3VudHMYBCADKAsyNS5wYWxpbXBzZXN0LnYxLlBsYW5Db21wYWN0aW9uUmVxdWVzdC5Ub2tlbkNvdW50c0VudHJ5EhUKDW9taXRfbWVzc2FnZXMYBSABKAgaMgoQVG9rZW5Db3VudHNFbnRyeRILCgNrZXkYASABKAQSDQoFdmFsdWUYAiABKAQ6AjgBQggKBmJ1ZGdldCJYChFDb21wYWN0aW9uQmxvY2tlchIOCgZyZWFzb24YASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSDAoEc2VxcxgDIAMoBBIQCghjYWxsX2lkcxgEIAMoCSKfAgoWUGxhbkNvbXBhY3Rpb25SZXNwb25zZRISCgVzdGFydBgBIAEoBEgAiAEBEhAKA2VuZBgCIAEoBEgBiAEBEhUKDXNoYWRvd2VkX3NlcXMYAyADKAQSGQoRZXhwZWN0ZWRfbGFzdF9zZXEYBCABKAMSHAoUc2hhZG93ZWRfdG9rZW5fY291bnQYBSABKAQSGAoQa2VwdF90b2tlbl9jb3VudBgGIAEoBBIvCghtZXNzYWdlcxgHIAMoCzIdLnBhbGltcHNlc3QudjEuRGVyaXZlZE1lc3NhZ2USMgoIYmxvY2tlcnMYCCADKAsyIC5wYWxpbXBzZXN0LnYxLkNvbXBhY3Rpb25CbG9ja2VyQggKBl9zdGFydEIGCgRfZW5kIqsDCg5Db21wYWN0UmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEg0KBXN0YXJ0GAIgASgEEgsKA2VuZBgDIAEoBBIeChFleHBlY3RlZF9sYXN0X3NlcRgEIAEoA0gBiAEBEhYKDHN1bW1hcnlfdGV4dBgFIAEoCUgAEhYKDHN1bW1hcnlfanNvbhgGIAEoCUgAEhAKCHByb3ZpZGVyGAcgASgJEg0KBW1vZGVsGAggASgJEigKBXVzYWdlGAkgASgLMhkucGFsaW1wc2VzdC52MS5Ub2tlblVzYWdlEhcKCm1heF90b2tlbnMYCiABKARIAogBARIhChRzaGFkb3dlZF90b2tlbl9jb3VudBgLIAEoBEgDiAEBEhcKD2lkZW1wb3RlbmN5X2tleRgMIAEoCRIXCg9yYXdfb3V0cHV0X2pzb24YDSABKAkSFwoPbGxtX3N0cmVhbV9jYWxsGA4gASgIQgkKB3N1bW1hcnlCFAoSX2V4cGVjdGVkX2xhc3Rfc2VxQg0KC19tYXhfdG9rZW5zQhcKFV9zaGFkb3dlZF90b2tlbl9jb3VudCJ+Cg9Db21wYWN0UmVzcG9uc2USDAoEc2VxcxgBIAMoBBIVCg1jb21wYWN0aW9uX2lkGAIgASgJEhYKDnN1cmZhY2VfbGVuZ3RoGAMgASgEEhAKCHJlcGxheWVkGAQgASgIEhwKFHNoYWRvd2VkX3Rva2VuX2NvdW50GAUgASgEIpkCChdQcnVuZVRvb2xSZXN1bHRzUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEgwKBHNlcXMYAiADKAQSEQoJbWluX2J5dGVzGAMgASgEEhMKC2tlZXBfcmVjZW50GAQgASgNEhUKDWV4Y2x1ZGVfdG9vbHMYBSADKAkSFwoKaGVhZF9jaGFycxgGIAEoDUgAiAEBEhcKCnRhaWxfY2hhcnMYByABKA1IAYgBARIeChFleHBlY3RlZF9sYXN0X3NlcRgIIAEoA0gCiAEBEhcKD2lkZW1wb3RlbmN5X2tleRgJIAEoCUINCgtfaGVhZF9jaGFyc0INCgtfdGFpbF9jaGFyc0IUChJfZXhwZWN0ZWRfbGFzdF9zZXEikAEKEFBydW5lZFRvb2xSZXN1bHQSFAoMb3JpZ2luYWxfc2VxGAEgASgEEhEKCXBydW5lX3NlcRgCIAEoBBIXCg9yZXBsYWNlbWVudF9zZXEYAyABKAQSDwoHY2FsbF9pZBgEIAEoCRIUCgxieXRlc19iZWZvcmUYBSABKAQSEwoLYnl0ZXNfYWZ0ZXIYBiABKAQimwEKGFBydW5lVG9vbFJlc3VsdHNSZXNwb25zZRIvCgZwcnVuZWQYASADKAsyHy5wYWxpbXBzZXN0LnYxLlBydW5lZFRvb2xSZXN1bHQSEwoLYnl0ZXNfc2F2ZWQYAiABKAQSDwoHc2tpcHBlZBgDIAMoBBIWCg5zdXJmYWNlX2xlbmd0aBgEIAEoBBIQCghyZXBsYXllZBgFIAEoCCpVCglEaXJlY3Rpb24SGQoVRElSRUNUSU9OX1VOU1BFQ0lGSUVEEAASFQoRRElSRUNUSU9OX0ZPUldBUkQQARIWChJESVJFQ1RJT05fQkFDS1dBUkQQAipWCgpEYXRhRm9ybWF0EhsKF0RBVEFfRk9STUFUX1VOU1BFQ0lGSUVEEAASFAoQREFUQV9GT1JNQVRfSlNPThABEhUKEURBVEFfRk9STUFUX1RZUEVEEAIqaAoLTWVzc2FnZVZpZXcSHAoYTUVTU0FHRV9WSUVXX1VOU1BFQ0lGSUVEEAASHgoaTUVTU0FHRV9WSUVXX01PREVMX0hJU1RPUlkQARIbChdNRVNTQUdFX1ZJRVdfVFJBTlNDUklQVBACMpAMCg5TZXNzaW9uU2VydmljZRJaCg1DcmVhdGVTZXNzaW9uEiMucGFsaW1wc2VzdC52MS5DcmVhdGVTZXNzaW9uUmVxdWVzdBokLnBhbGltcHNlc3QudjEuQ3JlYXRlU2Vzc2lvblJlc3BvbnNlElEKCkdldFNlc3Npb24SIC5wYWxpbXBzZXN0LnYxLkdldFNlc3Npb25SZXF1ZXN0GiEucGFsaW1wc2VzdC52MS5HZXRTZXNzaW9uUmVzcG9uc2USVwoMTGlzdFNlc3Npb25zEiIucGFsaW1wc2VzdC52MS5MaXN0U2Vzc2lvbnNSZXF1ZXN0GiMucGFsaW1wc2VzdC52MS5MaXN0U2Vzc2lvbnNSZXNwb25zZRJaCg1EZWxldGVTZXNzaW9uEiMucGFsaW1wc2VzdC52MS5EZWxldGVTZXNzaW9uUmVxdWVzdBokLnBhbGltcHNlc3QudjEuRGVsZXRlU2Vzc2lvblJlc3BvbnNlElcKDEFwcGVuZEV2ZW50cxIiLnBhbGltcHNlc3QudjEuQXBwZW5kRXZlbnRzUmVxdWVzdBojLnBhbGltcHNlc3QudjEuQXBwZW5kRXZlbnRzUmVzcG9uc2USUQoKTGlzdEV2ZW50cxIgLnBhbGltcHNlc3QudjEuTGlzdEV2ZW50c1JlcXVlc3QaIS5wYWxpbXBzZXN0LnYxLkxpc3RFdmVudHNSZXNwb25zZRJRCgpHZXRTdXJmYWNlEiAucGFsaW1wc2VzdC52MS5HZXRTdXJmYWNlUmVxdWVzdBohLnBhbGltcHNlc3QudjEuR2V0U3VyZmFjZVJlc3BvbnNlElQKC0dldE1lc3NhZ2VzEiEucGFsaW1wc2VzdC52MS5HZXRNZXNzYWdlc1JlcXVlc3QaIi5wYWxpbXBzZXN0LnYxLkdldE1lc3NhZ2VzUmVzcG9uc2USVAoLRm9ya1Nlc3Npb24SIS5wYWxpbXBzZXN0LnYxLkZvcmtTZXNzaW9uUmVxdWVzdBoiLnBhbGltcHNlc3QudjEuRm9ya1Nlc3Npb25SZXNwb25zZRJaCg1SZXBhaXJTZXNzaW9uEiMucGFsaW1wc2VzdC52MS5SZXBhaXJTZXNzaW9uUmVxdWVzdBokLnBhbGltcHNlc3QudjEuUmVwYWlyU2Vzc2lvblJlc3BvbnNlElwKDUltcG9ydFNlc3Npb24SIy5wYWxpbXBzZXN0LnYxLkltcG9ydFNlc3Npb25SZXF1ZXN0GiQucGFsaW1wc2VzdC52MS5JbXBvcnRTZXNzaW9uUmVzcG9uc2UoARJcCg1FeHBvcnRTZXNzaW9uEiMucGFsaW1wc2VzdC52MS5FeHBvcnRTZXNzaW9uUmVxdWVzdBokLnBhbGltcHNlc3QudjEuRXhwb3J0U2Vzc2lvblJlc3BvbnNlMAESZQoQU3Vic2NyaWJlU3VyZmFjZRImLnBhbGltcHNlc3QudjEuU3Vic2NyaWJlU3VyZmFjZVJlcXVlc3QaJy5wYWxpbXBzZXN0LnYxLlN1YnNjcmliZVN1cmZhY2VSZXNwb25zZTABEmIKD1N1YnNjcmliZUV2ZW50cxIlLnBhbGltcHNlc3QudjEuU3Vic2NyaWJlRXZlbnRzUmVxdWVzdBomLnBhbGltcHNlc3QudjEuU3Vic2NyaWJlRXZlbnRzUmVzcG9uc2UwARJdCg5QbGFuQ29tcGFjdGlvbhIkLnBhbGltcHNlc3QudjEuUGxhbkNvbXBhY3Rpb25SZXF1ZXN0GiUucGFsaW1wc2VzdC52MS5QbGFuQ29tcGFjdGlvblJlc3BvbnNlEkgKB0NvbXBhY3QSHS5wYWxpbXBzZXN0LnYxLkNvbXBhY3RSZXF1ZXN0Gh4ucGFsaW1wc2VzdC52MS5Db21wYWN0UmVzcG9uc2USYwoQUHJ1bmVUb29sUmVzdWx0cxImLnBhbGltcHNlc3QudjEuUHJ1bmVUb29sUmVzdWx0c1JlcXVlc3QaJy5wYWxpbXBzZXN0LnYxLlBydW5lVG9vbFJlc3VsdHNSZXNwb25zZUIuWixwYWxpbXBzZXN0L2dlbi9nby9wYWxpbXBzZXN0L3YxO3BhbGltcHNlc3R2MWIGcHJvdG8z", [file_palimpsest_v1_content, file_palimpsest_v1_event, file_palimpsest_v1_session]);
+  fileDesc("ChtwYWxpbXBzZXN0L3YxL3NlcnZpY2UucHJvdG8SDXBhbGltcHNlc3QudjEi8gIKFENyZWF0ZVNlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSPwoGbGFiZWxzGAIgAygLMi8ucGFsaW1wc2VzdC52MS5DcmVhdGVTZXNzaW9uUmVxdWVzdC5MYWJlbHNFbnRyeRIQCgNjd2QYAyABKAlIAIgBARITCgZvcmlnaW4YBCABKAlIAYgBARIdChBkZWxlZ2F0aW9uX2RlcHRoGAUgASgESAKIAQESGQoMYWdlbnRfcHJlc2V0GAYgASgJSAOIAQESDgoGc3RyaWN0GAcgASgIEhoKDXBhaXJpbmdfZ3VhcmQYCCABKAhIBIgBARotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBQgYKBF9jd2RCCQoHX29yaWdpbkITChFfZGVsZWdhdGlvbl9kZXB0aEIPCg1fYWdlbnRfcHJlc2V0QhAKDl9wYWlyaW5nX2d1YXJkIkAKFUNyZWF0ZVNlc3Npb25SZXNwb25zZRInCgdzZXNzaW9uGAEgASgLMhYucGFsaW1wc2VzdC52MS5TZXNzaW9uIicKEUdldFNlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkiPQoSR2V0U2Vzc2lvblJlc3BvbnNlEicKB3Nlc3Npb24YASABKAsyFi5wYWxpbXBzZXN0LnYxLlNlc3Npb24iwQEKE0xpc3RTZXNzaW9uc1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgNEhIKCnBhZ2VfdG9rZW4YAiABKAkSTQoObGFiZWxfc2VsZWN0b3IYAyADKAsyNS5wYWxpbXBzZXN0LnYxLkxpc3RTZXNzaW9uc1JlcXVlc3QuTGFiZWxTZWxlY3RvckVudHJ5GjQKEkxhYmVsU2VsZWN0b3JFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIlkKFExpc3RTZXNzaW9uc1Jlc3BvbnNlEigKCHNlc3Npb25zGAEgAygLMhYucGFsaW1wc2VzdC52MS5TZXNzaW9uEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSIqChREZWxldGVTZXNzaW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJIhcKFURlbGV0ZVNlc3Npb25SZXNwb25zZSKjAQoTQXBwZW5kRXZlbnRzUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEikKBmV2ZW50cxgCIAMoCzIZLnBhbGltcHNlc3QudjEuRXZlbnRJbnB1dBIeChFleHBlY3RlZF9sYXN0X3NlcRgDIAEoA0gAiAEBEhcKD2lkZW1wb3RlbmN5X2tleRgEIAEoCUIUChJfZXhwZWN0ZWRfbGFzdF9zZXEiTgoUQXBwZW5kRXZlbnRzUmVzcG9uc2USDAoEc2VxcxgBIAMoBBIQCghyZXBsYXllZBgCIAEoCBIWCg5zdXJmYWNlX2xlbmd0aBgDIAEoBCJhChNBcHBlbmRTdHJlYW1SZXF1ZXN0EhYKDmNvcnJlbGF0aW9uX2lkGAEgASgJEjIKBmFwcGVuZBgCIAEoCzIiLnBhbGltcHNlc3QudjEuQXBwZW5kRXZlbnRzUmVxdWVzdCKWAQoUQXBwZW5kU3RyZWFtUmVzcG9uc2USFgoOY29ycmVsYXRpb25faWQYASABKAkSNwoIYXBwZW5kZWQYAiABKAsyIy5wYWxpbXBzZXN0LnYxLkFwcGVuZEV2ZW50c1Jlc3BvbnNlSAASIwoFZXJyb3IYAyABKAsyEi5nb29nbGUucnBjLlN0YXR1c0gAQggKBnJlc3VsdCLeAQoRTGlzdEV2ZW50c1JlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIVCghmcm9tX3NlcRgCIAEoBEgAiAEBEisKCWRpcmVjdGlvbhgDIAEoDjIYLnBhbGltcHNlc3QudjEuRGlyZWN0aW9uEhEKCXBhZ2Vfc2l6ZRgEIAEoDRISCgpwYWdlX3Rva2VuGAUgASgJEg0KBXR5cGVzGAYgAygJEi4KC2RhdGFfZm9ybWF0GAcgASgOMhkucGFsaW1wc2VzdC52MS5EYXRhRm9ybWF0QgsKCV9mcm9tX3NlcSJaChJMaXN0RXZlbnRzUmVzcG9uc2USKwoGZXZlbnRzGAEgAygLMhsucGFsaW1wc2VzdC52MS5TZXNzaW9uRXZlbnQSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIk0KEUdldFN1cmZhY2VSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSFgoJYXNfb2Zfc2VxGAIgASgESACIAQFCDAoKX2FzX29mX3NlcSJiChJHZXRTdXJmYWNlUmVzcG9uc2USDAoEc2VxcxgBIAMoBBIaChJyZXBsYWNlX2dlbmVyYXRpb24YAiABKAQSFQoIaGVhZF9zZXEYAyABKARIAIgBAUILCglfaGVhZF9zZXEirgEKEkdldE1lc3NhZ2VzUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEigKBHZpZXcYAiABKA4yGi5wYWxpbXBzZXN0LnYxLk1lc3NhZ2VWaWV3Eg0KBXR5cGVkGAMgASgIEhEKCXBhZ2Vfc2l6ZRgEIAEoDRISCgpwYWdlX3Rva2VuGAUgASgJEhYKCWFzX29mX3NlcRgGIAEoBEgAiAEBQgwKCl9hc19vZl9zZXEiXAoORGVyaXZlZE1lc3NhZ2USCwoDc2VxGAEgASgEEhQKDG1lc3NhZ2VfanNvbhgCIAEoCRInCgdtZXNzYWdlGAMgASgLMhYucGFsaW1wc2VzdC52MS5NZXNzYWdlIoMBChNHZXRNZXNzYWdlc1Jlc3BvbnNlEi8KCG1lc3NhZ2VzGAEgAygLMh0ucGFsaW1wc2VzdC52MS5EZXJpdmVkTWVzc2FnZRIVCghoZWFkX3NlcRgCIAEoBEgAiAEBEhcKD25leHRfcGFnZV90b2tlbhgDIAEoCUILCglfaGVhZF9zZXEi0AEKEkZvcmtTZXNzaW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEhMKBmF0X3NlcRgCIAEoBEgAiAEBEhgKEGNoaWxkX3Nlc3Npb25faWQYAyABKAkSPQoGbGFiZWxzGAQgAygLMi0ucGFsaW1wc2VzdC52MS5Gb3JrU2Vzc2lvblJlcXVlc3QuTGFiZWxzRW50cnkaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4AUIJCgdfYXRfc2VxIj4KE0ZvcmtTZXNzaW9uUmVzcG9uc2USJwoHc2Vzc2lvbhgBIAEoCzIWLnBhbGltcHNlc3QudjEuU2Vzc2lvbiIqChRSZXBhaXJTZXNzaW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJIkQKFVJlcGFpclNlc3Npb25SZXNwb25zZRIrCgZldmVudHMYASADKAsyGy5wYWxpbXBzZXN0LnYxLlNlc3Npb25FdmVudCJgChRJbXBvcnRTZXNzaW9uUmVxdWVzdBIvCgdvcHRpb25zGAEgASgLMhwucGFsaW1wc2VzdC52MS5JbXBvcnRPcHRpb25zSAASDwoFY2h1bmsYAiABKAxIAEIGCgRwYXJ0IssBCg1JbXBvcnRPcHRpb25zEhIKCnNlc3Npb25faWQYASABKAkSOAoGbGFiZWxzGAIgAygLMigucGFsaW1wc2VzdC52MS5JbXBvcnRPcHRpb25zLkxhYmVsc0VudHJ5Eg4KBnN0cmljdBgDIAEoCBIWCg5hbGxvd19zZXFfZ2FwcxgEIAEoCBIVCg1wYWlyaW5nX2d1YXJkGAUgASgIGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiYAoVSW1wb3J0U2Vzc2lvblJlc3BvbnNlEicKB3Nlc3Npb24YASABKAsyFi5wYWxpbXBzZXN0LnYxLlNlc3Npb24SHgoWdW5jb21taXR0ZWRfdGFpbF9ieXRlcxgCIAEoBCI8ChRFeHBvcnRTZXNzaW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEhAKCHVucGFja2VkGAIgASgIIiYKFUV4cG9ydFNlc3Npb25SZXNwb25zZRINCgVjaHVuaxgBIAEoDCLOAQoXU3Vic2NyaWJlU3VyZmFjZVJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIWCglhZnRlcl9zZXEYAiABKARIAIgBARIQCghzbmFwc2hvdBgDIAEoCBIYChBpbmNsdWRlX21lc3NhZ2VzGAQgASgIEh0KFWhlYXJ0YmVhdF9pbnRlcnZhbF9tcxgFIAEoDRIuCgtkYXRhX2Zvcm1hdBgGIAEoDjIZLnBhbGltcHNlc3QudjEuRGF0YUZvcm1hdEIMCgpfYWZ0ZXJfc2VxIr4DChhTdWJzY3JpYmVTdXJmYWNlUmVzcG9uc2USEwoGY3Vyc29yGAEgASgESAGIAQESMgoIc25hcHNob3QYAiABKAsyHi5wYWxpbXBzZXN0LnYxLlN1cmZhY2VTbmFwc2hvdEgAEiwKBmFwcGVuZBgDIAEoCzIaLnBhbGltcHNlc3QudjEuQXBwZW5kRGVsdGFIABIuCgdyZXBsYWNlGAQgASgLMhsucGFsaW1wc2VzdC52MS5SZXBsYWNlRGVsdGFIABIvCgpjaGVja3BvaW50GAUgASgLMhkucGFsaW1wc2VzdC52MS5DaGVja3BvaW50SAASLAoJY2F1Z2h0X3VwGAYgASgLMhcucGFsaW1wc2VzdC52MS5DYXVnaHRVcEgAEi0KCWhlYXJ0YmVhdBgHIAEoCzIYLnBhbGltcHNlc3QudjEuSGVhcnRiZWF0SAASKgoFZXZlbnQYCCABKAsyGy5wYWxpbXBzZXN0LnYxLlNlc3Npb25FdmVudBIuCgdtZXNzYWdlGAkgASgLMh0ucGFsaW1wc2VzdC52MS5EZXJpdmVkTWVzc2FnZUIGCgRraW5kQgkKB19jdXJzb3IiHwoPU3VyZmFjZVNuYXBzaG90EgwKBHNlcXMYASADKAQiGgoLQXBwZW5kRGVsdGESCwoDc2VxGAEgASgEIk4KDFJlcGxhY2VEZWx0YRINCgVzdGFydBgBIAEoBBILCgNlbmQYAiABKAQSCwoDc2VxGAMgASgEEhUKDXNoYWRvd2VkX3NlcXMYBCADKAQiDAoKQ2hlY2twb2ludCIKCghDYXVnaHRVcCILCglIZWFydGJlYXQioQEKFlN1YnNjcmliZUV2ZW50c1JlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIWCglhZnRlcl9zZXEYAiABKARIAIgBARIdChVoZWFydGJlYXRfaW50ZXJ2YWxfbXMYAyABKA0SLgoLZGF0YV9mb3JtYXQYBCABKA4yGS5wYWxpbXBzZXN0LnYxLkRhdGFGb3JtYXRCDAoKX2FmdGVyX3NlcSLMAQoXU3Vic2NyaWJlRXZlbnRzUmVzcG9uc2USEwoGY3Vyc29yGAEgASgESAGIAQESLAoFZXZlbnQYAiABKAsyGy5wYWxpbXBzZXN0LnYxLlNlc3Npb25FdmVudEgAEiwKCWNhdWdodF91cBgDIAEoCzIXLnBhbGltcHNlc3QudjEuQ2F1Z2h0VXBIABItCgloZWFydGJlYXQYBCABKAsyGC5wYWxpbXBzZXN0LnYxLkhlYXJ0YmVhdEgAQgYKBGtpbmRCCQoHX2N1cnNvciL5AQoVUGxhbkNvbXBhY3Rpb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSFQoLa2VlcF90b2tlbnMYAiABKARIABITCgl1cF90b19zZXEYAyABKARIABJLCgx0b2tlbl9jb3VudHMYBCADKAsyNS5wYWxpbXBzZXN0LnYxLlBsYW5Db21wYWN0aW9uUmVxdWVzdC5Ub2tlbkNvdW50c0VudHJ5EhUKDW9taXRfbWVzc2FnZXMYBSABKAgaMgoQVG9rZW5Db3VudHNFbnRyeRILCgNrZXkYASABKAQSDQoFdmFsdWUYAiABKAQ6AjgBQggKBmJ1ZGdldCJYChFDb21wYWN0aW9uQmxvY2tlchIOCgZyZWFzb24YASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSDAoEc2VxcxgDIAMoBBIQCghjYWxsX2lkcxgEIAMoCSKfAgoWUGxhbkNvbXBhY3Rpb25SZXNwb25zZRISCgVzdGFydBgBIAEoBEgAiAEBEhAKA2VuZBgCIAEoBEgBiAEBEhUKDXNoYWRvd2VkX3NlcXMYAyADKAQSGQoRZXhwZWN0ZWRfbGFzdF9zZXEYBCABKAMSHAoUc2hhZG93ZWRfdG9rZW5fY291bnQYBSABKAQSGAoQa2VwdF90b2tlbl9jb3VudBgGIAEoBBIvCghtZXNzYWdlcxgHIAMoCzIdLnBhbGltcHNlc3QudjEuRGVyaXZlZE1lc3NhZ2USMgoIYmxvY2tlcnMYCCADKAsyIC5wYWxpbXBzZXN0LnYxLkNvbXBhY3Rpb25CbG9ja2VyQggKBl9zdGFydEIGCgRfZW5kIqsDCg5Db21wYWN0UmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEg0KBXN0YXJ0GAIgASgEEgsKA2VuZBgDIAEoBBIeChFleHBlY3RlZF9sYXN0X3NlcRgEIAEoA0gBiAEBEhYKDHN1bW1hcnlfdGV4dBgFIAEoCUgAEhYKDHN1bW1hcnlfanNvbhgGIAEoCUgAEhAKCHByb3ZpZGVyGAcgASgJEg0KBW1vZGVsGAggASgJEigKBXVzYWdlGAkgASgLMhkucGFsaW1wc2VzdC52MS5Ub2tlblVzYWdlEhcKCm1heF90b2tlbnMYCiABKARIAogBARIhChRzaGFkb3dlZF90b2tlbl9jb3VudBgLIAEoBEgDiAEBEhcKD2lkZW1wb3RlbmN5X2tleRgMIAEoCRIXCg9yYXdfb3V0cHV0X2pzb24YDSABKAkSFwoPbGxtX3N0cmVhbV9jYWxsGA4gASgIQgkKB3N1bW1hcnlCFAoSX2V4cGVjdGVkX2xhc3Rfc2VxQg0KC19tYXhfdG9rZW5zQhcKFV9zaGFkb3dlZF90b2tlbl9jb3VudCJ+Cg9Db21wYWN0UmVzcG9uc2USDAoEc2VxcxgBIAMoBBIVCg1jb21wYWN0aW9uX2lkGAIgASgJEhYKDnN1cmZhY2VfbGVuZ3RoGAMgASgEEhAKCHJlcGxheWVkGAQgASgIEhwKFHNoYWRvd2VkX3Rva2VuX2NvdW50GAUgASgEIpkCChdQcnVuZVRvb2xSZXN1bHRzUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEgwKBHNlcXMYAiADKAQSEQoJbWluX2J5dGVzGAMgASgEEhMKC2tlZXBfcmVjZW50GAQgASgNEhUKDWV4Y2x1ZGVfdG9vbHMYBSADKAkSFwoKaGVhZF9jaGFycxgGIAEoDUgAiAEBEhcKCnRhaWxfY2hhcnMYByABKA1IAYgBARIeChFleHBlY3RlZF9sYXN0X3NlcRgIIAEoA0gCiAEBEhcKD2lkZW1wb3RlbmN5X2tleRgJIAEoCUINCgtfaGVhZF9jaGFyc0INCgtfdGFpbF9jaGFyc0IUChJfZXhwZWN0ZWRfbGFzdF9zZXEikAEKEFBydW5lZFRvb2xSZXN1bHQSFAoMb3JpZ2luYWxfc2VxGAEgASgEEhEKCXBydW5lX3NlcRgCIAEoBBIXCg9yZXBsYWNlbWVudF9zZXEYAyABKAQSDwoHY2FsbF9pZBgEIAEoCRIUCgxieXRlc19iZWZvcmUYBSABKAQSEwoLYnl0ZXNfYWZ0ZXIYBiABKAQimwEKGFBydW5lVG9vbFJlc3VsdHNSZXNwb25zZRIvCgZwcnVuZWQYASADKAsyHy5wYWxpbXBzZXN0LnYxLlBydW5lZFRvb2xSZXN1bHQSEwoLYnl0ZXNfc2F2ZWQYAiABKAQSDwoHc2tpcHBlZBgDIAMoBBIWCg5zdXJmYWNlX2xlbmd0aBgEIAEoBBIQCghyZXBsYXllZBgFIAEoCCpVCglEaXJlY3Rpb24SGQoVRElSRUNUSU9OX1VOU1BFQ0lGSUVEEAASFQoRRElSRUNUSU9OX0ZPUldBUkQQARIWChJESVJFQ1RJT05fQkFDS1dBUkQQAipWCgpEYXRhRm9ybWF0EhsKF0RBVEFfRk9STUFUX1VOU1BFQ0lGSUVEEAASFAoQREFUQV9GT1JNQVRfSlNPThABEhUKEURBVEFfRk9STUFUX1RZUEVEEAIqaAoLTWVzc2FnZVZpZXcSHAoYTUVTU0FHRV9WSUVXX1VOU1BFQ0lGSUVEEAASHgoaTUVTU0FHRV9WSUVXX01PREVMX0hJU1RPUlkQARIbChdNRVNTQUdFX1ZJRVdfVFJBTlNDUklQVBACMu0MCg5TZXNzaW9uU2VydmljZRJaCg1DcmVhdGVTZXNzaW9uEiMucGFsaW1wc2VzdC52MS5DcmVhdGVTZXNzaW9uUmVxdWVzdBokLnBhbGltcHNlc3QudjEuQ3JlYXRlU2Vzc2lvblJlc3BvbnNlElEKCkdldFNlc3Npb24SIC5wYWxpbXBzZXN0LnYxLkdldFNlc3Npb25SZXF1ZXN0GiEucGFsaW1wc2VzdC52MS5HZXRTZXNzaW9uUmVzcG9uc2USVwoMTGlzdFNlc3Npb25zEiIucGFsaW1wc2VzdC52MS5MaXN0U2Vzc2lvbnNSZXF1ZXN0GiMucGFsaW1wc2VzdC52MS5MaXN0U2Vzc2lvbnNSZXNwb25zZRJaCg1EZWxldGVTZXNzaW9uEiMucGFsaW1wc2VzdC52MS5EZWxldGVTZXNzaW9uUmVxdWVzdBokLnBhbGltcHNlc3QudjEuRGVsZXRlU2Vzc2lvblJlc3BvbnNlElcKDEFwcGVuZEV2ZW50cxIiLnBhbGltcHNlc3QudjEuQXBwZW5kRXZlbnRzUmVxdWVzdBojLnBhbGltcHNlc3QudjEuQXBwZW5kRXZlbnRzUmVzcG9uc2USWwoMQXBwZW5kU3RyZWFtEiIucGFsaW1wc2VzdC52MS5BcHBlbmRTdHJlYW1SZXF1ZXN0GiMucGFsaW1wc2VzdC52MS5BcHBlbmRTdHJlYW1SZXNwb25zZSgBMAESUQoKTGlzdEV2ZW50cxIgLnBhbGltcHNlc3QudjEuTGlzdEV2ZW50c1JlcXVlc3QaIS5wYWxpbXBzZXN0LnYxLkxpc3RFdmVudHNSZXNwb25zZRJRCgpHZXRTdXJmYWNlEiAucGFsaW1wc2VzdC52MS5HZXRTdXJmYWNlUmVxdWVzdBohLnBhbGltcHNlc3QudjEuR2V0U3VyZmFjZVJlc3BvbnNlElQKC0dldE1lc3NhZ2VzEiEucGFsaW1wc2VzdC52MS5HZXRNZXNzYWdlc1JlcXVlc3QaIi5wYWxpbXBzZXN0LnYxLkdldE1lc3NhZ2VzUmVzcG9uc2USVAoLRm9ya1Nlc3Npb24SIS5wYWxpbXBzZXN0LnYxLkZvcmtTZXNzaW9uUmVxdWVzdBoiLnBhbGltcHNlc3QudjEuRm9ya1Nlc3Npb25SZXNwb25zZRJaCg1SZXBhaXJTZXNzaW9uEiMucGFsaW1wc2VzdC52MS5SZXBhaXJTZXNzaW9uUmVxdWVzdBokLnBhbGltcHNlc3QudjEuUmVwYWlyU2Vzc2lvblJlc3BvbnNlElwKDUltcG9ydFNlc3Npb24SIy5wYWxpbXBzZXN0LnYxLkltcG9ydFNlc3Npb25SZXF1ZXN0GiQucGFsaW1wc2VzdC52MS5JbXBvcnRTZXNzaW9uUmVzcG9uc2UoARJcCg1FeHBvcnRTZXNzaW9uEiMucGFsaW1wc2VzdC52MS5FeHBvcnRTZXNzaW9uUmVxdWVzdBokLnBhbGltcHNlc3QudjEuRXhwb3J0U2Vzc2lvblJlc3BvbnNlMAESZQoQU3Vic2NyaWJlU3VyZmFjZRImLnBhbGltcHNlc3QudjEuU3Vic2NyaWJlU3VyZmFjZVJlcXVlc3QaJy5wYWxpbXBzZXN0LnYxLlN1YnNjcmliZVN1cmZhY2VSZXNwb25zZTABEmIKD1N1YnNjcmliZUV2ZW50cxIlLnBhbGltcHNlc3QudjEuU3Vic2NyaWJlRXZlbnRzUmVxdWVzdBomLnBhbGltcHNlc3QudjEuU3Vic2NyaWJlRXZlbnRzUmVzcG9uc2UwARJdCg5QbGFuQ29tcGFjdGlvbhIkLnBhbGltcHNlc3QudjEuUGxhbkNvbXBhY3Rpb25SZXF1ZXN0GiUucGFsaW1wc2VzdC52MS5QbGFuQ29tcGFjdGlvblJlc3BvbnNlEkgKB0NvbXBhY3QSHS5wYWxpbXBzZXN0LnYxLkNvbXBhY3RSZXF1ZXN0Gh4ucGFsaW1wc2VzdC52MS5Db21wYWN0UmVzcG9uc2USYwoQUHJ1bmVUb29sUmVzdWx0cxImLnBhbGltcHNlc3QudjEuUHJ1bmVUb29sUmVzdWx0c1JlcXVlc3QaJy5wYWxpbXBzZXN0LnYxLlBydW5lVG9vbFJlc3VsdHNSZXNwb25zZUIuWixwYWxpbXBzZXN0L2dlbi9nby9wYWxpbXBzZXN0L3YxO3BhbGltcHNlc3R2MWIGcHJvdG8z", [file_google_rpc_status, file_palimpsest_v1_content, file_palimpsest_v1_event, file_palimpsest_v1_session]);
 
 /**
  * Request for CreateSession.
@@ -335,6 +337,81 @@ export const AppendEventsResponseSchema: GenMessage<AppendEventsResponse> = /*@_
   messageDesc(file_palimpsest_v1_service, 9);
 
 /**
+ * One batch of an AppendStream.
+ *
+ * @generated from message palimpsest.v1.AppendStreamRequest
+ */
+export type AppendStreamRequest = Message<"palimpsest.v1.AppendStreamRequest"> & {
+  /**
+   * Client-chosen id the batch's response carries (any string; the server does
+   * not check uniqueness); at most 256 UTF-8 bytes.
+   *
+   * @generated from field: string correlation_id = 1;
+   */
+  correlationId: string;
+
+  /**
+   * The batch, exactly as AppendEvents takes it.
+   *
+   * @generated from field: palimpsest.v1.AppendEventsRequest append = 2;
+   */
+  append?: AppendEventsRequest | undefined;
+};
+
+/**
+ * Describes the message palimpsest.v1.AppendStreamRequest.
+ * Use `create(AppendStreamRequestSchema)` to create a new message.
+ */
+export const AppendStreamRequestSchema: GenMessage<AppendStreamRequest> = /*@__PURE__*/
+  messageDesc(file_palimpsest_v1_service, 10);
+
+/**
+ * The answer to one batch of an AppendStream.
+ *
+ * @generated from message palimpsest.v1.AppendStreamResponse
+ */
+export type AppendStreamResponse = Message<"palimpsest.v1.AppendStreamResponse"> & {
+  /**
+   * The correlation id of the batch this answers.
+   *
+   * @generated from field: string correlation_id = 1;
+   */
+  correlationId: string;
+
+  /**
+   * What happened to the batch.
+   *
+   * @generated from oneof palimpsest.v1.AppendStreamResponse.result
+   */
+  result: {
+    /**
+     * The batch was appended (or replayed by its idempotency key).
+     *
+     * @generated from field: palimpsest.v1.AppendEventsResponse appended = 2;
+     */
+    value: AppendEventsResponse;
+    case: "appended";
+  } | {
+    /**
+     * The batch was refused; nothing of it was appended. The same code,
+     * message and details (ErrorInfo reason and metadata, BadRequest,
+     * PreconditionFailure, QuotaFailure) the unary AppendEvents would answer.
+     *
+     * @generated from field: google.rpc.Status error = 3;
+     */
+    value: Status;
+    case: "error";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message palimpsest.v1.AppendStreamResponse.
+ * Use `create(AppendStreamResponseSchema)` to create a new message.
+ */
+export const AppendStreamResponseSchema: GenMessage<AppendStreamResponse> = /*@__PURE__*/
+  messageDesc(file_palimpsest_v1_service, 11);
+
+/**
  * Request for ListEvents.
  *
  * @generated from message palimpsest.v1.ListEventsRequest
@@ -395,7 +472,7 @@ export type ListEventsRequest = Message<"palimpsest.v1.ListEventsRequest"> & {
  * Use `create(ListEventsRequestSchema)` to create a new message.
  */
 export const ListEventsRequestSchema: GenMessage<ListEventsRequest> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 10);
+  messageDesc(file_palimpsest_v1_service, 12);
 
 /**
  * Response for ListEvents.
@@ -423,7 +500,7 @@ export type ListEventsResponse = Message<"palimpsest.v1.ListEventsResponse"> & {
  * Use `create(ListEventsResponseSchema)` to create a new message.
  */
 export const ListEventsResponseSchema: GenMessage<ListEventsResponse> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 11);
+  messageDesc(file_palimpsest_v1_service, 13);
 
 /**
  * Request for GetSurface.
@@ -452,7 +529,7 @@ export type GetSurfaceRequest = Message<"palimpsest.v1.GetSurfaceRequest"> & {
  * Use `create(GetSurfaceRequestSchema)` to create a new message.
  */
 export const GetSurfaceRequestSchema: GenMessage<GetSurfaceRequest> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 12);
+  messageDesc(file_palimpsest_v1_service, 14);
 
 /**
  * Response for GetSurface.
@@ -487,7 +564,7 @@ export type GetSurfaceResponse = Message<"palimpsest.v1.GetSurfaceResponse"> & {
  * Use `create(GetSurfaceResponseSchema)` to create a new message.
  */
 export const GetSurfaceResponseSchema: GenMessage<GetSurfaceResponse> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 13);
+  messageDesc(file_palimpsest_v1_service, 15);
 
 /**
  * Request for GetMessages.
@@ -549,7 +626,7 @@ export type GetMessagesRequest = Message<"palimpsest.v1.GetMessagesRequest"> & {
  * Use `create(GetMessagesRequestSchema)` to create a new message.
  */
 export const GetMessagesRequestSchema: GenMessage<GetMessagesRequest> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 14);
+  messageDesc(file_palimpsest_v1_service, 16);
 
 /**
  * One derived message and the event it comes from.
@@ -585,7 +662,7 @@ export type DerivedMessage = Message<"palimpsest.v1.DerivedMessage"> & {
  * Use `create(DerivedMessageSchema)` to create a new message.
  */
 export const DerivedMessageSchema: GenMessage<DerivedMessage> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 15);
+  messageDesc(file_palimpsest_v1_service, 17);
 
 /**
  * Response for GetMessages.
@@ -620,7 +697,7 @@ export type GetMessagesResponse = Message<"palimpsest.v1.GetMessagesResponse"> &
  * Use `create(GetMessagesResponseSchema)` to create a new message.
  */
 export const GetMessagesResponseSchema: GenMessage<GetMessagesResponse> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 16);
+  messageDesc(file_palimpsest_v1_service, 18);
 
 /**
  * Request for ForkSession.
@@ -662,7 +739,7 @@ export type ForkSessionRequest = Message<"palimpsest.v1.ForkSessionRequest"> & {
  * Use `create(ForkSessionRequestSchema)` to create a new message.
  */
 export const ForkSessionRequestSchema: GenMessage<ForkSessionRequest> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 17);
+  messageDesc(file_palimpsest_v1_service, 19);
 
 /**
  * Response for ForkSession.
@@ -683,7 +760,7 @@ export type ForkSessionResponse = Message<"palimpsest.v1.ForkSessionResponse"> &
  * Use `create(ForkSessionResponseSchema)` to create a new message.
  */
 export const ForkSessionResponseSchema: GenMessage<ForkSessionResponse> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 18);
+  messageDesc(file_palimpsest_v1_service, 20);
 
 /**
  * Request for RepairSession.
@@ -704,7 +781,7 @@ export type RepairSessionRequest = Message<"palimpsest.v1.RepairSessionRequest">
  * Use `create(RepairSessionRequestSchema)` to create a new message.
  */
 export const RepairSessionRequestSchema: GenMessage<RepairSessionRequest> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 19);
+  messageDesc(file_palimpsest_v1_service, 21);
 
 /**
  * Response for RepairSession.
@@ -725,7 +802,7 @@ export type RepairSessionResponse = Message<"palimpsest.v1.RepairSessionResponse
  * Use `create(RepairSessionResponseSchema)` to create a new message.
  */
 export const RepairSessionResponseSchema: GenMessage<RepairSessionResponse> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 20);
+  messageDesc(file_palimpsest_v1_service, 22);
 
 /**
  * One message of an ImportSession stream: first the options, then the file's
@@ -763,7 +840,7 @@ export type ImportSessionRequest = Message<"palimpsest.v1.ImportSessionRequest">
  * Use `create(ImportSessionRequestSchema)` to create a new message.
  */
 export const ImportSessionRequestSchema: GenMessage<ImportSessionRequest> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 21);
+  messageDesc(file_palimpsest_v1_service, 23);
 
 /**
  * Options of an import.
@@ -818,7 +895,7 @@ export type ImportOptions = Message<"palimpsest.v1.ImportOptions"> & {
  * Use `create(ImportOptionsSchema)` to create a new message.
  */
 export const ImportOptionsSchema: GenMessage<ImportOptions> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 22);
+  messageDesc(file_palimpsest_v1_service, 24);
 
 /**
  * Response for ImportSession.
@@ -850,7 +927,7 @@ export type ImportSessionResponse = Message<"palimpsest.v1.ImportSessionResponse
  * Use `create(ImportSessionResponseSchema)` to create a new message.
  */
 export const ImportSessionResponseSchema: GenMessage<ImportSessionResponse> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 23);
+  messageDesc(file_palimpsest_v1_service, 25);
 
 /**
  * Request for ExportSession.
@@ -878,7 +955,7 @@ export type ExportSessionRequest = Message<"palimpsest.v1.ExportSessionRequest">
  * Use `create(ExportSessionRequestSchema)` to create a new message.
  */
 export const ExportSessionRequestSchema: GenMessage<ExportSessionRequest> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 24);
+  messageDesc(file_palimpsest_v1_service, 26);
 
 /**
  * One chunk of an export stream: consecutive chunks concatenated are the file.
@@ -899,7 +976,7 @@ export type ExportSessionResponse = Message<"palimpsest.v1.ExportSessionResponse
  * Use `create(ExportSessionResponseSchema)` to create a new message.
  */
 export const ExportSessionResponseSchema: GenMessage<ExportSessionResponse> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 25);
+  messageDesc(file_palimpsest_v1_service, 27);
 
 /**
  * Request for SubscribeSurface.
@@ -956,7 +1033,7 @@ export type SubscribeSurfaceRequest = Message<"palimpsest.v1.SubscribeSurfaceReq
  * Use `create(SubscribeSurfaceRequestSchema)` to create a new message.
  */
 export const SubscribeSurfaceRequestSchema: GenMessage<SubscribeSurfaceRequest> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 26);
+  messageDesc(file_palimpsest_v1_service, 28);
 
 /**
  * One message of a SubscribeSurface stream.
@@ -1048,7 +1125,7 @@ export type SubscribeSurfaceResponse = Message<"palimpsest.v1.SubscribeSurfaceRe
  * Use `create(SubscribeSurfaceResponseSchema)` to create a new message.
  */
 export const SubscribeSurfaceResponseSchema: GenMessage<SubscribeSurfaceResponse> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 27);
+  messageDesc(file_palimpsest_v1_service, 29);
 
 /**
  * The surface at a cursor.
@@ -1069,7 +1146,7 @@ export type SurfaceSnapshot = Message<"palimpsest.v1.SurfaceSnapshot"> & {
  * Use `create(SurfaceSnapshotSchema)` to create a new message.
  */
 export const SurfaceSnapshotSchema: GenMessage<SurfaceSnapshot> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 28);
+  messageDesc(file_palimpsest_v1_service, 30);
 
 /**
  * An append delta.
@@ -1090,7 +1167,7 @@ export type AppendDelta = Message<"palimpsest.v1.AppendDelta"> & {
  * Use `create(AppendDeltaSchema)` to create a new message.
  */
 export const AppendDeltaSchema: GenMessage<AppendDelta> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 29);
+  messageDesc(file_palimpsest_v1_service, 31);
 
 /**
  * A replace delta: surface nodes from `start` through `end` were replaced by `seq`.
@@ -1132,7 +1209,7 @@ export type ReplaceDelta = Message<"palimpsest.v1.ReplaceDelta"> & {
  * Use `create(ReplaceDeltaSchema)` to create a new message.
  */
 export const ReplaceDeltaSchema: GenMessage<ReplaceDelta> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 30);
+  messageDesc(file_palimpsest_v1_service, 32);
 
 /**
  * The cursor advanced past events that do not change the surface.
@@ -1147,7 +1224,7 @@ export type Checkpoint = Message<"palimpsest.v1.Checkpoint"> & {
  * Use `create(CheckpointSchema)` to create a new message.
  */
 export const CheckpointSchema: GenMessage<Checkpoint> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 31);
+  messageDesc(file_palimpsest_v1_service, 33);
 
 /**
  * Catch-up finished.
@@ -1162,7 +1239,7 @@ export type CaughtUp = Message<"palimpsest.v1.CaughtUp"> & {
  * Use `create(CaughtUpSchema)` to create a new message.
  */
 export const CaughtUpSchema: GenMessage<CaughtUp> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 32);
+  messageDesc(file_palimpsest_v1_service, 34);
 
 /**
  * Keep-alive.
@@ -1177,7 +1254,7 @@ export type Heartbeat = Message<"palimpsest.v1.Heartbeat"> & {
  * Use `create(HeartbeatSchema)` to create a new message.
  */
 export const HeartbeatSchema: GenMessage<Heartbeat> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 33);
+  messageDesc(file_palimpsest_v1_service, 35);
 
 /**
  * Request for SubscribeEvents.
@@ -1219,7 +1296,7 @@ export type SubscribeEventsRequest = Message<"palimpsest.v1.SubscribeEventsReque
  * Use `create(SubscribeEventsRequestSchema)` to create a new message.
  */
 export const SubscribeEventsRequestSchema: GenMessage<SubscribeEventsRequest> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 34);
+  messageDesc(file_palimpsest_v1_service, 36);
 
 /**
  * One message of a SubscribeEvents stream.
@@ -1271,7 +1348,7 @@ export type SubscribeEventsResponse = Message<"palimpsest.v1.SubscribeEventsResp
  * Use `create(SubscribeEventsResponseSchema)` to create a new message.
  */
 export const SubscribeEventsResponseSchema: GenMessage<SubscribeEventsResponse> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 35);
+  messageDesc(file_palimpsest_v1_service, 37);
 
 /**
  * Request for PlanCompaction.
@@ -1332,7 +1409,7 @@ export type PlanCompactionRequest = Message<"palimpsest.v1.PlanCompactionRequest
  * Use `create(PlanCompactionRequestSchema)` to create a new message.
  */
 export const PlanCompactionRequestSchema: GenMessage<PlanCompactionRequest> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 36);
+  messageDesc(file_palimpsest_v1_service, 38);
 
 /**
  * Something that makes Compact refuse the plan now.
@@ -1376,7 +1453,7 @@ export type CompactionBlocker = Message<"palimpsest.v1.CompactionBlocker"> & {
  * Use `create(CompactionBlockerSchema)` to create a new message.
  */
 export const CompactionBlockerSchema: GenMessage<CompactionBlocker> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 37);
+  messageDesc(file_palimpsest_v1_service, 39);
 
 /**
  * Response for PlanCompaction.
@@ -1446,7 +1523,7 @@ export type PlanCompactionResponse = Message<"palimpsest.v1.PlanCompactionRespon
  * Use `create(PlanCompactionResponseSchema)` to create a new message.
  */
 export const PlanCompactionResponseSchema: GenMessage<PlanCompactionResponse> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 38);
+  messageDesc(file_palimpsest_v1_service, 40);
 
 /**
  * Request for Compact.
@@ -1570,7 +1647,7 @@ export type CompactRequest = Message<"palimpsest.v1.CompactRequest"> & {
  * Use `create(CompactRequestSchema)` to create a new message.
  */
 export const CompactRequestSchema: GenMessage<CompactRequest> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 39);
+  messageDesc(file_palimpsest_v1_service, 41);
 
 /**
  * Response for Compact.
@@ -1619,7 +1696,7 @@ export type CompactResponse = Message<"palimpsest.v1.CompactResponse"> & {
  * Use `create(CompactResponseSchema)` to create a new message.
  */
 export const CompactResponseSchema: GenMessage<CompactResponse> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 40);
+  messageDesc(file_palimpsest_v1_service, 42);
 
 /**
  * Request for PruneToolResults.
@@ -1696,7 +1773,7 @@ export type PruneToolResultsRequest = Message<"palimpsest.v1.PruneToolResultsReq
  * Use `create(PruneToolResultsRequestSchema)` to create a new message.
  */
 export const PruneToolResultsRequestSchema: GenMessage<PruneToolResultsRequest> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 41);
+  messageDesc(file_palimpsest_v1_service, 43);
 
 /**
  * One pruned tool result.
@@ -1752,7 +1829,7 @@ export type PrunedToolResult = Message<"palimpsest.v1.PrunedToolResult"> & {
  * Use `create(PrunedToolResultSchema)` to create a new message.
  */
 export const PrunedToolResultSchema: GenMessage<PrunedToolResult> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 42);
+  messageDesc(file_palimpsest_v1_service, 44);
 
 /**
  * Response for PruneToolResults.
@@ -1801,7 +1878,7 @@ export type PruneToolResultsResponse = Message<"palimpsest.v1.PruneToolResultsRe
  * Use `create(PruneToolResultsResponseSchema)` to create a new message.
  */
 export const PruneToolResultsResponseSchema: GenMessage<PruneToolResultsResponse> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 43);
+  messageDesc(file_palimpsest_v1_service, 45);
 
 /**
  * Direction of an event read.
@@ -2014,6 +2091,29 @@ export const SessionService: GenService<{
     methodKind: "unary";
     input: typeof AppendEventsRequestSchema;
     output: typeof AppendEventsResponseSchema;
+  },
+  /**
+   * A stream of AppendEvents batches for high-rate writers: one call carries
+   * any number of batches, for any sessions the caller may append to, without
+   * the per-call cost (HEADERS, trailers, metadata, admission) of a unary call
+   * each. Each request is one AppendEventsRequest-shaped batch with a
+   * client-chosen correlation id; each response carries that id and either the
+   * AppendEventsResponse or the batch's error status (code, message and the
+   * same google.rpc details as the unary call). Every batch has exactly the
+   * unary call's atomicity, expected_last_seq, idempotency and limits; a failed
+   * batch fails alone and the stream goes on. Responses of one session come in
+   * request order; batches of different sessions may complete out of order.
+   * Flow-controlled: at most 256 batches are in flight per stream, and a client
+   * that does not read its responses stops the server reading its requests.
+   * The stream ends OK once the client half-closes and every batch has been
+   * answered.
+   *
+   * @generated from rpc palimpsest.v1.SessionService.AppendStream
+   */
+  appendStream: {
+    methodKind: "bidi_streaming";
+    input: typeof AppendStreamRequestSchema;
+    output: typeof AppendStreamResponseSchema;
   },
   /**
    * Reads a page of events forward or backward from a seq, optionally filtered

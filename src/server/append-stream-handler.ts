@@ -1,0 +1,114 @@
+/**
+ * AppendStream: AppendEvents batches on one bidirectional stream, for high-rate writers (the
+ * per-call cost of a unary call, HEADERS, trailers, metadata and admission, is paid once).
+ *
+ * - Each batch runs exactly the unary call's path (`appendBatch`: request bounds, atomicity,
+ *   expected_last_seq, idempotency, limits, quota); its answer is the AppendEventsResponse or the
+ *   google.rpc.Status the unary call would have ended with. A refused batch fails alone.
+ * - Order: a session's responses are written in request order (a chain per session); batches of
+ *   different sessions complete independently. The app serializes one session's writes in the
+ *   order they are handed to it, so a session's batches also apply in request order.
+ * - Flow control: at most MAX_IN_FLIGHT batches run per stream, and no request is read while the
+ *   response side waits for a drain, so a client that stops reading its responses stops the
+ *   server reading its requests (HTTP/2 flow control then holds the client back).
+ * - A message that is not an AppendStreamRequest at all (undecodable bytes, invalid UTF-8) ends
+ *   the stream with INVALID_ARGUMENT: that is a broken client, not a refused batch.
+ * - The stream ends OK once the client half-closes and every batch has been answered.
+ */
+import type { AppendEventsRequest, AppendStreamRequest, AppendStreamResponse } from '../../gen/palimpsest/v1/service.js';
+import type { CallContext } from '../app/session-service.js';
+import { DomainError } from '../domain/errors.js';
+import { checkRequest } from './request-checks.js';
+import { bidi, type MethodImpl } from './rpc/handler-table.js';
+import { toRpcStatus } from './status-map.js';
+
+/** Batches of one stream being appended at once. */
+export const MAX_IN_FLIGHT = 256;
+
+/** Bytes of a correlation id. */
+export const MAX_CORRELATION_ID_BYTES = 256;
+
+type AppendBatch = (caller: CallContext, r: AppendEventsRequest) => Promise<{ seqs: readonly number[]; replayed: boolean; surfaceLength: number }>;
+
+/** The AppendStream entry of the handler table, over the unary call's batch path. */
+export function appendStreamHandler(appendBatch: AppendBatch, onUnexpected: (err: unknown) => void): MethodImpl {
+  return bidi<AppendStreamRequest, AppendStreamResponse>('append', (ctx, requests, sink) => {
+    let inFlight = 0;
+    let readerDone = false;
+    let ended = false;
+    let writable = true;
+    let wakeReader: (() => void) | undefined;
+    /** The last response promise of each session (the chain that keeps its order). */
+    const tails = new Map<string, Promise<void>>();
+    const wake = (): void => {
+      const w = wakeReader;
+      wakeReader = undefined;
+      w?.();
+    };
+    const finishIfDone = (): void => {
+      if (readerDone && inFlight === 0 && !ended) {
+        ended = true;
+        sink.end();
+      }
+    };
+    const send = (msg: AppendStreamResponse): void => {
+      if (ended || ctx.cancelled) return;
+      if (!sink.write(msg) && writable) {
+        writable = false;
+        sink.onDrain(() => {
+          writable = true;
+          wake();
+        });
+      }
+    };
+    const run = async (correlationId: string, append: AppendEventsRequest | undefined): Promise<AppendStreamResponse> => {
+      try {
+        if (Buffer.byteLength(correlationId) > MAX_CORRELATION_ID_BYTES) {
+          throw new DomainError('FIELD_TOO_LONG', `correlation_id is ${Buffer.byteLength(correlationId)} bytes; the limit is ${MAX_CORRELATION_ID_BYTES}`, {
+            field: 'correlation_id', limitName: 'max_correlation_id_bytes', limit: String(MAX_CORRELATION_ID_BYTES), actual: String(Buffer.byteLength(correlationId)),
+          });
+        }
+        if (append === undefined) throw new DomainError('INVALID_ARGUMENT', 'append is required: the batch, as AppendEvents takes it', { field: 'append' });
+        // The bounds the unary call's decoder checks (session id, event types, options).
+        const refused = checkRequest('/palimpsest.v1.SessionService/AppendEvents', append);
+        if (refused) throw refused;
+        const res = await appendBatch(ctx.caller, append);
+        return { correlationId, result: { $case: 'appended', value: { seqs: [...res.seqs], replayed: res.replayed, surfaceLength: res.surfaceLength } } };
+      } catch (e) {
+        const echoed = Buffer.byteLength(correlationId) > MAX_CORRELATION_ID_BYTES ? '' : correlationId;
+        return { correlationId: echoed, result: { $case: 'error', value: toRpcStatus(e, onUnexpected) } };
+      }
+    };
+    void (async () => {
+      try {
+        for await (const req of requests) {
+          while ((inFlight >= MAX_IN_FLIGHT || !writable) && !ctx.cancelled) {
+            await new Promise<void>((resolve) => {
+              wakeReader = resolve;
+            });
+          }
+          if (ctx.cancelled) return;
+          inFlight++;
+          const session = req.append?.sessionId ?? '';
+          // Started now (so the app sees the session's batches in request order), answered in order.
+          const answer = run(req.correlationId, req.append);
+          const previous = tails.get(session);
+          const done = (previous ? previous.then(() => answer) : answer).then((msg) => {
+            send(msg);
+            inFlight--;
+            if (tails.get(session) === done) tails.delete(session);
+            wake();
+            finishIfDone();
+          });
+          tails.set(session, done);
+        }
+        readerDone = true;
+        finishIfDone();
+      } catch (e) {
+        if (ended) return;
+        ended = true;
+        sink.end(e);
+      }
+    })();
+  });
+}
