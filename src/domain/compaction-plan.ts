@@ -14,20 +14,11 @@
  * The batch (compaction/start, compaction/summary, the replacing user/message, compaction/end) is
  * built with exactly the reference's keys, key order and framing (fixture compaction-recovery).
  *
- * Token estimator: per message, ceil(characters / 4) + 8, where characters counts the text of
- * text and reasoning blocks, a tool call's name and arguments, the inner content of a tool result
- * (recursively), 1000 per image, and the JSON length of any other block. It reproduces the
- * reference's `shadowedTokenCount` on the compaction-recovery fixture (266 for its message).
+ * Token estimates come from the one estimator, src/domain/token-estimate.ts (the reference's).
  */
 import type { Json, JsonObject } from './event.js';
-import { isJsonObject } from './json.js';
-import type { MessageJson } from './message-view.js';
 import type { PairingInfo } from './tool-pairing.js';
 
-/** Characters an image block counts for in the estimator. */
-export const IMAGE_CHARS = 1000;
-/** Tokens every message costs in the estimator on top of its characters. */
-export const MESSAGE_OVERHEAD_TOKENS = 8;
 
 /** The reference's framing of a compaction summary (compaction-basic). */
 export const CHECKPOINT_PREAMBLE =
@@ -36,43 +27,6 @@ export const CHECKPOINT_PREAMBLE =
 export const SUMMARY_OPEN = '<compacted-summary>';
 /** Closing tag of the framed summary (its own text block). */
 export const SUMMARY_CLOSE = '</compacted-summary>';
-
-function blockChars(b: Json): number {
-  if (!isJsonObject(b)) return 0;
-  switch (b['type']) {
-    case 'text':
-    case 'reasoning':
-      return typeof b['text'] === 'string' ? b['text'].length : 0;
-    case 'tool-call':
-      return (typeof b['name'] === 'string' ? b['name'].length : 0) + (typeof b['arguments'] === 'string' ? b['arguments'].length : 0);
-    case 'tool-result': {
-      const inner = b['content'];
-      let n = 0;
-      if (Array.isArray(inner)) for (const x of inner) n += blockChars(x);
-      return n;
-    }
-    case 'image':
-      return IMAGE_CHARS;
-    default:
-      return JSON.stringify(b).length;
-  }
-}
-
-const estimates = new WeakMap<object, number>();
-
-/** The estimator's token count of a message (cached per message object; 0 for none). */
-export function estimateMessageTokens(m: MessageJson | undefined): number {
-  if (m === undefined) return 0;
-  let t = estimates.get(m);
-  if (t === undefined) {
-    const content = m['content'];
-    let chars = 0;
-    if (Array.isArray(content)) for (const b of content as Json[]) chars += blockChars(b);
-    t = Math.ceil(chars / 4) + MESSAGE_OVERHEAD_TOKENS;
-    estimates.set(m, t);
-  }
-  return t;
-}
 
 /** One surface node as the planner sees it. */
 export interface PlanNode {

@@ -14,7 +14,7 @@
  */
 import type { Json, JsonObject, SessionEvent } from './event.js';
 import { isJsonObject } from './json.js';
-import { estimateMessageTokens } from './compaction-plan.js';
+import { estimateMessageTokens } from './token-estimate.js';
 import { messageOf } from './message-view.js';
 import type { BuiltEvent } from './compaction-plan.js';
 
