@@ -187,8 +187,14 @@ export function unpackChunkRow(row: Record<string, unknown>, lineNumber: number)
     );
   }
   const { turn, step, index, dt } = data;
-  if (!isNumber(turn) || !isNumber(step) || !isNumber(index)) {
-    throw rowError(lineNumber, rowType, 'turn, step and index must be numbers');
+  for (const [field, v] of [['turn', turn], ['step', step], ['index', index]] as const) {
+    if (isNumber(v)) continue;
+    const what = typeof v === 'number' && !Object.is(v, -0)
+      ? `${field} is ${v}; turn, step and index must be finite numbers`
+      : typeof v === 'number'
+      ? `${field} is -0, which a JSON writer prints as 0, so the row would not export as it was read; write 0`
+      : `${field} is ${v === null ? 'null' : Array.isArray(v) ? 'an array' : `a${typeof v === 'object' ? 'n' : ''} ${typeof v}`}; turn, step and index must be JSON numbers`;
+    throw rowError(lineNumber, rowType, what);
   }
   const members = isTool ? data['args'] : data['texts'];
   const membersKey = isTool ? 'args' : 'texts';
