@@ -126,7 +126,7 @@ describe('Compact reproduces the reference compaction of compaction-recovery exa
     expect(await svc.compact(ctx, id, req)).toEqual({ ...first, replayed: true });
   });
 
-  it('reports open tool calls as a blocker and keeps them out of the range', async () => {
+  it('keeps open tool calls out of the range: the balanced prefix before them is planned, a range into them is blocked', async () => {
     const app = new SessionService(new MemorySessionStore(), undefined, () => 1);
     await app.createSession(ctx, { id: 'o' });
     await app.append(ctx, 'o', [
@@ -137,8 +137,11 @@ describe('Compact reproduces the reference compaction of compaction-recovery exa
     const svc = new CompactionService(app);
     const plan = await svc.plan(ctx, 'o', { upToSeq: 2 });
     expect(plan.shadowedSeqs).toEqual([0]);
-    expect(plan.blockers.map((b) => [b.reason, b.callIds])).toEqual([['TOOL_CALLS_OPEN', ['k']]]);
-    await expectReason(svc.compact(ctx, 'o', { start: 0, end: 1, expectedLastSeq: 2, summary: [{ type: 'text', text: 's' }], provider: 'p', model: 'm' }), 'COMPACTION_BLOCKED');
+    // The reference compacts the balanced prefix (issue #32 item 4): no blocker.
+    expect(plan.blockers).toEqual([]);
+    const err = await expectReason(svc.compact(ctx, 'o', { start: 0, end: 1, expectedLastSeq: 2, summary: [{ type: 'text', text: 's' }], provider: 'p', model: 'm' }), 'COMPACTION_BLOCKED');
+    expect(err.metadata['blocker']).toBe('TOOL_CALLS_OPEN');
+    expect(err.metadata['callIds']).toBe('k');
   });
 });
 
