@@ -12,7 +12,7 @@ import { DomainError } from '../domain/errors.js';
 import { isJsonObject } from '../domain/json.js';
 import { estimateMessageTokens } from '../domain/token-estimate.js';
 import { compactionBatch, planCompaction, refusedCompactionBatch, summaryNotSmallerError, toolPairingBalance, type CompactionBudget, type PlanNode } from '../domain/compaction-plan.js';
-import { DEFAULT_HEAD_CHARS, DEFAULT_TAIL_CHARS, pruneBatch, textBytes } from '../domain/prune.js';
+import { DEFAULT_HEAD_CHARS, DEFAULT_TAIL_CHARS, minThresholdChars, pruneBatch, textBytes, textChars, type PruneMarkerKind } from '../domain/prune.js';
 import { NO_PAIRING, pairingInfoOfMessage, type PairingInfo } from '../domain/tool-pairing.js';
 import type { MessageJson } from '../domain/message-view.js';
 import type { CallContext, DerivedMessage, ModelSnapshot, SessionService } from './session-service.js';
@@ -76,10 +76,16 @@ export interface CompactResult {
 export interface PruneRequest {
   readonly seqs?: readonly number[];
   readonly minBytes?: number;
+  /** Policy and threshold: results whose text is over this many code points (the reference's thresholdChars). */
+  readonly minChars?: number;
   readonly keepRecent?: number;
   readonly excludeTools?: readonly string[];
   readonly headChars?: number;
   readonly tailChars?: number;
+  /** Default 'reference' (the fixed marker). */
+  readonly marker?: PruneMarkerKind;
+  /** Skip a prune that removes fewer code points (Palimpsest's option; default none). */
+  readonly minSavingChars?: number;
   readonly expectedLastSeq?: number;
   readonly idempotencyKey?: string;
 }
@@ -381,11 +387,19 @@ export class CompactionService {
   /** PruneToolResults. */
   async prune(ctx: CallContext, id: string, req: PruneRequest): Promise<PruneResult> {
     const explicit = req.seqs !== undefined && req.seqs.length > 0;
-    if (!explicit && !(req.minBytes !== undefined && req.minBytes > 0)) {
-      throw new DomainError('INVALID_ARGUMENT', 'say what to prune: seqs, or min_bytes > 0 (with keep_recent / exclude_tools)', { field: 'seqs' });
+    const byChars = req.minChars !== undefined && req.minChars > 0;
+    if (!explicit && !(req.minBytes !== undefined && req.minBytes > 0) && !byChars) {
+      throw new DomainError('INVALID_ARGUMENT', 'say what to prune: seqs, or min_chars > 0 or min_bytes > 0 (with keep_recent / exclude_tools)', { field: 'seqs' });
     }
     const headChars = req.headChars ?? DEFAULT_HEAD_CHARS;
     const tailChars = req.tailChars ?? DEFAULT_TAIL_CHARS;
+    const least = minThresholdChars(headChars, tailChars);
+    if (byChars && (req.minChars as number) < least) {
+      throw new DomainError('INVALID_ARGUMENT',
+        `min_chars (${req.minChars}) must be at least head_chars + marker + tail_chars (${least}), as the reference's thresholdChars; raise min_chars or lower head_chars / tail_chars`,
+        { field: 'min_chars' });
+    }
+    const pruneOpts = { headChars, tailChars, thresholdChars: byChars ? req.minChars : undefined, marker: req.marker, minSavingChars: req.minSavingChars };
     const key = req.idempotencyKey || undefined;
     const hash = key ? requestBodyHash('PruneToolResults', { ...req, idempotencyKey: undefined }) : '';
     if (key) {
@@ -432,12 +446,13 @@ export class CompactionService {
         if (callId !== undefined && exclude.has(names.get(callId) ?? '')) return false;
         const block = Array.isArray(m['content']) ? m['content'][0] : undefined;
         const inner = isJsonObject(block) && Array.isArray(block['content']) ? (block['content'] as Json[]) : [];
-        return textBytes(inner) > (req.minBytes as number);
+        if (req.minBytes !== undefined && req.minBytes > 0 && !(textBytes(inner) > req.minBytes)) return false;
+        return !byChars || textChars(inner) > (req.minChars as number);
       }).map((i) => surface[i] as number);
     }
     if (targets.length === 0) return { pruned: [], bytesSaved: 0, skipped: [], surfaceLength: snap.surfaceLength, replayed: false };
     const stored = new Map((await this.app.store.getEvents(this.app.storageKey(ctx, id), targets)).map((e) => [e.seq, e] as const));
-    const batch = pruneBatch(targets.map((s) => stored.get(s) as SessionEvent), id, headChars, tailChars);
+    const batch = pruneBatch(targets.map((s) => stored.get(s) as SessionEvent), id, pruneOpts);
     if (batch.events.length === 0) return { pruned: [], bytesSaved: 0, skipped: batch.skipped, surfaceLength: snap.surfaceLength, replayed: false };
     const res = await this.app.append(ctx, id, batch.events as unknown as CandidateEvent[], { expectedLastSeq: head, idempotencyKey: key, pairingGuard: true, requestHash: hash });
     const pruned = batch.entries.map((e) => ({

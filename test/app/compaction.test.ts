@@ -11,7 +11,7 @@ import { CompactionService } from '../../src/app/compaction.js';
 import { MemorySessionStore } from '../../src/store/memory/memory-store.js';
 import { DomainError } from '../../src/domain/errors.js';
 import type { CandidateEvent, SessionEvent } from '../../src/domain/event.js';
-import { pruneMarker } from '../../src/domain/prune.js';
+import { PRUNE_MARKER } from '../../src/domain/prune.js';
 import { logEvent, toolResult, user } from '../support/engine-harness.js';
 
 const ctx = ANONYMOUS;
@@ -202,9 +202,8 @@ describe('PruneToolResults writes the reference pruner\'s two events per result'
     expect(prune).toEqual({ type: 'compaction/prune', seq: 10, time: 1, data: { shadowedRange: { start: 3, end: 3 }, shadowedSeqs: [3], shadowedTokenCount: prune!.data && (prune!.data as { shadowedTokenCount: number }).shadowedTokenCount } });
     expect(Object.keys(prune!.data as object)).toEqual(['shadowedRange', 'shadowedSeqs', 'shadowedTokenCount']);
     const original = (await events(app, 'p', 3))[0]!;
-    const removed = 12006 - 4096 - 1024;
     const want = JSON.parse(JSON.stringify(original.data)) as { message: { content: { content: unknown }[] } };
-    want.message.content[0]!.content = [{ type: 'text', text: 'x'.repeat(4096) + pruneMarker(removed) + 'y'.repeat(1024) }];
+    want.message.content[0]!.content = [{ type: 'text', text: 'x'.repeat(4096) + PRUNE_MARKER + 'y'.repeat(1024) }];
     expect(JSON.stringify(copy!.data)).toBe(JSON.stringify(want));
     expect(copy).toMatchObject({ type: 'tool/result', surfaceOp: { op: 'replace', start: 3, end: 3 }, sourceEventSeqs: [3] });
     expect((await app.getSurface(ctx, 'p')).seqs).toEqual([0, 1, 11, 4, 5, 6, 7, 8, 9]);
