@@ -5,9 +5,12 @@
  * ceil(name/4) + ceil(arguments/4) + 4, a tool result its inner content + 4, any other block
  * 4 + ceil(JSON/4); plus 4 per message. Lengths are UTF-16 code units (JS `length`).
  */
+import { readdirSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
+import { decodeJsonl } from '../../src/domain/jsonl-reader.js';
+import { messageOf } from '../../src/domain/message-view.js';
 import { estimateContentTokens, estimateMessageTokens } from '../../src/domain/token-estimate.js';
-import type { Json } from '../../src/domain/event.js';
+import type { Json, SessionEvent } from '../../src/domain/event.js';
 
 const msg = (content: Json[]): Json => ({ role: 'user', content });
 
@@ -58,5 +61,25 @@ describe('estimateMessageTokens (reference estimate.ts estimateMessage)', () => 
     const a = estimateMessageTokens(m);
     expect(estimateMessageTokens(m)).toBe(a);
     expect(estimateMessageTokens(JSON.parse(JSON.stringify(m)) as Json)).toBe(a);
+  });
+});
+
+describe('the recorded shadowedTokenCount of every reference session (token-meter estimate.ts, as the pruner and compaction-basic price shadowed nodes)', () => {
+  const dir = new URL('../fixtures/reference-sessions/', import.meta.url);
+  const files = readdirSync(dir).filter((f) => f.endsWith('.jsonl'));
+  let checked = 0;
+  it.each(files)('%s: each compaction/summary and compaction/prune equals the estimate of its shadowed messages', (file) => {
+    const { header, events } = decodeJsonl(readFileSync(new URL(file, dir), 'utf8'));
+    const bySeq = new Map(events.map((e) => [(e as { seq: number }).seq, e as unknown as SessionEvent]));
+    for (const e of events) {
+      if (e.type !== 'compaction/summary' && e.type !== 'compaction/prune') continue;
+      const d = e.data as { shadowedSeqs: number[]; shadowedTokenCount: number };
+      const sum = d.shadowedSeqs.reduce((a, s) => a + estimateMessageTokens(messageOf(bySeq.get(s) as SessionEvent, header.id)), 0);
+      expect(sum, `${file} seq ${(e as { seq: number }).seq}`).toBe(d.shadowedTokenCount);
+      checked++;
+    }
+  });
+  it('checked at least one recorded count', () => {
+    expect(checked).toBeGreaterThan(0);
   });
 });
