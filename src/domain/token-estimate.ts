@@ -63,3 +63,33 @@ export function estimateMessageTokens(message: Json | undefined): number {
   }
   return t;
 }
+
+/** Sums of the token usage recorded in assistant messages (the reference's TokenUsage keys). */
+export interface UsageTotals {
+  readonly inputTokens: number;
+  readonly outputTokens: number;
+  readonly cacheReadTokens: number;
+  readonly cacheWriteTokens: number;
+}
+
+/** No usage. */
+export const NO_USAGE: UsageTotals = Object.freeze({ inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0 });
+
+function count(v: Json | undefined): number {
+  return typeof v === 'number' && Number.isFinite(v) && v > 0 ? v : 0;
+}
+
+/**
+ * `totals` plus the usage an assistant/message event's data records (`data.usage`:
+ * inputTokens, outputTokens, cacheReadTokens?, cacheWriteTokens?; absent or not numbers = 0).
+ */
+export function addAssistantUsage(totals: UsageTotals, data: Json): UsageTotals {
+  const u = isJsonObject(data) ? data['usage'] : undefined;
+  if (!isJsonObject(u)) return totals;
+  return {
+    inputTokens: totals.inputTokens + count(u['inputTokens']),
+    outputTokens: totals.outputTokens + count(u['outputTokens']),
+    cacheReadTokens: totals.cacheReadTokens + count(u['cacheReadTokens']),
+    cacheWriteTokens: totals.cacheWriteTokens + count(u['cacheWriteTokens']),
+  };
+}
