@@ -11,7 +11,7 @@ import type { CandidateEvent, Json, JsonObject, SessionEvent } from '../domain/e
 import { DomainError } from '../domain/errors.js';
 import { isJsonObject } from '../domain/json.js';
 import { estimateMessageTokens } from '../domain/token-estimate.js';
-import { compactionBatch, planCompaction, refusedCompactionBatch, summaryNotSmallerError, toolPairingBalance, type CompactionBudget, type PlanNode } from '../domain/compaction-plan.js';
+import { balanceDeltaOf, compactionBatch, planCompaction, refusedCompactionBatch, summaryNotSmallerError, toolPairingBalance, type CompactionBudget, type PlanNode } from '../domain/compaction-plan.js';
 import { DEFAULT_HEAD_CHARS, DEFAULT_TAIL_CHARS, minThresholdChars, pruneBatch, textBytes, textChars, type PruneMarkerKind } from '../domain/prune.js';
 import { NO_PAIRING, pairingInfoOfMessage, type PairingInfo } from '../domain/tool-pairing.js';
 import type { MessageJson } from '../domain/message-view.js';
@@ -133,8 +133,10 @@ interface MessageNode extends PlanNode {
  */
 const nodeCaches = new WeakMap<object, { generation: number; nodes: MessageNode[] }>();
 
-function nodeOf(seq: number, m: MessageJson | undefined): MessageNode {
-  return m === undefined ? { seq, tokens: 0, pairing: NO_PAIRING, message: undefined } : { seq, tokens: estimateMessageTokens(m), pairing: pairingOf(m), message: m };
+function nodeOf(seq: number, m: MessageJson | undefined, type: string | undefined): MessageNode {
+  if (m === undefined) return { seq, tokens: 0, pairing: NO_PAIRING, balanceDelta: balanceDeltaOf(type, NO_PAIRING), message: undefined };
+  const pairing = pairingOf(m);
+  return { seq, tokens: estimateMessageTokens(m), pairing, balanceDelta: balanceDeltaOf(type, pairing), message: m };
 }
 
 /** The planner's nodes: every surface node, with its message's tokens and pairing facts. */
@@ -146,7 +148,8 @@ function planNodes(snap: ModelSnapshot, tokenCounts?: ReadonlyMap<number, number
     && (cache.nodes.length === 0 || (cache.nodes[cache.nodes.length - 1] as MessageNode).seq === surface[cache.nodes.length - 1]);
   if (!reusable || cache === undefined) nodeCaches.set(snap.record, (cache = { generation: snap.replaceGeneration, nodes: [] }));
   const nodes = cache.nodes;
-  for (let i = nodes.length; i < surface.length; i++) nodes.push(nodeOf(surface[i] as number, msgs[i]));
+  const types = snap.types;
+  for (let i = nodes.length; i < surface.length; i++) nodes.push(nodeOf(surface[i] as number, msgs[i], types?.[i]));
   const custom = tokenCounts !== undefined && tokenCounts.size > 0 ? tokenCounts : undefined;
   if (custom === undefined) return nodes.slice();
   return nodes.map((n) => {
@@ -242,7 +245,7 @@ export class CompactionService {
 
   /** PlanCompaction (read-only). */
   async plan(ctx: CallContext, id: string, budget: CompactionBudget, tokenCounts?: ReadonlyMap<number, number>): Promise<CompactionPlanView> {
-    const snap = await this.app.modelSnapshot(ctx, id, { surface: true, recent: CompactionService.LOCK_QUERIES });
+    const snap = await this.app.modelSnapshot(ctx, id, { surface: true, types: true, recent: CompactionService.LOCK_QUERIES });
     const nodes = planNodes(snap, tokenCounts);
     let plan;
     try {
@@ -283,7 +286,7 @@ export class CompactionService {
       const replay = await this.#replayedCompaction(ctx, id, key, hash);
       if (replay) return replay;
     }
-    const snap = await this.app.modelSnapshot(ctx, id, { surface: true, recent: CompactionService.LOCK_QUERIES });
+    const snap = await this.app.modelSnapshot(ctx, id, { surface: true, types: true, recent: CompactionService.LOCK_QUERIES });
     const head = snap.headSeq ?? -1;
     if (req.expectedLastSeq !== head) {
       throw new DomainError('HEAD_MISMATCH', `expected_last_seq ${req.expectedLastSeq} does not match the session head ${head}; plan again and retry`, {

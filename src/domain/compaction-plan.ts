@@ -36,6 +36,19 @@ export interface PlanNode {
   readonly seq: number;
   readonly tokens: number;
   readonly pairing: PairingInfo;
+  /**
+   * The node's change of the reference's in-progress tool-call count, by event type (an
+   * assistant/message: its tool calls; a tool/result: -1; anything else: 0). Absent: from
+   * `pairing` (calls minus results).
+   */
+  readonly balanceDelta?: number;
+}
+
+/** The reference's balance delta of a surface node of event type `type` (tool-pairing.ts eventDelta). */
+export function balanceDeltaOf(type: string | undefined, pairing: PairingInfo): number {
+  if (type === 'assistant/message') return pairing.calls.length;
+  if (type === 'tool/result') return -1;
+  return 0;
 }
 
 /**
@@ -74,8 +87,8 @@ export function toolPairingBalance(nodes: readonly PlanNode[]): { balanced: bool
   const balanced: boolean[] = [true];
   let count = 0;
   for (let i = 0; i < nodes.length; i++) {
-    const p = (nodes[i] as PlanNode).pairing;
-    count += p.calls.length - p.results.length;
+    const node = nodes[i] as PlanNode;
+    count += node.balanceDelta ?? node.pairing.calls.length - node.pairing.results.length;
     if (count < 0) return { balanced, negativeAt: i };
     balanced.push(count === 0);
   }

@@ -94,6 +94,14 @@ describe('orphan and duplicate tool results (compaction tool-pairing.ts extendCa
     expect(plan.blockers.map((b) => [b.reason, b.seqs])).toEqual([['TOOL_RESULT_UNMATCHED', [3]]]);
   });
 
+  it('counts by event type as the reference does: a user/message holding a tool-result block is not a result', async () => {
+    const odd: CandidateEvent = { type: 'user/message', data: { id: 'u-odd', role: 'user', content: [{ type: 'tool-result', toolCallId: 'nowhere', content: [{ type: 'text', text: 'pasted' }] }], source: { kind: 'user' } }, surfaceOp: 'append' };
+    const { svc, id } = await setup([user(BIG), odd, user(BIG), user('z')]);
+    const plan = await svc.plan(ctx, id, { retainTokens: 1 });
+    expect(plan.blockers).toEqual([]);
+    expect(plan.shadowedSeqs).toEqual([0, 1, 2]);
+  });
+
   it('a balanced surface has no such blocker and compacts', async () => {
     const { svc, id } = await setup([user(BIG), call('a1', 'k1'), toolResult('k1', 'r'), user('z')]);
     const plan = await svc.plan(ctx, id, { retainTokens: 1 });
