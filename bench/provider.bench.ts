@@ -13,7 +13,8 @@ import { ANONYMOUS, SessionService } from '../src/app/session-service.js';
 import { CompactionService } from '../src/app/compaction.js';
 import { MemorySessionStore } from '../src/store/memory/memory-store.js';
 import { SqliteSessionStore } from '../src/store/sqlite/sqlite-store.js';
-import { planCompaction, estimateMessageTokens, type PlanNode } from '../src/domain/compaction-plan.js';
+import { planCompaction, type PlanNode } from '../src/domain/compaction-plan.js';
+import { estimateMessageTokens } from '../src/domain/token-estimate.js';
 import { pairingInfoOfMessage } from '../src/domain/tool-pairing.js';
 
 const quick = process.argv.includes('--quick');

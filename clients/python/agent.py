@@ -126,7 +126,9 @@ def build_turn(head: int, n: int, prompt: str, answer: str, tool: Optional[Tuple
 def tool_output(name: str) -> str:
     if name == "read_file":
         return "\n".join(f"line {i}: lorem ipsum dolor sit amet" for i in range(1, 201))  # long: pruned later
-    return "README.md\nsrc/\ntest/"
+    # A listing long enough that a summary of turn 1 is smaller than turn 1 (the server refuses a
+    # summary that is not, as the reference does).
+    return "\n".join(["README.md", "src/", "test/"] + [f"src/module_{i:02d}.py" for i in range(40)])
 
 
 # ---------------------------------------------------------------- the agent
@@ -165,6 +167,8 @@ def main() -> int:
         res = client.compact(session_id, summarise, plan=plan, provider=PROVIDER, model=MODEL,
                              usage={"input_tokens": 400, "output_tokens": 30})
         assert res is not None  # the plan had a range
+        if res.HasField("error"):  # the summary was not smaller than the range: nothing replaced
+            raise SystemExit(f"compaction refused: {res.error}")
         head = res.seqs[-1]
         out["compaction"] = {"shadowed": list(plan.shadowed_seqs), "replacementSeq": res.seqs[2], "summarySeq": res.seqs[1],
                              "shadowedTokenCount": plan.shadowed_token_count}

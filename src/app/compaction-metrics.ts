@@ -7,7 +7,7 @@
 import type { CommittedBatch } from './change-feed.js';
 import type { Json, SessionEvent } from '../domain/event.js';
 import { isJsonObject } from '../domain/json.js';
-import { estimateMessageTokens } from '../domain/compaction-plan.js';
+import { estimateMessageTokens } from '../domain/token-estimate.js';
 import { messageOf } from '../domain/message-view.js';
 
 /** One compaction or pruned result. */

@@ -10,8 +10,9 @@ import { createHash, randomUUID } from 'node:crypto';
 import type { CandidateEvent, Json, JsonObject, SessionEvent } from '../domain/event.js';
 import { DomainError } from '../domain/errors.js';
 import { isJsonObject } from '../domain/json.js';
-import { compactionBatch, estimateMessageTokens, planCompaction, type CompactionBudget, type PlanNode } from '../domain/compaction-plan.js';
-import { DEFAULT_HEAD_CHARS, DEFAULT_TAIL_CHARS, pruneBatch, textBytes } from '../domain/prune.js';
+import { estimateMessageTokens } from '../domain/token-estimate.js';
+import { balanceDeltaOf, compactionBatch, planCompaction, refusedCompactionBatch, summaryNotSmallerError, toolPairingBalance, type CompactionBudget, type PlanNode } from '../domain/compaction-plan.js';
+import { DEFAULT_HEAD_CHARS, DEFAULT_TAIL_CHARS, minThresholdChars, pruneBatch, textBytes, textChars, type PruneMarkerKind } from '../domain/prune.js';
 import { NO_PAIRING, pairingInfoOfMessage, type PairingInfo } from '../domain/tool-pairing.js';
 import type { MessageJson } from '../domain/message-view.js';
 import type { CallContext, DerivedMessage, ModelSnapshot, SessionService } from './session-service.js';
@@ -19,7 +20,7 @@ import { requestBodyHash } from './append.js';
 
 /** A reason Compact refuses now. */
 export interface CompactionBlocker {
-  readonly reason: 'COMPACTION_IN_PROGRESS' | 'TOOL_CALLS_OPEN';
+  readonly reason: 'COMPACTION_IN_PROGRESS' | 'TOOL_CALLS_OPEN' | 'TOOL_RESULT_UNMATCHED';
   readonly description: string;
   readonly seqs: readonly number[];
   readonly callIds: readonly string[];
@@ -53,6 +54,8 @@ export interface CompactRequest {
   readonly maxTokens?: number;
   readonly shadowedTokenCount?: number;
   readonly idempotencyKey?: string;
+  /** The command that asked for the compaction (`sourceCommandId` in all its events and the checkpoint source). */
+  readonly sourceCommandId?: string;
 }
 
 /** Compact's answer. */
@@ -62,16 +65,27 @@ export interface CompactResult {
   readonly surfaceLength: number;
   readonly replayed: boolean;
   readonly shadowedTokenCount: number;
+  /**
+   * Set when the summary was refused as the reference refuses it (not smaller than the range):
+   * only compaction/start and compaction/end {error} were written, with this error.
+   */
+  readonly error?: string;
 }
 
 /** PruneToolResults' request. */
 export interface PruneRequest {
   readonly seqs?: readonly number[];
   readonly minBytes?: number;
+  /** Policy and threshold: results whose text is over this many code points (the reference's thresholdChars). */
+  readonly minChars?: number;
   readonly keepRecent?: number;
   readonly excludeTools?: readonly string[];
   readonly headChars?: number;
   readonly tailChars?: number;
+  /** Default 'reference' (the fixed marker). */
+  readonly marker?: PruneMarkerKind;
+  /** Skip a prune that removes fewer code points (Palimpsest's option; default none). */
+  readonly minSavingChars?: number;
   readonly expectedLastSeq?: number;
   readonly idempotencyKey?: string;
 }
@@ -119,8 +133,10 @@ interface MessageNode extends PlanNode {
  */
 const nodeCaches = new WeakMap<object, { generation: number; nodes: MessageNode[] }>();
 
-function nodeOf(seq: number, m: MessageJson | undefined): MessageNode {
-  return m === undefined ? { seq, tokens: 0, pairing: NO_PAIRING, message: undefined } : { seq, tokens: estimateMessageTokens(m), pairing: pairingOf(m), message: m };
+function nodeOf(seq: number, m: MessageJson | undefined, type: string | undefined): MessageNode {
+  if (m === undefined) return { seq, tokens: 0, pairing: NO_PAIRING, balanceDelta: balanceDeltaOf(type, NO_PAIRING), message: undefined };
+  const pairing = pairingOf(m);
+  return { seq, tokens: estimateMessageTokens(m), pairing, balanceDelta: balanceDeltaOf(type, pairing), message: m };
 }
 
 /** The planner's nodes: every surface node, with its message's tokens and pairing facts. */
@@ -132,13 +148,24 @@ function planNodes(snap: ModelSnapshot, tokenCounts?: ReadonlyMap<number, number
     && (cache.nodes.length === 0 || (cache.nodes[cache.nodes.length - 1] as MessageNode).seq === surface[cache.nodes.length - 1]);
   if (!reusable || cache === undefined) nodeCaches.set(snap.record, (cache = { generation: snap.replaceGeneration, nodes: [] }));
   const nodes = cache.nodes;
-  for (let i = nodes.length; i < surface.length; i++) nodes.push(nodeOf(surface[i] as number, msgs[i]));
+  const types = snap.types;
+  for (let i = nodes.length; i < surface.length; i++) nodes.push(nodeOf(surface[i] as number, msgs[i], types?.[i]));
   const custom = tokenCounts !== undefined && tokenCounts.size > 0 ? tokenCounts : undefined;
   if (custom === undefined) return nodes.slice();
   return nodes.map((n) => {
     const own = custom.get(n.seq);
     return own === undefined ? n : { ...n, tokens: own };
   });
+}
+
+/**
+ * The open calls that block a cut at position `cut`: those at a position before it (a call at
+ * or after the cut stays on the surface with its round).
+ */
+function blockingCalls(nodes: readonly PlanNode[], openCalls: readonly { callId: string; seq: number }[], cut: number): { callId: string; seq: number }[] {
+  const before = new Set<number>();
+  for (let i = 0; i < cut && i < nodes.length; i++) before.add((nodes[i] as PlanNode).seq);
+  return openCalls.filter((c) => before.has(c.seq));
 }
 
 /** A UUID (v4 layout) derived from `text`, so retried idempotent requests build identical events. */
@@ -156,51 +183,59 @@ export class CompactionService {
 
   /** The newest events the blockers and the compaction's `turn` are decided from. */
   static readonly LOCK_QUERIES = [
-    { types: ['compaction/start', 'compaction/end', 'session/end-seed'], limit: 256 },
+    { types: ['compaction/start', 'compaction/end'], limit: 1 },
+    { types: ['session/end-seed'], limit: 1 },
     { types: ['turn/start', 'turn/end'], limit: 1 },
   ] as const;
 
   /**
-   * From the newest lock-relevant events (snapshot.recent): an open `compaction/start` (no
-   * matching end and no later `session/end-seed`), and the open turn (null between turns).
+   * From the newest lock-relevant events (snapshot.recent), as the reference decides it
+   * (region.ts inspectCompactionEntryState, assertCompactionInactive): the lock is held iff the
+   * latest of all compaction/start and compaction/end events is a start and no session/end-seed
+   * came after it (ids are not compared). And the open turn (null between turns).
    */
   async #lockState(ctx: CallContext, id: string, snap: ModelSnapshot): Promise<{ openStart: number | undefined; turn: number | null }> {
-    const seqs = (snap.recent ?? []).flat().sort((a, b) => b - a);
+    const seqs = (snap.recent ?? []).flat().sort((x, y) => y - x);
     if (seqs.length === 0) return { openStart: undefined, turn: null };
-    const byseq = new Map((await this.app.store.getEvents(this.app.storageKey(ctx, id), seqs)).map((e) => [e.seq, e] as const));
-    const ended = new Set<string>();
-    let openStart: number | undefined;
-    let lockDone = false;
-    let turn: number | null | undefined;
-    for (const s of seqs) {
-      const e = byseq.get(s);
-      if (e === undefined) continue;
-      if (turn === undefined && (e.type === 'turn/start' || e.type === 'turn/end')) {
+    const events = await this.app.store.getEvents(this.app.storageKey(ctx, id), seqs);
+    let latestBracket: SessionEvent | undefined;
+    let latestEndSeed = -1;
+    let turn: number | null = null;
+    let turnKnown = false;
+    for (const e of events.sort((x, y) => y.seq - x.seq)) {
+      if (latestBracket === undefined && (e.type === 'compaction/start' || e.type === 'compaction/end')) latestBracket = e;
+      if (e.type === 'session/end-seed' && e.seq > latestEndSeed) latestEndSeed = e.seq;
+      if (!turnKnown && (e.type === 'turn/start' || e.type === 'turn/end')) {
+        turnKnown = true;
         turn = e.type === 'turn/start' && isJsonObject(e.data) && typeof e.data['turn'] === 'number' ? e.data['turn'] : null;
       }
-      if (lockDone) continue;
-      if (e.type === 'session/end-seed') lockDone = true;
-      else if (e.type === 'compaction/end' || e.type === 'compaction/start') {
-        const cid = isJsonObject(e.data) && typeof e.data['compactionId'] === 'string' ? e.data['compactionId'] : '';
-        if (e.type === 'compaction/end') ended.add(cid);
-        else if (!ended.has(cid)) {
-          openStart = e.seq;
-          lockDone = true;
-        }
-      }
     }
-    return { openStart, turn: turn ?? null };
+    const openStart = latestBracket?.type === 'compaction/start' && latestEndSeed < latestBracket.seq ? latestBracket.seq : undefined;
+    return { openStart, turn };
   }
 
-  #blockers(open: number | undefined, openCalls: readonly { callId: string; seq: number }[]): CompactionBlocker[] {
+  /**
+   * Why Compact refuses: an open compaction (the lock); a tool result without a matching call on
+   * the surface (the reference's balance refuses the whole surface); open tool calls, only when
+   * they leave no balanced prefix to compact (`openCalls` = the calls that block).
+   */
+  #blockers(open: number | undefined, unmatchedResultSeq: number | undefined, openCalls: readonly { callId: string; seq: number }[]): CompactionBlocker[] {
     const out: CompactionBlocker[] = [];
     if (open !== undefined) {
       out.push({ reason: 'COMPACTION_IN_PROGRESS', description: `compaction/start at seq ${open} has no compaction/end yet; finish or end that compaction first`, seqs: [open], callIds: [] });
     }
+    if (unmatchedResultSeq !== undefined) {
+      out.push({
+        reason: 'TOOL_RESULT_UNMATCHED',
+        description: `tool/result at surface seq ${unmatchedResultSeq} has no matching tool-call (an orphan or a second result of one call; the reference refuses to compact such a surface); shadow or replace that result, then plan again`,
+        seqs: [unmatchedResultSeq],
+        callIds: [],
+      });
+    }
     if (openCalls.length > 0) {
       out.push({
         reason: 'TOOL_CALLS_OPEN',
-        description: `${openCalls.length} tool call(s) on the surface have no result yet (${openCalls.slice(0, 5).map((c) => c.callId).join(', ')}); append their results (or repair the session), then plan again`,
+        description: `${openCalls.length} tool call(s) on the surface have no result yet (${openCalls.slice(0, 5).map((c) => c.callId).join(', ')}) and nothing before them can be compacted; append their results (or repair the session), then plan again`,
         seqs: [...new Set(openCalls.map((c) => c.seq))],
         callIds: openCalls.map((c) => c.callId),
       });
@@ -210,7 +245,7 @@ export class CompactionService {
 
   /** PlanCompaction (read-only). */
   async plan(ctx: CallContext, id: string, budget: CompactionBudget, tokenCounts?: ReadonlyMap<number, number>): Promise<CompactionPlanView> {
-    const snap = await this.app.modelSnapshot(ctx, id, { surface: true, recent: CompactionService.LOCK_QUERIES });
+    const snap = await this.app.modelSnapshot(ctx, id, { surface: true, types: true, recent: CompactionService.LOCK_QUERIES });
     const nodes = planNodes(snap, tokenCounts);
     let plan;
     try {
@@ -234,7 +269,7 @@ export class CompactionService {
       shadowedTokenCount: plan.shadowedTokens,
       keptTokenCount: plan.keptTokens,
       messages,
-      blockers: this.#blockers((await this.#lockState(ctx, id, snap)).openStart, plan.openCalls),
+      blockers: this.#blockers((await this.#lockState(ctx, id, snap)).openStart, plan.unmatchedResultSeq, plan.cut === 0 ? blockingCalls(nodes, plan.openCalls, plan.budgetCut) : []),
     };
   }
 
@@ -251,7 +286,7 @@ export class CompactionService {
       const replay = await this.#replayedCompaction(ctx, id, key, hash);
       if (replay) return replay;
     }
-    const snap = await this.app.modelSnapshot(ctx, id, { surface: true, recent: CompactionService.LOCK_QUERIES });
+    const snap = await this.app.modelSnapshot(ctx, id, { surface: true, types: true, recent: CompactionService.LOCK_QUERIES });
     const head = snap.headSeq ?? -1;
     if (req.expectedLastSeq !== head) {
       throw new DomainError('HEAD_MISMATCH', `expected_last_seq ${req.expectedLastSeq} does not match the session head ${head}; plan again and retry`, {
@@ -267,11 +302,13 @@ export class CompactionService {
     }
     const nodes = planNodes(snap);
     const shadowed = surface.slice(0, endPos + 1);
-    // Calls on the surface without any result yet (a tool round in flight): the same blocker the
-    // plan reports; finish the round (or repair the session) first.
-    const openCalls = planCompaction(nodes, { upToSeq: req.end }).openCalls;
+    // The reference's validateSurfaceRegion: the balance over the whole surface must hold, and a
+    // range ending inside an open tool round (a call in it without a result) is refused.
+    const balance = toolPairingBalance(nodes);
+    const unmatched = balance.negativeAt === undefined ? undefined : (nodes[balance.negativeAt] as PlanNode).seq;
+    const open = balance.balanced[endPos + 1] === true ? [] : blockingCalls(nodes, planCompaction(nodes, { upToSeq: req.end }).openCalls, endPos + 1);
     const lock = await this.#lockState(ctx, id, snap);
-    const blockers = this.#blockers(lock.openStart, openCalls);
+    const blockers = this.#blockers(lock.openStart, unmatched, open);
     if (blockers.length > 0) {
       const b = blockers[0] as CompactionBlocker;
       throw new DomainError('COMPACTION_BLOCKED', b.description, { blocker: b.reason, seqs: b.seqs.join(','), ...(b.callIds.length > 0 ? { callIds: b.callIds.slice(0, 20).join(',') } : {}) });
@@ -281,9 +318,21 @@ export class CompactionService {
     const shadowedTokenCount = req.shadowedTokenCount ?? tokens;
     const scope = `${this.app.storageKey(ctx, id)}\0${key ?? ''}`;
     const compactionId = key ? derivedUuid(`compaction:${scope}`) : this.newId();
+    // The reference refuses a summary whose framed checkpoint is not cheaper than the range (both
+    // by the one estimator), closing the bracket with the error: start + end {error}, no summary.
+    const error = summaryNotSmallerError(req.summary, tokens);
+    if (error !== undefined) {
+      const refusedEvents = refusedCompactionBatch({ compactionId, sourceCommandId: req.sourceCommandId, turn: lock.turn, error });
+      const res = await this.app.append(ctx, id, refusedEvents as unknown as CandidateEvent[], { expectedLastSeq: head, idempotencyKey: key, requestHash: hash });
+      if (res.replayed && key) {
+        const replay = await this.#replayedCompaction(ctx, id, key, hash);
+        if (replay) return replay;
+      }
+      return { seqs: res.seqs, compactionId, surfaceLength: res.surfaceLength, replayed: res.replayed, shadowedTokenCount: 0, error };
+    }
     const messageId = key ? derivedUuid(`message:${scope}`) : this.newId();
     const events = compactionBatch({
-      compactionId, messageId, turn: lock.turn, firstSeq: head + 1,
+      compactionId, sourceCommandId: req.sourceCommandId, messageId, turn: lock.turn, firstSeq: head + 1,
       start: req.start, end: req.end, shadowedSeqs: shadowed, shadowedTokenCount,
       summary: req.summary, rawOutput: req.rawOutput, llmStreamCall: req.llmStreamCall, provider: req.provider, model: req.model, maxTokens: req.maxTokens, usage: req.usage,
     });
@@ -314,6 +363,18 @@ export class CompactionService {
     if (!b) return undefined;
     const summary = b.events.find((e) => e.type === 'compaction/summary');
     const d = summary && isJsonObject(summary.data) ? summary.data : undefined;
+    const end = b.events.find((e) => e.type === 'compaction/end');
+    const endData = end && isJsonObject(end.data) ? end.data : undefined;
+    if (d === undefined && endData !== undefined && typeof endData['error'] === 'string') {
+      return {
+        seqs: b.events.map((e) => e.seq),
+        compactionId: typeof endData['compactionId'] === 'string' ? endData['compactionId'] : '',
+        surfaceLength: b.surfaceLength,
+        replayed: true,
+        shadowedTokenCount: 0,
+        error: endData['error'],
+      };
+    }
     if (d === undefined) {
       throw new DomainError('IDEMPOTENCY_KEY_REUSED', `idempotency key ${JSON.stringify(key)} was used for another request (not a compaction); use a new key`, { sessionId: id, idempotencyKey: key });
     }
@@ -329,11 +390,19 @@ export class CompactionService {
   /** PruneToolResults. */
   async prune(ctx: CallContext, id: string, req: PruneRequest): Promise<PruneResult> {
     const explicit = req.seqs !== undefined && req.seqs.length > 0;
-    if (!explicit && !(req.minBytes !== undefined && req.minBytes > 0)) {
-      throw new DomainError('INVALID_ARGUMENT', 'say what to prune: seqs, or min_bytes > 0 (with keep_recent / exclude_tools)', { field: 'seqs' });
+    const byChars = req.minChars !== undefined && req.minChars > 0;
+    if (!explicit && !(req.minBytes !== undefined && req.minBytes > 0) && !byChars) {
+      throw new DomainError('INVALID_ARGUMENT', 'say what to prune: seqs, or min_chars > 0 or min_bytes > 0 (with keep_recent / exclude_tools)', { field: 'seqs' });
     }
     const headChars = req.headChars ?? DEFAULT_HEAD_CHARS;
     const tailChars = req.tailChars ?? DEFAULT_TAIL_CHARS;
+    const least = minThresholdChars(headChars, tailChars);
+    if (byChars && (req.minChars as number) < least) {
+      throw new DomainError('INVALID_ARGUMENT',
+        `min_chars (${req.minChars}) must be at least head_chars + marker + tail_chars (${least}), as the reference's thresholdChars; raise min_chars or lower head_chars / tail_chars`,
+        { field: 'min_chars' });
+    }
+    const pruneOpts = { headChars, tailChars, thresholdChars: byChars ? req.minChars : undefined, marker: req.marker, minSavingChars: req.minSavingChars };
     const key = req.idempotencyKey || undefined;
     const hash = key ? requestBodyHash('PruneToolResults', { ...req, idempotencyKey: undefined }) : '';
     if (key) {
@@ -380,12 +449,13 @@ export class CompactionService {
         if (callId !== undefined && exclude.has(names.get(callId) ?? '')) return false;
         const block = Array.isArray(m['content']) ? m['content'][0] : undefined;
         const inner = isJsonObject(block) && Array.isArray(block['content']) ? (block['content'] as Json[]) : [];
-        return textBytes(inner) > (req.minBytes as number);
+        if (req.minBytes !== undefined && req.minBytes > 0 && !(textBytes(inner) > req.minBytes)) return false;
+        return !byChars || textChars(inner) > (req.minChars as number);
       }).map((i) => surface[i] as number);
     }
     if (targets.length === 0) return { pruned: [], bytesSaved: 0, skipped: [], surfaceLength: snap.surfaceLength, replayed: false };
     const stored = new Map((await this.app.store.getEvents(this.app.storageKey(ctx, id), targets)).map((e) => [e.seq, e] as const));
-    const batch = pruneBatch(targets.map((s) => stored.get(s) as SessionEvent), id, headChars, tailChars);
+    const batch = pruneBatch(targets.map((s) => stored.get(s) as SessionEvent), id, pruneOpts);
     if (batch.events.length === 0) return { pruned: [], bytesSaved: 0, skipped: batch.skipped, surfaceLength: snap.surfaceLength, replayed: false };
     const res = await this.app.append(ctx, id, batch.events as unknown as CandidateEvent[], { expectedLastSeq: head, idempotencyKey: key, pairingGuard: true, requestHash: hash });
     const pruned = batch.entries.map((e) => ({

@@ -27,6 +27,11 @@ export function sessionObject(s: Session): Record<string, unknown> {
   for (const [k, v] of Object.entries(optional)) if (v !== undefined) out[k] = v;
   Object.assign(out, { labels: s.labels, eventCount: s.eventCount, surfaceLength: s.surfaceLength, strict: s.strict, pairingGuard: s.pairingGuard });
   if (s.headSeq !== undefined) out['headSeq'] = s.headSeq;
+  // Token counts (GetSession only: a listed session has no usage).
+  if (s.usage !== undefined) {
+    out['surfaceTokens'] = s.surfaceTokens;
+    out['usage'] = { inputTokens: s.usage.inputTokens, outputTokens: s.usage.outputTokens, cacheReadTokens: s.usage.cacheReadTokens ?? 0, cacheWriteTokens: s.usage.cacheWriteTokens ?? 0 };
+  }
   return out;
 }
 
@@ -47,6 +52,9 @@ export function sessionDetails(s: Session, style: Style): string {
   const o = sessionObject(s);
   o['createdAt'] = `${s.createdAt} (${new Date(s.createdAt).toISOString()})`;
   o['labels'] = labelsText(s.labels) || '-';
+  if (s.usage !== undefined) {
+    o['usage'] = `input ${s.usage.inputTokens}, output ${s.usage.outputTokens}, cache read ${s.usage.cacheReadTokens ?? 0}, cache write ${s.usage.cacheWriteTokens ?? 0}`;
+  }
   return Object.entries(o).map(([k, v]) => `${style.bold(k.padEnd(16))}${String(v)}`).join('\n') + '\n';
 }
 

@@ -15,7 +15,7 @@ import type { EventInput, SessionEvent } from '../../gen/palimpsest/v1/event.js'
 import type { Session } from '../../gen/palimpsest/v1/session.js';
 import type { TokenUsage } from '../../gen/palimpsest/v1/content.js';
 import {
-  DataFormat, Direction, MessageView, SessionServiceClient, type CompactResponse, type PlanCompactionRequest, type PlanCompactionResponse,
+  DataFormat, Direction, MessageView, PruneToolResultsRequest_Marker, SessionServiceClient, type CompactResponse, type PlanCompactionRequest, type PlanCompactionResponse,
   type PruneToolResultsResponse, type SubscribeSurfaceRequest, type SubscribeSurfaceResponse,
 } from '../../gen/palimpsest/v1/service.js';
 import type { ContentBlock } from './events.js';
@@ -84,7 +84,15 @@ export interface SubscribeOptions {
 }
 
 /** A compaction budget: keep the most recent `keepTokens`, or shadow up to `upToSeq`. */
-export type CompactionBudget = { keepTokens: number; upToSeq?: undefined } | { upToSeq: number; keepTokens?: undefined };
+/**
+ * PlanCompaction's budget, exactly one of: `retainTokens` (the reference's: keep the shortest
+ * recent tail of at least N tokens), `keepTokens` (Palimpsest's: the longest tail of at most N),
+ * `upToSeq` (shadow up to this surface seq).
+ */
+export type CompactionBudget =
+  | { retainTokens: number; keepTokens?: undefined; upToSeq?: undefined }
+  | { keepTokens: number; retainTokens?: undefined; upToSeq?: undefined }
+  | { upToSeq: number; retainTokens?: undefined; keepTokens?: undefined };
 
 /** PlanCompaction's optional fields. */
 export interface PlanOptions {
@@ -95,7 +103,7 @@ export interface PlanOptions {
 }
 
 /** Options of {@link PalimpsestClient.compact}: a plan, or a budget to plan with. */
-export type CompactOptions = ({ plan: PlanCompactionResponse; keepTokens?: undefined; upToSeq?: undefined } | (CompactionBudget & PlanOptions & { plan?: undefined })) & {
+export type CompactOptions = ({ plan: PlanCompactionResponse; retainTokens?: undefined; keepTokens?: undefined; upToSeq?: undefined } | (CompactionBudget & PlanOptions & { plan?: undefined })) & {
   /** The summary: text, content blocks, or a function of the plan's messages (JSON) returning either. */
   readonly summary: string | readonly ContentBlock[] | ((messages: unknown[]) => string | readonly ContentBlock[] | Promise<string | readonly ContentBlock[]>);
   readonly provider: string;
@@ -103,25 +111,36 @@ export type CompactOptions = ({ plan: PlanCompactionResponse; keepTokens?: undef
   readonly usage?: TokenUsage;
   readonly maxTokens?: number;
   readonly idempotencyKey?: string;
+  /** The command that asked for the compaction (`sourceCommandId` in its events). */
+  readonly sourceCommandId?: string;
 };
 
 /** Options of {@link PalimpsestClient.pruneToolResults}: `seqs`, or a policy. */
 export interface PruneOptions {
   readonly seqs?: readonly number[];
+  /** Policy and threshold: text over this many code points (the reference's thresholdChars). */
+  readonly minChars?: number;
+  /** Policy: text over this many UTF-8 bytes. */
   readonly minBytes?: number;
   readonly keepRecent?: number;
   readonly excludeTools?: readonly string[];
   /** Characters kept at the start (default 4096) and end (default 1024) of the text. */
   readonly headChars?: number;
   readonly tailChars?: number;
+  /** 'reference' (default: the reference's fixed marker) or 'with-count' (names the removed count; not the reference's). */
+  readonly marker?: 'reference' | 'with-count';
+  /** Skip a prune that removes fewer code points (not the reference's). */
+  readonly minSavingChars?: number;
   readonly expectedLastSeq?: number;
   readonly idempotencyKey?: string;
 }
 
 function budgetOf(b: CompactionBudget): PlanCompactionRequest['budget'] {
-  if (b.keepTokens !== undefined && b.upToSeq === undefined) return { $case: 'keepTokens', value: b.keepTokens };
-  if (b.upToSeq !== undefined && b.keepTokens === undefined) return { $case: 'upToSeq', value: b.upToSeq };
-  throw new Error('planCompaction needs exactly one budget: keepTokens or upToSeq');
+  const given = [b.retainTokens, b.keepTokens, b.upToSeq].filter((x) => x !== undefined).length;
+  if (given === 1 && b.retainTokens !== undefined) return { $case: 'retainTokens', value: b.retainTokens };
+  if (given === 1 && b.keepTokens !== undefined) return { $case: 'keepTokens', value: b.keepTokens };
+  if (given === 1 && b.upToSeq !== undefined) return { $case: 'upToSeq', value: b.upToSeq };
+  throw new Error('planCompaction needs exactly one budget: retainTokens, keepTokens or upToSeq');
 }
 
 type Unary<Req, Res> = (req: Req, md: Metadata, opts: Partial<CallOptions>, cb: (err: ServiceError | null, res: Res) => void) => unknown;
@@ -284,16 +303,17 @@ export class PalimpsestClient {
   /**
    * Compacts the oldest part of the surface into `summary`; returns the CompactResponse (`seqs` of
    * compaction/start, compaction/summary, the replacing user/message and compaction/end) or
-   * undefined when the plan has nothing to compact. Without `plan` it plans first (`keepTokens` or
-   * `upToSeq`). The Compact is conditional on the planned head: if another writer moved the
+   * undefined when the plan has nothing to compact. Without `plan` it plans first (`retainTokens`,
+   * `keepTokens` or `upToSeq`). When the summary is not smaller than the range the server refuses it
+   * as the reference does: `error` is set and only compaction/start and compaction/end were written. The Compact is conditional on the planned head: if another writer moved the
    * session it fails with FAILED_PRECONDITION / HEAD_MISMATCH and nothing is written (plan
    * again). `summary`: text, content blocks, or a function of the plan's messages returning either.
    * Without an `idempotencyKey` one is generated, so a retry cannot compact twice.
    */
   async compact(sessionId: string, opts: CompactOptions): Promise<CompactResponse | undefined> {
     const { plan: given, summary: s } = opts;
-    if (given && (opts.keepTokens !== undefined || opts.upToSeq !== undefined)) {
-      throw new Error('compact takes either plan or a budget (keepTokens/upToSeq), not both');
+    if (given && (opts.retainTokens !== undefined || opts.keepTokens !== undefined || opts.upToSeq !== undefined)) {
+      throw new Error('compact takes either plan or a budget (retainTokens/keepTokens/upToSeq), not both');
     }
     const plan = given ?? await this.planCompaction(sessionId, opts as CompactionBudget & PlanOptions);
     if (plan.start === undefined || plan.end === undefined) return undefined;
@@ -303,6 +323,7 @@ export class PalimpsestClient {
       summary: typeof summary === 'string' ? { $case: 'summaryText', value: summary } : { $case: 'summaryJson', value: JSON.stringify(summary) },
       provider: opts.provider, model: opts.model, usage: opts.usage, maxTokens: opts.maxTokens, shadowedTokenCount: undefined,
       idempotencyKey: opts.idempotencyKey || `ts-${randomUUID()}`, rawOutputJson: '', llmStreamCall: false,
+      sourceCommandId: opts.sourceCommandId ?? '',
     });
   }
 
@@ -314,11 +335,13 @@ export class PalimpsestClient {
    * conditional (HEAD_MISMATCH).
    */
   async pruneToolResults(sessionId: string, opts: PruneOptions): Promise<PruneToolResultsResponse> {
-    if (!opts.seqs?.length && !opts.minBytes) throw new Error('pruneToolResults needs seqs or a policy (minBytes)');
+    if (!opts.seqs?.length && !opts.minBytes && !opts.minChars) throw new Error('pruneToolResults needs seqs or a policy (minChars or minBytes)');
     return this.unary(this.raw.pruneToolResults, {
       sessionId, seqs: [...(opts.seqs ?? [])], minBytes: opts.minBytes ?? 0, keepRecent: opts.keepRecent ?? 0,
       excludeTools: [...(opts.excludeTools ?? [])], headChars: opts.headChars, tailChars: opts.tailChars,
       expectedLastSeq: opts.expectedLastSeq, idempotencyKey: opts.idempotencyKey || `ts-${randomUUID()}`,
+      minChars: opts.minChars ?? 0, minSavingChars: opts.minSavingChars,
+      marker: opts.marker === 'with-count' ? PruneToolResultsRequest_Marker.MARKER_WITH_COUNT : PruneToolResultsRequest_Marker.MARKER_UNSPECIFIED,
     });
   }
 

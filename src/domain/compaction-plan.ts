@@ -2,32 +2,26 @@
  * Compaction planning and the compaction batch, as the reference's compaction-basic plugin writes
  * it (dsh-semantics 1.3 and 2.7).
  *
- * The plan: the range is anchored at the start of the surface and keeps a recent tail sized by a
- * token budget (the most recent nodes whose tokens add up to at most the budget, at least one
- * node), or ends at a given surface seq. The cut is then moved earlier until it separates no tool
- * call from a result of it: every (call, result) pair is an interval of surface positions, and a
- * cut k (nodes [0, k) shadowed) is valid iff no interval has lo < k <= hi. A call with no result
- * on the surface yet (still open) is an interval to the end of the surface, so the cut always
- * stays before it; open calls are reported (the app makes them a blocker: finish the tool round,
- * then compact). One pass, O(nodes).
+ * The plan (the reference's selectCompactableRange): the range is anchored at the start of the
+ * surface and keeps a recent tail sized by a token budget (`retainTokens`, the reference's: the
+ * shortest tail of at least N tokens; `keepTokens`, Palimpsest's: the longest tail of at most N;
+ * both keep at least one node), or ends at a given surface seq. The cut is then moved earlier
+ * until it is balanced under the reference's count-based tool-pairing balance (tool calls of the
+ * messages before the cut minus their tool results is 0), so a tool round in progress stays
+ * after the range and the balanced prefix before it is compacted. A surface on which that count
+ * goes negative (a tool result with no matching call: an orphan or a duplicate) is not compacted
+ * at all (`unmatchedResultSeq`; the app makes it a blocker), as the reference refuses it.
+ * Calls without a result on the surface are reported (`openCalls`). One pass, O(nodes).
  *
  * The batch (compaction/start, compaction/summary, the replacing user/message, compaction/end) is
  * built with exactly the reference's keys, key order and framing (fixture compaction-recovery).
  *
- * Token estimator: per message, ceil(characters / 4) + 8, where characters counts the text of
- * text and reasoning blocks, a tool call's name and arguments, the inner content of a tool result
- * (recursively), 1000 per image, and the JSON length of any other block. It reproduces the
- * reference's `shadowedTokenCount` on the compaction-recovery fixture (266 for its message).
+ * Token estimates come from the one estimator, src/domain/token-estimate.ts (the reference's).
  */
 import type { Json, JsonObject } from './event.js';
-import { isJsonObject } from './json.js';
-import type { MessageJson } from './message-view.js';
 import type { PairingInfo } from './tool-pairing.js';
+import { estimateMessageTokens } from './token-estimate.js';
 
-/** Characters an image block counts for in the estimator. */
-export const IMAGE_CHARS = 1000;
-/** Tokens every message costs in the estimator on top of its characters. */
-export const MESSAGE_OVERHEAD_TOKENS = 8;
 
 /** The reference's framing of a compaction summary (compaction-basic). */
 export const CHECKPOINT_PREAMBLE =
@@ -37,52 +31,33 @@ export const SUMMARY_OPEN = '<compacted-summary>';
 /** Closing tag of the framed summary (its own text block). */
 export const SUMMARY_CLOSE = '</compacted-summary>';
 
-function blockChars(b: Json): number {
-  if (!isJsonObject(b)) return 0;
-  switch (b['type']) {
-    case 'text':
-    case 'reasoning':
-      return typeof b['text'] === 'string' ? b['text'].length : 0;
-    case 'tool-call':
-      return (typeof b['name'] === 'string' ? b['name'].length : 0) + (typeof b['arguments'] === 'string' ? b['arguments'].length : 0);
-    case 'tool-result': {
-      const inner = b['content'];
-      let n = 0;
-      if (Array.isArray(inner)) for (const x of inner) n += blockChars(x);
-      return n;
-    }
-    case 'image':
-      return IMAGE_CHARS;
-    default:
-      return JSON.stringify(b).length;
-  }
-}
-
-const estimates = new WeakMap<object, number>();
-
-/** The estimator's token count of a message (cached per message object; 0 for none). */
-export function estimateMessageTokens(m: MessageJson | undefined): number {
-  if (m === undefined) return 0;
-  let t = estimates.get(m);
-  if (t === undefined) {
-    const content = m['content'];
-    let chars = 0;
-    if (Array.isArray(content)) for (const b of content as Json[]) chars += blockChars(b);
-    t = Math.ceil(chars / 4) + MESSAGE_OVERHEAD_TOKENS;
-    estimates.set(m, t);
-  }
-  return t;
-}
-
 /** One surface node as the planner sees it. */
 export interface PlanNode {
   readonly seq: number;
   readonly tokens: number;
   readonly pairing: PairingInfo;
+  /**
+   * The node's change of the reference's in-progress tool-call count, by event type (an
+   * assistant/message: its tool calls; a tool/result: -1; anything else: 0). Absent: from
+   * `pairing` (calls minus results).
+   */
+  readonly balanceDelta?: number;
 }
 
-/** What to keep. */
-export type CompactionBudget = { readonly keepTokens: number } | { readonly upToSeq: number };
+/** The reference's balance delta of a surface node of event type `type` (tool-pairing.ts eventDelta). */
+export function balanceDeltaOf(type: string | undefined, pairing: PairingInfo): number {
+  if (type === 'assistant/message') return pairing.calls.length;
+  if (type === 'tool/result') return -1;
+  return 0;
+}
+
+/**
+ * What to keep. `retainTokens` is the reference's budget (selectCompactableRange): the shortest
+ * recent tail whose tokens add up to at least N (at least one node). `keepTokens` is
+ * Palimpsest's own: the longest recent tail of at most N tokens (at least one node).
+ * `upToSeq` shadows up to a given surface seq.
+ */
+export type CompactionBudget = { readonly keepTokens: number } | { readonly retainTokens: number } | { readonly upToSeq: number };
 
 /** The planner's answer. */
 export interface CompactionPlan {
@@ -94,6 +69,30 @@ export interface CompactionPlan {
   readonly keptTokens: number;
   /** Calls on the surface without a result on it yet (the cut always stays before them). */
   readonly openCalls: readonly { readonly callId: string; readonly seq: number }[];
+  /**
+   * The first surface node at which the reference's count-based balance goes negative (a
+   * tool/result with no matching tool-call: an orphan or a duplicate), or undefined. When set
+   * the cut is 0: the reference refuses to compact such a surface.
+   */
+  readonly unmatchedResultSeq: number | undefined;
+}
+
+/**
+ * The reference's tool-pairing balance (compaction tool-pairing.ts): a running count of the
+ * tool calls of assistant messages minus one per tool result, in surface order. `balanced[k]` is
+ * true iff the cut before node k (k = n: after the tail) has no call in progress. Returns the
+ * position where the count first goes negative, if any (a result without a matching call).
+ */
+export function toolPairingBalance(nodes: readonly PlanNode[]): { balanced: boolean[]; negativeAt: number | undefined } {
+  const balanced: boolean[] = [true];
+  let count = 0;
+  for (let i = 0; i < nodes.length; i++) {
+    const node = nodes[i] as PlanNode;
+    count += node.balanceDelta ?? node.pairing.calls.length - node.pairing.results.length;
+    if (count < 0) return { balanced, negativeAt: i };
+    balanced.push(count === 0);
+  }
+  return { balanced, negativeAt: undefined };
 }
 
 /**
@@ -114,52 +113,35 @@ export function planCompaction(nodes: readonly PlanNode[], budget: CompactionBud
       count++;
     }
     k0 = n - count;
+  } else if ('retainTokens' in budget) {
+    // The reference: accumulate from the tail, taking a node before checking, until >= N.
+    let accumulated = 0;
+    k0 = n;
+    for (let i = n - 1; i >= 0; i--) {
+      accumulated += (nodes[i] as PlanNode).tokens;
+      k0 = i;
+      if (accumulated >= budget.retainTokens) break;
+    }
   } else {
     const pos = nodes.findIndex((x) => x.seq === budget.upToSeq);
     if (pos < 0) throw new RangeError(`seq ${budget.upToSeq} is not on the surface`);
     k0 = pos + 1;
   }
-  // Per call id: the first call position, the first and last result positions.
-  const pairs = new Map<string, { call: number; first: number; last: number }>();
-  for (let i = 0; i < n; i++) {
-    const p = (nodes[i] as PlanNode).pairing;
-    if (p.calls.length === 0 && p.results.length === 0) continue;
-    for (const c of p.calls) {
-      const e = pairs.get(c);
-      if (e === undefined) pairs.set(c, { call: i, first: -1, last: -1 });
-      else if (e.call < 0) e.call = i;
-    }
-    for (const c of p.results) {
-      const e = pairs.get(c);
-      if (e === undefined) pairs.set(c, { call: -1, first: i, last: i });
-      else {
-        if (e.first < 0) e.first = i;
-        e.last = i;
+  const { balanced, negativeAt } = toolPairingBalance(nodes);
+  // Calls without any result on the surface (by id): reported as open.
+  const answered = new Set<string>();
+  for (const x of nodes) for (const c of x.pairing.results) answered.add(c);
+  const openCalls: { callId: string; seq: number }[] = [];
+  for (const x of nodes) for (const c of x.pairing.calls) if (!answered.has(c)) openCalls.push({ callId: c, seq: x.seq });
+  // Largest balanced cut k <= k0 (the reference moves the cut earlier until it is balanced).
+  let best = 0;
+  if (negativeAt === undefined) {
+    for (let k = Math.min(k0, n); k > 0; k--) {
+      if (balanced[k] === true) {
+        best = k;
+        break;
       }
     }
-  }
-  // reach[lo] = the largest hi of the intervals starting at lo.
-  const reach = new Int32Array(n).fill(-1);
-  const openCalls: { callId: string; seq: number }[] = [];
-  for (const [c, e] of pairs) {
-    const i = e.call;
-    if (i < 0) continue; // a result without a call on the surface: no pair to keep
-    if (e.last < 0) {
-      reach[i] = n;
-      openCalls.push({ callId: c, seq: (nodes[i] as PlanNode).seq });
-      continue;
-    }
-    const lo = Math.min(i, e.first);
-    const hi = Math.max(i, e.last);
-    if (hi > (reach[lo] as number)) reach[lo] = hi;
-  }
-  // Largest valid k <= k0: prefix maxima of reach over lo < k.
-  let best = 0;
-  let prefix = -1;
-  for (let k = 1; k <= k0; k++) {
-    const r = reach[k - 1] as number;
-    if (r > prefix) prefix = r;
-    if (prefix < k) best = k;
   }
   let shadowedTokens = 0;
   let keptTokens = 0;
@@ -167,13 +149,21 @@ export function planCompaction(nodes: readonly PlanNode[], budget: CompactionBud
     if (i < best) shadowedTokens += (nodes[i] as PlanNode).tokens;
     else keptTokens += (nodes[i] as PlanNode).tokens;
   }
-  openCalls.sort((a, b) => a.seq - b.seq);
-  return { cut: best, budgetCut: k0, shadowedTokens, keptTokens, openCalls };
+  return {
+    cut: best,
+    budgetCut: k0,
+    shadowedTokens,
+    keptTokens,
+    openCalls,
+    unmatchedResultSeq: negativeAt === undefined ? undefined : (nodes[negativeAt] as PlanNode).seq,
+  };
 }
 
 /** What the compaction batch needs. */
 export interface CompactionBatchInput {
   readonly compactionId: string;
+  /** The command that asked for the compaction (`sourceCommandId`), if any. */
+  readonly sourceCommandId?: string;
   /** The id of the replacing user/message. */
   readonly messageId: string;
   /** The open turn (null between turns, as a standalone manual compaction). */
@@ -209,8 +199,11 @@ export interface BuiltEvent {
 export function compactionBatch(c: CompactionBatchInput): BuiltEvent[] {
   const startSeq = c.firstSeq;
   const summarySeq = c.firstSeq + 1;
+  const cmd: JsonObject = c.sourceCommandId === undefined ? {} : { sourceCommandId: c.sourceCommandId };
+  const lifecycle: JsonObject = { compactionId: c.compactionId, ...cmd, turn: c.turn };
   const summaryData: JsonObject = {
     compactionId: c.compactionId,
+    ...cmd,
     summary: [...c.summary],
   };
   if (c.rawOutput !== undefined) summaryData['rawOutput'] = [...c.rawOutput];
@@ -225,19 +218,44 @@ export function compactionBatch(c: CompactionBatchInput): BuiltEvent[] {
   if (c.maxTokens !== undefined) summaryData['maxTokens'] = c.maxTokens;
   if (c.usage !== undefined) summaryData['usage'] = c.usage;
   return [
-    { type: 'compaction/start', data: { compactionId: c.compactionId, turn: c.turn } },
+    { type: 'compaction/start', data: lifecycle },
     { type: 'compaction/summary', data: summaryData },
     {
       type: 'user/message',
       data: {
-        content: [{ type: 'text', text: `${CHECKPOINT_PREAMBLE}\n\n${SUMMARY_OPEN}` }, ...c.summary, { type: 'text', text: SUMMARY_CLOSE }],
-        source: { kind: 'plugin', plugin: 'compact', compactionId: c.compactionId },
+        content: frameSummary(c.summary),
+        source: { kind: 'plugin', plugin: 'compact', compactionId: c.compactionId, ...cmd },
         role: 'user',
         id: c.messageId,
       },
       sourceEventSeqs: [startSeq, summarySeq, ...c.shadowedSeqs],
       surfaceOp: { op: 'replace', start: c.start, end: c.end },
     },
-    { type: 'compaction/end', data: { compactionId: c.compactionId, turn: c.turn } },
+    { type: 'compaction/end', data: { ...lifecycle } },
+  ];
+}
+
+/** The reference's framing of summary blocks into the checkpoint's content (summarizer.ts frameSummary). */
+export function frameSummary(summary: readonly Json[]): Json[] {
+  return [{ type: 'text', text: `${CHECKPOINT_PREAMBLE}\n\n${SUMMARY_OPEN}` }, ...summary, { type: 'text', text: SUMMARY_CLOSE }];
+}
+
+/**
+ * The reference's "summary not smaller" check (region.ts summarizeCompaction): the framed
+ * checkpoint's estimate must be below the shadowed range's. Returns the reference's error text
+ * when it is not, else undefined.
+ */
+export function summaryNotSmallerError(summary: readonly Json[], shadowedTokenCount: number): string | undefined {
+  const framed = estimateMessageTokens({ role: 'user', content: frameSummary(summary) });
+  if (framed < shadowedTokenCount) return undefined;
+  return `summary is not smaller than the shadowed content (${framed} estimated framed tokens >= ${shadowedTokenCount})`;
+}
+
+/** The two events of a compaction the reference closes without a summary (`compaction/end {error}`). */
+export function refusedCompactionBatch(c: { readonly compactionId: string; readonly sourceCommandId?: string; readonly turn: number | null; readonly error: string }): BuiltEvent[] {
+  const cmd: JsonObject = c.sourceCommandId === undefined ? {} : { sourceCommandId: c.sourceCommandId };
+  return [
+    { type: 'compaction/start', data: { compactionId: c.compactionId, ...cmd, turn: c.turn } },
+    { type: 'compaction/end', data: { compactionId: c.compactionId, ...cmd, turn: c.turn, error: c.error } },
   ];
 }

@@ -149,6 +149,17 @@ export function packRun(
   return { type: ROW_TYPE_OF_DELTA[first.kind], seq0, time0, data };
 }
 
+/** What is wrong with a packed row's turn, step or index that is not a number the row can carry. */
+function notANumber([field, v]: readonly [string, unknown]): string {
+  if (typeof v === 'number') {
+    return Object.is(v, -0)
+      ? `${field} is -0, which a JSON writer prints as 0, so the row would not export as it was read; write 0`
+      : `${field} is ${v}; turn, step and index must be finite numbers`;
+  }
+  const kind = v === null ? 'null' : Array.isArray(v) ? 'an array' : typeof v === 'object' ? 'an object' : `a ${typeof v}`;
+  return `${field} is ${kind}; turn, step and index must be JSON numbers`;
+}
+
 function rowError(lineNumber: number, rowType: string, message: string): DomainError {
   return new DomainError(JSONL_INVALID, `line ${lineNumber}: invalid ${rowType} row: ${message}`, {
     line: String(lineNumber),
@@ -188,7 +199,7 @@ export function unpackChunkRow(row: Record<string, unknown>, lineNumber: number)
   }
   const { turn, step, index, dt } = data;
   if (!isNumber(turn) || !isNumber(step) || !isNumber(index)) {
-    throw rowError(lineNumber, rowType, 'turn, step and index must be numbers');
+    throw rowError(lineNumber, rowType, notANumber(isNumber(turn) ? (isNumber(step) ? ['index', index] : ['step', step]) : ['turn', turn]));
   }
   const members = isTool ? data['args'] : data['texts'];
   const membersKey = isTool ? 'args' : 'texts';

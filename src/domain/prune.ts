@@ -8,13 +8,16 @@
  *
  * The content rewrite is the reference's: across the text blocks of the inner content (non-text
  * blocks kept as they are), keep the first `headChars` and the last `tailChars` code points and put
- * one marker where the middle was; a text block left empty is dropped. The reference's marker is
- * `\n\n[... tool result middle pruned ...]\n\n`; ours keeps that prefix (which the reference's own
- * prompts look for) and names how many characters were removed.
+ * one marker where the middle was; a text block left empty is dropped. A result is pruned
+ * whenever its text exceeds the threshold in code points (the reference's `thresholdChars`,
+ * which must be at least head + marker + tail, so a pruned text is never longer). The marker is
+ * the reference's fixed `\n\n[... tool result middle pruned ...]\n\n` by default. Palimpsest's
+ * own choices are options that differ from the reference: a marker naming how many characters
+ * were removed (`with-count`), and skipping a prune that removes fewer than `minSavingChars`.
  */
 import type { Json, JsonObject, SessionEvent } from './event.js';
 import { isJsonObject } from './json.js';
-import { estimateMessageTokens } from './compaction-plan.js';
+import { estimateMessageTokens } from './token-estimate.js';
 import { messageOf } from './message-view.js';
 import type { BuiltEvent } from './compaction-plan.js';
 
@@ -23,7 +26,33 @@ export const DEFAULT_HEAD_CHARS = 4096;
 /** Default code points kept at the end of a pruned text (the reference's tailChars). */
 export const DEFAULT_TAIL_CHARS = 1024;
 
-/** The marker put where `removed` characters were. */
+/** The reference's marker (tool-result-pruner config.ts PRUNE_MARKER), the default. */
+export const PRUNE_MARKER = '\n\n[... tool result middle pruned ...]\n\n';
+
+/** Which marker a prune writes: the reference's fixed one, or Palimpsest's naming the count. */
+export type PruneMarkerKind = 'reference' | 'with-count';
+
+/** How to prune one result's text. */
+export interface PruneOptions {
+  readonly headChars: number;
+  readonly tailChars: number;
+  /** Prune only a text of more code points than this; default head + marker + tail. */
+  readonly thresholdChars?: number;
+  /** Default 'reference'. */
+  readonly marker?: PruneMarkerKind;
+  /** Skip a prune that removes fewer code points than this (Palimpsest's option; default 0). */
+  readonly minSavingChars?: number;
+}
+
+/** Code points of the reference marker (39). */
+export const PRUNE_MARKER_CHARS = Array.from(PRUNE_MARKER).length;
+
+/** The smallest threshold the reference accepts for these budgets: head + marker + tail. */
+export function minThresholdChars(headChars: number, tailChars: number): number {
+  return headChars + PRUNE_MARKER_CHARS + tailChars;
+}
+
+/** Palimpsest's marker (option `with-count`), put where `removed` characters were. */
 export function pruneMarker(removed: number): string {
   return `\n\n[... tool result middle pruned: ${removed} characters ...]\n\n`;
 }
@@ -55,8 +84,19 @@ export function textBytes(blocks: readonly Json[]): number {
   return n;
 }
 
-/** The pruned content, or null when it would remove less than twice the marker's length. */
-export function pruneContent(blocks: readonly Json[], headChars: number, tailChars: number): { content: Json[]; removed: number } | null {
+/** Code points of the text blocks of a content array (the reference's measureContent). */
+export function textChars(blocks: readonly Json[]): number {
+  let n = 0;
+  for (const b of blocks) if (isJsonObject(b) && b['type'] === 'text' && typeof b['text'] === 'string') n += codePoints(b['text']);
+  return n;
+}
+
+/**
+ * The pruned content (the reference's pruneContent), or null when the text does not exceed the
+ * threshold (or, with `minSavingChars`, would remove fewer code points).
+ */
+export function pruneContent(blocks: readonly Json[], opts: PruneOptions): { content: Json[]; removed: number } | null {
+  const { headChars, tailChars } = opts;
   const texts: string[][] = [];
   let total = 0;
   for (const b of blocks) {
@@ -66,12 +106,12 @@ export function pruneContent(blocks: readonly Json[], headChars: number, tailCha
       total += pts.length;
     } else texts.push([]);
   }
+  const threshold = opts.thresholdChars ?? minThresholdChars(headChars, tailChars);
+  if (total <= threshold) return null;
   const removed = total - headChars - tailChars;
   if (removed <= 0) return null;
-  const marker = pruneMarker(removed);
-  // Saving less than the marker costs is not worth a rewrite (and keeps a pruned copy, pruned
-  // again with the same budget, as it is).
-  if (removed < 2 * codePoints(marker)) return null;
+  if (opts.minSavingChars !== undefined && removed < opts.minSavingChars) return null;
+  const marker = opts.marker === 'with-count' ? pruneMarker(removed) : PRUNE_MARKER;
   const removedStart = headChars;
   const removedEnd = total - tailChars;
   const out: Json[] = [];
@@ -140,13 +180,13 @@ export interface PruneEntry {
 }
 
 /** The prune batch for `targets` (surface tool/result events, in surface order); skipped = too short. */
-export function pruneBatch(targets: readonly SessionEvent[], sessionId: string, headChars: number, tailChars: number): { events: BuiltEvent[]; entries: PruneEntry[]; skipped: number[] } {
+export function pruneBatch(targets: readonly SessionEvent[], sessionId: string, opts: PruneOptions): { events: BuiltEvent[]; entries: PruneEntry[]; skipped: number[] } {
   const events: BuiltEvent[] = [];
   const entries: PruneEntry[] = [];
   const skipped: number[] = [];
   for (const t of targets) {
     const content = toolResultContent(t);
-    const pruned = content === undefined ? null : pruneContent(content, headChars, tailChars);
+    const pruned = content === undefined ? null : pruneContent(content, opts);
     if (content === undefined || pruned === null) {
       skipped.push(t.seq);
       continue;

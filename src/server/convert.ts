@@ -152,5 +152,7 @@ export function sessionToProto(r: SessionRecord, surfaceLength: number, live?: {
     surfaceLength,
     strict: r.strict,
     pairingGuard: r.pairingGuard,
+    surfaceTokens: 0,
+    usage: undefined,
   };
 }

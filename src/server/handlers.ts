@@ -23,7 +23,8 @@ import { messageJsonText } from '../domain/derive.js';
 import { pipeStream } from './server-stream.js';
 import { NO_METRICS, type Metrics } from './metrics.js';
 import type { RevocableCalls } from './revocable-calls.js';
-import { compactionHandlers } from './compaction-handlers.js';
+import { compactionHandlers, withSessionTokens } from './compaction-handlers.js';
+import { estimateMessageTokens } from '../domain/token-estimate.js';
 import { appendStreamHandler } from './append-stream-handler.js';
 import { clientStream, serverStream, unary, type HandlerTable } from './rpc/handler-table.js';
 
@@ -84,7 +85,7 @@ export function modelHistoryResponse(messages: readonly { seq: number; message: 
     const cached = typeof message === 'object' && message !== null ? encodedEntries.get(message) : undefined;
     if (cached !== undefined && cached.seq === seq) bytes = cached.bytes;
     else {
-      bytes = GetMessagesResponse.encode({ messages: [{ seq, messageJson: messageJsonText(message), message: undefined }], headSeq: undefined, nextPageToken: '' }).finish();
+      bytes = GetMessagesResponse.encode({ messages: [{ seq, messageJson: messageJsonText(message), message: undefined, tokens: estimateMessageTokens(message) }], headSeq: undefined, nextPageToken: '' }).finish();
       if (typeof message === 'object' && message !== null) encodedEntries.set(message, { seq, bytes });
     }
     parts[i] = bytes;
@@ -141,7 +142,7 @@ export function makeHandlers(app: SessionService, metrics?: Metrics, streams?: H
         id: r.sessionId, labels: r.labels, cwd: r.cwd, origin: r.origin, delegationDepth: r.delegationDepth, agentPreset: r.agentPreset, strict: r.strict, pairingGuard: r.pairingGuard,
       })),
     })),
-    getSession: unary<GetSessionRequest, GetSessionResponse>('read', async (ctx, r) => ({ session: toSession(await app.getSession(ctx.caller, requireId(r.sessionId))) })),
+    getSession: unary<GetSessionRequest, GetSessionResponse>('read', async (ctx, r) => ({ session: await withSessionTokens(app, ctx.caller, r.sessionId, toSession(await app.getSession(ctx.caller, requireId(r.sessionId)))) })),
     listSessions: unary<ListSessionsRequest, ListSessionsResponse>('read', async (ctx, r) => {
       const page = await app.listSessions(ctx.caller, { pageSize: r.pageSize, pageToken: r.pageToken, labels: r.labelSelector });
       return { sessions: page.sessions.map(toSession), nextPageToken: page.nextPageToken };
@@ -222,6 +223,7 @@ export function makeHandlers(app: SessionService, metrics?: Metrics, streams?: H
           seq: m.seq,
           messageJson: transcript ? JSON.stringify(m.message) : messageJsonText(m.message),
           message: r.typed ? messageFromJson(m.message) : undefined,
+          tokens: estimateMessageTokens(m.message),
         })),
         headSeq,
         nextPageToken: next,

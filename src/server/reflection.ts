@@ -7,6 +7,14 @@
  * drift from the generated code. The set is indexed minimally (file names, dependencies, and the
  * fully qualified names of services, methods, messages and enums, nested included); files are
  * served as the exact bytes found in the set, each with its transitive dependencies.
+ *
+ * Not `@grpc/reflection` (1.0.4, the latest, checked 2026-12-04 against this module): its
+ * descriptors are rebuilt by protobufjs, which names every map entry `<Field>` instead of
+ * `<Field>Entry` (fullstorydev/grpcurl#519, "incorrect implicit map entry name": all six map
+ * fields here), merges the files of a package into one invented file with no dependencies
+ * (grpc/grpc-node#3018), camelCases field names by default and drops proto3 `optional`; `buf curl`
+ * could neither list nor call SessionService through it. The map-entry code is unchanged in
+ * protobufjs 8.8.1. Re-check when protobufjs's descriptor extension emits `FieldNameEntry`.
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';

@@ -55,6 +55,7 @@ import { serverStream, type HandlerTable, type RpcContext, type ServerSink } fro
 import type { Metrics } from './metrics.js';
 import { MAX_TIMER_MS, ServerStream } from './server-stream.js';
 import { messageFromJson } from './typed-data.js';
+import { estimateMessageTokens } from '../domain/token-estimate.js';
 
 /** Minimum heartbeat interval a client may ask for, ms. */
 export const MIN_HEARTBEAT_MS = 100;
@@ -134,7 +135,7 @@ function encodeSurface(it: SurfaceItem, sessionId: string, flags: number): Uint8
       let message: SubscribeSurfaceResponse['message'];
       if (includeMessages) {
         const m = projectMessage(it.event, sessionId);
-        if (m) message = { seq: it.event.seq, messageJson: JSON.stringify(m), message: typed ? messageFromJson(m) : undefined };
+        if (m) message = { seq: it.event.seq, messageJson: JSON.stringify(m), message: typed ? messageFromJson(m) : undefined, tokens: estimateMessageTokens(m) };
       }
       msg = { cursor, kind, event: eventToProto(it.event, typed ? 'typed' : 'json'), message };
       break;

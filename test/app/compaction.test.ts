@@ -11,7 +11,7 @@ import { CompactionService } from '../../src/app/compaction.js';
 import { MemorySessionStore } from '../../src/store/memory/memory-store.js';
 import { DomainError } from '../../src/domain/errors.js';
 import type { CandidateEvent, SessionEvent } from '../../src/domain/event.js';
-import { pruneMarker } from '../../src/domain/prune.js';
+import { PRUNE_MARKER } from '../../src/domain/prune.js';
 import { logEvent, toolResult, user } from '../support/engine-harness.js';
 
 const ctx = ANONYMOUS;
@@ -126,7 +126,7 @@ describe('Compact reproduces the reference compaction of compaction-recovery exa
     expect(await svc.compact(ctx, id, req)).toEqual({ ...first, replayed: true });
   });
 
-  it('reports open tool calls as a blocker and keeps them out of the range', async () => {
+  it('keeps open tool calls out of the range: the balanced prefix before them is planned, a range into them is blocked', async () => {
     const app = new SessionService(new MemorySessionStore(), undefined, () => 1);
     await app.createSession(ctx, { id: 'o' });
     await app.append(ctx, 'o', [
@@ -137,8 +137,11 @@ describe('Compact reproduces the reference compaction of compaction-recovery exa
     const svc = new CompactionService(app);
     const plan = await svc.plan(ctx, 'o', { upToSeq: 2 });
     expect(plan.shadowedSeqs).toEqual([0]);
-    expect(plan.blockers.map((b) => [b.reason, b.callIds])).toEqual([['TOOL_CALLS_OPEN', ['k']]]);
-    await expectReason(svc.compact(ctx, 'o', { start: 0, end: 1, expectedLastSeq: 2, summary: [{ type: 'text', text: 's' }], provider: 'p', model: 'm' }), 'COMPACTION_BLOCKED');
+    // The reference compacts the balanced prefix (issue #32 item 4): no blocker.
+    expect(plan.blockers).toEqual([]);
+    const err = await expectReason(svc.compact(ctx, 'o', { start: 0, end: 1, expectedLastSeq: 2, summary: [{ type: 'text', text: 's' }], provider: 'p', model: 'm' }), 'COMPACTION_BLOCKED');
+    expect(err.metadata['blocker']).toBe('TOOL_CALLS_OPEN');
+    expect(err.metadata['callIds']).toBe('k');
   });
 });
 
@@ -199,9 +202,8 @@ describe('PruneToolResults writes the reference pruner\'s two events per result'
     expect(prune).toEqual({ type: 'compaction/prune', seq: 10, time: 1, data: { shadowedRange: { start: 3, end: 3 }, shadowedSeqs: [3], shadowedTokenCount: prune!.data && (prune!.data as { shadowedTokenCount: number }).shadowedTokenCount } });
     expect(Object.keys(prune!.data as object)).toEqual(['shadowedRange', 'shadowedSeqs', 'shadowedTokenCount']);
     const original = (await events(app, 'p', 3))[0]!;
-    const removed = 12006 - 4096 - 1024;
     const want = JSON.parse(JSON.stringify(original.data)) as { message: { content: { content: unknown }[] } };
-    want.message.content[0]!.content = [{ type: 'text', text: 'x'.repeat(4096) + pruneMarker(removed) + 'y'.repeat(1024) }];
+    want.message.content[0]!.content = [{ type: 'text', text: 'x'.repeat(4096) + PRUNE_MARKER + 'y'.repeat(1024) }];
     expect(JSON.stringify(copy!.data)).toBe(JSON.stringify(want));
     expect(copy).toMatchObject({ type: 'tool/result', surfaceOp: { op: 'replace', start: 3, end: 3 }, sourceEventSeqs: [3] });
     expect((await app.getSurface(ctx, 'p')).seqs).toEqual([0, 1, 11, 4, 5, 6, 7, 8, 9]);

@@ -95,6 +95,35 @@ describe('sessions', () => {
   });
 });
 
+describe('token counts and the reference compaction (issues #32, #34)', () => {
+  it('get shows surfaceTokens (the estimator over the surface) and usage (summed from assistant messages)', async () => {
+    await cli('create', '--id', 'tok1');
+    const withUsage = { ...assistant('a1'), data: { ...assistant('a1').data, usage: { inputTokens: 120, outputTokens: 8, cacheReadTokens: 30, cacheWriteTokens: 2 } } };
+    expect((await cliIn(lines(user('u1', 'abcd'), withUsage), 'append', 'tok1', '-')).code).toBe(0);
+    const got = JSON.parse((await cli('get', 'tok1', '--json')).stdout) as Record<string, unknown>;
+    // user: ceil(4/4)+4 + 4 = 9; assistant: text 'ok' ceil(2/4)+4 + 4 = 9.
+    expect(got).toMatchObject({ surfaceTokens: 18, usage: { inputTokens: 120, outputTokens: 8, cacheReadTokens: 30, cacheWriteTokens: 2 } });
+    const text = (await cli('get', 'tok1')).stdout;
+    expect(text).toMatch(/^surfaceTokens\s+18$/m);
+    expect(text).toMatch(/^usage\s+input 120, output 8, cache read 30, cache write 2$/m);
+  });
+
+  it('plan-compaction --retain-tokens keeps at least N; one budget only; compact reports a refused summary (exit 1)', async () => {
+    await cli('create', '--id', 'tok2');
+    expect((await cliIn(lines(user('u1', 'a'.repeat(40)), user('u2', 'b'.repeat(40)), user('u3', 'c'.repeat(40))), 'append', 'tok2', '-')).code).toBe(0);
+    // Each message is 18 tokens: at least 19 keeps two, at most 19 keeps one.
+    expect(JSON.parse((await cli('plan-compaction', 'tok2', '--retain-tokens', '19', '--json')).stdout)).toMatchObject({ shadowedSeqs: [0] });
+    expect(JSON.parse((await cli('plan-compaction', 'tok2', '--keep-tokens', '19', '--json')).stdout)).toMatchObject({ shadowedSeqs: [0, 1] });
+    expect((await cli('plan-compaction', 'tok2', '--keep-tokens', '1', '--retain-tokens', '1')).code).toBe(2);
+    const r = await cli('compact', 'tok2', '--summary', 'short', '--retain-tokens', '19', '--source-command-id', 'cmd-9', '--json');
+    expect(r.code).toBe(1);
+    const out = JSON.parse(r.stdout) as { seqs: number[]; error: string };
+    expect(out.seqs).toEqual([3, 4]);
+    expect(out.error).toMatch(/^summary is not smaller than the shadowed content/);
+    expect(JSON.parse((await cli('surface', 'tok2')).stdout)).toEqual([0, 1, 2]);
+  });
+});
+
 describe('append, events, surface, messages', () => {
   it('appends a batch, prints seqs; events/surface/messages read it back', async () => {
     await cli('create', '--id', 'a1');

@@ -148,7 +148,7 @@ describe('polyglot clients generated from proto/', () => {
     const checkpoint = data(out.compaction.replacementSeq) as { role: string; source: unknown; content: { text: string }[] };
     expect(checkpoint).toMatchObject({ role: 'user', source: { kind: 'plugin', plugin: 'compact' } });
     expect(checkpoint.content.map((b) => b.text)).toEqual([expect.stringContaining('<compacted-summary>'), expect.stringContaining('Summary of 3 messages'), '</compacted-summary>']);
-    expect(out.prune.prunedText).toContain('[... tool result middle pruned: ');
+    expect(out.prune.prunedText).toContain('\n\n[... tool result middle pruned ...]\n\n');
     expect(replay(events, id).surface).toEqual(surface.seqs);
   }, 60_000);
 

@@ -90,9 +90,9 @@ describe('authentication and tenant isolation', () => {
     const md = bearer(TOKENS.aliceRead);
     const plan = await call(c.planCompaction.bind(c), { sessionId: 'alice-1', budget: { $case: 'upToSeq', value: 0 }, tokenCounts: {}, omitMessages: false }, md);
     expect(plan.shadowedSeqs).toEqual([0]);
-    const e1 = await callError(c.compact.bind(c), { sessionId: 'alice-1', start: 0, end: 0, expectedLastSeq: 0, summary: { $case: 'summaryText', value: 's' }, provider: 'p', model: 'm', usage: undefined, maxTokens: undefined, shadowedTokenCount: undefined, idempotencyKey: '', rawOutputJson: '', llmStreamCall: false }, md);
+    const e1 = await callError(c.compact.bind(c), { sessionId: 'alice-1', start: 0, end: 0, expectedLastSeq: 0, summary: { $case: 'summaryText', value: 's' }, provider: 'p', model: 'm', usage: undefined, maxTokens: undefined, shadowedTokenCount: undefined, idempotencyKey: '', rawOutputJson: '', llmStreamCall: false, sourceCommandId: '' }, md);
     expect([e1.code, e1.metadata.permission]).toEqual([status.PERMISSION_DENIED, 'append']);
-    const e2 = await callError(c.pruneToolResults.bind(c), { sessionId: 'alice-1', seqs: [0], minBytes: 0, keepRecent: 0, excludeTools: [], headChars: undefined, tailChars: undefined, expectedLastSeq: undefined, idempotencyKey: '' }, md);
+    const e2 = await callError(c.pruneToolResults.bind(c), { sessionId: 'alice-1', seqs: [0], minBytes: 0, keepRecent: 0, excludeTools: [], headChars: undefined, tailChars: undefined, expectedLastSeq: undefined, idempotencyKey: '', minChars: 0, marker: 0, minSavingChars: undefined }, md);
     expect([e2.code, e2.metadata.permission]).toEqual([status.PERMISSION_DENIED, 'append']);
     expect((await call(c.getSurface.bind(c), { sessionId: 'alice-1' }, md)).seqs).toEqual([0]);
   });

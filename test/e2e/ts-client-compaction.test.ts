@@ -54,8 +54,9 @@ describe('palimpsest/client compaction and pruning (TypeScript)', () => {
   it('planCompaction + compact puts the summary first in messages(); asOfSeq shows the history before', async () => {
     const id = sid();
     await c.createSession(id);
-    const t1 = await toolTurn(c, id, 1, 'README.md');
-    const t2 = await toolTurn(c, id, 2, 'src/');
+    // A range larger than the framed summary: the reference refuses a summary that is not smaller.
+    const t1 = await toolTurn(c, id, 1, 'README.md\n'.repeat(100));
+    const t2 = await toolTurn(c, id, 2, 'src/\n'.repeat(200));
     const surfaceBefore = await c.getSurface(id);
     const before = await c.messages(id);
     const plan = await c.planCompaction(id, { upToSeq: t1.result });
@@ -85,6 +86,27 @@ describe('palimpsest/client compaction and pruning (TypeScript)', () => {
     expect(textOf((await c.messages(id) as Message[])[0]!)).toContain('both turns');
     expect(await c.compact(id, { keepTokens: 2 ** 40, summary: 'x', provider: 'p', model: 'm' })).toBeUndefined();
     expect(await c.head(id)).toBe(res2!.seqs[3]);
+  });
+
+  it('retainTokens keeps the shortest tail of at least N tokens; a summary not smaller than the range is refused as the reference does', async () => {
+    const id = sid();
+    await c.createSession(id);
+    const t1 = await toolTurn(c, id, 1, 'a');
+    const t2 = await toolTurn(c, id, 2, 'b');
+    // Retaining 1 token keeps the last node (t2's result); its call stays with it, so the cut moves
+    // to the balanced boundary before t2's assistant message.
+    const plan = await c.planCompaction(id, { retainTokens: 1 });
+    expect(plan.shadowedSeqs).toEqual([t1.user, t1.assistant, t1.result, t2.user]);
+    // keepTokens 1 keeps at most 1 token: the same cut here (one node is always kept).
+    expect((await c.planCompaction(id, { keepTokens: 1 })).shadowedSeqs).toEqual(plan.shadowedSeqs);
+    const res = await c.compact(id, { plan, summary: 'x'.repeat(4000), provider: 'p', model: 'm', sourceCommandId: 'cmd-1' });
+    expect(res!.error).toMatch(/^summary is not smaller than the shadowed content \(\d+ estimated framed tokens >= \d+\)$/);
+    expect(res!.seqs).toHaveLength(2);
+    const written: { type: string; data: unknown }[] = [];
+    for await (const e of c.events(id, { after: res!.seqs[0]! - 1 })) written.push({ type: e.type, data: JSON.parse(e.data?.kind?.$case === 'json' ? e.data.kind.value : 'null') });
+    expect(written.map((e) => e.type)).toEqual(['compaction/start', 'compaction/end']);
+    expect(written[1]!.data).toMatchObject({ sourceCommandId: 'cmd-1', error: res!.error });
+    expect(await c.getSurface(id)).toEqual([t1.user, t1.assistant, t1.result, t2.user, t2.assistant, t2.result]);
   });
 
   it('pruneToolResults shortens a result in place; a seq that is no tool result is refused', async () => {

@@ -12,8 +12,9 @@ import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import type { CandidateEvent, Json, SessionEvent } from '../../src/domain/event.js';
 import { projectMessage } from '../../src/domain/derive.js';
-import { compactionBatch, estimateMessageTokens, planCompaction, type PlanNode } from '../../src/domain/compaction-plan.js';
-import { pruneBatch, pruneContent, pruneMarker, toolResultContent } from '../../src/domain/prune.js';
+import { compactionBatch, planCompaction, type PlanNode } from '../../src/domain/compaction-plan.js';
+import { estimateMessageTokens } from '../../src/domain/token-estimate.js';
+import { PRUNE_MARKER, pruneBatch, pruneContent, pruneMarker, toolResultContent } from '../../src/domain/prune.js';
 import { PairingIndex, pairingInfoOfMessage, NO_PAIRING } from '../../src/domain/tool-pairing.js';
 import { Harness, logEvent } from '../support/engine-harness.js';
 import { rng } from '../support/rng.js';
@@ -130,7 +131,7 @@ function runSession(seed: number, steps: number): { compactions: number; prunes:
       const picked = results.filter(() => r() < 0.5).map((s) => h.events.get(s) as SessionEvent);
       const head = 20 + Math.floor(r() * 3000);
       const tail = Math.floor(r() * 1500);
-      const b = pruneBatch(picked, SID, head, tail);
+      const b = pruneBatch(picked, SID, { headChars: head, tailChars: tail });
       if (b.events.length === 0) continue;
       const plan = h.add(b.events as unknown as CandidateEvent[]);
       // Each copy equals its original except the inner content.
@@ -189,19 +190,20 @@ describe('planCompaction', () => {
 });
 
 describe('pruneContent (the reference pruner)', () => {
-  it('keeps head and tail code points around a marker naming the removed count, across text blocks', () => {
+  it('keeps head and tail code points around a marker naming the removed count (option with-count), across text blocks', () => {
     const blocks: Json[] = [{ type: 'text', text: 'a'.repeat(100) }, { type: 'image', attachment: { id: 'i' } }, { type: 'text', text: 'b'.repeat(100) }];
-    const out = pruneContent(blocks, 10, 5);
+    const out = pruneContent(blocks, { headChars: 10, tailChars: 5, marker: 'with-count' });
     expect(out?.removed).toBe(185);
     expect(out?.content).toEqual([{ type: 'text', text: 'a'.repeat(10) + pruneMarker(185) }, { type: 'image', attachment: { id: 'i' } }, { type: 'text', text: 'b'.repeat(5) }]);
     expect(pruneMarker(185)).toBe('\n\n[... tool result middle pruned: 185 characters ...]\n\n');
-    // Too short to save anything: left alone.
-    expect(pruneContent([{ type: 'text', text: 'x'.repeat(60) }], 10, 5)).toBeNull();
+    // Not over the threshold (head + marker + tail = 54 by default): left alone.
+    expect(pruneContent([{ type: 'text', text: 'x'.repeat(54) }], { headChars: 10, tailChars: 5 })).toBeNull();
+    expect(pruneContent([{ type: 'text', text: 'x'.repeat(55) }], { headChars: 10, tailChars: 5 })?.content).toEqual([{ type: 'text', text: 'x'.repeat(10) + PRUNE_MARKER + 'x'.repeat(5) }]);
   });
 
   it('slices by code point (no split surrogate pair)', () => {
     const s = '😀'.repeat(200);
-    const out = pruneContent([{ type: 'text', text: s }], 3, 2);
+    const out = pruneContent([{ type: 'text', text: s }], { headChars: 3, tailChars: 2 });
     const t = (out?.content[0] as { text: string }).text;
     expect(t.startsWith('😀😀😀\n\n[...')).toBe(true);
     expect(t.endsWith('...]\n\n😀😀')).toBe(true);

@@ -209,6 +209,21 @@ describe('JSONL decoder errors', () => {
     expect(err.message).toMatch(/^line 3: /);
   });
 
+  it.each([
+    ['turn', '{"turn":-0,"step":1,"index":0}', /turn is -0/],
+    ['step', '{"turn":1,"step":-0,"index":0}', /step is -0/],
+    ['index', '{"turn":1,"step":1,"index":-0}', /index is -0/],
+    ['turn', '{"turn":"1","step":1,"index":0}', /turn is a string/],
+  ])('names what is wrong with a packed row\'s %s (%s)', (_field, nums, message) => {
+    const decoder = new JsonlDecoder();
+    decoder.push(HEADER_LINE);
+    const line = `{"type":"text-chunks","seq0":1,"time0":1,"data":${nums.slice(0, -1)},"dt":[],"texts":["a"]}}`;
+    const err = expectDomainError(() => decoder.push(line), 'JSONL_INVALID');
+    expect(err.message).toMatch(message);
+    expect(err.message).not.toMatch(/must be numbers$/);
+    if (nums.includes('-0')) expect(err.message).toMatch(/write 0/);
+  });
+
   it('requires the header on line 1 and refuses an empty file', () => {
     expectDomainError(() => new JsonlDecoder().push('{"type":"turn/start","seq":0,"time":1,"data":{}}'), 'HEADER_INVALID');
     expectDomainError(() => new JsonlDecoder().push(''), 'JSONL_INVALID');

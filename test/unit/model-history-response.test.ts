@@ -4,9 +4,10 @@ import { describe, expect, it } from 'vitest';
 import { GetMessagesResponse } from '../../gen/palimpsest/v1/service.js';
 import type { Json } from '../../src/domain/event.js';
 import { modelHistoryResponse } from '../../src/server/handlers.js';
+import { estimateMessageTokens } from '../../src/domain/token-estimate.js';
 
 const expected = (messages: { seq: number; message: Json }[], headSeq: number | undefined): Buffer =>
-  Buffer.from(GetMessagesResponse.encode({ messages: messages.map((m) => ({ seq: m.seq, messageJson: JSON.stringify(m.message), message: undefined })), headSeq, nextPageToken: '' }).finish());
+  Buffer.from(GetMessagesResponse.encode({ messages: messages.map((m) => ({ seq: m.seq, messageJson: JSON.stringify(m.message), message: undefined, tokens: estimateMessageTokens(m.message) })), headSeq, nextPageToken: '' }).finish());
 
 describe('modelHistoryResponse', () => {
   it('equals the generated encoding, also when cached entries are reused or a message moves to another seq', () => {

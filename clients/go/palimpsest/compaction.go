@@ -42,19 +42,25 @@ func readOptions(opts []ReadOption) readOpts {
 	return o
 }
 
-// Budget is what a compaction keeps: KeepTokens(n) or UpToSeq(seq).
+// Budget is what a compaction keeps: RetainTokens(n), KeepTokens(n) or
+// UpToSeq(seq).
 type Budget struct {
-	keepTokens, upToSeq *uint64
+	retainTokens, keepTokens, upToSeq *uint64
 }
 
+// RetainTokens is the reference's budget (retainTokens): keep the shortest
+// recent tail of the surface whose tokens add up to at least n (at least one
+// node).
+func RetainTokens(n uint64) Budget { return Budget{retainTokens: &n} }
+
 // KeepTokens keeps the most recent nodes of the surface whose tokens add up to
-// at most n.
+// at most n (Palimpsest's budget; the reference's is RetainTokens).
 func KeepTokens(n uint64) Budget { return Budget{keepTokens: &n} }
 
 // UpToSeq shadows from the start of the surface up to this surface seq.
 func UpToSeq(seq uint64) Budget { return Budget{upToSeq: &seq} }
 
-func (b Budget) isSet() bool { return b.keepTokens != nil || b.upToSeq != nil }
+func (b Budget) isSet() bool { return b.retainTokens != nil || b.keepTokens != nil || b.upToSeq != nil }
 
 // PlanOptions are PlanCompaction's optional fields.
 type PlanOptions struct {
@@ -71,12 +77,14 @@ type PlanOptions struct {
 func (c *Client) PlanCompaction(ctx context.Context, id string, b Budget, o PlanOptions) (*pb.PlanCompactionResponse, error) {
 	req := &pb.PlanCompactionRequest{SessionId: id, TokenCounts: o.TokenCounts, OmitMessages: o.OmitMessages}
 	switch {
+	case b.retainTokens != nil:
+		req.Budget = &pb.PlanCompactionRequest_RetainTokens{RetainTokens: *b.retainTokens}
 	case b.keepTokens != nil:
 		req.Budget = &pb.PlanCompactionRequest_KeepTokens{KeepTokens: *b.keepTokens}
 	case b.upToSeq != nil:
 		req.Budget = &pb.PlanCompactionRequest_UpToSeq{UpToSeq: *b.upToSeq}
 	default:
-		return nil, errors.New("palimpsest: PlanCompaction needs a budget: KeepTokens(n) or UpToSeq(seq)")
+		return nil, errors.New("palimpsest: PlanCompaction needs a budget: RetainTokens(n), KeepTokens(n) or UpToSeq(seq)")
 	}
 	res, err := c.Raw.PlanCompaction(c.ctx(ctx), req)
 	if err != nil {
@@ -106,6 +114,9 @@ type CompactOptions struct {
 	MaxTokens       *uint64
 	// IdempotencyKey: "" = a generated one (a retry cannot compact twice).
 	IdempotencyKey string
+	// SourceCommandId is the command that asked for the compaction
+	// (sourceCommandId in its events); "" = none.
+	SourceCommandId string
 }
 
 // Compact compacts the oldest part of the surface into a summary: the server
@@ -113,6 +124,9 @@ type CompactOptions struct {
 // compaction/end (CompactResponse.Seqs), conditional on the head the plan was
 // made against. If another writer moved the session it fails with
 // FAILED_PRECONDITION / HEAD_MISMATCH and nothing is written: plan again.
+// As the reference does, a summary that is not smaller than the range is
+// refused: the response's Error is set and only compaction/start and
+// compaction/end were written.
 func (c *Client) Compact(ctx context.Context, id string, o CompactOptions) (*pb.CompactResponse, error) {
 	plan := o.Plan
 	if plan != nil && o.Budget.isSet() {
@@ -128,7 +142,8 @@ func (c *Client) Compact(ctx context.Context, id string, o CompactOptions) (*pb.
 		return nil, ErrNothingToCompact
 	}
 	req := &pb.CompactRequest{SessionId: id, Start: plan.GetStart(), End: plan.GetEnd(), ExpectedLastSeq: Expect(plan.GetExpectedLastSeq()),
-		Provider: o.Provider, Model: o.Model, Usage: o.Usage, MaxTokens: o.MaxTokens, IdempotencyKey: o.IdempotencyKey}
+		Provider: o.Provider, Model: o.Model, Usage: o.Usage, MaxTokens: o.MaxTokens, IdempotencyKey: o.IdempotencyKey,
+		SourceCommandId: o.SourceCommandId}
 	if req.IdempotencyKey == "" {
 		req.IdempotencyKey = newKey()
 	}
@@ -163,15 +178,28 @@ func (c *Client) Compact(ctx context.Context, id string, o CompactOptions) (*pb.
 	return res, nil
 }
 
-// PruneOptions select the tool results to prune: Seqs, or by policy (MinBytes,
-// KeepRecent, ExcludeTools). HeadChars/TailChars: nil = 4096/1024.
+// PruneOptions select the tool results to prune: Seqs, or by policy (MinChars
+// and/or MinBytes, KeepRecent, ExcludeTools). HeadChars/TailChars: nil =
+// 4096/1024. As the reference's pruner, a result is pruned when its text is
+// over the threshold in code points (MinChars, else head + marker + tail), with
+// the reference's fixed marker; MarkerWithCount and MinSavingChars are
+// Palimpsest's options.
 type PruneOptions struct {
-	Seqs         []uint64
+	Seqs []uint64
+	// MinChars: text over this many code points (the reference's thresholdChars).
+	MinChars uint64
+	// MinBytes: text over this many UTF-8 bytes.
 	MinBytes     uint64
 	KeepRecent   uint32
 	ExcludeTools []string
 	HeadChars    *uint32
 	TailChars    *uint32
+	// MarkerWithCount writes a marker naming the removed count (not the
+	// reference's).
+	MarkerWithCount bool
+	// MinSavingChars skips a prune that removes fewer code points (not the
+	// reference's); nil = none.
+	MinSavingChars *uint64
 	// ExpectedLastSeq makes the prune conditional (HEAD_MISMATCH).
 	ExpectedLastSeq *int64
 	IdempotencyKey  string
@@ -182,8 +210,12 @@ type PruneOptions struct {
 // A seq that is not a tool result on the surface is refused with
 // PRUNE_TARGET_INVALID (metadata seq).
 func (c *Client) PruneToolResults(ctx context.Context, id string, o PruneOptions) (*pb.PruneToolResultsResponse, error) {
-	if len(o.Seqs) == 0 && o.MinBytes == 0 {
-		return nil, errors.New("palimpsest: PruneToolResults needs Seqs or a policy (MinBytes)")
+	if len(o.Seqs) == 0 && o.MinBytes == 0 && o.MinChars == 0 {
+		return nil, errors.New("palimpsest: PruneToolResults needs Seqs or a policy (MinChars or MinBytes)")
+	}
+	marker := pb.PruneToolResultsRequest_MARKER_UNSPECIFIED
+	if o.MarkerWithCount {
+		marker = pb.PruneToolResultsRequest_MARKER_WITH_COUNT
 	}
 	key := o.IdempotencyKey
 	if key == "" {
@@ -191,7 +223,7 @@ func (c *Client) PruneToolResults(ctx context.Context, id string, o PruneOptions
 	}
 	res, err := c.Raw.PruneToolResults(c.ctx(ctx), &pb.PruneToolResultsRequest{SessionId: id, Seqs: o.Seqs, MinBytes: o.MinBytes,
 		KeepRecent: o.KeepRecent, ExcludeTools: o.ExcludeTools, HeadChars: o.HeadChars, TailChars: o.TailChars,
-		ExpectedLastSeq: o.ExpectedLastSeq, IdempotencyKey: key})
+		ExpectedLastSeq: o.ExpectedLastSeq, IdempotencyKey: key, MinChars: o.MinChars, Marker: marker, MinSavingChars: o.MinSavingChars})
 	if err != nil {
 		return nil, AsError(err)
 	}

@@ -44,8 +44,9 @@ func TestCompactionShowsTheSummaryAndAsOfShowsBefore(t *testing.T) {
 	c := dial(t, addr(t))
 	id := sid()
 	must[*pb.Session](t)(c.CreateSession(ctx, id, nil))
-	t1 := toolTurn(t, c, id, 1, "README.md")
-	t2 := toolTurn(t, c, id, 2, "src/")
+	// Long results: a summary must be smaller than the range it replaces (the reference's rule).
+	t1 := toolTurn(t, c, id, 1, strings.Repeat("README.md\n", 100))
+	t2 := toolTurn(t, c, id, 2, strings.Repeat("src/\n", 200))
 	surfaceBefore := must[[]uint64](t)(c.GetSurface(ctx, id))
 	before := must[[]map[string]any](t)(c.Messages(ctx, id, false))
 
@@ -125,8 +126,46 @@ func TestPruneToolResults(t *testing.T) {
 	}
 	msgs := must[[]map[string]any](t)(c.Messages(ctx, id, false))
 	inner := msgs[2]["content"].([]any)[0].(map[string]any)["content"].([]any)[0].(map[string]any)["text"].(string)
-	if msgs[2]["id"] != "r1" || !strings.HasPrefix(inner, long[:20]) || !strings.HasSuffix(inner, long[len(long)-20:]) || !strings.Contains(inner, "pruned") {
+	if msgs[2]["id"] != "r1" || inner != long[:20]+"\n\n[... tool result middle pruned ...]\n\n"+long[len(long)-20:] {
 		t.Fatalf("pruned result %q", inner)
+	}
+	// Palimpsest's options: a marker naming the count, by a code-point threshold.
+	t2 := toolTurn(t, c, id, 2, long)
+	minSaving := uint64(100)
+	res2 := must[*pb.PruneToolResultsResponse](t)(c.PruneToolResults(ctx, id, PruneOptions{MinChars: 1000, HeadChars: &head, TailChars: &tail, MarkerWithCount: true, MinSavingChars: &minSaving, KeepRecent: 0}))
+	if len(res2.GetPruned()) != 1 || res2.GetPruned()[0].GetOriginalSeq() != t2.result {
+		t.Fatalf("prune by min chars %v", res2)
+	}
+	msgs = must[[]map[string]any](t)(c.Messages(ctx, id, false))
+	last := msgs[len(msgs)-1]["content"].([]any)[0].(map[string]any)["content"].([]any)[0].(map[string]any)["text"].(string)
+	if !strings.Contains(last, "pruned: ") {
+		t.Fatalf("with-count marker %q", last)
+	}
+}
+
+func TestRetainTokensAndASummaryNotSmaller(t *testing.T) {
+	ctx := context.Background()
+	c := dial(t, addr(t))
+	id := sid()
+	must[*pb.Session](t)(c.CreateSession(ctx, id, nil))
+	t1 := toolTurn(t, c, id, 1, "a")
+	t2 := toolTurn(t, c, id, 2, "b")
+	// The shortest tail of at least 1 token is t2's result; its call stays with it.
+	plan := must[*pb.PlanCompactionResponse](t)(c.PlanCompaction(ctx, id, RetainTokens(1), PlanOptions{}))
+	if want := []uint64{t1.user, t1.assistant, t1.result, t2.user}; !reflect.DeepEqual(plan.GetShadowedSeqs(), want) {
+		t.Fatalf("shadowed %v, want %v", plan.GetShadowedSeqs(), want)
+	}
+	surface := must[[]uint64](t)(c.GetSurface(ctx, id))
+	res := must[*pb.CompactResponse](t)(c.Compact(ctx, id, CompactOptions{Plan: plan, Summary: strings.Repeat("x", 4000), Provider: "p", Model: "m", SourceCommandId: "cmd-1"}))
+	if res.Error == nil || !strings.HasPrefix(res.GetError(), "summary is not smaller than the shadowed content") || len(res.GetSeqs()) != 2 {
+		t.Fatalf("compact %v", res)
+	}
+	if got := must[[]uint64](t)(c.GetSurface(ctx, id)); !reflect.DeepEqual(got, surface) {
+		t.Fatalf("surface %v after a refused summary, want %v", got, surface)
+	}
+	s := must[*pb.Session](t)(c.GetSession(ctx, id))
+	if s.GetSurfaceTokens() == 0 || s.GetUsage() == nil {
+		t.Fatalf("session token counts %v", s)
 	}
 }
 

@@ -33,8 +33,9 @@ def text_of(message: Dict[str, Any]) -> str:
 
 def test_plan_then_compact_shows_the_summary_and_as_of_seq_shows_before(client: Client, session_id: str) -> None:
     client.create_session(session_id)
-    t1 = one_turn(client, session_id, 1)
-    t2 = one_turn(client, session_id, 2)
+    # Turns with long results: a summary must be smaller than the range it replaces.
+    t1 = long_result_turn(client, session_id, 1)
+    t2 = long_result_turn(client, session_id, 2)
     surface_before = client.get_surface(session_id)
     messages_before = client.messages(session_id)
     plan = client.plan_compaction(session_id, up_to_seq=t1["result"])
@@ -67,9 +68,9 @@ def test_plan_then_compact_shows_the_summary_and_as_of_seq_shows_before(client: 
 
 def test_compact_with_a_stale_plan_is_refused_and_leaves_the_log_untouched(client: Client, session_id: str) -> None:
     client.create_session(session_id)
-    t1 = one_turn(client, session_id, 1)
+    t1 = long_result_turn(client, session_id, 1)
     plan = client.plan_compaction(session_id, up_to_seq=t1["result"])
-    one_turn(client, session_id, 2)  # another writer moves the head
+    long_result_turn(client, session_id, 2)  # another writer moves the head
     head, surface = client.head(session_id), client.get_surface(session_id)
     with pytest.raises(PalimpsestError) as info:
         client.compact(session_id, "summary", plan=plan, provider="p", model="m")
@@ -79,6 +80,33 @@ def test_compact_with_a_stale_plan_is_refused_and_leaves_the_log_untouched(clien
     res = client.compact(session_id, [{"type": "text", "text": "two turns of ls"}], keep_tokens=1, provider="p", model="m")
     assert res is not None and res.seqs[0] == head + 1
     assert "two turns of ls" in text_of(client.messages(session_id)[0])
+
+
+def test_retain_tokens_and_a_summary_not_smaller_than_the_range(client: Client, session_id: str) -> None:
+    client.create_session(session_id)
+    t1 = one_turn(client, session_id, 1)
+    t2 = one_turn(client, session_id, 2)
+    # The reference's budget: the shortest tail of at least 1 token is t2's result; its call stays
+    # with it, so the range ends before t2's assistant message.
+    plan = client.plan_compaction(session_id, retain_tokens=1)
+    assert list(plan.shadowed_seqs) == [t1["user"], t1["assistant"], t1["result"], t2["user"]]
+    with pytest.raises(ValueError):
+        client.plan_compaction(session_id, 5, retain_tokens=1)
+    surface = client.get_surface(session_id)
+    res = client.compact(session_id, "x" * 4000, plan=plan, provider="p", model="m", source_command_id="cmd-1")
+    assert res is not None and res.HasField("error") and res.error.startswith("summary is not smaller than the shadowed content")
+    assert len(res.seqs) == 2 and client.get_surface(session_id) == surface
+    written = list(client.events(session_id, after=res.seqs[0] - 1))
+    assert [e.type for e in written] == ["compaction/start", "compaction/end"]
+
+
+def test_session_token_counts(client: Client, session_id: str) -> None:
+    client.create_session(session_id)
+    one_turn(client, session_id, 1)
+    s = client.get_session(session_id)
+    assert s.surface_tokens > 0
+    assert (s.usage.input_tokens, s.usage.output_tokens, s.usage.cache_read_tokens) == (10, 3, 0)
+    assert sum(m.tokens for _, m in client.derived_messages(session_id)) == s.surface_tokens
 
 
 def test_compact_with_nothing_to_compact_returns_none(client: Client, session_id: str) -> None:
@@ -98,11 +126,13 @@ def test_prune_tool_results_by_seq_and_by_policy(client: Client, session_id: str
     assert p.bytes_before == len(LONG) and p.bytes_after < 200 and res.bytes_saved == p.bytes_before - p.bytes_after
     msgs = client.messages(session_id)
     inner = msgs[2]["content"][0]["content"][0]["text"]
-    assert msgs[2]["id"] == "r1" and inner.startswith(LONG[:20]) and inner.endswith(LONG[-20:]) and "pruned" in inner
+    assert msgs[2]["id"] == "r1" and inner == LONG[:20] + "\n\n[... tool result middle pruned ...]\n\n" + LONG[-20:]
     # Policy: results over 1000 bytes except the most recent one (turn 2's is left alone).
     assert not client.prune_tool_results(session_id, min_bytes=1000, keep_recent=1).pruned
-    res2 = client.prune_tool_results(session_id, min_bytes=1000)
+    res2 = client.prune_tool_results(session_id, min_chars=1000, head_chars=100, tail_chars=100, marker="with-count",
+                                      min_saving_chars=100)
     assert [x.original_seq for x in res2.pruned] == [t2["result"]]
+    assert "pruned: " in client.messages(session_id)[-1]["content"][0]["content"][0]["text"]
 
 
 def test_prune_of_a_seq_that_is_no_tool_result_is_refused_and_leaves_the_log_untouched(client: Client, session_id: str) -> None:

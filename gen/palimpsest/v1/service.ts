@@ -403,7 +403,14 @@ export interface DerivedMessage {
    */
   messageJson: string;
   /** The typed message, when requested and exact. */
-  message: Message | undefined;
+  message:
+    | Message
+    | undefined;
+  /**
+   * The message's estimated tokens by the server's estimator (the reference
+   * token meter's; see PlanCompaction).
+   */
+  tokens: number;
 }
 
 /** Response for GetMessages. */
@@ -677,6 +684,12 @@ export interface PlanCompactionRequest {
     | //
     /** Shadow from the start of the surface up to this surface seq. */
     { $case: "upToSeq"; value: number }
+    | //
+    /**
+     * The reference's budget (`retainTokens`): keep the shortest recent tail
+     * whose tokens add up to at least this many (at least one node).
+     */
+    { $case: "retainTokens"; value: number }
     | undefined;
   /**
    * The client's own token count per surface seq; seqs not listed use the
@@ -698,9 +711,11 @@ export interface PlanCompactionRequest_TokenCountsEntry {
 /** Something that makes Compact refuse the plan now. */
 export interface CompactionBlocker {
   /**
-   * COMPACTION_IN_PROGRESS (a compaction/start without its compaction/end) or
-   * TOOL_CALLS_OPEN (tool calls on the surface without a result yet: a tool
-   * round in flight; the range always stays before them).
+   * COMPACTION_IN_PROGRESS (the latest compaction/start or compaction/end is
+   * a start, with no session/end-seed after it), TOOL_RESULT_UNMATCHED (a
+   * tool result on the surface has no matching call: an orphan or a second
+   * result; `seqs` names it) or TOOL_CALLS_OPEN (tool calls without a result
+   * yet and no balanced prefix before them to compact).
    */
   reason: string;
   /** What it is and what to do. */
@@ -787,6 +802,12 @@ export interface CompactRequest {
    * raw_output_json).
    */
   llmStreamCall: boolean;
+  /**
+   * The command that asked for the compaction (`sourceCommandId`, written in
+   * compaction/start, compaction/summary, compaction/end and the checkpoint
+   * message's source, as the reference writes a command-initiated one).
+   */
+  sourceCommandId: string;
 }
 
 /** Response for Compact. */
@@ -799,8 +820,15 @@ export interface CompactResponse {
   surfaceLength: number;
   /** True if this answers a retried idempotent request. */
   replayed: boolean;
-  /** The recorded `shadowedTokenCount`. */
+  /** The recorded `shadowedTokenCount` (0 when `error` is set). */
   shadowedTokenCount: number;
+  /**
+   * Set when the summary was refused as the reference refuses it (its framed
+   * checkpoint is not smaller than the shadowed range): `seqs` are then the
+   * compaction/start and the compaction/end carrying this error, and the
+   * surface is unchanged.
+   */
+  error?: string | undefined;
 }
 
 /** Request for PruneToolResults. */
@@ -809,7 +837,10 @@ export interface PruneToolResultsRequest {
   sessionId: string;
   /** Prune these surface tool/result seqs (else the policy below selects). */
   seqs: number[];
-  /** Policy: prune results whose text is over this many UTF-8 bytes. */
+  /**
+   * Policy: prune results whose text is over this many UTF-8 bytes
+   * (Palimpsest's; see min_chars for the reference's threshold).
+   */
   minBytes: number;
   /** Policy: leave the most recent K tool results on the surface alone. */
   keepRecent: number;
@@ -829,6 +860,64 @@ export interface PruneToolResultsRequest {
     | undefined;
   /** Idempotency key (as AppendEvents). */
   idempotencyKey: string;
+  /**
+   * Policy and threshold: prune results whose text is over this many code
+   * points (the reference's `thresholdChars`; at least head + marker + tail).
+   */
+  minChars: number;
+  /** Which marker to write; unset = the reference's. */
+  marker: PruneToolResultsRequest_Marker;
+  /**
+   * Skip a prune that removes fewer code points than this (Palimpsest's
+   * option, not the reference's); unset = prune whenever over the threshold.
+   */
+  minSavingChars?: number | undefined;
+}
+
+/** The marker a prune writes. */
+export enum PruneToolResultsRequest_Marker {
+  /** MARKER_UNSPECIFIED - The reference's fixed marker (the default). */
+  MARKER_UNSPECIFIED = 0,
+  /** MARKER_REFERENCE - The reference's fixed marker, `\n\n[... tool result middle pruned ...]\n\n`. */
+  MARKER_REFERENCE = 1,
+  /**
+   * MARKER_WITH_COUNT - Palimpsest's marker naming the count (differs from the reference):
+   * `\n\n[... tool result middle pruned: N characters ...]\n\n`.
+   */
+  MARKER_WITH_COUNT = 2,
+  UNRECOGNIZED = -1,
+}
+
+export function pruneToolResultsRequest_MarkerFromJSON(object: any): PruneToolResultsRequest_Marker {
+  switch (object) {
+    case 0:
+    case "MARKER_UNSPECIFIED":
+      return PruneToolResultsRequest_Marker.MARKER_UNSPECIFIED;
+    case 1:
+    case "MARKER_REFERENCE":
+      return PruneToolResultsRequest_Marker.MARKER_REFERENCE;
+    case 2:
+    case "MARKER_WITH_COUNT":
+      return PruneToolResultsRequest_Marker.MARKER_WITH_COUNT;
+    case -1:
+    case "UNRECOGNIZED":
+    default:
+      return PruneToolResultsRequest_Marker.UNRECOGNIZED;
+  }
+}
+
+export function pruneToolResultsRequest_MarkerToJSON(object: PruneToolResultsRequest_Marker): string {
+  switch (object) {
+    case PruneToolResultsRequest_Marker.MARKER_UNSPECIFIED:
+      return "MARKER_UNSPECIFIED";
+    case PruneToolResultsRequest_Marker.MARKER_REFERENCE:
+      return "MARKER_REFERENCE";
+    case PruneToolResultsRequest_Marker.MARKER_WITH_COUNT:
+      return "MARKER_WITH_COUNT";
+    case PruneToolResultsRequest_Marker.UNRECOGNIZED:
+    default:
+      return "UNRECOGNIZED";
+  }
 }
 
 /** One pruned tool result. */
@@ -2970,7 +3059,7 @@ export const GetMessagesRequest: MessageFns<GetMessagesRequest> = {
 };
 
 function createBaseDerivedMessage(): DerivedMessage {
-  return { seq: 0, messageJson: "", message: undefined };
+  return { seq: 0, messageJson: "", message: undefined, tokens: 0 };
 }
 
 export const DerivedMessage: MessageFns<DerivedMessage> = {
@@ -2983,6 +3072,9 @@ export const DerivedMessage: MessageFns<DerivedMessage> = {
     }
     if (message.message !== undefined) {
       Message.encode(message.message, writer.uint32(26).fork()).join();
+    }
+    if (message.tokens !== 0) {
+      writer.uint32(32).uint64(message.tokens);
     }
     return writer;
   },
@@ -3024,6 +3116,14 @@ export const DerivedMessage: MessageFns<DerivedMessage> = {
             message.message = Message.decode(reader, reader.uint32());
             continue;
           }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.tokens = longToNumber(reader.uint64());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3045,6 +3145,7 @@ export const DerivedMessage: MessageFns<DerivedMessage> = {
         ? globalThis.String(object.message_json)
         : "",
       message: isSet(object.message) ? Message.fromJSON(object.message) : undefined,
+      tokens: isSet(object.tokens) ? globalThis.Number(object.tokens) : 0,
     };
   },
 
@@ -3059,6 +3160,9 @@ export const DerivedMessage: MessageFns<DerivedMessage> = {
     if (message.message !== undefined) {
       obj.message = Message.toJSON(message.message);
     }
+    if (message.tokens !== 0) {
+      obj.tokens = Math.round(message.tokens);
+    }
     return obj;
   },
 
@@ -3072,6 +3176,7 @@ export const DerivedMessage: MessageFns<DerivedMessage> = {
     message.message = (object.message !== undefined && object.message !== null)
       ? Message.fromPartial(object.message)
       : undefined;
+    message.tokens = object.tokens ?? 0;
     return message;
   },
 };
@@ -5395,6 +5500,9 @@ export const PlanCompactionRequest: MessageFns<PlanCompactionRequest> = {
       case "upToSeq":
         writer.uint32(24).uint64(message.budget.value);
         break;
+      case "retainTokens":
+        writer.uint32(48).uint64(message.budget.value);
+        break;
     }
     globalThis.Object.entries(message.tokenCounts).forEach(([key, value]: [string, number]) => {
       PlanCompactionRequest_TokenCountsEntry.encode({ key: key as any, value }, writer.uint32(34).fork()).join();
@@ -5440,6 +5548,14 @@ export const PlanCompactionRequest: MessageFns<PlanCompactionRequest> = {
             }
 
             message.budget = { $case: "upToSeq", value: longToNumber(reader.uint64()) };
+            continue;
+          }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.budget = { $case: "retainTokens", value: longToNumber(reader.uint64()) };
             continue;
           }
           case 4: {
@@ -5488,6 +5604,10 @@ export const PlanCompactionRequest: MessageFns<PlanCompactionRequest> = {
         ? { $case: "upToSeq", value: globalThis.Number(object.upToSeq) }
         : isSet(object.up_to_seq)
         ? { $case: "upToSeq", value: globalThis.Number(object.up_to_seq) }
+        : isSet(object.retainTokens)
+        ? { $case: "retainTokens", value: globalThis.Number(object.retainTokens) }
+        : isSet(object.retain_tokens)
+        ? { $case: "retainTokens", value: globalThis.Number(object.retain_tokens) }
         : undefined,
       tokenCounts: isObject(object.tokenCounts)
         ? (globalThis.Object.entries(object.tokenCounts) as [string, any][]).reduce(
@@ -5533,6 +5653,8 @@ export const PlanCompactionRequest: MessageFns<PlanCompactionRequest> = {
       obj.keepTokens = Math.round(message.budget.value);
     } else if (message.budget?.$case === "upToSeq") {
       obj.upToSeq = Math.round(message.budget.value);
+    } else if (message.budget?.$case === "retainTokens") {
+      obj.retainTokens = Math.round(message.budget.value);
     }
     if (message.tokenCounts) {
       const entries = globalThis.Object.entries(message.tokenCounts) as [string, number][];
@@ -5565,6 +5687,12 @@ export const PlanCompactionRequest: MessageFns<PlanCompactionRequest> = {
       case "upToSeq": {
         if (object.budget?.value !== undefined && object.budget?.value !== null) {
           message.budget = { $case: "upToSeq", value: object.budget.value };
+        }
+        break;
+      }
+      case "retainTokens": {
+        if (object.budget?.value !== undefined && object.budget?.value !== null) {
+          message.budget = { $case: "retainTokens", value: object.budget.value };
         }
         break;
       }
@@ -6046,6 +6174,7 @@ function createBaseCompactRequest(): CompactRequest {
     idempotencyKey: "",
     rawOutputJson: "",
     llmStreamCall: false,
+    sourceCommandId: "",
   };
 }
 
@@ -6094,6 +6223,9 @@ export const CompactRequest: MessageFns<CompactRequest> = {
     }
     if (message.llmStreamCall !== false) {
       writer.uint32(112).bool(message.llmStreamCall);
+    }
+    if (message.sourceCommandId !== "") {
+      writer.uint32(122).string(message.sourceCommandId);
     }
     return writer;
   },
@@ -6223,6 +6355,14 @@ export const CompactRequest: MessageFns<CompactRequest> = {
             message.llmStreamCall = reader.bool();
             continue;
           }
+          case 15: {
+            if (tag !== 122) {
+              break;
+            }
+
+            message.sourceCommandId = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -6286,6 +6426,11 @@ export const CompactRequest: MessageFns<CompactRequest> = {
         : isSet(object.llm_stream_call)
         ? globalThis.Boolean(object.llm_stream_call)
         : false,
+      sourceCommandId: isSet(object.sourceCommandId)
+        ? globalThis.String(object.sourceCommandId)
+        : isSet(object.source_command_id)
+        ? globalThis.String(object.source_command_id)
+        : "",
     };
   },
 
@@ -6332,6 +6477,9 @@ export const CompactRequest: MessageFns<CompactRequest> = {
     if (message.llmStreamCall !== false) {
       obj.llmStreamCall = message.llmStreamCall;
     }
+    if (message.sourceCommandId !== "") {
+      obj.sourceCommandId = message.sourceCommandId;
+    }
     return obj;
   },
 
@@ -6368,12 +6516,13 @@ export const CompactRequest: MessageFns<CompactRequest> = {
     message.idempotencyKey = object.idempotencyKey ?? "";
     message.rawOutputJson = object.rawOutputJson ?? "";
     message.llmStreamCall = object.llmStreamCall ?? false;
+    message.sourceCommandId = object.sourceCommandId ?? "";
     return message;
   },
 };
 
 function createBaseCompactResponse(): CompactResponse {
-  return { seqs: [], compactionId: "", surfaceLength: 0, replayed: false, shadowedTokenCount: 0 };
+  return { seqs: [], compactionId: "", surfaceLength: 0, replayed: false, shadowedTokenCount: 0, error: undefined };
 }
 
 export const CompactResponse: MessageFns<CompactResponse> = {
@@ -6396,6 +6545,9 @@ export const CompactResponse: MessageFns<CompactResponse> = {
     }
     if (message.shadowedTokenCount !== 0) {
       writer.uint32(40).uint64(message.shadowedTokenCount);
+    }
+    if (message.error !== undefined) {
+      writer.uint32(50).string(message.error);
     }
     return writer;
   },
@@ -6463,6 +6615,14 @@ export const CompactResponse: MessageFns<CompactResponse> = {
             message.shadowedTokenCount = longToNumber(reader.uint64());
             continue;
           }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.error = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -6494,6 +6654,7 @@ export const CompactResponse: MessageFns<CompactResponse> = {
         : isSet(object.shadowed_token_count)
         ? globalThis.Number(object.shadowed_token_count)
         : 0,
+      error: isSet(object.error) ? globalThis.String(object.error) : undefined,
     };
   },
 
@@ -6514,6 +6675,9 @@ export const CompactResponse: MessageFns<CompactResponse> = {
     if (message.shadowedTokenCount !== 0) {
       obj.shadowedTokenCount = Math.round(message.shadowedTokenCount);
     }
+    if (message.error !== undefined) {
+      obj.error = message.error;
+    }
     return obj;
   },
 
@@ -6527,6 +6691,7 @@ export const CompactResponse: MessageFns<CompactResponse> = {
     message.surfaceLength = object.surfaceLength ?? 0;
     message.replayed = object.replayed ?? false;
     message.shadowedTokenCount = object.shadowedTokenCount ?? 0;
+    message.error = object.error ?? undefined;
     return message;
   },
 };
@@ -6542,6 +6707,9 @@ function createBasePruneToolResultsRequest(): PruneToolResultsRequest {
     tailChars: undefined,
     expectedLastSeq: undefined,
     idempotencyKey: "",
+    minChars: 0,
+    marker: 0,
+    minSavingChars: undefined,
   };
 }
 
@@ -6577,6 +6745,15 @@ export const PruneToolResultsRequest: MessageFns<PruneToolResultsRequest> = {
     }
     if (message.idempotencyKey !== "") {
       writer.uint32(74).string(message.idempotencyKey);
+    }
+    if (message.minChars !== 0) {
+      writer.uint32(80).uint64(message.minChars);
+    }
+    if (message.marker !== 0) {
+      writer.uint32(88).int32(message.marker);
+    }
+    if (message.minSavingChars !== undefined) {
+      writer.uint32(96).uint64(message.minSavingChars);
     }
     return writer;
   },
@@ -6676,6 +6853,30 @@ export const PruneToolResultsRequest: MessageFns<PruneToolResultsRequest> = {
             message.idempotencyKey = reader.string();
             continue;
           }
+          case 10: {
+            if (tag !== 80) {
+              break;
+            }
+
+            message.minChars = longToNumber(reader.uint64());
+            continue;
+          }
+          case 11: {
+            if (tag !== 88) {
+              break;
+            }
+
+            message.marker = reader.int32() as any;
+            continue;
+          }
+          case 12: {
+            if (tag !== 96) {
+              break;
+            }
+
+            message.minSavingChars = longToNumber(reader.uint64());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -6731,6 +6932,17 @@ export const PruneToolResultsRequest: MessageFns<PruneToolResultsRequest> = {
         : isSet(object.idempotency_key)
         ? globalThis.String(object.idempotency_key)
         : "",
+      minChars: isSet(object.minChars)
+        ? globalThis.Number(object.minChars)
+        : isSet(object.min_chars)
+        ? globalThis.Number(object.min_chars)
+        : 0,
+      marker: isSet(object.marker) ? pruneToolResultsRequest_MarkerFromJSON(object.marker) : 0,
+      minSavingChars: isSet(object.minSavingChars)
+        ? globalThis.Number(object.minSavingChars)
+        : isSet(object.min_saving_chars)
+        ? globalThis.Number(object.min_saving_chars)
+        : undefined,
     };
   },
 
@@ -6763,6 +6975,15 @@ export const PruneToolResultsRequest: MessageFns<PruneToolResultsRequest> = {
     if (message.idempotencyKey !== "") {
       obj.idempotencyKey = message.idempotencyKey;
     }
+    if (message.minChars !== 0) {
+      obj.minChars = Math.round(message.minChars);
+    }
+    if (message.marker !== 0) {
+      obj.marker = pruneToolResultsRequest_MarkerToJSON(message.marker);
+    }
+    if (message.minSavingChars !== undefined) {
+      obj.minSavingChars = Math.round(message.minSavingChars);
+    }
     return obj;
   },
 
@@ -6780,6 +7001,9 @@ export const PruneToolResultsRequest: MessageFns<PruneToolResultsRequest> = {
     message.tailChars = object.tailChars ?? undefined;
     message.expectedLastSeq = object.expectedLastSeq ?? undefined;
     message.idempotencyKey = object.idempotencyKey ?? "";
+    message.minChars = object.minChars ?? 0;
+    message.marker = object.marker ?? 0;
+    message.minSavingChars = object.minSavingChars ?? undefined;
     return message;
   },
 };
@@ -7435,17 +7659,23 @@ export const SessionServiceService = {
     responseDeserialize: (value: Buffer): SubscribeEventsResponse => SubscribeEventsResponse.decode(value),
   },
   /**
-   * Plans a compaction (read-only): the range to shadow, anchored at the start
-   * of the surface, keeping the most recent `keep_tokens` of the surface (or
-   * up to `up_to_seq`), moved earlier so that it never separates a tool call
-   * from its results. Returns what Compact needs (`start`, `end`,
-   * `expected_last_seq`), the shadowed seqs and token count, the derived
-   * messages of the range (what a client sends to its summariser) and the
-   * blockers that make Compact refuse now.
-   * Token estimator: per message, ceil(characters / 4) + 8, where characters
-   * counts the text of text and reasoning blocks, a tool call's name and
-   * arguments, and (recursively) a tool result's inner content; an image block
-   * counts 1000 characters. `token_counts` overrides it per seq.
+   * Plans a compaction (read-only), as the reference's compaction-basic
+   * selects it: the range to shadow, anchored at the start of the surface,
+   * keeping a recent tail by the budget (`retain_tokens`, the reference's:
+   * the shortest tail of at least N tokens; `keep_tokens`, Palimpsest's own
+   * and different: the longest tail of at most N; or up to `up_to_seq`), then
+   * moved earlier to a cut where the reference's count-based tool-pairing
+   * balance holds (no tool call before the cut is still waiting for its
+   * result), so the balanced prefix before an unanswered call is compacted.
+   * Returns what Compact needs (`start`, `end`, `expected_last_seq`), the
+   * shadowed seqs and token count, the derived messages of the range (what a
+   * client sends to its summariser) and the blockers that make Compact refuse
+   * now.
+   * Token estimator (the reference token meter's): per content block, a text
+   * or reasoning block ceil(length / 4) + 4, a tool call ceil(name / 4) +
+   * ceil(arguments / 4) + 4, a tool result its inner content + 4, any other
+   * block (images included) 4 + ceil(JSON length / 4); plus 4 per message.
+   * Lengths are UTF-16 code units. `token_counts` overrides it per seq.
    * Errors: SESSION_NOT_FOUND, INVALID_ARGUMENT (no budget, or `up_to_seq` not
    * on the surface).
    */
@@ -7466,10 +7696,16 @@ export const SessionServiceService = {
    * `compaction/start`, `compaction/summary`, the replacing `user/message`
    * (plugin source `compact`, the framed summary, citing the start, the
    * summary and every shadowed seq) and `compaction/end`. The batch is always
-   * checked by the tool-pairing guard.
+   * checked by the tool-pairing guard. As the reference does, a summary whose
+   * framed checkpoint is not cheaper (by the estimator) than the shadowed
+   * range is refused by writing only `compaction/start` and
+   * `compaction/end {error}`; the call succeeds and `error` in the response
+   * says so.
    * Errors: HEAD_MISMATCH (FAILED_PRECONDITION: the head moved since the plan;
-   * plan again), COMPACTION_BLOCKED (FAILED_PRECONDITION: an open
-   * compaction/start or open tool calls on the surface; metadata `blocker`),
+   * plan again), COMPACTION_BLOCKED (FAILED_PRECONDITION: the latest
+   * compaction/start has no compaction/end after it, a tool result on the
+   * surface has no matching call, or the range ends inside a tool round whose
+   * calls have no result yet; metadata `blocker`, `seqs`),
    * COMPACTION_RANGE_INVALID (FAILED_PRECONDITION: `start` is not the first
    * surface node, or `end` not on the surface after it), TOOL_PAIRING_BROKEN,
    * IDEMPOTENCY_KEY_REUSED, INVALID_ARGUMENT (no summary, summary_json not a
@@ -7488,15 +7724,20 @@ export const SessionServiceService = {
    * Prunes tool results on the surface, as the reference's tool-result pruner
    * does: for each, a `compaction/prune` then a `tool/result` copy identical
    * to the original except the tool-result block's inner content, whose text
-   * keeps its first `head_chars` and last `tail_chars` characters around a
-   * marker naming how many characters were removed. Targets are given by seq,
-   * or by policy (text over `min_bytes`, except the `keep_recent` most recent
-   * results and `exclude_tools`). A result whose text is not longer than
-   * head + tail + twice the marker is left alone (listed in `skipped`): the
-   * saving would not pay for the marker.
+   * keeps its first `head_chars` and last `tail_chars` code points around the
+   * reference's fixed marker `\n\n[... tool result middle pruned ...]\n\n`.
+   * A result is pruned whenever its text is longer than the threshold in code
+   * points: `min_chars` (the reference's thresholdChars), else head + marker +
+   * tail; others are listed in `skipped`. Targets are given by seq, or by
+   * policy (text over `min_chars` code points and/or `min_bytes` UTF-8 bytes,
+   * except the `keep_recent` most recent results and `exclude_tools`).
+   * Options that differ from the reference: `marker = MARKER_WITH_COUNT` (the
+   * marker names how many characters were removed) and `min_saving_chars`
+   * (skip a prune that removes fewer code points).
    * Errors: PRUNE_TARGET_INVALID (FAILED_PRECONDITION: a seq that is not a
    * tool/result on the surface; metadata `seq`), HEAD_MISMATCH,
-   * IDEMPOTENCY_KEY_REUSED, INVALID_ARGUMENT (neither seqs nor min_bytes).
+   * IDEMPOTENCY_KEY_REUSED, INVALID_ARGUMENT (neither seqs nor min_chars nor
+   * min_bytes; min_chars below head + marker + tail).
    */
   pruneToolResults: {
     path: "/palimpsest.v1.SessionService/PruneToolResults" as const,
@@ -7674,17 +7915,23 @@ export interface SessionServiceServer extends UntypedServiceImplementation {
    */
   subscribeEvents: handleServerStreamingCall<SubscribeEventsRequest, SubscribeEventsResponse>;
   /**
-   * Plans a compaction (read-only): the range to shadow, anchored at the start
-   * of the surface, keeping the most recent `keep_tokens` of the surface (or
-   * up to `up_to_seq`), moved earlier so that it never separates a tool call
-   * from its results. Returns what Compact needs (`start`, `end`,
-   * `expected_last_seq`), the shadowed seqs and token count, the derived
-   * messages of the range (what a client sends to its summariser) and the
-   * blockers that make Compact refuse now.
-   * Token estimator: per message, ceil(characters / 4) + 8, where characters
-   * counts the text of text and reasoning blocks, a tool call's name and
-   * arguments, and (recursively) a tool result's inner content; an image block
-   * counts 1000 characters. `token_counts` overrides it per seq.
+   * Plans a compaction (read-only), as the reference's compaction-basic
+   * selects it: the range to shadow, anchored at the start of the surface,
+   * keeping a recent tail by the budget (`retain_tokens`, the reference's:
+   * the shortest tail of at least N tokens; `keep_tokens`, Palimpsest's own
+   * and different: the longest tail of at most N; or up to `up_to_seq`), then
+   * moved earlier to a cut where the reference's count-based tool-pairing
+   * balance holds (no tool call before the cut is still waiting for its
+   * result), so the balanced prefix before an unanswered call is compacted.
+   * Returns what Compact needs (`start`, `end`, `expected_last_seq`), the
+   * shadowed seqs and token count, the derived messages of the range (what a
+   * client sends to its summariser) and the blockers that make Compact refuse
+   * now.
+   * Token estimator (the reference token meter's): per content block, a text
+   * or reasoning block ceil(length / 4) + 4, a tool call ceil(name / 4) +
+   * ceil(arguments / 4) + 4, a tool result its inner content + 4, any other
+   * block (images included) 4 + ceil(JSON length / 4); plus 4 per message.
+   * Lengths are UTF-16 code units. `token_counts` overrides it per seq.
    * Errors: SESSION_NOT_FOUND, INVALID_ARGUMENT (no budget, or `up_to_seq` not
    * on the surface).
    */
@@ -7695,10 +7942,16 @@ export interface SessionServiceServer extends UntypedServiceImplementation {
    * `compaction/start`, `compaction/summary`, the replacing `user/message`
    * (plugin source `compact`, the framed summary, citing the start, the
    * summary and every shadowed seq) and `compaction/end`. The batch is always
-   * checked by the tool-pairing guard.
+   * checked by the tool-pairing guard. As the reference does, a summary whose
+   * framed checkpoint is not cheaper (by the estimator) than the shadowed
+   * range is refused by writing only `compaction/start` and
+   * `compaction/end {error}`; the call succeeds and `error` in the response
+   * says so.
    * Errors: HEAD_MISMATCH (FAILED_PRECONDITION: the head moved since the plan;
-   * plan again), COMPACTION_BLOCKED (FAILED_PRECONDITION: an open
-   * compaction/start or open tool calls on the surface; metadata `blocker`),
+   * plan again), COMPACTION_BLOCKED (FAILED_PRECONDITION: the latest
+   * compaction/start has no compaction/end after it, a tool result on the
+   * surface has no matching call, or the range ends inside a tool round whose
+   * calls have no result yet; metadata `blocker`, `seqs`),
    * COMPACTION_RANGE_INVALID (FAILED_PRECONDITION: `start` is not the first
    * surface node, or `end` not on the surface after it), TOOL_PAIRING_BROKEN,
    * IDEMPOTENCY_KEY_REUSED, INVALID_ARGUMENT (no summary, summary_json not a
@@ -7709,15 +7962,20 @@ export interface SessionServiceServer extends UntypedServiceImplementation {
    * Prunes tool results on the surface, as the reference's tool-result pruner
    * does: for each, a `compaction/prune` then a `tool/result` copy identical
    * to the original except the tool-result block's inner content, whose text
-   * keeps its first `head_chars` and last `tail_chars` characters around a
-   * marker naming how many characters were removed. Targets are given by seq,
-   * or by policy (text over `min_bytes`, except the `keep_recent` most recent
-   * results and `exclude_tools`). A result whose text is not longer than
-   * head + tail + twice the marker is left alone (listed in `skipped`): the
-   * saving would not pay for the marker.
+   * keeps its first `head_chars` and last `tail_chars` code points around the
+   * reference's fixed marker `\n\n[... tool result middle pruned ...]\n\n`.
+   * A result is pruned whenever its text is longer than the threshold in code
+   * points: `min_chars` (the reference's thresholdChars), else head + marker +
+   * tail; others are listed in `skipped`. Targets are given by seq, or by
+   * policy (text over `min_chars` code points and/or `min_bytes` UTF-8 bytes,
+   * except the `keep_recent` most recent results and `exclude_tools`).
+   * Options that differ from the reference: `marker = MARKER_WITH_COUNT` (the
+   * marker names how many characters were removed) and `min_saving_chars`
+   * (skip a prune that removes fewer code points).
    * Errors: PRUNE_TARGET_INVALID (FAILED_PRECONDITION: a seq that is not a
    * tool/result on the surface; metadata `seq`), HEAD_MISMATCH,
-   * IDEMPOTENCY_KEY_REUSED, INVALID_ARGUMENT (neither seqs nor min_bytes).
+   * IDEMPOTENCY_KEY_REUSED, INVALID_ARGUMENT (neither seqs nor min_chars nor
+   * min_bytes; min_chars below head + marker + tail).
    */
   pruneToolResults: handleUnaryCall<PruneToolResultsRequest, PruneToolResultsResponse>;
 }
@@ -8069,17 +8327,23 @@ export interface SessionServiceClient extends Client {
     options?: Partial<CallOptions>,
   ): ClientReadableStream<SubscribeEventsResponse>;
   /**
-   * Plans a compaction (read-only): the range to shadow, anchored at the start
-   * of the surface, keeping the most recent `keep_tokens` of the surface (or
-   * up to `up_to_seq`), moved earlier so that it never separates a tool call
-   * from its results. Returns what Compact needs (`start`, `end`,
-   * `expected_last_seq`), the shadowed seqs and token count, the derived
-   * messages of the range (what a client sends to its summariser) and the
-   * blockers that make Compact refuse now.
-   * Token estimator: per message, ceil(characters / 4) + 8, where characters
-   * counts the text of text and reasoning blocks, a tool call's name and
-   * arguments, and (recursively) a tool result's inner content; an image block
-   * counts 1000 characters. `token_counts` overrides it per seq.
+   * Plans a compaction (read-only), as the reference's compaction-basic
+   * selects it: the range to shadow, anchored at the start of the surface,
+   * keeping a recent tail by the budget (`retain_tokens`, the reference's:
+   * the shortest tail of at least N tokens; `keep_tokens`, Palimpsest's own
+   * and different: the longest tail of at most N; or up to `up_to_seq`), then
+   * moved earlier to a cut where the reference's count-based tool-pairing
+   * balance holds (no tool call before the cut is still waiting for its
+   * result), so the balanced prefix before an unanswered call is compacted.
+   * Returns what Compact needs (`start`, `end`, `expected_last_seq`), the
+   * shadowed seqs and token count, the derived messages of the range (what a
+   * client sends to its summariser) and the blockers that make Compact refuse
+   * now.
+   * Token estimator (the reference token meter's): per content block, a text
+   * or reasoning block ceil(length / 4) + 4, a tool call ceil(name / 4) +
+   * ceil(arguments / 4) + 4, a tool result its inner content + 4, any other
+   * block (images included) 4 + ceil(JSON length / 4); plus 4 per message.
+   * Lengths are UTF-16 code units. `token_counts` overrides it per seq.
    * Errors: SESSION_NOT_FOUND, INVALID_ARGUMENT (no budget, or `up_to_seq` not
    * on the surface).
    */
@@ -8104,10 +8368,16 @@ export interface SessionServiceClient extends Client {
    * `compaction/start`, `compaction/summary`, the replacing `user/message`
    * (plugin source `compact`, the framed summary, citing the start, the
    * summary and every shadowed seq) and `compaction/end`. The batch is always
-   * checked by the tool-pairing guard.
+   * checked by the tool-pairing guard. As the reference does, a summary whose
+   * framed checkpoint is not cheaper (by the estimator) than the shadowed
+   * range is refused by writing only `compaction/start` and
+   * `compaction/end {error}`; the call succeeds and `error` in the response
+   * says so.
    * Errors: HEAD_MISMATCH (FAILED_PRECONDITION: the head moved since the plan;
-   * plan again), COMPACTION_BLOCKED (FAILED_PRECONDITION: an open
-   * compaction/start or open tool calls on the surface; metadata `blocker`),
+   * plan again), COMPACTION_BLOCKED (FAILED_PRECONDITION: the latest
+   * compaction/start has no compaction/end after it, a tool result on the
+   * surface has no matching call, or the range ends inside a tool round whose
+   * calls have no result yet; metadata `blocker`, `seqs`),
    * COMPACTION_RANGE_INVALID (FAILED_PRECONDITION: `start` is not the first
    * surface node, or `end` not on the surface after it), TOOL_PAIRING_BROKEN,
    * IDEMPOTENCY_KEY_REUSED, INVALID_ARGUMENT (no summary, summary_json not a
@@ -8132,15 +8402,20 @@ export interface SessionServiceClient extends Client {
    * Prunes tool results on the surface, as the reference's tool-result pruner
    * does: for each, a `compaction/prune` then a `tool/result` copy identical
    * to the original except the tool-result block's inner content, whose text
-   * keeps its first `head_chars` and last `tail_chars` characters around a
-   * marker naming how many characters were removed. Targets are given by seq,
-   * or by policy (text over `min_bytes`, except the `keep_recent` most recent
-   * results and `exclude_tools`). A result whose text is not longer than
-   * head + tail + twice the marker is left alone (listed in `skipped`): the
-   * saving would not pay for the marker.
+   * keeps its first `head_chars` and last `tail_chars` code points around the
+   * reference's fixed marker `\n\n[... tool result middle pruned ...]\n\n`.
+   * A result is pruned whenever its text is longer than the threshold in code
+   * points: `min_chars` (the reference's thresholdChars), else head + marker +
+   * tail; others are listed in `skipped`. Targets are given by seq, or by
+   * policy (text over `min_chars` code points and/or `min_bytes` UTF-8 bytes,
+   * except the `keep_recent` most recent results and `exclude_tools`).
+   * Options that differ from the reference: `marker = MARKER_WITH_COUNT` (the
+   * marker names how many characters were removed) and `min_saving_chars`
+   * (skip a prune that removes fewer code points).
    * Errors: PRUNE_TARGET_INVALID (FAILED_PRECONDITION: a seq that is not a
    * tool/result on the surface; metadata `seq`), HEAD_MISMATCH,
-   * IDEMPOTENCY_KEY_REUSED, INVALID_ARGUMENT (neither seqs nor min_bytes).
+   * IDEMPOTENCY_KEY_REUSED, INVALID_ARGUMENT (neither seqs nor min_chars nor
+   * min_bytes; min_chars below head + marker + tail).
    */
   pruneToolResults(
     request: PruneToolResultsRequest,

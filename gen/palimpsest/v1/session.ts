@@ -6,6 +6,7 @@
 
 /* eslint-disable */
 import { BinaryReader, BinaryWriter } from "@bufbuild/protobuf/wire";
+import { TokenUsage } from "./content.js";
 
 /**
  * A session: the reference's session header plus Palimpsest's metadata and
@@ -62,6 +63,19 @@ export interface Session {
    * TOOL_PAIRING_BROKEN).
    */
   pairingGuard: boolean;
+  /**
+   * The model history's estimated size now: the sum of the server
+   * estimator's tokens (the reference token meter's) over the surface's
+   * messages. Set by GetSession; 0 in other responses.
+   */
+  surfaceTokens: number;
+  /**
+   * Sums of the token usage recorded in the log's assistant messages
+   * (`usage.inputTokens`, `outputTokens`, `cacheReadTokens`,
+   * `cacheWriteTokens`; reasoning_tokens unset). Set by GetSession; unset in
+   * other responses.
+   */
+  usage: TokenUsage | undefined;
 }
 
 export interface Session_LabelsEntry {
@@ -86,6 +100,8 @@ function createBaseSession(): Session {
     surfaceLength: 0,
     strict: false,
     pairingGuard: false,
+    surfaceTokens: 0,
+    usage: undefined,
   };
 }
 
@@ -135,6 +151,12 @@ export const Session: MessageFns<Session> = {
     }
     if (message.pairingGuard !== false) {
       writer.uint32(120).bool(message.pairingGuard);
+    }
+    if (message.surfaceTokens !== 0) {
+      writer.uint32(128).uint64(message.surfaceTokens);
+    }
+    if (message.usage !== undefined) {
+      TokenUsage.encode(message.usage, writer.uint32(138).fork()).join();
     }
     return writer;
   },
@@ -275,6 +297,22 @@ export const Session: MessageFns<Session> = {
             message.pairingGuard = reader.bool();
             continue;
           }
+          case 16: {
+            if (tag !== 128) {
+              break;
+            }
+
+            message.surfaceTokens = longToNumber(reader.uint64());
+            continue;
+          }
+          case 17: {
+            if (tag !== 138) {
+              break;
+            }
+
+            message.usage = TokenUsage.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -353,6 +391,12 @@ export const Session: MessageFns<Session> = {
         : isSet(object.pairing_guard)
         ? globalThis.Boolean(object.pairing_guard)
         : false,
+      surfaceTokens: isSet(object.surfaceTokens)
+        ? globalThis.Number(object.surfaceTokens)
+        : isSet(object.surface_tokens)
+        ? globalThis.Number(object.surface_tokens)
+        : 0,
+      usage: isSet(object.usage) ? TokenUsage.fromJSON(object.usage) : undefined,
     };
   },
 
@@ -409,6 +453,12 @@ export const Session: MessageFns<Session> = {
     if (message.pairingGuard !== false) {
       obj.pairingGuard = message.pairingGuard;
     }
+    if (message.surfaceTokens !== 0) {
+      obj.surfaceTokens = Math.round(message.surfaceTokens);
+    }
+    if (message.usage !== undefined) {
+      obj.usage = TokenUsage.toJSON(message.usage);
+    }
     return obj;
   },
 
@@ -440,6 +490,10 @@ export const Session: MessageFns<Session> = {
     message.surfaceLength = object.surfaceLength ?? 0;
     message.strict = object.strict ?? false;
     message.pairingGuard = object.pairingGuard ?? false;
+    message.surfaceTokens = object.surfaceTokens ?? 0;
+    message.usage = (object.usage !== undefined && object.usage !== null)
+      ? TokenUsage.fromPartial(object.usage)
+      : undefined;
     return message;
   },
 };

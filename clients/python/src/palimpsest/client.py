@@ -204,7 +204,9 @@ class Client:
         return self._call(self.stub.CreateSession, req).session
 
     def get_session(self, session_id: str) -> session_pb2.Session:
-        """The session header, labels and counts."""
+        """The session header, labels and counts, with ``surface_tokens`` (the model history's
+        estimated size by the server's estimator, the reference token meter's) and ``usage``
+        (sums of the usage recorded in assistant messages)."""
         return self._call(self.stub.GetSession, service_pb2.GetSessionRequest(session_id=session_id)).session
 
     def head(self, session_id: str) -> int:
@@ -272,7 +274,8 @@ class Client:
 
     def derived_messages(self, session_id: str, transcript: bool = False, as_of_seq: Optional[int] = None,
                          typed: bool = False) -> List[Tuple[int, service_pb2.DerivedMessage]]:
-        """(seq, DerivedMessage) pairs, for callers that need the seq each message came from;
+        """(seq, DerivedMessage) pairs, for callers that need the seq each message came from (and
+        each message's estimated ``tokens``);
         ``typed`` also fills ``DerivedMessage.message`` (the typed palimpsest.v1 content form)."""
         view = service_pb2.MESSAGE_VIEW_TRANSCRIPT if transcript else service_pb2.MESSAGE_VIEW_MODEL_HISTORY
         req = service_pb2.GetMessagesRequest(session_id=session_id, view=view, typed=typed)
@@ -284,18 +287,23 @@ class Client:
     # ------------------------------------------------------------ compaction and pruning
 
     def plan_compaction(self, session_id: str, keep_tokens: Optional[int] = None, *, up_to_seq: Optional[int] = None,
+                        retain_tokens: Optional[int] = None,
                         token_counts: Optional[Mapping[int, int]] = None,
                         omit_messages: bool = False) -> service_pb2.PlanCompactionResponse:
-        """Plans a compaction (read-only): keep the most recent ``keep_tokens`` of the surface, or
-        shadow up to surface seq ``up_to_seq`` (exactly one of the two). The plan holds ``start``,
+        """Plans a compaction (read-only) with exactly one budget: ``retain_tokens`` (the
+        reference's: keep the shortest recent tail of at least N tokens), ``keep_tokens``
+        (Palimpsest's: the longest recent tail of at most N tokens) or ``up_to_seq`` (shadow up to
+        that surface seq). The plan holds ``start``,
         ``end``, ``shadowed_seqs``, ``expected_last_seq`` (the head it was made against), the
         derived ``messages`` of the range (what to summarise) and ``blockers`` (empty = ready).
         ``start`` is unset (``plan.HasField("start")`` is False) when there is nothing to compact."""
-        if (keep_tokens is None) == (up_to_seq is None):
-            raise ValueError("plan_compaction needs exactly one budget: keep_tokens=N or up_to_seq=SEQ")
+        if [keep_tokens, up_to_seq, retain_tokens].count(None) != 2:
+            raise ValueError("plan_compaction needs exactly one budget: retain_tokens=N, keep_tokens=N or up_to_seq=SEQ")
         req = service_pb2.PlanCompactionRequest(session_id=session_id, token_counts=dict(token_counts or {}),
                                                 omit_messages=omit_messages)
-        if keep_tokens is not None:
+        if retain_tokens is not None:
+            req.retain_tokens = retain_tokens
+        elif keep_tokens is not None:
             req.keep_tokens = keep_tokens
         else:
             req.up_to_seq = up_to_seq  # type: ignore[assignment]
@@ -303,15 +311,20 @@ class Client:
 
     def compact(self, session_id: str, summary: Union[str, Sequence[Mapping[str, Any]], Callable[[List[Dict[str, Any]]], Any]], *,
                 provider: str, model: str, keep_tokens: Optional[int] = None, up_to_seq: Optional[int] = None,
+                retain_tokens: Optional[int] = None,
                 plan: Optional[service_pb2.PlanCompactionResponse] = None, token_counts: Optional[Mapping[int, int]] = None,
                 usage: Optional[Mapping[str, int]] = None, max_tokens: Optional[int] = None,
-                idempotency_key: Optional[str] = None) -> Optional[service_pb2.CompactResponse]:
+                idempotency_key: Optional[str] = None,
+                source_command_id: Optional[str] = None) -> Optional[service_pb2.CompactResponse]:
         """Compacts the oldest part of the surface into ``summary`` and returns the CompactResponse
         (``seqs`` of compaction/start, compaction/summary, the replacing user/message and
         compaction/end; ``compaction_id``), or None when the plan has nothing to compact.
 
-        Without ``plan`` it plans first (``keep_tokens`` or ``up_to_seq``, as
-        :meth:`plan_compaction`). The Compact is conditional on the head the plan was made
+        Without ``plan`` it plans first (``retain_tokens``, ``keep_tokens`` or ``up_to_seq``, as
+        :meth:`plan_compaction`). A summary that is not smaller than the range is refused as the
+        reference refuses it: the response's ``error`` is set (``res.HasField("error")``) and only
+        compaction/start and compaction/end were written. ``source_command_id`` is written as
+        ``sourceCommandId`` in the compaction's events. The Compact is conditional on the head the plan was made
         against: if another writer moved the session, it fails with FAILED_PRECONDITION /
         HEAD_MISMATCH and nothing is written (plan again). ``summary`` is the text, a list of
         content blocks (``[{"type": "text", "text": ...}]``), or a callable that gets the plan's
@@ -319,9 +332,10 @@ class Client:
         TokenUsage field names (``input_tokens``, ``output_tokens``, ...). Without an
         ``idempotency_key`` one is generated, so a retry cannot compact twice."""
         if plan is None:
-            plan = self.plan_compaction(session_id, keep_tokens, up_to_seq=up_to_seq, token_counts=token_counts)
-        elif keep_tokens is not None or up_to_seq is not None:
-            raise ValueError("compact takes either plan= or a budget (keep_tokens/up_to_seq), not both")
+            plan = self.plan_compaction(session_id, keep_tokens, up_to_seq=up_to_seq, retain_tokens=retain_tokens,
+                                        token_counts=token_counts)
+        elif keep_tokens is not None or up_to_seq is not None or retain_tokens is not None:
+            raise ValueError("compact takes either plan= or a budget (retain_tokens/keep_tokens/up_to_seq), not both")
         if not plan.HasField("start"):
             return None
         text: Any = summary([json.loads(m.message_json) for m in plan.messages]) if callable(summary) else summary
@@ -336,23 +350,35 @@ class Client:
             req.usage.CopyFrom(content_pb2.TokenUsage(**dict(usage)))
         if max_tokens is not None:
             req.max_tokens = max_tokens
+        if source_command_id:
+            req.source_command_id = source_command_id
         return self._call(self.stub.Compact, req)
 
     def prune_tool_results(self, session_id: str, seqs: Sequence[int] = (), *, min_bytes: int = 0, keep_recent: int = 0,
                            exclude_tools: Sequence[str] = (), head_chars: Optional[int] = None, tail_chars: Optional[int] = None,
                            expected_last_seq: Optional[int] = None,
-                           idempotency_key: Optional[str] = None) -> service_pb2.PruneToolResultsResponse:
+                           idempotency_key: Optional[str] = None, min_chars: int = 0, marker: str = "reference",
+                           min_saving_chars: Optional[int] = None) -> service_pb2.PruneToolResultsResponse:
         """Shortens tool results on the surface in place (a compaction/prune, then a tool/result
         copy whose inner text keeps its first ``head_chars`` and last ``tail_chars``): the given
-        surface ``seqs``, or by policy (text over ``min_bytes``, except the ``keep_recent`` most
-        recent results and ``exclude_tools``). Returns ``pruned`` (original_seq, replacement_seq,
-        bytes_before/after), ``bytes_saved`` and ``skipped`` (too short to be worth it).
+        surface ``seqs``, or by policy (text over ``min_chars`` code points and/or ``min_bytes``
+        UTF-8 bytes, except the ``keep_recent`` most recent results and ``exclude_tools``). As the
+        reference's pruner: a result is pruned when its text is over the threshold (``min_chars``,
+        else head + marker + tail) with the fixed marker; ``marker="with-count"`` (names the
+        removed count) and ``min_saving_chars`` are Palimpsest's options. Returns ``pruned``
+        (original_seq, replacement_seq, bytes_before/after), ``bytes_saved`` and ``skipped``.
         ``expected_last_seq`` makes it conditional (HEAD_MISMATCH); a seq that is not a tool
         result on the surface is refused with PRUNE_TARGET_INVALID (metadata ``seq``)."""
-        if not seqs and not min_bytes:
-            raise ValueError("prune_tool_results needs seqs or a policy (min_bytes=N)")
+        if not seqs and not min_bytes and not min_chars:
+            raise ValueError("prune_tool_results needs seqs or a policy (min_chars=N or min_bytes=N)")
+        if marker not in ("reference", "with-count"):
+            raise ValueError(f"marker is 'reference' or 'with-count', not {marker!r}")
         req = service_pb2.PruneToolResultsRequest(session_id=session_id, seqs=list(seqs), min_bytes=min_bytes,
                                                   keep_recent=keep_recent, exclude_tools=list(exclude_tools),
+                                                  min_chars=min_chars,
+                                                  marker=(service_pb2.PruneToolResultsRequest.MARKER_WITH_COUNT
+                                                          if marker == "with-count" else
+                                                          service_pb2.PruneToolResultsRequest.MARKER_UNSPECIFIED),
                                                   idempotency_key=idempotency_key or f"py-{uuid.uuid4()}")
         if head_chars is not None:
             req.head_chars = head_chars
@@ -360,6 +386,8 @@ class Client:
             req.tail_chars = tail_chars
         if expected_last_seq is not None:
             req.expected_last_seq = expected_last_seq
+        if min_saving_chars is not None:
+            req.min_saving_chars = min_saving_chars
         return self._call(self.stub.PruneToolResults, req)
 
     def events(self, session_id: str, after: Optional[int] = None, types: Sequence[str] = (),

@@ -18,7 +18,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file palimpsest/v1/service.proto.
  */
 export const file_palimpsest_v1_service: GenFile = /*@__PURE__*/
-  fileDesc("ChtwYWxpbXBzZXN0L3YxL3NlcnZpY2UucHJvdG8SDXBhbGltcHNlc3QudjEi8gIKFENyZWF0ZVNlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSPwoGbGFiZWxzGAIgAygLMi8ucGFsaW1wc2VzdC52MS5DcmVhdGVTZXNzaW9uUmVxdWVzdC5MYWJlbHNFbnRyeRIQCgNjd2QYAyABKAlIAIgBARITCgZvcmlnaW4YBCABKAlIAYgBARIdChBkZWxlZ2F0aW9uX2RlcHRoGAUgASgESAKIAQESGQoMYWdlbnRfcHJlc2V0GAYgASgJSAOIAQESDgoGc3RyaWN0GAcgASgIEhoKDXBhaXJpbmdfZ3VhcmQYCCABKAhIBIgBARotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBQgYKBF9jd2RCCQoHX29yaWdpbkITChFfZGVsZWdhdGlvbl9kZXB0aEIPCg1fYWdlbnRfcHJlc2V0QhAKDl9wYWlyaW5nX2d1YXJkIkAKFUNyZWF0ZVNlc3Npb25SZXNwb25zZRInCgdzZXNzaW9uGAEgASgLMhYucGFsaW1wc2VzdC52MS5TZXNzaW9uIicKEUdldFNlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkiPQoSR2V0U2Vzc2lvblJlc3BvbnNlEicKB3Nlc3Npb24YASABKAsyFi5wYWxpbXBzZXN0LnYxLlNlc3Npb24iwQEKE0xpc3RTZXNzaW9uc1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgNEhIKCnBhZ2VfdG9rZW4YAiABKAkSTQoObGFiZWxfc2VsZWN0b3IYAyADKAsyNS5wYWxpbXBzZXN0LnYxLkxpc3RTZXNzaW9uc1JlcXVlc3QuTGFiZWxTZWxlY3RvckVudHJ5GjQKEkxhYmVsU2VsZWN0b3JFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIlkKFExpc3RTZXNzaW9uc1Jlc3BvbnNlEigKCHNlc3Npb25zGAEgAygLMhYucGFsaW1wc2VzdC52MS5TZXNzaW9uEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSIqChREZWxldGVTZXNzaW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJIhcKFURlbGV0ZVNlc3Npb25SZXNwb25zZSKjAQoTQXBwZW5kRXZlbnRzUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEikKBmV2ZW50cxgCIAMoCzIZLnBhbGltcHNlc3QudjEuRXZlbnRJbnB1dBIeChFleHBlY3RlZF9sYXN0X3NlcRgDIAEoA0gAiAEBEhcKD2lkZW1wb3RlbmN5X2tleRgEIAEoCUIUChJfZXhwZWN0ZWRfbGFzdF9zZXEiTgoUQXBwZW5kRXZlbnRzUmVzcG9uc2USDAoEc2VxcxgBIAMoBBIQCghyZXBsYXllZBgCIAEoCBIWCg5zdXJmYWNlX2xlbmd0aBgDIAEoBCJhChNBcHBlbmRTdHJlYW1SZXF1ZXN0EhYKDmNvcnJlbGF0aW9uX2lkGAEgASgJEjIKBmFwcGVuZBgCIAEoCzIiLnBhbGltcHNlc3QudjEuQXBwZW5kRXZlbnRzUmVxdWVzdCKWAQoUQXBwZW5kU3RyZWFtUmVzcG9uc2USFgoOY29ycmVsYXRpb25faWQYASABKAkSNwoIYXBwZW5kZWQYAiABKAsyIy5wYWxpbXBzZXN0LnYxLkFwcGVuZEV2ZW50c1Jlc3BvbnNlSAASIwoFZXJyb3IYAyABKAsyEi5nb29nbGUucnBjLlN0YXR1c0gAQggKBnJlc3VsdCLeAQoRTGlzdEV2ZW50c1JlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIVCghmcm9tX3NlcRgCIAEoBEgAiAEBEisKCWRpcmVjdGlvbhgDIAEoDjIYLnBhbGltcHNlc3QudjEuRGlyZWN0aW9uEhEKCXBhZ2Vfc2l6ZRgEIAEoDRISCgpwYWdlX3Rva2VuGAUgASgJEg0KBXR5cGVzGAYgAygJEi4KC2RhdGFfZm9ybWF0GAcgASgOMhkucGFsaW1wc2VzdC52MS5EYXRhRm9ybWF0QgsKCV9mcm9tX3NlcSJaChJMaXN0RXZlbnRzUmVzcG9uc2USKwoGZXZlbnRzGAEgAygLMhsucGFsaW1wc2VzdC52MS5TZXNzaW9uRXZlbnQSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIk0KEUdldFN1cmZhY2VSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSFgoJYXNfb2Zfc2VxGAIgASgESACIAQFCDAoKX2FzX29mX3NlcSJiChJHZXRTdXJmYWNlUmVzcG9uc2USDAoEc2VxcxgBIAMoBBIaChJyZXBsYWNlX2dlbmVyYXRpb24YAiABKAQSFQoIaGVhZF9zZXEYAyABKARIAIgBAUILCglfaGVhZF9zZXEirgEKEkdldE1lc3NhZ2VzUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEigKBHZpZXcYAiABKA4yGi5wYWxpbXBzZXN0LnYxLk1lc3NhZ2VWaWV3Eg0KBXR5cGVkGAMgASgIEhEKCXBhZ2Vfc2l6ZRgEIAEoDRISCgpwYWdlX3Rva2VuGAUgASgJEhYKCWFzX29mX3NlcRgGIAEoBEgAiAEBQgwKCl9hc19vZl9zZXEiXAoORGVyaXZlZE1lc3NhZ2USCwoDc2VxGAEgASgEEhQKDG1lc3NhZ2VfanNvbhgCIAEoCRInCgdtZXNzYWdlGAMgASgLMhYucGFsaW1wc2VzdC52MS5NZXNzYWdlIoMBChNHZXRNZXNzYWdlc1Jlc3BvbnNlEi8KCG1lc3NhZ2VzGAEgAygLMh0ucGFsaW1wc2VzdC52MS5EZXJpdmVkTWVzc2FnZRIVCghoZWFkX3NlcRgCIAEoBEgAiAEBEhcKD25leHRfcGFnZV90b2tlbhgDIAEoCUILCglfaGVhZF9zZXEi0AEKEkZvcmtTZXNzaW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEhMKBmF0X3NlcRgCIAEoBEgAiAEBEhgKEGNoaWxkX3Nlc3Npb25faWQYAyABKAkSPQoGbGFiZWxzGAQgAygLMi0ucGFsaW1wc2VzdC52MS5Gb3JrU2Vzc2lvblJlcXVlc3QuTGFiZWxzRW50cnkaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4AUIJCgdfYXRfc2VxIj4KE0ZvcmtTZXNzaW9uUmVzcG9uc2USJwoHc2Vzc2lvbhgBIAEoCzIWLnBhbGltcHNlc3QudjEuU2Vzc2lvbiIqChRSZXBhaXJTZXNzaW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJIkQKFVJlcGFpclNlc3Npb25SZXNwb25zZRIrCgZldmVudHMYASADKAsyGy5wYWxpbXBzZXN0LnYxLlNlc3Npb25FdmVudCJgChRJbXBvcnRTZXNzaW9uUmVxdWVzdBIvCgdvcHRpb25zGAEgASgLMhwucGFsaW1wc2VzdC52MS5JbXBvcnRPcHRpb25zSAASDwoFY2h1bmsYAiABKAxIAEIGCgRwYXJ0IssBCg1JbXBvcnRPcHRpb25zEhIKCnNlc3Npb25faWQYASABKAkSOAoGbGFiZWxzGAIgAygLMigucGFsaW1wc2VzdC52MS5JbXBvcnRPcHRpb25zLkxhYmVsc0VudHJ5Eg4KBnN0cmljdBgDIAEoCBIWCg5hbGxvd19zZXFfZ2FwcxgEIAEoCBIVCg1wYWlyaW5nX2d1YXJkGAUgASgIGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiYAoVSW1wb3J0U2Vzc2lvblJlc3BvbnNlEicKB3Nlc3Npb24YASABKAsyFi5wYWxpbXBzZXN0LnYxLlNlc3Npb24SHgoWdW5jb21taXR0ZWRfdGFpbF9ieXRlcxgCIAEoBCI8ChRFeHBvcnRTZXNzaW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEhAKCHVucGFja2VkGAIgASgIIiYKFUV4cG9ydFNlc3Npb25SZXNwb25zZRINCgVjaHVuaxgBIAEoDCLOAQoXU3Vic2NyaWJlU3VyZmFjZVJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIWCglhZnRlcl9zZXEYAiABKARIAIgBARIQCghzbmFwc2hvdBgDIAEoCBIYChBpbmNsdWRlX21lc3NhZ2VzGAQgASgIEh0KFWhlYXJ0YmVhdF9pbnRlcnZhbF9tcxgFIAEoDRIuCgtkYXRhX2Zvcm1hdBgGIAEoDjIZLnBhbGltcHNlc3QudjEuRGF0YUZvcm1hdEIMCgpfYWZ0ZXJfc2VxIr4DChhTdWJzY3JpYmVTdXJmYWNlUmVzcG9uc2USEwoGY3Vyc29yGAEgASgESAGIAQESMgoIc25hcHNob3QYAiABKAsyHi5wYWxpbXBzZXN0LnYxLlN1cmZhY2VTbmFwc2hvdEgAEiwKBmFwcGVuZBgDIAEoCzIaLnBhbGltcHNlc3QudjEuQXBwZW5kRGVsdGFIABIuCgdyZXBsYWNlGAQgASgLMhsucGFsaW1wc2VzdC52MS5SZXBsYWNlRGVsdGFIABIvCgpjaGVja3BvaW50GAUgASgLMhkucGFsaW1wc2VzdC52MS5DaGVja3BvaW50SAASLAoJY2F1Z2h0X3VwGAYgASgLMhcucGFsaW1wc2VzdC52MS5DYXVnaHRVcEgAEi0KCWhlYXJ0YmVhdBgHIAEoCzIYLnBhbGltcHNlc3QudjEuSGVhcnRiZWF0SAASKgoFZXZlbnQYCCABKAsyGy5wYWxpbXBzZXN0LnYxLlNlc3Npb25FdmVudBIuCgdtZXNzYWdlGAkgASgLMh0ucGFsaW1wc2VzdC52MS5EZXJpdmVkTWVzc2FnZUIGCgRraW5kQgkKB19jdXJzb3IiHwoPU3VyZmFjZVNuYXBzaG90EgwKBHNlcXMYASADKAQiGgoLQXBwZW5kRGVsdGESCwoDc2VxGAEgASgEIk4KDFJlcGxhY2VEZWx0YRINCgVzdGFydBgBIAEoBBILCgNlbmQYAiABKAQSCwoDc2VxGAMgASgEEhUKDXNoYWRvd2VkX3NlcXMYBCADKAQiDAoKQ2hlY2twb2ludCIKCghDYXVnaHRVcCILCglIZWFydGJlYXQioQEKFlN1YnNjcmliZUV2ZW50c1JlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIWCglhZnRlcl9zZXEYAiABKARIAIgBARIdChVoZWFydGJlYXRfaW50ZXJ2YWxfbXMYAyABKA0SLgoLZGF0YV9mb3JtYXQYBCABKA4yGS5wYWxpbXBzZXN0LnYxLkRhdGFGb3JtYXRCDAoKX2FmdGVyX3NlcSLMAQoXU3Vic2NyaWJlRXZlbnRzUmVzcG9uc2USEwoGY3Vyc29yGAEgASgESAGIAQESLAoFZXZlbnQYAiABKAsyGy5wYWxpbXBzZXN0LnYxLlNlc3Npb25FdmVudEgAEiwKCWNhdWdodF91cBgDIAEoCzIXLnBhbGltcHNlc3QudjEuQ2F1Z2h0VXBIABItCgloZWFydGJlYXQYBCABKAsyGC5wYWxpbXBzZXN0LnYxLkhlYXJ0YmVhdEgAQgYKBGtpbmRCCQoHX2N1cnNvciL5AQoVUGxhbkNvbXBhY3Rpb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSFQoLa2VlcF90b2tlbnMYAiABKARIABITCgl1cF90b19zZXEYAyABKARIABJLCgx0b2tlbl9jb3VudHMYBCADKAsyNS5wYWxpbXBzZXN0LnYxLlBsYW5Db21wYWN0aW9uUmVxdWVzdC5Ub2tlbkNvdW50c0VudHJ5EhUKDW9taXRfbWVzc2FnZXMYBSABKAgaMgoQVG9rZW5Db3VudHNFbnRyeRILCgNrZXkYASABKAQSDQoFdmFsdWUYAiABKAQ6AjgBQggKBmJ1ZGdldCJYChFDb21wYWN0aW9uQmxvY2tlchIOCgZyZWFzb24YASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSDAoEc2VxcxgDIAMoBBIQCghjYWxsX2lkcxgEIAMoCSKfAgoWUGxhbkNvbXBhY3Rpb25SZXNwb25zZRISCgVzdGFydBgBIAEoBEgAiAEBEhAKA2VuZBgCIAEoBEgBiAEBEhUKDXNoYWRvd2VkX3NlcXMYAyADKAQSGQoRZXhwZWN0ZWRfbGFzdF9zZXEYBCABKAMSHAoUc2hhZG93ZWRfdG9rZW5fY291bnQYBSABKAQSGAoQa2VwdF90b2tlbl9jb3VudBgGIAEoBBIvCghtZXNzYWdlcxgHIAMoCzIdLnBhbGltcHNlc3QudjEuRGVyaXZlZE1lc3NhZ2USMgoIYmxvY2tlcnMYCCADKAsyIC5wYWxpbXBzZXN0LnYxLkNvbXBhY3Rpb25CbG9ja2VyQggKBl9zdGFydEIGCgRfZW5kIqsDCg5Db21wYWN0UmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEg0KBXN0YXJ0GAIgASgEEgsKA2VuZBgDIAEoBBIeChFleHBlY3RlZF9sYXN0X3NlcRgEIAEoA0gBiAEBEhYKDHN1bW1hcnlfdGV4dBgFIAEoCUgAEhYKDHN1bW1hcnlfanNvbhgGIAEoCUgAEhAKCHByb3ZpZGVyGAcgASgJEg0KBW1vZGVsGAggASgJEigKBXVzYWdlGAkgASgLMhkucGFsaW1wc2VzdC52MS5Ub2tlblVzYWdlEhcKCm1heF90b2tlbnMYCiABKARIAogBARIhChRzaGFkb3dlZF90b2tlbl9jb3VudBgLIAEoBEgDiAEBEhcKD2lkZW1wb3RlbmN5X2tleRgMIAEoCRIXCg9yYXdfb3V0cHV0X2pzb24YDSABKAkSFwoPbGxtX3N0cmVhbV9jYWxsGA4gASgIQgkKB3N1bW1hcnlCFAoSX2V4cGVjdGVkX2xhc3Rfc2VxQg0KC19tYXhfdG9rZW5zQhcKFV9zaGFkb3dlZF90b2tlbl9jb3VudCJ+Cg9Db21wYWN0UmVzcG9uc2USDAoEc2VxcxgBIAMoBBIVCg1jb21wYWN0aW9uX2lkGAIgASgJEhYKDnN1cmZhY2VfbGVuZ3RoGAMgASgEEhAKCHJlcGxheWVkGAQgASgIEhwKFHNoYWRvd2VkX3Rva2VuX2NvdW50GAUgASgEIpkCChdQcnVuZVRvb2xSZXN1bHRzUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEgwKBHNlcXMYAiADKAQSEQoJbWluX2J5dGVzGAMgASgEEhMKC2tlZXBfcmVjZW50GAQgASgNEhUKDWV4Y2x1ZGVfdG9vbHMYBSADKAkSFwoKaGVhZF9jaGFycxgGIAEoDUgAiAEBEhcKCnRhaWxfY2hhcnMYByABKA1IAYgBARIeChFleHBlY3RlZF9sYXN0X3NlcRgIIAEoA0gCiAEBEhcKD2lkZW1wb3RlbmN5X2tleRgJIAEoCUINCgtfaGVhZF9jaGFyc0INCgtfdGFpbF9jaGFyc0IUChJfZXhwZWN0ZWRfbGFzdF9zZXEikAEKEFBydW5lZFRvb2xSZXN1bHQSFAoMb3JpZ2luYWxfc2VxGAEgASgEEhEKCXBydW5lX3NlcRgCIAEoBBIXCg9yZXBsYWNlbWVudF9zZXEYAyABKAQSDwoHY2FsbF9pZBgEIAEoCRIUCgxieXRlc19iZWZvcmUYBSABKAQSEwoLYnl0ZXNfYWZ0ZXIYBiABKAQimwEKGFBydW5lVG9vbFJlc3VsdHNSZXNwb25zZRIvCgZwcnVuZWQYASADKAsyHy5wYWxpbXBzZXN0LnYxLlBydW5lZFRvb2xSZXN1bHQSEwoLYnl0ZXNfc2F2ZWQYAiABKAQSDwoHc2tpcHBlZBgDIAMoBBIWCg5zdXJmYWNlX2xlbmd0aBgEIAEoBBIQCghyZXBsYXllZBgFIAEoCCpVCglEaXJlY3Rpb24SGQoVRElSRUNUSU9OX1VOU1BFQ0lGSUVEEAASFQoRRElSRUNUSU9OX0ZPUldBUkQQARIWChJESVJFQ1RJT05fQkFDS1dBUkQQAipWCgpEYXRhRm9ybWF0EhsKF0RBVEFfRk9STUFUX1VOU1BFQ0lGSUVEEAASFAoQREFUQV9GT1JNQVRfSlNPThABEhUKEURBVEFfRk9STUFUX1RZUEVEEAIqaAoLTWVzc2FnZVZpZXcSHAoYTUVTU0FHRV9WSUVXX1VOU1BFQ0lGSUVEEAASHgoaTUVTU0FHRV9WSUVXX01PREVMX0hJU1RPUlkQARIbChdNRVNTQUdFX1ZJRVdfVFJBTlNDUklQVBACMu0MCg5TZXNzaW9uU2VydmljZRJaCg1DcmVhdGVTZXNzaW9uEiMucGFsaW1wc2VzdC52MS5DcmVhdGVTZXNzaW9uUmVxdWVzdBokLnBhbGltcHNlc3QudjEuQ3JlYXRlU2Vzc2lvblJlc3BvbnNlElEKCkdldFNlc3Npb24SIC5wYWxpbXBzZXN0LnYxLkdldFNlc3Npb25SZXF1ZXN0GiEucGFsaW1wc2VzdC52MS5HZXRTZXNzaW9uUmVzcG9uc2USVwoMTGlzdFNlc3Npb25zEiIucGFsaW1wc2VzdC52MS5MaXN0U2Vzc2lvbnNSZXF1ZXN0GiMucGFsaW1wc2VzdC52MS5MaXN0U2Vzc2lvbnNSZXNwb25zZRJaCg1EZWxldGVTZXNzaW9uEiMucGFsaW1wc2VzdC52MS5EZWxldGVTZXNzaW9uUmVxdWVzdBokLnBhbGltcHNlc3QudjEuRGVsZXRlU2Vzc2lvblJlc3BvbnNlElcKDEFwcGVuZEV2ZW50cxIiLnBhbGltcHNlc3QudjEuQXBwZW5kRXZlbnRzUmVxdWVzdBojLnBhbGltcHNlc3QudjEuQXBwZW5kRXZlbnRzUmVzcG9uc2USWwoMQXBwZW5kU3RyZWFtEiIucGFsaW1wc2VzdC52MS5BcHBlbmRTdHJlYW1SZXF1ZXN0GiMucGFsaW1wc2VzdC52MS5BcHBlbmRTdHJlYW1SZXNwb25zZSgBMAESUQoKTGlzdEV2ZW50cxIgLnBhbGltcHNlc3QudjEuTGlzdEV2ZW50c1JlcXVlc3QaIS5wYWxpbXBzZXN0LnYxLkxpc3RFdmVudHNSZXNwb25zZRJRCgpHZXRTdXJmYWNlEiAucGFsaW1wc2VzdC52MS5HZXRTdXJmYWNlUmVxdWVzdBohLnBhbGltcHNlc3QudjEuR2V0U3VyZmFjZVJlc3BvbnNlElQKC0dldE1lc3NhZ2VzEiEucGFsaW1wc2VzdC52MS5HZXRNZXNzYWdlc1JlcXVlc3QaIi5wYWxpbXBzZXN0LnYxLkdldE1lc3NhZ2VzUmVzcG9uc2USVAoLRm9ya1Nlc3Npb24SIS5wYWxpbXBzZXN0LnYxLkZvcmtTZXNzaW9uUmVxdWVzdBoiLnBhbGltcHNlc3QudjEuRm9ya1Nlc3Npb25SZXNwb25zZRJaCg1SZXBhaXJTZXNzaW9uEiMucGFsaW1wc2VzdC52MS5SZXBhaXJTZXNzaW9uUmVxdWVzdBokLnBhbGltcHNlc3QudjEuUmVwYWlyU2Vzc2lvblJlc3BvbnNlElwKDUltcG9ydFNlc3Npb24SIy5wYWxpbXBzZXN0LnYxLkltcG9ydFNlc3Npb25SZXF1ZXN0GiQucGFsaW1wc2VzdC52MS5JbXBvcnRTZXNzaW9uUmVzcG9uc2UoARJcCg1FeHBvcnRTZXNzaW9uEiMucGFsaW1wc2VzdC52MS5FeHBvcnRTZXNzaW9uUmVxdWVzdBokLnBhbGltcHNlc3QudjEuRXhwb3J0U2Vzc2lvblJlc3BvbnNlMAESZQoQU3Vic2NyaWJlU3VyZmFjZRImLnBhbGltcHNlc3QudjEuU3Vic2NyaWJlU3VyZmFjZVJlcXVlc3QaJy5wYWxpbXBzZXN0LnYxLlN1YnNjcmliZVN1cmZhY2VSZXNwb25zZTABEmIKD1N1YnNjcmliZUV2ZW50cxIlLnBhbGltcHNlc3QudjEuU3Vic2NyaWJlRXZlbnRzUmVxdWVzdBomLnBhbGltcHNlc3QudjEuU3Vic2NyaWJlRXZlbnRzUmVzcG9uc2UwARJdCg5QbGFuQ29tcGFjdGlvbhIkLnBhbGltcHNlc3QudjEuUGxhbkNvbXBhY3Rpb25SZXF1ZXN0GiUucGFsaW1wc2VzdC52MS5QbGFuQ29tcGFjdGlvblJlc3BvbnNlEkgKB0NvbXBhY3QSHS5wYWxpbXBzZXN0LnYxLkNvbXBhY3RSZXF1ZXN0Gh4ucGFsaW1wc2VzdC52MS5Db21wYWN0UmVzcG9uc2USYwoQUHJ1bmVUb29sUmVzdWx0cxImLnBhbGltcHNlc3QudjEuUHJ1bmVUb29sUmVzdWx0c1JlcXVlc3QaJy5wYWxpbXBzZXN0LnYxLlBydW5lVG9vbFJlc3VsdHNSZXNwb25zZUIuWixwYWxpbXBzZXN0L2dlbi9nby9wYWxpbXBzZXN0L3YxO3BhbGltcHNlc3R2MWIGcHJvdG8z", [file_google_rpc_status, file_palimpsest_v1_content, file_palimpsest_v1_event, file_palimpsest_v1_session]);
+  fileDesc("ChtwYWxpbXBzZXN0L3YxL3NlcnZpY2UucHJvdG8SDXBhbGltcHNlc3QudjEi8gIKFENyZWF0ZVNlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSPwoGbGFiZWxzGAIgAygLMi8ucGFsaW1wc2VzdC52MS5DcmVhdGVTZXNzaW9uUmVxdWVzdC5MYWJlbHNFbnRyeRIQCgNjd2QYAyABKAlIAIgBARITCgZvcmlnaW4YBCABKAlIAYgBARIdChBkZWxlZ2F0aW9uX2RlcHRoGAUgASgESAKIAQESGQoMYWdlbnRfcHJlc2V0GAYgASgJSAOIAQESDgoGc3RyaWN0GAcgASgIEhoKDXBhaXJpbmdfZ3VhcmQYCCABKAhIBIgBARotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBQgYKBF9jd2RCCQoHX29yaWdpbkITChFfZGVsZWdhdGlvbl9kZXB0aEIPCg1fYWdlbnRfcHJlc2V0QhAKDl9wYWlyaW5nX2d1YXJkIkAKFUNyZWF0ZVNlc3Npb25SZXNwb25zZRInCgdzZXNzaW9uGAEgASgLMhYucGFsaW1wc2VzdC52MS5TZXNzaW9uIicKEUdldFNlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkiPQoSR2V0U2Vzc2lvblJlc3BvbnNlEicKB3Nlc3Npb24YASABKAsyFi5wYWxpbXBzZXN0LnYxLlNlc3Npb24iwQEKE0xpc3RTZXNzaW9uc1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgNEhIKCnBhZ2VfdG9rZW4YAiABKAkSTQoObGFiZWxfc2VsZWN0b3IYAyADKAsyNS5wYWxpbXBzZXN0LnYxLkxpc3RTZXNzaW9uc1JlcXVlc3QuTGFiZWxTZWxlY3RvckVudHJ5GjQKEkxhYmVsU2VsZWN0b3JFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIlkKFExpc3RTZXNzaW9uc1Jlc3BvbnNlEigKCHNlc3Npb25zGAEgAygLMhYucGFsaW1wc2VzdC52MS5TZXNzaW9uEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSIqChREZWxldGVTZXNzaW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJIhcKFURlbGV0ZVNlc3Npb25SZXNwb25zZSKjAQoTQXBwZW5kRXZlbnRzUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEikKBmV2ZW50cxgCIAMoCzIZLnBhbGltcHNlc3QudjEuRXZlbnRJbnB1dBIeChFleHBlY3RlZF9sYXN0X3NlcRgDIAEoA0gAiAEBEhcKD2lkZW1wb3RlbmN5X2tleRgEIAEoCUIUChJfZXhwZWN0ZWRfbGFzdF9zZXEiTgoUQXBwZW5kRXZlbnRzUmVzcG9uc2USDAoEc2VxcxgBIAMoBBIQCghyZXBsYXllZBgCIAEoCBIWCg5zdXJmYWNlX2xlbmd0aBgDIAEoBCJhChNBcHBlbmRTdHJlYW1SZXF1ZXN0EhYKDmNvcnJlbGF0aW9uX2lkGAEgASgJEjIKBmFwcGVuZBgCIAEoCzIiLnBhbGltcHNlc3QudjEuQXBwZW5kRXZlbnRzUmVxdWVzdCKWAQoUQXBwZW5kU3RyZWFtUmVzcG9uc2USFgoOY29ycmVsYXRpb25faWQYASABKAkSNwoIYXBwZW5kZWQYAiABKAsyIy5wYWxpbXBzZXN0LnYxLkFwcGVuZEV2ZW50c1Jlc3BvbnNlSAASIwoFZXJyb3IYAyABKAsyEi5nb29nbGUucnBjLlN0YXR1c0gAQggKBnJlc3VsdCLeAQoRTGlzdEV2ZW50c1JlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIVCghmcm9tX3NlcRgCIAEoBEgAiAEBEisKCWRpcmVjdGlvbhgDIAEoDjIYLnBhbGltcHNlc3QudjEuRGlyZWN0aW9uEhEKCXBhZ2Vfc2l6ZRgEIAEoDRISCgpwYWdlX3Rva2VuGAUgASgJEg0KBXR5cGVzGAYgAygJEi4KC2RhdGFfZm9ybWF0GAcgASgOMhkucGFsaW1wc2VzdC52MS5EYXRhRm9ybWF0QgsKCV9mcm9tX3NlcSJaChJMaXN0RXZlbnRzUmVzcG9uc2USKwoGZXZlbnRzGAEgAygLMhsucGFsaW1wc2VzdC52MS5TZXNzaW9uRXZlbnQSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIk0KEUdldFN1cmZhY2VSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSFgoJYXNfb2Zfc2VxGAIgASgESACIAQFCDAoKX2FzX29mX3NlcSJiChJHZXRTdXJmYWNlUmVzcG9uc2USDAoEc2VxcxgBIAMoBBIaChJyZXBsYWNlX2dlbmVyYXRpb24YAiABKAQSFQoIaGVhZF9zZXEYAyABKARIAIgBAUILCglfaGVhZF9zZXEirgEKEkdldE1lc3NhZ2VzUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEigKBHZpZXcYAiABKA4yGi5wYWxpbXBzZXN0LnYxLk1lc3NhZ2VWaWV3Eg0KBXR5cGVkGAMgASgIEhEKCXBhZ2Vfc2l6ZRgEIAEoDRISCgpwYWdlX3Rva2VuGAUgASgJEhYKCWFzX29mX3NlcRgGIAEoBEgAiAEBQgwKCl9hc19vZl9zZXEibAoORGVyaXZlZE1lc3NhZ2USCwoDc2VxGAEgASgEEhQKDG1lc3NhZ2VfanNvbhgCIAEoCRInCgdtZXNzYWdlGAMgASgLMhYucGFsaW1wc2VzdC52MS5NZXNzYWdlEg4KBnRva2VucxgEIAEoBCKDAQoTR2V0TWVzc2FnZXNSZXNwb25zZRIvCghtZXNzYWdlcxgBIAMoCzIdLnBhbGltcHNlc3QudjEuRGVyaXZlZE1lc3NhZ2USFQoIaGVhZF9zZXEYAiABKARIAIgBARIXCg9uZXh0X3BhZ2VfdG9rZW4YAyABKAlCCwoJX2hlYWRfc2VxItABChJGb3JrU2Vzc2lvblJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRITCgZhdF9zZXEYAiABKARIAIgBARIYChBjaGlsZF9zZXNzaW9uX2lkGAMgASgJEj0KBmxhYmVscxgEIAMoCzItLnBhbGltcHNlc3QudjEuRm9ya1Nlc3Npb25SZXF1ZXN0LkxhYmVsc0VudHJ5Gi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAFCCQoHX2F0X3NlcSI+ChNGb3JrU2Vzc2lvblJlc3BvbnNlEicKB3Nlc3Npb24YASABKAsyFi5wYWxpbXBzZXN0LnYxLlNlc3Npb24iKgoUUmVwYWlyU2Vzc2lvblJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCSJEChVSZXBhaXJTZXNzaW9uUmVzcG9uc2USKwoGZXZlbnRzGAEgAygLMhsucGFsaW1wc2VzdC52MS5TZXNzaW9uRXZlbnQiYAoUSW1wb3J0U2Vzc2lvblJlcXVlc3QSLwoHb3B0aW9ucxgBIAEoCzIcLnBhbGltcHNlc3QudjEuSW1wb3J0T3B0aW9uc0gAEg8KBWNodW5rGAIgASgMSABCBgoEcGFydCLLAQoNSW1wb3J0T3B0aW9ucxISCgpzZXNzaW9uX2lkGAEgASgJEjgKBmxhYmVscxgCIAMoCzIoLnBhbGltcHNlc3QudjEuSW1wb3J0T3B0aW9ucy5MYWJlbHNFbnRyeRIOCgZzdHJpY3QYAyABKAgSFgoOYWxsb3dfc2VxX2dhcHMYBCABKAgSFQoNcGFpcmluZ19ndWFyZBgFIAEoCBotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBImAKFUltcG9ydFNlc3Npb25SZXNwb25zZRInCgdzZXNzaW9uGAEgASgLMhYucGFsaW1wc2VzdC52MS5TZXNzaW9uEh4KFnVuY29tbWl0dGVkX3RhaWxfYnl0ZXMYAiABKAQiPAoURXhwb3J0U2Vzc2lvblJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIQCgh1bnBhY2tlZBgCIAEoCCImChVFeHBvcnRTZXNzaW9uUmVzcG9uc2USDQoFY2h1bmsYASABKAwizgEKF1N1YnNjcmliZVN1cmZhY2VSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSFgoJYWZ0ZXJfc2VxGAIgASgESACIAQESEAoIc25hcHNob3QYAyABKAgSGAoQaW5jbHVkZV9tZXNzYWdlcxgEIAEoCBIdChVoZWFydGJlYXRfaW50ZXJ2YWxfbXMYBSABKA0SLgoLZGF0YV9mb3JtYXQYBiABKA4yGS5wYWxpbXBzZXN0LnYxLkRhdGFGb3JtYXRCDAoKX2FmdGVyX3NlcSK+AwoYU3Vic2NyaWJlU3VyZmFjZVJlc3BvbnNlEhMKBmN1cnNvchgBIAEoBEgBiAEBEjIKCHNuYXBzaG90GAIgASgLMh4ucGFsaW1wc2VzdC52MS5TdXJmYWNlU25hcHNob3RIABIsCgZhcHBlbmQYAyABKAsyGi5wYWxpbXBzZXN0LnYxLkFwcGVuZERlbHRhSAASLgoHcmVwbGFjZRgEIAEoCzIbLnBhbGltcHNlc3QudjEuUmVwbGFjZURlbHRhSAASLwoKY2hlY2twb2ludBgFIAEoCzIZLnBhbGltcHNlc3QudjEuQ2hlY2twb2ludEgAEiwKCWNhdWdodF91cBgGIAEoCzIXLnBhbGltcHNlc3QudjEuQ2F1Z2h0VXBIABItCgloZWFydGJlYXQYByABKAsyGC5wYWxpbXBzZXN0LnYxLkhlYXJ0YmVhdEgAEioKBWV2ZW50GAggASgLMhsucGFsaW1wc2VzdC52MS5TZXNzaW9uRXZlbnQSLgoHbWVzc2FnZRgJIAEoCzIdLnBhbGltcHNlc3QudjEuRGVyaXZlZE1lc3NhZ2VCBgoEa2luZEIJCgdfY3Vyc29yIh8KD1N1cmZhY2VTbmFwc2hvdBIMCgRzZXFzGAEgAygEIhoKC0FwcGVuZERlbHRhEgsKA3NlcRgBIAEoBCJOCgxSZXBsYWNlRGVsdGESDQoFc3RhcnQYASABKAQSCwoDZW5kGAIgASgEEgsKA3NlcRgDIAEoBBIVCg1zaGFkb3dlZF9zZXFzGAQgAygEIgwKCkNoZWNrcG9pbnQiCgoIQ2F1Z2h0VXAiCwoJSGVhcnRiZWF0IqEBChZTdWJzY3JpYmVFdmVudHNSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSFgoJYWZ0ZXJfc2VxGAIgASgESACIAQESHQoVaGVhcnRiZWF0X2ludGVydmFsX21zGAMgASgNEi4KC2RhdGFfZm9ybWF0GAQgASgOMhkucGFsaW1wc2VzdC52MS5EYXRhRm9ybWF0QgwKCl9hZnRlcl9zZXEizAEKF1N1YnNjcmliZUV2ZW50c1Jlc3BvbnNlEhMKBmN1cnNvchgBIAEoBEgBiAEBEiwKBWV2ZW50GAIgASgLMhsucGFsaW1wc2VzdC52MS5TZXNzaW9uRXZlbnRIABIsCgljYXVnaHRfdXAYAyABKAsyFy5wYWxpbXBzZXN0LnYxLkNhdWdodFVwSAASLQoJaGVhcnRiZWF0GAQgASgLMhgucGFsaW1wc2VzdC52MS5IZWFydGJlYXRIAEIGCgRraW5kQgkKB19jdXJzb3IikgIKFVBsYW5Db21wYWN0aW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEhUKC2tlZXBfdG9rZW5zGAIgASgESAASEwoJdXBfdG9fc2VxGAMgASgESAASFwoNcmV0YWluX3Rva2VucxgGIAEoBEgAEksKDHRva2VuX2NvdW50cxgEIAMoCzI1LnBhbGltcHNlc3QudjEuUGxhbkNvbXBhY3Rpb25SZXF1ZXN0LlRva2VuQ291bnRzRW50cnkSFQoNb21pdF9tZXNzYWdlcxgFIAEoCBoyChBUb2tlbkNvdW50c0VudHJ5EgsKA2tleRgBIAEoBBINCgV2YWx1ZRgCIAEoBDoCOAFCCAoGYnVkZ2V0IlgKEUNvbXBhY3Rpb25CbG9ja2VyEg4KBnJlYXNvbhgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRIMCgRzZXFzGAMgAygEEhAKCGNhbGxfaWRzGAQgAygJIp8CChZQbGFuQ29tcGFjdGlvblJlc3BvbnNlEhIKBXN0YXJ0GAEgASgESACIAQESEAoDZW5kGAIgASgESAGIAQESFQoNc2hhZG93ZWRfc2VxcxgDIAMoBBIZChFleHBlY3RlZF9sYXN0X3NlcRgEIAEoAxIcChRzaGFkb3dlZF90b2tlbl9jb3VudBgFIAEoBBIYChBrZXB0X3Rva2VuX2NvdW50GAYgASgEEi8KCG1lc3NhZ2VzGAcgAygLMh0ucGFsaW1wc2VzdC52MS5EZXJpdmVkTWVzc2FnZRIyCghibG9ja2VycxgIIAMoCzIgLnBhbGltcHNlc3QudjEuQ29tcGFjdGlvbkJsb2NrZXJCCAoGX3N0YXJ0QgYKBF9lbmQixgMKDkNvbXBhY3RSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSDQoFc3RhcnQYAiABKAQSCwoDZW5kGAMgASgEEh4KEWV4cGVjdGVkX2xhc3Rfc2VxGAQgASgDSAGIAQESFgoMc3VtbWFyeV90ZXh0GAUgASgJSAASFgoMc3VtbWFyeV9qc29uGAYgASgJSAASEAoIcHJvdmlkZXIYByABKAkSDQoFbW9kZWwYCCABKAkSKAoFdXNhZ2UYCSABKAsyGS5wYWxpbXBzZXN0LnYxLlRva2VuVXNhZ2USFwoKbWF4X3Rva2VucxgKIAEoBEgCiAEBEiEKFHNoYWRvd2VkX3Rva2VuX2NvdW50GAsgASgESAOIAQESFwoPaWRlbXBvdGVuY3lfa2V5GAwgASgJEhcKD3Jhd19vdXRwdXRfanNvbhgNIAEoCRIXCg9sbG1fc3RyZWFtX2NhbGwYDiABKAgSGQoRc291cmNlX2NvbW1hbmRfaWQYDyABKAlCCQoHc3VtbWFyeUIUChJfZXhwZWN0ZWRfbGFzdF9zZXFCDQoLX21heF90b2tlbnNCFwoVX3NoYWRvd2VkX3Rva2VuX2NvdW50IpwBCg9Db21wYWN0UmVzcG9uc2USDAoEc2VxcxgBIAMoBBIVCg1jb21wYWN0aW9uX2lkGAIgASgJEhYKDnN1cmZhY2VfbGVuZ3RoGAMgASgEEhAKCHJlcGxheWVkGAQgASgIEhwKFHNoYWRvd2VkX3Rva2VuX2NvdW50GAUgASgEEhIKBWVycm9yGAYgASgJSACIAQFCCAoGX2Vycm9yIu4DChdQcnVuZVRvb2xSZXN1bHRzUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEgwKBHNlcXMYAiADKAQSEQoJbWluX2J5dGVzGAMgASgEEhMKC2tlZXBfcmVjZW50GAQgASgNEhUKDWV4Y2x1ZGVfdG9vbHMYBSADKAkSFwoKaGVhZF9jaGFycxgGIAEoDUgAiAEBEhcKCnRhaWxfY2hhcnMYByABKA1IAYgBARIeChFleHBlY3RlZF9sYXN0X3NlcRgIIAEoA0gCiAEBEhcKD2lkZW1wb3RlbmN5X2tleRgJIAEoCRIRCgltaW5fY2hhcnMYCiABKAQSPQoGbWFya2VyGAsgASgOMi0ucGFsaW1wc2VzdC52MS5QcnVuZVRvb2xSZXN1bHRzUmVxdWVzdC5NYXJrZXISHQoQbWluX3NhdmluZ19jaGFycxgMIAEoBEgDiAEBIk0KBk1hcmtlchIWChJNQVJLRVJfVU5TUEVDSUZJRUQQABIUChBNQVJLRVJfUkVGRVJFTkNFEAESFQoRTUFSS0VSX1dJVEhfQ09VTlQQAkINCgtfaGVhZF9jaGFyc0INCgtfdGFpbF9jaGFyc0IUChJfZXhwZWN0ZWRfbGFzdF9zZXFCEwoRX21pbl9zYXZpbmdfY2hhcnMikAEKEFBydW5lZFRvb2xSZXN1bHQSFAoMb3JpZ2luYWxfc2VxGAEgASgEEhEKCXBydW5lX3NlcRgCIAEoBBIXCg9yZXBsYWNlbWVudF9zZXEYAyABKAQSDwoHY2FsbF9pZBgEIAEoCRIUCgxieXRlc19iZWZvcmUYBSABKAQSEwoLYnl0ZXNfYWZ0ZXIYBiABKAQimwEKGFBydW5lVG9vbFJlc3VsdHNSZXNwb25zZRIvCgZwcnVuZWQYASADKAsyHy5wYWxpbXBzZXN0LnYxLlBydW5lZFRvb2xSZXN1bHQSEwoLYnl0ZXNfc2F2ZWQYAiABKAQSDwoHc2tpcHBlZBgDIAMoBBIWCg5zdXJmYWNlX2xlbmd0aBgEIAEoBBIQCghyZXBsYXllZBgFIAEoCCpVCglEaXJlY3Rpb24SGQoVRElSRUNUSU9OX1VOU1BFQ0lGSUVEEAASFQoRRElSRUNUSU9OX0ZPUldBUkQQARIWChJESVJFQ1RJT05fQkFDS1dBUkQQAipWCgpEYXRhRm9ybWF0EhsKF0RBVEFfRk9STUFUX1VOU1BFQ0lGSUVEEAASFAoQREFUQV9GT1JNQVRfSlNPThABEhUKEURBVEFfRk9STUFUX1RZUEVEEAIqaAoLTWVzc2FnZVZpZXcSHAoYTUVTU0FHRV9WSUVXX1VOU1BFQ0lGSUVEEAASHgoaTUVTU0FHRV9WSUVXX01PREVMX0hJU1RPUlkQARIbChdNRVNTQUdFX1ZJRVdfVFJBTlNDUklQVBACMu0MCg5TZXNzaW9uU2VydmljZRJaCg1DcmVhdGVTZXNzaW9uEiMucGFsaW1wc2VzdC52MS5DcmVhdGVTZXNzaW9uUmVxdWVzdBokLnBhbGltcHNlc3QudjEuQ3JlYXRlU2Vzc2lvblJlc3BvbnNlElEKCkdldFNlc3Npb24SIC5wYWxpbXBzZXN0LnYxLkdldFNlc3Npb25SZXF1ZXN0GiEucGFsaW1wc2VzdC52MS5HZXRTZXNzaW9uUmVzcG9uc2USVwoMTGlzdFNlc3Npb25zEiIucGFsaW1wc2VzdC52MS5MaXN0U2Vzc2lvbnNSZXF1ZXN0GiMucGFsaW1wc2VzdC52MS5MaXN0U2Vzc2lvbnNSZXNwb25zZRJaCg1EZWxldGVTZXNzaW9uEiMucGFsaW1wc2VzdC52MS5EZWxldGVTZXNzaW9uUmVxdWVzdBokLnBhbGltcHNlc3QudjEuRGVsZXRlU2Vzc2lvblJlc3BvbnNlElcKDEFwcGVuZEV2ZW50cxIiLnBhbGltcHNlc3QudjEuQXBwZW5kRXZlbnRzUmVxdWVzdBojLnBhbGltcHNlc3QudjEuQXBwZW5kRXZlbnRzUmVzcG9uc2USWwoMQXBwZW5kU3RyZWFtEiIucGFsaW1wc2VzdC52MS5BcHBlbmRTdHJlYW1SZXF1ZXN0GiMucGFsaW1wc2VzdC52MS5BcHBlbmRTdHJlYW1SZXNwb25zZSgBMAESUQoKTGlzdEV2ZW50cxIgLnBhbGltcHNlc3QudjEuTGlzdEV2ZW50c1JlcXVlc3QaIS5wYWxpbXBzZXN0LnYxLkxpc3RFdmVudHNSZXNwb25zZRJRCgpHZXRTdXJmYWNlEiAucGFsaW1wc2VzdC52MS5HZXRTdXJmYWNlUmVxdWVzdBohLnBhbGltcHNlc3QudjEuR2V0U3VyZmFjZVJlc3BvbnNlElQKC0dldE1lc3NhZ2VzEiEucGFsaW1wc2VzdC52MS5HZXRNZXNzYWdlc1JlcXVlc3QaIi5wYWxpbXBzZXN0LnYxLkdldE1lc3NhZ2VzUmVzcG9uc2USVAoLRm9ya1Nlc3Npb24SIS5wYWxpbXBzZXN0LnYxLkZvcmtTZXNzaW9uUmVxdWVzdBoiLnBhbGltcHNlc3QudjEuRm9ya1Nlc3Npb25SZXNwb25zZRJaCg1SZXBhaXJTZXNzaW9uEiMucGFsaW1wc2VzdC52MS5SZXBhaXJTZXNzaW9uUmVxdWVzdBokLnBhbGltcHNlc3QudjEuUmVwYWlyU2Vzc2lvblJlc3BvbnNlElwKDUltcG9ydFNlc3Npb24SIy5wYWxpbXBzZXN0LnYxLkltcG9ydFNlc3Npb25SZXF1ZXN0GiQucGFsaW1wc2VzdC52MS5JbXBvcnRTZXNzaW9uUmVzcG9uc2UoARJcCg1FeHBvcnRTZXNzaW9uEiMucGFsaW1wc2VzdC52MS5FeHBvcnRTZXNzaW9uUmVxdWVzdBokLnBhbGltcHNlc3QudjEuRXhwb3J0U2Vzc2lvblJlc3BvbnNlMAESZQoQU3Vic2NyaWJlU3VyZmFjZRImLnBhbGltcHNlc3QudjEuU3Vic2NyaWJlU3VyZmFjZVJlcXVlc3QaJy5wYWxpbXBzZXN0LnYxLlN1YnNjcmliZVN1cmZhY2VSZXNwb25zZTABEmIKD1N1YnNjcmliZUV2ZW50cxIlLnBhbGltcHNlc3QudjEuU3Vic2NyaWJlRXZlbnRzUmVxdWVzdBomLnBhbGltcHNlc3QudjEuU3Vic2NyaWJlRXZlbnRzUmVzcG9uc2UwARJdCg5QbGFuQ29tcGFjdGlvbhIkLnBhbGltcHNlc3QudjEuUGxhbkNvbXBhY3Rpb25SZXF1ZXN0GiUucGFsaW1wc2VzdC52MS5QbGFuQ29tcGFjdGlvblJlc3BvbnNlEkgKB0NvbXBhY3QSHS5wYWxpbXBzZXN0LnYxLkNvbXBhY3RSZXF1ZXN0Gh4ucGFsaW1wc2VzdC52MS5Db21wYWN0UmVzcG9uc2USYwoQUHJ1bmVUb29sUmVzdWx0cxImLnBhbGltcHNlc3QudjEuUHJ1bmVUb29sUmVzdWx0c1JlcXVlc3QaJy5wYWxpbXBzZXN0LnYxLlBydW5lVG9vbFJlc3VsdHNSZXNwb25zZUIuWixwYWxpbXBzZXN0L2dlbi9nby9wYWxpbXBzZXN0L3YxO3BhbGltcHNlc3R2MWIGcHJvdG8z", [file_google_rpc_status, file_palimpsest_v1_content, file_palimpsest_v1_event, file_palimpsest_v1_session]);
 
 /**
  * Request for CreateSession.
@@ -655,6 +655,14 @@ export type DerivedMessage = Message<"palimpsest.v1.DerivedMessage"> & {
    * @generated from field: palimpsest.v1.Message message = 3;
    */
   message?: Message$1 | undefined;
+
+  /**
+   * The message's estimated tokens by the server's estimator (the reference
+   * token meter's; see PlanCompaction).
+   *
+   * @generated from field: uint64 tokens = 4;
+   */
+  tokens: bigint;
 };
 
 /**
@@ -1385,6 +1393,15 @@ export type PlanCompactionRequest = Message<"palimpsest.v1.PlanCompactionRequest
      */
     value: bigint;
     case: "upToSeq";
+  } | {
+    /**
+     * The reference's budget (`retainTokens`): keep the shortest recent tail
+     * whose tokens add up to at least this many (at least one node).
+     *
+     * @generated from field: uint64 retain_tokens = 6;
+     */
+    value: bigint;
+    case: "retainTokens";
   } | { case: undefined; value?: undefined };
 
   /**
@@ -1418,9 +1435,11 @@ export const PlanCompactionRequestSchema: GenMessage<PlanCompactionRequest> = /*
  */
 export type CompactionBlocker = Message<"palimpsest.v1.CompactionBlocker"> & {
   /**
-   * COMPACTION_IN_PROGRESS (a compaction/start without its compaction/end) or
-   * TOOL_CALLS_OPEN (tool calls on the surface without a result yet: a tool
-   * round in flight; the range always stays before them).
+   * COMPACTION_IN_PROGRESS (the latest compaction/start or compaction/end is
+   * a start, with no session/end-seed after it), TOOL_RESULT_UNMATCHED (a
+   * tool result on the surface has no matching call: an orphan or a second
+   * result; `seqs` names it) or TOOL_CALLS_OPEN (tool calls without a result
+   * yet and no balanced prefix before them to compact).
    *
    * @generated from field: string reason = 1;
    */
@@ -1640,6 +1659,15 @@ export type CompactRequest = Message<"palimpsest.v1.CompactRequest"> & {
    * @generated from field: bool llm_stream_call = 14;
    */
   llmStreamCall: boolean;
+
+  /**
+   * The command that asked for the compaction (`sourceCommandId`, written in
+   * compaction/start, compaction/summary, compaction/end and the checkpoint
+   * message's source, as the reference writes a command-initiated one).
+   *
+   * @generated from field: string source_command_id = 15;
+   */
+  sourceCommandId: string;
 };
 
 /**
@@ -1684,11 +1712,21 @@ export type CompactResponse = Message<"palimpsest.v1.CompactResponse"> & {
   replayed: boolean;
 
   /**
-   * The recorded `shadowedTokenCount`.
+   * The recorded `shadowedTokenCount` (0 when `error` is set).
    *
    * @generated from field: uint64 shadowed_token_count = 5;
    */
   shadowedTokenCount: bigint;
+
+  /**
+   * Set when the summary was refused as the reference refuses it (its framed
+   * checkpoint is not smaller than the shadowed range): `seqs` are then the
+   * compaction/start and the compaction/end carrying this error, and the
+   * surface is unchanged.
+   *
+   * @generated from field: optional string error = 6;
+   */
+  error?: string | undefined;
 };
 
 /**
@@ -1719,7 +1757,8 @@ export type PruneToolResultsRequest = Message<"palimpsest.v1.PruneToolResultsReq
   seqs: bigint[];
 
   /**
-   * Policy: prune results whose text is over this many UTF-8 bytes.
+   * Policy: prune results whose text is over this many UTF-8 bytes
+   * (Palimpsest's; see min_chars for the reference's threshold).
    *
    * @generated from field: uint64 min_bytes = 3;
    */
@@ -1766,6 +1805,29 @@ export type PruneToolResultsRequest = Message<"palimpsest.v1.PruneToolResultsReq
    * @generated from field: string idempotency_key = 9;
    */
   idempotencyKey: string;
+
+  /**
+   * Policy and threshold: prune results whose text is over this many code
+   * points (the reference's `thresholdChars`; at least head + marker + tail).
+   *
+   * @generated from field: uint64 min_chars = 10;
+   */
+  minChars: bigint;
+
+  /**
+   * Which marker to write; unset = the reference's.
+   *
+   * @generated from field: palimpsest.v1.PruneToolResultsRequest.Marker marker = 11;
+   */
+  marker: PruneToolResultsRequest_Marker;
+
+  /**
+   * Skip a prune that removes fewer code points than this (Palimpsest's
+   * option, not the reference's); unset = prune whenever over the threshold.
+   *
+   * @generated from field: optional uint64 min_saving_chars = 12;
+   */
+  minSavingChars?: bigint | undefined;
 };
 
 /**
@@ -1774,6 +1836,41 @@ export type PruneToolResultsRequest = Message<"palimpsest.v1.PruneToolResultsReq
  */
 export const PruneToolResultsRequestSchema: GenMessage<PruneToolResultsRequest> = /*@__PURE__*/
   messageDesc(file_palimpsest_v1_service, 43);
+
+/**
+ * The marker a prune writes.
+ *
+ * @generated from enum palimpsest.v1.PruneToolResultsRequest.Marker
+ */
+export enum PruneToolResultsRequest_Marker {
+  /**
+   * The reference's fixed marker (the default).
+   *
+   * @generated from enum value: MARKER_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * The reference's fixed marker, `\n\n[... tool result middle pruned ...]\n\n`.
+   *
+   * @generated from enum value: MARKER_REFERENCE = 1;
+   */
+  REFERENCE = 1,
+
+  /**
+   * Palimpsest's marker naming the count (differs from the reference):
+   * `\n\n[... tool result middle pruned: N characters ...]\n\n`.
+   *
+   * @generated from enum value: MARKER_WITH_COUNT = 2;
+   */
+  WITH_COUNT = 2,
+}
+
+/**
+ * Describes the enum palimpsest.v1.PruneToolResultsRequest.Marker.
+ */
+export const PruneToolResultsRequest_MarkerSchema: GenEnum<PruneToolResultsRequest_Marker> = /*@__PURE__*/
+  enumDesc(file_palimpsest_v1_service, 43, 0);
 
 /**
  * One pruned tool result.
@@ -2263,17 +2360,23 @@ export const SessionService: GenService<{
     output: typeof SubscribeEventsResponseSchema;
   },
   /**
-   * Plans a compaction (read-only): the range to shadow, anchored at the start
-   * of the surface, keeping the most recent `keep_tokens` of the surface (or
-   * up to `up_to_seq`), moved earlier so that it never separates a tool call
-   * from its results. Returns what Compact needs (`start`, `end`,
-   * `expected_last_seq`), the shadowed seqs and token count, the derived
-   * messages of the range (what a client sends to its summariser) and the
-   * blockers that make Compact refuse now.
-   * Token estimator: per message, ceil(characters / 4) + 8, where characters
-   * counts the text of text and reasoning blocks, a tool call's name and
-   * arguments, and (recursively) a tool result's inner content; an image block
-   * counts 1000 characters. `token_counts` overrides it per seq.
+   * Plans a compaction (read-only), as the reference's compaction-basic
+   * selects it: the range to shadow, anchored at the start of the surface,
+   * keeping a recent tail by the budget (`retain_tokens`, the reference's:
+   * the shortest tail of at least N tokens; `keep_tokens`, Palimpsest's own
+   * and different: the longest tail of at most N; or up to `up_to_seq`), then
+   * moved earlier to a cut where the reference's count-based tool-pairing
+   * balance holds (no tool call before the cut is still waiting for its
+   * result), so the balanced prefix before an unanswered call is compacted.
+   * Returns what Compact needs (`start`, `end`, `expected_last_seq`), the
+   * shadowed seqs and token count, the derived messages of the range (what a
+   * client sends to its summariser) and the blockers that make Compact refuse
+   * now.
+   * Token estimator (the reference token meter's): per content block, a text
+   * or reasoning block ceil(length / 4) + 4, a tool call ceil(name / 4) +
+   * ceil(arguments / 4) + 4, a tool result its inner content + 4, any other
+   * block (images included) 4 + ceil(JSON length / 4); plus 4 per message.
+   * Lengths are UTF-16 code units. `token_counts` overrides it per seq.
    * Errors: SESSION_NOT_FOUND, INVALID_ARGUMENT (no budget, or `up_to_seq` not
    * on the surface).
    *
@@ -2290,10 +2393,16 @@ export const SessionService: GenService<{
    * `compaction/start`, `compaction/summary`, the replacing `user/message`
    * (plugin source `compact`, the framed summary, citing the start, the
    * summary and every shadowed seq) and `compaction/end`. The batch is always
-   * checked by the tool-pairing guard.
+   * checked by the tool-pairing guard. As the reference does, a summary whose
+   * framed checkpoint is not cheaper (by the estimator) than the shadowed
+   * range is refused by writing only `compaction/start` and
+   * `compaction/end {error}`; the call succeeds and `error` in the response
+   * says so.
    * Errors: HEAD_MISMATCH (FAILED_PRECONDITION: the head moved since the plan;
-   * plan again), COMPACTION_BLOCKED (FAILED_PRECONDITION: an open
-   * compaction/start or open tool calls on the surface; metadata `blocker`),
+   * plan again), COMPACTION_BLOCKED (FAILED_PRECONDITION: the latest
+   * compaction/start has no compaction/end after it, a tool result on the
+   * surface has no matching call, or the range ends inside a tool round whose
+   * calls have no result yet; metadata `blocker`, `seqs`),
    * COMPACTION_RANGE_INVALID (FAILED_PRECONDITION: `start` is not the first
    * surface node, or `end` not on the surface after it), TOOL_PAIRING_BROKEN,
    * IDEMPOTENCY_KEY_REUSED, INVALID_ARGUMENT (no summary, summary_json not a
@@ -2310,15 +2419,20 @@ export const SessionService: GenService<{
    * Prunes tool results on the surface, as the reference's tool-result pruner
    * does: for each, a `compaction/prune` then a `tool/result` copy identical
    * to the original except the tool-result block's inner content, whose text
-   * keeps its first `head_chars` and last `tail_chars` characters around a
-   * marker naming how many characters were removed. Targets are given by seq,
-   * or by policy (text over `min_bytes`, except the `keep_recent` most recent
-   * results and `exclude_tools`). A result whose text is not longer than
-   * head + tail + twice the marker is left alone (listed in `skipped`): the
-   * saving would not pay for the marker.
+   * keeps its first `head_chars` and last `tail_chars` code points around the
+   * reference's fixed marker `\n\n[... tool result middle pruned ...]\n\n`.
+   * A result is pruned whenever its text is longer than the threshold in code
+   * points: `min_chars` (the reference's thresholdChars), else head + marker +
+   * tail; others are listed in `skipped`. Targets are given by seq, or by
+   * policy (text over `min_chars` code points and/or `min_bytes` UTF-8 bytes,
+   * except the `keep_recent` most recent results and `exclude_tools`).
+   * Options that differ from the reference: `marker = MARKER_WITH_COUNT` (the
+   * marker names how many characters were removed) and `min_saving_chars`
+   * (skip a prune that removes fewer code points).
    * Errors: PRUNE_TARGET_INVALID (FAILED_PRECONDITION: a seq that is not a
    * tool/result on the surface; metadata `seq`), HEAD_MISMATCH,
-   * IDEMPOTENCY_KEY_REUSED, INVALID_ARGUMENT (neither seqs nor min_bytes).
+   * IDEMPOTENCY_KEY_REUSED, INVALID_ARGUMENT (neither seqs nor min_chars nor
+   * min_bytes; min_chars below head + marker + tail).
    *
    * @generated from rpc palimpsest.v1.SessionService.PruneToolResults
    */

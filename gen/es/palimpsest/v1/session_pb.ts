@@ -4,13 +4,15 @@
 
 import type { GenFile, GenMessage } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
+import type { TokenUsage } from "./content_pb.js";
+import { file_palimpsest_v1_content } from "./content_pb.js";
 import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file palimpsest/v1/session.proto.
  */
 export const file_palimpsest_v1_session: GenFile = /*@__PURE__*/
-  fileDesc("ChtwYWxpbXBzZXN0L3YxL3Nlc3Npb24ucHJvdG8SDXBhbGltcHNlc3QudjEiiQQKB1Nlc3Npb24SCgoCaWQYASABKAkSDwoHdmVyc2lvbhgCIAEoDRISCgpjcmVhdGVkX2F0GAMgASgDEhAKA2N3ZBgEIAEoCUgAiAEBEhsKDnBhcmVudF9zZXNzaW9uGAUgASgJSAGIAQESGAoLc2VlZF9sZW5ndGgYBiABKARIAogBARITCgZvcmlnaW4YByABKAlIA4gBARIdChBkZWxlZ2F0aW9uX2RlcHRoGAggASgESASIAQESGQoMYWdlbnRfcHJlc2V0GAkgASgJSAWIAQESMgoGbGFiZWxzGAogAygLMiIucGFsaW1wc2VzdC52MS5TZXNzaW9uLkxhYmVsc0VudHJ5EhUKCGhlYWRfc2VxGAsgASgESAaIAQESEwoLZXZlbnRfY291bnQYDCABKAQSFgoOc3VyZmFjZV9sZW5ndGgYDSABKAQSDgoGc3RyaWN0GA4gASgIEhUKDXBhaXJpbmdfZ3VhcmQYDyABKAgaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4AUIGCgRfY3dkQhEKD19wYXJlbnRfc2Vzc2lvbkIOCgxfc2VlZF9sZW5ndGhCCQoHX29yaWdpbkITChFfZGVsZWdhdGlvbl9kZXB0aEIPCg1fYWdlbnRfcHJlc2V0QgsKCV9oZWFkX3NlcUIuWixwYWxpbXBzZXN0L2dlbi9nby9wYWxpbXBzZXN0L3YxO3BhbGltcHNlc3R2MWIGcHJvdG8z");
+  fileDesc("ChtwYWxpbXBzZXN0L3YxL3Nlc3Npb24ucHJvdG8SDXBhbGltcHNlc3QudjEiywQKB1Nlc3Npb24SCgoCaWQYASABKAkSDwoHdmVyc2lvbhgCIAEoDRISCgpjcmVhdGVkX2F0GAMgASgDEhAKA2N3ZBgEIAEoCUgAiAEBEhsKDnBhcmVudF9zZXNzaW9uGAUgASgJSAGIAQESGAoLc2VlZF9sZW5ndGgYBiABKARIAogBARITCgZvcmlnaW4YByABKAlIA4gBARIdChBkZWxlZ2F0aW9uX2RlcHRoGAggASgESASIAQESGQoMYWdlbnRfcHJlc2V0GAkgASgJSAWIAQESMgoGbGFiZWxzGAogAygLMiIucGFsaW1wc2VzdC52MS5TZXNzaW9uLkxhYmVsc0VudHJ5EhUKCGhlYWRfc2VxGAsgASgESAaIAQESEwoLZXZlbnRfY291bnQYDCABKAQSFgoOc3VyZmFjZV9sZW5ndGgYDSABKAQSDgoGc3RyaWN0GA4gASgIEhUKDXBhaXJpbmdfZ3VhcmQYDyABKAgSFgoOc3VyZmFjZV90b2tlbnMYECABKAQSKAoFdXNhZ2UYESABKAsyGS5wYWxpbXBzZXN0LnYxLlRva2VuVXNhZ2UaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4AUIGCgRfY3dkQhEKD19wYXJlbnRfc2Vzc2lvbkIOCgxfc2VlZF9sZW5ndGhCCQoHX29yaWdpbkITChFfZGVsZWdhdGlvbl9kZXB0aEIPCg1fYWdlbnRfcHJlc2V0QgsKCV9oZWFkX3NlcUIuWixwYWxpbXBzZXN0L2dlbi9nby9wYWxpbXBzZXN0L3YxO3BhbGltcHNlc3R2MWIGcHJvdG8z", [file_palimpsest_v1_content]);
 
 /**
  * A session: the reference's session header plus Palimpsest's metadata and
@@ -125,6 +127,25 @@ export type Session = Message<"palimpsest.v1.Session"> & {
    * @generated from field: bool pairing_guard = 15;
    */
   pairingGuard: boolean;
+
+  /**
+   * The model history's estimated size now: the sum of the server
+   * estimator's tokens (the reference token meter's) over the surface's
+   * messages. Set by GetSession; 0 in other responses.
+   *
+   * @generated from field: uint64 surface_tokens = 16;
+   */
+  surfaceTokens: bigint;
+
+  /**
+   * Sums of the token usage recorded in the log's assistant messages
+   * (`usage.inputTokens`, `outputTokens`, `cacheReadTokens`,
+   * `cacheWriteTokens`; reasoning_tokens unset). Set by GetSession; unset in
+   * other responses.
+   *
+   * @generated from field: palimpsest.v1.TokenUsage usage = 17;
+   */
+  usage?: TokenUsage | undefined;
 };
 
 /**

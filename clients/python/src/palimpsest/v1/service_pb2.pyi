@@ -550,6 +550,7 @@ class DerivedMessage(google.protobuf.message.Message):
     SEQ_FIELD_NUMBER: builtins.int
     MESSAGE_JSON_FIELD_NUMBER: builtins.int
     MESSAGE_FIELD_NUMBER: builtins.int
+    TOKENS_FIELD_NUMBER: builtins.int
     seq: builtins.int
     """Seq of the event the message is projected from."""
 
@@ -562,14 +563,20 @@ class DerivedMessage(google.protobuf.message.Message):
     def message(self) -> palimpsest.v1.content_pb2.Message:
         """The typed message, when requested and exact."""
         pass
+    tokens: builtins.int
+    """The message's estimated tokens by the server's estimator (the reference
+    token meter's; see PlanCompaction).
+    """
+
     def __init__(self,
         *,
         seq: builtins.int = ...,
         message_json: typing.Text = ...,
         message: typing.Optional[palimpsest.v1.content_pb2.Message] = ...,
+        tokens: builtins.int = ...,
         ) -> None: ...
     def HasField(self, field_name: typing_extensions.Literal["message",b"message"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing_extensions.Literal["message",b"message","message_json",b"message_json","seq",b"seq"]) -> None: ...
+    def ClearField(self, field_name: typing_extensions.Literal["message",b"message","message_json",b"message_json","seq",b"seq","tokens",b"tokens"]) -> None: ...
 global___DerivedMessage = DerivedMessage
 
 class GetMessagesResponse(google.protobuf.message.Message):
@@ -1109,6 +1116,7 @@ class PlanCompactionRequest(google.protobuf.message.Message):
     SESSION_ID_FIELD_NUMBER: builtins.int
     KEEP_TOKENS_FIELD_NUMBER: builtins.int
     UP_TO_SEQ_FIELD_NUMBER: builtins.int
+    RETAIN_TOKENS_FIELD_NUMBER: builtins.int
     TOKEN_COUNTS_FIELD_NUMBER: builtins.int
     OMIT_MESSAGES_FIELD_NUMBER: builtins.int
     session_id: typing.Text
@@ -1121,6 +1129,11 @@ class PlanCompactionRequest(google.protobuf.message.Message):
 
     up_to_seq: builtins.int
     """Shadow from the start of the surface up to this surface seq."""
+
+    retain_tokens: builtins.int
+    """The reference's budget (`retainTokens`): keep the shortest recent tail
+    whose tokens add up to at least this many (at least one node).
+    """
 
     @property
     def token_counts(self) -> google.protobuf.internal.containers.ScalarMap[builtins.int, builtins.int]:
@@ -1138,12 +1151,13 @@ class PlanCompactionRequest(google.protobuf.message.Message):
         session_id: typing.Text = ...,
         keep_tokens: builtins.int = ...,
         up_to_seq: builtins.int = ...,
+        retain_tokens: builtins.int = ...,
         token_counts: typing.Optional[typing.Mapping[builtins.int, builtins.int]] = ...,
         omit_messages: builtins.bool = ...,
         ) -> None: ...
-    def HasField(self, field_name: typing_extensions.Literal["budget",b"budget","keep_tokens",b"keep_tokens","up_to_seq",b"up_to_seq"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing_extensions.Literal["budget",b"budget","keep_tokens",b"keep_tokens","omit_messages",b"omit_messages","session_id",b"session_id","token_counts",b"token_counts","up_to_seq",b"up_to_seq"]) -> None: ...
-    def WhichOneof(self, oneof_group: typing_extensions.Literal["budget",b"budget"]) -> typing.Optional[typing_extensions.Literal["keep_tokens","up_to_seq"]]: ...
+    def HasField(self, field_name: typing_extensions.Literal["budget",b"budget","keep_tokens",b"keep_tokens","retain_tokens",b"retain_tokens","up_to_seq",b"up_to_seq"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing_extensions.Literal["budget",b"budget","keep_tokens",b"keep_tokens","omit_messages",b"omit_messages","retain_tokens",b"retain_tokens","session_id",b"session_id","token_counts",b"token_counts","up_to_seq",b"up_to_seq"]) -> None: ...
+    def WhichOneof(self, oneof_group: typing_extensions.Literal["budget",b"budget"]) -> typing.Optional[typing_extensions.Literal["keep_tokens","up_to_seq","retain_tokens"]]: ...
 global___PlanCompactionRequest = PlanCompactionRequest
 
 class CompactionBlocker(google.protobuf.message.Message):
@@ -1154,9 +1168,11 @@ class CompactionBlocker(google.protobuf.message.Message):
     SEQS_FIELD_NUMBER: builtins.int
     CALL_IDS_FIELD_NUMBER: builtins.int
     reason: typing.Text
-    """COMPACTION_IN_PROGRESS (a compaction/start without its compaction/end) or
-    TOOL_CALLS_OPEN (tool calls on the surface without a result yet: a tool
-    round in flight; the range always stays before them).
+    """COMPACTION_IN_PROGRESS (the latest compaction/start or compaction/end is
+    a start, with no session/end-seed after it), TOOL_RESULT_UNMATCHED (a
+    tool result on the surface has no matching call: an orphan or a second
+    result; `seqs` names it) or TOOL_CALLS_OPEN (tool calls without a result
+    yet and no balanced prefix before them to compact).
     """
 
     description: typing.Text
@@ -1254,6 +1270,7 @@ class CompactRequest(google.protobuf.message.Message):
     IDEMPOTENCY_KEY_FIELD_NUMBER: builtins.int
     RAW_OUTPUT_JSON_FIELD_NUMBER: builtins.int
     LLM_STREAM_CALL_FIELD_NUMBER: builtins.int
+    SOURCE_COMMAND_ID_FIELD_NUMBER: builtins.int
     session_id: typing.Text
     """Session id."""
 
@@ -1303,6 +1320,12 @@ class CompactRequest(google.protobuf.message.Message):
     raw_output_json).
     """
 
+    source_command_id: typing.Text
+    """The command that asked for the compaction (`sourceCommandId`, written in
+    compaction/start, compaction/summary, compaction/end and the checkpoint
+    message's source, as the reference writes a command-initiated one).
+    """
+
     def __init__(self,
         *,
         session_id: typing.Text = ...,
@@ -1319,9 +1342,10 @@ class CompactRequest(google.protobuf.message.Message):
         idempotency_key: typing.Text = ...,
         raw_output_json: typing.Text = ...,
         llm_stream_call: builtins.bool = ...,
+        source_command_id: typing.Text = ...,
         ) -> None: ...
     def HasField(self, field_name: typing_extensions.Literal["_expected_last_seq",b"_expected_last_seq","_max_tokens",b"_max_tokens","_shadowed_token_count",b"_shadowed_token_count","expected_last_seq",b"expected_last_seq","max_tokens",b"max_tokens","shadowed_token_count",b"shadowed_token_count","summary",b"summary","summary_json",b"summary_json","summary_text",b"summary_text","usage",b"usage"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing_extensions.Literal["_expected_last_seq",b"_expected_last_seq","_max_tokens",b"_max_tokens","_shadowed_token_count",b"_shadowed_token_count","end",b"end","expected_last_seq",b"expected_last_seq","idempotency_key",b"idempotency_key","llm_stream_call",b"llm_stream_call","max_tokens",b"max_tokens","model",b"model","provider",b"provider","raw_output_json",b"raw_output_json","session_id",b"session_id","shadowed_token_count",b"shadowed_token_count","start",b"start","summary",b"summary","summary_json",b"summary_json","summary_text",b"summary_text","usage",b"usage"]) -> None: ...
+    def ClearField(self, field_name: typing_extensions.Literal["_expected_last_seq",b"_expected_last_seq","_max_tokens",b"_max_tokens","_shadowed_token_count",b"_shadowed_token_count","end",b"end","expected_last_seq",b"expected_last_seq","idempotency_key",b"idempotency_key","llm_stream_call",b"llm_stream_call","max_tokens",b"max_tokens","model",b"model","provider",b"provider","raw_output_json",b"raw_output_json","session_id",b"session_id","shadowed_token_count",b"shadowed_token_count","source_command_id",b"source_command_id","start",b"start","summary",b"summary","summary_json",b"summary_json","summary_text",b"summary_text","usage",b"usage"]) -> None: ...
     @typing.overload
     def WhichOneof(self, oneof_group: typing_extensions.Literal["_expected_last_seq",b"_expected_last_seq"]) -> typing.Optional[typing_extensions.Literal["expected_last_seq"]]: ...
     @typing.overload
@@ -1340,6 +1364,7 @@ class CompactResponse(google.protobuf.message.Message):
     SURFACE_LENGTH_FIELD_NUMBER: builtins.int
     REPLAYED_FIELD_NUMBER: builtins.int
     SHADOWED_TOKEN_COUNT_FIELD_NUMBER: builtins.int
+    ERROR_FIELD_NUMBER: builtins.int
     @property
     def seqs(self) -> google.protobuf.internal.containers.RepeatedScalarFieldContainer[builtins.int]:
         """Seqs of the four appended events (start, summary, user/message, end)."""
@@ -1354,7 +1379,14 @@ class CompactResponse(google.protobuf.message.Message):
     """True if this answers a retried idempotent request."""
 
     shadowed_token_count: builtins.int
-    """The recorded `shadowedTokenCount`."""
+    """The recorded `shadowedTokenCount` (0 when `error` is set)."""
+
+    error: typing.Text
+    """Set when the summary was refused as the reference refuses it (its framed
+    checkpoint is not smaller than the shadowed range): `seqs` are then the
+    compaction/start and the compaction/end carrying this error, and the
+    surface is unchanged.
+    """
 
     def __init__(self,
         *,
@@ -1363,13 +1395,48 @@ class CompactResponse(google.protobuf.message.Message):
         surface_length: builtins.int = ...,
         replayed: builtins.bool = ...,
         shadowed_token_count: builtins.int = ...,
+        error: typing.Optional[typing.Text] = ...,
         ) -> None: ...
-    def ClearField(self, field_name: typing_extensions.Literal["compaction_id",b"compaction_id","replayed",b"replayed","seqs",b"seqs","shadowed_token_count",b"shadowed_token_count","surface_length",b"surface_length"]) -> None: ...
+    def HasField(self, field_name: typing_extensions.Literal["_error",b"_error","error",b"error"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing_extensions.Literal["_error",b"_error","compaction_id",b"compaction_id","error",b"error","replayed",b"replayed","seqs",b"seqs","shadowed_token_count",b"shadowed_token_count","surface_length",b"surface_length"]) -> None: ...
+    def WhichOneof(self, oneof_group: typing_extensions.Literal["_error",b"_error"]) -> typing.Optional[typing_extensions.Literal["error"]]: ...
 global___CompactResponse = CompactResponse
 
 class PruneToolResultsRequest(google.protobuf.message.Message):
     """Request for PruneToolResults."""
     DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    class _Marker:
+        ValueType = typing.NewType('ValueType', builtins.int)
+        V: typing_extensions.TypeAlias = ValueType
+    class _MarkerEnumTypeWrapper(google.protobuf.internal.enum_type_wrapper._EnumTypeWrapper[PruneToolResultsRequest._Marker.ValueType], builtins.type):
+        DESCRIPTOR: google.protobuf.descriptor.EnumDescriptor
+        MARKER_UNSPECIFIED: PruneToolResultsRequest._Marker.ValueType  # 0
+        """The reference's fixed marker (the default)."""
+
+        MARKER_REFERENCE: PruneToolResultsRequest._Marker.ValueType  # 1
+        """The reference's fixed marker, `\\n\\n[... tool result middle pruned ...]\\n\\n`."""
+
+        MARKER_WITH_COUNT: PruneToolResultsRequest._Marker.ValueType  # 2
+        """Palimpsest's marker naming the count (differs from the reference):
+        `\\n\\n[... tool result middle pruned: N characters ...]\\n\\n`.
+        """
+
+    class Marker(_Marker, metaclass=_MarkerEnumTypeWrapper):
+        """The marker a prune writes."""
+        pass
+
+    MARKER_UNSPECIFIED: PruneToolResultsRequest.Marker.ValueType  # 0
+    """The reference's fixed marker (the default)."""
+
+    MARKER_REFERENCE: PruneToolResultsRequest.Marker.ValueType  # 1
+    """The reference's fixed marker, `\\n\\n[... tool result middle pruned ...]\\n\\n`."""
+
+    MARKER_WITH_COUNT: PruneToolResultsRequest.Marker.ValueType  # 2
+    """Palimpsest's marker naming the count (differs from the reference):
+    `\\n\\n[... tool result middle pruned: N characters ...]\\n\\n`.
+    """
+
+
     SESSION_ID_FIELD_NUMBER: builtins.int
     SEQS_FIELD_NUMBER: builtins.int
     MIN_BYTES_FIELD_NUMBER: builtins.int
@@ -1379,6 +1446,9 @@ class PruneToolResultsRequest(google.protobuf.message.Message):
     TAIL_CHARS_FIELD_NUMBER: builtins.int
     EXPECTED_LAST_SEQ_FIELD_NUMBER: builtins.int
     IDEMPOTENCY_KEY_FIELD_NUMBER: builtins.int
+    MIN_CHARS_FIELD_NUMBER: builtins.int
+    MARKER_FIELD_NUMBER: builtins.int
+    MIN_SAVING_CHARS_FIELD_NUMBER: builtins.int
     session_id: typing.Text
     """Session id."""
 
@@ -1387,7 +1457,9 @@ class PruneToolResultsRequest(google.protobuf.message.Message):
         """Prune these surface tool/result seqs (else the policy below selects)."""
         pass
     min_bytes: builtins.int
-    """Policy: prune results whose text is over this many UTF-8 bytes."""
+    """Policy: prune results whose text is over this many UTF-8 bytes
+    (Palimpsest's; see min_chars for the reference's threshold).
+    """
 
     keep_recent: builtins.int
     """Policy: leave the most recent K tool results on the surface alone."""
@@ -1408,6 +1480,19 @@ class PruneToolResultsRequest(google.protobuf.message.Message):
     idempotency_key: typing.Text
     """Idempotency key (as AppendEvents)."""
 
+    min_chars: builtins.int
+    """Policy and threshold: prune results whose text is over this many code
+    points (the reference's `thresholdChars`; at least head + marker + tail).
+    """
+
+    marker: global___PruneToolResultsRequest.Marker.ValueType
+    """Which marker to write; unset = the reference's."""
+
+    min_saving_chars: builtins.int
+    """Skip a prune that removes fewer code points than this (Palimpsest's
+    option, not the reference's); unset = prune whenever over the threshold.
+    """
+
     def __init__(self,
         *,
         session_id: typing.Text = ...,
@@ -1419,13 +1504,18 @@ class PruneToolResultsRequest(google.protobuf.message.Message):
         tail_chars: typing.Optional[builtins.int] = ...,
         expected_last_seq: typing.Optional[builtins.int] = ...,
         idempotency_key: typing.Text = ...,
+        min_chars: builtins.int = ...,
+        marker: global___PruneToolResultsRequest.Marker.ValueType = ...,
+        min_saving_chars: typing.Optional[builtins.int] = ...,
         ) -> None: ...
-    def HasField(self, field_name: typing_extensions.Literal["_expected_last_seq",b"_expected_last_seq","_head_chars",b"_head_chars","_tail_chars",b"_tail_chars","expected_last_seq",b"expected_last_seq","head_chars",b"head_chars","tail_chars",b"tail_chars"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing_extensions.Literal["_expected_last_seq",b"_expected_last_seq","_head_chars",b"_head_chars","_tail_chars",b"_tail_chars","exclude_tools",b"exclude_tools","expected_last_seq",b"expected_last_seq","head_chars",b"head_chars","idempotency_key",b"idempotency_key","keep_recent",b"keep_recent","min_bytes",b"min_bytes","seqs",b"seqs","session_id",b"session_id","tail_chars",b"tail_chars"]) -> None: ...
+    def HasField(self, field_name: typing_extensions.Literal["_expected_last_seq",b"_expected_last_seq","_head_chars",b"_head_chars","_min_saving_chars",b"_min_saving_chars","_tail_chars",b"_tail_chars","expected_last_seq",b"expected_last_seq","head_chars",b"head_chars","min_saving_chars",b"min_saving_chars","tail_chars",b"tail_chars"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing_extensions.Literal["_expected_last_seq",b"_expected_last_seq","_head_chars",b"_head_chars","_min_saving_chars",b"_min_saving_chars","_tail_chars",b"_tail_chars","exclude_tools",b"exclude_tools","expected_last_seq",b"expected_last_seq","head_chars",b"head_chars","idempotency_key",b"idempotency_key","keep_recent",b"keep_recent","marker",b"marker","min_bytes",b"min_bytes","min_chars",b"min_chars","min_saving_chars",b"min_saving_chars","seqs",b"seqs","session_id",b"session_id","tail_chars",b"tail_chars"]) -> None: ...
     @typing.overload
     def WhichOneof(self, oneof_group: typing_extensions.Literal["_expected_last_seq",b"_expected_last_seq"]) -> typing.Optional[typing_extensions.Literal["expected_last_seq"]]: ...
     @typing.overload
     def WhichOneof(self, oneof_group: typing_extensions.Literal["_head_chars",b"_head_chars"]) -> typing.Optional[typing_extensions.Literal["head_chars"]]: ...
+    @typing.overload
+    def WhichOneof(self, oneof_group: typing_extensions.Literal["_min_saving_chars",b"_min_saving_chars"]) -> typing.Optional[typing_extensions.Literal["min_saving_chars"]]: ...
     @typing.overload
     def WhichOneof(self, oneof_group: typing_extensions.Literal["_tail_chars",b"_tail_chars"]) -> typing.Optional[typing_extensions.Literal["tail_chars"]]: ...
 global___PruneToolResultsRequest = PruneToolResultsRequest

@@ -208,17 +208,23 @@ class SessionServiceStub:
     PlanCompaction: grpc.UnaryUnaryMultiCallable[
         palimpsest.v1.service_pb2.PlanCompactionRequest,
         palimpsest.v1.service_pb2.PlanCompactionResponse]
-    """Plans a compaction (read-only): the range to shadow, anchored at the start
-    of the surface, keeping the most recent `keep_tokens` of the surface (or
-    up to `up_to_seq`), moved earlier so that it never separates a tool call
-    from its results. Returns what Compact needs (`start`, `end`,
-    `expected_last_seq`), the shadowed seqs and token count, the derived
-    messages of the range (what a client sends to its summariser) and the
-    blockers that make Compact refuse now.
-    Token estimator: per message, ceil(characters / 4) + 8, where characters
-    counts the text of text and reasoning blocks, a tool call's name and
-    arguments, and (recursively) a tool result's inner content; an image block
-    counts 1000 characters. `token_counts` overrides it per seq.
+    """Plans a compaction (read-only), as the reference's compaction-basic
+    selects it: the range to shadow, anchored at the start of the surface,
+    keeping a recent tail by the budget (`retain_tokens`, the reference's:
+    the shortest tail of at least N tokens; `keep_tokens`, Palimpsest's own
+    and different: the longest tail of at most N; or up to `up_to_seq`), then
+    moved earlier to a cut where the reference's count-based tool-pairing
+    balance holds (no tool call before the cut is still waiting for its
+    result), so the balanced prefix before an unanswered call is compacted.
+    Returns what Compact needs (`start`, `end`, `expected_last_seq`), the
+    shadowed seqs and token count, the derived messages of the range (what a
+    client sends to its summariser) and the blockers that make Compact refuse
+    now.
+    Token estimator (the reference token meter's): per content block, a text
+    or reasoning block ceil(length / 4) + 4, a tool call ceil(name / 4) +
+    ceil(arguments / 4) + 4, a tool result its inner content + 4, any other
+    block (images included) 4 + ceil(JSON length / 4); plus 4 per message.
+    Lengths are UTF-16 code units. `token_counts` overrides it per seq.
     Errors: SESSION_NOT_FOUND, INVALID_ARGUMENT (no budget, or `up_to_seq` not
     on the surface).
     """
@@ -231,10 +237,16 @@ class SessionServiceStub:
     `compaction/start`, `compaction/summary`, the replacing `user/message`
     (plugin source `compact`, the framed summary, citing the start, the
     summary and every shadowed seq) and `compaction/end`. The batch is always
-    checked by the tool-pairing guard.
+    checked by the tool-pairing guard. As the reference does, a summary whose
+    framed checkpoint is not cheaper (by the estimator) than the shadowed
+    range is refused by writing only `compaction/start` and
+    `compaction/end {error}`; the call succeeds and `error` in the response
+    says so.
     Errors: HEAD_MISMATCH (FAILED_PRECONDITION: the head moved since the plan;
-    plan again), COMPACTION_BLOCKED (FAILED_PRECONDITION: an open
-    compaction/start or open tool calls on the surface; metadata `blocker`),
+    plan again), COMPACTION_BLOCKED (FAILED_PRECONDITION: the latest
+    compaction/start has no compaction/end after it, a tool result on the
+    surface has no matching call, or the range ends inside a tool round whose
+    calls have no result yet; metadata `blocker`, `seqs`),
     COMPACTION_RANGE_INVALID (FAILED_PRECONDITION: `start` is not the first
     surface node, or `end` not on the surface after it), TOOL_PAIRING_BROKEN,
     IDEMPOTENCY_KEY_REUSED, INVALID_ARGUMENT (no summary, summary_json not a
@@ -247,15 +259,20 @@ class SessionServiceStub:
     """Prunes tool results on the surface, as the reference's tool-result pruner
     does: for each, a `compaction/prune` then a `tool/result` copy identical
     to the original except the tool-result block's inner content, whose text
-    keeps its first `head_chars` and last `tail_chars` characters around a
-    marker naming how many characters were removed. Targets are given by seq,
-    or by policy (text over `min_bytes`, except the `keep_recent` most recent
-    results and `exclude_tools`). A result whose text is not longer than
-    head + tail + twice the marker is left alone (listed in `skipped`): the
-    saving would not pay for the marker.
+    keeps its first `head_chars` and last `tail_chars` code points around the
+    reference's fixed marker `\\n\\n[... tool result middle pruned ...]\\n\\n`.
+    A result is pruned whenever its text is longer than the threshold in code
+    points: `min_chars` (the reference's thresholdChars), else head + marker +
+    tail; others are listed in `skipped`. Targets are given by seq, or by
+    policy (text over `min_chars` code points and/or `min_bytes` UTF-8 bytes,
+    except the `keep_recent` most recent results and `exclude_tools`).
+    Options that differ from the reference: `marker = MARKER_WITH_COUNT` (the
+    marker names how many characters were removed) and `min_saving_chars`
+    (skip a prune that removes fewer code points).
     Errors: PRUNE_TARGET_INVALID (FAILED_PRECONDITION: a seq that is not a
     tool/result on the surface; metadata `seq`), HEAD_MISMATCH,
-    IDEMPOTENCY_KEY_REUSED, INVALID_ARGUMENT (neither seqs nor min_bytes).
+    IDEMPOTENCY_KEY_REUSED, INVALID_ARGUMENT (neither seqs nor min_chars nor
+    min_bytes; min_chars below head + marker + tail).
     """
 
 
@@ -503,17 +520,23 @@ class SessionServiceServicer(metaclass=abc.ABCMeta):
         request: palimpsest.v1.service_pb2.PlanCompactionRequest,
         context: grpc.ServicerContext,
     ) -> palimpsest.v1.service_pb2.PlanCompactionResponse:
-        """Plans a compaction (read-only): the range to shadow, anchored at the start
-        of the surface, keeping the most recent `keep_tokens` of the surface (or
-        up to `up_to_seq`), moved earlier so that it never separates a tool call
-        from its results. Returns what Compact needs (`start`, `end`,
-        `expected_last_seq`), the shadowed seqs and token count, the derived
-        messages of the range (what a client sends to its summariser) and the
-        blockers that make Compact refuse now.
-        Token estimator: per message, ceil(characters / 4) + 8, where characters
-        counts the text of text and reasoning blocks, a tool call's name and
-        arguments, and (recursively) a tool result's inner content; an image block
-        counts 1000 characters. `token_counts` overrides it per seq.
+        """Plans a compaction (read-only), as the reference's compaction-basic
+        selects it: the range to shadow, anchored at the start of the surface,
+        keeping a recent tail by the budget (`retain_tokens`, the reference's:
+        the shortest tail of at least N tokens; `keep_tokens`, Palimpsest's own
+        and different: the longest tail of at most N; or up to `up_to_seq`), then
+        moved earlier to a cut where the reference's count-based tool-pairing
+        balance holds (no tool call before the cut is still waiting for its
+        result), so the balanced prefix before an unanswered call is compacted.
+        Returns what Compact needs (`start`, `end`, `expected_last_seq`), the
+        shadowed seqs and token count, the derived messages of the range (what a
+        client sends to its summariser) and the blockers that make Compact refuse
+        now.
+        Token estimator (the reference token meter's): per content block, a text
+        or reasoning block ceil(length / 4) + 4, a tool call ceil(name / 4) +
+        ceil(arguments / 4) + 4, a tool result its inner content + 4, any other
+        block (images included) 4 + ceil(JSON length / 4); plus 4 per message.
+        Lengths are UTF-16 code units. `token_counts` overrides it per seq.
         Errors: SESSION_NOT_FOUND, INVALID_ARGUMENT (no budget, or `up_to_seq` not
         on the surface).
         """
@@ -529,10 +552,16 @@ class SessionServiceServicer(metaclass=abc.ABCMeta):
         `compaction/start`, `compaction/summary`, the replacing `user/message`
         (plugin source `compact`, the framed summary, citing the start, the
         summary and every shadowed seq) and `compaction/end`. The batch is always
-        checked by the tool-pairing guard.
+        checked by the tool-pairing guard. As the reference does, a summary whose
+        framed checkpoint is not cheaper (by the estimator) than the shadowed
+        range is refused by writing only `compaction/start` and
+        `compaction/end {error}`; the call succeeds and `error` in the response
+        says so.
         Errors: HEAD_MISMATCH (FAILED_PRECONDITION: the head moved since the plan;
-        plan again), COMPACTION_BLOCKED (FAILED_PRECONDITION: an open
-        compaction/start or open tool calls on the surface; metadata `blocker`),
+        plan again), COMPACTION_BLOCKED (FAILED_PRECONDITION: the latest
+        compaction/start has no compaction/end after it, a tool result on the
+        surface has no matching call, or the range ends inside a tool round whose
+        calls have no result yet; metadata `blocker`, `seqs`),
         COMPACTION_RANGE_INVALID (FAILED_PRECONDITION: `start` is not the first
         surface node, or `end` not on the surface after it), TOOL_PAIRING_BROKEN,
         IDEMPOTENCY_KEY_REUSED, INVALID_ARGUMENT (no summary, summary_json not a
@@ -548,15 +577,20 @@ class SessionServiceServicer(metaclass=abc.ABCMeta):
         """Prunes tool results on the surface, as the reference's tool-result pruner
         does: for each, a `compaction/prune` then a `tool/result` copy identical
         to the original except the tool-result block's inner content, whose text
-        keeps its first `head_chars` and last `tail_chars` characters around a
-        marker naming how many characters were removed. Targets are given by seq,
-        or by policy (text over `min_bytes`, except the `keep_recent` most recent
-        results and `exclude_tools`). A result whose text is not longer than
-        head + tail + twice the marker is left alone (listed in `skipped`): the
-        saving would not pay for the marker.
+        keeps its first `head_chars` and last `tail_chars` code points around the
+        reference's fixed marker `\\n\\n[... tool result middle pruned ...]\\n\\n`.
+        A result is pruned whenever its text is longer than the threshold in code
+        points: `min_chars` (the reference's thresholdChars), else head + marker +
+        tail; others are listed in `skipped`. Targets are given by seq, or by
+        policy (text over `min_chars` code points and/or `min_bytes` UTF-8 bytes,
+        except the `keep_recent` most recent results and `exclude_tools`).
+        Options that differ from the reference: `marker = MARKER_WITH_COUNT` (the
+        marker names how many characters were removed) and `min_saving_chars`
+        (skip a prune that removes fewer code points).
         Errors: PRUNE_TARGET_INVALID (FAILED_PRECONDITION: a seq that is not a
         tool/result on the surface; metadata `seq`), HEAD_MISMATCH,
-        IDEMPOTENCY_KEY_REUSED, INVALID_ARGUMENT (neither seqs nor min_bytes).
+        IDEMPOTENCY_KEY_REUSED, INVALID_ARGUMENT (neither seqs nor min_chars nor
+        min_bytes; min_chars below head + marker + tail).
         """
         pass
 

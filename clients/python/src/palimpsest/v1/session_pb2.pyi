@@ -6,6 +6,7 @@ import builtins
 import google.protobuf.descriptor
 import google.protobuf.internal.containers
 import google.protobuf.message
+import palimpsest.v1.content_pb2
 import typing
 import typing_extensions
 
@@ -44,6 +45,8 @@ class Session(google.protobuf.message.Message):
     SURFACE_LENGTH_FIELD_NUMBER: builtins.int
     STRICT_FIELD_NUMBER: builtins.int
     PAIRING_GUARD_FIELD_NUMBER: builtins.int
+    SURFACE_TOKENS_FIELD_NUMBER: builtins.int
+    USAGE_FIELD_NUMBER: builtins.int
     id: typing.Text
     """Session id (the reference header's `id`)."""
 
@@ -94,6 +97,20 @@ class Session(google.protobuf.message.Message):
     TOOL_PAIRING_BROKEN).
     """
 
+    surface_tokens: builtins.int
+    """The model history's estimated size now: the sum of the server
+    estimator's tokens (the reference token meter's) over the surface's
+    messages. Set by GetSession; 0 in other responses.
+    """
+
+    @property
+    def usage(self) -> palimpsest.v1.content_pb2.TokenUsage:
+        """Sums of the token usage recorded in the log's assistant messages
+        (`usage.inputTokens`, `outputTokens`, `cacheReadTokens`,
+        `cacheWriteTokens`; reasoning_tokens unset). Set by GetSession; unset in
+        other responses.
+        """
+        pass
     def __init__(self,
         *,
         id: typing.Text = ...,
@@ -111,9 +128,11 @@ class Session(google.protobuf.message.Message):
         surface_length: builtins.int = ...,
         strict: builtins.bool = ...,
         pairing_guard: builtins.bool = ...,
+        surface_tokens: builtins.int = ...,
+        usage: typing.Optional[palimpsest.v1.content_pb2.TokenUsage] = ...,
         ) -> None: ...
-    def HasField(self, field_name: typing_extensions.Literal["_agent_preset",b"_agent_preset","_cwd",b"_cwd","_delegation_depth",b"_delegation_depth","_head_seq",b"_head_seq","_origin",b"_origin","_parent_session",b"_parent_session","_seed_length",b"_seed_length","agent_preset",b"agent_preset","cwd",b"cwd","delegation_depth",b"delegation_depth","head_seq",b"head_seq","origin",b"origin","parent_session",b"parent_session","seed_length",b"seed_length"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing_extensions.Literal["_agent_preset",b"_agent_preset","_cwd",b"_cwd","_delegation_depth",b"_delegation_depth","_head_seq",b"_head_seq","_origin",b"_origin","_parent_session",b"_parent_session","_seed_length",b"_seed_length","agent_preset",b"agent_preset","created_at",b"created_at","cwd",b"cwd","delegation_depth",b"delegation_depth","event_count",b"event_count","head_seq",b"head_seq","id",b"id","labels",b"labels","origin",b"origin","pairing_guard",b"pairing_guard","parent_session",b"parent_session","seed_length",b"seed_length","strict",b"strict","surface_length",b"surface_length","version",b"version"]) -> None: ...
+    def HasField(self, field_name: typing_extensions.Literal["_agent_preset",b"_agent_preset","_cwd",b"_cwd","_delegation_depth",b"_delegation_depth","_head_seq",b"_head_seq","_origin",b"_origin","_parent_session",b"_parent_session","_seed_length",b"_seed_length","agent_preset",b"agent_preset","cwd",b"cwd","delegation_depth",b"delegation_depth","head_seq",b"head_seq","origin",b"origin","parent_session",b"parent_session","seed_length",b"seed_length","usage",b"usage"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing_extensions.Literal["_agent_preset",b"_agent_preset","_cwd",b"_cwd","_delegation_depth",b"_delegation_depth","_head_seq",b"_head_seq","_origin",b"_origin","_parent_session",b"_parent_session","_seed_length",b"_seed_length","agent_preset",b"agent_preset","created_at",b"created_at","cwd",b"cwd","delegation_depth",b"delegation_depth","event_count",b"event_count","head_seq",b"head_seq","id",b"id","labels",b"labels","origin",b"origin","pairing_guard",b"pairing_guard","parent_session",b"parent_session","seed_length",b"seed_length","strict",b"strict","surface_length",b"surface_length","surface_tokens",b"surface_tokens","usage",b"usage","version",b"version"]) -> None: ...
     @typing.overload
     def WhichOneof(self, oneof_group: typing_extensions.Literal["_agent_preset",b"_agent_preset"]) -> typing.Optional[typing_extensions.Literal["agent_preset"]]: ...
     @typing.overload
