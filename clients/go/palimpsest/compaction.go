@@ -8,7 +8,7 @@ import (
 	"errors"
 	"fmt"
 
-	pb "palimpsest/gen/go/palimpsest/v1"
+	pb "palimpsest.dev/go/gen/palimpsest/v1"
 )
 
 // SessionOption configures CreateSession.
@@ -32,7 +32,9 @@ type readOpts struct{ asOfSeq *uint64 }
 
 // AsOf reads the surface or the messages as they were right after event seq
 // (time travel; OUT_OF_RANGE / AS_OF_SEQ_AFTER_HEAD past the head).
-func AsOf(seq uint64) ReadOption { return func(o *readOpts) { o.asOfSeq = &seq } }
+func AsOf(seq int64) ReadOption {
+	return func(o *readOpts) { s := seqOut(seq); o.asOfSeq = &s }
+}
 
 func readOptions(opts []ReadOption) readOpts {
 	var o readOpts
@@ -52,14 +54,14 @@ type Budget struct {
 func KeepTokens(n uint64) Budget { return Budget{keepTokens: &n} }
 
 // UpToSeq shadows from the start of the surface up to this surface seq.
-func UpToSeq(seq uint64) Budget { return Budget{upToSeq: &seq} }
+func UpToSeq(seq int64) Budget { s := seqOut(seq); return Budget{upToSeq: &s} }
 
 func (b Budget) isSet() bool { return b.keepTokens != nil || b.upToSeq != nil }
 
 // PlanOptions are PlanCompaction's optional fields.
 type PlanOptions struct {
 	// TokenCounts overrides the server's estimator per surface seq.
-	TokenCounts map[uint64]uint64
+	TokenCounts map[int64]uint64
 	// OmitMessages leaves the derived messages of the range out of the plan.
 	OmitMessages bool
 }
@@ -69,7 +71,13 @@ type PlanOptions struct {
 // Messages of the range (what to summarise) and Blockers (empty = ready);
 // Start is nil when there is nothing to compact.
 func (c *Client) PlanCompaction(ctx context.Context, id string, b Budget, o PlanOptions) (*pb.PlanCompactionResponse, error) {
-	req := &pb.PlanCompactionRequest{SessionId: id, TokenCounts: o.TokenCounts, OmitMessages: o.OmitMessages}
+	req := &pb.PlanCompactionRequest{SessionId: id, OmitMessages: o.OmitMessages}
+	if o.TokenCounts != nil {
+		req.TokenCounts = make(map[uint64]uint64, len(o.TokenCounts))
+		for seq, n := range o.TokenCounts {
+			req.TokenCounts[seqOut(seq)] = n
+		}
+	}
 	switch {
 	case b.keepTokens != nil:
 		req.Budget = &pb.PlanCompactionRequest_KeepTokens{KeepTokens: *b.keepTokens}
@@ -166,7 +174,7 @@ func (c *Client) Compact(ctx context.Context, id string, o CompactOptions) (*pb.
 // PruneOptions select the tool results to prune: Seqs, or by policy (MinBytes,
 // KeepRecent, ExcludeTools). HeadChars/TailChars: nil = 4096/1024.
 type PruneOptions struct {
-	Seqs         []uint64
+	Seqs         []int64
 	MinBytes     uint64
 	KeepRecent   uint32
 	ExcludeTools []string
@@ -189,7 +197,7 @@ func (c *Client) PruneToolResults(ctx context.Context, id string, o PruneOptions
 	if key == "" {
 		key = newKey()
 	}
-	res, err := c.Raw.PruneToolResults(c.ctx(ctx), &pb.PruneToolResultsRequest{SessionId: id, Seqs: o.Seqs, MinBytes: o.MinBytes,
+	res, err := c.Raw.PruneToolResults(c.ctx(ctx), &pb.PruneToolResultsRequest{SessionId: id, Seqs: seqsOut(o.Seqs), MinBytes: o.MinBytes,
 		KeepRecent: o.KeepRecent, ExcludeTools: o.ExcludeTools, HeadChars: o.HeadChars, TailChars: o.TailChars,
 		ExpectedLastSeq: o.ExpectedLastSeq, IdempotencyKey: key})
 	if err != nil {

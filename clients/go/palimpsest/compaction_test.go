@@ -8,10 +8,10 @@ import (
 	"strings"
 	"testing"
 
-	pb "palimpsest/gen/go/palimpsest/v1"
+	pb "palimpsest.dev/go/gen/palimpsest/v1"
 )
 
-type turnSeqs struct{ user, assistant, call, result, head uint64 }
+type turnSeqs struct{ user, assistant, call, result, head int64 }
 
 // toolTurn appends turn n (a user message, an assistant message calling a
 // tool, the call, its result) guarded by the head and returns its seqs.
@@ -19,13 +19,13 @@ func toolTurn(t *testing.T, c *Client, id string, n int, output string) turnSeqs
 	t.Helper()
 	ctx := context.Background()
 	head := must[int64](t)(c.Head(ctx, id))
-	base := uint64(head + 1)
+	base := int64(head + 1)
 	callID := fmt.Sprintf("c%d", n)
 	call := base + 4
 	batch := []*pb.EventInput{TurnStart(n), StepStart(n, 1), UserMessage("What is here?", fmt.Sprintf("u%d", n), nil, Placement{}),
 		AssistantMessage(Assistant{Turn: n, Step: 1, Provider: "p", Model: "m", ID: fmt.Sprintf("a%d", n), ToolCalls: []Block{ToolCallBlock(callID, "ls", "{}")}, Placement: Citing()}),
 		ToolCall(n, 1, callID, "ls", "{}"), ToolResult(n, 1, callID, output, fmt.Sprintf("r%d", n), &call, Placement{}), StepEnd(n, 1), TurnEnd(n, "completed")}
-	seqs := must[[]uint64](t)(c.Append(ctx, id, batch, AppendOptions{ExpectedLastSeq: Expect(head)}))
+	seqs := must[[]int64](t)(c.Append(ctx, id, batch, AppendOptions{ExpectedLastSeq: Expect(head)}))
 	return turnSeqs{user: base + 2, assistant: base + 3, call: call, result: call + 1, head: seqs[len(seqs)-1]}
 }
 
@@ -46,14 +46,14 @@ func TestCompactionShowsTheSummaryAndAsOfShowsBefore(t *testing.T) {
 	must[*pb.Session](t)(c.CreateSession(ctx, id, nil))
 	t1 := toolTurn(t, c, id, 1, "README.md")
 	t2 := toolTurn(t, c, id, 2, "src/")
-	surfaceBefore := must[[]uint64](t)(c.GetSurface(ctx, id))
+	surfaceBefore := must[[]int64](t)(c.GetSurface(ctx, id))
 	before := must[[]map[string]any](t)(c.Messages(ctx, id, false))
 
 	plan := must[*pb.PlanCompactionResponse](t)(c.PlanCompaction(ctx, id, UpToSeq(t1.result), PlanOptions{}))
-	if plan.GetStart() != t1.user || plan.GetEnd() != t1.result || plan.GetExpectedLastSeq() != int64(t2.head) || len(plan.GetBlockers()) != 0 {
+	if int64(plan.GetStart()) != t1.user || int64(plan.GetEnd()) != t1.result || plan.GetExpectedLastSeq() != int64(t2.head) || len(plan.GetBlockers()) != 0 {
 		t.Fatalf("plan %v", plan)
 	}
-	if !reflect.DeepEqual(plan.GetShadowedSeqs(), []uint64{t1.user, t1.assistant, t1.result}) {
+	if !reflect.DeepEqual(seqsIn(plan.GetShadowedSeqs()), []int64{t1.user, t1.assistant, t1.result}) {
 		t.Fatalf("shadowed %v", plan.GetShadowedSeqs())
 	}
 	var seen []map[string]any
@@ -74,13 +74,13 @@ func TestCompactionShowsTheSummaryAndAsOfShowsBefore(t *testing.T) {
 		t.Fatalf("kept messages differ:\n%v\n%v", after[1:], before[3:])
 	}
 	// Time travel: right after turn 2, the surface and history before the compaction.
-	if got := must[[]uint64](t)(c.GetSurface(ctx, id, AsOf(t2.head))); !reflect.DeepEqual(got, surfaceBefore) {
+	if got := must[[]int64](t)(c.GetSurface(ctx, id, AsOf(t2.head))); !reflect.DeepEqual(got, surfaceBefore) {
 		t.Fatalf("surface as of %d: %v, want %v", t2.head, got, surfaceBefore)
 	}
 	if got := must[[]map[string]any](t)(c.Messages(ctx, id, false, AsOf(t2.head))); !reflect.DeepEqual(got, before) {
 		t.Fatalf("messages as of %d: %v", t2.head, got)
 	}
-	_, err := c.GetSurface(ctx, id, AsOf(res.GetSeqs()[3]+1))
+	_, err := c.GetSurface(ctx, id, AsOf(int64(res.GetSeqs()[3])+1))
 	if e := asErr(t, err); e.CodeName != "OUT_OF_RANGE" || e.Reason != "AS_OF_SEQ_AFTER_HEAD" {
 		t.Fatalf("%+v", e)
 	}
@@ -95,7 +95,7 @@ func TestCompactionShowsTheSummaryAndAsOfShowsBefore(t *testing.T) {
 		t.Fatalf("head %d after a refused Compact, want %d", h, head)
 	}
 	res2 := must[*pb.CompactResponse](t)(c.Compact(ctx, id, CompactOptions{Budget: KeepTokens(1), SummaryBlocks: []Block{Text("both turns")}, Provider: "p", Model: "m"}))
-	if res2.GetSeqs()[0] != uint64(head+1) || !strings.Contains(textOf(must[[]map[string]any](t)(c.Messages(ctx, id, false))[0]), "both turns") {
+	if int64(res2.GetSeqs()[0]) != head+1 || !strings.Contains(textOf(must[[]map[string]any](t)(c.Messages(ctx, id, false))[0]), "both turns") {
 		t.Fatalf("second compaction %v", res2)
 	}
 	if _, err := c.Compact(ctx, id, CompactOptions{Budget: KeepTokens(1 << 40), Summary: "x", Provider: "p", Model: "m"}); !errors.Is(err, ErrNothingToCompact) {
@@ -111,7 +111,7 @@ func TestPruneToolResults(t *testing.T) {
 	long := strings.Repeat("line of build output\n", 400)
 	t1 := toolTurn(t, c, id, 1, long)
 	// A seq that is not a tool result: refused, log untouched.
-	_, err := c.PruneToolResults(ctx, id, PruneOptions{Seqs: []uint64{t1.user}})
+	_, err := c.PruneToolResults(ctx, id, PruneOptions{Seqs: []int64{t1.user}})
 	if e := asErr(t, err); e.CodeName != "FAILED_PRECONDITION" || e.Reason != "PRUNE_TARGET_INVALID" || e.Metadata["seq"] != fmt.Sprint(t1.user) {
 		t.Fatalf("%+v", e)
 	}
@@ -119,8 +119,8 @@ func TestPruneToolResults(t *testing.T) {
 		t.Fatalf("head %d after a refused prune", h)
 	}
 	head, tail := uint32(20), uint32(20)
-	res := must[*pb.PruneToolResultsResponse](t)(c.PruneToolResults(ctx, id, PruneOptions{Seqs: []uint64{t1.result}, HeadChars: &head, TailChars: &tail, ExpectedLastSeq: Expect(int64(t1.head))}))
-	if len(res.GetPruned()) != 1 || res.GetPruned()[0].GetOriginalSeq() != t1.result || res.GetPruned()[0].GetBytesBefore() != uint64(len(long)) {
+	res := must[*pb.PruneToolResultsResponse](t)(c.PruneToolResults(ctx, id, PruneOptions{Seqs: []int64{t1.result}, HeadChars: &head, TailChars: &tail, ExpectedLastSeq: Expect(int64(t1.head))}))
+	if len(res.GetPruned()) != 1 || int64(res.GetPruned()[0].GetOriginalSeq()) != t1.result || res.GetPruned()[0].GetBytesBefore() != uint64(len(long)) {
 		t.Fatalf("prune %v", res)
 	}
 	msgs := must[[]map[string]any](t)(c.Messages(ctx, id, false))
@@ -154,7 +154,7 @@ func TestToolPairingBrokenIsDecodedAndLeavesTheLogUntouched(t *testing.T) {
 		t.Fatal("WithPairingGuard(false) ignored")
 	}
 	o1 := toolTurn(t, c, other, 1, "README.md")
-	if seqs := must[[]uint64](t)(c.Append(ctx, other, bad, AppendOptions{})); !reflect.DeepEqual(seqs, []uint64{o1.head + 1}) {
+	if seqs := must[[]int64](t)(c.Append(ctx, other, bad, AppendOptions{})); !reflect.DeepEqual(seqs, []int64{o1.head + 1}) {
 		t.Fatalf("seqs %v", seqs)
 	}
 }
