@@ -30,7 +30,7 @@ describe('Go package clients/go/palimpsest', () => {
       'TestTurnWithBuilders', 'TestErrorsAreDecodedAndLeaveTheLogUntouched', 'TestAppendsCarryIdempotencyKeys',
       'TestUnavailableIsRetried', 'TestSubscribeSurfaceResumes', 'TestSubscribeSurfaceEnds',
       'TestCompactionShowsTheSummaryAndAsOfShowsBefore', 'TestPruneToolResults', 'TestToolPairingBrokenIsDecodedAndLeavesTheLogUntouched',
-      'TestRetryRebuildsTheBatchWithTheSameKey', 'TestRepairForkAndListSessionsPaged', 'TestExportThenImport',
+      'TestRetryRebuildsTheBatchWithTheSameKey', 'TestRepairForkAndListSessionsPaged', 'TestExportThenImport', 'TestDerivedIDIsTheSameInEveryClient',
     ]));
     expect(r.stdout).not.toContain('--- FAIL');
     expect(r.stdout).toMatch(/^ok\s+palimpsest\.dev\/go\/palimpsest/m);
