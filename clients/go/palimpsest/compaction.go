@@ -66,11 +66,54 @@ type PlanOptions struct {
 	OmitMessages bool
 }
 
-// PlanCompaction plans a compaction (read-only). The plan holds Start, End,
-// ShadowedSeqs, ExpectedLastSeq (the head it was made against), the derived
-// Messages of the range (what to summarise) and Blockers (empty = ready);
-// Start is nil when there is nothing to compact.
-func (c *Client) PlanCompaction(ctx context.Context, id string, b Budget, o PlanOptions) (*pb.PlanCompactionResponse, error) {
+// Plan is a compaction plan with int64 seqs: Start and End (nil when there is
+// nothing to compact), ShadowedSeqs, ExpectedLastSeq (the head it was made
+// against), the derived Messages of the range (what to summarise, as JSON) and
+// Blockers (empty = ready). Raw is the response as received.
+type Plan struct {
+	Start, End         *int64
+	ShadowedSeqs       []int64
+	ExpectedLastSeq    int64
+	ShadowedTokenCount uint64
+	KeptTokenCount     uint64
+	Messages           []map[string]any
+	Blockers           []Blocker
+	Raw                *pb.PlanCompactionResponse
+}
+
+// Blocker is why a plan is not ready (COMPACTION_IN_PROGRESS, TOOL_CALLS_OPEN).
+type Blocker struct {
+	Reason, Description string
+	Seqs                []int64
+	CallIDs             []string
+}
+
+func optSeq(p *uint64) *int64 {
+	if p == nil {
+		return nil
+	}
+	v := int64(*p)
+	return &v
+}
+
+func planOf(res *pb.PlanCompactionResponse) (*Plan, error) {
+	p := &Plan{Start: optSeq(res.Start), End: optSeq(res.End), ShadowedSeqs: seqsIn(res.GetShadowedSeqs()), ExpectedLastSeq: res.GetExpectedLastSeq(),
+		ShadowedTokenCount: res.GetShadowedTokenCount(), KeptTokenCount: res.GetKeptTokenCount(), Messages: []map[string]any{}, Raw: res}
+	for _, m := range res.GetMessages() {
+		var v map[string]any
+		if err := json.Unmarshal([]byte(m.GetMessageJson()), &v); err != nil {
+			return nil, err
+		}
+		p.Messages = append(p.Messages, v)
+	}
+	for _, b := range res.GetBlockers() {
+		p.Blockers = append(p.Blockers, Blocker{Reason: b.GetReason(), Description: b.GetDescription(), Seqs: seqsIn(b.GetSeqs()), CallIDs: b.GetCallIds()})
+	}
+	return p, nil
+}
+
+// PlanCompaction plans a compaction (read-only); see Plan.
+func (c *Client) PlanCompaction(ctx context.Context, id string, b Budget, o PlanOptions) (*Plan, error) {
 	req := &pb.PlanCompactionRequest{SessionId: id, OmitMessages: o.OmitMessages}
 	if o.TokenCounts != nil {
 		req.TokenCounts = make(map[uint64]uint64, len(o.TokenCounts))
@@ -90,7 +133,7 @@ func (c *Client) PlanCompaction(ctx context.Context, id string, b Budget, o Plan
 	if err != nil {
 		return nil, AsError(err)
 	}
-	return res, nil
+	return planOf(res)
 }
 
 // ErrNothingToCompact is returned by Compact when the plan has no range.
@@ -100,7 +143,7 @@ var ErrNothingToCompact = errors.New("palimpsest: nothing to compact")
 // Budget to plan first. Give the summary as Summary (text), SummaryBlocks
 // (content blocks) or Summarise (called with the plan's messages as JSON).
 type CompactOptions struct {
-	Plan   *pb.PlanCompactionResponse
+	Plan   *Plan
 	Budget Budget
 	// PlanOptions apply when Compact plans (Budget).
 	PlanOptions PlanOptions
@@ -121,7 +164,18 @@ type CompactOptions struct {
 // compaction/end (CompactResponse.Seqs), conditional on the head the plan was
 // made against. If another writer moved the session it fails with
 // FAILED_PRECONDITION / HEAD_MISMATCH and nothing is written: plan again.
-func (c *Client) Compact(ctx context.Context, id string, o CompactOptions) (*pb.CompactResponse, error) {
+// Compacted is what Compact wrote: the Seqs of compaction/start, compaction/summary, the
+// replacing user/message and compaction/end. Raw is the response as received.
+type Compacted struct {
+	Seqs               []int64
+	CompactionID       string
+	SurfaceLength      uint64
+	Replayed           bool
+	ShadowedTokenCount uint64
+	Raw                *pb.CompactResponse
+}
+
+func (c *Client) Compact(ctx context.Context, id string, o CompactOptions) (*Compacted, error) {
 	plan := o.Plan
 	if plan != nil && o.Budget.isSet() {
 		return nil, errors.New("palimpsest: Compact takes Plan or Budget, not both")
@@ -135,21 +189,14 @@ func (c *Client) Compact(ctx context.Context, id string, o CompactOptions) (*pb.
 	if plan.Start == nil || plan.End == nil {
 		return nil, ErrNothingToCompact
 	}
-	req := &pb.CompactRequest{SessionId: id, Start: plan.GetStart(), End: plan.GetEnd(), ExpectedLastSeq: Expect(plan.GetExpectedLastSeq()),
+	req := &pb.CompactRequest{SessionId: id, Start: seqOut(*plan.Start), End: seqOut(*plan.End), ExpectedLastSeq: Expect(plan.ExpectedLastSeq),
 		Provider: o.Provider, Model: o.Model, Usage: o.Usage, MaxTokens: o.MaxTokens, IdempotencyKey: o.IdempotencyKey}
 	if req.IdempotencyKey == "" {
 		req.IdempotencyKey = newKey()
 	}
 	switch {
 	case o.Summarise != nil:
-		msgs := make([]map[string]any, 0, len(plan.GetMessages()))
-		for _, m := range plan.GetMessages() {
-			var v map[string]any
-			if err := json.Unmarshal([]byte(m.GetMessageJson()), &v); err != nil {
-				return nil, err
-			}
-			msgs = append(msgs, v)
-		}
+		msgs := plan.Messages
 		text, err := o.Summarise(msgs)
 		if err != nil {
 			return nil, fmt.Errorf("palimpsest: summarise: %w", err)
@@ -168,7 +215,8 @@ func (c *Client) Compact(ctx context.Context, id string, o CompactOptions) (*pb.
 	if err != nil {
 		return nil, AsError(err)
 	}
-	return res, nil
+	return &Compacted{Seqs: seqsIn(res.GetSeqs()), CompactionID: res.GetCompactionId(), SurfaceLength: res.GetSurfaceLength(),
+		Replayed: res.GetReplayed(), ShadowedTokenCount: res.GetShadowedTokenCount(), Raw: res}, nil
 }
 
 // PruneOptions select the tool results to prune: Seqs, or by policy (MinBytes,
@@ -189,7 +237,24 @@ type PruneOptions struct {
 // compaction/prune, then a tool/result copy with the middle of its text cut).
 // A seq that is not a tool result on the surface is refused with
 // PRUNE_TARGET_INVALID (metadata seq).
-func (c *Client) PruneToolResults(ctx context.Context, id string, o PruneOptions) (*pb.PruneToolResultsResponse, error) {
+// Pruned is what PruneToolResults did. Raw is the response as received.
+type Pruned struct {
+	Results       []PrunedResult
+	BytesSaved    uint64
+	Skipped       []int64
+	SurfaceLength uint64
+	Replayed      bool
+	Raw           *pb.PruneToolResultsResponse
+}
+
+// PrunedResult is one pruned tool result: the original, the compaction/prune and the copy.
+type PrunedResult struct {
+	OriginalSeq, PruneSeq, ReplacementSeq int64
+	CallID                                string
+	BytesBefore, BytesAfter               uint64
+}
+
+func (c *Client) PruneToolResults(ctx context.Context, id string, o PruneOptions) (*Pruned, error) {
 	if len(o.Seqs) == 0 && o.MinBytes == 0 {
 		return nil, errors.New("palimpsest: PruneToolResults needs Seqs or a policy (MinBytes)")
 	}
@@ -203,7 +268,12 @@ func (c *Client) PruneToolResults(ctx context.Context, id string, o PruneOptions
 	if err != nil {
 		return nil, AsError(err)
 	}
-	return res, nil
+	out := &Pruned{BytesSaved: res.GetBytesSaved(), Skipped: seqsIn(res.GetSkipped()), SurfaceLength: res.GetSurfaceLength(), Replayed: res.GetReplayed(), Raw: res}
+	for _, r := range res.GetPruned() {
+		out.Results = append(out.Results, PrunedResult{OriginalSeq: int64(r.GetOriginalSeq()), PruneSeq: int64(r.GetPruneSeq()), ReplacementSeq: int64(r.GetReplacementSeq()),
+			CallID: r.GetCallId(), BytesBefore: r.GetBytesBefore(), BytesAfter: r.GetBytesAfter()})
+	}
+	return out, nil
 }
 
 func newKey() string {

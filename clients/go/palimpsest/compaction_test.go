@@ -19,7 +19,7 @@ func toolTurn(t *testing.T, c *Client, id string, n int, output string) turnSeqs
 	t.Helper()
 	ctx := context.Background()
 	head := must[int64](t)(c.Head(ctx, id))
-	base := int64(head + 1)
+	base := head + 1
 	callID := fmt.Sprintf("c%d", n)
 	call := base + 4
 	batch := []*pb.EventInput{TurnStart(n), StepStart(n, 1), UserMessage("What is here?", fmt.Sprintf("u%d", n), nil, Placement{}),
@@ -49,25 +49,25 @@ func TestCompactionShowsTheSummaryAndAsOfShowsBefore(t *testing.T) {
 	surfaceBefore := must[[]int64](t)(c.GetSurface(ctx, id))
 	before := must[[]map[string]any](t)(c.Messages(ctx, id, false))
 
-	plan := must[*pb.PlanCompactionResponse](t)(c.PlanCompaction(ctx, id, UpToSeq(t1.result), PlanOptions{}))
-	if int64(plan.GetStart()) != t1.user || int64(plan.GetEnd()) != t1.result || plan.GetExpectedLastSeq() != int64(t2.head) || len(plan.GetBlockers()) != 0 {
-		t.Fatalf("plan %v", plan)
+	plan := must[*Plan](t)(c.PlanCompaction(ctx, id, UpToSeq(t1.result), PlanOptions{}))
+	if *plan.Start != t1.user || *plan.End != t1.result || plan.ExpectedLastSeq != t2.head || len(plan.Blockers) != 0 || len(plan.Messages) != 3 {
+		t.Fatalf("plan %+v", plan)
 	}
-	if !reflect.DeepEqual(seqsIn(plan.GetShadowedSeqs()), []int64{t1.user, t1.assistant, t1.result}) {
-		t.Fatalf("shadowed %v", plan.GetShadowedSeqs())
+	if !reflect.DeepEqual(plan.ShadowedSeqs, []int64{t1.user, t1.assistant, t1.result}) {
+		t.Fatalf("shadowed %v", plan.ShadowedSeqs)
 	}
 	var seen []map[string]any
-	res := must[*pb.CompactResponse](t)(c.Compact(ctx, id, CompactOptions{Plan: plan, Provider: "p", Model: "summariser",
+	res := must[*Compacted](t)(c.Compact(ctx, id, CompactOptions{Plan: plan, Provider: "p", Model: "summariser",
 		Summarise: func(msgs []map[string]any) (string, error) {
 			seen = msgs
 			return fmt.Sprintf("ls showed README.md (%d messages)", len(msgs)), nil
 		}}))
-	if len(res.GetSeqs()) != 4 || res.GetCompactionId() == "" || len(seen) != 3 || seen[0]["id"] != "u1" {
+	if len(res.Seqs) != 4 || res.CompactionID == "" || len(seen) != 3 || seen[0]["id"] != "u1" {
 		t.Fatalf("compact %v, summariser saw %v", res, seen)
 	}
 	after := must[[]map[string]any](t)(c.Messages(ctx, id, false))
 	src := after[0]["source"].(map[string]any)
-	if src["plugin"] != "compact" || src["compactionId"] != res.GetCompactionId() || !strings.Contains(textOf(after[0]), "ls showed README.md (3 messages)") {
+	if src["plugin"] != "compact" || src["compactionId"] != res.CompactionID || !strings.Contains(textOf(after[0]), "ls showed README.md (3 messages)") {
 		t.Fatalf("first message after compaction %v", after[0])
 	}
 	if !reflect.DeepEqual(after[1:], before[3:]) {
@@ -80,7 +80,7 @@ func TestCompactionShowsTheSummaryAndAsOfShowsBefore(t *testing.T) {
 	if got := must[[]map[string]any](t)(c.Messages(ctx, id, false, AsOf(t2.head))); !reflect.DeepEqual(got, before) {
 		t.Fatalf("messages as of %d: %v", t2.head, got)
 	}
-	_, err := c.GetSurface(ctx, id, AsOf(int64(res.GetSeqs()[3])+1))
+	_, err := c.GetSurface(ctx, id, AsOf(res.Seqs[3]+1))
 	if e := asErr(t, err); e.CodeName != "OUT_OF_RANGE" || e.Reason != "AS_OF_SEQ_AFTER_HEAD" {
 		t.Fatalf("%+v", e)
 	}
@@ -94,8 +94,8 @@ func TestCompactionShowsTheSummaryAndAsOfShowsBefore(t *testing.T) {
 	if h := must[int64](t)(c.Head(ctx, id)); h != head {
 		t.Fatalf("head %d after a refused Compact, want %d", h, head)
 	}
-	res2 := must[*pb.CompactResponse](t)(c.Compact(ctx, id, CompactOptions{Budget: KeepTokens(1), SummaryBlocks: []Block{Text("both turns")}, Provider: "p", Model: "m"}))
-	if int64(res2.GetSeqs()[0]) != head+1 || !strings.Contains(textOf(must[[]map[string]any](t)(c.Messages(ctx, id, false))[0]), "both turns") {
+	res2 := must[*Compacted](t)(c.Compact(ctx, id, CompactOptions{Budget: KeepTokens(1), SummaryBlocks: []Block{Text("both turns")}, Provider: "p", Model: "m"}))
+	if res2.Seqs[0] != head+1 || !strings.Contains(textOf(must[[]map[string]any](t)(c.Messages(ctx, id, false))[0]), "both turns") {
 		t.Fatalf("second compaction %v", res2)
 	}
 	if _, err := c.Compact(ctx, id, CompactOptions{Budget: KeepTokens(1 << 40), Summary: "x", Provider: "p", Model: "m"}); !errors.Is(err, ErrNothingToCompact) {
@@ -115,12 +115,12 @@ func TestPruneToolResults(t *testing.T) {
 	if e := asErr(t, err); e.CodeName != "FAILED_PRECONDITION" || e.Reason != "PRUNE_TARGET_INVALID" || e.Metadata["seq"] != fmt.Sprint(t1.user) {
 		t.Fatalf("%+v", e)
 	}
-	if h := must[int64](t)(c.Head(ctx, id)); h != int64(t1.head) {
+	if h := must[int64](t)(c.Head(ctx, id)); h != t1.head {
 		t.Fatalf("head %d after a refused prune", h)
 	}
 	head, tail := uint32(20), uint32(20)
-	res := must[*pb.PruneToolResultsResponse](t)(c.PruneToolResults(ctx, id, PruneOptions{Seqs: []int64{t1.result}, HeadChars: &head, TailChars: &tail, ExpectedLastSeq: Expect(int64(t1.head))}))
-	if len(res.GetPruned()) != 1 || int64(res.GetPruned()[0].GetOriginalSeq()) != t1.result || res.GetPruned()[0].GetBytesBefore() != uint64(len(long)) {
+	res := must[*Pruned](t)(c.PruneToolResults(ctx, id, PruneOptions{Seqs: []int64{t1.result}, HeadChars: &head, TailChars: &tail, ExpectedLastSeq: Expect(t1.head)}))
+	if len(res.Results) != 1 || res.Results[0].OriginalSeq != t1.result || res.Results[0].BytesBefore != uint64(len(long)) || res.Results[0].ReplacementSeq != t1.head+2 {
 		t.Fatalf("prune %v", res)
 	}
 	msgs := must[[]map[string]any](t)(c.Messages(ctx, id, false))
@@ -145,7 +145,7 @@ func TestToolPairingBrokenIsDecodedAndLeavesTheLogUntouched(t *testing.T) {
 		e.Metadata["resultSeq"] != fmt.Sprint(t1.result) || e.Metadata["callSeq"] != fmt.Sprint(t1.assistant) {
 		t.Fatalf("%+v", e)
 	}
-	if h := must[int64](t)(c.Head(ctx, id)); h != int64(t1.head) {
+	if h := must[int64](t)(c.Head(ctx, id)); h != t1.head {
 		t.Fatalf("head %d after a refused append", h)
 	}
 	// The same append to a session without the guard is accepted.

@@ -17,7 +17,8 @@
 //     idempotency key and the event's index (DerivedID): a retry that rebuilds its
 //     batch with the same key is answered with the stored seqs.
 //   - ListSessions (all pages), Fork, Repair, ExportSession and ImportSession
-//     (streamed) wrap the session RPCs. Every seq is an int64.
+//     (streamed) wrap the session RPCs. Every seq is an int64 (PlanCompaction,
+//     Compact and PruneToolResults return Plan, Compacted and Pruned).
 //   - PlanCompaction, Compact (plan + a Compact conditional on the planned
 //     head, or a given Plan) and PruneToolResults wrap the server-side
 //     compaction and pruning; AsOf(seq) reads GetSurface/Messages as of an
