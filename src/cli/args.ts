@@ -44,8 +44,30 @@ export const GLOBAL_OPTIONS: Readonly<Record<string, OptionSpec>> = {
   'tls-ca': { type: 'string', value: 'FILE', help: 'use TLS, trusting this CA certificate (PEM; default $PALIMPSEST_TLS_CA)' },
   'tls-cert': { type: 'string', value: 'FILE', help: 'client certificate for mutual TLS (PEM; default $PALIMPSEST_TLS_CERT)' },
   'tls-key': { type: 'string', value: 'FILE', help: 'client private key for mutual TLS (PEM; default $PALIMPSEST_TLS_KEY)' },
+  context: { type: 'string', value: 'NAME', help: 'connect as the named context says (palimpsest context list; default $PALIMPSEST_CONTEXT, else the current one)' },
   help: { type: 'boolean', short: 'h', help: 'show this help' },
 };
+
+/** Short flags of the common options, given to every command that has the option. */
+export const SHORT_FLAGS: Readonly<Record<string, string>> = { label: 'l', limit: 'n', type: 't', id: 'i', full: 'f', after: 'a' };
+
+/** The read commands: each takes `-o json|yaml|table`. */
+export const READ_COMMANDS: ReadonlySet<string> = new Set(['get', 'sessions', 'events', 'surface', 'messages', 'plan-compaction', 'watch']);
+
+/** `-o/--output` of the read commands. */
+export const OUTPUT_OPTION: OptionSpec = { type: 'string', short: 'o', value: 'json|yaml|table', help: 'output format: json (as --json), yaml, or table (for people; the default)' };
+
+/** The output formats of `-o`. */
+export const OUTPUT_FORMATS = ['json', 'yaml', 'table'] as const;
+
+/** A command's own options with their short flags, plus `-o` for a read command. */
+export function commandOptions(spec: CommandSpec): Record<string, OptionSpec> {
+  const own = Object.fromEntries(Object.entries(spec.options).map(([k, o]) => {
+    const short = SHORT_FLAGS[k];
+    return [k, o.short || !short ? o : { ...o, short }];
+  }));
+  return READ_COMMANDS.has(spec.name) && !own['output'] ? { output: OUTPUT_OPTION, ...own } : own;
+}
 
 /** Parsed arguments with typed accessors. */
 export class Args {
@@ -103,7 +125,7 @@ export function parseInteger(what: string, v: string, min = 0): number {
 
 /** Parses `argv` (after the command name) against the command's spec and the global options. */
 export function parseCommandArgs(spec: CommandSpec, argv: readonly string[]): Args {
-  const options = { ...GLOBAL_OPTIONS, ...spec.options };
+  const options = { ...GLOBAL_OPTIONS, ...commandOptions(spec) };
   // parseArgs calls `--opt -1` ambiguous; a negative number after a value option is its value.
   const args: string[] = [];
   for (let i = 0; i < argv.length; i++) {
@@ -127,6 +149,10 @@ export function parseCommandArgs(spec: CommandSpec, argv: readonly string[]): Ar
   }
   const result = new Args(parsed.values, parsed.positionals);
   if (result.flag('help')) return result;
+  const format = result.str('output');
+  if (READ_COMMANDS.has(spec.name) && format !== undefined && !(OUTPUT_FORMATS as readonly string[]).includes(format)) {
+    throw new UsageError(`-o must be ${OUTPUT_FORMATS.join(', ')}, got ${JSON.stringify(format)}${didYouMean(format, OUTPUT_FORMATS, '')}`);
+  }
   const required = spec.positionals.filter((p) => !p.optional).length;
   if (parsed.positionals.length < required) {
     throw new UsageError(`missing ${spec.positionals[parsed.positionals.length]?.name ?? 'argument'}; see palimpsest ${spec.name} --help`);
@@ -139,7 +165,8 @@ export function parseCommandArgs(spec: CommandSpec, argv: readonly string[]): Ar
 
 /** Our own words for parseArgs' errors (its text talks about its API, not this command). */
 function explainParseError(e: Error & { code?: string }, spec: CommandSpec, options: Readonly<Record<string, OptionSpec>>): string {
-  const m = /'(-{1,2}[^' ]+)/.exec(e.message);
+  // parseArgs names an option with a short flag as '-n, --limit <value>': take the long name.
+  const m = /'(?:-[^-' ,], )?(-{1,2}[^' ,]+)/.exec(e.message);
   const given = m?.[1] ?? '';
   const bare = given.replace(/^-+/, '').split('=')[0] ?? '';
   if (e.code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') {
@@ -165,7 +192,7 @@ function optionLines(options: Readonly<Record<string, OptionSpec>>): string {
 /** The one-line synopsis of a command. */
 export function synopsis(spec: CommandSpec): string {
   const pos = spec.positionals.map((p) => (p.optional ? `[${p.name}]` : p.name));
-  const opts = Object.entries(spec.options).map(([name, o]) => `[--${name}${o.value ? ` ${o.value}` : ''}]${o.multiple ? '...' : ''}`);
+  const opts = Object.entries(commandOptions(spec)).map(([name, o]) => `[--${name}${o.value ? ` ${o.value}` : ''}]${o.multiple ? '...' : ''}`);
   return ['palimpsest', spec.name, ...pos, ...opts].join(' ');
 }
 
@@ -173,7 +200,8 @@ export function synopsis(spec: CommandSpec): string {
 export function helpText(spec: CommandSpec): string {
   const parts = [`Usage: ${synopsis(spec)}`, '', spec.summary];
   if (spec.details) parts.push('', spec.details);
-  if (Object.keys(spec.options).length > 0) parts.push('', 'Options:', optionLines(spec.options));
+  const options = commandOptions(spec);
+  if (Object.keys(options).length > 0) parts.push('', 'Options:', optionLines(options));
   parts.push('', 'Common options:', optionLines(GLOBAL_OPTIONS));
   parts.push('', spec.examples.length > 1 ? 'Examples:' : 'Example:', ...spec.examples.map((e) => `  ${e}`), '');
   return parts.join('\n');

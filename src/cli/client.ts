@@ -9,6 +9,7 @@ import { SessionServiceClient } from '../../gen/palimpsest/v1/service.js';
 import { decodeError } from '../client/error-details.js';
 import { DomainError } from '../domain/errors.js';
 import { parseInteger, UsageError, type Args } from './args.js';
+import { activeContext, contextToken } from './contexts-file.js';
 import type { Output } from './output.js';
 
 /** Exit statuses. */
@@ -27,19 +28,30 @@ export interface ConnectOptions {
   readonly tlsKey: string | undefined;
 }
 
-/** Connection options from the common flags, falling back to PALIMPSEST_* variables. */
+/**
+ * Connection options: each flag, else (with `--context NAME`) that context's value, else its
+ * PALIMPSEST_* variable, else the context of $PALIMPSEST_CONTEXT or the current one, else the
+ * default.
+ */
 export function connectOptions(args: Args, env: NodeJS.ProcessEnv): ConnectOptions {
   const flagTimeout = args.str('connect-timeout');
   const timeout = flagTimeout ?? env['PALIMPSEST_CONNECT_TIMEOUT'];
   // A bad value names where it came from: the flag, or the variable the user may have forgotten.
   const timeoutSource = flagTimeout !== undefined ? '--connect-timeout' : 'PALIMPSEST_CONNECT_TIMEOUT (the environment variable for --connect-timeout)';
+  const active = activeContext(args.str('context'), env);
+  const ctx = active?.context;
+  const pick = (flag: string | undefined, envName: string, fromContext: () => string | undefined): string | undefined => {
+    if (flag) return flag;
+    if (active?.explicit) return fromContext() || env[envName] || undefined;
+    return env[envName] || fromContext() || undefined;
+  };
   return {
-    addr: args.str('addr') || env['PALIMPSEST_ADDR'] || DEFAULT_ADDR,
+    addr: pick(args.str('addr'), 'PALIMPSEST_ADDR', () => ctx?.addr) ?? DEFAULT_ADDR,
     connectTimeoutMs: timeout ? parseInteger(timeoutSource, timeout, 1) : 5000,
-    token: args.str('token') || env['PALIMPSEST_TOKEN'] || undefined,
-    tlsCa: args.str('tls-ca') || env['PALIMPSEST_TLS_CA'] || undefined,
-    tlsCert: args.str('tls-cert') || env['PALIMPSEST_TLS_CERT'] || undefined,
-    tlsKey: args.str('tls-key') || env['PALIMPSEST_TLS_KEY'] || undefined,
+    token: pick(args.str('token'), 'PALIMPSEST_TOKEN', () => (ctx ? contextToken(ctx) : undefined)),
+    tlsCa: pick(args.str('tls-ca'), 'PALIMPSEST_TLS_CA', () => ctx?.tlsCa),
+    tlsCert: pick(args.str('tls-cert'), 'PALIMPSEST_TLS_CERT', () => ctx?.tlsCert),
+    tlsKey: pick(args.str('tls-key'), 'PALIMPSEST_TLS_KEY', () => ctx?.tlsKey),
   };
 }
 

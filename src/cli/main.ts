@@ -4,7 +4,7 @@
  */
 import type { Readable } from 'node:stream';
 import { parseServeArgs, SERVE_OPTIONS } from './serve.js';
-import { helpText, parseCommandArgs, UsageError } from './args.js';
+import { helpText, parseCommandArgs, READ_COMMANDS, UsageError } from './args.js';
 import { EXIT, Rpc, connectOptions, reportFailure, toFailure } from './client.js';
 import { COMMANDS, findCommand } from './commands/index.js';
 import { Output, type OutStream } from './output.js';
@@ -45,6 +45,8 @@ Commands:
   ${'serve'.padEnd(10)} Starts the gRPC server.
   ${'backup'.padEnd(10)} Copies a database file online, verified (works on the file, not the server).
   ${'verify'.padEnd(10)} Checks every session of a database file (--db) or a server (--addr).
+  ${'context'.padEnd(10)} Named connections (address, TLS, token file): context add|use|list|remove.
+  ${'completion'.padEnd(10)} Prints shell completion: completion bash|zsh|fish.
 ${COMMANDS.map((c) => `  ${c.name.padEnd(10)} ${c.summary}`).join('\n')}
 
 Global options (--addr, --token, --json, --tls-*, --connect-timeout) go before or after the
@@ -105,7 +107,7 @@ async function serve(argv: string[]): Promise<number> {
 /** Runs a client command: parse, connect, run, close. */
 async function client(name: string, argv: string[], io: MainIo): Promise<number> {
   const json = argv.includes('--json');
-  const out = new Output(json, io.stdout, io.stderr, io.env);
+  let out = new Output(json, io.stdout, io.stderr, io.env);
   let rpc: Rpc | undefined;
   try {
     const command = findCommand(name);
@@ -113,6 +115,8 @@ async function client(name: string, argv: string[], io: MainIo): Promise<number>
       throw new UsageError(`unknown command ${JSON.stringify(name)}${didYouMean(name, ['serve', ...COMMANDS.map((c) => c.name)])}; see palimpsest --help`);
     }
     const args = parseCommandArgs(command, argv);
+    const format = args.str('output');
+    if (READ_COMMANDS.has(command.name) && format !== undefined) out = new Output(format !== 'table', io.stdout, io.stderr, io.env, format === 'yaml');
     if (args.flag('help')) {
       await out.write(helpText(command));
       return EXIT.OK;
@@ -157,6 +161,8 @@ export async function main(rawArgv: string[], io: MainIo = PROCESS_IO): Promise<
   }
   if (cmd === 'backup') return (await import('./backup.js')).backup(rest, io);
   if (cmd === 'verify') return (await import('./verify.js')).verify(rest, io);
+  if (cmd === 'context') return (await import('./context.js')).context(rest, io);
+  if (cmd === 'completion') return (await import('./completion.js')).completion(rest, io);
   if (cmd !== 'serve') return client(cmd, rest, io);
   try {
     return await serve(rest);

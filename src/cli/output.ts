@@ -5,6 +5,7 @@
  */
 import { once } from 'node:events';
 import type { Writable } from 'node:stream';
+import { toYaml } from './yaml.js';
 
 /** A writable that may be a terminal. */
 export type OutStream = Writable & { isTTY?: boolean; columns?: number };
@@ -129,11 +130,16 @@ export class Output {
   readonly style: Style;
   readonly errStyle: Style;
 
+  /**
+   * @param json - machine-readable output (`--json`, `-o json` or `-o yaml`)
+   * @param yaml - `-o yaml`: every JSON document and line is written as YAML instead
+   */
   constructor(
     readonly json: boolean,
     readonly stdout: OutStream,
     readonly stderr: OutStream,
     env: NodeJS.ProcessEnv,
+    readonly yaml = false,
   ) {
     this.style = makeStyle(!json && colourEnabled(stdout, env));
     this.errStyle = makeStyle(!json && colourEnabled(stderr, env));
@@ -148,8 +154,14 @@ export class Output {
 
   /** Writes one JSON document (pretty on a terminal, compact otherwise) or one compact JSON line. */
   async printJson(value: unknown, line = false): Promise<void> {
+    if (this.yaml) return this.write(`${line ? '---\n' : ''}${toYaml(value)}`);
     const pretty = !line && this.stdout.isTTY === true;
     await this.write(JSON.stringify(value, null, pretty ? 2 : undefined) + '\n');
+  }
+
+  /** One machine-readable line given as JSON text: as is, or as a YAML document with `-o yaml`. */
+  jsonLine(text: string): string {
+    return this.yaml ? `---\n${toYaml(JSON.parse(text))}`.trimEnd() : text;
   }
 
   /** Width for human lines: the terminal's, else 120. */

@@ -19,7 +19,8 @@ import { decodeError } from '../client/error-details.js';
 import { SessionEngine } from '../domain/session-engine.js';
 import type { StructuralRow } from '../app/store-port.js';
 import { verifyFile } from '../store/sqlite/verify.js';
-import { EXIT, Rpc, UnreachableError, DEFAULT_ADDR } from './client.js';
+import { Args } from './args.js';
+import { connectOptions, EXIT, Rpc, UnreachableError, type ConnectOptions } from './client.js';
 
 /** The help text of `palimpsest verify`. */
 export const VERIFY_HELP = `Usage: palimpsest verify [--db FILE | --addr ADDR] [--json]
@@ -31,7 +32,7 @@ Checks every session and prints a report; exit status 1 when anything is wrong.
                the domain engine, and the session heads recorded in FILE-heads
   --addr ADDR  check through a running server's RPCs (any store): contiguity, and the surface
                replayed from ListEvents against GetSurface (sessions the server refuses with
-               DATA_LOSS are reported)
+               DATA_LOSS are reported); without --db and --addr, $PALIMPSEST_ADDR when set
   --token T, --tls-ca F, --tls-cert F, --tls-key F   as for the other client commands (with --addr)
   --json       print the report as one JSON object
   -h, --help   show this help
@@ -64,6 +65,7 @@ export async function verify(argv: string[], io: Io): Promise<number> {
       options: {
         db: { type: 'string' }, addr: { type: 'string' }, json: { type: 'boolean' }, help: { type: 'boolean', short: 'h' },
         token: { type: 'string' }, 'tls-ca': { type: 'string' }, 'tls-cert': { type: 'string' }, 'tls-key': { type: 'string' }, 'connect-timeout': { type: 'string' },
+        context: { type: 'string' },
       },
       strict: true,
     }));
@@ -80,21 +82,19 @@ export async function verify(argv: string[], io: Io): Promise<number> {
     return EXIT.USAGE;
   }
   let report: Report;
-  if (values.addr !== undefined) {
+  // The server named by --addr, or by PALIMPSEST_ADDR when no --db is given; else the file.
+  if (values.addr !== undefined || values.context !== undefined || (values.db === undefined && io.env['PALIMPSEST_ADDR'])) {
     let rpc: Rpc;
+    let opts: ConnectOptions;
     try {
-      rpc = await Rpc.connect({
-        addr: (values.addr as string) || DEFAULT_ADDR,
-        connectTimeoutMs: values['connect-timeout'] ? Number(values['connect-timeout']) : 5000,
-        token: (values.token as string | undefined) || io.env['PALIMPSEST_TOKEN'] || undefined,
-        tlsCa: values['tls-ca'] as string | undefined, tlsCert: values['tls-cert'] as string | undefined, tlsKey: values['tls-key'] as string | undefined,
-      });
+      opts = connectOptions(new Args(values, []), io.env);
+      rpc = await Rpc.connect(opts);
     } catch (e) {
       io.stderr.write(`error: ${e instanceof UnreachableError ? 'UNAVAILABLE' : 'USAGE'}: ${(e as Error).message}\n`);
       return e instanceof UnreachableError ? EXIT.UNREACHABLE : EXIT.USAGE;
     }
     try {
-      report = await verifyServer(rpc);
+      report = await verifyServer(rpc, opts.addr);
     } catch (e) {
       const d = decodeError(e as Parameters<typeof decodeError>[0]);
       io.stderr.write(`error: ${d.reason || 'FAILED'}: ${d.message}\n`);
@@ -137,7 +137,7 @@ function structural(e: PbSessionEvent): StructuralRow {
 }
 
 /** Verifies every session through the server's RPCs. */
-async function verifyServer(rpc: Rpc): Promise<Report> {
+async function verifyServer(rpc: Rpc, addr: string): Promise<Report> {
   const problems: { sessionId?: string; seq?: number; problem: string }[] = [];
   let sessions = 0;
   let events = 0;
@@ -191,5 +191,5 @@ async function verifyServer(rpc: Rpc): Promise<Report> {
     }
     pageToken = page.nextPageToken;
   } while (pageToken !== '');
-  return { source: rpc.client.getChannel().getTarget(), sessions, events, problems };
+  return { source: addr, sessions, events, problems };
 }

@@ -52,7 +52,7 @@ describe('usage errors', () => {
     const r = await runCli(['surface', 'g1', '--adr', addr]);
     expect(r.code).toBe(2);
     expect(r.stdout).toBe('');
-    expect(r.stderr).toBe(`error: USAGE: unknown option --adr for palimpsest surface; did you mean --addr?\nusage: palimpsest surface SESSION [--as-of SEQ]\n(see palimpsest surface --help)\n`);
+    expect(r.stderr).toBe(`error: USAGE: unknown option --adr for palimpsest surface; did you mean --addr?\nusage: palimpsest surface SESSION [--output json|yaml|table] [--as-of SEQ]\n(see palimpsest surface --help)\n`);
     expect(r.stderr).not.toContain('positional argument');
     const json = await runCli(['events', 'g1', '--limt', '3', '--json']);
     expect(json.code).toBe(2);

@@ -1,15 +1,16 @@
 /**
  * docs/events.md's client examples run as written against a real server: the Python snippets (one
- * program, in order), the Go program and the TypeScript program. Every `print(...)  # X` /
+ * program, in order), the Go programs (the guide's example, the subscription) and the TypeScript
+ * program. Every `print(...)  # X` /
  * `fmt.Println(...) // X` / `console.log(...); // X` line must print exactly X, and the `demo`
  * session each one writes must hold exactly the events of the guide's JSON example.
  */
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect } from 'vitest';
-import { PalimpsestClient } from '../../src/client/index.js';
-import { ensureBuilt, ROOT } from '../support/server-process.js';
+import { PalimpsestClient } from '../../clients/typescript/src/index.js';
+import { ensureClientBuilt, ROOT } from '../support/server-process.js';
 import { startTestServer, type TestServer } from '../support/test-server.js';
 import { missingGo, missingPython, PYTHON, run, toolchainIt } from '../support/toolchains.js';
 
@@ -72,36 +73,45 @@ describe('docs/events.md examples', () => {
     await expectTheJsonExample(ts);
   }, 90_000);
 
-  toolchainIt('node', [], 'the TypeScript program (palimpsest/client) prints what it says', async () => {
-    ensureBuilt();
+  toolchainIt('node', [], 'the TypeScript program (@palimpsest/client) prints what it says', async () => {
+    ensureClientBuilt();
     const [code] = blocks('ts');
-    expect(code).toContain("from 'palimpsest/client'");
+    expect(code).toContain("from '@palimpsest/client'");
+    // A project with the package linked in (test/e2e/ts-client-package.test.ts installs the tarball).
+    const app = join(tmp, 'ts-app');
+    mkdirSync(join(app, 'node_modules', '@palimpsest'), { recursive: true });
+    symlinkSync(join(ROOT, 'clients', 'typescript'), join(app, 'node_modules', '@palimpsest', 'client'));
     const ts = await server();
-    const r = await run(process.execPath, ['--input-type=module', '-e', code!], { cwd: ROOT, env: { ...process.env, PALIMPSEST_ADDR: ts.server.address }, timeoutMs: 60_000 });
+    const r = await run(process.execPath, ['--input-type=module', '-e', code!], { cwd: app, env: { ...process.env, PALIMPSEST_ADDR: ts.server.address }, timeoutMs: 60_000 });
     expect(r.code, r.stdout + r.stderr).toBe(0);
     expect(r.stdout.trim().split('\n')).toEqual(expectedOutput(code!));
     await expectTheJsonExample(ts);
   }, 90_000);
 
-  toolchainIt('go', missingGo(), 'the Go program (palimpsest/clients/go/palimpsest) prints what it says', async () => {
-    const [code] = blocks('go');
-    expect(code).toContain('"palimpsest/clients/go/palimpsest"');
-    const build = join(tmp, 'go-build');
-    const env = { ...process.env, PALIMPSEST_CLIENTS_BUILD: build };
+  toolchainIt('go', missingGo(), 'the Go programs (module palimpsest.dev/go) print what they say', async () => {
+    const programs = blocks('go');
+    expect(programs.length).toBeGreaterThanOrEqual(2); // the guide's example and the subscription
+    for (const code of programs) expect(code).toContain('"palimpsest.dev/go/palimpsest"');
+    const env = { ...process.env, PALIMPSEST_CLIENTS_BUILD: join(tmp, 'go-build') };
     const gen = await run(join(ROOT, 'clients', 'run.sh'), ['gen', 'go'], { cwd: ROOT, env, timeoutMs: 180_000 });
     expect(gen.code, gen.stderr).toBe(0);
-    const gopath = join(build, 'go', 'gopath');
-    const dir = join(gopath, 'src', 'palimpsest', 'docexample');
-    mkdirSync(dir, { recursive: true });
-    writeFileSync(join(dir, 'main.go'), code!);
     const ts = await server();
     const goEnv = {
-      ...env, GO111MODULE: 'off', GOFLAGS: '', GOPATH: `${gopath}:/usr/share/gocode`,
+      ...env, GOFLAGS: '-mod=vendor', GOPROXY: 'off', GO111MODULE: 'on',
       GOCACHE: process.env['GOCACHE'] ?? join(ROOT, 'node_modules', '.cache', 'go-build'), PALIMPSEST_ADDR: ts.server.address,
     };
-    const r = await run('go', ['run', '.'], { cwd: dir, env: goEnv, timeoutMs: 180_000 });
-    expect(r.code, r.stdout + r.stderr).toBe(0);
-    expect(r.stdout.trim().split('\n')).toEqual(expectedOutput(code!));
+    for (const code of programs) {
+      // Built inside the module (its vendor/ from Debian's sources), in a directory `./...` ignores.
+      const dir = mkdtempSync(join(ROOT, 'clients', 'go', '_docexample-'));
+      try {
+        writeFileSync(join(dir, 'main.go'), code);
+        const r = await run('go', ['run', '.'], { cwd: dir, env: goEnv, timeoutMs: 180_000 });
+        expect(r.code, r.stdout + r.stderr).toBe(0);
+        expect(r.stdout.trim().split('\n')).toEqual(expectedOutput(code));
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    }
     await expectTheJsonExample(ts);
   }, 240_000);
 });

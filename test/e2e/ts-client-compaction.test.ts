@@ -1,11 +1,11 @@
 /**
- * palimpsest/client's compaction, pruning, time travel and tool-pairing wrappers (issues #14/#18)
+ * @palimpsest/client's compaction, pruning, time travel and tool-pairing wrappers (issues #14/#18)
  * against a real server: planCompaction + compact showing the summary in messages(), a stale plan
  * refused with HEAD_MISMATCH, pruneToolResults by seq (and PRUNE_TARGET_INVALID), `asOfSeq`, and a
  * TOOL_PAIRING_BROKEN refusal decoded with its metadata; each refusal leaves the log untouched.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { PalimpsestClient, PalimpsestError, events as ev } from '../../src/client/index.js';
+import { PalimpsestClient, PalimpsestError, events as ev } from '../../clients/typescript/src/index.js';
 import { startTestServer, type TestServer } from '../support/test-server.js';
 
 async function rejection(p: Promise<unknown>): Promise<PalimpsestError> {
@@ -37,7 +37,7 @@ async function toolTurn(c: PalimpsestClient, id: string, n: number, output: stri
 
 const textOf = (m: Message): string => m.content.map((b) => b.text ?? '').join('');
 
-describe('palimpsest/client compaction and pruning (TypeScript)', () => {
+describe('@palimpsest/client compaction and pruning (TypeScript)', () => {
   let ts: TestServer;
   let c: PalimpsestClient;
   let n = 0;

@@ -9,7 +9,7 @@ import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-ho
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider, type ReadableSpan } from '@opentelemetry/sdk-trace';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { PalimpsestClient, events as ev } from '../../src/client/index.js';
+import { PalimpsestClient, events as ev } from '../../clients/typescript/src/index.js';
 import { startTestServer, type TestServer } from '../support/test-server.js';
 import { until } from '../support/e2e.js';
 

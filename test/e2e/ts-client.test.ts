@@ -1,18 +1,16 @@
 /**
- * The TypeScript client entry point `palimpsest/client` (issue #18) against a real server: typed
+ * The TypeScript client `@palimpsest/client` (clients/typescript, issues #18/#38) against a real server: typed
  * event builders that produce what the engine accepts, decoded errors (each rejection leaving the
  * log untouched), idempotent appends, UNAVAILABLE retries from the service config, and a surface
- * subscription that resumes by itself after dropped connections; plus the package export itself.
+ * subscription that resumes by itself after dropped connections; the retry pattern (derived message
+ * ids), and the session RPCs (listSessions, fork, repair, exportSession, importSession).
+ * test/e2e/ts-client-package.test.ts installs the packed package.
  */
-import { existsSync } from 'node:fs';
-import { join } from 'node:path';
 import { InterceptingCall, type InterceptorOptions, type NextCall } from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { PalimpsestClient, PalimpsestError, events as ev, type SurfaceDelta } from '../../src/client/index.js';
-import { ensureBuilt, ROOT } from '../support/server-process.js';
+import { PalimpsestClient, PalimpsestError, events as ev, type SurfaceDelta } from '../../clients/typescript/src/index.js';
 import { startTestServer, type TestServer } from '../support/test-server.js';
 import { TcpProxy } from '../support/tcp-proxy.js';
-import { run } from '../support/toolchains.js';
 
 const json = (e: { data?: { kind?: { $case: string; value: unknown } } | undefined }): unknown =>
   e.data?.kind?.$case === 'json' ? JSON.parse(e.data.kind.value as string) : undefined;
@@ -38,7 +36,7 @@ async function next(it: AsyncIterator<SurfaceDelta>, op: SurfaceDelta['op']): Pr
   }
 }
 
-describe('palimpsest/client (TypeScript)', () => {
+describe('@palimpsest/client (TypeScript)', () => {
   let ts: TestServer;
   let c: PalimpsestClient;
   let n = 0;
@@ -217,25 +215,61 @@ describe('palimpsest/client (TypeScript)', () => {
     expect(got).toEqual(['caught_up']);
   });
 
-  it('the package exports palimpsest/client (built, resolved by package name)', async () => {
-    ensureBuilt();
-    const script = `
-      import { PalimpsestClient, events, PalimpsestError } from 'palimpsest/client';
-      const c = new PalimpsestClient(process.argv[1]);
-      await c.createSession('ts-export');
-      const seqs = await c.append('ts-export', [events.userMessage('hi', { id: 'u1' })]);
-      let code = '';
-      try { await c.append('ts-export', [events.userMessage('x')], { expectedLastSeq: -1 }); } catch (e) { code = e instanceof PalimpsestError ? e.reason : String(e); }
-      console.log(JSON.stringify({ seqs, messages: await c.messages('ts-export'), code }));
-      c.close();`;
-    // Not spawnSync: the server runs in this process and must keep answering.
-    const r = await run(process.execPath, ['--input-type=module', '-e', script, ts.server.address], { cwd: ROOT, timeoutMs: 30_000 });
-    expect(r.code, r.stderr).toBe(0);
-    expect(JSON.parse(r.stdout)).toEqual({
-      seqs: [0], code: 'HEAD_MISMATCH',
-      messages: [{ id: 'u1', role: 'user', content: [{ type: 'text', text: 'hi' }], source: { kind: 'user' } }],
-    });
-    // The types are published too.
-    expect(existsSync(join(ROOT, 'dist/src/client/index.d.ts'))).toBe(true);
+
+  it('a retry rebuilds its batch with the same key: the derived message ids make it the same batch', async () => {
+    const id = sid();
+    await c.createSession(id);
+    const batch = (answer: string) => [
+      ev.turnStart(1), ev.userMessage('What is here?'),
+      ev.assistantMessage(answer, { turn: 1, step: 1, provider: 'p', model: 'm' }),
+      ev.userMessage('explicit', { id: 'mine' }), ev.turnEnd(1),
+    ];
+    const key = `retry-${id}`;
+    const first = await c.append(id, batch('README.md'), { idempotencyKey: key, expectedLastSeq: -1 });
+    const again = await c.append(id, batch('README.md'), { idempotencyKey: key, expectedLastSeq: -1 });
+    expect(again).toEqual(first);
+    expect(first).toEqual([0, 1, 2, 3, 4]);
+    expect(await c.head(id)).toBe(4);
+    expect((await c.messages(id)).map((m) => m.id)).toEqual([ev.derivedId('u', key, 1), ev.derivedId('a', key, 2), 'mine']);
+    // The same derivation as the Go and Python clients (sha256 of "key/index", 24 hex digits).
+    expect(ev.derivedId('u', 'k', 0)).toBe('u-7306c07d1e16ba09572c2397');
+    // Another batch under the same key is still refused and leaves the log as it was.
+    const e = await rejection(c.append(id, batch('src/'), { idempotencyKey: key }));
+    expect(e.reason).toBe('IDEMPOTENCY_KEY_REUSED');
+    expect(await c.head(id)).toBe(4);
+  });
+
+  it('listSessions pages, fork, repair, exportSession and importSession (streamed)', async () => {
+    const id = sid();
+    const labels = { suite: `parity-${id}` };
+    await c.createSession(id, { labels });
+    await c.append(id, [ev.turnStart(1), ev.userMessage('hi', { id: 'u1' })]);
+    const closers = await c.repair(id);
+    expect(closers.at(-1)?.type).toBe('turn/end');
+    expect(await c.repair(id)).toEqual([]);
+    const head = await c.head(id);
+    const child = await c.fork(id, { childSessionId: `${id}-child`, labels });
+    expect([child.id, child.parentSession, child.seedLength]).toEqual([`${id}-child`, id, head + 1]);
+    await c.createSession(`${id}-third`, { labels });
+    const listed: string[] = [];
+    for await (const s of c.listSessions({ labels, pageSize: 1 })) listed.push(s.id);
+    expect(listed.sort()).toEqual([id, `${id}-child`, `${id}-third`]);
+
+    const chunks: Uint8Array[] = [];
+    for await (const chunk of c.exportSession(id)) chunks.push(chunk);
+    const file = Buffer.concat(chunks);
+    expect(file.toString().split('\n').filter(Boolean)).toHaveLength(head + 2); // header + events
+    // Imported from chunks of 7 bytes: the stream is reassembled by the server.
+    const parts = Array.from({ length: Math.ceil(file.length / 7) }, (_, i) => file.subarray(i * 7, i * 7 + 7));
+    const res = await c.importSession(parts, { sessionId: `${id}-copy` });
+    expect([res.session?.id, res.session?.headSeq, res.uncommittedTailBytes]).toEqual([`${id}-copy`, head, 0]);
+    expect(await c.getSurface(`${id}-copy`)).toEqual(await c.getSurface(id));
+    // A second import under the same id is refused and leaves the copy as it was.
+    expect((await rejection(c.importSession(file, { sessionId: `${id}-copy` }))).reason).toBe('SESSION_ALREADY_EXISTS');
+    expect(await c.head(`${id}-copy`)).toBe(head);
+    // A file without a header is refused and leaves no session behind.
+    expect((await rejection(c.importSession('not json\n', { sessionId: `${id}-bad` }))).reason).toBe('HEADER_INVALID');
+    expect((await rejection(c.getSession(`${id}-bad`))).reason).toBe('SESSION_NOT_FOUND');
+    expect((await rejection((async () => { for await (const _ of c.exportSession(`${id}-bad`)) { /* none */ } })())).reason).toBe('SESSION_NOT_FOUND');
   });
 });

@@ -133,6 +133,115 @@ suite(`viewer in headless Chromium${hasChromium() ? '' : ' (skipped: /usr/bin/ch
     await p.close();
   }, 30_000);
 
+  it('shows each tool result once (with its call), a pruned copy with its sizes, and token/byte sizes per entry and in total', async () => {
+    const p = await page('/sessions/demo');
+    await p.waitForSelector('#live-status[data-state="live"]', WAIT);
+    await p.waitForSelector(`#surface > [data-seq="${DEMO.head}"]`, WAIT);
+    // The pruned result (13) is shown inside its call (10); its own entry is one folded line.
+    expect(await p.locator('#surface [data-result-seq="13"]').count()).toBe(1);
+    expect(await p.locator('#surface > [data-seq="10"] .tool-call [data-result-seq="13"]').count()).toBe(1);
+    const folded = p.locator(`#surface > [data-seq="${DEMO.pruneReplacement}"]`);
+    expect(await folded.getAttribute('data-folded-into')).toBe('10');
+    expect(await folded.locator('.folded-line').textContent()).toContain('shown with its call in #10');
+    expect(await folded.locator('.tool-result-inline').count()).toBe(0);
+    // The pruned marker: bytes of the original result and of the copy.
+    const marker = p.locator('#surface > [data-seq="10"] [data-pruned="true"]');
+    const original = '/**\n * The surface: one ordered array of event seqs ...\n */\nexport class ChunkedSurface { /* 400 lines */ }';
+    expect(Number(await marker.getAttribute('data-bytes-before'))).toBe(Buffer.byteLength(original));
+    expect(Number(await marker.getAttribute('data-bytes-after'))).toBe(Buffer.byteLength('[pruned: 900 tokens]'));
+    expect(await marker.textContent()).toMatch(/^pruned: \d+ B → 20 B, saved \d+ B$/);
+    // Sizes per entry, and the surface's totals are their sums.
+    const sizes = await p.$$eval('#surface > article[data-seq]', (els) => els.map((e) => [Number(e.getAttribute('data-bytes')), Number(e.getAttribute('data-tokens'))]));
+    expect(sizes).toHaveLength(DEMO.surface.length);
+    for (const [bytes, tokens] of sizes) {
+      expect(bytes).toBeGreaterThan(0);
+      expect(tokens).toBeGreaterThanOrEqual(8);
+    }
+    const totals = p.locator('#surface-totals');
+    expect(Number(await totals.getAttribute('data-bytes'))).toBe(sizes.reduce((a, [b]) => a + b!, 0));
+    expect(Number(await totals.getAttribute('data-tokens'))).toBe(sizes.reduce((a, [, t]) => a + t!, 0));
+    expect(await p.locator('#surface > [data-seq="4"] [data-field="size"]').textContent()).toMatch(/^\d+(\.\d)? (B|KiB) · ≈\d+ tok$/);
+    await p.close();
+  }, 30_000);
+
+  it('opens a session from anywhere on its row in the list', async () => {
+    const p = await page('/?labels=kind%3Ddemo'); // demo is older than the 50 of the first page
+    await p.waitForSelector('[data-session-id="demo"]', WAIT);
+    await p.click('[data-session-id="demo"] [data-field="surface-length"]');
+    await p.waitForURL(/\/sessions\/demo$/, WAIT);
+    await p.waitForSelector(`#surface > [data-seq="${DEMO.head}"]`, WAIT);
+    await p.close();
+  }, 30_000);
+
+  it('filters the event log by type and shows each chunk as one compact line', async () => {
+    await create(t.client, 'chunks');
+    await append(t.client, 'chunks', [
+      userMessage('c0', 'hi'),
+      input('assistant/chunk', { turn: 1, step: 1, chunk: { type: 'block-start', index: 0, blockType: 'text' } }),
+      input('assistant/chunk', { turn: 1, step: 1, chunk: { type: 'text-delta', index: 0, text: 'Let me' } }),
+      input('assistant/chunk', { turn: 1, step: 1, chunk: { type: 'block-end', index: 0, block: { type: 'text', text: 'Let me' } } }),
+    ]);
+    const p = await page('/sessions/chunks');
+    await p.waitForSelector('#live-status[data-state="live"]', WAIT);
+    await p.click('#tab-events');
+    await p.waitForSelector('#event-log tr[data-seq="3"]', WAIT);
+    expect(await p.locator('#event-log tr[data-seq="2"]').getAttribute('data-chunk')).toBe('true');
+    expect(await p.locator('#event-log tr[data-seq="2"] .chunk-line').textContent()).toBe('text-delta[0] "Let me"');
+    expect(await p.locator('#event-log tr[data-seq="1"] .chunk-line').textContent()).toBe('block-start[0] text');
+    expect(await p.locator('#event-log tr[data-seq="0"]').getAttribute('data-chunk')).toBeNull();
+    await p.selectOption('#event-type-filter', 'user/message');
+    await expect.poll(() => p.$$eval('#event-log tbody tr[data-seq]', (rows) => rows.map((r) => r.getAttribute('data-seq'))), WAIT).toEqual(['0']);
+    await p.selectOption('#event-type-filter', 'assistant/chunk');
+    await expect.poll(() => p.$$eval('#event-log tbody tr[data-seq]', (rows) => rows.map((r) => r.getAttribute('data-seq'))), WAIT).toEqual(['1', '2', '3']);
+    await p.close();
+  }, 30_000);
+
+  it('opens a long session scrolled to its newest entries', async () => {
+    await create(t.client, 'tall');
+    await append(t.client, 'tall', Array.from({ length: 80 }, (_, i) => userMessage(`t${i}`, `message ${i}`)));
+    const p = await page('/sessions/tall');
+    await p.waitForSelector('#surface[data-scrolled="newest"]', { ...WAIT, state: 'attached' });
+    const at = await p.evaluate(() => {
+      const w = globalThis as unknown as { scrollY: number; innerHeight: number; document: { body: { scrollHeight: number } } };
+      return { bottom: w.scrollY + w.innerHeight, height: w.document.body.scrollHeight, y: w.scrollY };
+    });
+    expect(at.y).toBeGreaterThan(0);
+    expect(at.bottom).toBeGreaterThanOrEqual(at.height - 100);
+    expect(await p.locator('#surface > [data-seq="79"]').isVisible()).toBe(true);
+    await p.close();
+  }, 30_000);
+
+  it('marks turn boundaries on the time slider and steps by turn', async () => {
+    await create(t.client, 'turns');
+    const turn = (n: number): EventInput[] => [input('turn/start', { turn: n }), userMessage(`q${n}`, `question ${n}`), input('turn/end', { turn: n, reason: { kind: 'completed' } })];
+    await append(t.client, 'turns', [...turn(1), ...turn(2), ...turn(3)]);
+    const p = await page('/sessions/turns');
+    await p.waitForSelector('#live-status[data-state="live"]', WAIT);
+    await p.waitForSelector('#time-slider[data-turn-starts="0,3,6"]', { ...WAIT, state: 'attached' });
+    expect(await p.$$eval('#turn-marks option', (os) => os.map((o) => o.getAttribute('value')))).toEqual(['0', '3', '6']);
+    expect(await p.locator('#time-slider').getAttribute('list')).toBe('turn-marks');
+    const shown = async (): Promise<string | null> => {
+      await p.waitForFunction(() => (globalThis as unknown as { document: { getElementById(i: string): { dataset: { mode?: string } } | null } }).document.getElementById('surface')?.dataset.mode !== undefined);
+      return p.locator('#surface').getAttribute('data-as-of');
+    };
+    await p.waitForSelector('#time-prev-turn:not([disabled])', WAIT);
+    await p.click('#time-prev-turn');
+    await p.waitForSelector('#surface[data-as-of="6"]', { ...WAIT, state: 'attached' });
+    await p.click('#time-prev-turn');
+    await p.waitForSelector('#surface[data-as-of="3"]', { ...WAIT, state: 'attached' });
+    expect(await p.$$eval('#surface > article[data-seq]', (els) => els.map((e) => e.getAttribute('data-seq')))).toEqual(['1']);
+    await p.click('#time-next-turn');
+    await p.waitForSelector('#surface[data-as-of="6"]', { ...WAIT, state: 'attached' });
+    await p.click('#time-next-turn');
+    await p.waitForSelector('#surface[data-mode="live"]', { ...WAIT, state: 'attached' });
+    expect(await shown()).toBeNull();
+    // PageUp on the slider steps back a turn too.
+    await p.focus('#time-slider');
+    await p.keyboard.press('PageUp');
+    await p.waitForSelector('#surface[data-as-of="6"]', { ...WAIT, state: 'attached' });
+    await p.close();
+  }, 30_000);
+
   it('follows appends and a compaction made through gRPC live', async () => {
     await create(t.client, 'live');
     await append(t.client, 'live', [userMessage('l0', 'first question')]);

@@ -18,18 +18,27 @@ function newestMtime(dir: string): number {
 }
 
 /**
- * Builds dist/ (`tsc -p tsconfig.build.json`, then the client declarations) unless it is newer than every source file. Type
+ * Builds dist/ (`tsc -p tsconfig.build.json`) unless it is newer than every source file. Type
  * errors elsewhere in the tree do not stop tsc from emitting, so only a missing output fails.
  */
 export function ensureBuilt(): void {
   const out = join(ROOT, 'dist/src/cli/main.js');
-  if (existsSync(out) && statSync(out).mtimeMs > Math.max(newestMtime(join(ROOT, 'src')), newestMtime(join(ROOT, 'gen')))) return;
-  const tsc = (project: string) => spawnSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', project], { cwd: ROOT, encoding: 'utf8' });
+  const sources = [join(ROOT, 'src'), join(ROOT, 'gen'), join(ROOT, 'clients/typescript/src')];
+  if (existsSync(out) && statSync(out).mtimeMs > Math.max(...sources.map(newestMtime))) return;
   const r = tsc('tsconfig.build.json');
   if (!existsSync(out)) throw new Error(`build failed:\n${r.stdout}\n${r.stderr}`);
-  // The client package's declarations (palimpsest/client), as `npm run build` makes them.
-  const c = tsc('tsconfig.client.json');
-  if (!existsSync(join(ROOT, 'dist/src/client/index.d.ts'))) throw new Error(`client build failed:\n${c.stdout}\n${c.stderr}`);
+}
+
+/** Builds the @palimpsest/client package (clients/typescript/dist) unless it is newer than its sources. */
+export function ensureClientBuilt(): void {
+  const out = join(ROOT, 'clients/typescript/dist/index.d.ts');
+  if (existsSync(out) && statSync(out).mtimeMs > newestMtime(join(ROOT, 'clients/typescript/src'))) return;
+  const r = tsc('clients/typescript/tsconfig.json');
+  if (r.status !== 0 || !existsSync(out)) throw new Error(`client build failed:\n${r.stdout}\n${r.stderr}`);
+}
+
+function tsc(project: string): ReturnType<typeof spawnSync> & { stdout: string; stderr: string } {
+  return spawnSync(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', project], { cwd: ROOT, encoding: 'utf8' });
 }
 
 /** A running server process. */

@@ -38,7 +38,13 @@ export function listPage(root: HTMLElement): Page {
   let gone = false;
   let loadSeq = 0;
 
-  const row = (s: Session) => h('tr', { 'data-session-id': s.id },
+  // Clicking anywhere on a row opens the session (through its link, so the router handles it).
+  const openRow = (ev: Event): void => {
+    const target = ev.target as Element;
+    if (target.closest('a') || window.getSelection()?.toString()) return;
+    (target.closest('tr')?.querySelector('a[data-link]') as HTMLAnchorElement | null)?.click();
+  };
+  const row = (s: Session) => h('tr', { 'data-session-id': s.id, class: 'clickable', onclick: openRow },
     h('td', {}, h('a', { href: `/sessions/${encodeURIComponent(s.id)}`, 'data-link': true, class: 'mono' }, s.id)),
     h('td', {}, Object.entries(s.labels).sort().map(([k, v]) => h('span', { class: 'chip' }, `${k}=${v}`))),
     h('td', { class: 'mono nowrap' }, when(s.createdAt)),

@@ -56,6 +56,41 @@ export function transcriptView(v: ViewContext): HTMLElement {
   return h('div', {}, box, more);
 }
 
+/** The types of the event vocabulary (docs/events.md), for the event log's filter. */
+const EVENT_TYPES = [
+  'user/message', 'assistant/message', 'assistant/chunk', 'tool/call', 'tool/result', 'turn/start', 'turn/end', 'step/start', 'step/end',
+  'compaction/start', 'compaction/summary', 'compaction/end', 'compaction/prune',
+];
+
+/** An assistant/chunk in one compact line, as the CLI shows it: `text-delta[0] "Let me"`. */
+export function chunkLine(e: SessionEvent): string | undefined {
+  if (e.type !== 'assistant/chunk' || e.data?.kind.case !== 'json') return undefined;
+  let c: Record<string, unknown>;
+  try {
+    c = ((JSON.parse(e.data.kind.value) as { chunk?: Record<string, unknown> }).chunk ?? {});
+  } catch {
+    return undefined;
+  }
+  const at = c['index'] === undefined ? '' : `[${String(c['index'])}]`;
+  switch (c['type']) {
+    case 'text-delta':
+    case 'reasoning-delta':
+      return `${c['type']}${at} ${JSON.stringify(c['text'])}`;
+    case 'tool-call-delta':
+      return `${c['type']}${at} ${c['name'] === undefined ? '' : `${String(c['name'])} `}${JSON.stringify(c['argumentsDelta'])}`;
+    case 'block-start':
+      return `${c['type']}${at} ${String(c['blockType'])}`;
+    case 'block-end':
+      return `${c['type']}${at} ${String((c['block'] as { type?: unknown } | undefined)?.type)}`;
+    case 'finish':
+      return `finish ${String(c['reason'])}`;
+    case 'usage':
+      return `usage ${JSON.stringify(c['usage'])}`;
+    default:
+      return undefined;
+  }
+}
+
 export function eventsView(v: ViewContext): HTMLElement {
   const body = h('tbody');
   const prev = h('button', { type: 'button', id: 'events-prev', disabled: true }, '← Earlier');
@@ -76,10 +111,27 @@ export function eventsView(v: ViewContext): HTMLElement {
     }
     return k?.case ?? '';
   };
+  // The type filter: a ListEvents `types` filter (empty = every type).
+  const typeFilter = h('select', { id: 'event-type-filter', 'aria-label': 'event type' },
+    h('option', { value: '' }, 'all types'), ...EVENT_TYPES.map((t) => h('option', { value: t }, t)));
+  typeFilter.addEventListener('change', () => {
+    pages.length = 0;
+    current = '';
+    void load();
+  });
   const load = async () => {
     try {
-      const r = await api.listEvents({ sessionId: v.id, direction: Direction.FORWARD, pageSize: EVENTS_PAGE, pageToken: current }, { signal: v.signal });
+      const types = typeFilter.value ? [typeFilter.value] : [];
+      const r = await api.listEvents({ sessionId: v.id, direction: Direction.FORWARD, pageSize: EVENTS_PAGE, pageToken: current, types }, { signal: v.signal });
       body.replaceChildren(...r.events.map((e) => {
+        const chunk = chunkLine(e);
+        if (chunk !== undefined) {
+          return h('tr', { 'data-seq': String(e.seq), 'data-chunk': 'true', class: 'chunk' },
+            h('td', { class: 'num mono' }, String(e.seq)),
+            h('td', { class: 'mono nowrap' }, when(e.time)),
+            h('td', { class: 'mono' }, e.type),
+            h('td', { class: 'mono chunk-line', colspan: 4 }, chunk));
+        }
         const text = dataText(e);
         return h('tr', { 'data-seq': String(e.seq), class: v.onSurface(Number(e.seq)) ? 'on-surface' : '' },
           h('td', { class: 'num mono' }, String(e.seq)),
@@ -113,7 +165,7 @@ export function eventsView(v: ViewContext): HTMLElement {
   });
   void load();
   return h('div', { class: 'events' },
-    h('div', { class: 'pager' }, prev, info, next),
+    h('div', { class: 'pager' }, typeFilter, prev, info, next),
     h('table', { class: 'event-log', id: 'event-log' },
       h('thead', {}, h('tr', {}, ...['seq', 'time', 'type', 'surface op', 'sources', 'ignorable', 'data'].map((c) => h('th', {}, c)))),
       body));

@@ -12,7 +12,22 @@ export type MessageJson = Obj;
 
 /** Where to find the result of a tool call (another surface entry). */
 export interface ResultLookup {
-  (callId: string): { seq: number; block: Obj } | undefined;
+  (callId: string): { seq: number; block: Obj; pruned?: { bytesBefore: number; bytesAfter: number } } | undefined;
+}
+
+/** UTF-8 bytes of the text a tool result carries (its inner blocks' text, else their JSON). */
+export function resultBytes(block: Obj): number {
+  const enc = new TextEncoder();
+  let n = 0;
+  for (const c of blocks(block['content'])) n += enc.encode(typeof c['text'] === 'string' ? c['text'] : JSON.stringify(c)).length;
+  return n;
+}
+
+/** A byte count for people: 812 B, 4.2 KiB, 1.3 MiB. */
+export function formatBytes(n: number): string {
+  if (n < 1024) return `${n} B`;
+  if (n < 1024 * 1024) return `${(n / 1024).toFixed(1)} KiB`;
+  return `${(n / 1024 / 1024).toFixed(1)} MiB`;
 }
 
 function obj(v: Json | undefined): Obj | undefined {
@@ -70,8 +85,12 @@ export function renderContent(content: Json | undefined, results?: ResultLookup)
         return h('div', { class: 'tool-call', 'data-call-id': id },
           h('div', { class: 'tool-head' }, h('span', { class: 'tool-icon' }, '⚙'), h('span', { class: 'tool-name' }, str(b['name'])), h('span', { class: 'muted mono' }, id)),
           h('pre', { class: 'tool-args' }, prettyArgs(str(b['arguments']))),
-          r ? h('div', { class: `tool-result-inline${r.block['isError'] === true ? ' is-error' : ''}`, 'data-result-seq': r.seq },
-            h('div', { class: 'tool-result-label' }, `result · seq ${r.seq}`), ...resultContent(r.block))
+          r ? h('div', { class: `tool-result-inline${r.block['isError'] === true ? ' is-error' : ''}${r.pruned ? ' pruned' : ''}`, 'data-result-seq': r.seq },
+            h('div', { class: 'tool-result-label' }, `result · seq ${r.seq}`,
+              r.pruned ? h('span', {
+                class: 'badge pruned-marker', 'data-pruned': 'true', 'data-bytes-before': r.pruned.bytesBefore, 'data-bytes-after': r.pruned.bytesAfter,
+              }, `pruned: ${formatBytes(r.pruned.bytesBefore)} → ${formatBytes(r.pruned.bytesAfter)}, saved ${formatBytes(r.pruned.bytesBefore - r.pruned.bytesAfter)}`) : null),
+            ...resultContent(r.block))
             : results ? h('div', { class: 'tool-result-inline pending muted' }, 'no result on the surface yet') : null,
         );
       }

@@ -14,11 +14,12 @@
 import { Code, ConnectError } from '@connectrpc/connect';
 import type { Session } from '../../gen/es/palimpsest/v1/session_pb.js';
 import type { SessionEvent } from '../../gen/es/palimpsest/v1/event_pb.js';
-import { MessageView } from '../../gen/es/palimpsest/v1/service_pb.js';
+import { Direction, MessageView } from '../../gen/es/palimpsest/v1/service_pb.js';
 import { api, isCancel, isPermanent } from './api.js';
 import { h, when } from './dom.js';
 import { setCrumbs, showError, type Page } from './ui.js';
-import { parseMessage, preview, renderContent, sourceLine, toolResults, type MessageJson } from './render-message.js';
+import { formatBytes, parseMessage, preview, renderContent, resultBytes, sourceLine, toolResults, type MessageJson } from './render-message.js';
+import { estimateMessageTokens } from '../../src/domain/compaction-plan.js';
 import { eventsView, transcriptView, type ViewContext } from './log-views.js';
 
 /** What the viewer knows of one surface-touching event. */
@@ -31,7 +32,12 @@ interface Entry {
   /** The seqs this replacement shadowed (in surface order). */
   readonly shadowed?: readonly number[];
   readonly message: MessageJson | undefined;
+  /** UTF-8 bytes of the message's JSON, and its tokens by the server's compaction estimator. */
+  readonly bytes: number;
+  readonly tokens: number;
 }
+
+const utf8 = new TextEncoder();
 
 type View = 'model' | 'transcript' | 'events';
 
@@ -79,14 +85,20 @@ export function sessionPage(root: HTMLElement, id: string): Page {
   const slider = h('input', { type: 'range', id: 'time-slider', min: 0, max: 0, value: 0, step: 1, disabled: true, 'aria-label': 'time: show the session as of a seq' });
   const sliderLabel = h('span', { class: 'slider-label', id: 'time-label' }, 'now');
   const nowButton = h('button', { type: 'button', id: 'time-now', disabled: true }, 'Now');
+  // Turn boundaries: tick marks on the slider (the seqs of turn/start), and steps by turn.
+  const turnMarks = h('datalist', { id: 'turn-marks' });
+  slider.setAttribute('list', 'turn-marks');
+  const prevTurn = h('button', { type: 'button', id: 'time-prev-turn', disabled: true, title: 'the start of the previous turn (PageUp)' }, '◀ turn');
+  const nextTurn = h('button', { type: 'button', id: 'time-next-turn', disabled: true, title: 'the start of the next turn (PageDown)' }, 'turn ▶');
   const asOfBanner = h('div', { class: 'as-of-banner', id: 'as-of-banner', hidden: true });
+  const totals = h('span', { class: 'totals muted', id: 'surface-totals' });
   const content = h('div', { class: 'view' });
   const surfaceBox = h('div', { class: 'surface', id: 'surface' });
 
   root.append(h('section', { class: 'session' },
-    h('div', { class: 'session-head' }, h('div', {}, title, labels), h('span', { class: 'spacer' }), live),
+    h('div', { class: 'session-head' }, h('div', {}, title, labels), h('span', { class: 'spacer' }), totals, live),
     facts,
-    h('div', { class: 'timebar' }, h('span', { class: 'muted' }, 'Time'), slider, sliderLabel, nowButton),
+    h('div', { class: 'timebar' }, h('span', { class: 'muted' }, 'Time'), prevTurn, slider, turnMarks, nextTurn, sliderLabel, nowButton),
     asOfBanner,
     tabs,
     content,
@@ -110,8 +122,52 @@ export function sessionPage(root: HTMLElement, id: string): Page {
     headerTimer = setTimeout(() => {
       headerTimer = undefined;
       void loadHeader();
+      void loadTurns();
     }, 1000);
   }
+
+  /** Seqs of the session's turn/start events (ListEvents filtered by type), ascending. */
+  let turnStarts: number[] = [];
+  async function loadTurns(): Promise<void> {
+    try {
+      const seqs: number[] = [];
+      let pageToken = '';
+      do {
+        const r = await api.listEvents({ sessionId: id, direction: Direction.FORWARD, pageSize: 1000, pageToken, types: ['turn/start'] }, { signal: ac.signal });
+        seqs.push(...r.events.map((e) => Number(e.seq)));
+        pageToken = r.nextPageToken;
+      } while (pageToken !== '' && !gone);
+      if (gone) return;
+      turnStarts = seqs;
+      turnMarks.replaceChildren(...seqs.map((q) => h('option', { value: q, label: `turn start #${q}` })));
+      slider.dataset.turnStarts = seqs.join(',');
+      updateTurnButtons();
+    } catch (e) {
+      if (!gone && !isCancel(e)) showError(e, 'Reading the turns');
+    }
+  }
+
+  function updateTurnButtons(): void {
+    const at = asOf ?? head;
+    prevTurn.disabled = !turnStarts.some((q) => q < at);
+    nextTurn.disabled = asOf === undefined;
+  }
+
+  /** Moves the slider to the previous / next turn start (past the last one: now). */
+  function stepTurn(dir: -1 | 1): void {
+    const at = asOf ?? head;
+    const to = dir < 0 ? [...turnStarts].reverse().find((q) => q < at) : turnStarts.find((q) => q > at);
+    if (dir < 0 && to === undefined) return;
+    slider.value = String(to ?? head);
+    void goTo(to === undefined || to >= head ? undefined : to);
+  }
+  prevTurn.addEventListener('click', () => stepTurn(-1));
+  nextTurn.addEventListener('click', () => stepTurn(1));
+  slider.addEventListener('keydown', (ev) => {
+    if (ev.key !== 'PageUp' && ev.key !== 'PageDown') return;
+    ev.preventDefault();
+    stepTurn(ev.key === 'PageUp' ? -1 : 1);
+  });
   function renderHeader(s: Session): void {
     labels.replaceChildren(...Object.entries(s.labels).sort().map(([k, v]) => h('span', { class: 'chip' }, `${k}=${v}`)));
     const fact = (k: string, v: string, field: string) => [h('dt', {}, k), h('dd', { 'data-field': field }, v)];
@@ -135,7 +191,11 @@ export function sessionPage(root: HTMLElement, id: string): Page {
     const e = seq === undefined ? undefined : entries.get(seq);
     if (!e?.message) return undefined;
     const r = toolResults(e.message).find((x) => x.callId === callId);
-    return r ? { seq: e.seq, block: r.block } : undefined;
+    if (!r) return undefined;
+    // A pruned copy: its sizes against the original it replaced.
+    const original = e.type === 'tool/result' && e.replace ? entries.get(e.shadowed?.[0] ?? -1)?.message : undefined;
+    const before = original ? toolResults(original).find((x) => x.callId === callId) : undefined;
+    return before ? { seq: e.seq, block: r.block, pruned: { bytesBefore: resultBytes(before.block), bytesAfter: resultBytes(r.block) } } : { seq: e.seq, block: r.block };
   }
 
   function shadowedRow(seq: number, depth: number): HTMLElement {
@@ -159,10 +219,35 @@ export function sessionPage(root: HTMLElement, id: string): Page {
       ...(e.shadowed ?? []).map((s) => shadowedRow(s, depth)));
   }
 
+  /** The seqs on the page being rendered (live: the surface; as of a seq: that surface). */
+  let rendered: ReadonlySet<number> = new Set();
+
+  /** The surface seq of the message holding the call of each of `m`'s tool results, when every call is on the page. */
+  function foldedInto(m: MessageJson | undefined): number | undefined {
+    const results = m ? toolResults(m) : [];
+    const calls = results.map((r) => callSeq.get(r.callId));
+    if (calls.length === 0 || calls.some((c) => c === undefined || !rendered.has(c))) return undefined;
+    return calls[0];
+  }
+
   function entryEl(seq: number, message?: MessageJson): HTMLElement {
     const e = entries.get(seq);
     const m = message ?? e?.message;
     const role = e ? roleOf(e) : 'event';
+    const size = e ? h('span', { class: 'size muted', 'data-field': 'size' }, `${formatBytes(e.bytes)} · ≈${e.tokens} tok`) : null;
+    const sizeAttrs = e ? { 'data-bytes': e.bytes, 'data-tokens': e.tokens } : {};
+    // A tool result is shown once: inside its call (with the pruned marker for a pruned copy).
+    const into = e?.type === 'tool/result' ? foldedInto(m) : undefined;
+    if (into !== undefined) {
+      return h('article', { class: `entry role-tool folded${e?.replace ? ' pruned' : ''}`, 'data-seq': seq, 'data-folded-into': into, ...sizeAttrs },
+        h('div', { class: 'gutter' }, h('span', { class: 'seq', title: `seq ${seq}` }, `#${seq}`), size),
+        h('div', { class: 'bubble' },
+          h('div', { class: 'folded-line muted' },
+            e?.replace ? h('span', { class: 'badge' }, replacementKind(e)) : null,
+            h('span', {}, ` tool result, shown with its call in `),
+            h('a', { href: `#entry-${into}`, class: 'mono', onclick: (ev: Event) => { ev.preventDefault(); els.get(into)?.scrollIntoView({ block: 'center' }); } }, `#${into}`)),
+          e?.replace ? shadowGroup(e) : null));
+    }
     const isReplacement = e?.replace !== undefined;
     const cls = ['entry', `role-${role}`];
     if (isReplacement) cls.push('replacement', e!.type === 'tool/result' ? 'pruned' : 'compaction');
@@ -176,10 +261,11 @@ export function sessionPage(root: HTMLElement, id: string): Page {
     if (m) body.push(h('div', { class: 'content' }, renderContent(m['content'], resultLookup)));
     else body.push(h('div', { class: 'content muted' }, '(contributes no message to the model)'));
     if (isReplacement && e) body.push(shadowGroup(e));
-    return h('article', { class: cls.join(' '), 'data-seq': seq },
+    return h('article', { class: cls.join(' '), 'data-seq': seq, id: `entry-${seq}`, ...sizeAttrs },
       h('div', { class: 'gutter' },
         h('span', { class: 'seq', title: `seq ${seq}` }, `#${seq}`),
-        e ? h('span', { class: 'time' }, when(e.time).slice(11)) : null),
+        e ? h('span', { class: 'time' }, when(e.time).slice(11)) : null,
+        size),
       h('div', { class: 'bubble' },
         h('div', { class: 'meta' },
           h('span', { class: 'role' }, role),
@@ -234,6 +320,8 @@ export function sessionPage(root: HTMLElement, id: string): Page {
 
   function renderLiveModel(): void {
     els.clear();
+    rendered = new Set(surface);
+    updateTotals();
     liveMore = renderWindow(surface, (seq) => {
       const el = entryEl(seq);
       els.set(seq, el);
@@ -277,6 +365,8 @@ export function sessionPage(root: HTMLElement, id: string): Page {
     surface.push(e.seq);
     indexEntry(e);
     if (!liveRendered()) return;
+    (rendered as Set<number>).add(e.seq);
+    if (caughtUp) updateTotals();
     document.getElementById('surface-empty')?.remove();
     if (!firstPainted) {
       firstPainted = true;
@@ -301,6 +391,9 @@ export function sessionPage(root: HTMLElement, id: string): Page {
     else surface.splice(at, shadowed.length, e.seq);
     indexEntry(e);
     if (!liveRendered()) return;
+    for (const q of shadowed) (rendered as Set<number>).delete(q);
+    (rendered as Set<number>).add(e.seq);
+    if (caughtUp) updateTotals();
     if (at >= 0 && at + shadowed.length <= shown.from) {
       // Entirely among the earlier entries that are not on the page.
       shown.from -= shadowed.length - 1;
@@ -335,13 +428,32 @@ export function sessionPage(root: HTMLElement, id: string): Page {
     live.textContent = text;
   }
 
+  function sizes(message: MessageJson | undefined): { message: MessageJson | undefined; bytes: number; tokens: number } {
+    if (!message) return { message, bytes: 0, tokens: 0 };
+    return { message, bytes: utf8.encode(JSON.stringify(message)).length, tokens: estimateMessageTokens(message as never) };
+  }
+
+  /** The surface's totals (what the model is sent), in the header. */
+  function updateTotals(): void {
+    let bytes = 0;
+    let tokens = 0;
+    for (const q of surface) {
+      const e = entries.get(q);
+      bytes += e?.bytes ?? 0;
+      tokens += e?.tokens ?? 0;
+    }
+    totals.dataset.bytes = String(bytes);
+    totals.dataset.tokens = String(tokens);
+    totals.textContent = `surface ${formatBytes(bytes)} · ≈${tokens.toLocaleString('en')} tokens`;
+  }
+
   function seen(ev: SessionEvent | undefined, message: string | undefined, replace?: { start: bigint; end: bigint; shadowedSeqs: bigint[] }): Entry {
     const seq = Number(ev?.seq ?? 0n);
     const e: Entry = {
       seq,
       type: ev?.type ?? '',
       time: Number(ev?.time ?? 0n),
-      message: parseMessage(message),
+      ...sizes(parseMessage(message)),
       ...(replace ? { replace: { start: Number(replace.start), end: Number(replace.end) }, shadowed: replace.shadowedSeqs.map(Number) } : {}),
     };
     entries.set(seq, e);
@@ -358,6 +470,7 @@ export function sessionPage(root: HTMLElement, id: string): Page {
       if (atNow) slider.value = String(head);
       slider.disabled = false;
       updateSliderLabel();
+      updateTurnButtons();
     }
   }
 
@@ -384,6 +497,13 @@ export function sessionPage(root: HTMLElement, id: string): Page {
                   renderLiveModel();
                 }
                 deferred = false;
+                updateTotals();
+                // A long session opens at its newest entries (and follows new ones from there).
+                if (view === 'model' && asOf === undefined) {
+                  window.scrollTo(0, document.body.scrollHeight);
+                  nearBottom = true;
+                  surfaceBox.dataset.scrolled = 'newest';
+                }
                 // For bench/viewer.bench.ts: when the whole surface was first put on the page.
                 performance.mark('palimpsest:surface-rendered', { detail: { entries: surface.length } });
               }
@@ -444,6 +564,7 @@ export function sessionPage(root: HTMLElement, id: string): Page {
     asOf = seq;
     nowButton.disabled = seq === undefined;
     updateSliderLabel();
+    updateTurnButtons();
     if (seq === undefined) {
       asOfBanner.hidden = true;
       if (view === 'model') renderLiveModel();
@@ -467,6 +588,7 @@ export function sessionPage(root: HTMLElement, id: string): Page {
       if (gone || mine !== asOfRequest || asOf !== seq || view !== 'model') return;
       const bySeq = new Map(m.messages.map((x) => [Number(x.seq), parseMessage(x.messageJson)] as const));
       els.clear();
+      rendered = new Set(s.seqs.map(Number));
       renderWindow(s.seqs.map(Number), (q) => entryEl(q, bySeq.get(q)), { from: 0 });
       surfaceBox.dataset.mode = 'as-of';
       surfaceBox.dataset.asOf = String(seq);
@@ -492,6 +614,7 @@ export function sessionPage(root: HTMLElement, id: string): Page {
   select('model');
   updateSliderLabel();
   void loadHeader();
+  void loadTurns();
   void follow();
   return () => {
     gone = true;

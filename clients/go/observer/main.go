@@ -22,7 +22,7 @@ import (
 	"os"
 	"time"
 
-	palimpsestv1 "palimpsest/gen/go/palimpsest/v1"
+	palimpsestv1 "palimpsest.dev/go/gen/palimpsest/v1"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"

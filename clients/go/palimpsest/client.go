@@ -2,8 +2,6 @@ package palimpsest
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	pb "palimpsest/gen/go/palimpsest/v1"
+	pb "palimpsest.dev/go/gen/palimpsest/v1"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -203,7 +201,10 @@ func (c *Client) DeleteSession(ctx context.Context, id string) error {
 }
 
 // AppendOptions guard an append: ExpectedLastSeq (nil = unguarded; -1 = the
-// session must be empty) and IdempotencyKey ("" = a generated one).
+// session must be empty) and IdempotencyKey ("" = a generated one). Message ids
+// the builders left empty are derived from the key and the event's index
+// (DerivedID): retry a failed append by rebuilding the same batch with the same
+// key and the server answers with the stored seqs.
 type AppendOptions struct {
 	ExpectedLastSeq *int64
 	IdempotencyKey  string
@@ -213,22 +214,24 @@ type AppendOptions struct {
 func Expect(seq int64) *int64 { return &seq }
 
 // Append appends events as one atomic batch and returns their seqs.
-func (c *Client) Append(ctx context.Context, id string, events []*pb.EventInput, o AppendOptions) ([]uint64, error) {
+func (c *Client) Append(ctx context.Context, id string, events []*pb.EventInput, o AppendOptions) ([]int64, error) {
 	key := o.IdempotencyKey
 	if key == "" {
-		b := make([]byte, 16)
-		_, _ = rand.Read(b)
-		key = "go-" + hex.EncodeToString(b)
+		key = newKey()
+	}
+	events, err := withIDs(key, events)
+	if err != nil {
+		return nil, err
 	}
 	res, err := c.Raw.AppendEvents(c.ctx(ctx), &pb.AppendEventsRequest{SessionId: id, Events: events, ExpectedLastSeq: o.ExpectedLastSeq, IdempotencyKey: key})
-	return res.GetSeqs(), AsError(err)
+	return seqsIn(res.GetSeqs()), AsError(err)
 }
 
 // GetSurface returns the ordered seqs of the model-visible events (AsOf(seq):
 // as they were right after that event).
-func (c *Client) GetSurface(ctx context.Context, id string, opts ...ReadOption) ([]uint64, error) {
+func (c *Client) GetSurface(ctx context.Context, id string, opts ...ReadOption) ([]int64, error) {
 	res, err := c.Raw.GetSurface(c.ctx(ctx), &pb.GetSurfaceRequest{SessionId: id, AsOfSeq: readOptions(opts).asOfSeq})
-	return res.GetSeqs(), AsError(err)
+	return seqsIn(res.GetSeqs()), AsError(err)
 }
 
 // Messages returns the model history (transcript = what a human reads), each
@@ -259,11 +262,11 @@ func (c *Client) Messages(ctx context.Context, id string, transcript bool, opts 
 // signal ("checkpoint", "caught_up", "heartbeat"). Cursor is nil before any event.
 type Delta struct {
 	Op         string
-	Cursor     *uint64
-	Seq        uint64
-	Start, End uint64
-	Shadowed   []uint64
-	Seqs       []uint64
+	Cursor     *int64
+	Seq        int64
+	Start, End int64
+	Shadowed   []int64
+	Seqs       []int64
 	Event      *pb.SessionEvent
 	Message    map[string]any
 }
@@ -272,7 +275,7 @@ type Delta struct {
 // Snapshot = start with the current surface; NoReconnect = return UNAVAILABLE
 // instead of resuming.
 type SubscribeOptions struct {
-	After           *uint64
+	After           *int64
 	Snapshot        bool
 	IncludeMessages bool
 	HeartbeatMs     uint32
@@ -286,7 +289,7 @@ type Subscription struct {
 	ctx     context.Context
 	id      string
 	o       SubscribeOptions
-	cursor  *uint64
+	cursor  *int64
 	first   bool
 	stream  pb.SessionService_SubscribeSurfaceClient
 	cancel  context.CancelFunc
@@ -304,7 +307,7 @@ func (c *Client) SubscribeSurface(ctx context.Context, id string, o SubscribeOpt
 }
 
 // Cursor is the last cursor delivered (nil before any event).
-func (s *Subscription) Cursor() *uint64 { return s.cursor }
+func (s *Subscription) Cursor() *int64 { return s.cursor }
 
 // Close ends the current stream.
 func (s *Subscription) Close() {
@@ -318,7 +321,7 @@ func (s *Subscription) open() error {
 	if s.first && s.o.Snapshot {
 		req.Snapshot = true
 	} else if s.cursor != nil {
-		after := *s.cursor
+		after := seqOut(*s.cursor)
 		req.AfterSeq = &after
 	}
 	s.first = false
@@ -385,7 +388,7 @@ func (s *Subscription) retryable(err error) error {
 func toDelta(res *pb.SubscribeSurfaceResponse) Delta {
 	d := Delta{Event: res.GetEvent()}
 	if res.Cursor != nil {
-		c := res.GetCursor()
+		c := int64(res.GetCursor())
 		d.Cursor = &c
 	}
 	if m := res.GetMessage(); m != nil && m.GetMessageJson() != "" {
@@ -393,12 +396,12 @@ func toDelta(res *pb.SubscribeSurfaceResponse) Delta {
 	}
 	switch k := res.Kind.(type) {
 	case *pb.SubscribeSurfaceResponse_Snapshot:
-		d.Op, d.Seqs = "snapshot", k.Snapshot.GetSeqs()
+		d.Op, d.Seqs = "snapshot", seqsIn(k.Snapshot.GetSeqs())
 	case *pb.SubscribeSurfaceResponse_Append:
-		d.Op, d.Seq = "append", k.Append.GetSeq()
+		d.Op, d.Seq = "append", int64(k.Append.GetSeq())
 	case *pb.SubscribeSurfaceResponse_Replace:
 		r := k.Replace
-		d.Op, d.Seq, d.Start, d.End, d.Shadowed = "replace", r.GetSeq(), r.GetStart(), r.GetEnd(), r.GetShadowedSeqs()
+		d.Op, d.Seq, d.Start, d.End, d.Shadowed = "replace", int64(r.GetSeq()), int64(r.GetStart()), int64(r.GetEnd()), seqsIn(r.GetShadowedSeqs())
 	case *pb.SubscribeSurfaceResponse_Checkpoint:
 		d.Op = "checkpoint"
 	case *pb.SubscribeSurfaceResponse_CaughtUp:

@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	pb "palimpsest/gen/go/palimpsest/v1"
+	pb "palimpsest.dev/go/gen/palimpsest/v1"
 
 	"google.golang.org/grpc"
 )
@@ -74,13 +74,13 @@ func TestTurnWithBuilders(t *testing.T) {
 	batch = append(batch, TextChunks(1, 1, 0, "Let me look.")...)
 	batch = append(batch, AssistantMessage(Assistant{Turn: 1, Step: 1, Provider: "p", Model: "m", ID: "a1", Text: "Let me look.",
 		ToolCalls: []Block{ToolCallBlock("c1", "ls", "{}")}, Usage: map[string]int{"inputTokens": 1, "outputTokens": 2}, Placement: Citing(3, 4, 5)}))
-	call := uint64(len(batch))
+	call := int64(len(batch))
 	batch = append(batch, ToolCall(1, 1, "c1", "ls", "{}"), ToolResult(1, 1, "c1", "README.md", "r1", &call, Placement{}), StepEnd(1, 1), TurnEnd(1, "completed"))
-	seqs := must[[]uint64](t)(c.Append(ctx, id, batch, AppendOptions{ExpectedLastSeq: Expect(-1)}))
+	seqs := must[[]int64](t)(c.Append(ctx, id, batch, AppendOptions{ExpectedLastSeq: Expect(-1)}))
 	if len(seqs) != len(batch) || seqs[0] != 0 {
 		t.Fatalf("seqs %v", seqs)
 	}
-	if got := must[[]uint64](t)(c.GetSurface(ctx, id)); !reflect.DeepEqual(got, []uint64{2, 6, 8}) {
+	if got := must[[]int64](t)(c.GetSurface(ctx, id)); !reflect.DeepEqual(got, []int64{2, 6, 8}) {
 		t.Fatalf("surface %v", got)
 	}
 	msgs := must[[]map[string]any](t)(c.Messages(ctx, id, false))
@@ -91,11 +91,11 @@ func TestTurnWithBuilders(t *testing.T) {
 		t.Fatalf("messages\n got %s\nwant %s", got, want)
 	}
 	// A prune: same data, other output, same id, replacing the original.
-	must[[]uint64](t)(c.Append(ctx, id, []*pb.EventInput{
+	must[[]int64](t)(c.Append(ctx, id, []*pb.EventInput{
 		NewEvent("compaction/prune", map[string]any{"shadowedRange": map[string]any{"start": 8, "end": 8}, "shadowedSeqs": []int{8}, "shadowedTokenCount": 2}, false, Placement{}),
 		ToolResult(1, 1, "c1", "[pruned]", "r1", nil, Replacing(8, 8, 8)),
 	}, AppendOptions{}))
-	if got := must[[]uint64](t)(c.GetSurface(ctx, id)); !reflect.DeepEqual(got, []uint64{2, 6, 12}) {
+	if got := must[[]int64](t)(c.GetSurface(ctx, id)); !reflect.DeepEqual(got, []int64{2, 6, 12}) {
 		t.Fatalf("surface after prune %v", got)
 	}
 }
@@ -105,7 +105,7 @@ func TestErrorsAreDecodedAndLeaveTheLogUntouched(t *testing.T) {
 	c := dial(t, addr(t))
 	id := sid()
 	must[*pb.Session](t)(c.CreateSession(ctx, id, nil))
-	must[[]uint64](t)(c.Append(ctx, id, []*pb.EventInput{UserMessage("one", "", nil, Placement{})}, AppendOptions{ExpectedLastSeq: Expect(-1)}))
+	must[[]int64](t)(c.Append(ctx, id, []*pb.EventInput{UserMessage("one", "", nil, Placement{})}, AppendOptions{ExpectedLastSeq: Expect(-1)}))
 	_, err := c.Append(ctx, id, []*pb.EventInput{UserMessage("two", "", nil, Placement{})}, AppendOptions{ExpectedLastSeq: Expect(-1)})
 	e := asErr(t, err)
 	if e.CodeName != "FAILED_PRECONDITION" || e.Reason != "HEAD_MISMATCH" || e.Domain != "palimpsest.dev" || e.Metadata["expected"] != "-1" || e.Metadata["actual"] != "0" {
@@ -120,7 +120,7 @@ func TestErrorsAreDecodedAndLeaveTheLogUntouched(t *testing.T) {
 	if h := must[int64](t)(c.Head(ctx, id)); h != 0 {
 		t.Fatalf("head %d after a rejection", h)
 	}
-	must[[]uint64](t)(c.Append(ctx, id, []*pb.EventInput{UserMessage("two", "", nil, Placement{})}, AppendOptions{ExpectedLastSeq: Expect(0)}))
+	must[[]int64](t)(c.Append(ctx, id, []*pb.EventInput{UserMessage("two", "", nil, Placement{})}, AppendOptions{ExpectedLastSeq: Expect(0)}))
 
 	_, err = c.Append(ctx, id, []*pb.EventInput{UserMessage("ok", "", nil, Placement{}), NewEvent("turn/start", map[string]any{"turn": 1}, true, Placement{})}, AppendOptions{})
 	e = asErr(t, err)
@@ -148,14 +148,14 @@ func TestAppendsCarryIdempotencyKeys(t *testing.T) {
 	c := dial(t, addr(t), WithDialOptions(rec))
 	id := sid()
 	must[*pb.Session](t)(c.CreateSession(ctx, id, nil))
-	must[[]uint64](t)(c.Append(ctx, id, []*pb.EventInput{UserMessage("a", "", nil, Placement{})}, AppendOptions{}))
-	must[[]uint64](t)(c.Append(ctx, id, []*pb.EventInput{UserMessage("b", "", nil, Placement{})}, AppendOptions{}))
+	must[[]int64](t)(c.Append(ctx, id, []*pb.EventInput{UserMessage("a", "", nil, Placement{})}, AppendOptions{}))
+	must[[]int64](t)(c.Append(ctx, id, []*pb.EventInput{UserMessage("b", "", nil, Placement{})}, AppendOptions{}))
 	if len(keys) != 2 || keys[0] == "" || keys[0] == keys[1] {
 		t.Fatalf("keys %v", keys)
 	}
 	batch := []*pb.EventInput{UserMessage("c", "", nil, Placement{})}
 	for i := 0; i < 2; i++ {
-		if s := must[[]uint64](t)(c.Append(ctx, id, batch, AppendOptions{IdempotencyKey: "k"})); !reflect.DeepEqual(s, []uint64{2}) {
+		if s := must[[]int64](t)(c.Append(ctx, id, batch, AppendOptions{IdempotencyKey: "k"})); !reflect.DeepEqual(s, []int64{2}) {
 			t.Fatalf("replayed seqs %v", s)
 		}
 	}
@@ -272,7 +272,7 @@ func TestSubscribeSurfaceResumes(t *testing.T) {
 	c := dial(t, addr(t))
 	id := sid()
 	must[*pb.Session](t)(c.CreateSession(ctx, id, nil))
-	must[[]uint64](t)(c.Append(ctx, id, []*pb.EventInput{UserMessage("before", "", nil, Placement{})}, AppendOptions{}))
+	must[[]int64](t)(c.Append(ctx, id, []*pb.EventInput{UserMessage("before", "", nil, Placement{})}, AppendOptions{}))
 	p := startProxy(t, addr(t))
 	sc := dial(t, p.ln.Addr().String())
 	sub := sc.SubscribeSurface(ctx, id, SubscribeOptions{IncludeMessages: true})
@@ -281,9 +281,9 @@ func TestSubscribeSurfaceResumes(t *testing.T) {
 	if d.Seq != 0 || *d.Cursor != 0 || d.Message["id"] == nil {
 		t.Fatalf("%+v", d)
 	}
-	var seen []uint64
+	var seen []int64
 	for round := 0; round < 3; round++ {
-		seqs := must[[]uint64](t)(c.Append(ctx, id, []*pb.EventInput{
+		seqs := must[[]int64](t)(c.Append(ctx, id, []*pb.EventInput{
 			UserMessage("x", "", nil, Placement{}), UserMessage("y", "", nil, Placement{}), UserMessage("z", "", nil, Placement{})}, AppendOptions{}))
 		for _, s := range seqs {
 			d := nextOp(t, sub, "append")
@@ -296,12 +296,12 @@ func TestSubscribeSurfaceResumes(t *testing.T) {
 			t.Fatal("nothing to drop")
 		}
 	}
-	must[[]uint64](t)(c.Append(ctx, id, []*pb.EventInput{UserMessage("summary", "", map[string]any{"kind": "plugin", "plugin": "compact"}, Replacing(0, 3, 0, 1, 2, 3))}, AppendOptions{}))
+	must[[]int64](t)(c.Append(ctx, id, []*pb.EventInput{UserMessage("summary", "", map[string]any{"kind": "plugin", "plugin": "compact"}, Replacing(0, 3, 0, 1, 2, 3))}, AppendOptions{}))
 	r := nextOp(t, sub, "replace")
-	if r.Seq != 10 || r.Start != 0 || r.End != 3 || !reflect.DeepEqual(r.Shadowed, []uint64{0, 1, 2, 3}) {
+	if r.Seq != 10 || r.Start != 0 || r.End != 3 || !reflect.DeepEqual(r.Shadowed, []int64{0, 1, 2, 3}) {
 		t.Fatalf("%+v", r)
 	}
-	if !reflect.DeepEqual(seen, []uint64{1, 2, 3, 4, 5, 6, 7, 8, 9}) || sub.Subscriptions < 4 {
+	if !reflect.DeepEqual(seen, []int64{1, 2, 3, 4, 5, 6, 7, 8, 9}) || sub.Subscriptions < 4 {
 		t.Fatalf("seen %v over %d subscriptions", seen, sub.Subscriptions)
 	}
 }
@@ -336,5 +336,45 @@ func TestSubscribeSurfaceEnds(t *testing.T) {
 	_, err := snap.Next()
 	if e := asErr(t, err); e.CodeName != "NOT_FOUND" || e.Reason != "SESSION_NOT_FOUND" {
 		t.Fatalf("%+v", e)
+	}
+}
+
+// The retry pattern: a failed append is retried by rebuilding the batch with the same key. The
+// builders leave message ids to Append, which derives them from the key and the event's index, so
+// the rebuilt batch is the same request and the server answers with the stored seqs.
+func TestRetryRebuildsTheBatchWithTheSameKey(t *testing.T) {
+	ctx := context.Background()
+	c := dial(t, addr(t))
+	id := sid()
+	must[*pb.Session](t)(c.CreateSession(ctx, id, nil))
+	batch := func(answer string) []*pb.EventInput {
+		return []*pb.EventInput{TurnStart(1), UserMessage("What is here?", "", nil, Placement{}),
+			AssistantMessage(Assistant{Turn: 1, Step: 1, Provider: "p", Model: "m", Text: answer}),
+			UserMessage("explicit", "mine", nil, Placement{}), TurnEnd(1, "completed")}
+	}
+	key := "retry-" + id
+	first := must[[]int64](t)(c.Append(ctx, id, batch("README.md"), AppendOptions{IdempotencyKey: key, ExpectedLastSeq: Expect(-1)}))
+	again := must[[]int64](t)(c.Append(ctx, id, batch("README.md"), AppendOptions{IdempotencyKey: key, ExpectedLastSeq: Expect(-1)}))
+	if !reflect.DeepEqual(first, again) || !reflect.DeepEqual(first, []int64{0, 1, 2, 3, 4}) {
+		t.Fatalf("first %v, retry %v", first, again)
+	}
+	if h := must[int64](t)(c.Head(ctx, id)); h != 4 {
+		t.Fatalf("head %d: the retry appended again", h)
+	}
+	var ids []any
+	for _, m := range must[[]map[string]any](t)(c.Messages(ctx, id, false)) {
+		ids = append(ids, m["id"])
+	}
+	want := []any{DerivedID("u", key, 1), DerivedID("a", key, 2), "mine"}
+	if !reflect.DeepEqual(ids, want) {
+		t.Fatalf("ids %v, want %v", ids, want)
+	}
+	// Another batch under the same key is still refused, and leaves the log as it was.
+	_, err := c.Append(ctx, id, batch("src/"), AppendOptions{IdempotencyKey: key})
+	if e := asErr(t, err); e.Reason != "IDEMPOTENCY_KEY_REUSED" {
+		t.Fatalf("%+v", e)
+	}
+	if h := must[int64](t)(c.Head(ctx, id)); h != 4 {
+		t.Fatalf("head %d after a refused batch", h)
 	}
 }

@@ -8,7 +8,7 @@ import (
 	"errors"
 	"fmt"
 
-	pb "palimpsest/gen/go/palimpsest/v1"
+	pb "palimpsest.dev/go/gen/palimpsest/v1"
 )
 
 // SessionOption configures CreateSession.
@@ -32,7 +32,9 @@ type readOpts struct{ asOfSeq *uint64 }
 
 // AsOf reads the surface or the messages as they were right after event seq
 // (time travel; OUT_OF_RANGE / AS_OF_SEQ_AFTER_HEAD past the head).
-func AsOf(seq uint64) ReadOption { return func(o *readOpts) { o.asOfSeq = &seq } }
+func AsOf(seq int64) ReadOption {
+	return func(o *readOpts) { s := seqOut(seq); o.asOfSeq = &s }
+}
 
 func readOptions(opts []ReadOption) readOpts {
 	var o readOpts
@@ -58,24 +60,73 @@ func RetainTokens(n uint64) Budget { return Budget{retainTokens: &n} }
 func KeepTokens(n uint64) Budget { return Budget{keepTokens: &n} }
 
 // UpToSeq shadows from the start of the surface up to this surface seq.
-func UpToSeq(seq uint64) Budget { return Budget{upToSeq: &seq} }
+func UpToSeq(seq int64) Budget { s := seqOut(seq); return Budget{upToSeq: &s} }
 
 func (b Budget) isSet() bool { return b.retainTokens != nil || b.keepTokens != nil || b.upToSeq != nil }
 
 // PlanOptions are PlanCompaction's optional fields.
 type PlanOptions struct {
 	// TokenCounts overrides the server's estimator per surface seq.
-	TokenCounts map[uint64]uint64
+	TokenCounts map[int64]uint64
 	// OmitMessages leaves the derived messages of the range out of the plan.
 	OmitMessages bool
 }
 
-// PlanCompaction plans a compaction (read-only). The plan holds Start, End,
-// ShadowedSeqs, ExpectedLastSeq (the head it was made against), the derived
-// Messages of the range (what to summarise) and Blockers (empty = ready);
-// Start is nil when there is nothing to compact.
-func (c *Client) PlanCompaction(ctx context.Context, id string, b Budget, o PlanOptions) (*pb.PlanCompactionResponse, error) {
-	req := &pb.PlanCompactionRequest{SessionId: id, TokenCounts: o.TokenCounts, OmitMessages: o.OmitMessages}
+// Plan is a compaction plan with int64 seqs: Start and End (nil when there is
+// nothing to compact), ShadowedSeqs, ExpectedLastSeq (the head it was made
+// against), the derived Messages of the range (what to summarise, as JSON) and
+// Blockers (empty = ready). Raw is the response as received.
+type Plan struct {
+	Start, End         *int64
+	ShadowedSeqs       []int64
+	ExpectedLastSeq    int64
+	ShadowedTokenCount uint64
+	KeptTokenCount     uint64
+	Messages           []map[string]any
+	Blockers           []Blocker
+	Raw                *pb.PlanCompactionResponse
+}
+
+// Blocker is why a plan is not ready (COMPACTION_IN_PROGRESS, TOOL_CALLS_OPEN).
+type Blocker struct {
+	Reason, Description string
+	Seqs                []int64
+	CallIDs             []string
+}
+
+func optSeq(p *uint64) *int64 {
+	if p == nil {
+		return nil
+	}
+	v := int64(*p)
+	return &v
+}
+
+func planOf(res *pb.PlanCompactionResponse) (*Plan, error) {
+	p := &Plan{Start: optSeq(res.Start), End: optSeq(res.End), ShadowedSeqs: seqsIn(res.GetShadowedSeqs()), ExpectedLastSeq: res.GetExpectedLastSeq(),
+		ShadowedTokenCount: res.GetShadowedTokenCount(), KeptTokenCount: res.GetKeptTokenCount(), Messages: []map[string]any{}, Raw: res}
+	for _, m := range res.GetMessages() {
+		var v map[string]any
+		if err := json.Unmarshal([]byte(m.GetMessageJson()), &v); err != nil {
+			return nil, err
+		}
+		p.Messages = append(p.Messages, v)
+	}
+	for _, b := range res.GetBlockers() {
+		p.Blockers = append(p.Blockers, Blocker{Reason: b.GetReason(), Description: b.GetDescription(), Seqs: seqsIn(b.GetSeqs()), CallIDs: b.GetCallIds()})
+	}
+	return p, nil
+}
+
+// PlanCompaction plans a compaction (read-only); see Plan.
+func (c *Client) PlanCompaction(ctx context.Context, id string, b Budget, o PlanOptions) (*Plan, error) {
+	req := &pb.PlanCompactionRequest{SessionId: id, OmitMessages: o.OmitMessages}
+	if o.TokenCounts != nil {
+		req.TokenCounts = make(map[uint64]uint64, len(o.TokenCounts))
+		for seq, n := range o.TokenCounts {
+			req.TokenCounts[seqOut(seq)] = n
+		}
+	}
 	switch {
 	case b.retainTokens != nil:
 		req.Budget = &pb.PlanCompactionRequest_RetainTokens{RetainTokens: *b.retainTokens}
@@ -90,7 +141,7 @@ func (c *Client) PlanCompaction(ctx context.Context, id string, b Budget, o Plan
 	if err != nil {
 		return nil, AsError(err)
 	}
-	return res, nil
+	return planOf(res)
 }
 
 // ErrNothingToCompact is returned by Compact when the plan has no range.
@@ -99,8 +150,21 @@ var ErrNothingToCompact = errors.New("palimpsest: nothing to compact")
 // CompactOptions describe a compaction. Give Plan (from PlanCompaction), or a
 // Budget to plan first. Give the summary as Summary (text), SummaryBlocks
 // (content blocks) or Summarise (called with the plan's messages as JSON).
+// Compacted is what Compact wrote: the Seqs of compaction/start, compaction/summary, the
+// replacing user/message and compaction/end (only start and end when Error is set: the
+// summary was not smaller than the range). Raw is the response as received.
+type Compacted struct {
+	Seqs               []int64
+	CompactionID       string
+	SurfaceLength      uint64
+	Replayed           bool
+	ShadowedTokenCount uint64
+	Error              string
+	Raw                *pb.CompactResponse
+}
+
 type CompactOptions struct {
-	Plan   *pb.PlanCompactionResponse
+	Plan   *Plan
 	Budget Budget
 	// PlanOptions apply when Compact plans (Budget).
 	PlanOptions PlanOptions
@@ -125,9 +189,9 @@ type CompactOptions struct {
 // made against. If another writer moved the session it fails with
 // FAILED_PRECONDITION / HEAD_MISMATCH and nothing is written: plan again.
 // As the reference does, a summary that is not smaller than the range is
-// refused: the response's Error is set and only compaction/start and
+// refused: Compacted.Error is set and only compaction/start and
 // compaction/end were written.
-func (c *Client) Compact(ctx context.Context, id string, o CompactOptions) (*pb.CompactResponse, error) {
+func (c *Client) Compact(ctx context.Context, id string, o CompactOptions) (*Compacted, error) {
 	plan := o.Plan
 	if plan != nil && o.Budget.isSet() {
 		return nil, errors.New("palimpsest: Compact takes Plan or Budget, not both")
@@ -141,7 +205,7 @@ func (c *Client) Compact(ctx context.Context, id string, o CompactOptions) (*pb.
 	if plan.Start == nil || plan.End == nil {
 		return nil, ErrNothingToCompact
 	}
-	req := &pb.CompactRequest{SessionId: id, Start: plan.GetStart(), End: plan.GetEnd(), ExpectedLastSeq: Expect(plan.GetExpectedLastSeq()),
+	req := &pb.CompactRequest{SessionId: id, Start: seqOut(*plan.Start), End: seqOut(*plan.End), ExpectedLastSeq: Expect(plan.ExpectedLastSeq),
 		Provider: o.Provider, Model: o.Model, Usage: o.Usage, MaxTokens: o.MaxTokens, IdempotencyKey: o.IdempotencyKey,
 		SourceCommandId: o.SourceCommandId}
 	if req.IdempotencyKey == "" {
@@ -149,14 +213,7 @@ func (c *Client) Compact(ctx context.Context, id string, o CompactOptions) (*pb.
 	}
 	switch {
 	case o.Summarise != nil:
-		msgs := make([]map[string]any, 0, len(plan.GetMessages()))
-		for _, m := range plan.GetMessages() {
-			var v map[string]any
-			if err := json.Unmarshal([]byte(m.GetMessageJson()), &v); err != nil {
-				return nil, err
-			}
-			msgs = append(msgs, v)
-		}
+		msgs := plan.Messages
 		text, err := o.Summarise(msgs)
 		if err != nil {
 			return nil, fmt.Errorf("palimpsest: summarise: %w", err)
@@ -175,7 +232,8 @@ func (c *Client) Compact(ctx context.Context, id string, o CompactOptions) (*pb.
 	if err != nil {
 		return nil, AsError(err)
 	}
-	return res, nil
+	return &Compacted{Seqs: seqsIn(res.GetSeqs()), CompactionID: res.GetCompactionId(), SurfaceLength: res.GetSurfaceLength(),
+		Replayed: res.GetReplayed(), ShadowedTokenCount: res.GetShadowedTokenCount(), Error: res.GetError(), Raw: res}, nil
 }
 
 // PruneOptions select the tool results to prune: Seqs, or by policy (MinChars
@@ -185,7 +243,7 @@ func (c *Client) Compact(ctx context.Context, id string, o CompactOptions) (*pb.
 // the reference's fixed marker; MarkerWithCount and MinSavingChars are
 // Palimpsest's options.
 type PruneOptions struct {
-	Seqs []uint64
+	Seqs []int64
 	// MinChars: text over this many code points (the reference's thresholdChars).
 	MinChars uint64
 	// MinBytes: text over this many UTF-8 bytes.
@@ -209,7 +267,24 @@ type PruneOptions struct {
 // compaction/prune, then a tool/result copy with the middle of its text cut).
 // A seq that is not a tool result on the surface is refused with
 // PRUNE_TARGET_INVALID (metadata seq).
-func (c *Client) PruneToolResults(ctx context.Context, id string, o PruneOptions) (*pb.PruneToolResultsResponse, error) {
+// Pruned is what PruneToolResults did. Raw is the response as received.
+type Pruned struct {
+	Results       []PrunedResult
+	BytesSaved    uint64
+	Skipped       []int64
+	SurfaceLength uint64
+	Replayed      bool
+	Raw           *pb.PruneToolResultsResponse
+}
+
+// PrunedResult is one pruned tool result: the original, the compaction/prune and the copy.
+type PrunedResult struct {
+	OriginalSeq, PruneSeq, ReplacementSeq int64
+	CallID                                string
+	BytesBefore, BytesAfter               uint64
+}
+
+func (c *Client) PruneToolResults(ctx context.Context, id string, o PruneOptions) (*Pruned, error) {
 	if len(o.Seqs) == 0 && o.MinBytes == 0 && o.MinChars == 0 {
 		return nil, errors.New("palimpsest: PruneToolResults needs Seqs or a policy (MinChars or MinBytes)")
 	}
@@ -221,13 +296,18 @@ func (c *Client) PruneToolResults(ctx context.Context, id string, o PruneOptions
 	if key == "" {
 		key = newKey()
 	}
-	res, err := c.Raw.PruneToolResults(c.ctx(ctx), &pb.PruneToolResultsRequest{SessionId: id, Seqs: o.Seqs, MinBytes: o.MinBytes,
+	res, err := c.Raw.PruneToolResults(c.ctx(ctx), &pb.PruneToolResultsRequest{SessionId: id, Seqs: seqsOut(o.Seqs), MinBytes: o.MinBytes,
 		KeepRecent: o.KeepRecent, ExcludeTools: o.ExcludeTools, HeadChars: o.HeadChars, TailChars: o.TailChars,
 		ExpectedLastSeq: o.ExpectedLastSeq, IdempotencyKey: key, MinChars: o.MinChars, Marker: marker, MinSavingChars: o.MinSavingChars})
 	if err != nil {
 		return nil, AsError(err)
 	}
-	return res, nil
+	out := &Pruned{BytesSaved: res.GetBytesSaved(), Skipped: seqsIn(res.GetSkipped()), SurfaceLength: res.GetSurfaceLength(), Replayed: res.GetReplayed(), Raw: res}
+	for _, r := range res.GetPruned() {
+		out.Results = append(out.Results, PrunedResult{OriginalSeq: int64(r.GetOriginalSeq()), PruneSeq: int64(r.GetPruneSeq()), ReplacementSeq: int64(r.GetReplacementSeq()),
+			CallID: r.GetCallId(), BytesBefore: r.GetBytesBefore(), BytesAfter: r.GetBytesAfter()})
+	}
+	return out, nil
 }
 
 func newKey() string {

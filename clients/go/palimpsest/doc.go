@@ -1,6 +1,6 @@
 // Package palimpsest is the Go client of Palimpsest, the session-log service for
 // AI agents: a thin layer over the generated SessionService stub
-// (palimpsest/gen/go/palimpsest/v1) with the same shape as the Python and
+// (palimpsest.dev/go/gen/palimpsest/v1) with the same shape as the Python and
 // TypeScript clients.
 //
 //   - Every failure is returned as *Error, with the google.rpc.Status details
@@ -13,11 +13,17 @@
 //     dropped connection or a server restart and resumes from its last cursor.
 //   - NewEvent, UserMessage, AssistantMessage, ToolCall, ToolResult, TurnStart,
 //     ... build the events the engine accepts.
+//   - Builders called without an id leave it to Append, which derives it from the
+//     idempotency key and the event's index (DerivedID): a retry that rebuilds its
+//     batch with the same key is answered with the stored seqs.
+//   - ListSessions (all pages), Fork, Repair, ExportSession and ImportSession
+//     (streamed) wrap the session RPCs. Every seq is an int64 (PlanCompaction,
+//     Compact and PruneToolResults return Plan, Compacted and Pruned).
 //   - PlanCompaction, Compact (plan + a Compact conditional on the planned
 //     head, or a given Plan) and PruneToolResults wrap the server-side
 //     compaction and pruning; AsOf(seq) reads GetSurface/Messages as of an
 //     event; WithPairingGuard(false) turns the tool-pairing guard off.
 //
-// Build in GOPATH mode against Debian's Go packages: clients/run.sh gen go puts
-// the stubs and this package (as palimpsest/clients/go/palimpsest) in a GOPATH.
-package palimpsest
+// The module is palimpsest.dev/go (clients/go/go.mod); it builds offline with
+// -mod=vendor after clients/run.sh vendor go (see clients/go/README.md).
+package palimpsest // import "palimpsest.dev/go/palimpsest"

@@ -24,7 +24,7 @@ import {
   type ServiceError,
   type UntypedServiceImplementation,
 } from "@grpc/grpc-js";
-import { Status } from "../../google/rpc/status.js";
+import { Any } from "../../google/protobuf/any.js";
 import { Message, TokenUsage } from "./content.js";
 import { EventInput, SessionEvent } from "./event.js";
 import { Session } from "./session.js";
@@ -312,8 +312,25 @@ export interface AppendStreamResponse {
      * message and details (ErrorInfo reason and metadata, BadRequest,
      * PreconditionFailure, QuotaFailure) the unary AppendEvents would answer.
      */
-    { $case: "error"; value: Status }
+    { $case: "error"; value: BatchStatus }
     | undefined;
+}
+
+/**
+ * A refused batch's status: google.rpc.Status's fields, numbers and meaning
+ * (its bytes decode as one), declared here so that a client needs no
+ * googleapis protos to read it.
+ */
+export interface BatchStatus {
+  /** The gRPC status code (google.rpc.Code), never 0. */
+  code: number;
+  /** The developer-facing message: what was wrong and what to do. */
+  message: string;
+  /**
+   * google.rpc.ErrorInfo (reason, domain palimpsest.dev, metadata) first, then
+   * BadRequest, PreconditionFailure or QuotaFailure where they apply.
+   */
+  details: Any[];
 }
 
 /** Request for ListEvents. */
@@ -2294,7 +2311,7 @@ export const AppendStreamResponse: MessageFns<AppendStreamResponse> = {
         AppendEventsResponse.encode(message.result.value, writer.uint32(18).fork()).join();
         break;
       case "error":
-        Status.encode(message.result.value, writer.uint32(26).fork()).join();
+        BatchStatus.encode(message.result.value, writer.uint32(26).fork()).join();
         break;
     }
     return writer;
@@ -2334,7 +2351,7 @@ export const AppendStreamResponse: MessageFns<AppendStreamResponse> = {
               break;
             }
 
-            message.result = { $case: "error", value: Status.decode(reader, reader.uint32()) };
+            message.result = { $case: "error", value: BatchStatus.decode(reader, reader.uint32()) };
             continue;
           }
         }
@@ -2359,7 +2376,7 @@ export const AppendStreamResponse: MessageFns<AppendStreamResponse> = {
       result: isSet(object.appended)
         ? { $case: "appended", value: AppendEventsResponse.fromJSON(object.appended) }
         : isSet(object.error)
-        ? { $case: "error", value: Status.fromJSON(object.error) }
+        ? { $case: "error", value: BatchStatus.fromJSON(object.error) }
         : undefined,
     };
   },
@@ -2372,7 +2389,7 @@ export const AppendStreamResponse: MessageFns<AppendStreamResponse> = {
     if (message.result?.$case === "appended") {
       obj.appended = AppendEventsResponse.toJSON(message.result.value);
     } else if (message.result?.$case === "error") {
-      obj.error = Status.toJSON(message.result.value);
+      obj.error = BatchStatus.toJSON(message.result.value);
     }
     return obj;
   },
@@ -2392,11 +2409,112 @@ export const AppendStreamResponse: MessageFns<AppendStreamResponse> = {
       }
       case "error": {
         if (object.result?.value !== undefined && object.result?.value !== null) {
-          message.result = { $case: "error", value: Status.fromPartial(object.result.value) };
+          message.result = { $case: "error", value: BatchStatus.fromPartial(object.result.value) };
         }
         break;
       }
     }
+    return message;
+  },
+};
+
+function createBaseBatchStatus(): BatchStatus {
+  return { code: 0, message: "", details: [] };
+}
+
+export const BatchStatus: MessageFns<BatchStatus> = {
+  encode(message: BatchStatus, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.code !== 0) {
+      writer.uint32(8).int32(message.code);
+    }
+    if (message.message !== "") {
+      writer.uint32(18).string(message.message);
+    }
+    for (const v of message.details) {
+      Any.encode(v!, writer.uint32(26).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): BatchStatus {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseBatchStatus();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.code = reader.int32();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.message = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.details.push(Any.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): BatchStatus {
+    return {
+      code: isSet(object.code) ? globalThis.Number(object.code) : 0,
+      message: isSet(object.message) ? globalThis.String(object.message) : "",
+      details: globalThis.Array.isArray(object?.details) ? object.details.map((e: any) => Any.fromJSON(e)) : [],
+    };
+  },
+
+  toJSON(message: BatchStatus): unknown {
+    const obj: any = {};
+    if (message.code !== 0) {
+      obj.code = Math.round(message.code);
+    }
+    if (message.message !== "") {
+      obj.message = message.message;
+    }
+    if (message.details?.length) {
+      obj.details = message.details.map((e) => Any.toJSON(e));
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<BatchStatus>, I>>(base?: I): BatchStatus {
+    return BatchStatus.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<BatchStatus>, I>>(object: I): BatchStatus {
+    const message = createBaseBatchStatus();
+    message.code = object.code ?? 0;
+    message.message = object.message ?? "";
+    message.details = object.details?.map((e) => Any.fromPartial(e)) || [];
     return message;
   },
 };

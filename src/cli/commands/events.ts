@@ -103,7 +103,7 @@ const events: Command = {
         return { items: r.events, nextPageToken: r.nextPageToken };
       },
       async (page) => {
-        const lines = page.map((e) => (out.json ? eventLine(e) : eventView(e, out.style, width, full)));
+        const lines = page.map((e) => (out.json ? out.jsonLine(eventLine(e)) : eventView(e, out.style, width, full)));
         if (lines.length > 0) await out.write(lines.join('\n') + '\n', to);
       },
     );
@@ -121,7 +121,7 @@ const surface: Command = {
   examples: ['palimpsest surface demo', 'palimpsest surface demo --as-of 41'],
   async run({ args, rpc, out }) {
     const r = await rpc.unary(rpc.client.getSurface, { sessionId: args.pos(0), asOfSeq: args.int('as-of') });
-    await out.write(JSON.stringify(r.seqs) + '\n');
+    await out.write(out.jsonLine(JSON.stringify(r.seqs)).replace(/^---\n/, '') + '\n');
   },
 };
 

@@ -121,7 +121,7 @@ const watch: Command = {
       for await (const m of stream) {
         const line = render(m);
         if (line === undefined) continue;
-        await out.write((out.json ? (typeof line.json === 'string' ? line.json : JSON.stringify(line.json)) : line.text) + '\n');
+        await out.write((out.json ? out.jsonLine(typeof line.json === 'string' ? line.json : JSON.stringify(line.json)) : line.text) + '\n');
       }
     } catch (e) {
       if (interrupted && (e as Partial<ServiceError>).code === status.CANCELLED) return 0;

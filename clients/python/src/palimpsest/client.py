@@ -23,11 +23,12 @@ import json
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Generator, Iterator, List, Mapping, Optional, Sequence, Tuple, TypeVar, Union
+from typing import Any, Callable, Dict, Generator, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, TypeVar, Union
 
 import grpc
 
 from palimpsest.errors import PalimpsestError, Violation, decode_status
+from palimpsest.events import with_derived_ids
 from palimpsest.v1 import content_pb2, event_pb2, service_pb2, service_pb2_grpc, session_pb2
 
 try:  # The OpenTelemetry API is optional: with it, calls carry the current trace context.
@@ -237,9 +238,13 @@ class Client:
 
         ``expected_last_seq`` guards against concurrent writers (HEAD_MISMATCH when the head
         moved; -1 = the session must be empty). Without an ``idempotency_key`` one is generated
-        for this call, so a retry after UNAVAILABLE cannot append the batch twice."""
-        req = service_pb2.AppendEventsRequest(session_id=session_id, events=list(events),
-                                              idempotency_key=idempotency_key or f"py-{uuid.uuid4()}")
+        for this call, so a retry after UNAVAILABLE cannot append the batch twice. Message ids the
+        builders left empty are derived from the key and the event's index
+        (:func:`palimpsest.events.derived_id`): retry a failed append by rebuilding the same batch
+        with the same key, and the server answers with the stored seqs."""
+        key = idempotency_key or f"py-{uuid.uuid4()}"
+        req = service_pb2.AppendEventsRequest(session_id=session_id, events=with_derived_ids(key, events),
+                                              idempotency_key=key)
         if expected_last_seq is not None:
             req.expected_last_seq = expected_last_seq
         return list(self._call(self.stub.AppendEvents, req).seqs)
@@ -255,6 +260,41 @@ class Client:
         if at_seq is not None:
             req.at_seq = at_seq
         return self._call(self.stub.ForkSession, req).session
+
+    def export_session(self, session_id: str) -> Iterator[bytes]:
+        """The session as reference JSONL, in the chunks the server streams (write them to a file
+        in order). Closing the iterator cancels the stream."""
+        call = self.stub.ExportSession(service_pb2.ExportSessionRequest(session_id=session_id), metadata=self._metadata)
+        try:
+            for res in call:
+                yield res.chunk
+        except grpc.RpcError as e:
+            raise PalimpsestError.from_rpc_error(e) from None
+        finally:
+            call.cancel()
+
+    def import_session(self, source: "bytes | str | Iterable[bytes]", session_id: str = "", *,
+                       labels: Optional[Mapping[str, str]] = None, strict: bool = False, allow_seq_gaps: bool = False,
+                       pairing_guard: bool = False) -> service_pb2.ImportSessionResponse:
+        """Imports reference JSONL (bytes, text, or chunks such as an open binary file) as a new
+        session, streamed; atomic: a refused file leaves no session. The response holds the
+        ``session`` and ``uncommitted_tail_bytes`` (a final line without its newline, left out)."""
+        chunks: Iterable[bytes]
+        if isinstance(source, str):
+            chunks = [source.encode()]
+        elif isinstance(source, (bytes, bytearray)):
+            chunks = [bytes(source)]
+        else:
+            chunks = source
+
+        def requests() -> Iterator[service_pb2.ImportSessionRequest]:
+            yield service_pb2.ImportSessionRequest(options=service_pb2.ImportOptions(
+                session_id=session_id, labels=dict(labels or {}), strict=strict, allow_seq_gaps=allow_seq_gaps,
+                pairing_guard=pairing_guard))
+            for chunk in chunks:
+                yield service_pb2.ImportSessionRequest(chunk=chunk)
+
+        return self._call(self.stub.ImportSession, requests())
 
     # ------------------------------------------------------------ reads
 

@@ -11,8 +11,8 @@ was assembled from (``[]`` for a known empty stream), a tool result the ``tool/c
 """
 from __future__ import annotations
 
+import hashlib
 import json
-import uuid
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from palimpsest.v1 import event_pb2
@@ -21,8 +21,37 @@ Json = Any
 Range = Tuple[int, int]
 
 
-def _id(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4()}"
+# The id prefix of each message type whose builder leaves the id to ``Client.append``.
+_ID_PREFIX = {"user/message": "u", "assistant/message": "a", "tool/result": "r"}
+
+
+def derived_id(prefix: str, key: str, index: int) -> str:
+    """The message id ``Client.append`` gives the message at ``index`` of a batch sent with
+    idempotency key ``key`` when its builder was given no id: ``prefix-`` + 24 hex digits of
+    sha256(``key/index``), the same in the Go and TypeScript clients. The same key and batch give
+    the same ids, so a retry that rebuilds its batch is answered from the stored result instead of
+    IDEMPOTENCY_KEY_REUSED."""
+    return f"{prefix}-{hashlib.sha256(f'{key}/{index}'.encode()).hexdigest()[:24]}"
+
+
+def with_derived_ids(key: str, events: Sequence[event_pb2.EventInput]) -> List[event_pb2.EventInput]:
+    """``events`` with every message id a builder left empty set to :func:`derived_id` (copies;
+    the caller's events are not changed)."""
+    out = list(events)
+    for i, e in enumerate(out):
+        prefix = _ID_PREFIX.get(e.type)
+        if prefix is None or e.data.WhichOneof("kind") != "json" or '"id":""' not in e.data.json:
+            continue
+        data = json.loads(e.data.json)
+        msg = data if e.type == "user/message" else data.get("message")
+        if not isinstance(msg, dict) or msg.get("id") != "":
+            continue
+        msg["id"] = derived_id(prefix, key, i)
+        c = event_pb2.EventInput()
+        c.CopyFrom(e)
+        c.data.json = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+        out[i] = c
+    return out
 
 
 def event(type: str, data: Json, *, append: bool = False, replace: Optional[Range] = None,
@@ -70,8 +99,10 @@ def user_message(content: "str | Iterable[Mapping[str, Any]]", id: Optional[str]
                  source: Optional[Mapping[str, Any]] = None, replace: Optional[Range] = None,
                  cites: Optional[Sequence[int]] = None) -> event_pb2.EventInput:
     """A ``user/message`` (text or content blocks); ``source`` defaults to ``{"kind": "user"}``
-    (use ``{"kind": "plugin", "plugin": ...}`` for injected context or a compaction summary)."""
-    data = {"id": id or _id("u"), "role": "user", "content": _blocks(content), "source": dict(source or {"kind": "user"})}
+    (use ``{"kind": "plugin", "plugin": ...}`` for injected context or a compaction summary).
+    Without ``id`` the id is left to ``Client.append``, which derives it from the idempotency key
+    and the event's index (:func:`derived_id`); the same holds for the other message builders."""
+    data = {"id": id or "", "role": "user", "content": _blocks(content), "source": dict(source or {"kind": "user"})}
     return event("user/message", data, append=replace is None, replace=replace, cites=cites)
 
 
@@ -87,7 +118,7 @@ def assistant_message(content: "str | Iterable[Mapping[str, Any]]" = (), *, turn
     if replay_state is not None:
         source["replayState"] = replay_state
     data: Dict[str, Any] = {"turn": turn, "step": step,
-                            "message": {"id": id or _id("a"), "role": "assistant", "content": blocks, "source": source}}
+                            "message": {"id": id or "", "role": "assistant", "content": blocks, "source": source}}
     if usage is not None:
         data["usage"] = dict(usage)
     if interrupted:
@@ -107,7 +138,7 @@ def tool_result(call_id: str, output: "str | Iterable[Mapping[str, Any]]", *, tu
     if is_error:
         block["isError"] = True
     data: Dict[str, Any] = {"turn": turn, "step": step, "message": {
-        "id": id or _id("r"), "role": "user", "content": [block], "source": {"kind": "tool", "callId": call_id}}}
+        "id": id or "", "role": "user", "content": [block], "source": {"kind": "tool", "callId": call_id}}}
     if error is not None:
         data["error"] = dict(error)
     if meta is not None:

@@ -4,8 +4,8 @@
 
 import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
-import type { Status } from "../../google/rpc/status_pb.js";
-import { file_google_rpc_status } from "../../google/rpc/status_pb.js";
+import type { Any } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_any } from "@bufbuild/protobuf/wkt";
 import type { Message as Message$1, TokenUsage } from "./content_pb.js";
 import { file_palimpsest_v1_content } from "./content_pb.js";
 import type { EventInput, SessionEvent } from "./event_pb.js";
@@ -18,7 +18,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file palimpsest/v1/service.proto.
  */
 export const file_palimpsest_v1_service: GenFile = /*@__PURE__*/
-  fileDesc("ChtwYWxpbXBzZXN0L3YxL3NlcnZpY2UucHJvdG8SDXBhbGltcHNlc3QudjEi8gIKFENyZWF0ZVNlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSPwoGbGFiZWxzGAIgAygLMi8ucGFsaW1wc2VzdC52MS5DcmVhdGVTZXNzaW9uUmVxdWVzdC5MYWJlbHNFbnRyeRIQCgNjd2QYAyABKAlIAIgBARITCgZvcmlnaW4YBCABKAlIAYgBARIdChBkZWxlZ2F0aW9uX2RlcHRoGAUgASgESAKIAQESGQoMYWdlbnRfcHJlc2V0GAYgASgJSAOIAQESDgoGc3RyaWN0GAcgASgIEhoKDXBhaXJpbmdfZ3VhcmQYCCABKAhIBIgBARotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBQgYKBF9jd2RCCQoHX29yaWdpbkITChFfZGVsZWdhdGlvbl9kZXB0aEIPCg1fYWdlbnRfcHJlc2V0QhAKDl9wYWlyaW5nX2d1YXJkIkAKFUNyZWF0ZVNlc3Npb25SZXNwb25zZRInCgdzZXNzaW9uGAEgASgLMhYucGFsaW1wc2VzdC52MS5TZXNzaW9uIicKEUdldFNlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkiPQoSR2V0U2Vzc2lvblJlc3BvbnNlEicKB3Nlc3Npb24YASABKAsyFi5wYWxpbXBzZXN0LnYxLlNlc3Npb24iwQEKE0xpc3RTZXNzaW9uc1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgNEhIKCnBhZ2VfdG9rZW4YAiABKAkSTQoObGFiZWxfc2VsZWN0b3IYAyADKAsyNS5wYWxpbXBzZXN0LnYxLkxpc3RTZXNzaW9uc1JlcXVlc3QuTGFiZWxTZWxlY3RvckVudHJ5GjQKEkxhYmVsU2VsZWN0b3JFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIlkKFExpc3RTZXNzaW9uc1Jlc3BvbnNlEigKCHNlc3Npb25zGAEgAygLMhYucGFsaW1wc2VzdC52MS5TZXNzaW9uEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSIqChREZWxldGVTZXNzaW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJIhcKFURlbGV0ZVNlc3Npb25SZXNwb25zZSKjAQoTQXBwZW5kRXZlbnRzUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEikKBmV2ZW50cxgCIAMoCzIZLnBhbGltcHNlc3QudjEuRXZlbnRJbnB1dBIeChFleHBlY3RlZF9sYXN0X3NlcRgDIAEoA0gAiAEBEhcKD2lkZW1wb3RlbmN5X2tleRgEIAEoCUIUChJfZXhwZWN0ZWRfbGFzdF9zZXEiTgoUQXBwZW5kRXZlbnRzUmVzcG9uc2USDAoEc2VxcxgBIAMoBBIQCghyZXBsYXllZBgCIAEoCBIWCg5zdXJmYWNlX2xlbmd0aBgDIAEoBCJhChNBcHBlbmRTdHJlYW1SZXF1ZXN0EhYKDmNvcnJlbGF0aW9uX2lkGAEgASgJEjIKBmFwcGVuZBgCIAEoCzIiLnBhbGltcHNlc3QudjEuQXBwZW5kRXZlbnRzUmVxdWVzdCKWAQoUQXBwZW5kU3RyZWFtUmVzcG9uc2USFgoOY29ycmVsYXRpb25faWQYASABKAkSNwoIYXBwZW5kZWQYAiABKAsyIy5wYWxpbXBzZXN0LnYxLkFwcGVuZEV2ZW50c1Jlc3BvbnNlSAASIwoFZXJyb3IYAyABKAsyEi5nb29nbGUucnBjLlN0YXR1c0gAQggKBnJlc3VsdCLeAQoRTGlzdEV2ZW50c1JlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIVCghmcm9tX3NlcRgCIAEoBEgAiAEBEisKCWRpcmVjdGlvbhgDIAEoDjIYLnBhbGltcHNlc3QudjEuRGlyZWN0aW9uEhEKCXBhZ2Vfc2l6ZRgEIAEoDRISCgpwYWdlX3Rva2VuGAUgASgJEg0KBXR5cGVzGAYgAygJEi4KC2RhdGFfZm9ybWF0GAcgASgOMhkucGFsaW1wc2VzdC52MS5EYXRhRm9ybWF0QgsKCV9mcm9tX3NlcSJaChJMaXN0RXZlbnRzUmVzcG9uc2USKwoGZXZlbnRzGAEgAygLMhsucGFsaW1wc2VzdC52MS5TZXNzaW9uRXZlbnQSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIk0KEUdldFN1cmZhY2VSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSFgoJYXNfb2Zfc2VxGAIgASgESACIAQFCDAoKX2FzX29mX3NlcSJiChJHZXRTdXJmYWNlUmVzcG9uc2USDAoEc2VxcxgBIAMoBBIaChJyZXBsYWNlX2dlbmVyYXRpb24YAiABKAQSFQoIaGVhZF9zZXEYAyABKARIAIgBAUILCglfaGVhZF9zZXEirgEKEkdldE1lc3NhZ2VzUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEigKBHZpZXcYAiABKA4yGi5wYWxpbXBzZXN0LnYxLk1lc3NhZ2VWaWV3Eg0KBXR5cGVkGAMgASgIEhEKCXBhZ2Vfc2l6ZRgEIAEoDRISCgpwYWdlX3Rva2VuGAUgASgJEhYKCWFzX29mX3NlcRgGIAEoBEgAiAEBQgwKCl9hc19vZl9zZXEibAoORGVyaXZlZE1lc3NhZ2USCwoDc2VxGAEgASgEEhQKDG1lc3NhZ2VfanNvbhgCIAEoCRInCgdtZXNzYWdlGAMgASgLMhYucGFsaW1wc2VzdC52MS5NZXNzYWdlEg4KBnRva2VucxgEIAEoBCKDAQoTR2V0TWVzc2FnZXNSZXNwb25zZRIvCghtZXNzYWdlcxgBIAMoCzIdLnBhbGltcHNlc3QudjEuRGVyaXZlZE1lc3NhZ2USFQoIaGVhZF9zZXEYAiABKARIAIgBARIXCg9uZXh0X3BhZ2VfdG9rZW4YAyABKAlCCwoJX2hlYWRfc2VxItABChJGb3JrU2Vzc2lvblJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRITCgZhdF9zZXEYAiABKARIAIgBARIYChBjaGlsZF9zZXNzaW9uX2lkGAMgASgJEj0KBmxhYmVscxgEIAMoCzItLnBhbGltcHNlc3QudjEuRm9ya1Nlc3Npb25SZXF1ZXN0LkxhYmVsc0VudHJ5Gi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAFCCQoHX2F0X3NlcSI+ChNGb3JrU2Vzc2lvblJlc3BvbnNlEicKB3Nlc3Npb24YASABKAsyFi5wYWxpbXBzZXN0LnYxLlNlc3Npb24iKgoUUmVwYWlyU2Vzc2lvblJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCSJEChVSZXBhaXJTZXNzaW9uUmVzcG9uc2USKwoGZXZlbnRzGAEgAygLMhsucGFsaW1wc2VzdC52MS5TZXNzaW9uRXZlbnQiYAoUSW1wb3J0U2Vzc2lvblJlcXVlc3QSLwoHb3B0aW9ucxgBIAEoCzIcLnBhbGltcHNlc3QudjEuSW1wb3J0T3B0aW9uc0gAEg8KBWNodW5rGAIgASgMSABCBgoEcGFydCLLAQoNSW1wb3J0T3B0aW9ucxISCgpzZXNzaW9uX2lkGAEgASgJEjgKBmxhYmVscxgCIAMoCzIoLnBhbGltcHNlc3QudjEuSW1wb3J0T3B0aW9ucy5MYWJlbHNFbnRyeRIOCgZzdHJpY3QYAyABKAgSFgoOYWxsb3dfc2VxX2dhcHMYBCABKAgSFQoNcGFpcmluZ19ndWFyZBgFIAEoCBotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBImAKFUltcG9ydFNlc3Npb25SZXNwb25zZRInCgdzZXNzaW9uGAEgASgLMhYucGFsaW1wc2VzdC52MS5TZXNzaW9uEh4KFnVuY29tbWl0dGVkX3RhaWxfYnl0ZXMYAiABKAQiPAoURXhwb3J0U2Vzc2lvblJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIQCgh1bnBhY2tlZBgCIAEoCCImChVFeHBvcnRTZXNzaW9uUmVzcG9uc2USDQoFY2h1bmsYASABKAwizgEKF1N1YnNjcmliZVN1cmZhY2VSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSFgoJYWZ0ZXJfc2VxGAIgASgESACIAQESEAoIc25hcHNob3QYAyABKAgSGAoQaW5jbHVkZV9tZXNzYWdlcxgEIAEoCBIdChVoZWFydGJlYXRfaW50ZXJ2YWxfbXMYBSABKA0SLgoLZGF0YV9mb3JtYXQYBiABKA4yGS5wYWxpbXBzZXN0LnYxLkRhdGFGb3JtYXRCDAoKX2FmdGVyX3NlcSK+AwoYU3Vic2NyaWJlU3VyZmFjZVJlc3BvbnNlEhMKBmN1cnNvchgBIAEoBEgBiAEBEjIKCHNuYXBzaG90GAIgASgLMh4ucGFsaW1wc2VzdC52MS5TdXJmYWNlU25hcHNob3RIABIsCgZhcHBlbmQYAyABKAsyGi5wYWxpbXBzZXN0LnYxLkFwcGVuZERlbHRhSAASLgoHcmVwbGFjZRgEIAEoCzIbLnBhbGltcHNlc3QudjEuUmVwbGFjZURlbHRhSAASLwoKY2hlY2twb2ludBgFIAEoCzIZLnBhbGltcHNlc3QudjEuQ2hlY2twb2ludEgAEiwKCWNhdWdodF91cBgGIAEoCzIXLnBhbGltcHNlc3QudjEuQ2F1Z2h0VXBIABItCgloZWFydGJlYXQYByABKAsyGC5wYWxpbXBzZXN0LnYxLkhlYXJ0YmVhdEgAEioKBWV2ZW50GAggASgLMhsucGFsaW1wc2VzdC52MS5TZXNzaW9uRXZlbnQSLgoHbWVzc2FnZRgJIAEoCzIdLnBhbGltcHNlc3QudjEuRGVyaXZlZE1lc3NhZ2VCBgoEa2luZEIJCgdfY3Vyc29yIh8KD1N1cmZhY2VTbmFwc2hvdBIMCgRzZXFzGAEgAygEIhoKC0FwcGVuZERlbHRhEgsKA3NlcRgBIAEoBCJOCgxSZXBsYWNlRGVsdGESDQoFc3RhcnQYASABKAQSCwoDZW5kGAIgASgEEgsKA3NlcRgDIAEoBBIVCg1zaGFkb3dlZF9zZXFzGAQgAygEIgwKCkNoZWNrcG9pbnQiCgoIQ2F1Z2h0VXAiCwoJSGVhcnRiZWF0IqEBChZTdWJzY3JpYmVFdmVudHNSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSFgoJYWZ0ZXJfc2VxGAIgASgESACIAQESHQoVaGVhcnRiZWF0X2ludGVydmFsX21zGAMgASgNEi4KC2RhdGFfZm9ybWF0GAQgASgOMhkucGFsaW1wc2VzdC52MS5EYXRhRm9ybWF0QgwKCl9hZnRlcl9zZXEizAEKF1N1YnNjcmliZUV2ZW50c1Jlc3BvbnNlEhMKBmN1cnNvchgBIAEoBEgBiAEBEiwKBWV2ZW50GAIgASgLMhsucGFsaW1wc2VzdC52MS5TZXNzaW9uRXZlbnRIABIsCgljYXVnaHRfdXAYAyABKAsyFy5wYWxpbXBzZXN0LnYxLkNhdWdodFVwSAASLQoJaGVhcnRiZWF0GAQgASgLMhgucGFsaW1wc2VzdC52MS5IZWFydGJlYXRIAEIGCgRraW5kQgkKB19jdXJzb3IikgIKFVBsYW5Db21wYWN0aW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEhUKC2tlZXBfdG9rZW5zGAIgASgESAASEwoJdXBfdG9fc2VxGAMgASgESAASFwoNcmV0YWluX3Rva2VucxgGIAEoBEgAEksKDHRva2VuX2NvdW50cxgEIAMoCzI1LnBhbGltcHNlc3QudjEuUGxhbkNvbXBhY3Rpb25SZXF1ZXN0LlRva2VuQ291bnRzRW50cnkSFQoNb21pdF9tZXNzYWdlcxgFIAEoCBoyChBUb2tlbkNvdW50c0VudHJ5EgsKA2tleRgBIAEoBBINCgV2YWx1ZRgCIAEoBDoCOAFCCAoGYnVkZ2V0IlgKEUNvbXBhY3Rpb25CbG9ja2VyEg4KBnJlYXNvbhgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRIMCgRzZXFzGAMgAygEEhAKCGNhbGxfaWRzGAQgAygJIp8CChZQbGFuQ29tcGFjdGlvblJlc3BvbnNlEhIKBXN0YXJ0GAEgASgESACIAQESEAoDZW5kGAIgASgESAGIAQESFQoNc2hhZG93ZWRfc2VxcxgDIAMoBBIZChFleHBlY3RlZF9sYXN0X3NlcRgEIAEoAxIcChRzaGFkb3dlZF90b2tlbl9jb3VudBgFIAEoBBIYChBrZXB0X3Rva2VuX2NvdW50GAYgASgEEi8KCG1lc3NhZ2VzGAcgAygLMh0ucGFsaW1wc2VzdC52MS5EZXJpdmVkTWVzc2FnZRIyCghibG9ja2VycxgIIAMoCzIgLnBhbGltcHNlc3QudjEuQ29tcGFjdGlvbkJsb2NrZXJCCAoGX3N0YXJ0QgYKBF9lbmQixgMKDkNvbXBhY3RSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSDQoFc3RhcnQYAiABKAQSCwoDZW5kGAMgASgEEh4KEWV4cGVjdGVkX2xhc3Rfc2VxGAQgASgDSAGIAQESFgoMc3VtbWFyeV90ZXh0GAUgASgJSAASFgoMc3VtbWFyeV9qc29uGAYgASgJSAASEAoIcHJvdmlkZXIYByABKAkSDQoFbW9kZWwYCCABKAkSKAoFdXNhZ2UYCSABKAsyGS5wYWxpbXBzZXN0LnYxLlRva2VuVXNhZ2USFwoKbWF4X3Rva2VucxgKIAEoBEgCiAEBEiEKFHNoYWRvd2VkX3Rva2VuX2NvdW50GAsgASgESAOIAQESFwoPaWRlbXBvdGVuY3lfa2V5GAwgASgJEhcKD3Jhd19vdXRwdXRfanNvbhgNIAEoCRIXCg9sbG1fc3RyZWFtX2NhbGwYDiABKAgSGQoRc291cmNlX2NvbW1hbmRfaWQYDyABKAlCCQoHc3VtbWFyeUIUChJfZXhwZWN0ZWRfbGFzdF9zZXFCDQoLX21heF90b2tlbnNCFwoVX3NoYWRvd2VkX3Rva2VuX2NvdW50IpwBCg9Db21wYWN0UmVzcG9uc2USDAoEc2VxcxgBIAMoBBIVCg1jb21wYWN0aW9uX2lkGAIgASgJEhYKDnN1cmZhY2VfbGVuZ3RoGAMgASgEEhAKCHJlcGxheWVkGAQgASgIEhwKFHNoYWRvd2VkX3Rva2VuX2NvdW50GAUgASgEEhIKBWVycm9yGAYgASgJSACIAQFCCAoGX2Vycm9yIu4DChdQcnVuZVRvb2xSZXN1bHRzUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEgwKBHNlcXMYAiADKAQSEQoJbWluX2J5dGVzGAMgASgEEhMKC2tlZXBfcmVjZW50GAQgASgNEhUKDWV4Y2x1ZGVfdG9vbHMYBSADKAkSFwoKaGVhZF9jaGFycxgGIAEoDUgAiAEBEhcKCnRhaWxfY2hhcnMYByABKA1IAYgBARIeChFleHBlY3RlZF9sYXN0X3NlcRgIIAEoA0gCiAEBEhcKD2lkZW1wb3RlbmN5X2tleRgJIAEoCRIRCgltaW5fY2hhcnMYCiABKAQSPQoGbWFya2VyGAsgASgOMi0ucGFsaW1wc2VzdC52MS5QcnVuZVRvb2xSZXN1bHRzUmVxdWVzdC5NYXJrZXISHQoQbWluX3NhdmluZ19jaGFycxgMIAEoBEgDiAEBIk0KBk1hcmtlchIWChJNQVJLRVJfVU5TUEVDSUZJRUQQABIUChBNQVJLRVJfUkVGRVJFTkNFEAESFQoRTUFSS0VSX1dJVEhfQ09VTlQQAkINCgtfaGVhZF9jaGFyc0INCgtfdGFpbF9jaGFyc0IUChJfZXhwZWN0ZWRfbGFzdF9zZXFCEwoRX21pbl9zYXZpbmdfY2hhcnMikAEKEFBydW5lZFRvb2xSZXN1bHQSFAoMb3JpZ2luYWxfc2VxGAEgASgEEhEKCXBydW5lX3NlcRgCIAEoBBIXCg9yZXBsYWNlbWVudF9zZXEYAyABKAQSDwoHY2FsbF9pZBgEIAEoCRIUCgxieXRlc19iZWZvcmUYBSABKAQSEwoLYnl0ZXNfYWZ0ZXIYBiABKAQimwEKGFBydW5lVG9vbFJlc3VsdHNSZXNwb25zZRIvCgZwcnVuZWQYASADKAsyHy5wYWxpbXBzZXN0LnYxLlBydW5lZFRvb2xSZXN1bHQSEwoLYnl0ZXNfc2F2ZWQYAiABKAQSDwoHc2tpcHBlZBgDIAMoBBIWCg5zdXJmYWNlX2xlbmd0aBgEIAEoBBIQCghyZXBsYXllZBgFIAEoCCpVCglEaXJlY3Rpb24SGQoVRElSRUNUSU9OX1VOU1BFQ0lGSUVEEAASFQoRRElSRUNUSU9OX0ZPUldBUkQQARIWChJESVJFQ1RJT05fQkFDS1dBUkQQAipWCgpEYXRhRm9ybWF0EhsKF0RBVEFfRk9STUFUX1VOU1BFQ0lGSUVEEAASFAoQREFUQV9GT1JNQVRfSlNPThABEhUKEURBVEFfRk9STUFUX1RZUEVEEAIqaAoLTWVzc2FnZVZpZXcSHAoYTUVTU0FHRV9WSUVXX1VOU1BFQ0lGSUVEEAASHgoaTUVTU0FHRV9WSUVXX01PREVMX0hJU1RPUlkQARIbChdNRVNTQUdFX1ZJRVdfVFJBTlNDUklQVBACMu0MCg5TZXNzaW9uU2VydmljZRJaCg1DcmVhdGVTZXNzaW9uEiMucGFsaW1wc2VzdC52MS5DcmVhdGVTZXNzaW9uUmVxdWVzdBokLnBhbGltcHNlc3QudjEuQ3JlYXRlU2Vzc2lvblJlc3BvbnNlElEKCkdldFNlc3Npb24SIC5wYWxpbXBzZXN0LnYxLkdldFNlc3Npb25SZXF1ZXN0GiEucGFsaW1wc2VzdC52MS5HZXRTZXNzaW9uUmVzcG9uc2USVwoMTGlzdFNlc3Npb25zEiIucGFsaW1wc2VzdC52MS5MaXN0U2Vzc2lvbnNSZXF1ZXN0GiMucGFsaW1wc2VzdC52MS5MaXN0U2Vzc2lvbnNSZXNwb25zZRJaCg1EZWxldGVTZXNzaW9uEiMucGFsaW1wc2VzdC52MS5EZWxldGVTZXNzaW9uUmVxdWVzdBokLnBhbGltcHNlc3QudjEuRGVsZXRlU2Vzc2lvblJlc3BvbnNlElcKDEFwcGVuZEV2ZW50cxIiLnBhbGltcHNlc3QudjEuQXBwZW5kRXZlbnRzUmVxdWVzdBojLnBhbGltcHNlc3QudjEuQXBwZW5kRXZlbnRzUmVzcG9uc2USWwoMQXBwZW5kU3RyZWFtEiIucGFsaW1wc2VzdC52MS5BcHBlbmRTdHJlYW1SZXF1ZXN0GiMucGFsaW1wc2VzdC52MS5BcHBlbmRTdHJlYW1SZXNwb25zZSgBMAESUQoKTGlzdEV2ZW50cxIgLnBhbGltcHNlc3QudjEuTGlzdEV2ZW50c1JlcXVlc3QaIS5wYWxpbXBzZXN0LnYxLkxpc3RFdmVudHNSZXNwb25zZRJRCgpHZXRTdXJmYWNlEiAucGFsaW1wc2VzdC52MS5HZXRTdXJmYWNlUmVxdWVzdBohLnBhbGltcHNlc3QudjEuR2V0U3VyZmFjZVJlc3BvbnNlElQKC0dldE1lc3NhZ2VzEiEucGFsaW1wc2VzdC52MS5HZXRNZXNzYWdlc1JlcXVlc3QaIi5wYWxpbXBzZXN0LnYxLkdldE1lc3NhZ2VzUmVzcG9uc2USVAoLRm9ya1Nlc3Npb24SIS5wYWxpbXBzZXN0LnYxLkZvcmtTZXNzaW9uUmVxdWVzdBoiLnBhbGltcHNlc3QudjEuRm9ya1Nlc3Npb25SZXNwb25zZRJaCg1SZXBhaXJTZXNzaW9uEiMucGFsaW1wc2VzdC52MS5SZXBhaXJTZXNzaW9uUmVxdWVzdBokLnBhbGltcHNlc3QudjEuUmVwYWlyU2Vzc2lvblJlc3BvbnNlElwKDUltcG9ydFNlc3Npb24SIy5wYWxpbXBzZXN0LnYxLkltcG9ydFNlc3Npb25SZXF1ZXN0GiQucGFsaW1wc2VzdC52MS5JbXBvcnRTZXNzaW9uUmVzcG9uc2UoARJcCg1FeHBvcnRTZXNzaW9uEiMucGFsaW1wc2VzdC52MS5FeHBvcnRTZXNzaW9uUmVxdWVzdBokLnBhbGltcHNlc3QudjEuRXhwb3J0U2Vzc2lvblJlc3BvbnNlMAESZQoQU3Vic2NyaWJlU3VyZmFjZRImLnBhbGltcHNlc3QudjEuU3Vic2NyaWJlU3VyZmFjZVJlcXVlc3QaJy5wYWxpbXBzZXN0LnYxLlN1YnNjcmliZVN1cmZhY2VSZXNwb25zZTABEmIKD1N1YnNjcmliZUV2ZW50cxIlLnBhbGltcHNlc3QudjEuU3Vic2NyaWJlRXZlbnRzUmVxdWVzdBomLnBhbGltcHNlc3QudjEuU3Vic2NyaWJlRXZlbnRzUmVzcG9uc2UwARJdCg5QbGFuQ29tcGFjdGlvbhIkLnBhbGltcHNlc3QudjEuUGxhbkNvbXBhY3Rpb25SZXF1ZXN0GiUucGFsaW1wc2VzdC52MS5QbGFuQ29tcGFjdGlvblJlc3BvbnNlEkgKB0NvbXBhY3QSHS5wYWxpbXBzZXN0LnYxLkNvbXBhY3RSZXF1ZXN0Gh4ucGFsaW1wc2VzdC52MS5Db21wYWN0UmVzcG9uc2USYwoQUHJ1bmVUb29sUmVzdWx0cxImLnBhbGltcHNlc3QudjEuUHJ1bmVUb29sUmVzdWx0c1JlcXVlc3QaJy5wYWxpbXBzZXN0LnYxLlBydW5lVG9vbFJlc3VsdHNSZXNwb25zZUIuWixwYWxpbXBzZXN0L2dlbi9nby9wYWxpbXBzZXN0L3YxO3BhbGltcHNlc3R2MWIGcHJvdG8z", [file_google_rpc_status, file_palimpsest_v1_content, file_palimpsest_v1_event, file_palimpsest_v1_session]);
+  fileDesc("ChtwYWxpbXBzZXN0L3YxL3NlcnZpY2UucHJvdG8SDXBhbGltcHNlc3QudjEi8gIKFENyZWF0ZVNlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSPwoGbGFiZWxzGAIgAygLMi8ucGFsaW1wc2VzdC52MS5DcmVhdGVTZXNzaW9uUmVxdWVzdC5MYWJlbHNFbnRyeRIQCgNjd2QYAyABKAlIAIgBARITCgZvcmlnaW4YBCABKAlIAYgBARIdChBkZWxlZ2F0aW9uX2RlcHRoGAUgASgESAKIAQESGQoMYWdlbnRfcHJlc2V0GAYgASgJSAOIAQESDgoGc3RyaWN0GAcgASgIEhoKDXBhaXJpbmdfZ3VhcmQYCCABKAhIBIgBARotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBQgYKBF9jd2RCCQoHX29yaWdpbkITChFfZGVsZWdhdGlvbl9kZXB0aEIPCg1fYWdlbnRfcHJlc2V0QhAKDl9wYWlyaW5nX2d1YXJkIkAKFUNyZWF0ZVNlc3Npb25SZXNwb25zZRInCgdzZXNzaW9uGAEgASgLMhYucGFsaW1wc2VzdC52MS5TZXNzaW9uIicKEUdldFNlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkiPQoSR2V0U2Vzc2lvblJlc3BvbnNlEicKB3Nlc3Npb24YASABKAsyFi5wYWxpbXBzZXN0LnYxLlNlc3Npb24iwQEKE0xpc3RTZXNzaW9uc1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgNEhIKCnBhZ2VfdG9rZW4YAiABKAkSTQoObGFiZWxfc2VsZWN0b3IYAyADKAsyNS5wYWxpbXBzZXN0LnYxLkxpc3RTZXNzaW9uc1JlcXVlc3QuTGFiZWxTZWxlY3RvckVudHJ5GjQKEkxhYmVsU2VsZWN0b3JFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIlkKFExpc3RTZXNzaW9uc1Jlc3BvbnNlEigKCHNlc3Npb25zGAEgAygLMhYucGFsaW1wc2VzdC52MS5TZXNzaW9uEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSIqChREZWxldGVTZXNzaW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJIhcKFURlbGV0ZVNlc3Npb25SZXNwb25zZSKjAQoTQXBwZW5kRXZlbnRzUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEikKBmV2ZW50cxgCIAMoCzIZLnBhbGltcHNlc3QudjEuRXZlbnRJbnB1dBIeChFleHBlY3RlZF9sYXN0X3NlcRgDIAEoA0gAiAEBEhcKD2lkZW1wb3RlbmN5X2tleRgEIAEoCUIUChJfZXhwZWN0ZWRfbGFzdF9zZXEiTgoUQXBwZW5kRXZlbnRzUmVzcG9uc2USDAoEc2VxcxgBIAMoBBIQCghyZXBsYXllZBgCIAEoCBIWCg5zdXJmYWNlX2xlbmd0aBgDIAEoBCJhChNBcHBlbmRTdHJlYW1SZXF1ZXN0EhYKDmNvcnJlbGF0aW9uX2lkGAEgASgJEjIKBmFwcGVuZBgCIAEoCzIiLnBhbGltcHNlc3QudjEuQXBwZW5kRXZlbnRzUmVxdWVzdCKeAQoUQXBwZW5kU3RyZWFtUmVzcG9uc2USFgoOY29ycmVsYXRpb25faWQYASABKAkSNwoIYXBwZW5kZWQYAiABKAsyIy5wYWxpbXBzZXN0LnYxLkFwcGVuZEV2ZW50c1Jlc3BvbnNlSAASKwoFZXJyb3IYAyABKAsyGi5wYWxpbXBzZXN0LnYxLkJhdGNoU3RhdHVzSABCCAoGcmVzdWx0IlMKC0JhdGNoU3RhdHVzEgwKBGNvZGUYASABKAUSDwoHbWVzc2FnZRgCIAEoCRIlCgdkZXRhaWxzGAMgAygLMhQuZ29vZ2xlLnByb3RvYnVmLkFueSLeAQoRTGlzdEV2ZW50c1JlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIVCghmcm9tX3NlcRgCIAEoBEgAiAEBEisKCWRpcmVjdGlvbhgDIAEoDjIYLnBhbGltcHNlc3QudjEuRGlyZWN0aW9uEhEKCXBhZ2Vfc2l6ZRgEIAEoDRISCgpwYWdlX3Rva2VuGAUgASgJEg0KBXR5cGVzGAYgAygJEi4KC2RhdGFfZm9ybWF0GAcgASgOMhkucGFsaW1wc2VzdC52MS5EYXRhRm9ybWF0QgsKCV9mcm9tX3NlcSJaChJMaXN0RXZlbnRzUmVzcG9uc2USKwoGZXZlbnRzGAEgAygLMhsucGFsaW1wc2VzdC52MS5TZXNzaW9uRXZlbnQSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIk0KEUdldFN1cmZhY2VSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSFgoJYXNfb2Zfc2VxGAIgASgESACIAQFCDAoKX2FzX29mX3NlcSJiChJHZXRTdXJmYWNlUmVzcG9uc2USDAoEc2VxcxgBIAMoBBIaChJyZXBsYWNlX2dlbmVyYXRpb24YAiABKAQSFQoIaGVhZF9zZXEYAyABKARIAIgBAUILCglfaGVhZF9zZXEirgEKEkdldE1lc3NhZ2VzUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEigKBHZpZXcYAiABKA4yGi5wYWxpbXBzZXN0LnYxLk1lc3NhZ2VWaWV3Eg0KBXR5cGVkGAMgASgIEhEKCXBhZ2Vfc2l6ZRgEIAEoDRISCgpwYWdlX3Rva2VuGAUgASgJEhYKCWFzX29mX3NlcRgGIAEoBEgAiAEBQgwKCl9hc19vZl9zZXEibAoORGVyaXZlZE1lc3NhZ2USCwoDc2VxGAEgASgEEhQKDG1lc3NhZ2VfanNvbhgCIAEoCRInCgdtZXNzYWdlGAMgASgLMhYucGFsaW1wc2VzdC52MS5NZXNzYWdlEg4KBnRva2VucxgEIAEoBCKDAQoTR2V0TWVzc2FnZXNSZXNwb25zZRIvCghtZXNzYWdlcxgBIAMoCzIdLnBhbGltcHNlc3QudjEuRGVyaXZlZE1lc3NhZ2USFQoIaGVhZF9zZXEYAiABKARIAIgBARIXCg9uZXh0X3BhZ2VfdG9rZW4YAyABKAlCCwoJX2hlYWRfc2VxItABChJGb3JrU2Vzc2lvblJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRITCgZhdF9zZXEYAiABKARIAIgBARIYChBjaGlsZF9zZXNzaW9uX2lkGAMgASgJEj0KBmxhYmVscxgEIAMoCzItLnBhbGltcHNlc3QudjEuRm9ya1Nlc3Npb25SZXF1ZXN0LkxhYmVsc0VudHJ5Gi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAFCCQoHX2F0X3NlcSI+ChNGb3JrU2Vzc2lvblJlc3BvbnNlEicKB3Nlc3Npb24YASABKAsyFi5wYWxpbXBzZXN0LnYxLlNlc3Npb24iKgoUUmVwYWlyU2Vzc2lvblJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCSJEChVSZXBhaXJTZXNzaW9uUmVzcG9uc2USKwoGZXZlbnRzGAEgAygLMhsucGFsaW1wc2VzdC52MS5TZXNzaW9uRXZlbnQiYAoUSW1wb3J0U2Vzc2lvblJlcXVlc3QSLwoHb3B0aW9ucxgBIAEoCzIcLnBhbGltcHNlc3QudjEuSW1wb3J0T3B0aW9uc0gAEg8KBWNodW5rGAIgASgMSABCBgoEcGFydCLLAQoNSW1wb3J0T3B0aW9ucxISCgpzZXNzaW9uX2lkGAEgASgJEjgKBmxhYmVscxgCIAMoCzIoLnBhbGltcHNlc3QudjEuSW1wb3J0T3B0aW9ucy5MYWJlbHNFbnRyeRIOCgZzdHJpY3QYAyABKAgSFgoOYWxsb3dfc2VxX2dhcHMYBCABKAgSFQoNcGFpcmluZ19ndWFyZBgFIAEoCBotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBImAKFUltcG9ydFNlc3Npb25SZXNwb25zZRInCgdzZXNzaW9uGAEgASgLMhYucGFsaW1wc2VzdC52MS5TZXNzaW9uEh4KFnVuY29tbWl0dGVkX3RhaWxfYnl0ZXMYAiABKAQiPAoURXhwb3J0U2Vzc2lvblJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIQCgh1bnBhY2tlZBgCIAEoCCImChVFeHBvcnRTZXNzaW9uUmVzcG9uc2USDQoFY2h1bmsYASABKAwizgEKF1N1YnNjcmliZVN1cmZhY2VSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSFgoJYWZ0ZXJfc2VxGAIgASgESACIAQESEAoIc25hcHNob3QYAyABKAgSGAoQaW5jbHVkZV9tZXNzYWdlcxgEIAEoCBIdChVoZWFydGJlYXRfaW50ZXJ2YWxfbXMYBSABKA0SLgoLZGF0YV9mb3JtYXQYBiABKA4yGS5wYWxpbXBzZXN0LnYxLkRhdGFGb3JtYXRCDAoKX2FmdGVyX3NlcSK+AwoYU3Vic2NyaWJlU3VyZmFjZVJlc3BvbnNlEhMKBmN1cnNvchgBIAEoBEgBiAEBEjIKCHNuYXBzaG90GAIgASgLMh4ucGFsaW1wc2VzdC52MS5TdXJmYWNlU25hcHNob3RIABIsCgZhcHBlbmQYAyABKAsyGi5wYWxpbXBzZXN0LnYxLkFwcGVuZERlbHRhSAASLgoHcmVwbGFjZRgEIAEoCzIbLnBhbGltcHNlc3QudjEuUmVwbGFjZURlbHRhSAASLwoKY2hlY2twb2ludBgFIAEoCzIZLnBhbGltcHNlc3QudjEuQ2hlY2twb2ludEgAEiwKCWNhdWdodF91cBgGIAEoCzIXLnBhbGltcHNlc3QudjEuQ2F1Z2h0VXBIABItCgloZWFydGJlYXQYByABKAsyGC5wYWxpbXBzZXN0LnYxLkhlYXJ0YmVhdEgAEioKBWV2ZW50GAggASgLMhsucGFsaW1wc2VzdC52MS5TZXNzaW9uRXZlbnQSLgoHbWVzc2FnZRgJIAEoCzIdLnBhbGltcHNlc3QudjEuRGVyaXZlZE1lc3NhZ2VCBgoEa2luZEIJCgdfY3Vyc29yIh8KD1N1cmZhY2VTbmFwc2hvdBIMCgRzZXFzGAEgAygEIhoKC0FwcGVuZERlbHRhEgsKA3NlcRgBIAEoBCJOCgxSZXBsYWNlRGVsdGESDQoFc3RhcnQYASABKAQSCwoDZW5kGAIgASgEEgsKA3NlcRgDIAEoBBIVCg1zaGFkb3dlZF9zZXFzGAQgAygEIgwKCkNoZWNrcG9pbnQiCgoIQ2F1Z2h0VXAiCwoJSGVhcnRiZWF0IqEBChZTdWJzY3JpYmVFdmVudHNSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSFgoJYWZ0ZXJfc2VxGAIgASgESACIAQESHQoVaGVhcnRiZWF0X2ludGVydmFsX21zGAMgASgNEi4KC2RhdGFfZm9ybWF0GAQgASgOMhkucGFsaW1wc2VzdC52MS5EYXRhRm9ybWF0QgwKCl9hZnRlcl9zZXEizAEKF1N1YnNjcmliZUV2ZW50c1Jlc3BvbnNlEhMKBmN1cnNvchgBIAEoBEgBiAEBEiwKBWV2ZW50GAIgASgLMhsucGFsaW1wc2VzdC52MS5TZXNzaW9uRXZlbnRIABIsCgljYXVnaHRfdXAYAyABKAsyFy5wYWxpbXBzZXN0LnYxLkNhdWdodFVwSAASLQoJaGVhcnRiZWF0GAQgASgLMhgucGFsaW1wc2VzdC52MS5IZWFydGJlYXRIAEIGCgRraW5kQgkKB19jdXJzb3IikgIKFVBsYW5Db21wYWN0aW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEhUKC2tlZXBfdG9rZW5zGAIgASgESAASEwoJdXBfdG9fc2VxGAMgASgESAASFwoNcmV0YWluX3Rva2VucxgGIAEoBEgAEksKDHRva2VuX2NvdW50cxgEIAMoCzI1LnBhbGltcHNlc3QudjEuUGxhbkNvbXBhY3Rpb25SZXF1ZXN0LlRva2VuQ291bnRzRW50cnkSFQoNb21pdF9tZXNzYWdlcxgFIAEoCBoyChBUb2tlbkNvdW50c0VudHJ5EgsKA2tleRgBIAEoBBINCgV2YWx1ZRgCIAEoBDoCOAFCCAoGYnVkZ2V0IlgKEUNvbXBhY3Rpb25CbG9ja2VyEg4KBnJlYXNvbhgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRIMCgRzZXFzGAMgAygEEhAKCGNhbGxfaWRzGAQgAygJIp8CChZQbGFuQ29tcGFjdGlvblJlc3BvbnNlEhIKBXN0YXJ0GAEgASgESACIAQESEAoDZW5kGAIgASgESAGIAQESFQoNc2hhZG93ZWRfc2VxcxgDIAMoBBIZChFleHBlY3RlZF9sYXN0X3NlcRgEIAEoAxIcChRzaGFkb3dlZF90b2tlbl9jb3VudBgFIAEoBBIYChBrZXB0X3Rva2VuX2NvdW50GAYgASgEEi8KCG1lc3NhZ2VzGAcgAygLMh0ucGFsaW1wc2VzdC52MS5EZXJpdmVkTWVzc2FnZRIyCghibG9ja2VycxgIIAMoCzIgLnBhbGltcHNlc3QudjEuQ29tcGFjdGlvbkJsb2NrZXJCCAoGX3N0YXJ0QgYKBF9lbmQixgMKDkNvbXBhY3RSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSDQoFc3RhcnQYAiABKAQSCwoDZW5kGAMgASgEEh4KEWV4cGVjdGVkX2xhc3Rfc2VxGAQgASgDSAGIAQESFgoMc3VtbWFyeV90ZXh0GAUgASgJSAASFgoMc3VtbWFyeV9qc29uGAYgASgJSAASEAoIcHJvdmlkZXIYByABKAkSDQoFbW9kZWwYCCABKAkSKAoFdXNhZ2UYCSABKAsyGS5wYWxpbXBzZXN0LnYxLlRva2VuVXNhZ2USFwoKbWF4X3Rva2VucxgKIAEoBEgCiAEBEiEKFHNoYWRvd2VkX3Rva2VuX2NvdW50GAsgASgESAOIAQESFwoPaWRlbXBvdGVuY3lfa2V5GAwgASgJEhcKD3Jhd19vdXRwdXRfanNvbhgNIAEoCRIXCg9sbG1fc3RyZWFtX2NhbGwYDiABKAgSGQoRc291cmNlX2NvbW1hbmRfaWQYDyABKAlCCQoHc3VtbWFyeUIUChJfZXhwZWN0ZWRfbGFzdF9zZXFCDQoLX21heF90b2tlbnNCFwoVX3NoYWRvd2VkX3Rva2VuX2NvdW50IpwBCg9Db21wYWN0UmVzcG9uc2USDAoEc2VxcxgBIAMoBBIVCg1jb21wYWN0aW9uX2lkGAIgASgJEhYKDnN1cmZhY2VfbGVuZ3RoGAMgASgEEhAKCHJlcGxheWVkGAQgASgIEhwKFHNoYWRvd2VkX3Rva2VuX2NvdW50GAUgASgEEhIKBWVycm9yGAYgASgJSACIAQFCCAoGX2Vycm9yIu4DChdQcnVuZVRvb2xSZXN1bHRzUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEgwKBHNlcXMYAiADKAQSEQoJbWluX2J5dGVzGAMgASgEEhMKC2tlZXBfcmVjZW50GAQgASgNEhUKDWV4Y2x1ZGVfdG9vbHMYBSADKAkSFwoKaGVhZF9jaGFycxgGIAEoDUgAiAEBEhcKCnRhaWxfY2hhcnMYByABKA1IAYgBARIeChFleHBlY3RlZF9sYXN0X3NlcRgIIAEoA0gCiAEBEhcKD2lkZW1wb3RlbmN5X2tleRgJIAEoCRIRCgltaW5fY2hhcnMYCiABKAQSPQoGbWFya2VyGAsgASgOMi0ucGFsaW1wc2VzdC52MS5QcnVuZVRvb2xSZXN1bHRzUmVxdWVzdC5NYXJrZXISHQoQbWluX3NhdmluZ19jaGFycxgMIAEoBEgDiAEBIk0KBk1hcmtlchIWChJNQVJLRVJfVU5TUEVDSUZJRUQQABIUChBNQVJLRVJfUkVGRVJFTkNFEAESFQoRTUFSS0VSX1dJVEhfQ09VTlQQAkINCgtfaGVhZF9jaGFyc0INCgtfdGFpbF9jaGFyc0IUChJfZXhwZWN0ZWRfbGFzdF9zZXFCEwoRX21pbl9zYXZpbmdfY2hhcnMikAEKEFBydW5lZFRvb2xSZXN1bHQSFAoMb3JpZ2luYWxfc2VxGAEgASgEEhEKCXBydW5lX3NlcRgCIAEoBBIXCg9yZXBsYWNlbWVudF9zZXEYAyABKAQSDwoHY2FsbF9pZBgEIAEoCRIUCgxieXRlc19iZWZvcmUYBSABKAQSEwoLYnl0ZXNfYWZ0ZXIYBiABKAQimwEKGFBydW5lVG9vbFJlc3VsdHNSZXNwb25zZRIvCgZwcnVuZWQYASADKAsyHy5wYWxpbXBzZXN0LnYxLlBydW5lZFRvb2xSZXN1bHQSEwoLYnl0ZXNfc2F2ZWQYAiABKAQSDwoHc2tpcHBlZBgDIAMoBBIWCg5zdXJmYWNlX2xlbmd0aBgEIAEoBBIQCghyZXBsYXllZBgFIAEoCCpVCglEaXJlY3Rpb24SGQoVRElSRUNUSU9OX1VOU1BFQ0lGSUVEEAASFQoRRElSRUNUSU9OX0ZPUldBUkQQARIWChJESVJFQ1RJT05fQkFDS1dBUkQQAipWCgpEYXRhRm9ybWF0EhsKF0RBVEFfRk9STUFUX1VOU1BFQ0lGSUVEEAASFAoQREFUQV9GT1JNQVRfSlNPThABEhUKEURBVEFfRk9STUFUX1RZUEVEEAIqaAoLTWVzc2FnZVZpZXcSHAoYTUVTU0FHRV9WSUVXX1VOU1BFQ0lGSUVEEAASHgoaTUVTU0FHRV9WSUVXX01PREVMX0hJU1RPUlkQARIbChdNRVNTQUdFX1ZJRVdfVFJBTlNDUklQVBACMu0MCg5TZXNzaW9uU2VydmljZRJaCg1DcmVhdGVTZXNzaW9uEiMucGFsaW1wc2VzdC52MS5DcmVhdGVTZXNzaW9uUmVxdWVzdBokLnBhbGltcHNlc3QudjEuQ3JlYXRlU2Vzc2lvblJlc3BvbnNlElEKCkdldFNlc3Npb24SIC5wYWxpbXBzZXN0LnYxLkdldFNlc3Npb25SZXF1ZXN0GiEucGFsaW1wc2VzdC52MS5HZXRTZXNzaW9uUmVzcG9uc2USVwoMTGlzdFNlc3Npb25zEiIucGFsaW1wc2VzdC52MS5MaXN0U2Vzc2lvbnNSZXF1ZXN0GiMucGFsaW1wc2VzdC52MS5MaXN0U2Vzc2lvbnNSZXNwb25zZRJaCg1EZWxldGVTZXNzaW9uEiMucGFsaW1wc2VzdC52MS5EZWxldGVTZXNzaW9uUmVxdWVzdBokLnBhbGltcHNlc3QudjEuRGVsZXRlU2Vzc2lvblJlc3BvbnNlElcKDEFwcGVuZEV2ZW50cxIiLnBhbGltcHNlc3QudjEuQXBwZW5kRXZlbnRzUmVxdWVzdBojLnBhbGltcHNlc3QudjEuQXBwZW5kRXZlbnRzUmVzcG9uc2USWwoMQXBwZW5kU3RyZWFtEiIucGFsaW1wc2VzdC52MS5BcHBlbmRTdHJlYW1SZXF1ZXN0GiMucGFsaW1wc2VzdC52MS5BcHBlbmRTdHJlYW1SZXNwb25zZSgBMAESUQoKTGlzdEV2ZW50cxIgLnBhbGltcHNlc3QudjEuTGlzdEV2ZW50c1JlcXVlc3QaIS5wYWxpbXBzZXN0LnYxLkxpc3RFdmVudHNSZXNwb25zZRJRCgpHZXRTdXJmYWNlEiAucGFsaW1wc2VzdC52MS5HZXRTdXJmYWNlUmVxdWVzdBohLnBhbGltcHNlc3QudjEuR2V0U3VyZmFjZVJlc3BvbnNlElQKC0dldE1lc3NhZ2VzEiEucGFsaW1wc2VzdC52MS5HZXRNZXNzYWdlc1JlcXVlc3QaIi5wYWxpbXBzZXN0LnYxLkdldE1lc3NhZ2VzUmVzcG9uc2USVAoLRm9ya1Nlc3Npb24SIS5wYWxpbXBzZXN0LnYxLkZvcmtTZXNzaW9uUmVxdWVzdBoiLnBhbGltcHNlc3QudjEuRm9ya1Nlc3Npb25SZXNwb25zZRJaCg1SZXBhaXJTZXNzaW9uEiMucGFsaW1wc2VzdC52MS5SZXBhaXJTZXNzaW9uUmVxdWVzdBokLnBhbGltcHNlc3QudjEuUmVwYWlyU2Vzc2lvblJlc3BvbnNlElwKDUltcG9ydFNlc3Npb24SIy5wYWxpbXBzZXN0LnYxLkltcG9ydFNlc3Npb25SZXF1ZXN0GiQucGFsaW1wc2VzdC52MS5JbXBvcnRTZXNzaW9uUmVzcG9uc2UoARJcCg1FeHBvcnRTZXNzaW9uEiMucGFsaW1wc2VzdC52MS5FeHBvcnRTZXNzaW9uUmVxdWVzdBokLnBhbGltcHNlc3QudjEuRXhwb3J0U2Vzc2lvblJlc3BvbnNlMAESZQoQU3Vic2NyaWJlU3VyZmFjZRImLnBhbGltcHNlc3QudjEuU3Vic2NyaWJlU3VyZmFjZVJlcXVlc3QaJy5wYWxpbXBzZXN0LnYxLlN1YnNjcmliZVN1cmZhY2VSZXNwb25zZTABEmIKD1N1YnNjcmliZUV2ZW50cxIlLnBhbGltcHNlc3QudjEuU3Vic2NyaWJlRXZlbnRzUmVxdWVzdBomLnBhbGltcHNlc3QudjEuU3Vic2NyaWJlRXZlbnRzUmVzcG9uc2UwARJdCg5QbGFuQ29tcGFjdGlvbhIkLnBhbGltcHNlc3QudjEuUGxhbkNvbXBhY3Rpb25SZXF1ZXN0GiUucGFsaW1wc2VzdC52MS5QbGFuQ29tcGFjdGlvblJlc3BvbnNlEkgKB0NvbXBhY3QSHS5wYWxpbXBzZXN0LnYxLkNvbXBhY3RSZXF1ZXN0Gh4ucGFsaW1wc2VzdC52MS5Db21wYWN0UmVzcG9uc2USYwoQUHJ1bmVUb29sUmVzdWx0cxImLnBhbGltcHNlc3QudjEuUHJ1bmVUb29sUmVzdWx0c1JlcXVlc3QaJy5wYWxpbXBzZXN0LnYxLlBydW5lVG9vbFJlc3VsdHNSZXNwb25zZUIuWixwYWxpbXBzZXN0L2dlbi9nby9wYWxpbXBzZXN0L3YxO3BhbGltcHNlc3R2MWIGcHJvdG8z", [file_google_protobuf_any, file_palimpsest_v1_content, file_palimpsest_v1_event, file_palimpsest_v1_session]);
 
 /**
  * Request for CreateSession.
@@ -397,9 +397,9 @@ export type AppendStreamResponse = Message<"palimpsest.v1.AppendStreamResponse">
      * message and details (ErrorInfo reason and metadata, BadRequest,
      * PreconditionFailure, QuotaFailure) the unary AppendEvents would answer.
      *
-     * @generated from field: google.rpc.Status error = 3;
+     * @generated from field: palimpsest.v1.BatchStatus error = 3;
      */
-    value: Status;
+    value: BatchStatus;
     case: "error";
   } | { case: undefined; value?: undefined };
 };
@@ -410,6 +410,44 @@ export type AppendStreamResponse = Message<"palimpsest.v1.AppendStreamResponse">
  */
 export const AppendStreamResponseSchema: GenMessage<AppendStreamResponse> = /*@__PURE__*/
   messageDesc(file_palimpsest_v1_service, 11);
+
+/**
+ * A refused batch's status: google.rpc.Status's fields, numbers and meaning
+ * (its bytes decode as one), declared here so that a client needs no
+ * googleapis protos to read it.
+ *
+ * @generated from message palimpsest.v1.BatchStatus
+ */
+export type BatchStatus = Message<"palimpsest.v1.BatchStatus"> & {
+  /**
+   * The gRPC status code (google.rpc.Code), never 0.
+   *
+   * @generated from field: int32 code = 1;
+   */
+  code: number;
+
+  /**
+   * The developer-facing message: what was wrong and what to do.
+   *
+   * @generated from field: string message = 2;
+   */
+  message: string;
+
+  /**
+   * google.rpc.ErrorInfo (reason, domain palimpsest.dev, metadata) first, then
+   * BadRequest, PreconditionFailure or QuotaFailure where they apply.
+   *
+   * @generated from field: repeated google.protobuf.Any details = 3;
+   */
+  details: Any[];
+};
+
+/**
+ * Describes the message palimpsest.v1.BatchStatus.
+ * Use `create(BatchStatusSchema)` to create a new message.
+ */
+export const BatchStatusSchema: GenMessage<BatchStatus> = /*@__PURE__*/
+  messageDesc(file_palimpsest_v1_service, 12);
 
 /**
  * Request for ListEvents.
@@ -472,7 +510,7 @@ export type ListEventsRequest = Message<"palimpsest.v1.ListEventsRequest"> & {
  * Use `create(ListEventsRequestSchema)` to create a new message.
  */
 export const ListEventsRequestSchema: GenMessage<ListEventsRequest> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 12);
+  messageDesc(file_palimpsest_v1_service, 13);
 
 /**
  * Response for ListEvents.
@@ -500,7 +538,7 @@ export type ListEventsResponse = Message<"palimpsest.v1.ListEventsResponse"> & {
  * Use `create(ListEventsResponseSchema)` to create a new message.
  */
 export const ListEventsResponseSchema: GenMessage<ListEventsResponse> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 13);
+  messageDesc(file_palimpsest_v1_service, 14);
 
 /**
  * Request for GetSurface.
@@ -529,7 +567,7 @@ export type GetSurfaceRequest = Message<"palimpsest.v1.GetSurfaceRequest"> & {
  * Use `create(GetSurfaceRequestSchema)` to create a new message.
  */
 export const GetSurfaceRequestSchema: GenMessage<GetSurfaceRequest> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 14);
+  messageDesc(file_palimpsest_v1_service, 15);
 
 /**
  * Response for GetSurface.
@@ -564,7 +602,7 @@ export type GetSurfaceResponse = Message<"palimpsest.v1.GetSurfaceResponse"> & {
  * Use `create(GetSurfaceResponseSchema)` to create a new message.
  */
 export const GetSurfaceResponseSchema: GenMessage<GetSurfaceResponse> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 15);
+  messageDesc(file_palimpsest_v1_service, 16);
 
 /**
  * Request for GetMessages.
@@ -626,7 +664,7 @@ export type GetMessagesRequest = Message<"palimpsest.v1.GetMessagesRequest"> & {
  * Use `create(GetMessagesRequestSchema)` to create a new message.
  */
 export const GetMessagesRequestSchema: GenMessage<GetMessagesRequest> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 16);
+  messageDesc(file_palimpsest_v1_service, 17);
 
 /**
  * One derived message and the event it comes from.
@@ -670,7 +708,7 @@ export type DerivedMessage = Message<"palimpsest.v1.DerivedMessage"> & {
  * Use `create(DerivedMessageSchema)` to create a new message.
  */
 export const DerivedMessageSchema: GenMessage<DerivedMessage> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 17);
+  messageDesc(file_palimpsest_v1_service, 18);
 
 /**
  * Response for GetMessages.
@@ -705,7 +743,7 @@ export type GetMessagesResponse = Message<"palimpsest.v1.GetMessagesResponse"> &
  * Use `create(GetMessagesResponseSchema)` to create a new message.
  */
 export const GetMessagesResponseSchema: GenMessage<GetMessagesResponse> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 18);
+  messageDesc(file_palimpsest_v1_service, 19);
 
 /**
  * Request for ForkSession.
@@ -747,7 +785,7 @@ export type ForkSessionRequest = Message<"palimpsest.v1.ForkSessionRequest"> & {
  * Use `create(ForkSessionRequestSchema)` to create a new message.
  */
 export const ForkSessionRequestSchema: GenMessage<ForkSessionRequest> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 19);
+  messageDesc(file_palimpsest_v1_service, 20);
 
 /**
  * Response for ForkSession.
@@ -768,7 +806,7 @@ export type ForkSessionResponse = Message<"palimpsest.v1.ForkSessionResponse"> &
  * Use `create(ForkSessionResponseSchema)` to create a new message.
  */
 export const ForkSessionResponseSchema: GenMessage<ForkSessionResponse> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 20);
+  messageDesc(file_palimpsest_v1_service, 21);
 
 /**
  * Request for RepairSession.
@@ -789,7 +827,7 @@ export type RepairSessionRequest = Message<"palimpsest.v1.RepairSessionRequest">
  * Use `create(RepairSessionRequestSchema)` to create a new message.
  */
 export const RepairSessionRequestSchema: GenMessage<RepairSessionRequest> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 21);
+  messageDesc(file_palimpsest_v1_service, 22);
 
 /**
  * Response for RepairSession.
@@ -810,7 +848,7 @@ export type RepairSessionResponse = Message<"palimpsest.v1.RepairSessionResponse
  * Use `create(RepairSessionResponseSchema)` to create a new message.
  */
 export const RepairSessionResponseSchema: GenMessage<RepairSessionResponse> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 22);
+  messageDesc(file_palimpsest_v1_service, 23);
 
 /**
  * One message of an ImportSession stream: first the options, then the file's
@@ -848,7 +886,7 @@ export type ImportSessionRequest = Message<"palimpsest.v1.ImportSessionRequest">
  * Use `create(ImportSessionRequestSchema)` to create a new message.
  */
 export const ImportSessionRequestSchema: GenMessage<ImportSessionRequest> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 23);
+  messageDesc(file_palimpsest_v1_service, 24);
 
 /**
  * Options of an import.
@@ -903,7 +941,7 @@ export type ImportOptions = Message<"palimpsest.v1.ImportOptions"> & {
  * Use `create(ImportOptionsSchema)` to create a new message.
  */
 export const ImportOptionsSchema: GenMessage<ImportOptions> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 24);
+  messageDesc(file_palimpsest_v1_service, 25);
 
 /**
  * Response for ImportSession.
@@ -935,7 +973,7 @@ export type ImportSessionResponse = Message<"palimpsest.v1.ImportSessionResponse
  * Use `create(ImportSessionResponseSchema)` to create a new message.
  */
 export const ImportSessionResponseSchema: GenMessage<ImportSessionResponse> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 25);
+  messageDesc(file_palimpsest_v1_service, 26);
 
 /**
  * Request for ExportSession.
@@ -963,7 +1001,7 @@ export type ExportSessionRequest = Message<"palimpsest.v1.ExportSessionRequest">
  * Use `create(ExportSessionRequestSchema)` to create a new message.
  */
 export const ExportSessionRequestSchema: GenMessage<ExportSessionRequest> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 26);
+  messageDesc(file_palimpsest_v1_service, 27);
 
 /**
  * One chunk of an export stream: consecutive chunks concatenated are the file.
@@ -984,7 +1022,7 @@ export type ExportSessionResponse = Message<"palimpsest.v1.ExportSessionResponse
  * Use `create(ExportSessionResponseSchema)` to create a new message.
  */
 export const ExportSessionResponseSchema: GenMessage<ExportSessionResponse> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 27);
+  messageDesc(file_palimpsest_v1_service, 28);
 
 /**
  * Request for SubscribeSurface.
@@ -1041,7 +1079,7 @@ export type SubscribeSurfaceRequest = Message<"palimpsest.v1.SubscribeSurfaceReq
  * Use `create(SubscribeSurfaceRequestSchema)` to create a new message.
  */
 export const SubscribeSurfaceRequestSchema: GenMessage<SubscribeSurfaceRequest> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 28);
+  messageDesc(file_palimpsest_v1_service, 29);
 
 /**
  * One message of a SubscribeSurface stream.
@@ -1133,7 +1171,7 @@ export type SubscribeSurfaceResponse = Message<"palimpsest.v1.SubscribeSurfaceRe
  * Use `create(SubscribeSurfaceResponseSchema)` to create a new message.
  */
 export const SubscribeSurfaceResponseSchema: GenMessage<SubscribeSurfaceResponse> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 29);
+  messageDesc(file_palimpsest_v1_service, 30);
 
 /**
  * The surface at a cursor.
@@ -1154,7 +1192,7 @@ export type SurfaceSnapshot = Message<"palimpsest.v1.SurfaceSnapshot"> & {
  * Use `create(SurfaceSnapshotSchema)` to create a new message.
  */
 export const SurfaceSnapshotSchema: GenMessage<SurfaceSnapshot> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 30);
+  messageDesc(file_palimpsest_v1_service, 31);
 
 /**
  * An append delta.
@@ -1175,7 +1213,7 @@ export type AppendDelta = Message<"palimpsest.v1.AppendDelta"> & {
  * Use `create(AppendDeltaSchema)` to create a new message.
  */
 export const AppendDeltaSchema: GenMessage<AppendDelta> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 31);
+  messageDesc(file_palimpsest_v1_service, 32);
 
 /**
  * A replace delta: surface nodes from `start` through `end` were replaced by `seq`.
@@ -1217,7 +1255,7 @@ export type ReplaceDelta = Message<"palimpsest.v1.ReplaceDelta"> & {
  * Use `create(ReplaceDeltaSchema)` to create a new message.
  */
 export const ReplaceDeltaSchema: GenMessage<ReplaceDelta> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 32);
+  messageDesc(file_palimpsest_v1_service, 33);
 
 /**
  * The cursor advanced past events that do not change the surface.
@@ -1232,7 +1270,7 @@ export type Checkpoint = Message<"palimpsest.v1.Checkpoint"> & {
  * Use `create(CheckpointSchema)` to create a new message.
  */
 export const CheckpointSchema: GenMessage<Checkpoint> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 33);
+  messageDesc(file_palimpsest_v1_service, 34);
 
 /**
  * Catch-up finished.
@@ -1247,7 +1285,7 @@ export type CaughtUp = Message<"palimpsest.v1.CaughtUp"> & {
  * Use `create(CaughtUpSchema)` to create a new message.
  */
 export const CaughtUpSchema: GenMessage<CaughtUp> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 34);
+  messageDesc(file_palimpsest_v1_service, 35);
 
 /**
  * Keep-alive.
@@ -1262,7 +1300,7 @@ export type Heartbeat = Message<"palimpsest.v1.Heartbeat"> & {
  * Use `create(HeartbeatSchema)` to create a new message.
  */
 export const HeartbeatSchema: GenMessage<Heartbeat> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 35);
+  messageDesc(file_palimpsest_v1_service, 36);
 
 /**
  * Request for SubscribeEvents.
@@ -1304,7 +1342,7 @@ export type SubscribeEventsRequest = Message<"palimpsest.v1.SubscribeEventsReque
  * Use `create(SubscribeEventsRequestSchema)` to create a new message.
  */
 export const SubscribeEventsRequestSchema: GenMessage<SubscribeEventsRequest> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 36);
+  messageDesc(file_palimpsest_v1_service, 37);
 
 /**
  * One message of a SubscribeEvents stream.
@@ -1356,7 +1394,7 @@ export type SubscribeEventsResponse = Message<"palimpsest.v1.SubscribeEventsResp
  * Use `create(SubscribeEventsResponseSchema)` to create a new message.
  */
 export const SubscribeEventsResponseSchema: GenMessage<SubscribeEventsResponse> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 37);
+  messageDesc(file_palimpsest_v1_service, 38);
 
 /**
  * Request for PlanCompaction.
@@ -1426,7 +1464,7 @@ export type PlanCompactionRequest = Message<"palimpsest.v1.PlanCompactionRequest
  * Use `create(PlanCompactionRequestSchema)` to create a new message.
  */
 export const PlanCompactionRequestSchema: GenMessage<PlanCompactionRequest> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 38);
+  messageDesc(file_palimpsest_v1_service, 39);
 
 /**
  * Something that makes Compact refuse the plan now.
@@ -1472,7 +1510,7 @@ export type CompactionBlocker = Message<"palimpsest.v1.CompactionBlocker"> & {
  * Use `create(CompactionBlockerSchema)` to create a new message.
  */
 export const CompactionBlockerSchema: GenMessage<CompactionBlocker> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 39);
+  messageDesc(file_palimpsest_v1_service, 40);
 
 /**
  * Response for PlanCompaction.
@@ -1542,7 +1580,7 @@ export type PlanCompactionResponse = Message<"palimpsest.v1.PlanCompactionRespon
  * Use `create(PlanCompactionResponseSchema)` to create a new message.
  */
 export const PlanCompactionResponseSchema: GenMessage<PlanCompactionResponse> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 40);
+  messageDesc(file_palimpsest_v1_service, 41);
 
 /**
  * Request for Compact.
@@ -1675,7 +1713,7 @@ export type CompactRequest = Message<"palimpsest.v1.CompactRequest"> & {
  * Use `create(CompactRequestSchema)` to create a new message.
  */
 export const CompactRequestSchema: GenMessage<CompactRequest> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 41);
+  messageDesc(file_palimpsest_v1_service, 42);
 
 /**
  * Response for Compact.
@@ -1734,7 +1772,7 @@ export type CompactResponse = Message<"palimpsest.v1.CompactResponse"> & {
  * Use `create(CompactResponseSchema)` to create a new message.
  */
 export const CompactResponseSchema: GenMessage<CompactResponse> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 42);
+  messageDesc(file_palimpsest_v1_service, 43);
 
 /**
  * Request for PruneToolResults.
@@ -1835,7 +1873,7 @@ export type PruneToolResultsRequest = Message<"palimpsest.v1.PruneToolResultsReq
  * Use `create(PruneToolResultsRequestSchema)` to create a new message.
  */
 export const PruneToolResultsRequestSchema: GenMessage<PruneToolResultsRequest> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 43);
+  messageDesc(file_palimpsest_v1_service, 44);
 
 /**
  * The marker a prune writes.
@@ -1870,7 +1908,7 @@ export enum PruneToolResultsRequest_Marker {
  * Describes the enum palimpsest.v1.PruneToolResultsRequest.Marker.
  */
 export const PruneToolResultsRequest_MarkerSchema: GenEnum<PruneToolResultsRequest_Marker> = /*@__PURE__*/
-  enumDesc(file_palimpsest_v1_service, 43, 0);
+  enumDesc(file_palimpsest_v1_service, 44, 0);
 
 /**
  * One pruned tool result.
@@ -1926,7 +1964,7 @@ export type PrunedToolResult = Message<"palimpsest.v1.PrunedToolResult"> & {
  * Use `create(PrunedToolResultSchema)` to create a new message.
  */
 export const PrunedToolResultSchema: GenMessage<PrunedToolResult> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 44);
+  messageDesc(file_palimpsest_v1_service, 45);
 
 /**
  * Response for PruneToolResults.
@@ -1975,7 +2013,7 @@ export type PruneToolResultsResponse = Message<"palimpsest.v1.PruneToolResultsRe
  * Use `create(PruneToolResultsResponseSchema)` to create a new message.
  */
 export const PruneToolResultsResponseSchema: GenMessage<PruneToolResultsResponse> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 45);
+  messageDesc(file_palimpsest_v1_service, 46);
 
 /**
  * Direction of an event read.

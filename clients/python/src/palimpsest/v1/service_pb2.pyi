@@ -3,6 +3,7 @@
 isort:skip_file
 """
 import builtins
+import google.protobuf.any_pb2
 import google.protobuf.descriptor
 import google.protobuf.internal.containers
 import google.protobuf.internal.enum_type_wrapper
@@ -376,6 +377,90 @@ class AppendEventsResponse(google.protobuf.message.Message):
         ) -> None: ...
     def ClearField(self, field_name: typing_extensions.Literal["replayed",b"replayed","seqs",b"seqs","surface_length",b"surface_length"]) -> None: ...
 global___AppendEventsResponse = AppendEventsResponse
+
+class AppendStreamRequest(google.protobuf.message.Message):
+    """One batch of an AppendStream."""
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    CORRELATION_ID_FIELD_NUMBER: builtins.int
+    APPEND_FIELD_NUMBER: builtins.int
+    correlation_id: typing.Text
+    """Client-chosen id the batch's response carries (any string; the server does
+    not check uniqueness); at most 256 UTF-8 bytes.
+    """
+
+    @property
+    def append(self) -> global___AppendEventsRequest:
+        """The batch, exactly as AppendEvents takes it."""
+        pass
+    def __init__(self,
+        *,
+        correlation_id: typing.Text = ...,
+        append: typing.Optional[global___AppendEventsRequest] = ...,
+        ) -> None: ...
+    def HasField(self, field_name: typing_extensions.Literal["append",b"append"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing_extensions.Literal["append",b"append","correlation_id",b"correlation_id"]) -> None: ...
+global___AppendStreamRequest = AppendStreamRequest
+
+class AppendStreamResponse(google.protobuf.message.Message):
+    """The answer to one batch of an AppendStream."""
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    CORRELATION_ID_FIELD_NUMBER: builtins.int
+    APPENDED_FIELD_NUMBER: builtins.int
+    ERROR_FIELD_NUMBER: builtins.int
+    correlation_id: typing.Text
+    """The correlation id of the batch this answers."""
+
+    @property
+    def appended(self) -> global___AppendEventsResponse:
+        """The batch was appended (or replayed by its idempotency key)."""
+        pass
+    @property
+    def error(self) -> global___BatchStatus:
+        """The batch was refused; nothing of it was appended. The same code,
+        message and details (ErrorInfo reason and metadata, BadRequest,
+        PreconditionFailure, QuotaFailure) the unary AppendEvents would answer.
+        """
+        pass
+    def __init__(self,
+        *,
+        correlation_id: typing.Text = ...,
+        appended: typing.Optional[global___AppendEventsResponse] = ...,
+        error: typing.Optional[global___BatchStatus] = ...,
+        ) -> None: ...
+    def HasField(self, field_name: typing_extensions.Literal["appended",b"appended","error",b"error","result",b"result"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing_extensions.Literal["appended",b"appended","correlation_id",b"correlation_id","error",b"error","result",b"result"]) -> None: ...
+    def WhichOneof(self, oneof_group: typing_extensions.Literal["result",b"result"]) -> typing.Optional[typing_extensions.Literal["appended","error"]]: ...
+global___AppendStreamResponse = AppendStreamResponse
+
+class BatchStatus(google.protobuf.message.Message):
+    """A refused batch's status: google.rpc.Status's fields, numbers and meaning
+    (its bytes decode as one), declared here so that a client needs no
+    googleapis protos to read it.
+    """
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    CODE_FIELD_NUMBER: builtins.int
+    MESSAGE_FIELD_NUMBER: builtins.int
+    DETAILS_FIELD_NUMBER: builtins.int
+    code: builtins.int
+    """The gRPC status code (google.rpc.Code), never 0."""
+
+    message: typing.Text
+    """The developer-facing message: what was wrong and what to do."""
+
+    @property
+    def details(self) -> google.protobuf.internal.containers.RepeatedCompositeFieldContainer[google.protobuf.any_pb2.Any]:
+        """google.rpc.ErrorInfo (reason, domain palimpsest.dev, metadata) first, then
+        BadRequest, PreconditionFailure or QuotaFailure where they apply.
+        """
+        pass
+    def __init__(self,
+        *,
+        code: builtins.int = ...,
+        message: typing.Text = ...,
+        details: typing.Optional[typing.Iterable[google.protobuf.any_pb2.Any]] = ...,
+        ) -> None: ...
+    def ClearField(self, field_name: typing_extensions.Literal["code",b"code","details",b"details","message",b"message"]) -> None: ...
+global___BatchStatus = BatchStatus
 
 class ListEventsRequest(google.protobuf.message.Message):
     """Request for ListEvents."""

@@ -62,6 +62,11 @@ class SessionServiceStub(object):
                 request_serializer=palimpsest_dot_v1_dot_service__pb2.AppendEventsRequest.SerializeToString,
                 response_deserializer=palimpsest_dot_v1_dot_service__pb2.AppendEventsResponse.FromString,
                 )
+        self.AppendStream = channel.stream_stream(
+                '/palimpsest.v1.SessionService/AppendStream',
+                request_serializer=palimpsest_dot_v1_dot_service__pb2.AppendStreamRequest.SerializeToString,
+                response_deserializer=palimpsest_dot_v1_dot_service__pb2.AppendStreamResponse.FromString,
+                )
         self.ListEvents = channel.unary_unary(
                 '/palimpsest.v1.SessionService/ListEvents',
                 request_serializer=palimpsest_dot_v1_dot_service__pb2.ListEventsRequest.SerializeToString,
@@ -211,6 +216,26 @@ class SessionServiceServicer(object):
         follow the message holding its call, or a call staying on the surface
         would lose its result; metadata `callId`, `callSeq` (the call's message,
         when known), `resultSeq`, `index`).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AppendStream(self, request_iterator, context):
+        """A stream of AppendEvents batches for high-rate writers: one call carries
+        any number of batches, for any sessions the caller may append to, without
+        the per-call cost (HEADERS, trailers, metadata, admission) of a unary call
+        each. Each request is one AppendEventsRequest-shaped batch with a
+        client-chosen correlation id; each response carries that id and either the
+        AppendEventsResponse or the batch's error status (code, message and the
+        same google.rpc details as the unary call). Every batch has exactly the
+        unary call's atomicity, expected_last_seq, idempotency and limits; a failed
+        batch fails alone and the stream goes on. Responses of one session come in
+        request order; batches of different sessions may complete out of order.
+        Flow-controlled: at most 256 batches are in flight per stream, and a client
+        that does not read its responses stops the server reading its requests.
+        The stream ends OK once the client half-closes and every batch has been
+        answered.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -437,6 +462,11 @@ def add_SessionServiceServicer_to_server(servicer, server):
                     request_deserializer=palimpsest_dot_v1_dot_service__pb2.AppendEventsRequest.FromString,
                     response_serializer=palimpsest_dot_v1_dot_service__pb2.AppendEventsResponse.SerializeToString,
             ),
+            'AppendStream': grpc.stream_stream_rpc_method_handler(
+                    servicer.AppendStream,
+                    request_deserializer=palimpsest_dot_v1_dot_service__pb2.AppendStreamRequest.FromString,
+                    response_serializer=palimpsest_dot_v1_dot_service__pb2.AppendStreamResponse.SerializeToString,
+            ),
             'ListEvents': grpc.unary_unary_rpc_method_handler(
                     servicer.ListEvents,
                     request_deserializer=palimpsest_dot_v1_dot_service__pb2.ListEventsRequest.FromString,
@@ -612,6 +642,23 @@ class SessionService(object):
         return grpc.experimental.unary_unary(request, target, '/palimpsest.v1.SessionService/AppendEvents',
             palimpsest_dot_v1_dot_service__pb2.AppendEventsRequest.SerializeToString,
             palimpsest_dot_v1_dot_service__pb2.AppendEventsResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def AppendStream(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(request_iterator, target, '/palimpsest.v1.SessionService/AppendStream',
+            palimpsest_dot_v1_dot_service__pb2.AppendStreamRequest.SerializeToString,
+            palimpsest_dot_v1_dot_service__pb2.AppendStreamResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
 

@@ -94,6 +94,25 @@ class SessionServiceStub:
     when known), `resultSeq`, `index`).
     """
 
+    AppendStream: grpc.StreamStreamMultiCallable[
+        palimpsest.v1.service_pb2.AppendStreamRequest,
+        palimpsest.v1.service_pb2.AppendStreamResponse]
+    """A stream of AppendEvents batches for high-rate writers: one call carries
+    any number of batches, for any sessions the caller may append to, without
+    the per-call cost (HEADERS, trailers, metadata, admission) of a unary call
+    each. Each request is one AppendEventsRequest-shaped batch with a
+    client-chosen correlation id; each response carries that id and either the
+    AppendEventsResponse or the batch's error status (code, message and the
+    same google.rpc details as the unary call). Every batch has exactly the
+    unary call's atomicity, expected_last_seq, idempotency and limits; a failed
+    batch fails alone and the stream goes on. Responses of one session come in
+    request order; batches of different sessions may complete out of order.
+    Flow-controlled: at most 256 batches are in flight per stream, and a client
+    that does not read its responses stops the server reading its requests.
+    The stream ends OK once the client half-closes and every batch has been
+    answered.
+    """
+
     ListEvents: grpc.UnaryUnaryMultiCallable[
         palimpsest.v1.service_pb2.ListEventsRequest,
         palimpsest.v1.service_pb2.ListEventsResponse]
@@ -374,6 +393,28 @@ class SessionServiceServicer(metaclass=abc.ABCMeta):
         follow the message holding its call, or a call staying on the surface
         would lose its result; metadata `callId`, `callSeq` (the call's message,
         when known), `resultSeq`, `index`).
+        """
+        pass
+
+    @abc.abstractmethod
+    def AppendStream(self,
+        request_iterator: typing.Iterator[palimpsest.v1.service_pb2.AppendStreamRequest],
+        context: grpc.ServicerContext,
+    ) -> typing.Iterator[palimpsest.v1.service_pb2.AppendStreamResponse]:
+        """A stream of AppendEvents batches for high-rate writers: one call carries
+        any number of batches, for any sessions the caller may append to, without
+        the per-call cost (HEADERS, trailers, metadata, admission) of a unary call
+        each. Each request is one AppendEventsRequest-shaped batch with a
+        client-chosen correlation id; each response carries that id and either the
+        AppendEventsResponse or the batch's error status (code, message and the
+        same google.rpc details as the unary call). Every batch has exactly the
+        unary call's atomicity, expected_last_seq, idempotency and limits; a failed
+        batch fails alone and the stream goes on. Responses of one session come in
+        request order; batches of different sessions may complete out of order.
+        Flow-controlled: at most 256 batches are in flight per stream, and a client
+        that does not read its responses stops the server reading its requests.
+        The stream ends OK once the client half-closes and every batch has been
+        answered.
         """
         pass
 

@@ -5,8 +5,8 @@
  * `sourceEventSeqs`: an assistant message cites its chunks, a tool result its `tool/call`.
  * Same names and shapes as the Python package's `palimpsest.events`.
  */
-import { randomUUID } from 'node:crypto';
-import type { EventInput } from '../../gen/palimpsest/v1/event.js';
+import { createHash } from 'node:crypto';
+import type { EventInput } from './gen/palimpsest/v1/event.js';
 
 /** Any JSON value. */
 export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
@@ -35,6 +35,14 @@ export type StreamChunk =
   | { type: 'block-end'; index: number; block: ContentBlock }
   | { type: 'usage'; usage: TokenUsage }
   | { type: 'finish'; reason: string; replayState?: Json };
+
+/** A message of the model history or transcript (`messages`, surface deltas, compaction plans). */
+export interface Message {
+  id: string;
+  role: 'user' | 'assistant';
+  content: ContentBlock[];
+  source: MessageSource;
+}
 
 /** Token usage of an assistant message. */
 export interface TokenUsage {
@@ -78,13 +86,43 @@ function blocks(content: string | readonly ContentBlock[]): ContentBlock[] {
 /** A text block. */
 export const text = (t: string): ContentBlock => ({ type: 'text', text: t });
 
-/** A `user/message`; `source` defaults to `{kind: "user"}`. */
-export function userMessage(content: string | readonly ContentBlock[], opts: { id?: string; source?: MessageSource } & Placement = {}): EventInput {
-  const { id, source, ...p } = opts;
-  return message('user/message', { id: id ?? `u-${randomUUID()}`, role: 'user', content: blocks(content), source: source ?? { kind: 'user' } } as Json, p);
+/** The id prefix of each message type whose builder leaves the id to `append`. */
+const ID_PREFIX: Readonly<Record<string, string>> = { 'user/message': 'u', 'assistant/message': 'a', 'tool/result': 'r' };
+
+/**
+ * The message id `append` gives the message at `index` of a batch sent with `key` when its builder
+ * was given no id: `prefix-` + 24 hex of sha256(`key/index`), the same in the Python and Go
+ * clients. The same key and batch give the same ids, so a retry that rebuilds its batch is answered
+ * from the stored result instead of IDEMPOTENCY_KEY_REUSED.
+ */
+export function derivedId(prefix: string, key: string, index: number): string {
+  return `${prefix}-${createHash('sha256').update(`${key}/${index}`).digest('hex').slice(0, 24)}`;
 }
 
-/** An `assistant/message`: content, then one tool-call block per `toolCalls` entry. */
+/** `events` with every message id a builder left empty set to {@link derivedId} (copies; the caller's are unchanged). */
+export function withDerivedIds(key: string, events: readonly EventInput[]): EventInput[] {
+  return events.map((e, i) => {
+    const prefix = ID_PREFIX[e.type];
+    const kind = e.data?.kind;
+    if (prefix === undefined || kind?.$case !== 'json' || !kind.value.includes('"id":""')) return e;
+    const data = JSON.parse(kind.value) as Record<string, Json>;
+    const msg = (e.type === 'user/message' ? data : data['message']) as Record<string, Json> | null | undefined;
+    if (!msg || typeof msg !== 'object' || msg['id'] !== '') return e;
+    msg['id'] = derivedId(prefix, key, i);
+    return { ...e, data: { kind: { $case: 'json', value: JSON.stringify(data) } } };
+  });
+}
+
+/**
+ * A `user/message`; `source` defaults to `{kind: "user"}`. Without `id` the id is left to
+ * `append`, which derives it from the idempotency key and the event's index ({@link derivedId}).
+ */
+export function userMessage(content: string | readonly ContentBlock[], opts: { id?: string; source?: MessageSource } & Placement = {}): EventInput {
+  const { id, source, ...p } = opts;
+  return message('user/message', { id: id ?? '', role: 'user', content: blocks(content), source: source ?? { kind: 'user' } } as Json, p);
+}
+
+/** An `assistant/message`: content, then one tool-call block per `toolCalls` entry (no `id`: see {@link userMessage}). */
 export function assistantMessage(content: string | readonly ContentBlock[], opts: {
   turn: number; step: number; provider: string; model: string; id?: string;
   toolCalls?: readonly { id: string; name: string; arguments: string }[];
@@ -94,14 +132,14 @@ export function assistantMessage(content: string | readonly ContentBlock[], opts
   const source: MessageSource = replayState === undefined ? { kind: 'model', provider, model } : { kind: 'model', provider, model, replayState };
   const data: Record<string, Json> = {
     turn, step,
-    message: { id: id ?? `a-${randomUUID()}`, role: 'assistant', content: [...blocks(content), ...toolCalls.map((c) => ({ type: 'tool-call' as const, ...c }))], source } as Json,
+    message: { id: id ?? '', role: 'assistant', content: [...blocks(content), ...toolCalls.map((c) => ({ type: 'tool-call' as const, ...c }))], source } as Json,
   };
   if (usage) data['usage'] = { ...usage };
   if (interrupted) data['interrupted'] = true;
   return message('assistant/message', data, p);
 }
 
-/** A `tool/result` for `callId`; `callSeq` (the tool/call seq) is cited. A prune keeps `id`. */
+/** A `tool/result` for `callId`; `callSeq` (the tool/call seq) is cited. A prune keeps `id` (no `id`: see {@link userMessage}). */
 export function toolResult(callId: string, output: string | readonly ContentBlock[], opts: {
   turn: number; step: number; id?: string; isError?: boolean; error?: { name: string; code: string }; meta?: Json; callSeq?: number;
 } & Placement): EventInput {
@@ -110,7 +148,7 @@ export function toolResult(callId: string, output: string | readonly ContentBloc
     ? { type: 'tool-result', toolCallId: callId, content: blocks(output), isError: true }
     : { type: 'tool-result', toolCallId: callId, content: blocks(output) };
   const data: Record<string, Json> = {
-    turn, step, message: { id: id ?? `r-${randomUUID()}`, role: 'user', content: [block], source: { kind: 'tool', callId } } as Json,
+    turn, step, message: { id: id ?? '', role: 'user', content: [block], source: { kind: 'tool', callId } } as Json,
   };
   if (error) data['error'] = { ...error };
   if (meta !== undefined) data['meta'] = meta;

@@ -11,14 +11,15 @@ import {
   credentials, Metadata, status, type CallOptions, type ChannelCredentials, type ChannelOptions,
   type ClientReadableStream, type Interceptor, type ServiceError,
 } from '@grpc/grpc-js';
-import type { EventInput, SessionEvent } from '../../gen/palimpsest/v1/event.js';
-import type { Session } from '../../gen/palimpsest/v1/session.js';
-import type { TokenUsage } from '../../gen/palimpsest/v1/content.js';
+import type { EventInput, SessionEvent } from './gen/palimpsest/v1/event.js';
+import type { Session } from './gen/palimpsest/v1/session.js';
+import type { TokenUsage } from './gen/palimpsest/v1/content.js';
 import {
-  DataFormat, Direction, MessageView, PruneToolResultsRequest_Marker, SessionServiceClient, type CompactResponse, type PlanCompactionRequest, type PlanCompactionResponse,
-  type PruneToolResultsResponse, type SubscribeSurfaceRequest, type SubscribeSurfaceResponse,
-} from '../../gen/palimpsest/v1/service.js';
-import type { ContentBlock } from './events.js';
+  DataFormat, Direction, MessageView, PruneToolResultsRequest_Marker, SessionServiceClient, type CompactResponse, type ExportSessionResponse, type ImportSessionRequest,
+  type ImportSessionResponse, type PlanCompactionRequest, type PlanCompactionResponse, type PruneToolResultsResponse, type SubscribeSurfaceRequest,
+  type SubscribeSurfaceResponse,
+} from './gen/palimpsest/v1/service.js';
+import { withDerivedIds, type ContentBlock, type Message } from './events.js';
 import { PalimpsestError, toPalimpsestError } from './errors.js';
 import { context, propagation, type TextMapSetter } from '@opentelemetry/api';
 
@@ -61,8 +62,8 @@ export interface ClientOptions {
 /** One message of a surface subscription (see SubscribeSurfaceResponse). */
 export type SurfaceDelta =
   | { op: 'snapshot'; cursor: number | undefined; seqs: number[] }
-  | { op: 'append'; cursor: number | undefined; seq: number; event: SessionEvent | undefined; message: unknown }
-  | { op: 'replace'; cursor: number | undefined; seq: number; start: number; end: number; shadowed: number[]; event: SessionEvent | undefined; message: unknown }
+  | { op: 'append'; cursor: number | undefined; seq: number; event: SessionEvent | undefined; message: Message | undefined }
+  | { op: 'replace'; cursor: number | undefined; seq: number; start: number; end: number; shadowed: number[]; event: SessionEvent | undefined; message: Message | undefined }
   | { op: 'checkpoint' | 'caught_up' | 'heartbeat'; cursor: number | undefined };
 
 /** Options of {@link PalimpsestClient.subscribeSurface}. */
@@ -81,6 +82,15 @@ export interface SubscribeOptions {
   readonly maxBackoffMs?: number;
   /** Ends the iteration (no error) when aborted. */
   readonly signal?: AbortSignal;
+}
+
+/** ImportSession's options: `sessionId` '' = the file's own id; the tool-pairing guard is off unless `pairingGuard`. */
+export interface ImportOptions {
+  readonly sessionId?: string;
+  readonly labels?: Readonly<Record<string, string>>;
+  readonly strict?: boolean;
+  readonly allowSeqGaps?: boolean;
+  readonly pairingGuard?: boolean;
 }
 
 /** A compaction budget: keep the most recent `keepTokens`, or shadow up to `upToSeq`. */
@@ -105,7 +115,7 @@ export interface PlanOptions {
 /** Options of {@link PalimpsestClient.compact}: a plan, or a budget to plan with. */
 export type CompactOptions = ({ plan: PlanCompactionResponse; retainTokens?: undefined; keepTokens?: undefined; upToSeq?: undefined } | (CompactionBudget & PlanOptions & { plan?: undefined })) & {
   /** The summary: text, content blocks, or a function of the plan's messages (JSON) returning either. */
-  readonly summary: string | readonly ContentBlock[] | ((messages: unknown[]) => string | readonly ContentBlock[] | Promise<string | readonly ContentBlock[]>);
+  readonly summary: string | readonly ContentBlock[] | ((messages: Message[]) => string | readonly ContentBlock[] | Promise<string | readonly ContentBlock[]>);
   readonly provider: string;
   readonly model: string;
   readonly usage?: TokenUsage;
@@ -163,7 +173,7 @@ function credentialsFor(tls: ClientOptions['tls']): ChannelCredentials {
 
 function delta(res: SubscribeSurfaceResponse): SurfaceDelta {
   const cursor = res.cursor;
-  const message = res.message?.messageJson ? JSON.parse(res.message.messageJson) as unknown : undefined;
+  const message = res.message?.messageJson ? JSON.parse(res.message.messageJson) as Message : undefined;
   switch (res.kind?.$case) {
     case 'snapshot': return { op: 'snapshot', cursor, seqs: res.kind.value.seqs };
     case 'append': return { op: 'append', cursor, seq: res.kind.value.seq, event: res.event, message };
@@ -262,10 +272,14 @@ export class PalimpsestClient {
   /**
    * Appends `events` as one atomic batch; returns their seqs. `expectedLastSeq` guards against
    * concurrent writers (HEAD_MISMATCH). Without an `idempotencyKey` one is generated per call.
+   * Message ids the builders left empty are derived from the key and the event's index
+   * (`events.derivedId`): retry a failed append by rebuilding the same batch with the same key,
+   * and the server answers with the stored seqs.
    */
   async append(sessionId: string, events: readonly EventInput[], opts: { expectedLastSeq?: number; idempotencyKey?: string } = {}): Promise<number[]> {
+    const idempotencyKey = opts.idempotencyKey || `ts-${randomUUID()}`;
     const res = await this.unary(this.raw.appendEvents, {
-      sessionId, events: [...events], expectedLastSeq: opts.expectedLastSeq, idempotencyKey: opts.idempotencyKey || `ts-${randomUUID()}`,
+      sessionId, events: withDerivedIds(idempotencyKey, events), expectedLastSeq: opts.expectedLastSeq, idempotencyKey,
     });
     return res.seqs;
   }
@@ -282,10 +296,10 @@ export class PalimpsestClient {
    * The model history (or with `transcript`, what a human reads), each message as its JSON;
    * `asOfSeq`: as it was right after that event.
    */
-  async messages(sessionId: string, opts: { transcript?: boolean; asOfSeq?: number } = {}): Promise<unknown[]> {
+  async messages(sessionId: string, opts: { transcript?: boolean; asOfSeq?: number } = {}): Promise<Message[]> {
     const view = opts.transcript ? MessageView.MESSAGE_VIEW_TRANSCRIPT : MessageView.MESSAGE_VIEW_MODEL_HISTORY;
     const res = await this.unary(this.raw.getMessages, { sessionId, view, typed: false, pageSize: 0, pageToken: '', asOfSeq: opts.asOfSeq });
-    return res.messages.map((m) => JSON.parse(m.messageJson) as unknown);
+    return res.messages.map((m) => JSON.parse(m.messageJson) as Message);
   }
 
   /**
@@ -317,7 +331,7 @@ export class PalimpsestClient {
     }
     const plan = given ?? await this.planCompaction(sessionId, opts as CompactionBudget & PlanOptions);
     if (plan.start === undefined || plan.end === undefined) return undefined;
-    const summary = typeof s === 'function' ? await s(plan.messages.map((m) => JSON.parse(m.messageJson) as unknown)) : s;
+    const summary = typeof s === 'function' ? await s(plan.messages.map((m) => JSON.parse(m.messageJson) as Message)) : s;
     return this.unary(this.raw.compact, {
       sessionId, start: plan.start, end: plan.end, expectedLastSeq: plan.expectedLastSeq,
       summary: typeof summary === 'string' ? { $case: 'summaryText', value: summary } : { $case: 'summaryJson', value: JSON.stringify(summary) },
@@ -342,6 +356,67 @@ export class PalimpsestClient {
       expectedLastSeq: opts.expectedLastSeq, idempotencyKey: opts.idempotencyKey || `ts-${randomUUID()}`,
       minChars: opts.minChars ?? 0, minSavingChars: opts.minSavingChars,
       marker: opts.marker === 'with-count' ? PruneToolResultsRequest_Marker.MARKER_WITH_COUNT : PruneToolResultsRequest_Marker.MARKER_UNSPECIFIED,
+    });
+  }
+
+  /** Every session matching `labels` (all must match), newest first, paging through ListSessions. */
+  async *listSessions(opts: { labels?: Readonly<Record<string, string>>; pageSize?: number } = {}): AsyncGenerator<Session> {
+    let pageToken = '';
+    for (;;) {
+      const res = await this.unary(this.raw.listSessions, { pageSize: opts.pageSize ?? 0, pageToken, labelSelector: { ...opts.labels } });
+      yield* res.sessions;
+      if (!res.nextPageToken) return;
+      pageToken = res.nextPageToken;
+    }
+  }
+
+  /** Forks the session at a boundary seq (default: its last event) into a child session; returns the child. */
+  async fork(sessionId: string, opts: { atSeq?: number; childSessionId?: string; labels?: Readonly<Record<string, string>> } = {}): Promise<Session> {
+    const res = await this.unary(this.raw.forkSession, { sessionId, atSeq: opts.atSeq, childSessionId: opts.childSessionId ?? '', labels: { ...opts.labels } });
+    return res.session!;
+  }
+
+  /** Appends the closers of an interrupted turn (nothing for a balanced log) and returns them. */
+  async repair(sessionId: string): Promise<SessionEvent[]> {
+    return (await this.unary(this.raw.repairSession, { sessionId })).events;
+  }
+
+  /**
+   * The session as reference JSONL, in the chunks the server streams (write them to a file in
+   * order: `pipeline(Readable.from(c.exportSession(id)), createWriteStream(path))`).
+   */
+  async *exportSession(sessionId: string): AsyncGenerator<Uint8Array> {
+    const call = this.raw.exportSession({ sessionId, unpacked: false }, this.metadata());
+    call.on('error', () => {}); // errors reach the iterator below
+    try {
+      for await (const res of call as AsyncIterable<ExportSessionResponse>) yield res.chunk;
+    } catch (e) {
+      throw toPalimpsestError(e);
+    } finally {
+      call.cancel();
+    }
+  }
+
+  /**
+   * Imports reference JSONL (`source`: bytes, text, or chunks such as `createReadStream(path)`)
+   * as a new session, streamed; atomic: a refused file leaves no session. Returns the session and
+   * the bytes of an uncommitted final line (one without its newline) that were left out.
+   */
+  importSession(source: Uint8Array | string | Iterable<Uint8Array | string> | AsyncIterable<Uint8Array | string>, opts: ImportOptions = {}): Promise<ImportSessionResponse> {
+    return new Promise((resolve, reject) => {
+      const call = this.raw.importSession(this.metadata(), (err, res) => (err ? reject(toPalimpsestError(err)) : resolve(res!)));
+      const send = (req: ImportSessionRequest): Promise<void> => new Promise((ok) => { if (call.write(req)) ok(); else call.once('drain', ok); });
+      void (async () => {
+        await send({ part: { $case: 'options', value: {
+          sessionId: opts.sessionId ?? '', labels: { ...opts.labels }, strict: opts.strict ?? false,
+          allowSeqGaps: opts.allowSeqGaps ?? false, pairingGuard: opts.pairingGuard ?? false,
+        } } });
+        const chunks = typeof source === 'string' || source instanceof Uint8Array ? [source] : source;
+        for await (const c of chunks) {
+          await send({ part: { $case: 'chunk', value: typeof c === 'string' ? Buffer.from(c) : Buffer.from(c.buffer, c.byteOffset, c.byteLength) } });
+        }
+        call.end();
+      })().catch((e: unknown) => { call.cancel(); reject(e); });
     });
   }
 
