@@ -19,7 +19,7 @@ import { api, isCancel, isPermanent } from './api.js';
 import { h, when } from './dom.js';
 import { setCrumbs, showError, type Page } from './ui.js';
 import { formatBytes, parseMessage, preview, renderContent, resultBytes, sourceLine, toolResults, type MessageJson } from './render-message.js';
-import { estimateMessageTokens } from '../../src/domain/compaction-plan.js';
+import { estimateMessageTokens } from '../../src/domain/token-estimate.js';
 import { eventsView, transcriptView, type ViewContext } from './log-views.js';
 
 /** What the viewer knows of one surface-touching event. */
