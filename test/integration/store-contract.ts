@@ -10,6 +10,7 @@ import { DomainError } from '../../src/domain/errors.js';
 import type { Json, SessionEvent, SessionHeader, SurfaceOp } from '../../src/domain/event.js';
 import { StoreClosedError, StoreUsageError } from '../../src/store/store-errors.js';
 import { multiWriterContract, type SharedDatabase } from './multi-writer-contract.js';
+import { feedContract } from './feed-contract.js';
 
 export { multiWriterContract, type SharedDatabase };
 
@@ -152,6 +153,7 @@ async function collect<T>(iterable: AsyncIterable<T>): Promise<T[]> {
 /** Registers the contract suite for one implementation. */
 export function storeContract<S extends SessionStore>(name: string, harness: StoreHarness<S>): void {
   if (harness.database) multiWriterContract(name, harness.database);
+  feedContract(name, () => harness.open(), { ev, newSession, req, IMPORTER, LONG_LEASE }, harness.database);
   describe(`${name}: store contract`, () => {
     let store: S;
     beforeEach(async () => {

@@ -18,6 +18,8 @@ import type {
   CreateOutcome,
   CreateQuota,
   DeleteExpectation,
+  FeedQuery,
+  FeedRecord,
   HeadWatch,
   IdempotentResult,
   NewSession,
@@ -109,6 +111,7 @@ export class MemorySessionStore implements SessionStore {
       writer: record.writer,
       nextSeq: 0,
       dataBytes: bytes - stored.dataBytes,
+      surfaceLength: 0,
       events: new EventLog(),
       idempotency: new Map(),
     };
@@ -117,7 +120,10 @@ export class MemorySessionStore implements SessionStore {
     tenant.sessions++;
     tenant.dataBytes += bytes;
     this.commits++;
-    if (session.pending === undefined) this.database.changed(this, id, session.nextSeq);
+    if (session.pending === undefined) {
+      this.database.record(id, session, 'created');
+      this.database.changed(this, id, session.nextSeq);
+    }
     return { kind: 'created' };
   }
 
@@ -166,6 +172,7 @@ export class MemorySessionStore implements SessionStore {
     if (expected !== undefined && (session.pending !== undefined || session.nextSeq !== expected.nextSeq || session.header.createdAt !== expected.createdAt)) return false;
     this.remove(id, session);
     this.commits++;
+    if (session.pending === undefined) this.database.record(id, session, 'deleted');
     this.database.changed(this, id, 'deleted');
     return true;
   }
@@ -202,6 +209,10 @@ export class MemorySessionStore implements SessionStore {
     this.pushEvents(session, events);
     tenant.dataBytes += bytes;
     session.writer = req.writer;
+    if (req.events.length > 0) {
+      session.surfaceLength = req.surfaceLength;
+      this.database.record(sessionId, session, 'appended', { eventTypes: [...new Set(req.events.map((e) => e.type))] });
+    }
     if (idempotency !== undefined) {
       session.idempotency.set(
         idempotency.key,
@@ -297,6 +308,7 @@ export class MemorySessionStore implements SessionStore {
     this.checkOpen();
     const session = this.ownedPending(id, owner, 'publish session');
     session.pending = undefined;
+    this.database.record(id, session, 'created');
     this.commits++;
     this.database.changed(this, id, session.nextSeq);
   }
@@ -329,6 +341,19 @@ export class MemorySessionStore implements SessionStore {
     this.checkOpen();
     const t = this.database.tenants.get(tenant);
     return { sessions: t?.sessions ?? 0, dataBytes: t?.dataBytes ?? 0 };
+  }
+
+  async readFeed(query: FeedQuery): Promise<FeedRecord[]> {
+    this.checkOpen();
+    const feed = this.database.feeds.get(query.tenant) ?? [];
+    // Positions are dense: record i has position i + 1.
+    const from = Math.max(0, Math.floor(query.after));
+    return feed.slice(from, from + Math.max(0, query.limit));
+  }
+
+  async feedEnd(tenant: string): Promise<number> {
+    this.checkOpen();
+    return this.database.feeds.get(tenant)?.length ?? 0;
   }
 
   openHeadWatch(): HeadWatch {

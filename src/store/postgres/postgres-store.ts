@@ -29,6 +29,9 @@
  */
 import pg from 'pg';
 import type {
+  FeedChangeKind,
+  FeedQuery,
+  FeedRecord,
   AppendOutcome,
   AppendRequest,
   CreateOutcome,
@@ -743,6 +746,30 @@ export class PostgresSessionStore implements SessionStore {
       [sessionId, seqs, owner],
     );
     return rows.map(decodeEvent);
+  }
+
+  async readFeed(query: FeedQuery): Promise<FeedRecord[]> {
+    this.#checkOpen();
+    if (query.limit <= 0) return [];
+    const rows = await this.#query<{
+      position: number; tenant: string; session_id: string; kind: FeedChangeKind; created_at: number; next_seq: number; event_count: number;
+      surface_length: number; event_types: string[]; labels: Record<string, string>; previous_labels: Record<string, string> | null; time: number;
+    }>(
+      `SELECT position, tenant, session_id, kind, created_at, next_seq, event_count, surface_length, event_types, labels, previous_labels, time
+         FROM ${this.#s}.feed WHERE tenant = $1 AND position > $2 ORDER BY position LIMIT $3`,
+      [query.tenant, Math.max(0, Math.floor(query.after)), query.limit],
+    );
+    return rows.map((r) => ({
+      position: Number(r.position), tenant: r.tenant, sessionId: r.session_id, kind: r.kind, createdAt: Number(r.created_at), nextSeq: Number(r.next_seq),
+      eventCount: Number(r.event_count), surfaceLength: Number(r.surface_length), eventTypes: r.event_types, labels: r.labels,
+      previousLabels: r.previous_labels ?? undefined, time: Number(r.time),
+    }));
+  }
+
+  async feedEnd(tenant: string): Promise<number> {
+    this.#checkOpen();
+    const rows = await this.#query<{ position: number | null }>(`SELECT position FROM ${this.#s}.feed_heads WHERE tenant = $1`, [tenant]);
+    return Number(rows[0]?.position ?? 0);
   }
 
   async getTenantUsage(tenant: string): Promise<TenantUsage> {

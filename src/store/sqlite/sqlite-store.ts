@@ -20,6 +20,9 @@ import type {
   CreateQuota,
   DeleteExpectation,
   EncodedEventPage,
+  FeedChangeKind,
+  FeedQuery,
+  FeedRecord,
   HeadWatch,
   IdempotentResult,
   NewSession,
@@ -516,6 +519,18 @@ export class SqliteSessionStore implements SessionStore {
     return this.seen({ sessions: row?.[0] ?? 0, dataBytes: row?.[1] ?? 0 });
   }
 
+  async readFeed(query: FeedQuery): Promise<FeedRecord[]> {
+    await this.readable();
+    if (query.limit <= 0) return [];
+    const rows = this.st.readFeed.all(query.tenant, Math.max(0, Math.floor(query.after)), query.limit) as RawFeedRow[];
+    return this.seen(rows.map(decodeFeedRow));
+  }
+
+  async feedEnd(tenant: string): Promise<number> {
+    await this.readable();
+    return this.seen((this.st.feedEnd.get(tenant) as number | null) ?? 0);
+  }
+
   /**
    * A head watch over this database file: polls `PRAGMA data_version` (which moves only when
    * another connection committed) while sessions are watched, and then reads the watched
@@ -654,9 +669,20 @@ export class SqliteSessionStore implements SessionStore {
   }
 }
 
+/** A feed row as selected (statements.ts readFeed). */
+type RawFeedRow = [number, string, string, string, number, number, number, number, string, string, string | null, number];
+
+function decodeFeedRow(r: RawFeedRow): FeedRecord {
+  return {
+    position: r[0], tenant: r[1], sessionId: r[2], kind: r[3] as FeedChangeKind, createdAt: r[4], nextSeq: r[5], eventCount: r[6],
+    surfaceLength: r[7], eventTypes: JSON.parse(r[8]) as string[], labels: JSON.parse(r[9]) as Record<string, string>,
+    previousLabels: r[10] === null ? undefined : (JSON.parse(r[10]) as Record<string, string>), time: r[11],
+  };
+}
+
 // The port methods report a full disk and I/O failures as StorageError (sqlite-errors.ts).
 classifyStoreErrors(SqliteSessionStore.prototype, [
   'createSession', 'getSession', 'listSessions', 'deleteSession', 'deletePending', 'append', 'getIdempotent', 'readEvents', 'readEventTexts',
   'readEncodedEventPage', 'getEvents', 'readStructure', 'readSurfaceStructure', 'scanEvents', 'publishSession', 'appendPending', 'getPendingEvents',
-  'getTenantUsage', 'close',
+  'getTenantUsage', 'readFeed', 'feedEnd', 'close',
 ], sqliteStorageError);

@@ -43,7 +43,7 @@ export function prepareStatements(db: Database.Database, checked: boolean) {
     ),
     selectSession: db.prepare(`SELECT ${SESSION_COLUMNS} FROM sessions WHERE id = ? AND pending = 0`).raw(),
     selectVisible: db.prepare('SELECT 1 FROM sessions WHERE id = ? AND pending = 0').pluck(),
-    selectHead: db.prepare('SELECT next_seq, writer, tenant, created_at, digest FROM sessions WHERE id = ? AND pending = 0').raw(),
+    selectHead: db.prepare('SELECT next_seq, writer, tenant, created_at, digest, surface_length FROM sessions WHERE id = ? AND pending = 0').raw(),
     selectPendingHead: db.prepare('SELECT next_seq, pending_owner, tenant, digest FROM sessions WHERE id = ? AND pending = 1').raw(),
     selectDigest: db.prepare('SELECT digest, next_seq, created_at FROM sessions WHERE id = ?').raw(),
     selectForDelete: db.prepare('SELECT tenant, data_bytes, next_seq, created_at, pending FROM sessions WHERE id = ?').raw(),
@@ -57,7 +57,7 @@ export function prepareStatements(db: Database.Database, checked: boolean) {
     deleteSessionStmt: db.prepare('DELETE FROM sessions WHERE id = ?'),
     publishStmt: db.prepare('UPDATE sessions SET pending = 0, pending_owner = NULL, lease_until = NULL WHERE id = ? AND pending = 1 AND pending_owner = ?'),
     updateCounters: db.prepare(
-      'UPDATE sessions SET next_seq = ?, event_count = event_count + ?, data_bytes = data_bytes + ?, writer = ?, digest = ? WHERE id = ?',
+      'UPDATE sessions SET next_seq = ?, event_count = event_count + ?, data_bytes = data_bytes + ?, writer = ?, digest = ?, surface_length = ? WHERE id = ?',
     ),
     updatePending: db.prepare(
       'UPDATE sessions SET next_seq = ?, event_count = event_count + ?, data_bytes = data_bytes + ?, lease_until = ?, digest = ? WHERE id = ?',
@@ -86,6 +86,12 @@ export function prepareStatements(db: Database.Database, checked: boolean) {
       }
       for (; i < rows.length; i++) insertOne(rows[i]!);
     },
+    // The session feed (issue #35, schema.ts FEED_SQL).
+    readFeed: db.prepare(
+      `SELECT position, tenant, session_id, kind, created_at, next_seq, event_count, surface_length, event_types, labels, previous_labels, time
+       FROM feed WHERE tenant = ? AND position > ? ORDER BY position LIMIT ?`,
+    ).raw(),
+    feedEnd: db.prepare('SELECT max(position) FROM feed WHERE tenant = ?').pluck(),
     selectIdempotent: db.prepare('SELECT request_hash, seqs, surface_length FROM idempotency WHERE session_id = ? AND key = ?').raw(),
     insertIdempotent: db.prepare(
       'INSERT INTO idempotency (session_id, key, request_hash, seqs, surface_length, created_at) VALUES (?, ?, ?, ?, ?, ?)',
