@@ -43,6 +43,8 @@ export interface SessionRecord {
   readonly strict: boolean;
   /** The pairing guard (issue #14) on for this session; stored as given at create (default false). */
   readonly pairingGuard: boolean;
+  /** Version of the metadata (labels): 0 at create, one more per `updateLabels` (issue #35). */
+  readonly metadataVersion: number;
   /**
    * The token left by the last committed write (create, append, import chunk, publish), read
    * atomically with `nextSeq`: the base a conditional append names in `expectedWriter`.
@@ -388,11 +390,25 @@ export interface SessionStore {
   readFeed(query: FeedQuery): Promise<FeedRecord[]>;
   /** The position of the tenant's last feed record (0 when it has none): where `from_now` starts. */
   feedEnd(tenant: string): Promise<number>;
+  /**
+   * UpdateSession's write (issue #35): replaces the labels of a visible session while its
+   * metadata version is still `expectedVersion`, in one transaction that also moves the version
+   * up by one, the session's and its tenant's byte counters by the labels' size change
+   * ({@link storedSessionBytes}), and records `labels_changed` in the feed.
+   */
+  updateLabels(id: string, labels: Readonly<Record<string, string>>, expectedVersion: number): Promise<UpdateLabelsOutcome>;
   /** A head watch over this store's database (see {@link HeadWatch}); close it before the store. */
   openHeadWatch(): HeadWatch;
   /** Closes the store (flushes pending group commits first). */
   close(): Promise<void>;
 }
+
+/** Outcome of updateLabels. */
+export type UpdateLabelsOutcome =
+  | { readonly kind: 'updated' }
+  | { readonly kind: 'not-found' }
+  /** The metadata version is not the expected one: nothing changed. */
+  | { readonly kind: 'version-mismatch'; readonly actual: number };
 
 /** What createSession stores. */
 export interface NewSession {
@@ -420,6 +436,11 @@ export interface NewSession {
  */
 export function storedSessionBytes(header: SessionHeader, labels: Readonly<Record<string, string>>): number {
   return utf8Length(JSON.stringify(header)) + utf8Length(JSON.stringify(labels));
+}
+
+/** How many bytes a labels change adds to a session's byte count (negative when they shrink). */
+export function labelsBytesDelta(before: Readonly<Record<string, string>>, after: Readonly<Record<string, string>>): number {
+  return utf8Length(JSON.stringify(after)) - utf8Length(JSON.stringify(before));
 }
 
 /** UTF-8 byte length of a string without allocating (stores count data text bytes with it). */

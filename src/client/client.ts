@@ -71,6 +71,8 @@ export interface SubscribeOptions {
   readonly includeMessages?: boolean;
   /** Heartbeat interval in ms (0 = server default). */
   readonly heartbeatMs?: number;
+  /** Wait for the session to be created instead of failing with NOT_FOUND (an observer started before its agent). */
+  readonly waitForCreate?: boolean;
   /** `false`: a dropped connection ends the iteration with UNAVAILABLE instead of resuming. */
   readonly reconnect?: boolean;
   /** Longest wait between reconnect attempts (default 5000 ms). */
@@ -343,6 +345,7 @@ export class PalimpsestClient {
       const req: SubscribeSurfaceRequest = {
         sessionId, afterSeq: first && opts.snapshot ? undefined : cursor, snapshot: first && opts.snapshot === true,
         includeMessages: opts.includeMessages ?? false, heartbeatIntervalMs: opts.heartbeatMs ?? 0, dataFormat: DataFormat.DATA_FORMAT_JSON,
+        waitForCreate: opts.waitForCreate ?? false,
       };
       first = false;
       const call: ClientReadableStream<SubscribeSurfaceResponse> = this.raw.subscribeSurface(req, this.metadata());

@@ -152,5 +152,6 @@ export function sessionToProto(r: SessionRecord, surfaceLength: number, live?: {
     surfaceLength,
     strict: r.strict,
     pairingGuard: r.pairingGuard,
+    metadataVersion: r.metadataVersion,
   };
 }

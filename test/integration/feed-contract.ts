@@ -101,6 +101,33 @@ export function feedContract<S extends SessionStore>(name: string, open: () => P
       expect(await store.feedEnd('t3')).toBe(0);
     });
 
+    it('updateLabels: a compare-and-set on the metadata version, counted in bytes, recorded as labels_changed', async () => {
+      await store.createSession(h.newSession('a', { labels: { team: 'x' } }), [h.ev(0)]);
+      const created = (await store.getSession('a'))!;
+      expect(created.metadataVersion).toBe(0);
+      const usage = await store.getTenantUsage('');
+      const end = await store.feedEnd('');
+      // Stale version: refused, nothing changed, nothing recorded.
+      expect(await store.updateLabels('a', { team: 'y' }, 3)).toEqual({ kind: 'version-mismatch', actual: 0 });
+      expect(await store.updateLabels('nope', { team: 'y' }, 0)).toEqual({ kind: 'not-found' });
+      expect(await store.getSession('a')).toStrictEqual(created);
+      expect(await store.feedEnd('')).toBe(end);
+      // The expected version: replaced, version + 1, bytes moved by the labels' size change.
+      expect(await store.updateLabels('a', { team: 'yy', owner: 'me' }, 0)).toEqual({ kind: 'updated' });
+      const updated = (await store.getSession('a'))!;
+      const delta = JSON.stringify({ team: 'yy', owner: 'me' }).length - JSON.stringify({ team: 'x' }).length;
+      expect(updated).toStrictEqual({ ...created, labels: { team: 'yy', owner: 'me' }, metadataVersion: 1, dataBytes: created.dataBytes + delta });
+      expect(await store.getTenantUsage('')).toEqual({ sessions: usage.sessions, dataBytes: usage.dataBytes + delta });
+      expect(await store.updateLabels('a', {}, 0)).toEqual({ kind: 'version-mismatch', actual: 1 });
+      const records = await all(store, '', end);
+      expect(records.map((r) => [r.kind, r.sessionId, r.labels, r.previousLabels, r.nextSeq])).toEqual([
+        ['labels_changed', 'a', { team: 'yy', owner: 'me' }, { team: 'x' }, 1],
+      ]);
+      // Listing by the new labels finds it; by the old ones not.
+      expect((await store.listSessions({ labels: { owner: 'me' }, pageSize: 10 })).sessions.map((r) => r.header.id)).toEqual(['a']);
+      expect((await store.listSessions({ labels: { team: 'x' }, pageSize: 10 })).sessions).toEqual([]);
+    });
+
     it('an empty append (writer token only) records nothing', async () => {
       await store.createSession(h.newSession('a'), []);
       const end = await store.feedEnd('');

@@ -184,6 +184,7 @@ export function storeContract<S extends SessionStore>(name: string, harness: Sto
           strict: true,
           pairingGuard: true,
           writer: 'w-create',
+          metadataVersion: 0,
         });
         expect(await store.readEvents('s1', { fromSeq: 0, direction: 'forward', limit: 100 })).toStrictEqual(events);
         expect(await store.createSession(newSession('s1', { createdAt: 9 }), [])).toEqual({ kind: 'exists' });
@@ -195,7 +196,7 @@ export function storeContract<S extends SessionStore>(name: string, harness: Sto
         const got = await store.getSession('bare');
         expect(got).toStrictEqual({
           header: { version: 0, id: 'bare', createdAt: 1_000 }, labels: {}, tenant: '', nextSeq: 0, eventCount: 0,
-          dataBytes: sessionBytes(newSession('bare'), []), strict: false, pairingGuard: false, writer: WRITER0,
+          dataBytes: sessionBytes(newSession('bare'), []), strict: false, pairingGuard: false, writer: WRITER0, metadataVersion: 0,
         });
         expect(Object.keys(got!.header)).toEqual(['version', 'id', 'createdAt']);
         expect(await store.getSession('nope')).toBeUndefined();

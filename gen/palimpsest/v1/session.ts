@@ -62,6 +62,11 @@ export interface Session {
    * TOOL_PAIRING_BROKEN).
    */
   pairingGuard: boolean;
+  /**
+   * Version of the session's metadata (labels): 0 at creation, one more with
+   * every UpdateSession that changed it; UpdateSession's expected_version.
+   */
+  metadataVersion: number;
 }
 
 export interface Session_LabelsEntry {
@@ -86,6 +91,7 @@ function createBaseSession(): Session {
     surfaceLength: 0,
     strict: false,
     pairingGuard: false,
+    metadataVersion: 0,
   };
 }
 
@@ -135,6 +141,9 @@ export const Session: MessageFns<Session> = {
     }
     if (message.pairingGuard !== false) {
       writer.uint32(120).bool(message.pairingGuard);
+    }
+    if (message.metadataVersion !== 0) {
+      writer.uint32(128).uint64(message.metadataVersion);
     }
     return writer;
   },
@@ -275,6 +284,14 @@ export const Session: MessageFns<Session> = {
             message.pairingGuard = reader.bool();
             continue;
           }
+          case 16: {
+            if (tag !== 128) {
+              break;
+            }
+
+            message.metadataVersion = longToNumber(reader.uint64());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -353,6 +370,11 @@ export const Session: MessageFns<Session> = {
         : isSet(object.pairing_guard)
         ? globalThis.Boolean(object.pairing_guard)
         : false,
+      metadataVersion: isSet(object.metadataVersion)
+        ? globalThis.Number(object.metadataVersion)
+        : isSet(object.metadata_version)
+        ? globalThis.Number(object.metadata_version)
+        : 0,
     };
   },
 
@@ -409,6 +431,9 @@ export const Session: MessageFns<Session> = {
     if (message.pairingGuard !== false) {
       obj.pairingGuard = message.pairingGuard;
     }
+    if (message.metadataVersion !== 0) {
+      obj.metadataVersion = Math.round(message.metadataVersion);
+    }
     return obj;
   },
 
@@ -440,6 +465,7 @@ export const Session: MessageFns<Session> = {
     message.surfaceLength = object.surfaceLength ?? 0;
     message.strict = object.strict ?? false;
     message.pairingGuard = object.pairingGuard ?? false;
+    message.metadataVersion = object.metadataVersion ?? 0;
     return message;
   },
 };

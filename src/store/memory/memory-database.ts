@@ -20,6 +20,8 @@ export interface MemorySession {
   dataBytes: number;
   /** Surface length after the last append (the feed's `surfaceLength`). */
   surfaceLength: number;
+  /** Version of the labels (0 at create, one more per updateLabels). */
+  metadataVersion: number;
   /** Ascending by seq (gaps possible for imported logs). */
   readonly events: EventLog;
   readonly idempotency: Map<string, IdempotentResult>;

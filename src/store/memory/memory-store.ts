@@ -21,6 +21,7 @@ import type {
   FeedQuery,
   FeedRecord,
   HeadWatch,
+  UpdateLabelsOutcome,
   IdempotentResult,
   NewSession,
   PendingChunkOptions,
@@ -34,7 +35,7 @@ import type {
   SurfaceStructure,
   TenantUsage,
 } from '../../app/store-port.js';
-import { storedSessionBytes } from '../../app/store-port.js';
+import { labelsBytesDelta, storedSessionBytes } from '../../app/store-port.js';
 import type { SessionEvent } from '../../domain/event.js';
 import { checkPageSize, decodePageToken, encodePageToken } from '../page-token.js';
 import { StoreClosedError, StoreUsageError, checkAscendingSeqs } from '../store-errors.js';
@@ -112,6 +113,7 @@ export class MemorySessionStore implements SessionStore {
       nextSeq: 0,
       dataBytes: bytes - stored.dataBytes,
       surfaceLength: 0,
+      metadataVersion: 0,
       events: new EventLog(),
       idempotency: new Map(),
     };
@@ -341,6 +343,22 @@ export class MemorySessionStore implements SessionStore {
     this.checkOpen();
     const t = this.database.tenants.get(tenant);
     return { sessions: t?.sessions ?? 0, dataBytes: t?.dataBytes ?? 0 };
+  }
+
+  async updateLabels(id: string, labels: Readonly<Record<string, string>>, expectedVersion: number): Promise<UpdateLabelsOutcome> {
+    this.checkOpen();
+    const session = this.visible(id);
+    if (session === undefined) return { kind: 'not-found' };
+    if (session.metadataVersion !== expectedVersion) return { kind: 'version-mismatch', actual: session.metadataVersion };
+    const previous = session.labels;
+    const delta = labelsBytesDelta(previous, labels);
+    session.labels = Object.freeze({ ...labels });
+    session.metadataVersion++;
+    session.dataBytes += delta;
+    this.database.tenant(session.tenant).dataBytes += delta;
+    this.commits++;
+    this.database.record(id, session, 'labels_changed', { previousLabels: previous });
+    return { kind: 'updated' };
   }
 
   async readFeed(query: FeedQuery): Promise<FeedRecord[]> {

@@ -32,6 +32,7 @@ import type {
   FeedChangeKind,
   FeedQuery,
   FeedRecord,
+  UpdateLabelsOutcome,
   AppendOutcome,
   AppendRequest,
   CreateOutcome,
@@ -50,7 +51,7 @@ import type {
   StructuralRow,
   TenantUsage,
 } from '../../app/store-port.js';
-import { storedSessionBytes, utf8Length } from '../../app/store-port.js';
+import { labelsBytesDelta, storedSessionBytes, utf8Length } from '../../app/store-port.js';
 import type { Json, SessionEvent, SessionHeader, SurfaceOp } from '../../domain/event.js';
 import { checkPageSize, decodePageToken, encodePageToken } from '../page-token.js';
 import { StoreClosedError, StoreOpenError, StoreUsageError, checkAscendingSeqs } from '../store-errors.js';
@@ -143,7 +144,7 @@ function encodeEvents(events: readonly SessionEvent[], dataTexts?: readonly (str
 }
 
 const SESSION_COLUMNS =
-  'id, version, created_at, cwd, parent_session, seed_length, origin, delegation_depth, agent_preset, labels, tenant, strict, pairing_guard, next_seq, event_count, data_bytes, writer';
+  'id, version, created_at, cwd, parent_session, seed_length, origin, delegation_depth, agent_preset, labels, tenant, strict, pairing_guard, next_seq, event_count, data_bytes, writer, metadata_version';
 const EVENT_COLUMNS = 'seq, type, time, data, source_event_seqs, surface_op, ignorable';
 /** Rows per structural-scan query. */
 const STRUCTURE_CHUNK = 10_000;
@@ -167,6 +168,7 @@ interface RawSession {
   event_count: number;
   data_bytes: number;
   writer: string;
+  metadata_version: number;
 }
 
 interface RawEvent {
@@ -748,6 +750,28 @@ export class PostgresSessionStore implements SessionStore {
     return rows.map(decodeEvent);
   }
 
+  async updateLabels(id: string, labels: Readonly<Record<string, string>>, expectedVersion: number): Promise<UpdateLabelsOutcome> {
+    this.#checkOpen();
+    // The labels at the expected version give the byte change; the function's compare-and-set on
+    // the version makes sure they are still the stored ones.
+    const current = await this.#query<{ labels: Record<string, string>; metadata_version: number }>(
+      `SELECT labels, metadata_version FROM ${this.#s}.sessions WHERE id = $1 AND pending_owner IS NULL`, [id]);
+    const before = current[0];
+    if (before === undefined) return { kind: 'not-found' };
+    if (Number(before.metadata_version) !== expectedVersion) return { kind: 'version-mismatch', actual: Number(before.metadata_version) };
+    const rows = await this.#query<{ outcome: string; actual: number | null }>(
+      `SELECT outcome, actual FROM ${this.#s}.update_labels($1, $2::jsonb, $3, $4)`,
+      [id, JSON.stringify(labels), expectedVersion, labelsBytesDelta(before.labels, labels)],
+    );
+    const r = rows[0]!;
+    if (r.outcome === 'updated') {
+      this.#counters.commits++;
+      return { kind: 'updated' };
+    }
+    if (r.outcome === 'version-mismatch') return { kind: 'version-mismatch', actual: Number(r.actual) };
+    return { kind: 'not-found' };
+  }
+
   async readFeed(query: FeedQuery): Promise<FeedRecord[]> {
     this.#checkOpen();
     if (query.limit <= 0) return [];
@@ -892,5 +916,6 @@ function decodeSession(r: RawSession): SessionRecord {
     eventCount: r.event_count,
     dataBytes: r.data_bytes,
     writer: r.writer,
+    metadataVersion: r.metadata_version,
   };
 }

@@ -131,7 +131,8 @@ CREATE TABLE ${s}.sessions (
   event_count      bigint  NOT NULL DEFAULT 0,
   data_bytes       bigint  NOT NULL DEFAULT 0,
   writer           text    NOT NULL,
-  surface_length   bigint  NOT NULL DEFAULT 0
+  surface_length   bigint  NOT NULL DEFAULT 0,
+  metadata_version bigint  NOT NULL DEFAULT 0
 );
 CREATE INDEX sessions_by_age ON ${s}.sessions (created_at DESC, id DESC) WHERE pending_owner IS NULL;
 CREATE INDEX sessions_by_tenant_age ON ${s}.sessions (tenant, created_at DESC, id DESC) WHERE pending_owner IS NULL;
@@ -365,6 +366,29 @@ BEGIN
     WHERE id = p_id;
   ${ADD_TENANT_BYTES(s)}
   outcome := 'appended'; RETURN NEXT;
+END
+$fn$;
+
+-- UpdateSession (issue #35): replaces the labels while the metadata version is p_expected, and
+-- moves the byte counters by p_delta (the labels' size change, computed by the caller from the
+-- labels at that version).
+CREATE FUNCTION ${s}.update_labels(p_id text, p_labels jsonb, p_expected bigint, p_delta bigint)
+RETURNS TABLE (outcome text, actual bigint)
+LANGUAGE plpgsql AS $fn$
+DECLARE
+  v_version bigint; v_tenant text;
+BEGIN
+  SELECT s.metadata_version, s.tenant INTO v_version, v_tenant
+    FROM ${s}.sessions s WHERE s.id = p_id AND s.pending_owner IS NULL FOR UPDATE;
+  IF NOT FOUND THEN
+    outcome := 'not-found'; RETURN NEXT; RETURN;
+  END IF;
+  IF v_version <> p_expected THEN
+    outcome := 'version-mismatch'; actual := v_version; RETURN NEXT; RETURN;
+  END IF;
+  UPDATE ${s}.tenant_bytes SET data_bytes = data_bytes + p_delta WHERE tenant = v_tenant AND shard = (hashtext(p_id) & ${TENANT_SHARDS - 1});
+  UPDATE ${s}.sessions SET labels = p_labels, metadata_version = metadata_version + 1, data_bytes = data_bytes + p_delta WHERE id = p_id;
+  outcome := 'updated'; RETURN NEXT;
 END
 $fn$;
 

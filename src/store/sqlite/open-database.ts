@@ -103,8 +103,9 @@ export function ensureFeed(db: Database.Database): void {
   if (has()) return;
   db.transaction(() => {
     if (has()) return; // another process added it meanwhile (we hold the write lock now)
-    const column = db.prepare("SELECT 1 FROM pragma_table_info('sessions') WHERE name = 'surface_length'").pluck().get();
-    if (column === undefined) db.exec('ALTER TABLE sessions ADD COLUMN surface_length INTEGER NOT NULL DEFAULT 0');
+    const column = (name: string): boolean => db.prepare("SELECT 1 FROM pragma_table_info('sessions') WHERE name = ?").pluck().get(name) !== undefined;
+    if (!column('surface_length')) db.exec('ALTER TABLE sessions ADD COLUMN surface_length INTEGER NOT NULL DEFAULT 0');
+    if (!column('metadata_version')) db.exec('ALTER TABLE sessions ADD COLUMN metadata_version INTEGER NOT NULL DEFAULT 0');
     db.exec(FEED_SQL);
   }).immediate();
 }

@@ -115,7 +115,8 @@ const FEED_INSERT = (r: 'NEW' | 'OLD', kind: string, types: string, previous: st
  * table, the column and the triggers at its first open by this build, and an older build that
  * opens the file afterwards still records the feed, the triggers being in the file).
  *
- * - sessions.surface_length: the surface length after the last append (set by the group commit).
+ * - sessions.surface_length: the surface length after the last append (set by the group commit);
+ *   sessions.metadata_version: the labels' version (0 at create, one more per updateLabels).
  * - feed: one row per change of a visible session, written by the triggers below in the
  *   transaction of the change itself, whichever connection made it (the store's, its writer
  *   thread's, another process's). `position` is an AUTOINCREMENT rowid: SQLite has one writer at

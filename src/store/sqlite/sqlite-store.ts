@@ -24,6 +24,7 @@ import type {
   FeedQuery,
   FeedRecord,
   HeadWatch,
+  UpdateLabelsOutcome,
   IdempotentResult,
   NewSession,
   PendingChunkOptions,
@@ -519,6 +520,17 @@ export class SqliteSessionStore implements SessionStore {
     return this.seen({ sessions: row?.[0] ?? 0, dataBytes: row?.[1] ?? 0 });
   }
 
+  async updateLabels(id: string, labels: Readonly<Record<string, string>>, expectedVersion: number): Promise<UpdateLabelsOutcome> {
+    this.checkOpen();
+    this.checkIntact(id);
+    const outcome = this.writes.updateLabelsTxn.immediate(id, labels, expectedVersion);
+    if (outcome.kind === 'updated') {
+      this.counters.commits++;
+      await this.committed();
+    }
+    return outcome;
+  }
+
   async readFeed(query: FeedQuery): Promise<FeedRecord[]> {
     await this.readable();
     if (query.limit <= 0) return [];
@@ -684,5 +696,5 @@ function decodeFeedRow(r: RawFeedRow): FeedRecord {
 classifyStoreErrors(SqliteSessionStore.prototype, [
   'createSession', 'getSession', 'listSessions', 'deleteSession', 'deletePending', 'append', 'getIdempotent', 'readEvents', 'readEventTexts',
   'readEncodedEventPage', 'getEvents', 'readStructure', 'readSurfaceStructure', 'scanEvents', 'publishSession', 'appendPending', 'getPendingEvents',
-  'getTenantUsage', 'readFeed', 'feedEnd', 'close',
+  'getTenantUsage', 'updateLabels', 'readFeed', 'feedEnd', 'close',
 ], sqliteStorageError);

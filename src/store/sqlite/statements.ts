@@ -3,7 +3,7 @@
  * request handler).
  */
 import type Database from 'better-sqlite3';
-import { EVENT_COLUMNS, EVENT_LINE, EVENT_PAGE, SESSION_COLUMNS, type EventRow } from './row-codec.js';
+import { EVENT_COLUMNS, EVENT_LINE, EVENT_PAGE, SESSION_COLUMNS, SESSION_READ_COLUMNS, type EventRow } from './row-codec.js';
 
 /** Columns of an event row (EventRow: session_id and EVENT_COLUMNS). */
 const ROW_WIDTH = 1 + EVENT_COLUMNS.split(',').length;
@@ -21,7 +21,7 @@ export function prepareStatements(db: Database.Database, checked: boolean) {
   /** A row per event: its line (pluck) or its columns (raw). */
   const rows = (st: Database.Statement): Database.Statement => (checked ? st.pluck() : st.raw());
   const listSql = (tenant: boolean, labels: boolean): string =>
-    `SELECT ${SESSION_COLUMNS} FROM sessions AS s
+    `SELECT ${SESSION_READ_COLUMNS} FROM sessions AS s
      WHERE s.pending = 0 ${tenant ? 'AND s.tenant = @tenant' : ''}
        AND (s.created_at < @createdAt OR (s.created_at = @createdAt AND s.id < @id))
        ${
@@ -41,7 +41,10 @@ export function prepareStatements(db: Database.Database, checked: boolean) {
        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
        ON CONFLICT (id) DO NOTHING`,
     ),
-    selectSession: db.prepare(`SELECT ${SESSION_COLUMNS} FROM sessions WHERE id = ? AND pending = 0`).raw(),
+    selectSession: db.prepare(`SELECT ${SESSION_READ_COLUMNS} FROM sessions WHERE id = ? AND pending = 0`).raw(),
+    // UpdateSession (issue #35): a compare-and-set on the metadata version; labels bytes count toward the quota.
+    selectForUpdate: db.prepare('SELECT metadata_version, tenant, labels FROM sessions WHERE id = ? AND pending = 0').raw(),
+    updateLabels: db.prepare('UPDATE sessions SET labels = ?, metadata_version = metadata_version + 1, data_bytes = data_bytes + ? WHERE id = ?'),
     selectVisible: db.prepare('SELECT 1 FROM sessions WHERE id = ? AND pending = 0').pluck(),
     selectHead: db.prepare('SELECT next_seq, writer, tenant, created_at, digest, surface_length FROM sessions WHERE id = ? AND pending = 0').raw(),
     selectPendingHead: db.prepare('SELECT next_seq, pending_owner, tenant, digest FROM sessions WHERE id = ? AND pending = 1').raw(),
