@@ -42,6 +42,7 @@ export {
 export type { EventsPage, ListEventsQuery, ModelSnapshot, SnapshotOptions } from './reads.js';
 import { checkLabels } from './input-limits.js';
 import { SessionFeed, type SessionFeedOptions } from './session-feed.js';
+import { updateSession, type UpdateSessionRequest } from './update-session.js';
 
 /** The application service. */
 export class SessionService {
@@ -126,6 +127,16 @@ export class SessionService {
     if (!ok) throw notFound(id);
     this.feed.deleted(key);
     return true;
+  }
+
+  /**
+   * Sets and removes labels (UpdateSession), conditional on `expectedVersion` when given
+   * (METADATA_VERSION_MISMATCH); reported on the session feed as labels_changed.
+   */
+  async updateSession(ctx: CallContext, id: string, req: UpdateSessionRequest): Promise<SessionView> {
+    await updateSession(this.store, this.cache, ctx, id, req);
+    this.sessionFeed.poke();
+    return this.getSession(ctx, id);
   }
 
   // ---- append / repair ---------------------------------------------------------------------

@@ -28,6 +28,7 @@ import type { RevocableCalls } from './revocable-calls.js';
 import type { ContextResolver, Permission } from './permissions.js';
 import { credentialOf } from './auth.js';
 import { compactionHandlers } from './compaction-handlers.js';
+import { feedHandlers } from './feed-handlers.js';
 
 /** Resolves the caller (tenant) of a call; throws DomainError UNAUTHENTICATED/PERMISSION_DENIED. */
 export type { ContextResolver, Permission } from './permissions.js';
@@ -340,5 +341,5 @@ export function makeHandlers(app: SessionService, resolve: ContextResolver, log:
       call.emit('error', Object.assign(new Error('not implemented'), { code: Code.UNIMPLEMENTED }));
     },
   };
-  return { ...handlers, ...compactionHandlers(app, { unary, requireId }), ...streams };
+  return { ...handlers, ...compactionHandlers(app, { unary, requireId }), ...feedHandlers(app, { unary, requireId, resolve, fail, metrics: metrics ?? NO_METRICS }), ...streams };
 }

@@ -574,7 +574,7 @@ export function subscriptionStreams(app: SessionService, config: ServerConfig, m
         if (!r.sessionId) throw new DomainError('INVALID_ARGUMENT', 'session_id is required', { field: 'session_id' });
         const ctx = resolve ? resolve(call, 'read') : { tenant: '' };
         // Store reads and the feed use the tenant's storage key; the client id stays the id.
-        return Subscription.open(app, ctx, r.sessionId, surfaceSource(app, app.storageKey(ctx, r.sessionId)), s);
+        return Subscription.open(app, ctx, r.sessionId, surfaceSource(app, app.storageKey(ctx, r.sessionId)), s, r.waitForCreate ? () => !s.ended : undefined);
       });
     },
     subscribeEvents: (call: ServerWritableStream<SubscribeEventsRequest, unknown>): void => {
@@ -585,7 +585,7 @@ export function subscriptionStreams(app: SessionService, config: ServerConfig, m
       void s.start(shuttingDown, async () => {
         if (!r.sessionId) throw new DomainError('INVALID_ARGUMENT', 'session_id is required', { field: 'session_id' });
         const ctx = resolve ? resolve(call, 'read') : { tenant: '' };
-        return Subscription.open(app, ctx, r.sessionId, eventSource(app, app.storageKey(ctx, r.sessionId)), s);
+        return Subscription.open(app, ctx, r.sessionId, eventSource(app, app.storageKey(ctx, r.sessionId)), s, r.waitForCreate ? () => !s.ended : undefined);
       });
     },
   };

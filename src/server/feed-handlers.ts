@@ -1,0 +1,124 @@
+/**
+ * gRPC handlers of the session feed and of session metadata (issue #35): SubscribeSessions (a
+ * server stream over the app's SessionFeed, src/app/session-feed.ts) and UpdateSession (unary,
+ * src/app/update-session.ts). Decode, call the app, encode; the catch-up/live logic and the
+ * store reads are the app's. Registered by makeHandlers (handlers.ts) with its unary wrapper.
+ *
+ * SubscribeSessions sends the same signals as the per-session streams: `caught_up` when the
+ * subscription switches to live, a heartbeat after `heartbeat_interval_ms` without a message
+ * (carrying the position to resume from), and at server shutdown UNAVAILABLE / SERVER_SHUTDOWN
+ * with ErrorInfo metadata `cursor` (resume with after = cursor). Backpressure is the stream's
+ * (pipeStream pulls the next item only while writable); a subscriber that does not read makes
+ * its subscription fall back to reading the store (bounded memory, nothing lost).
+ */
+import type { sendUnaryData, ServerUnaryCall, ServerWritableStream, ServiceError, UntypedHandleCall } from '@grpc/grpc-js';
+import type { CallContext, SessionService, SessionView } from '../app/session-service.js';
+import type { FeedItem, FeedSubscription } from '../app/session-feed.js';
+import { DomainError } from '../domain/errors.js';
+import {
+  SessionChangeKind,
+  type SubscribeSessionsRequest, type SubscribeSessionsResponse, type UpdateSessionRequest, type UpdateSessionResponse,
+} from '../../gen/palimpsest/v1/service.js';
+import type { Session } from '../../gen/palimpsest/v1/session.js';
+import { sessionToProto } from './convert.js';
+import type { Metrics } from './metrics.js';
+import type { Permission } from './permissions.js';
+import { pipeStream } from './server-stream.js';
+
+/** Minimum heartbeat interval a client may ask for, ms (as for the per-session streams). */
+const MIN_HEARTBEAT_MS = 100;
+/** The server's default heartbeat interval, ms (ServerConfig.heartbeatMs default). */
+const DEFAULT_HEARTBEAT_MS = 15_000;
+
+/** What the handlers need from makeHandlers. */
+export interface FeedKit {
+  unary<Req, Res>(permission: Permission, fn: (ctx: CallContext, req: Req) => Promise<Res>): (call: ServerUnaryCall<Req, Res>, cb: sendUnaryData<Res>) => void;
+  requireId(id: string): string;
+  resolve(call: ServerWritableStream<unknown, unknown>, permission: Permission): CallContext;
+  fail(err: unknown): ServiceError;
+  readonly metrics: Metrics;
+  /** The default heartbeat interval, ms. */
+  readonly heartbeatMs?: number;
+}
+
+const KINDS: Record<string, SessionChangeKind> = {
+  created: SessionChangeKind.SESSION_CHANGE_KIND_CREATED,
+  deleted: SessionChangeKind.SESSION_CHANGE_KIND_DELETED,
+  labels_changed: SessionChangeKind.SESSION_CHANGE_KIND_LABELS_CHANGED,
+  appended: SessionChangeKind.SESSION_CHANGE_KIND_APPENDED,
+};
+
+/** One feed item as a stream message. */
+export function feedItemToProto(it: FeedItem): SubscribeSessionsResponse {
+  if (it.kind === 'caught-up') return { position: it.position, kind: { $case: 'caughtUp', value: {} } };
+  return {
+    position: it.position,
+    kind: {
+      $case: 'change',
+      value: {
+        kind: KINDS[it.change] ?? SessionChangeKind.SESSION_CHANGE_KIND_UNSPECIFIED,
+        sessionId: it.sessionId,
+        headSeq: it.headSeq,
+        eventCount: it.eventCount,
+        surfaceLength: it.surfaceLength,
+        eventTypes: [...it.eventTypes],
+        labels: { ...it.labels },
+        previousLabels: { ...(it.previousLabels ?? {}) },
+        createdAt: it.createdAt,
+        time: it.time,
+      },
+    },
+  };
+}
+
+function toSession(v: SessionView): Session {
+  return sessionToProto(v.record, v.surfaceLength, v);
+}
+
+/** The SubscribeSessions and UpdateSession handlers. */
+export function feedHandlers(app: SessionService, kit: FeedKit): Record<string, UntypedHandleCall> {
+  return {
+    subscribeSessions: (call: ServerWritableStream<SubscribeSessionsRequest, SubscribeSessionsResponse>): void => {
+      const r = call.request;
+      const interval = r.heartbeatIntervalMs === 0 ? (kit.heartbeatMs ?? DEFAULT_HEARTBEAT_MS) : Math.max(MIN_HEARTBEAT_MS, r.heartbeatIntervalMs);
+      let sub: FeedSubscription | undefined;
+      const stream = pipeStream(call as ServerWritableStream<unknown, SubscribeSessionsResponse>, async function* () {
+        const ctx = kit.resolve(call as ServerWritableStream<unknown, unknown>, 'read');
+        sub = await app.sessionFeed.subscribe(ctx, { after: r.after, fromNow: r.fromNow, selector: r.labelSelector });
+        kit.metrics.feedSubscribers.inc();
+        try {
+          let pending = sub.next();
+          for (;;) {
+            let timer: NodeJS.Timeout | undefined;
+            const beat = new Promise<'beat'>((resolve) => {
+              timer = setTimeout(() => resolve('beat'), interval);
+            });
+            const it = await Promise.race([pending, beat]);
+            clearTimeout(timer);
+            if (it === 'beat') {
+              yield { position: sub.cursor, kind: { $case: 'heartbeat', value: {} } };
+              continue;
+            }
+            if (it === undefined) {
+              // The feed closed under a live stream: the server is shutting down.
+              throw new DomainError('SERVER_SHUTDOWN', 'the server is shutting down; resubscribe with after = the cursor in the error details',
+                { cursor: String(sub.cursor) });
+            }
+            if (it.kind === 'change' && sub.live) kit.metrics.feedLag.observe(Math.max(0, Date.now() - it.time) / 1000);
+            yield feedItemToProto(it);
+            pending = sub.next();
+          }
+        } finally {
+          sub.close();
+          kit.metrics.feedSubscribers.dec();
+        }
+      }, kit.fail);
+      stream.onEnd(() => sub?.close());
+    },
+    updateSession: kit.unary<UpdateSessionRequest, UpdateSessionResponse>('append', async (ctx, r) => ({
+      session: toSession(await app.updateSession(ctx, kit.requireId(r.sessionId), {
+        setLabels: r.setLabels, removeLabels: r.removeLabels, expectedVersion: r.expectedVersion,
+      })),
+    })),
+  };
+}
