@@ -17,6 +17,8 @@
  * - Live items are queued up to `bufferRecords`; beyond that the queue is dropped and the
  *   subscription reads the store again from what it handed out (a slow consumer costs a bounded
  *   buffer, never a lost change).
+ * - Items are shared: every subscriber of a tenant gets the same object per record (the
+ *   transport encodes it once, see feed-handlers.ts).
  * - A label selector keeps the records of sessions whose labels include it (for labels_changed,
  *   before or after the change: a subscriber sees a session leave its selection). The cursor
  *   still moves past the records it skips (the caught-up item and heartbeats carry it).
@@ -240,6 +242,35 @@ class TenantFeed {
   }
 }
 
+/**
+ * The item of a record, one object per record: every subscriber of the tenant gets the same
+ * object, so the transport can encode it once and write the same bytes to every stream.
+ */
+const itemOfRecord = new WeakMap<FeedRecord, SessionChange>();
+
+function changeOf(r: FeedRecord): SessionChange {
+  let it = itemOfRecord.get(r);
+  if (it === undefined) {
+    const prefix = r.tenant === '' ? '' : `${r.tenant}/`;
+    it = {
+      kind: 'change',
+      position: r.position,
+      change: r.kind,
+      sessionId: prefix !== '' && r.sessionId.startsWith(prefix) ? r.sessionId.slice(prefix.length) : r.sessionId,
+      createdAt: r.createdAt,
+      headSeq: r.nextSeq > 0 ? r.nextSeq - 1 : undefined,
+      eventCount: r.eventCount,
+      surfaceLength: r.surfaceLength,
+      eventTypes: r.eventTypes,
+      labels: r.labels,
+      previousLabels: r.previousLabels,
+      time: r.time,
+    };
+    itemOfRecord.set(r, it);
+  }
+  return it;
+}
+
 /** True when `labels` include every key/value of `selector`. */
 export function matchesSelector(labels: Readonly<Record<string, string>> | undefined, selector: Readonly<Record<string, string>>): boolean {
   if (labels === undefined) return false;
@@ -363,21 +394,7 @@ export class FeedSubscription {
 
   #item(r: FeedRecord): SessionChange | undefined {
     if (!this.#selectorEmpty && !matchesSelector(r.labels, this.selector) && !matchesSelector(r.previousLabels, this.selector)) return undefined;
-    const prefix = r.tenant === '' ? '' : `${r.tenant}/`;
-    return {
-      kind: 'change',
-      position: r.position,
-      change: r.kind,
-      sessionId: prefix !== '' && r.sessionId.startsWith(prefix) ? r.sessionId.slice(prefix.length) : r.sessionId,
-      createdAt: r.createdAt,
-      headSeq: r.nextSeq > 0 ? r.nextSeq - 1 : undefined,
-      eventCount: r.eventCount,
-      surfaceLength: r.surfaceLength,
-      eventTypes: r.eventTypes,
-      labels: r.labels,
-      previousLabels: r.previousLabels,
-      time: r.time,
-    };
+    return changeOf(r);
   }
 
   #wakeUp(): void {

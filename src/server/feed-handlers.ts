@@ -16,8 +16,8 @@ import type { CallContext, SessionService, SessionView } from '../app/session-se
 import type { FeedItem, FeedSubscription } from '../app/session-feed.js';
 import { DomainError } from '../domain/errors.js';
 import {
-  SessionChangeKind,
-  type SubscribeSessionsRequest, type SubscribeSessionsResponse, type UpdateSessionRequest, type UpdateSessionResponse,
+  SessionChangeKind, SubscribeSessionsResponse,
+  type SubscribeSessionsRequest, type UpdateSessionRequest, type UpdateSessionResponse,
 } from '../../gen/palimpsest/v1/service.js';
 import type { Session } from '../../gen/palimpsest/v1/session.js';
 import { sessionToProto } from './convert.js';
@@ -71,6 +71,23 @@ export function feedItemToProto(it: FeedItem): SubscribeSessionsResponse {
   };
 }
 
+/**
+ * Encoded bytes of a shared change item (one object per feed record for every subscriber, see
+ * session-feed.ts): encoded once, the same Buffer written to every stream (the service is
+ * registered with preEncodedStreams, which passes Buffers through).
+ */
+const encoded = new WeakMap<object, Buffer>();
+
+function encodeChange(it: FeedItem): Buffer {
+  let b = encoded.get(it);
+  if (b === undefined) {
+    const u = SubscribeSessionsResponse.encode(feedItemToProto(it)).finish();
+    b = Buffer.from(u.buffer, u.byteOffset, u.byteLength);
+    encoded.set(it, b);
+  }
+  return b;
+}
+
 function toSession(v: SessionView): Session {
   return sessionToProto(v.record, v.surfaceLength, v);
 }
@@ -105,7 +122,8 @@ export function feedHandlers(app: SessionService, kit: FeedKit): Record<string, 
                 { cursor: String(sub.cursor) });
             }
             if (it.kind === 'change' && sub.live) kit.metrics.feedLag.observe(Math.max(0, Date.now() - it.time) / 1000);
-            yield feedItemToProto(it);
+            // Changes are shared by the tenant's subscribers: encoded once (the signals are per stream).
+            yield it.kind === 'change' ? (encodeChange(it) as unknown as SubscribeSessionsResponse) : feedItemToProto(it);
             pending = sub.next();
           }
         } finally {
