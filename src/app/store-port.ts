@@ -365,7 +365,7 @@ export interface SessionStore {
    * Makes a pending session visible (end of a successful streamed import). Throws StoreUsageError
    * when there is no such pending session or `owner` does not own it.
    */
-  publishSession(id: string, owner: string): Promise<void>;
+  publishSession(id: string, owner: string, metadata?: PublishMetadata): Promise<void>;
   /**
    * Appends an import chunk to a pending session without the head check (seqs ascend from the
    * stored head); renews the lease and enforces the byte quota; atomic per call. Throws
@@ -401,6 +401,17 @@ export interface SessionStore {
   openHeadWatch(): HeadWatch;
   /** Closes the store (flushes pending group commits first). */
   close(): Promise<void>;
+}
+
+/**
+ * Metadata an import sets when it publishes (the metadata trailer of an exported file, issue #35),
+ * in the publish's own transaction: the session becomes visible with them.
+ */
+export interface PublishMetadata {
+  readonly labels: Readonly<Record<string, string>>;
+  readonly pairingGuard: boolean;
+  /** What the labels change adds to the session's and tenant's byte counts ({@link labelsBytesDelta} from the labels it was created with). */
+  readonly bytesDelta: number;
 }
 
 /** Outcome of updateLabels. */

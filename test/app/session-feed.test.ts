@@ -222,3 +222,51 @@ describe('wait_for_create (app)', () => {
     expect(app.sessionFeed.subscribers).toBe(0);
   });
 });
+
+describe('export/import keep labels and the pairing guard (metadata trailer)', () => {
+  async function exported(app: SessionService, id: string): Promise<string> {
+    const lines: string[] = [];
+    for await (const b of app.exportJsonl(ctx, id)) lines.push(...b);
+    return lines.join('\n') + '\n';
+  }
+  async function* bytes(text: string): AsyncGenerator<Uint8Array> {
+    yield Buffer.from(text);
+  }
+
+  it('labels and pairing_guard survive a round trip; the log is the same; the trailer is not stored', async () => {
+    const app = service();
+    await app.createSession(ctx, { id: 'src', labels: { team: 'x', 'palimpsest.dev/ttl-days': '7' }, pairingGuard: true });
+    await app.append(ctx, 'src', [user('one'), user('two')]);
+    const text = await exported(app, 'src');
+    const last = JSON.parse(text.trim().split('\n').pop()!) as Record<string, unknown>;
+    expect(last).toMatchObject({ type: 'palimpsest/session-metadata', seq: 2, ignorable: true, data: { labels: { team: 'x', 'palimpsest.dev/ttl-days': '7' }, pairingGuard: true } });
+    const sub = await app.sessionFeed.subscribe(ctx, { fromNow: true });
+    await pull(sub, 1);
+    const view = await app.importJsonl(ctx, bytes(text), { id: 'copy' });
+    expect(view.record).toMatchObject({ labels: { team: 'x', 'palimpsest.dev/ttl-days': '7' }, pairingGuard: true, metadataVersion: 0 });
+    expect(view.eventCount).toBe(2);
+    // Created once, with its labels (set in the publish), never labels_changed.
+    const [created] = await pull(sub, 1);
+    expect(created).toMatchObject({ change: 'created', sessionId: 'copy', labels: { team: 'x', 'palimpsest.dev/ttl-days': '7' } });
+    // The copy exports the same file (its own id in the header).
+    expect(await exported(app, 'copy')).toBe(text.replace('"id":"src"', '"id":"copy"'));
+    // Labels given to the import win over the file's; the pairing guard asked for wins too.
+    const other = await app.importJsonl(ctx, bytes(text), { id: 'copy2', labels: { team: 'y' }, pairingGuard: false });
+    expect(other.record).toMatchObject({ labels: { team: 'y', 'palimpsest.dev/ttl-days': '7' }, pairingGuard: false });
+  });
+
+  it('a trailer that is not the last event is an ordinary ignorable event; a file without one imports as before', async () => {
+    const app = service();
+    await app.createSession(ctx, { id: 'plain', pairingGuard: false });
+    await app.append(ctx, 'plain', [user('one')]);
+    const plain = await exported(app, 'plain');
+    expect(plain).not.toContain('palimpsest/session-metadata');
+    expect((await app.importJsonl(ctx, bytes(plain), { id: 'plain-copy' })).record).toMatchObject({ labels: {}, pairingGuard: false });
+    const trailerFirst = plain.trimEnd().split('\n');
+    const mid = JSON.stringify({ type: 'palimpsest/session-metadata', seq: 1, time: 1, data: { labels: { a: 'b' }, pairingGuard: true }, ignorable: true });
+    const moved = [...trailerFirst, mid, JSON.stringify({ ...JSON.parse(trailerFirst[1]!), seq: 2 })].join('\n') + '\n';
+    const v = await app.importJsonl(ctx, bytes(moved), { id: 'mid' });
+    expect(v.record).toMatchObject({ labels: {}, pairingGuard: false });
+    expect(v.eventCount).toBe(3);
+  });
+});

@@ -91,6 +91,17 @@ export function feedContract<S extends SessionStore>(name: string, open: () => P
       ]);
     });
 
+    it('a publish with metadata (an import trailer) makes the session visible with its labels, guard and bytes, recorded once as created', async () => {
+      await store.createSession(h.newSession('imp2', { pending: true, tenant: 't9' }), [h.ev(0)]);
+      const pendingUsage = await store.getTenantUsage('t9');
+      const labels = { team: 'x', owner: 'me' };
+      const delta = JSON.stringify(labels).length - JSON.stringify({}).length;
+      await store.publishSession('imp2', h.IMPORTER, { labels, pairingGuard: true, bytesDelta: delta });
+      expect(await store.getSession('imp2')).toMatchObject({ labels, pairingGuard: true, metadataVersion: 0 });
+      expect(await store.getTenantUsage('t9')).toEqual({ sessions: pendingUsage.sessions, dataBytes: pendingUsage.dataBytes + delta });
+      expect((await all(store, 't9')).map((r) => [r.kind, r.sessionId, r.labels])).toEqual([['created', 'imp2', labels]]);
+    });
+
     it('keeps tenants apart: a tenant reads only its own records', async () => {
       await store.createSession(h.newSession('t1/a', { tenant: 't1' }), []);
       await store.createSession(h.newSession('t2/a', { tenant: 't2' }), []);

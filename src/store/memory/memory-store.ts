@@ -21,6 +21,7 @@ import type {
   FeedQuery,
   FeedRecord,
   HeadWatch,
+  PublishMetadata,
   UpdateLabelsOutcome,
   IdempotentResult,
   NewSession,
@@ -306,9 +307,15 @@ export class MemorySessionStore implements SessionStore {
     }
   }
 
-  async publishSession(id: string, owner: string): Promise<void> {
+  async publishSession(id: string, owner: string, metadata?: PublishMetadata): Promise<void> {
     this.checkOpen();
     const session = this.ownedPending(id, owner, 'publish session');
+    if (metadata !== undefined) {
+      session.labels = Object.freeze({ ...metadata.labels });
+      session.pairingGuard = metadata.pairingGuard;
+      session.dataBytes += metadata.bytesDelta;
+      this.database.tenant(session.tenant).dataBytes += metadata.bytesDelta;
+    }
     session.pending = undefined;
     this.database.record(id, session, 'created');
     this.commits++;

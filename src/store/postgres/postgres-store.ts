@@ -32,6 +32,7 @@ import type {
   FeedChangeKind,
   FeedQuery,
   FeedRecord,
+  PublishMetadata,
   UpdateLabelsOutcome,
   AppendOutcome,
   AppendRequest,
@@ -60,7 +61,7 @@ import { PgHeadWatch } from './head-watch.js';
 import { HeadNotifier } from './notifier.js';
 import { describe as describeError, isUnavailable, mapError } from './pg-errors.js';
 import { redactUrl } from './url.js';
-import { SCHEMA_NAME_PATTERN, SCHEMA_VERSION, channelOf, schemaSql } from './schema.js';
+import { SCHEMA_NAME_PATTERN, SCHEMA_VERSION, TENANT_SHARDS, channelOf, schemaSql } from './schema.js';
 
 /** Options of {@link PostgresSessionStore.open}. */
 export interface PostgresStoreOptions {
@@ -689,12 +690,18 @@ export class PostgresSessionStore implements SessionStore {
     return deleted;
   }
 
-  async publishSession(id: string, owner: string): Promise<void> {
+  async publishSession(id: string, owner: string, metadata?: PublishMetadata): Promise<void> {
     this.#checkOpen();
+    // With an import's metadata trailer (issue #35): labels, pairing guard and the byte counters in
+    // the publish's own statement.
     const rows = await this.#query<{ published: boolean; owner: string | null }>(
-      `WITH p AS (UPDATE ${this.#s}.sessions SET pending_owner = NULL, lease_until = NULL WHERE id = $1 AND pending_owner = $2 RETURNING id)
+      `WITH p AS (UPDATE ${this.#s}.sessions SET pending_owner = NULL, lease_until = NULL,
+                    labels = coalesce($3::jsonb, labels), pairing_guard = coalesce($4::boolean, pairing_guard), data_bytes = data_bytes + $5
+                  WHERE id = $1 AND pending_owner = $2 RETURNING id, tenant),
+            t AS (UPDATE ${this.#s}.tenant_bytes SET data_bytes = data_bytes + $5
+                  WHERE $5 <> 0 AND tenant = (SELECT tenant FROM p) AND shard = (hashtext($1) & ${TENANT_SHARDS - 1}))
        SELECT EXISTS (SELECT 1 FROM p) AS published, (SELECT pending_owner FROM ${this.#s}.sessions WHERE id = $1) AS owner`,
-      [id, owner],
+      [id, owner, metadata === undefined ? null : JSON.stringify(metadata.labels), metadata?.pairingGuard ?? null, metadata?.bytesDelta ?? 0],
     );
     const r = rows[0]!;
     if (!r.published) {

@@ -24,6 +24,7 @@ import type {
   FeedQuery,
   FeedRecord,
   HeadWatch,
+  PublishMetadata,
   UpdateLabelsOutcome,
   IdempotentResult,
   NewSession,
@@ -480,9 +481,16 @@ export class SqliteSessionStore implements SessionStore {
     }
   }
 
-  async publishSession(id: string, owner: string): Promise<void> {
+  async publishSession(id: string, owner: string, metadata?: PublishMetadata): Promise<void> {
     this.checkOpen();
-    if (this.st.publishStmt.run(id, owner).changes === 0) {
+    const published = this.db.transaction((): boolean => {
+      if (metadata !== undefined) {
+        const tenant = this.st.publishMetadata.get(JSON.stringify(metadata.labels), metadata.pairingGuard ? 1 : 0, metadata.bytesDelta, id, owner) as string | undefined;
+        if (tenant !== undefined && metadata.bytesDelta !== 0) this.st.addTenant.run(tenant, 0, metadata.bytesDelta);
+      }
+      return this.st.publishStmt.run(id, owner).changes > 0;
+    }).immediate();
+    if (!published) {
       const pending = this.st.selectPendingHead.get(id) as [number, string | null, string] | undefined;
       throw new StoreUsageError(
         pending === undefined

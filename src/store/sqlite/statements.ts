@@ -59,6 +59,10 @@ export function prepareStatements(db: Database.Database, checked: boolean) {
     ),
     deleteSessionStmt: db.prepare('DELETE FROM sessions WHERE id = ?'),
     publishStmt: db.prepare('UPDATE sessions SET pending = 0, pending_owner = NULL, lease_until = NULL WHERE id = ? AND pending = 1 AND pending_owner = ?'),
+    // An import's metadata trailer (issue #35), set before the publish in its transaction.
+    publishMetadata: db.prepare(
+      'UPDATE sessions SET labels = ?, pairing_guard = ?, data_bytes = data_bytes + ? WHERE id = ? AND pending = 1 AND pending_owner = ? RETURNING tenant',
+    ).pluck(),
     updateCounters: db.prepare(
       'UPDATE sessions SET next_seq = ?, event_count = event_count + ?, data_bytes = data_bytes + ?, writer = ?, digest = ?, surface_length = ? WHERE id = ?',
     ),
