@@ -3,9 +3,10 @@
  * per-session stream (SubscribeEvents) in the same run, and the cost of an append with 0 and
  * with 100 feed subscribers.
  *
- *   npx tsx bench/feed.bench.ts [--quick] [--db postgres://...]
+ *   npx tsx bench/feed.bench.ts [--quick] [--postgres | --db postgres://...]
  *
- * One server (SQLite file with durability full by default; `--db` a PostgreSQL URL), 100
+ * One server (SQLite file with durability full by default; `--postgres` a throwaway PostgreSQL
+ * cluster of its own, test/support/pg-cluster.ts; `--db` a PostgreSQL URL), 100
  * sessions, one SubscribeEvents stream per session, appends of one event at 1,000 events/s spread
  * over the sessions (10 appends every 10 ms, round robin).
  * 1. Cost: process CPU time (user + system, every thread; clients share the process) per append
@@ -19,7 +20,9 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { credentials } from '@grpc/grpc-js';
+import pg from 'pg';
 import { startServer } from '../src/main.js';
+import { findPgBin, startCluster, type TestCluster } from '../test/support/pg-cluster.js';
 import {
   SessionServiceClient, SubscribeEventsRequest, SubscribeSessionsRequest, type SubscribeEventsResponse, type SubscribeSessionsResponse,
 } from '../gen/palimpsest/v1/service.js';
@@ -44,7 +47,18 @@ function userMessage(i: number): EventInput {
 
 async function main(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'palimpsest-feed-bench-'));
-  const db = dbArg >= 0 ? process.argv[dbArg + 1]! : join(dir, 'feed.db');
+  let cluster: TestCluster | undefined;
+  let db = dbArg >= 0 ? process.argv[dbArg + 1]! : join(dir, 'feed.db');
+  if (process.argv.includes('--postgres')) {
+    const bin = findPgBin();
+    if (bin === undefined) throw new Error('PostgreSQL is not installed');
+    cluster = await startCluster(bin);
+    const admin = new pg.Client({ connectionString: cluster.adminUrl });
+    await admin.connect();
+    await admin.query('CREATE DATABASE feedbench');
+    await admin.end();
+    db = cluster.adminUrl.replace(/\/postgres$/, '/feedbench');
+  }
   const srv = await startServer({ listen: '127.0.0.1:0', db, logLevel: 'silent', heartbeatMs: 60_000 });
   const clients = Array.from({ length: CHANNELS }, () => new SessionServiceClient(srv.address, credentials.createInsecure(), { 'grpc.use_local_subchannel_pool': 1 }));
   const writer = clients[0]!;
@@ -137,7 +151,7 @@ async function main(): Promise<void> {
   const feed = latencies(feedArrivals);
   const stream = latencies(streamArrivals);
   const rows = [
-    ['store', dbArg >= 0 ? 'PostgreSQL' : 'SQLite (file, durability full)'],
+    ['store', db.startsWith('postgres') ? 'PostgreSQL' : 'SQLite (file, durability full)'],
     ['appends/s (target 1,000), without / with feed subscribers', `${without.appendsPerSec.toFixed(0)} / ${withFeed.appendsPerSec.toFixed(0)}`],
     ['CPU per append, 0 feed subscribers (µs, whole process)', without.cpuPerAppendUs.toFixed(0)],
     ['CPU per append, 100 feed subscribers (µs, whole process)', withFeed.cpuPerAppendUs.toFixed(0)],
@@ -153,6 +167,7 @@ async function main(): Promise<void> {
   console.log(`HEADLINE ${JSON.stringify({ id: 'feed-p99-ratio', label: 'feed delivery p99 / per-session stream p99', value: Number(ratio.toFixed(2)), target: 2, met: ratio < 2 })}`);
   for (const c of clients) c.close();
   await srv.shutdown();
+  cluster?.stop();
   rmSync(dir, { recursive: true, force: true });
 }
 
