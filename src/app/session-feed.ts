@@ -165,6 +165,11 @@ class TenantFeed {
     return this.#subs.size;
   }
 
+  /** True once the feed closed (server shutdown). */
+  get closed(): boolean {
+    return this.#closed;
+  }
+
   /** The last position this reader handed to its subscribers (undefined: not started). */
   get position(): number | undefined {
     return this.#position;
@@ -383,6 +388,10 @@ export class FeedSubscription {
       else if (this.#queue.length === 0) this.#resume = r.position;
     }
     if (records.length >= page) return;
+    if (this.tenant.closed) {
+      this.close();
+      return;
+    }
     // The end of the store's feed as of that read: live from here if the reader has not passed
     // it (checked and joined in one synchronous step), else read again.
     if (!this.tenant.canJoin(this.#last)) return;
