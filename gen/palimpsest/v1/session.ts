@@ -143,7 +143,7 @@ export const Session: MessageFns<Session> = {
       writer.uint32(120).bool(message.pairingGuard);
     }
     if (message.metadataVersion !== 0) {
-      writer.uint32(128).uint64(message.metadataVersion);
+      writer.uint32(144).uint64(message.metadataVersion);
     }
     return writer;
   },
@@ -284,8 +284,8 @@ export const Session: MessageFns<Session> = {
             message.pairingGuard = reader.bool();
             continue;
           }
-          case 16: {
-            if (tag !== 128) {
+          case 18: {
+            if (tag !== 144) {
               break;
             }
 
