@@ -322,6 +322,15 @@ export class FeedSubscription {
     return this.#mode === 'live';
   }
 
+  /** The next queued item without waiting, or undefined when none is queued (then `next()`). */
+  poll(): FeedItem | undefined {
+    const it = this.#queue.shift();
+    if (it === undefined) return undefined;
+    this.#resume = it.position;
+    if (this.#queue.length === 0) this.#resume = this.#last;
+    return it;
+  }
+
   /** The next item (waits while live and idle); undefined once closed. */
   async next(): Promise<FeedItem | undefined> {
     for (;;) {

@@ -104,17 +104,24 @@ export function feedHandlers(app: SessionService, kit: FeedKit): Record<string, 
         sub = await app.sessionFeed.subscribe(ctx, { after: r.after, fromNow: r.fromNow, selector: r.labelSelector });
         kit.metrics.feedSubscribers.inc();
         try {
-          let pending = sub.next();
+          let pending: Promise<FeedItem | undefined> | undefined;
           for (;;) {
-            let timer: NodeJS.Timeout | undefined;
-            const beat = new Promise<'beat'>((resolve) => {
-              timer = setTimeout(() => resolve('beat'), interval);
-            });
-            const it = await Promise.race([pending, beat]);
-            clearTimeout(timer);
-            if (it === 'beat') {
-              yield { position: sub.cursor, kind: { $case: 'heartbeat', value: {} } };
-              continue;
+            // Queued items are taken without a timer; only a wait races the heartbeat.
+            let it = pending === undefined ? sub.poll() : undefined;
+            if (it === undefined) {
+              pending ??= sub.next();
+              let timer: NodeJS.Timeout | undefined;
+              const beat = new Promise<'beat'>((resolve) => {
+                timer = setTimeout(() => resolve('beat'), interval);
+              });
+              const got = await Promise.race([pending, beat]);
+              clearTimeout(timer);
+              if (got === 'beat') {
+                yield { position: sub.cursor, kind: { $case: 'heartbeat', value: {} } };
+                continue;
+              }
+              pending = undefined;
+              it = got;
             }
             if (it === undefined) {
               // The feed closed under a live stream: the server is shutting down.
@@ -124,7 +131,6 @@ export function feedHandlers(app: SessionService, kit: FeedKit): Record<string, 
             if (it.kind === 'change' && sub.live) kit.metrics.feedLag.observe(Math.max(0, Date.now() - it.time) / 1000);
             // Changes are shared by the tenant's subscribers: encoded once (the signals are per stream).
             yield it.kind === 'change' ? (encodeChange(it) as unknown as SubscribeSessionsResponse) : feedItemToProto(it);
-            pending = sub.next();
           }
         } finally {
           sub.close();
