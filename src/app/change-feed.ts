@@ -48,6 +48,8 @@ export interface ChangeFeed {
   deleted(sessionId: string): void;
   /** Number of listeners of a session (all sessions when omitted). */
   listenerCount(sessionId?: string): number;
+  /** Called after every `publish` and `deleted` (the session feed reads the store then, issue #35). */
+  onCommitted: () => void;
   /** Reports a listener that threw (it is removed; the others still get the batch). */
   onListenerError: (err: unknown) => void;
   /** Stops (store watches released); listeners are left registered but hear nothing more. */

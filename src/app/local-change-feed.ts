@@ -34,7 +34,10 @@ export class LocalChangeFeed implements ChangeFeed {
 
   onListenerError: (err: unknown) => void = () => undefined;
 
+  onCommitted: () => void = () => undefined;
+
   publish(batch: CommittedBatch): void {
+    this.onCommitted();
     const set = this.#listeners.get(batch.sessionId);
     if (!set) return;
     // The set itself, not a copy (one loop over thousands of subscribers per batch): a listener
@@ -66,6 +69,7 @@ export class LocalChangeFeed implements ChangeFeed {
   }
 
   deleted(sessionId: string): void {
+    this.onCommitted();
     const set = this.#listeners.get(sessionId);
     if (!set) return;
     for (const l of [...set]) {

@@ -201,6 +201,8 @@ export class TappedChangeFeed implements ChangeFeed {
   }
   deleted(sessionId: string): void { this.inner.deleted(sessionId); }
   listenerCount(sessionId?: string): number { return this.inner.listenerCount(sessionId); }
+  get onCommitted(): () => void { return this.inner.onCommitted; }
+  set onCommitted(fn: () => void) { this.inner.onCommitted = fn; }
   get onListenerError(): (err: unknown) => void { return this.inner.onListenerError; }
   set onListenerError(fn: (err: unknown) => void) { this.inner.onListenerError = fn; }
   close(): Promise<void> { return this.inner.close(); }

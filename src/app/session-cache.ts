@@ -89,6 +89,10 @@ export class SessionCache {
         // Another writer appended, or deleted and re-created the session: reload. Every
         // committed write leaves a new writer token, so the token alone tells.
         if (cached.valid && !cached.busy && (rec.writer !== cached.writer || rec.nextSeq !== cached.engine.nextSeq)) this.invalidate(cached);
+        // Labels changed by another process (UpdateSession): the handle takes the stored ones.
+        else if (cached.valid && rec.metadataVersion > cached.record.metadataVersion && rec.header.createdAt === cached.record.header.createdAt) {
+          cached.record = { ...cached.record, labels: rec.labels, metadataVersion: rec.metadataVersion };
+        }
       }
       if (cached.valid) {
         this.#cache.delete(key);

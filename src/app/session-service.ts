@@ -41,6 +41,8 @@ export {
 } from './app-types.js';
 export type { EventsPage, ListEventsQuery, ModelSnapshot, SnapshotOptions } from './reads.js';
 import { checkLabels } from './input-limits.js';
+import { SessionFeed, type SessionFeedOptions } from './session-feed.js';
+import { updateSession, type UpdateSessionRequest } from './update-session.js';
 
 /** The application service. */
 export class SessionService {
@@ -51,6 +53,8 @@ export class SessionService {
   readonly #appends: AppendUseCase;
   readonly #reads: Reads;
   readonly #transfer: Transfer;
+  /** The session feed (issue #35): changes of every session, read from the store by position. */
+  readonly sessionFeed: SessionFeed;
   #closed = false;
 
   constructor(
@@ -61,7 +65,10 @@ export class SessionService {
     private readonly newId: () => string = randomUUID,
     /** What subscriptions follow: local batches only, or also the store's heads (StoreChangeFeed). */
     readonly feed: ChangeFeed = new LocalChangeFeed(),
+    feedOptions: SessionFeedOptions = {},
   ) {
+    this.sessionFeed = new SessionFeed(store, { onError: (e) => this.log?.error({ err: e }, 'reading the session feed failed (retried)'), ...feedOptions });
+    this.feed.onCommitted = () => this.sessionFeed.poke();
     this.feed.onListenerError = (e) => this.log?.error({ err: e }, 'a subscriber failed on a committed batch and was removed');
     this.cache = new SessionCache(store, limits, feed);
     const pipeline = new WritePipeline(store, this.cache, feed, limits, clock, log);
@@ -92,6 +99,7 @@ export class SessionService {
     await createWithQuota(this.store, this.limits, ctx, id, {
       header: toStored(ctx.tenant, header), labels: req.labels ?? {}, tenant: ctx.tenant, strict: req.strict ?? false, pairingGuard: req.pairingGuard ?? true, writer: randomUUID(),
     }, []);
+    this.sessionFeed.poke();
     return this.getSession(ctx, id);
   }
 
@@ -119,6 +127,16 @@ export class SessionService {
     if (!ok) throw notFound(id);
     this.feed.deleted(key);
     return true;
+  }
+
+  /**
+   * Sets and removes labels (UpdateSession), conditional on `expectedVersion` when given
+   * (METADATA_VERSION_MISMATCH); reported on the session feed as labels_changed.
+   */
+  async updateSession(ctx: CallContext, id: string, req: UpdateSessionRequest): Promise<SessionView> {
+    await updateSession(this.store, this.cache, ctx, id, req);
+    this.sessionFeed.poke();
+    return this.getSession(ctx, id);
   }
 
   // ---- append / repair ---------------------------------------------------------------------
@@ -168,13 +186,17 @@ export class SessionService {
   // ---- fork / import / export ----------------------------------------------------------------
 
   /** Forks a session at a boundary (dsh-semantics 5.5). */
-  fork(ctx: CallContext, id: string, req: { atSeq?: number; childId?: string; labels?: Record<string, string> }): Promise<SessionView> {
-    return this.#transfer.fork(ctx, id, req);
+  async fork(ctx: CallContext, id: string, req: { atSeq?: number; childId?: string; labels?: Record<string, string> }): Promise<SessionView> {
+    const view = await this.#transfer.fork(ctx, id, req);
+    this.sessionFeed.poke();
+    return view;
   }
 
   /** Imports a reference JSONL file streamed as chunks (pending until complete; the tool-pairing guard off unless asked). */
-  importJsonl(ctx: CallContext, chunks: AsyncIterable<Uint8Array>, opts: { id?: string; labels?: Record<string, string>; strict?: boolean; allowSeqGaps?: boolean; pairingGuard?: boolean }): Promise<SessionView & { uncommittedTailBytes: number }> {
-    return this.#transfer.importJsonl(ctx, chunks, opts);
+  async importJsonl(ctx: CallContext, chunks: AsyncIterable<Uint8Array>, opts: { id?: string; labels?: Record<string, string>; strict?: boolean; allowSeqGaps?: boolean; pairingGuard?: boolean }): Promise<SessionView & { uncommittedTailBytes: number }> {
+    const view = await this.#transfer.importJsonl(ctx, chunks, opts);
+    this.sessionFeed.poke();
+    return view;
   }
 
   /** Exports a session as reference JSONL lines (packed chunk rows unless `unpacked`). */
@@ -194,6 +216,7 @@ export class SessionService {
     if (this.#closed) return;
     this.#closed = true;
     this.cache.close();
+    this.sessionFeed.close();
     await this.cache.settle();
     await this.feed.close();
     await this.store.close();

@@ -17,7 +17,7 @@ export interface StorageLogger {
 }
 
 /** Store methods whose success ends a failure episode. */
-const WRITE_METHODS: ReadonlySet<string> = new Set(['createSession', 'append', 'appendPending', 'publishSession', 'deleteSession', 'deletePending']);
+const WRITE_METHODS: ReadonlySet<string> = new Set(['createSession', 'append', 'appendPending', 'publishSession', 'deleteSession', 'deletePending', 'updateLabels']);
 
 /** Episode state, exposed for tests and metrics. */
 export interface StorageEpisodes {

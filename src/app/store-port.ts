@@ -43,6 +43,8 @@ export interface SessionRecord {
   readonly strict: boolean;
   /** The pairing guard (issue #14) on for this session; stored as given at create (default false). */
   readonly pairingGuard: boolean;
+  /** Version of the metadata (labels): 0 at create, one more per `updateLabels` (issue #35). */
+  readonly metadataVersion: number;
   /**
    * The token left by the last committed write (create, append, import chunk, publish), read
    * atomically with `nextSeq`: the base a conditional append names in `expectedWriter`.
@@ -252,6 +254,49 @@ export interface DeleteExpectation {
   readonly createdAt: number;
 }
 
+/** What changed in a session feed record (see {@link FeedRecord}). */
+export type FeedChangeKind = 'created' | 'deleted' | 'labels_changed' | 'appended';
+
+/**
+ * One change of one session, as the store recorded it in the transaction of the change itself
+ * (issue #35, the session feed). Records of a tenant are read by `position`, which increases in
+ * commit order within the tenant and is never reused: a reader resuming after a position gets every
+ * later change exactly once, whichever process or replica committed it.
+ */
+export interface FeedRecord {
+  /** The record's position in its tenant's feed (> 0). */
+  readonly position: number;
+  readonly tenant: string;
+  /** The session's storage key (tenant-prefixed when authentication is on, see tenant-scope.ts). */
+  readonly sessionId: string;
+  readonly kind: FeedChangeKind;
+  /** The session's creation time (its incarnation: a re-created id has another one). */
+  readonly createdAt: number;
+  /** The session's next seq after the change (the head seq is nextSeq - 1; 0 = empty log). */
+  readonly nextSeq: number;
+  /** Events stored after the change. */
+  readonly eventCount: number;
+  /** Surface length after the last append (0 until the first append through the service). */
+  readonly surfaceLength: number;
+  /** 'appended': the distinct types of the appended events, in first-appearance order; else empty. */
+  readonly eventTypes: readonly string[];
+  /** The session's labels after the change (before it for 'deleted'). */
+  readonly labels: Readonly<Record<string, string>>;
+  /** 'labels_changed': the labels before the change; else undefined. */
+  readonly previousLabels: Readonly<Record<string, string>> | undefined;
+  /** When the store recorded the change (ms since epoch, the database's clock). */
+  readonly time: number;
+}
+
+/** A page of a tenant's feed. */
+export interface FeedQuery {
+  readonly tenant: string;
+  /** Records with a position above this one (0 = from the beginning). */
+  readonly after: number;
+  /** At most this many records (ascending positions). */
+  readonly limit: number;
+}
+
 /** The store port. */
 export interface SessionStore {
   /**
@@ -320,7 +365,7 @@ export interface SessionStore {
    * Makes a pending session visible (end of a successful streamed import). Throws StoreUsageError
    * when there is no such pending session or `owner` does not own it.
    */
-  publishSession(id: string, owner: string): Promise<void>;
+  publishSession(id: string, owner: string, metadata?: PublishMetadata): Promise<void>;
   /**
    * Appends an import chunk to a pending session without the head check (seqs ascend from the
    * stored head); renews the lease and enforces the byte quota; atomic per call. Throws
@@ -338,11 +383,45 @@ export interface SessionStore {
   getTenantUsage(tenant: string): Promise<TenantUsage>;
   /** Optional (metrics): the stored session count of every tenant that has a counter row. */
   tenantSessionCounts?(): Promise<ReadonlyMap<string, number>>;
+  /**
+   * The tenant's feed records after `query.after`, ascending by position (issue #35). Every
+   * create (and import publish), delete, labels change and append is recorded in the transaction
+   * of the change, so what a read returns is committed and no record below a returned position
+   * can appear later.
+   */
+  readFeed(query: FeedQuery): Promise<FeedRecord[]>;
+  /** The position of the tenant's last feed record (0 when it has none): where `from_now` starts. */
+  feedEnd(tenant: string): Promise<number>;
+  /**
+   * UpdateSession's write (issue #35): replaces the labels of a visible session while its
+   * metadata version is still `expectedVersion`, in one transaction that also moves the version
+   * up by one, the session's and its tenant's byte counters by the labels' size change
+   * ({@link storedSessionBytes}), and records `labels_changed` in the feed.
+   */
+  updateLabels(id: string, labels: Readonly<Record<string, string>>, expectedVersion: number): Promise<UpdateLabelsOutcome>;
   /** A head watch over this store's database (see {@link HeadWatch}); close it before the store. */
   openHeadWatch(): HeadWatch;
   /** Closes the store (flushes pending group commits first). */
   close(): Promise<void>;
 }
+
+/**
+ * Metadata an import sets when it publishes (the metadata trailer of an exported file, issue #35),
+ * in the publish's own transaction: the session becomes visible with them.
+ */
+export interface PublishMetadata {
+  readonly labels: Readonly<Record<string, string>>;
+  readonly pairingGuard: boolean;
+  /** What the labels change adds to the session's and tenant's byte counts ({@link labelsBytesDelta} from the labels it was created with). */
+  readonly bytesDelta: number;
+}
+
+/** Outcome of updateLabels. */
+export type UpdateLabelsOutcome =
+  | { readonly kind: 'updated' }
+  | { readonly kind: 'not-found' }
+  /** The metadata version is not the expected one: nothing changed. */
+  | { readonly kind: 'version-mismatch'; readonly actual: number };
 
 /** What createSession stores. */
 export interface NewSession {
@@ -370,6 +449,11 @@ export interface NewSession {
  */
 export function storedSessionBytes(header: SessionHeader, labels: Readonly<Record<string, string>>): number {
   return utf8Length(JSON.stringify(header)) + utf8Length(JSON.stringify(labels));
+}
+
+/** How many bytes a labels change adds to a session's byte count (negative when they shrink). */
+export function labelsBytesDelta(before: Readonly<Record<string, string>>, after: Readonly<Record<string, string>>): number {
+  return utf8Length(JSON.stringify(after)) - utf8Length(JSON.stringify(before));
 }
 
 /** UTF-8 byte length of a string without allocating (stores count data text bytes with it). */

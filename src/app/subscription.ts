@@ -50,6 +50,46 @@ import type { CallContext, SessionService } from './session-service.js';
 import { NO_CURSOR, type Item } from './subscription-items.js';
 import type { CatchUp, ItemSource } from './subscription-sources.js';
 
+/** How often a wait for a session's creation checks that its caller still wants it, ms. */
+const WAIT_CHECK_MS = 1000;
+
+/**
+ * Resolves once the session exists (wait_for_create, issue #35): at once when it does, else when
+ * the session feed reports its creation. The feed subscription starts at the feed's end before
+ * the session is looked up, so a creation between the two is on the feed. Rejects with
+ * CANCELLED once `wanted()` turns false (checked every WAIT_CHECK_MS), SERVER_SHUTDOWN when the
+ * feed closes.
+ */
+export async function waitForSession(app: SessionService, ctx: CallContext, sessionId: string, wanted: () => boolean): Promise<void> {
+  const feed = await app.sessionFeed.subscribe(ctx, { fromNow: true });
+  try {
+    try {
+      await app.getSession(ctx, sessionId);
+      return;
+    } catch (e) {
+      if (!(e instanceof DomainError) || e.reason !== 'SESSION_NOT_FOUND') throw e;
+    }
+    let pending = feed.next();
+    for (;;) {
+      let timer: NodeJS.Timeout | undefined;
+      const tick = new Promise<'tick'>((resolve) => {
+        timer = setTimeout(() => resolve('tick'), WAIT_CHECK_MS);
+      });
+      const r = await Promise.race([pending, tick]);
+      clearTimeout(timer);
+      if (r === 'tick') {
+        if (!wanted()) throw new DomainError('CANCELLED', 'the stream ended while waiting for the session to be created', { sessionId });
+        continue;
+      }
+      if (r === undefined) throw new DomainError('SERVER_SHUTDOWN', 'the server is shutting down; resubscribe to another replica or later', {});
+      if (r.kind === 'change' && r.change === 'created' && r.sessionId === sessionId) return;
+      pending = feed.next();
+    }
+  } finally {
+    feed.close();
+  }
+}
+
 /** Options of a subscription. */
 export interface SubscriptionOptions<I extends Item> {
   /** Max bytes of undelivered live items held before falling back to catch-up. */
@@ -143,11 +183,16 @@ export class Subscription<I extends Item> implements SessionListener {
    * Opens a subscription after `after` (NO_CURSOR = from the start). With `snapshot`, the first
    * item is the surface at the head (use with a surface source; `after` is ignored).
    *
+   * With `waitForCreate`, a session that does not exist yet is waited for (see waitForSession).
+   *
    * @throws DomainError SESSION_NOT_FOUND, CURSOR_OUT_OF_RANGE (after is beyond the head)
    */
   static async open<I extends Item>(app: SessionService, ctx: CallContext, sessionId: string, source: ItemSource<I>, opts: SubscriptionOptions<I> & {
     after?: number; snapshot?: (seqs: readonly number[], cursor: number) => I;
-  }): Promise<Subscription<I>> {
+  }, waitForCreate?: () => boolean): Promise<Subscription<I>> {
+    // wait_for_create: the session may not exist yet (an observer started before its agent);
+    // `waitForCreate()` says whether the caller still wants it.
+    if (waitForCreate !== undefined) await waitForSession(app, ctx, sessionId, waitForCreate);
     const sub = new Subscription(source, opts, sessionId);
     // Listen before the first (hence before the last) store read; the subscription is the listener.
     sub.#feedKey = app.storageKey(ctx, sessionId);

@@ -18,7 +18,8 @@ import { MAX_JSON_DEPTH, jsonTextDepth } from './json-depth.js';
 import { byteQuota, createWithQuota, quotaError } from './quotas.js';
 import type { Reads } from './reads.js';
 import type { SessionCache } from './session-cache.js';
-import type { NewSession, SessionStore } from './store-port.js';
+import { labelsBytesDelta, type NewSession, type PublishMetadata, type SessionStore } from './store-port.js';
+import { hasMetadata, metadataTrailer, readMetadataTrailer } from '../domain/metadata-trailer.js';
 import { storageKey, toStored } from './tenant-scope.js';
 
 /** How long an import's pending session stays owned without a new chunk (ms). */
@@ -79,6 +80,8 @@ export class Transfer {
     let id = '';
     let created = false;
     let pending: CandidateEvent[] = [];
+    /** A metadata trailer candidate (issue #35, metadata-trailer.ts) and its line. */
+    let held: { event: CandidateEvent; line: number } | undefined;
     const firstLine = 0;
     let first = true;
     const lineOf: number[] = [];
@@ -140,8 +143,17 @@ export class Transfer {
           }
         }
         for (const e of events) {
-          pending.push(e);
-          lineOf.push(decoder.lineNumber);
+          // A metadata trailer counts only as the file's last event: held back until another follows.
+          if (held !== undefined) {
+            pending.push(held.event);
+            lineOf.push(held.line);
+            held = undefined;
+          }
+          if (readMetadataTrailer(e) !== undefined) held = { event: e, line: decoder.lineNumber };
+          else {
+            pending.push(e);
+            lineOf.push(decoder.lineNumber);
+          }
         }
         if (pending.length >= STORE_READ_BATCH) await flush();
       }
@@ -167,7 +179,16 @@ export class Transfer {
       tailBytes = splitter.end();
       decoder.finish(tailBytes);
       await flush();
-      await this.store.publishSession(storageKey(ctx.tenant, id), this.instanceId);
+      // The file's last event was its metadata trailer: labels (the request's win) and the
+      // pairing guard (the request's when given) are set as the session becomes visible.
+      const trailer = held === undefined ? undefined : readMetadataTrailer(held.event);
+      let metadata: PublishMetadata | undefined;
+      if (trailer !== undefined) {
+        const labels = { ...trailer.labels, ...(opts.labels ?? {}) };
+        checkLabels(labels);
+        metadata = { labels, pairingGuard: opts.pairingGuard ?? trailer.pairingGuard, bytesDelta: labelsBytesDelta(opts.labels ?? {}, labels) };
+      }
+      await this.store.publishSession(storageKey(ctx.tenant, id), this.instanceId, metadata);
     } catch (e) {
       // Only our own pending session: after a lease sweep the id may be someone else's live session.
       if (created) await this.store.deletePending(storageKey(ctx.tenant, id), this.instanceId).catch(() => undefined);
@@ -176,17 +197,25 @@ export class Transfer {
     return { ...(await this.reads.getSession(ctx, id)), uncommittedTailBytes: tailBytes };
   }
 
-  /** Exports a session as reference JSONL lines (packed chunk rows unless `unpacked`). */
+  /**
+   * Exports a session as reference JSONL lines (packed chunk rows unless `unpacked`), with its
+   * labels and pairing guard in a metadata trailer when it has any (metadata-trailer.ts).
+   */
   async *exportJsonl(ctx: CallContext, id: string, opts: { unpacked?: boolean } = {}): AsyncGenerator<string[]> {
     const rec = await this.cache.record(ctx, id);
     const enc = new JsonlEncoder(rec.header, { packChunks: !opts.unpacked });
     yield [enc.headerLine()];
+    let last: SessionEvent | undefined;
     for await (const batch of this.store.scanEvents(storageKey(ctx.tenant, id), 0, STORE_READ_BATCH)) {
       const out: string[] = [];
       for (const e of batch) for (const l of enc.push(e)) out.push(l);
+      last = batch[batch.length - 1] ?? last;
       if (out.length > 0) yield out;
     }
-    const tail = enc.end();
+    // Labels and the pairing guard travel as the file's last event (metadata-trailer.ts).
+    const meta = { labels: rec.labels, pairingGuard: rec.pairingGuard };
+    const tail = hasMetadata(meta) ? enc.push(metadataTrailer(meta, last === undefined ? 0 : last.seq + 1, last?.time ?? rec.header.createdAt)) : [];
+    tail.push(...enc.end());
     if (tail.length > 0) yield tail;
   }
 

@@ -18,8 +18,13 @@ export interface ResumeOptions {
   readonly stopped?: () => boolean;
 }
 
+/** Where a message says to resume after: its `cursor` (the per-session streams) or its `position` (the session feed). */
+function resumeAt(m: { cursor?: number | undefined; position?: number | undefined }): number | undefined {
+  return m.cursor ?? m.position;
+}
+
 /** The messages of `open(after, first)` and of every resumed stream, in order. */
-export async function* resuming<M extends { cursor?: number | undefined }>(
+export async function* resuming<M extends { cursor?: number | undefined } | { position: number }>(
   open: (after: number | undefined, first: boolean) => ClientReadableStream<M>,
   opts: ResumeOptions,
   onStream?: (stream: ClientReadableStream<M>) => void,
@@ -35,7 +40,8 @@ export async function* resuming<M extends { cursor?: number | undefined }>(
     try {
       for await (const m of stream as AsyncIterable<M>) {
         backoff = 100;
-        if (m.cursor !== undefined) cursor = m.cursor;
+        const at = resumeAt(m as { cursor?: number; position?: number });
+        if (at !== undefined) cursor = at;
         yield m;
       }
       return;

@@ -69,6 +69,8 @@ export const METHOD_PERMISSIONS: Readonly<Record<string, Permission>> = {
   ExportSession: 'read',
   SubscribeSurface: 'read',
   SubscribeEvents: 'read',
+  SubscribeSessions: 'read',
+  UpdateSession: 'append',
   PlanCompaction: 'read',
   Compact: 'append',
   PruneToolResults: 'append',

@@ -154,5 +154,6 @@ export function sessionToProto(r: SessionRecord, surfaceLength: number, live?: {
     pairingGuard: r.pairingGuard,
     surfaceTokens: 0,
     usage: undefined,
+    metadataVersion: r.metadataVersion,
   };
 }

@@ -27,6 +27,7 @@ import { compactionHandlers, withSessionTokens } from './compaction-handlers.js'
 import { estimateMessageTokens } from '../domain/token-estimate.js';
 import { appendStreamHandler } from './append-stream-handler.js';
 import { clientStream, serverStream, unary, type HandlerTable } from './rpc/handler-table.js';
+import { feedHandlers } from './feed-handlers.js';
 
 function toSession(v: SessionView): Session {
   return sessionToProto(v.record, v.surfaceLength, v);
@@ -282,5 +283,5 @@ export function makeHandlers(app: SessionService, metrics?: Metrics, streams?: H
       });
     }),
   };
-  return { ...handlers, ...compactionHandlers(app, requireId), ...streams };
+  return { ...handlers, ...compactionHandlers(app, requireId), ...feedHandlers(app, requireId, metrics ?? NO_METRICS), ...streams };
 }

@@ -23,6 +23,10 @@ export interface Metrics {
   readonly subscriptions: { inc(): void; dec(): void };
   /** Lag of subscribers, in events. */
   readonly subscriptionLag: { observe(value: number): void };
+  /** Open SubscribeSessions streams (issue #35). */
+  readonly feedSubscribers: { inc(): void; dec(): void };
+  /** Seconds from a feed change being recorded to its delivery to a subscriber (live items). */
+  readonly feedLag: { observe(value: number): void };
   /** Where palimpsest_cached_sessions is read from at each scrape. */
   trackCachedSessions(source: () => number): void;
   /** Sessions deleted by retention. */
@@ -41,6 +45,8 @@ export const NO_METRICS: Metrics = Object.freeze({
   rejected: () => undefined,
   subscriptions: Object.freeze({ inc: () => undefined, dec: () => undefined }),
   subscriptionLag: Object.freeze({ observe: () => undefined }),
+  feedSubscribers: Object.freeze({ inc: () => undefined, dec: () => undefined }),
+  feedLag: Object.freeze({ observe: () => undefined }),
   trackCachedSessions: () => undefined,
   retentionDeleted: () => undefined,
   compacted: () => undefined,
@@ -64,6 +70,8 @@ export class PromMetrics implements Metrics {
   readonly cachedSessions: GaugeT;
   readonly subscriptions: GaugeT;
   readonly subscriptionLag: HistogramT;
+  readonly feedSubscribers: GaugeT;
+  readonly feedLag: HistogramT;
   readonly #started: CounterT<'grpc_service' | 'grpc_method' | 'grpc_type'>;
   readonly #handled: CounterT<'grpc_service' | 'grpc_method' | 'grpc_type' | 'grpc_code'>;
   readonly #handling: HistogramT<'grpc_service' | 'grpc_method' | 'grpc_type'>;
@@ -95,6 +103,11 @@ export class PromMetrics implements Metrics {
     this.subscriptionLag = new Histogram({
       name: 'palimpsest_subscription_lag_events', help: 'Events between the session head and what a subscriber was sent, sampled at one delivery in 16 per stream',
       buckets: [0, 1, 10, 100, 1000, 10000, 100000], registers: [this.registry],
+    });
+    this.feedSubscribers = new Gauge({ name: 'palimpsest_feed_subscribers', help: 'Open SubscribeSessions streams (the session feed)', registers: [this.registry] });
+    this.feedLag = new Histogram({
+      name: 'palimpsest_feed_lag_seconds', help: 'Seconds from a session change being recorded by the store to its delivery on a live SubscribeSessions stream',
+      buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10], registers: [this.registry],
     });
     this.#retentionDeleted = new Counter({ name: 'palimpsest_retention_deleted_total', help: 'Sessions deleted by retention (--retention-days, the palimpsest.dev/ttl-days label)', registers: [this.registry] });
     this.#compactions = new Counter({ name: 'palimpsest_compactions_total', help: 'Compactions (kind=compact) and pruned tool results (kind=prune) committed', labelNames: ['kind'], registers: [this.registry] });

@@ -194,6 +194,7 @@ export async function serveApp(app: SessionService, config: ServerConfig, logger
       logger.info({}, 'shutting down');
       health.setNotServing();
       streams.shutdown();
+      app.sessionFeed.close(); // SubscribeSessions streams end with SERVER_SHUTDOWN and their cursor
       health.endWatchers();
       const webClosed = web?.close(config.shutdownGraceMs);
       await new Promise<void>((resolve) => {

@@ -129,6 +129,8 @@ const TABLE: Readonly<Record<string, Mapping>> = {
   TOO_MANY_STREAMS: exhausted,
   CURSOR_OUT_OF_RANGE: { code: Code.OUT_OF_RANGE, detail: 'none' },
   CONFLICT_RETRIES_EXHAUSTED: { code: Code.ABORTED, detail: 'none' },
+  // UpdateSession with a stale expected_version (issue #35): read the session again and retry.
+  METADATA_VERSION_MISMATCH: { code: Code.ABORTED, detail: 'none' },
   SERVER_SHUTDOWN: { code: Code.UNAVAILABLE, detail: 'none' },
   STORAGE_FULL: exhausted,
   STORAGE_UNAVAILABLE: { code: Code.UNAVAILABLE, detail: 'none' },

@@ -569,7 +569,7 @@ export function subscriptionStreams(app: SessionService, config: ServerConfig, m
       void s.start(shuttingDown, async () => {
         if (!r.sessionId) throw new DomainError('INVALID_ARGUMENT', 'session_id is required', { field: 'session_id' });
         // Store reads and the feed use the tenant's storage key; the client id stays the id.
-        return Subscription.open(app, ctx.caller, r.sessionId, surfaceSource(app, app.storageKey(ctx.caller, r.sessionId)), s);
+        return Subscription.open(app, ctx.caller, r.sessionId, surfaceSource(app, app.storageKey(ctx.caller, r.sessionId)), s, r.waitForCreate ? () => !s.ended : undefined);
       });
     }),
     subscribeEvents: serverStream<SubscribeEventsRequest, unknown>('read', (ctx, r, sink) => {
@@ -578,7 +578,7 @@ export function subscriptionStreams(app: SessionService, config: ServerConfig, m
         EVENTS, flags, r.afterSeq, undefined);
       void s.start(shuttingDown, async () => {
         if (!r.sessionId) throw new DomainError('INVALID_ARGUMENT', 'session_id is required', { field: 'session_id' });
-        return Subscription.open(app, ctx.caller, r.sessionId, eventSource(app, app.storageKey(ctx.caller, r.sessionId)), s);
+        return Subscription.open(app, ctx.caller, r.sessionId, eventSource(app, app.storageKey(ctx.caller, r.sessionId)), s, r.waitForCreate ? () => !s.ended : undefined);
       });
     }),
   };

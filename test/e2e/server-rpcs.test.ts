@@ -457,7 +457,11 @@ describe('ImportSession / ExportSession', () => {
       const lines = text.split('\n').filter((l) => l !== '');
       const header = JSON.parse(lines[0]!);
       expect(session, file).toMatchObject({ id: sessionId, labels: { fixture: file } });
-      const exported = (await a.exportSession(sessionId)).split('\n').filter((l) => l !== '');
+      const all = (await a.exportSession(sessionId)).split('\n').filter((l) => l !== '');
+      // The labels travel in the metadata trailer, the file's last event (issue #35): the rest is the file.
+      const trailer = JSON.parse(all[all.length - 1]!) as Record<string, unknown>;
+      expect(trailer, file).toMatchObject({ type: 'palimpsest/session-metadata', ignorable: true, data: { labels: { fixture: file }, pairingGuard: false } });
+      const exported = all.slice(0, -1);
       expect(exported.length, file).toBe(lines.length);
       expect(JSON.parse(exported[0]!), file).toEqual({ ...header, id: sessionId });
       for (let l = 1; l < lines.length; l++) expect(JSON.parse(exported[l]!), `${file}:${l + 1}`).toEqual(JSON.parse(lines[l]!));

@@ -258,7 +258,10 @@ describe('@palimpsest/client (TypeScript)', () => {
     const chunks: Uint8Array[] = [];
     for await (const chunk of c.exportSession(id)) chunks.push(chunk);
     const file = Buffer.concat(chunks);
-    expect(file.toString().split('\n').filter(Boolean)).toHaveLength(head + 2); // header + events
+    // The header, the events, and the session's labels in a last ignorable metadata line (issue #35).
+    const lines = file.toString().split('\n').filter(Boolean);
+    expect(lines).toHaveLength(head + 3);
+    expect(JSON.parse(lines.at(-1)!)).toMatchObject({ type: 'palimpsest/session-metadata', ignorable: true });
     // Imported from chunks of 7 bytes: the stream is reassembled by the server.
     const parts = Array.from({ length: Math.ceil(file.length / 7) }, (_, i) => file.subarray(i * 7, i * 7 + 7));
     const res = await c.importSession(parts, { sessionId: `${id}-copy` });

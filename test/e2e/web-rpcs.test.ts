@@ -85,8 +85,10 @@ describe.each(WEB_PROTOCOLS)('web port over $protocol (HTTP/$httpVersion, json: 
     const chunks: Uint8Array[] = [];
     for await (const r of c().exportSession({ sessionId: id })) chunks.push(r.chunk);
     const lines = Buffer.concat(chunks).toString('utf8').trim().split('\n');
-    expect(lines).toHaveLength(DEMO.head + 2);
+    // Header, events, and the metadata trailer (labels, pairing guard; issue #35).
+    expect(lines).toHaveLength(DEMO.head + 3);
     expect(JSON.parse(lines[0]!).id).toBe(id);
+    expect(JSON.parse(lines[lines.length - 1]!).type).toBe('palimpsest/session-metadata');
     await c().deleteSession({ sessionId: `${id}-fork` });
     expect((await webFailure(c().getSession({ sessionId: `${id}-fork` }))).reason).toBe('SESSION_NOT_FOUND');
   });
@@ -101,9 +103,13 @@ describe.each(WEB_PROTOCOLS)('web port over $protocol (HTTP/$httpVersion, json: 
     expect(r.session?.id).toBe(`${id}-import`);
     const out: Uint8Array[] = [];
     for await (const x of c().exportSession({ sessionId: `${id}-import` })) out.push(x.chunk);
-    // The same log under the new id: everything after the header line is byte-identical.
+    // The same log under the new id: everything after the header line is byte-identical, then
+    // the metadata trailer with the import's labels (issue #35).
     const body = (b: Buffer) => b.toString('utf8').slice(b.indexOf('\n') + 1);
-    expect(body(Buffer.concat(out))).toBe(body(bytes));
+    const exported = body(Buffer.concat(out));
+    const trailerAt = exported.lastIndexOf('\n', exported.length - 2) + 1;
+    expect(exported.slice(0, trailerAt)).toBe(body(bytes));
+    expect(JSON.parse(exported.slice(trailerAt))).toMatchObject({ type: 'palimpsest/session-metadata', data: { labels: { imported: 'yes' } } });
   });
 
   it('SubscribeSurface and SubscribeEvents resume from a cursor and follow live appends', async () => {

@@ -10,6 +10,7 @@ import { DomainError } from '../../src/domain/errors.js';
 import type { Json, SessionEvent, SessionHeader, SurfaceOp } from '../../src/domain/event.js';
 import { StoreClosedError, StoreUsageError } from '../../src/store/store-errors.js';
 import { multiWriterContract, type SharedDatabase } from './multi-writer-contract.js';
+import { feedContract } from './feed-contract.js';
 
 export { multiWriterContract, type SharedDatabase };
 
@@ -152,6 +153,7 @@ async function collect<T>(iterable: AsyncIterable<T>): Promise<T[]> {
 /** Registers the contract suite for one implementation. */
 export function storeContract<S extends SessionStore>(name: string, harness: StoreHarness<S>): void {
   if (harness.database) multiWriterContract(name, harness.database);
+  feedContract(name, () => harness.open(), { ev, newSession, req, IMPORTER, LONG_LEASE }, harness.database);
   describe(`${name}: store contract`, () => {
     let store: S;
     beforeEach(async () => {
@@ -182,6 +184,7 @@ export function storeContract<S extends SessionStore>(name: string, harness: Sto
           strict: true,
           pairingGuard: true,
           writer: 'w-create',
+          metadataVersion: 0,
         });
         expect(await store.readEvents('s1', { fromSeq: 0, direction: 'forward', limit: 100 })).toStrictEqual(events);
         expect(await store.createSession(newSession('s1', { createdAt: 9 }), [])).toEqual({ kind: 'exists' });
@@ -193,7 +196,7 @@ export function storeContract<S extends SessionStore>(name: string, harness: Sto
         const got = await store.getSession('bare');
         expect(got).toStrictEqual({
           header: { version: 0, id: 'bare', createdAt: 1_000 }, labels: {}, tenant: '', nextSeq: 0, eventCount: 0,
-          dataBytes: sessionBytes(newSession('bare'), []), strict: false, pairingGuard: false, writer: WRITER0,
+          dataBytes: sessionBytes(newSession('bare'), []), strict: false, pairingGuard: false, writer: WRITER0, metadataVersion: 0,
         });
         expect(Object.keys(got!.header)).toEqual(['version', 'id', 'createdAt']);
         expect(await store.getSession('nope')).toBeUndefined();

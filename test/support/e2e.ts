@@ -7,6 +7,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { ServiceError } from '@grpc/grpc-js';
 import {
+  UpdateSessionRequest, type UpdateSessionResponse,
   AppendEventsRequest, CreateSessionRequest, DeleteSessionRequest, ExportSessionRequest, ForkSessionRequest,
   GetMessagesRequest, GetSessionRequest, GetSurfaceRequest, ImportOptions, ListEventsRequest, ListSessionsRequest,
   RepairSessionRequest, PlanCompactionRequest, CompactRequest, PruneToolResultsRequest,
@@ -61,6 +62,7 @@ export function api(client: SessionServiceClient) {
     planCompaction: unary<PlanCompactionRequest, PlanCompactionResponse>(client, 'planCompaction', PlanCompactionRequest),
     compact: unary<CompactRequest, CompactResponse>(client, 'compact', CompactRequest),
     pruneToolResults: unary<PruneToolResultsRequest, PruneToolResultsResponse>(client, 'pruneToolResults', PruneToolResultsRequest),
+    updateSession: unary<UpdateSessionRequest, UpdateSessionResponse>(client, 'updateSession', UpdateSessionRequest),
 
     /** Streams `data` in `chunkSize` pieces after the options. */
     importSession(opts: Partialish<ImportOptions>, data: Uint8Array, chunkSize = 7919): Promise<ImportSessionResponse> {

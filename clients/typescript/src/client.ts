@@ -15,9 +15,9 @@ import type { EventInput, SessionEvent } from './gen/palimpsest/v1/event.js';
 import type { Session } from './gen/palimpsest/v1/session.js';
 import type { TokenUsage } from './gen/palimpsest/v1/content.js';
 import {
-  DataFormat, Direction, MessageView, PruneToolResultsRequest_Marker, SessionServiceClient, type CompactResponse, type ExportSessionResponse, type ImportSessionRequest,
-  type ImportSessionResponse, type PlanCompactionRequest, type PlanCompactionResponse, type PruneToolResultsResponse, type SubscribeSurfaceRequest,
-  type SubscribeSurfaceResponse,
+  DataFormat, Direction, MessageView, PruneToolResultsRequest_Marker, SessionChangeKind, SessionServiceClient, type CompactResponse, type ExportSessionResponse,
+  type ImportSessionRequest, type ImportSessionResponse, type PlanCompactionRequest, type PlanCompactionResponse, type PruneToolResultsResponse,
+  type SubscribeSessionsRequest, type SubscribeSessionsResponse, type SubscribeSurfaceRequest, type SubscribeSurfaceResponse,
 } from './gen/palimpsest/v1/service.js';
 import { withDerivedIds, type ContentBlock, type Message } from './events.js';
 import { PalimpsestError, toPalimpsestError } from './errors.js';
@@ -76,6 +76,8 @@ export interface SubscribeOptions {
   readonly includeMessages?: boolean;
   /** Heartbeat interval in ms (0 = server default). */
   readonly heartbeatMs?: number;
+  /** Wait for the session to be created instead of failing with NOT_FOUND (an observer started before its agent). */
+  readonly waitForCreate?: boolean;
   /** `false`: a dropped connection ends the iteration with UNAVAILABLE instead of resuming. */
   readonly reconnect?: boolean;
   /** Longest wait between reconnect attempts (default 5000 ms). */
@@ -93,7 +95,52 @@ export interface ImportOptions {
   readonly pairingGuard?: boolean;
 }
 
-/** A compaction budget: keep the most recent `keepTokens`, or shadow up to `upToSeq`. */
+/** One change of a session from {@link PalimpsestClient.subscribeSessions} (or a signal). */
+export type SessionFeedItem =
+  | {
+      kind: 'created' | 'deleted' | 'labels_changed' | 'appended'; position: number; sessionId: string; headSeq: number | undefined;
+      eventCount: number; surfaceLength: number; eventTypes: string[]; labels: Record<string, string>;
+      previousLabels: Record<string, string>; createdAt: number; time: number;
+    }
+  | { kind: 'caught_up' | 'heartbeat'; position: number };
+
+/** Options of {@link PalimpsestClient.subscribeSessions}. */
+export interface SubscribeSessionsOptions {
+  /** Resume after this feed position (default: from the beginning of the feed). */
+  readonly after?: number;
+  /** Only changes from now on (ignored once a position was received: a resume continues after it). */
+  readonly fromNow?: boolean;
+  /** Only sessions carrying every one of these labels. */
+  readonly selector?: Readonly<Record<string, string>>;
+  /** Heartbeat interval in ms (0 = server default). */
+  readonly heartbeatMs?: number;
+  /** `false`: a dropped connection ends the iteration with UNAVAILABLE instead of resuming. */
+  readonly reconnect?: boolean;
+  /** Longest wait between reconnect attempts (default 5000 ms). */
+  readonly maxBackoffMs?: number;
+  /** Ends the iteration (no error) when aborted. */
+  readonly signal?: AbortSignal;
+}
+
+const FEED_KINDS: Record<number, 'created' | 'deleted' | 'labels_changed' | 'appended'> = {
+  [SessionChangeKind.SESSION_CHANGE_KIND_CREATED]: 'created',
+  [SessionChangeKind.SESSION_CHANGE_KIND_DELETED]: 'deleted',
+  [SessionChangeKind.SESSION_CHANGE_KIND_LABELS_CHANGED]: 'labels_changed',
+  [SessionChangeKind.SESSION_CHANGE_KIND_APPENDED]: 'appended',
+};
+
+function feedItem(m: SubscribeSessionsResponse): SessionFeedItem {
+  const k = m.kind;
+  if (k?.$case === 'change') {
+    const c = k.value;
+    return {
+      kind: FEED_KINDS[c.kind] ?? 'appended', position: m.position, sessionId: c.sessionId, headSeq: c.headSeq, eventCount: c.eventCount,
+      surfaceLength: c.surfaceLength, eventTypes: c.eventTypes, labels: c.labels, previousLabels: c.previousLabels, createdAt: c.createdAt, time: c.time,
+    };
+  }
+  return { kind: k?.$case === 'caughtUp' ? 'caught_up' : 'heartbeat', position: m.position };
+}
+
 /**
  * PlanCompaction's budget, exactly one of: `retainTokens` (the reference's: keep the shortest
  * recent tail of at least N tokens), `keepTokens` (Palimpsest's: the longest tail of at most N),
@@ -435,6 +482,56 @@ export class PalimpsestClient {
   }
 
   /**
+   * Sets and removes labels; with `expectedVersion` only while the session's metadata_version is
+   * still that (ABORTED / METADATA_VERSION_MISMATCH otherwise). Returns the updated session.
+   */
+  async updateSession(sessionId: string, opts: { setLabels?: Record<string, string>; removeLabels?: readonly string[]; expectedVersion?: number }): Promise<Session> {
+    return (await this.unary(this.raw.updateSession, {
+      sessionId, setLabels: { ...(opts.setLabels ?? {}) }, removeLabels: [...(opts.removeLabels ?? [])], expectedVersion: opts.expectedVersion,
+    })).session!;
+  }
+
+  /**
+   * The session feed: one item per change of any session the caller may see (created, deleted,
+   * labels_changed, appended), then `caught_up` and heartbeats, live until the caller stops
+   * iterating (or `signal` aborts). A dropped connection, a server restart or shutdown
+   * (UNAVAILABLE) is followed by a reconnect with backoff that resumes after the last position
+   * yielded, so every change is yielded exactly once.
+   */
+  async *subscribeSessions(opts: SubscribeSessionsOptions = {}): AsyncGenerator<SessionFeedItem> {
+    let position = opts.after;
+    let backoff = 50;
+    const maxBackoff = opts.maxBackoffMs ?? 5000;
+    while (!opts.signal?.aborted) {
+      const req: SubscribeSessionsRequest = {
+        after: position, fromNow: opts.fromNow === true && position === undefined, labelSelector: { ...(opts.selector ?? {}) },
+        heartbeatIntervalMs: opts.heartbeatMs ?? 0,
+      };
+      const call: ClientReadableStream<SubscribeSessionsResponse> = this.raw.subscribeSessions(req, this.metadata());
+      call.on('error', () => {});
+      const abort = (): void => call.cancel();
+      opts.signal?.addEventListener('abort', abort, { once: true });
+      try {
+        for await (const res of call as AsyncIterable<SubscribeSessionsResponse>) {
+          backoff = 50;
+          position = res.position;
+          yield feedItem(res);
+        }
+        return;
+      } catch (e) {
+        const err = toPalimpsestError(e);
+        if (opts.signal?.aborted) return;
+        if (opts.reconnect === false || !(err instanceof PalimpsestError) || err.status !== status.UNAVAILABLE) throw err;
+        await wait(backoff, opts.signal);
+        backoff = Math.min(maxBackoff, backoff * 2);
+      } finally {
+        opts.signal?.removeEventListener('abort', abort);
+        call.cancel();
+      }
+    }
+  }
+
+  /**
    * Surface deltas, live until the caller stops iterating (or `signal` aborts). A dropped
    * connection, a server restart or shutdown (UNAVAILABLE) is followed by a reconnect with
    * backoff that resumes after the last cursor yielded; other failures (NOT_FOUND when the
@@ -449,6 +546,7 @@ export class PalimpsestClient {
       const req: SubscribeSurfaceRequest = {
         sessionId, afterSeq: first && opts.snapshot ? undefined : cursor, snapshot: first && opts.snapshot === true,
         includeMessages: opts.includeMessages ?? false, heartbeatIntervalMs: opts.heartbeatMs ?? 0, dataFormat: DataFormat.DATA_FORMAT_JSON,
+        waitForCreate: opts.waitForCreate ?? false,
       };
       first = false;
       const call: ClientReadableStream<SubscribeSurfaceResponse> = this.raw.subscribeSurface(req, this.metadata());

@@ -75,7 +75,14 @@ export interface Session {
    * `cacheWriteTokens`; reasoning_tokens unset). Set by GetSession; unset in
    * other responses.
    */
-  usage: TokenUsage | undefined;
+  usage:
+    | TokenUsage
+    | undefined;
+  /**
+   * Version of the session's metadata (labels): 0 at creation, one more with
+   * every UpdateSession that changed it; UpdateSession's expected_version.
+   */
+  metadataVersion: number;
 }
 
 export interface Session_LabelsEntry {
@@ -102,6 +109,7 @@ function createBaseSession(): Session {
     pairingGuard: false,
     surfaceTokens: 0,
     usage: undefined,
+    metadataVersion: 0,
   };
 }
 
@@ -157,6 +165,9 @@ export const Session: MessageFns<Session> = {
     }
     if (message.usage !== undefined) {
       TokenUsage.encode(message.usage, writer.uint32(138).fork()).join();
+    }
+    if (message.metadataVersion !== 0) {
+      writer.uint32(144).uint64(message.metadataVersion);
     }
     return writer;
   },
@@ -313,6 +324,14 @@ export const Session: MessageFns<Session> = {
             message.usage = TokenUsage.decode(reader, reader.uint32());
             continue;
           }
+          case 18: {
+            if (tag !== 144) {
+              break;
+            }
+
+            message.metadataVersion = longToNumber(reader.uint64());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -397,6 +416,11 @@ export const Session: MessageFns<Session> = {
         ? globalThis.Number(object.surface_tokens)
         : 0,
       usage: isSet(object.usage) ? TokenUsage.fromJSON(object.usage) : undefined,
+      metadataVersion: isSet(object.metadataVersion)
+        ? globalThis.Number(object.metadataVersion)
+        : isSet(object.metadata_version)
+        ? globalThis.Number(object.metadata_version)
+        : 0,
     };
   },
 
@@ -459,6 +483,9 @@ export const Session: MessageFns<Session> = {
     if (message.usage !== undefined) {
       obj.usage = TokenUsage.toJSON(message.usage);
     }
+    if (message.metadataVersion !== 0) {
+      obj.metadataVersion = Math.round(message.metadataVersion);
+    }
     return obj;
   },
 
@@ -494,6 +521,7 @@ export const Session: MessageFns<Session> = {
     message.usage = (object.usage !== undefined && object.usage !== null)
       ? TokenUsage.fromPartial(object.usage)
       : undefined;
+    message.metadataVersion = object.metadataVersion ?? 0;
     return message;
   },
 };

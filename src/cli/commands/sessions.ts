@@ -9,6 +9,7 @@ import { formatTable } from '../output.js';
 import { SESSION_COLUMNS, sessionDetails, sessionObject, sessionRow } from '../format.js';
 import type { Session } from '../../../gen/palimpsest/v1/session.js';
 import { olderThan, parseAge } from '../older-than.js';
+import { watchSessions } from './sessions-watch.js';
 
 const label: OptionSpec = { type: 'string', multiple: true, value: 'KEY=VALUE', help: 'label to attach (repeatable)' };
 
@@ -65,9 +66,20 @@ const sessions: Command = {
     limit: { type: 'string', value: 'N', help: 'list at most N sessions (default all)' },
     sort: { type: 'string', value: 'created|activity', help: 'newest created first (default), or most recent event first' },
     'older-than': { type: 'string', value: 'AGE', help: 'only sessions untouched for longer than AGE (30d, 12h, 90m, 45s): last event time, or creation (read-only)' },
+    watch: { type: 'boolean', help: 'follow the session feed instead: one line per change of any session (SubscribeSessions) until Ctrl-C' },
+    selector: { type: 'string', multiple: true, value: 'KEY=VALUE', help: 'with --watch: only sessions carrying this label (repeatable; all must match)' },
+    after: { type: 'string', value: 'POS', help: 'with --watch: resume after this feed position (default from the beginning)' },
+    'from-now': { type: 'boolean', help: 'with --watch: only changes from now on' },
+    heartbeat: { type: 'string', value: 'MS', help: "with --watch: heartbeat interval (default the server's; minimum 100)" },
+    'no-reconnect': { type: 'boolean', help: 'with --watch: exit (status 3) when the connection drops instead of resuming' },
   },
-  examples: ['palimpsest sessions --label team=search --limit 20', 'palimpsest sessions --sort activity --limit 5', 'palimpsest sessions --older-than 30d --json'],
-  async run({ args, rpc, out }) {
+  examples: [
+    'palimpsest sessions --label team=search --limit 20', 'palimpsest sessions --sort activity --limit 5', 'palimpsest sessions --older-than 30d --json',
+    'palimpsest sessions --watch --json --selector team=search',
+  ],
+  async run(ctx) {
+    if (ctx.args.flag('watch')) return watchSessions(ctx);
+    const { args, rpc, out } = ctx;
     let all: Session[] = [];
     const labelSelector = args.labels();
     const sort = args.str('sort') ?? 'created';

@@ -87,8 +87,9 @@ const watch: Command = {
     heartbeat: { type: 'string', value: 'MS', help: 'heartbeat interval (default the server\'s; minimum 100)' },
     messages: { type: 'boolean', help: 'show the text of what joins the surface (surface mode)' },
     'no-reconnect': { type: 'boolean', help: 'exit (status 3) when the connection drops instead of resuming' },
+    wait: { type: 'boolean', help: 'wait for the session to be created instead of failing (start before the agent)' },
   },
-  examples: ['palimpsest watch demo --json', 'palimpsest watch demo --events --after 41'],
+  examples: ['palimpsest watch demo --json', 'palimpsest watch demo --events --after 41', 'palimpsest watch demo --wait'],
   async run({ args, rpc, out }) {
     const sessionId = args.pos(0);
     const afterSeq = args.int('after');
@@ -96,11 +97,12 @@ const watch: Command = {
     const width = out.width;
     const events = args.flag('events');
     const messages = args.flag('messages');
+    const waitForCreate = args.flag('wait');
     type Msg = SubscribeSurfaceResponse | SubscribeEventsResponse;
     const open = (after: number | undefined, first: boolean): ClientReadableStream<Msg> => (events
-      ? rpc.client.subscribeEvents({ sessionId, afterSeq: after, heartbeatIntervalMs, dataFormat: DataFormat.DATA_FORMAT_JSON }, rpc.metadata())
+      ? rpc.client.subscribeEvents({ sessionId, afterSeq: after, heartbeatIntervalMs, dataFormat: DataFormat.DATA_FORMAT_JSON, waitForCreate }, rpc.metadata())
       // --snapshot only for the first stream: a resumed one continues from its cursor.
-      : rpc.client.subscribeSurface({ sessionId, afterSeq: first && args.flag('snapshot') ? undefined : after, heartbeatIntervalMs, snapshot: first && args.flag('snapshot'), includeMessages: messages, dataFormat: DataFormat.DATA_FORMAT_JSON }, rpc.metadata()));
+      : rpc.client.subscribeSurface({ sessionId, afterSeq: first && args.flag('snapshot') ? undefined : after, heartbeatIntervalMs, snapshot: first && args.flag('snapshot'), includeMessages: messages, dataFormat: DataFormat.DATA_FORMAT_JSON, waitForCreate }, rpc.metadata()));
     const render = events
       ? (m: unknown) => eventsLine(m as SubscribeEventsResponse, out, width)
       : (m: unknown) => surfaceLine(m as SubscribeSurfaceResponse, out, messages, width);

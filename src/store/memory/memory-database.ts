@@ -3,7 +3,7 @@
  * several MemorySessionStore instances may open (the in-process analogue of several processes on
  * one database file), and the head watchers of all of them.
  */
-import type { IdempotentResult } from '../../app/store-port.js';
+import type { FeedChangeKind, FeedRecord, IdempotentResult } from '../../app/store-port.js';
 import type { SessionHeader } from '../../domain/event.js';
 import type { EventLog } from './event-log.js';
 
@@ -18,6 +18,10 @@ export interface MemorySession {
   writer: string;
   nextSeq: number;
   dataBytes: number;
+  /** Surface length after the last append (the feed's `surfaceLength`). */
+  surfaceLength: number;
+  /** Version of the labels (0 at create, one more per updateLabels). */
+  metadataVersion: number;
   /** Ascending by seq (gaps possible for imported logs). */
   readonly events: EventLog;
   readonly idempotency: Map<string, IdempotentResult>;
@@ -31,6 +35,32 @@ export class MemoryDatabase {
   /** @internal */ readonly tenants = new Map<string, { sessions: number; dataBytes: number }>();
   /** @internal Head watchers by session id. */
   readonly watchers = new Map<string, Set<{ readonly onHead: HeadListener }>>();
+
+  /** @internal Each tenant's feed (issue #35): record i has position i + 1. */
+  readonly feeds = new Map<string, FeedRecord[]>();
+
+  /** @internal Records a change of `session` in its tenant's feed (part of the write's own step). */
+  record(id: string, session: MemorySession, kind: FeedChangeKind, extra: { eventTypes?: readonly string[]; previousLabels?: Readonly<Record<string, string>> } = {}): void {
+    let feed = this.feeds.get(session.tenant);
+    if (feed === undefined) {
+      feed = [];
+      this.feeds.set(session.tenant, feed);
+    }
+    feed.push(Object.freeze({
+      position: feed.length + 1,
+      tenant: session.tenant,
+      sessionId: id,
+      kind,
+      createdAt: session.header.createdAt,
+      nextSeq: session.nextSeq,
+      eventCount: session.events.length,
+      surfaceLength: session.surfaceLength,
+      eventTypes: Object.freeze([...(extra.eventTypes ?? [])]),
+      labels: session.labels,
+      previousLabels: extra.previousLabels,
+      time: Date.now(),
+    }));
+  }
 
   /** @internal */
   tenant(name: string): { sessions: number; dataBytes: number } {

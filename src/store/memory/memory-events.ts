@@ -19,6 +19,7 @@ export function toRecord(session: MemorySession): SessionRecord {
     strict: session.strict,
     pairingGuard: session.pairingGuard,
     writer: session.writer,
+    metadataVersion: session.metadataVersion,
   };
 }
 

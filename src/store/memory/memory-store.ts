@@ -18,7 +18,11 @@ import type {
   CreateOutcome,
   CreateQuota,
   DeleteExpectation,
+  FeedQuery,
+  FeedRecord,
   HeadWatch,
+  PublishMetadata,
+  UpdateLabelsOutcome,
   IdempotentResult,
   NewSession,
   PendingChunkOptions,
@@ -32,7 +36,7 @@ import type {
   SurfaceStructure,
   TenantUsage,
 } from '../../app/store-port.js';
-import { storedSessionBytes } from '../../app/store-port.js';
+import { labelsBytesDelta, storedSessionBytes } from '../../app/store-port.js';
 import type { SessionEvent } from '../../domain/event.js';
 import { checkPageSize, decodePageToken, encodePageToken } from '../page-token.js';
 import { StoreClosedError, StoreUsageError, checkAscendingSeqs } from '../store-errors.js';
@@ -109,6 +113,8 @@ export class MemorySessionStore implements SessionStore {
       writer: record.writer,
       nextSeq: 0,
       dataBytes: bytes - stored.dataBytes,
+      surfaceLength: 0,
+      metadataVersion: 0,
       events: new EventLog(),
       idempotency: new Map(),
     };
@@ -117,7 +123,10 @@ export class MemorySessionStore implements SessionStore {
     tenant.sessions++;
     tenant.dataBytes += bytes;
     this.commits++;
-    if (session.pending === undefined) this.database.changed(this, id, session.nextSeq);
+    if (session.pending === undefined) {
+      this.database.record(id, session, 'created');
+      this.database.changed(this, id, session.nextSeq);
+    }
     return { kind: 'created' };
   }
 
@@ -166,6 +175,7 @@ export class MemorySessionStore implements SessionStore {
     if (expected !== undefined && (session.pending !== undefined || session.nextSeq !== expected.nextSeq || session.header.createdAt !== expected.createdAt)) return false;
     this.remove(id, session);
     this.commits++;
+    if (session.pending === undefined) this.database.record(id, session, 'deleted');
     this.database.changed(this, id, 'deleted');
     return true;
   }
@@ -202,6 +212,10 @@ export class MemorySessionStore implements SessionStore {
     this.pushEvents(session, events);
     tenant.dataBytes += bytes;
     session.writer = req.writer;
+    if (req.events.length > 0) {
+      session.surfaceLength = req.surfaceLength;
+      this.database.record(sessionId, session, 'appended', { eventTypes: [...new Set(req.events.map((e) => e.type))] });
+    }
     if (idempotency !== undefined) {
       session.idempotency.set(
         idempotency.key,
@@ -293,10 +307,17 @@ export class MemorySessionStore implements SessionStore {
     }
   }
 
-  async publishSession(id: string, owner: string): Promise<void> {
+  async publishSession(id: string, owner: string, metadata?: PublishMetadata): Promise<void> {
     this.checkOpen();
     const session = this.ownedPending(id, owner, 'publish session');
+    if (metadata !== undefined) {
+      session.labels = Object.freeze({ ...metadata.labels });
+      session.pairingGuard = metadata.pairingGuard;
+      session.dataBytes += metadata.bytesDelta;
+      this.database.tenant(session.tenant).dataBytes += metadata.bytesDelta;
+    }
     session.pending = undefined;
+    this.database.record(id, session, 'created');
     this.commits++;
     this.database.changed(this, id, session.nextSeq);
   }
@@ -335,6 +356,35 @@ export class MemorySessionStore implements SessionStore {
   async tenantSessionCounts(): Promise<ReadonlyMap<string, number>> {
     this.checkOpen();
     return new Map([...this.database.tenants].map(([tenant, t]) => [tenant, t.sessions]));
+  }
+
+  async updateLabels(id: string, labels: Readonly<Record<string, string>>, expectedVersion: number): Promise<UpdateLabelsOutcome> {
+    this.checkOpen();
+    const session = this.visible(id);
+    if (session === undefined) return { kind: 'not-found' };
+    if (session.metadataVersion !== expectedVersion) return { kind: 'version-mismatch', actual: session.metadataVersion };
+    const previous = session.labels;
+    const delta = labelsBytesDelta(previous, labels);
+    session.labels = Object.freeze({ ...labels });
+    session.metadataVersion++;
+    session.dataBytes += delta;
+    this.database.tenant(session.tenant).dataBytes += delta;
+    this.commits++;
+    this.database.record(id, session, 'labels_changed', { previousLabels: previous });
+    return { kind: 'updated' };
+  }
+
+  async readFeed(query: FeedQuery): Promise<FeedRecord[]> {
+    this.checkOpen();
+    const feed = this.database.feeds.get(query.tenant) ?? [];
+    // Positions are dense: record i has position i + 1.
+    const from = Math.max(0, Math.floor(query.after));
+    return feed.slice(from, from + Math.max(0, query.limit));
+  }
+
+  async feedEnd(tenant: string): Promise<number> {
+    this.checkOpen();
+    return this.database.feeds.get(tenant)?.length ?? 0;
   }
 
   openHeadWatch(): HeadWatch {

@@ -29,6 +29,11 @@
  */
 import pg from 'pg';
 import type {
+  FeedChangeKind,
+  FeedQuery,
+  FeedRecord,
+  PublishMetadata,
+  UpdateLabelsOutcome,
   AppendOutcome,
   AppendRequest,
   CreateOutcome,
@@ -47,7 +52,7 @@ import type {
   StructuralRow,
   TenantUsage,
 } from '../../app/store-port.js';
-import { storedSessionBytes, utf8Length } from '../../app/store-port.js';
+import { labelsBytesDelta, storedSessionBytes, utf8Length } from '../../app/store-port.js';
 import type { Json, SessionEvent, SessionHeader, SurfaceOp } from '../../domain/event.js';
 import { checkPageSize, decodePageToken, encodePageToken } from '../page-token.js';
 import { StoreClosedError, StoreOpenError, StoreUsageError, checkAscendingSeqs } from '../store-errors.js';
@@ -56,7 +61,7 @@ import { PgHeadWatch } from './head-watch.js';
 import { HeadNotifier } from './notifier.js';
 import { describe as describeError, isUnavailable, mapError } from './pg-errors.js';
 import { redactUrl } from './url.js';
-import { SCHEMA_NAME_PATTERN, SCHEMA_VERSION, channelOf, schemaSql } from './schema.js';
+import { SCHEMA_NAME_PATTERN, SCHEMA_VERSION, TENANT_SHARDS, channelOf, schemaSql } from './schema.js';
 
 /** Options of {@link PostgresSessionStore.open}. */
 export interface PostgresStoreOptions {
@@ -140,7 +145,7 @@ function encodeEvents(events: readonly SessionEvent[], dataTexts?: readonly (str
 }
 
 const SESSION_COLUMNS =
-  'id, version, created_at, cwd, parent_session, seed_length, origin, delegation_depth, agent_preset, labels, tenant, strict, pairing_guard, next_seq, event_count, data_bytes, writer';
+  'id, version, created_at, cwd, parent_session, seed_length, origin, delegation_depth, agent_preset, labels, tenant, strict, pairing_guard, next_seq, event_count, data_bytes, writer, metadata_version';
 const EVENT_COLUMNS = 'seq, type, time, data, source_event_seqs, surface_op, ignorable';
 /** Rows per structural-scan query. */
 const STRUCTURE_CHUNK = 10_000;
@@ -164,6 +169,7 @@ interface RawSession {
   event_count: number;
   data_bytes: number;
   writer: string;
+  metadata_version: number;
 }
 
 interface RawEvent {
@@ -684,12 +690,18 @@ export class PostgresSessionStore implements SessionStore {
     return deleted;
   }
 
-  async publishSession(id: string, owner: string): Promise<void> {
+  async publishSession(id: string, owner: string, metadata?: PublishMetadata): Promise<void> {
     this.#checkOpen();
+    // With an import's metadata trailer (issue #35): labels, pairing guard and the byte counters in
+    // the publish's own statement.
     const rows = await this.#query<{ published: boolean; owner: string | null }>(
-      `WITH p AS (UPDATE ${this.#s}.sessions SET pending_owner = NULL, lease_until = NULL WHERE id = $1 AND pending_owner = $2 RETURNING id)
+      `WITH p AS (UPDATE ${this.#s}.sessions SET pending_owner = NULL, lease_until = NULL,
+                    labels = coalesce($3::jsonb, labels), pairing_guard = coalesce($4::boolean, pairing_guard), data_bytes = data_bytes + $5
+                  WHERE id = $1 AND pending_owner = $2 RETURNING id, tenant),
+            t AS (UPDATE ${this.#s}.tenant_bytes SET data_bytes = data_bytes + $5
+                  WHERE $5 <> 0 AND tenant = (SELECT tenant FROM p) AND shard = (hashtext($1) & ${TENANT_SHARDS - 1}))
        SELECT EXISTS (SELECT 1 FROM p) AS published, (SELECT pending_owner FROM ${this.#s}.sessions WHERE id = $1) AS owner`,
-      [id, owner],
+      [id, owner, metadata === undefined ? null : JSON.stringify(metadata.labels), metadata?.pairingGuard ?? null, metadata?.bytesDelta ?? 0],
     );
     const r = rows[0]!;
     if (!r.published) {
@@ -743,6 +755,52 @@ export class PostgresSessionStore implements SessionStore {
       [sessionId, seqs, owner],
     );
     return rows.map(decodeEvent);
+  }
+
+  async updateLabels(id: string, labels: Readonly<Record<string, string>>, expectedVersion: number): Promise<UpdateLabelsOutcome> {
+    this.#checkOpen();
+    // The labels at the expected version give the byte change; the function's compare-and-set on
+    // the version makes sure they are still the stored ones.
+    const current = await this.#query<{ labels: Record<string, string>; metadata_version: number }>(
+      `SELECT labels, metadata_version FROM ${this.#s}.sessions WHERE id = $1 AND pending_owner IS NULL`, [id]);
+    const before = current[0];
+    if (before === undefined) return { kind: 'not-found' };
+    if (Number(before.metadata_version) !== expectedVersion) return { kind: 'version-mismatch', actual: Number(before.metadata_version) };
+    const rows = await this.#query<{ outcome: string; actual: number | null }>(
+      `SELECT outcome, actual FROM ${this.#s}.update_labels($1, $2::jsonb, $3, $4)`,
+      [id, JSON.stringify(labels), expectedVersion, labelsBytesDelta(before.labels, labels)],
+    );
+    const r = rows[0]!;
+    if (r.outcome === 'updated') {
+      this.#counters.commits++;
+      return { kind: 'updated' };
+    }
+    if (r.outcome === 'version-mismatch') return { kind: 'version-mismatch', actual: Number(r.actual) };
+    return { kind: 'not-found' };
+  }
+
+  async readFeed(query: FeedQuery): Promise<FeedRecord[]> {
+    this.#checkOpen();
+    if (query.limit <= 0) return [];
+    const rows = await this.#query<{
+      position: number; tenant: string; session_id: string; kind: FeedChangeKind; created_at: number; next_seq: number; event_count: number;
+      surface_length: number; event_types: string[]; labels: Record<string, string>; previous_labels: Record<string, string> | null; time: number;
+    }>(
+      `SELECT position, tenant, session_id, kind, created_at, next_seq, event_count, surface_length, event_types, labels, previous_labels, time
+         FROM ${this.#s}.feed WHERE tenant = $1 AND position > $2 ORDER BY position LIMIT $3`,
+      [query.tenant, Math.max(0, Math.floor(query.after)), query.limit],
+    );
+    return rows.map((r) => ({
+      position: Number(r.position), tenant: r.tenant, sessionId: r.session_id, kind: r.kind, createdAt: Number(r.created_at), nextSeq: Number(r.next_seq),
+      eventCount: Number(r.event_count), surfaceLength: Number(r.surface_length), eventTypes: r.event_types, labels: r.labels,
+      previousLabels: r.previous_labels ?? undefined, time: Number(r.time),
+    }));
+  }
+
+  async feedEnd(tenant: string): Promise<number> {
+    this.#checkOpen();
+    const rows = await this.#query<{ position: number | null }>(`SELECT position FROM ${this.#s}.feed_heads WHERE tenant = $1`, [tenant]);
+    return Number(rows[0]?.position ?? 0);
   }
 
   async getTenantUsage(tenant: string): Promise<TenantUsage> {
@@ -872,5 +930,6 @@ function decodeSession(r: RawSession): SessionRecord {
     eventCount: r.event_count,
     dataBytes: r.data_bytes,
     writer: r.writer,
+    metadataVersion: r.metadata_version,
   };
 }

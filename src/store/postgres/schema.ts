@@ -28,6 +28,24 @@
  *   it locks but never sees rows inserted after its snapshot, so the set must not grow. Appends of
  *   tenants without a byte quota touch only their own shard.
  *
+ * - feed / feed_heads (version 3, issue #35): the session feed, one row per change of a visible
+ *   session (created, deleted, labels_changed, appended), written by the feed_record trigger on
+ *   sessions in the transaction of the change, whatever write function made it. Positions are per
+ *   tenant and must reach readers in commit order with no gap: a reader at position p must never
+ *   see a record below p commit later. A sequence (bigserial) does not give that: nextval is taken
+ *   before commit, so a transaction holding position 5 may commit after the one holding 6, and a
+ *   reader that already passed 6 would skip 5 forever. The trigger therefore takes the next
+ *   position from the tenant's feed_heads row with an UPDATE, whose row lock is held until the
+ *   transaction ends: the tenant's next writer waits for it (and, under READ COMMITTED, reads the
+ *   committed value after the wait), so positions are consecutive, commit in order, and a rolled
+ *   back transaction leaves no hole. The cost is that the feed part of a tenant's writes commits
+ *   one at a time (the lock is taken by the session row UPDATE, the last step of each write
+ *   function, and held through the commit); tenants do not wait for each other. The alternative,
+ *   xid8 + pg_snapshot_xmin gating (Marten, emmett), keeps writers independent but orders the
+ *   feed by (transaction id, sequence), so positions would not increase in delivery order, and
+ *   any long transaction in the database holds every reader back. Readers read by position; the
+ *   NOTIFY hints and polling only tell them when to read.
+ *
  * Ids are COLLATE "C": they order by bytes, as in the other stores (list order, page tokens).
  *
  * The write paths are SQL functions (one statement, one round trip, one implicit transaction per
@@ -35,7 +53,7 @@
  */
 
 /** The schema version this build reads and writes. */
-export const SCHEMA_VERSION = 2;
+export const SCHEMA_VERSION = 3;
 
 /** Byte-counter rows per tenant (see the module comment). */
 export const TENANT_SHARDS = 16;
@@ -112,7 +130,9 @@ CREATE TABLE ${s}.sessions (
   next_seq         bigint  NOT NULL DEFAULT 0,
   event_count      bigint  NOT NULL DEFAULT 0,
   data_bytes       bigint  NOT NULL DEFAULT 0,
-  writer           text    NOT NULL
+  writer           text    NOT NULL,
+  surface_length   bigint  NOT NULL DEFAULT 0,
+  metadata_version bigint  NOT NULL DEFAULT 0
 );
 CREATE INDEX sessions_by_age ON ${s}.sessions (created_at DESC, id DESC) WHERE pending_owner IS NULL;
 CREATE INDEX sessions_by_tenant_age ON ${s}.sessions (tenant, created_at DESC, id DESC) WHERE pending_owner IS NULL;
@@ -152,6 +172,65 @@ CREATE TABLE ${s}.tenant_bytes (
   PRIMARY KEY (tenant, shard)
 );
 
+CREATE TABLE ${s}.feed (
+  tenant          text    NOT NULL,
+  position        bigint  NOT NULL,
+  session_id      text    COLLATE "C" NOT NULL,
+  kind            text    NOT NULL,
+  created_at      bigint  NOT NULL,
+  next_seq        bigint  NOT NULL,
+  event_count     bigint  NOT NULL,
+  surface_length  bigint  NOT NULL,
+  event_types     text[]  NOT NULL,
+  labels          jsonb   NOT NULL,
+  previous_labels jsonb,
+  time            bigint  NOT NULL,
+  PRIMARY KEY (tenant, position)
+);
+
+CREATE TABLE ${s}.feed_heads (
+  tenant   text   NOT NULL PRIMARY KEY,
+  position bigint NOT NULL
+);
+
+-- The feed record of a change of a visible session (see the module comment for the position).
+CREATE FUNCTION ${s}.feed_record() RETURNS trigger
+LANGUAGE plpgsql AS $fn$
+DECLARE
+  r record; v_kind text; v_types text[] := '{}'; v_prev jsonb; v_pos bigint;
+BEGIN
+  IF TG_OP = 'DELETE' THEN
+    IF OLD.pending_owner IS NOT NULL THEN RETURN NULL; END IF;
+    r := OLD; v_kind := 'deleted';
+  ELSIF TG_OP = 'INSERT' THEN
+    IF NEW.pending_owner IS NOT NULL THEN RETURN NULL; END IF;
+    r := NEW; v_kind := 'created';
+  ELSE
+    IF NEW.pending_owner IS NOT NULL THEN RETURN NULL; END IF;
+    r := NEW;
+    IF OLD.pending_owner IS NOT NULL THEN
+      v_kind := 'created';
+    ELSIF NEW.next_seq > OLD.next_seq THEN
+      v_kind := 'appended';
+      SELECT coalesce(array_agg(t.type ORDER BY t.first), '{}') INTO v_types
+        FROM (SELECT e.type, min(e.seq) AS first FROM ${s}.events e WHERE e.session_id = NEW.id AND e.seq >= OLD.next_seq GROUP BY e.type) t;
+    ELSIF NEW.labels IS DISTINCT FROM OLD.labels THEN
+      v_kind := 'labels_changed'; v_prev := OLD.labels;
+    ELSE
+      RETURN NULL;
+    END IF;
+  END IF;
+  INSERT INTO ${s}.feed_heads AS h (tenant, position) VALUES (r.tenant, 1)
+    ON CONFLICT (tenant) DO UPDATE SET position = h.position + 1 RETURNING h.position INTO v_pos;
+  INSERT INTO ${s}.feed (tenant, position, session_id, kind, created_at, next_seq, event_count, surface_length, event_types, labels,
+      previous_labels, time)
+    VALUES (r.tenant, v_pos, r.id, v_kind, r.created_at, r.next_seq, r.event_count, r.surface_length, v_types, r.labels, v_prev,
+      (extract(epoch FROM clock_timestamp()) * 1000)::bigint);
+  RETURN NULL;
+END
+$fn$;
+CREATE TRIGGER feed_record AFTER INSERT OR UPDATE OR DELETE ON ${s}.sessions FOR EACH ROW EXECUTE FUNCTION ${s}.feed_record();
+
 -- The conditional append. Order of checks: unknown session, used idempotency key (the stored
 -- result), moved head or writer token (conflict), byte quota; then every write. The session row
 -- lock serialises writers of one session across every replica, and the check happens under it.
@@ -181,13 +260,15 @@ BEGIN
     outcome := 'conflict'; head := v_next; RETURN NEXT; RETURN;
   END IF;
   ${CHECKED_INSERT(s)}
-  UPDATE ${s}.sessions SET next_seq = v_next, event_count = event_count + v_n, data_bytes = data_bytes + p_bytes, writer = p_writer
-    WHERE id = p_id;
   ${ADD_TENANT_BYTES(s)}
   IF p_key IS NOT NULL THEN
     INSERT INTO ${s}.idempotency (session_id, key, request_hash, seqs, surface_length, created_at)
       VALUES (p_id, p_key, p_hash, coalesce(p_seqs, '{}'), p_surface_length, p_now);
   END IF;
+  -- Last: its feed record (trigger) takes the tenant's feed lock, held until commit.
+  UPDATE ${s}.sessions SET next_seq = v_next, event_count = event_count + v_n, data_bytes = data_bytes + p_bytes, writer = p_writer,
+      surface_length = CASE WHEN v_n > 0 THEN p_surface_length ELSE surface_length END
+    WHERE id = p_id;
   outcome := 'appended'; head := v_next; RETURN NEXT;
 END
 $fn$;
@@ -285,6 +366,29 @@ BEGIN
     WHERE id = p_id;
   ${ADD_TENANT_BYTES(s)}
   outcome := 'appended'; RETURN NEXT;
+END
+$fn$;
+
+-- UpdateSession (issue #35): replaces the labels while the metadata version is p_expected, and
+-- moves the byte counters by p_delta (the labels' size change, computed by the caller from the
+-- labels at that version).
+CREATE FUNCTION ${s}.update_labels(p_id text, p_labels jsonb, p_expected bigint, p_delta bigint)
+RETURNS TABLE (outcome text, actual bigint)
+LANGUAGE plpgsql AS $fn$
+DECLARE
+  v_version bigint; v_tenant text;
+BEGIN
+  SELECT s.metadata_version, s.tenant INTO v_version, v_tenant
+    FROM ${s}.sessions s WHERE s.id = p_id AND s.pending_owner IS NULL FOR UPDATE;
+  IF NOT FOUND THEN
+    outcome := 'not-found'; RETURN NEXT; RETURN;
+  END IF;
+  IF v_version <> p_expected THEN
+    outcome := 'version-mismatch'; actual := v_version; RETURN NEXT; RETURN;
+  END IF;
+  UPDATE ${s}.tenant_bytes SET data_bytes = data_bytes + p_delta WHERE tenant = v_tenant AND shard = (hashtext(p_id) & ${TENANT_SHARDS - 1});
+  UPDATE ${s}.sessions SET labels = p_labels, metadata_version = metadata_version + 1, data_bytes = data_bytes + p_delta WHERE id = p_id;
+  outcome := 'updated'; RETURN NEXT;
 END
 $fn$;
 

@@ -45,6 +45,8 @@ interface GroupHead {
   readonly tenant: string;
   readonly createdAt: number;
   digest: number;
+  /** Surface length after the session's last append in the group (sessions.surface_length, the feed's). */
+  surface: number;
   count: number;
   bytes: number;
   changed: boolean;
@@ -148,7 +150,7 @@ export class GroupCommit implements AppendQueue {
       const moved: (readonly [string, number, number])[] = [];
       for (const [sessionId, head] of heads) {
         if (!head.changed) continue;
-        this.st.updateCounters.run(head.next, head.count, head.bytes, head.writer, head.digest, sessionId);
+        this.st.updateCounters.run(head.next, head.count, head.bytes, head.writer, head.digest, head.surface, sessionId);
         if (head.count > 0) moved.push([sessionId, head.createdAt, head.next]);
       }
       this.moved = moved;
@@ -175,12 +177,12 @@ export class GroupCommit implements AppendQueue {
   ): void {
     let head = heads.get(call.sessionId);
     if (head === undefined) {
-      const row = this.st.selectHead.get(call.sessionId) as [number, string, string, number, number] | undefined;
+      const row = this.st.selectHead.get(call.sessionId) as [number, string, string, number, number, number] | undefined;
       if (row === undefined) {
         results[i] = NOT_FOUND;
         return;
       }
-      head = { next: row[0], writer: row[1], tenant: row[2], createdAt: row[3], digest: row[4], count: 0, bytes: 0, changed: false };
+      head = { next: row[0], writer: row[1], tenant: row[2], createdAt: row[3], digest: row[4], surface: row[5], count: 0, bytes: 0, changed: false };
       heads.set(call.sessionId, head);
     }
     const key = call.idempotency;
@@ -231,6 +233,7 @@ export class GroupCommit implements AppendQueue {
       head.next = rows[rows.length - 1]![1] + 1;
       head.count += rows.length;
       head.bytes += call.dataBytes;
+      head.surface = call.surfaceLength;
     }
     if (tenant !== undefined) tenant.added += call.dataBytes;
     head.writer = call.writer;

@@ -6,7 +6,7 @@
  */
 import Database from 'better-sqlite3';
 import { StoreOpenError } from '../store-errors.js';
-import { APPLICATION_ID, SCHEMA_SQL, SCHEMA_VERSION } from './schema.js';
+import { APPLICATION_ID, FEED_SQL, SCHEMA_SQL, SCHEMA_VERSION } from './schema.js';
 
 /** What opening needs of the store options. */
 export interface OpenOptions {
@@ -71,6 +71,7 @@ export function openDatabase(options: OpenOptions, backgroundSync: boolean, now:
         }
       }).immediate();
     }
+    ensureFeed(db);
     // A streamed import whose owner's lease passed was abandoned (crash): drop it (cascades) and
     // take it off its tenant's counters. Another live process's import in progress stays.
     const expired = db.prepare('SELECT id, tenant, data_bytes FROM sessions WHERE pending = 1 AND lease_until < ?').raw();
@@ -94,6 +95,19 @@ export function openDatabase(options: OpenOptions, backgroundSync: boolean, now:
     }
     throw new StoreOpenError('CANNOT_OPEN', path, `cannot open database ${path}: ${(cause as Error).message}`, { cause });
   }
+}
+
+/** Adds the session feed (schema.ts FEED_SQL) when the file does not have it yet, in one transaction. */
+export function ensureFeed(db: Database.Database): void {
+  const has = (): boolean => db.prepare("SELECT 1 FROM sqlite_schema WHERE type = 'trigger' AND name = 'feed_appended'").pluck().get() !== undefined;
+  if (has()) return;
+  db.transaction(() => {
+    if (has()) return; // another process added it meanwhile (we hold the write lock now)
+    const column = (name: string): boolean => db.prepare("SELECT 1 FROM pragma_table_info('sessions') WHERE name = ?").pluck().get(name) !== undefined;
+    if (!column('surface_length')) db.exec('ALTER TABLE sessions ADD COLUMN surface_length INTEGER NOT NULL DEFAULT 0');
+    if (!column('metadata_version')) db.exec('ALTER TABLE sessions ADD COLUMN metadata_version INTEGER NOT NULL DEFAULT 0');
+    db.exec(FEED_SQL);
+  }).immediate();
 }
 
 /** True for a fresh empty file; throws StoreOpenError for a foreign or other-version database. */

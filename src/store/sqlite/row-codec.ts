@@ -50,6 +50,7 @@ export type RawSession = [
   number,
   number,
   string,
+  number,
 ];
 
 /** A stored idempotency row: request_hash, seqs, surface_length. */
@@ -58,6 +59,8 @@ export type StoredIdempotent = [string, Buffer, number];
 /** The session columns, in RawSession order. */
 export const SESSION_COLUMNS =
   'id, version, created_at, cwd, parent_session, seed_length, origin, delegation_depth, agent_preset, labels, tenant, strict, next_seq, event_count, data_bytes, pairing_guard, writer';
+/** What session reads select: SESSION_COLUMNS and the metadata version (issue #35; not written by the insert). */
+export const SESSION_READ_COLUMNS = `${SESSION_COLUMNS}, metadata_version`;
 /** The event columns, in RawEvent order. */
 export const EVENT_COLUMNS = 'seq, type, time, data, source_event_seqs, surface_op, ignorable, scrc, dcrc';
 /**
@@ -353,5 +356,6 @@ export function decodeSession(r: RawSession): SessionRecord {
     dataBytes: r[14],
     pairingGuard: r[15] === 1,
     writer: r[16],
+    metadataVersion: r[17],
   };
 }

@@ -100,3 +100,66 @@ CREATE TABLE idempotency (
   PRIMARY KEY (session_id, key)
 ) STRICT, WITHOUT ROWID;
 `;
+
+/** The database clock in ms since epoch (SQLite's own: triggers cannot call into JavaScript). */
+const NOW_MS = `CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)`;
+
+/** Inserts a feed record of the session row `r` (NEW or OLD). */
+const FEED_INSERT = (r: 'NEW' | 'OLD', kind: string, types: string, previous: string): string => `
+  INSERT INTO feed (tenant, session_id, kind, created_at, next_seq, event_count, surface_length, event_types, labels, previous_labels, time)
+  VALUES (${r}.tenant, ${r}.id, '${kind}', ${r}.created_at, ${r}.next_seq, ${r}.event_count, ${r}.surface_length, ${types}, ${r}.labels, ${previous}, ${NOW_MS});`;
+
+/**
+ * The session feed (issue #35), added to a database of this schema version when it opens (every
+ * statement is idempotent, so no version bump: a version-4 file written by an older build gets the
+ * table, the column and the triggers at its first open by this build, and an older build that
+ * opens the file afterwards still records the feed, the triggers being in the file).
+ *
+ * - sessions.surface_length: the surface length after the last append (set by the group commit);
+ *   sessions.metadata_version: the labels' version (0 at create, one more per updateLabels).
+ * - feed: one row per change of a visible session, written by the triggers below in the
+ *   transaction of the change itself, whichever connection made it (the store's, its writer
+ *   thread's, another process's). `position` is an AUTOINCREMENT rowid: SQLite has one writer at
+ *   a time, so positions increase in commit order and are never reused (even after rows are
+ *   deleted); a reader that read up to position p never sees a record below p appear later.
+ *   Positions are global; a tenant's records are read through feed_by_tenant, so a tenant's
+ *   positions increase but are not consecutive.
+ * - The triggers: created (insert of a visible session, or publish of an import), deleted, the
+ *   labels changed, appended (next_seq moved forward: the types of the new events, in
+ *   first-appearance order, read back from the events the transaction inserted).
+ */
+export const FEED_SQL = `
+CREATE TABLE IF NOT EXISTS feed (
+  position        INTEGER PRIMARY KEY AUTOINCREMENT,
+  tenant          TEXT    NOT NULL,
+  session_id      TEXT    NOT NULL,
+  kind            TEXT    NOT NULL CHECK (kind IN ('created', 'deleted', 'labels_changed', 'appended')),
+  created_at      INTEGER NOT NULL,
+  next_seq        INTEGER NOT NULL,
+  event_count     INTEGER NOT NULL,
+  surface_length  INTEGER NOT NULL,
+  event_types     TEXT    NOT NULL,
+  labels          TEXT    NOT NULL,
+  previous_labels TEXT,
+  time            INTEGER NOT NULL
+) STRICT;
+CREATE INDEX IF NOT EXISTS feed_by_tenant ON feed (tenant, position);
+
+CREATE TRIGGER IF NOT EXISTS feed_created AFTER INSERT ON sessions WHEN NEW.pending = 0
+BEGIN ${FEED_INSERT('NEW', 'created', "'[]'", 'NULL')} END;
+
+CREATE TRIGGER IF NOT EXISTS feed_published AFTER UPDATE OF pending ON sessions WHEN OLD.pending = 1 AND NEW.pending = 0
+BEGIN ${FEED_INSERT('NEW', 'created', "'[]'", 'NULL')} END;
+
+CREATE TRIGGER IF NOT EXISTS feed_deleted AFTER DELETE ON sessions WHEN OLD.pending = 0
+BEGIN ${FEED_INSERT('OLD', 'deleted', "'[]'", 'NULL')} END;
+
+CREATE TRIGGER IF NOT EXISTS feed_labels AFTER UPDATE OF labels ON sessions WHEN NEW.pending = 0 AND OLD.labels IS NOT NEW.labels
+BEGIN ${FEED_INSERT('NEW', 'labels_changed', "'[]'", 'OLD.labels')} END;
+
+CREATE TRIGGER IF NOT EXISTS feed_appended AFTER UPDATE OF next_seq ON sessions
+  WHEN NEW.pending = 0 AND OLD.pending = 0 AND NEW.next_seq > OLD.next_seq
+BEGIN ${FEED_INSERT('NEW', 'appended',
+    `(SELECT json_group_array(type) FROM (SELECT type FROM events WHERE session_id = NEW.id AND seq >= OLD.next_seq GROUP BY type ORDER BY min(seq)))`,
+    'NULL')} END;
+`;

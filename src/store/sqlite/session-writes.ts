@@ -5,8 +5,8 @@
  * same transaction.
  */
 import type Database from 'better-sqlite3';
-import type { CreateOutcome, CreateQuota, DeleteExpectation, NewSession, PendingChunkOptions, PendingChunkOutcome } from '../../app/store-port.js';
-import { storedSessionBytes } from '../../app/store-port.js';
+import type { CreateOutcome, CreateQuota, DeleteExpectation, NewSession, PendingChunkOptions, PendingChunkOutcome, UpdateLabelsOutcome } from '../../app/store-port.js';
+import { labelsBytesDelta, storedSessionBytes } from '../../app/store-port.js';
 import type { SessionEvent } from '../../domain/event.js';
 import { StoreUsageError, checkAscendingSeqs } from '../store-errors.js';
 import { digestStep } from './integrity.js';
@@ -110,7 +110,16 @@ export function sessionWrites(db: Database.Database, st: Statements) {
     if (dataBytes !== 0) st.addTenant.run(pending[2], 0, dataBytes);
     return APPENDED;
   });
-  return { createTxn, deleteTxn, deletePendingTxn, appendPendingTxn };
+  const updateLabelsTxn = db.transaction((id: string, labels: Readonly<Record<string, string>>, expectedVersion: number): UpdateLabelsOutcome => {
+    const row = st.selectForUpdate.get(id) as [number, string, string] | undefined;
+    if (row === undefined) return { kind: 'not-found' };
+    if (row[0] !== expectedVersion) return { kind: 'version-mismatch', actual: row[0] };
+    const delta = labelsBytesDelta(JSON.parse(row[2]) as Record<string, string>, labels);
+    st.updateLabels.run(JSON.stringify(labels), delta, id);
+    if (delta !== 0) st.addTenant.run(row[1], 0, delta);
+    return { kind: 'updated' };
+  });
+  return { createTxn, deleteTxn, deletePendingTxn, appendPendingTxn, updateLabelsTxn };
 }
 
 /** `digest` advanced by `rows` (integrity.ts). */

@@ -20,7 +20,12 @@ import type {
   CreateQuota,
   DeleteExpectation,
   EncodedEventPage,
+  FeedChangeKind,
+  FeedQuery,
+  FeedRecord,
   HeadWatch,
+  PublishMetadata,
+  UpdateLabelsOutcome,
   IdempotentResult,
   NewSession,
   PendingChunkOptions,
@@ -476,9 +481,16 @@ export class SqliteSessionStore implements SessionStore {
     }
   }
 
-  async publishSession(id: string, owner: string): Promise<void> {
+  async publishSession(id: string, owner: string, metadata?: PublishMetadata): Promise<void> {
     this.checkOpen();
-    if (this.st.publishStmt.run(id, owner).changes === 0) {
+    const published = this.db.transaction((): boolean => {
+      if (metadata !== undefined) {
+        const tenant = this.st.publishMetadata.get(JSON.stringify(metadata.labels), metadata.pairingGuard ? 1 : 0, metadata.bytesDelta, id, owner) as string | undefined;
+        if (tenant !== undefined && metadata.bytesDelta !== 0) this.st.addTenant.run(tenant, 0, metadata.bytesDelta);
+      }
+      return this.st.publishStmt.run(id, owner).changes > 0;
+    }).immediate();
+    if (!published) {
       const pending = this.st.selectPendingHead.get(id) as [number, string | null, string] | undefined;
       throw new StoreUsageError(
         pending === undefined
@@ -521,6 +533,29 @@ export class SqliteSessionStore implements SessionStore {
     await this.readable();
     const rows = this.db.prepare('SELECT tenant, session_count FROM tenants').raw().all() as [string, number][];
     return this.seen(new Map(rows));
+  }
+
+  async updateLabels(id: string, labels: Readonly<Record<string, string>>, expectedVersion: number): Promise<UpdateLabelsOutcome> {
+    this.checkOpen();
+    this.checkIntact(id);
+    const outcome = this.writes.updateLabelsTxn.immediate(id, labels, expectedVersion);
+    if (outcome.kind === 'updated') {
+      this.counters.commits++;
+      await this.committed();
+    }
+    return outcome;
+  }
+
+  async readFeed(query: FeedQuery): Promise<FeedRecord[]> {
+    await this.readable();
+    if (query.limit <= 0) return [];
+    const rows = this.st.readFeed.all(query.tenant, Math.max(0, Math.floor(query.after)), query.limit) as RawFeedRow[];
+    return this.seen(rows.map(decodeFeedRow));
+  }
+
+  async feedEnd(tenant: string): Promise<number> {
+    await this.readable();
+    return this.seen((this.st.feedEnd.get(tenant) as number | null) ?? 0);
   }
 
   /**
@@ -661,9 +696,20 @@ export class SqliteSessionStore implements SessionStore {
   }
 }
 
+/** A feed row as selected (statements.ts readFeed). */
+type RawFeedRow = [number, string, string, string, number, number, number, number, string, string, string | null, number];
+
+function decodeFeedRow(r: RawFeedRow): FeedRecord {
+  return {
+    position: r[0], tenant: r[1], sessionId: r[2], kind: r[3] as FeedChangeKind, createdAt: r[4], nextSeq: r[5], eventCount: r[6],
+    surfaceLength: r[7], eventTypes: JSON.parse(r[8]) as string[], labels: JSON.parse(r[9]) as Record<string, string>,
+    previousLabels: r[10] === null ? undefined : (JSON.parse(r[10]) as Record<string, string>), time: r[11],
+  };
+}
+
 // The port methods report a full disk and I/O failures as StorageError (sqlite-errors.ts).
 classifyStoreErrors(SqliteSessionStore.prototype, [
   'createSession', 'getSession', 'listSessions', 'deleteSession', 'deletePending', 'append', 'getIdempotent', 'readEvents', 'readEventTexts',
   'readEncodedEventPage', 'getEvents', 'readStructure', 'readSurfaceStructure', 'scanEvents', 'publishSession', 'appendPending', 'getPendingEvents',
-  'getTenantUsage', 'close',
+  'getTenantUsage', 'updateLabels', 'readFeed', 'feedEnd', 'close',
 ], sqliteStorageError);

@@ -3,7 +3,7 @@
  * request handler).
  */
 import type Database from 'better-sqlite3';
-import { EVENT_COLUMNS, EVENT_LINE, EVENT_PAGE, SESSION_COLUMNS, type EventRow } from './row-codec.js';
+import { EVENT_COLUMNS, EVENT_LINE, EVENT_PAGE, SESSION_COLUMNS, SESSION_READ_COLUMNS, type EventRow } from './row-codec.js';
 
 /** Columns of an event row (EventRow: session_id and EVENT_COLUMNS). */
 const ROW_WIDTH = 1 + EVENT_COLUMNS.split(',').length;
@@ -21,7 +21,7 @@ export function prepareStatements(db: Database.Database, checked: boolean) {
   /** A row per event: its line (pluck) or its columns (raw). */
   const rows = (st: Database.Statement): Database.Statement => (checked ? st.pluck() : st.raw());
   const listSql = (tenant: boolean, labels: boolean): string =>
-    `SELECT ${SESSION_COLUMNS} FROM sessions AS s
+    `SELECT ${SESSION_READ_COLUMNS} FROM sessions AS s
      WHERE s.pending = 0 ${tenant ? 'AND s.tenant = @tenant' : ''}
        AND (s.created_at < @createdAt OR (s.created_at = @createdAt AND s.id < @id))
        ${
@@ -41,9 +41,12 @@ export function prepareStatements(db: Database.Database, checked: boolean) {
        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
        ON CONFLICT (id) DO NOTHING`,
     ),
-    selectSession: db.prepare(`SELECT ${SESSION_COLUMNS} FROM sessions WHERE id = ? AND pending = 0`).raw(),
+    selectSession: db.prepare(`SELECT ${SESSION_READ_COLUMNS} FROM sessions WHERE id = ? AND pending = 0`).raw(),
+    // UpdateSession (issue #35): a compare-and-set on the metadata version; labels bytes count toward the quota.
+    selectForUpdate: db.prepare('SELECT metadata_version, tenant, labels FROM sessions WHERE id = ? AND pending = 0').raw(),
+    updateLabels: db.prepare('UPDATE sessions SET labels = ?, metadata_version = metadata_version + 1, data_bytes = data_bytes + ? WHERE id = ?'),
     selectVisible: db.prepare('SELECT 1 FROM sessions WHERE id = ? AND pending = 0').pluck(),
-    selectHead: db.prepare('SELECT next_seq, writer, tenant, created_at, digest FROM sessions WHERE id = ? AND pending = 0').raw(),
+    selectHead: db.prepare('SELECT next_seq, writer, tenant, created_at, digest, surface_length FROM sessions WHERE id = ? AND pending = 0').raw(),
     selectPendingHead: db.prepare('SELECT next_seq, pending_owner, tenant, digest FROM sessions WHERE id = ? AND pending = 1').raw(),
     selectDigest: db.prepare('SELECT digest, next_seq, created_at FROM sessions WHERE id = ?').raw(),
     selectForDelete: db.prepare('SELECT tenant, data_bytes, next_seq, created_at, pending FROM sessions WHERE id = ?').raw(),
@@ -56,8 +59,12 @@ export function prepareStatements(db: Database.Database, checked: boolean) {
     ),
     deleteSessionStmt: db.prepare('DELETE FROM sessions WHERE id = ?'),
     publishStmt: db.prepare('UPDATE sessions SET pending = 0, pending_owner = NULL, lease_until = NULL WHERE id = ? AND pending = 1 AND pending_owner = ?'),
+    // An import's metadata trailer (issue #35), set before the publish in its transaction.
+    publishMetadata: db.prepare(
+      'UPDATE sessions SET labels = ?, pairing_guard = ?, data_bytes = data_bytes + ? WHERE id = ? AND pending = 1 AND pending_owner = ? RETURNING tenant',
+    ).pluck(),
     updateCounters: db.prepare(
-      'UPDATE sessions SET next_seq = ?, event_count = event_count + ?, data_bytes = data_bytes + ?, writer = ?, digest = ? WHERE id = ?',
+      'UPDATE sessions SET next_seq = ?, event_count = event_count + ?, data_bytes = data_bytes + ?, writer = ?, digest = ?, surface_length = ? WHERE id = ?',
     ),
     updatePending: db.prepare(
       'UPDATE sessions SET next_seq = ?, event_count = event_count + ?, data_bytes = data_bytes + ?, lease_until = ?, digest = ? WHERE id = ?',
@@ -86,6 +93,12 @@ export function prepareStatements(db: Database.Database, checked: boolean) {
       }
       for (; i < rows.length; i++) insertOne(rows[i]!);
     },
+    // The session feed (issue #35, schema.ts FEED_SQL).
+    readFeed: db.prepare(
+      `SELECT position, tenant, session_id, kind, created_at, next_seq, event_count, surface_length, event_types, labels, previous_labels, time
+       FROM feed WHERE tenant = ? AND position > ? ORDER BY position LIMIT ?`,
+    ).raw(),
+    feedEnd: db.prepare('SELECT max(position) FROM feed WHERE tenant = ?').pluck(),
     selectIdempotent: db.prepare('SELECT request_hash, seqs, surface_length FROM idempotency WHERE session_id = ? AND key = ?').raw(),
     insertIdempotent: db.prepare(
       'INSERT INTO idempotency (session_id, key, request_hash, seqs, surface_length, created_at) VALUES (?, ?, ?, ?, ?, ?)',

@@ -18,7 +18,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file palimpsest/v1/service.proto.
  */
 export const file_palimpsest_v1_service: GenFile = /*@__PURE__*/
-  fileDesc("ChtwYWxpbXBzZXN0L3YxL3NlcnZpY2UucHJvdG8SDXBhbGltcHNlc3QudjEi8gIKFENyZWF0ZVNlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSPwoGbGFiZWxzGAIgAygLMi8ucGFsaW1wc2VzdC52MS5DcmVhdGVTZXNzaW9uUmVxdWVzdC5MYWJlbHNFbnRyeRIQCgNjd2QYAyABKAlIAIgBARITCgZvcmlnaW4YBCABKAlIAYgBARIdChBkZWxlZ2F0aW9uX2RlcHRoGAUgASgESAKIAQESGQoMYWdlbnRfcHJlc2V0GAYgASgJSAOIAQESDgoGc3RyaWN0GAcgASgIEhoKDXBhaXJpbmdfZ3VhcmQYCCABKAhIBIgBARotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBQgYKBF9jd2RCCQoHX29yaWdpbkITChFfZGVsZWdhdGlvbl9kZXB0aEIPCg1fYWdlbnRfcHJlc2V0QhAKDl9wYWlyaW5nX2d1YXJkIkAKFUNyZWF0ZVNlc3Npb25SZXNwb25zZRInCgdzZXNzaW9uGAEgASgLMhYucGFsaW1wc2VzdC52MS5TZXNzaW9uIicKEUdldFNlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkiPQoSR2V0U2Vzc2lvblJlc3BvbnNlEicKB3Nlc3Npb24YASABKAsyFi5wYWxpbXBzZXN0LnYxLlNlc3Npb24iwQEKE0xpc3RTZXNzaW9uc1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgNEhIKCnBhZ2VfdG9rZW4YAiABKAkSTQoObGFiZWxfc2VsZWN0b3IYAyADKAsyNS5wYWxpbXBzZXN0LnYxLkxpc3RTZXNzaW9uc1JlcXVlc3QuTGFiZWxTZWxlY3RvckVudHJ5GjQKEkxhYmVsU2VsZWN0b3JFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIlkKFExpc3RTZXNzaW9uc1Jlc3BvbnNlEigKCHNlc3Npb25zGAEgAygLMhYucGFsaW1wc2VzdC52MS5TZXNzaW9uEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSIqChREZWxldGVTZXNzaW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJIhcKFURlbGV0ZVNlc3Npb25SZXNwb25zZSKjAQoTQXBwZW5kRXZlbnRzUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEikKBmV2ZW50cxgCIAMoCzIZLnBhbGltcHNlc3QudjEuRXZlbnRJbnB1dBIeChFleHBlY3RlZF9sYXN0X3NlcRgDIAEoA0gAiAEBEhcKD2lkZW1wb3RlbmN5X2tleRgEIAEoCUIUChJfZXhwZWN0ZWRfbGFzdF9zZXEiTgoUQXBwZW5kRXZlbnRzUmVzcG9uc2USDAoEc2VxcxgBIAMoBBIQCghyZXBsYXllZBgCIAEoCBIWCg5zdXJmYWNlX2xlbmd0aBgDIAEoBCJhChNBcHBlbmRTdHJlYW1SZXF1ZXN0EhYKDmNvcnJlbGF0aW9uX2lkGAEgASgJEjIKBmFwcGVuZBgCIAEoCzIiLnBhbGltcHNlc3QudjEuQXBwZW5kRXZlbnRzUmVxdWVzdCKeAQoUQXBwZW5kU3RyZWFtUmVzcG9uc2USFgoOY29ycmVsYXRpb25faWQYASABKAkSNwoIYXBwZW5kZWQYAiABKAsyIy5wYWxpbXBzZXN0LnYxLkFwcGVuZEV2ZW50c1Jlc3BvbnNlSAASKwoFZXJyb3IYAyABKAsyGi5wYWxpbXBzZXN0LnYxLkJhdGNoU3RhdHVzSABCCAoGcmVzdWx0IlMKC0JhdGNoU3RhdHVzEgwKBGNvZGUYASABKAUSDwoHbWVzc2FnZRgCIAEoCRIlCgdkZXRhaWxzGAMgAygLMhQuZ29vZ2xlLnByb3RvYnVmLkFueSLeAQoRTGlzdEV2ZW50c1JlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIVCghmcm9tX3NlcRgCIAEoBEgAiAEBEisKCWRpcmVjdGlvbhgDIAEoDjIYLnBhbGltcHNlc3QudjEuRGlyZWN0aW9uEhEKCXBhZ2Vfc2l6ZRgEIAEoDRISCgpwYWdlX3Rva2VuGAUgASgJEg0KBXR5cGVzGAYgAygJEi4KC2RhdGFfZm9ybWF0GAcgASgOMhkucGFsaW1wc2VzdC52MS5EYXRhRm9ybWF0QgsKCV9mcm9tX3NlcSJaChJMaXN0RXZlbnRzUmVzcG9uc2USKwoGZXZlbnRzGAEgAygLMhsucGFsaW1wc2VzdC52MS5TZXNzaW9uRXZlbnQSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIk0KEUdldFN1cmZhY2VSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSFgoJYXNfb2Zfc2VxGAIgASgESACIAQFCDAoKX2FzX29mX3NlcSJiChJHZXRTdXJmYWNlUmVzcG9uc2USDAoEc2VxcxgBIAMoBBIaChJyZXBsYWNlX2dlbmVyYXRpb24YAiABKAQSFQoIaGVhZF9zZXEYAyABKARIAIgBAUILCglfaGVhZF9zZXEirgEKEkdldE1lc3NhZ2VzUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEigKBHZpZXcYAiABKA4yGi5wYWxpbXBzZXN0LnYxLk1lc3NhZ2VWaWV3Eg0KBXR5cGVkGAMgASgIEhEKCXBhZ2Vfc2l6ZRgEIAEoDRISCgpwYWdlX3Rva2VuGAUgASgJEhYKCWFzX29mX3NlcRgGIAEoBEgAiAEBQgwKCl9hc19vZl9zZXEibAoORGVyaXZlZE1lc3NhZ2USCwoDc2VxGAEgASgEEhQKDG1lc3NhZ2VfanNvbhgCIAEoCRInCgdtZXNzYWdlGAMgASgLMhYucGFsaW1wc2VzdC52MS5NZXNzYWdlEg4KBnRva2VucxgEIAEoBCKDAQoTR2V0TWVzc2FnZXNSZXNwb25zZRIvCghtZXNzYWdlcxgBIAMoCzIdLnBhbGltcHNlc3QudjEuRGVyaXZlZE1lc3NhZ2USFQoIaGVhZF9zZXEYAiABKARIAIgBARIXCg9uZXh0X3BhZ2VfdG9rZW4YAyABKAlCCwoJX2hlYWRfc2VxItABChJGb3JrU2Vzc2lvblJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRITCgZhdF9zZXEYAiABKARIAIgBARIYChBjaGlsZF9zZXNzaW9uX2lkGAMgASgJEj0KBmxhYmVscxgEIAMoCzItLnBhbGltcHNlc3QudjEuRm9ya1Nlc3Npb25SZXF1ZXN0LkxhYmVsc0VudHJ5Gi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAFCCQoHX2F0X3NlcSI+ChNGb3JrU2Vzc2lvblJlc3BvbnNlEicKB3Nlc3Npb24YASABKAsyFi5wYWxpbXBzZXN0LnYxLlNlc3Npb24iKgoUUmVwYWlyU2Vzc2lvblJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCSJEChVSZXBhaXJTZXNzaW9uUmVzcG9uc2USKwoGZXZlbnRzGAEgAygLMhsucGFsaW1wc2VzdC52MS5TZXNzaW9uRXZlbnQiYAoUSW1wb3J0U2Vzc2lvblJlcXVlc3QSLwoHb3B0aW9ucxgBIAEoCzIcLnBhbGltcHNlc3QudjEuSW1wb3J0T3B0aW9uc0gAEg8KBWNodW5rGAIgASgMSABCBgoEcGFydCLLAQoNSW1wb3J0T3B0aW9ucxISCgpzZXNzaW9uX2lkGAEgASgJEjgKBmxhYmVscxgCIAMoCzIoLnBhbGltcHNlc3QudjEuSW1wb3J0T3B0aW9ucy5MYWJlbHNFbnRyeRIOCgZzdHJpY3QYAyABKAgSFgoOYWxsb3dfc2VxX2dhcHMYBCABKAgSFQoNcGFpcmluZ19ndWFyZBgFIAEoCBotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBImAKFUltcG9ydFNlc3Npb25SZXNwb25zZRInCgdzZXNzaW9uGAEgASgLMhYucGFsaW1wc2VzdC52MS5TZXNzaW9uEh4KFnVuY29tbWl0dGVkX3RhaWxfYnl0ZXMYAiABKAQiPAoURXhwb3J0U2Vzc2lvblJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIQCgh1bnBhY2tlZBgCIAEoCCImChVFeHBvcnRTZXNzaW9uUmVzcG9uc2USDQoFY2h1bmsYASABKAwizgEKF1N1YnNjcmliZVN1cmZhY2VSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSFgoJYWZ0ZXJfc2VxGAIgASgESACIAQESEAoIc25hcHNob3QYAyABKAgSGAoQaW5jbHVkZV9tZXNzYWdlcxgEIAEoCBIdChVoZWFydGJlYXRfaW50ZXJ2YWxfbXMYBSABKA0SLgoLZGF0YV9mb3JtYXQYBiABKA4yGS5wYWxpbXBzZXN0LnYxLkRhdGFGb3JtYXRCDAoKX2FmdGVyX3NlcSK+AwoYU3Vic2NyaWJlU3VyZmFjZVJlc3BvbnNlEhMKBmN1cnNvchgBIAEoBEgBiAEBEjIKCHNuYXBzaG90GAIgASgLMh4ucGFsaW1wc2VzdC52MS5TdXJmYWNlU25hcHNob3RIABIsCgZhcHBlbmQYAyABKAsyGi5wYWxpbXBzZXN0LnYxLkFwcGVuZERlbHRhSAASLgoHcmVwbGFjZRgEIAEoCzIbLnBhbGltcHNlc3QudjEuUmVwbGFjZURlbHRhSAASLwoKY2hlY2twb2ludBgFIAEoCzIZLnBhbGltcHNlc3QudjEuQ2hlY2twb2ludEgAEiwKCWNhdWdodF91cBgGIAEoCzIXLnBhbGltcHNlc3QudjEuQ2F1Z2h0VXBIABItCgloZWFydGJlYXQYByABKAsyGC5wYWxpbXBzZXN0LnYxLkhlYXJ0YmVhdEgAEioKBWV2ZW50GAggASgLMhsucGFsaW1wc2VzdC52MS5TZXNzaW9uRXZlbnQSLgoHbWVzc2FnZRgJIAEoCzIdLnBhbGltcHNlc3QudjEuRGVyaXZlZE1lc3NhZ2VCBgoEa2luZEIJCgdfY3Vyc29yIh8KD1N1cmZhY2VTbmFwc2hvdBIMCgRzZXFzGAEgAygEIhoKC0FwcGVuZERlbHRhEgsKA3NlcRgBIAEoBCJOCgxSZXBsYWNlRGVsdGESDQoFc3RhcnQYASABKAQSCwoDZW5kGAIgASgEEgsKA3NlcRgDIAEoBBIVCg1zaGFkb3dlZF9zZXFzGAQgAygEIgwKCkNoZWNrcG9pbnQiCgoIQ2F1Z2h0VXAiCwoJSGVhcnRiZWF0IqEBChZTdWJzY3JpYmVFdmVudHNSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSFgoJYWZ0ZXJfc2VxGAIgASgESACIAQESHQoVaGVhcnRiZWF0X2ludGVydmFsX21zGAMgASgNEi4KC2RhdGFfZm9ybWF0GAQgASgOMhkucGFsaW1wc2VzdC52MS5EYXRhRm9ybWF0QgwKCl9hZnRlcl9zZXEizAEKF1N1YnNjcmliZUV2ZW50c1Jlc3BvbnNlEhMKBmN1cnNvchgBIAEoBEgBiAEBEiwKBWV2ZW50GAIgASgLMhsucGFsaW1wc2VzdC52MS5TZXNzaW9uRXZlbnRIABIsCgljYXVnaHRfdXAYAyABKAsyFy5wYWxpbXBzZXN0LnYxLkNhdWdodFVwSAASLQoJaGVhcnRiZWF0GAQgASgLMhgucGFsaW1wc2VzdC52MS5IZWFydGJlYXRIAEIGCgRraW5kQgkKB19jdXJzb3IikgIKFVBsYW5Db21wYWN0aW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEhUKC2tlZXBfdG9rZW5zGAIgASgESAASEwoJdXBfdG9fc2VxGAMgASgESAASFwoNcmV0YWluX3Rva2VucxgGIAEoBEgAEksKDHRva2VuX2NvdW50cxgEIAMoCzI1LnBhbGltcHNlc3QudjEuUGxhbkNvbXBhY3Rpb25SZXF1ZXN0LlRva2VuQ291bnRzRW50cnkSFQoNb21pdF9tZXNzYWdlcxgFIAEoCBoyChBUb2tlbkNvdW50c0VudHJ5EgsKA2tleRgBIAEoBBINCgV2YWx1ZRgCIAEoBDoCOAFCCAoGYnVkZ2V0IlgKEUNvbXBhY3Rpb25CbG9ja2VyEg4KBnJlYXNvbhgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRIMCgRzZXFzGAMgAygEEhAKCGNhbGxfaWRzGAQgAygJIp8CChZQbGFuQ29tcGFjdGlvblJlc3BvbnNlEhIKBXN0YXJ0GAEgASgESACIAQESEAoDZW5kGAIgASgESAGIAQESFQoNc2hhZG93ZWRfc2VxcxgDIAMoBBIZChFleHBlY3RlZF9sYXN0X3NlcRgEIAEoAxIcChRzaGFkb3dlZF90b2tlbl9jb3VudBgFIAEoBBIYChBrZXB0X3Rva2VuX2NvdW50GAYgASgEEi8KCG1lc3NhZ2VzGAcgAygLMh0ucGFsaW1wc2VzdC52MS5EZXJpdmVkTWVzc2FnZRIyCghibG9ja2VycxgIIAMoCzIgLnBhbGltcHNlc3QudjEuQ29tcGFjdGlvbkJsb2NrZXJCCAoGX3N0YXJ0QgYKBF9lbmQixgMKDkNvbXBhY3RSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSDQoFc3RhcnQYAiABKAQSCwoDZW5kGAMgASgEEh4KEWV4cGVjdGVkX2xhc3Rfc2VxGAQgASgDSAGIAQESFgoMc3VtbWFyeV90ZXh0GAUgASgJSAASFgoMc3VtbWFyeV9qc29uGAYgASgJSAASEAoIcHJvdmlkZXIYByABKAkSDQoFbW9kZWwYCCABKAkSKAoFdXNhZ2UYCSABKAsyGS5wYWxpbXBzZXN0LnYxLlRva2VuVXNhZ2USFwoKbWF4X3Rva2VucxgKIAEoBEgCiAEBEiEKFHNoYWRvd2VkX3Rva2VuX2NvdW50GAsgASgESAOIAQESFwoPaWRlbXBvdGVuY3lfa2V5GAwgASgJEhcKD3Jhd19vdXRwdXRfanNvbhgNIAEoCRIXCg9sbG1fc3RyZWFtX2NhbGwYDiABKAgSGQoRc291cmNlX2NvbW1hbmRfaWQYDyABKAlCCQoHc3VtbWFyeUIUChJfZXhwZWN0ZWRfbGFzdF9zZXFCDQoLX21heF90b2tlbnNCFwoVX3NoYWRvd2VkX3Rva2VuX2NvdW50IpwBCg9Db21wYWN0UmVzcG9uc2USDAoEc2VxcxgBIAMoBBIVCg1jb21wYWN0aW9uX2lkGAIgASgJEhYKDnN1cmZhY2VfbGVuZ3RoGAMgASgEEhAKCHJlcGxheWVkGAQgASgIEhwKFHNoYWRvd2VkX3Rva2VuX2NvdW50GAUgASgEEhIKBWVycm9yGAYgASgJSACIAQFCCAoGX2Vycm9yIu4DChdQcnVuZVRvb2xSZXN1bHRzUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEgwKBHNlcXMYAiADKAQSEQoJbWluX2J5dGVzGAMgASgEEhMKC2tlZXBfcmVjZW50GAQgASgNEhUKDWV4Y2x1ZGVfdG9vbHMYBSADKAkSFwoKaGVhZF9jaGFycxgGIAEoDUgAiAEBEhcKCnRhaWxfY2hhcnMYByABKA1IAYgBARIeChFleHBlY3RlZF9sYXN0X3NlcRgIIAEoA0gCiAEBEhcKD2lkZW1wb3RlbmN5X2tleRgJIAEoCRIRCgltaW5fY2hhcnMYCiABKAQSPQoGbWFya2VyGAsgASgOMi0ucGFsaW1wc2VzdC52MS5QcnVuZVRvb2xSZXN1bHRzUmVxdWVzdC5NYXJrZXISHQoQbWluX3NhdmluZ19jaGFycxgMIAEoBEgDiAEBIk0KBk1hcmtlchIWChJNQVJLRVJfVU5TUEVDSUZJRUQQABIUChBNQVJLRVJfUkVGRVJFTkNFEAESFQoRTUFSS0VSX1dJVEhfQ09VTlQQAkINCgtfaGVhZF9jaGFyc0INCgtfdGFpbF9jaGFyc0IUChJfZXhwZWN0ZWRfbGFzdF9zZXFCEwoRX21pbl9zYXZpbmdfY2hhcnMikAEKEFBydW5lZFRvb2xSZXN1bHQSFAoMb3JpZ2luYWxfc2VxGAEgASgEEhEKCXBydW5lX3NlcRgCIAEoBBIXCg9yZXBsYWNlbWVudF9zZXEYAyABKAQSDwoHY2FsbF9pZBgEIAEoCRIUCgxieXRlc19iZWZvcmUYBSABKAQSEwoLYnl0ZXNfYWZ0ZXIYBiABKAQimwEKGFBydW5lVG9vbFJlc3VsdHNSZXNwb25zZRIvCgZwcnVuZWQYASADKAsyHy5wYWxpbXBzZXN0LnYxLlBydW5lZFRvb2xSZXN1bHQSEwoLYnl0ZXNfc2F2ZWQYAiABKAQSDwoHc2tpcHBlZBgDIAMoBBIWCg5zdXJmYWNlX2xlbmd0aBgEIAEoBBIQCghyZXBsYXllZBgFIAEoCCpVCglEaXJlY3Rpb24SGQoVRElSRUNUSU9OX1VOU1BFQ0lGSUVEEAASFQoRRElSRUNUSU9OX0ZPUldBUkQQARIWChJESVJFQ1RJT05fQkFDS1dBUkQQAipWCgpEYXRhRm9ybWF0EhsKF0RBVEFfRk9STUFUX1VOU1BFQ0lGSUVEEAASFAoQREFUQV9GT1JNQVRfSlNPThABEhUKEURBVEFfRk9STUFUX1RZUEVEEAIqaAoLTWVzc2FnZVZpZXcSHAoYTUVTU0FHRV9WSUVXX1VOU1BFQ0lGSUVEEAASHgoaTUVTU0FHRV9WSUVXX01PREVMX0hJU1RPUlkQARIbChdNRVNTQUdFX1ZJRVdfVFJBTlNDUklQVBACMu0MCg5TZXNzaW9uU2VydmljZRJaCg1DcmVhdGVTZXNzaW9uEiMucGFsaW1wc2VzdC52MS5DcmVhdGVTZXNzaW9uUmVxdWVzdBokLnBhbGltcHNlc3QudjEuQ3JlYXRlU2Vzc2lvblJlc3BvbnNlElEKCkdldFNlc3Npb24SIC5wYWxpbXBzZXN0LnYxLkdldFNlc3Npb25SZXF1ZXN0GiEucGFsaW1wc2VzdC52MS5HZXRTZXNzaW9uUmVzcG9uc2USVwoMTGlzdFNlc3Npb25zEiIucGFsaW1wc2VzdC52MS5MaXN0U2Vzc2lvbnNSZXF1ZXN0GiMucGFsaW1wc2VzdC52MS5MaXN0U2Vzc2lvbnNSZXNwb25zZRJaCg1EZWxldGVTZXNzaW9uEiMucGFsaW1wc2VzdC52MS5EZWxldGVTZXNzaW9uUmVxdWVzdBokLnBhbGltcHNlc3QudjEuRGVsZXRlU2Vzc2lvblJlc3BvbnNlElcKDEFwcGVuZEV2ZW50cxIiLnBhbGltcHNlc3QudjEuQXBwZW5kRXZlbnRzUmVxdWVzdBojLnBhbGltcHNlc3QudjEuQXBwZW5kRXZlbnRzUmVzcG9uc2USWwoMQXBwZW5kU3RyZWFtEiIucGFsaW1wc2VzdC52MS5BcHBlbmRTdHJlYW1SZXF1ZXN0GiMucGFsaW1wc2VzdC52MS5BcHBlbmRTdHJlYW1SZXNwb25zZSgBMAESUQoKTGlzdEV2ZW50cxIgLnBhbGltcHNlc3QudjEuTGlzdEV2ZW50c1JlcXVlc3QaIS5wYWxpbXBzZXN0LnYxLkxpc3RFdmVudHNSZXNwb25zZRJRCgpHZXRTdXJmYWNlEiAucGFsaW1wc2VzdC52MS5HZXRTdXJmYWNlUmVxdWVzdBohLnBhbGltcHNlc3QudjEuR2V0U3VyZmFjZVJlc3BvbnNlElQKC0dldE1lc3NhZ2VzEiEucGFsaW1wc2VzdC52MS5HZXRNZXNzYWdlc1JlcXVlc3QaIi5wYWxpbXBzZXN0LnYxLkdldE1lc3NhZ2VzUmVzcG9uc2USVAoLRm9ya1Nlc3Npb24SIS5wYWxpbXBzZXN0LnYxLkZvcmtTZXNzaW9uUmVxdWVzdBoiLnBhbGltcHNlc3QudjEuRm9ya1Nlc3Npb25SZXNwb25zZRJaCg1SZXBhaXJTZXNzaW9uEiMucGFsaW1wc2VzdC52MS5SZXBhaXJTZXNzaW9uUmVxdWVzdBokLnBhbGltcHNlc3QudjEuUmVwYWlyU2Vzc2lvblJlc3BvbnNlElwKDUltcG9ydFNlc3Npb24SIy5wYWxpbXBzZXN0LnYxLkltcG9ydFNlc3Npb25SZXF1ZXN0GiQucGFsaW1wc2VzdC52MS5JbXBvcnRTZXNzaW9uUmVzcG9uc2UoARJcCg1FeHBvcnRTZXNzaW9uEiMucGFsaW1wc2VzdC52MS5FeHBvcnRTZXNzaW9uUmVxdWVzdBokLnBhbGltcHNlc3QudjEuRXhwb3J0U2Vzc2lvblJlc3BvbnNlMAESZQoQU3Vic2NyaWJlU3VyZmFjZRImLnBhbGltcHNlc3QudjEuU3Vic2NyaWJlU3VyZmFjZVJlcXVlc3QaJy5wYWxpbXBzZXN0LnYxLlN1YnNjcmliZVN1cmZhY2VSZXNwb25zZTABEmIKD1N1YnNjcmliZUV2ZW50cxIlLnBhbGltcHNlc3QudjEuU3Vic2NyaWJlRXZlbnRzUmVxdWVzdBomLnBhbGltcHNlc3QudjEuU3Vic2NyaWJlRXZlbnRzUmVzcG9uc2UwARJdCg5QbGFuQ29tcGFjdGlvbhIkLnBhbGltcHNlc3QudjEuUGxhbkNvbXBhY3Rpb25SZXF1ZXN0GiUucGFsaW1wc2VzdC52MS5QbGFuQ29tcGFjdGlvblJlc3BvbnNlEkgKB0NvbXBhY3QSHS5wYWxpbXBzZXN0LnYxLkNvbXBhY3RSZXF1ZXN0Gh4ucGFsaW1wc2VzdC52MS5Db21wYWN0UmVzcG9uc2USYwoQUHJ1bmVUb29sUmVzdWx0cxImLnBhbGltcHNlc3QudjEuUHJ1bmVUb29sUmVzdWx0c1JlcXVlc3QaJy5wYWxpbXBzZXN0LnYxLlBydW5lVG9vbFJlc3VsdHNSZXNwb25zZUIuWixwYWxpbXBzZXN0L2dlbi9nby9wYWxpbXBzZXN0L3YxO3BhbGltcHNlc3R2MWIGcHJvdG8z", [file_google_protobuf_any, file_palimpsest_v1_content, file_palimpsest_v1_event, file_palimpsest_v1_session]);
+  fileDesc("ChtwYWxpbXBzZXN0L3YxL3NlcnZpY2UucHJvdG8SDXBhbGltcHNlc3QudjEi8gIKFENyZWF0ZVNlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSPwoGbGFiZWxzGAIgAygLMi8ucGFsaW1wc2VzdC52MS5DcmVhdGVTZXNzaW9uUmVxdWVzdC5MYWJlbHNFbnRyeRIQCgNjd2QYAyABKAlIAIgBARITCgZvcmlnaW4YBCABKAlIAYgBARIdChBkZWxlZ2F0aW9uX2RlcHRoGAUgASgESAKIAQESGQoMYWdlbnRfcHJlc2V0GAYgASgJSAOIAQESDgoGc3RyaWN0GAcgASgIEhoKDXBhaXJpbmdfZ3VhcmQYCCABKAhIBIgBARotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBQgYKBF9jd2RCCQoHX29yaWdpbkITChFfZGVsZWdhdGlvbl9kZXB0aEIPCg1fYWdlbnRfcHJlc2V0QhAKDl9wYWlyaW5nX2d1YXJkIkAKFUNyZWF0ZVNlc3Npb25SZXNwb25zZRInCgdzZXNzaW9uGAEgASgLMhYucGFsaW1wc2VzdC52MS5TZXNzaW9uIicKEUdldFNlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkiPQoSR2V0U2Vzc2lvblJlc3BvbnNlEicKB3Nlc3Npb24YASABKAsyFi5wYWxpbXBzZXN0LnYxLlNlc3Npb24iwQEKE0xpc3RTZXNzaW9uc1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgNEhIKCnBhZ2VfdG9rZW4YAiABKAkSTQoObGFiZWxfc2VsZWN0b3IYAyADKAsyNS5wYWxpbXBzZXN0LnYxLkxpc3RTZXNzaW9uc1JlcXVlc3QuTGFiZWxTZWxlY3RvckVudHJ5GjQKEkxhYmVsU2VsZWN0b3JFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIlkKFExpc3RTZXNzaW9uc1Jlc3BvbnNlEigKCHNlc3Npb25zGAEgAygLMhYucGFsaW1wc2VzdC52MS5TZXNzaW9uEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSIqChREZWxldGVTZXNzaW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJIhcKFURlbGV0ZVNlc3Npb25SZXNwb25zZSKjAQoTQXBwZW5kRXZlbnRzUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEikKBmV2ZW50cxgCIAMoCzIZLnBhbGltcHNlc3QudjEuRXZlbnRJbnB1dBIeChFleHBlY3RlZF9sYXN0X3NlcRgDIAEoA0gAiAEBEhcKD2lkZW1wb3RlbmN5X2tleRgEIAEoCUIUChJfZXhwZWN0ZWRfbGFzdF9zZXEiTgoUQXBwZW5kRXZlbnRzUmVzcG9uc2USDAoEc2VxcxgBIAMoBBIQCghyZXBsYXllZBgCIAEoCBIWCg5zdXJmYWNlX2xlbmd0aBgDIAEoBCJhChNBcHBlbmRTdHJlYW1SZXF1ZXN0EhYKDmNvcnJlbGF0aW9uX2lkGAEgASgJEjIKBmFwcGVuZBgCIAEoCzIiLnBhbGltcHNlc3QudjEuQXBwZW5kRXZlbnRzUmVxdWVzdCKeAQoUQXBwZW5kU3RyZWFtUmVzcG9uc2USFgoOY29ycmVsYXRpb25faWQYASABKAkSNwoIYXBwZW5kZWQYAiABKAsyIy5wYWxpbXBzZXN0LnYxLkFwcGVuZEV2ZW50c1Jlc3BvbnNlSAASKwoFZXJyb3IYAyABKAsyGi5wYWxpbXBzZXN0LnYxLkJhdGNoU3RhdHVzSABCCAoGcmVzdWx0IlMKC0JhdGNoU3RhdHVzEgwKBGNvZGUYASABKAUSDwoHbWVzc2FnZRgCIAEoCRIlCgdkZXRhaWxzGAMgAygLMhQuZ29vZ2xlLnByb3RvYnVmLkFueSLeAQoRTGlzdEV2ZW50c1JlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIVCghmcm9tX3NlcRgCIAEoBEgAiAEBEisKCWRpcmVjdGlvbhgDIAEoDjIYLnBhbGltcHNlc3QudjEuRGlyZWN0aW9uEhEKCXBhZ2Vfc2l6ZRgEIAEoDRISCgpwYWdlX3Rva2VuGAUgASgJEg0KBXR5cGVzGAYgAygJEi4KC2RhdGFfZm9ybWF0GAcgASgOMhkucGFsaW1wc2VzdC52MS5EYXRhRm9ybWF0QgsKCV9mcm9tX3NlcSJaChJMaXN0RXZlbnRzUmVzcG9uc2USKwoGZXZlbnRzGAEgAygLMhsucGFsaW1wc2VzdC52MS5TZXNzaW9uRXZlbnQSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIk0KEUdldFN1cmZhY2VSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSFgoJYXNfb2Zfc2VxGAIgASgESACIAQFCDAoKX2FzX29mX3NlcSJiChJHZXRTdXJmYWNlUmVzcG9uc2USDAoEc2VxcxgBIAMoBBIaChJyZXBsYWNlX2dlbmVyYXRpb24YAiABKAQSFQoIaGVhZF9zZXEYAyABKARIAIgBAUILCglfaGVhZF9zZXEirgEKEkdldE1lc3NhZ2VzUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEigKBHZpZXcYAiABKA4yGi5wYWxpbXBzZXN0LnYxLk1lc3NhZ2VWaWV3Eg0KBXR5cGVkGAMgASgIEhEKCXBhZ2Vfc2l6ZRgEIAEoDRISCgpwYWdlX3Rva2VuGAUgASgJEhYKCWFzX29mX3NlcRgGIAEoBEgAiAEBQgwKCl9hc19vZl9zZXEibAoORGVyaXZlZE1lc3NhZ2USCwoDc2VxGAEgASgEEhQKDG1lc3NhZ2VfanNvbhgCIAEoCRInCgdtZXNzYWdlGAMgASgLMhYucGFsaW1wc2VzdC52MS5NZXNzYWdlEg4KBnRva2VucxgEIAEoBCKDAQoTR2V0TWVzc2FnZXNSZXNwb25zZRIvCghtZXNzYWdlcxgBIAMoCzIdLnBhbGltcHNlc3QudjEuRGVyaXZlZE1lc3NhZ2USFQoIaGVhZF9zZXEYAiABKARIAIgBARIXCg9uZXh0X3BhZ2VfdG9rZW4YAyABKAlCCwoJX2hlYWRfc2VxItABChJGb3JrU2Vzc2lvblJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRITCgZhdF9zZXEYAiABKARIAIgBARIYChBjaGlsZF9zZXNzaW9uX2lkGAMgASgJEj0KBmxhYmVscxgEIAMoCzItLnBhbGltcHNlc3QudjEuRm9ya1Nlc3Npb25SZXF1ZXN0LkxhYmVsc0VudHJ5Gi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAFCCQoHX2F0X3NlcSI+ChNGb3JrU2Vzc2lvblJlc3BvbnNlEicKB3Nlc3Npb24YASABKAsyFi5wYWxpbXBzZXN0LnYxLlNlc3Npb24iKgoUUmVwYWlyU2Vzc2lvblJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCSJEChVSZXBhaXJTZXNzaW9uUmVzcG9uc2USKwoGZXZlbnRzGAEgAygLMhsucGFsaW1wc2VzdC52MS5TZXNzaW9uRXZlbnQiYAoUSW1wb3J0U2Vzc2lvblJlcXVlc3QSLwoHb3B0aW9ucxgBIAEoCzIcLnBhbGltcHNlc3QudjEuSW1wb3J0T3B0aW9uc0gAEg8KBWNodW5rGAIgASgMSABCBgoEcGFydCLLAQoNSW1wb3J0T3B0aW9ucxISCgpzZXNzaW9uX2lkGAEgASgJEjgKBmxhYmVscxgCIAMoCzIoLnBhbGltcHNlc3QudjEuSW1wb3J0T3B0aW9ucy5MYWJlbHNFbnRyeRIOCgZzdHJpY3QYAyABKAgSFgoOYWxsb3dfc2VxX2dhcHMYBCABKAgSFQoNcGFpcmluZ19ndWFyZBgFIAEoCBotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBImAKFUltcG9ydFNlc3Npb25SZXNwb25zZRInCgdzZXNzaW9uGAEgASgLMhYucGFsaW1wc2VzdC52MS5TZXNzaW9uEh4KFnVuY29tbWl0dGVkX3RhaWxfYnl0ZXMYAiABKAQiPAoURXhwb3J0U2Vzc2lvblJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIQCgh1bnBhY2tlZBgCIAEoCCImChVFeHBvcnRTZXNzaW9uUmVzcG9uc2USDQoFY2h1bmsYASABKAwi5wEKF1N1YnNjcmliZVN1cmZhY2VSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSFgoJYWZ0ZXJfc2VxGAIgASgESACIAQESEAoIc25hcHNob3QYAyABKAgSGAoQaW5jbHVkZV9tZXNzYWdlcxgEIAEoCBIdChVoZWFydGJlYXRfaW50ZXJ2YWxfbXMYBSABKA0SLgoLZGF0YV9mb3JtYXQYBiABKA4yGS5wYWxpbXBzZXN0LnYxLkRhdGFGb3JtYXQSFwoPd2FpdF9mb3JfY3JlYXRlGAcgASgIQgwKCl9hZnRlcl9zZXEivgMKGFN1YnNjcmliZVN1cmZhY2VSZXNwb25zZRITCgZjdXJzb3IYASABKARIAYgBARIyCghzbmFwc2hvdBgCIAEoCzIeLnBhbGltcHNlc3QudjEuU3VyZmFjZVNuYXBzaG90SAASLAoGYXBwZW5kGAMgASgLMhoucGFsaW1wc2VzdC52MS5BcHBlbmREZWx0YUgAEi4KB3JlcGxhY2UYBCABKAsyGy5wYWxpbXBzZXN0LnYxLlJlcGxhY2VEZWx0YUgAEi8KCmNoZWNrcG9pbnQYBSABKAsyGS5wYWxpbXBzZXN0LnYxLkNoZWNrcG9pbnRIABIsCgljYXVnaHRfdXAYBiABKAsyFy5wYWxpbXBzZXN0LnYxLkNhdWdodFVwSAASLQoJaGVhcnRiZWF0GAcgASgLMhgucGFsaW1wc2VzdC52MS5IZWFydGJlYXRIABIqCgVldmVudBgIIAEoCzIbLnBhbGltcHNlc3QudjEuU2Vzc2lvbkV2ZW50Ei4KB21lc3NhZ2UYCSABKAsyHS5wYWxpbXBzZXN0LnYxLkRlcml2ZWRNZXNzYWdlQgYKBGtpbmRCCQoHX2N1cnNvciIfCg9TdXJmYWNlU25hcHNob3QSDAoEc2VxcxgBIAMoBCIaCgtBcHBlbmREZWx0YRILCgNzZXEYASABKAQiTgoMUmVwbGFjZURlbHRhEg0KBXN0YXJ0GAEgASgEEgsKA2VuZBgCIAEoBBILCgNzZXEYAyABKAQSFQoNc2hhZG93ZWRfc2VxcxgEIAMoBCIMCgpDaGVja3BvaW50IgoKCENhdWdodFVwIgsKCUhlYXJ0YmVhdCK6AQoWU3Vic2NyaWJlRXZlbnRzUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEhYKCWFmdGVyX3NlcRgCIAEoBEgAiAEBEh0KFWhlYXJ0YmVhdF9pbnRlcnZhbF9tcxgDIAEoDRIuCgtkYXRhX2Zvcm1hdBgEIAEoDjIZLnBhbGltcHNlc3QudjEuRGF0YUZvcm1hdBIXCg93YWl0X2Zvcl9jcmVhdGUYBSABKAhCDAoKX2FmdGVyX3NlcSLzAQoYU3Vic2NyaWJlU2Vzc2lvbnNSZXF1ZXN0EhIKBWFmdGVyGAEgASgESACIAQESEAoIZnJvbV9ub3cYAiABKAgSUgoObGFiZWxfc2VsZWN0b3IYAyADKAsyOi5wYWxpbXBzZXN0LnYxLlN1YnNjcmliZVNlc3Npb25zUmVxdWVzdC5MYWJlbFNlbGVjdG9yRW50cnkSHQoVaGVhcnRiZWF0X2ludGVydmFsX21zGAQgASgNGjQKEkxhYmVsU2VsZWN0b3JFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBQggKBl9hZnRlciLCAQoZU3Vic2NyaWJlU2Vzc2lvbnNSZXNwb25zZRIQCghwb3NpdGlvbhgBIAEoBBIuCgZjaGFuZ2UYAiABKAsyHC5wYWxpbXBzZXN0LnYxLlNlc3Npb25DaGFuZ2VIABIsCgljYXVnaHRfdXAYAyABKAsyFy5wYWxpbXBzZXN0LnYxLkNhdWdodFVwSAASLQoJaGVhcnRiZWF0GAQgASgLMhgucGFsaW1wc2VzdC52MS5IZWFydGJlYXRIAEIGCgRraW5kIsYDCg1TZXNzaW9uQ2hhbmdlEi4KBGtpbmQYASABKA4yIC5wYWxpbXBzZXN0LnYxLlNlc3Npb25DaGFuZ2VLaW5kEhIKCnNlc3Npb25faWQYAiABKAkSFQoIaGVhZF9zZXEYAyABKARIAIgBARITCgtldmVudF9jb3VudBgEIAEoBBIWCg5zdXJmYWNlX2xlbmd0aBgFIAEoBBITCgtldmVudF90eXBlcxgGIAMoCRI4CgZsYWJlbHMYByADKAsyKC5wYWxpbXBzZXN0LnYxLlNlc3Npb25DaGFuZ2UuTGFiZWxzRW50cnkSSQoPcHJldmlvdXNfbGFiZWxzGAggAygLMjAucGFsaW1wc2VzdC52MS5TZXNzaW9uQ2hhbmdlLlByZXZpb3VzTGFiZWxzRW50cnkSEgoKY3JlYXRlZF9hdBgJIAEoAxIMCgR0aW1lGAogASgDGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEaNQoTUHJldmlvdXNMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBQgsKCV9oZWFkX3NlcSLvAQoUVXBkYXRlU2Vzc2lvblJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRJGCgpzZXRfbGFiZWxzGAIgAygLMjIucGFsaW1wc2VzdC52MS5VcGRhdGVTZXNzaW9uUmVxdWVzdC5TZXRMYWJlbHNFbnRyeRIVCg1yZW1vdmVfbGFiZWxzGAMgAygJEh0KEGV4cGVjdGVkX3ZlcnNpb24YBCABKARIAIgBARowCg5TZXRMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBQhMKEV9leHBlY3RlZF92ZXJzaW9uIkAKFVVwZGF0ZVNlc3Npb25SZXNwb25zZRInCgdzZXNzaW9uGAEgASgLMhYucGFsaW1wc2VzdC52MS5TZXNzaW9uIswBChdTdWJzY3JpYmVFdmVudHNSZXNwb25zZRITCgZjdXJzb3IYASABKARIAYgBARIsCgVldmVudBgCIAEoCzIbLnBhbGltcHNlc3QudjEuU2Vzc2lvbkV2ZW50SAASLAoJY2F1Z2h0X3VwGAMgASgLMhcucGFsaW1wc2VzdC52MS5DYXVnaHRVcEgAEi0KCWhlYXJ0YmVhdBgEIAEoCzIYLnBhbGltcHNlc3QudjEuSGVhcnRiZWF0SABCBgoEa2luZEIJCgdfY3Vyc29yIpICChVQbGFuQ29tcGFjdGlvblJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIVCgtrZWVwX3Rva2VucxgCIAEoBEgAEhMKCXVwX3RvX3NlcRgDIAEoBEgAEhcKDXJldGFpbl90b2tlbnMYBiABKARIABJLCgx0b2tlbl9jb3VudHMYBCADKAsyNS5wYWxpbXBzZXN0LnYxLlBsYW5Db21wYWN0aW9uUmVxdWVzdC5Ub2tlbkNvdW50c0VudHJ5EhUKDW9taXRfbWVzc2FnZXMYBSABKAgaMgoQVG9rZW5Db3VudHNFbnRyeRILCgNrZXkYASABKAQSDQoFdmFsdWUYAiABKAQ6AjgBQggKBmJ1ZGdldCJYChFDb21wYWN0aW9uQmxvY2tlchIOCgZyZWFzb24YASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSDAoEc2VxcxgDIAMoBBIQCghjYWxsX2lkcxgEIAMoCSKfAgoWUGxhbkNvbXBhY3Rpb25SZXNwb25zZRISCgVzdGFydBgBIAEoBEgAiAEBEhAKA2VuZBgCIAEoBEgBiAEBEhUKDXNoYWRvd2VkX3NlcXMYAyADKAQSGQoRZXhwZWN0ZWRfbGFzdF9zZXEYBCABKAMSHAoUc2hhZG93ZWRfdG9rZW5fY291bnQYBSABKAQSGAoQa2VwdF90b2tlbl9jb3VudBgGIAEoBBIvCghtZXNzYWdlcxgHIAMoCzIdLnBhbGltcHNlc3QudjEuRGVyaXZlZE1lc3NhZ2USMgoIYmxvY2tlcnMYCCADKAsyIC5wYWxpbXBzZXN0LnYxLkNvbXBhY3Rpb25CbG9ja2VyQggKBl9zdGFydEIGCgRfZW5kIsYDCg5Db21wYWN0UmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEg0KBXN0YXJ0GAIgASgEEgsKA2VuZBgDIAEoBBIeChFleHBlY3RlZF9sYXN0X3NlcRgEIAEoA0gBiAEBEhYKDHN1bW1hcnlfdGV4dBgFIAEoCUgAEhYKDHN1bW1hcnlfanNvbhgGIAEoCUgAEhAKCHByb3ZpZGVyGAcgASgJEg0KBW1vZGVsGAggASgJEigKBXVzYWdlGAkgASgLMhkucGFsaW1wc2VzdC52MS5Ub2tlblVzYWdlEhcKCm1heF90b2tlbnMYCiABKARIAogBARIhChRzaGFkb3dlZF90b2tlbl9jb3VudBgLIAEoBEgDiAEBEhcKD2lkZW1wb3RlbmN5X2tleRgMIAEoCRIXCg9yYXdfb3V0cHV0X2pzb24YDSABKAkSFwoPbGxtX3N0cmVhbV9jYWxsGA4gASgIEhkKEXNvdXJjZV9jb21tYW5kX2lkGA8gASgJQgkKB3N1bW1hcnlCFAoSX2V4cGVjdGVkX2xhc3Rfc2VxQg0KC19tYXhfdG9rZW5zQhcKFV9zaGFkb3dlZF90b2tlbl9jb3VudCKcAQoPQ29tcGFjdFJlc3BvbnNlEgwKBHNlcXMYASADKAQSFQoNY29tcGFjdGlvbl9pZBgCIAEoCRIWCg5zdXJmYWNlX2xlbmd0aBgDIAEoBBIQCghyZXBsYXllZBgEIAEoCBIcChRzaGFkb3dlZF90b2tlbl9jb3VudBgFIAEoBBISCgVlcnJvchgGIAEoCUgAiAEBQggKBl9lcnJvciLuAwoXUHJ1bmVUb29sUmVzdWx0c1JlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIMCgRzZXFzGAIgAygEEhEKCW1pbl9ieXRlcxgDIAEoBBITCgtrZWVwX3JlY2VudBgEIAEoDRIVCg1leGNsdWRlX3Rvb2xzGAUgAygJEhcKCmhlYWRfY2hhcnMYBiABKA1IAIgBARIXCgp0YWlsX2NoYXJzGAcgASgNSAGIAQESHgoRZXhwZWN0ZWRfbGFzdF9zZXEYCCABKANIAogBARIXCg9pZGVtcG90ZW5jeV9rZXkYCSABKAkSEQoJbWluX2NoYXJzGAogASgEEj0KBm1hcmtlchgLIAEoDjItLnBhbGltcHNlc3QudjEuUHJ1bmVUb29sUmVzdWx0c1JlcXVlc3QuTWFya2VyEh0KEG1pbl9zYXZpbmdfY2hhcnMYDCABKARIA4gBASJNCgZNYXJrZXISFgoSTUFSS0VSX1VOU1BFQ0lGSUVEEAASFAoQTUFSS0VSX1JFRkVSRU5DRRABEhUKEU1BUktFUl9XSVRIX0NPVU5UEAJCDQoLX2hlYWRfY2hhcnNCDQoLX3RhaWxfY2hhcnNCFAoSX2V4cGVjdGVkX2xhc3Rfc2VxQhMKEV9taW5fc2F2aW5nX2NoYXJzIpABChBQcnVuZWRUb29sUmVzdWx0EhQKDG9yaWdpbmFsX3NlcRgBIAEoBBIRCglwcnVuZV9zZXEYAiABKAQSFwoPcmVwbGFjZW1lbnRfc2VxGAMgASgEEg8KB2NhbGxfaWQYBCABKAkSFAoMYnl0ZXNfYmVmb3JlGAUgASgEEhMKC2J5dGVzX2FmdGVyGAYgASgEIpsBChhQcnVuZVRvb2xSZXN1bHRzUmVzcG9uc2USLwoGcHJ1bmVkGAEgAygLMh8ucGFsaW1wc2VzdC52MS5QcnVuZWRUb29sUmVzdWx0EhMKC2J5dGVzX3NhdmVkGAIgASgEEg8KB3NraXBwZWQYAyADKAQSFgoOc3VyZmFjZV9sZW5ndGgYBCABKAQSEAoIcmVwbGF5ZWQYBSABKAgqVQoJRGlyZWN0aW9uEhkKFURJUkVDVElPTl9VTlNQRUNJRklFRBAAEhUKEURJUkVDVElPTl9GT1JXQVJEEAESFgoSRElSRUNUSU9OX0JBQ0tXQVJEEAIqVgoKRGF0YUZvcm1hdBIbChdEQVRBX0ZPUk1BVF9VTlNQRUNJRklFRBAAEhQKEERBVEFfRk9STUFUX0pTT04QARIVChFEQVRBX0ZPUk1BVF9UWVBFRBACKmgKC01lc3NhZ2VWaWV3EhwKGE1FU1NBR0VfVklFV19VTlNQRUNJRklFRBAAEh4KGk1FU1NBR0VfVklFV19NT0RFTF9ISVNUT1JZEAESGwoXTUVTU0FHRV9WSUVXX1RSQU5TQ1JJUFQQAirEAQoRU2Vzc2lvbkNoYW5nZUtpbmQSIwofU0VTU0lPTl9DSEFOR0VfS0lORF9VTlNQRUNJRklFRBAAEh8KG1NFU1NJT05fQ0hBTkdFX0tJTkRfQ1JFQVRFRBABEh8KG1NFU1NJT05fQ0hBTkdFX0tJTkRfREVMRVRFRBACEiYKIlNFU1NJT05fQ0hBTkdFX0tJTkRfTEFCRUxTX0NIQU5HRUQQAxIgChxTRVNTSU9OX0NIQU5HRV9LSU5EX0FQUEVOREVEEAQysw4KDlNlc3Npb25TZXJ2aWNlEloKDUNyZWF0ZVNlc3Npb24SIy5wYWxpbXBzZXN0LnYxLkNyZWF0ZVNlc3Npb25SZXF1ZXN0GiQucGFsaW1wc2VzdC52MS5DcmVhdGVTZXNzaW9uUmVzcG9uc2USUQoKR2V0U2Vzc2lvbhIgLnBhbGltcHNlc3QudjEuR2V0U2Vzc2lvblJlcXVlc3QaIS5wYWxpbXBzZXN0LnYxLkdldFNlc3Npb25SZXNwb25zZRJXCgxMaXN0U2Vzc2lvbnMSIi5wYWxpbXBzZXN0LnYxLkxpc3RTZXNzaW9uc1JlcXVlc3QaIy5wYWxpbXBzZXN0LnYxLkxpc3RTZXNzaW9uc1Jlc3BvbnNlEloKDURlbGV0ZVNlc3Npb24SIy5wYWxpbXBzZXN0LnYxLkRlbGV0ZVNlc3Npb25SZXF1ZXN0GiQucGFsaW1wc2VzdC52MS5EZWxldGVTZXNzaW9uUmVzcG9uc2USVwoMQXBwZW5kRXZlbnRzEiIucGFsaW1wc2VzdC52MS5BcHBlbmRFdmVudHNSZXF1ZXN0GiMucGFsaW1wc2VzdC52MS5BcHBlbmRFdmVudHNSZXNwb25zZRJbCgxBcHBlbmRTdHJlYW0SIi5wYWxpbXBzZXN0LnYxLkFwcGVuZFN0cmVhbVJlcXVlc3QaIy5wYWxpbXBzZXN0LnYxLkFwcGVuZFN0cmVhbVJlc3BvbnNlKAEwARJRCgpMaXN0RXZlbnRzEiAucGFsaW1wc2VzdC52MS5MaXN0RXZlbnRzUmVxdWVzdBohLnBhbGltcHNlc3QudjEuTGlzdEV2ZW50c1Jlc3BvbnNlElEKCkdldFN1cmZhY2USIC5wYWxpbXBzZXN0LnYxLkdldFN1cmZhY2VSZXF1ZXN0GiEucGFsaW1wc2VzdC52MS5HZXRTdXJmYWNlUmVzcG9uc2USVAoLR2V0TWVzc2FnZXMSIS5wYWxpbXBzZXN0LnYxLkdldE1lc3NhZ2VzUmVxdWVzdBoiLnBhbGltcHNlc3QudjEuR2V0TWVzc2FnZXNSZXNwb25zZRJUCgtGb3JrU2Vzc2lvbhIhLnBhbGltcHNlc3QudjEuRm9ya1Nlc3Npb25SZXF1ZXN0GiIucGFsaW1wc2VzdC52MS5Gb3JrU2Vzc2lvblJlc3BvbnNlEloKDVJlcGFpclNlc3Npb24SIy5wYWxpbXBzZXN0LnYxLlJlcGFpclNlc3Npb25SZXF1ZXN0GiQucGFsaW1wc2VzdC52MS5SZXBhaXJTZXNzaW9uUmVzcG9uc2USXAoNSW1wb3J0U2Vzc2lvbhIjLnBhbGltcHNlc3QudjEuSW1wb3J0U2Vzc2lvblJlcXVlc3QaJC5wYWxpbXBzZXN0LnYxLkltcG9ydFNlc3Npb25SZXNwb25zZSgBElwKDUV4cG9ydFNlc3Npb24SIy5wYWxpbXBzZXN0LnYxLkV4cG9ydFNlc3Npb25SZXF1ZXN0GiQucGFsaW1wc2VzdC52MS5FeHBvcnRTZXNzaW9uUmVzcG9uc2UwARJlChBTdWJzY3JpYmVTdXJmYWNlEiYucGFsaW1wc2VzdC52MS5TdWJzY3JpYmVTdXJmYWNlUmVxdWVzdBonLnBhbGltcHNlc3QudjEuU3Vic2NyaWJlU3VyZmFjZVJlc3BvbnNlMAESYgoPU3Vic2NyaWJlRXZlbnRzEiUucGFsaW1wc2VzdC52MS5TdWJzY3JpYmVFdmVudHNSZXF1ZXN0GiYucGFsaW1wc2VzdC52MS5TdWJzY3JpYmVFdmVudHNSZXNwb25zZTABEmgKEVN1YnNjcmliZVNlc3Npb25zEicucGFsaW1wc2VzdC52MS5TdWJzY3JpYmVTZXNzaW9uc1JlcXVlc3QaKC5wYWxpbXBzZXN0LnYxLlN1YnNjcmliZVNlc3Npb25zUmVzcG9uc2UwARJaCg1VcGRhdGVTZXNzaW9uEiMucGFsaW1wc2VzdC52MS5VcGRhdGVTZXNzaW9uUmVxdWVzdBokLnBhbGltcHNlc3QudjEuVXBkYXRlU2Vzc2lvblJlc3BvbnNlEl0KDlBsYW5Db21wYWN0aW9uEiQucGFsaW1wc2VzdC52MS5QbGFuQ29tcGFjdGlvblJlcXVlc3QaJS5wYWxpbXBzZXN0LnYxLlBsYW5Db21wYWN0aW9uUmVzcG9uc2USSAoHQ29tcGFjdBIdLnBhbGltcHNlc3QudjEuQ29tcGFjdFJlcXVlc3QaHi5wYWxpbXBzZXN0LnYxLkNvbXBhY3RSZXNwb25zZRJjChBQcnVuZVRvb2xSZXN1bHRzEiYucGFsaW1wc2VzdC52MS5QcnVuZVRvb2xSZXN1bHRzUmVxdWVzdBonLnBhbGltcHNlc3QudjEuUHJ1bmVUb29sUmVzdWx0c1Jlc3BvbnNlQi5aLHBhbGltcHNlc3QvZ2VuL2dvL3BhbGltcHNlc3QvdjE7cGFsaW1wc2VzdHYxYgZwcm90bzM", [file_google_protobuf_any, file_palimpsest_v1_content, file_palimpsest_v1_event, file_palimpsest_v1_session]);
 
 /**
  * Request for CreateSession.
@@ -1072,6 +1072,15 @@ export type SubscribeSurfaceRequest = Message<"palimpsest.v1.SubscribeSurfaceReq
    * @generated from field: palimpsest.v1.DataFormat data_format = 6;
    */
   dataFormat: DataFormat;
+
+  /**
+   * When the session does not exist yet, wait for it to be created instead of
+   * failing with SESSION_NOT_FOUND (an observer started before its agent). A
+   * deletion still ends the stream with SESSION_NOT_FOUND.
+   *
+   * @generated from field: bool wait_for_create = 7;
+   */
+  waitForCreate: boolean;
 };
 
 /**
@@ -1335,6 +1344,13 @@ export type SubscribeEventsRequest = Message<"palimpsest.v1.SubscribeEventsReque
    * @generated from field: palimpsest.v1.DataFormat data_format = 4;
    */
   dataFormat: DataFormat;
+
+  /**
+   * As SubscribeSurfaceRequest.wait_for_create.
+   *
+   * @generated from field: bool wait_for_create = 5;
+   */
+  waitForCreate: boolean;
 };
 
 /**
@@ -1343,6 +1359,252 @@ export type SubscribeEventsRequest = Message<"palimpsest.v1.SubscribeEventsReque
  */
 export const SubscribeEventsRequestSchema: GenMessage<SubscribeEventsRequest> = /*@__PURE__*/
   messageDesc(file_palimpsest_v1_service, 37);
+
+/**
+ * Request for SubscribeSessions.
+ *
+ * @generated from message palimpsest.v1.SubscribeSessionsRequest
+ */
+export type SubscribeSessionsRequest = Message<"palimpsest.v1.SubscribeSessionsRequest"> & {
+  /**
+   * Resume after this feed position (the last `position` received); unset =
+   * from the beginning of the feed.
+   *
+   * @generated from field: optional uint64 after = 1;
+   */
+  after?: bigint | undefined;
+
+  /**
+   * Start at the current end of the feed (only changes from now on; `after`
+   * is ignored).
+   *
+   * @generated from field: bool from_now = 2;
+   */
+  fromNow: boolean;
+
+  /**
+   * Only sessions carrying every one of these labels (labels_changed is sent
+   * when the labels before or after the change match).
+   *
+   * @generated from field: map<string, string> label_selector = 3;
+   */
+  labelSelector: { [key: string]: string };
+
+  /**
+   * Heartbeat interval in ms (0 = the server default; minimum 100).
+   *
+   * @generated from field: uint32 heartbeat_interval_ms = 4;
+   */
+  heartbeatIntervalMs: number;
+};
+
+/**
+ * Describes the message palimpsest.v1.SubscribeSessionsRequest.
+ * Use `create(SubscribeSessionsRequestSchema)` to create a new message.
+ */
+export const SubscribeSessionsRequestSchema: GenMessage<SubscribeSessionsRequest> = /*@__PURE__*/
+  messageDesc(file_palimpsest_v1_service, 38);
+
+/**
+ * One message of a SubscribeSessions stream.
+ *
+ * @generated from message palimpsest.v1.SubscribeSessionsResponse
+ */
+export type SubscribeSessionsResponse = Message<"palimpsest.v1.SubscribeSessionsResponse"> & {
+  /**
+   * Feed position after this message: resume with after = position.
+   *
+   * @generated from field: uint64 position = 1;
+   */
+  position: bigint;
+
+  /**
+   * What happened.
+   *
+   * @generated from oneof palimpsest.v1.SubscribeSessionsResponse.kind
+   */
+  kind: {
+    /**
+     * A session changed.
+     *
+     * @generated from field: palimpsest.v1.SessionChange change = 2;
+     */
+    value: SessionChange;
+    case: "change";
+  } | {
+    /**
+     * Catch-up is complete; what follows is live.
+     *
+     * @generated from field: palimpsest.v1.CaughtUp caught_up = 3;
+     */
+    value: CaughtUp;
+    case: "caughtUp";
+  } | {
+    /**
+     * Keep-alive.
+     *
+     * @generated from field: palimpsest.v1.Heartbeat heartbeat = 4;
+     */
+    value: Heartbeat;
+    case: "heartbeat";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message palimpsest.v1.SubscribeSessionsResponse.
+ * Use `create(SubscribeSessionsResponseSchema)` to create a new message.
+ */
+export const SubscribeSessionsResponseSchema: GenMessage<SubscribeSessionsResponse> = /*@__PURE__*/
+  messageDesc(file_palimpsest_v1_service, 39);
+
+/**
+ * One change of one session, as SubscribeSessions reports it.
+ *
+ * @generated from message palimpsest.v1.SessionChange
+ */
+export type SessionChange = Message<"palimpsest.v1.SessionChange"> & {
+  /**
+   * What happened.
+   *
+   * @generated from field: palimpsest.v1.SessionChangeKind kind = 1;
+   */
+  kind: SessionChangeKind;
+
+  /**
+   * Session id.
+   *
+   * @generated from field: string session_id = 2;
+   */
+  sessionId: string;
+
+  /**
+   * Seq of the last event after the change; unset for an empty log.
+   *
+   * @generated from field: optional uint64 head_seq = 3;
+   */
+  headSeq?: bigint | undefined;
+
+  /**
+   * Number of events after the change.
+   *
+   * @generated from field: uint64 event_count = 4;
+   */
+  eventCount: bigint;
+
+  /**
+   * Surface length after the session's last append (0 before any append).
+   *
+   * @generated from field: uint64 surface_length = 5;
+   */
+  surfaceLength: bigint;
+
+  /**
+   * APPENDED: the distinct types of the appended events, in order of first
+   * appearance.
+   *
+   * @generated from field: repeated string event_types = 6;
+   */
+  eventTypes: string[];
+
+  /**
+   * The session's labels after the change (DELETED: before it).
+   *
+   * @generated from field: map<string, string> labels = 7;
+   */
+  labels: { [key: string]: string };
+
+  /**
+   * LABELS_CHANGED: the labels before the change.
+   *
+   * @generated from field: map<string, string> previous_labels = 8;
+   */
+  previousLabels: { [key: string]: string };
+
+  /**
+   * The session's creation time, Unix epoch ms (a re-created id has another).
+   *
+   * @generated from field: int64 created_at = 9;
+   */
+  createdAt: bigint;
+
+  /**
+   * When the store recorded the change, Unix epoch ms.
+   *
+   * @generated from field: int64 time = 10;
+   */
+  time: bigint;
+};
+
+/**
+ * Describes the message palimpsest.v1.SessionChange.
+ * Use `create(SessionChangeSchema)` to create a new message.
+ */
+export const SessionChangeSchema: GenMessage<SessionChange> = /*@__PURE__*/
+  messageDesc(file_palimpsest_v1_service, 40);
+
+/**
+ * Request for UpdateSession.
+ *
+ * @generated from message palimpsest.v1.UpdateSessionRequest
+ */
+export type UpdateSessionRequest = Message<"palimpsest.v1.UpdateSessionRequest"> & {
+  /**
+   * Session id.
+   *
+   * @generated from field: string session_id = 1;
+   */
+  sessionId: string;
+
+  /**
+   * Labels to set (added or overwritten).
+   *
+   * @generated from field: map<string, string> set_labels = 2;
+   */
+  setLabels: { [key: string]: string };
+
+  /**
+   * Label keys to remove (absent keys are ignored).
+   *
+   * @generated from field: repeated string remove_labels = 3;
+   */
+  removeLabels: string[];
+
+  /**
+   * Change only while the session's metadata_version is this one; unset =
+   * unconditionally.
+   *
+   * @generated from field: optional uint64 expected_version = 4;
+   */
+  expectedVersion?: bigint | undefined;
+};
+
+/**
+ * Describes the message palimpsest.v1.UpdateSessionRequest.
+ * Use `create(UpdateSessionRequestSchema)` to create a new message.
+ */
+export const UpdateSessionRequestSchema: GenMessage<UpdateSessionRequest> = /*@__PURE__*/
+  messageDesc(file_palimpsest_v1_service, 41);
+
+/**
+ * Response for UpdateSession.
+ *
+ * @generated from message palimpsest.v1.UpdateSessionResponse
+ */
+export type UpdateSessionResponse = Message<"palimpsest.v1.UpdateSessionResponse"> & {
+  /**
+   * The session after the change (with its new metadata_version).
+   *
+   * @generated from field: palimpsest.v1.Session session = 1;
+   */
+  session?: Session | undefined;
+};
+
+/**
+ * Describes the message palimpsest.v1.UpdateSessionResponse.
+ * Use `create(UpdateSessionResponseSchema)` to create a new message.
+ */
+export const UpdateSessionResponseSchema: GenMessage<UpdateSessionResponse> = /*@__PURE__*/
+  messageDesc(file_palimpsest_v1_service, 42);
 
 /**
  * One message of a SubscribeEvents stream.
@@ -1394,7 +1656,7 @@ export type SubscribeEventsResponse = Message<"palimpsest.v1.SubscribeEventsResp
  * Use `create(SubscribeEventsResponseSchema)` to create a new message.
  */
 export const SubscribeEventsResponseSchema: GenMessage<SubscribeEventsResponse> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 38);
+  messageDesc(file_palimpsest_v1_service, 43);
 
 /**
  * Request for PlanCompaction.
@@ -1464,7 +1726,7 @@ export type PlanCompactionRequest = Message<"palimpsest.v1.PlanCompactionRequest
  * Use `create(PlanCompactionRequestSchema)` to create a new message.
  */
 export const PlanCompactionRequestSchema: GenMessage<PlanCompactionRequest> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 39);
+  messageDesc(file_palimpsest_v1_service, 44);
 
 /**
  * Something that makes Compact refuse the plan now.
@@ -1510,7 +1772,7 @@ export type CompactionBlocker = Message<"palimpsest.v1.CompactionBlocker"> & {
  * Use `create(CompactionBlockerSchema)` to create a new message.
  */
 export const CompactionBlockerSchema: GenMessage<CompactionBlocker> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 40);
+  messageDesc(file_palimpsest_v1_service, 45);
 
 /**
  * Response for PlanCompaction.
@@ -1580,7 +1842,7 @@ export type PlanCompactionResponse = Message<"palimpsest.v1.PlanCompactionRespon
  * Use `create(PlanCompactionResponseSchema)` to create a new message.
  */
 export const PlanCompactionResponseSchema: GenMessage<PlanCompactionResponse> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 41);
+  messageDesc(file_palimpsest_v1_service, 46);
 
 /**
  * Request for Compact.
@@ -1713,7 +1975,7 @@ export type CompactRequest = Message<"palimpsest.v1.CompactRequest"> & {
  * Use `create(CompactRequestSchema)` to create a new message.
  */
 export const CompactRequestSchema: GenMessage<CompactRequest> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 42);
+  messageDesc(file_palimpsest_v1_service, 47);
 
 /**
  * Response for Compact.
@@ -1772,7 +2034,7 @@ export type CompactResponse = Message<"palimpsest.v1.CompactResponse"> & {
  * Use `create(CompactResponseSchema)` to create a new message.
  */
 export const CompactResponseSchema: GenMessage<CompactResponse> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 43);
+  messageDesc(file_palimpsest_v1_service, 48);
 
 /**
  * Request for PruneToolResults.
@@ -1873,7 +2135,7 @@ export type PruneToolResultsRequest = Message<"palimpsest.v1.PruneToolResultsReq
  * Use `create(PruneToolResultsRequestSchema)` to create a new message.
  */
 export const PruneToolResultsRequestSchema: GenMessage<PruneToolResultsRequest> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 44);
+  messageDesc(file_palimpsest_v1_service, 49);
 
 /**
  * The marker a prune writes.
@@ -1908,7 +2170,7 @@ export enum PruneToolResultsRequest_Marker {
  * Describes the enum palimpsest.v1.PruneToolResultsRequest.Marker.
  */
 export const PruneToolResultsRequest_MarkerSchema: GenEnum<PruneToolResultsRequest_Marker> = /*@__PURE__*/
-  enumDesc(file_palimpsest_v1_service, 44, 0);
+  enumDesc(file_palimpsest_v1_service, 49, 0);
 
 /**
  * One pruned tool result.
@@ -1964,7 +2226,7 @@ export type PrunedToolResult = Message<"palimpsest.v1.PrunedToolResult"> & {
  * Use `create(PrunedToolResultSchema)` to create a new message.
  */
 export const PrunedToolResultSchema: GenMessage<PrunedToolResult> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 45);
+  messageDesc(file_palimpsest_v1_service, 50);
 
 /**
  * Response for PruneToolResults.
@@ -2013,7 +2275,7 @@ export type PruneToolResultsResponse = Message<"palimpsest.v1.PruneToolResultsRe
  * Use `create(PruneToolResultsResponseSchema)` to create a new message.
  */
 export const PruneToolResultsResponseSchema: GenMessage<PruneToolResultsResponse> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 46);
+  messageDesc(file_palimpsest_v1_service, 51);
 
 /**
  * Direction of an event read.
@@ -2117,6 +2379,54 @@ export enum MessageView {
  */
 export const MessageViewSchema: GenEnum<MessageView> = /*@__PURE__*/
   enumDesc(file_palimpsest_v1_service, 2);
+
+/**
+ * What kind of change a SessionChange reports.
+ *
+ * @generated from enum palimpsest.v1.SessionChangeKind
+ */
+export enum SessionChangeKind {
+  /**
+   * Not sent.
+   *
+   * @generated from enum value: SESSION_CHANGE_KIND_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * The session was created (or an import of it completed).
+   *
+   * @generated from enum value: SESSION_CHANGE_KIND_CREATED = 1;
+   */
+  CREATED = 1,
+
+  /**
+   * The session was deleted.
+   *
+   * @generated from enum value: SESSION_CHANGE_KIND_DELETED = 2;
+   */
+  DELETED = 2,
+
+  /**
+   * Its labels changed (UpdateSession).
+   *
+   * @generated from enum value: SESSION_CHANGE_KIND_LABELS_CHANGED = 3;
+   */
+  LABELS_CHANGED = 3,
+
+  /**
+   * Events were appended.
+   *
+   * @generated from enum value: SESSION_CHANGE_KIND_APPENDED = 4;
+   */
+  APPENDED = 4,
+}
+
+/**
+ * Describes the enum palimpsest.v1.SessionChangeKind.
+ */
+export const SessionChangeKindSchema: GenEnum<SessionChangeKind> = /*@__PURE__*/
+  enumDesc(file_palimpsest_v1_service, 3);
 
 /**
  * SessionService stores agent sessions as append-only event logs and serves
@@ -2396,6 +2706,40 @@ export const SessionService: GenService<{
     methodKind: "server_streaming";
     input: typeof SubscribeEventsRequestSchema;
     output: typeof SubscribeEventsResponseSchema;
+  },
+  /**
+   * Follows every session of the caller's tenant: one message per change
+   * (created, deleted, labels_changed, appended), in commit order, each with
+   * the feed position to resume from (`after`), then the same caught_up and
+   * heartbeat signals as SubscribeEvents. Changes committed through any
+   * server over the same store are delivered (PostgreSQL: through any
+   * replica). Positions survive restarts; resuming after one delivers every
+   * later change exactly once. Errors: CURSOR_OUT_OF_RANGE (OUT_OF_RANGE:
+   * `after` beyond the feed's end), UNAVAILABLE / SERVER_SHUTDOWN at shutdown
+   * (metadata `cursor`: resume with after = cursor).
+   *
+   * @generated from rpc palimpsest.v1.SessionService.SubscribeSessions
+   */
+  subscribeSessions: {
+    methodKind: "server_streaming";
+    input: typeof SubscribeSessionsRequestSchema;
+    output: typeof SubscribeSessionsResponseSchema;
+  },
+  /**
+   * Changes a session's metadata: sets and removes labels (the limits of
+   * CreateSession apply to the result), optionally only while the metadata is
+   * at `expected_version` (ABORTED / METADATA_VERSION_MISMATCH otherwise,
+   * nothing changed). Reported on SubscribeSessions as labels_changed. The
+   * `palimpsest.dev/ttl-days` label is read by retention at each sweep, so a
+   * changed value applies from the next sweep. Errors: SESSION_NOT_FOUND,
+   * INVALID_ARGUMENT (labels over the limits, a key both set and removed).
+   *
+   * @generated from rpc palimpsest.v1.SessionService.UpdateSession
+   */
+  updateSession: {
+    methodKind: "unary";
+    input: typeof UpdateSessionRequestSchema;
+    output: typeof UpdateSessionResponseSchema;
   },
   /**
    * Plans a compaction (read-only), as the reference's compaction-basic

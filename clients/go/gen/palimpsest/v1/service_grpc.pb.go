@@ -148,6 +148,24 @@ type SessionServiceClient interface {
 	// Follows every event of a session (observers), with the same catch-up,
 	// resume and end-of-stream guarantees as SubscribeSurface.
 	SubscribeEvents(ctx context.Context, in *SubscribeEventsRequest, opts ...grpc.CallOption) (SessionService_SubscribeEventsClient, error)
+	// Follows every session of the caller's tenant: one message per change
+	// (created, deleted, labels_changed, appended), in commit order, each with
+	// the feed position to resume from (`after`), then the same caught_up and
+	// heartbeat signals as SubscribeEvents. Changes committed through any
+	// server over the same store are delivered (PostgreSQL: through any
+	// replica). Positions survive restarts; resuming after one delivers every
+	// later change exactly once. Errors: CURSOR_OUT_OF_RANGE (OUT_OF_RANGE:
+	// `after` beyond the feed's end), UNAVAILABLE / SERVER_SHUTDOWN at shutdown
+	// (metadata `cursor`: resume with after = cursor).
+	SubscribeSessions(ctx context.Context, in *SubscribeSessionsRequest, opts ...grpc.CallOption) (SessionService_SubscribeSessionsClient, error)
+	// Changes a session's metadata: sets and removes labels (the limits of
+	// CreateSession apply to the result), optionally only while the metadata is
+	// at `expected_version` (ABORTED / METADATA_VERSION_MISMATCH otherwise,
+	// nothing changed). Reported on SubscribeSessions as labels_changed. The
+	// `palimpsest.dev/ttl-days` label is read by retention at each sweep, so a
+	// changed value applies from the next sweep. Errors: SESSION_NOT_FOUND,
+	// INVALID_ARGUMENT (labels over the limits, a key both set and removed).
+	UpdateSession(ctx context.Context, in *UpdateSessionRequest, opts ...grpc.CallOption) (*UpdateSessionResponse, error)
 	// Plans a compaction (read-only), as the reference's compaction-basic
 	// selects it: the range to shadow, anchored at the start of the surface,
 	// keeping a recent tail by the budget (`retain_tokens`, the reference's:
@@ -467,6 +485,47 @@ func (x *sessionServiceSubscribeEventsClient) Recv() (*SubscribeEventsResponse, 
 	return m, nil
 }
 
+func (c *sessionServiceClient) SubscribeSessions(ctx context.Context, in *SubscribeSessionsRequest, opts ...grpc.CallOption) (SessionService_SubscribeSessionsClient, error) {
+	stream, err := c.cc.NewStream(ctx, &_SessionService_serviceDesc.Streams[5], "/palimpsest.v1.SessionService/SubscribeSessions", opts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &sessionServiceSubscribeSessionsClient{stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+type SessionService_SubscribeSessionsClient interface {
+	Recv() (*SubscribeSessionsResponse, error)
+	grpc.ClientStream
+}
+
+type sessionServiceSubscribeSessionsClient struct {
+	grpc.ClientStream
+}
+
+func (x *sessionServiceSubscribeSessionsClient) Recv() (*SubscribeSessionsResponse, error) {
+	m := new(SubscribeSessionsResponse)
+	if err := x.ClientStream.RecvMsg(m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+func (c *sessionServiceClient) UpdateSession(ctx context.Context, in *UpdateSessionRequest, opts ...grpc.CallOption) (*UpdateSessionResponse, error) {
+	out := new(UpdateSessionResponse)
+	err := c.cc.Invoke(ctx, "/palimpsest.v1.SessionService/UpdateSession", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *sessionServiceClient) PlanCompaction(ctx context.Context, in *PlanCompactionRequest, opts ...grpc.CallOption) (*PlanCompactionResponse, error) {
 	out := new(PlanCompactionResponse)
 	err := c.cc.Invoke(ctx, "/palimpsest.v1.SessionService/PlanCompaction", in, out, opts...)
@@ -629,6 +688,24 @@ type SessionServiceServer interface {
 	// Follows every event of a session (observers), with the same catch-up,
 	// resume and end-of-stream guarantees as SubscribeSurface.
 	SubscribeEvents(*SubscribeEventsRequest, SessionService_SubscribeEventsServer) error
+	// Follows every session of the caller's tenant: one message per change
+	// (created, deleted, labels_changed, appended), in commit order, each with
+	// the feed position to resume from (`after`), then the same caught_up and
+	// heartbeat signals as SubscribeEvents. Changes committed through any
+	// server over the same store are delivered (PostgreSQL: through any
+	// replica). Positions survive restarts; resuming after one delivers every
+	// later change exactly once. Errors: CURSOR_OUT_OF_RANGE (OUT_OF_RANGE:
+	// `after` beyond the feed's end), UNAVAILABLE / SERVER_SHUTDOWN at shutdown
+	// (metadata `cursor`: resume with after = cursor).
+	SubscribeSessions(*SubscribeSessionsRequest, SessionService_SubscribeSessionsServer) error
+	// Changes a session's metadata: sets and removes labels (the limits of
+	// CreateSession apply to the result), optionally only while the metadata is
+	// at `expected_version` (ABORTED / METADATA_VERSION_MISMATCH otherwise,
+	// nothing changed). Reported on SubscribeSessions as labels_changed. The
+	// `palimpsest.dev/ttl-days` label is read by retention at each sweep, so a
+	// changed value applies from the next sweep. Errors: SESSION_NOT_FOUND,
+	// INVALID_ARGUMENT (labels over the limits, a key both set and removed).
+	UpdateSession(context.Context, *UpdateSessionRequest) (*UpdateSessionResponse, error)
 	// Plans a compaction (read-only), as the reference's compaction-basic
 	// selects it: the range to shadow, anchored at the start of the surface,
 	// keeping a recent tail by the budget (`retain_tokens`, the reference's:
@@ -738,6 +815,12 @@ func (UnimplementedSessionServiceServer) SubscribeSurface(*SubscribeSurfaceReque
 }
 func (UnimplementedSessionServiceServer) SubscribeEvents(*SubscribeEventsRequest, SessionService_SubscribeEventsServer) error {
 	return status.Errorf(codes.Unimplemented, "method SubscribeEvents not implemented")
+}
+func (UnimplementedSessionServiceServer) SubscribeSessions(*SubscribeSessionsRequest, SessionService_SubscribeSessionsServer) error {
+	return status.Errorf(codes.Unimplemented, "method SubscribeSessions not implemented")
+}
+func (UnimplementedSessionServiceServer) UpdateSession(context.Context, *UpdateSessionRequest) (*UpdateSessionResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method UpdateSession not implemented")
 }
 func (UnimplementedSessionServiceServer) PlanCompaction(context.Context, *PlanCompactionRequest) (*PlanCompactionResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method PlanCompaction not implemented")
@@ -1056,6 +1139,45 @@ func (x *sessionServiceSubscribeEventsServer) Send(m *SubscribeEventsResponse) e
 	return x.ServerStream.SendMsg(m)
 }
 
+func _SessionService_SubscribeSessions_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(SubscribeSessionsRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(SessionServiceServer).SubscribeSessions(m, &sessionServiceSubscribeSessionsServer{stream})
+}
+
+type SessionService_SubscribeSessionsServer interface {
+	Send(*SubscribeSessionsResponse) error
+	grpc.ServerStream
+}
+
+type sessionServiceSubscribeSessionsServer struct {
+	grpc.ServerStream
+}
+
+func (x *sessionServiceSubscribeSessionsServer) Send(m *SubscribeSessionsResponse) error {
+	return x.ServerStream.SendMsg(m)
+}
+
+func _SessionService_UpdateSession_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateSessionRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SessionServiceServer).UpdateSession(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/palimpsest.v1.SessionService/UpdateSession",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SessionServiceServer).UpdateSession(ctx, req.(*UpdateSessionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _SessionService_PlanCompaction_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(PlanCompactionRequest)
 	if err := dec(in); err != nil {
@@ -1155,6 +1277,10 @@ var _SessionService_serviceDesc = grpc.ServiceDesc{
 			Handler:    _SessionService_RepairSession_Handler,
 		},
 		{
+			MethodName: "UpdateSession",
+			Handler:    _SessionService_UpdateSession_Handler,
+		},
+		{
 			MethodName: "PlanCompaction",
 			Handler:    _SessionService_PlanCompaction_Handler,
 		},
@@ -1192,6 +1318,11 @@ var _SessionService_serviceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "SubscribeEvents",
 			Handler:       _SessionService_SubscribeEvents_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "SubscribeSessions",
+			Handler:       _SessionService_SubscribeSessions_Handler,
 			ServerStreams: true,
 		},
 	},

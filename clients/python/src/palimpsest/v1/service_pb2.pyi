@@ -110,6 +110,48 @@ ones later shadowed by a replace; replacement copies are excluded.
 global___MessageView = MessageView
 
 
+class _SessionChangeKind:
+    ValueType = typing.NewType('ValueType', builtins.int)
+    V: typing_extensions.TypeAlias = ValueType
+class _SessionChangeKindEnumTypeWrapper(google.protobuf.internal.enum_type_wrapper._EnumTypeWrapper[_SessionChangeKind.ValueType], builtins.type):
+    DESCRIPTOR: google.protobuf.descriptor.EnumDescriptor
+    SESSION_CHANGE_KIND_UNSPECIFIED: _SessionChangeKind.ValueType  # 0
+    """Not sent."""
+
+    SESSION_CHANGE_KIND_CREATED: _SessionChangeKind.ValueType  # 1
+    """The session was created (or an import of it completed)."""
+
+    SESSION_CHANGE_KIND_DELETED: _SessionChangeKind.ValueType  # 2
+    """The session was deleted."""
+
+    SESSION_CHANGE_KIND_LABELS_CHANGED: _SessionChangeKind.ValueType  # 3
+    """Its labels changed (UpdateSession)."""
+
+    SESSION_CHANGE_KIND_APPENDED: _SessionChangeKind.ValueType  # 4
+    """Events were appended."""
+
+class SessionChangeKind(_SessionChangeKind, metaclass=_SessionChangeKindEnumTypeWrapper):
+    """What kind of change a SessionChange reports."""
+    pass
+
+SESSION_CHANGE_KIND_UNSPECIFIED: SessionChangeKind.ValueType  # 0
+"""Not sent."""
+
+SESSION_CHANGE_KIND_CREATED: SessionChangeKind.ValueType  # 1
+"""The session was created (or an import of it completed)."""
+
+SESSION_CHANGE_KIND_DELETED: SessionChangeKind.ValueType  # 2
+"""The session was deleted."""
+
+SESSION_CHANGE_KIND_LABELS_CHANGED: SessionChangeKind.ValueType  # 3
+"""Its labels changed (UpdateSession)."""
+
+SESSION_CHANGE_KIND_APPENDED: SessionChangeKind.ValueType  # 4
+"""Events were appended."""
+
+global___SessionChangeKind = SessionChangeKind
+
+
 class CreateSessionRequest(google.protobuf.message.Message):
     """Request for CreateSession."""
     DESCRIPTOR: google.protobuf.descriptor.Descriptor
@@ -929,6 +971,7 @@ class SubscribeSurfaceRequest(google.protobuf.message.Message):
     INCLUDE_MESSAGES_FIELD_NUMBER: builtins.int
     HEARTBEAT_INTERVAL_MS_FIELD_NUMBER: builtins.int
     DATA_FORMAT_FIELD_NUMBER: builtins.int
+    WAIT_FOR_CREATE_FIELD_NUMBER: builtins.int
     session_id: typing.Text
     """Session id."""
 
@@ -949,6 +992,12 @@ class SubscribeSurfaceRequest(google.protobuf.message.Message):
     data_format: global___DataFormat.ValueType
     """How to return event data."""
 
+    wait_for_create: builtins.bool
+    """When the session does not exist yet, wait for it to be created instead of
+    failing with SESSION_NOT_FOUND (an observer started before its agent). A
+    deletion still ends the stream with SESSION_NOT_FOUND.
+    """
+
     def __init__(self,
         *,
         session_id: typing.Text = ...,
@@ -957,9 +1006,10 @@ class SubscribeSurfaceRequest(google.protobuf.message.Message):
         include_messages: builtins.bool = ...,
         heartbeat_interval_ms: builtins.int = ...,
         data_format: global___DataFormat.ValueType = ...,
+        wait_for_create: builtins.bool = ...,
         ) -> None: ...
     def HasField(self, field_name: typing_extensions.Literal["_after_seq",b"_after_seq","after_seq",b"after_seq"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing_extensions.Literal["_after_seq",b"_after_seq","after_seq",b"after_seq","data_format",b"data_format","heartbeat_interval_ms",b"heartbeat_interval_ms","include_messages",b"include_messages","session_id",b"session_id","snapshot",b"snapshot"]) -> None: ...
+    def ClearField(self, field_name: typing_extensions.Literal["_after_seq",b"_after_seq","after_seq",b"after_seq","data_format",b"data_format","heartbeat_interval_ms",b"heartbeat_interval_ms","include_messages",b"include_messages","session_id",b"session_id","snapshot",b"snapshot","wait_for_create",b"wait_for_create"]) -> None: ...
     def WhichOneof(self, oneof_group: typing_extensions.Literal["_after_seq",b"_after_seq"]) -> typing.Optional[typing_extensions.Literal["after_seq"]]: ...
 global___SubscribeSurfaceRequest = SubscribeSurfaceRequest
 
@@ -1121,6 +1171,7 @@ class SubscribeEventsRequest(google.protobuf.message.Message):
     AFTER_SEQ_FIELD_NUMBER: builtins.int
     HEARTBEAT_INTERVAL_MS_FIELD_NUMBER: builtins.int
     DATA_FORMAT_FIELD_NUMBER: builtins.int
+    WAIT_FOR_CREATE_FIELD_NUMBER: builtins.int
     session_id: typing.Text
     """Session id."""
 
@@ -1133,17 +1184,262 @@ class SubscribeEventsRequest(google.protobuf.message.Message):
     data_format: global___DataFormat.ValueType
     """How to return event data."""
 
+    wait_for_create: builtins.bool
+    """As SubscribeSurfaceRequest.wait_for_create."""
+
     def __init__(self,
         *,
         session_id: typing.Text = ...,
         after_seq: typing.Optional[builtins.int] = ...,
         heartbeat_interval_ms: builtins.int = ...,
         data_format: global___DataFormat.ValueType = ...,
+        wait_for_create: builtins.bool = ...,
         ) -> None: ...
     def HasField(self, field_name: typing_extensions.Literal["_after_seq",b"_after_seq","after_seq",b"after_seq"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing_extensions.Literal["_after_seq",b"_after_seq","after_seq",b"after_seq","data_format",b"data_format","heartbeat_interval_ms",b"heartbeat_interval_ms","session_id",b"session_id"]) -> None: ...
+    def ClearField(self, field_name: typing_extensions.Literal["_after_seq",b"_after_seq","after_seq",b"after_seq","data_format",b"data_format","heartbeat_interval_ms",b"heartbeat_interval_ms","session_id",b"session_id","wait_for_create",b"wait_for_create"]) -> None: ...
     def WhichOneof(self, oneof_group: typing_extensions.Literal["_after_seq",b"_after_seq"]) -> typing.Optional[typing_extensions.Literal["after_seq"]]: ...
 global___SubscribeEventsRequest = SubscribeEventsRequest
+
+class SubscribeSessionsRequest(google.protobuf.message.Message):
+    """Request for SubscribeSessions."""
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    class LabelSelectorEntry(google.protobuf.message.Message):
+        DESCRIPTOR: google.protobuf.descriptor.Descriptor
+        KEY_FIELD_NUMBER: builtins.int
+        VALUE_FIELD_NUMBER: builtins.int
+        key: typing.Text
+        value: typing.Text
+        def __init__(self,
+            *,
+            key: typing.Text = ...,
+            value: typing.Text = ...,
+            ) -> None: ...
+        def ClearField(self, field_name: typing_extensions.Literal["key",b"key","value",b"value"]) -> None: ...
+
+    AFTER_FIELD_NUMBER: builtins.int
+    FROM_NOW_FIELD_NUMBER: builtins.int
+    LABEL_SELECTOR_FIELD_NUMBER: builtins.int
+    HEARTBEAT_INTERVAL_MS_FIELD_NUMBER: builtins.int
+    after: builtins.int
+    """Resume after this feed position (the last `position` received); unset =
+    from the beginning of the feed.
+    """
+
+    from_now: builtins.bool
+    """Start at the current end of the feed (only changes from now on; `after`
+    is ignored).
+    """
+
+    @property
+    def label_selector(self) -> google.protobuf.internal.containers.ScalarMap[typing.Text, typing.Text]:
+        """Only sessions carrying every one of these labels (labels_changed is sent
+        when the labels before or after the change match).
+        """
+        pass
+    heartbeat_interval_ms: builtins.int
+    """Heartbeat interval in ms (0 = the server default; minimum 100)."""
+
+    def __init__(self,
+        *,
+        after: typing.Optional[builtins.int] = ...,
+        from_now: builtins.bool = ...,
+        label_selector: typing.Optional[typing.Mapping[typing.Text, typing.Text]] = ...,
+        heartbeat_interval_ms: builtins.int = ...,
+        ) -> None: ...
+    def HasField(self, field_name: typing_extensions.Literal["_after",b"_after","after",b"after"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing_extensions.Literal["_after",b"_after","after",b"after","from_now",b"from_now","heartbeat_interval_ms",b"heartbeat_interval_ms","label_selector",b"label_selector"]) -> None: ...
+    def WhichOneof(self, oneof_group: typing_extensions.Literal["_after",b"_after"]) -> typing.Optional[typing_extensions.Literal["after"]]: ...
+global___SubscribeSessionsRequest = SubscribeSessionsRequest
+
+class SubscribeSessionsResponse(google.protobuf.message.Message):
+    """One message of a SubscribeSessions stream."""
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    POSITION_FIELD_NUMBER: builtins.int
+    CHANGE_FIELD_NUMBER: builtins.int
+    CAUGHT_UP_FIELD_NUMBER: builtins.int
+    HEARTBEAT_FIELD_NUMBER: builtins.int
+    position: builtins.int
+    """Feed position after this message: resume with after = position."""
+
+    @property
+    def change(self) -> global___SessionChange:
+        """A session changed."""
+        pass
+    @property
+    def caught_up(self) -> global___CaughtUp:
+        """Catch-up is complete; what follows is live."""
+        pass
+    @property
+    def heartbeat(self) -> global___Heartbeat:
+        """Keep-alive."""
+        pass
+    def __init__(self,
+        *,
+        position: builtins.int = ...,
+        change: typing.Optional[global___SessionChange] = ...,
+        caught_up: typing.Optional[global___CaughtUp] = ...,
+        heartbeat: typing.Optional[global___Heartbeat] = ...,
+        ) -> None: ...
+    def HasField(self, field_name: typing_extensions.Literal["caught_up",b"caught_up","change",b"change","heartbeat",b"heartbeat","kind",b"kind"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing_extensions.Literal["caught_up",b"caught_up","change",b"change","heartbeat",b"heartbeat","kind",b"kind","position",b"position"]) -> None: ...
+    def WhichOneof(self, oneof_group: typing_extensions.Literal["kind",b"kind"]) -> typing.Optional[typing_extensions.Literal["change","caught_up","heartbeat"]]: ...
+global___SubscribeSessionsResponse = SubscribeSessionsResponse
+
+class SessionChange(google.protobuf.message.Message):
+    """One change of one session, as SubscribeSessions reports it."""
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    class LabelsEntry(google.protobuf.message.Message):
+        DESCRIPTOR: google.protobuf.descriptor.Descriptor
+        KEY_FIELD_NUMBER: builtins.int
+        VALUE_FIELD_NUMBER: builtins.int
+        key: typing.Text
+        value: typing.Text
+        def __init__(self,
+            *,
+            key: typing.Text = ...,
+            value: typing.Text = ...,
+            ) -> None: ...
+        def ClearField(self, field_name: typing_extensions.Literal["key",b"key","value",b"value"]) -> None: ...
+
+    class PreviousLabelsEntry(google.protobuf.message.Message):
+        DESCRIPTOR: google.protobuf.descriptor.Descriptor
+        KEY_FIELD_NUMBER: builtins.int
+        VALUE_FIELD_NUMBER: builtins.int
+        key: typing.Text
+        value: typing.Text
+        def __init__(self,
+            *,
+            key: typing.Text = ...,
+            value: typing.Text = ...,
+            ) -> None: ...
+        def ClearField(self, field_name: typing_extensions.Literal["key",b"key","value",b"value"]) -> None: ...
+
+    KIND_FIELD_NUMBER: builtins.int
+    SESSION_ID_FIELD_NUMBER: builtins.int
+    HEAD_SEQ_FIELD_NUMBER: builtins.int
+    EVENT_COUNT_FIELD_NUMBER: builtins.int
+    SURFACE_LENGTH_FIELD_NUMBER: builtins.int
+    EVENT_TYPES_FIELD_NUMBER: builtins.int
+    LABELS_FIELD_NUMBER: builtins.int
+    PREVIOUS_LABELS_FIELD_NUMBER: builtins.int
+    CREATED_AT_FIELD_NUMBER: builtins.int
+    TIME_FIELD_NUMBER: builtins.int
+    kind: global___SessionChangeKind.ValueType
+    """What happened."""
+
+    session_id: typing.Text
+    """Session id."""
+
+    head_seq: builtins.int
+    """Seq of the last event after the change; unset for an empty log."""
+
+    event_count: builtins.int
+    """Number of events after the change."""
+
+    surface_length: builtins.int
+    """Surface length after the session's last append (0 before any append)."""
+
+    @property
+    def event_types(self) -> google.protobuf.internal.containers.RepeatedScalarFieldContainer[typing.Text]:
+        """APPENDED: the distinct types of the appended events, in order of first
+        appearance.
+        """
+        pass
+    @property
+    def labels(self) -> google.protobuf.internal.containers.ScalarMap[typing.Text, typing.Text]:
+        """The session's labels after the change (DELETED: before it)."""
+        pass
+    @property
+    def previous_labels(self) -> google.protobuf.internal.containers.ScalarMap[typing.Text, typing.Text]:
+        """LABELS_CHANGED: the labels before the change."""
+        pass
+    created_at: builtins.int
+    """The session's creation time, Unix epoch ms (a re-created id has another)."""
+
+    time: builtins.int
+    """When the store recorded the change, Unix epoch ms."""
+
+    def __init__(self,
+        *,
+        kind: global___SessionChangeKind.ValueType = ...,
+        session_id: typing.Text = ...,
+        head_seq: typing.Optional[builtins.int] = ...,
+        event_count: builtins.int = ...,
+        surface_length: builtins.int = ...,
+        event_types: typing.Optional[typing.Iterable[typing.Text]] = ...,
+        labels: typing.Optional[typing.Mapping[typing.Text, typing.Text]] = ...,
+        previous_labels: typing.Optional[typing.Mapping[typing.Text, typing.Text]] = ...,
+        created_at: builtins.int = ...,
+        time: builtins.int = ...,
+        ) -> None: ...
+    def HasField(self, field_name: typing_extensions.Literal["_head_seq",b"_head_seq","head_seq",b"head_seq"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing_extensions.Literal["_head_seq",b"_head_seq","created_at",b"created_at","event_count",b"event_count","event_types",b"event_types","head_seq",b"head_seq","kind",b"kind","labels",b"labels","previous_labels",b"previous_labels","session_id",b"session_id","surface_length",b"surface_length","time",b"time"]) -> None: ...
+    def WhichOneof(self, oneof_group: typing_extensions.Literal["_head_seq",b"_head_seq"]) -> typing.Optional[typing_extensions.Literal["head_seq"]]: ...
+global___SessionChange = SessionChange
+
+class UpdateSessionRequest(google.protobuf.message.Message):
+    """Request for UpdateSession."""
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    class SetLabelsEntry(google.protobuf.message.Message):
+        DESCRIPTOR: google.protobuf.descriptor.Descriptor
+        KEY_FIELD_NUMBER: builtins.int
+        VALUE_FIELD_NUMBER: builtins.int
+        key: typing.Text
+        value: typing.Text
+        def __init__(self,
+            *,
+            key: typing.Text = ...,
+            value: typing.Text = ...,
+            ) -> None: ...
+        def ClearField(self, field_name: typing_extensions.Literal["key",b"key","value",b"value"]) -> None: ...
+
+    SESSION_ID_FIELD_NUMBER: builtins.int
+    SET_LABELS_FIELD_NUMBER: builtins.int
+    REMOVE_LABELS_FIELD_NUMBER: builtins.int
+    EXPECTED_VERSION_FIELD_NUMBER: builtins.int
+    session_id: typing.Text
+    """Session id."""
+
+    @property
+    def set_labels(self) -> google.protobuf.internal.containers.ScalarMap[typing.Text, typing.Text]:
+        """Labels to set (added or overwritten)."""
+        pass
+    @property
+    def remove_labels(self) -> google.protobuf.internal.containers.RepeatedScalarFieldContainer[typing.Text]:
+        """Label keys to remove (absent keys are ignored)."""
+        pass
+    expected_version: builtins.int
+    """Change only while the session's metadata_version is this one; unset =
+    unconditionally.
+    """
+
+    def __init__(self,
+        *,
+        session_id: typing.Text = ...,
+        set_labels: typing.Optional[typing.Mapping[typing.Text, typing.Text]] = ...,
+        remove_labels: typing.Optional[typing.Iterable[typing.Text]] = ...,
+        expected_version: typing.Optional[builtins.int] = ...,
+        ) -> None: ...
+    def HasField(self, field_name: typing_extensions.Literal["_expected_version",b"_expected_version","expected_version",b"expected_version"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing_extensions.Literal["_expected_version",b"_expected_version","expected_version",b"expected_version","remove_labels",b"remove_labels","session_id",b"session_id","set_labels",b"set_labels"]) -> None: ...
+    def WhichOneof(self, oneof_group: typing_extensions.Literal["_expected_version",b"_expected_version"]) -> typing.Optional[typing_extensions.Literal["expected_version"]]: ...
+global___UpdateSessionRequest = UpdateSessionRequest
+
+class UpdateSessionResponse(google.protobuf.message.Message):
+    """Response for UpdateSession."""
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    SESSION_FIELD_NUMBER: builtins.int
+    @property
+    def session(self) -> palimpsest.v1.session_pb2.Session:
+        """The session after the change (with its new metadata_version)."""
+        pass
+    def __init__(self,
+        *,
+        session: typing.Optional[palimpsest.v1.session_pb2.Session] = ...,
+        ) -> None: ...
+    def HasField(self, field_name: typing_extensions.Literal["session",b"session"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing_extensions.Literal["session",b"session"]) -> None: ...
+global___UpdateSessionResponse = UpdateSessionResponse
 
 class SubscribeEventsResponse(google.protobuf.message.Message):
     """One message of a SubscribeEvents stream."""

@@ -112,6 +112,16 @@ class SessionServiceStub(object):
                 request_serializer=palimpsest_dot_v1_dot_service__pb2.SubscribeEventsRequest.SerializeToString,
                 response_deserializer=palimpsest_dot_v1_dot_service__pb2.SubscribeEventsResponse.FromString,
                 )
+        self.SubscribeSessions = channel.unary_stream(
+                '/palimpsest.v1.SessionService/SubscribeSessions',
+                request_serializer=palimpsest_dot_v1_dot_service__pb2.SubscribeSessionsRequest.SerializeToString,
+                response_deserializer=palimpsest_dot_v1_dot_service__pb2.SubscribeSessionsResponse.FromString,
+                )
+        self.UpdateSession = channel.unary_unary(
+                '/palimpsest.v1.SessionService/UpdateSession',
+                request_serializer=palimpsest_dot_v1_dot_service__pb2.UpdateSessionRequest.SerializeToString,
+                response_deserializer=palimpsest_dot_v1_dot_service__pb2.UpdateSessionResponse.FromString,
+                )
         self.PlanCompaction = channel.unary_unary(
                 '/palimpsest.v1.SessionService/PlanCompaction',
                 request_serializer=palimpsest_dot_v1_dot_service__pb2.PlanCompactionRequest.SerializeToString,
@@ -361,6 +371,34 @@ class SessionServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SubscribeSessions(self, request, context):
+        """Follows every session of the caller's tenant: one message per change
+        (created, deleted, labels_changed, appended), in commit order, each with
+        the feed position to resume from (`after`), then the same caught_up and
+        heartbeat signals as SubscribeEvents. Changes committed through any
+        server over the same store are delivered (PostgreSQL: through any
+        replica). Positions survive restarts; resuming after one delivers every
+        later change exactly once. Errors: CURSOR_OUT_OF_RANGE (OUT_OF_RANGE:
+        `after` beyond the feed's end), UNAVAILABLE / SERVER_SHUTDOWN at shutdown
+        (metadata `cursor`: resume with after = cursor).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def UpdateSession(self, request, context):
+        """Changes a session's metadata: sets and removes labels (the limits of
+        CreateSession apply to the result), optionally only while the metadata is
+        at `expected_version` (ABORTED / METADATA_VERSION_MISMATCH otherwise,
+        nothing changed). Reported on SubscribeSessions as labels_changed. The
+        `palimpsest.dev/ttl-days` label is read by retention at each sweep, so a
+        changed value applies from the next sweep. Errors: SESSION_NOT_FOUND,
+        INVALID_ARGUMENT (labels over the limits, a key both set and removed).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def PlanCompaction(self, request, context):
         """Plans a compaction (read-only), as the reference's compaction-basic
         selects it: the range to shadow, anchored at the start of the surface,
@@ -511,6 +549,16 @@ def add_SessionServiceServicer_to_server(servicer, server):
                     servicer.SubscribeEvents,
                     request_deserializer=palimpsest_dot_v1_dot_service__pb2.SubscribeEventsRequest.FromString,
                     response_serializer=palimpsest_dot_v1_dot_service__pb2.SubscribeEventsResponse.SerializeToString,
+            ),
+            'SubscribeSessions': grpc.unary_stream_rpc_method_handler(
+                    servicer.SubscribeSessions,
+                    request_deserializer=palimpsest_dot_v1_dot_service__pb2.SubscribeSessionsRequest.FromString,
+                    response_serializer=palimpsest_dot_v1_dot_service__pb2.SubscribeSessionsResponse.SerializeToString,
+            ),
+            'UpdateSession': grpc.unary_unary_rpc_method_handler(
+                    servicer.UpdateSession,
+                    request_deserializer=palimpsest_dot_v1_dot_service__pb2.UpdateSessionRequest.FromString,
+                    response_serializer=palimpsest_dot_v1_dot_service__pb2.UpdateSessionResponse.SerializeToString,
             ),
             'PlanCompaction': grpc.unary_unary_rpc_method_handler(
                     servicer.PlanCompaction,
@@ -812,6 +860,40 @@ class SessionService(object):
         return grpc.experimental.unary_stream(request, target, '/palimpsest.v1.SessionService/SubscribeEvents',
             palimpsest_dot_v1_dot_service__pb2.SubscribeEventsRequest.SerializeToString,
             palimpsest_dot_v1_dot_service__pb2.SubscribeEventsResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def SubscribeSessions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(request, target, '/palimpsest.v1.SessionService/SubscribeSessions',
+            palimpsest_dot_v1_dot_service__pb2.SubscribeSessionsRequest.SerializeToString,
+            palimpsest_dot_v1_dot_service__pb2.SubscribeSessionsResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def UpdateSession(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/palimpsest.v1.SessionService/UpdateSession',
+            palimpsest_dot_v1_dot_service__pb2.UpdateSessionRequest.SerializeToString,
+            palimpsest_dot_v1_dot_service__pb2.UpdateSessionResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
 

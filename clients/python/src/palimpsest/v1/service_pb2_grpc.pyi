@@ -224,6 +224,32 @@ class SessionServiceStub:
     resume and end-of-stream guarantees as SubscribeSurface.
     """
 
+    SubscribeSessions: grpc.UnaryStreamMultiCallable[
+        palimpsest.v1.service_pb2.SubscribeSessionsRequest,
+        palimpsest.v1.service_pb2.SubscribeSessionsResponse]
+    """Follows every session of the caller's tenant: one message per change
+    (created, deleted, labels_changed, appended), in commit order, each with
+    the feed position to resume from (`after`), then the same caught_up and
+    heartbeat signals as SubscribeEvents. Changes committed through any
+    server over the same store are delivered (PostgreSQL: through any
+    replica). Positions survive restarts; resuming after one delivers every
+    later change exactly once. Errors: CURSOR_OUT_OF_RANGE (OUT_OF_RANGE:
+    `after` beyond the feed's end), UNAVAILABLE / SERVER_SHUTDOWN at shutdown
+    (metadata `cursor`: resume with after = cursor).
+    """
+
+    UpdateSession: grpc.UnaryUnaryMultiCallable[
+        palimpsest.v1.service_pb2.UpdateSessionRequest,
+        palimpsest.v1.service_pb2.UpdateSessionResponse]
+    """Changes a session's metadata: sets and removes labels (the limits of
+    CreateSession apply to the result), optionally only while the metadata is
+    at `expected_version` (ABORTED / METADATA_VERSION_MISMATCH otherwise,
+    nothing changed). Reported on SubscribeSessions as labels_changed. The
+    `palimpsest.dev/ttl-days` label is read by retention at each sweep, so a
+    changed value applies from the next sweep. Errors: SESSION_NOT_FOUND,
+    INVALID_ARGUMENT (labels over the limits, a key both set and removed).
+    """
+
     PlanCompaction: grpc.UnaryUnaryMultiCallable[
         palimpsest.v1.service_pb2.PlanCompactionRequest,
         palimpsest.v1.service_pb2.PlanCompactionResponse]
@@ -553,6 +579,38 @@ class SessionServiceServicer(metaclass=abc.ABCMeta):
     ) -> typing.Iterator[palimpsest.v1.service_pb2.SubscribeEventsResponse]:
         """Follows every event of a session (observers), with the same catch-up,
         resume and end-of-stream guarantees as SubscribeSurface.
+        """
+        pass
+
+    @abc.abstractmethod
+    def SubscribeSessions(self,
+        request: palimpsest.v1.service_pb2.SubscribeSessionsRequest,
+        context: grpc.ServicerContext,
+    ) -> typing.Iterator[palimpsest.v1.service_pb2.SubscribeSessionsResponse]:
+        """Follows every session of the caller's tenant: one message per change
+        (created, deleted, labels_changed, appended), in commit order, each with
+        the feed position to resume from (`after`), then the same caught_up and
+        heartbeat signals as SubscribeEvents. Changes committed through any
+        server over the same store are delivered (PostgreSQL: through any
+        replica). Positions survive restarts; resuming after one delivers every
+        later change exactly once. Errors: CURSOR_OUT_OF_RANGE (OUT_OF_RANGE:
+        `after` beyond the feed's end), UNAVAILABLE / SERVER_SHUTDOWN at shutdown
+        (metadata `cursor`: resume with after = cursor).
+        """
+        pass
+
+    @abc.abstractmethod
+    def UpdateSession(self,
+        request: palimpsest.v1.service_pb2.UpdateSessionRequest,
+        context: grpc.ServicerContext,
+    ) -> palimpsest.v1.service_pb2.UpdateSessionResponse:
+        """Changes a session's metadata: sets and removes labels (the limits of
+        CreateSession apply to the result), optionally only while the metadata is
+        at `expected_version` (ABORTED / METADATA_VERSION_MISMATCH otherwise,
+        nothing changed). Reported on SubscribeSessions as labels_changed. The
+        `palimpsest.dev/ttl-days` label is read by retention at each sweep, so a
+        changed value applies from the next sweep. Errors: SESSION_NOT_FOUND,
+        INVALID_ARGUMENT (labels over the limits, a key both set and removed).
         """
         pass
 

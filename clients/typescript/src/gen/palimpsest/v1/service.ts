@@ -161,6 +161,63 @@ export function messageViewToJSON(object: MessageView): string {
   }
 }
 
+/** What kind of change a SessionChange reports. */
+export enum SessionChangeKind {
+  /** SESSION_CHANGE_KIND_UNSPECIFIED - Not sent. */
+  SESSION_CHANGE_KIND_UNSPECIFIED = 0,
+  /** SESSION_CHANGE_KIND_CREATED - The session was created (or an import of it completed). */
+  SESSION_CHANGE_KIND_CREATED = 1,
+  /** SESSION_CHANGE_KIND_DELETED - The session was deleted. */
+  SESSION_CHANGE_KIND_DELETED = 2,
+  /** SESSION_CHANGE_KIND_LABELS_CHANGED - Its labels changed (UpdateSession). */
+  SESSION_CHANGE_KIND_LABELS_CHANGED = 3,
+  /** SESSION_CHANGE_KIND_APPENDED - Events were appended. */
+  SESSION_CHANGE_KIND_APPENDED = 4,
+  UNRECOGNIZED = -1,
+}
+
+export function sessionChangeKindFromJSON(object: any): SessionChangeKind {
+  switch (object) {
+    case 0:
+    case "SESSION_CHANGE_KIND_UNSPECIFIED":
+      return SessionChangeKind.SESSION_CHANGE_KIND_UNSPECIFIED;
+    case 1:
+    case "SESSION_CHANGE_KIND_CREATED":
+      return SessionChangeKind.SESSION_CHANGE_KIND_CREATED;
+    case 2:
+    case "SESSION_CHANGE_KIND_DELETED":
+      return SessionChangeKind.SESSION_CHANGE_KIND_DELETED;
+    case 3:
+    case "SESSION_CHANGE_KIND_LABELS_CHANGED":
+      return SessionChangeKind.SESSION_CHANGE_KIND_LABELS_CHANGED;
+    case 4:
+    case "SESSION_CHANGE_KIND_APPENDED":
+      return SessionChangeKind.SESSION_CHANGE_KIND_APPENDED;
+    case -1:
+    case "UNRECOGNIZED":
+    default:
+      return SessionChangeKind.UNRECOGNIZED;
+  }
+}
+
+export function sessionChangeKindToJSON(object: SessionChangeKind): string {
+  switch (object) {
+    case SessionChangeKind.SESSION_CHANGE_KIND_UNSPECIFIED:
+      return "SESSION_CHANGE_KIND_UNSPECIFIED";
+    case SessionChangeKind.SESSION_CHANGE_KIND_CREATED:
+      return "SESSION_CHANGE_KIND_CREATED";
+    case SessionChangeKind.SESSION_CHANGE_KIND_DELETED:
+      return "SESSION_CHANGE_KIND_DELETED";
+    case SessionChangeKind.SESSION_CHANGE_KIND_LABELS_CHANGED:
+      return "SESSION_CHANGE_KIND_LABELS_CHANGED";
+    case SessionChangeKind.SESSION_CHANGE_KIND_APPENDED:
+      return "SESSION_CHANGE_KIND_APPENDED";
+    case SessionChangeKind.UNRECOGNIZED:
+    default:
+      return "UNRECOGNIZED";
+  }
+}
+
 /** Request for CreateSession. */
 export interface CreateSessionRequest {
   /** Client-chosen id (1-128 chars of [A-Za-z0-9._:-]); empty = a generated UUID. */
@@ -573,6 +630,12 @@ export interface SubscribeSurfaceRequest {
   heartbeatIntervalMs: number;
   /** How to return event data. */
   dataFormat: DataFormat;
+  /**
+   * When the session does not exist yet, wait for it to be created instead of
+   * failing with SESSION_NOT_FOUND (an observer started before its agent). A
+   * deletion still ends the stream with SESSION_NOT_FOUND.
+   */
+  waitForCreate: boolean;
 }
 
 /** One message of a SubscribeSurface stream. */
@@ -664,6 +727,119 @@ export interface SubscribeEventsRequest {
   heartbeatIntervalMs: number;
   /** How to return event data. */
   dataFormat: DataFormat;
+  /** As SubscribeSurfaceRequest.wait_for_create. */
+  waitForCreate: boolean;
+}
+
+/** Request for SubscribeSessions. */
+export interface SubscribeSessionsRequest {
+  /**
+   * Resume after this feed position (the last `position` received); unset =
+   * from the beginning of the feed.
+   */
+  after?:
+    | number
+    | undefined;
+  /**
+   * Start at the current end of the feed (only changes from now on; `after`
+   * is ignored).
+   */
+  fromNow: boolean;
+  /**
+   * Only sessions carrying every one of these labels (labels_changed is sent
+   * when the labels before or after the change match).
+   */
+  labelSelector: { [key: string]: string };
+  /** Heartbeat interval in ms (0 = the server default; minimum 100). */
+  heartbeatIntervalMs: number;
+}
+
+export interface SubscribeSessionsRequest_LabelSelectorEntry {
+  key: string;
+  value: string;
+}
+
+/** One message of a SubscribeSessions stream. */
+export interface SubscribeSessionsResponse {
+  /** Feed position after this message: resume with after = position. */
+  position: number;
+  /** What happened. */
+  kind:
+    | //
+    /** A session changed. */
+    { $case: "change"; value: SessionChange }
+    | //
+    /** Catch-up is complete; what follows is live. */
+    { $case: "caughtUp"; value: CaughtUp }
+    | //
+    /** Keep-alive. */
+    { $case: "heartbeat"; value: Heartbeat }
+    | undefined;
+}
+
+/** One change of one session, as SubscribeSessions reports it. */
+export interface SessionChange {
+  /** What happened. */
+  kind: SessionChangeKind;
+  /** Session id. */
+  sessionId: string;
+  /** Seq of the last event after the change; unset for an empty log. */
+  headSeq?:
+    | number
+    | undefined;
+  /** Number of events after the change. */
+  eventCount: number;
+  /** Surface length after the session's last append (0 before any append). */
+  surfaceLength: number;
+  /**
+   * APPENDED: the distinct types of the appended events, in order of first
+   * appearance.
+   */
+  eventTypes: string[];
+  /** The session's labels after the change (DELETED: before it). */
+  labels: { [key: string]: string };
+  /** LABELS_CHANGED: the labels before the change. */
+  previousLabels: { [key: string]: string };
+  /** The session's creation time, Unix epoch ms (a re-created id has another). */
+  createdAt: number;
+  /** When the store recorded the change, Unix epoch ms. */
+  time: number;
+}
+
+export interface SessionChange_LabelsEntry {
+  key: string;
+  value: string;
+}
+
+export interface SessionChange_PreviousLabelsEntry {
+  key: string;
+  value: string;
+}
+
+/** Request for UpdateSession. */
+export interface UpdateSessionRequest {
+  /** Session id. */
+  sessionId: string;
+  /** Labels to set (added or overwritten). */
+  setLabels: { [key: string]: string };
+  /** Label keys to remove (absent keys are ignored). */
+  removeLabels: string[];
+  /**
+   * Change only while the session's metadata_version is this one; unset =
+   * unconditionally.
+   */
+  expectedVersion?: number | undefined;
+}
+
+export interface UpdateSessionRequest_SetLabelsEntry {
+  key: string;
+  value: string;
+}
+
+/** Response for UpdateSession. */
+export interface UpdateSessionResponse {
+  /** The session after the change (with its new metadata_version). */
+  session: Session | undefined;
 }
 
 /** One message of a SubscribeEvents stream. */
@@ -4483,6 +4659,7 @@ function createBaseSubscribeSurfaceRequest(): SubscribeSurfaceRequest {
     includeMessages: false,
     heartbeatIntervalMs: 0,
     dataFormat: 0,
+    waitForCreate: false,
   };
 }
 
@@ -4505,6 +4682,9 @@ export const SubscribeSurfaceRequest: MessageFns<SubscribeSurfaceRequest> = {
     }
     if (message.dataFormat !== 0) {
       writer.uint32(48).int32(message.dataFormat);
+    }
+    if (message.waitForCreate !== false) {
+      writer.uint32(56).bool(message.waitForCreate);
     }
     return writer;
   },
@@ -4570,6 +4750,14 @@ export const SubscribeSurfaceRequest: MessageFns<SubscribeSurfaceRequest> = {
             message.dataFormat = reader.int32() as any;
             continue;
           }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.waitForCreate = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -4610,6 +4798,11 @@ export const SubscribeSurfaceRequest: MessageFns<SubscribeSurfaceRequest> = {
         : isSet(object.data_format)
         ? dataFormatFromJSON(object.data_format)
         : 0,
+      waitForCreate: isSet(object.waitForCreate)
+        ? globalThis.Boolean(object.waitForCreate)
+        : isSet(object.wait_for_create)
+        ? globalThis.Boolean(object.wait_for_create)
+        : false,
     };
   },
 
@@ -4633,6 +4826,9 @@ export const SubscribeSurfaceRequest: MessageFns<SubscribeSurfaceRequest> = {
     if (message.dataFormat !== 0) {
       obj.dataFormat = dataFormatToJSON(message.dataFormat);
     }
+    if (message.waitForCreate !== false) {
+      obj.waitForCreate = message.waitForCreate;
+    }
     return obj;
   },
 
@@ -4647,6 +4843,7 @@ export const SubscribeSurfaceRequest: MessageFns<SubscribeSurfaceRequest> = {
     message.includeMessages = object.includeMessages ?? false;
     message.heartbeatIntervalMs = object.heartbeatIntervalMs ?? 0;
     message.dataFormat = object.dataFormat ?? 0;
+    message.waitForCreate = object.waitForCreate ?? false;
     return message;
   },
 };
@@ -5330,7 +5527,7 @@ export const Heartbeat: MessageFns<Heartbeat> = {
 };
 
 function createBaseSubscribeEventsRequest(): SubscribeEventsRequest {
-  return { sessionId: "", afterSeq: undefined, heartbeatIntervalMs: 0, dataFormat: 0 };
+  return { sessionId: "", afterSeq: undefined, heartbeatIntervalMs: 0, dataFormat: 0, waitForCreate: false };
 }
 
 export const SubscribeEventsRequest: MessageFns<SubscribeEventsRequest> = {
@@ -5346,6 +5543,9 @@ export const SubscribeEventsRequest: MessageFns<SubscribeEventsRequest> = {
     }
     if (message.dataFormat !== 0) {
       writer.uint32(32).int32(message.dataFormat);
+    }
+    if (message.waitForCreate !== false) {
+      writer.uint32(40).bool(message.waitForCreate);
     }
     return writer;
   },
@@ -5395,6 +5595,14 @@ export const SubscribeEventsRequest: MessageFns<SubscribeEventsRequest> = {
             message.dataFormat = reader.int32() as any;
             continue;
           }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.waitForCreate = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -5429,6 +5637,11 @@ export const SubscribeEventsRequest: MessageFns<SubscribeEventsRequest> = {
         : isSet(object.data_format)
         ? dataFormatFromJSON(object.data_format)
         : 0,
+      waitForCreate: isSet(object.waitForCreate)
+        ? globalThis.Boolean(object.waitForCreate)
+        : isSet(object.wait_for_create)
+        ? globalThis.Boolean(object.wait_for_create)
+        : false,
     };
   },
 
@@ -5446,6 +5659,9 @@ export const SubscribeEventsRequest: MessageFns<SubscribeEventsRequest> = {
     if (message.dataFormat !== 0) {
       obj.dataFormat = dataFormatToJSON(message.dataFormat);
     }
+    if (message.waitForCreate !== false) {
+      obj.waitForCreate = message.waitForCreate;
+    }
     return obj;
   },
 
@@ -5458,6 +5674,1232 @@ export const SubscribeEventsRequest: MessageFns<SubscribeEventsRequest> = {
     message.afterSeq = object.afterSeq ?? undefined;
     message.heartbeatIntervalMs = object.heartbeatIntervalMs ?? 0;
     message.dataFormat = object.dataFormat ?? 0;
+    message.waitForCreate = object.waitForCreate ?? false;
+    return message;
+  },
+};
+
+function createBaseSubscribeSessionsRequest(): SubscribeSessionsRequest {
+  return { after: undefined, fromNow: false, labelSelector: {}, heartbeatIntervalMs: 0 };
+}
+
+export const SubscribeSessionsRequest: MessageFns<SubscribeSessionsRequest> = {
+  encode(message: SubscribeSessionsRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.after !== undefined) {
+      writer.uint32(8).uint64(message.after);
+    }
+    if (message.fromNow !== false) {
+      writer.uint32(16).bool(message.fromNow);
+    }
+    globalThis.Object.entries(message.labelSelector).forEach(([key, value]: [string, string]) => {
+      SubscribeSessionsRequest_LabelSelectorEntry.encode({ key: key as any, value }, writer.uint32(26).fork()).join();
+    });
+    if (message.heartbeatIntervalMs !== 0) {
+      writer.uint32(32).uint32(message.heartbeatIntervalMs);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SubscribeSessionsRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSubscribeSessionsRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.after = longToNumber(reader.uint64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.fromNow = reader.bool();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            const entry3 = SubscribeSessionsRequest_LabelSelectorEntry.decode(reader, reader.uint32());
+            if (entry3.value !== undefined) {
+              message.labelSelector[entry3.key] = entry3.value;
+            }
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.heartbeatIntervalMs = reader.uint32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): SubscribeSessionsRequest {
+    return {
+      after: isSet(object.after) ? globalThis.Number(object.after) : undefined,
+      fromNow: isSet(object.fromNow)
+        ? globalThis.Boolean(object.fromNow)
+        : isSet(object.from_now)
+        ? globalThis.Boolean(object.from_now)
+        : false,
+      labelSelector: isObject(object.labelSelector)
+        ? (globalThis.Object.entries(object.labelSelector) as [string, any][]).reduce(
+          (acc: { [key: string]: string }, [key, value]: [string, any]) => {
+            globalThis.Object.defineProperty(acc, key, {
+              value: globalThis.String(value),
+              enumerable: true,
+              configurable: true,
+              writable: true,
+            });
+            return acc;
+          },
+          {},
+        )
+        : isObject(object.label_selector)
+        ? (globalThis.Object.entries(object.label_selector) as [string, any][]).reduce(
+          (acc: { [key: string]: string }, [key, value]: [string, any]) => {
+            globalThis.Object.defineProperty(acc, key, {
+              value: globalThis.String(value),
+              enumerable: true,
+              configurable: true,
+              writable: true,
+            });
+            return acc;
+          },
+          {},
+        )
+        : {},
+      heartbeatIntervalMs: isSet(object.heartbeatIntervalMs)
+        ? globalThis.Number(object.heartbeatIntervalMs)
+        : isSet(object.heartbeat_interval_ms)
+        ? globalThis.Number(object.heartbeat_interval_ms)
+        : 0,
+    };
+  },
+
+  toJSON(message: SubscribeSessionsRequest): unknown {
+    const obj: any = {};
+    if (message.after !== undefined) {
+      obj.after = Math.round(message.after);
+    }
+    if (message.fromNow !== false) {
+      obj.fromNow = message.fromNow;
+    }
+    if (message.labelSelector) {
+      const entries = globalThis.Object.entries(message.labelSelector) as [string, string][];
+      if (entries.length > 0) {
+        obj.labelSelector = {};
+        entries.forEach(([k, v]) => {
+          obj.labelSelector[k] = v;
+        });
+      }
+    }
+    if (message.heartbeatIntervalMs !== 0) {
+      obj.heartbeatIntervalMs = Math.round(message.heartbeatIntervalMs);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<SubscribeSessionsRequest>, I>>(base?: I): SubscribeSessionsRequest {
+    return SubscribeSessionsRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<SubscribeSessionsRequest>, I>>(object: I): SubscribeSessionsRequest {
+    const message = createBaseSubscribeSessionsRequest();
+    message.after = object.after ?? undefined;
+    message.fromNow = object.fromNow ?? false;
+    message.labelSelector = (globalThis.Object.entries(object.labelSelector ?? {}) as [string, string][]).reduce(
+      (acc: { [key: string]: string }, [key, value]: [string, string]) => {
+        if (value !== undefined) {
+          acc[key] = globalThis.String(value);
+        }
+        return acc;
+      },
+      {},
+    );
+    message.heartbeatIntervalMs = object.heartbeatIntervalMs ?? 0;
+    return message;
+  },
+};
+
+function createBaseSubscribeSessionsRequest_LabelSelectorEntry(): SubscribeSessionsRequest_LabelSelectorEntry {
+  return { key: "", value: "" };
+}
+
+export const SubscribeSessionsRequest_LabelSelectorEntry: MessageFns<SubscribeSessionsRequest_LabelSelectorEntry> = {
+  encode(
+    message: SubscribeSessionsRequest_LabelSelectorEntry,
+    writer: BinaryWriter = new BinaryWriter(),
+  ): BinaryWriter {
+    if (message.key !== "") {
+      writer.uint32(10).string(message.key);
+    }
+    if (message.value !== "") {
+      writer.uint32(18).string(message.value);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SubscribeSessionsRequest_LabelSelectorEntry {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSubscribeSessionsRequest_LabelSelectorEntry();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.key = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.value = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): SubscribeSessionsRequest_LabelSelectorEntry {
+    return {
+      key: isSet(object.key) ? globalThis.String(object.key) : "",
+      value: isSet(object.value) ? globalThis.String(object.value) : "",
+    };
+  },
+
+  toJSON(message: SubscribeSessionsRequest_LabelSelectorEntry): unknown {
+    const obj: any = {};
+    if (message.key !== "") {
+      obj.key = message.key;
+    }
+    if (message.value !== "") {
+      obj.value = message.value;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<SubscribeSessionsRequest_LabelSelectorEntry>, I>>(
+    base?: I,
+  ): SubscribeSessionsRequest_LabelSelectorEntry {
+    return SubscribeSessionsRequest_LabelSelectorEntry.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<SubscribeSessionsRequest_LabelSelectorEntry>, I>>(
+    object: I,
+  ): SubscribeSessionsRequest_LabelSelectorEntry {
+    const message = createBaseSubscribeSessionsRequest_LabelSelectorEntry();
+    message.key = object.key ?? "";
+    message.value = object.value ?? "";
+    return message;
+  },
+};
+
+function createBaseSubscribeSessionsResponse(): SubscribeSessionsResponse {
+  return { position: 0, kind: undefined };
+}
+
+export const SubscribeSessionsResponse: MessageFns<SubscribeSessionsResponse> = {
+  encode(message: SubscribeSessionsResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.position !== 0) {
+      writer.uint32(8).uint64(message.position);
+    }
+    switch (message.kind?.$case) {
+      case "change":
+        SessionChange.encode(message.kind.value, writer.uint32(18).fork()).join();
+        break;
+      case "caughtUp":
+        CaughtUp.encode(message.kind.value, writer.uint32(26).fork()).join();
+        break;
+      case "heartbeat":
+        Heartbeat.encode(message.kind.value, writer.uint32(34).fork()).join();
+        break;
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SubscribeSessionsResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSubscribeSessionsResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.position = longToNumber(reader.uint64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.kind = { $case: "change", value: SessionChange.decode(reader, reader.uint32()) };
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.kind = { $case: "caughtUp", value: CaughtUp.decode(reader, reader.uint32()) };
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.kind = { $case: "heartbeat", value: Heartbeat.decode(reader, reader.uint32()) };
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): SubscribeSessionsResponse {
+    return {
+      position: isSet(object.position) ? globalThis.Number(object.position) : 0,
+      kind: isSet(object.change)
+        ? { $case: "change", value: SessionChange.fromJSON(object.change) }
+        : isSet(object.caughtUp)
+        ? { $case: "caughtUp", value: CaughtUp.fromJSON(object.caughtUp) }
+        : isSet(object.caught_up)
+        ? { $case: "caughtUp", value: CaughtUp.fromJSON(object.caught_up) }
+        : isSet(object.heartbeat)
+        ? { $case: "heartbeat", value: Heartbeat.fromJSON(object.heartbeat) }
+        : undefined,
+    };
+  },
+
+  toJSON(message: SubscribeSessionsResponse): unknown {
+    const obj: any = {};
+    if (message.position !== 0) {
+      obj.position = Math.round(message.position);
+    }
+    if (message.kind?.$case === "change") {
+      obj.change = SessionChange.toJSON(message.kind.value);
+    } else if (message.kind?.$case === "caughtUp") {
+      obj.caughtUp = CaughtUp.toJSON(message.kind.value);
+    } else if (message.kind?.$case === "heartbeat") {
+      obj.heartbeat = Heartbeat.toJSON(message.kind.value);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<SubscribeSessionsResponse>, I>>(base?: I): SubscribeSessionsResponse {
+    return SubscribeSessionsResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<SubscribeSessionsResponse>, I>>(object: I): SubscribeSessionsResponse {
+    const message = createBaseSubscribeSessionsResponse();
+    message.position = object.position ?? 0;
+    switch (object.kind?.$case) {
+      case "change": {
+        if (object.kind?.value !== undefined && object.kind?.value !== null) {
+          message.kind = { $case: "change", value: SessionChange.fromPartial(object.kind.value) };
+        }
+        break;
+      }
+      case "caughtUp": {
+        if (object.kind?.value !== undefined && object.kind?.value !== null) {
+          message.kind = { $case: "caughtUp", value: CaughtUp.fromPartial(object.kind.value) };
+        }
+        break;
+      }
+      case "heartbeat": {
+        if (object.kind?.value !== undefined && object.kind?.value !== null) {
+          message.kind = { $case: "heartbeat", value: Heartbeat.fromPartial(object.kind.value) };
+        }
+        break;
+      }
+    }
+    return message;
+  },
+};
+
+function createBaseSessionChange(): SessionChange {
+  return {
+    kind: 0,
+    sessionId: "",
+    headSeq: undefined,
+    eventCount: 0,
+    surfaceLength: 0,
+    eventTypes: [],
+    labels: {},
+    previousLabels: {},
+    createdAt: 0,
+    time: 0,
+  };
+}
+
+export const SessionChange: MessageFns<SessionChange> = {
+  encode(message: SessionChange, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.kind !== 0) {
+      writer.uint32(8).int32(message.kind);
+    }
+    if (message.sessionId !== "") {
+      writer.uint32(18).string(message.sessionId);
+    }
+    if (message.headSeq !== undefined) {
+      writer.uint32(24).uint64(message.headSeq);
+    }
+    if (message.eventCount !== 0) {
+      writer.uint32(32).uint64(message.eventCount);
+    }
+    if (message.surfaceLength !== 0) {
+      writer.uint32(40).uint64(message.surfaceLength);
+    }
+    for (const v of message.eventTypes) {
+      writer.uint32(50).string(v!);
+    }
+    globalThis.Object.entries(message.labels).forEach(([key, value]: [string, string]) => {
+      SessionChange_LabelsEntry.encode({ key: key as any, value }, writer.uint32(58).fork()).join();
+    });
+    globalThis.Object.entries(message.previousLabels).forEach(([key, value]: [string, string]) => {
+      SessionChange_PreviousLabelsEntry.encode({ key: key as any, value }, writer.uint32(66).fork()).join();
+    });
+    if (message.createdAt !== 0) {
+      writer.uint32(72).int64(message.createdAt);
+    }
+    if (message.time !== 0) {
+      writer.uint32(80).int64(message.time);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SessionChange {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSessionChange();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.kind = reader.int32() as any;
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.sessionId = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.headSeq = longToNumber(reader.uint64());
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.eventCount = longToNumber(reader.uint64());
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.surfaceLength = longToNumber(reader.uint64());
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.eventTypes.push(reader.string());
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            const entry7 = SessionChange_LabelsEntry.decode(reader, reader.uint32());
+            if (entry7.value !== undefined) {
+              message.labels[entry7.key] = entry7.value;
+            }
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            const entry8 = SessionChange_PreviousLabelsEntry.decode(reader, reader.uint32());
+            if (entry8.value !== undefined) {
+              message.previousLabels[entry8.key] = entry8.value;
+            }
+            continue;
+          }
+          case 9: {
+            if (tag !== 72) {
+              break;
+            }
+
+            message.createdAt = longToNumber(reader.int64());
+            continue;
+          }
+          case 10: {
+            if (tag !== 80) {
+              break;
+            }
+
+            message.time = longToNumber(reader.int64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): SessionChange {
+    return {
+      kind: isSet(object.kind) ? sessionChangeKindFromJSON(object.kind) : 0,
+      sessionId: isSet(object.sessionId)
+        ? globalThis.String(object.sessionId)
+        : isSet(object.session_id)
+        ? globalThis.String(object.session_id)
+        : "",
+      headSeq: isSet(object.headSeq)
+        ? globalThis.Number(object.headSeq)
+        : isSet(object.head_seq)
+        ? globalThis.Number(object.head_seq)
+        : undefined,
+      eventCount: isSet(object.eventCount)
+        ? globalThis.Number(object.eventCount)
+        : isSet(object.event_count)
+        ? globalThis.Number(object.event_count)
+        : 0,
+      surfaceLength: isSet(object.surfaceLength)
+        ? globalThis.Number(object.surfaceLength)
+        : isSet(object.surface_length)
+        ? globalThis.Number(object.surface_length)
+        : 0,
+      eventTypes: globalThis.Array.isArray(object?.eventTypes)
+        ? object.eventTypes.map((e: any) => globalThis.String(e))
+        : globalThis.Array.isArray(object?.event_types)
+        ? object.event_types.map((e: any) => globalThis.String(e))
+        : [],
+      labels: isObject(object.labels)
+        ? (globalThis.Object.entries(object.labels) as [string, any][]).reduce(
+          (acc: { [key: string]: string }, [key, value]: [string, any]) => {
+            globalThis.Object.defineProperty(acc, key, {
+              value: globalThis.String(value),
+              enumerable: true,
+              configurable: true,
+              writable: true,
+            });
+            return acc;
+          },
+          {},
+        )
+        : {},
+      previousLabels: isObject(object.previousLabels)
+        ? (globalThis.Object.entries(object.previousLabels) as [string, any][]).reduce(
+          (acc: { [key: string]: string }, [key, value]: [string, any]) => {
+            globalThis.Object.defineProperty(acc, key, {
+              value: globalThis.String(value),
+              enumerable: true,
+              configurable: true,
+              writable: true,
+            });
+            return acc;
+          },
+          {},
+        )
+        : isObject(object.previous_labels)
+        ? (globalThis.Object.entries(object.previous_labels) as [string, any][]).reduce(
+          (acc: { [key: string]: string }, [key, value]: [string, any]) => {
+            globalThis.Object.defineProperty(acc, key, {
+              value: globalThis.String(value),
+              enumerable: true,
+              configurable: true,
+              writable: true,
+            });
+            return acc;
+          },
+          {},
+        )
+        : {},
+      createdAt: isSet(object.createdAt)
+        ? globalThis.Number(object.createdAt)
+        : isSet(object.created_at)
+        ? globalThis.Number(object.created_at)
+        : 0,
+      time: isSet(object.time) ? globalThis.Number(object.time) : 0,
+    };
+  },
+
+  toJSON(message: SessionChange): unknown {
+    const obj: any = {};
+    if (message.kind !== 0) {
+      obj.kind = sessionChangeKindToJSON(message.kind);
+    }
+    if (message.sessionId !== "") {
+      obj.sessionId = message.sessionId;
+    }
+    if (message.headSeq !== undefined) {
+      obj.headSeq = Math.round(message.headSeq);
+    }
+    if (message.eventCount !== 0) {
+      obj.eventCount = Math.round(message.eventCount);
+    }
+    if (message.surfaceLength !== 0) {
+      obj.surfaceLength = Math.round(message.surfaceLength);
+    }
+    if (message.eventTypes?.length) {
+      obj.eventTypes = message.eventTypes;
+    }
+    if (message.labels) {
+      const entries = globalThis.Object.entries(message.labels) as [string, string][];
+      if (entries.length > 0) {
+        obj.labels = {};
+        entries.forEach(([k, v]) => {
+          obj.labels[k] = v;
+        });
+      }
+    }
+    if (message.previousLabels) {
+      const entries = globalThis.Object.entries(message.previousLabels) as [string, string][];
+      if (entries.length > 0) {
+        obj.previousLabels = {};
+        entries.forEach(([k, v]) => {
+          obj.previousLabels[k] = v;
+        });
+      }
+    }
+    if (message.createdAt !== 0) {
+      obj.createdAt = Math.round(message.createdAt);
+    }
+    if (message.time !== 0) {
+      obj.time = Math.round(message.time);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<SessionChange>, I>>(base?: I): SessionChange {
+    return SessionChange.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<SessionChange>, I>>(object: I): SessionChange {
+    const message = createBaseSessionChange();
+    message.kind = object.kind ?? 0;
+    message.sessionId = object.sessionId ?? "";
+    message.headSeq = object.headSeq ?? undefined;
+    message.eventCount = object.eventCount ?? 0;
+    message.surfaceLength = object.surfaceLength ?? 0;
+    message.eventTypes = object.eventTypes?.map((e) => e) || [];
+    message.labels = (globalThis.Object.entries(object.labels ?? {}) as [string, string][]).reduce(
+      (acc: { [key: string]: string }, [key, value]: [string, string]) => {
+        if (value !== undefined) {
+          acc[key] = globalThis.String(value);
+        }
+        return acc;
+      },
+      {},
+    );
+    message.previousLabels = (globalThis.Object.entries(object.previousLabels ?? {}) as [string, string][]).reduce(
+      (acc: { [key: string]: string }, [key, value]: [string, string]) => {
+        if (value !== undefined) {
+          acc[key] = globalThis.String(value);
+        }
+        return acc;
+      },
+      {},
+    );
+    message.createdAt = object.createdAt ?? 0;
+    message.time = object.time ?? 0;
+    return message;
+  },
+};
+
+function createBaseSessionChange_LabelsEntry(): SessionChange_LabelsEntry {
+  return { key: "", value: "" };
+}
+
+export const SessionChange_LabelsEntry: MessageFns<SessionChange_LabelsEntry> = {
+  encode(message: SessionChange_LabelsEntry, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.key !== "") {
+      writer.uint32(10).string(message.key);
+    }
+    if (message.value !== "") {
+      writer.uint32(18).string(message.value);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SessionChange_LabelsEntry {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSessionChange_LabelsEntry();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.key = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.value = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): SessionChange_LabelsEntry {
+    return {
+      key: isSet(object.key) ? globalThis.String(object.key) : "",
+      value: isSet(object.value) ? globalThis.String(object.value) : "",
+    };
+  },
+
+  toJSON(message: SessionChange_LabelsEntry): unknown {
+    const obj: any = {};
+    if (message.key !== "") {
+      obj.key = message.key;
+    }
+    if (message.value !== "") {
+      obj.value = message.value;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<SessionChange_LabelsEntry>, I>>(base?: I): SessionChange_LabelsEntry {
+    return SessionChange_LabelsEntry.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<SessionChange_LabelsEntry>, I>>(object: I): SessionChange_LabelsEntry {
+    const message = createBaseSessionChange_LabelsEntry();
+    message.key = object.key ?? "";
+    message.value = object.value ?? "";
+    return message;
+  },
+};
+
+function createBaseSessionChange_PreviousLabelsEntry(): SessionChange_PreviousLabelsEntry {
+  return { key: "", value: "" };
+}
+
+export const SessionChange_PreviousLabelsEntry: MessageFns<SessionChange_PreviousLabelsEntry> = {
+  encode(message: SessionChange_PreviousLabelsEntry, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.key !== "") {
+      writer.uint32(10).string(message.key);
+    }
+    if (message.value !== "") {
+      writer.uint32(18).string(message.value);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SessionChange_PreviousLabelsEntry {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSessionChange_PreviousLabelsEntry();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.key = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.value = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): SessionChange_PreviousLabelsEntry {
+    return {
+      key: isSet(object.key) ? globalThis.String(object.key) : "",
+      value: isSet(object.value) ? globalThis.String(object.value) : "",
+    };
+  },
+
+  toJSON(message: SessionChange_PreviousLabelsEntry): unknown {
+    const obj: any = {};
+    if (message.key !== "") {
+      obj.key = message.key;
+    }
+    if (message.value !== "") {
+      obj.value = message.value;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<SessionChange_PreviousLabelsEntry>, I>>(
+    base?: I,
+  ): SessionChange_PreviousLabelsEntry {
+    return SessionChange_PreviousLabelsEntry.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<SessionChange_PreviousLabelsEntry>, I>>(
+    object: I,
+  ): SessionChange_PreviousLabelsEntry {
+    const message = createBaseSessionChange_PreviousLabelsEntry();
+    message.key = object.key ?? "";
+    message.value = object.value ?? "";
+    return message;
+  },
+};
+
+function createBaseUpdateSessionRequest(): UpdateSessionRequest {
+  return { sessionId: "", setLabels: {}, removeLabels: [], expectedVersion: undefined };
+}
+
+export const UpdateSessionRequest: MessageFns<UpdateSessionRequest> = {
+  encode(message: UpdateSessionRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.sessionId !== "") {
+      writer.uint32(10).string(message.sessionId);
+    }
+    globalThis.Object.entries(message.setLabels).forEach(([key, value]: [string, string]) => {
+      UpdateSessionRequest_SetLabelsEntry.encode({ key: key as any, value }, writer.uint32(18).fork()).join();
+    });
+    for (const v of message.removeLabels) {
+      writer.uint32(26).string(v!);
+    }
+    if (message.expectedVersion !== undefined) {
+      writer.uint32(32).uint64(message.expectedVersion);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): UpdateSessionRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseUpdateSessionRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.sessionId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            const entry2 = UpdateSessionRequest_SetLabelsEntry.decode(reader, reader.uint32());
+            if (entry2.value !== undefined) {
+              message.setLabels[entry2.key] = entry2.value;
+            }
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.removeLabels.push(reader.string());
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.expectedVersion = longToNumber(reader.uint64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): UpdateSessionRequest {
+    return {
+      sessionId: isSet(object.sessionId)
+        ? globalThis.String(object.sessionId)
+        : isSet(object.session_id)
+        ? globalThis.String(object.session_id)
+        : "",
+      setLabels: isObject(object.setLabels)
+        ? (globalThis.Object.entries(object.setLabels) as [string, any][]).reduce(
+          (acc: { [key: string]: string }, [key, value]: [string, any]) => {
+            globalThis.Object.defineProperty(acc, key, {
+              value: globalThis.String(value),
+              enumerable: true,
+              configurable: true,
+              writable: true,
+            });
+            return acc;
+          },
+          {},
+        )
+        : isObject(object.set_labels)
+        ? (globalThis.Object.entries(object.set_labels) as [string, any][]).reduce(
+          (acc: { [key: string]: string }, [key, value]: [string, any]) => {
+            globalThis.Object.defineProperty(acc, key, {
+              value: globalThis.String(value),
+              enumerable: true,
+              configurable: true,
+              writable: true,
+            });
+            return acc;
+          },
+          {},
+        )
+        : {},
+      removeLabels: globalThis.Array.isArray(object?.removeLabels)
+        ? object.removeLabels.map((e: any) => globalThis.String(e))
+        : globalThis.Array.isArray(object?.remove_labels)
+        ? object.remove_labels.map((e: any) => globalThis.String(e))
+        : [],
+      expectedVersion: isSet(object.expectedVersion)
+        ? globalThis.Number(object.expectedVersion)
+        : isSet(object.expected_version)
+        ? globalThis.Number(object.expected_version)
+        : undefined,
+    };
+  },
+
+  toJSON(message: UpdateSessionRequest): unknown {
+    const obj: any = {};
+    if (message.sessionId !== "") {
+      obj.sessionId = message.sessionId;
+    }
+    if (message.setLabels) {
+      const entries = globalThis.Object.entries(message.setLabels) as [string, string][];
+      if (entries.length > 0) {
+        obj.setLabels = {};
+        entries.forEach(([k, v]) => {
+          obj.setLabels[k] = v;
+        });
+      }
+    }
+    if (message.removeLabels?.length) {
+      obj.removeLabels = message.removeLabels;
+    }
+    if (message.expectedVersion !== undefined) {
+      obj.expectedVersion = Math.round(message.expectedVersion);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<UpdateSessionRequest>, I>>(base?: I): UpdateSessionRequest {
+    return UpdateSessionRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<UpdateSessionRequest>, I>>(object: I): UpdateSessionRequest {
+    const message = createBaseUpdateSessionRequest();
+    message.sessionId = object.sessionId ?? "";
+    message.setLabels = (globalThis.Object.entries(object.setLabels ?? {}) as [string, string][]).reduce(
+      (acc: { [key: string]: string }, [key, value]: [string, string]) => {
+        if (value !== undefined) {
+          acc[key] = globalThis.String(value);
+        }
+        return acc;
+      },
+      {},
+    );
+    message.removeLabels = object.removeLabels?.map((e) => e) || [];
+    message.expectedVersion = object.expectedVersion ?? undefined;
+    return message;
+  },
+};
+
+function createBaseUpdateSessionRequest_SetLabelsEntry(): UpdateSessionRequest_SetLabelsEntry {
+  return { key: "", value: "" };
+}
+
+export const UpdateSessionRequest_SetLabelsEntry: MessageFns<UpdateSessionRequest_SetLabelsEntry> = {
+  encode(message: UpdateSessionRequest_SetLabelsEntry, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.key !== "") {
+      writer.uint32(10).string(message.key);
+    }
+    if (message.value !== "") {
+      writer.uint32(18).string(message.value);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): UpdateSessionRequest_SetLabelsEntry {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseUpdateSessionRequest_SetLabelsEntry();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.key = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.value = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): UpdateSessionRequest_SetLabelsEntry {
+    return {
+      key: isSet(object.key) ? globalThis.String(object.key) : "",
+      value: isSet(object.value) ? globalThis.String(object.value) : "",
+    };
+  },
+
+  toJSON(message: UpdateSessionRequest_SetLabelsEntry): unknown {
+    const obj: any = {};
+    if (message.key !== "") {
+      obj.key = message.key;
+    }
+    if (message.value !== "") {
+      obj.value = message.value;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<UpdateSessionRequest_SetLabelsEntry>, I>>(
+    base?: I,
+  ): UpdateSessionRequest_SetLabelsEntry {
+    return UpdateSessionRequest_SetLabelsEntry.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<UpdateSessionRequest_SetLabelsEntry>, I>>(
+    object: I,
+  ): UpdateSessionRequest_SetLabelsEntry {
+    const message = createBaseUpdateSessionRequest_SetLabelsEntry();
+    message.key = object.key ?? "";
+    message.value = object.value ?? "";
+    return message;
+  },
+};
+
+function createBaseUpdateSessionResponse(): UpdateSessionResponse {
+  return { session: undefined };
+}
+
+export const UpdateSessionResponse: MessageFns<UpdateSessionResponse> = {
+  encode(message: UpdateSessionResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.session !== undefined) {
+      Session.encode(message.session, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): UpdateSessionResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseUpdateSessionResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.session = Session.decode(reader, reader.uint32());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): UpdateSessionResponse {
+    return { session: isSet(object.session) ? Session.fromJSON(object.session) : undefined };
+  },
+
+  toJSON(message: UpdateSessionResponse): unknown {
+    const obj: any = {};
+    if (message.session !== undefined) {
+      obj.session = Session.toJSON(message.session);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<UpdateSessionResponse>, I>>(base?: I): UpdateSessionResponse {
+    return UpdateSessionResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<UpdateSessionResponse>, I>>(object: I): UpdateSessionResponse {
+    const message = createBaseUpdateSessionResponse();
+    message.session = (object.session !== undefined && object.session !== null)
+      ? Session.fromPartial(object.session)
+      : undefined;
     return message;
   },
 };
@@ -7777,6 +9219,47 @@ export const SessionServiceService = {
     responseDeserialize: (value: Buffer): SubscribeEventsResponse => SubscribeEventsResponse.decode(value),
   },
   /**
+   * Follows every session of the caller's tenant: one message per change
+   * (created, deleted, labels_changed, appended), in commit order, each with
+   * the feed position to resume from (`after`), then the same caught_up and
+   * heartbeat signals as SubscribeEvents. Changes committed through any
+   * server over the same store are delivered (PostgreSQL: through any
+   * replica). Positions survive restarts; resuming after one delivers every
+   * later change exactly once. Errors: CURSOR_OUT_OF_RANGE (OUT_OF_RANGE:
+   * `after` beyond the feed's end), UNAVAILABLE / SERVER_SHUTDOWN at shutdown
+   * (metadata `cursor`: resume with after = cursor).
+   */
+  subscribeSessions: {
+    path: "/palimpsest.v1.SessionService/SubscribeSessions" as const,
+    requestStream: false as const,
+    responseStream: true as const,
+    requestSerialize: (value: SubscribeSessionsRequest): Buffer =>
+      Buffer.from(SubscribeSessionsRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): SubscribeSessionsRequest => SubscribeSessionsRequest.decode(value),
+    responseSerialize: (value: SubscribeSessionsResponse): Buffer =>
+      Buffer.from(SubscribeSessionsResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): SubscribeSessionsResponse => SubscribeSessionsResponse.decode(value),
+  },
+  /**
+   * Changes a session's metadata: sets and removes labels (the limits of
+   * CreateSession apply to the result), optionally only while the metadata is
+   * at `expected_version` (ABORTED / METADATA_VERSION_MISMATCH otherwise,
+   * nothing changed). Reported on SubscribeSessions as labels_changed. The
+   * `palimpsest.dev/ttl-days` label is read by retention at each sweep, so a
+   * changed value applies from the next sweep. Errors: SESSION_NOT_FOUND,
+   * INVALID_ARGUMENT (labels over the limits, a key both set and removed).
+   */
+  updateSession: {
+    path: "/palimpsest.v1.SessionService/UpdateSession" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: UpdateSessionRequest): Buffer => Buffer.from(UpdateSessionRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): UpdateSessionRequest => UpdateSessionRequest.decode(value),
+    responseSerialize: (value: UpdateSessionResponse): Buffer =>
+      Buffer.from(UpdateSessionResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): UpdateSessionResponse => UpdateSessionResponse.decode(value),
+  },
+  /**
    * Plans a compaction (read-only), as the reference's compaction-basic
    * selects it: the range to shadow, anchored at the start of the surface,
    * keeping a recent tail by the budget (`retain_tokens`, the reference's:
@@ -8032,6 +9515,28 @@ export interface SessionServiceServer extends UntypedServiceImplementation {
    * resume and end-of-stream guarantees as SubscribeSurface.
    */
   subscribeEvents: handleServerStreamingCall<SubscribeEventsRequest, SubscribeEventsResponse>;
+  /**
+   * Follows every session of the caller's tenant: one message per change
+   * (created, deleted, labels_changed, appended), in commit order, each with
+   * the feed position to resume from (`after`), then the same caught_up and
+   * heartbeat signals as SubscribeEvents. Changes committed through any
+   * server over the same store are delivered (PostgreSQL: through any
+   * replica). Positions survive restarts; resuming after one delivers every
+   * later change exactly once. Errors: CURSOR_OUT_OF_RANGE (OUT_OF_RANGE:
+   * `after` beyond the feed's end), UNAVAILABLE / SERVER_SHUTDOWN at shutdown
+   * (metadata `cursor`: resume with after = cursor).
+   */
+  subscribeSessions: handleServerStreamingCall<SubscribeSessionsRequest, SubscribeSessionsResponse>;
+  /**
+   * Changes a session's metadata: sets and removes labels (the limits of
+   * CreateSession apply to the result), optionally only while the metadata is
+   * at `expected_version` (ABORTED / METADATA_VERSION_MISMATCH otherwise,
+   * nothing changed). Reported on SubscribeSessions as labels_changed. The
+   * `palimpsest.dev/ttl-days` label is read by retention at each sweep, so a
+   * changed value applies from the next sweep. Errors: SESSION_NOT_FOUND,
+   * INVALID_ARGUMENT (labels over the limits, a key both set and removed).
+   */
+  updateSession: handleUnaryCall<UpdateSessionRequest, UpdateSessionResponse>;
   /**
    * Plans a compaction (read-only), as the reference's compaction-basic
    * selects it: the range to shadow, anchored at the start of the surface,
@@ -8444,6 +9949,50 @@ export interface SessionServiceClient extends Client {
     metadata?: Metadata,
     options?: Partial<CallOptions>,
   ): ClientReadableStream<SubscribeEventsResponse>;
+  /**
+   * Follows every session of the caller's tenant: one message per change
+   * (created, deleted, labels_changed, appended), in commit order, each with
+   * the feed position to resume from (`after`), then the same caught_up and
+   * heartbeat signals as SubscribeEvents. Changes committed through any
+   * server over the same store are delivered (PostgreSQL: through any
+   * replica). Positions survive restarts; resuming after one delivers every
+   * later change exactly once. Errors: CURSOR_OUT_OF_RANGE (OUT_OF_RANGE:
+   * `after` beyond the feed's end), UNAVAILABLE / SERVER_SHUTDOWN at shutdown
+   * (metadata `cursor`: resume with after = cursor).
+   */
+  subscribeSessions(
+    request: SubscribeSessionsRequest,
+    options?: Partial<CallOptions>,
+  ): ClientReadableStream<SubscribeSessionsResponse>;
+  subscribeSessions(
+    request: SubscribeSessionsRequest,
+    metadata?: Metadata,
+    options?: Partial<CallOptions>,
+  ): ClientReadableStream<SubscribeSessionsResponse>;
+  /**
+   * Changes a session's metadata: sets and removes labels (the limits of
+   * CreateSession apply to the result), optionally only while the metadata is
+   * at `expected_version` (ABORTED / METADATA_VERSION_MISMATCH otherwise,
+   * nothing changed). Reported on SubscribeSessions as labels_changed. The
+   * `palimpsest.dev/ttl-days` label is read by retention at each sweep, so a
+   * changed value applies from the next sweep. Errors: SESSION_NOT_FOUND,
+   * INVALID_ARGUMENT (labels over the limits, a key both set and removed).
+   */
+  updateSession(
+    request: UpdateSessionRequest,
+    callback: (error: ServiceError | null, response: UpdateSessionResponse) => void,
+  ): ClientUnaryCall;
+  updateSession(
+    request: UpdateSessionRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: UpdateSessionResponse) => void,
+  ): ClientUnaryCall;
+  updateSession(
+    request: UpdateSessionRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: UpdateSessionResponse) => void,
+  ): ClientUnaryCall;
   /**
    * Plans a compaction (read-only), as the reference's compaction-basic
    * selects it: the range to shadow, anchored at the start of the surface,
