@@ -94,6 +94,8 @@ const TABLE: Readonly<Record<string, Mapping>> = {
   TOOL_RESULT_REPLACE_WRONG_TARGET: precondition,
   // Issue #14: provider-safe surfaces.
   TOOL_PAIRING_BROKEN: precondition,
+  TOOL_RESULT_ORPHANED: precondition,
+  TOOL_RESULT_MISSING: precondition,
   COMPACTION_BLOCKED: precondition,
   NOTHING_TO_COMPACT: precondition,
   COMPACTION_RANGE_INVALID: precondition,
