@@ -257,7 +257,7 @@ export class PalimpsestClient {
    */
   async messages(sessionId: string, opts: { transcript?: boolean; asOfSeq?: number } = {}): Promise<unknown[]> {
     const view = opts.transcript ? MessageView.MESSAGE_VIEW_TRANSCRIPT : MessageView.MESSAGE_VIEW_MODEL_HISTORY;
-    const res = await this.unary(this.raw.getMessages, { sessionId, view, typed: false, pageSize: 0, pageToken: '', asOfSeq: opts.asOfSeq });
+    const res = await this.unary(this.raw.getMessages, { sessionId, view, typed: false, pageSize: 0, pageToken: '', asOfSeq: opts.asOfSeq, format: 0, dropUnpaired: false });
     return res.messages.map((m) => JSON.parse(m.messageJson) as unknown);
   }
 

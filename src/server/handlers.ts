@@ -28,6 +28,7 @@ import type { RevocableCalls } from './revocable-calls.js';
 import type { ContextResolver, Permission } from './permissions.js';
 import { credentialOf } from './auth.js';
 import { compactionHandlers } from './compaction-handlers.js';
+import { providerFormatOf, providerHandlers, renderedMessages } from './provider-handlers.js';
 
 /** Resolves the caller (tenant) of a call; throws DomainError UNAUTHENTICATED/PERMISSION_DENIED. */
 export type { ContextResolver, Permission } from './permissions.js';
@@ -112,13 +113,13 @@ export function modelHistoryResponse(messages: readonly { seq: number; message: 
     const cached = typeof message === 'object' && message !== null ? encodedEntries.get(message) : undefined;
     if (cached !== undefined && cached.seq === seq) bytes = cached.bytes;
     else {
-      bytes = GetMessagesResponse.encode({ messages: [{ seq, messageJson: messageJsonText(message), message: undefined }], headSeq: undefined, nextPageToken: '' }).finish();
+      bytes = GetMessagesResponse.encode({ messages: [{ seq, messageJson: messageJsonText(message), message: undefined }], headSeq: undefined, nextPageToken: '', rendered: [] }).finish();
       if (typeof message === 'object' && message !== null) encodedEntries.set(message, { seq, bytes });
     }
     parts[i] = bytes;
     size += bytes.length;
   }
-  const tail = GetMessagesResponse.encode({ messages: [], headSeq, nextPageToken }).finish();
+  const tail = GetMessagesResponse.encode({ messages: [], headSeq, nextPageToken, rendered: [] }).finish();
   parts[messages.length] = tail;
   return Buffer.concat(parts, size + tail.length);
 }
@@ -246,6 +247,8 @@ export function makeHandlers(app: SessionService, resolve: ContextResolver, log:
       if (r.view === MessageView.MESSAGE_VIEW_UNSPECIFIED) {
         throw new DomainError('VIEW_UNSPECIFIED', 'view is required: MESSAGE_VIEW_MODEL_HISTORY or MESSAGE_VIEW_TRANSCRIPT', { field: 'view' });
       }
+      const format = providerFormatOf(r.format);
+      if (format !== undefined) return renderedMessages(app, ctx, requireId(r.sessionId), r, format);
       const transcript = r.view === MessageView.MESSAGE_VIEW_TRANSCRIPT;
       const { messages, headSeq, nextPageToken: next } = await app.getMessagesPage(ctx, requireId(r.sessionId), transcript ? 'transcript' : 'model', r.pageSize, r.pageToken, r.asOfSeq);
       // Model history: the projection's message objects persist across calls, so their encoded
@@ -260,6 +263,7 @@ export function makeHandlers(app: SessionService, resolve: ContextResolver, log:
         })),
         headSeq,
         nextPageToken: next,
+        rendered: [],
       };
     }),
     forkSession: unary<ForkSessionRequest, ForkSessionResponse>('append', async (ctx, r) => ({
@@ -340,5 +344,5 @@ export function makeHandlers(app: SessionService, resolve: ContextResolver, log:
       call.emit('error', Object.assign(new Error('not implemented'), { code: Code.UNIMPLEMENTED }));
     },
   };
-  return { ...handlers, ...compactionHandlers(app, { unary, requireId }), ...streams };
+  return { ...handlers, ...compactionHandlers(app, { unary, requireId }), ...providerHandlers(app, { unary, requireId }), ...streams };
 }

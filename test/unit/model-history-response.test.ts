@@ -6,7 +6,7 @@ import type { Json } from '../../src/domain/event.js';
 import { modelHistoryResponse } from '../../src/server/handlers.js';
 
 const expected = (messages: { seq: number; message: Json }[], headSeq: number | undefined): Buffer =>
-  Buffer.from(GetMessagesResponse.encode({ messages: messages.map((m) => ({ seq: m.seq, messageJson: JSON.stringify(m.message), message: undefined })), headSeq, nextPageToken: '' }).finish());
+  Buffer.from(GetMessagesResponse.encode({ messages: messages.map((m) => ({ seq: m.seq, messageJson: JSON.stringify(m.message), message: undefined })), headSeq, nextPageToken: '', rendered: [] }).finish());
 
 describe('modelHistoryResponse', () => {
   it('equals the generated encoding, also when cached entries are reused or a message moves to another seq', () => {

@@ -148,7 +148,7 @@ const messages: Command = {
       const parsed: { seq: number; message: Json }[] = [];
       let pageToken = '';
       do {
-        const r = await rpc.unary(rpc.client.getMessages, { sessionId, view, typed: false, pageSize: 1000, pageToken, asOfSeq });
+        const r = await rpc.unary(rpc.client.getMessages, { sessionId, view, typed: false, pageSize: 1000, pageToken, asOfSeq, format: 0, dropUnpaired: false });
         for (const m of r.messages) parsed.push({ seq: m.seq, message: JSON.parse(m.messageJson) as Json });
         pageToken = r.nextPageToken;
       } while (pageToken !== '');

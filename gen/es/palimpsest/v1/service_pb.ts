@@ -16,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file palimpsest/v1/service.proto.
  */
 export const file_palimpsest_v1_service: GenFile = /*@__PURE__*/
-  fileDesc("ChtwYWxpbXBzZXN0L3YxL3NlcnZpY2UucHJvdG8SDXBhbGltcHNlc3QudjEi8gIKFENyZWF0ZVNlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSPwoGbGFiZWxzGAIgAygLMi8ucGFsaW1wc2VzdC52MS5DcmVhdGVTZXNzaW9uUmVxdWVzdC5MYWJlbHNFbnRyeRIQCgNjd2QYAyABKAlIAIgBARITCgZvcmlnaW4YBCABKAlIAYgBARIdChBkZWxlZ2F0aW9uX2RlcHRoGAUgASgESAKIAQESGQoMYWdlbnRfcHJlc2V0GAYgASgJSAOIAQESDgoGc3RyaWN0GAcgASgIEhoKDXBhaXJpbmdfZ3VhcmQYCCABKAhIBIgBARotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBQgYKBF9jd2RCCQoHX29yaWdpbkITChFfZGVsZWdhdGlvbl9kZXB0aEIPCg1fYWdlbnRfcHJlc2V0QhAKDl9wYWlyaW5nX2d1YXJkIkAKFUNyZWF0ZVNlc3Npb25SZXNwb25zZRInCgdzZXNzaW9uGAEgASgLMhYucGFsaW1wc2VzdC52MS5TZXNzaW9uIicKEUdldFNlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkiPQoSR2V0U2Vzc2lvblJlc3BvbnNlEicKB3Nlc3Npb24YASABKAsyFi5wYWxpbXBzZXN0LnYxLlNlc3Npb24iwQEKE0xpc3RTZXNzaW9uc1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgNEhIKCnBhZ2VfdG9rZW4YAiABKAkSTQoObGFiZWxfc2VsZWN0b3IYAyADKAsyNS5wYWxpbXBzZXN0LnYxLkxpc3RTZXNzaW9uc1JlcXVlc3QuTGFiZWxTZWxlY3RvckVudHJ5GjQKEkxhYmVsU2VsZWN0b3JFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIlkKFExpc3RTZXNzaW9uc1Jlc3BvbnNlEigKCHNlc3Npb25zGAEgAygLMhYucGFsaW1wc2VzdC52MS5TZXNzaW9uEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSIqChREZWxldGVTZXNzaW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJIhcKFURlbGV0ZVNlc3Npb25SZXNwb25zZSKjAQoTQXBwZW5kRXZlbnRzUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEikKBmV2ZW50cxgCIAMoCzIZLnBhbGltcHNlc3QudjEuRXZlbnRJbnB1dBIeChFleHBlY3RlZF9sYXN0X3NlcRgDIAEoA0gAiAEBEhcKD2lkZW1wb3RlbmN5X2tleRgEIAEoCUIUChJfZXhwZWN0ZWRfbGFzdF9zZXEiTgoUQXBwZW5kRXZlbnRzUmVzcG9uc2USDAoEc2VxcxgBIAMoBBIQCghyZXBsYXllZBgCIAEoCBIWCg5zdXJmYWNlX2xlbmd0aBgDIAEoBCLeAQoRTGlzdEV2ZW50c1JlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIVCghmcm9tX3NlcRgCIAEoBEgAiAEBEisKCWRpcmVjdGlvbhgDIAEoDjIYLnBhbGltcHNlc3QudjEuRGlyZWN0aW9uEhEKCXBhZ2Vfc2l6ZRgEIAEoDRISCgpwYWdlX3Rva2VuGAUgASgJEg0KBXR5cGVzGAYgAygJEi4KC2RhdGFfZm9ybWF0GAcgASgOMhkucGFsaW1wc2VzdC52MS5EYXRhRm9ybWF0QgsKCV9mcm9tX3NlcSJaChJMaXN0RXZlbnRzUmVzcG9uc2USKwoGZXZlbnRzGAEgAygLMhsucGFsaW1wc2VzdC52MS5TZXNzaW9uRXZlbnQSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIk0KEUdldFN1cmZhY2VSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSFgoJYXNfb2Zfc2VxGAIgASgESACIAQFCDAoKX2FzX29mX3NlcSJiChJHZXRTdXJmYWNlUmVzcG9uc2USDAoEc2VxcxgBIAMoBBIaChJyZXBsYWNlX2dlbmVyYXRpb24YAiABKAQSFQoIaGVhZF9zZXEYAyABKARIAIgBAUILCglfaGVhZF9zZXEirgEKEkdldE1lc3NhZ2VzUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEigKBHZpZXcYAiABKA4yGi5wYWxpbXBzZXN0LnYxLk1lc3NhZ2VWaWV3Eg0KBXR5cGVkGAMgASgIEhEKCXBhZ2Vfc2l6ZRgEIAEoDRISCgpwYWdlX3Rva2VuGAUgASgJEhYKCWFzX29mX3NlcRgGIAEoBEgAiAEBQgwKCl9hc19vZl9zZXEiXAoORGVyaXZlZE1lc3NhZ2USCwoDc2VxGAEgASgEEhQKDG1lc3NhZ2VfanNvbhgCIAEoCRInCgdtZXNzYWdlGAMgASgLMhYucGFsaW1wc2VzdC52MS5NZXNzYWdlIoMBChNHZXRNZXNzYWdlc1Jlc3BvbnNlEi8KCG1lc3NhZ2VzGAEgAygLMh0ucGFsaW1wc2VzdC52MS5EZXJpdmVkTWVzc2FnZRIVCghoZWFkX3NlcRgCIAEoBEgAiAEBEhcKD25leHRfcGFnZV90b2tlbhgDIAEoCUILCglfaGVhZF9zZXEi0AEKEkZvcmtTZXNzaW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEhMKBmF0X3NlcRgCIAEoBEgAiAEBEhgKEGNoaWxkX3Nlc3Npb25faWQYAyABKAkSPQoGbGFiZWxzGAQgAygLMi0ucGFsaW1wc2VzdC52MS5Gb3JrU2Vzc2lvblJlcXVlc3QuTGFiZWxzRW50cnkaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4AUIJCgdfYXRfc2VxIj4KE0ZvcmtTZXNzaW9uUmVzcG9uc2USJwoHc2Vzc2lvbhgBIAEoCzIWLnBhbGltcHNlc3QudjEuU2Vzc2lvbiIqChRSZXBhaXJTZXNzaW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJIkQKFVJlcGFpclNlc3Npb25SZXNwb25zZRIrCgZldmVudHMYASADKAsyGy5wYWxpbXBzZXN0LnYxLlNlc3Npb25FdmVudCJgChRJbXBvcnRTZXNzaW9uUmVxdWVzdBIvCgdvcHRpb25zGAEgASgLMhwucGFsaW1wc2VzdC52MS5JbXBvcnRPcHRpb25zSAASDwoFY2h1bmsYAiABKAxIAEIGCgRwYXJ0IssBCg1JbXBvcnRPcHRpb25zEhIKCnNlc3Npb25faWQYASABKAkSOAoGbGFiZWxzGAIgAygLMigucGFsaW1wc2VzdC52MS5JbXBvcnRPcHRpb25zLkxhYmVsc0VudHJ5Eg4KBnN0cmljdBgDIAEoCBIWCg5hbGxvd19zZXFfZ2FwcxgEIAEoCBIVCg1wYWlyaW5nX2d1YXJkGAUgASgIGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiYAoVSW1wb3J0U2Vzc2lvblJlc3BvbnNlEicKB3Nlc3Npb24YASABKAsyFi5wYWxpbXBzZXN0LnYxLlNlc3Npb24SHgoWdW5jb21taXR0ZWRfdGFpbF9ieXRlcxgCIAEoBCI8ChRFeHBvcnRTZXNzaW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEhAKCHVucGFja2VkGAIgASgIIiYKFUV4cG9ydFNlc3Npb25SZXNwb25zZRINCgVjaHVuaxgBIAEoDCLOAQoXU3Vic2NyaWJlU3VyZmFjZVJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIWCglhZnRlcl9zZXEYAiABKARIAIgBARIQCghzbmFwc2hvdBgDIAEoCBIYChBpbmNsdWRlX21lc3NhZ2VzGAQgASgIEh0KFWhlYXJ0YmVhdF9pbnRlcnZhbF9tcxgFIAEoDRIuCgtkYXRhX2Zvcm1hdBgGIAEoDjIZLnBhbGltcHNlc3QudjEuRGF0YUZvcm1hdEIMCgpfYWZ0ZXJfc2VxIr4DChhTdWJzY3JpYmVTdXJmYWNlUmVzcG9uc2USEwoGY3Vyc29yGAEgASgESAGIAQESMgoIc25hcHNob3QYAiABKAsyHi5wYWxpbXBzZXN0LnYxLlN1cmZhY2VTbmFwc2hvdEgAEiwKBmFwcGVuZBgDIAEoCzIaLnBhbGltcHNlc3QudjEuQXBwZW5kRGVsdGFIABIuCgdyZXBsYWNlGAQgASgLMhsucGFsaW1wc2VzdC52MS5SZXBsYWNlRGVsdGFIABIvCgpjaGVja3BvaW50GAUgASgLMhkucGFsaW1wc2VzdC52MS5DaGVja3BvaW50SAASLAoJY2F1Z2h0X3VwGAYgASgLMhcucGFsaW1wc2VzdC52MS5DYXVnaHRVcEgAEi0KCWhlYXJ0YmVhdBgHIAEoCzIYLnBhbGltcHNlc3QudjEuSGVhcnRiZWF0SAASKgoFZXZlbnQYCCABKAsyGy5wYWxpbXBzZXN0LnYxLlNlc3Npb25FdmVudBIuCgdtZXNzYWdlGAkgASgLMh0ucGFsaW1wc2VzdC52MS5EZXJpdmVkTWVzc2FnZUIGCgRraW5kQgkKB19jdXJzb3IiHwoPU3VyZmFjZVNuYXBzaG90EgwKBHNlcXMYASADKAQiGgoLQXBwZW5kRGVsdGESCwoDc2VxGAEgASgEIk4KDFJlcGxhY2VEZWx0YRINCgVzdGFydBgBIAEoBBILCgNlbmQYAiABKAQSCwoDc2VxGAMgASgEEhUKDXNoYWRvd2VkX3NlcXMYBCADKAQiDAoKQ2hlY2twb2ludCIKCghDYXVnaHRVcCILCglIZWFydGJlYXQioQEKFlN1YnNjcmliZUV2ZW50c1JlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIWCglhZnRlcl9zZXEYAiABKARIAIgBARIdChVoZWFydGJlYXRfaW50ZXJ2YWxfbXMYAyABKA0SLgoLZGF0YV9mb3JtYXQYBCABKA4yGS5wYWxpbXBzZXN0LnYxLkRhdGFGb3JtYXRCDAoKX2FmdGVyX3NlcSLMAQoXU3Vic2NyaWJlRXZlbnRzUmVzcG9uc2USEwoGY3Vyc29yGAEgASgESAGIAQESLAoFZXZlbnQYAiABKAsyGy5wYWxpbXBzZXN0LnYxLlNlc3Npb25FdmVudEgAEiwKCWNhdWdodF91cBgDIAEoCzIXLnBhbGltcHNlc3QudjEuQ2F1Z2h0VXBIABItCgloZWFydGJlYXQYBCABKAsyGC5wYWxpbXBzZXN0LnYxLkhlYXJ0YmVhdEgAQgYKBGtpbmRCCQoHX2N1cnNvciL5AQoVUGxhbkNvbXBhY3Rpb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSFQoLa2VlcF90b2tlbnMYAiABKARIABITCgl1cF90b19zZXEYAyABKARIABJLCgx0b2tlbl9jb3VudHMYBCADKAsyNS5wYWxpbXBzZXN0LnYxLlBsYW5Db21wYWN0aW9uUmVxdWVzdC5Ub2tlbkNvdW50c0VudHJ5EhUKDW9taXRfbWVzc2FnZXMYBSABKAgaMgoQVG9rZW5Db3VudHNFbnRyeRILCgNrZXkYASABKAQSDQoFdmFsdWUYAiABKAQ6AjgBQggKBmJ1ZGdldCJYChFDb21wYWN0aW9uQmxvY2tlchIOCgZyZWFzb24YASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSDAoEc2VxcxgDIAMoBBIQCghjYWxsX2lkcxgEIAMoCSKfAgoWUGxhbkNvbXBhY3Rpb25SZXNwb25zZRISCgVzdGFydBgBIAEoBEgAiAEBEhAKA2VuZBgCIAEoBEgBiAEBEhUKDXNoYWRvd2VkX3NlcXMYAyADKAQSGQoRZXhwZWN0ZWRfbGFzdF9zZXEYBCABKAMSHAoUc2hhZG93ZWRfdG9rZW5fY291bnQYBSABKAQSGAoQa2VwdF90b2tlbl9jb3VudBgGIAEoBBIvCghtZXNzYWdlcxgHIAMoCzIdLnBhbGltcHNlc3QudjEuRGVyaXZlZE1lc3NhZ2USMgoIYmxvY2tlcnMYCCADKAsyIC5wYWxpbXBzZXN0LnYxLkNvbXBhY3Rpb25CbG9ja2VyQggKBl9zdGFydEIGCgRfZW5kIqsDCg5Db21wYWN0UmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEg0KBXN0YXJ0GAIgASgEEgsKA2VuZBgDIAEoBBIeChFleHBlY3RlZF9sYXN0X3NlcRgEIAEoA0gBiAEBEhYKDHN1bW1hcnlfdGV4dBgFIAEoCUgAEhYKDHN1bW1hcnlfanNvbhgGIAEoCUgAEhAKCHByb3ZpZGVyGAcgASgJEg0KBW1vZGVsGAggASgJEigKBXVzYWdlGAkgASgLMhkucGFsaW1wc2VzdC52MS5Ub2tlblVzYWdlEhcKCm1heF90b2tlbnMYCiABKARIAogBARIhChRzaGFkb3dlZF90b2tlbl9jb3VudBgLIAEoBEgDiAEBEhcKD2lkZW1wb3RlbmN5X2tleRgMIAEoCRIXCg9yYXdfb3V0cHV0X2pzb24YDSABKAkSFwoPbGxtX3N0cmVhbV9jYWxsGA4gASgIQgkKB3N1bW1hcnlCFAoSX2V4cGVjdGVkX2xhc3Rfc2VxQg0KC19tYXhfdG9rZW5zQhcKFV9zaGFkb3dlZF90b2tlbl9jb3VudCJ+Cg9Db21wYWN0UmVzcG9uc2USDAoEc2VxcxgBIAMoBBIVCg1jb21wYWN0aW9uX2lkGAIgASgJEhYKDnN1cmZhY2VfbGVuZ3RoGAMgASgEEhAKCHJlcGxheWVkGAQgASgIEhwKFHNoYWRvd2VkX3Rva2VuX2NvdW50GAUgASgEIpkCChdQcnVuZVRvb2xSZXN1bHRzUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEgwKBHNlcXMYAiADKAQSEQoJbWluX2J5dGVzGAMgASgEEhMKC2tlZXBfcmVjZW50GAQgASgNEhUKDWV4Y2x1ZGVfdG9vbHMYBSADKAkSFwoKaGVhZF9jaGFycxgGIAEoDUgAiAEBEhcKCnRhaWxfY2hhcnMYByABKA1IAYgBARIeChFleHBlY3RlZF9sYXN0X3NlcRgIIAEoA0gCiAEBEhcKD2lkZW1wb3RlbmN5X2tleRgJIAEoCUINCgtfaGVhZF9jaGFyc0INCgtfdGFpbF9jaGFyc0IUChJfZXhwZWN0ZWRfbGFzdF9zZXEikAEKEFBydW5lZFRvb2xSZXN1bHQSFAoMb3JpZ2luYWxfc2VxGAEgASgEEhEKCXBydW5lX3NlcRgCIAEoBBIXCg9yZXBsYWNlbWVudF9zZXEYAyABKAQSDwoHY2FsbF9pZBgEIAEoCRIUCgxieXRlc19iZWZvcmUYBSABKAQSEwoLYnl0ZXNfYWZ0ZXIYBiABKAQimwEKGFBydW5lVG9vbFJlc3VsdHNSZXNwb25zZRIvCgZwcnVuZWQYASADKAsyHy5wYWxpbXBzZXN0LnYxLlBydW5lZFRvb2xSZXN1bHQSEwoLYnl0ZXNfc2F2ZWQYAiABKAQSDwoHc2tpcHBlZBgDIAMoBBIWCg5zdXJmYWNlX2xlbmd0aBgEIAEoBBIQCghyZXBsYXllZBgFIAEoCCpVCglEaXJlY3Rpb24SGQoVRElSRUNUSU9OX1VOU1BFQ0lGSUVEEAASFQoRRElSRUNUSU9OX0ZPUldBUkQQARIWChJESVJFQ1RJT05fQkFDS1dBUkQQAipWCgpEYXRhRm9ybWF0EhsKF0RBVEFfRk9STUFUX1VOU1BFQ0lGSUVEEAASFAoQREFUQV9GT1JNQVRfSlNPThABEhUKEURBVEFfRk9STUFUX1RZUEVEEAIqaAoLTWVzc2FnZVZpZXcSHAoYTUVTU0FHRV9WSUVXX1VOU1BFQ0lGSUVEEAASHgoaTUVTU0FHRV9WSUVXX01PREVMX0hJU1RPUlkQARIbChdNRVNTQUdFX1ZJRVdfVFJBTlNDUklQVBACMpAMCg5TZXNzaW9uU2VydmljZRJaCg1DcmVhdGVTZXNzaW9uEiMucGFsaW1wc2VzdC52MS5DcmVhdGVTZXNzaW9uUmVxdWVzdBokLnBhbGltcHNlc3QudjEuQ3JlYXRlU2Vzc2lvblJlc3BvbnNlElEKCkdldFNlc3Npb24SIC5wYWxpbXBzZXN0LnYxLkdldFNlc3Npb25SZXF1ZXN0GiEucGFsaW1wc2VzdC52MS5HZXRTZXNzaW9uUmVzcG9uc2USVwoMTGlzdFNlc3Npb25zEiIucGFsaW1wc2VzdC52MS5MaXN0U2Vzc2lvbnNSZXF1ZXN0GiMucGFsaW1wc2VzdC52MS5MaXN0U2Vzc2lvbnNSZXNwb25zZRJaCg1EZWxldGVTZXNzaW9uEiMucGFsaW1wc2VzdC52MS5EZWxldGVTZXNzaW9uUmVxdWVzdBokLnBhbGltcHNlc3QudjEuRGVsZXRlU2Vzc2lvblJlc3BvbnNlElcKDEFwcGVuZEV2ZW50cxIiLnBhbGltcHNlc3QudjEuQXBwZW5kRXZlbnRzUmVxdWVzdBojLnBhbGltcHNlc3QudjEuQXBwZW5kRXZlbnRzUmVzcG9uc2USUQoKTGlzdEV2ZW50cxIgLnBhbGltcHNlc3QudjEuTGlzdEV2ZW50c1JlcXVlc3QaIS5wYWxpbXBzZXN0LnYxLkxpc3RFdmVudHNSZXNwb25zZRJRCgpHZXRTdXJmYWNlEiAucGFsaW1wc2VzdC52MS5HZXRTdXJmYWNlUmVxdWVzdBohLnBhbGltcHNlc3QudjEuR2V0U3VyZmFjZVJlc3BvbnNlElQKC0dldE1lc3NhZ2VzEiEucGFsaW1wc2VzdC52MS5HZXRNZXNzYWdlc1JlcXVlc3QaIi5wYWxpbXBzZXN0LnYxLkdldE1lc3NhZ2VzUmVzcG9uc2USVAoLRm9ya1Nlc3Npb24SIS5wYWxpbXBzZXN0LnYxLkZvcmtTZXNzaW9uUmVxdWVzdBoiLnBhbGltcHNlc3QudjEuRm9ya1Nlc3Npb25SZXNwb25zZRJaCg1SZXBhaXJTZXNzaW9uEiMucGFsaW1wc2VzdC52MS5SZXBhaXJTZXNzaW9uUmVxdWVzdBokLnBhbGltcHNlc3QudjEuUmVwYWlyU2Vzc2lvblJlc3BvbnNlElwKDUltcG9ydFNlc3Npb24SIy5wYWxpbXBzZXN0LnYxLkltcG9ydFNlc3Npb25SZXF1ZXN0GiQucGFsaW1wc2VzdC52MS5JbXBvcnRTZXNzaW9uUmVzcG9uc2UoARJcCg1FeHBvcnRTZXNzaW9uEiMucGFsaW1wc2VzdC52MS5FeHBvcnRTZXNzaW9uUmVxdWVzdBokLnBhbGltcHNlc3QudjEuRXhwb3J0U2Vzc2lvblJlc3BvbnNlMAESZQoQU3Vic2NyaWJlU3VyZmFjZRImLnBhbGltcHNlc3QudjEuU3Vic2NyaWJlU3VyZmFjZVJlcXVlc3QaJy5wYWxpbXBzZXN0LnYxLlN1YnNjcmliZVN1cmZhY2VSZXNwb25zZTABEmIKD1N1YnNjcmliZUV2ZW50cxIlLnBhbGltcHNlc3QudjEuU3Vic2NyaWJlRXZlbnRzUmVxdWVzdBomLnBhbGltcHNlc3QudjEuU3Vic2NyaWJlRXZlbnRzUmVzcG9uc2UwARJdCg5QbGFuQ29tcGFjdGlvbhIkLnBhbGltcHNlc3QudjEuUGxhbkNvbXBhY3Rpb25SZXF1ZXN0GiUucGFsaW1wc2VzdC52MS5QbGFuQ29tcGFjdGlvblJlc3BvbnNlEkgKB0NvbXBhY3QSHS5wYWxpbXBzZXN0LnYxLkNvbXBhY3RSZXF1ZXN0Gh4ucGFsaW1wc2VzdC52MS5Db21wYWN0UmVzcG9uc2USYwoQUHJ1bmVUb29sUmVzdWx0cxImLnBhbGltcHNlc3QudjEuUHJ1bmVUb29sUmVzdWx0c1JlcXVlc3QaJy5wYWxpbXBzZXN0LnYxLlBydW5lVG9vbFJlc3VsdHNSZXNwb25zZUIuWixwYWxpbXBzZXN0L2dlbi9nby9wYWxpbXBzZXN0L3YxO3BhbGltcHNlc3R2MWIGcHJvdG8z", [file_palimpsest_v1_content, file_palimpsest_v1_event, file_palimpsest_v1_session]);
+  fileDesc("ChtwYWxpbXBzZXN0L3YxL3NlcnZpY2UucHJvdG8SDXBhbGltcHNlc3QudjEi8gIKFENyZWF0ZVNlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSPwoGbGFiZWxzGAIgAygLMi8ucGFsaW1wc2VzdC52MS5DcmVhdGVTZXNzaW9uUmVxdWVzdC5MYWJlbHNFbnRyeRIQCgNjd2QYAyABKAlIAIgBARITCgZvcmlnaW4YBCABKAlIAYgBARIdChBkZWxlZ2F0aW9uX2RlcHRoGAUgASgESAKIAQESGQoMYWdlbnRfcHJlc2V0GAYgASgJSAOIAQESDgoGc3RyaWN0GAcgASgIEhoKDXBhaXJpbmdfZ3VhcmQYCCABKAhIBIgBARotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBQgYKBF9jd2RCCQoHX29yaWdpbkITChFfZGVsZWdhdGlvbl9kZXB0aEIPCg1fYWdlbnRfcHJlc2V0QhAKDl9wYWlyaW5nX2d1YXJkIkAKFUNyZWF0ZVNlc3Npb25SZXNwb25zZRInCgdzZXNzaW9uGAEgASgLMhYucGFsaW1wc2VzdC52MS5TZXNzaW9uIicKEUdldFNlc3Npb25SZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkiPQoSR2V0U2Vzc2lvblJlc3BvbnNlEicKB3Nlc3Npb24YASABKAsyFi5wYWxpbXBzZXN0LnYxLlNlc3Npb24iwQEKE0xpc3RTZXNzaW9uc1JlcXVlc3QSEQoJcGFnZV9zaXplGAEgASgNEhIKCnBhZ2VfdG9rZW4YAiABKAkSTQoObGFiZWxfc2VsZWN0b3IYAyADKAsyNS5wYWxpbXBzZXN0LnYxLkxpc3RTZXNzaW9uc1JlcXVlc3QuTGFiZWxTZWxlY3RvckVudHJ5GjQKEkxhYmVsU2VsZWN0b3JFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIlkKFExpc3RTZXNzaW9uc1Jlc3BvbnNlEigKCHNlc3Npb25zGAEgAygLMhYucGFsaW1wc2VzdC52MS5TZXNzaW9uEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSIqChREZWxldGVTZXNzaW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJIhcKFURlbGV0ZVNlc3Npb25SZXNwb25zZSKjAQoTQXBwZW5kRXZlbnRzUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEikKBmV2ZW50cxgCIAMoCzIZLnBhbGltcHNlc3QudjEuRXZlbnRJbnB1dBIeChFleHBlY3RlZF9sYXN0X3NlcRgDIAEoA0gAiAEBEhcKD2lkZW1wb3RlbmN5X2tleRgEIAEoCUIUChJfZXhwZWN0ZWRfbGFzdF9zZXEiTgoUQXBwZW5kRXZlbnRzUmVzcG9uc2USDAoEc2VxcxgBIAMoBBIQCghyZXBsYXllZBgCIAEoCBIWCg5zdXJmYWNlX2xlbmd0aBgDIAEoBCLeAQoRTGlzdEV2ZW50c1JlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIVCghmcm9tX3NlcRgCIAEoBEgAiAEBEisKCWRpcmVjdGlvbhgDIAEoDjIYLnBhbGltcHNlc3QudjEuRGlyZWN0aW9uEhEKCXBhZ2Vfc2l6ZRgEIAEoDRISCgpwYWdlX3Rva2VuGAUgASgJEg0KBXR5cGVzGAYgAygJEi4KC2RhdGFfZm9ybWF0GAcgASgOMhkucGFsaW1wc2VzdC52MS5EYXRhRm9ybWF0QgsKCV9mcm9tX3NlcSJaChJMaXN0RXZlbnRzUmVzcG9uc2USKwoGZXZlbnRzGAEgAygLMhsucGFsaW1wc2VzdC52MS5TZXNzaW9uRXZlbnQSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJIk0KEUdldFN1cmZhY2VSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSFgoJYXNfb2Zfc2VxGAIgASgESACIAQFCDAoKX2FzX29mX3NlcSJiChJHZXRTdXJmYWNlUmVzcG9uc2USDAoEc2VxcxgBIAMoBBIaChJyZXBsYWNlX2dlbmVyYXRpb24YAiABKAQSFQoIaGVhZF9zZXEYAyABKARIAIgBAUILCglfaGVhZF9zZXEi8wEKEkdldE1lc3NhZ2VzUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEigKBHZpZXcYAiABKA4yGi5wYWxpbXBzZXN0LnYxLk1lc3NhZ2VWaWV3Eg0KBXR5cGVkGAMgASgIEhEKCXBhZ2Vfc2l6ZRgEIAEoDRISCgpwYWdlX3Rva2VuGAUgASgJEhYKCWFzX29mX3NlcRgGIAEoBEgAiAEBEiwKBmZvcm1hdBgHIAEoDjIcLnBhbGltcHNlc3QudjEuTWVzc2FnZUZvcm1hdBIVCg1kcm9wX3VucGFpcmVkGAggASgIQgwKCl9hc19vZl9zZXEiNgoPUmVuZGVyZWRNZXNzYWdlEhUKDXByb3ZpZGVyX2pzb24YASABKAkSDAoEc2VxcxgCIAMoBCJcCg5EZXJpdmVkTWVzc2FnZRILCgNzZXEYASABKAQSFAoMbWVzc2FnZV9qc29uGAIgASgJEicKB21lc3NhZ2UYAyABKAsyFi5wYWxpbXBzZXN0LnYxLk1lc3NhZ2UitQEKE0dldE1lc3NhZ2VzUmVzcG9uc2USLwoIbWVzc2FnZXMYASADKAsyHS5wYWxpbXBzZXN0LnYxLkRlcml2ZWRNZXNzYWdlEhUKCGhlYWRfc2VxGAIgASgESACIAQESFwoPbmV4dF9wYWdlX3Rva2VuGAMgASgJEjAKCHJlbmRlcmVkGAQgAygLMh4ucGFsaW1wc2VzdC52MS5SZW5kZXJlZE1lc3NhZ2VCCwoJX2hlYWRfc2VxItABChJGb3JrU2Vzc2lvblJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRITCgZhdF9zZXEYAiABKARIAIgBARIYChBjaGlsZF9zZXNzaW9uX2lkGAMgASgJEj0KBmxhYmVscxgEIAMoCzItLnBhbGltcHNlc3QudjEuRm9ya1Nlc3Npb25SZXF1ZXN0LkxhYmVsc0VudHJ5Gi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAFCCQoHX2F0X3NlcSI+ChNGb3JrU2Vzc2lvblJlc3BvbnNlEicKB3Nlc3Npb24YASABKAsyFi5wYWxpbXBzZXN0LnYxLlNlc3Npb24iKgoUUmVwYWlyU2Vzc2lvblJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCSJEChVSZXBhaXJTZXNzaW9uUmVzcG9uc2USKwoGZXZlbnRzGAEgAygLMhsucGFsaW1wc2VzdC52MS5TZXNzaW9uRXZlbnQiYAoUSW1wb3J0U2Vzc2lvblJlcXVlc3QSLwoHb3B0aW9ucxgBIAEoCzIcLnBhbGltcHNlc3QudjEuSW1wb3J0T3B0aW9uc0gAEg8KBWNodW5rGAIgASgMSABCBgoEcGFydCLLAQoNSW1wb3J0T3B0aW9ucxISCgpzZXNzaW9uX2lkGAEgASgJEjgKBmxhYmVscxgCIAMoCzIoLnBhbGltcHNlc3QudjEuSW1wb3J0T3B0aW9ucy5MYWJlbHNFbnRyeRIOCgZzdHJpY3QYAyABKAgSFgoOYWxsb3dfc2VxX2dhcHMYBCABKAgSFQoNcGFpcmluZ19ndWFyZBgFIAEoCBotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBImAKFUltcG9ydFNlc3Npb25SZXNwb25zZRInCgdzZXNzaW9uGAEgASgLMhYucGFsaW1wc2VzdC52MS5TZXNzaW9uEh4KFnVuY29tbWl0dGVkX3RhaWxfYnl0ZXMYAiABKAQiPAoURXhwb3J0U2Vzc2lvblJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIQCgh1bnBhY2tlZBgCIAEoCCImChVFeHBvcnRTZXNzaW9uUmVzcG9uc2USDQoFY2h1bmsYASABKAwizgEKF1N1YnNjcmliZVN1cmZhY2VSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSFgoJYWZ0ZXJfc2VxGAIgASgESACIAQESEAoIc25hcHNob3QYAyABKAgSGAoQaW5jbHVkZV9tZXNzYWdlcxgEIAEoCBIdChVoZWFydGJlYXRfaW50ZXJ2YWxfbXMYBSABKA0SLgoLZGF0YV9mb3JtYXQYBiABKA4yGS5wYWxpbXBzZXN0LnYxLkRhdGFGb3JtYXRCDAoKX2FmdGVyX3NlcSK+AwoYU3Vic2NyaWJlU3VyZmFjZVJlc3BvbnNlEhMKBmN1cnNvchgBIAEoBEgBiAEBEjIKCHNuYXBzaG90GAIgASgLMh4ucGFsaW1wc2VzdC52MS5TdXJmYWNlU25hcHNob3RIABIsCgZhcHBlbmQYAyABKAsyGi5wYWxpbXBzZXN0LnYxLkFwcGVuZERlbHRhSAASLgoHcmVwbGFjZRgEIAEoCzIbLnBhbGltcHNlc3QudjEuUmVwbGFjZURlbHRhSAASLwoKY2hlY2twb2ludBgFIAEoCzIZLnBhbGltcHNlc3QudjEuQ2hlY2twb2ludEgAEiwKCWNhdWdodF91cBgGIAEoCzIXLnBhbGltcHNlc3QudjEuQ2F1Z2h0VXBIABItCgloZWFydGJlYXQYByABKAsyGC5wYWxpbXBzZXN0LnYxLkhlYXJ0YmVhdEgAEioKBWV2ZW50GAggASgLMhsucGFsaW1wc2VzdC52MS5TZXNzaW9uRXZlbnQSLgoHbWVzc2FnZRgJIAEoCzIdLnBhbGltcHNlc3QudjEuRGVyaXZlZE1lc3NhZ2VCBgoEa2luZEIJCgdfY3Vyc29yIh8KD1N1cmZhY2VTbmFwc2hvdBIMCgRzZXFzGAEgAygEIhoKC0FwcGVuZERlbHRhEgsKA3NlcRgBIAEoBCJOCgxSZXBsYWNlRGVsdGESDQoFc3RhcnQYASABKAQSCwoDZW5kGAIgASgEEgsKA3NlcRgDIAEoBBIVCg1zaGFkb3dlZF9zZXFzGAQgAygEIgwKCkNoZWNrcG9pbnQiCgoIQ2F1Z2h0VXAiCwoJSGVhcnRiZWF0IqEBChZTdWJzY3JpYmVFdmVudHNSZXF1ZXN0EhIKCnNlc3Npb25faWQYASABKAkSFgoJYWZ0ZXJfc2VxGAIgASgESACIAQESHQoVaGVhcnRiZWF0X2ludGVydmFsX21zGAMgASgNEi4KC2RhdGFfZm9ybWF0GAQgASgOMhkucGFsaW1wc2VzdC52MS5EYXRhRm9ybWF0QgwKCl9hZnRlcl9zZXEizAEKF1N1YnNjcmliZUV2ZW50c1Jlc3BvbnNlEhMKBmN1cnNvchgBIAEoBEgBiAEBEiwKBWV2ZW50GAIgASgLMhsucGFsaW1wc2VzdC52MS5TZXNzaW9uRXZlbnRIABIsCgljYXVnaHRfdXAYAyABKAsyFy5wYWxpbXBzZXN0LnYxLkNhdWdodFVwSAASLQoJaGVhcnRiZWF0GAQgASgLMhgucGFsaW1wc2VzdC52MS5IZWFydGJlYXRIAEIGCgRraW5kQgkKB19jdXJzb3Ii+QEKFVBsYW5Db21wYWN0aW9uUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEhUKC2tlZXBfdG9rZW5zGAIgASgESAASEwoJdXBfdG9fc2VxGAMgASgESAASSwoMdG9rZW5fY291bnRzGAQgAygLMjUucGFsaW1wc2VzdC52MS5QbGFuQ29tcGFjdGlvblJlcXVlc3QuVG9rZW5Db3VudHNFbnRyeRIVCg1vbWl0X21lc3NhZ2VzGAUgASgIGjIKEFRva2VuQ291bnRzRW50cnkSCwoDa2V5GAEgASgEEg0KBXZhbHVlGAIgASgEOgI4AUIICgZidWRnZXQiWAoRQ29tcGFjdGlvbkJsb2NrZXISDgoGcmVhc29uGAEgASgJEhMKC2Rlc2NyaXB0aW9uGAIgASgJEgwKBHNlcXMYAyADKAQSEAoIY2FsbF9pZHMYBCADKAkinwIKFlBsYW5Db21wYWN0aW9uUmVzcG9uc2USEgoFc3RhcnQYASABKARIAIgBARIQCgNlbmQYAiABKARIAYgBARIVCg1zaGFkb3dlZF9zZXFzGAMgAygEEhkKEWV4cGVjdGVkX2xhc3Rfc2VxGAQgASgDEhwKFHNoYWRvd2VkX3Rva2VuX2NvdW50GAUgASgEEhgKEGtlcHRfdG9rZW5fY291bnQYBiABKAQSLwoIbWVzc2FnZXMYByADKAsyHS5wYWxpbXBzZXN0LnYxLkRlcml2ZWRNZXNzYWdlEjIKCGJsb2NrZXJzGAggAygLMiAucGFsaW1wc2VzdC52MS5Db21wYWN0aW9uQmxvY2tlckIICgZfc3RhcnRCBgoEX2VuZCKrAwoOQ29tcGFjdFJlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRINCgVzdGFydBgCIAEoBBILCgNlbmQYAyABKAQSHgoRZXhwZWN0ZWRfbGFzdF9zZXEYBCABKANIAYgBARIWCgxzdW1tYXJ5X3RleHQYBSABKAlIABIWCgxzdW1tYXJ5X2pzb24YBiABKAlIABIQCghwcm92aWRlchgHIAEoCRINCgVtb2RlbBgIIAEoCRIoCgV1c2FnZRgJIAEoCzIZLnBhbGltcHNlc3QudjEuVG9rZW5Vc2FnZRIXCgptYXhfdG9rZW5zGAogASgESAKIAQESIQoUc2hhZG93ZWRfdG9rZW5fY291bnQYCyABKARIA4gBARIXCg9pZGVtcG90ZW5jeV9rZXkYDCABKAkSFwoPcmF3X291dHB1dF9qc29uGA0gASgJEhcKD2xsbV9zdHJlYW1fY2FsbBgOIAEoCEIJCgdzdW1tYXJ5QhQKEl9leHBlY3RlZF9sYXN0X3NlcUINCgtfbWF4X3Rva2Vuc0IXChVfc2hhZG93ZWRfdG9rZW5fY291bnQifgoPQ29tcGFjdFJlc3BvbnNlEgwKBHNlcXMYASADKAQSFQoNY29tcGFjdGlvbl9pZBgCIAEoCRIWCg5zdXJmYWNlX2xlbmd0aBgDIAEoBBIQCghyZXBsYXllZBgEIAEoCBIcChRzaGFkb3dlZF90b2tlbl9jb3VudBgFIAEoBCKZAgoXUHJ1bmVUb29sUmVzdWx0c1JlcXVlc3QSEgoKc2Vzc2lvbl9pZBgBIAEoCRIMCgRzZXFzGAIgAygEEhEKCW1pbl9ieXRlcxgDIAEoBBITCgtrZWVwX3JlY2VudBgEIAEoDRIVCg1leGNsdWRlX3Rvb2xzGAUgAygJEhcKCmhlYWRfY2hhcnMYBiABKA1IAIgBARIXCgp0YWlsX2NoYXJzGAcgASgNSAGIAQESHgoRZXhwZWN0ZWRfbGFzdF9zZXEYCCABKANIAogBARIXCg9pZGVtcG90ZW5jeV9rZXkYCSABKAlCDQoLX2hlYWRfY2hhcnNCDQoLX3RhaWxfY2hhcnNCFAoSX2V4cGVjdGVkX2xhc3Rfc2VxIpABChBQcnVuZWRUb29sUmVzdWx0EhQKDG9yaWdpbmFsX3NlcRgBIAEoBBIRCglwcnVuZV9zZXEYAiABKAQSFwoPcmVwbGFjZW1lbnRfc2VxGAMgASgEEg8KB2NhbGxfaWQYBCABKAkSFAoMYnl0ZXNfYmVmb3JlGAUgASgEEhMKC2J5dGVzX2FmdGVyGAYgASgEIpsBChhQcnVuZVRvb2xSZXN1bHRzUmVzcG9uc2USLwoGcHJ1bmVkGAEgAygLMh8ucGFsaW1wc2VzdC52MS5QcnVuZWRUb29sUmVzdWx0EhMKC2J5dGVzX3NhdmVkGAIgASgEEg8KB3NraXBwZWQYAyADKAQSFgoOc3VyZmFjZV9sZW5ndGgYBCABKAQSEAoIcmVwbGF5ZWQYBSABKAgikQEKFUltcG9ydE1lc3NhZ2VzUmVxdWVzdBISCgpzZXNzaW9uX2lkGAEgASgJEiwKBmZvcm1hdBgCIAEoDjIcLnBhbGltcHNlc3QudjEuTWVzc2FnZUZvcm1hdBIVCg1tZXNzYWdlc19qc29uGAMgASgJEhAKCHByb3ZpZGVyGAQgASgJEg0KBW1vZGVsGAUgASgJIjgKFkltcG9ydE1lc3NhZ2VzUmVzcG9uc2USDAoEc2VxcxgBIAMoBBIQCghoZWFkX3NlcRgCIAEoBCpVCglEaXJlY3Rpb24SGQoVRElSRUNUSU9OX1VOU1BFQ0lGSUVEEAASFQoRRElSRUNUSU9OX0ZPUldBUkQQARIWChJESVJFQ1RJT05fQkFDS1dBUkQQAipWCgpEYXRhRm9ybWF0EhsKF0RBVEFfRk9STUFUX1VOU1BFQ0lGSUVEEAASFAoQREFUQV9GT1JNQVRfSlNPThABEhUKEURBVEFfRk9STUFUX1RZUEVEEAIqaAoLTWVzc2FnZVZpZXcSHAoYTUVTU0FHRV9WSUVXX1VOU1BFQ0lGSUVEEAASHgoaTUVTU0FHRV9WSUVXX01PREVMX0hJU1RPUlkQARIbChdNRVNTQUdFX1ZJRVdfVFJBTlNDUklQVBACKsUBCg1NZXNzYWdlRm9ybWF0Eh4KGk1FU1NBR0VfRk9STUFUX1VOU1BFQ0lGSUVEEAASFgoSTUVTU0FHRV9GT1JNQVRfRFNIEAESHgoaTUVTU0FHRV9GT1JNQVRfT1BFTkFJX0NIQVQQAhIjCh9NRVNTQUdFX0ZPUk1BVF9PUEVOQUlfUkVTUE9OU0VTEAMSHAoYTUVTU0FHRV9GT1JNQVRfQU5USFJPUElDEAQSGQoVTUVTU0FHRV9GT1JNQVRfR0VNSU5JEAUy7wwKDlNlc3Npb25TZXJ2aWNlEloKDUNyZWF0ZVNlc3Npb24SIy5wYWxpbXBzZXN0LnYxLkNyZWF0ZVNlc3Npb25SZXF1ZXN0GiQucGFsaW1wc2VzdC52MS5DcmVhdGVTZXNzaW9uUmVzcG9uc2USUQoKR2V0U2Vzc2lvbhIgLnBhbGltcHNlc3QudjEuR2V0U2Vzc2lvblJlcXVlc3QaIS5wYWxpbXBzZXN0LnYxLkdldFNlc3Npb25SZXNwb25zZRJXCgxMaXN0U2Vzc2lvbnMSIi5wYWxpbXBzZXN0LnYxLkxpc3RTZXNzaW9uc1JlcXVlc3QaIy5wYWxpbXBzZXN0LnYxLkxpc3RTZXNzaW9uc1Jlc3BvbnNlEloKDURlbGV0ZVNlc3Npb24SIy5wYWxpbXBzZXN0LnYxLkRlbGV0ZVNlc3Npb25SZXF1ZXN0GiQucGFsaW1wc2VzdC52MS5EZWxldGVTZXNzaW9uUmVzcG9uc2USVwoMQXBwZW5kRXZlbnRzEiIucGFsaW1wc2VzdC52MS5BcHBlbmRFdmVudHNSZXF1ZXN0GiMucGFsaW1wc2VzdC52MS5BcHBlbmRFdmVudHNSZXNwb25zZRJRCgpMaXN0RXZlbnRzEiAucGFsaW1wc2VzdC52MS5MaXN0RXZlbnRzUmVxdWVzdBohLnBhbGltcHNlc3QudjEuTGlzdEV2ZW50c1Jlc3BvbnNlElEKCkdldFN1cmZhY2USIC5wYWxpbXBzZXN0LnYxLkdldFN1cmZhY2VSZXF1ZXN0GiEucGFsaW1wc2VzdC52MS5HZXRTdXJmYWNlUmVzcG9uc2USVAoLR2V0TWVzc2FnZXMSIS5wYWxpbXBzZXN0LnYxLkdldE1lc3NhZ2VzUmVxdWVzdBoiLnBhbGltcHNlc3QudjEuR2V0TWVzc2FnZXNSZXNwb25zZRJUCgtGb3JrU2Vzc2lvbhIhLnBhbGltcHNlc3QudjEuRm9ya1Nlc3Npb25SZXF1ZXN0GiIucGFsaW1wc2VzdC52MS5Gb3JrU2Vzc2lvblJlc3BvbnNlEloKDVJlcGFpclNlc3Npb24SIy5wYWxpbXBzZXN0LnYxLlJlcGFpclNlc3Npb25SZXF1ZXN0GiQucGFsaW1wc2VzdC52MS5SZXBhaXJTZXNzaW9uUmVzcG9uc2USXAoNSW1wb3J0U2Vzc2lvbhIjLnBhbGltcHNlc3QudjEuSW1wb3J0U2Vzc2lvblJlcXVlc3QaJC5wYWxpbXBzZXN0LnYxLkltcG9ydFNlc3Npb25SZXNwb25zZSgBElwKDUV4cG9ydFNlc3Npb24SIy5wYWxpbXBzZXN0LnYxLkV4cG9ydFNlc3Npb25SZXF1ZXN0GiQucGFsaW1wc2VzdC52MS5FeHBvcnRTZXNzaW9uUmVzcG9uc2UwARJlChBTdWJzY3JpYmVTdXJmYWNlEiYucGFsaW1wc2VzdC52MS5TdWJzY3JpYmVTdXJmYWNlUmVxdWVzdBonLnBhbGltcHNlc3QudjEuU3Vic2NyaWJlU3VyZmFjZVJlc3BvbnNlMAESYgoPU3Vic2NyaWJlRXZlbnRzEiUucGFsaW1wc2VzdC52MS5TdWJzY3JpYmVFdmVudHNSZXF1ZXN0GiYucGFsaW1wc2VzdC52MS5TdWJzY3JpYmVFdmVudHNSZXNwb25zZTABEl0KDlBsYW5Db21wYWN0aW9uEiQucGFsaW1wc2VzdC52MS5QbGFuQ29tcGFjdGlvblJlcXVlc3QaJS5wYWxpbXBzZXN0LnYxLlBsYW5Db21wYWN0aW9uUmVzcG9uc2USSAoHQ29tcGFjdBIdLnBhbGltcHNlc3QudjEuQ29tcGFjdFJlcXVlc3QaHi5wYWxpbXBzZXN0LnYxLkNvbXBhY3RSZXNwb25zZRJjChBQcnVuZVRvb2xSZXN1bHRzEiYucGFsaW1wc2VzdC52MS5QcnVuZVRvb2xSZXN1bHRzUmVxdWVzdBonLnBhbGltcHNlc3QudjEuUHJ1bmVUb29sUmVzdWx0c1Jlc3BvbnNlEl0KDkltcG9ydE1lc3NhZ2VzEiQucGFsaW1wc2VzdC52MS5JbXBvcnRNZXNzYWdlc1JlcXVlc3QaJS5wYWxpbXBzZXN0LnYxLkltcG9ydE1lc3NhZ2VzUmVzcG9uc2VCLloscGFsaW1wc2VzdC9nZW4vZ28vcGFsaW1wc2VzdC92MTtwYWxpbXBzZXN0djFiBnByb3RvMw", [file_palimpsest_v1_content, file_palimpsest_v1_event, file_palimpsest_v1_session]);
 
 /**
  * Request for CreateSession.
@@ -542,6 +542,26 @@ export type GetMessagesRequest = Message<"palimpsest.v1.GetMessagesRequest"> & {
    * @generated from field: optional uint64 as_of_seq = 6;
    */
   asOfSeq?: bigint | undefined;
+
+  /**
+   * Render the model history for a provider: the answer is in
+   * `GetMessagesResponse.rendered` (one provider message per entry) and
+   * pages count rendered messages. UNSPECIFIED and DSH return today's shape
+   * in `messages`. Only with MESSAGE_VIEW_MODEL_HISTORY.
+   *
+   * @generated from field: palimpsest.v1.MessageFormat format = 7;
+   */
+  format: MessageFormat;
+
+  /**
+   * With `format`: repair in the rendering instead of refusing with
+   * HISTORY_NOT_RENDERABLE: tool results without their call are left out and
+   * calls without a result are answered with the text RepairSession writes
+   * (TOOL_OUTCOME_UNKNOWN, is_error). The log is not changed.
+   *
+   * @generated from field: bool drop_unpaired = 8;
+   */
+  dropUnpaired: boolean;
 };
 
 /**
@@ -550,6 +570,37 @@ export type GetMessagesRequest = Message<"palimpsest.v1.GetMessagesRequest"> & {
  */
 export const GetMessagesRequestSchema: GenMessage<GetMessagesRequest> = /*@__PURE__*/
   messageDesc(file_palimpsest_v1_service, 14);
+
+/**
+ * One message of the model history in a provider's format.
+ *
+ * @generated from message palimpsest.v1.RenderedMessage
+ */
+export type RenderedMessage = Message<"palimpsest.v1.RenderedMessage"> & {
+  /**
+   * The provider message as JSON text (one element of the provider's
+   * messages / input / contents array).
+   *
+   * @generated from field: string provider_json = 1;
+   */
+  providerJson: string;
+
+  /**
+   * The seqs of the surface events this message was rendered from,
+   * ascending (several when adjacent messages were merged; none for a
+   * result written by `drop_unpaired`).
+   *
+   * @generated from field: repeated uint64 seqs = 2;
+   */
+  seqs: bigint[];
+};
+
+/**
+ * Describes the message palimpsest.v1.RenderedMessage.
+ * Use `create(RenderedMessageSchema)` to create a new message.
+ */
+export const RenderedMessageSchema: GenMessage<RenderedMessage> = /*@__PURE__*/
+  messageDesc(file_palimpsest_v1_service, 15);
 
 /**
  * One derived message and the event it comes from.
@@ -585,7 +636,7 @@ export type DerivedMessage = Message<"palimpsest.v1.DerivedMessage"> & {
  * Use `create(DerivedMessageSchema)` to create a new message.
  */
 export const DerivedMessageSchema: GenMessage<DerivedMessage> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 15);
+  messageDesc(file_palimpsest_v1_service, 16);
 
 /**
  * Response for GetMessages.
@@ -613,6 +664,14 @@ export type GetMessagesResponse = Message<"palimpsest.v1.GetMessagesResponse"> &
    * @generated from field: string next_page_token = 3;
    */
   nextPageToken: string;
+
+  /**
+   * With `GetMessagesRequest.format`: the model history in that format
+   * (then `messages` is empty).
+   *
+   * @generated from field: repeated palimpsest.v1.RenderedMessage rendered = 4;
+   */
+  rendered: RenderedMessage[];
 };
 
 /**
@@ -620,7 +679,7 @@ export type GetMessagesResponse = Message<"palimpsest.v1.GetMessagesResponse"> &
  * Use `create(GetMessagesResponseSchema)` to create a new message.
  */
 export const GetMessagesResponseSchema: GenMessage<GetMessagesResponse> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 16);
+  messageDesc(file_palimpsest_v1_service, 17);
 
 /**
  * Request for ForkSession.
@@ -662,7 +721,7 @@ export type ForkSessionRequest = Message<"palimpsest.v1.ForkSessionRequest"> & {
  * Use `create(ForkSessionRequestSchema)` to create a new message.
  */
 export const ForkSessionRequestSchema: GenMessage<ForkSessionRequest> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 17);
+  messageDesc(file_palimpsest_v1_service, 18);
 
 /**
  * Response for ForkSession.
@@ -683,7 +742,7 @@ export type ForkSessionResponse = Message<"palimpsest.v1.ForkSessionResponse"> &
  * Use `create(ForkSessionResponseSchema)` to create a new message.
  */
 export const ForkSessionResponseSchema: GenMessage<ForkSessionResponse> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 18);
+  messageDesc(file_palimpsest_v1_service, 19);
 
 /**
  * Request for RepairSession.
@@ -704,7 +763,7 @@ export type RepairSessionRequest = Message<"palimpsest.v1.RepairSessionRequest">
  * Use `create(RepairSessionRequestSchema)` to create a new message.
  */
 export const RepairSessionRequestSchema: GenMessage<RepairSessionRequest> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 19);
+  messageDesc(file_palimpsest_v1_service, 20);
 
 /**
  * Response for RepairSession.
@@ -725,7 +784,7 @@ export type RepairSessionResponse = Message<"palimpsest.v1.RepairSessionResponse
  * Use `create(RepairSessionResponseSchema)` to create a new message.
  */
 export const RepairSessionResponseSchema: GenMessage<RepairSessionResponse> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 20);
+  messageDesc(file_palimpsest_v1_service, 21);
 
 /**
  * One message of an ImportSession stream: first the options, then the file's
@@ -763,7 +822,7 @@ export type ImportSessionRequest = Message<"palimpsest.v1.ImportSessionRequest">
  * Use `create(ImportSessionRequestSchema)` to create a new message.
  */
 export const ImportSessionRequestSchema: GenMessage<ImportSessionRequest> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 21);
+  messageDesc(file_palimpsest_v1_service, 22);
 
 /**
  * Options of an import.
@@ -818,7 +877,7 @@ export type ImportOptions = Message<"palimpsest.v1.ImportOptions"> & {
  * Use `create(ImportOptionsSchema)` to create a new message.
  */
 export const ImportOptionsSchema: GenMessage<ImportOptions> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 22);
+  messageDesc(file_palimpsest_v1_service, 23);
 
 /**
  * Response for ImportSession.
@@ -850,7 +909,7 @@ export type ImportSessionResponse = Message<"palimpsest.v1.ImportSessionResponse
  * Use `create(ImportSessionResponseSchema)` to create a new message.
  */
 export const ImportSessionResponseSchema: GenMessage<ImportSessionResponse> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 23);
+  messageDesc(file_palimpsest_v1_service, 24);
 
 /**
  * Request for ExportSession.
@@ -878,7 +937,7 @@ export type ExportSessionRequest = Message<"palimpsest.v1.ExportSessionRequest">
  * Use `create(ExportSessionRequestSchema)` to create a new message.
  */
 export const ExportSessionRequestSchema: GenMessage<ExportSessionRequest> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 24);
+  messageDesc(file_palimpsest_v1_service, 25);
 
 /**
  * One chunk of an export stream: consecutive chunks concatenated are the file.
@@ -899,7 +958,7 @@ export type ExportSessionResponse = Message<"palimpsest.v1.ExportSessionResponse
  * Use `create(ExportSessionResponseSchema)` to create a new message.
  */
 export const ExportSessionResponseSchema: GenMessage<ExportSessionResponse> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 25);
+  messageDesc(file_palimpsest_v1_service, 26);
 
 /**
  * Request for SubscribeSurface.
@@ -956,7 +1015,7 @@ export type SubscribeSurfaceRequest = Message<"palimpsest.v1.SubscribeSurfaceReq
  * Use `create(SubscribeSurfaceRequestSchema)` to create a new message.
  */
 export const SubscribeSurfaceRequestSchema: GenMessage<SubscribeSurfaceRequest> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 26);
+  messageDesc(file_palimpsest_v1_service, 27);
 
 /**
  * One message of a SubscribeSurface stream.
@@ -1048,7 +1107,7 @@ export type SubscribeSurfaceResponse = Message<"palimpsest.v1.SubscribeSurfaceRe
  * Use `create(SubscribeSurfaceResponseSchema)` to create a new message.
  */
 export const SubscribeSurfaceResponseSchema: GenMessage<SubscribeSurfaceResponse> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 27);
+  messageDesc(file_palimpsest_v1_service, 28);
 
 /**
  * The surface at a cursor.
@@ -1069,7 +1128,7 @@ export type SurfaceSnapshot = Message<"palimpsest.v1.SurfaceSnapshot"> & {
  * Use `create(SurfaceSnapshotSchema)` to create a new message.
  */
 export const SurfaceSnapshotSchema: GenMessage<SurfaceSnapshot> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 28);
+  messageDesc(file_palimpsest_v1_service, 29);
 
 /**
  * An append delta.
@@ -1090,7 +1149,7 @@ export type AppendDelta = Message<"palimpsest.v1.AppendDelta"> & {
  * Use `create(AppendDeltaSchema)` to create a new message.
  */
 export const AppendDeltaSchema: GenMessage<AppendDelta> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 29);
+  messageDesc(file_palimpsest_v1_service, 30);
 
 /**
  * A replace delta: surface nodes from `start` through `end` were replaced by `seq`.
@@ -1132,7 +1191,7 @@ export type ReplaceDelta = Message<"palimpsest.v1.ReplaceDelta"> & {
  * Use `create(ReplaceDeltaSchema)` to create a new message.
  */
 export const ReplaceDeltaSchema: GenMessage<ReplaceDelta> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 30);
+  messageDesc(file_palimpsest_v1_service, 31);
 
 /**
  * The cursor advanced past events that do not change the surface.
@@ -1147,7 +1206,7 @@ export type Checkpoint = Message<"palimpsest.v1.Checkpoint"> & {
  * Use `create(CheckpointSchema)` to create a new message.
  */
 export const CheckpointSchema: GenMessage<Checkpoint> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 31);
+  messageDesc(file_palimpsest_v1_service, 32);
 
 /**
  * Catch-up finished.
@@ -1162,7 +1221,7 @@ export type CaughtUp = Message<"palimpsest.v1.CaughtUp"> & {
  * Use `create(CaughtUpSchema)` to create a new message.
  */
 export const CaughtUpSchema: GenMessage<CaughtUp> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 32);
+  messageDesc(file_palimpsest_v1_service, 33);
 
 /**
  * Keep-alive.
@@ -1177,7 +1236,7 @@ export type Heartbeat = Message<"palimpsest.v1.Heartbeat"> & {
  * Use `create(HeartbeatSchema)` to create a new message.
  */
 export const HeartbeatSchema: GenMessage<Heartbeat> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 33);
+  messageDesc(file_palimpsest_v1_service, 34);
 
 /**
  * Request for SubscribeEvents.
@@ -1219,7 +1278,7 @@ export type SubscribeEventsRequest = Message<"palimpsest.v1.SubscribeEventsReque
  * Use `create(SubscribeEventsRequestSchema)` to create a new message.
  */
 export const SubscribeEventsRequestSchema: GenMessage<SubscribeEventsRequest> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 34);
+  messageDesc(file_palimpsest_v1_service, 35);
 
 /**
  * One message of a SubscribeEvents stream.
@@ -1271,7 +1330,7 @@ export type SubscribeEventsResponse = Message<"palimpsest.v1.SubscribeEventsResp
  * Use `create(SubscribeEventsResponseSchema)` to create a new message.
  */
 export const SubscribeEventsResponseSchema: GenMessage<SubscribeEventsResponse> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 35);
+  messageDesc(file_palimpsest_v1_service, 36);
 
 /**
  * Request for PlanCompaction.
@@ -1332,7 +1391,7 @@ export type PlanCompactionRequest = Message<"palimpsest.v1.PlanCompactionRequest
  * Use `create(PlanCompactionRequestSchema)` to create a new message.
  */
 export const PlanCompactionRequestSchema: GenMessage<PlanCompactionRequest> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 36);
+  messageDesc(file_palimpsest_v1_service, 37);
 
 /**
  * Something that makes Compact refuse the plan now.
@@ -1376,7 +1435,7 @@ export type CompactionBlocker = Message<"palimpsest.v1.CompactionBlocker"> & {
  * Use `create(CompactionBlockerSchema)` to create a new message.
  */
 export const CompactionBlockerSchema: GenMessage<CompactionBlocker> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 37);
+  messageDesc(file_palimpsest_v1_service, 38);
 
 /**
  * Response for PlanCompaction.
@@ -1446,7 +1505,7 @@ export type PlanCompactionResponse = Message<"palimpsest.v1.PlanCompactionRespon
  * Use `create(PlanCompactionResponseSchema)` to create a new message.
  */
 export const PlanCompactionResponseSchema: GenMessage<PlanCompactionResponse> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 38);
+  messageDesc(file_palimpsest_v1_service, 39);
 
 /**
  * Request for Compact.
@@ -1570,7 +1629,7 @@ export type CompactRequest = Message<"palimpsest.v1.CompactRequest"> & {
  * Use `create(CompactRequestSchema)` to create a new message.
  */
 export const CompactRequestSchema: GenMessage<CompactRequest> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 39);
+  messageDesc(file_palimpsest_v1_service, 40);
 
 /**
  * Response for Compact.
@@ -1619,7 +1678,7 @@ export type CompactResponse = Message<"palimpsest.v1.CompactResponse"> & {
  * Use `create(CompactResponseSchema)` to create a new message.
  */
 export const CompactResponseSchema: GenMessage<CompactResponse> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 40);
+  messageDesc(file_palimpsest_v1_service, 41);
 
 /**
  * Request for PruneToolResults.
@@ -1696,7 +1755,7 @@ export type PruneToolResultsRequest = Message<"palimpsest.v1.PruneToolResultsReq
  * Use `create(PruneToolResultsRequestSchema)` to create a new message.
  */
 export const PruneToolResultsRequestSchema: GenMessage<PruneToolResultsRequest> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 41);
+  messageDesc(file_palimpsest_v1_service, 42);
 
 /**
  * One pruned tool result.
@@ -1752,7 +1811,7 @@ export type PrunedToolResult = Message<"palimpsest.v1.PrunedToolResult"> & {
  * Use `create(PrunedToolResultSchema)` to create a new message.
  */
 export const PrunedToolResultSchema: GenMessage<PrunedToolResult> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 42);
+  messageDesc(file_palimpsest_v1_service, 43);
 
 /**
  * Response for PruneToolResults.
@@ -1801,7 +1860,87 @@ export type PruneToolResultsResponse = Message<"palimpsest.v1.PruneToolResultsRe
  * Use `create(PruneToolResultsResponseSchema)` to create a new message.
  */
 export const PruneToolResultsResponseSchema: GenMessage<PruneToolResultsResponse> = /*@__PURE__*/
-  messageDesc(file_palimpsest_v1_service, 43);
+  messageDesc(file_palimpsest_v1_service, 44);
+
+/**
+ * Request for ImportMessages.
+ *
+ * @generated from message palimpsest.v1.ImportMessagesRequest
+ */
+export type ImportMessagesRequest = Message<"palimpsest.v1.ImportMessagesRequest"> & {
+  /**
+   * The session to append to (it must exist).
+   *
+   * @generated from field: string session_id = 1;
+   */
+  sessionId: string;
+
+  /**
+   * The format of `messages_json`; UNSPECIFIED and DSH are refused
+   * (FORMAT_UNSPECIFIED: append DSH events with AppendEvents).
+   *
+   * @generated from field: palimpsest.v1.MessageFormat format = 2;
+   */
+  format: MessageFormat;
+
+  /**
+   * The provider's messages as one JSON array: Chat Completions `messages`,
+   * Responses `input` items, Anthropic `messages` or Gemini `contents`.
+   *
+   * @generated from field: string messages_json = 3;
+   */
+  messagesJson: string;
+
+  /**
+   * `source.provider` of the imported assistant messages; empty = the
+   * format's provider (openai, anthropic, google).
+   *
+   * @generated from field: string provider = 4;
+   */
+  provider: string;
+
+  /**
+   * `source.model` of the imported assistant messages; empty = "imported".
+   *
+   * @generated from field: string model = 5;
+   */
+  model: string;
+};
+
+/**
+ * Describes the message palimpsest.v1.ImportMessagesRequest.
+ * Use `create(ImportMessagesRequestSchema)` to create a new message.
+ */
+export const ImportMessagesRequestSchema: GenMessage<ImportMessagesRequest> = /*@__PURE__*/
+  messageDesc(file_palimpsest_v1_service, 45);
+
+/**
+ * Response for ImportMessages.
+ *
+ * @generated from message palimpsest.v1.ImportMessagesResponse
+ */
+export type ImportMessagesResponse = Message<"palimpsest.v1.ImportMessagesResponse"> & {
+  /**
+   * The seqs of the events written, in order.
+   *
+   * @generated from field: repeated uint64 seqs = 1;
+   */
+  seqs: bigint[];
+
+  /**
+   * Seq of the session's last event after the import.
+   *
+   * @generated from field: uint64 head_seq = 2;
+   */
+  headSeq: bigint;
+};
+
+/**
+ * Describes the message palimpsest.v1.ImportMessagesResponse.
+ * Use `create(ImportMessagesResponseSchema)` to create a new message.
+ */
+export const ImportMessagesResponseSchema: GenMessage<ImportMessagesResponse> = /*@__PURE__*/
+  messageDesc(file_palimpsest_v1_service, 46);
 
 /**
  * Direction of an event read.
@@ -1905,6 +2044,61 @@ export enum MessageView {
  */
 export const MessageViewSchema: GenEnum<MessageView> = /*@__PURE__*/
   enumDesc(file_palimpsest_v1_service, 2);
+
+/**
+ * The shape GetMessages returns the model history in.
+ *
+ * @generated from enum palimpsest.v1.MessageFormat
+ */
+export enum MessageFormat {
+  /**
+   * Today's shape: the DSH messages as stored (same as MESSAGE_FORMAT_DSH).
+   *
+   * @generated from enum value: MESSAGE_FORMAT_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * The DSH messages as stored (the reference runtime's message shape).
+   *
+   * @generated from enum value: MESSAGE_FORMAT_DSH = 1;
+   */
+  DSH = 1,
+
+  /**
+   * OpenAI Chat Completions `messages` (ChatCompletionMessageParam).
+   *
+   * @generated from enum value: MESSAGE_FORMAT_OPENAI_CHAT = 2;
+   */
+  OPENAI_CHAT = 2,
+
+  /**
+   * OpenAI Responses `input` items (ResponseInputItem).
+   *
+   * @generated from enum value: MESSAGE_FORMAT_OPENAI_RESPONSES = 3;
+   */
+  OPENAI_RESPONSES = 3,
+
+  /**
+   * Anthropic Messages `messages` (MessageParam).
+   *
+   * @generated from enum value: MESSAGE_FORMAT_ANTHROPIC = 4;
+   */
+  ANTHROPIC = 4,
+
+  /**
+   * Gemini `contents` (Content).
+   *
+   * @generated from enum value: MESSAGE_FORMAT_GEMINI = 5;
+   */
+  GEMINI = 5,
+}
+
+/**
+ * Describes the enum palimpsest.v1.MessageFormat.
+ */
+export const MessageFormatSchema: GenEnum<MessageFormat> = /*@__PURE__*/
+  enumDesc(file_palimpsest_v1_service, 3);
 
 /**
  * SessionService stores agent sessions as append-only event logs and serves
@@ -2041,10 +2235,14 @@ export const SessionService: GenService<{
   },
   /**
    * Derives the model history (walked from the surface) or the human
-   * transcript (append-origin surface events), whole or in pages. Errors:
-   * SESSION_NOT_FOUND, VIEW_UNSPECIFIED, INVALID_PAGE_TOKEN, PAGE_SIZE_TOO_LARGE
-   * (INVALID_ARGUMENT), PAGE_TOKEN_STALE (FAILED_PRECONDITION),
-   * AS_OF_SEQ_AFTER_HEAD (OUT_OF_RANGE).
+   * transcript (append-origin surface events), whole or in pages; with
+   * `format`, the model history rendered as a provider's request messages
+   * (docs/providers.md). Errors: SESSION_NOT_FOUND, VIEW_UNSPECIFIED,
+   * INVALID_PAGE_TOKEN, PAGE_SIZE_TOO_LARGE (INVALID_ARGUMENT),
+   * PAGE_TOKEN_STALE (FAILED_PRECONDITION), AS_OF_SEQ_AFTER_HEAD
+   * (OUT_OF_RANGE), FORMAT_NEEDS_MODEL_HISTORY (INVALID_ARGUMENT),
+   * HISTORY_NOT_RENDERABLE (FAILED_PRECONDITION, metadata `seq`, `rule`,
+   * `format`).
    *
    * @generated from rpc palimpsest.v1.SessionService.GetMessages
    */
@@ -2226,6 +2424,24 @@ export const SessionService: GenService<{
     methodKind: "unary";
     input: typeof PruneToolResultsRequestSchema;
     output: typeof PruneToolResultsResponseSchema;
+  },
+  /**
+   * Writes a conversation given in a provider's format (docs/providers.md)
+   * as the events the reference would have written for it, appended to an
+   * existing session in one atomic batch: user/message, assistant/message
+   * (`sourceEventSeqs: []`, no chunks), and per tool call a tool/call and
+   * its tool/result (citing the tool/call). Rendering the session back in the
+   * same format gives the input again (for the canonical subset,
+   * docs/providers.md). Errors: SESSION_NOT_FOUND, FORMAT_UNSPECIFIED and
+   * IMPORT_MESSAGES_INVALID (INVALID_ARGUMENT, metadata `index`: the
+   * provider message), and those of AppendEvents (the pairing guard too).
+   *
+   * @generated from rpc palimpsest.v1.SessionService.ImportMessages
+   */
+  importMessages: {
+    methodKind: "unary";
+    input: typeof ImportMessagesRequestSchema;
+    output: typeof ImportMessagesResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_palimpsest_v1_service, 0);

@@ -1,0 +1,50 @@
+/**
+ * GetMessages in a provider's format (issue #34): the model history (now or as of a seq) rendered
+ * by the domain renderer of the format, paged by position over the rendered messages with the
+ * model-history page tokens (stale after a replace, as for the DSH shape). The rendering of a page
+ * renders the whole history (a provider message may merge several DSH messages, so positions only
+ * exist after rendering); bench/provider.bench.ts measures it against the DSH shape.
+ */
+import { DomainError } from '../domain/errors.js';
+import type { MessageJson } from '../domain/message-view.js';
+import { renderHistory, type ProviderFormat, type RenderedMessage } from '../domain/render/index.js';
+import { checkPageSizeLimit, type AppLimits, type CallContext } from './app-types.js';
+import { decodeMessagesToken, encodeMessagesToken, staleMessagesToken } from './message-pages.js';
+import type { Reads } from './reads.js';
+
+/** One page of rendered messages. */
+export interface RenderedPage {
+  readonly messages: RenderedMessage[];
+  readonly headSeq: number | undefined;
+  /** '' on the last page. */
+  readonly nextPageToken: string;
+}
+
+/** What a rendered GetMessages asks for. */
+export interface RenderedQuery {
+  readonly format: ProviderFormat;
+  readonly pageSize: number;
+  readonly pageToken: string;
+  readonly asOfSeq?: number;
+  /** Omit orphan results and answer unanswered calls instead of HISTORY_NOT_RENDERABLE. */
+  readonly dropUnpaired?: boolean;
+}
+
+/**
+ * One page of the model history rendered for `q.format`.
+ *
+ * @throws DomainError HISTORY_NOT_RENDERABLE, PAGE_SIZE_TOO_LARGE, INVALID_PAGE_TOKEN, PAGE_TOKEN_STALE, SESSION_NOT_FOUND
+ */
+export async function renderedMessagesPage(reads: Reads, limits: AppLimits, ctx: CallContext, id: string, q: RenderedQuery): Promise<RenderedPage> {
+  checkPageSizeLimit(limits, q.pageSize);
+  const token = q.pageToken ? decodeMessagesToken(q.pageToken, false) : undefined;
+  const out = await reads.getMessages(ctx, id, 'model', { asOfSeq: q.asOfSeq });
+  if (token !== undefined && token.g !== out.replaceGeneration) throw staleMessagesToken(token.g as number, out.replaceGeneration);
+  const entries = out.messages.map((m) => ({ seq: m.seq, message: m.message as MessageJson }));
+  const all = renderHistory(q.format, entries, { dropUnpaired: q.dropUnpaired });
+  const from = token?.o ?? 0;
+  if (from > all.length) throw new DomainError('INVALID_PAGE_TOKEN', 'page_token points past the rendered history; start again without it', { field: 'page_token' });
+  const messages = q.pageSize > 0 || from > 0 ? all.slice(from, q.pageSize > 0 ? from + q.pageSize : undefined) : all;
+  const next = q.pageSize > 0 && from + q.pageSize < all.length ? encodeMessagesToken({ v: 'm', o: from + q.pageSize, g: out.replaceGeneration }) : '';
+  return { messages, headSeq: out.headSeq, nextPageToken: next };
+}
