@@ -4,7 +4,6 @@
  * tool results come first in an Anthropic user message, no empty message. Returns the problems
  * found (empty when the history is valid).
  */
-import type { Json } from '../../src/domain/event.js';
 import type { ProviderFormat } from '../../src/domain/render/index.js';
 
 type O = Record<string, unknown>;
@@ -15,7 +14,7 @@ function sameSet(a: string[], b: string[]): boolean {
 }
 
 /** The call ids a rendered history holds, in order. */
-export function renderedCallIds(format: ProviderFormat, msgs: readonly Json[]): string[] {
+export function renderedCallIds(format: ProviderFormat, msgs: readonly unknown[]): string[] {
   const out: string[] = [];
   for (const m of msgs as O[]) {
     if (format === 'openai-chat') for (const c of arr(m['tool_calls'])) out.push(c['id'] as string);
@@ -27,7 +26,7 @@ export function renderedCallIds(format: ProviderFormat, msgs: readonly Json[]): 
 }
 
 /** Problems of a rendered history (see the module comment). */
-export function providerProblems(format: ProviderFormat, msgs: readonly Json[]): string[] {
+export function providerProblems(format: ProviderFormat, msgs: readonly unknown[]): string[] {
   const p: string[] = [];
   const ms = msgs as O[];
   if (format === 'openai-chat') {
