@@ -184,7 +184,15 @@ function fromGemini(contents: readonly Obj[]): Imported[] {
     const role = c['role'] ?? 'user';
     if (role !== 'user' && role !== 'model') throw invalid(i, `role ${JSON.stringify(role)} is not user or model`);
     let current: JsonObject[] | null = null;
+    // The content of the result just read: images right after a functionResponse are its own
+    // (the renderer writes a result's images there).
+    let lastResult: JsonObject[] | null = null;
     const block = (b: JsonObject): void => {
+      if (lastResult !== null && b['type'] === 'image') {
+        lastResult.push(b);
+        return;
+      }
+      lastResult = null;
       if (current === null) {
         current = [];
         out.push(role === 'model' ? { kind: 'assistant', content: current } : { kind: 'user', content: current });
@@ -215,7 +223,9 @@ function fromGemini(contents: readonly Obj[]): Imported[] {
         const isError = r['error'] !== undefined && r['output'] === undefined;
         const v = isError ? r['error'] : r['output'] ?? r;
         current = null;
-        out.push({ kind: 'result', callId: id, content: typeof v === 'string' ? (v === '' ? [] : [text(v)]) : [text(JSON.stringify(v))], isError });
+        const content: JsonObject[] = typeof v === 'string' ? (v === '' ? [] : [text(v)]) : [text(JSON.stringify(v))];
+        lastResult = content;
+        out.push({ kind: 'result', callId: id, content, isError });
       }
     }
   });
