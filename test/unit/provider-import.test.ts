@@ -17,8 +17,8 @@ import { importProviderMessages } from '../../src/domain/render/provider-import.
 import { PNG } from '../support/rich-session.js';
 
 const text = fc.string({ minLength: 1, maxLength: 12 });
-const image = fc.constantFrom({ type: 'image', attachment: { mimeType: 'image/png', data: PNG } }, { type: 'image', attachment: { url: 'https://example.com/a.png' } });
-const userBlocks = fc.array(fc.oneof({ weight: 3, arbitrary: text.map((t) => ({ type: 'text', text: t })) }, { weight: 1, arbitrary: image }), { minLength: 1, maxLength: 3 });
+const image: fc.Arbitrary<Json> = fc.constantFrom<Json>({ type: 'image', attachment: { mimeType: 'image/png', data: PNG } }, { type: 'image', attachment: { url: 'https://example.com/a.png' } });
+const userBlocks = fc.array(fc.oneof({ weight: 3, arbitrary: text.map((t): Json => ({ type: 'text', text: t })) }, { weight: 1, arbitrary: image }), { minLength: 1, maxLength: 3 });
 const args = fc.dictionary(fc.constantFrom('path', 'cmd', 'n'), fc.oneof(fc.string({ maxLength: 5 }), fc.integer())).map((o) => JSON.stringify(o));
 
 /** A random valid history: rounds of a user message, then assistant steps whose calls are all answered. */
@@ -28,7 +28,7 @@ const history = fc.array(
     steps: fc.array(fc.record({
       reasoning: fc.option(text),
       text: fc.option(text),
-      calls: fc.array(fc.record({ name: fc.constantFrom('read', 'bash'), args, out: fc.array(fc.oneof({ weight: 4, arbitrary: text.map((t) => ({ type: 'text', text: t })) }, { weight: 1, arbitrary: image }), { maxLength: 2 }), isError: fc.boolean() }), { maxLength: 3 }),
+      calls: fc.array(fc.record({ name: fc.constantFrom('read', 'bash'), args, out: fc.array(fc.oneof({ weight: 4, arbitrary: text.map((t): Json => ({ type: 'text', text: t })) }, { weight: 1, arbitrary: image }), { maxLength: 2 }), isError: fc.boolean() }), { maxLength: 3 }),
       order: fc.nat(),
     }), { minLength: 1, maxLength: 3 }),
   }),
