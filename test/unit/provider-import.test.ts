@@ -81,7 +81,7 @@ describe('render(import(x)) == x for the canonical subset', () => {
 
 describe('the events ImportMessages writes', () => {
   it('are the reference shapes: assistant/message citing [], tool/call per call, tool/result citing its tool/call', () => {
-    const x = [
+    const x: Json[] = [
       { role: 'user', content: 'hi' },
       { role: 'assistant', content: null, tool_calls: [{ id: 'c1', type: 'function', function: { name: 'read', arguments: '{"p":1}' } }, { id: 'c2', type: 'function', function: { name: 'read', arguments: '{}' } }] },
       { role: 'tool', tool_call_id: 'c2', content: 'two' },
@@ -117,7 +117,7 @@ describe('the events ImportMessages writes', () => {
   });
 
   it('gemini: calls without ids get generated ones and responses pair by name', () => {
-    const x = [
+    const x: Json[] = [
       { role: 'user', parts: [{ text: 'hi' }] },
       { role: 'model', parts: [{ functionCall: { name: 'read', args: { p: 1 } } }] },
       { role: 'user', parts: [{ functionResponse: { name: 'read', response: { output: 'ok' } } }] },
