@@ -9,7 +9,7 @@ import type { ServiceError } from '@grpc/grpc-js';
 import {
   AppendEventsRequest, CreateSessionRequest, DeleteSessionRequest, ExportSessionRequest, ForkSessionRequest,
   GetMessagesRequest, GetSessionRequest, GetSurfaceRequest, ImportOptions, ListEventsRequest, ListSessionsRequest,
-  RepairSessionRequest, PlanCompactionRequest, CompactRequest, PruneToolResultsRequest,
+  RepairSessionRequest, PlanCompactionRequest, CompactRequest, PruneToolResultsRequest, ImportMessagesRequest, type ImportMessagesResponse,
   type PlanCompactionResponse, type CompactResponse, type PruneToolResultsResponse, type AppendEventsResponse, type CreateSessionResponse, type DeleteSessionResponse,
   type ForkSessionResponse, type GetMessagesResponse, type GetSessionResponse, type GetSurfaceResponse,
   type ImportSessionResponse, type ListEventsResponse, type ListSessionsResponse, type RepairSessionResponse,
@@ -56,6 +56,7 @@ export function api(client: SessionServiceClient) {
     listEvents: unary<ListEventsRequest, ListEventsResponse>(client, 'listEvents', ListEventsRequest),
     getSurface: unary<GetSurfaceRequest, GetSurfaceResponse>(client, 'getSurface', GetSurfaceRequest),
     getMessages: unary<GetMessagesRequest, GetMessagesResponse>(client, 'getMessages', GetMessagesRequest),
+    importMessages: unary<ImportMessagesRequest, ImportMessagesResponse>(client, 'importMessages', ImportMessagesRequest),
     forkSession: unary<ForkSessionRequest, ForkSessionResponse>(client, 'forkSession', ForkSessionRequest),
     repairSession: unary<RepairSessionRequest, RepairSessionResponse>(client, 'repairSession', RepairSessionRequest),
     planCompaction: unary<PlanCompactionRequest, PlanCompactionResponse>(client, 'planCompaction', PlanCompactionRequest),
