@@ -18,7 +18,9 @@ export const OPENAI_CHAT = 'openai-chat';
 function userContent(blocks: readonly Block[]): Json {
   const parts: JsonObject[] = [];
   for (const b of blocks) {
-    if (b['type'] === 'text' && typeof b['text'] === 'string') parts.push({ type: 'text', text: b['text'] });
+    if (b['type'] === 'text' && typeof b['text'] === 'string') {
+      if (b['text'] !== '') parts.push({ type: 'text', text: b['text'] });
+    }
     else if (b['type'] === 'image') {
       const src = imageSource(b);
       if (src === undefined) parts.push({ type: 'text', text: imagePlaceholder(b) });
@@ -33,7 +35,9 @@ function userContent(blocks: readonly Block[]): Json {
 function textWithPlaceholders(blocks: readonly Block[]): string {
   const xs: string[] = [];
   for (const b of blocks) {
-    if (b['type'] === 'text' && typeof b['text'] === 'string') xs.push(b['text']);
+    if (b['type'] === 'text' && typeof b['text'] === 'string') {
+      if (b['text'] !== '') xs.push(b['text']);
+    }
     else if (b['type'] === 'image') xs.push(imagePlaceholder(b));
   }
   return xs.join('\n');

@@ -19,7 +19,9 @@ export const OPENAI_RESPONSES = 'openai-responses';
 function inputParts(blocks: readonly Block[]): JsonObject[] {
   const parts: JsonObject[] = [];
   for (const b of blocks) {
-    if (b['type'] === 'text' && typeof b['text'] === 'string') parts.push({ type: 'input_text', text: b['text'] });
+    if (b['type'] === 'text' && typeof b['text'] === 'string') {
+      if (b['text'] !== '') parts.push({ type: 'input_text', text: b['text'] });
+    }
     else if (b['type'] === 'image') {
       const src = imageSource(b);
       if (src === undefined) parts.push({ type: 'input_text', text: imagePlaceholder(b) });
@@ -44,7 +46,9 @@ export function renderOpenAiResponses(entries: readonly HistoryEntry[], opts: Re
         text = [];
       };
       for (const b of step.blocks) {
-        if (b['type'] === 'text' && typeof b['text'] === 'string') text.push(b['text']);
+        if (b['type'] === 'text' && typeof b['text'] === 'string') {
+          if (b['text'] !== '') text.push(b['text']);
+        }
         else if (b['type'] === 'image') text.push(imagePlaceholder(b));
         else if (b['type'] === 'tool-call' && typeof b['id'] === 'string') {
           flush();
