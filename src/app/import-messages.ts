@@ -7,7 +7,12 @@
 import { DomainError } from '../domain/errors.js';
 import type { Json } from '../domain/event.js';
 import type { ProviderFormat } from '../domain/render/index.js';
-import { IMPORT_MESSAGES_INVALID, importProviderMessages } from '../domain/render/provider-import.js';
+import { IMPORT_MESSAGES_INVALID, importProviderMessages, resultCallIds } from '../domain/render/provider-import.js';
+import { isJsonObject } from '../domain/json.js';
+import type { SessionStore } from './store-port.js';
+
+/** How many of the latest tool/call events a result of an import may answer. */
+const RECENT_CALLS = 256;
 import { MAX_ATTEMPTS, retriesExhausted, type AppendResult, type CallContext } from './app-types.js';
 import type { SessionCache } from './session-cache.js';
 import type { CandidateEvent } from '../domain/event.js';
@@ -23,6 +28,7 @@ export interface ImportMessagesQuery {
 
 /** Appends `q`'s conversation to session `id`. */
 export async function importMessages(
+  store: SessionStore,
   cache: SessionCache,
   append: (ctx: CallContext, id: string, events: CandidateEvent[], opts: { expectedLastSeq: number }) => Promise<AppendResult>,
   ctx: CallContext,
@@ -35,9 +41,19 @@ export async function importMessages(
   } catch {
     throw new DomainError(IMPORT_MESSAGES_INVALID, 'messages_json is not JSON; pass the provider messages as one JSON array', { index: '-1', field: 'messages_json' });
   }
+  const wanted = new Set(resultCallIds(q.format, messages));
   for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
-    const nextSeq = await cache.withRead(ctx, id, (h) => h.engine.nextSeq);
-    const events = importProviderMessages(q.format, messages, { sessionId: id, nextSeq, provider: q.provider, model: q.model });
+    const { nextSeq, recent, key } = await cache.withRead(ctx, id, (h) => ({ nextSeq: h.engine.nextSeq, recent: wanted.size === 0 ? [] : h.engine.lastSeqsOfTypes(['tool/call'], RECENT_CALLS), key: h.id }));
+    // Results may answer calls of an earlier batch (an agent saving a turn in parts): the recent
+    // tool/call events name them.
+    const knownCalls = new Map<string, number>();
+    if (recent.length > 0) {
+      for (const e of await store.getEvents(key, [...recent].sort((x, y) => x - y))) {
+        const callId = isJsonObject(e.data) ? e.data['callId'] : undefined;
+        if (typeof callId === 'string' && wanted.has(callId)) knownCalls.set(callId, e.seq);
+      }
+    }
+    const events = importProviderMessages(q.format, messages, { sessionId: id, nextSeq, provider: q.provider, model: q.model, knownCalls });
     if (events.length === 0) return { seqs: [], headSeq: nextSeq - 1 };
     try {
       const res = await append(ctx, id, events, { expectedLastSeq: nextSeq - 1 });

@@ -154,7 +154,7 @@ export class SessionService {
 
   /** ImportMessages: a conversation in a provider's format appended as the reference's events (import-messages.ts). */
   importMessages(ctx: CallContext, id: string, q: ImportMessagesQuery): Promise<{ seqs: number[]; headSeq: number }> {
-    return importMessages(this.cache, (c, i, events, opts) => this.append(c, i, events, opts), ctx, id, q);
+    return importMessages(this.store, this.cache, (c, i, events, opts) => this.append(c, i, events, opts), ctx, id, q);
   }
 
   /** One page of the model history rendered for a provider (GetMessages `format`; rendered-messages.ts). */

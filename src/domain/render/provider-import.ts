@@ -241,6 +241,21 @@ export interface ImportOptions {
   readonly model?: string;
   /** Message ids are `<idPrefix><seq>` (default `imported:<sessionId>:`). */
   readonly idPrefix?: string;
+  /** Calls already in the session (call id -> seq of its `tool/call`): a result may answer one of them. */
+  readonly knownCalls?: ReadonlyMap<string, number>;
+}
+
+/** The call ids the results of `messages` answer (to look up the calls of earlier batches). */
+export function resultCallIds(format: ProviderFormat, messages: Json): string[] {
+  const ids: string[] = [];
+  const msgs = Array.isArray(messages) ? (messages as Json[]).filter(isJsonObject) : [];
+  for (const m of msgs) {
+    if (format === 'openai-chat' && typeof m['tool_call_id'] === 'string') ids.push(m['tool_call_id']);
+    else if (format === 'openai-responses' && m['type'] === 'function_call_output' && typeof m['call_id'] === 'string') ids.push(m['call_id']);
+    else if (format === 'anthropic') for (const b of arr(m['content'])) { if (b['type'] === 'tool_result' && typeof b['tool_use_id'] === 'string') ids.push(b['tool_use_id']); }
+    else if (format === 'gemini') for (const p of arr(m['parts'])) { const f = p['functionResponse']; if (isJsonObject(f) && typeof f['id'] === 'string') ids.push(f['id']); }
+  }
+  return ids;
 }
 
 const DEFAULT_PROVIDER: Record<ProviderFormat, string> = { 'openai-chat': 'openai', 'openai-responses': 'openai', anthropic: 'anthropic', gemini: 'google' };
@@ -284,7 +299,7 @@ export function importProviderMessages(format: ProviderFormat, messages: Json, o
         seq++;
       }
     } else {
-      const callSeq = callSeqs.get(m.callId);
+      const callSeq = callSeqs.get(m.callId) ?? opts.knownCalls?.get(m.callId);
       if (callSeq === undefined) throw invalid(i, `the result for call ${JSON.stringify(m.callId)} has no call before it`);
       const block: JsonObject = { type: 'tool-result', toolCallId: m.callId, content: m.content };
       if (m.isError) block['isError'] = true;

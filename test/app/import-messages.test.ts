@@ -1,0 +1,36 @@
+/**
+ * ImportMessages through the app (memory store, pairing guard on): a conversation saved in parts
+ * (the call in one import, its output in the next, as an agent saving turn by turn does) cites the
+ * tool/call of the earlier part; a result for a call the session never had is refused with
+ * IMPORT_MESSAGES_INVALID and nothing is written; an unanswered call is caught by the guard.
+ */
+import { describe, expect, it } from 'vitest';
+import { ANONYMOUS, SessionService } from '../../src/app/session-service.js';
+import { MemorySessionStore } from '../../src/store/memory/memory-store.js';
+
+const ctx = ANONYMOUS;
+const fc = (id: string): unknown => ({ type: 'function_call', call_id: id, name: 'read', arguments: '{}' });
+const out = (id: string): unknown => ({ type: 'function_call_output', call_id: id, output: 'ok' });
+const msg = (role: string, text: string): unknown => ({ type: 'message', role, content: text });
+
+describe('ImportMessages in parts', () => {
+  it('a result answering a call of an earlier import cites its tool/call; the history renders whole', async () => {
+    const app = new SessionService(new MemorySessionStore(), undefined, () => 1);
+    await app.createSession(ctx, { id: 's' });
+    expect((await app.importMessages(ctx, 's', { format: 'openai-responses', messagesJson: JSON.stringify([msg('user', 'hi'), fc('k')]) })).seqs).toEqual([0, 1, 2]);
+    expect((await app.importMessages(ctx, 's', { format: 'openai-responses', messagesJson: JSON.stringify([out('k'), msg('assistant', 'done')]) })).seqs).toEqual([3, 4]);
+    const [result] = await app.store.getEvents('s', [3]);
+    expect(result?.sourceEventSeqs).toEqual([2]);
+    const page = await app.getRenderedMessagesPage(ctx, 's', { format: 'openai-responses', pageSize: 0, pageToken: '' });
+    expect(page.messages.map((m) => m.json)).toEqual([{ type: 'message', role: 'user', content: [{ type: 'input_text', text: 'hi' }] }, fc('k'), out('k'), msg('assistant', 'done')]);
+  });
+
+  it('a result for a call the session never had is IMPORT_MESSAGES_INVALID, nothing written; a message after an open call is TOOL_RESULT_MISSING', async () => {
+    const app = new SessionService(new MemorySessionStore(), undefined, () => 1);
+    await app.createSession(ctx, { id: 's' });
+    await app.importMessages(ctx, 's', { format: 'openai-responses', messagesJson: JSON.stringify([msg('user', 'hi'), fc('k')]) });
+    await expect(app.importMessages(ctx, 's', { format: 'openai-responses', messagesJson: JSON.stringify([out('ghost')]) })).rejects.toMatchObject({ reason: 'IMPORT_MESSAGES_INVALID', metadata: { index: '0' } });
+    await expect(app.importMessages(ctx, 's', { format: 'openai-responses', messagesJson: JSON.stringify([msg('user', 'again')]) })).rejects.toMatchObject({ reason: 'TOOL_RESULT_MISSING', metadata: { callId: 'k', callSeq: '1' } });
+    expect((await app.getSession(ctx, 's')).headSeq).toBe(2);
+  });
+});
