@@ -4,6 +4,11 @@
  * model-history page tokens (stale after a replace, as for the DSH shape). The rendering of a page
  * renders the whole history (a provider message may merge several DSH messages, so positions only
  * exist after rendering); bench/provider.bench.ts measures it against the DSH shape.
+ *
+ * The last rendering of each recently read (session, format) is kept (at most RENDER_CACHE
+ * entries): a read whose model history holds the very same message objects (the projection keeps
+ * them across reads; an append or a replace changes the list) answers it again, so paging through
+ * a rendered history renders it once, and the rendered objects keep their cached JSON text.
  */
 import { DomainError } from '../domain/errors.js';
 import type { MessageJson } from '../domain/message-view.js';
@@ -11,6 +16,37 @@ import { renderHistory, type ProviderFormat, type RenderedMessage } from '../dom
 import { checkPageSizeLimit, type AppLimits, type CallContext } from './app-types.js';
 import { decodeMessagesToken, encodeMessagesToken, staleMessagesToken } from './message-pages.js';
 import type { Reads } from './reads.js';
+
+/** How many (session, format) renderings are kept. */
+const RENDER_CACHE = 64;
+
+interface CachedRendering {
+  readonly sources: readonly object[];
+  readonly rendered: RenderedMessage[];
+}
+
+const renderings = new Map<string, CachedRendering>();
+
+function sameSources(a: readonly object[], b: readonly { message: object }[]): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]!.message) return false;
+  return true;
+}
+
+/** The rendering of `entries` for the key, from the cache when the history is unchanged. */
+function rendering(key: string, entries: readonly { seq: number; message: MessageJson }[], format: ProviderFormat, dropUnpaired: boolean | undefined): RenderedMessage[] {
+  const hit = renderings.get(key);
+  if (hit !== undefined && sameSources(hit.sources, entries)) {
+    renderings.delete(key);
+    renderings.set(key, hit);
+    return hit.rendered;
+  }
+  const rendered = renderHistory(format, entries, { dropUnpaired });
+  renderings.delete(key);
+  renderings.set(key, { sources: entries.map((e) => e.message), rendered });
+  if (renderings.size > RENDER_CACHE) renderings.delete(renderings.keys().next().value as string);
+  return rendered;
+}
 
 /** One page of rendered messages. */
 export interface RenderedPage {
@@ -41,7 +77,10 @@ export async function renderedMessagesPage(reads: Reads, limits: AppLimits, ctx:
   const out = await reads.getMessages(ctx, id, 'model', { asOfSeq: q.asOfSeq });
   if (token !== undefined && token.g !== out.replaceGeneration) throw staleMessagesToken(token.g as number, out.replaceGeneration);
   const entries = out.messages.map((m) => ({ seq: m.seq, message: m.message as MessageJson }));
-  const all = renderHistory(q.format, entries, { dropUnpaired: q.dropUnpaired });
+  // As-of reads build fresh objects every time: no point keeping them.
+  const all = q.asOfSeq === undefined
+    ? rendering(`${ctx.tenant}\0${id}\0${q.format}\0${q.dropUnpaired === true ? 1 : 0}`, entries, q.format, q.dropUnpaired)
+    : renderHistory(q.format, entries, { dropUnpaired: q.dropUnpaired });
   const from = token?.o ?? 0;
   if (from > all.length) throw new DomainError('INVALID_PAGE_TOKEN', 'page_token points past the rendered history; start again without it', { field: 'page_token' });
   const messages = q.pageSize > 0 || from > 0 ? all.slice(from, q.pageSize > 0 ? from + q.pageSize : undefined) : all;

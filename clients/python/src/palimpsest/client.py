@@ -52,8 +52,6 @@ SERVICE_CONFIG: Dict[str, Any] = {
 }
 
 
-@dataclass
-
 _FORMATS = {
     "openai-chat": "MESSAGE_FORMAT_OPENAI_CHAT",
     "openai-responses": "MESSAGE_FORMAT_OPENAI_RESPONSES",
@@ -62,12 +60,14 @@ _FORMATS = {
 }
 
 
-def _message_format(name: str) -> int:
+def _message_format(name: str) -> "service_pb2.MessageFormat.ValueType":
     """The MessageFormat enum value of a provider format name."""
     if name not in _FORMATS:
         raise ValueError(f"unknown format {name!r}; use one of {', '.join(_FORMATS)}")
-    return getattr(service_pb2, _FORMATS[name])
+    return service_pb2.MessageFormat.Value(_FORMATS[name])
 
+
+@dataclass
 class TLS:
     """TLS settings: ``ca`` (PEM file of the server's CA; None = system roots), and for mutual
     TLS ``cert`` and ``key`` (PEM files)."""
