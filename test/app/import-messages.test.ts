@@ -34,3 +34,24 @@ describe('ImportMessages in parts', () => {
     expect((await app.getSession(ctx, 's')).headSeq).toBe(2);
   });
 });
+
+describe('the last rendering is reused while the history is unchanged', () => {
+  it('a second read (or another page) answers the same objects; an append renders again; as_of reads are not cached', async () => {
+    const app = new SessionService(new MemorySessionStore(), undefined, () => 1);
+    await app.createSession(ctx, { id: 'c' });
+    await app.importMessages(ctx, 'c', { format: 'openai-chat', messagesJson: JSON.stringify([{ role: 'user', content: 'a' }, { role: 'assistant', content: 'b' }]) });
+    const read = async (pageToken = '', pageSize = 0): Promise<{ messages: { json: unknown }[]; nextPageToken: string }> => app.getRenderedMessagesPage(ctx, 'c', { format: 'anthropic', pageSize, pageToken });
+    const first = await read();
+    const second = await read();
+    expect(second.messages[0]).toBe(first.messages[0]);
+    const p1 = await read('', 1);
+    expect(p1.messages[0]).toBe(first.messages[0]);
+    expect((await read(p1.nextPageToken, 1)).messages[0]).toBe(first.messages[1]);
+    await app.importMessages(ctx, 'c', { format: 'openai-chat', messagesJson: JSON.stringify([{ role: 'user', content: 'c' }]) });
+    const third = await read();
+    expect(third.messages.map((m) => m.json)).toEqual([{ role: 'user', content: [{ type: 'text', text: 'a' }] }, { role: 'assistant', content: [{ type: 'text', text: 'b' }] }, { role: 'user', content: [{ type: 'text', text: 'c' }] }]);
+    expect(third.messages[0]).not.toBe(first.messages[0]);
+    const asOf = await app.getRenderedMessagesPage(ctx, 'c', { format: 'anthropic', pageSize: 0, pageToken: '', asOfSeq: 1 });
+    expect(asOf.messages.map((m) => m.json)).toEqual(first.messages.map((m) => m.json));
+  });
+});
