@@ -5,7 +5,8 @@
  * user message. Roles alternate: adjacent messages of one role are merged in order (results first,
  * then the user's text, as the API requires). Reasoning goes back as a `thinking` block only with
  * the signature Anthropic issued for it (`signature` on the reasoning block); otherwise it is
- * left out, since the API refuses unsigned thinking.
+ * left out, since the API refuses unsigned thinking. An image in an assistant message becomes a
+ * text placeholder (images go in user turns only).
  */
 import type { JsonObject } from '../event.js';
 import {
@@ -51,6 +52,9 @@ export function renderAnthropic(entries: readonly HistoryEntry[], opts: RenderOp
           const input = argumentsObject(b);
           if (input === undefined) throw notRenderable(ANTHROPIC, step.seq, RenderRule.ARGUMENTS_NOT_OBJECT, `the arguments of tool call ${JSON.stringify(b['id'])} are not a JSON object`);
           content.push({ type: 'tool_use', id: b['id'], name: typeof b['name'] === 'string' ? b['name'] : '', input });
+        } else if (b['type'] === 'image') {
+          // Images go in user turns only.
+          content.push({ type: 'text', text: imagePlaceholder(b) });
         } else {
           const c = contentBlock(b);
           if (c !== undefined) content.push(c);
