@@ -171,6 +171,26 @@ describe('HISTORY_NOT_RENDERABLE and drop_unpaired', () => {
   });
 });
 
+describe('images as each provider takes them', () => {
+  const url: HistoryEntry = { seq: 0, message: { id: 'u', role: 'user', content: [{ type: 'image', attachment: { url: 'https://example.com/a.png', mimeType: 'image/png' } }, { type: 'image', attachment: { url: `data:image/jpeg;base64,${PNG}` } }], source: { kind: 'user' } } };
+  const asstImage: HistoryEntry = { seq: 1, message: { id: 'a', role: 'assistant', content: [{ type: 'image', attachment: { mimeType: 'image/png', data: PNG, name: 'x.png' } }], source: { kind: 'model' } } };
+
+  it('a URL stays a URL and a data: URL becomes base64 with its media type', () => {
+    expect(json('openai-chat', [url])[0]!['content']).toEqual([{ type: 'image_url', image_url: { url: 'https://example.com/a.png' } }, { type: 'image_url', image_url: { url: `data:image/jpeg;base64,${PNG}` } }]);
+    expect(json('openai-responses', [url])[0]!['content']).toEqual([{ type: 'input_image', detail: 'auto', image_url: 'https://example.com/a.png' }, { type: 'input_image', detail: 'auto', image_url: `data:image/jpeg;base64,${PNG}` }]);
+    expect(json('anthropic', [url])[0]!['content']).toEqual([{ type: 'image', source: { type: 'url', url: 'https://example.com/a.png' } }, { type: 'image', source: { type: 'base64', media_type: 'image/jpeg', data: PNG } }]);
+    expect(json('gemini', [url])[0]!['parts']).toEqual([{ fileData: { fileUri: 'https://example.com/a.png', mimeType: 'image/png' } }, { inlineData: { mimeType: 'image/jpeg', data: PNG } }]);
+  });
+
+  it('an image in an assistant message is a placeholder where the provider takes none there (Chat, Responses, Anthropic)', () => {
+    const h = [u(0, 'hi'), asstImage];
+    expect(json('openai-chat', h)[1]).toEqual({ role: 'assistant', content: '[image x.png]' });
+    expect(json('openai-responses', h)[1]).toEqual({ type: 'message', role: 'assistant', content: '[image x.png]' });
+    expect(json('anthropic', h)[1]).toEqual({ role: 'assistant', content: [{ type: 'text', text: '[image x.png]' }] });
+    expect(json('gemini', h)[1]).toEqual({ role: 'model', parts: [{ inlineData: { mimeType: 'image/png', data: PNG } }] });
+  });
+});
+
 describe('the committed typed fixture', () => {
   it('imports the SDK request types (so tsc checks every rendered message against them)', () => {
     const text = readFileSync(new URL('../fixtures/rendered/rich-session.ts', import.meta.url), 'utf8');
