@@ -43,6 +43,9 @@ export function guardApplies(handle: SessionHandle, candidates: readonly Candida
  */
 export async function ensurePairingIndex(store: SessionStore, handle: SessionHandle): Promise<void> {
   const have = handle.pairing;
+  // In step with the engine (kept per planned batch): no wait, so pipelined appends of a guarded
+  // session stay pipelined (handle.read would wait for the batches in flight).
+  if (have !== undefined && have.nextSeq === handle.engine.nextSeq) return;
   const snap = await handle.read(() => (have?.nextSeq === handle.engine.nextSeq ? undefined : { seqs: handle.engine.surface(), nextSeq: handle.engine.nextSeq }));
   if (snap === undefined) return;
   const events: SessionEvent[] = snap.seqs.length === 0 ? [] : await store.getEvents(handle.id, snap.seqs);

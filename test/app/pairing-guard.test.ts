@@ -266,3 +266,34 @@ describe('an assistant message without calls never trips the guard', () => {
     expect((await app.getSurface(ctx, 'chat')).seqs).toEqual([4, 3]);
   });
 });
+
+describe('the guard keeps appends pipelined', () => {
+  it('a second append to a guarded session reaches the store while the first is still being written', async () => {
+    let release!: () => void;
+    const gate = new Promise<void>((r) => { release = r; });
+    const reached: number[] = [];
+    class GatedStore extends MemorySessionStore {
+      override async append(...args: Parameters<MemorySessionStore['append']>): ReturnType<MemorySessionStore['append']> {
+        reached.push(args[1].events[0]!.seq);
+        if (args[1].events[0]!.seq === 2) await gate;
+        return super.append(...args);
+      }
+    }
+    const app = new SessionService(new GatedStore(), undefined, () => 1_000);
+    await app.createSession(ctx, { id: 'p' });
+    await app.append(ctx, 'p', [user('a'), caller('one', ['k'])]);
+    const tick = async (until: number): Promise<void> => {
+      for (let i = 0; i < 50 && reached.length < until; i++) await new Promise((r) => setImmediate(r));
+    };
+    const first = app.append(ctx, 'p', [toolResult('k', 'out')]);
+    await tick(2);
+    expect(reached).toEqual([0, 2]);
+    // The first batch is being written; the second is planned on it and handed to the store too.
+    const second = app.append(ctx, 'p', [user('next')]);
+    await tick(3);
+    expect(reached).toEqual([0, 2, 3]);
+    release();
+    expect((await first).seqs).toEqual([2]);
+    expect((await second).seqs).toEqual([3]);
+  });
+});
