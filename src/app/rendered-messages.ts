@@ -8,11 +8,14 @@
  * The last rendering of each recently read (session, format) is kept (at most RENDER_CACHE
  * entries): a read whose model history holds the very same message objects (the projection keeps
  * them across reads; an append or a replace changes the list) answers it again, so paging through
- * a rendered history renders it once, and the rendered objects keep their cached JSON text.
+ * a rendered history renders it once, and the rendered objects keep their cached JSON text. A
+ * history that only grew since (appends) re-renders from the last safe cut only
+ * (domain/render/incremental.ts).
  */
 import { DomainError } from '../domain/errors.js';
 import type { MessageJson } from '../domain/message-view.js';
-import { renderHistory, type ProviderFormat, type RenderedMessage } from '../domain/render/index.js';
+import { renderHistory, type HistoryEntry, type ProviderFormat, type RenderedMessage } from '../domain/render/index.js';
+import { renderExtended } from '../domain/render/incremental.js';
 import { checkPageSizeLimit, type AppLimits, type CallContext } from './app-types.js';
 import { decodeMessagesToken, encodeMessagesToken, staleMessagesToken } from './message-pages.js';
 import type { Reads } from './reads.js';
@@ -21,29 +24,31 @@ import type { Reads } from './reads.js';
 const RENDER_CACHE = 64;
 
 interface CachedRendering {
-  readonly sources: readonly object[];
+  readonly entries: readonly HistoryEntry[];
   readonly rendered: RenderedMessage[];
 }
 
 const renderings = new Map<string, CachedRendering>();
 
-function sameSources(a: readonly object[], b: readonly { message: object }[]): boolean {
+function sameEntries(a: readonly HistoryEntry[], b: readonly HistoryEntry[]): boolean {
   if (a.length !== b.length) return false;
-  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]!.message) return false;
+  for (let i = 0; i < a.length; i++) if (a[i]!.message !== b[i]!.message || a[i]!.seq !== b[i]!.seq) return false;
   return true;
 }
 
-/** The rendering of `entries` for the key, from the cache when the history is unchanged. */
-function rendering(key: string, entries: readonly { seq: number; message: MessageJson }[], format: ProviderFormat, dropUnpaired: boolean | undefined): RenderedMessage[] {
+/**
+ * The rendering of `entries` for the key: the cached one when the history is unchanged, else one
+ * that reuses it when the history only grew (renderExtended), else a fresh one.
+ */
+function rendering(key: string, entries: readonly HistoryEntry[], format: ProviderFormat, dropUnpaired: boolean | undefined): RenderedMessage[] {
   const hit = renderings.get(key);
-  if (hit !== undefined && sameSources(hit.sources, entries)) {
-    renderings.delete(key);
+  renderings.delete(key);
+  if (hit !== undefined && sameEntries(hit.entries, entries)) {
     renderings.set(key, hit);
     return hit.rendered;
   }
-  const rendered = renderHistory(format, entries, { dropUnpaired });
-  renderings.delete(key);
-  renderings.set(key, { sources: entries.map((e) => e.message), rendered });
+  const rendered = renderExtended(format, entries, hit, { dropUnpaired });
+  renderings.set(key, { entries, rendered });
   if (renderings.size > RENDER_CACHE) renderings.delete(renderings.keys().next().value as string);
   return rendered;
 }
