@@ -16,8 +16,13 @@ import { SqliteSessionStore } from '../src/store/sqlite/sqlite-store.js';
 import { planCompaction, type PlanNode } from '../src/domain/compaction-plan.js';
 import { estimateMessageTokens } from '../src/domain/token-estimate.js';
 import { pairingInfoOfMessage } from '../src/domain/tool-pairing.js';
+import { PROVIDER_FORMATS, renderHistory } from '../src/domain/render/index.js';
+import { messageJsonText } from '../src/domain/derive.js';
+import type { MessageJson } from '../src/domain/message-view.js';
 
 const quick = process.argv.includes('--quick');
+/** `--render-only`: only the provider rendering rows (issue #34). */
+const renderOnly = process.argv.includes('--render-only');
 const RUNS = quick ? 5 : 21;
 
 function median(xs: number[]): number {
@@ -97,7 +102,7 @@ function wideLog(nodes: number): SessionEvent[] {
 const rows: string[][] = [];
 
 // ---- PlanCompaction on a 100k-node surface --------------------------------------------------
-{
+if (!renderOnly) {
   const nodes = quick ? 20_000 : 100_000;
   const store = new MemorySessionStore();
   const app = new SessionService(store);
@@ -136,7 +141,7 @@ const rows: string[][] = [];
 }
 
 // ---- GetSurface as_of_seq on a 1M-event SQLite session ---------------------------------------
-{
+if (!renderOnly) {
   const events = quick ? 200_000 : 1_000_000;
   const dir = mkdtempSync(join(tmpdir(), 'pali-bench-provider-'));
   try {
@@ -160,6 +165,58 @@ const rows: string[][] = [];
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+}
+
+// The model history in a provider's format (issue #34): GetMessages of a 10k-event agent log
+// (one compaction, some prunes) per format vs the DSH shape, at the app layer plus each message's
+// JSON text (what the handler puts on the wire; cached per message object on both paths). Warm:
+// repeated reads of an unchanged session (the projection and the last rendering are reused).
+// Fresh: the rendering alone with nothing reused. The loop: append a turn, then read (the last
+// rendering is reused up to the cut, domain/render/incremental.ts).
+{
+  const log = agentLog(10_000, 8, 1_000);
+  const store = new MemorySessionStore();
+  await store.createSession({ header: { version: 0, id: 'render', createdAt: 1 }, labels: {}, tenant: '', strict: false, pairingGuard: false, writer: 'w0' }, log);
+  const app = new SessionService(store);
+  const dshRead = async (): Promise<number> => {
+    let bytes = 0;
+    for (const m of (await app.getMessagesPage(ANONYMOUS, 'render', 'model', 0, '')).messages) bytes += messageJsonText(m.message).length;
+    return bytes;
+  };
+  const dsh = await time(dshRead);
+  const entries = (await app.getMessages(ANONYMOUS, 'render', 'model')).messages.map((m) => ({ seq: m.seq, message: m.message as MessageJson }));
+  rows.push([`GetMessages DSH, ${log.length.toLocaleString('en')}-event log (${entries.length.toLocaleString('en')} messages), warm`, fmt(dsh)]);
+  let worst = 0;
+  for (const format of PROVIDER_FORMATS) {
+    const warm = await time(async () => {
+      let bytes = 0;
+      for (const m of (await app.getRenderedMessagesPage(ANONYMOUS, 'render', { format, pageSize: 0, pageToken: '' })).messages) bytes += messageJsonText(m.json).length;
+      return bytes;
+    });
+    const fresh = await time(() => {
+      let bytes = 0;
+      for (const m of renderHistory(format, entries)) bytes += JSON.stringify(m.json).length;
+      return bytes;
+    });
+    // The agent's loop: append a turn, read the history to send (the last rendering reused up to the cut).
+    let turn = 0;
+    const appendTurn = (): Promise<unknown> => app.append(ANONYMOUS, 'render', [
+      { type: 'user/message', data: { id: `bu${format}${++turn}`, role: 'user', content: [{ type: 'text', text: 'next?' }], source: { kind: 'user' } }, surfaceOp: 'append' },
+      { type: 'assistant/message', data: { turn: 1, step: 1, message: { id: `ba${format}${turn}`, role: 'assistant', content: [{ type: 'text', text: 'ok' }], source: { kind: 'model', provider: 'p', model: 'm' } } }, surfaceOp: 'append', sourceEventSeqs: [] },
+    ]);
+    const dshLoop = await time(async () => { await appendTurn(); return dshRead(); });
+    const loop = await time(async () => {
+      await appendTurn();
+      let bytes = 0;
+      for (const m of (await app.getRenderedMessagesPage(ANONYMOUS, 'render', { format, pageSize: 0, pageToken: '' })).messages) bytes += messageJsonText(m.json).length;
+      return bytes;
+    });
+    rows.push([`  append a turn + GetMessages DSH | format=${format}`, `${dshLoop.median.toFixed(2)} ms | ${loop.median.toFixed(2)} ms; ${(loop.median / dshLoop.median).toFixed(2)}x`]);
+    worst = Math.max(worst, warm.median / dsh.median);
+    rows.push([`GetMessages format=${format}, warm`, `${fmt(warm)}; ${(warm.median / dsh.median).toFixed(2)}x DSH`]);
+    rows.push([`  rendering ${format} afresh + JSON text (no reuse)`, `${fmt(fresh)}; ${(fresh.median / dsh.median).toFixed(2)}x DSH`]);
+  }
+  console.log(`HEADLINE ${JSON.stringify({ id: 'render-formats', label: `GetMessages in a provider format, ${log.length.toLocaleString('en')}-event log (app layer + JSON text, warm), worst format vs DSH`, value: `${worst.toFixed(2)}x`, target: '< 2x the DSH shape', met: quick ? undefined : worst < 2 })}`);
 }
 
 console.log(`Provider-safe surfaces (app layer), node ${process.version}, median of ${RUNS} (min–max)${quick ? ', --quick' : ''}\n`);

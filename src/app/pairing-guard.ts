@@ -10,7 +10,7 @@
  */
 import type { CandidateEvent, SessionEvent } from '../domain/event.js';
 import type { BatchPlan } from '../domain/session-engine.js';
-import { PairingIndex, type PairingInfo } from '../domain/tool-pairing.js';
+import { PairingIndex, type OpenCalls, type PairingInfo } from '../domain/tool-pairing.js';
 import type { SessionHandle } from './session-handle.js';
 import type { SessionStore } from './store-port.js';
 
@@ -19,9 +19,22 @@ export function batchHasReplace(candidates: readonly CandidateEvent[]): boolean 
   return candidates.some((c) => typeof c.surfaceOp === 'object' && c.surfaceOp !== null);
 }
 
-/** Whether this batch is checked: the session's guard, or `force` (server-built batches). */
+/** True iff some candidate is appended to the surface (`surfaceOp: "append"`). */
+export function batchHasSurfaceAppend(candidates: readonly CandidateEvent[]): boolean {
+  return candidates.some((c) => c.surfaceOp === 'append');
+}
+
+/** Whether the appends of this batch are checked (TOOL_RESULT_ORPHANED / TOOL_RESULT_MISSING): the session's guard only. */
+export function appendGuardApplies(handle: SessionHandle, candidates: readonly CandidateEvent[]): boolean {
+  return handle.record.pairingGuard && batchHasSurfaceAppend(candidates);
+}
+
+/**
+ * Whether this batch is checked: its replaces with the session's guard or `force` (server-built
+ * batches), its appends with the session's guard.
+ */
 export function guardApplies(handle: SessionHandle, candidates: readonly CandidateEvent[], force: boolean | undefined): boolean {
-  return (force === true || handle.record.pairingGuard) && batchHasReplace(candidates);
+  return ((force === true || handle.record.pairingGuard) && batchHasReplace(candidates)) || appendGuardApplies(handle, candidates);
 }
 
 /**
@@ -30,6 +43,9 @@ export function guardApplies(handle: SessionHandle, candidates: readonly Candida
  */
 export async function ensurePairingIndex(store: SessionStore, handle: SessionHandle): Promise<void> {
   const have = handle.pairing;
+  // In step with the engine (kept per planned batch): no wait, so pipelined appends of a guarded
+  // session stay pipelined (handle.read would wait for the batches in flight).
+  if (have !== undefined && have.nextSeq === handle.engine.nextSeq) return;
   const snap = await handle.read(() => (have?.nextSeq === handle.engine.nextSeq ? undefined : { seqs: handle.engine.surface(), nextSeq: handle.engine.nextSeq }));
   if (snap === undefined) return;
   const events: SessionEvent[] = snap.seqs.length === 0 ? [] : await store.getEvents(handle.id, snap.seqs);
@@ -41,15 +57,22 @@ export async function ensurePairingIndex(store: SessionStore, handle: SessionHan
   });
 }
 
+/** What the engine checks a batch against (PlanContext.pairing and PlanContext.openCalls). */
+export interface PairingCheck {
+  readonly pairing: (seq: number) => PairingInfo;
+  readonly openCalls: (() => OpenCalls) | undefined;
+}
+
 /**
- * The lookup the engine checks a batch against, 'stale' when the index does not reflect the
+ * The facts the engine checks a batch against, 'stale' when the index does not reflect the
  * engine (re-hydrate and retry), or undefined when the batch is not checked.
  */
-export function pairingLookup(handle: SessionHandle, candidates: readonly CandidateEvent[], force: boolean | undefined): ((seq: number) => PairingInfo) | 'stale' | undefined {
+export function pairingLookup(handle: SessionHandle, candidates: readonly CandidateEvent[], force: boolean | undefined): PairingCheck | 'stale' | undefined {
   if (!guardApplies(handle, candidates, force)) return undefined;
   const index = handle.pairing;
   if (index === undefined || index.nextSeq !== handle.engine.nextSeq) return 'stale';
-  return index.lookup;
+  const engine = handle.engine;
+  return { pairing: index.lookup, openCalls: appendGuardApplies(handle, candidates) ? () => index.openCalls(() => engine.surface()) : undefined };
 }
 
 /** Keeps the index (if any) in step with a plan the engine just took. */

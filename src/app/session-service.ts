@@ -28,6 +28,8 @@ import {
 import type { ChangeFeed } from './change-feed.js';
 import { LocalChangeFeed } from './local-change-feed.js';
 import { createWithQuota } from './quotas.js';
+import { importMessages, type ImportMessagesQuery } from './import-messages.js';
+import { renderedMessagesPage, type RenderedPage, type RenderedQuery } from './rendered-messages.js';
 import { Reads, type EventsPage, type ListEventsQuery, type MessagesPage, type MessagesView, type ModelSnapshot, type SnapshotOptions } from './reads.js';
 import { SessionCache } from './session-cache.js';
 import type { DeleteExpectation, SessionStore } from './store-port.js';
@@ -166,6 +168,16 @@ export class SessionService {
   /** Model history (surface walk) or transcript (append-origin surface events in log order), now or as of a seq. */
   getMessages(ctx: CallContext, id: string, view: MessagesView, page: { afterSeq?: number; limit?: number; asOfSeq?: number } = {}): Promise<{ messages: DerivedMessage[]; headSeq: number | undefined; replaceGeneration: number }> {
     return this.#reads.getMessages(ctx, id, view, page);
+  }
+
+  /** ImportMessages: a conversation in a provider's format appended as the reference's events (import-messages.ts). */
+  importMessages(ctx: CallContext, id: string, q: ImportMessagesQuery): Promise<{ seqs: number[]; headSeq: number }> {
+    return importMessages(this.store, this.cache, (c, i, events, opts) => this.append(c, i, events, opts), ctx, id, q);
+  }
+
+  /** One page of the model history rendered for a provider (GetMessages `format`; rendered-messages.ts). */
+  getRenderedMessagesPage(ctx: CallContext, id: string, q: RenderedQuery): Promise<RenderedPage> {
+    return renderedMessagesPage(this.#reads, this.limits, ctx, id, q);
   }
 
   /** One GetMessages page (pageSize 0 = all; see Reads.getMessagesPage), now or as of a seq. */

@@ -73,7 +73,7 @@ export class WritePipeline {
         }
         let plan: BatchPlan;
         try {
-          plan = engine.plan(candidates, { mode: 'append', now: this.clock, sessionId: handle.sessionId, lookup: need, pairing, parsedData: opts.parsedData });
+          plan = engine.plan(candidates, { mode: 'append', now: this.clock, sessionId: handle.sessionId, lookup: need, pairing: pairing?.pairing, openCalls: pairing?.openCalls, parsedData: opts.parsedData });
         } catch (e) {
           reject(e);
           return undefined;

@@ -43,7 +43,7 @@ import { foldStoredReplace, type SurfaceDelta } from './surface-fold.js';
 import { checkCitationShape, checkSurfaceMarker } from './envelope-rules.js';
 import { normalizeCandidate } from './validate-event.js';
 import type { ParsedJsonText } from './json.js';
-import { assertToolPairing, pairingInfoOfEvent, type PairingInfo } from './tool-pairing.js';
+import { assertAppendPairing, assertToolPairing, pairingInfoOfEvent, type OpenCalls, type PairingInfo } from './tool-pairing.js';
 
 /** How a batch is checked: live `append` (seq assigned or equal to nextSeq) or `import` (seqs given, contiguous unless `allowSeqGaps`). */
 export type PlanMode = 'append' | 'import';
@@ -67,6 +67,11 @@ export interface PlanContext {
    * is refused with TOOL_PAIRING_BROKEN. The batch's own events are read from the batch.
    */
   readonly pairing?: (seq: number) => PairingInfo;
+  /**
+   * With `pairing`: also checks the batch's appends (TOOL_RESULT_ORPHANED, TOOL_RESULT_MISSING;
+   * tool-pairing.ts) against the open calls of the committed surface (PairingIndex.openCalls).
+   */
+  readonly openCalls?: () => OpenCalls;
   /** Mode `import` only: accept seq gaps (seqs need only increase); off = contiguous from 0, as the reference seeds. */
   readonly allowSeqGaps?: boolean;
   /** Mode `import` of a reference file: also refuse what the reference's load path refuses (TURN_SHAPE, legacy-turns.ts). */
@@ -264,6 +269,9 @@ export class SessionEngine {
       const own = new Map<number, PairingInfo>();
       for (const e of events) own.set(e.seq, pairingInfoOfEvent(e, ctx.sessionId));
       assertToolPairing(this.surf.toArray(), deltas, (seq) => own.get(seq) ?? committed(seq));
+    }
+    if (ctx.pairing !== undefined && ctx.openCalls !== undefined && deltas.some((d) => d.kind !== 'none')) {
+      assertAppendPairing(ctx.openCalls(), () => this.surf.toArray(), events, deltas, ctx.sessionId, ctx.pairing);
     }
     const plan: BatchPlan = dataTexts === undefined ? { baseNextSeq, events, deltas } : { baseNextSeq, events, deltas, dataTexts };
     this.lastPlan = { plan, draft, trace };

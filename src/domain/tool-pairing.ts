@@ -12,15 +12,24 @@
  * 2. no call that stays on the surface loses a result it had on the surface before the batch.
  *
  * Only violations the batch *introduces* are reported (a log that already broke the rule, e.g.
- * an imported one, does not block unrelated later batches), and only batches that replace can
- * introduce one, so plain appends are never checked. The check is O(surface) for a batch with a
- * replace: it walks the surface before and after, with the pairing facts of each node (a Map
- * lookup per node, no event data read).
+ * an imported one, does not block unrelated later batches). The check is O(surface) for a batch
+ * with a replace: it walks the surface before and after, with the pairing facts of each node (a
+ * Map lookup per node, no event data read).
+ *
+ * Appends are checked too (issue #34), against the *open calls* of the surface (OpenCalls: every
+ * call id on the surface, and those without a result after them), kept incrementally by the
+ * PairingIndex so an append costs O(its events):
+ *
+ * 3. an appended tool result whose call is not on the surface before it is TOOL_RESULT_ORPHANED;
+ * 4. an appended message without tool results (a user message, an assistant message with
+ *    content) while a call on the surface still has no result is TOOL_RESULT_MISSING. Results of
+ *    the parallel calls of one step may come in any order and in separate batches; an assistant
+ *    message with empty content (a usage carrier) produces no message and is not checked.
  */
 import { DomainError } from './errors.js';
 import type { Json, SessionEvent } from './event.js';
 import { isJsonObject } from './json.js';
-import { messageOf, type MessageJson } from './message-view.js';
+import { messageOf, STEERING_TYPE, type MessageJson } from './message-view.js';
 import type { SurfaceDelta } from './surface-fold.js';
 
 /** Reason of a batch that would split a tool call from its result. */
@@ -63,6 +72,120 @@ export function pairingInfoOfMessage(m: MessageJson | undefined): PairingInfo {
 /** Pairing facts of a surface event, through the message view (legacy shapes included). */
 export function pairingInfoOfEvent(e: SessionEvent, sessionId: string): PairingInfo {
   return pairingInfoOfMessage(messageOf(e, sessionId));
+}
+
+/** Reason of an appended tool result whose call is not on the surface before it. */
+export const TOOL_RESULT_ORPHANED = 'TOOL_RESULT_ORPHANED';
+/** Reason of a message appended while a tool call on the surface still has no result. */
+export const TOOL_RESULT_MISSING = 'TOOL_RESULT_MISSING';
+
+/** The call ids of a surface, for the append rules (see the module comment). */
+export interface OpenCalls {
+  /** Every call id held by a surface node -> seq of its (first) holder. */
+  readonly calls: ReadonlyMap<string, number>;
+  /** The call ids on the surface with no result after them -> seq of the holder, in surface order. */
+  readonly open: ReadonlyMap<string, number>;
+}
+
+/** The open calls of `surface` (one walk; results before their call do not close it). */
+export function openCallsOf(surface: readonly number[], info: (seq: number) => PairingInfo): { calls: Map<string, number>; open: Map<string, number> } {
+  const calls = new Map<string, number>();
+  const open = new Map<string, number>();
+  for (const seq of surface) {
+    const p = info(seq);
+    if (p === NO_PAIRING) continue;
+    for (const r of p.results) if (calls.has(r)) open.delete(r);
+    for (const c of p.calls) {
+      if (calls.has(c)) continue;
+      calls.set(c, seq);
+      open.set(c, seq);
+    }
+  }
+  return { calls, open };
+}
+
+/** Whether an event of `type` with pairing facts `p` and projected message `m` is a message-producing event the open-call rule checks. */
+function producesMessage(type: string, m: MessageJson | undefined, p: PairingInfo): boolean {
+  if (m === undefined || p.results.length > 0) return false;
+  if (type === 'assistant/message') {
+    const content = m['content'];
+    if (Array.isArray(content) && content.length === 0) return false;
+  }
+  return type === 'user/message' || type === 'assistant/message' || type === 'tool/result' || type === STEERING_TYPE;
+}
+
+/**
+ * Checks the appends of a planned batch against the open calls of the surface before it (rules 3
+ * and 4 of the module comment). A replace in the batch re-derives the open calls from the surface
+ * after it (O(surface), like the replace rule). Pure: `before` is read, never changed.
+ *
+ * @param surface - the surface before the batch (read only when the batch has a replace)
+ * @param info - pairing facts of committed nodes by seq
+ * @throws DomainError TOOL_RESULT_ORPHANED / TOOL_RESULT_MISSING at the index of the culprit
+ */
+export function assertAppendPairing(
+  before: OpenCalls,
+  surface: () => readonly number[],
+  events: readonly SessionEvent[],
+  deltas: readonly SurfaceDelta[],
+  sessionId: string,
+  info: (seq: number) => PairingInfo,
+): void {
+  // Copy-on-write overlay over `before`: a batch usually adds a call or closes one.
+  let base: OpenCalls = before;
+  let calls = null as Map<string, number> | null;
+  let closed = null as Set<string> | null;
+  let opened = null as Map<string, number> | null;
+  const own = new Map<number, PairingInfo>();
+  const infoAll = (seq: number): PairingInfo => own.get(seq) ?? info(seq);
+  for (let i = 0; i < events.length; i++) {
+    const d = deltas[i] as SurfaceDelta;
+    if (d.kind === 'none') continue;
+    const e = events[i] as SessionEvent;
+    const m = messageOf(e, sessionId);
+    const p = pairingInfoOfMessage(m);
+    own.set(e.seq, p);
+    if (d.kind === 'replace') {
+      base = openCallsOf(surfaceAfter(surface(), deltas.slice(0, i + 1)), infoAll);
+      calls = null;
+      closed = null;
+      opened = null;
+      continue;
+    }
+    for (const r of p.results) {
+      if (!(calls?.has(r) ?? false) && !base.calls.has(r)) {
+        throw new DomainError(
+          TOOL_RESULT_ORPHANED,
+          `the tool result for call ${JSON.stringify(r)} has no tool call on the surface before it; append the assistant message holding the call first, or fix the call id`,
+          { callId: r },
+        ).atIndex(i);
+      }
+      if (opened?.delete(r) !== true) (closed ??= new Set()).add(r);
+    }
+    if (producesMessage(e.type, m, p)) {
+      let first: [string, number] | undefined;
+      for (const entry of base.open) {
+        if (closed?.has(entry[0]) !== true) {
+          first = entry;
+          break;
+        }
+      }
+      if (first === undefined && opened !== null) for (const entry of opened) { first = entry; break; }
+      if (first !== undefined) {
+        const [callId, callSeq] = first;
+        throw new DomainError(
+          TOOL_RESULT_MISSING,
+          `the tool call ${JSON.stringify(callId)} (in the message at seq ${callSeq}) has no result yet; append its tool/result first (RepairSession writes one for a call interrupted by a crash)`,
+          { callId, callSeq: String(callSeq) },
+        ).atIndex(i);
+      }
+    }
+    for (const c of p.calls) {
+      if ((calls?.has(c) ?? false) || base.calls.has(c)) continue;
+      (calls ??= new Map()).set(c, e.seq);
+      (opened ??= new Map()).set(c, e.seq);
+    }
+  }
 }
 
 /** One broken pair. */
@@ -196,6 +319,8 @@ export function assertToolPairing(before: readonly number[], deltas: readonly Su
 export class PairingIndex {
   private readonly facts = new Map<number, PairingInfo>();
   private synced = -1;
+  /** The open calls of the surface this index reflects; null = derive on the next read (after a replace or a hydrate). */
+  private calls: { calls: Map<string, number>; open: Map<string, number> } | null = null;
 
   constructor(readonly sessionId: string) {}
 
@@ -209,6 +334,17 @@ export class PairingIndex {
     this.facts.clear();
     for (const e of surfaceEvents) this.set(e);
     this.synced = nextSeq;
+    this.calls = null;
+  }
+
+  /**
+   * The open calls of the surface this index reflects (derived with one walk of `surface` after a
+   * hydrate or a replace, then kept per appended node).
+   *
+   * @param surface - the surface this index reflects, in order
+   */
+  openCalls(surface: () => readonly number[]): OpenCalls {
+    return (this.calls ??= openCallsOf(surface(), this.lookup));
   }
 
   /** Facts of a node (NO_PAIRING for nodes without calls/results or unknown seqs). */
@@ -224,13 +360,27 @@ export class PairingIndex {
     if (plan.baseNextSeq !== this.synced) {
       this.facts.clear();
       this.synced = -1;
+      this.calls = null;
       return false;
     }
     for (let i = 0; i < plan.deltas.length; i++) {
       const d = plan.deltas[i] as SurfaceDelta;
       if (d.kind === 'none') continue;
-      if (d.kind === 'replace') for (const s of d.shadowed) this.facts.delete(s);
-      this.set(plan.events[i] as SessionEvent);
+      if (d.kind === 'replace') {
+        for (const s of d.shadowed) this.facts.delete(s);
+        this.calls = null;
+      }
+      const e = plan.events[i] as SessionEvent;
+      this.set(e);
+      if (d.kind === 'append' && this.calls !== null) {
+        const p = this.info(e.seq);
+        for (const r of p.results) if (this.calls.calls.has(r)) this.calls.open.delete(r);
+        for (const c of p.calls) {
+          if (this.calls.calls.has(c)) continue;
+          this.calls.calls.set(c, e.seq);
+          this.calls.open.set(c, e.seq);
+        }
+      }
     }
     const last = plan.events[plan.events.length - 1];
     if (last !== undefined) this.synced = last.seq + 1;

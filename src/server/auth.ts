@@ -74,6 +74,7 @@ export const METHOD_PERMISSIONS: Readonly<Record<string, Permission>> = {
   PlanCompaction: 'read',
   Compact: 'append',
   PruneToolResults: 'append',
+  ImportMessages: 'append',
 };
 
 /** Services reachable without a token: health checks and schema reflection (public contract). */

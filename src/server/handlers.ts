@@ -28,6 +28,7 @@ import { estimateMessageTokens } from '../domain/token-estimate.js';
 import { appendStreamHandler } from './append-stream-handler.js';
 import { clientStream, serverStream, unary, type HandlerTable } from './rpc/handler-table.js';
 import { feedHandlers } from './feed-handlers.js';
+import { providerFormatOf, providerHandlers, renderedMessages } from './provider-handlers.js';
 
 function toSession(v: SessionView): Session {
   return sessionToProto(v.record, v.surfaceLength, v);
@@ -86,13 +87,13 @@ export function modelHistoryResponse(messages: readonly { seq: number; message: 
     const cached = typeof message === 'object' && message !== null ? encodedEntries.get(message) : undefined;
     if (cached !== undefined && cached.seq === seq) bytes = cached.bytes;
     else {
-      bytes = GetMessagesResponse.encode({ messages: [{ seq, messageJson: messageJsonText(message), message: undefined, tokens: estimateMessageTokens(message) }], headSeq: undefined, nextPageToken: '' }).finish();
+      bytes = GetMessagesResponse.encode({ messages: [{ seq, messageJson: messageJsonText(message), message: undefined, tokens: estimateMessageTokens(message) }], headSeq: undefined, nextPageToken: '', rendered: [] }).finish();
       if (typeof message === 'object' && message !== null) encodedEntries.set(message, { seq, bytes });
     }
     parts[i] = bytes;
     size += bytes.length;
   }
-  const tail = GetMessagesResponse.encode({ messages: [], headSeq, nextPageToken }).finish();
+  const tail = GetMessagesResponse.encode({ messages: [], headSeq, nextPageToken, rendered: [] }).finish();
   parts[messages.length] = tail;
   return Buffer.concat(parts, size + tail.length);
 }
@@ -213,6 +214,8 @@ export function makeHandlers(app: SessionService, metrics?: Metrics, streams?: H
       if (r.view === MessageView.MESSAGE_VIEW_UNSPECIFIED) {
         throw new DomainError('VIEW_UNSPECIFIED', 'view is required: MESSAGE_VIEW_MODEL_HISTORY or MESSAGE_VIEW_TRANSCRIPT', { field: 'view' });
       }
+      const format = providerFormatOf(r.format);
+      if (format !== undefined) return renderedMessages(app, ctx.caller, requireId(r.sessionId), r, format);
       const transcript = r.view === MessageView.MESSAGE_VIEW_TRANSCRIPT;
       const { messages, headSeq, nextPageToken: next } = await app.getMessagesPage(ctx.caller, requireId(r.sessionId), transcript ? 'transcript' : 'model', r.pageSize, r.pageToken, r.asOfSeq);
       // Model history: the projection's message objects persist across calls, so their encoded
@@ -228,6 +231,7 @@ export function makeHandlers(app: SessionService, metrics?: Metrics, streams?: H
         })),
         headSeq,
         nextPageToken: next,
+        rendered: [],
       };
     }),
     forkSession: unary<ForkSessionRequest, ForkSessionResponse>('append', async (ctx, r) => ({
@@ -283,5 +287,5 @@ export function makeHandlers(app: SessionService, metrics?: Metrics, streams?: H
       });
     }),
   };
-  return { ...handlers, ...compactionHandlers(app, requireId), ...feedHandlers(app, requireId, metrics ?? NO_METRICS), ...streams };
+  return { ...handlers, ...compactionHandlers(app, requireId), ...feedHandlers(app, requireId, metrics ?? NO_METRICS), ...providerHandlers(app, requireId), ...streams };
 }

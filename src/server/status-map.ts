@@ -94,6 +94,12 @@ const TABLE: Readonly<Record<string, Mapping>> = {
   TOOL_RESULT_REPLACE_WRONG_TARGET: precondition,
   // Issue #14: provider-safe surfaces.
   TOOL_PAIRING_BROKEN: precondition,
+  TOOL_RESULT_ORPHANED: precondition,
+  TOOL_RESULT_MISSING: precondition,
+  HISTORY_NOT_RENDERABLE: precondition,
+  FORMAT_NEEDS_MODEL_HISTORY: invalid,
+  FORMAT_UNSPECIFIED: invalid,
+  IMPORT_MESSAGES_INVALID: invalid,
   COMPACTION_BLOCKED: precondition,
   NOTHING_TO_COMPACT: precondition,
   COMPACTION_RANGE_INVALID: precondition,

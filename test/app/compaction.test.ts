@@ -128,7 +128,9 @@ describe('Compact reproduces the reference compaction of compaction-recovery exa
 
   it('keeps open tool calls out of the range: the balanced prefix before them is planned, a range into them is blocked', async () => {
     const app = new SessionService(new MemorySessionStore(), undefined, () => 1);
-    await app.createSession(ctx, { id: 'o' });
+    // Guard off: a guarded session refuses the user message after the open call (TOOL_RESULT_MISSING);
+    // Compact checks its own batch either way.
+    await app.createSession(ctx, { id: 'o', pairingGuard: false });
     await app.append(ctx, 'o', [
       user('a'),
       { type: 'assistant/message', data: { turn: 1, step: 1, message: { id: 'm', role: 'assistant', content: [{ type: 'tool-call', id: 'k', name: 'read', arguments: '{}' }], source: { kind: 'model', provider: 'p', model: 'm' } } }, surfaceOp: 'append' },

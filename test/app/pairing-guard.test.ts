@@ -123,9 +123,13 @@ describe('tool-pairing guard (on by default for CreateSession)', () => {
 
   it('does not blame a batch for an orphan that was already there', async () => {
     const app = service();
-    await app.createSession(ctx, { id: 'o' });
-    // A result without any call (e.g. a hand-built log), then a compaction of unrelated messages.
-    await app.append(ctx, 'o', [user('a'), toolResult('cx', 'lonely'), user('b')]);
+    // A result without any call (an imported hand-built log: imports are not checked), then a
+    // compaction of unrelated messages.
+    const lines = [
+      JSON.stringify({ type: 'session', version: 0, id: 'o', createdAt: 0 }),
+      ...[user('a'), toolResult('cx', 'lonely'), user('b')].map((c, i) => JSON.stringify({ ...c, seq: i, time: 1 })),
+    ];
+    await app.importJsonl(ctx, (async function* () { yield new TextEncoder().encode(lines.join('\n') + '\n'); })(), { pairingGuard: true });
     await app.append(ctx, 'o', [summary({ start: 0, end: 0 }, [0])]);
     await app.append(ctx, 'o', [toolResult('cx', 'pruned', { surfaceOp: rep(1, 1), sourceEventSeqs: [1] })]);
   });
@@ -180,6 +184,79 @@ describe('tool-pairing guard (on by default for CreateSession)', () => {
   });
 });
 
+async function expectRefused(app: SessionService, id: string, batch: CandidateEvent[], want: { reason: string; callId: string; callSeq?: string; index: string }): Promise<void> {
+  const before = await state(app, id);
+  const err = await app.append(ctx, id, batch).then(() => undefined, (e: unknown) => e);
+  expect(err).toBeInstanceOf(DomainError);
+  const de = err as DomainError;
+  expect({ reason: de.reason, callId: de.metadata['callId'], callSeq: de.metadata['callSeq'], index: de.metadata['index'] }, de.message).toEqual(want);
+  expect(await state(app, id)).toEqual(before);
+}
+
+describe('the guard checks appends (issue #34)', () => {
+  it('refuses a tool result whose call is nowhere on the surface (TOOL_RESULT_ORPHANED), log untouched; the same result after its call is accepted', async () => {
+    const app = service();
+    await app.createSession(ctx, { id: 's' });
+    await app.append(ctx, 's', [user('hi')]);
+    await expectRefused(app, 's', [toolResult('c9', 'out')], { reason: 'TOOL_RESULT_ORPHANED', callId: 'c9', callSeq: undefined, index: '0' });
+    // Within one batch the call may come first.
+    await app.append(ctx, 's', [caller('call', ['c9']), toolResult('c9', 'out')]);
+    expect((await app.getSurface(ctx, 's')).seqs).toEqual([0, 1, 2]);
+  });
+
+  it('refuses a message appended while a call has no result (TOOL_RESULT_MISSING with callId and callSeq), log untouched; after the result it is accepted', async () => {
+    const app = service();
+    await app.createSession(ctx, { id: 's' });
+    await app.append(ctx, 's', [user('hi'), caller('one', ['c1'])]);
+    await expectRefused(app, 's', [user('next turn')], { reason: 'TOOL_RESULT_MISSING', callId: 'c1', callSeq: '1', index: '0' });
+    await expectRefused(app, 's', [assistant('more text')], { reason: 'TOOL_RESULT_MISSING', callId: 'c1', callSeq: '1', index: '0' });
+    // The batch index names the culprit.
+    await expectRefused(app, 's', [logEvent('step/end', { turn: 1, step: 1 }), user('x')], { reason: 'TOOL_RESULT_MISSING', callId: 'c1', callSeq: '1', index: '1' });
+    await app.append(ctx, 's', [toolResult('c1', 'r1'), user('next turn')]);
+    expect((await app.getSurface(ctx, 's')).seqs).toEqual([0, 1, 2, 3]);
+  });
+
+  it('keeps the results of parallel calls legal in any order and in separate batches; a usage-only assistant message is not checked', async () => {
+    const app = service();
+    await app.createSession(ctx, { id: 'p' });
+    await app.append(ctx, 'p', [user('hi'), caller('two', ['a', 'b', 'c'])]);
+    await app.append(ctx, 'p', [toolResult('c', 'rc')]);
+    await app.append(ctx, 'p', [{ type: 'assistant/message', data: { turn: 1, step: 1, message: { id: 'usage', role: 'assistant', content: [], source: { kind: 'model', provider: 'p', model: 'm' } } }, surfaceOp: 'append' }]);
+    await expectRefused(app, 'p', [toolResult('a', 'ra'), user('too early')], { reason: 'TOOL_RESULT_MISSING', callId: 'b', callSeq: '1', index: '1' });
+    await app.append(ctx, 'p', [toolResult('a', 'ra'), toolResult('b', 'rb'), user('done')]);
+  });
+
+  it('a session with the guard off accepts both (reference behaviour); RepairSession closes the open call of an interrupted turn on a guarded one', async () => {
+    const app = service();
+    await app.createSession(ctx, { id: 'raw', pairingGuard: false });
+    await app.append(ctx, 'raw', [user('hi'), toolResult('zz', 'orphan'), caller('one', ['c1']), user('next')]);
+    await app.createSession(ctx, { id: 'g' });
+    await app.append(ctx, 'g', [logEvent('turn/start', { turn: 1 }), user('hi'), logEvent('step/start', { turn: 1, step: 1 }), caller('one', ['c1'])]);
+    await expectRefused(app, 'g', [user('next')], { reason: 'TOOL_RESULT_MISSING', callId: 'c1', callSeq: '3', index: '0' });
+    expect((await app.repair(ctx, 'g')).map((e) => e.type)).toEqual(['tool/result', 'step/end', 'turn/end']);
+    await app.append(ctx, 'g', [user('next')]);
+  });
+
+  it('after a compaction the open calls are derived again from the new surface', async () => {
+    const app = service();
+    await seeded(app, 's');
+    await app.append(ctx, 's', [summary({ start: 0, end: 3 }, [0, 1, 3]), caller('again', ['c7'])]);
+    await expectRefused(app, 's', [user('x')], { reason: 'TOOL_RESULT_MISSING', callId: 'c7', callSeq: '9', index: '0' });
+    // c1's call was compacted away: a new result for it is an orphan.
+    await expectRefused(app, 's', [toolResult('c1', 'late')], { reason: 'TOOL_RESULT_ORPHANED', callId: 'c1', callSeq: undefined, index: '0' });
+    await app.append(ctx, 's', [toolResult('c7', 'r7'), user('x')]);
+  });
+
+  it('a cold-loaded guarded session (index hydrated from the store) refuses the same append', async () => {
+    const store = new MemorySessionStore();
+    const first = new SessionService(store, undefined, () => 1_000);
+    await first.createSession(ctx, { id: 's' });
+    await first.append(ctx, 's', [user('hi'), caller('one', ['c1'])]);
+    const second = new SessionService(store, undefined, () => 1_000);
+    await expectRefused(second, 's', [user('next')], { reason: 'TOOL_RESULT_MISSING', callId: 'c1', callSeq: '1', index: '0' });
+  });
+});
+
 describe('an assistant message without calls never trips the guard', () => {
   it('plain compactions of chat turns are accepted', async () => {
     const app = service();
@@ -187,5 +264,36 @@ describe('an assistant message without calls never trips the guard', () => {
     await app.append(ctx, 'chat', [user('a'), assistant('b'), user('c'), assistant('d')]);
     await app.append(ctx, 'chat', [summary({ start: 0, end: 2 }, [0, 1, 2])]);
     expect((await app.getSurface(ctx, 'chat')).seqs).toEqual([4, 3]);
+  });
+});
+
+describe('the guard keeps appends pipelined', () => {
+  it('a second append to a guarded session reaches the store while the first is still being written', async () => {
+    let release!: () => void;
+    const gate = new Promise<void>((r) => { release = r; });
+    const reached: number[] = [];
+    class GatedStore extends MemorySessionStore {
+      override async append(...args: Parameters<MemorySessionStore['append']>): ReturnType<MemorySessionStore['append']> {
+        reached.push(args[1].events[0]!.seq);
+        if (args[1].events[0]!.seq === 2) await gate;
+        return super.append(...args);
+      }
+    }
+    const app = new SessionService(new GatedStore(), undefined, () => 1_000);
+    await app.createSession(ctx, { id: 'p' });
+    await app.append(ctx, 'p', [user('a'), caller('one', ['k'])]);
+    const tick = async (until: number): Promise<void> => {
+      for (let i = 0; i < 50 && reached.length < until; i++) await new Promise((r) => setImmediate(r));
+    };
+    const first = app.append(ctx, 'p', [toolResult('k', 'out')]);
+    await tick(2);
+    expect(reached).toEqual([0, 2]);
+    // The first batch is being written; the second is planned on it and handed to the store too.
+    const second = app.append(ctx, 'p', [user('next')]);
+    await tick(3);
+    expect(reached).toEqual([0, 2, 3]);
+    release();
+    expect((await first).seqs).toEqual([2]);
+    expect((await second).seqs).toEqual([3]);
   });
 });

@@ -207,7 +207,8 @@ describe('bad input', () => {
     expect(e2).toMatchObject({ code: status.INVALID_ARGUMENT, reason: 'DATA_TOO_DEEP', metadata: { line: '2' } });
     expect((await failure(a.getSession({ sessionId: 'deep' }))).reason).toBe('SESSION_NOT_FOUND');
     // At the limit, both forms are accepted, and what was accepted imports again.
-    await a.createSession({ sessionId: 'deep-ok' });
+    // A bare tool/result (no call): off the tool-pairing guard, which would refuse it (TOOL_RESULT_ORPHANED).
+    await a.createSession({ sessionId: 'deep-ok', pairingGuard: false });
     await a.appendEvents({ sessionId: 'deep-ok', events: [{ ...input('x/y', 0), data: { kind: { $case: 'json', value: deep(200) } } }, { ...meta, data: { kind: { ...meta.data!.kind!, value: { ...(meta.data!.kind!.value as object), metaJson: deep(190) } } as never } }] });
     const exported = await a.exportSession('deep-ok');
     await a.deleteSession({ sessionId: 'deep-ok' });

@@ -138,4 +138,28 @@ describe('@palimpsest/client compaction and pruning (TypeScript)', () => {
     const o1 = await toolTurn(c, other, 1, 'README.md');
     expect(await c.append(other, bad)).toEqual([o1.head + 1]);
   });
+
+  it('messages({format}) renders the model history for a provider; importMessages writes a conversation that renders back to itself', async () => {
+    const id = sid();
+    await c.createSession(id);
+    await toolTurn(c, id, 1, 'README.md');
+    const msgs = await c.messages(id, { format: 'gemini' }) as { role: string; parts: Record<string, { id?: string }>[] }[];
+    expect(msgs.map((m) => m.role)).toEqual(['user', 'model', 'user']);
+    expect(msgs[1]!.parts[0]!['functionCall']?.id).toBe('c1');
+    expect(msgs[2]!.parts[0]!['functionResponse']?.id).toBe('c1');
+    const rendered = await c.renderedMessages(id, 'openai-responses');
+    expect(rendered.map((r) => (r.message as { type: string }).type)).toEqual(['message', 'function_call', 'function_call_output']);
+    const other = sid();
+    await c.createSession(other);
+    const x = [
+      { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'hi' }] },
+      { type: 'function_call', call_id: 'k', name: 'read', arguments: '{}' },
+      { type: 'function_call_output', call_id: 'k', output: 'out' },
+      { type: 'message', role: 'assistant', content: 'done' },
+    ];
+    expect(await c.importMessages(other, 'openai-responses', x)).toEqual([0, 1, 2, 3, 4]);
+    expect(await c.messages(other, { format: 'openai-responses' })).toEqual(x);
+    const bad = await rejection(c.importMessages(other, 'openai-responses', [{ type: 'function_call_output', call_id: 'ghost', output: 'x' }]));
+    expect([bad.code, bad.reason, bad.metadata['index']]).toEqual(['INVALID_ARGUMENT', 'IMPORT_MESSAGES_INVALID', '0']);
+  });
 });

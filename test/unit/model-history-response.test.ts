@@ -7,7 +7,7 @@ import { modelHistoryResponse } from '../../src/server/handlers.js';
 import { estimateMessageTokens } from '../../src/domain/token-estimate.js';
 
 const expected = (messages: { seq: number; message: Json }[], headSeq: number | undefined): Buffer =>
-  Buffer.from(GetMessagesResponse.encode({ messages: messages.map((m) => ({ seq: m.seq, messageJson: JSON.stringify(m.message), message: undefined, tokens: estimateMessageTokens(m.message) })), headSeq, nextPageToken: '' }).finish());
+  Buffer.from(GetMessagesResponse.encode({ messages: messages.map((m) => ({ seq: m.seq, messageJson: JSON.stringify(m.message), message: undefined, tokens: estimateMessageTokens(m.message) })), headSeq, nextPageToken: '', rendered: [] }).finish());
 
 describe('modelHistoryResponse', () => {
   it('equals the generated encoding, also when cached entries are reused or a message moves to another seq', () => {

@@ -17,7 +17,7 @@ describe('passThrough', () => {
     }).finish(), SubscribeSurfaceResponseSchema],
     ['a caught-up signal with no cursor', SubscribeSurfaceResponse.encode({ cursor: undefined, kind: { $case: 'caughtUp', value: {} }, event: undefined, message: undefined }).finish(), SubscribeSurfaceResponseSchema],
     ['an empty message', new Uint8Array(0), GetMessagesResponseSchema],
-    ['a large page', GetMessagesResponse.encode({ messages: Array.from({ length: 500 }, (_, i) => ({ seq: i, messageJson: `{"id":"m${i}","text":"${'x'.repeat(i)}"}`, message: undefined, tokens: i })), headSeq: 499, nextPageToken: 't' }).finish(), GetMessagesResponseSchema],
+    ['a large page', GetMessagesResponse.encode({ messages: Array.from({ length: 500 }, (_, i) => ({ seq: i, messageJson: `{"id":"m${i}","text":"${'x'.repeat(i)}"}`, message: undefined, tokens: i })), headSeq: 499, nextPageToken: 't', rendered: [] }).finish(), GetMessagesResponseSchema],
     ['a field number with a two-byte tag (unknown to the schema)', Uint8Array.from([0xa2, 0x01, 0x02, 0x68, 0x69]), GetMessagesResponseSchema],
   ];
   for (const [name, bytes, schema] of cases) {

@@ -236,8 +236,24 @@ func (c *Client) GetSurface(ctx context.Context, id string, opts ...ReadOption) 
 
 // Messages returns the model history (transcript = what a human reads), each
 // message as its JSON.
-// AsOf(seq) returns them as they were right after that event.
+// AsOf(seq) returns them as they were right after that event; Format(name)
+// returns the model history as that provider's request messages (see
+// RenderedMessages).
 func (c *Client) Messages(ctx context.Context, id string, transcript bool, opts ...ReadOption) ([]map[string]any, error) {
+	if o := readOptions(opts); o.format != "" {
+		if transcript {
+			return nil, fmt.Errorf("palimpsest: Format renders the model history; the transcript has no provider format")
+		}
+		rendered, err := c.RenderedMessages(ctx, id, o.format, opts...)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]map[string]any, len(rendered))
+		for i, r := range rendered {
+			out[i] = r.Message
+		}
+		return out, nil
+	}
 	view := pb.MessageView_MESSAGE_VIEW_MODEL_HISTORY
 	if transcript {
 		view = pb.MessageView_MESSAGE_VIEW_TRANSCRIPT

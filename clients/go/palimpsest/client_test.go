@@ -241,8 +241,9 @@ func TestUnavailableIsRetried(t *testing.T) {
 	if p.accepted.Load() < 2 {
 		t.Fatalf("accepted %d: the first attempt was not refused", p.accepted.Load())
 	}
-	plain := dial(t, p.ln.Addr().String(), WithRetries(1))
+	// Refuse first: the client connects as soon as it is dialled.
 	p.refuse.Store(1)
+	plain := dial(t, p.ln.Addr().String(), WithRetries(1))
 	if _, err := plain.GetSurface(ctx, id); asErr(t, err).CodeName != "UNAVAILABLE" {
 		t.Fatalf("without retries: %v", err)
 	}

@@ -28,7 +28,11 @@ func WithStrict() SessionOption { return func(r *pb.CreateSessionRequest) { r.St
 // ReadOption configures GetSurface and Messages.
 type ReadOption func(*readOpts)
 
-type readOpts struct{ asOfSeq *uint64 }
+type readOpts struct {
+	asOfSeq      *uint64
+	format       string
+	dropUnpaired bool
+}
 
 // AsOf reads the surface or the messages as they were right after event seq
 // (time travel; OUT_OF_RANGE / AS_OF_SEQ_AFTER_HEAD past the head).

@@ -56,7 +56,8 @@ func TestExportThenImport(t *testing.T) {
 	if err := c.ExportSession(ctx, id, &file); err != nil {
 		t.Fatal(err)
 	}
-	if lines := strings.Count(file.String(), "\n"); lines != 4 {
+	// The header, three events and the session metadata line (labels, pairing guard).
+	if lines := strings.Count(file.String(), "\n"); lines != 5 {
 		t.Fatalf("%d lines:\n%s", lines, file.String())
 	}
 	copyID := id + "-copy"

@@ -56,7 +56,7 @@ def test_a_runner_sees_the_whole_history_on_every_turn(client: Client, session_i
     items = asyncio.run(session.get_items())
     assert len(items) == 8 and items[4] == {"role": "user", "content": "second"}
     # The items are in the log verbatim, one atomic batch per add_items call.
-    logged = [e for e in client.events(session_id)]
+    logged = [e for e in client.events(session_id, types=[ITEMS, POP, CLEAR])]
     assert [e.type for e in logged] == [ITEMS, ITEMS]
     assert event_json(logged[0])["items"] == items[:4]
     assert dict(client.get_session(session_id).labels) == {"client": "openai-agents"}
@@ -107,7 +107,7 @@ def test_pop_item_removes_the_most_recent_item(client: Client, session_id: str) 
         assert await session.pop_item() is None
 
     asyncio.run(main())
-    types = [e.type for e in client.events(session_id)]
+    types = [e.type for e in client.events(session_id, types=[ITEMS, POP, CLEAR])]
     assert types == [ITEMS, POP, ITEMS, POP, POP]  # the popped items stay in the log
 
 
@@ -136,7 +136,7 @@ def test_clear_session_removes_every_item_and_later_adds_start_fresh(client: Cli
 
     asyncio.run(main())
     assert model.inputs[1] == [{"role": "user", "content": "after"}]
-    assert [e.type for e in client.events(session_id)] == [ITEMS, CLEAR, ITEMS]
+    assert [e.type for e in client.events(session_id, types=[ITEMS, POP, CLEAR])] == [ITEMS, CLEAR, ITEMS]
 
 
 def test_an_item_that_is_not_json_is_refused_before_anything_is_written(client: Client, session_id: str) -> None:
@@ -145,7 +145,7 @@ def test_an_item_that_is_not_json_is_refused_before_anything_is_written(client: 
         asyncio.run(session.add_items([{"role": "user", "content": object()}]))
     assert client.head(session_id) == -1
     asyncio.run(session.add_items([{"role": "user", "content": "fine"}]))
-    assert client.head(session_id) == 0
+    assert client.head(session_id) == 1  # the user/message on the surface, then the item record
 
 
 def test_errors_other_than_an_existing_session_surface(address: str) -> None:
@@ -154,3 +154,67 @@ def test_errors_other_than_an_existing_session_surface(address: str) -> None:
         with pytest.raises(PalimpsestError) as info:
             asyncio.run(session.get_items())
         assert info.value.code == "INVALID_ARGUMENT"
+
+
+def test_the_items_have_a_model_history_and_render_back_as_responses_items(client: Client, session_id: str) -> None:
+    session = PalimpsestSession(session_id, client)
+    model = EchoModel()
+
+    async def main() -> None:
+        await run_turn(session, model, "first")
+        await session.add_items([{"type": "reasoning", "id": "rs_1", "summary": []}])  # no surface meaning
+        await run_turn(session, model, "second")
+
+    asyncio.run(main())
+    history = client.messages(session_id)
+    assert [m["role"] for m in history] == ["user", "assistant", "user", "assistant", "user", "assistant", "user", "assistant"]
+    assert history[1]["content"] == [{"type": "tool-call", "id": "call_1", "name": "lookup", "arguments": '{"q":"first"}'}]
+    items = client.messages(session_id, format="openai-responses")
+    assert items[0] == {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "first"}]}
+    assert items[1] == {"type": "function_call", "call_id": "call_1", "name": "lookup", "arguments": '{"q":"first"}'}
+    assert items[2] == {"type": "function_call_output", "call_id": "call_1", "output": "found first"}
+    assert items[3] == {"type": "message", "role": "assistant", "content": "echo: first"}
+    assert len(items) == 8
+    # The rendered seqs point at the surface events.
+    seqs = [s for s, _ in client.rendered_messages(session_id, "anthropic")]
+    assert all(len(s) >= 1 for s in seqs)
+
+
+def test_get_items_reads_only_new_events(client: Client, session_id: str) -> None:
+    session = PalimpsestSession(session_id, client)
+    asyncio.run(session.add_items([{"role": "user", "content": "a"}]))
+    assert asyncio.run(session.get_items()) == [{"role": "user", "content": "a"}]
+    calls: List[Any] = []
+    original = client.events
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        calls.append(kwargs.get("after"))
+        return original(*args, **kwargs)
+
+    client.events = spy  # type: ignore[method-assign]
+    try:
+        asyncio.run(session.add_items([{"role": "user", "content": "b"}]))
+        assert asyncio.run(session.get_items()) == [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}]
+        assert asyncio.run(session.get_items(limit=1)) == [{"role": "user", "content": "b"}]
+    finally:
+        client.events = original  # type: ignore[method-assign]
+    # The second read started after the seq the first one saw; the third read nothing.
+    assert len(calls) == 1 and calls[0] is not None and calls[0] >= 1
+
+
+def test_messages_in_a_provider_format_and_import_messages(client: Client, session_id: str) -> None:
+    client.create_session(session_id)
+    seqs = client.import_messages(session_id, "anthropic", [
+        {"role": "user", "content": [{"type": "text", "text": "hi"}]},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "read", "input": {"p": 1}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": [{"type": "text", "text": "ok"}]}]},
+    ])
+    assert seqs == [0, 1, 2, 3]
+    gemini = client.messages(session_id, format="gemini")
+    assert gemini[1] == {"role": "model", "parts": [{"functionCall": {"id": "toolu_1", "name": "read", "args": {"p": 1}}}]}
+    assert gemini[2] == {"role": "user", "parts": [{"functionResponse": {"id": "toolu_1", "name": "read", "response": {"output": "ok"}}}]}
+    with pytest.raises(ValueError):
+        client.messages(session_id, format="cohere")
+    with pytest.raises(PalimpsestError) as e:
+        client.import_messages(session_id, "openai-chat", [{"role": "tool", "tool_call_id": "ghost", "content": "x"}])
+    assert e.value.reason == "IMPORT_MESSAGES_INVALID"

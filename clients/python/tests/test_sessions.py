@@ -50,7 +50,7 @@ def test_export_then_import_streamed(client: Client, session_id: str) -> None:
     client.create_session(session_id)
     client.append(session_id, [ev.turn_start(1), ev.user_message("hi", id="u1"), ev.turn_end(1)])
     data = b"".join(client.export_session(session_id))
-    assert data.count(b"\n") == 4  # the header and three events
+    assert data.count(b"\n") == 5  # the header, three events and the session metadata line
     copy = f"{session_id}-copy"
     res = client.import_session((data[i:i + 7] for i in range(0, len(data), 7)), copy)
     assert (res.session.id, res.session.head_seq, res.uncommitted_tail_bytes) == (copy, 2, 0)

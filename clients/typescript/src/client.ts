@@ -15,7 +15,7 @@ import type { EventInput, SessionEvent } from './gen/palimpsest/v1/event.js';
 import type { Session } from './gen/palimpsest/v1/session.js';
 import type { TokenUsage } from './gen/palimpsest/v1/content.js';
 import {
-  DataFormat, Direction, MessageView, PruneToolResultsRequest_Marker, SessionChangeKind, SessionServiceClient, type CompactResponse, type ExportSessionResponse,
+  DataFormat, Direction, MessageFormat, MessageView, PruneToolResultsRequest_Marker, SessionChangeKind, SessionServiceClient, type CompactResponse, type ExportSessionResponse,
   type ImportSessionRequest, type ImportSessionResponse, type PlanCompactionRequest, type PlanCompactionResponse, type PruneToolResultsResponse,
   type SubscribeSessionsRequest, type SubscribeSessionsResponse, type SubscribeSurfaceRequest, type SubscribeSurfaceResponse,
 } from './gen/palimpsest/v1/service.js';
@@ -243,6 +243,22 @@ function wait(ms: number, signal: AbortSignal | undefined): Promise<void> {
 }
 
 /** A connection to a Palimpsest server. */
+/** A provider format of `messages({format})` and `importMessages` (docs/providers.md). */
+export type ProviderFormatName = 'openai-chat' | 'openai-responses' | 'anthropic' | 'gemini';
+
+const MESSAGE_FORMATS: Record<ProviderFormatName, MessageFormat> = {
+  'openai-chat': MessageFormat.MESSAGE_FORMAT_OPENAI_CHAT,
+  'openai-responses': MessageFormat.MESSAGE_FORMAT_OPENAI_RESPONSES,
+  anthropic: MessageFormat.MESSAGE_FORMAT_ANTHROPIC,
+  gemini: MessageFormat.MESSAGE_FORMAT_GEMINI,
+};
+
+function messageFormatOf(name: ProviderFormatName): MessageFormat {
+  const f = MESSAGE_FORMATS[name];
+  if (f === undefined) throw new TypeError(`unknown format ${JSON.stringify(name)}; use one of ${Object.keys(MESSAGE_FORMATS).join(', ')}`);
+  return f;
+}
+
 export class PalimpsestClient {
   /** The generated client, for calls this layer does not wrap. */
   readonly raw: SessionServiceClient;
@@ -341,12 +357,37 @@ export class PalimpsestClient {
 
   /**
    * The model history (or with `transcript`, what a human reads), each message as its JSON;
-   * `asOfSeq`: as it was right after that event.
+   * `asOfSeq`: as it was right after that event. With `format`, the model history as that
+   * provider's request messages (see {@link renderedMessages} for the seqs of each).
    */
-  async messages(sessionId: string, opts: { transcript?: boolean; asOfSeq?: number } = {}): Promise<Message[]> {
+  async messages(sessionId: string, opts?: { transcript?: boolean; asOfSeq?: number }): Promise<Message[]>;
+  async messages(sessionId: string, opts: { asOfSeq?: number; format: ProviderFormatName; dropUnpaired?: boolean }): Promise<unknown[]>;
+  async messages(sessionId: string, opts: { transcript?: boolean; asOfSeq?: number; format?: ProviderFormatName; dropUnpaired?: boolean } = {}): Promise<Message[] | unknown[]> {
+    if (opts.format !== undefined) return (await this.renderedMessages(sessionId, opts.format, opts)).map((m) => m.message);
     const view = opts.transcript ? MessageView.MESSAGE_VIEW_TRANSCRIPT : MessageView.MESSAGE_VIEW_MODEL_HISTORY;
-    const res = await this.unary(this.raw.getMessages, { sessionId, view, typed: false, pageSize: 0, pageToken: '', asOfSeq: opts.asOfSeq });
+    const res = await this.unary(this.raw.getMessages, { sessionId, view, typed: false, pageSize: 0, pageToken: '', asOfSeq: opts.asOfSeq, format: 0, dropUnpaired: false });
     return res.messages.map((m) => JSON.parse(m.messageJson) as Message);
+  }
+
+  /**
+   * The model history rendered as a provider's request messages (`messages({format})`), each with
+   * the seqs it was rendered from. FAILED_PRECONDITION / HISTORY_NOT_RENDERABLE when the provider
+   * would refuse the history, unless `dropUnpaired` (docs/providers.md).
+   */
+  async renderedMessages(sessionId: string, format: ProviderFormatName, opts: { asOfSeq?: number; dropUnpaired?: boolean } = {}): Promise<{ seqs: number[]; message: unknown }[]> {
+    const res = await this.unary(this.raw.getMessages, {
+      sessionId, view: MessageView.MESSAGE_VIEW_MODEL_HISTORY, typed: false, pageSize: 0, pageToken: '', asOfSeq: opts.asOfSeq, format: messageFormatOf(format), dropUnpaired: opts.dropUnpaired ?? false,
+    });
+    return res.rendered.map((m) => ({ seqs: m.seqs, message: JSON.parse(m.providerJson) as unknown }));
+  }
+
+  /**
+   * Appends a conversation given in a provider's format (its messages / input items / contents) to
+   * an existing session as the events the reference writes, and returns their seqs.
+   */
+  async importMessages(sessionId: string, format: ProviderFormatName, messages: readonly unknown[], opts: { provider?: string; model?: string } = {}): Promise<number[]> {
+    const res = await this.unary(this.raw.importMessages, { sessionId, format: messageFormatOf(format), messagesJson: JSON.stringify(messages), provider: opts.provider ?? '', model: opts.model ?? '' });
+    return res.seqs;
   }
 
   /**

@@ -9,7 +9,7 @@
  */
 export {
   PalimpsestClient, SERVICE_CONFIG, type ClientOptions, type CompactionBudget, type CompactOptions, type ImportOptions, type PlanOptions, type PruneOptions,
-  type SessionFeedItem, type SubscribeOptions, type SubscribeSessionsOptions, type SurfaceDelta, type TlsFiles,
+  type ProviderFormatName, type SessionFeedItem, type SubscribeOptions, type SubscribeSessionsOptions, type SurfaceDelta, type TlsFiles,
 } from './client.js';
 export { PalimpsestError, toPalimpsestError, type Violation } from './errors.js';
 export * as events from './events.js';

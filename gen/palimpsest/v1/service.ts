@@ -161,6 +161,70 @@ export function messageViewToJSON(object: MessageView): string {
   }
 }
 
+/** The shape GetMessages returns the model history in. */
+export enum MessageFormat {
+  /** MESSAGE_FORMAT_UNSPECIFIED - Today's shape: the DSH messages as stored (same as MESSAGE_FORMAT_DSH). */
+  MESSAGE_FORMAT_UNSPECIFIED = 0,
+  /** MESSAGE_FORMAT_DSH - The DSH messages as stored (the reference runtime's message shape). */
+  MESSAGE_FORMAT_DSH = 1,
+  /** MESSAGE_FORMAT_OPENAI_CHAT - OpenAI Chat Completions `messages` (ChatCompletionMessageParam). */
+  MESSAGE_FORMAT_OPENAI_CHAT = 2,
+  /** MESSAGE_FORMAT_OPENAI_RESPONSES - OpenAI Responses `input` items (ResponseInputItem). */
+  MESSAGE_FORMAT_OPENAI_RESPONSES = 3,
+  /** MESSAGE_FORMAT_ANTHROPIC - Anthropic Messages `messages` (MessageParam). */
+  MESSAGE_FORMAT_ANTHROPIC = 4,
+  /** MESSAGE_FORMAT_GEMINI - Gemini `contents` (Content). */
+  MESSAGE_FORMAT_GEMINI = 5,
+  UNRECOGNIZED = -1,
+}
+
+export function messageFormatFromJSON(object: any): MessageFormat {
+  switch (object) {
+    case 0:
+    case "MESSAGE_FORMAT_UNSPECIFIED":
+      return MessageFormat.MESSAGE_FORMAT_UNSPECIFIED;
+    case 1:
+    case "MESSAGE_FORMAT_DSH":
+      return MessageFormat.MESSAGE_FORMAT_DSH;
+    case 2:
+    case "MESSAGE_FORMAT_OPENAI_CHAT":
+      return MessageFormat.MESSAGE_FORMAT_OPENAI_CHAT;
+    case 3:
+    case "MESSAGE_FORMAT_OPENAI_RESPONSES":
+      return MessageFormat.MESSAGE_FORMAT_OPENAI_RESPONSES;
+    case 4:
+    case "MESSAGE_FORMAT_ANTHROPIC":
+      return MessageFormat.MESSAGE_FORMAT_ANTHROPIC;
+    case 5:
+    case "MESSAGE_FORMAT_GEMINI":
+      return MessageFormat.MESSAGE_FORMAT_GEMINI;
+    case -1:
+    case "UNRECOGNIZED":
+    default:
+      return MessageFormat.UNRECOGNIZED;
+  }
+}
+
+export function messageFormatToJSON(object: MessageFormat): string {
+  switch (object) {
+    case MessageFormat.MESSAGE_FORMAT_UNSPECIFIED:
+      return "MESSAGE_FORMAT_UNSPECIFIED";
+    case MessageFormat.MESSAGE_FORMAT_DSH:
+      return "MESSAGE_FORMAT_DSH";
+    case MessageFormat.MESSAGE_FORMAT_OPENAI_CHAT:
+      return "MESSAGE_FORMAT_OPENAI_CHAT";
+    case MessageFormat.MESSAGE_FORMAT_OPENAI_RESPONSES:
+      return "MESSAGE_FORMAT_OPENAI_RESPONSES";
+    case MessageFormat.MESSAGE_FORMAT_ANTHROPIC:
+      return "MESSAGE_FORMAT_ANTHROPIC";
+    case MessageFormat.MESSAGE_FORMAT_GEMINI:
+      return "MESSAGE_FORMAT_GEMINI";
+    case MessageFormat.UNRECOGNIZED:
+    default:
+      return "UNRECOGNIZED";
+  }
+}
+
 /** What kind of change a SessionChange reports. */
 export enum SessionChangeKind {
   /** SESSION_CHANGE_KIND_UNSPECIFIED - Not sent. */
@@ -464,7 +528,38 @@ export interface GetMessagesRequest {
    * the surface replayed from the log, then the data of its events only);
    * unset = now. Must not exceed the head (AS_OF_SEQ_AFTER_HEAD).
    */
-  asOfSeq?: number | undefined;
+  asOfSeq?:
+    | number
+    | undefined;
+  /**
+   * Render the model history for a provider: the answer is in
+   * `GetMessagesResponse.rendered` (one provider message per entry) and
+   * pages count rendered messages. UNSPECIFIED and DSH return today's shape
+   * in `messages`. Only with MESSAGE_VIEW_MODEL_HISTORY.
+   */
+  format: MessageFormat;
+  /**
+   * With `format`: repair in the rendering instead of refusing with
+   * HISTORY_NOT_RENDERABLE: tool results without their call are left out and
+   * calls without a result are answered with the text RepairSession writes
+   * (TOOL_OUTCOME_UNKNOWN, is_error). The log is not changed.
+   */
+  dropUnpaired: boolean;
+}
+
+/** One message of the model history in a provider's format. */
+export interface RenderedMessage {
+  /**
+   * The provider message as JSON text (one element of the provider's
+   * messages / input / contents array).
+   */
+  providerJson: string;
+  /**
+   * The seqs of the surface events this message was rendered from,
+   * ascending (several when adjacent messages were merged; none for a
+   * result written by `drop_unpaired`).
+   */
+  seqs: number[];
 }
 
 /** One derived message and the event it comes from. */
@@ -497,6 +592,11 @@ export interface GetMessagesResponse {
     | undefined;
   /** Token for the next page; empty on the last page (and when page_size is 0). */
   nextPageToken: string;
+  /**
+   * With `GetMessagesRequest.format`: the model history in that format
+   * (then `messages` is empty).
+   */
+  rendered: RenderedMessage[];
 }
 
 /** Request for ForkSession. */
@@ -1141,6 +1241,37 @@ export interface PruneToolResultsResponse {
   surfaceLength: number;
   /** True if this answers a retried idempotent request. */
   replayed: boolean;
+}
+
+/** Request for ImportMessages. */
+export interface ImportMessagesRequest {
+  /** The session to append to (it must exist). */
+  sessionId: string;
+  /**
+   * The format of `messages_json`; UNSPECIFIED and DSH are refused
+   * (FORMAT_UNSPECIFIED: append DSH events with AppendEvents).
+   */
+  format: MessageFormat;
+  /**
+   * The provider's messages as one JSON array: Chat Completions `messages`,
+   * Responses `input` items, Anthropic `messages` or Gemini `contents`.
+   */
+  messagesJson: string;
+  /**
+   * `source.provider` of the imported assistant messages; empty = the
+   * format's provider (openai, anthropic, google).
+   */
+  provider: string;
+  /** `source.model` of the imported assistant messages; empty = "imported". */
+  model: string;
+}
+
+/** Response for ImportMessages. */
+export interface ImportMessagesResponse {
+  /** The seqs of the events written, in order. */
+  seqs: number[];
+  /** Seq of the session's last event after the import. */
+  headSeq: number;
 }
 
 function createBaseCreateSessionRequest(): CreateSessionRequest {
@@ -3188,7 +3319,16 @@ export const GetSurfaceResponse: MessageFns<GetSurfaceResponse> = {
 };
 
 function createBaseGetMessagesRequest(): GetMessagesRequest {
-  return { sessionId: "", view: 0, typed: false, pageSize: 0, pageToken: "", asOfSeq: undefined };
+  return {
+    sessionId: "",
+    view: 0,
+    typed: false,
+    pageSize: 0,
+    pageToken: "",
+    asOfSeq: undefined,
+    format: 0,
+    dropUnpaired: false,
+  };
 }
 
 export const GetMessagesRequest: MessageFns<GetMessagesRequest> = {
@@ -3210,6 +3350,12 @@ export const GetMessagesRequest: MessageFns<GetMessagesRequest> = {
     }
     if (message.asOfSeq !== undefined) {
       writer.uint32(48).uint64(message.asOfSeq);
+    }
+    if (message.format !== 0) {
+      writer.uint32(56).int32(message.format);
+    }
+    if (message.dropUnpaired !== false) {
+      writer.uint32(64).bool(message.dropUnpaired);
     }
     return writer;
   },
@@ -3275,6 +3421,22 @@ export const GetMessagesRequest: MessageFns<GetMessagesRequest> = {
             message.asOfSeq = longToNumber(reader.uint64());
             continue;
           }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.format = reader.int32() as any;
+            continue;
+          }
+          case 8: {
+            if (tag !== 64) {
+              break;
+            }
+
+            message.dropUnpaired = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3311,6 +3473,12 @@ export const GetMessagesRequest: MessageFns<GetMessagesRequest> = {
         : isSet(object.as_of_seq)
         ? globalThis.Number(object.as_of_seq)
         : undefined,
+      format: isSet(object.format) ? messageFormatFromJSON(object.format) : 0,
+      dropUnpaired: isSet(object.dropUnpaired)
+        ? globalThis.Boolean(object.dropUnpaired)
+        : isSet(object.drop_unpaired)
+        ? globalThis.Boolean(object.drop_unpaired)
+        : false,
     };
   },
 
@@ -3334,6 +3502,12 @@ export const GetMessagesRequest: MessageFns<GetMessagesRequest> = {
     if (message.asOfSeq !== undefined) {
       obj.asOfSeq = Math.round(message.asOfSeq);
     }
+    if (message.format !== 0) {
+      obj.format = messageFormatToJSON(message.format);
+    }
+    if (message.dropUnpaired !== false) {
+      obj.dropUnpaired = message.dropUnpaired;
+    }
     return obj;
   },
 
@@ -3348,6 +3522,111 @@ export const GetMessagesRequest: MessageFns<GetMessagesRequest> = {
     message.pageSize = object.pageSize ?? 0;
     message.pageToken = object.pageToken ?? "";
     message.asOfSeq = object.asOfSeq ?? undefined;
+    message.format = object.format ?? 0;
+    message.dropUnpaired = object.dropUnpaired ?? false;
+    return message;
+  },
+};
+
+function createBaseRenderedMessage(): RenderedMessage {
+  return { providerJson: "", seqs: [] };
+}
+
+export const RenderedMessage: MessageFns<RenderedMessage> = {
+  encode(message: RenderedMessage, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.providerJson !== "") {
+      writer.uint32(10).string(message.providerJson);
+    }
+    if (message.seqs.length !== 0) {
+      writer.uint32(18).fork();
+      for (const v of message.seqs) {
+        writer.uint64(v);
+      }
+      writer.join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): RenderedMessage {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseRenderedMessage();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.providerJson = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag === 16) {
+              message.seqs.push(longToNumber(reader.uint64()));
+
+              continue;
+            }
+
+            if (tag === 18) {
+              const end2 = reader.uint32() + reader.pos;
+              while (reader.pos < end2) {
+                message.seqs.push(longToNumber(reader.uint64()));
+              }
+
+              continue;
+            }
+
+            break;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): RenderedMessage {
+    return {
+      providerJson: isSet(object.providerJson)
+        ? globalThis.String(object.providerJson)
+        : isSet(object.provider_json)
+        ? globalThis.String(object.provider_json)
+        : "",
+      seqs: globalThis.Array.isArray(object?.seqs) ? object.seqs.map((e: any) => globalThis.Number(e)) : [],
+    };
+  },
+
+  toJSON(message: RenderedMessage): unknown {
+    const obj: any = {};
+    if (message.providerJson !== "") {
+      obj.providerJson = message.providerJson;
+    }
+    if (message.seqs?.length) {
+      obj.seqs = message.seqs.map((e) => Math.round(e));
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<RenderedMessage>, I>>(base?: I): RenderedMessage {
+    return RenderedMessage.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<RenderedMessage>, I>>(object: I): RenderedMessage {
+    const message = createBaseRenderedMessage();
+    message.providerJson = object.providerJson ?? "";
+    message.seqs = object.seqs?.map((e) => e) || [];
     return message;
   },
 };
@@ -3476,7 +3755,7 @@ export const DerivedMessage: MessageFns<DerivedMessage> = {
 };
 
 function createBaseGetMessagesResponse(): GetMessagesResponse {
-  return { messages: [], headSeq: undefined, nextPageToken: "" };
+  return { messages: [], headSeq: undefined, nextPageToken: "", rendered: [] };
 }
 
 export const GetMessagesResponse: MessageFns<GetMessagesResponse> = {
@@ -3489,6 +3768,9 @@ export const GetMessagesResponse: MessageFns<GetMessagesResponse> = {
     }
     if (message.nextPageToken !== "") {
       writer.uint32(26).string(message.nextPageToken);
+    }
+    for (const v of message.rendered) {
+      RenderedMessage.encode(v!, writer.uint32(34).fork()).join();
     }
     return writer;
   },
@@ -3530,6 +3812,14 @@ export const GetMessagesResponse: MessageFns<GetMessagesResponse> = {
             message.nextPageToken = reader.string();
             continue;
           }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.rendered.push(RenderedMessage.decode(reader, reader.uint32()));
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3557,6 +3847,9 @@ export const GetMessagesResponse: MessageFns<GetMessagesResponse> = {
         : isSet(object.next_page_token)
         ? globalThis.String(object.next_page_token)
         : "",
+      rendered: globalThis.Array.isArray(object?.rendered)
+        ? object.rendered.map((e: any) => RenderedMessage.fromJSON(e))
+        : [],
     };
   },
 
@@ -3571,6 +3864,9 @@ export const GetMessagesResponse: MessageFns<GetMessagesResponse> = {
     if (message.nextPageToken !== "") {
       obj.nextPageToken = message.nextPageToken;
     }
+    if (message.rendered?.length) {
+      obj.rendered = message.rendered.map((e) => RenderedMessage.toJSON(e));
+    }
     return obj;
   },
 
@@ -3582,6 +3878,7 @@ export const GetMessagesResponse: MessageFns<GetMessagesResponse> = {
     message.messages = object.messages?.map((e) => DerivedMessage.fromPartial(e)) || [];
     message.headSeq = object.headSeq ?? undefined;
     message.nextPageToken = object.nextPageToken ?? "";
+    message.rendered = object.rendered?.map((e) => RenderedMessage.fromPartial(e)) || [];
     return message;
   },
 };
@@ -8898,6 +9195,250 @@ export const PruneToolResultsResponse: MessageFns<PruneToolResultsResponse> = {
   },
 };
 
+function createBaseImportMessagesRequest(): ImportMessagesRequest {
+  return { sessionId: "", format: 0, messagesJson: "", provider: "", model: "" };
+}
+
+export const ImportMessagesRequest: MessageFns<ImportMessagesRequest> = {
+  encode(message: ImportMessagesRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.sessionId !== "") {
+      writer.uint32(10).string(message.sessionId);
+    }
+    if (message.format !== 0) {
+      writer.uint32(16).int32(message.format);
+    }
+    if (message.messagesJson !== "") {
+      writer.uint32(26).string(message.messagesJson);
+    }
+    if (message.provider !== "") {
+      writer.uint32(34).string(message.provider);
+    }
+    if (message.model !== "") {
+      writer.uint32(42).string(message.model);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ImportMessagesRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseImportMessagesRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.sessionId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.format = reader.int32() as any;
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.messagesJson = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.provider = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.model = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ImportMessagesRequest {
+    return {
+      sessionId: isSet(object.sessionId)
+        ? globalThis.String(object.sessionId)
+        : isSet(object.session_id)
+        ? globalThis.String(object.session_id)
+        : "",
+      format: isSet(object.format) ? messageFormatFromJSON(object.format) : 0,
+      messagesJson: isSet(object.messagesJson)
+        ? globalThis.String(object.messagesJson)
+        : isSet(object.messages_json)
+        ? globalThis.String(object.messages_json)
+        : "",
+      provider: isSet(object.provider) ? globalThis.String(object.provider) : "",
+      model: isSet(object.model) ? globalThis.String(object.model) : "",
+    };
+  },
+
+  toJSON(message: ImportMessagesRequest): unknown {
+    const obj: any = {};
+    if (message.sessionId !== "") {
+      obj.sessionId = message.sessionId;
+    }
+    if (message.format !== 0) {
+      obj.format = messageFormatToJSON(message.format);
+    }
+    if (message.messagesJson !== "") {
+      obj.messagesJson = message.messagesJson;
+    }
+    if (message.provider !== "") {
+      obj.provider = message.provider;
+    }
+    if (message.model !== "") {
+      obj.model = message.model;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ImportMessagesRequest>, I>>(base?: I): ImportMessagesRequest {
+    return ImportMessagesRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ImportMessagesRequest>, I>>(object: I): ImportMessagesRequest {
+    const message = createBaseImportMessagesRequest();
+    message.sessionId = object.sessionId ?? "";
+    message.format = object.format ?? 0;
+    message.messagesJson = object.messagesJson ?? "";
+    message.provider = object.provider ?? "";
+    message.model = object.model ?? "";
+    return message;
+  },
+};
+
+function createBaseImportMessagesResponse(): ImportMessagesResponse {
+  return { seqs: [], headSeq: 0 };
+}
+
+export const ImportMessagesResponse: MessageFns<ImportMessagesResponse> = {
+  encode(message: ImportMessagesResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.seqs.length !== 0) {
+      writer.uint32(10).fork();
+      for (const v of message.seqs) {
+        writer.uint64(v);
+      }
+      writer.join();
+    }
+    if (message.headSeq !== 0) {
+      writer.uint32(16).uint64(message.headSeq);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): ImportMessagesResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseImportMessagesResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag === 8) {
+              message.seqs.push(longToNumber(reader.uint64()));
+
+              continue;
+            }
+
+            if (tag === 10) {
+              const end2 = reader.uint32() + reader.pos;
+              while (reader.pos < end2) {
+                message.seqs.push(longToNumber(reader.uint64()));
+              }
+
+              continue;
+            }
+
+            break;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.headSeq = longToNumber(reader.uint64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): ImportMessagesResponse {
+    return {
+      seqs: globalThis.Array.isArray(object?.seqs) ? object.seqs.map((e: any) => globalThis.Number(e)) : [],
+      headSeq: isSet(object.headSeq)
+        ? globalThis.Number(object.headSeq)
+        : isSet(object.head_seq)
+        ? globalThis.Number(object.head_seq)
+        : 0,
+    };
+  },
+
+  toJSON(message: ImportMessagesResponse): unknown {
+    const obj: any = {};
+    if (message.seqs?.length) {
+      obj.seqs = message.seqs.map((e) => Math.round(e));
+    }
+    if (message.headSeq !== 0) {
+      obj.headSeq = Math.round(message.headSeq);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<ImportMessagesResponse>, I>>(base?: I): ImportMessagesResponse {
+    return ImportMessagesResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<ImportMessagesResponse>, I>>(object: I): ImportMessagesResponse {
+    const message = createBaseImportMessagesResponse();
+    message.seqs = object.seqs?.map((e) => e) || [];
+    message.headSeq = object.headSeq ?? 0;
+    return message;
+  },
+};
+
 /**
  * SessionService stores agent sessions as append-only event logs and serves
  * their surfaces (the ordered model-visible projection), derived messages and
@@ -9076,10 +9617,14 @@ export const SessionServiceService = {
   },
   /**
    * Derives the model history (walked from the surface) or the human
-   * transcript (append-origin surface events), whole or in pages. Errors:
-   * SESSION_NOT_FOUND, VIEW_UNSPECIFIED, INVALID_PAGE_TOKEN, PAGE_SIZE_TOO_LARGE
-   * (INVALID_ARGUMENT), PAGE_TOKEN_STALE (FAILED_PRECONDITION),
-   * AS_OF_SEQ_AFTER_HEAD (OUT_OF_RANGE).
+   * transcript (append-origin surface events), whole or in pages; with
+   * `format`, the model history rendered as a provider's request messages
+   * (docs/providers.md). Errors: SESSION_NOT_FOUND, VIEW_UNSPECIFIED,
+   * INVALID_PAGE_TOKEN, PAGE_SIZE_TOO_LARGE (INVALID_ARGUMENT),
+   * PAGE_TOKEN_STALE (FAILED_PRECONDITION), AS_OF_SEQ_AFTER_HEAD
+   * (OUT_OF_RANGE), FORMAT_NEEDS_MODEL_HISTORY (INVALID_ARGUMENT),
+   * HISTORY_NOT_RENDERABLE (FAILED_PRECONDITION, metadata `seq`, `rule`,
+   * `format`).
    */
   getMessages: {
     path: "/palimpsest.v1.SessionService/GetMessages" as const,
@@ -9351,6 +9896,28 @@ export const SessionServiceService = {
       Buffer.from(PruneToolResultsResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): PruneToolResultsResponse => PruneToolResultsResponse.decode(value),
   },
+  /**
+   * Writes a conversation given in a provider's format (docs/providers.md)
+   * as the events the reference would have written for it, appended to an
+   * existing session in one atomic batch: user/message, assistant/message
+   * (`sourceEventSeqs: []`, no chunks), and per tool call a tool/call and
+   * its tool/result (citing the tool/call). Rendering the session back in the
+   * same format gives the input again (for the canonical subset,
+   * docs/providers.md). Errors: SESSION_NOT_FOUND, FORMAT_UNSPECIFIED and
+   * IMPORT_MESSAGES_INVALID (INVALID_ARGUMENT, metadata `index`: the
+   * provider message), and those of AppendEvents (the pairing guard too).
+   */
+  importMessages: {
+    path: "/palimpsest.v1.SessionService/ImportMessages" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: ImportMessagesRequest): Buffer =>
+      Buffer.from(ImportMessagesRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): ImportMessagesRequest => ImportMessagesRequest.decode(value),
+    responseSerialize: (value: ImportMessagesResponse): Buffer =>
+      Buffer.from(ImportMessagesResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): ImportMessagesResponse => ImportMessagesResponse.decode(value),
+  },
 } as const;
 
 export interface SessionServiceServer extends UntypedServiceImplementation {
@@ -9436,10 +10003,14 @@ export interface SessionServiceServer extends UntypedServiceImplementation {
   getSurface: handleUnaryCall<GetSurfaceRequest, GetSurfaceResponse>;
   /**
    * Derives the model history (walked from the surface) or the human
-   * transcript (append-origin surface events), whole or in pages. Errors:
-   * SESSION_NOT_FOUND, VIEW_UNSPECIFIED, INVALID_PAGE_TOKEN, PAGE_SIZE_TOO_LARGE
-   * (INVALID_ARGUMENT), PAGE_TOKEN_STALE (FAILED_PRECONDITION),
-   * AS_OF_SEQ_AFTER_HEAD (OUT_OF_RANGE).
+   * transcript (append-origin surface events), whole or in pages; with
+   * `format`, the model history rendered as a provider's request messages
+   * (docs/providers.md). Errors: SESSION_NOT_FOUND, VIEW_UNSPECIFIED,
+   * INVALID_PAGE_TOKEN, PAGE_SIZE_TOO_LARGE (INVALID_ARGUMENT),
+   * PAGE_TOKEN_STALE (FAILED_PRECONDITION), AS_OF_SEQ_AFTER_HEAD
+   * (OUT_OF_RANGE), FORMAT_NEEDS_MODEL_HISTORY (INVALID_ARGUMENT),
+   * HISTORY_NOT_RENDERABLE (FAILED_PRECONDITION, metadata `seq`, `rule`,
+   * `format`).
    */
   getMessages: handleUnaryCall<GetMessagesRequest, GetMessagesResponse>;
   /**
@@ -9601,6 +10172,18 @@ export interface SessionServiceServer extends UntypedServiceImplementation {
    * min_bytes; min_chars below head + marker + tail).
    */
   pruneToolResults: handleUnaryCall<PruneToolResultsRequest, PruneToolResultsResponse>;
+  /**
+   * Writes a conversation given in a provider's format (docs/providers.md)
+   * as the events the reference would have written for it, appended to an
+   * existing session in one atomic batch: user/message, assistant/message
+   * (`sourceEventSeqs: []`, no chunks), and per tool call a tool/call and
+   * its tool/result (citing the tool/call). Rendering the session back in the
+   * same format gives the input again (for the canonical subset,
+   * docs/providers.md). Errors: SESSION_NOT_FOUND, FORMAT_UNSPECIFIED and
+   * IMPORT_MESSAGES_INVALID (INVALID_ARGUMENT, metadata `index`: the
+   * provider message), and those of AppendEvents (the pairing guard too).
+   */
+  importMessages: handleUnaryCall<ImportMessagesRequest, ImportMessagesResponse>;
 }
 
 export interface SessionServiceClient extends Client {
@@ -9789,10 +10372,14 @@ export interface SessionServiceClient extends Client {
   ): ClientUnaryCall;
   /**
    * Derives the model history (walked from the surface) or the human
-   * transcript (append-origin surface events), whole or in pages. Errors:
-   * SESSION_NOT_FOUND, VIEW_UNSPECIFIED, INVALID_PAGE_TOKEN, PAGE_SIZE_TOO_LARGE
-   * (INVALID_ARGUMENT), PAGE_TOKEN_STALE (FAILED_PRECONDITION),
-   * AS_OF_SEQ_AFTER_HEAD (OUT_OF_RANGE).
+   * transcript (append-origin surface events), whole or in pages; with
+   * `format`, the model history rendered as a provider's request messages
+   * (docs/providers.md). Errors: SESSION_NOT_FOUND, VIEW_UNSPECIFIED,
+   * INVALID_PAGE_TOKEN, PAGE_SIZE_TOO_LARGE (INVALID_ARGUMENT),
+   * PAGE_TOKEN_STALE (FAILED_PRECONDITION), AS_OF_SEQ_AFTER_HEAD
+   * (OUT_OF_RANGE), FORMAT_NEEDS_MODEL_HISTORY (INVALID_ARGUMENT),
+   * HISTORY_NOT_RENDERABLE (FAILED_PRECONDITION, metadata `seq`, `rule`,
+   * `format`).
    */
   getMessages(
     request: GetMessagesRequest,
@@ -10098,6 +10685,32 @@ export interface SessionServiceClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: PruneToolResultsResponse) => void,
+  ): ClientUnaryCall;
+  /**
+   * Writes a conversation given in a provider's format (docs/providers.md)
+   * as the events the reference would have written for it, appended to an
+   * existing session in one atomic batch: user/message, assistant/message
+   * (`sourceEventSeqs: []`, no chunks), and per tool call a tool/call and
+   * its tool/result (citing the tool/call). Rendering the session back in the
+   * same format gives the input again (for the canonical subset,
+   * docs/providers.md). Errors: SESSION_NOT_FOUND, FORMAT_UNSPECIFIED and
+   * IMPORT_MESSAGES_INVALID (INVALID_ARGUMENT, metadata `index`: the
+   * provider message), and those of AppendEvents (the pairing guard too).
+   */
+  importMessages(
+    request: ImportMessagesRequest,
+    callback: (error: ServiceError | null, response: ImportMessagesResponse) => void,
+  ): ClientUnaryCall;
+  importMessages(
+    request: ImportMessagesRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: ImportMessagesResponse) => void,
+  ): ClientUnaryCall;
+  importMessages(
+    request: ImportMessagesRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: ImportMessagesResponse) => void,
   ): ClientUnaryCall;
 }
 

@@ -14,6 +14,7 @@ import { envelopesToEventInputs, parseEnvelopeLine, type EnvelopeLine } from '..
 import type { EventInput } from '../../../gen/palimpsest/v1/event.js';
 import { DataFormat, Direction, MessageView } from '../../../gen/palimpsest/v1/service.js';
 import type { Json } from '../../domain/event.js';
+import { messageFormatOf, PROVIDER_FORMATS } from './provider-format.js';
 
 /** The stream named by a FILE argument (`-` = stdin). */
 export function openInput(file: string, stdin: Readable, highWaterMark?: number): Readable {
@@ -136,19 +137,36 @@ const messages: Command = {
   options: {
     transcript: { type: 'boolean', help: 'the human transcript (append-origin events, including compacted ones)' },
     full: { type: 'boolean', help: 'do not fold long tool output' },
+    format: { type: 'string', value: 'FORMAT', help: `the model history as a provider's request messages: ${PROVIDER_FORMATS.join('|')} (docs/providers.md); with --json the array to send` },
+    'drop-unpaired': { type: 'boolean', help: 'with --format: leave out results without their call and answer calls without a result, instead of refusing' },
     ...asOf,
   },
-  examples: ['palimpsest messages demo --json', 'palimpsest messages demo --transcript', 'palimpsest messages demo --full', 'palimpsest messages demo --as-of 41   # what the model saw then'],
+  examples: ['palimpsest messages demo --json', 'palimpsest messages demo --transcript', 'palimpsest messages demo --full', 'palimpsest messages demo --as-of 41   # what the model saw then', 'palimpsest messages demo --format anthropic --json'],
   async run({ args, rpc, out }) {
     const sessionId = args.pos(0);
     // Paged, so a history larger than one gRPC message still prints.
     // With --as-of, every read (the marks' reads too) is as of that seq.
     const asOfSeq = args.int('as-of');
+    const formatName = args.str('format');
+    if (formatName !== undefined) {
+      const format = messageFormatOf(formatName);
+      const rendered: { seqs: number[]; json: Json }[] = [];
+      let pageToken = '';
+      do {
+        const r = await rpc.unary(rpc.client.getMessages, { sessionId, view: MessageView.MESSAGE_VIEW_MODEL_HISTORY, typed: false, pageSize: 1000, pageToken, asOfSeq, format, dropUnpaired: args.flag('drop-unpaired') });
+        for (const m of r.rendered) rendered.push({ seqs: m.seqs, json: JSON.parse(m.providerJson) as Json });
+        pageToken = r.nextPageToken;
+      } while (pageToken !== '');
+      if (out.json) return void await out.printJson(rendered.map((m) => m.json));
+      if (rendered.length === 0) return void await out.write(out.style.dim('no messages\n'));
+      await out.write(rendered.map((m) => `${out.style.dim(`# from seq ${m.seqs.join(', ') || '(none: written by --drop-unpaired)'}`)}\n${JSON.stringify(m.json, null, 2)}\n`).join(''));
+      return;
+    }
     const read = async (view: MessageView): Promise<{ seq: number; message: Json }[]> => {
       const parsed: { seq: number; message: Json }[] = [];
       let pageToken = '';
       do {
-        const r = await rpc.unary(rpc.client.getMessages, { sessionId, view, typed: false, pageSize: 1000, pageToken, asOfSeq });
+        const r = await rpc.unary(rpc.client.getMessages, { sessionId, view, typed: false, pageSize: 1000, pageToken, asOfSeq, format: 0, dropUnpaired: false });
         for (const m of r.messages) parsed.push({ seq: m.seq, message: JSON.parse(m.messageJson) as Json });
         pageToken = r.nextPageToken;
       } while (pageToken !== '');

@@ -3,7 +3,7 @@
  * then byte chunks) and ExportSession (server-streaming chunks). Neither holds the file in memory:
  * import waits for `drain` on the call, export waits for `drain` on the output.
  */
-import { createWriteStream, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { createReadStream, createWriteStream, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { once } from 'node:events';
 import { pipeline } from 'node:stream/promises';
 import type { Readable } from 'node:stream';
@@ -20,6 +20,13 @@ import type { Rpc } from '../client.js';
 import { formatBytes, type Progress } from '../output.js';
 import { openInput } from './events.js';
 import { printId } from './sessions.js';
+import { messageFormatOf, PROVIDER_FORMATS } from './provider-format.js';
+
+async function readAll(stream: Readable): Promise<string> {
+  const parts: Buffer[] = [];
+  for await (const c of stream) parts.push(typeof c === 'string' ? Buffer.from(c) : (c as Buffer));
+  return Buffer.concat(parts).toString('utf8');
+}
 
 const CHUNK_BYTES = 256 * 1024;
 
@@ -74,11 +81,28 @@ const importCmd: Command = {
     strict: { type: 'boolean', help: 'turn on the strict invariants for the imported session' },
     'allow-seq-gaps': { type: 'boolean', help: 'accept seq gaps (UI snapshots that elide events); by default the log must be contiguous from seq 0' },
     'pairing-guard': { type: 'boolean', help: 'turn on the tool-pairing guard (off by default: reference logs never had it)' },
+    from: { type: 'string', value: 'FORMAT', help: `FILE is a conversation in a provider's format (${PROVIDER_FORMATS.join('|')}): a JSON array of its messages, written to a new session with ImportMessages` },
   },
-  examples: ['palimpsest import ./session.jsonl --id demo-copy', 'zstd -dc session.jsonl.zstd | palimpsest import - --json'],
+  examples: ['palimpsest import ./session.jsonl --id demo-copy', 'zstd -dc session.jsonl.zstd | palimpsest import - --json', 'palimpsest import --from anthropic ./messages.json --id chat-1'],
   async run(ctx) {
     const { args, rpc, out, stdin } = ctx;
     const file = args.pos(0);
+    const from = args.str('from');
+    if (from !== undefined) {
+      const format = messageFormatOf(from);
+      const text = await readAll(file === '-' ? stdin : createReadStream(file));
+      const created = await rpc.unary(rpc.client.createSession, { sessionId: args.str('id') ?? '', labels: args.labels(), strict: args.flag('strict'), pairingGuard: args.flag('pairing-guard') ? true : undefined });
+      const id = created.session?.id ?? '';
+      try {
+        await rpc.unary(rpc.client.importMessages, { sessionId: id, format, messagesJson: text, provider: '', model: '' });
+      } catch (e) {
+        // Atomic from the caller's view: the new session goes when its import is refused.
+        await rpc.unary(rpc.client.deleteSession, { sessionId: id }).catch(() => undefined);
+        throw e;
+      }
+      await printId(ctx, created.session);
+      return;
+    }
     const total = file === '-' ? undefined : statSync(file).size;
     const options: ImportSessionRequest['part'] = {
       $case: 'options',

@@ -11,7 +11,22 @@ a fold over three log-only event types, read back with one filtered ListEvents:
 - ``openai-agents/clear {}``: every item before it removed.
 
 Nothing is ever deleted: the whole history, pops and clears included, stays in the log and its
-export. ``pop_item`` is guarded by ``expected_last_seq`` so two concurrent pops never remove the
+export.
+
+The items with a model-history meaning are also written as surface events (issue #34), with
+ImportMessages in the Responses format (the same mapping as ``palimpsest import --from
+openai-responses``): user and assistant messages become user/message and assistant/message,
+``function_call`` a tool/call (the call inside the assistant message), ``function_call_output`` a
+tool/result citing it. So an Agents SDK session has a model history: ``messages``, compaction,
+pruning and the viewer work on it, and ``messages(format="openai-responses")`` gives the items
+back in the Responses shape. Items without a surface meaning (reasoning, hosted tool calls,
+system and developer messages) stay in the log-only record only. The surface events are written
+first: an item list the server refuses (e.g. a message after a call without its output, with the
+tool-pairing guard on) is not recorded at all. ``pop_item`` and ``clear_session`` change the item
+list only (the model history keeps what was said; compact or prune it to change it).
+
+``get_items`` reads incrementally: the fold is kept with the last seq it saw, and each call reads
+only the events after it. ``pop_item`` is guarded by ``expected_last_seq`` so two concurrent pops never remove the
 same item (a HEAD_MISMATCH is retried on fresh state). The SDK itself is not required: the class
 implements the protocol structurally (the SDK's ``Session`` is a ``typing.Protocol``).
 """
@@ -19,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from typing import Any, Dict, List, Optional
 
 from palimpsest import events as ev
@@ -30,6 +46,17 @@ CLEAR = "openai-agents/clear"
 TYPES = (ITEMS, POP, CLEAR)
 
 TResponseInputItem = Dict[str, Any]
+
+
+def surface_item(item: Any) -> bool:
+    """Whether a Responses input item has a model-history meaning (written as surface events):
+    a user or assistant message, a ``function_call`` or a ``function_call_output``."""
+    if not isinstance(item, dict):
+        return False
+    kind = item.get("type", "message")
+    if kind == "message":
+        return item.get("role") in ("user", "assistant")
+    return kind in ("function_call", "function_call_output")
 
 
 class PalimpsestSession:
@@ -47,6 +74,11 @@ class PalimpsestSession:
         self.labels = dict(labels or {"client": "openai-agents"})
         self.max_pop_attempts = max_pop_attempts
         self._created = False
+        # The fold so far and the last seq it reflects (get_items reads only what came after).
+        self._items: List[TResponseInputItem] = []
+        self._seen = -1
+        # The SDK may call the async methods concurrently (each runs in a worker thread).
+        self._lock = threading.Lock()
 
     # ------------------------------------------------------------ sync core (run in a worker thread)
 
@@ -61,21 +93,28 @@ class PalimpsestSession:
         self._created = True
 
     def _fold(self) -> "tuple[List[TResponseInputItem], int]":
-        """The current items and the head seq they reflect (-1 for an empty log)."""
+        """The current items and the head seq they reflect (-1 for an empty log), read from the
+        events after the last seq seen."""
         self._ensure()
-        items: List[TResponseInputItem] = []
+        with self._lock:
+            return self._fold_locked()
+
+    def _fold_locked(self) -> "tuple[List[TResponseInputItem], int]":
         head = self.client.head(self.session_id)
-        for e in self.client.events(self.session_id, types=TYPES):
-            if e.seq > head:  # appended after the head was read: the next fold sees it
-                break
-            data = event_json(e)
-            if e.type == ITEMS:
-                items.extend(data["items"])
-            elif e.type == POP and items:
-                items.pop()
-            elif e.type == CLEAR:
-                items.clear()
-        return items, head
+        if head > self._seen:
+            after = self._seen if self._seen >= 0 else None
+            for e in self.client.events(self.session_id, after=after, types=TYPES):
+                if e.seq > head:  # appended after the head was read: the next fold sees it
+                    break
+                data = event_json(e)
+                if e.type == ITEMS:
+                    self._items.extend(data["items"])
+                elif e.type == POP and self._items:
+                    self._items.pop()
+                elif e.type == CLEAR:
+                    self._items.clear()
+            self._seen = head
+        return list(self._items), head
 
     def get_items_sync(self, limit: Optional[int] = None) -> List[TResponseInputItem]:
         if limit is None:
@@ -90,7 +129,11 @@ class PalimpsestSession:
             return
         self._ensure()
         # Round-trip through JSON here, so an item that is not JSON fails before anything is sent.
-        self.client.append(self.session_id, [ev.event(ITEMS, {"items": json.loads(json.dumps(list(items)))})])
+        plain = json.loads(json.dumps(list(items)))
+        surface = [i for i in plain if surface_item(i)]
+        if surface:
+            self.client.import_messages(self.session_id, "openai-responses", surface, provider="openai", model="openai-agents")
+        self.client.append(self.session_id, [ev.event(ITEMS, {"items": plain})])
 
     def pop_item_sync(self) -> Optional[TResponseInputItem]:
         for attempt in range(self.max_pop_attempts):

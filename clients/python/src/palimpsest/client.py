@@ -58,6 +58,21 @@ SERVICE_CONFIG: Dict[str, Any] = {
 }
 
 
+_FORMATS = {
+    "openai-chat": "MESSAGE_FORMAT_OPENAI_CHAT",
+    "openai-responses": "MESSAGE_FORMAT_OPENAI_RESPONSES",
+    "anthropic": "MESSAGE_FORMAT_ANTHROPIC",
+    "gemini": "MESSAGE_FORMAT_GEMINI",
+}
+
+
+def _message_format(name: str) -> "service_pb2.MessageFormat.ValueType":
+    """The MessageFormat enum value of a provider format name."""
+    if name not in _FORMATS:
+        raise ValueError(f"unknown format {name!r}; use one of {', '.join(_FORMATS)}")
+    return service_pb2.MessageFormat.Value(_FORMATS[name])
+
+
 @dataclass
 class TLS:
     """TLS settings: ``ca`` (PEM file of the server's CA; None = system roots), and for mutual
@@ -306,11 +321,40 @@ class Client:
             req.as_of_seq = as_of_seq
         return list(self._call(self.stub.GetSurface, req).seqs)
 
-    def messages(self, session_id: str, transcript: bool = False, as_of_seq: Optional[int] = None) -> List[Dict[str, Any]]:
+    def messages(self, session_id: str, transcript: bool = False, as_of_seq: Optional[int] = None, *,
+                 format: Optional[str] = None, drop_unpaired: bool = False) -> List[Any]:
         """What the model sees next (the model history), or with ``transcript=True`` what a human
         reads; each message as the JSON the reference stores (``id``, ``role``, ``content``, ``source``).
-        ``as_of_seq``: the messages as they were right after that event."""
+        ``as_of_seq``: the messages as they were right after that event.
+
+        ``format`` (``"openai-chat"``, ``"openai-responses"``, ``"anthropic"`` or ``"gemini"``): the
+        model history as that provider's request messages, ready to send (docs/providers.md);
+        FAILED_PRECONDITION / HISTORY_NOT_RENDERABLE when the provider would refuse it, unless
+        ``drop_unpaired=True``. Use :meth:`rendered_messages` for the seqs of each message."""
+        if format is not None:
+            return [msg for _, msg in self.rendered_messages(session_id, format, as_of_seq=as_of_seq, drop_unpaired=drop_unpaired)]
         return [json.loads(m.message_json) for _, m in self.derived_messages(session_id, transcript, as_of_seq)]
+
+    def rendered_messages(self, session_id: str, format: str, as_of_seq: Optional[int] = None,
+                          drop_unpaired: bool = False) -> List[Tuple[List[int], Any]]:
+        """(seqs, provider message) pairs of the model history rendered for ``format`` (see
+        :meth:`messages`): the seqs each provider message was rendered from, to cite or prune by."""
+        req = service_pb2.GetMessagesRequest(session_id=session_id, view=service_pb2.MESSAGE_VIEW_MODEL_HISTORY,
+                                             format=_message_format(format), drop_unpaired=drop_unpaired)
+        if as_of_seq is not None:
+            req.as_of_seq = as_of_seq
+        res = self._call(self.stub.GetMessages, req)
+        return [(list(m.seqs), json.loads(m.provider_json)) for m in res.rendered]
+
+    def import_messages(self, session_id: str, format: str, messages: Sequence[Any], *,
+                        provider: str = "", model: str = "") -> List[int]:
+        """Appends a conversation given in a provider's ``format`` (its messages / input items /
+        contents, as JSON-able objects) to an existing session, as the events the reference writes
+        (user/message, assistant/message, tool/call, tool/result); returns their seqs. Rendering
+        the session back in ``format`` gives the same messages (docs/providers.md)."""
+        req = service_pb2.ImportMessagesRequest(session_id=session_id, format=_message_format(format),
+                                                messages_json=json.dumps(list(messages)), provider=provider, model=model)
+        return list(self._call(self.stub.ImportMessages, req).seqs)
 
     def derived_messages(self, session_id: str, transcript: bool = False, as_of_seq: Optional[int] = None,
                          typed: bool = False) -> List[Tuple[int, service_pb2.DerivedMessage]]:

@@ -82,10 +82,14 @@ type SessionServiceClient interface {
 	// AS_OF_SEQ_AFTER_HEAD (OUT_OF_RANGE, metadata `asOfSeq`, `headSeq`).
 	GetSurface(ctx context.Context, in *GetSurfaceRequest, opts ...grpc.CallOption) (*GetSurfaceResponse, error)
 	// Derives the model history (walked from the surface) or the human
-	// transcript (append-origin surface events), whole or in pages. Errors:
-	// SESSION_NOT_FOUND, VIEW_UNSPECIFIED, INVALID_PAGE_TOKEN, PAGE_SIZE_TOO_LARGE
-	// (INVALID_ARGUMENT), PAGE_TOKEN_STALE (FAILED_PRECONDITION),
-	// AS_OF_SEQ_AFTER_HEAD (OUT_OF_RANGE).
+	// transcript (append-origin surface events), whole or in pages; with
+	// `format`, the model history rendered as a provider's request messages
+	// (docs/providers.md). Errors: SESSION_NOT_FOUND, VIEW_UNSPECIFIED,
+	// INVALID_PAGE_TOKEN, PAGE_SIZE_TOO_LARGE (INVALID_ARGUMENT),
+	// PAGE_TOKEN_STALE (FAILED_PRECONDITION), AS_OF_SEQ_AFTER_HEAD
+	// (OUT_OF_RANGE), FORMAT_NEEDS_MODEL_HISTORY (INVALID_ARGUMENT),
+	// HISTORY_NOT_RENDERABLE (FAILED_PRECONDITION, metadata `seq`, `rule`,
+	// `format`).
 	GetMessages(ctx context.Context, in *GetMessagesRequest, opts ...grpc.CallOption) (*GetMessagesResponse, error)
 	// Forks a session: the child starts with the parent's events up to a
 	// boundary seq, then a `session/end-seed` marker (an empty parent gives a
@@ -224,6 +228,16 @@ type SessionServiceClient interface {
 	// IDEMPOTENCY_KEY_REUSED, INVALID_ARGUMENT (neither seqs nor min_chars nor
 	// min_bytes; min_chars below head + marker + tail).
 	PruneToolResults(ctx context.Context, in *PruneToolResultsRequest, opts ...grpc.CallOption) (*PruneToolResultsResponse, error)
+	// Writes a conversation given in a provider's format (docs/providers.md)
+	// as the events the reference would have written for it, appended to an
+	// existing session in one atomic batch: user/message, assistant/message
+	// (`sourceEventSeqs: []`, no chunks), and per tool call a tool/call and
+	// its tool/result (citing the tool/call). Rendering the session back in the
+	// same format gives the input again (for the canonical subset,
+	// docs/providers.md). Errors: SESSION_NOT_FOUND, FORMAT_UNSPECIFIED and
+	// IMPORT_MESSAGES_INVALID (INVALID_ARGUMENT, metadata `index`: the
+	// provider message), and those of AppendEvents (the pairing guard too).
+	ImportMessages(ctx context.Context, in *ImportMessagesRequest, opts ...grpc.CallOption) (*ImportMessagesResponse, error)
 }
 
 type sessionServiceClient struct {
@@ -553,6 +567,15 @@ func (c *sessionServiceClient) PruneToolResults(ctx context.Context, in *PruneTo
 	return out, nil
 }
 
+func (c *sessionServiceClient) ImportMessages(ctx context.Context, in *ImportMessagesRequest, opts ...grpc.CallOption) (*ImportMessagesResponse, error) {
+	out := new(ImportMessagesResponse)
+	err := c.cc.Invoke(ctx, "/palimpsest.v1.SessionService/ImportMessages", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // SessionServiceServer is the server API for SessionService service.
 // All implementations must embed UnimplementedSessionServiceServer
 // for forward compatibility
@@ -622,10 +645,14 @@ type SessionServiceServer interface {
 	// AS_OF_SEQ_AFTER_HEAD (OUT_OF_RANGE, metadata `asOfSeq`, `headSeq`).
 	GetSurface(context.Context, *GetSurfaceRequest) (*GetSurfaceResponse, error)
 	// Derives the model history (walked from the surface) or the human
-	// transcript (append-origin surface events), whole or in pages. Errors:
-	// SESSION_NOT_FOUND, VIEW_UNSPECIFIED, INVALID_PAGE_TOKEN, PAGE_SIZE_TOO_LARGE
-	// (INVALID_ARGUMENT), PAGE_TOKEN_STALE (FAILED_PRECONDITION),
-	// AS_OF_SEQ_AFTER_HEAD (OUT_OF_RANGE).
+	// transcript (append-origin surface events), whole or in pages; with
+	// `format`, the model history rendered as a provider's request messages
+	// (docs/providers.md). Errors: SESSION_NOT_FOUND, VIEW_UNSPECIFIED,
+	// INVALID_PAGE_TOKEN, PAGE_SIZE_TOO_LARGE (INVALID_ARGUMENT),
+	// PAGE_TOKEN_STALE (FAILED_PRECONDITION), AS_OF_SEQ_AFTER_HEAD
+	// (OUT_OF_RANGE), FORMAT_NEEDS_MODEL_HISTORY (INVALID_ARGUMENT),
+	// HISTORY_NOT_RENDERABLE (FAILED_PRECONDITION, metadata `seq`, `rule`,
+	// `format`).
 	GetMessages(context.Context, *GetMessagesRequest) (*GetMessagesResponse, error)
 	// Forks a session: the child starts with the parent's events up to a
 	// boundary seq, then a `session/end-seed` marker (an empty parent gives a
@@ -764,6 +791,16 @@ type SessionServiceServer interface {
 	// IDEMPOTENCY_KEY_REUSED, INVALID_ARGUMENT (neither seqs nor min_chars nor
 	// min_bytes; min_chars below head + marker + tail).
 	PruneToolResults(context.Context, *PruneToolResultsRequest) (*PruneToolResultsResponse, error)
+	// Writes a conversation given in a provider's format (docs/providers.md)
+	// as the events the reference would have written for it, appended to an
+	// existing session in one atomic batch: user/message, assistant/message
+	// (`sourceEventSeqs: []`, no chunks), and per tool call a tool/call and
+	// its tool/result (citing the tool/call). Rendering the session back in the
+	// same format gives the input again (for the canonical subset,
+	// docs/providers.md). Errors: SESSION_NOT_FOUND, FORMAT_UNSPECIFIED and
+	// IMPORT_MESSAGES_INVALID (INVALID_ARGUMENT, metadata `index`: the
+	// provider message), and those of AppendEvents (the pairing guard too).
+	ImportMessages(context.Context, *ImportMessagesRequest) (*ImportMessagesResponse, error)
 	mustEmbedUnimplementedSessionServiceServer()
 }
 
@@ -830,6 +867,9 @@ func (UnimplementedSessionServiceServer) Compact(context.Context, *CompactReques
 }
 func (UnimplementedSessionServiceServer) PruneToolResults(context.Context, *PruneToolResultsRequest) (*PruneToolResultsResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method PruneToolResults not implemented")
+}
+func (UnimplementedSessionServiceServer) ImportMessages(context.Context, *ImportMessagesRequest) (*ImportMessagesResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ImportMessages not implemented")
 }
 func (UnimplementedSessionServiceServer) mustEmbedUnimplementedSessionServiceServer() {}
 
@@ -1232,6 +1272,24 @@ func _SessionService_PruneToolResults_Handler(srv interface{}, ctx context.Conte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _SessionService_ImportMessages_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ImportMessagesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SessionServiceServer).ImportMessages(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/palimpsest.v1.SessionService/ImportMessages",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SessionServiceServer).ImportMessages(ctx, req.(*ImportMessagesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 var _SessionService_serviceDesc = grpc.ServiceDesc{
 	ServiceName: "palimpsest.v1.SessionService",
 	HandlerType: (*SessionServiceServer)(nil),
@@ -1291,6 +1349,10 @@ var _SessionService_serviceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "PruneToolResults",
 			Handler:    _SessionService_PruneToolResults_Handler,
+		},
+		{
+			MethodName: "ImportMessages",
+			Handler:    _SessionService_ImportMessages_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -110,6 +110,54 @@ ones later shadowed by a replace; replacement copies are excluded.
 global___MessageView = MessageView
 
 
+class _MessageFormat:
+    ValueType = typing.NewType('ValueType', builtins.int)
+    V: typing_extensions.TypeAlias = ValueType
+class _MessageFormatEnumTypeWrapper(google.protobuf.internal.enum_type_wrapper._EnumTypeWrapper[_MessageFormat.ValueType], builtins.type):
+    DESCRIPTOR: google.protobuf.descriptor.EnumDescriptor
+    MESSAGE_FORMAT_UNSPECIFIED: _MessageFormat.ValueType  # 0
+    """Today's shape: the DSH messages as stored (same as MESSAGE_FORMAT_DSH)."""
+
+    MESSAGE_FORMAT_DSH: _MessageFormat.ValueType  # 1
+    """The DSH messages as stored (the reference runtime's message shape)."""
+
+    MESSAGE_FORMAT_OPENAI_CHAT: _MessageFormat.ValueType  # 2
+    """OpenAI Chat Completions `messages` (ChatCompletionMessageParam)."""
+
+    MESSAGE_FORMAT_OPENAI_RESPONSES: _MessageFormat.ValueType  # 3
+    """OpenAI Responses `input` items (ResponseInputItem)."""
+
+    MESSAGE_FORMAT_ANTHROPIC: _MessageFormat.ValueType  # 4
+    """Anthropic Messages `messages` (MessageParam)."""
+
+    MESSAGE_FORMAT_GEMINI: _MessageFormat.ValueType  # 5
+    """Gemini `contents` (Content)."""
+
+class MessageFormat(_MessageFormat, metaclass=_MessageFormatEnumTypeWrapper):
+    """The shape GetMessages returns the model history in."""
+    pass
+
+MESSAGE_FORMAT_UNSPECIFIED: MessageFormat.ValueType  # 0
+"""Today's shape: the DSH messages as stored (same as MESSAGE_FORMAT_DSH)."""
+
+MESSAGE_FORMAT_DSH: MessageFormat.ValueType  # 1
+"""The DSH messages as stored (the reference runtime's message shape)."""
+
+MESSAGE_FORMAT_OPENAI_CHAT: MessageFormat.ValueType  # 2
+"""OpenAI Chat Completions `messages` (ChatCompletionMessageParam)."""
+
+MESSAGE_FORMAT_OPENAI_RESPONSES: MessageFormat.ValueType  # 3
+"""OpenAI Responses `input` items (ResponseInputItem)."""
+
+MESSAGE_FORMAT_ANTHROPIC: MessageFormat.ValueType  # 4
+"""Anthropic Messages `messages` (MessageParam)."""
+
+MESSAGE_FORMAT_GEMINI: MessageFormat.ValueType  # 5
+"""Gemini `contents` (Content)."""
+
+global___MessageFormat = MessageFormat
+
+
 class _SessionChangeKind:
     ValueType = typing.NewType('ValueType', builtins.int)
     V: typing_extensions.TypeAlias = ValueType
@@ -630,6 +678,8 @@ class GetMessagesRequest(google.protobuf.message.Message):
     PAGE_SIZE_FIELD_NUMBER: builtins.int
     PAGE_TOKEN_FIELD_NUMBER: builtins.int
     AS_OF_SEQ_FIELD_NUMBER: builtins.int
+    FORMAT_FIELD_NUMBER: builtins.int
+    DROP_UNPAIRED_FIELD_NUMBER: builtins.int
     session_id: typing.Text
     """Session id."""
 
@@ -657,6 +707,20 @@ class GetMessagesRequest(google.protobuf.message.Message):
     unset = now. Must not exceed the head (AS_OF_SEQ_AFTER_HEAD).
     """
 
+    format: global___MessageFormat.ValueType
+    """Render the model history for a provider: the answer is in
+    `GetMessagesResponse.rendered` (one provider message per entry) and
+    pages count rendered messages. UNSPECIFIED and DSH return today's shape
+    in `messages`. Only with MESSAGE_VIEW_MODEL_HISTORY.
+    """
+
+    drop_unpaired: builtins.bool
+    """With `format`: repair in the rendering instead of refusing with
+    HISTORY_NOT_RENDERABLE: tool results without their call are left out and
+    calls without a result are answered with the text RepairSession writes
+    (TOOL_OUTCOME_UNKNOWN, is_error). The log is not changed.
+    """
+
     def __init__(self,
         *,
         session_id: typing.Text = ...,
@@ -665,11 +729,38 @@ class GetMessagesRequest(google.protobuf.message.Message):
         page_size: builtins.int = ...,
         page_token: typing.Text = ...,
         as_of_seq: typing.Optional[builtins.int] = ...,
+        format: global___MessageFormat.ValueType = ...,
+        drop_unpaired: builtins.bool = ...,
         ) -> None: ...
     def HasField(self, field_name: typing_extensions.Literal["_as_of_seq",b"_as_of_seq","as_of_seq",b"as_of_seq"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing_extensions.Literal["_as_of_seq",b"_as_of_seq","as_of_seq",b"as_of_seq","page_size",b"page_size","page_token",b"page_token","session_id",b"session_id","typed",b"typed","view",b"view"]) -> None: ...
+    def ClearField(self, field_name: typing_extensions.Literal["_as_of_seq",b"_as_of_seq","as_of_seq",b"as_of_seq","drop_unpaired",b"drop_unpaired","format",b"format","page_size",b"page_size","page_token",b"page_token","session_id",b"session_id","typed",b"typed","view",b"view"]) -> None: ...
     def WhichOneof(self, oneof_group: typing_extensions.Literal["_as_of_seq",b"_as_of_seq"]) -> typing.Optional[typing_extensions.Literal["as_of_seq"]]: ...
 global___GetMessagesRequest = GetMessagesRequest
+
+class RenderedMessage(google.protobuf.message.Message):
+    """One message of the model history in a provider's format."""
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    PROVIDER_JSON_FIELD_NUMBER: builtins.int
+    SEQS_FIELD_NUMBER: builtins.int
+    provider_json: typing.Text
+    """The provider message as JSON text (one element of the provider's
+    messages / input / contents array).
+    """
+
+    @property
+    def seqs(self) -> google.protobuf.internal.containers.RepeatedScalarFieldContainer[builtins.int]:
+        """The seqs of the surface events this message was rendered from,
+        ascending (several when adjacent messages were merged; none for a
+        result written by `drop_unpaired`).
+        """
+        pass
+    def __init__(self,
+        *,
+        provider_json: typing.Text = ...,
+        seqs: typing.Optional[typing.Iterable[builtins.int]] = ...,
+        ) -> None: ...
+    def ClearField(self, field_name: typing_extensions.Literal["provider_json",b"provider_json","seqs",b"seqs"]) -> None: ...
+global___RenderedMessage = RenderedMessage
 
 class DerivedMessage(google.protobuf.message.Message):
     """One derived message and the event it comes from."""
@@ -712,6 +803,7 @@ class GetMessagesResponse(google.protobuf.message.Message):
     MESSAGES_FIELD_NUMBER: builtins.int
     HEAD_SEQ_FIELD_NUMBER: builtins.int
     NEXT_PAGE_TOKEN_FIELD_NUMBER: builtins.int
+    RENDERED_FIELD_NUMBER: builtins.int
     @property
     def messages(self) -> google.protobuf.internal.containers.RepeatedCompositeFieldContainer[global___DerivedMessage]:
         """The messages, in projection order."""
@@ -722,14 +814,21 @@ class GetMessagesResponse(google.protobuf.message.Message):
     next_page_token: typing.Text
     """Token for the next page; empty on the last page (and when page_size is 0)."""
 
+    @property
+    def rendered(self) -> google.protobuf.internal.containers.RepeatedCompositeFieldContainer[global___RenderedMessage]:
+        """With `GetMessagesRequest.format`: the model history in that format
+        (then `messages` is empty).
+        """
+        pass
     def __init__(self,
         *,
         messages: typing.Optional[typing.Iterable[global___DerivedMessage]] = ...,
         head_seq: typing.Optional[builtins.int] = ...,
         next_page_token: typing.Text = ...,
+        rendered: typing.Optional[typing.Iterable[global___RenderedMessage]] = ...,
         ) -> None: ...
     def HasField(self, field_name: typing_extensions.Literal["_head_seq",b"_head_seq","head_seq",b"head_seq"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing_extensions.Literal["_head_seq",b"_head_seq","head_seq",b"head_seq","messages",b"messages","next_page_token",b"next_page_token"]) -> None: ...
+    def ClearField(self, field_name: typing_extensions.Literal["_head_seq",b"_head_seq","head_seq",b"head_seq","messages",b"messages","next_page_token",b"next_page_token","rendered",b"rendered"]) -> None: ...
     def WhichOneof(self, oneof_group: typing_extensions.Literal["_head_seq",b"_head_seq"]) -> typing.Optional[typing_extensions.Literal["head_seq"]]: ...
 global___GetMessagesResponse = GetMessagesResponse
 
@@ -1975,3 +2074,63 @@ class PruneToolResultsResponse(google.protobuf.message.Message):
         ) -> None: ...
     def ClearField(self, field_name: typing_extensions.Literal["bytes_saved",b"bytes_saved","pruned",b"pruned","replayed",b"replayed","skipped",b"skipped","surface_length",b"surface_length"]) -> None: ...
 global___PruneToolResultsResponse = PruneToolResultsResponse
+
+class ImportMessagesRequest(google.protobuf.message.Message):
+    """Request for ImportMessages."""
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    SESSION_ID_FIELD_NUMBER: builtins.int
+    FORMAT_FIELD_NUMBER: builtins.int
+    MESSAGES_JSON_FIELD_NUMBER: builtins.int
+    PROVIDER_FIELD_NUMBER: builtins.int
+    MODEL_FIELD_NUMBER: builtins.int
+    session_id: typing.Text
+    """The session to append to (it must exist)."""
+
+    format: global___MessageFormat.ValueType
+    """The format of `messages_json`; UNSPECIFIED and DSH are refused
+    (FORMAT_UNSPECIFIED: append DSH events with AppendEvents).
+    """
+
+    messages_json: typing.Text
+    """The provider's messages as one JSON array: Chat Completions `messages`,
+    Responses `input` items, Anthropic `messages` or Gemini `contents`.
+    """
+
+    provider: typing.Text
+    """`source.provider` of the imported assistant messages; empty = the
+    format's provider (openai, anthropic, google).
+    """
+
+    model: typing.Text
+    """`source.model` of the imported assistant messages; empty = "imported"."""
+
+    def __init__(self,
+        *,
+        session_id: typing.Text = ...,
+        format: global___MessageFormat.ValueType = ...,
+        messages_json: typing.Text = ...,
+        provider: typing.Text = ...,
+        model: typing.Text = ...,
+        ) -> None: ...
+    def ClearField(self, field_name: typing_extensions.Literal["format",b"format","messages_json",b"messages_json","model",b"model","provider",b"provider","session_id",b"session_id"]) -> None: ...
+global___ImportMessagesRequest = ImportMessagesRequest
+
+class ImportMessagesResponse(google.protobuf.message.Message):
+    """Response for ImportMessages."""
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    SEQS_FIELD_NUMBER: builtins.int
+    HEAD_SEQ_FIELD_NUMBER: builtins.int
+    @property
+    def seqs(self) -> google.protobuf.internal.containers.RepeatedScalarFieldContainer[builtins.int]:
+        """The seqs of the events written, in order."""
+        pass
+    head_seq: builtins.int
+    """Seq of the session's last event after the import."""
+
+    def __init__(self,
+        *,
+        seqs: typing.Optional[typing.Iterable[builtins.int]] = ...,
+        head_seq: builtins.int = ...,
+        ) -> None: ...
+    def ClearField(self, field_name: typing_extensions.Literal["head_seq",b"head_seq","seqs",b"seqs"]) -> None: ...
+global___ImportMessagesResponse = ImportMessagesResponse

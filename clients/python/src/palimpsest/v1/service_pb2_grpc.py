@@ -137,6 +137,11 @@ class SessionServiceStub(object):
                 request_serializer=palimpsest_dot_v1_dot_service__pb2.PruneToolResultsRequest.SerializeToString,
                 response_deserializer=palimpsest_dot_v1_dot_service__pb2.PruneToolResultsResponse.FromString,
                 )
+        self.ImportMessages = channel.unary_unary(
+                '/palimpsest.v1.SessionService/ImportMessages',
+                request_serializer=palimpsest_dot_v1_dot_service__pb2.ImportMessagesRequest.SerializeToString,
+                response_deserializer=palimpsest_dot_v1_dot_service__pb2.ImportMessagesResponse.FromString,
+                )
 
 
 class SessionServiceServicer(object):
@@ -271,10 +276,14 @@ class SessionServiceServicer(object):
 
     def GetMessages(self, request, context):
         """Derives the model history (walked from the surface) or the human
-        transcript (append-origin surface events), whole or in pages. Errors:
-        SESSION_NOT_FOUND, VIEW_UNSPECIFIED, INVALID_PAGE_TOKEN, PAGE_SIZE_TOO_LARGE
-        (INVALID_ARGUMENT), PAGE_TOKEN_STALE (FAILED_PRECONDITION),
-        AS_OF_SEQ_AFTER_HEAD (OUT_OF_RANGE).
+        transcript (append-origin surface events), whole or in pages; with
+        `format`, the model history rendered as a provider's request messages
+        (docs/providers.md). Errors: SESSION_NOT_FOUND, VIEW_UNSPECIFIED,
+        INVALID_PAGE_TOKEN, PAGE_SIZE_TOO_LARGE (INVALID_ARGUMENT),
+        PAGE_TOKEN_STALE (FAILED_PRECONDITION), AS_OF_SEQ_AFTER_HEAD
+        (OUT_OF_RANGE), FORMAT_NEEDS_MODEL_HISTORY (INVALID_ARGUMENT),
+        HISTORY_NOT_RENDERABLE (FAILED_PRECONDITION, metadata `seq`, `rule`,
+        `format`).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -472,6 +481,21 @@ class SessionServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ImportMessages(self, request, context):
+        """Writes a conversation given in a provider's format (docs/providers.md)
+        as the events the reference would have written for it, appended to an
+        existing session in one atomic batch: user/message, assistant/message
+        (`sourceEventSeqs: []`, no chunks), and per tool call a tool/call and
+        its tool/result (citing the tool/call). Rendering the session back in the
+        same format gives the input again (for the canonical subset,
+        docs/providers.md). Errors: SESSION_NOT_FOUND, FORMAT_UNSPECIFIED and
+        IMPORT_MESSAGES_INVALID (INVALID_ARGUMENT, metadata `index`: the
+        provider message), and those of AppendEvents (the pairing guard too).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SessionServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -574,6 +598,11 @@ def add_SessionServiceServicer_to_server(servicer, server):
                     servicer.PruneToolResults,
                     request_deserializer=palimpsest_dot_v1_dot_service__pb2.PruneToolResultsRequest.FromString,
                     response_serializer=palimpsest_dot_v1_dot_service__pb2.PruneToolResultsResponse.SerializeToString,
+            ),
+            'ImportMessages': grpc.unary_unary_rpc_method_handler(
+                    servicer.ImportMessages,
+                    request_deserializer=palimpsest_dot_v1_dot_service__pb2.ImportMessagesRequest.FromString,
+                    response_serializer=palimpsest_dot_v1_dot_service__pb2.ImportMessagesResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -945,5 +974,22 @@ class SessionService(object):
         return grpc.experimental.unary_unary(request, target, '/palimpsest.v1.SessionService/PruneToolResults',
             palimpsest_dot_v1_dot_service__pb2.PruneToolResultsRequest.SerializeToString,
             palimpsest_dot_v1_dot_service__pb2.PruneToolResultsResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ImportMessages(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/palimpsest.v1.SessionService/ImportMessages',
+            palimpsest_dot_v1_dot_service__pb2.ImportMessagesRequest.SerializeToString,
+            palimpsest_dot_v1_dot_service__pb2.ImportMessagesResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)

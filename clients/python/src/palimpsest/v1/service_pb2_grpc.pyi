@@ -133,10 +133,14 @@ class SessionServiceStub:
         palimpsest.v1.service_pb2.GetMessagesRequest,
         palimpsest.v1.service_pb2.GetMessagesResponse]
     """Derives the model history (walked from the surface) or the human
-    transcript (append-origin surface events), whole or in pages. Errors:
-    SESSION_NOT_FOUND, VIEW_UNSPECIFIED, INVALID_PAGE_TOKEN, PAGE_SIZE_TOO_LARGE
-    (INVALID_ARGUMENT), PAGE_TOKEN_STALE (FAILED_PRECONDITION),
-    AS_OF_SEQ_AFTER_HEAD (OUT_OF_RANGE).
+    transcript (append-origin surface events), whole or in pages; with
+    `format`, the model history rendered as a provider's request messages
+    (docs/providers.md). Errors: SESSION_NOT_FOUND, VIEW_UNSPECIFIED,
+    INVALID_PAGE_TOKEN, PAGE_SIZE_TOO_LARGE (INVALID_ARGUMENT),
+    PAGE_TOKEN_STALE (FAILED_PRECONDITION), AS_OF_SEQ_AFTER_HEAD
+    (OUT_OF_RANGE), FORMAT_NEEDS_MODEL_HISTORY (INVALID_ARGUMENT),
+    HISTORY_NOT_RENDERABLE (FAILED_PRECONDITION, metadata `seq`, `rule`,
+    `format`).
     """
 
     ForkSession: grpc.UnaryUnaryMultiCallable[
@@ -320,6 +324,20 @@ class SessionServiceStub:
     min_bytes; min_chars below head + marker + tail).
     """
 
+    ImportMessages: grpc.UnaryUnaryMultiCallable[
+        palimpsest.v1.service_pb2.ImportMessagesRequest,
+        palimpsest.v1.service_pb2.ImportMessagesResponse]
+    """Writes a conversation given in a provider's format (docs/providers.md)
+    as the events the reference would have written for it, appended to an
+    existing session in one atomic batch: user/message, assistant/message
+    (`sourceEventSeqs: []`, no chunks), and per tool call a tool/call and
+    its tool/result (citing the tool/call). Rendering the session back in the
+    same format gives the input again (for the canonical subset,
+    docs/providers.md). Errors: SESSION_NOT_FOUND, FORMAT_UNSPECIFIED and
+    IMPORT_MESSAGES_INVALID (INVALID_ARGUMENT, metadata `index`: the
+    provider message), and those of AppendEvents (the pairing guard too).
+    """
+
 
 class SessionServiceServicer(metaclass=abc.ABCMeta):
     """SessionService stores agent sessions as append-only event logs and serves
@@ -472,10 +490,14 @@ class SessionServiceServicer(metaclass=abc.ABCMeta):
         context: grpc.ServicerContext,
     ) -> palimpsest.v1.service_pb2.GetMessagesResponse:
         """Derives the model history (walked from the surface) or the human
-        transcript (append-origin surface events), whole or in pages. Errors:
-        SESSION_NOT_FOUND, VIEW_UNSPECIFIED, INVALID_PAGE_TOKEN, PAGE_SIZE_TOO_LARGE
-        (INVALID_ARGUMENT), PAGE_TOKEN_STALE (FAILED_PRECONDITION),
-        AS_OF_SEQ_AFTER_HEAD (OUT_OF_RANGE).
+        transcript (append-origin surface events), whole or in pages; with
+        `format`, the model history rendered as a provider's request messages
+        (docs/providers.md). Errors: SESSION_NOT_FOUND, VIEW_UNSPECIFIED,
+        INVALID_PAGE_TOKEN, PAGE_SIZE_TOO_LARGE (INVALID_ARGUMENT),
+        PAGE_TOKEN_STALE (FAILED_PRECONDITION), AS_OF_SEQ_AFTER_HEAD
+        (OUT_OF_RANGE), FORMAT_NEEDS_MODEL_HISTORY (INVALID_ARGUMENT),
+        HISTORY_NOT_RENDERABLE (FAILED_PRECONDITION, metadata `seq`, `rule`,
+        `format`).
         """
         pass
 
@@ -690,6 +712,23 @@ class SessionServiceServicer(metaclass=abc.ABCMeta):
         tool/result on the surface; metadata `seq`), HEAD_MISMATCH,
         IDEMPOTENCY_KEY_REUSED, INVALID_ARGUMENT (neither seqs nor min_chars nor
         min_bytes; min_chars below head + marker + tail).
+        """
+        pass
+
+    @abc.abstractmethod
+    def ImportMessages(self,
+        request: palimpsest.v1.service_pb2.ImportMessagesRequest,
+        context: grpc.ServicerContext,
+    ) -> palimpsest.v1.service_pb2.ImportMessagesResponse:
+        """Writes a conversation given in a provider's format (docs/providers.md)
+        as the events the reference would have written for it, appended to an
+        existing session in one atomic batch: user/message, assistant/message
+        (`sourceEventSeqs: []`, no chunks), and per tool call a tool/call and
+        its tool/result (citing the tool/call). Rendering the session back in the
+        same format gives the input again (for the canonical subset,
+        docs/providers.md). Errors: SESSION_NOT_FOUND, FORMAT_UNSPECIFIED and
+        IMPORT_MESSAGES_INVALID (INVALID_ARGUMENT, metadata `index`: the
+        provider message), and those of AppendEvents (the pairing guard too).
         """
         pass
 

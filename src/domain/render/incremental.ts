@@ -1,0 +1,65 @@
+/**
+ * Rendering a model history that grew by appends only, reusing the rendering of its previous
+ * version (issue #34, the bench's "after an append" case): the provider messages before a safe
+ * cut are final, so only the entries from the cut on are rendered again, and the reused messages
+ * keep their objects (and so their cached JSON text).
+ *
+ * The cut is the last entry of the previous history that is an assistant message rendering
+ * something (text, an image or a call) right after a user-role message rendering something (text,
+ * an image or a tool result): every pending call before it was closed there, and no provider
+ * merges an assistant message into a user one, so what was rendered before it cannot change. test/unit/render-incremental.test.ts checks the result
+ * equals a full rendering, as a property.
+ */
+import type { Json } from '../event.js';
+import { isJsonObject } from '../json.js';
+import type { HistoryEntry, RenderedMessage, RenderOptions } from './history-steps.js';
+import { renderHistory, type ProviderFormat } from './index.js';
+
+/** A previous rendering and the entries it was rendered from. */
+export interface PreviousRendering {
+  readonly entries: readonly HistoryEntry[];
+  readonly rendered: readonly RenderedMessage[];
+}
+
+/** Whether a message of `role` renders something in every format (text, an image, or `kinds`). */
+function rendersContent(m: HistoryEntry['message'], role: string, kinds: readonly string[]): boolean {
+  if (m['role'] !== role) return false;
+  const c = m['content'];
+  if (typeof c === 'string') return c !== '';
+  if (!Array.isArray(c)) return false;
+  return (c as Json[]).some((b) => isJsonObject(b) && ((b['type'] === 'text' && typeof b['text'] === 'string' && b['text'] !== '') || b['type'] === 'image' || kinds.includes(b['type'] as string)));
+}
+
+/** Whether `prev.entries` is a prefix of `entries` (the same message objects in the same places). */
+export function extendsPrevious(prev: PreviousRendering, entries: readonly HistoryEntry[]): boolean {
+  if (prev.entries.length > entries.length) return false;
+  for (let i = 0; i < prev.entries.length; i++) {
+    const a = prev.entries[i]!;
+    const b = entries[i]!;
+    if (a.message !== b.message || a.seq !== b.seq) return false;
+  }
+  return true;
+}
+
+/**
+ * `renderHistory(format, entries, opts)`, reusing `prev` when `entries` extends its entries (see
+ * the module comment); a full rendering otherwise.
+ *
+ * @throws DomainError HISTORY_NOT_RENDERABLE
+ */
+export function renderExtended(format: ProviderFormat, entries: readonly HistoryEntry[], prev: PreviousRendering | undefined, opts: RenderOptions = {}): RenderedMessage[] {
+  if (prev === undefined || !extendsPrevious(prev, entries)) return renderHistory(format, entries, opts);
+  let cut = -1;
+  for (let i = prev.entries.length - 1; i >= 1; i--) {
+    if (rendersContent(entries[i]!.message, 'assistant', ['tool-call']) && rendersContent(entries[i - 1]!.message, 'user', ['tool-result'])) {
+      cut = i;
+      break;
+    }
+  }
+  if (cut < 0) return renderHistory(format, entries, opts);
+  const again = new Set<number>();
+  for (let i = cut; i < prev.entries.length; i++) again.add(prev.entries[i]!.seq);
+  let keep = prev.rendered.findIndex((r) => r.seqs.some((s) => again.has(s)));
+  if (keep < 0) keep = prev.rendered.length;
+  return [...prev.rendered.slice(0, keep), ...renderHistory(format, entries.slice(cut), opts)];
+}
