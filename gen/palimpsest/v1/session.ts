@@ -62,6 +62,12 @@ export interface Session {
    * TOOL_PAIRING_BROKEN).
    */
   pairingGuard: boolean;
+  /**
+   * True (in ListSessions) when the session failed an integrity check: every
+   * other RPC on it answers DATA_LOSS / DATA_CORRUPTED until it is deleted;
+   * restore it from a backup (palimpsest verify reports the details).
+   */
+  damaged: boolean;
 }
 
 export interface Session_LabelsEntry {
@@ -86,6 +92,7 @@ function createBaseSession(): Session {
     surfaceLength: 0,
     strict: false,
     pairingGuard: false,
+    damaged: false,
   };
 }
 
@@ -135,6 +142,9 @@ export const Session: MessageFns<Session> = {
     }
     if (message.pairingGuard !== false) {
       writer.uint32(120).bool(message.pairingGuard);
+    }
+    if (message.damaged !== false) {
+      writer.uint32(128).bool(message.damaged);
     }
     return writer;
   },
@@ -275,6 +285,14 @@ export const Session: MessageFns<Session> = {
             message.pairingGuard = reader.bool();
             continue;
           }
+          case 16: {
+            if (tag !== 128) {
+              break;
+            }
+
+            message.damaged = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -353,6 +371,7 @@ export const Session: MessageFns<Session> = {
         : isSet(object.pairing_guard)
         ? globalThis.Boolean(object.pairing_guard)
         : false,
+      damaged: isSet(object.damaged) ? globalThis.Boolean(object.damaged) : false,
     };
   },
 
@@ -409,6 +428,9 @@ export const Session: MessageFns<Session> = {
     if (message.pairingGuard !== false) {
       obj.pairingGuard = message.pairingGuard;
     }
+    if (message.damaged !== false) {
+      obj.damaged = message.damaged;
+    }
     return obj;
   },
 
@@ -440,6 +462,7 @@ export const Session: MessageFns<Session> = {
     message.surfaceLength = object.surfaceLength ?? 0;
     message.strict = object.strict ?? false;
     message.pairingGuard = object.pairingGuard ?? false;
+    message.damaged = object.damaged ?? false;
     return message;
   },
 };

@@ -418,7 +418,7 @@ export class SqliteSessionStore implements SessionStore {
     this.checkIntact(sessionId);
     const pages = this.st.readPage;
     if (pages === undefined) return undefined;
-    if (query.limit <= 0 || this.st.selectVisible.get(sessionId) === undefined) return this.seen({ bytes: new Uint8Array(0), count: 0, nextSeq: undefined });
+    if (query.limit <= 0 || this.st.selectVisible.get(sessionId) === undefined) return this.seen({ bytes: new Uint8Array(0), count: 0, nextSeq: undefined, firstSeq: undefined, lastSeq: undefined });
     const forward = query.direction === 'forward';
     const types = query.types !== undefined && query.types.length > 0 ? JSON.stringify(query.types) : undefined;
     const stmt = types === undefined ? (forward ? pages.forward : pages.backward) : forward ? pages.forwardTyped : pages.backwardTyped;

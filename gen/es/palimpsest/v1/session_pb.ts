@@ -10,7 +10,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file palimpsest/v1/session.proto.
  */
 export const file_palimpsest_v1_session: GenFile = /*@__PURE__*/
-  fileDesc("ChtwYWxpbXBzZXN0L3YxL3Nlc3Npb24ucHJvdG8SDXBhbGltcHNlc3QudjEiiQQKB1Nlc3Npb24SCgoCaWQYASABKAkSDwoHdmVyc2lvbhgCIAEoDRISCgpjcmVhdGVkX2F0GAMgASgDEhAKA2N3ZBgEIAEoCUgAiAEBEhsKDnBhcmVudF9zZXNzaW9uGAUgASgJSAGIAQESGAoLc2VlZF9sZW5ndGgYBiABKARIAogBARITCgZvcmlnaW4YByABKAlIA4gBARIdChBkZWxlZ2F0aW9uX2RlcHRoGAggASgESASIAQESGQoMYWdlbnRfcHJlc2V0GAkgASgJSAWIAQESMgoGbGFiZWxzGAogAygLMiIucGFsaW1wc2VzdC52MS5TZXNzaW9uLkxhYmVsc0VudHJ5EhUKCGhlYWRfc2VxGAsgASgESAaIAQESEwoLZXZlbnRfY291bnQYDCABKAQSFgoOc3VyZmFjZV9sZW5ndGgYDSABKAQSDgoGc3RyaWN0GA4gASgIEhUKDXBhaXJpbmdfZ3VhcmQYDyABKAgaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4AUIGCgRfY3dkQhEKD19wYXJlbnRfc2Vzc2lvbkIOCgxfc2VlZF9sZW5ndGhCCQoHX29yaWdpbkITChFfZGVsZWdhdGlvbl9kZXB0aEIPCg1fYWdlbnRfcHJlc2V0QgsKCV9oZWFkX3NlcUIuWixwYWxpbXBzZXN0L2dlbi9nby9wYWxpbXBzZXN0L3YxO3BhbGltcHNlc3R2MWIGcHJvdG8z");
+  fileDesc("ChtwYWxpbXBzZXN0L3YxL3Nlc3Npb24ucHJvdG8SDXBhbGltcHNlc3QudjEimgQKB1Nlc3Npb24SCgoCaWQYASABKAkSDwoHdmVyc2lvbhgCIAEoDRISCgpjcmVhdGVkX2F0GAMgASgDEhAKA2N3ZBgEIAEoCUgAiAEBEhsKDnBhcmVudF9zZXNzaW9uGAUgASgJSAGIAQESGAoLc2VlZF9sZW5ndGgYBiABKARIAogBARITCgZvcmlnaW4YByABKAlIA4gBARIdChBkZWxlZ2F0aW9uX2RlcHRoGAggASgESASIAQESGQoMYWdlbnRfcHJlc2V0GAkgASgJSAWIAQESMgoGbGFiZWxzGAogAygLMiIucGFsaW1wc2VzdC52MS5TZXNzaW9uLkxhYmVsc0VudHJ5EhUKCGhlYWRfc2VxGAsgASgESAaIAQESEwoLZXZlbnRfY291bnQYDCABKAQSFgoOc3VyZmFjZV9sZW5ndGgYDSABKAQSDgoGc3RyaWN0GA4gASgIEhUKDXBhaXJpbmdfZ3VhcmQYDyABKAgSDwoHZGFtYWdlZBgQIAEoCBotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBQgYKBF9jd2RCEQoPX3BhcmVudF9zZXNzaW9uQg4KDF9zZWVkX2xlbmd0aEIJCgdfb3JpZ2luQhMKEV9kZWxlZ2F0aW9uX2RlcHRoQg8KDV9hZ2VudF9wcmVzZXRCCwoJX2hlYWRfc2VxQi5aLHBhbGltcHNlc3QvZ2VuL2dvL3BhbGltcHNlc3QvdjE7cGFsaW1wc2VzdHYxYgZwcm90bzM");
 
 /**
  * A session: the reference's session header plus Palimpsest's metadata and
@@ -125,6 +125,15 @@ export type Session = Message<"palimpsest.v1.Session"> & {
    * @generated from field: bool pairing_guard = 15;
    */
   pairingGuard: boolean;
+
+  /**
+   * True (in ListSessions) when the session failed an integrity check: every
+   * other RPC on it answers DATA_LOSS / DATA_CORRUPTED until it is deleted;
+   * restore it from a backup (palimpsest verify reports the details).
+   *
+   * @generated from field: bool damaged = 16;
+   */
+  damaged: boolean;
 };
 
 /**

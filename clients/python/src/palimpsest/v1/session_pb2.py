@@ -13,7 +13,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bpalimpsest/v1/session.proto\x12\rpalimpsest.v1\"\xb5\x05\n\x07Session\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n\x07version\x18\x02 \x01(\rR\x07version\x12\x1d\n\ncreated_at\x18\x03 \x01(\x03R\tcreatedAt\x12\x15\n\x03\x63wd\x18\x04 \x01(\tH\x00R\x03\x63wd\x88\x01\x01\x12*\n\x0eparent_session\x18\x05 \x01(\tH\x01R\rparentSession\x88\x01\x01\x12$\n\x0bseed_length\x18\x06 \x01(\x04H\x02R\nseedLength\x88\x01\x01\x12\x1b\n\x06origin\x18\x07 \x01(\tH\x03R\x06origin\x88\x01\x01\x12.\n\x10\x64\x65legation_depth\x18\x08 \x01(\x04H\x04R\x0f\x64\x65legationDepth\x88\x01\x01\x12&\n\x0c\x61gent_preset\x18\t \x01(\tH\x05R\x0b\x61gentPreset\x88\x01\x01\x12:\n\x06labels\x18\n \x03(\x0b\x32\".palimpsest.v1.Session.LabelsEntryR\x06labels\x12\x1e\n\x08head_seq\x18\x0b \x01(\x04H\x06R\x07headSeq\x88\x01\x01\x12\x1f\n\x0b\x65vent_count\x18\x0c \x01(\x04R\neventCount\x12%\n\x0esurface_length\x18\r \x01(\x04R\rsurfaceLength\x12\x16\n\x06strict\x18\x0e \x01(\x08R\x06strict\x12#\n\rpairing_guard\x18\x0f \x01(\x08R\x0cpairingGuard\x1a\x39\n\x0bLabelsEntry\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n\x05value\x18\x02 \x01(\tR\x05value:\x02\x38\x01\x42\x06\n\x04_cwdB\x11\n\x0f_parent_sessionB\x0e\n\x0c_seed_lengthB\t\n\x07_originB\x13\n\x11_delegation_depthB\x0f\n\r_agent_presetB\x0b\n\t_head_seqB.Z,palimpsest/gen/go/palimpsest/v1;palimpsestv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bpalimpsest/v1/session.proto\x12\rpalimpsest.v1\"\xcf\x05\n\x07Session\x12\x0e\n\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n\x07version\x18\x02 \x01(\rR\x07version\x12\x1d\n\ncreated_at\x18\x03 \x01(\x03R\tcreatedAt\x12\x15\n\x03\x63wd\x18\x04 \x01(\tH\x00R\x03\x63wd\x88\x01\x01\x12*\n\x0eparent_session\x18\x05 \x01(\tH\x01R\rparentSession\x88\x01\x01\x12$\n\x0bseed_length\x18\x06 \x01(\x04H\x02R\nseedLength\x88\x01\x01\x12\x1b\n\x06origin\x18\x07 \x01(\tH\x03R\x06origin\x88\x01\x01\x12.\n\x10\x64\x65legation_depth\x18\x08 \x01(\x04H\x04R\x0f\x64\x65legationDepth\x88\x01\x01\x12&\n\x0c\x61gent_preset\x18\t \x01(\tH\x05R\x0b\x61gentPreset\x88\x01\x01\x12:\n\x06labels\x18\n \x03(\x0b\x32\".palimpsest.v1.Session.LabelsEntryR\x06labels\x12\x1e\n\x08head_seq\x18\x0b \x01(\x04H\x06R\x07headSeq\x88\x01\x01\x12\x1f\n\x0b\x65vent_count\x18\x0c \x01(\x04R\neventCount\x12%\n\x0esurface_length\x18\r \x01(\x04R\rsurfaceLength\x12\x16\n\x06strict\x18\x0e \x01(\x08R\x06strict\x12#\n\rpairing_guard\x18\x0f \x01(\x08R\x0cpairingGuard\x12\x18\n\x07\x64\x61maged\x18\x10 \x01(\x08R\x07\x64\x61maged\x1a\x39\n\x0bLabelsEntry\x12\x10\n\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n\x05value\x18\x02 \x01(\tR\x05value:\x02\x38\x01\x42\x06\n\x04_cwdB\x11\n\x0f_parent_sessionB\x0e\n\x0c_seed_lengthB\t\n\x07_originB\x13\n\x11_delegation_depthB\x0f\n\r_agent_presetB\x0b\n\t_head_seqB.Z,palimpsest/gen/go/palimpsest/v1;palimpsestv1b\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'palimpsest.v1.session_pb2', globals())
@@ -24,7 +24,7 @@ if _descriptor._USE_C_DESCRIPTORS == False:
   _SESSION_LABELSENTRY._options = None
   _SESSION_LABELSENTRY._serialized_options = b'8\001'
   _SESSION._serialized_start=47
-  _SESSION._serialized_end=740
-  _SESSION_LABELSENTRY._serialized_start=578
-  _SESSION_LABELSENTRY._serialized_end=635
+  _SESSION._serialized_end=766
+  _SESSION_LABELSENTRY._serialized_start=604
+  _SESSION_LABELSENTRY._serialized_end=661
 # @@protoc_insertion_point(module_scope)
