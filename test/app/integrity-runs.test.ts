@@ -136,3 +136,59 @@ describe('the same reads of intact sessions', () => {
     expect(await rejection(s.getSession(ctx, 'nope'))).toBeInstanceOf(DomainError);
   });
 });
+
+describe('a session missing from the database whose head is on record (issue #33 item 4)', () => {
+  /** A file where session 'gone' (2 events, tenant 'acme') vanished from the database while the server was stopped. */
+  async function fileWithoutSession(): Promise<string> {
+    const path = dbs.freshPath();
+    const s = service(path);
+    const acme = { tenant: 'acme' };
+    for (const id of ['gone', 'kept']) {
+      await s.createSession(acme, { id });
+      await s.append(acme, id, [user(`${id}0`), user(`${id}1`)]);
+    }
+    await s.close();
+    const raw = new Database(path);
+    raw.prepare("DELETE FROM events WHERE session_id = 'acme/gone'").run();
+    expect(raw.prepare("DELETE FROM sessions WHERE id = 'acme/gone'").run().changes).toBe(1);
+    raw.close();
+    return path;
+  }
+
+  it('answers DATA_CORRUPTED (never NOT_FOUND) to reads, appends and a re-create, and ListSessions lists it as damaged', async () => {
+    const s = service(await fileWithoutSession());
+    const acme = { tenant: 'acme' };
+    for (const call of [
+      () => s.getSession(acme, 'gone'),
+      () => s.listEvents(acme, 'gone', { direction: 'forward' }),
+      () => s.getSurface(acme, 'gone'),
+      () => s.append(acme, 'gone', [user('again')]),
+      () => s.createSession(acme, { id: 'gone' }),
+      () => drain(s.exportJsonl(acme, 'gone')),
+    ]) {
+      const e = await rejection(call());
+      expect(e).toBeInstanceOf(DataCorruptedError);
+      expect(e.message).toMatch(/is missing from the database but its recorded head is 1/);
+    }
+    const listed = (await s.listSessions(acme, {})).sessions.map((v) => [v.record.header.id, v.damaged === true]);
+    expect(listed).toEqual([['kept', false], ['gone', true]]);
+    // Another tenant does not see it; a label filter does not match it.
+    expect((await s.listSessions({ tenant: 'other' }, {})).sessions).toEqual([]);
+    expect((await s.listSessions(acme, { labels: { a: 'b' } })).sessions).toEqual([]);
+    // Another tenant's id of the same name is another session.
+    expect(await rejection(s.getSession({ tenant: 'other' }, 'gone'))).toMatchObject({ reason: 'SESSION_NOT_FOUND' });
+  });
+
+  it('deleting it clears it: the id can be created again and nothing lists it as damaged', async () => {
+    const path = await fileWithoutSession();
+    const s = service(path);
+    const acme = { tenant: 'acme' };
+    expect(await s.deleteSession(acme, 'gone')).toBe(true);
+    expect(await rejection(s.getSession(acme, 'gone'))).toMatchObject({ reason: 'SESSION_NOT_FOUND' });
+    await s.close();
+    // Also after a restart (the delete is recorded).
+    const t = service(path);
+    await t.createSession(acme, { id: 'gone' });
+    expect((await t.listSessions(acme, {})).sessions.map((v) => [v.record.header.id, v.damaged === true]).sort()).toEqual([['gone', false], ['kept', false]]);
+  });
+});

@@ -213,3 +213,43 @@ describe('a row missing from the middle of a stopped server\'s session (issue #3
     await stop(s, 'SIGTERM');
   }, 120_000);
 });
+
+describe('a session missing from the database whose head is on record (issue #33 item 4)', () => {
+  it('DATA_LOSS on every RPC (not NOT_FOUND), listed as damaged, found by both verifies; a delete clears it', async () => {
+    const db = join(dir, 'missing.db');
+    let s = await start(db);
+    for (const id of ['gone', 'kept']) {
+      await s.a.createSession({ sessionId: id });
+      await s.a.appendEvents({ sessionId: id, events: [input('x/note', { id })] });
+    }
+    await stop(s, 'SIGTERM');
+    const raw = new Database(db);
+    raw.prepare("DELETE FROM events WHERE session_id = 'gone'").run();
+    expect(raw.prepare("DELETE FROM sessions WHERE id = 'gone'").run().changes).toBe(1);
+    raw.close();
+
+    s = await start(db);
+    for (const call of [
+      () => s.a.getSession({ sessionId: 'gone' }),
+      () => s.a.listEvents({ sessionId: 'gone' }),
+      () => s.a.appendEvents({ sessionId: 'gone', events: [input('x/note', 1)] }),
+      () => s.a.createSession({ sessionId: 'gone' }),
+      () => s.a.exportSession('gone'),
+    ]) {
+      expect(await failure(call())).toMatchObject({ code: status.DATA_LOSS, reason: 'DATA_CORRUPTED', metadata: { sessionId: 'gone' } });
+    }
+    const listed = await s.a.listSessions({ pageSize: 10 });
+    expect(listed.sessions.map((x) => [x.id, x.damaged])).toEqual([['kept', false], ['gone', true]]);
+    const byServer = await runCli(['verify', '--addr', s.server.address, '--json']);
+    expect(byServer.code, byServer.stderr).toBe(1);
+    expect((JSON.parse(byServer.stdout) as { problems: { sessionId: string }[] }).problems.map((p) => p.sessionId)).toEqual(['gone']);
+    const byFile = await runCli(['verify', '--db', db]);
+    expect(byFile.code).toBe(1);
+    expect(byFile.stdout).toMatch(/session "gone"/);
+
+    await s.a.deleteSession({ sessionId: 'gone' });
+    expect((await failure(s.a.getSession({ sessionId: 'gone' }))).code).toBe(status.NOT_FOUND);
+    expect((await runCli(['verify', '--addr', s.server.address])).code).toBe(0);
+    await stop(s, 'SIGTERM');
+  }, 120_000);
+});

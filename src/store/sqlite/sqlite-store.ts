@@ -164,6 +164,12 @@ export class SqliteSessionStore implements SessionStore {
   private readonly headRecord: HeadRecord | undefined;
   /** Sessions that lost acknowledged commits (found at open), refused until deleted. */
   private readonly damaged = new Map<string, DataCorruptedError>();
+  /**
+   * The damaged sessions missing from the database altogether: their recorded head. getSession
+   * answers them with their damage and listSessions lists them (issue #33 item 4), so every RPC
+   * says DATA_LOSS and both verifies find them, until they are deleted.
+   */
+  private readonly missing = new Map<string, RecordedHead>();
 
   constructor(options: SqliteStoreOptions) {
     this.path = options.path;
@@ -291,10 +297,21 @@ export class SqliteSessionStore implements SessionStore {
   }
 
   async getSession(id: string): Promise<SessionRecord | undefined> {
-    // Not refused for a damaged session: its record is how the app finds it to delete it.
+    // Not refused for a damaged session that has a record (it is how the app finds it to delete
+    // it); one missing from the database answers its damage (DATA_LOSS, not NOT_FOUND).
     await this.readable();
     const row = this.st.selectSession.get(id) as RawSession | undefined;
+    if (row === undefined && this.missing.has(id)) throw this.damaged.get(id)!;
     return this.seen(row === undefined ? undefined : decodeSession(row));
+  }
+
+  /** The record listSessions shows for a damaged session missing from the database. */
+  private missingRecord(id: string, head: RecordedHead): SessionRecord {
+    const slash = id.indexOf('/');
+    return {
+      header: { version: 0, id, createdAt: head.createdAt }, labels: {}, tenant: slash < 0 ? '' : id.slice(0, slash), nextSeq: head.nextSeq,
+      eventCount: head.nextSeq, dataBytes: 0, strict: false, pairingGuard: false, writer: '',
+    };
   }
 
   async listSessions(query: {
@@ -312,9 +329,20 @@ export class SqliteSessionStore implements SessionStore {
     const params: Record<string, unknown> = { createdAt: after.createdAt, id: after.id, limit: query.pageSize + 1 };
     if (hasTenant) params.tenant = query.tenant;
     if (hasLabels) params.labels = JSON.stringify(query.labels);
-    const rows = statement.all(params) as RawSession[];
-    const more = rows.length > query.pageSize;
-    const sessions = (more ? rows.slice(0, query.pageSize) : rows).map(decodeSession);
+    let records = (statement.all(params) as RawSession[]).map(decodeSession);
+    if (this.missing.size > 0 && !hasLabels) {
+      // Damaged sessions missing from the database are listed in their place (newest first).
+      const before = (r: { header: { createdAt: number; id: string } }): boolean =>
+        r.header.createdAt < after.createdAt || (r.header.createdAt === after.createdAt && r.header.id < after.id);
+      const extra = [...this.missing].map(([id, head]) => this.missingRecord(id, head))
+        .filter((r) => before(r) && (!hasTenant || r.tenant === query.tenant) && this.st.selectSession.get(r.header.id) === undefined);
+      if (extra.length > 0) {
+        records = [...records, ...extra].sort((x, y) => y.header.createdAt - x.header.createdAt || (x.header.id < y.header.id ? 1 : x.header.id > y.header.id ? -1 : 0));
+        records = records.slice(0, query.pageSize + 1);
+      }
+    }
+    const more = records.length > query.pageSize;
+    const sessions = more ? records.slice(0, query.pageSize) : records;
     const last = sessions[sessions.length - 1];
     return this.seen({
       sessions,
@@ -331,6 +359,7 @@ export class SqliteSessionStore implements SessionStore {
     if (damage !== undefined) {
       // A refused session that is gone from the database: deleting it is how an operator clears it.
       this.damaged.delete(id);
+      this.missing.delete(id);
       const recorded = readHeads(this.headRecord!.path).get(id);
       if (recorded !== undefined) this.headRecord!.deleted(id, recorded.createdAt);
     }
@@ -573,6 +602,7 @@ export class SqliteSessionStore implements SessionStore {
       const row = current.get(id) as [number, number] | undefined;
       let problem: string | undefined;
       if (row === undefined || row[0] !== want.createdAt) problem = 'is missing from the database';
+      if (row === undefined) this.missing.set(id, want);
       else if (row[1] < want.nextSeq) problem = `has head ${row[1] - 1} in the database`;
       if (problem !== undefined) {
         this.damaged.set(id, new DataCorruptedError(id, row !== undefined && row[0] === want.createdAt ? row[1] : undefined,
