@@ -89,6 +89,10 @@ export async function composeApp(config: ServerConfig, logger: Logger, tracing?:
       throw e;
     }
     for (const d of opened.damagedSessions) logger.error({ dataLoss: true, sessionId: d.sessionId, err: d.message }, 'DATA LOSS found at open: session refused');
+    if (opened.headsUnsealed !== undefined) {
+      logger.error({ headsUnsealed: opened.headsUnsealed },
+        'the session heads record is UNSEALED: lost acknowledged commits (a damaged WAL) would go unseen; check the database with `palimpsest verify --db FILE`, then re-seal with `palimpsest verify --db FILE --reseal-heads` (server stopped)');
+    }
     const ext = opened.checksumExtension;
     if (ext.problem !== undefined) logger.warn({ checksums: 'javascript' }, ext.problem);
     else logger.info({ checksums: ext.loaded ? (ext.hardwareCrc === true ? 'sqlite (crc32c instruction)' : 'sqlite (table)') : 'javascript' }, 'row checksums verified on read');

@@ -53,7 +53,7 @@ import type { WriterConfig } from './append-thread-wire.js';
 import type { Worker } from 'node:worker_threads';
 import { sessionWrites, type SessionWrites } from './session-writes.js';
 import { DataCorruptedError } from '../../app/storage-error.js';
-import { HeadRecord, readHeads, type RecordedHead } from './head-record.js';
+import { HeadRecord, readHeads, readHeadsFile, type RecordedHead } from './head-record.js';
 
 /** Options of {@link SqliteSessionStore}. */
 export interface SqliteStoreOptions {
@@ -587,7 +587,16 @@ export class SqliteSessionStore implements SessionStore {
   /** Opens the heads file and refuses the sessions whose stored head is below the recorded one. */
   private openHeadRecord(path: string): HeadRecord {
     // The file is read before the database: every line in it is of a commit the database has.
-    let recorded = readHeads(path);
+    const file = readHeadsFile(path);
+    let recorded = file.heads;
+    // A file missing, empty or damaged while the database holds sessions protects nothing (issue
+    // #33 item 5): marked unsealed, reported at every open until an operator re-seals it.
+    let unsealed = file.unsealed;
+    if (unsealed === undefined && this.db.prepare('SELECT 1 FROM sessions WHERE pending = 0 LIMIT 1').get() !== undefined) {
+      if (!file.exists) unsealed = `${path} is missing`;
+      else if (file.badLines > 0) unsealed = `${path} is damaged (${file.badLines} lines fail their checksum)`;
+      else if (recorded.size === 0 && fs.statSync(path).size === 0) unsealed = `${path} is empty`;
+    }
     const current = this.db.prepare('SELECT created_at, next_seq FROM sessions WHERE id = ? AND pending = 0').raw();
     const behind = (id: string, want: RecordedHead): boolean => {
       const row = current.get(id) as [number, number] | undefined;
@@ -610,7 +619,9 @@ export class SqliteSessionStore implements SessionStore {
           '(a damaged WAL or database file); the session is refused so its seqs are never reused; restore it from a backup or delete it'));
       }
     }
-    const record = new HeadRecord(path);
+    const record = new HeadRecord(path, file.unsealed);
+    if (unsealed !== undefined && file.unsealed === undefined) record.unseal(unsealed);
+    this.headsUnsealed = unsealed;
     record.compact(() => {
       const all = new Map<string, RecordedHead>();
       for (const [id, created, next] of this.db.prepare('SELECT id, created_at, next_seq FROM sessions WHERE pending = 0').raw().iterate() as Iterable<[string, number, number]>) {
@@ -621,6 +632,12 @@ export class SqliteSessionStore implements SessionStore {
     });
     return record;
   }
+
+  /**
+   * Why the heads record cannot be trusted (missing, emptied or damaged while the database held
+   * sessions; head-record.ts), until `palimpsest verify --db F --reseal-heads`; undefined when sealed.
+   */
+  headsUnsealed: string | undefined;
 
   /** Sessions refused at open because they lost acknowledged commits (head-record.ts). */
   get damagedSessions(): readonly DataCorruptedError[] {
