@@ -21,8 +21,54 @@ import { otlpSpanSink } from './app/otel-genai-otlp-sink.js';
 import { FileExportPositions, MemoryExportPositions } from './store/otel-genai-positions.js';
 import { VERSION } from './cli/version.js';
 import { compactionObservations } from './app/compaction-metrics.js';
+import { isUnavailable } from './store/postgres/pg-errors.js';
+import { DeferredStore } from './store/deferred-store.js';
+import { HealthState } from './server/health.js';
 
 export type { RunningServer, ServerExtensions };
+
+/** A started server; `storeReady` settles once its store is open (rejects when the wait for PostgreSQL ran out; the server is then shut down). */
+export type StartedServer = RunningServer & { readonly storeReady: Promise<void> };
+
+/** Backoff between attempts to reach PostgreSQL at start-up: doubling from the first, capped. */
+const STORE_WAIT_FIRST_MS = 250;
+const STORE_WAIT_MAX_MS = 5_000;
+
+/** True when a store open failed only because the database cannot be reached (worth waiting for). */
+function unreachable(e: unknown): boolean {
+  return e instanceof Error && (isUnavailable(e) || isUnavailable(e.cause));
+}
+
+/**
+ * Keeps opening the PostgreSQL store with backoff until it opens (then hands it to `deferred`
+ * and marks the server serving) or `deadline` passes or it fails for another reason (rejects).
+ */
+async function waitForStore(config: ServerConfig, logger: Logger, deferred: DeferredStore, health: HealthState, deadline: number): Promise<void> {
+  for (let attempt = 1; ; attempt++) {
+    const delay = Math.min(STORE_WAIT_MAX_MS, STORE_WAIT_FIRST_MS * 2 ** Math.min(attempt - 1, 10)) * (0.75 + Math.random() / 2);
+    if (Date.now() + delay > deadline) {
+      throw new Error(`the PostgreSQL database ${redactUrl(config.db)} was not reachable within --store-wait-ms ${config.storeWaitMs} ms; giving up`);
+    }
+    await new Promise((r) => setTimeout(r, delay).unref());
+    if (deferred.closed) return;
+    let store: SessionStore;
+    try {
+      store = await openStore(config, logger);
+    } catch (e) {
+      if (!unreachable(e)) throw e;
+      logger.warn({ attempt, err: (e as Error).message }, 'PostgreSQL not reachable yet; still waiting (health NOT_SERVING)');
+      continue;
+    }
+    if (deferred.closed) {
+      await store.close();
+      return;
+    }
+    deferred.open(store);
+    health.setServing();
+    logger.info({ attempt }, 'PostgreSQL reachable: serving');
+    return;
+  }
+}
 
 /**
  * Opens the configured store: a `postgresql://` / `postgres://` URL selects the shared PostgreSQL
@@ -38,8 +84,8 @@ export async function openStore(config: ServerConfig, logger?: Logger): Promise<
 }
 
 /** The app over the configured store, with the store-driven change feed. */
-export async function composeApp(config: ServerConfig, logger: Logger, tracing?: Tracing, tap?: (batch: CommittedBatch) => void): Promise<SessionService> {
-  const opened = await openStore(config, logger);
+export async function composeApp(config: ServerConfig, logger: Logger, tracing?: Tracing, tap?: (batch: CommittedBatch) => void, given?: SessionStore): Promise<SessionService> {
+  const opened = given ?? await openStore(config, logger);
   if (opened instanceof SqliteSessionStore) {
     // The writer thread opens its connection now: a database it cannot open fails the start.
     try {
@@ -49,6 +95,10 @@ export async function composeApp(config: ServerConfig, logger: Logger, tracing?:
       throw e;
     }
     for (const d of opened.damagedSessions) logger.error({ dataLoss: true, sessionId: d.sessionId, err: d.message }, 'DATA LOSS found at open: session refused');
+    if (opened.headsUnsealed !== undefined) {
+      logger.error({ headsUnsealed: opened.headsUnsealed },
+        'the session heads record is UNSEALED: lost acknowledged commits (a damaged WAL) would go unseen; check the database with `palimpsest verify --db FILE`, then re-seal with `palimpsest verify --db FILE --reseal-heads` (server stopped)');
+    }
     const ext = opened.checksumExtension;
     if (ext.problem !== undefined) logger.warn({ checksums: 'javascript' }, ext.problem);
     else logger.info({ checksums: ext.loaded ? (ext.hardwareCrc === true ? 'sqlite (crc32c instruction)' : 'sqlite (table)') : 'javascript' }, 'row checksums verified on read');
@@ -71,12 +121,32 @@ export function otelGenaiPositions(config: ServerConfig): ExportPositions {
   return new FileExportPositions(`${config.db}.otel-genai-positions`);
 }
 
-/** Starts Palimpsest (store, app, gRPC server); resolves once it is listening. */
-export async function startServer(partial: Partial<ServerConfig> = {}, ext: ServerExtensions = {}): Promise<RunningServer> {
+/**
+ * Starts Palimpsest (store, app, gRPC server); resolves once it is listening. A PostgreSQL
+ * database that cannot be reached at start is waited for (issue #33 item 3): the server listens at
+ * once, answers UNAVAILABLE / STORE_UNAVAILABLE and health NOT_SERVING, and keeps trying with
+ * backoff for `storeWaitMs`; `storeReady` rejects (and the server shuts down) if it never comes.
+ */
+export async function startServer(partial: Partial<ServerConfig> = {}, ext: ServerExtensions = {}): Promise<StartedServer> {
   const config = resolveConfig(partial);
   const logger = serverLogger(config);
   // OpenTelemetry: off unless OTEL_* asks for it (or a test passes a provider); loaded only then.
   const tracing = ext.tracing ?? await loadTracing(process.env, ext.tracerProvider);
+  let store: SessionStore | undefined;
+  let waiting: { deferred: DeferredStore; health: HealthState } | undefined;
+  if (isPostgresUrl(config.db) && config.storeWaitMs > 0) {
+    try {
+      store = await openStore(config, logger);
+    } catch (e) {
+      if (!unreachable(e)) throw e;
+      logger.warn({ err: (e as Error).message, storeWaitMs: config.storeWaitMs }, 'PostgreSQL not reachable at start: serving NOT_SERVING and waiting for it');
+      const deferred = new DeferredStore(
+        `the PostgreSQL database is not reachable yet (this replica started while it was down and waits for it up to --store-wait-ms ${config.storeWaitMs} ms); retry later or on another replica`);
+      waiting = { deferred, health: new HealthState(false) };
+      store = deferred;
+    }
+  }
+  let running: RunningServer;
   const positions = config.otelGenaiExport ? otelGenaiPositions(config) : undefined;
   let live: LiveGenAiExporter | undefined;
   let observeCompactions: ((batch: CommittedBatch) => void) | undefined;
@@ -87,7 +157,7 @@ export async function startServer(partial: Partial<ServerConfig> = {}, ext: Serv
   const app = await composeApp(config, logger, tracing, !tapped ? undefined : (b) => {
     if (live !== undefined && otel !== undefined) otel.context.with(otel.ROOT_CONTEXT, () => live?.onCommit(b));
     observeCompactions?.(b);
-  });
+  }, store);
   try {
     if (positions !== undefined) {
       // Started before the server listens: no commit can slip between the catch-up scan and the tap.
@@ -95,24 +165,23 @@ export async function startServer(partial: Partial<ServerConfig> = {}, ext: Serv
       await live.start();
     }
     // The server only shows `db` in its start-up log: never a database password.
-    const running = await serveApp(app, isPostgresUrl(config.db) ? { ...config, db: redactUrl(config.db) } : config, logger, { ...ext, tracing });
+    const served = await serveApp(app, isPostgresUrl(config.db) ? { ...config, db: redactUrl(config.db) } : config, logger, { ...ext, tracing, health: waiting?.health });
     if (config.metricsListen) {
       // Compaction/prune metrics from the committed batches; sessions per tenant from the store at each scrape.
-      const metrics = running.metrics;
+      const metrics = served.metrics;
       observeCompactions = (b) => {
         for (const o of compactionObservations(b)) metrics.compacted(o.kind, o.shadowedEvents, o.tokensSaved);
       };
-      const store = app.store;
-      metrics.trackTenantSessions(async () => (await store.tenantSessionCounts?.()) ?? new Map());
+      const appStore = app.store;
+      metrics.trackTenantSessions(async () => (await appStore.tenantSessionCounts?.()) ?? new Map());
     }
     const exporter = live;
-    if (exporter === undefined) return running;
-    return {
-      ...running,
+    running = exporter === undefined ? served : {
+      ...served,
       // The live export stops first: it reads the store the server's shutdown closes.
       shutdown: async () => {
         await exporter.close().catch((e: unknown) => logger.warn({ err: e }, 'otel-genai export: close failed'));
-        await running.shutdown();
+        await served.shutdown();
       },
     };
   } catch (e) {
@@ -120,4 +189,15 @@ export async function startServer(partial: Partial<ServerConfig> = {}, ext: Serv
     await app.close().catch(() => undefined);
     throw e;
   }
+  let storeReady = Promise.resolve();
+  if (waiting !== undefined) {
+    storeReady = waitForStore(config, logger, waiting.deferred, waiting.health, Date.now() + config.storeWaitMs).catch(async (e: unknown) => {
+      logger.error({ err: (e as Error).message }, 'the store did not open: shutting down');
+      await running.shutdown();
+      throw e;
+    });
+    // Observed here so that a caller that never awaits it does not crash the process.
+    storeReady.catch(() => undefined);
+  }
+  return Object.assign(running, { storeReady });
 }

@@ -87,6 +87,8 @@ export interface SessionView {
   readonly surfaceLength: number;
   readonly headSeq: number | undefined;
   readonly eventCount: number;
+  /** Set (ListSessions only) for a session that failed an integrity check: its reads answer DATA_CORRUPTED. */
+  readonly damaged?: true;
 }
 
 /** A derived message with the event it comes from. */

@@ -19,6 +19,7 @@ import type { SessionCache } from './session-cache.js';
 import type { EncodedEventPage, ReadEventsQuery, SessionRecord, SessionStore, StoredEventText } from './store-port.js';
 import { fromStored, storageKey } from './tenant-scope.js';
 import { checkAsOf, replayAsOf } from './time-travel.js';
+import { pageProblem, type RunSeen } from './run-check.js';
 
 /** Which messages GetMessages returns. */
 export type MessagesView = 'model' | 'transcript';
@@ -119,7 +120,7 @@ export class Reads {
         // A damaged session stays listed from its stored record (surface length 0) so it can be
         // found and deleted; reading it answers DATA_LOSS.
         if (!(e instanceof DataCorruptedError)) throw e;
-        sessions[i] = { ...s, surfaceLength: 0 };
+        sessions[i] = { ...s, surfaceLength: 0, damaged: true };
       }
     }
     return { sessions, nextPageToken: page.nextPageToken };
@@ -135,9 +136,19 @@ export class Reads {
     const fromSeq = q.fromSeq ?? (q.direction === 'forward' ? 0 : Math.max(rec.nextSeq - 1, 0));
     const types = q.types && q.types.length > 0 ? q.types : undefined;
     const key = storageKey(ctx.tenant, id);
+    // An untyped page is checked against the record (run-check.ts): no seq may be missing from it.
+    const check = async (seen: RunSeen): Promise<void> => {
+      if (types !== undefined) return;
+      const problem = pageProblem(rec, fromSeq, q.direction, seen);
+      if (problem !== undefined) await this.cache.corrupted(key, id, rec, problem);
+    };
     if (q.encodedBudgetBytes !== undefined && this.store.readEncodedEventPage !== undefined) {
       const encoded = await this.store.readEncodedEventPage(key, { fromSeq, direction: q.direction, limit, types }, q.encodedBudgetBytes);
-      if (encoded !== undefined) return { events: [], nextSeq: encoded.nextSeq, encoded };
+      // A page with a seq missing is read again as rows below, which name the missing seq.
+      const seen = { first: encoded?.firstSeq, last: encoded?.lastSeq, count: encoded?.count ?? 0, next: encoded?.nextSeq };
+      if (encoded !== undefined && (types !== undefined || pageProblem(rec, fromSeq, q.direction, seen) === undefined)) {
+        return { events: [], nextSeq: encoded.nextSeq, encoded };
+      }
     }
     const query: ReadEventsQuery = { fromSeq, direction: q.direction, limit: limit + 1, types };
     // Data as the stored JSON text: the server puts it on the wire as is (no parse + stringify).
@@ -147,6 +158,7 @@ export class Reads {
       const extra = events.pop() as StoredEventText;
       next = extra.seq;
     }
+    await check({ first: events[0]?.seq, last: events[events.length - 1]?.seq, count: events.length, next, events });
     return { events, nextSeq: next };
   }
 
@@ -262,10 +274,10 @@ export class Reads {
     return { messages, headSeq: out.headSeq, nextPageToken: next };
   }
 
-  /** Reads the whole log in ascending batches. */
+  /** Reads the log from `fromSeq` to the end in ascending batches, checked (SessionCache.scan). */
   async *scan(ctx: CallContext, id: string, fromSeq = 0): AsyncGenerator<SessionEvent[]> {
-    await this.cache.record(ctx, id);
-    yield* this.store.scanEvents(storageKey(ctx.tenant, id), fromSeq, STORE_READ_BATCH);
+    const rec = await this.cache.record(ctx, id);
+    yield* this.cache.scan(storageKey(ctx.tenant, id), id, rec, fromSeq);
   }
 
   /**

@@ -8,6 +8,12 @@
  * read) whenever the session is idle, so another process's commit (or a delete and re-create)
  * is never hidden by the cache; while this process has writes in flight, a conflict on any of
  * them drops the handle.
+ *
+ * Refused sessions (issue #33 item 1): once an integrity check failed on a session (a store's
+ * checksum or digest, or a run of events with a seq missing, run-check.ts), every use case that
+ * reaches it through this cache answers that same DataCorruptedError until the session is deleted
+ * (or another process deletes and re-creates the id: the refusal names the incarnation by its
+ * creation time). Kept per process, not stored.
  */
 import type { SessionEvent } from '../domain/event.js';
 import { DomainError } from '../domain/errors.js';
@@ -17,11 +23,20 @@ import type { ChangeFeed } from './change-feed.js';
 import { SessionHandle } from './session-handle.js';
 import type { SessionRecord, SessionStore } from './store-port.js';
 import { fromStored, storageKey } from './tenant-scope.js';
+import { DataCorruptedError } from './storage-error.js';
+import { AscendingRun, runCorrupted } from './run-check.js';
+
+/** A refused session: the incarnation (creation time) and the error every use answers. */
+interface Refusal {
+  readonly createdAt: number;
+  readonly error: DataCorruptedError;
+}
 
 /** Hot sessions of one service. */
 export class SessionCache {
   readonly #cache = new Map<string, SessionHandle>();
   readonly #loading = new Map<string, Promise<SessionHandle>>();
+  readonly #refused = new Map<string, Refusal>();
   #cachedEvents = 0;
   #closed = false;
 
@@ -51,11 +66,79 @@ export class SessionCache {
     for (const h of this.#cache.values()) await h.read(() => undefined);
   }
 
-  /** The session's record (header unscoped), or NOT_FOUND (also for another tenant's session). */
-  async record(ctx: CallContext, id: string): Promise<SessionRecord> {
-    const rec = await this.store.getSession(storageKey(ctx.tenant, id));
+  /**
+   * The session's record (header unscoped), or NOT_FOUND (also for another tenant's session);
+   * DATA_CORRUPTED for a refused session unless `refused` is 'allow' (a delete clears it).
+   */
+  async record(ctx: CallContext, id: string, refused: 'refuse' | 'allow' = 'refuse'): Promise<SessionRecord> {
+    const key = storageKey(ctx.tenant, id);
+    const rec = await this.store.getSession(key);
     if (!rec || rec.tenant !== ctx.tenant) throw notFound(id);
+    if (refused === 'refuse') this.#checkRefused(key, rec.header.createdAt);
     return fromStored(rec);
+  }
+
+  /**
+   * Refuses the session `error` names (its storage key) from now on: the incarnation stored now.
+   * A session gone from the store is not remembered (a store that keeps refusing such a
+   * session, as SQLite's heads record does, answers for it itself).
+   */
+  async refuse(error: DataCorruptedError): Promise<void> {
+    const key = error.sessionId;
+    if (this.#refused.has(key)) return;
+    const rec = await this.store.getSession(key).catch(() => undefined);
+    if (rec === undefined || this.#refused.has(key)) return;
+    this.#refused.set(key, { createdAt: rec.header.createdAt, error });
+    this.drop(key);
+  }
+
+  /** True when the session stored under `key` with this creation time is refused. */
+  isRefused(key: string, createdAt: number): boolean {
+    return this.#refused.get(key)?.createdAt === createdAt;
+  }
+
+  /** Forgets a refusal (the session was deleted). */
+  forget(key: string): void {
+    this.#refused.delete(key);
+  }
+
+  #checkRefused(key: string, createdAt: number): void {
+    const r = this.#refused.get(key);
+    if (r === undefined) return;
+    if (r.createdAt === createdAt) throw r.error;
+    // Deleted and created again (by another process): a new session.
+    this.#refused.delete(key);
+  }
+
+  /**
+   * A run of events read from the store broke what `rec` promises (run-check.ts): unless the
+   * session was deleted (NOT_FOUND) or re-created (a retry) since `rec` was read, the session is
+   * refused from now on and DATA_CORRUPTED thrown.
+   */
+  async corrupted(key: string, id: string, rec: SessionRecord, problem: string): Promise<never> {
+    const now = await this.store.getSession(key);
+    if (now === undefined) throw notFound(id);
+    if (now.header.createdAt !== rec.header.createdAt) throw retriesExhausted(id, 'it was deleted and created again during the read; retry');
+    const error = runCorrupted(key, problem);
+    if (!this.#refused.has(key)) this.#refused.set(key, { createdAt: rec.header.createdAt, error });
+    this.drop(key);
+    throw this.#refused.get(key)!.error;
+  }
+
+  /**
+   * The events of a session from `fromSeq` to the end in ascending batches, each checked against
+   * `rec` (run-check.ts: no seq missing, the count when read from 0); a batch is yielded only once
+   * checked, so an export or a fork never carries a log with a hole.
+   */
+  async *scan(key: string, id: string, rec: SessionRecord, fromSeq: number): AsyncGenerator<SessionEvent[]> {
+    const run = new AscendingRun(rec, fromSeq);
+    for await (const batch of this.store.scanEvents(key, fromSeq, STORE_READ_BATCH)) {
+      const problem = run.add(batch);
+      if (problem !== undefined) await this.corrupted(key, id, rec, problem);
+      yield batch;
+    }
+    const problem = run.end();
+    if (problem !== undefined) await this.corrupted(key, id, rec, problem);
   }
 
   /** Runs `fn` on a hot, valid, up-to-date handle's committed state. */
@@ -80,6 +163,7 @@ export class SessionCache {
     const cached = this.#cache.get(key);
     if (cached && cached.valid) {
       if (cached.record.tenant !== ctx.tenant) throw notFound(id);
+      this.#checkRefused(key, cached.record.header.createdAt);
       if (!cached.busy && opts.verify !== false) {
         const rec = await this.store.getSession(key);
         if (!rec) {
@@ -147,14 +231,20 @@ export class SessionCache {
   async #load(key: string, id: string): Promise<SessionHandle> {
     const stored = await this.store.getSession(key);
     if (!stored) throw notFound(id);
+    this.#checkRefused(key, stored.header.createdAt);
     const rec = fromStored(stored);
     const engine = SessionEngine.create({ strict: rec.strict });
     if (rec.strict) {
       const all: SessionEvent[] = [];
-      for await (const b of this.store.scanEvents(key, 0, STORE_READ_BATCH)) all.push(...b);
+      for await (const b of this.scan(key, id, rec, 0)) all.push(...b);
       engine.loadEvents(all);
     } else {
-      engine.loadStructural(await this.store.readStructure(key, 0));
+      // The whole log: the count and (without seq gaps) contiguity are checked, on every store.
+      const rows = await this.store.readStructure(key, 0);
+      const run = new AscendingRun(rec, 0);
+      const problem = run.add(rows) ?? run.end();
+      if (problem !== undefined) await this.corrupted(key, id, rec, problem);
+      engine.loadStructural(rows);
     }
     const h = new SessionHandle(key, id, rec, engine);
     this.#cache.set(key, h);

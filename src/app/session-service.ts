@@ -45,6 +45,7 @@ export type { EventsPage, ListEventsQuery, ModelSnapshot, SnapshotOptions } from
 import { checkLabels } from './input-limits.js';
 import { SessionFeed, type SessionFeedOptions } from './session-feed.js';
 import { updateSession, type UpdateSessionRequest } from './update-session.js';
+import { DataCorruptedError } from './storage-error.js';
 
 /** The application service. */
 export class SessionService {
@@ -107,7 +108,7 @@ export class SessionService {
 
   /** A session with live counts. */
   getSession(ctx: CallContext, id: string): Promise<SessionView> {
-    return this.#reads.getSession(ctx, id);
+    return this.#guard(this.#reads.getSession(ctx, id));
   }
 
   /** Sessions newest first. */
@@ -121,12 +122,20 @@ export class SessionService {
    * it changed meanwhile and was kept.
    */
   async deleteSession(ctx: CallContext, id: string, expected?: DeleteExpectation): Promise<boolean> {
-    await this.cache.record(ctx, id);
     const key = this.storageKey(ctx, id);
+    try {
+      // A refused session can be deleted: that is how it is cleared.
+      await this.cache.record(ctx, id, 'allow');
+    } catch (e) {
+      // A session the store refuses without a record (lost from the database, its head on record):
+      // the store's delete clears that refusal.
+      if (!(e instanceof DataCorruptedError) || e.sessionId !== key) throw e;
+    }
     const ok = await this.store.deleteSession(key, expected);
-    if (!ok && expected !== undefined && (await this.store.getSession(key)) !== undefined) return false;
+    if (!ok && expected !== undefined && (await this.store.getSession(key).catch(() => undefined)) !== undefined) return false;
     this.cache.drop(key);
     if (!ok) throw notFound(id);
+    this.cache.forget(key);
     this.feed.deleted(key);
     return true;
   }
@@ -145,29 +154,29 @@ export class SessionService {
 
   /** Appends a batch atomically (see the module comment for the concurrency model). */
   append(ctx: CallContext, sessionId: string, candidates: readonly CandidateEvent[], opts: AppendOptions = {}): Promise<AppendResult> {
-    return this.#appends.append(ctx, sessionId, candidates, opts);
+    return this.#guard(this.#appends.append(ctx, sessionId, candidates, opts));
   }
 
   /** Appends crash-repair closers; idempotent. */
   repair(ctx: CallContext, id: string): Promise<SessionEvent[]> {
-    return this.#appends.repair(ctx, id);
+    return this.#guard(this.#appends.repair(ctx, id));
   }
 
   // ---- reads ------------------------------------------------------------------------------
 
   /** A page of events. */
   listEvents(ctx: CallContext, id: string, q: ListEventsQuery): Promise<EventsPage> {
-    return this.#reads.listEvents(ctx, id, q);
+    return this.#guard(this.#reads.listEvents(ctx, id, q));
   }
 
   /** The surface (now, or right after `asOfSeq`). */
   getSurface(ctx: CallContext, id: string, asOfSeq?: number): Promise<{ seqs: number[]; replaceGeneration: number; headSeq: number | undefined }> {
-    return this.#reads.getSurface(ctx, id, asOfSeq);
+    return this.#guard(this.#reads.getSurface(ctx, id, asOfSeq));
   }
 
   /** Model history (surface walk) or transcript (append-origin surface events in log order), now or as of a seq. */
   getMessages(ctx: CallContext, id: string, view: MessagesView, page: { afterSeq?: number; limit?: number; asOfSeq?: number } = {}): Promise<{ messages: DerivedMessage[]; headSeq: number | undefined; replaceGeneration: number }> {
-    return this.#reads.getMessages(ctx, id, view, page);
+    return this.#guard(this.#reads.getMessages(ctx, id, view, page));
   }
 
   /** ImportMessages: a conversation in a provider's format appended as the reference's events (import-messages.ts). */
@@ -182,24 +191,24 @@ export class SessionService {
 
   /** One GetMessages page (pageSize 0 = all; see Reads.getMessagesPage), now or as of a seq. */
   getMessagesPage(ctx: CallContext, id: string, view: MessagesView, pageSize: number, pageToken: string, asOfSeq?: number): Promise<MessagesPage> {
-    return this.#reads.getMessagesPage(ctx, id, view, pageSize, pageToken, asOfSeq);
+    return this.#guard(this.#reads.getMessagesPage(ctx, id, view, pageSize, pageToken, asOfSeq));
   }
 
   /** The model history with the surface it comes from, from one committed state (compaction planning, pruning). */
   modelSnapshot(ctx: CallContext, id: string, opts: SnapshotOptions = {}): Promise<ModelSnapshot> {
-    return this.#reads.modelSnapshot(ctx, id, opts);
+    return this.#guard(this.#reads.modelSnapshot(ctx, id, opts));
   }
 
   /** Reads the whole log in ascending batches (export, subscriptions' catch-up). */
   scan(ctx: CallContext, id: string, fromSeq = 0): AsyncGenerator<SessionEvent[]> {
-    return this.#reads.scan(ctx, id, fromSeq);
+    return this.#guardAll(this.#reads.scan(ctx, id, fromSeq));
   }
 
   // ---- fork / import / export ----------------------------------------------------------------
 
   /** Forks a session at a boundary (dsh-semantics 5.5). */
   async fork(ctx: CallContext, id: string, req: { atSeq?: number; childId?: string; labels?: Record<string, string> }): Promise<SessionView> {
-    const view = await this.#transfer.fork(ctx, id, req);
+    const view = await this.#guard(this.#transfer.fork(ctx, id, req));
     this.sessionFeed.poke();
     return view;
   }
@@ -213,7 +222,28 @@ export class SessionService {
 
   /** Exports a session as reference JSONL lines (packed chunk rows unless `unpacked`). */
   exportJsonl(ctx: CallContext, id: string, opts: { unpacked?: boolean } = {}): AsyncGenerator<string[]> {
-    return this.#transfer.exportJsonl(ctx, id, opts);
+    return this.#guardAll(this.#transfer.exportJsonl(ctx, id, opts));
+  }
+
+  // ---- refused sessions -------------------------------------------------------------------
+
+  /** A use case's outcome; a failed integrity check refuses its session from then on (SessionCache.refuse). */
+  #guard<T>(p: Promise<T>): Promise<T> {
+    return p.catch((e: unknown) => this.#refuse(e));
+  }
+
+  /** As #guard, for a use case that yields batches. */
+  async *#guardAll<T>(gen: AsyncGenerator<T>): AsyncGenerator<T> {
+    try {
+      yield* gen;
+    } catch (e) {
+      await this.#refuse(e);
+    }
+  }
+
+  async #refuse(e: unknown): Promise<never> {
+    if (e instanceof DataCorruptedError) await this.cache.refuse(e);
+    throw e;
   }
 
   // ---- lifecycle ---------------------------------------------------------------------------

@@ -114,6 +114,10 @@ export interface EncodedEventPage {
   readonly count: number;
   /** The first seq after the page (left out by the page size or the byte budget); undefined when the read reached the end. */
   readonly nextSeq: number | undefined;
+  /** Seq of the page's first event in read order (undefined for an empty page): what the app's run check needs (run-check.ts). */
+  readonly firstSeq: number | undefined;
+  /** Seq of the page's last event in read order (undefined for an empty page). */
+  readonly lastSeq: number | undefined;
 }
 
 /** A stored idempotent result: what the first request with this key appended and answered. */

@@ -47,7 +47,7 @@ export class Transfer {
     }
     const rec = await this.cache.record(ctx, id);
     const prefix: SessionEvent[] = [];
-    for await (const batch of this.store.scanEvents(storageKey(ctx.tenant, id), 0, STORE_READ_BATCH)) {
+    for await (const batch of this.cache.scan(storageKey(ctx.tenant, id), id, rec, 0)) {
       for (const e of batch) prefix.push(e);
       const last = batch[batch.length - 1];
       if (req.atSeq !== undefined && last && last.seq > req.atSeq) break;
@@ -206,7 +206,7 @@ export class Transfer {
     const enc = new JsonlEncoder(rec.header, { packChunks: !opts.unpacked });
     yield [enc.headerLine()];
     let last: SessionEvent | undefined;
-    for await (const batch of this.store.scanEvents(storageKey(ctx.tenant, id), 0, STORE_READ_BATCH)) {
+    for await (const batch of this.cache.scan(storageKey(ctx.tenant, id), id, rec, 0)) {
       const out: string[] = [];
       for (const e of batch) for (const l of enc.push(e)) out.push(l);
       last = batch[batch.length - 1] ?? last;

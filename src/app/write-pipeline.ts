@@ -19,7 +19,7 @@ import { pairingLookup, pairingPlanned } from './pairing-guard.js';
 import { byteQuota, quotaError } from './quotas.js';
 import type { SessionCache } from './session-cache.js';
 import type { SessionHandle } from './session-handle.js';
-import type { SessionStore } from './store-port.js';
+import { utf8Length, type ByteQuota, type SessionStore } from './store-port.js';
 
 /** The batch must be planned again on a fresh load (another writer moved the session). */
 export const RETRY = Symbol('retry');
@@ -110,6 +110,7 @@ export class WritePipeline {
               this.cache.invalidate(handle);
               if (outcome.kind === 'not-found') reject(notFound(handle.sessionId));
               else if (outcome.kind === 'quota-exceeded') reject(quotaError(handle.record.tenant, outcome));
+              else if (outcome.kind === 'conflict' && quota !== undefined) this.#overQuota(quota, plan).then((over) => (over ? reject(over) : resolve(RETRY)), reject);
               else resolve(RETRY);
             }
           },
@@ -121,6 +122,22 @@ export class WritePipeline {
         );
       });
     });
+  }
+
+  /**
+   * A batch refused as a conflict under a byte quota: QUOTA_EXCEEDED when the tenant's stored
+   * bytes plus the batch's would pass the quota (so it would be refused for the quota once
+   * re-planned), else undefined (re-plan). Without this, the batches planned behind one the quota
+   * refused (they name its writer token, which never committed) were re-planned until
+   * CONFLICT_RETRIES_EXHAUSTED when many crossed the quota at once (issue #33 item 2).
+   */
+  async #overQuota(quota: ByteQuota, plan: BatchPlan): Promise<DomainError | undefined> {
+    let bytes = 0;
+    for (let i = 0; i < plan.events.length; i++) bytes += utf8Length(plan.dataTexts?.[i] ?? JSON.stringify(plan.events[i]!.data));
+    if (bytes === 0) return undefined;
+    const used = (await this.store.getTenantUsage(quota.tenant)).dataBytes;
+    if (used + bytes <= quota.maxBytes) return undefined;
+    return quotaError(quota.tenant, { kind: 'quota-exceeded', limitName: 'tenant_max_bytes', limit: quota.maxBytes, actual: used + bytes });
   }
 
   /** After a durable commit: keep the projection in step and publish to subscribers. */

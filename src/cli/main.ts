@@ -91,17 +91,22 @@ async function serve(argv: string[]): Promise<number> {
     }
   };
   process.on('SIGHUP', reload);
-  await new Promise<void>((resolve) => {
-    const stop = (): void => {
-      process.off('SIGTERM', stop);
-      process.off('SIGINT', stop);
+  return new Promise<number>((resolve) => {
+    const stop = (code: number): void => {
+      process.off('SIGTERM', onSignal);
+      process.off('SIGINT', onSignal);
       process.off('SIGHUP', reload);
-      void server.shutdown().then(resolve);
+      void server.shutdown().then(() => resolve(code));
     };
-    process.on('SIGTERM', stop);
-    process.on('SIGINT', stop);
+    const onSignal = (): void => stop(0);
+    process.on('SIGTERM', onSignal);
+    process.on('SIGINT', onSignal);
+    // A PostgreSQL database that never became reachable within --store-wait-ms: exit 1.
+    server.storeReady.catch((e: unknown) => {
+      process.stderr.write(`error: STORE_UNAVAILABLE: ${(e as Error).message}\n`);
+      stop(1);
+    });
   });
-  return 0;
 }
 
 /** Runs a client command: parse, connect, run, close. */

@@ -79,6 +79,10 @@ export const SERVE_OPTIONS: readonly Option[] = [
   { flag: 'otel-genai-positions', help: "the live export's positions file (default <db>.otel-genai-positions; required with a PostgreSQL store)", apply: (c, v) => { c.otelGenaiPositions = v; } },
   { flag: 'otel-genai-content', help: 'with --otel-genai-export: record message content, tool arguments and results (opt-in; may hold sensitive data)', boolean: true, apply: (c, v) => { c.otelGenaiContent = v !== 'false' && v !== '0'; } },
   { flag: 'shutdown-grace-ms', help: 'graceful shutdown deadline (default 10000)', apply: (c, v) => { c.shutdownGraceMs = int('shutdown-grace-ms', v); } },
+  {
+    flag: 'store-wait-ms', help: 'PostgreSQL: how long a replica started while the database is unreachable waits for it, with backoff and health NOT_SERVING, before exiting (default 180000; 0 = exit at once)',
+    apply: (c, v) => { c.storeWaitMs = int('store-wait-ms', v); },
+  },
 ];
 
 /** Builds the server config from argv (after `serve`) and the environment. */

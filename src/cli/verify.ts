@@ -18,12 +18,12 @@ import type { SessionEvent as PbSessionEvent } from '../../gen/palimpsest/v1/eve
 import { decodeError } from '../client/error-details.js';
 import { SessionEngine } from '../domain/session-engine.js';
 import type { StructuralRow } from '../app/store-port.js';
-import { verifyFile } from '../store/sqlite/verify.js';
+import { resealHeads, verifyFile } from '../store/sqlite/verify.js';
 import { Args } from './args.js';
 import { connectOptions, EXIT, Rpc, UnreachableError, type ConnectOptions } from './client.js';
 
 /** The help text of `palimpsest verify`. */
-export const VERIFY_HELP = `Usage: palimpsest verify [--db FILE | --addr ADDR] [--json]
+export const VERIFY_HELP = `Usage: palimpsest verify [--db FILE [--reseal-heads] | --addr ADDR] [--json]
 
 Checks every session and prints a report; exit status 1 when anything is wrong.
 
@@ -34,6 +34,9 @@ Checks every session and prints a report; exit status 1 when anything is wrong.
                replayed from ListEvents against GetSurface (sessions the server refuses with
                DATA_LOSS are reported); without --db and --addr, $PALIMPSEST_ADDR when set
   --token T, --tls-ca F, --tls-cert F, --tls-key F   as for the other client commands (with --addr)
+  --reseal-heads  with --db, the server stopped, after checking the database: rewrite FILE-heads
+               from the database (a missing, emptied or damaged heads record leaves the server
+               unable to see lost commits and is reported until re-sealed), then verify
   --json       print the report as one JSON object
   -h, --help   show this help
 
@@ -63,7 +66,7 @@ export async function verify(argv: string[], io: Io): Promise<number> {
     ({ values } = parseArgs({
       args: argv,
       options: {
-        db: { type: 'string' }, addr: { type: 'string' }, json: { type: 'boolean' }, help: { type: 'boolean', short: 'h' },
+        db: { type: 'string' }, addr: { type: 'string' }, json: { type: 'boolean' }, help: { type: 'boolean', short: 'h' }, 'reseal-heads': { type: 'boolean' },
         token: { type: 'string' }, 'tls-ca': { type: 'string' }, 'tls-cert': { type: 'string' }, 'tls-key': { type: 'string' }, 'connect-timeout': { type: 'string' },
         context: { type: 'string' },
       },
@@ -79,6 +82,10 @@ export async function verify(argv: string[], io: Io): Promise<number> {
   }
   if (values.db !== undefined && values.addr !== undefined) {
     io.stderr.write('error: USAGE: give --db FILE or --addr ADDR, not both; see palimpsest verify --help\n');
+    return EXIT.USAGE;
+  }
+  if (values['reseal-heads'] && values.addr !== undefined) {
+    io.stderr.write('error: USAGE: --reseal-heads works on a database file: give --db FILE; see palimpsest verify --help\n');
     return EXIT.USAGE;
   }
   let report: Report;
@@ -109,6 +116,10 @@ export async function verify(argv: string[], io: Io): Promise<number> {
       return EXIT.USAGE;
     }
     try {
+      if (values['reseal-heads']) {
+        const n = resealHeads(db);
+        if (!values.json) io.stdout.write(`re-sealed the heads record of ${db}: ${n} session heads written\n`);
+      }
       const r = verifyFile(db);
       report = { source: db, sessions: r.sessions, events: r.events, problems: r.details };
     } catch (e) {

@@ -44,6 +44,11 @@ export interface ServerConfig {
   readonly authTokens: string;
   /** Graceful shutdown deadline, ms. */
   readonly shutdownGraceMs: number;
+  /**
+   * How long a replica started while its PostgreSQL database is unreachable waits for it (with
+   * backoff, health NOT_SERVING meanwhile) before it gives up and exits, ms; 0 = fail at once.
+   */
+  readonly storeWaitMs: number;
   /** Days after which untouched sessions are deleted (0 = never; the ttl-days label overrides), see src/app/retention.ts. */
   readonly retentionDays: number;
   /** Time between retention sweeps, ms. */
@@ -82,6 +87,7 @@ export const DEFAULT_CONFIG: ServerConfig = {
   insecure: false,
   authTokens: '',
   shutdownGraceMs: 10_000,
+  storeWaitMs: 180_000,
   retentionDays: 0,
   retentionIntervalMs: 3_600_000,
   retentionBatch: 100,

@@ -134,7 +134,7 @@ export function protoToEvent(e: PbSessionEvent): SessionEvent {
 }
 
 /** A stored session as the proto Session. */
-export function sessionToProto(r: SessionRecord, surfaceLength: number, live?: { headSeq: number | undefined; eventCount: number }): PbSession {
+export function sessionToProto(r: SessionRecord, surfaceLength: number, live?: { headSeq: number | undefined; eventCount: number; damaged?: true }): PbSession {
   const h = r.header;
   return {
     id: h.id,
@@ -155,5 +155,6 @@ export function sessionToProto(r: SessionRecord, surfaceLength: number, live?: {
     surfaceTokens: 0,
     usage: undefined,
     metadataVersion: r.metadataVersion,
+    damaged: live?.damaged === true,
   };
 }

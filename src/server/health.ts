@@ -1,5 +1,6 @@
 /**
- * grpc.health.v1: SERVING while the server runs, NOT_SERVING once shutdown begins. Watch streams
+ * grpc.health.v1: SERVING while the server runs, NOT_SERVING once shutdown begins (and, for a
+ * state created not serving, until setServing: a replica waiting for its database). Watch streams
  * changes. Known services: "" (the server) and "palimpsest.v1.SessionService".
  */
 import { DomainError } from '../domain/errors.js';
@@ -8,14 +9,27 @@ import { HealthCheckResponse_ServingStatus as S, type HealthCheckRequest, type H
 
 /** Health state shared by Check and Watch. */
 export class HealthState {
-  #serving = true;
+  #serving: boolean;
+  #shutdown = false;
   readonly #watchers = new Set<ServerSink<HealthCheckResponse>>();
   static readonly SERVICES = new Set(['', 'palimpsest.v1.SessionService']);
 
+  constructor(serving = true) {
+    this.#serving = serving;
+  }
+
   /** Marks the server not serving (shutdown) and tells watchers. */
   setNotServing(): void {
+    this.#shutdown = true;
     this.#serving = false;
     for (const w of this.#watchers) w.write({ status: S.NOT_SERVING });
+  }
+
+  /** Marks the server serving (its store opened), unless shutdown began; tells watchers. */
+  setServing(): void {
+    if (this.#shutdown || this.#serving) return;
+    this.#serving = true;
+    for (const w of this.#watchers) w.write({ status: S.SERVING });
   }
 
   #status(service: string): S {

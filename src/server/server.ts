@@ -68,6 +68,8 @@ export interface ServerExtensions {
   tracerProvider?: import('@opentelemetry/api').TracerProvider;
   /** Loaded tracing (the composition root loads it, traces the store with it and hands it in). */
   tracing?: Tracing;
+  /** The health state to serve (the composition root's, when it starts not serving). */
+  health?: HealthState;
 }
 
 function splitHostPort(addr: string): { host: string; port: number } {
@@ -112,7 +114,7 @@ export async function serveApp(app: SessionService, config: ServerConfig, logger
   const prom: PromMetrics | undefined = config.metricsListen ? await loadMetrics() : undefined;
   const metrics: Metrics = prom ?? NO_METRICS;
   const tracing = ext.tracing;
-  const health = new HealthState();
+  const health = ext.health ?? new HealthState();
   // One per-RPC telemetry for both ports (the web port's calls count in the same series).
   const telemetry = makeRpcTelemetry({ metrics, logger, tracer: tracing?.rpc });
   // The gRPC port: @grpc/grpc-js (HTTP/2 is nghttp2's, with its resource budgets).

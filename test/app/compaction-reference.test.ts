@@ -25,7 +25,9 @@ function call(id: string, ...callIds: string[]): CandidateEvent {
 
 async function setup(events: CandidateEvent[], id = 's'): Promise<{ app: SessionService; svc: CompactionService; id: string }> {
   const app = new SessionService(new MemorySessionStore(), undefined, () => 1);
-  await app.createSession(ctx, { id });
+  // The guard off: these sessions carry orphan results and open calls on purpose (the guard now
+  // refuses them at append, issue #34), as logs written before it or imported do.
+  await app.createSession(ctx, { id, pairingGuard: false });
   await app.append(ctx, id, events);
   return { app, svc: new CompactionService(app, (() => { let i = 0; return () => `id-${++i}`; })()), id };
 }

@@ -13,6 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { credentials, status } from '@grpc/grpc-js';
+import Database from 'better-sqlite3';
 import { SessionServiceClient } from '../../gen/palimpsest/v1/service.js';
 import { ensureBuilt, spawnServer, type ServerProcess } from '../support/server-process.js';
 import { runCli } from '../support/cli.js';
@@ -169,6 +170,86 @@ describe('a damaged WAL frame of a killed server', () => {
     const v = await runCli(['verify', '--db', db]);
     expect(v.code).toBe(1);
     expect(v.stdout).toMatch(/session "w": head \d+ is below the recorded head 59 \(acknowledged commits lost/);
+    await stop(s, 'SIGTERM');
+  }, 120_000);
+});
+
+describe('a row missing from the middle of a stopped server\'s session (issue #33 item 1)', () => {
+  it('ListEvents and ExportSession answer DATA_LOSS instead of a log with a gap; then every RPC refuses it; verify finds it; delete clears it', async () => {
+    const db = join(dir, 'gap.db');
+    let s = await start(db);
+    for (const id of ['gap', 'clean']) {
+      await s.a.createSession({ sessionId: id });
+      await s.a.appendEvents({ sessionId: id, events: Array.from({ length: 10 }, (_, i) => input('x/note', { id, i })) });
+    }
+    const cleanEvents = await allEvents(s.a, 'clean');
+    await stop(s, 'SIGTERM');
+    const raw = new Database(db);
+    expect(raw.prepare('DELETE FROM events WHERE session_id = ? AND seq = 5').run('gap').changes).toBe(1);
+    raw.close();
+
+    s = await start(db);
+    // The json data form (pages encoded in SQLite) and the typed form (pages from rows): both refused.
+    const page = await failure(s.a.listEvents({ sessionId: 'gap', pageSize: 100 }));
+    expect(page).toMatchObject({ code: status.DATA_LOSS, reason: 'DATA_CORRUPTED', metadata: { sessionId: 'gap', seq: '5' } });
+    expect((await failure(s.a.exportSession('gap'))).code).toBe(status.DATA_LOSS);
+    // Refused by every RPC now, also a page that does not cross the gap.
+    expect((await failure(s.a.listEvents({ sessionId: 'gap', fromSeq: 7, pageSize: 2 }))).code).toBe(status.DATA_LOSS);
+    expect((await failure(s.a.getSession({ sessionId: 'gap' }))).code).toBe(status.DATA_LOSS);
+    expect((await failure(s.a.appendEvents({ sessionId: 'gap', events: [input('x/note', 'more')] }))).code).toBe(status.DATA_LOSS);
+    const listed = await s.a.listSessions({ pageSize: 10 });
+    expect(listed.sessions.map((x) => [x.id, x.damaged]).sort()).toEqual([['clean', false], ['gap', true]]);
+    expect(await allEvents(s.a, 'clean')).toEqual(cleanEvents);
+
+    const byServer = await runCli(['verify', '--addr', s.server.address, '--json']);
+    expect(byServer.code, byServer.stderr).toBe(1);
+    expect((JSON.parse(byServer.stdout) as { problems: { sessionId: string; seq?: number }[] }).problems).toMatchObject([{ sessionId: 'gap', seq: 5 }]);
+    const byFile = await runCli(['verify', '--db', db]);
+    expect(byFile.code).toBe(1);
+
+    await s.a.deleteSession({ sessionId: 'gap' });
+    await s.a.createSession({ sessionId: 'gap' });
+    expect((await s.a.appendEvents({ sessionId: 'gap', events: [input('x/note', 'again')] })).seqs).toEqual([0]);
+    await stop(s, 'SIGTERM');
+  }, 120_000);
+});
+
+describe('a session missing from the database whose head is on record (issue #33 item 4)', () => {
+  it('DATA_LOSS on every RPC (not NOT_FOUND), listed as damaged, found by both verifies; a delete clears it', async () => {
+    const db = join(dir, 'missing.db');
+    let s = await start(db);
+    for (const id of ['gone', 'kept']) {
+      await s.a.createSession({ sessionId: id });
+      await s.a.appendEvents({ sessionId: id, events: [input('x/note', { id })] });
+    }
+    await stop(s, 'SIGTERM');
+    const raw = new Database(db);
+    raw.prepare("DELETE FROM events WHERE session_id = 'gone'").run();
+    expect(raw.prepare("DELETE FROM sessions WHERE id = 'gone'").run().changes).toBe(1);
+    raw.close();
+
+    s = await start(db);
+    for (const call of [
+      () => s.a.getSession({ sessionId: 'gone' }),
+      () => s.a.listEvents({ sessionId: 'gone' }),
+      () => s.a.appendEvents({ sessionId: 'gone', events: [input('x/note', 1)] }),
+      () => s.a.createSession({ sessionId: 'gone' }),
+      () => s.a.exportSession('gone'),
+    ]) {
+      expect(await failure(call())).toMatchObject({ code: status.DATA_LOSS, reason: 'DATA_CORRUPTED', metadata: { sessionId: 'gone' } });
+    }
+    const listed = await s.a.listSessions({ pageSize: 10 });
+    expect(listed.sessions.map((x) => [x.id, x.damaged])).toEqual([['kept', false], ['gone', true]]);
+    const byServer = await runCli(['verify', '--addr', s.server.address, '--json']);
+    expect(byServer.code, byServer.stderr).toBe(1);
+    expect((JSON.parse(byServer.stdout) as { problems: { sessionId: string }[] }).problems.map((p) => p.sessionId)).toEqual(['gone']);
+    const byFile = await runCli(['verify', '--db', db]);
+    expect(byFile.code).toBe(1);
+    expect(byFile.stdout).toMatch(/session "gone"/);
+
+    await s.a.deleteSession({ sessionId: 'gone' });
+    expect((await failure(s.a.getSession({ sessionId: 'gone' }))).code).toBe(status.NOT_FOUND);
+    expect((await runCli(['verify', '--addr', s.server.address])).code).toBe(0);
     await stop(s, 'SIGTERM');
   }, 120_000);
 });

@@ -101,3 +101,25 @@ describe.each([['sqlite', 'race.db'], ['memory', ':memory:']])('quota races on t
     }
   }, 120_000);
 });
+
+describe.each([['sqlite', 'cross.db'], ['memory', ':memory:']])('60 appends crossing the byte quota at once on the %s store (issue #33 item 2)', (_name, file) => {
+  it('every refused append is QUOTA_EXCEEDED (never ABORTED); the stored log is exactly the acknowledged appends', async () => {
+    const db = file === ':memory:' ? file : join(dir, file);
+    const server = await spawnServer(['--db', db, '--tenant-max-bytes', '100000']);
+    running.push(server);
+    const clients = Array.from({ length: 60 }, () => new SessionServiceClient(server.address, credentials.createInsecure()));
+    try {
+      await api(clients[0]!).createSession({ sessionId: 'q' });
+      const payload = 'x'.repeat(3000);
+      const outcomes = await Promise.allSettled(clients.map((c, i) => api(c).appendEvents({ sessionId: 'q', events: [input('x/note', { i, payload })] })));
+      const refused = await Promise.all(outcomes.flatMap((o) => (o.status === 'rejected' ? [failure(Promise.reject(o.reason))] : [])));
+      expect(refused.length).toBeGreaterThan(0);
+      for (const e of refused) expect(e).toMatchObject({ code: status.RESOURCE_EXHAUSTED, reason: 'QUOTA_EXCEEDED', metadata: { limit: '100000' } });
+      const acknowledged = outcomes.flatMap((o) => (o.status === 'fulfilled' ? o.value.seqs : [])).sort((a, b) => a - b);
+      expect(acknowledged).toEqual(Array.from({ length: acknowledged.length }, (_, i) => i));
+      expect((await allEvents(api(clients[0]!), 'q')).map((e) => e.seq)).toEqual(acknowledged);
+    } finally {
+      for (const c of clients) c.close();
+    }
+  }, 120_000);
+});

@@ -47,12 +47,12 @@ async function fromRows(s: SqliteSessionStore, id: string, q: ReadEventsQuery, b
     used += size;
     kept.push(e);
   }
-  return { bytes: ListEventsResponse.encode({ events: kept.map((e) => storedEventToProto(e)), nextPageToken: '' }).finish(), count: kept.length, nextSeq };
+  return { bytes: ListEventsResponse.encode({ events: kept.map((e) => storedEventToProto(e)), nextPageToken: '' }).finish(), count: kept.length, nextSeq, firstSeq: kept[0]?.seq, lastSeq: kept[kept.length - 1]?.seq };
 }
 
 async function encoded(s: SqliteSessionStore, id: string, q: ReadEventsQuery, budget: number): Promise<EncodedEventPage | undefined> {
   const page = await s.readEncodedEventPage(id, q, budget);
-  return page === undefined ? undefined : { bytes: Uint8Array.from(page.bytes), count: page.count, nextSeq: page.nextSeq };
+  return page === undefined ? undefined : { bytes: Uint8Array.from(page.bytes), count: page.count, nextSeq: page.nextSeq, firstSeq: page.firstSeq, lastSeq: page.lastSeq };
 }
 
 const TYPES = ['user/message', 'bench/tick', '', 'x\tcustom,type \u{1f600}', '日本語'];

@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { credentials, Metadata, type CallOptions, type ServiceError } from '@grpc/grpc-js';
-import { startServer, type RunningServer, type ServerExtensions } from '../../src/main.js';
+import { startServer, type StartedServer, type ServerExtensions } from '../../src/main.js';
 import type { ServerConfig } from '../../src/server/config.js';
 import { SessionServiceClient } from '../../gen/palimpsest/v1/service.js';
 import { decodeError, type DecodedError } from '../../src/client/error-details.js';
@@ -20,7 +20,7 @@ export const TEST_STORE: 'sqlite' | 'postgres' = process.env.PALIMPSEST_TEST_STO
 
 /** A started server plus a client and its temp directory. */
 export interface TestServer {
-  readonly server: RunningServer;
+  readonly server: StartedServer;
   readonly client: SessionServiceClient;
   readonly dir: string;
   /** The SQLite file, or the PostgreSQL URL (see TEST_STORE). */

@@ -83,6 +83,12 @@ export interface Session {
    * every UpdateSession that changed it; UpdateSession's expected_version.
    */
   metadataVersion: number;
+  /**
+   * True (in ListSessions) when the session failed an integrity check: every
+   * other RPC on it answers DATA_LOSS / DATA_CORRUPTED until it is deleted;
+   * restore it from a backup (palimpsest verify reports the details).
+   */
+  damaged: boolean;
 }
 
 export interface Session_LabelsEntry {
@@ -110,6 +116,7 @@ function createBaseSession(): Session {
     surfaceTokens: 0,
     usage: undefined,
     metadataVersion: 0,
+    damaged: false,
   };
 }
 
@@ -168,6 +175,9 @@ export const Session: MessageFns<Session> = {
     }
     if (message.metadataVersion !== 0) {
       writer.uint32(144).uint64(message.metadataVersion);
+    }
+    if (message.damaged !== false) {
+      writer.uint32(152).bool(message.damaged);
     }
     return writer;
   },
@@ -332,6 +342,14 @@ export const Session: MessageFns<Session> = {
             message.metadataVersion = longToNumber(reader.uint64());
             continue;
           }
+          case 19: {
+            if (tag !== 152) {
+              break;
+            }
+
+            message.damaged = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -421,6 +439,7 @@ export const Session: MessageFns<Session> = {
         : isSet(object.metadata_version)
         ? globalThis.Number(object.metadata_version)
         : 0,
+      damaged: isSet(object.damaged) ? globalThis.Boolean(object.damaged) : false,
     };
   },
 
@@ -486,6 +505,9 @@ export const Session: MessageFns<Session> = {
     if (message.metadataVersion !== 0) {
       obj.metadataVersion = Math.round(message.metadataVersion);
     }
+    if (message.damaged !== false) {
+      obj.damaged = message.damaged;
+    }
     return obj;
   },
 
@@ -522,6 +544,7 @@ export const Session: MessageFns<Session> = {
       ? TokenUsage.fromPartial(object.usage)
       : undefined;
     message.metadataVersion = object.metadataVersion ?? 0;
+    message.damaged = object.damaged ?? false;
     return message;
   },
 };

@@ -310,13 +310,43 @@ export function decodeEventPage(sessionId: string, blob: Buffer): EncodedEventPa
   const kind = blob[0];
   if (kind === 0x50 /* P */ && blob.length >= 17) {
     const next = Number(blob.readBigInt64LE(9));
-    return { bytes: blob.subarray(17), count: Number(blob.readBigInt64LE(1)), nextSeq: next < 0 ? undefined : next };
+    const bytes = blob.subarray(17);
+    return { bytes, count: Number(blob.readBigInt64LE(1)), nextSeq: next < 0 ? undefined : next, ...pageSeqBounds(bytes) };
   }
   if (kind === 0x44 /* D */ && blob.length === 10) throw rowCorrupted(sessionId, Number(blob.readBigInt64LE(2)), blob[1] === 2 ? 'data' : 'structural');
   if (kind === 0x46 /* F */ && blob.length === 1) return undefined;
   throw new DataCorruptedError(sessionId, undefined,
     `session ${sessionId}: a page of events came back from the checksum extension in a form this build cannot read; ` +
       'nothing of it is served; rebuild the extension (`npm run build:native`) and run palimpsest verify');
+}
+
+/** Reads a varint at `at` of `b`: [value, offset after it]. */
+function varint(b: Uint8Array, at: number): [number, number] {
+  let value = 0;
+  let scale = 1;
+  for (;;) {
+    const byte = b[at++]!;
+    value += (byte & 0x7f) * scale;
+    if (byte < 0x80) return [value, at];
+    scale *= 128;
+  }
+}
+
+/**
+ * The first and last seq of an encoded page: each event is `0x0a <length> SessionEvent`, whose
+ * seq (field 1, a varint, tag 0x08) comes first and is left out when 0 (proto3 default).
+ */
+function pageSeqBounds(bytes: Uint8Array): { firstSeq: number | undefined; lastSeq: number | undefined } {
+  let firstSeq: number | undefined;
+  let lastSeq: number | undefined;
+  for (let at = 0; at < bytes.length;) {
+    const [length, body] = varint(bytes, at + 1);
+    const seq = bytes[body] === 0x08 ? varint(bytes, body + 1)[0] : 0;
+    firstSeq ??= seq;
+    lastSeq = seq;
+    at = body + length;
+  }
+  return { firstSeq, lastSeq };
 }
 
 /** The optional envelope of a raw row (source_event_seqs, surface_op, ignorable columns). */

@@ -58,7 +58,7 @@ import type { WriterConfig } from './append-thread-wire.js';
 import type { Worker } from 'node:worker_threads';
 import { sessionWrites, type SessionWrites } from './session-writes.js';
 import { DataCorruptedError } from '../../app/storage-error.js';
-import { HeadRecord, readHeads, type RecordedHead } from './head-record.js';
+import { HeadRecord, readHeads, readHeadsFile, type RecordedHead } from './head-record.js';
 
 /** Options of {@link SqliteSessionStore}. */
 export interface SqliteStoreOptions {
@@ -169,6 +169,12 @@ export class SqliteSessionStore implements SessionStore {
   private readonly headRecord: HeadRecord | undefined;
   /** Sessions that lost acknowledged commits (found at open), refused until deleted. */
   private readonly damaged = new Map<string, DataCorruptedError>();
+  /**
+   * The damaged sessions missing from the database altogether: their recorded head. getSession
+   * answers them with their damage and listSessions lists them (issue #33 item 4), so every RPC
+   * says DATA_LOSS and both verifies find them, until they are deleted.
+   */
+  private readonly missing = new Map<string, RecordedHead>();
 
   constructor(options: SqliteStoreOptions) {
     this.path = options.path;
@@ -296,10 +302,21 @@ export class SqliteSessionStore implements SessionStore {
   }
 
   async getSession(id: string): Promise<SessionRecord | undefined> {
-    // Not refused for a damaged session: its record is how the app finds it to delete it.
+    // Not refused for a damaged session that has a record (it is how the app finds it to delete
+    // it); one missing from the database answers its damage (DATA_LOSS, not NOT_FOUND).
     await this.readable();
     const row = this.st.selectSession.get(id) as RawSession | undefined;
+    if (row === undefined && this.missing.has(id)) throw this.damaged.get(id)!;
     return this.seen(row === undefined ? undefined : decodeSession(row));
+  }
+
+  /** The record listSessions shows for a damaged session missing from the database. */
+  private missingRecord(id: string, head: RecordedHead): SessionRecord {
+    const slash = id.indexOf('/');
+    return {
+      header: { version: 0, id, createdAt: head.createdAt }, labels: {}, tenant: slash < 0 ? '' : id.slice(0, slash), nextSeq: head.nextSeq,
+      eventCount: head.nextSeq, dataBytes: 0, strict: false, pairingGuard: false, writer: '', metadataVersion: 0,
+    };
   }
 
   async listSessions(query: {
@@ -317,9 +334,20 @@ export class SqliteSessionStore implements SessionStore {
     const params: Record<string, unknown> = { createdAt: after.createdAt, id: after.id, limit: query.pageSize + 1 };
     if (hasTenant) params.tenant = query.tenant;
     if (hasLabels) params.labels = JSON.stringify(query.labels);
-    const rows = statement.all(params) as RawSession[];
-    const more = rows.length > query.pageSize;
-    const sessions = (more ? rows.slice(0, query.pageSize) : rows).map(decodeSession);
+    let records = (statement.all(params) as RawSession[]).map(decodeSession);
+    if (this.missing.size > 0 && !hasLabels) {
+      // Damaged sessions missing from the database are listed in their place (newest first).
+      const before = (r: { header: { createdAt: number; id: string } }): boolean =>
+        r.header.createdAt < after.createdAt || (r.header.createdAt === after.createdAt && r.header.id < after.id);
+      const extra = [...this.missing].map(([id, head]) => this.missingRecord(id, head))
+        .filter((r) => before(r) && (!hasTenant || r.tenant === query.tenant) && this.st.selectSession.get(r.header.id) === undefined);
+      if (extra.length > 0) {
+        records = [...records, ...extra].sort((x, y) => y.header.createdAt - x.header.createdAt || (x.header.id < y.header.id ? 1 : x.header.id > y.header.id ? -1 : 0));
+        records = records.slice(0, query.pageSize + 1);
+      }
+    }
+    const more = records.length > query.pageSize;
+    const sessions = more ? records.slice(0, query.pageSize) : records;
     const last = sessions[sessions.length - 1];
     return this.seen({
       sessions,
@@ -336,6 +364,7 @@ export class SqliteSessionStore implements SessionStore {
     if (damage !== undefined) {
       // A refused session that is gone from the database: deleting it is how an operator clears it.
       this.damaged.delete(id);
+      this.missing.delete(id);
       const recorded = readHeads(this.headRecord!.path).get(id);
       if (recorded !== undefined) this.headRecord!.deleted(id, recorded.createdAt);
     }
@@ -423,7 +452,7 @@ export class SqliteSessionStore implements SessionStore {
     this.checkIntact(sessionId);
     const pages = this.st.readPage;
     if (pages === undefined) return undefined;
-    if (query.limit <= 0 || this.st.selectVisible.get(sessionId) === undefined) return this.seen({ bytes: new Uint8Array(0), count: 0, nextSeq: undefined });
+    if (query.limit <= 0 || this.st.selectVisible.get(sessionId) === undefined) return this.seen({ bytes: new Uint8Array(0), count: 0, nextSeq: undefined, firstSeq: undefined, lastSeq: undefined });
     const forward = query.direction === 'forward';
     const types = query.types !== undefined && query.types.length > 0 ? JSON.stringify(query.types) : undefined;
     const stmt = types === undefined ? (forward ? pages.forward : pages.backward) : forward ? pages.forwardTyped : pages.backwardTyped;
@@ -600,7 +629,16 @@ export class SqliteSessionStore implements SessionStore {
   /** Opens the heads file and refuses the sessions whose stored head is below the recorded one. */
   private openHeadRecord(path: string): HeadRecord {
     // The file is read before the database: every line in it is of a commit the database has.
-    let recorded = readHeads(path);
+    const file = readHeadsFile(path);
+    let recorded = file.heads;
+    // A file missing, empty or damaged while the database holds sessions protects nothing (issue
+    // #33 item 5): marked unsealed, reported at every open until an operator re-seals it.
+    let unsealed = file.unsealed;
+    if (unsealed === undefined && this.db.prepare('SELECT 1 FROM sessions WHERE pending = 0 LIMIT 1').get() !== undefined) {
+      if (!file.exists) unsealed = `${path} is missing`;
+      else if (file.badLines > 0) unsealed = `${path} is damaged (${file.badLines} lines fail their checksum)`;
+      else if (recorded.size === 0 && fs.statSync(path).size === 0) unsealed = `${path} is empty`;
+    }
     const current = this.db.prepare('SELECT created_at, next_seq FROM sessions WHERE id = ? AND pending = 0').raw();
     const behind = (id: string, want: RecordedHead): boolean => {
       const row = current.get(id) as [number, number] | undefined;
@@ -615,6 +653,7 @@ export class SqliteSessionStore implements SessionStore {
       const row = current.get(id) as [number, number] | undefined;
       let problem: string | undefined;
       if (row === undefined || row[0] !== want.createdAt) problem = 'is missing from the database';
+      if (row === undefined) this.missing.set(id, want);
       else if (row[1] < want.nextSeq) problem = `has head ${row[1] - 1} in the database`;
       if (problem !== undefined) {
         this.damaged.set(id, new DataCorruptedError(id, row !== undefined && row[0] === want.createdAt ? row[1] : undefined,
@@ -622,7 +661,9 @@ export class SqliteSessionStore implements SessionStore {
           '(a damaged WAL or database file); the session is refused so its seqs are never reused; restore it from a backup or delete it'));
       }
     }
-    const record = new HeadRecord(path);
+    const record = new HeadRecord(path, file.unsealed);
+    if (unsealed !== undefined && file.unsealed === undefined) record.unseal(unsealed);
+    this.headsUnsealed = unsealed;
     record.compact(() => {
       const all = new Map<string, RecordedHead>();
       for (const [id, created, next] of this.db.prepare('SELECT id, created_at, next_seq FROM sessions WHERE pending = 0').raw().iterate() as Iterable<[string, number, number]>) {
@@ -633,6 +674,12 @@ export class SqliteSessionStore implements SessionStore {
     });
     return record;
   }
+
+  /**
+   * Why the heads record cannot be trusted (missing, emptied or damaged while the database held
+   * sessions; head-record.ts), until `palimpsest verify --db F --reseal-heads`; undefined when sealed.
+   */
+  headsUnsealed: string | undefined;
 
   /** Sessions refused at open because they lost acknowledged commits (head-record.ts). */
   get damagedSessions(): readonly DataCorruptedError[] {

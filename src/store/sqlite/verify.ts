@@ -16,10 +16,10 @@
  * Reads one session at a time in seq order (one read transaction for the whole file, so a server
  * writing meanwhile is seen at one snapshot).
  */
-import { existsSync } from 'node:fs';
+import { existsSync, realpathSync, statSync } from 'node:fs';
 import Database from 'better-sqlite3';
 import { SessionEngine } from '../../domain/session-engine.js';
-import { readHeads } from './head-record.js';
+import { readHeads, readHeadsFile, writeHeadsFile, type RecordedHead } from './head-record.js';
 import { digestStep } from './integrity.js';
 import { decodeEvent, EVENT_COLUMNS, rowDamage, type ChecksummedRawEvent } from './row-codec.js';
 import { APPLICATION_ID, SCHEMA_VERSION } from './schema.js';
@@ -116,6 +116,14 @@ export function verifyDatabase(db: Database.Database, headsPath?: string, what =
         }
       }
     }
+    if (headsPath !== undefined) {
+      const file = readHeadsFile(headsPath);
+      const reseal = 'check the database, then re-seal with palimpsest verify --db FILE --reseal-heads (server stopped)';
+      if (file.unsealed !== undefined) add({ problem: `the heads record is unsealed (${file.unsealed}): lost commits would go unseen; ${reseal}` });
+      else if (sessions > 0 && !file.exists) add({ problem: `the heads record ${headsPath} is missing (expected only under --durability normal, which keeps none); ${reseal}` });
+      else if (file.badLines > 0) add({ problem: `the heads record ${headsPath} is damaged (${file.badLines} lines fail their checksum); ${reseal}` });
+      else if (sessions > 0 && statSync(headsPath).size === 0) add({ problem: `the heads record ${headsPath} is empty; ${reseal}` });
+    }
     if (headsPath !== undefined && existsSync(headsPath)) {
       for (const [id, want] of readHeads(headsPath)) {
         const have = live.get(id);
@@ -128,6 +136,31 @@ export function verifyDatabase(db: Database.Database, headsPath?: string, what =
   })();
   const problems = details.map((d) => (d.sessionId === undefined ? d.problem : `session ${JSON.stringify(d.sessionId)}: ${d.problem}`));
   return { sessions, events, pendingSessions: pending, problems, details };
+}
+
+/**
+ * Re-seals a database's heads record (`palimpsest verify --db F --reseal-heads`, with the server
+ * stopped, after checking the database): rewrites `<db>-heads` from the database's heads, keeping a
+ * recorded head above the stored one (that session lost commits and stays refused) and dropping
+ * the unsealed mark. Returns how many heads it wrote.
+ */
+export function resealHeads(path: string): number {
+  const db = new Database(path, { readonly: true, fileMustExist: true });
+  const heads = new Map<string, RecordedHead>();
+  const headsPath = `${realpathSync(path)}-heads`;
+  try {
+    db.pragma('busy_timeout = 5000');
+    const recorded = readHeadsFile(headsPath).heads;
+    for (const [id, createdAt, nextSeq] of db.prepare('SELECT id, created_at, next_seq FROM sessions WHERE pending = 0').raw().iterate() as Iterable<[string, number, number]>) {
+      const want = recorded.get(id);
+      heads.set(id, { createdAt, nextSeq: want !== undefined && want.createdAt === createdAt ? Math.max(want.nextSeq, nextSeq) : nextSeq });
+    }
+    for (const [id, want] of recorded) if (!heads.has(id)) heads.set(id, want);
+  } finally {
+    db.close();
+  }
+  writeHeadsFile(headsPath, heads);
+  return heads.size;
 }
 
 /** Verifies a database file (read-only; safe while a server runs on it). */

@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file palimpsest/v1/session.proto.
  */
 export const file_palimpsest_v1_session: GenFile = /*@__PURE__*/
-  fileDesc("ChtwYWxpbXBzZXN0L3YxL3Nlc3Npb24ucHJvdG8SDXBhbGltcHNlc3QudjEi5QQKB1Nlc3Npb24SCgoCaWQYASABKAkSDwoHdmVyc2lvbhgCIAEoDRISCgpjcmVhdGVkX2F0GAMgASgDEhAKA2N3ZBgEIAEoCUgAiAEBEhsKDnBhcmVudF9zZXNzaW9uGAUgASgJSAGIAQESGAoLc2VlZF9sZW5ndGgYBiABKARIAogBARITCgZvcmlnaW4YByABKAlIA4gBARIdChBkZWxlZ2F0aW9uX2RlcHRoGAggASgESASIAQESGQoMYWdlbnRfcHJlc2V0GAkgASgJSAWIAQESMgoGbGFiZWxzGAogAygLMiIucGFsaW1wc2VzdC52MS5TZXNzaW9uLkxhYmVsc0VudHJ5EhUKCGhlYWRfc2VxGAsgASgESAaIAQESEwoLZXZlbnRfY291bnQYDCABKAQSFgoOc3VyZmFjZV9sZW5ndGgYDSABKAQSDgoGc3RyaWN0GA4gASgIEhUKDXBhaXJpbmdfZ3VhcmQYDyABKAgSFgoOc3VyZmFjZV90b2tlbnMYECABKAQSKAoFdXNhZ2UYESABKAsyGS5wYWxpbXBzZXN0LnYxLlRva2VuVXNhZ2USGAoQbWV0YWRhdGFfdmVyc2lvbhgSIAEoBBotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBQgYKBF9jd2RCEQoPX3BhcmVudF9zZXNzaW9uQg4KDF9zZWVkX2xlbmd0aEIJCgdfb3JpZ2luQhMKEV9kZWxlZ2F0aW9uX2RlcHRoQg8KDV9hZ2VudF9wcmVzZXRCCwoJX2hlYWRfc2VxQi5aLHBhbGltcHNlc3QvZ2VuL2dvL3BhbGltcHNlc3QvdjE7cGFsaW1wc2VzdHYxYgZwcm90bzM", [file_palimpsest_v1_content]);
+  fileDesc("ChtwYWxpbXBzZXN0L3YxL3Nlc3Npb24ucHJvdG8SDXBhbGltcHNlc3QudjEi9gQKB1Nlc3Npb24SCgoCaWQYASABKAkSDwoHdmVyc2lvbhgCIAEoDRISCgpjcmVhdGVkX2F0GAMgASgDEhAKA2N3ZBgEIAEoCUgAiAEBEhsKDnBhcmVudF9zZXNzaW9uGAUgASgJSAGIAQESGAoLc2VlZF9sZW5ndGgYBiABKARIAogBARITCgZvcmlnaW4YByABKAlIA4gBARIdChBkZWxlZ2F0aW9uX2RlcHRoGAggASgESASIAQESGQoMYWdlbnRfcHJlc2V0GAkgASgJSAWIAQESMgoGbGFiZWxzGAogAygLMiIucGFsaW1wc2VzdC52MS5TZXNzaW9uLkxhYmVsc0VudHJ5EhUKCGhlYWRfc2VxGAsgASgESAaIAQESEwoLZXZlbnRfY291bnQYDCABKAQSFgoOc3VyZmFjZV9sZW5ndGgYDSABKAQSDgoGc3RyaWN0GA4gASgIEhUKDXBhaXJpbmdfZ3VhcmQYDyABKAgSFgoOc3VyZmFjZV90b2tlbnMYECABKAQSKAoFdXNhZ2UYESABKAsyGS5wYWxpbXBzZXN0LnYxLlRva2VuVXNhZ2USGAoQbWV0YWRhdGFfdmVyc2lvbhgSIAEoBBIPCgdkYW1hZ2VkGBMgASgIGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAFCBgoEX2N3ZEIRCg9fcGFyZW50X3Nlc3Npb25CDgoMX3NlZWRfbGVuZ3RoQgkKB19vcmlnaW5CEwoRX2RlbGVnYXRpb25fZGVwdGhCDwoNX2FnZW50X3ByZXNldEILCglfaGVhZF9zZXFCLloscGFsaW1wc2VzdC9nZW4vZ28vcGFsaW1wc2VzdC92MTtwYWxpbXBzZXN0djFiBnByb3RvMw", [file_palimpsest_v1_content]);
 
 /**
  * A session: the reference's session header plus Palimpsest's metadata and
@@ -154,6 +154,15 @@ export type Session = Message<"palimpsest.v1.Session"> & {
    * @generated from field: uint64 metadata_version = 18;
    */
   metadataVersion: bigint;
+
+  /**
+   * True (in ListSessions) when the session failed an integrity check: every
+   * other RPC on it answers DATA_LOSS / DATA_CORRUPTED until it is deleted;
+   * restore it from a backup (palimpsest verify reports the details).
+   *
+   * @generated from field: bool damaged = 19;
+   */
+  damaged: boolean;
 };
 
 /**

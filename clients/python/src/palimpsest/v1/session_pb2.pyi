@@ -48,6 +48,7 @@ class Session(google.protobuf.message.Message):
     SURFACE_TOKENS_FIELD_NUMBER: builtins.int
     USAGE_FIELD_NUMBER: builtins.int
     METADATA_VERSION_FIELD_NUMBER: builtins.int
+    DAMAGED_FIELD_NUMBER: builtins.int
     id: typing.Text
     """Session id (the reference header's `id`)."""
 
@@ -117,6 +118,12 @@ class Session(google.protobuf.message.Message):
     every UpdateSession that changed it; UpdateSession's expected_version.
     """
 
+    damaged: builtins.bool
+    """True (in ListSessions) when the session failed an integrity check: every
+    other RPC on it answers DATA_LOSS / DATA_CORRUPTED until it is deleted;
+    restore it from a backup (palimpsest verify reports the details).
+    """
+
     def __init__(self,
         *,
         id: typing.Text = ...,
@@ -137,9 +144,10 @@ class Session(google.protobuf.message.Message):
         surface_tokens: builtins.int = ...,
         usage: typing.Optional[palimpsest.v1.content_pb2.TokenUsage] = ...,
         metadata_version: builtins.int = ...,
+        damaged: builtins.bool = ...,
         ) -> None: ...
     def HasField(self, field_name: typing_extensions.Literal["_agent_preset",b"_agent_preset","_cwd",b"_cwd","_delegation_depth",b"_delegation_depth","_head_seq",b"_head_seq","_origin",b"_origin","_parent_session",b"_parent_session","_seed_length",b"_seed_length","agent_preset",b"agent_preset","cwd",b"cwd","delegation_depth",b"delegation_depth","head_seq",b"head_seq","origin",b"origin","parent_session",b"parent_session","seed_length",b"seed_length","usage",b"usage"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing_extensions.Literal["_agent_preset",b"_agent_preset","_cwd",b"_cwd","_delegation_depth",b"_delegation_depth","_head_seq",b"_head_seq","_origin",b"_origin","_parent_session",b"_parent_session","_seed_length",b"_seed_length","agent_preset",b"agent_preset","created_at",b"created_at","cwd",b"cwd","delegation_depth",b"delegation_depth","event_count",b"event_count","head_seq",b"head_seq","id",b"id","labels",b"labels","metadata_version",b"metadata_version","origin",b"origin","pairing_guard",b"pairing_guard","parent_session",b"parent_session","seed_length",b"seed_length","strict",b"strict","surface_length",b"surface_length","surface_tokens",b"surface_tokens","usage",b"usage","version",b"version"]) -> None: ...
+    def ClearField(self, field_name: typing_extensions.Literal["_agent_preset",b"_agent_preset","_cwd",b"_cwd","_delegation_depth",b"_delegation_depth","_head_seq",b"_head_seq","_origin",b"_origin","_parent_session",b"_parent_session","_seed_length",b"_seed_length","agent_preset",b"agent_preset","created_at",b"created_at","cwd",b"cwd","damaged",b"damaged","delegation_depth",b"delegation_depth","event_count",b"event_count","head_seq",b"head_seq","id",b"id","labels",b"labels","metadata_version",b"metadata_version","origin",b"origin","pairing_guard",b"pairing_guard","parent_session",b"parent_session","seed_length",b"seed_length","strict",b"strict","surface_length",b"surface_length","surface_tokens",b"surface_tokens","usage",b"usage","version",b"version"]) -> None: ...
     @typing.overload
     def WhichOneof(self, oneof_group: typing_extensions.Literal["_agent_preset",b"_agent_preset"]) -> typing.Optional[typing_extensions.Literal["agent_preset"]]: ...
     @typing.overload
