@@ -162,7 +162,8 @@ export async function startServer(partial: Partial<ServerConfig> = {}, ext: Serv
     if (positions !== undefined) {
       // Started before the server listens: no commit can slip between the catch-up scan and the tap.
       live = new LiveGenAiExporter(app.store, await otlpSpanSink(process.env, VERSION), positions, { content: config.otelGenaiContent === true, logger });
-      await live.start();
+      // A replica waiting for PostgreSQL starts it once the store opens (nothing commits before).
+      if (waiting === undefined) await live.start();
     }
     // The server only shows `db` in its start-up log: never a database password.
     const served = await serveApp(app, isPostgresUrl(config.db) ? { ...config, db: redactUrl(config.db) } : config, logger, { ...ext, tracing, health: waiting?.health });
@@ -191,8 +192,11 @@ export async function startServer(partial: Partial<ServerConfig> = {}, ext: Serv
   }
   let storeReady = Promise.resolve();
   if (waiting !== undefined) {
-    storeReady = waitForStore(config, logger, waiting.deferred, waiting.health, Date.now() + config.storeWaitMs).catch(async (e: unknown) => {
-      logger.error({ err: (e as Error).message }, 'the store did not open: shutting down');
+    const exporter = live;
+    storeReady = waitForStore(config, logger, waiting.deferred, waiting.health, Date.now() + config.storeWaitMs).then(async () => {
+      await exporter?.start();
+    }).catch(async (e: unknown) => {
+      logger.error({ err: (e as Error).message }, 'the store did not open (or the live GenAI export could not start on it): shutting down');
       await running.shutdown();
       throw e;
     });

@@ -5,15 +5,16 @@
  * - Each batch runs exactly the unary call's path (`appendBatch`: request bounds, atomicity,
  *   expected_last_seq, idempotency, limits, quota); its answer is the AppendEventsResponse or the
  *   google.rpc.Status the unary call would have ended with. A refused batch fails alone.
- * - Order: a session's responses are written in request order (a chain per session); batches of
- *   different sessions complete independently. The app serializes one session's writes in the
- *   order they are handed to it, so a session's batches also apply in request order.
+ * - Order: a session's batches run and are answered in request order (a chain per session);
+ *   batches of different sessions run side by side.
  * - Flow control: at most MAX_IN_FLIGHT batches run per stream, and no request is read while the
  *   response side waits for a drain, so a client that stops reading its responses stops the
  *   server reading its requests (HTTP/2 flow control then holds the client back).
  * - A message that is not an AppendStreamRequest at all (undecodable bytes, invalid UTF-8) ends
  *   the stream with INVALID_ARGUMENT: that is a broken client, not a refused batch.
- * - The stream ends OK once the client half-closes and every batch has been answered.
+ * - The stream ends OK once the client half-closes and every batch has been answered; a token
+ *   reload that revokes its token ends it (UNAUTHENTICATED / PERMISSION_DENIED), as it ends
+ *   subscriptions and exports.
  */
 import type { AppendEventsRequest, AppendStreamRequest, AppendStreamResponse } from '../../gen/palimpsest/v1/service.js';
 import type { CallContext } from '../app/session-service.js';
@@ -21,6 +22,7 @@ import { DomainError } from '../domain/errors.js';
 import { checkRequest } from './request-checks.js';
 import { bidi, type MethodImpl } from './rpc/handler-table.js';
 import { toRpcStatus } from './status-map.js';
+import type { RevocableCalls } from './revocable-calls.js';
 
 /** Batches of one stream being appended at once. */
 export const MAX_IN_FLIGHT = 256;
@@ -31,7 +33,7 @@ export const MAX_CORRELATION_ID_BYTES = 256;
 type AppendBatch = (caller: CallContext, r: AppendEventsRequest) => Promise<{ seqs: readonly number[]; replayed: boolean; surfaceLength: number }>;
 
 /** The AppendStream entry of the handler table, over the unary call's batch path. */
-export function appendStreamHandler(appendBatch: AppendBatch, onUnexpected: (err: unknown) => void): MethodImpl {
+export function appendStreamHandler(appendBatch: AppendBatch, onUnexpected: (err: unknown) => void, revocable?: RevocableCalls): MethodImpl {
   return bidi<AppendStreamRequest, AppendStreamResponse>('append', (ctx, requests, sink) => {
     let inFlight = 0;
     let readerDone = false;
@@ -48,6 +50,7 @@ export function appendStreamHandler(appendBatch: AppendBatch, onUnexpected: (err
     const finishIfDone = (): void => {
       if (readerDone && inFlight === 0 && !ended) {
         ended = true;
+        untrack();
         sink.end();
       }
     };
@@ -79,22 +82,42 @@ export function appendStreamHandler(appendBatch: AppendBatch, onUnexpected: (err
         return { correlationId: echoed, result: { $case: 'error', value: toRpcStatus(e, onUnexpected) } };
       }
     };
+    // A client that goes away wakes a reader parked on flow control (it then stops).
+    ctx.onCancel(wake);
+    // A token file reload that revokes the stream's token ends it (revocable-calls.ts).
+    const untrack = revocable?.add({
+      credential: ctx.credential, tenant: ctx.caller.tenant, permission: 'append',
+      revoke: (err) => {
+        if (ended) return;
+        ended = true;
+        sink.end(err);
+        wake();
+      },
+    }) ?? (() => undefined);
     void (async () => {
       try {
         for await (const req of requests) {
+          if (ended) break;
           while ((inFlight >= MAX_IN_FLIGHT || !writable) && !ctx.cancelled) {
             await new Promise<void>((resolve) => {
               wakeReader = resolve;
             });
           }
-          if (ctx.cancelled) return;
+          if (ctx.cancelled || ended) break;
           inFlight++;
           const session = req.append?.sessionId ?? '';
-          // Started now (so the app sees the session's batches in request order), answered in order.
-          const answer = run(req.correlationId, req.append);
+          // A session's batches run one after the other (the next starts once the previous is
+          // answered): the app does not promise to apply calls in the order they were made (an
+          // idempotency lookup or a citation read may delay one), so order is kept here.
+          // Sessions run side by side.
           const previous = tails.get(session);
-          const done = (previous ? previous.then(() => answer) : answer).then((msg) => {
+          const { correlationId, append } = req;
+          const done = (previous ?? Promise.resolve()).then(() => run(correlationId, append)).then((msg) => {
             send(msg);
+          }).catch((e: unknown) => {
+            // Unreachable (run answers every failure); never an unhandled rejection.
+            onUnexpected(e);
+          }).finally(() => {
             inFlight--;
             if (tails.get(session) === done) tails.delete(session);
             wake();
@@ -107,6 +130,7 @@ export function appendStreamHandler(appendBatch: AppendBatch, onUnexpected: (err
       } catch (e) {
         if (ended) return;
         ended = true;
+        untrack();
         sink.end(e);
       }
     })();

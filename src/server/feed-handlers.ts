@@ -23,6 +23,7 @@ import { sessionToProto } from './convert.js';
 import type { Metrics } from './metrics.js';
 import { pipeStream } from './server-stream.js';
 import { serverStream, unary, type HandlerTable } from './rpc/handler-table.js';
+import type { RevocableCalls } from './revocable-calls.js';
 
 /** Minimum heartbeat interval a client may ask for, ms (as for the per-session streams). */
 const MIN_HEARTBEAT_MS = 100;
@@ -81,7 +82,8 @@ function toSession(v: SessionView): Session {
 }
 
 /** The SubscribeSessions and UpdateSession handlers. */
-export function feedHandlers(app: SessionService, requireId: (id: string) => string, metrics: Metrics, heartbeatMs = DEFAULT_HEARTBEAT_MS): HandlerTable {
+export function feedHandlers(app: SessionService, requireId: (id: string) => string, metrics: Metrics, opts: { heartbeatMs?: number; revocable?: RevocableCalls } = {}): HandlerTable {
+  const heartbeatMs = opts.heartbeatMs ?? DEFAULT_HEARTBEAT_MS;
   return {
     subscribeSessions: serverStream<SubscribeSessionsRequest, SubscribeSessionsResponse>('read', (ctx, r, sink) => {
       const interval = r.heartbeatIntervalMs === 0 ? heartbeatMs : Math.max(MIN_HEARTBEAT_MS, r.heartbeatIntervalMs);
@@ -124,6 +126,9 @@ export function feedHandlers(app: SessionService, requireId: (id: string) => str
         }
       });
       stream.onEnd(() => sub?.close());
+      // A token file reload that revokes the stream's token ends it (revocable-calls.ts).
+      const untrack = opts.revocable?.add({ credential: ctx.credential, tenant: ctx.caller.tenant, permission: 'read', revoke: (err) => stream.end(err) });
+      if (untrack) stream.onEnd(untrack);
     }),
     updateSession: unary<UpdateSessionRequest, UpdateSessionResponse>('append', async (ctx, r) => ({
       session: toSession(await app.updateSession(ctx.caller, requireId(r.sessionId), {

@@ -104,7 +104,7 @@ function requireId(id: string, field = 'session_id'): string {
 }
 
 /** The SessionService handler table (both ports serve it: src/server/grpc, src/server/web). */
-export function makeHandlers(app: SessionService, metrics?: Metrics, streams?: HandlerTable, opts: { maxMessageBytes?: number; revocable?: RevocableCalls; onUnexpected?: (err: unknown) => void } = {}): HandlerTable {
+export function makeHandlers(app: SessionService, metrics?: Metrics, streams?: HandlerTable, opts: { maxMessageBytes?: number; revocable?: RevocableCalls; onUnexpected?: (err: unknown) => void; heartbeatMs?: number } = {}): HandlerTable {
   // Room for the response envelope and the estimate's slack.
   const pageBudget = Math.max(Math.floor((opts.maxMessageBytes ?? Number.MAX_SAFE_INTEGER) * 0.9) - 4096, 1);
   // The append latency is measured only when metrics are recorded (NO_METRICS drops it).
@@ -159,7 +159,7 @@ export function makeHandlers(app: SessionService, metrics?: Metrics, streams?: H
       return (encodeAppendEventsResponse(res.seqs, res.replayed, res.surfaceLength) as unknown as AppendEventsResponse | undefined)
         ?? { seqs: [...res.seqs], replayed: res.replayed, surfaceLength: res.surfaceLength };
     }),
-    appendStream: appendStreamHandler(appendBatch, opts.onUnexpected ?? (() => undefined)),
+    appendStream: appendStreamHandler(appendBatch, opts.onUnexpected ?? (() => undefined), opts.revocable),
     listEvents: unary<ListEventsRequest, ListEventsResponse>('read', async (ctx, r) => {
       let direction: 'forward' | 'backward' = r.direction === Direction.DIRECTION_BACKWARD ? 'backward' : 'forward';
       let fromSeq = r.fromSeq;
@@ -255,7 +255,9 @@ export function makeHandlers(app: SessionService, metrics?: Metrics, streams?: H
           yield n.value.part.value;
         }
       }
-      const view = await app.importJsonl(ctx.caller, bytes(), { id: o.sessionId, labels: o.labels, strict: o.strict, allowSeqGaps: o.allowSeqGaps, pairingGuard: o.pairingGuard });
+      const view = await app.importJsonl(ctx.caller, bytes(), { id: o.sessionId, labels: o.labels, strict: o.strict, allowSeqGaps: o.allowSeqGaps,
+        // proto3 bool: unset reads false; only an explicit true overrides the file's own metadata line.
+        pairingGuard: o.pairingGuard || undefined });
       return { session: toSession(view), uncommittedTailBytes: view.uncommittedTailBytes };
     }),
     exportSession: serverStream<ExportSessionRequest, ExportSessionResponse>('read', (ctx, req, sink) => {
@@ -287,5 +289,5 @@ export function makeHandlers(app: SessionService, metrics?: Metrics, streams?: H
       });
     }),
   };
-  return { ...handlers, ...compactionHandlers(app, requireId), ...feedHandlers(app, requireId, metrics ?? NO_METRICS), ...providerHandlers(app, requireId), ...streams };
+  return { ...handlers, ...compactionHandlers(app, requireId), ...feedHandlers(app, requireId, metrics ?? NO_METRICS, { heartbeatMs: opts.heartbeatMs, revocable: opts.revocable }), ...providerHandlers(app, requireId), ...streams };
 }

@@ -123,7 +123,14 @@ export class PromMetrics implements Metrics {
     this.tenantSessions = new Gauge({
       name: 'palimpsest_tenant_sessions', help: 'Sessions per tenant (tenant="" when auth is off)', labelNames: ['tenant'], registers: [this.registry],
       collect: async (): Promise<void> => {
-        const counts = await this.#tenantSessionsSource();
+        // A store that cannot answer (PostgreSQL down, a replica still waiting for it) keeps the
+        // last values: one failing gauge must not fail the whole scrape.
+        let counts: ReadonlyMap<string, number>;
+        try {
+          counts = await this.#tenantSessionsSource();
+        } catch {
+          return;
+        }
         this.tenantSessions.reset();
         for (const [tenant, n] of counts) this.tenantSessions.set({ tenant }, n);
       },

@@ -35,7 +35,10 @@ export class ServerStream<Out> {
   #onDrained = (): void => this.drainedNow();
 
   constructor(private readonly ctx: RpcContext, private readonly sink: ServerSink<Out>) {
-    ctx.onCancel(() => this.end());
+    // A call already cancelled ends on the next microtask: never from the constructor, before a
+    // subclass has set its own fields (its onEnded uses them).
+    if (ctx.cancelled) queueMicrotask(() => this.end());
+    else ctx.onCancel(() => this.end());
     const at = ctx.deadline;
     // A deadline further away than setTimeout can wait (2^31 - 1 ms, ~24.8 days; a longer delay
     // would fire at once) is not timed here (grpc-js reports such a deadline already wrapped to a

@@ -135,7 +135,7 @@ export async function serveApp(app: SessionService, config: ServerConfig, logger
   // One handler table for both ports: the gRPC port's adapter (src/server/grpc) and the web
   // port's (src/server/web) serve these same handlers.
   const onUnexpected = (e: unknown): void => logger.error({ err: e }, 'unexpected error');
-  const handlers = makeHandlers(app, metrics, streams.handlers, { maxMessageBytes: config.maxMessageBytes, revocable, onUnexpected });
+  const handlers = makeHandlers(app, metrics, streams.handlers, { maxMessageBytes: config.maxMessageBytes, revocable, onUnexpected, heartbeatMs: config.heartbeatMs });
   const fail = (err: unknown) => toServiceError(err, onUnexpected);
   const grpc = (table: HandlerTable) => grpcImplementation(table, resolver, fail);
   server.addService(withSafeDeserializers(preEncodedResponses(preEncodedStreams(SessionServiceService))), grpc(handlers));

@@ -12,7 +12,7 @@
 import type {
   AppendOutcome, AppendRequest, CreateOutcome, CreateQuota, DeleteExpectation, HeadWatch, IdempotentResult, NewSession,
   PendingChunkOptions, PendingChunkOutcome, ReadEventsQuery, SessionPage, SessionRecord, SessionStore, StoredEventText, StructuralRow, TenantUsage,
-  FeedQuery, FeedRecord, UpdateLabelsOutcome,
+  FeedQuery, FeedRecord, PublishMetadata, UpdateLabelsOutcome,
 } from '../app/store-port.js';
 import type { SessionEvent } from '../domain/event.js';
 import { StoreClosedError, StoreUnavailableError } from './store-errors.js';
@@ -132,8 +132,8 @@ export class DeferredStore implements SessionStore {
   async *scanEvents(sessionId: string, fromSeq: number, batchSize: number): AsyncIterable<SessionEvent[]> {
     yield* this.#s().scanEvents(sessionId, fromSeq, batchSize);
   }
-  async publishSession(id: string, owner: string): Promise<void> {
-    return this.#s().publishSession(id, owner);
+  async publishSession(id: string, owner: string, metadata?: PublishMetadata): Promise<void> {
+    return this.#s().publishSession(id, owner, metadata);
   }
   async appendPending(sessionId: string, events: readonly SessionEvent[], opts: PendingChunkOptions): Promise<PendingChunkOutcome> {
     return this.#s().appendPending(sessionId, events, opts);

@@ -106,7 +106,7 @@ describe('server reflection', () => {
     expect(files[0]?.name).toBe('palimpsest/v1/service.proto');
     // Transitive closure: every dependency of every returned file is returned too.
     const names = new Set(files.map((f) => f.name));
-    expect(names).toEqual(new Set(['palimpsest/v1/service.proto', 'palimpsest/v1/content.proto', 'palimpsest/v1/event.proto', 'palimpsest/v1/session.proto']));
+    expect(names).toEqual(new Set(['palimpsest/v1/service.proto', 'palimpsest/v1/content.proto', 'palimpsest/v1/event.proto', 'palimpsest/v1/session.proto', 'google/protobuf/any.proto']));
     for (const f of files) for (const d of f.deps) expect(names.has(d)).toBe(true);
     expect(fileNames(bySvc!).map((f) => f.name)).toEqual(files.map((f) => f.name));
     expect(fileNames(byMethod!)[0]?.name).toBe('palimpsest/v1/service.proto');

@@ -297,7 +297,8 @@ export function connectService(o: AdapterOptions): ServiceImpl<DescService> {
         try {
           admission = o.admit(hctx, m.name);
           const ctx = contextOf(hctx, admission, rec);
-          hctx.signal.addEventListener('abort', onAbort);
+          if (hctx.signal.aborted) onAbort();
+          else hctx.signal.addEventListener('abort', onAbort);
           if (method.shape === 'server-stream') {
             const request = decodeRequest(def, m.name, m.input, reqOrReqs as Wire, rec);
             rec.run(() => method.handle(ctx, request, sink));
