@@ -1,7 +1,8 @@
 /**
  * The Go client package (clients/go/palimpsest, issue #18): `go vet` and `go test` in GOPATH mode
  * against Debian's Go packages, run against a real server: event builders, decoded *Error,
- * idempotency keys, UNAVAILABLE retries, and a surface subscription that resumes by itself.
+ * idempotency keys, UNAVAILABLE retries, a surface subscription and the session feed that resume by
+ * themselves, and UpdateSession.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -31,6 +32,8 @@ describe('Go package clients/go/palimpsest', () => {
       'TestUnavailableIsRetried', 'TestSubscribeSurfaceResumes', 'TestSubscribeSurfaceEnds',
       'TestCompactionShowsTheSummaryAndAsOfShowsBefore', 'TestPruneToolResults', 'TestToolPairingBrokenIsDecodedAndLeavesTheLogUntouched',
       'TestRetryRebuildsTheBatchWithTheSameKey', 'TestRepairForkAndListSessionsPaged', 'TestExportThenImport', 'TestDerivedIDIsTheSameInEveryClient',
+      'TestUpdateSessionSetsAndRemovesLabels', 'TestStaleUpdateIsRefusedAndChangesNothing', 'TestFeedReportsEveryKindOfChange',
+      'TestFeedResumesExactlyOnceAfterDroppedConnections', 'TestFeedContinuesAfterTheLastPosition', 'TestFeedWithoutReconnectReturnsUnavailable',
     ]));
     expect(r.stdout).not.toContain('--- FAIL');
     expect(r.stdout).toMatch(/^ok\s+palimpsest\.dev\/go\/palimpsest/m);
