@@ -111,6 +111,26 @@ def test_the_feed_resumes_exactly_once_after_dropped_connections(client: Client,
     assert [(i.position, i.kind, i.session_id, i.head_seq) for i in again] == [(i.position, i.kind, i.session_id, i.head_seq) for i in seen]
 
 
+def test_the_feed_resumes_across_a_server_restart(server_process, session_id: str) -> None:  # type: ignore[no-untyped-def]
+    fast = [("grpc.initial_reconnect_backoff_ms", 50), ("grpc.max_reconnect_backoff_ms", 250)]
+    with Client(server_process.address, options=fast) as c:
+        it = c.subscribe_sessions(max_backoff=0.25)
+        assert next(it).kind == "caught_up"
+        c.create_session(session_id)
+        c.append(session_id, [ev.user_message("before")])
+        seen = [next_change(it), next_change(it)]
+        # SIGTERM: the stream ends with UNAVAILABLE / SERVER_SHUTDOWN; then the same port and database.
+        server_process.restart()
+        c.append(session_id, [ev.user_message("after")])
+        c.delete_session(session_id)
+        seen += [next_change(it), next_change(it)]
+        it.close()
+        assert [(i.kind, i.head_seq) for i in seen] == [("created", None), ("appended", 0), ("appended", 1), ("deleted", 1)]
+        # Positions survive the restart: the whole feed read again is the same items, each once.
+        again = until_caught_up(c.subscribe_sessions())
+        assert [(i.position, i.kind, i.head_seq) for i in again] == [(i.position, i.kind, i.head_seq) for i in seen]
+
+
 def test_a_new_subscription_after_the_last_position_continues_exactly(client: Client, session_id: str) -> None:
     suite = {"suite": session_id}
     it = client.subscribe_sessions(from_now=True, selector=suite)
