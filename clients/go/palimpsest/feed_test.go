@@ -2,11 +2,20 @@ package palimpsest
 
 import (
 	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"reflect"
+	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	pb "palimpsest.dev/go/gen/palimpsest/v1"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 )
 
 // nextChange is the next change of the feed (caught_up and heartbeats skipped).
@@ -234,5 +243,131 @@ func TestFeedWithoutReconnectReturnsUnavailable(t *testing.T) {
 	_, err := f.Next()
 	if e := asErr(t, err); e.CodeName != "UNAVAILABLE" {
 		t.Fatalf("%v", e)
+	}
+}
+
+// serverProcess is `palimpsest serve` of this repository (its built dist/) on a
+// SQLite file, as a child process: restart stops it with SIGTERM (open streams
+// end with UNAVAILABLE / SERVER_SHUTDOWN) and starts it again on the same port
+// and database.
+type serverProcess struct {
+	t       *testing.T
+	db      string
+	address string
+	cmd     *exec.Cmd
+	exited  chan struct{} // closed once cmd has exited
+}
+
+// listening watches the server's output for its address.
+type listening struct {
+	mu   sync.Mutex
+	out  strings.Builder
+	addr chan string
+	sent bool
+}
+
+func (l *listening) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.out.Write(p)
+	const prefix = "palimpsest listening on "
+	if s := l.out.String(); !l.sent && strings.Contains(s, prefix) {
+		rest := s[strings.Index(s, prefix)+len(prefix):]
+		if j := strings.IndexByte(rest, '\n'); j >= 0 {
+			l.sent = true
+			l.addr <- strings.TrimSpace(rest[:j])
+		}
+	}
+	return len(p), nil
+}
+
+func startServerProcess(t *testing.T) *serverProcess {
+	s := &serverProcess{t: t, db: filepath.Join(t.TempDir(), "palimpsest.db")}
+	s.address = s.start("127.0.0.1:0")
+	t.Cleanup(s.stop)
+	return s
+}
+
+func (s *serverProcess) start(listen string) string {
+	node := os.Getenv("PALIMPSEST_NODE")
+	if node == "" {
+		node = "node"
+	}
+	root, err := filepath.Abs(filepath.Join("..", "..", ".."))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	out := &listening{addr: make(chan string, 1)}
+	s.cmd = exec.Command(node, filepath.Join(root, "bin", "palimpsest.mjs"), "serve", "--listen", listen, "--db", s.db, "--log-level", "silent")
+	s.cmd.Dir, s.cmd.Stdout, s.cmd.Stderr = root, out, out
+	if err := s.cmd.Start(); err != nil {
+		s.t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	s.exited = exited
+	go func() { _ = s.cmd.Wait(); close(exited) }()
+	select {
+	case a := <-out.addr:
+		return a
+	case <-exited:
+		s.t.Fatalf("the server exited: %s", out.out.String())
+	case <-time.After(60 * time.Second):
+		_ = s.cmd.Process.Kill()
+		s.t.Fatalf("the server did not start: %s", out.out.String())
+	}
+	return ""
+}
+
+func (s *serverProcess) stop() {
+	if s.cmd == nil {
+		return
+	}
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.exited:
+	case <-time.After(30 * time.Second):
+		_ = s.cmd.Process.Kill()
+		<-s.exited
+		s.t.Error("the server did not stop within 30 s of SIGTERM")
+	}
+}
+
+func (s *serverProcess) restart() {
+	s.stop()
+	s.start(s.address)
+}
+
+func TestFeedResumesAcrossAServerRestart(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	srv := startServerProcess(t)
+	fast := grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, MaxDelay: 250 * time.Millisecond}})
+	c := dial(t, srv.address, WithDialOptions(fast))
+	id := sid()
+	f := c.SubscribeSessions(ctx, SubscribeSessionsOptions{MaxBackoff: 250 * time.Millisecond})
+	defer f.Close()
+	if got := untilCaughtUp(t, f); len(got) != 0 {
+		t.Fatalf("%+v", got)
+	}
+	must[*pb.Session](t)(c.CreateSession(ctx, id, nil))
+	must[[]int64](t)(c.Append(ctx, id, []*pb.EventInput{UserMessage("before", "", nil, Placement{})}, AppendOptions{}))
+	seen := []FeedItem{nextChange(t, f), nextChange(t, f)}
+	// SIGTERM: the stream ends with UNAVAILABLE / SERVER_SHUTDOWN; then the same port and database.
+	srv.restart()
+	must[[]int64](t)(c.Append(ctx, id, []*pb.EventInput{UserMessage("after", "", nil, Placement{})}, AppendOptions{}))
+	if err := c.DeleteSession(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	seen = append(seen, nextChange(t, f), nextChange(t, f))
+	got := changes(seen)
+	want := []change{{got[0].Position, "created", id, -1}, {got[1].Position, "appended", id, 0}, {got[2].Position, "appended", id, 1}, {got[3].Position, "deleted", id, 1}}
+	if !reflect.DeepEqual(got, want) || f.Subscriptions < 2 {
+		t.Fatalf("got %+v over %d subscriptions", got, f.Subscriptions)
+	}
+	// Positions survive the restart: the whole feed read again is the same items, each once.
+	again := c.SubscribeSessions(ctx, SubscribeSessionsOptions{})
+	defer again.Close()
+	if all := changes(untilCaughtUp(t, again)); !reflect.DeepEqual(all, got) {
+		t.Fatalf("read again %+v, resumed %+v", all, got)
 	}
 }
