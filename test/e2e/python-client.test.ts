@@ -3,12 +3,14 @@
  * `pip install --no-build-isolation ./clients/python` builds it with a standard backend
  * (setuptools, Debian's python3-setuptools) with no package index at all, and the package's pytest
  * suite (client, errors, event builders, the OpenAI Agents SDK session adapter, the typed stubs)
- * passes against a real server, run from the installed copy.
+ * passes against a real server (and a server process it restarts, for the session feed's resume), run
+ * from the installed copy.
  */
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect } from 'vitest';
+import { ensureBuilt } from '../support/server-process.js';
 import { startTestServer, type TestServer } from '../support/test-server.js';
 import { missingPython, onPath, PYTHON, run, toolchainIt } from '../support/toolchains.js';
 
@@ -26,9 +28,10 @@ describe('Python package clients/python', () => {
   let ts: TestServer;
   let tmp: string;
   beforeAll(async () => {
+    ensureBuilt(); // the feed's restart test runs `node bin/palimpsest.mjs serve` (dist/) itself
     ts = await startTestServer();
     tmp = mkdtempSync(join(tmpdir(), 'palimpsest-py-'));
-  });
+  }, 120_000);
   afterAll(async () => {
     await ts?.stop();
     if (tmp) rmSync(tmp, { recursive: true, force: true });
@@ -71,7 +74,7 @@ describe('Python package clients/python', () => {
     for (const f of readdirSync(STUBS).filter((n) => n.endsWith('.pyi'))) expect(installed, `${f} missing from the wheel`).toContain(f);
     expect(readdirSync(join(site, 'palimpsest'))).toContain('py.typed');
 
-    const env = { ...offline, PALIMPSEST_ADDR: ts.server.address };
+    const env = { ...offline, PALIMPSEST_ADDR: ts.server.address, PALIMPSEST_NODE: process.execPath };
     const tests = await run(py, ['-m', 'pytest', '-q', '-p', 'no:cacheprovider', join(PKG, 'tests')], { cwd: tmp, env, timeoutMs: 180_000 });
     expect(tests.code, tests.stdout + tests.stderr).toBe(0);
     const summary = tests.stdout.trim().split('\n').at(-1) ?? '';

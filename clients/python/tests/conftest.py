@@ -1,12 +1,16 @@
 """Fixtures: a real server's address (PALIMPSEST_ADDR, set by test/e2e/python-client.test.ts),
-a client, fresh session ids, and a TCP proxy that can refuse or drop connections."""
+a client, fresh session ids, a TCP proxy that can refuse or drop connections, and a server
+process of the repository's own (``node bin/palimpsest.mjs serve``) that can be restarted."""
 from __future__ import annotations
 
 import os
+import signal
 import socket
+import subprocess
 import threading
 import uuid
-from typing import Iterator, List
+from pathlib import Path
+from typing import Iterator, List, Optional
 
 import pytest
 
@@ -109,3 +113,46 @@ def proxy(address: str) -> Iterator[Proxy]:
     p = Proxy(address)
     yield p
     p.close()
+
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+class ServerProcess:
+    """``palimpsest serve`` of this repository (its built ``dist/``) on a SQLite file, as a child
+    process: ``restart()`` stops it with SIGTERM (open streams end with UNAVAILABLE /
+    SERVER_SHUTDOWN) and starts it again on the same port and database."""
+
+    def __init__(self, db: Path):
+        self.db = db
+        self.proc: Optional[subprocess.Popen] = None  # type: ignore[type-arg]
+        self.address = self._start("127.0.0.1:0")
+
+    def _start(self, listen: str) -> str:
+        node = os.environ.get("PALIMPSEST_NODE", "node")
+        self.proc = subprocess.Popen([node, str(ROOT / "bin" / "palimpsest.mjs"), "serve", "--listen", listen, "--db", str(self.db),
+                                      "--log-level", "silent"], cwd=str(ROOT), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        assert self.proc.stdout is not None
+        seen = []
+        for line in self.proc.stdout:
+            seen.append(line)
+            if line.startswith("palimpsest listening on "):
+                threading.Thread(target=self.proc.stdout.read, daemon=True).start()  # keep the pipe drained
+                return line.split()[-1]
+        raise RuntimeError(f"the server did not start: {''.join(seen)}")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            self.proc.wait(timeout=30)
+
+    def restart(self) -> None:
+        self.stop()
+        self._start(self.address)
+
+
+@pytest.fixture
+def server_process(tmp_path: Path) -> Iterator[ServerProcess]:
+    s = ServerProcess(tmp_path / "palimpsest.db")
+    yield s
+    s.stop()

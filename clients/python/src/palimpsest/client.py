@@ -8,6 +8,8 @@
   request returns the original result instead of appending twice.
 - :meth:`Client.subscribe_surface` is an iterator that reconnects after a dropped connection or
   a server restart and resumes from the last cursor it yielded, so no delta is lost or repeated.
+  :meth:`Client.subscribe_sessions` (the session feed) resumes the same way from the last
+  feed position it yielded.
 
     from palimpsest.client import Client
     from palimpsest import events as ev
@@ -36,7 +38,7 @@ try:  # The OpenTelemetry API is optional: with it, calls carry the current trac
 except ImportError:  # pragma: no cover - depends on the environment
     _otel_inject = None  # type: ignore[assignment]
 
-__all__ = ["Client", "PalimpsestError", "SurfaceDelta", "TLS", "Violation", "decode_status", "SERVICE_CONFIG"]
+__all__ = ["Client", "PalimpsestError", "SessionFeedItem", "SurfaceDelta", "TLS", "Violation", "decode_status", "SERVICE_CONFIG"]
 
 T = TypeVar("T")
 
@@ -101,6 +103,50 @@ class SurfaceDelta:
     seqs: List[int] = field(default_factory=list)
     event: Optional[event_pb2.SessionEvent] = None
     message: Optional[Dict[str, Any]] = None
+
+
+@dataclass
+class SessionFeedItem:
+    """One message of the session feed (:meth:`Client.subscribe_sessions`).
+
+    ``kind`` is a change, ``"created"``, ``"deleted"``, ``"labels_changed"`` or ``"appended"``
+    (with ``session_id``, ``head_seq`` (None for an empty log), ``event_count``,
+    ``surface_length``, ``event_types`` (appended: the distinct types appended, in order),
+    ``labels`` (after the change; deleted: before it), ``previous_labels`` (labels_changed),
+    ``created_at`` and ``time`` (Unix epoch ms)), or a signal: ``"caught_up"`` (what follows is
+    live) or ``"heartbeat"``. ``position`` is the feed position after this item: resume with
+    ``after=position``."""
+
+    kind: str
+    position: int
+    session_id: str = ""
+    head_seq: Optional[int] = None
+    event_count: int = 0
+    surface_length: int = 0
+    event_types: List[str] = field(default_factory=list)
+    labels: Dict[str, str] = field(default_factory=dict)
+    previous_labels: Dict[str, str] = field(default_factory=dict)
+    created_at: int = 0
+    time: int = 0
+
+
+_FEED_KINDS = {
+    service_pb2.SESSION_CHANGE_KIND_CREATED: "created",
+    service_pb2.SESSION_CHANGE_KIND_DELETED: "deleted",
+    service_pb2.SESSION_CHANGE_KIND_LABELS_CHANGED: "labels_changed",
+    service_pb2.SESSION_CHANGE_KIND_APPENDED: "appended",
+}
+
+
+def _feed_item(res: service_pb2.SubscribeSessionsResponse) -> SessionFeedItem:
+    kind = res.WhichOneof("kind") or ""
+    if kind != "change":
+        return SessionFeedItem(kind, res.position)
+    c = res.change
+    return SessionFeedItem(_FEED_KINDS.get(c.kind, "unspecified"), res.position, session_id=c.session_id,
+                           head_seq=c.head_seq if c.HasField("head_seq") else None, event_count=c.event_count,
+                           surface_length=c.surface_length, event_types=list(c.event_types), labels=dict(c.labels),
+                           previous_labels=dict(c.previous_labels), created_at=c.created_at, time=c.time)
 
 
 def _is_loopback(host: str) -> bool:
@@ -240,6 +286,22 @@ class Client:
             token = res.next_page_token
             if not token:
                 return
+
+    def update_session(self, session_id: str, set_labels: Optional[Mapping[str, str]] = None,
+                       remove_labels: Sequence[str] = (), *, expected_version: Optional[int] = None) -> session_pb2.Session:
+        """Sets (adds or overwrites) and removes labels of a session and returns it with its new
+        ``metadata_version``. The limits of :meth:`create_session` apply to the result; a key both
+        set and removed is INVALID_ARGUMENT. With ``expected_version`` (a ``metadata_version`` you
+        read) the change is made only while the metadata is still at that version: otherwise it is
+        refused with ABORTED / METADATA_VERSION_MISMATCH and nothing changes (read the session
+        again and retry). Reported on the session feed as ``labels_changed``."""
+        if isinstance(remove_labels, str):
+            raise TypeError("remove_labels is a sequence of keys, not a string")
+        req = service_pb2.UpdateSessionRequest(session_id=session_id, set_labels=dict(set_labels or {}),
+                                               remove_labels=list(remove_labels))
+        if expected_version is not None:
+            req.expected_version = expected_version
+        return self._call(self.stub.UpdateSession, req).session
 
     def delete_session(self, session_id: str) -> None:
         """Deletes a session and its log."""
@@ -526,6 +588,43 @@ class Client:
                 if not reconnect or err.code != "UNAVAILABLE":
                     raise err from None
                 # A shutdown names the cursor to resume from; it is never ahead of what we yielded.
+                time.sleep(backoff)
+                backoff = min(max_backoff, backoff * 2)
+            finally:
+                call.cancel()
+
+    def subscribe_sessions(self, after: Optional[int] = None, *, from_now: bool = False,
+                           selector: Optional[Mapping[str, str]] = None, heartbeat_ms: int = 0, reconnect: bool = True,
+                           max_backoff: float = 5.0) -> Generator[SessionFeedItem, None, None]:
+        """The session feed: one :class:`SessionFeedItem` per change of any session the caller may
+        see (``created``, ``deleted``, ``labels_changed``, ``appended``), from feed position
+        ``after`` (None = the beginning of the feed; ``from_now`` = only changes from now on), then
+        ``caught_up`` and heartbeats, live until the caller stops iterating. ``selector``: only
+        sessions carrying every one of these labels.
+
+        A dropped connection, a server restart or a shutdown (UNAVAILABLE) is followed by a
+        reconnect with backoff that resumes after the last position yielded, so every change is
+        yielded exactly once (``reconnect=False`` raises instead); every other failure is raised as
+        :class:`PalimpsestError`. Closing the iterator cancels the stream."""
+        position = after
+        backoff = 0.05
+        while True:
+            req = service_pb2.SubscribeSessionsRequest(label_selector=dict(selector or {}), heartbeat_interval_ms=heartbeat_ms)
+            if position is not None:
+                req.after = position
+            elif from_now:
+                req.from_now = True
+            call = self.stub.SubscribeSessions(req, metadata=self._metadata)
+            try:
+                for res in call:
+                    backoff = 0.05  # a message arrived: the connection is healthy again
+                    position = res.position
+                    yield _feed_item(res)
+                return  # the server ended the stream cleanly (it never does while live)
+            except grpc.RpcError as e:
+                err = PalimpsestError.from_rpc_error(e)
+                if not reconnect or err.code != "UNAVAILABLE":
+                    raise err from None
                 time.sleep(backoff)
                 backoff = min(max_backoff, backoff * 2)
             finally:
