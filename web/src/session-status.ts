@@ -16,10 +16,10 @@
 import { Direction } from '../../gen/es/palimpsest/v1/service_pb.js';
 import type { SessionEvent as WireEvent } from '../../gen/es/palimpsest/v1/event_pb.js';
 import type { Json, SessionEvent } from '../../src/domain/event.js';
-import { interruptedTurnClosers } from '../../src/domain/repair.js';
 import { api } from './api.js';
+import { statusOf, type SessionStatus } from './status-rule.js';
 
-export type SessionStatus = 'needs-repair' | 'open-turn' | 'interrupted' | 'idle' | 'no-turns' | 'unknown';
+export type { SessionStatus };
 
 /** The words shown for each status. */
 export const STATUS_TEXT: Record<SessionStatus, string> = {
@@ -27,7 +27,7 @@ export const STATUS_TEXT: Record<SessionStatus, string> = {
   'open-turn': 'open turn',
   interrupted: 'interrupted',
   idle: 'idle',
-  'no-turns': '—',
+  'no-turns': 'no turns',
   unknown: '?',
 };
 
@@ -46,22 +46,6 @@ function toDomain(e: WireEvent): SessionEvent {
     data = null;
   }
   return { type: e.type, seq: Number(e.seq), time: Number(e.time), data };
-}
-
-/**
- * The status of a log's turn-shaping events, given newest first and ending at (including) the
- * newest turn boundary, or the whole log when there is none. Pure.
- */
-export function statusOf(newestFirst: readonly SessionEvent[]): Exclude<SessionStatus, 'unknown'> {
-  const boundary = newestFirst.find((e) => e.type === 'turn/start' || e.type === 'turn/end');
-  if (boundary === undefined) return 'no-turns';
-  if (boundary.type === 'turn/end') {
-    const data = boundary.data as { reason?: { kind?: unknown } } | null;
-    return data?.reason?.kind === 'interrupted' ? 'interrupted' : 'idle';
-  }
-  const closers = interruptedTurnClosers([...newestFirst].reverse());
-  if (closers.some((c) => c.type === 'tool/result')) return 'needs-repair';
-  return closers.length > 0 ? 'open-turn' : 'idle';
 }
 
 /** Reads the tail of a session's log (newest first, turn-shaping types only) and derives its status. */
