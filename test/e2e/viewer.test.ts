@@ -85,6 +85,17 @@ suite(`viewer in headless Chromium${hasChromium() ? '' : ' (skipped: /usr/bin/ch
     expect(await p.locator('#next-page').isDisabled()).toBe(true);
     await p.click('#prev-page');
     await expect.poll(() => p.locator('[data-session-id]').count(), WAIT).toBe(50);
+    // Relabelled into the filter: a session newer than the page joins it on top; one older than
+    // the page's oldest belongs to a later page and does not.
+    await call(t.client.updateSession.bind(t.client), { sessionId: 'alpha', setLabels: { bulk: 'yes' }, removeLabels: [] } as never, new Metadata());
+    await create(t.client, 'bulk-late');
+    await call(t.client.updateSession.bind(t.client), { sessionId: 'bulk-late', setLabels: { bulk: 'yes' }, removeLabels: [] } as never, new Metadata());
+    await expect.poll(() => p.locator('[data-session-id]').first().getAttribute('data-session-id'), WAIT).toBe('bulk-late');
+    expect(await p.locator('[data-session-id="alpha"]').count()).toBe(0);
+    expect(await p.locator('[data-session-id]').count()).toBe(51);
+    await call(t.client.updateSession.bind(t.client), { sessionId: 'alpha', setLabels: {}, removeLabels: ['bulk'] } as never, new Metadata());
+    await call(t.client.deleteSession.bind(t.client), { sessionId: 'bulk-late' } as never, new Metadata());
+    await expect.poll(() => p.locator('[data-session-id]').count(), WAIT).toBe(50);
     await p.close();
   }, 30_000);
 

@@ -232,6 +232,9 @@ export function listPage(root: HTMLElement): Page {
   /** Adds a row for a session new to this page, where newest-first order puts it. */
   function insert(c: SessionChange): void {
     if (tokens.length > 0) return; // only the first page shows the newest sessions
+    // A session older than the page's oldest belongs to a later page (relabelled into the filter).
+    const oldest = [...rows.values()].reduce<bigint | undefined>((m, r) => (m === undefined || r.createdAt < m ? r.createdAt : m), undefined);
+    if (nextToken !== '' && oldest !== undefined && c.createdAt < oldest) return;
     const row = makeRow(create(SessionSchema, { id: c.sessionId, createdAt: c.createdAt, eventCount: c.eventCount, surfaceLength: c.surfaceLength, labels: c.labels, ...(c.headSeq === undefined ? {} : { headSeq: c.headSeq }) }));
     if (c.headSeq !== undefined) row.lastActivity = Number(c.time);
     render(row);
