@@ -9,7 +9,7 @@
  * each change the feed reports), events, surface length, surface tokens and status. Surface
  * tokens (Session.surface_tokens, set by GetSession only) and the status (derived from the tail
  * of the log, session-status.ts) are fetched lazily for the rows on screen, again after an
- * append while on screen (at most one fetch at a time per row); until known they show `…`.
+ * append while on screen (at most one fetch a second per row); until known they show `…`.
  */
 import { create } from '@bufbuild/protobuf';
 import { SessionSchema, type Session } from '../../gen/es/palimpsest/v1/session_pb.js';
