@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Metadata } from '@grpc/grpc-js';
 import type { Page } from 'playwright-core';
 import { call, startTestServer, type TestServer } from '../support/test-server.js';
-import { input, replaceOp, userMessage } from '../support/events.js';
+import { assistantMessage, input, replaceOp, userMessage } from '../support/events.js';
 import { DEMO, DEMO_PNG, demoBatches } from '../support/demo-session.js';
 import { hasChromium, launchChromium, type TestBrowser } from '../support/browser.js';
 import { hashToken } from '../../src/server/auth.js';
@@ -84,6 +84,17 @@ suite(`viewer in headless Chromium${hasChromium() ? '' : ' (skipped: /usr/bin/ch
     await expect.poll(() => p.$$eval('[data-session-id]', (rows) => rows.map((r) => r.getAttribute('data-session-id'))), WAIT).toEqual(['bulk-01', 'bulk-00']);
     expect(await p.locator('#next-page').isDisabled()).toBe(true);
     await p.click('#prev-page');
+    await expect.poll(() => p.locator('[data-session-id]').count(), WAIT).toBe(50);
+    // Relabelled into the filter: a session newer than the page joins it on top; one older than
+    // the page's oldest belongs to a later page and does not.
+    await call(t.client.updateSession.bind(t.client), { sessionId: 'alpha', setLabels: { bulk: 'yes' }, removeLabels: [] } as never, new Metadata());
+    await create(t.client, 'bulk-late');
+    await call(t.client.updateSession.bind(t.client), { sessionId: 'bulk-late', setLabels: { bulk: 'yes' }, removeLabels: [] } as never, new Metadata());
+    await expect.poll(() => p.locator('[data-session-id]').first().getAttribute('data-session-id'), WAIT).toBe('bulk-late');
+    expect(await p.locator('[data-session-id="alpha"]').count()).toBe(0);
+    expect(await p.locator('[data-session-id]').count()).toBe(51);
+    await call(t.client.updateSession.bind(t.client), { sessionId: 'alpha', setLabels: {}, removeLabels: ['bulk'] } as never, new Metadata());
+    await call(t.client.deleteSession.bind(t.client), { sessionId: 'bulk-late' } as never, new Metadata());
     await expect.poll(() => p.locator('[data-session-id]').count(), WAIT).toBe(50);
     await p.close();
   }, 30_000);
@@ -172,6 +183,87 @@ suite(`viewer in headless Chromium${hasChromium() ? '' : ' (skipped: /usr/bin/ch
     await p.waitForSelector(`#surface > [data-seq="${DEMO.head}"]`, WAIT);
     await p.close();
   }, 30_000);
+
+  /** Counts the page's RPC requests by method name (Connect puts it at the end of the URL path). */
+  function rpcCounter(p: Page): Record<string, number> {
+    const counts: Record<string, number> = {};
+    p.on('request', (r) => {
+      const m = /\/palimpsest\.v1\.SessionService\/(\w+)$/.exec(new URL(r.url()).pathname);
+      if (m) counts[m[1]!] = (counts[m[1]!] ?? 0) + 1;
+    });
+    return counts;
+  }
+  const rowIds = (p: Page) => p.$$eval('[data-session-id]', (rows) => rows.map((r) => r.getAttribute('data-session-id')));
+
+  it('is live from the session feed: created, appended, relabelled and deleted sessions change in place, listed once', async () => {
+    await create(t.client, 'live-a', { live: 'yes' });
+    const p = await b.context.newPage();
+    const counts = rpcCounter(p);
+    await p.goto(`${base}/?labels=live%3Dyes`);
+    await p.waitForSelector('#list-status[data-state="live"]', WAIT);
+    await p.waitForSelector('[data-session-id="live-a"]', WAIT);
+    // An empty session: its last activity is its creation, it has no turns and 0 surface tokens.
+    const a = p.locator('[data-session-id="live-a"]');
+    await expect.poll(() => a.locator('[data-field="surface-tokens"]').getAttribute('data-known'), WAIT).toBe('true');
+    expect(await a.locator('[data-field="surface-tokens"]').textContent()).toBe('0');
+    expect(await a.locator('[data-field="status"]').getAttribute('data-status')).toBe('no-turns');
+    expect(Number(await a.locator('[data-field="last-activity"]').getAttribute('data-time'))).toBeGreaterThan(Date.now() - 60_000);
+
+    await create(t.client, 'live-b', { live: 'yes' });
+    await expect.poll(() => rowIds(p), WAIT).toEqual(['live-b', 'live-a']);
+    const bRow = p.locator('[data-session-id="live-b"]');
+    await append(t.client, 'live-b', [userMessage('lb0', 'hello'), userMessage('lb1', 'there')]);
+    await expect.poll(() => bRow.locator('[data-field="event-count"]').textContent(), WAIT).toBe('2');
+    expect(await bRow.locator('[data-field="surface-length"]').textContent()).toBe('2');
+    // The tokens are the server's (GetSession), fetched again after the append.
+    const got = await call(t.client.getSession.bind(t.client), { sessionId: 'live-b' } as never, new Metadata()) as { session: { surfaceTokens: number } };
+    expect(got.session.surfaceTokens).toBeGreaterThan(0);
+    await expect.poll(() => bRow.locator('[data-field="surface-tokens"]').textContent(), WAIT).toBe(String(got.session.surfaceTokens));
+    expect(await bRow.locator('[data-field="last-activity"]').textContent()).toMatch(/^(just now|\d+s ago)$/);
+
+    // A label change that leaves the selection removes the row; one that enters it adds it.
+    await call(t.client.updateSession.bind(t.client), { sessionId: 'live-a', setLabels: {}, removeLabels: ['live'] } as never, new Metadata());
+    await expect.poll(() => rowIds(p), WAIT).toEqual(['live-b']);
+    await call(t.client.updateSession.bind(t.client), { sessionId: 'live-a', setLabels: { live: 'yes', extra: '1' }, removeLabels: [] } as never, new Metadata());
+    await expect.poll(() => rowIds(p), WAIT).toEqual(['live-b', 'live-a']);
+    expect(await a.textContent()).toContain('extra=1');
+
+    await call(t.client.deleteSession.bind(t.client), { sessionId: 'live-b' } as never, new Metadata());
+    await expect.poll(() => rowIds(p), WAIT).toEqual(['live-a']);
+    // One ListSessions and one SubscribeSessions for all of it: no polling, no reload.
+    expect(counts['ListSessions']).toBe(1);
+    expect(counts['SubscribeSessions']).toBe(1);
+    await p.close();
+  }, 45_000);
+
+  it('shows each session\'s status: open turn, needs repair, and interrupted after RepairSession', async () => {
+    const turn = [input('turn/start', { turn: 1 }), userMessage('s-u', 'do it'), input('step/start', { turn: 1, step: 1 })];
+    await create(t.client, 'st-open', { st: 'yes' });
+    await append(t.client, 'st-open', turn);
+    await create(t.client, 'st-repair', { st: 'yes' });
+    await append(t.client, 'st-repair', [...turn, assistantMessage('s-a', 'reading', [], [{ id: 'call-1', name: 'read' }]),
+      input('tool/call', { turn: 1, step: 1, callId: 'call-1', name: 'read', arguments: '{}' })]);
+    await create(t.client, 'st-done', { st: 'yes' });
+    await append(t.client, 'st-done', [...turn, input('step/end', { turn: 1, step: 1 }), input('turn/end', { turn: 1, reason: { kind: 'completed' } })]);
+    const p = await b.context.newPage();
+    const counts = rpcCounter(p);
+    await p.goto(`${base}/?labels=st%3Dyes`);
+    const statusOf = (id: string) => p.locator(`[data-session-id="${id}"] [data-field="status"]`);
+    await expect.poll(() => statusOf('st-open').getAttribute('data-status'), WAIT).toBe('open-turn');
+    expect(await statusOf('st-open').textContent()).toBe('open turn');
+    await expect.poll(() => statusOf('st-repair').getAttribute('data-status'), WAIT).toBe('needs-repair');
+    expect(await statusOf('st-repair').textContent()).toBe('needs repair');
+    await expect.poll(() => statusOf('st-done').getAttribute('data-status'), WAIT).toBe('idle');
+    // RepairSession closes the turn as interrupted; the row follows through the feed.
+    await call(t.client.repairSession.bind(t.client), { sessionId: 'st-repair' } as never, new Metadata());
+    await expect.poll(() => statusOf('st-repair').getAttribute('data-status'), WAIT).toBe('interrupted');
+    expect(await statusOf('st-repair').textContent()).toBe('interrupted');
+    // The agent ends the open turn: the status follows too.
+    await append(t.client, 'st-open', [input('step/end', { turn: 1, step: 1 }), input('turn/end', { turn: 1, reason: { kind: 'completed' } })]);
+    await expect.poll(() => statusOf('st-open').getAttribute('data-status'), WAIT).toBe('idle');
+    expect(counts['ListSessions']).toBe(1);
+    await p.close();
+  }, 45_000);
 
   it('filters the event log by type and shows each chunk as one compact line', async () => {
     await create(t.client, 'chunks');
@@ -316,14 +408,28 @@ suite(`viewer in headless Chromium${hasChromium() ? '' : ' (skipped: /usr/bin/ch
       const p = await b.context.newPage();
       await p.goto(`http://127.0.0.1:${port}/sessions/r`);
       await p.waitForSelector('#live-status[data-state="live"]', WAIT);
+      // The session list follows the feed: it resumes after its last position, without listing again.
+      const list = await b.context.newPage();
+      const counts = rpcCounter(list);
+      await list.goto(`http://127.0.0.1:${port}/`);
+      await list.waitForSelector('#list-status[data-state="live"]', WAIT);
+      await list.waitForSelector('[data-session-id="r"]', WAIT);
       c.close();
       await s.shutdown();
       await p.waitForSelector('#live-status[data-state="reconnecting"]', WAIT);
+      await list.waitForSelector('#list-status[data-state="reconnecting"]', WAIT);
       s = await startServer({ listen: '127.0.0.1:0', webListen: `127.0.0.1:${port}`, db, logLevel: 'silent', shutdownGraceMs: 200 });
       c = new SessionServiceClient(s.address, credentials.createInsecure());
+      // Written before the list reconnects (most likely): the resume from the position brings it.
+      await create(c, 'r-after');
       await append(c, 'r', [userMessage('r1', 'after the restart')]);
       await p.waitForSelector('#surface > [data-seq="1"]', WAIT);
       expect(await p.$$eval('#surface > [data-seq]', (els) => els.map((e) => e.getAttribute('data-seq')))).toEqual(['0', '1']);
+      await expect.poll(() => rowIds(list), WAIT).toEqual(['r-after', 'r']);
+      await expect.poll(() => list.locator('[data-session-id="r"] [data-field="event-count"]').textContent(), WAIT).toBe('2');
+      expect(counts['ListSessions']).toBe(1);
+      expect(counts['SubscribeSessions']).toBeGreaterThanOrEqual(2);
+      await list.close();
       await p.close();
     } finally {
       c.close();
