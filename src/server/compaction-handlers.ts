@@ -1,5 +1,5 @@
 /**
- * gRPC handlers of PlanCompaction, Compact and PruneToolResults (issue #14): decode, call the
+ * Handler-table entries of PlanCompaction, Compact and PruneToolResults (issue #14): decode, call the
  * compaction use cases (src/app/compaction.ts), encode. Registered by makeHandlers (handlers.ts),
  * which hands in its session id check.
  */

@@ -1,5 +1,5 @@
 /**
- * gRPC handlers of the session feed and of session metadata (issue #35): SubscribeSessions (a
+ * Handler-table entries of the session feed and of session metadata (issue #35): SubscribeSessions (a
  * server stream over the app's SessionFeed, src/app/session-feed.ts) and UpdateSession (unary,
  * src/app/update-session.ts). Decode, call the app, encode; the catch-up/live logic and the
  * store reads are the app's. Merged into the handler table by makeHandlers (handlers.ts).
@@ -63,7 +63,7 @@ export function feedItemToProto(it: FeedItem): SubscribeSessionsResponse {
 /**
  * Encoded bytes of a shared change item (one object per feed record for every subscriber, see
  * session-feed.ts): encoded once, the same Buffer written to every stream (the service is
- * registered with preEncodedStreams, which passes Buffers through).
+ * registered with pass-through serializers, grpc/pass-through.ts).
  */
 const encoded = new WeakMap<object, Buffer>();
 

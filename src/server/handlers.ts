@@ -1,5 +1,6 @@
 /**
- * The SessionService gRPC handlers: decode requests, call the app, encode responses, map errors.
+ * The SessionService handler table (rpc/handler-table.ts): decode requests, call the app, encode
+ * responses. The transports' adapters (src/server/grpc, src/server/web) run it and map errors.
  */
 import type { CallContext, SessionService, SessionView } from '../app/session-service.js';
 import { DomainError } from '../domain/errors.js';
@@ -49,24 +50,6 @@ function decodePageToken(token: string): { seq: number; direction: 'forward' | '
     // fall through
   }
   throw new DomainError('INVALID_PAGE_TOKEN', 'page_token is not a token this server issued; start again without it', { field: 'page_token' });
-}
-
-/** Unary methods whose handlers may answer with an already-encoded response (a Buffer). */
-const PRE_ENCODED_UNARY = ['getMessages', 'listEvents', 'appendEvents'] as const;
-
-/**
- * A copy of the SessionService definition whose `PRE_ENCODED_UNARY` methods' response serializers
- * pass an already-encoded Buffer through (and encode anything else as before).
- */
-export function preEncodedResponses<D extends object>(def: D): D {
-  const out: Record<string, unknown> = { ...(def as Record<string, unknown>) };
-  for (const name of PRE_ENCODED_UNARY) {
-    const m = (def as Record<string, { responseSerialize: (v: unknown) => Buffer } | undefined>)[name];
-    if (m === undefined) continue;
-    const encode = m.responseSerialize;
-    out[name] = { ...m, responseSerialize: (v: unknown): Buffer => (Buffer.isBuffer(v) ? v : encode(v)) };
-  }
-  return out as D;
 }
 
 /**
@@ -155,7 +138,7 @@ export function makeHandlers(app: SessionService, metrics?: Metrics, streams?: H
     }),
     appendEvents: unary<AppendEventsRequest, AppendEventsResponse>('append', async (ctx, r) => {
       const res = await appendBatch(ctx.caller, r);
-      // Encoded here (a few bytes, without the generated writer); see preEncodedResponses.
+      // Encoded here (a few bytes, without the generated writer); see grpc/pass-through.ts.
       return (encodeAppendEventsResponse(res.seqs, res.replayed, res.surfaceLength) as unknown as AppendEventsResponse | undefined)
         ?? { seqs: [...res.seqs], replayed: res.replayed, surfaceLength: res.surfaceLength };
     }),

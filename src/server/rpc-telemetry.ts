@@ -2,8 +2,8 @@
  * Per-RPC telemetry: the grpc_server_* metrics in the go-grpc-prometheus convention (so stock
  * gRPC dashboards work), one structured log line per RPC, and the span of each call when tracing
  * is on (see tracing.ts). One implementation (`makeRpcTelemetry`) for both ports: the gRPC port
- * feeds it from a server interceptor (`makeTelemetryInterceptor`), the web port from its call
- * bridge (web/grpc-call-bridge.ts). A call counts in the same series whichever port served it;
+ * feeds it from a server interceptor (`makeTelemetryInterceptor`), the web port from its Connect
+ * adapter (web/connect-adapter.ts). A call counts in the same series whichever port served it;
  * the web port's log lines and spans add the protocol (`web_protocol`: connect, grpc-web, grpc).
  *
  * On the gRPC port it is the outermost interceptor, so statuses sent by the auth interceptor (UNAUTHENTICATED,
@@ -94,7 +94,7 @@ export interface RpcRecord {
   finish(code: number, message: string): void;
 }
 
-/** Per-RPC telemetry, one implementation for every port: the gRPC port's interceptor and the web port's bridge. */
+/** Per-RPC telemetry, one implementation for every port: the gRPC port's interceptor and the web port's Connect adapter. */
 export interface RpcTelemetry {
   /** An RPC started (counted in grpc_server_started_total now). */
   start(info: RpcInfo): RpcRecord;

@@ -82,7 +82,7 @@ export function malformedRequestError(path: string, cause: string, name: string)
 
 /**
  * The error a safe deserializer's result stands for (MalformedRequest, RejectedRequest), or
- * undefined for a request: what both ports (the interceptor, the web bridge) refuse the call with.
+ * undefined for a request: what both ports (the interceptor, the web port's adapter) refuse the call with.
  */
 export function refusalOf(decoded: unknown, name: string): DomainError | undefined {
   if (decoded instanceof MalformedRequest) return malformedRequestError(decoded.method, decoded.cause, name);

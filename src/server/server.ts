@@ -10,7 +10,9 @@ import type { SessionService } from '../app/session-service.js';
 import { SessionServiceService } from '../../gen/palimpsest/v1/service.js';
 import { HealthService } from '../../gen/grpc/health/v1/health.js';
 import { DEFAULT_CONFIG, type ServerConfig } from './config.js';
-import { makeHandlers, preEncodedResponses } from './handlers.js';
+import { makeHandlers } from './handlers.js';
+import { passThroughResponses } from './grpc/pass-through.js';
+import { splitHostPort } from './listen-address.js';
 import type { ContextResolver } from './permissions.js';
 import type { HandlerTable } from './rpc/handler-table.js';
 import { grpcImplementation } from './grpc/service.js';
@@ -23,7 +25,7 @@ import type { Tracing } from './tracing.js';
 import { makeInterceptor, metadataResolver, StreamLimiter, TokenRegistry } from './auth.js';
 import { serverCredentials } from './tls.js';
 import { withSafeDeserializers } from './safe-decode.js';
-import { preEncodedStreams, subscriptionStreams, type SubscriptionStreams } from './subscribe-handlers.js';
+import { subscriptionStreams, type SubscriptionStreams } from './subscribe-handlers.js';
 import { RevocableCalls } from './revocable-calls.js';
 import { toServiceError } from './status-map.js';
 import { startWebServer, type RunningWebServer } from './web/web-server.js';
@@ -70,14 +72,6 @@ export interface ServerExtensions {
   tracing?: Tracing;
   /** The health state to serve (the composition root's, when it starts not serving). */
   health?: HealthState;
-}
-
-function splitHostPort(addr: string): { host: string; port: number } {
-  const i = addr.lastIndexOf(':');
-  if (i < 0) throw new Error(`listen address ${JSON.stringify(addr)} must be host:port`);
-  const port = Number(addr.slice(i + 1));
-  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new Error(`invalid port in ${JSON.stringify(addr)}`);
-  return { host: addr.slice(0, i).replace(/^\[|\]$/g, ''), port };
 }
 
 /** A bind failure in one line: "address in use" says so, with what to do. */
@@ -129,7 +123,7 @@ export async function serveApp(app: SessionService, config: ServerConfig, logger
   });
   const resolver: ContextResolver = ext.resolver ?? metadataResolver(registry !== undefined);
   // Subscriptions are on by default; their handlers write pre-encoded Buffers (encoded once per
-  // delta), which the preEncodedStreams definition passes through.
+  // delta), which the pass-through serializers (grpc/pass-through.ts) send as they are.
   const streams = ext.streams?.(app, config, metrics, logger) ?? subscriptionStreams(app, config, metrics);
   // GetMessages may answer with a pre-encoded Buffer too (cached per model-history message).
   // One handler table for both ports: the gRPC port's adapter (src/server/grpc) and the web
@@ -138,7 +132,7 @@ export async function serveApp(app: SessionService, config: ServerConfig, logger
   const handlers = makeHandlers(app, metrics, streams.handlers, { maxMessageBytes: config.maxMessageBytes, revocable, onUnexpected, heartbeatMs: config.heartbeatMs });
   const fail = (err: unknown) => toServiceError(err, onUnexpected);
   const grpc = (table: HandlerTable) => grpcImplementation(table, resolver, fail);
-  server.addService(withSafeDeserializers(preEncodedResponses(preEncodedStreams(SessionServiceService))), grpc(handlers));
+  server.addService(withSafeDeserializers(passThroughResponses(SessionServiceService)), grpc(handlers));
   const healthHandlers = health.handlers();
   server.addService(withSafeDeserializers(HealthService), grpc(healthHandlers));
   const reflection = loadDescriptorIndex();

@@ -1,12 +1,12 @@
 /**
- * The gRPC side of subscriptions (SubscribeSurface, SubscribeEvents): request checks, encoding,
+ * The server side of subscriptions (SubscribeSurface, SubscribeEvents; entries of the handler table): request checks, encoding,
  * backpressure, heartbeats and end-of-stream signals. The catch-up/live state machine is
  * src/app/subscriptions.ts.
  *
  * - Encoding once: live items are shared by every subscriber of a session (memoized per committed
  *   batch), and each is encoded once per options variant (include_messages x data_format) into a
  *   Buffer cached on the item. The service definition is registered with response serializers that
- *   pass Buffers through (`preEncodedStreams`), so grpc-js writes the same bytes to every stream.
+ *   pass Buffers through (grpc/pass-through.ts), so every stream is written the same bytes.
  * - One object per stream (`SubscriberStream`, a ServerStream from server-stream.ts): the
  *   subscription's consumer, its options, its heartbeat schedule entry and its entry in the
  *   open-stream set, with shared methods and no closures; an idle caught-up stream holds that
@@ -62,21 +62,6 @@ export const MIN_HEARTBEAT_MS = 100;
 
 /** The lag histogram observes one delivery in LAG_SAMPLE_MASK + 1 per stream. */
 const LAG_SAMPLE_MASK = 15;
-
-/**
- * A copy of a service definition whose streaming methods' response serializers accept an
- * already-encoded Buffer as is (and encode anything else as before). Registering the service
- * under it lets the subscription handlers write one pre-encoded Buffer to many streams.
- */
-export function preEncodedStreams<D extends object>(def: D): D {
-  const out: Record<string, unknown> = { ...(def as Record<string, unknown>) };
-  for (const [name, m] of Object.entries(def) as [string, { responseStream?: boolean; responseSerialize: (v: unknown) => Buffer }][]) {
-    if (!m.responseStream) continue;
-    const encode = m.responseSerialize;
-    out[name] = { ...m, responseSerialize: (v: unknown): Buffer => (Buffer.isBuffer(v) ? v : encode(v)) };
-  }
-  return out as D;
-}
 
 /** Per-item encoded bytes, one entry per options variant; items shared by subscribers share this. */
 const encoded = new WeakMap<object, Map<string, Buffer>>();
@@ -612,8 +597,8 @@ export function subscriptionStreams(app: SessionService, config: ServerConfig, m
       shuttingDown = true;
       for (const s of [...active]) {
         const c = s.cursor();
-        s.end((new DomainError('SERVER_SHUTDOWN', 'the server is shutting down; resubscribe with after_seq = the cursor in the error details',
-          c >= 0 ? { cursor: String(c) } : {})));
+        s.end(new DomainError('SERVER_SHUTDOWN', 'the server is shutting down; resubscribe with after_seq = the cursor in the error details',
+          c >= 0 ? { cursor: String(c) } : {}));
       }
     },
   };

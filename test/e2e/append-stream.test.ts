@@ -115,6 +115,17 @@ describe('AppendStream', () => {
     expect(await eventCount('as-b2')).toBe(1);
   });
 
+  it('a session\'s batches apply in request order even when one waits for its idempotency lookup', async () => {
+    await call(t.client.createSession.bind(t.client), { sessionId: 'as-o', labels: {} } as never);
+    const { responses } = await stream([
+      { correlationId: 'keyed', append: { sessionId: 'as-o', events: [userMessage('k1', 'first')], idempotencyKey: 'ord-1' } },
+      { correlationId: 'plain', append: { sessionId: 'as-o', events: [userMessage('p1', 'second')] } },
+      { correlationId: 'keyed-2', append: { sessionId: 'as-o', events: [userMessage('k2', 'third')], idempotencyKey: 'ord-2' } },
+    ]);
+    expect(responses.map((r) => [r.correlationId, r.result?.$case === 'appended' ? r.result.value.seqs : []]))
+      .toEqual([['keyed', [0]], ['plain', [1]], ['keyed-2', [2]]]);
+  });
+
   it('2,000 batches pipelined on one stream (more than the 256 in flight) all land, in order', async () => {
     await call(t.client.createSession.bind(t.client), { sessionId: 'as-many', labels: {} } as never);
     const n = 2000;

@@ -33,7 +33,14 @@ function cancelGrace(call: ServerReadableStream<unknown, unknown>): Promise<void
 async function* requestsOf(call: ServerReadableStream<unknown, unknown>): AsyncGenerator<unknown> {
   const iter = call[Symbol.asyncIterator]() as AsyncIterator<unknown>;
   for (;;) {
-    const n = await iter.next();
+    let n: IteratorResult<unknown>;
+    try {
+      n = await iter.next();
+    } catch (e) {
+      // A reset without a half-close destroys the stream: the client cancelled.
+      if (call.cancelled) throw new DomainError('CANCELLED', 'the client cancelled the upload; nothing was stored', {});
+      throw e;
+    }
     if (n.done) {
       await cancelGrace(call);
       if (call.cancelled) throw new DomainError('CANCELLED', 'the client cancelled the upload; nothing was stored', {});

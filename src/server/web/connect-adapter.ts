@@ -52,7 +52,7 @@ export interface Admission {
   release(): void;
 }
 
-/** What the bridge needs. */
+/** What the adapter needs. */
 export interface AdapterOptions {
   /** The protobuf-es service (gen/es). */
   readonly service: DescService;
@@ -71,7 +71,8 @@ export interface AdapterOptions {
 }
 
 function isServiceError(e: unknown): e is Pick<ServiceError, 'code' | 'details' | 'message'> & { metadata?: Metadata } {
-  return typeof e === 'object' && e !== null && !(e instanceof DomainError) && typeof (e as { code?: unknown }).code === 'number';
+  return typeof e === 'object' && e !== null && !(e instanceof DomainError) && typeof (e as { code?: unknown }).code === 'number'
+    && typeof (e as { details?: unknown }).details === 'string';
 }
 
 /** A handler's ServiceError (or anything else, through `fail`) as the ConnectError of the same status. */
@@ -269,7 +270,8 @@ export function connectService(o: AdapterOptions): ServiceImpl<DescService> {
               try {
                 for await (const r of reqOrReqs as AsyncIterable<Wire>) yield decodeRequest(def, m.name, m.input, r, rec);
               } catch (e) {
-                if (e instanceof DomainError) throw e;
+                // A refusal (ours, or Connect's: a message over the size limit) keeps its status.
+                if (e instanceof DomainError || e instanceof ConnectError) throw e;
                 throw new DomainError('CANCELLED', 'the client stream ended abnormally; nothing was stored', {});
               }
               if (hctx.signal.aborted) throw new DomainError('CANCELLED', 'the client cancelled the upload; nothing was stored', {});

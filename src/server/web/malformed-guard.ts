@@ -8,7 +8,7 @@
  * an enveloped stream: Connect streaming, gRPC-Web, gRPC) with the gRPC port's safe deserializer
  * (malformed bytes, invalid UTF-8, the request bounds) and with the decoder Connect will use,
  * and replaces one that is refused with a marker message (an empty message carrying the
- * refusal in one unknown field, MALFORMED_FIELD). The bridge turns the marker into the
+ * refusal in one unknown field, MALFORMED_FIELD). The Connect adapter turns the marker into the
  * DomainError the gRPC port reports. Compressed frames and JSON bodies pass unchecked (Connect
  * reports their errors as INVALID_ARGUMENT itself).
  */
@@ -69,7 +69,7 @@ function checked(c: Check, bytes: Uint8Array): Uint8Array {
   if (c.decode) {
     // The exact bytes the client sent, through the gRPC port's deserializer: strict UTF-8 and
     // the request bounds (request-checks.ts) judge them as on the gRPC port (Connect's own
-    // decode would replace invalid UTF-8 silently before the bridge sees the request).
+    // decode would replace invalid UTF-8 silently before the adapter sees the request).
     const refused = refusalOf(c.decode(Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)), c.name);
     if (refused) return malformedMarker(c.schema, refused);
   }

@@ -29,8 +29,8 @@ import { ServerReflection as ReflectionV1Desc } from '../../../gen/es/grpc/refle
 import { ServerReflection as ReflectionV1AlphaDesc } from '../../../gen/es/grpc/reflection/v1alpha/reflection_pb.js';
 import { ReflectionV1AlphaService, ReflectionV1Service } from '../reflection.js';
 import { admitCall, CREDENTIAL_KEY, StreamLimiter, TENANT_KEY, type TokenRegistry } from '../auth.js';
-import { preEncodedResponses } from '../handlers.js';
-import { preEncodedStreams } from '../subscribe-handlers.js';
+import { passThroughResponses } from '../grpc/pass-through.js';
+import { splitHostPort } from '../listen-address.js';
 import { withSafeDeserializers } from '../safe-decode.js';
 import { tlsMaterial } from '../tls.js';
 import type { RpcTelemetry } from '../rpc-telemetry.js';
@@ -83,14 +83,6 @@ const CONNECTION = createContextKey('?');
 type Req = IncomingMessage | Http2ServerRequest;
 type Res = ServerResponse | Http2ServerResponse;
 
-function splitHostPort(addr: string): { host: string; port: number } {
-  const i = addr.lastIndexOf(':');
-  if (i < 0) throw new Error(`web listen address ${JSON.stringify(addr)} must be host:port`);
-  const port = Number(addr.slice(i + 1));
-  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new Error(`invalid port in ${JSON.stringify(addr)}`);
-  return { host: addr.slice(0, i).replace(/^\[|\]$/g, ''), port };
-}
-
 /**
  * A POST to a path no service serves: gRPC and gRPC-Web clients get UNIMPLEMENTED as a
  * trailers-only response, Connect clients a 404 with the Connect error body (code unimplemented).
@@ -117,7 +109,7 @@ function unknownMethod(req: Req, res: Res): void {
 
 /** Starts the web port; resolves once it is listening. */
 export async function startWebServer(o: WebServerOptions): Promise<RunningWebServer> {
-  const { host, port } = splitHostPort(o.listen);
+  const { host, port } = splitHostPort(o.listen, 'web listen address');
   const pem = tlsMaterial({ listenHost: host, tlsCert: o.tlsCert, tlsKey: o.tlsKey, tlsClientCa: o.tlsClientCa, insecure: o.insecure });
 
   const admit = (isPublic: boolean) => (ctx: HandlerContext, method: string): Admission => {
@@ -130,7 +122,7 @@ export async function startWebServer(o: WebServerOptions): Promise<RunningWebSer
     }
     return { verified, release };
   };
-  const sessionDef = withSafeDeserializers(preEncodedResponses(preEncodedStreams(SessionServiceService)));
+  const sessionDef = withSafeDeserializers(passThroughResponses(SessionServiceService));
   const healthDef = withSafeDeserializers(HealthService);
   // The gRPC port's safe request deserializers by path, for the guard (malformed-guard.ts).
   const decoders = new Map<string, (b: Buffer) => unknown>();
