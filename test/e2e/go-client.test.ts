@@ -38,7 +38,8 @@ describe('Go package clients/go/palimpsest', () => {
       'TestRetryRebuildsTheBatchWithTheSameKey', 'TestRepairForkAndListSessionsPaged', 'TestExportThenImport', 'TestDerivedIDIsTheSameInEveryClient',
       'TestUpdateSessionSetsAndRemovesLabels', 'TestStaleUpdateIsRefusedAndChangesNothing', 'TestFeedReportsEveryKindOfChange',
       'TestFeedResumesExactlyOnceAfterDroppedConnections', 'TestFeedContinuesAfterTheLastPosition', 'TestFeedWithoutReconnectReturnsUnavailable',
-      'TestFeedResumesAcrossAServerRestart',
+      'TestFeedResumesAcrossAServerRestart', 'TestWriterPipelinesBatchesInOrder', 'TestWriterRefusedBatchFailsAlone',
+      'TestWriterCloseWaitsForOutstandingBatches', 'TestWriterBrokenStreamFailsOutstandingBatches',
     ]));
     expect(r.stdout).not.toContain('--- FAIL');
     expect(r.stdout).toMatch(/^ok\s+palimpsest\.dev\/go\/palimpsest/m);

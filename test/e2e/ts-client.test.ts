@@ -95,6 +95,61 @@ describe('@palimpsest/client (TypeScript)', () => {
     expect(await c.append(id, [ev.userMessage('two')], { expectedLastSeq: 0 })).toEqual([1]);
   });
 
+  it('appendStream: pipelined batches land in order with their seqs; a refused batch fails alone; close waits', async () => {
+    const id = sid();
+    const other = sid();
+    await c.createSession(id);
+    await c.createSession(other);
+    const w = c.appendStream();
+    const batches = Array.from({ length: 40 }, (_, i) => w.append(i % 2 ? other : id, [ev.userMessage(`m${i}`), ev.userMessage(`r${i}`)]));
+    // HEAD_MISMATCH: written after 20 batches of `id` (head 39), guarded on -1.
+    const refused = rejection(w.append(id, [ev.userMessage('late')], { expectedLastSeq: -1 }));
+    const after = w.append(id, [ev.userMessage('next')], { expectedLastSeq: 39 });
+    const tail = Array.from({ length: 10 }, (_, i) => w.append(other, [ev.userMessage(`t${i}`)]));
+    let settled = 0;
+    for (const p of [...batches, after, ...tail]) void p.then(() => settled++);
+    expect(w.outstanding).toBe(52);
+    await w.close();
+    expect(w.outstanding).toBe(0);
+    expect(settled).toBe(51);
+    const seqs = await Promise.all(batches);
+    for (let i = 0; i < 40; i++) {
+      const k = Math.floor(i / 2) * 2;
+      expect(seqs[i]).toEqual([k, k + 1]);
+    }
+    const e = await refused;
+    expect(e).toMatchObject({ code: 'FAILED_PRECONDITION', reason: 'HEAD_MISMATCH', metadata: { expected: '-1', actual: '39' } });
+    expect(e.violations).toEqual([expect.objectContaining({ kind: 'precondition', type: 'HEAD_MISMATCH' })]);
+    expect(await after).toEqual([40]);
+    expect(await Promise.all(tail)).toEqual(Array.from({ length: 10 }, (_, i) => [40 + i]));
+    expect(await c.head(id)).toBe(40);
+    expect(await c.head(other)).toBe(49);
+    expect(await rejection(w.append(id, [ev.userMessage('closed')]))).toMatchObject({ code: 'FAILED_PRECONDITION' });
+  });
+
+  it('appendStream: a broken stream rejects every outstanding batch', async () => {
+    const id = sid();
+    await c.createSession(id);
+    const w = c.appendStream();
+    const pending = Array.from({ length: 20 }, (_, i) => rejection(w.append(id, [ev.userMessage(`m${i}`)])));
+    w.cancel();
+    for (const e of await Promise.all(pending)) expect(e.code).toBe('CANCELLED');
+    await w.close();
+    expect(w.outstanding).toBe(0);
+  });
+
+  it('appendStream derives message ids from the idempotency key as append does: a repeat is answered from the stored result', async () => {
+    const id = sid();
+    await c.createSession(id);
+    const w = c.appendStream();
+    const first = await w.append(id, [ev.userMessage('once')], { idempotencyKey: 'stream-k1' });
+    const again = await w.append(id, [ev.userMessage('once')], { idempotencyKey: 'stream-k1' });
+    await w.close();
+    expect(again).toEqual(first);
+    expect(await c.append(id, [ev.userMessage('once')], { idempotencyKey: 'stream-k1' })).toEqual(first);
+    expect(await c.head(id)).toBe(0);
+  });
+
   it('a bad batch names the failing event; nothing is appended', async () => {
     const id = sid();
     await c.createSession(id);

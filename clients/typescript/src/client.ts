@@ -21,6 +21,7 @@ import {
 } from './gen/palimpsest/v1/service.js';
 import { withDerivedIds, type ContentBlock, type Message } from './events.js';
 import { PalimpsestError, toPalimpsestError } from './errors.js';
+import { AppendWriter } from './append-stream.js';
 import { context, propagation, type TextMapSetter } from '@opentelemetry/api';
 
 /** Writes propagation headers into gRPC metadata. */
@@ -345,6 +346,16 @@ export class PalimpsestClient {
       sessionId, events: withDerivedIds(idempotencyKey, events), expectedLastSeq: opts.expectedLastSeq, idempotencyKey,
     });
     return res.seqs;
+  }
+
+  /**
+   * A writer on one AppendStream: `append(sessionId, events, opts)` pipelines batches over the
+   * stream (no per-call cost), each resolving with its seqs or rejecting with the PalimpsestError
+   * the unary `append` would throw; `close()` half-closes and waits for outstanding answers. A
+   * broken stream rejects every outstanding batch.
+   */
+  appendStream(): AppendWriter {
+    return new AppendWriter(this.raw.appendStream(this.metadata()));
   }
 
   /**

@@ -25,7 +25,15 @@ export function decodeError(err: Pick<ServiceError, 'code' | 'details' | 'metada
   const base = { code: err.code, message: err.details, reason: '', domain: '', metadata: {} as Record<string, string> };
   if (!raw || typeof raw === 'string') return base;
   const status = Status.decode(raw);
-  let out: DecodedError = { ...base, message: status.message || err.details };
+  return decodeStatus({ code: err.code, message: status.message || err.details, details: status.details });
+}
+
+/**
+ * Decodes a google.rpc.Status (or an AppendStream BatchStatus, the same fields) into its
+ * reason, metadata and details.
+ */
+export function decodeStatus(status: Pick<Status, 'code' | 'message' | 'details'>): DecodedError {
+  let out: DecodedError = { code: status.code, message: status.message, reason: '', domain: '', metadata: {} };
   for (const any of status.details) {
     const name = any.typeUrl.slice(any.typeUrl.lastIndexOf('/') + 1);
     if (name === 'google.rpc.ErrorInfo') {

@@ -3,7 +3,8 @@
  * Python client's and the CLI's `--json` error (`code` is the gRPC status name).
  */
 import { status as grpcStatus, type ServiceError } from '@grpc/grpc-js';
-import { decodeError } from './error-details.js';
+import { decodeError, decodeStatus, type DecodedError } from './error-details.js';
+import type { Status } from './gen/google/rpc/status.js';
 
 /** One BadRequest, PreconditionFailure or QuotaFailure entry. */
 export interface Violation {
@@ -50,11 +51,19 @@ function isServiceError(e: unknown): e is ServiceError {
 /** A ServiceError as a PalimpsestError (anything else is returned unchanged). */
 export function toPalimpsestError(e: unknown): unknown {
   if (e instanceof PalimpsestError || !isServiceError(e)) return e;
-  const d = decodeError(e);
+  return fromDecoded(decodeError(e));
+}
+
+/** A refused AppendStream batch's BatchStatus (a google.rpc.Status) as a PalimpsestError. */
+export function statusToPalimpsestError(s: Pick<Status, 'code' | 'message' | 'details'>): PalimpsestError {
+  return fromDecoded(decodeStatus(s));
+}
+
+function fromDecoded(d: DecodedError): PalimpsestError {
   const violations: Violation[] = [
     ...(d.badRequest?.fieldViolations ?? []).map((v) => ({ kind: 'field' as const, field: v.field, description: v.description })),
     ...(d.preconditionFailure?.violations ?? []).map((v) => ({ kind: 'precondition' as const, type: v.type, subject: v.subject, description: v.description })),
     ...(d.quotaFailure?.violations ?? []).map((v) => ({ kind: 'quota' as const, subject: v.subject, description: v.description })),
   ];
-  return new PalimpsestError(grpcStatus[e.code] ?? String(e.code), d.message, d.reason, d.metadata, violations, e.code);
+  return new PalimpsestError(grpcStatus[d.code] ?? String(d.code), d.message, d.reason, d.metadata, violations, d.code);
 }

@@ -11,7 +11,8 @@ export {
   PalimpsestClient, SERVICE_CONFIG, type ClientOptions, type CompactionBudget, type CompactOptions, type ImportOptions, type PlanOptions, type PruneOptions,
   type ProviderFormatName, type SessionFeedItem, type SubscribeOptions, type SubscribeSessionsOptions, type SurfaceDelta, type TlsFiles,
 } from './client.js';
-export { PalimpsestError, toPalimpsestError, type Violation } from './errors.js';
+export { PalimpsestError, statusToPalimpsestError, toPalimpsestError, type Violation } from './errors.js';
+export { AppendWriter, type AppendOptions } from './append-stream.js';
 export * as events from './events.js';
 export type { EventInput, SessionEvent } from './gen/palimpsest/v1/event.js';
 export type { Session } from './gen/palimpsest/v1/session.js';
@@ -19,4 +20,4 @@ export type {
   CompactResponse, ImportSessionResponse, PlanCompactionResponse, PruneToolResultsResponse,
 } from './gen/palimpsest/v1/service.js';
 export type { ContentBlock, Json, Message, MessageSource, StreamChunk, TokenUsage } from './events.js';
-export { decodeError, type DecodedError } from './error-details.js';
+export { decodeError, decodeStatus, type DecodedError } from './error-details.js';

@@ -31,6 +31,7 @@ import grpc
 
 from palimpsest.errors import PalimpsestError, Violation, decode_status
 from palimpsest.events import with_derived_ids
+from palimpsest.writer import AppendWriter
 from palimpsest.v1 import content_pb2, event_pb2, service_pb2, service_pb2_grpc, session_pb2
 
 try:  # The OpenTelemetry API is optional: with it, calls carry the current trace context.
@@ -38,7 +39,7 @@ try:  # The OpenTelemetry API is optional: with it, calls carry the current trac
 except ImportError:  # pragma: no cover - depends on the environment
     _otel_inject = None  # type: ignore[assignment]
 
-__all__ = ["Client", "PalimpsestError", "SessionFeedItem", "SurfaceDelta", "TLS", "Violation", "decode_status", "SERVICE_CONFIG"]
+__all__ = ["AppendWriter", "Client", "PalimpsestError", "SessionFeedItem", "SurfaceDelta", "TLS", "Violation", "decode_status", "SERVICE_CONFIG"]
 
 T = TypeVar("T")
 
@@ -325,6 +326,18 @@ class Client:
         if expected_last_seq is not None:
             req.expected_last_seq = expected_last_seq
         return list(self._call(self.stub.AppendEvents, req).seqs)
+
+    def append_stream(self) -> AppendWriter:
+        """A writer on one AppendStream: ``w.append(session_id, events, ...)`` pipelines batches
+        (no per-call cost) and returns a Future of the seqs, failing with the PalimpsestError the
+        unary :meth:`append` would raise; ``close`` (or leaving the ``with`` block) half-closes and
+        waits for the outstanding answers; a broken stream fails every outstanding batch.
+
+            with client.append_stream() as w:
+                futures = [w.append(sid, [ev.user_message(t)]) for t in texts]
+            seqs = [f.result() for f in futures]
+        """
+        return AppendWriter(lambda requests: self.stub.AppendStream(requests, metadata=self._metadata))
 
     def repair(self, session_id: str) -> List[event_pb2.SessionEvent]:
         """Appends the closers of an interrupted turn (nothing for a balanced log) and returns them."""
