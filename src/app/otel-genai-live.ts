@@ -64,6 +64,7 @@ type Store = Pick<SessionStore, 'listSessions' | 'scanEvents' | 'readEvents'>;
 export class LiveGenAiExporter {
   readonly #positions = new Map<string, number>();
   readonly #pending = new Set<string>();
+  #started = false;
   #running: Promise<void> | undefined;
   #closed = false;
   #retryTimer: ReturnType<typeof setTimeout> | undefined;
@@ -102,6 +103,7 @@ export class LiveGenAiExporter {
     }
     await this.positions.replace(this.#positions);
     this.options.logger?.info({ sessions: heads.size, behind: this.#pending.size, firstStart: saved === undefined }, 'otel-genai export started');
+    this.#started = true;
     this.#kick();
   }
 
@@ -129,7 +131,9 @@ export class LiveGenAiExporter {
   }
 
   #kick(): void {
-    if (this.#running !== undefined || this.#closed || this.#retryTimer !== undefined) return;
+    // Before start() has loaded the positions, a commit is only remembered (a replica waiting for
+    // its database starts the export late; exporting then would start from seq 0).
+    if (!this.#started || this.#running !== undefined || this.#closed || this.#retryTimer !== undefined) return;
     this.#running = this.#drain().finally(() => { this.#running = undefined; });
   }
 

@@ -98,7 +98,7 @@ export function appendStreamHandler(appendBatch: AppendBatch, onUnexpected: (err
       try {
         for await (const req of requests) {
           if (ended) break;
-          while ((inFlight >= MAX_IN_FLIGHT || !writable) && !ctx.cancelled) {
+          while ((inFlight >= MAX_IN_FLIGHT || !writable) && !ctx.cancelled && !ended) {
             await new Promise<void>((resolve) => {
               wakeReader = resolve;
             });

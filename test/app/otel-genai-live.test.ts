@@ -81,6 +81,27 @@ describe('live GenAI export', () => {
     expect(sink.spans.map((s) => s.name)).toEqual(['invoke_agent', 'chat gpt-4.1', 'execute_tool bash']);
   });
 
+  it('commits heard before start() are exported from the saved positions, never from seq 0 (a replica that started late)', async () => {
+    const store = new MemorySessionStore();
+    const holder: { live?: LiveGenAiExporter } = {};
+    const app = appOver(store, holder);
+    const positions = new MemoryExportPositions();
+    await app.createSession(ctx, { id: 's' });
+    await app.append(ctx, 's', turn(1, 0));
+    // Turn 1 was exported by an earlier run: its position is saved.
+    await positions.save('s', 8);
+    const sink = collector();
+    holder.live = new LiveGenAiExporter(store, sink, positions, { retryMs: 5 });
+    // A turn commits while the exporter exists but has not started (the store was still opening).
+    await app.append(ctx, 's', turn(2, 8));
+    await new Promise((r) => setTimeout(r, 20));
+    expect(sink.calls).toBe(0);
+    await holder.live.start();
+    await holder.live.idle();
+    // Only turn 2, once.
+    expect(roots(sink.spans)).toEqual([genAiTraceId('s', 8)]);
+  });
+
   it('a first start takes history as exported; a turn open at that time is exported whole when it ends', async () => {
     const store = new MemorySessionStore();
     const holder: { live?: LiveGenAiExporter } = {};

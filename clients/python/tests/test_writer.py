@@ -86,3 +86,19 @@ def test_a_broken_stream_fails_every_outstanding_batch(client: Client, session_i
     # Answered batches landed; a cancelled one may still have landed (its answer was lost).
     assert client.head(session_id) >= len(landed) - 1
     assert w.append(session_id, [ev.user_message("after")]).exception().code == "CANCELLED"
+
+
+def test_a_cancelled_future_does_not_break_the_writer(client: Client, session_id: str) -> None:
+    client.create_session(session_id)
+    with client.append_stream() as w:
+        futures = [w.append(session_id, [ev.user_message(f"c{i}")]) for i in range(50)]
+        # The caller gives up on one in the middle (asyncio.wait_for on a wrapped future does this).
+        cancelled = futures[25].cancel()
+    # Every other batch is still answered (the cancelled one's answer is dropped, not an error
+    # for the rest of the stream).
+    assert all(f.result(timeout=10) == [i] for i, f in enumerate(futures) if i != 25)
+    if not cancelled:
+        assert futures[25].result(timeout=10) == [25]
+    # The batch itself was still sent: the log holds all 50.
+    assert client.head(session_id) == 49
+    assert w.outstanding == 0

@@ -125,6 +125,8 @@ class AppendWriter:
                     future = self._pending.pop(res.correlation_id, None)
                 if future is None:
                     continue
+                if future.cancelled():  # the caller gave up on this batch; the others go on
+                    continue
                 kind = res.WhichOneof("result")
                 if kind == "appended":
                     future.set_result(list(res.appended.seqs))
@@ -143,6 +145,11 @@ class AppendWriter:
             if err is not None and self._failure is None:
                 self._failure = err
             pending, self._pending = self._pending, {}
+            already_closed = self._closed
             self._closed = True
+        if not already_closed:
+            # Ends the request iterator, so gRPC's request-consuming thread does not wait forever.
+            self._requests.put(_END)
         for future in pending.values():
-            future.set_exception(err or PalimpsestError("UNKNOWN", f"the stream ended before answering {len(pending)} batch(es)"))
+            if not future.cancelled():
+                future.set_exception(err or PalimpsestError("UNKNOWN", f"the stream ended before answering {len(pending)} batch(es)"))
