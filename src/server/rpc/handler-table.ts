@@ -33,7 +33,11 @@ export interface RpcContext {
   readonly deadline: number;
   /** True once the client cancelled the call or went away. */
   readonly cancelled: boolean;
-  /** Runs `fn` once when the client cancels or goes away (not after the call ended normally). */
+  /**
+   * Runs `fn` once when the client cancels or goes away. Both adapters may also run it when the
+   * call closes after ending normally, so `fn` must be safe then (every stream's `end` is
+   * idempotent).
+   */
   onCancel(fn: () => void): void;
 }
 
