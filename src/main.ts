@@ -23,6 +23,7 @@ import { VERSION } from './cli/version.js';
 import { compactionObservations } from './app/compaction-metrics.js';
 import { isUnavailable } from './store/postgres/pg-errors.js';
 import { DeferredStore } from './store/deferred-store.js';
+import { BlobbingStore } from './app/blobbing-store.js';
 import { HealthState } from './server/health.js';
 
 export type { RunningServer, ServerExtensions };
@@ -103,8 +104,10 @@ export async function composeApp(config: ServerConfig, logger: Logger, tracing?:
     if (ext.problem !== undefined) logger.warn({ checksums: 'javascript' }, ext.problem);
     else logger.info({ checksums: ext.loaded ? (ext.hardwareCrc === true ? 'sqlite (crc32c instruction)' : 'sqlite (table)') : 'javascript' }, 'row checksums verified on read');
   }
+  // Large values are stored once per tenant as blobs (issue #39); reads get the bytes back.
+  const blobbing = new BlobbingStore(opened, config.blobMinBytes);
   // Storage failures are logged once per episode (not per request) by the monitor.
-  const monitored = monitorStorage(opened, logger);
+  const monitored = monitorStorage(blobbing, logger);
   // With tracing on, every store call is a span inside its RPC's span.
   const store = tracing ? tracing.traceStore(monitored) : monitored;
   // Subscribers hear this process's commits at once and other processes' through the store.

@@ -7,6 +7,7 @@
 import Database from 'better-sqlite3';
 import { StoreOpenError } from '../store-errors.js';
 import { APPLICATION_ID, FEED_SQL, SCHEMA_SQL, SCHEMA_VERSION } from './schema.js';
+import { ensureBlobs } from './blob-schema.js';
 
 /** What opening needs of the store options. */
 export interface OpenOptions {
@@ -72,6 +73,7 @@ export function openDatabase(options: OpenOptions, backgroundSync: boolean, now:
       }).immediate();
     }
     ensureFeed(db);
+    ensureBlobs(db);
     // A streamed import whose owner's lease passed was abandoned (crash): drop it (cascades) and
     // take it off its tenant's counters. Another live process's import in progress stays.
     const expired = db.prepare('SELECT id, tenant, data_bytes FROM sessions WHERE pending = 1 AND lease_until < ?').raw();

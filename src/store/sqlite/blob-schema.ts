@@ -1,0 +1,67 @@
+/**
+ * The SQLite schema of blobs (issue #39, src/app/blob-port.ts), kept apart from schema.ts until it
+ * becomes a numbered migration. Every statement is idempotent (the session feed's precedent,
+ * schema.ts FEED_SQL): a database without the tables gets them at its first open by this build.
+ *
+ * - blobs: one row per tenant and digest. `bytes` last, so that reading the other columns never
+ *   touches the blob's overflow pages; `crc` is the CRC-32 (zlib) of `bytes`, checked on every
+ *   read; `refs` is the number of references the tenant's stored events hold (event_blobs.n
+ *   summed), kept by the triggers below in the transaction of every insert and delete.
+ * - event_blobs: which blobs each event references (`n` references to the digest in its data),
+ *   inserted with the event by the write that stores it.
+ * - Triggers: an event_blobs row adds its references; removing it takes them away, and a blob
+ *   with none left is deleted and its size taken off its tenant's byte counter; deleting a
+ *   session (delete, retention, a failed or expired import: all delete the sessions row) removes
+ *   its event_blobs rows. So a blob never outlives its last reference.
+ */
+import type Database from 'better-sqlite3';
+
+export const BLOB_SQL = `
+CREATE TABLE IF NOT EXISTS blobs (
+  tenant     TEXT    NOT NULL,
+  digest     TEXT    NOT NULL,
+  size       INTEGER NOT NULL,
+  media_type TEXT    NOT NULL,
+  crc        INTEGER NOT NULL,
+  refs       INTEGER NOT NULL DEFAULT 0,
+  bytes      BLOB    NOT NULL,
+  PRIMARY KEY (tenant, digest)
+) STRICT;
+
+CREATE TABLE IF NOT EXISTS event_blobs (
+  session_id TEXT    NOT NULL,
+  seq        INTEGER NOT NULL,
+  digest     TEXT    NOT NULL,
+  tenant     TEXT    NOT NULL,
+  n          INTEGER NOT NULL,
+  PRIMARY KEY (session_id, seq, digest)
+) STRICT, WITHOUT ROWID;
+
+CREATE TRIGGER IF NOT EXISTS event_blobs_ref AFTER INSERT ON event_blobs
+BEGIN
+  UPDATE blobs SET refs = refs + NEW.n WHERE tenant = NEW.tenant AND digest = NEW.digest;
+END;
+
+CREATE TRIGGER IF NOT EXISTS event_blobs_unref AFTER DELETE ON event_blobs
+BEGIN
+  UPDATE blobs SET refs = refs - OLD.n WHERE tenant = OLD.tenant AND digest = OLD.digest;
+  UPDATE tenants SET data_bytes = data_bytes - (SELECT size FROM blobs WHERE tenant = OLD.tenant AND digest = OLD.digest)
+    WHERE tenant = OLD.tenant AND (SELECT refs FROM blobs WHERE tenant = OLD.tenant AND digest = OLD.digest) <= 0;
+  DELETE FROM blobs WHERE tenant = OLD.tenant AND digest = OLD.digest AND refs <= 0;
+END;
+
+CREATE TRIGGER IF NOT EXISTS sessions_unref_blobs AFTER DELETE ON sessions
+BEGIN
+  DELETE FROM event_blobs WHERE session_id = OLD.id;
+END;
+`;
+
+/** Adds the blob tables and triggers when the file does not have them yet, in one transaction. */
+export function ensureBlobs(db: Database.Database): void {
+  const has = (): boolean => db.prepare("SELECT 1 FROM sqlite_schema WHERE type = 'trigger' AND name = 'sessions_unref_blobs'").pluck().get() !== undefined;
+  if (has()) return;
+  db.transaction(() => {
+    if (has()) return; // another process added them meanwhile (we hold the write lock now)
+    db.exec(BLOB_SQL);
+  }).immediate();
+}
