@@ -140,7 +140,7 @@ export class BlobbingStore implements SessionStore {
     } catch (e) {
       if (e instanceof BlobDamagedError) {
         throw new DataCorruptedError(sessionId, seq,
-          `session ${sessionId} seq ${seq}: ${e.message}; the event's data cannot be served (restore the database from a backup; \`palimpsest verify\` lists every damaged blob)`);
+          `session ${sessionId} seq ${seq}: ${e.message}; the event's data cannot be served (restore the database from a backup; \`palimpsest verify\` lists every damaged blob)`, e.digest);
       }
       throw e;
     }
