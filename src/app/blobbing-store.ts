@@ -91,6 +91,11 @@ export class BlobbingStore implements SessionStore {
     });
   }
 
+  /** The rows as stored: blobbed values as their references (ListEvents with blob_refs). */
+  readStoredEventTexts(sessionId: string, query: ReadEventsQuery): Promise<StoredEventText[]> {
+    return this.inner.readEventTexts(sessionId, query);
+  }
+
   async getEvents(sessionId: string, seqs: readonly number[]): Promise<SessionEvent[]> {
     return this.inflateEvents(sessionId, await this.inner.getEvents(sessionId, seqs));
   }

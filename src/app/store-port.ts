@@ -343,6 +343,8 @@ export interface SessionStore {
    * here and JSON.stringify there.
    */
   readEventTexts(sessionId: string, query: ReadEventsQuery): Promise<StoredEventText[]>;
+  /** Optional (issue #39, BlobbingStore): as readEventTexts, with blobbed values as their references (the rows as stored). */
+  readStoredEventTexts?(sessionId: string, query: ReadEventsQuery): Promise<StoredEventText[]>;
   /**
    * Optional (the SQLite store with its checksum extension): a page of events already in the wire
    * form the schema publishes (see EncodedEventPage), rows checked as readEventTexts checks them.
