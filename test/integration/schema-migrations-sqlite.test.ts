@@ -17,6 +17,11 @@ import { MIGRATIONS, type SqliteMigration } from '../../src/store/sqlite/migrati
 import { APPLICATION_ID, SCHEMA_VERSION } from '../../src/store/sqlite/schema.js';
 import { SqliteSessionStore, type SqliteStoreOptions } from '../../src/store/sqlite/sqlite-store.js';
 import { StoreOpenError } from '../../src/store/store-errors.js';
+import { backupDatabase } from '../../src/store/sqlite/backup.js';
+import { verifyFile } from '../../src/store/sqlite/verify.js';
+import { parseServeArgs } from '../../src/cli/serve.js';
+import { openStore as openConfiguredStore } from '../../src/main.js';
+import type { Logger } from '../../src/server/logger.js';
 import { SCHEMA_FIXTURES, expectFixtureSessions } from '../support/schema-fixtures.js';
 import { tempDbDir } from '../support/temp-db.js';
 import { storeContract } from './store-contract.js';
@@ -188,6 +193,32 @@ describe('SQLite schema migrations', () => {
     expect(error.message).toBe(`database ${path} has schema version 3, this build needs ${SCHEMA_VERSION} and migrates from version 4 on: ` +
       'export with the build that wrote it and import with this one');
     expect(readFileSync(path).equals(bytes)).toBe(true);
+  });
+
+  it('serve --no-migrate and PALIMPSEST_NO_MIGRATE refuse a schema-4 file; without them serve migrates it and logs where the backup is', async () => {
+    const path = copyFixture();
+    await expect(openConfiguredStore(parseServeArgs(['--db', path, '--no-migrate'], {}))).rejects.toThrow(/refusing to migrate it under --no-migrate/);
+    await expect(openConfiguredStore(parseServeArgs(['--db', path], { PALIMPSEST_NO_MIGRATE: '1' }))).rejects.toThrow(/refusing to migrate it under --no-migrate/);
+    expect(backupsOf(path)).toEqual([]);
+    const warnings: [unknown, string][] = [];
+    const logger = { warn: (fields: unknown, message: string) => warnings.push([fields, message]) } as unknown as Logger;
+    const store = await openConfiguredStore(parseServeArgs(['--db', path, '--no-migrate=false'], {}), logger);
+    await store.close();
+    const [backup] = backupsOf(path);
+    expect(warnings).toEqual([[
+      { schemaFrom: 4, schemaTo: SCHEMA_VERSION, backup, ms: expect.any(Number) as number },
+      `migrated the database schema in place from version 4 to ${SCHEMA_VERSION}; the file as it was is backed up at ${backup}`,
+    ]]);
+  });
+
+  it('palimpsest verify and backup refuse a schema-4 file (they never change a file), saying to use its build or migrate it first', async () => {
+    const path = copyFixture();
+    const problem = `${path} has schema version 4, older than this build's ${SCHEMA_VERSION}: use the build that wrote it, or ` +
+      'let this build migrate it first (palimpsest serve on it migrates it in place, after copying it beside itself)';
+    expect(verifyFile(path).problems).toEqual([problem]);
+    await expect(backupDatabase(path, `${path}.copy`)).rejects.toThrow(`${path} has schema version 4, older than this build's`);
+    expect(existsSync(`${path}.copy`)).toBe(false);
+    expect(contents(path)).toBe(contents(FIXTURE));
   });
 
   it('names backups <file>.v<version>-backup-<UTC time>, never reusing a name', () => {

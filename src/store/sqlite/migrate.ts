@@ -18,8 +18,24 @@ import { closeSync, existsSync, fsyncSync, openSync } from 'node:fs';
 import Database from 'better-sqlite3';
 import { StoreOpenError } from '../store-errors.js';
 import { newerSchemaMessage, type MigrationOptions, type MigrationReport } from '../migration-options.js';
-import { BASE_VERSION, MIGRATIONS, type SqliteMigration } from './migrations/index.js';
-import { APPLICATION_ID, SCHEMA_SQL } from './schema.js';
+import { BASE_VERSION, MIGRATIONS, OLDEST_MIGRATABLE, type SqliteMigration } from './migrations/index.js';
+import { APPLICATION_ID, SCHEMA_SQL, SCHEMA_VERSION } from './schema.js';
+
+/**
+ * Why a tool that reads a file as this build's schema (verify, backup) cannot read `what` of
+ * schema `version`, undefined when it can: a newer file, or an older one (which only a store open
+ * migrates: the tools never change the file).
+ */
+export function versionProblem(what: string, version: number): string | undefined {
+  if (version === SCHEMA_VERSION) return undefined;
+  if (version > SCHEMA_VERSION) return newerSchemaMessage(what, version, SCHEMA_VERSION);
+  if (version < OLDEST_MIGRATABLE) {
+    return `${what} has schema version ${version}, this build needs ${SCHEMA_VERSION} and migrates from version ${OLDEST_MIGRATABLE} on: ` +
+      'use the build that wrote it (export with it and import with this one)';
+  }
+  return `${what} has schema version ${version}, older than this build's ${SCHEMA_VERSION}: use the build that wrote it, or ` +
+    'let this build migrate it first (palimpsest serve on it migrates it in place, after copying it beside itself)';
+}
 
 /** The version the migrations lead to. */
 function targetOf(migrations: readonly SqliteMigration[]): number {
