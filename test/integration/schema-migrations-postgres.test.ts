@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SessionService } from '../../src/app/session-service.js';
 import type { MigrationReport } from '../../src/store/migration-options.js';
 import { prepareSchema } from '../../src/store/postgres/migrate.js';
-import { MIGRATIONS, type PostgresMigration } from '../../src/store/postgres/migrations/index.js';
+import { MIGRATIONS, OLDEST_MIGRATABLE, type PostgresMigration } from '../../src/store/postgres/migrations/index.js';
 import { PostgresSessionStore } from '../../src/store/postgres/postgres-store.js';
 import { SCHEMA_VERSION } from '../../src/store/postgres/schema.js';
 import { StoreOpenError } from '../../src/store/store-errors.js';
@@ -75,6 +75,11 @@ describe.skipIf(!hasPostgres())('PostgreSQL schema migrations', () => {
   afterAll(async () => {
     await admin?.end();
     await db?.drop();
+  });
+
+  it('lists the migrations in version order, one per version from the oldest migratable on, the last one SCHEMA_VERSION', () => {
+    expect(MIGRATIONS.map((m) => m.version)).toEqual(Array.from({ length: MIGRATIONS.length }, (_, i) => OLDEST_MIGRATABLE + 1 + i));
+    expect(MIGRATIONS.at(-1)!.version).toBe(SCHEMA_VERSION);
   });
 
   for (const from of [2, 3]) {

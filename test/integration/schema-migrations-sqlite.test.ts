@@ -13,7 +13,7 @@ import { describe, expect, it } from 'vitest';
 import { SessionService } from '../../src/app/session-service.js';
 import type { MigrationReport } from '../../src/store/migration-options.js';
 import { backupName, migrateDatabase } from '../../src/store/sqlite/migrate.js';
-import { MIGRATIONS, type SqliteMigration } from '../../src/store/sqlite/migrations/index.js';
+import { BASE_VERSION, MIGRATIONS, type SqliteMigration } from '../../src/store/sqlite/migrations/index.js';
 import { APPLICATION_ID, SCHEMA_VERSION } from '../../src/store/sqlite/schema.js';
 import { SqliteSessionStore, type SqliteStoreOptions } from '../../src/store/sqlite/sqlite-store.js';
 import { StoreOpenError } from '../../src/store/store-errors.js';
@@ -68,6 +68,11 @@ function openError(path: string, options: Partial<SqliteStoreOptions> = {}): Sto
 }
 
 describe('SQLite schema migrations', () => {
+  it('lists the migrations in version order, one per version from the base on, the last one SCHEMA_VERSION', () => {
+    expect(MIGRATIONS.map((m) => m.version)).toEqual(Array.from({ length: MIGRATIONS.length }, (_, i) => BASE_VERSION + 1 + i));
+    expect(MIGRATIONS.at(-1)!.version).toBe(SCHEMA_VERSION);
+  });
+
   it('migrates a schema-4 file in place after a backup beside it: the sessions read back the same, the feed goes on, one history row', async () => {
     const path = copyFixture();
     const reports: MigrationReport[] = [];

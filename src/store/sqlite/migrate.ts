@@ -15,6 +15,7 @@
  *   asynchronous and opening a store is not): one consistent snapshot, fsynced before any step.
  */
 import { closeSync, existsSync, fsyncSync, openSync } from 'node:fs';
+import { resolve } from 'node:path';
 import Database from 'better-sqlite3';
 import { StoreOpenError } from '../store-errors.js';
 import { newerSchemaMessage, type MigrationOptions, type MigrationReport } from '../migration-options.js';
@@ -75,10 +76,10 @@ export function createSchema(db: Database.Database, build: string, migrations: r
   runSteps(db, BASE_VERSION, migrations, build, null);
 }
 
-/** `<file>.v<version>-backup-<UTC time>`, with a counter when that name is taken. */
+/** `<file>.v<version>-backup-<UTC time>` (an absolute path, for the log), with a counter when that name is taken. */
 export function backupName(path: string, version: number, now: Date = new Date()): string {
   const stamp = now.toISOString().replace(/[-:]/g, '').replace(/\.\d+Z$/, 'Z');
-  const base = `${path}.v${version}-backup-${stamp}`;
+  const base = `${resolve(path)}.v${version}-backup-${stamp}`;
   let name = base;
   for (let i = 2; existsSync(name); i++) name = `${base}-${i}`;
   return name;
