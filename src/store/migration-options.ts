@@ -32,8 +32,8 @@ export interface MigrationReport {
 /** The message of a refusal under --no-migrate. */
 export function noMigrateMessage(what: string, from: number, to: number): string {
   return `${what} has schema version ${from}, this build needs ${to}; refusing to migrate it under --no-migrate ` +
-    '(PALIMPSEST_NO_MIGRATE): run without --no-migrate to migrate it in place, or back it up first ' +
-    '(palimpsest backup for SQLite, pg_dump for PostgreSQL) and then run without it';
+    '(PALIMPSEST_NO_MIGRATE): run without --no-migrate to migrate it in place (SQLite copies the file beside itself first), ' +
+    "or back it up first (SQLite: `palimpsest backup` of the build that wrote it; PostgreSQL: pg_dump) and then run without it";
 }
 
 /** The message of a database written by a newer schema than this build knows. */

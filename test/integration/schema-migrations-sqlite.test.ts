@@ -180,8 +180,8 @@ describe('SQLite schema migrations', () => {
     expect(error.reason).toBe('SCHEMA_VERSION_MISMATCH');
     expect(error.message).toBe(
       `database ${path} has schema version 4, this build needs ${SCHEMA_VERSION}; refusing to migrate it under --no-migrate ` +
-        '(PALIMPSEST_NO_MIGRATE): run without --no-migrate to migrate it in place, or back it up first ' +
-        '(palimpsest backup for SQLite, pg_dump for PostgreSQL) and then run without it',
+        '(PALIMPSEST_NO_MIGRATE): run without --no-migrate to migrate it in place (SQLite copies the file beside itself first), ' +
+        'or back it up first (SQLite: `palimpsest backup` of the build that wrote it; PostgreSQL: pg_dump) and then run without it',
     );
     expect(readFileSync(path).equals(bytes)).toBe(true);
     expect(backupsOf(path)).toEqual([]);

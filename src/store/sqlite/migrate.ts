@@ -14,7 +14,7 @@
  *   last committed state while this one holds the write lock; better-sqlite3's `db.backup()` is
  *   asynchronous and opening a store is not): one consistent snapshot, fsynced before any step.
  */
-import { closeSync, existsSync, fsyncSync, openSync } from 'node:fs';
+import { closeSync, existsSync, fsyncSync, openSync, rmSync } from 'node:fs';
 import { resolve } from 'node:path';
 import Database from 'better-sqlite3';
 import { StoreOpenError } from '../store-errors.js';
@@ -92,6 +92,9 @@ function backupBeside(path: string, version: number, busyTimeoutMs: number): str
   try {
     reader.pragma(`busy_timeout = ${busyTimeoutMs}`);
     reader.prepare('VACUUM INTO ?').run(to);
+  } catch (cause) {
+    rmSync(to, { force: true });
+    throw new Error(`could not copy it to ${to} before migrating (the copy needs as much free space as the file): ${(cause as Error).message}`, { cause });
   } finally {
     reader.close();
   }
