@@ -16,7 +16,7 @@
  */
 import { execFileSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import pg from 'pg';
 import { findPgBin, startCluster } from '../test/support/pg-cluster.js';
 import { richSessionBatches } from '../test/support/rich-session.js';
@@ -50,8 +50,8 @@ async function* chunks(text: string): AsyncGenerator<Uint8Array> {
 }
 
 async function open(url: string): Promise<App> {
-  const { PostgresSessionStore } = await import(join(root!, 'src/store/postgres/postgres-store.ts')) as { PostgresSessionStore: { open(o: object): Promise<unknown> } };
-  const { SessionService } = await import(join(root!, 'src/app/session-service.ts')) as { SessionService: new (...a: unknown[]) => App };
+  const { PostgresSessionStore } = await import(resolve(root!, 'src/store/postgres/postgres-store.ts')) as { PostgresSessionStore: { open(o: object): Promise<unknown> } };
+  const { SessionService } = await import(resolve(root!, 'src/app/session-service.ts')) as { SessionService: new (...a: unknown[]) => App };
   let clock = Date.UTC(2026, 11, 1, 12, 0, 0);
   return new SessionService(await PostgresSessionStore.open({ url, schema: SCHEMA, poolSize: 2 }), undefined, () => (clock += 1000));
 }
@@ -99,6 +99,7 @@ async function main(): Promise<void> {
     }
     await cold.close();
     const dump = execFileSync(join(bin, 'pg_dump'), ['--schema', SCHEMA, '--no-owner', '--no-privileges', '--inserts', '-d', url], { encoding: 'utf8' });
+    if (!dump.includes(`INSERT INTO ${SCHEMA}.schema_version VALUES (${version});`)) throw new Error(`the build at ${root} did not write schema version ${version}`);
     writeFileSync(join(out, `postgres-v${version}.sql`), dump);
     writeFileSync(join(out, `postgres-v${version}.expected.json`), JSON.stringify(expected, null, 1) + '\n');
     console.log(`wrote postgres-v${version}.sql`);

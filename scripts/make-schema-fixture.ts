@@ -4,18 +4,26 @@
  * wrote it, and what its sessions read back as. test/integration/schema-migrations-sqlite.test.ts
  * migrates a copy and checks every session still reads back the same.
  *
- * Run with the build that writes the old schema (it was run at the commit before `migrations:`):
- *   npx tsx scripts/make-schema-fixture.ts
+ * The older build runs from a copy of its tree (87ddffc: the last build of SQLite schema 4, before
+ * in-place migrations; the commands that made the committed fixture):
+ *   git archive 87ddffc src gen package.json | (mkdir -p /tmp/old-v3 && tar -x -C /tmp/old-v3); ln -s $PWD/node_modules /tmp/old-v3/
+ *   npx tsx scripts/make-schema-fixture.ts /tmp/old-v3
  * Contents: sessions in two tenants; the rich session (images, parallel tool calls, a compaction
  * replace and a pruned result), a fork of it, labels set and changed (UpdateSession), an imported
  * session (reference JSONL), a deleted session (its feed record), an idempotent append.
  */
 import { mkdirSync, rmSync, writeFileSync, existsSync } from 'node:fs';
-import { join } from 'node:path';
-import { SessionService } from '../src/app/session-service.js';
+import { join, resolve } from 'node:path';
+import Database from 'better-sqlite3';
+import type { SessionService as App } from '../src/app/session-service.js';
 import type { CallContext } from '../src/app/app-types.js';
-import { SqliteSessionStore } from '../src/store/sqlite/sqlite-store.js';
+import type { SqliteSessionStore as Store, SqliteStoreOptions } from '../src/store/sqlite/sqlite-store.js';
 import { richSessionBatches } from '../test/support/rich-session.js';
+
+const root = process.argv[2];
+if (root === undefined) throw new Error('usage: make-schema-fixture.ts OLD_TREE');
+const { SessionService } = await import(resolve(root, 'src/app/session-service.ts')) as { SessionService: new (store: Store, limits?: undefined, clock?: () => number) => App };
+const { SqliteSessionStore } = await import(resolve(root, 'src/store/sqlite/sqlite-store.ts')) as { SqliteSessionStore: new (o: SqliteStoreOptions) => Store };
 
 const dir = join(import.meta.dirname, '..', 'test', 'fixtures', 'schema');
 const file = join(dir, 'sqlite-v4.db');
@@ -70,6 +78,10 @@ async function main(): Promise<void> {
   }
   await cold.close();
   if (existsSync(`${file}-wal`)) throw new Error('the WAL was not checkpointed at close');
+  const check = new Database(file, { readonly: true });
+  const version = check.pragma('user_version', { simple: true });
+  check.close();
+  if (version !== 4) throw new Error(`the build at ${root} wrote schema version ${String(version)}, not 4`);
   writeFileSync(join(dir, 'sqlite-v4.expected.json'), JSON.stringify(expected, null, 1) + '\n');
   console.log(`wrote ${file}`);
 }
