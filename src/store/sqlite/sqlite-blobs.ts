@@ -1,5 +1,5 @@
 /**
- * The SQLite store's blobs (issue #39, blob-schema.ts, src/app/blob-port.ts): the writes that run
+ * The SQLite store's blobs (issue #39, migrations/0006-blobs.ts, src/app/blob-port.ts): the writes that run
  * inside a store transaction (the group commit's, create's, an import chunk's) and the blob port's
  * reads. Reference counts and the freeing of unreferenced blobs are the schema's triggers.
  */
@@ -14,7 +14,7 @@ export function blobCrc(bytes: Uint8Array): number {
   return crc32(bytes) | 0;
 }
 
-/** The blob statements of one connection (the tables must exist: ensureBlobs). */
+/** The blob statements of one connection. */
 export class SqliteBlobs {
   private readonly has: Database.Statement;
   private readonly insertBlob: Database.Statement;

@@ -1,7 +1,5 @@
 /**
- * The SQLite schema of blobs (issue #39, src/app/blob-port.ts), kept apart from schema.ts until it
- * becomes a numbered migration. Every statement is idempotent (the session feed's precedent,
- * schema.ts FEED_SQL): a database without the tables gets them at its first open by this build.
+ * Version 6: content-addressed blobs (issue #39, docs/blobs.md, src/store/sqlite/sqlite-blobs.ts).
  *
  * - blobs: one row per tenant and digest. `bytes` last, so that reading the other columns never
  *   touches the blob's overflow pages; `crc` is the CRC-32 (zlib) of `bytes`, checked on every
@@ -15,9 +13,14 @@
  *   its event_blobs rows. So a blob never outlives its last reference.
  */
 import type Database from 'better-sqlite3';
+import type { SqliteMigration } from './migration.js';
 
-export const BLOB_SQL = `
-CREATE TABLE IF NOT EXISTS blobs (
+export const migration: SqliteMigration = {
+  version: 6,
+  description: 'content-addressed blobs: blobs and event_blobs tables, reference-count triggers',
+  up(db: Database.Database): void {
+    db.exec(`
+CREATE TABLE blobs (
   tenant     TEXT    NOT NULL,
   digest     TEXT    NOT NULL,
   size       INTEGER NOT NULL,
@@ -28,7 +31,7 @@ CREATE TABLE IF NOT EXISTS blobs (
   PRIMARY KEY (tenant, digest)
 ) STRICT;
 
-CREATE TABLE IF NOT EXISTS event_blobs (
+CREATE TABLE event_blobs (
   session_id TEXT    NOT NULL,
   seq        INTEGER NOT NULL,
   digest     TEXT    NOT NULL,
@@ -37,12 +40,12 @@ CREATE TABLE IF NOT EXISTS event_blobs (
   PRIMARY KEY (session_id, seq, digest)
 ) STRICT, WITHOUT ROWID;
 
-CREATE TRIGGER IF NOT EXISTS event_blobs_ref AFTER INSERT ON event_blobs
+CREATE TRIGGER event_blobs_ref AFTER INSERT ON event_blobs
 BEGIN
   UPDATE blobs SET refs = refs + NEW.n WHERE tenant = NEW.tenant AND digest = NEW.digest;
 END;
 
-CREATE TRIGGER IF NOT EXISTS event_blobs_unref AFTER DELETE ON event_blobs
+CREATE TRIGGER event_blobs_unref AFTER DELETE ON event_blobs
 BEGIN
   UPDATE blobs SET refs = refs - OLD.n WHERE tenant = OLD.tenant AND digest = OLD.digest;
   UPDATE tenants SET data_bytes = data_bytes - (SELECT size FROM blobs WHERE tenant = OLD.tenant AND digest = OLD.digest)
@@ -50,18 +53,10 @@ BEGIN
   DELETE FROM blobs WHERE tenant = OLD.tenant AND digest = OLD.digest AND refs <= 0;
 END;
 
-CREATE TRIGGER IF NOT EXISTS sessions_unref_blobs AFTER DELETE ON sessions
+CREATE TRIGGER sessions_unref_blobs AFTER DELETE ON sessions
 BEGIN
   DELETE FROM event_blobs WHERE session_id = OLD.id;
 END;
-`;
-
-/** Adds the blob tables and triggers when the file does not have them yet, in one transaction. */
-export function ensureBlobs(db: Database.Database): void {
-  const has = (): boolean => db.prepare("SELECT 1 FROM sqlite_schema WHERE type = 'trigger' AND name = 'sessions_unref_blobs'").pluck().get() !== undefined;
-  if (has()) return;
-  db.transaction(() => {
-    if (has()) return; // another process added them meanwhile (we hold the write lock now)
-    db.exec(BLOB_SQL);
-  }).immediate();
-}
+`);
+  },
+};
