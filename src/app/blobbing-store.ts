@@ -22,6 +22,11 @@ import type {
   SessionStore, StoredEventText, StructuralRow, SurfaceStructure, TenantUsage, UpdateLabelsOutcome,
 } from './store-port.js';
 
+function damaged(sessionId: string, seq: number, e: BlobDamagedError): DataCorruptedError {
+  return new DataCorruptedError(sessionId, seq,
+    `session ${sessionId} seq ${seq}: ${e.message}; the event's data cannot be served (restore the database from a backup; \`palimpsest verify\` lists every damaged blob)`, e.digest);
+}
+
 function writes(x: ExtractedBatch): BlobWrites {
   return { puts: x.blobs, eventBlobs: x.eventBlobs };
 }
@@ -71,7 +76,7 @@ export class BlobbingStore implements SessionStore {
     const rows = await this.inner.readEventTexts(sessionId, query);
     if (rows.length === 0 || !(await this.hasBlobs(sessionId))) return rows;
     const parsed = new Map<number, Json>();
-    const digests = new Set<string>();
+    const digests = new Map<string, number>();
     for (let i = 0; i < rows.length; i++) {
       const text = rows[i]!.dataText;
       if (!mayHoldRefs(text)) continue;
@@ -79,10 +84,10 @@ export class BlobbingStore implements SessionStore {
       const refs = findBlobRefs(data);
       if (refs.length === 0) continue;
       parsed.set(i, data);
-      for (const r of refs) digests.add(r.digest);
+      for (const r of refs) if (!digests.has(r.digest)) digests.set(r.digest, rows[i]!.seq);
     }
     if (parsed.size === 0) return rows;
-    const blobs = await this.blobs!.readSessionBlobs(sessionId, [...digests]);
+    const blobs = await this.readBlobs(sessionId, digests);
     return rows.map((row, i) => {
       const data = parsed.get(i);
       if (data === undefined) return row;
@@ -120,17 +125,17 @@ export class BlobbingStore implements SessionStore {
   private async inflateEvents(sessionId: string, events: SessionEvent[], known = false): Promise<SessionEvent[]> {
     if (events.length === 0 || (!known && !(await this.hasBlobs(sessionId)))) return events;
     const refsAt: number[] = [];
-    const digests = new Set<string>();
+    const digests = new Map<string, number>();
     for (let i = 0; i < events.length; i++) {
       const data = events[i]!.data;
       if (data === null || typeof data !== 'object') continue;
       const refs = findBlobRefs(data);
       if (refs.length === 0) continue;
       refsAt.push(i);
-      for (const r of refs) digests.add(r.digest);
+      for (const r of refs) if (!digests.has(r.digest)) digests.set(r.digest, events[i]!.seq);
     }
     if (refsAt.length === 0) return events;
-    const blobs = await this.blobs!.readSessionBlobs(sessionId, [...digests]);
+    const blobs = await this.readBlobs(sessionId, digests);
     const out = events.slice();
     for (const i of refsAt) {
       const e = out[i]!;
@@ -139,14 +144,21 @@ export class BlobbingStore implements SessionStore {
     return out;
   }
 
+  /** The blobs of `digests` (each with the first seq that references it, for the error). */
+  private async readBlobs(sessionId: string, digests: ReadonlyMap<string, number>): Promise<Map<string, StoredBlob>> {
+    try {
+      return await this.blobs!.readSessionBlobs(sessionId, [...digests.keys()]);
+    } catch (e) {
+      if (e instanceof BlobDamagedError) throw damaged(sessionId, digests.get(e.digest) ?? 0, e);
+      throw e;
+    }
+  }
+
   private inflate(sessionId: string, seq: number, data: Json, blobs: ReadonlyMap<string, StoredBlob>): Json {
     try {
       return inflateData(data, blobs);
     } catch (e) {
-      if (e instanceof BlobDamagedError) {
-        throw new DataCorruptedError(sessionId, seq,
-          `session ${sessionId} seq ${seq}: ${e.message}; the event's data cannot be served (restore the database from a backup; \`palimpsest verify\` lists every damaged blob)`, e.digest);
-      }
+      if (e instanceof BlobDamagedError) throw damaged(sessionId, seq, e);
       throw e;
     }
   }
