@@ -3,10 +3,9 @@
  * path that walks data) through the BlobbingStore vs the store alone: the cost of the blob gates
  * and walks on events that hold nothing to blob (issue #39). `node bench/blobs-small.mjs` after a build.
  */
-import { SessionService, ANONYMOUS, DEFAULT_LIMITS } from '../dist/src/app/session-service.js';
+import { SessionService, ANONYMOUS } from '../dist/src/app/session-service.js';
 import { BlobbingStore } from '../dist/src/app/blobbing-store.js';
 import { MemorySessionStore } from '../dist/src/store/memory/memory-store.js';
-import { parseDataJson } from '../dist/src/server/convert.js';
 const N = 20000;
 async function run(wrap) {
   const inner = new MemorySessionStore();
