@@ -619,7 +619,7 @@ async function main(): Promise<void> {
     const bulkC = rawH2(srv.address, 4 * 1024 * 1024);
     clients.push(bulkC);
     console.error(`reads of the ${READ_SESSION.toLocaleString('en-US')}-event session`);
-    const page = (from: number): Buffer => Buffer.from(ListEventsRequest.encode({ sessionId: 'reads', fromSeq: from, direction: 1, pageSize: READ_PAGE, pageToken: '', types: [], dataFormat: 0 }).finish());
+    const page = (from: number): Buffer => Buffer.from(ListEventsRequest.encode({ sessionId: 'reads', fromSeq: from, direction: 1, pageSize: READ_PAGE, pageToken: '', types: [], dataFormat: 0, blobRefs: false }).finish());
     const pages = Array.from({ length: READ_SESSION / READ_PAGE }, (_, i) => framed(page(i * READ_PAGE)));
     const first = ListEventsResponse.decode(await c.call('ListEvents', pages[0]!));
     if (first.events.length !== READ_PAGE) throw new Error(`page has ${first.events.length} events`);

@@ -23,6 +23,7 @@ import { VERSION } from './cli/version.js';
 import { compactionObservations } from './app/compaction-metrics.js';
 import { isUnavailable } from './store/postgres/pg-errors.js';
 import { DeferredStore } from './store/deferred-store.js';
+import { BlobbingStore } from './app/blobbing-store.js';
 import { HealthState } from './server/health.js';
 import type { MigrationOptions, MigrationReport } from './store/migration-options.js';
 
@@ -102,8 +103,10 @@ export async function composeApp(config: ServerConfig, logger: Logger, tracing?:
   const opened = given ?? await openStore(config, logger);
   // A store's own start-up work and report (the SQLite writer thread, sessions refused at open).
   await opened.start?.(logger);
+  // Large values are stored once per tenant as blobs (issue #39); reads get the bytes back.
+  const blobbing = new BlobbingStore(opened, config.blobMinBytes);
   // Storage failures are logged once per episode (not per request) by the monitor.
-  const monitored = monitorStorage(opened, logger);
+  const monitored = monitorStorage(blobbing, logger);
   // With tracing on, every store call is a span inside its RPC's span.
   const store = tracing ? tracing.traceStore(monitored) : monitored;
   // Subscribers hear this process's commits at once and other processes' through the store.

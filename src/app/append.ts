@@ -22,6 +22,7 @@ import { storageKey } from './tenant-scope.js';
 import { RETRY, type WritePipeline } from './write-pipeline.js';
 import { checkAppendOptions, checkEventTypes } from './input-limits.js';
 import { ensurePairingIndex, guardApplies } from './pairing-guard.js';
+import { resolveBlobRefs } from './blob-refs.js';
 
 /** JSON with object keys sorted at every depth (a canonical text of a JSON-like value). */
 function canonicalJson(v: unknown): string {
@@ -78,6 +79,13 @@ export class AppendUseCase {
     }
     const key = opts.idempotencyKey || undefined;
     const hash = key ? (opts.requestHash ?? requestHash(candidates)) : '';
+    // References to the tenant's blobs (issue #39) stand for their content from here on.
+    const resolved = await resolveBlobRefs(this.store, ctx.tenant, candidates, opts);
+    if (resolved !== undefined) {
+      candidates = resolved.candidates;
+      opts = resolved.opts;
+      checkEventSizes(this.limits, candidates, opts.dataBytes);
+    }
     // Appends plan on the cached state without re-reading the session row (one store round trip
     // less per append); a rejected plan re-checks it once, since the rejection may only mean that
     // another writer moved the session (conflicts need no check: the write is conditional).

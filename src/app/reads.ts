@@ -68,6 +68,8 @@ export interface ListEventsQuery {
   readonly types?: readonly string[];
   /** The page as EncodedEventPage when the store can encode it, cut at this byte estimate (see SessionStore.readEncodedEventPage). */
   readonly encodedBudgetBytes?: number;
+  /** Blobbed values as their references (issue #39, ListEventsRequest.blob_refs), not their bytes. */
+  readonly blobRefs?: boolean;
 }
 
 /** A page of events: their stored texts, or (`encoded`, then `events` is empty) the encoded page. */
@@ -142,7 +144,7 @@ export class Reads {
       const problem = pageProblem(rec, fromSeq, q.direction, seen);
       if (problem !== undefined) await this.cache.corrupted(key, id, rec, problem);
     };
-    if (q.encodedBudgetBytes !== undefined && this.store.readEncodedEventPage !== undefined) {
+    if (q.encodedBudgetBytes !== undefined && this.store.readEncodedEventPage !== undefined && q.blobRefs !== true) {
       const encoded = await this.store.readEncodedEventPage(key, { fromSeq, direction: q.direction, limit, types }, q.encodedBudgetBytes);
       // A page with a seq missing is read again as rows below, which name the missing seq.
       const seen = { first: encoded?.firstSeq, last: encoded?.lastSeq, count: encoded?.count ?? 0, next: encoded?.nextSeq };
@@ -152,7 +154,9 @@ export class Reads {
     }
     const query: ReadEventsQuery = { fromSeq, direction: q.direction, limit: limit + 1, types };
     // Data as the stored JSON text: the server puts it on the wire as is (no parse + stringify).
-    const events = await this.store.readEventTexts(key, query);
+    const events = q.blobRefs === true && this.store.readStoredEventTexts !== undefined
+      ? await this.store.readStoredEventTexts(key, query)
+      : await this.store.readEventTexts(key, query);
     let next: number | undefined;
     if (events.length > limit) {
       const extra = events.pop() as StoredEventText;

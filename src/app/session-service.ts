@@ -46,6 +46,7 @@ import { checkLabels } from './input-limits.js';
 import { SessionFeed, type SessionFeedOptions } from './session-feed.js';
 import { updateSession, type UpdateSessionRequest } from './update-session.js';
 import { DataCorruptedError } from './storage-error.js';
+import { readBlobChunks, type BlobChunk } from './blob-refs.js';
 
 /** The application service. */
 export class SessionService {
@@ -221,6 +222,11 @@ export class SessionService {
   }
 
   /** Exports a session as reference JSONL lines (packed chunk rows unless `unpacked`). */
+  /** GetBlob (issue #39): the caller's tenant's blob by digest from `offset`, in chunks (blob-refs.ts). */
+  readBlob(ctx: CallContext, digest: string, offset = 0): AsyncGenerator<BlobChunk> {
+    return readBlobChunks(this.store, ctx.tenant, digest, offset);
+  }
+
   exportJsonl(ctx: CallContext, id: string, opts: { unpacked?: boolean } = {}): AsyncGenerator<string[]> {
     return this.#guardAll(this.#transfer.exportJsonl(ctx, id, opts));
   }

@@ -33,10 +33,14 @@ export class DataCorruptedError extends Error {
   /** The first damaged seq, when one row is known bad. */
   readonly seq: number | undefined;
 
-  constructor(sessionId: string, seq: number | undefined, message: string) {
+  /** The damaged blob's digest, when a blob failed (issue #39). */
+  readonly digest: string | undefined;
+
+  constructor(sessionId: string, seq: number | undefined, message: string, digest?: string) {
     super(message);
     this.name = 'DataCorruptedError';
     this.sessionId = sessionId;
     this.seq = seq;
+    this.digest = digest;
   }
 }

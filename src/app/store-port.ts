@@ -22,6 +22,7 @@
  * All methods are async so that network stores fit; the SQLite store answers synchronously inside.
  */
 import type { SessionEvent, SessionHeader, StructuralRow } from '../domain/event.js';
+import type { BlobStorePort, BlobWrites } from './blob-port.js';
 
 /** A stored session: header plus service metadata. */
 export interface SessionRecord {
@@ -177,6 +178,8 @@ export interface AppendRequest {
   readonly idempotency?: IdempotencyRecord;
   /** Tenant byte quota, checked against the tenant's stored counter inside the transaction. */
   readonly quota?: ByteQuota;
+  /** Blobs the events reference (issue #39, blob-port.ts), stored in the same transaction (only to a store with `blobs`). */
+  readonly blobs?: BlobWrites;
 }
 
 /** Outcome of a conditional append. */
@@ -206,6 +209,8 @@ export interface PendingChunkOptions {
   readonly leaseUntil: number;
   /** Tenant byte quota, checked against the tenant's stored counter inside the transaction. */
   readonly quota?: ByteQuota;
+  /** Blobs the chunk's events reference (as AppendRequest.blobs). */
+  readonly blobs?: BlobWrites;
 }
 
 /** Outcome of an import chunk (a lost or foreign pending session is a thrown StoreUsageError, see appendPending). */
@@ -314,7 +319,7 @@ export interface SessionStore {
    * Creates a session with an initial (already validated) log, atomically with the tenant's
    * counters; the quota (when given) is checked in the same transaction.
    */
-  createSession(record: NewSession, events: readonly SessionEvent[], quota?: CreateQuota): Promise<CreateOutcome>;
+  createSession(record: NewSession, events: readonly SessionEvent[], quota?: CreateQuota, blobs?: BlobWrites): Promise<CreateOutcome>;
   /** The session (nextSeq and writer read atomically), or undefined. Pending sessions are invisible. */
   getSession(id: string): Promise<SessionRecord | undefined>;
   /** Sessions newest first (createdAt desc, id desc), optionally filtered by labels (all must match) and tenant. */
@@ -345,6 +350,8 @@ export interface SessionStore {
    * here and JSON.stringify there.
    */
   readEventTexts(sessionId: string, query: ReadEventsQuery): Promise<StoredEventText[]>;
+  /** Optional (issue #39, BlobbingStore): as readEventTexts, with blobbed values as their references (the rows as stored). */
+  readStoredEventTexts?(sessionId: string, query: ReadEventsQuery): Promise<StoredEventText[]>;
   /**
    * Optional (the SQLite store with its checksum extension): a page of events already in the wire
    * form the schema publishes (see EncodedEventPage), rows checked as readEventTexts checks them.
@@ -416,6 +423,8 @@ export interface SessionStore {
    * ({@link storedSessionBytes}), and records `labels_changed` in the feed.
    */
   updateLabels(id: string, labels: Readonly<Record<string, string>>, expectedVersion: number): Promise<UpdateLabelsOutcome>;
+  /** The store's blobs (issue #39), when it keeps them: then writes take `blobs` (see blob-port.ts). */
+  readonly blobs?: BlobStorePort;
   /** A head watch over this store's database (see {@link HeadWatch}); close it before the store. */
   openHeadWatch(): HeadWatch;
   /** Closes the store (flushes pending group commits first). */

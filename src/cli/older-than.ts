@@ -32,7 +32,7 @@ export async function olderThan(rpc: Rpc, sessions: readonly Session[], cutoff: 
     let last = s.createdAt;
     if (s.headSeq !== undefined) {
       const page = await rpc.unary(rpc.client.listEvents, {
-        sessionId: s.id, fromSeq: undefined, direction: Direction.DIRECTION_BACKWARD, pageSize: 1, pageToken: '', types: [], dataFormat: 0,
+        sessionId: s.id, fromSeq: undefined, direction: Direction.DIRECTION_BACKWARD, pageSize: 1, pageToken: '', types: [], dataFormat: 0, blobRefs: false,
       });
       last = Math.max(last, page.events[0]?.time ?? last);
     }

@@ -46,6 +46,10 @@ export const SERVE_OPTIONS: readonly Option[] = [
   },
   { flag: 'max-message-bytes', help: 'max gRPC message size (default 16 MiB)', apply: (c, v) => { c.maxMessageBytes = int('max-message-bytes', v, 1024); } },
   { flag: 'max-batch-events', help: 'max events per AppendEvents (default 1000)', apply: (c, v) => { c.limits.maxBatchEvents = int('max-batch-events', v, 1); } },
+  {
+    flag: 'blob-min-bytes', help: 'store strings of event data of at least N bytes, and image data, once per tenant as blobs (default 65536; 0 = off), see docs/blobs.md',
+    apply: (c, v) => { c.blobMinBytes = int('blob-min-bytes', v); },
+  },
   { flag: 'max-event-bytes', help: "max bytes of one event's data (default 4 MiB)", apply: (c, v) => { c.limits.maxEventBytes = int('max-event-bytes', v, 1); } },
   { flag: 'max-page-size', help: 'max page size of list RPCs (default 1000)', apply: (c, v) => { c.limits.maxPageSize = int('max-page-size', v, 1); } },
   { flag: 'cache-sessions', help: 'hot sessions kept in memory (default 10000)', apply: (c, v) => { c.limits.cacheMaxSessions = int('cache-sessions', v, 1); } },

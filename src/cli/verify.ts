@@ -164,7 +164,7 @@ async function verifyServer(rpc: Rpc, addr: string): Promise<Report> {
         let ordered = true;
         do {
           const p = await rpc.unary(rpc.client.listEvents, {
-            sessionId: s.id, fromSeq: undefined, direction: Direction.DIRECTION_FORWARD, pageSize: 1000, pageToken: token, types: [], dataFormat: DataFormat.DATA_FORMAT_UNSPECIFIED,
+            sessionId: s.id, fromSeq: undefined, direction: Direction.DIRECTION_FORWARD, pageSize: 1000, pageToken: token, types: [], dataFormat: DataFormat.DATA_FORMAT_UNSPECIFIED, blobRefs: false,
           });
           for (const e of p.events) {
             if (e.seq <= last) ordered = false;

@@ -54,6 +54,11 @@ export interface ServerConfig {
    * backoff, health NOT_SERVING meanwhile) before it gives up and exits, ms; 0 = fail at once.
    */
   readonly storeWaitMs: number;
+  /**
+   * Strings of event data of at least this many UTF-8 bytes, and image data, are stored once per
+   * tenant as content-addressed blobs (issue #39, docs/blobs.md); 0 = off (blobs stored earlier are still read).
+   */
+  readonly blobMinBytes: number;
   /** Days after which untouched sessions are deleted (0 = never; the ttl-days label overrides), see src/app/retention.ts. */
   readonly retentionDays: number;
   /** Time between retention sweeps, ms. */
@@ -93,6 +98,7 @@ export const DEFAULT_CONFIG: ServerConfig = {
   authTokens: '',
   shutdownGraceMs: 10_000,
   storeWaitMs: 180_000,
+  blobMinBytes: 65_536,
   retentionDays: 0,
   retentionIntervalMs: 3_600_000,
   retentionBatch: 100,

@@ -29,6 +29,7 @@ import { estimateMessageTokens } from '../domain/token-estimate.js';
 import { appendStreamHandler } from './append-stream-handler.js';
 import { clientStream, serverStream, unary, type HandlerTable } from './rpc/handler-table.js';
 import { feedHandlers } from './feed-handlers.js';
+import { blobHandlers } from './blob-handlers.js';
 import { providerFormatOf, providerHandlers, renderedMessages } from './provider-handlers.js';
 
 function toSession(v: SessionView): Session {
@@ -151,10 +152,11 @@ export function makeHandlers(app: SessionService, metrics?: Metrics, streams?: H
         fromSeq = t.seq;
         direction = t.direction;
       }
-      const format = r.dataFormat === DataFormat.DATA_FORMAT_TYPED ? 'typed' : 'json';
+      // References (blob_refs, issue #39) only in the json form: typed forms hold the values.
+      const format = r.dataFormat === DataFormat.DATA_FORMAT_TYPED && !r.blobRefs ? 'typed' : 'json';
       // The json form straight from a store that encodes pages itself (the SQLite store with its
       // extension), cut at the same byte budget as below; else from the texts.
-      const page = await app.listEvents(ctx.caller, requireId(r.sessionId), { fromSeq, direction, pageSize: r.pageSize, types: r.types, encodedBudgetBytes: format === 'json' ? pageBudget : undefined });
+      const page = await app.listEvents(ctx.caller, requireId(r.sessionId), { fromSeq, direction, pageSize: r.pageSize, types: r.types, encodedBudgetBytes: format === 'json' ? pageBudget : undefined, blobRefs: r.blobRefs });
       if (page.encoded !== undefined) {
         const token = page.nextSeq === undefined ? '' : encodePageToken(page.nextSeq, direction);
         return listEventsResponseOf(page.encoded.bytes, token) as unknown as ListEventsResponse;
@@ -272,5 +274,5 @@ export function makeHandlers(app: SessionService, metrics?: Metrics, streams?: H
       });
     }),
   };
-  return { ...handlers, ...compactionHandlers(app, requireId), ...feedHandlers(app, requireId, metrics ?? NO_METRICS, { heartbeatMs: opts.heartbeatMs, revocable: opts.revocable }), ...providerHandlers(app, requireId), ...streams };
+  return { ...handlers, ...compactionHandlers(app, requireId), ...feedHandlers(app, requireId, metrics ?? NO_METRICS, { heartbeatMs: opts.heartbeatMs, revocable: opts.revocable }), ...providerHandlers(app, requireId), ...blobHandlers(app), ...streams };
 }

@@ -107,6 +107,11 @@ const TABLE: Readonly<Record<string, Mapping>> = {
   AS_OF_SEQ_AFTER_HEAD: { code: Code.OUT_OF_RANGE, detail: 'none' },
   // Service reasons.
   SESSION_NOT_FOUND: { code: Code.NOT_FOUND, detail: 'none' },
+  // Issue #39: blobs. A missing blob (or another tenant's) is NOT_FOUND, like a missing session.
+  BLOB_NOT_FOUND: { code: Code.NOT_FOUND, detail: 'none' },
+  BLOB_REF_INVALID: invalid,
+  BLOB_DIGEST_INVALID: invalid,
+  BLOB_OFFSET_OUT_OF_RANGE: { code: Code.OUT_OF_RANGE, detail: 'none' },
   SESSION_ALREADY_EXISTS: { code: Code.ALREADY_EXISTS, detail: 'none' },
   INVALID_SESSION_ID: invalid,
   FIELD_TOO_LONG: invalid,
@@ -242,6 +247,7 @@ export function toServiceError(err: unknown, log: (err: unknown) => void): Servi
     // Logged (loudly, every time) by the store monitor; the message names the session and seq.
     const metadata: Record<string, string> = { sessionId: err.sessionId };
     if (err.seq !== undefined) metadata.seq = String(err.seq);
+    if (err.digest !== undefined) metadata.digest = err.digest;
     return domainErrorToStatus(new DomainError('DATA_CORRUPTED', err.message, metadata));
   }
   log(err);

@@ -104,7 +104,7 @@ describe('authentication and tenant isolation', () => {
     const attempts: Promise<{ code: number; reason: string }>[] = [
       callError(c.getSession.bind(c), { sessionId: id }, bob),
       callError(c.appendEvents.bind(c), { sessionId: id, idempotencyKey: '', events: [userMessage('evil', 'x')] }, bob),
-      callError(c.listEvents.bind(c), { sessionId: id, direction: Direction.DIRECTION_FORWARD, pageSize: 0, pageToken: '', types: [], dataFormat: DataFormat.DATA_FORMAT_JSON }, bob),
+      callError(c.listEvents.bind(c), { sessionId: id, direction: Direction.DIRECTION_FORWARD, pageSize: 0, pageToken: '', types: [], dataFormat: DataFormat.DATA_FORMAT_JSON, blobRefs: false }, bob),
       callError(c.getSurface.bind(c), { sessionId: id }, bob),
       callError(c.getMessages.bind(c), { sessionId: id, view: MessageView.MESSAGE_VIEW_MODEL_HISTORY, typed: false, pageSize: 0, pageToken: '', format: 0, dropUnpaired: false }, bob),
       callError(c.getMessages.bind(c), { sessionId: id, view: MessageView.MESSAGE_VIEW_TRANSCRIPT, typed: false, pageSize: 0, pageToken: '', format: 0, dropUnpaired: false }, bob),

@@ -11,6 +11,7 @@ import type { Json, SessionEvent, SessionHeader, SurfaceOp } from '../../src/dom
 import { StoreClosedError, StoreUsageError } from '../../src/store/store-errors.js';
 import { multiWriterContract, type SharedDatabase } from './multi-writer-contract.js';
 import { feedContract } from './feed-contract.js';
+import { blobContract } from './blob-contract.js';
 
 export { multiWriterContract, type SharedDatabase };
 
@@ -27,6 +28,8 @@ export interface StoreHarness<S extends SessionStore> {
    * section, see multi-writer-contract.ts). Every store shared by processes must have it.
    */
   database?(): Promise<SharedDatabase<S>>;
+  /** False for a store that does not keep blobs yet (issue #39): its blob contract is not registered. */
+  readonly blobs?: false;
   /**
    * Skip the load tests (200 concurrent clients, the random-sequence property), which exercise the
    * store's code rather than its schema: for extra targets that differ only in how the database
@@ -160,6 +163,7 @@ async function collect<T>(iterable: AsyncIterable<T>): Promise<T[]> {
 export function storeContract<S extends SessionStore>(name: string, harness: StoreHarness<S>): void {
   if (harness.database) multiWriterContract(name, harness.database);
   feedContract(name, () => harness.open(), { ev, newSession, req, IMPORTER, LONG_LEASE }, harness.database);
+  if (harness.blobs !== false) blobContract(name, () => harness.open(), { ev, newSession, req, IMPORTER, LONG_LEASE });
   describe(`${name}: store contract`, () => {
     let store: S;
     beforeEach(async () => {

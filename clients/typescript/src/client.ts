@@ -526,7 +526,7 @@ export class PalimpsestClient {
     for (;;) {
       const res = await this.unary(this.raw.listEvents, {
         sessionId, fromSeq: pageToken ? undefined : opts.after === undefined ? undefined : opts.after + 1,
-        direction: Direction.DIRECTION_FORWARD, pageSize: 0, pageToken, types: [...(opts.types ?? [])], dataFormat: DataFormat.DATA_FORMAT_JSON,
+        direction: Direction.DIRECTION_FORWARD, pageSize: 0, pageToken, types: [...(opts.types ?? [])], dataFormat: DataFormat.DATA_FORMAT_JSON, blobRefs: false,
       });
       yield* res.events;
       if (!res.nextPageToken) return;

@@ -99,7 +99,7 @@ const events: Command = {
       async (pageSize, pageToken) => {
         const r = await rpc.unary(rpc.client.listEvents, {
           sessionId: args.pos(0), fromSeq: after === undefined ? undefined : after + 1, direction: Direction.DIRECTION_FORWARD,
-          pageSize, pageToken, types: args.list('type'), dataFormat: DataFormat.DATA_FORMAT_JSON,
+          pageSize, pageToken, types: args.list('type'), dataFormat: DataFormat.DATA_FORMAT_JSON, blobRefs: false,
         });
         return { items: r.events, nextPageToken: r.nextPageToken };
       },

@@ -120,7 +120,7 @@ async function byActivity(rpc: Rpc, sessions: readonly Session[]): Promise<Sessi
     for (let s = queue.shift(); s !== undefined; s = queue.shift()) {
       if (s.headSeq === undefined) { last.set(s.id, s.createdAt); continue; }
       const r = await rpc.unary(rpc.client.listEvents, {
-        sessionId: s.id, fromSeq: undefined, direction: Direction.DIRECTION_BACKWARD, pageSize: 1, pageToken: '', types: [], dataFormat: DataFormat.DATA_FORMAT_JSON,
+        sessionId: s.id, fromSeq: undefined, direction: Direction.DIRECTION_BACKWARD, pageSize: 1, pageToken: '', types: [], dataFormat: DataFormat.DATA_FORMAT_JSON, blobRefs: false,
       });
       last.set(s.id, Math.max(s.createdAt, r.events[0]?.time ?? s.createdAt));
     }

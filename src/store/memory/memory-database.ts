@@ -6,6 +6,7 @@
 import type { FeedChangeKind, FeedRecord, IdempotentResult } from '../../app/store-port.js';
 import type { SessionHeader } from '../../domain/event.js';
 import type { EventLog } from './event-log.js';
+import { MemoryBlobTable } from './memory-blobs.js';
 
 /** One stored session. */
 export interface MemorySession {
@@ -35,6 +36,9 @@ export class MemoryDatabase {
   /** @internal */ readonly tenants = new Map<string, { sessions: number; dataBytes: number }>();
   /** @internal Head watchers by session id. */
   readonly watchers = new Map<string, Set<{ readonly onHead: HeadListener }>>();
+
+  /** @internal The blobs (issue #39). */
+  readonly blobs = new MemoryBlobTable();
 
   /** @internal Each tenant's feed (issue #35): record i has position i + 1. */
   readonly feeds = new Map<string, FeedRecord[]>();

@@ -38,6 +38,8 @@ import type {
 } from '../../app/store-port.js';
 import { labelsBytesDelta, storedSessionBytes } from '../../app/store-port.js';
 import type { SessionEvent } from '../../domain/event.js';
+import type { BlobStorePort, BlobWrites } from '../../app/blob-port.js';
+import { memoryBlobPort } from './memory-blobs.js';
 import { checkPageSize, decodePageToken, encodePageToken } from '../page-token.js';
 import { StoreClosedError, StoreUsageError, checkAscendingSeqs } from '../store-errors.js';
 import { MemoryDatabase, type MemorySession } from './memory-database.js';
@@ -68,6 +70,8 @@ export class MemorySessionStore implements SessionStore {
   readonly database: MemoryDatabase;
   private readonly sessions: Map<string, MemorySession>;
   private readonly now: () => number;
+  /** The blobs (issue #39). */
+  readonly blobs: BlobStorePort;
   private closed = false;
   private commits = 0;
   private appends = 0;
@@ -76,6 +80,7 @@ export class MemorySessionStore implements SessionStore {
     this.database = options.database ?? new MemoryDatabase();
     this.sessions = this.database.sessions;
     this.now = options.now ?? Date.now;
+    this.blobs = memoryBlobPort(this.database.blobs, (id) => this.sessions.get(id)?.tenant, () => this.checkOpen());
     // A pending import whose owner's lease passed was abandoned (crash): remove it. Live owners'
     // imports in progress are left alone.
     const now = this.now();
@@ -87,7 +92,7 @@ export class MemorySessionStore implements SessionStore {
     return { commits: this.commits, appends: this.appends };
   }
 
-  async createSession(record: NewSession, events: readonly SessionEvent[], quota?: CreateQuota): Promise<CreateOutcome> {
+  async createSession(record: NewSession, events: readonly SessionEvent[], quota?: CreateQuota, blobs?: BlobWrites): Promise<CreateOutcome> {
     this.checkOpen();
     const id = record.header.id;
     checkAscendingSeqs(id, events, 0);
@@ -96,12 +101,13 @@ export class MemorySessionStore implements SessionStore {
     const header = canonicalHeader(record.header);
     const labels = Object.freeze({ ...record.labels });
     const bytes = storedSessionBytes(header, labels) + stored.dataBytes;
+    const blobBytes = this.database.blobs.newBytes(record.tenant, blobs);
     const tenant = this.database.tenant(record.tenant);
     if (quota !== undefined && quota.maxSessions > 0 && tenant.sessions + 1 > quota.maxSessions) {
       return { kind: 'quota-exceeded', limitName: 'tenant_max_sessions', limit: quota.maxSessions, actual: tenant.sessions };
     }
-    if (quota !== undefined && quota.maxBytes > 0 && tenant.dataBytes + bytes > quota.maxBytes) {
-      return { kind: 'quota-exceeded', limitName: 'tenant_max_bytes', limit: quota.maxBytes, actual: tenant.dataBytes + bytes };
+    if (quota !== undefined && quota.maxBytes > 0 && tenant.dataBytes + bytes + blobBytes > quota.maxBytes) {
+      return { kind: 'quota-exceeded', limitName: 'tenant_max_bytes', limit: quota.maxBytes, actual: tenant.dataBytes + bytes + blobBytes };
     }
     const session: MemorySession = {
       header,
@@ -120,8 +126,9 @@ export class MemorySessionStore implements SessionStore {
     };
     this.pushEvents(session, stored);
     this.sessions.set(id, session);
+    this.database.blobs.apply(record.tenant, id, blobs);
     tenant.sessions++;
-    tenant.dataBytes += bytes;
+    tenant.dataBytes += bytes + blobBytes;
     this.commits++;
     if (session.pending === undefined) {
       this.database.record(id, session, 'created');
@@ -203,13 +210,15 @@ export class MemorySessionStore implements SessionStore {
       return { kind: 'conflict', actualNextSeq: session.nextSeq };
     }
     const events = EventLog.encode(req.events, req.dataTexts);
-    const bytes = events.dataBytes;
+    const blobBytes = this.database.blobs.newBytes(session.tenant, req.blobs);
+    const bytes = events.dataBytes + blobBytes;
     const tenant = this.database.tenant(session.tenant);
     const maxBytes = req.quota?.maxBytes ?? 0;
     if (maxBytes > 0 && bytes > 0 && tenant.dataBytes + bytes > maxBytes) {
       return { kind: 'quota-exceeded', limitName: 'tenant_max_bytes', limit: maxBytes, actual: tenant.dataBytes + bytes };
     }
     this.pushEvents(session, events);
+    this.database.blobs.apply(session.tenant, sessionId, req.blobs);
     tenant.dataBytes += bytes;
     session.writer = req.writer;
     if (req.events.length > 0) {
@@ -327,13 +336,14 @@ export class MemorySessionStore implements SessionStore {
     const session = this.ownedPending(sessionId, opts.owner, 'append an import chunk to session');
     checkAscendingSeqs(sessionId, events, session.nextSeq);
     const stored = EventLog.encode(events);
-    const bytes = stored.dataBytes;
+    const bytes = stored.dataBytes + this.database.blobs.newBytes(session.tenant, opts.blobs);
     const tenant = this.database.tenant(session.tenant);
     const maxBytes = opts.quota?.maxBytes ?? 0;
     if (maxBytes > 0 && bytes > 0 && tenant.dataBytes + bytes > maxBytes) {
       return { kind: 'quota-exceeded', limitName: 'tenant_max_bytes', limit: maxBytes, actual: tenant.dataBytes + bytes };
     }
     this.pushEvents(session, stored);
+    this.database.blobs.apply(session.tenant, sessionId, opts.blobs);
     tenant.dataBytes += bytes;
     session.pending = { owner: opts.owner, leaseUntil: opts.leaseUntil };
     this.commits++;
@@ -432,7 +442,7 @@ export class MemorySessionStore implements SessionStore {
     this.sessions.delete(id);
     const tenant = this.database.tenant(session.tenant);
     tenant.sessions--;
-    tenant.dataBytes -= session.dataBytes;
+    tenant.dataBytes -= session.dataBytes + this.database.blobs.release(session.tenant, id);
   }
 
   private visible(id: string): MemorySession | undefined {

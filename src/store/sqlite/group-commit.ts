@@ -22,6 +22,8 @@ import { decodeIdempotent, type EventRow, type StoredIdempotent } from './row-co
 import { digestOf } from './session-writes.js';
 import type { Statements } from './statements.js';
 import type { WalSync } from './wal-sync.js';
+import type { BlobWrites } from '../../app/blob-port.js';
+import { SqliteBlobs } from './sqlite-blobs.js';
 
 const APPENDED: AppendOutcome = Object.freeze({ kind: 'appended' });
 const NOT_FOUND: AppendOutcome = Object.freeze({ kind: 'not-found' });
@@ -71,6 +73,8 @@ export interface QueuedAppend {
   readonly maxBytes: number;
   /** When the call was made (the idempotency record's created_at). */
   readonly at: number;
+  /** The blobs the events reference (issue #39), written in the call's SAVEPOINT. */
+  readonly blobs?: BlobWrites;
   readonly resolve: (outcome: AppendOutcome) => void;
   readonly reject: (error: unknown) => void;
 }
@@ -95,6 +99,7 @@ export function queuedAppend(
     idempotency: idempotency === undefined ? undefined : { key: idempotency.key, requestHash: idempotency.requestHash },
     maxBytes: req.quota?.maxBytes ?? 0,
     at,
+    ...(req.blobs === undefined ? {} : { blobs: req.blobs }),
     resolve: done === undefined ? resolve : (outcome) => {
       done();
       resolve(outcome);
@@ -144,7 +149,8 @@ export class GroupCommit implements AppendQueue {
   private flushScheduled = false;
   private readonly scheduleFlush: () => void;
   private readonly groupTxn: Database.Transaction<(batch: readonly QueuedAppend[], results: (AppendOutcome | { error: unknown })[]) => void>;
-  private readonly writeCallTxn: Database.Transaction<(call: QueuedAppend) => void>;
+  private readonly writeCallTxn: Database.Transaction<(call: QueuedAppend, tenant: string) => void>;
+  private readonly blobs: SqliteBlobs;
 
   constructor(
     private readonly db: Database.Database,
@@ -167,7 +173,8 @@ export class GroupCommit implements AppendQueue {
 
     // A call whose write is more than one statement runs in its own SAVEPOINT (a nested
     // better-sqlite3 transaction), so a failure midway leaves nothing of it behind.
-    this.writeCallTxn = db.transaction((call: QueuedAppend): void => this.writeCall(call));
+    this.writeCallTxn = db.transaction((call: QueuedAppend, tenant: string): void => this.writeCall(call, tenant));
+    this.blobs = new SqliteBlobs(db);
 
     // Per call, inside the shared transaction: the head comes from JS (read once per session per
     // group; nothing else writes while we hold the write lock), the counters are updated once per
@@ -229,7 +236,9 @@ export class GroupCommit implements AppendQueue {
       return;
     }
     let tenant: GroupTenant | undefined;
-    if (call.dataBytes > 0) {
+    // Blobs count toward the tenant (once), not the session (issue #39).
+    const added = call.dataBytes + (call.blobs === undefined ? 0 : this.blobs.newBytes(head.tenant, call.blobs));
+    if (added > 0) {
       tenant = tenants.get(head.tenant);
       if (tenant === undefined) {
         tenant = { stored: undefined, added: 0 };
@@ -237,7 +246,7 @@ export class GroupCommit implements AppendQueue {
       }
       if (call.maxBytes > 0) {
         tenant.stored ??= (this.st.selectTenantBytes.get(head.tenant) as number | undefined) ?? 0;
-        const total = tenant.stored + tenant.added + call.dataBytes;
+        const total = tenant.stored + tenant.added + added;
         if (total > call.maxBytes) {
           results[i] = { kind: 'quota-exceeded', limitName: 'tenant_max_bytes', limit: call.maxBytes, actual: total };
           return;
@@ -246,11 +255,11 @@ export class GroupCommit implements AppendQueue {
     }
     const rows = call.rows;
     try {
-      if (key === undefined) {
+      if (key === undefined && call.blobs === undefined) {
         if (rows.length === 1) this.st.insertEvents(rows);
-        else if (rows.length > 1) this.writeCallTxn(call);
+        else if (rows.length > 1) this.writeCallTxn(call, head.tenant);
       } else {
-        this.writeCallTxn(call);
+        this.writeCallTxn(call, head.tenant);
       }
     } catch (error) {
       // An I/O error may have ended the whole transaction: then nothing of the group can be
@@ -266,17 +275,18 @@ export class GroupCommit implements AppendQueue {
       head.bytes += call.dataBytes;
       head.surface = call.surfaceLength;
     }
-    if (tenant !== undefined) tenant.added += call.dataBytes;
+    if (tenant !== undefined) tenant.added += added;
     head.writer = call.writer;
     head.changed = true;
     results[i] = APPENDED;
   }
 
 
-  /** Writes one call's rows and idempotency record (inside the group transaction). */
-  private writeCall(call: QueuedAppend): void {
+  /** Writes one call's rows, blobs and idempotency record (inside the group transaction). */
+  private writeCall(call: QueuedAppend, tenant: string): void {
     const rows = call.rows;
     this.st.insertEvents(rows);
+    if (call.blobs !== undefined) this.blobs.write(tenant, call.sessionId, rows.map((r) => r[1]), call.blobs);
     const key = call.idempotency;
     if (key !== undefined) {
       this.st.insertIdempotent.run(call.sessionId, key.key, key.requestHash, encodeSeqs(rows.map((row) => row[1])), call.surfaceLength, call.at);

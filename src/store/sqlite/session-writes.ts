@@ -12,6 +12,8 @@ import { StoreUsageError, checkAscendingSeqs } from '../store-errors.js';
 import { digestStep } from './integrity.js';
 import { encodeEvents, type EventRow } from './row-codec.js';
 import type { Statements } from './statements.js';
+import type { BlobWrites } from '../../app/blob-port.js';
+import { SqliteBlobs } from './sqlite-blobs.js';
 
 const APPENDED = Object.freeze({ kind: 'appended' } as const);
 const CREATED: CreateOutcome = Object.freeze({ kind: 'created' });
@@ -19,10 +21,13 @@ const EXISTS: CreateOutcome = Object.freeze({ kind: 'exists' });
 
 /** The transactions (call `.immediate(...)`: they write). */
 export function sessionWrites(db: Database.Database, st: Statements) {
-  const createTxn = db.transaction((record: NewSession, rows: EventRow[], nextSeq: number, dataBytes: number, quota: CreateQuota | undefined): CreateOutcome => {
+  const blobs = new SqliteBlobs(db);
+  const createTxn = db.transaction((record: NewSession, rows: EventRow[], nextSeq: number, dataBytes: number, quota: CreateQuota | undefined, blobWrites?: BlobWrites): CreateOutcome => {
     const h = record.header;
     if (st.selectForDelete.get(h.id) !== undefined) return EXISTS;
     const bytes = storedSessionBytes(h, record.labels) + dataBytes;
+    // Blobs count toward the tenant, once, not toward the session (issue #39).
+    const blobBytes = blobs.newBytes(record.tenant, blobWrites);
     if (quota !== undefined && (quota.maxSessions > 0 || quota.maxBytes > 0)) {
       const counters = st.selectTenant.get(record.tenant) as [number, number] | undefined;
       const sessions = counters?.[0] ?? 0;
@@ -30,8 +35,8 @@ export function sessionWrites(db: Database.Database, st: Statements) {
       if (quota.maxSessions > 0 && sessions + 1 > quota.maxSessions) {
         return { kind: 'quota-exceeded', limitName: 'tenant_max_sessions', limit: quota.maxSessions, actual: sessions };
       }
-      if (quota.maxBytes > 0 && stored + bytes > quota.maxBytes) {
-        return { kind: 'quota-exceeded', limitName: 'tenant_max_bytes', limit: quota.maxBytes, actual: stored + bytes };
+      if (quota.maxBytes > 0 && stored + bytes + blobBytes > quota.maxBytes) {
+        return { kind: 'quota-exceeded', limitName: 'tenant_max_bytes', limit: quota.maxBytes, actual: stored + bytes + blobBytes };
       }
     }
     const inserted = st.insertSession.run(
@@ -59,7 +64,8 @@ export function sessionWrites(db: Database.Database, st: Statements) {
     );
     if (inserted.changes === 0) return EXISTS;
     st.insertEvents(rows);
-    st.addTenant.run(record.tenant, 1, bytes);
+    if (blobWrites !== undefined) blobs.write(record.tenant, h.id, rows.map((r) => r[1]), blobWrites);
+    st.addTenant.run(record.tenant, 1, bytes + blobBytes);
     return CREATED;
   });
 
@@ -99,15 +105,18 @@ export function sessionWrites(db: Database.Database, st: Statements) {
     const head = pending[0];
     checkAscendingSeqs(sessionId, events, head);
     const { rows, dataBytes } = encodeEvents(sessionId, events);
+    const blobBytes = blobs.newBytes(pending[2], opts.blobs);
     const maxBytes = opts.quota?.maxBytes ?? 0;
-    if (maxBytes > 0 && dataBytes > 0) {
+    if (maxBytes > 0 && dataBytes + blobBytes > 0) {
       const stored = (st.selectTenantBytes.get(pending[2]) as number | undefined) ?? 0;
-      if (stored + dataBytes > maxBytes) return { kind: 'quota-exceeded', limitName: 'tenant_max_bytes', limit: maxBytes, actual: stored + dataBytes };
+      const total = stored + dataBytes + blobBytes;
+      if (total > maxBytes) return { kind: 'quota-exceeded', limitName: 'tenant_max_bytes', limit: maxBytes, actual: total };
     }
     st.insertEvents(rows);
+    if (opts.blobs !== undefined) blobs.write(pending[2], sessionId, rows.map((r) => r[1]), opts.blobs);
     const last = rows[rows.length - 1];
     st.updatePending.run(last === undefined ? head : last[1] + 1, rows.length, dataBytes, opts.leaseUntil, digestOf(pending[3], rows), sessionId);
-    if (dataBytes !== 0) st.addTenant.run(pending[2], 0, dataBytes);
+    if (dataBytes + blobBytes !== 0) st.addTenant.run(pending[2], 0, dataBytes + blobBytes);
     return APPENDED;
   });
   const updateLabelsTxn = db.transaction((id: string, labels: Readonly<Record<string, string>>, expectedVersion: number): UpdateLabelsOutcome => {

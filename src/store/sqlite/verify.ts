@@ -25,6 +25,7 @@ import { decodeEvent, EVENT_COLUMNS, rowDamage, type ChecksummedRawEvent } from 
 import { APPLICATION_ID } from './schema.js';
 import { versionProblem } from './migrate.js';
 import type { SessionEvent } from '../../domain/event.js';
+import { inflateForReplay, verifyBlobs } from './verify-blobs.js';
 
 /** One problem found. */
 export interface VerifyProblem {
@@ -110,12 +111,13 @@ export function verifyDatabase(db: Database.Database, headsPath?: string, what =
       if (chain !== digest) add({ sessionId: id, problem: 'the stored events do not match the session digest (rows missing, moved or rewritten)' });
       if (bad === 0 && ordered) {
         try {
-          SessionEngine.create({ strict: strict === 1 }).loadEvents(decoded);
+          SessionEngine.create({ strict: strict === 1 }).loadEvents(inflateForReplay(db, id, decoded));
         } catch (e) {
           add({ sessionId: id, problem: `the surface does not replay: ${(e as Error).message}` });
         }
       }
     }
+    verifyBlobs(db, add);
     if (headsPath !== undefined) {
       const file = readHeadsFile(headsPath);
       const reseal = 'check the database, then re-seal with palimpsest verify --db FILE --reseal-heads (server stopped)';

@@ -21,6 +21,7 @@
  *    is a rename of the file, the `version` and the list order.
  */
 import { migration as m0005 } from './0005-history-and-feed.js';
+import { migration as m0006 } from './0006-blobs.js';
 import type { SqliteMigration } from './migration.js';
 
 export type { SqliteMigration };
@@ -32,4 +33,4 @@ export const OLDEST_MIGRATABLE = 4;
 export const BASE_VERSION = 4;
 
 /** Every migration, in version order: versions BASE_VERSION + 1, + 2, ... */
-export const MIGRATIONS: readonly SqliteMigration[] = [m0005];
+export const MIGRATIONS: readonly SqliteMigration[] = [m0005, m0006];

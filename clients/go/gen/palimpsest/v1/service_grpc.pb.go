@@ -238,6 +238,14 @@ type SessionServiceClient interface {
 	// IMPORT_MESSAGES_INVALID (INVALID_ARGUMENT, metadata `index`: the
 	// provider message), and those of AppendEvents (the pairing guard too).
 	ImportMessages(ctx context.Context, in *ImportMessagesRequest, opts ...grpc.CallOption) (*ImportMessagesResponse, error)
+	// Streams a blob of the caller's tenant (docs/blobs.md) by digest, in chunks
+	// of at most 256 KiB, from `offset`: a read cut short resumes with the
+	// offset it reached. Another tenant's digest is exactly as missing as an
+	// unknown one. Errors: BLOB_DIGEST_INVALID (INVALID_ARGUMENT),
+	// BLOB_NOT_FOUND (NOT_FOUND, metadata `digest`), BLOB_OFFSET_OUT_OF_RANGE
+	// (OUT_OF_RANGE, metadata `digest`, `size`), DATA_CORRUPTED (DATA_LOSS,
+	// metadata `digest`: the stored bytes fail their checksum).
+	GetBlob(ctx context.Context, in *GetBlobRequest, opts ...grpc.CallOption) (SessionService_GetBlobClient, error)
 }
 
 type sessionServiceClient struct {
@@ -576,6 +584,38 @@ func (c *sessionServiceClient) ImportMessages(ctx context.Context, in *ImportMes
 	return out, nil
 }
 
+func (c *sessionServiceClient) GetBlob(ctx context.Context, in *GetBlobRequest, opts ...grpc.CallOption) (SessionService_GetBlobClient, error) {
+	stream, err := c.cc.NewStream(ctx, &_SessionService_serviceDesc.Streams[6], "/palimpsest.v1.SessionService/GetBlob", opts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &sessionServiceGetBlobClient{stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+type SessionService_GetBlobClient interface {
+	Recv() (*GetBlobResponse, error)
+	grpc.ClientStream
+}
+
+type sessionServiceGetBlobClient struct {
+	grpc.ClientStream
+}
+
+func (x *sessionServiceGetBlobClient) Recv() (*GetBlobResponse, error) {
+	m := new(GetBlobResponse)
+	if err := x.ClientStream.RecvMsg(m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
 // SessionServiceServer is the server API for SessionService service.
 // All implementations must embed UnimplementedSessionServiceServer
 // for forward compatibility
@@ -801,6 +841,14 @@ type SessionServiceServer interface {
 	// IMPORT_MESSAGES_INVALID (INVALID_ARGUMENT, metadata `index`: the
 	// provider message), and those of AppendEvents (the pairing guard too).
 	ImportMessages(context.Context, *ImportMessagesRequest) (*ImportMessagesResponse, error)
+	// Streams a blob of the caller's tenant (docs/blobs.md) by digest, in chunks
+	// of at most 256 KiB, from `offset`: a read cut short resumes with the
+	// offset it reached. Another tenant's digest is exactly as missing as an
+	// unknown one. Errors: BLOB_DIGEST_INVALID (INVALID_ARGUMENT),
+	// BLOB_NOT_FOUND (NOT_FOUND, metadata `digest`), BLOB_OFFSET_OUT_OF_RANGE
+	// (OUT_OF_RANGE, metadata `digest`, `size`), DATA_CORRUPTED (DATA_LOSS,
+	// metadata `digest`: the stored bytes fail their checksum).
+	GetBlob(*GetBlobRequest, SessionService_GetBlobServer) error
 	mustEmbedUnimplementedSessionServiceServer()
 }
 
@@ -870,6 +918,9 @@ func (UnimplementedSessionServiceServer) PruneToolResults(context.Context, *Prun
 }
 func (UnimplementedSessionServiceServer) ImportMessages(context.Context, *ImportMessagesRequest) (*ImportMessagesResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ImportMessages not implemented")
+}
+func (UnimplementedSessionServiceServer) GetBlob(*GetBlobRequest, SessionService_GetBlobServer) error {
+	return status.Errorf(codes.Unimplemented, "method GetBlob not implemented")
 }
 func (UnimplementedSessionServiceServer) mustEmbedUnimplementedSessionServiceServer() {}
 
@@ -1290,6 +1341,27 @@ func _SessionService_ImportMessages_Handler(srv interface{}, ctx context.Context
 	return interceptor(ctx, in, info, handler)
 }
 
+func _SessionService_GetBlob_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(GetBlobRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(SessionServiceServer).GetBlob(m, &sessionServiceGetBlobServer{stream})
+}
+
+type SessionService_GetBlobServer interface {
+	Send(*GetBlobResponse) error
+	grpc.ServerStream
+}
+
+type sessionServiceGetBlobServer struct {
+	grpc.ServerStream
+}
+
+func (x *sessionServiceGetBlobServer) Send(m *GetBlobResponse) error {
+	return x.ServerStream.SendMsg(m)
+}
+
 var _SessionService_serviceDesc = grpc.ServiceDesc{
 	ServiceName: "palimpsest.v1.SessionService",
 	HandlerType: (*SessionServiceServer)(nil),
@@ -1385,6 +1457,11 @@ var _SessionService_serviceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "SubscribeSessions",
 			Handler:       _SessionService_SubscribeSessions_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "GetBlob",
+			Handler:       _SessionService_GetBlob_Handler,
 			ServerStreams: true,
 		},
 	},

@@ -200,6 +200,60 @@ SESSION_CHANGE_KIND_APPENDED: SessionChangeKind.ValueType  # 4
 global___SessionChangeKind = SessionChangeKind
 
 
+class GetBlobRequest(google.protobuf.message.Message):
+    """Request for GetBlob."""
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    DIGEST_FIELD_NUMBER: builtins.int
+    OFFSET_FIELD_NUMBER: builtins.int
+    digest: typing.Text
+    """The blob's digest: "sha256:" and 64 lowercase hex digits, as the `$blob`
+    of a reference names it.
+    """
+
+    offset: builtins.int
+    """First byte to send (0 = the start; at most the blob's size)."""
+
+    def __init__(self,
+        *,
+        digest: typing.Text = ...,
+        offset: builtins.int = ...,
+        ) -> None: ...
+    def ClearField(self, field_name: typing_extensions.Literal["digest",b"digest","offset",b"offset"]) -> None: ...
+global___GetBlobRequest = GetBlobRequest
+
+class GetBlobResponse(google.protobuf.message.Message):
+    """One chunk of a blob: consecutive chunks concatenated are the blob's bytes
+    from the requested offset (a read from the end gets one empty chunk).
+    """
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    OFFSET_FIELD_NUMBER: builtins.int
+    DATA_FIELD_NUMBER: builtins.int
+    SIZE_FIELD_NUMBER: builtins.int
+    MEDIA_TYPE_FIELD_NUMBER: builtins.int
+    offset: builtins.int
+    """Offset of `data` in the blob."""
+
+    data: builtins.bytes
+    """The bytes from `offset`."""
+
+    size: builtins.int
+    """The blob's size in bytes."""
+
+    media_type: typing.Text
+    """The blob's media type: an image block's `mimeType`, or
+    "text/plain; charset=utf-8" for a string.
+    """
+
+    def __init__(self,
+        *,
+        offset: builtins.int = ...,
+        data: builtins.bytes = ...,
+        size: builtins.int = ...,
+        media_type: typing.Text = ...,
+        ) -> None: ...
+    def ClearField(self, field_name: typing_extensions.Literal["data",b"data","media_type",b"media_type","offset",b"offset","size",b"size"]) -> None: ...
+global___GetBlobResponse = GetBlobResponse
+
 class CreateSessionRequest(google.protobuf.message.Message):
     """Request for CreateSession."""
     DESCRIPTOR: google.protobuf.descriptor.Descriptor
@@ -562,6 +616,7 @@ class ListEventsRequest(google.protobuf.message.Message):
     PAGE_TOKEN_FIELD_NUMBER: builtins.int
     TYPES_FIELD_NUMBER: builtins.int
     DATA_FORMAT_FIELD_NUMBER: builtins.int
+    BLOB_REFS_FIELD_NUMBER: builtins.int
     session_id: typing.Text
     """Session id."""
 
@@ -584,6 +639,13 @@ class ListEventsRequest(google.protobuf.message.Message):
     data_format: global___DataFormat.ValueType
     """How to return event data."""
 
+    blob_refs: builtins.bool
+    """Return blobbed values (docs/blobs.md) as their references
+    `{"$blob": "sha256:…", "bytes": N, "mediaType": …}` instead of their bytes
+    (fetch them with GetBlob). Default false: the data exactly as appended.
+    With it, data is always in the json form.
+    """
+
     def __init__(self,
         *,
         session_id: typing.Text = ...,
@@ -593,9 +655,10 @@ class ListEventsRequest(google.protobuf.message.Message):
         page_token: typing.Text = ...,
         types: typing.Optional[typing.Iterable[typing.Text]] = ...,
         data_format: global___DataFormat.ValueType = ...,
+        blob_refs: builtins.bool = ...,
         ) -> None: ...
     def HasField(self, field_name: typing_extensions.Literal["_from_seq",b"_from_seq","from_seq",b"from_seq"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing_extensions.Literal["_from_seq",b"_from_seq","data_format",b"data_format","direction",b"direction","from_seq",b"from_seq","page_size",b"page_size","page_token",b"page_token","session_id",b"session_id","types",b"types"]) -> None: ...
+    def ClearField(self, field_name: typing_extensions.Literal["_from_seq",b"_from_seq","blob_refs",b"blob_refs","data_format",b"data_format","direction",b"direction","from_seq",b"from_seq","page_size",b"page_size","page_token",b"page_token","session_id",b"session_id","types",b"types"]) -> None: ...
     def WhichOneof(self, oneof_group: typing_extensions.Literal["_from_seq",b"_from_seq"]) -> typing.Optional[typing_extensions.Literal["from_seq"]]: ...
 global___ListEventsRequest = ListEventsRequest
 

@@ -142,6 +142,11 @@ class SessionServiceStub(object):
                 request_serializer=palimpsest_dot_v1_dot_service__pb2.ImportMessagesRequest.SerializeToString,
                 response_deserializer=palimpsest_dot_v1_dot_service__pb2.ImportMessagesResponse.FromString,
                 )
+        self.GetBlob = channel.unary_stream(
+                '/palimpsest.v1.SessionService/GetBlob',
+                request_serializer=palimpsest_dot_v1_dot_service__pb2.GetBlobRequest.SerializeToString,
+                response_deserializer=palimpsest_dot_v1_dot_service__pb2.GetBlobResponse.FromString,
+                )
 
 
 class SessionServiceServicer(object):
@@ -496,6 +501,19 @@ class SessionServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetBlob(self, request, context):
+        """Streams a blob of the caller's tenant (docs/blobs.md) by digest, in chunks
+        of at most 256 KiB, from `offset`: a read cut short resumes with the
+        offset it reached. Another tenant's digest is exactly as missing as an
+        unknown one. Errors: BLOB_DIGEST_INVALID (INVALID_ARGUMENT),
+        BLOB_NOT_FOUND (NOT_FOUND, metadata `digest`), BLOB_OFFSET_OUT_OF_RANGE
+        (OUT_OF_RANGE, metadata `digest`, `size`), DATA_CORRUPTED (DATA_LOSS,
+        metadata `digest`: the stored bytes fail their checksum).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SessionServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -603,6 +621,11 @@ def add_SessionServiceServicer_to_server(servicer, server):
                     servicer.ImportMessages,
                     request_deserializer=palimpsest_dot_v1_dot_service__pb2.ImportMessagesRequest.FromString,
                     response_serializer=palimpsest_dot_v1_dot_service__pb2.ImportMessagesResponse.SerializeToString,
+            ),
+            'GetBlob': grpc.unary_stream_rpc_method_handler(
+                    servicer.GetBlob,
+                    request_deserializer=palimpsest_dot_v1_dot_service__pb2.GetBlobRequest.FromString,
+                    response_serializer=palimpsest_dot_v1_dot_service__pb2.GetBlobResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -991,5 +1014,22 @@ class SessionService(object):
         return grpc.experimental.unary_unary(request, target, '/palimpsest.v1.SessionService/ImportMessages',
             palimpsest_dot_v1_dot_service__pb2.ImportMessagesRequest.SerializeToString,
             palimpsest_dot_v1_dot_service__pb2.ImportMessagesResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def GetBlob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(request, target, '/palimpsest.v1.SessionService/GetBlob',
+            palimpsest_dot_v1_dot_service__pb2.GetBlobRequest.SerializeToString,
+            palimpsest_dot_v1_dot_service__pb2.GetBlobResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)

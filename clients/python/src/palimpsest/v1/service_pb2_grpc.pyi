@@ -338,6 +338,18 @@ class SessionServiceStub:
     provider message), and those of AppendEvents (the pairing guard too).
     """
 
+    GetBlob: grpc.UnaryStreamMultiCallable[
+        palimpsest.v1.service_pb2.GetBlobRequest,
+        palimpsest.v1.service_pb2.GetBlobResponse]
+    """Streams a blob of the caller's tenant (docs/blobs.md) by digest, in chunks
+    of at most 256 KiB, from `offset`: a read cut short resumes with the
+    offset it reached. Another tenant's digest is exactly as missing as an
+    unknown one. Errors: BLOB_DIGEST_INVALID (INVALID_ARGUMENT),
+    BLOB_NOT_FOUND (NOT_FOUND, metadata `digest`), BLOB_OFFSET_OUT_OF_RANGE
+    (OUT_OF_RANGE, metadata `digest`, `size`), DATA_CORRUPTED (DATA_LOSS,
+    metadata `digest`: the stored bytes fail their checksum).
+    """
+
 
 class SessionServiceServicer(metaclass=abc.ABCMeta):
     """SessionService stores agent sessions as append-only event logs and serves
@@ -729,6 +741,21 @@ class SessionServiceServicer(metaclass=abc.ABCMeta):
         docs/providers.md). Errors: SESSION_NOT_FOUND, FORMAT_UNSPECIFIED and
         IMPORT_MESSAGES_INVALID (INVALID_ARGUMENT, metadata `index`: the
         provider message), and those of AppendEvents (the pairing guard too).
+        """
+        pass
+
+    @abc.abstractmethod
+    def GetBlob(self,
+        request: palimpsest.v1.service_pb2.GetBlobRequest,
+        context: grpc.ServicerContext,
+    ) -> typing.Iterator[palimpsest.v1.service_pb2.GetBlobResponse]:
+        """Streams a blob of the caller's tenant (docs/blobs.md) by digest, in chunks
+        of at most 256 KiB, from `offset`: a read cut short resumes with the
+        offset it reached. Another tenant's digest is exactly as missing as an
+        unknown one. Errors: BLOB_DIGEST_INVALID (INVALID_ARGUMENT),
+        BLOB_NOT_FOUND (NOT_FOUND, metadata `digest`), BLOB_OFFSET_OUT_OF_RANGE
+        (OUT_OF_RANGE, metadata `digest`, `size`), DATA_CORRUPTED (DATA_LOSS,
+        metadata `digest`: the stored bytes fail their checksum).
         """
         pass
 

@@ -282,6 +282,35 @@ export function sessionChangeKindToJSON(object: SessionChangeKind): string {
   }
 }
 
+/** Request for GetBlob. */
+export interface GetBlobRequest {
+  /**
+   * The blob's digest: "sha256:" and 64 lowercase hex digits, as the `$blob`
+   * of a reference names it.
+   */
+  digest: string;
+  /** First byte to send (0 = the start; at most the blob's size). */
+  offset: number;
+}
+
+/**
+ * One chunk of a blob: consecutive chunks concatenated are the blob's bytes
+ * from the requested offset (a read from the end gets one empty chunk).
+ */
+export interface GetBlobResponse {
+  /** Offset of `data` in the blob. */
+  offset: number;
+  /** The bytes from `offset`. */
+  data: Buffer;
+  /** The blob's size in bytes. */
+  size: number;
+  /**
+   * The blob's media type: an image block's `mimeType`, or
+   * "text/plain; charset=utf-8" for a string.
+   */
+  mediaType: string;
+}
+
 /** Request for CreateSession. */
 export interface CreateSessionRequest {
   /** Client-chosen id (1-128 chars of [A-Za-z0-9._:-]); empty = a generated UUID. */
@@ -472,6 +501,13 @@ export interface ListEventsRequest {
   types: string[];
   /** How to return event data. */
   dataFormat: DataFormat;
+  /**
+   * Return blobbed values (docs/blobs.md) as their references
+   * `{"$blob": "sha256:…", "bytes": N, "mediaType": …}` instead of their bytes
+   * (fetch them with GetBlob). Default false: the data exactly as appended.
+   * With it, data is always in the json form.
+   */
+  blobRefs: boolean;
 }
 
 /** Response for ListEvents. */
@@ -1279,6 +1315,212 @@ export interface ImportMessagesResponse {
   /** Seq of the session's last event after the import. */
   headSeq: number;
 }
+
+function createBaseGetBlobRequest(): GetBlobRequest {
+  return { digest: "", offset: 0 };
+}
+
+export const GetBlobRequest: MessageFns<GetBlobRequest> = {
+  encode(message: GetBlobRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.digest !== "") {
+      writer.uint32(10).string(message.digest);
+    }
+    if (message.offset !== 0) {
+      writer.uint32(16).uint64(message.offset);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): GetBlobRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseGetBlobRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.digest = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.offset = longToNumber(reader.uint64());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): GetBlobRequest {
+    return {
+      digest: isSet(object.digest) ? globalThis.String(object.digest) : "",
+      offset: isSet(object.offset) ? globalThis.Number(object.offset) : 0,
+    };
+  },
+
+  toJSON(message: GetBlobRequest): unknown {
+    const obj: any = {};
+    if (message.digest !== "") {
+      obj.digest = message.digest;
+    }
+    if (message.offset !== 0) {
+      obj.offset = Math.round(message.offset);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<GetBlobRequest>, I>>(base?: I): GetBlobRequest {
+    return GetBlobRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<GetBlobRequest>, I>>(object: I): GetBlobRequest {
+    const message = createBaseGetBlobRequest();
+    message.digest = object.digest ?? "";
+    message.offset = object.offset ?? 0;
+    return message;
+  },
+};
+
+function createBaseGetBlobResponse(): GetBlobResponse {
+  return { offset: 0, data: Buffer.alloc(0), size: 0, mediaType: "" };
+}
+
+export const GetBlobResponse: MessageFns<GetBlobResponse> = {
+  encode(message: GetBlobResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.offset !== 0) {
+      writer.uint32(8).uint64(message.offset);
+    }
+    if (message.data.length !== 0) {
+      writer.uint32(18).bytes(message.data);
+    }
+    if (message.size !== 0) {
+      writer.uint32(24).uint64(message.size);
+    }
+    if (message.mediaType !== "") {
+      writer.uint32(34).string(message.mediaType);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): GetBlobResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseGetBlobResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.offset = longToNumber(reader.uint64());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.data = Buffer.from(reader.bytes());
+            continue;
+          }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.size = longToNumber(reader.uint64());
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.mediaType = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): GetBlobResponse {
+    return {
+      offset: isSet(object.offset) ? globalThis.Number(object.offset) : 0,
+      data: isSet(object.data) ? Buffer.from(bytesFromBase64(object.data)) : Buffer.alloc(0),
+      size: isSet(object.size) ? globalThis.Number(object.size) : 0,
+      mediaType: isSet(object.mediaType)
+        ? globalThis.String(object.mediaType)
+        : isSet(object.media_type)
+        ? globalThis.String(object.media_type)
+        : "",
+    };
+  },
+
+  toJSON(message: GetBlobResponse): unknown {
+    const obj: any = {};
+    if (message.offset !== 0) {
+      obj.offset = Math.round(message.offset);
+    }
+    if (message.data.length !== 0) {
+      obj.data = base64FromBytes(message.data);
+    }
+    if (message.size !== 0) {
+      obj.size = Math.round(message.size);
+    }
+    if (message.mediaType !== "") {
+      obj.mediaType = message.mediaType;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<GetBlobResponse>, I>>(base?: I): GetBlobResponse {
+    return GetBlobResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<GetBlobResponse>, I>>(object: I): GetBlobResponse {
+    const message = createBaseGetBlobResponse();
+    message.offset = object.offset ?? 0;
+    message.data = object.data ?? Buffer.alloc(0);
+    message.size = object.size ?? 0;
+    message.mediaType = object.mediaType ?? "";
+    return message;
+  },
+};
 
 function createBaseCreateSessionRequest(): CreateSessionRequest {
   return {
@@ -2833,7 +3075,16 @@ export const BatchStatus: MessageFns<BatchStatus> = {
 };
 
 function createBaseListEventsRequest(): ListEventsRequest {
-  return { sessionId: "", fromSeq: undefined, direction: 0, pageSize: 0, pageToken: "", types: [], dataFormat: 0 };
+  return {
+    sessionId: "",
+    fromSeq: undefined,
+    direction: 0,
+    pageSize: 0,
+    pageToken: "",
+    types: [],
+    dataFormat: 0,
+    blobRefs: false,
+  };
 }
 
 export const ListEventsRequest: MessageFns<ListEventsRequest> = {
@@ -2858,6 +3109,9 @@ export const ListEventsRequest: MessageFns<ListEventsRequest> = {
     }
     if (message.dataFormat !== 0) {
       writer.uint32(56).int32(message.dataFormat);
+    }
+    if (message.blobRefs !== false) {
+      writer.uint32(64).bool(message.blobRefs);
     }
     return writer;
   },
@@ -2931,6 +3185,14 @@ export const ListEventsRequest: MessageFns<ListEventsRequest> = {
             message.dataFormat = reader.int32() as any;
             continue;
           }
+          case 8: {
+            if (tag !== 64) {
+              break;
+            }
+
+            message.blobRefs = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -2974,6 +3236,11 @@ export const ListEventsRequest: MessageFns<ListEventsRequest> = {
         : isSet(object.data_format)
         ? dataFormatFromJSON(object.data_format)
         : 0,
+      blobRefs: isSet(object.blobRefs)
+        ? globalThis.Boolean(object.blobRefs)
+        : isSet(object.blob_refs)
+        ? globalThis.Boolean(object.blob_refs)
+        : false,
     };
   },
 
@@ -3000,6 +3267,9 @@ export const ListEventsRequest: MessageFns<ListEventsRequest> = {
     if (message.dataFormat !== 0) {
       obj.dataFormat = dataFormatToJSON(message.dataFormat);
     }
+    if (message.blobRefs !== false) {
+      obj.blobRefs = message.blobRefs;
+    }
     return obj;
   },
 
@@ -3015,6 +3285,7 @@ export const ListEventsRequest: MessageFns<ListEventsRequest> = {
     message.pageToken = object.pageToken ?? "";
     message.types = object.types?.map((e) => e) || [];
     message.dataFormat = object.dataFormat ?? 0;
+    message.blobRefs = object.blobRefs ?? false;
     return message;
   },
 };
@@ -9940,6 +10211,24 @@ export const SessionServiceService = {
       Buffer.from(ImportMessagesResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): ImportMessagesResponse => ImportMessagesResponse.decode(value),
   },
+  /**
+   * Streams a blob of the caller's tenant (docs/blobs.md) by digest, in chunks
+   * of at most 256 KiB, from `offset`: a read cut short resumes with the
+   * offset it reached. Another tenant's digest is exactly as missing as an
+   * unknown one. Errors: BLOB_DIGEST_INVALID (INVALID_ARGUMENT),
+   * BLOB_NOT_FOUND (NOT_FOUND, metadata `digest`), BLOB_OFFSET_OUT_OF_RANGE
+   * (OUT_OF_RANGE, metadata `digest`, `size`), DATA_CORRUPTED (DATA_LOSS,
+   * metadata `digest`: the stored bytes fail their checksum).
+   */
+  getBlob: {
+    path: "/palimpsest.v1.SessionService/GetBlob" as const,
+    requestStream: false as const,
+    responseStream: true as const,
+    requestSerialize: (value: GetBlobRequest): Buffer => Buffer.from(GetBlobRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): GetBlobRequest => GetBlobRequest.decode(value),
+    responseSerialize: (value: GetBlobResponse): Buffer => Buffer.from(GetBlobResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): GetBlobResponse => GetBlobResponse.decode(value),
+  },
 } as const;
 
 export interface SessionServiceServer extends UntypedServiceImplementation {
@@ -10206,6 +10495,16 @@ export interface SessionServiceServer extends UntypedServiceImplementation {
    * provider message), and those of AppendEvents (the pairing guard too).
    */
   importMessages: handleUnaryCall<ImportMessagesRequest, ImportMessagesResponse>;
+  /**
+   * Streams a blob of the caller's tenant (docs/blobs.md) by digest, in chunks
+   * of at most 256 KiB, from `offset`: a read cut short resumes with the
+   * offset it reached. Another tenant's digest is exactly as missing as an
+   * unknown one. Errors: BLOB_DIGEST_INVALID (INVALID_ARGUMENT),
+   * BLOB_NOT_FOUND (NOT_FOUND, metadata `digest`), BLOB_OFFSET_OUT_OF_RANGE
+   * (OUT_OF_RANGE, metadata `digest`, `size`), DATA_CORRUPTED (DATA_LOSS,
+   * metadata `digest`: the stored bytes fail their checksum).
+   */
+  getBlob: handleServerStreamingCall<GetBlobRequest, GetBlobResponse>;
 }
 
 export interface SessionServiceClient extends Client {
@@ -10734,6 +11033,21 @@ export interface SessionServiceClient extends Client {
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: ImportMessagesResponse) => void,
   ): ClientUnaryCall;
+  /**
+   * Streams a blob of the caller's tenant (docs/blobs.md) by digest, in chunks
+   * of at most 256 KiB, from `offset`: a read cut short resumes with the
+   * offset it reached. Another tenant's digest is exactly as missing as an
+   * unknown one. Errors: BLOB_DIGEST_INVALID (INVALID_ARGUMENT),
+   * BLOB_NOT_FOUND (NOT_FOUND, metadata `digest`), BLOB_OFFSET_OUT_OF_RANGE
+   * (OUT_OF_RANGE, metadata `digest`, `size`), DATA_CORRUPTED (DATA_LOSS,
+   * metadata `digest`: the stored bytes fail their checksum).
+   */
+  getBlob(request: GetBlobRequest, options?: Partial<CallOptions>): ClientReadableStream<GetBlobResponse>;
+  getBlob(
+    request: GetBlobRequest,
+    metadata?: Metadata,
+    options?: Partial<CallOptions>,
+  ): ClientReadableStream<GetBlobResponse>;
 }
 
 export const SessionServiceClient = makeGenericClientConstructor(
