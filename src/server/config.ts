@@ -55,6 +55,8 @@ export interface ServerConfig {
   readonly retentionIntervalMs: number;
   /** Sessions a retention sweep examines per batch. */
   readonly retentionBatch: number;
+  /** Days the session feed keeps its records (0 = forever), see src/app/feed-retention.ts; pruned at every retention sweep. */
+  readonly feedRetentionDays: number;
   /** Web port (Connect, gRPC-Web, the viewer) host:port, or '' to disable. */
   readonly webListen: string;
   /** Origins the web port allows by CORS ('*' = any); empty = CORS off. */
@@ -91,6 +93,7 @@ export const DEFAULT_CONFIG: ServerConfig = {
   retentionDays: 0,
   retentionIntervalMs: 3_600_000,
   retentionBatch: 100,
+  feedRetentionDays: 7,
   webListen: '',
   webCorsOrigins: [],
 };

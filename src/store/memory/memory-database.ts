@@ -36,8 +36,10 @@ export class MemoryDatabase {
   /** @internal Head watchers by session id. */
   readonly watchers = new Map<string, Set<{ readonly onHead: HeadListener }>>();
 
-  /** @internal Each tenant's feed (issue #35): record i has position i + 1. */
+  /** @internal Each tenant's feed (issue #35): record i has position feedBase + i + 1. */
   readonly feeds = new Map<string, FeedRecord[]>();
+  /** @internal Records pruned from the front of each tenant's feed (feed retention). */
+  readonly feedBase = new Map<string, number>();
 
   /** @internal Records a change of `session` in its tenant's feed (part of the write's own step). */
   record(id: string, session: MemorySession, kind: FeedChangeKind, extra: { eventTypes?: readonly string[]; previousLabels?: Readonly<Record<string, string>> } = {}): void {
@@ -47,7 +49,7 @@ export class MemoryDatabase {
       this.feeds.set(session.tenant, feed);
     }
     feed.push(Object.freeze({
-      position: feed.length + 1,
+      position: (this.feedBase.get(session.tenant) ?? 0) + feed.length + 1,
       tenant: session.tenant,
       sessionId: id,
       kind,
