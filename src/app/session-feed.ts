@@ -6,9 +6,11 @@
  *
  * - One reader per tenant (`TenantFeed`) follows the store's feed from its end and hands every
  *   record to the tenant's live subscribers: a change costs one store read per process, whatever
- *   the number of subscribers. It reads when poked (this process committed something:
- *   SessionService pokes after every write) and every `pollMs` while it has subscribers (commits
- *   of other processes or replicas; a poke is a hint, never a source of data).
+ *   the number of subscribers. It reads when poked: this process committed something
+ *   (SessionService pokes after every write), or another process or replica did (the store's
+ *   change hints, PostgreSQL NOTIFY, when given as `notifications`); and every `pollMs` while it
+ *   has subscribers (200 ms without hints; with hints a safety net every `safetyPollMs`, 5 s). A
+ *   poke is a hint, never a source of data.
  * - Subscriptions (feed-subscription.ts) catch up from the store after their cursor, then join
  *   their tenant's reader; a live subscription whose stream is idle and writable gets each record
  *   pushed synchronously by the reader (the transport writes one encoded Buffer per record to
@@ -34,6 +36,15 @@ export interface SessionFeedOptions {
   readonly bufferRecords?: number;
   /** Reports a failed background read (the reader retries at the next poll). */
   readonly onError?: (err: unknown) => void;
+  /**
+   * Change hints from other processes or replicas (the store's HeadWatch.watchFeed: PostgreSQL
+   * LISTEN/NOTIFY): each one makes the readers read. With it, the readers poll only every
+   * `safetyPollMs` (a hint lost while the LISTEN connection was down or a replica died between
+   * its commit and its NOTIFY); returns the function that stops the hints.
+   */
+  readonly notifications?: (onChange: () => void) => () => void;
+  /** The poll period when `notifications` are given, ms (default 5000). */
+  readonly safetyPollMs?: number;
 }
 
 /** Where a subscription starts. */
@@ -47,6 +58,7 @@ export interface FeedStart {
 }
 
 const DEFAULT_POLL_MS = 200;
+const DEFAULT_SAFETY_POLL_MS = 5000;
 const DEFAULT_PAGE = 500;
 const DEFAULT_BUFFER = 10_000;
 
@@ -58,9 +70,11 @@ export class SessionFeed {
   readonly bufferRecords: number;
   readonly onError: (err: unknown) => void;
   #closed = false;
+  readonly #stopHints: (() => void) | undefined;
 
   constructor(readonly store: SessionStore, opts: SessionFeedOptions = {}) {
-    this.pollMs = Math.max(1, opts.pollMs ?? DEFAULT_POLL_MS);
+    this.pollMs = Math.max(1, opts.notifications === undefined ? opts.pollMs ?? DEFAULT_POLL_MS : opts.safetyPollMs ?? DEFAULT_SAFETY_POLL_MS);
+    this.#stopHints = opts.notifications?.(() => this.poke());
     this.pageSize = Math.max(1, opts.pageSize ?? DEFAULT_PAGE);
     this.bufferRecords = Math.max(1, opts.bufferRecords ?? DEFAULT_BUFFER);
     this.onError = opts.onError ?? (() => undefined);
@@ -112,6 +126,7 @@ export class SessionFeed {
   /** Stops every reader (subscriptions end at their next pull). */
   close(): void {
     this.#closed = true;
+    this.#stopHints?.();
     for (const t of this.#tenants.values()) t.close();
     this.#tenants.clear();
   }

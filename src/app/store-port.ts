@@ -248,6 +248,13 @@ export interface HeadWatch {
    * may not be reported: the app publishes those itself. Returns the function that stops watching.
    */
   watch(sessionId: string, onHead: (head: number | 'deleted') => void): () => void;
+  /**
+   * Optional (the session feed, issue #35): calls `onChange()` when any session of the database
+   * may have changed through another process or store instance (PostgreSQL: any NOTIFY of the
+   * schema's channel, and after every (re)connect of the LISTEN connection). A hint only: the
+   * feed reads the store by position. Without it the feed polls. Returns the function that stops.
+   */
+  watchFeed?(onChange: () => void): () => void;
   /** Stops every watch. */
   close(): Promise<void>;
 }

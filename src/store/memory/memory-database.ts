@@ -38,6 +38,8 @@ export class MemoryDatabase {
 
   /** @internal Each tenant's feed (issue #35): record i has position feedBase + i + 1. */
   readonly feeds = new Map<string, FeedRecord[]>();
+  /** @internal Feed watchers (HeadWatch.watchFeed) of every instance: told of every feed record. */
+  readonly feedWatchers = new Set<() => void>();
   /** @internal Records pruned from the front of each tenant's feed (feed retention). */
   readonly feedBase = new Map<string, number>();
 
@@ -62,6 +64,10 @@ export class MemoryDatabase {
       previousLabels: extra.previousLabels,
       time: Date.now(),
     }));
+    // A hint after the write's step, as a NOTIFY would arrive (listeners read by position).
+    if (this.feedWatchers.size > 0) queueMicrotask(() => {
+      for (const w of this.feedWatchers) w();
+    });
   }
 
   /** @internal */

@@ -430,6 +430,16 @@ export class MemorySessionStore implements SessionStore {
         mine.add(stop);
         return stop;
       },
+      watchFeed: (onChange) => {
+        const entry = (): void => onChange();
+        this.database.feedWatchers.add(entry);
+        const stop = (): void => {
+          mine.delete(stop);
+          this.database.feedWatchers.delete(entry);
+        };
+        mine.add(stop);
+        return stop;
+      },
       close: async () => {
         for (const stop of [...mine]) stop();
       },
