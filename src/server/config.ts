@@ -67,6 +67,12 @@ export interface ServerConfig {
   readonly otelGenaiPositions?: string;
   /** Record message content in the live export (opt-in attributes). */
   readonly otelGenaiContent?: boolean;
+  /**
+   * The session feed reads on the store's change hints (PostgreSQL NOTIFY) and polls every 5 s as
+   * a safety net (default true); false = poll every 200 ms without hints (no flag: benches
+   * compare the two, bench/feed.bench.ts --replicas).
+   */
+  readonly feedHints?: boolean;
 }
 
 
