@@ -29,9 +29,9 @@ export class FeedRetention {
 
   constructor(private readonly store: SessionStore, private readonly opts: FeedRetentionOptions) {}
 
-  /** Starts sweeping (no-op with days = 0 or a store without pruning). */
+  /** Starts sweeping (no-op with days = 0). */
   start(): void {
-    if (this.opts.days <= 0 || this.store.pruneFeed === undefined) return;
+    if (this.opts.days <= 0) return;
     const interval = this.opts.intervalMs ?? 3_600_000;
     const tick = (): void => {
       if (this.#stopped) return;
@@ -59,7 +59,7 @@ export class FeedRetention {
   }
 
   async #pruneOnce(): Promise<number> {
-    if (this.opts.days <= 0 || this.store.pruneFeed === undefined) return 0;
+    if (this.opts.days <= 0) return 0;
     const before = (this.opts.now ?? Date.now)() - this.opts.days * DAY_MS;
     const removed = await this.store.pruneFeed(before);
     if (removed > 0) this.opts.log?.info({ removed, feedRetentionDays: this.opts.days }, `feed retention: pruned ${removed} feed record(s) older than ${this.opts.days} day(s)`);

@@ -322,7 +322,7 @@ export class FeedSubscription {
    */
   async #checkNotPruned(after: number, records: readonly FeedRecord[]): Promise<void> {
     const store = this.feed.store;
-    if (after === 0 || store.feedStart === undefined) return;
+    if (after === 0) return;
     const start = await store.feedStart(this.reader.tenant);
     if (start === 0 || after >= start - 1) return;
     const first = records[0];

@@ -114,7 +114,7 @@ export class SessionFeed {
         });
       }
       after = start.after;
-      if (after > 0 && this.store.feedStart !== undefined) {
+      if (after > 0) {
         // Resuming after records that feed retention pruned: a gap the client must know about.
         const oldest = await this.store.feedStart(ctx.tenant);
         if (oldest > 0 && after < oldest - 1) throw feedPositionExpired(after, oldest);

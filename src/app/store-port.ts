@@ -421,14 +421,14 @@ export interface SessionStore {
    * removes a prefix of each tenant's records, never its last one, so a reader after a position
    * below `feedStart - 1` may have missed pruned records (FEED_POSITION_EXPIRED).
    */
-  feedStart?(tenant: string): Promise<number>;
+  feedStart(tenant: string): Promise<number>;
   /**
-   * Feed retention: removes the feed records of every tenant recorded before `before` (ms since
+   * Feed retention (issue #35): removes the feed records of every tenant recorded before `before` (ms since
    * epoch, the store's clock), in one transaction, keeping each tenant's last record (where
    * `from_now` and positions continue). Returns the number of records removed. Runs off the write
    * path (a periodic sweep).
    */
-  pruneFeed?(before: number): Promise<number>;
+  pruneFeed(before: number): Promise<number>;
   /**
    * UpdateSession's write (issue #35): replaces the labels of a visible session while its
    * metadata version is still `expectedVersion`, in one transaction that also moves the version

@@ -5,9 +5,8 @@
  * keeps trying to open the real store with backoff; `open(store)` then hands every call to it.
  *
  * Head watches registered meanwhile (subscriptions opened while waiting) are attached to the real
- * store's watch when it opens (feed watchers too, told once at the open). The optional feed
- * retention methods (feedStart, pruneFeed) are forwarded; the other optional port methods
- * (readEncodedEventPage, readSurfaceStructure) are not: the PostgreSQL store, the only one opened this way,
+ * store's watch when it opens (feed watchers too, told once at the open). The optional port
+ * methods (readEncodedEventPage, readSurfaceStructure) are not: the PostgreSQL store, the only one opened this way,
  * has neither.
  */
 import type {
@@ -130,10 +129,10 @@ export class DeferredStore implements SessionStore {
     return this.#s().feedEnd(tenant);
   }
   async feedStart(tenant: string): Promise<number> {
-    return (await this.#s().feedStart?.(tenant)) ?? 0;
+    return this.#s().feedStart(tenant);
   }
   async pruneFeed(before: number): Promise<number> {
-    return (await this.#s().pruneFeed?.(before)) ?? 0;
+    return this.#s().pruneFeed(before);
   }
   async updateLabels(id: string, labels: Readonly<Record<string, string>>, expectedVersion: number): Promise<UpdateLabelsOutcome> {
     return this.#s().updateLabels(id, labels, expectedVersion);

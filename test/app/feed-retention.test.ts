@@ -48,7 +48,7 @@ describe('feed retention (app)', () => {
     const positions = await history();
     expect(await new FeedRetention(app.store, { days: 0 }).sweep()).toBe(0);
     expect(await new FeedRetention(app.store, { days: 7 }).sweep()).toBe(0);
-    expect(await app.store.feedStart!('')).toBe(positions[0]);
+    expect(await app.store.feedStart('')).toBe(positions[0]);
     // Eight days later, everything is older than seven days.
     expect(await new FeedRetention(app.store, { days: 7, now: () => Date.now() + 8 * DAY }).sweep()).toBe(positions.length - 1);
     expect((await app.store.readFeed({ tenant: '', after: 0, limit: 100 })).map((r) => r.position)).toEqual([positions[positions.length - 1]]);
@@ -63,7 +63,7 @@ describe('feed retention (app)', () => {
     expect(db.feeds.get('')).toHaveLength(6);
     db.feeds.get('')!.splice(0, 3);
     db.feedBase.set('', 3);
-    expect(await app.store.feedStart!('')).toBe(records[3]!.position);
+    expect(await app.store.feedStart('')).toBe(records[3]!.position);
 
     const expired = await rejection(app.sessionFeed.subscribe(ctx, { after: positions[1] }));
     expect(expired.reason).toBe('FEED_POSITION_EXPIRED');
@@ -87,7 +87,7 @@ describe('feed retention (app)', () => {
     const sub = await app.sessionFeed.subscribe(ctx, { after: 0 });
     // The first page (2 records) is read; then everything but the last record is pruned.
     expect(brief(await sub.next())).toBe('created head=undefined');
-    expect(await app.store.pruneFeed!(Date.now() + DAY)).toBe(5);
+    expect(await app.store.pruneFeed(Date.now() + DAY)).toBe(5);
     await sub.next(); // the second record of the page already read
     const err = await rejection(sub.next());
     expect(err.reason).toBe('FEED_POSITION_EXPIRED');

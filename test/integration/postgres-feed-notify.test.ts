@@ -62,7 +62,7 @@ describe.skipIf(!hasPostgres())('session feed hints over LISTEN/NOTIFY', () => {
     await waitFor(() => watch.connects >= 2 && hints > beforeDrop, 10_000, 'the hint after the reconnect');
   });
 
-  it("a service whose feed polls every hour gets another replica's appended and deleted through NOTIFY, in order", async () => {
+  it("a service whose feed polls every hour gets another replica's created, labels_changed, appended and deleted through NOTIFY, in order", async () => {
     const [sa, sb] = await pair();
     const mk = (store: PostgresSessionStore): SessionService => {
       const watch = store.openHeadWatch();
@@ -75,18 +75,20 @@ describe.skipIf(!hasPostgres())('session feed hints over LISTEN/NOTIFY', () => {
     const a = mk(sa);
     const b = mk(sb);
     await (sb as unknown as { settled?: () => Promise<void> }).settled?.();
-    await a.createSession(ANONYMOUS, { id: 'x' });
     const sub = await b.sessionFeed.subscribe(ANONYMOUS, { fromNow: true });
     const got: string[] = [];
     void (async () => {
       for (let it = await sub.next(); it !== undefined; it = await sub.next()) got.push(brief(it));
     })().catch(() => undefined);
     await waitFor(() => got.includes('caught-up'), 10_000, 'caught up');
+    await a.createSession(ANONYMOUS, { id: 'x' });
+    await waitFor(() => got.length === 2, 10_000, 'created');
+    await a.updateSession(ANONYMOUS, 'x', { setLabels: { k: 'v' } });
+    await waitFor(() => got.length === 3, 10_000, 'labels_changed');
     await a.append(ANONYMOUS, 'x', [user('one')]);
-    await waitFor(() => got.length === 2, 10_000, 'appended');
     await a.deleteSession(ANONYMOUS, 'x');
-    await waitFor(() => got.length === 3, 10_000, 'deleted');
-    expect(got).toEqual(['caught-up', 'appended x', 'deleted x']);
+    await waitFor(() => got.length === 5, 10_000, 'appended and deleted');
+    expect(got).toEqual(['caught-up', 'created x', 'labels_changed x', 'appended x', 'deleted x']);
     sub.close();
   });
 });

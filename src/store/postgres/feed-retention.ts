@@ -15,8 +15,9 @@ export function feedRetentionSql(s: string): { readonly feedStart: string; reado
   return {
     // $1 tenant -> min position (NULL when the tenant has no records).
     feedStart: `SELECT min(position) AS position FROM ${s}.feed WHERE tenant = $1`,
-    // $1 before (ms) -> rowCount removed.
-    pruneFeed: `DELETE FROM ${s}.feed AS f USING ${s}.feed_heads AS h
-                 WHERE f.tenant = h.tenant AND f.position < h.position AND f.time < $1`,
+    // $1 before (ms) -> n, the records removed.
+    pruneFeed: `WITH d AS (DELETE FROM ${s}.feed AS f USING ${s}.feed_heads AS h
+                 WHERE f.tenant = h.tenant AND f.position < h.position AND f.time < $1 RETURNING 1)
+                SELECT count(*)::int AS n FROM d`,
   };
 }
