@@ -3,7 +3,7 @@
  * per-session stream (SubscribeEvents) in the same run, and the cost of an append with 0 and
  * with 100 feed subscribers.
  *
- *   npx tsx bench/feed.bench.ts [--quick] [--runs N] [--postgres | --db postgres://...] [--replicas]
+ *   npx tsx bench/feed.bench.ts [--quick] [--runs N] [--postgres | --db postgres://...] [--replicas] [--rate N] [--feed-subscribers N]
  *
  * Each run is a fresh server (and database); the tables give every run and the medians over the
  * runs (default 5; --quick 1), and the HEADLINE figures are medians. Latencies are measured from
@@ -11,9 +11,10 @@
  * often arrives before its ack, so its p99 can be 0 on an idle machine) and from the moment the
  * append was sent (never clamped: the ratio stays defined).
  *
- * --replicas (PostgreSQL): two servers on one database, appends through A, the 100 feed
- * subscribers on B; cross-replica feed delivery p99 with the feed on NOTIFY hints (the default)
- * and with hints off (the 200 ms poll), in the same run.
+ * --replicas (PostgreSQL): two servers on one database, appends through A, the feed subscribers
+ * on B (default 200 appends/s and 10 subscribers, so that fan-out throughput does not hide the
+ * wake-up path); cross-replica feed delivery p99 with the feed on NOTIFY hints (the default) and
+ * with hints off (the 200 ms poll), interleaved in the same run.
  *
  * One server (SQLite file with durability full by default; `--postgres` a throwaway PostgreSQL
  * cluster of its own, test/support/pg-cluster.ts; `--db` a PostgreSQL URL), 100
@@ -40,15 +41,21 @@ import type { EventInput } from '../gen/palimpsest/v1/event.js';
 
 const quick = process.argv.includes('--quick');
 const dbArg = process.argv.indexOf('--db');
+const argNum = (name: string, dflt: number): number => {
+  const i = process.argv.indexOf(name);
+  return i >= 0 ? Math.max(1, Number(process.argv[i + 1])) : dflt;
+};
+
+const replicas = process.argv.includes('--replicas');
 const SESSIONS = 100;
-const FEED_SUBSCRIBERS = 100;
+// --replicas measures the hint path, not fan-out throughput: a lighter default load.
+const FEED_SUBSCRIBERS = argNum('--feed-subscribers', replicas ? 10 : 100);
 const CHANNELS = 10;
-const RATE = 1000;
+const RATE = argNum('--rate', replicas ? 200 : 1000);
 const TICK_MS = 10;
 const PHASE_SECONDS = quick ? 2 : 5;
 const runsArg = process.argv.indexOf('--runs');
 const RUNS = runsArg >= 0 ? Math.max(1, Number(process.argv[runsArg + 1])) : quick ? 1 : 5;
-const replicas = process.argv.includes('--replicas');
 
 const now = (): number => performance.now();
 const pct = (sorted: number[], p: number): number => (sorted.length === 0 ? NaN : sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))]!);
@@ -166,7 +173,7 @@ async function runOnce(writeAddr: string, feedAddr: string): Promise<RunResult> 
   // Phase 1: no feed subscribers.
   const without = await phase();
 
-  // Phase 2: 100 feed subscribers from now on.
+  // Phase 2: the feed subscribers from now on.
   let feedUp = 0;
   for (let f = 0; f < FEED_SUBSCRIBERS; f++) {
     const st = feedClients[f % CHANNELS]!.subscribeSessions(SubscribeSessionsRequest.fromPartial({ fromNow: true }));
@@ -222,7 +229,7 @@ async function main(): Promise<void> {
         await srv.shutdown();
       }
     }
-    console.log(`store: ${storeName}; ${RUNS} run(s), each a fresh server and database; 100 sessions, 1,000 appends/s, 100 feed subscribers in phase 2\n`);
+    console.log(`store: ${storeName}; ${RUNS} run(s), each a fresh server and database; 100 sessions, ${RATE} appends/s, ${FEED_SUBSCRIBERS} feed subscribers in phase 2\n`);
     console.log('| run | appends/s 0 / 100 feed subs | CPU/append µs 0 / 100 | feed p50 / p99 from ack (ms) | stream p50 / p99 from ack (ms) | feed p99 / stream p99 from send (ms) | ratio from ack | ratio from send |');
     console.log('|---|---|---|---|---|---|---|---|');
     const rows = results.map((r) => ({
@@ -248,7 +255,7 @@ async function main(): Promise<void> {
       detail: `from the append being sent: ${f2(m.ratioSend)}x (${f2(m.feedSend99)} vs ${f2(m.streamSend99)} ms)`,
     })}`);
     console.log(`HEADLINE ${JSON.stringify({
-      id: `feed-append-cost-${store}`, label: `CPU per append with 100 feed subscribers / with 0, ${storeName} (whole process, median of ${RUNS})`,
+      id: `feed-append-cost-${store}`, label: `CPU per append with ${FEED_SUBSCRIBERS} feed subscribers / with 0, ${storeName} (whole process, median of ${RUNS})`,
       value: `${f2(ratio(m.cpu100, m.cpu0))}x (${m.cpu100.toFixed(0)} vs ${m.cpu0.toFixed(0)} µs)`, target: 'none (reported)',
     })}`);
   } finally {
@@ -275,7 +282,7 @@ async function crossReplica(dir: string, cluster: TestCluster | undefined): Prom
       }
     }
   }
-  console.log(`store: PostgreSQL, two servers on one database: appends (1,000/s) and per-session streams on A, 100 feed subscribers on B; ${RUNS} run(s) per mode, interleaved\n`);
+  console.log(`store: PostgreSQL, two servers on one database: appends (${RATE}/s) and per-session streams on A, ${FEED_SUBSCRIBERS} feed subscribers on B; ${RUNS} run(s) per mode, interleaved\n`);
   console.log('| run | feed on | cross-replica feed p50 / p99 from ack (ms) | per-session stream p99 on A (ms) |');
   console.log('|---|---|---|---|');
   out.forEach((o, i) => console.log(`| ${Math.floor(i / 2) + 1} | ${o.hints ? 'NOTIFY hints (5 s safety poll)' : '200 ms poll'} | ${f2(o.feed50)} / ${f2(o.feed99)} | ${f2(o.stream99)} |`));
