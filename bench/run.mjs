@@ -38,6 +38,7 @@ const BENCHES = [
   { name: 'viewer', file: 'viewer.bench.ts', title: 'Viewer (headless Chromium)' },
   { name: 'provider', file: 'provider.bench.ts', title: 'Provider-safe surfaces (compaction planning, time travel)' },
   { name: 'subscribers', file: 'subscribers.bench.ts', title: 'Subscribers (10,000 idle streams)' },
+  { name: 'feed', file: 'feed.bench.ts', title: 'Session feed (SubscribeSessions, SQLite)' },
   { name: 'server', file: 'server.bench.ts', title: 'Server (gRPC)' },
   { name: 'postgres', file: 'postgres.bench.ts', title: 'PostgreSQL store (replicas)' },
   { name: 'peer', file: 'peer.bench.ts', title: 'Peer (Durable Streams)' },

@@ -111,8 +111,11 @@ export async function composeApp(config: ServerConfig, logger: Logger, tracing?:
   const store = tracing ? tracing.traceStore(monitored) : monitored;
   // Subscribers hear this process's commits at once and other processes' through the store.
   // A tap (the live GenAI export) hears every batch this process commits, whatever session.
-  const feed = new StoreChangeFeed(store.openHeadWatch());
-  return new SessionService(store, config.limits, Date.now, logger, undefined, tap === undefined ? feed : new TappedChangeFeed(feed, tap));
+  const watch = store.openHeadWatch();
+  const feed = new StoreChangeFeed(watch);
+  // The session feed reads on the store's change hints (PostgreSQL NOTIFY) where it has them, else polls.
+  const notifications = watch.watchFeed === undefined || config.feedHints === false ? undefined : (onChange: () => void): (() => void) => watch.watchFeed!(onChange);
+  return new SessionService(store, config.limits, Date.now, logger, undefined, tap === undefined ? feed : new TappedChangeFeed(feed, tap), { notifications });
 }
 
 /** The positions of the live GenAI export: a file next to a SQLite database, memory for `:memory:`. */

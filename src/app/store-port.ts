@@ -260,6 +260,13 @@ export interface HeadWatch {
    * may not be reported: the app publishes those itself. Returns the function that stops watching.
    */
   watch(sessionId: string, onHead: (head: number | 'deleted') => void): () => void;
+  /**
+   * Optional (the session feed, issue #35): calls `onChange()` when any session of the database
+   * may have changed through another process or store instance (PostgreSQL: any NOTIFY of the
+   * schema's channel, and after every (re)connect of the LISTEN connection). A hint only: the
+   * feed reads the store by position. Without it the feed polls. Returns the function that stops.
+   */
+  watchFeed?(onChange: () => void): () => void;
   /** Stops every watch. */
   close(): Promise<void>;
 }
@@ -416,6 +423,19 @@ export interface SessionStore {
   readFeed(query: FeedQuery): Promise<FeedRecord[]>;
   /** The position of the tenant's last feed record (0 when it has none): where `from_now` starts. */
   feedEnd(tenant: string): Promise<number>;
+  /**
+   * The position of the tenant's oldest kept feed record (0 when it has none). Feed retention
+   * removes a prefix of each tenant's records, never its last one, so a reader after a position
+   * below `feedStart - 1` may have missed pruned records (FEED_POSITION_EXPIRED).
+   */
+  feedStart(tenant: string): Promise<number>;
+  /**
+   * Feed retention (issue #35): removes the feed records of every tenant recorded before `before` (ms since
+   * epoch, the store's clock), in one transaction, keeping each tenant's last record (where
+   * `from_now` and positions continue). Returns the number of records removed. Runs off the write
+   * path (a periodic sweep).
+   */
+  pruneFeed(before: number): Promise<number>;
   /**
    * UpdateSession's write (issue #35): replaces the labels of a visible session while its
    * metadata version is still `expectedVersion`, in one transaction that also moves the version

@@ -21,7 +21,7 @@ function placeholder(flag: string): string {
   if (flag.endsWith('-ms')) return 'MS';
   if (flag.endsWith('-bytes')) return 'BYTES';
   if (flag.startsWith('tls-') || flag.endsWith('-tokens') || flag.endsWith('-file') || flag.endsWith('-positions')) return 'FILE';
-  if (/^(max|cache|tenant|retention)-/.test(flag)) return flag === 'retention-days' ? 'DAYS' : 'N';
+  if (/^(max|cache|tenant|retention)-/.test(flag) || flag === 'feed-retention-days') return flag.endsWith('retention-days') ? 'DAYS' : 'N';
   return 'VALUE';
 }
 

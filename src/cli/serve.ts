@@ -78,6 +78,7 @@ export const SERVE_OPTIONS: readonly Option[] = [
   { flag: 'retention-days', help: `delete sessions untouched for N days (0 = never, default; the ${"'palimpsest.dev/ttl-days'"} label sets a session's own)`, apply: (c, v) => { c.retentionDays = int('retention-days', v); } },
   { flag: 'retention-interval-ms', help: 'time between retention sweeps (default 3600000)', apply: (c, v) => { c.retentionIntervalMs = int('retention-interval-ms', v, 10); } },
   { flag: 'retention-batch', help: 'sessions a retention sweep examines per batch (default 100)', apply: (c, v) => { c.retentionBatch = int('retention-batch', v, 1); } },
+  { flag: 'feed-retention-days', help: 'days the session feed (SubscribeSessions) keeps its records; older ones are pruned at each retention sweep (0 = keep forever; default 7)', apply: (c, v) => { c.feedRetentionDays = int('feed-retention-days', v); } },
   { flag: 'web-listen', help: 'serve Connect, gRPC-Web and the session viewer on HOST:PORT (default off)', apply: (c, v) => { c.webListen = v; } },
   {
     flag: 'web-cors-origins', help: 'comma-separated origins allowed to call the web port from a browser (* = any; default none)',

@@ -65,6 +65,8 @@ export interface ServerConfig {
   readonly retentionIntervalMs: number;
   /** Sessions a retention sweep examines per batch. */
   readonly retentionBatch: number;
+  /** Days the session feed keeps its records (0 = forever), see src/app/feed-retention.ts; pruned at every retention sweep. */
+  readonly feedRetentionDays: number;
   /** Web port (Connect, gRPC-Web, the viewer) host:port, or '' to disable. */
   readonly webListen: string;
   /** Origins the web port allows by CORS ('*' = any); empty = CORS off. */
@@ -75,6 +77,12 @@ export interface ServerConfig {
   readonly otelGenaiPositions?: string;
   /** Record message content in the live export (opt-in attributes). */
   readonly otelGenaiContent?: boolean;
+  /**
+   * The session feed reads on the store's change hints (PostgreSQL NOTIFY) and polls every 5 s as
+   * a safety net (default true); false = poll every 200 ms without hints (no flag: benches
+   * compare the two, bench/feed.bench.ts --replicas).
+   */
+  readonly feedHints?: boolean;
 }
 
 
@@ -102,6 +110,7 @@ export const DEFAULT_CONFIG: ServerConfig = {
   retentionDays: 0,
   retentionIntervalMs: 3_600_000,
   retentionBatch: 100,
+  feedRetentionDays: 7,
   webListen: '',
   webCorsOrigins: [],
 };

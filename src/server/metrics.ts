@@ -106,7 +106,7 @@ export class PromMetrics implements Metrics {
     });
     this.feedSubscribers = new Gauge({ name: 'palimpsest_feed_subscribers', help: 'Open SubscribeSessions streams (the session feed)', registers: [this.registry] });
     this.feedLag = new Histogram({
-      name: 'palimpsest_feed_lag_seconds', help: 'Seconds from a session change being recorded by the store to its delivery on a live SubscribeSessions stream',
+      name: 'palimpsest_feed_lag_seconds', help: 'Seconds from a session change being recorded by the store to its delivery on a live SubscribeSessions stream, sampled at one delivery in 16 per stream',
       buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10], registers: [this.registry],
     });
     this.#retentionDeleted = new Counter({ name: 'palimpsest_retention_deleted_total', help: 'Sessions deleted by retention (--retention-days, the palimpsest.dev/ttl-days label)', registers: [this.registry] });

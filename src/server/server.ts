@@ -5,6 +5,7 @@
  * app and hands it in.
  */
 import { Retention } from '../app/retention.js';
+import { FeedRetention } from '../app/feed-retention.js';
 import { Server, type ServerCredentials } from '@grpc/grpc-js';
 import type { SessionService } from '../app/session-service.js';
 import { SessionServiceService } from '../../gen/palimpsest/v1/service.js';
@@ -182,6 +183,8 @@ export async function serveApp(app: SessionService, config: ServerConfig, logger
     onDeleted: (n) => metrics.retentionDeleted(n),
   });
   retention.start();
+  const feedRetention = new FeedRetention(app.store, { days: config.feedRetentionDays, intervalMs: config.retentionIntervalMs, log: logger });
+  feedRetention.start();
   logger.info({ address: `${host}:${boundPort}`, db: config.db, durability: config.durability, sqliteWriter: config.sqliteWriter, metricsPort, webPort: web?.port }, 'palimpsest listening');
 
   let shutdownPromise: Promise<void> | undefined;
@@ -205,6 +208,7 @@ export async function serveApp(app: SessionService, config: ServerConfig, logger
         });
       });
       await retention.stop();
+      await feedRetention.stop();
       await webClosed;
       await app.close();
       if (metricsServer) await new Promise<void>((r) => metricsServer.close(() => r()));

@@ -139,6 +139,8 @@ const TABLE: Readonly<Record<string, Mapping>> = {
   QUOTA_EXCEEDED: exhausted,
   TOO_MANY_STREAMS: exhausted,
   CURSOR_OUT_OF_RANGE: { code: Code.OUT_OF_RANGE, detail: 'none' },
+  // SubscribeSessions after a position feed retention pruned (issue #35): relist, subscribe from_now.
+  FEED_POSITION_EXPIRED: { code: Code.OUT_OF_RANGE, detail: 'none' },
   CONFLICT_RETRIES_EXHAUSTED: { code: Code.ABORTED, detail: 'none' },
   // UpdateSession with a stale expected_version (issue #35): read the session again and retry.
   METADATA_VERSION_MISMATCH: { code: Code.ABORTED, detail: 'none' },

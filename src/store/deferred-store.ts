@@ -5,8 +5,8 @@
  * keeps trying to open the real store with backoff; `open(store)` then hands every call to it.
  *
  * Head watches registered meanwhile (subscriptions opened while waiting) are attached to the real
- * store's watch when it opens. The optional port methods (readEncodedEventPage,
- * readSurfaceStructure) are not forwarded: the PostgreSQL store, the only one opened this way,
+ * store's watch when it opens (feed watchers too, told once at the open). The optional port
+ * methods (readEncodedEventPage, readSurfaceStructure) are not: the PostgreSQL store, the only one opened this way,
  * has neither.
  */
 import type {
@@ -28,11 +28,27 @@ interface PendingWatch {
 class DeferredHeadWatch implements HeadWatch {
   #inner: HeadWatch | undefined;
   readonly #pending = new Set<PendingWatch>();
+  /** Feed watchers (watchFeed), attached to the real watch once it is open. */
+  readonly #feed = new Map<() => void, (() => void) | undefined>();
   #closed = false;
 
   attach(inner: HeadWatch): void {
     this.#inner = inner;
     for (const w of this.#pending) w.stop = inner.watch(w.sessionId, w.onHead);
+    for (const onChange of this.#feed.keys()) {
+      this.#feed.set(onChange, inner.watchFeed?.(onChange));
+      // The store just opened: whatever it holds is news to the feed.
+      onChange();
+    }
+  }
+
+  watchFeed(onChange: () => void): () => void {
+    const entry = (): void => onChange();
+    this.#feed.set(entry, this.#inner?.watchFeed?.(entry));
+    return () => {
+      this.#feed.get(entry)?.();
+      this.#feed.delete(entry);
+    };
   }
 
   watch(sessionId: string, onHead: (head: number | 'deleted') => void): () => void {
@@ -48,6 +64,7 @@ class DeferredHeadWatch implements HeadWatch {
     if (this.#closed) return;
     this.#closed = true;
     this.#pending.clear();
+    this.#feed.clear();
     await this.#inner?.close();
   }
 }
@@ -110,6 +127,12 @@ export class DeferredStore implements SessionStore {
   }
   async feedEnd(tenant: string): Promise<number> {
     return this.#s().feedEnd(tenant);
+  }
+  async feedStart(tenant: string): Promise<number> {
+    return this.#s().feedStart(tenant);
+  }
+  async pruneFeed(before: number): Promise<number> {
+    return this.#s().pruneFeed(before);
   }
   async updateLabels(id: string, labels: Readonly<Record<string, string>>, expectedVersion: number): Promise<UpdateLabelsOutcome> {
     return this.#s().updateLabels(id, labels, expectedVersion);

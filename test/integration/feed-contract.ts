@@ -147,6 +147,48 @@ export function feedContract<S extends SessionStore>(name: string, open: () => P
     });
   });
 
+  describe(`${name}: feed retention`, () => {
+    let store: S;
+    beforeEach(async () => {
+      store = await open();
+    });
+    afterEach(async () => {
+      await store.close();
+    });
+
+    it('pruneFeed removes the records older than the cutoff but each tenant\'s last; feedEnd stays, feedStart moves; a cutoff before everything removes nothing', async () => {
+      expect(await store.feedStart('')).toBe(0);
+      await store.createSession(h.newSession('a'), []);
+      let writer = 'w0';
+      const appendNext = async (seq: number): Promise<void> => {
+        const r = h.req(seq, [h.ev(seq)], { expectedWriter: writer });
+        writer = r.writer;
+        expect((await store.append('a', r)).kind).toBe('appended');
+      };
+      for (let i = 0; i < 4; i++) await appendNext(i);
+      await store.createSession(h.newSession('t1/b', { tenant: 't1' }), []);
+      const records = await all(store, '');
+      const other = await all(store, 't1');
+      const end = await store.feedEnd('');
+      expect(await store.feedStart('')).toBe(records[0]!.position);
+      // Nothing is older than the first record: nothing removed.
+      expect(await store.pruneFeed(records[0]!.time)).toBe(0);
+      expect(await all(store, '')).toEqual(records);
+      // Everything is older than a cutoff in the future: all but each tenant's last record.
+      expect(await store.pruneFeed(Date.now() + 60_000)).toBe(records.length - 1);
+      expect(await all(store, '')).toEqual([records[records.length - 1]]);
+      expect(await all(store, 't1')).toEqual(other);
+      expect(await store.feedEnd('')).toBe(end);
+      expect(await store.feedStart('')).toBe(end);
+      // Positions continue after the kept record; reads after it are exact.
+      await appendNext(4);
+      const next = await all(store, '', end);
+      expect(next.map((r) => [r.kind, r.nextSeq])).toEqual([['appended', 5]]);
+      expect(next[0]!.position).toBeGreaterThan(end);
+      expect(await store.feedStart('')).toBe(end);
+    });
+  });
+
   if (database === undefined) return;
   describe(`${name}: session feed across two instances over one database`, () => {
     let db: SharedDatabase<S>;

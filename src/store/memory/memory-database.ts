@@ -40,8 +40,12 @@ export class MemoryDatabase {
   /** @internal The blobs (issue #39). */
   readonly blobs = new MemoryBlobTable();
 
-  /** @internal Each tenant's feed (issue #35): record i has position i + 1. */
+  /** @internal Each tenant's feed (issue #35): record i has position feedBase + i + 1. */
   readonly feeds = new Map<string, FeedRecord[]>();
+  /** @internal Feed watchers (HeadWatch.watchFeed) of every instance: told of every feed record. */
+  readonly feedWatchers = new Set<() => void>();
+  /** @internal Records pruned from the front of each tenant's feed (feed retention). */
+  readonly feedBase = new Map<string, number>();
 
   /** @internal Records a change of `session` in its tenant's feed (part of the write's own step). */
   record(id: string, session: MemorySession, kind: FeedChangeKind, extra: { eventTypes?: readonly string[]; previousLabels?: Readonly<Record<string, string>> } = {}): void {
@@ -51,7 +55,7 @@ export class MemoryDatabase {
       this.feeds.set(session.tenant, feed);
     }
     feed.push(Object.freeze({
-      position: feed.length + 1,
+      position: (this.feedBase.get(session.tenant) ?? 0) + feed.length + 1,
       tenant: session.tenant,
       sessionId: id,
       kind,
@@ -64,6 +68,10 @@ export class MemoryDatabase {
       previousLabels: extra.previousLabels,
       time: Date.now(),
     }));
+    // A hint after the write's step, as a NOTIFY would arrive (listeners read by position).
+    if (this.feedWatchers.size > 0) queueMicrotask(() => {
+      for (const w of this.feedWatchers) w();
+    });
   }
 
   /** @internal */

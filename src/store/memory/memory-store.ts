@@ -387,14 +387,35 @@ export class MemorySessionStore implements SessionStore {
   async readFeed(query: FeedQuery): Promise<FeedRecord[]> {
     this.checkOpen();
     const feed = this.database.feeds.get(query.tenant) ?? [];
-    // Positions are dense: record i has position i + 1.
-    const from = Math.max(0, Math.floor(query.after));
+    // Positions are dense: record i has position base + i + 1 (base: records pruned).
+    const from = Math.max(0, Math.floor(query.after) - (this.database.feedBase.get(query.tenant) ?? 0));
     return feed.slice(from, from + Math.max(0, query.limit));
   }
 
   async feedEnd(tenant: string): Promise<number> {
     this.checkOpen();
-    return this.database.feeds.get(tenant)?.length ?? 0;
+    return (this.database.feedBase.get(tenant) ?? 0) + (this.database.feeds.get(tenant)?.length ?? 0);
+  }
+
+  async feedStart(tenant: string): Promise<number> {
+    this.checkOpen();
+    const feed = this.database.feeds.get(tenant);
+    return feed === undefined || feed.length === 0 ? 0 : (feed[0] as FeedRecord).position;
+  }
+
+  async pruneFeed(before: number): Promise<number> {
+    this.checkOpen();
+    let removed = 0;
+    for (const [tenant, feed] of this.database.feeds) {
+      // A prefix, never the tenant's last record (where from_now and positions continue).
+      let k = 0;
+      while (k < feed.length - 1 && (feed[k] as FeedRecord).time < before) k++;
+      if (k === 0) continue;
+      feed.splice(0, k);
+      this.database.feedBase.set(tenant, (this.database.feedBase.get(tenant) ?? 0) + k);
+      removed += k;
+    }
+    return removed;
   }
 
   openHeadWatch(): HeadWatch {
@@ -415,6 +436,16 @@ export class MemorySessionStore implements SessionStore {
           if (s === undefined) return;
           s.delete(entry);
           if (s.size === 0) watchers.delete(sessionId);
+        };
+        mine.add(stop);
+        return stop;
+      },
+      watchFeed: (onChange) => {
+        const entry = (): void => onChange();
+        this.database.feedWatchers.add(entry);
+        const stop = (): void => {
+          mine.delete(stop);
+          this.database.feedWatchers.delete(entry);
         };
         mine.add(stop);
         return stop;

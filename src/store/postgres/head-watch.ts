@@ -5,6 +5,9 @@
  * store NOTIFYs `<head> <session id>` after a commit (see notifier.ts). A notification is only a
  * wake-up hint: subscribers read the events from the table by seq and drop anything at or below
  * their cursor, so a lost, late or duplicated hint cannot cause a gap, a duplicate or a reorder.
+ * Feed watchers (`watchFeed`, the session feed of issue #35) are told of every notification, of
+ * any session (creates and label changes send a feed-only `f <id>` hint, notifier.ts), and after
+ * every (re)connect; they read the feed table by position.
  * Hints are lost while the connection is down and when a replica dies between its commit and its
  * NOTIFY; two things cover that:
  *  - the connection reconnects on its own (backoff up to 5 s) and, after every (re)connect,
@@ -45,6 +48,8 @@ export class PgHeadWatch implements HeadWatch {
   readonly #options: PgHeadWatchOptions;
   readonly #source: HeadSource;
   readonly #listeners = new Map<string, Set<Listener>>();
+  /** Feed watchers (watchFeed): told of every notification and of every (re)connect. */
+  readonly #feedWatchers = new Set<() => void>();
   /** Last head reported per watched session (the poll reports only changes). */
   readonly #known = new Map<string, { head: number }>();
   /**
@@ -94,6 +99,15 @@ export class PgHeadWatch implements HeadWatch {
     };
   }
 
+  watchFeed(onChange: () => void): () => void {
+    if (this.#closed) throw new Error('the head watch is closed');
+    const entry = (): void => onChange();
+    this.#feedWatchers.add(entry);
+    return () => {
+      this.#feedWatchers.delete(entry);
+    };
+  }
+
   /** Resolves once the creation-time reads of the watches started so far have returned (tests). */
   async settled(): Promise<void> {
     while (this.#baselineReads.size > 0) await Promise.allSettled([...this.#baselineReads]);
@@ -131,6 +145,7 @@ export class PgHeadWatch implements HeadWatch {
     clearTimeout(this.#reconnectTimer);
     clearTimeout(this.#pollTimer);
     this.#listeners.clear();
+    this.#feedWatchers.clear();
     this.#incarnations.clear();
     const client = this.#client;
     this.#client = undefined;
@@ -173,7 +188,8 @@ export class PgHeadWatch implements HeadWatch {
     this.#backoffMs = 50;
     this.connects++;
     // Anything committed while we were not listening was not notified to us: report every
-    // watched head now (listeners drop what they already have).
+    // watched head now (listeners drop what they already have), and tell the feed to read.
+    this.#fireFeed();
     await this.#readAndReport(true);
   }
 
@@ -190,12 +206,15 @@ export class PgHeadWatch implements HeadWatch {
 
   #onNotification(payload: string | undefined): void {
     if (payload === undefined) return;
+    this.#fireFeed();
     const space = payload.indexOf(' ');
     if (space <= 0) return;
     const sessionId = payload.slice(space + 1);
     const set = this.#listeners.get(sessionId);
     if (set === undefined) return;
+    // `f <id>` (notifier.ts notifyFeed): a feed-only hint (created, labels changed), no head.
     const head = Number(payload.slice(0, space));
+    if (!Number.isSafeInteger(head)) return;
     if (head < 0) {
       this.#known.delete(sessionId);
       this.#fire(set, 'deleted');
@@ -205,6 +224,16 @@ export class PgHeadWatch implements HeadWatch {
     if (known === undefined) this.#known.set(sessionId, { head });
     else if (head > known.head) known.head = head;
     this.#fire(set, head);
+  }
+
+  #fireFeed(): void {
+    for (const w of this.#feedWatchers) {
+      try {
+        w();
+      } catch (error) {
+        this.#options.onError?.(error);
+      }
+    }
   }
 
   #fire(set: ReadonlySet<Listener>, head: number | 'deleted'): void {

@@ -26,6 +26,8 @@ export class HeadNotifier {
   readonly #pool: pg.Pool;
   readonly #channel: string;
   #pending = new Map<string, number>();
+  /** Sessions with a feed-only hint queued (created, labels changed: no head to report). */
+  #feedOnly = new Set<string>();
   #scheduled = false;
   #inFlight: Promise<void> | undefined;
   #closed = false;
@@ -46,10 +48,20 @@ export class HeadNotifier {
     this.#schedule();
   }
 
+  /**
+   * Queues a feed-only hint `f <id>` (issue #35: a session was created or its labels changed; the
+   * session feed of every replica reads its table). Head watchers ignore it.
+   */
+  notifyFeed(sessionId: string): void {
+    if (this.#closed) return;
+    this.#feedOnly.add(sessionId);
+    this.#schedule();
+  }
+
   /** Sends what is queued and stops. */
   async close(): Promise<void> {
     if (this.#inFlight !== undefined) await this.#inFlight;
-    if (this.#pending.size > 0) await this.#send();
+    if (this.#pending.size > 0 || this.#feedOnly.size > 0) await this.#send();
     this.#closed = true;
   }
 
@@ -60,7 +72,7 @@ export class HeadNotifier {
       this.#scheduled = false;
       if (this.#inFlight === undefined) this.#inFlight = this.#send().finally(() => {
         this.#inFlight = undefined;
-        if (this.#pending.size > 0) this.#schedule();
+        if (this.#pending.size > 0 || this.#feedOnly.size > 0) this.#schedule();
       });
     });
   }
@@ -68,10 +80,17 @@ export class HeadNotifier {
   async #send(): Promise<void> {
     const batch = this.#pending;
     this.#pending = new Map();
+    const feedOnly = this.#feedOnly;
+    this.#feedOnly = new Set();
     const payloads: string[] = [];
     for (const [id, head] of batch) {
       const payload = `${head} ${id}`;
       if (Buffer.byteLength(payload) <= MAX_PAYLOAD_BYTES) payloads.push(payload);
+    }
+    // A head hint of the same session wakes the feed too.
+    for (const id of feedOnly) {
+      const payload = `f ${id}`;
+      if (!batch.has(id) && Buffer.byteLength(payload) <= MAX_PAYLOAD_BYTES) payloads.push(payload);
     }
     if (payloads.length === 0) return;
     try {

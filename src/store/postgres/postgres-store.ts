@@ -65,6 +65,7 @@ import { decodeSurfaceOp } from '../sqlite/codec.js';
 import { TurnReads } from './coalesced-reads.js';
 import { AppendLanes } from './group-commit.js';
 import { PgHeadWatch } from './head-watch.js';
+import { feedRetentionSql } from './feed-retention.js';
 import { HeadNotifier } from './notifier.js';
 import { connectionConfig, initialiseSchema, sweepExpiredImports } from './open-database.js';
 import type { PostgresStoreOptions, PostgresStoreStats } from './options.js';
@@ -383,6 +384,18 @@ export class PostgresSessionStore implements SessionStore {
     this.#checkOpen();
     const rows = await this.#sql.query<{ position: number | null }>(`SELECT position FROM ${this.#sql.s}.feed_heads WHERE tenant = $1`, [tenant]);
     return Number(rows[0]?.position ?? 0);
+  }
+
+  async feedStart(tenant: string): Promise<number> {
+    this.#checkOpen();
+    const rows = await this.#sql.query<{ position: number | null }>(feedRetentionSql(this.#sql.s).feedStart, [tenant]);
+    return Number(rows[0]?.position ?? 0);
+  }
+
+  async pruneFeed(before: number): Promise<number> {
+    this.#checkOpen();
+    const rows = await this.#sql.query<{ n: number }>(feedRetentionSql(this.#sql.s).pruneFeed, [Math.floor(before)]);
+    return Number(rows[0]?.n ?? 0);
   }
 
   async getTenantUsage(tenant: string): Promise<TenantUsage> {

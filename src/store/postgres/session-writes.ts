@@ -42,6 +42,8 @@ export async function createSession(w: WriteContext, record: NewSession, events:
   const r = rows[0]!;
   if (r.outcome === 'created') {
     w.counters.commits++;
+    // A visible session: its feed record wakes the other replicas' feeds (a pending import's comes at publish).
+    if (record.pending === undefined) w.notifier.notifyFeed(h.id);
     return { kind: 'created' };
   }
   if (r.outcome === 'exists') return { kind: 'exists' };
@@ -102,6 +104,7 @@ export async function publishSession(w: WriteContext, id: string, owner: string,
     );
   }
   w.counters.commits++;
+  w.notifier.notifyFeed(id);
 }
 
 export async function appendPending(w: WriteContext, sessionId: string, events: readonly SessionEvent[], opts: PendingChunkOptions): Promise<PendingChunkOutcome> {
@@ -141,6 +144,7 @@ export async function updateLabels(w: WriteContext, id: string, labels: Readonly
   const r = rows[0]!;
   if (r.outcome === 'updated') {
     w.counters.commits++;
+    w.notifier.notifyFeed(id);
     return { kind: 'updated' };
   }
   if (r.outcome === 'version-mismatch') return { kind: 'version-mismatch', actual: Number(r.actual) };

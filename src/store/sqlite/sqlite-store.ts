@@ -32,6 +32,7 @@ import {
   LINE_FORMAT, decodeEvent, decodeEventPage, decodeEventText, decodeFeedRow, decodeIdempotent, decodeSession, encodeEvents,
   type RawEvent, type RawFeedRow, type RawSession, type StoredIdempotent,
 } from './row-codec.js';
+import { feedRetentionStatements, type FeedRetentionStatements } from './feed-retention.js';
 import { prepareStatements, type Statements } from './statements.js';
 import { WalSync } from './wal-sync.js';
 import { GroupCommit, queuedAppend, type AppendQueue } from './group-commit.js';
@@ -65,6 +66,7 @@ export class SqliteSessionStore implements SessionStore {
   private readonly headWatchPollMs: number;
   private readonly headWatches = new Set<SqliteHeadWatch>();
   private readonly st: Statements;
+  private readonly feedRetention: FeedRetentionStatements;
   private readonly groups: AppendQueue;
   /** The writer thread, when appends are written by one. */
   private readonly appendThread: AppendThread | undefined;
@@ -99,6 +101,7 @@ export class SqliteSessionStore implements SessionStore {
     }
     this.checksumsInSqlite = this.checksumExtension.loaded;
     this.st = prepareStatements(db, this.checksumsInSqlite);
+    this.feedRetention = feedRetentionStatements(db);
     // SQLite puts the WAL next to the real database file (symlinks resolved): sync that file.
     const real = this.db.memory ? undefined : fs.realpathSync(this.db.name);
     // Durability 'normal' may lose acknowledged commits on power loss by design: no second record.
@@ -388,6 +391,16 @@ export class SqliteSessionStore implements SessionStore {
     return this.seen((this.st.feedEnd.get(tenant) as number | null) ?? 0);
   }
 
+  async feedStart(tenant: string): Promise<number> {
+    await this.readable();
+    return this.seen(this.feedRetention.feedStart(tenant));
+  }
+
+  async pruneFeed(before: number): Promise<number> {
+    this.checkOpen();
+    return this.feedRetention.pruneFeed(before);
+  }
+
   /**
    * A head watch over this database file: polls `PRAGMA data_version` (which moves only when
    * another connection committed) while sessions are watched, and then reads the watched
@@ -482,5 +495,5 @@ export class SqliteSessionStore implements SessionStore {
 classifyStoreErrors(SqliteSessionStore.prototype, [
   'createSession', 'getSession', 'listSessions', 'deleteSession', 'deletePending', 'append', 'getIdempotent', 'readEvents', 'readEventTexts',
   'readEncodedEventPage', 'getEvents', 'readStructure', 'readSurfaceStructure', 'scanEvents', 'publishSession', 'appendPending', 'getPendingEvents',
-  'getTenantUsage', 'updateLabels', 'readFeed', 'feedEnd', 'close',
+  'getTenantUsage', 'updateLabels', 'readFeed', 'feedEnd', 'feedStart', 'pruneFeed', 'close',
 ], sqliteStorageError);
