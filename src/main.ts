@@ -84,7 +84,7 @@ export async function openStore(config: ServerConfig, logger?: Logger): Promise<
 }
 
 /** The app over the configured store, with the store-driven change feed. */
-export async function composeApp(config: ServerConfig, logger: Logger, tracing?: Tracing, tap?: (batch: CommittedBatch) => void, given?: SessionStore): Promise<SessionService> {
+export async function composeApp(config: ServerConfig, logger: Logger, tracing?: Tracing, tap?: (batch: CommittedBatch) => void, given?: SessionStore, health?: HealthState): Promise<SessionService> {
   const opened = given ?? await openStore(config, logger);
   if (opened instanceof SqliteSessionStore) {
     // The writer thread opens its connection now: a database it cannot open fails the start.
@@ -99,6 +99,8 @@ export async function composeApp(config: ServerConfig, logger: Logger, tracing?:
       logger.error({ headsUnsealed: opened.headsUnsealed },
         'the session heads record is UNSEALED: lost acknowledged commits (a damaged WAL) would go unseen; check the database with `palimpsest verify --db FILE`, then re-seal with `palimpsest verify --db FILE --reseal-heads` (server stopped)');
     }
+    // Health `palimpsest.heads-record` answers NOT_SERVING while it is unsealed (server.ts: and the gauge).
+    health?.setHeadsUnsealed(opened.headsUnsealed);
     const ext = opened.checksumExtension;
     if (ext.problem !== undefined) logger.warn({ checksums: 'javascript' }, ext.problem);
     else logger.info({ checksums: ext.loaded ? (ext.hardwareCrc === true ? 'sqlite (crc32c instruction)' : 'sqlite (table)') : 'javascript' }, 'row checksums verified on read');
@@ -146,6 +148,7 @@ export async function startServer(partial: Partial<ServerConfig> = {}, ext: Serv
       store = deferred;
     }
   }
+  const health = waiting?.health ?? ext.health ?? new HealthState();
   let running: RunningServer;
   const positions = config.otelGenaiExport ? otelGenaiPositions(config) : undefined;
   let live: LiveGenAiExporter | undefined;
@@ -157,7 +160,7 @@ export async function startServer(partial: Partial<ServerConfig> = {}, ext: Serv
   const app = await composeApp(config, logger, tracing, !tapped ? undefined : (b) => {
     if (live !== undefined && otel !== undefined) otel.context.with(otel.ROOT_CONTEXT, () => live?.onCommit(b));
     observeCompactions?.(b);
-  }, store);
+  }, store, health);
   try {
     if (positions !== undefined) {
       // Started before the server listens: no commit can slip between the catch-up scan and the tap.
@@ -166,7 +169,7 @@ export async function startServer(partial: Partial<ServerConfig> = {}, ext: Serv
       if (waiting === undefined) await live.start();
     }
     // The server only shows `db` in its start-up log: never a database password.
-    const served = await serveApp(app, isPostgresUrl(config.db) ? { ...config, db: redactUrl(config.db) } : config, logger, { ...ext, tracing, health: waiting?.health });
+    const served = await serveApp(app, isPostgresUrl(config.db) ? { ...config, db: redactUrl(config.db) } : config, logger, { ...ext, tracing, health });
     if (config.metricsListen) {
       // Compaction/prune metrics from the committed batches; sessions per tenant from the store at each scrape.
       const metrics = served.metrics;
