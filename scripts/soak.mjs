@@ -8,6 +8,7 @@
  *
  *   npm run build && node scripts/soak.mjs [--minutes 30] [--warmup-minutes 5] [--store sqlite|postgres|both]
  *                                          [--pg-admin-url postgresql://postgres@HOST:PORT/postgres] [--json FILE]
+ *                                          [--heap-snapshots 2,10 --snapshot-dir DIR]
  *
  * The load, from 8 client workers: single-event appends, 20-event batches, subscriptions opened and
  * cancelled after a few events, a compaction (PlanCompaction + Compact) every 200 operations,
@@ -16,11 +17,16 @@
  * leak, not data. Refused operations (e.g. a compaction with nothing to compact) are counted,
  * not fatal. PostgreSQL: --pg-admin-url, or a throwaway cluster from Debian's initdb/pg_ctl (as
  * test/support/pg-cluster.ts does).
+ *
+ * --heap-snapshots M1,M2: each server runs with --heapsnapshot-signal=SIGUSR2 and is sent the signal
+ * right after the scrape of those minutes; the .heapsnapshot files land in --snapshot-dir (diff them
+ * with scripts/heap-diff.mjs). A snapshot costs a full GC and a burst of memory: a run that takes
+ * them states so, and its slope window should start after the last one.
  */
 import { spawn, spawnSync, execFileSync } from 'node:child_process';
 import { chownSync, existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
+import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import grpc from '@grpc/grpc-js';
@@ -45,6 +51,8 @@ const WARMUP = Number(arg('warmup-minutes', String(Math.min(5, Math.floor(MINUTE
 const STORES = arg('store', 'both') === 'both' ? ['sqlite', 'postgres'] : [arg('store')];
 const PERIOD_MS = Number(arg('period-ms', '60000'));
 const WORKERS = 8;
+const SNAPSHOT_MINUTES = new Set(String(arg('heap-snapshots', '')).split(',').filter(Boolean).map(Number));
+const SNAPSHOT_DIR = arg('snapshot-dir', tmpdir());
 
 function freePort() {
   return new Promise((resolve) => {
@@ -80,7 +88,8 @@ async function startCluster() {
 /** Starts `palimpsest serve` with metrics; resolves with its addresses. */
 async function serve(db) {
   const metricsPort = await freePort();
-  const proc = spawn(process.execPath, [join(ROOT, 'bin/palimpsest.mjs'), 'serve', '--listen', '127.0.0.1:0', '--db', db, '--log-level', 'warn',
+  const nodeArgs = SNAPSHOT_MINUTES.size > 0 ? ['--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${SNAPSHOT_DIR}`] : [];
+  const proc = spawn(process.execPath, [...nodeArgs, join(ROOT, 'bin/palimpsest.mjs'), 'serve', '--listen', '127.0.0.1:0', '--db', db, '--log-level', 'warn',
     '--metrics-listen', `127.0.0.1:${metricsPort}`], { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] });
   const address = await new Promise((resolve, reject) => {
     let out = '';
@@ -101,7 +110,14 @@ async function scrape(metricsPort) {
     const m = new RegExp(`^${name}(?:\\{[^}]*\\})? ([0-9.e+-]+)$`, 'm').exec(text);
     return m ? Number(m[1]) : NaN;
   };
-  return { rssMb: v('process_resident_memory_bytes') / 2 ** 20, heapMb: v('nodejs_heap_size_used_bytes') / 2 ** 20, handles: v('nodejs_active_handles_total'), fds: v('process_open_fds') };
+  const rssMb = v('process_resident_memory_bytes') / 2 ** 20;
+  const heapTotalMb = v('nodejs_heap_size_total_bytes') / 2 ** 20;
+  return {
+    rssMb, heapMb: v('nodejs_heap_size_used_bytes') / 2 ** 20, heapTotalMb, externalMb: v('nodejs_external_memory_bytes') / 2 ** 20,
+    // RSS outside the main isolate's V8 heap (malloc: SQLite, the writer thread's isolate, buffers):
+    // free of the V8 heap sizing that makes RSS jump with the collector's heuristics.
+    offHeapMb: rssMb - heapTotalMb, handles: v('nodejs_active_handles_total'), fds: v('process_open_fds'),
+  };
 }
 
 const unary = (client, method, req) => new Promise((resolve, reject) => client[method](CODECS[method].fromPartial(req), { deadline: Date.now() + 30_000 }, (e, r) => (e ? reject(e) : resolve(r))));
@@ -205,8 +221,8 @@ function slope(points) {
 
 async function soak(name, servers) {
   console.log(`\n## ${name}: ${MINUTES} min (${WARMUP} min warm-up), ${servers.length} server process(es), ${WORKERS} workers`);
-  console.log('| min | ops ok | append p99 ms | ' + servers.map((_, i) => `s${i} RSS MB | s${i} heap MB | s${i} handles | s${i} fds`).join(' | ') + ' |');
-  console.log('|' + ' --- |'.repeat(3 + 4 * servers.length));
+  console.log('| min | load1 | ops ok | append p99 ms | ' + servers.map((_, i) => `s${i} RSS MB | s${i} heap used MB | s${i} heap total MB | s${i} RSS-heap MB | s${i} handles | s${i} fds`).join(' | ') + ' |');
+  console.log('|' + ' --- |'.repeat(4 + 6 * servers.length));
   const stop = { now: false };
   const stats = { ok: 0, lat: [], refused: {} };
   const running = load(servers.map((s) => s.address), stop, stats);
@@ -215,18 +231,24 @@ async function soak(name, servers) {
   for (let minute = 1; minute <= MINUTES; minute++) {
     await new Promise((r) => setTimeout(r, started + minute * PERIOD_MS - Date.now()));
     const figures = await Promise.all(servers.map((s) => scrape(s.metricsPort)));
-    const row = { minute, ok: stats.ok, p99: p99(stats.lat), figures };
+    const row = { minute, load1: loadavg()[0], ok: stats.ok, p99: p99(stats.lat), figures };
     stats.ok = 0;
     stats.lat = [];
     rows.push(row);
-    console.log(`| ${minute} | ${row.ok} | ${row.p99.toFixed(1)} | ` + figures.map((f) => `${f.rssMb.toFixed(1)} | ${f.heapMb.toFixed(1)} | ${f.handles} | ${f.fds}`).join(' | ') + ' |');
+    console.log(`| ${minute} | ${row.load1.toFixed(1)} | ${row.ok} | ${row.p99.toFixed(1)} | ` + figures.map((f) => `${f.rssMb.toFixed(1)} | ${f.heapMb.toFixed(1)} | ${f.heapTotalMb.toFixed(1)} | ${f.offHeapMb.toFixed(1)} | ${f.handles} | ${f.fds}`).join(' | ') + ' |');
+    if (SNAPSHOT_MINUTES.has(minute)) for (const s of servers) s.proc.kill('SIGUSR2');
   }
   stop.now = true;
   await running;
-  const slopes = servers.map((_, i) => slope(rows.filter((r) => r.minute > WARMUP).map((r) => [r.minute, r.figures[i].rssMb])) * 10);
-  console.log(`RSS slope after warm-up, MB per 10 min: ${slopes.map((s, i) => `s${i} ${s.toFixed(2)}`).join(', ')} (target < 1)`);
+  const after = rows.filter((r) => r.minute > WARMUP);
+  const slopeOf = (key) => servers.map((_, i) => slope(after.map((r) => [r.minute, r.figures[i][key]])) * 10);
+  const slopes = slopeOf('rssMb');
+  const offHeapSlopes = slopeOf('offHeapMb');
+  console.log(`RSS slope after warm-up (minutes ${WARMUP + 1}-${MINUTES}), MB per 10 min: ${slopes.map((s, i) => `s${i} ${s.toFixed(2)}`).join(', ')} (target < 1)`);
+  console.log(`RSS outside the V8 heap, slope after warm-up, MB per 10 min: ${offHeapSlopes.map((s, i) => `s${i} ${s.toFixed(2)}`).join(', ')}`);
+  console.log(`V8 heap used, slope after warm-up, MB per 10 min: ${slopeOf('heapMb').map((s, i) => `s${i} ${s.toFixed(2)}`).join(', ')}`);
   console.log(`refused or failed operations: ${JSON.stringify(stats.refused)}`);
-  return { name, rows, slopes, refused: stats.refused };
+  return { name, rows, slopes, offHeapSlopes, refused: stats.refused };
 }
 
 const results = [];
