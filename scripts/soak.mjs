@@ -8,7 +8,7 @@
  *
  *   npm run build && node scripts/soak.mjs [--minutes 30] [--warmup-minutes 5] [--store sqlite|postgres|both]
  *                                          [--pg-admin-url postgresql://postgres@HOST:PORT/postgres] [--json FILE]
- *                                          [--heap-snapshots 2,10 --snapshot-dir DIR]
+ *                                          [--heap-snapshots 2,10 --snapshot-dir DIR] [--node-flags "--initial-old-space-size=128"]
  *
  * The load, from 8 client workers: single-event appends, 20-event batches, subscriptions opened and
  * cancelled after a few events, a compaction (PlanCompaction + Compact) every 200 operations,
@@ -17,6 +17,10 @@
  * leak, not data. Refused operations (e.g. a compaction with nothing to compact) are counted,
  * not fatal. PostgreSQL: --pg-admin-url, or a throwaway cluster from Debian's initdb/pg_ctl (as
  * test/support/pg-cluster.ts does).
+ *
+ * The servers run as `npm start` runs one in production (docs/operations.md): node with
+ * --initial-old-space-size=128; --node-flags '' runs them without it (as the runs before
+ * 2026-12-04 23:50 did).
  *
  * --heap-snapshots M1,M2: each server runs with --heapsnapshot-signal=SIGUSR2 and is sent the signal
  * right after the scrape of those minutes; the .heapsnapshot files land in --snapshot-dir (diff them
@@ -53,6 +57,7 @@ const PERIOD_MS = Number(arg('period-ms', '60000'));
 const WORKERS = 8;
 const SNAPSHOT_MINUTES = new Set(String(arg('heap-snapshots', '')).split(',').filter(Boolean).map(Number));
 const SNAPSHOT_DIR = arg('snapshot-dir', tmpdir());
+const NODE_FLAGS = String(arg('node-flags', '--initial-old-space-size=128')).split(' ').filter(Boolean);
 
 function freePort() {
   return new Promise((resolve) => {
@@ -88,7 +93,7 @@ async function startCluster() {
 /** Starts `palimpsest serve` with metrics; resolves with its addresses. */
 async function serve(db) {
   const metricsPort = await freePort();
-  const nodeArgs = SNAPSHOT_MINUTES.size > 0 ? ['--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${SNAPSHOT_DIR}`] : [];
+  const nodeArgs = [...NODE_FLAGS, ...(SNAPSHOT_MINUTES.size > 0 ? ['--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${SNAPSHOT_DIR}`] : [])];
   const proc = spawn(process.execPath, [...nodeArgs, join(ROOT, 'bin/palimpsest.mjs'), 'serve', '--listen', '127.0.0.1:0', '--db', db, '--log-level', 'warn',
     '--metrics-listen', `127.0.0.1:${metricsPort}`], { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] });
   const address = await new Promise((resolve, reject) => {
@@ -220,7 +225,7 @@ function slope(points) {
 }
 
 async function soak(name, servers) {
-  console.log(`\n## ${name}: ${MINUTES} min (${WARMUP} min warm-up), ${servers.length} server process(es), ${WORKERS} workers`);
+  console.log(`\n## ${name}: ${MINUTES} min (${WARMUP} min warm-up), ${servers.length} server process(es), ${WORKERS} workers, node flags: ${NODE_FLAGS.join(' ') || '(none)'}`);
   console.log('| min | load1 | ops ok | append p99 ms | ' + servers.map((_, i) => `s${i} RSS MB | s${i} heap used MB | s${i} heap total MB | s${i} RSS-heap MB | s${i} handles | s${i} fds`).join(' | ') + ' |');
   console.log('|' + ' --- |'.repeat(4 + 6 * servers.length));
   const stop = { now: false };

@@ -12,6 +12,9 @@ import { DomainError } from '../domain/errors.js';
 import { serverStream, unary, type HandlerTable, type ServerSink } from './rpc/handler-table.js';
 import { HealthCheckResponse_ServingStatus as S, type HealthCheckRequest, type HealthCheckResponse } from '../../gen/grpc/health/v1/health.js';
 
+/** The health service name that reports the SQLite heads record (NOT_SERVING while unsealed). */
+const HEADS_RECORD = 'palimpsest.heads-record';
+
 /** A Watch stream: its service and the last status it was sent. */
 interface Watcher {
   readonly service: string;
@@ -25,8 +28,8 @@ export class HealthState {
   #headsUnsealed: string | undefined;
   readonly #watchers = new Map<ServerSink<HealthCheckResponse>, Watcher>();
   /** The health service name that reports the SQLite heads record (NOT_SERVING while unsealed). */
-  static readonly HEADS_RECORD = 'palimpsest.heads-record';
-  static readonly SERVICES = new Set(['', 'palimpsest.v1.SessionService', HealthState.HEADS_RECORD]);
+  static readonly HEADS_RECORD = HEADS_RECORD;
+  static readonly SERVICES = new Set(['', 'palimpsest.v1.SessionService', HEADS_RECORD]);
 
   constructor(serving = true) {
     this.#serving = serving;
@@ -63,7 +66,7 @@ export class HealthState {
   #status(service: string): S {
     if (!HealthState.SERVICES.has(service)) return S.SERVICE_UNKNOWN;
     if (!this.#serving) return S.NOT_SERVING;
-    if (service === HealthState.HEADS_RECORD && this.#headsUnsealed !== undefined) return S.NOT_SERVING;
+    if (service === HEADS_RECORD && this.#headsUnsealed !== undefined) return S.NOT_SERVING;
     return S.SERVING;
   }
 
