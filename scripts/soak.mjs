@@ -28,7 +28,7 @@
  * them states so, and its slope window should start after the last one.
  */
 import { spawn, spawnSync, execFileSync } from 'node:child_process';
-import { chownSync, existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { chownSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -106,6 +106,32 @@ async function serve(db) {
     proc.once('exit', (code) => reject(new Error(`server exited ${code}: ${out}`)));
   });
   return { proc, address, metricsPort };
+}
+
+/**
+ * Where a server's RSS is, from /proc/PID/smaps (Linux): `brkMb` the main malloc arena ([heap]),
+ * `fileMb` mapped files, `smallAnonMb` anonymous mappings under 1 MiB (V8 heap pages are 256 KiB:
+ * both isolates' heaps, the main one and the SQLite writer thread's), `bigAnonMb` the other
+ * anonymous mappings (malloc's thread arenas, large mmapped allocations). NaN elsewhere.
+ */
+function smaps(pid) {
+  const out = { brkMb: 0, fileMb: 0, smallAnonMb: 0, bigAnonMb: 0 };
+  let text;
+  try {
+    text = readFileSync(`/proc/${pid}/smaps`, 'utf8');
+  } catch {
+    return { brkMb: NaN, fileMb: NaN, smallAnonMb: NaN, bigAnonMb: NaN };
+  }
+  let kind = 'bigAnonMb';
+  for (const line of text.split('\n')) {
+    const m = /^([0-9a-f]+)-([0-9a-f]+) \S+ \S+ \S+ \S+\s*(.*)$/.exec(line);
+    if (m) {
+      const size = parseInt(m[2], 16) - parseInt(m[1], 16);
+      const name = m[3];
+      kind = name === '[heap]' ? 'brkMb' : name.startsWith('/') ? 'fileMb' : name === '' && size < 2 ** 20 ? 'smallAnonMb' : 'bigAnonMb';
+    } else if (line.startsWith('Rss:')) out[kind] += Number(line.split(/\s+/)[1]) / 1024;
+  }
+  return out;
 }
 
 /** The figures of one server's /metrics. */
@@ -226,8 +252,8 @@ function slope(points) {
 
 async function soak(name, servers) {
   console.log(`\n## ${name}: ${MINUTES} min (${WARMUP} min warm-up), ${servers.length} server process(es), ${WORKERS} workers, node flags: ${NODE_FLAGS.join(' ') || '(none)'}`);
-  console.log('| min | load1 | ops ok | append p99 ms | ' + servers.map((_, i) => `s${i} RSS MB | s${i} heap used MB | s${i} heap total MB | s${i} RSS-heap MB | s${i} handles | s${i} fds`).join(' | ') + ' |');
-  console.log('|' + ' --- |'.repeat(4 + 6 * servers.length));
+  console.log('| min | load1 | ops ok | append p99 ms | ' + servers.map((_, i) => `s${i} RSS MB | s${i} heap used MB | s${i} heap total MB | s${i} V8 pages MB | s${i} malloc brk MB | s${i} handles | s${i} fds`).join(' | ') + ' |');
+  console.log('|' + ' --- |'.repeat(4 + 7 * servers.length));
   const stop = { now: false };
   const stats = { ok: 0, lat: [], refused: {} };
   const running = load(servers.map((s) => s.address), stop, stats);
@@ -235,12 +261,12 @@ async function soak(name, servers) {
   const started = Date.now();
   for (let minute = 1; minute <= MINUTES; minute++) {
     await new Promise((r) => setTimeout(r, started + minute * PERIOD_MS - Date.now()));
-    const figures = await Promise.all(servers.map((s) => scrape(s.metricsPort)));
+    const figures = await Promise.all(servers.map(async (s) => ({ ...await scrape(s.metricsPort), ...smaps(s.proc.pid) })));
     const row = { minute, load1: loadavg()[0], ok: stats.ok, p99: p99(stats.lat), figures };
     stats.ok = 0;
     stats.lat = [];
     rows.push(row);
-    console.log(`| ${minute} | ${row.load1.toFixed(1)} | ${row.ok} | ${row.p99.toFixed(1)} | ` + figures.map((f) => `${f.rssMb.toFixed(1)} | ${f.heapMb.toFixed(1)} | ${f.heapTotalMb.toFixed(1)} | ${f.offHeapMb.toFixed(1)} | ${f.handles} | ${f.fds}`).join(' | ') + ' |');
+    console.log(`| ${minute} | ${row.load1.toFixed(1)} | ${row.ok} | ${row.p99.toFixed(1)} | ` + figures.map((f) => `${f.rssMb.toFixed(1)} | ${f.heapMb.toFixed(1)} | ${f.heapTotalMb.toFixed(1)} | ${f.smallAnonMb.toFixed(1)} | ${f.brkMb.toFixed(1)} | ${f.handles} | ${f.fds}`).join(' | ') + ' |');
     if (SNAPSHOT_MINUTES.has(minute)) for (const s of servers) s.proc.kill('SIGUSR2');
   }
   stop.now = true;
@@ -252,6 +278,9 @@ async function soak(name, servers) {
   console.log(`RSS slope after warm-up (minutes ${WARMUP + 1}-${MINUTES}), MB per 10 min: ${slopes.map((s, i) => `s${i} ${s.toFixed(2)}`).join(', ')} (target < 1)`);
   console.log(`RSS outside the V8 heap, slope after warm-up, MB per 10 min: ${offHeapSlopes.map((s, i) => `s${i} ${s.toFixed(2)}`).join(', ')}`);
   console.log(`V8 heap used, slope after warm-up, MB per 10 min: ${slopeOf('heapMb').map((s, i) => `s${i} ${s.toFixed(2)}`).join(', ')}`);
+  for (const [key, what] of [['smallAnonMb', 'V8 pages (anonymous mappings < 1 MiB)'], ['brkMb', 'malloc brk heap'], ['bigAnonMb', 'other anonymous'], ['fileMb', 'mapped files']]) {
+    console.log(`${what}, slope after warm-up, MB per 10 min: ${slopeOf(key).map((s, i) => `s${i} ${s.toFixed(2)}`).join(', ')}`);
+  }
   console.log(`refused or failed operations: ${JSON.stringify(stats.refused)}`);
   return { name, rows, slopes, offHeapSlopes, refused: stats.refused };
 }
