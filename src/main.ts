@@ -24,6 +24,7 @@ import { compactionObservations } from './app/compaction-metrics.js';
 import { isUnavailable } from './store/postgres/pg-errors.js';
 import { DeferredStore } from './store/deferred-store.js';
 import { HealthState } from './server/health.js';
+import type { MigrationOptions, MigrationReport } from './store/migration-options.js';
 
 export type { RunningServer, ServerExtensions };
 
@@ -76,35 +77,33 @@ async function waitForStore(config: ServerConfig, logger: Logger, deferred: Defe
  */
 export async function openStore(config: ServerConfig, logger?: Logger): Promise<SessionStore> {
   if (config.db === ':memory:') return new MemorySessionStore();
+  const migration = migrationOptions(config, logger);
   if (isPostgresUrl(config.db)) {
     const { PostgresSessionStore } = await import('./store/postgres/postgres-store.js');
-    return PostgresSessionStore.open({ url: config.db, onError: (error) => logger?.warn({ err: error }, 'PostgreSQL connection problem') });
+    return PostgresSessionStore.open({ url: config.db, ...migration, onError: (error) => logger?.warn({ err: error }, 'PostgreSQL connection problem') });
   }
-  return new SqliteSessionStore({ path: config.db, durability: config.durability, appendWriter: config.sqliteWriter });
+  return new SqliteSessionStore({ path: config.db, durability: config.durability, appendWriter: config.sqliteWriter, ...migration });
+}
+
+/** In-place schema migration at open (docs/operations.md, "Schema migrations"): --no-migrate, the build recorded, the log line. */
+function migrationOptions(config: ServerConfig, logger?: Logger): MigrationOptions {
+  return {
+    noMigrate: config.noMigrate === true,
+    build: VERSION,
+    onMigrated: (r: MigrationReport) => logger?.warn({ schemaFrom: r.from, schemaTo: r.to, backup: r.backup, ms: r.ms },
+      r.backup === undefined
+        ? `migrated the database schema in place from version ${r.from} to ${r.to}`
+        : `migrated the database schema in place from version ${r.from} to ${r.to}; the file as it was is backed up at ${r.backup}`),
+  };
 }
 
 /** The app over the configured store, with the store-driven change feed. */
 export async function composeApp(config: ServerConfig, logger: Logger, tracing?: Tracing, tap?: (batch: CommittedBatch) => void, given?: SessionStore, health?: HealthState): Promise<SessionService> {
   const opened = given ?? await openStore(config, logger);
-  if (opened instanceof SqliteSessionStore) {
-    // The writer thread opens its connection now: a database it cannot open fails the start.
-    try {
-      await opened.writerReady();
-    } catch (e) {
-      await opened.close().catch(() => undefined);
-      throw e;
-    }
-    for (const d of opened.damagedSessions) logger.error({ dataLoss: true, sessionId: d.sessionId, err: d.message }, 'DATA LOSS found at open: session refused');
-    if (opened.headsUnsealed !== undefined) {
-      logger.error({ headsUnsealed: opened.headsUnsealed },
-        'the session heads record is UNSEALED: lost acknowledged commits (a damaged WAL) would go unseen; check the database with `palimpsest verify --db FILE`, then re-seal with `palimpsest verify --db FILE --reseal-heads` (server stopped)');
-    }
-    // Health `palimpsest.heads-record` answers NOT_SERVING while it is unsealed (server.ts: and the gauge).
-    health?.setHeadsUnsealed(opened.headsUnsealed);
-    const ext = opened.checksumExtension;
-    if (ext.problem !== undefined) logger.warn({ checksums: 'javascript' }, ext.problem);
-    else logger.info({ checksums: ext.loaded ? (ext.hardwareCrc === true ? 'sqlite (crc32c instruction)' : 'sqlite (table)') : 'javascript' }, 'row checksums verified on read');
-  }
+  // A store's own start-up work and report (the SQLite writer thread, sessions refused at open).
+  await opened.start?.(logger);
+  // Health `palimpsest.heads-record` answers NOT_SERVING while the SQLite heads record is unsealed (server.ts: and the gauge).
+  if (opened instanceof SqliteSessionStore) health?.setHeadsUnsealed(opened.headsUnsealed);
   // Storage failures are logged once per episode (not per request) by the monitor.
   const monitored = monitorStorage(opened, logger);
   // With tracing on, every store call is a span inside its RPC's span.
