@@ -8,6 +8,7 @@
  *
  *   npm run build && node scripts/soak.mjs [--minutes 30] [--warmup-minutes 5] [--store sqlite|postgres|both]
  *                                          [--pg-admin-url postgresql://postgres@HOST:PORT/postgres] [--json FILE]
+ *                                          [--heap-snapshots 2,10 --snapshot-dir DIR] [--node-flags "--initial-old-space-size=128"]
  *
  * The load, from 8 client workers: single-event appends, 20-event batches, subscriptions opened and
  * cancelled after a few events, a compaction (PlanCompaction + Compact) every 200 operations,
@@ -16,11 +17,20 @@
  * leak, not data. Refused operations (e.g. a compaction with nothing to compact) are counted,
  * not fatal. PostgreSQL: --pg-admin-url, or a throwaway cluster from Debian's initdb/pg_ctl (as
  * test/support/pg-cluster.ts does).
+ *
+ * The servers run as `npm start` runs one in production (docs/operations.md): node with
+ * --initial-old-space-size=128; --node-flags '' runs them without it (as the runs before
+ * 2026-12-04 23:50 did).
+ *
+ * --heap-snapshots M1,M2: each server runs with --heapsnapshot-signal=SIGUSR2 and is sent the signal
+ * right after the scrape of those minutes; the .heapsnapshot files land in --snapshot-dir (diff them
+ * with scripts/heap-diff.mjs). A snapshot costs a full GC and a burst of memory: a run that takes
+ * them states so, and its slope window should start after the last one.
  */
 import { spawn, spawnSync, execFileSync } from 'node:child_process';
-import { chownSync, existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { chownSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
+import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import grpc from '@grpc/grpc-js';
@@ -45,6 +55,9 @@ const WARMUP = Number(arg('warmup-minutes', String(Math.min(5, Math.floor(MINUTE
 const STORES = arg('store', 'both') === 'both' ? ['sqlite', 'postgres'] : [arg('store')];
 const PERIOD_MS = Number(arg('period-ms', '60000'));
 const WORKERS = 8;
+const SNAPSHOT_MINUTES = new Set(String(arg('heap-snapshots', '')).split(',').filter(Boolean).map(Number));
+const SNAPSHOT_DIR = arg('snapshot-dir', tmpdir());
+const NODE_FLAGS = String(arg('node-flags', '--initial-old-space-size=128')).split(' ').filter(Boolean);
 
 function freePort() {
   return new Promise((resolve) => {
@@ -80,7 +93,8 @@ async function startCluster() {
 /** Starts `palimpsest serve` with metrics; resolves with its addresses. */
 async function serve(db) {
   const metricsPort = await freePort();
-  const proc = spawn(process.execPath, [join(ROOT, 'bin/palimpsest.mjs'), 'serve', '--listen', '127.0.0.1:0', '--db', db, '--log-level', 'warn',
+  const nodeArgs = [...NODE_FLAGS, ...(SNAPSHOT_MINUTES.size > 0 ? ['--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${SNAPSHOT_DIR}`] : [])];
+  const proc = spawn(process.execPath, [...nodeArgs, join(ROOT, 'bin/palimpsest.mjs'), 'serve', '--listen', '127.0.0.1:0', '--db', db, '--log-level', 'warn',
     '--metrics-listen', `127.0.0.1:${metricsPort}`], { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] });
   const address = await new Promise((resolve, reject) => {
     let out = '';
@@ -94,6 +108,32 @@ async function serve(db) {
   return { proc, address, metricsPort };
 }
 
+/**
+ * Where a server's RSS is, from /proc/PID/smaps (Linux): `brkMb` the main malloc arena ([heap]),
+ * `fileMb` mapped files, `smallAnonMb` anonymous mappings under 1 MiB (V8 heap pages are 256 KiB:
+ * both isolates' heaps, the main one and the SQLite writer thread's), `bigAnonMb` the other
+ * anonymous mappings (malloc's thread arenas, large mmapped allocations). NaN elsewhere.
+ */
+function smaps(pid) {
+  const out = { brkMb: 0, fileMb: 0, smallAnonMb: 0, bigAnonMb: 0 };
+  let text;
+  try {
+    text = readFileSync(`/proc/${pid}/smaps`, 'utf8');
+  } catch {
+    return { brkMb: NaN, fileMb: NaN, smallAnonMb: NaN, bigAnonMb: NaN };
+  }
+  let kind = 'bigAnonMb';
+  for (const line of text.split('\n')) {
+    const m = /^([0-9a-f]+)-([0-9a-f]+) \S+ \S+ \S+ \S+\s*(.*)$/.exec(line);
+    if (m) {
+      const size = parseInt(m[2], 16) - parseInt(m[1], 16);
+      const name = m[3];
+      kind = name === '[heap]' ? 'brkMb' : name.startsWith('/') ? 'fileMb' : name === '' && size < 2 ** 20 ? 'smallAnonMb' : 'bigAnonMb';
+    } else if (line.startsWith('Rss:')) out[kind] += Number(line.split(/\s+/)[1]) / 1024;
+  }
+  return out;
+}
+
 /** The figures of one server's /metrics. */
 async function scrape(metricsPort) {
   const text = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
@@ -101,7 +141,14 @@ async function scrape(metricsPort) {
     const m = new RegExp(`^${name}(?:\\{[^}]*\\})? ([0-9.e+-]+)$`, 'm').exec(text);
     return m ? Number(m[1]) : NaN;
   };
-  return { rssMb: v('process_resident_memory_bytes') / 2 ** 20, heapMb: v('nodejs_heap_size_used_bytes') / 2 ** 20, handles: v('nodejs_active_handles_total'), fds: v('process_open_fds') };
+  const rssMb = v('process_resident_memory_bytes') / 2 ** 20;
+  const heapTotalMb = v('nodejs_heap_size_total_bytes') / 2 ** 20;
+  return {
+    rssMb, heapMb: v('nodejs_heap_size_used_bytes') / 2 ** 20, heapTotalMb, externalMb: v('nodejs_external_memory_bytes') / 2 ** 20,
+    // RSS outside the main isolate's V8 heap (malloc: SQLite, the writer thread's isolate, buffers):
+    // free of the V8 heap sizing that makes RSS jump with the collector's heuristics.
+    offHeapMb: rssMb - heapTotalMb, handles: v('nodejs_active_handles_total'), fds: v('process_open_fds'),
+  };
 }
 
 const unary = (client, method, req) => new Promise((resolve, reject) => client[method](CODECS[method].fromPartial(req), { deadline: Date.now() + 30_000 }, (e, r) => (e ? reject(e) : resolve(r))));
@@ -204,9 +251,9 @@ function slope(points) {
 }
 
 async function soak(name, servers) {
-  console.log(`\n## ${name}: ${MINUTES} min (${WARMUP} min warm-up), ${servers.length} server process(es), ${WORKERS} workers`);
-  console.log('| min | ops ok | append p99 ms | ' + servers.map((_, i) => `s${i} RSS MB | s${i} heap MB | s${i} handles | s${i} fds`).join(' | ') + ' |');
-  console.log('|' + ' --- |'.repeat(3 + 4 * servers.length));
+  console.log(`\n## ${name}: ${MINUTES} min (${WARMUP} min warm-up), ${servers.length} server process(es), ${WORKERS} workers, node flags: ${NODE_FLAGS.join(' ') || '(none)'}`);
+  console.log('| min | load1 | ops ok | append p99 ms | ' + servers.map((_, i) => `s${i} RSS MB | s${i} heap used MB | s${i} heap total MB | s${i} V8 pages MB | s${i} malloc brk MB | s${i} handles | s${i} fds`).join(' | ') + ' |');
+  console.log('|' + ' --- |'.repeat(4 + 7 * servers.length));
   const stop = { now: false };
   const stats = { ok: 0, lat: [], refused: {} };
   const running = load(servers.map((s) => s.address), stop, stats);
@@ -214,19 +261,28 @@ async function soak(name, servers) {
   const started = Date.now();
   for (let minute = 1; minute <= MINUTES; minute++) {
     await new Promise((r) => setTimeout(r, started + minute * PERIOD_MS - Date.now()));
-    const figures = await Promise.all(servers.map((s) => scrape(s.metricsPort)));
-    const row = { minute, ok: stats.ok, p99: p99(stats.lat), figures };
+    const figures = await Promise.all(servers.map(async (s) => ({ ...await scrape(s.metricsPort), ...smaps(s.proc.pid) })));
+    const row = { minute, load1: loadavg()[0], ok: stats.ok, p99: p99(stats.lat), figures };
     stats.ok = 0;
     stats.lat = [];
     rows.push(row);
-    console.log(`| ${minute} | ${row.ok} | ${row.p99.toFixed(1)} | ` + figures.map((f) => `${f.rssMb.toFixed(1)} | ${f.heapMb.toFixed(1)} | ${f.handles} | ${f.fds}`).join(' | ') + ' |');
+    console.log(`| ${minute} | ${row.load1.toFixed(1)} | ${row.ok} | ${row.p99.toFixed(1)} | ` + figures.map((f) => `${f.rssMb.toFixed(1)} | ${f.heapMb.toFixed(1)} | ${f.heapTotalMb.toFixed(1)} | ${f.smallAnonMb.toFixed(1)} | ${f.brkMb.toFixed(1)} | ${f.handles} | ${f.fds}`).join(' | ') + ' |');
+    if (SNAPSHOT_MINUTES.has(minute)) for (const s of servers) s.proc.kill('SIGUSR2');
   }
   stop.now = true;
   await running;
-  const slopes = servers.map((_, i) => slope(rows.filter((r) => r.minute > WARMUP).map((r) => [r.minute, r.figures[i].rssMb])) * 10);
-  console.log(`RSS slope after warm-up, MB per 10 min: ${slopes.map((s, i) => `s${i} ${s.toFixed(2)}`).join(', ')} (target < 1)`);
+  const after = rows.filter((r) => r.minute > WARMUP);
+  const slopeOf = (key) => servers.map((_, i) => slope(after.map((r) => [r.minute, r.figures[i][key]])) * 10);
+  const slopes = slopeOf('rssMb');
+  const offHeapSlopes = slopeOf('offHeapMb');
+  console.log(`RSS slope after warm-up (minutes ${WARMUP + 1}-${MINUTES}), MB per 10 min: ${slopes.map((s, i) => `s${i} ${s.toFixed(2)}`).join(', ')} (target < 1)`);
+  console.log(`RSS outside the V8 heap, slope after warm-up, MB per 10 min: ${offHeapSlopes.map((s, i) => `s${i} ${s.toFixed(2)}`).join(', ')}`);
+  console.log(`V8 heap used, slope after warm-up, MB per 10 min: ${slopeOf('heapMb').map((s, i) => `s${i} ${s.toFixed(2)}`).join(', ')}`);
+  for (const [key, what] of [['smallAnonMb', 'V8 pages (anonymous mappings < 1 MiB)'], ['brkMb', 'malloc brk heap'], ['bigAnonMb', 'other anonymous'], ['fileMb', 'mapped files']]) {
+    console.log(`${what}, slope after warm-up, MB per 10 min: ${slopeOf(key).map((s, i) => `s${i} ${s.toFixed(2)}`).join(', ')}`);
+  }
   console.log(`refused or failed operations: ${JSON.stringify(stats.refused)}`);
-  return { name, rows, slopes, refused: stats.refused };
+  return { name, rows, slopes, offHeapSlopes, refused: stats.refused };
 }
 
 const results = [];

@@ -99,10 +99,12 @@ function migrationOptions(config: ServerConfig, logger?: Logger): MigrationOptio
 }
 
 /** The app over the configured store, with the store-driven change feed. */
-export async function composeApp(config: ServerConfig, logger: Logger, tracing?: Tracing, tap?: (batch: CommittedBatch) => void, given?: SessionStore): Promise<SessionService> {
+export async function composeApp(config: ServerConfig, logger: Logger, tracing?: Tracing, tap?: (batch: CommittedBatch) => void, given?: SessionStore, health?: HealthState): Promise<SessionService> {
   const opened = given ?? await openStore(config, logger);
   // A store's own start-up work and report (the SQLite writer thread, sessions refused at open).
   await opened.start?.(logger);
+  // Health `palimpsest.heads-record` answers NOT_SERVING while the SQLite heads record is unsealed (server.ts: and the gauge).
+  if (opened instanceof SqliteSessionStore) health?.setHeadsUnsealed(opened.headsUnsealed);
   // Large values are stored once per tenant as blobs (issue #39); reads get the bytes back.
   const blobbing = new BlobbingStore(opened, config.blobMinBytes);
   // Storage failures are logged once per episode (not per request) by the monitor.
@@ -151,6 +153,7 @@ export async function startServer(partial: Partial<ServerConfig> = {}, ext: Serv
       store = deferred;
     }
   }
+  const health = waiting?.health ?? ext.health ?? new HealthState();
   let running: RunningServer;
   const positions = config.otelGenaiExport ? otelGenaiPositions(config) : undefined;
   let live: LiveGenAiExporter | undefined;
@@ -162,7 +165,7 @@ export async function startServer(partial: Partial<ServerConfig> = {}, ext: Serv
   const app = await composeApp(config, logger, tracing, !tapped ? undefined : (b) => {
     if (live !== undefined && otel !== undefined) otel.context.with(otel.ROOT_CONTEXT, () => live?.onCommit(b));
     observeCompactions?.(b);
-  }, store);
+  }, store, health);
   try {
     if (positions !== undefined) {
       // Started before the server listens: no commit can slip between the catch-up scan and the tap.
@@ -171,7 +174,7 @@ export async function startServer(partial: Partial<ServerConfig> = {}, ext: Serv
       if (waiting === undefined) await live.start();
     }
     // The server only shows `db` in its start-up log: never a database password.
-    const served = await serveApp(app, isPostgresUrl(config.db) ? { ...config, db: redactUrl(config.db) } : config, logger, { ...ext, tracing, health: waiting?.health });
+    const served = await serveApp(app, isPostgresUrl(config.db) ? { ...config, db: redactUrl(config.db) } : config, logger, { ...ext, tracing, health });
     if (config.metricsListen) {
       // Compaction/prune metrics from the committed batches; sessions per tenant from the store at each scrape.
       const metrics = served.metrics;

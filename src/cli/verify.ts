@@ -7,11 +7,14 @@
  * --addr ADDR verifies through a running server's RPCs (any store): ListSessions, then per session
  * every ListEvents page (seqs ascend, as many as the session counts, the last one its head; a
  * session the server refuses with DATA_LOSS is reported) and the surface replayed through the
- * domain engine against GetSurface.
+ * domain engine against GetSurface, and the server's health `palimpsest.heads-record` (NOT_SERVING
+ * while its SQLite heads record is unsealed).
  *
  * Exit status: 0 no problem found, 1 a problem found, 2 usage, 3 the server cannot be reached.
  */
 import { existsSync } from 'node:fs';
+import { credentials, Metadata, status } from '@grpc/grpc-js';
+import { HealthClient, HealthCheckResponse_ServingStatus } from '../../gen/grpc/health/v1/health.js';
 import { parseArgs } from 'node:util';
 import { DataFormat, Direction } from '../../gen/palimpsest/v1/service.js';
 import type { SessionEvent as PbSessionEvent } from '../../gen/palimpsest/v1/event.js';
@@ -32,7 +35,8 @@ Checks every session and prints a report; exit status 1 when anything is wrong.
                the domain engine, and the session heads recorded in FILE-heads
   --addr ADDR  check through a running server's RPCs (any store): contiguity, and the surface
                replayed from ListEvents against GetSurface (sessions the server refuses with
-               DATA_LOSS are reported); without --db and --addr, $PALIMPSEST_ADDR when set
+               DATA_LOSS are reported), and whether its heads record is unsealed (health
+               palimpsest.heads-record); without --db and --addr, $PALIMPSEST_ADDR when set
   --token T, --tls-ca F, --tls-cert F, --tls-key F   as for the other client commands (with --addr)
   --reseal-heads  with --db, the server stopped, after checking the database: rewrite FILE-heads
                from the database (a missing, emptied or damaged heads record leaves the server
@@ -147,9 +151,31 @@ function structural(e: PbSessionEvent): StructuralRow {
   return row;
 }
 
+/**
+ * The server's health `palimpsest.heads-record` (src/server/health.ts): a problem while it is
+ * NOT_SERVING (the heads record is unsealed). A server that does not know the name (an older one)
+ * is not reported.
+ */
+async function headsRecordProblem(rpc: Rpc): Promise<string | undefined> {
+  const health = new HealthClient('unused', credentials.createInsecure(), { channelOverride: rpc.client.getChannel() });
+  const check = (service: string) => new Promise<HealthCheckResponse_ServingStatus | undefined>((resolve, reject) => {
+    health.check({ service }, new Metadata(), { deadline: Date.now() + 30_000 }, (err, res) => {
+      if (err === null) resolve(res.status);
+      else if (err.code === status.NOT_FOUND) resolve(undefined); // SERVICE_UNKNOWN: a server without the name
+      else reject(err);
+    });
+  });
+  // NOT_SERVING for the whole server (shutting down, waiting for PostgreSQL) says nothing about the heads record.
+  if (await check('palimpsest.heads-record') !== HealthCheckResponse_ServingStatus.NOT_SERVING || await check('') !== HealthCheckResponse_ServingStatus.SERVING) return undefined;
+  return 'the server reports its session heads record unsealed (health palimpsest.heads-record NOT_SERVING): lost acknowledged commits would go unseen; ' +
+    'see the server log (`the session heads record is UNSEALED`), check the database with palimpsest verify --db FILE, then re-seal with palimpsest verify --db FILE --reseal-heads (server stopped)';
+}
+
 /** Verifies every session through the server's RPCs. */
 async function verifyServer(rpc: Rpc, addr: string): Promise<Report> {
   const problems: { sessionId?: string; seq?: number; problem: string }[] = [];
+  const heads = await headsRecordProblem(rpc);
+  if (heads !== undefined) problems.push({ problem: heads });
   let sessions = 0;
   let events = 0;
   let pageToken = '';

@@ -35,6 +35,8 @@ export interface Metrics {
   compacted(kind: 'compact' | 'prune', shadowedEvents: number, tokensSaved: number): void;
   /** Where palimpsest_tenant_sessions is read from at each scrape (sessions per tenant). */
   trackTenantSessions(source: () => Promise<ReadonlyMap<string, number>>): void;
+  /** Where palimpsest_heads_record_unsealed is read from at each scrape (1 while the SQLite heads record is unsealed). */
+  trackHeadsUnsealed(source: () => boolean): void;
 }
 
 /** Metrics that record nothing (metrics not served). */
@@ -51,6 +53,7 @@ export const NO_METRICS: Metrics = Object.freeze({
   retentionDeleted: () => undefined,
   compacted: () => undefined,
   trackTenantSessions: () => undefined,
+  trackHeadsUnsealed: () => undefined,
 });
 
 /** Loads prom-client and creates the Prometheus metrics. */
@@ -82,6 +85,8 @@ export class PromMetrics implements Metrics {
   readonly #compactionSaved: HistogramT<'kind'>;
   #tenantSessionsSource: () => Promise<ReadonlyMap<string, number>> = async () => new Map();
   readonly tenantSessions: GaugeT<'tenant'>;
+  #headsUnsealedSource: () => boolean = () => false;
+  readonly headsUnsealed: GaugeT;
 
   constructor(prom: typeof import('prom-client'), defaults = true) {
     const { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } = prom;
@@ -134,6 +139,12 @@ export class PromMetrics implements Metrics {
         this.tenantSessions.reset();
         for (const [tenant, n] of counts) this.tenantSessions.set({ tenant }, n);
       },
+    });
+    this.headsUnsealed = new Gauge({
+      name: 'palimpsest_heads_record_unsealed',
+      help: '1 while the SQLite heads record (FILE-heads) is unsealed: lost acknowledged commits would go unseen until `palimpsest verify --db FILE --reseal-heads`; 0 otherwise',
+      registers: [this.registry],
+      collect: (): void => this.headsUnsealed.set(this.#headsUnsealedSource() ? 1 : 0),
     });
     // The go-grpc-prometheus names and labels, so stock gRPC dashboards work unchanged.
     const rpcLabels = ['grpc_service', 'grpc_method', 'grpc_type'] as const;
@@ -194,6 +205,11 @@ export class PromMetrics implements Metrics {
   /** Where palimpsest_tenant_sessions is read from at each scrape. */
   trackTenantSessions(source: () => Promise<ReadonlyMap<string, number>>): void {
     this.#tenantSessionsSource = source;
+  }
+
+  /** Where palimpsest_heads_record_unsealed is read from at each scrape. */
+  trackHeadsUnsealed(source: () => boolean): void {
+    this.#headsUnsealedSource = source;
   }
 
   /** A rejected append. */

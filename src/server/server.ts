@@ -71,7 +71,7 @@ export interface ServerExtensions {
   tracerProvider?: import('@opentelemetry/api').TracerProvider;
   /** Loaded tracing (the composition root loads it, traces the store with it and hands it in). */
   tracing?: Tracing;
-  /** The health state to serve (the composition root's, when it starts not serving). */
+  /** The health state to serve (the composition root's: not serving while a replica waits for its database; the heads record). */
   health?: HealthState;
 }
 
@@ -178,6 +178,7 @@ export async function serveApp(app: SessionService, config: ServerConfig, logger
     }
   }
   metrics.trackCachedSessions(() => app.cachedSessions);
+  metrics.trackHeadsUnsealed(() => health.headsUnsealed !== undefined);
   const retention = new Retention(app, {
     retentionDays: config.retentionDays, intervalMs: config.retentionIntervalMs, batchSize: config.retentionBatch, log: logger,
     onDeleted: (n) => metrics.retentionDeleted(n),

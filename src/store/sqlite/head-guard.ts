@@ -10,9 +10,7 @@ import type { SessionRecord } from '../../app/store-port.js';
 import { DataCorruptedError } from '../../app/storage-error.js';
 import { HeadRecord, readHeads, readHeadsFile, type RecordedHead } from './head-record.js';
 import type { Statements } from './statements.js';
-
-/** Deleted incarnations remembered against late head lines (see #deletedHere). */
-const DELETED_KEPT = 10_000;
+import { RecentDeletes } from './recent-deletes.js';
 
 /** The heads record of a store and the sessions it refused at open. */
 export class HeadGuard {
@@ -32,11 +30,11 @@ export class HeadGuard {
    */
   readonly missing = new Map<string, RecordedHead>();
   /**
-   * Incarnations (`<created_at> <id>`) this store deleted: a head line of theirs that arrives after
-   * the delete is not recorded. Cleared when the id is created or published again (a re-import
-   * keeps its created_at).
+   * Incarnations this store deleted lately (recent-deletes.ts): a head line of theirs that arrives
+   * after the delete is not recorded. Cleared when the id is created or published again (a
+   * re-import keeps its created_at).
    */
-  readonly #deletedHere = new Set<string>();
+  readonly #deletedHere = new RecentDeletes();
   readonly #st: Statements;
 
   constructor(st: Statements) {
@@ -96,7 +94,7 @@ export class HeadGuard {
 
   /** Records the heads that commits moved (a deleted incarnation's are dropped). */
   heads(moved: readonly (readonly [string, number, number])[]): void {
-    this.record?.heads(this.#deletedHere.size === 0 ? moved : moved.filter(([id, createdAt]) => !this.#deletedHere.has(`${createdAt} ${id}`)));
+    this.record?.heads(this.#deletedHere.size === 0 ? moved : moved.filter(([id, createdAt]) => !this.#deletedHere.has(id, createdAt)));
   }
 
   /** Throws for a session refused at open. */
@@ -110,7 +108,7 @@ export class HeadGuard {
     if (this.record === undefined) return;
     const row = this.#st.selectDigest.get(id) as [number, number, number] | undefined;
     if (row === undefined) return;
-    this.#deletedHere.delete(`${row[2]} ${id}`);
+    this.#deletedHere.forget(id, row[2]);
     this.record.heads([[id, row[2], row[1]]]);
   }
 
@@ -133,11 +131,8 @@ export class HeadGuard {
       this.record?.deleted(id, before[2]);
       // A group of it that committed just before the delete records its head once its sync
       // ended: that line must not bring the deleted incarnation back (see heads).
-      if (this.record !== undefined) {
-        this.#deletedHere.add(`${before[2]} ${id}`);
-        // Such a line comes within a sync of the delete: the latest deletes are enough.
-        if (this.#deletedHere.size > DELETED_KEPT) this.#deletedHere.delete(this.#deletedHere.values().next().value!);
-      }
+      // Such a line comes within a sync of the delete: the latest deletes are enough.
+      if (this.record !== undefined) this.#deletedHere.add(id, before[2]);
     }
     return damage !== undefined;
   }
