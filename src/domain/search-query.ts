@@ -74,7 +74,7 @@ export interface TokenSpan {
   readonly end: number;
 }
 
-const TOKEN_RE = /[\p{L}\p{N}\p{M}]+/gu;
+const TOKEN_RE = /[\p{L}\p{N}\p{Co}]+/gu;
 const MARKS_RE = /\p{M}/gu;
 
 /** A token folded as the stores index it: diacritics removed, lower case. */
@@ -83,9 +83,10 @@ export function foldToken(raw: string): string {
 }
 
 /**
- * The tokens of a text, as all three stores split it: maximal runs of letters, digits (and
- * combining marks, which folding then removes), folded with {@link foldToken}. Every other
- * character (space, punctuation, symbols) separates tokens. A run that folds to nothing is dropped.
+ * The tokens of a text, as all three stores split it (FTS5 unicode61's default token characters):
+ * maximal runs of letters, digits and private-use characters (categories L*, N*, Co), folded with
+ * {@link foldToken}. Every other character (space, punctuation, symbols, combining marks not
+ * precomposed) separates tokens. A run that folds to nothing is dropped.
  */
 export function searchTokenSpans(text: string): TokenSpan[] {
   const out: TokenSpan[] = [];

@@ -75,6 +75,7 @@ export const METHOD_PERMISSIONS: Readonly<Record<string, Permission>> = {
   Compact: 'append',
   PruneToolResults: 'append',
   ImportMessages: 'append',
+  SearchEvents: 'read',
 };
 
 /** Services reachable without a token: health checks and schema reflection (public contract). */

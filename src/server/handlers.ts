@@ -29,6 +29,7 @@ import { estimateMessageTokens } from '../domain/token-estimate.js';
 import { appendStreamHandler } from './append-stream-handler.js';
 import { clientStream, serverStream, unary, type HandlerTable } from './rpc/handler-table.js';
 import { feedHandlers } from './feed-handlers.js';
+import { searchHandlers } from './search-handlers.js';
 import { providerFormatOf, providerHandlers, renderedMessages } from './provider-handlers.js';
 
 function toSession(v: SessionView): Session {
@@ -272,5 +273,5 @@ export function makeHandlers(app: SessionService, metrics?: Metrics, streams?: H
       });
     }),
   };
-  return { ...handlers, ...compactionHandlers(app, requireId), ...feedHandlers(app, requireId, metrics ?? NO_METRICS, { heartbeatMs: opts.heartbeatMs, revocable: opts.revocable }), ...providerHandlers(app, requireId), ...streams };
+  return { ...handlers, ...compactionHandlers(app, requireId), ...feedHandlers(app, requireId, metrics ?? NO_METRICS, { heartbeatMs: opts.heartbeatMs, revocable: opts.revocable }), ...providerHandlers(app, requireId), ...searchHandlers(app), ...streams };
 }
