@@ -79,7 +79,7 @@ const MARKS_RE = /\p{M}/gu;
 
 /** A token folded as the stores index it: diacritics removed, lower case. */
 export function foldToken(raw: string): string {
-  return raw.normalize('NFD').replace(MARKS_RE, '').toLowerCase();
+  return raw.toLowerCase().normalize('NFD').replace(MARKS_RE, '');
 }
 
 /**

@@ -76,7 +76,7 @@ describe('search query parser', () => {
   it('keeps FTS5 and tsquery syntax out of terms: tokens are letters and digits only', () => {
     const q = parseSearchQuery(`"a" OR b NEAR(c d) x:* 'e':* f&!g|h<->i ^j {k} col:l NOT m "x"" AND ""y"`);
     expect(q.terms.map((t) => t.tokens.join(' '))).toEqual(['a', 'or', 'b', 'near c', 'd', 'x', 'e', 'f g h i', 'j', 'k', 'col l', 'not', 'm', 'x and y']);
-    for (const t of q.terms) for (const tok of t.tokens) expect(tok).toMatch(/^[\p{L}\p{N}]+$/u);
+    for (const t of q.terms) for (const tok of t.tokens) expect(tok).toMatch(/^[\p{L}\p{N}\p{Co}]+$/u);
   });
 
   it('never throws anything but SEARCH_QUERY_INVALID, and every token is letters and digits (hostile input)', () => {
@@ -85,7 +85,7 @@ describe('search query parser', () => {
         const q = parseSearchQuery(s);
         for (const t of q.terms) {
           expect(t.tokens.length).toBeGreaterThan(0);
-          for (const tok of t.tokens) expect(tok).toMatch(/^[\p{L}\p{N}]+$/u);
+          for (const tok of t.tokens) expect(tok).toMatch(/^[\p{L}\p{N}\p{Co}]+$/u);
         }
       } catch (e) {
         expect(e).toBeInstanceOf(DomainError);
