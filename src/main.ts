@@ -14,6 +14,7 @@ import { loadTracing, type Tracing } from './server/tracing.js';
 import { resolveConfig, serveApp, serverLogger, type RunningServer, type ServerExtensions } from './server/server.js';
 import { MemorySessionStore } from './store/memory/memory-store.js';
 import { SqliteSessionStore } from './store/sqlite/sqlite-store.js';
+import { SqliteSearchIndex } from './store/sqlite/search.js';
 import { isPostgresUrl, redactUrl } from './store/postgres/url.js';
 import type { CommittedBatch } from './app/change-feed.js';
 import { LiveGenAiExporter, TappedChangeFeed, type ExportPositions } from './app/otel-genai-live.js';
@@ -110,7 +111,10 @@ export async function composeApp(config: ServerConfig, logger: Logger, tracing?:
   // Subscribers hear this process's commits at once and other processes' through the store.
   // A tap (the live GenAI export) hears every batch this process commits, whatever session.
   const feed = new StoreChangeFeed(store.openHeadWatch());
-  return new SessionService(store, config.limits, Date.now, logger, undefined, tap === undefined ? feed : new TappedChangeFeed(feed, tap));
+  const service = new SessionService(store, config.limits, Date.now, logger, undefined, tap === undefined ? feed : new TappedChangeFeed(feed, tap));
+  // SearchEvents (issue #40): the store's index; the memory store keeps the app's scan.
+  if (opened instanceof SqliteSessionStore) service.search.useIndex(new SqliteSearchIndex(config.db));
+  return service;
 }
 
 /** The positions of the live GenAI export: a file next to a SQLite database, memory for `:memory:`. */

@@ -7,6 +7,8 @@
 import Database from 'better-sqlite3';
 import { StoreOpenError } from '../store-errors.js';
 import { APPLICATION_ID, FEED_SQL, SCHEMA_SQL, SCHEMA_VERSION } from './schema.js';
+import { registerSearchFunctions } from './search-schema.js';
+import { ensureSearch } from './search.js';
 
 /** What opening needs of the store options. */
 export interface OpenOptions {
@@ -44,6 +46,8 @@ export function configureConnection(db: Database.Database, durability: 'full' | 
   db.pragma(`synchronous = ${durability === 'normal' || backgroundSync ? 'NORMAL' : 'FULL'}`);
   db.pragma('foreign_keys = ON');
   db.pragma('temp_store = MEMORY');
+  // The search index's trigger computes an event's searchable text in JavaScript (issue #40).
+  registerSearchFunctions(db);
 }
 
 /** Opens the file, checks it is a Palimpsest database of this schema version, configures the connection. */
@@ -72,6 +76,7 @@ export function openDatabase(options: OpenOptions, backgroundSync: boolean, now:
       }).immediate();
     }
     ensureFeed(db);
+    ensureSearch(db);
     // A streamed import whose owner's lease passed was abandoned (crash): drop it (cascades) and
     // take it off its tenant's counters. Another live process's import in progress stays.
     const expired = db.prepare('SELECT id, tenant, data_bytes FROM sessions WHERE pending = 1 AND lease_until < ?').raw();
