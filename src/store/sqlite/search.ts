@@ -15,7 +15,7 @@ import Database from 'better-sqlite3';
 import type { SearchCandidate, SearchCandidateQuery, SearchIndex, SearchIndexReport } from '../../app/search-port.js';
 import type { SearchTerm } from '../../domain/search-query.js';
 import { positiveValues } from '../../domain/search-fields.js';
-import { SEARCH_SQL, SEARCH_TYPES_SQL, registerSearchFunctions, searchDocOf } from './search-schema.js';
+import { SEARCH_TYPES_SQL, registerSearchFunctions, searchDocOf } from './search-schema.js';
 
 /** An FTS5 phrase of a term: its tokens quoted (quotes doubled), `*` after for a prefix. */
 export function fts5Phrase(t: SearchTerm): string {
@@ -133,16 +133,6 @@ function indexSession(db: Database.Database, sessionId: string): number {
   return docs.length;
 }
 
-/** Adds the search index to a database that lacks it, indexing the events it already has (one transaction). */
-export function ensureSearch(db: Database.Database): void {
-  if (hasSearchIndex(db)) return;
-  db.transaction(() => {
-    if (hasSearchIndex(db)) return;
-    db.exec(SEARCH_SQL);
-    for (const id of db.prepare('SELECT id FROM sessions').pluck().all() as string[]) indexSession(db, id);
-  }).immediate();
-}
-
 /** The SQLite search index over the database at `path` (its own connection). */
 export class SqliteSearchIndex implements SearchIndex {
   readonly #db: Database.Database;
@@ -151,7 +141,6 @@ export class SqliteSearchIndex implements SearchIndex {
     this.#db = new Database(path, { fileMustExist: true });
     this.#db.pragma(`busy_timeout = ${busyTimeoutMs}`);
     registerSearchFunctions(this.#db);
-    ensureSearch(this.#db);
   }
 
   searchCandidates(q: SearchCandidateQuery): Promise<SearchCandidate[]> {

@@ -24,7 +24,8 @@ import { SessionEngine } from '../../domain/session-engine.js';
 import { readHeads, readHeadsFile, writeHeadsFile, type RecordedHead } from './head-record.js';
 import { digestStep } from './integrity.js';
 import { decodeEvent, EVENT_COLUMNS, rowDamage, type ChecksummedRawEvent } from './row-codec.js';
-import { APPLICATION_ID, SCHEMA_VERSION } from './schema.js';
+import { APPLICATION_ID } from './schema.js';
+import { versionProblem } from './migrate.js';
 import type { SessionEvent } from '../../domain/event.js';
 import { hasSearchIndex, verifySqliteSearch } from './search.js';
 
@@ -53,8 +54,7 @@ function identityProblem(db: Database.Database, what: string): string | undefine
   const applicationId = db.pragma('application_id', { simple: true }) as number;
   const userVersion = db.pragma('user_version', { simple: true }) as number;
   if (applicationId !== APPLICATION_ID) return `${what} is not a Palimpsest database (application_id ${applicationId})`;
-  if (userVersion !== SCHEMA_VERSION) return `${what} has schema version ${userVersion}; this build reads version ${SCHEMA_VERSION}`;
-  return undefined;
+  return versionProblem(what, userVersion);
 }
 
 /**
