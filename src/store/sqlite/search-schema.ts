@@ -6,7 +6,7 @@
  *
  * The searchable text is computed by the domain (search-text.ts) through SQL functions this file
  * registers on every connection that writes (configureConnection): a connection without them
- * cannot insert message events (SQLite says "no such function: palimpsest_search_doc"), which
+ * cannot insert message events (SQLite says "no such function: palimpsest_search_text"), which
  * is why every Palimpsest connection registers them.
  *
  * - search_docs: one row per indexed event: its type, time, whether it entered the surface
@@ -47,21 +47,30 @@ export function searchDocOf(type: string, dataText: string): SearchDocParts {
 }
 
 /**
- * Registers palimpsest_search_doc(type, data) -> JSON of SearchDocParts on a connection. The
- * trigger calls it twice for an assistant message (its text, then its calls): the last answer is
- * kept for the second call.
+ * Registers the trigger's functions on a connection: palimpsest_search_text(type, data) (the
+ * searchable text), palimpsest_search_calls(type, data) (a JSON array of [call id, tool name], NULL
+ * when none) and palimpsest_search_answers(type, data) (the call id a tool result answers, or
+ * NULL). The trigger calls them on the same event one after the other: the last event's parts
+ * are kept, so its data is parsed once.
  */
 export function registerSearchFunctions(db: Database.Database): void {
   let lastType = '';
   let lastData = '';
-  let last = '';
-  db.function('palimpsest_search_doc', { deterministic: true }, (type: unknown, data: unknown) => {
+  let last: SearchDocParts = { t: '', c: [], r: null };
+  const parts = (type: unknown, data: unknown): SearchDocParts => {
     const t = String(type);
     const d = String(data);
-    if (t === lastType && d === lastData) return last;
-    last = JSON.stringify(searchDocOf(t, d));
-    lastType = t;
-    lastData = d;
+    if (t !== lastType || d !== lastData) {
+      last = searchDocOf(t, d);
+      lastType = t;
+      lastData = d;
+    }
     return last;
+  };
+  db.function('palimpsest_search_text', { deterministic: true }, (type: unknown, data: unknown) => parts(type, data).t);
+  db.function('palimpsest_search_calls', { deterministic: true }, (type: unknown, data: unknown) => {
+    const c = parts(type, data).c;
+    return c.length === 0 ? null : JSON.stringify(c);
   });
+  db.function('palimpsest_search_answers', { deterministic: true }, (type: unknown, data: unknown) => parts(type, data).r);
 }

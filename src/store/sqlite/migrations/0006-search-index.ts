@@ -12,8 +12,8 @@
  *   `unicode61 remove_diacritics 2`, prefix indexes of 2 and 3 characters; kept in step with
  *   search_docs by search_docs_ai / search_docs_ad.
  * - search_events_ai: indexes a message event in the transaction that inserts it, whichever
- *   connection does (it calls palimpsest_search_doc, which every Palimpsest connection
- *   registers: ../search-schema.ts). search_sessions_ad: a deleted session (retention too)
+ *   connection does (it calls palimpsest_search_text / _calls / _answers, which every Palimpsest
+ *   connection registers: ../search-schema.ts). search_sessions_ad: a deleted session (retention too)
  *   leaves nothing in the index.
  *
  * Existing events are indexed here, in the migration's transaction (one pass over the message
@@ -59,15 +59,15 @@ END;
 
 CREATE TRIGGER search_events_ai AFTER INSERT ON events WHEN NEW.type IN ('user/message', 'assistant/message', 'tool/result', 'steering/message') BEGIN
   INSERT INTO search_docs (session_id, seq, type, time, entered, replace, tools, text)
-    SELECT NEW.session_id, NEW.seq, NEW.type, NEW.time, NEW.surface_op IS NOT NULL, coalesce(NEW.surface_op <> 'append', 0),
-      CASE WHEN p.d ->> '$.r' IS NOT NULL
-        THEN coalesce((SELECT json_array(c.name) FROM search_calls c WHERE c.session_id = NEW.session_id AND c.call_id = p.d ->> '$.r'), '[]')
-        ELSE (SELECT json_group_array(e.value ->> '$[1]') FROM json_each(p.d, '$.c') e) END,
-      p.d ->> '$.t'
-    FROM (SELECT palimpsest_search_doc(NEW.type, NEW.data) AS d) p;
+    VALUES (NEW.session_id, NEW.seq, NEW.type, NEW.time, NEW.surface_op IS NOT NULL, coalesce(NEW.surface_op <> 'append', 0),
+      CASE NEW.type
+        WHEN 'tool/result' THEN coalesce((SELECT json_array(c.name) FROM search_calls c
+          WHERE c.session_id = NEW.session_id AND c.call_id = palimpsest_search_answers(NEW.type, NEW.data)), '[]')
+        WHEN 'assistant/message' THEN coalesce((SELECT json_group_array(e.value ->> '$[1]') FROM json_each(palimpsest_search_calls(NEW.type, NEW.data)) e), '[]')
+        ELSE '[]' END,
+      palimpsest_search_text(NEW.type, NEW.data));
   INSERT OR REPLACE INTO search_calls (session_id, call_id, name)
-    SELECT NEW.session_id, e.value ->> '$[0]', e.value ->> '$[1]'
-      FROM json_each(CASE WHEN NEW.type = 'assistant/message' THEN palimpsest_search_doc(NEW.type, NEW.data) ELSE '{}' END, '$.c') e;
+    SELECT NEW.session_id, e.value ->> '$[0]', e.value ->> '$[1]' FROM json_each(palimpsest_search_calls(NEW.type, NEW.data)) e;
 END;
 
 CREATE TRIGGER search_sessions_ad AFTER DELETE ON sessions BEGIN
