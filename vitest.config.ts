@@ -18,6 +18,7 @@ const POSTGRES_E2E = [
   'test/e2e/subscribe.test.ts',
   'test/e2e/import-lookback.test.ts',
   'test/e2e/feed-retention.test.ts',
+  'test/e2e/search.test.ts',
 ];
 
 export default defineConfig({

@@ -14,6 +14,7 @@ import { loadTracing, type Tracing } from './server/tracing.js';
 import { resolveConfig, serveApp, serverLogger, type RunningServer, type ServerExtensions } from './server/server.js';
 import { MemorySessionStore } from './store/memory/memory-store.js';
 import { SqliteSessionStore } from './store/sqlite/sqlite-store.js';
+import { SqliteSearchIndex } from './store/sqlite/search.js';
 import { isPostgresUrl, redactUrl } from './store/postgres/url.js';
 import type { CommittedBatch } from './app/change-feed.js';
 import { LiveGenAiExporter, TappedChangeFeed, type ExportPositions } from './app/otel-genai-live.js';
@@ -117,7 +118,14 @@ export async function composeApp(config: ServerConfig, logger: Logger, tracing?:
   const feed = new StoreChangeFeed(watch);
   // The session feed reads on the store's change hints (PostgreSQL NOTIFY) where it has them, else polls.
   const notifications = watch.watchFeed === undefined || config.feedHints === false ? undefined : (onChange: () => void): (() => void) => watch.watchFeed!(onChange);
-  return new SessionService(store, config.limits, Date.now, logger, undefined, tap === undefined ? feed : new TappedChangeFeed(feed, tap), { notifications });
+  const service = new SessionService(store, config.limits, Date.now, logger, undefined, tap === undefined ? feed : new TappedChangeFeed(feed, tap), { notifications });
+  // SearchEvents (issue #40): the store's index; the memory store keeps the app's scan.
+  if (opened instanceof SqliteSessionStore) service.search.useIndex(new SqliteSearchIndex(config.db));
+  else if (isPostgresUrl(config.db)) {
+    const { PostgresSearchIndex } = await import('./store/postgres/search.js');
+    service.search.useIndex(new PostgresSearchIndex({ url: config.db, onError: (error) => logger.warn({ err: error }, 'PostgreSQL connection problem (search)') }));
+  }
+  return service;
 }
 
 /** The positions of the live GenAI export: a file next to a SQLite database, memory for `:memory:`. */

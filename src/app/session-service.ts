@@ -47,6 +47,8 @@ import { SessionFeed, type SessionFeedOptions } from './session-feed.js';
 import { updateSession, type UpdateSessionRequest } from './update-session.js';
 import { DataCorruptedError } from './storage-error.js';
 import { readBlobChunks, type BlobChunk } from './blob-refs.js';
+import { SearchService } from './search-service.js';
+import { ScanSearchIndex } from './scan-search-index.js';
 
 /** The application service. */
 export class SessionService {
@@ -59,6 +61,8 @@ export class SessionService {
   readonly #transfer: Transfer;
   /** The session feed (issue #35): changes of every session, read from the store by position. */
   readonly sessionFeed: SessionFeed;
+  /** SearchEvents (issue #40): a scan of the store until the composition root gives it the store's index. */
+  readonly search: SearchService;
   #closed = false;
 
   constructor(
@@ -78,6 +82,7 @@ export class SessionService {
     const pipeline = new WritePipeline(store, this.cache, feed, limits, clock, log);
     this.#appends = new AppendUseCase(store, this.cache, pipeline, limits);
     this.#reads = new Reads(store, this.cache, limits);
+    this.search = new SearchService(new ScanSearchIndex(store), this.cache, limits);
     this.#transfer = new Transfer(store, this.cache, this.#reads, limits, clock, newId, this.instanceId);
   }
 
@@ -267,6 +272,7 @@ export class SessionService {
     this.sessionFeed.close();
     await this.cache.settle();
     await this.feed.close();
+    await this.search.searchIndex.close();
     await this.store.close();
   }
 }

@@ -76,6 +76,7 @@ export const METHOD_PERMISSIONS: Readonly<Record<string, Permission>> = {
   PruneToolResults: 'append',
   ImportMessages: 'append',
   GetBlob: 'read',
+  SearchEvents: 'read',
 };
 
 /** Services reachable without a token: health checks and schema reflection (public contract). */

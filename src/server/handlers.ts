@@ -30,6 +30,7 @@ import { appendStreamHandler } from './append-stream-handler.js';
 import { clientStream, serverStream, unary, type HandlerTable } from './rpc/handler-table.js';
 import { feedHandlers } from './feed-handlers.js';
 import { blobHandlers } from './blob-handlers.js';
+import { searchHandlers } from './search-handlers.js';
 import { providerFormatOf, providerHandlers, renderedMessages } from './provider-handlers.js';
 
 function toSession(v: SessionView): Session {
@@ -274,5 +275,5 @@ export function makeHandlers(app: SessionService, metrics?: Metrics, streams?: H
       });
     }),
   };
-  return { ...handlers, ...compactionHandlers(app, requireId), ...feedHandlers(app, requireId, metrics ?? NO_METRICS, { heartbeatMs: opts.heartbeatMs, revocable: opts.revocable }), ...providerHandlers(app, requireId), ...blobHandlers(app), ...streams };
+  return { ...handlers, ...compactionHandlers(app, requireId), ...feedHandlers(app, requireId, metrics ?? NO_METRICS, { heartbeatMs: opts.heartbeatMs, revocable: opts.revocable }), ...providerHandlers(app, requireId), ...blobHandlers(app), ...searchHandlers(app), ...streams };
 }

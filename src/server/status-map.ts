@@ -120,6 +120,9 @@ const TABLE: Readonly<Record<string, Mapping>> = {
   HEADER_INVALID: invalid,
   INVALID_ARGUMENT: invalid,
   INVALID_PAGE_TOKEN: invalid,
+  // SearchEvents (issue #40): a query the parser refuses (metadata position), a bad filter.
+  SEARCH_QUERY_INVALID: invalid,
+  SEARCH_REQUEST_INVALID: invalid,
   PAGE_TOKEN_STALE: precondition,
   PAGE_SIZE_TOO_LARGE: invalid,
   VIEW_UNSPECIFIED: invalid,

@@ -10,6 +10,7 @@ import { newerSchemaMessage, noMigrateMessage, type MigrationOptions } from '../
 import { createSchema, migrateDatabase } from './migrate.js';
 import { OLDEST_MIGRATABLE } from './migrations/index.js';
 import { APPLICATION_ID, SCHEMA_VERSION } from './schema.js';
+import { registerSearchFunctions } from './search-schema.js';
 
 /** What opening needs of the store options. */
 export interface OpenOptions extends MigrationOptions {
@@ -47,6 +48,8 @@ export function configureConnection(db: Database.Database, durability: 'full' | 
   db.pragma(`synchronous = ${durability === 'normal' || backgroundSync ? 'NORMAL' : 'FULL'}`);
   db.pragma('foreign_keys = ON');
   db.pragma('temp_store = MEMORY');
+  // The search index's trigger computes an event's searchable text in JavaScript (issue #40).
+  registerSearchFunctions(db);
 }
 
 /** Opens the file, checks it is a Palimpsest database of this schema version, configures the connection. */

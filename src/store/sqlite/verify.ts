@@ -10,6 +10,8 @@
  *   (imported logs may have seq gaps, so min..max is not required);
  * - the surface replays through the domain engine (SessionEngine.loadEvents: every surface op
  *   folds onto the surface it was committed against);
+ * - the search index (issue #40, search.ts): an entry per message event, equal to what the event
+ *   gives, none of deleted sessions;
  * - the heads recorded outside the database (`<db>-heads`, head-record.ts): a session whose head
  *   is below its recorded head, or that is missing, lost acknowledged commits.
  *
@@ -26,6 +28,7 @@ import { APPLICATION_ID } from './schema.js';
 import { versionProblem } from './migrate.js';
 import type { SessionEvent } from '../../domain/event.js';
 import { inflateForReplay, verifyBlobs } from './verify-blobs.js';
+import { hasSearchIndex, verifySqliteSearch } from './search.js';
 
 /** One problem found. */
 export interface VerifyProblem {
@@ -135,6 +138,10 @@ export function verifyDatabase(db: Database.Database, headsPath?: string, what =
         }
       }
     }
+    // The search index (issue #40) against the events, at the same snapshot.
+    // Sessions already found damaged are not compared again.
+    const damaged = new Set(details.flatMap((d) => (d.sessionId === undefined ? [] : [d.sessionId])));
+    if (hasSearchIndex(db)) for (const p of verifySqliteSearch(db, damaged).problems) add({ problem: p });
   })();
   const problems = details.map((d) => (d.sessionId === undefined ? d.problem : `session ${JSON.stringify(d.sessionId)}: ${d.problem}`));
   return { sessions, events, pendingSessions: pending, problems, details };

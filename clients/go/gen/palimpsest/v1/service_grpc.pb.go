@@ -246,6 +246,15 @@ type SessionServiceClient interface {
 	// (OUT_OF_RANGE, metadata `digest`, `size`), DATA_CORRUPTED (DATA_LOSS,
 	// metadata `digest`: the stored bytes fail their checksum).
 	GetBlob(ctx context.Context, in *GetBlobRequest, opts ...grpc.CallOption) (SessionService_GetBlobClient, error)
+	// Searches the text of the caller's message events across sessions (issue
+	// #40, docs/search.md): user and assistant text, reasoning, tool-call names
+	// and arguments, tool-result text. The query language has words, "quoted
+	// phrases", -exclusions, prefix*, and the fields type:, tool:, label:k=v and
+	// session:. Only the caller's tenant's sessions are searched. Paginated with
+	// page_token. Errors: SEARCH_QUERY_INVALID (INVALID_ARGUMENT, metadata
+	// `position`: the 0-based offset in the query), SEARCH_REQUEST_INVALID
+	// (INVALID_ARGUMENT: a filter), INVALID_PAGE_TOKEN, PAGE_SIZE_TOO_LARGE.
+	SearchEvents(ctx context.Context, in *SearchEventsRequest, opts ...grpc.CallOption) (*SearchEventsResponse, error)
 }
 
 type sessionServiceClient struct {
@@ -616,6 +625,15 @@ func (x *sessionServiceGetBlobClient) Recv() (*GetBlobResponse, error) {
 	return m, nil
 }
 
+func (c *sessionServiceClient) SearchEvents(ctx context.Context, in *SearchEventsRequest, opts ...grpc.CallOption) (*SearchEventsResponse, error) {
+	out := new(SearchEventsResponse)
+	err := c.cc.Invoke(ctx, "/palimpsest.v1.SessionService/SearchEvents", in, out, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // SessionServiceServer is the server API for SessionService service.
 // All implementations must embed UnimplementedSessionServiceServer
 // for forward compatibility
@@ -849,6 +867,15 @@ type SessionServiceServer interface {
 	// (OUT_OF_RANGE, metadata `digest`, `size`), DATA_CORRUPTED (DATA_LOSS,
 	// metadata `digest`: the stored bytes fail their checksum).
 	GetBlob(*GetBlobRequest, SessionService_GetBlobServer) error
+	// Searches the text of the caller's message events across sessions (issue
+	// #40, docs/search.md): user and assistant text, reasoning, tool-call names
+	// and arguments, tool-result text. The query language has words, "quoted
+	// phrases", -exclusions, prefix*, and the fields type:, tool:, label:k=v and
+	// session:. Only the caller's tenant's sessions are searched. Paginated with
+	// page_token. Errors: SEARCH_QUERY_INVALID (INVALID_ARGUMENT, metadata
+	// `position`: the 0-based offset in the query), SEARCH_REQUEST_INVALID
+	// (INVALID_ARGUMENT: a filter), INVALID_PAGE_TOKEN, PAGE_SIZE_TOO_LARGE.
+	SearchEvents(context.Context, *SearchEventsRequest) (*SearchEventsResponse, error)
 	mustEmbedUnimplementedSessionServiceServer()
 }
 
@@ -921,6 +948,9 @@ func (UnimplementedSessionServiceServer) ImportMessages(context.Context, *Import
 }
 func (UnimplementedSessionServiceServer) GetBlob(*GetBlobRequest, SessionService_GetBlobServer) error {
 	return status.Errorf(codes.Unimplemented, "method GetBlob not implemented")
+}
+func (UnimplementedSessionServiceServer) SearchEvents(context.Context, *SearchEventsRequest) (*SearchEventsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method SearchEvents not implemented")
 }
 func (UnimplementedSessionServiceServer) mustEmbedUnimplementedSessionServiceServer() {}
 
@@ -1362,6 +1392,24 @@ func (x *sessionServiceGetBlobServer) Send(m *GetBlobResponse) error {
 	return x.ServerStream.SendMsg(m)
 }
 
+func _SessionService_SearchEvents_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SearchEventsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SessionServiceServer).SearchEvents(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: "/palimpsest.v1.SessionService/SearchEvents",
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SessionServiceServer).SearchEvents(ctx, req.(*SearchEventsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 var _SessionService_serviceDesc = grpc.ServiceDesc{
 	ServiceName: "palimpsest.v1.SessionService",
 	HandlerType: (*SessionServiceServer)(nil),
@@ -1425,6 +1473,10 @@ var _SessionService_serviceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ImportMessages",
 			Handler:    _SessionService_ImportMessages_Handler,
+		},
+		{
+			MethodName: "SearchEvents",
+			Handler:    _SessionService_SearchEvents_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

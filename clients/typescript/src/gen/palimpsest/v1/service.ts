@@ -282,6 +282,53 @@ export function sessionChangeKindToJSON(object: SessionChangeKind): string {
   }
 }
 
+/** The order of SearchEvents hits. */
+export enum SearchOrder {
+  /** SEARCH_ORDER_UNSPECIFIED - Newest first (the default when unset). */
+  SEARCH_ORDER_UNSPECIFIED = 0,
+  /** SEARCH_ORDER_NEWEST - Newest first: event time, then session id, then seq, all descending. */
+  SEARCH_ORDER_NEWEST = 1,
+  /**
+   * SEARCH_ORDER_SCORE - Best match first (the store's relevance: FTS5 bm25 on SQLite, ts_rank on
+   * PostgreSQL); pages are offsets, so they may overlap or skip while the
+   * index changes.
+   */
+  SEARCH_ORDER_SCORE = 2,
+  UNRECOGNIZED = -1,
+}
+
+export function searchOrderFromJSON(object: any): SearchOrder {
+  switch (object) {
+    case 0:
+    case "SEARCH_ORDER_UNSPECIFIED":
+      return SearchOrder.SEARCH_ORDER_UNSPECIFIED;
+    case 1:
+    case "SEARCH_ORDER_NEWEST":
+      return SearchOrder.SEARCH_ORDER_NEWEST;
+    case 2:
+    case "SEARCH_ORDER_SCORE":
+      return SearchOrder.SEARCH_ORDER_SCORE;
+    case -1:
+    case "UNRECOGNIZED":
+    default:
+      return SearchOrder.UNRECOGNIZED;
+  }
+}
+
+export function searchOrderToJSON(object: SearchOrder): string {
+  switch (object) {
+    case SearchOrder.SEARCH_ORDER_UNSPECIFIED:
+      return "SEARCH_ORDER_UNSPECIFIED";
+    case SearchOrder.SEARCH_ORDER_NEWEST:
+      return "SEARCH_ORDER_NEWEST";
+    case SearchOrder.SEARCH_ORDER_SCORE:
+      return "SEARCH_ORDER_SCORE";
+    case SearchOrder.UNRECOGNIZED:
+    default:
+      return "UNRECOGNIZED";
+  }
+}
+
 /** Request for GetBlob. */
 export interface GetBlobRequest {
   /**
@@ -1314,6 +1361,98 @@ export interface ImportMessagesResponse {
   seqs: number[];
   /** Seq of the session's last event after the import. */
   headSeq: number;
+}
+
+/** Request for SearchEvents. */
+export interface SearchEventsRequest {
+  /** The query (at most 1024 characters; docs/search.md). */
+  query: string;
+  /**
+   * Maximum hits per page (0 = 20; above the server limit is
+   * PAGE_SIZE_TOO_LARGE).
+   */
+  pageSize: number;
+  /**
+   * `next_page_token` of the previous page (same query, filters and order);
+   * empty for the first page.
+   */
+  pageToken: string;
+  /** Only sessions carrying every one of these labels. */
+  labelSelector: { [key: string]: string };
+  /** Only these sessions (at most 100); empty = all of the caller's. */
+  sessionIds: string[];
+  /**
+   * Only these event types (at most 100; user/message, assistant/message,
+   * tool/result, steering/message); empty = all of them.
+   */
+  eventTypes: string[];
+  /** Only events with time >= this (Unix epoch milliseconds). */
+  startTime?:
+    | number
+    | undefined;
+  /** Only events with time < this (Unix epoch milliseconds). */
+  endTime?:
+    | number
+    | undefined;
+  /** Only events that call this tool or are the result of a call to it. */
+  toolName: string;
+  /**
+   * Only events on the session's current surface (what the model still
+   * sees). Excludes include_shadowed.
+   */
+  surfaceOnly: boolean;
+  /**
+   * Also events a replace took off the surface (compacted or pruned); by
+   * default they are left out.
+   */
+  includeShadowed: boolean;
+  /** Hit order (unset = newest first). */
+  order: SearchOrder;
+}
+
+export interface SearchEventsRequest_LabelSelectorEntry {
+  key: string;
+  value: string;
+}
+
+/** A range of a snippet that matched a query term. */
+export interface SnippetRange {
+  /** Start, in Unicode code points from the start of the snippet. */
+  start: number;
+  /** End (exclusive), in Unicode code points. */
+  end: number;
+}
+
+/** One event that matched. */
+export interface SearchHit {
+  /** The session's id. */
+  sessionId: string;
+  /** The event's seq. */
+  seq: number;
+  /** The event's type. */
+  type: string;
+  /** The event's time (Unix epoch milliseconds). */
+  time: number;
+  /**
+   * Up to 200 characters of the event's searchable text around the first
+   * match ("…" where cut, newlines as spaces).
+   */
+  snippet: string;
+  /** Where the query's terms matched inside `snippet`. */
+  matches: SnippetRange[];
+  /**
+   * Relevance (higher is better); comparable only between hits of one query
+   * on one server.
+   */
+  score: number;
+}
+
+/** Response for SearchEvents. */
+export interface SearchEventsResponse {
+  /** Hits in the requested order. */
+  hits: SearchHit[];
+  /** Token for the next page; empty on the last page. */
+  nextPageToken: string;
 }
 
 function createBaseGetBlobRequest(): GetBlobRequest {
@@ -9732,6 +9871,777 @@ export const ImportMessagesResponse: MessageFns<ImportMessagesResponse> = {
   },
 };
 
+function createBaseSearchEventsRequest(): SearchEventsRequest {
+  return {
+    query: "",
+    pageSize: 0,
+    pageToken: "",
+    labelSelector: {},
+    sessionIds: [],
+    eventTypes: [],
+    startTime: undefined,
+    endTime: undefined,
+    toolName: "",
+    surfaceOnly: false,
+    includeShadowed: false,
+    order: 0,
+  };
+}
+
+export const SearchEventsRequest: MessageFns<SearchEventsRequest> = {
+  encode(message: SearchEventsRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.query !== "") {
+      writer.uint32(10).string(message.query);
+    }
+    if (message.pageSize !== 0) {
+      writer.uint32(16).uint32(message.pageSize);
+    }
+    if (message.pageToken !== "") {
+      writer.uint32(26).string(message.pageToken);
+    }
+    globalThis.Object.entries(message.labelSelector).forEach(([key, value]: [string, string]) => {
+      SearchEventsRequest_LabelSelectorEntry.encode({ key: key as any, value }, writer.uint32(34).fork()).join();
+    });
+    for (const v of message.sessionIds) {
+      writer.uint32(42).string(v!);
+    }
+    for (const v of message.eventTypes) {
+      writer.uint32(50).string(v!);
+    }
+    if (message.startTime !== undefined) {
+      writer.uint32(56).int64(message.startTime);
+    }
+    if (message.endTime !== undefined) {
+      writer.uint32(64).int64(message.endTime);
+    }
+    if (message.toolName !== "") {
+      writer.uint32(74).string(message.toolName);
+    }
+    if (message.surfaceOnly !== false) {
+      writer.uint32(80).bool(message.surfaceOnly);
+    }
+    if (message.includeShadowed !== false) {
+      writer.uint32(88).bool(message.includeShadowed);
+    }
+    if (message.order !== 0) {
+      writer.uint32(96).int32(message.order);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SearchEventsRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSearchEventsRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.query = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.pageSize = reader.uint32();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.pageToken = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            const entry4 = SearchEventsRequest_LabelSelectorEntry.decode(reader, reader.uint32());
+            if (entry4.value !== undefined) {
+              message.labelSelector[entry4.key] = entry4.value;
+            }
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.sessionIds.push(reader.string());
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.eventTypes.push(reader.string());
+            continue;
+          }
+          case 7: {
+            if (tag !== 56) {
+              break;
+            }
+
+            message.startTime = longToNumber(reader.int64());
+            continue;
+          }
+          case 8: {
+            if (tag !== 64) {
+              break;
+            }
+
+            message.endTime = longToNumber(reader.int64());
+            continue;
+          }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.toolName = reader.string();
+            continue;
+          }
+          case 10: {
+            if (tag !== 80) {
+              break;
+            }
+
+            message.surfaceOnly = reader.bool();
+            continue;
+          }
+          case 11: {
+            if (tag !== 88) {
+              break;
+            }
+
+            message.includeShadowed = reader.bool();
+            continue;
+          }
+          case 12: {
+            if (tag !== 96) {
+              break;
+            }
+
+            message.order = reader.int32() as any;
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): SearchEventsRequest {
+    return {
+      query: isSet(object.query) ? globalThis.String(object.query) : "",
+      pageSize: isSet(object.pageSize)
+        ? globalThis.Number(object.pageSize)
+        : isSet(object.page_size)
+        ? globalThis.Number(object.page_size)
+        : 0,
+      pageToken: isSet(object.pageToken)
+        ? globalThis.String(object.pageToken)
+        : isSet(object.page_token)
+        ? globalThis.String(object.page_token)
+        : "",
+      labelSelector: isObject(object.labelSelector)
+        ? (globalThis.Object.entries(object.labelSelector) as [string, any][]).reduce(
+          (acc: { [key: string]: string }, [key, value]: [string, any]) => {
+            globalThis.Object.defineProperty(acc, key, {
+              value: globalThis.String(value),
+              enumerable: true,
+              configurable: true,
+              writable: true,
+            });
+            return acc;
+          },
+          {},
+        )
+        : isObject(object.label_selector)
+        ? (globalThis.Object.entries(object.label_selector) as [string, any][]).reduce(
+          (acc: { [key: string]: string }, [key, value]: [string, any]) => {
+            globalThis.Object.defineProperty(acc, key, {
+              value: globalThis.String(value),
+              enumerable: true,
+              configurable: true,
+              writable: true,
+            });
+            return acc;
+          },
+          {},
+        )
+        : {},
+      sessionIds: globalThis.Array.isArray(object?.sessionIds)
+        ? object.sessionIds.map((e: any) => globalThis.String(e))
+        : globalThis.Array.isArray(object?.session_ids)
+        ? object.session_ids.map((e: any) => globalThis.String(e))
+        : [],
+      eventTypes: globalThis.Array.isArray(object?.eventTypes)
+        ? object.eventTypes.map((e: any) => globalThis.String(e))
+        : globalThis.Array.isArray(object?.event_types)
+        ? object.event_types.map((e: any) => globalThis.String(e))
+        : [],
+      startTime: isSet(object.startTime)
+        ? globalThis.Number(object.startTime)
+        : isSet(object.start_time)
+        ? globalThis.Number(object.start_time)
+        : undefined,
+      endTime: isSet(object.endTime)
+        ? globalThis.Number(object.endTime)
+        : isSet(object.end_time)
+        ? globalThis.Number(object.end_time)
+        : undefined,
+      toolName: isSet(object.toolName)
+        ? globalThis.String(object.toolName)
+        : isSet(object.tool_name)
+        ? globalThis.String(object.tool_name)
+        : "",
+      surfaceOnly: isSet(object.surfaceOnly)
+        ? globalThis.Boolean(object.surfaceOnly)
+        : isSet(object.surface_only)
+        ? globalThis.Boolean(object.surface_only)
+        : false,
+      includeShadowed: isSet(object.includeShadowed)
+        ? globalThis.Boolean(object.includeShadowed)
+        : isSet(object.include_shadowed)
+        ? globalThis.Boolean(object.include_shadowed)
+        : false,
+      order: isSet(object.order) ? searchOrderFromJSON(object.order) : 0,
+    };
+  },
+
+  toJSON(message: SearchEventsRequest): unknown {
+    const obj: any = {};
+    if (message.query !== "") {
+      obj.query = message.query;
+    }
+    if (message.pageSize !== 0) {
+      obj.pageSize = Math.round(message.pageSize);
+    }
+    if (message.pageToken !== "") {
+      obj.pageToken = message.pageToken;
+    }
+    if (message.labelSelector) {
+      const entries = globalThis.Object.entries(message.labelSelector) as [string, string][];
+      if (entries.length > 0) {
+        obj.labelSelector = {};
+        entries.forEach(([k, v]) => {
+          obj.labelSelector[k] = v;
+        });
+      }
+    }
+    if (message.sessionIds?.length) {
+      obj.sessionIds = message.sessionIds;
+    }
+    if (message.eventTypes?.length) {
+      obj.eventTypes = message.eventTypes;
+    }
+    if (message.startTime !== undefined) {
+      obj.startTime = Math.round(message.startTime);
+    }
+    if (message.endTime !== undefined) {
+      obj.endTime = Math.round(message.endTime);
+    }
+    if (message.toolName !== "") {
+      obj.toolName = message.toolName;
+    }
+    if (message.surfaceOnly !== false) {
+      obj.surfaceOnly = message.surfaceOnly;
+    }
+    if (message.includeShadowed !== false) {
+      obj.includeShadowed = message.includeShadowed;
+    }
+    if (message.order !== 0) {
+      obj.order = searchOrderToJSON(message.order);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<SearchEventsRequest>, I>>(base?: I): SearchEventsRequest {
+    return SearchEventsRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<SearchEventsRequest>, I>>(object: I): SearchEventsRequest {
+    const message = createBaseSearchEventsRequest();
+    message.query = object.query ?? "";
+    message.pageSize = object.pageSize ?? 0;
+    message.pageToken = object.pageToken ?? "";
+    message.labelSelector = (globalThis.Object.entries(object.labelSelector ?? {}) as [string, string][]).reduce(
+      (acc: { [key: string]: string }, [key, value]: [string, string]) => {
+        if (value !== undefined) {
+          acc[key] = globalThis.String(value);
+        }
+        return acc;
+      },
+      {},
+    );
+    message.sessionIds = object.sessionIds?.map((e) => e) || [];
+    message.eventTypes = object.eventTypes?.map((e) => e) || [];
+    message.startTime = object.startTime ?? undefined;
+    message.endTime = object.endTime ?? undefined;
+    message.toolName = object.toolName ?? "";
+    message.surfaceOnly = object.surfaceOnly ?? false;
+    message.includeShadowed = object.includeShadowed ?? false;
+    message.order = object.order ?? 0;
+    return message;
+  },
+};
+
+function createBaseSearchEventsRequest_LabelSelectorEntry(): SearchEventsRequest_LabelSelectorEntry {
+  return { key: "", value: "" };
+}
+
+export const SearchEventsRequest_LabelSelectorEntry: MessageFns<SearchEventsRequest_LabelSelectorEntry> = {
+  encode(message: SearchEventsRequest_LabelSelectorEntry, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.key !== "") {
+      writer.uint32(10).string(message.key);
+    }
+    if (message.value !== "") {
+      writer.uint32(18).string(message.value);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SearchEventsRequest_LabelSelectorEntry {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSearchEventsRequest_LabelSelectorEntry();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.key = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.value = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): SearchEventsRequest_LabelSelectorEntry {
+    return {
+      key: isSet(object.key) ? globalThis.String(object.key) : "",
+      value: isSet(object.value) ? globalThis.String(object.value) : "",
+    };
+  },
+
+  toJSON(message: SearchEventsRequest_LabelSelectorEntry): unknown {
+    const obj: any = {};
+    if (message.key !== "") {
+      obj.key = message.key;
+    }
+    if (message.value !== "") {
+      obj.value = message.value;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<SearchEventsRequest_LabelSelectorEntry>, I>>(
+    base?: I,
+  ): SearchEventsRequest_LabelSelectorEntry {
+    return SearchEventsRequest_LabelSelectorEntry.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<SearchEventsRequest_LabelSelectorEntry>, I>>(
+    object: I,
+  ): SearchEventsRequest_LabelSelectorEntry {
+    const message = createBaseSearchEventsRequest_LabelSelectorEntry();
+    message.key = object.key ?? "";
+    message.value = object.value ?? "";
+    return message;
+  },
+};
+
+function createBaseSnippetRange(): SnippetRange {
+  return { start: 0, end: 0 };
+}
+
+export const SnippetRange: MessageFns<SnippetRange> = {
+  encode(message: SnippetRange, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.start !== 0) {
+      writer.uint32(8).uint32(message.start);
+    }
+    if (message.end !== 0) {
+      writer.uint32(16).uint32(message.end);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SnippetRange {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSnippetRange();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 8) {
+              break;
+            }
+
+            message.start = reader.uint32();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.end = reader.uint32();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): SnippetRange {
+    return {
+      start: isSet(object.start) ? globalThis.Number(object.start) : 0,
+      end: isSet(object.end) ? globalThis.Number(object.end) : 0,
+    };
+  },
+
+  toJSON(message: SnippetRange): unknown {
+    const obj: any = {};
+    if (message.start !== 0) {
+      obj.start = Math.round(message.start);
+    }
+    if (message.end !== 0) {
+      obj.end = Math.round(message.end);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<SnippetRange>, I>>(base?: I): SnippetRange {
+    return SnippetRange.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<SnippetRange>, I>>(object: I): SnippetRange {
+    const message = createBaseSnippetRange();
+    message.start = object.start ?? 0;
+    message.end = object.end ?? 0;
+    return message;
+  },
+};
+
+function createBaseSearchHit(): SearchHit {
+  return { sessionId: "", seq: 0, type: "", time: 0, snippet: "", matches: [], score: 0 };
+}
+
+export const SearchHit: MessageFns<SearchHit> = {
+  encode(message: SearchHit, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.sessionId !== "") {
+      writer.uint32(10).string(message.sessionId);
+    }
+    if (message.seq !== 0) {
+      writer.uint32(16).uint64(message.seq);
+    }
+    if (message.type !== "") {
+      writer.uint32(26).string(message.type);
+    }
+    if (message.time !== 0) {
+      writer.uint32(32).int64(message.time);
+    }
+    if (message.snippet !== "") {
+      writer.uint32(42).string(message.snippet);
+    }
+    for (const v of message.matches) {
+      SnippetRange.encode(v!, writer.uint32(50).fork()).join();
+    }
+    if (message.score !== 0) {
+      writer.uint32(57).double(message.score);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SearchHit {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSearchHit();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.sessionId = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.seq = longToNumber(reader.uint64());
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.type = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 32) {
+              break;
+            }
+
+            message.time = longToNumber(reader.int64());
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.snippet = reader.string();
+            continue;
+          }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.matches.push(SnippetRange.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 7: {
+            if (tag !== 57) {
+              break;
+            }
+
+            message.score = reader.double();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): SearchHit {
+    return {
+      sessionId: isSet(object.sessionId)
+        ? globalThis.String(object.sessionId)
+        : isSet(object.session_id)
+        ? globalThis.String(object.session_id)
+        : "",
+      seq: isSet(object.seq) ? globalThis.Number(object.seq) : 0,
+      type: isSet(object.type) ? globalThis.String(object.type) : "",
+      time: isSet(object.time) ? globalThis.Number(object.time) : 0,
+      snippet: isSet(object.snippet) ? globalThis.String(object.snippet) : "",
+      matches: globalThis.Array.isArray(object?.matches)
+        ? object.matches.map((e: any) => SnippetRange.fromJSON(e))
+        : [],
+      score: isSet(object.score) ? globalThis.Number(object.score) : 0,
+    };
+  },
+
+  toJSON(message: SearchHit): unknown {
+    const obj: any = {};
+    if (message.sessionId !== "") {
+      obj.sessionId = message.sessionId;
+    }
+    if (message.seq !== 0) {
+      obj.seq = Math.round(message.seq);
+    }
+    if (message.type !== "") {
+      obj.type = message.type;
+    }
+    if (message.time !== 0) {
+      obj.time = Math.round(message.time);
+    }
+    if (message.snippet !== "") {
+      obj.snippet = message.snippet;
+    }
+    if (message.matches?.length) {
+      obj.matches = message.matches.map((e) => SnippetRange.toJSON(e));
+    }
+    if (message.score !== 0) {
+      obj.score = floatToJson(message.score);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<SearchHit>, I>>(base?: I): SearchHit {
+    return SearchHit.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<SearchHit>, I>>(object: I): SearchHit {
+    const message = createBaseSearchHit();
+    message.sessionId = object.sessionId ?? "";
+    message.seq = object.seq ?? 0;
+    message.type = object.type ?? "";
+    message.time = object.time ?? 0;
+    message.snippet = object.snippet ?? "";
+    message.matches = object.matches?.map((e) => SnippetRange.fromPartial(e)) || [];
+    message.score = object.score ?? 0;
+    return message;
+  },
+};
+
+function createBaseSearchEventsResponse(): SearchEventsResponse {
+  return { hits: [], nextPageToken: "" };
+}
+
+export const SearchEventsResponse: MessageFns<SearchEventsResponse> = {
+  encode(message: SearchEventsResponse, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.hits) {
+      SearchHit.encode(v!, writer.uint32(10).fork()).join();
+    }
+    if (message.nextPageToken !== "") {
+      writer.uint32(18).string(message.nextPageToken);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SearchEventsResponse {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSearchEventsResponse();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.hits.push(SearchHit.decode(reader, reader.uint32()));
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.nextPageToken = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): SearchEventsResponse {
+    return {
+      hits: globalThis.Array.isArray(object?.hits) ? object.hits.map((e: any) => SearchHit.fromJSON(e)) : [],
+      nextPageToken: isSet(object.nextPageToken)
+        ? globalThis.String(object.nextPageToken)
+        : isSet(object.next_page_token)
+        ? globalThis.String(object.next_page_token)
+        : "",
+    };
+  },
+
+  toJSON(message: SearchEventsResponse): unknown {
+    const obj: any = {};
+    if (message.hits?.length) {
+      obj.hits = message.hits.map((e) => SearchHit.toJSON(e));
+    }
+    if (message.nextPageToken !== "") {
+      obj.nextPageToken = message.nextPageToken;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<SearchEventsResponse>, I>>(base?: I): SearchEventsResponse {
+    return SearchEventsResponse.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<SearchEventsResponse>, I>>(object: I): SearchEventsResponse {
+    const message = createBaseSearchEventsResponse();
+    message.hits = object.hits?.map((e) => SearchHit.fromPartial(e)) || [];
+    message.nextPageToken = object.nextPageToken ?? "";
+    return message;
+  },
+};
+
 /**
  * SessionService stores agent sessions as append-only event logs and serves
  * their surfaces (the ordered model-visible projection), derived messages and
@@ -10229,6 +11139,26 @@ export const SessionServiceService = {
     responseSerialize: (value: GetBlobResponse): Buffer => Buffer.from(GetBlobResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): GetBlobResponse => GetBlobResponse.decode(value),
   },
+  /**
+   * Searches the text of the caller's message events across sessions (issue
+   * #40, docs/search.md): user and assistant text, reasoning, tool-call names
+   * and arguments, tool-result text. The query language has words, "quoted
+   * phrases", -exclusions, prefix*, and the fields type:, tool:, label:k=v and
+   * session:. Only the caller's tenant's sessions are searched. Paginated with
+   * page_token. Errors: SEARCH_QUERY_INVALID (INVALID_ARGUMENT, metadata
+   * `position`: the 0-based offset in the query), SEARCH_REQUEST_INVALID
+   * (INVALID_ARGUMENT: a filter), INVALID_PAGE_TOKEN, PAGE_SIZE_TOO_LARGE.
+   */
+  searchEvents: {
+    path: "/palimpsest.v1.SessionService/SearchEvents" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: SearchEventsRequest): Buffer => Buffer.from(SearchEventsRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): SearchEventsRequest => SearchEventsRequest.decode(value),
+    responseSerialize: (value: SearchEventsResponse): Buffer =>
+      Buffer.from(SearchEventsResponse.encode(value).finish()),
+    responseDeserialize: (value: Buffer): SearchEventsResponse => SearchEventsResponse.decode(value),
+  },
 } as const;
 
 export interface SessionServiceServer extends UntypedServiceImplementation {
@@ -10505,6 +11435,17 @@ export interface SessionServiceServer extends UntypedServiceImplementation {
    * metadata `digest`: the stored bytes fail their checksum).
    */
   getBlob: handleServerStreamingCall<GetBlobRequest, GetBlobResponse>;
+  /**
+   * Searches the text of the caller's message events across sessions (issue
+   * #40, docs/search.md): user and assistant text, reasoning, tool-call names
+   * and arguments, tool-result text. The query language has words, "quoted
+   * phrases", -exclusions, prefix*, and the fields type:, tool:, label:k=v and
+   * session:. Only the caller's tenant's sessions are searched. Paginated with
+   * page_token. Errors: SEARCH_QUERY_INVALID (INVALID_ARGUMENT, metadata
+   * `position`: the 0-based offset in the query), SEARCH_REQUEST_INVALID
+   * (INVALID_ARGUMENT: a filter), INVALID_PAGE_TOKEN, PAGE_SIZE_TOO_LARGE.
+   */
+  searchEvents: handleUnaryCall<SearchEventsRequest, SearchEventsResponse>;
 }
 
 export interface SessionServiceClient extends Client {
@@ -11048,6 +11989,31 @@ export interface SessionServiceClient extends Client {
     metadata?: Metadata,
     options?: Partial<CallOptions>,
   ): ClientReadableStream<GetBlobResponse>;
+  /**
+   * Searches the text of the caller's message events across sessions (issue
+   * #40, docs/search.md): user and assistant text, reasoning, tool-call names
+   * and arguments, tool-result text. The query language has words, "quoted
+   * phrases", -exclusions, prefix*, and the fields type:, tool:, label:k=v and
+   * session:. Only the caller's tenant's sessions are searched. Paginated with
+   * page_token. Errors: SEARCH_QUERY_INVALID (INVALID_ARGUMENT, metadata
+   * `position`: the 0-based offset in the query), SEARCH_REQUEST_INVALID
+   * (INVALID_ARGUMENT: a filter), INVALID_PAGE_TOKEN, PAGE_SIZE_TOO_LARGE.
+   */
+  searchEvents(
+    request: SearchEventsRequest,
+    callback: (error: ServiceError | null, response: SearchEventsResponse) => void,
+  ): ClientUnaryCall;
+  searchEvents(
+    request: SearchEventsRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: SearchEventsResponse) => void,
+  ): ClientUnaryCall;
+  searchEvents(
+    request: SearchEventsRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: SearchEventsResponse) => void,
+  ): ClientUnaryCall;
 }
 
 export const SessionServiceClient = makeGenericClientConstructor(
@@ -11065,6 +12031,10 @@ function bytesFromBase64(b64: string): Uint8Array {
 
 function base64FromBytes(arr: Uint8Array): string {
   return globalThis.Buffer.from(arr).toString("base64");
+}
+
+function floatToJson(value: number | null | undefined): number | string | null | undefined {
+  return typeof value === "number" && !globalThis.Number.isFinite(value) ? globalThis.String(value) : value;
 }
 
 type Builtin = Date | Function | Uint8Array | string | number | boolean | undefined;

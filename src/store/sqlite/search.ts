@@ -1,0 +1,227 @@
+/**
+ * SearchEvents on SQLite (issue #40): the query compiled to one statement over search_docs and
+ * the FTS5 index (search-schema.ts). User text reaches FTS5 only as the quoted tokens of the
+ * domain's tokenizer (letters and digits, every `"` doubled all the same) in a bound parameter;
+ * every other value is a bound parameter too.
+ *
+ * - Positive terms: one MATCH of `"tok tok" "tok"*` (FTS5 ANDs them), the outer loop of the
+ *   join; each negated term: a `NOT IN` of its own MATCH. Fields and filters: plain SQL over
+ *   search_docs and sessions.
+ * - Newest order sorts the hits (keyset cursor); without terms it walks search_docs_newest. Score
+ *   order is FTS5's bm25 (`rank`), negated so that higher is better, with an offset cursor.
+ * - The index has its own connection: reads do not queue behind the store's statements, and
+ *   `reindex` writes one session per transaction (online: appends and searches go on).
+ */
+import Database from 'better-sqlite3';
+import type { SearchCandidate, SearchCandidateQuery, SearchIndex, SearchIndexReport } from '../../app/search-port.js';
+import type { SearchTerm } from '../../domain/search-query.js';
+import { positiveValues } from '../../domain/search-fields.js';
+import { SEARCH_TYPES_SQL, registerSearchFunctions, searchDocOf } from './search-schema.js';
+
+/** An FTS5 phrase of a term: its tokens quoted (quotes doubled), `*` after for a prefix. */
+export function fts5Phrase(t: SearchTerm): string {
+  return `"${t.tokens.join(' ').replaceAll('"', '""')}"${t.prefix ? '*' : ''}`;
+}
+
+type Row = { session_id: string; seq: number; type: string; time: number; text: string; entered: number; replaced: number; score: number };
+
+/** The statement and parameters of a candidate query. */
+export function compileSqliteSearch(q: SearchCandidateQuery): { sql: string; params: unknown[] } {
+  const params: unknown[] = [];
+  const where: string[] = ['s.tenant = ?', 's.pending = 0'];
+  params.push(q.tenant);
+  const positive = q.query.terms.filter((t) => !t.negated);
+  const byScore = q.order === 'score' && positive.length > 0;
+  if (positive.length > 0) {
+    where.push('search_fts MATCH ?');
+    params.push(positive.map(fts5Phrase).join(' '));
+  }
+  for (const t of q.query.terms.filter((x) => x.negated)) {
+    where.push('d.doc NOT IN (SELECT rowid FROM search_fts WHERE search_fts MATCH ?)');
+    params.push(fts5Phrase(t));
+  }
+  const inList = (column: string, values: readonly string[]): void => {
+    where.push(`${column} IN (${values.map(() => '?').join(', ')})`);
+    params.push(...values);
+  };
+  const toolIs = 'EXISTS (SELECT 1 FROM json_each(d.tools) WHERE value = ?)';
+  const labelIs = 'EXISTS (SELECT 1 FROM json_each(s.labels) l WHERE l.key = ? AND l.value = ?)';
+  if (q.types.length > 0) inList('d.type', q.types);
+  if (q.sessionIds.length > 0) inList('d.session_id', q.sessionIds);
+  for (const [k, v] of Object.entries(q.labels)) {
+    where.push(labelIs);
+    params.push(k, v);
+  }
+  if (q.fromTime !== undefined) {
+    where.push('d.time >= ?');
+    params.push(q.fromTime);
+  }
+  if (q.toTime !== undefined) {
+    where.push('d.time < ?');
+    params.push(q.toTime);
+  }
+  if (q.tool !== undefined) {
+    where.push(toolIs);
+    params.push(q.tool);
+  }
+  const fields = q.query.fields;
+  const types = positiveValues(fields, 'type');
+  if (types) inList('d.type', types);
+  const sessions = positiveValues(fields, 'session');
+  if (sessions) inList('d.session_id', sessions);
+  const tools = positiveValues(fields, 'tool');
+  if (tools) {
+    where.push(`(${tools.map(() => toolIs).join(' OR ')})`);
+    params.push(...tools);
+  }
+  for (const f of fields) {
+    if (f.field === 'label') {
+      where.push(f.negated ? `NOT ${labelIs}` : labelIs);
+      params.push(f.labelKey, f.value);
+    } else if (f.negated) {
+      where.push(f.field === 'type' ? 'd.type <> ?' : f.field === 'session' ? 'd.session_id <> ?' : `NOT ${toolIs}`);
+      params.push(f.value);
+    }
+  }
+  const after = q.after;
+  if (after?.kind === 'newest' && !byScore) {
+    where.push('(d.time, d.session_id, d.seq) < (?, ?, ?)');
+    params.push(after.time, after.sessionId, after.seq);
+  }
+  const cols = `d.session_id, d.seq, d.type, d.time, d.text, d.entered,
+    EXISTS (SELECT 1 FROM search_docs r WHERE r.session_id = d.session_id AND r.replace = 1) AS replaced`;
+  const newest = 'd.time DESC, d.session_id DESC, d.seq DESC';
+  let sql: string;
+  if (byScore) {
+    sql = `SELECT ${cols}, -search_fts.rank AS score FROM search_fts CROSS JOIN search_docs d ON d.doc = search_fts.rowid JOIN sessions s ON s.id = d.session_id
+      WHERE ${where.join(' AND ')} ORDER BY search_fts.rank, ${newest} LIMIT ? OFFSET ?`;
+    params.push(q.limit, after?.kind === 'score' ? after.offset : 0);
+  } else {
+    // With terms, the FTS match drives (CROSS JOIN keeps it the outer loop) and its hits are
+    // sorted: a walk of search_docs_newest probing each row would read every newer non-hit first.
+    const from = positive.length > 0 ? 'search_fts CROSS JOIN search_docs d ON d.doc = search_fts.rowid' : 'search_docs d';
+    sql = `SELECT ${cols}, 0 AS score FROM ${from} JOIN sessions s ON s.id = d.session_id
+      WHERE ${where.join(' AND ')} ORDER BY ${newest} LIMIT ?`;
+    params.push(q.limit);
+    if (q.order === 'score' && after?.kind === 'score') {
+      // A score order without positive terms is the newest order, paged by offset.
+      sql += ' OFFSET ?';
+      params.push(after.offset);
+    }
+  }
+  return { sql, params };
+}
+
+/** Rebuilds one session's entries from its events (in the caller's transaction). */
+function indexSession(db: Database.Database, sessionId: string): number {
+  db.prepare('DELETE FROM search_docs WHERE session_id = ?').run(sessionId);
+  db.prepare('DELETE FROM search_calls WHERE session_id = ?').run(sessionId);
+  const rows = db.prepare(`SELECT seq, type, time, data, surface_op FROM events WHERE session_id = ? AND type IN (${SEARCH_TYPES_SQL}) ORDER BY seq`).raw().iterate(sessionId) as IterableIterator<[number, string, number, string, string | null]>;
+  const insertDoc = db.prepare('INSERT INTO search_docs (session_id, seq, type, time, entered, replace, tools, text) VALUES (?, ?, ?, ?, ?, ?, ?, ?)');
+  const insertCall = db.prepare('INSERT OR REPLACE INTO search_calls (session_id, call_id, name) VALUES (?, ?, ?)');
+  const calls = new Map<string, string>();
+  const docs: unknown[][] = [];
+  for (const [seq, type, time, data, op] of rows) {
+    const p = searchDocOf(type, data);
+    const answered = p.r === null ? undefined : calls.get(p.r);
+    const tools = p.r === null ? p.c.map(([, n]) => n) : answered === undefined ? [] : [answered];
+    if (type === 'assistant/message') for (const [id, name] of p.c) calls.set(id, name);
+    docs.push([sessionId, seq, type, time, op === null ? 0 : 1, op !== null && op !== 'append' ? 1 : 0, JSON.stringify(tools), p.t]);
+  }
+  for (const d of docs) insertDoc.run(...d);
+  for (const [id, name] of calls) insertCall.run(sessionId, id, name);
+  return docs.length;
+}
+
+/** The SQLite search index over the database at `path` (its own connection). */
+export class SqliteSearchIndex implements SearchIndex {
+  readonly #db: Database.Database;
+
+  constructor(path: string, busyTimeoutMs = 5000) {
+    this.#db = new Database(path, { fileMustExist: true });
+    this.#db.pragma(`busy_timeout = ${busyTimeoutMs}`);
+    registerSearchFunctions(this.#db);
+  }
+
+  searchCandidates(q: SearchCandidateQuery): Promise<SearchCandidate[]> {
+    const { sql, params } = compileSqliteSearch(q);
+    // Statements differ by the query's shape; SQLite's own cache of prepared statements is the
+    // better-sqlite3 statement object, so a prepare per search (~20 µs) is the price of one SQL per shape.
+    const rows = this.#db.prepare(sql).all(...params) as Row[];
+    return Promise.resolve(rows.map((r) => ({
+      sessionId: r.session_id, seq: r.seq, type: r.type, time: r.time, text: r.text, score: r.score,
+      entered: r.entered === 1, sessionReplaced: r.replaced === 1,
+    })));
+  }
+
+  async reindex(onSession?: (sessionId: string, events: number) => void): Promise<{ sessions: number; events: number }> {
+    const ids = this.#db.prepare('SELECT id FROM sessions WHERE pending = 0 ORDER BY id').pluck().all() as string[];
+    let events = 0;
+    for (const id of ids) {
+      const n = this.#db.transaction(() => indexSession(this.#db, id)).immediate();
+      events += n;
+      onSession?.(id, n);
+      // Let the server's other work run between sessions.
+      await new Promise((r) => setImmediate(r));
+    }
+    // Entries of sessions that no longer exist (none unless the triggers were bypassed).
+    this.#db.prepare('DELETE FROM search_docs WHERE session_id NOT IN (SELECT id FROM sessions)').run();
+    this.#db.prepare('DELETE FROM search_calls WHERE session_id NOT IN (SELECT id FROM sessions)').run();
+    return { sessions: ids.length, events };
+  }
+
+  verifyIndex(): Promise<SearchIndexReport> {
+    return Promise.resolve(verifySqliteSearch(this.#db));
+  }
+
+  close(): Promise<void> {
+    if (this.#db.open) this.#db.close();
+    return Promise.resolve();
+  }
+}
+
+/** True when the database has the search index. */
+export function hasSearchIndex(db: Database.Database): boolean {
+  return db.prepare("SELECT 1 FROM sqlite_schema WHERE type = 'trigger' AND name = 'search_events_ai'").pluck().get() !== undefined;
+}
+
+/**
+ * Compares search_docs and the FTS index with what the events give; problems start with
+ * "search index:". Sessions in `skip` (damaged ones, reported by the caller) are not compared. Writes nothing (FTS5's own check runs only on a writable connection).
+ */
+export function verifySqliteSearch(db: Database.Database, skip: ReadonlySet<string> = new Set()): SearchIndexReport {
+  const problems: string[] = [];
+  let events = 0;
+  const note = (p: string): void => {
+    if (problems.length < 100) problems.push(p);
+  };
+  const docs = db.prepare('SELECT seq, type, time, entered, replace, tools, text FROM search_docs WHERE session_id = ? ORDER BY seq').raw();
+  const evs = db.prepare(`SELECT seq, type, time, data, surface_op FROM events WHERE session_id = ? AND type IN (${SEARCH_TYPES_SQL}) ORDER BY seq`).raw();
+  for (const id of db.prepare('SELECT id FROM sessions WHERE pending = 0').pluck().all() as string[]) {
+    if (skip.has(id)) continue;
+    const have = new Map((docs.all(id) as unknown[][]).map((r) => [r[0] as number, JSON.stringify(r.slice(1))]));
+    const calls = new Map<string, string>();
+    for (const [seq, type, time, data, op] of evs.all(id) as [number, string, number, string, string | null][]) {
+      events++;
+      const p = searchDocOf(type, data);
+      const answered = p.r === null ? undefined : calls.get(p.r);
+      const tools = p.r === null ? p.c.map(([, n]) => n) : answered === undefined ? [] : [answered];
+      if (type === 'assistant/message') for (const [cid, name] of p.c) calls.set(cid, name);
+      const want = JSON.stringify([type, time, op === null ? 0 : 1, op !== null && op !== 'append' ? 1 : 0, JSON.stringify(tools), p.t]);
+      const got = have.get(seq);
+      if (got === undefined) note(`search index: session ${JSON.stringify(id)} seq ${seq} is missing (run palimpsest reindex)`);
+      else if (got !== want) note(`search index: session ${JSON.stringify(id)} seq ${seq} differs from its event (run palimpsest reindex)`);
+      have.delete(seq);
+    }
+    for (const seq of have.keys()) note(`search index: session ${JSON.stringify(id)} seq ${seq} is indexed but is no message event (run palimpsest reindex)`);
+  }
+  const orphans = db.prepare('SELECT count(*) FROM search_docs WHERE session_id NOT IN (SELECT id FROM sessions)').pluck().get() as number;
+  if (orphans > 0) note(`search index: ${orphans} entries of deleted sessions (run palimpsest reindex)`);
+  try {
+    db.prepare("INSERT INTO search_fts (search_fts, rank) VALUES ('integrity-check', 1)").run();
+  } catch (e) {
+    // A read-only connection (palimpsest verify) cannot run FTS5's check, which is a write command.
+    if ((e as { code?: unknown }).code !== 'SQLITE_READONLY') note(`search index: the FTS5 index does not match search_docs (run palimpsest reindex): ${(e as Error).message}`);
+  }
+  return { events, problems };
+}
