@@ -43,7 +43,7 @@ describe('search contract', () => {
     await app.close();
   });
 
-  it('SQLite: verify finds an index that lost an entry, reindex repairs it; migrating a version-5 file indexes its events', async () => {
+  it('SQLite: verify finds an index that lost an entry, reindex repairs it; migrating a version-6 file indexes its events', async () => {
     const path = dirs.freshPath();
     let app = new SessionService(new SqliteSessionStore({ path }), undefined, clock());
     await writeScenario(app);
@@ -57,10 +57,10 @@ describe('search contract', () => {
     expect(await index.reindex()).toEqual({ sessions: 4, events: 15 });
     await index.close();
     expect(verifyFile(path).problems).toEqual([]);
-    // A version-5 database (written before the index existed): migration 6 indexes its events.
+    // A version-6 database (written before the index existed): migration 7 indexes its events.
     const old = new Database(path);
     old.exec('DROP TRIGGER search_events_ai; DROP TRIGGER search_sessions_ad; DROP TABLE search_fts; DROP TABLE search_docs; DROP TABLE search_calls;');
-    old.exec('DELETE FROM schema_migrations WHERE version = 6; PRAGMA user_version = 5;');
+    old.exec('DELETE FROM schema_migrations WHERE version = 7; PRAGMA user_version = 6;');
     old.close();
     app = new SessionService(new SqliteSessionStore({ path }), undefined, clock());
     index = new SqliteSearchIndex(path);

@@ -140,12 +140,12 @@ describe('SqliteSessionStore: the database file', () => {
     await store.close();
     store = undefined;
     const raw = new Database(path);
-    raw.pragma('user_version = 7');
+    raw.pragma(`user_version = ${SCHEMA_VERSION + 1}`);
     raw.close();
     const error = openError({ path });
     expect(error.reason).toBe('SCHEMA_VERSION_MISMATCH');
     expect(error.message).toBe(
-      `database ${path} has schema version 7, this build needs ${SCHEMA_VERSION}: it was migrated by a newer Palimpsest, and a build ` +
+      `database ${path} has schema version ${SCHEMA_VERSION + 1}, this build needs ${SCHEMA_VERSION}: it was migrated by a newer Palimpsest, and a build ` +
         'never migrates a schema back; run that build (or a newer one), or restore the backup made before the migration',
     );
   });
