@@ -16,6 +16,7 @@ import {
 } from './app-types.js';
 import { decodeMessagesToken, encodeMessagesToken, staleMessagesToken } from './message-pages.js';
 import type { SessionCache } from './session-cache.js';
+import { hasEncodedEventPages } from './ports/capabilities.js';
 import type { EncodedEventPage, ReadEventsQuery, SessionRecord, SessionStore, StoredEventText } from './store-port.js';
 import { fromStored, storageKey } from './tenant-scope.js';
 import { checkAsOf, replayAsOf } from './time-travel.js';
@@ -142,7 +143,7 @@ export class Reads {
       const problem = pageProblem(rec, fromSeq, q.direction, seen);
       if (problem !== undefined) await this.cache.corrupted(key, id, rec, problem);
     };
-    if (q.encodedBudgetBytes !== undefined && this.store.readEncodedEventPage !== undefined) {
+    if (q.encodedBudgetBytes !== undefined && hasEncodedEventPages(this.store)) {
       const encoded = await this.store.readEncodedEventPage(key, { fromSeq, direction: q.direction, limit, types }, q.encodedBudgetBytes);
       // A page with a seq missing is read again as rows below, which name the missing seq.
       const seen = { first: encoded?.firstSeq, last: encoded?.lastSeq, count: encoded?.count ?? 0, next: encoded?.nextSeq };

@@ -18,7 +18,8 @@ import { MAX_JSON_DEPTH, jsonTextDepth } from './json-depth.js';
 import { byteQuota, createWithQuota, quotaError } from './quotas.js';
 import type { Reads } from './reads.js';
 import type { SessionCache } from './session-cache.js';
-import { labelsBytesDelta, type NewSession, type PublishMetadata, type SessionStore } from './store-port.js';
+import { type NewSession, type PublishMetadata, type SessionStore } from './store-port.js';
+import { labelsBytesDelta } from '../domain/session-bytes.js';
 import { hasMetadata, metadataTrailer, readMetadataTrailer } from '../domain/metadata-trailer.js';
 import { storageKey, toStored } from './tenant-scope.js';
 

@@ -19,7 +19,8 @@ import { pairingLookup, pairingPlanned } from './pairing-guard.js';
 import { byteQuota, quotaError } from './quotas.js';
 import type { SessionCache } from './session-cache.js';
 import type { SessionHandle } from './session-handle.js';
-import { utf8Length, type ByteQuota, type SessionStore } from './store-port.js';
+import { type ByteQuota, type SessionStore } from './store-port.js';
+import { utf8Length } from '../domain/utf8.js';
 
 /** The batch must be planned again on a fresh load (another writer moved the session). */
 export const RETRY = Symbol('retry');

@@ -36,7 +36,7 @@ import type {
   SurfaceStructure,
   TenantUsage,
 } from '../../app/store-port.js';
-import { labelsBytesDelta, storedSessionBytes } from '../../app/store-port.js';
+import { labelsBytesDelta, storedSessionBytes } from '../../domain/session-bytes.js';
 import type { SessionEvent } from '../../domain/event.js';
 import { checkPageSize, decodePageToken, encodePageToken } from '../page-token.js';
 import { StoreClosedError, StoreUsageError, checkAscendingSeqs } from '../store-errors.js';
