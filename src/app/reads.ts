@@ -69,6 +69,8 @@ export interface ListEventsQuery {
   readonly types?: readonly string[];
   /** The page as EncodedEventPage when the store can encode it, cut at this byte estimate (see SessionStore.readEncodedEventPage). */
   readonly encodedBudgetBytes?: number;
+  /** The page format the caller reads (src/server/wire/event-page.ts): a store's pages of another version are not used. */
+  readonly encodedFormat?: number;
 }
 
 /** A page of events: their stored texts, or (`encoded`, then `events` is empty) the encoded page. */
@@ -143,7 +145,7 @@ export class Reads {
       const problem = pageProblem(rec, fromSeq, q.direction, seen);
       if (problem !== undefined) await this.cache.corrupted(key, id, rec, problem);
     };
-    if (q.encodedBudgetBytes !== undefined && hasEncodedEventPages(this.store)) {
+    if (q.encodedBudgetBytes !== undefined && hasEncodedEventPages(this.store) && this.store.eventPageFormat === q.encodedFormat) {
       const encoded = await this.store.readEncodedEventPage(key, { fromSeq, direction: q.direction, limit, types }, q.encodedBudgetBytes);
       // A page with a seq missing is read again as rows below, which name the missing seq.
       const seen = { first: encoded?.firstSeq, last: encoded?.lastSeq, count: encoded?.count ?? 0, next: encoded?.nextSeq };

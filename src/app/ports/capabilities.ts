@@ -12,19 +12,9 @@ export interface SurfaceStructure {
 }
 
 /**
- * What one event adds to a ListEvents page's size estimate, by which pages are cut below the
- * max message size: its data and type bytes (UTF-8), 11 per cited seq, 64 for the rest of its
- * envelope. The server's rows path (handlers.ts) and readEncodedEventPage (in SQLite:
- * native/sqlite-checksums.c palimpsest_event_page writes the same sum) cut at the same event.
- */
-export function pageEventBytes(dataBytes: number, typeBytes: number, citedSeqs: number): number {
-  return dataBytes + typeBytes + 11 * citedSeqs + 64;
-}
-
-/**
- * A page of events encoded as the `events` field of `palimpsest.v1.ListEventsResponse`: each
- * event is the field's tag, its length and a `palimpsest.v1.SessionEvent` with its data in the
- * json form, byte for byte what the generated encoder writes (proto/ is the published schema).
+ * A page of events already in a wire form: opaque bytes to the app, in the format (and cut by the
+ * size rule) of version `eventPageFormat` of the store that wrote it. The server owns that format
+ * (src/server/wire/event-page.ts) and asks for pages only in the version it writes itself.
  */
 export interface EncodedEventPage {
   readonly bytes: Uint8Array;
@@ -41,14 +31,17 @@ export interface EncodedEventPage {
 /** Capability: pages of events already in the wire form (see EncodedEventPage). */
 export interface EncodedEventPages {
   /**
-   * Optional (the SQLite store with its checksum extension): a page of events already in the wire
-   * form the schema publishes (see EncodedEventPage), rows checked as readEventTexts checks them.
-   * A deliberate shortcut for the server's ListEvents in the json data form: a store that has it
-   * knows the published message layout, and proto/ changes to SessionEvent must change it too
-   * (test/integration/sqlite-event-page.test.ts compares it with the generated encoder).
-   * `query.limit` is the page size; the page also ends before an event that would take the sum
-   * of pageEventBytes past `budgetBytes`, keeping at least one. Undefined when this page cannot
-   * be encoded here: the caller reads it with readEventTexts.
+   * The version of the page format this store writes (the server's EVENT_PAGE_FORMAT when it
+   * matches), fixed when the store opens; undefined when it writes none.
+   */
+  readonly eventPageFormat: number | undefined;
+  /**
+   * A page of events in the wire form of version `eventPageFormat` (the SQLite store with its
+   * extension), rows checked as readEventTexts checks them: a deliberate shortcut for the server's
+   * ListEvents in the json data form. `query.limit` is the page size; the page also ends before an
+   * event that would take the sum of the format's size estimates past `budgetBytes`, keeping at
+   * least one. Undefined when this page cannot be encoded here: the caller reads it with
+   * readEventTexts.
    */
   readEncodedEventPage(sessionId: string, query: ReadEventsQuery, budgetBytes: number): Promise<EncodedEventPage | undefined>;
 }

@@ -54,6 +54,8 @@ export class SqliteSessionStore implements SessionStore {
   readonly checksumsInSqlite: boolean;
   /** How the checksum extension loaded (the composition root logs its problem, if any). */
   readonly checksumExtension: ChecksumExtension;
+  /** The wire format version of readEncodedEventPage's pages (the extension's; undefined without it). */
+  readonly eventPageFormat: number | undefined;
   private readonly db: Database.Database;
   private readonly now: () => number;
   private closed = false;
@@ -94,6 +96,7 @@ export class SqliteSessionStore implements SessionStore {
       throw e;
     }
     this.checksumsInSqlite = this.checksumExtension.loaded;
+    this.eventPageFormat = this.checksumExtension.eventPageFormat;
     this.st = prepareStatements(db, this.checksumsInSqlite);
     // SQLite puts the WAL next to the real database file (symlinks resolved): sync that file.
     const real = this.db.memory ? undefined : fs.realpathSync(this.db.name);
