@@ -14,7 +14,7 @@ import { JsonlCommittedLines } from '../domain/jsonl-committed-lines.js';
 import { checkEventTypes, checkLabels } from './input-limits.js';
 import { JsonlEncoder } from '../domain/jsonl-writer.js';
 import { STORE_READ_BATCH, checkId, type AppLimits, type CallContext, type SessionView } from './app-types.js';
-import { MAX_JSON_DEPTH, jsonTextDepth } from './json-depth.js';
+import { MAX_JSON_DEPTH, jsonTextDepth } from '../domain/json-depth.js';
 import { byteQuota, createWithQuota, quotaError } from './quotas.js';
 import type { Reads } from './reads.js';
 import type { SessionCache } from './session-cache.js';
