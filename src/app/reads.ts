@@ -8,7 +8,7 @@ import { DataCorruptedError } from './storage-error.js';
 import type { SessionEvent } from '../domain/event.js';
 import { MESSAGE_EVENT_TYPES } from '../domain/event.js';
 import { MessageProjection } from '../domain/derive.js';
-import { replacementChainSeqs } from '../domain/session-engine.js';
+import { replacementChainSeqs } from '../domain/replace-chains.js';
 import { messageOf, type MessageJson } from '../domain/message-view.js';
 import {
   MAX_ATTEMPTS, STORE_READ_BATCH, checkPageSizeLimit, pageSizeOf, retriesExhausted, viewOf,

@@ -6,7 +6,8 @@
 import { randomUUID } from 'node:crypto';
 import type { CandidateEvent, SessionEvent, SessionHeader } from '../domain/event.js';
 import { DomainError } from '../domain/errors.js';
-import { SessionEngine, dataDependencies, type BatchPlan } from '../domain/session-engine.js';
+import { dataDependencies } from '../domain/replace-chains.js';
+import { SessionEngine, type BatchPlan } from '../domain/session-engine.js';
 import { PairingIndex } from '../domain/tool-pairing.js';
 import { planFork } from '../domain/fork.js';
 import { JsonlDecoder, assertUncompressed } from '../domain/jsonl-reader.js';

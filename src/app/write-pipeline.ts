@@ -12,7 +12,8 @@
 import { randomUUID } from 'node:crypto';
 import type { CandidateEvent, SessionEvent } from '../domain/event.js';
 import { DomainError } from '../domain/errors.js';
-import { dataDependencies, type BatchPlan } from '../domain/session-engine.js';
+import { dataDependencies } from '../domain/replace-chains.js';
+import type { BatchPlan } from '../domain/session-engine.js';
 import { notFound, type AppendOptions, type AppendResult, type AppLimits, type AppLogger } from './app-types.js';
 import type { ChangeFeed } from './change-feed.js';
 import { pairingLookup, pairingPlanned } from './pairing-guard.js';

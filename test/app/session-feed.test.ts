@@ -10,7 +10,7 @@ import type { FeedItem, FeedSubscription, SessionChange } from '../../src/app/se
 import { Subscription } from '../../src/app/subscription.js';
 import { type EventItem } from '../../src/app/subscription-items.js';
 import { eventSource } from '../../src/app/subscription-sources.js';
-import { waitForSession } from '../../src/app/subscription.js';
+import { waitForSession } from '../../src/app/wait-for-session.js';
 import { MemoryDatabase, MemorySessionStore } from '../../src/store/memory/memory-store.js';
 import { DomainError } from '../../src/domain/errors.js';
 import { user } from '../support/engine-harness.js';
