@@ -1,7 +1,7 @@
 /*
  * Palimpsest's SQLite extension: the row checksums of src/store/sqlite/integrity.ts computed over
  * the bytes SQLite already holds, so verifying a returned row costs no JS string walk.
- * Linux and macOS (scripts/build-sqlite-ext.mjs builds it; src/store/sqlite/native-checksums.ts loads it).
+ * Linux and macOS (scripts/build-sqlite-ext.mjs builds it; src/store/sqlite/sqlite-ext.ts loads it).
  *
  * SQL functions (deterministic, innocuous):
  *   palimpsest_event_line(seq, type, time, data, source_event_seqs, surface_op, ignorable, scrc, dcrc)

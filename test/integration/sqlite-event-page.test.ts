@@ -17,7 +17,7 @@ import { storedEventToProto } from '../../src/server/convert.js';
 import { listEventsResponseOf } from '../../src/server/wire/event-encode.js';
 import { EVENT_PAGE_FORMAT, pageEventBytes } from '../../src/server/wire/event-page.js';
 import { structuralCrc } from '../../src/store/sqlite/integrity.js';
-import { checksumExtensionPath } from '../../src/store/sqlite/native-checksums.js';
+import { checksumExtensionPath } from '../../src/store/sqlite/sqlite-ext.js';
 import { SqliteSessionStore } from '../../src/store/sqlite/sqlite-store.js';
 import { ListEventsResponse } from '../../gen/palimpsest/v1/service.js';
 import { ev, newSession } from './store-contract.js';

@@ -15,7 +15,7 @@ import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { DataCorruptedError } from '../../src/app/storage-error.js';
 import { SqliteSessionStore } from '../../src/store/sqlite/sqlite-store.js';
 import { verifyFile } from '../../src/store/sqlite/verify.js';
-import { checksumExtensionPath, loadChecksumExtension, type NativeChecksums } from '../../src/store/sqlite/native-checksums.js';
+import { checksumExtensionPath, loadChecksumExtension, type NativeChecksums } from '../../src/store/sqlite/sqlite-ext.js';
 import { EVENT_COLUMNS, EVENT_LINE, LINE_FORMAT, decodeEventLine, decodeEventTextLine, encodeEvents } from '../../src/store/sqlite/row-codec.js';
 import type { Json } from '../../src/domain/event.js';
 import fc from 'fast-check';

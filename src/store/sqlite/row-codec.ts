@@ -64,7 +64,7 @@ export const SESSION_READ_COLUMNS = `${SESSION_COLUMNS}, metadata_version`;
 /** The event columns, in RawEvent order. */
 export const EVENT_COLUMNS = 'seq, type, time, data, source_event_seqs, surface_op, ignorable, scrc, dcrc';
 /**
- * One value per event row, checked by SQLite (the checksum extension, native-checksums.ts): the
+ * One value per event row, checked by SQLite (the checksum extension, sqlite-ext.ts): the
  * row's line for decodeEventLine. better-sqlite3 materialises a JS value per column and an array
  * per raw row, which cost more than the SELECT itself (measured: 0.82 ms per 1,000-row page for
  * the eight columns, 0.35 ms for the line).

@@ -25,7 +25,7 @@ import { StoreClosedError, StoreUsageError, checkAscendingSeqs, classifyStoreErr
 import { sqliteStorageError } from './sqlite-errors.js';
 import { OwnAppends, SqliteHeadWatch } from './head-watch.js';
 import { busyTimeoutMs, openDatabase } from './open-database.js';
-import { loadChecksumExtension, type ChecksumExtension } from './native-checksums.js';
+import { loadChecksumExtension, type ChecksumExtension } from './sqlite-ext.js';
 import {
   LINE_FORMAT, decodeEvent, decodeEventPage, decodeEventText, decodeFeedRow, decodeIdempotent, decodeSession, encodeEvents,
   type RawEvent, type RawFeedRow, type RawSession, type StoredIdempotent,

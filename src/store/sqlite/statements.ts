@@ -13,7 +13,7 @@ const INSERT_CHUNK = 10;
 
 /**
  * Prepares every statement of the store on `db`. With `checked`, event reads select each row's
- * line (EVENT_LINE: checked by the checksum extension, native-checksums.ts, one value per row)
+ * line (EVENT_LINE: checked by the checksum extension, sqlite-ext.ts, one value per row)
  * instead of its columns and checksums.
  */
 export function prepareStatements(db: Database.Database, checked: boolean) {
