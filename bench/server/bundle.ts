@@ -4,7 +4,7 @@
  * The SQLite writer thread's entry is bundled next to it (the store starts it from the bundle's
  * directory, as from dist/). Without esbuild the child runs through the tsx loader (slower
  * process start: transpiling). The SQLite checksum extension is copied next to the bundle too
- * (`native/build/`, where the store looks above its module): without it the bundled server would
+ * (`sqlite-ext/build/`, where the store looks above its module): without it the bundled server would
  * verify rows in JavaScript, and the read figures would measure that.
  */
 import { copyFileSync, existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
@@ -40,12 +40,12 @@ export async function bundleServerChild(): Promise<string[]> {
     await build({ ...common, entryPoints: [childScript], outfile: join(out, 'child.mjs') });
     await build({ ...common, entryPoints: [join(root, 'src', 'store', 'sqlite', 'append-thread-worker.ts')], outfile: join(out, 'append-thread-worker.js') });
     // This build's extension, or none (never a stale copy from an earlier bundle).
-    rmSync(join(out, 'native'), { recursive: true, force: true });
+    rmSync(join(out, 'sqlite-ext'), { recursive: true, force: true });
     for (const file of ['palimpsest_checksums.so', 'palimpsest_checksums.dylib']) {
-      const built = join(root, 'native', 'build', file);
+      const built = join(root, 'sqlite-ext', 'build', file);
       if (!existsSync(built)) continue;
-      mkdirSync(join(out, 'native', 'build'), { recursive: true });
-      copyFileSync(built, join(out, 'native', 'build', file));
+      mkdirSync(join(out, 'sqlite-ext', 'build'), { recursive: true });
+      copyFileSync(built, join(out, 'sqlite-ext', 'build', file));
     }
     return [...SERVER_NODE_FLAGS, join(out, 'child.mjs')];
   } catch (e) {

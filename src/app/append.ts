@@ -10,7 +10,7 @@
 import { createHash } from 'node:crypto';
 import type { CandidateEvent, SessionEvent } from '../domain/event.js';
 import { DomainError } from '../domain/errors.js';
-import { dataDependencies } from '../domain/session-engine.js';
+import { dataDependencies } from '../domain/replace-chains.js';
 import { interruptedTurnClosers } from '../domain/repair.js';
 import {
   MAX_ATTEMPTS, STORE_READ_BATCH, checkEventSizes, retriesExhausted,

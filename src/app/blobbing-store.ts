@@ -16,6 +16,7 @@ import { deepFreeze } from '../domain/json.js';
 import { BlobDamagedError, extractBatch, inflateData, type ExtractedBatch, type StoredBlob } from './blob-codec.js';
 import type { BlobStorePort, BlobWrites } from './blob-port.js';
 import { DataCorruptedError } from './storage-error.js';
+import { hasEncodedEventPages } from './ports/capabilities.js';
 import { DomainError } from '../domain/errors.js';
 import type {
   AppendOutcome, AppendRequest, CreateOutcome, CreateQuota, DeleteExpectation, EncodedEventPage, FeedQuery, FeedRecord, HeadWatch,
@@ -36,12 +37,15 @@ function writes(x: ExtractedBatch): BlobWrites {
 export class BlobbingStore implements SessionStore {
   readonly blobs: BlobStorePort | undefined;
   readonly readEncodedEventPage?: (sessionId: string, query: ReadEventsQuery, budgetBytes: number) => Promise<EncodedEventPage | undefined>;
+  readonly eventPageFormat: number | undefined;
   readonly readSurfaceStructure?: (sessionId: string, toSeq: number) => Promise<SurfaceStructure>;
   readonly tenantSessionCounts?: () => Promise<ReadonlyMap<string, number>>;
 
   constructor(readonly inner: SessionStore, readonly minBytes: number) {
     this.blobs = inner.blobs;
-    const page = inner.readEncodedEventPage?.bind(inner);
+    const encoded = hasEncodedEventPages(inner) ? inner : undefined;
+    const page = encoded?.readEncodedEventPage.bind(encoded);
+    this.eventPageFormat = encoded?.eventPageFormat;
     if (page !== undefined) {
       // The encoded page carries the stored text: only for sessions without references.
       this.readEncodedEventPage = async (id, q, budget) => (await this.hasBlobs(id)) ? undefined : page(id, q, budget);

@@ -21,7 +21,8 @@
 import type { ChangeFeed, CommittedBatch, SessionListener } from './change-feed.js';
 import type { SessionEvent } from '../domain/event.js';
 import type { SessionStore } from './store-port.js';
-import { sessionToGenAiTraces, type GenAiSpan } from './otel-genai.js';
+import { sessionToGenAiTraces } from './otel-genai.js';
+import { type GenAiSpan } from './otel-genai-conventions.js';
 
 /** Where exported spans go (an OTLP exporter). Rejects when they were not accepted. */
 export interface SpanSink {

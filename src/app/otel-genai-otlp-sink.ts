@@ -5,8 +5,8 @@
  * handed over as `ReadableSpan`s with the log's times and the derived ids, not recorded through a
  * tracer: a tracer would mint fresh random ids and the current time.
  */
-import type { GenAiSpan } from './otel-genai.js';
-import { GENAI_SCHEMA_URL, GENAI_SCOPE_NAME } from './otel-genai.js';
+import type { GenAiSpan } from './otel-genai-conventions.js';
+import { GENAI_SCHEMA_URL, GENAI_SCOPE_NAME } from './otel-genai-conventions.js';
 import type { SpanSink } from './otel-genai-live.js';
 
 type HrTime = [number, number];

@@ -4,7 +4,7 @@
  * integers and nanosecond times as decimal strings, enums as integers.
  */
 import type { Json } from '../domain/event.js';
-import { GENAI_SCHEMA_URL, GENAI_SCOPE_NAME, type AttributeValue, type GenAiSpan } from './otel-genai.js';
+import { GENAI_SCHEMA_URL, GENAI_SCOPE_NAME, type AttributeValue, type GenAiSpan } from './otel-genai-conventions.js';
 
 /** OTLP AnyValue, JSON form. */
 export type OtlpAnyValue =

@@ -8,7 +8,7 @@ import { DataCorruptedError } from './storage-error.js';
 import type { SessionEvent } from '../domain/event.js';
 import { MESSAGE_EVENT_TYPES } from '../domain/event.js';
 import { MessageProjection } from '../domain/derive.js';
-import { replacementChainSeqs } from '../domain/session-engine.js';
+import { replacementChainSeqs } from '../domain/replace-chains.js';
 import { messageOf, type MessageJson } from '../domain/message-view.js';
 import {
   MAX_ATTEMPTS, STORE_READ_BATCH, checkPageSizeLimit, pageSizeOf, retriesExhausted, viewOf,
@@ -16,6 +16,7 @@ import {
 } from './app-types.js';
 import { decodeMessagesToken, encodeMessagesToken, staleMessagesToken } from './message-pages.js';
 import type { SessionCache } from './session-cache.js';
+import { hasEncodedEventPages } from './ports/capabilities.js';
 import type { EncodedEventPage, ReadEventsQuery, SessionRecord, SessionStore, StoredEventText } from './store-port.js';
 import { fromStored, storageKey } from './tenant-scope.js';
 import { checkAsOf, replayAsOf } from './time-travel.js';
@@ -70,6 +71,8 @@ export interface ListEventsQuery {
   readonly encodedBudgetBytes?: number;
   /** Blobbed values as their references (issue #39, ListEventsRequest.blob_refs), not their bytes. */
   readonly blobRefs?: boolean;
+  /** The page format the caller reads (src/server/wire/event-page.ts): a store's pages of another version are not used. */
+  readonly encodedFormat?: number;
 }
 
 /** A page of events: their stored texts, or (`encoded`, then `events` is empty) the encoded page. */
@@ -144,7 +147,7 @@ export class Reads {
       const problem = pageProblem(rec, fromSeq, q.direction, seen);
       if (problem !== undefined) await this.cache.corrupted(key, id, rec, problem);
     };
-    if (q.encodedBudgetBytes !== undefined && this.store.readEncodedEventPage !== undefined && q.blobRefs !== true) {
+    if (q.encodedBudgetBytes !== undefined && hasEncodedEventPages(this.store) && this.store.eventPageFormat === q.encodedFormat && q.blobRefs !== true) {
       const encoded = await this.store.readEncodedEventPage(key, { fromSeq, direction: q.direction, limit, types }, q.encodedBudgetBytes);
       // A page with a seq missing is read again as rows below, which name the missing seq.
       const seen = { first: encoded?.firstSeq, last: encoded?.lastSeq, count: encoded?.count ?? 0, next: encoded?.nextSeq };

@@ -12,6 +12,7 @@
 import { DomainError } from '../domain/errors.js';
 import type { StructuralRow } from '../domain/event.js';
 import { SessionEngine } from '../domain/session-engine.js';
+import { hasSurfaceStructureReads } from './ports/capabilities.js';
 import type { SessionRecord, SessionStore } from './store-port.js';
 
 /** Structural rows read per page during the replay. */
@@ -52,7 +53,7 @@ async function prefixRows(store: SessionStore, key: string, asOfSeq: number): Pr
 /** The engine replayed right after `asOfSeq`, and the last seq <= asOfSeq. */
 export async function replayAsOf(store: SessionStore, key: string, rec: SessionRecord, asOfSeq: number): Promise<{ engine: SessionEngine; headSeq: number | undefined }> {
   checkAsOf(rec, asOfSeq);
-  if (store.readSurfaceStructure !== undefined) {
+  if (hasSurfaceStructureReads(store)) {
     // Only the surface rows of the prefix: the other rows never move the surface (measured on a
     // 1M-event agent log: ~10% of the rows, and no citation lists decoded).
     const { rows, headSeq } = await store.readSurfaceStructure(key, asOfSeq);

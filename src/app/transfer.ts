@@ -6,7 +6,8 @@
 import { randomUUID } from 'node:crypto';
 import type { CandidateEvent, SessionEvent, SessionHeader } from '../domain/event.js';
 import { DomainError } from '../domain/errors.js';
-import { SessionEngine, dataDependencies, type BatchPlan } from '../domain/session-engine.js';
+import { dataDependencies } from '../domain/replace-chains.js';
+import { SessionEngine, type BatchPlan } from '../domain/session-engine.js';
 import { PairingIndex } from '../domain/tool-pairing.js';
 import { planFork } from '../domain/fork.js';
 import { JsonlDecoder, assertUncompressed } from '../domain/jsonl-reader.js';
@@ -14,11 +15,12 @@ import { JsonlCommittedLines } from '../domain/jsonl-committed-lines.js';
 import { checkEventTypes, checkLabels } from './input-limits.js';
 import { JsonlEncoder } from '../domain/jsonl-writer.js';
 import { STORE_READ_BATCH, checkId, type AppLimits, type CallContext, type SessionView } from './app-types.js';
-import { MAX_JSON_DEPTH, jsonTextDepth } from './json-depth.js';
+import { MAX_JSON_DEPTH, jsonTextDepth } from '../domain/json-depth.js';
 import { byteQuota, createWithQuota, quotaError } from './quotas.js';
 import type { Reads } from './reads.js';
 import type { SessionCache } from './session-cache.js';
-import { labelsBytesDelta, type NewSession, type PublishMetadata, type SessionStore } from './store-port.js';
+import { type NewSession, type PublishMetadata, type SessionStore } from './store-port.js';
+import { labelsBytesDelta } from '../domain/session-bytes.js';
 import { hasMetadata, metadataTrailer, readMetadataTrailer } from '../domain/metadata-trailer.js';
 import { storageKey, toStored } from './tenant-scope.js';
 

@@ -12,14 +12,16 @@
 import { randomUUID } from 'node:crypto';
 import type { CandidateEvent, SessionEvent } from '../domain/event.js';
 import { DomainError } from '../domain/errors.js';
-import { dataDependencies, type BatchPlan } from '../domain/session-engine.js';
+import { dataDependencies } from '../domain/replace-chains.js';
+import type { BatchPlan } from '../domain/session-engine.js';
 import { notFound, type AppendOptions, type AppendResult, type AppLimits, type AppLogger } from './app-types.js';
 import type { ChangeFeed } from './change-feed.js';
 import { pairingLookup, pairingPlanned } from './pairing-guard.js';
 import { byteQuota, quotaError } from './quotas.js';
 import type { SessionCache } from './session-cache.js';
 import type { SessionHandle } from './session-handle.js';
-import { utf8Length, type ByteQuota, type SessionStore } from './store-port.js';
+import { type ByteQuota, type SessionStore } from './store-port.js';
+import { utf8Length } from '../domain/utf8.js';
 
 /** The batch must be planned again on a fresh load (another writer moved the session). */
 export const RETRY = Symbol('retry');

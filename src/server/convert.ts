@@ -11,9 +11,9 @@ import type { DataFormat } from '../../gen/palimpsest/v1/service.js';
 import type { EventData, EventInput, SessionEvent as PbSessionEvent } from '../../gen/palimpsest/v1/event.js';
 import type { Session as PbSession } from '../../gen/palimpsest/v1/session.js';
 import { typedFromJson, typedToJson, TypedDataError } from './typed-data.js';
-import { MAX_JSON_DEPTH, jsonTextDepth, jsonTextInfo } from '../app/json-depth.js';
+import { MAX_JSON_DEPTH, jsonTextDepth, jsonTextInfo } from '../domain/json-depth.js';
 
-export { MAX_JSON_DEPTH, jsonTextDepth } from '../app/json-depth.js';
+export { MAX_JSON_DEPTH, jsonTextDepth } from '../domain/json-depth.js';
 
 /** The path of event `index`'s data field in an AppendEvents request (built only for an error). */
 const requestDataField = (index: number): string => `events[${index}].data`;

@@ -18,7 +18,7 @@ import type { Session } from '../../gen/palimpsest/v1/session.js';
 import { sessionToProto } from './convert.js';
 import { FeedStream, type FeedHub } from './feed-stream.js';
 import type { Metrics } from './metrics.js';
-import { Heartbeats } from './subscribe-handlers.js';
+import { Heartbeats } from './subscribe-heartbeats.js';
 import { serverStream, unary, type HandlerTable } from './rpc/handler-table.js';
 import type { RevocableCalls } from './revocable-calls.js';
 

@@ -22,7 +22,7 @@ import { SessionChangeKind, SubscribeSessionsResponse } from '../../gen/palimpse
 import type { Metrics } from './metrics.js';
 import type { RpcContext, ServerSink } from './rpc/handler-table.js';
 import { ServerStream } from './server-stream.js';
-import type { Heartbeats } from './subscribe-handlers.js';
+import type { Heartbeats } from './subscribe-heartbeats.js';
 
 /** The lag histogram observes one delivery in LAG_SAMPLE_MASK + 1 per stream. */
 const LAG_SAMPLE_MASK = 15;
@@ -117,7 +117,7 @@ export class FeedStream extends ServerStream<unknown> implements FeedConsumer {
   sub: FeedSubscription | undefined;
   lastWrite = 0;
   deliveries = 0;
-  /** Heartbeat schedule entry (subscribe-handlers.ts Heartbeats). */
+  /** Heartbeat schedule entry (subscribe-heartbeats.ts). */
   dueAt = 0;
   heapIndex = -1;
   #stepping = false;

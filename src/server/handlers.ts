@@ -6,7 +6,7 @@ import type { CallContext, SessionService, SessionView } from '../app/session-se
 import { DomainError } from '../domain/errors.js';
 import type { CandidateEvent, Json, SessionEvent } from '../domain/event.js';
 import type { ParsedJsonText } from '../domain/json.js';
-import { pageEventBytes, type StoredEventText } from '../app/store-port.js';
+import type { StoredEventText } from '../app/store-port.js';
 import type {
   AppendEventsRequest, AppendEventsResponse, CreateSessionRequest, CreateSessionResponse, DeleteSessionRequest,
   DeleteSessionResponse, ExportSessionRequest, ExportSessionResponse, ForkSessionRequest, ForkSessionResponse,
@@ -17,7 +17,8 @@ import type {
 import { DataFormat, Direction, GetMessagesResponse, MessageView } from '../../gen/palimpsest/v1/service.js';
 import type { Session } from '../../gen/palimpsest/v1/session.js';
 import { SessionEvent as PbSessionEventCodec, type SessionEvent as PbSessionEvent } from '../../gen/palimpsest/v1/event.js';
-import { encodeAppendEventsResponse, encodeListEventsResponse, fastEncodable, listEventsResponseOf, type EventWithText } from './event-encode.js';
+import { encodeAppendEventsResponse, encodeListEventsResponse, fastEncodable, listEventsResponseOf, type EventWithText } from './wire/event-encode.js';
+import { EVENT_PAGE_FORMAT, pageEventBytes } from './wire/event-page.js';
 import { eventInputToCandidate, eventToProto, sessionToProto, storedEventToProto } from './convert.js';
 import { messageFromJson } from './typed-data.js';
 import { messageJsonText } from '../domain/derive.js';
@@ -157,7 +158,7 @@ export function makeHandlers(app: SessionService, metrics?: Metrics, streams?: H
       const format = r.dataFormat === DataFormat.DATA_FORMAT_TYPED && !r.blobRefs ? 'typed' : 'json';
       // The json form straight from a store that encodes pages itself (the SQLite store with its
       // extension), cut at the same byte budget as below; else from the texts.
-      const page = await app.listEvents(ctx.caller, requireId(r.sessionId), { fromSeq, direction, pageSize: r.pageSize, types: r.types, encodedBudgetBytes: format === 'json' ? pageBudget : undefined, blobRefs: r.blobRefs });
+      const page = await app.listEvents(ctx.caller, requireId(r.sessionId), { fromSeq, direction, pageSize: r.pageSize, types: r.types, encodedBudgetBytes: format === 'json' ? pageBudget : undefined, encodedFormat: EVENT_PAGE_FORMAT, blobRefs: r.blobRefs });
       if (page.encoded !== undefined) {
         const token = page.nextSeq === undefined ? '' : encodePageToken(page.nextSeq, direction);
         return listEventsResponseOf(page.encoded.bytes, token) as unknown as ListEventsResponse;
@@ -167,7 +168,7 @@ export function makeHandlers(app: SessionService, metrics?: Metrics, streams?: H
       // at least one event) and continue from the first event left out.
       // Events may carry their stored data text (StoredEventText, from store.readEventTexts):
       // then that text goes to the wire without a JSON.parse/JSON.stringify round trip.
-      // The json form (the default) is encoded here, straight from the texts (event-encode.ts);
+      // The json form (the default) is encoded here, straight from the texts (wire/event-encode.ts);
       // the typed form goes through the generated encoder.
       const typed = format === 'typed';
       const events: PbSessionEvent[] = [];

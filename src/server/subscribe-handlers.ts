@@ -1,7 +1,7 @@
 /**
  * The server side of subscriptions (SubscribeSurface, SubscribeEvents; entries of the handler table): request checks, encoding,
- * backpressure, heartbeats and end-of-stream signals. The catch-up/live state machine is
- * src/app/subscriptions.ts.
+ * backpressure, heartbeats (subscribe-heartbeats.ts) and end-of-stream signals; the encoding is
+ * subscribe-codecs.ts. The catch-up/live state machine is src/app/subscription.ts.
  *
  * - Encoding once: live items are shared by every subscriber of a session (memoized per committed
  *   batch), and each is encoded once per options variant (include_messages x data_format) into a
@@ -36,164 +36,27 @@
  *   reload (`recheck`), a stream whose token is gone ends with UNAUTHENTICATED, and one whose
  *   token lost the read permission (or now names another tenant) with PERMISSION_DENIED.
  */
-import {
-  DataFormat, SubscribeEventsResponse, SubscribeSurfaceResponse,
-  type SubscribeEventsRequest, type SubscribeSurfaceRequest,
-} from '../../gen/palimpsest/v1/service.js';
+import { DataFormat, type SubscribeEventsRequest, type SubscribeSurfaceRequest } from '../../gen/palimpsest/v1/service.js';
 import type { SessionService } from '../app/session-service.js';
-import {
-  IDLE, NO_CURSOR, Subscription, eventSource, surfaceSource,
-  type EventItem, type Item, type SubscriptionConsumer, type SubscriptionOptions, type SubscriptionStats, type SurfaceItem,
-} from '../app/subscriptions.js';
-import { projectMessage } from '../domain/derive.js';
+import { IDLE, Subscription, type SubscriptionConsumer, type SubscriptionOptions, type SubscriptionStats } from '../app/subscription.js';
+import type { EventItem, Item, SurfaceItem } from '../app/subscription-items.js';
+import { NO_CURSOR } from '../app/subscription-items.js';
+import { eventSource, surfaceSource } from '../app/subscription-sources.js';
 import { DomainError } from '../domain/errors.js';
 import type { ServerConfig } from './config.js';
-import { eventToProto } from './convert.js';
 import type { Permission } from './permissions.js';
 import { grants } from './auth.js';
 import { serverStream, type HandlerTable, type RpcContext, type ServerSink } from './rpc/handler-table.js';
 import type { Metrics } from './metrics.js';
-import { MAX_TIMER_MS, ServerStream } from './server-stream.js';
-import { messageFromJson } from './typed-data.js';
-import { estimateMessageTokens } from '../domain/token-estimate.js';
+import { ServerStream } from './server-stream.js';
+import { EVENTS, MESSAGES, SURFACE, TYPED, cached, surfaceSnapshot, type Codec } from './subscribe-codecs.js';
+import { Heartbeats, nowMs, type Beating } from './subscribe-heartbeats.js';
 
 /** Minimum heartbeat interval a client may ask for, ms. */
 export const MIN_HEARTBEAT_MS = 100;
 
 /** The lag histogram observes one delivery in LAG_SAMPLE_MASK + 1 per stream. */
 const LAG_SAMPLE_MASK = 15;
-
-/** Per-item encoded bytes, one entry per options variant; items shared by subscribers share this. */
-const encoded = new WeakMap<object, Map<string, Buffer>>();
-// A live item is encoded for many streams in a row: remember the last lookup in front of the maps.
-let lastItem: object | undefined;
-let lastVariant = '';
-let lastBytes: Buffer | undefined;
-
-function cached<I extends Item>(item: I, codec: Codec<I>, sessionId: string, flags: number): Buffer {
-  const variant = codec.variants[flags] as string;
-  if (item === lastItem && variant === lastVariant) return lastBytes as Buffer;
-  const b = lookup(item, variant, codec, sessionId, flags);
-  lastItem = item;
-  lastVariant = variant;
-  lastBytes = b;
-  return b;
-}
-
-function lookup<I extends Item>(item: I, variant: string, codec: Codec<I>, sessionId: string, flags: number): Buffer {
-  let m = encoded.get(item);
-  if (!m) {
-    m = new Map();
-    encoded.set(item, m);
-  }
-  let b = m.get(variant);
-  if (!b) {
-    const bytes = codec.encode(item, sessionId, flags);
-    b = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-    m.set(variant, b);
-  }
-  return b;
-}
-
-function cursorField(c: number): number | undefined {
-  return c < 0 ? undefined : c;
-}
-
-/** Encoding flags of a surface stream: bit 0 typed data, bit 1 include_messages. */
-const TYPED = 1;
-const MESSAGES = 2;
-/** The cache variant of each flag combination (constant strings: nothing allocated per stream). */
-const SURFACE_VARIANTS = ['j', 't', 'mj', 'mt'] as const;
-const EVENT_VARIANTS = ['j', 't'] as const;
-
-function encodeSurface(it: SurfaceItem, sessionId: string, flags: number): Uint8Array {
-  const includeMessages = (flags & MESSAGES) !== 0;
-  const typed = (flags & TYPED) !== 0;
-  const cursor = cursorField(it.cursor);
-  let msg: SubscribeSurfaceResponse;
-  switch (it.kind) {
-    case 'append':
-    case 'replace': {
-      const kind: SubscribeSurfaceResponse['kind'] = it.kind === 'append'
-        ? { $case: 'append', value: { seq: it.event.seq } }
-        : { $case: 'replace', value: { start: it.start, end: it.end, seq: it.event.seq, shadowedSeqs: [...it.shadowed] } };
-      let message: SubscribeSurfaceResponse['message'];
-      if (includeMessages) {
-        const m = projectMessage(it.event, sessionId);
-        if (m) message = { seq: it.event.seq, messageJson: JSON.stringify(m), message: typed ? messageFromJson(m) : undefined, tokens: estimateMessageTokens(m) };
-      }
-      msg = { cursor, kind, event: eventToProto(it.event, typed ? 'typed' : 'json'), message };
-      break;
-    }
-    case 'checkpoint':
-      msg = { cursor, kind: { $case: 'checkpoint', value: {} }, event: undefined, message: undefined };
-      break;
-    case 'snapshot':
-      msg = { cursor, kind: { $case: 'snapshot', value: { seqs: [...it.seqs] } }, event: undefined, message: undefined };
-      break;
-    case 'caught-up':
-      msg = { cursor, kind: { $case: 'caughtUp', value: {} }, event: undefined, message: undefined };
-      break;
-  }
-  return SubscribeSurfaceResponse.encode(msg).finish();
-}
-
-function encodeEvent(it: EventItem, _sessionId: string, flags: number): Uint8Array {
-  const typed = (flags & TYPED) !== 0;
-  return SubscribeEventsResponse.encode(it.kind === 'event'
-    ? { cursor: it.cursor, kind: { $case: 'event', value: eventToProto(it.event, typed ? 'typed' : 'json') } }
-    : { cursor: cursorField(it.cursor), kind: { $case: 'caughtUp', value: {} } }).finish();
-}
-
-/**
- * The last encoding of a message that carries only a cursor (caught-up, heartbeat): thousands of
- * streams of one session send it at the same cursor, so it is encoded once, not per stream, and
- * such per-subscriber items stay out of the per-item cache.
- */
-class CursorMessage {
-  #cursor = Number.NaN;
-  #bytes: Buffer | undefined;
-
-  constructor(private readonly encode: (cursor: number) => Uint8Array) {}
-
-  get(cursor: number): Buffer {
-    if (cursor !== this.#cursor || !this.#bytes) {
-      const u = this.encode(cursor);
-      this.#bytes = Buffer.from(u.buffer, u.byteOffset, u.byteLength);
-      this.#cursor = cursor;
-    }
-    return this.#bytes;
-  }
-}
-
-/** How one kind of subscription is written: shared by all its streams. */
-interface Codec<I extends Item> {
-  readonly variants: readonly string[];
-  encode(it: I, sessionId: string, flags: number): Uint8Array;
-  readonly caughtUp: CursorMessage;
-  readonly heartbeat: CursorMessage;
-}
-
-const SURFACE: Codec<SurfaceItem> = {
-  variants: SURFACE_VARIANTS,
-  encode: encodeSurface,
-  caughtUp: new CursorMessage((cursor) => encodeSurface({ kind: 'caught-up', cursor }, '', 0)),
-  heartbeat: new CursorMessage((cursor) => SubscribeSurfaceResponse.encode({
-    cursor: cursorField(cursor), kind: { $case: 'heartbeat', value: {} }, event: undefined, message: undefined,
-  }).finish()),
-};
-
-const EVENTS: Codec<EventItem> = {
-  variants: EVENT_VARIANTS,
-  encode: encodeEvent,
-  caughtUp: new CursorMessage((cursor) => encodeEvent({ kind: 'caught-up', cursor }, '', 0)),
-  heartbeat: new CursorMessage((cursor) => SubscribeEventsResponse.encode({ cursor: cursorField(cursor), kind: { $case: 'heartbeat', value: {} } }).finish()),
-};
-
-/** The first item of a snapshot subscription (shared function). */
-function surfaceSnapshot(seqs: readonly number[], cursor: number): SurfaceItem {
-  return { kind: 'snapshot', seqs, cursor };
-}
 
 /** One open stream, for shutdown and tests. */
 export interface ActiveSubscription {
@@ -210,7 +73,7 @@ export interface ActiveSubscription {
   cursor(): number;
 }
 
-/** What `subscriptionStreams` returns (the ServerExtensions.streams shape plus introspection). */
+/** What `subscriptionStreams` returns (the ServerExtensions.streams shape plus introspection; tests capture it through that hook). */
 export interface SubscriptionStreams {
   readonly handlers: HandlerTable;
   /** Ends every open stream with UNAVAILABLE / SERVER_SHUTDOWN and its resume cursor. */
@@ -226,143 +89,12 @@ export interface SubscriptionStreams {
   recheck(lookup: (credential: string) => { readonly tenant: string; readonly permissions: readonly Permission[] } | undefined): number;
 }
 
-const live = new WeakMap<SessionService, SubscriptionStreams>();
-
-/** The subscription streams serving `app` (tests read internal stats through it). */
-export function streamsOf(app: SessionService): SubscriptionStreams | undefined {
-  return live.get(app);
-}
-
 /** What every stream of one `subscriptionStreams` shares (one object, referenced by each stream). */
 interface Hub {
   readonly config: ServerConfig;
   readonly metrics: Metrics;
   readonly active: Set<ActiveSubscription>;
   readonly heartbeats: Heartbeats;
-}
-
-/**
- * The schedule's clock: whole milliseconds of performance.now() (small integers stay unboxed in
- * the stream objects; a double field would be one more heap object per stream).
- */
-function nowMs(): number {
-  return Math.floor(performance.now());
-}
-
-/** A stream in the heartbeat schedule. */
-interface Beating {
-  /** When the stream is to be looked at next (`nowMs()` clock). */
-  dueAt: number;
-  /** Position in the schedule's heap (-1 = not scheduled). */
-  heapIndex: number;
-  /** Looked at (dueAt passed): the next time to look, or -1 to leave the schedule. */
-  beat(now: number): number;
-}
-
-/**
- * The heartbeat schedule of every stream of a server: one timer for all, armed at the earliest
- * due time of a binary min-heap of streams (O(log n) per add, remove and visit; nothing per
- * write: writes only record their time, and a stream visited before its interval has passed since
- * its last write is put back at that time). A stream's visits are exactly those its own timer had.
- */
-export class Heartbeats {
-  readonly #heap: Beating[] = [];
-  #timer: NodeJS.Timeout | undefined;
-  #armedAt = Infinity;
-
-  /** Streams scheduled. */
-  get size(): number {
-    return this.#heap.length;
-  }
-
-  /** Schedules `s` to be visited at `dueAt` (it must not be scheduled already). */
-  add(s: Beating, dueAt: number): void {
-    s.dueAt = dueAt;
-    s.heapIndex = this.#heap.length;
-    this.#heap.push(s);
-    this.#up(s.heapIndex);
-    this.#arm();
-  }
-
-  /** Takes `s` out of the schedule (no-op when not in it). */
-  remove(s: Beating): void {
-    const i = s.heapIndex;
-    if (i < 0 || this.#heap[i] !== s) return;
-    s.heapIndex = -1;
-    const last = this.#heap.pop() as Beating;
-    if (last !== s) {
-      this.#heap[i] = last;
-      last.heapIndex = i;
-      this.#down(i);
-      this.#up(last.heapIndex);
-    }
-    if (this.#heap.length === 0 && this.#timer) {
-      clearTimeout(this.#timer);
-      this.#timer = undefined;
-      this.#armedAt = Infinity;
-    }
-  }
-
-  readonly #fire = (): void => {
-    this.#timer = undefined;
-    this.#armedAt = Infinity;
-    const now = nowMs();
-    for (let top = this.#heap[0]; top !== undefined && top.dueAt <= now; top = this.#heap[0]) {
-      const next = top.beat(now);
-      if (top.heapIndex !== 0) continue; // it left the schedule while beating
-      if (next < 0) {
-        this.remove(top);
-        continue;
-      }
-      top.dueAt = next;
-      this.#down(0);
-    }
-    this.#arm();
-  };
-
-  #arm(): void {
-    const top = this.#heap[0];
-    if (top === undefined || top.dueAt >= this.#armedAt) return;
-    if (this.#timer) clearTimeout(this.#timer);
-    this.#armedAt = top.dueAt;
-    // setTimeout fires a longer delay at once (with a warning): wait in steps of at most its limit.
-    this.#timer = setTimeout(this.#fire, Math.min(MAX_TIMER_MS, Math.max(0, top.dueAt - performance.now())));
-    this.#timer.unref();
-  }
-
-  #up(i: number): void {
-    const h = this.#heap;
-    const s = h[i] as Beating;
-    while (i > 0) {
-      const p = (i - 1) >> 1;
-      const ps = h[p] as Beating;
-      if (ps.dueAt <= s.dueAt) break;
-      h[i] = ps;
-      ps.heapIndex = i;
-      i = p;
-    }
-    h[i] = s;
-    s.heapIndex = i;
-  }
-
-  #down(i: number): void {
-    const h = this.#heap;
-    const n = h.length;
-    const s = h[i] as Beating;
-    for (;;) {
-      const l = 2 * i + 1;
-      if (l >= n) break;
-      const r = l + 1;
-      const c = r < n && (h[r] as Beating).dueAt < (h[l] as Beating).dueAt ? r : l;
-      const cs = h[c] as Beating;
-      if (cs.dueAt >= s.dueAt) break;
-      h[i] = cs;
-      cs.heapIndex = i;
-      i = c;
-    }
-    h[i] = s;
-    s.heapIndex = i;
-  }
 }
 
 /**
@@ -602,6 +334,5 @@ export function subscriptionStreams(app: SessionService, config: ServerConfig, m
       }
     },
   };
-  live.set(app, streams);
   return streams;
 }

@@ -6,7 +6,7 @@
  */
 import type { Json, JsonObject } from '../domain/event.js';
 import { jsonEqual } from '../domain/json.js';
-import { MAX_JSON_DEPTH, jsonTextDepth } from '../app/json-depth.js';
+import { MAX_JSON_DEPTH, jsonTextDepth } from '../domain/json-depth.js';
 import type {
   AssistantChunkData,
   AssistantMessageData,

@@ -9,7 +9,7 @@ import { describe, expect, it } from 'vitest';
 import { SessionService, ANONYMOUS } from '../../src/app/session-service.js';
 import { LocalChangeFeed } from '../../src/app/local-change-feed.js';
 import { LiveGenAiExporter, TappedChangeFeed, type SpanSink } from '../../src/app/otel-genai-live.js';
-import { genAiSpanId, genAiTraceId, type GenAiSpan } from '../../src/app/otel-genai.js';
+import { genAiSpanId, genAiTraceId, type GenAiSpan } from '../../src/app/otel-genai-conventions.js';
 import { MemorySessionStore } from '../../src/store/memory/memory-store.js';
 import { MemoryExportPositions } from '../../src/store/otel-genai-positions.js';
 import type { CandidateEvent } from '../../src/domain/event.js';

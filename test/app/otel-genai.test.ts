@@ -11,7 +11,8 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { decodeJsonl } from '../../src/domain/jsonl-reader.js';
 import type { SessionEvent } from '../../src/domain/event.js';
-import { GENAI_SCHEMA_URL, GENAI_SEMCONV_VERSION, genAiProviderName, genAiSpanId, genAiTraceId, sessionToGenAiSpans } from '../../src/app/otel-genai.js';
+import { sessionToGenAiSpans } from '../../src/app/otel-genai.js';
+import { GENAI_SCHEMA_URL, GENAI_SEMCONV_VERSION, genAiProviderName, genAiSpanId, genAiTraceId } from '../../src/app/otel-genai-conventions.js';
 import { otlpTraceRequest } from '../../src/app/otlp-json.js';
 import { postTraces, startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from '../support/otlp-receiver.js';
 

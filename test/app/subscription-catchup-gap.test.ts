@@ -7,7 +7,9 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { ANONYMOUS, SessionService } from '../../src/app/session-service.js';
-import { Subscription, eventSource, type EventItem } from '../../src/app/subscriptions.js';
+import { Subscription } from '../../src/app/subscription.js';
+import { type EventItem } from '../../src/app/subscription-items.js';
+import { eventSource } from '../../src/app/subscription-sources.js';
 import type { ItemSource } from '../../src/app/subscription-sources.js';
 import { MemoryDatabase, MemorySessionStore } from '../../src/store/memory/memory-store.js';
 import { user } from '../support/engine-harness.js';

@@ -7,7 +7,9 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { ANONYMOUS, SessionService } from '../../src/app/session-service.js';
-import { IDLE, Subscription, eventSource, type EventItem, type SubscriptionConsumer } from '../../src/app/subscriptions.js';
+import { IDLE, Subscription, type SubscriptionConsumer } from '../../src/app/subscription.js';
+import { type EventItem } from '../../src/app/subscription-items.js';
+import { eventSource } from '../../src/app/subscription-sources.js';
 import { MemorySessionStore } from '../../src/store/memory/memory-store.js';
 import { user } from '../support/engine-harness.js';
 

@@ -12,7 +12,7 @@ import { cliFor, cliWithInput } from '../support/cli.js';
 import { startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from '../support/otlp-receiver.js';
 import { tempDbDir } from '../support/temp-db.js';
 import { waitFor } from '../support/poll.js';
-import { GENAI_SCOPE_NAME, genAiSpanId, genAiTraceId } from '../../src/app/otel-genai.js';
+import { GENAI_SCOPE_NAME, genAiSpanId, genAiTraceId } from '../../src/app/otel-genai-conventions.js';
 
 const dirs = tempDbDir('otel-genai-live-');
 let receiver: OtlpReceiver;

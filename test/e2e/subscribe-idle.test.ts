@@ -6,7 +6,6 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SubscribeSurfaceRequest, type SubscribeSurfaceResponse } from '../../gen/palimpsest/v1/service.js';
-import { streamsOf } from '../../src/server/subscribe-handlers.js';
 import { userMessage } from '../support/events.js';
 import { Tail, eventually } from '../support/subscribe.js';
 import { call, startTestServer, type TestServer } from '../support/test-server.js';
@@ -24,7 +23,7 @@ describe('idle SubscribeSurface streams', () => {
   it('1,000 streams opened then cancelled leave nothing behind (open set, heartbeat schedule, feed)', async () => {
     await call(t.client.createSession.bind(t.client), { sessionId: 'idle-many', labels: {}, strict: false, pairingGuard: true });
     await call(t.client.appendEvents.bind(t.client), { sessionId: 'idle-many', idempotencyKey: '', events: [userMessage('u1', 'hi')] });
-    const streams = streamsOf(t.server.app)!;
+    const streams = t.streams!;
     const tails = Array.from({ length: 1000 }, () => surface({ sessionId: 'idle-many' }));
     await eventually(() => tails.every((x) => x.msgs.some((m) => m.kind?.$case === 'caughtUp')), 30_000, 'every stream caught up');
     expect(streams.active.size).toBe(1000);
@@ -61,7 +60,7 @@ describe('idle SubscribeSurface streams', () => {
     expect(appendIdx).toBeGreaterThanOrEqual(n);
     expect(at[nextHb]! - at[appendIdx]!).toBeGreaterThan(100);
     tail.cancel();
-    await eventually(() => streamsOf(t.server.app)!.active.size === 0, 10_000, 'the stream ended');
-    expect(streamsOf(t.server.app)!.heartbeatsScheduled).toBe(0);
+    await eventually(() => t.streams!.active.size === 0, 10_000, 'the stream ended');
+    expect(t.streams!.heartbeatsScheduled).toBe(0);
   });
 });

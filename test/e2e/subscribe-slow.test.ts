@@ -10,7 +10,6 @@ import { api, type Api } from '../support/e2e.js';
 import { userMessage } from '../support/events.js';
 import { ClientSurface, Tail, eventually } from '../support/subscribe.js';
 import { SubscribeSurfaceRequest, type SubscribeSurfaceResponse } from '../../gen/palimpsest/v1/service.js';
-import { streamsOf } from '../../src/server/subscribe-handlers.js';
 
 const LIMIT = 64 * 1024;
 let t: TestServer;
@@ -27,7 +26,7 @@ describe('slow subscriber', () => {
     stalledStream.pause();
     const fast = new Tail<SubscribeSurfaceResponse>(t.client.subscribeSurface(SubscribeSurfaceRequest.fromPartial({ sessionId: 'slow' })));
     await fast.until((x) => x.msgs.length > 0);
-    const entries = [...(streamsOf(t.server.app)?.active ?? [])];
+    const entries = [...(t.streams?.active ?? [])];
     expect(entries).toHaveLength(2);
     const slowStats = () => entries[0]?.stats;
 

@@ -8,7 +8,6 @@ import {
   type SubscribeEventsResponse, type SubscribeSurfaceResponse,
 } from '../../gen/palimpsest/v1/service.js';
 import type { EventInput } from '../../gen/palimpsest/v1/event.js';
-import { streamsOf } from '../../src/server/subscribe-handlers.js';
 
 let t: TestServer;
 beforeAll(async () => { t = await startTestServer(); });
@@ -179,7 +178,7 @@ describe('SubscribeSurface', () => {
     await eventually(() => t.server.app.feed.listenerCount('s-cancel') === 0, 5000, 'listeners released');
     await append('s-cancel', [userMessage('u9', 'after cancel')]);
     expect(t.server.app.feed.listenerCount('s-cancel')).toBe(0);
-    expect(streamsOf(t.server.app)?.active.size).toBe(0);
+    expect(t.streams?.active.size).toBe(0);
   });
 });
 

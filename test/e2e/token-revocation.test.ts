@@ -12,7 +12,6 @@ import { Metadata, status, type ServiceError } from '@grpc/grpc-js';
 import { decodeError } from '../../src/client/error-details.js';
 import { ExportSessionRequest, SubscribeEventsRequest, SubscribeSurfaceRequest, type SubscribeEventsResponse, type SubscribeSurfaceResponse } from '../../gen/palimpsest/v1/service.js';
 import { hashToken } from '../../src/server/auth.js';
-import { streamsOf } from '../../src/server/subscribe-handlers.js';
 import { call, startTestServer, type TestServer } from '../support/test-server.js';
 import { Tail, eventually } from '../support/subscribe.js';
 import { input } from '../support/events.js';
@@ -72,7 +71,7 @@ describe('token file reload', () => {
       admin: events(admin, 'watched'),
     };
     for (const [name, tail] of Object.entries(tails)) await tail.until(caughtUp, 10_000, `${name} caught up`);
-    expect(streamsOf(t.server.app)?.active.size).toBe(6);
+    expect(t.streams?.active.size).toBe(6);
 
     writeTokens([kept, { ...demoted, permissions: ['append'] }, { ...moved, tenant: 'bob' }, admin]);
     t.server.reloadTokens();
@@ -82,7 +81,7 @@ describe('token file reload', () => {
     expect(tails.revokedSurface.decoded).toMatchObject({ code: status.UNAUTHENTICATED, reason: 'UNAUTHENTICATED' });
     expect(tails.demoted.decoded).toMatchObject({ code: status.PERMISSION_DENIED, reason: 'PERMISSION_DENIED', metadata: { permission: 'read' } });
     expect(tails.moved.decoded).toMatchObject({ code: status.PERMISSION_DENIED, reason: 'PERMISSION_DENIED' });
-    await eventually(() => streamsOf(t.server.app)?.active.size === 2, 10_000, 'two streams left');
+    await eventually(() => t.streams?.active.size === 2, 10_000, 'two streams left');
 
     // New events reach the streams whose token is still good, and only those.
     expect(await append(admin, 'watched')).toEqual([1]);

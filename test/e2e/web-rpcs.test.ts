@@ -13,7 +13,6 @@ import { userMessage } from '../support/events.js';
 import { DEMO, demoBatches } from '../support/demo-session.js';
 import { esEvent, webClient, webFailure, WEB_PROTOCOLS } from '../support/web-client.js';
 import { fixture, until } from '../support/e2e.js';
-import { streamsOf } from '../../src/server/subscribe-handlers.js';
 import { DataFormat, Direction, MessageView } from '../../gen/es/palimpsest/v1/service_pb.js';
 
 let t: TestServer;
@@ -182,7 +181,7 @@ describe('web port backpressure', () => {
       // Not reading: ~1 MiB of deltas fill the HTTP/2 window and the bridge's queue.
       const big = 'x'.repeat(4000);
       for (let i = 0; i < 25; i++) await c.appendEvents({ sessionId: 'slow', events: Array.from({ length: 10 }, (_, j) => esEvent(userMessage(`m${i}-${j}`, big))) });
-      const active = [...(streamsOf(s.server.app)?.active ?? [])];
+      const active = [...(s.streams?.active ?? [])];
       await until(() => active[0]?.stats?.fallbacks ?? 0, 'a fallback to catch-up');
       expect(active[0]!.stats!.maxBufferedBytes).toBeLessThanOrEqual(1024);
       const seqs: number[] = [];

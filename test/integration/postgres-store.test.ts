@@ -14,7 +14,8 @@ import { PostgresSessionStore } from '../../src/store/postgres/postgres-store.js
 import { SqliteSessionStore } from '../../src/store/sqlite/sqlite-store.js';
 import { openStore as openConfiguredStore } from '../../src/main.js';
 import { parseServeArgs } from '../../src/cli/serve.js';
-import { storedSessionBytes, type NewSession } from '../../src/app/store-port.js';
+import { type NewSession } from '../../src/app/store-port.js';
+import { storedSessionBytes } from '../../src/domain/session-bytes.js';
 import { SCHEMA_VERSION } from '../../src/store/postgres/schema.js';
 import { StoreOpenError, StoreUnavailableError, StoreUsageError } from '../../src/store/store-errors.js';
 import { waitFor } from '../support/poll.js';

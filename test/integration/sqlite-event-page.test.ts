@@ -10,18 +10,20 @@ import Database from 'better-sqlite3';
 import fc from 'fast-check';
 import { afterEach, describe, expect, it } from 'vitest';
 import { DataCorruptedError } from '../../src/app/storage-error.js';
-import { pageEventBytes, type EncodedEventPage, type ReadEventsQuery } from '../../src/app/store-port.js';
+import { SessionService, ANONYMOUS } from '../../src/app/session-service.js';
+import type { EncodedEventPage, ReadEventsQuery } from '../../src/app/store-port.js';
 import type { Json, SessionEvent, SurfaceOp } from '../../src/domain/event.js';
 import { storedEventToProto } from '../../src/server/convert.js';
-import { listEventsResponseOf } from '../../src/server/event-encode.js';
+import { listEventsResponseOf } from '../../src/server/wire/event-encode.js';
+import { EVENT_PAGE_FORMAT, pageEventBytes } from '../../src/server/wire/event-page.js';
 import { structuralCrc } from '../../src/store/sqlite/integrity.js';
-import { checksumExtensionPath } from '../../src/store/sqlite/native-checksums.js';
+import { checksumExtensionPath } from '../../src/store/sqlite/sqlite-ext.js';
 import { SqliteSessionStore } from '../../src/store/sqlite/sqlite-store.js';
 import { ListEventsResponse } from '../../gen/palimpsest/v1/service.js';
 import { ev, newSession } from './store-contract.js';
 import { tempDbDir } from '../support/temp-db.js';
 
-/** The extension is built by `npm install` (scripts/build-native.mjs); CI requires it. */
+/** The extension is built by `npm install` (scripts/build-sqlite-ext.mjs); CI requires it. */
 const NATIVE = checksumExtensionPath() !== undefined || process.env['CI'] === 'true';
 
 const { freshPath } = tempDbDir('palimpsest-event-page-');
@@ -31,7 +33,7 @@ afterEach(async () => {
   store = undefined;
 });
 
-/** What the server answers from the rows: the handler's page cut (src/server/handlers.ts listEvents, pageEventBytes) and the generated encoder. */
+/** What the server answers from the rows: the handler's page cut (src/server/handlers.ts listEvents, wire/event-page.ts pageEventBytes) and the generated encoder. */
 async function fromRows(s: SqliteSessionStore, id: string, q: ReadEventsQuery, budget: number): Promise<EncodedEventPage> {
   const rows = await s.readEventTexts(id, { ...q, limit: q.limit + 1 });
   let nextSeq = rows.length > q.limit ? rows[q.limit]!.seq : undefined;
@@ -162,9 +164,30 @@ describe.skipIf(!NATIVE)('ListEvents pages encoded in SQLite (palimpsest_event_p
   });
 });
 
+describe.skipIf(!NATIVE)('the page format is the server\'s (src/server/wire/event-page.ts)', () => {
+  it('the extension writes the version the wire module declares', () => {
+    store = new SqliteSessionStore({ path: freshPath(), nativeChecksums: 'require' });
+    expect(store.eventPageFormat).toBe(EVENT_PAGE_FORMAT);
+  });
+
+  it('the app takes a store\'s pages only in the version the caller reads; another version is read as rows', async () => {
+    store = new SqliteSessionStore({ path: freshPath(), nativeChecksums: 'require' });
+    await store.createSession(newSession('v'), [ev(0)]);
+    const app = new SessionService(store);
+    const query = { fromSeq: 0, direction: 'forward' as const, pageSize: 10, encodedBudgetBytes: 1_000_000 };
+    const same = await app.listEvents(ANONYMOUS, 'v', { ...query, encodedFormat: EVENT_PAGE_FORMAT });
+    expect(same.encoded?.count).toBe(1);
+    expect(same.events).toEqual([]);
+    const other = await app.listEvents(ANONYMOUS, 'v', { ...query, encodedFormat: EVENT_PAGE_FORMAT + 1 });
+    expect(other.encoded).toBeUndefined();
+    expect(other.events.map((e) => e.seq)).toEqual([0]);
+  });
+});
+
 describe('without the checksum extension', () => {
   it('there is no encoded page (the server reads the rows)', async () => {
     store = new SqliteSessionStore({ path: freshPath(), nativeChecksums: 'off' });
+    expect(store.eventPageFormat).toBeUndefined();
     await store.createSession(newSession('s'), [ev(0)]);
     expect(await store.readEncodedEventPage('s', { fromSeq: 0, direction: 'forward', limit: 10 }, 1_000_000)).toBeUndefined();
   });

@@ -15,7 +15,7 @@ import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { DataCorruptedError } from '../../src/app/storage-error.js';
 import { SqliteSessionStore } from '../../src/store/sqlite/sqlite-store.js';
 import { verifyFile } from '../../src/store/sqlite/verify.js';
-import { checksumExtensionPath, loadChecksumExtension, type NativeChecksums } from '../../src/store/sqlite/native-checksums.js';
+import { checksumExtensionPath, loadChecksumExtension, type NativeChecksums } from '../../src/store/sqlite/sqlite-ext.js';
 import { EVENT_COLUMNS, EVENT_LINE, LINE_FORMAT, decodeEventLine, decodeEventTextLine, encodeEvents } from '../../src/store/sqlite/row-codec.js';
 import type { Json } from '../../src/domain/event.js';
 import fc from 'fast-check';
@@ -91,10 +91,10 @@ describe('CRC-32C', () => {
   });
 });
 
-/** The extension is built by `npm install` (scripts/build-native.mjs, needs a C compiler); CI requires it. */
+/** The extension is built by `npm install` (scripts/build-sqlite-ext.mjs, needs a C compiler); CI requires it. */
 const NATIVE = checksumExtensionPath() !== undefined || process.env['CI'] === 'true';
 
-describe.skipIf(!NATIVE)('the checksum extension (native/sqlite-checksums.c)', () => {
+describe.skipIf(!NATIVE)('the checksum extension (sqlite-ext/sqlite-checksums.c)', () => {
   const path = checksumExtensionPath();
   const db = new Database(':memory:');
   if (path !== undefined) db.loadExtension(path);
@@ -207,7 +207,7 @@ describe('loading the checksum extension', () => {
     const other = loadChecksumExtension(db, 'auto', LINE_FORMAT + 1);
     expect(other.loaded).toBe(false);
     expect(other.problem).toMatch(new RegExp(`writes line format ${LINE_FORMAT}, this build reads ${LINE_FORMAT + 1}: rebuild it`));
-    expect(() => loadChecksumExtension(db, 'require', LINE_FORMAT + 1)).toThrow(/rebuild it with `npm run build:native`/);
+    expect(() => loadChecksumExtension(db, 'require', LINE_FORMAT + 1)).toThrow(/rebuild it with `npm run build:sqlite-ext`/);
     const same = loadChecksumExtension(db, 'require', LINE_FORMAT);
     expect(same).toMatchObject({ loaded: true });
     expect(typeof same.hardwareCrc).toBe('boolean');

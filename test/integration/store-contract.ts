@@ -1,11 +1,12 @@
 /**
  * The store contract: one suite every SessionStore implementation must pass with the same
- * results (test/integration/memory-store.test.ts, sqlite-store.test.ts).
+ * results (test/integration/memory-store.test.ts, sqlite-store.test.ts), its cases grouped by the
+ * role of the port they exercise (src/app/ports/).
  */
 import fc from 'fast-check';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { AppendOutcome, AppendRequest, IdempotencyRecord, NewSession, SessionStore } from '../../src/app/store-port.js';
-import { storedSessionBytes } from '../../src/app/store-port.js';
+import { storedSessionBytes } from '../../src/domain/session-bytes.js';
 import { DomainError } from '../../src/domain/errors.js';
 import type { Json, SessionEvent, SessionHeader, SurfaceOp } from '../../src/domain/event.js';
 import { StoreClosedError, StoreUsageError } from '../../src/store/store-errors.js';
@@ -173,7 +174,7 @@ export function storeContract<S extends SessionStore>(name: string, harness: Sto
       await store.close();
     });
 
-    describe('sessions', () => {
+    describe('session records (SessionRecords)', () => {
       it('creates a session with its initial log and reads it back; a second create with the same id is refused', async () => {
         const events = mixedEvents(0, 7);
         const record = newSession('s1', {
@@ -325,7 +326,7 @@ export function storeContract<S extends SessionStore>(name: string, harness: Sto
       });
     });
 
-    describe('append', () => {
+    describe('event log: append (EventLog)', () => {
       it('appends conditionally and updates the counters', async () => {
         await store.createSession(newSession('a'), [ev(0)]);
         const batch = mixedEvents(1, 4);
@@ -491,7 +492,7 @@ export function storeContract<S extends SessionStore>(name: string, harness: Sto
       }
     });
 
-    describe('reads', () => {
+    describe('event log: reads (EventLog)', () => {
       const events = mixedEvents(0, 25);
       beforeEach(async () => {
         await store.createSession(newSession('r'), events.slice(0, 10));
@@ -636,7 +637,7 @@ export function storeContract<S extends SessionStore>(name: string, harness: Sto
       });
     });
 
-    describe('quotas (tenant counters in the write transaction)', () => {
+    describe('tenant usage: quotas (TenantUsageReads; counters in the write transaction)', () => {
       it('counts sessions (pending ones too) and refuses a create over the session quota, storing nothing', async () => {
         const quota = { maxSessions: 2, maxBytes: 0 };
         expect(await store.createSession(newSession('q1', { tenant: 't' }), [], quota)).toEqual({ kind: 'created' });
@@ -690,7 +691,7 @@ export function storeContract<S extends SessionStore>(name: string, harness: Sto
       });
     });
 
-    describe('pending sessions (streamed import)', () => {
+    describe('pending imports (PendingImports; streamed import)', () => {
       it('are invisible until published, take chunks without a head check, then behave like any session', async () => {
         expect(await store.createSession(newSession('imp', { pending: true, labels: { k: 'v' } }), mixedEvents(0, 3))).toEqual({ kind: 'created' });
         expect(await store.appendPending('imp', mixedEvents(3, 4), { owner: IMPORTER, leaseUntil: LONG_LEASE })).toEqual({ kind: 'appended' });
@@ -771,62 +772,66 @@ export function storeContract<S extends SessionStore>(name: string, harness: Sto
       });
     });
 
-    it('flushes queued appends on close and refuses use afterwards', async () => {
-      await store.createSession(newSession('z'), []);
-      const pending = store.append('z', req(0, [ev(0)]));
-      await store.close();
-      expect(await pending).toEqual({ kind: 'appended' });
-      await expect(store.getSession('z')).rejects.toThrow(StoreClosedError);
-      await expect(store.append('z', req(1, [ev(1)]))).rejects.toThrow(StoreClosedError);
-      store = await harness.open(); // afterEach closes it
+    describe('lifecycle (StoreLifecycle)', () => {
+      it('flushes queued appends on close and refuses use afterwards', async () => {
+        await store.createSession(newSession('z'), []);
+        const pending = store.append('z', req(0, [ev(0)]));
+        await store.close();
+        expect(await pending).toEqual({ kind: 'appended' });
+        await expect(store.getSession('z')).rejects.toThrow(StoreClosedError);
+        await expect(store.append('z', req(1, [ev(1)]))).rejects.toThrow(StoreClosedError);
+        store = await harness.open(); // afterEach closes it
+      });
     });
 
-    it.skipIf(harness.lean === true)('property: any sequence of appends reads back exactly as appended (JSON-equal, key presence kept)', async () => {
-      const json = fc.jsonValue({ maxDepth: 3 }).map((v) => JSON.parse(JSON.stringify(v)) as Json);
-      const surfaceOp: fc.Arbitrary<SurfaceOp> = fc.oneof(
-        fc.constant('append' as const),
-        fc.record({ op: fc.constant('replace' as const), start: fc.nat(1000), end: fc.nat(1000) }).map((op) => ({ ...op })),
-      );
-      const shape = fc.record(
-        {
-          type: fc.string({ minLength: 1, maxLength: 20 }),
-          time: fc.integer({ min: 0, max: Number.MAX_SAFE_INTEGER }),
-          data: json,
-          sourceEventSeqs: fc.array(fc.nat({ max: Number.MAX_SAFE_INTEGER }), { maxLength: 6 }),
-          surfaceOp,
-          ignorable: fc.constant(true as const),
-        },
-        { requiredKeys: ['type', 'time', 'data'] },
-      );
-      const plan = fc.record({
-        initial: fc.array(shape, { maxLength: 4 }),
-        batches: fc.array(fc.record({ events: fc.array(shape, { maxLength: 4 }), gap: fc.nat(3) }), { maxLength: 6 }),
+    describe('event log: property (EventLog)', () => {
+      it.skipIf(harness.lean === true)('property: any sequence of appends reads back exactly as appended (JSON-equal, key presence kept)', async () => {
+        const json = fc.jsonValue({ maxDepth: 3 }).map((v) => JSON.parse(JSON.stringify(v)) as Json);
+        const surfaceOp: fc.Arbitrary<SurfaceOp> = fc.oneof(
+          fc.constant('append' as const),
+          fc.record({ op: fc.constant('replace' as const), start: fc.nat(1000), end: fc.nat(1000) }).map((op) => ({ ...op })),
+        );
+        const shape = fc.record(
+          {
+            type: fc.string({ minLength: 1, maxLength: 20 }),
+            time: fc.integer({ min: 0, max: Number.MAX_SAFE_INTEGER }),
+            data: json,
+            sourceEventSeqs: fc.array(fc.nat({ max: Number.MAX_SAFE_INTEGER }), { maxLength: 6 }),
+            surfaceOp,
+            ignorable: fc.constant(true as const),
+          },
+          { requiredKeys: ['type', 'time', 'data'] },
+        );
+        const plan = fc.record({
+          initial: fc.array(shape, { maxLength: 4 }),
+          batches: fc.array(fc.record({ events: fc.array(shape, { maxLength: 4 }), gap: fc.nat(3) }), { maxLength: 6 }),
+        });
+        let run = 0;
+        await fc.assert(
+          fc.asyncProperty(plan, async ({ initial, batches }) => {
+            const id = `prop-${run++}`;
+            let next = 0;
+            const number = (shapes: typeof initial, gap: number): SessionEvent[] => {
+              if (shapes.length > 0) next += gap;
+              return shapes.map((s) => ({ ...s, seq: next++ }) as SessionEvent);
+            };
+            const expected = number(initial, 0);
+            await store.createSession(newSession(id), expected);
+            for (const batch of batches) {
+              const head = next;
+              const events = number(batch.events, batch.gap);
+              expect(await appendAt(store, id, head, events)).toEqual({ kind: 'appended' });
+              expected.push(...events);
+            }
+            const read = await store.readEvents(id, { fromSeq: 0, direction: 'forward', limit: 10_000 });
+            expect(read).toStrictEqual(expected);
+            expect(read.map((e) => Object.keys(e).sort())).toEqual(expected.map((e) => Object.keys(e).sort()));
+            expect(await store.readStructure(id, 0)).toStrictEqual(expected.map(structural));
+            expect(await store.getSession(id)).toMatchObject({ eventCount: expected.length, nextSeq: next, dataBytes: sessionBytes(newSession(id), expected) });
+          }),
+          { numRuns: 60 },
+        );
       });
-      let run = 0;
-      await fc.assert(
-        fc.asyncProperty(plan, async ({ initial, batches }) => {
-          const id = `prop-${run++}`;
-          let next = 0;
-          const number = (shapes: typeof initial, gap: number): SessionEvent[] => {
-            if (shapes.length > 0) next += gap;
-            return shapes.map((s) => ({ ...s, seq: next++ }) as SessionEvent);
-          };
-          const expected = number(initial, 0);
-          await store.createSession(newSession(id), expected);
-          for (const batch of batches) {
-            const head = next;
-            const events = number(batch.events, batch.gap);
-            expect(await appendAt(store, id, head, events)).toEqual({ kind: 'appended' });
-            expected.push(...events);
-          }
-          const read = await store.readEvents(id, { fromSeq: 0, direction: 'forward', limit: 10_000 });
-          expect(read).toStrictEqual(expected);
-          expect(read.map((e) => Object.keys(e).sort())).toEqual(expected.map((e) => Object.keys(e).sort()));
-          expect(await store.readStructure(id, 0)).toStrictEqual(expected.map(structural));
-          expect(await store.getSession(id)).toMatchObject({ eventCount: expected.length, nextSeq: next, dataBytes: sessionBytes(newSession(id), expected) });
-        }),
-        { numRuns: 60 },
-      );
     });
   });
 }

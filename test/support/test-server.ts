@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { credentials, Metadata, type CallOptions, type ServiceError } from '@grpc/grpc-js';
 import { startServer, type StartedServer, type ServerExtensions } from '../../src/main.js';
 import type { ServerConfig } from '../../src/server/config.js';
+import { subscriptionStreams, type SubscriptionStreams } from '../../src/server/subscribe-handlers.js';
 import { SessionServiceClient } from '../../gen/palimpsest/v1/service.js';
 import { decodeError, type DecodedError } from '../../src/client/error-details.js';
 import { createTestDatabase } from './postgres.js';
@@ -25,6 +26,8 @@ export interface TestServer {
   readonly dir: string;
   /** The SQLite file, or the PostgreSQL URL (see TEST_STORE). */
   readonly dbPath: string;
+  /** The server's subscription streams (open streams, heartbeat schedule), unless `ext.streams` replaced them. */
+  readonly streams: SubscriptionStreams | undefined;
   stop(): Promise<void>;
 }
 
@@ -42,10 +45,16 @@ export async function startTestServer(config: Partial<ServerConfig> = {}, ext: S
   const dir = mkdtempSync(join(tmpdir(), 'palimpsest-test-'));
   const fresh = config.db === undefined ? await freshTestDb(dir) : { db: config.db, drop: async () => undefined };
   const dbPath = fresh.db;
-  const server = await startServer({ listen: '127.0.0.1:0', logLevel: 'silent', ...config, db: dbPath }, ext);
+  // The subscription streams the server builds, captured through its hook (no registry in src/).
+  let streams: SubscriptionStreams | undefined;
+  const hooked: ServerExtensions = ext.streams !== undefined ? ext : { ...ext, streams: (app, cfg, metrics) => (streams = subscriptionStreams(app, cfg, metrics)) };
+  const server = await startServer({ listen: '127.0.0.1:0', logLevel: 'silent', ...config, db: dbPath }, hooked);
   const client = new SessionServiceClient(server.address, credentials.createInsecure());
   return {
     server, client, dir, dbPath,
+    get streams() {
+      return streams;
+    },
     async stop() {
       client.close();
       await server.shutdown();

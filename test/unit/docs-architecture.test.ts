@@ -13,7 +13,7 @@ const TEXT = readFileSync(join(ROOT, DOC), 'utf8');
 const WALK = 'One request, from the wire to the store and back';
 
 /** Top-level folders and files whose paths a doc names as repository paths. */
-const REPO_PATH = /^(?:src|test|proto|gen|docs|bench|clients|scripts|web|native|bin|\.ci)\/[\w./-]*$|^(?:package\.json|eslint\.config\.js|vitest\.config\.ts|tsconfig[\w.]*\.json|buf(?:\.gen)?\.yaml)$/;
+const REPO_PATH = /^(?:src|test|proto|gen|docs|bench|clients|scripts|web|sqlite-ext|bin|\.ci)\/[\w./-]*$|^(?:package\.json|eslint\.config\.js|vitest\.config\.ts|tsconfig[\w.]*\.json|buf(?:\.gen)?\.yaml)$/;
 
 /** The repository paths a Markdown text names: code spans that are paths, and relative links (resolved from `docFile`). */
 export function namedPaths(md: string, docFile: string): string[] {

@@ -4,7 +4,7 @@
  * visit times exact.
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { Heartbeats } from '../../src/server/subscribe-handlers.js';
+import { Heartbeats } from '../../src/server/subscribe-heartbeats.js';
 
 /** A stream stand-in: a heartbeat every `interval` ms without a write (as SubscriberStream.beat). */
 class FakeStream {

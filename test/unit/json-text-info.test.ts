@@ -5,7 +5,7 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { jsonTextDepth, jsonTextInfo, type JsonTextInfo } from '../../src/app/json-depth.js';
+import { jsonTextDepth, jsonTextInfo, type JsonTextInfo } from '../../src/domain/json-depth.js';
 
 function oracle(text: string): JsonTextInfo {
   let depth = 0, max = 0, members = 0, digits = 0;

@@ -8,7 +8,7 @@ import { AppendEventsResponse, ListEventsResponse } from '../../gen/palimpsest/v
 import type { SessionEvent } from '../../src/domain/event.js';
 import { eventToProto } from '../../src/server/convert.js';
 import { SessionEvent as PbSessionEvent } from '../../gen/palimpsest/v1/event.js';
-import { encodeAppendEventsResponse, encodeListEventsResponse, fastEncodable } from '../../src/server/event-encode.js';
+import { encodeAppendEventsResponse, encodeListEventsResponse, fastEncodable } from '../../src/server/wire/event-encode.js';
 
 type Envelope = Omit<SessionEvent, 'data'>;
 

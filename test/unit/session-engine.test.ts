@@ -5,7 +5,8 @@
 import { describe, expect, it } from 'vitest';
 import { DomainError } from '../../src/domain/errors.js';
 import type { SessionEvent } from '../../src/domain/event.js';
-import { dataDependencies, SessionEngine, StructureCorruptError } from '../../src/domain/session-engine.js';
+import { dataDependencies } from '../../src/domain/replace-chains.js';
+import { SessionEngine, StructureCorruptError } from '../../src/domain/session-engine.js';
 import { messageView } from '../../src/domain/message-view.js';
 import { Harness, assistant, logEvent, rep, snapshot, toolResult, toolResultData, user } from '../support/engine-harness.js';
 

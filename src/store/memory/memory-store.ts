@@ -36,7 +36,7 @@ import type {
   SurfaceStructure,
   TenantUsage,
 } from '../../app/store-port.js';
-import { labelsBytesDelta, storedSessionBytes } from '../../app/store-port.js';
+import { labelsBytesDelta, storedSessionBytes } from '../../domain/session-bytes.js';
 import type { SessionEvent } from '../../domain/event.js';
 import type { BlobStorePort, BlobWrites } from '../../app/blob-port.js';
 import { memoryBlobPort } from './memory-blobs.js';

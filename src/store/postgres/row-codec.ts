@@ -3,7 +3,7 @@
  * back to events, sessions and feed records.
  */
 import type { FeedChangeKind, FeedRecord, SessionRecord, StoredEventText } from '../../app/store-port.js';
-import { utf8Length } from '../../app/store-port.js';
+import { utf8Length } from '../../domain/utf8.js';
 import type { Json, SessionEvent, SessionHeader, SurfaceOp } from '../../domain/event.js';
 import { decodeSurfaceOp, encodeSurfaceOp } from '../sqlite/codec.js';
 

@@ -1,7 +1,7 @@
 /** The options and counters of the SQLite store (sqlite-store.ts). */
 import type { Worker } from 'node:worker_threads';
 import type { WriterConfig } from './append-thread-wire.js';
-import type { NativeChecksums } from './native-checksums.js';
+import type { NativeChecksums } from './sqlite-ext.js';
 import type { MigrationOptions } from '../migration-options.js';
 
 /** Options of `SqliteSessionStore`. */
@@ -39,7 +39,7 @@ export interface SqliteStoreOptions extends MigrationOptions {
   /** How often a head watch polls `PRAGMA data_version` while sessions are watched, ms (default 150). */
   readonly headWatchPollMs?: number;
   /**
-   * Row checksums of reads verified by SQLite with the checksum extension (native-checksums.ts):
+   * Row checksums of reads verified by SQLite with the checksum extension (sqlite-ext.ts):
    * 'auto' (default) when it is built, 'require' (fail to open without it), 'off' (in JavaScript).
    * The rule is the same either way; only the cost differs.
    */

@@ -64,14 +64,14 @@ export const SESSION_READ_COLUMNS = `${SESSION_COLUMNS}, metadata_version`;
 /** The event columns, in RawEvent order. */
 export const EVENT_COLUMNS = 'seq, type, time, data, source_event_seqs, surface_op, ignorable, scrc, dcrc';
 /**
- * One value per event row, checked by SQLite (the checksum extension, native-checksums.ts): the
+ * One value per event row, checked by SQLite (the checksum extension, sqlite-ext.ts): the
  * row's line for decodeEventLine. better-sqlite3 materialises a JS value per column and an array
  * per raw row, which cost more than the SELECT itself (measured: 0.82 ms per 1,000-row page for
  * the eight columns, 0.35 ms for the line).
  */
 export const EVENT_LINE =
   'palimpsest_event_line(seq, type, time, data, source_event_seqs, surface_op, ignorable, scrc, dcrc)';
-/** The extension's aggregate that encodes a page of rows (native/sqlite-checksums.c palimpsest_event_page). */
+/** The extension's aggregate that encodes a page of rows (sqlite-ext/sqlite-checksums.c palimpsest_event_page). */
 export const EVENT_PAGE = 'palimpsest_event_page';
 
 export function encodeEvents(sessionId: string, events: readonly SessionEvent[], checksums = true, dataTexts?: readonly (string | undefined)[]): { rows: EventRow[]; dataBytes: number } {
@@ -220,11 +220,11 @@ export function verifyRow(sessionId: string, r: ChecksummedRawEvent): void {
   if (damage !== undefined) throw rowCorrupted(sessionId, typeof r[0] === 'number' ? r[0] : Number(r[0]), damage);
 }
 
-/** The version of EVENT_LINE's format; native/sqlite-checksums.c LINE_FORMAT must be the same. */
-export const LINE_FORMAT = 3;
+/** The version of EVENT_LINE's format; sqlite-ext/sqlite-checksums.c LINE_FORMAT must be the same. */
+export const LINE_FORMAT = 4;
 
 /**
- * The envelope and data text of an EVENT_LINE (native/sqlite-checksums.c `palimpsest_event_line`):
+ * The envelope and data text of an EVENT_LINE (sqlite-ext/sqlite-checksums.c `palimpsest_event_line`):
  * `<seq>,<time>,<'1' or ''>,<UTF-16 length of type>,<UTF-8 bytes of data>,<HEX(source_event_seqs) or '-'>,<surface_op or ''>\t<type><data>`,
  * or `!<1|2>,<seq>` for a row that failed its structural (1) or data (2) checksum, which throws
  * DataCorruptedError (as does a line that does not parse: it is never served in part).
@@ -286,7 +286,7 @@ function malformed(sessionId: string, line: string): DataCorruptedError {
   const seq = Number.parseInt(line, 10);
   return new DataCorruptedError(sessionId, Number.isSafeInteger(seq) ? seq : undefined,
     `session ${sessionId}: a stored event${Number.isSafeInteger(seq) ? ` (seq ${seq})` : ''} came back from the checksum extension in a form this build cannot read; ` +
-      'nothing of it is served; rebuild the extension (`npm run build:native`) and run palimpsest verify');
+      'nothing of it is served; rebuild the extension (`npm run build:sqlite-ext`) and run palimpsest verify');
 }
 
 /** The event of an EVENT_LINE (SQLite checked the row). */
@@ -302,52 +302,32 @@ export function decodeEventTextLine(sessionId: string, line: string): StoredEven
 }
 
 /**
- * The page palimpsest_event_page wrote: 'P', the event count and the next seq (-1: none) as
- * 8-byte little-endian integers, then the events; 'D', the damage (1 structural, 2 data) and the
- * seq of the first damaged row (throws DataCorruptedError); 'F': not encodable there (undefined).
+ * The page palimpsest_event_page wrote (its events are opaque here: their format is the server's,
+ * src/server/wire/event-page.ts): 'P', the event count, the next seq, the first and the last seq in
+ * read order (each an 8-byte little-endian integer, -1: none), then the events; 'D', the damage (1
+ * structural, 2 data) and the seq of the first damaged row (throws DataCorruptedError); 'F': not
+ * encodable there (undefined).
  */
 export function decodeEventPage(sessionId: string, blob: Buffer): EncodedEventPage | undefined {
   const kind = blob[0];
-  if (kind === 0x50 /* P */ && blob.length >= 17) {
+  if (kind === 0x50 /* P */ && blob.length >= PAGE_HEAD) {
     const next = Number(blob.readBigInt64LE(9));
-    const bytes = blob.subarray(17);
-    return { bytes, count: Number(blob.readBigInt64LE(1)), nextSeq: next < 0 ? undefined : next, ...pageSeqBounds(bytes) };
+    const first = Number(blob.readBigInt64LE(17));
+    const last = Number(blob.readBigInt64LE(25));
+    return {
+      bytes: blob.subarray(PAGE_HEAD), count: Number(blob.readBigInt64LE(1)), nextSeq: next < 0 ? undefined : next,
+      firstSeq: first < 0 ? undefined : first, lastSeq: last < 0 ? undefined : last,
+    };
   }
   if (kind === 0x44 /* D */ && blob.length === 10) throw rowCorrupted(sessionId, Number(blob.readBigInt64LE(2)), blob[1] === 2 ? 'data' : 'structural');
   if (kind === 0x46 /* F */ && blob.length === 1) return undefined;
   throw new DataCorruptedError(sessionId, undefined,
     `session ${sessionId}: a page of events came back from the checksum extension in a form this build cannot read; ` +
-      'nothing of it is served; rebuild the extension (`npm run build:native`) and run palimpsest verify');
+      'nothing of it is served; rebuild the extension (`npm run build:sqlite-ext`) and run palimpsest verify');
 }
 
-/** Reads a varint at `at` of `b`: [value, offset after it]. */
-function varint(b: Uint8Array, at: number): [number, number] {
-  let value = 0;
-  let scale = 1;
-  for (;;) {
-    const byte = b[at++]!;
-    value += (byte & 0x7f) * scale;
-    if (byte < 0x80) return [value, at];
-    scale *= 128;
-  }
-}
-
-/**
- * The first and last seq of an encoded page: each event is `0x0a <length> SessionEvent`, whose
- * seq (field 1, a varint, tag 0x08) comes first and is left out when 0 (proto3 default).
- */
-function pageSeqBounds(bytes: Uint8Array): { firstSeq: number | undefined; lastSeq: number | undefined } {
-  let firstSeq: number | undefined;
-  let lastSeq: number | undefined;
-  for (let at = 0; at < bytes.length;) {
-    const [length, body] = varint(bytes, at + 1);
-    const seq = bytes[body] === 0x08 ? varint(bytes, body + 1)[0] : 0;
-    firstSeq ??= seq;
-    lastSeq = seq;
-    at = body + length;
-  }
-  return { firstSeq, lastSeq };
-}
+/** Bytes of a 'P' page's head (sqlite-ext/sqlite-checksums.c PAGE_HEAD). */
+const PAGE_HEAD = 33;
 
 /** The optional envelope of a raw row (source_event_seqs, surface_op, ignorable columns). */
 function rawEnvelope(r: ChecksummedRawEvent): { sourceEventSeqs?: readonly number[]; surfaceOp?: SurfaceOp; ignorable: boolean } {

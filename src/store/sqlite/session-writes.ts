@@ -6,7 +6,7 @@
  */
 import type Database from 'better-sqlite3';
 import type { CreateOutcome, CreateQuota, DeleteExpectation, NewSession, PendingChunkOptions, PendingChunkOutcome, PublishMetadata, UpdateLabelsOutcome } from '../../app/store-port.js';
-import { labelsBytesDelta, storedSessionBytes } from '../../app/store-port.js';
+import { labelsBytesDelta, storedSessionBytes } from '../../domain/session-bytes.js';
 import type { SessionEvent } from '../../domain/event.js';
 import { StoreUsageError, checkAscendingSeqs } from '../store-errors.js';
 import { digestStep } from './integrity.js';

@@ -27,7 +27,7 @@ import { StoreClosedError, StoreUsageError, checkAscendingSeqs, classifyStoreErr
 import { sqliteStorageError } from './sqlite-errors.js';
 import { OwnAppends, SqliteHeadWatch } from './head-watch.js';
 import { busyTimeoutMs, openDatabase } from './open-database.js';
-import { loadChecksumExtension, type ChecksumExtension } from './native-checksums.js';
+import { loadChecksumExtension, type ChecksumExtension } from './sqlite-ext.js';
 import {
   LINE_FORMAT, decodeEvent, decodeEventPage, decodeEventText, decodeFeedRow, decodeIdempotent, decodeSession, encodeEvents,
   type RawEvent, type RawFeedRow, type RawSession, type StoredIdempotent,
@@ -57,6 +57,8 @@ export class SqliteSessionStore implements SessionStore {
   readonly checksumsInSqlite: boolean;
   /** How the checksum extension loaded (the composition root logs its problem, if any). */
   readonly checksumExtension: ChecksumExtension;
+  /** The wire format version of readEncodedEventPage's pages (the extension's; undefined without it). */
+  readonly eventPageFormat: number | undefined;
   private readonly db: Database.Database;
   private readonly now: () => number;
   private closed = false;
@@ -100,6 +102,7 @@ export class SqliteSessionStore implements SessionStore {
       throw e;
     }
     this.checksumsInSqlite = this.checksumExtension.loaded;
+    this.eventPageFormat = this.checksumExtension.eventPageFormat;
     this.st = prepareStatements(db, this.checksumsInSqlite);
     this.feedRetention = feedRetentionStatements(db);
     // SQLite puts the WAL next to the real database file (symlinks resolved): sync that file.

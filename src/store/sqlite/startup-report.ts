@@ -1,7 +1,7 @@
 /** What the SQLite store reports at start-up (main.ts calls the store's `start`). */
 import type { StoreStartLog } from '../../app/store-port.js';
 import type { DataCorruptedError } from '../../app/storage-error.js';
-import type { ChecksumExtension } from './native-checksums.js';
+import type { ChecksumExtension } from './sqlite-ext.js';
 
 /** What open found: sessions refused, an unsealed heads record, how row checksums are verified. */
 export interface OpenFindings {

@@ -13,7 +13,7 @@ const INSERT_CHUNK = 10;
 
 /**
  * Prepares every statement of the store on `db`. With `checked`, event reads select each row's
- * line (EVENT_LINE: checked by the checksum extension, native-checksums.ts, one value per row)
+ * line (EVENT_LINE: checked by the checksum extension, sqlite-ext.ts, one value per row)
  * instead of its columns and checksums.
  */
 export function prepareStatements(db: Database.Database, checked: boolean) {
@@ -117,7 +117,7 @@ export function prepareStatements(db: Database.Database, checked: boolean) {
          AND type IN (SELECT value FROM json_each(?)) ORDER BY seq DESC LIMIT ?`,
       ),
     ),
-    // A page in the wire form (EncodedEventPage; native/sqlite-checksums.c palimpsest_event_page),
+    // A page in the wire form (EncodedEventPage; sqlite-ext/sqlite-checksums.c palimpsest_event_page),
     // with the extension only: at most @rows rows (the page and one more, for its next seq).
     readPage: checked ? pageStatements(db) : undefined,
     selectBySeqs: rows(

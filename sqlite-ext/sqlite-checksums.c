@@ -1,15 +1,18 @@
 /*
  * Palimpsest's SQLite extension: the row checksums of src/store/sqlite/integrity.ts computed over
  * the bytes SQLite already holds, so verifying a returned row costs no JS string walk.
- * Linux and macOS (scripts/build-native.mjs builds it; src/store/sqlite/native-checksums.ts loads it).
+ * Linux and macOS (scripts/build-sqlite-ext.mjs builds it; src/store/sqlite/sqlite-ext.ts loads it).
  *
  * SQL functions (deterministic, innocuous):
  *   palimpsest_event_line(seq, type, time, data, source_event_seqs, surface_op, ignorable, scrc, dcrc)
  *     -> the row checked and written as one text value (see event_line below)
  *   palimpsest_event_page(limit, budget, forward, <the nine columns above>)   (aggregate)
  *     -> a page of checked rows in the wire form of ListEventsResponse's events (see page_step)
- *   palimpsest_checksums_format() -> LINE_FORMAT, the version of the line and page formats (the
- *     loader refuses any other: a stale build never feeds a newer decoder)
+ *   palimpsest_checksums_format() -> LINE_FORMAT, the version of the line format and of the page's
+ *     framing (the loader refuses any other: a stale build never feeds a newer decoder)
+ *   palimpsest_event_page_format() -> EVENT_PAGE_FORMAT, the version of the wire form the page's
+ *     events are written in: the capability src/server/wire/event-page.ts declares (the server
+ *     uses the pages only when its EVENT_PAGE_FORMAT is the same)
  *   palimpsest_checksums_hw() -> 1 when the CPU's CRC-32C instruction is in use
  *
  * The canonical inputs, exactly as integrity.ts defines them:
@@ -27,11 +30,20 @@
 SQLITE_EXTENSION_INIT1
 
 /*
- * The version of event_line's and event_page's formats and of what they accept; row-codec.ts
- * LINE_FORMAT must be the same. Bump it for any change to either (a build of another version is
- * not used). 3: palimpsest_event_page.
+ * The version of event_line's format and of event_page's framing (its head) and of what they
+ * accept; row-codec.ts LINE_FORMAT must be the same. Bump it for any change to either (a build of
+ * another version is not used). 3: palimpsest_event_page. 4: the page's head carries its first and
+ * last seq.
  */
-#define LINE_FORMAT 3
+#define LINE_FORMAT 4
+
+/*
+ * The version of the wire form event_page writes its events in (palimpsest.v1.ListEventsResponse
+ * `events` fields, data in the json form, and the page byte estimate it cuts by); owned by
+ * src/server/wire/event-page.ts (EVENT_PAGE_FORMAT), which must say the same. Bump both for any
+ * change to what page_encode writes or to the estimate.
+ */
+#define EVENT_PAGE_FORMAT 1
 
 static uint32_t table[8][256];
 
@@ -285,7 +297,7 @@ static void event_line(sqlite3_context *ctx, int argc, sqlite3_value **a) {
 
 /*
  * palimpsest_event_page: a page of checked rows in the wire form of palimpsest.v1.ListEventsResponse
- * (src/server/event-encode.ts writes the same bytes from JavaScript: test/integration/sqlite-event-page.test.ts).
+ * (src/server/wire/event-encode.ts writes the same bytes from JavaScript: test/integration/sqlite-event-page.test.ts).
  *
  *   SELECT palimpsest_event_page(limit, budget, forward, seq, type, time, data, source_event_seqs,
  *     surface_op, ignorable, scrc, dcrc) FROM (<at most limit + 1 rows, ORDER BY seq [DESC]>)
@@ -295,19 +307,23 @@ static void event_line(sqlite3_context *ctx, int argc, sqlite3_value **a) {
  *
  * Every row given is checked (as palimpsest_event_line); the first `limit` are encoded as
  * `events` fields (tag 1, length, SessionEvent with its data in the json form) while the page's
- * byte estimate (src/app/store-port.ts pageEventBytes: data + type bytes + 11 per cited seq + 64,
- * always at least one event) stays within `budget`. The result is a BLOB:
- *   'P' <count: 8 bytes LE> <next seq: 8 bytes LE, -1 when none> <the events' bytes>
+ * byte estimate (src/server/wire/event-page.ts pageEventBytes: data + type bytes + 11 per cited
+ * seq + 64, always at least one event) stays within `budget`. The result is a BLOB:
+ *   'P' <count: 8 bytes LE> <next seq: 8 bytes LE, -1 when none> <first seq: 8 bytes LE>
+ *       <last seq: 8 bytes LE> (first and last in read order, -1 for an empty page) <the events' bytes>
  *   'D' <1 structural | 2 data> <seq: 8 bytes LE>      the first damaged row
  *   'F'                                               not encodable here (the caller reads rows)
  * 'F' covers what the JavaScript path handles otherwise: rows out of the given order, a seq or a
  * time beyond +-(2^53 - 1), a replace surface op not in its stored form, a cited-seq list that
  * does not decode.
  */
+/* Bytes of a 'P' result's head: 'P', count, next seq, first seq, last seq. */
+#define PAGE_HEAD 33
+
 struct page {
   unsigned char *buf;
   sqlite3_uint64 len, cap;
-  sqlite3_int64 count, nextSeq, lastSeq, rows, used, badSeq;
+  sqlite3_int64 count, nextSeq, lastSeq, rows, used, badSeq, firstEncoded, lastEncoded;
   int status; /* 0 ok, 1/2 damage, 3 fallback, -1 out of memory */
 };
 
@@ -425,7 +441,7 @@ static int page_encode(struct page *pg, const struct row *r) {
   if (append) size += 2;
   else if (r->op != NULL) size += 1 + (sqlite3_uint64)varint_size(replaceMsg) + replaceMsg;
   if (r->ignorable) size += 2;
-  if (pg->buf == NULL) pg->len = 17; /* room for the result's head (page_final) */
+  if (pg->buf == NULL) pg->len = PAGE_HEAD; /* room for the result's head (page_final) */
   if (!page_reserve(pg, 1 + (sqlite3_uint64)varint_size(size) + size)) {
     result = -1;
     goto done;
@@ -482,6 +498,8 @@ static int page_encode(struct page *pg, const struct row *r) {
     *p++ = 1;
   }
   pg->len = (sqlite3_uint64)(p - pg->buf);
+  if (pg->count == 0) pg->firstEncoded = r->seq;
+  pg->lastEncoded = r->seq;
   pg->count++;
   result = 1;
 done:
@@ -539,7 +557,7 @@ static void put_le64(unsigned char *p, sqlite3_int64 v) {
 
 static void page_final(sqlite3_context *ctx) {
   struct page *pg = sqlite3_aggregate_context(ctx, 0);
-  unsigned char head[17];
+  unsigned char head[PAGE_HEAD];
   if (pg != NULL && pg->status == -1) {
     sqlite3_free(pg->buf);
     sqlite3_result_error_nomem(ctx);
@@ -562,14 +580,18 @@ static void page_final(sqlite3_context *ctx) {
     head[0] = 'P';
     put_le64(head + 1, 0);
     put_le64(head + 9, pg == NULL ? -1 : pg->nextSeq);
+    put_le64(head + 17, -1);
+    put_le64(head + 25, -1);
     if (pg != NULL) sqlite3_free(pg->buf);
-    sqlite3_result_blob(ctx, head, 17, SQLITE_TRANSIENT);
+    sqlite3_result_blob(ctx, head, PAGE_HEAD, SQLITE_TRANSIENT);
     return;
   }
-  /* The events were written after the 17 bytes left for the head (page_encode). */
+  /* The events were written after the PAGE_HEAD bytes left for the head (page_encode). */
   pg->buf[0] = 'P';
   put_le64(pg->buf + 1, pg->count);
   put_le64(pg->buf + 9, pg->nextSeq);
+  put_le64(pg->buf + 17, pg->firstEncoded);
+  put_le64(pg->buf + 25, pg->lastEncoded);
   sqlite3_result_blob64(ctx, pg->buf, pg->len, sqlite3_free);
 }
 
@@ -584,6 +606,12 @@ static void format_fn(sqlite3_context *ctx, int argc, sqlite3_value **a) {
   (void)argc;
   (void)a;
   sqlite3_result_int(ctx, LINE_FORMAT);
+}
+
+static void page_format_fn(sqlite3_context *ctx, int argc, sqlite3_value **a) {
+  (void)argc;
+  (void)a;
+  sqlite3_result_int(ctx, EVENT_PAGE_FORMAT);
 }
 
 /* The tables and the CRC routine, chosen once per process (every connection loads the extension). */
@@ -604,6 +632,7 @@ int sqlite3_palimpsestchecksums_init(sqlite3 *db, char **err, const sqlite3_api_
   int rc = sqlite3_create_function(db, "palimpsest_event_line", 9, flags, NULL, event_line, NULL, NULL);
   if (rc == SQLITE_OK) rc = sqlite3_create_function(db, "palimpsest_event_page", 12, flags, NULL, NULL, page_step, page_final);
   if (rc == SQLITE_OK) rc = sqlite3_create_function(db, "palimpsest_checksums_format", 0, flags, NULL, format_fn, NULL, NULL);
+  if (rc == SQLITE_OK) rc = sqlite3_create_function(db, "palimpsest_event_page_format", 0, flags, NULL, page_format_fn, NULL, NULL);
   if (rc == SQLITE_OK) rc = sqlite3_create_function(db, "palimpsest_checksums_hw", 0, SQLITE_UTF8 | SQLITE_INNOCUOUS, NULL, hw_fn, NULL, NULL);
   return rc;
 }

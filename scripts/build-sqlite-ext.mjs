@@ -1,7 +1,7 @@
 #!/usr/bin/env node
-// Builds native/sqlite-checksums.c, Palimpsest's SQLite extension (the row checksums computed over
-// the bytes SQLite holds), into native/build/ (Linux and macOS). Run by `npm install` (the prepare script) and by
-// `npm run build:native`. Needs a C compiler (cc, gcc, clang or g++); without one it says so and exits 0,
+// Builds sqlite-ext/sqlite-checksums.c, Palimpsest's SQLite extension (the row checksums computed over
+// the bytes SQLite holds), into sqlite-ext/build/ (Linux and macOS). Run by `npm install` (the prepare script) and by
+// `npm run build:sqlite-ext`. Needs a C compiler (cc, gcc, clang or g++); without one it says so and exits 0,
 // and the SQLite store verifies rows in JavaScript instead (the same checksums, slower reads).
 // With --require, or under CI=true, a failed build is an error.
 import { execFileSync } from 'node:child_process';
@@ -11,8 +11,8 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
-const source = join(root, 'native', 'sqlite-checksums.c');
-const outDir = join(root, 'native', 'build');
+const source = join(root, 'sqlite-ext', 'sqlite-checksums.c');
+const outDir = join(root, 'sqlite-ext', 'build');
 const out = join(outDir, process.platform === 'darwin' ? 'palimpsest_checksums.dylib' : 'palimpsest_checksums.so');
 const require = createRequire(import.meta.url);
 const required = process.argv.includes('--require') || process.env.CI === 'true';
@@ -27,10 +27,10 @@ function fail(message) {
     rmSync(tmp, { force: true });
   }
   if (required) {
-    console.error(`build-native: ${message}`);
+    console.error(`build-sqlite-ext: ${message}`);
     process.exit(1);
   }
-  console.warn(`build-native: ${message}; the SQLite store will verify row checksums in JavaScript (slower reads)`);
+  console.warn(`build-sqlite-ext: ${message}; the SQLite store will verify row checksums in JavaScript (slower reads)`);
   process.exit(0);
 }
 

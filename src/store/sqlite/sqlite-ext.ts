@@ -1,10 +1,10 @@
 /**
- * Palimpsest's SQLite extension (native/sqlite-checksums.c, built by scripts/build-native.mjs):
+ * Palimpsest's SQLite extension (sqlite-ext/sqlite-checksums.c, built by scripts/build-sqlite-ext.mjs):
  * the row checksums of integrity.ts computed by SQLite over the bytes it already holds, so a read
  * verifies each returned row without walking its text in JavaScript (the JS CRC-32C costs
  * ~2.5 ns per byte, more than the SELECT itself; the extension uses the CPU's crc32 instruction).
  *
- * Where to find it: `PALIMPSEST_SQLITE_EXTENSION` (a path), else `native/build/` of the nearest
+ * Where to find it: `PALIMPSEST_SQLITE_EXTENSION` (a path), else `sqlite-ext/build/` of the nearest
  * package directory above this module (the checkout or the installed package, built or bundled).
  * A build whose line format differs from this code's is not used (see loadChecksumExtension).
  * Without it the store computes the same checksums in JavaScript: slower reads, the same rule.
@@ -29,7 +29,7 @@ export function checksumExtensionPath(): string | undefined {
     located = null;
     let dir = dirname(fileURLToPath(import.meta.url));
     for (;;) {
-      const candidate = join(dir, 'native', 'build', FILE);
+      const candidate = join(dir, 'sqlite-ext', 'build', FILE);
       if (existsSync(candidate)) {
         located = candidate;
         break;
@@ -48,9 +48,14 @@ export interface ChecksumExtension {
   readonly problem?: string;
   /** True when the CPU's CRC-32C instruction is in use (loaded only). */
   readonly hardwareCrc?: boolean;
+  /**
+   * The version of the wire format its encoded ListEvents pages are written in (loaded only;
+   * src/server/wire/event-page.ts EVENT_PAGE_FORMAT is the server's): the store's eventPageFormat.
+   */
+  readonly eventPageFormat?: number;
 }
 
-/** The extension's entry point (native/sqlite-checksums.c). */
+/** The extension's entry point (sqlite-ext/sqlite-checksums.c). */
 const ENTRY_POINT = 'sqlite3_palimpsestchecksums_init';
 
 /**
@@ -61,7 +66,7 @@ export function loadChecksumExtension(db: Database.Database, mode: NativeChecksu
   if (mode === 'off') return { loaded: false };
   const path = checksumExtensionPath();
   if (path === undefined) {
-    const notBuilt = `the SQLite checksum extension (${FILE}) is not built: run \`npm run build:native\` (needs a C compiler)`;
+    const notBuilt = `the SQLite checksum extension (${FILE}) is not built: run \`npm run build:sqlite-ext\` (needs a C compiler)`;
     if (mode === 'require') throw new Error(notBuilt);
     return { loaded: false, problem: `${notBuilt}; row checksums are verified in JavaScript (slower reads)` };
   }
@@ -69,8 +74,14 @@ export function loadChecksumExtension(db: Database.Database, mode: NativeChecksu
   try {
     (db.loadExtension as (file: string, entryPoint?: string) => Database.Database).call(db, path, ENTRY_POINT);
     const built = db.prepare('SELECT palimpsest_checksums_format()').pluck().get() as number;
-    if (built === format) return { loaded: true, hardwareCrc: db.prepare('SELECT palimpsest_checksums_hw()').pluck().get() === 1 };
-    problem = `the SQLite checksum extension ${path} writes line format ${built}, this build reads ${format}: rebuild it with \`npm run build:native\``;
+    if (built === format) {
+      return {
+        loaded: true,
+        hardwareCrc: db.prepare('SELECT palimpsest_checksums_hw()').pluck().get() === 1,
+        eventPageFormat: db.prepare('SELECT palimpsest_event_page_format()').pluck().get() as number,
+      };
+    }
+    problem = `the SQLite checksum extension ${path} writes line format ${built}, this build reads ${format}: rebuild it with \`npm run build:sqlite-ext\``;
   } catch (e) {
     problem = `cannot load the SQLite checksum extension ${path}: ${(e as Error).message}`;
   }

@@ -4,7 +4,7 @@
  * same message (see test/unit/list-events-response.test.ts), in one buffer sized up front, without
  * building a PbSessionEvent per event or the generated writer's fork/join chunks.
  */
-import type { SessionEvent } from '../domain/event.js';
+import type { SessionEvent } from '../../domain/event.js';
 
 /** An event and the JSON text its data goes out as. */
 export interface EventWithText {
