@@ -3,6 +3,7 @@
  * their results next to them, images as images (data: URLs only; nothing is fetched).
  */
 import { h, type Child } from './dom.js';
+import { blobImage, blobRef, blobText } from './blob-view.js';
 
 type Json = null | boolean | number | string | Json[] | { [k: string]: Json };
 type Obj = { [k: string]: Json };
@@ -44,6 +45,9 @@ function blocks(v: Json | undefined): Obj[] {
 
 function image(att: Obj | undefined): Child {
   if (!att) return h('span', { class: 'muted' }, '[image]');
+  // Read with blob_refs: the image by reference, loaded when scrolled into view.
+  const ref = blobRef(att['data']);
+  if (ref) return blobImage(ref, str(att['name']) || 'image');
   const mime = str(att['mimeType']) || str(att['mediaType']) || str(att['type']) || 'image/png';
   const data = str(att['data']) || str(att['base64']);
   const url = str(att['url']);
@@ -63,7 +67,10 @@ function prettyArgs(text: string): string {
 /** The inner content of a tool result, as text and images. */
 export function resultContent(block: Obj): Child[] {
   return blocks(block['content']).map((b) => {
-    if (b['type'] === 'text') return h('pre', { class: 'result-text' }, str(b['text']));
+    if (b['type'] === 'text') {
+      const ref = blobRef(b['text']);
+      return ref ? blobText(ref) : h('pre', { class: 'result-text' }, str(b['text']));
+    }
     if (b['type'] === 'image') return image(obj(b['attachment']));
     return h('pre', { class: 'result-text muted' }, JSON.stringify(b));
   });
