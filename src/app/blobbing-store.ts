@@ -16,11 +16,17 @@ import { deepFreeze } from '../domain/json.js';
 import { BlobDamagedError, extractBatch, inflateData, type ExtractedBatch, type StoredBlob } from './blob-codec.js';
 import type { BlobStorePort, BlobWrites } from './blob-port.js';
 import { DataCorruptedError } from './storage-error.js';
+import { DomainError } from '../domain/errors.js';
 import type {
   AppendOutcome, AppendRequest, CreateOutcome, CreateQuota, DeleteExpectation, EncodedEventPage, FeedQuery, FeedRecord, HeadWatch,
   IdempotentResult, NewSession, PendingChunkOptions, PendingChunkOutcome, PublishMetadata, ReadEventsQuery, SessionPage, SessionRecord,
   SessionStore, StoredEventText, StructuralRow, SurfaceStructure, TenantUsage, UpdateLabelsOutcome,
 } from './store-port.js';
+
+function damaged(sessionId: string, seq: number, e: BlobDamagedError): DataCorruptedError {
+  return new DataCorruptedError(sessionId, seq,
+    `session ${sessionId} seq ${seq}: ${e.message}; the event's data cannot be served (restore the database from a backup; \`palimpsest verify\` lists every damaged blob)`, e.digest);
+}
 
 function writes(x: ExtractedBatch): BlobWrites {
   return { puts: x.blobs, eventBlobs: x.eventBlobs };
@@ -48,19 +54,68 @@ export class BlobbingStore implements SessionStore {
     return this.blobs === undefined ? undefined : extractBatch(events, dataTexts, this.minBytes);
   }
 
-  createSession(record: NewSession, events: readonly SessionEvent[], quota?: CreateQuota): Promise<CreateOutcome> {
-    const x = this.extract(events);
-    return x === undefined ? this.inner.createSession(record, events, quota) : this.inner.createSession(record, x.events, quota, writes(x));
+  async createSession(record: NewSession, events: readonly SessionEvent[], quota?: CreateQuota): Promise<CreateOutcome> {
+    const blobs = this.blobs;
+    const r = blobs === undefined ? undefined
+      : await this.resolve(events, undefined, async (d) => new Map([...(await Promise.all(d.map(async (x) => [x, await blobs.readBlob(record.tenant, x, 0, Number.MAX_SAFE_INTEGER)] as const)))]
+        .filter((e): e is [string, NonNullable<typeof e[1]>] => e[1] !== undefined)));
+    const input = r?.events ?? events;
+    const x = this.extract(input);
+    return x === undefined ? this.inner.createSession(record, input, quota) : this.inner.createSession(record, x.events, quota, writes(x));
   }
 
-  append(sessionId: string, req: AppendRequest): Promise<AppendOutcome> {
-    const x = this.extract(req.events, req.dataTexts);
-    return this.inner.append(sessionId, x === undefined ? req : { ...req, events: x.events, dataTexts: x.dataTexts, blobs: writes(x) });
+  async append(sessionId: string, req: AppendRequest): Promise<AppendOutcome> {
+    const r = this.blobs === undefined ? undefined : await this.resolve(req.events, req.dataTexts, (d) => this.blobs!.readSessionBlobs(sessionId, d));
+    const base = r === undefined ? req : { ...req, events: r.events, dataTexts: r.dataTexts };
+    const x = this.extract(base.events, base.dataTexts);
+    return this.inner.append(sessionId, x === undefined ? base : { ...base, events: x.events, dataTexts: x.dataTexts, blobs: writes(x) });
   }
 
-  appendPending(sessionId: string, events: readonly SessionEvent[], opts: PendingChunkOptions): Promise<PendingChunkOutcome> {
-    const x = this.extract(events);
-    return x === undefined ? this.inner.appendPending(sessionId, events, opts) : this.inner.appendPending(sessionId, x.events, { ...opts, blobs: writes(x) });
+  async appendPending(sessionId: string, events: readonly SessionEvent[], opts: PendingChunkOptions): Promise<PendingChunkOutcome> {
+    const r = this.blobs === undefined ? undefined : await this.resolve(events, undefined, (d) => this.blobs!.readSessionBlobs(sessionId, d));
+    const input = r?.events ?? events;
+    const x = this.extract(input);
+    return x === undefined ? this.inner.appendPending(sessionId, input, opts) : this.inner.appendPending(sessionId, x.events, { ...opts, blobs: writes(x) });
+  }
+
+  /**
+   * Writes that did not come through AppendEvents (import chunks, server-built batches) may hold
+   * objects of the reference shape: they stand for the tenant's blob (BLOB_NOT_FOUND when it has
+   * none), so that no reference-shaped literal is ever stored (docs/blobs.md). Undefined when no
+   * event holds one (text-gated when the text is known).
+   */
+  private async resolve(
+    events: readonly SessionEvent[], texts: readonly (string | undefined)[] | undefined,
+    fetch: (digests: string[]) => Promise<ReadonlyMap<string, StoredBlob>>,
+  ): Promise<{ events: SessionEvent[]; dataTexts: (string | undefined)[] } | undefined> {
+    let at: number[] | undefined;
+    const digests = new Set<string>();
+    for (let i = 0; i < events.length; i++) {
+      const text = texts?.[i];
+      const data = events[i]!.data;
+      if (text !== undefined ? !mayHoldRefs(text) : data === null || typeof data !== 'object') continue;
+      const refs = findBlobRefs(data);
+      if (refs.length === 0) continue;
+      (at ??= []).push(i);
+      for (const r of refs) digests.add(r.digest);
+    }
+    if (at === undefined) return undefined;
+    const blobs = await fetch([...digests]);
+    const out = events.slice();
+    const dataTexts = events.map((_, i) => texts?.[i]);
+    for (const i of at) {
+      const e = out[i]!;
+      try {
+        out[i] = { ...e, data: inflateData(e.data, blobs) };
+      } catch (err) {
+        if (err instanceof BlobDamagedError && err.why === 'missing') {
+          throw new DomainError('BLOB_NOT_FOUND', `event ${i} references blob ${err.digest}, which this tenant has not stored; send the value itself`, { digest: err.digest }, i);
+        }
+        throw err;
+      }
+      dataTexts[i] = undefined;
+    }
+    return { events: out, dataTexts };
   }
 
   async readEvents(sessionId: string, query: ReadEventsQuery): Promise<SessionEvent[]> {
@@ -71,7 +126,7 @@ export class BlobbingStore implements SessionStore {
     const rows = await this.inner.readEventTexts(sessionId, query);
     if (rows.length === 0 || !(await this.hasBlobs(sessionId))) return rows;
     const parsed = new Map<number, Json>();
-    const digests = new Set<string>();
+    const digests = new Map<string, number>();
     for (let i = 0; i < rows.length; i++) {
       const text = rows[i]!.dataText;
       if (!mayHoldRefs(text)) continue;
@@ -79,10 +134,10 @@ export class BlobbingStore implements SessionStore {
       const refs = findBlobRefs(data);
       if (refs.length === 0) continue;
       parsed.set(i, data);
-      for (const r of refs) digests.add(r.digest);
+      for (const r of refs) if (!digests.has(r.digest)) digests.set(r.digest, rows[i]!.seq);
     }
     if (parsed.size === 0) return rows;
-    const blobs = await this.blobs!.readSessionBlobs(sessionId, [...digests]);
+    const blobs = await this.readBlobs(sessionId, digests);
     return rows.map((row, i) => {
       const data = parsed.get(i);
       if (data === undefined) return row;
@@ -120,17 +175,17 @@ export class BlobbingStore implements SessionStore {
   private async inflateEvents(sessionId: string, events: SessionEvent[], known = false): Promise<SessionEvent[]> {
     if (events.length === 0 || (!known && !(await this.hasBlobs(sessionId)))) return events;
     const refsAt: number[] = [];
-    const digests = new Set<string>();
+    const digests = new Map<string, number>();
     for (let i = 0; i < events.length; i++) {
       const data = events[i]!.data;
       if (data === null || typeof data !== 'object') continue;
       const refs = findBlobRefs(data);
       if (refs.length === 0) continue;
       refsAt.push(i);
-      for (const r of refs) digests.add(r.digest);
+      for (const r of refs) if (!digests.has(r.digest)) digests.set(r.digest, events[i]!.seq);
     }
     if (refsAt.length === 0) return events;
-    const blobs = await this.blobs!.readSessionBlobs(sessionId, [...digests]);
+    const blobs = await this.readBlobs(sessionId, digests);
     const out = events.slice();
     for (const i of refsAt) {
       const e = out[i]!;
@@ -139,14 +194,21 @@ export class BlobbingStore implements SessionStore {
     return out;
   }
 
+  /** The blobs of `digests` (each with the first seq that references it, for the error). */
+  private async readBlobs(sessionId: string, digests: ReadonlyMap<string, number>): Promise<Map<string, StoredBlob>> {
+    try {
+      return await this.blobs!.readSessionBlobs(sessionId, [...digests.keys()]);
+    } catch (e) {
+      if (e instanceof BlobDamagedError) throw damaged(sessionId, digests.get(e.digest) ?? 0, e);
+      throw e;
+    }
+  }
+
   private inflate(sessionId: string, seq: number, data: Json, blobs: ReadonlyMap<string, StoredBlob>): Json {
     try {
       return inflateData(data, blobs);
     } catch (e) {
-      if (e instanceof BlobDamagedError) {
-        throw new DataCorruptedError(sessionId, seq,
-          `session ${sessionId} seq ${seq}: ${e.message}; the event's data cannot be served (restore the database from a backup; \`palimpsest verify\` lists every damaged blob)`, e.digest);
-      }
+      if (e instanceof BlobDamagedError) throw damaged(sessionId, seq, e);
       throw e;
     }
   }

@@ -125,4 +125,20 @@ describe('blobs through the session service', () => {
     expect(await reason(drain('alice', 'sha256:XYZ'))).toBe('BLOB_DIGEST_INVALID');
     expect(await reason(drain('alice', DIGEST, png.byteLength + 1))).toBe('BLOB_OFFSET_OUT_OF_RANGE');
   });
+
+  it('an import holding a reference resolves it against the tenant\'s blobs; an unknown one is BLOB_NOT_FOUND and no session is left', async () => {
+    const { blobbed } = services();
+    await blobbed.createSession(ANONYMOUS, { id: 's' });
+    await blobbed.append(ANONYMOUS, 's', [userMessage(0)]);
+    const file = (digest: string): Uint8Array => Buffer.from(
+      `${JSON.stringify({ type: 'session', version: 0, id: 'imp', createdAt: 1 })}\n` +
+      `${JSON.stringify({ type: 'x/note', seq: 0, time: 5, data: { img: { $blob: digest, encoding: 'base64' } } })}\n`);
+    async function* chunks(b: Uint8Array) { yield b; }
+    const missing = blobDigest(Buffer.from('nothing'));
+    expect(await reason(blobbed.importJsonl(ANONYMOUS, chunks(file(missing)), { id: 'imp' }))).toBe('BLOB_NOT_FOUND');
+    expect(await reason(blobbed.getSession(ANONYMOUS, 'imp'))).toBe('SESSION_NOT_FOUND');
+    await blobbed.importJsonl(ANONYMOUS, chunks(file(DIGEST)), { id: 'imp' });
+    const [e] = await blobbed.store.getEvents('imp', [0]);
+    expect(e!.data).toEqual({ img: PNG });
+  });
 });

@@ -29,8 +29,8 @@ let off: TestServer;
 let a: Api;
 let b: Api;
 beforeAll(async () => {
-  on = await startTestServer({ db: ':memory:' });
-  off = await startTestServer({ db: ':memory:', blobMinBytes: 0 });
+  on = await startTestServer();
+  off = await startTestServer({ blobMinBytes: 0 });
   a = api(on.client);
   b = api(off.client);
 });

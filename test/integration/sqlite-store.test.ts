@@ -19,7 +19,6 @@ storeContract('SqliteSessionStore (durability full, setImmediate flush)', {
   open: async () => new SqliteSessionStore({ path: freshPath() }),
   commits: (store) => store.stats().commits,
   groupCommit: true,
-  blobs: false,
   // Two connections (two SqliteSessionStore) on one file, as two server processes would be.
   database: async () => {
     const path = freshPath();
@@ -31,14 +30,12 @@ storeContract('SqliteSessionStore (durability full, fsync inside COMMIT)', {
   open: async () => new SqliteSessionStore({ path: freshPath(), fullSync: 'inline' }),
   commits: (store) => store.stats().commits,
   groupCommit: true,
-  blobs: false,
 });
 
 storeContract('SqliteSessionStore (durability full, appends written by the writer thread)', {
   open: async () => new SqliteSessionStore({ path: freshPath(), appendWriter: 'thread' }),
   commits: (store) => store.stats().commits,
   groupCommit: true,
-  blobs: false,
   database: async () => {
     const path = freshPath();
     return { open: async () => new SqliteSessionStore({ path, appendWriter: 'thread', headWatchPollMs: 10 }) };
@@ -49,7 +46,6 @@ storeContract('SqliteSessionStore (durability normal, microtask flush)', {
   open: async () => new SqliteSessionStore({ path: freshPath(), durability: 'normal', groupCommit: 'microtask' }),
   commits: (store) => store.stats().commits,
   groupCommit: true,
-  blobs: false,
   database: async () => {
     const path = freshPath();
     return { open: async () => new SqliteSessionStore({ path, durability: 'normal', groupCommit: 'microtask', headWatchPollMs: 10 }) };

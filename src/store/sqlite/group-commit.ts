@@ -99,6 +99,7 @@ export function queuedAppend(
     idempotency: idempotency === undefined ? undefined : { key: idempotency.key, requestHash: idempotency.requestHash },
     maxBytes: req.quota?.maxBytes ?? 0,
     at,
+    ...(req.blobs === undefined ? {} : { blobs: req.blobs }),
     resolve: done === undefined ? resolve : (outcome) => {
       done();
       resolve(outcome);

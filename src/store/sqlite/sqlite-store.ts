@@ -12,6 +12,8 @@
  * head-guard.ts (the second record of heads, sessions refused at open), startup-report.ts,
  * append-thread*.ts (the writer thread, its messages and commit gate). This file is the port.
  */
+import type { BlobStorePort, BlobWrites } from '../../app/blob-port.js';
+import { SqliteBlobs } from './sqlite-blobs.js';
 import fs from 'node:fs';
 import Database from 'better-sqlite3';
 import type {
@@ -71,6 +73,8 @@ export class SqliteSessionStore implements SessionStore {
   private readonly writes: SessionWrites;
 
   private readonly structure: StructureReads;
+  /** The blobs (issue #39, sqlite-blobs.ts). */
+  readonly blobs: BlobStorePort;
   /** The heads record and the sessions refused at open (head-guard.ts). */
   private readonly guard: HeadGuard;
 
@@ -119,6 +123,7 @@ export class SqliteSessionStore implements SessionStore {
     }
     this.writes = sessionWrites(db, this.st);
     this.structure = structureReads(db, this.st);
+    this.blobs = new SqliteBlobs(db).port(() => this.checkOpen());
   }
 
   /** Write counters. */
@@ -143,14 +148,14 @@ export class SqliteSessionStore implements SessionStore {
     }
   }
 
-  async createSession(record: NewSession, events: readonly SessionEvent[], quota?: CreateQuota): Promise<CreateOutcome> {
+  async createSession(record: NewSession, events: readonly SessionEvent[], quota?: CreateQuota, blobs?: BlobWrites): Promise<CreateOutcome> {
     this.checkOpen();
     const id = record.header.id;
     this.guard.checkIntact(id);
     checkAscendingSeqs(id, events, 0);
     const { rows, dataBytes } = encodeEvents(id, events);
     const last = events[events.length - 1];
-    const outcome = this.writes.createTxn.immediate(record, rows, last === undefined ? 0 : last.seq + 1, dataBytes, quota);
+    const outcome = this.writes.createTxn.immediate(record, rows, last === undefined ? 0 : last.seq + 1, dataBytes, quota, blobs);
     if (outcome.kind === 'created') {
       this.counters.commits++;
       await this.committed();
