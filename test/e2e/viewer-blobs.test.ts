@@ -100,21 +100,25 @@ suite(`viewer with blobs in headless Chromium${hasChromium() ? '' : ' (skipped: 
     expect(labels).toHaveLength(IMAGES);
     expect(labels.every((l) => /^PNG · 1\.0 MiB$/.test(l ?? ''))).toBe(true);
     // Only the images near the viewport were asked for.
-    await p.waitForFunction(() => [...document.querySelectorAll<HTMLImageElement>('#event-log img.blob-image')].some((i) => i.complete && i.naturalWidth > 0), undefined, WAIT);
+    await p.waitForFunction(`[...document.querySelectorAll('#event-log img.blob-image')].some((i) => i.complete && i.naturalWidth > 0)`, undefined, WAIT);
     expect(blobRequests.length).toBeGreaterThan(0);
     expect(blobRequests.length).toBeLessThan(IMAGES);
     const last = p.locator(`#event-log tr[data-seq="${IMAGES - 1}"] img.blob-image`);
-    expect(await last.evaluate((i: HTMLImageElement) => i.naturalWidth)).toBe(0);
+    const loaded = (): Promise<number> => last.evaluate((i) => {
+      const img = i as unknown as { complete: boolean; naturalWidth: number };
+      return img.complete ? img.naturalWidth : 0;
+    });
+    expect(await loaded()).toBe(0);
     await last.scrollIntoViewIfNeeded();
-    await expect.poll(() => last.evaluate((i: HTMLImageElement) => i.complete ? i.naturalWidth : 0), WAIT).toBe(512);
+    await expect.poll(loaded, WAIT).toBe(512);
     // The large text: collapsed with its size, loaded when opened.
     const text = p.locator(`#event-log tr[data-seq="${IMAGES}"] details.blob-text`);
     expect(await text.locator('.blob-label').textContent()).toBe('text · 117.2 KiB');
     await text.locator('summary').click();
     await expect.poll(() => text.getAttribute('data-loaded'), WAIT).toBe('true');
     expect((await text.locator('pre').textContent())?.startsWith('build log\nok ok')).toBe(true);
-    await p.evaluate(() => window.scrollTo(0, 0));
-    await p.waitForFunction(() => [...document.querySelectorAll<HTMLImageElement>('#event-log img.blob-image')].filter((i) => i.getBoundingClientRect().top < innerHeight).every((i) => i.complete && i.naturalWidth > 0), undefined, WAIT);
+    await p.evaluate('window.scrollTo(0, 0)');
+    await p.waitForFunction(`[...document.querySelectorAll('#event-log img.blob-image')].filter((i) => i.getBoundingClientRect().top < innerHeight).every((i) => i.complete && i.naturalWidth > 0)`, undefined, WAIT);
     await p.screenshot({ path: 'docs/viewer-blobs.png' });
     await p.close();
   }, 60_000);
