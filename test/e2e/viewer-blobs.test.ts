@@ -8,6 +8,8 @@
  */
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { deflateSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Metadata } from '@grpc/grpc-js';
@@ -119,7 +121,8 @@ suite(`viewer with blobs in headless Chromium${hasChromium() ? '' : ' (skipped: 
     expect((await text.locator('pre').textContent())?.startsWith('build log\nok ok')).toBe(true);
     await p.evaluate('window.scrollTo(0, 0)');
     await p.waitForFunction(`[...document.querySelectorAll('#event-log img.blob-image')].filter((i) => i.getBoundingClientRect().top < innerHeight).every((i) => i.complete && i.naturalWidth > 0)`, undefined, WAIT);
-    await p.screenshot({ path: 'docs/viewer-blobs.png' });
+    // docs/viewer-blobs.png is this page (PALIMPSEST_DOCS_SCREENSHOTS=1 writes it there).
+    await p.screenshot({ path: process.env.PALIMPSEST_DOCS_SCREENSHOTS === '1' ? 'docs/viewer-blobs.png' : join(tmpdir(), `palimpsest-viewer-blobs-${process.pid}.png`) });
     await p.close();
   }, 60_000);
 
