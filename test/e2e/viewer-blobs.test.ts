@@ -8,7 +8,6 @@
  */
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { deflateSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -122,7 +121,7 @@ suite(`viewer with blobs in headless Chromium${hasChromium() ? '' : ' (skipped: 
     await p.evaluate('window.scrollTo(0, 0)');
     await p.waitForFunction(`[...document.querySelectorAll('#event-log img.blob-image')].filter((i) => i.getBoundingClientRect().top < innerHeight).every((i) => i.complete && i.naturalWidth > 0)`, undefined, WAIT);
     // docs/viewer-blobs.png is this page (PALIMPSEST_DOCS_SCREENSHOTS=1 writes it there).
-    await p.screenshot({ path: process.env.PALIMPSEST_DOCS_SCREENSHOTS === '1' ? 'docs/viewer-blobs.png' : join(tmpdir(), `palimpsest-viewer-blobs-${process.pid}.png`) });
+    await p.screenshot({ path: process.env.PALIMPSEST_DOCS_SCREENSHOTS === '1' ? 'docs/viewer-blobs.png' : join(t.dir, 'viewer-blobs.png') });
     await p.close();
   }, 60_000);
 
