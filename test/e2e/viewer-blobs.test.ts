@@ -125,6 +125,14 @@ suite(`viewer with blobs in headless Chromium${hasChromium() ? '' : ' (skipped: 
     await p.close();
   }, 60_000);
 
+  it('the model view captions inline images with their type and size', async () => {
+    const p = await b.context.newPage();
+    await p.goto(`${base}/sessions/images`);
+    await p.waitForSelector(`#surface [data-seq="${IMAGES - 1}"] figure.inline-image`, WAIT);
+    expect(await p.locator(`#surface [data-seq="${IMAGES - 1}"] figure.inline-image .blob-label`).textContent()).toBe('PNG · 1.0 MiB');
+    await p.close();
+  }, 30_000);
+
   it('opens the image-heavy event log about as fast as the same log without images', async () => {
     // Warm both once (the viewer's assets, the sessions), then measure alternately.
     for (const id of ['plain', 'images']) await (await openEvents(id)).p.close();
