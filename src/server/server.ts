@@ -167,7 +167,7 @@ export async function serveApp(app: SessionService, config: ServerConfig, logger
       web = await startWebServer({
         listen: config.webListen, tlsCert: config.tlsCert, tlsKey: config.tlsKey, tlsClientCa: config.tlsClientCa, insecure: config.insecure,
         corsOrigins: config.webCorsOrigins, maxMessageBytes: config.maxMessageBytes, handlers, healthHandlers, reflectionHandlers: reflectionTable, registry, limiter, telemetry,
-        resolver, fail,
+        resolver, fail, readBlob: (caller, digest, offset) => app.readBlob(caller, digest, offset),
       });
     } catch (e) {
       // The caller still owns the app (serveApp's contract): stop only what was started here.

@@ -8,6 +8,7 @@ import { api, isCancel } from './api.js';
 import { h, when } from './dom.js';
 import { parseMessage, renderContent, sourceLine, toolResults, type ResultLookup } from './render-message.js';
 import { showError } from './ui.js';
+import { blobRefsIn, blobView } from './blob-view.js';
 
 const EVENTS_PAGE = 100;
 const TRANSCRIPT_PAGE = 200;
@@ -91,6 +92,15 @@ export function chunkLine(e: SessionEvent): string | undefined {
   }
 }
 
+/** The blob references in an event's JSON data. */
+function blobRefsOf(json: string): ReturnType<typeof blobRefsIn> {
+  try {
+    return json.includes('"$blob"') ? blobRefsIn(JSON.parse(json) as Parameters<typeof blobRefsIn>[0]) : [];
+  } catch {
+    return [];
+  }
+}
+
 export function eventsView(v: ViewContext): HTMLElement {
   const body = h('tbody');
   const prev = h('button', { type: 'button', id: 'events-prev', disabled: true }, '← Earlier');
@@ -122,7 +132,8 @@ export function eventsView(v: ViewContext): HTMLElement {
   const load = async () => {
     try {
       const types = typeFilter.value ? [typeFilter.value] : [];
-      const r = await api.listEvents({ sessionId: v.id, direction: Direction.FORWARD, pageSize: EVENTS_PAGE, pageToken: current, types }, { signal: v.signal });
+      // Blobbed values (images, large strings) as references: a page of image-heavy events is small.
+      const r = await api.listEvents({ sessionId: v.id, direction: Direction.FORWARD, pageSize: EVENTS_PAGE, pageToken: current, types, blobRefs: true }, { signal: v.signal });
       body.replaceChildren(...r.events.map((e) => {
         const chunk = chunkLine(e);
         if (chunk !== undefined) {
@@ -133,6 +144,7 @@ export function eventsView(v: ViewContext): HTMLElement {
             h('td', { class: 'mono chunk-line', colspan: 4 }, chunk));
         }
         const text = dataText(e);
+        const blobs = e.data?.kind.case === 'json' ? blobRefsOf(e.data.kind.value) : [];
         return h('tr', { 'data-seq': String(e.seq), class: v.onSurface(Number(e.seq)) ? 'on-surface' : '' },
           h('td', { class: 'num mono' }, String(e.seq)),
           h('td', { class: 'mono nowrap' }, when(e.time)),
@@ -142,7 +154,8 @@ export function eventsView(v: ViewContext): HTMLElement {
           h('td', {}, e.ignorable ? 'yes' : ''),
           h('td', { class: 'data' }, text.length > 160
             ? h('details', {}, h('summary', { class: 'mono' }, `${text.replace(/\s+/g, ' ').slice(0, 120)}…`), h('pre', {}, text))
-            : h('pre', {}, text)));
+            : h('pre', {}, text),
+          blobs.length > 0 ? h('div', { class: 'blobs' }, blobs.map(blobView)) : null));
       }));
       const first = r.events[0]?.seq;
       const last = r.events[r.events.length - 1]?.seq;

@@ -3,6 +3,7 @@
  * their results next to them, images as images (data: URLs only; nothing is fetched).
  */
 import { h, type Child } from './dom.js';
+import { blobImage, blobRef, blobText, typeLabel } from './blob-view.js';
 
 type Json = null | boolean | number | string | Json[] | { [k: string]: Json };
 type Obj = { [k: string]: Json };
@@ -44,12 +45,19 @@ function blocks(v: Json | undefined): Obj[] {
 
 function image(att: Obj | undefined): Child {
   if (!att) return h('span', { class: 'muted' }, '[image]');
+  // Read with blob_refs: the image by reference, loaded when scrolled into view.
+  const ref = blobRef(att['data']);
+  if (ref) return blobImage(ref, str(att['name']) || 'image');
   const mime = str(att['mimeType']) || str(att['mediaType']) || str(att['type']) || 'image/png';
   const data = str(att['data']) || str(att['base64']);
   const url = str(att['url']);
   const src = data ? `data:${mime};base64,${data}` : url.startsWith('data:image/') ? url : '';
   if (!src) return h('span', { class: 'image-ref muted', title: url }, `[image ${str(att['name']) || url || ''}]`);
-  return h('img', { class: 'image', src, alt: str(att['name']) || 'image', loading: 'lazy' });
+  const img = h('img', { class: 'image', src, alt: str(att['name']) || 'image', loading: 'lazy' });
+  if (!data) return img;
+  // Its type and size, as for an image by reference (blob-view.ts).
+  const bytes = Math.floor(data.length * 3 / 4) - (data.endsWith('==') ? 2 : data.endsWith('=') ? 1 : 0);
+  return h('figure', { class: 'blob inline-image', 'data-bytes': bytes }, img, h('figcaption', { class: 'blob-label muted mono' }, `${typeLabel(mime)} · ${formatBytes(bytes)}`));
 }
 
 function prettyArgs(text: string): string {
@@ -60,10 +68,30 @@ function prettyArgs(text: string): string {
   }
 }
 
+/** Text of a tool result at least this long (UTF-16 units) is shown collapsed, with its size. */
+const LONG_TEXT = 64 * 1024;
+
+/** A tool result's text; a long one collapsed to a line with its size, put on the page when opened. */
+function longText(t: string): HTMLElement {
+  if (t.length < LONG_TEXT) return h('pre', { class: 'result-text' }, t);
+  const body = h('pre', { class: 'result-text blob-text-body' });
+  const box = h('details', { class: 'blob blob-text long-text', 'data-bytes': new TextEncoder().encode(t).length },
+    h('summary', { class: 'mono' }, h('span', { class: 'blob-label' }, `text · ${formatBytes(new TextEncoder().encode(t).length)}`),
+      h('span', { class: 'muted' }, ` · ${t.slice(0, 80).replace(/\s+/g, ' ')}…`)),
+    body);
+  box.addEventListener('toggle', () => {
+    if (box.open && body.textContent === '') body.textContent = t;
+  });
+  return box;
+}
+
 /** The inner content of a tool result, as text and images. */
 export function resultContent(block: Obj): Child[] {
   return blocks(block['content']).map((b) => {
-    if (b['type'] === 'text') return h('pre', { class: 'result-text' }, str(b['text']));
+    if (b['type'] === 'text') {
+      const ref = blobRef(b['text']);
+      return ref ? blobText(ref) : longText(str(b['text']));
+    }
     if (b['type'] === 'image') return image(obj(b['attachment']));
     return h('pre', { class: 'result-text muted' }, JSON.stringify(b));
   });

@@ -597,8 +597,13 @@ export function sessionPage(root: HTMLElement, id: string): Page {
     }
   }
 
+  let following = false;
   function select(v: View): void {
     view = v;
+    if (v === 'model' && !following) {
+      following = true;
+      void follow();
+    }
     for (const b of tabs.querySelectorAll('button')) b.setAttribute('aria-selected', String(b.getAttribute('data-view') === v));
     if (v === 'model') {
       content.replaceChildren(surfaceBox);
@@ -611,11 +616,14 @@ export function sessionPage(root: HTMLElement, id: string): Page {
     }
   }
 
-  select('model');
+  // `?view=events` (or transcript) opens that view; the surface stream (which carries every
+  // message's full data, images included) starts only once the model view is shown.
+  const asked = new URLSearchParams(location.search).get('view');
+  select(asked === 'events' || asked === 'transcript' ? asked : 'model');
+  if (!following) setLive('idle', 'not following: open Model history for live updates');
   updateSliderLabel();
   void loadHeader();
   void loadTurns();
-  void follow();
   return () => {
     gone = true;
     ac.abort();

@@ -22,6 +22,7 @@ import {
 import { withDerivedIds, type ContentBlock, type Message } from './events.js';
 import { PalimpsestError, toPalimpsestError } from './errors.js';
 import { AppendWriter } from './append-stream.js';
+import { blobChunks } from './blobs.js';
 import { context, propagation, type TextMapSetter } from '@opentelemetry/api';
 
 /** Writes propagation headers into gRPC metadata. */
@@ -520,18 +521,38 @@ export class PalimpsestClient {
     });
   }
 
-  /** Every event after `after` (default: from the start), paging through ListEvents. */
-  async *events(sessionId: string, opts: { after?: number; types?: readonly string[] } = {}): AsyncGenerator<SessionEvent> {
+  /**
+   * Every event after `after` (default: from the start), paging through ListEvents. `blobRefs`:
+   * blobbed values (images, large strings; docs/blobs.md) come as their references
+   * `{"$blob": "sha256:…", "bytes": N, "mediaType": …}` (read them with `getBlob`) instead of
+   * their bytes.
+   */
+  async *events(sessionId: string, opts: { after?: number; types?: readonly string[]; blobRefs?: boolean } = {}): AsyncGenerator<SessionEvent> {
     let pageToken = '';
     for (;;) {
       const res = await this.unary(this.raw.listEvents, {
         sessionId, fromSeq: pageToken ? undefined : opts.after === undefined ? undefined : opts.after + 1,
-        direction: Direction.DIRECTION_FORWARD, pageSize: 0, pageToken, types: [...(opts.types ?? [])], dataFormat: DataFormat.DATA_FORMAT_JSON, blobRefs: false,
+        direction: Direction.DIRECTION_FORWARD, pageSize: 0, pageToken, types: [...(opts.types ?? [])], dataFormat: DataFormat.DATA_FORMAT_JSON, blobRefs: opts.blobRefs ?? false,
       });
       yield* res.events;
       if (!res.nextPageToken) return;
       pageToken = res.nextPageToken;
     }
+  }
+
+  /**
+   * The chunks of the tenant's blob `digest` from `offset` (GetBlob). A stream that breaks (the
+   * connection drops, the server restarts) is opened again from the bytes already yielded.
+   */
+  blobChunks(digest: string, offset = 0): AsyncGenerator<Uint8Array> {
+    return blobChunks(this.raw, () => this.metadata(), digest, offset);
+  }
+
+  /** The tenant's blob `digest` from `offset` (`blobChunks` joined: a read cut short resumes from the bytes it has). */
+  async getBlob(digest: string, offset = 0): Promise<Uint8Array> {
+    const parts: Uint8Array[] = [];
+    for await (const c of this.blobChunks(digest, offset)) parts.push(c);
+    return Buffer.concat(parts);
   }
 
   /**

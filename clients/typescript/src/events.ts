@@ -183,3 +183,5 @@ export function textChunks(turn: number, step: number, t: string, opts: { index?
     chunk(turn, step, { type: 'block-end', index, block: text(t) }),
   ];
 }
+
+export { blobDigest, image, imageRef } from './blobs.js';

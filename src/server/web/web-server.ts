@@ -1,7 +1,7 @@
 /**
  * The web port (`--web-listen HOST:PORT`): the whole palimpsest.v1.SessionService (and
  * grpc.health.v1 and server reflection) over the Connect protocol, gRPC-Web and gRPC at the standard paths, plus the
- * viewer's static assets at `/`, on one HTTP port.
+ * viewer's static assets at `/` and a tenant's blobs at `/blobs/<digest>` (blob-route.ts), on one HTTP port.
  *
  * - The RPCs are the gRPC port's handler table, run through connect-adapter.ts: no second copy of
  *   any rule, the same error details, the same per-RPC telemetry (rpc-telemetry.ts: the
@@ -40,6 +40,7 @@ import type { ContextResolver } from '../permissions.js';
 import { applyCors } from './cors.js';
 import { defaultAssetDir, staticAssets } from './static-assets.js';
 import { guardMalformed } from './malformed-guard.js';
+import { BLOBS_PREFIX, blobRoute, type BlobReader } from './blob-route.js';
 
 /** What the web port needs from the composition root. */
 export interface WebServerOptions {
@@ -65,6 +66,8 @@ export interface WebServerOptions {
   readonly fail: (err: unknown) => ServiceError;
   /** The gRPC port's per-RPC telemetry: every call here counts in the same series, log line and span. */
   readonly telemetry: RpcTelemetry;
+  /** The app's blob read (SessionService.readBlob) behind `GET /blobs/<digest>` (blob-route.ts); without it the path is not served. */
+  readonly readBlob?: BlobReader;
   /** Built viewer assets (default: dist/web of this checkout). */
   readonly assetDir?: string;
 }
@@ -143,14 +146,17 @@ export async function startWebServer(o: WebServerOptions): Promise<RunningWebSer
   }
   const routes = new Map(router.handlers.map((h) => [h.requestPath, guardMalformed(h, o.maxMessageBytes, decoders.get(h.requestPath))] as const));
   const assets = staticAssets(o.assetDir ?? defaultAssetDir());
+  const blobs = o.readBlob ? blobRoute({ readBlob: o.readBlob, resolver: o.resolver, registry: o.registry, limiter: o.limiter, fail: o.fail }) : undefined;
   const rpc = (req: Req, res: Res): void => {
-    const route = routes.get((req.url ?? '').split('?', 1)[0] ?? '');
+    const path = (req.url ?? '').split('?', 1)[0] ?? '';
+    const route = routes.get(path);
+    const s = req.socket;
     if (!route) {
-      if (req.method === 'POST') unknownMethod(req, res);
+      if (blobs && path.startsWith(BLOBS_PREFIX)) blobs(req, res, `web:${s.remoteAddress ?? '?'}:${s.remotePort ?? '?'}`);
+      else if (req.method === 'POST') unknownMethod(req, res);
       else assets(req, res);
       return;
     }
-    const s = req.socket;
     const uReq = universalRequestFromNodeRequest(req as never, res as never, undefined, createContextValues().set(CONNECTION, `web:${s.remoteAddress ?? '?'}:${s.remotePort ?? '?'}`));
     route(uReq).then((uRes) => universalResponseToNodeResponse(uRes, res as never)).catch(() => {
       // The response is already failed or the client went away (Connect logs nothing either).

@@ -43,6 +43,9 @@ __all__ = ["AppendWriter", "Client", "PalimpsestError", "RenderedMessage", "Sess
 
 T = TypeVar("T")
 
+#: Codes of a broken blob stream that a read resumes after (from the bytes it has).
+_RESUMABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.INTERNAL, grpc.StatusCode.CANCELLED, grpc.StatusCode.UNKNOWN)
+
 SERVICE = "palimpsest.v1.SessionService"
 
 #: The channel's service config: UNAVAILABLE (server restarting, connection dropped before the
@@ -578,10 +581,13 @@ class Client:
         return self._call(self.stub.PruneToolResults, req)
 
     def events(self, session_id: str, after: Optional[int] = None, types: Sequence[str] = (),
-               page_size: int = 0) -> Iterator[event_pb2.SessionEvent]:
-        """Every event after seq ``after`` (default: from the start), paging through ListEvents."""
+               page_size: int = 0, *, blob_refs: bool = False) -> Iterator[event_pb2.SessionEvent]:
+        """Every event after seq ``after`` (default: from the start), paging through ListEvents.
+        ``blob_refs``: blobbed values (images, large strings; docs/blobs.md) come as their
+        references ``{"$blob": "sha256:…", "bytes": N, "mediaType": …}`` (fetch them with
+        :meth:`get_blob`) instead of their bytes."""
         req = service_pb2.ListEventsRequest(session_id=session_id, page_size=page_size, types=list(types),
-                                            direction=service_pb2.DIRECTION_FORWARD)
+                                            direction=service_pb2.DIRECTION_FORWARD, blob_refs=blob_refs)
         if after is not None:
             req.from_seq = after + 1
         while True:
@@ -589,8 +595,37 @@ class Client:
             yield from res.events
             if not res.next_page_token:
                 return
-            req = service_pb2.ListEventsRequest(session_id=session_id, page_token=res.next_page_token,
-                                                page_size=page_size, types=list(types), direction=service_pb2.DIRECTION_FORWARD)
+            req = service_pb2.ListEventsRequest(session_id=session_id, page_token=res.next_page_token, page_size=page_size,
+                                                types=list(types), direction=service_pb2.DIRECTION_FORWARD, blob_refs=blob_refs)
+
+    # ------------------------------------------------------------ blobs
+
+    def blob_chunks(self, digest: str, offset: int = 0, *, resume: int = 5) -> Iterator[bytes]:
+        """The bytes of the tenant's blob ``digest`` from ``offset``, chunk by chunk (GetBlob). A
+        stream that breaks (the connection drops, the server restarts) is opened again from the
+        bytes already yielded, up to ``resume`` times in a row without progress; errors that a
+        retry cannot fix (NOT_FOUND / BLOB_NOT_FOUND, DATA_LOSS, ...) are raised at once."""
+        failures = 0
+        while True:
+            req = service_pb2.GetBlobRequest(digest=digest, offset=offset)
+            try:
+                for res in self.stub.GetBlob(req, metadata=self._metadata):
+                    if res.data:
+                        failures = 0
+                        offset += len(res.data)
+                        yield res.data
+                return
+            except grpc.RpcError as e:
+                code = e.code() if callable(getattr(e, "code", None)) else None
+                if code not in _RESUMABLE or failures >= resume:
+                    raise PalimpsestError.from_rpc_error(e) from None
+                failures += 1
+                time.sleep(min(0.05 * 2 ** failures, 1.0))
+
+    def get_blob(self, digest: str, offset: int = 0) -> bytes:
+        """The tenant's blob ``digest`` (from ``offset``) as bytes: :meth:`blob_chunks` joined,
+        so a read cut short resumes from what it has."""
+        return b"".join(self.blob_chunks(digest, offset))
 
     # ------------------------------------------------------------ subscriptions
 

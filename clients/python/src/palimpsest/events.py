@@ -11,6 +11,7 @@ was assembled from (``[]`` for a known empty stream), a tool result the ``tool/c
 """
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
@@ -87,6 +88,27 @@ def reasoning(t: str) -> Dict[str, Any]:
 def tool_call_block(call_id: str, name: str, arguments: str) -> Dict[str, Any]:
     """A tool-call content block (``arguments``: the raw JSON string the model produced)."""
     return {"type": "tool-call", "id": call_id, "name": name, "arguments": arguments}
+
+
+def blob_digest(data: bytes) -> str:
+    """The digest a blob of ``data`` has on the server (docs/blobs.md): ``"sha256:"`` and the
+    SHA-256 of the bytes (for an image, the image file itself)."""
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def image(data: bytes, media_type: str = "image/png") -> Dict[str, Any]:
+    """An image content block carrying the image's bytes (as base64). A large one (``serve
+    --blob-min-bytes``) is stored once per tenant as a blob; later events can send
+    :func:`image_ref` of :func:`blob_digest` ``(data)`` instead of the bytes again."""
+    return {"type": "image", "attachment": {"mimeType": media_type, "data": base64.b64encode(data).decode("ascii")}}
+
+
+def image_ref(digest: str, media_type: str = "image/png") -> Dict[str, Any]:
+    """An image content block that references a blob the tenant already stored (an image sent
+    before, by :func:`image`) by digest instead of carrying its bytes: the server stores the
+    event exactly as if the bytes had been sent. A digest the tenant has no blob for is refused
+    with ``BLOB_NOT_FOUND`` (nothing stored): send :func:`image` then."""
+    return {"type": "image", "attachment": {"mimeType": media_type, "data": {"$blob": digest, "encoding": "base64"}}}
 
 
 def _blocks(content: "str | Iterable[Mapping[str, Any]]") -> List[Dict[str, Any]]:
