@@ -25,8 +25,8 @@ describe('@palimpsest/client search', () => {
     await c.createSession('ts-search-red', { labels: { team: 'red' } });
     await c.append('ts-search-red', [
       ev.userMessage('Please ship invoice 4711 to production'),
-      ev.assistantMessage('Deploying it now.', { provider: 'p', model: 'm', toolCalls: [{ id: 'c1', name: 'deploy', arguments: '{"invoice":4711}' }] }),
-      ev.toolResult('c1', 'deploy failed: invoice 4711 is locked', { callSeq: 1 }),
+      ev.assistantMessage('Deploying it now.', { turn: 1, step: 1, provider: 'p', model: 'm', toolCalls: [{ id: 'c1', name: 'deploy', arguments: '{"invoice":4711}' }] }),
+      ev.toolResult('c1', 'deploy failed: invoice 4711 is locked', { turn: 1, step: 1, callSeq: 1 }),
     ]);
     await c.createSession('ts-search-blue', { labels: { team: 'blue' } });
     await c.append('ts-search-blue', [ev.userMessage('🙂 where is invoice 4711 now?')]);
