@@ -25,6 +25,7 @@ import { compactionObservations } from './app/compaction-metrics.js';
 import { isUnavailable } from './store/postgres/pg-errors.js';
 import { DeferredStore } from './store/deferred-store.js';
 import { HealthState } from './server/health.js';
+import type { MigrationOptions, MigrationReport } from './store/migration-options.js';
 
 export type { RunningServer, ServerExtensions };
 
@@ -77,11 +78,24 @@ async function waitForStore(config: ServerConfig, logger: Logger, deferred: Defe
  */
 export async function openStore(config: ServerConfig, logger?: Logger): Promise<SessionStore> {
   if (config.db === ':memory:') return new MemorySessionStore();
+  const migration = migrationOptions(config, logger);
   if (isPostgresUrl(config.db)) {
     const { PostgresSessionStore } = await import('./store/postgres/postgres-store.js');
-    return PostgresSessionStore.open({ url: config.db, onError: (error) => logger?.warn({ err: error }, 'PostgreSQL connection problem') });
+    return PostgresSessionStore.open({ url: config.db, ...migration, onError: (error) => logger?.warn({ err: error }, 'PostgreSQL connection problem') });
   }
-  return new SqliteSessionStore({ path: config.db, durability: config.durability, appendWriter: config.sqliteWriter });
+  return new SqliteSessionStore({ path: config.db, durability: config.durability, appendWriter: config.sqliteWriter, ...migration });
+}
+
+/** In-place schema migration at open (docs/operations.md, "Schema migrations"): --no-migrate, the build recorded, the log line. */
+function migrationOptions(config: ServerConfig, logger?: Logger): MigrationOptions {
+  return {
+    noMigrate: config.noMigrate === true,
+    build: VERSION,
+    onMigrated: (r: MigrationReport) => logger?.warn({ schemaFrom: r.from, schemaTo: r.to, backup: r.backup, ms: r.ms },
+      r.backup === undefined
+        ? `migrated the database schema in place from version ${r.from} to ${r.to}`
+        : `migrated the database schema in place from version ${r.from} to ${r.to}; the file as it was is backed up at ${r.backup}`),
+  };
 }
 
 /** The app over the configured store, with the store-driven change feed. */

@@ -65,6 +65,10 @@ export const SERVE_OPTIONS: readonly Option[] = [
   { flag: 'tls-cert', help: 'TLS certificate chain (PEM file)', apply: (c, v) => { c.tlsCert = v; } },
   { flag: 'tls-key', help: 'TLS private key (PEM file)', apply: (c, v) => { c.tlsKey = v; } },
   { flag: 'tls-client-ca', help: 'require client certificates signed by this CA (PEM file): mutual TLS', apply: (c, v) => { c.tlsClientCa = v; } },
+  {
+    flag: 'no-migrate', help: 'refuse a database of an older schema version instead of migrating it in place (docs/operations.md, Schema migrations)',
+    boolean: true, apply: (c, v) => { c.noMigrate = v !== 'false' && v !== '0'; },
+  },
   { flag: 'insecure', help: 'allow plaintext on a non-loopback address', boolean: true, apply: (c, v) => { c.insecure = v !== 'false' && v !== '0'; } },
   { flag: 'auth-tokens', help: 'bearer-token file (JSON; see docs/operations.md, Security); reloaded on SIGHUP', apply: (c, v) => { c.authTokens = v; } },
   { flag: 'retention-days', help: `delete sessions untouched for N days (0 = never, default; the ${"'palimpsest.dev/ttl-days'"} label sets a session's own)`, apply: (c, v) => { c.retentionDays = int('retention-days', v); } },

@@ -18,6 +18,11 @@ export interface ServerConfig {
    * connection). See src/store/sqlite/append-thread.ts.
    */
   readonly sqliteWriter: 'thread' | 'inline';
+  /**
+   * Refuse a database (SQLite file or PostgreSQL schema) of an older schema version instead of
+   * migrating it in place at open (docs/operations.md, "Schema migrations").
+   */
+  readonly noMigrate?: boolean;
   /** App limits. */
   readonly limits: AppLimits;
   /** Max gRPC message size in bytes (both directions). */

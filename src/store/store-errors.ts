@@ -7,6 +7,8 @@
 export type StoreOpenReason =
   /** The file is a Palimpsest database written by another schema version. */
   | 'SCHEMA_VERSION_MISMATCH'
+  /** Migrating an older schema in place failed; it was rolled back (the database is as it was). */
+  | 'MIGRATION_FAILED'
   /** The file is an SQLite database of another application, or unversioned but not empty. */
   | 'FOREIGN_DATABASE'
   /** The file exists but is not an SQLite database (or is corrupt). */

@@ -1,7 +1,8 @@
 /**
- * A schema-4 SQLite file written before the session feed (issue #35) opens without a version
- * change: the feed table, its triggers and the surface_length / metadata_version columns are added
- * at open, the stored sessions are untouched, and changes from then on are recorded.
+ * A schema-4 SQLite file written before the session feed (issue #35) gets the feed table, its
+ * triggers and the surface_length / metadata_version columns from migration 5 at open (issue #39:
+ * the feed is part of the migration path now); the stored sessions are untouched, and changes
+ * from then on are recorded.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -19,12 +20,12 @@ afterEach(() => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-it('adds the feed to a schema-4 file at open, keeps its sessions, and records changes from then on', async () => {
+it('adds the feed to a schema-4 file when it migrates at open, keeps its sessions, and records changes from then on', async () => {
   const path = join(dir, 'old.db');
   const raw = new Database(path);
   raw.exec(SCHEMA_SQL);
   raw.pragma(`application_id = ${APPLICATION_ID}`);
-  raw.pragma(`user_version = ${SCHEMA_VERSION}`);
+  raw.pragma('user_version = 4');
   raw.prepare(`INSERT INTO sessions (id, version, created_at, labels, tenant, writer) VALUES ('old', 0, 5, '{"a":"1"}', '', 'w0')`).run();
   raw.prepare(`INSERT INTO tenants (tenant, session_count, data_bytes) VALUES ('', 1, 0)`).run();
   expect(raw.prepare("SELECT count(*) FROM sqlite_schema WHERE name = 'feed'").pluck().get()).toBe(0);

@@ -285,10 +285,11 @@ describe.each<[string, NativeChecksums]>([
     await store.close();
     store = undefined;
     const file = readFileSync(path);
-    const at = file.indexOf('hello 5');
+    // The event's JSON text (the search index holds the words without the quotes).
+    const at = file.indexOf('"hello 5"');
     expect(at).toBeGreaterThan(0);
-    expect(file.indexOf('hello 5', at + 1)).toBe(-1);
-    file[at + 2] = 0xff;
+    expect(file.indexOf('"hello 5"', at + 1)).toBe(-1);
+    file[at + 3] = 0xff;
     writeFileSync(path, file);
     store = open(path);
     const e = await corruption(store.readEvents('s', FORWARD));

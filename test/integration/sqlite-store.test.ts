@@ -81,7 +81,10 @@ describe('SqliteSessionStore: the database file', () => {
     expect(raw.pragma('application_id', { simple: true })).toBe(APPLICATION_ID);
     expect(raw.pragma('user_version', { simple: true })).toBe(SCHEMA_VERSION);
     expect(raw.pragma('journal_mode', { simple: true })).toBe('wal');
-    expect(raw.prepare("SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name").pluck().all()).toEqual(['events', 'feed', 'idempotency', 'sessions', 'sqlite_sequence', 'tenants']);
+    expect(raw.prepare("SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name").pluck().all()).toEqual([
+      'events', 'feed', 'idempotency', 'schema_migrations', 'search_calls', 'search_docs', 'search_fts', 'search_fts_config', 'search_fts_data',
+      'search_fts_docsize', 'search_fts_idx', 'sessions', 'sqlite_sequence', 'tenants',
+    ]);
     raw.close();
   });
 
@@ -132,7 +135,7 @@ describe('SqliteSessionStore: the database file', () => {
     raw.close();
   });
 
-  it('refuses a database of another schema version, naming both versions', async () => {
+  it('refuses a database of a newer schema version, naming both versions', async () => {
     store = new SqliteSessionStore({ path });
     await store.close();
     store = undefined;
@@ -142,7 +145,8 @@ describe('SqliteSessionStore: the database file', () => {
     const error = openError({ path });
     expect(error.reason).toBe('SCHEMA_VERSION_MISMATCH');
     expect(error.message).toBe(
-      `database ${path} has schema version 7, this build needs ${SCHEMA_VERSION}; no migration: export with the older build and import`,
+      `database ${path} has schema version 7, this build needs ${SCHEMA_VERSION}: it was migrated by a newer Palimpsest, and a build ` +
+        'never migrates a schema back; run that build (or a newer one), or restore the backup made before the migration',
     );
   });
 

@@ -61,10 +61,12 @@ import { PgHeadWatch } from './head-watch.js';
 import { HeadNotifier } from './notifier.js';
 import { describe as describeError, isUnavailable, mapError } from './pg-errors.js';
 import { redactUrl } from './url.js';
-import { SCHEMA_NAME_PATTERN, SCHEMA_VERSION, TENANT_SHARDS, channelOf, schemaSql } from './schema.js';
+import { SCHEMA_NAME_PATTERN, TENANT_SHARDS, channelOf } from './schema.js';
+import { prepareSchema } from './migrate.js';
+import type { MigrationOptions } from '../migration-options.js';
 
 /** Options of {@link PostgresSessionStore.open}. */
-export interface PostgresStoreOptions {
+export interface PostgresStoreOptions extends MigrationOptions {
   /**
    * `postgresql://` / `postgres://` URL. Missing parts come from the standard PG* environment
    * variables (PGHOST, PGPORT, PGUSER, PGPASSWORD, PGDATABASE, PGSSLMODE); TLS from `sslmode`.
@@ -292,35 +294,11 @@ export class PostgresSessionStore implements SessionStore {
     const client = await this.#pool.connect();
     try {
       await client.query('BEGIN');
-      // Replicas starting together: one creates the schema, the others wait and then see it.
+      // Replicas starting together: one creates or migrates the schema, the others wait and then see it current.
       await client.query("SELECT pg_advisory_xact_lock(hashtext('palimpsest schema ' || $1))", [s]);
-      const found = await client.query<{ versions: string | null; tables: number; exists: boolean }>(
-        `SELECT to_regclass($1) AS versions, (SELECT count(*)::int FROM pg_tables WHERE schemaname = $2) AS tables,
-                EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $2) AS exists`,
-        [`${s}.schema_version`, s],
-      );
-      const row = found.rows[0]!;
-      if (row.versions === null) {
-        if (row.tables > 0) {
-          throw new StoreOpenError('FOREIGN_DATABASE', where, `schema ${s} of ${where} holds ${row.tables} tables but no Palimpsest schema_version; refusing to use it (pick another schema)`);
-        }
-        // A schema the operator created (and granted) is used as is: CREATE SCHEMA needs the
-        // CREATE privilege on the database, which such a role need not have.
-        if (!row.exists) await client.query(`CREATE SCHEMA ${s}`);
-        await client.query(schemaSql(s));
-      } else {
-        const versions = await client.query<{ version: number }>(`SELECT version FROM ${s}.schema_version`);
-        const version = versions.rows[0]?.version;
-        if (version !== SCHEMA_VERSION) {
-          throw new StoreOpenError(
-            'SCHEMA_VERSION_MISMATCH',
-            where,
-            `PostgreSQL store ${where} (schema ${s}) has schema version ${version ?? 'none'}, this build needs ${SCHEMA_VERSION}; ` +
-              'no migration: export with the build that wrote it and import with this one',
-          );
-        }
-      }
+      const migrated = await prepareSchema(client, s, where, this.#options);
       await client.query('COMMIT');
+      if (migrated !== undefined) this.#options.onMigrated?.(migrated);
     } catch (error) {
       await client.query('ROLLBACK').catch(() => undefined);
       throw error;

@@ -1,9 +1,17 @@
 /**
  * The PostgreSQL schema of Palimpsest: every object lives in one PostgreSQL schema (`palimpsest`
  * by default) so the store can share a database with other applications. The version is the one
- * row of `<schema>.schema_version`; there is no migration: a database written by another schema
- * version is refused at open, naming both versions (bump-and-reject, as for SQLite). Bump
- * SCHEMA_VERSION on any change below.
+ * row of `<schema>.schema_version`.
+ *
+ * Two parts (migrate.ts puts them together, under an advisory lock):
+ * - the tables, indexes and data: baseSchemaSql below is version 3 and never changes; later
+ *   versions are the migrations of ./migrations/ (its index says how to add one), run on a fresh
+ *   schema right after the base and on an older one when a replica opens it;
+ * - the functions and the trigger (functionsSql below) are code: `CREATE OR REPLACE`d from this
+ *   build after every creation or migration, so they always match the current tables. A change
+ *   to a function needs no migration statement, but it must bump the version (a migration whose
+ *   `up` does nothing will do) so that existing schemas get the replace.
+ * A schema of a newer version, or older than version 2, is refused at open, naming both versions.
  *
  * Layout:
  * - sessions: one row per session, the row every write to the session locks (SELECT ... FOR
@@ -52,8 +60,8 @@
  * call): the conditional checks and every write of a call commit together or not at all.
  */
 
-/** The schema version this build reads and writes. */
-export const SCHEMA_VERSION = 3;
+/** The schema version this build reads and writes: the last migration's (migrations/index.ts). */
+export const SCHEMA_VERSION = 4;
 
 /** Byte-counter rows per tenant (see the module comment). */
 export const TENANT_SHARDS = 16;
@@ -105,11 +113,14 @@ const ADD_TENANT_BYTES = (s: string): string => `
         ON CONFLICT (tenant, shard) DO UPDATE SET data_bytes = tb.data_bytes + EXCLUDED.data_bytes;
     END IF;`;
 
-/** The DDL of a fresh schema `s` (created before, unless the operator did), run in one transaction. */
-export function schemaSql(s: string): string {
+/**
+ * The base tables of a fresh schema `s` (created before, unless the operator did): version 3,
+ * frozen (see the module comment). Run in the creation transaction, then the migrations.
+ */
+export function baseSchemaSql(s: string): string {
   return `
 CREATE TABLE ${s}.schema_version (version integer NOT NULL);
-INSERT INTO ${s}.schema_version (version) VALUES (${SCHEMA_VERSION});
+INSERT INTO ${s}.schema_version (version) VALUES (3);
 
 CREATE TABLE ${s}.sessions (
   id               text    COLLATE "C" NOT NULL PRIMARY KEY,
@@ -193,8 +204,17 @@ CREATE TABLE ${s}.feed_heads (
   position bigint NOT NULL
 );
 
+`;
+}
+
+/**
+ * The functions and the trigger of schema `s`, replaced from this build's text after every
+ * creation or migration (see the module comment).
+ */
+export function functionsSql(s: string): string {
+  return `
 -- The feed record of a change of a visible session (see the module comment for the position).
-CREATE FUNCTION ${s}.feed_record() RETURNS trigger
+CREATE OR REPLACE FUNCTION ${s}.feed_record() RETURNS trigger
 LANGUAGE plpgsql AS $fn$
 DECLARE
   r record; v_kind text; v_types text[] := '{}'; v_prev jsonb; v_pos bigint;
@@ -229,12 +249,13 @@ BEGIN
   RETURN NULL;
 END
 $fn$;
+DROP TRIGGER IF EXISTS feed_record ON ${s}.sessions;
 CREATE TRIGGER feed_record AFTER INSERT OR UPDATE OR DELETE ON ${s}.sessions FOR EACH ROW EXECUTE FUNCTION ${s}.feed_record();
 
 -- The conditional append. Order of checks: unknown session, used idempotency key (the stored
 -- result), moved head or writer token (conflict), byte quota; then every write. The session row
 -- lock serialises writers of one session across every replica, and the check happens under it.
-CREATE FUNCTION ${s}.append(
+CREATE OR REPLACE FUNCTION ${s}.append(
   p_id text, p_expected_next bigint, p_expected_writer text, p_writer text, ${EVENT_ARGS},
   p_bytes bigint, p_key text, p_hash text, p_surface_length bigint,
   p_max_bytes bigint, p_now bigint
@@ -276,7 +297,7 @@ $fn$;
 -- Several appends of one session in one transaction (the calls a replica had queued for the
 -- session while its previous transaction ran), in order, each with exactly the checks of append:
 -- call i has p_counts[i] events, taken in order from the flattened event arrays. One row per call.
-CREATE FUNCTION ${s}.append_batch(
+CREATE OR REPLACE FUNCTION ${s}.append_batch(
   p_id text, p_counts integer[], p_expected_next bigint[], p_expected_writer text[], p_writer text[], ${EVENT_ARGS},
   p_bytes bigint[], p_key text[], p_hash text[], p_surface_length bigint[], p_max_bytes bigint[], p_now bigint
 ) RETURNS TABLE (outcome text, head bigint, r_hash text, r_seqs bigint[], r_surface bigint, q_limit bigint, q_actual bigint)
@@ -296,7 +317,7 @@ $fn$;
 
 -- Creates a session with its initial log. The tenant row lock serialises the tenant's creates
 -- (exact session quota across replicas); pending (importing) sessions count too.
-CREATE FUNCTION ${s}.create_session(
+CREATE OR REPLACE FUNCTION ${s}.create_session(
   p_id text, p_version integer, p_created_at bigint, p_cwd text, p_parent text, p_seed_length bigint, p_origin text,
   p_depth bigint, p_preset text, p_labels jsonb, p_tenant text, p_strict boolean, p_pairing boolean,
   p_owner text, p_lease bigint, p_writer text, ${EVENT_ARGS}, p_bytes bigint,
@@ -346,7 +367,7 @@ END
 $fn$;
 
 -- Appends an import chunk to a pending session owned by p_owner and renews its lease.
-CREATE FUNCTION ${s}.append_pending(
+CREATE OR REPLACE FUNCTION ${s}.append_pending(
   p_id text, p_owner text, p_lease bigint, ${EVENT_ARGS}, p_bytes bigint, p_max_bytes bigint
 ) RETURNS TABLE (outcome text, owner text, q_limit bigint, q_actual bigint)
 LANGUAGE plpgsql AS $fn$
@@ -372,7 +393,7 @@ $fn$;
 -- UpdateSession (issue #35): replaces the labels while the metadata version is p_expected, and
 -- moves the byte counters by p_delta (the labels' size change, computed by the caller from the
 -- labels at that version).
-CREATE FUNCTION ${s}.update_labels(p_id text, p_labels jsonb, p_expected bigint, p_delta bigint)
+CREATE OR REPLACE FUNCTION ${s}.update_labels(p_id text, p_labels jsonb, p_expected bigint, p_delta bigint)
 RETURNS TABLE (outcome text, actual bigint)
 LANGUAGE plpgsql AS $fn$
 DECLARE
@@ -393,7 +414,7 @@ END
 $fn$;
 
 -- Deletes a session (visible or pending) with its events, keys and counter shares.
-CREATE FUNCTION ${s}.delete_session(p_id text) RETURNS boolean
+CREATE OR REPLACE FUNCTION ${s}.delete_session(p_id text) RETURNS boolean
 LANGUAGE plpgsql AS $fn$
 DECLARE
   v_tenant text; v_bytes bigint;

@@ -19,7 +19,8 @@
 import { closeSync, existsSync, fsyncSync, openSync, renameSync, rmSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
-import { APPLICATION_ID, SCHEMA_VERSION } from './schema.js';
+import { APPLICATION_ID } from './schema.js';
+import { versionProblem } from './migrate.js';
 import { verifyDatabase, type VerifyResult } from './verify.js';
 
 /** What a backup produced. */
@@ -46,8 +47,7 @@ function checkIdentity(db: Database.Database, what: string): string | undefined 
   const applicationId = db.pragma('application_id', { simple: true }) as number;
   const userVersion = db.pragma('user_version', { simple: true }) as number;
   if (applicationId !== APPLICATION_ID) return `${what} is not a Palimpsest database (application_id ${applicationId})`;
-  if (userVersion !== SCHEMA_VERSION) return `${what} has schema version ${userVersion}; this build reads version ${SCHEMA_VERSION}`;
-  return undefined;
+  return versionProblem(what, userVersion);
 }
 
 function fsyncPath(path: string): void {

@@ -1,17 +1,19 @@
 /**
  * Opening a database file: identity and version checks (application_id + user_version; a
- * foreign or other-version file is refused and left exactly as it was; the seed's bump-and-reject
- * policy, no migration), initialisation of a fresh file, connection pragmas, and the removal of
- * pending imports whose lease passed.
+ * foreign file, or one of a newer or too old schema version, is refused and left exactly as it
+ * was), creation of a fresh file, in-place migration of an older one (migrate.ts), connection
+ * pragmas, and the removal of pending imports whose lease passed.
  */
 import Database from 'better-sqlite3';
 import { StoreOpenError } from '../store-errors.js';
-import { APPLICATION_ID, FEED_SQL, SCHEMA_SQL, SCHEMA_VERSION } from './schema.js';
+import { newerSchemaMessage, noMigrateMessage, type MigrationOptions } from '../migration-options.js';
+import { createSchema, migrateDatabase } from './migrate.js';
+import { OLDEST_MIGRATABLE } from './migrations/index.js';
+import { APPLICATION_ID, SCHEMA_VERSION } from './schema.js';
 import { registerSearchFunctions } from './search-schema.js';
-import { ensureSearch } from './search.js';
 
 /** What opening needs of the store options. */
-export interface OpenOptions {
+export interface OpenOptions extends MigrationOptions {
   readonly path: string;
   readonly durability?: 'full' | 'normal';
   readonly busyTimeoutMs?: number;
@@ -61,22 +63,19 @@ export function openDatabase(options: OpenOptions, backgroundSync: boolean, now:
   }
   try {
     db.pragma(`busy_timeout = ${busyTimeoutMs(options)}`);
-    // Inspect before changing anything: a foreign file must be left exactly as it was.
-    const isFresh = checkIdentity(db, path);
+    // Inspect before changing anything: a foreign file (or one refused) must be left exactly as it was.
+    const found = checkIdentity(db, path, options.noMigrate === true);
     db.pragma('journal_mode = WAL');
     configureConnection(db, options.durability ?? 'full', backgroundSync);
-    if (isFresh) {
+    if (found === 0) {
       db.transaction(() => {
         // Re-checked under the write lock: another process may have initialised the file meanwhile.
-        if (checkIdentity(db, path)) {
-          db.exec(SCHEMA_SQL);
-          db.pragma(`application_id = ${APPLICATION_ID}`);
-          db.pragma(`user_version = ${SCHEMA_VERSION}`);
-        }
+        if (checkIdentity(db, path, false) === 0) createSchema(db, options.build ?? 'unknown');
       }).immediate();
+    } else if (found < SCHEMA_VERSION) {
+      const report = migrateDatabase(db, path, found, { ...options, busyTimeoutMs: busyTimeoutMs(options) });
+      if (report !== undefined) options.onMigrated?.(report);
     }
-    ensureFeed(db);
-    ensureSearch(db);
     // A streamed import whose owner's lease passed was abandoned (crash): drop it (cascades) and
     // take it off its tenant's counters. Another live process's import in progress stays.
     const expired = db.prepare('SELECT id, tenant, data_bytes FROM sessions WHERE pending = 1 AND lease_until < ?').raw();
@@ -102,33 +101,30 @@ export function openDatabase(options: OpenOptions, backgroundSync: boolean, now:
   }
 }
 
-/** Adds the session feed (schema.ts FEED_SQL) when the file does not have it yet, in one transaction. */
-export function ensureFeed(db: Database.Database): void {
-  const has = (): boolean => db.prepare("SELECT 1 FROM sqlite_schema WHERE type = 'trigger' AND name = 'feed_appended'").pluck().get() !== undefined;
-  if (has()) return;
-  db.transaction(() => {
-    if (has()) return; // another process added it meanwhile (we hold the write lock now)
-    const column = (name: string): boolean => db.prepare("SELECT 1 FROM pragma_table_info('sessions') WHERE name = ?").pluck().get(name) !== undefined;
-    if (!column('surface_length')) db.exec('ALTER TABLE sessions ADD COLUMN surface_length INTEGER NOT NULL DEFAULT 0');
-    if (!column('metadata_version')) db.exec('ALTER TABLE sessions ADD COLUMN metadata_version INTEGER NOT NULL DEFAULT 0');
-    db.exec(FEED_SQL);
-  }).immediate();
-}
-
-/** True for a fresh empty file; throws StoreOpenError for a foreign or other-version database. */
-export function checkIdentity(db: Database.Database, path: string): boolean {
+/**
+ * The schema version of a Palimpsest file this build opens (older ones are migrated), 0 for a
+ * fresh empty file; throws StoreOpenError for a foreign file, a newer schema, one older than this
+ * build migrates from, or (`noMigrate`) any older one.
+ */
+export function checkIdentity(db: Database.Database, path: string, noMigrate: boolean): number {
   const applicationId = db.pragma('application_id', { simple: true }) as number;
   const userVersion = db.pragma('user_version', { simple: true }) as number;
   if (applicationId === APPLICATION_ID) {
-    if (userVersion !== SCHEMA_VERSION) {
+    if (userVersion > SCHEMA_VERSION) {
+      throw new StoreOpenError('SCHEMA_VERSION_MISMATCH', path, newerSchemaMessage(`database ${path}`, userVersion, SCHEMA_VERSION));
+    }
+    if (userVersion < OLDEST_MIGRATABLE) {
       throw new StoreOpenError(
         'SCHEMA_VERSION_MISMATCH',
         path,
-        `database ${path} has schema version ${userVersion}, this build needs ${SCHEMA_VERSION}; ` +
-          'no migration: export with the older build and import',
+        `database ${path} has schema version ${userVersion}, this build needs ${SCHEMA_VERSION} and migrates from version ` +
+          `${OLDEST_MIGRATABLE} on: export with the build that wrote it and import with this one`,
       );
     }
-    return false;
+    if (userVersion < SCHEMA_VERSION && noMigrate) {
+      throw new StoreOpenError('SCHEMA_VERSION_MISMATCH', path, noMigrateMessage(`database ${path}`, userVersion, SCHEMA_VERSION));
+    }
+    return userVersion;
   }
   if (applicationId !== 0) {
     throw new StoreOpenError(
@@ -147,5 +143,5 @@ export function checkIdentity(db: Database.Database, path: string): boolean {
         `${objects} schema objects); refusing to open it`,
     );
   }
-  return true;
+  return 0;
 }

@@ -1,15 +1,16 @@
 /**
  * The SQLite schema of Palimpsest. The version lives in `PRAGMA user_version` and the file is
- * marked with `PRAGMA application_id`; there is no migration: a database of another schema
- * version is refused at open (export with the build that wrote it, import with this one).
- * Bump SCHEMA_VERSION on any change to the statements below.
+ * marked with `PRAGMA application_id`. The statements below are the BASE schema, version 4, and
+ * never change: later versions are the migrations of ./migrations/ (its index says how to add
+ * one), applied to a fresh file in its creation transaction and to an older file when it opens
+ * (migrate.ts). A file of a newer version, or older than version 4, is refused at open.
  */
 
 /** `PRAGMA application_id` of a Palimpsest database: 'PALI'. */
 export const APPLICATION_ID = 0x50414c49;
 
-/** The schema version this build reads and writes. */
-export const SCHEMA_VERSION = 4;
+/** The schema version this build reads and writes: the last migration's (migrations/index.ts). */
+export const SCHEMA_VERSION = 6;
 
 /**
  * Schema objects, created in one transaction on a fresh database.
@@ -110,10 +111,9 @@ const FEED_INSERT = (r: 'NEW' | 'OLD', kind: string, types: string, previous: st
   VALUES (${r}.tenant, ${r}.id, '${kind}', ${r}.created_at, ${r}.next_seq, ${r}.event_count, ${r}.surface_length, ${types}, ${r}.labels, ${previous}, ${NOW_MS});`;
 
 /**
- * The session feed (issue #35), added to a database of this schema version when it opens (every
- * statement is idempotent, so no version bump: a version-4 file written by an older build gets the
- * table, the column and the triggers at its first open by this build, and an older build that
- * opens the file afterwards still records the feed, the triggers being in the file).
+ * The session feed (issue #35), added by migration 5 (migrations/0005-history-and-feed.ts; a
+ * version-4 file written by a build of the feed has it already, every statement is idempotent).
+ * Frozen like the base: a change to the feed is a new migration.
  *
  * - sessions.surface_length: the surface length after the last append (set by the group commit);
  *   sessions.metadata_version: the labels' version (0 at create, one more per updateLabels).

@@ -15,7 +15,7 @@ import Database from 'better-sqlite3';
 import type { SearchCandidate, SearchCandidateQuery, SearchIndex, SearchIndexReport } from '../../app/search-port.js';
 import type { SearchTerm } from '../../domain/search-query.js';
 import { positiveValues } from '../../domain/search-fields.js';
-import { SEARCH_SQL, SEARCH_TYPES_SQL, registerSearchFunctions, searchDocOf } from './search-schema.js';
+import { SEARCH_TYPES_SQL, registerSearchFunctions, searchDocOf } from './search-schema.js';
 
 /** An FTS5 phrase of a term: its tokens quoted (quotes doubled), `*` after for a prefix. */
 export function fts5Phrase(t: SearchTerm): string {
@@ -133,17 +133,6 @@ function indexSession(db: Database.Database, sessionId: string): number {
   return docs.length;
 }
 
-/** Adds the search index to a database that lacks it, indexing the events it already has (one transaction). */
-export function ensureSearch(db: Database.Database): void {
-  const has = (): boolean => db.prepare("SELECT 1 FROM sqlite_schema WHERE type = 'trigger' AND name = 'search_events_ai'").pluck().get() !== undefined;
-  if (has()) return;
-  db.transaction(() => {
-    if (has()) return;
-    db.exec(SEARCH_SQL);
-    for (const id of db.prepare('SELECT id FROM sessions').pluck().all() as string[]) indexSession(db, id);
-  }).immediate();
-}
-
 /** The SQLite search index over the database at `path` (its own connection). */
 export class SqliteSearchIndex implements SearchIndex {
   readonly #db: Database.Database;
@@ -152,7 +141,6 @@ export class SqliteSearchIndex implements SearchIndex {
     this.#db = new Database(path, { fileMustExist: true });
     this.#db.pragma(`busy_timeout = ${busyTimeoutMs}`);
     registerSearchFunctions(this.#db);
-    ensureSearch(this.#db);
   }
 
   searchCandidates(q: SearchCandidateQuery): Promise<SearchCandidate[]> {
@@ -192,8 +180,16 @@ export class SqliteSearchIndex implements SearchIndex {
   }
 }
 
-/** Compares search_docs and the FTS index with what the events give (read-only). */
-export function verifySqliteSearch(db: Database.Database): SearchIndexReport {
+/** True when the database has the search index. */
+export function hasSearchIndex(db: Database.Database): boolean {
+  return db.prepare("SELECT 1 FROM sqlite_schema WHERE type = 'trigger' AND name = 'search_events_ai'").pluck().get() !== undefined;
+}
+
+/**
+ * Compares search_docs and the FTS index with what the events give; problems start with
+ * "search index:". Sessions in `skip` (damaged ones, reported by the caller) are not compared. Writes nothing (FTS5's own check runs only on a writable connection).
+ */
+export function verifySqliteSearch(db: Database.Database, skip: ReadonlySet<string> = new Set()): SearchIndexReport {
   const problems: string[] = [];
   let events = 0;
   const note = (p: string): void => {
@@ -202,6 +198,7 @@ export function verifySqliteSearch(db: Database.Database): SearchIndexReport {
   const docs = db.prepare('SELECT seq, type, time, entered, replace, tools, text FROM search_docs WHERE session_id = ? ORDER BY seq').raw();
   const evs = db.prepare(`SELECT seq, type, time, data, surface_op FROM events WHERE session_id = ? AND type IN (${SEARCH_TYPES_SQL}) ORDER BY seq`).raw();
   for (const id of db.prepare('SELECT id FROM sessions WHERE pending = 0').pluck().all() as string[]) {
+    if (skip.has(id)) continue;
     const have = new Map((docs.all(id) as unknown[][]).map((r) => [r[0] as number, JSON.stringify(r.slice(1))]));
     const calls = new Map<string, string>();
     for (const [seq, type, time, data, op] of evs.all(id) as [number, string, number, string, string | null][]) {
@@ -212,18 +209,19 @@ export function verifySqliteSearch(db: Database.Database): SearchIndexReport {
       if (type === 'assistant/message') for (const [cid, name] of p.c) calls.set(cid, name);
       const want = JSON.stringify([type, time, op === null ? 0 : 1, op !== null && op !== 'append' ? 1 : 0, JSON.stringify(tools), p.t]);
       const got = have.get(seq);
-      if (got === undefined) note(`session ${id}: seq ${seq} is missing from the search index`);
-      else if (got !== want) note(`session ${id}: seq ${seq} differs in the search index`);
+      if (got === undefined) note(`search index: session ${JSON.stringify(id)} seq ${seq} is missing (run palimpsest reindex)`);
+      else if (got !== want) note(`search index: session ${JSON.stringify(id)} seq ${seq} differs from its event (run palimpsest reindex)`);
       have.delete(seq);
     }
-    for (const seq of have.keys()) note(`session ${id}: the search index has seq ${seq}, which is not an indexed event`);
+    for (const seq of have.keys()) note(`search index: session ${JSON.stringify(id)} seq ${seq} is indexed but is no message event (run palimpsest reindex)`);
   }
   const orphans = db.prepare('SELECT count(*) FROM search_docs WHERE session_id NOT IN (SELECT id FROM sessions)').pluck().get() as number;
-  if (orphans > 0) note(`the search index holds ${orphans} entries of deleted sessions`);
+  if (orphans > 0) note(`search index: ${orphans} entries of deleted sessions (run palimpsest reindex)`);
   try {
     db.prepare("INSERT INTO search_fts (search_fts, rank) VALUES ('integrity-check', 1)").run();
   } catch (e) {
-    note(`the FTS5 index does not match search_docs: ${(e as Error).message}`);
+    // A read-only connection (palimpsest verify) cannot run FTS5's check, which is a write command.
+    if ((e as { code?: unknown }).code !== 'SQLITE_READONLY') note(`search index: the FTS5 index does not match search_docs (run palimpsest reindex): ${(e as Error).message}`);
   }
   return { events, problems };
 }

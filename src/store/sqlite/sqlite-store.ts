@@ -45,6 +45,7 @@ import { StoreClosedError, StoreUsageError, checkAscendingSeqs, classifyStoreErr
 import { sqliteStorageError } from './sqlite-errors.js';
 import { SqliteHeadWatch } from './head-watch.js';
 import { busyTimeoutMs, openDatabase } from './open-database.js';
+import type { MigrationOptions } from '../migration-options.js';
 import { loadChecksumExtension, type ChecksumExtension, type NativeChecksums } from './native-checksums.js';
 import {
   LINE_FORMAT, TypeTable, decodeEvent, decodeEventPage, decodeEventText, decodeIdempotent, decodeSession, decodeStructureLine, encodeEvents,
@@ -61,7 +62,7 @@ import { DataCorruptedError } from '../../app/storage-error.js';
 import { HeadRecord, readHeads, readHeadsFile, type RecordedHead } from './head-record.js';
 
 /** Options of {@link SqliteSessionStore}. */
-export interface SqliteStoreOptions {
+export interface SqliteStoreOptions extends MigrationOptions {
   /** Database file path (created when missing). `:memory:` works for throwaway stores. */
   readonly path: string;
   /**

@@ -10,6 +10,8 @@
  *   (imported logs may have seq gaps, so min..max is not required);
  * - the surface replays through the domain engine (SessionEngine.loadEvents: every surface op
  *   folds onto the surface it was committed against);
+ * - the search index (issue #40, search.ts): an entry per message event, equal to what the event
+ *   gives, none of deleted sessions;
  * - the heads recorded outside the database (`<db>-heads`, head-record.ts): a session whose head
  *   is below its recorded head, or that is missing, lost acknowledged commits.
  *
@@ -22,8 +24,10 @@ import { SessionEngine } from '../../domain/session-engine.js';
 import { readHeads, readHeadsFile, writeHeadsFile, type RecordedHead } from './head-record.js';
 import { digestStep } from './integrity.js';
 import { decodeEvent, EVENT_COLUMNS, rowDamage, type ChecksummedRawEvent } from './row-codec.js';
-import { APPLICATION_ID, SCHEMA_VERSION } from './schema.js';
+import { APPLICATION_ID } from './schema.js';
+import { versionProblem } from './migrate.js';
 import type { SessionEvent } from '../../domain/event.js';
+import { hasSearchIndex, verifySqliteSearch } from './search.js';
 
 /** One problem found. */
 export interface VerifyProblem {
@@ -50,8 +54,7 @@ function identityProblem(db: Database.Database, what: string): string | undefine
   const applicationId = db.pragma('application_id', { simple: true }) as number;
   const userVersion = db.pragma('user_version', { simple: true }) as number;
   if (applicationId !== APPLICATION_ID) return `${what} is not a Palimpsest database (application_id ${applicationId})`;
-  if (userVersion !== SCHEMA_VERSION) return `${what} has schema version ${userVersion}; this build reads version ${SCHEMA_VERSION}`;
-  return undefined;
+  return versionProblem(what, userVersion);
 }
 
 /**
@@ -133,6 +136,10 @@ export function verifyDatabase(db: Database.Database, headsPath?: string, what =
         }
       }
     }
+    // The search index (issue #40) against the events, at the same snapshot.
+    // Sessions already found damaged are not compared again.
+    const damaged = new Set(details.flatMap((d) => (d.sessionId === undefined ? [] : [d.sessionId])));
+    if (hasSearchIndex(db)) for (const p of verifySqliteSearch(db, damaged).problems) add({ problem: p });
   })();
   const problems = details.map((d) => (d.sessionId === undefined ? d.problem : `session ${JSON.stringify(d.sessionId)}: ${d.problem}`));
   return { sessions, events, pendingSessions: pending, problems, details };
