@@ -200,6 +200,42 @@ SESSION_CHANGE_KIND_APPENDED: SessionChangeKind.ValueType  # 4
 global___SessionChangeKind = SessionChangeKind
 
 
+class _SearchOrder:
+    ValueType = typing.NewType('ValueType', builtins.int)
+    V: typing_extensions.TypeAlias = ValueType
+class _SearchOrderEnumTypeWrapper(google.protobuf.internal.enum_type_wrapper._EnumTypeWrapper[_SearchOrder.ValueType], builtins.type):
+    DESCRIPTOR: google.protobuf.descriptor.EnumDescriptor
+    SEARCH_ORDER_UNSPECIFIED: _SearchOrder.ValueType  # 0
+    """Newest first (the default when unset)."""
+
+    SEARCH_ORDER_NEWEST: _SearchOrder.ValueType  # 1
+    """Newest first: event time, then session id, then seq, all descending."""
+
+    SEARCH_ORDER_SCORE: _SearchOrder.ValueType  # 2
+    """Best match first (the store's relevance: FTS5 bm25 on SQLite, ts_rank on
+    PostgreSQL); pages are offsets, so they may overlap or skip while the
+    index changes.
+    """
+
+class SearchOrder(_SearchOrder, metaclass=_SearchOrderEnumTypeWrapper):
+    """The order of SearchEvents hits."""
+    pass
+
+SEARCH_ORDER_UNSPECIFIED: SearchOrder.ValueType  # 0
+"""Newest first (the default when unset)."""
+
+SEARCH_ORDER_NEWEST: SearchOrder.ValueType  # 1
+"""Newest first: event time, then session id, then seq, all descending."""
+
+SEARCH_ORDER_SCORE: SearchOrder.ValueType  # 2
+"""Best match first (the store's relevance: FTS5 bm25 on SQLite, ts_rank on
+PostgreSQL); pages are offsets, so they may overlap or skip while the
+index changes.
+"""
+
+global___SearchOrder = SearchOrder
+
+
 class CreateSessionRequest(google.protobuf.message.Message):
     """Request for CreateSession."""
     DESCRIPTOR: google.protobuf.descriptor.Descriptor
@@ -2134,3 +2170,191 @@ class ImportMessagesResponse(google.protobuf.message.Message):
         ) -> None: ...
     def ClearField(self, field_name: typing_extensions.Literal["head_seq",b"head_seq","seqs",b"seqs"]) -> None: ...
 global___ImportMessagesResponse = ImportMessagesResponse
+
+class SearchEventsRequest(google.protobuf.message.Message):
+    """Request for SearchEvents."""
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    class LabelSelectorEntry(google.protobuf.message.Message):
+        DESCRIPTOR: google.protobuf.descriptor.Descriptor
+        KEY_FIELD_NUMBER: builtins.int
+        VALUE_FIELD_NUMBER: builtins.int
+        key: typing.Text
+        value: typing.Text
+        def __init__(self,
+            *,
+            key: typing.Text = ...,
+            value: typing.Text = ...,
+            ) -> None: ...
+        def ClearField(self, field_name: typing_extensions.Literal["key",b"key","value",b"value"]) -> None: ...
+
+    QUERY_FIELD_NUMBER: builtins.int
+    PAGE_SIZE_FIELD_NUMBER: builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: builtins.int
+    LABEL_SELECTOR_FIELD_NUMBER: builtins.int
+    SESSION_IDS_FIELD_NUMBER: builtins.int
+    EVENT_TYPES_FIELD_NUMBER: builtins.int
+    START_TIME_FIELD_NUMBER: builtins.int
+    END_TIME_FIELD_NUMBER: builtins.int
+    TOOL_NAME_FIELD_NUMBER: builtins.int
+    SURFACE_ONLY_FIELD_NUMBER: builtins.int
+    INCLUDE_SHADOWED_FIELD_NUMBER: builtins.int
+    ORDER_FIELD_NUMBER: builtins.int
+    query: typing.Text
+    """The query (at most 1024 characters; docs/search.md)."""
+
+    page_size: builtins.int
+    """Maximum hits per page (0 = 20; above the server limit is
+    PAGE_SIZE_TOO_LARGE).
+    """
+
+    page_token: typing.Text
+    """`next_page_token` of the previous page (same query, filters and order);
+    empty for the first page.
+    """
+
+    @property
+    def label_selector(self) -> google.protobuf.internal.containers.ScalarMap[typing.Text, typing.Text]:
+        """Only sessions carrying every one of these labels."""
+        pass
+    @property
+    def session_ids(self) -> google.protobuf.internal.containers.RepeatedScalarFieldContainer[typing.Text]:
+        """Only these sessions (at most 100); empty = all of the caller's."""
+        pass
+    @property
+    def event_types(self) -> google.protobuf.internal.containers.RepeatedScalarFieldContainer[typing.Text]:
+        """Only these event types (at most 100; user/message, assistant/message,
+        tool/result, steering/message); empty = all of them.
+        """
+        pass
+    start_time: builtins.int
+    """Only events with time >= this (Unix epoch milliseconds)."""
+
+    end_time: builtins.int
+    """Only events with time < this (Unix epoch milliseconds)."""
+
+    tool_name: typing.Text
+    """Only events that call this tool or are the result of a call to it."""
+
+    surface_only: builtins.bool
+    """Only events on the session's current surface (what the model still
+    sees). Excludes include_shadowed.
+    """
+
+    include_shadowed: builtins.bool
+    """Also events a replace took off the surface (compacted or pruned); by
+    default they are left out.
+    """
+
+    order: global___SearchOrder.ValueType
+    """Hit order (unset = newest first)."""
+
+    def __init__(self,
+        *,
+        query: typing.Text = ...,
+        page_size: builtins.int = ...,
+        page_token: typing.Text = ...,
+        label_selector: typing.Optional[typing.Mapping[typing.Text, typing.Text]] = ...,
+        session_ids: typing.Optional[typing.Iterable[typing.Text]] = ...,
+        event_types: typing.Optional[typing.Iterable[typing.Text]] = ...,
+        start_time: typing.Optional[builtins.int] = ...,
+        end_time: typing.Optional[builtins.int] = ...,
+        tool_name: typing.Text = ...,
+        surface_only: builtins.bool = ...,
+        include_shadowed: builtins.bool = ...,
+        order: global___SearchOrder.ValueType = ...,
+        ) -> None: ...
+    def HasField(self, field_name: typing_extensions.Literal["_end_time",b"_end_time","_start_time",b"_start_time","end_time",b"end_time","start_time",b"start_time"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing_extensions.Literal["_end_time",b"_end_time","_start_time",b"_start_time","end_time",b"end_time","event_types",b"event_types","include_shadowed",b"include_shadowed","label_selector",b"label_selector","order",b"order","page_size",b"page_size","page_token",b"page_token","query",b"query","session_ids",b"session_ids","start_time",b"start_time","surface_only",b"surface_only","tool_name",b"tool_name"]) -> None: ...
+    @typing.overload
+    def WhichOneof(self, oneof_group: typing_extensions.Literal["_end_time",b"_end_time"]) -> typing.Optional[typing_extensions.Literal["end_time"]]: ...
+    @typing.overload
+    def WhichOneof(self, oneof_group: typing_extensions.Literal["_start_time",b"_start_time"]) -> typing.Optional[typing_extensions.Literal["start_time"]]: ...
+global___SearchEventsRequest = SearchEventsRequest
+
+class SnippetRange(google.protobuf.message.Message):
+    """A range of a snippet that matched a query term."""
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    START_FIELD_NUMBER: builtins.int
+    END_FIELD_NUMBER: builtins.int
+    start: builtins.int
+    """Start, in Unicode code points from the start of the snippet."""
+
+    end: builtins.int
+    """End (exclusive), in Unicode code points."""
+
+    def __init__(self,
+        *,
+        start: builtins.int = ...,
+        end: builtins.int = ...,
+        ) -> None: ...
+    def ClearField(self, field_name: typing_extensions.Literal["end",b"end","start",b"start"]) -> None: ...
+global___SnippetRange = SnippetRange
+
+class SearchHit(google.protobuf.message.Message):
+    """One event that matched."""
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    SESSION_ID_FIELD_NUMBER: builtins.int
+    SEQ_FIELD_NUMBER: builtins.int
+    TYPE_FIELD_NUMBER: builtins.int
+    TIME_FIELD_NUMBER: builtins.int
+    SNIPPET_FIELD_NUMBER: builtins.int
+    MATCHES_FIELD_NUMBER: builtins.int
+    SCORE_FIELD_NUMBER: builtins.int
+    session_id: typing.Text
+    """The session's id."""
+
+    seq: builtins.int
+    """The event's seq."""
+
+    type: typing.Text
+    """The event's type."""
+
+    time: builtins.int
+    """The event's time (Unix epoch milliseconds)."""
+
+    snippet: typing.Text
+    """Up to 200 characters of the event's searchable text around the first
+    match ("…" where cut, newlines as spaces).
+    """
+
+    @property
+    def matches(self) -> google.protobuf.internal.containers.RepeatedCompositeFieldContainer[global___SnippetRange]:
+        """Where the query's terms matched inside `snippet`."""
+        pass
+    score: builtins.float
+    """Relevance (higher is better); comparable only between hits of one query
+    on one server.
+    """
+
+    def __init__(self,
+        *,
+        session_id: typing.Text = ...,
+        seq: builtins.int = ...,
+        type: typing.Text = ...,
+        time: builtins.int = ...,
+        snippet: typing.Text = ...,
+        matches: typing.Optional[typing.Iterable[global___SnippetRange]] = ...,
+        score: builtins.float = ...,
+        ) -> None: ...
+    def ClearField(self, field_name: typing_extensions.Literal["matches",b"matches","score",b"score","seq",b"seq","session_id",b"session_id","snippet",b"snippet","time",b"time","type",b"type"]) -> None: ...
+global___SearchHit = SearchHit
+
+class SearchEventsResponse(google.protobuf.message.Message):
+    """Response for SearchEvents."""
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    HITS_FIELD_NUMBER: builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: builtins.int
+    @property
+    def hits(self) -> google.protobuf.internal.containers.RepeatedCompositeFieldContainer[global___SearchHit]:
+        """Hits in the requested order."""
+        pass
+    next_page_token: typing.Text
+    """Token for the next page; empty on the last page."""
+
+    def __init__(self,
+        *,
+        hits: typing.Optional[typing.Iterable[global___SearchHit]] = ...,
+        next_page_token: typing.Text = ...,
+        ) -> None: ...
+    def ClearField(self, field_name: typing_extensions.Literal["hits",b"hits","next_page_token",b"next_page_token"]) -> None: ...
+global___SearchEventsResponse = SearchEventsResponse

@@ -142,6 +142,11 @@ class SessionServiceStub(object):
                 request_serializer=palimpsest_dot_v1_dot_service__pb2.ImportMessagesRequest.SerializeToString,
                 response_deserializer=palimpsest_dot_v1_dot_service__pb2.ImportMessagesResponse.FromString,
                 )
+        self.SearchEvents = channel.unary_unary(
+                '/palimpsest.v1.SessionService/SearchEvents',
+                request_serializer=palimpsest_dot_v1_dot_service__pb2.SearchEventsRequest.SerializeToString,
+                response_deserializer=palimpsest_dot_v1_dot_service__pb2.SearchEventsResponse.FromString,
+                )
 
 
 class SessionServiceServicer(object):
@@ -496,6 +501,20 @@ class SessionServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SearchEvents(self, request, context):
+        """Searches the text of the caller's message events across sessions (issue
+        #40, docs/search.md): user and assistant text, reasoning, tool-call names
+        and arguments, tool-result text. The query language has words, "quoted
+        phrases", -exclusions, prefix*, and the fields type:, tool:, label:k=v and
+        session:. Only the caller's tenant's sessions are searched. Paginated with
+        page_token. Errors: SEARCH_QUERY_INVALID (INVALID_ARGUMENT, metadata
+        `position`: the 0-based offset in the query), SEARCH_REQUEST_INVALID
+        (INVALID_ARGUMENT: a filter), INVALID_PAGE_TOKEN, PAGE_SIZE_TOO_LARGE.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_SessionServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -603,6 +622,11 @@ def add_SessionServiceServicer_to_server(servicer, server):
                     servicer.ImportMessages,
                     request_deserializer=palimpsest_dot_v1_dot_service__pb2.ImportMessagesRequest.FromString,
                     response_serializer=palimpsest_dot_v1_dot_service__pb2.ImportMessagesResponse.SerializeToString,
+            ),
+            'SearchEvents': grpc.unary_unary_rpc_method_handler(
+                    servicer.SearchEvents,
+                    request_deserializer=palimpsest_dot_v1_dot_service__pb2.SearchEventsRequest.FromString,
+                    response_serializer=palimpsest_dot_v1_dot_service__pb2.SearchEventsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -991,5 +1015,22 @@ class SessionService(object):
         return grpc.experimental.unary_unary(request, target, '/palimpsest.v1.SessionService/ImportMessages',
             palimpsest_dot_v1_dot_service__pb2.ImportMessagesRequest.SerializeToString,
             palimpsest_dot_v1_dot_service__pb2.ImportMessagesResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def SearchEvents(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/palimpsest.v1.SessionService/SearchEvents',
+            palimpsest_dot_v1_dot_service__pb2.SearchEventsRequest.SerializeToString,
+            palimpsest_dot_v1_dot_service__pb2.SearchEventsResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)

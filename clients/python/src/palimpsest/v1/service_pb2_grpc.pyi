@@ -338,6 +338,19 @@ class SessionServiceStub:
     provider message), and those of AppendEvents (the pairing guard too).
     """
 
+    SearchEvents: grpc.UnaryUnaryMultiCallable[
+        palimpsest.v1.service_pb2.SearchEventsRequest,
+        palimpsest.v1.service_pb2.SearchEventsResponse]
+    """Searches the text of the caller's message events across sessions (issue
+    #40, docs/search.md): user and assistant text, reasoning, tool-call names
+    and arguments, tool-result text. The query language has words, "quoted
+    phrases", -exclusions, prefix*, and the fields type:, tool:, label:k=v and
+    session:. Only the caller's tenant's sessions are searched. Paginated with
+    page_token. Errors: SEARCH_QUERY_INVALID (INVALID_ARGUMENT, metadata
+    `position`: the 0-based offset in the query), SEARCH_REQUEST_INVALID
+    (INVALID_ARGUMENT: a filter), INVALID_PAGE_TOKEN, PAGE_SIZE_TOO_LARGE.
+    """
+
 
 class SessionServiceServicer(metaclass=abc.ABCMeta):
     """SessionService stores agent sessions as append-only event logs and serves
@@ -729,6 +742,22 @@ class SessionServiceServicer(metaclass=abc.ABCMeta):
         docs/providers.md). Errors: SESSION_NOT_FOUND, FORMAT_UNSPECIFIED and
         IMPORT_MESSAGES_INVALID (INVALID_ARGUMENT, metadata `index`: the
         provider message), and those of AppendEvents (the pairing guard too).
+        """
+        pass
+
+    @abc.abstractmethod
+    def SearchEvents(self,
+        request: palimpsest.v1.service_pb2.SearchEventsRequest,
+        context: grpc.ServicerContext,
+    ) -> palimpsest.v1.service_pb2.SearchEventsResponse:
+        """Searches the text of the caller's message events across sessions (issue
+        #40, docs/search.md): user and assistant text, reasoning, tool-call names
+        and arguments, tool-result text. The query language has words, "quoted
+        phrases", -exclusions, prefix*, and the fields type:, tool:, label:k=v and
+        session:. Only the caller's tenant's sessions are searched. Paginated with
+        page_token. Errors: SEARCH_QUERY_INVALID (INVALID_ARGUMENT, metadata
+        `position`: the 0-based offset in the query), SEARCH_REQUEST_INVALID
+        (INVALID_ARGUMENT: a filter), INVALID_PAGE_TOKEN, PAGE_SIZE_TOO_LARGE.
         """
         pass
 
