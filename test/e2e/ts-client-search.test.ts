@@ -82,6 +82,14 @@ describe('@palimpsest/client search', () => {
     expect(where(seen)).toEqual(['ts-search-blue#0', 'ts-search-red#2']);
   });
 
+  it('snippetParts clamps ranges out of order, overlapping or past the end, and always joins back to the snippet', () => {
+    const hit = { snippet: 'a🙂bc de', matches: [{ start: 5, end: 99 }, { start: 1, end: 3 }, { start: 2, end: 4 }] };
+    expect(snippetParts(hit)).toEqual([
+      { text: 'a', match: false }, { text: '🙂b', match: true }, { text: 'c', match: true }, { text: ' ', match: false }, { text: 'de', match: true },
+    ]);
+    expect(snippetParts({ snippet: 'plain', matches: [] })).toEqual([{ text: 'plain', match: false }]);
+  });
+
   it('a malformed query is INVALID_ARGUMENT / SEARCH_QUERY_INVALID naming its position', async () => {
     const err = await all('deploy fo*o').then(() => undefined, (e: unknown) => e);
     expect(err).toBeInstanceOf(PalimpsestError);
