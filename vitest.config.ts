@@ -17,6 +17,7 @@ const POSTGRES_E2E = [
   'test/e2e/server-concurrency.test.ts',
   'test/e2e/subscribe.test.ts',
   'test/e2e/import-lookback.test.ts',
+  'test/e2e/search.test.ts',
 ];
 
 export default defineConfig({

@@ -128,6 +128,10 @@ export async function composeApp(config: ServerConfig, logger: Logger, tracing?:
   const service = new SessionService(store, config.limits, Date.now, logger, undefined, tap === undefined ? feed : new TappedChangeFeed(feed, tap));
   // SearchEvents (issue #40): the store's index; the memory store keeps the app's scan.
   if (opened instanceof SqliteSessionStore) service.search.useIndex(new SqliteSearchIndex(config.db));
+  else if (isPostgresUrl(config.db)) {
+    const { PostgresSearchIndex } = await import('./store/postgres/search.js');
+    service.search.useIndex(new PostgresSearchIndex({ url: config.db, onError: (error) => logger.warn({ err: error }, 'PostgreSQL connection problem (search)') }));
+  }
   return service;
 }
 

@@ -10,7 +10,7 @@ import type { SessionStore } from './store-port.js';
 import { fieldsMatch } from '../domain/search-fields.js';
 import { termsMatch } from '../domain/search-match.js';
 import { searchTokenSpans } from '../domain/search-query.js';
-import { searchResultCallId, searchText, searchToolCalls } from '../domain/search-text.js';
+import { searchDoc } from '../domain/search-text.js';
 
 const SCAN_BATCH = 1000;
 
@@ -41,11 +41,10 @@ export class ScanSearchIndex implements SearchIndex {
         const calls = new Map<string, string>();
         for await (const batch of this.store.scanEvents(sessionId, 0, SCAN_BATCH)) {
           for (const e of batch) {
-            const text = searchText(e.type, e.data);
-            if (text === undefined) continue;
+            const doc = searchDoc(e.type, e.data);
+            if (doc === undefined) continue;
             if (typeof e.surfaceOp === 'object') replaced = true;
-            const own = searchToolCalls(e.type, e.data);
-            const callId = searchResultCallId(e.type, e.data);
+            const { text, calls: own, callId } = doc;
             const answered = callId === undefined ? undefined : calls.get(callId);
             for (const [id, name] of own) calls.set(id, name);
             const tools = answered === undefined ? own.map(([, n]) => n) : [answered];

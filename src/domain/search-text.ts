@@ -142,3 +142,25 @@ export function searchResultCallId(type: string, data: Json): string | undefined
   const legacy = at(data, 'callId');
   return typeof legacy === 'string' ? legacy : undefined;
 }
+
+/** Everything the index keeps of an event (see {@link searchDoc}). */
+export interface SearchDoc {
+  /** Searchable text ('' when unindexable). */
+  readonly text: string;
+  /** Tool calls it makes: [call id, tool name]. */
+  readonly calls: [string, string][];
+  /** The call id it answers, if any. */
+  readonly callId: string | undefined;
+}
+
+/**
+ * The index entry parts of an event, or undefined for a type that is not indexed. An event whose
+ * JSON text holds an escape jsonb refuses has empty text and no calls (PostgreSQL cannot read it).
+ */
+export function searchDoc(type: string, data: Json, dataText?: string): SearchDoc | undefined {
+  if (!SEARCH_EVENT_TYPES.has(type)) return undefined;
+  if (UNINDEXABLE_ESCAPE.test(dataText ?? JSON.stringify(data))) return { text: '', calls: [], callId: undefined };
+  const parts: string[] = [];
+  collect(data, parts);
+  return { text: cutCodePoints(parts.join('\n'), MAX_SEARCH_TEXT), calls: searchToolCalls(type, data), callId: searchResultCallId(type, data) };
+}

@@ -25,7 +25,7 @@
  */
 import type Database from 'better-sqlite3';
 import type { Json } from '../../domain/event.js';
-import { SEARCH_EVENT_TYPES, searchResultCallId, searchText, searchToolCalls } from '../../domain/search-text.js';
+import { SEARCH_EVENT_TYPES, searchDoc } from '../../domain/search-text.js';
 
 /** The indexed types as an SQL list (the migration's trigger has its own frozen copy). */
 export const SEARCH_TYPES_SQL = [...SEARCH_EVENT_TYPES].map((t) => `'${t}'`).join(', ');
@@ -42,8 +42,8 @@ export interface SearchDocParts {
 
 /** The index entry parts of an event of an indexed type, from its stored data text. */
 export function searchDocOf(type: string, dataText: string): SearchDocParts {
-  const data = JSON.parse(dataText) as Json;
-  return { t: searchText(type, data, dataText) ?? '', c: searchToolCalls(type, data), r: searchResultCallId(type, data) ?? null };
+  const d = searchDoc(type, JSON.parse(dataText) as Json, dataText);
+  return { t: d?.text ?? '', c: d?.calls ?? [], r: d?.callId ?? null };
 }
 
 /**
