@@ -352,6 +352,24 @@ suite(`viewer in headless Chromium${hasChromium() ? '' : ' (skipped: /usr/bin/ch
     expect(await p.locator('#search-summary .message').textContent()).toContain('position 11');
     await p.fill('#event-search', '');
     await p.waitForSelector('#search-results[data-state="idle"]', { ...WAIT, state: 'attached' });
+    // A new query aborts the one in flight: the first answer is held back by the test, the
+    // second query's results show, and the held request is cancelled by the page.
+    let release: () => void = () => undefined;
+    const held = new Promise<void>((r) => { release = r; });
+    const seen: string[] = [];
+    await p.route('**/palimpsest.v1.SessionService/SearchEvents', async (route) => {
+      seen.push(route.request().url());
+      if (seen.length === 1) await held;
+      await route.continue().catch(() => undefined);
+    });
+    const cancelled = p.waitForEvent('requestfailed', { predicate: (r) => r.url().endsWith('/SearchEvents'), ...WAIT });
+    await p.fill('#event-search', 'zanzibar');
+    await expect.poll(() => seen.length, WAIT).toBe(1);
+    await p.fill('#event-search', 'vault');
+    expect((await cancelled).failure()?.errorText).toMatch(/ABORTED|cancel/i);
+    await p.waitForSelector('#search-results[data-state="results"]', WAIT);
+    expect(await p.locator('#search-hits mark').allTextContents()).toEqual(['vault']);
+    release();
     await p.close();
   }, 30_000);
 
