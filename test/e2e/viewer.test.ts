@@ -367,9 +367,9 @@ suite(`viewer in headless Chromium${hasChromium() ? '' : ' (skipped: /usr/bin/ch
     await expect.poll(() => seen.length, WAIT).toBe(1);
     await p.fill('#event-search', 'vault');
     expect((await cancelled).failure()?.errorText).toMatch(/ABORTED|cancel/i);
+    release();
     await p.waitForSelector('#search-results[data-state="results"]', WAIT);
     expect(await p.locator('#search-hits mark').allTextContents()).toEqual(['vault']);
-    release();
     await p.close();
   }, 30_000);
 
