@@ -327,6 +327,9 @@ suite(`viewer in headless Chromium${hasChromium() ? '' : ' (skipped: /usr/bin/ch
     expect(await hit.locator('.hit-snippet').textContent()).toBe('the <b>zanzibar</b> ledger is in vault 9');
     expect(await hit.locator('.hit-snippet b').count()).toBe(0);
     expect(new URL(p.url()).searchParams.get('q')).toBe('zanzibar');
+    // The keyboard reaches the hit from the box.
+    await p.locator('#event-search').press('ArrowDown');
+    expect(await hit.evaluate((el) => el === (el.ownerDocument as unknown as { activeElement: unknown }).activeElement)).toBe(true);
     await hit.click();
     await p.waitForURL(/\/sessions\/findable\?seq=20$/, WAIT);
     const target = p.locator('#surface [data-seq="20"]');

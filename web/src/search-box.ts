@@ -6,7 +6,7 @@
  * into view (seq-target.ts). The snippet's marks are code-point ranges; they become <mark>
  * elements around text nodes, so nothing the user or a model wrote is ever parsed as HTML. A
  * malformed query shows the server's message with the query and the character at its position
- * marked.
+ * marked. Arrow keys move from the box through the hits; Esc clears the box.
  */
 import type { SearchHit } from '../../gen/es/palimpsest/v1/service_pb.js';
 import { api, failure, isCancel } from './api.js';
@@ -150,7 +150,24 @@ export function searchBox(initial: string, onQuery: (q: string) => void): { inpu
       input.value = '';
       clearTimeout(debounce);
       start();
+    } else if (ev.key === 'ArrowDown') {
+      const first = list.querySelector<HTMLAnchorElement>('a.search-hit');
+      if (first) {
+        ev.preventDefault();
+        first.focus();
+      }
     }
+  });
+  // Up and down move between the hits (Enter opens one: it is a link); up from the first goes
+  // back to the box.
+  list.addEventListener('keydown', (ev) => {
+    if (ev.key !== 'ArrowDown' && ev.key !== 'ArrowUp') return;
+    const hits = [...list.querySelectorAll<HTMLAnchorElement>('a.search-hit')];
+    const i = hits.indexOf(document.activeElement as HTMLAnchorElement);
+    if (i < 0) return;
+    ev.preventDefault();
+    const to = ev.key === 'ArrowDown' ? hits[Math.min(i + 1, hits.length - 1)] : hits[i - 1];
+    (to ?? input).focus();
   });
   more.addEventListener('click', () => {
     if (nextToken) void run(query, nextToken);
