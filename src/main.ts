@@ -101,23 +101,8 @@ function migrationOptions(config: ServerConfig, logger?: Logger): MigrationOptio
 /** The app over the configured store, with the store-driven change feed. */
 export async function composeApp(config: ServerConfig, logger: Logger, tracing?: Tracing, tap?: (batch: CommittedBatch) => void, given?: SessionStore): Promise<SessionService> {
   const opened = given ?? await openStore(config, logger);
-  if (opened instanceof SqliteSessionStore) {
-    // The writer thread opens its connection now: a database it cannot open fails the start.
-    try {
-      await opened.writerReady();
-    } catch (e) {
-      await opened.close().catch(() => undefined);
-      throw e;
-    }
-    for (const d of opened.damagedSessions) logger.error({ dataLoss: true, sessionId: d.sessionId, err: d.message }, 'DATA LOSS found at open: session refused');
-    if (opened.headsUnsealed !== undefined) {
-      logger.error({ headsUnsealed: opened.headsUnsealed },
-        'the session heads record is UNSEALED: lost acknowledged commits (a damaged WAL) would go unseen; check the database with `palimpsest verify --db FILE`, then re-seal with `palimpsest verify --db FILE --reseal-heads` (server stopped)');
-    }
-    const ext = opened.checksumExtension;
-    if (ext.problem !== undefined) logger.warn({ checksums: 'javascript' }, ext.problem);
-    else logger.info({ checksums: ext.loaded ? (ext.hardwareCrc === true ? 'sqlite (crc32c instruction)' : 'sqlite (table)') : 'javascript' }, 'row checksums verified on read');
-  }
+  // A store's own start-up work and report (the SQLite writer thread, sessions refused at open).
+  await opened.start?.(logger);
   // Storage failures are logged once per episode (not per request) by the monitor.
   const monitored = monitorStorage(opened, logger);
   // With tracing on, every store call is a span inside its RPC's span.

@@ -211,6 +211,13 @@ export interface PendingChunkOptions {
 /** Outcome of an import chunk (a lost or foreign pending session is a thrown StoreUsageError, see appendPending). */
 export type PendingChunkOutcome = { readonly kind: 'appended' } | (QuotaExceeded & { readonly limitName: 'tenant_max_bytes' });
 
+/** Where a store reports what it found at open (the server's logger). */
+export interface StoreStartLog {
+  error(fields: Record<string, unknown>, message: string): void;
+  warn(fields: Record<string, unknown>, message: string): void;
+  info(fields: Record<string, unknown>, message: string): void;
+}
+
 /** A tenant's stored counters. */
 export interface TenantUsage {
   /** Sessions, pending ones included. */
@@ -387,6 +394,12 @@ export interface SessionStore {
   getTenantUsage(tenant: string): Promise<TenantUsage>;
   /** Optional (metrics): the stored session count of every tenant that has a counter row. */
   tenantSessionCounts?(): Promise<ReadonlyMap<string, number>>;
+  /**
+   * Optional: called once by the composition root before the store serves. A store that starts
+   * work of its own at open (the SQLite writer thread) waits for it here, closing itself and
+   * throwing when it cannot serve, and reports what it found at open to `log`.
+   */
+  start?(log: StoreStartLog): Promise<void>;
   /**
    * The tenant's feed records after `query.after`, ascending by position (issue #35). Every
    * create (and import publish), delete, labels change and append is recorded in the transaction

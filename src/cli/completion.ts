@@ -28,6 +28,7 @@ function entries(): Entry[] {
   return [
     { name: 'serve', summary: 'Starts the gRPC server.', options: Object.fromEntries(SERVE_OPTIONS.map((o) => [o.flag, flag(o.help, o.boolean ? 'boolean' : 'string')])) },
     { name: 'backup', summary: 'Copies a database file online, verified.', options: { db: flag('database file'), to: flag('backup file'), json: GLOBAL_OPTIONS['json']! } },
+    { name: 'reindex', summary: 'Rebuilds the search index, online.', options: { db: flag('database file or PostgreSQL URL'), schema: flag('PostgreSQL schema'), json: GLOBAL_OPTIONS['json']! } },
     {
       name: 'verify', summary: 'Checks every session of a database file or a server.',
       options: { db: flag('database file'), addr: GLOBAL_OPTIONS['addr']!, token: GLOBAL_OPTIONS['token']!, ...tls, json: GLOBAL_OPTIONS['json']! },

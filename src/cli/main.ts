@@ -45,6 +45,7 @@ Commands:
   ${'serve'.padEnd(10)} Starts the gRPC server.
   ${'backup'.padEnd(10)} Copies a database file online, verified (works on the file, not the server).
   ${'verify'.padEnd(10)} Checks every session of a database file (--db) or a server (--addr).
+  ${'reindex'.padEnd(10)} Rebuilds the search index from the events, online (works on the database).
   ${'context'.padEnd(10)} Named connections (address, TLS, token file): context add|use|list|remove.
   ${'completion'.padEnd(10)} Prints shell completion: completion bash|zsh|fish.
 ${COMMANDS.map((c) => `  ${c.name.padEnd(10)} ${c.summary}`).join('\n')}
@@ -166,6 +167,7 @@ export async function main(rawArgv: string[], io: MainIo = PROCESS_IO): Promise<
   }
   if (cmd === 'backup') return (await import('./backup.js')).backup(rest, io);
   if (cmd === 'verify') return (await import('./verify.js')).verify(rest, io);
+  if (cmd === 'reindex') return (await import('./reindex.js')).reindex(rest, io);
   if (cmd === 'context') return (await import('./context.js')).context(rest, io);
   if (cmd === 'completion') return (await import('./completion.js')).completion(rest, io);
   if (cmd !== 'serve') return client(cmd, rest, io);

@@ -39,7 +39,7 @@ export async function renderedMessages(app: SessionService, ctx: CallContext, id
     messages: [],
     headSeq: page.headSeq,
     nextPageToken: page.nextPageToken,
-    rendered: page.messages.map((m) => ({ providerJson: messageJsonText(m.json), seqs: m.seqs })),
+    rendered: page.messages.map((m) => ({ providerJson: messageJsonText(m.json), seqs: m.seqs, tokens: m.tokens })),
   };
 }
 

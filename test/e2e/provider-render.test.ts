@@ -11,8 +11,8 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { MessageFormat, MessageView } from '../../gen/palimpsest/v1/service.js';
 import type { EventInput } from '../../gen/palimpsest/v1/event.js';
-import type { CandidateEvent } from '../../src/domain/event.js';
-import { PROVIDER_FORMATS } from '../../src/domain/render/index.js';
+import type { CandidateEvent, Json } from '../../src/domain/event.js';
+import { PROVIDER_FORMATS, renderedMessageTokens, type ProviderFormat } from '../../src/domain/render/index.js';
 import { startTestServer, type TestServer } from '../support/test-server.js';
 import { ensureBuilt } from '../support/server-process.js';
 import { cliFor, type CliResult } from '../support/cli.js';
@@ -35,6 +35,14 @@ beforeAll(async () => {
 });
 afterAll(async () => { await t.stop(); });
 
+const FORMATS: Record<ProviderFormat, MessageFormat> = {
+  'openai-chat': MessageFormat.MESSAGE_FORMAT_OPENAI_CHAT,
+  'openai-responses': MessageFormat.MESSAGE_FORMAT_OPENAI_RESPONSES,
+  anthropic: MessageFormat.MESSAGE_FORMAT_ANTHROPIC,
+  gemini: MessageFormat.MESSAGE_FORMAT_GEMINI,
+};
+const messageFormatOf = (f: ProviderFormat): MessageFormat => FORMATS[f];
+
 function toInput(c: CandidateEvent): EventInput {
   const op = c.surfaceOp;
   const surfaceOp: EventInput['surfaceOp'] = op === 'append' ? { $case: 'append', value: {} } : op === undefined ? undefined : { $case: 'replace', value: op as { start: number; end: number } };
@@ -51,9 +59,19 @@ describe('palimpsest messages --format', () => {
     expect(renderedCallIds(f, msgs)).toEqual(['toolu_01', 'toolu_02', 'toolu_03']);
   });
 
-  it('without --json prints each message with the seqs it came from; an unknown format is a usage error', async () => {
+  it('--json --annotated prints {seqs, tokens, message} per message, the tokens as GetMessages gives them', async () => {
+    const r = await cli('messages', 'rich', '--format', 'gemini', '--json', '--annotated');
+    expect(r.stderr).toBe('');
+    const xs = JSON.parse(r.stdout) as { seqs: number[]; tokens: number; message: unknown }[];
+    const wire = await a.getMessages({ sessionId: 'rich', view: MessageView.MESSAGE_VIEW_MODEL_HISTORY, format: MessageFormat.MESSAGE_FORMAT_GEMINI });
+    expect(xs).toEqual(wire.rendered.map((m) => ({ seqs: m.seqs, tokens: m.tokens, message: JSON.parse(m.providerJson) as unknown })));
+  });
+
+  it('without --json prints each message with the seqs it came from and its tokens, then the total; an unknown format is a usage error', async () => {
     const r = await cli('messages', 'rich', '--format', 'anthropic');
-    expect(r.stdout).toContain('# from seq 2, 12');
+    expect(r.stdout).toContain('# from seq 2, 12 · ≈');
+    const wire = await a.getMessages({ sessionId: 'rich', view: MessageView.MESSAGE_VIEW_MODEL_HISTORY, format: MessageFormat.MESSAGE_FORMAT_ANTHROPIC });
+    expect(r.stdout).toContain(`# ${wire.rendered.length} messages · ≈${wire.rendered.reduce((s, m) => s + m.tokens, 0)} tokens`);
     const bad = await cli('messages', 'rich', '--format', 'cohere');
     expect(bad.code).not.toBe(0);
     expect(bad.stderr).toContain('openai-chat, openai-responses, anthropic, gemini');
@@ -61,6 +79,15 @@ describe('palimpsest messages --format', () => {
 });
 
 describe('GetMessages format over gRPC', () => {
+  it.each(PROVIDER_FORMATS)('%s: every rendered message carries the estimator\'s count of what it carries', async (f) => {
+    const res = await a.getMessages({ sessionId: 'rich', view: MessageView.MESSAGE_VIEW_MODEL_HISTORY, format: messageFormatOf(f) });
+    expect(res.rendered.length).toBeGreaterThan(0);
+    for (const m of res.rendered) {
+      expect(m.tokens).toBeGreaterThan(4);
+      expect(m.tokens).toBe(renderedMessageTokens(f, JSON.parse(m.providerJson) as Json));
+    }
+  });
+
   it('pages count rendered messages; the pages concatenated equal the whole; the transcript view is refused', async () => {
     const whole = await a.getMessages({ sessionId: 'rich', view: MessageView.MESSAGE_VIEW_MODEL_HISTORY, format: MessageFormat.MESSAGE_FORMAT_ANTHROPIC });
     expect(whole.messages).toEqual([]);

@@ -149,6 +149,10 @@ describe('@palimpsest/client compaction and pruning (TypeScript)', () => {
     expect(msgs[2]!.parts[0]!['functionResponse']?.id).toBe('c1');
     const rendered = await c.renderedMessages(id, 'openai-responses');
     expect(rendered.map((r) => (r.message as { type: string }).type)).toEqual(['message', 'function_call', 'function_call_output']);
+    // Each with its tokens; one Responses item per DSH message here, so they add up to
+    // surface_tokens less the assistant's empty text block (4), which is not sent.
+    expect(rendered.every((r) => r.tokens > 4)).toBe(true);
+    expect(rendered.reduce((sum, r) => sum + r.tokens, 0)).toBe((await c.getSession(id)).surfaceTokens - 4);
     const other = sid();
     await c.createSession(other);
     const x = [

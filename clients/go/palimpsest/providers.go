@@ -33,10 +33,13 @@ func Format(name string) ReadOption { return func(o *readOpts) { o.format = name
 // HISTORY_NOT_RENDERABLE.
 func DropUnpaired() ReadOption { return func(o *readOpts) { o.dropUnpaired = true } }
 
-// RenderedMessage is one provider message and the seqs it was rendered from.
+// RenderedMessage is one provider message, the seqs it was rendered from and
+// its estimated tokens (the server's estimator over what the message carries,
+// plus its role framing; docs/providers.md "Token counts").
 type RenderedMessage struct {
 	Seqs    []int64
 	Message map[string]any
+	Tokens  int64
 }
 
 // RenderedMessages returns the model history rendered for format (AsOf and
@@ -57,7 +60,7 @@ func (c *Client) RenderedMessages(ctx context.Context, id string, format string,
 		if err := json.Unmarshal([]byte(m.GetProviderJson()), &v); err != nil {
 			return nil, err
 		}
-		out = append(out, RenderedMessage{Seqs: seqsIn(m.GetSeqs()), Message: v})
+		out = append(out, RenderedMessage{Seqs: seqsIn(m.GetSeqs()), Message: v, Tokens: int64(m.GetTokens())})
 	}
 	return out, nil
 }

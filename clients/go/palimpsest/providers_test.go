@@ -27,6 +27,17 @@ func TestMessagesInAProviderFormatAndImportMessages(t *testing.T) {
 	if len(rendered) != 3 || rendered[2].Message["tool_call_id"] != "c1" || len(rendered[2].Seqs) != 1 {
 		t.Fatalf("openai-chat %v", rendered)
 	}
+	// One Chat message per DSH message here: the tokens add up to the session's surface_tokens.
+	var sum int64
+	for _, r := range rendered {
+		if r.Tokens <= 4 {
+			t.Fatalf("tokens %d of %v", r.Tokens, r.Message)
+		}
+		sum += r.Tokens
+	}
+	if s := must[*pb.Session](t)(c.GetSession(ctx, id)); uint64(sum) != s.GetSurfaceTokens() {
+		t.Fatalf("rendered tokens %d, surface_tokens %d", sum, s.GetSurfaceTokens())
+	}
 	if _, err := c.Messages(ctx, id, false, Format("cohere")); err == nil {
 		t.Fatal("an unknown format must fail")
 	}

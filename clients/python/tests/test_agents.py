@@ -213,6 +213,12 @@ def test_messages_in_a_provider_format_and_import_messages(client: Client, sessi
     gemini = client.messages(session_id, format="gemini")
     assert gemini[1] == {"role": "model", "parts": [{"functionCall": {"id": "toolu_1", "name": "read", "args": {"p": 1}}}]}
     assert gemini[2] == {"role": "user", "parts": [{"functionResponse": {"id": "toolu_1", "name": "read", "response": {"output": "ok"}}}]}
+    # Each rendered message carries its estimated tokens; one provider message per DSH message
+    # here, so they add up to the session's surface_tokens. Still (seqs, message) pairs.
+    rendered = client.rendered_messages(session_id, "anthropic")
+    assert all(m.tokens > 4 for m in rendered)
+    assert sum(m.tokens for m in rendered) == client.get_session(session_id).surface_tokens
+    assert [msg for _, msg in rendered] == client.messages(session_id, format="anthropic")
     with pytest.raises(ValueError):
         client.messages(session_id, format="cohere")
     with pytest.raises(PalimpsestError) as e:

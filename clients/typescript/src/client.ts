@@ -370,7 +370,7 @@ export class PalimpsestClient {
   /**
    * The model history (or with `transcript`, what a human reads), each message as its JSON;
    * `asOfSeq`: as it was right after that event. With `format`, the model history as that
-   * provider's request messages (see {@link renderedMessages} for the seqs of each).
+   * provider's request messages (see {@link renderedMessages} for the seqs and tokens of each).
    */
   async messages(sessionId: string, opts?: { transcript?: boolean; asOfSeq?: number }): Promise<Message[]>;
   async messages(sessionId: string, opts: { asOfSeq?: number; format: ProviderFormatName; dropUnpaired?: boolean }): Promise<unknown[]>;
@@ -383,14 +383,15 @@ export class PalimpsestClient {
 
   /**
    * The model history rendered as a provider's request messages (`messages({format})`), each with
-   * the seqs it was rendered from. FAILED_PRECONDITION / HISTORY_NOT_RENDERABLE when the provider
-   * would refuse the history, unless `dropUnpaired` (docs/providers.md).
+   * the seqs it was rendered from and its estimated `tokens` (the server's estimator over what the
+   * message carries; docs/providers.md "Token counts"). FAILED_PRECONDITION /
+   * HISTORY_NOT_RENDERABLE when the provider would refuse the history, unless `dropUnpaired`.
    */
-  async renderedMessages(sessionId: string, format: ProviderFormatName, opts: { asOfSeq?: number; dropUnpaired?: boolean } = {}): Promise<{ seqs: number[]; message: unknown }[]> {
+  async renderedMessages(sessionId: string, format: ProviderFormatName, opts: { asOfSeq?: number; dropUnpaired?: boolean } = {}): Promise<{ seqs: number[]; tokens: number; message: unknown }[]> {
     const res = await this.unary(this.raw.getMessages, {
       sessionId, view: MessageView.MESSAGE_VIEW_MODEL_HISTORY, typed: false, pageSize: 0, pageToken: '', asOfSeq: opts.asOfSeq, format: messageFormatOf(format), dropUnpaired: opts.dropUnpaired ?? false,
     });
-    return res.rendered.map((m) => ({ seqs: m.seqs, message: JSON.parse(m.providerJson) as unknown }));
+    return res.rendered.map((m) => ({ seqs: m.seqs, tokens: m.tokens, message: JSON.parse(m.providerJson) as unknown }));
   }
 
   /**

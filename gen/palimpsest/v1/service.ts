@@ -607,6 +607,12 @@ export interface RenderedMessage {
    * result written by `drop_unpaired`).
    */
   seqs: number[];
+  /**
+   * The message's estimated tokens: the server's estimator (as
+   * DerivedMessage.tokens) over the blocks the provider message carries,
+   * plus its role framing (docs/providers.md "Token counts").
+   */
+  tokens: number;
 }
 
 /** One derived message and the event it comes from. */
@@ -3668,7 +3674,7 @@ export const GetMessagesRequest: MessageFns<GetMessagesRequest> = {
 };
 
 function createBaseRenderedMessage(): RenderedMessage {
-  return { providerJson: "", seqs: [] };
+  return { providerJson: "", seqs: [], tokens: 0 };
 }
 
 export const RenderedMessage: MessageFns<RenderedMessage> = {
@@ -3682,6 +3688,9 @@ export const RenderedMessage: MessageFns<RenderedMessage> = {
         writer.uint64(v);
       }
       writer.join();
+    }
+    if (message.tokens !== 0) {
+      writer.uint32(24).uint64(message.tokens);
     }
     return writer;
   },
@@ -3725,6 +3734,14 @@ export const RenderedMessage: MessageFns<RenderedMessage> = {
 
             break;
           }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.tokens = longToNumber(reader.uint64());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3745,6 +3762,7 @@ export const RenderedMessage: MessageFns<RenderedMessage> = {
         ? globalThis.String(object.provider_json)
         : "",
       seqs: globalThis.Array.isArray(object?.seqs) ? object.seqs.map((e: any) => globalThis.Number(e)) : [],
+      tokens: isSet(object.tokens) ? globalThis.Number(object.tokens) : 0,
     };
   },
 
@@ -3756,6 +3774,9 @@ export const RenderedMessage: MessageFns<RenderedMessage> = {
     if (message.seqs?.length) {
       obj.seqs = message.seqs.map((e) => Math.round(e));
     }
+    if (message.tokens !== 0) {
+      obj.tokens = Math.round(message.tokens);
+    }
     return obj;
   },
 
@@ -3766,6 +3787,7 @@ export const RenderedMessage: MessageFns<RenderedMessage> = {
     const message = createBaseRenderedMessage();
     message.providerJson = object.providerJson ?? "";
     message.seqs = object.seqs?.map((e) => e) || [];
+    message.tokens = object.tokens ?? 0;
     return message;
   },
 };

@@ -139,9 +139,10 @@ const messages: Command = {
     full: { type: 'boolean', help: 'do not fold long tool output' },
     format: { type: 'string', value: 'FORMAT', help: `the model history as a provider's request messages: ${PROVIDER_FORMATS.join('|')} (docs/providers.md); with --json the array to send` },
     'drop-unpaired': { type: 'boolean', help: 'with --format: leave out results without their call and answer calls without a result, instead of refusing' },
+    annotated: { type: 'boolean', help: 'with --format --json: each element {seqs, tokens, message} instead of the bare message (docs/providers.md "Token counts")' },
     ...asOf,
   },
-  examples: ['palimpsest messages demo --json', 'palimpsest messages demo --transcript', 'palimpsest messages demo --full', 'palimpsest messages demo --as-of 41   # what the model saw then', 'palimpsest messages demo --format anthropic --json'],
+  examples: ['palimpsest messages demo --json', 'palimpsest messages demo --transcript', 'palimpsest messages demo --full', 'palimpsest messages demo --as-of 41   # what the model saw then', 'palimpsest messages demo --format anthropic --json', 'palimpsest messages demo --format gemini --json --annotated   # with seqs and tokens'],
   async run({ args, rpc, out }) {
     const sessionId = args.pos(0);
     // Paged, so a history larger than one gRPC message still prints.
@@ -150,16 +151,18 @@ const messages: Command = {
     const formatName = args.str('format');
     if (formatName !== undefined) {
       const format = messageFormatOf(formatName);
-      const rendered: { seqs: number[]; json: Json }[] = [];
+      const rendered: { seqs: number[]; tokens: number; json: Json }[] = [];
       let pageToken = '';
       do {
         const r = await rpc.unary(rpc.client.getMessages, { sessionId, view: MessageView.MESSAGE_VIEW_MODEL_HISTORY, typed: false, pageSize: 1000, pageToken, asOfSeq, format, dropUnpaired: args.flag('drop-unpaired') });
-        for (const m of r.rendered) rendered.push({ seqs: m.seqs, json: JSON.parse(m.providerJson) as Json });
+        for (const m of r.rendered) rendered.push({ seqs: m.seqs, tokens: m.tokens, json: JSON.parse(m.providerJson) as Json });
         pageToken = r.nextPageToken;
       } while (pageToken !== '');
-      if (out.json) return void await out.printJson(rendered.map((m) => m.json));
+      if (out.json) return void await out.printJson(args.flag('annotated') ? rendered.map((m) => ({ seqs: m.seqs, tokens: m.tokens, message: m.json })) : rendered.map((m) => m.json));
       if (rendered.length === 0) return void await out.write(out.style.dim('no messages\n'));
-      await out.write(rendered.map((m) => `${out.style.dim(`# from seq ${m.seqs.join(', ') || '(none: written by --drop-unpaired)'}`)}\n${JSON.stringify(m.json, null, 2)}\n`).join(''));
+      const total = rendered.reduce((sum, m) => sum + m.tokens, 0);
+      await out.write(rendered.map((m) => `${out.style.dim(`# from seq ${m.seqs.join(', ') || '(none: written by --drop-unpaired)'} · ≈${m.tokens} tokens`)}\n${JSON.stringify(m.json, null, 2)}\n`).join('') +
+        out.style.dim(`# ${rendered.length} messages · ≈${total} tokens\n`));
       return;
     }
     const read = async (view: MessageView): Promise<{ seq: number; message: Json }[]> => {

@@ -11,7 +11,7 @@
 import type { JsonObject } from '../event.js';
 import {
   argumentsObject, historySteps, imagePlaceholder, imageSource, notRenderable, RenderRule, seqsOf,
-  type Block, type HistoryEntry, type RenderedMessage, type RenderOptions,
+  type Block, type HistoryEntry, type RenderedJson, type RenderOptions,
 } from './history-steps.js';
 
 /** Format name used in errors and docs. */
@@ -38,7 +38,7 @@ function push(out: { role: string; content: JsonObject[]; seqs: (number | undefi
 }
 
 /** Renders `entries` (see the module comment). @throws DomainError HISTORY_NOT_RENDERABLE */
-export function renderAnthropic(entries: readonly HistoryEntry[], opts: RenderOptions = {}): RenderedMessage[] {
+export function renderAnthropic(entries: readonly HistoryEntry[], opts: RenderOptions = {}): RenderedJson[] {
   const acc: { role: string; content: JsonObject[]; seqs: (number | undefined)[] }[] = [];
   for (const step of historySteps(entries, ANTHROPIC, opts)) {
     if (step.kind === 'user') {

@@ -10,7 +10,7 @@
 import type { JsonObject } from '../event.js';
 import {
   argumentsObject, historySteps, imagePlaceholder, imageSource, notRenderable, RenderRule, seqsOf,
-  type Block, type HistoryEntry, type RenderedMessage, type RenderOptions,
+  type Block, type HistoryEntry, type RenderedJson, type RenderOptions,
 } from './history-steps.js';
 
 /** Format name used in errors and docs. */
@@ -37,7 +37,7 @@ function push(out: { role: string; parts: JsonObject[]; seqs: (number | undefine
 }
 
 /** Renders `entries` (see the module comment). @throws DomainError HISTORY_NOT_RENDERABLE */
-export function renderGemini(entries: readonly HistoryEntry[], opts: RenderOptions = {}): RenderedMessage[] {
+export function renderGemini(entries: readonly HistoryEntry[], opts: RenderOptions = {}): RenderedJson[] {
   const acc: { role: string; parts: JsonObject[]; seqs: (number | undefined)[] }[] = [];
   for (const step of historySteps(entries, GEMINI, opts)) {
     if (step.kind === 'user') {

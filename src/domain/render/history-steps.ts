@@ -200,10 +200,15 @@ export function argumentsText(b: Block): string {
   return JSON.stringify(raw ?? {});
 }
 
-/** One rendered provider message and the seqs of the events it comes from, ascending. */
-export interface RenderedMessage {
+/** One rendered provider message and the seqs of the events it comes from, ascending (what a renderer returns). */
+export interface RenderedJson {
   readonly json: Json;
   readonly seqs: number[];
+}
+
+/** A rendered provider message with its estimated tokens (render/rendered-tokens.ts). */
+export interface RenderedMessage extends RenderedJson {
+  readonly tokens: number;
 }
 
 /** Seqs in first-seen order without duplicates, ascending. */

@@ -49,8 +49,21 @@ export function extendsPrevious(prev: PreviousRendering, entries: readonly Histo
  */
 export function renderExtended(format: ProviderFormat, entries: readonly HistoryEntry[], prev: PreviousRendering | undefined, opts: RenderOptions = {}): RenderedMessage[] {
   if (prev === undefined || !extendsPrevious(prev, entries)) return renderHistory(format, entries, opts);
+  return renderAppended(format, entries, prev.entries.length, prev.rendered, opts);
+}
+
+/**
+ * `renderHistory(format, entries, opts)` when the caller knows that `entries[0, prevCount)` are
+ * the entries `prevRendered` was rendered from (same messages, same seqs): O(entries after the
+ * cut + rendered messages after it), with no pass over the reused prefix except its copy. The app
+ * knows it from the session's replace generation (a history only appended to keeps its prefix);
+ * renderExtended checks it.
+ *
+ * @throws DomainError HISTORY_NOT_RENDERABLE
+ */
+export function renderAppended(format: ProviderFormat, entries: readonly HistoryEntry[], prevCount: number, prevRendered: readonly RenderedMessage[], opts: RenderOptions = {}): RenderedMessage[] {
   let cut = -1;
-  for (let i = prev.entries.length - 1; i >= 1; i--) {
+  for (let i = prevCount - 1; i >= 1; i--) {
     if (rendersContent(entries[i]!.message, 'assistant', ['tool-call']) && rendersContent(entries[i - 1]!.message, 'user', ['tool-result'])) {
       cut = i;
       break;
@@ -58,8 +71,19 @@ export function renderExtended(format: ProviderFormat, entries: readonly History
   }
   if (cut < 0) return renderHistory(format, entries, opts);
   const again = new Set<number>();
-  for (let i = cut; i < prev.entries.length; i++) again.add(prev.entries[i]!.seq);
-  let keep = prev.rendered.findIndex((r) => r.seqs.some((s) => again.has(s)));
-  if (keep < 0) keep = prev.rendered.length;
-  return [...prev.rendered.slice(0, keep), ...renderHistory(format, entries.slice(cut), opts)];
+  for (let i = cut; i < prevCount; i++) again.add(entries[i]!.seq);
+  // The messages rendered from the entries from the cut on are the last ones with seqs (each
+  // message comes from adjacent entries, in order); those without seqs (results written by
+  // drop_unpaired) go with what follows them.
+  let keep = prevRendered.length;
+  for (let k = prevRendered.length - 1; k >= 0; k--) {
+    const seqs = prevRendered[k]!.seqs;
+    if (seqs.length === 0) continue;
+    if (!seqs.some((x) => again.has(x))) break;
+    keep = k;
+  }
+  const tail = renderHistory(format, entries.slice(cut), opts);
+  const out = prevRendered.slice(0, keep);
+  for (const m of tail) out.push(m);
+  return out;
 }

@@ -2,25 +2,22 @@
  * Rendering the model history for a provider (issue #34): one pure renderer per provider, chosen
  * by format. See docs/providers.md for the mapping table.
  */
-import type { HistoryEntry, RenderedMessage, RenderOptions } from './history-steps.js';
+import type { HistoryEntry, RenderedJson, RenderedMessage, RenderOptions } from './history-steps.js';
 import { renderAnthropic } from './anthropic.js';
 import { renderGemini } from './gemini.js';
 import { renderOpenAiChat } from './openai-chat.js';
 import { renderOpenAiResponses } from './openai-responses.js';
+import { renderedMessageTokens } from './rendered-tokens.js';
+import type { ProviderFormat } from './formats.js';
 
-/** The provider formats (the CLI and docs spell them this way). */
-export const PROVIDER_FORMATS = ['openai-chat', 'openai-responses', 'anthropic', 'gemini'] as const;
+export { isProviderFormat, PROVIDER_FORMATS, type ProviderFormat } from './formats.js';
 
-/** A provider format. */
-export type ProviderFormat = (typeof PROVIDER_FORMATS)[number];
-
-/** True iff `s` names a provider format. */
-export function isProviderFormat(s: string): s is ProviderFormat {
-  return (PROVIDER_FORMATS as readonly string[]).includes(s);
+/** Renders a model history for `format`, each message with its estimated tokens. @throws DomainError HISTORY_NOT_RENDERABLE */
+export function renderHistory(format: ProviderFormat, entries: readonly HistoryEntry[], opts: RenderOptions = {}): RenderedMessage[] {
+  return withTokens(format, renderJson(format, entries, opts));
 }
 
-/** Renders a model history for `format`. @throws DomainError HISTORY_NOT_RENDERABLE */
-export function renderHistory(format: ProviderFormat, entries: readonly HistoryEntry[], opts: RenderOptions = {}): RenderedMessage[] {
+function renderJson(format: ProviderFormat, entries: readonly HistoryEntry[], opts: RenderOptions): RenderedJson[] {
   switch (format) {
     case 'openai-chat':
       return renderOpenAiChat(entries, opts);
@@ -33,4 +30,15 @@ export function renderHistory(format: ProviderFormat, entries: readonly HistoryE
   }
 }
 
-export { HISTORY_NOT_RENDERABLE, RenderRule, type HistoryEntry, type RenderedMessage, type RenderOptions } from './history-steps.js';
+/** Each rendered message with its estimated tokens (rendered-tokens.ts). */
+function withTokens(format: ProviderFormat, xs: RenderedJson[]): RenderedMessage[] {
+  const out = new Array<RenderedMessage>(xs.length);
+  for (let i = 0; i < xs.length; i++) {
+    const x = xs[i]!;
+    out[i] = { json: x.json, seqs: x.seqs, tokens: renderedMessageTokens(format, x.json) };
+  }
+  return out;
+}
+
+export { HISTORY_NOT_RENDERABLE, RenderRule, type HistoryEntry, type RenderedJson, type RenderedMessage, type RenderOptions } from './history-steps.js';
+export { renderedMessageTokens } from './rendered-tokens.js';

@@ -9,7 +9,7 @@
 import type { Json, JsonObject } from '../event.js';
 import {
   argumentsText, historySteps, imagePlaceholder, imageSource, seqsOf,
-  type Block, type HistoryEntry, type RenderedMessage, type RenderOptions,
+  type Block, type HistoryEntry, type RenderedJson, type RenderOptions,
 } from './history-steps.js';
 
 /** Format name used in errors and docs. */
@@ -44,8 +44,8 @@ function textWithPlaceholders(blocks: readonly Block[]): string {
 }
 
 /** Renders `entries` (see the module comment). @throws DomainError HISTORY_NOT_RENDERABLE */
-export function renderOpenAiChat(entries: readonly HistoryEntry[], opts: RenderOptions = {}): RenderedMessage[] {
-  const out: RenderedMessage[] = [];
+export function renderOpenAiChat(entries: readonly HistoryEntry[], opts: RenderOptions = {}): RenderedJson[] {
+  const out: RenderedJson[] = [];
   for (const step of historySteps(entries, OPENAI_CHAT, opts)) {
     if (step.kind === 'user') {
       const content = userContent(step.blocks);

@@ -10,7 +10,7 @@
 import type { Json, JsonObject } from '../event.js';
 import {
   argumentsText, historySteps, imagePlaceholder, imageSource, seqsOf,
-  type Block, type HistoryEntry, type RenderedMessage, type RenderOptions,
+  type Block, type HistoryEntry, type RenderedJson, type RenderOptions,
 } from './history-steps.js';
 
 /** Format name used in errors and docs. */
@@ -32,8 +32,8 @@ function inputParts(blocks: readonly Block[]): JsonObject[] {
 }
 
 /** Renders `entries` (see the module comment). @throws DomainError HISTORY_NOT_RENDERABLE */
-export function renderOpenAiResponses(entries: readonly HistoryEntry[], opts: RenderOptions = {}): RenderedMessage[] {
-  const out: RenderedMessage[] = [];
+export function renderOpenAiResponses(entries: readonly HistoryEntry[], opts: RenderOptions = {}): RenderedJson[] {
+  const out: RenderedJson[] = [];
   for (const step of historySteps(entries, OPENAI_RESPONSES, opts)) {
     if (step.kind === 'user') {
       const content = inputParts(step.blocks);

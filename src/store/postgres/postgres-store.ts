@@ -11,7 +11,7 @@
  * PostgreSQL rolls back the open transaction and releases its locks when the connection dies.
  * One instance sends its appends of one session in call order, one transaction at a time, and the
  * ones queued meanwhile together in one statement (append_batch: each call still checked), so a
- * pipelined writer costs one commit per group rather than one per batch (see #runLane).
+ * pipelined writer costs one commit per group rather than one per batch (group-commit.ts).
  *
  * Why no global bigserial is tailed (the usual way to build a feed on a table): a bigserial is
  * handed out when a row is inserted, not when its transaction commits, so a reader that tails
@@ -26,10 +26,16 @@
  * may be lost if the PostgreSQL server crashes within about 3 x wal_writer_delay of the commit
  * (the database stays consistent; the tail of acknowledged appends is gone), which breaks the
  * service's promise that an acknowledged append is kept: leave it on.
+ *
+ * The folder (shaped like src/store/sqlite): options.ts, open-database.ts (connection settings,
+ * schema creation and version check, the sweep of expired pending imports), schema.ts,
+ * statements.ts (named prepared statements, the queries in flight), row-codec.ts (rows <->
+ * events), group-commit.ts (the per-session append lanes), session-writes.ts (create, delete,
+ * import chunks, publish, labels), coalesced-reads.ts, notifier.ts + head-watch.ts (NOTIFY and the
+ * watch over it). This file is the port.
  */
 import pg from 'pg';
 import type {
-  FeedChangeKind,
   FeedQuery,
   FeedRecord,
   PublishMetadata,
@@ -52,201 +58,65 @@ import type {
   StructuralRow,
   TenantUsage,
 } from '../../app/store-port.js';
-import { labelsBytesDelta, storedSessionBytes, utf8Length } from '../../app/store-port.js';
-import type { Json, SessionEvent, SessionHeader, SurfaceOp } from '../../domain/event.js';
+import type { SessionEvent, SurfaceOp } from '../../domain/event.js';
 import { checkPageSize, decodePageToken, encodePageToken } from '../page-token.js';
 import { StoreClosedError, StoreOpenError, StoreUsageError, checkAscendingSeqs } from '../store-errors.js';
-import { decodeSurfaceOp, encodeSurfaceOp } from '../sqlite/codec.js';
+import { decodeSurfaceOp } from '../sqlite/codec.js';
+import { TurnReads } from './coalesced-reads.js';
+import { AppendLanes } from './group-commit.js';
 import { PgHeadWatch } from './head-watch.js';
 import { HeadNotifier } from './notifier.js';
-import { describe as describeError, isUnavailable, mapError } from './pg-errors.js';
+import { connectionConfig, initialiseSchema, sweepExpiredImports } from './open-database.js';
+import type { PostgresStoreOptions, PostgresStoreStats } from './options.js';
+import { describe as describeError, isUnavailable } from './pg-errors.js';
+import { EVENT_COLUMNS, SESSION_COLUMNS, decodeEvent, decodeEventText, decodeFeedRow, decodeSession, type RawEvent, type RawFeedRow, type RawSession } from './row-codec.js';
+import { SCHEMA_NAME_PATTERN, channelOf } from './schema.js';
+import * as writes from './session-writes.js';
+import { Statements } from './statements.js';
 import { redactUrl } from './url.js';
-import { SCHEMA_NAME_PATTERN, TENANT_SHARDS, channelOf } from './schema.js';
-import { prepareSchema } from './migrate.js';
-import type { MigrationOptions } from '../migration-options.js';
 
-/** Options of {@link PostgresSessionStore.open}. */
-export interface PostgresStoreOptions extends MigrationOptions {
-  /**
-   * `postgresql://` / `postgres://` URL. Missing parts come from the standard PG* environment
-   * variables (PGHOST, PGPORT, PGUSER, PGPASSWORD, PGDATABASE, PGSSLMODE); TLS from `sslmode`.
-   */
-  readonly url: string;
-  /** PostgreSQL schema holding the tables (default `palimpsest`). */
-  readonly schema?: string;
-  /** Pool size: connections for queries and writes (default 10). The LISTEN connection is extra. */
-  readonly poolSize?: number;
-  /** How long a call waits for a pooled connection (or a new one) before UNAVAILABLE, ms (default 5000). */
-  readonly connectTimeoutMs?: number;
-  /**
-   * How long a query may go unanswered before the call fails with UNAVAILABLE, ms (default 30000):
-   * a network partition that drops packets without a reset would otherwise hang calls until TCP
-   * keepalive notices. A write timed out this way may still have committed (the message says so).
-   */
-  readonly queryTimeoutMs?: number;
-  /** Slow poll of watched heads backing NOTIFY up, ms (default 2000). */
-  readonly headPollMs?: number;
-  /** Lease sweep period for abandoned pending imports, ms (default 60000; 0 = only at open). */
-  readonly sweepIntervalMs?: number;
-  /** Clock (default Date.now): idempotency rows, lease expiry. */
-  readonly now?: () => number;
-  /** Connection problems of the pool's idle clients and the LISTEN connection (for logs). */
-  readonly onError?: (error: unknown) => void;
-}
+export type { PostgresStoreOptions, PostgresStoreStats } from './options.js';
 
-/** Counters for tests and metrics. */
-export interface PostgresStoreStats {
-  /** Write calls committed (creates, appends, chunks, publishes, deletes). */
-  readonly commits: number;
-  /** `append` calls that appended events. */
-  readonly appends: number;
-  /** Most appends of one session sent in one transaction so far. */
-  readonly maxGroupSize: number;
-}
 
-/** int8 as number (every value the store writes is a safe integer) and int8[] as number[]. */
-const TYPES = {
-  getTypeParser(oid: number, format?: string): (value: string) => unknown {
-    if (oid === 20) return Number;
-    if (oid === 1016) return parseInt8Array;
-    return (pg.types.getTypeParser as (oid: number, format?: string) => (value: string) => unknown)(oid, format);
-  },
-};
 
-function parseInt8Array(text: string): number[] {
-  if (text === '{}') return [];
-  return text.slice(1, -1).split(',').map(Number);
-}
 
-/** Event columns as the write functions take them (one array per column). */
-type EventArrays = [seqs: number[], types: string[], times: number[], data: string[], sources: (string | null)[], ops: (string | null)[], ign: (boolean | null)[]];
-
-function encodeEvents(events: readonly SessionEvent[], dataTexts?: readonly (string | undefined)[]): { arrays: EventArrays; dataBytes: number } {
-  const n = events.length;
-  const seqs = new Array<number>(n);
-  const types = new Array<string>(n);
-  const times = new Array<number>(n);
-  const data = new Array<string>(n);
-  const sources = new Array<string | null>(n);
-  const ops = new Array<string | null>(n);
-  const ign = new Array<boolean | null>(n);
-  let dataBytes = 0;
-  for (let i = 0; i < n; i++) {
-    const e = events[i]!;
-    const text = dataTexts?.[i] ?? JSON.stringify(e.data);
-    dataBytes += utf8Length(text);
-    seqs[i] = e.seq;
-    types[i] = e.type;
-    times[i] = e.time;
-    data[i] = text;
-    sources[i] = e.sourceEventSeqs === undefined ? null : `{${e.sourceEventSeqs.join(',')}}`;
-    ops[i] = encodeSurfaceOp(e.surfaceOp);
-    ign[i] = e.ignorable === true ? true : null;
-  }
-  return { arrays: [seqs, types, times, data, sources, ops, ign], dataBytes };
-}
-
-const SESSION_COLUMNS =
-  'id, version, created_at, cwd, parent_session, seed_length, origin, delegation_depth, agent_preset, labels, tenant, strict, pairing_guard, next_seq, event_count, data_bytes, writer, metadata_version';
-const EVENT_COLUMNS = 'seq, type, time, data, source_event_seqs, surface_op, ignorable';
 /** Rows per structural-scan query. */
 const STRUCTURE_CHUNK = 10_000;
 const FIRST_PAGE_CREATED_AT = Number.MAX_SAFE_INTEGER + 1;
 
-interface RawSession {
-  id: string;
-  version: number;
-  created_at: number;
-  cwd: string | null;
-  parent_session: string | null;
-  seed_length: number | null;
-  origin: string | null;
-  delegation_depth: number | null;
-  agent_preset: string | null;
-  labels: Record<string, string>;
-  tenant: string;
-  strict: boolean;
-  pairing_guard: boolean;
-  next_seq: number;
-  event_count: number;
-  data_bytes: number;
-  writer: string;
-  metadata_version: number;
-}
 
-interface RawEvent {
-  seq: number;
-  type: string;
-  time: number;
-  data: string;
-  source_event_seqs: number[] | null;
-  surface_op: string | null;
-  ignorable: boolean | null;
-}
-
-/** A row of the append function. */
-interface AppendRow {
-  outcome: string;
-  head: number | null;
-  r_hash: string | null;
-  r_seqs: number[] | null;
-  r_surface: number | null;
-  q_limit: number | null;
-  q_actual: number | null;
-}
-
-/** An append waiting in its session's lane. */
-interface QueuedAppend {
-  readonly values: unknown[];
-  /** The byte quota as given (reported back as the limit). */
-  readonly maxBytes: number;
-  readonly resolve: (outcome: AppendOutcome) => void;
-  readonly reject: (error: unknown) => void;
-}
-
-/** A session's appends of this store instance, sent in call order. */
-interface Lane {
-  readonly queue: QueuedAppend[];
-  running: boolean;
-}
-
-/** Most appends of one session sent in one transaction. */
-const MAX_GROUP = 64;
-
-const APPENDED = Object.freeze({ kind: 'appended' as const });
-const NOT_FOUND = Object.freeze({ kind: 'not-found' as const });
 
 /** The PostgreSQL implementation of the store port (see the module comment). Open with {@link PostgresSessionStore.open}. */
 export class PostgresSessionStore implements SessionStore {
   readonly #pool: pg.Pool;
   readonly #connection: pg.ClientConfig;
-  readonly #s: string;
+  readonly #sql: Statements;
   readonly #channel: string;
   readonly #now: () => number;
   readonly #notifier: HeadNotifier;
   readonly #options: PostgresStoreOptions;
   readonly #watches = new Set<PgHeadWatch>();
-  /** Identical reads issued in the current event-loop turn, not sent yet (see #coalesce). */
-  readonly #turnReads = new Map<string, Promise<readonly unknown[]>>();
-  /** Per-session append queues (see #runLane). */
-  readonly #lanes = new Map<string, Lane>();
+  /** Identical reads issued in the current event-loop turn, not sent yet (coalesced-reads.ts). */
+  readonly #turnReads = new TurnReads();
+  /** Per-session append queues (group-commit.ts). */
+  readonly #lanes: AppendLanes;
   #sweepTimer: NodeJS.Timeout | undefined;
   /** close() was called: new calls are refused. */
   #closed = false;
-  /** The pool is gone (after close() let every call issued before it finish). */
-  #ended = false;
-  /** Queries in flight: close() lets them finish before ending the pool. */
-  readonly #inFlight = new Set<Promise<unknown>>();
-  #counters = { commits: 0, appends: 0, maxGroupSize: 0 };
+  readonly #counters = { commits: 0, appends: 0, maxGroupSize: 0 };
+  /** What the session writes need (session-writes.ts). */
+  readonly #w: writes.WriteContext;
 
   private constructor(pool: pg.Pool, connection: pg.ClientConfig, options: PostgresStoreOptions, schema: string) {
     this.#pool = pool;
     this.#connection = connection;
     this.#options = options;
-    this.#s = schema;
+    this.#sql = new Statements(pool, schema);
     this.#channel = channelOf(schema);
     this.#now = options.now ?? Date.now;
     this.#notifier = new HeadNotifier(pool, this.#channel);
+    this.#lanes = new AppendLanes(this.#sql, this.#counters, this.#notifier, this.#now);
+    this.#w = { sql: this.#sql, counters: this.#counters, notifier: this.#notifier };
   }
 
   /**
@@ -259,19 +129,13 @@ export class PostgresSessionStore implements SessionStore {
     if (!SCHEMA_NAME_PATTERN.test(schema)) {
       throw new StoreOpenError('CANNOT_OPEN', where, `schema name ${JSON.stringify(schema)} must match ${SCHEMA_NAME_PATTERN}`);
     }
-    const connection: pg.ClientConfig = {
-      connectionString: options.url,
-      types: TYPES,
-      application_name: 'palimpsest',
-      connectionTimeoutMillis: options.connectTimeoutMs ?? 5000,
-      keepAlive: true,
-    };
+    const connection = connectionConfig(options);
     const pool = new pg.Pool({ ...connection, max: options.poolSize ?? 10, idleTimeoutMillis: 30_000, query_timeout: options.queryTimeoutMs ?? 30_000 });
     // An idle client whose connection broke emits here; without a listener Node would crash.
     pool.on('error', (error) => options.onError?.(error));
     const store = new PostgresSessionStore(pool, connection, options, schema);
     try {
-      await store.#initialise(where);
+      await initialiseSchema(pool, schema, where, options);
       await store.sweepExpiredImports();
     } catch (error) {
       await pool.end().catch(() => undefined);
@@ -289,24 +153,6 @@ export class PostgresSessionStore implements SessionStore {
     return store;
   }
 
-  async #initialise(where: string): Promise<void> {
-    const s = this.#s;
-    const client = await this.#pool.connect();
-    try {
-      await client.query('BEGIN');
-      // Replicas starting together: one creates or migrates the schema, the others wait and then see it current.
-      await client.query("SELECT pg_advisory_xact_lock(hashtext('palimpsest schema ' || $1))", [s]);
-      const migrated = await prepareSchema(client, s, where, this.#options);
-      await client.query('COMMIT');
-      if (migrated !== undefined) this.#options.onMigrated?.(migrated);
-    } catch (error) {
-      await client.query('ROLLBACK').catch(() => undefined);
-      throw error;
-    } finally {
-      client.release();
-    }
-  }
-
   /** Write counters. */
   stats(): PostgresStoreStats {
     return { ...this.#counters };
@@ -317,53 +163,14 @@ export class PostgresSessionStore implements SessionStore {
     if (this.#closed) throw new StoreClosedError();
   }
 
-  /**
-   * Runs a query on the pool, mapping an unreachable database to StoreUnavailableError. Every
-   * statement is a named prepared statement (parsed and planned once per connection, the name
-   * derived from the text), so the server only binds and executes on the hot paths.
-   */
-  async #query<R extends pg.QueryResultRow>(text: string, values?: unknown[]): Promise<R[]> {
-    if (this.#ended) throw new StoreClosedError();
-    const running = this.#pool.query<R>({ name: statementName(text), text, values: values ?? [] });
-    this.#inFlight.add(running);
-    try {
-      return (await running).rows;
-    } catch (error) {
-      return mapError(error);
-    } finally {
-      this.#inFlight.delete(running);
-    }
-  }
-
   async createSession(record: NewSession, events: readonly SessionEvent[], quota?: CreateQuota): Promise<CreateOutcome> {
     this.#checkOpen();
-    const h = record.header;
-    checkAscendingSeqs(h.id, events, 0);
-    const { arrays, dataBytes } = encodeEvents(events);
-    const rows = await this.#query<{ outcome: string; q_name: string | null; q_limit: number | null; q_actual: number | null }>(
-      `SELECT * FROM ${this.#s}.create_session($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
-         $17, $18, $19, $20, $21, $22, $23, $24, $25, $26)`,
-      [
-        h.id, h.version, h.createdAt, h.cwd ?? null, h.parentSession ?? null, h.seedLength ?? null, h.origin ?? null,
-        h.delegationDepth ?? null, h.agentPreset ?? null, JSON.stringify(record.labels), record.tenant, record.strict,
-        record.pairingGuard, record.pending?.owner ?? null, record.pending?.leaseUntil ?? null, record.writer, ...arrays,
-        dataBytes + storedSessionBytes(h, record.labels), Math.floor(quota?.maxSessions ?? 0), Math.floor(quota?.maxBytes ?? 0),
-      ],
-    );
-    const r = rows[0]!;
-    if (r.outcome === 'created') {
-      this.#counters.commits++;
-      return { kind: 'created' };
-    }
-    if (r.outcome === 'exists') return { kind: 'exists' };
-    // The limit as given (the SQL compares integers: used > floor(limit) iff used > limit).
-    const limitName = r.q_name as 'tenant_max_sessions' | 'tenant_max_bytes';
-    return { kind: 'quota-exceeded', limitName, limit: (limitName === 'tenant_max_sessions' ? quota?.maxSessions : quota?.maxBytes) ?? r.q_limit!, actual: r.q_actual! };
+    return writes.createSession(this.#w, record, events, quota);
   }
 
   async getSession(id: string): Promise<SessionRecord | undefined> {
     this.#checkOpen();
-    const rows = await this.#query<RawSession>(`SELECT ${SESSION_COLUMNS} FROM ${this.#s}.sessions WHERE id = $1 AND pending_owner IS NULL`, [id]);
+    const rows = await this.#sql.query<RawSession>(`SELECT ${SESSION_COLUMNS} FROM ${this.#sql.s}.sessions WHERE id = $1 AND pending_owner IS NULL`, [id]);
     return rows[0] === undefined ? undefined : decodeSession(rows[0]);
   }
 
@@ -382,8 +189,8 @@ export class PostgresSessionStore implements SessionStore {
       filter += ` AND labels @> $${values.length}::jsonb`;
     }
     // The keyset position in (created_at desc, id desc) order (ids are COLLATE "C", see schema.ts).
-    const rows = await this.#query<RawSession>(
-      `SELECT ${SESSION_COLUMNS} FROM ${this.#s}.sessions
+    const rows = await this.#sql.query<RawSession>(
+      `SELECT ${SESSION_COLUMNS} FROM ${this.#sql.s}.sessions
         WHERE pending_owner IS NULL${filter}
           AND (created_at < $1 OR (created_at = $1 AND id < $2))
         ORDER BY created_at DESC, id DESC LIMIT $3`,
@@ -400,22 +207,7 @@ export class PostgresSessionStore implements SessionStore {
 
   async deleteSession(id: string, expected?: DeleteExpectation): Promise<boolean> {
     this.#checkOpen();
-    // Conditional: the session row is locked (FOR UPDATE, as every append locks it) and its head
-    // and creation time compared in the same statement; an append that committed first is seen
-    // (READ COMMITTED re-reads a locked row after the holder commits), so the session is kept.
-    const rows = expected === undefined
-      ? await this.#query<{ deleted: boolean }>(`SELECT ${this.#s}.delete_session($1) AS deleted`, [id])
-      : await this.#query<{ deleted: boolean }>(
-        `SELECT CASE WHEN EXISTS (SELECT 1 FROM ${this.#s}.sessions WHERE id = $1 AND pending_owner IS NULL AND next_seq = $2 AND created_at = $3 FOR UPDATE)
-           THEN ${this.#s}.delete_session($1) ELSE false END AS deleted`,
-        [id, expected.nextSeq, expected.createdAt],
-      );
-    const deleted = rows[0]!.deleted;
-    if (deleted) {
-      this.#counters.commits++;
-      this.#notifier.notify(id, -1);
-    }
-    return deleted;
+    return writes.deleteSession(this.#w, id, expected);
   }
 
   append(sessionId: string, req: AppendRequest): Promise<AppendOutcome> {
@@ -425,114 +217,14 @@ export class PostgresSessionStore implements SessionStore {
     } catch (error) {
       return Promise.reject(error);
     }
-    const { arrays, dataBytes } = encodeEvents(req.events, req.dataTexts);
-    const key = req.idempotency;
-    const values = [
-      sessionId, req.expectedNextSeq, req.expectedWriter, req.writer, ...arrays, dataBytes,
-      key?.key ?? null, key?.requestHash ?? null, req.surfaceLength, Math.floor(req.quota?.maxBytes ?? 0), this.#now(),
-    ];
-    return new Promise<AppendOutcome>((resolve, reject) => {
-      let lane = this.#lanes.get(sessionId);
-      if (lane === undefined) {
-        lane = { queue: [], running: false };
-        this.#lanes.set(sessionId, lane);
-      }
-      lane.queue.push({ values, maxBytes: req.quota?.maxBytes ?? 0, resolve, reject });
-      if (!lane.running) void this.#runLane(sessionId, lane);
-    });
-  }
-
-  /**
-   * Sends a session's queued appends, in call order, one transaction at a time: alone when one is
-   * queued, else up to MAX_GROUP together in one transaction (one commit). Order matters for
-   * speed, not correctness: the app pipelines batches planned on top of batches not yet committed
-   * (each naming its predecessor's writer token); sent concurrently on different pool connections,
-   * a later batch could reach the row lock first and conflict. Every call still checks head and
-   * token under the row lock, so other replicas' writes interleave safely.
-   */
-  async #runLane(sessionId: string, lane: Lane): Promise<void> {
-    lane.running = true;
-    try {
-      while (lane.queue.length > 0) {
-        const group = lane.queue.splice(0, MAX_GROUP);
-        if (group.length > this.#counters.maxGroupSize) this.#counters.maxGroupSize = group.length;
-        let outcomes: AppendRow[];
-        try {
-          outcomes = await this.#appendGroup(sessionId, group);
-        } catch (error) {
-          for (const call of group) call.reject(error);
-          continue;
-        }
-        for (let i = 0; i < group.length; i++) group[i]!.resolve(this.#appendOutcome(sessionId, outcomes[i]!, group[i]!.maxBytes));
-      }
-    } finally {
-      lane.running = false;
-      if (lane.queue.length === 0 && this.#lanes.get(sessionId) === lane) this.#lanes.delete(sessionId);
-    }
-  }
-
-  /**
-   * One statement, one transaction for a group of appends of one session (append_batch: the calls
-   * in order, each with append's checks); an unexpected error fails the whole group, nothing of it
-   * commits.
-   */
-  #appendGroup(sessionId: string, group: readonly QueuedAppend[]): Promise<AppendRow[]> {
-    if (group.length === 1) {
-      return this.#query<AppendRow>(`SELECT * FROM ${this.#s}.append($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)`, group[0]!.values);
-    }
-    const counts: number[] = [];
-    const next: number[] = [];
-    const expectedWriter: string[] = [];
-    const writer: string[] = [];
-    const columns: unknown[][] = [[], [], [], [], [], [], []];
-    const bytes: number[] = [];
-    const keys: (string | null)[] = [];
-    const hashes: (string | null)[] = [];
-    const surface: number[] = [];
-    const maxBytes: number[] = [];
-    for (const call of group) {
-      const v = call.values;
-      const seqs = v[4] as unknown[];
-      counts.push(seqs.length);
-      next.push(v[1] as number);
-      expectedWriter.push(v[2] as string);
-      writer.push(v[3] as string);
-      for (let c = 0; c < 7; c++) for (const x of v[4 + c] as unknown[]) columns[c]!.push(x);
-      bytes.push(v[11] as number);
-      keys.push(v[12] as string | null);
-      hashes.push(v[13] as string | null);
-      surface.push(v[14] as number);
-      maxBytes.push(v[15] as number);
-    }
-    return this.#query<AppendRow>(
-      `SELECT * FROM ${this.#s}.append_batch($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)`,
-      [sessionId, counts, next, expectedWriter, writer, ...columns, bytes, keys, hashes, surface, maxBytes, this.#now()],
-    );
-  }
-
-  #appendOutcome(sessionId: string, r: AppendRow, maxBytes: number): AppendOutcome {
-    switch (r.outcome) {
-      case 'appended':
-        this.#counters.commits++;
-        this.#counters.appends++;
-        this.#notifier.notify(sessionId, r.head!);
-        return APPENDED;
-      case 'conflict':
-        return { kind: 'conflict', actualNextSeq: r.head! };
-      case 'duplicate':
-        return { kind: 'duplicate', result: { seqs: r.r_seqs!, requestHash: r.r_hash!, surfaceLength: r.r_surface! } };
-      case 'quota-exceeded':
-        return { kind: 'quota-exceeded', limitName: 'tenant_max_bytes', limit: maxBytes, actual: r.q_actual! };
-      default:
-        return NOT_FOUND;
-    }
+    return this.#lanes.enqueue(sessionId, req);
   }
 
   async getIdempotent(sessionId: string, key: string): Promise<IdempotentResult | undefined> {
     this.#checkOpen();
-    const rows = await this.#query<{ request_hash: string; seqs: number[]; surface_length: number }>(
-      `SELECT i.request_hash, i.seqs, i.surface_length FROM ${this.#s}.idempotency i
-         JOIN ${this.#s}.sessions s ON s.id = i.session_id AND s.pending_owner IS NULL
+    const rows = await this.#sql.query<{ request_hash: string; seqs: number[]; surface_length: number }>(
+      `SELECT i.request_hash, i.seqs, i.surface_length FROM ${this.#sql.s}.idempotency i
+         JOIN ${this.#sql.s}.sessions s ON s.id = i.session_id AND s.pending_owner IS NULL
         WHERE i.session_id = $1 AND i.key = $2`,
       [sessionId, key],
     );
@@ -540,24 +232,10 @@ export class PostgresSessionStore implements SessionStore {
     return r === undefined ? undefined : { seqs: r.seqs, requestHash: r.request_hash, surfaceLength: r.surface_length };
   }
 
-  /**
-   * Identical reads issued in one event-loop turn share one query, sent at the end of the turn:
-   * a commit notified to this replica wakes every subscription of the session at once, and each
-   * reads the same rows after the same cursor (100 subscribers would be 100 identical queries).
-   * Only reads not yet sent are joined, so every caller still sees every commit acknowledged
-   * before it called (read-your-writes holds). Each caller gets its own array.
-   */
-  async #coalesce<T>(key: string, read: () => Promise<readonly T[]>): Promise<T[]> {
+  /** Identical reads of this turn share one query (coalesced-reads.ts). */
+  #coalesce<T>(key: string, read: () => Promise<readonly T[]>): Promise<T[]> {
     this.#checkOpen();
-    let shared = this.#turnReads.get(key) as Promise<readonly T[]> | undefined;
-    if (shared === undefined) {
-      shared = new Promise<void>((resolve) => setImmediate(resolve)).then(() => {
-        this.#turnReads.delete(key);
-        return read();
-      });
-      this.#turnReads.set(key, shared);
-    }
-    return (await shared).slice();
+    return this.#turnReads.read(key, read);
   }
 
   readEvents(sessionId: string, query: ReadEventsQuery): Promise<SessionEvent[]> {
@@ -570,21 +248,16 @@ export class PostgresSessionStore implements SessionStore {
     return (await this.#selectEvents(sessionId, query)).map(decodeEventText);
   }
 
-  /** The visibility check and the read in one statement (one snapshot, one round trip). */
-  #visible(param: string): string {
-    return `EXISTS (SELECT 1 FROM ${this.#s}.sessions WHERE id = ${param} AND pending_owner IS NULL)`;
-  }
-
   #selectEvents(sessionId: string, query: ReadEventsQuery): Promise<RawEvent[]> {
     if (query.limit <= 0) return Promise.resolve([]);
     const forward = query.direction === 'forward';
     const types = query.types !== undefined && query.types.length > 0 ? query.types : undefined;
     const values: unknown[] = [sessionId, query.fromSeq, query.limit];
     if (types !== undefined) values.push(types);
-    return this.#query<RawEvent>(
-      `SELECT ${EVENT_COLUMNS} FROM ${this.#s}.events
+    return this.#sql.query<RawEvent>(
+      `SELECT ${EVENT_COLUMNS} FROM ${this.#sql.s}.events
         WHERE session_id = $1 AND seq ${forward ? '>=' : '<='} $2 ${types === undefined ? '' : 'AND type = ANY($4::text[])'}
-          AND ${this.#visible('$1')}
+          AND ${this.#sql.visible('$1')}
         ORDER BY seq ${forward ? 'ASC' : 'DESC'} LIMIT $3`,
       values,
     );
@@ -596,8 +269,8 @@ export class PostgresSessionStore implements SessionStore {
   }
 
   async #getEvents(sessionId: string, seqs: readonly number[]): Promise<SessionEvent[]> {
-    const rows = await this.#query<RawEvent>(
-      `SELECT ${EVENT_COLUMNS} FROM ${this.#s}.events WHERE session_id = $1 AND seq = ANY($2::bigint[]) AND ${this.#visible('$1')} ORDER BY seq`,
+    const rows = await this.#sql.query<RawEvent>(
+      `SELECT ${EVENT_COLUMNS} FROM ${this.#sql.s}.events WHERE session_id = $1 AND seq = ANY($2::bigint[]) AND ${this.#sql.visible('$1')} ORDER BY seq`,
       [sessionId, seqs],
     );
     return rows.map(decodeEvent);
@@ -616,9 +289,9 @@ export class PostgresSessionStore implements SessionStore {
     // separate snapshots still form one consistent prefix of the log.
     for (;;) {
       const want = Math.min(STRUCTURE_CHUNK, limit - out.length);
-      const rows = await this.#query<Omit<RawEvent, 'time' | 'data'>>(
-        `SELECT seq, type, surface_op, source_event_seqs, ignorable FROM ${this.#s}.events
-          WHERE session_id = $1 AND seq >= $2 AND ${this.#visible('$1')} ORDER BY seq LIMIT $3`,
+      const rows = await this.#sql.query<Omit<RawEvent, 'time' | 'data'>>(
+        `SELECT seq, type, surface_op, source_event_seqs, ignorable FROM ${this.#sql.s}.events
+          WHERE session_id = $1 AND seq >= $2 AND ${this.#sql.visible('$1')} ORDER BY seq LIMIT $3`,
         [sessionId, next, want],
       );
       for (const r of rows) {
@@ -644,8 +317,8 @@ export class PostgresSessionStore implements SessionStore {
     let next = fromSeq;
     for (;;) {
       // The visibility check is per batch: a session deleted mid-scan ends the scan.
-      const rows = await this.#query<RawEvent>(
-        `SELECT ${EVENT_COLUMNS} FROM ${this.#s}.events WHERE session_id = $1 AND seq >= $2 AND ${this.#visible('$1')} ORDER BY seq LIMIT $3`,
+      const rows = await this.#sql.query<RawEvent>(
+        `SELECT ${EVENT_COLUMNS} FROM ${this.#sql.s}.events WHERE session_id = $1 AND seq >= $2 AND ${this.#sql.visible('$1')} ORDER BY seq LIMIT $3`,
         [sessionId, next, batchSize],
       );
       if (rows.length === 0) return;
@@ -657,67 +330,22 @@ export class PostgresSessionStore implements SessionStore {
 
   async deletePending(id: string, owner: string): Promise<boolean> {
     this.#checkOpen();
-    // Re-checked under the row lock (as the sweep does): a published or foreign session is kept.
-    const rows = await this.#query<{ deleted: boolean }>(
-      `SELECT CASE WHEN EXISTS (SELECT 1 FROM ${this.#s}.sessions WHERE id = $1 AND pending_owner = $2 FOR UPDATE)
-              THEN ${this.#s}.delete_session($1) ELSE false END AS deleted`,
-      [id, owner],
-    );
-    const deleted = rows[0]!.deleted;
-    if (deleted) this.#counters.commits++;
-    return deleted;
+    return writes.deletePending(this.#w, id, owner);
   }
 
   async publishSession(id: string, owner: string, metadata?: PublishMetadata): Promise<void> {
     this.#checkOpen();
-    // With an import's metadata trailer (issue #35): labels, pairing guard and the byte counters in
-    // the publish's own statement.
-    const rows = await this.#query<{ published: boolean; owner: string | null }>(
-      `WITH p AS (UPDATE ${this.#s}.sessions SET pending_owner = NULL, lease_until = NULL,
-                    labels = coalesce($3::jsonb, labels), pairing_guard = coalesce($4::boolean, pairing_guard), data_bytes = data_bytes + $5
-                  WHERE id = $1 AND pending_owner = $2 RETURNING id, tenant),
-            t AS (UPDATE ${this.#s}.tenant_bytes SET data_bytes = data_bytes + $5
-                  WHERE $5 <> 0 AND tenant = (SELECT tenant FROM p) AND shard = (hashtext($1) & ${TENANT_SHARDS - 1}))
-       SELECT EXISTS (SELECT 1 FROM p) AS published, (SELECT pending_owner FROM ${this.#s}.sessions WHERE id = $1) AS owner`,
-      [id, owner, metadata === undefined ? null : JSON.stringify(metadata.labels), metadata?.pairingGuard ?? null, metadata?.bytesDelta ?? 0],
-    );
-    const r = rows[0]!;
-    if (!r.published) {
-      throw new StoreUsageError(
-        r.owner === null
-          ? `cannot publish session ${id}: no such pending session`
-          : `cannot publish session ${id}: the pending session is owned by another importer (${r.owner})`,
-      );
-    }
-    this.#counters.commits++;
+    return writes.publishSession(this.#w, id, owner, metadata);
   }
 
   async appendPending(sessionId: string, events: readonly SessionEvent[], opts: PendingChunkOptions): Promise<PendingChunkOutcome> {
     this.#checkOpen();
-    checkAscendingSeqs(sessionId, events, 0);
-    const { arrays, dataBytes } = encodeEvents(events);
-    const rows = await this.#query<{ outcome: string; owner: string | null; q_limit: number | null; q_actual: number | null }>(
-      `SELECT * FROM ${this.#s}.append_pending($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
-      [sessionId, opts.owner, opts.leaseUntil, ...arrays, dataBytes, Math.floor(opts.quota?.maxBytes ?? 0)],
-    );
-    const r = rows[0]!;
-    if (r.outcome === 'appended') {
-      this.#counters.commits++;
-      return APPENDED;
-    }
-    if (r.outcome === 'not-found') {
-      throw new StoreUsageError(
-        r.owner === null
-          ? `cannot append an import chunk to session ${sessionId}: no such pending session (its lease may have expired)`
-          : `cannot append an import chunk to session ${sessionId}: the pending session is owned by another importer (${r.owner})`,
-      );
-    }
-    return { kind: 'quota-exceeded', limitName: 'tenant_max_bytes', limit: opts.quota?.maxBytes ?? r.q_limit!, actual: r.q_actual! };
+    return writes.appendPending(this.#w, sessionId, events, opts);
   }
 
   async getPendingEvents(sessionId: string, owner: string, seqs: readonly number[]): Promise<SessionEvent[]> {
     this.#checkOpen();
-    const head = await this.#query<{ owner: string | null }>(`SELECT pending_owner AS owner FROM ${this.#s}.sessions WHERE id = $1`, [sessionId]);
+    const head = await this.#sql.query<{ owner: string | null }>(`SELECT pending_owner AS owner FROM ${this.#sql.s}.sessions WHERE id = $1`, [sessionId]);
     const found = head[0]?.owner ?? null;
     if (found !== owner) {
       throw new StoreUsageError(
@@ -727,9 +355,9 @@ export class PostgresSessionStore implements SessionStore {
       );
     }
     if (seqs.length === 0) return [];
-    const rows = await this.#query<RawEvent>(
-      `SELECT ${EVENT_COLUMNS} FROM ${this.#s}.events WHERE session_id = $1 AND seq = ANY($2::bigint[])
-          AND EXISTS (SELECT 1 FROM ${this.#s}.sessions WHERE id = $1 AND pending_owner = $3) ORDER BY seq`,
+    const rows = await this.#sql.query<RawEvent>(
+      `SELECT ${EVENT_COLUMNS} FROM ${this.#sql.s}.events WHERE session_id = $1 AND seq = ANY($2::bigint[])
+          AND EXISTS (SELECT 1 FROM ${this.#sql.s}.sessions WHERE id = $1 AND pending_owner = $3) ORDER BY seq`,
       [sessionId, seqs, owner],
     );
     return rows.map(decodeEvent);
@@ -737,55 +365,31 @@ export class PostgresSessionStore implements SessionStore {
 
   async updateLabels(id: string, labels: Readonly<Record<string, string>>, expectedVersion: number): Promise<UpdateLabelsOutcome> {
     this.#checkOpen();
-    // The labels at the expected version give the byte change; the function's compare-and-set on
-    // the version makes sure they are still the stored ones.
-    const current = await this.#query<{ labels: Record<string, string>; metadata_version: number }>(
-      `SELECT labels, metadata_version FROM ${this.#s}.sessions WHERE id = $1 AND pending_owner IS NULL`, [id]);
-    const before = current[0];
-    if (before === undefined) return { kind: 'not-found' };
-    if (Number(before.metadata_version) !== expectedVersion) return { kind: 'version-mismatch', actual: Number(before.metadata_version) };
-    const rows = await this.#query<{ outcome: string; actual: number | null }>(
-      `SELECT outcome, actual FROM ${this.#s}.update_labels($1, $2::jsonb, $3, $4)`,
-      [id, JSON.stringify(labels), expectedVersion, labelsBytesDelta(before.labels, labels)],
-    );
-    const r = rows[0]!;
-    if (r.outcome === 'updated') {
-      this.#counters.commits++;
-      return { kind: 'updated' };
-    }
-    if (r.outcome === 'version-mismatch') return { kind: 'version-mismatch', actual: Number(r.actual) };
-    return { kind: 'not-found' };
+    return writes.updateLabels(this.#w, id, labels, expectedVersion);
   }
 
   async readFeed(query: FeedQuery): Promise<FeedRecord[]> {
     this.#checkOpen();
     if (query.limit <= 0) return [];
-    const rows = await this.#query<{
-      position: number; tenant: string; session_id: string; kind: FeedChangeKind; created_at: number; next_seq: number; event_count: number;
-      surface_length: number; event_types: string[]; labels: Record<string, string>; previous_labels: Record<string, string> | null; time: number;
-    }>(
+    const rows = await this.#sql.query<RawFeedRow>(
       `SELECT position, tenant, session_id, kind, created_at, next_seq, event_count, surface_length, event_types, labels, previous_labels, time
-         FROM ${this.#s}.feed WHERE tenant = $1 AND position > $2 ORDER BY position LIMIT $3`,
+         FROM ${this.#sql.s}.feed WHERE tenant = $1 AND position > $2 ORDER BY position LIMIT $3`,
       [query.tenant, Math.max(0, Math.floor(query.after)), query.limit],
     );
-    return rows.map((r) => ({
-      position: Number(r.position), tenant: r.tenant, sessionId: r.session_id, kind: r.kind, createdAt: Number(r.created_at), nextSeq: Number(r.next_seq),
-      eventCount: Number(r.event_count), surfaceLength: Number(r.surface_length), eventTypes: r.event_types, labels: r.labels,
-      previousLabels: r.previous_labels ?? undefined, time: Number(r.time),
-    }));
+    return rows.map(decodeFeedRow);
   }
 
   async feedEnd(tenant: string): Promise<number> {
     this.#checkOpen();
-    const rows = await this.#query<{ position: number | null }>(`SELECT position FROM ${this.#s}.feed_heads WHERE tenant = $1`, [tenant]);
+    const rows = await this.#sql.query<{ position: number | null }>(`SELECT position FROM ${this.#sql.s}.feed_heads WHERE tenant = $1`, [tenant]);
     return Number(rows[0]?.position ?? 0);
   }
 
   async getTenantUsage(tenant: string): Promise<TenantUsage> {
     this.#checkOpen();
-    const rows = await this.#query<{ sessions: number | null; bytes: number | null }>(
-      `SELECT (SELECT session_count FROM ${this.#s}.tenants WHERE tenant = $1) AS sessions,
-              (SELECT sum(data_bytes)::bigint FROM ${this.#s}.tenant_bytes WHERE tenant = $1) AS bytes`,
+    const rows = await this.#sql.query<{ sessions: number | null; bytes: number | null }>(
+      `SELECT (SELECT session_count FROM ${this.#sql.s}.tenants WHERE tenant = $1) AS sessions,
+              (SELECT sum(data_bytes)::bigint FROM ${this.#sql.s}.tenant_bytes WHERE tenant = $1) AS bytes`,
       [tenant],
     );
     return { sessions: rows[0]?.sessions ?? 0, dataBytes: rows[0]?.bytes ?? 0 };
@@ -793,7 +397,7 @@ export class PostgresSessionStore implements SessionStore {
   /** Every tenant's stored session count (the palimpsest_tenant_sessions gauge). */
   async tenantSessionCounts(): Promise<ReadonlyMap<string, number>> {
     this.#checkOpen();
-    const rows = await this.#query<{ tenant: string; sessions: string | number }>(`SELECT tenant, session_count AS sessions FROM ${this.#s}.tenants`);
+    const rows = await this.#sql.query<{ tenant: string; sessions: string | number }>(`SELECT tenant, session_count AS sessions FROM ${this.#sql.s}.tenants`);
     return new Map(rows.map((r) => [r.tenant, Number(r.sessions)]));
   }
 
@@ -802,28 +406,14 @@ export class PostgresSessionStore implements SessionStore {
    * Drops pending imports whose lease has passed (their importer died or gave up); imports of
    * live processes renew their lease with every chunk and are left alone. Returns how many.
    */
-  async sweepExpiredImports(): Promise<number> {
-    const rows = await this.#query<{ id: string }>(
-      `SELECT id FROM ${this.#s}.sessions WHERE pending_owner IS NOT NULL AND lease_until < $1`,
-      [this.#now()],
-    );
-    let dropped = 0;
-    for (const { id } of rows) {
-      // Re-checked under the row lock by the delete: a lease renewed meanwhile keeps the import.
-      const done = await this.#query<{ deleted: boolean }>(
-        `SELECT CASE WHEN EXISTS (SELECT 1 FROM ${this.#s}.sessions WHERE id = $1 AND pending_owner IS NOT NULL AND lease_until < $2 FOR UPDATE)
-                THEN ${this.#s}.delete_session($1) ELSE false END AS deleted`,
-        [id, this.#now()],
-      );
-      if (done[0]?.deleted === true) dropped++;
-    }
-    return dropped;
+  sweepExpiredImports(): Promise<number> {
+    return sweepExpiredImports(this.#sql, this.#now);
   }
 
   /** Heads and creation times of the visible sessions among `ids` (the head watch's reads). */
   async readHeads(ids: readonly string[]): Promise<Map<string, { head: number; createdAt: number }>> {
-    const rows = await this.#query<{ id: string; next_seq: number; created_at: number }>(
-      `SELECT id, next_seq, created_at FROM ${this.#s}.sessions WHERE id = ANY($1::text[]) AND pending_owner IS NULL`,
+    const rows = await this.#sql.query<{ id: string; next_seq: number; created_at: number }>(
+      `SELECT id, next_seq, created_at FROM ${this.#sql.s}.sessions WHERE id = ANY($1::text[]) AND pending_owner IS NULL`,
       [ids],
     );
     return new Map(rows.map((r) => [r.id, { head: r.next_seq, createdAt: r.created_at }]));
@@ -847,67 +437,15 @@ export class PostgresSessionStore implements SessionStore {
     clearInterval(this.#sweepTimer);
     // Calls already issued finish (and are acknowledged) before the pool goes: reads waiting for
     // the end of the turn, queued appends (their lanes drain), whatever else is in flight.
-    while (this.#lanes.size > 0 || this.#inFlight.size > 0 || this.#turnReads.size > 0) {
-      await Promise.allSettled([...this.#inFlight, ...this.#turnReads.values()]);
+    while (this.#lanes.size > 0 || this.#sql.inFlight.size > 0 || this.#turnReads.size > 0) {
+      await Promise.allSettled([...this.#sql.inFlight, ...this.#turnReads.pending()]);
       await new Promise((r) => setImmediate(r));
     }
-    this.#ended = true;
+    this.#sql.ended = true;
     await this.#notifier.close();
     await Promise.all([...this.#watches].map((w) => w.close()));
     await this.#pool.end().catch(() => undefined);
   }
 }
 
-/** Prepared-statement names by statement text (texts are few: built from a fixed set per schema). */
-const STATEMENT_NAMES = new Map<string, string>();
 
-function statementName(text: string): string {
-  let name = STATEMENT_NAMES.get(text);
-  if (name === undefined) {
-    name = `pal${STATEMENT_NAMES.size}`;
-    STATEMENT_NAMES.set(text, name);
-  }
-  return name;
-}
-
-function decodeEvent(r: RawEvent): SessionEvent {
-  const event: { type: string; seq: number; time: number; data: Json; sourceEventSeqs?: readonly number[]; surfaceOp?: SurfaceOp; ignorable?: true } = {
-    type: r.type, seq: r.seq, time: r.time, data: JSON.parse(r.data) as Json,
-  };
-  if (r.source_event_seqs !== null) event.sourceEventSeqs = r.source_event_seqs;
-  if (r.surface_op !== null) event.surfaceOp = decodeSurfaceOp(r.surface_op);
-  if (r.ignorable === true) event.ignorable = true;
-  return event;
-}
-
-function decodeEventText(r: RawEvent): StoredEventText {
-  const event: { type: string; seq: number; time: number; dataText: string; sourceEventSeqs?: readonly number[]; surfaceOp?: SurfaceOp; ignorable?: true } = {
-    type: r.type, seq: r.seq, time: r.time, dataText: r.data,
-  };
-  if (r.source_event_seqs !== null) event.sourceEventSeqs = r.source_event_seqs;
-  if (r.surface_op !== null) event.surfaceOp = decodeSurfaceOp(r.surface_op);
-  if (r.ignorable === true) event.ignorable = true;
-  return event;
-}
-
-function decodeSession(r: RawSession): SessionRecord {
-  const header: { -readonly [K in keyof SessionHeader]: SessionHeader[K] } = { version: r.version, id: r.id, createdAt: r.created_at };
-  if (r.cwd !== null) header.cwd = r.cwd;
-  if (r.parent_session !== null) header.parentSession = r.parent_session;
-  if (r.seed_length !== null) header.seedLength = r.seed_length;
-  if (r.origin !== null) header.origin = r.origin as 'subagent';
-  if (r.delegation_depth !== null) header.delegationDepth = r.delegation_depth;
-  if (r.agent_preset !== null) header.agentPreset = r.agent_preset;
-  return {
-    header,
-    labels: r.labels,
-    tenant: r.tenant,
-    strict: r.strict,
-    pairingGuard: r.pairing_guard,
-    nextSeq: r.next_seq,
-    eventCount: r.event_count,
-    dataBytes: r.data_bytes,
-    writer: r.writer,
-    metadataVersion: r.metadata_version,
-  };
-}

@@ -16,7 +16,7 @@
  * calls share its transaction or on the order they arrived in.
  */
 import type Database from 'better-sqlite3';
-import type { AppendOutcome, IdempotencyRecord } from '../../app/store-port.js';
+import type { AppendOutcome, AppendRequest, IdempotencyRecord } from '../../app/store-port.js';
 import { encodeSeqs } from './codec.js';
 import { decodeIdempotent, type EventRow, type StoredIdempotent } from './row-codec.js';
 import { digestOf } from './session-writes.js';
@@ -73,6 +73,37 @@ export interface QueuedAppend {
   readonly at: number;
   readonly resolve: (outcome: AppendOutcome) => void;
   readonly reject: (error: unknown) => void;
+}
+
+/**
+ * An append call as queued: `done` (the writer thread's count of the store's own appends in
+ * flight) runs when it settles, before its promise does.
+ */
+export function queuedAppend(
+  sessionId: string, req: AppendRequest, rows: EventRow[], dataBytes: number, at: number,
+  resolve: (outcome: AppendOutcome) => void, reject: (error: unknown) => void, done: (() => void) | undefined,
+): QueuedAppend {
+  const idempotency = req.idempotency;
+  return {
+    sessionId,
+    expectedNextSeq: req.expectedNextSeq,
+    expectedWriter: req.expectedWriter,
+    writer: req.writer,
+    rows,
+    dataBytes,
+    surfaceLength: req.surfaceLength,
+    idempotency: idempotency === undefined ? undefined : { key: idempotency.key, requestHash: idempotency.requestHash },
+    maxBytes: req.quota?.maxBytes ?? 0,
+    at,
+    resolve: done === undefined ? resolve : (outcome) => {
+      done();
+      resolve(outcome);
+    },
+    reject: done === undefined ? reject : (error: unknown) => {
+      done();
+      reject(error);
+    },
+  };
 }
 
 /** The store's write counters (shared with the store). */

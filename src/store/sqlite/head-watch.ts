@@ -147,3 +147,30 @@ export class SqliteHeadWatch implements HeadWatch {
     }
   }
 }
+
+/**
+ * Writer thread: a store's appends in flight per session, and the highest next seq they planned
+ * (the head watch does not report the commits of its own store).
+ */
+export class OwnAppends {
+  readonly #inflight = new Map<string, { count: number; planned: number }>();
+
+  /** The highest next seq this store's appends in flight of the session planned, if any. */
+  planned(sessionId: string): number | undefined {
+    return this.#inflight.get(sessionId)?.planned;
+  }
+
+  /** Counts an append of this store in flight for the head watch; returns what to call when it settles. */
+  add(sessionId: string, planned: number): () => void {
+    const own = this.#inflight.get(sessionId);
+    if (own === undefined) this.#inflight.set(sessionId, { count: 1, planned });
+    else {
+      own.count++;
+      if (planned > own.planned) own.planned = planned;
+    }
+    return () => {
+      const o = this.#inflight.get(sessionId);
+      if (o !== undefined && --o.count === 0) this.#inflight.delete(sessionId);
+    };
+  }
+}

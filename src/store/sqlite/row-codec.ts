@@ -3,7 +3,7 @@
  * selected rows back to events, sessions and idempotency results, and the compact structural
  * line format of readStructure (see decodeStructureLine).
  */
-import { withOptionalEnvelope, type EncodedEventPage, type IdempotentResult, type SessionRecord, type StoredEventText, type StructuralRow } from '../../app/store-port.js';
+import { withOptionalEnvelope, type EncodedEventPage, type FeedChangeKind, type FeedRecord, type IdempotentResult, type SessionRecord, type StoredEventText, type StructuralRow } from '../../app/store-port.js';
 import type { Json, SessionEvent, SessionHeader, SurfaceOp } from '../../domain/event.js';
 import { DataCorruptedError } from '../../app/storage-error.js';
 import { decodeSeqs, decodeSeqsHex, decodeSurfaceOp, encodeSeqs, encodeSurfaceOp } from './codec.js';
@@ -387,5 +387,16 @@ export function decodeSession(r: RawSession): SessionRecord {
     pairingGuard: r[15] === 1,
     writer: r[16],
     metadataVersion: r[17],
+  };
+}
+
+/** A feed row as selected (statements.ts readFeed). */
+export type RawFeedRow = [number, string, string, string, number, number, number, number, string, string, string | null, number];
+
+export function decodeFeedRow(r: RawFeedRow): FeedRecord {
+  return {
+    position: r[0], tenant: r[1], sessionId: r[2], kind: r[3] as FeedChangeKind, createdAt: r[4], nextSeq: r[5], eventCount: r[6],
+    surfaceLength: r[7], eventTypes: JSON.parse(r[8]) as string[], labels: JSON.parse(r[9]) as Record<string, string>,
+    previousLabels: r[10] === null ? undefined : (JSON.parse(r[10]) as Record<string, string>), time: r[11],
   };
 }

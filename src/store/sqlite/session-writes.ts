@@ -5,7 +5,7 @@
  * same transaction.
  */
 import type Database from 'better-sqlite3';
-import type { CreateOutcome, CreateQuota, DeleteExpectation, NewSession, PendingChunkOptions, PendingChunkOutcome, UpdateLabelsOutcome } from '../../app/store-port.js';
+import type { CreateOutcome, CreateQuota, DeleteExpectation, NewSession, PendingChunkOptions, PendingChunkOutcome, PublishMetadata, UpdateLabelsOutcome } from '../../app/store-port.js';
 import { labelsBytesDelta, storedSessionBytes } from '../../app/store-port.js';
 import type { SessionEvent } from '../../domain/event.js';
 import { StoreUsageError, checkAscendingSeqs } from '../store-errors.js';
@@ -119,7 +119,15 @@ export function sessionWrites(db: Database.Database, st: Statements) {
     if (delta !== 0) st.addTenant.run(row[1], 0, delta);
     return { kind: 'updated' };
   });
-  return { createTxn, deleteTxn, deletePendingTxn, appendPendingTxn, updateLabelsTxn };
+  /** Publishes a pending session owned by `owner` (with an import's metadata trailer, issue #35); false when it is not. */
+  const publishTxn = db.transaction((id: string, owner: string, metadata: PublishMetadata | undefined): boolean => {
+    if (metadata !== undefined) {
+      const tenant = st.publishMetadata.get(JSON.stringify(metadata.labels), metadata.pairingGuard ? 1 : 0, metadata.bytesDelta, id, owner) as string | undefined;
+      if (tenant !== undefined && metadata.bytesDelta !== 0) st.addTenant.run(tenant, 0, metadata.bytesDelta);
+    }
+    return st.publishStmt.run(id, owner).changes > 0;
+  });
+  return { createTxn, deleteTxn, deletePendingTxn, appendPendingTxn, updateLabelsTxn, publishTxn };
 }
 
 /** `digest` advanced by `rows` (integrity.ts). */

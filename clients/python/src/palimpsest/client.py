@@ -40,7 +40,7 @@ try:  # The OpenTelemetry API is optional: with it, calls carry the current trac
 except ImportError:  # pragma: no cover - depends on the environment
     _otel_inject = None  # type: ignore[assignment]
 
-__all__ = ["AppendWriter", "Client", "PalimpsestError", "SearchHit", "SessionFeedItem", "SurfaceDelta", "TLS", "Violation", "decode_status", "snippet_parts", "SERVICE_CONFIG"]
+__all__ = ["AppendWriter", "Client", "PalimpsestError", "RenderedMessage", "SearchHit", "SessionFeedItem", "SurfaceDelta", "TLS", "Violation", "decode_status", "snippet_parts", "SERVICE_CONFIG"]
 
 T = TypeVar("T")
 
@@ -75,6 +75,33 @@ def _message_format(name: str) -> "service_pb2.MessageFormat.ValueType":
     if name not in _FORMATS:
         raise ValueError(f"unknown format {name!r}; use one of {', '.join(_FORMATS)}")
     return service_pb2.MessageFormat.Value(_FORMATS[name])
+
+
+class RenderedMessage(Tuple[List[int], Any]):
+    """One message of the model history in a provider's format: a ``(seqs, message)`` pair (so
+    ``for seqs, message in client.rendered_messages(...)`` works) with ``seqs``, ``message`` and
+    ``tokens`` attributes: the seqs of the surface events it was rendered from, the provider
+    message, and its estimated tokens (the server's estimator over what the message carries, plus
+    its role framing; docs/providers.md "Token counts")."""
+
+    tokens: int
+
+    def __new__(cls, seqs: List[int], message: Any, tokens: int) -> "RenderedMessage":
+        pair: Iterable[Any] = (seqs, message)
+        self = super().__new__(cls, pair)
+        self.tokens = tokens
+        return self
+
+    @property
+    def seqs(self) -> List[int]:
+        return self[0]
+
+    @property
+    def message(self) -> Any:
+        return self[1]
+
+    def __repr__(self) -> str:
+        return f"RenderedMessage(seqs={self[0]!r}, message={self[1]!r}, tokens={self.tokens!r})"
 
 
 @dataclass
@@ -435,21 +462,22 @@ class Client:
         ``format`` (``"openai-chat"``, ``"openai-responses"``, ``"anthropic"`` or ``"gemini"``): the
         model history as that provider's request messages, ready to send (docs/providers.md);
         FAILED_PRECONDITION / HISTORY_NOT_RENDERABLE when the provider would refuse it, unless
-        ``drop_unpaired=True``. Use :meth:`rendered_messages` for the seqs of each message."""
+        ``drop_unpaired=True``. Use :meth:`rendered_messages` for the seqs and tokens of each message."""
         if format is not None:
             return [msg for _, msg in self.rendered_messages(session_id, format, as_of_seq=as_of_seq, drop_unpaired=drop_unpaired)]
         return [json.loads(m.message_json) for _, m in self.derived_messages(session_id, transcript, as_of_seq)]
 
     def rendered_messages(self, session_id: str, format: str, as_of_seq: Optional[int] = None,
-                          drop_unpaired: bool = False) -> List[Tuple[List[int], Any]]:
+                          drop_unpaired: bool = False) -> List[RenderedMessage]:
         """(seqs, provider message) pairs of the model history rendered for ``format`` (see
-        :meth:`messages`): the seqs each provider message was rendered from, to cite or prune by."""
+        :meth:`messages`): the seqs each provider message was rendered from, to cite or prune by,
+        each a :class:`RenderedMessage` whose ``tokens`` is the message's estimated tokens."""
         req = service_pb2.GetMessagesRequest(session_id=session_id, view=service_pb2.MESSAGE_VIEW_MODEL_HISTORY,
                                              format=_message_format(format), drop_unpaired=drop_unpaired)
         if as_of_seq is not None:
             req.as_of_seq = as_of_seq
         res = self._call(self.stub.GetMessages, req)
-        return [(list(m.seqs), json.loads(m.provider_json)) for m in res.rendered]
+        return [RenderedMessage(list(m.seqs), json.loads(m.provider_json), m.tokens) for m in res.rendered]
 
     def import_messages(self, session_id: str, format: str, messages: Sequence[Any], *,
                         provider: str = "", model: str = "") -> List[int]:

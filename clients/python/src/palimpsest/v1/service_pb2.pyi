@@ -778,6 +778,7 @@ class RenderedMessage(google.protobuf.message.Message):
     DESCRIPTOR: google.protobuf.descriptor.Descriptor
     PROVIDER_JSON_FIELD_NUMBER: builtins.int
     SEQS_FIELD_NUMBER: builtins.int
+    TOKENS_FIELD_NUMBER: builtins.int
     provider_json: typing.Text
     """The provider message as JSON text (one element of the provider's
     messages / input / contents array).
@@ -790,12 +791,19 @@ class RenderedMessage(google.protobuf.message.Message):
         result written by `drop_unpaired`).
         """
         pass
+    tokens: builtins.int
+    """The message's estimated tokens: the server's estimator (as
+    DerivedMessage.tokens) over the blocks the provider message carries,
+    plus its role framing (docs/providers.md "Token counts").
+    """
+
     def __init__(self,
         *,
         provider_json: typing.Text = ...,
         seqs: typing.Optional[typing.Iterable[builtins.int]] = ...,
+        tokens: builtins.int = ...,
         ) -> None: ...
-    def ClearField(self, field_name: typing_extensions.Literal["provider_json",b"provider_json","seqs",b"seqs"]) -> None: ...
+    def ClearField(self, field_name: typing_extensions.Literal["provider_json",b"provider_json","seqs",b"seqs","tokens",b"tokens"]) -> None: ...
 global___RenderedMessage = RenderedMessage
 
 class DerivedMessage(google.protobuf.message.Message):
