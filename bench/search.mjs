@@ -1,0 +1,195 @@
+/**
+ * Search benchmark (issue #40): on SQLite and PostgreSQL, in one run,
+ *
+ * 1. the append rate with the search index on against the same appends with it off (the index
+ *    trigger dropped), the two stores loaded alternately chunk by chunk so that both see the
+ *    same machine;
+ * 2. phrase-query latency (SearchEvents through the app: candidates, snippets, a page of 20,
+ *    newest first) over the loaded data, p50 and p95 of QUERIES runs.
+ *
+ *   node --import tsx bench/search.mjs [--sessions N] [--events N] [--only sqlite|postgres]
+ *
+ * Defaults: 1,000 sessions, 1,000,000 events (the issue's size); on a shared 2-core machine use
+ * --events to load less, and say so. Events: a user message, an assistant message (one in five
+ * calls a tool) and a tool result, ~30 words each from a 5,000-word vocabulary; "invoice 4711"
+ * in one event in 1,000, "rm -rf /tmp/build" in one in 500, "quota exceeded" in one in 5,000.
+ * Prints HEADLINE lines (bench/results.mjs). Files live under os.tmpdir() and are removed.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { cpus, loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import Database from 'better-sqlite3';
+import pg from 'pg';
+import { SessionService } from '../src/app/session-service.ts';
+import { SqliteSessionStore } from '../src/store/sqlite/sqlite-store.ts';
+import { SqliteSearchIndex } from '../src/store/sqlite/search.ts';
+import { PostgresSessionStore } from '../src/store/postgres/postgres-store.ts';
+import { PostgresSearchIndex } from '../src/store/postgres/search.ts';
+import { findPgBin, startCluster } from '../test/support/pg-cluster.ts';
+
+const { values } = parseArgs({ options: { sessions: { type: 'string' }, events: { type: 'string' }, only: { type: 'string' }, queries: { type: 'string' } } });
+const SESSIONS = Number(values.sessions ?? 1000);
+const EVENTS = Number(values.events ?? 1_000_000);
+const QUERIES = Number(values.queries ?? 200);
+const BATCH = 50; // events per append
+const PHRASES = ['"invoice 4711"', '"rm -rf"', '"quota exceeded"'];
+
+// ---- data --------------------------------------------------------------------------------------
+let seed = 42;
+const rand = () => ((seed = (seed * 1103515245 + 12345) & 0x7fffffff) / 0x7fffffff);
+const VOCAB = Array.from({ length: 5000 }, (_, i) => `w${(i * 7919 % 99991).toString(36)}${'aeiou'[i % 5]}`);
+const words = (n) => Array.from({ length: n }, () => VOCAB[Math.floor(rand() * VOCAB.length)]).join(' ');
+let eventNo = 0;
+function text() {
+  eventNo++;
+  let t = words(30);
+  if (eventNo % 1000 === 0) t += ' invoice 4711 is overdue';
+  if (eventNo % 500 === 0) t += ' then rm -rf /tmp/build';
+  if (eventNo % 5000 === 0) t += ' deploy failed: quota exceeded';
+  return t;
+}
+function eventAt(seq, time) {
+  const k = seq % 3;
+  if (k === 0) return { type: 'user/message', seq, time, data: { id: `u${seq}`, role: 'user', content: [{ type: 'text', text: text() }], source: { kind: 'user' } }, surfaceOp: 'append' };
+  if (k === 1) {
+    const content = [{ type: 'text', text: text() }];
+    if (rand() < 0.2) content.push({ type: 'tool-call', id: `c${seq}`, name: rand() < 0.5 ? 'bash' : 'deploy', arguments: JSON.stringify({ command: words(5) }) });
+    return { type: 'assistant/message', seq, time, data: { turn: 1, step: 1, message: { id: `a${seq}`, role: 'assistant', content, source: { kind: 'model', provider: 'p', model: 'm' } } }, surfaceOp: 'append' };
+  }
+  return {
+    type: 'tool/result', seq, time,
+    data: { turn: 1, step: 1, message: { id: `r${seq}`, role: 'user', source: { kind: 'tool', callId: `c${seq - 1}` }, content: [{ type: 'tool-result', toolCallId: `c${seq - 1}`, content: [{ type: 'text', text: text() }] }] } },
+    surfaceOp: 'append',
+  };
+}
+/** The batches in append order: round-robin over sessions, BATCH events each. */
+function* batches() {
+  const perSession = Math.ceil(EVENTS / SESSIONS);
+  const next = new Array(SESSIONS).fill(0);
+  let time = 1_700_000_000_000;
+  for (let round = 0; round * BATCH < perSession; round++) {
+    for (let s = 0; s < SESSIONS; s++) {
+      const n = Math.min(BATCH, perSession - next[s]);
+      if (n <= 0) continue;
+      const events = [];
+      for (let i = 0; i < n; i++) events.push(eventAt(next[s] + i, time++));
+      yield { session: `s${s}`, from: next[s], events };
+      next[s] += n;
+    }
+  }
+}
+
+// ---- measuring ---------------------------------------------------------------------------------
+const pct = (xs, p) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(p * xs.length))];
+const fmt = (n) => (n >= 1000 ? `${(n / 1000).toFixed(1)}k` : n.toFixed(0));
+function headline(h) {
+  console.log(`HEADLINE ${JSON.stringify(h)}`);
+}
+
+/** Loads the same batches into `on` and `off` alternately; returns events/s of each. */
+async function load(on, off) {
+  const writers = [new Map(), new Map()];
+  for (const [i, store] of [on, off].entries()) {
+    for (let s = 0; s < SESSIONS; s++) {
+      const id = `s${s}`;
+      await store.createSession({ header: { version: 0, id, createdAt: 1_700_000_000_000 + s }, labels: { team: `t${s % 10}` }, tenant: '', strict: false, pairingGuard: false, writer: 'w0' }, []);
+      writers[i].set(id, 'w0');
+    }
+  }
+  const time = [0, 0];
+  const chunk = [];
+  let n = 0;
+  const flush = async () => {
+    for (const [i, store] of [on, off].entries()) {
+      const t0 = performance.now();
+      await Promise.all(chunk.map(async (b) => {
+        const writer = `w${b.from + b.events.length}`;
+        const r = await store.append(b.session, { expectedNextSeq: b.from, expectedWriter: writers[i].get(b.session), writer, events: b.events, surfaceLength: b.from + b.events.length });
+        if (r.kind !== 'appended') throw new Error(`append ${b.session}@${b.from}: ${r.kind}`);
+        writers[i].set(b.session, writer);
+      }));
+      time[i] += performance.now() - t0;
+    }
+    chunk.length = 0;
+  };
+  for (const b of batches()) {
+    chunk.push(b);
+    n += b.events.length;
+    if (chunk.length === 20) await flush();
+    if (n % 100_000 < BATCH) process.stderr.write(`  loaded ${n} events\r`);
+  }
+  await flush();
+  process.stderr.write('\n');
+  return { events: n, on: n / (time[0] / 1000), off: n / (time[1] / 1000) };
+}
+
+async function queries(app) {
+  const ctx = { tenant: '' };
+  const ms = [];
+  let hits = 0;
+  for (let i = 0; i < QUERIES + 10; i++) {
+    const t0 = performance.now();
+    const page = await app.search.search(ctx, { query: PHRASES[i % PHRASES.length], pageSize: 20 });
+    if (i >= 10) ms.push(performance.now() - t0);
+    hits += page.hits.length;
+  }
+  return { p50: pct(ms, 0.5), p95: pct(ms, 0.95), hits: hits / (QUERIES + 10) };
+}
+
+async function report(name, loaded, q) {
+  const ratio = loaded.on / loaded.off;
+  console.log(`${name}: ${loaded.events} events in ${SESSIONS} sessions; appends ${fmt(loaded.on)} events/s with the index, ${fmt(loaded.off)} without (${(ratio * 100).toFixed(0)}%); phrase query p50 ${q.p50.toFixed(1)} ms, p95 ${q.p95.toFixed(1)} ms (${q.hits.toFixed(1)} hits per page)`);
+  headline({ id: `search-phrase-p95-${name}`, label: `SearchEvents phrase query p95, ${name} (${loaded.events} events, ${SESSIONS} sessions)`, value: `${q.p95.toFixed(1)} ms`, target: '< 50 ms', met: q.p95 < 50 });
+  headline({
+    id: `search-append-ratio-${name}`, label: `appends with the search index vs without, ${name}`,
+    value: `${(ratio * 100).toFixed(0)}% (${fmt(loaded.on)} vs ${fmt(loaded.off)} events/s)`, target: '>= 85%', met: ratio >= 0.85,
+  });
+}
+
+const root = mkdtempSync(join(tmpdir(), 'palimpsest-search-bench-'));
+console.log(`search bench: ${SESSIONS} sessions, ${EVENTS} events, ${cpus().length} cpus, load ${loadavg().map((l) => l.toFixed(1)).join(' ')}`);
+try {
+  if (values.only !== 'postgres') {
+    const onPath = join(root, 'on.db');
+    const offPath = join(root, 'off.db');
+    const on = new SqliteSessionStore({ path: onPath });
+    const off = new SqliteSessionStore({ path: offPath });
+    const raw = new Database(offPath);
+    raw.exec('DROP TRIGGER search_events_ai');
+    raw.close();
+    const loaded = await load(on, off);
+    await off.close();
+    const app = new SessionService(on);
+    app.search.useIndex(new SqliteSearchIndex(onPath));
+    await report('sqlite', loaded, await queries(app));
+    await app.close();
+  }
+  if (values.only !== 'sqlite') {
+    const bin = findPgBin();
+    if (bin === undefined) throw new Error('PostgreSQL binaries not found');
+    const cluster = await startCluster(bin);
+    try {
+      const on = await PostgresSessionStore.open({ url: cluster.adminUrl, schema: 'bon', poolSize: 4 });
+      const off = await PostgresSessionStore.open({ url: cluster.adminUrl, schema: 'boff', poolSize: 4 });
+      const c = new pg.Client({ connectionString: cluster.adminUrl });
+      await c.connect();
+      await c.query('DROP TRIGGER search_index_event ON boff.events');
+      await c.end();
+      const loaded = await load(on, off);
+      await off.close();
+      const c2 = new pg.Client({ connectionString: cluster.adminUrl });
+      await c2.connect();
+      await c2.query('ANALYZE bon.search_docs');
+      await c2.end();
+      const app = new SessionService(on);
+      app.search.useIndex(new PostgresSearchIndex({ url: cluster.adminUrl, schema: 'bon' }));
+      await report('postgres', loaded, await queries(app));
+      await app.close();
+    } finally {
+      cluster.stop();
+    }
+  }
+} finally {
+  rmSync(root, { recursive: true, force: true });
+}
