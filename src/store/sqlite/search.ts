@@ -4,10 +4,11 @@
  * domain's tokenizer (letters and digits, every `"` doubled all the same) in a bound parameter;
  * every other value is a bound parameter too.
  *
- * - Positive terms: one MATCH of `"tok tok" "tok"*` (FTS5 ANDs them); each negated term: a
- *   `NOT IN` of its own MATCH. Fields and filters: plain SQL over search_docs and sessions.
- * - Newest order walks search_docs_newest (keyset cursor); score order is FTS5's bm25 (`rank`),
- *   negated so that higher is better, with an offset cursor.
+ * - Positive terms: one MATCH of `"tok tok" "tok"*` (FTS5 ANDs them), the outer loop of the
+ *   join; each negated term: a `NOT IN` of its own MATCH. Fields and filters: plain SQL over
+ *   search_docs and sessions.
+ * - Newest order sorts the hits (keyset cursor); without terms it walks search_docs_newest. Score
+ *   order is FTS5's bm25 (`rank`), negated so that higher is better, with an offset cursor.
  * - The index has its own connection: reads do not queue behind the store's statements, and
  *   `reindex` writes one session per transaction (online: appends and searches go on).
  */
@@ -31,11 +32,7 @@ export function compileSqliteSearch(q: SearchCandidateQuery): { sql: string; par
   params.push(q.tenant);
   const positive = q.query.terms.filter((t) => !t.negated);
   const byScore = q.order === 'score' && positive.length > 0;
-  if (positive.length > 0 && !byScore) {
-    where.push('d.doc IN (SELECT rowid FROM search_fts WHERE search_fts MATCH ?)');
-    params.push(positive.map(fts5Phrase).join(' '));
-  }
-  if (byScore) {
+  if (positive.length > 0) {
     where.push('search_fts MATCH ?');
     params.push(positive.map(fts5Phrase).join(' '));
   }
@@ -96,11 +93,14 @@ export function compileSqliteSearch(q: SearchCandidateQuery): { sql: string; par
   const newest = 'd.time DESC, d.session_id DESC, d.seq DESC';
   let sql: string;
   if (byScore) {
-    sql = `SELECT ${cols}, -search_fts.rank AS score FROM search_fts JOIN search_docs d ON d.doc = search_fts.rowid JOIN sessions s ON s.id = d.session_id
+    sql = `SELECT ${cols}, -search_fts.rank AS score FROM search_fts CROSS JOIN search_docs d ON d.doc = search_fts.rowid JOIN sessions s ON s.id = d.session_id
       WHERE ${where.join(' AND ')} ORDER BY search_fts.rank, ${newest} LIMIT ? OFFSET ?`;
     params.push(q.limit, after?.kind === 'score' ? after.offset : 0);
   } else {
-    sql = `SELECT ${cols}, 0 AS score FROM search_docs d JOIN sessions s ON s.id = d.session_id
+    // With terms, the FTS match drives (CROSS JOIN keeps it the outer loop) and its hits are
+    // sorted: a walk of search_docs_newest probing each row would read every newer non-hit first.
+    const from = positive.length > 0 ? 'search_fts CROSS JOIN search_docs d ON d.doc = search_fts.rowid' : 'search_docs d';
+    sql = `SELECT ${cols}, 0 AS score FROM ${from} JOIN sessions s ON s.id = d.session_id
       WHERE ${where.join(' AND ')} ORDER BY ${newest} LIMIT ?`;
     params.push(q.limit);
     if (q.order === 'score' && after?.kind === 'score') {
