@@ -303,6 +303,79 @@ suite(`viewer in headless Chromium${hasChromium() ? '' : ' (skipped: /usr/bin/ch
     await p.close();
   }, 30_000);
 
+  it('searches events from the list (debounced), shows hits with the match marked, and opens one highlighted at its seq', async () => {
+    await create(t.client, 'findable', { search: 'yes' });
+    // The hit is deep in a long session (the page opens at the newest entries otherwise); its
+    // text has markup in it, which must show as text.
+    const msgs = Array.from({ length: 60 }, (_, i) => userMessage(`f${i}`, i === 20 ? 'the <b>zanzibar</b> ledger is in vault 9' : `filler line ${i}`));
+    await append(t.client, 'findable', msgs);
+    const p = await page('/');
+    await p.waitForSelector('[data-session-id="findable"]', WAIT);
+    const searches: string[] = [];
+    p.on('request', (r) => {
+      if (r.url().endsWith('/palimpsest.v1.SessionService/SearchEvents')) searches.push(r.url());
+    });
+    await p.locator('#event-search').pressSequentially('zanzibar');
+    await p.waitForSelector('#search-results[data-state="results"]', WAIT);
+    // Typing asks once the typing stopped, not once per key.
+    expect(searches.length).toBeLessThan('zanzibar'.length);
+    const hit = p.locator('#search-hits a.search-hit');
+    expect(await hit.count()).toBe(1);
+    expect([await hit.getAttribute('data-session-id'), await hit.getAttribute('data-seq')]).toEqual(['findable', '20']);
+    expect(await hit.locator('.hit-type').textContent()).toBe('user/message');
+    expect(await hit.locator('mark').allTextContents()).toEqual(['zanzibar']);
+    expect(await hit.locator('.hit-snippet').textContent()).toBe('the <b>zanzibar</b> ledger is in vault 9');
+    expect(await hit.locator('.hit-snippet b').count()).toBe(0);
+    expect(new URL(p.url()).searchParams.get('q')).toBe('zanzibar');
+    // The keyboard reaches the hit from the box.
+    await p.locator('#event-search').press('ArrowDown');
+    expect(await hit.evaluate((el) => el === (el.ownerDocument as unknown as { activeElement: unknown }).activeElement)).toBe(true);
+    await hit.click();
+    await p.waitForURL(/\/sessions\/findable\?seq=20$/, WAIT);
+    const target = p.locator('#surface [data-seq="20"]');
+    await p.waitForSelector('#surface[data-scrolled="target"]', { ...WAIT, state: 'attached' });
+    expect(await target.getAttribute('class')).toContain('search-target');
+    expect(await target.isVisible()).toBe(true);
+    const box = await target.boundingBox();
+    expect(box && box.y >= 0 && box.y + box.height <= 900).toBe(true);
+    expect(await p.locator('#surface .search-target').count()).toBe(1);
+    // Back on the list, the query is still there; an unknown word is the empty state, and a
+    // malformed query shows its position.
+    await p.goBack();
+    await p.waitForSelector('#search-results[data-state="results"]', WAIT);
+    expect(await p.inputValue('#event-search')).toBe('zanzibar');
+    await p.fill('#event-search', 'zanzibar quokkaless');
+    await p.waitForSelector('#search-results[data-state="empty"]', WAIT);
+    expect(await p.locator('#search-summary').textContent()).toBe('No events match zanzibar quokkaless.');
+    await p.fill('#event-search', 'zanzibar fo*o');
+    await p.waitForSelector('#search-results[data-state="error"]', WAIT);
+    expect(await p.locator('#search-summary .reason').textContent()).toBe('SEARCH_QUERY_INVALID');
+    expect(await p.locator('#search-summary .error-at').getAttribute('data-position')).toBe('11');
+    expect(await p.locator('#search-summary .error-at').textContent()).toBe('*');
+    expect(await p.locator('#search-summary .message').textContent()).toContain('position 11');
+    await p.fill('#event-search', '');
+    await p.waitForSelector('#search-results[data-state="idle"]', { ...WAIT, state: 'attached' });
+    // A new query aborts the one in flight: the first answer is held back by the test, the
+    // second query's results show, and the held request is cancelled by the page.
+    let release: () => void = () => undefined;
+    const held = new Promise<void>((r) => { release = r; });
+    const seen: string[] = [];
+    await p.route('**/palimpsest.v1.SessionService/SearchEvents', async (route) => {
+      seen.push(route.request().url());
+      if (seen.length === 1) await held;
+      await route.continue().catch(() => undefined);
+    });
+    const cancelled = p.waitForEvent('requestfailed', { predicate: (r) => r.url().endsWith('/SearchEvents'), ...WAIT });
+    await p.fill('#event-search', 'zanzibar');
+    await expect.poll(() => seen.length, WAIT).toBe(1);
+    await p.fill('#event-search', 'vault');
+    expect((await cancelled).failure()?.errorText).toMatch(/ABORTED|cancel/i);
+    release();
+    await p.waitForSelector('#search-results[data-state="results"]', WAIT);
+    expect(await p.locator('#search-hits mark').allTextContents()).toEqual(['vault']);
+    await p.close();
+  }, 30_000);
+
   it('marks turn boundaries on the time slider and steps by turn', async () => {
     await create(t.client, 'turns');
     const turn = (n: number): EventInput[] => [input('turn/start', { turn: n }), userMessage(`q${n}`, `question ${n}`), input('turn/end', { turn: n, reason: { kind: 'completed' } })];

@@ -18,6 +18,7 @@ import { api, isCancel, isPermanent } from './api.js';
 import { h, when } from './dom.js';
 import { setCrumbs, showError, type Page } from './ui.js';
 import { fetchStatus, STATUS_TEXT, STATUS_TYPES, type SessionStatus } from './session-status.js';
+import { searchBox } from './search-box.js';
 
 const PAGE_SIZE = 50;
 /** Relative times are re-rendered this often (no request). */
@@ -26,6 +27,15 @@ const TICK_MS = 5000;
 const DETAIL_SPACING_MS = 1000;
 const RETRY_MIN_MS = 500;
 const RETRY_MAX_MS = 10_000;
+
+/** Sets (or with '' removes) one query parameter of the list's URL, keeping the others. */
+function setParam(name: string, value: string): void {
+  const params = new URLSearchParams(location.search);
+  if (value) params.set(name, value);
+  else params.delete(name);
+  const qs = params.toString();
+  history.replaceState(null, '', qs ? `/?${qs}` : '/');
+}
 
 function parseLabels(text: string): Record<string, string> | string {
   const out: Record<string, string> = {};
@@ -373,7 +383,7 @@ export function listPage(root: HTMLElement): Page {
     clearTimeout(debounce);
     debounce = setTimeout(() => {
       const q = filter.value.trim();
-      history.replaceState(null, '', q ? `/?labels=${encodeURIComponent(q)}` : '/');
+      setParam('labels', q);
       restart();
     }, 250);
   });
@@ -393,7 +403,10 @@ export function listPage(root: HTMLElement): Page {
     for (const row of rows.values()) renderActivity(row, now);
   }, TICK_MS);
 
+  const search = searchBox(params.get('q') ?? '', (q) => setParam('q', q));
   root.append(h('section', { class: 'list' },
+    h('div', { class: 'toolbar search-bar' }, search.input),
+    search.panel,
     h('div', { class: 'toolbar' }, h('h1', {}, 'Sessions'), filter, filterError, h('span', { class: 'spacer' }), status),
     h('table', { class: 'sessions' },
       h('thead', {}, h('tr', {},
@@ -409,5 +422,6 @@ export function listPage(root: HTMLElement): Page {
     observer.disconnect();
     clearInterval(tick);
     clearTimeout(debounce);
+    search.teardown();
   };
 }

@@ -21,6 +21,7 @@ import { setCrumbs, showError, type Page } from './ui.js';
 import { formatBytes, parseMessage, preview, renderContent, resultBytes, sourceLine, toolResults, type MessageJson } from './render-message.js';
 import { estimateMessageTokens } from '../../src/domain/token-estimate.js';
 import { eventsView, transcriptView, type ViewContext } from './log-views.js';
+import { revealSeq, targetSeq } from './seq-target.js';
 
 /** What the viewer knows of one surface-touching event. */
 interface Entry {
@@ -75,6 +76,8 @@ export function sessionPage(root: HTMLElement, id: string): Page {
   let view: View = 'model';
   /** undefined = now (live); otherwise the seq the slider shows. */
   let asOf: number | undefined;
+  /** `?seq=` (a search hit): highlighted and scrolled to once the model view caught up. */
+  let target = targetSeq(location.search);
 
   // ---- layout -----------------------------------------------------------------------------
   const title = h('h1', { class: 'mono' }, id);
@@ -503,6 +506,11 @@ export function sessionPage(root: HTMLElement, id: string): Page {
                   window.scrollTo(0, document.body.scrollHeight);
                   nearBottom = true;
                   surfaceBox.dataset.scrolled = 'newest';
+                  if (target !== undefined) {
+                    nearBottom = false;
+                    if (revealSeq(surfaceBox, target, () => liveMore(shown.from))) surfaceBox.dataset.scrolled = 'target';
+                    target = undefined;
+                  }
                 }
                 // For bench/viewer.bench.ts: when the whole surface was first put on the page.
                 performance.mark('palimpsest:surface-rendered', { detail: { entries: surface.length } });

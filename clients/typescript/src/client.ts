@@ -23,6 +23,7 @@ import { withDerivedIds, type ContentBlock, type Message } from './events.js';
 import { PalimpsestError, toPalimpsestError } from './errors.js';
 import { AppendWriter } from './append-stream.js';
 import { blobChunks } from './blobs.js';
+import { searchPageOf, searchRequest, type SearchHit, type SearchOptions, type SearchPage } from './search.js';
 import { context, propagation, type TextMapSetter } from '@opentelemetry/api';
 
 /** Writes propagation headers into gRPC metadata. */
@@ -519,6 +520,27 @@ export class PalimpsestClient {
         call.end();
       })().catch((e: unknown) => { call.cancel(); reject(e); });
     });
+  }
+
+  /**
+   * Every event of the caller's sessions matching `query` (docs/search.md), newest first or with
+   * `order: 'score'` best first, paging through SearchEvents: the next page is asked for only
+   * when the caller reads past the current one (stop early with `break`). A malformed query is
+   * INVALID_ARGUMENT / SEARCH_QUERY_INVALID with `metadata.position`, its 0-based offset.
+   */
+  async *search(query: string, opts: SearchOptions = {}): AsyncGenerator<SearchHit> {
+    let pageToken = '';
+    for (;;) {
+      const page = await this.searchPage(query, opts, pageToken);
+      yield* page.hits;
+      if (!page.nextPageToken) return;
+      pageToken = page.nextPageToken;
+    }
+  }
+
+  /** One page of {@link search}: its hits and the `nextPageToken` to pass back ('' on the last page). */
+  async searchPage(query: string, opts: SearchOptions = {}, pageToken = ''): Promise<SearchPage> {
+    return searchPageOf(await this.unary(this.raw.searchEvents, searchRequest(query, opts, pageToken)));
   }
 
   /**

@@ -13,6 +13,7 @@ export {
 } from './client.js';
 export { PalimpsestError, statusToPalimpsestError, toPalimpsestError, type Violation } from './errors.js';
 export { AppendWriter, type AppendOptions } from './append-stream.js';
+export { snippetParts, type SearchHit, type SearchOptions, type SearchPage, type SnippetPart, type SnippetRange } from './search.js';
 export * as events from './events.js';
 export type { EventInput, SessionEvent } from './gen/palimpsest/v1/event.js';
 export type { Session } from './gen/palimpsest/v1/session.js';

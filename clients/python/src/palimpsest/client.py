@@ -31,6 +31,7 @@ import grpc
 
 from palimpsest.errors import PalimpsestError, Violation, decode_status
 from palimpsest.events import with_derived_ids
+from palimpsest.search import SearchHit, Time, search_request, snippet_parts
 from palimpsest.writer import AppendWriter
 from palimpsest.v1 import content_pb2, event_pb2, service_pb2, service_pb2_grpc, session_pb2
 
@@ -39,7 +40,7 @@ try:  # The OpenTelemetry API is optional: with it, calls carry the current trac
 except ImportError:  # pragma: no cover - depends on the environment
     _otel_inject = None  # type: ignore[assignment]
 
-__all__ = ["AppendWriter", "Client", "PalimpsestError", "RenderedMessage", "SessionFeedItem", "SurfaceDelta", "TLS", "Violation", "decode_status", "SERVICE_CONFIG"]
+__all__ = ["AppendWriter", "Client", "PalimpsestError", "RenderedMessage", "SearchHit", "SessionFeedItem", "SurfaceDelta", "TLS", "Violation", "decode_status", "snippet_parts", "SERVICE_CONFIG"]
 
 T = TypeVar("T")
 
@@ -317,6 +318,35 @@ class Client:
             token = res.next_page_token
             if not token:
                 return
+
+    def search(self, query: str, *, labels: Optional[Mapping[str, str]] = None, session_ids: Sequence[str] = (),
+               event_types: Sequence[str] = (), start_time: Optional[Time] = None, end_time: Optional[Time] = None,
+               tool_name: str = "", surface_only: bool = False, include_shadowed: bool = False,
+               order: Optional[str] = None, page_size: int = 0) -> Iterator[SearchHit]:
+        """Every event of your sessions matching ``query`` (words, ``"phrases"``, ``-exclusions``,
+        ``prefix*``, ``type:``, ``tool:``, ``label:k=v``, ``session:``; docs/search.md), paging
+        through SearchEvents as you iterate (the next page is asked for only when you read past
+        the current one). Filters: ``labels`` (all must match), ``session_ids``, ``event_types``,
+        ``start_time`` / ``end_time`` (Unix ms or a datetime; end excluded), ``tool_name``,
+        ``surface_only``, ``include_shadowed``; ``order`` is ``"newest"`` (the default) or
+        ``"score"``. A malformed query raises :class:`PalimpsestError` INVALID_ARGUMENT /
+        SEARCH_QUERY_INVALID with ``metadata["position"]``, its 0-based offset.
+        :func:`palimpsest.search.snippet_parts` cuts a hit's snippet at its matches."""
+        token = ""
+        while True:
+            hits, token = self.search_page(query, page_token=token, labels=labels, session_ids=session_ids,
+                                           event_types=event_types, start_time=start_time, end_time=end_time,
+                                           tool_name=tool_name, surface_only=surface_only,
+                                           include_shadowed=include_shadowed, order=order, page_size=page_size)
+            yield from hits
+            if not token:
+                return
+
+    def search_page(self, query: str, page_token: str = "", **filters: Any) -> Tuple[List[SearchHit], str]:
+        """One page of :meth:`search` (same keyword filters): its hits and the next page's token
+        (``""`` on the last page)."""
+        res = self._call(self.stub.SearchEvents, search_request(query, page_token=page_token, **filters))
+        return list(res.hits), res.next_page_token
 
     def update_session(self, session_id: str, set_labels: Optional[Mapping[str, str]] = None,
                        remove_labels: Sequence[str] = (), *, expected_version: Optional[int] = None) -> session_pb2.Session:
