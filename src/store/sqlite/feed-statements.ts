@@ -1,0 +1,50 @@
+/**
+ * The session feed's reads and retention on SQLite (issue #35, the port's `readFeed`, `feedEnd`,
+ * `feedStart` and `pruneFeed`; schema.ts FEED_SQL): the feed's positions are global
+ * (AUTOINCREMENT, never reused), each tenant's records read through feed_by_tenant.
+ *
+ * A prune is one DELETE (one transaction, on the store's own connection, off the write path): the
+ * records before the first one recorded at or after `before` (a prefix by position, so a prefix of
+ * every tenant's records; found by walking the primary key from the oldest record, i.e. over the
+ * rows being removed), except each tenant's last record, which keeps feedEnd (and from_now) where
+ * it was.
+ */
+import type Database from 'better-sqlite3';
+import type { FeedQuery, FeedRecord } from '../../app/store-port.js';
+import { decodeFeedRow, type RawFeedRow } from './row-codec.js';
+
+/** The statements of the feed, prepared once per connection. */
+export interface FeedStatements {
+  /** The tenant's records after `query.after`, at most `query.limit`. */
+  readFeed(query: FeedQuery): FeedRecord[];
+  /** The tenant's last position (0 when it has none). */
+  feedEnd(tenant: string): number;
+  /** The tenant's oldest kept position (0 when it has no records). */
+  feedStart(tenant: string): number;
+  /** Removes the records older than `before` (ms), each tenant's last one kept; returns how many. */
+  pruneFeed(before: number): number;
+}
+
+/** Prepares the feed's statements on `db`. */
+export function feedStatements(db: Database.Database): FeedStatements {
+  const read = db.prepare(
+    `SELECT position, tenant, session_id, kind, created_at, next_seq, event_count, surface_length, event_types, labels, previous_labels, time
+     FROM feed WHERE tenant = ? AND position > ? ORDER BY position LIMIT ?`,
+  ).raw();
+  const end = db.prepare('SELECT max(position) FROM feed WHERE tenant = ?').pluck();
+  const start = db.prepare('SELECT min(position) FROM feed WHERE tenant = ?').pluck();
+  const prune = db.prepare(
+    `DELETE FROM feed
+      WHERE position < coalesce((SELECT position FROM feed WHERE time >= ? ORDER BY position LIMIT 1), 9007199254740991)
+        AND position NOT IN (SELECT max(position) FROM feed GROUP BY tenant)`,
+  );
+  return {
+    readFeed: (query) => {
+      if (query.limit <= 0) return [];
+      return (read.all(query.tenant, Math.max(0, Math.floor(query.after)), query.limit) as RawFeedRow[]).map(decodeFeedRow);
+    },
+    feedEnd: (tenant) => (end.get(tenant) as number | null) ?? 0,
+    feedStart: (tenant) => (start.get(tenant) as number | null) ?? 0,
+    pruneFeed: (before) => prune.run(Math.floor(before)).changes,
+  };
+}
