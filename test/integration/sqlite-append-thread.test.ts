@@ -561,6 +561,44 @@ async function turns(n = 5): Promise<void> {
   for (let i = 0; i < n; i++) await new Promise((r) => setImmediate(r));
 }
 
+describe('AppendThread: how calls are handed to the thread', () => {
+  /** The number of calls in each append message the thread received, for a store of `durability`. */
+  async function messages(durability: 'full' | 'normal'): Promise<number[]> {
+    const sizes: number[] = [];
+    const thread = scripted('manual');
+    const t = new AppendThread(
+      { path: fresh(), durability, fullSync: 'background', busyTimeoutMs: 0, groupCommit: undefined },
+      { commits: 0, groupCommits: 0, appends: 0, maxGroupSize: 0 },
+      () => undefined,
+      (config) => {
+        const w = thread.start(config);
+        const post = w.postMessage.bind(w);
+        w.postMessage = (m: { kind: string; calls?: unknown[] }) => {
+          if (m.kind === 'append') sizes.push(m.calls!.length);
+          post(m);
+        };
+        return w;
+      },
+    );
+    // Two calls in two macrotasks of one event-loop turn, as grpc-js hands over unary requests.
+    await new Promise<void>((resolve) => {
+      setImmediate(() => t.enqueue({ ...call(0, {}), reject: () => undefined }));
+      setImmediate(() => {
+        t.enqueue({ ...call(1, {}), reject: () => undefined });
+        resolve();
+      });
+    });
+    await turns();
+    await t.close();
+    return sizes;
+  }
+
+  it('with a background sync, the calls of one event-loop turn go in one message; without, a message per macrotask', async () => {
+    expect(await messages('full')).toEqual([2]);
+    expect(await messages('normal')).toEqual([1, 1]);
+  });
+});
+
 describe('AppendThread: reads wait for what they may have seen', () => {
   it('visible() is pending while a group the thread made visible is not durable, and resolves when it is', async () => {
     const thread = scripted('hold');
