@@ -27,9 +27,6 @@ import type { RevocableCalls } from './revocable-calls.js';
 /** Batches of one stream being appended at once. */
 export const MAX_IN_FLIGHT = 256;
 
-/** Events of a session's unsettled batches up to which the next one is pipelined (GROUP_ROWS of the SQLite store). */
-export const PIPELINE_ROWS = 300;
-
 /** Bytes of a correlation id. */
 export const MAX_CORRELATION_ID_BYTES = 256;
 
@@ -58,8 +55,6 @@ export function appendStreamHandler(appendBatch: AppendBatch, onUnexpected: (err
     let wakeReader: (() => void) | undefined;
     /** The last batch of each session (the chains that keep its order). */
     const tails = new Map<string, Tail>();
-    /** Events of each session's batches started and not yet settled. */
-    const pendingRows = new Map<string, number>();
     const wake = (): void => {
       const w = wakeReader;
       wakeReader = undefined;
@@ -138,20 +133,9 @@ export function appendStreamHandler(appendBatch: AppendBatch, onUnexpected: (err
             markPlanned = resolve;
           });
           const order: BatchOrder = { onPlanned: markPlanned, retryAfter: previous?.settled };
-          // Pipelined while the session's unsettled batches stay under PIPELINE_ROWS events
-          // (what one group commit takes); a larger backlog waits for the previous batch to settle.
-          const rows = append?.events.length ?? 0;
-          const pending = (pendingRows.get(session) ?? 0) + rows;
-          pendingRows.set(session, pending);
-          const gate = previous === undefined ? undefined : pending <= PIPELINE_ROWS ? previous.planned : previous.settled;
-          const result = (gate ?? Promise.resolve()).then(() => run(correlationId, append, order));
+          const result = (previous?.planned ?? Promise.resolve()).then(() => run(correlationId, append, order));
           // run answers every failure: a rejection here is unexpected, reported once below.
           const settled = result.then(() => undefined, () => undefined);
-          void settled.then(() => {
-            const left = (pendingRows.get(session) ?? 0) - rows;
-            if (left > 0) pendingRows.set(session, left);
-            else pendingRows.delete(session);
-          });
           void settled.then(markPlanned);
           const answered: Promise<void> = Promise.all([previous?.answered, result]).then(([, msg]) => {
             send(msg);
