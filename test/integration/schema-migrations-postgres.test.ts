@@ -241,5 +241,6 @@ describe.skipIf(!hasPostgres())('PostgreSQL schema migrations', () => {
     commits: (store) => store.stats().commits,
     groupCommit: false,
     lean: true,
+    blobs: false,
   });
 });

@@ -16,6 +16,7 @@ import { SharedCommitGate, type WriterConfig } from '../../src/store/sqlite/appe
 import { waitFor } from '../support/poll.js';
 import { AppendThread } from '../../src/store/sqlite/append-thread.js';
 import { prepareStatements } from '../../src/store/sqlite/statements.js';
+import { configureConnection } from '../../src/store/sqlite/open-database.js';
 import { encodeEvents } from '../../src/store/sqlite/row-codec.js';
 import { readHeads } from '../../src/store/sqlite/head-record.js';
 import { WalSync } from '../../src/store/sqlite/wal-sync.js';
@@ -64,7 +65,8 @@ async function fixture(): Promise<{ path: string; db: Database.Database }> {
   await store.createSession(newSession('s'), []);
   await store.close();
   const db = new Database(path);
-  db.pragma('synchronous = NORMAL');
+  // As the store configures its connections (synchronous NORMAL under a background sync; the search index's functions).
+  configureConnection(db, 'full', true);
   return { path, db };
 }
 
