@@ -143,6 +143,11 @@ export class BlobbingStore implements SessionStore {
     return this.inner.readEventTexts(sessionId, query);
   }
 
+  /** The events as stored: blobbed values as their references (what every store's search index reads). */
+  scanStoredEvents(sessionId: string, fromSeq: number, batchSize: number): AsyncIterable<SessionEvent[]> {
+    return this.inner.scanEvents(sessionId, fromSeq, batchSize);
+  }
+
   async getEvents(sessionId: string, seqs: readonly number[]): Promise<SessionEvent[]> {
     return this.inflateEvents(sessionId, await this.inner.getEvents(sessionId, seqs));
   }
