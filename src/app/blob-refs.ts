@@ -11,40 +11,16 @@
  *    blob by digest, from an offset, in chunks. Another tenant's digest is BLOB_NOT_FOUND exactly
  *    like a missing one.
  */
-import type { CandidateEvent, Json } from '../domain/event.js';
+import type { CandidateEvent } from '../domain/event.js';
 import { DomainError } from '../domain/errors.js';
-import { MAX_NESTING } from '../domain/json.js';
-import { inflateBlobs, isBlobDigest, mayHoldRefs, parseBlobRef, type BlobRef } from '../domain/blobs.js';
-import { BlobDamagedError, blobString } from './blob-codec.js';
+import { isBlobDigest } from '../domain/blobs.js';
+import { utf8Length } from '../domain/utf8.js';
+import { BlobDamagedError } from './blob-codec.js';
+import { resolveRefs } from './blob-resolve.js';
 import type { BlobInfo } from './blob-port.js';
 import type { AppendOptions } from './app-types.js';
 import { DataCorruptedError } from './storage-error.js';
 import type { SessionStore } from './store-port.js';
-
-/** Every reference in a candidate's (unvalidated) data; stops at MAX_NESTING (deeper data is refused by validation). */
-function refsIn(data: unknown, out: BlobRef[], depth = 0): void {
-  if (data === null || typeof data !== 'object' || depth > MAX_NESTING) return;
-  if (Array.isArray(data)) {
-    for (const x of data) refsIn(x, out, depth + 1);
-    return;
-  }
-  if ('$blob' in data) {
-    const ref = parseBlobRef(data as Json);
-    if (ref !== undefined) {
-      out.push(ref);
-      return;
-    }
-  }
-  for (const k in data) refsIn((data as Record<string, unknown>)[k], out, depth + 1);
-}
-
-const utf8 = new TextDecoder('utf-8', { fatal: true });
-
-function notFound(digest: string, index: number): DomainError {
-  return new DomainError('BLOB_NOT_FOUND',
-    `event ${index} references blob ${digest}, which this tenant has not stored; send the value itself (a blob exists only while an event of the tenant references it)`,
-    { digest }, index);
-}
 
 /**
  * The candidates with their references resolved (and the options adjusted: a resolved event's
@@ -54,53 +30,25 @@ function notFound(digest: string, index: number): DomainError {
 export async function resolveBlobRefs(
   store: SessionStore, tenant: string, candidates: readonly CandidateEvent[], opts: AppendOptions,
 ): Promise<{ candidates: CandidateEvent[]; opts: AppendOptions } | undefined> {
-  const perEvent: (BlobRef[] | undefined)[] = [];
-  let any = false;
-  for (let i = 0; i < candidates.length; i++) {
-    const text = opts.parsedData?.[i]?.text;
-    if (text !== undefined && !mayHoldRefs(text)) continue;
-    const refs: BlobRef[] = [];
-    refsIn(candidates[i]?.data, refs);
-    if (refs.length > 0) {
-      perEvent[i] = refs;
-      any = true;
+  const blobs = store.blobs;
+  const resolved = await resolveRefs(candidates.map((c) => c?.data), candidates.map((_, i) => opts.parsedData?.[i]?.text), async (digests) => {
+    const out = new Map<string, { bytes: Uint8Array }>();
+    for (const d of digests) {
+      const slice = await blobs?.readBlob(tenant, d, 0, Number.MAX_SAFE_INTEGER);
+      if (slice !== undefined) out.set(d, slice);
     }
-  }
-  if (!any) return undefined;
-  const strings = new Map<string, string>();
-  for (let i = 0; i < candidates.length; i++) {
-    for (const ref of perEvent[i] ?? []) {
-      const key = `${ref.encoding}:${ref.digest}`;
-      if (strings.has(key)) continue;
-      const slice = await store.blobs?.readBlob(tenant, ref.digest, 0, Number.MAX_SAFE_INTEGER);
-      if (slice === undefined) throw notFound(ref.digest, i);
-      if (ref.bytes >= 0 && ref.bytes !== slice.info.size) {
-        throw new DomainError('BLOB_REF_INVALID',
-          `event ${i} references blob ${ref.digest} with bytes ${ref.bytes}, but it has ${slice.info.size}; send the reference as a blob_refs read returned it`,
-          { digest: ref.digest }, i);
-      }
-      if (ref.encoding === 'utf8') {
-        try {
-          utf8.decode(slice.bytes);
-        } catch {
-          throw new DomainError('BLOB_REF_INVALID',
-            `event ${i} references blob ${ref.digest} as UTF-8 text, but its bytes are not UTF-8; reference it with "encoding": "base64"`,
-            { digest: ref.digest }, i);
-        }
-      }
-      strings.set(key, blobString(slice.bytes, ref.encoding));
-    }
-  }
+    return out;
+  });
+  if (resolved === undefined) return undefined;
   const out = candidates.slice();
   const parsedData = opts.parsedData?.slice();
   const dataBytes = opts.dataBytes?.slice();
   for (let i = 0; i < candidates.length; i++) {
-    if (perEvent[i] === undefined) continue;
-    const c = candidates[i]!;
-    const data = inflateBlobs(c.data as Json, (ref) => strings.get(`${ref.encoding}:${ref.digest}`)!);
-    out[i] = { ...c, data };
+    const data = resolved[i];
+    if (data === undefined) continue;
+    out[i] = { ...candidates[i]!, data };
     if (parsedData !== undefined) parsedData[i] = undefined;
-    if (dataBytes !== undefined) dataBytes[i] = JSON.stringify(data).length;
+    if (dataBytes !== undefined) dataBytes[i] = utf8Length(JSON.stringify(data));
   }
   return { candidates: out, opts: { ...opts, ...(parsedData === undefined ? {} : { parsedData }), ...(dataBytes === undefined ? {} : { dataBytes }) } };
 }

@@ -17,7 +17,7 @@ import { BlobDamagedError, extractBatch, inflateData, type ExtractedBatch, type 
 import type { BlobStorePort, BlobWrites } from './blob-port.js';
 import { DataCorruptedError } from './storage-error.js';
 import { hasEncodedEventPages } from './ports/capabilities.js';
-import { DomainError } from '../domain/errors.js';
+import { resolveRefs } from './blob-resolve.js';
 import type {
   AppendOutcome, AppendRequest, CreateOutcome, CreateQuota, DeleteExpectation, EncodedEventPage, FeedQuery, FeedRecord, HeadWatch,
   IdempotentResult, NewSession, PendingChunkOptions, PendingChunkOutcome, PublishMetadata, ReadEventsQuery, SessionPage, SessionRecord,
@@ -48,7 +48,12 @@ export class BlobbingStore implements SessionStore {
     this.eventPageFormat = encoded?.eventPageFormat;
     if (page !== undefined) {
       // The encoded page carries the stored text: only for sessions without references.
-      this.readEncodedEventPage = async (id, q, budget) => (await this.hasBlobs(id)) ? undefined : page(id, q, budget);
+      // Read first, then check: a first blob appended after the check would leak its reference
+      // (event_blobs commits with the rows, so a page read before it holds no reference).
+      this.readEncodedEventPage = async (id, q, budget) => {
+        const p = await page(id, q, budget);
+        return (await this.hasBlobs(id)) ? undefined : p;
+      };
     }
     if (inner.readSurfaceStructure !== undefined) this.readSurfaceStructure = inner.readSurfaceStructure.bind(inner);
     if (inner.tenantSessionCounts !== undefined) this.tenantSessionCounts = inner.tenantSessionCounts.bind(inner);
@@ -85,40 +90,23 @@ export class BlobbingStore implements SessionStore {
   /**
    * Writes that did not come through AppendEvents (import chunks, server-built batches) may hold
    * objects of the reference shape: they stand for the tenant's blob (BLOB_NOT_FOUND when it has
-   * none), so that no reference-shaped literal is ever stored (docs/blobs.md). Undefined when no
+   * none, BLOB_REF_INVALID when it does not fit: the one resolver, blob-resolve.ts, that AppendEvents
+   * uses too), so that no reference-shaped literal is ever stored (docs/blobs.md). Undefined when no
    * event holds one (text-gated when the text is known).
    */
   private async resolve(
     events: readonly SessionEvent[], texts: readonly (string | undefined)[] | undefined,
     fetch: (digests: string[]) => Promise<ReadonlyMap<string, StoredBlob>>,
   ): Promise<{ events: SessionEvent[]; dataTexts: (string | undefined)[] } | undefined> {
-    let at: number[] | undefined;
-    const digests = new Set<string>();
-    for (let i = 0; i < events.length; i++) {
-      const text = texts?.[i];
-      const data = events[i]!.data;
-      if (text !== undefined ? !mayHoldRefs(text) : data === null || typeof data !== 'object') continue;
-      const refs = findBlobRefs(data);
-      if (refs.length === 0) continue;
-      (at ??= []).push(i);
-      for (const r of refs) digests.add(r.digest);
-    }
-    if (at === undefined) return undefined;
-    const blobs = await fetch([...digests]);
+    const resolved = await resolveRefs(events.map((e) => e.data), texts, fetch);
+    if (resolved === undefined) return undefined;
     const out = events.slice();
     const dataTexts = events.map((_, i) => texts?.[i]);
-    for (const i of at) {
-      const e = out[i]!;
-      try {
-        out[i] = { ...e, data: inflateData(e.data, blobs) };
-      } catch (err) {
-        if (err instanceof BlobDamagedError && err.why === 'missing') {
-          throw new DomainError('BLOB_NOT_FOUND', `event ${i} references blob ${err.digest}, which this tenant has not stored; send the value itself`, { digest: err.digest }, i);
-        }
-        throw err;
-      }
+    resolved.forEach((data, i) => {
+      if (data === undefined) return;
+      out[i] = { ...out[i]!, data };
       dataTexts[i] = undefined;
-    }
+    });
     return { events: out, dataTexts };
   }
 
@@ -155,14 +143,21 @@ export class BlobbingStore implements SessionStore {
     return this.inner.readEventTexts(sessionId, query);
   }
 
+  /** The events as stored: blobbed values as their references (what every store's search index reads). */
+  scanStoredEvents(sessionId: string, fromSeq: number, batchSize: number): AsyncIterable<SessionEvent[]> {
+    return this.inner.scanEvents(sessionId, fromSeq, batchSize);
+  }
+
   async getEvents(sessionId: string, seqs: readonly number[]): Promise<SessionEvent[]> {
     return this.inflateEvents(sessionId, await this.inner.getEvents(sessionId, seqs));
   }
 
   async *scanEvents(sessionId: string, fromSeq: number, batchSize: number): AsyncIterable<SessionEvent[]> {
-    let has: boolean | undefined;
+    // Checked after each batch is read, until the session has blobs: a live session may get its
+    // first one between two batches.
+    let has = false;
     for await (const batch of this.inner.scanEvents(sessionId, fromSeq, batchSize)) {
-      has ??= await this.hasBlobs(sessionId);
+      if (!has) has = await this.hasBlobs(sessionId);
       yield has ? await this.inflateEvents(sessionId, batch, true) : batch;
     }
   }

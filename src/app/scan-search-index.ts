@@ -39,7 +39,9 @@ export class ScanSearchIndex implements SearchIndex {
         const found: SearchCandidate[] = [];
         let replaced = false;
         const calls = new Map<string, string>();
-        for await (const batch of this.store.scanEvents(sessionId, 0, SCAN_BATCH)) {
+        // The stored form, as the SQLite index reads it: a value kept as a blob is not searchable.
+        const scan = this.store.scanStoredEvents?.(sessionId, 0, SCAN_BATCH) ?? this.store.scanEvents(sessionId, 0, SCAN_BATCH);
+        for await (const batch of scan) {
           for (const e of batch) {
             const doc = searchDoc(e.type, e.data);
             if (doc === undefined) continue;

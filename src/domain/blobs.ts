@@ -25,6 +25,7 @@
  *   data. (Stores also record which digests each row references, for counting and `verify`.)
  */
 import type { Json, JsonObject } from './event.js';
+import { MAX_NESTING } from './json.js';
 
 /** Default `--blob-min-bytes`: strings of at least 64 KiB are blobbed. */
 export const DEFAULT_BLOB_MIN_BYTES = 65_536;
@@ -208,23 +209,27 @@ export function extractBlobs(data: Json, minBytes: number, make: BlobMaker): Ext
   return refs.length === 0 ? undefined : { data: result, refs };
 }
 
-/** Every reference in `data`, in walk order (duplicates kept). */
-export function findBlobRefs(data: Json): BlobRef[] {
+/**
+ * Every reference in `data`, in walk order (duplicates kept): the one reference walk, over stored
+ * data and over unvalidated candidates alike (it stops below MAX_NESTING, deeper data is refused
+ * by validation).
+ */
+export function findBlobRefs(data: unknown): BlobRef[] {
   const refs: BlobRef[] = [];
-  const visit = (v: Json): void => {
-    if (v === null || typeof v !== 'object') return;
+  const visit = (v: unknown, depth: number): void => {
+    if (v === null || typeof v !== 'object' || depth > MAX_NESTING) return;
     if (Array.isArray(v)) {
-      for (const x of v) visit(x);
+      for (const x of v) visit(x, depth + 1);
       return;
     }
-    const ref = '$blob' in v ? parseBlobRef(v) : undefined;
+    const ref = '$blob' in v ? parseBlobRef(v as Json) : undefined;
     if (ref !== undefined) {
       refs.push(ref);
       return;
     }
-    for (const k in v) visit(v[k] as Json);
+    for (const k in v) visit((v as Record<string, unknown>)[k], depth + 1);
   };
-  visit(data);
+  visit(data, 0);
   return refs;
 }
 

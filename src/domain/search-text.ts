@@ -15,12 +15,16 @@
  *   the same on every store.
  * - The text is cut to {@link MAX_SEARCH_TEXT} code points: a bigger event (a long tool output)
  *   is searchable by its beginning only.
+ * - A value kept as a blob (a string of at least `--blob-min-bytes`, image data; docs/blobs.md) is
+ *   not searchable: the stored data holds its reference (src/domain/blobs.ts parseBlobRef), which
+ *   is skipped whole, so its digest is not searchable either. Every store reads the stored form.
  * - An event whose JSON text holds a `\u0000` or surrogate escape (a string PostgreSQL's jsonb
  *   cannot hold) is indexed with empty text: findable by its fields, not its words.
  */
 import type { Json } from './event.js';
 import { MESSAGE_EVENT_TYPES } from './event.js';
 import { isJsonObject } from './json.js';
+import { parseBlobRef } from './blobs.js';
 
 /** The event types whose events are indexed. */
 export const SEARCH_EVENT_TYPES: ReadonlySet<string> = MESSAGE_EVENT_TYPES;
@@ -72,6 +76,7 @@ function collect(v: Json, out: string[]): void {
   if (typeof v === 'string') out.push(v);
   else if (Array.isArray(v)) for (const x of v) collect(x, out);
   else if (isJsonObject(v)) {
+    if ('$blob' in v && parseBlobRef(v) !== undefined) return; // a value kept as a blob: not searchable
     for (const k of Object.keys(v).sort(compareJsonbKeys)) if (!SKIPPED.has(k)) collect(v[k] as Json, out);
   }
 }

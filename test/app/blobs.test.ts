@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { SessionService, ANONYMOUS, DEFAULT_LIMITS, type CallContext } from '../../src/app/session-service.js';
 import { BlobbingStore } from '../../src/app/blobbing-store.js';
 import { blobDigest } from '../../src/app/blob-codec.js';
-import { readBlobChunks } from '../../src/app/blob-refs.js';
+import { readBlobChunks, resolveBlobRefs } from '../../src/app/blob-refs.js';
 import { DomainError } from '../../src/domain/errors.js';
 import type { CandidateEvent, Json } from '../../src/domain/event.js';
 import { MemorySessionStore } from '../../src/store/memory/memory-store.js';
@@ -140,5 +140,29 @@ describe('blobs through the session service', () => {
     await blobbed.importJsonl(ANONYMOUS, chunks(file(DIGEST)), { id: 'imp' });
     const [e] = await blobbed.store.getEvents('imp', [0]);
     expect(e!.data).toEqual({ img: PNG });
+  });
+
+  it('an import referencing an image by digest without "encoding": "base64" is BLOB_REF_INVALID (the AppendEvents rule), nothing stored', async () => {
+    const { blobbed } = services();
+    await blobbed.createSession(ANONYMOUS, { id: 's' });
+    await blobbed.append(ANONYMOUS, 's', [userMessage(0)]);
+    const line = (img: Json) => Buffer.from(
+      `${JSON.stringify({ type: 'session', version: 0, id: 'imp', createdAt: 1 })}\n` +
+      `${JSON.stringify({ type: 'x/note', seq: 0, time: 5, data: { img } })}\n`);
+    async function* chunks(b: Uint8Array) { yield b; }
+    expect(await reason(blobbed.importJsonl(ANONYMOUS, chunks(line({ $blob: DIGEST })), { id: 'imp' }))).toBe('BLOB_REF_INVALID');
+    expect(await reason(blobbed.getSession(ANONYMOUS, 'imp'))).toBe('SESSION_NOT_FOUND');
+    expect(await reason(blobbed.importJsonl(ANONYMOUS, chunks(line({ $blob: DIGEST, bytes: 7, encoding: 'base64' })), { id: 'imp' }))).toBe('BLOB_REF_INVALID');
+    expect(await reason(blobbed.getSession(ANONYMOUS, 'imp'))).toBe('SESSION_NOT_FOUND');
+  });
+
+  it('an append referencing a CJK text blob is sized in UTF-8 bytes', async () => {
+    const { blobbed } = services();
+    await blobbed.createSession(ANONYMOUS, { id: 's' });
+    const cjk = '漢字'.repeat(12_000); // 72,000 UTF-8 bytes, 24,000 UTF-16 units
+    await blobbed.append(ANONYMOUS, 's', [{ type: 'x/note', data: { cjk } }]);
+    const ref = { $blob: blobDigest(Buffer.from(cjk)) };
+    const r = await resolveBlobRefs(blobbed.store, '', [{ type: 'x/note', data: { cjk: ref } }], { dataBytes: [10] });
+    expect(r!.opts.dataBytes).toEqual([Buffer.byteLength(JSON.stringify({ cjk }))]);
   });
 });

@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { SessionService } from '../../src/app/session-service.js';
+import { BlobbingStore } from '../../src/app/blobbing-store.js';
+import { DEFAULT_BLOB_MIN_BYTES } from '../../src/domain/blobs.js';
 import { MemorySessionStore } from '../../src/store/memory/memory-store.js';
 import { SqliteSessionStore } from '../../src/store/sqlite/sqlite-store.js';
 import { SqliteSearchIndex } from '../../src/store/sqlite/search.js';
@@ -16,7 +18,7 @@ function clock(): () => number {
 }
 
 async function memoryAnswers(): Promise<Record<string, string[]>> {
-  const app = new SessionService(new MemorySessionStore(), undefined, clock());
+  const app = new SessionService(new BlobbingStore(new MemorySessionStore(), DEFAULT_BLOB_MIN_BYTES), undefined, clock());
   await writeScenario(app);
   const out = await answers(app, ACME);
   await app.close();
@@ -25,27 +27,29 @@ async function memoryAnswers(): Promise<Record<string, string[]>> {
 
 describe('search contract', () => {
   it('memory (the reference scan): append, search, delete, search again, tenants apart', async () => {
-    const app = new SessionService(new MemorySessionStore(), undefined, clock());
+    const app = new SessionService(new BlobbingStore(new MemorySessionStore(), DEFAULT_BLOB_MIN_BYTES), undefined, clock());
     await searchContract(app);
+    expect(await allHits(app, ACME, { query: 'zebra' })).toEqual([]); // kept as a blob: not searchable
     await app.close();
   });
 
   it.each(['inline', 'thread'] as const)('SQLite (%s writer) finds what the memory store finds, and forgets a deleted session', async (appendWriter) => {
     const path = dirs.freshPath();
-    const app = new SessionService(new SqliteSessionStore({ path, appendWriter }), undefined, clock());
+    const app = new SessionService(new BlobbingStore(new SqliteSessionStore({ path, appendWriter }), DEFAULT_BLOB_MIN_BYTES), undefined, clock());
     const index = new SqliteSearchIndex(path);
     app.search.useIndex(index);
     const got = await searchContract(app);
+    expect(await allHits(app, ACME, { query: 'zebra' })).toEqual([]);
     expect(got).toEqual(await memoryAnswers());
-    expect(await index.verifyIndex()).toEqual({ events: 11, problems: [] });
-    expect(await index.reindex()).toEqual({ sessions: 4, events: 11 });
-    expect(await index.verifyIndex()).toEqual({ events: 11, problems: [] });
+    expect(await index.verifyIndex()).toEqual({ events: 12, problems: [] });
+    expect(await index.reindex()).toEqual({ sessions: 5, events: 12 });
+    expect(await index.verifyIndex()).toEqual({ events: 12, problems: [] });
     await app.close();
   });
 
   it('SQLite: verify finds an index that lost an entry, reindex repairs it; migrating a version-6 file indexes its events', async () => {
     const path = dirs.freshPath();
-    let app = new SessionService(new SqliteSessionStore({ path }), undefined, clock());
+    let app = new SessionService(new BlobbingStore(new SqliteSessionStore({ path }), DEFAULT_BLOB_MIN_BYTES), undefined, clock());
     await writeScenario(app);
     await app.close();
     expect(verifyFile(path).problems).toEqual([]);
@@ -54,7 +58,7 @@ describe('search contract', () => {
     raw.close();
     expect(verifyFile(path).problems).toEqual(['search index: session "acme/billing" seq 1 is missing (run palimpsest reindex)']);
     let index = new SqliteSearchIndex(path);
-    expect(await index.reindex()).toEqual({ sessions: 4, events: 15 });
+    expect(await index.reindex()).toEqual({ sessions: 5, events: 16 });
     await index.close();
     expect(verifyFile(path).problems).toEqual([]);
     // A version-6 database (written before the index existed): migration 7 indexes its events.
@@ -62,11 +66,11 @@ describe('search contract', () => {
     old.exec('DROP TRIGGER search_events_ai; DROP TRIGGER search_sessions_ad; DROP TABLE search_fts; DROP TABLE search_docs; DROP TABLE search_calls;');
     old.exec('DELETE FROM schema_migrations WHERE version = 7; PRAGMA user_version = 6;');
     old.close();
-    app = new SessionService(new SqliteSessionStore({ path }), undefined, clock());
+    app = new SessionService(new BlobbingStore(new SqliteSessionStore({ path }), DEFAULT_BLOB_MIN_BYTES), undefined, clock());
     index = new SqliteSearchIndex(path);
     app.search.useIndex(index);
     expect(await allHits(app, ACME, { query: 'overdue' })).toEqual(['billing@1', 'billing@0']);
-    expect(await index.verifyIndex()).toEqual({ events: 15, problems: [] });
+    expect(await index.verifyIndex()).toEqual({ events: 16, problems: [] });
     await app.close();
   });
 });

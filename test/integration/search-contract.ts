@@ -57,7 +57,14 @@ export async function writeScenario(app: SessionService): Promise<void> {
   await app.createSession(ACME, { id: 'notes', labels: { team: 'search' }, pairingGuard: false });
   await app.append(ACME, 'notes', [user('u1', 'secret alpha plan'), user('u2', 'plain words')]);
   await app.append(ACME, 'notes', [{ ...user('u3', 'summary beta of the alpha plan', { op: 'replace', start: 0, end: 0 }), sourceEventSeqs: [0] }]);
+  // A value kept as a blob where the store keeps blobs (>= --blob-min-bytes): not searchable,
+  // nor is its digest; the rest of the event is.
+  await app.createSession(ACME, { id: 'files' });
+  await app.append(ACME, 'files', [{ ...user('u1', 'attached report'), data: { id: 'u1', role: 'user', content: [{ type: 'text', text: 'attached report' }, { type: 'text', text: BLOBBED }], source: { kind: 'user' } } }]);
 }
+
+/** A text kept as a blob (72,000 bytes, over the default --blob-min-bytes). */
+export const BLOBBED = 'zebra '.repeat(12_000);
 
 /** The queries every store must answer alike (ASCII: PostgreSQL folds only what its locale knows). */
 export const QUERIES: readonly Partial<SearchRequest>[] = [
@@ -85,6 +92,8 @@ export const QUERIES: readonly Partial<SearchRequest>[] = [
   { query: 'type:tool/result', tool: 'bash' },
   { query: 'target prod' },
   { query: '"quota exceeded" OR nothing' },
+  { query: 'sha256' },
+  { query: 'attached report' },
 ];
 
 /** Every hit of a request, following page tokens (page size 2 to cross pages). */
@@ -120,6 +129,9 @@ export async function searchContract(app: SessionService): Promise<Record<string
   expect(before['{"query":"failed tool:deploy"}']).toEqual(['ops@4']);
   expect(before['{"query":"alpha"}']).toEqual(['notes@2']);
   expect(before['{"query":"alpha","includeShadowed":true}']).toEqual(['notes@2', 'notes@0']);
+  // The blobbed event: found by its own words, never by its blob's digest.
+  expect(before['{"query":"sha256"}']).toEqual([]);
+  expect(before['{"query":"attached report"}']).toEqual(['files@0']);
   // The other tenant's identical session answers alike, and is never among acme's hits.
   expect(await allHits(app, BETA, { query: '"rm -rf"' })).toEqual(['ops@1', 'ops@0']);
   expect(await allHits(app, BETA, { query: 'invoice' })).toEqual(['ops@0']);

@@ -8,24 +8,11 @@
  */
 import { token } from './api.js';
 import { h } from './dom.js';
+import { blobRef, formatBytes, type BlobRef } from './blob-ref.js';
 
-/** A blob reference as the server writes it. */
-export interface BlobRef {
-  readonly digest: string;
-  readonly bytes: number;
-  readonly mediaType: string;
-}
+export { blobRef, type BlobRef };
 
 type Json = null | boolean | number | string | Json[] | { [k: string]: Json };
-
-/** The reference `v` is, or undefined. */
-export function blobRef(v: unknown): BlobRef | undefined {
-  if (typeof v !== 'object' || v === null || Array.isArray(v)) return undefined;
-  const o = v as Record<string, unknown>;
-  const d = o['$blob'];
-  if (typeof d !== 'string' || !/^sha256:[0-9a-f]{64}$/.test(d)) return undefined;
-  return { digest: d, bytes: typeof o['bytes'] === 'number' ? o['bytes'] : -1, mediaType: typeof o['mediaType'] === 'string' ? o['mediaType'] : 'application/octet-stream' };
-}
 
 /** Every reference in `v`, in document order. */
 export function blobRefsIn(v: Json | undefined, out: BlobRef[] = []): BlobRef[] {
@@ -35,14 +22,6 @@ export function blobRefsIn(v: Json | undefined, out: BlobRef[] = []): BlobRef[] 
   else if (Array.isArray(v)) for (const x of v) blobRefsIn(x, out);
   else for (const x of Object.values(v)) blobRefsIn(x, out);
   return out;
-}
-
-/** A byte count for people. */
-function size(n: number): string {
-  if (n < 0) return '? B';
-  if (n < 1024) return `${n} B`;
-  if (n < 1024 * 1024) return `${(n / 1024).toFixed(1)} KiB`;
-  return `${(n / 1024 / 1024).toFixed(1)} MiB`;
 }
 
 /** "PNG", "JPEG", "text", ... of a media type. */
@@ -55,7 +34,7 @@ export function typeLabel(mediaType: string): string {
 
 /** "PNG · 1.0 MiB". */
 export function blobLabel(ref: BlobRef): string {
-  return `${typeLabel(ref.mediaType)} · ${size(ref.bytes)}`;
+  return `${typeLabel(ref.mediaType)} · ${formatBytes(ref.bytes)}`;
 }
 
 const url = (ref: BlobRef): string => `/blobs/${ref.digest}`;

@@ -4,6 +4,7 @@
  */
 import { h, type Child } from './dom.js';
 import { blobImage, blobRef, blobText, typeLabel } from './blob-view.js';
+import { formatBytes } from './blob-ref.js';
 
 type Json = null | boolean | number | string | Json[] | { [k: string]: Json };
 type Obj = { [k: string]: Json };
@@ -22,13 +23,6 @@ export function resultBytes(block: Obj): number {
   let n = 0;
   for (const c of blocks(block['content'])) n += enc.encode(typeof c['text'] === 'string' ? c['text'] : JSON.stringify(c)).length;
   return n;
-}
-
-/** A byte count for people: 812 B, 4.2 KiB, 1.3 MiB. */
-export function formatBytes(n: number): string {
-  if (n < 1024) return `${n} B`;
-  if (n < 1024 * 1024) return `${(n / 1024).toFixed(1)} KiB`;
-  return `${(n / 1024 / 1024).toFixed(1)} MiB`;
 }
 
 function obj(v: Json | undefined): Obj | undefined {

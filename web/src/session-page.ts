@@ -18,8 +18,9 @@ import { Direction, MessageView } from '../../gen/es/palimpsest/v1/service_pb.js
 import { api, isCancel, isPermanent } from './api.js';
 import { h, when } from './dom.js';
 import { setCrumbs, showError, type Page } from './ui.js';
-import { formatBytes, parseMessage, preview, renderContent, resultBytes, sourceLine, toolResults, type MessageJson } from './render-message.js';
+import { parseMessage, preview, renderContent, resultBytes, sourceLine, toolResults, type MessageJson } from './render-message.js';
 import { estimateMessageTokens } from '../../src/domain/token-estimate.js';
+import { formatBytes } from './blob-ref.js';
 import { eventsView, transcriptView, type ViewContext } from './log-views.js';
 import { revealSeq, targetSeq } from './seq-target.js';
 

@@ -129,4 +129,6 @@ export interface EventLog {
   readStructure(sessionId: string, fromSeq: number, limit?: number): Promise<StructuralRow[]>;
   /** Streams all events with seq >= fromSeq in ascending batches (export, large reads). */
   scanEvents(sessionId: string, fromSeq: number, batchSize: number): AsyncIterable<SessionEvent[]>;
+  /** Optional (issue #39, BlobbingStore): as scanEvents, with blobbed values as their references (the rows as stored; what search indexes). */
+  scanStoredEvents?(sessionId: string, fromSeq: number, batchSize: number): AsyncIterable<SessionEvent[]>;
 }
