@@ -116,8 +116,8 @@ export class SessionFeed {
       after = start.after;
       if (after > 0) {
         // Resuming after records that feed retention pruned: a gap the client must know about.
-        const oldest = await this.store.feedStart(ctx.tenant);
-        if (oldest > 0 && after < oldest - 1) throw feedPositionExpired(after, oldest);
+        const pruned = await this.store.feedPrunedUpTo(ctx.tenant);
+        if (after < pruned) throw feedPositionExpired(after, pruned);
       }
     }
     return new FeedSubscription(this, tenant, after, start.selector ?? {});

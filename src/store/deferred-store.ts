@@ -128,8 +128,8 @@ export class DeferredStore implements SessionStore {
   async feedEnd(tenant: string): Promise<number> {
     return this.#s().feedEnd(tenant);
   }
-  async feedStart(tenant: string): Promise<number> {
-    return this.#s().feedStart(tenant);
+  async feedPrunedUpTo(tenant: string): Promise<number> {
+    return this.#s().feedPrunedUpTo(tenant);
   }
   async pruneFeed(before: number): Promise<number> {
     return this.#s().pruneFeed(before);

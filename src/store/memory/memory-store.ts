@@ -397,10 +397,10 @@ export class MemorySessionStore implements SessionStore {
     return (this.database.feedBase.get(tenant) ?? 0) + (this.database.feeds.get(tenant)?.length ?? 0);
   }
 
-  async feedStart(tenant: string): Promise<number> {
+  async feedPrunedUpTo(tenant: string): Promise<number> {
     this.checkOpen();
-    const feed = this.database.feeds.get(tenant);
-    return feed === undefined || feed.length === 0 ? 0 : (feed[0] as FeedRecord).position;
+    // Positions are dense per tenant: the records pruned are positions 1..base.
+    return this.database.feedBase.get(tenant) ?? 0;
   }
 
   async pruneFeed(before: number): Promise<number> {

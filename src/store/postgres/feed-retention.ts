@@ -1,5 +1,5 @@
 /**
- * Feed retention on PostgreSQL (issue #35, the port's `feedStart` / `pruneFeed`): positions are
+ * Feed retention on PostgreSQL (issue #35, the port's `feedPrunedUpTo` / `pruneFeed`): positions are
  * dense per tenant (feed_heads, schema.ts), so a resume after `p` misses records exactly when the
  * oldest kept position is above `p + 1`.
  *
@@ -11,10 +11,11 @@
  */
 
 /** The SQL of feed retention for the schema `s` (a quoted identifier). */
-export function feedRetentionSql(s: string): { readonly feedStart: string; readonly pruneFeed: string } {
+export function feedRetentionSql(s: string): { readonly feedPrunedUpTo: string; readonly pruneFeed: string } {
   return {
-    // $1 tenant -> min position (NULL when the tenant has no records).
-    feedStart: `SELECT min(position) AS position FROM ${s}.feed WHERE tenant = $1`,
+    // $1 tenant -> the highest pruned position: positions are dense per tenant from 1, and a prune
+    // keeps the tenant's last record, so it is the oldest kept one's minus one (0: no records).
+    feedPrunedUpTo: `SELECT coalesce(min(position) - 1, 0) AS position FROM ${s}.feed WHERE tenant = $1`,
     // $1 before (ms) -> n, the records removed.
     pruneFeed: `WITH d AS (DELETE FROM ${s}.feed AS f USING ${s}.feed_heads AS h
                  WHERE f.tenant = h.tenant AND f.position < h.position AND f.time < $1 RETURNING 1)

@@ -394,9 +394,9 @@ export class SqliteSessionStore implements SessionStore {
     return this.seen((this.st.feedEnd.get(tenant) as number | null) ?? 0);
   }
 
-  async feedStart(tenant: string): Promise<number> {
+  async feedPrunedUpTo(tenant: string): Promise<number> {
     await this.readable();
-    return this.seen(this.feedRetention.feedStart(tenant));
+    return this.seen(this.feedRetention.feedPrunedUpTo(tenant));
   }
 
   async pruneFeed(before: number): Promise<number> {
@@ -498,5 +498,5 @@ export class SqliteSessionStore implements SessionStore {
 classifyStoreErrors(SqliteSessionStore.prototype, [
   'createSession', 'getSession', 'listSessions', 'deleteSession', 'deletePending', 'append', 'getIdempotent', 'readEvents', 'readEventTexts',
   'readEncodedEventPage', 'getEvents', 'readStructure', 'readSurfaceStructure', 'scanEvents', 'publishSession', 'appendPending', 'getPendingEvents',
-  'getTenantUsage', 'updateLabels', 'readFeed', 'feedEnd', 'feedStart', 'pruneFeed', 'close',
+  'getTenantUsage', 'updateLabels', 'readFeed', 'feedEnd', 'feedPrunedUpTo', 'pruneFeed', 'close',
 ], sqliteStorageError);
