@@ -441,7 +441,7 @@ export class MemorySessionStore implements SessionStore {
         return stop;
       },
       watchFeed: (onChange) => {
-        const entry = (): void => onChange();
+        const entry = (tenant?: string): void => onChange(tenant);
         this.database.feedWatchers.add(entry);
         const stop = (): void => {
           mine.delete(stop);
