@@ -9,7 +9,8 @@
  * Both servers run in their own processes (bench/server/child.ts, bench/server/peer-child.mjs),
  * both driven by h2load with the same event (~290 B: type `bench/tick` + 197 B of JSON data):
  * Palimpsest's AppendEvents over one HTTP/2 connection with N streams in flight (its clients'
- * shape), the peer's POST /<stream> (content-type application/json; a batch is a JSON array,
+ * shape), or its AppendStream (one stream, N batches in flight, driven by a grpc-js client:
+ * bench/server/append-stream-load.ts; the targets are on these rows), the peer's POST /<stream> (content-type application/json; a batch is a JSON array,
  * which it stores element by element) over N HTTP/1.1 connections, one request in flight each
  * (its protocol is HTTP/1.1; Node's http server has no h2c). Configurations alternate run by run
  * (A B A B ...), RUNS runs each, median (min-max); ratio = Palimpsest / peer.
@@ -22,6 +23,7 @@
  * of any server on grpc-js, so its ratio to the peer bounds Palimpsest's there.
  */
 import { bundleServerChild, SERVER_NODE_FLAGS, sqliteWriterArg } from './server/bundle.js';
+import { streamLoad, streamRequest } from './server/append-stream-load.js';
 import v8 from 'node:v8';
 v8.setFlagsFromString('--no-concurrent-array-buffer-sweeping');
 
@@ -148,7 +150,7 @@ async function main(): Promise<void> {
   // answers each request, driven the same way; Palimpsest cannot pass it on this transport.
   const he = await spawnChild([...palimpsestChild, ECHO_MODE]);
   const table: string[] = [];
-  const headlines: { label: string; ratio: number; target: number }[] = [];
+  const headlines: { id: string; label: string; ratio: number; target: number; a: number; b: number }[] = [];
   try {
     const counts = new Map<Child, number>();
     for (const s of [pm, pf]) {
@@ -169,11 +171,16 @@ async function main(): Promise<void> {
     const peer = (s: Child, m: number, n: number, body: string): Promise<Run> => h2load(peerArgs(m, body), `http://${s.address}/one`, n);
     const echo = (m: number, n: number, body: string): Promise<Run> => h2load(grpcArgs(m, body), `http://${he.address}${SERVICE}AppendEvents`, n);
 
-    const pairs: { label: string; target: number; a: () => Promise<Run>; b: () => Promise<Run>; ceiling?: () => Promise<Run> }[] = [];
-    for (const m of [16, 64]) pairs.push({ label: `1 event/request, ${m} in flight, in memory`, target: 1, a: ((b) => () => palimpsest(pm, m, 1, b))(grpcBody('one', 1)), b: ((b) => () => peer(dm, m, 1, b))(peerBody(1)), ceiling: ((b) => () => echo(m, 1, b))(grpcBody('one', 1)) });
-    for (const n of [10, 100]) pairs.push({ label: `${n} events/request, 16 in flight, in memory`, target: 1, a: ((b) => () => palimpsest(pm, 16, n, b))(grpcBody('one', n)), b: ((b) => () => peer(dm, 16, n, b))(peerBody(n)) });
-    pairs.push({ label: '100 events/request, 16 in flight, durable (SQLite full / file store)', target: 2, a: ((b) => () => palimpsest(pf, 16, 100, b))(grpcBody('one', 100)), b: ((b) => () => peer(df, 16, 100, b))(peerBody(100)) });
-    pairs.push({ label: '1 event/request, 16 in flight, durable (SQLite full / file store)', target: 0, a: ((b) => () => palimpsest(pf, 16, 1, b))(grpcBody('one', 1)), b: ((b) => () => peer(df, 16, 1, b))(peerBody(1)) });
+    const pairs: { id?: string; label: string; target: number; a: () => Promise<Run>; b: () => Promise<Run>; ceiling?: () => Promise<Run> }[] = [];
+    const stream = (s: Child, m: number, n: number): (() => Promise<Run>) => {
+      const request = streamRequest('one', tick, n);
+      return async () => ({ ...(await streamLoad(s.address, request, n, m, WARMUP, DURATION)), succeeded: 0 });
+    };
+    for (const m of [16, 64]) pairs.push({ id: `1 event/request, ${m} in flight, in memory`, label: `AppendStream 1 event/batch, ${m} in flight, in memory`, target: 1.5, a: stream(pm, m, 1), b: ((b) => () => peer(dm, m, 1, b))(peerBody(1)), ceiling: ((b) => () => echo(m, 1, b))(grpcBody('one', 1)) });
+    pairs.push({ label: 'AppendEvents (unary) 1 event/request, 64 in flight, in memory', target: 0, a: ((b) => () => palimpsest(pm, 64, 1, b))(grpcBody('one', 1)), b: ((b) => () => peer(dm, 64, 1, b))(peerBody(1)) });
+    for (const n of [10, 100]) pairs.push({ id: `${n} events/request, 16 in flight, in memory`, label: `AppendStream ${n} events/batch, 16 in flight, in memory`, target: 1, a: stream(pm, 16, n), b: ((b) => () => peer(dm, 16, n, b))(peerBody(n)) });
+    pairs.push({ id: '100 events/request, 16 in flight, durable (SQLite full / file store)', label: 'AppendStream 100 events/batch, 16 in flight, durable (SQLite full / file store)', target: 2, a: stream(pf, 16, 100), b: ((b) => () => peer(df, 16, 100, b))(peerBody(100)) });
+    pairs.push({ label: 'AppendEvents (unary) 1 event/request, 16 in flight, durable (SQLite full / file store)', target: 0, a: ((b) => () => palimpsest(pf, 16, 1, b))(grpcBody('one', 1)), b: ((b) => () => peer(df, 16, 1, b))(peerBody(1)) });
 
     table.push('| events/s | Palimpsest median (min–max) | p50 / p99 ms | Durable Streams median (min–max) | p50 / p99 ms | ratio | target |', '|---|---:|---:|---:|---:|---:|---|');
     for (const pair of pairs) {
@@ -201,17 +208,17 @@ async function main(): Promise<void> {
       table.push(line);
       if (c.length > 0) {
         const sc = stat(c.map((r) => r.rate));
-        const ceiling = `|   ceiling: ${ECHO_LABEL}, same h2load shape (Palimpsest ${(100 * sa.median / sc.median).toFixed(0)}% of it) | ${fmtStat(sc)} | ${fmt(stat(c.map((r) => r.p50)).median)} / ${fmt(stat(c.map((r) => r.p99)).median)} | | | ${(sc.median / sb.median).toFixed(2)}x | |`;
+        const ceiling = `|   ceiling: ${ECHO_LABEL}, unary calls, same in flight (h2load) (Palimpsest ${(100 * sa.median / sc.median).toFixed(0)}% of it) | ${fmtStat(sc)} | ${fmt(stat(c.map((r) => r.p50)).median)} / ${fmt(stat(c.map((r) => r.p99)).median)} | | | ${(sc.median / sb.median).toFixed(2)}x | |`;
         console.error(ceiling);
         table.push(ceiling);
       }
-      if (pair.target) headlines.push({ label: pair.label, ratio, target: pair.target });
+      if (pair.target) headlines.push({ id: pair.id ?? pair.label, label: pair.label, ratio, target: pair.target, a: sa.median, b: sb.median });
     }
   } finally {
     for (const s of [pm, pf, dm, df, he]) await s.stop();
   }
   for (const h of headlines) {
-    console.log(`HEADLINE ${JSON.stringify({ section: 'Peer (Durable Streams)', id: `peer-${h.label}`, label: `vs Durable Streams ${peerVersion}: ${h.label} (${TRANSPORT} transport)`, value: `${h.ratio.toFixed(2)}x`, target: `>= ${h.target}x`, met: h.ratio >= h.target })}`);
+    console.log(`HEADLINE ${JSON.stringify({ section: 'Peer (Durable Streams)', id: `peer-${h.id}`, label: `vs Durable Streams ${peerVersion}: ${h.label} (${TRANSPORT} transport)`, value: `${h.ratio.toFixed(2)}x (${fmt(h.a)} vs ${fmt(h.b)} events/s)`, target: `>= ${h.target}x`, met: h.ratio >= h.target })}`);
   }
   console.log(`### Palimpsest (${TRANSPORT} transport) vs Durable Streams (@durable-streams/server ${peerVersion})${quick ? ' — quick' : ''}\n`);
   console.log(`${cpus()[0]?.model ?? ''}, ${cpus().length} cores, node ${process.version}; ${RUNS} alternating runs of ${DURATION} s (+${WARMUP} s warm-up); load average at the end ${loadavg().map((l) => l.toFixed(1)).join(' ')}\n`);

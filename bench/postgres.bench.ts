@@ -36,7 +36,7 @@ import { findPgBin, startCluster } from '../test/support/pg-cluster.js';
 import { ensureBuilt, spawnServer, type ServerProcess } from '../test/support/server-process.js';
 
 const quick = process.argv.includes('--quick');
-const RUNS = quick ? 1 : 3;
+const RUNS = quick ? 1 : 5;
 const DURATION_MS = quick ? 800 : 2500;
 const WARMUP_MS = quick ? 200 : 500;
 const FANOUT_MS = quick ? 1500 : 4000;
@@ -227,8 +227,8 @@ async function main(): Promise<void> {
     console.log(`Machine: ${cpus().length} x ${cpus()[0]?.model ?? '?'}; PostgreSQL ${bin}; ${RUNS} runs of ${DURATION_MS} ms (median, min-max)\n`);
     console.log('| measure | Palimpsest | ceiling (pg driver, same write) | ratio | target |');
     console.log('| --- | --- | --- | --- | --- |');
-    console.log(`| single-event appends, 64 in flight, 64 sessions, 1 replica | ${fmtStat(s.pal1, '/s')} | ${fmtStat(s.raw1, '/s')} | ${pct(s.pal1, s.raw1)} | >= 50% |`);
-    console.log(`| 100-event batches, 16 in flight, 16 sessions (events/s) | ${fmtStat(s.pal100, '/s')} | ${fmtStat(s.raw100, '/s')} | ${pct(s.pal100, s.raw100)} | >= 70% |`);
+    console.log(`| single-event appends, 64 in flight, 64 sessions, 1 replica | ${fmtStat(s.pal1, '/s')} | ${fmtStat(s.raw1, '/s')} | ${pct(s.pal1, s.raw1)} | >= 60% |`);
+    console.log(`| 100-event batches, 16 in flight, 16 sessions (events/s) | ${fmtStat(s.pal100, '/s')} | ${fmtStat(s.raw100, '/s')} | ${pct(s.pal100, s.raw100)} | >= 80% |`);
     console.log(`| single-event appends, 64 in flight, ONE session (grouped per session) | ${fmtStat(s.hot, '/s')} | ${fmtStat(s.raw1, '/s')} (64 sessions) | ${pct(s.hot, s.raw1)} | |`);
     console.log(`| single-event appends, 64 in flight, 64 sessions, 3 replicas | ${fmtStat(s.rep3, '/s')} | 1 replica: ${fmtStat(s.rep1, '/s')} | ${pct(s.rep3, s.rep1)} of 1 replica | |`);
     console.log('');
@@ -236,14 +236,15 @@ async function main(): Promise<void> {
     console.log(`| fan-out, ${SUBSCRIBERS} subscribers on one session, 50 appends/s | p50 | p99 | p99 cross / same | target |`);
     console.log('| --- | --- | --- | --- | --- |');
     console.log(`| same replica, AppendEvents sent -> delivery | ${fmtStat(s.sameSentP50, ' ms')} | ${fmtStat(s.sameSentP99, ' ms')} | | |`);
-    console.log(`| cross-replica (A -> B), AppendEvents sent -> delivery | ${fmtStat(s.crossSentP50, ' ms')} | ${fmtStat(s.crossSentP99, ' ms')} | ${ratio(s.crossSentP99, s.sameSentP99)} | <= 3x |`);
+    console.log(`| cross-replica (A -> B), AppendEvents sent -> delivery | ${fmtStat(s.crossSentP50, ' ms')} | ${fmtStat(s.crossSentP99, ' ms')} | ${ratio(s.crossSentP99, s.sameSentP99)} | <= 2x |`);
     console.log(`| same replica, ack on A -> delivery (clamped at 0: deltas may precede the ack) | ${fmtStat(s.sameP50, ' ms')} | ${fmtStat(s.sameP99, ' ms')} | | |`);
     console.log(`| cross-replica, ack on A -> delivery on B | ${fmtStat(s.crossP50, ' ms')} | ${fmtStat(s.crossP99, ' ms')} | ${ratio(s.crossP99, s.sameP99)} | |`);
     const headline = (id: string, label: string, value: string, target: string, met: boolean): void =>
       console.log(`HEADLINE ${JSON.stringify({ id, label, value, target, met })}`);
-    headline('pg-append', 'PG: single-event appends, 64 in flight vs driver ceiling', `${pct(s.pal1, s.raw1)}`, '>= 50%', s.pal1.median >= 0.5 * s.raw1.median);
-    headline('pg-batch', 'PG: 100-event batches vs driver ceiling', `${pct(s.pal100, s.raw100)}`, '>= 70%', s.pal100.median >= 0.7 * s.raw100.median);
-    headline('pg-fanout', 'PG: cross-replica fan-out p99 vs same replica (AppendEvents sent -> delivery)', ratio(s.crossSentP99, s.sameSentP99), '<= 3x', s.crossSentP99.median <= 3 * s.sameSentP99.median);
+    const x = (a: Stat, b: Stat, unit: string): string => `${(a.median / b.median).toFixed(2)}x (${Math.round(a.median).toLocaleString('en-US')} vs ${Math.round(b.median).toLocaleString('en-US')} ${unit})`;
+    headline('pg-append', 'PG: single-event appends, 64 in flight, 64 sessions, vs node-postgres sending the same write (same run)', x(s.pal1, s.raw1, 'appends/s'), '>= 0.6x', s.pal1.median >= 0.6 * s.raw1.median);
+    headline('pg-batch', 'PG: 100-event batches, 16 in flight, vs node-postgres sending the same write (same run)', x(s.pal100, s.raw100, 'events/s'), '>= 0.8x', s.pal100.median >= 0.8 * s.raw100.median);
+    headline('pg-fanout', 'PG: cross-replica fan-out p99 vs same replica (AppendEvents sent -> delivery)', s.sameSentP99.median > 0.001 ? `${(s.crossSentP99.median / s.sameSentP99.median).toFixed(2)}x (${s.crossSentP99.median.toFixed(1)} vs ${s.sameSentP99.median.toFixed(1)} ms)` : ratio(s.crossSentP99, s.sameSentP99), '<= 2x', s.crossSentP99.median <= 2 * s.sameSentP99.median);
   } finally {
     for (const p of procs) p.proc.kill('SIGKILL');
     await Promise.all(procs.map((p) => p.exited));

@@ -6,7 +6,7 @@
  *
  *   npm run bench                 full suite (minutes)
  *   npm run bench:quick           small sizes, under 2 minutes on an idle machine
- *   node bench/run.mjs [--quick] [--only server,sqlite] [--out FILE]
+ *   node bench/run.mjs [--quick] [--only server,sqlite] [--server-only appends] [--out FILE]
  *
  *
  * A bench reports headline figures by printing lines `HEADLINE {"id","label","value","target",
@@ -27,6 +27,9 @@ const args = process.argv.slice(2);
 const quick = args.includes('--quick');
 const onlyArg = args.indexOf('--only');
 const only = onlyArg >= 0 ? new Set(args[onlyArg + 1].split(',')) : undefined;
+/** `--server-only appends|coldopen|reads|cost`: the server bench runs that section only (its own --only). */
+const serverOnlyArg = args.indexOf('--server-only');
+const serverOnly = serverOnlyArg >= 0 ? ['--only', args[serverOnlyArg + 1]] : [];
 const outArg = args.indexOf('--out');
 const out = outArg >= 0 ? args[outArg + 1] : join(tmpdir(), `palimpsest-bench${quick ? '-quick' : ''}.md`);
 
@@ -44,10 +47,10 @@ const BENCHES = [
   { name: 'peer', file: 'peer.bench.ts', title: 'Peer (Durable Streams)' },
 ];
 
-function run(file) {
+function run(file, extra = []) {
   return new Promise((resolve) => {
     const started = performance.now();
-    const child = spawn(process.execPath, ['--no-concurrent-array-buffer-sweeping', '--import', 'tsx', join(here, file), ...(quick ? ['--quick'] : [])], {
+    const child = spawn(process.execPath, ['--no-concurrent-array-buffer-sweeping', '--import', 'tsx', join(here, file), ...(quick ? ['--quick'] : []), ...extra], {
       cwd: join(here, '..'),
       stdio: ['ignore', 'pipe', 'inherit'],
     });
@@ -71,7 +74,7 @@ for (const b of BENCHES) {
     continue;
   }
   process.stderr.write(`\n=== ${b.file}\n`);
-  const r = await run(b.file);
+  const r = await run(b.file, b.name === 'server' ? serverOnly : []);
   const lines = r.stdout.split('\n');
   for (const l of lines) {
     const h = parseHeadline(l);

@@ -96,6 +96,7 @@ function migrationOptions(config: ServerConfig, logger?: Logger): MigrationOptio
       r.backup === undefined
         ? `migrated the database schema in place from version ${r.from} to ${r.to}`
         : `migrated the database schema in place from version ${r.from} to ${r.to}; the file as it was is backed up at ${r.backup}`),
+    onWaiting: (message: string) => logger?.warn({}, message),
   };
 }
 

@@ -72,6 +72,19 @@ export interface AppendOptions {
    * the request, not the events built from it.
    */
   readonly requestHash?: string;
+  /**
+   * Called when the call's plan has been handed to the store (its place in the session's order
+   * is then fixed: a later call plans on top of it). A caller that keeps a session's calls in
+   * order (AppendStream) starts the next one then instead of waiting for this one's commit.
+   */
+  readonly onPlanned?: () => void;
+  /**
+   * Awaited before every attempt after the first: the settlement of the call this one was
+   * planned behind. A first attempt planned on top of one that then failed cannot commit (its
+   * compare-and-set names that one's writer token), so its re-plan waits until that one is
+   * settled, and the session's calls keep their order through retries too.
+   */
+  readonly retryAfter?: Promise<unknown>;
 }
 
 /** Result of an append. */

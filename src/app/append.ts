@@ -91,6 +91,7 @@ export class AppendUseCase {
     // another writer moved the session (conflicts need no check: the write is conditional).
     let rechecked = false;
     for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
+      if (attempt > 0 && opts.retryAfter !== undefined) await opts.retryAfter.catch(() => undefined);
       const handle = await this.cache.handle(ctx, sessionId, { verify: false });
       const inflightKey = key ? `${handle.id}\0${key}` : '';
       if (key) {

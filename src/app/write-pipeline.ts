@@ -91,7 +91,7 @@ export class WritePipeline {
         const writer = randomUUID();
         handle.writer = writer;
         const quota = byteQuota(this.limits, handle.record.tenant);
-        return this.store.append(handle.id, {
+        const written = this.store.append(handle.id, {
           expectedNextSeq: plan.baseNextSeq,
           expectedWriter,
           writer,
@@ -100,7 +100,9 @@ export class WritePipeline {
           surfaceLength,
           ...(key ? { idempotency: { key, requestHash: hash } } : {}),
           ...(quota ? { quota } : {}),
-        }).then(
+        });
+        opts.onPlanned?.();
+        return written.then(
           (outcome) => {
             handle.removePlanned(plan.events);
             if (outcome.kind === 'appended') {

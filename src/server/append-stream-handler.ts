@@ -30,7 +30,20 @@ export const MAX_IN_FLIGHT = 256;
 /** Bytes of a correlation id. */
 export const MAX_CORRELATION_ID_BYTES = 256;
 
-type AppendBatch = (caller: CallContext, r: AppendEventsRequest) => Promise<{ seqs: readonly number[]; replayed: boolean; surfaceLength: number }>;
+/** How a batch keeps its place in its session's order (AppendOptions.onPlanned / retryAfter). */
+export interface BatchOrder {
+  readonly onPlanned: () => void;
+  readonly retryAfter: Promise<unknown> | undefined;
+}
+
+type AppendBatch = (caller: CallContext, r: AppendEventsRequest, order?: BatchOrder) => Promise<{ seqs: readonly number[]; replayed: boolean; surfaceLength: number }>;
+
+/** A session's last batch on the stream: planned (or settled), and answered. */
+interface Tail {
+  readonly planned: Promise<void>;
+  readonly settled: Promise<void>;
+  readonly answered: Promise<void>;
+}
 
 /** The AppendStream entry of the handler table, over the unary call's batch path. */
 export function appendStreamHandler(appendBatch: AppendBatch, onUnexpected: (err: unknown) => void, revocable?: RevocableCalls): MethodImpl {
@@ -40,8 +53,8 @@ export function appendStreamHandler(appendBatch: AppendBatch, onUnexpected: (err
     let ended = false;
     let writable = true;
     let wakeReader: (() => void) | undefined;
-    /** The last response promise of each session (the chain that keeps its order). */
-    const tails = new Map<string, Promise<void>>();
+    /** The last batch of each session (the chains that keep its order). */
+    const tails = new Map<string, Tail>();
     const wake = (): void => {
       const w = wakeReader;
       wakeReader = undefined;
@@ -64,7 +77,7 @@ export function appendStreamHandler(appendBatch: AppendBatch, onUnexpected: (err
         });
       }
     };
-    const run = async (correlationId: string, append: AppendEventsRequest | undefined): Promise<AppendStreamResponse> => {
+    const run = async (correlationId: string, append: AppendEventsRequest | undefined, order: BatchOrder): Promise<AppendStreamResponse> => {
       try {
         if (Buffer.byteLength(correlationId) > MAX_CORRELATION_ID_BYTES) {
           throw new DomainError('FIELD_TOO_LONG', `correlation_id is ${Buffer.byteLength(correlationId)} bytes; the limit is ${MAX_CORRELATION_ID_BYTES}`, {
@@ -75,7 +88,7 @@ export function appendStreamHandler(appendBatch: AppendBatch, onUnexpected: (err
         // The bounds the unary call's decoder checks (session id, event types, options).
         const refused = checkRequest('/palimpsest.v1.SessionService/AppendEvents', append);
         if (refused) throw refused;
-        const res = await appendBatch(ctx.caller, append);
+        const res = await appendBatch(ctx.caller, append, order);
         return { correlationId, result: { $case: 'appended', value: { seqs: [...res.seqs], replayed: res.replayed, surfaceLength: res.surfaceLength } } };
       } catch (e) {
         const echoed = Buffer.byteLength(correlationId) > MAX_CORRELATION_ID_BYTES ? '' : correlationId;
@@ -106,24 +119,36 @@ export function appendStreamHandler(appendBatch: AppendBatch, onUnexpected: (err
           if (ctx.cancelled || ended) break;
           inFlight++;
           const session = req.append?.sessionId ?? '';
-          // A session's batches run one after the other (the next starts once the previous is
-          // answered): the app does not promise to apply calls in the order they were made (an
-          // idempotency lookup or a citation read may delay one), so order is kept here.
-          // Sessions run side by side.
+          // A session's batches are planned in request order and answered in it: the next starts
+          // once the previous one's plan is with the store (or it settled), so the store may
+          // group-commit them, and its re-plans (another writer moved the session, or the batch
+          // it sits on failed) wait until the previous one settled (AppendOptions.retryAfter).
+          // The app does not promise to apply calls in the order they were made (an idempotency
+          // lookup or a citation read may delay one), so the order is kept here. Sessions run
+          // side by side.
           const previous = tails.get(session);
           const { correlationId, append } = req;
-          const done = (previous ?? Promise.resolve()).then(() => run(correlationId, append)).then((msg) => {
+          let markPlanned!: () => void;
+          const planned = new Promise<void>((resolve) => {
+            markPlanned = resolve;
+          });
+          const order: BatchOrder = { onPlanned: markPlanned, retryAfter: previous?.settled };
+          const result = (previous?.planned ?? Promise.resolve()).then(() => run(correlationId, append, order));
+          // run answers every failure: a rejection here is unexpected, reported once below.
+          const settled = result.then(() => undefined, () => undefined);
+          void settled.then(markPlanned);
+          const answered: Promise<void> = Promise.all([previous?.answered, result]).then(([, msg]) => {
             send(msg);
           }).catch((e: unknown) => {
             // Unreachable (run answers every failure); never an unhandled rejection.
             onUnexpected(e);
           }).finally(() => {
             inFlight--;
-            if (tails.get(session) === done) tails.delete(session);
+            if (tails.get(session)?.answered === answered) tails.delete(session);
             wake();
             finishIfDone();
           });
-          tails.set(session, done);
+          tails.set(session, { planned, settled, answered });
         }
         readerDone = true;
         finishIfDone();

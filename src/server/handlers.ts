@@ -27,7 +27,7 @@ import { NO_METRICS, type Metrics } from './metrics.js';
 import type { RevocableCalls } from './revocable-calls.js';
 import { compactionHandlers, withSessionTokens } from './compaction-handlers.js';
 import { estimateMessageTokens } from '../domain/token-estimate.js';
-import { appendStreamHandler } from './append-stream-handler.js';
+import { appendStreamHandler, type BatchOrder } from './append-stream-handler.js';
 import { clientStream, serverStream, unary, type HandlerTable } from './rpc/handler-table.js';
 import { feedHandlers } from './feed-handlers.js';
 import { blobHandlers } from './blob-handlers.js';
@@ -97,7 +97,7 @@ export function makeHandlers(app: SessionService, metrics?: Metrics, streams?: H
   const timed = metrics !== undefined && metrics !== NO_METRICS;
 
   /** One AppendEvents batch (the unary call and each batch of AppendStream). */
-  async function appendBatch(caller: CallContext, r: AppendEventsRequest): Promise<{ seqs: readonly number[]; replayed: boolean; surfaceLength: number }> {
+  async function appendBatch(caller: CallContext, r: AppendEventsRequest, order?: BatchOrder): Promise<{ seqs: readonly number[]; replayed: boolean; surfaceLength: number }> {
     const started = timed ? process.hrtime.bigint() : 0n;
     const id = requireId(r.sessionId);
     const candidates: CandidateEvent[] = [];
@@ -115,6 +115,7 @@ export function makeHandlers(app: SessionService, metrics?: Metrics, streams?: H
         expectedLastSeq: r.expectedLastSeq, idempotencyKey: r.idempotencyKey, parsedData,
         // UTF-8 bytes in both forms (typed data as the JSON it becomes), as the limit says.
         dataBytes: sizes.map((s, i) => s || Buffer.byteLength(JSON.stringify(candidates[i]?.data ?? null))),
+        ...(order ? { onPlanned: order.onPlanned, retryAfter: order.retryAfter } : {}),
       });
       if (timed) metrics.appended(r.events.length, Number(process.hrtime.bigint() - started) / 1e9);
       return res;

@@ -15,6 +15,23 @@ export interface MigrationOptions {
   readonly build?: string;
   /** Called once a migration committed (the composition root logs it). */
   readonly onMigrated?: (report: MigrationReport) => void;
+  /**
+   * How long an open waits for the migration lock another process (SQLite: its write lock) or
+   * replica (PostgreSQL: the schema's advisory lock) holds while it migrates, ms (default
+   * 600000, ten minutes: a migration copies a SQLite file first, and a PostgreSQL step may
+   * rewrite a large table). Past it the open fails, saying another process holds the lock.
+   */
+  readonly lockWaitMs?: number;
+  /** Called once when the open has to wait for that lock (the composition root logs it). */
+  readonly onWaiting?: (message: string) => void;
+}
+
+/** The default of MigrationOptions.lockWaitMs: ten minutes. */
+export const DEFAULT_LOCK_WAIT_MS = 600_000;
+
+/** The version a list of migrations leads to (`base` when it is empty). */
+export function targetOf(migrations: readonly { readonly version: number }[], base: number): number {
+  return migrations.length === 0 ? base : migrations[migrations.length - 1]!.version;
 }
 
 /** A migration that committed. */
@@ -40,4 +57,10 @@ export function noMigrateMessage(what: string, from: number, to: number): string
 export function newerSchemaMessage(what: string, found: number, needs: number): string {
   return `${what} has schema version ${found}, this build needs ${needs}: it was migrated by a newer Palimpsest, and a build ` +
     'never migrates a schema back; run that build (or a newer one), or restore the backup made before the migration';
+}
+
+/** The message of a database older than the oldest version this build migrates from. */
+export function tooOldMessage(what: string, found: number, needs: number, oldest: number): string {
+  return `${what} has schema version ${found}, this build needs ${needs} and migrates from version ${oldest} on: ` +
+    'export with the build that wrote it and import with this one';
 }

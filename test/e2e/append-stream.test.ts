@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { status } from '@grpc/grpc-js';
-import { call, startTestServer, type TestServer } from '../support/test-server.js';
+import { TEST_STORE, call, startTestServer, type TestServer } from '../support/test-server.js';
 import { userMessage } from '../support/events.js';
 import type { AppendEventsRequest, AppendStreamResponse } from '../../gen/palimpsest/v1/service.js';
 import { ErrorInfo } from '../../gen/google/rpc/error_details.js';
@@ -18,10 +18,10 @@ beforeAll(async () => {
 });
 afterAll(async () => t.stop());
 
-/** Sends `batches` on one stream, half-closes, and collects every response until the stream ends. */
-function stream(batches: { correlationId: string; append: Partial<AppendEventsRequest> | undefined }[]): Promise<{ responses: AppendStreamResponse[]; code: number }> {
+/** Sends `batches` on one stream (of `server`), half-closes, and collects every response until the stream ends. */
+function stream(batches: { correlationId: string; append: Partial<AppendEventsRequest> | undefined }[], server: TestServer = t): Promise<{ responses: AppendStreamResponse[]; code: number }> {
   return new Promise((resolve, reject) => {
-    const s = t.client.appendStream();
+    const s = server.client.appendStream();
     const responses: AppendStreamResponse[] = [];
     s.on('data', (r: AppendStreamResponse) => responses.push(r));
     s.on('error', (e: { code: number }) => resolve({ responses, code: e.code }));
@@ -124,6 +124,35 @@ describe('AppendStream', () => {
     ]);
     expect(responses.map((r) => [r.correlationId, r.result?.$case === 'appended' ? r.result.value.seqs : []]))
       .toEqual([['keyed', [0]], ['plain', [1]], ['keyed-2', [2]]]);
+  });
+
+  it("a session's batches are written without waiting for the previous one's commit: they share group commits", async () => {
+    await call(t.client.createSession.bind(t.client), { sessionId: 'as-group', labels: {} } as never);
+    const stats = (): { groupCommits: number } | undefined => (t.server.app.store as { stats?: () => { groupCommits: number } }).stats?.();
+    const before = stats()?.groupCommits ?? 0;
+    const n = 64;
+    const { responses } = await stream(Array.from({ length: n }, (_, i) => ({ correlationId: String(i), append: { sessionId: 'as-group', events: [userMessage(`g${i}`, 'x')] } })));
+    expect(responses.every((r, i) => r.result?.$case === 'appended' && r.result.value.seqs[0] === i)).toBe(true);
+    // One batch per commit when each waited for the one before (SQLite counts its group commits).
+    if (TEST_STORE === 'sqlite') expect(stats()!.groupCommits - before).toBeLessThan(n / 2);
+  });
+
+  it('a batch planned on one the store refuses is re-planned after it settled: the order holds and the log has only the accepted ones', async () => {
+    const q = await startTestServer({ limits: { tenantMaxBytes: 300 } as never });
+    try {
+      await call(q.client.createSession.bind(q.client), { sessionId: 'as-q', labels: {} } as never);
+      const { responses } = await stream([
+        { correlationId: 'big', append: { sessionId: 'as-q', events: [userMessage('b', 'x'.repeat(400))] } },
+        { correlationId: 'one', append: { sessionId: 'as-q', events: [userMessage('o', 'first')] } },
+        { correlationId: 'two', append: { sessionId: 'as-q', events: [userMessage('t', 'second')] } },
+      ], q);
+      expect(responses.map((r) => [r.correlationId, r.result?.$case === 'appended' ? r.result.value.seqs : r.result?.value.code])).toEqual([
+        ['big', status.RESOURCE_EXHAUSTED], ['one', [0]], ['two', [1]],
+      ]);
+      expect(Number((await call(q.client.getSession.bind(q.client), { sessionId: 'as-q' })).session?.eventCount)).toBe(2);
+    } finally {
+      await q.stop();
+    }
   });
 
   it('2,000 batches pipelined on one stream (more than the 256 in flight) all land, in order', async () => {

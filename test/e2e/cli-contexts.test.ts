@@ -154,7 +154,7 @@ describe('palimpsest completion', () => {
       expect(r.status, r.stderr).toBe(0);
       return r.stdout.split('\n').filter(Boolean);
     };
-    expect(complete('se')).toEqual(['serve', 'sessions']);
+    expect(complete('se')).toEqual(['serve', 'sessions', 'search']);
     expect(complete('co')).toEqual(['context', 'completion', 'compact']);
     expect(complete('sessions', '--li')).toEqual(['--limit']);
     expect(complete('events', 's1', '-o', '')).toEqual(['json', 'yaml', 'table']);

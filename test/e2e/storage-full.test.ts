@@ -34,8 +34,9 @@ describe('a full disk (SQLite max_page_count)', () => {
     // (--sqlite-writer inline). The writer thread meets a full disk in the tmpfs test below.
     t = await startTestServer({ sqliteWriter: 'inline' });
     a = api(t.client);
-    const store = t.server.app.store as unknown as { db: Database.Database; storageEpisodes: StorageEpisodes };
-    db = store.db;
+    // The app's store is the SQLite store wrapped by the blobs layer (BlobbingStore.inner).
+    const store = t.server.app.store as unknown as { inner: { db: Database.Database }; storageEpisodes: StorageEpisodes };
+    db = store.inner.db;
     episodes = store.storageEpisodes;
   });
   afterAll(async () => { await t?.stop(); });

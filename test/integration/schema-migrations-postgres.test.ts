@@ -125,6 +125,47 @@ describe.skipIf(!hasPostgres())('PostgreSQL schema migrations', () => {
     expect((await history(s)).map((r) => r.version)).toEqual([3, 4, 5]);
   });
 
+  it('a replica waits for another one\'s migration (the advisory lock) past the pool\'s query timeout, says so, then opens', async () => {
+    const s = await fixture(2);
+    const holder = new pg.Client({ connectionString: db!.url });
+    await holder.connect();
+    try {
+      await holder.query("SELECT pg_advisory_lock(hashtext('palimpsest schema ' || $1))", [s]);
+      const release = new Promise<void>((resolve, reject) => {
+        setTimeout(() => holder.query("SELECT pg_advisory_unlock(hashtext('palimpsest schema ' || $1))", [s]).then(() => resolve(), reject), 1500);
+      });
+      const waiting: string[] = [];
+      const reports: MigrationReport[] = [];
+      const store = await PostgresSessionStore.open({
+        url: db!.url, schema: s, queryTimeoutMs: 500, onWaiting: (m) => waiting.push(m), onMigrated: (r) => reports.push(r),
+      });
+      await store.close();
+      await release;
+      expect(waiting).toHaveLength(1);
+      expect(waiting[0]).toMatch(new RegExp(`\\(schema ${s}\\): waiting up to 600000 ms for another replica's migration \\(it holds the schema's advisory lock\\)$`));
+      expect(reports.map((r) => [r.from, r.to])).toEqual([[2, SCHEMA_VERSION]]);
+      expect(await version(s)).toBe(SCHEMA_VERSION);
+    } finally {
+      await holder.end();
+    }
+  });
+
+  it('past lockWaitMs a replica waiting for the migration lock fails saying another replica holds it; the schema stays at its version', async () => {
+    const s = await fixture(2);
+    const holder = new pg.Client({ connectionString: db!.url });
+    await holder.connect();
+    try {
+      await holder.query("SELECT pg_advisory_lock(hashtext('palimpsest schema ' || $1))", [s]);
+      const error = await openError({ url: db!.url, schema: s, lockWaitMs: 200 });
+      expect(error.reason).toBe('CANNOT_OPEN');
+      expect(error.message).toMatch(new RegExp(`\\(schema ${s}\\): another replica holds the schema's migration lock \\(migrating it\\?\\) ` +
+        'and did not release it within 200 ms: start again once it is done, or stop it$'));
+    } finally {
+      await holder.end();
+    }
+    expect(await version(s)).toBe(2);
+  });
+
   it('a failing migration step rolls everything back: the schema stays at its version, as it was', async () => {
     const s = await fixture(2);
     const before = await catalog(s);
@@ -200,5 +241,6 @@ describe.skipIf(!hasPostgres())('PostgreSQL schema migrations', () => {
     commits: (store) => store.stats().commits,
     groupCommit: false,
     lean: true,
+    blobs: false,
   });
 });

@@ -6,13 +6,15 @@
  * migrated meanwhile does nothing, --no-migrate and a too old file are refused; and the store
  * contract on a migrated file.
  */
+import { spawn, type ChildProcess } from 'node:child_process';
 import { copyFileSync, existsSync, readFileSync, readdirSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import { SessionService } from '../../src/app/session-service.js';
 import type { MigrationReport } from '../../src/store/migration-options.js';
-import { backupName, migrateDatabase } from '../../src/store/sqlite/migrate.js';
+import { backupName, createSchema, migrateDatabase } from '../../src/store/sqlite/migrate.js';
+import { checkIdentity, prepareFile } from '../../src/store/sqlite/open-database.js';
 import { BASE_VERSION, MIGRATIONS, type SqliteMigration } from '../../src/store/sqlite/migrations/index.js';
 import { APPLICATION_ID, SCHEMA_VERSION } from '../../src/store/sqlite/schema.js';
 import { SqliteSessionStore, type SqliteStoreOptions } from '../../src/store/sqlite/sqlite-store.js';
@@ -65,6 +67,29 @@ function openError(path: string, options: Partial<SqliteStoreOptions> = {}): Sto
     return e as StoreOpenError;
   }
   throw new Error('the store opened');
+}
+
+/**
+ * Another process holding the write lock of `path` (BEGIN IMMEDIATE), as one migrating it does
+ * for the whole backup copy: resolves once it holds it; it releases it after `releaseMs`, or
+ * holds it until killed.
+ */
+async function lockHolder(path: string, releaseMs?: number): Promise<ChildProcess> {
+  const release = releaseMs === undefined ? 'setInterval(() => {}, 60000);' : `setTimeout(() => { db.exec('COMMIT'); db.close(); }, ${releaseMs});`;
+  const script = `const db = new (require('better-sqlite3'))(process.argv[1]); db.exec('BEGIN IMMEDIATE'); process.stdout.write('locked\\n'); ${release}`;
+  const child = spawn(process.execPath, ['-e', script, path], { stdio: ['ignore', 'pipe', 'inherit'] });
+  await new Promise<void>((resolve, reject) => {
+    child.stdout!.once('data', () => resolve());
+    child.once('exit', (code) => reject(new Error(`the lock holder exited (${code})`)));
+  });
+  return child;
+}
+
+function exited(child: ChildProcess): Promise<void> {
+  return new Promise((resolve) => {
+    if (child.exitCode !== null || child.signalCode !== null) resolve();
+    else child.once('exit', () => resolve());
+  });
 }
 
 describe('SQLite schema migrations', () => {
@@ -171,6 +196,59 @@ describe('SQLite schema migrations', () => {
     expect(late.prepare('SELECT count(*) FROM schema_migrations').pluck().get()).toBe(MIGRATIONS.length);
     late.close();
     expect(backupsOf(path)).toHaveLength(1);
+  });
+
+  it('waits for another process holding the write lock (a migration\'s backup copy takes long) past the busy timeout, says so, then migrates', async () => {
+    const path = copyFixture();
+    const holder = await lockHolder(path, 1000);
+    const waiting: string[] = [];
+    const reports: MigrationReport[] = [];
+    const store = open(path, { busyTimeoutMs: 100, onWaiting: (m) => waiting.push(m), onMigrated: (r) => reports.push(r) });
+    await store.close();
+    await exited(holder);
+    expect(waiting).toEqual([`database ${path}: another process holds the write lock (migrating the file?); waiting up to 600000 ms for it`]);
+    expect(reports).toMatchObject([{ from: 4, to: SCHEMA_VERSION }]);
+    expect(backupsOf(path)).toHaveLength(1);
+    const db = new Database(path, { readonly: true });
+    expect(db.pragma('user_version', { simple: true })).toBe(SCHEMA_VERSION);
+    db.close();
+  });
+
+  it('past lockWaitMs it fails saying another process holds the write lock and the version the file is at, never "unchanged"; the file stays as it was', async () => {
+    const path = copyFixture();
+    const before = contents(path);
+    const holder = await lockHolder(path);
+    let error: StoreOpenError;
+    try {
+      error = openError(path, { lockWaitMs: 200 });
+    } finally {
+      holder.kill();
+      await exited(holder);
+    }
+    expect(error.reason).toBe('CANNOT_OPEN');
+    expect(error.message).toBe(`database ${path}: another process holds the write lock (migrating it?) and did not release it within 200 ms; ` +
+      'the file is at schema version 4 now: start again once that process is done, or stop it');
+    expect(contents(path)).toBe(before);
+    expect(backupsOf(path)).toEqual([]);
+  });
+
+  it('a fresh file another process initialised while this one waited for the lock: at this version it is left alone, at version 4 (an older build) it is migrated', () => {
+    for (const [migrations, migrated] of [[MIGRATIONS, false], [[], true]] as const) {
+      const path = tmp.freshPath();
+      const late = new Database(path);
+      const found = checkIdentity(late, path, false); // what this "process" saw at its open: a fresh file
+      expect(found).toBe(0);
+      const other = new Database(path);
+      other.transaction(() => createSchema(other, 'other build', migrations)).immediate(); // the other process, meanwhile
+      other.close();
+      const reports: MigrationReport[] = [];
+      prepareFile(late, { path, onMigrated: (r) => reports.push(r) }, found);
+      expect(late.pragma('user_version', { simple: true })).toBe(SCHEMA_VERSION);
+      expect(late.prepare('SELECT count(*) FROM schema_migrations').pluck().get()).toBe(MIGRATIONS.length);
+      late.close();
+      expect(reports).toMatchObject(migrated ? [{ from: 4, to: SCHEMA_VERSION }] : []);
+      expect(backupsOf(path)).toHaveLength(migrated ? 1 : 0);
+    }
   });
 
   it('--no-migrate refuses a schema-4 file, saying to run without it or back up first, and leaves the file byte for byte', () => {

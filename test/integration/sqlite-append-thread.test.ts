@@ -16,9 +16,10 @@ import { SharedCommitGate, type WriterConfig } from '../../src/store/sqlite/appe
 import { waitFor } from '../support/poll.js';
 import { AppendThread } from '../../src/store/sqlite/append-thread.js';
 import { prepareStatements } from '../../src/store/sqlite/statements.js';
+import { configureConnection } from '../../src/store/sqlite/open-database.js';
 import { encodeEvents } from '../../src/store/sqlite/row-codec.js';
 import { readHeads } from '../../src/store/sqlite/head-record.js';
-import type { WalSync } from '../../src/store/sqlite/wal-sync.js';
+import { WalSync } from '../../src/store/sqlite/wal-sync.js';
 import { StorageError } from '../../src/app/storage-error.js';
 import type { AppendOutcome } from '../../src/app/store-port.js';
 import { WRITER0, ev, newSession, req } from './store-contract.js';
@@ -64,7 +65,8 @@ async function fixture(): Promise<{ path: string; db: Database.Database }> {
   await store.createSession(newSession('s'), []);
   await store.close();
   const db = new Database(path);
-  db.pragma('synchronous = NORMAL');
+  // As the store configures its connections (synchronous NORMAL under a background sync; the search index's functions).
+  configureConnection(db, 'full', true);
   return { path, db };
 }
 
@@ -173,6 +175,31 @@ describe('the commit gate of a background-synced group commit', () => {
   });
 });
 
+describe('WalSync.afterSync', () => {
+  it('runs once the sync in flight ended, its waiters resolved, and a commit it owes is covered by the next sync; at once when idle', async () => {
+    const path = fresh();
+    writeFileSync(`${path}-wal`, 'x');
+    const sync = new WalSync(`${path}-wal`);
+    const order: string[] = [];
+    let ran = false;
+    sync.afterSync(() => (ran = true));
+    expect(ran).toBe(true);
+    sync.owe();
+    const first = sync.request().then(() => order.push('first durable'));
+    expect(sync.syncing).toBe(true);
+    let second: Promise<unknown> | undefined;
+    sync.afterSync(() => {
+      order.push(`after first (completed ${sync.completed}, syncing ${sync.syncing})`);
+      sync.owe();
+      second = sync.request().then(() => order.push(`second durable (completed ${sync.completed})`));
+    });
+    await first;
+    await second;
+    expect(order).toEqual(['after first (completed 1, syncing false)', 'first durable', 'second durable (completed 2)']);
+    sync.close();
+  });
+});
+
 describe('group transactions of GROUP_ROWS rows when the sync runs in the background', () => {
   const turn = (): Promise<void> => new Promise((r) => setImmediate(r));
 
@@ -185,8 +212,16 @@ describe('group transactions of GROUP_ROWS rows when the sync runs in the backgr
     completed = 0;
     #current: (() => void)[] = [];
     #next: (() => void)[] = [];
+    #ending: (() => void)[] = [];
     get owed(): boolean {
       return this.dirty || this.running;
+    }
+    get syncing(): boolean {
+      return this.running;
+    }
+    afterSync(fn: () => void): void {
+      if (this.running) this.#ending.push(fn);
+      else fn();
     }
     owe(): void {
       this.dirty = true;
@@ -211,7 +246,10 @@ describe('group transactions of GROUP_ROWS rows when the sync runs in the backgr
       this.running = false;
       this.completed++;
       for (const r of done) r();
-      if (this.#next.length > 0) this.#start();
+      const ending = this.#ending;
+      this.#ending = [];
+      for (const fn of ending) fn();
+      if (!this.running && this.#next.length > 0) this.#start();
     }
   }
 
@@ -233,12 +271,14 @@ describe('group transactions of GROUP_ROWS rows when the sync runs in the backgr
     expect(count(path)).toBe(300);
     expect(sync.running).toBe(true);
     await turn();
-    expect(counters.commits).toBe(3);
+    // A second full part is written during the sync; the last 200 rows wait for its end.
+    expect(counters.commits).toBe(2);
     expect(counters.maxGroupSize).toBe(3);
-    expect(count(path)).toBe(800);
-    expect(gate.owed()).toBe(3);
+    expect(count(path)).toBe(600);
+    expect(gate.owed()).toBe(2);
     expect(settled.every((x) => x.outcome === undefined && x.error === undefined)).toBe(true);
-    sync.finish(); // the sync the first part started
+    sync.finish(); // the sync the first part started; the held part is written before the next starts
+    expect([counters.commits, count(path), gate.owed()]).toEqual([3, 800, 3]);
     await turn();
     expect(settled.map((x) => x.outcome?.kind)).toEqual(['appended', 'appended', 'appended', undefined, undefined, undefined, undefined, undefined]);
     expect(gate.durableUpTo()).toBe(1);
@@ -262,11 +302,39 @@ describe('group transactions of GROUP_ROWS rows when the sync runs in the backgr
     await turn();
     expect([counters.commits, count(path)]).toEqual([2, 600]);
     await turn();
-    expect([counters.commits, count(path)]).toEqual([3, 800]);
+    // 200 rows, less than a part, while the first part's sync runs: held until it ends.
+    expect([counters.commits, count(path)]).toEqual([2, 600]);
     sync.finish();
+    expect([counters.commits, count(path)]).toEqual([3, 800]);
     sync.finish();
     await turn();
     expect(settled.map((x) => x.outcome?.kind)).toEqual(Array(8).fill('appended'));
+    db.close();
+  });
+
+  it('calls that arrive one by one while a sync runs are held and written as one group when it ends, covered by the next sync', async () => {
+    const { path, db } = await fixture();
+    const sync = new SerialSync();
+    const { groups, gate, counters } = grouped(db, sync, 'immediate');
+    const { calls: queued, settled } = calls(Array(6).fill(1));
+    groups.enqueue(queued[0]!);
+    await turn();
+    expect([counters.commits, count(path), sync.running]).toEqual([1, 1, true]);
+    // Five more, each in a turn of its own (as grpc-js hands over unary requests).
+    for (const c of queued.slice(1)) {
+      groups.enqueue(c);
+      await turn();
+    }
+    expect([counters.commits, count(path)]).toEqual([1, 1]);
+    sync.finish();
+    // Written as one group before the next sync starts; that sync covers it.
+    expect([counters.commits, counters.maxGroupSize, count(path), gate.owed(), sync.running]).toEqual([2, 5, 6, 2, true]);
+    await turn();
+    expect(settled.map((x) => x.outcome?.kind)).toEqual(['appended', undefined, undefined, undefined, undefined, undefined]);
+    sync.finish();
+    await turn();
+    expect(settled.map((x) => x.outcome?.kind)).toEqual(Array(6).fill('appended'));
+    expect(gate.durableUpTo()).toBe(2);
     db.close();
   });
 
@@ -494,6 +562,44 @@ function scripted(mode: 'hold' | 'fatal' | 'crash' | 'manual' | 'slow-close'): {
 async function turns(n = 5): Promise<void> {
   for (let i = 0; i < n; i++) await new Promise((r) => setImmediate(r));
 }
+
+describe('AppendThread: how calls are handed to the thread', () => {
+  /** The number of calls in each append message the thread received, for a store of `durability`. */
+  async function messages(durability: 'full' | 'normal'): Promise<number[]> {
+    const sizes: number[] = [];
+    const thread = scripted('manual');
+    const t = new AppendThread(
+      { path: fresh(), durability, fullSync: 'background', busyTimeoutMs: 0, groupCommit: undefined },
+      { commits: 0, groupCommits: 0, appends: 0, maxGroupSize: 0 },
+      () => undefined,
+      (config) => {
+        const w = thread.start(config);
+        const post = w.postMessage.bind(w);
+        w.postMessage = (m: { kind: string; calls?: unknown[] }) => {
+          if (m.kind === 'append') sizes.push(m.calls!.length);
+          post(m);
+        };
+        return w;
+      },
+    );
+    // Two calls in two macrotasks of one event-loop turn, as grpc-js hands over unary requests.
+    await new Promise<void>((resolve) => {
+      setImmediate(() => t.enqueue({ ...call(0, {}), reject: () => undefined }));
+      setImmediate(() => {
+        t.enqueue({ ...call(1, {}), reject: () => undefined });
+        resolve();
+      });
+    });
+    await turns();
+    await t.close();
+    return sizes;
+  }
+
+  it('with a background sync, the calls of one event-loop turn go in one message; without, a message per macrotask', async () => {
+    expect(await messages('full')).toEqual([2]);
+    expect(await messages('normal')).toEqual([1, 1]);
+  });
+});
 
 describe('AppendThread: reads wait for what they may have seen', () => {
   it('visible() is pending while a group the thread made visible is not durable, and resolves when it is', async () => {

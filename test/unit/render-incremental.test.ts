@@ -1,5 +1,5 @@
 /**
- * renderExtended (domain/render/incremental.ts): for random histories split at a random point,
+ * renderAppended (domain/render/incremental.ts): for random histories split at a random point,
  * rendering the whole history reusing the rendering of the prefix equals rendering it afresh, in
  * every format, with and without drop_unpaired (some results left out, so calls go unanswered);
  * and the messages before the cut are the very objects of the previous rendering.
@@ -8,7 +8,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { Json } from '../../src/domain/event.js';
 import { PROVIDER_FORMATS, renderHistory, type HistoryEntry } from '../../src/domain/render/index.js';
-import { renderExtended } from '../../src/domain/render/incremental.js';
+import { renderAppended } from '../../src/domain/render/incremental.js';
 
 const text = fc.oneof(fc.constant(''), fc.string({ minLength: 1, maxLength: 6 }));
 const turn = fc.record({
@@ -47,7 +47,7 @@ const attempt = (f: () => unknown): unknown => {
   }
 };
 
-describe('renderExtended == renderHistory', () => {
+describe('renderAppended == renderHistory', () => {
   it.each(PROVIDER_FORMATS)('%s', (format) => {
     fc.assert(fc.property(fc.array(turn, { minLength: 1, maxLength: 5 }), fc.nat(), fc.boolean(), (turns, at, dropUnpaired) => {
       const all = build(turns);
@@ -55,22 +55,22 @@ describe('renderExtended == renderHistory', () => {
       const opts = { dropUnpaired };
       let prev;
       try {
-        prev = { entries: prefix, rendered: renderHistory(format, prefix, opts) };
+        prev = renderHistory(format, prefix, opts);
       } catch {
-        prev = undefined;
+        return; // a prefix that does not render has no rendering to reuse
       }
-      expect(attempt(() => renderExtended(format, all, prev, opts))).toEqual(attempt(() => renderHistory(format, all, opts)));
+      expect(attempt(() => renderAppended(format, all, prefix.length, prev, opts))).toEqual(attempt(() => renderHistory(format, all, opts)));
     }), { numRuns: 300 });
   });
 
   it('reuses the objects before the cut', () => {
     const all = build([{ user: ['a'], steps: [{ text: 'b', calls: 1, answered: [true, true], reasoning: false }] }, { user: ['c'], steps: [{ text: 'd', calls: 0, answered: [], reasoning: false }] }]);
     const prefix = all.slice(0, 4);
-    const prev = { entries: prefix, rendered: renderHistory('anthropic', prefix) };
-    const next = renderExtended('anthropic', [...all, { seq: 99, message: { id: 'u99', role: 'user', content: [{ type: 'text', text: 'e' }], source: { kind: 'user' } } }], prev);
+    const prev = renderHistory('anthropic', prefix);
+    const next = renderAppended('anthropic', [...all, { seq: 99, message: { id: 'u99', role: 'user', content: [{ type: 'text', text: 'e' }], source: { kind: 'user' } } }], prefix.length, prev);
     // The cut is the assistant message at seq 1: the user message before it is reused.
-    expect(next[0]).toBe(prev.rendered[0]);
-    expect(next[1]).not.toBe(prev.rendered[1]);
+    expect(next[0]).toBe(prev[0]);
+    expect(next[1]).not.toBe(prev[1]);
     expect(next).toEqual(renderHistory('anthropic', [...all, { seq: 99, message: { id: 'u99', role: 'user', content: [{ type: 'text', text: 'e' }], source: { kind: 'user' } } }]));
   });
 });

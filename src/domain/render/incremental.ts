@@ -15,12 +15,6 @@ import { isJsonObject } from '../json.js';
 import type { HistoryEntry, RenderedMessage, RenderOptions } from './history-steps.js';
 import { renderHistory, type ProviderFormat } from './index.js';
 
-/** A previous rendering and the entries it was rendered from. */
-export interface PreviousRendering {
-  readonly entries: readonly HistoryEntry[];
-  readonly rendered: readonly RenderedMessage[];
-}
-
 /** Whether a message of `role` renders something in every format (text, an image, or `kinds`). */
 function rendersContent(m: HistoryEntry['message'], role: string, kinds: readonly string[]): boolean {
   if (m['role'] !== role) return false;
@@ -30,34 +24,11 @@ function rendersContent(m: HistoryEntry['message'], role: string, kinds: readonl
   return (c as Json[]).some((b) => isJsonObject(b) && ((b['type'] === 'text' && typeof b['text'] === 'string' && b['text'] !== '') || b['type'] === 'image' || kinds.includes(b['type'] as string)));
 }
 
-/** Whether `prev.entries` is a prefix of `entries` (the same message objects in the same places). */
-export function extendsPrevious(prev: PreviousRendering, entries: readonly HistoryEntry[]): boolean {
-  if (prev.entries.length > entries.length) return false;
-  for (let i = 0; i < prev.entries.length; i++) {
-    const a = prev.entries[i]!;
-    const b = entries[i]!;
-    if (a.message !== b.message || a.seq !== b.seq) return false;
-  }
-  return true;
-}
-
-/**
- * `renderHistory(format, entries, opts)`, reusing `prev` when `entries` extends its entries (see
- * the module comment); a full rendering otherwise.
- *
- * @throws DomainError HISTORY_NOT_RENDERABLE
- */
-export function renderExtended(format: ProviderFormat, entries: readonly HistoryEntry[], prev: PreviousRendering | undefined, opts: RenderOptions = {}): RenderedMessage[] {
-  if (prev === undefined || !extendsPrevious(prev, entries)) return renderHistory(format, entries, opts);
-  return renderAppended(format, entries, prev.entries.length, prev.rendered, opts);
-}
-
 /**
  * `renderHistory(format, entries, opts)` when the caller knows that `entries[0, prevCount)` are
  * the entries `prevRendered` was rendered from (same messages, same seqs): O(entries after the
  * cut + rendered messages after it), with no pass over the reused prefix except its copy. The app
- * knows it from the session's replace generation (a history only appended to keeps its prefix);
- * renderExtended checks it.
+ * knows it from the session's replace generation (a history only appended to keeps its prefix).
  *
  * @throws DomainError HISTORY_NOT_RENDERABLE
  */

@@ -129,15 +129,8 @@ export function renderedBlocks(format: ProviderFormat, json: Json): Blocks {
   }
 }
 
-const counts = new WeakMap<object, number>();
-
 /** The estimated tokens of one rendered provider message (see the module comment). */
 export function renderedMessageTokens(format: ProviderFormat, json: Json): number {
   if (!isJsonObject(json)) return ROLE_OVERHEAD_TOKENS;
-  let t = counts.get(json);
-  if (t === undefined) {
-    t = estimateContentTokens(renderedBlocks(format, json)) + ROLE_OVERHEAD_TOKENS;
-    counts.set(json, t);
-  }
-  return t;
+  return estimateContentTokens(renderedBlocks(format, json)) + ROLE_OVERHEAD_TOKENS;
 }

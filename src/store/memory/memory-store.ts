@@ -45,6 +45,7 @@ import { StoreClosedError, StoreUsageError, checkAscendingSeqs } from '../store-
 import { MemoryDatabase, type MemorySession } from './memory-database.js';
 import { canonicalHeader, storedEvent, toRecord } from './memory-events.js';
 import { EventLog, type EncodedBatch, type MemoryEvent } from './event-log.js';
+import * as feed from './memory-feed.js';
 
 export { MemoryDatabase } from './memory-database.js';
 
@@ -386,74 +387,26 @@ export class MemorySessionStore implements SessionStore {
 
   async readFeed(query: FeedQuery): Promise<FeedRecord[]> {
     this.checkOpen();
-    const feed = this.database.feeds.get(query.tenant) ?? [];
-    // Positions are dense: record i has position base + i + 1 (base: records pruned).
-    const from = Math.max(0, Math.floor(query.after) - (this.database.feedBase.get(query.tenant) ?? 0));
-    return feed.slice(from, from + Math.max(0, query.limit));
+    return feed.readFeed(this.database, query);
   }
 
   async feedEnd(tenant: string): Promise<number> {
     this.checkOpen();
-    return (this.database.feedBase.get(tenant) ?? 0) + (this.database.feeds.get(tenant)?.length ?? 0);
+    return feed.feedEnd(this.database, tenant);
   }
 
   async feedPrunedUpTo(tenant: string): Promise<number> {
     this.checkOpen();
-    // Positions are dense per tenant: the records pruned are positions 1..base.
-    return this.database.feedBase.get(tenant) ?? 0;
+    return feed.feedPrunedUpTo(this.database, tenant);
   }
 
   async pruneFeed(before: number): Promise<number> {
     this.checkOpen();
-    let removed = 0;
-    for (const [tenant, feed] of this.database.feeds) {
-      // A prefix, never the tenant's last record (where from_now and positions continue).
-      let k = 0;
-      while (k < feed.length - 1 && (feed[k] as FeedRecord).time < before) k++;
-      if (k === 0) continue;
-      feed.splice(0, k);
-      this.database.feedBase.set(tenant, (this.database.feedBase.get(tenant) ?? 0) + k);
-      removed += k;
-    }
-    return removed;
+    return feed.pruneFeed(this.database, before);
   }
 
   openHeadWatch(): HeadWatch {
-    const watchers = this.database.watchers;
-    const mine = new Set<() => void>();
-    return {
-      watch: (sessionId, onHead) => {
-        const entry = { onHead };
-        let set = watchers.get(sessionId);
-        if (set === undefined) {
-          set = new Set();
-          watchers.set(sessionId, set);
-        }
-        set.add(entry);
-        const stop = (): void => {
-          mine.delete(stop);
-          const s = watchers.get(sessionId);
-          if (s === undefined) return;
-          s.delete(entry);
-          if (s.size === 0) watchers.delete(sessionId);
-        };
-        mine.add(stop);
-        return stop;
-      },
-      watchFeed: (onChange) => {
-        const entry = (tenant?: string): void => onChange(tenant);
-        this.database.feedWatchers.add(entry);
-        const stop = (): void => {
-          mine.delete(stop);
-          this.database.feedWatchers.delete(entry);
-        };
-        mine.add(stop);
-        return stop;
-      },
-      close: async () => {
-        for (const stop of [...mine]) stop();
-      },
-    };
+    return feed.openHeadWatch(this.database);
   }
 
   async close(): Promise<void> {

@@ -3,20 +3,17 @@
  * migrations"; the steps are the files of ./migrations/, whose index says how to add one).
  *
  * Runs inside the opening transaction, which holds `pg_advisory_xact_lock` on a key derived from
- * the schema name (postgres-store.ts): replicas started together take turns, and each reads the
+ * the schema name (open-database.ts): replicas started together take turns, and each reads the
  * version only once it holds the lock, so the first migrates and the others find the schema
  * current. PostgreSQL DDL is transactional: a failing step rolls everything back (the schema stays
  * at its version, as it was). A schema of a newer version is refused, naming both versions.
  */
 import { StoreOpenError } from '../store-errors.js';
-import { newerSchemaMessage, noMigrateMessage, type MigrationOptions, type MigrationReport } from '../migration-options.js';
+import {
+  newerSchemaMessage, noMigrateMessage, targetOf, tooOldMessage, type MigrationOptions, type MigrationReport,
+} from '../migration-options.js';
 import { BASE_VERSION, MIGRATIONS, OLDEST_MIGRATABLE, type MigrationClient, type PostgresMigration } from './migrations/index.js';
 import { baseSchemaSql, functionsSql } from './schema.js';
-
-/** The version the migrations lead to. */
-function targetOf(migrations: readonly PostgresMigration[]): number {
-  return migrations.length === 0 ? BASE_VERSION : migrations[migrations.length - 1]!.version;
-}
 
 /** Runs the migrations above `from`, records them, replaces the functions and sets the version. */
 async function runSteps(client: MigrationClient, s: string, from: number, migrations: readonly PostgresMigration[], build: string): Promise<void> {
@@ -31,11 +28,9 @@ async function runSteps(client: MigrationClient, s: string, from: number, migrat
     applied.push(m);
   }
   // The history table exists from version 4 on (0004 creates it): the rows go in after the steps.
-  const to = targetOf(migrations);
-  if (to >= 4) {
-    for (const m of applied) {
-      await client.query(`INSERT INTO ${s}.schema_migrations (version, build, description) VALUES ($1, $2, $3)`, [m.version, build, m.description]);
-    }
+  const to = targetOf(migrations, BASE_VERSION);
+  for (const m of applied) {
+    await client.query(`INSERT INTO ${s}.schema_migrations (version, build, description) VALUES ($1, $2, $3)`, [m.version, build, m.description]);
   }
   await client.query(functionsSql(s));
   await client.query(`UPDATE ${s}.schema_version SET version = $1`, [to]);
@@ -50,7 +45,7 @@ export async function prepareSchema(
   client: MigrationClient, s: string, where: string, options: MigrationOptions, migrations: readonly PostgresMigration[] = MIGRATIONS,
 ): Promise<MigrationReport | undefined> {
   const started = Date.now();
-  const to = targetOf(migrations);
+  const to = targetOf(migrations, BASE_VERSION);
   const build = options.build ?? 'unknown';
   const found = (await client.query(
     `SELECT to_regclass($1) AS versions, (SELECT count(*)::int FROM pg_tables WHERE schemaname = $2) AS tables,
@@ -78,9 +73,7 @@ export async function prepareSchema(
   }
   if (version > to) throw new StoreOpenError('SCHEMA_VERSION_MISMATCH', where, newerSchemaMessage(what, version, to));
   if (version < OLDEST_MIGRATABLE) {
-    throw new StoreOpenError('SCHEMA_VERSION_MISMATCH', where,
-      `${what} has schema version ${version}, this build needs ${to} and migrates from version ${OLDEST_MIGRATABLE} on: ` +
-        'export with the build that wrote it and import with this one');
+    throw new StoreOpenError('SCHEMA_VERSION_MISMATCH', where, tooOldMessage(what, version, to, OLDEST_MIGRATABLE));
   }
   if (options.noMigrate === true) throw new StoreOpenError('SCHEMA_VERSION_MISMATCH', where, noMigrateMessage(what, version, to));
   try {

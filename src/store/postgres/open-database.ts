@@ -4,7 +4,9 @@
  */
 import pg from 'pg';
 import type { PostgresStoreOptions } from './options.js';
-import type { MigrationOptions } from '../migration-options.js';
+import { DEFAULT_LOCK_WAIT_MS, type MigrationOptions } from '../migration-options.js';
+import { StoreOpenError } from '../store-errors.js';
+import { describe as describeError, isUnavailable } from './pg-errors.js';
 import { prepareSchema } from './migrate.js';
 import type { Statements } from './statements.js';
 
@@ -16,6 +18,9 @@ const TYPES = {
     return (pg.types.getTypeParser as (oid: number, format?: string) => (value: string) => unknown)(oid, format);
   },
 };
+
+/** SQLSTATE lock_not_available: a wait past lock_timeout. */
+const LOCK_NOT_AVAILABLE = '55P03';
 
 function parseInt8Array(text: string): number[] {
   if (text === '{}') return [];
@@ -35,22 +40,45 @@ export function connectionConfig(options: PostgresStoreOptions): pg.ClientConfig
 
 /**
  * Creates the schema on a fresh database, or migrates an older one in place (src/store/postgres/
- * migrate.ts), under an advisory lock: replicas starting together create or migrate it once, the
- * others wait and then see it current. Throws StoreOpenError.
+ * migrate.ts), under the schema's advisory lock: replicas starting together create or migrate it
+ * once, the others wait and then see it current. Runs on a connection of its own, not the pool's:
+ * the pool's query_timeout would cut off both a long step and the wait behind another replica's
+ * migration. Its timeouts are deliberate: no statement_timeout (a step may rewrite a large table),
+ * lock_timeout = lockWaitMs for the advisory lock and the steps' table locks. Throws StoreOpenError.
  */
-export async function initialiseSchema(pool: pg.Pool, s: string, where: string, options: MigrationOptions): Promise<void> {
-  const client = await pool.connect();
+export async function initialiseSchema(connection: pg.ClientConfig, s: string, where: string, options: MigrationOptions): Promise<void> {
+  const wait = Math.max(0, Math.floor(options.lockWaitMs ?? DEFAULT_LOCK_WAIT_MS));
+  const what = `PostgreSQL store ${where} (schema ${s})`;
+  const client = new pg.Client(connection);
+  // A connection that breaks is reported by the query it fails; without a listener Node would crash.
+  client.on('error', () => undefined);
   try {
+    await client.connect();
     await client.query('BEGIN');
-    await client.query("SELECT pg_advisory_xact_lock(hashtext('palimpsest schema ' || $1))", [s]);
+    await client.query(`SET LOCAL statement_timeout = 0; SET LOCAL lock_timeout = ${wait}`);
+    const lock = "hashtext('palimpsest schema ' || $1)";
+    const tried = await client.query<{ got: boolean }>(`SELECT pg_try_advisory_xact_lock(${lock}) AS got`, [s]);
+    if (tried.rows[0]?.got !== true) {
+      options.onWaiting?.(`${what}: waiting up to ${wait} ms for another replica's migration (it holds the schema's advisory lock)`);
+      try {
+        await client.query(`SELECT pg_advisory_xact_lock(${lock})`, [s]);
+      } catch (error) {
+        if ((error as { code?: unknown }).code !== LOCK_NOT_AVAILABLE) throw error;
+        throw new StoreOpenError('CANNOT_OPEN', where,
+          `${what}: another replica holds the schema's migration lock (migrating it?) and did not release it within ${wait} ms: ` +
+            'start again once it is done, or stop it', { cause: error });
+      }
+    }
     const migrated = await prepareSchema(client, s, where, options);
     await client.query('COMMIT');
     if (migrated !== undefined) options.onMigrated?.(migrated);
   } catch (error) {
     await client.query('ROLLBACK').catch(() => undefined);
-    throw error;
+    if (error instanceof StoreOpenError) throw error;
+    const why = isUnavailable(error) ? `the database is unreachable (${describeError(error)})` : describeError(error);
+    throw new StoreOpenError('CANNOT_OPEN', where, `cannot open ${what}: creating or migrating its schema failed: ${why}`, { cause: error });
   } finally {
-    client.release();
+    await client.end().catch(() => undefined);
   }
 }
 

@@ -136,7 +136,7 @@ export class PostgresSessionStore implements SessionStore {
     pool.on('error', (error) => options.onError?.(error));
     const store = new PostgresSessionStore(pool, connection, options, schema);
     try {
-      await initialiseSchema(pool, schema, where, options);
+      await initialiseSchema(connection, schema, where, options);
       await store.sweepExpiredImports();
     } catch (error) {
       await pool.end().catch(() => undefined);

@@ -82,6 +82,7 @@ export class AppendThread implements AppendQueue {
   #opened = false;
   #readyWaiters: { resolve: () => void; reject: (e: unknown) => void }[] = [];
   readonly #config: WriterConfig;
+  readonly #flushTurn = (): void => this.flush();
 
   constructor(
     config: AppendThreadConfig,
@@ -157,12 +158,17 @@ export class AppendThread implements AppendQueue {
     this.#pending.add(id, { resolve: call.resolve, reject: call.reject });
     const { resolve: _resolve, reject: _reject, ...wire } = call;
     this.#outbox.push({ ...wire, id });
-    // Handed over at the end of this macrotask (the calls it made go in one message), not at the
-    // end of the I/O phase: the thread then writes one request while the event loop decodes and
-    // plans the next, instead of the two taking turns.
+    // Without a background sync: handed over at the end of this macrotask (the calls it made go
+    // in one message), not at the end of the I/O phase: the thread then writes one request while
+    // the event loop decodes and plans the next, instead of the two taking turns. With one, at
+    // the end of the I/O phase: the thread holds what arrives while a sync runs anyway (see
+    // GroupCommit.flushTurn), and grpc-js hands over each unary request in a macrotask of its
+    // own, so a message per macrotask would be a postMessage per call (the largest single cost
+    // of a one-event append in the event loop's profile, bench/history/issue-37-grpc-js.md).
     if (!this.#postScheduled) {
       this.#postScheduled = true;
-      queueMicrotask(() => this.flush());
+      if (this.#gate !== undefined) setImmediate(this.#flushTurn);
+      else queueMicrotask(this.#flushTurn);
     }
   }
 

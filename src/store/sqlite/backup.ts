@@ -16,10 +16,11 @@
  * Restore: stop the server, move the database file and its `-wal` / `-shm` / `-heads` files away, copy the
  * backup in place of the database file, start the server.
  */
-import { closeSync, existsSync, fsyncSync, openSync, renameSync, rmSync, statSync } from 'node:fs';
+import { existsSync, renameSync, rmSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import { APPLICATION_ID } from './schema.js';
+import { fsyncPath } from './fsync-path.js';
 import { versionProblem } from './migrate.js';
 import { verifyDatabase, type VerifyResult } from './verify.js';
 
@@ -48,15 +49,6 @@ function checkIdentity(db: Database.Database, what: string): string | undefined 
   const userVersion = db.pragma('user_version', { simple: true }) as number;
   if (applicationId !== APPLICATION_ID) return `${what} is not a Palimpsest database (application_id ${applicationId})`;
   return versionProblem(what, userVersion);
-}
-
-function fsyncPath(path: string): void {
-  const fd = openSync(path, 'r');
-  try {
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
-  }
 }
 
 /** Copies `source` (a live Palimpsest database) to `to`, verified; see the module comment. */

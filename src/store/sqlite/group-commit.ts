@@ -4,7 +4,11 @@
  * requests that arrive in the same I/O poll phase share a commit, and its fsync under durability
  * 'full'). Without a background sync the whole queue is one transaction; with one, a transaction
  * takes calls up to GROUP_ROWS rows and the rest follow on the next turn, so the first calls' sync
- * runs while the next are written. Inside the shared transaction a call that fails unexpectedly
+ * runs while the next are written. While a background sync runs, calls are held until it ends
+ * (or until they reach GROUP_ROWS rows) and then written as one group, which the next sync
+ * covers: calls that arrive one by one (as grpc-js hands over unary requests) share a commit
+ * instead of each taking a transaction of its own; they could not be acknowledged before that
+ * next sync anyway. Inside the shared transaction a call that fails unexpectedly
  * is rolled back alone (a single INSERT by SQLite's statement rollback, a multi-statement call by its own SAVEPOINT);
  * conflicts, duplicates, quota refusals and unknown sessions are detected before writing anything.
  * Every call's promise settles only after the shared COMMIT returned (and, with a background WAL
@@ -144,6 +148,10 @@ export interface CommitGate {
 /** The append queue of one connection and its group transaction. */
 export class GroupCommit implements AppendQueue {
   private queue: QueuedAppend[] = [];
+  /** The rows of the queued calls. */
+  private queuedRows = 0;
+  /** Set while the queue waits for the running sync's end (see flushTurn). */
+  private held = false;
   /** The heads the last group transaction moved. */
   private moved: readonly (readonly [string, number, number])[] = [];
   private flushScheduled = false;
@@ -199,6 +207,7 @@ export class GroupCommit implements AppendQueue {
   /** Queues a call; it settles after the flush that commits it. */
   enqueue(call: QueuedAppend): void {
     this.queue.push(call);
+    this.queuedRows += call.rows.length;
     if (!this.flushScheduled) {
       this.flushScheduled = true;
       this.scheduleFlush();
@@ -300,10 +309,27 @@ export class GroupCommit implements AppendQueue {
     while (this.queue.length > 0) this.writeGroup(this.take());
   }
 
-  /** The scheduled flush: one group transaction, the rest on the next turn. */
+  /**
+   * The scheduled flush: one group transaction, the rest on the next turn. While a background
+   * sync runs and fewer than GROUP_ROWS rows are queued, the queue is held and written when that
+   * sync ends, before the next one starts (WalSync.afterSync): what arrives during a sync becomes
+   * one group for the next. Holding delays no answer: a commit made now would wait for that next
+   * sync too.
+   */
   private flushTurn(): void {
     this.flushScheduled = false;
     if (this.queue.length === 0) return;
+    const sync = this.walSync;
+    if (sync !== undefined && sync.syncing && !sync.broken && this.queuedRows < GROUP_ROWS) {
+      if (!this.held) {
+        this.held = true;
+        sync.afterSync(() => {
+          this.held = false;
+          this.flushTurn();
+        });
+      }
+      return;
+    }
     const batch = this.take();
     // Scheduled first: the rest is never stranded, whatever writing this part runs into.
     if (this.queue.length > 0) {
@@ -325,10 +351,13 @@ export class GroupCommit implements AppendQueue {
     }
     if (n === queue.length) {
       this.queue = [];
+      this.queuedRows = 0;
       return queue;
     }
+    const taken = queue.slice(0, n);
     this.queue = queue.slice(n);
-    return queue.slice(0, n);
+    for (const call of taken) this.queuedRows -= call.rows.length;
+    return taken;
   }
 
   /** Commits `batch` in one transaction and settles their promises (once durable). */

@@ -14,11 +14,14 @@
  *   last committed state while this one holds the write lock; better-sqlite3's `db.backup()` is
  *   asynchronous and opening a store is not): one consistent snapshot, fsynced before any step.
  */
-import { closeSync, existsSync, fsyncSync, openSync, rmSync } from 'node:fs';
-import { resolve } from 'node:path';
+import { existsSync, rmSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
 import Database from 'better-sqlite3';
 import { StoreOpenError } from '../store-errors.js';
-import { newerSchemaMessage, type MigrationOptions, type MigrationReport } from '../migration-options.js';
+import {
+  DEFAULT_LOCK_WAIT_MS, newerSchemaMessage, targetOf, tooOldMessage, type MigrationOptions, type MigrationReport,
+} from '../migration-options.js';
+import { fsyncPath } from './fsync-path.js';
 import { BASE_VERSION, MIGRATIONS, OLDEST_MIGRATABLE, type SqliteMigration } from './migrations/index.js';
 import { APPLICATION_ID, SCHEMA_SQL, SCHEMA_VERSION } from './schema.js';
 
@@ -30,26 +33,17 @@ import { APPLICATION_ID, SCHEMA_SQL, SCHEMA_VERSION } from './schema.js';
 export function versionProblem(what: string, version: number): string | undefined {
   if (version === SCHEMA_VERSION) return undefined;
   if (version > SCHEMA_VERSION) return newerSchemaMessage(what, version, SCHEMA_VERSION);
-  if (version < OLDEST_MIGRATABLE) {
-    return `${what} has schema version ${version}, this build needs ${SCHEMA_VERSION} and migrates from version ${OLDEST_MIGRATABLE} on: ` +
-      'use the build that wrote it (export with it and import with this one)';
-  }
+  if (version < OLDEST_MIGRATABLE) return tooOldMessage(what, version, SCHEMA_VERSION, OLDEST_MIGRATABLE);
   return `${what} has schema version ${version}, older than this build's ${SCHEMA_VERSION}: use the build that wrote it, or ` +
     'let this build migrate it first (palimpsest serve on it migrates it in place, after copying it beside itself)';
 }
 
-/** The version the migrations lead to. */
-function targetOf(migrations: readonly SqliteMigration[]): number {
-  return migrations.length === 0 ? BASE_VERSION : migrations[migrations.length - 1]!.version;
-}
-
-function record(db: Database.Database, m: SqliteMigration, build: string, backup: string | null): void {
-  db.prepare('INSERT INTO schema_migrations (version, applied_at, build, description, backup) VALUES (?, ?, ?, ?, ?)')
-    .run(m.version, Date.now(), build, m.description, backup);
-}
+const RECORD_SQL = 'INSERT INTO schema_migrations (version, applied_at, build, description, backup) VALUES (?, ?, ?, ?, ?)';
 
 /** Runs the migrations above `from` (inside the caller's transaction) and sets user_version. */
 function runSteps(db: Database.Database, from: number, migrations: readonly SqliteMigration[], build: string, backup: string | null): void {
+  // Prepared once the first step ran: every migration from version 5 on has the history table (0005 creates it).
+  let record: Database.Statement | undefined;
   for (const m of migrations) {
     if (m.version <= from) continue;
     try {
@@ -57,10 +51,10 @@ function runSteps(db: Database.Database, from: number, migrations: readonly Sqli
     } catch (cause) {
       throw new MigrationStepError(m, cause);
     }
-    // Every migration from version 5 on has the history table (0005 creates it).
-    record(db, m, build, backup);
+    record ??= db.prepare(RECORD_SQL);
+    record.run(m.version, Date.now(), build, m.description, backup);
   }
-  db.pragma(`user_version = ${targetOf(migrations)}`);
+  db.pragma(`user_version = ${targetOf(migrations, BASE_VERSION)}`);
 }
 
 class MigrationStepError extends Error {
@@ -98,38 +92,91 @@ function backupBeside(path: string, version: number, busyTimeoutMs: number): str
   } finally {
     reader.close();
   }
-  const fd = openSync(to, 'r');
-  try {
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
-  }
+  fsyncPath(to);
+  // The new directory entry too: a crash must not lose the backup's name once a step ran.
+  fsyncPath(dirname(to));
   return to;
+}
+
+function isBusy(error: unknown): boolean {
+  const code = (error as { code?: unknown }).code;
+  return code === 'SQLITE_BUSY' || code === 'SQLITE_BUSY_SNAPSHOT' || code === 'SQLITE_LOCKED';
+}
+
+/**
+ * Takes the file's write lock (`BEGIN IMMEDIATE`) to create or migrate its schema. Another
+ * process may hold it for a whole migration (the backup copy included), far longer than the busy
+ * timeout of ordinary writes: when it is taken, this says so (onWaiting) and waits up to
+ * `lockWaitMs` (the connection's busy timeout raised for that BEGIN only). Past it: a
+ * StoreOpenError CANNOT_OPEN naming the other process and the version the file is at now.
+ */
+export function takeMigrationLock(db: Database.Database, path: string, busyTimeoutMs: number, options: MigrationOptions): void {
+  const wait = Math.max(0, Math.floor(options.lockWaitMs ?? DEFAULT_LOCK_WAIT_MS));
+  try {
+    db.pragma('busy_timeout = 0');
+    try {
+      db.exec('BEGIN IMMEDIATE');
+      return;
+    } catch (error) {
+      if (!isBusy(error)) throw error;
+    }
+    options.onWaiting?.(`database ${path}: another process holds the write lock (migrating the file?); waiting up to ${wait} ms for it`);
+    db.pragma(`busy_timeout = ${wait}`);
+    try {
+      db.exec('BEGIN IMMEDIATE');
+    } catch (error) {
+      if (!isBusy(error)) throw error;
+      const now = db.pragma('user_version', { simple: true }) as number;
+      throw new StoreOpenError('CANNOT_OPEN', path,
+        `database ${path}: another process holds the write lock (migrating it?) and did not release it within ${wait} ms; ` +
+          `the file is at schema version ${now} now: start again once that process is done, or stop it`, { cause: error });
+    }
+  } finally {
+    db.pragma(`busy_timeout = ${busyTimeoutMs}`);
+  }
+}
+
+/**
+ * Runs `body` in a transaction under the migration lock (takeMigrationLock): committed when it
+ * returns, rolled back when it throws.
+ */
+export function underMigrationLock<T>(db: Database.Database, path: string, busyTimeoutMs: number, options: MigrationOptions, body: () => T): T {
+  takeMigrationLock(db, path, busyTimeoutMs, options);
+  try {
+    const result = body();
+    db.exec('COMMIT');
+    return result;
+  } catch (error) {
+    if (db.inTransaction) db.exec('ROLLBACK');
+    throw error;
+  }
 }
 
 /**
  * Migrates `db` (the file `path`, found at version `from`, older than the migrations' target) in
  * place; see the module comment. Returns undefined when another process migrated it meanwhile.
- * Throws StoreOpenError MIGRATION_FAILED (the file left as it was) when a step fails.
+ * Throws StoreOpenError MIGRATION_FAILED (the file left as it was) when a step fails, CANNOT_OPEN
+ * when another process kept the write lock past `lockWaitMs`.
  */
 export function migrateDatabase(
   db: Database.Database, path: string, from: number, options: MigrationOptions & { readonly busyTimeoutMs?: number },
   migrations: readonly SqliteMigration[] = MIGRATIONS,
 ): MigrationReport | undefined {
   const started = Date.now();
-  const to = targetOf(migrations);
+  const to = targetOf(migrations, BASE_VERSION);
+  const busy = options.busyTimeoutMs ?? 5000;
   let backup: string | undefined;
   let found = from;
   try {
-    const migrated = db.transaction((): boolean => {
+    const migrated = underMigrationLock(db, path, busy, options, (): boolean => {
       // Re-read under the write lock: another process may have migrated the file meanwhile.
       found = db.pragma('user_version', { simple: true }) as number;
       if (found > to) throw new StoreOpenError('SCHEMA_VERSION_MISMATCH', path, newerSchemaMessage(`database ${path}`, found, to));
       if (found === to) return false;
-      backup = backupBeside(path, found, options.busyTimeoutMs ?? 5000);
+      backup = backupBeside(path, found, busy);
       runSteps(db, found, migrations, options.build ?? 'unknown', backup);
       return true;
-    }).immediate();
+    });
     if (!migrated) return undefined;
   } catch (cause) {
     if (cause instanceof StoreOpenError) throw cause;

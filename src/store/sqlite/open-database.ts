@@ -6,8 +6,8 @@
  */
 import Database from 'better-sqlite3';
 import { StoreOpenError } from '../store-errors.js';
-import { newerSchemaMessage, noMigrateMessage, type MigrationOptions } from '../migration-options.js';
-import { createSchema, migrateDatabase } from './migrate.js';
+import { newerSchemaMessage, noMigrateMessage, tooOldMessage, type MigrationOptions } from '../migration-options.js';
+import { createSchema, migrateDatabase, underMigrationLock } from './migrate.js';
 import { OLDEST_MIGRATABLE } from './migrations/index.js';
 import { APPLICATION_ID, SCHEMA_VERSION } from './schema.js';
 import { registerSearchFunctions } from './search-schema.js';
@@ -67,15 +67,7 @@ export function openDatabase(options: OpenOptions, backgroundSync: boolean, now:
     const found = checkIdentity(db, path, options.noMigrate === true);
     db.pragma('journal_mode = WAL');
     configureConnection(db, options.durability ?? 'full', backgroundSync);
-    if (found === 0) {
-      db.transaction(() => {
-        // Re-checked under the write lock: another process may have initialised the file meanwhile.
-        if (checkIdentity(db, path, false) === 0) createSchema(db, options.build ?? 'unknown');
-      }).immediate();
-    } else if (found < SCHEMA_VERSION) {
-      const report = migrateDatabase(db, path, found, { ...options, busyTimeoutMs: busyTimeoutMs(options) });
-      if (report !== undefined) options.onMigrated?.(report);
-    }
+    prepareFile(db, options, found);
     // A streamed import whose owner's lease passed was abandoned (crash): drop it (cascades) and
     // take it off its tenant's counters. Another live process's import in progress stays.
     const expired = db.prepare('SELECT id, tenant, data_bytes FROM sessions WHERE pending = 1 AND lease_until < ?').raw();
@@ -102,6 +94,30 @@ export function openDatabase(options: OpenOptions, backgroundSync: boolean, now:
 }
 
 /**
+ * Brings the file `db` (found at version `found` by checkIdentity, 0 for a fresh file) to this
+ * build's schema: creates it on a fresh file, migrates an older one. A fresh file is re-checked
+ * under the write lock and what that finds is acted on: another process may have initialised it
+ * meanwhile, and an older build at version 4, which this one then migrates.
+ */
+export function prepareFile(db: Database.Database, options: OpenOptions, found: number): void {
+  const path = options.path;
+  const busy = busyTimeoutMs(options);
+  let version = found;
+  if (version === 0) {
+    version = underMigrationLock(db, path, busy, options, () => {
+      const again = checkIdentity(db, path, options.noMigrate === true);
+      if (again !== 0) return again;
+      createSchema(db, options.build ?? 'unknown');
+      return SCHEMA_VERSION;
+    });
+  }
+  if (version < SCHEMA_VERSION) {
+    const report = migrateDatabase(db, path, version, { ...options, busyTimeoutMs: busy });
+    if (report !== undefined) options.onMigrated?.(report);
+  }
+}
+
+/**
  * The schema version of a Palimpsest file this build opens (older ones are migrated), 0 for a
  * fresh empty file; throws StoreOpenError for a foreign file, a newer schema, one older than this
  * build migrates from, or (`noMigrate`) any older one.
@@ -114,12 +130,7 @@ export function checkIdentity(db: Database.Database, path: string, noMigrate: bo
       throw new StoreOpenError('SCHEMA_VERSION_MISMATCH', path, newerSchemaMessage(`database ${path}`, userVersion, SCHEMA_VERSION));
     }
     if (userVersion < OLDEST_MIGRATABLE) {
-      throw new StoreOpenError(
-        'SCHEMA_VERSION_MISMATCH',
-        path,
-        `database ${path} has schema version ${userVersion}, this build needs ${SCHEMA_VERSION} and migrates from version ` +
-          `${OLDEST_MIGRATABLE} on: export with the build that wrote it and import with this one`,
-      );
+      throw new StoreOpenError('SCHEMA_VERSION_MISMATCH', path, tooOldMessage(`database ${path}`, userVersion, SCHEMA_VERSION, OLDEST_MIGRATABLE));
     }
     if (userVersion < SCHEMA_VERSION && noMigrate) {
       throw new StoreOpenError('SCHEMA_VERSION_MISMATCH', path, noMigrateMessage(`database ${path}`, userVersion, SCHEMA_VERSION));

@@ -370,7 +370,7 @@ export function decodeSession(r: RawSession): SessionRecord {
   };
 }
 
-/** A feed row as selected (statements.ts readFeed). */
+/** A feed row as selected (feed-statements.ts readFeed). */
 export type RawFeedRow = [number, string, string, string, number, number, number, number, string, string, string | null, number];
 
 export function decodeFeedRow(r: RawFeedRow): FeedRecord {

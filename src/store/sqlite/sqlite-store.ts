@@ -29,10 +29,10 @@ import { OwnAppends, SqliteHeadWatch } from './head-watch.js';
 import { busyTimeoutMs, openDatabase } from './open-database.js';
 import { loadChecksumExtension, type ChecksumExtension } from './sqlite-ext.js';
 import {
-  LINE_FORMAT, decodeEvent, decodeEventPage, decodeEventText, decodeFeedRow, decodeIdempotent, decodeSession, encodeEvents,
-  type RawEvent, type RawFeedRow, type RawSession, type StoredIdempotent,
+  LINE_FORMAT, decodeEvent, decodeEventPage, decodeEventText, decodeIdempotent, decodeSession, encodeEvents,
+  type RawEvent, type RawSession, type StoredIdempotent,
 } from './row-codec.js';
-import { feedRetentionStatements, type FeedRetentionStatements } from './feed-retention.js';
+import { feedStatements, type FeedStatements } from './feed-statements.js';
 import { prepareStatements, type Statements } from './statements.js';
 import { WalSync } from './wal-sync.js';
 import { GroupCommit, queuedAppend, type AppendQueue } from './group-commit.js';
@@ -68,7 +68,7 @@ export class SqliteSessionStore implements SessionStore {
   private readonly headWatchPollMs: number;
   private readonly headWatches = new Set<SqliteHeadWatch>();
   private readonly st: Statements;
-  private readonly feedRetention: FeedRetentionStatements;
+  private readonly feed: FeedStatements;
   private readonly groups: AppendQueue;
   /** The writer thread, when appends are written by one. */
   private readonly appendThread: AppendThread | undefined;
@@ -104,7 +104,7 @@ export class SqliteSessionStore implements SessionStore {
     this.checksumsInSqlite = this.checksumExtension.loaded;
     this.eventPageFormat = this.checksumExtension.eventPageFormat;
     this.st = prepareStatements(db, this.checksumsInSqlite);
-    this.feedRetention = feedRetentionStatements(db);
+    this.feed = feedStatements(db);
     // SQLite puts the WAL next to the real database file (symlinks resolved): sync that file.
     const real = this.db.memory ? undefined : fs.realpathSync(this.db.name);
     // Durability 'normal' may lose acknowledged commits on power loss by design: no second record.
@@ -384,24 +384,22 @@ export class SqliteSessionStore implements SessionStore {
 
   async readFeed(query: FeedQuery): Promise<FeedRecord[]> {
     await this.readable();
-    if (query.limit <= 0) return [];
-    const rows = this.st.readFeed.all(query.tenant, Math.max(0, Math.floor(query.after)), query.limit) as RawFeedRow[];
-    return this.seen(rows.map(decodeFeedRow));
+    return this.seen(this.feed.readFeed(query));
   }
 
   async feedEnd(tenant: string): Promise<number> {
     await this.readable();
-    return this.seen((this.st.feedEnd.get(tenant) as number | null) ?? 0);
+    return this.seen(this.feed.feedEnd(tenant));
   }
 
   async feedPrunedUpTo(tenant: string): Promise<number> {
     await this.readable();
-    return this.seen(this.feedRetention.feedPrunedUpTo(tenant));
+    return this.seen(this.feed.feedPrunedUpTo(tenant));
   }
 
   async pruneFeed(before: number): Promise<number> {
     this.checkOpen();
-    return this.feedRetention.pruneFeed(before);
+    return this.feed.pruneFeed(before);
   }
 
   /**

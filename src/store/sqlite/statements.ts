@@ -93,12 +93,6 @@ export function prepareStatements(db: Database.Database, checked: boolean) {
       }
       for (; i < rows.length; i++) insertOne(rows[i]!);
     },
-    // The session feed (issue #35, schema.ts FEED_SQL).
-    readFeed: db.prepare(
-      `SELECT position, tenant, session_id, kind, created_at, next_seq, event_count, surface_length, event_types, labels, previous_labels, time
-       FROM feed WHERE tenant = ? AND position > ? ORDER BY position LIMIT ?`,
-    ).raw(),
-    feedEnd: db.prepare('SELECT max(position) FROM feed WHERE tenant = ?').pluck(),
     selectIdempotent: db.prepare('SELECT request_hash, seqs, surface_length FROM idempotency WHERE session_id = ? AND key = ?').raw(),
     insertIdempotent: db.prepare(
       'INSERT INTO idempotency (session_id, key, request_hash, seqs, surface_length, created_at) VALUES (?, ?, ?, ?, ?, ?)',

@@ -27,6 +27,8 @@ export class WalSync {
   private next: Array<{ resolve: () => void; reject: (e: unknown) => void }> = [];
   private failed: unknown = undefined;
   private hasFailed = false;
+  /** Run once when the sync in flight ends, before the next one starts (see afterSync). */
+  private ending: Array<() => void> = [];
 
   constructor(private readonly walPath: string) {}
 
@@ -47,6 +49,22 @@ export class WalSync {
 
   owe(): void {
     this.dirty = true;
+  }
+
+  /** True while an fdatasync runs. */
+  get syncing(): boolean {
+    return this.running;
+  }
+
+  /**
+   * Runs `fn` once when the fdatasync in flight ends (or fails), after its waiters were resolved
+   * and before the next sync starts: a commit `fn` makes is covered by that next sync. A group
+   * commit holds the calls that arrive while a sync runs and writes them here, as one group
+   * (group-commit.ts). At once if no sync runs.
+   */
+  afterSync(fn: () => void): void {
+    if (this.running) this.ending.push(fn);
+    else fn();
   }
 
   request(): Promise<void> {
@@ -97,9 +115,16 @@ export class WalSync {
       }
       this.completed++;
       for (const w of waiters) w.resolve();
-      // Commits owed meanwhile: their waiters are in `next`.
-      if (this.next.length > 0) this.start();
+      this.runEnding();
+      // Commits owed meanwhile (and any the callbacks made): their waiters are in `next`.
+      if (!this.running && this.next.length > 0) this.start();
     });
+  }
+
+  private runEnding(): void {
+    const ending = this.ending;
+    this.ending = [];
+    for (const fn of ending) fn();
   }
 
   private fail(error: unknown): void {
@@ -109,5 +134,7 @@ export class WalSync {
     this.current = [];
     this.next = [];
     for (const w of waiters) w.reject(error);
+    // Calls held for the sync's end are refused now (the store is broken).
+    this.runEnding();
   }
 }

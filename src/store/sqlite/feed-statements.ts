@@ -1,8 +1,9 @@
 /**
- * Feed retention on SQLite (issue #35, the port's `feedPrunedUpTo` / `pruneFeed`): the feed's
- * positions are global (AUTOINCREMENT, never reused), each tenant's records read through
- * feed_by_tenant. So a tenant's positions have holes (other tenants' records), and the highest
- * position pruned per tenant is kept in feed_pruned (migration 8) rather than derived.
+ * The session feed's reads and retention on SQLite (issue #35, the port's `readFeed`, `feedEnd`,
+ * `feedPrunedUpTo` and `pruneFeed`; schema.ts FEED_SQL): the feed's positions are global
+ * (AUTOINCREMENT, never reused), each tenant's records read through feed_by_tenant. So a tenant's
+ * positions have holes (other tenants' records), and the highest position pruned per tenant is
+ * kept in feed_pruned (migration 8) rather than derived.
  *
  * A prune is one transaction (on the store's own connection, off the write path): the records
  * before the first one recorded at or after `before` (a prefix by position, so a prefix of every
@@ -12,9 +13,15 @@
  * with the same condition.
  */
 import type Database from 'better-sqlite3';
+import type { FeedQuery, FeedRecord } from '../../app/store-port.js';
+import { decodeFeedRow, type RawFeedRow } from './row-codec.js';
 
-/** The statements of feed retention, prepared once per connection. */
-export interface FeedRetentionStatements {
+/** The statements of the feed, prepared once per connection. */
+export interface FeedStatements {
+  /** The tenant's records after `query.after`, at most `query.limit`. */
+  readFeed(query: FeedQuery): FeedRecord[];
+  /** The tenant's last position (0 when it has none). */
+  feedEnd(tenant: string): number;
   /** The highest position pruned from the tenant's records (0 when none was). */
   feedPrunedUpTo(tenant: string): number;
   /** Removes the records older than `before` (ms), each tenant's last one kept; returns how many. */
@@ -25,8 +32,13 @@ export interface FeedRetentionStatements {
 const PRUNED = `position < coalesce((SELECT position FROM feed WHERE time >= @before ORDER BY position LIMIT 1), 9007199254740991)
         AND position NOT IN (SELECT max(position) FROM feed GROUP BY tenant)`;
 
-/** Prepares feed retention's statements on `db`. */
-export function feedRetentionStatements(db: Database.Database): FeedRetentionStatements {
+/** Prepares the feed's statements on `db`. */
+export function feedStatements(db: Database.Database): FeedStatements {
+  const read = db.prepare(
+    `SELECT position, tenant, session_id, kind, created_at, next_seq, event_count, surface_length, event_types, labels, previous_labels, time
+     FROM feed WHERE tenant = ? AND position > ? ORDER BY position LIMIT ?`,
+  ).raw();
+  const end = db.prepare('SELECT max(position) FROM feed WHERE tenant = ?').pluck();
   const mark = db.prepare('SELECT position FROM feed_pruned WHERE tenant = ?').pluck();
   const marks = db.prepare(
     `INSERT INTO feed_pruned (tenant, position) SELECT tenant, max(position) FROM feed WHERE ${PRUNED} GROUP BY tenant
@@ -38,6 +50,11 @@ export function feedRetentionStatements(db: Database.Database): FeedRetentionSta
     return remove.run({ before }).changes;
   });
   return {
+    readFeed: (query) => {
+      if (query.limit <= 0) return [];
+      return (read.all(query.tenant, Math.max(0, Math.floor(query.after)), query.limit) as RawFeedRow[]).map(decodeFeedRow);
+    },
+    feedEnd: (tenant) => (end.get(tenant) as number | null) ?? 0,
     feedPrunedUpTo: (tenant) => (mark.get(tenant) as number | undefined) ?? 0,
     pruneFeed: (before) => prune(Math.floor(before)),
   };
