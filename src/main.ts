@@ -118,7 +118,7 @@ export async function composeApp(config: ServerConfig, logger: Logger, tracing?:
   const watch = store.openHeadWatch();
   const feed = new StoreChangeFeed(watch);
   // The session feed reads on the store's change hints (PostgreSQL NOTIFY) where it has them, else polls.
-  const notifications = watch.watchFeed === undefined || config.feedHints === false ? undefined : (onChange: () => void): (() => void) => watch.watchFeed!(onChange);
+  const notifications = watch.watchFeed === undefined || config.feedHints === false ? undefined : (onChange: (tenant?: string) => void): (() => void) => watch.watchFeed!(onChange);
   const service = new SessionService(store, config.limits, Date.now, logger, undefined, tap === undefined ? feed : new TappedChangeFeed(feed, tap), { notifications });
   // SearchEvents (issue #40): the store's index; the memory store keeps the app's scan.
   if (opened instanceof SqliteSessionStore) service.search.useIndex(new SqliteSearchIndex(config.db));

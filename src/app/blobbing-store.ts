@@ -223,7 +223,7 @@ export class BlobbingStore implements SessionStore {
   getTenantUsage(tenant: string): Promise<TenantUsage> { return this.inner.getTenantUsage(tenant); }
   readFeed(query: FeedQuery): Promise<FeedRecord[]> { return this.inner.readFeed(query); }
   feedEnd(tenant: string): Promise<number> { return this.inner.feedEnd(tenant); }
-  feedStart(tenant: string): Promise<number> { return this.inner.feedStart(tenant); }
+  feedPrunedUpTo(tenant: string): Promise<number> { return this.inner.feedPrunedUpTo(tenant); }
   pruneFeed(before: number): Promise<number> { return this.inner.pruneFeed(before); }
   updateLabels(id: string, labels: Readonly<Record<string, string>>, expectedVersion: number): Promise<UpdateLabelsOutcome> { return this.inner.updateLabels(id, labels, expectedVersion); }
   openHeadWatch(): HeadWatch { return this.inner.openHeadWatch(); }

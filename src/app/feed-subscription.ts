@@ -118,10 +118,10 @@ export function matchesSelector(labels: Readonly<Record<string, string>> | undef
 }
 
 /** The error of a resume after records the store no longer has (feed retention). */
-export function feedPositionExpired(after: number, start: number): DomainError {
+export function feedPositionExpired(after: number, pruned: number): DomainError {
   return new DomainError('FEED_POSITION_EXPIRED',
-    `the feed no longer has the changes after position ${after} (the oldest kept is ${start}, older ones were pruned by feed retention); ` +
-    'relist the sessions with ListSessions and subscribe from_now', { after: String(after), oldest: String(start) });
+    `the feed no longer has the changes after position ${after} (feed retention pruned them up to position ${pruned}); ` +
+    'relist the sessions with ListSessions and subscribe from_now', { after: String(after), oldest: String(pruned + 1) });
 }
 
 const NONE: never[] = [];
@@ -315,19 +315,20 @@ export class FeedSubscription {
 
   /**
    * Throws FEED_POSITION_EXPIRED when records after `after` were pruned before `records` was read.
-   * The store keeps a tenant's records from `feedStart` on (its oldest kept position; pruning
-   * removes a prefix in one transaction and never the tenant's last record): a kept record at
-   * `start` and `after < start - 1` mean records in between may be gone, unless the read saw a
-   * record below `start` (then it was made before that prune, complete).
+   * Pruning removes a prefix of the tenant's records in one transaction (never its last one) and
+   * the store marks the highest position removed (`feedPrunedUpTo`; positions may have holes, as
+   * on SQLite where they are shared by all tenants): `after` at or above the mark lost nothing.
+   * Below it, records after `after` are gone unless the read saw one at or below the mark (then it
+   * was made before that prune, complete: the subscription checked the mark before this page, and
+   * retention sweeps run once per interval, not twice within one page's read).
    */
   async #checkNotPruned(after: number, records: readonly FeedRecord[]): Promise<void> {
-    const store = this.feed.store;
     if (after === 0) return;
-    const start = await store.feedStart(this.reader.tenant);
-    if (start === 0 || after >= start - 1) return;
+    const pruned = await this.feed.store.feedPrunedUpTo(this.reader.tenant);
+    if (after >= pruned) return;
     const first = records[0];
-    if (first !== undefined && first.position < start) return;
-    throw feedPositionExpired(after, start);
+    if (first !== undefined && first.position <= pruned) return;
+    throw feedPositionExpired(after, pruned);
   }
 
   #item(r: FeedRecord): SessionChange | undefined {

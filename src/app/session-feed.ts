@@ -38,11 +38,12 @@ export interface SessionFeedOptions {
   readonly onError?: (err: unknown) => void;
   /**
    * Change hints from other processes or replicas (the store's HeadWatch.watchFeed: PostgreSQL
-   * LISTEN/NOTIFY): each one makes the readers read. With it, the readers poll only every
+   * LISTEN/NOTIFY): a hint naming a tenant makes that tenant's reader read, one without (after a
+   * reconnect of the LISTEN connection) every reader. With it, the readers poll only every
    * `safetyPollMs` (a hint lost while the LISTEN connection was down or a replica died between
    * its commit and its NOTIFY); returns the function that stops the hints.
    */
-  readonly notifications?: (onChange: () => void) => () => void;
+  readonly notifications?: (onChange: (tenant?: string) => void) => () => void;
   /** The poll period when `notifications` are given, ms (default 5000). */
   readonly safetyPollMs?: number;
 }
@@ -74,7 +75,7 @@ export class SessionFeed {
 
   constructor(readonly store: SessionStore, opts: SessionFeedOptions = {}) {
     this.pollMs = Math.max(1, opts.notifications === undefined ? opts.pollMs ?? DEFAULT_POLL_MS : opts.safetyPollMs ?? DEFAULT_SAFETY_POLL_MS);
-    this.#stopHints = opts.notifications?.(() => this.poke());
+    this.#stopHints = opts.notifications?.((tenant) => (tenant === undefined ? this.poke() : this.#tenants.get(tenant)?.read()));
     this.pageSize = Math.max(1, opts.pageSize ?? DEFAULT_PAGE);
     this.bufferRecords = Math.max(1, opts.bufferRecords ?? DEFAULT_BUFFER);
     this.onError = opts.onError ?? (() => undefined);
@@ -116,8 +117,8 @@ export class SessionFeed {
       after = start.after;
       if (after > 0) {
         // Resuming after records that feed retention pruned: a gap the client must know about.
-        const oldest = await this.store.feedStart(ctx.tenant);
-        if (oldest > 0 && after < oldest - 1) throw feedPositionExpired(after, oldest);
+        const pruned = await this.store.feedPrunedUpTo(ctx.tenant);
+        if (after < pruned) throw feedPositionExpired(after, pruned);
       }
     }
     return new FeedSubscription(this, tenant, after, start.selector ?? {});

@@ -29,7 +29,7 @@ class DeferredHeadWatch implements HeadWatch {
   #inner: HeadWatch | undefined;
   readonly #pending = new Set<PendingWatch>();
   /** Feed watchers (watchFeed), attached to the real watch once it is open. */
-  readonly #feed = new Map<() => void, (() => void) | undefined>();
+  readonly #feed = new Map<(tenant?: string) => void, (() => void) | undefined>();
   #closed = false;
 
   attach(inner: HeadWatch): void {
@@ -42,8 +42,8 @@ class DeferredHeadWatch implements HeadWatch {
     }
   }
 
-  watchFeed(onChange: () => void): () => void {
-    const entry = (): void => onChange();
+  watchFeed(onChange: (tenant?: string) => void): () => void {
+    const entry = (tenant?: string): void => onChange(tenant);
     this.#feed.set(entry, this.#inner?.watchFeed?.(entry));
     return () => {
       this.#feed.get(entry)?.();
@@ -128,8 +128,8 @@ export class DeferredStore implements SessionStore {
   async feedEnd(tenant: string): Promise<number> {
     return this.#s().feedEnd(tenant);
   }
-  async feedStart(tenant: string): Promise<number> {
-    return this.#s().feedStart(tenant);
+  async feedPrunedUpTo(tenant: string): Promise<number> {
+    return this.#s().feedPrunedUpTo(tenant);
   }
   async pruneFeed(before: number): Promise<number> {
     return this.#s().pruneFeed(before);

@@ -5,12 +5,16 @@
  * position still gets exactly the rest, and a subscriber left behind by a prune while catching up
  * ends with the same error instead of skipping records.
  */
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ANONYMOUS, DEFAULT_LIMITS, SessionService } from '../../src/app/session-service.js';
 import { FeedRetention } from '../../src/app/feed-retention.js';
 import type { FeedItem } from '../../src/app/session-feed.js';
 import { DomainError } from '../../src/domain/errors.js';
 import { MemoryDatabase, MemorySessionStore } from '../../src/store/memory/memory-store.js';
+import { SqliteSessionStore } from '../../src/store/sqlite/sqlite-store.js';
 import { user } from '../support/engine-harness.js';
 
 const ctx = ANONYMOUS;
@@ -48,7 +52,8 @@ describe('feed retention (app)', () => {
     const positions = await history();
     expect(await new FeedRetention(app.store, { days: 0 }).sweep()).toBe(0);
     expect(await new FeedRetention(app.store, { days: 7 }).sweep()).toBe(0);
-    expect(await app.store.feedStart('')).toBe(positions[0]);
+    expect(await app.store.feedPrunedUpTo('')).toBe(0);
+    expect(positions[0]).toBe(1);
     // Eight days later, everything is older than seven days.
     expect(await new FeedRetention(app.store, { days: 7, now: () => Date.now() + 8 * DAY }).sweep()).toBe(positions.length - 1);
     expect((await app.store.readFeed({ tenant: '', after: 0, limit: 100 })).map((r) => r.position)).toEqual([positions[positions.length - 1]]);
@@ -63,7 +68,7 @@ describe('feed retention (app)', () => {
     expect(db.feeds.get('')).toHaveLength(6);
     db.feeds.get('')!.splice(0, 3);
     db.feedBase.set('', 3);
-    expect(await app.store.feedStart('')).toBe(records[3]!.position);
+    expect(await app.store.feedPrunedUpTo('')).toBe(records[2]!.position);
 
     const expired = await rejection(app.sessionFeed.subscribe(ctx, { after: positions[1] }));
     expect(expired.reason).toBe('FEED_POSITION_EXPIRED');
@@ -92,5 +97,39 @@ describe('feed retention (app)', () => {
     const err = await rejection(sub.next());
     expect(err.reason).toBe('FEED_POSITION_EXPIRED');
     expect(sub.open).toBe(false);
+  });
+});
+
+describe('feed retention with positions shared by all tenants (SQLite)', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'palimpsest-feed-retention-'));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('a resume after a tenant\'s last pruned position is not expired although another tenant\'s records in between were pruned', async () => {
+    const sq = new SessionService(new SqliteSessionStore({ path: join(dir, 'shared.db') }), DEFAULT_LIMITS, Date.now, undefined, undefined, undefined, { pageSize: 2 });
+    try {
+      const a = ctx;
+      const b = { tenant: 'b' };
+      // A at position 1; B writes 2 and 3; A writes 4.
+      await sq.createSession(a, { id: 's' });
+      await sq.createSession(b, { id: 's' });
+      await sq.append(b, 's', [user('b0')]);
+      await sq.append(a, 's', [user('a0')]);
+      const mine = (await sq.store.readFeed({ tenant: '', after: 0, limit: 10 })).map((r) => r.position);
+      expect(mine).toEqual([1, 4]);
+      // The prune removes 1 and 2 (each tenant's last record stays).
+      expect(await sq.store.pruneFeed(Date.now() + DAY)).toBe(2);
+      expect(await sq.store.feedPrunedUpTo('')).toBe(1);
+      expect(await sq.store.feedPrunedUpTo('b')).toBe(2);
+
+      const sub = await sq.sessionFeed.subscribe(a, { after: 1 });
+      expect([brief(await sub.next()), brief(await sub.next())]).toEqual(['appended head=0', 'caught-up']);
+      sub.close();
+      // B resuming after 1 did miss its pruned record 2.
+      const expired = await rejection(sq.sessionFeed.subscribe(b, { after: 1 }));
+      expect(expired.reason).toBe('FEED_POSITION_EXPIRED');
+      expect(expired.metadata).toMatchObject({ after: '1', oldest: '3' });
+    } finally {
+      await sq.close();
+    }
   });
 });

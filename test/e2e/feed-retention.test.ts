@@ -36,7 +36,7 @@ describe('SubscribeSessions after feed retention pruned', () => {
     // A retention sweep a day from now: everything but the last record is older.
     expect(await store.pruneFeed(Date.now() + 86_400_000)).toBe(3);
     const kept = records[3]!.position;
-    expect(await store.feedStart('')).toBe(kept);
+    expect(await store.feedPrunedUpTo('')).toBe(records[2]!.position);
 
     const refused = subscribe({ after: records[0]!.position });
     await refused.until((t) => t.ended, 10_000, 'the refused stream to end');

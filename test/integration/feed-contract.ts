@@ -156,8 +156,8 @@ export function feedContract<S extends SessionStore>(name: string, open: () => P
       await store.close();
     });
 
-    it('pruneFeed removes the records older than the cutoff but each tenant\'s last; feedEnd stays, feedStart moves; a cutoff before everything removes nothing', async () => {
-      expect(await store.feedStart('')).toBe(0);
+    it('pruneFeed removes the records older than the cutoff but each tenant\'s last; feedEnd stays, feedPrunedUpTo moves; a cutoff before everything removes nothing', async () => {
+      expect(await store.feedPrunedUpTo('')).toBe(0);
       await store.createSession(h.newSession('a'), []);
       let writer = 'w0';
       const appendNext = async (seq: number): Promise<void> => {
@@ -170,7 +170,7 @@ export function feedContract<S extends SessionStore>(name: string, open: () => P
       const records = await all(store, '');
       const other = await all(store, 't1');
       const end = await store.feedEnd('');
-      expect(await store.feedStart('')).toBe(records[0]!.position);
+      expect(await store.feedPrunedUpTo('')).toBe(0);
       // Nothing is older than the first record: nothing removed.
       expect(await store.pruneFeed(records[0]!.time)).toBe(0);
       expect(await all(store, '')).toEqual(records);
@@ -179,13 +179,36 @@ export function feedContract<S extends SessionStore>(name: string, open: () => P
       expect(await all(store, '')).toEqual([records[records.length - 1]]);
       expect(await all(store, 't1')).toEqual(other);
       expect(await store.feedEnd('')).toBe(end);
-      expect(await store.feedStart('')).toBe(end);
+      expect(await store.feedPrunedUpTo('')).toBe(records[records.length - 2]!.position);
       // Positions continue after the kept record; reads after it are exact.
       await appendNext(4);
       const next = await all(store, '', end);
       expect(next.map((r) => [r.kind, r.nextSeq])).toEqual([['appended', 5]]);
       expect(next[0]!.position).toBeGreaterThan(end);
-      expect(await store.feedStart('')).toBe(end);
+      expect(await store.feedPrunedUpTo('')).toBe(records[records.length - 2]!.position);
+    });
+
+    it('two tenants: a reader after a tenant\'s last pruned record missed nothing, wherever the other tenant\'s positions fall', async () => {
+      // A's first record; B writes two; A writes again (on SQLite positions 1, 2, 3, 4).
+      await store.createSession(h.newSession('a'), []);
+      await store.createSession(h.newSession('t1/b', { tenant: 't1' }), []);
+      const r = h.req(0, [h.ev(0)]);
+      expect((await store.append('t1/b', r)).kind).toBe('appended');
+      expect((await store.append('a', h.req(0, [h.ev(0)]))).kind).toBe('appended');
+      const [a1, a2] = await all(store, '');
+      const [b1, b2] = await all(store, 't1');
+      expect(await store.feedPrunedUpTo('t1')).toBe(0);
+      // Everything but each tenant's last record: A's first and B's first go.
+      expect(await store.pruneFeed(Date.now() + 60_000)).toBe(2);
+      expect(await store.feedPrunedUpTo('')).toBe(a1!.position);
+      expect(await store.feedPrunedUpTo('t1')).toBe(b1!.position);
+      // A after its first record: not below the mark, and the read is complete.
+      expect(a1!.position).toBeGreaterThanOrEqual(await store.feedPrunedUpTo(''));
+      expect(await all(store, '', a1!.position)).toEqual([a2]);
+      expect(await all(store, 't1', b1!.position)).toEqual([b2]);
+      // A later prune with nothing more to remove keeps the marks.
+      expect(await store.pruneFeed(Date.now() + 60_000)).toBe(0);
+      expect(await store.feedPrunedUpTo('')).toBe(a1!.position);
     });
   });
 

@@ -20,7 +20,7 @@ const HOUR = 3_600_000;
 const ev = (seq: number): SessionEvent => ({ type: 'turn/start', seq, time: 1_700_000_000_000 + seq, data: { turn: seq } });
 const record = (id: string): NewSession => ({ header: { version: 1, id, createdAt: 1000 }, labels: {}, tenant: '', strict: false, pairingGuard: false, writer: 'w0' });
 
-type Watch = { ready: Promise<void>; connects: number; dropConnectionForTest(): void; watchFeed(f: () => void): () => void };
+type Watch = { ready: Promise<void>; connects: number; dropConnectionForTest(): void; watchFeed(f: (tenant?: string) => void): () => void };
 
 describe.skipIf(!hasPostgres())('session feed hints over LISTEN/NOTIFY', () => {
   let db: TestDatabase;
@@ -90,6 +90,53 @@ describe.skipIf(!hasPostgres())('session feed hints over LISTEN/NOTIFY', () => {
     await waitFor(() => got.length === 5, 10_000, 'appended and deleted');
     expect(got).toEqual(['caught-up', 'created x', 'labels_changed x', 'appended x', 'deleted x']);
     sub.close();
+  });
+
+  it("a NOTIFY wakes only the reader of the tenant its session belongs to; a reconnect wakes every tenant's", async () => {
+    const [sa, sb] = await pair();
+    // Count sb's feed reads per tenant (the readers' store queries).
+    const reads = new Map<string, number>();
+    const readFeed = sb.readFeed.bind(sb);
+    sb.readFeed = async (q) => {
+      reads.set(q.tenant, (reads.get(q.tenant) ?? 0) + 1);
+      return readFeed(q);
+    };
+    const watch = sb.openHeadWatch() as unknown as Watch;
+    const a = new SessionService(sa, DEFAULT_LIMITS, Date.now, undefined, undefined, undefined, { pollMs: HOUR });
+    const b = new SessionService(sb, DEFAULT_LIMITS, Date.now, undefined, undefined, new StoreChangeFeed(watch as never), {
+      pollMs: HOUR, safetyPollMs: HOUR, notifications: (f) => watch.watchFeed(f),
+    });
+    closers.push(() => a.close(), () => b.close());
+    await watch.ready;
+    const follow = async (tenant: string): Promise<{ got: string[]; close(): void }> => {
+      const sub = await b.sessionFeed.subscribe({ tenant }, { fromNow: true });
+      const got: string[] = [];
+      void (async () => {
+        for (let it = await sub.next(); it !== undefined; it = await sub.next()) got.push(brief(it));
+      })().catch(() => undefined);
+      await waitFor(() => got.includes('caught-up'), 10_000, `${tenant} caught up`);
+      return { got, close: () => sub.close() };
+    };
+    const ta = await follow('ta');
+    const tb = await follow('tb');
+    const before = { ta: reads.get('ta') ?? 0, tb: reads.get('tb') ?? 0 };
+    await a.createSession({ tenant: 'ta' }, { id: 'x' });
+    await a.append({ tenant: 'ta' }, 'x', [user('one')]);
+    await waitFor(() => ta.got.length === 3, 10_000, "ta's created and appended");
+    expect(ta.got).toEqual(['caught-up', 'created x', 'appended x']);
+    expect(reads.get('ta')).toBeGreaterThan(before.ta);
+    expect(reads.get('tb') ?? 0).toBe(before.tb);
+    expect(tb.got).toEqual(['caught-up']);
+    // tb's own change reaches tb.
+    await a.createSession({ tenant: 'tb' }, { id: 'y' });
+    await waitFor(() => tb.got.length === 2, 10_000, "tb's created");
+    expect(tb.got).toEqual(['caught-up', 'created y']);
+    // After a reconnect (hints may have been lost) every tenant's reader reads.
+    const beforeDrop = { ta: reads.get('ta')!, tb: reads.get('tb')! };
+    watch.dropConnectionForTest();
+    await waitFor(() => reads.get('ta')! > beforeDrop.ta && reads.get('tb')! > beforeDrop.tb, 10_000, 'both readers after the reconnect');
+    ta.close();
+    tb.close();
   });
 });
 

@@ -5,7 +5,7 @@
  * writes of one tenant. Other errors are not retried.
  */
 import type pg from 'pg';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { Statements, STATEMENT_ATTEMPTS } from '../../src/store/postgres/statements.js';
 
 /** A pool whose query fails with the given SQLSTATEs in turn, then answers one row. */
@@ -43,5 +43,34 @@ describe('Statements.query', () => {
     const raised = failingPool(['P0001']);
     await expect(new Statements(raised.pool, 'palimpsest').query('SELECT 1')).rejects.toThrow(/failed with P0001/);
     expect(raised.calls()).toBe(1);
+  });
+
+  it('a call being retried is one call in flight through its pauses: a close() issued meanwhile waits for it once, then it has finished', async () => {
+    const random = vi.spyOn(Math, 'random').mockReturnValue(1); // pauses of 5 and 10 ms
+    try {
+      const { pool, calls } = failingPool(['40P01', '40P01']);
+      const st = new Statements(pool, 'palimpsest');
+      let answered = false;
+      const call = st.query('SELECT 1').then((rows) => {
+        answered = true;
+        return rows;
+      });
+      // What PostgresSessionStore.close() does: wait for the calls in flight, then end the pool.
+      let waits = 0;
+      while (st.inFlight.size > 0) {
+        waits++;
+        await Promise.allSettled([...st.inFlight]);
+        await new Promise((r) => setImmediate(r));
+      }
+      st.ended = true;
+      expect(answered).toBe(true);
+      expect(waits).toBe(1);
+      await expect(call).resolves.toEqual([{ ok: 1 }]);
+      expect(calls()).toBe(3);
+      // A call issued after close() is refused.
+      await expect(st.query('SELECT 1')).rejects.toThrow(/closed/);
+    } finally {
+      random.mockRestore();
+    }
   });
 });

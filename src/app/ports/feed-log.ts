@@ -55,11 +55,12 @@ export interface FeedLog {
   /** The position of the tenant's last feed record (0 when it has none): where `from_now` starts. */
   feedEnd(tenant: string): Promise<number>;
   /**
-   * The position of the tenant's oldest kept feed record (0 when it has none). Feed retention
-   * removes a prefix of each tenant's records, never its last one, so a reader after a position
-   * below `feedStart - 1` may have missed pruned records (FEED_POSITION_EXPIRED).
+   * The highest position feed retention removed from the tenant's records (0 when none was).
+   * Retention removes a prefix of each tenant's records, never its last one, so a reader after a
+   * position below this mark has missed pruned records (FEED_POSITION_EXPIRED), and one at or above
+   * it has not, whether the store's positions are dense per tenant or shared by all tenants.
    */
-  feedStart(tenant: string): Promise<number>;
+  feedPrunedUpTo(tenant: string): Promise<number>;
   /**
    * Feed retention (issue #35): removes the feed records of every tenant recorded before `before` (ms since
    * epoch, the store's clock), in one transaction, keeping each tenant's last record (where

@@ -11,12 +11,13 @@ export interface HeadWatch {
    */
   watch(sessionId: string, onHead: (head: number | 'deleted') => void): () => void;
   /**
-   * Optional (the session feed, issue #35): calls `onChange()` when any session of the database
-   * may have changed through another process or store instance (PostgreSQL: any NOTIFY of the
-   * schema's channel, and after every (re)connect of the LISTEN connection). A hint only: the
-   * feed reads the store by position. Without it the feed polls. Returns the function that stops.
+   * Optional (the session feed, issue #35): calls `onChange(tenant)` when a session of `tenant`
+   * may have changed through another process or store instance (PostgreSQL: a NOTIFY of the
+   * schema's channel, its payload's storage key naming the tenant), and `onChange()` when any
+   * tenant's may have (after every (re)connect of the LISTEN connection). A hint only: the feed
+   * reads the store by position. Without it the feed polls. Returns the function that stops.
    */
-  watchFeed?(onChange: () => void): () => void;
+  watchFeed?(onChange: (tenant?: string) => void): () => void;
   /** Stops every watch. */
   close(): Promise<void>;
 }

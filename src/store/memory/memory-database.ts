@@ -43,7 +43,7 @@ export class MemoryDatabase {
   /** @internal Each tenant's feed (issue #35): record i has position feedBase + i + 1. */
   readonly feeds = new Map<string, FeedRecord[]>();
   /** @internal Feed watchers (HeadWatch.watchFeed) of every instance: told of every feed record. */
-  readonly feedWatchers = new Set<() => void>();
+  readonly feedWatchers = new Set<(tenant?: string) => void>();
   /** @internal Records pruned from the front of each tenant's feed (feed retention). */
   readonly feedBase = new Map<string, number>();
 
@@ -70,7 +70,7 @@ export class MemoryDatabase {
     }));
     // A hint after the write's step, as a NOTIFY would arrive (listeners read by position).
     if (this.feedWatchers.size > 0) queueMicrotask(() => {
-      for (const w of this.feedWatchers) w();
+      for (const w of this.feedWatchers) w(session.tenant);
     });
   }
 

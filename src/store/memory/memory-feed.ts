@@ -18,10 +18,9 @@ export function feedEnd(db: MemoryDatabase, tenant: string): number {
   return (db.feedBase.get(tenant) ?? 0) + (db.feeds.get(tenant)?.length ?? 0);
 }
 
-/** SessionStore.feedStart over `db`. */
-export function feedStart(db: MemoryDatabase, tenant: string): number {
-  const feed = db.feeds.get(tenant);
-  return feed === undefined || feed.length === 0 ? 0 : (feed[0] as FeedRecord).position;
+/** SessionStore.feedPrunedUpTo over `db`: positions are dense per tenant, the pruned ones 1..base. */
+export function feedPrunedUpTo(db: MemoryDatabase, tenant: string): number {
+  return db.feedBase.get(tenant) ?? 0;
 }
 
 /** SessionStore.pruneFeed over `db`. */
@@ -63,7 +62,7 @@ export function openHeadWatch(db: MemoryDatabase): HeadWatch {
       return stop;
     },
     watchFeed: (onChange) => {
-      const entry = (): void => onChange();
+      const entry = (tenant?: string): void => onChange(tenant);
       db.feedWatchers.add(entry);
       const stop = (): void => {
         mine.delete(stop);

@@ -395,9 +395,9 @@ export class MemorySessionStore implements SessionStore {
     return feed.feedEnd(this.database, tenant);
   }
 
-  async feedStart(tenant: string): Promise<number> {
+  async feedPrunedUpTo(tenant: string): Promise<number> {
     this.checkOpen();
-    return feed.feedStart(this.database, tenant);
+    return feed.feedPrunedUpTo(this.database, tenant);
   }
 
   async pruneFeed(before: number): Promise<number> {

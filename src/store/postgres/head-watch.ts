@@ -6,8 +6,9 @@
  * wake-up hint: subscribers read the events from the table by seq and drop anything at or below
  * their cursor, so a lost, late or duplicated hint cannot cause a gap, a duplicate or a reorder.
  * Feed watchers (`watchFeed`, the session feed of issue #35) are told of every notification, of
- * any session (creates and label changes send a feed-only `f <id>` hint, notifier.ts), and after
- * every (re)connect; they read the feed table by position.
+ * any session (creates and label changes send a feed-only `f <id>` hint, notifier.ts), with the
+ * tenant its storage key names (only that tenant's feed reads), and after every (re)connect with
+ * no tenant (every tenant's feed reads); they read the feed table by position.
  * Hints are lost while the connection is down and when a replica dies between its commit and its
  * NOTIFY; two things cover that:
  *  - the connection reconnects on its own (backoff up to 5 s) and, after every (re)connect,
@@ -49,7 +50,7 @@ export class PgHeadWatch implements HeadWatch {
   readonly #source: HeadSource;
   readonly #listeners = new Map<string, Set<Listener>>();
   /** Feed watchers (watchFeed): told of every notification and of every (re)connect. */
-  readonly #feedWatchers = new Set<() => void>();
+  readonly #feedWatchers = new Set<(tenant?: string) => void>();
   /** Last head reported per watched session (the poll reports only changes). */
   readonly #known = new Map<string, { head: number }>();
   /**
@@ -99,9 +100,9 @@ export class PgHeadWatch implements HeadWatch {
     };
   }
 
-  watchFeed(onChange: () => void): () => void {
+  watchFeed(onChange: (tenant?: string) => void): () => void {
     if (this.#closed) throw new Error('the head watch is closed');
-    const entry = (): void => onChange();
+    const entry = (tenant?: string): void => onChange(tenant);
     this.#feedWatchers.add(entry);
     return () => {
       this.#feedWatchers.delete(entry);
@@ -206,10 +207,15 @@ export class PgHeadWatch implements HeadWatch {
 
   #onNotification(payload: string | undefined): void {
     if (payload === undefined) return;
-    this.#fireFeed();
     const space = payload.indexOf(' ');
-    if (space <= 0) return;
+    if (space <= 0) {
+      this.#fireFeed();
+      return;
+    }
     const sessionId = payload.slice(space + 1);
+    // The storage key `<tenant>/<id>` (tenant-scope.ts; a plain id is tenant ''): only that tenant's feed.
+    const slash = sessionId.indexOf('/');
+    this.#fireFeed(slash < 0 ? '' : sessionId.slice(0, slash));
     const set = this.#listeners.get(sessionId);
     if (set === undefined) return;
     // `f <id>` (notifier.ts notifyFeed): a feed-only hint (created, labels changed), no head.
@@ -226,10 +232,11 @@ export class PgHeadWatch implements HeadWatch {
     this.#fire(set, head);
   }
 
-  #fireFeed(): void {
+  /** Tells the feed watchers: of `tenant`'s change, or (undefined) that any tenant's may have changed. */
+  #fireFeed(tenant?: string): void {
     for (const w of this.#feedWatchers) {
       try {
-        w();
+        w(tenant);
       } catch (error) {
         this.#options.onError?.(error);
       }

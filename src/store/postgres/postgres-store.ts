@@ -386,9 +386,9 @@ export class PostgresSessionStore implements SessionStore {
     return Number(rows[0]?.position ?? 0);
   }
 
-  async feedStart(tenant: string): Promise<number> {
+  async feedPrunedUpTo(tenant: string): Promise<number> {
     this.#checkOpen();
-    const rows = await this.#sql.query<{ position: number | null }>(feedRetentionSql(this.#sql.s).feedStart, [tenant]);
+    const rows = await this.#sql.query<{ position: number | null }>(feedRetentionSql(this.#sql.s).feedPrunedUpTo, [tenant]);
     return Number(rows[0]?.position ?? 0);
   }
 

@@ -47,15 +47,24 @@ export class Statements {
 
   /**
    * Runs a query on the pool, mapping an unreachable database to StoreUnavailableError, as a
-   * named prepared statement.
+   * named prepared statement. The call is one promise in `inFlight` from its first attempt to its
+   * answer, pauses between attempts included: close() waits for it whole.
    */
   async query<R extends pg.QueryResultRow>(text: string, values?: unknown[]): Promise<R[]> {
+    if (this.ended) throw new StoreClosedError();
+    const call = this.#attempts<R>(text, values ?? []);
+    this.inFlight.add(call);
+    try {
+      return await call;
+    } finally {
+      this.inFlight.delete(call);
+    }
+  }
+
+  async #attempts<R extends pg.QueryResultRow>(text: string, values: unknown[]): Promise<R[]> {
     for (let attempt = 1; ; attempt++) {
-      if (this.ended) throw new StoreClosedError();
-      const running = this.#pool.query<R>({ name: statementName(text), text, values: values ?? [] });
-      this.inFlight.add(running);
       try {
-        return (await running).rows;
+        return (await this.#pool.query<R>({ name: statementName(text), text, values })).rows;
       } catch (error) {
         const code = (error as { code?: unknown } | undefined)?.code;
         if (attempt < STATEMENT_ATTEMPTS && typeof code === 'string' && RETRIED_SQLSTATES.has(code)) {
@@ -64,8 +73,6 @@ export class Statements {
           continue;
         }
         return mapError(error);
-      } finally {
-        this.inFlight.delete(running);
       }
     }
   }

@@ -392,9 +392,9 @@ export class SqliteSessionStore implements SessionStore {
     return this.seen(this.feed.feedEnd(tenant));
   }
 
-  async feedStart(tenant: string): Promise<number> {
+  async feedPrunedUpTo(tenant: string): Promise<number> {
     await this.readable();
-    return this.seen(this.feed.feedStart(tenant));
+    return this.seen(this.feed.feedPrunedUpTo(tenant));
   }
 
   async pruneFeed(before: number): Promise<number> {
@@ -496,5 +496,5 @@ export class SqliteSessionStore implements SessionStore {
 classifyStoreErrors(SqliteSessionStore.prototype, [
   'createSession', 'getSession', 'listSessions', 'deleteSession', 'deletePending', 'append', 'getIdempotent', 'readEvents', 'readEventTexts',
   'readEncodedEventPage', 'getEvents', 'readStructure', 'readSurfaceStructure', 'scanEvents', 'publishSession', 'appendPending', 'getPendingEvents',
-  'getTenantUsage', 'updateLabels', 'readFeed', 'feedEnd', 'feedStart', 'pruneFeed', 'close',
+  'getTenantUsage', 'updateLabels', 'readFeed', 'feedEnd', 'feedPrunedUpTo', 'pruneFeed', 'close',
 ], sqliteStorageError);
