@@ -128,7 +128,8 @@ describe('AppendStream', () => {
 
   it("a session's batches are written without waiting for the previous one's commit: they share group commits", async () => {
     await call(t.client.createSession.bind(t.client), { sessionId: 'as-group', labels: {} } as never);
-    const stats = (): { groupCommits: number } | undefined => (t.server.app.store as { stats?: () => { groupCommits: number } }).stats?.();
+    // The SQLite store under the blobs layer (BlobbingStore.inner) counts its group commits.
+    const stats = (): { groupCommits: number } | undefined => (t.server.app.store as unknown as { inner: { stats?: () => { groupCommits: number } } }).inner.stats?.();
     const before = stats()?.groupCommits ?? 0;
     const n = 64;
     const { responses } = await stream(Array.from({ length: n }, (_, i) => ({ correlationId: String(i), append: { sessionId: 'as-group', events: [userMessage(`g${i}`, 'x')] } })));

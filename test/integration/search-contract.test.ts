@@ -64,7 +64,7 @@ describe('search contract', () => {
     // A version-6 database (written before the index existed): migration 7 indexes its events.
     const old = new Database(path);
     old.exec('DROP TRIGGER search_events_ai; DROP TRIGGER search_sessions_ad; DROP TABLE search_fts; DROP TABLE search_docs; DROP TABLE search_calls;');
-    old.exec('DELETE FROM schema_migrations WHERE version = 7; PRAGMA user_version = 6;');
+    old.exec('DROP TABLE feed_pruned; DELETE FROM schema_migrations WHERE version >= 7; PRAGMA user_version = 6;');
     old.close();
     app = new SessionService(new BlobbingStore(new SqliteSessionStore({ path }), DEFAULT_BLOB_MIN_BYTES), undefined, clock());
     index = new SqliteSearchIndex(path);
