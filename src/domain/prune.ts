@@ -20,6 +20,7 @@ import { isJsonObject } from './json.js';
 import { estimateMessageTokens } from './token-estimate.js';
 import { messageOf } from './message-view.js';
 import type { BuiltEvent } from './compaction-plan.js';
+import { utf8Length } from './utf8.js';
 
 /** Default code points kept at the start of a pruned text (the reference's headChars). */
 export const DEFAULT_HEAD_CHARS = 4096;
@@ -63,24 +64,10 @@ function codePoints(s: string): number {
   return n;
 }
 
-function utf8Bytes(s: string): number {
-  let n = 0;
-  for (let i = 0; i < s.length; i++) {
-    const c = s.charCodeAt(i);
-    if (c < 0x80) n += 1;
-    else if (c < 0x800) n += 2;
-    else if (c >= 0xd800 && c <= 0xdbff && i + 1 < s.length) {
-      n += 4;
-      i++;
-    } else n += 3;
-  }
-  return n;
-}
-
 /** UTF-8 bytes of the text blocks of a content array. */
 export function textBytes(blocks: readonly Json[]): number {
   let n = 0;
-  for (const b of blocks) if (isJsonObject(b) && b['type'] === 'text' && typeof b['text'] === 'string') n += utf8Bytes(b['text']);
+  for (const b of blocks) if (isJsonObject(b) && b['type'] === 'text' && typeof b['text'] === 'string') n += utf8Length(b['text']);
   return n;
 }
 

@@ -25,6 +25,7 @@ import type { Json } from './event.js';
 import { MESSAGE_EVENT_TYPES } from './event.js';
 import { isJsonObject } from './json.js';
 import { parseBlobRef } from './blobs.js';
+import { utf8Length } from './utf8.js';
 
 /** The event types whose events are indexed. */
 export const SEARCH_EVENT_TYPES: ReadonlySet<string> = MESSAGE_EVENT_TYPES;
@@ -41,19 +42,6 @@ const SKIPPED: ReadonlySet<string> = new Set(SEARCH_SKIPPED_KEYS);
 /** JSON escapes PostgreSQL's jsonb refuses: NUL and (lone, as JSON.stringify writes them) surrogates. */
 export const UNINDEXABLE_ESCAPE = /\\u(0000|d[89a-f][0-9a-f]{2})/i;
 
-function utf8Length(s: string): number {
-  let n = 0;
-  for (let i = 0; i < s.length; i++) {
-    const c = s.charCodeAt(i);
-    if (c < 0x80) n += 1;
-    else if (c < 0x800) n += 2;
-    else if (c >= 0xd800 && c <= 0xdbff && i + 1 < s.length) {
-      n += 4;
-      i++;
-    } else n += 3;
-  }
-  return n;
-}
 
 /** Code point order, which is UTF-8 byte order. */
 function compareCodePoints(a: string, b: string): number {
