@@ -34,6 +34,9 @@ function writes(x: ExtractedBatch): BlobWrites {
 }
 
 /** See the module comment. `minBytes` is `--blob-min-bytes` (0 = no new blobs; stored ones are still read). */
+/** The blobs of a store that keeps none: every reference is BLOB_NOT_FOUND. */
+const NO_BLOBS = async (): Promise<ReadonlyMap<string, StoredBlob>> => new Map();
+
 export class BlobbingStore implements SessionStore {
   readonly blobs: BlobStorePort | undefined;
   readonly readEncodedEventPage?: (sessionId: string, query: ReadEventsQuery, budgetBytes: number) => Promise<EncodedEventPage | undefined>;
@@ -65,8 +68,8 @@ export class BlobbingStore implements SessionStore {
 
   async createSession(record: NewSession, events: readonly SessionEvent[], quota?: CreateQuota): Promise<CreateOutcome> {
     const blobs = this.blobs;
-    const r = blobs === undefined ? undefined
-      : await this.resolve(events, undefined, async (d) => new Map([...(await Promise.all(d.map(async (x) => [x, await blobs.readBlob(record.tenant, x, 0, Number.MAX_SAFE_INTEGER)] as const)))]
+    const r = await this.resolve(events, undefined, blobs === undefined ? NO_BLOBS
+      : async (d) => new Map([...(await Promise.all(d.map(async (x) => [x, await blobs.readBlob(record.tenant, x, 0, Number.MAX_SAFE_INTEGER)] as const)))]
         .filter((e): e is [string, NonNullable<typeof e[1]>] => e[1] !== undefined)));
     const input = r?.events ?? events;
     const x = this.extract(input);
@@ -74,14 +77,14 @@ export class BlobbingStore implements SessionStore {
   }
 
   async append(sessionId: string, req: AppendRequest): Promise<AppendOutcome> {
-    const r = this.blobs === undefined ? undefined : await this.resolve(req.events, req.dataTexts, (d) => this.blobs!.readSessionBlobs(sessionId, d));
+    const r = await this.resolve(req.events, req.dataTexts, this.blobs === undefined ? NO_BLOBS : (d) => this.blobs!.readSessionBlobs(sessionId, d));
     const base = r === undefined ? req : { ...req, events: r.events, dataTexts: r.dataTexts };
     const x = this.extract(base.events, base.dataTexts);
     return this.inner.append(sessionId, x === undefined ? base : { ...base, events: x.events, dataTexts: x.dataTexts, blobs: writes(x) });
   }
 
   async appendPending(sessionId: string, events: readonly SessionEvent[], opts: PendingChunkOptions): Promise<PendingChunkOutcome> {
-    const r = this.blobs === undefined ? undefined : await this.resolve(events, undefined, (d) => this.blobs!.readSessionBlobs(sessionId, d));
+    const r = await this.resolve(events, undefined, this.blobs === undefined ? NO_BLOBS : (d) => this.blobs!.readSessionBlobs(sessionId, d));
     const input = r?.events ?? events;
     const x = this.extract(input);
     return x === undefined ? this.inner.appendPending(sessionId, input, opts) : this.inner.appendPending(sessionId, x.events, { ...opts, blobs: writes(x) });
@@ -91,8 +94,9 @@ export class BlobbingStore implements SessionStore {
    * Writes that did not come through AppendEvents (import chunks, server-built batches) may hold
    * objects of the reference shape: they stand for the tenant's blob (BLOB_NOT_FOUND when it has
    * none, BLOB_REF_INVALID when it does not fit: the one resolver, blob-resolve.ts, that AppendEvents
-   * uses too), so that no reference-shaped literal is ever stored (docs/blobs.md). Undefined when no
-   * event holds one (text-gated when the text is known).
+   * uses too), so that no reference-shaped literal is ever stored (docs/blobs.md), also on a store
+   * that keeps no blobs (every reference is then BLOB_NOT_FOUND). Undefined when no event holds one
+   * (text-gated when the text is known).
    */
   private async resolve(
     events: readonly SessionEvent[], texts: readonly (string | undefined)[] | undefined,

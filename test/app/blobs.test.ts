@@ -156,6 +156,25 @@ describe('blobs through the session service', () => {
     expect(await reason(blobbed.getSession(ANONYMOUS, 'imp'))).toBe('SESSION_NOT_FOUND');
   });
 
+  it('on a store that keeps no blobs (PostgreSQL today) an imported reference is BLOB_NOT_FOUND, as an append is, and nothing is stored', async () => {
+    const inner = new MemorySessionStore();
+    // The store port without its blobs, as the PostgreSQL store is.
+    const noBlobs = new Proxy(inner, { get: (t, k) => (k === 'blobs' ? undefined : Reflect.get(t, k, t) as unknown) });
+    const app = new SessionService(new BlobbingStore(noBlobs, 65_536), DEFAULT_LIMITS, () => 1_700_000_000_000);
+    const ref = { $blob: DIGEST, bytes: png.length, mediaType: 'image/png', encoding: 'base64' };
+    const line = Buffer.from(
+      `${JSON.stringify({ type: 'session', version: 0, id: 'imp', createdAt: 1 })}\n` +
+      `${JSON.stringify({ type: 'x/note', seq: 0, time: 5, data: { img: ref } })}\n`);
+    async function* chunks(b: Uint8Array) { yield b; }
+    expect(await reason(app.importJsonl(ANONYMOUS, chunks(line), { id: 'imp' }))).toBe('BLOB_NOT_FOUND');
+    expect(await reason(app.getSession(ANONYMOUS, 'imp'))).toBe('SESSION_NOT_FOUND');
+    await app.createSession(ANONYMOUS, { id: 's' });
+    expect(await reason(app.append(ANONYMOUS, 's', [userMessage(0, ref as unknown as Json)]))).toBe('BLOB_NOT_FOUND');
+    // Ordinary data is stored as given (inline: no blobs here).
+    await app.append(ANONYMOUS, 's', [userMessage(0)]);
+    expect((await inner.readEventTexts('s', { fromSeq: 0, direction: 'forward', limit: 10 }))[0]!.dataText).toContain(PNG.slice(0, 100));
+  });
+
   it('an append referencing a CJK text blob is sized in UTF-8 bytes', async () => {
     const { blobbed } = services();
     await blobbed.createSession(ANONYMOUS, { id: 's' });

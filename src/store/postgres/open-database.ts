@@ -55,7 +55,8 @@ export async function initialiseSchema(connection: pg.ClientConfig, s: string, w
   try {
     await client.connect();
     await client.query('BEGIN');
-    await client.query(`SET LOCAL statement_timeout = 0; SET LOCAL lock_timeout = ${wait}`);
+    // At least 1 ms: lock_timeout = 0 means no limit in PostgreSQL, where lockWaitMs 0 means "do not wait".
+    await client.query(`SET LOCAL statement_timeout = 0; SET LOCAL lock_timeout = ${Math.max(1, wait)}`);
     const lock = "hashtext('palimpsest schema ' || $1)";
     const tried = await client.query<{ got: boolean }>(`SELECT pg_try_advisory_xact_lock(${lock}) AS got`, [s]);
     if (tried.rows[0]?.got !== true) {
