@@ -118,6 +118,12 @@ export interface AppLogger {
 
 /** Attempts of a use case that re-plans after another writer moved the session. */
 export const MAX_ATTEMPTS = 8;
+/**
+ * Attempts of a read of a hot handle: a read never conflicts, it only waits for the session's
+ * writes in flight and starts again when one of them made the handle reload, so it may take more
+ * turns than a write under heavy same-session write churn before answering.
+ */
+export const READ_ATTEMPTS = 64;
 /** Events per store read of the use cases that walk a log. */
 export const STORE_READ_BATCH = 2000;
 

@@ -11,7 +11,7 @@ import { MessageProjection } from '../domain/derive.js';
 import { replacementChainSeqs } from '../domain/replace-chains.js';
 import { messageOf, type MessageJson } from '../domain/message-view.js';
 import {
-  MAX_ATTEMPTS, STORE_READ_BATCH, checkPageSizeLimit, pageSizeOf, retriesExhausted, viewOf,
+  READ_ATTEMPTS, STORE_READ_BATCH, checkPageSizeLimit, pageSizeOf, retriesExhausted, viewOf,
   type AppLimits, type CallContext, type DerivedMessage, type SessionView,
 } from './app-types.js';
 import { decodeMessagesToken, encodeMessagesToken, staleMessagesToken } from './message-pages.js';
@@ -198,7 +198,7 @@ export class Reads {
    * asked), all from one committed state: what compaction planning and pruning work on.
    */
   async modelSnapshot(ctx: CallContext, id: string, opts: SnapshotOptions = {}): Promise<ModelSnapshot> {
-    for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
+    for (let attempt = 0; attempt < READ_ATTEMPTS; attempt++) {
       const h = await this.cache.handle(ctx, id);
       if (!h.projection) {
         const seqs = await h.read(() => h.engine.surface());

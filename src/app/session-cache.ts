@@ -18,7 +18,7 @@
 import type { SessionEvent } from '../domain/event.js';
 import { DomainError } from '../domain/errors.js';
 import { SessionEngine } from '../domain/session-engine.js';
-import { MAX_ATTEMPTS, STORE_READ_BATCH, notFound, retriesExhausted, type AppLimits, type CallContext } from './app-types.js';
+import { READ_ATTEMPTS, STORE_READ_BATCH, notFound, retriesExhausted, type AppLimits, type CallContext } from './app-types.js';
 import type { ChangeFeed } from './change-feed.js';
 import { SessionHandle } from './session-handle.js';
 import type { SessionRecord, SessionStore } from './store-port.js';
@@ -143,7 +143,7 @@ export class SessionCache {
 
   /** Runs `fn` on a hot, valid, up-to-date handle's committed state. */
   async withRead<T>(ctx: CallContext, id: string, fn: (h: SessionHandle) => T): Promise<T> {
-    for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
+    for (let attempt = 0; attempt < READ_ATTEMPTS; attempt++) {
       const h = await this.handle(ctx, id);
       const out = await h.read(() => (h.valid ? { v: fn(h) } : undefined));
       if (out) return out.v;
