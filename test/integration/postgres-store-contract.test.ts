@@ -24,7 +24,6 @@ describe.skipIf(!hasPostgres())('PostgreSQL', () => {
     open: async () => PostgresSessionStore.open({ url: db!.url, schema: `c${schemas++}`, poolSize: 4 }),
     commits: (store) => store.stats().commits,
     groupCommit: false,
-    blobs: false,
     database: async () => {
       const schema = `m${schemas++}`;
       return { open: () => PostgresSessionStore.open({ url: db!.url, schema, poolSize: 4, headPollMs: 500 }) };

@@ -5,7 +5,9 @@
  * rather than one per batch (see AppendLanes.#runLane).
  */
 import type { AppendOutcome, AppendRequest } from '../../app/store-port.js';
+import type { BlobWrites } from '../../app/blob-port.js';
 import type { HeadNotifier } from './notifier.js';
+import type { PgBlobs } from './pg-blobs.js';
 import { encodeEvents } from './row-codec.js';
 import type { Statements } from './statements.js';
 
@@ -25,6 +27,9 @@ interface QueuedAppend {
   readonly values: unknown[];
   /** The byte quota as given (reported back as the limit). */
   readonly maxBytes: number;
+  /** The blobs the events reference (issue #39): such an append runs alone, in the blobs' transaction (pg-blobs.ts). */
+  readonly blobs?: BlobWrites;
+  readonly seqs: readonly number[];
   readonly resolve: (outcome: AppendOutcome) => void;
   readonly reject: (error: unknown) => void;
 }
@@ -56,8 +61,10 @@ export class AppendLanes {
   readonly #counters: WriteCounters;
   readonly #notifier: HeadNotifier;
   readonly #now: () => number;
+  readonly #blobs: PgBlobs;
 
-  constructor(sql: Statements, counters: WriteCounters, notifier: HeadNotifier, now: () => number) {
+  constructor(sql: Statements, counters: WriteCounters, notifier: HeadNotifier, now: () => number, blobs: PgBlobs) {
+    this.#blobs = blobs;
     this.#sql = sql;
     this.#counters = counters;
     this.#notifier = notifier;
@@ -83,7 +90,9 @@ export class AppendLanes {
         lane = { queue: [], running: false };
         this.#lanes.set(sessionId, lane);
       }
-      lane.queue.push({ values, maxBytes: req.quota?.maxBytes ?? 0, resolve, reject });
+      lane.queue.push({
+        values, maxBytes: req.quota?.maxBytes ?? 0, ...(req.blobs === undefined ? {} : { blobs: req.blobs }), seqs: req.events.map((e) => e.seq), resolve, reject,
+      });
       if (!lane.running) void this.#runLane(sessionId, lane);
     });
   }
@@ -100,7 +109,9 @@ export class AppendLanes {
     lane.running = true;
     try {
       while (lane.queue.length > 0) {
-        const group = lane.queue.splice(0, MAX_GROUP);
+        // An append carrying blobs goes alone (its own transaction); the others up to it together.
+        const withBlobs = lane.queue.findIndex((c) => c.blobs !== undefined);
+        const group = lane.queue.splice(0, withBlobs === 0 ? 1 : Math.min(MAX_GROUP, withBlobs < 0 ? MAX_GROUP : withBlobs));
         if (group.length > this.#counters.maxGroupSize) this.#counters.maxGroupSize = group.length;
         let outcomes: AppendRow[];
         try {
@@ -122,7 +133,13 @@ export class AppendLanes {
    * in order, each with append's checks); an unexpected error fails the whole group, nothing of it
    * commits.
    */
-  #appendGroup(sessionId: string, group: readonly QueuedAppend[]): Promise<AppendRow[]> {
+  async #appendGroup(sessionId: string, group: readonly QueuedAppend[]): Promise<AppendRow[]> {
+    const text = `SELECT * FROM ${this.#sql.s}.append($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)`;
+    const only = group[0]!;
+    if (only.blobs !== undefined) {
+      const r = await this.#blobs.write<AppendRow>(text, only.values, 'appended', { sessionId, seqs: only.seqs, blobs: only.blobs, maxBytes: Math.floor(only.maxBytes) });
+      return r.quotaActual === undefined ? r.rows : [{ ...r.rows[0]!, outcome: 'quota-exceeded', q_actual: r.quotaActual }];
+    }
     if (group.length === 1) {
       return this.#sql.query<AppendRow>(`SELECT * FROM ${this.#sql.s}.append($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)`, group[0]!.values);
     }

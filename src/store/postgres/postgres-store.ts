@@ -75,6 +75,8 @@ import { SCHEMA_NAME_PATTERN, channelOf } from './schema.js';
 import * as writes from './session-writes.js';
 import { Statements } from './statements.js';
 import { redactUrl } from './url.js';
+import type { BlobStorePort, BlobWrites } from '../../app/blob-port.js';
+import { PgBlobs } from './pg-blobs.js';
 
 export type { PostgresStoreOptions, PostgresStoreStats } from './options.js';
 
@@ -101,6 +103,8 @@ export class PostgresSessionStore implements SessionStore {
   readonly #turnReads = new TurnReads();
   /** Per-session append queues (group-commit.ts). */
   readonly #lanes: AppendLanes;
+  /** The blobs (issue #39, pg-blobs.ts). */
+  readonly blobs: BlobStorePort;
   #sweepTimer: NodeJS.Timeout | undefined;
   /** close() was called: new calls are refused. */
   #closed = false;
@@ -116,8 +120,10 @@ export class PostgresSessionStore implements SessionStore {
     this.#channel = channelOf(schema);
     this.#now = options.now ?? Date.now;
     this.#notifier = new HeadNotifier(pool, this.#channel);
-    this.#lanes = new AppendLanes(this.#sql, this.#counters, this.#notifier, this.#now);
-    this.#w = { sql: this.#sql, counters: this.#counters, notifier: this.#notifier };
+    const blobs = new PgBlobs(pool, this.#sql);
+    this.blobs = blobs.port(() => this.#checkOpen());
+    this.#lanes = new AppendLanes(this.#sql, this.#counters, this.#notifier, this.#now, blobs);
+    this.#w = { sql: this.#sql, counters: this.#counters, notifier: this.#notifier, blobs };
   }
 
   /**
@@ -164,9 +170,9 @@ export class PostgresSessionStore implements SessionStore {
     if (this.#closed) throw new StoreClosedError();
   }
 
-  async createSession(record: NewSession, events: readonly SessionEvent[], quota?: CreateQuota): Promise<CreateOutcome> {
+  async createSession(record: NewSession, events: readonly SessionEvent[], quota?: CreateQuota, blobs?: BlobWrites): Promise<CreateOutcome> {
     this.#checkOpen();
-    return writes.createSession(this.#w, record, events, quota);
+    return writes.createSession(this.#w, record, events, quota, blobs);
   }
 
   async getSession(id: string): Promise<SessionRecord | undefined> {

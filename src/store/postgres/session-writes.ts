@@ -9,6 +9,8 @@ import type {
 } from '../../app/store-port.js';
 import { labelsBytesDelta, storedSessionBytes } from '../../domain/session-bytes.js';
 import type { SessionEvent } from '../../domain/event.js';
+import type { BlobWrites } from '../../app/blob-port.js';
+import type { PgBlobs } from './pg-blobs.js';
 import { StoreUsageError, checkAscendingSeqs } from '../store-errors.js';
 import type { WriteCounters } from './group-commit.js';
 import type { HeadNotifier } from './notifier.js';
@@ -23,14 +25,26 @@ export interface WriteContext {
   readonly sql: Statements;
   readonly counters: WriteCounters;
   readonly notifier: HeadNotifier;
+  /** The blob writes (pg-blobs.ts): a write with blobs runs in their transaction. */
+  readonly blobs: PgBlobs;
 }
 
-export async function createSession(w: WriteContext, record: NewSession, events: readonly SessionEvent[], quota?: CreateQuota): Promise<CreateOutcome> {
+/** The write function's rows, in the blobs' transaction when the write carries blobs (a quota they exceed replaces the outcome). */
+async function run<R extends { outcome: string; q_name?: string | null; q_actual: number | null }>(
+  w: WriteContext, text: string, values: unknown[], ok: string, sessionId: string, events: readonly SessionEvent[], blobs: BlobWrites | undefined, maxBytes: number,
+): Promise<R[]> {
+  if (blobs === undefined) return w.sql.query<R>(text, values);
+  const r = await w.blobs.write<R>(text, values, ok, { sessionId, seqs: events.map((e) => e.seq), blobs, maxBytes });
+  if (r.quotaActual === undefined) return r.rows;
+  return [{ ...r.rows[0]!, outcome: 'quota-exceeded', q_name: 'tenant_max_bytes', q_actual: r.quotaActual }];
+}
+
+export async function createSession(w: WriteContext, record: NewSession, events: readonly SessionEvent[], quota?: CreateQuota, blobs?: BlobWrites): Promise<CreateOutcome> {
   const h = record.header;
   checkAscendingSeqs(h.id, events, 0);
   const { arrays, dataBytes } = encodeEvents(events);
-  const rows = await w.sql.query<{ outcome: string; q_name: string | null; q_limit: number | null; q_actual: number | null }>(
-    `SELECT * FROM ${w.sql.s}.create_session($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
+  const rows = await run<{ outcome: string; q_name: string | null; q_limit: number | null; q_actual: number | null }>(
+    w, `SELECT * FROM ${w.sql.s}.create_session($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16,
        $17, $18, $19, $20, $21, $22, $23, $24, $25, $26)`,
     [
       h.id, h.version, h.createdAt, h.cwd ?? null, h.parentSession ?? null, h.seedLength ?? null, h.origin ?? null,
@@ -38,6 +52,7 @@ export async function createSession(w: WriteContext, record: NewSession, events:
       record.pairingGuard, record.pending?.owner ?? null, record.pending?.leaseUntil ?? null, record.writer, ...arrays,
       dataBytes + storedSessionBytes(h, record.labels), Math.floor(quota?.maxSessions ?? 0), Math.floor(quota?.maxBytes ?? 0),
     ],
+    'created', h.id, events, blobs, Math.floor(quota?.maxBytes ?? 0),
   );
   const r = rows[0]!;
   if (r.outcome === 'created') {
@@ -110,9 +125,10 @@ export async function publishSession(w: WriteContext, id: string, owner: string,
 export async function appendPending(w: WriteContext, sessionId: string, events: readonly SessionEvent[], opts: PendingChunkOptions): Promise<PendingChunkOutcome> {
   checkAscendingSeqs(sessionId, events, 0);
   const { arrays, dataBytes } = encodeEvents(events);
-  const rows = await w.sql.query<{ outcome: string; owner: string | null; q_limit: number | null; q_actual: number | null }>(
-    `SELECT * FROM ${w.sql.s}.append_pending($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
+  const rows = await run<{ outcome: string; owner: string | null; q_limit: number | null; q_actual: number | null }>(
+    w, `SELECT * FROM ${w.sql.s}.append_pending($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
     [sessionId, opts.owner, opts.leaseUntil, ...arrays, dataBytes, Math.floor(opts.quota?.maxBytes ?? 0)],
+    'appended', sessionId, events, opts.blobs, Math.floor(opts.quota?.maxBytes ?? 0),
   );
   const r = rows[0]!;
   if (r.outcome === 'appended') {
