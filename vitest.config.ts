@@ -19,6 +19,7 @@ const POSTGRES_E2E = [
   'test/e2e/import-lookback.test.ts',
   'test/e2e/feed-retention.test.ts',
   'test/e2e/search.test.ts',
+  'test/e2e/blobs.test.ts',
 ];
 
 export default defineConfig({
