@@ -22,6 +22,7 @@ import { decodeError } from '../client/error-details.js';
 import { SessionEngine } from '../domain/session-engine.js';
 import type { StructuralRow } from '../app/store-port.js';
 import { resealHeads, verifyFile } from '../store/sqlite/verify.js';
+import { isPostgresUrl, redactUrl } from '../store/postgres/url.js';
 import { Args } from './args.js';
 import { connectOptions, EXIT, Rpc, UnreachableError, type ConnectOptions } from './client.js';
 
@@ -33,6 +34,10 @@ Checks every session and prints a report; exit status 1 when anything is wrong.
   --db FILE    check a database file (safe while the server runs): PRAGMA integrity_check, every
                event's checksums, each session's digest, contiguity, the surface replayed through
                the domain engine, and the session heads recorded in FILE-heads
+  --db postgres://…  check a PostgreSQL store (schema palimpsest; safe while replicas write): the
+               schema version, every blob against its checksum, digest and size (a damaged one
+               named by session, seq and digest), every event's blob references, and the tenant
+               byte counters (docs/blobs.md)
   --addr ADDR  check through a running server's RPCs (any store): contiguity, and the surface
                replayed from ListEvents against GetSurface (sessions the server refuses with
                DATA_LOSS are reported), and whether its heads record is unsealed (health
@@ -115,20 +120,33 @@ export async function verify(argv: string[], io: Io): Promise<number> {
     }
   } else {
     const db = (values.db as string | undefined) || io.env['PALIMPSEST_DB'] || 'palimpsest.db';
-    if (!existsSync(db)) {
+    if (isPostgresUrl(db)) {
+      if (values['reseal-heads']) {
+        io.stderr.write('error: USAGE: --reseal-heads works on a SQLite database file; see palimpsest verify --help\n');
+        return EXIT.USAGE;
+      }
+      try {
+        const { verifyPostgres } = await import('../store/postgres/verify-postgres.js');
+        report = await verifyPostgres(db);
+      } catch (e) {
+        io.stderr.write(`error: VERIFY_FAILED: cannot read ${redactUrl(db)}: ${(e as Error).message}\n`);
+        return EXIT.REJECTED;
+      }
+    } else if (!existsSync(db)) {
       io.stderr.write(`error: USAGE: no database at ${db}; see palimpsest verify --help\n`);
       return EXIT.USAGE;
-    }
-    try {
-      if (values['reseal-heads']) {
-        const n = resealHeads(db);
-        if (!values.json) io.stdout.write(`re-sealed the heads record of ${db}: ${n} session heads written\n`);
+    } else {
+      try {
+        if (values['reseal-heads']) {
+          const n = resealHeads(db);
+          if (!values.json) io.stdout.write(`re-sealed the heads record of ${db}: ${n} session heads written\n`);
+        }
+        const r = verifyFile(db);
+        report = { source: db, sessions: r.sessions, events: r.events, problems: r.details };
+      } catch (e) {
+        io.stderr.write(`error: VERIFY_FAILED: cannot read ${db}: ${(e as Error).message}\n`);
+        return EXIT.REJECTED;
       }
-      const r = verifyFile(db);
-      report = { source: db, sessions: r.sessions, events: r.events, problems: r.details };
-    } catch (e) {
-      io.stderr.write(`error: VERIFY_FAILED: cannot read ${db}: ${(e as Error).message}\n`);
-      return EXIT.REJECTED;
     }
   }
   const ok = report.problems.length === 0;

@@ -10,6 +10,7 @@ import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { BlobbingStore } from '../../src/app/blobbing-store.js';
 import { DataCorruptedError } from '../../src/app/storage-error.js';
+import { verify } from '../../src/cli/verify.js';
 import { blobDigest } from '../../src/app/blob-codec.js';
 import type { SessionEvent } from '../../src/domain/event.js';
 import { PostgresSessionStore } from '../../src/store/postgres/postgres-store.js';
@@ -47,8 +48,8 @@ describe.skipIf(!hasPostgres())('PostgreSQL blobs across replicas', () => {
     await admin.end();
   });
 
-  async function open(): Promise<void> {
-    schema = `pb${schemas++}`;
+  async function open(name = `pb${schemas++}`): Promise<void> {
+    schema = name;
     inner = [await PostgresSessionStore.open({ url: db!.url, schema, poolSize: 4 })];
     inner.push(await PostgresSessionStore.open({ url: db!.url, schema, poolSize: 4 }));
     replicas = inner.map((s) => new BlobbingStore(s, 1024));
@@ -166,5 +167,27 @@ describe.skipIf(!hasPostgres())('PostgreSQL blobs across replicas', () => {
     await expect(a.blobs!.readBlob('t', DIGEST, 0, 10)).rejects.toThrow(/damaged/);
     // The events without references are still served.
     expect((await a.readEvents('d', { fromSeq: 0, direction: 'forward', limit: 1 })).map((e) => e.seq)).toEqual([0]);
+  });
+
+  it('verify --db postgres://… checks the blobs: clean, then a damaged blob names session, seq and digest, and a lost reference is reported', async () => {
+    await open('palimpsest');
+    const [a] = replicas as [BlobbingStore];
+    await a.createSession(newSession('v', { tenant: 't' }), [{ type: 'x/plain', seq: 0, time: 1, data: {} }, image(1), image(2)]);
+    await a.createSession(newSession('w', { tenant: 't' }), [image(0)]);
+    const run = async (): Promise<{ code: number; out: { ok: boolean; problems: { sessionId?: string; seq?: number; problem: string }[] } }> => {
+      let out = '';
+      const code = await verify(['--db', db!.url, '--json'], { stdout: { write: (s: string) => (out += s) }, stderr: { write: () => true }, env: {} });
+      return { code, out: JSON.parse(out) as { ok: boolean; problems: { sessionId?: string; seq?: number; problem: string }[] } };
+    };
+    expect(await run()).toMatchObject({ code: 0, out: { ok: true, problems: [] } });
+    await admin.query(`UPDATE ${schema}.blobs SET bytes = overlay(bytes PLACING '\\x00'::bytea FROM 100 FOR 1) WHERE digest = $1`, [DIGEST]);
+    const damaged = await run();
+    expect(damaged.code).toBe(1);
+    expect(damaged.out.problems.map((p) => [p.sessionId, p.seq])).toEqual([['v', 1], ['v', 2], ['w', 0]]);
+    expect(damaged.out.problems[0]!.problem).toContain(DIGEST);
+    await admin.query(`UPDATE ${schema}.blobs SET bytes = $1 WHERE digest = $2`, [png, DIGEST]);
+    await admin.query(`DELETE FROM ${schema}.event_blobs WHERE session_id = 'v' AND seq = 2`);
+    const lost = await run();
+    expect(lost.out.problems).toEqual([{ sessionId: 'v', seq: 2, problem: expect.stringContaining(`references blob ${DIGEST}, which it holds no reference to`) as string }]);
   });
 });
