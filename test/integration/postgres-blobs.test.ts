@@ -11,6 +11,8 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { BlobbingStore } from '../../src/app/blobbing-store.js';
 import { DataCorruptedError } from '../../src/app/storage-error.js';
 import { verify } from '../../src/cli/verify.js';
+import { searchText } from '../../src/domain/search-text.js';
+import type { Json } from '../../src/domain/event.js';
 import { blobDigest } from '../../src/app/blob-codec.js';
 import type { SessionEvent } from '../../src/domain/event.js';
 import { PostgresSessionStore } from '../../src/store/postgres/postgres-store.js';
@@ -189,5 +191,26 @@ describe.skipIf(!hasPostgres())('PostgreSQL blobs across replicas', () => {
     await admin.query(`DELETE FROM ${schema}.event_blobs WHERE session_id = 'v' AND seq = 2`);
     const lost = await run();
     expect(lost.out.problems).toEqual([{ sessionId: 'v', seq: 2, problem: expect.stringContaining(`references blob ${DIGEST}, which it holds no reference to`) as string }]);
+  });
+
+  it('search_text skips a blob reference, digest included, exactly as the domain does; other $blob objects stay searchable', async () => {
+    await open();
+    const d = `sha256:${'ab'.repeat(32)}`;
+    const cases: Json[] = [
+      { text: 'before', out: { $blob: d, bytes: 70000, mediaType: 'text/plain; charset=utf-8' } },
+      { text: 'x', out: { $blob: d } },
+      { text: 'x', out: { $blob: d, bytes: 1, mediaType: 'image/png', encoding: 'base64' } },
+      { text: 'x', out: { $blob: d, other: 'kept' } },
+      { text: 'x', out: { $blob: 'sha256:short', bytes: 1 } },
+      { text: 'x', out: { $blob: d, bytes: 1.5 } },
+      { text: 'x', out: { $blob: d, bytes: -1 } },
+      { text: 'x', out: { $blob: d, mediaType: 3 } },
+      { text: 'x', out: { $blob: d, encoding: 'hex' } },
+      { text: 'x', out: [{ $blob: d }, 'after'] },
+    ];
+    for (const data of cases) {
+      const r = await admin.query<{ t: string }>(`SELECT ${schema}.search_text($1::jsonb) AS t`, [JSON.stringify(data)]);
+      expect(r.rows[0]!.t, JSON.stringify(data)).toBe(searchText('user/message', data));
+    }
   });
 });
