@@ -184,4 +184,5 @@ const ratio = median(rOn) / median(rOff);
 console.log(`appends with a 256 KiB image: ${median(rOn).toFixed(0)}/s with blobs vs ${median(rOff).toFixed(0)}/s inline`);
 headline({ id: 'blobs-append', label: 'appends of events with a 256 KiB image, blobs vs inline', value: `${ratio.toFixed(2)}x (${median(rOn).toFixed(0)} vs ${median(rOff).toFixed(0)} events/s)`, target: '>= 1x', met: ratio >= 1 });
 
-rmSync(dir, { recursive: true, force: true });
+if (process.env.BLOB_BENCH_KEEP) console.log(`kept ${dir}`);
+else rmSync(dir, { recursive: true, force: true });
