@@ -14,7 +14,7 @@
  *    once per tenant, by the writer that inserted it; if the first rolls back, the second inserts).
  *  - When the row was there already, `SELECT … FOR KEY SHARE` locks it for this transaction (the
  *    lock the event_blobs foreign key takes too). A transaction freeing the blob (the last
- *    reference's session deleted: blobs_unref_session) locks it FOR UPDATE, so either it waits for
+ *    reference's session deleted: sessions_unref_blobs) locks it FOR UPDATE, so either it waits for
  *    this writer and then sees its reference (the blob stays), or it freed the blob first and the
  *    lock finds no row: the writer inserts the blob again from the bytes it carries.
  * Deadlocks (40P01) and serialization failures roll the whole transaction back; it is run again.

@@ -9,11 +9,15 @@
  *   blobs makes "an event without its blob" impossible: inserting a reference takes a KEY SHARE
  *   lock on the blob row, so a concurrent transaction freeing that blob waits for it (and then
  *   sees the reference) or frees it first (and the writer, finding the row gone, inserts it again).
- * - blobs_unref_session (AFTER DELETE ON sessions: delete, retention, a failed or expired import):
+ * - sessions_unref_blobs (AFTER DELETE ON sessions: delete, retention, a failed or expired import):
  *   removes the session's event_blobs rows, then, per digest in digest order, locks the blob row
  *   (FOR UPDATE), deletes it if no other event references it (a new statement, so a new snapshot
  *   that sees every reference committed before the lock was granted) and gives its size back to
- *   the tenant's byte counter (a blob counts once per tenant).
+ *   the tenant's byte counter (a blob counts once per tenant). Its name sorts after feed_record
+ *   and search_forget_session, so it fires last (PostgreSQL fires a table's triggers of one event
+ *   in name order): a delete takes the tenant's feed lock before any blob row, as an append does
+ *   (its session row update takes the feed lock, then pg-blobs.ts locks the blobs), so the two
+ *   never wait on each other in opposite orders over a blob.
  * - is_blob_ref(jsonb) mirrors src/domain/blobs.ts parseBlobRef; search_text (migration 5) is
  *   replaced so that a reference object, digest included, is not searchable (docs/search.md), as
  *   src/domain/search-text.ts does.
@@ -44,7 +48,7 @@ CREATE TABLE ${s}.event_blobs (
 );
 CREATE INDEX event_blobs_blob ON ${s}.event_blobs (tenant, digest);
 
-CREATE FUNCTION ${s}.blobs_unref_session() RETURNS trigger LANGUAGE plpgsql AS $fn$
+CREATE FUNCTION ${s}.sessions_unref_blobs() RETURNS trigger LANGUAGE plpgsql AS $fn$
 DECLARE
   v_digests text[]; v_digest text; v_size bigint; v_freed bigint := 0;
 BEGIN
@@ -64,7 +68,7 @@ BEGIN
   RETURN NULL;
 END
 $fn$;
-CREATE TRIGGER blobs_unref_session AFTER DELETE ON ${s}.sessions FOR EACH ROW EXECUTE FUNCTION ${s}.blobs_unref_session();
+CREATE TRIGGER sessions_unref_blobs AFTER DELETE ON ${s}.sessions FOR EACH ROW EXECUTE FUNCTION ${s}.sessions_unref_blobs();
 
 CREATE FUNCTION ${s}.is_blob_ref(v jsonb) RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $fn$
   SELECT jsonb_typeof(v) = 'object' AND jsonb_typeof(v -> '$blob') = 'string' AND (v ->> '$blob') ~ '^sha256:[0-9a-f]{64}$'
