@@ -657,7 +657,7 @@ async function main(): Promise<void> {
     const pages = Array.from({ length: READ_SESSION / READ_PAGE }, (_, i) => framed(page(i * READ_PAGE)));
     const first = ListEventsResponse.decode(await c.call('ListEvents', pages[0]!));
     if (first.events.length !== READ_PAGE) throw new Error(`page has ${first.events.length} events`);
-    const modelReq = framed(Buffer.from(GetMessagesRequest.encode({ sessionId: 'reads', view: MessageView.MESSAGE_VIEW_MODEL_HISTORY, typed: false, pageSize: 0, pageToken: '', format: 0, dropUnpaired: false }).finish()));
+    const modelReq = framed(Buffer.from(GetMessagesRequest.encode({ sessionId: 'reads', view: MessageView.MESSAGE_VIEW_MODEL_HISTORY, typed: false, pageSize: 0, pageToken: '', format: 0, dropUnpaired: false, blobRefs: false }).finish()));
     const msgs = GetMessagesResponse.decode(await c.call('GetMessages', modelReq)).messages.length;
     const rawDb = new Database(fixture, { readonly: true });
     const rawPage = rawDb.prepare('SELECT seq, type, time, data, source_event_seqs, surface_op, ignorable FROM events WHERE session_id = ? AND seq >= ? ORDER BY seq LIMIT ?').raw();

@@ -147,6 +147,16 @@ export class BlobbingStore implements SessionStore {
     return this.inner.readEventTexts(sessionId, query);
   }
 
+  /** The events as stored: blobbed values as their references (GetMessages with blob_refs). */
+  getStoredEvents(sessionId: string, seqs: readonly number[]): Promise<SessionEvent[]> {
+    return this.inner.getEvents(sessionId, seqs);
+  }
+
+  /** The events as stored: blobbed values as their references (GetMessages with blob_refs). */
+  readStoredEvents(sessionId: string, query: ReadEventsQuery): Promise<SessionEvent[]> {
+    return this.inner.readEvents(sessionId, query);
+  }
+
   /** The events as stored: blobbed values as their references (what every store's search index reads). */
   scanStoredEvents(sessionId: string, fromSeq: number, batchSize: number): AsyncIterable<SessionEvent[]> {
     return this.inner.scanEvents(sessionId, fromSeq, batchSize);

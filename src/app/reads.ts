@@ -55,10 +55,18 @@ export interface SnapshotOptions {
  * lookup of them plus the events of `chain` (replacementChainSeqs: the events that pruned tool
  * results replaced, legacy prunes take their message id). A seq missing from the store is left out.
  */
-export async function projectionInput(store: SessionStore, key: string, seqs: readonly number[], chain: readonly number[]): Promise<{ events: SessionEvent[]; lookup: (seq: number) => SessionEvent | undefined }> {
+export async function projectionInput(store: Pick<SessionStore, 'getEvents'>, key: string, seqs: readonly number[], chain: readonly number[]): Promise<{ events: SessionEvent[]; lookup: (seq: number) => SessionEvent | undefined }> {
   const events = await store.getEvents(key, chain.length === 0 ? seqs : [...new Set([...seqs, ...chain])].sort((a, b) => a - b));
   const byS = new Map(events.map((e) => [e.seq, e] as const));
   return { events: seqs.map((s) => byS.get(s)).filter((e): e is SessionEvent => e !== undefined), lookup: (s) => byS.get(s) };
+}
+
+/** The store's reads with blobbed values as their references (issue #39; a store without blobs stores none). */
+export function storedReads(store: SessionStore): Pick<SessionStore, 'getEvents' | 'readEvents'> {
+  return {
+    getEvents: (k, seqs) => (store.getStoredEvents !== undefined ? store.getStoredEvents(k, seqs) : store.getEvents(k, seqs)),
+    readEvents: (k, q) => (store.readStoredEvents !== undefined ? store.readStoredEvents(k, q) : store.readEvents(k, q)),
+  };
 }
 
 /** What ListEvents asks for. */
@@ -186,9 +194,10 @@ export class Reads {
    * Model history (surface walk) or transcript (append-origin surface events in log order), now
    * or as of a seq (right after `asOfSeq`; computed from the log, see time-travel.ts).
    */
-  async getMessages(ctx: CallContext, id: string, view: MessagesView, page: { afterSeq?: number; limit?: number; asOfSeq?: number } = {}): Promise<{ messages: DerivedMessage[]; headSeq: number | undefined; replaceGeneration: number }> {
+  async getMessages(ctx: CallContext, id: string, view: MessagesView, page: { afterSeq?: number; limit?: number; asOfSeq?: number; blobRefs?: boolean } = {}): Promise<{ messages: DerivedMessage[]; headSeq: number | undefined; replaceGeneration: number }> {
     if (page.asOfSeq !== undefined) return this.#messagesAsOf(ctx, id, view, page.asOfSeq, page);
-    if (view === 'transcript') return { ...(await this.#transcript(ctx, id, page.afterSeq ?? -1, page.limit ?? Number.MAX_SAFE_INTEGER)), replaceGeneration: 0 };
+    if (view === 'transcript') return { ...(await this.#transcript(ctx, id, page.afterSeq ?? -1, page.limit ?? Number.MAX_SAFE_INTEGER, undefined, page.blobRefs)), replaceGeneration: 0 };
+    if (page.blobRefs === true) return this.#modelHistoryRefs(ctx, id);
     const snap = await this.modelSnapshot(ctx, id);
     return { messages: snap.messages, headSeq: snap.headSeq, replaceGeneration: snap.replaceGeneration };
   }
@@ -235,19 +244,45 @@ export class Reads {
     throw retriesExhausted(id);
   }
 
+  /**
+   * The model history with blobbed values as their references (GetMessages blob_refs, issue #39):
+   * hydrated from the stored events of the current surface, never cached (the cached projection
+   * carries the bytes). Surface, replacement chains and head come from one read of the handle;
+   * the events they name are immutable, so the result is one committed state.
+   */
+  async #modelHistoryRefs(ctx: CallContext, id: string): Promise<{ messages: DerivedMessage[]; headSeq: number | undefined; replaceGeneration: number }> {
+    for (let attempt = 0; attempt < READ_ATTEMPTS; attempt++) {
+      const h = await this.cache.handle(ctx, id);
+      const state = await h.read(() => {
+        if (!h.valid) return undefined;
+        const seqs = h.engine.surface();
+        return {
+          seqs, chain: replacementChainSeqs(h.engine, seqs), nextSeq: h.engine.nextSeq,
+          headSeq: h.engine.eventCount > 0 ? h.engine.nextSeq - 1 : undefined, replaceGeneration: h.engine.replaceGeneration,
+        };
+      });
+      if (state === undefined) continue;
+      const input = await projectionInput(storedReads(this.store), h.id, state.seqs, state.chain);
+      const p = new MessageProjection(id);
+      p.hydrate(input.events, state.nextSeq, input.lookup);
+      return { messages: p.entries(), headSeq: state.headSeq, replaceGeneration: state.replaceGeneration };
+    }
+    throw retriesExhausted(id);
+  }
+
   /** GetMessages as of a seq: the model history of the replayed prefix, or the transcript up to it. */
-  async #messagesAsOf(ctx: CallContext, id: string, view: MessagesView, asOfSeq: number, page: { afterSeq?: number; limit?: number }): Promise<{ messages: DerivedMessage[]; headSeq: number | undefined; replaceGeneration: number }> {
+  async #messagesAsOf(ctx: CallContext, id: string, view: MessagesView, asOfSeq: number, page: { afterSeq?: number; limit?: number; blobRefs?: boolean }): Promise<{ messages: DerivedMessage[]; headSeq: number | undefined; replaceGeneration: number }> {
     const rec = await this.cache.record(ctx, id);
     const key = storageKey(ctx.tenant, id);
     if (view === 'transcript') {
       checkAsOf(rec, asOfSeq);
-      const { messages } = await this.#transcript(ctx, id, page.afterSeq ?? -1, page.limit ?? Number.MAX_SAFE_INTEGER, asOfSeq);
+      const { messages } = await this.#transcript(ctx, id, page.afterSeq ?? -1, page.limit ?? Number.MAX_SAFE_INTEGER, asOfSeq, page.blobRefs);
       const head = await this.store.readEvents(key, { fromSeq: asOfSeq, direction: 'backward', limit: 1 });
       return { messages, headSeq: head[0]?.seq, replaceGeneration: 0 };
     }
     const { engine, headSeq } = await replayAsOf(this.store, key, rec, asOfSeq);
     const seqs = engine.surface();
-    const input = await projectionInput(this.store, key, seqs, replacementChainSeqs(engine, seqs));
+    const input = await projectionInput(page.blobRefs === true ? storedReads(this.store) : this.store, key, seqs, replacementChainSeqs(engine, seqs));
     if (input.events.length !== seqs.length) throw new Error(`time travel: a surface event of ${id} as of ${asOfSeq} is missing from the store`);
     const p = new MessageProjection(id);
     p.hydrate(input.events, engine.nextSeq, input.lookup);
@@ -261,19 +296,19 @@ export class Reads {
    *
    * @throws DomainError PAGE_SIZE_TOO_LARGE, INVALID_PAGE_TOKEN, PAGE_TOKEN_STALE, SESSION_NOT_FOUND
    */
-  async getMessagesPage(ctx: CallContext, id: string, view: MessagesView, pageSize: number, pageToken: string, asOfSeq?: number): Promise<MessagesPage> {
+  async getMessagesPage(ctx: CallContext, id: string, view: MessagesView, pageSize: number, pageToken: string, asOfSeq?: number, blobRefs?: boolean): Promise<MessagesPage> {
     checkPageSizeLimit(this.limits, pageSize);
     const transcript = view === 'transcript';
     const token = pageToken ? decodeMessagesToken(pageToken, transcript) : undefined;
     if (transcript) {
-      const out = await this.getMessages(ctx, id, 'transcript', { afterSeq: token?.s, limit: pageSize > 0 ? pageSize + 1 : undefined, asOfSeq });
+      const out = await this.getMessages(ctx, id, 'transcript', { afterSeq: token?.s, limit: pageSize > 0 ? pageSize + 1 : undefined, asOfSeq, blobRefs });
       if (pageSize > 0 && out.messages.length > pageSize) {
         const messages = out.messages.slice(0, pageSize);
         return { messages, headSeq: out.headSeq, nextPageToken: encodeMessagesToken({ v: 't', s: messages[messages.length - 1]!.seq }) };
       }
       return { messages: out.messages, headSeq: out.headSeq, nextPageToken: '' };
     }
-    const out = await this.getMessages(ctx, id, 'model', { asOfSeq });
+    const out = await this.getMessages(ctx, id, 'model', { asOfSeq, blobRefs });
     if (token !== undefined && token.g !== out.replaceGeneration) throw staleMessagesToken(token.g as number, out.replaceGeneration);
     const from = token?.o ?? 0;
     const messages = pageSize > 0 || from > 0 ? out.messages.slice(from, pageSize > 0 ? from + pageSize : undefined) : out.messages;
@@ -291,14 +326,15 @@ export class Reads {
    * Transcript messages after `afterSeq` (up to `toSeq` when given) in log order, at most `limit`
    * (log order makes seqs stable cursors).
    */
-  async #transcript(ctx: CallContext, id: string, afterSeq: number, limit: number, toSeq = Number.MAX_SAFE_INTEGER): Promise<{ messages: DerivedMessage[]; headSeq: number | undefined }> {
+  async #transcript(ctx: CallContext, id: string, afterSeq: number, limit: number, toSeq = Number.MAX_SAFE_INTEGER, blobRefs = false): Promise<{ messages: DerivedMessage[]; headSeq: number | undefined }> {
     const rec = await this.cache.record(ctx, id);
+    const store = blobRefs ? storedReads(this.store) : this.store;
     const messages: DerivedMessage[] = [];
     let from = afterSeq + 1;
     const types = [...MESSAGE_EVENT_TYPES];
     let done = false;
     while (!done) {
-      const page = await this.store.readEvents(storageKey(ctx.tenant, id), { fromSeq: from, direction: 'forward', limit: STORE_READ_BATCH, types });
+      const page = await store.readEvents(storageKey(ctx.tenant, id), { fromSeq: from, direction: 'forward', limit: STORE_READ_BATCH, types });
       for (const e of page) {
         if (e.seq > toSeq) {
           done = true;

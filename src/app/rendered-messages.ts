@@ -21,6 +21,7 @@ import { renderAppended } from '../domain/render/incremental.js';
 import { checkPageSizeLimit, type AppLimits, type CallContext } from './app-types.js';
 import { decodeMessagesToken, encodeMessagesToken, staleMessagesToken } from './message-pages.js';
 import type { Reads } from './reads.js';
+import { renderWithRefs } from './blob-ref-render.js';
 
 /** How many (session, format) renderings are kept. */
 const RENDER_CACHE = 64;
@@ -101,6 +102,8 @@ export interface RenderedQuery {
   readonly asOfSeq?: number;
   /** Omit orphan results and answer unanswered calls instead of HISTORY_NOT_RENDERABLE. */
   readonly dropUnpaired?: boolean;
+  /** Blobbed values as their references (issue #39, blob-ref-render.ts), rendered fresh (not cached). */
+  readonly blobRefs?: boolean;
 }
 
 /**
@@ -114,7 +117,13 @@ export async function renderedMessagesPage(reads: Reads, limits: AppLimits, ctx:
   let all: RenderedMessage[];
   let headSeq: number | undefined;
   let generation: number;
-  if (q.asOfSeq === undefined) {
+  if (q.blobRefs === true) {
+    const out = await reads.getMessages(ctx, id, 'model', { asOfSeq: q.asOfSeq, blobRefs: true });
+    generation = out.replaceGeneration;
+    headSeq = out.headSeq;
+    if (token !== undefined && token.g !== generation) throw staleMessagesToken(token.g as number, generation);
+    all = renderWithRefs(q.format, out.messages.map((m) => ({ seq: m.seq, message: m.message as MessageJson })), { dropUnpaired: q.dropUnpaired });
+  } else if (q.asOfSeq === undefined) {
     const snap = await reads.modelSnapshot(ctx, id, { surface: true });
     generation = snap.replaceGeneration;
     headSeq = snap.headSeq;

@@ -196,8 +196,8 @@ export class SessionService {
   }
 
   /** One GetMessages page (pageSize 0 = all; see Reads.getMessagesPage), now or as of a seq. */
-  getMessagesPage(ctx: CallContext, id: string, view: MessagesView, pageSize: number, pageToken: string, asOfSeq?: number): Promise<MessagesPage> {
-    return this.#guard(this.#reads.getMessagesPage(ctx, id, view, pageSize, pageToken, asOfSeq));
+  getMessagesPage(ctx: CallContext, id: string, view: MessagesView, pageSize: number, pageToken: string, asOfSeq?: number, blobRefs?: boolean): Promise<MessagesPage> {
+    return this.#guard(this.#reads.getMessagesPage(ctx, id, view, pageSize, pageToken, asOfSeq, blobRefs));
   }
 
   /** The model history with the surface it comes from, from one committed state (compaction planning, pruning). */

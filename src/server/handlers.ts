@@ -21,6 +21,7 @@ import { encodeAppendEventsResponse, encodeListEventsResponse, fastEncodable, li
 import { EVENT_PAGE_FORMAT, pageEventBytes } from './wire/event-page.js';
 import { eventInputToCandidate, eventToProto, sessionToProto, storedEventToProto } from './convert.js';
 import { messageFromJson } from './typed-data.js';
+import { findBlobRefs } from '../domain/blobs.js';
 import { messageJsonText } from '../domain/derive.js';
 import { pipeStream } from './server-stream.js';
 import { NO_METRICS, type Metrics } from './metrics.js';
@@ -205,16 +206,17 @@ export function makeHandlers(app: SessionService, metrics?: Metrics, streams?: H
       const format = providerFormatOf(r.format);
       if (format !== undefined) return renderedMessages(app, ctx.caller, requireId(r.sessionId), r, format);
       const transcript = r.view === MessageView.MESSAGE_VIEW_TRANSCRIPT;
-      const { messages, headSeq, nextPageToken: next } = await app.getMessagesPage(ctx.caller, requireId(r.sessionId), transcript ? 'transcript' : 'model', r.pageSize, r.pageToken, r.asOfSeq);
+      const { messages, headSeq, nextPageToken: next } = await app.getMessagesPage(ctx.caller, requireId(r.sessionId), transcript ? 'transcript' : 'model', r.pageSize, r.pageToken, r.asOfSeq, r.blobRefs);
       // Model history: the projection's message objects persist across calls, so their encoded
       // entries are cached (see modelHistoryResponse); transcript messages are built per call
       // from a store read.
-      if (!transcript && !r.typed) return modelHistoryResponse(messages, headSeq, next) as unknown as GetMessagesResponse;
+      if (!transcript && !r.typed && !r.blobRefs) return modelHistoryResponse(messages, headSeq, next) as unknown as GetMessagesResponse;
       return {
         messages: messages.map((m) => ({
           seq: m.seq,
-          messageJson: transcript ? JSON.stringify(m.message) : messageJsonText(m.message),
-          message: r.typed ? messageFromJson(m.message) : undefined,
+          messageJson: transcript || r.blobRefs ? JSON.stringify(m.message) : messageJsonText(m.message),
+          // A message holding a blob reference has no typed form (issue #39).
+          message: r.typed && !(r.blobRefs && findBlobRefs(m.message).length > 0) ? messageFromJson(m.message) : undefined,
           tokens: estimateMessageTokens(m.message),
         })),
         headSeq,

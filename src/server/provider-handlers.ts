@@ -34,7 +34,7 @@ export async function renderedMessages(app: SessionService, ctx: CallContext, id
   if (r.view !== MessageView.MESSAGE_VIEW_MODEL_HISTORY) {
     throw new DomainError('FORMAT_NEEDS_MODEL_HISTORY', 'format renders the model history; ask for view MESSAGE_VIEW_MODEL_HISTORY (the transcript is DSH only)', { field: 'format' });
   }
-  const page = await app.getRenderedMessagesPage(ctx, id, { format, pageSize: r.pageSize, pageToken: r.pageToken, asOfSeq: r.asOfSeq, dropUnpaired: r.dropUnpaired });
+  const page = await app.getRenderedMessagesPage(ctx, id, { format, pageSize: r.pageSize, pageToken: r.pageToken, asOfSeq: r.asOfSeq, dropUnpaired: r.dropUnpaired, blobRefs: r.blobRefs });
   return {
     messages: [],
     headSeq: page.headSeq,

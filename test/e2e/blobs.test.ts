@@ -8,7 +8,7 @@
 import { createHash } from 'node:crypto';
 import { status } from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { GetBlobRequest, type GetBlobResponse } from '../../gen/palimpsest/v1/service.js';
+import { GetBlobRequest, MessageFormat, MessageView, type GetBlobResponse } from '../../gen/palimpsest/v1/service.js';
 import { api, failure, type Api } from '../support/e2e.js';
 import { input } from '../support/events.js';
 import { startTestServer, type TestServer } from '../support/test-server.js';
@@ -92,5 +92,35 @@ describe('blobs through the server', () => {
     expect(e!.data?.kind?.$case === 'json' ? e!.data.kind.value : '').toBe(JSON.stringify({
       id: 'u0', role: 'user', content: [{ type: 'text', text: 'screenshot "0" ✓' }, { type: 'image', attachment: { mimeType: 'image/png', data: PNG } }], source: { kind: 'user' },
     }));
+  });
+
+  it('GetMessages with blob_refs: every view and format carries the reference where the bytes were; without it, the bytes', async () => {
+    await a.createSession({ sessionId: 'msgs' });
+    await a.appendEvents({ sessionId: 'msgs', events: [imageMessage(0), imageMessage(1)] });
+    const ref = `{"$blob":"${DIGEST}","bytes":${png.byteLength},"mediaType":"image/png","encoding":"base64"}`;
+    for (const view of [MessageView.MESSAGE_VIEW_MODEL_HISTORY, MessageView.MESSAGE_VIEW_TRANSCRIPT]) {
+      const plain = await a.getMessages({ sessionId: 'msgs', view });
+      expect(plain.messages.map((m) => m.messageJson).join('')).toContain(PNG);
+      const withRefs = await a.getMessages({ sessionId: 'msgs', view, blobRefs: true, typed: true });
+      expect(withRefs.messages.map((m) => m.seq)).toEqual(plain.messages.map((m) => m.seq));
+      for (const m of withRefs.messages) {
+        expect(m.messageJson).toContain(`"attachment":{"mimeType":"image/png","data":${ref}}`);
+        expect(m.messageJson.length).toBeLessThan(1000);
+        // a message holding a reference has no typed form
+        expect(m.message).toBeUndefined();
+      }
+      expect(withRefs.messages.map((m) => JSON.parse(m.messageJson.replace(ref, JSON.stringify(PNG))) as unknown))
+        .toEqual(plain.messages.map((m) => JSON.parse(m.messageJson) as unknown));
+    }
+    for (const format of [MessageFormat.MESSAGE_FORMAT_OPENAI_CHAT, MessageFormat.MESSAGE_FORMAT_OPENAI_RESPONSES, MessageFormat.MESSAGE_FORMAT_ANTHROPIC, MessageFormat.MESSAGE_FORMAT_GEMINI]) {
+      const req = { sessionId: 'msgs', view: MessageView.MESSAGE_VIEW_MODEL_HISTORY, format };
+      const plain = await a.getMessages(req);
+      const withRefs = await a.getMessages({ ...req, blobRefs: true });
+      const text = withRefs.rendered.map((m) => m.providerJson).join('\n');
+      expect(text, `format ${format}`).toContain(ref);
+      expect(text).not.toContain(PNG.slice(0, 100));
+      expect(withRefs.rendered.map((m) => m.seqs)).toEqual(plain.rendered.map((m) => m.seqs));
+      expect(plain.rendered.map((m) => m.providerJson).join('')).toContain(PNG.slice(0, 100));
+    }
   });
 });

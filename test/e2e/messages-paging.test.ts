@@ -18,7 +18,7 @@ beforeAll(async () => {
 });
 afterAll(async () => { await t.stop(); });
 
-const req = (view: MessageView, pageSize: number, pageToken = '', typed = false): GetMessagesRequest => ({ sessionId: 'pg', view, typed, pageSize, pageToken, format: 0, dropUnpaired: false });
+const req = (view: MessageView, pageSize: number, pageToken = '', typed = false): GetMessagesRequest => ({ sessionId: 'pg', view, typed, pageSize, pageToken, format: 0, dropUnpaired: false, blobRefs: false });
 
 async function allPages(view: MessageView, pageSize: number, typed = false): Promise<number[]> {
   const c = t.client;

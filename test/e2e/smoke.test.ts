@@ -31,9 +31,9 @@ describe('smoke', () => {
     expect(r2.seqs).toEqual([4]);
     const surf = await call(c.getSurface.bind(c), { sessionId: 's1' });
     expect(surf.seqs).toEqual([4]);
-    const msgs = await call(c.getMessages.bind(c), { sessionId: 's1', view: MessageView.MESSAGE_VIEW_MODEL_HISTORY, typed: true, pageSize: 0, pageToken: '', format: 0, dropUnpaired: false });
+    const msgs = await call(c.getMessages.bind(c), { sessionId: 's1', view: MessageView.MESSAGE_VIEW_MODEL_HISTORY, typed: true, pageSize: 0, pageToken: '', format: 0, dropUnpaired: false, blobRefs: false });
     expect(msgs.messages.map((m) => m.seq)).toEqual([4]);
-    const tr = await call(c.getMessages.bind(c), { sessionId: 's1', view: MessageView.MESSAGE_VIEW_TRANSCRIPT, typed: false, pageSize: 0, pageToken: '', format: 0, dropUnpaired: false });
+    const tr = await call(c.getMessages.bind(c), { sessionId: 's1', view: MessageView.MESSAGE_VIEW_TRANSCRIPT, typed: false, pageSize: 0, pageToken: '', format: 0, dropUnpaired: false, blobRefs: false });
     expect(tr.messages.map((m) => m.seq)).toEqual([1, 3]);
     const err = await callError(c.appendEvents.bind(c), { sessionId: 's1', idempotencyKey: '', events: [userMessage('x', 'y'), input('user/message', {}, {})] });
     expect(err.code).toBe(status.INVALID_ARGUMENT);

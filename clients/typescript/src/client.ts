@@ -378,7 +378,7 @@ export class PalimpsestClient {
   async messages(sessionId: string, opts: { transcript?: boolean; asOfSeq?: number; format?: ProviderFormatName; dropUnpaired?: boolean } = {}): Promise<Message[] | unknown[]> {
     if (opts.format !== undefined) return (await this.renderedMessages(sessionId, opts.format, opts)).map((m) => m.message);
     const view = opts.transcript ? MessageView.MESSAGE_VIEW_TRANSCRIPT : MessageView.MESSAGE_VIEW_MODEL_HISTORY;
-    const res = await this.unary(this.raw.getMessages, { sessionId, view, typed: false, pageSize: 0, pageToken: '', asOfSeq: opts.asOfSeq, format: 0, dropUnpaired: false });
+    const res = await this.unary(this.raw.getMessages, { sessionId, view, typed: false, pageSize: 0, pageToken: '', asOfSeq: opts.asOfSeq, format: 0, dropUnpaired: false, blobRefs: false });
     return res.messages.map((m) => JSON.parse(m.messageJson) as Message);
   }
 
@@ -390,7 +390,7 @@ export class PalimpsestClient {
    */
   async renderedMessages(sessionId: string, format: ProviderFormatName, opts: { asOfSeq?: number; dropUnpaired?: boolean } = {}): Promise<{ seqs: number[]; tokens: number; message: unknown }[]> {
     const res = await this.unary(this.raw.getMessages, {
-      sessionId, view: MessageView.MESSAGE_VIEW_MODEL_HISTORY, typed: false, pageSize: 0, pageToken: '', asOfSeq: opts.asOfSeq, format: messageFormatOf(format), dropUnpaired: opts.dropUnpaired ?? false,
+      sessionId, view: MessageView.MESSAGE_VIEW_MODEL_HISTORY, typed: false, pageSize: 0, pageToken: '', asOfSeq: opts.asOfSeq, format: messageFormatOf(format), dropUnpaired: opts.dropUnpaired ?? false, blobRefs: false,
     });
     return res.rendered.map((m) => ({ seqs: m.seqs, tokens: m.tokens, message: JSON.parse(m.providerJson) as unknown }));
   }

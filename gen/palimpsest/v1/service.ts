@@ -628,6 +628,15 @@ export interface GetMessagesRequest {
    * (TOOL_OUTCOME_UNKNOWN, is_error). The log is not changed.
    */
   dropUnpaired: boolean;
+  /**
+   * Return blobbed values (docs/blobs.md) as their references
+   * `{"$blob": "sha256:…", "bytes": N, "mediaType": …}` instead of their bytes
+   * (fetch them with GetBlob), in every view and format: in a provider format
+   * the reference object replaces the whole string value that carried the
+   * bytes (an image's data or data URL). A message holding a reference has no
+   * typed `message`. Default false: the messages exactly as without blobs.
+   */
+  blobRefs: boolean;
 }
 
 /** One message of the model history in a provider's format. */
@@ -3744,6 +3753,7 @@ function createBaseGetMessagesRequest(): GetMessagesRequest {
     asOfSeq: undefined,
     format: 0,
     dropUnpaired: false,
+    blobRefs: false,
   };
 }
 
@@ -3772,6 +3782,9 @@ export const GetMessagesRequest: MessageFns<GetMessagesRequest> = {
     }
     if (message.dropUnpaired !== false) {
       writer.uint32(64).bool(message.dropUnpaired);
+    }
+    if (message.blobRefs !== false) {
+      writer.uint32(72).bool(message.blobRefs);
     }
     return writer;
   },
@@ -3853,6 +3866,14 @@ export const GetMessagesRequest: MessageFns<GetMessagesRequest> = {
             message.dropUnpaired = reader.bool();
             continue;
           }
+          case 9: {
+            if (tag !== 72) {
+              break;
+            }
+
+            message.blobRefs = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -3895,6 +3916,11 @@ export const GetMessagesRequest: MessageFns<GetMessagesRequest> = {
         : isSet(object.drop_unpaired)
         ? globalThis.Boolean(object.drop_unpaired)
         : false,
+      blobRefs: isSet(object.blobRefs)
+        ? globalThis.Boolean(object.blobRefs)
+        : isSet(object.blob_refs)
+        ? globalThis.Boolean(object.blob_refs)
+        : false,
     };
   },
 
@@ -3924,6 +3950,9 @@ export const GetMessagesRequest: MessageFns<GetMessagesRequest> = {
     if (message.dropUnpaired !== false) {
       obj.dropUnpaired = message.dropUnpaired;
     }
+    if (message.blobRefs !== false) {
+      obj.blobRefs = message.blobRefs;
+    }
     return obj;
   },
 
@@ -3940,6 +3969,7 @@ export const GetMessagesRequest: MessageFns<GetMessagesRequest> = {
     message.asOfSeq = object.asOfSeq ?? undefined;
     message.format = object.format ?? 0;
     message.dropUnpaired = object.dropUnpaired ?? false;
+    message.blobRefs = object.blobRefs ?? false;
     return message;
   },
 };

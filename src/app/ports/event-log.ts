@@ -122,6 +122,10 @@ export interface EventLog {
   readStoredEventTexts?(sessionId: string, query: ReadEventsQuery): Promise<StoredEventText[]>;
   /** Specific events by seq (missing seqs are omitted), ascending. */
   getEvents(sessionId: string, seqs: readonly number[]): Promise<SessionEvent[]>;
+  /** Optional (issue #39, BlobbingStore): as getEvents, with blobbed values as their references (GetMessages with blob_refs). */
+  getStoredEvents?(sessionId: string, seqs: readonly number[]): Promise<SessionEvent[]>;
+  /** Optional (issue #39, BlobbingStore): as readEvents, with blobbed values as their references (GetMessages with blob_refs). */
+  readStoredEvents?(sessionId: string, query: ReadEventsQuery): Promise<SessionEvent[]>;
   /**
    * Structural rows with seq >= fromSeq, ascending, without parsing `data`; at most `limit` rows
    * when given (readers that page through a long log, such as subscription catch-up).

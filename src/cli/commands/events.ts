@@ -154,7 +154,7 @@ const messages: Command = {
       const rendered: { seqs: number[]; tokens: number; json: Json }[] = [];
       let pageToken = '';
       do {
-        const r = await rpc.unary(rpc.client.getMessages, { sessionId, view: MessageView.MESSAGE_VIEW_MODEL_HISTORY, typed: false, pageSize: 1000, pageToken, asOfSeq, format, dropUnpaired: args.flag('drop-unpaired') });
+        const r = await rpc.unary(rpc.client.getMessages, { sessionId, view: MessageView.MESSAGE_VIEW_MODEL_HISTORY, typed: false, pageSize: 1000, pageToken, asOfSeq, format, dropUnpaired: args.flag('drop-unpaired'), blobRefs: false });
         for (const m of r.rendered) rendered.push({ seqs: m.seqs, tokens: m.tokens, json: JSON.parse(m.providerJson) as Json });
         pageToken = r.nextPageToken;
       } while (pageToken !== '');
@@ -169,7 +169,7 @@ const messages: Command = {
       const parsed: { seq: number; message: Json }[] = [];
       let pageToken = '';
       do {
-        const r = await rpc.unary(rpc.client.getMessages, { sessionId, view, typed: false, pageSize: 1000, pageToken, asOfSeq, format: 0, dropUnpaired: false });
+        const r = await rpc.unary(rpc.client.getMessages, { sessionId, view, typed: false, pageSize: 1000, pageToken, asOfSeq, format: 0, dropUnpaired: false, blobRefs: false });
         for (const m of r.messages) parsed.push({ seq: m.seq, message: JSON.parse(m.messageJson) as Json });
         pageToken = r.nextPageToken;
       } while (pageToken !== '');

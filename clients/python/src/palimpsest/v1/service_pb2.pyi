@@ -779,6 +779,7 @@ class GetMessagesRequest(google.protobuf.message.Message):
     AS_OF_SEQ_FIELD_NUMBER: builtins.int
     FORMAT_FIELD_NUMBER: builtins.int
     DROP_UNPAIRED_FIELD_NUMBER: builtins.int
+    BLOB_REFS_FIELD_NUMBER: builtins.int
     session_id: typing.Text
     """Session id."""
 
@@ -820,6 +821,15 @@ class GetMessagesRequest(google.protobuf.message.Message):
     (TOOL_OUTCOME_UNKNOWN, is_error). The log is not changed.
     """
 
+    blob_refs: builtins.bool
+    """Return blobbed values (docs/blobs.md) as their references
+    `{"$blob": "sha256:…", "bytes": N, "mediaType": …}` instead of their bytes
+    (fetch them with GetBlob), in every view and format: in a provider format
+    the reference object replaces the whole string value that carried the
+    bytes (an image's data or data URL). A message holding a reference has no
+    typed `message`. Default false: the messages exactly as without blobs.
+    """
+
     def __init__(self,
         *,
         session_id: typing.Text = ...,
@@ -830,9 +840,10 @@ class GetMessagesRequest(google.protobuf.message.Message):
         as_of_seq: typing.Optional[builtins.int] = ...,
         format: global___MessageFormat.ValueType = ...,
         drop_unpaired: builtins.bool = ...,
+        blob_refs: builtins.bool = ...,
         ) -> None: ...
     def HasField(self, field_name: typing_extensions.Literal["_as_of_seq",b"_as_of_seq","as_of_seq",b"as_of_seq"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing_extensions.Literal["_as_of_seq",b"_as_of_seq","as_of_seq",b"as_of_seq","drop_unpaired",b"drop_unpaired","format",b"format","page_size",b"page_size","page_token",b"page_token","session_id",b"session_id","typed",b"typed","view",b"view"]) -> None: ...
+    def ClearField(self, field_name: typing_extensions.Literal["_as_of_seq",b"_as_of_seq","as_of_seq",b"as_of_seq","blob_refs",b"blob_refs","drop_unpaired",b"drop_unpaired","format",b"format","page_size",b"page_size","page_token",b"page_token","session_id",b"session_id","typed",b"typed","view",b"view"]) -> None: ...
     def WhichOneof(self, oneof_group: typing_extensions.Literal["_as_of_seq",b"_as_of_seq"]) -> typing.Optional[typing_extensions.Literal["as_of_seq"]]: ...
 global___GetMessagesRequest = GetMessagesRequest
 
