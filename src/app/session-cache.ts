@@ -130,9 +130,13 @@ export class SessionCache {
    * `rec` (run-check.ts: no seq missing, the count when read from 0); a batch is yielded only once
    * checked, so an export or a fork never carries a log with a hole.
    */
-  async *scan(key: string, id: string, rec: SessionRecord, fromSeq: number): AsyncGenerator<SessionEvent[]> {
+  async *scan(key: string, id: string, rec: SessionRecord, fromSeq: number, blobRefs = false): AsyncGenerator<SessionEvent[]> {
     const run = new AscendingRun(rec, fromSeq);
-    for await (const batch of this.store.scanEvents(key, fromSeq, STORE_READ_BATCH)) {
+    // blobRefs: blobbed values as their references (issue #39, the rows as stored).
+    const batches = blobRefs && this.store.scanStoredEvents !== undefined
+      ? this.store.scanStoredEvents(key, fromSeq, STORE_READ_BATCH)
+      : this.store.scanEvents(key, fromSeq, STORE_READ_BATCH);
+    for await (const batch of batches) {
       const problem = run.add(batch);
       if (problem !== undefined) await this.corrupted(key, id, rec, problem);
       yield batch;

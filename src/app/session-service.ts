@@ -232,7 +232,7 @@ export class SessionService {
     return readBlobChunks(this.store, ctx.tenant, digest, offset);
   }
 
-  exportJsonl(ctx: CallContext, id: string, opts: { unpacked?: boolean } = {}): AsyncGenerator<string[]> {
+  exportJsonl(ctx: CallContext, id: string, opts: { unpacked?: boolean; blobRefs?: boolean } = {}): AsyncGenerator<string[]> {
     return this.#guardAll(this.#transfer.exportJsonl(ctx, id, opts));
   }
 

@@ -203,12 +203,12 @@ export class Transfer {
    * Exports a session as reference JSONL lines (packed chunk rows unless `unpacked`), with its
    * labels and pairing guard in a metadata trailer when it has any (metadata-trailer.ts).
    */
-  async *exportJsonl(ctx: CallContext, id: string, opts: { unpacked?: boolean } = {}): AsyncGenerator<string[]> {
+  async *exportJsonl(ctx: CallContext, id: string, opts: { unpacked?: boolean; blobRefs?: boolean } = {}): AsyncGenerator<string[]> {
     const rec = await this.cache.record(ctx, id);
     const enc = new JsonlEncoder(rec.header, { packChunks: !opts.unpacked });
     yield [enc.headerLine()];
     let last: SessionEvent | undefined;
-    for await (const batch of this.cache.scan(storageKey(ctx.tenant, id), id, rec, 0)) {
+    for await (const batch of this.cache.scan(storageKey(ctx.tenant, id), id, rec, 0, opts.blobRefs === true)) {
       const out: string[] = [];
       for (const e of batch) for (const l of enc.push(e)) out.push(l);
       last = batch[batch.length - 1] ?? last;

@@ -264,7 +264,7 @@ export function makeHandlers(app: SessionService, metrics?: Metrics, streams?: H
         // client's default 4 MiB receive limit, or the server's send limit).
         let buf: string[] = [];
         let size = 0;
-        for await (const lines of app.exportJsonl(ctx.caller, id, { unpacked: req.unpacked })) {
+        for await (const lines of app.exportJsonl(ctx.caller, id, { unpacked: req.unpacked, blobRefs: req.blobRefs })) {
           for (const l of lines) {
             buf.push(l);
             size += l.length;

@@ -123,4 +123,23 @@ describe('blobs through the server', () => {
       expect(plain.rendered.map((m) => m.providerJson).join('')).toContain(PNG.slice(0, 100));
     }
   });
+
+  it('ExportSession with blob_refs writes references; importing that file into the tenant gives back the same session', async () => {
+    await a.createSession({ sessionId: 'exp' });
+    await a.appendEvents({ sessionId: 'exp', events: [imageMessage(0), imageMessage(1)] });
+    const full = await a.exportSession('exp');
+    const light = await a.exportSession('exp', false, true);
+    expect(full).toContain(PNG);
+    expect(light).not.toContain(PNG.slice(0, 100));
+    expect(light).toContain(`{"$blob":"${DIGEST}","bytes":${png.byteLength},"mediaType":"image/png","encoding":"base64"}`);
+    expect(light.length).toBeLessThan(5000);
+    // the same tenant holds the blob: the references resolve on import
+    await a.importSession({ sessionId: 'exp-copy' }, Buffer.from(light));
+    const copy = await a.exportSession('exp-copy');
+    expect(copy.replace(/"(id|createdAt)":("exp(-copy)?"|\d+)/g, '') === full.replace(/"(id|createdAt)":("exp(-copy)?"|\d+)/g, '')).toBe(true);
+    // a server whose tenant has no such blob refuses it, and stores nothing
+    const refused = await failure(b.importSession({ sessionId: 'exp-elsewhere' }, Buffer.from(light)));
+    expect([refused.code, refused.reason]).toEqual([status.NOT_FOUND, 'BLOB_NOT_FOUND']);
+    expect((await failure(b.getSession({ sessionId: 'exp-elsewhere' }))).code).toBe(status.NOT_FOUND);
+  });
 });

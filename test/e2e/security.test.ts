@@ -120,7 +120,7 @@ describe('authentication and tenant isolation', () => {
     expect(nonexistent).toMatchObject({ code: status.NOT_FOUND, reason: 'SESSION_NOT_FOUND' });
     // Export (server stream) too.
     const exportErr = await new Promise<ServiceError>((resolve) => {
-      const s = c.exportSession({ sessionId: id, unpacked: false }, bob);
+      const s = c.exportSession({ sessionId: id, unpacked: false, blobRefs: false }, bob);
       s.on('data', () => undefined);
       s.on('error', resolve);
       s.on('end', () => resolve(Object.assign(new Error('ended'), { code: -1 }) as ServiceError));
@@ -148,7 +148,7 @@ describe('authentication and tenant isolation', () => {
     // Exports carry the plain id in the header and only the tenant's own events.
     const exportText = (md: Metadata) => new Promise<string>((resolve, reject) => {
       const chunks: Buffer[] = [];
-      const s = c.exportSession({ sessionId: 'alice-1', unpacked: false }, md);
+      const s = c.exportSession({ sessionId: 'alice-1', unpacked: false, blobRefs: false }, md);
       s.on('data', (m: { chunk: Buffer }) => chunks.push(m.chunk));
       s.on('error', reject);
       s.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));

@@ -76,10 +76,10 @@ export function api(client: SessionServiceClient) {
     },
 
     /** The exported file as text. */
-    exportSession(sessionId: string, unpacked = false): Promise<string> {
+    exportSession(sessionId: string, unpacked = false, blobRefs = false): Promise<string> {
       return new Promise((resolve, reject) => {
         const parts: Buffer[] = [];
-        const stream = client.exportSession(ExportSessionRequest.fromPartial({ sessionId, unpacked }), { deadline: Date.now() + DEADLINE_MS });
+        const stream = client.exportSession(ExportSessionRequest.fromPartial({ sessionId, unpacked, blobRefs }), { deadline: Date.now() + DEADLINE_MS });
         stream.on('data', (m: { chunk: Uint8Array }) => parts.push(Buffer.from(m.chunk)));
         stream.on('error', reject);
         stream.on('end', () => resolve(Buffer.concat(parts).toString('utf8')));

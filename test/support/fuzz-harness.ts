@@ -31,7 +31,7 @@ export async function exportAll(client: SessionServiceClient, ids: string[]): Pr
   for (const id of ids) {
     out += await new Promise<string>((resolve, reject) => {
       const chunks: Buffer[] = [];
-      const s = client.exportSession({ sessionId: id, unpacked: false });
+      const s = client.exportSession({ sessionId: id, unpacked: false, blobRefs: false });
       s.on('data', (m: { chunk: Buffer }) => chunks.push(m.chunk));
       s.on('error', reject);
       s.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));

@@ -488,7 +488,7 @@ export class PalimpsestClient {
    * order: `pipeline(Readable.from(c.exportSession(id)), createWriteStream(path))`).
    */
   async *exportSession(sessionId: string): AsyncGenerator<Uint8Array> {
-    const call = this.raw.exportSession({ sessionId, unpacked: false }, this.metadata());
+    const call = this.raw.exportSession({ sessionId, unpacked: false, blobRefs: false }, this.metadata());
     call.on('error', () => {}); // errors reach the iterator below
     try {
       for await (const res of call as AsyncIterable<ExportSessionResponse>) yield res.chunk;

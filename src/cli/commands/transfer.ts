@@ -144,7 +144,7 @@ const exportCmd: Command = {
     const dest = tmp === undefined ? out.stdout : createWriteStream(tmp);
     const progress = out.progress('exporting');
     let bytes = 0;
-    const stream = rpc.client.exportSession({ sessionId: id, unpacked: args.flag('unpacked') }, rpc.metadata());
+    const stream = rpc.client.exportSession({ sessionId: id, unpacked: args.flag('unpacked'), blobRefs: false }, rpc.metadata());
     async function* chunks(source: AsyncIterable<ExportSessionResponse>): AsyncGenerator<Uint8Array> {
       for await (const msg of source) {
         bytes += msg.chunk.length;
@@ -184,7 +184,7 @@ async function exportOtelGenai({ args, rpc, out }: CommandContext): Promise<void
   const parts: Buffer[] = [];
   let ok = false;
   try {
-    for await (const msg of rpc.client.exportSession({ sessionId: id, unpacked: true }, rpc.metadata()) as AsyncIterable<ExportSessionResponse>) {
+    for await (const msg of rpc.client.exportSession({ sessionId: id, unpacked: true, blobRefs: false }, rpc.metadata()) as AsyncIterable<ExportSessionResponse>) {
       progress.advance(msg.chunk.length, msg.chunk);
       parts.push(Buffer.from(msg.chunk));
     }

@@ -1151,18 +1151,28 @@ class ExportSessionRequest(google.protobuf.message.Message):
     DESCRIPTOR: google.protobuf.descriptor.Descriptor
     SESSION_ID_FIELD_NUMBER: builtins.int
     UNPACKED_FIELD_NUMBER: builtins.int
+    BLOB_REFS_FIELD_NUMBER: builtins.int
     session_id: typing.Text
     """Session id."""
 
     unpacked: builtins.bool
     """Write every assistant/chunk as its own line instead of packed rows."""
 
+    blob_refs: builtins.bool
+    """Write blobbed values (docs/blobs.md) as their references
+    `{"$blob": "sha256:…", …}` instead of their bytes: a small file that
+    ImportSession into a tenant holding the blobs turns back into the same
+    session (elsewhere its references are BLOB_NOT_FOUND). Default false: the
+    reference JSONL, byte-identical to the session stored without blobs.
+    """
+
     def __init__(self,
         *,
         session_id: typing.Text = ...,
         unpacked: builtins.bool = ...,
+        blob_refs: builtins.bool = ...,
         ) -> None: ...
-    def ClearField(self, field_name: typing_extensions.Literal["session_id",b"session_id","unpacked",b"unpacked"]) -> None: ...
+    def ClearField(self, field_name: typing_extensions.Literal["blob_refs",b"blob_refs","session_id",b"session_id","unpacked",b"unpacked"]) -> None: ...
 global___ExportSessionRequest = ExportSessionRequest
 
 class ExportSessionResponse(google.protobuf.message.Message):

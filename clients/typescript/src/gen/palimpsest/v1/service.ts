@@ -801,6 +801,14 @@ export interface ExportSessionRequest {
   sessionId: string;
   /** Write every assistant/chunk as its own line instead of packed rows. */
   unpacked: boolean;
+  /**
+   * Write blobbed values (docs/blobs.md) as their references
+   * `{"$blob": "sha256:…", …}` instead of their bytes: a small file that
+   * ImportSession into a tenant holding the blobs turns back into the same
+   * session (elsewhere its references are BLOB_NOT_FOUND). Default false: the
+   * reference JSONL, byte-identical to the session stored without blobs.
+   */
+  blobRefs: boolean;
 }
 
 /** One chunk of an export stream: consecutive chunks concatenated are the file. */
@@ -5255,7 +5263,7 @@ export const ImportSessionResponse: MessageFns<ImportSessionResponse> = {
 };
 
 function createBaseExportSessionRequest(): ExportSessionRequest {
-  return { sessionId: "", unpacked: false };
+  return { sessionId: "", unpacked: false, blobRefs: false };
 }
 
 export const ExportSessionRequest: MessageFns<ExportSessionRequest> = {
@@ -5265,6 +5273,9 @@ export const ExportSessionRequest: MessageFns<ExportSessionRequest> = {
     }
     if (message.unpacked !== false) {
       writer.uint32(16).bool(message.unpacked);
+    }
+    if (message.blobRefs !== false) {
+      writer.uint32(24).bool(message.blobRefs);
     }
     return writer;
   },
@@ -5298,6 +5309,14 @@ export const ExportSessionRequest: MessageFns<ExportSessionRequest> = {
             message.unpacked = reader.bool();
             continue;
           }
+          case 3: {
+            if (tag !== 24) {
+              break;
+            }
+
+            message.blobRefs = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -5318,6 +5337,11 @@ export const ExportSessionRequest: MessageFns<ExportSessionRequest> = {
         ? globalThis.String(object.session_id)
         : "",
       unpacked: isSet(object.unpacked) ? globalThis.Boolean(object.unpacked) : false,
+      blobRefs: isSet(object.blobRefs)
+        ? globalThis.Boolean(object.blobRefs)
+        : isSet(object.blob_refs)
+        ? globalThis.Boolean(object.blob_refs)
+        : false,
     };
   },
 
@@ -5329,6 +5353,9 @@ export const ExportSessionRequest: MessageFns<ExportSessionRequest> = {
     if (message.unpacked !== false) {
       obj.unpacked = message.unpacked;
     }
+    if (message.blobRefs !== false) {
+      obj.blobRefs = message.blobRefs;
+    }
     return obj;
   },
 
@@ -5339,6 +5366,7 @@ export const ExportSessionRequest: MessageFns<ExportSessionRequest> = {
     const message = createBaseExportSessionRequest();
     message.sessionId = object.sessionId ?? "";
     message.unpacked = object.unpacked ?? false;
+    message.blobRefs = object.blobRefs ?? false;
     return message;
   },
 };
