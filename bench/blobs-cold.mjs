@@ -6,7 +6,8 @@
  * process's start-to-answer time, and the bytes this process read through read syscalls for it
  * (/proc/self/io rchar; the page cache may hold them, so this is what the read asked for, not
  * what the disk served).
- *   node bench/blobs-cold.mjs FILE MIN_BYTES surface|messages
+ * `refs` is GetMessages with blob_refs (references instead of the images' bytes).
+ *   node bench/blobs-cold.mjs FILE MIN_BYTES surface|messages|refs
  */
 import { readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
@@ -28,6 +29,7 @@ const app = new SessionService(new BlobbingStore(store, Number(minBytes)), { ...
 const before = rchar();
 const t = performance.now();
 if (what === 'surface') await app.getSurface(ANONYMOUS, 'heavy');
+else if (what === 'refs') await app.getMessagesPage(ANONYMOUS, 'heavy', 'model', 0, '', undefined, true); // GetMessages blob_refs: without the images' bytes
 else await app.getMessages(ANONYMOUS, 'heavy', 'model');
 const ms = performance.now() - t;
 const read = rchar() - before;
