@@ -13,11 +13,13 @@
  *   removes the session's event_blobs rows, then, per digest in digest order, locks the blob row
  *   (FOR UPDATE), deletes it if no other event references it (a new statement, so a new snapshot
  *   that sees every reference committed before the lock was granted) and gives its size back to
- *   the tenant's byte counter (a blob counts once per tenant). Its name sorts after feed_record
- *   and search_forget_session, so it fires last (PostgreSQL fires a table's triggers of one event
- *   in name order): a delete takes the tenant's feed lock before any blob row, as an append does
- *   (its session row update takes the feed lock, then pg-blobs.ts locks the blobs), so the two
- *   never wait on each other in opposite orders over a blob.
+ *   the tenant's byte counter (a blob counts once per tenant). Lock order, as a writer's
+ *   (pg-blobs.ts: its write function locked the session row and the session's byte-counter shard,
+ *   or every shard for a quota check, before it touches a blob): the session row, then the
+ *   session's shard, then blob rows in digest order. Its name sorts after feed_record and
+ *   search_forget_session, so it fires last among a session's AFTER DELETE triggers (name order)
+ *   and takes the tenant's feed lock, where that is a row trigger, before its blob rows too, as
+ *   an append's session update does.
  * - is_blob_ref(jsonb) mirrors src/domain/blobs.ts parseBlobRef; search_text (migration 5) is
  *   replaced so that a reference object, digest included, is not searchable (docs/search.md), as
  *   src/domain/search-text.ts does.
@@ -55,6 +57,9 @@ BEGIN
   WITH gone AS (DELETE FROM ${s}.event_blobs WHERE session_id = OLD.id RETURNING digest)
     SELECT array_agg(DISTINCT digest ORDER BY digest) INTO v_digests FROM gone;
   IF v_digests IS NULL THEN RETURN NULL; END IF;
+  -- The session's byte-counter shard before any blob row, as a writer holds it (its write
+  -- function added the events' bytes) before it locks blobs.
+  PERFORM 1 FROM ${s}.tenant_bytes WHERE tenant = OLD.tenant AND shard = (hashtext(OLD.id) & 15) FOR UPDATE;
   FOREACH v_digest IN ARRAY v_digests LOOP
     PERFORM 1 FROM ${s}.blobs WHERE tenant = OLD.tenant AND digest = v_digest FOR UPDATE;
     DELETE FROM ${s}.blobs b WHERE b.tenant = OLD.tenant AND b.digest = v_digest
