@@ -367,7 +367,7 @@ export class SqliteSessionStore implements SessionStore {
   /** Every tenant's stored session count (the palimpsest_tenant_sessions gauge). */
   async tenantSessionCounts(): Promise<ReadonlyMap<string, number>> {
     await this.readable();
-    const rows = this.db.prepare('SELECT tenant, session_count FROM tenants').raw().all() as [string, number][];
+    const rows = this.st.selectTenantCounts.all() as [string, number][];
     return this.seen(new Map(rows));
   }
 
