@@ -6,10 +6,14 @@
  *   node --import tsx bench/server/child.ts hold
  *   node --import tsx bench/server/child.ts h2echo [--sweeping]
  *   node --import tsx bench/server/child.ts h2hold
+ *   node --import tsx bench/server/child.ts replay <ListEvents response file> <GetMessages response file>
  *
  * `palimpsest` runs the real server (startServer) on 127.0.0.1:0, on grpc-js; `echo` runs a bare grpc-js
  * server whose AppendEvents/ListEvents/GetMessages handlers echo the request bytes back (identity
  * serializers, no protobuf, no store): the machine's gRPC ceiling for a same-size message.
+ * `replay` answers every ListEvents and GetMessages with the bytes of a file (the real server's
+ * response, saved by the bench): the ceiling of grpc-js carrying exactly those responses, with no
+ * store, app or encoding work behind them.
  * `h2echo` and `h2hold` are the same on bare node:http2 (gRPC framing written by hand, nothing
  * else): the ceiling of node:http2 itself.
  * Without --sweeping, V8's concurrent ArrayBuffer sweeping is turned off first thing, as
@@ -50,6 +54,19 @@ if (mode === 'palimpsest') {
   const echo = (call: { request: Buffer }, cb: (err: null, res: Buffer) => void): void => cb(null, call.request);
   const def = (name: string) => ({ path: `/palimpsest.v1.SessionService/${name}`, requestStream: false, responseStream: false, requestSerialize: identity, requestDeserialize: identity, responseSerialize: identity, responseDeserialize: identity });
   server.addService({ appendEvents: def('AppendEvents'), listEvents: def('ListEvents'), getMessages: def('GetMessages') } as never, { appendEvents: echo, listEvents: echo, getMessages: echo } as never);
+  const port = await new Promise<number>((resolve, reject) => server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))));
+  stop = () => new Promise((r) => server.tryShutdown(() => r()));
+  process.stdout.write(`${JSON.stringify({ port })}\n`);
+} else if (mode === 'replay') {
+  const grpc = await import('@grpc/grpc-js');
+  const { readFileSync } = await import('node:fs');
+  const listBytes = readFileSync(args[1]!);
+  const messagesBytes = readFileSync(args[2]!);
+  const server = new grpc.Server({ 'grpc.max_receive_message_length': 16 * 1024 * 1024, 'grpc.max_send_message_length': 16 * 1024 * 1024 });
+  const identity = (b: Buffer): Buffer => b;
+  const def = (name: string) => ({ path: `/palimpsest.v1.SessionService/${name}`, requestStream: false, responseStream: false, requestSerialize: identity, requestDeserialize: identity, responseSerialize: identity, responseDeserialize: identity });
+  const answer = (bytes: Buffer) => (_call: unknown, cb: (err: null, res: Buffer) => void): void => cb(null, bytes);
+  server.addService({ listEvents: def('ListEvents'), getMessages: def('GetMessages') } as never, { listEvents: answer(listBytes), getMessages: answer(messagesBytes) } as never);
   const port = await new Promise<number>((resolve, reject) => server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))));
   stop = () => new Promise((r) => server.tryShutdown(() => r()));
   process.stdout.write(`${JSON.stringify({ port })}\n`);
