@@ -336,10 +336,13 @@ async function soak(name, servers, out) {
     await wait(started + minute * PERIOD_MS);
     servers.forEach((s, i) => raw[i].push(rawRss(s.proc.pid)));
     const gcs = await Promise.all(servers.map((s) => forceGc(s)));
-    const figures = await Promise.all(servers.map(async (s, i) => ({
-      ...await scrape(s.metricsPort), ...smaps(s.proc.pid), rawFloorMb: Math.min(...raw[i]), rawMedianMb: median(raw[i]), rawMaxMb: Math.max(...raw[i]),
-      gcThreads: gcs[i].threads, liveHeapMb: gcs[i].liveHeapMb,
-    })));
+    const figures = await Promise.all(servers.map(async (s, i) => {
+      const m = smaps(s.proc.pid);
+      return {
+        ...await scrape(s.metricsPort), ...m, outsideV8Mb: m.brkMb + m.bigAnonMb + m.fileMb,
+        rawFloorMb: Math.min(...raw[i]), rawMedianMb: median(raw[i]), rawMaxMb: Math.max(...raw[i]), gcThreads: gcs[i].threads, liveHeapMb: gcs[i].liveHeapMb,
+      };
+    }));
     const row = { minute, load1: loadavg()[0], ok: stats.ok, p99: p99(stats.lat), figures };
     stats.ok = 0;
     stats.lat = [];
@@ -356,7 +359,8 @@ async function soak(name, servers, out) {
   const rss = statsOf('rssMb');
   say(`\nSlopes after warm-up (minutes ${WARMUP + 1}-${MINUTES}), MB per 10 min, ± the standard error (widened for the residuals' lag-1 autocorrelation r), 95% interval:`);
   for (const [key, what] of [['rssMb', FORCED_GC ? 'RSS after a forced full GC (the figure against the target)' : 'RSS at the minute mark (the figure against the target)'],
-    ['rawFloorMb', 'RSS, floor of the minute\'s raw samples'], ['rawMedianMb', 'RSS, median of the minute\'s raw samples'],
+    ['rawFloorMb', 'RSS, floor of the minute\'s raw samples'], ['rawMedianMb', 'RSS, median of the minute\'s raw samples'], ['rawMaxMb', 'RSS, maximum of the minute\'s raw samples'],
+    ['outsideV8Mb', 'RSS outside V8 pages (malloc brk + other anonymous + files)'],
     ['liveHeapMb', 'V8 main heap live (used right after the forced collection)'], ['heapMb', 'V8 main heap used (at the scrape)'], ['heapTotalMb', 'V8 main heap total'],
     ['smallAnonMb', 'V8 pages (anonymous mappings < 1 MiB, both isolates)'], ['brkMb', 'malloc brk heap'], ['bigAnonMb', 'other anonymous (malloc thread arenas, large buffers)'], ['fileMb', 'mapped files']]) {
     say(`- ${what}: ${statsOf(key).map((st, i) => `s${i} ${per10(st)} r=${st.r1.toFixed(2)}`).join('; ')}`);
