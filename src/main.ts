@@ -82,7 +82,8 @@ export async function openStore(config: ServerConfig, logger?: Logger): Promise<
   const migration = migrationOptions(config, logger);
   if (isPostgresUrl(config.db)) {
     const { PostgresSessionStore } = await import('./store/postgres/postgres-store.js');
-    return PostgresSessionStore.open({ url: config.db, ...migration, onError: (error) => logger?.warn({ err: error }, 'PostgreSQL connection problem') });
+    return PostgresSessionStore.open({ url: config.db, ...migration, onError: (error) => logger?.warn({ err: error }, 'PostgreSQL connection problem'),
+      onStatementRetry: (retry) => logger?.warn(retry, 'PostgreSQL statement rolled back (deadlock or serialization failure) and run again') });
   }
   return new SqliteSessionStore({ path: config.db, durability: config.durability, appendWriter: config.sqliteWriter, ...migration });
 }

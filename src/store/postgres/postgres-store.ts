@@ -112,7 +112,7 @@ export class PostgresSessionStore implements SessionStore {
     this.#pool = pool;
     this.#connection = connection;
     this.#options = options;
-    this.#sql = new Statements(pool, schema);
+    this.#sql = new Statements(pool, schema, options.onStatementRetry);
     this.#channel = channelOf(schema);
     this.#now = options.now ?? Date.now;
     this.#notifier = new HeadNotifier(pool, this.#channel);
@@ -156,7 +156,7 @@ export class PostgresSessionStore implements SessionStore {
 
   /** Write counters. */
   stats(): PostgresStoreStats {
-    return { ...this.#counters };
+    return { ...this.#counters, statementRetries: this.#sql.retries };
   }
 
   /** Every call checks this first; calls issued before close() still run to the end. */
