@@ -11,7 +11,7 @@ import { mapError } from './pg-errors.js';
  * SQLSTATEs after which PostgreSQL has rolled the statement's whole transaction back, so running
  * it again is safe: 40P01 deadlock_detected, 40001 serialization_failure. Every statement here is
  * one autocommitted call (a write function), never part of a wider transaction. The soak
- * (bench/soak.md) met 40P01 between two replicas' writes of one tenant (a create's quota shard
+* (bench/soak.md) met 40P01 between two replicas' writes of one tenant (a create's quota shard
  * and an append's feed position taken in opposite orders): 36 INTERNAL answers in 30 minutes.
  */
 const RETRIED_SQLSTATES: ReadonlySet<string> = new Set(['40P01', '40001']);
