@@ -344,6 +344,41 @@ BEGIN
 END
 $fn$;
 
+-- Appends of several sessions in one transaction (group commit across sessions: the calls a
+-- replica had queued while its previous transactions ran), each with exactly the checks of
+-- append: call i is for session p_ids[i] and has p_counts[i] events, taken in order from the
+-- flattened event arrays; one row per call, with its index in the call column. Lock order (see the module
+-- comment): every session row first, by id; then the byte-counter shards, by tenant and shard
+-- (every shard of a tenant one of whose calls checks the quota, else the sessions' own); then
+-- the calls, by tenant, so the deferred feed records take the tenants' feed positions in tenant
+-- order at commit; a session's calls keep their order.
+CREATE OR REPLACE FUNCTION ${s}.append_many(
+  p_ids text[], p_counts integer[], p_expected_next bigint[], p_expected_writer text[], p_writer text[], ${EVENT_ARGS},
+  p_bytes bigint[], p_key text[], p_hash text[], p_surface_length bigint[], p_max_bytes bigint[], p_now bigint
+) RETURNS TABLE (call integer, outcome text, head bigint, r_hash text, r_seqs bigint[], r_surface bigint, q_limit bigint, q_actual bigint)
+LANGUAGE plpgsql AS $fn$
+DECLARE
+  v_from integer[] := '{}'; v_at integer := 1; c record;
+BEGIN
+  FOR i IN 1 .. cardinality(p_counts) LOOP
+    v_from := v_from || v_at; v_at := v_at + p_counts[i];
+  END LOOP;
+  PERFORM 1 FROM ${s}.sessions ss WHERE ss.id = ANY(p_ids) ORDER BY ss.id FOR UPDATE;
+  PERFORM 1 FROM ${s}.tenant_bytes tb
+    WHERE (tb.tenant, tb.shard) IN (SELECT ss.tenant, (hashtext(ss.id) & ${TENANT_SHARDS - 1})::smallint FROM ${s}.sessions ss WHERE ss.id = ANY(p_ids))
+       OR tb.tenant IN (SELECT ss.tenant FROM unnest(p_ids, p_max_bytes) AS u (id, mb) JOIN ${s}.sessions ss ON ss.id = u.id WHERE u.mb > 0)
+    ORDER BY tb.tenant, tb.shard FOR UPDATE;
+  FOR c IN SELECT u.i::integer AS i FROM unnest(p_ids) WITH ORDINALITY AS u (id, i) LEFT JOIN ${s}.sessions ss ON ss.id = u.id
+             ORDER BY ss.tenant, u.id, u.i LOOP
+    RETURN QUERY SELECT c.i, a.* FROM ${s}.append(p_ids[c.i], p_expected_next[c.i], p_expected_writer[c.i], p_writer[c.i],
+      p_seqs[v_from[c.i]:v_from[c.i] + p_counts[c.i] - 1], p_types[v_from[c.i]:v_from[c.i] + p_counts[c.i] - 1],
+      p_times[v_from[c.i]:v_from[c.i] + p_counts[c.i] - 1], p_data[v_from[c.i]:v_from[c.i] + p_counts[c.i] - 1],
+      p_sources[v_from[c.i]:v_from[c.i] + p_counts[c.i] - 1], p_ops[v_from[c.i]:v_from[c.i] + p_counts[c.i] - 1],
+      p_ign[v_from[c.i]:v_from[c.i] + p_counts[c.i] - 1], p_bytes[c.i], p_key[c.i], p_hash[c.i], p_surface_length[c.i], p_max_bytes[c.i], p_now) AS a;
+  END LOOP;
+END
+$fn$;
+
 -- Creates a session with its initial log. The tenant row lock serialises the tenant's creates
 -- (exact session quota across replicas); pending (importing) sessions count too.
 CREATE OR REPLACE FUNCTION ${s}.create_session(
