@@ -154,4 +154,45 @@ describe.skipIf(!hasPostgres())('PostgreSQL lock order (issue #33)', () => {
     expect(store.stats().statementRetries - before).toBe(0);
     expect(store.stats().maxGroupSize).toBe(2);
   });
+
+  it('two replicas mixing creates, deletes, label updates and grouped appends with and without the quota on one tenant: nothing retried', async () => {
+    await openStore();
+    const other = await PostgresSessionStore.open({ url: db.url, schema, headPollMs: 60_000 });
+    try {
+      const replicas = [store, other];
+      const ids = Array.from({ length: 12 }, (_, i) => `m${i}`);
+      for (const id of ids) expect(await store.createSession(record(id), [ev(0)])).toEqual({ kind: 'created' });
+      const heads = new Map(ids.map((id) => [id, { next: 1, writer: 'w0' }]));
+      const quota = { tenant: TENANT, maxBytes: 10_000_000 };
+      let n = 0;
+      // Each round: every session gets one append from a replica chosen per session (half of them
+      // checking the quota), while sessions are created and deleted and labels change on both.
+      for (let round = 0; round < 8; round++) {
+        const work: Promise<unknown>[] = [];
+        for (const [i, id] of ids.entries()) {
+          const h = heads.get(id)!;
+          const writer = `w${round + 1}`;
+          work.push(replicas[(i + round) % 2]!.append(id, {
+            expectedNextSeq: h.next, expectedWriter: h.writer, writer, events: [ev(h.next)], surfaceLength: 0, ...(i % 2 === 0 ? { quota } : {}),
+          }).then((o) => {
+            expect(o).toEqual({ kind: 'appended' });
+            h.next++;
+            h.writer = writer;
+          }));
+        }
+        for (const r of replicas) {
+          const id = `x${n++}`;
+          work.push(r.createSession(record(id), [ev(0)], { maxSessions: 1000, maxBytes: 10_000_000 }).then(() => r.deleteSession(id)));
+        }
+        work.push(other.updateLabels(ids[round]!, { round: String(round) }, 0));
+        await Promise.all(work);
+      }
+      expect(store.stats().statementRetries + other.stats().statementRetries).toBe(0);
+      expect(store.stats().maxGroupSize + other.stats().maxGroupSize).toBeGreaterThan(2);
+      const feed = await store.readFeed({ tenant: TENANT, after: 0, limit: 10_000 });
+      expect(feed.map((r) => r.position)).toEqual(feed.map((_, i) => i + 1));
+    } finally {
+      await other.close();
+    }
+  });
 });
