@@ -56,15 +56,15 @@
  *
  * Lock order (issue #33: the soak met deadlocks, 40P01, between writes of one tenant). Every write
  * transaction takes its row locks in this order, taking only the ones it needs:
- *   1. the session row (append, append_batch, append_pending, update_labels, publish and delete
- *      lock it first; create_session locks an existing row of its id, so it waits for a delete of
- *      that id in progress);
+ *   1. the session row(s) (append, append_batch, append_pending, update_labels, publish, delete;
+ *      append_many all of its sessions, by id; create_session an existing row of its id, so it
+ *      waits for a delete of that id in progress);
  *   2. the tenant's row in `tenants` (create, delete);
  *   3. the tenant's byte-counter shards in `tenant_bytes`, in ascending shard order: the quota
  *      check locks all of them (LOCK_TENANT_BYTES), other writes only the session's own shard;
- *      append_batch takes all of them before its first call when any call checks the quota;
- *   4. the tenant's feed position (`feed_heads`), last: the feed_record trigger is a constraint
- *      trigger deferred to the commit, so it runs after every statement of the transaction,
+ *      append_batch / append_many take them all first (by tenant, shard) when a call checks it;
+ *   4. the tenant's feed position (`feed_heads`; several tenants in tenant order), last: a constraint
+ *      trigger (feed_record) deferred to the commit runs after every statement of the transaction,
  *      whichever write function (and whatever statement order inside it) made the change.
  * A transaction only waits for locks later in the order than those it holds, so no cycle can
  * form. Feed retention only reads feed_heads (feed-retention.ts); retention deletes one session per
