@@ -79,6 +79,7 @@ export class AppendThread implements AppendQueue {
   readonly #gate: SharedCommitGate | undefined;
   #waitingReads: WaitingRead[] = [];
   #syncs = 0;
+  #handOvers = 0;
   #opened = false;
   #readyWaiters: { resolve: () => void; reject: (e: unknown) => void }[] = [];
   readonly #config: WriterConfig;
@@ -95,6 +96,11 @@ export class AppendThread implements AppendQueue {
   ) {
     this.#gate = config.durability === 'full' && config.fullSync === 'background' ? new SharedCommitGate() : undefined;
     this.#config = { ...config, gate: this.#gate?.buffer };
+  }
+
+  /** Messages that handed appends to the thread. */
+  get handOvers(): number {
+    return this.#handOvers;
   }
 
   /** The thread's background WAL syncs, as last reported. */
@@ -181,6 +187,7 @@ export class AppendThread implements AppendQueue {
     if (worker === undefined) return;
     // Referenced only while answers are owed: an idle writer never keeps the process alive.
     worker.ref();
+    this.#handOvers++;
     worker.postMessage({ kind: 'append', calls });
   }
 
