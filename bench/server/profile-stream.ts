@@ -5,10 +5,11 @@
  * append (all threads and the event loop, from /proc, Linux only), then the top self-time frames
  * of a `node --cpu-prof` profile of the server.
  *
- *   npx tsx bench/server/profile-stream.ts [full|memory|normal] [--events N] [--inflight M] [--unary] [--no-profile]
+ *   npx tsx bench/server/profile-stream.ts [full|memory|normal] [--events N] [--inflight M] [--runs R] [--unary] [--grpc-client] [--no-profile]
  *
  * `--unary` drives unary AppendEvents calls through a grpc-js client instead (the same body), for
- * the same per-append figures on the unary path. Not part of `npm run bench`: a tool for working
+ * the same per-append figures on the unary path; `--grpc-client` drives the stream through a
+ * grpc-js client (append-stream-load.ts grpcStreamLoad) instead of bare node:http2. Not part of `npm run bench`: a tool for working
  * on the stream path (bench/history/issue-37-grpc-js.md).
  */
 import { spawn } from 'node:child_process';
@@ -20,7 +21,7 @@ import * as grpc from '@grpc/grpc-js';
 import { AppendEventsRequest } from '../../gen/palimpsest/v1/service.js';
 import type { EventInput } from '../../gen/palimpsest/v1/event.js';
 import { bundleServerChild } from './bundle.js';
-import { streamLoad, streamRequest } from './append-stream-load.js';
+import { grpcStreamLoad, streamLoad, streamRequest } from './append-stream-load.js';
 
 const argv = process.argv.slice(2);
 const mode = argv.find((a) => ['full', 'memory', 'normal'].includes(a)) ?? 'full';
@@ -32,6 +33,7 @@ const EVENTS = opt('--events', 1);
 const INFLIGHT = opt('--inflight', 64);
 const RUNS = opt('--runs', 5);
 const unary = argv.includes('--unary');
+const grpcClient = argv.includes('--grpc-client');
 const withProfile = !argv.includes('--no-profile');
 const root = mkdtempSync(join(tmpdir(), 'palimpsest-profile-stream-'));
 const identity = (b: Buffer): Buffer => b;
@@ -95,7 +97,7 @@ async function main(): Promise<void> {
   for (let i = 0; i < RUNS; i++) {
     const s0 = await stats();
     const c0 = cpuOf(proc.pid!);
-    const rate = unary ? await unaryLoad(address, body, INFLIGHT, 1.5) : (await streamLoad(address, req, EVENTS, INFLIGHT, 0.2, 1.5)).rate;
+    const rate = unary ? await unaryLoad(address, body, INFLIGHT, 1.5) : (await (grpcClient ? grpcStreamLoad : streamLoad)(address, req, EVENTS, INFLIGHT, 0.2, 1.5)).rate;
     const c1 = cpuOf(proc.pid!);
     const s1 = await stats();
     const appended = s1 && s0 ? s1.appends - s0.appends : 0;
