@@ -104,7 +104,8 @@ async function main(): Promise<void> {
     const perCommit = s1 && s0 && s1.groupCommits > s0.groupCommits ? (appended / (s1.groupCommits - s0.groupCommits)).toFixed(1) : '-';
     const perSync = s1 && s0 && s1.syncs > s0.syncs ? (appended / (s1.syncs - s0.syncs)).toFixed(1) : '-';
     const perHandOver = s1?.handOvers && s0 && s1.handOvers > (s0.handOvers ?? 0) ? (appended / (s1.handOvers - (s0.handOvers ?? 0))).toFixed(1) : '-';
-    const n = appended > 0 ? appended : rate * 1.7;
+    // The store counts append calls (batches): events are EVENTS each.
+    const n = appended > 0 ? appended * EVENTS : rate * 1.7;
     console.log(`  ${Math.round(rate)} events/s; per group commit ${perCommit}, per fdatasync ${perSync}, per hand-over to the writer ${perHandOver}; CPU per event all ${((c1.all - c0.all) * 1e6 / n).toFixed(1)} us, event loop ${((c1.loop - c0.loop) * 1e6 / n).toFixed(1)} us`);
   }
   await new Promise<void>((resolve) => {
