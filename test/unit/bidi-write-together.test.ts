@@ -7,6 +7,7 @@ import { Duplex } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import type { ServerDuplexStream } from '@grpc/grpc-js';
 import { writeTogether } from '../../src/server/grpc/handle-bidi.js';
+import { GrpcSink } from '../../src/server/grpc/handle-server-stream.js';
 
 /** A duplex shaped like grpc-js's ServerDuplexStreamImpl: `_write` sends one message through `call` and completes when it is written. */
 function fakeCall(): { duplex: Duplex; sent: unknown[]; complete: () => number } {
@@ -58,6 +59,21 @@ describe('writeTogether', () => {
     expect(complete()).toBe(4);
     await new Promise((r) => setImmediate(r));
     expect(drained).toBe(true);
+  });
+
+  it('a coalescing sink sends the answers written in one turn together at its end, the first included', async () => {
+    const { duplex, sent, complete } = fakeCall();
+    const sink = new GrpcSink(duplex as never, (e) => e as never, writeTogether(duplex as unknown as ServerDuplexStream<unknown, unknown>));
+    // Written from promise jobs of one turn, as AppendStream's answers are.
+    await Promise.resolve().then(() => sink.write(0)).then(() => sink.write(1)).then(() => sink.write(2));
+    expect(sent).toEqual([]);
+    await new Promise((r) => process.nextTick(r));
+    expect(sent).toEqual([0, 1, 2]);
+    expect(complete()).toBe(3);
+    // A later turn starts a new run.
+    sink.write(3);
+    await new Promise((r) => setImmediate(r));
+    expect(sent).toEqual([0, 1, 2, 3]);
   });
 
   it('leaves a call that does not look like grpc-js\'s alone', () => {

@@ -63,10 +63,10 @@ interface DuplexInternals {
  * 'drain', the sink's flow control) waits until all of them are written. Left as it is when the
  * call does not look as expected (another grpc-js version).
  */
-export function writeTogether(call: ServerDuplexStream<unknown, unknown>): void {
+export function writeTogether(call: ServerDuplexStream<unknown, unknown>): boolean {
   const internals = call as unknown as DuplexInternals;
   const inner = internals.call;
-  if (typeof inner?.sendMessage !== 'function' || typeof internals._writev === 'function') return;
+  if (typeof inner?.sendMessage !== 'function' || typeof internals._writev === 'function') return false;
   internals._writev = (chunks, callback) => {
     let left = chunks.length;
     const written = (): void => {
@@ -74,11 +74,12 @@ export function writeTogether(call: ServerDuplexStream<unknown, unknown>): void 
     };
     for (const { chunk } of chunks) inner.sendMessage!(chunk, written);
   };
+  return true;
 }
 
 export function handleBidi(m: Extract<MethodImpl, { shape: 'bidi' }>, resolve: ContextResolver, fail: (e: unknown) => ServiceError) {
   return (call: ServerDuplexStream<unknown, unknown>): void => {
-    const sink = new GrpcSink(call, fail);
+    const sink = new GrpcSink(call, fail, writeTogether(call));
     let ctx;
     try {
       ctx = grpcContext(call, resolve, m.access);
@@ -87,7 +88,6 @@ export function handleBidi(m: Extract<MethodImpl, { shape: 'bidi' }>, resolve: C
       sink.end(e);
       return;
     }
-    writeTogether(call);
     m.handle(ctx, requestsOf(call), sink);
   };
 }
