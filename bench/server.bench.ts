@@ -488,7 +488,7 @@ async function main(): Promise<void> {
       [`echo${m}`, () => h2Echo(echo, oneFile, m)],
       [`full${m}`, () => h2Append(full, oneFile, m)],
       [`normal${m}`, () => h2Append(normal, oneFile, m)],
-      // AppendStream: the same single events, m in flight on one stream (grpc-js client).
+      // AppendStream: the same single events, m in flight on one stream (gRPC framing on bare node:http2, append-stream-load.ts).
       ...(m === 64 ? [
         [`stream${m}`, () => streamLoad(full.address, streamOne, 1, m, WARMUP, DURATION)],
         [`memUnary${m}`, () => h2Append(mem, oneFile, m)],
@@ -497,8 +497,8 @@ async function main(): Promise<void> {
     ])) as Record<string, () => Promise<Run>>);
     const streamRatio = one.stream64!.rate.median / one.full64!.rate.median;
     const memStreamRatio = one.memStream64!.rate.median / one.memUnary64!.rate.median;
-    resultRow('AppendStream 1 event/batch, 1 session, 64 in flight on one stream, full (grpc-js client)', 'appends/s', one.stream64!, one.full64, 'unary AppendEvents, 64 in flight');
-    resultRow('AppendStream 1 event/batch, 1 session, 64 in flight on one stream, in memory (grpc-js client)', 'appends/s', one.memStream64!, one.memUnary64, 'unary AppendEvents, 64 in flight, in memory');
+    resultRow('AppendStream 1 event/batch, 1 session, 64 in flight on one stream, full (node:http2 load)', 'appends/s', one.stream64!, one.full64, 'unary AppendEvents, 64 in flight');
+    resultRow('AppendStream 1 event/batch, 1 session, 64 in flight on one stream, in memory (node:http2 load)', 'appends/s', one.memStream64!, one.memUnary64, 'unary AppendEvents, 64 in flight, in memory');
     resultRow('  AppendEvents 1 event, 1 session, 64 in flight, in memory', 'appends/s', one.memUnary64!, one.echo64);
     headline({ id: 'stream-vs-unary', label: 'AppendStream single events, 1 session, 64 in flight, in memory, vs unary AppendEvents (same run)', value: `${memStreamRatio.toFixed(2)}x (${fmt(one.memStream64!.rate.median)} vs ${fmt(one.memUnary64!.rate.median)} appends/s)`, target: '>= 2x', met: memStreamRatio >= 2 });
     headline({ id: 'stream-vs-unary-full', label: 'AppendStream single events, 1 session, 64 in flight, durability full, vs unary AppendEvents (same run)', value: `${streamRatio.toFixed(2)}x (${fmt(one.stream64!.rate.median)} vs ${fmt(one.full64!.rate.median)} appends/s)`, target: '>= 2x', met: streamRatio >= 2 });

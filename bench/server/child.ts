@@ -40,7 +40,9 @@ if (mode === 'palimpsest') {
   const ext = (server.app.store as { checksumExtension?: { loaded: boolean; problem?: string } }).checksumExtension;
   if (ext !== undefined && !ext.loaded) process.stderr.write(`bench server: ${ext.problem ?? 'the SQLite checksum extension is off'}\n`);
   // SIGUSR2: print the store's write counters (group-commit sizes) as one JSON line.
-  const store = server.app.store as { stats?: () => object };
+  // The store under the blob layer (BlobbingStore.inner), whose counters these are.
+  let store = server.app.store as { stats?: () => object; inner?: unknown };
+  while (store.stats === undefined && store.inner !== undefined) store = store.inner as typeof store;
   // With --expose-gc, after a full GC: the memory figures the subscriber bench reads.
   process.on('SIGUSR2', () => {
     (globalThis as { gc?: () => void }).gc?.();

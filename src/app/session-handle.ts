@@ -76,6 +76,16 @@ export class SessionHandle {
     return undefined;
   }
 
+  /**
+   * The head the store holds once every batch planned so far settles as a failure: the engine's
+   * head less the batches planned and not settled yet (after a failure the handle is dropped, so
+   * on a valid handle the oldest unsettled batch starts right after what is committed).
+   */
+  get settledHead(): number {
+    const oldest = this.#planned[0];
+    return (oldest !== undefined ? oldest[0]!.seq : this.engine.nextSeq) - 1;
+  }
+
   /** A batch was handed to the store (its events are found by plannedEvent until it settles). */
   addPlanned(events: readonly SessionEvent[]): void {
     if (events.length > 0) this.#planned.push(events);

@@ -134,7 +134,7 @@ export class SqliteSessionStore implements SessionStore {
 
   /** Write counters. */
   stats(): SqliteStoreStats {
-    return { ...this.counters, syncs: (this.walSync?.completed ?? 0) + (this.appendThread?.syncs ?? 0) };
+    return { ...this.counters, syncs: (this.walSync?.completed ?? 0) + (this.appendThread?.syncs ?? 0), handOvers: this.appendThread?.handOvers ?? 0 };
   }
 
   /** Resolves once every commit made so far is on disk (at once unless a background sync is owed). */
