@@ -131,6 +131,8 @@ describe('SqliteSessionStore.readFeed with the writer thread', () => {
     // A group the thread made visible and has not synced (the feed may hold records of it).
     expect(await store.append('s', req(0, [ev(0)]))).toEqual({ kind: 'appended' });
     expect(await positions(0)).toEqual([1, 2]);
+    // A read that finds nothing has nothing to wait for.
+    expect(await positions(4)).toEqual([]);
     // Nothing above 2 is known durable: a read after it waits for the sync (the rule of every read).
     let rest: number[] | undefined;
     const pending = positions(2).then((p) => (rest = p));

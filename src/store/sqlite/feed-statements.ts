@@ -22,15 +22,17 @@ import { decodeFeedRow, type RawFeedRow } from './row-codec.js';
  * `records` are durable), else the highest position known durable. The records above it were
  * committed by a group whose background sync has not ended: they are left for the next read (the
  * session feed reads again when that group's writes are answered, which pokes it), and only a
- * read with none known durable waits for the sync (`wait`, the store's rule for every read). So a
- * feed record is delivered once ITS group is durable, not once the group committed after it is.
+ * read with none known durable waits for the sync (`wait`, the store's rule for every read); an
+ * empty read answers at once (it showed nothing). So a feed record is delivered once ITS group is
+ * durable, not once the group committed after it is.
  */
 export function durableFeedRecords(
   records: FeedRecord[],
   durableUpTo: number | undefined,
   wait: (records: FeedRecord[]) => FeedRecord[] | Promise<FeedRecord[]>,
 ): FeedRecord[] | Promise<FeedRecord[]> {
-  if (durableUpTo === undefined || records.length === 0) return wait(records);
+  if (records.length === 0) return records; // nothing seen, nothing to wait for
+  if (durableUpTo === undefined) return wait(records);
   let n = 0;
   while (n < records.length && records[n]!.position <= durableUpTo) n++;
   if (n === 0) return wait(records);
