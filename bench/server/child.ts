@@ -74,15 +74,31 @@ if (mode === 'palimpsest') {
   process.stdout.write(`${JSON.stringify({ port })}\n`);
 } else if (mode === 'hold') {
   // The floor of an idle server stream in grpc-js: SubscribeSurface answers one `caughtUp`
-  // message and then holds the call open, doing nothing else (bench/subscribers.bench.ts).
+  // message and then holds the call open, doing nothing else (bench/subscribers.bench.ts); and
+  // the floor of a fan-out to them (AppendEvents below).
   const grpc = await import('@grpc/grpc-js');
-  const { SubscribeSurfaceResponse } = await import('../../gen/palimpsest/v1/service.js');
+  const { AppendEventsRequest, AppendEventsResponse, SubscribeSurfaceResponse } = await import('../../gen/palimpsest/v1/service.js');
   const server = new grpc.Server();
   const identity = (b: Buffer): Buffer => b;
   const caughtUp = Buffer.from(SubscribeSurfaceResponse.encode({ cursor: undefined, kind: { $case: 'caughtUp', value: {} } } as never).finish());
-  const held = new Set<unknown>();
+  const held = new Set<ServerWritableStream<Buffer, Buffer>>();
+  let next = 0;
+  // The fan-out floor (subscribers bench): AppendEvents decodes the request, encodes its first event
+  // as one append delta ONCE and writes that Buffer to every held stream, then answers. No store.
+  const appendEvents = (call: { request: Buffer }, cb: (e: null, r: Buffer) => void): void => {
+    const req = AppendEventsRequest.decode(call.request);
+    const seq = next++;
+    const e = req.events[0]!;
+    const delta = Buffer.from(SubscribeSurfaceResponse.encode({
+      cursor: seq, kind: { $case: 'append', value: { seq } }, message: undefined,
+      event: { seq, time: Date.now(), type: e.type, data: e.data, surfaceOp: e.surfaceOp, sourceEventSeqs: e.sourceEventSeqs, ignorable: e.ignorable },
+    } as never).finish());
+    for (const c of held) c.write(delta);
+    cb(null, Buffer.from(AppendEventsResponse.encode({ seqs: [seq], replayed: false, surfaceLength: seq + 1 }).finish()));
+  };
   const def = (name: string, responseStream: boolean) => ({ path: `/palimpsest.v1.SessionService/${name}`, requestStream: false, responseStream, requestSerialize: identity, requestDeserialize: identity, responseSerialize: identity, responseDeserialize: identity });
-  server.addService({ subscribeSurface: def('SubscribeSurface', true), getSession: def('GetSession', false), createSession: def('CreateSession', false) } as never, {
+  server.addService({ subscribeSurface: def('SubscribeSurface', true), getSession: def('GetSession', false), createSession: def('CreateSession', false), appendEvents: def('AppendEvents', false) } as never, {
+    appendEvents,
     subscribeSurface: (call: ServerWritableStream<Buffer, Buffer>) => {
       held.add(call);
       call.on('cancelled', () => held.delete(call));

@@ -20,13 +20,14 @@ export interface WriterConfig {
 
 /**
  * The CommitGate in memory shared by the store and its writer thread: groups begun (before their
- * COMMIT) and groups durable, as 64-bit counters. Only the writer thread moves them (so a plain
- * load-and-store max is enough); the store reads them after each read (see AppendThread.visible).
+ * COMMIT), groups durable, and the highest feed position known durable, as 64-bit counters. Only
+ * the writer thread moves them (so a plain load-and-store max is enough); the store reads them
+ * after each read (see AppendThread.visible and durableFeedPosition).
  */
 export class SharedCommitGate implements CommitGate {
   readonly #cells: BigInt64Array;
 
-  constructor(readonly buffer: SharedArrayBuffer = new SharedArrayBuffer(16)) {
+  constructor(readonly buffer: SharedArrayBuffer = new SharedArrayBuffer(24)) {
     this.#cells = new BigInt64Array(buffer);
   }
 
@@ -34,7 +35,10 @@ export class SharedCommitGate implements CommitGate {
     return Number(Atomics.add(this.#cells, 0, 1n) + 1n);
   }
 
-  durable(group: number): void {
+  durable(group: number, feedPosition = 0): void {
+    // The feed position first: each cell alone only ever states what is durable.
+    const f = BigInt(feedPosition);
+    if (Atomics.load(this.#cells, 2) < f) Atomics.store(this.#cells, 2, f);
     const g = BigInt(group);
     if (Atomics.load(this.#cells, 1) < g) Atomics.store(this.#cells, 1, g);
   }
@@ -48,6 +52,11 @@ export class SharedCommitGate implements CommitGate {
   /** Every group up to this one is durable (or failed). */
   durableUpTo(): number {
     return Number(Atomics.load(this.#cells, 1));
+  }
+
+  /** Every feed record at or below this position is durable (the feed's end at the last durable group's COMMIT). */
+  durableFeedPosition(): number {
+    return Number(Atomics.load(this.#cells, 2));
   }
 }
 

@@ -39,8 +39,8 @@ function schedulePost(): void {
 
 /** The gate of the store's readers; every durability step is reported, waking waiting reads. */
 class ReportingGate extends SharedCommitGate {
-  override durable(group: number): void {
-    super.durable(group);
+  override durable(group: number, feedPosition?: number): void {
+    super.durable(group, feedPosition);
     schedulePost();
   }
 }

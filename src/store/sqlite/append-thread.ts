@@ -155,6 +155,16 @@ export class AppendThread implements AppendQueue {
     return new Promise<void>((resolve, reject) => this.#waitingReads.push({ group, resolve, reject }));
   }
 
+  /**
+   * After a read of feed records: undefined when everything the thread made visible is durable,
+   * else the highest feed position known durable (records above it wait for `visible()`).
+   */
+  durableFeedPosition(): number | undefined {
+    const gate = this.#gate;
+    if (gate === undefined || gate.owed() === 0) return undefined;
+    return gate.durableFeedPosition();
+  }
+
   enqueue(call: QueuedAppend): void {
     if (this.#failure !== undefined) {
       call.reject(this.#failure);

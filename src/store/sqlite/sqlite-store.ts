@@ -32,7 +32,7 @@ import {
   LINE_FORMAT, decodeEvent, decodeEventPage, decodeEventText, decodeIdempotent, decodeSession, encodeEvents,
   type RawEvent, type RawSession, type StoredIdempotent,
 } from './row-codec.js';
-import { feedStatements, type FeedStatements } from './feed-statements.js';
+import { durableFeedRecords, feedStatements, type FeedStatements } from './feed-statements.js';
 import { prepareStatements, type Statements } from './statements.js';
 import { WalSync } from './wal-sync.js';
 import { GroupCommit, queuedAppend, type AppendQueue } from './group-commit.js';
@@ -384,7 +384,7 @@ export class SqliteSessionStore implements SessionStore {
 
   async readFeed(query: FeedQuery): Promise<FeedRecord[]> {
     await this.readable();
-    return this.seen(this.feed.readFeed(query));
+    return durableFeedRecords(this.feed.readFeed(query), this.appendThread?.durableFeedPosition(), (r) => this.seen(r));
   }
 
   async feedEnd(tenant: string): Promise<number> {
