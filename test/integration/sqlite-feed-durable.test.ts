@@ -69,7 +69,7 @@ parentPort.on('message', (m) => {
   if (m.kind === 'append') {
     Atomics.add(cells, 0, 1n);
     Atomics.store(cells, 2, BigInt(workerData.durableFeed));
-    parentPort.postMessage({ kind: 'done', results: m.calls.map((c) => [c.id, { kind: 'appended' }, null]), heads: [], counters, syncs: 0 });
+    parentPort.postMessage({ kind: 'done', results: m.calls.map((c) => [c[0], { kind: 'appended' }, null]), heads: [], counters, syncs: 0 });
   } else if (m.kind === 'durable') {
     Atomics.store(cells, 1, Atomics.load(cells, 0));
     parentPort.postMessage({ kind: 'done', results: [], heads: [], counters, syncs: 1 });
