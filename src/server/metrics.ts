@@ -37,6 +37,8 @@ export interface Metrics {
   trackTenantSessions(source: () => Promise<ReadonlyMap<string, number>>): void;
   /** Where palimpsest_heads_record_unsealed is read from at each scrape (1 while the SQLite heads record is unsealed). */
   trackHeadsUnsealed(source: () => boolean): void;
+  /** A PostgreSQL statement rolled back for a deadlock (40P01) or a serialization failure (40001) and run again. */
+  storeStatementRetried(sqlstate: string): void;
 }
 
 /** Metrics that record nothing (metrics not served). */
@@ -54,6 +56,7 @@ export const NO_METRICS: Metrics = Object.freeze({
   compacted: () => undefined,
   trackTenantSessions: () => undefined,
   trackHeadsUnsealed: () => undefined,
+  storeStatementRetried: () => undefined,
 });
 
 /** Loads prom-client and creates the Prometheus metrics. */
@@ -87,6 +90,7 @@ export class PromMetrics implements Metrics {
   readonly tenantSessions: GaugeT<'tenant'>;
   #headsUnsealedSource: () => boolean = () => false;
   readonly headsUnsealed: GaugeT;
+  readonly #statementRetries: CounterT<'sqlstate'>;
 
   constructor(prom: typeof import('prom-client'), defaults = true) {
     const { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } = prom;
@@ -145,6 +149,11 @@ export class PromMetrics implements Metrics {
       help: '1 while the SQLite heads record (FILE-heads) is unsealed: lost acknowledged commits would go unseen until `palimpsest verify --db FILE --reseal-heads`; 0 otherwise',
       registers: [this.registry],
       collect: (): void => this.headsUnsealed.set(this.#headsUnsealedSource() ? 1 : 0),
+    });
+    this.#statementRetries = new Counter({
+      name: 'palimpsest_store_statement_retries_total',
+      help: 'PostgreSQL statements rolled back for a deadlock (sqlstate 40P01) or a serialization failure (40001) and run again; the lock order should keep it at 0',
+      labelNames: ['sqlstate'], registers: [this.registry],
     });
     // The go-grpc-prometheus names and labels, so stock gRPC dashboards work unchanged.
     const rpcLabels = ['grpc_service', 'grpc_method', 'grpc_type'] as const;
@@ -208,6 +217,10 @@ export class PromMetrics implements Metrics {
   }
 
   /** Where palimpsest_heads_record_unsealed is read from at each scrape. */
+  storeStatementRetried(sqlstate: string): void {
+    this.#statementRetries.inc({ sqlstate });
+  }
+
   trackHeadsUnsealed(source: () => boolean): void {
     this.#headsUnsealedSource = source;
   }

@@ -95,6 +95,7 @@ export class PgBlobs {
         await client.query('ROLLBACK').catch(() => { destroy = true; });
         const code = (error as { code?: unknown } | undefined)?.code;
         if (attempt < STATEMENT_ATTEMPTS && typeof code === 'string' && RETRIED.has(code)) {
+          this.#sql.countRetry(code, attempt, text);
           await new Promise((r) => setTimeout(r, Math.random() * 5 * attempt));
           continue;
         }

@@ -32,7 +32,7 @@ import {
   LINE_FORMAT, decodeEvent, decodeEventPage, decodeEventText, decodeIdempotent, decodeSession, encodeEvents,
   type RawEvent, type RawSession, type StoredIdempotent,
 } from './row-codec.js';
-import { feedStatements, type FeedStatements } from './feed-statements.js';
+import { durableFeedRecords, feedStatements, type FeedStatements } from './feed-statements.js';
 import { prepareStatements, type Statements } from './statements.js';
 import { WalSync } from './wal-sync.js';
 import { GroupCommit, queuedAppend, type AppendQueue } from './group-commit.js';
@@ -134,7 +134,7 @@ export class SqliteSessionStore implements SessionStore {
 
   /** Write counters. */
   stats(): SqliteStoreStats {
-    return { ...this.counters, syncs: (this.walSync?.completed ?? 0) + (this.appendThread?.syncs ?? 0) };
+    return { ...this.counters, syncs: (this.walSync?.completed ?? 0) + (this.appendThread?.syncs ?? 0), handOvers: this.appendThread?.handOvers ?? 0 };
   }
 
   /** Resolves once every commit made so far is on disk (at once unless a background sync is owed). */
@@ -367,7 +367,7 @@ export class SqliteSessionStore implements SessionStore {
   /** Every tenant's stored session count (the palimpsest_tenant_sessions gauge). */
   async tenantSessionCounts(): Promise<ReadonlyMap<string, number>> {
     await this.readable();
-    const rows = this.db.prepare('SELECT tenant, session_count FROM tenants').raw().all() as [string, number][];
+    const rows = this.st.selectTenantCounts.all() as [string, number][];
     return this.seen(new Map(rows));
   }
 
@@ -384,7 +384,7 @@ export class SqliteSessionStore implements SessionStore {
 
   async readFeed(query: FeedQuery): Promise<FeedRecord[]> {
     await this.readable();
-    return this.seen(this.feed.readFeed(query));
+    return durableFeedRecords(this.feed.readFeed(query), this.appendThread?.durableFeedPosition(), (r) => this.seen(r));
   }
 
   async feedEnd(tenant: string): Promise<number> {

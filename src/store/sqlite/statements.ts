@@ -53,6 +53,7 @@ export function prepareStatements(db: Database.Database, checked: boolean) {
     selectOwnedPending: db.prepare('SELECT tenant, data_bytes FROM sessions WHERE id = ? AND pending = 1 AND pending_owner = ?').raw(),
     selectTenant: db.prepare('SELECT session_count, data_bytes FROM tenants WHERE tenant = ?').raw(),
     selectTenantBytes: db.prepare('SELECT data_bytes FROM tenants WHERE tenant = ?').pluck(),
+    selectTenantCounts: db.prepare('SELECT tenant, session_count FROM tenants').raw(),
     addTenant: db.prepare(
       `INSERT INTO tenants (tenant, session_count, data_bytes) VALUES (?, ?, ?)
        ON CONFLICT (tenant) DO UPDATE SET session_count = session_count + excluded.session_count, data_bytes = data_bytes + excluded.data_bytes`,

@@ -1,5 +1,5 @@
 /**
- * Version 6: content-addressed blobs (issue #39, docs/blobs.md "PostgreSQL", ../pg-blobs.ts).
+ * Version 7: content-addressed blobs (issue #39, docs/blobs.md "PostgreSQL", ../pg-blobs.ts).
  *
  * - blobs: one row per tenant and digest; `crc` is the CRC-32 (zlib) of `bytes`, checked on
  *   every read. No reference count column: a blob is kept while an event_blobs row references it
@@ -16,10 +16,8 @@
  *   the tenant's byte counter (a blob counts once per tenant). Lock order, as a writer's
  *   (pg-blobs.ts: its write function locked the session row and the session's byte-counter shard,
  *   or every shard for a quota check, before it touches a blob): the session row, then the
- *   session's shard, then blob rows in digest order. Its name sorts after feed_record and
- *   search_forget_session, so it fires last among a session's AFTER DELETE triggers (name order)
- *   and takes the tenant's feed lock, where that is a row trigger, before its blob rows too, as
- *   an append's session update does.
+ *   session's shard, then blob rows in digest order; the tenant's feed position stays last (the
+ *   feed_record trigger of migration 6 is deferred to the commit), the order in ../schema.ts.
  * - is_blob_ref(jsonb) mirrors src/domain/blobs.ts parseBlobRef; search_text (migration 5) is
  *   replaced so that a reference object, digest included, is not searchable (docs/search.md), as
  *   src/domain/search-text.ts does.
@@ -103,7 +101,7 @@ $fn$;
 }
 
 export const migration: PostgresMigration = {
-  version: 6,
+  version: 7,
   description: 'content-addressed blobs (issue #39): blobs and event_blobs tables, freed with their last reference; references not searchable',
   async up(client, s) {
     await client.query(ddl(s));
