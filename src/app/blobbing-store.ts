@@ -18,6 +18,7 @@ import type { BlobStorePort, BlobWrites } from './blob-port.js';
 import { DataCorruptedError } from './storage-error.js';
 import { hasEncodedEventPages } from './ports/capabilities.js';
 import { resolveRefs } from './blob-resolve.js';
+import { recordStoredForm } from './stored-form.js';
 import type {
   AppendOutcome, AppendRequest, CreateOutcome, CreateQuota, DeleteExpectation, EncodedEventPage, FeedQuery, FeedRecord, HeadWatch,
   IdempotentResult, NewSession, PendingChunkOptions, PendingChunkOutcome, PublishMetadata, ReadEventsQuery, SessionPage, SessionRecord,
@@ -27,6 +28,11 @@ import type {
 function damaged(sessionId: string, seq: number, e: BlobDamagedError): DataCorruptedError {
   return new DataCorruptedError(sessionId, seq,
     `session ${sessionId} seq ${seq}: ${e.message}; the event's data cannot be served (restore the database from a backup; \`palimpsest verify\` lists every damaged blob)`, e.digest);
+}
+
+/** Subscriptions with blob_refs send the stored form of each event (stored-form.ts). */
+function recordForms(events: readonly SessionEvent[], stored: readonly SessionEvent[]): void {
+  for (let i = 0; i < events.length; i++) recordStoredForm(events[i]!, stored[i]!);
 }
 
 function writes(x: ExtractedBatch): BlobWrites {
@@ -73,6 +79,7 @@ export class BlobbingStore implements SessionStore {
         .filter((e): e is [string, NonNullable<typeof e[1]>] => e[1] !== undefined)));
     const input = r?.events ?? events;
     const x = this.extract(input);
+    if (x !== undefined) recordForms(input, x.events);
     return x === undefined ? this.inner.createSession(record, input, quota) : this.inner.createSession(record, x.events, quota, writes(x));
   }
 
@@ -80,6 +87,7 @@ export class BlobbingStore implements SessionStore {
     const r = await this.resolve(req.events, req.dataTexts, this.blobs === undefined ? NO_BLOBS : (d) => this.blobs!.readSessionBlobs(sessionId, d));
     const base = r === undefined ? req : { ...req, events: r.events, dataTexts: r.dataTexts };
     const x = this.extract(base.events, base.dataTexts);
+    if (x !== undefined) recordForms(base.events, x.events);
     return this.inner.append(sessionId, x === undefined ? base : { ...base, events: x.events, dataTexts: x.dataTexts, blobs: writes(x) });
   }
 
@@ -87,6 +95,7 @@ export class BlobbingStore implements SessionStore {
     const r = await this.resolve(events, undefined, this.blobs === undefined ? NO_BLOBS : (d) => this.blobs!.readSessionBlobs(sessionId, d));
     const input = r?.events ?? events;
     const x = this.extract(input);
+    if (x !== undefined) recordForms(input, x.events);
     return x === undefined ? this.inner.appendPending(sessionId, input, opts) : this.inner.appendPending(sessionId, x.events, { ...opts, blobs: writes(x) });
   }
 
@@ -203,6 +212,7 @@ export class BlobbingStore implements SessionStore {
     for (const i of refsAt) {
       const e = out[i]!;
       out[i] = Object.freeze({ ...e, data: deepFreeze(this.inflate(sessionId, e.seq, e.data, blobs)) });
+      recordStoredForm(out[i]!, e);
     }
     return out;
   }

@@ -1,11 +1,14 @@
 /**
  * How subscription items are written (SubscribeSurface, SubscribeEvents): each item is encoded
- * once per options variant (include_messages x data_format) into a Buffer cached on the item, so
+ * once per options variant (include_messages x data_format x blob_refs) into a Buffer cached on
+ * the item, so
  * every stream of a session writes the same bytes; cursor-only messages (caught-up, heartbeat) are
  * encoded once per cursor for all streams. See subscribe-handlers.ts.
  */
 import { SubscribeEventsResponse, SubscribeSurfaceResponse } from '../../gen/palimpsest/v1/service.js';
 import type { EventItem, Item, SurfaceItem } from '../app/subscription-items.js';
+import { storedFormOf } from '../app/stored-form.js';
+import { findBlobRefs } from '../domain/blobs.js';
 import { projectMessage } from '../domain/derive.js';
 import { estimateMessageTokens } from '../domain/token-estimate.js';
 import { eventToProto } from './convert.js';
@@ -47,16 +50,21 @@ function cursorField(c: number): number | undefined {
   return c < 0 ? undefined : c;
 }
 
-/** Encoding flags of a surface stream: bit 0 typed data, bit 1 include_messages. */
+/**
+ * Encoding flags of a stream: bit 0 typed data, bit 1 include_messages (surface only), bit 2
+ * blob_refs (issue #39: each event in its stored form, stored-form.ts; the data then in the json
+ * form, a message holding a reference without its typed form).
+ */
 export const TYPED = 1;
 export const MESSAGES = 2;
+export const REFS = 4;
 /** The cache variant of each flag combination (constant strings: nothing allocated per stream). */
-const SURFACE_VARIANTS = ['j', 't', 'mj', 'mt'] as const;
-const EVENT_VARIANTS = ['j', 't'] as const;
+const VARIANTS = ['j', 't', 'mj', 'mt', 'rj', 'rt', 'rmj', 'rmt'] as const;
 
 function encodeSurface(it: SurfaceItem, sessionId: string, flags: number): Uint8Array {
   const includeMessages = (flags & MESSAGES) !== 0;
-  const typed = (flags & TYPED) !== 0;
+  const refs = (flags & REFS) !== 0;
+  const typed = (flags & TYPED) !== 0 && !refs;
   const cursor = cursorField(it.cursor);
   let msg: SubscribeSurfaceResponse;
   switch (it.kind) {
@@ -66,11 +74,15 @@ function encodeSurface(it: SurfaceItem, sessionId: string, flags: number): Uint8
         ? { $case: 'append', value: { seq: it.event.seq } }
         : { $case: 'replace', value: { start: it.start, end: it.end, seq: it.event.seq, shadowedSeqs: [...it.shadowed] } };
       let message: SubscribeSurfaceResponse['message'];
+      const event = refs ? storedFormOf(it.event) : it.event;
       if (includeMessages) {
-        const m = projectMessage(it.event, sessionId);
-        if (m) message = { seq: it.event.seq, messageJson: JSON.stringify(m), message: typed ? messageFromJson(m) : undefined, tokens: estimateMessageTokens(m) };
+        const m = projectMessage(event, sessionId);
+        if (m) {
+          const typedMessage = (flags & TYPED) !== 0 && !(event !== it.event && findBlobRefs(m).length > 0);
+          message = { seq: event.seq, messageJson: JSON.stringify(m), message: typedMessage ? messageFromJson(m) : undefined, tokens: estimateMessageTokens(m) };
+        }
       }
-      msg = { cursor, kind, event: eventToProto(it.event, typed ? 'typed' : 'json'), message };
+      msg = { cursor, kind, event: eventToProto(event, typed ? 'typed' : 'json'), message };
       break;
     }
     case 'checkpoint':
@@ -87,9 +99,10 @@ function encodeSurface(it: SurfaceItem, sessionId: string, flags: number): Uint8
 }
 
 function encodeEvent(it: EventItem, _sessionId: string, flags: number): Uint8Array {
-  const typed = (flags & TYPED) !== 0;
+  const refs = (flags & REFS) !== 0;
+  const typed = (flags & TYPED) !== 0 && !refs;
   return SubscribeEventsResponse.encode(it.kind === 'event'
-    ? { cursor: it.cursor, kind: { $case: 'event', value: eventToProto(it.event, typed ? 'typed' : 'json') } }
+    ? { cursor: it.cursor, kind: { $case: 'event', value: eventToProto(refs ? storedFormOf(it.event) : it.event, typed ? 'typed' : 'json') } }
     : { cursor: cursorField(it.cursor), kind: { $case: 'caughtUp', value: {} } }).finish();
 }
 
@@ -123,7 +136,7 @@ export interface Codec<I extends Item> {
 }
 
 export const SURFACE: Codec<SurfaceItem> = {
-  variants: SURFACE_VARIANTS,
+  variants: VARIANTS,
   encode: encodeSurface,
   caughtUp: new CursorMessage((cursor) => encodeSurface({ kind: 'caught-up', cursor }, '', 0)),
   heartbeat: new CursorMessage((cursor) => SubscribeSurfaceResponse.encode({
@@ -132,7 +145,7 @@ export const SURFACE: Codec<SurfaceItem> = {
 };
 
 export const EVENTS: Codec<EventItem> = {
-  variants: EVENT_VARIANTS,
+  variants: VARIANTS,
   encode: encodeEvent,
   caughtUp: new CursorMessage((cursor) => encodeEvent({ kind: 'caught-up', cursor }, '', 0)),
   heartbeat: new CursorMessage((cursor) => SubscribeEventsResponse.encode({ cursor: cursorField(cursor), kind: { $case: 'heartbeat', value: {} } }).finish()),

@@ -4,7 +4,8 @@
  * subscribe-codecs.ts. The catch-up/live state machine is src/app/subscription.ts.
  *
  * - Encoding once: live items are shared by every subscriber of a session (memoized per committed
- *   batch), and each is encoded once per options variant (include_messages x data_format) into a
+ *   batch), and each is encoded once per options variant (include_messages x data_format x
+ *   blob_refs) into a
  *   Buffer cached on the item. The service definition is registered with response serializers that
  *   pass Buffers through (grpc/pass-through.ts), so every stream is written the same bytes.
  * - One object per stream (`SubscriberStream`, a ServerStream from server-stream.ts): the
@@ -49,7 +50,7 @@ import { grants } from './auth.js';
 import { serverStream, type HandlerTable, type RpcContext, type ServerSink } from './rpc/handler-table.js';
 import type { Metrics } from './metrics.js';
 import { ServerStream } from './server-stream.js';
-import { EVENTS, MESSAGES, SURFACE, TYPED, cached, surfaceSnapshot, type Codec } from './subscribe-codecs.js';
+import { EVENTS, MESSAGES, REFS, SURFACE, TYPED, cached, surfaceSnapshot, type Codec } from './subscribe-codecs.js';
 import { Heartbeats, nowMs, type Beating } from './subscribe-heartbeats.js';
 
 /** Minimum heartbeat interval a client may ask for, ms. */
@@ -280,7 +281,7 @@ export function subscriptionStreams(app: SessionService, config: ServerConfig, m
 
   const handlers: HandlerTable = {
     subscribeSurface: serverStream<SubscribeSurfaceRequest, unknown>('read', (ctx, r, sink) => {
-      const flags = (r.dataFormat === DataFormat.DATA_FORMAT_TYPED ? TYPED : 0) | (r.includeMessages ? MESSAGES : 0);
+      const flags = (r.dataFormat === DataFormat.DATA_FORMAT_TYPED ? TYPED : 0) | (r.includeMessages ? MESSAGES : 0) | (r.blobRefs ? REFS : 0);
       const s = new SubscriberStream<SurfaceItem>(ctx, sink, hub, r.sessionId, heartbeatMs(r.heartbeatIntervalMs),
         SURFACE, flags, r.afterSeq, r.snapshot ? surfaceSnapshot : undefined);
       void s.start(shuttingDown, async () => {
@@ -290,7 +291,7 @@ export function subscriptionStreams(app: SessionService, config: ServerConfig, m
       });
     }),
     subscribeEvents: serverStream<SubscribeEventsRequest, unknown>('read', (ctx, r, sink) => {
-      const flags = r.dataFormat === DataFormat.DATA_FORMAT_TYPED ? TYPED : 0;
+      const flags = (r.dataFormat === DataFormat.DATA_FORMAT_TYPED ? TYPED : 0) | (r.blobRefs ? REFS : 0);
       const s = new SubscriberStream<EventItem>(ctx, sink, hub, r.sessionId, heartbeatMs(r.heartbeatIntervalMs),
         EVENTS, flags, r.afterSeq, undefined);
       void s.start(shuttingDown, async () => {

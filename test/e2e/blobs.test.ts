@@ -3,12 +3,16 @@
  * default and the export is byte-identical to a server with blobs off; ListEvents with blob_refs
  * returns references; GetBlob streams a blob in chunks and resumes from an offset; an append may
  * reference a blob by digest, and an unknown digest is NOT_FOUND / BLOB_NOT_FOUND with the log
- * untouched.
+ * untouched; subscriptions with blob_refs get references (catch-up and live), others the bytes.
  */
 import { createHash } from 'node:crypto';
 import { status } from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { GetBlobRequest, MessageFormat, MessageView, type GetBlobResponse } from '../../gen/palimpsest/v1/service.js';
+import type { ClientReadableStream } from '@grpc/grpc-js';
+import {
+  DataFormat, GetBlobRequest, MessageFormat, MessageView, SubscribeEventsRequest, SubscribeSurfaceRequest,
+  type GetBlobResponse, type SubscribeEventsResponse, type SubscribeSurfaceResponse,
+} from '../../gen/palimpsest/v1/service.js';
 import { api, failure, type Api } from '../support/e2e.js';
 import { input } from '../support/events.js';
 import { startTestServer, type TestServer } from '../support/test-server.js';
@@ -47,6 +51,22 @@ function getBlob(digest: string, offset = 0): Promise<GetBlobResponse[]> {
     s.on('error', reject);
     s.on('end', () => resolve(out));
   });
+}
+
+/** Collects a stream's messages until `done` holds for them (then cancels it). */
+function collect<M>(s: ClientReadableStream<M>, done: (ms: M[]) => boolean): { ready: Promise<M[]>; msgs: M[] } {
+  const msgs: M[] = [];
+  const ready = new Promise<M[]>((resolve, reject) => {
+    s.on('data', (m: M) => {
+      msgs.push(m);
+      if (done(msgs)) {
+        s.cancel();
+        resolve(msgs);
+      }
+    });
+    s.on('error', (e: { code?: number }) => (e.code === status.CANCELLED ? undefined : reject(e)));
+  });
+  return { ready, msgs };
 }
 
 describe('blobs through the server', () => {
@@ -141,5 +161,47 @@ describe('blobs through the server', () => {
     const refused = await failure(b.importSession({ sessionId: 'exp-elsewhere' }, Buffer.from(light)));
     expect([refused.code, refused.reason]).toEqual([status.NOT_FOUND, 'BLOB_NOT_FOUND']);
     expect((await failure(b.getSession({ sessionId: 'exp-elsewhere' }))).code).toBe(status.NOT_FOUND);
+  });
+
+  it('subscriptions with blob_refs get references, catch-up and live, in events and attached messages; the others the bytes, the same deliveries otherwise', async () => {
+    await a.createSession({ sessionId: 'subs' });
+    await a.appendEvents({ sessionId: 'subs', events: [imageMessage(0)] });
+    const ref = `{"$blob":"${DIGEST}","bytes":${png.byteLength},"mediaType":"image/png","encoding":"base64"}`;
+    const eventsDone = (ms: SubscribeEventsResponse[]) => ms.filter((m) => m.kind?.$case === 'event').length === 2;
+    const surfaceDone = (ms: SubscribeSurfaceResponse[]) => ms.filter((m) => m.kind?.$case === 'append').length === 2;
+    const events = [false, true].map((blobRefs) => collect(on.client.subscribeEvents(SubscribeEventsRequest.fromPartial({ sessionId: 'subs', blobRefs })), eventsDone));
+    const surface = [false, true].map((blobRefs) => collect(on.client.subscribeSurface(SubscribeSurfaceRequest.fromPartial({
+      sessionId: 'subs', includeMessages: true, dataFormat: DataFormat.DATA_FORMAT_TYPED, blobRefs,
+    })), surfaceDone));
+    // every stream caught up on the first event (read from the store), then one live append
+    const caughtUp = (ms: readonly { kind?: { $case: string } }[]) => ms.some((m) => m.kind?.$case === 'caughtUp');
+    await expect.poll(() => [...events, ...surface].every((s) => caughtUp(s.msgs as { kind?: { $case: string } }[])), { timeout: 10_000 }).toBe(true);
+    await a.appendEvents({ sessionId: 'subs', events: [imageMessage(1)] });
+    const [plainEvents, refEvents] = await Promise.all(events.map((s) => s.ready));
+    const [plainSurface, refSurface] = await Promise.all(surface.map((s) => s.ready));
+    const dataOf = (e: SubscribeEventsResponse['kind']) => (e?.$case === 'event' && e.value.data?.kind?.$case === 'json' ? e.value.data.kind.value : '');
+    const plainData = plainEvents!.map((m) => dataOf(m.kind));
+    const refData = refEvents!.map((m) => dataOf(m.kind));
+    expect(refEvents!.map((m) => [m.cursor, m.kind?.$case])).toEqual(plainEvents!.map((m) => [m.cursor, m.kind?.$case]));
+    for (const [i, d] of refData.entries()) {
+      if (d === '') continue;
+      expect(d).toContain(ref);
+      expect(d.length).toBeLessThan(1000);
+      expect(JSON.parse(d.replace(ref, JSON.stringify(PNG))) as unknown).toEqual(JSON.parse(plainData[i]!) as unknown);
+      expect(plainData[i]).toContain(PNG);
+    }
+    expect(refData.filter((d) => d !== '')).toHaveLength(2);
+    expect(refSurface!.map((m) => [m.cursor, m.kind?.$case])).toEqual(plainSurface!.map((m) => [m.cursor, m.kind?.$case]));
+    const appended = (ms: SubscribeSurfaceResponse[]) => ms.filter((m) => m.kind?.$case === 'append');
+    for (const [i, m] of appended(refSurface!).entries()) {
+      const plain = appended(plainSurface!)[i]!;
+      expect(m.message!.messageJson).toContain(`"data":${ref}`);
+      // a message holding a reference has no typed form, and the event data is json
+      expect(m.message!.message).toBeUndefined();
+      expect(m.event!.data!.kind!.$case).toBe('json');
+      expect(plain.message!.messageJson).toContain(PNG);
+      expect(plain.message!.message).toBeDefined();
+      expect(JSON.parse(m.message!.messageJson.replace(ref, JSON.stringify(PNG))) as unknown).toEqual(JSON.parse(plain.message!.messageJson) as unknown);
+    }
   });
 });

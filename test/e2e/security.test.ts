@@ -162,7 +162,7 @@ describe('authentication and tenant isolation', () => {
     // Subscriptions follow the tenant's own session only.
     const firstDeltas = (md: Metadata) => new Promise<number[]>((resolve, reject) => {
       const seqs: number[] = [];
-      const s = c.subscribeSurface({ sessionId: 'alice-1', snapshot: false, includeMessages: false, heartbeatIntervalMs: 0, dataFormat: DataFormat.DATA_FORMAT_JSON, waitForCreate: false }, md);
+      const s = c.subscribeSurface({ sessionId: 'alice-1', snapshot: false, includeMessages: false, heartbeatIntervalMs: 0, dataFormat: DataFormat.DATA_FORMAT_JSON, waitForCreate: false, blobRefs: false }, md);
       s.on('data', (m: { kind?: { $case: string; value: { seq?: number } } }) => {
         if (m.kind?.$case === 'append') seqs.push(m.kind.value.seq!);
         if (m.kind?.$case === 'caughtUp') { s.cancel(); resolve(seqs); }
@@ -179,7 +179,7 @@ describe('authentication and tenant isolation', () => {
   it('ends another tenant\'s subscription attempt with NOT_FOUND', async () => {
     const c = t.client;
     const err = await new Promise<ServiceError>((resolve) => {
-      const s = c.subscribeSurface({ sessionId: 'alice-1', snapshot: false, includeMessages: false, heartbeatIntervalMs: 0, dataFormat: DataFormat.DATA_FORMAT_JSON, waitForCreate: false }, bearer(TOKENS.bobAll));
+      const s = c.subscribeSurface({ sessionId: 'alice-1', snapshot: false, includeMessages: false, heartbeatIntervalMs: 0, dataFormat: DataFormat.DATA_FORMAT_JSON, waitForCreate: false, blobRefs: false }, bearer(TOKENS.bobAll));
       s.on('data', () => undefined);
       s.on('error', resolve);
     });

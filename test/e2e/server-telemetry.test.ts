@@ -44,7 +44,7 @@ describe('grpc_server_* metrics', () => {
     await a.forkSession({ sessionId: 'tm1', childSessionId: 'tm-fork' });
     await a.repairSession({ sessionId: 'tm1' });
     // A server stream the client cancels.
-    const stream = t.client.subscribeSurface({ sessionId: 'tm1', snapshot: true, includeMessages: false, heartbeatIntervalMs: 0, dataFormat: 0, waitForCreate: false });
+    const stream = t.client.subscribeSurface({ sessionId: 'tm1', snapshot: true, includeMessages: false, heartbeatIntervalMs: 0, dataFormat: 0, waitForCreate: false, blobRefs: false });
     stream.on('error', () => {});
     await new Promise<void>((resolve) => stream.once('data', () => resolve()));
     stream.cancel();

@@ -31,7 +31,7 @@ describe('long catch-up', () => {
     await call(c.appendEvents.bind(c), { sessionId: 'long', idempotencyKey: '', events: [summary(20_000, 30_000, shadow(20_000, 30_000))] });
     await call(c.appendEvents.bind(c), { sessionId: 'long', idempotencyKey: '', events: [summary(19_950, 40_000, [19_950, 40_000, 39_950])] });
     const server = await call(c.getSurface.bind(c), { sessionId: 'long' });
-    const tail = new Tail<SubscribeSurfaceResponse>(c.subscribeSurface({ sessionId: 'long', snapshot: false, includeMessages: false, heartbeatIntervalMs: 0, dataFormat: DataFormat.DATA_FORMAT_JSON, waitForCreate: false }));
+    const tail = new Tail<SubscribeSurfaceResponse>(c.subscribeSurface({ sessionId: 'long', snapshot: false, includeMessages: false, heartbeatIntervalMs: 0, dataFormat: DataFormat.DATA_FORMAT_JSON, waitForCreate: false, blobRefs: false }));
     const surface = new ClientSurface();
     await tail.until((x) => x.msgs.some((m) => m.kind?.$case === 'caughtUp'), 30_000, 'caught-up');
     for (const m of tail.msgs) surface.apply(m);

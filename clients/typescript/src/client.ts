@@ -81,6 +81,8 @@ export interface SubscribeOptions {
   readonly heartbeatMs?: number;
   /** Wait for the session to be created instead of failing with NOT_FOUND (an observer started before its agent). */
   readonly waitForCreate?: boolean;
+  /** Blobbed values as their references `{"$blob": "sha256:…", "bytes": N, "mediaType": …}` (read them with `getBlob`) instead of their bytes. */
+  readonly blobRefs?: boolean;
   /** `false`: a dropped connection ends the iteration with UNAVAILABLE instead of resuming. */
   readonly reconnect?: boolean;
   /** Longest wait between reconnect attempts (default 5000 ms). */
@@ -372,13 +374,14 @@ export class PalimpsestClient {
    * The model history (or with `transcript`, what a human reads), each message as its JSON;
    * `asOfSeq`: as it was right after that event. With `format`, the model history as that
    * provider's request messages (see {@link renderedMessages} for the seqs and tokens of each).
+   * `blobRefs`: blobbed values as their references (read them with `getBlob`) instead of their bytes.
    */
-  async messages(sessionId: string, opts?: { transcript?: boolean; asOfSeq?: number }): Promise<Message[]>;
-  async messages(sessionId: string, opts: { asOfSeq?: number; format: ProviderFormatName; dropUnpaired?: boolean }): Promise<unknown[]>;
-  async messages(sessionId: string, opts: { transcript?: boolean; asOfSeq?: number; format?: ProviderFormatName; dropUnpaired?: boolean } = {}): Promise<Message[] | unknown[]> {
+  async messages(sessionId: string, opts?: { transcript?: boolean; asOfSeq?: number; blobRefs?: boolean }): Promise<Message[]>;
+  async messages(sessionId: string, opts: { asOfSeq?: number; format: ProviderFormatName; dropUnpaired?: boolean; blobRefs?: boolean }): Promise<unknown[]>;
+  async messages(sessionId: string, opts: { transcript?: boolean; asOfSeq?: number; format?: ProviderFormatName; dropUnpaired?: boolean; blobRefs?: boolean } = {}): Promise<Message[] | unknown[]> {
     if (opts.format !== undefined) return (await this.renderedMessages(sessionId, opts.format, opts)).map((m) => m.message);
     const view = opts.transcript ? MessageView.MESSAGE_VIEW_TRANSCRIPT : MessageView.MESSAGE_VIEW_MODEL_HISTORY;
-    const res = await this.unary(this.raw.getMessages, { sessionId, view, typed: false, pageSize: 0, pageToken: '', asOfSeq: opts.asOfSeq, format: 0, dropUnpaired: false, blobRefs: false });
+    const res = await this.unary(this.raw.getMessages, { sessionId, view, typed: false, pageSize: 0, pageToken: '', asOfSeq: opts.asOfSeq, format: 0, dropUnpaired: false, blobRefs: opts.blobRefs ?? false });
     return res.messages.map((m) => JSON.parse(m.messageJson) as Message);
   }
 
@@ -388,9 +391,9 @@ export class PalimpsestClient {
    * message carries; docs/providers.md "Token counts"). FAILED_PRECONDITION /
    * HISTORY_NOT_RENDERABLE when the provider would refuse the history, unless `dropUnpaired`.
    */
-  async renderedMessages(sessionId: string, format: ProviderFormatName, opts: { asOfSeq?: number; dropUnpaired?: boolean } = {}): Promise<{ seqs: number[]; tokens: number; message: unknown }[]> {
+  async renderedMessages(sessionId: string, format: ProviderFormatName, opts: { asOfSeq?: number; dropUnpaired?: boolean; blobRefs?: boolean } = {}): Promise<{ seqs: number[]; tokens: number; message: unknown }[]> {
     const res = await this.unary(this.raw.getMessages, {
-      sessionId, view: MessageView.MESSAGE_VIEW_MODEL_HISTORY, typed: false, pageSize: 0, pageToken: '', asOfSeq: opts.asOfSeq, format: messageFormatOf(format), dropUnpaired: opts.dropUnpaired ?? false, blobRefs: false,
+      sessionId, view: MessageView.MESSAGE_VIEW_MODEL_HISTORY, typed: false, pageSize: 0, pageToken: '', asOfSeq: opts.asOfSeq, format: messageFormatOf(format), dropUnpaired: opts.dropUnpaired ?? false, blobRefs: opts.blobRefs ?? false,
     });
     return res.rendered.map((m) => ({ seqs: m.seqs, tokens: m.tokens, message: JSON.parse(m.providerJson) as unknown }));
   }
@@ -485,10 +488,12 @@ export class PalimpsestClient {
 
   /**
    * The session as reference JSONL, in the chunks the server streams (write them to a file in
-   * order: `pipeline(Readable.from(c.exportSession(id)), createWriteStream(path))`).
+   * order: `pipeline(Readable.from(c.exportSession(id)), createWriteStream(path))`). `blobRefs`:
+   * a file with blob references instead of bytes, which importSession into a tenant holding the
+   * blobs turns back into the same session.
    */
-  async *exportSession(sessionId: string): AsyncGenerator<Uint8Array> {
-    const call = this.raw.exportSession({ sessionId, unpacked: false, blobRefs: false }, this.metadata());
+  async *exportSession(sessionId: string, opts: { blobRefs?: boolean } = {}): AsyncGenerator<Uint8Array> {
+    const call = this.raw.exportSession({ sessionId, unpacked: false, blobRefs: opts.blobRefs ?? false }, this.metadata());
     call.on('error', () => {}); // errors reach the iterator below
     try {
       for await (const res of call as AsyncIterable<ExportSessionResponse>) yield res.chunk;
@@ -642,7 +647,7 @@ export class PalimpsestClient {
       const req: SubscribeSurfaceRequest = {
         sessionId, afterSeq: first && opts.snapshot ? undefined : cursor, snapshot: first && opts.snapshot === true,
         includeMessages: opts.includeMessages ?? false, heartbeatIntervalMs: opts.heartbeatMs ?? 0, dataFormat: DataFormat.DATA_FORMAT_JSON,
-        waitForCreate: opts.waitForCreate ?? false,
+        waitForCreate: opts.waitForCreate ?? false, blobRefs: opts.blobRefs ?? false,
       };
       first = false;
       const call: ClientReadableStream<SubscribeSurfaceResponse> = this.raw.subscribeSurface(req, this.metadata());

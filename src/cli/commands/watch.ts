@@ -100,9 +100,9 @@ const watch: Command = {
     const waitForCreate = args.flag('wait');
     type Msg = SubscribeSurfaceResponse | SubscribeEventsResponse;
     const open = (after: number | undefined, first: boolean): ClientReadableStream<Msg> => (events
-      ? rpc.client.subscribeEvents({ sessionId, afterSeq: after, heartbeatIntervalMs, dataFormat: DataFormat.DATA_FORMAT_JSON, waitForCreate }, rpc.metadata())
+      ? rpc.client.subscribeEvents({ sessionId, afterSeq: after, heartbeatIntervalMs, dataFormat: DataFormat.DATA_FORMAT_JSON, waitForCreate, blobRefs: false }, rpc.metadata())
       // --snapshot only for the first stream: a resumed one continues from its cursor.
-      : rpc.client.subscribeSurface({ sessionId, afterSeq: first && args.flag('snapshot') ? undefined : after, heartbeatIntervalMs, snapshot: first && args.flag('snapshot'), includeMessages: messages, dataFormat: DataFormat.DATA_FORMAT_JSON, waitForCreate }, rpc.metadata()));
+      : rpc.client.subscribeSurface({ sessionId, afterSeq: first && args.flag('snapshot') ? undefined : after, heartbeatIntervalMs, snapshot: first && args.flag('snapshot'), includeMessages: messages, dataFormat: DataFormat.DATA_FORMAT_JSON, waitForCreate, blobRefs: false }, rpc.metadata()));
     const render = events
       ? (m: unknown) => eventsLine(m as SubscribeEventsResponse, out, width)
       : (m: unknown) => surfaceLine(m as SubscribeSurfaceResponse, out, messages, width);

@@ -1199,6 +1199,7 @@ class SubscribeSurfaceRequest(google.protobuf.message.Message):
     HEARTBEAT_INTERVAL_MS_FIELD_NUMBER: builtins.int
     DATA_FORMAT_FIELD_NUMBER: builtins.int
     WAIT_FOR_CREATE_FIELD_NUMBER: builtins.int
+    BLOB_REFS_FIELD_NUMBER: builtins.int
     session_id: typing.Text
     """Session id."""
 
@@ -1225,6 +1226,15 @@ class SubscribeSurfaceRequest(google.protobuf.message.Message):
     deletion still ends the stream with SESSION_NOT_FOUND.
     """
 
+    blob_refs: builtins.bool
+    """Return blobbed values (docs/blobs.md) as their references
+    `{"$blob": "sha256:…", "bytes": N, "mediaType": …}` instead of their bytes
+    (fetch them with GetBlob), in each event's data and in the attached
+    message (which then has no typed `message` when it holds a reference).
+    Default false: the data exactly as appended. With it, event data is always
+    in the json form.
+    """
+
     def __init__(self,
         *,
         session_id: typing.Text = ...,
@@ -1234,9 +1244,10 @@ class SubscribeSurfaceRequest(google.protobuf.message.Message):
         heartbeat_interval_ms: builtins.int = ...,
         data_format: global___DataFormat.ValueType = ...,
         wait_for_create: builtins.bool = ...,
+        blob_refs: builtins.bool = ...,
         ) -> None: ...
     def HasField(self, field_name: typing_extensions.Literal["_after_seq",b"_after_seq","after_seq",b"after_seq"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing_extensions.Literal["_after_seq",b"_after_seq","after_seq",b"after_seq","data_format",b"data_format","heartbeat_interval_ms",b"heartbeat_interval_ms","include_messages",b"include_messages","session_id",b"session_id","snapshot",b"snapshot","wait_for_create",b"wait_for_create"]) -> None: ...
+    def ClearField(self, field_name: typing_extensions.Literal["_after_seq",b"_after_seq","after_seq",b"after_seq","blob_refs",b"blob_refs","data_format",b"data_format","heartbeat_interval_ms",b"heartbeat_interval_ms","include_messages",b"include_messages","session_id",b"session_id","snapshot",b"snapshot","wait_for_create",b"wait_for_create"]) -> None: ...
     def WhichOneof(self, oneof_group: typing_extensions.Literal["_after_seq",b"_after_seq"]) -> typing.Optional[typing_extensions.Literal["after_seq"]]: ...
 global___SubscribeSurfaceRequest = SubscribeSurfaceRequest
 
@@ -1399,6 +1410,7 @@ class SubscribeEventsRequest(google.protobuf.message.Message):
     HEARTBEAT_INTERVAL_MS_FIELD_NUMBER: builtins.int
     DATA_FORMAT_FIELD_NUMBER: builtins.int
     WAIT_FOR_CREATE_FIELD_NUMBER: builtins.int
+    BLOB_REFS_FIELD_NUMBER: builtins.int
     session_id: typing.Text
     """Session id."""
 
@@ -1414,6 +1426,11 @@ class SubscribeEventsRequest(google.protobuf.message.Message):
     wait_for_create: builtins.bool
     """As SubscribeSurfaceRequest.wait_for_create."""
 
+    blob_refs: builtins.bool
+    """As SubscribeSurfaceRequest.blob_refs: each event's data with blobbed values
+    as their references (always the json form). Default false: the bytes.
+    """
+
     def __init__(self,
         *,
         session_id: typing.Text = ...,
@@ -1421,9 +1438,10 @@ class SubscribeEventsRequest(google.protobuf.message.Message):
         heartbeat_interval_ms: builtins.int = ...,
         data_format: global___DataFormat.ValueType = ...,
         wait_for_create: builtins.bool = ...,
+        blob_refs: builtins.bool = ...,
         ) -> None: ...
     def HasField(self, field_name: typing_extensions.Literal["_after_seq",b"_after_seq","after_seq",b"after_seq"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing_extensions.Literal["_after_seq",b"_after_seq","after_seq",b"after_seq","data_format",b"data_format","heartbeat_interval_ms",b"heartbeat_interval_ms","session_id",b"session_id","wait_for_create",b"wait_for_create"]) -> None: ...
+    def ClearField(self, field_name: typing_extensions.Literal["_after_seq",b"_after_seq","after_seq",b"after_seq","blob_refs",b"blob_refs","data_format",b"data_format","heartbeat_interval_ms",b"heartbeat_interval_ms","session_id",b"session_id","wait_for_create",b"wait_for_create"]) -> None: ...
     def WhichOneof(self, oneof_group: typing_extensions.Literal["_after_seq",b"_after_seq"]) -> typing.Optional[typing_extensions.Literal["after_seq"]]: ...
 global___SubscribeEventsRequest = SubscribeEventsRequest
 

@@ -842,6 +842,15 @@ export interface SubscribeSurfaceRequest {
    * deletion still ends the stream with SESSION_NOT_FOUND.
    */
   waitForCreate: boolean;
+  /**
+   * Return blobbed values (docs/blobs.md) as their references
+   * `{"$blob": "sha256:…", "bytes": N, "mediaType": …}` instead of their bytes
+   * (fetch them with GetBlob), in each event's data and in the attached
+   * message (which then has no typed `message` when it holds a reference).
+   * Default false: the data exactly as appended. With it, event data is always
+   * in the json form.
+   */
+  blobRefs: boolean;
 }
 
 /** One message of a SubscribeSurface stream. */
@@ -935,6 +944,11 @@ export interface SubscribeEventsRequest {
   dataFormat: DataFormat;
   /** As SubscribeSurfaceRequest.wait_for_create. */
   waitForCreate: boolean;
+  /**
+   * As SubscribeSurfaceRequest.blob_refs: each event's data with blobbed values
+   * as their references (always the json form). Default false: the bytes.
+   */
+  blobRefs: boolean;
 }
 
 /** Request for SubscribeSessions. */
@@ -5447,6 +5461,7 @@ function createBaseSubscribeSurfaceRequest(): SubscribeSurfaceRequest {
     heartbeatIntervalMs: 0,
     dataFormat: 0,
     waitForCreate: false,
+    blobRefs: false,
   };
 }
 
@@ -5472,6 +5487,9 @@ export const SubscribeSurfaceRequest: MessageFns<SubscribeSurfaceRequest> = {
     }
     if (message.waitForCreate !== false) {
       writer.uint32(56).bool(message.waitForCreate);
+    }
+    if (message.blobRefs !== false) {
+      writer.uint32(64).bool(message.blobRefs);
     }
     return writer;
   },
@@ -5545,6 +5563,14 @@ export const SubscribeSurfaceRequest: MessageFns<SubscribeSurfaceRequest> = {
             message.waitForCreate = reader.bool();
             continue;
           }
+          case 8: {
+            if (tag !== 64) {
+              break;
+            }
+
+            message.blobRefs = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -5590,6 +5616,11 @@ export const SubscribeSurfaceRequest: MessageFns<SubscribeSurfaceRequest> = {
         : isSet(object.wait_for_create)
         ? globalThis.Boolean(object.wait_for_create)
         : false,
+      blobRefs: isSet(object.blobRefs)
+        ? globalThis.Boolean(object.blobRefs)
+        : isSet(object.blob_refs)
+        ? globalThis.Boolean(object.blob_refs)
+        : false,
     };
   },
 
@@ -5616,6 +5647,9 @@ export const SubscribeSurfaceRequest: MessageFns<SubscribeSurfaceRequest> = {
     if (message.waitForCreate !== false) {
       obj.waitForCreate = message.waitForCreate;
     }
+    if (message.blobRefs !== false) {
+      obj.blobRefs = message.blobRefs;
+    }
     return obj;
   },
 
@@ -5631,6 +5665,7 @@ export const SubscribeSurfaceRequest: MessageFns<SubscribeSurfaceRequest> = {
     message.heartbeatIntervalMs = object.heartbeatIntervalMs ?? 0;
     message.dataFormat = object.dataFormat ?? 0;
     message.waitForCreate = object.waitForCreate ?? false;
+    message.blobRefs = object.blobRefs ?? false;
     return message;
   },
 };
@@ -6314,7 +6349,14 @@ export const Heartbeat: MessageFns<Heartbeat> = {
 };
 
 function createBaseSubscribeEventsRequest(): SubscribeEventsRequest {
-  return { sessionId: "", afterSeq: undefined, heartbeatIntervalMs: 0, dataFormat: 0, waitForCreate: false };
+  return {
+    sessionId: "",
+    afterSeq: undefined,
+    heartbeatIntervalMs: 0,
+    dataFormat: 0,
+    waitForCreate: false,
+    blobRefs: false,
+  };
 }
 
 export const SubscribeEventsRequest: MessageFns<SubscribeEventsRequest> = {
@@ -6333,6 +6375,9 @@ export const SubscribeEventsRequest: MessageFns<SubscribeEventsRequest> = {
     }
     if (message.waitForCreate !== false) {
       writer.uint32(40).bool(message.waitForCreate);
+    }
+    if (message.blobRefs !== false) {
+      writer.uint32(48).bool(message.blobRefs);
     }
     return writer;
   },
@@ -6390,6 +6435,14 @@ export const SubscribeEventsRequest: MessageFns<SubscribeEventsRequest> = {
             message.waitForCreate = reader.bool();
             continue;
           }
+          case 6: {
+            if (tag !== 48) {
+              break;
+            }
+
+            message.blobRefs = reader.bool();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -6429,6 +6482,11 @@ export const SubscribeEventsRequest: MessageFns<SubscribeEventsRequest> = {
         : isSet(object.wait_for_create)
         ? globalThis.Boolean(object.wait_for_create)
         : false,
+      blobRefs: isSet(object.blobRefs)
+        ? globalThis.Boolean(object.blobRefs)
+        : isSet(object.blob_refs)
+        ? globalThis.Boolean(object.blob_refs)
+        : false,
     };
   },
 
@@ -6449,6 +6507,9 @@ export const SubscribeEventsRequest: MessageFns<SubscribeEventsRequest> = {
     if (message.waitForCreate !== false) {
       obj.waitForCreate = message.waitForCreate;
     }
+    if (message.blobRefs !== false) {
+      obj.blobRefs = message.blobRefs;
+    }
     return obj;
   },
 
@@ -6462,6 +6523,7 @@ export const SubscribeEventsRequest: MessageFns<SubscribeEventsRequest> = {
     message.heartbeatIntervalMs = object.heartbeatIntervalMs ?? 0;
     message.dataFormat = object.dataFormat ?? 0;
     message.waitForCreate = object.waitForCreate ?? false;
+    message.blobRefs = object.blobRefs ?? false;
     return message;
   },
 };
