@@ -2,7 +2,8 @@
  * Blobs in the TypeScript client (clients/typescript/src/blobs.ts, docs/blobs.md): `events`
  * with `blobRefs` returns references, `getBlob` reads the bytes (from an offset; a stream cut
  * short resumes from the bytes it has), and an image sent once is referenced by digest
- * afterwards (an unknown digest is BLOB_NOT_FOUND, nothing stored).
+ * afterwards (an unknown digest is BLOB_NOT_FOUND, nothing stored); `blobRefs` on messages,
+ * exportSession and subscribeSurface returns references there too.
  */
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -97,5 +98,33 @@ describe('@palimpsest/client blobs', () => {
       rc.close();
       await proxy.close();
     }
+  });
+
+  it('blobRefs on messages, renderedMessages, exportSession and subscribeSurface: references instead of bytes; without it, the bytes', async () => {
+    const png = pattern(120 * 1024, 3);
+    const ref = { $blob: ev.blobDigest(png), bytes: png.length, mediaType: 'image/png', encoding: 'base64' };
+    const refText = JSON.stringify(ref);
+    const b64 = png.toString('base64');
+    const id = sid();
+    await c.createSession(id);
+    await c.append(id, [ev.userMessage([ev.image(png)])]);
+    expect(JSON.stringify(await c.messages(id))).toContain(b64);
+    const msgs = JSON.stringify(await c.messages(id, { blobRefs: true }));
+    expect([msgs.includes(refText), msgs.includes(b64)]).toEqual([true, false]);
+    const rendered = JSON.stringify(await c.renderedMessages(id, 'anthropic', { blobRefs: true }));
+    expect([rendered.includes(refText), rendered.includes(b64)]).toEqual([true, false]);
+    const text = async (opts?: { blobRefs?: boolean }): Promise<string> => Buffer.concat((await all(c.exportSession(id, opts))).map((x) => Buffer.from(x))).toString();
+    expect(await text()).toContain(b64);
+    const light = await text({ blobRefs: true });
+    expect([light.includes(refText), light.includes(b64)]).toEqual([true, false]);
+    const firstAppend = async (blobRefs: boolean): Promise<string> => {
+      for await (const d of c.subscribeSurface(id, { includeMessages: true, blobRefs })) {
+        if (d.op === 'append') return JSON.stringify([imageData(d.event!), d.message]);
+      }
+      return '';
+    };
+    expect(await firstAppend(false)).toContain(b64);
+    const live = await firstAppend(true);
+    expect([live.includes(refText), live.includes(b64)]).toEqual([true, false]);
   });
 });
