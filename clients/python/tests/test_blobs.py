@@ -1,6 +1,7 @@
 """Blobs (docs/blobs.md): events read with ``blob_refs`` carry references, ``get_blob`` reads
 the bytes (from an offset; a stream cut short resumes from the bytes it has), and an image sent
-once is referenced by digest afterwards (an unknown digest is BLOB_NOT_FOUND, nothing stored)."""
+once is referenced by digest afterwards (an unknown digest is BLOB_NOT_FOUND, nothing stored);
+``blob_refs`` on messages, rendered messages, the export and surface subscriptions returns references."""
 from __future__ import annotations
 
 import json
@@ -38,6 +39,37 @@ def test_blob_refs_and_get_blob(client: Client, session_id: str) -> None:
     with pytest.raises(PalimpsestError) as past:
         client.get_blob(digest, offset=len(png) + 1)
     assert past.value.reason == "BLOB_OFFSET_OUT_OF_RANGE"
+
+
+def test_blob_refs_on_messages_export_and_subscriptions(client: Client, session_id: str) -> None:
+    png = _png(120 * 1024, 3)
+    ref = {"$blob": ev.blob_digest(png), "bytes": len(png), "mediaType": "image/png", "encoding": "base64"}
+    ref_text = json.dumps(ref, separators=(",", ":"))
+    b64 = ev.image(png)["attachment"]["data"]
+    client.create_session(session_id)
+    client.append(session_id, [ev.user_message([ev.image(png)])])
+    assert b64 in json.dumps(client.messages(session_id))
+    [plain] = client.messages(session_id)
+    [with_ref] = client.messages(session_id, blob_refs=True)
+    assert with_ref["content"][0]["attachment"]["data"] == ref
+    assert with_ref["content"][0]["attachment"] | {"data": b64} == plain["content"][0]["attachment"]
+    rendered = json.dumps(client.messages(session_id, format="anthropic", blob_refs=True), separators=(",", ":"))
+    assert ref_text in rendered and b64 not in rendered
+    assert b64.encode() in b"".join(client.export_session(session_id))
+    light = b"".join(client.export_session(session_id, blob_refs=True)).decode()
+    assert ref_text in light and b64 not in light
+
+    def first_append(blob_refs: bool):  # type: ignore[no-untyped-def]
+        stream = client.subscribe_surface(session_id, include_messages=True, blob_refs=blob_refs)
+        try:
+            return next(d for d in stream if d.op == "append")
+        finally:
+            stream.close()
+
+    live = first_append(True)
+    assert _image_of(live.event) == ref
+    assert live.message["content"][0]["attachment"]["data"] == ref
+    assert _image_of(first_append(False).event) == b64
 
 
 def test_an_image_sent_once_is_referenced_by_digest(client: Client, session_id: str) -> None:

@@ -411,10 +411,13 @@ class Client:
             req.at_seq = at_seq
         return self._call(self.stub.ForkSession, req).session
 
-    def export_session(self, session_id: str) -> Iterator[bytes]:
+    def export_session(self, session_id: str, *, blob_refs: bool = False) -> Iterator[bytes]:
         """The session as reference JSONL, in the chunks the server streams (write them to a file
-        in order). Closing the iterator cancels the stream."""
-        call = self.stub.ExportSession(service_pb2.ExportSessionRequest(session_id=session_id), metadata=self._metadata)
+        in order). Closing the iterator cancels the stream. ``blob_refs``: a file with blob
+        references instead of bytes, which :meth:`import_session` into a tenant holding the blobs
+        turns back into the same session."""
+        call = self.stub.ExportSession(service_pb2.ExportSessionRequest(session_id=session_id, blob_refs=blob_refs),
+                                       metadata=self._metadata)
         try:
             for res in call:
                 yield res.chunk
@@ -457,7 +460,7 @@ class Client:
         return list(self._call(self.stub.GetSurface, req).seqs)
 
     def messages(self, session_id: str, transcript: bool = False, as_of_seq: Optional[int] = None, *,
-                 format: Optional[str] = None, drop_unpaired: bool = False) -> List[Any]:
+                 format: Optional[str] = None, drop_unpaired: bool = False, blob_refs: bool = False) -> List[Any]:
         """What the model sees next (the model history), or with ``transcript=True`` what a human
         reads; each message as the JSON the reference stores (``id``, ``role``, ``content``, ``source``).
         ``as_of_seq``: the messages as they were right after that event.
@@ -465,18 +468,21 @@ class Client:
         ``format`` (``"openai-chat"``, ``"openai-responses"``, ``"anthropic"`` or ``"gemini"``): the
         model history as that provider's request messages, ready to send (docs/providers.md);
         FAILED_PRECONDITION / HISTORY_NOT_RENDERABLE when the provider would refuse it, unless
-        ``drop_unpaired=True``. Use :meth:`rendered_messages` for the seqs and tokens of each message."""
+        ``drop_unpaired=True``. Use :meth:`rendered_messages` for the seqs and tokens of each message.
+        ``blob_refs``: blobbed values as their references (fetch them with :meth:`get_blob`)
+        instead of their bytes (docs/blobs.md)."""
         if format is not None:
-            return [msg for _, msg in self.rendered_messages(session_id, format, as_of_seq=as_of_seq, drop_unpaired=drop_unpaired)]
-        return [json.loads(m.message_json) for _, m in self.derived_messages(session_id, transcript, as_of_seq)]
+            return [msg for _, msg in self.rendered_messages(session_id, format, as_of_seq=as_of_seq, drop_unpaired=drop_unpaired,
+                                                             blob_refs=blob_refs)]
+        return [json.loads(m.message_json) for _, m in self.derived_messages(session_id, transcript, as_of_seq, blob_refs=blob_refs)]
 
     def rendered_messages(self, session_id: str, format: str, as_of_seq: Optional[int] = None,
-                          drop_unpaired: bool = False) -> List[RenderedMessage]:
+                          drop_unpaired: bool = False, *, blob_refs: bool = False) -> List[RenderedMessage]:
         """(seqs, provider message) pairs of the model history rendered for ``format`` (see
         :meth:`messages`): the seqs each provider message was rendered from, to cite or prune by,
         each a :class:`RenderedMessage` whose ``tokens`` is the message's estimated tokens."""
         req = service_pb2.GetMessagesRequest(session_id=session_id, view=service_pb2.MESSAGE_VIEW_MODEL_HISTORY,
-                                             format=_message_format(format), drop_unpaired=drop_unpaired)
+                                             format=_message_format(format), drop_unpaired=drop_unpaired, blob_refs=blob_refs)
         if as_of_seq is not None:
             req.as_of_seq = as_of_seq
         res = self._call(self.stub.GetMessages, req)
@@ -493,12 +499,13 @@ class Client:
         return list(self._call(self.stub.ImportMessages, req).seqs)
 
     def derived_messages(self, session_id: str, transcript: bool = False, as_of_seq: Optional[int] = None,
-                         typed: bool = False) -> List[Tuple[int, service_pb2.DerivedMessage]]:
+                         typed: bool = False, *, blob_refs: bool = False) -> List[Tuple[int, service_pb2.DerivedMessage]]:
         """(seq, DerivedMessage) pairs, for callers that need the seq each message came from (and
         each message's estimated ``tokens``);
-        ``typed`` also fills ``DerivedMessage.message`` (the typed palimpsest.v1 content form)."""
+        ``typed`` also fills ``DerivedMessage.message`` (the typed palimpsest.v1 content form; not
+        for a message holding a blob reference, ``blob_refs``)."""
         view = service_pb2.MESSAGE_VIEW_TRANSCRIPT if transcript else service_pb2.MESSAGE_VIEW_MODEL_HISTORY
-        req = service_pb2.GetMessagesRequest(session_id=session_id, view=view, typed=typed)
+        req = service_pb2.GetMessagesRequest(session_id=session_id, view=view, typed=typed, blob_refs=blob_refs)
         if as_of_seq is not None:
             req.as_of_seq = as_of_seq
         res = self._call(self.stub.GetMessages, req)
@@ -661,20 +668,21 @@ class Client:
 
     def subscribe_surface(self, session_id: str, after: Optional[int] = None, *, snapshot: bool = False,
                           include_messages: bool = False, heartbeat_ms: int = 0, reconnect: bool = True,
-                          max_backoff: float = 5.0) -> Generator[SurfaceDelta, None, None]:
+                          max_backoff: float = 5.0, blob_refs: bool = False) -> Generator[SurfaceDelta, None, None]:
         """Surface deltas from cursor ``after`` (None = from the start; ``snapshot`` = start with
         the current surface), live until the caller stops iterating.
 
         A dropped connection, a server restart or a shutdown (UNAVAILABLE) is followed by a
         reconnect with backoff that resumes after the last cursor yielded (``reconnect=False``
         raises instead); every other failure (the session was deleted: NOT_FOUND) is raised as
-        :class:`PalimpsestError`. Closing the iterator cancels the stream."""
+        :class:`PalimpsestError`. Closing the iterator cancels the stream. ``blob_refs``: event
+        data and messages with blobbed values as their references (docs/blobs.md)."""
         cursor = after
         first = True
         backoff = 0.05
         while True:
             req = service_pb2.SubscribeSurfaceRequest(session_id=session_id, include_messages=include_messages,
-                                                      heartbeat_interval_ms=heartbeat_ms)
+                                                      heartbeat_interval_ms=heartbeat_ms, blob_refs=blob_refs)
             if first and snapshot:
                 req.snapshot = True
             elif cursor is not None:
