@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -63,6 +64,52 @@ func TestBlobRefsAndGetBlob(t *testing.T) {
 	}
 	if _, err := c.GetBlob(ctx, digest, int64(len(png)+1)); asErr(t, err).Reason != "BLOB_OFFSET_OUT_OF_RANGE" {
 		t.Fatalf("past the end: %v", err)
+	}
+}
+
+func TestBlobRefsOnMessagesExportAndSubscriptions(t *testing.T) {
+	ctx := context.Background()
+	c := dial(t, addr(t))
+	id := sid()
+	png := pattern(120*1024, 3)
+	b64 := Image(png, "image/png")["attachment"].(map[string]any)["data"].(string)
+	ref := map[string]any{"$blob": BlobDigest(png), "bytes": float64(len(png)), "mediaType": "image/png", "encoding": "base64"}
+	// As the server writes it (Go's json.Marshal of a map, used on the decoded messages below, sorts the keys).
+	refText := string(must[[]byte](t)(json.Marshal(ref)))
+	refWire := fmt.Sprintf(`{"$blob":%q,"bytes":%d,"mediaType":"image/png","encoding":"base64"}`, BlobDigest(png), len(png))
+	must[*pb.Session](t)(c.CreateSession(ctx, id, nil))
+	must[[]int64](t)(c.Append(ctx, id, []*pb.EventInput{UserBlocks([]Block{Image(png, "image/png")}, "", nil, Placement{})}, AppendOptions{}))
+	text := func(v any) string { return string(must[[]byte](t)(json.Marshal(v))) }
+	if plain := text(must[[]map[string]any](t)(c.Messages(ctx, id, false))); !bytes.Contains([]byte(plain), []byte(b64)) {
+		t.Fatalf("Messages without BlobRefs: no bytes")
+	}
+	for _, opts := range [][]ReadOption{{BlobRefs()}, {BlobRefs(), Format("anthropic")}} {
+		got := text(must[[]map[string]any](t)(c.Messages(ctx, id, false, opts...)))
+		if !bytes.Contains([]byte(got), []byte(refText)) || bytes.Contains([]byte(got), []byte(b64)) {
+			t.Fatalf("Messages with BlobRefs: %.300s", got)
+		}
+	}
+	var full, light bytes.Buffer
+	if err := c.ExportSession(ctx, id, &full); err != nil || !bytes.Contains(full.Bytes(), []byte(b64)) {
+		t.Fatalf("export: %v", err)
+	}
+	if err := c.ExportSession(ctx, id, &light, BlobRefs()); err != nil || !bytes.Contains(light.Bytes(), []byte(refWire)) || bytes.Contains(light.Bytes(), []byte(b64)) {
+		t.Fatalf("export with BlobRefs: %v", err)
+	}
+	for _, blobRefs := range []bool{false, true} {
+		sub := c.SubscribeSurface(ctx, id, SubscribeOptions{IncludeMessages: true, BlobRefs: blobRefs})
+		var d Delta
+		for d.Op != "append" {
+			d = must[Delta](t)(sub.Next())
+		}
+		sub.Close()
+		got := imageData(t, d.Event)
+		if blobRefs && !reflect.DeepEqual(got, ref) || !blobRefs && got != b64 {
+			t.Fatalf("SubscribeSurface BlobRefs=%v: %.200v", blobRefs, got)
+		}
+		if m := text(d.Message); blobRefs != bytes.Contains([]byte(m), []byte(refText)) {
+			t.Fatalf("SubscribeSurface BlobRefs=%v: message %.300s", blobRefs, m)
+		}
 	}
 }
 

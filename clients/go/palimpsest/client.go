@@ -258,7 +258,8 @@ func (c *Client) Messages(ctx context.Context, id string, transcript bool, opts 
 	if transcript {
 		view = pb.MessageView_MESSAGE_VIEW_TRANSCRIPT
 	}
-	res, err := c.Raw.GetMessages(c.ctx(ctx), &pb.GetMessagesRequest{SessionId: id, View: view, AsOfSeq: readOptions(opts).asOfSeq})
+	o := readOptions(opts)
+	res, err := c.Raw.GetMessages(c.ctx(ctx), &pb.GetMessagesRequest{SessionId: id, View: view, AsOfSeq: o.asOfSeq, BlobRefs: o.blobRefs})
 	if err != nil {
 		return nil, AsError(err)
 	}
@@ -289,7 +290,8 @@ type Delta struct {
 
 // SubscribeOptions: After = resume after this cursor (nil = from the start);
 // Snapshot = start with the current surface; NoReconnect = return UNAVAILABLE
-// instead of resuming.
+// instead of resuming; BlobRefs = event data and messages with blobbed values
+// as their references (docs/blobs.md) instead of their bytes.
 type SubscribeOptions struct {
 	After           *int64
 	Snapshot        bool
@@ -297,6 +299,7 @@ type SubscribeOptions struct {
 	HeartbeatMs     uint32
 	NoReconnect     bool
 	MaxBackoff      time.Duration
+	BlobRefs        bool
 }
 
 // Subscription follows a surface; Next resumes by itself after UNAVAILABLE.
@@ -333,7 +336,7 @@ func (s *Subscription) Close() {
 }
 
 func (s *Subscription) open() error {
-	req := &pb.SubscribeSurfaceRequest{SessionId: s.id, IncludeMessages: s.o.IncludeMessages, HeartbeatIntervalMs: s.o.HeartbeatMs}
+	req := &pb.SubscribeSurfaceRequest{SessionId: s.id, IncludeMessages: s.o.IncludeMessages, HeartbeatIntervalMs: s.o.HeartbeatMs, BlobRefs: s.o.BlobRefs}
 	if s.first && s.o.Snapshot {
 		req.Snapshot = true
 	} else if s.cursor != nil {

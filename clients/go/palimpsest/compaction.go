@@ -25,14 +25,22 @@ func WithPairingGuard(on bool) SessionOption {
 // WithStrict turns on the optional strict invariants.
 func WithStrict() SessionOption { return func(r *pb.CreateSessionRequest) { r.Strict = true } }
 
-// ReadOption configures GetSurface and Messages.
+// ReadOption configures GetSurface and Messages (BlobRefs: also RenderedMessages and ExportSession).
 type ReadOption func(*readOpts)
 
 type readOpts struct {
 	asOfSeq      *uint64
 	format       string
 	dropUnpaired bool
+	blobRefs     bool
 }
+
+// BlobRefs makes Messages, RenderedMessages and ExportSession return blobbed
+// values (images, large strings; docs/blobs.md) as their references
+// {"$blob": "sha256:…", "bytes": N, "mediaType": …} (read them with GetBlob)
+// instead of their bytes; an exported file with references imports back into a
+// tenant that holds the blobs.
+func BlobRefs() ReadOption { return func(o *readOpts) { o.blobRefs = true } }
 
 // AsOf reads the surface or the messages as they were right after event seq
 // (time travel; OUT_OF_RANGE / AS_OF_SEQ_AFTER_HEAD past the head).

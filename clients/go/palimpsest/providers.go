@@ -50,7 +50,7 @@ func (c *Client) RenderedMessages(ctx context.Context, id string, format string,
 		return nil, err
 	}
 	o := readOptions(opts)
-	res, err := c.Raw.GetMessages(c.ctx(ctx), &pb.GetMessagesRequest{SessionId: id, View: pb.MessageView_MESSAGE_VIEW_MODEL_HISTORY, AsOfSeq: o.asOfSeq, Format: f, DropUnpaired: o.dropUnpaired})
+	res, err := c.Raw.GetMessages(c.ctx(ctx), &pb.GetMessagesRequest{SessionId: id, View: pb.MessageView_MESSAGE_VIEW_MODEL_HISTORY, AsOfSeq: o.asOfSeq, Format: f, DropUnpaired: o.dropUnpaired, BlobRefs: o.blobRefs})
 	if err != nil {
 		return nil, AsError(err)
 	}

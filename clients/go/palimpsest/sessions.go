@@ -55,11 +55,12 @@ func (c *Client) Repair(ctx context.Context, id string) ([]*pb.SessionEvent, err
 	return res.GetEvents(), AsError(err)
 }
 
-// ExportSession writes the session as reference JSONL to w, as the server streams it.
-func (c *Client) ExportSession(ctx context.Context, id string, w io.Writer) error {
+// ExportSession writes the session as reference JSONL to w, as the server streams it
+// (BlobRefs(): with blob references instead of bytes).
+func (c *Client) ExportSession(ctx context.Context, id string, w io.Writer, opts ...ReadOption) error {
 	ctx, cancel := context.WithCancel(c.ctx(ctx))
 	defer cancel()
-	stream, err := c.Raw.ExportSession(ctx, &pb.ExportSessionRequest{SessionId: id})
+	stream, err := c.Raw.ExportSession(ctx, &pb.ExportSessionRequest{SessionId: id, BlobRefs: readOptions(opts).blobRefs})
 	if err != nil {
 		return AsError(err)
 	}
