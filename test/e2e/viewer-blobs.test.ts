@@ -4,7 +4,8 @@
  * image-heavy session's page is as small as one without images and paints as fast (ratio of the
  * two, same run); each image shows its type and
  * size ("PNG · 1.0 MiB") and is fetched from `GET /blobs/<digest>` only once scrolled into view;
- * a large tool output is a collapsed line with its size that loads on demand.
+ * a large tool output is a collapsed line with its size that loads on demand. The model view
+ * (SubscribeSurface with blob_refs) shows the images the same way.
  */
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -125,11 +126,35 @@ suite(`viewer with blobs in headless Chromium${hasChromium() ? '' : ' (skipped: 
     await p.close();
   }, 60_000);
 
-  it('the model view captions inline images with their type and size', async () => {
+  it('the model view reads with blob_refs: each image by reference with its size, its bytes fetched from /blobs/ (lazy img), none in the stream', async () => {
     const p = await b.context.newPage();
+    const blobRequests: string[] = [];
+    p.on('request', (r) => {
+      if (new URL(r.url()).pathname.startsWith('/blobs/')) blobRequests.push(r.url());
+    });
     await p.goto(`${base}/sessions/images`);
-    await p.waitForSelector(`#surface [data-seq="${IMAGES - 1}"] figure.inline-image`, WAIT);
-    expect(await p.locator(`#surface [data-seq="${IMAGES - 1}"] figure.inline-image .blob-label`).textContent()).toBe('PNG · 1.0 MiB');
+    const row = (seq: number) => `#surface [data-seq="${seq}"]`;
+    await p.waitForSelector(`${row(IMAGES - 1)} figure.blob img.blob-image`, WAIT);
+    const labels = await p.$$eval('#surface figure.blob .blob-label', (els) => els.map((e) => e.textContent));
+    expect(labels.filter((l) => /^PNG · 1\.0 MiB$/.test(l ?? ''))).toHaveLength(IMAGES);
+    // no image travelled in the stream (16 MiB of base64 otherwise)
+    expect(await p.locator('#surface img[src^="data:"]').count()).toBe(0);
+    await p.waitForFunction(`[...document.querySelectorAll('#surface img.blob-image')].some((i) => i.complete && i.naturalWidth > 0)`, undefined, WAIT);
+    // Loaded by the browser's lazy loading (loading="lazy": its distance threshold covers this
+    // short page; the event log test above shows far images left unloaded).
+    expect(blobRequests.length).toBeGreaterThan(0);
+    expect(await p.$$eval('#surface img.blob-image', (els) => els.every((e) => (e.getAttribute('src') ?? '').startsWith('/blobs/sha256:')))).toBe(true);
+    const last = p.locator(`${row(IMAGES - 1)} img.blob-image`);
+    const loaded = (): Promise<number> => last.evaluate((i) => {
+      const img = i as unknown as { complete: boolean; naturalWidth: number };
+      return img.complete ? img.naturalWidth : 0;
+    });
+    await last.scrollIntoViewIfNeeded();
+    await expect.poll(loaded, WAIT).toBe(512);
+    // The header's totals count each image at its base64 size, as without references.
+    const png = noisePng(512, 512).length; // every one of them is this long
+    const bytes = Number(await p.locator('#surface-totals').getAttribute('data-bytes'));
+    expect(bytes).toBeGreaterThan(IMAGES * 4 * Math.ceil(png / 3));
     await p.close();
   }, 30_000);
 

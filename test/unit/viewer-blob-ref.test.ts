@@ -1,9 +1,10 @@
 /**
  * The viewer's blob reference rule (web/src/blob-ref.ts) is the server's exact shape
- * (parseBlobRef): an object with a `$blob` digest and any other key is data, shown as such.
+ * (parseBlobRef): an object with a `$blob` digest and any other key is data, shown as such; a
+ * message read with references is sized as the message with its bytes (refInflation).
  */
 import { describe, expect, it } from 'vitest';
-import { blobRef, formatBytes } from '../../web/src/blob-ref.js';
+import { blobRef, formatBytes, refInflation } from '../../web/src/blob-ref.js';
 
 const D = `sha256:${'a'.repeat(64)}`;
 
@@ -19,5 +20,16 @@ describe('viewer blob references', () => {
 
   it('writes byte counts one way', () => {
     expect([formatBytes(-1), formatBytes(512), formatBytes(2048), formatBytes(3 * 1024 * 1024)]).toEqual(['? B', '512 B', '2.0 KiB', '3.0 MiB']);
+  });
+
+  it('sizes a message read with references as the message with its bytes', () => {
+    const b64 = Buffer.alloc(3000, 7).toString('base64');
+    const text = 'x'.repeat(5000);
+    const withBytes = { content: [{ type: 'image', attachment: { data: b64 } }, { type: 'text', text }] };
+    const withRefs = { content: [{ type: 'image', attachment: { data: { $blob: D, bytes: 3000, mediaType: 'image/png', encoding: 'base64' } } }, { type: 'text', text: { $blob: D, bytes: 5000 } }] };
+    expect(JSON.stringify(withRefs).length + refInflation(withRefs)).toBe(JSON.stringify(withBytes).length);
+    // no reference, nothing added; a reference without its size adds nothing
+    expect(refInflation(withBytes)).toBe(0);
+    expect(refInflation({ data: { $blob: D } })).toBe(0);
   });
 });

@@ -28,3 +28,20 @@ export function formatBytes(n: number): string {
   if (n < 1024 * 1024) return `${(n / 1024).toFixed(1)} KiB`;
   return `${(n / 1024 / 1024).toFixed(1)} MiB`;
 }
+
+/**
+ * How many more UTF-8 bytes `v` would be with each blob reference in it replaced by the string it
+ * stands for (read with blob_refs: the viewer's sizes and token estimates stay those of the
+ * appended message). Approximate for text blobs (their JSON escapes are not counted).
+ */
+export function refInflation(v: unknown): number {
+  if (typeof v !== 'object' || v === null) return 0;
+  const r = parseBlobRef(v as Json);
+  if (r !== undefined) {
+    const len = r.bytes < 0 ? 0 : r.encoding === 'base64' ? 4 * Math.ceil(r.bytes / 3) : r.bytes;
+    return Math.max(0, len + 2 - JSON.stringify(v).length);
+  }
+  let n = 0;
+  for (const x of Array.isArray(v) ? v : Object.values(v)) n += refInflation(x);
+  return n;
+}

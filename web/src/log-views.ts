@@ -33,7 +33,7 @@ export function transcriptView(v: ViewContext): HTMLElement {
   let token = '';
   const load = async () => {
     try {
-      const r = await api.getMessages({ sessionId: v.id, view: MessageView.TRANSCRIPT, pageSize: TRANSCRIPT_PAGE, pageToken: token, ...(v.asOf === undefined ? {} : { asOfSeq: BigInt(v.asOf) }) }, { signal: v.signal });
+      const r = await api.getMessages({ sessionId: v.id, view: MessageView.TRANSCRIPT, pageSize: TRANSCRIPT_PAGE, pageToken: token, blobRefs: true, ...(v.asOf === undefined ? {} : { asOfSeq: BigInt(v.asOf) }) }, { signal: v.signal });
       for (const x of r.messages) {
         const msg = parseMessage(x.messageJson);
         const role = typeof msg?.['role'] === 'string' ? (msg['role'] as string) : 'event';

@@ -4,7 +4,7 @@
  */
 import { h, type Child } from './dom.js';
 import { blobImage, blobRef, blobText, typeLabel } from './blob-view.js';
-import { formatBytes } from './blob-ref.js';
+import { formatBytes, refInflation } from './blob-ref.js';
 
 type Json = null | boolean | number | string | Json[] | { [k: string]: Json };
 type Obj = { [k: string]: Json };
@@ -21,7 +21,7 @@ export interface ResultLookup {
 export function resultBytes(block: Obj): number {
   const enc = new TextEncoder();
   let n = 0;
-  for (const c of blocks(block['content'])) n += enc.encode(typeof c['text'] === 'string' ? c['text'] : JSON.stringify(c)).length;
+  for (const c of blocks(block['content'])) n += enc.encode(typeof c['text'] === 'string' ? c['text'] : JSON.stringify(c)).length + refInflation(c);
   return n;
 }
 

@@ -4,7 +4,7 @@
  * time slider over seqs.
  *
  * The model view is driven by one SubscribeSurface stream from the start of the log (with
- * messages): its append / replace deltas rebuild the surface exactly, and a replace delta names
+ * messages, and blob_refs: images come as references, loaded when scrolled into view): its append / replace deltas rebuild the surface exactly, and a replace delta names
  * the seqs it shadowed, whose messages arrived earlier in the same stream. After `caught_up` the
  * same stream is the live feed: an append adds one entry, a replace swaps the affected range for
  * the replacement (and re-renders the tool call whose result changed). A dropped stream is
@@ -20,7 +20,7 @@ import { h, when } from './dom.js';
 import { setCrumbs, showError, type Page } from './ui.js';
 import { parseMessage, preview, renderContent, resultBytes, sourceLine, toolResults, type MessageJson } from './render-message.js';
 import { estimateMessageTokens } from '../../src/domain/token-estimate.js';
-import { formatBytes } from './blob-ref.js';
+import { formatBytes, refInflation } from './blob-ref.js';
 import { eventsView, transcriptView, type ViewContext } from './log-views.js';
 import { revealSeq, targetSeq } from './seq-target.js';
 
@@ -434,7 +434,9 @@ export function sessionPage(root: HTMLElement, id: string): Page {
 
   function sizes(message: MessageJson | undefined): { message: MessageJson | undefined; bytes: number; tokens: number } {
     if (!message) return { message, bytes: 0, tokens: 0 };
-    return { message, bytes: utf8.encode(JSON.stringify(message)).length, tokens: estimateMessageTokens(message as never) };
+    // Read with blob_refs: counted as the message with its bytes (each reference's size).
+    const more = refInflation(message);
+    return { message, bytes: utf8.encode(JSON.stringify(message)).length + more, tokens: estimateMessageTokens(message as never) + Math.ceil(more / 4) };
   }
 
   /** The surface's totals (what the model is sent), in the header. */
@@ -483,7 +485,7 @@ export function sessionPage(root: HTMLElement, id: string): Page {
     while (!gone) {
       try {
         setLive(caughtUp ? 'resuming' : 'connecting', caughtUp ? 'resuming…' : 'catching up…');
-        const stream = api.subscribeSurface({ sessionId: id, includeMessages: true, ...(cursor === undefined ? {} : { afterSeq: cursor }) }, { signal: ac.signal });
+        const stream = api.subscribeSurface({ sessionId: id, includeMessages: true, blobRefs: true, ...(cursor === undefined ? {} : { afterSeq: cursor }) }, { signal: ac.signal });
         for await (const r of stream) {
           backoff = 250;
           switch (r.kind.case) {
@@ -592,7 +594,7 @@ export function sessionPage(root: HTMLElement, id: string): Page {
     try {
       const [s, m] = await Promise.all([
         api.getSurface({ sessionId: id, asOfSeq: BigInt(seq) }, { signal: ac.signal }),
-        api.getMessages({ sessionId: id, view: MessageView.MODEL_HISTORY, asOfSeq: BigInt(seq) }, { signal: ac.signal }),
+        api.getMessages({ sessionId: id, view: MessageView.MODEL_HISTORY, asOfSeq: BigInt(seq), blobRefs: true }, { signal: ac.signal }),
       ]);
       if (gone || mine !== asOfRequest || asOf !== seq || view !== 'model') return;
       const bySeq = new Map(m.messages.map((x) => [Number(x.seq), parseMessage(x.messageJson)] as const));
