@@ -52,18 +52,26 @@ describe('search contract', () => {
     let app = new SessionService(new BlobbingStore(new SqliteSessionStore({ path }), DEFAULT_BLOB_MIN_BYTES), undefined, clock());
     await writeScenario(app);
     await app.close();
+    // Nothing followed yet: the lag is no problem for verify.
+    expect(verifyFile(path).problems).toEqual([]);
+    let index = new SqliteSearchIndex(path);
+    expect(await index.lag()).toMatchObject({ events: 16 });
+    expect(await index.followBatch(1)).toEqual({ events: expect.any(Number) as number, caughtUp: false });
+    while (!(await index.followBatch(1000)).caughtUp);
+    expect(await index.lag()).toEqual({ events: 0, seconds: 0 });
+    await index.close();
     expect(verifyFile(path).problems).toEqual([]);
     const raw = new Database(path);
     raw.prepare("DELETE FROM search_docs WHERE session_id = 'acme/billing' AND seq = 1").run();
     raw.close();
     expect(verifyFile(path).problems).toEqual(['search index: session "acme/billing" seq 1 is missing (run palimpsest reindex)']);
-    let index = new SqliteSearchIndex(path);
+    index = new SqliteSearchIndex(path);
     expect(await index.reindex()).toEqual({ sessions: 5, events: 16 });
     await index.close();
     expect(verifyFile(path).problems).toEqual([]);
     // A version-6 database (written before the index existed): migration 7 indexes its events.
     const old = new Database(path);
-    old.exec('DROP TRIGGER search_events_ai; DROP TRIGGER search_sessions_ad; DROP TABLE search_fts; DROP TABLE search_docs; DROP TABLE search_calls;');
+    old.exec('DROP TRIGGER search_sessions_ad; DROP TABLE search_fts; DROP TABLE search_docs; DROP TABLE search_calls; DROP TABLE search_follow; DROP TABLE search_progress;');
     old.exec('DROP TABLE feed_pruned; DELETE FROM schema_migrations WHERE version >= 7; PRAGMA user_version = 6;');
     old.close();
     app = new SessionService(new BlobbingStore(new SqliteSessionStore({ path }), DEFAULT_BLOB_MIN_BYTES), undefined, clock());
