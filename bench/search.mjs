@@ -19,9 +19,9 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import Database from 'better-sqlite3';
 import pg from 'pg';
 import { SessionService } from '../src/app/session-service.ts';
+import { SearchFollower } from '../src/app/search-follower.ts';
 import { SqliteSessionStore } from '../src/store/sqlite/sqlite-store.ts';
 import { SqliteSearchIndex } from '../src/store/sqlite/search.ts';
 import { PostgresSessionStore } from '../src/store/postgres/postgres-store.ts';
@@ -87,8 +87,13 @@ function headline(h) {
   console.log(`HEADLINE ${JSON.stringify(h)}`);
 }
 
-/** Loads the same batches into `on` and `off` alternately; returns events/s of each. */
-async function load(on, off) {
+/**
+ * Loads the same batches into `on` and `off` alternately; returns events/s of each. `follower`
+ * (the index's follower of `on`) runs only during `on`'s turns, so its work is charged to them,
+ * and the final catch-up after the last batch is counted in `on`'s time too. The lag is sampled
+ * after every 10th turn.
+ */
+async function load(on, off, follower) {
   const writers = [new Map(), new Map()];
   for (const [i, store] of [on, off].entries()) {
     for (let s = 0; s < SESSIONS; s++) {
@@ -100,15 +105,25 @@ async function load(on, off) {
   const time = [0, 0];
   const chunk = [];
   let n = 0;
+  let turns = 0;
+  let maxLag = { events: 0, seconds: 0 };
   const flush = async () => {
     for (const [i, store] of [on, off].entries()) {
       const t0 = performance.now();
+      if (i === 0) follower?.start();
       await Promise.all(chunk.map(async (b) => {
         const writer = `w${b.from + b.events.length}`;
         const r = await store.append(b.session, { expectedNextSeq: b.from, expectedWriter: writers[i].get(b.session), writer, events: b.events, surfaceLength: b.from + b.events.length });
         if (r.kind !== 'appended') throw new Error(`append ${b.session}@${b.from}: ${r.kind}`);
         writers[i].set(b.session, writer);
       }));
+      if (i === 0 && follower !== undefined) {
+        if (++turns % 10 === 0) {
+          const lag = await follower.lag();
+          if (lag.events > maxLag.events) maxLag = lag;
+        }
+        await follower.stop();
+      }
       time[i] += performance.now() - t0;
     }
     chunk.length = 0;
@@ -121,7 +136,12 @@ async function load(on, off) {
   }
   await flush();
   process.stderr.write('\n');
-  return { events: n, on: n / (time[0] / 1000), off: n / (time[1] / 1000) };
+  const c0 = performance.now();
+  const lagAtEnd = (await follower?.lag()) ?? { events: 0, seconds: 0 };
+  await follower?.catchUp(3_600_000);
+  const catchUp = performance.now() - c0;
+  time[0] += catchUp;
+  return { events: n, on: n / (time[0] / 1000), off: n / (time[1] / 1000), maxLag, lagAtEnd, catchUp };
 }
 
 async function queries(app) {
@@ -139,10 +159,11 @@ async function queries(app) {
 
 async function report(name, loaded, q) {
   const ratio = loaded.on / loaded.off;
-  console.log(`${name}: ${loaded.events} events in ${SESSIONS} sessions; appends ${fmt(loaded.on)} events/s with the index, ${fmt(loaded.off)} without (${(ratio * 100).toFixed(0)}%); phrase query p50 ${q.p50.toFixed(1)} ms, p95 ${q.p95.toFixed(1)} ms (${q.hits.toFixed(1)} hits per page)`);
+  console.log(`${name}: ${loaded.events} events in ${SESSIONS} sessions; appends ${fmt(loaded.on)} events/s with the index (follower included), ${fmt(loaded.off)} without (${(ratio * 100).toFixed(0)}%); phrase query p50 ${q.p50.toFixed(1)} ms, p95 ${q.p95.toFixed(1)} ms (${q.hits.toFixed(1)} hits per page)`);
+  console.log(`${name}: follower lag: max sampled ${loaded.maxLag.events} events (${loaded.maxLag.seconds.toFixed(1)} s), ${loaded.lagAtEnd.events} events (${loaded.lagAtEnd.seconds.toFixed(1)} s) when the load ended, caught up ${(loaded.catchUp / 1000).toFixed(1)} s later (counted in the rate)`);
   headline({ id: `search-phrase-p95-${name}`, label: `SearchEvents phrase query p95, ${name} (${loaded.events} events, ${SESSIONS} sessions)`, value: `${q.p95.toFixed(1)} ms`, target: '< 50 ms', met: q.p95 < 50 });
   headline({
-    id: `search-append-ratio-${name}`, label: `appends with the search index vs without, ${name}`,
+    id: `search-append-rate-${name}`, label: `appends with the search index (its follower's work and final catch-up included) vs without, ${name}`,
     value: `${(ratio * 100).toFixed(0)}% (${fmt(loaded.on)} vs ${fmt(loaded.off)} events/s)`, target: '>= 85%', met: ratio >= 0.85,
   });
 }
@@ -155,13 +176,11 @@ try {
     const offPath = join(root, 'off.db');
     const on = new SqliteSessionStore({ path: onPath });
     const off = new SqliteSessionStore({ path: offPath });
-    const raw = new Database(offPath);
-    raw.exec('DROP TRIGGER search_events_ai');
-    raw.close();
-    const loaded = await load(on, off);
+    const index = new SqliteSearchIndex(onPath);
+    const loaded = await load(on, off, new SearchFollower(index));
     await off.close();
     const app = new SessionService(on);
-    app.search.useIndex(new SqliteSearchIndex(onPath));
+    app.search.useIndex(index);
     await report('sqlite', loaded, await queries(app));
     await app.close();
   }

@@ -27,7 +27,6 @@ export interface SearchFollowerOptions {
   readonly busyMs?: number;
 }
 
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 /** The follower of one index. */
 export class SearchFollower {
@@ -80,17 +79,18 @@ export class SearchFollower {
         pause = 1000;
       }
       if (!this.#running) break;
-      if (idle) {
+      if (idle) pause = this.#o.idleMs;
+      if (pause > 0) {
+        // Wakeable: poke() and stop() end the wait.
         await new Promise<void>((resolve) => {
-          const t = setTimeout(resolve, this.#o.idleMs);
+          const t = setTimeout(resolve, pause);
           this.#wake = () => {
             clearTimeout(t);
             resolve();
           };
         });
         this.#wake = undefined;
-      } else if (pause > 0) await sleep(pause);
-      else await new Promise((r) => setImmediate(r));
+      } else await new Promise((r) => setImmediate(r));
     }
   }
 
@@ -101,7 +101,7 @@ export class SearchFollower {
       const r = await this.#index.followBatch(this.#o.batchEvents);
       if (r.caughtUp) return true;
       if (performance.now() >= deadline) return false;
-      if (r.busy) await sleep(this.#o.busyMs);
+      if (r.busy) await new Promise((resolve) => setTimeout(resolve, this.#o.busyMs));
     }
   }
 

@@ -8,7 +8,7 @@ import { SqliteSearchIndex } from '../../src/store/sqlite/search.js';
 import Database from 'better-sqlite3';
 import { verifyFile } from '../../src/store/sqlite/verify.js';
 import { tempDbDir } from '../support/temp-db.js';
-import { ACME, allHits, answers, searchContract, writeScenario } from './search-contract.js';
+import { ACME, allHits, answers, searchContract, user, writeScenario } from './search-contract.js';
 
 const dirs = tempDbDir('palimpsest-search-');
 
@@ -45,6 +45,47 @@ describe('search contract', () => {
     expect(await index.reindex()).toEqual({ sessions: 5, events: 12 });
     expect(await index.verifyIndex()).toEqual({ events: 12, problems: [] });
     await app.close();
+  });
+
+  it('SQLite: the follower indexes off the append path; a session deleted before it is followed leaves nothing; a plain connection writes events', async () => {
+    const path = dirs.freshPath();
+    const app = new SessionService(new BlobbingStore(new SqliteSessionStore({ path }), DEFAULT_BLOB_MIN_BYTES), undefined, clock());
+    const index = new SqliteSearchIndex(path);
+    app.search.useIndex(index, { follow: false });
+    await writeScenario(app);
+    const count = (sql: string): number => {
+      const raw = new Database(path, { readonly: true });
+      try {
+        return raw.prepare(sql).pluck().get() as number;
+      } finally {
+        raw.close();
+      }
+    };
+    // Appends did not index: everything is lag.
+    expect(count('SELECT count(*) FROM search_docs')).toBe(0);
+    expect((await index.lag()).events).toBe(16);
+    // Deleted while not followed: never found, and nothing of it is indexed once followed.
+    await app.deleteSession(ACME, 'billing');
+    expect(await allHits(app, ACME, { query: 'overdue' })).toEqual([]);
+    expect(await index.lag()).toEqual({ events: 0, seconds: 0 });
+    expect(count("SELECT count(*) FROM search_docs WHERE session_id = 'acme/billing'")).toBe(0);
+    expect(count("SELECT count(*) FROM search_progress WHERE session_id = 'acme/billing'")).toBe(0);
+    expect(count('SELECT count(*) FROM search_docs')).toBeGreaterThan(0);
+    // Read-your-writes: an acknowledged append is found by the next search.
+    await app.append(ACME, 'ops', [user('u9', 'the walrus migrated')]);
+    expect(await allHits(app, ACME, { query: 'walrus' })).toEqual(['ops@5']);
+    await app.close();
+    // A connection without Palimpsest's functions (the sqlite3 shell) can insert events: no trigger calls JavaScript.
+    const plain = new Database(path);
+    plain.prepare("INSERT INTO sessions (id, version, created_at) VALUES ('plain', 0, 1)").run();
+    plain.prepare(`INSERT INTO events (session_id, seq, type, time, data, surface_op, scrc, dcrc)
+      VALUES ('plain', 0, 'user/message', 1, '{"role":"user","content":[{"type":"text","text":"narwhal"}]}', 'append', 0, 0)`).run();
+    plain.prepare("UPDATE sessions SET next_seq = 1, event_count = 1 WHERE id = 'plain'").run();
+    plain.close();
+    const again = new SqliteSearchIndex(path);
+    expect(await again.followBatch(100)).toEqual({ events: 1, caughtUp: true });
+    expect(count("SELECT text FROM search_docs WHERE session_id = 'plain'")).toBe('narwhal');
+    await again.close();
   });
 
   it('SQLite: verify finds an index that lost an entry, reindex repairs it; migrating a version-6 file indexes its events', async () => {

@@ -12,7 +12,7 @@ import type { SearchRequest } from '../../src/app/search-service.js';
 export const ACME: CallContext = { tenant: 'acme' };
 export const BETA: CallContext = { tenant: 'beta' };
 
-const user = (id: string, text: string, surfaceOp: unknown = 'append'): CandidateEvent => ({
+export const user = (id: string, text: string, surfaceOp: unknown = 'append'): CandidateEvent => ({
   type: 'user/message', data: { id, role: 'user', content: [{ type: 'text', text }], source: { kind: 'user' } }, surfaceOp,
 });
 const assistant = (id: string, text: string, calls: [string, string, string][] = [], reasoning?: string): CandidateEvent => ({
