@@ -191,18 +191,15 @@ try {
     try {
       const on = await PostgresSessionStore.open({ url: cluster.adminUrl, schema: 'bon', poolSize: 4 });
       const off = await PostgresSessionStore.open({ url: cluster.adminUrl, schema: 'boff', poolSize: 4 });
-      const c = new pg.Client({ connectionString: cluster.adminUrl });
-      await c.connect();
-      await c.query('DROP TRIGGER search_index_event ON boff.events');
-      await c.end();
-      const loaded = await load(on, off);
+      const index = new PostgresSearchIndex({ url: cluster.adminUrl, schema: 'bon' });
+      const loaded = await load(on, off, new SearchFollower(index));
       await off.close();
       const c2 = new pg.Client({ connectionString: cluster.adminUrl });
       await c2.connect();
       await c2.query('ANALYZE bon.search_docs');
       await c2.end();
       const app = new SessionService(on);
-      app.search.useIndex(new PostgresSearchIndex({ url: cluster.adminUrl, schema: 'bon' }));
+      app.search.useIndex(index);
       await report('postgres', loaded, await queries(app));
       await app.close();
     } finally {

@@ -61,7 +61,7 @@
  */
 
 /** The schema version this build reads and writes: the last migration's (migrations/index.ts). */
-export const SCHEMA_VERSION = 5;
+export const SCHEMA_VERSION = 6;
 
 /** Byte-counter rows per tenant (see the module comment). */
 export const TENANT_SHARDS = 16;
