@@ -93,15 +93,16 @@ describe('search contract', () => {
     let app = new SessionService(new BlobbingStore(new SqliteSessionStore({ path }), DEFAULT_BLOB_MIN_BYTES), undefined, clock());
     await writeScenario(app);
     await app.close();
-    // Nothing followed yet: the lag is no problem for verify.
+    // Nothing followed yet: the lag is no problem for verify, which reports it.
     expect(verifyFile(path).problems).toEqual([]);
+    expect(verifyFile(path).searchIndexLag).toMatchObject({ events: 16 });
     let index = new SqliteSearchIndex(path);
     expect(await index.lag()).toMatchObject({ events: 16 });
     expect(await index.followBatch(1)).toEqual({ events: expect.any(Number) as number, caughtUp: false });
     while (!(await index.followBatch(1000)).caughtUp);
     expect(await index.lag()).toEqual({ events: 0, seconds: 0 });
     await index.close();
-    expect(verifyFile(path).problems).toEqual([]);
+    expect(verifyFile(path)).toMatchObject({ problems: [], searchIndexLag: { events: 0, seconds: 0 } });
     const raw = new Database(path);
     raw.prepare("DELETE FROM search_docs WHERE session_id = 'acme/billing' AND seq = 1").run();
     raw.close();
