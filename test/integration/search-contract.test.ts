@@ -8,7 +8,7 @@ import { SqliteSearchIndex } from '../../src/store/sqlite/search.js';
 import Database from 'better-sqlite3';
 import { verifyFile } from '../../src/store/sqlite/verify.js';
 import { tempDbDir } from '../support/temp-db.js';
-import { ACME, allHits, answers, searchContract, user, writeScenario } from './search-contract.js';
+import { ACME, allHits, answers, assistant, result, searchContract, user, writeScenario } from './search-contract.js';
 
 const dirs = tempDbDir('palimpsest-search-');
 
@@ -74,6 +74,11 @@ describe('search contract', () => {
     // Read-your-writes: an acknowledged append is found by the next search.
     await app.append(ACME, 'ops', [user('u9', 'the walrus migrated')]);
     expect(await allHits(app, ACME, { query: 'walrus' })).toEqual(['ops@5']);
+    // A tool result followed in a later batch than its call is indexed under the call's tool.
+    await app.append(ACME, 'ops', [assistant('a9', 'Searching.', [['c9', 'grep', '{"pattern":"walrus"}']])]);
+    expect(await index.followBatch(100)).toMatchObject({ caughtUp: true });
+    await app.append(ACME, 'ops', [result('r9', 'c9', 'no match')]);
+    expect(await allHits(app, ACME, { query: 'tool:grep' })).toEqual(['ops@7', 'ops@6']);
     await app.close();
     // A connection without Palimpsest's functions (the sqlite3 shell) can insert events: no trigger calls JavaScript.
     const plain = new Database(path);

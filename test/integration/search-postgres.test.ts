@@ -8,7 +8,7 @@ import { MemorySessionStore } from '../../src/store/memory/memory-store.js';
 import { PostgresSessionStore } from '../../src/store/postgres/postgres-store.js';
 import { PostgresSearchIndex } from '../../src/store/postgres/search.js';
 import { createTestDatabase, hasPostgres, type TestDatabase } from '../support/postgres.js';
-import { ACME, allHits, answers, searchContract, user, writeScenario } from './search-contract.js';
+import { ACME, allHits, answers, assistant, result, searchContract, user, writeScenario } from './search-contract.js';
 
 let db: TestDatabase | undefined;
 
@@ -73,7 +73,12 @@ describe.skipIf(!hasPostgres())('search contract on PostgreSQL', () => {
     expect(await count("SELECT count(*) AS n FROM search2.search_docs WHERE session_id = 'beta/ops'")).toBe(5);
     await app.append(ACME, 'ops', [user('u9', 'the walrus migrated')]);
     expect(await allHits(app, ACME, { query: 'walrus' })).toEqual(['ops@5']);
-    expect(await index.verifyIndex()).toEqual({ events: 15, problems: [] });
+    // A tool result followed in a later batch than its call is indexed under the call's tool.
+    await app.append(ACME, 'ops', [assistant('a9', 'Searching.', [['c9', 'grep', '{"pattern":"walrus"}']])]);
+    expect(await index.followBatch(100)).toMatchObject({ caughtUp: true });
+    await app.append(ACME, 'ops', [result('r9', 'c9', 'no match')]);
+    expect(await allHits(app, ACME, { query: 'tool:grep' })).toEqual(['ops@7', 'ops@6']);
+    expect(await index.verifyIndex()).toEqual({ events: 17, problems: [] });
     await raw.end();
     await replica.close();
     await app.close();
