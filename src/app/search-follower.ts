@@ -4,9 +4,10 @@
  * searches themselves (read-your-writes).
  *
  * - Background: a batch of up to `batchEvents` events; after a batch that left work, the loop
- *   pauses `yieldRatio` times the batch's duration before the next one, so appends keep most of the
- *   process while the index catches up; once caught up it waits `idleMs`, or less when `poke`d (this
- *   process appended). When the lag passes `maxLagEvents` it stops pausing until back under it.
+ *   pauses `yieldRatio` times the batch's duration before the next one, so appends keep a share of
+ *   the process while the index catches up (half with the default 1); once caught up it polls
+ *   every `idleMs` (a read: no transaction when there is nothing to follow). While the lag (read
+ *   from the store every 10 batches) is over `maxLagEvents` it does not pause.
  * - `catchUp(timeoutMs)`: runs batches until one that started after the call finds the feed fully
  *   followed, so everything acknowledged before the call is indexed; gives up at the deadline
  *   (the search then answers from the index as it is, see docs/search.md).
@@ -52,11 +53,6 @@ export class SearchFollower {
     this.#loop = this.#run();
   }
 
-  /** Something was appended in this process: follow it without waiting for the poll. */
-  poke(): void {
-    this.#wake?.();
-  }
-
   async #run(): Promise<void> {
     let batches = 0;
     while (this.#running) {
@@ -81,7 +77,7 @@ export class SearchFollower {
       if (!this.#running) break;
       if (idle) pause = this.#o.idleMs;
       if (pause > 0) {
-        // Wakeable: poke() and stop() end the wait.
+        // stop() ends the wait.
         await new Promise<void>((resolve) => {
           const t = setTimeout(resolve, pause);
           this.#wake = () => {
