@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { SessionService } from '../../src/app/session-service.js';
 import { BlobbingStore } from '../../src/app/blobbing-store.js';
 import { DEFAULT_BLOB_MIN_BYTES } from '../../src/domain/blobs.js';
@@ -91,6 +91,19 @@ describe('search contract', () => {
     expect(await again.followBatch(100)).toEqual({ events: 1, caughtUp: true });
     expect(count("SELECT text FROM search_docs WHERE session_id = 'plain'")).toBe('narwhal');
     await again.close();
+  });
+
+  it('SQLite: the background follower indexes without a search', async () => {
+    const path = dirs.freshPath();
+    const app = new SessionService(new SqliteSessionStore({ path }), undefined, clock());
+    const index = new SqliteSearchIndex(path);
+    app.search.useIndex(index, { idleMs: 5 });
+    await writeScenario(app);
+    await vi.waitFor(async () => expect(await index.lag()).toEqual({ events: 0, seconds: 0 }), { timeout: 5000, interval: 10 });
+    const raw = new Database(path, { readonly: true });
+    expect(raw.prepare("SELECT count(*) FROM search_docs WHERE session_id = 'acme/billing'").pluck().get()).toBe(2);
+    raw.close();
+    await app.close();
   });
 
   it('SQLite: verify finds an index that lost an entry, reindex repairs it; migrating a version-6 file indexes its events', async () => {
