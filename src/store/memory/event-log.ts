@@ -12,6 +12,8 @@
  */
 import { withOptionalEnvelope, type StoredEventText, type StructuralRow } from '../../app/store-port.js';
 import type { SessionEvent, SurfaceOp } from '../../domain/event.js';
+import type { TokenFigureRows } from '../../app/ports/capabilities.js';
+import { storedTokenFigures } from '../../domain/event-tokens.js';
 
 /** A stored event as reads see it: the envelope, the data's JSON text and its UTF-8 length. */
 export type MemoryEvent = StoredEventText & { readonly dataBytes: number };
@@ -66,6 +68,9 @@ export class EventLog {
   /** By event index: replace ops and citation lists (frozen). */
   readonly #replaces = new Map<number, SurfaceOp>();
   readonly #sources = new Map<number, readonly number[]>();
+  /** By event index: the token figures (issue #37, domain/event-tokens.ts), -1 unknown; usage texts in a map. */
+  #tokens = new Int32Array(4);
+  readonly #usage = new Map<number, string>();
 
   /** Number of events. */
   get length(): number {
@@ -115,6 +120,9 @@ export class EventLog {
       if (e.ignorable === true) flags |= IGNORABLE;
       if (e.sourceEventSeqs !== undefined) this.#sources.set(at, Object.freeze([...e.sourceEventSeqs]));
       this.#flags[at] = flags;
+      const f = storedTokenFigures(e, text);
+      this.#tokens[at] = f.tokens;
+      if (f.usage !== undefined) this.#usage.set(at, f.usage);
     }
     this.#length += n;
   }
@@ -168,6 +176,20 @@ export class EventLog {
     }));
   }
 
+  /** The token figures of the events with seq >= `fromSeq` (TokenFigureReads). */
+  tokenFiguresFrom(fromSeq: number): TokenFigureRows {
+    const out: TokenFigureRows = { seqs: [], tokens: [], usage: [] };
+    for (let i = this.lowerBound(fromSeq); i < this.#length; i++) {
+      const t = this.#tokens[i]!;
+      const u = this.#usage.get(i) ?? '';
+      if (t === 0 && u === '') continue;
+      out.seqs.push(this.#seqs[i]!);
+      out.tokens.push(t);
+      out.usage.push(u);
+    }
+    return out;
+  }
+
   /** The structural row of event `i` (no data). */
   structuralAt(i: number): StructuralRow {
     const row: { seq: number; type: string; surfaceOp?: SurfaceOp; sourceEventSeqs?: readonly number[]; ignorable?: true } = { seq: this.#seqs[i]!, type: this.typeAt(i) };
@@ -211,7 +233,7 @@ export class EventLog {
     if (size <= this.#seqs.length) return;
     let capacity = this.#seqs.length * 2;
     while (capacity < size) capacity *= 2;
-    const grow = <T extends Float64Array | Uint32Array | Uint8Array>(old: T, make: (n: number) => T): T => {
+    const grow = <T extends Float64Array | Uint32Array | Int32Array | Uint8Array>(old: T, make: (n: number) => T): T => {
       const next = make(capacity);
       next.set(old);
       return next;
@@ -223,5 +245,6 @@ export class EventLog {
     this.#textOf = grow(this.#textOf, (c) => new Uint32Array(c));
     this.#starts = grow(this.#starts, (c) => new Uint32Array(c));
     this.#bytes = grow(this.#bytes, (c) => new Uint32Array(c));
+    this.#tokens = grow(this.#tokens, (c) => new Int32Array(c));
   }
 }

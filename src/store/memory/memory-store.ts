@@ -34,6 +34,7 @@ import type {
   StoredEventText,
   StructuralRow,
   SurfaceStructure,
+  TokenFigureRows,
   TenantUsage,
 } from '../../app/store-port.js';
 import { labelsBytesDelta, storedSessionBytes } from '../../domain/session-bytes.js';
@@ -285,6 +286,12 @@ export class MemorySessionStore implements SessionStore {
     const rows: StructuralRow[] = [];
     for (let i = log.lowerBound(fromSeq); i < log.length && rows.length < limit; i++) rows.push(log.structuralAt(i));
     return rows;
+  }
+
+  /** Issue #37: the token figures kept with the events (event-log.ts). */
+  async readTokenFigures(sessionId: string, fromSeq: number): Promise<TokenFigureRows> {
+    this.checkOpen();
+    return this.visible(sessionId)?.events.tokenFiguresFrom(fromSeq) ?? { seqs: [], tokens: [], usage: [] };
   }
 
   async readSurfaceStructure(sessionId: string, toSeq: number): Promise<SurfaceStructure> {

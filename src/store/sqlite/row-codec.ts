@@ -9,6 +9,7 @@ import { DataCorruptedError } from '../../app/storage-error.js';
 import { decodeSeqs, decodeSeqsHex, decodeSurfaceOp, encodeSeqs, encodeSurfaceOp } from './codec.js';
 import { CRC_INIT, crcFinal, crcString } from './crc32c.js';
 import { dataCrc, digestStep, rowCorrupted, structuralCrc } from './integrity.js';
+import { tokenColumns } from './token-figures.js';
 
 /** One encoded event row, ready to bind. */
 export type EventRow = [
@@ -22,6 +23,9 @@ export type EventRow = [
   ignorable: 1 | null,
   scrc: number,
   dcrc: number,
+  /** The event's token figures (token-figures.ts): its estimate (NULL for 0, -1 unknown) and usage text. */
+  tokens: number | null,
+  usage: string | null,
 ];
 
 /**
@@ -85,7 +89,8 @@ export function encodeEvents(sessionId: string, events: readonly SessionEvent[],
     const seqs = e.sourceEventSeqs === undefined ? null : encodeSeqs(e.sourceEventSeqs);
     const op = encodeSurfaceOp(e.surfaceOp);
     const ignorable = e.ignorable === true ? 1 : null;
-    rows[i] = [sessionId, e.seq, e.type, e.time, data, seqs, op, ignorable, 0, 0];
+    const [tokens, usage] = tokenColumns(e, data);
+    rows[i] = [sessionId, e.seq, e.type, e.time, data, seqs, op, ignorable, 0, 0, tokens, usage];
   }
   if (checksums) addChecksums(rows);
   return { rows, dataBytes };
