@@ -3,12 +3,14 @@
  * event row (domain/event-tokens.ts), never from a parse of the log's data. The figures after a
  * restart (a cold open: a new service, and for SQLite a new store over the same file) equal the
  * figures before it and the figures recomputed from the model history and the log, after appends,
- * a compaction replace, a prune, a fork, an import and legacy events, with and without blobs (a row
- * holding blob references is estimated from its inflated data).
+ * a compaction replace, a prune, a fork, an import and legacy events, with and without blobs (the
+ * blobbing store hands the figures of the data as appended down with its writes; a row whose
+ * figures are unknown is estimated from its inflated event).
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import Database from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ANONYMOUS, DEFAULT_LIMITS, SessionService } from '../../src/app/session-service.js';
 import { BlobbingStore } from '../../src/app/blobbing-store.js';
@@ -126,11 +128,32 @@ describe.each(stores.map((s, n) => ({ ...s, n })))('GetSession token counts on a
     expect(before.get('after a prune')!.surfaceTokens).toBeLessThan(before.get('after appends')!.surfaceTokens);
     expect(before.get('after a compaction')!.usage).toEqual(before.get('after a prune')!.usage);
     expect(before.get('legacy')!.usage).toEqual({ inputTokens: 0.1 + 0.7, outputTokens: 4, cacheReadTokens: 0.2, cacheWriteTokens: 5 });
+    // Written through the blobbing store, the figures are the appended data's: none is unknown.
+    const figured = await (store as SessionStore & { readTokenFigures(k: string, f: number): Promise<{ tokens: number[] }> }).readTokenFigures('s', 0);
+    expect(figured.tokens.length).toBeGreaterThan(5);
+    expect(figured.tokens.filter((t) => t < 0)).toEqual([]);
     const reopened = reopen(store, n);
     const cold = new SessionService(reopened, DEFAULT_LIMITS, () => 1);
     const after = await coldCounts(cold);
     for (const id of ['s', 'f', 'g', 'legacy']) expect(after.get(id), id).toEqual(before.get(id));
     await cold.close();
     await app.close();
+  });
+});
+
+describe('rows whose figures the store does not know (tokens -1: a migrated row holding blob references)', () => {
+  it('are estimated from their events; the counts stay exact', async () => {
+    const path = join(dir, 'unknown.db');
+    const app = new SessionService(new BlobbingStore(new SqliteSessionStore({ path }), 1024), DEFAULT_LIMITS, () => 1);
+    const before = await build(app);
+    await app.close();
+    const db = new Database(path);
+    const marked = db.prepare("UPDATE events SET tokens = -1, usage = NULL WHERE tokens IS NOT NULL AND seq % 2 = 1").run().changes;
+    db.close();
+    expect(marked).toBeGreaterThan(5);
+    const cold = new SessionService(new BlobbingStore(new SqliteSessionStore({ path }), 1024), DEFAULT_LIMITS, () => 1);
+    const after = await coldCounts(cold);
+    for (const id of ['s', 'f', 'g', 'legacy']) expect(after.get(id), id).toEqual(before.get(id));
+    await cold.close();
   });
 });

@@ -13,7 +13,7 @@
 import { withOptionalEnvelope, type StoredEventText, type StructuralRow } from '../../app/store-port.js';
 import type { SessionEvent, SurfaceOp } from '../../domain/event.js';
 import type { TokenFigureRows } from '../../app/ports/capabilities.js';
-import { storedTokenFigures } from '../../domain/event-tokens.js';
+import { storedTokenFigures, type EventTokenFigures } from '../../domain/event-tokens.js';
 
 /** A stored event as reads see it: the envelope, the data's JSON text and its UTF-8 length. */
 export type MemoryEvent = StoredEventText & { readonly dataBytes: number };
@@ -47,6 +47,8 @@ export interface EncodedBatch {
   readonly bytes: Uint32Array;
   /** UTF-8 bytes of all the batch's data texts. */
   readonly dataBytes: number;
+  /** Per event, its token figures when the writer gave them (BlobWrites.tokenFigures). */
+  readonly figures?: readonly EventTokenFigures[];
 }
 
 /** The session's events, ascending by seq (gaps possible for imported logs). */
@@ -82,7 +84,7 @@ export class EventLog {
    * the client's canonical texts when the plan kept them, which are what JSON.stringify writes;
    * else JSON.stringify's) and its UTF-8 bytes. Nothing is stored yet (a quota may refuse it).
    */
-  static encode(events: readonly SessionEvent[], knownTexts?: readonly (string | undefined)[]): EncodedBatch {
+  static encode(events: readonly SessionEvent[], knownTexts?: readonly (string | undefined)[], figures?: readonly EventTokenFigures[]): EncodedBatch {
     const texts = new Array<string>(events.length);
     const bytes = new Uint32Array(events.length);
     let dataBytes = 0;
@@ -93,7 +95,7 @@ export class EventLog {
       bytes[i] = n;
       dataBytes += n;
     }
-    return { events, texts, bytes, dataBytes };
+    return { events, texts, bytes, dataBytes, figures };
   }
 
   /** Appends an encoded batch (seqs ascending after the last one: the store checked). */
@@ -120,7 +122,7 @@ export class EventLog {
       if (e.ignorable === true) flags |= IGNORABLE;
       if (e.sourceEventSeqs !== undefined) this.#sources.set(at, Object.freeze([...e.sourceEventSeqs]));
       this.#flags[at] = flags;
-      const f = storedTokenFigures(e, text);
+      const f = batch.figures?.[i] ?? storedTokenFigures(e, text);
       this.#tokens[at] = f.tokens;
       if (f.usage !== undefined) this.#usage.set(at, f.usage);
     }

@@ -10,6 +10,7 @@ import { decodeSeqs, decodeSeqsHex, decodeSurfaceOp, encodeSeqs, encodeSurfaceOp
 import { CRC_INIT, crcFinal, crcString } from './crc32c.js';
 import { dataCrc, digestStep, rowCorrupted, structuralCrc } from './integrity.js';
 import { tokenColumns } from './token-figures.js';
+import type { EventTokenFigures } from '../../domain/event-tokens.js';
 
 /** One encoded event row, ready to bind. */
 export type EventRow = [
@@ -78,7 +79,10 @@ export const EVENT_LINE =
 /** The extension's aggregate that encodes a page of rows (sqlite-ext/sqlite-checksums.c palimpsest_event_page). */
 export const EVENT_PAGE = 'palimpsest_event_page';
 
-export function encodeEvents(sessionId: string, events: readonly SessionEvent[], checksums = true, dataTexts?: readonly (string | undefined)[]): { rows: EventRow[]; dataBytes: number } {
+/** `figures`: per event, its token figures when the caller knows them (BlobWrites.tokenFigures), else they are computed here. */
+export function encodeEvents(
+  sessionId: string, events: readonly SessionEvent[], checksums = true, dataTexts?: readonly (string | undefined)[], figures?: readonly EventTokenFigures[],
+): { rows: EventRow[]; dataBytes: number } {
   const rows = new Array<EventRow>(events.length);
   let dataBytes = 0;
   for (let i = 0; i < events.length; i++) {
@@ -89,7 +93,7 @@ export function encodeEvents(sessionId: string, events: readonly SessionEvent[],
     const seqs = e.sourceEventSeqs === undefined ? null : encodeSeqs(e.sourceEventSeqs);
     const op = encodeSurfaceOp(e.surfaceOp);
     const ignorable = e.ignorable === true ? 1 : null;
-    const [tokens, usage] = tokenColumns(e, data);
+    const [tokens, usage] = tokenColumns(e, data, figures?.[i]);
     rows[i] = [sessionId, e.seq, e.type, e.time, data, seqs, op, ignorable, 0, 0, tokens, usage];
   }
   if (checksums) addChecksums(rows);

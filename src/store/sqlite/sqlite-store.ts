@@ -156,7 +156,7 @@ export class SqliteSessionStore implements SessionStore {
     const id = record.header.id;
     this.guard.checkIntact(id);
     checkAscendingSeqs(id, events, 0);
-    const { rows, dataBytes } = encodeEvents(id, events);
+    const { rows, dataBytes } = encodeEvents(id, events, true, undefined, blobs?.tokenFigures);
     const last = events[events.length - 1];
     const outcome = this.writes.createTxn.immediate(record, rows, last === undefined ? 0 : last.seq + 1, dataBytes, quota, blobs);
     if (outcome.kind === 'created') {
@@ -234,7 +234,7 @@ export class SqliteSessionStore implements SessionStore {
       checkAscendingSeqs(sessionId, req.events, req.expectedNextSeq);
       // Encode outside the write transaction: the shared transaction only binds and inserts (the
       // writer thread computes the rows' checksums itself).
-      const { rows, dataBytes } = encodeEvents(sessionId, req.events, this.appendThread === undefined, req.dataTexts);
+      const { rows, dataBytes } = encodeEvents(sessionId, req.events, this.appendThread === undefined, req.dataTexts, req.blobs?.tokenFigures);
       const done = this.appendThread === undefined ? undefined : this.ownInflight.add(sessionId, req.events.length === 0 ? req.expectedNextSeq : req.events[req.events.length - 1]!.seq + 1);
       this.groups.enqueue(queuedAppend(sessionId, req, rows, dataBytes, this.now(), resolve, reject, done));
     });

@@ -7,7 +7,7 @@
  */
 import type { TokenFigureRows } from '../../app/ports/capabilities.js';
 import type { SessionEvent } from '../../domain/event.js';
-import { storedTokenFigures } from '../../domain/event-tokens.js';
+import { storedTokenFigures, type EventTokenFigures } from '../../domain/event-tokens.js';
 
 /** The columns, in EventRow order after the event columns. */
 export const TOKEN_COLUMNS = 'tokens, usage';
@@ -17,9 +17,9 @@ export const SELECT_TOKEN_FIGURES =
   `SELECT seq, tokens, usage FROM events INDEXED BY events_structure
    WHERE session_id = ? AND seq >= ? AND (tokens IS NOT NULL OR usage IS NOT NULL) ORDER BY seq`;
 
-/** The token figure values of a row of `event` whose data text is `dataText`. */
-export function tokenColumns(event: Pick<SessionEvent, 'type' | 'seq' | 'data' | 'surfaceOp'>, dataText: string): [number | null, string | null] {
-  const f = storedTokenFigures(event, dataText);
+/** The token figure values of a row of `event` whose data text is `dataText` (`known`: the figures its writer gave). */
+export function tokenColumns(event: Pick<SessionEvent, 'type' | 'seq' | 'data' | 'surfaceOp'>, dataText: string, known?: EventTokenFigures): [number | null, string | null] {
+  const f = known ?? storedTokenFigures(event, dataText);
   return [f.tokens === 0 ? null : f.tokens, f.usage ?? null];
 }
 
