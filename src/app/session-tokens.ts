@@ -37,6 +37,12 @@ interface FigureState {
 }
 const figureCache = new WeakMap<object, FigureState>();
 
+/** tokens[seq] = t, the array kept dense (filled with 0 up to seq: a far index would turn it into a dictionary). */
+function setFigure(tokens: number[], seq: number, t: number): void {
+  while (tokens.length < seq) tokens.push(0);
+  tokens[seq] = t;
+}
+
 /** The token counts of session `id` now. */
 export async function sessionTokens(app: SessionService, ctx: CallContext, id: string): Promise<SessionTokens> {
   const store = app.store;
@@ -64,7 +70,7 @@ async function fromFigures(app: SessionService, store: TokenFigureReads, key: st
         unknown.push(seq);
         continue;
       }
-      tokens[seq] = t;
+      setFigure(tokens, seq, t);
       const u = rows.usage[i]!;
       if (u !== '') totals = addUsageText(totals, u);
     }
@@ -97,7 +103,7 @@ async function addUnknown(
     const e = events.get(seq);
     if (e === undefined) continue;
     const f = eventTokenFigures(e);
-    tokens[seq] = f.tokens;
+    setFigure(tokens, seq, f.tokens);
     if (f.usage !== undefined) totals = addUsageText(totals, f.usage);
   }
   return totals;
