@@ -308,7 +308,7 @@ export class SqliteSessionStore implements SessionStore {
   async readTokenFigures(sessionId: string, fromSeq: number): Promise<TokenFigureRows> {
     await this.readable();
     this.guard.checkIntact(sessionId);
-    return this.seen(tokenFigureRows(this.st.selectTokenFigures.all(sessionId, fromSeq) as TokenFigureRaw[]));
+    return this.seen(tokenFigureRows(this.st.selectTokenFigures.get(sessionId, fromSeq) as TokenFigureRaw));
   }
 
   async *scanEvents(sessionId: string, fromSeq: number, batchSize: number): AsyncIterable<SessionEvent[]> {

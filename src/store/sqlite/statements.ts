@@ -95,7 +95,7 @@ export function prepareStatements(db: Database.Database, checked: boolean) {
       }
       for (; i < rows.length; i++) insertOne(rows[i]!);
     },
-    selectTokenFigures: db.prepare(SELECT_TOKEN_FIGURES).raw(),
+    selectTokenFigures: db.prepare(SELECT_TOKEN_FIGURES).pluck(),
     selectIdempotent: db.prepare('SELECT request_hash, seqs, surface_length FROM idempotency WHERE session_id = ? AND key = ?').raw(),
     insertIdempotent: db.prepare(
       'INSERT INTO idempotency (session_id, key, request_hash, seqs, surface_length, created_at) VALUES (?, ?, ?, ?, ?, ?)',
