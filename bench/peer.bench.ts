@@ -9,8 +9,8 @@
  * Both servers run in their own processes (bench/server/child.ts, bench/server/peer-child.mjs),
  * both driven by h2load with the same event (~290 B: type `bench/tick` + 197 B of JSON data):
  * Palimpsest's AppendEvents over one HTTP/2 connection with N streams in flight (its clients'
- * shape), or its AppendStream (one stream, N batches in flight, driven by a grpc-js client:
- * bench/server/append-stream-load.ts; the targets are on these rows), the peer's POST /<stream> (content-type application/json; a batch is a JSON array,
+ * shape), or its AppendStream (one stream, N batches in flight, driven by gRPC framing on bare
+ * node:http2, as cheap per request as h2load: bench/server/append-stream-load.ts; the targets are on these rows), the peer's POST /<stream> (content-type application/json; a batch is a JSON array,
  * which it stores element by element) over N HTTP/1.1 connections, one request in flight each
  * (its protocol is HTTP/1.1; Node's http server has no h2c). Configurations alternate run by run
  * (A B A B ...), RUNS runs each, median (min-max); ratio = Palimpsest / peer.

@@ -73,6 +73,9 @@ async function waitForStore(config: ServerConfig, logger: Logger, deferred: Defe
   }
 }
 
+/** Counts a PostgreSQL statement retry in the served metrics (set once metrics are served). */
+let statementRetried: ((sqlstate: string) => void) | undefined;
+
 /**
  * Opens the configured store: a `postgresql://` / `postgres://` URL selects the shared PostgreSQL
  * store (the driver is loaded only then), anything else is a SQLite file or `:memory:`.
@@ -82,7 +85,11 @@ export async function openStore(config: ServerConfig, logger?: Logger): Promise<
   const migration = migrationOptions(config, logger);
   if (isPostgresUrl(config.db)) {
     const { PostgresSessionStore } = await import('./store/postgres/postgres-store.js');
-    return PostgresSessionStore.open({ url: config.db, ...migration, onError: (error) => logger?.warn({ err: error }, 'PostgreSQL connection problem') });
+    return PostgresSessionStore.open({ url: config.db, ...migration, onError: (error) => logger?.warn({ err: error }, 'PostgreSQL connection problem'),
+      onStatementRetry: (retry) => {
+        logger?.warn(retry, 'PostgreSQL statement rolled back (deadlock or serialization failure) and run again');
+        statementRetried?.(retry.sqlstate);
+      } });
   }
   return new SqliteSessionStore({ path: config.db, durability: config.durability, appendWriter: config.sqliteWriter, ...migration });
 }
@@ -193,6 +200,7 @@ export async function startServer(partial: Partial<ServerConfig> = {}, ext: Serv
         for (const o of compactionObservations(b)) metrics.compacted(o.kind, o.shadowedEvents, o.tokensSaved);
       };
       const appStore = app.store;
+      statementRetried = (sqlstate) => metrics.storeStatementRetried(sqlstate);
       metrics.trackTenantSessions(async () => (await appStore.tenantSessionCounts?.()) ?? new Map());
       metrics.trackSearchLag(() => app.search.lag());
     }

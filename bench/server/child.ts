@@ -6,10 +6,14 @@
  *   node --import tsx bench/server/child.ts hold
  *   node --import tsx bench/server/child.ts h2echo [--sweeping]
  *   node --import tsx bench/server/child.ts h2hold
+ *   node --import tsx bench/server/child.ts replay <ListEvents response file> <GetMessages response file>
  *
  * `palimpsest` runs the real server (startServer) on 127.0.0.1:0, on grpc-js; `echo` runs a bare grpc-js
  * server whose AppendEvents/ListEvents/GetMessages handlers echo the request bytes back (identity
  * serializers, no protobuf, no store): the machine's gRPC ceiling for a same-size message.
+ * `replay` answers every ListEvents and GetMessages with the bytes of a file (the real server's
+ * response, saved by the bench): the ceiling of grpc-js carrying exactly those responses, with no
+ * store, app or encoding work behind them.
  * `h2echo` and `h2hold` are the same on bare node:http2 (gRPC framing written by hand, nothing
  * else): the ceiling of node:http2 itself.
  * Without --sweeping, V8's concurrent ArrayBuffer sweeping is turned off first thing, as
@@ -36,7 +40,9 @@ if (mode === 'palimpsest') {
   const ext = (server.app.store as { checksumExtension?: { loaded: boolean; problem?: string } }).checksumExtension;
   if (ext !== undefined && !ext.loaded) process.stderr.write(`bench server: ${ext.problem ?? 'the SQLite checksum extension is off'}\n`);
   // SIGUSR2: print the store's write counters (group-commit sizes) as one JSON line.
-  const store = server.app.store as { stats?: () => object };
+  // The store under the blob layer (BlobbingStore.inner), whose counters these are.
+  let store = server.app.store as { stats?: () => object; inner?: unknown };
+  while (store.stats === undefined && store.inner !== undefined) store = store.inner as typeof store;
   // With --expose-gc, after a full GC: the memory figures the subscriber bench reads.
   process.on('SIGUSR2', () => {
     (globalThis as { gc?: () => void }).gc?.();
@@ -53,17 +59,46 @@ if (mode === 'palimpsest') {
   const port = await new Promise<number>((resolve, reject) => server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))));
   stop = () => new Promise((r) => server.tryShutdown(() => r()));
   process.stdout.write(`${JSON.stringify({ port })}\n`);
+} else if (mode === 'replay') {
+  const grpc = await import('@grpc/grpc-js');
+  const { readFileSync } = await import('node:fs');
+  const listBytes = readFileSync(args[1]!);
+  const messagesBytes = readFileSync(args[2]!);
+  const server = new grpc.Server({ 'grpc.max_receive_message_length': 16 * 1024 * 1024, 'grpc.max_send_message_length': 16 * 1024 * 1024 });
+  const identity = (b: Buffer): Buffer => b;
+  const def = (name: string) => ({ path: `/palimpsest.v1.SessionService/${name}`, requestStream: false, responseStream: false, requestSerialize: identity, requestDeserialize: identity, responseSerialize: identity, responseDeserialize: identity });
+  const answer = (bytes: Buffer) => (_call: unknown, cb: (err: null, res: Buffer) => void): void => cb(null, bytes);
+  server.addService({ listEvents: def('ListEvents'), getMessages: def('GetMessages') } as never, { listEvents: answer(listBytes), getMessages: answer(messagesBytes) } as never);
+  const port = await new Promise<number>((resolve, reject) => server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))));
+  stop = () => new Promise((r) => server.tryShutdown(() => r()));
+  process.stdout.write(`${JSON.stringify({ port })}\n`);
 } else if (mode === 'hold') {
   // The floor of an idle server stream in grpc-js: SubscribeSurface answers one `caughtUp`
-  // message and then holds the call open, doing nothing else (bench/subscribers.bench.ts).
+  // message and then holds the call open, doing nothing else (bench/subscribers.bench.ts); and
+  // the floor of a fan-out to them (AppendEvents below).
   const grpc = await import('@grpc/grpc-js');
-  const { SubscribeSurfaceResponse } = await import('../../gen/palimpsest/v1/service.js');
+  const { AppendEventsRequest, AppendEventsResponse, SubscribeSurfaceResponse } = await import('../../gen/palimpsest/v1/service.js');
   const server = new grpc.Server();
   const identity = (b: Buffer): Buffer => b;
   const caughtUp = Buffer.from(SubscribeSurfaceResponse.encode({ cursor: undefined, kind: { $case: 'caughtUp', value: {} } } as never).finish());
-  const held = new Set<unknown>();
+  const held = new Set<ServerWritableStream<Buffer, Buffer>>();
+  let next = 0;
+  // The fan-out floor (subscribers bench): AppendEvents decodes the request, encodes its first event
+  // as one append delta ONCE and writes that Buffer to every held stream, then answers. No store.
+  const appendEvents = (call: { request: Buffer }, cb: (e: null, r: Buffer) => void): void => {
+    const req = AppendEventsRequest.decode(call.request);
+    const seq = next++;
+    const e = req.events[0]!;
+    const delta = Buffer.from(SubscribeSurfaceResponse.encode({
+      cursor: seq, kind: { $case: 'append', value: { seq } }, message: undefined,
+      event: { seq, time: Date.now(), type: e.type, data: e.data, surfaceOp: e.surfaceOp, sourceEventSeqs: e.sourceEventSeqs, ignorable: e.ignorable },
+    } as never).finish());
+    for (const c of held) c.write(delta);
+    cb(null, Buffer.from(AppendEventsResponse.encode({ seqs: [seq], replayed: false, surfaceLength: seq + 1 }).finish()));
+  };
   const def = (name: string, responseStream: boolean) => ({ path: `/palimpsest.v1.SessionService/${name}`, requestStream: false, responseStream, requestSerialize: identity, requestDeserialize: identity, responseSerialize: identity, responseDeserialize: identity });
-  server.addService({ subscribeSurface: def('SubscribeSurface', true), getSession: def('GetSession', false), createSession: def('CreateSession', false) } as never, {
+  server.addService({ subscribeSurface: def('SubscribeSurface', true), getSession: def('GetSession', false), createSession: def('CreateSession', false), appendEvents: def('AppendEvents', false) } as never, {
+    appendEvents,
     subscribeSurface: (call: ServerWritableStream<Buffer, Buffer>) => {
       held.add(call);
       call.on('cancelled', () => held.delete(call));

@@ -120,10 +120,12 @@ export interface AppLogger {
 export const MAX_ATTEMPTS = 8;
 /**
  * Attempts of a read of a hot handle: a read never conflicts, it only waits for the session's
- * writes in flight and starts again when one of them made the handle reload, so it may take more
- * turns than a write under heavy same-session write churn before answering.
+ * writes in flight and starts again when the handle was dropped meanwhile (the session deleted,
+ * or another process's write found). A read that goes to the store for the message projection
+ * holds the session's writes after one lost race (SessionHandle.readHeld), so steady appends do
+ * not use up its attempts (test/unit/read-under-churn.test.ts).
  */
-export const READ_ATTEMPTS = 64;
+export const READ_ATTEMPTS = 8;
 /** Events per store read of the use cases that walk a log. */
 export const STORE_READ_BATCH = 2000;
 

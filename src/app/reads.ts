@@ -201,18 +201,25 @@ export class Reads {
     for (let attempt = 0; attempt < READ_ATTEMPTS; attempt++) {
       const h = await this.cache.handle(ctx, id);
       if (!h.projection) {
-        const seqs = await h.read(() => h.engine.surface());
-        const input = await projectionInput(this.store, h.id, seqs, await h.read(() => replacementChainSeqs(h.engine, seqs)));
-        await h.read(() => {
-          if (!h.valid || h.projection) return;
-          // The surface may have moved while we read: hydrate only if it did not.
-          const now = h.engine.surface();
-          if (now.length === seqs.length && now.every((s, i) => s === seqs[i])) {
-            const p = new MessageProjection(id);
-            p.hydrate(input.events, h.engine.nextSeq, input.lookup);
-            h.projection = p;
-          }
-        });
+        const hydrate = async (): Promise<void> => {
+          const seqs = await h.read(() => h.engine.surface());
+          const input = await projectionInput(this.store, h.id, seqs, await h.read(() => replacementChainSeqs(h.engine, seqs)));
+          await h.read(() => {
+            if (!h.valid || h.projection) return;
+            // The surface may have moved while we read: hydrate only if it did not.
+            const now = h.engine.surface();
+            if (now.length === seqs.length && now.every((s, i) => s === seqs[i])) {
+              const p = new MessageProjection(id);
+              p.hydrate(input.events, h.engine.nextSeq, input.lookup);
+              h.projection = p;
+            }
+          });
+        };
+        // Optimistic first; if a write moved the surface during the store read, again with the
+        // session's new writes held for that one read. Under steady same-session appends the
+        // surface moves during nearly every read (GetSession hydrates for its token counts), so
+        // retrying optimistically ran out of attempts (server-concurrency's churn test).
+        await (attempt === 0 ? hydrate() : h.readHeld(hydrate));
         if (!h.projection) continue;
       }
       const out = await h.read((): ModelSnapshot | undefined => {

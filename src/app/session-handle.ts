@@ -11,7 +11,10 @@
  *
  * Reads must never observe a planned but uncommitted event. A read waits until the session has no
  * store write in flight; while a read waits, new write jobs are held back (so a steady stream of
- * writes cannot starve readers), then released right after the waiting reads ran.
+ * writes cannot starve readers), then released right after the waiting reads ran. A read that has
+ * to go to the store and back (hydrating the message projection) can hold the new writes for as
+ * long as it takes ({@link readHeld}), so a steady stream of writes cannot keep moving the
+ * surface under it either.
  */
 import type { SessionEvent } from '../domain/event.js';
 import type { SessionRecord } from './store-port.js';
@@ -47,6 +50,8 @@ export class SessionHandle {
   #inflight = 0;
   #heldWrites: WriteJob[] = [];
   #reads: Array<() => void> = [];
+  /** Asynchronous reads running under {@link readHeld}: new writes wait while any does. */
+  #holds = 0;
 
   constructor(
     /** The storage key (see SessionService.storageKey): cache, store and feed key. */
@@ -71,6 +76,16 @@ export class SessionHandle {
     return undefined;
   }
 
+  /**
+   * The head the store holds once every batch planned so far settles as a failure: the engine's
+   * head less the batches planned and not settled yet (after a failure the handle is dropped, so
+   * on a valid handle the oldest unsettled batch starts right after what is committed).
+   */
+  get settledHead(): number {
+    const oldest = this.#planned[0];
+    return (oldest !== undefined ? oldest[0]!.seq : this.engine.nextSeq) - 1;
+  }
+
   /** A batch was handed to the store (its events are found by plannedEvent until it settles). */
   addPlanned(events: readonly SessionEvent[]): void {
     if (events.length > 0) this.#planned.push(events);
@@ -89,7 +104,7 @@ export class SessionHandle {
 
   /** Runs a write job now, or after the waiting reads when there are any. */
   enqueue(job: WriteJob): void {
-    if (this.#reads.length > 0) this.#heldWrites.push(job);
+    if (this.#reads.length > 0 || this.#holds > 0) this.#heldWrites.push(job);
     else this.#run(job);
   }
 
@@ -113,6 +128,32 @@ export class SessionHandle {
     });
   }
 
+  /**
+   * Runs the asynchronous `fn` against committed state: once no write is in flight, and with the
+   * session's new writes held back until it settles, so the engine does not move while it runs.
+   * For a read that goes to the store between looking at the engine and using what it read; the
+   * writes wait for one store read, so use it after an optimistic attempt lost the race.
+   */
+  readHeld<T>(fn: () => Promise<T>): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      const start = (): void => {
+        this.#holds++;
+        let p: Promise<T>;
+        try {
+          p = fn();
+        } catch (e) {
+          p = Promise.reject(e);
+        }
+        p.then(resolve, reject).finally(() => {
+          this.#holds--;
+          if (this.#holds === 0 && this.#inflight === 0) this.#drain();
+        });
+      };
+      if (this.#inflight === 0) start();
+      else this.#reads.push(start);
+    });
+  }
+
   #run(job: WriteJob): void {
     const p = job();
     if (!p) return;
@@ -131,7 +172,7 @@ export class SessionHandle {
     const writes = this.#heldWrites;
     this.#heldWrites = [];
     for (const w of writes) {
-      if (this.#reads.length > 0) this.#heldWrites.push(w);
+      if (this.#reads.length > 0 || this.#holds > 0) this.#heldWrites.push(w);
       else this.#run(w);
     }
   }

@@ -53,6 +53,13 @@ export class WritePipeline {
         const engine = handle.engine;
         const head = engine.nextSeq - 1;
         if (opts.expectedLastSeq !== undefined && opts.expectedLastSeq !== head) {
+          // The head may still move back: batches planned ahead of this one and not settled yet
+          // can fail (a pipelined writer's batch that counted on them failing, or not, gets its
+          // answer from what they did). Plan again once they settled (RETRY waits for that).
+          if (opts.expectedLastSeq < head && opts.expectedLastSeq >= handle.settledHead) {
+            resolve(RETRY);
+            return undefined;
+          }
           reject(new DomainError('HEAD_MISMATCH',
             `expected_last_seq ${opts.expectedLastSeq} does not match the session head ${head}; re-read and retry`,
             { sessionId: handle.sessionId, expected: String(opts.expectedLastSeq), actual: String(head) }));

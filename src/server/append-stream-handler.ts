@@ -38,11 +38,21 @@ export interface BatchOrder {
 
 type AppendBatch = (caller: CallContext, r: AppendEventsRequest, order?: BatchOrder) => Promise<{ seqs: readonly number[]; replayed: boolean; surfaceLength: number }>;
 
-/** A session's last batch on the stream: planned (or settled), and answered. */
+/** A session's last batch on the stream: planned (or settled), settled. */
 interface Tail {
   readonly planned: Promise<void>;
   readonly settled: Promise<void>;
-  readonly answered: Promise<void>;
+}
+
+/** A batch waiting for its answer to go out (after those of its session sent before it). */
+interface Owed {
+  msg: AppendStreamResponse | undefined;
+}
+
+/** A session's batches on the stream: the chain's last one, and the answers owed, in request order. */
+interface SessionOrder {
+  tail: Tail;
+  readonly owed: Owed[];
 }
 
 /** The AppendStream entry of the handler table, over the unary call's batch path. */
@@ -53,8 +63,8 @@ export function appendStreamHandler(appendBatch: AppendBatch, onUnexpected: (err
     let ended = false;
     let writable = true;
     let wakeReader: (() => void) | undefined;
-    /** The last batch of each session (the chains that keep its order). */
-    const tails = new Map<string, Tail>();
+    /** Each session with batches in flight (the chains that keep its order). */
+    const sessions = new Map<string, SessionOrder>();
     const wake = (): void => {
       const w = wakeReader;
       wakeReader = undefined;
@@ -76,6 +86,18 @@ export function appendStreamHandler(appendBatch: AppendBatch, onUnexpected: (err
           wake();
         });
       }
+    };
+    /** Sends the session's answers that are due (each after those sent before it), in order. */
+    const answer = (session: string, state: SessionOrder): void => {
+      const owed = state.owed;
+      let sent = 0;
+      while (sent < owed.length && owed[sent]!.msg !== undefined) send(owed[sent++]!.msg!);
+      if (sent === 0) return;
+      owed.splice(0, sent);
+      inFlight -= sent;
+      if (owed.length === 0 && sessions.get(session) === state) sessions.delete(session);
+      wake();
+      finishIfDone();
     };
     const run = async (correlationId: string, append: AppendEventsRequest | undefined, order: BatchOrder): Promise<AppendStreamResponse> => {
       try {
@@ -126,29 +148,35 @@ export function appendStreamHandler(appendBatch: AppendBatch, onUnexpected: (err
           // The app does not promise to apply calls in the order they were made (an idempotency
           // lookup or a citation read may delay one), so the order is kept here. Sessions run
           // side by side.
-          const previous = tails.get(session);
+          let state = sessions.get(session);
+          const previous = state?.tail;
           const { correlationId, append } = req;
           let markPlanned!: () => void;
           const planned = new Promise<void>((resolve) => {
             markPlanned = resolve;
           });
           const order: BatchOrder = { onPlanned: markPlanned, retryAfter: previous?.settled };
-          const result = (previous?.planned ?? Promise.resolve()).then(() => run(correlationId, append, order));
-          // run answers every failure: a rejection here is unexpected, reported once below.
-          const settled = result.then(() => undefined, () => undefined);
-          void settled.then(markPlanned);
-          const answered: Promise<void> = Promise.all([previous?.answered, result]).then(([, msg]) => {
-            send(msg);
-          }).catch((e: unknown) => {
-            // Unreachable (run answers every failure); never an unhandled rejection.
-            onUnexpected(e);
-          }).finally(() => {
-            inFlight--;
-            if (tails.get(session)?.answered === answered) tails.delete(session);
-            wake();
-            finishIfDone();
+          const result = previous === undefined ? run(correlationId, append, order) : previous.planned.then(() => run(correlationId, append, order));
+          const owed: Owed = { msg: undefined };
+          // run answers every failure: a rejection is unexpected (reported, and answered as one).
+          const settled = result.then((msg) => {
+            owed.msg = msg;
+          }, (e: unknown) => {
+            owed.msg = { correlationId: '', result: { $case: 'error', value: toRpcStatus(e, onUnexpected) } };
           });
-          tails.set(session, { planned, settled, answered });
+          const tail: Tail = { planned, settled };
+          if (state === undefined) {
+            state = { tail, owed: [owed] };
+            sessions.set(session, state);
+          } else {
+            state.tail = tail;
+            state.owed.push(owed);
+          }
+          const mine = state;
+          void settled.then(() => {
+            markPlanned();
+            answer(session, mine);
+          });
         }
         readerDone = true;
         finishIfDone();

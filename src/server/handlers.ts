@@ -4,7 +4,7 @@
  */
 import type { CallContext, SessionService, SessionView } from '../app/session-service.js';
 import { DomainError } from '../domain/errors.js';
-import type { CandidateEvent, Json, SessionEvent } from '../domain/event.js';
+import type { CandidateEvent, SessionEvent } from '../domain/event.js';
 import type { ParsedJsonText } from '../domain/json.js';
 import type { StoredEventText } from '../app/store-port.js';
 import type {
@@ -27,6 +27,10 @@ import { NO_METRICS, type Metrics } from './metrics.js';
 import type { RevocableCalls } from './revocable-calls.js';
 import { compactionHandlers, withSessionTokens } from './compaction-handlers.js';
 import { estimateMessageTokens } from '../domain/token-estimate.js';
+import { modelHistoryResponse } from './model-history-response.js';
+
+/** (Re-exported for tests.) */
+export { modelHistoryResponse };
 import { appendStreamHandler, type BatchOrder } from './append-stream-handler.js';
 import { clientStream, serverStream, unary, type HandlerTable } from './rpc/handler-table.js';
 import { feedHandlers } from './feed-handlers.js';
@@ -53,35 +57,6 @@ function decodePageToken(token: string): { seq: number; direction: 'forward' | '
     // fall through
   }
   throw new DomainError('INVALID_PAGE_TOKEN', 'page_token is not a token this server issued; start again without it', { field: 'page_token' });
-}
-
-/**
- * Encoded `messages` entries (field 1: tag, length, DerivedMessage{seq, message_json}) of
- * model-history messages, per message object: the projection keeps its message objects across
- * reads and never changes them, so a read encodes only the messages new since the last one.
- * Concatenated with the encoded head_seq they are byte for byte what GetMessagesResponse.encode
- * writes. (Exported for tests.)
- */
-const encodedEntries = new WeakMap<object, { readonly seq: number; readonly bytes: Uint8Array }>();
-
-export function modelHistoryResponse(messages: readonly { seq: number; message: Json }[], headSeq: number | undefined, nextPageToken = ''): Buffer {
-  const parts: Uint8Array[] = new Array<Uint8Array>(messages.length + 1);
-  let size = 0;
-  for (let i = 0; i < messages.length; i++) {
-    const { seq, message } = messages[i]!;
-    let bytes: Uint8Array;
-    const cached = typeof message === 'object' && message !== null ? encodedEntries.get(message) : undefined;
-    if (cached !== undefined && cached.seq === seq) bytes = cached.bytes;
-    else {
-      bytes = GetMessagesResponse.encode({ messages: [{ seq, messageJson: messageJsonText(message), message: undefined, tokens: estimateMessageTokens(message) }], headSeq: undefined, nextPageToken: '', rendered: [] }).finish();
-      if (typeof message === 'object' && message !== null) encodedEntries.set(message, { seq, bytes });
-    }
-    parts[i] = bytes;
-    size += bytes.length;
-  }
-  const tail = GetMessagesResponse.encode({ messages: [], headSeq, nextPageToken, rendered: [] }).finish();
-  parts[messages.length] = tail;
-  return Buffer.concat(parts, size + tail.length);
 }
 
 function requireId(id: string, field = 'session_id'): string {

@@ -39,6 +39,8 @@ export interface Metrics {
   trackSearchLag(source: () => Promise<{ events: number; seconds: number }>): void;
   /** Where palimpsest_heads_record_unsealed is read from at each scrape (1 while the SQLite heads record is unsealed). */
   trackHeadsUnsealed(source: () => boolean): void;
+  /** A PostgreSQL statement rolled back for a deadlock (40P01) or a serialization failure (40001) and run again. */
+  storeStatementRetried(sqlstate: string): void;
 }
 
 /** Metrics that record nothing (metrics not served). */
@@ -57,6 +59,7 @@ export const NO_METRICS: Metrics = Object.freeze({
   trackTenantSessions: () => undefined,
   trackSearchLag: () => undefined,
   trackHeadsUnsealed: () => undefined,
+  storeStatementRetried: () => undefined,
 });
 
 /** Loads prom-client and creates the Prometheus metrics. */
@@ -93,6 +96,7 @@ export class PromMetrics implements Metrics {
   #searchLagSource: () => Promise<{ events: number; seconds: number }> = async () => ({ events: 0, seconds: 0 });
   readonly searchLagEvents: GaugeT;
   readonly searchLagSeconds: GaugeT;
+  readonly #statementRetries: CounterT<'sqlstate'>;
 
   constructor(prom: typeof import('prom-client'), defaults = true) {
     const { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } = prom;
@@ -169,6 +173,11 @@ export class PromMetrics implements Metrics {
       name: 'palimpsest_search_index_lag_seconds', help: 'Age in seconds of the oldest change the search index has not followed yet; 0 when caught up',
       registers: [this.registry], collect: searchLag('seconds', () => this.searchLagSeconds),
     });
+    this.#statementRetries = new Counter({
+      name: 'palimpsest_store_statement_retries_total',
+      help: 'PostgreSQL statements rolled back for a deadlock (sqlstate 40P01) or a serialization failure (40001) and run again; the lock order should keep it at 0',
+      labelNames: ['sqlstate'], registers: [this.registry],
+    });
     // The go-grpc-prometheus names and labels, so stock gRPC dashboards work unchanged.
     const rpcLabels = ['grpc_service', 'grpc_method', 'grpc_type'] as const;
     this.#started = new Counter({ name: 'grpc_server_started_total', help: 'RPCs started on the server', labelNames: rpcLabels, registers: [this.registry] });
@@ -231,6 +240,10 @@ export class PromMetrics implements Metrics {
   }
 
   /** Where palimpsest_heads_record_unsealed is read from at each scrape. */
+  storeStatementRetried(sqlstate: string): void {
+    this.#statementRetries.inc({ sqlstate });
+  }
+
   trackHeadsUnsealed(source: () => boolean): void {
     this.#headsUnsealedSource = source;
   }

@@ -48,13 +48,24 @@ export type RpcTracer = (info: RpcInfo & { headers: HeaderCarrier }) => RpcSpan;
 
 /** grpc-js metadata as a header carrier. */
 export function metadataHeaders(md: Metadata): HeaderCarrier {
-  return {
-    keys: () => Object.keys(md.getMap()),
-    get: (key) => {
-      const v = md.get(key).map(String);
-      return v.length === 0 ? undefined : v.length === 1 ? v[0] : v;
-    },
-  };
+  return new MetadataHeaders(md);
+}
+
+/**
+ * A call's metadata as a HeaderCarrier: one small object with shared methods (no closures), as
+ * the record keeps it for the whole call (a long-lived stream holds it; issue #37 sub-mem).
+ */
+class MetadataHeaders implements HeaderCarrier {
+  constructor(private readonly md: Metadata) {}
+
+  keys(): string[] {
+    return Object.keys(this.md.getMap());
+  }
+
+  get(key: string): string | string[] | undefined {
+    const v = this.md.get(key).map(String);
+    return v.length === 0 ? undefined : v.length === 1 ? v[0] : v;
+  }
 }
 
 /** go-grpc-prometheus's code names (`codes.Code.String()`): OK, Canceled, InvalidArgument, ... */
@@ -102,6 +113,21 @@ export interface RpcTelemetry {
 
 /** The service, method and type of a method path ("/palimpsest.v1.SessionService/AppendEvents"). */
 export function rpcInfo(path: string, requestStream: boolean, responseStream: boolean): RpcInfo {
+  // One frozen object per method, shared by its calls (nothing per call; a stream keeps it for its life).
+  const key = requestStream ? (responseStream ? 3 : 2) : (responseStream ? 1 : 0);
+  let byShape = infos.get(path);
+  if (byShape === undefined) {
+    byShape = [];
+    if (infos.size < MAX_INFOS) infos.set(path, byShape);
+  }
+  return (byShape[key] ??= Object.freeze(newRpcInfo(path, requestStream, responseStream)));
+}
+
+/** rpcInfo's memo by method path (paths are the service's methods; bounded all the same). */
+const infos = new Map<string, RpcInfo[]>();
+const MAX_INFOS = 1024;
+
+function newRpcInfo(path: string, requestStream: boolean, responseStream: boolean): RpcInfo {
   const slash = path.lastIndexOf('/');
   const type: RpcType = requestStream
     ? (responseStream ? 'bidi_stream' : 'client_stream')

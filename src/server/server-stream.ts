@@ -32,7 +32,8 @@ export class ServerStream<Out> {
   #drainHooks: Array<() => void> | undefined;
   #deadline: NodeJS.Timeout | undefined;
 
-  #onDrained = (): void => this.drainedNow();
+  /** The drain listener, made at the first refused write (an idle stream holds no closure). */
+  #onDrained: (() => void) | undefined;
 
   constructor(private readonly ctx: RpcContext, private readonly sink: ServerSink<Out>) {
     // A call already cancelled ends on the next microtask: never from the constructor, before a
@@ -67,7 +68,7 @@ export class ServerStream<Out> {
     const ok = this.sink.write(message);
     if (!ok && !this.#blocked) {
       this.#blocked = true;
-      this.sink.onDrain(this.#onDrained);
+      this.sink.onDrain(this.#onDrained ??= (): void => this.drainedNow());
     }
     return ok && !this.#ended;
   }

@@ -156,6 +156,45 @@ describe('AppendStream', () => {
     }
   });
 
+  it('pipelined, a batch whose expected_last_seq counted on a refused batch gets HEAD_MISMATCH, and the one after it that did not is appended', async () => {
+    const q = await startTestServer({ limits: { tenantMaxBytes: 300 } as never });
+    try {
+      await call(q.client.createSession.bind(q.client), { sessionId: 'as-e', labels: {} } as never);
+      const { responses, code } = await stream([
+        { correlationId: 'a', append: { sessionId: 'as-e', events: [userMessage('a', 'first')], expectedLastSeq: -1 } },
+        // Refused (the tenant's byte quota): nothing of it is stored.
+        { correlationId: 'big', append: { sessionId: 'as-e', events: [userMessage('b', 'x'.repeat(400))], expectedLastSeq: 0 } },
+        // Sent as if `big` had landed (head 1): refused, the head is 0.
+        { correlationId: 'after-big', append: { sessionId: 'as-e', events: [userMessage('c', 'third')], expectedLastSeq: 1 } },
+        // Sent knowing `big` may fail (head 0): appended at seq 1.
+        { correlationId: 'after-a', append: { sessionId: 'as-e', events: [userMessage('d', 'fourth')], expectedLastSeq: 0 } },
+      ], q);
+      expect(code).toBe(status.OK);
+      expect(responses.map((r) => [r.correlationId, r.result?.$case === 'appended' ? r.result.value.seqs : r.result?.value.code])).toEqual([
+        ['a', [0]], ['big', status.RESOURCE_EXHAUSTED], ['after-big', status.FAILED_PRECONDITION], ['after-a', [1]],
+      ]);
+      const info = responses[2]!.result?.$case === 'error' ? responses[2]!.result.value.details.find((d) => d.typeUrl.endsWith('google.rpc.ErrorInfo')) : undefined;
+      expect(info && ErrorInfo.decode(info.value).reason).toBe('HEAD_MISMATCH');
+      expect(Number((await call(q.client.getSession.bind(q.client), { sessionId: 'as-e' })).session?.eventCount)).toBe(2);
+    } finally {
+      await q.stop();
+    }
+  });
+
+  it('pipelined, a key repeated behind its first use replays that result, with other events it is refused; the log holds one batch', async () => {
+    await call(t.client.createSession.bind(t.client), { sessionId: 'as-ip', labels: {} } as never);
+    const { responses } = await stream([
+      { correlationId: 'first', append: { sessionId: 'as-ip', events: [userMessage('u1', 'x')], idempotencyKey: 'pk' } },
+      { correlationId: 'again', append: { sessionId: 'as-ip', events: [userMessage('u1', 'x')], idempotencyKey: 'pk' } },
+      { correlationId: 'other', append: { sessionId: 'as-ip', events: [userMessage('u2', 'y')], idempotencyKey: 'pk' } },
+      { correlationId: 'plain', append: { sessionId: 'as-ip', events: [userMessage('u3', 'z')] } },
+    ]);
+    expect(responses.map((r) => [r.correlationId, r.result?.$case === 'appended' ? [r.result.value.seqs, r.result.value.replayed] : r.result?.value.code])).toEqual([
+      ['first', [[0], false]], ['again', [[0], true]], ['other', status.FAILED_PRECONDITION], ['plain', [[1], false]],
+    ]);
+    expect(await eventCount('as-ip')).toBe(2);
+  });
+
   it('2,000 batches pipelined on one stream (more than the 256 in flight) all land, in order', async () => {
     await call(t.client.createSession.bind(t.client), { sessionId: 'as-many', labels: {} } as never);
     const n = 2000;

@@ -112,7 +112,7 @@ describe.skipIf(!hasPostgres())('PostgreSQL schema migrations', () => {
       await (await PostgresSessionStore.open({ url: db!.url, schema: s, poolSize: 1 })).close();
       expect(await catalog(s), `from schema ${from}`).toEqual(want);
     }
-    expect(await history(fresh)).toEqual([{ version: 4, build: 'unknown' }, { version: 5, build: 'unknown' }, { version: 6, build: 'unknown' }]);
+    expect(await history(fresh)).toEqual(MIGRATIONS.filter((m) => m.version > 3).map((m) => ({ version: m.version, build: 'unknown' })));
   });
 
   it('replicas opening an old schema together migrate it once (advisory lock; the version re-read under it)', async () => {
@@ -122,7 +122,7 @@ describe.skipIf(!hasPostgres())('PostgreSQL schema migrations', () => {
       PostgresSessionStore.open({ url: db!.url, schema: s, poolSize: 1, onMigrated: (r) => reports.push(r) })));
     await Promise.all(stores.map((x) => x.close()));
     expect(reports.map((r) => [r.from, r.to])).toEqual([[2, SCHEMA_VERSION]]);
-    expect((await history(s)).map((r) => r.version)).toEqual([3, 4, 5, 6]);
+    expect((await history(s)).map((r) => r.version)).toEqual(MIGRATIONS.map((m) => m.version));
   });
 
   it('a replica waits for another one\'s migration (the advisory lock) past the pool\'s query timeout, says so, then opens', async () => {

@@ -520,6 +520,7 @@ describe('SqliteSessionStore with the writer thread', () => {
  * - 'slow-close': as 'hold', and answers close after 200 ms.
  */
 const SCRIPTED = `
+// A call crosses as a tuple, its id first (append-thread-wire.ts PackedCall).
 const { parentPort, workerData } = require('node:worker_threads');
 const cells = workerData.gate === undefined ? undefined : new BigInt64Array(workerData.gate);
 const counters = { commits: 0, groupCommits: 0, appends: 0, maxGroupSize: 0 };
@@ -536,7 +537,7 @@ parentPort.on('message', (m) => {
       return;
     }
     Atomics.add(cells, 0, 1n);
-    parentPort.postMessage({ kind: 'done', results: m.calls.map((c) => [c.id, { kind: 'appended' }, null]), heads: [], counters, syncs: 0 });
+    parentPort.postMessage({ kind: 'done', results: m.calls.map((c) => [c[0], { kind: 'appended' }, null]), heads: [], counters, syncs: 0 });
   } else if (m.kind === 'durable') {
     Atomics.store(cells, 1, Atomics.load(cells, 0));
     parentPort.postMessage({ kind: 'done', results: [], heads: [], counters, syncs: 1 });
@@ -545,7 +546,7 @@ parentPort.on('message', (m) => {
     // 'slow-close': the close handshake takes a while (the last sync).
     setTimeout(() => parentPort.postMessage({ kind: 'closed' }), workerData.mode === 'slow-close' ? 200 : 0);
   } else if (m.kind === 'answer') {
-    parentPort.postMessage({ kind: 'done', results: held.map((c) => [c.id, m.outcome, null]), heads: m.heads, counters, syncs: 0 });
+    parentPort.postMessage({ kind: 'done', results: held.map((c) => [c[0], m.outcome, null]), heads: m.heads, counters, syncs: 0 });
     held = [];
   }
 });`;

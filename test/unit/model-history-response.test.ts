@@ -31,4 +31,33 @@ describe('modelHistoryResponse', () => {
     expect(modelHistoryResponse(b, 9).equals(expected(b, 9))).toBe(true);
     expect(modelHistoryResponse([], undefined).length).toBe(0);
   });
+
+  it('answers an unchanged history with the same bytes, and any change (an entry, its seq, the head, the token) with fresh ones', () => {
+    const m = (text: string): Json => ({ id: text, role: 'user', content: [{ type: 'text', text }] }) as unknown as Json;
+    const list = [{ seq: 1, message: m('a') }, { seq: 3, message: m('b') }, { seq: 4, message: m('c') }];
+    const first = modelHistoryResponse(list, 4);
+    expect(first.equals(expected(list, 4))).toBe(true);
+    // The same entries (a fresh array of the same objects, as the projection hands them): the same bytes.
+    expect(modelHistoryResponse(list.map((e) => ({ ...e })), 4)).toBe(first);
+    // Another object at one position (same seq, same text): encoded again, still right.
+    const replaced = [list[0]!, { seq: 3, message: m('B') }, list[2]!];
+    const second = modelHistoryResponse(replaced, 4);
+    expect(second).not.toBe(first);
+    expect(second.equals(expected(replaced, 4))).toBe(true);
+    // The same objects at other seqs, another head, a page token: each its own response.
+    const moved = list.map((e) => ({ seq: e.seq + 10, message: e.message }));
+    expect(modelHistoryResponse(moved, 14).equals(expected(moved, 14))).toBe(true);
+    expect(modelHistoryResponse(list, 9).equals(expected(list, 9))).toBe(true);
+    const paged = modelHistoryResponse(list, 4, 'tok');
+    expect(GetMessagesResponse.decode(paged).nextPageToken).toBe('tok');
+    expect(paged.subarray(0, first.length - 2).equals(first.subarray(0, first.length - 2))).toBe(true);
+    // The caller's array is its own: changing it after the call changes nothing kept.
+    const mine = list.map((e) => ({ ...e }));
+    const kept = modelHistoryResponse(mine, 4);
+    mine[1] = { seq: 3, message: m('x') };
+    expect(modelHistoryResponse(mine, 4).equals(expected(mine, 4))).toBe(true);
+    expect(modelHistoryResponse(list, 4)).toBe(kept);
+    // A longer or shorter history is never the cached one.
+    expect(modelHistoryResponse(list.slice(0, 2), 4).equals(expected(list.slice(0, 2), 4))).toBe(true);
+  });
 });

@@ -49,7 +49,9 @@ export interface FeedLog {
    * The tenant's feed records after `query.after`, ascending by position (issue #35). Every
    * create (and import publish), delete, labels change and append is recorded in the transaction
    * of the change, so what a read returns is committed and no record below a returned position
-   * can appear later.
+   * can appear later. A read may return fewer than `limit` records while more are committed but
+   * not yet durable (SQLite's writer thread under a background sync): a short read is the end as of
+   * now, and the change that made the rest durable pokes the session feed again.
    */
   readFeed(query: FeedQuery): Promise<FeedRecord[]>;
   /** The position of the tenant's last feed record (0 when it has none): where `from_now` starts. */

@@ -11,7 +11,7 @@ interface ServerSurfaceCall {
   readonly cancelled: boolean;
   getDeadline(): Deadline;
   getPath(): string;
-  once(event: 'cancelled' | 'close', fn: () => void): unknown;
+  on(event: 'cancelled' | 'close', fn: () => void): unknown;
 }
 import { CREDENTIAL_KEY } from '../auth.js';
 import type { Access } from '../rpc/handler-table.js';
@@ -51,14 +51,16 @@ class GrpcCallContext implements RpcContext {
       return;
     }
     // 'close' too: a stream whose connection dropped may close without a 'cancelled' first.
+    // `on` with a guard of our own rather than two `once` wrappers (each a bound function and a
+    // state object, kept for the call's life: a long-lived stream holds them; issue #37 sub-mem).
     let once = false;
     const run = (): void => {
       if (once) return;
       once = true;
       fn();
     };
-    this.call.once('cancelled', run);
-    this.call.once('close', run);
+    this.call.on('cancelled', run);
+    this.call.on('close', run);
   }
 }
 

@@ -12,9 +12,27 @@ type Writable = ServerWritableStream<unknown, unknown> | ServerDuplexStream<unkn
 /** The push sink of a grpc-js writable call. */
 export class GrpcSink implements ServerSink<unknown> {
   #ended = false;
-  constructor(private readonly call: Writable, private readonly fail: (e: unknown) => ServiceError) {}
+  #corked = false;
+  constructor(
+    private readonly call: Writable,
+    private readonly fail: (e: unknown) => ServiceError,
+    /**
+     * The call sends buffered messages together (handle-bidi.ts writeTogether): the messages
+     * written in one turn of the event loop are then corked until its end (a nextTick, after the
+     * turn's promise jobs), so they leave in one HTTP/2 write instead of the first alone.
+     */
+    private readonly coalesce = false,
+  ) {}
 
   write(message: unknown): boolean {
+    if (this.coalesce && !this.#corked) {
+      this.#corked = true;
+      this.call.cork();
+      process.nextTick(() => {
+        this.#corked = false;
+        this.call.uncork();
+      });
+    }
     return this.call.write(message);
   }
 

@@ -1,8 +1,9 @@
 /**
- * Append lanes of the PostgreSQL store: one instance sends its appends of one session in call
- * order, one transaction at a time, and the ones queued meanwhile together in one statement
- * (append_batch: each call still checked), so a pipelined writer costs one commit per group
- * rather than one per batch (see AppendLanes.#runLane).
+ * Append lanes of the PostgreSQL store (group commit): one instance sends its appends of one
+ * session in call order, one transaction at a time, and the appends queued meanwhile, of that
+ * session and of any other, together in one statement (append_batch / append_many: each call
+ * still checked), so concurrent writers cost one commit per group rather than one per append
+ * (see AppendLanes.#dispatch).
  */
 import type { AppendOutcome, AppendRequest } from '../../app/store-port.js';
 import type { HeadNotifier } from './notifier.js';
@@ -32,11 +33,25 @@ interface QueuedAppend {
 /** A session's appends of this store instance, sent in call order. */
 interface Lane {
   readonly queue: QueuedAppend[];
+  /** A transaction with appends of the session is in flight. */
   running: boolean;
 }
 
-/** Most appends of one session sent in one transaction. */
+/** An append taken into a transaction. */
+interface GroupedAppend {
+  readonly sessionId: string;
+  readonly call: QueuedAppend;
+}
+
+/** Most appends sent in one transaction. */
 const MAX_GROUP = 64;
+
+/**
+ * Append transactions in flight at once (the pool has 10 connections by default; the rest serve
+ * reads). Appends queued meanwhile wait and go together in the next one: a tenant's commits run
+ * one at a time anyway (its feed position, schema.ts), so sharing one commit is what scales.
+ */
+export const MAX_TRANSACTIONS = 4;
 
 const APPENDED = Object.freeze({ kind: 'appended' as const });
 const NOT_FOUND = Object.freeze({ kind: 'not-found' as const });
@@ -50,8 +65,12 @@ export interface WriteCounters {
 
 /** The per-session append queues of one store instance. */
 export class AppendLanes {
-  /** Per-session append queues (see #runLane). */
+  /** Per-session append queues (see #dispatch). */
   readonly #lanes = new Map<string, Lane>();
+  /** Sessions with appends queued and none in flight, in arrival order. */
+  readonly #ready = new Set<string>();
+  /** Append transactions in flight. */
+  #transactions = 0;
   readonly #sql: Statements;
   readonly #counters: WriteCounters;
   readonly #notifier: HeadNotifier;
@@ -84,48 +103,69 @@ export class AppendLanes {
         this.#lanes.set(sessionId, lane);
       }
       lane.queue.push({ values, maxBytes: req.quota?.maxBytes ?? 0, resolve, reject });
-      if (!lane.running) void this.#runLane(sessionId, lane);
+      if (!lane.running) {
+        this.#ready.add(sessionId);
+        this.#dispatch();
+      }
     });
   }
 
   /**
-   * Sends a session's queued appends, in call order, one transaction at a time: alone when one is
-   * queued, else up to MAX_GROUP together in one transaction (one commit). Order matters for
-   * speed, not correctness: the app pipelines batches planned on top of batches not yet committed
-   * (each naming its predecessor's writer token); sent concurrently on different pool connections,
-   * a later batch could reach the row lock first and conflict. Every call still checks head and
+   * Starts transactions while fewer than MAX_TRANSACTIONS are in flight: each takes the queued
+   * appends of every session that has none in flight (up to MAX_GROUP calls), so a session's
+   * appends go in call order, one transaction at a time, and the appends of many sessions that
+   * arrive while earlier transactions run share one commit. Order matters for speed, not
+   * correctness: the app pipelines batches planned on top of batches not yet committed (each
+   * naming its predecessor's writer token); sent concurrently on different pool connections, a
+   * later batch could reach the row lock first and conflict. Every call still checks head and
    * token under the row lock, so other replicas' writes interleave safely.
    */
-  async #runLane(sessionId: string, lane: Lane): Promise<void> {
-    lane.running = true;
-    try {
-      while (lane.queue.length > 0) {
-        const group = lane.queue.splice(0, MAX_GROUP);
-        if (group.length > this.#counters.maxGroupSize) this.#counters.maxGroupSize = group.length;
-        let outcomes: AppendRow[];
-        try {
-          outcomes = await this.#appendGroup(sessionId, group);
-        } catch (error) {
-          for (const call of group) call.reject(error);
-          continue;
-        }
-        for (let i = 0; i < group.length; i++) group[i]!.resolve(this.#appendOutcome(sessionId, outcomes[i]!, group[i]!.maxBytes));
+  #dispatch(): void {
+    while (this.#transactions < MAX_TRANSACTIONS && this.#ready.size > 0) {
+      const group: GroupedAppend[] = [];
+      for (const sessionId of this.#ready) {
+        const lane = this.#lanes.get(sessionId)!;
+        this.#ready.delete(sessionId);
+        lane.running = true;
+        for (const call of lane.queue.splice(0, MAX_GROUP - group.length)) group.push({ sessionId, call });
+        if (group.length >= MAX_GROUP) break;
       }
+      if (group.length > this.#counters.maxGroupSize) this.#counters.maxGroupSize = group.length;
+      this.#transactions++;
+      void this.#send(group);
+    }
+  }
+
+  async #send(group: readonly GroupedAppend[]): Promise<void> {
+    try {
+      const outcomes = await this.#appendGroup(group);
+      for (let i = 0; i < group.length; i++) group[i]!.call.resolve(this.#appendOutcome(group[i]!.sessionId, outcomes[i]!, group[i]!.call.maxBytes));
+    } catch (error) {
+      for (const { call } of group) call.reject(error);
     } finally {
-      lane.running = false;
-      if (lane.queue.length === 0 && this.#lanes.get(sessionId) === lane) this.#lanes.delete(sessionId);
+      this.#transactions--;
+      for (const { sessionId } of group) {
+        const lane = this.#lanes.get(sessionId);
+        if (lane === undefined || !lane.running) continue;
+        lane.running = false;
+        if (lane.queue.length > 0) this.#ready.add(sessionId);
+        else this.#lanes.delete(sessionId);
+      }
+      this.#dispatch();
     }
   }
 
   /**
-   * One statement, one transaction for a group of appends of one session (append_batch: the calls
-   * in order, each with append's checks); an unexpected error fails the whole group, nothing of it
-   * commits.
+   * One statement, one transaction for a group of appends (each call with append's checks, a
+   * session's in call order): `append` for one call, `append_batch` for calls of one session,
+   * `append_many` for several sessions (schema.ts). An unexpected error fails the whole group,
+   * nothing of it commits. Returns one row per call, in the group's order.
    */
-  #appendGroup(sessionId: string, group: readonly QueuedAppend[]): Promise<AppendRow[]> {
+  async #appendGroup(group: readonly GroupedAppend[]): Promise<AppendRow[]> {
     if (group.length === 1) {
-      return this.#sql.query<AppendRow>(`SELECT * FROM ${this.#sql.s}.append($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)`, group[0]!.values);
+      return this.#sql.query<AppendRow>(`SELECT * FROM ${this.#sql.s}.append($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)`, group[0]!.call.values);
     }
+    const ids: string[] = [];
     const counts: number[] = [];
     const next: number[] = [];
     const expectedWriter: string[] = [];
@@ -136,9 +176,12 @@ export class AppendLanes {
     const hashes: (string | null)[] = [];
     const surface: number[] = [];
     const maxBytes: number[] = [];
-    for (const call of group) {
+    let oneSession = true;
+    for (const { sessionId, call } of group) {
       const v = call.values;
       const seqs = v[4] as unknown[];
+      if (sessionId !== group[0]!.sessionId) oneSession = false;
+      ids.push(sessionId);
       counts.push(seqs.length);
       next.push(v[1] as number);
       expectedWriter.push(v[2] as string);
@@ -150,10 +193,20 @@ export class AppendLanes {
       surface.push(v[14] as number);
       maxBytes.push(v[15] as number);
     }
-    return this.#sql.query<AppendRow>(
-      `SELECT * FROM ${this.#sql.s}.append_batch($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)`,
-      [sessionId, counts, next, expectedWriter, writer, ...columns, bytes, keys, hashes, surface, maxBytes, this.#now()],
+    const rest = [counts, next, expectedWriter, writer, ...columns, bytes, keys, hashes, surface, maxBytes, this.#now()];
+    if (oneSession) {
+      return this.#sql.query<AppendRow>(
+        `SELECT * FROM ${this.#sql.s}.append_batch($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)`,
+        [ids[0], ...rest],
+      );
+    }
+    const rows = await this.#sql.query<AppendRow & { call: number }>(
+      `SELECT * FROM ${this.#sql.s}.append_many($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)`,
+      [ids, ...rest],
     );
+    const out: AppendRow[] = new Array<AppendRow>(group.length);
+    for (const r of rows) out[r.call - 1] = r;
+    return out;
   }
 
   #appendOutcome(sessionId: string, r: AppendRow, maxBytes: number): AppendOutcome {

@@ -1,6 +1,7 @@
 /** The options and counters of the PostgreSQL store (postgres-store.ts). */
 
 import type { MigrationOptions } from '../migration-options.js';
+import type { StatementRetry } from './statements.js';
 
 /** Options of `PostgresSessionStore.open`. */
 export interface PostgresStoreOptions extends MigrationOptions {
@@ -29,6 +30,12 @@ export interface PostgresStoreOptions extends MigrationOptions {
   readonly now?: () => number;
   /** Connection problems of the pool's idle clients and the LISTEN connection (for logs). */
   readonly onError?: (error: unknown) => void;
+  /**
+   * A statement PostgreSQL rolled back for a deadlock (40P01) or a serialization failure (40001),
+   * run again (for logs; counted in stats().statementRetries). The lock order of schema.ts leaves
+   * none: each one is worth a look.
+   */
+  readonly onStatementRetry?: (retry: StatementRetry) => void;
 }
 
 /** Counters for tests and metrics. */
@@ -39,4 +46,6 @@ export interface PostgresStoreStats {
   readonly appends: number;
   /** Most appends of one session sent in one transaction so far. */
   readonly maxGroupSize: number;
+  /** Statements run again after a deadlock or serialization failure (onStatementRetry). */
+  readonly statementRetries: number;
 }

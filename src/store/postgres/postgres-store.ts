@@ -9,9 +9,10 @@
  * key and updates head, writer and counters, and commits all of it or nothing. A writer that lost
  * the race gets a conflict and re-plans on fresh state; a replica killed mid-call leaves nothing:
  * PostgreSQL rolls back the open transaction and releases its locks when the connection dies.
- * One instance sends its appends of one session in call order, one transaction at a time, and the
- * ones queued meanwhile together in one statement (append_batch: each call still checked), so a
- * pipelined writer costs one commit per group rather than one per batch (group-commit.ts).
+ * One instance sends its appends of one session in call order, one transaction at a time, and
+ * runs at most a few append transactions at once: the appends queued meanwhile, of any sessions,
+ * go together in one statement (append_batch / append_many: each call still checked), so
+ * concurrent writers cost one commit per group rather than one per append (group-commit.ts).
  *
  * Why no global bigserial is tailed (the usual way to build a feed on a table): a bigserial is
  * handed out when a row is inserted, not when its transaction commits, so a reader that tails
@@ -112,7 +113,7 @@ export class PostgresSessionStore implements SessionStore {
     this.#pool = pool;
     this.#connection = connection;
     this.#options = options;
-    this.#sql = new Statements(pool, schema);
+    this.#sql = new Statements(pool, schema, options.onStatementRetry);
     this.#channel = channelOf(schema);
     this.#now = options.now ?? Date.now;
     this.#notifier = new HeadNotifier(pool, this.#channel);
@@ -156,7 +157,7 @@ export class PostgresSessionStore implements SessionStore {
 
   /** Write counters. */
   stats(): PostgresStoreStats {
-    return { ...this.#counters };
+    return { ...this.#counters, statementRetries: this.#sql.retries };
   }
 
   /** Every call checks this first; calls issued before close() still run to the end. */

@@ -47,12 +47,29 @@
  *   transaction ends: the tenant's next writer waits for it (and, under READ COMMITTED, reads the
  *   committed value after the wait), so positions are consecutive, commit in order, and a rolled
  *   back transaction leaves no hole. The cost is that the feed part of a tenant's writes commits
- *   one at a time (the lock is taken by the session row UPDATE, the last step of each write
- *   function, and held through the commit); tenants do not wait for each other. The alternative,
+ *   one at a time (the lock is taken at commit, see the lock order below, and held through the
+ *   commit's WAL flush); tenants do not wait for each other. The alternative,
  *   xid8 + pg_snapshot_xmin gating (Marten, emmett), keeps writers independent but orders the
  *   feed by (transaction id, sequence), so positions would not increase in delivery order, and
  *   any long transaction in the database holds every reader back. Readers read by position; the
  *   NOTIFY hints and polling only tell them when to read.
+ *
+ * Lock order (issue #33: the soak met deadlocks, 40P01, between writes of one tenant). Every write
+ * transaction takes its row locks in this order, taking only the ones it needs:
+ *   1. the session row(s) (append, append_batch, append_pending, update_labels, publish, delete;
+ *      append_many all of its sessions, by id; create_session an existing row of its id, so it
+ *      waits for a delete of that id in progress);
+ *   2. the tenant's row in `tenants` (create, delete);
+ *   3. the tenant's byte-counter shards in `tenant_bytes`, in ascending shard order: the quota
+ *      check locks all of them (LOCK_TENANT_BYTES), other writes only the session's own shard;
+ *      append_batch / append_many take them all first (by tenant, shard) when a call checks it;
+ *   4. the tenant's feed position (`feed_heads`; several tenants in tenant order), last: a constraint
+ *      trigger (feed_record) deferred to the commit runs after every statement of the transaction,
+ *      whichever write function (and whatever statement order inside it) made the change.
+ * A transaction only waits for locks later in the order than those it holds, so no cycle can
+ * form. Feed retention only reads feed_heads (feed-retention.ts); retention deletes one session per
+ * transaction. The store still runs a statement again after 40P01 (statements.ts), counted and
+ * logged: the order should leave it unused (test/integration/postgres-lock-order.test.ts).
  *
  * Ids are COLLATE "C": they order by bytes, as in the other stores (list order, page tokens).
  *
@@ -61,7 +78,7 @@
  */
 
 /** The schema version this build reads and writes: the last migration's (migrations/index.ts). */
-export const SCHEMA_VERSION = 6;
+export const SCHEMA_VERSION = 7;
 
 /** Byte-counter rows per tenant (see the module comment). */
 export const TENANT_SHARDS = 16;
@@ -233,7 +250,7 @@ BEGIN
     ELSIF NEW.next_seq > OLD.next_seq THEN
       v_kind := 'appended';
       SELECT coalesce(array_agg(t.type ORDER BY t.first), '{}') INTO v_types
-        FROM (SELECT e.type, min(e.seq) AS first FROM ${s}.events e WHERE e.session_id = NEW.id AND e.seq >= OLD.next_seq GROUP BY e.type) t;
+        FROM (SELECT e.type, min(e.seq) AS first FROM ${s}.events e WHERE e.session_id = NEW.id AND e.seq >= OLD.next_seq AND e.seq < NEW.next_seq GROUP BY e.type) t;
     ELSIF NEW.labels IS DISTINCT FROM OLD.labels THEN
       v_kind := 'labels_changed'; v_prev := OLD.labels;
     ELSE
@@ -249,8 +266,11 @@ BEGIN
   RETURN NULL;
 END
 $fn$;
+-- Deferred to the commit (see "Lock order" in schema.ts): the tenant's feed position is the last
+-- lock of every write transaction.
 DROP TRIGGER IF EXISTS feed_record ON ${s}.sessions;
-CREATE TRIGGER feed_record AFTER INSERT OR UPDATE OR DELETE ON ${s}.sessions FOR EACH ROW EXECUTE FUNCTION ${s}.feed_record();
+CREATE CONSTRAINT TRIGGER feed_record AFTER INSERT OR UPDATE OR DELETE ON ${s}.sessions DEFERRABLE INITIALLY DEFERRED
+  FOR EACH ROW EXECUTE FUNCTION ${s}.feed_record();
 
 -- The conditional append. Order of checks: unknown session, used idempotency key (the stored
 -- result), moved head or writer token (conflict), byte quota; then every write. The session row
@@ -286,7 +306,7 @@ BEGIN
     INSERT INTO ${s}.idempotency (session_id, key, request_hash, seqs, surface_length, created_at)
       VALUES (p_id, p_key, p_hash, coalesce(p_seqs, '{}'), p_surface_length, p_now);
   END IF;
-  -- Last: its feed record (trigger) takes the tenant's feed lock, held until commit.
+  -- Its feed record (trigger) is written at commit, taking the tenant's feed lock last.
   UPDATE ${s}.sessions SET next_seq = v_next, event_count = event_count + v_n, data_bytes = data_bytes + p_bytes, writer = p_writer,
       surface_length = CASE WHEN v_n > 0 THEN p_surface_length ELSE surface_length END
     WHERE id = p_id;
@@ -303,14 +323,58 @@ CREATE OR REPLACE FUNCTION ${s}.append_batch(
 ) RETURNS TABLE (outcome text, head bigint, r_hash text, r_seqs bigint[], r_surface bigint, q_limit bigint, q_actual bigint)
 LANGUAGE plpgsql AS $fn$
 DECLARE
-  v_from integer := 1; v_to integer;
+  v_from integer := 1; v_to integer; v_tenant text; v_used bigint;
 BEGIN
+  -- Lock order: a call that checks the byte quota locks every shard of the tenant in shard order;
+  -- after an earlier call of the group took its own shard that would be out of order, so they are
+  -- all taken first (the session row before them, as in append).
+  IF EXISTS (SELECT 1 FROM unnest(p_max_bytes) AS m WHERE m > 0) THEN
+    SELECT s.tenant INTO v_tenant FROM ${s}.sessions s WHERE s.id = p_id AND s.pending_owner IS NULL FOR UPDATE;
+    IF FOUND THEN
+      ${LOCK_TENANT_BYTES(s)}
+    END IF;
+  END IF;
   FOR i IN 1 .. cardinality(p_counts) LOOP
     v_to := v_from + p_counts[i] - 1;
     RETURN QUERY SELECT * FROM ${s}.append(p_id, p_expected_next[i], p_expected_writer[i], p_writer[i],
       p_seqs[v_from:v_to], p_types[v_from:v_to], p_times[v_from:v_to], p_data[v_from:v_to], p_sources[v_from:v_to],
       p_ops[v_from:v_to], p_ign[v_from:v_to], p_bytes[i], p_key[i], p_hash[i], p_surface_length[i], p_max_bytes[i], p_now);
     v_from := v_to + 1;
+  END LOOP;
+END
+$fn$;
+
+-- Appends of several sessions in one transaction (group commit across sessions: the calls a
+-- replica had queued while its previous transactions ran), each with exactly the checks of
+-- append: call i is for session p_ids[i] and has p_counts[i] events, taken in order from the
+-- flattened event arrays; one row per call, with its index in the call column. Lock order (see the module
+-- comment): every session row first, by id; then the byte-counter shards, by tenant and shard
+-- (every shard of a tenant one of whose calls checks the quota, else the sessions' own); then
+-- the calls, by tenant, so the deferred feed records take the tenants' feed positions in tenant
+-- order at commit; a session's calls keep their order.
+CREATE OR REPLACE FUNCTION ${s}.append_many(
+  p_ids text[], p_counts integer[], p_expected_next bigint[], p_expected_writer text[], p_writer text[], ${EVENT_ARGS},
+  p_bytes bigint[], p_key text[], p_hash text[], p_surface_length bigint[], p_max_bytes bigint[], p_now bigint
+) RETURNS TABLE (call integer, outcome text, head bigint, r_hash text, r_seqs bigint[], r_surface bigint, q_limit bigint, q_actual bigint)
+LANGUAGE plpgsql AS $fn$
+DECLARE
+  v_from integer[] := '{}'; v_at integer := 1; c record;
+BEGIN
+  FOR i IN 1 .. cardinality(p_counts) LOOP
+    v_from := v_from || v_at; v_at := v_at + p_counts[i];
+  END LOOP;
+  PERFORM 1 FROM ${s}.sessions ss WHERE ss.id = ANY(p_ids) ORDER BY ss.id FOR UPDATE;
+  PERFORM 1 FROM ${s}.tenant_bytes tb
+    WHERE (tb.tenant, tb.shard) IN (SELECT ss.tenant, (hashtext(ss.id) & ${TENANT_SHARDS - 1})::smallint FROM ${s}.sessions ss WHERE ss.id = ANY(p_ids))
+       OR tb.tenant IN (SELECT ss.tenant FROM unnest(p_ids, p_max_bytes) AS u (id, mb) JOIN ${s}.sessions ss ON ss.id = u.id WHERE u.mb > 0)
+    ORDER BY tb.tenant, tb.shard FOR UPDATE;
+  FOR c IN SELECT u.i::integer AS i FROM unnest(p_ids) WITH ORDINALITY AS u (id, i) LEFT JOIN ${s}.sessions ss ON ss.id = u.id
+             ORDER BY ss.tenant, u.id, u.i LOOP
+    RETURN QUERY SELECT c.i, a.* FROM ${s}.append(p_ids[c.i], p_expected_next[c.i], p_expected_writer[c.i], p_writer[c.i],
+      p_seqs[v_from[c.i]:v_from[c.i] + p_counts[c.i] - 1], p_types[v_from[c.i]:v_from[c.i] + p_counts[c.i] - 1],
+      p_times[v_from[c.i]:v_from[c.i] + p_counts[c.i] - 1], p_data[v_from[c.i]:v_from[c.i] + p_counts[c.i] - 1],
+      p_sources[v_from[c.i]:v_from[c.i] + p_counts[c.i] - 1], p_ops[v_from[c.i]:v_from[c.i] + p_counts[c.i] - 1],
+      p_ign[v_from[c.i]:v_from[c.i] + p_counts[c.i] - 1], p_bytes[c.i], p_key[c.i], p_hash[c.i], p_surface_length[c.i], p_max_bytes[c.i], p_now) AS a;
   END LOOP;
 END
 $fn$;
@@ -328,7 +392,9 @@ DECLARE
   v_tenant text := p_tenant; v_count bigint; v_used bigint;
   v_n integer := coalesce(cardinality(p_seqs), 0);
 BEGIN
-  IF EXISTS (SELECT 1 FROM ${s}.sessions WHERE id = p_id) THEN
+  -- Locked (lock order: the session row first): a delete of the id in progress is waited for.
+  PERFORM 1 FROM ${s}.sessions WHERE id = p_id FOR UPDATE;
+  IF FOUND THEN
     outcome := 'exists'; RETURN NEXT; RETURN;
   END IF;
   INSERT INTO ${s}.tenants (tenant) VALUES (v_tenant) ON CONFLICT (tenant) DO NOTHING;

@@ -1,5 +1,5 @@
 /**
- * The PostgreSQL search index's follower (issue #40, schema 6): the index is kept off the append
+ * The PostgreSQL search index's follower (issue #40, schema 7): the index is kept off the append
  * path by following the session feed, in batches of many events per transaction, one indexer at
  * a time across every replica (a transaction-scoped advisory lock; a replica that does not get it
  * answers `busy` and tries again later).

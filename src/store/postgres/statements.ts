@@ -11,12 +11,22 @@ import { mapError } from './pg-errors.js';
  * SQLSTATEs after which PostgreSQL has rolled the statement's whole transaction back, so running
  * it again is safe: 40P01 deadlock_detected, 40001 serialization_failure. Every statement here is
  * one autocommitted call (a write function), never part of a wider transaction. The soak
- * (bench/soak.md) met 40P01 between two replicas' writes of one tenant (a create's quota shard
+* (bench/soak.md) met 40P01 between two replicas' writes of one tenant (a create's quota shard
  * and an append's feed position taken in opposite orders): 36 INTERNAL answers in 30 minutes.
  */
 const RETRIED_SQLSTATES: ReadonlySet<string> = new Set(['40P01', '40001']);
 /** Attempts of a statement that keeps failing with one of them (then the error goes up as it is). */
 export const STATEMENT_ATTEMPTS = 4;
+
+/** A statement run again after a deadlock or serialization failure (for the log). */
+export interface StatementRetry {
+  /** 40P01 (deadlock_detected) or 40001 (serialization_failure). */
+  readonly sqlstate: string;
+  /** The attempt that failed (1 = the first run). */
+  readonly attempt: number;
+  /** The statement's text, whitespace folded, cut to 120 characters. */
+  readonly statement: string;
+}
 
 /** Prepared-statement names by statement text (texts are few: built from a fixed set per schema). */
 const STATEMENT_NAMES = new Map<string, string>();
@@ -38,11 +48,19 @@ export class Statements {
   readonly inFlight = new Set<Promise<unknown>>();
   /** The pool is gone (after close() let every call issued before it finish). */
   ended = false;
+  /**
+   * Statements run again after 40P01 / 40001 (see RETRIED_SQLSTATES): a safety net that the lock
+   * order of schema.ts should leave unused, so every use is counted (stats().statementRetries)
+   * and reported (onRetry: the server logs it).
+   */
+  retries = 0;
   readonly #pool: pg.Pool;
+  readonly #onRetry: ((retry: StatementRetry) => void) | undefined;
 
-  constructor(pool: pg.Pool, schema: string) {
+  constructor(pool: pg.Pool, schema: string, onRetry?: (retry: StatementRetry) => void) {
     this.#pool = pool;
     this.s = schema;
+    this.#onRetry = onRetry;
   }
 
   /**
@@ -69,6 +87,8 @@ export class Statements {
         const code = (error as { code?: unknown } | undefined)?.code;
         if (attempt < STATEMENT_ATTEMPTS && typeof code === 'string' && RETRIED_SQLSTATES.has(code)) {
           // Rolled back whole: run it again after a short random pause (the other party finishes).
+          this.retries++;
+          this.#onRetry?.({ sqlstate: code, attempt, statement: text.replace(/\s+/g, ' ').slice(0, 120) });
           await new Promise((r) => setTimeout(r, Math.random() * 5 * attempt));
           continue;
         }

@@ -16,7 +16,7 @@ import { prepareStatements } from './statements.js';
 import { addChecksums } from './row-codec.js';
 import { WalSync } from './wal-sync.js';
 import { configureConnection } from './open-database.js';
-import { SharedCommitGate, toWireError, type FromWriter, type ToWriter, type WireResult, type WriterConfig } from './append-thread-wire.js';
+import { SharedCommitGate, toWireError, unpackCall, type FromWriter, type ToWriter, type WireResult, type WriterConfig } from './append-thread-wire.js';
 
 const port = parentPort!;
 const config = workerData as WriterConfig;
@@ -39,8 +39,8 @@ function schedulePost(): void {
 
 /** The gate of the store's readers; every durability step is reported, waking waiting reads. */
 class ReportingGate extends SharedCommitGate {
-  override durable(group: number): void {
-    super.durable(group);
+  override durable(group: number, feedPosition?: number): void {
+    super.durable(group, feedPosition);
     schedulePost();
   }
 }
@@ -93,7 +93,8 @@ port.on('message', (m: ToWriter) => {
   if (opened === undefined) return;
   const { db, groups } = opened;
   if (m.kind === 'append') {
-    for (const call of m.calls) {
+    for (const packed of m.calls) {
+      const call = unpackCall(packed);
       const id = call.id;
       addChecksums(call.rows);
       groups.enqueue({

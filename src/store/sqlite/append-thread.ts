@@ -24,7 +24,7 @@ import { pathToFileURL } from 'node:url';
 import { StorageError } from '../../app/storage-error.js';
 import { StoreClosedError } from '../store-errors.js';
 import type { AppendQueue, QueuedAppend, WriteCounters } from './group-commit.js';
-import { SharedCommitGate, fromWireError, type FromWriter, type WireCall, type WriterConfig } from './append-thread-wire.js';
+import { SharedCommitGate, fromWireError, packCall, type FromWriter, type PackedCall, type WriterConfig } from './append-thread-wire.js';
 import { OwedCalls } from './owed-calls.js';
 
 type Callbacks = Pick<QueuedAppend, 'resolve' | 'reject'>;
@@ -68,7 +68,7 @@ export function startWorker(config: WriterConfig): Worker {
 export class AppendThread implements AppendQueue {
   #worker: Worker | undefined;
   readonly #pending = new OwedCalls<Callbacks>();
-  #outbox: WireCall[] = [];
+  #outbox: PackedCall[] = [];
   #postScheduled = false;
   #nextId = 1;
   #failure: StorageError | undefined;
@@ -79,6 +79,7 @@ export class AppendThread implements AppendQueue {
   readonly #gate: SharedCommitGate | undefined;
   #waitingReads: WaitingRead[] = [];
   #syncs = 0;
+  #handOvers = 0;
   #opened = false;
   #readyWaiters: { resolve: () => void; reject: (e: unknown) => void }[] = [];
   readonly #config: WriterConfig;
@@ -95,6 +96,11 @@ export class AppendThread implements AppendQueue {
   ) {
     this.#gate = config.durability === 'full' && config.fullSync === 'background' ? new SharedCommitGate() : undefined;
     this.#config = { ...config, gate: this.#gate?.buffer };
+  }
+
+  /** Messages that handed appends to the thread. */
+  get handOvers(): number {
+    return this.#handOvers;
   }
 
   /** The thread's background WAL syncs, as last reported. */
@@ -149,6 +155,16 @@ export class AppendThread implements AppendQueue {
     return new Promise<void>((resolve, reject) => this.#waitingReads.push({ group, resolve, reject }));
   }
 
+  /**
+   * After a read of feed records: undefined when everything the thread made visible is durable,
+   * else the highest feed position known durable (records above it wait for `visible()`).
+   */
+  durableFeedPosition(): number | undefined {
+    const gate = this.#gate;
+    if (gate === undefined || gate.owed() === 0) return undefined;
+    return gate.durableFeedPosition();
+  }
+
   enqueue(call: QueuedAppend): void {
     if (this.#failure !== undefined) {
       call.reject(this.#failure);
@@ -156,8 +172,7 @@ export class AppendThread implements AppendQueue {
     }
     const id = this.#nextId++;
     this.#pending.add(id, { resolve: call.resolve, reject: call.reject });
-    const { resolve: _resolve, reject: _reject, ...wire } = call;
-    this.#outbox.push({ ...wire, id });
+    this.#outbox.push(packCall(id, call));
     // Without a background sync: handed over at the end of this macrotask (the calls it made go
     // in one message), not at the end of the I/O phase: the thread then writes one request while
     // the event loop decodes and plans the next, instead of the two taking turns. With one, at
@@ -181,6 +196,7 @@ export class AppendThread implements AppendQueue {
     if (worker === undefined) return;
     // Referenced only while answers are owed: an idle writer never keeps the process alive.
     worker.ref();
+    this.#handOvers++;
     worker.postMessage({ kind: 'append', calls });
   }
 

@@ -16,6 +16,29 @@ import type Database from 'better-sqlite3';
 import type { FeedQuery, FeedRecord } from '../../app/store-port.js';
 import { decodeFeedRow, type RawFeedRow } from './row-codec.js';
 
+/**
+ * What a feed read may answer at once (the store's `readFeed`): the records the writer thread's
+ * gate knows durable. `durableUpTo` is undefined when nothing visible is owed a sync (all of
+ * `records` are durable), else the highest position known durable. The records above it were
+ * committed by a group whose background sync has not ended: they are left for the next read (the
+ * session feed reads again when that group's writes are answered, which pokes it), and only a
+ * read with none known durable waits for the sync (`wait`, the store's rule for every read); an
+ * empty read answers at once (it showed nothing). So a feed record is delivered once ITS group is
+ * durable, not once the group committed after it is.
+ */
+export function durableFeedRecords(
+  records: FeedRecord[],
+  durableUpTo: number | undefined,
+  wait: (records: FeedRecord[]) => FeedRecord[] | Promise<FeedRecord[]>,
+): FeedRecord[] | Promise<FeedRecord[]> {
+  if (records.length === 0) return records; // nothing seen, nothing to wait for
+  if (durableUpTo === undefined) return wait(records);
+  let n = 0;
+  while (n < records.length && records[n]!.position <= durableUpTo) n++;
+  if (n === 0) return wait(records);
+  return n === records.length ? records : records.slice(0, n);
+}
+
 /** The statements of the feed, prepared once per connection. */
 export interface FeedStatements {
   /** The tenant's records after `query.after`, at most `query.limit`. */

@@ -142,7 +142,8 @@ export interface AppendQueue {
  */
 export interface CommitGate {
   begin(): number;
-  durable(group: number): void;
+  /** Groups up to `group` are durable, and with them the feed records up to `feedPosition` (0: no news). */
+  durable(group: number, feedPosition?: number): void;
 }
 
 /** The append queue of one connection and its group transaction. */
@@ -159,6 +160,10 @@ export class GroupCommit implements AppendQueue {
   private readonly groupTxn: Database.Transaction<(batch: readonly QueuedAppend[], results: (AppendOutcome | { error: unknown })[]) => void>;
   private readonly writeCallTxn: Database.Transaction<(call: QueuedAppend, tenant: string) => void>;
   private readonly blobs: SqliteBlobs;
+  /** The feed's end (max position), read at the end of each group transaction (with a gate only). */
+  private readonly feedEnd: Database.Statement | undefined;
+  /** The feed's end as the last group transaction left it (0: not read). */
+  private groupFeedEnd = 0;
 
   constructor(
     private readonly db: Database.Database,
@@ -183,6 +188,7 @@ export class GroupCommit implements AppendQueue {
     // better-sqlite3 transaction), so a failure midway leaves nothing of it behind.
     this.writeCallTxn = db.transaction((call: QueuedAppend, tenant: string): void => this.writeCall(call, tenant));
     this.blobs = new SqliteBlobs(db);
+    this.feedEnd = gate === undefined ? undefined : db.prepare('SELECT max(position) FROM feed').pluck();
 
     // Per call, inside the shared transaction: the head comes from JS (read once per session per
     // group; nothing else writes while we hold the write lock), the counters are updated once per
@@ -200,6 +206,8 @@ export class GroupCommit implements AppendQueue {
         if (head.count > 0) moved.push([sessionId, head.createdAt, head.next]);
       }
       this.moved = moved;
+      // Inside the transaction: every feed record up to it is committed by this COMMIT or before.
+      if (this.feedEnd !== undefined && moved.length > 0) this.groupFeedEnd = (this.feedEnd.get() as number | null) ?? 0;
       for (const [tenant, t] of tenants) if (t.added !== 0) this.st.addTenant.run(tenant, 0, t.added);
     });
   }
@@ -375,6 +383,7 @@ export class GroupCommit implements AppendQueue {
     } catch (error) {
       // BEGIN or COMMIT failed (disk full, I/O error, lock timeout): nothing of the group is stored.
       this.moved = [];
+      this.groupFeedEnd = 0;
       for (const call of batch) call.reject(error);
       if (gate !== undefined) {
         // Nothing of it to sync, but earlier groups may still be syncing: passed after them.
@@ -385,12 +394,14 @@ export class GroupCommit implements AppendQueue {
     }
     const moved = this.moved;
     this.moved = [];
+    const feedEnd = this.groupFeedEnd;
+    this.groupFeedEnd = 0;
     const counters = this.counters;
     counters.commits++;
     counters.groupCommits++;
     if (batch.length > counters.maxGroupSize) counters.maxGroupSize = batch.length;
     if (sync === undefined) {
-      gate?.durable(group);
+      gate?.durable(group, feedEnd);
       if (moved.length > 0) this.onHeads(moved);
       this.settle(batch, results);
       return;
@@ -399,7 +410,7 @@ export class GroupCommit implements AppendQueue {
     sync.owe();
     sync.request().then(
       () => {
-        gate?.durable(group);
+        gate?.durable(group, feedEnd);
         // Recorded once durable: a recorded head is never ahead of what a power loss keeps.
         if (moved.length > 0) this.onHeads(moved);
         this.settle(batch, results);

@@ -67,4 +67,6 @@ export interface SqliteStoreStats {
   readonly maxGroupSize: number;
   /** Background WAL syncs (fdatasync calls) completed. */
   readonly syncs: number;
+  /** Messages that handed appends to the writer thread (0 without it): appends per hand-over is appends / handOvers. */
+  readonly handOvers: number;
 }

@@ -1,5 +1,5 @@
 /**
- * The SQLite search index's follower (issue #40, schema 9): the index is kept off the append path
+ * The SQLite search index's follower (issue #40, schema 10): the index is kept off the append path
  * by following the session feed (schema.ts FEED_SQL), in batches of many events per transaction.
  *
  * - search_follow.position: every feed record at or below it is indexed. Feed positions are an

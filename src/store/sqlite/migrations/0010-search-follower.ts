@@ -18,7 +18,7 @@ import type Database from 'better-sqlite3';
 import type { SqliteMigration } from './migration.js';
 
 export const migration: SqliteMigration = {
-  version: 9,
+  version: 10,
   description: 'search index kept by a feed follower: search_events_ai dropped, search_follow and search_progress',
   up(db: Database.Database): void {
     db.exec(`

@@ -13,7 +13,7 @@
 import type { PostgresMigration } from './migration.js';
 
 export const migration: PostgresMigration = {
-  version: 6,
+  version: 7,
   description: 'search index kept by a feed follower: search_index_event dropped, search_follow, search_progress',
   async up(client, s) {
     await client.query(`
