@@ -132,6 +132,8 @@ describe('search contract', () => {
     // A version-6 database (written before the index existed): migration 7 indexes its events.
     const old = new Database(path);
     old.exec('DROP TRIGGER search_sessions_ad; DROP TABLE search_fts; DROP TABLE search_docs; DROP TABLE search_calls; DROP TABLE search_follow; DROP TABLE search_progress;');
+    old.exec('DROP INDEX events_structure; ALTER TABLE events DROP COLUMN tokens; ALTER TABLE events DROP COLUMN usage;');
+    old.exec('CREATE INDEX events_structure ON events (session_id, seq, type, surface_op, source_event_seqs, ignorable, scrc, dcrc);');
     old.exec('DROP TABLE feed_pruned; DELETE FROM schema_migrations WHERE version >= 7; PRAGMA user_version = 6;');
     old.close();
     app = new SessionService(new BlobbingStore(new SqliteSessionStore({ path }), DEFAULT_BLOB_MIN_BYTES), undefined, clock());
