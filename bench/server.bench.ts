@@ -626,7 +626,9 @@ async function main(): Promise<void> {
     // Surface ready = GetSurface answered (the session loaded from its structural rows, every
     // integrity check of the open done, the surface's seqs sent): what the target names. GetSession
     // is timed next, on the same process: since issue #34 item 4 it carries the token counts
-    // (surface_tokens, usage), which read the data of every surface event and assistant message.
+    // (surface_tokens, usage), which since issue #37 sum the token figures stored with each event
+    // row (one scan of the structural index, no event data; they used to parse every surface
+    // event and assistant message).
     const cold: { total: number; open: number; start: number; rss: number; hwm: number; getSession: number; hwmAfterGetSession: number }[] = [];
     const empty: number[] = [];
     for (let i = 0; i < RUNS; i++) {
@@ -656,7 +658,7 @@ async function main(): Promise<void> {
     row(`cold open, ${label}: listening -> GetSurface answered (load + surface)`, fmtStat(coldOpen, ' ms'), '', '', '', '');
     row(`cold open, ${label}: process spawn -> GetSurface answered`, fmtStat(coldTotal, ' ms'), '', '', empty.length ? `empty db: spawn -> listening ${fmtStat(stat(empty), ' ms')}` : '', '');
     row(`cold open, ${label}: RSS after open / peak RSS`, `${fmt(stat(cold.map((c) => c.rss)).median)} MiB / ${fmtStat(coldHwm, ' MiB')}`, '', '', '', '');
-    row(`cold open, ${label}: then the first GetSession (token counts: every surface event's and assistant message's data) / peak RSS after it`, `${fmtStat(coldGetSession, ' ms')} / ${fmt(coldHwmTokens.median)} MiB`, '', '', '', '');
+    row(`cold open, ${label}: then the first GetSession (token counts: the stored figures, no event data) / peak RSS after it`, `${fmtStat(coldGetSession, ' ms')} / ${fmt(coldHwmTokens.median)} MiB`, '', '', '', '');
     headline({
       id: 'coldopen', label: `Cold open of a ${label} session (fresh process; listening -> surface ready (GetSurface); peak RSS)`,
       value: `open ${fmt(coldOpen.median)} ms (spawn -> ready ${fmt(coldTotal.median)} ms), ${fmt(coldHwm.median)} MiB`, target: 'open < 500 ms, < 300 MB', met: coldOpen.median < 500 && coldHwm.median * 1.048576 < 300,

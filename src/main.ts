@@ -128,10 +128,12 @@ export async function composeApp(config: ServerConfig, logger: Logger, tracing?:
   const notifications = watch.watchFeed === undefined || config.feedHints === false ? undefined : (onChange: (tenant?: string) => void): (() => void) => watch.watchFeed!(onChange);
   const service = new SessionService(store, config.limits, Date.now, logger, undefined, tap === undefined ? feed : new TappedChangeFeed(feed, tap), { notifications });
   // SearchEvents (issue #40): the store's index; the memory store keeps the app's scan.
-  if (opened instanceof SqliteSessionStore) service.search.useIndex(new SqliteSearchIndex(config.db));
+  // The index is kept by a follower of the session feed (started by useIndex; docs/search.md).
+  if (opened instanceof SqliteSessionStore) service.search.useIndex(new SqliteSearchIndex(config.db), { onError: (error) => logger.warn({ err: error }, 'search index follower failed a batch; retrying') });
   else if (isPostgresUrl(config.db)) {
     const { PostgresSearchIndex } = await import('./store/postgres/search.js');
-    service.search.useIndex(new PostgresSearchIndex({ url: config.db, onError: (error) => logger.warn({ err: error }, 'PostgreSQL connection problem (search)') }));
+    service.search.useIndex(new PostgresSearchIndex({ url: config.db, onError: (error) => logger.warn({ err: error }, 'PostgreSQL connection problem (search)') }),
+      { onError: (error) => logger.warn({ err: error }, 'search index follower failed a batch; retrying') });
   }
   return service;
 }
@@ -200,6 +202,7 @@ export async function startServer(partial: Partial<ServerConfig> = {}, ext: Serv
       const appStore = app.store;
       statementRetried = (sqlstate) => metrics.storeStatementRetried(sqlstate);
       metrics.trackTenantSessions(async () => (await appStore.tenantSessionCounts?.()) ?? new Map());
+      metrics.trackSearchLag(() => app.search.lag());
     }
     const exporter = live;
     running = exporter === undefined ? served : {

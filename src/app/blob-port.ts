@@ -15,6 +15,7 @@
  *    (where a blobbed value takes the size of its reference).
  */
 import type { BlobPut, StoredBlob } from './blob-codec.js';
+import type { EventTokenFigures } from '../domain/event-tokens.js';
 
 export type { BlobPut, StoredBlob };
 
@@ -24,6 +25,12 @@ export interface BlobWrites {
   readonly puts: readonly BlobPut[];
   /** Per event (by index in the write's events), the digests its stored data references (undefined = none), one per reference. */
   readonly eventBlobs: readonly (readonly string[] | undefined)[];
+  /**
+   * Per event (by index), its token figures (domain/event-tokens.ts) from its data as appended:
+   * a store keeps these instead of figures of the stored data, whose references stand for bytes
+   * the estimate counts (issue #37).
+   */
+  readonly tokenFigures?: readonly EventTokenFigures[];
 }
 
 /** A tenant's blob without its bytes. */

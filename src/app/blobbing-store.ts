@@ -12,6 +12,7 @@
  */
 import type { Json, SessionEvent } from '../domain/event.js';
 import { findBlobRefs, mayHoldRefs } from '../domain/blobs.js';
+import { eventTokenFigures } from '../domain/event-tokens.js';
 import { deepFreeze } from '../domain/json.js';
 import { BlobDamagedError, extractBatch, inflateData, type ExtractedBatch, type StoredBlob } from './blob-codec.js';
 import type { BlobStorePort, BlobWrites } from './blob-port.js';
@@ -22,7 +23,7 @@ import { recordStoredForm } from './stored-form.js';
 import type {
   AppendOutcome, AppendRequest, CreateOutcome, CreateQuota, DeleteExpectation, EncodedEventPage, FeedQuery, FeedRecord, HeadWatch,
   IdempotentResult, NewSession, PendingChunkOptions, PendingChunkOutcome, PublishMetadata, ReadEventsQuery, SessionPage, SessionRecord,
-  SessionStore, StoredEventText, StructuralRow, SurfaceStructure, TenantUsage, UpdateLabelsOutcome,
+  SessionStore, StoredEventText, StructuralRow, SurfaceStructure, TenantUsage, TokenFigureRows, UpdateLabelsOutcome,
 } from './store-port.js';
 
 function damaged(sessionId: string, seq: number, e: BlobDamagedError): DataCorruptedError {
@@ -35,8 +36,9 @@ function recordForms(events: readonly SessionEvent[], stored: readonly SessionEv
   for (let i = 0; i < events.length; i++) recordStoredForm(events[i]!, stored[i]!);
 }
 
-function writes(x: ExtractedBatch): BlobWrites {
-  return { puts: x.blobs, eventBlobs: x.eventBlobs };
+/** The writes of extracted batch `x` of `events` (as appended: their token figures are those of the bytes, not of the references). */
+function writes(x: ExtractedBatch, events: readonly SessionEvent[]): BlobWrites {
+  return { puts: x.blobs, eventBlobs: x.eventBlobs, tokenFigures: events.map(eventTokenFigures) };
 }
 
 /** See the module comment. `minBytes` is `--blob-min-bytes` (0 = no new blobs; stored ones are still read). */
@@ -48,6 +50,7 @@ export class BlobbingStore implements SessionStore {
   readonly readEncodedEventPage?: (sessionId: string, query: ReadEventsQuery, budgetBytes: number) => Promise<EncodedEventPage | undefined>;
   readonly eventPageFormat: number | undefined;
   readonly readSurfaceStructure?: (sessionId: string, toSeq: number) => Promise<SurfaceStructure>;
+  readonly readTokenFigures?: (sessionId: string, fromSeq: number) => Promise<TokenFigureRows>;
   readonly tenantSessionCounts?: () => Promise<ReadonlyMap<string, number>>;
 
   constructor(readonly inner: SessionStore, readonly minBytes: number) {
@@ -65,6 +68,8 @@ export class BlobbingStore implements SessionStore {
       };
     }
     if (inner.readSurfaceStructure !== undefined) this.readSurfaceStructure = inner.readSurfaceStructure.bind(inner);
+    // Figures of rows holding references are -1 (the app estimates those events from this store's inflated reads).
+    if (inner.readTokenFigures !== undefined) this.readTokenFigures = inner.readTokenFigures.bind(inner);
     if (inner.tenantSessionCounts !== undefined) this.tenantSessionCounts = inner.tenantSessionCounts.bind(inner);
   }
 
@@ -80,7 +85,7 @@ export class BlobbingStore implements SessionStore {
     const input = r?.events ?? events;
     const x = this.extract(input);
     if (x !== undefined) recordForms(input, x.events);
-    return x === undefined ? this.inner.createSession(record, input, quota) : this.inner.createSession(record, x.events, quota, writes(x));
+    return x === undefined ? this.inner.createSession(record, input, quota) : this.inner.createSession(record, x.events, quota, writes(x, input));
   }
 
   async append(sessionId: string, req: AppendRequest): Promise<AppendOutcome> {
@@ -88,7 +93,7 @@ export class BlobbingStore implements SessionStore {
     const base = r === undefined ? req : { ...req, events: r.events, dataTexts: r.dataTexts };
     const x = this.extract(base.events, base.dataTexts);
     if (x !== undefined) recordForms(base.events, x.events);
-    return this.inner.append(sessionId, x === undefined ? base : { ...base, events: x.events, dataTexts: x.dataTexts, blobs: writes(x) });
+    return this.inner.append(sessionId, x === undefined ? base : { ...base, events: x.events, dataTexts: x.dataTexts, blobs: writes(x, base.events) });
   }
 
   async appendPending(sessionId: string, events: readonly SessionEvent[], opts: PendingChunkOptions): Promise<PendingChunkOutcome> {
@@ -96,7 +101,7 @@ export class BlobbingStore implements SessionStore {
     const input = r?.events ?? events;
     const x = this.extract(input);
     if (x !== undefined) recordForms(input, x.events);
-    return x === undefined ? this.inner.appendPending(sessionId, input, opts) : this.inner.appendPending(sessionId, x.events, { ...opts, blobs: writes(x) });
+    return x === undefined ? this.inner.appendPending(sessionId, input, opts) : this.inner.appendPending(sessionId, x.events, { ...opts, blobs: writes(x, input) });
   }
 
   /**

@@ -69,8 +69,34 @@ export interface SearchIndexReport {
   readonly problems: readonly string[];
 }
 
+/** How far a followed index is behind the store's events (`palimpsest_search_index_lag_*`). */
+export interface SearchLag {
+  /** Events appended to sessions whose feed records are not followed yet (non-message events included). */
+  readonly events: number;
+  /** Age of the oldest feed record not followed yet, in seconds; 0 when caught up. */
+  readonly seconds: number;
+}
+
+/** What one follower batch did. */
+export interface SearchFollowBatch {
+  /** Events covered (the sessions' ranges followed, message or not). */
+  readonly events: number;
+  /** The index had followed the whole feed when the batch committed. */
+  readonly caughtUp: boolean;
+  /** Another indexer (a replica) holds the index: nothing was done, try again shortly. */
+  readonly busy?: boolean;
+}
+
 /** The search index of a store. */
 export interface SearchIndex {
+  /**
+   * A store whose index is kept by a follower of the session feed (search-follower.ts drives it):
+   * indexes one batch of what the feed recorded since the index's mark, at least one record and
+   * about `maxEvents` events, in one transaction.
+   */
+  followBatch?(maxEvents: number): Promise<SearchFollowBatch>;
+  /** The follower's lag, read from the store. */
+  lag?(): Promise<SearchLag>;
   /** Candidates in `query.order` after `query.after`, at most `query.limit`. */
   searchCandidates(query: SearchCandidateQuery): Promise<SearchCandidate[]>;
   /**

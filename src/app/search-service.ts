@@ -17,7 +17,8 @@ import { searchSnippet, type Snippet } from '../domain/search-match.js';
 import { SEARCH_EVENT_TYPES } from '../domain/search-text.js';
 import { checkPageSizeLimit, type AppLimits, type CallContext } from './app-types.js';
 import type { SessionCache } from './session-cache.js';
-import type { SearchCandidate, SearchCursor, SearchIndex, SearchOrder } from './search-port.js';
+import type { SearchCandidate, SearchCursor, SearchIndex, SearchLag, SearchOrder } from './search-port.js';
+import { SearchFollower, type SearchFollowerOptions } from './search-follower.js';
 import { storageKey } from './tenant-scope.js';
 
 /** A SearchEvents request (see proto SearchEventsRequest). */
@@ -53,6 +54,12 @@ export interface SearchPage {
   /** '' on the last page. */
   readonly nextPageToken: string;
 }
+
+/**
+ * How long a search waits for the follower to index what was acknowledged before it (then it
+ * answers from the index as it is; docs/search.md "Read your writes").
+ */
+export const SEARCH_CATCH_UP_MS = 2000;
 
 /** Hits per page when page_size is 0. */
 export const DEFAULT_SEARCH_PAGE_SIZE = 20;
@@ -91,6 +98,8 @@ function clientId(tenant: string, key: string): string {
 
 /** The search use case over one index. */
 export class SearchService {
+  #follower: SearchFollower | undefined;
+
   constructor(
     private index: SearchIndex,
     private readonly cache: SessionCache,
@@ -102,14 +111,35 @@ export class SearchService {
     return this.index;
   }
 
-  /** Serves searches from `index` from now on. */
-  useIndex(index: SearchIndex): void {
+  /** Serves searches from `index` from now on; an index kept by a follower gets its follower started. */
+  useIndex(index: SearchIndex, options: SearchFollowerOptions & { readonly follow?: boolean; readonly onError?: (e: unknown) => void } = {}): void {
+    void this.#follower?.stop();
     this.index = index;
+    this.#follower = index.followBatch === undefined ? undefined : new SearchFollower(index as SearchIndex & Required<Pick<SearchIndex, 'followBatch'>>, options, options.onError);
+    if (options.follow !== false) this.#follower?.start();
+  }
+
+  /** The follower of the index in use, if it has one. */
+  get follower(): SearchFollower | undefined {
+    return this.#follower;
+  }
+
+  /** How far the index is behind the events (zero for an index kept in the write or a scan). */
+  async lag(): Promise<SearchLag> {
+    return this.#follower ? this.#follower.lag() : { events: 0, seconds: 0 };
+  }
+
+  /** Stops the follower and closes the index. */
+  async close(): Promise<void> {
+    await this.#follower?.stop();
+    await this.index.close();
   }
 
   /** Checks a request and answers one page (see the module comment). */
   async search(ctx: CallContext, req: SearchRequest): Promise<SearchPage> {
     const parsed = parseSearchQuery(req.query);
+    // Read-your-writes: what was acknowledged before the call is indexed first (bounded wait).
+    if (this.#follower) await this.#follower.catchUp(SEARCH_CATCH_UP_MS);
     const pageSize = req.pageSize || DEFAULT_SEARCH_PAGE_SIZE;
     checkPageSizeLimit(this.limits, pageSize);
     if (req.surfaceOnly === true && req.includeShadowed === true) {

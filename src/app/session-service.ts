@@ -272,7 +272,7 @@ export class SessionService {
     this.sessionFeed.close();
     await this.cache.settle();
     await this.feed.close();
-    await this.search.searchIndex.close();
+    await this.search.close();
     await this.store.close();
   }
 }

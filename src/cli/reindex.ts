@@ -13,8 +13,8 @@ import { EXIT } from './client.js';
 export const REINDEX_HELP = `Usage: palimpsest reindex [--db FILE|URL] [--schema NAME] [--json]
 
 Rebuilds the search index of SearchEvents from the stored events, online (one session per
-transaction; appends and searches go on meanwhile), then checks it against the events. Writers
-keep the index up to date by themselves: run this after restoring an index-less copy, after
+transaction; appends and searches go on meanwhile), then checks it against the events. The
+server's follower keeps the index up to date by itself: run this after restoring an index-less copy, after
 \`palimpsest verify\` reports search index problems, or to apply a changed searchable-text rule.
 
 Options:

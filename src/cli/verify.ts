@@ -66,6 +66,8 @@ interface Report {
   readonly sessions: number;
   readonly events: number;
   readonly problems: readonly { sessionId?: string; seq?: number; problem: string }[];
+  /** The search index follower's lag (a SQLite file with the index): events not followed yet are no problem. */
+  readonly searchIndexLag?: { readonly events: number; readonly seconds: number };
 }
 
 /** Runs the verify command; resolves with the exit status. */
@@ -142,7 +144,7 @@ export async function verify(argv: string[], io: Io): Promise<number> {
           if (!values.json) io.stdout.write(`re-sealed the heads record of ${db}: ${n} session heads written\n`);
         }
         const r = verifyFile(db);
-        report = { source: db, sessions: r.sessions, events: r.events, problems: r.details };
+        report = { source: db, sessions: r.sessions, events: r.events, problems: r.details, ...(r.searchIndexLag ? { searchIndexLag: r.searchIndexLag } : {}) };
       } catch (e) {
         io.stderr.write(`error: VERIFY_FAILED: cannot read ${db}: ${(e as Error).message}\n`);
         return EXIT.REJECTED;
@@ -153,6 +155,10 @@ export async function verify(argv: string[], io: Io): Promise<number> {
   if (values.json) io.stdout.write(JSON.stringify({ ...report, ok }) + '\n');
   else {
     io.stdout.write(`verified ${report.source}: ${report.sessions} sessions, ${report.events} events: ${ok ? 'no problems' : `${report.problems.length} problem(s)`}\n`);
+    const lag = report.searchIndexLag;
+    if (lag !== undefined && (lag.events > 0 || lag.seconds > 0)) {
+      io.stdout.write(`  search index: ${lag.events} events not indexed yet (oldest change ${lag.seconds.toFixed(1)} s old): the follower's lag, checked once followed\n`);
+    }
     for (const p of report.problems) {
       io.stdout.write(`  ${p.sessionId === undefined ? '' : `session ${JSON.stringify(p.sessionId)}: `}${p.problem}\n`);
     }

@@ -35,6 +35,8 @@ export interface Metrics {
   compacted(kind: 'compact' | 'prune', shadowedEvents: number, tokensSaved: number): void;
   /** Where palimpsest_tenant_sessions is read from at each scrape (sessions per tenant). */
   trackTenantSessions(source: () => Promise<ReadonlyMap<string, number>>): void;
+  /** Where palimpsest_search_index_lag_events and _seconds are read from at each scrape. */
+  trackSearchLag(source: () => Promise<{ events: number; seconds: number }>): void;
   /** Where palimpsest_heads_record_unsealed is read from at each scrape (1 while the SQLite heads record is unsealed). */
   trackHeadsUnsealed(source: () => boolean): void;
   /** A PostgreSQL statement rolled back for a deadlock (40P01) or a serialization failure (40001) and run again. */
@@ -55,6 +57,7 @@ export const NO_METRICS: Metrics = Object.freeze({
   retentionDeleted: () => undefined,
   compacted: () => undefined,
   trackTenantSessions: () => undefined,
+  trackSearchLag: () => undefined,
   trackHeadsUnsealed: () => undefined,
   storeStatementRetried: () => undefined,
 });
@@ -90,6 +93,9 @@ export class PromMetrics implements Metrics {
   readonly tenantSessions: GaugeT<'tenant'>;
   #headsUnsealedSource: () => boolean = () => false;
   readonly headsUnsealed: GaugeT;
+  #searchLagSource: () => Promise<{ events: number; seconds: number }> = async () => ({ events: 0, seconds: 0 });
+  readonly searchLagEvents: GaugeT;
+  readonly searchLagSeconds: GaugeT;
   readonly #statementRetries: CounterT<'sqlstate'>;
 
   constructor(prom: typeof import('prom-client'), defaults = true) {
@@ -149,6 +155,23 @@ export class PromMetrics implements Metrics {
       help: '1 while the SQLite heads record (FILE-heads) is unsealed: lost acknowledged commits would go unseen until `palimpsest verify --db FILE --reseal-heads`; 0 otherwise',
       registers: [this.registry],
       collect: (): void => this.headsUnsealed.set(this.#headsUnsealedSource() ? 1 : 0),
+    });
+    // The search index's follower (issue #40), read from the store at scrape time; a store that
+    // cannot answer keeps the last values.
+    const searchLag = (pick: 'events' | 'seconds', gauge: () => GaugeT) => async (): Promise<void> => {
+      try {
+        gauge().set((await this.#searchLagSource())[pick]);
+      } catch {
+        // kept
+      }
+    };
+    this.searchLagEvents = new Gauge({
+      name: 'palimpsest_search_index_lag_events', help: 'Events appended but not yet indexed for SearchEvents (the index follower is behind by this many)',
+      registers: [this.registry], collect: searchLag('events', () => this.searchLagEvents),
+    });
+    this.searchLagSeconds = new Gauge({
+      name: 'palimpsest_search_index_lag_seconds', help: 'Age in seconds of the oldest change the search index has not followed yet; 0 when caught up',
+      registers: [this.registry], collect: searchLag('seconds', () => this.searchLagSeconds),
     });
     this.#statementRetries = new Counter({
       name: 'palimpsest_store_statement_retries_total',
@@ -223,6 +246,11 @@ export class PromMetrics implements Metrics {
 
   trackHeadsUnsealed(source: () => boolean): void {
     this.#headsUnsealedSource = source;
+  }
+
+  /** Where palimpsest_search_index_lag_events and _seconds are read from at each scrape. */
+  trackSearchLag(source: () => Promise<{ events: number; seconds: number }>): void {
+    this.#searchLagSource = source;
   }
 
   /** A rejected append. */

@@ -36,6 +36,9 @@ describe('compaction metrics', () => {
     await app.createSession(ctx, { id: 'm' });
     await app.createSession(ctx, { id: 'other' });
     expect(sample(await scrape(), 'palimpsest_tenant_sessions{tenant=""}')).toBe(2);
+    // The search index follower's lag is exported (nothing searchable appended yet).
+    expect(sample(await scrape(), 'palimpsest_search_index_lag_events')).toBe(0);
+    expect(sample(await scrape(), 'palimpsest_search_index_lag_seconds')).toBeLessThan(60);
     const round = (i: number): CandidateEvent[] => [
       user(`q${i} ${'x'.repeat(40)}`),
       { type: 'assistant/message', data: { turn: 1, step: 1, message: { id: `a${i}`, role: 'assistant', content: [{ type: 'tool-call', id: `k${i}`, name: 'read', arguments: '{}' }], source: { kind: 'model', provider: 'p', model: 'm' } } }, surfaceOp: 'append' },

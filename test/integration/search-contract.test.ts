@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { SessionService } from '../../src/app/session-service.js';
 import { BlobbingStore } from '../../src/app/blobbing-store.js';
 import { DEFAULT_BLOB_MIN_BYTES } from '../../src/domain/blobs.js';
@@ -8,7 +8,7 @@ import { SqliteSearchIndex } from '../../src/store/sqlite/search.js';
 import Database from 'better-sqlite3';
 import { verifyFile } from '../../src/store/sqlite/verify.js';
 import { tempDbDir } from '../support/temp-db.js';
-import { ACME, allHits, answers, searchContract, writeScenario } from './search-contract.js';
+import { ACME, allHits, answers, assistant, result, searchContract, user, writeScenario } from './search-contract.js';
 
 const dirs = tempDbDir('palimpsest-search-');
 
@@ -47,23 +47,93 @@ describe('search contract', () => {
     await app.close();
   });
 
+  it('SQLite: the follower indexes off the append path; a session deleted before it is followed leaves nothing; a plain connection writes events', async () => {
+    const path = dirs.freshPath();
+    const app = new SessionService(new BlobbingStore(new SqliteSessionStore({ path }), DEFAULT_BLOB_MIN_BYTES), undefined, clock());
+    const index = new SqliteSearchIndex(path);
+    app.search.useIndex(index, { follow: false });
+    await writeScenario(app);
+    const count = (sql: string): number => {
+      const raw = new Database(path, { readonly: true });
+      try {
+        return raw.prepare(sql).pluck().get() as number;
+      } finally {
+        raw.close();
+      }
+    };
+    // Appends did not index: everything is lag.
+    expect(count('SELECT count(*) FROM search_docs')).toBe(0);
+    expect((await index.lag()).events).toBe(16);
+    // Deleted while not followed: never found, and nothing of it is indexed once followed.
+    await app.deleteSession(ACME, 'billing');
+    expect(await allHits(app, ACME, { query: 'overdue' })).toEqual([]);
+    expect(await index.lag()).toEqual({ events: 0, seconds: 0 });
+    expect(count("SELECT count(*) FROM search_docs WHERE session_id = 'acme/billing'")).toBe(0);
+    expect(count("SELECT count(*) FROM search_progress WHERE session_id = 'acme/billing'")).toBe(0);
+    expect(count('SELECT count(*) FROM search_docs')).toBeGreaterThan(0);
+    // Read-your-writes: an acknowledged append is found by the next search.
+    await app.append(ACME, 'ops', [user('u9', 'the walrus migrated')]);
+    expect(await allHits(app, ACME, { query: 'walrus' })).toEqual(['ops@5']);
+    // A tool result followed in a later batch than its call is indexed under the call's tool.
+    await app.append(ACME, 'ops', [assistant('a9', 'Searching.', [['c9', 'grep', '{"pattern":"walrus"}']])]);
+    expect(await index.followBatch(100)).toMatchObject({ caughtUp: true });
+    await app.append(ACME, 'ops', [result('r9', 'c9', 'no match')]);
+    expect(await allHits(app, ACME, { query: 'tool:grep' })).toEqual(['ops@7', 'ops@6']);
+    await app.close();
+    // A connection without Palimpsest's functions (the sqlite3 shell) can insert events: no trigger calls JavaScript.
+    const plain = new Database(path);
+    plain.prepare("INSERT INTO sessions (id, version, created_at) VALUES ('plain', 0, 1)").run();
+    plain.prepare(`INSERT INTO events (session_id, seq, type, time, data, surface_op, scrc, dcrc)
+      VALUES ('plain', 0, 'user/message', 1, '{"role":"user","content":[{"type":"text","text":"narwhal"}]}', 'append', 0, 0)`).run();
+    plain.prepare("UPDATE sessions SET next_seq = 1, event_count = 1 WHERE id = 'plain'").run();
+    plain.close();
+    const again = new SqliteSearchIndex(path);
+    expect(await again.followBatch(100)).toEqual({ events: 1, caughtUp: true });
+    expect(count("SELECT text FROM search_docs WHERE session_id = 'plain'")).toBe('narwhal');
+    await again.close();
+  });
+
+  it('SQLite: the background follower indexes without a search', async () => {
+    const path = dirs.freshPath();
+    const app = new SessionService(new SqliteSessionStore({ path }), undefined, clock());
+    const index = new SqliteSearchIndex(path);
+    app.search.useIndex(index, { idleMs: 5 });
+    await writeScenario(app);
+    await vi.waitFor(async () => expect(await index.lag()).toEqual({ events: 0, seconds: 0 }), { timeout: 5000, interval: 10 });
+    const raw = new Database(path, { readonly: true });
+    expect(raw.prepare("SELECT count(*) FROM search_docs WHERE session_id = 'acme/billing'").pluck().get()).toBe(2);
+    raw.close();
+    await app.close();
+  });
+
   it('SQLite: verify finds an index that lost an entry, reindex repairs it; migrating a version-6 file indexes its events', async () => {
     const path = dirs.freshPath();
     let app = new SessionService(new BlobbingStore(new SqliteSessionStore({ path }), DEFAULT_BLOB_MIN_BYTES), undefined, clock());
     await writeScenario(app);
     await app.close();
+    // Nothing followed yet: the lag is no problem for verify, which reports it.
     expect(verifyFile(path).problems).toEqual([]);
+    expect(verifyFile(path).searchIndexLag).toMatchObject({ events: 16 });
+    let index = new SqliteSearchIndex(path);
+    expect(await index.lag()).toMatchObject({ events: 16 });
+    expect(await index.followBatch(1)).toEqual({ events: expect.any(Number) as number, caughtUp: false });
+    while (!(await index.followBatch(1000)).caughtUp);
+    expect(await index.lag()).toEqual({ events: 0, seconds: 0 });
+    await index.close();
+    expect(verifyFile(path)).toMatchObject({ problems: [], searchIndexLag: { events: 0, seconds: 0 } });
     const raw = new Database(path);
     raw.prepare("DELETE FROM search_docs WHERE session_id = 'acme/billing' AND seq = 1").run();
     raw.close();
     expect(verifyFile(path).problems).toEqual(['search index: session "acme/billing" seq 1 is missing (run palimpsest reindex)']);
-    let index = new SqliteSearchIndex(path);
+    index = new SqliteSearchIndex(path);
     expect(await index.reindex()).toEqual({ sessions: 5, events: 16 });
     await index.close();
     expect(verifyFile(path).problems).toEqual([]);
     // A version-6 database (written before the index existed): migration 7 indexes its events.
     const old = new Database(path);
-    old.exec('DROP TRIGGER search_events_ai; DROP TRIGGER search_sessions_ad; DROP TABLE search_fts; DROP TABLE search_docs; DROP TABLE search_calls;');
+    old.exec('DROP TRIGGER search_sessions_ad; DROP TABLE search_fts; DROP TABLE search_docs; DROP TABLE search_calls; DROP TABLE search_follow; DROP TABLE search_progress;');
+    old.exec('DROP INDEX events_structure; ALTER TABLE events DROP COLUMN tokens; ALTER TABLE events DROP COLUMN usage;');
+    old.exec('CREATE INDEX events_structure ON events (session_id, seq, type, surface_op, source_event_seqs, ignorable, scrc, dcrc);');
     old.exec('DROP TABLE feed_pruned; DELETE FROM schema_migrations WHERE version >= 7; PRAGMA user_version = 6;');
     old.close();
     app = new SessionService(new BlobbingStore(new SqliteSessionStore({ path }), DEFAULT_BLOB_MIN_BYTES), undefined, clock());

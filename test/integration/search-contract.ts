@@ -12,10 +12,10 @@ import type { SearchRequest } from '../../src/app/search-service.js';
 export const ACME: CallContext = { tenant: 'acme' };
 export const BETA: CallContext = { tenant: 'beta' };
 
-const user = (id: string, text: string, surfaceOp: unknown = 'append'): CandidateEvent => ({
+export const user = (id: string, text: string, surfaceOp: unknown = 'append'): CandidateEvent => ({
   type: 'user/message', data: { id, role: 'user', content: [{ type: 'text', text }], source: { kind: 'user' } }, surfaceOp,
 });
-const assistant = (id: string, text: string, calls: [string, string, string][] = [], reasoning?: string): CandidateEvent => ({
+export const assistant = (id: string, text: string, calls: [string, string, string][] = [], reasoning?: string): CandidateEvent => ({
   type: 'assistant/message',
   data: {
     turn: 1, step: 1,
@@ -30,7 +30,7 @@ const assistant = (id: string, text: string, calls: [string, string, string][] =
   },
   surfaceOp: 'append',
 });
-const result = (id: string, callId: string, text: string, isError = false): CandidateEvent => ({
+export const result = (id: string, callId: string, text: string, isError = false): CandidateEvent => ({
   type: 'tool/result',
   data: { turn: 1, step: 1, message: { id, role: 'user', source: { kind: 'tool', callId }, content: [{ type: 'tool-result', toolCallId: callId, content: [{ type: 'text', text }], isError }] } },
   surfaceOp: 'append',

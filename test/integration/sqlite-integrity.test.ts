@@ -17,6 +17,7 @@ import { SqliteSessionStore } from '../../src/store/sqlite/sqlite-store.js';
 import { verifyFile } from '../../src/store/sqlite/verify.js';
 import { checksumExtensionPath, loadChecksumExtension, type NativeChecksums } from '../../src/store/sqlite/sqlite-ext.js';
 import { EVENT_COLUMNS, EVENT_LINE, LINE_FORMAT, decodeEventLine, decodeEventTextLine, encodeEvents } from '../../src/store/sqlite/row-codec.js';
+import { TOKEN_COLUMNS } from '../../src/store/sqlite/token-figures.js';
 import type { Json } from '../../src/domain/event.js';
 import fc from 'fast-check';
 import { CRC_INIT, crc32c, crcByte, crcFinal, crcString } from '../../src/store/sqlite/crc32c.js';
@@ -99,9 +100,9 @@ describe.skipIf(!NATIVE)('the checksum extension (sqlite-ext/sqlite-checksums.c)
   const db = new Database(':memory:');
   if (path !== undefined) db.loadExtension(path);
   db.exec(`CREATE TABLE events (session_id TEXT NOT NULL, seq INTEGER NOT NULL, type TEXT NOT NULL, time INTEGER NOT NULL, data TEXT NOT NULL,
-    source_event_seqs BLOB, surface_op TEXT, ignorable INTEGER, scrc INTEGER NOT NULL, dcrc INTEGER NOT NULL)`);
+    source_event_seqs BLOB, surface_op TEXT, ignorable INTEGER, scrc INTEGER NOT NULL, dcrc INTEGER NOT NULL, tokens INTEGER, usage TEXT)`);
   afterAll(() => db.close());
-  const insert = db.prepare(`INSERT INTO events (session_id, ${EVENT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
+  const insert = db.prepare(`INSERT INTO events (session_id, ${EVENT_COLUMNS}, ${TOKEN_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
   const lineOf = db.prepare(`SELECT ${EVENT_LINE} FROM events WHERE rowid = ?`).pluck();
   /** The line SQLite writes for `row` as the store binds it (EventRow from encodeEvents), optionally changed first. */
   const line = (row: unknown[], change = ''): string => {

@@ -11,7 +11,7 @@ type Call = Omit<QueuedAppend, 'resolve' | 'reject'>;
 
 const base: Call = {
   sessionId: 's', expectedNextSeq: 3, expectedWriter: 'w-old', writer: 'w-new',
-  rows: [['s', 3, 'user', 1_760_000_000_000, '{"a":1}', null, 'append', null, 0, 0]],
+  rows: [['s', 3, 'user', 1_760_000_000_000, '{"a":1}', null, 'append', null, 0, 0, 4, null]],
   dataBytes: 7, surfaceLength: 4, idempotency: undefined, maxBytes: 0, at: 1_760_000_000_001,
 };
 

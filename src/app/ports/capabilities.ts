@@ -66,3 +66,27 @@ export function hasEncodedEventPages<S extends object>(store: S): store is S & E
 export function hasSurfaceStructureReads<S extends object>(store: S): store is S & SurfaceStructureReads {
   return typeof (store as Partial<SurfaceStructureReads>).readSurfaceStructure === 'function';
 }
+
+/**
+ * What `readTokenFigures` returns (issue #37): the token figures of a log's events
+ * (domain/event-tokens.ts) from a seq, in three aligned arrays, seqs ascending. Events without
+ * figures (no message, no usage) are left out.
+ */
+export interface TokenFigureRows {
+  readonly seqs: number[];
+  /** Per seq: the event's estimate, or -1 when the store does not know it (then its usage is unknown too: read the event). */
+  readonly tokens: number[];
+  /** Per seq: the event's usage text (event-tokens.ts encodeUsage), '' for none. */
+  readonly usage: string[];
+}
+
+/** Capability: the token figures kept with the event rows (GetSession's counts without reading event data). */
+export interface TokenFigureReads {
+  /** The figures of session `sessionId`'s events with seq >= fromSeq (see TokenFigureRows). */
+  readTokenFigures(sessionId: string, fromSeq: number): Promise<TokenFigureRows>;
+}
+
+/** Whether `store` offers {@link TokenFigureReads}. */
+export function hasTokenFigureReads<T extends object>(store: T): store is T & TokenFigureReads {
+  return typeof (store as Partial<TokenFigureReads>).readTokenFigures === 'function';
+}

@@ -12,6 +12,8 @@
  */
 import { withOptionalEnvelope, type StoredEventText, type StructuralRow } from '../../app/store-port.js';
 import type { SessionEvent, SurfaceOp } from '../../domain/event.js';
+import type { TokenFigureRows } from '../../app/ports/capabilities.js';
+import { storedTokenFigures, type EventTokenFigures } from '../../domain/event-tokens.js';
 
 /** A stored event as reads see it: the envelope, the data's JSON text and its UTF-8 length. */
 export type MemoryEvent = StoredEventText & { readonly dataBytes: number };
@@ -45,6 +47,8 @@ export interface EncodedBatch {
   readonly bytes: Uint32Array;
   /** UTF-8 bytes of all the batch's data texts. */
   readonly dataBytes: number;
+  /** Per event, its token figures when the writer gave them (BlobWrites.tokenFigures). */
+  readonly figures?: readonly EventTokenFigures[];
 }
 
 /** The session's events, ascending by seq (gaps possible for imported logs). */
@@ -66,6 +70,9 @@ export class EventLog {
   /** By event index: replace ops and citation lists (frozen). */
   readonly #replaces = new Map<number, SurfaceOp>();
   readonly #sources = new Map<number, readonly number[]>();
+  /** By event index: the token figures (issue #37, domain/event-tokens.ts), -1 unknown; usage texts in a map. */
+  #tokens = new Int32Array(4);
+  readonly #usage = new Map<number, string>();
 
   /** Number of events. */
   get length(): number {
@@ -77,7 +84,7 @@ export class EventLog {
    * the client's canonical texts when the plan kept them, which are what JSON.stringify writes;
    * else JSON.stringify's) and its UTF-8 bytes. Nothing is stored yet (a quota may refuse it).
    */
-  static encode(events: readonly SessionEvent[], knownTexts?: readonly (string | undefined)[]): EncodedBatch {
+  static encode(events: readonly SessionEvent[], knownTexts?: readonly (string | undefined)[], figures?: readonly EventTokenFigures[]): EncodedBatch {
     const texts = new Array<string>(events.length);
     const bytes = new Uint32Array(events.length);
     let dataBytes = 0;
@@ -88,7 +95,7 @@ export class EventLog {
       bytes[i] = n;
       dataBytes += n;
     }
-    return { events, texts, bytes, dataBytes };
+    return { events, texts, bytes, dataBytes, figures };
   }
 
   /** Appends an encoded batch (seqs ascending after the last one: the store checked). */
@@ -115,6 +122,9 @@ export class EventLog {
       if (e.ignorable === true) flags |= IGNORABLE;
       if (e.sourceEventSeqs !== undefined) this.#sources.set(at, Object.freeze([...e.sourceEventSeqs]));
       this.#flags[at] = flags;
+      const f = batch.figures?.[i] ?? storedTokenFigures(e, text);
+      this.#tokens[at] = f.tokens;
+      if (f.usage !== undefined) this.#usage.set(at, f.usage);
     }
     this.#length += n;
   }
@@ -168,6 +178,20 @@ export class EventLog {
     }));
   }
 
+  /** The token figures of the events with seq >= `fromSeq` (TokenFigureReads). */
+  tokenFiguresFrom(fromSeq: number): TokenFigureRows {
+    const out: TokenFigureRows = { seqs: [], tokens: [], usage: [] };
+    for (let i = this.lowerBound(fromSeq); i < this.#length; i++) {
+      const t = this.#tokens[i]!;
+      const u = this.#usage.get(i) ?? '';
+      if (t === 0 && u === '') continue;
+      out.seqs.push(this.#seqs[i]!);
+      out.tokens.push(t);
+      out.usage.push(u);
+    }
+    return out;
+  }
+
   /** The structural row of event `i` (no data). */
   structuralAt(i: number): StructuralRow {
     const row: { seq: number; type: string; surfaceOp?: SurfaceOp; sourceEventSeqs?: readonly number[]; ignorable?: true } = { seq: this.#seqs[i]!, type: this.typeAt(i) };
@@ -211,7 +235,7 @@ export class EventLog {
     if (size <= this.#seqs.length) return;
     let capacity = this.#seqs.length * 2;
     while (capacity < size) capacity *= 2;
-    const grow = <T extends Float64Array | Uint32Array | Uint8Array>(old: T, make: (n: number) => T): T => {
+    const grow = <T extends Float64Array | Uint32Array | Int32Array | Uint8Array>(old: T, make: (n: number) => T): T => {
       const next = make(capacity);
       next.set(old);
       return next;
@@ -223,5 +247,6 @@ export class EventLog {
     this.#textOf = grow(this.#textOf, (c) => new Uint32Array(c));
     this.#starts = grow(this.#starts, (c) => new Uint32Array(c));
     this.#bytes = grow(this.#bytes, (c) => new Uint32Array(c));
+    this.#tokens = grow(this.#tokens, (c) => new Int32Array(c));
   }
 }

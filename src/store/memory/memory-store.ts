@@ -34,6 +34,7 @@ import type {
   StoredEventText,
   StructuralRow,
   SurfaceStructure,
+  TokenFigureRows,
   TenantUsage,
 } from '../../app/store-port.js';
 import { labelsBytesDelta, storedSessionBytes } from '../../domain/session-bytes.js';
@@ -98,7 +99,7 @@ export class MemorySessionStore implements SessionStore {
     const id = record.header.id;
     checkAscendingSeqs(id, events, 0);
     if (this.sessions.has(id)) return { kind: 'exists' };
-    const stored = EventLog.encode(events);
+    const stored = EventLog.encode(events, undefined, blobs?.tokenFigures);
     const header = canonicalHeader(record.header);
     const labels = Object.freeze({ ...record.labels });
     const bytes = storedSessionBytes(header, labels) + stored.dataBytes;
@@ -210,7 +211,7 @@ export class MemorySessionStore implements SessionStore {
     if (session.nextSeq !== req.expectedNextSeq || session.writer !== req.expectedWriter) {
       return { kind: 'conflict', actualNextSeq: session.nextSeq };
     }
-    const events = EventLog.encode(req.events, req.dataTexts);
+    const events = EventLog.encode(req.events, req.dataTexts, req.blobs?.tokenFigures);
     const blobBytes = this.database.blobs.newBytes(session.tenant, req.blobs);
     const bytes = events.dataBytes + blobBytes;
     const tenant = this.database.tenant(session.tenant);
@@ -287,6 +288,12 @@ export class MemorySessionStore implements SessionStore {
     return rows;
   }
 
+  /** Issue #37: the token figures kept with the events (event-log.ts). */
+  async readTokenFigures(sessionId: string, fromSeq: number): Promise<TokenFigureRows> {
+    this.checkOpen();
+    return this.visible(sessionId)?.events.tokenFiguresFrom(fromSeq) ?? { seqs: [], tokens: [], usage: [] };
+  }
+
   async readSurfaceStructure(sessionId: string, toSeq: number): Promise<SurfaceStructure> {
     this.checkOpen();
     const session = this.visible(sessionId);
@@ -336,7 +343,7 @@ export class MemorySessionStore implements SessionStore {
     this.checkOpen();
     const session = this.ownedPending(sessionId, opts.owner, 'append an import chunk to session');
     checkAscendingSeqs(sessionId, events, session.nextSeq);
-    const stored = EventLog.encode(events);
+    const stored = EventLog.encode(events, undefined, opts.blobs?.tokenFigures);
     const bytes = stored.dataBytes + this.database.blobs.newBytes(session.tenant, opts.blobs);
     const tenant = this.database.tenant(session.tenant);
     const maxBytes = opts.quota?.maxBytes ?? 0;

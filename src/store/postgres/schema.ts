@@ -63,7 +63,7 @@
  *   3. the tenant's byte-counter shards in `tenant_bytes`, in ascending shard order: the quota
  *      check locks all of them (LOCK_TENANT_BYTES), other writes only the session's own shard;
  *      append_batch / append_many take them all first (by tenant, shard) when a call checks it;
- *   4. the tenant's blob rows (`blobs`, migration 7), in digest order: a write storing or
+ *   4. the tenant's blob rows (`blobs`, migration 8), in digest order: a write storing or
  *      referencing blobs after its shard (pg-blobs.ts), a delete freeing them in its
  *      sessions_unref_blobs trigger after the session's shard;
  *   5. the tenant's feed position (`feed_heads`; several tenants in tenant order), last: a constraint
@@ -81,7 +81,7 @@
  */
 
 /** The schema version this build reads and writes: the last migration's (migrations/index.ts). */
-export const SCHEMA_VERSION = 7;
+export const SCHEMA_VERSION = 8;
 
 /** Byte-counter rows per tenant (see the module comment). */
 export const TENANT_SHARDS = 16;

@@ -13,7 +13,8 @@
  * The index has its own small pool (reads do not queue behind the store's writes).
  */
 import pg from 'pg';
-import type { SearchCandidate, SearchCandidateQuery, SearchIndex, SearchIndexReport } from '../../app/search-port.js';
+import type { SearchCandidate, SearchCandidateQuery, SearchFollowBatch, SearchIndex, SearchIndexReport, SearchLag } from '../../app/search-port.js';
+import { followPostgresFeed, postgresLaggingSessions, postgresSearchLag } from './search-follow.js';
 import type { SearchTerm } from '../../domain/search-query.js';
 import { positiveValues } from '../../domain/search-fields.js';
 import { SCHEMA_NAME_PATTERN } from './schema.js';
@@ -99,10 +100,21 @@ export class PostgresSearchIndex implements SearchIndex {
   async searchCandidates(q: SearchCandidateQuery): Promise<SearchCandidate[]> {
     const { sql, params } = compilePostgresSearch(this.#s, q);
     const res = await this.#pool.query<Row>(sql, params);
+    // A session with events not followed yet may hold a replace the index does not know of: the
+    // app then reads its surface.
+    const lagging = res.rows.length === 0 ? undefined : await postgresLaggingSessions(this.#pool, this.#s, q.tenant);
     return res.rows.map((r) => ({
       sessionId: r.session_id, seq: Number(r.seq), type: r.type, time: Number(r.time), text: r.text, score: r.score,
-      entered: r.entered, sessionReplaced: r.replaced,
+      entered: r.entered, sessionReplaced: r.replaced || lagging?.has(r.session_id) === true,
     }));
+  }
+
+  followBatch(maxEvents: number): Promise<SearchFollowBatch> {
+    return followPostgresFeed(this.#pool, this.#s, maxEvents);
+  }
+
+  lag(): Promise<SearchLag> {
+    return postgresSearchLag(this.#pool, this.#s);
   }
 
   async reindex(onSession?: (sessionId: string, events: number) => void): Promise<{ sessions: number; events: number }> {
@@ -120,6 +132,8 @@ export class PostgresSearchIndex implements SearchIndex {
           continue;
         }
         await client.query(reindexSql(s, `e.session_id = '${id.replaceAll("'", "''")}'`));
+        await client.query(`INSERT INTO ${s}.search_progress (session_id, next_seq) SELECT id, next_seq FROM ${s}.sessions WHERE id = $1
+          ON CONFLICT (session_id) DO UPDATE SET next_seq = EXCLUDED.next_seq`, [id]);
         const n = (await client.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${s}.search_docs WHERE session_id = $1`, [id])).rows[0]!.n;
         await client.query('COMMIT');
         events += n;
@@ -133,6 +147,7 @@ export class PostgresSearchIndex implements SearchIndex {
     }
     await this.#pool.query(`DELETE FROM ${s}.search_docs d WHERE NOT EXISTS (SELECT 1 FROM ${s}.sessions x WHERE x.id = d.session_id)`);
     await this.#pool.query(`DELETE FROM ${s}.search_calls d WHERE NOT EXISTS (SELECT 1 FROM ${s}.sessions x WHERE x.id = d.session_id)`);
+    await this.#pool.query(`DELETE FROM ${s}.search_progress d WHERE NOT EXISTS (SELECT 1 FROM ${s}.sessions x WHERE x.id = d.session_id)`);
     return { sessions: ids.length, events };
   }
 
@@ -150,6 +165,8 @@ export class PostgresSearchIndex implements SearchIndex {
         .replaceAll(`INSERT INTO ${s}.search_docs `, 'INSERT INTO want_docs ')
         .replaceAll(`INSERT INTO ${s}.search_calls `, 'INSERT INTO want_calls ');
       await client.query(sql);
+      // Events the follower has not reached yet are the lag, not missing entries.
+      await client.query(`DELETE FROM want_docs w WHERE w.seq >= coalesce((SELECT p.next_seq FROM ${s}.search_progress p WHERE p.session_id = w.session_id), 0)`);
       const problems: string[] = [];
       const cols = 'session_id, seq, type, time, entered, replace, tools, text';
       const diff = await client.query<{ session_id: string; seq: number; side: string }>(`

@@ -9,6 +9,8 @@ import { DataCorruptedError } from '../../app/storage-error.js';
 import { decodeSeqs, decodeSeqsHex, decodeSurfaceOp, encodeSeqs, encodeSurfaceOp } from './codec.js';
 import { CRC_INIT, crcFinal, crcString } from './crc32c.js';
 import { dataCrc, digestStep, rowCorrupted, structuralCrc } from './integrity.js';
+import { tokenColumns } from './token-figures.js';
+import type { EventTokenFigures } from '../../domain/event-tokens.js';
 
 /** One encoded event row, ready to bind. */
 export type EventRow = [
@@ -22,6 +24,9 @@ export type EventRow = [
   ignorable: 1 | null,
   scrc: number,
   dcrc: number,
+  /** The event's token figures (token-figures.ts): its estimate (NULL for 0, -1 unknown) and usage text. */
+  tokens: number | null,
+  usage: string | null,
 ];
 
 /**
@@ -74,7 +79,10 @@ export const EVENT_LINE =
 /** The extension's aggregate that encodes a page of rows (sqlite-ext/sqlite-checksums.c palimpsest_event_page). */
 export const EVENT_PAGE = 'palimpsest_event_page';
 
-export function encodeEvents(sessionId: string, events: readonly SessionEvent[], checksums = true, dataTexts?: readonly (string | undefined)[]): { rows: EventRow[]; dataBytes: number } {
+/** `figures`: per event, its token figures when the caller knows them (BlobWrites.tokenFigures), else they are computed here. */
+export function encodeEvents(
+  sessionId: string, events: readonly SessionEvent[], checksums = true, dataTexts?: readonly (string | undefined)[], figures?: readonly EventTokenFigures[],
+): { rows: EventRow[]; dataBytes: number } {
   const rows = new Array<EventRow>(events.length);
   let dataBytes = 0;
   for (let i = 0; i < events.length; i++) {
@@ -85,7 +93,8 @@ export function encodeEvents(sessionId: string, events: readonly SessionEvent[],
     const seqs = e.sourceEventSeqs === undefined ? null : encodeSeqs(e.sourceEventSeqs);
     const op = encodeSurfaceOp(e.surfaceOp);
     const ignorable = e.ignorable === true ? 1 : null;
-    rows[i] = [sessionId, e.seq, e.type, e.time, data, seqs, op, ignorable, 0, 0];
+    const [tokens, usage] = tokenColumns(e, data, figures?.[i]);
+    rows[i] = [sessionId, e.seq, e.type, e.time, data, seqs, op, ignorable, 0, 0, tokens, usage];
   }
   if (checksums) addChecksums(rows);
   return { rows, dataBytes };

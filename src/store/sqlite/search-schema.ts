@@ -1,13 +1,9 @@
 /**
- * The SQLite search index (issue #40), kept by the writer in the append transaction: a trigger on
- * `events` indexes every message event in the transaction that inserts it, whichever connection
- * inserts it (the store's, its writer thread's, another process's), so there is no lag; a trigger
- * on `sessions` removes a deleted session's entries in the delete's transaction (retention too).
- *
- * The searchable text is computed by the domain (search-text.ts) through SQL functions this file
- * registers on every connection that writes (configureConnection): a connection without them
- * cannot insert message events (SQLite says "no such function: palimpsest_search_text"), which
- * is why every Palimpsest connection registers them.
+ * The SQLite search index (issue #40). Since schema 10 it is kept by a follower of the session
+ * feed (search-follow.ts), off the append path; schemas 7 and 8 kept it in the append transaction
+ * by a trigger calling the SQL functions this file registers (still registered on every
+ * connection: migration 7 runs them when an older file is migrated). A trigger on `sessions`
+ * removes a deleted session's entries in the delete's transaction (retention too).
  *
  * - search_docs: one row per indexed event: its type, time, whether it entered the surface
  *   (`entered`) and whether it is a replace (`replace`), the tools it calls or answers (a JSON

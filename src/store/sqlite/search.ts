@@ -13,10 +13,11 @@
  *   `reindex` writes one session per transaction (online: appends and searches go on).
  */
 import Database from 'better-sqlite3';
-import type { SearchCandidate, SearchCandidateQuery, SearchIndex, SearchIndexReport } from '../../app/search-port.js';
+import type { SearchCandidate, SearchCandidateQuery, SearchFollowBatch, SearchIndex, SearchIndexReport, SearchLag } from '../../app/search-port.js';
 import type { SearchTerm } from '../../domain/search-query.js';
 import { positiveValues } from '../../domain/search-fields.js';
 import { SEARCH_TYPES_SQL, registerSearchFunctions, searchDocOf } from './search-schema.js';
+import { followSqliteFeed, sqliteFeedHead, sqliteFollowed, sqliteLaggingSessions, sqliteSearchLag } from './search-follow.js';
 
 /** An FTS5 phrase of a term: its tokens quoted (quotes doubled), `*` after for a prefix. */
 export function fts5Phrase(t: SearchTerm): string {
@@ -130,6 +131,8 @@ function indexSession(db: Database.Database, sessionId: string): number {
   }
   for (const d of docs) insertDoc.run(...d);
   for (const [id, name] of calls) insertCall.run(sessionId, id, name);
+  db.prepare(`INSERT INTO search_progress (session_id, next_seq) SELECT id, next_seq FROM sessions WHERE id = ?
+    ON CONFLICT (session_id) DO UPDATE SET next_seq = excluded.next_seq`).run(sessionId);
   return docs.length;
 }
 
@@ -148,10 +151,21 @@ export class SqliteSearchIndex implements SearchIndex {
     // Statements differ by the query's shape; SQLite's own cache of prepared statements is the
     // better-sqlite3 statement object, so a prepare per search (~20 µs) is the price of one SQL per shape.
     const rows = this.#db.prepare(sql).all(...params) as Row[];
+    // A session with events not followed yet may hold a replace the index does not know of: the
+    // app then reads its surface (as for a session with a replace).
+    const lagging = sqliteFollowed(this.#db) < sqliteFeedHead(this.#db) ? sqliteLaggingSessions(this.#db) : undefined;
     return Promise.resolve(rows.map((r) => ({
       sessionId: r.session_id, seq: r.seq, type: r.type, time: r.time, text: r.text, score: r.score,
-      entered: r.entered === 1, sessionReplaced: r.replaced === 1,
+      entered: r.entered === 1, sessionReplaced: r.replaced === 1 || lagging?.has(r.session_id) === true,
     })));
+  }
+
+  followBatch(maxEvents: number): Promise<SearchFollowBatch> {
+    return Promise.resolve(followSqliteFeed(this.#db, maxEvents));
+  }
+
+  lag(): Promise<SearchLag> {
+    return Promise.resolve(sqliteSearchLag(this.#db));
   }
 
   async reindex(onSession?: (sessionId: string, events: number) => void): Promise<{ sessions: number; events: number }> {
@@ -167,6 +181,7 @@ export class SqliteSearchIndex implements SearchIndex {
     // Entries of sessions that no longer exist (none unless the triggers were bypassed).
     this.#db.prepare('DELETE FROM search_docs WHERE session_id NOT IN (SELECT id FROM sessions)').run();
     this.#db.prepare('DELETE FROM search_calls WHERE session_id NOT IN (SELECT id FROM sessions)').run();
+    this.#db.prepare('DELETE FROM search_progress WHERE session_id NOT IN (SELECT id FROM sessions)').run();
     return { sessions: ids.length, events };
   }
 
@@ -182,7 +197,7 @@ export class SqliteSearchIndex implements SearchIndex {
 
 /** True when the database has the search index. */
 export function hasSearchIndex(db: Database.Database): boolean {
-  return db.prepare("SELECT 1 FROM sqlite_schema WHERE type = 'trigger' AND name = 'search_events_ai'").pluck().get() !== undefined;
+  return db.prepare("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'search_progress'").pluck().get() !== undefined;
 }
 
 /**
@@ -195,13 +210,16 @@ export function verifySqliteSearch(db: Database.Database, skip: ReadonlySet<stri
   const note = (p: string): void => {
     if (problems.length < 100) problems.push(p);
   };
+  // The follower's progress bounds what must be indexed: events at or above it are the lag, not missing.
   const docs = db.prepare('SELECT seq, type, time, entered, replace, tools, text FROM search_docs WHERE session_id = ? ORDER BY seq').raw();
-  const evs = db.prepare(`SELECT seq, type, time, data, surface_op FROM events WHERE session_id = ? AND type IN (${SEARCH_TYPES_SQL}) ORDER BY seq`).raw();
+  const evs = db.prepare(`SELECT seq, type, time, data, surface_op FROM events WHERE session_id = ? AND seq < ? AND type IN (${SEARCH_TYPES_SQL}) ORDER BY seq`).raw();
+  const progress = db.prepare('SELECT next_seq FROM search_progress WHERE session_id = ?').pluck();
   for (const id of db.prepare('SELECT id FROM sessions WHERE pending = 0').pluck().all() as string[]) {
     if (skip.has(id)) continue;
+    const upTo = (progress.get(id) as number | undefined) ?? 0;
     const have = new Map((docs.all(id) as unknown[][]).map((r) => [r[0] as number, JSON.stringify(r.slice(1))]));
     const calls = new Map<string, string>();
-    for (const [seq, type, time, data, op] of evs.all(id) as [number, string, number, string, string | null][]) {
+    for (const [seq, type, time, data, op] of evs.all(id, upTo) as [number, string, number, string, string | null][]) {
       events++;
       const p = searchDocOf(type, data);
       const answered = p.r === null ? undefined : calls.get(p.r);
@@ -217,6 +235,8 @@ export function verifySqliteSearch(db: Database.Database, skip: ReadonlySet<stri
   }
   const orphans = db.prepare('SELECT count(*) FROM search_docs WHERE session_id NOT IN (SELECT id FROM sessions)').pluck().get() as number;
   if (orphans > 0) note(`search index: ${orphans} entries of deleted sessions (run palimpsest reindex)`);
+  const ahead = db.prepare('SELECT count(*) FROM search_progress p JOIN sessions s ON s.id = p.session_id WHERE p.next_seq > s.next_seq').pluck().get() as number;
+  if (ahead > 0) note(`search index: ${ahead} sessions marked indexed past their last event (run palimpsest reindex)`);
   try {
     db.prepare("INSERT INTO search_fts (search_fts, rank) VALUES ('integrity-check', 1)").run();
   } catch (e) {

@@ -104,7 +104,7 @@ export function sessionWrites(db: Database.Database, st: Statements) {
     }
     const head = pending[0];
     checkAscendingSeqs(sessionId, events, head);
-    const { rows, dataBytes } = encodeEvents(sessionId, events);
+    const { rows, dataBytes } = encodeEvents(sessionId, events, true, undefined, opts.blobs?.tokenFigures);
     const blobBytes = blobs.newBytes(pending[2], opts.blobs);
     const maxBytes = opts.quota?.maxBytes ?? 0;
     if (maxBytes > 0 && dataBytes + blobBytes > 0) {

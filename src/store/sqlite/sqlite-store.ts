@@ -1,16 +1,13 @@
 /**
- * The embedded SQLite implementation of the store port (better-sqlite3: synchronous calls, so
- * every transaction below runs without an `await` inside; one connection, plus the writer
- * thread's when appends are written by one).
+ * The embedded SQLite implementation of the store port (better-sqlite3: synchronous calls, so every transaction below runs
+ * without an `await` inside; one connection, plus the writer thread's when appends are written by one).
  *
- * The folder: options.ts, open-database.ts (file identity and version checks), schema.ts,
- * statements.ts (prepared once), row-codec.ts + codec.ts (rows <-> events), group-commit.ts
- * (appends of one event-loop turn share a transaction: a private optimisation, each call is a
- * compare-and-set on the stored head and writer token), session-writes.ts (create/delete/
- * import-chunk/publish transactions with the tenant counters), structure-reads.ts, wal-sync.ts
- * (background durability), head-watch.ts (commits of other connections), head-record.ts +
- * head-guard.ts (the second record of heads, sessions refused at open), startup-report.ts,
- * append-thread*.ts (the writer thread, its messages and commit gate). This file is the port.
+ * The folder: options.ts, open-database.ts (file identity and version checks), schema.ts, statements.ts (prepared once),
+ * row-codec.ts + codec.ts (rows <-> events), group-commit.ts (appends of one event-loop turn share a transaction: a private
+ * optimisation, each call is a compare-and-set on the stored head and writer token), session-writes.ts (create/delete/
+ * import-chunk/publish transactions with the tenant counters), structure-reads.ts, token-figures.ts, wal-sync.ts (background
+ * durability), head-watch.ts (commits of other connections), head-record.ts + head-guard.ts (the second record of heads,
+ * sessions refused at open), startup-report.ts, append-thread*.ts (the writer thread, its messages and commit gate). This file is the port.
  */
 import type { BlobStorePort, BlobWrites } from '../../app/blob-port.js';
 import { SqliteBlobs } from './sqlite-blobs.js';
@@ -19,7 +16,7 @@ import Database from 'better-sqlite3';
 import type {
   AppendOutcome, AppendRequest, CreateOutcome, CreateQuota, DeleteExpectation, EncodedEventPage, FeedQuery, FeedRecord, HeadWatch,
   IdempotentResult, NewSession, PendingChunkOptions, PendingChunkOutcome, PublishMetadata, ReadEventsQuery, SessionPage, SessionRecord,
-  SessionStore, StoreStartLog, StoredEventText, StructuralRow, SurfaceStructure, TenantUsage, UpdateLabelsOutcome,
+  SessionStore, StoreStartLog, StoredEventText, StructuralRow, SurfaceStructure, TenantUsage, TokenFigureRows, UpdateLabelsOutcome,
 } from '../../app/store-port.js';
 import type { SessionEvent } from '../../domain/event.js';
 import { checkPageSize, decodePageToken, encodePageToken } from '../page-token.js';
@@ -43,7 +40,7 @@ import { HeadGuard } from './head-guard.js';
 import type { SqliteStoreOptions, SqliteStoreStats } from './options.js';
 import { reportOpen } from './startup-report.js';
 import { structureReads, type StructureReads } from './structure-reads.js';
-
+import { tokenFigureRows, type TokenFigureRaw } from './token-figures.js';
 export type { SqliteStoreOptions, SqliteStoreStats } from './options.js';
 
 /** Above every safe-integer createdAt: the first page's cursor. */
@@ -159,7 +156,7 @@ export class SqliteSessionStore implements SessionStore {
     const id = record.header.id;
     this.guard.checkIntact(id);
     checkAscendingSeqs(id, events, 0);
-    const { rows, dataBytes } = encodeEvents(id, events);
+    const { rows, dataBytes } = encodeEvents(id, events, true, undefined, blobs?.tokenFigures);
     const last = events[events.length - 1];
     const outcome = this.writes.createTxn.immediate(record, rows, last === undefined ? 0 : last.seq + 1, dataBytes, quota, blobs);
     if (outcome.kind === 'created') {
@@ -237,7 +234,7 @@ export class SqliteSessionStore implements SessionStore {
       checkAscendingSeqs(sessionId, req.events, req.expectedNextSeq);
       // Encode outside the write transaction: the shared transaction only binds and inserts (the
       // writer thread computes the rows' checksums itself).
-      const { rows, dataBytes } = encodeEvents(sessionId, req.events, this.appendThread === undefined, req.dataTexts);
+      const { rows, dataBytes } = encodeEvents(sessionId, req.events, this.appendThread === undefined, req.dataTexts, req.blobs?.tokenFigures);
       const done = this.appendThread === undefined ? undefined : this.ownInflight.add(sessionId, req.events.length === 0 ? req.expectedNextSeq : req.events[req.events.length - 1]!.seq + 1);
       this.groups.enqueue(queuedAppend(sessionId, req, rows, dataBytes, this.now(), resolve, reject, done));
     });
@@ -305,6 +302,13 @@ export class SqliteSessionStore implements SessionStore {
     if (this.st.selectVisible.get(sessionId) === undefined) return { rows: [], headSeq: undefined };
     this.guard.checkIntact(sessionId);
     return this.seen(this.structure.surfaceStructure(sessionId, toSeq));
+  }
+
+  /** Issue #37: the token figures from a seq, over events_structure (token-figures.ts). */
+  async readTokenFigures(sessionId: string, fromSeq: number): Promise<TokenFigureRows> {
+    await this.readable();
+    this.guard.checkIntact(sessionId);
+    return this.seen(tokenFigureRows(this.st.selectTokenFigures.get(sessionId, fromSeq) as TokenFigureRaw));
   }
 
   async *scanEvents(sessionId: string, fromSeq: number, batchSize: number): AsyncIterable<SessionEvent[]> {
@@ -403,10 +407,9 @@ export class SqliteSessionStore implements SessionStore {
   }
 
   /**
-   * A head watch over this database file: polls `PRAGMA data_version` (which moves only when
-   * another connection committed) while sessions are watched, and then reads the watched
-   * sessions' heads. Commits of this instance (its writer thread's included) are not reported: the
-   * app publishes them itself.
+   * A head watch over this database file: polls `PRAGMA data_version` (which moves only when another connection committed)
+   * while sessions are watched, and then reads the watched sessions' heads. Commits of this instance (its writer thread's
+   * included) are not reported: the app publishes them itself.
    */
   openHeadWatch(): HeadWatch {
     this.checkOpen();
@@ -473,19 +476,13 @@ export class SqliteSessionStore implements SessionStore {
     if (writer !== undefined) throw writer;
   }
 
-  /**
-   * With the writer thread: starts it and resolves once its connection is open (rejects with a
-   * StorageError `unavailable` if it cannot open the file). Without one: resolves at once.
-   */
+  /** With the writer thread: starts it and resolves once its connection is open (rejects with a StorageError `unavailable` if it cannot open the file). Without one: resolves at once. */
   async writerReady(): Promise<void> {
     this.checkOpen();
     await this.appendThread?.ready();
   }
 
-  /**
-   * What a read answers: at once, or (writer thread, background sync) once every append group
-   * the read may have seen is durable: the thread's COMMIT is visible before its sync ends.
-   */
+  /** What a read answers: at once, or (writer thread, background sync) once every append group the read may have seen is durable. */
   private seen<T>(value: T): T | Promise<T> {
     const wait = this.appendThread?.visible();
     return wait === undefined ? value : wait.then(() => value);
@@ -495,6 +492,6 @@ export class SqliteSessionStore implements SessionStore {
 // The port methods report a full disk and I/O failures as StorageError (sqlite-errors.ts).
 classifyStoreErrors(SqliteSessionStore.prototype, [
   'createSession', 'getSession', 'listSessions', 'deleteSession', 'deletePending', 'append', 'getIdempotent', 'readEvents', 'readEventTexts',
-  'readEncodedEventPage', 'getEvents', 'readStructure', 'readSurfaceStructure', 'scanEvents', 'publishSession', 'appendPending', 'getPendingEvents',
+  'readEncodedEventPage', 'getEvents', 'readStructure', 'readSurfaceStructure', 'readTokenFigures', 'scanEvents', 'publishSession', 'appendPending', 'getPendingEvents',
   'getTenantUsage', 'updateLabels', 'readFeed', 'feedEnd', 'feedPrunedUpTo', 'pruneFeed', 'close',
 ], sqliteStorageError);

@@ -4,9 +4,10 @@
  */
 import type Database from 'better-sqlite3';
 import { EVENT_COLUMNS, EVENT_LINE, EVENT_PAGE, SESSION_COLUMNS, SESSION_READ_COLUMNS, type EventRow } from './row-codec.js';
+import { SELECT_TOKEN_FIGURES, TOKEN_COLUMNS } from './token-figures.js';
 
 /** Columns of an event row (EventRow: session_id and EVENT_COLUMNS). */
-const ROW_WIDTH = 1 + EVENT_COLUMNS.split(',').length;
+const ROW_WIDTH = 1 + EVENT_COLUMNS.split(',').length + TOKEN_COLUMNS.split(',').length;
 const ROW_VALUES = `(${Array<string>(ROW_WIDTH).fill('?').join(', ')})`;
 /** Rows per multi-row INSERT (no gain beyond ~10 rows: 40 per statement cost 17.8k instructions per row). */
 const INSERT_CHUNK = 10;
@@ -31,10 +32,10 @@ export function prepareStatements(db: Database.Database, checked: boolean) {
            : ''
        }
      ORDER BY s.created_at DESC, s.id DESC LIMIT @limit`;
-  const insertEvent = db.prepare(`INSERT INTO events (session_id, ${EVENT_COLUMNS}) VALUES ${ROW_VALUES}`);
-  const insertChunk = db.prepare(`INSERT INTO events (session_id, ${EVENT_COLUMNS}) VALUES ${Array<string>(INSERT_CHUNK).fill(ROW_VALUES).join(', ')}`);
+  const insertEvent = db.prepare(`INSERT INTO events (session_id, ${EVENT_COLUMNS}, ${TOKEN_COLUMNS}) VALUES ${ROW_VALUES}`);
+  const insertChunk = db.prepare(`INSERT INTO events (session_id, ${EVENT_COLUMNS}, ${TOKEN_COLUMNS}) VALUES ${Array<string>(INSERT_CHUNK).fill(ROW_VALUES).join(', ')}`);
   const chunkArgs: unknown[] = new Array(INSERT_CHUNK * ROW_WIDTH);
-  const insertOne = (r: EventRow): Database.RunResult => insertEvent.run(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9]);
+  const insertOne = (r: EventRow): Database.RunResult => insertEvent.run(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], r[10], r[11]);
   return {
     insertSession: db.prepare(
       `INSERT INTO sessions (${SESSION_COLUMNS}, pending, pending_owner, lease_until, digest)
@@ -94,6 +95,7 @@ export function prepareStatements(db: Database.Database, checked: boolean) {
       }
       for (; i < rows.length; i++) insertOne(rows[i]!);
     },
+    selectTokenFigures: db.prepare(SELECT_TOKEN_FIGURES).pluck(),
     selectIdempotent: db.prepare('SELECT request_hash, seqs, surface_length FROM idempotency WHERE session_id = ? AND key = ?').raw(),
     insertIdempotent: db.prepare(
       'INSERT INTO idempotency (session_id, key, request_hash, seqs, surface_length, created_at) VALUES (?, ?, ?, ?, ?, ?)',

@@ -29,6 +29,8 @@ import { versionProblem } from './migrate.js';
 import type { SessionEvent } from '../../domain/event.js';
 import { inflateForReplay, verifyBlobs } from './verify-blobs.js';
 import { hasSearchIndex, verifySqliteSearch } from './search.js';
+import { sqliteSearchLag } from './search-follow.js';
+import type { SearchLag } from '../../app/search-port.js';
 
 /** One problem found. */
 export interface VerifyProblem {
@@ -46,6 +48,8 @@ export interface VerifyResult {
   readonly problems: string[];
   /** The same problems, structured. */
   readonly details: VerifyProblem[];
+  /** The search index follower's lag at the same snapshot (a file with the index); not a problem. */
+  readonly searchIndexLag?: SearchLag;
 }
 
 /** At most this many damaged rows are listed per session (the count is always given). */
@@ -64,6 +68,7 @@ function identityProblem(db: Database.Database, what: string): string | undefine
  */
 export function verifyDatabase(db: Database.Database, headsPath?: string, what = 'the database'): VerifyResult {
   const details: VerifyProblem[] = [];
+  let searchIndexLag: SearchLag | undefined;
   const add = (p: VerifyProblem): void => {
     details.push(p);
   };
@@ -141,10 +146,13 @@ export function verifyDatabase(db: Database.Database, headsPath?: string, what =
     // The search index (issue #40) against the events, at the same snapshot.
     // Sessions already found damaged are not compared again.
     const damaged = new Set(details.flatMap((d) => (d.sessionId === undefined ? [] : [d.sessionId])));
-    if (hasSearchIndex(db)) for (const p of verifySqliteSearch(db, damaged).problems) add({ problem: p });
+    if (hasSearchIndex(db)) {
+      for (const p of verifySqliteSearch(db, damaged).problems) add({ problem: p });
+      searchIndexLag = sqliteSearchLag(db);
+    }
   })();
   const problems = details.map((d) => (d.sessionId === undefined ? d.problem : `session ${JSON.stringify(d.sessionId)}: ${d.problem}`));
-  return { sessions, events, pendingSessions: pending, problems, details };
+  return { sessions, events, pendingSessions: pending, problems, details, ...(searchIndexLag ? { searchIndexLag } : {}) };
 }
 
 /**

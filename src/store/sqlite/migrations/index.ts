@@ -24,6 +24,8 @@ import { migration as m0005 } from './0005-history-and-feed.js';
 import { migration as m0006 } from './0006-blobs.js';
 import { migration as m0007 } from './0007-search-index.js';
 import { migration as m0008 } from './0008-feed-pruned.js';
+import { migration as m0009 } from './0009-token-figures.js';
+import { migration as m0010 } from './0010-search-follower.js';
 import type { SqliteMigration } from './migration.js';
 
 export type { SqliteMigration };
@@ -35,4 +37,4 @@ export const OLDEST_MIGRATABLE = 4;
 export const BASE_VERSION = 4;
 
 /** Every migration, in version order: versions BASE_VERSION + 1, + 2, ... */
-export const MIGRATIONS: readonly SqliteMigration[] = [m0005, m0006, m0007, m0008];
+export const MIGRATIONS: readonly SqliteMigration[] = [m0005, m0006, m0007, m0008, m0009, m0010];

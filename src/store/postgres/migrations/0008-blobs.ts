@@ -101,7 +101,7 @@ $fn$;
 }
 
 export const migration: PostgresMigration = {
-  version: 7,
+  version: 8,
   description: 'content-addressed blobs (issue #39): blobs and event_blobs tables, freed with their last reference; references not searchable',
   async up(client, s) {
     await client.query(ddl(s));

@@ -1,0 +1,160 @@
+/**
+ * The PostgreSQL search index's follower (issue #40, schema 7): the index is kept off the append
+ * path by following the session feed, in batches of many events per transaction, one indexer at
+ * a time across every replica (a transaction-scoped advisory lock; a replica that does not get it
+ * answers `busy` and tries again later).
+ *
+ * - search_follow.position per tenant: the tenant's feed records at or below it are indexed. A
+ *   tenant's positions are consecutive and commit in order (schema.ts), so a record never appears
+ *   below a position read, and a gap after the mark means retention removed records unread: the
+ *   tenant's sessions whose progress is behind their next_seq are then caught up by a scan.
+ * - The sessions the batch's records name are read FOR KEY SHARE (appends, which update other
+ *   columns, go on; a delete waits for the batch and then removes what it indexed); each one's
+ *   events from its progress to its next_seq are indexed by one set-wise statement for the whole
+ *   batch, and the progress moves.
+ */
+import type pg from 'pg';
+import type { SearchFollowBatch, SearchLag } from '../../app/search-port.js';
+
+/** Feed records read per tenant per batch. */
+const RECORDS_PER_BATCH = 1000;
+
+const TYPES = `'user/message', 'assistant/message', 'tool/result', 'steering/message'`;
+
+/**
+ * Indexes the events of every range [lo, hi) of $1 sessions / $2 lo / $3 hi in one statement, set-wise
+ * (the dropped trigger's work per event): a tool result's tools come from the latest earlier call
+ * with its id in the batch, else from search_calls as it was before the statement.
+ */
+function indexRangesSql(s: string): string {
+  return `
+WITH r AS (SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS r(session_id, lo, hi)),
+ev AS (
+  SELECT e.session_id, e.seq, e.type, e.time, e.surface_op, ${s}.search_data(e.data) AS d
+    FROM r JOIN ${s}.events e ON e.session_id = r.session_id AND e.seq >= r.lo AND e.seq < r.hi
+   WHERE e.type IN (${TYPES})
+), calls AS (
+  SELECT ev.session_id, ev.seq, x.ord, x.call_id, x.name FROM ev, ${s}.search_calls_of(ev.type, ev.d) x
+), done AS (
+  INSERT INTO ${s}.search_calls (session_id, call_id, name)
+    SELECT DISTINCT ON (session_id, call_id) session_id, call_id, name FROM calls ORDER BY session_id, call_id, seq DESC, ord DESC
+    ON CONFLICT (session_id, call_id) DO UPDATE SET name = EXCLUDED.name
+)
+INSERT INTO ${s}.search_docs (session_id, seq, type, time, entered, replace, tools, text)
+  SELECT ev.session_id, ev.seq, ev.type, ev.time, ev.surface_op IS NOT NULL, coalesce(ev.surface_op <> 'append', false),
+    CASE WHEN rc.call_id IS NOT NULL THEN coalesce(
+      (SELECT ARRAY[c.name] FROM calls c WHERE c.session_id = ev.session_id AND c.call_id = rc.call_id AND c.seq < ev.seq ORDER BY c.seq DESC, c.ord DESC LIMIT 1),
+      (SELECT ARRAY[c.name] FROM ${s}.search_calls c WHERE c.session_id = ev.session_id AND c.call_id = rc.call_id), '{}')
+    ELSE coalesce((SELECT array_agg(c.name ORDER BY c.ord) FROM calls c WHERE c.session_id = ev.session_id AND c.seq = ev.seq), '{}') END,
+    coalesce(${s}.search_text(ev.d), '')
+  FROM ev, LATERAL (SELECT ${s}.search_result_call(ev.type, ev.d) AS call_id) rc`;
+}
+
+/** Ranges to index, gathered over a batch's records. */
+class Ranges {
+  readonly ids: string[] = [];
+  readonly lo: number[] = [];
+  readonly hi: number[] = [];
+  events = 0;
+
+  /** Session rows, FOR KEY SHARE (appends go on; a delete waits for the batch), with their progress. */
+  static async read(c: pg.PoolClient, s: string, ids: readonly string[]): Promise<Map<string, [number, number]>> {
+    const res = await c.query<{ id: string; next_seq: number; from: number | null }>(
+      `SELECT x.id, x.next_seq, p.next_seq AS from FROM ${s}.sessions x LEFT JOIN ${s}.search_progress p ON p.session_id = x.id
+        WHERE x.id = ANY($1::text[]) AND x.pending_owner IS NULL FOR KEY SHARE OF x`, [ids]);
+    return new Map(res.rows.map((r) => [r.id, [Number(r.from ?? 0), Number(r.next_seq)]]));
+  }
+
+  add(id: string, span: [number, number] | undefined): void {
+    if (span === undefined || span[0] >= span[1] || this.ids.includes(id)) return;
+    this.ids.push(id);
+    this.lo.push(span[0]);
+    this.hi.push(span[1]);
+    this.events += span[1] - span[0];
+  }
+
+  async index(c: pg.PoolClient, s: string): Promise<void> {
+    if (this.ids.length === 0) return;
+    await c.query(indexRangesSql(s), [this.ids, this.lo, this.hi]);
+    await c.query(`INSERT INTO ${s}.search_progress (session_id, next_seq) SELECT * FROM unnest($1::text[], $2::bigint[])
+      ON CONFLICT (session_id) DO UPDATE SET next_seq = EXCLUDED.next_seq`, [this.ids, this.hi]);
+  }
+}
+
+/** The tenants whose feed is ahead of the index: [tenant, mark, head]. */
+async function behind(q: pg.Pool | pg.PoolClient, s: string): Promise<[string, number, number][]> {
+  const res = await q.query<{ tenant: string; mark: number; head: number }>(`SELECT h.tenant, coalesce(m.position, 0) AS mark, h.position AS head
+    FROM ${s}.feed_heads h LEFT JOIN ${s}.search_follow m ON m.tenant = h.tenant WHERE h.position > coalesce(m.position, 0) ORDER BY h.tenant`);
+  return res.rows.map((r) => [r.tenant, Number(r.mark), Number(r.head)]);
+}
+
+/** One batch (see the module comment); `lockKey` is the advisory lock's key. */
+export async function followPostgresFeed(pool: pg.Pool, s: string, maxEvents: number): Promise<SearchFollowBatch> {
+  if ((await behind(pool, s)).length === 0) return { events: 0, caughtUp: true };
+  const c = await pool.connect();
+  try {
+    await c.query('BEGIN');
+    const got = await c.query<{ ok: boolean }>("SELECT pg_try_advisory_xact_lock(hashtext('palimpsest search follower ' || $1)) AS ok", [s]);
+    if (!got.rows[0]!.ok) {
+      await c.query('ROLLBACK');
+      return { events: 0, caughtUp: false, busy: true };
+    }
+    const ranges = new Ranges();
+    let caughtUp = true;
+    for (const [tenant, start, head] of await behind(c, s)) {
+      let mark = start;
+      const records = await c.query<{ position: number; session_id: string }>(
+        `SELECT position, session_id FROM ${s}.feed WHERE tenant = $1 AND position > $2 ORDER BY position LIMIT $3`, [tenant, mark, RECORDS_PER_BATCH]);
+      if (records.rows.length === 0 || Number(records.rows[0]!.position) !== mark + 1) {
+        // Records retention removed before they were followed: every session of the tenant that is behind.
+        const ids = await c.query<{ id: string }>(`SELECT x.id FROM ${s}.sessions x LEFT JOIN ${s}.search_progress p ON p.session_id = x.id
+          WHERE x.tenant = $1 AND x.pending_owner IS NULL AND x.next_seq > coalesce(p.next_seq, 0)`, [tenant]);
+        const spans = await Ranges.read(c, s, ids.rows.map((r) => r.id));
+        for (const [id, span] of spans) ranges.add(id, span);
+        mark = head;
+      } else {
+        const spans = await Ranges.read(c, s, [...new Set(records.rows.map((r) => r.session_id))]);
+        for (const r of records.rows) {
+          ranges.add(r.session_id, spans.get(r.session_id));
+          mark = Number(r.position);
+          if (ranges.events >= maxEvents) break;
+        }
+      }
+      await c.query(`INSERT INTO ${s}.search_follow (tenant, position) VALUES ($1, $2) ON CONFLICT (tenant) DO UPDATE SET position = EXCLUDED.position`, [tenant, mark]);
+      if (mark < head) caughtUp = false;
+      if (ranges.events >= maxEvents) {
+        caughtUp = false;
+        break;
+      }
+    }
+    await ranges.index(c, s);
+    const events = ranges.events;
+    await c.query('COMMIT');
+    return { events, caughtUp };
+  } catch (e) {
+    await c.query('ROLLBACK').catch(() => undefined);
+    throw e;
+  } finally {
+    c.release();
+  }
+}
+
+/** How far the index is behind the feed. */
+export async function postgresSearchLag(pool: pg.Pool, s: string, now = Date.now()): Promise<SearchLag> {
+  const res = await pool.query<{ events: number | null; oldest: number | null }>(`
+    WITH pending AS (
+      SELECT f.session_id, f.time FROM ${s}.feed f LEFT JOIN ${s}.search_follow m ON m.tenant = f.tenant WHERE f.position > coalesce(m.position, 0)
+    )
+    SELECT (SELECT sum(x.next_seq - coalesce(p.next_seq, 0)) FROM ${s}.sessions x LEFT JOIN ${s}.search_progress p ON p.session_id = x.id
+             WHERE x.pending_owner IS NULL AND x.id IN (SELECT session_id FROM pending)) AS events,
+           (SELECT min(time) FROM pending) AS oldest`);
+  const r = res.rows[0]!;
+  return { events: Number(r.events ?? 0), seconds: r.oldest === null ? 0 : Math.max(0, (now - Number(r.oldest)) / 1000) };
+}
+
+/** The tenant's sessions with feed records not followed yet. */
+export async function postgresLaggingSessions(pool: pg.Pool, s: string, tenant: string): Promise<Set<string>> {
+  const res = await pool.query<{ session_id: string }>(`SELECT DISTINCT f.session_id FROM ${s}.feed f
+    WHERE f.tenant = $1 AND f.position > coalesce((SELECT position FROM ${s}.search_follow WHERE tenant = $1), 0)`, [tenant]);
+  return new Set(res.rows.map((r) => r.session_id));
+}

@@ -1,0 +1,143 @@
+/**
+ * The SQLite search index's follower (issue #40, schema 10): the index is kept off the append path
+ * by following the session feed (schema.ts FEED_SQL), in batches of many events per transaction.
+ *
+ * - search_follow.position: every feed record at or below it is indexed. Feed positions are an
+ *   AUTOINCREMENT rowid written in commit order (SQLite has one writer), so a record never
+ *   appears below a position already read.
+ * - search_progress.next_seq: per session, its events below it are indexed. A record names a
+ *   session; the follower indexes that session's events from its progress up to the session's
+ *   `next_seq` (read in the same transaction, so only committed events), then moves its progress
+ *   and the mark. A later record of the same session then finds nothing left to do.
+ * - A batch is one IMMEDIATE transaction: the reads and the index writes see one state of the
+ *   file, so a session deleted meanwhile is either deleted before the batch (its events are gone,
+ *   nothing is indexed) or after (search_sessions_ad removes its entries and progress).
+ * - Feed records retention removed before the follower read them (feed_pruned above the mark) are
+ *   made up for by a scan of every session whose progress is behind its next_seq.
+ */
+import type Database from 'better-sqlite3';
+import type { SearchFollowBatch, SearchLag } from '../../app/search-port.js';
+import { SEARCH_TYPES_SQL, searchDocOf } from './search-schema.js';
+
+/** Feed records read per batch (a batch also stops once it indexed its share of events). */
+const RECORDS_PER_BATCH = 1000;
+
+/** The statements of one connection. */
+interface Statements {
+  readonly mark: Database.Statement;
+  readonly setMark: Database.Statement;
+  readonly head: Database.Statement;
+  readonly pruned: Database.Statement;
+  readonly records: Database.Statement;
+  readonly session: Database.Statement;
+  readonly progress: Database.Statement;
+  readonly setProgress: Database.Statement;
+  readonly events: Database.Statement;
+  readonly call: Database.Statement;
+  readonly insertCall: Database.Statement;
+  readonly insertDoc: Database.Statement;
+  readonly behind: Database.Statement;
+}
+
+const cache = new WeakMap<Database.Database, Statements>();
+
+function statements(db: Database.Database): Statements {
+  let s = cache.get(db);
+  if (s === undefined) {
+    s = {
+      mark: db.prepare('SELECT position FROM search_follow WHERE id = 0').pluck(),
+      setMark: db.prepare('INSERT INTO search_follow (id, position) VALUES (0, ?) ON CONFLICT (id) DO UPDATE SET position = excluded.position'),
+      head: db.prepare("SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'feed'), 0)").pluck(),
+      pruned: db.prepare('SELECT coalesce(max(position), 0) FROM feed_pruned').pluck(),
+      records: db.prepare('SELECT position, session_id FROM feed WHERE position > ? ORDER BY position LIMIT ?').raw(),
+      session: db.prepare('SELECT next_seq FROM sessions WHERE id = ? AND pending = 0').pluck(),
+      progress: db.prepare('SELECT next_seq FROM search_progress WHERE session_id = ?').pluck(),
+      setProgress: db.prepare('INSERT INTO search_progress (session_id, next_seq) VALUES (?, ?) ON CONFLICT (session_id) DO UPDATE SET next_seq = excluded.next_seq'),
+      events: db.prepare(`SELECT seq, type, time, data, surface_op FROM events WHERE session_id = ? AND seq >= ? AND seq < ? AND type IN (${SEARCH_TYPES_SQL}) ORDER BY seq`).raw(),
+      call: db.prepare('SELECT name FROM search_calls WHERE session_id = ? AND call_id = ?').pluck(),
+      insertCall: db.prepare('INSERT OR REPLACE INTO search_calls (session_id, call_id, name) VALUES (?, ?, ?)'),
+      insertDoc: db.prepare('INSERT INTO search_docs (session_id, seq, type, time, entered, replace, tools, text) VALUES (?, ?, ?, ?, ?, ?, ?, ?)'),
+      behind: db.prepare('SELECT s.id FROM sessions s LEFT JOIN search_progress p ON p.session_id = s.id WHERE s.pending = 0 AND s.next_seq > coalesce(p.next_seq, 0)').pluck(),
+    };
+    cache.set(db, s);
+  }
+  return s;
+}
+
+/** Indexes session `sid`'s events from its progress to its next_seq; returns the events covered. */
+function followSession(s: Statements, sid: string): number {
+  const to = s.session.get(sid) as number | undefined;
+  if (to === undefined) return 0;
+  const from = (s.progress.get(sid) as number | undefined) ?? 0;
+  if (from >= to) return 0;
+  for (const [seq, type, time, data, op] of s.events.all(sid, from, to) as [number, string, number, string, string | null][]) {
+    const p = searchDocOf(type, data);
+    let tools: string[];
+    if (p.r !== null) {
+      const name = s.call.get(sid, p.r) as string | undefined;
+      tools = name === undefined ? [] : [name];
+    } else {
+      tools = p.c.map(([, n]) => n);
+      for (const [id, name] of p.c) s.insertCall.run(sid, id, name);
+    }
+    s.insertDoc.run(sid, seq, type, time, op === null ? 0 : 1, op !== null && op !== 'append' ? 1 : 0, JSON.stringify(tools), p.t);
+  }
+  s.setProgress.run(sid, to);
+  return to - from;
+}
+
+/**
+ * One batch: follows the feed from the mark, indexing at least one record's session and stopping
+ * after the record that brings the events covered to `maxEvents` (or the feed's end). One
+ * IMMEDIATE transaction.
+ */
+export function followSqliteFeed(db: Database.Database, maxEvents: number): SearchFollowBatch {
+  const s = statements(db);
+  // Nothing to follow: no transaction (an idle server polls this).
+  const seen = s.mark.get() as number | undefined;
+  if (seen !== undefined && seen >= (s.head.get() as number) && (s.pruned.get() as number) <= seen) return { events: 0, caughtUp: true };
+  return db.transaction((): SearchFollowBatch => {
+    let mark = (s.mark.get() as number | undefined) ?? 0;
+    const head = s.head.get() as number;
+    let events = 0;
+    if ((s.pruned.get() as number) > mark) {
+      // Records were removed by retention before they were followed: catch up every session.
+      for (const sid of s.behind.all() as string[]) events += followSession(s, sid);
+      s.setMark.run(head);
+      return { events, caughtUp: true };
+    }
+    const records = s.records.all(mark, RECORDS_PER_BATCH) as [number, string][];
+    for (const [position, sid] of records) {
+      events += followSession(s, sid);
+      mark = position;
+      if (events >= maxEvents) break;
+    }
+    s.setMark.run(mark);
+    return { events, caughtUp: mark >= head };
+  }).immediate();
+}
+
+/** The feed's last position (what a search that must see every acknowledged append waits for). */
+export function sqliteFeedHead(db: Database.Database): number {
+  return statements(db).head.get() as number;
+}
+
+/** The followed position. */
+export function sqliteFollowed(db: Database.Database): number {
+  return statements(db).mark.get() as number;
+}
+
+/** How far the index is behind the feed (a read; see SearchLag). */
+export function sqliteSearchLag(db: Database.Database, now = Date.now()): SearchLag {
+  const row = db.prepare(`SELECT
+      (SELECT position FROM search_follow WHERE id = 0) AS position,
+      (SELECT min(time) FROM feed WHERE position > (SELECT position FROM search_follow WHERE id = 0)) AS oldest,
+      (SELECT coalesce(sum(s.next_seq - coalesce(p.next_seq, 0)), 0) FROM sessions s LEFT JOIN search_progress p ON p.session_id = s.id
+        WHERE s.pending = 0 AND s.id IN (SELECT session_id FROM feed WHERE position > (SELECT position FROM search_follow WHERE id = 0))) AS events`).get() as { position: number; oldest: number | null; events: number };
+  return { events: row.events, seconds: row.oldest === null ? 0 : Math.max(0, (now - row.oldest) / 1000) };
+}
+
+/** Sessions (ids) with events the index has not followed yet: their entries are not complete. */
+export function sqliteLaggingSessions(db: Database.Database): Set<string> {
+  return new Set(db.prepare(`SELECT DISTINCT session_id FROM feed WHERE position > (SELECT position FROM search_follow WHERE id = 0)`).pluck().all() as string[]);
+}
