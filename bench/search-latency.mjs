@@ -7,10 +7,11 @@
  * restarted, or a burst: the follower indexes it while the load runs). Measured on the process's main thread, the server's: the event-loop delay
  * (perf_hooks monitorEventLoopDelay, 1 ms resolution: p50/p99/max) and the append acknowledgement
  * latency (p50/p99/max; what every RPC of the server waits behind). The same load without the
- * index is measured first in the same run (the ceiling). `--in-process` runs the follower's
+ * index is measured first in the same run (the ceiling). Appends go through the writer thread, the
+ * server's default (`--writer inline`: the event loop writes them, `--sqlite-writer inline`). `--in-process` runs the follower's
  * batches on the main thread (as before the worker), `--batch N` sets its batch size.
  *
- *   node --import tsx bench/search-latency.mjs [--seconds 10] [--rate 2000] [--backlog 20000] [--sessions 100] [--in-process] [--batch N]
+ *   node --import tsx bench/search-latency.mjs [--seconds 10] [--rate 2000] [--backlog 20000] [--sessions 100] [--in-process] [--batch N] [--writer thread|inline]
  *
  * Prints HEADLINE `search-follower-loop-delay` (bench/results.mjs).
  */
@@ -23,7 +24,7 @@ import { SessionService } from '../src/app/session-service.ts';
 import { SqliteSessionStore } from '../src/store/sqlite/sqlite-store.ts';
 import { SqliteSearchIndex } from '../src/store/sqlite/search.ts';
 
-const { values } = parseArgs({ options: { seconds: { type: 'string' }, rate: { type: 'string' }, sessions: { type: 'string' }, 'in-process': { type: 'boolean' }, batch: { type: 'string' }, backlog: { type: 'string' } } });
+const { values } = parseArgs({ options: { seconds: { type: 'string' }, rate: { type: 'string' }, sessions: { type: 'string' }, 'in-process': { type: 'boolean' }, batch: { type: 'string' }, backlog: { type: 'string' }, writer: { type: 'string' } } });
 const BACKLOG = Number(values.backlog ?? 20_000);
 const SECONDS = Number(values.seconds ?? 10);
 const RATE = Number(values.rate ?? 2000);
@@ -45,7 +46,7 @@ const ms = (ns) => ns / 1e6;
 /** Runs the load on a fresh store; `index`: with the search index and its follower. */
 async function run(root, name, index) {
   const path = join(root, `${name}.db`);
-  const store = new SqliteSessionStore({ path });
+  const store = new SqliteSessionStore({ path, appendWriter: values.writer === 'inline' ? 'inline' : 'thread' });
   const app = new SessionService(store);
   const next = new Array(SESSIONS).fill(0);
   for (let s = 0; s < SESSIONS; s++) {
@@ -61,8 +62,8 @@ async function run(root, name, index) {
     }));
   }
   if (index) {
-    const opts = values.batch === undefined ? {} : { batchEvents: Number(values.batch) };
-    app.search.useIndex(new SqliteSearchIndex(path, { inProcess: values['in-process'] === true }), opts);
+    const batch = values.batch === undefined ? {} : { batchEvents: Number(values.batch), maxBatchEvents: Number(values.batch) };
+    app.search.useIndex(new SqliteSearchIndex(path, { inProcess: values['in-process'] === true, ...batch }), batch);
   }
   const busy = new Set();
   const latency = [];
@@ -104,7 +105,7 @@ async function run(root, name, index) {
 }
 
 const root = mkdtempSync(join(tmpdir(), 'palimpsest-search-latency-'));
-console.log(`search follower latency bench: ${RATE} events/s for ${SECONDS} s over ${SESSIONS} sessions after a backlog of ${BACKLOG}, follower ${values['in-process'] ? 'on the main thread' : 'in its worker thread'}, ${cpus().length} cpus, load ${loadavg().map((l) => l.toFixed(1)).join(' ')}`);
+console.log(`search follower latency bench: ${RATE} events/s for ${SECONDS} s over ${SESSIONS} sessions after a backlog of ${BACKLOG}, follower ${values['in-process'] ? 'on the main thread' : 'in its worker thread'}, batch ${values.batch ?? 'default'}, ${values.writer ?? 'thread'} writer, ${cpus().length} cpus, load ${loadavg().map((l) => l.toFixed(1)).join(' ')}`);
 try {
   const off = await run(root, 'index off', false);
   const on = await run(root, 'index on', true);

@@ -139,7 +139,7 @@ function indexSession(db: Database.Database, sessionId: string): number {
 }
 
 /** Events per follower batch at most (one transaction holding the write lock; see docs/search.md). */
-export const SQLITE_FOLLOW_BATCH_EVENTS = 500;
+export const SQLITE_FOLLOW_BATCH_EVENTS = 200;
 
 /** Options of {@link SqliteSearchIndex}. */
 export interface SqliteSearchIndexOptions {
