@@ -93,3 +93,29 @@ describe('SQLite search follower thread', () => {
     await expect(index.followBatch(100)).rejects.toBeInstanceOf(StoreClosedError);
   });
 });
+
+describe('SQLite search follower thread failures', () => {
+  it('a thread that dies fails the batch it owes; the next batch starts a new thread', async () => {
+    const { path, store } = await backlog(1, 300);
+    const { Worker } = await import('node:worker_threads');
+    const { startThread } = await import('../../src/store/sqlite/append-thread.js');
+    const { SearchFollowThread } = await import('../../src/store/sqlite/search-follow-thread.js');
+    let starts = 0;
+    const thread = new SearchFollowThread({ path, busyTimeoutMs: 5000 }, (c) => (++starts === 1 ? new Worker('process.exit(3)', { eval: true }) : startThread('search-follow-worker', c)));
+    await expect(thread.followBatch(100)).rejects.toThrow(/exit code 3/);
+    expect(thread.running).toBe(false);
+    expect(await thread.followBatch(1000)).toEqual({ events: 300, caughtUp: true });
+    expect(starts).toBe(2);
+    await thread.close();
+    expect(thread.running).toBe(false);
+    await store.close();
+  });
+
+  it('a file the thread cannot open fails the batch with the reason', async () => {
+    const { SearchFollowThread } = await import('../../src/store/sqlite/search-follow-thread.js');
+    const thread = new SearchFollowThread({ path: `${dirs.freshPath()}-missing`, busyTimeoutMs: 100 });
+    await expect(thread.followBatch(100)).rejects.toThrow(/search follower thread: .*(unable to open|does not exist|directory)/i);
+    await thread.close();
+    expect(thread.running).toBe(false);
+  });
+});
