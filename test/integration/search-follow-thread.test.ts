@@ -119,3 +119,27 @@ describe('SQLite search follower thread failures', () => {
     expect(thread.running).toBe(false);
   });
 });
+
+describe('SQLite search follower after retention removed feed records', () => {
+  it('makes up for them in bounded batches and moves the mark once every session is done', async () => {
+    const { path, store } = await backlog(2, 300);
+    const { default: Database } = await import('better-sqlite3');
+    const raw = new Database(path);
+    // Retention removed every record before the follower read them (feed-statements.ts does this).
+    raw.exec("INSERT INTO feed_pruned (tenant, position) SELECT tenant, max(position) FROM feed GROUP BY tenant ON CONFLICT (tenant) DO UPDATE SET position = excluded.position; DELETE FROM feed;");
+    raw.close();
+    const index = new SqliteSearchIndex(path, { inProcess: true });
+    const sizes: number[] = [];
+    for (;;) {
+      const r = await index.followBatch(10_000);
+      sizes.push(r.events);
+      if (r.caughtUp) break;
+    }
+    expect(Math.max(...sizes)).toBeLessThanOrEqual(SQLITE_FOLLOW_BATCH_EVENTS);
+    expect(sizes.reduce((a, b) => a + b, 0)).toBe(600);
+    expect(await index.verifyIndex()).toEqual({ events: 600, problems: [] });
+    expect(await index.followBatch(10_000)).toEqual({ events: 0, caughtUp: true });
+    await index.close();
+    await store.close();
+  });
+});
