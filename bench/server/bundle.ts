@@ -1,8 +1,8 @@
 /**
  * The benchmarks' server processes run bench/server/child.ts bundled once with esbuild (tsx's own
  * dependency; npm packages stay external) by plain node, as production runs the compiled server.
- * The SQLite writer thread's entry is bundled next to it (the store starts it from the bundle's
- * directory, as from dist/). Without esbuild the child runs through the tsx loader (slower
+ * The SQLite writer thread's and search follower thread's entries are bundled next to it (the store
+ * starts them from the bundle's directory, as from dist/). Without esbuild the child runs through the tsx loader (slower
  * process start: transpiling). The SQLite checksum extension is copied next to the bundle too
  * (`sqlite-ext/build/`, where the store looks above its module): without it the bundled server would
  * verify rows in JavaScript, and the read figures would measure that.
@@ -38,7 +38,9 @@ export async function bundleServerChild(): Promise<string[]> {
     writeFileSync(join(out, 'package.json'), '{"type":"module"}\n');
     const common = { bundle: true, platform: 'node', format: 'esm', target: 'node20', packages: 'external', logLevel: 'error' } as const;
     await build({ ...common, entryPoints: [childScript], outfile: join(out, 'child.mjs') });
-    await build({ ...common, entryPoints: [join(root, 'src', 'store', 'sqlite', 'append-thread-worker.ts')], outfile: join(out, 'append-thread-worker.js') });
+    for (const worker of ['append-thread-worker', 'search-follow-worker']) {
+      await build({ ...common, entryPoints: [join(root, 'src', 'store', 'sqlite', `${worker}.ts`)], outfile: join(out, `${worker}.js`) });
+    }
     // This build's extension, or none (never a stale copy from an earlier bundle).
     rmSync(join(out, 'sqlite-ext'), { recursive: true, force: true });
     for (const file of ['palimpsest_checksums.so', 'palimpsest_checksums.dylib']) {

@@ -52,16 +52,25 @@ export function clearOldSpaceFloorForNewThreads(): void {
   v8.setFlagsFromString('--initial-old-space-size=0');
 }
 
-/** The worker's entry: the compiled .js next to this file, or the .ts source through tsx (tests, development). */
+/** The writer thread's entry (append-thread-worker.ts) with `config`. */
 export function startWorker(config: WriterConfig): Worker {
+  return startThread('append-thread-worker', config);
+}
+
+/**
+ * Starts the worker thread whose entry is the module `name` of this directory, with `workerData`:
+ * the compiled .js next to this file, or the .ts source through tsx (tests, development). The
+ * search index's follower thread (search-follow-thread.ts) starts the same way.
+ */
+export function startThread(name: string, workerData: unknown): Worker {
   clearOldSpaceFloorForNewThreads();
   const here = import.meta.url;
-  if (!here.endsWith('.ts')) return new Worker(new URL('./append-thread-worker.js', here), { workerData: config });
+  if (!here.endsWith('.ts')) return new Worker(new URL(`./${name}.js`, here), { workerData });
   // tsx's ESM API (require.resolve answers its CommonJS twin, which registers the wrong path).
   const tsx = pathToFileURL(createRequire(here).resolve('tsx/esm/api').replace(/\.cjs$/, '.mjs')).href;
-  const entry = new URL('./append-thread-worker.ts', here).href;
+  const entry = new URL(`./${name}.ts`, here).href;
   const boot = `import(${JSON.stringify(tsx)}).then((m) => { m.register(); return import(${JSON.stringify(entry)}); })`;
-  return new Worker(boot, { eval: true, workerData: config });
+  return new Worker(boot, { eval: true, workerData });
 }
 
 /** The writer thread as the store's {@link AppendQueue} (see the module comment). */

@@ -64,12 +64,16 @@ function statements(db: Database.Database): Statements {
   return s;
 }
 
-/** Indexes session `sid`'s events from its progress to its next_seq; returns the events covered. */
-function followSession(s: Statements, sid: string): number {
-  const to = s.session.get(sid) as number | undefined;
-  if (to === undefined) return 0;
+/**
+ * Indexes session `sid`'s events from its progress towards its next_seq, at most `limit` of them;
+ * returns the events covered and whether the session is done (its progress reached its next_seq).
+ */
+function followSession(s: Statements, sid: string, limit: number): { events: number; done: boolean } {
+  const next = s.session.get(sid) as number | undefined;
+  if (next === undefined) return { events: 0, done: true };
   const from = (s.progress.get(sid) as number | undefined) ?? 0;
-  if (from >= to) return 0;
+  if (from >= next) return { events: 0, done: true };
+  const to = Math.min(next, from + Math.max(1, limit));
   for (const [seq, type, time, data, op] of s.events.all(sid, from, to) as [number, string, number, string, string | null][]) {
     const p = searchDocOf(type, data);
     let tools: string[];
@@ -83,13 +87,15 @@ function followSession(s: Statements, sid: string): number {
     s.insertDoc.run(sid, seq, type, time, op === null ? 0 : 1, op !== null && op !== 'append' ? 1 : 0, JSON.stringify(tools), p.t);
   }
   s.setProgress.run(sid, to);
-  return to - from;
+  return { events: to - from, done: to === next };
 }
 
 /**
- * One batch: follows the feed from the mark, indexing at least one record's session and stopping
- * after the record that brings the events covered to `maxEvents` (or the feed's end). One
- * IMMEDIATE transaction.
+ * One batch: follows the feed from the mark, covering at most `maxEvents` events (at least one),
+ * and stopping at the feed's end. One IMMEDIATE transaction, so its length (and the write lock's
+ * hold) is bounded by `maxEvents`: a session with more events to index than the batch's share is
+ * indexed over several batches (its progress moves, the mark stays before its record until it is
+ * done).
  */
 export function followSqliteFeed(db: Database.Database, maxEvents: number): SearchFollowBatch {
   const s = statements(db);
@@ -102,13 +108,20 @@ export function followSqliteFeed(db: Database.Database, maxEvents: number): Sear
     let events = 0;
     if ((s.pruned.get() as number) > mark) {
       // Records were removed by retention before they were followed: catch up every session.
-      for (const sid of s.behind.all() as string[]) events += followSession(s, sid);
+      // The mark moves once none is left behind (a batch covers at most maxEvents of them).
+      for (const sid of s.behind.all() as string[]) {
+        const f = followSession(s, sid, maxEvents - events);
+        events += f.events;
+        if (!f.done || events >= maxEvents) return { events, caughtUp: false };
+      }
       s.setMark.run(head);
       return { events, caughtUp: true };
     }
     const records = s.records.all(mark, RECORDS_PER_BATCH) as [number, string][];
     for (const [position, sid] of records) {
-      events += followSession(s, sid);
+      const f = followSession(s, sid, maxEvents - events);
+      events += f.events;
+      if (!f.done) break;
       mark = position;
       if (events >= maxEvents) break;
     }

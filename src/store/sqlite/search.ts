@@ -10,13 +10,15 @@
  * - Newest order sorts the hits (keyset cursor); without terms it walks search_docs_newest. Score
  *   order is FTS5's bm25 (`rank`), negated so that higher is better, with an offset cursor.
  * - The index has its own connection: reads do not queue behind the store's statements, and
- *   `reindex` writes one session per transaction (online: appends and searches go on).
+ *   `reindex` writes one session per transaction (online: appends and searches go on). The
+ *   follower's batches run in a worker thread on a third connection (search-follow-thread.ts).
  */
 import Database from 'better-sqlite3';
 import type { SearchCandidate, SearchCandidateQuery, SearchFollowBatch, SearchIndex, SearchIndexReport, SearchLag } from '../../app/search-port.js';
 import type { SearchTerm } from '../../domain/search-query.js';
 import { positiveValues } from '../../domain/search-fields.js';
 import { SEARCH_TYPES_SQL, registerSearchFunctions, searchDocOf } from './search-schema.js';
+import { SearchFollowThread } from './search-follow-thread.js';
 import { followSqliteFeed, sqliteFeedHead, sqliteFollowed, sqliteLaggingSessions, sqliteSearchLag } from './search-follow.js';
 
 /** An FTS5 phrase of a term: its tokens quoted (quotes doubled), `*` after for a prefix. */
@@ -136,14 +138,41 @@ function indexSession(db: Database.Database, sessionId: string): number {
   return docs.length;
 }
 
-/** The SQLite search index over the database at `path` (its own connection). */
+/** Events per follower batch at most (one transaction holding the write lock; see docs/search.md). */
+export const SQLITE_FOLLOW_BATCH_EVENTS = 200;
+
+/** Options of {@link SqliteSearchIndex}. */
+export interface SqliteSearchIndexOptions {
+  /** Busy timeout of its connections, ms. Default 5000. */
+  readonly busyTimeoutMs?: number;
+  /** Run the follower's batches on the caller's thread instead of a worker thread (tools, benches). */
+  readonly inProcess?: boolean;
+  /** Events per follower batch at most. Default {@link SQLITE_FOLLOW_BATCH_EVENTS}. */
+  readonly maxBatchEvents?: number;
+}
+
+/**
+ * The SQLite search index over the database at `path`: searches, lag, reindex and verify on a
+ * connection of its own; the follower's batches in a worker thread with another
+ * (search-follow-thread.ts), so indexing never blocks the caller's event loop.
+ */
 export class SqliteSearchIndex implements SearchIndex {
   readonly #db: Database.Database;
+  readonly #thread: SearchFollowThread | undefined;
+  readonly #maxBatch: number;
 
-  constructor(path: string, busyTimeoutMs = 5000) {
+  constructor(path: string, options: SqliteSearchIndexOptions = {}) {
+    const busyTimeoutMs = options.busyTimeoutMs ?? 5000;
     this.#db = new Database(path, { fileMustExist: true });
     this.#db.pragma(`busy_timeout = ${busyTimeoutMs}`);
     registerSearchFunctions(this.#db);
+    this.#thread = options.inProcess === true ? undefined : new SearchFollowThread({ path, busyTimeoutMs });
+    this.#maxBatch = Math.max(1, options.maxBatchEvents ?? SQLITE_FOLLOW_BATCH_EVENTS);
+  }
+
+  /** The follower's thread (undefined in process). */
+  get followThread(): SearchFollowThread | undefined {
+    return this.#thread;
   }
 
   searchCandidates(q: SearchCandidateQuery): Promise<SearchCandidate[]> {
@@ -161,7 +190,9 @@ export class SqliteSearchIndex implements SearchIndex {
   }
 
   followBatch(maxEvents: number): Promise<SearchFollowBatch> {
-    return Promise.resolve(followSqliteFeed(this.#db, maxEvents));
+    const n = Math.min(maxEvents, this.#maxBatch);
+    if (this.#thread !== undefined) return this.#thread.followBatch(n);
+    return Promise.resolve(followSqliteFeed(this.#db, n));
   }
 
   lag(): Promise<SearchLag> {
@@ -189,9 +220,9 @@ export class SqliteSearchIndex implements SearchIndex {
     return Promise.resolve(verifySqliteSearch(this.#db));
   }
 
-  close(): Promise<void> {
+  async close(): Promise<void> {
+    await this.#thread?.close();
     if (this.#db.open) this.#db.close();
-    return Promise.resolve();
   }
 }
 

@@ -1,0 +1,42 @@
+/**
+ * The search index follower's thread (see search-follow-thread.ts): its own connection to the
+ * store's file, configured as the store's other read-write connections (configureConnection;
+ * synchronous NORMAL: the index and its marks commit together, so a crash loses at most the last
+ * batches, which are followed again), running one batch (followSqliteFeed) per message, in order.
+ */
+import { parentPort, workerData } from 'node:worker_threads';
+import Database from 'better-sqlite3';
+import { configureConnection } from './open-database.js';
+import { followSqliteFeed } from './search-follow.js';
+import type { FollowerConfig, FromFollower, ToFollower } from './search-follow-thread.js';
+
+const port = parentPort!;
+const config = workerData as FollowerConfig;
+const send = (m: FromFollower): void => port.postMessage(m);
+
+let db: Database.Database | undefined;
+try {
+  db = new Database(config.path, { fileMustExist: true });
+  db.pragma(`busy_timeout = ${config.busyTimeoutMs}`);
+  configureConnection(db, 'normal', false);
+} catch (e) {
+  db?.close();
+  db = undefined;
+  send({ kind: 'failed', id: 0, message: (e as Error).message, code: (e as { code?: string }).code });
+  // The thread ends: the next batch starts another one (the follower retries).
+  port.close();
+}
+
+port.on('message', (m: ToFollower) => {
+  if (m.kind === 'close') {
+    if (db?.open === true) db.close();
+    port.close();
+    return;
+  }
+  if (db === undefined) return;
+  try {
+    send({ kind: 'followed', id: m.id, result: followSqliteFeed(db, m.maxEvents) });
+  } catch (e) {
+    send({ kind: 'failed', id: m.id, message: (e as Error).message, code: (e as { code?: string }).code });
+  }
+});

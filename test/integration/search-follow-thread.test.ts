@@ -1,0 +1,145 @@
+import { performance } from 'node:perf_hooks';
+import { describe, expect, it } from 'vitest';
+import { SessionService } from '../../src/app/session-service.js';
+import { SearchFollower } from '../../src/app/search-follower.js';
+import type { SessionEvent } from '../../src/domain/event.js';
+import { SqliteSessionStore } from '../../src/store/sqlite/sqlite-store.js';
+import { SQLITE_FOLLOW_BATCH_EVENTS, SqliteSearchIndex } from '../../src/store/sqlite/search.js';
+import { StoreClosedError } from '../../src/store/store-errors.js';
+import { tempDbDir } from '../support/temp-db.js';
+
+const dirs = tempDbDir('palimpsest-search-thread-');
+
+function message(seq: number): SessionEvent {
+  return { type: 'user/message', seq, time: 1_700_000_000_000 + seq, data: { id: `u${seq}`, role: 'user', content: [{ type: 'text', text: `needle${seq % 7} alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho sigma tau` }], source: { kind: 'user' } }, surfaceOp: 'append' } as SessionEvent;
+}
+
+/** A store at a fresh path holding `sessions` sessions of `perSession` events, none indexed. */
+async function backlog(sessions: number, perSession: number): Promise<{ path: string; store: SqliteSessionStore }> {
+  const path = dirs.freshPath();
+  const store = new SqliteSessionStore({ path });
+  for (let s = 0; s < sessions; s++) {
+    await store.createSession({ header: { version: 0, id: `s${s}`, createdAt: 1_700_000_000_000 }, labels: {}, tenant: '', strict: false, pairingGuard: false, writer: 'w' }, []);
+    for (let from = 0; from < perSession; from += 500) {
+      const events = Array.from({ length: Math.min(500, perSession - from) }, (_, i) => message(from + i));
+      const r = await store.append(`s${s}`, { expectedNextSeq: from, expectedWriter: 'w', writer: 'w', events, surfaceLength: from + events.length });
+      expect(r.kind).toBe('appended');
+    }
+  }
+  return { path, store };
+}
+
+describe('SQLite search follower thread', () => {
+  it('indexes a large backlog in its worker thread while the event loop stays free', async () => {
+    const { path, store } = await backlog(4, 1500);
+    const index = new SqliteSearchIndex(path);
+    const follower = new SearchFollower(index);
+    let maxGap = 0;
+    let last = performance.now();
+    const timer = setInterval(() => {
+      const now = performance.now();
+      maxGap = Math.max(maxGap, now - last);
+      last = now;
+    }, 1);
+    const before = performance.eventLoopUtilization();
+    expect(await follower.catchUp(60_000)).toBe(true);
+    const elu = performance.eventLoopUtilization(before);
+    clearInterval(timer);
+    // The batches ran on another thread: this one only posted them and waited (indexing 6,000
+    // events on this thread keeps it busy for their whole duration, utilization near 1).
+    expect(index.followThread?.threadId).toBeGreaterThan(0);
+    expect(elu.utilization).toBeLessThan(0.5);
+    expect(maxGap).toBeLessThan(250);
+    expect(await index.verifyIndex()).toEqual({ events: 6000, problems: [] });
+    const app = new SessionService(store);
+    app.search.useIndex(index, { follow: false });
+    const page = await app.search.search({ tenant: '' }, { query: 'needle3', pageSize: 5 });
+    expect(page.hits).toHaveLength(5);
+    await app.close();
+    expect(index.followThread?.running).toBe(false);
+  });
+
+  it('a batch covers at most its share of events, even within one session', async () => {
+    const { path, store } = await backlog(1, 1000);
+    const index = new SqliteSearchIndex(path, { inProcess: true });
+    const sizes: number[] = [];
+    for (;;) {
+      const r = await index.followBatch(10_000);
+      sizes.push(r.events);
+      if (r.caughtUp) break;
+    }
+    expect(Math.max(...sizes)).toBe(SQLITE_FOLLOW_BATCH_EVENTS);
+    expect(sizes.reduce((a, b) => a + b, 0)).toBe(1000);
+    expect(await index.verifyIndex()).toEqual({ events: 1000, problems: [] });
+    expect(await index.lag()).toMatchObject({ events: 0 });
+    await index.close();
+    await store.close();
+  });
+
+  it('closing during indexing ends the thread once its batch is answered', async () => {
+    const { path, store } = await backlog(4, 1500);
+    const app = new SessionService(store);
+    const index = new SqliteSearchIndex(path);
+    app.search.useIndex(index);
+    // The background loop has started its first batch in the thread.
+    const follower = app.search.follower!;
+    const catching = follower.catchUp(60_000).then(() => 'done', (e: unknown) => e);
+    expect(index.followThread?.running).toBe(true);
+    await app.close();
+    expect(index.followThread?.running).toBe(false);
+    const outcome = await catching;
+    // Either its batches finished before the close, or the close refused the next one.
+    expect(outcome === 'done' || outcome instanceof StoreClosedError).toBe(true);
+    await expect(index.followBatch(100)).rejects.toBeInstanceOf(StoreClosedError);
+  });
+});
+
+describe('SQLite search follower thread failures', () => {
+  it('a thread that dies fails the batch it owes; the next batch starts a new thread', async () => {
+    const { path, store } = await backlog(1, 300);
+    const { Worker } = await import('node:worker_threads');
+    const { startThread } = await import('../../src/store/sqlite/append-thread.js');
+    const { SearchFollowThread } = await import('../../src/store/sqlite/search-follow-thread.js');
+    let starts = 0;
+    const thread = new SearchFollowThread({ path, busyTimeoutMs: 5000 }, (c) => (++starts === 1 ? new Worker('process.exit(3)', { eval: true }) : startThread('search-follow-worker', c)));
+    await expect(thread.followBatch(100)).rejects.toThrow(/exit code 3/);
+    expect(thread.running).toBe(false);
+    expect(await thread.followBatch(1000)).toEqual({ events: 300, caughtUp: true });
+    expect(starts).toBe(2);
+    await thread.close();
+    expect(thread.running).toBe(false);
+    await store.close();
+  });
+
+  it('a file the thread cannot open fails the batch with the reason', async () => {
+    const { SearchFollowThread } = await import('../../src/store/sqlite/search-follow-thread.js');
+    const thread = new SearchFollowThread({ path: `${dirs.freshPath()}-missing`, busyTimeoutMs: 100 });
+    await expect(thread.followBatch(100)).rejects.toThrow(/search follower thread: .*(unable to open|does not exist|directory)/i);
+    await thread.close();
+    expect(thread.running).toBe(false);
+  });
+});
+
+describe('SQLite search follower after retention removed feed records', () => {
+  it('makes up for them in bounded batches and moves the mark once every session is done', async () => {
+    const { path, store } = await backlog(2, 300);
+    const { default: Database } = await import('better-sqlite3');
+    const raw = new Database(path);
+    // Retention removed every record before the follower read them (feed-statements.ts does this).
+    raw.exec("INSERT INTO feed_pruned (tenant, position) SELECT tenant, max(position) FROM feed GROUP BY tenant ON CONFLICT (tenant) DO UPDATE SET position = excluded.position; DELETE FROM feed;");
+    raw.close();
+    const index = new SqliteSearchIndex(path, { inProcess: true });
+    const sizes: number[] = [];
+    for (;;) {
+      const r = await index.followBatch(10_000);
+      sizes.push(r.events);
+      if (r.caughtUp) break;
+    }
+    expect(Math.max(...sizes)).toBeLessThanOrEqual(SQLITE_FOLLOW_BATCH_EVENTS);
+    expect(sizes.reduce((a, b) => a + b, 0)).toBe(600);
+    expect(await index.verifyIndex()).toEqual({ events: 600, problems: [] });
+    expect(await index.followBatch(10_000)).toEqual({ events: 0, caughtUp: true });
+    await index.close();
+    await store.close();
+  });
+});
