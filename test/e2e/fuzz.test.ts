@@ -33,6 +33,12 @@ beforeAll(async () => {
     s.end();
   });
   ids.push('fz-c');
+  // The search index follows the log in the background (its own thread writes the file): a
+  // search first catches it up, so the file's bytes can change below only if stored data does.
+  await call(c.searchEvents.bind(c), {
+    query: 'hi', pageSize: 0, pageToken: '', labelSelector: {}, sessionIds: [], eventTypes: [], startTime: undefined, endTime: undefined,
+    toolName: '', surfaceOnly: false, includeShadowed: false, order: 0,
+  });
 });
 afterAll(async () => { await t.stop(); });
 

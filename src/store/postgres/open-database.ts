@@ -27,6 +27,17 @@ function parseInt8Array(text: string): number[] {
   return text.slice(1, -1).split(',').map(Number);
 }
 
+/**
+ * Routes every connection error of `pool` to `onError`. The pool listens to its idle clients only;
+ * a client checked out for a transaction (pool.connect()) whose connection breaks emits 'error' on
+ * itself, and without a listener Node would end the process. The query in flight fails anyway, so
+ * the caller sees the failure; this keeps the server up.
+ */
+export function watchPoolErrors(pool: pg.Pool, onError: (error: Error) => void): void {
+  pool.on('error', onError);
+  pool.on('connect', (client) => client.on('error', onError));
+}
+
 /** The settings of the store's connections (the pool's and the head watch's LISTEN one). */
 export function connectionConfig(options: PostgresStoreOptions): pg.ClientConfig {
   return {

@@ -68,7 +68,7 @@ import { AppendLanes } from './group-commit.js';
 import { PgHeadWatch } from './head-watch.js';
 import { feedRetentionSql } from './feed-retention.js';
 import { HeadNotifier } from './notifier.js';
-import { connectionConfig, initialiseSchema, sweepExpiredImports } from './open-database.js';
+import { connectionConfig, initialiseSchema, sweepExpiredImports, watchPoolErrors } from './open-database.js';
 import type { PostgresStoreOptions, PostgresStoreStats } from './options.js';
 import { describe as describeError, isUnavailable } from './pg-errors.js';
 import { EVENT_COLUMNS, SESSION_COLUMNS, decodeEvent, decodeEventText, decodeFeedRow, decodeSession, type RawEvent, type RawFeedRow, type RawSession } from './row-codec.js';
@@ -139,8 +139,7 @@ export class PostgresSessionStore implements SessionStore {
     }
     const connection = connectionConfig(options);
     const pool = new pg.Pool({ ...connection, max: options.poolSize ?? 10, idleTimeoutMillis: 30_000, query_timeout: options.queryTimeoutMs ?? 30_000 });
-    // An idle client whose connection broke emits here; without a listener Node would crash.
-    pool.on('error', (error) => options.onError?.(error));
+    watchPoolErrors(pool, (error) => options.onError?.(error));
     const store = new PostgresSessionStore(pool, connection, options, schema);
     try {
       await initialiseSchema(connection, schema, where, options);

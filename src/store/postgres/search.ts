@@ -18,6 +18,7 @@ import { followPostgresFeed, postgresLaggingSessions, postgresSearchLag } from '
 import type { SearchTerm } from '../../domain/search-query.js';
 import { positiveValues } from '../../domain/search-fields.js';
 import { SCHEMA_NAME_PATTERN } from './schema.js';
+import { watchPoolErrors } from './open-database.js';
 import { reindexSql } from './migrations/0005-search-index.js';
 
 /** The tsquery text of a term (see the module comment). */
@@ -94,7 +95,7 @@ export class PostgresSearchIndex implements SearchIndex {
     if (!SCHEMA_NAME_PATTERN.test(s)) throw new Error(`schema name ${JSON.stringify(s)} must match ${SCHEMA_NAME_PATTERN}`);
     this.#s = s;
     this.#pool = new pg.Pool({ connectionString: options.url, types: TYPES, application_name: 'palimpsest-search', max: options.poolSize ?? 2, idleTimeoutMillis: 30_000 });
-    this.#pool.on('error', (e) => options.onError?.(e));
+    watchPoolErrors(this.#pool, (e) => options.onError?.(e));
   }
 
   async searchCandidates(q: SearchCandidateQuery): Promise<SearchCandidate[]> {
