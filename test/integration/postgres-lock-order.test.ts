@@ -92,6 +92,27 @@ describe.skipIf(!hasPostgres())('PostgreSQL lock order (issue #33)', () => {
     return { id, append: () => store.append(id, { expectedNextSeq: 1, expectedWriter: 'w0', writer: 'w1', events: [ev(1)], surfaceLength: 0 }) };
   }
 
+  it("an append is not held back by the search follower's FOR KEY SHARE on its session (schema 9); a delete waits for the follower", async () => {
+    await openStore();
+    const { id, append } = await appendTarget(3);
+    const follower = new pg.Client({ connectionString: db.url });
+    await follower.connect();
+    try {
+      await follower.query('BEGIN');
+      await follower.query(`SELECT 1 FROM ${schema}.sessions WHERE id = $1 FOR KEY SHARE`, [id]);
+      let timer: NodeJS.Timeout | undefined;
+      const held = new Promise((resolve) => { timer = setTimeout(() => resolve('held back by the follower'), 5000); });
+      expect(await Promise.race([append(), held])).toEqual({ kind: 'appended' });
+      clearTimeout(timer);
+      const deleting = store.deleteSession(id);
+      await waitFor(async () => await lockWaiters() === 1, 10_000, 'the delete to wait for the follower');
+      await follower.query('COMMIT');
+      expect(await deleting).toBe(true);
+    } finally {
+      await follower.end();
+    }
+  });
+
   it('a create and an append of one tenant on one shard: both commit, nothing retried', async () => {
     await openStore();
     const shard = 5;

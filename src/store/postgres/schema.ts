@@ -15,7 +15,7 @@
  *
  * Layout:
  * - sessions: one row per session, the row every write to the session locks (SELECT ... FOR
- *   UPDATE), holding the head (`next_seq`), the `writer` token of the last committed write and the
+ *   NO KEY UPDATE, or FOR UPDATE to delete it), holding the head (`next_seq`), the `writer` token of the last committed write and the
  *   counters. `pending_owner` is non-NULL while a streamed import is in progress (invisible to
  *   readers); `lease_until` (ms since epoch) tells when another process may drop it.
  *   `data_bytes` is what the session counts toward its tenant's byte quota (header and labels JSON
@@ -58,7 +58,10 @@
  * transaction takes its row locks in this order, taking only the ones it needs:
  *   1. the session row(s) (append, append_batch, append_pending, update_labels, publish, delete;
  *      append_many all of its sessions, by id; create_session an existing row of its id, so it
- *      waits for a delete of that id in progress);
+ *      waits for a delete of that id in progress). The writes that change no key (appends, label
+ *      updates) take FOR NO KEY UPDATE (schema 9), which the search follower's FOR KEY SHARE
+ *      (search-follow.ts) does not block, so indexing never holds an append back; a delete (FOR
+ *      UPDATE) waits for the follower's batch;
  *   2. the tenant's row in `tenants` (create, delete);
  *   3. the tenant's byte-counter shards in `tenant_bytes`, in ascending shard order: the quota
  *      check locks all of them (LOCK_TENANT_BYTES), other writes only the session's own shard;
@@ -81,7 +84,7 @@
  */
 
 /** The schema version this build reads and writes: the last migration's (migrations/index.ts). */
-export const SCHEMA_VERSION = 8;
+export const SCHEMA_VERSION = 9;
 
 /** Byte-counter rows per tenant (see the module comment). */
 export const TENANT_SHARDS = 16;
@@ -289,7 +292,7 @@ DECLARE
   v_n integer := coalesce(cardinality(p_seqs), 0);
 BEGIN
   SELECT s.next_seq, s.writer, s.tenant INTO v_next, v_writer, v_tenant
-    FROM ${s}.sessions s WHERE s.id = p_id AND s.pending_owner IS NULL FOR UPDATE;
+    FROM ${s}.sessions s WHERE s.id = p_id AND s.pending_owner IS NULL FOR NO KEY UPDATE;
   IF NOT FOUND THEN
     outcome := 'not-found'; RETURN NEXT; RETURN;
   END IF;
@@ -332,7 +335,7 @@ BEGIN
   -- after an earlier call of the group took its own shard that would be out of order, so they are
   -- all taken first (the session row before them, as in append).
   IF EXISTS (SELECT 1 FROM unnest(p_max_bytes) AS m WHERE m > 0) THEN
-    SELECT s.tenant INTO v_tenant FROM ${s}.sessions s WHERE s.id = p_id AND s.pending_owner IS NULL FOR UPDATE;
+    SELECT s.tenant INTO v_tenant FROM ${s}.sessions s WHERE s.id = p_id AND s.pending_owner IS NULL FOR NO KEY UPDATE;
     IF FOUND THEN
       ${LOCK_TENANT_BYTES(s)}
     END IF;
@@ -366,7 +369,7 @@ BEGIN
   FOR i IN 1 .. cardinality(p_counts) LOOP
     v_from := v_from || v_at; v_at := v_at + p_counts[i];
   END LOOP;
-  PERFORM 1 FROM ${s}.sessions ss WHERE ss.id = ANY(p_ids) ORDER BY ss.id FOR UPDATE;
+  PERFORM 1 FROM ${s}.sessions ss WHERE ss.id = ANY(p_ids) ORDER BY ss.id FOR NO KEY UPDATE;
   PERFORM 1 FROM ${s}.tenant_bytes tb
     WHERE (tb.tenant, tb.shard) IN (SELECT ss.tenant, (hashtext(ss.id) & ${TENANT_SHARDS - 1})::smallint FROM ${s}.sessions ss WHERE ss.id = ANY(p_ids))
        OR tb.tenant IN (SELECT ss.tenant FROM unnest(p_ids, p_max_bytes) AS u (id, mb) JOIN ${s}.sessions ss ON ss.id = u.id WHERE u.mb > 0)
@@ -445,7 +448,7 @@ DECLARE
   v_n integer := coalesce(cardinality(p_seqs), 0);
 BEGIN
   SELECT s.next_seq, s.tenant INTO v_next, v_tenant
-    FROM ${s}.sessions s WHERE s.id = p_id AND s.pending_owner = p_owner FOR UPDATE;
+    FROM ${s}.sessions s WHERE s.id = p_id AND s.pending_owner = p_owner FOR NO KEY UPDATE;
   IF NOT FOUND THEN
     -- Gone, or owned by another importer (named for the error).
     SELECT s.pending_owner INTO owner FROM ${s}.sessions s WHERE s.id = p_id;
@@ -469,7 +472,7 @@ DECLARE
   v_version bigint; v_tenant text;
 BEGIN
   SELECT s.metadata_version, s.tenant INTO v_version, v_tenant
-    FROM ${s}.sessions s WHERE s.id = p_id AND s.pending_owner IS NULL FOR UPDATE;
+    FROM ${s}.sessions s WHERE s.id = p_id AND s.pending_owner IS NULL FOR NO KEY UPDATE;
   IF NOT FOUND THEN
     outcome := 'not-found'; RETURN NEXT; RETURN;
   END IF;

@@ -8,8 +8,9 @@
  *   tenant's positions are consecutive and commit in order (schema.ts), so a record never appears
  *   below a position read, and a gap after the mark means retention removed records unread: the
  *   tenant's sessions whose progress is behind their next_seq are then caught up by a scan.
- * - The sessions the batch's records name are read FOR KEY SHARE (appends, which update other
- *   columns, go on; a delete waits for the batch and then removes what it indexed); each one's
+ * - The sessions the batch's records name are read FOR KEY SHARE (appends lock their row FOR NO
+ *   KEY UPDATE, which does not conflict, so they go on; a delete waits for the batch and then
+ *   removes what it indexed); each one's
  *   events from its progress to its next_seq are indexed by one set-wise statement for the whole
  *   batch, and the progress moves.
  */
