@@ -32,4 +32,29 @@ describe('renderWithRefs', () => {
       expect(renderWithRefs(format, entries, {})).toEqual(renderHistory(format, entries, {}));
     }
   });
+
+  const textRef = { $blob: `sha256:${'cd'.repeat(32)}`, bytes: 70_000, mediaType: 'text/plain; charset=utf-8' };
+  const assistant = (...texts: unknown[]): MessageJson => ({
+    id: 'a0', role: 'assistant', content: texts.map((text) => ({ type: 'text', text })), source: { kind: 'assistant' },
+  } as unknown as MessageJson);
+
+  it('a format that joins a blobbed text with other text into one string is HISTORY_NOT_RENDERABLE (nothing dropped); keeping parts apart renders', () => {
+    for (const format of ['openai-chat', 'openai-responses'] as ProviderFormat[]) {
+      for (const m of [assistant('Here is the plan:', textRef), assistant(textRef, { ...textRef, $blob: `sha256:${'ef'.repeat(32)}` })]) {
+        let err: unknown;
+        try {
+          renderWithRefs(format, [{ seq: 3, message: m }], {});
+        } catch (e) {
+          err = e;
+        }
+        expect(err, format).toMatchObject({ reason: 'HISTORY_NOT_RENDERABLE', metadata: { seq: '3', rule: 'blob-ref-whole-value', format } });
+      }
+      // One blobbed text alone is its whole string: the reference stands for it.
+      expect(JSON.stringify(renderWithRefs(format, [{ seq: 3, message: assistant(textRef) }], {}))).toContain(textRef.$blob);
+    }
+    // Anthropic keeps each part: both texts survive, the reference in place of the blobbed one.
+    const out = JSON.stringify(renderWithRefs('anthropic', [{ seq: 3, message: assistant('Here is the plan:', textRef) }], {}));
+    expect(out).toContain('Here is the plan:');
+    expect(out).toContain(textRef.$blob);
+  });
 });
