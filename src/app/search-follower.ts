@@ -13,7 +13,7 @@
  *   (the search then answers from the index as it is, see docs/search.md).
  * - Another replica may hold a PostgreSQL index (`busy`): both loops wait `busyMs` and retry.
  */
-import type { SearchIndex, SearchLag } from './search-port.js';
+import type { SearchFollowBatch, SearchIndex, SearchLag } from './search-port.js';
 
 export interface SearchFollowerOptions {
   /** Events per batch (one transaction). Default 2,000. */
@@ -90,11 +90,21 @@ export class SearchFollower {
     }
   }
 
-  /** Indexes everything acknowledged before the call, for at most `timeoutMs`; true when done. */
+  /**
+   * Indexes everything acknowledged before the call, for at most `timeoutMs`; true when done. A
+   * batch that fails (a busy file, a lost connection) is reported to `onError` and ends the wait
+   * as the deadline does: the search answers from the index as it is, which stays readable.
+   */
   async catchUp(timeoutMs: number): Promise<boolean> {
     const deadline = performance.now() + timeoutMs;
     for (;;) {
-      const r = await this.#index.followBatch(this.#o.batchEvents);
+      let r: SearchFollowBatch;
+      try {
+        r = await this.#index.followBatch(this.#o.batchEvents);
+      } catch (e) {
+        this.#onError(e);
+        return false;
+      }
       if (r.caughtUp) return true;
       if (performance.now() >= deadline) return false;
       if (r.busy) await new Promise((resolve) => setTimeout(resolve, this.#o.busyMs));

@@ -138,8 +138,6 @@ export class SearchService {
   /** Checks a request and answers one page (see the module comment). */
   async search(ctx: CallContext, req: SearchRequest): Promise<SearchPage> {
     const parsed = parseSearchQuery(req.query);
-    // Read-your-writes: what was acknowledged before the call is indexed first (bounded wait).
-    if (this.#follower) await this.#follower.catchUp(SEARCH_CATCH_UP_MS);
     const pageSize = req.pageSize || DEFAULT_SEARCH_PAGE_SIZE;
     checkPageSizeLimit(this.limits, pageSize);
     if (req.surfaceOnly === true && req.includeShadowed === true) {
@@ -155,6 +153,9 @@ export class SearchService {
     if (req.fromTime !== undefined && req.toTime !== undefined && req.fromTime >= req.toTime) {
       throw bad('end_time', 'end_time must be after start_time');
     }
+    // Read-your-writes: what was acknowledged before the call is indexed first (bounded wait; a
+    // request refused above waits for nothing).
+    if (this.#follower) await this.#follower.catchUp(SEARCH_CATCH_UP_MS);
     const order = req.order ?? 'newest';
     let cursor = req.pageToken ? decodeToken(req.pageToken, order) : undefined;
     const query: SearchQuery = {

@@ -1,4 +1,5 @@
 import { performance } from 'node:perf_hooks';
+import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import { SessionService } from '../../src/app/session-service.js';
 import { SearchFollower } from '../../src/app/search-follower.js';
@@ -28,6 +29,39 @@ async function backlog(sessions: number, perSession: number): Promise<{ path: st
   }
   return { path, store };
 }
+
+describe('SQLite search follower: failures (review)', () => {
+  it('a damaged row (data that does not parse) is indexed with empty text: the follower moves on and indexes the rest', async () => {
+    const { path, store } = await backlog(2, 30);
+    const raw = new Database(path);
+    raw.prepare("UPDATE events SET data = '{not json' WHERE session_id = 's0' AND seq = 4").run();
+    raw.close();
+    const index = new SqliteSearchIndex(path);
+    expect(await new SearchFollower(index).catchUp(30_000)).toBe(true);
+    expect(await index.lag()).toEqual({ events: 0, seconds: 0 });
+    const app = new SessionService(store);
+    app.search.useIndex(index, { follow: false });
+    // s1 (after s0's damaged row) is indexed: needle4 is in seqs 4, 11, 18, 25 of each session.
+    const hits = (await app.search.search({ tenant: '' }, { query: 'needle4', pageSize: 20 })).hits.map((h) => `${h.sessionId}@${h.seq}`).sort();
+    expect(hits).toEqual(['s0@11', 's0@18', 's0@25', 's1@11', 's1@18', 's1@25', 's1@4'].sort());
+    await app.close();
+  });
+
+  it('a batch that fails ends a search\'s catch-up (reported), and the search answers from the index as it is', async () => {
+    const { path, store } = await backlog(1, 10);
+    const index = new SqliteSearchIndex(path);
+    const errors: unknown[] = [];
+    const app = new SessionService(store);
+    app.search.useIndex(index, { follow: false, onError: (e) => errors.push(e) });
+    expect((await app.search.search({ tenant: '' }, { query: 'needle1', pageSize: 5 })).hits.map((h) => h.seq)).toEqual([8, 1]);
+    await store.append('s0', { expectedNextSeq: 10, expectedWriter: 'w', writer: 'w', events: [message(10)], surfaceLength: 11 });
+    index.followBatch = () => Promise.reject(new Error('the follower thread cannot open the file'));
+    // Not yet indexed (the batch failed): answered from the index as it is, the failure reported.
+    expect((await app.search.search({ tenant: '' }, { query: 'needle3', pageSize: 5 })).hits.map((h) => h.seq)).toEqual([3]);
+    expect(errors.map((e) => (e as Error).message)).toEqual(['the follower thread cannot open the file']);
+    await app.close();
+  });
+});
 
 describe('SQLite search follower thread', () => {
   it('indexes a large backlog in its worker thread while the event loop stays free', async () => {

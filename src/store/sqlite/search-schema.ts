@@ -36,9 +36,20 @@ export interface SearchDocParts {
   readonly r: string | null;
 }
 
-/** The index entry parts of an event of an indexed type, from its stored data text. */
+/**
+ * The index entry parts of an event of an indexed type, from its stored data text. Data that does
+ * not parse (a damaged row: reads answer DATA_LOSS for it and `verify` names it) is indexed with
+ * empty text, findable by its fields only: one bad row must not stop the follower, whose mark
+ * would never move again for any tenant.
+ */
 export function searchDocOf(type: string, dataText: string): SearchDocParts {
-  const d = searchDoc(type, JSON.parse(dataText) as Json, dataText);
+  let data: Json;
+  try {
+    data = JSON.parse(dataText) as Json;
+  } catch {
+    return { t: '', c: [], r: null };
+  }
+  const d = searchDoc(type, data, dataText);
   return { t: d?.text ?? '', c: d?.calls ?? [], r: d?.callId ?? null };
 }
 
