@@ -185,7 +185,7 @@ export function makeHandlers(app: SessionService, metrics?: Metrics, streams?: H
       // Model history: the projection's message objects persist across calls, so their encoded
       // entries are cached (see modelHistoryResponse); transcript messages are built per call
       // from a store read.
-      if (!transcript && !r.typed && !r.blobRefs) return modelHistoryResponse(messages, headSeq, next) as unknown as GetMessagesResponse;
+      if (!transcript && !r.typed && !r.blobRefs) return modelHistoryResponse(messages, headSeq, next, r.asOfSeq === undefined) as unknown as GetMessagesResponse;
       return {
         messages: messages.map((m) => ({
           seq: m.seq,

@@ -47,10 +47,12 @@ function sameResponse(w: Whole, messages: readonly ModelHistoryEntry[], headSeq:
 }
 
 /** The encoded GetMessagesResponse{messages, head_seq, next_page_token} of model-history entries. */
-export function modelHistoryResponse(messages: readonly ModelHistoryEntry[], headSeq: number | undefined, nextPageToken = ''): Buffer {
+export function modelHistoryResponse(messages: readonly ModelHistoryEntry[], headSeq: number | undefined, nextPageToken = '', keep = true): Buffer {
   // Only object messages are immutable by identity (a primitive is equal to any other like it,
-  // and is encoded each time, as it is cheap).
-  const cacheable = messages.length > 0 && messages.every((m) => typeof m.message === 'object' && m.message !== null);
+  // and is encoded each time, as it is cheap). `keep` false (a read as of an earlier seq, whose
+  // message objects are built for that call and never seen again) neither looks nor keeps, so it
+  // does not push the current histories' responses out.
+  const cacheable = keep && messages.length > 0 && messages.every((m) => typeof m.message === 'object' && m.message !== null);
   if (cacheable) {
     for (let i = 0; i < recent.length; i++) {
       const w = recent[i]!;

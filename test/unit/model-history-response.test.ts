@@ -60,4 +60,19 @@ describe('modelHistoryResponse', () => {
     // A longer or shorter history is never the cached one.
     expect(modelHistoryResponse(list.slice(0, 2), 4).equals(expected(list.slice(0, 2), 4))).toBe(true);
   });
+
+  it('a read that does not keep (as of an earlier seq) neither takes a kept response nor pushes the kept ones out', () => {
+    const m = (text: string): Json => ({ id: text, role: 'user', content: [{ type: 'text', text }] }) as unknown as Json;
+    const hot = [{ seq: 1, message: m('hot') }];
+    const kept = modelHistoryResponse(hot, 1);
+    for (let i = 0; i < 20; i++) {
+      const once = [{ seq: 1, message: m(`as-of ${i}`) }];
+      expect(modelHistoryResponse(once, 1, '', false).equals(expected(once, 1))).toBe(true);
+    }
+    // Not taken from the kept ones either: fresh bytes, equal.
+    const again = modelHistoryResponse(hot, 1, '', false);
+    expect(again).not.toBe(kept);
+    expect(again.equals(kept)).toBe(true);
+    expect(modelHistoryResponse(hot, 1)).toBe(kept);
+  });
 });

@@ -1,5 +1,5 @@
 /**
- * The PostgreSQL store's blobs (issue #39, migrations/0006-blobs.ts, src/app/blob-port.ts,
+ * The PostgreSQL store's blobs (issue #39, migrations/0008-blobs.ts, src/app/blob-port.ts,
  * docs/blobs.md "PostgreSQL").
  *
  * A write whose events reference blobs runs as one explicit transaction on one pool connection:

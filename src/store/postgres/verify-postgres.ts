@@ -1,7 +1,7 @@
 /**
  * `palimpsest verify --db postgres://…` (issue #39): what can be checked of a PostgreSQL store's
  * schema from outside the server, in one REPEATABLE READ READ ONLY transaction (safe while
- * replicas write): the schema version, and the blobs (migrations/0006-blobs.ts):
+ * replicas write): the schema version, and the blobs (migrations/0008-blobs.ts):
  *
  *  - every blob's bytes against its CRC-32, its SHA-256 digest and its recorded size; a damaged
  *    blob is reported once per event referencing it, naming the session, the seq and the digest

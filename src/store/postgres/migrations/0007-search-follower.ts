@@ -1,5 +1,5 @@
 /**
- * Version 6: the search index is kept by a follower of the session feed instead of the writer
+ * Version 7: the search index is kept by a follower of the session feed instead of the writer
  * (issue #40; ../search-follow.ts), one indexer at a time across replicas (an advisory lock).
  *
  * - The search_index_event trigger (and its function) are dropped: appends no longer index.

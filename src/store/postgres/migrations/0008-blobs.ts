@@ -1,5 +1,5 @@
 /**
- * Version 7: content-addressed blobs (issue #39, docs/blobs.md "PostgreSQL", ../pg-blobs.ts).
+ * Version 8: content-addressed blobs (issue #39, docs/blobs.md "PostgreSQL", ../pg-blobs.ts).
  *
  * - blobs: one row per tenant and digest; `crc` is the CRC-32 (zlib) of `bytes`, checked on
  *   every read. No reference count column: a blob is kept while an event_blobs row references it

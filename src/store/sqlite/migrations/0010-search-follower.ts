@@ -1,5 +1,5 @@
 /**
- * Version 9: the search index is kept by a follower of the session feed instead of the writer
+ * Version 10: the search index is kept by a follower of the session feed instead of the writer
  * (issue #40; ../search-follow.ts).
  *
  * - search_events_ai (the trigger that indexed a message event in its append transaction, calling
