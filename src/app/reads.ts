@@ -270,6 +270,9 @@ export class Reads {
       });
       if (state === undefined) continue;
       const input = await projectionInput(storedReads(this.store), h.id, state.seqs, state.chain);
+      // A surface event the read did not find: the session was deleted (or re-created) meanwhile;
+      // the next attempt answers from the handle as it is then (SESSION_NOT_FOUND when gone).
+      if (input.events.length !== state.seqs.length || !h.valid) continue;
       const p = new MessageProjection(id);
       p.hydrate(input.events, state.nextSeq, input.lookup);
       return { messages: p.entries(), headSeq: state.headSeq, replaceGeneration: state.replaceGeneration };
