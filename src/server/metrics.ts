@@ -156,11 +156,14 @@ export class PromMetrics implements Metrics {
       registers: [this.registry],
       collect: (): void => this.headsUnsealed.set(this.#headsUnsealedSource() ? 1 : 0),
     });
-    // The search index's follower (issue #40), read from the store at scrape time; a store that
-    // cannot answer keeps the last values.
+    // The search index's follower (issue #40), read from the store at scrape time (once for both
+    // gauges: a reading is shared for a second); a store that cannot answer keeps the last values.
+    let reading: { at: number; lag: Promise<{ events: number; seconds: number }> } | undefined;
     const searchLag = (pick: 'events' | 'seconds', gauge: () => GaugeT) => async (): Promise<void> => {
+      const now = Date.now();
+      if (reading === undefined || now - reading.at > 1000) reading = { at: now, lag: this.#searchLagSource() };
       try {
-        gauge().set((await this.#searchLagSource())[pick]);
+        gauge().set((await reading.lag)[pick]);
       } catch {
         // kept
       }

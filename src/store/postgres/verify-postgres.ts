@@ -39,6 +39,8 @@ export interface PgVerifyReport {
 
 /** At most this many findings of one kind are listed. */
 const LIMIT = 100;
+/** Blobs read per query. */
+const BLOB_PAGE = 16;
 
 /** Checks schema `schema` of the database at `url` (see the module comment). Throws when it cannot be read. */
 export async function verifyPostgres(url: string, schema = 'palimpsest'): Promise<PgVerifyReport> {
@@ -59,13 +61,21 @@ export async function verifyPostgres(url: string, schema = 'palimpsest'): Promis
 
     // Blobs: bytes against checksum, digest and size.
     const damaged = new Map<string, string>();
-    const blobs = await client.query<{ tenant: string; digest: string; size: string; crc: number; bytes: Buffer }>(`SELECT tenant, digest, size, crc, bytes FROM ${s}.blobs`);
-    for (const b of blobs.rows) {
-      let why: string | undefined;
-      if (pgBlobCrc(b.bytes) !== b.crc) why = 'fails its checksum';
-      else if (`sha256:${createHash('sha256').update(b.bytes).digest('hex')}` !== b.digest) why = 'does not match its digest';
-      else if (b.bytes.byteLength !== Number(b.size)) why = `has ${b.bytes.byteLength} bytes, ${b.size} recorded`;
-      if (why !== undefined) damaged.set(`${b.tenant}\n${b.digest}`, why);
+    // In pages by key (a store holds gigabytes of blobs: only a page's bytes are in memory at once).
+    let after: [string, string] = ['', ''];
+    for (;;) {
+      const page = await client.query<{ tenant: string; digest: string; size: string; crc: number; bytes: Buffer }>(
+        `SELECT tenant, digest, size, crc, bytes FROM ${s}.blobs WHERE (tenant, digest) > ($1, $2) ORDER BY tenant, digest LIMIT ${BLOB_PAGE}`, after);
+      for (const b of page.rows) {
+        let why: string | undefined;
+        if (pgBlobCrc(b.bytes) !== b.crc) why = 'fails its checksum';
+        else if (`sha256:${createHash('sha256').update(b.bytes).digest('hex')}` !== b.digest) why = 'does not match its digest';
+        else if (b.bytes.byteLength !== Number(b.size)) why = `has ${b.bytes.byteLength} bytes, ${b.size} recorded`;
+        if (why !== undefined) damaged.set(`${b.tenant}\n${b.digest}`, why);
+      }
+      if (page.rows.length < BLOB_PAGE) break;
+      const last = page.rows[page.rows.length - 1]!;
+      after = [last.tenant, last.digest];
     }
     for (const [key, why] of damaged) {
       const [tenant, digest] = key.split('\n') as [string, string];
