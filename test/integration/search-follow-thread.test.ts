@@ -63,6 +63,24 @@ describe('SQLite search follower: failures (review)', () => {
   });
 });
 
+describe('SQLite search follower: events of other types', () => {
+  it('passes over events it does not index without spending the batch on them (one batch for 3,000 ticks and 5 messages)', async () => {
+    const path = dirs.freshPath();
+    const store = new SqliteSessionStore({ path });
+    await store.createSession({ header: { version: 0, id: 't0', createdAt: 1_700_000_000_000 }, labels: {}, tenant: '', strict: false, pairingGuard: false, writer: 'w' }, []);
+    const tick = (seq: number): SessionEvent => ({ type: 'plugin/tick', seq, time: 1_700_000_000_000 + seq, data: { n: seq } } as SessionEvent);
+    const events = Array.from({ length: 3005 }, (_, i) => (i % 601 === 600 ? message(i) : tick(i)));
+    expect((await store.append('t0', { expectedNextSeq: 0, expectedWriter: 'w', writer: 'w', events, surfaceLength: 5 })).kind).toBe('appended');
+    const index = new SqliteSearchIndex(path);
+    const batch = await index.followBatch(200);
+    expect(batch).toMatchObject({ events: 5, caughtUp: true });
+    expect(await index.lag()).toEqual({ events: 0, seconds: 0 });
+    expect(await index.verifyIndex()).toEqual({ events: 5, problems: [] });
+    await index.close();
+    await store.close();
+  });
+});
+
 describe('SQLite search follower thread', () => {
   it('indexes a large backlog in its worker thread while the event loop stays free', async () => {
     const { path, store } = await backlog(4, 1500);

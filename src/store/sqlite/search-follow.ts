@@ -33,6 +33,7 @@ interface Statements {
   readonly progress: Database.Statement;
   readonly setProgress: Database.Statement;
   readonly events: Database.Statement;
+  readonly nthIndexed: Database.Statement;
   readonly call: Database.Statement;
   readonly insertCall: Database.Statement;
   readonly insertDoc: Database.Statement;
@@ -54,6 +55,8 @@ function statements(db: Database.Database): Statements {
       progress: db.prepare('SELECT next_seq FROM search_progress WHERE session_id = ?').pluck(),
       setProgress: db.prepare('INSERT INTO search_progress (session_id, next_seq) VALUES (?, ?) ON CONFLICT (session_id) DO UPDATE SET next_seq = excluded.next_seq'),
       events: db.prepare(`SELECT seq, type, time, data, surface_op FROM events WHERE session_id = ? AND seq >= ? AND seq < ? AND type IN (${SEARCH_TYPES_SQL}) ORDER BY seq`).raw(),
+      // The seq of the n-th (OFFSET, from 0) indexed event at or after a seq: an index-only walk of events_structure.
+      nthIndexed: db.prepare(`SELECT seq FROM events WHERE session_id = ? AND seq >= ? AND type IN (${SEARCH_TYPES_SQL}) ORDER BY seq LIMIT 1 OFFSET ?`).pluck(),
       call: db.prepare('SELECT name FROM search_calls WHERE session_id = ? AND call_id = ?').pluck(),
       insertCall: db.prepare('INSERT OR REPLACE INTO search_calls (session_id, call_id, name) VALUES (?, ?, ?)'),
       insertDoc: db.prepare('INSERT INTO search_docs (session_id, seq, type, time, entered, replace, tools, text) VALUES (?, ?, ?, ?, ?, ?, ?, ?)'),
@@ -65,16 +68,21 @@ function statements(db: Database.Database): Statements {
 }
 
 /**
- * Indexes session `sid`'s events from its progress towards its next_seq, at most `limit` of them;
- * returns the events covered and whether the session is done (its progress reached its next_seq).
+ * Indexes session `sid`'s events from its progress towards its next_seq, at most `limit` events of
+ * the indexed types (events of other types are passed over at the cost of an index walk, so a
+ * session of plugin or tick events does not take a transaction per `limit` of them); returns the
+ * events indexed and whether the session is done (its progress reached its next_seq).
  */
 function followSession(s: Statements, sid: string, limit: number): { events: number; done: boolean } {
   const next = s.session.get(sid) as number | undefined;
   if (next === undefined) return { events: 0, done: true };
   const from = (s.progress.get(sid) as number | undefined) ?? 0;
   if (from >= next) return { events: 0, done: true };
-  const to = Math.min(next, from + Math.max(1, limit));
+  const last = s.nthIndexed.get(sid, from, Math.max(1, limit) - 1) as number | undefined;
+  const to = last === undefined ? next : Math.min(next, last + 1);
+  let indexed = 0;
   for (const [seq, type, time, data, op] of s.events.all(sid, from, to) as [number, string, number, string, string | null][]) {
+    indexed++;
     const p = searchDocOf(type, data);
     let tools: string[];
     if (p.r !== null) {
@@ -87,7 +95,7 @@ function followSession(s: Statements, sid: string, limit: number): { events: num
     s.insertDoc.run(sid, seq, type, time, op === null ? 0 : 1, op !== null && op !== 'append' ? 1 : 0, JSON.stringify(tools), p.t);
   }
   s.setProgress.run(sid, to);
-  return { events: to - from, done: to === next };
+  return { events: indexed, done: to === next };
 }
 
 /**
