@@ -129,13 +129,20 @@ describe('AppendStream', () => {
   it("a session's batches are written without waiting for the previous one's commit: they share group commits", async () => {
     await call(t.client.createSession.bind(t.client), { sessionId: 'as-group', labels: {} } as never);
     // The SQLite store under the blobs layer (BlobbingStore.inner) counts its group commits.
-    const stats = (): { groupCommits: number } | undefined => (t.server.app.store as unknown as { inner: { stats?: () => { groupCommits: number } } }).inner.stats?.();
-    const before = stats()?.groupCommits ?? 0;
+    type Counts = { groupCommits: number; appends: number };
+    const stats = (): Counts | undefined => (t.server.app.store as unknown as { inner: { stats?: () => Counts } }).inner.stats?.();
+    const before = stats() ?? { groupCommits: 0, appends: 0 };
     const n = 64;
     const { responses } = await stream(Array.from({ length: n }, (_, i) => ({ correlationId: String(i), append: { sessionId: 'as-group', events: [userMessage(`g${i}`, 'x')] } })));
     expect(responses.every((r, i) => r.result?.$case === 'appended' && r.result.value.seqs[0] === i)).toBe(true);
-    // One batch per commit when each waited for the one before (SQLite counts its group commits).
-    if (TEST_STORE === 'sqlite') expect(stats()!.groupCommits - before).toBeLessThan(n / 2);
+    // One batch per commit when each waited for the one before (SQLite counts its group commits):
+    // fewer commits than batches shows batches of the session shared commits. (How many share
+    // one depends on how the requests arrive, which a loaded machine spreads out.)
+    if (TEST_STORE === 'sqlite') {
+      const after = stats()!;
+      expect(after.appends - before.appends).toBe(n);
+      expect(after.groupCommits - before.groupCommits).toBeLessThan(n);
+    }
   });
 
   it('a batch planned on one the store refuses is re-planned after it settled: the order holds and the log has only the accepted ones', async () => {
