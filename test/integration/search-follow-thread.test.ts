@@ -79,6 +79,25 @@ describe('SQLite search follower: events of other types', () => {
     await index.close();
     await store.close();
   });
+
+  it('bounds what one batch passes over too: 25,000 ticks take three batches of 200 (x50 passed over), then the message is found', async () => {
+    const path = dirs.freshPath();
+    const store = new SqliteSessionStore({ path });
+    await store.createSession({ header: { version: 0, id: 't1', createdAt: 1_700_000_000_000 }, labels: {}, tenant: '', strict: false, pairingGuard: false, writer: 'w' }, []);
+    const tick = (seq: number): SessionEvent => ({ type: 'plugin/tick', seq, time: 1_700_000_000_000 + seq, data: { n: seq } } as SessionEvent);
+    for (let from = 0; from < 25_000; from += 5000) {
+      const events = Array.from({ length: 5000 }, (_, i) => tick(from + i));
+      expect((await store.append('t1', { expectedNextSeq: from, expectedWriter: 'w', writer: 'w', events, surfaceLength: 0 })).kind).toBe('appended');
+    }
+    expect((await store.append('t1', { expectedNextSeq: 25_000, expectedWriter: 'w', writer: 'w', events: [message(25_000)], surfaceLength: 1 })).kind).toBe('appended');
+    const index = new SqliteSearchIndex(path);
+    const batches = [];
+    for (let i = 0; i < 4; i++) batches.push(await index.followBatch(200));
+    expect(batches.map((b) => [b.events, b.caughtUp])).toEqual([[0, false], [0, false], [1, true], [0, true]]);
+    expect(await index.verifyIndex()).toEqual({ events: 1, problems: [] });
+    await index.close();
+    await store.close();
+  });
 });
 
 describe('SQLite search follower thread', () => {

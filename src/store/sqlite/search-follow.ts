@@ -55,8 +55,8 @@ function statements(db: Database.Database): Statements {
       progress: db.prepare('SELECT next_seq FROM search_progress WHERE session_id = ?').pluck(),
       setProgress: db.prepare('INSERT INTO search_progress (session_id, next_seq) VALUES (?, ?) ON CONFLICT (session_id) DO UPDATE SET next_seq = excluded.next_seq'),
       events: db.prepare(`SELECT seq, type, time, data, surface_op FROM events WHERE session_id = ? AND seq >= ? AND seq < ? AND type IN (${SEARCH_TYPES_SQL}) ORDER BY seq`).raw(),
-      // The seq of the n-th (OFFSET, from 0) indexed event at or after a seq: an index-only walk of events_structure.
-      nthIndexed: db.prepare(`SELECT seq FROM events WHERE session_id = ? AND seq >= ? AND type IN (${SEARCH_TYPES_SQL}) ORDER BY seq LIMIT 1 OFFSET ?`).pluck(),
+      // The seq of the n-th (OFFSET, from 0) indexed event in a seq range: an index-only walk of events_structure.
+      nthIndexed: db.prepare(`SELECT seq FROM events WHERE session_id = ? AND seq >= ? AND seq < ? AND type IN (${SEARCH_TYPES_SQL}) ORDER BY seq LIMIT 1 OFFSET ?`).pluck(),
       call: db.prepare('SELECT name FROM search_calls WHERE session_id = ? AND call_id = ?').pluck(),
       insertCall: db.prepare('INSERT OR REPLACE INTO search_calls (session_id, call_id, name) VALUES (?, ?, ?)'),
       insertDoc: db.prepare('INSERT INTO search_docs (session_id, seq, type, time, entered, replace, tools, text) VALUES (?, ?, ?, ?, ?, ?, ?, ?)'),
@@ -68,18 +68,27 @@ function statements(db: Database.Database): Statements {
 }
 
 /**
- * Indexes session `sid`'s events from its progress towards its next_seq, at most `limit` events of
- * the indexed types (events of other types are passed over at the cost of an index walk, so a
- * session of plugin or tick events does not take a transaction per `limit` of them); returns the
- * events indexed and whether the session is done (its progress reached its next_seq).
+ * Events of other types a batch may pass over per indexed event it may index: passing over one is
+ * an index-only step, so they cost the batch 1/SKIP_RATIO each, and a session of plugin or tick
+ * events takes one transaction per `limit * SKIP_RATIO` of them, not per `limit`.
  */
-function followSession(s: Statements, sid: string, limit: number): { events: number; done: boolean } {
+const SKIP_RATIO = 50;
+
+/**
+ * Indexes session `sid`'s events from its progress towards its next_seq: at most `limit` events of
+ * the indexed types, within at most `limit * SKIP_RATIO` seqs. Returns the events indexed, the
+ * batch budget they cost (indexed events 1, others 1/SKIP_RATIO) and whether the session is done
+ * (its progress reached its next_seq).
+ */
+function followSession(s: Statements, sid: string, limit: number): { events: number; cost: number; done: boolean } {
   const next = s.session.get(sid) as number | undefined;
-  if (next === undefined) return { events: 0, done: true };
+  if (next === undefined) return { events: 0, cost: 0, done: true };
   const from = (s.progress.get(sid) as number | undefined) ?? 0;
-  if (from >= next) return { events: 0, done: true };
-  const last = s.nthIndexed.get(sid, from, Math.max(1, limit) - 1) as number | undefined;
-  const to = last === undefined ? next : Math.min(next, last + 1);
+  if (from >= next) return { events: 0, cost: 0, done: true };
+  const n = Math.max(1, limit);
+  const window = Math.min(next, from + n * SKIP_RATIO);
+  const last = s.nthIndexed.get(sid, from, window, n - 1) as number | undefined;
+  const to = last === undefined ? window : last + 1;
   let indexed = 0;
   for (const [seq, type, time, data, op] of s.events.all(sid, from, to) as [number, string, number, string, string | null][]) {
     indexed++;
@@ -95,13 +104,14 @@ function followSession(s: Statements, sid: string, limit: number): { events: num
     s.insertDoc.run(sid, seq, type, time, op === null ? 0 : 1, op !== null && op !== 'append' ? 1 : 0, JSON.stringify(tools), p.t);
   }
   s.setProgress.run(sid, to);
-  return { events: indexed, done: to === next };
+  return { events: indexed, cost: indexed + Math.ceil((to - from - indexed) / SKIP_RATIO), done: to === next };
 }
 
 /**
- * One batch: follows the feed from the mark, covering at most `maxEvents` events (at least one),
- * and stopping at the feed's end. One IMMEDIATE transaction, so its length (and the write lock's
- * hold) is bounded by `maxEvents`: a session with more events to index than the batch's share is
+ * One batch: follows the feed from the mark, covering at most `maxEvents` events (at least one;
+ * an event of a type the index skips counts 1/SKIP_RATIO), and stopping at the feed's end. One
+ * IMMEDIATE transaction, so its length (and the write lock's hold) is bounded by `maxEvents`
+ * (and RECORDS_PER_BATCH records): a session with more events to index than the batch's share is
  * indexed over several batches (its progress moves, the mark stays before its record until it is
  * done).
  */
@@ -114,24 +124,28 @@ export function followSqliteFeed(db: Database.Database, maxEvents: number): Sear
     let mark = (s.mark.get() as number | undefined) ?? 0;
     const head = s.head.get() as number;
     let events = 0;
+    // The batch's budget: indexed events count 1, events passed over 1/SKIP_RATIO (followSession).
+    let cost = 0;
     if ((s.pruned.get() as number) > mark) {
       // Records were removed by retention before they were followed: catch up every session.
       // The mark moves once none is left behind (a batch covers at most maxEvents of them).
       for (const sid of s.behind.all() as string[]) {
-        const f = followSession(s, sid, maxEvents - events);
+        const f = followSession(s, sid, maxEvents - cost);
         events += f.events;
-        if (!f.done || events >= maxEvents) return { events, caughtUp: false };
+        cost += f.cost;
+        if (!f.done || cost >= maxEvents) return { events, caughtUp: false };
       }
       s.setMark.run(head);
       return { events, caughtUp: true };
     }
     const records = s.records.all(mark, RECORDS_PER_BATCH) as [number, string][];
     for (const [position, sid] of records) {
-      const f = followSession(s, sid, maxEvents - events);
+      const f = followSession(s, sid, maxEvents - cost);
       events += f.events;
+      cost += f.cost;
       if (!f.done) break;
       mark = position;
-      if (events >= maxEvents) break;
+      if (cost >= maxEvents) break;
     }
     s.setMark.run(mark);
     return { events, caughtUp: mark >= head };
