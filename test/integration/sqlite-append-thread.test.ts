@@ -23,40 +23,12 @@ import { WalSync } from '../../src/store/sqlite/wal-sync.js';
 import { StorageError } from '../../src/app/storage-error.js';
 import type { AppendOutcome } from '../../src/app/store-port.js';
 import { WRITER0, ev, newSession, req } from './store-contract.js';
+import { HeldSync } from '../support/held-sync.js';
 
 const root = mkdtempSync(join(tmpdir(), 'palimpsest-thread-'));
 let n = 0;
 const fresh = (): string => join(root, `t${n++}.db`);
 afterAll(() => rmSync(root, { recursive: true, force: true }));
-
-/** A WAL sync whose completion the test decides. */
-class HeldSync {
-  dirty = false;
-  running = false;
-  readonly broken = false;
-  readonly error = undefined;
-  completed = 0;
-  #waiters: (() => void)[] = [];
-  get owed(): boolean {
-    return this.dirty || this.running;
-  }
-  owe(): void {
-    this.dirty = true;
-  }
-  request(): Promise<void> {
-    this.running = true;
-    this.dirty = false;
-    return new Promise((resolve) => this.#waiters.push(resolve));
-  }
-  /** Completes every sync requested so far. */
-  finish(): void {
-    const w = this.#waiters;
-    this.#waiters = [];
-    this.running = false;
-    this.completed++;
-    for (const r of w) r();
-  }
-}
 
 /** A store file with one empty session `s`, and a second connection with the store's statements. */
 async function fixture(): Promise<{ path: string; db: Database.Database }> {

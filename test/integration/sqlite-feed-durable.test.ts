@@ -17,39 +17,12 @@ import { configureConnection } from '../../src/store/sqlite/open-database.js';
 import { encodeEvents } from '../../src/store/sqlite/row-codec.js';
 import type { WalSync } from '../../src/store/sqlite/wal-sync.js';
 import { WRITER0, ev, newSession, req } from './store-contract.js';
+import { HeldSync } from '../support/held-sync.js';
 
 const root = mkdtempSync(join(tmpdir(), 'palimpsest-feed-durable-'));
 let n = 0;
 const fresh = (): string => join(root, `f${n++}.db`);
 afterAll(() => rmSync(root, { recursive: true, force: true }));
-
-/** A background WAL sync whose completion the test decides. */
-class HeldSync {
-  dirty = false;
-  running = false;
-  readonly broken = false;
-  readonly error = undefined;
-  completed = 0;
-  #waiters: (() => void)[] = [];
-  get owed(): boolean {
-    return this.dirty || this.running;
-  }
-  owe(): void {
-    this.dirty = true;
-  }
-  request(): Promise<void> {
-    this.running = true;
-    this.dirty = false;
-    return new Promise((resolve) => this.#waiters.push(resolve));
-  }
-  finish(): void {
-    const w = this.#waiters;
-    this.#waiters = [];
-    this.running = false;
-    this.completed++;
-    for (const r of w) r();
-  }
-}
 
 function call(seq: number): QueuedAppend {
   const r = req(seq, [ev(seq)]);
