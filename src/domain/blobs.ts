@@ -141,6 +141,35 @@ function utf8LengthOrBad(s: string): number {
   return n;
 }
 
+/**
+ * Array or object `v` with each child replaced by `f(child, key)`, copy-on-write: `v` itself when
+ * no child changed, else a copy with the changed children (unchanged subtrees shared).
+ */
+function mapChildren(v: Json[] | JsonObject, f: (x: Json, key: string | number) => Json): Json {
+  if (Array.isArray(v)) {
+    let out: Json[] | undefined;
+    for (let i = 0; i < v.length; i++) {
+      const x = v[i] as Json;
+      const y = f(x, i);
+      if (y !== x) {
+        out ??= v.slice();
+        out[i] = y;
+      }
+    }
+    return out ?? v;
+  }
+  let out: JsonObject | undefined;
+  for (const k in v) {
+    const x = v[k] as Json;
+    const y = f(x, k);
+    if (y !== x) {
+      out ??= { ...v };
+      setKey(out, k, y);
+    }
+  }
+  return out ?? v;
+}
+
 /** The result of {@link extractBlobs}: the data with references in place, and the references in walk order. */
 export interface Extracted {
   readonly data: Json;
@@ -167,31 +196,8 @@ export function extractBlobs(data: Json, minBytes: number, make: BlobMaker): Ext
       return blobRefJson(ref);
     }
     if (v === null || typeof v !== 'object') return v;
-    if (Array.isArray(v)) {
-      let out: Json[] | undefined;
-      for (let i = 0; i < v.length; i++) {
-        const x = v[i] as Json;
-        const y = visit(x);
-        if (y !== x) {
-          out ??= v.slice();
-          out[i] = y;
-        }
-      }
-      return out ?? v;
-    }
-    const o = v;
-    let out: JsonObject | undefined;
-    for (const k in o) {
-      const x = o[k] as Json;
-      let y: Json;
-      if (k === 'attachment' && o['type'] === 'image') y = visitAttachment(x);
-      else y = visit(x);
-      if (y !== x) {
-        out ??= { ...o };
-        setKey(out, k, y);
-      }
-    }
-    return out ?? o;
+    if (Array.isArray(v)) return mapChildren(v, (x) => visit(x));
+    return mapChildren(v, (x, k) => (k === 'attachment' && v['type'] === 'image' ? visitAttachment(x) : visit(x)));
   };
   const visitAttachment = (a: Json): Json => {
     if (a === null || typeof a !== 'object' || Array.isArray(a)) return visit(a);
@@ -240,30 +246,10 @@ export function findBlobRefs(data: unknown): BlobRef[] {
 export function inflateBlobs(data: Json, resolve: (ref: BlobRef) => string): Json {
   const visit = (v: Json): Json => {
     if (v === null || typeof v !== 'object') return v;
-    if (Array.isArray(v)) {
-      let out: Json[] | undefined;
-      for (let i = 0; i < v.length; i++) {
-        const x = v[i] as Json;
-        const y = visit(x);
-        if (y !== x) {
-          out ??= v.slice();
-          out[i] = y;
-        }
-      }
-      return out ?? v;
-    }
+    if (Array.isArray(v)) return mapChildren(v, (x) => visit(x));
     const ref = '$blob' in v ? parseBlobRef(v) : undefined;
     if (ref !== undefined) return resolve(ref);
-    let out: JsonObject | undefined;
-    for (const k in v) {
-      const x = v[k] as Json;
-      const y = visit(x);
-      if (y !== x) {
-        out ??= { ...v };
-        setKey(out, k, y);
-      }
-    }
-    return out ?? v;
+    return mapChildren(v, (x) => visit(x));
   };
   return visit(data);
 }
