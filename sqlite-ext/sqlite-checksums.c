@@ -8,6 +8,9 @@
  *     -> the row checked and written as one text value (see event_line below)
  *   palimpsest_event_page(limit, budget, forward, <the nine columns above>)   (aggregate)
  *     -> a page of checked rows in the wire form of ListEventsResponse's events (see page_step)
+ *   palimpsest_structure(seq, type, source_event_seqs, surface_op, ignorable, scrc, dcrc)   (aggregate)
+ *     -> a whole log's structure, every row's scrc checked and the digest chained, in columns
+ *        (see structure_final)
  *   palimpsest_checksums_format() -> LINE_FORMAT, the version of the line format and of the page's
  *     framing (the loader refuses any other: a stale build never feeds a newer decoder)
  *   palimpsest_event_page_format() -> EVENT_PAGE_FORMAT, the version of the wire form the page's
@@ -33,9 +36,9 @@ SQLITE_EXTENSION_INIT1
  * The version of event_line's format and of event_page's framing (its head) and of what they
  * accept; row-codec.ts LINE_FORMAT must be the same. Bump it for any change to either (a build of
  * another version is not used). 3: palimpsest_event_page. 4: the page's head carries its first and
- * last seq.
+ * last seq. 5: palimpsest_structure.
  */
-#define LINE_FORMAT 4
+#define LINE_FORMAT 5
 
 /*
  * The version of the wire form event_page writes its events in (palimpsest.v1.ListEventsResponse
@@ -595,6 +598,265 @@ static void page_final(sqlite3_context *ctx) {
   sqlite3_result_blob64(ctx, pg->buf, pg->len, sqlite3_free);
 }
 
+/*
+ * palimpsest_structure: the structural load of a whole log (the cold open, src/store/sqlite/structure-columns.ts)
+ * without a JS value per row.
+ *
+ *   SELECT palimpsest_structure(seq, type, source_event_seqs, surface_op, ignorable, scrc, dcrc)
+ *     FROM events WHERE session_id = ? AND seq >= 0 ORDER BY seq
+ *
+ * Every row's scrc is checked (as check_row does) and the session digest chained over (scrc, dcrc)
+ * in seq order (integrity.ts digestStep). The result is a BLOB:
+ *   'S' <7 zero bytes> <count: u32> <digest: u32> <distinct types: u32> <general rows: u32>
+ *     <seqs: count f64> <type ids: count u32> <kinds: count u8>
+ *     <types: (u32 byte length, UTF-8 bytes) each>
+ *     <general rows: (u32 index, i32 op length or -1, op bytes, i32 cited-seqs length or -1, its bytes, u8 ignorable) each>
+ *   'D' <1> <seq: 8 bytes LE>      the first row failing its structural checksum
+ *   'F'                            not representable here (the caller reads the rows itself)
+ * kinds: 0 no surface op, no cited seqs, not ignorable; 1 surface op 'append' and nothing else;
+ * 2 any other row (its columns among the general rows). All numbers little-endian. 'F' covers a
+ * seq beyond 2^53 - 1, rows out of ascending order and more than 2^32 - 1 rows or bytes.
+ */
+struct buf {
+  unsigned char *p;
+  sqlite3_uint64 len, cap;
+};
+
+/* Room for n more bytes; 0 when out of memory. */
+static int buf_room(struct buf *b, sqlite3_uint64 n) {
+  if (b->len + n <= b->cap) return 1;
+  sqlite3_uint64 cap = b->cap ? b->cap : 4096;
+  while (cap < b->len + n) cap *= 2;
+  unsigned char *q = sqlite3_realloc64(b->p, cap);
+  if (q == NULL) return 0;
+  b->p = q;
+  b->cap = cap;
+  return 1;
+}
+
+static void put_le32(unsigned char *p, uint32_t v) {
+  for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+
+struct structure {
+  struct buf seqs, tids, kinds, types, general;
+  /* Open-addressing table of type ids + 1 by the type's bytes (0: empty). */
+  uint32_t *slots;
+  uint32_t nslots, ntypes, ngeneral, digest, count;
+  /* Byte offset in `types` of each type's entry (its u32 length, then its bytes). */
+  struct buf offsets;
+  sqlite3_int64 last, badSeq;
+  int lastTid;
+  int status; /* 0 ok, 1 structural damage, 3 fallback, -1 out of memory */
+};
+
+static uint32_t type_hash(const unsigned char *t, int n) {
+  uint32_t h = 2166136261u;
+  for (int i = 0; i < n; i++) h = (h ^ t[i]) * 16777619u;
+  return h;
+}
+
+/* The id of type t (interned on first sight); -1 when out of memory. */
+static int type_id(struct structure *s, const unsigned char *t, int n) {
+  if (s->lastTid >= 0) {
+    uint32_t off = ((uint32_t *)s->offsets.p)[s->lastTid];
+    uint32_t len;
+    memcpy(&len, s->types.p + off, 4);
+    if ((int)len == n && memcmp(s->types.p + off + 4, t, (size_t)n) == 0) return s->lastTid;
+  }
+  if ((s->ntypes + 1) * 2 > s->nslots) {
+    uint32_t nslots = s->nslots ? s->nslots * 2 : 64;
+    uint32_t *slots = sqlite3_malloc64((sqlite3_uint64)nslots * 4);
+    if (slots == NULL) return -1;
+    memset(slots, 0, (size_t)nslots * 4);
+    for (uint32_t id = 0; id < s->ntypes; id++) {
+      uint32_t off = ((uint32_t *)s->offsets.p)[id], len;
+      memcpy(&len, s->types.p + off, 4);
+      uint32_t k = type_hash(s->types.p + off + 4, (int)len) & (nslots - 1);
+      while (slots[k] != 0) k = (k + 1) & (nslots - 1);
+      slots[k] = id + 1;
+    }
+    sqlite3_free(s->slots);
+    s->slots = slots;
+    s->nslots = nslots;
+  }
+  uint32_t k = type_hash(t, n) & (s->nslots - 1);
+  while (s->slots[k] != 0) {
+    uint32_t id = s->slots[k] - 1, off = ((uint32_t *)s->offsets.p)[id], len;
+    memcpy(&len, s->types.p + off, 4);
+    if ((int)len == n && memcmp(s->types.p + off + 4, t, (size_t)n) == 0) return s->lastTid = (int)id;
+    k = (k + 1) & (s->nslots - 1);
+  }
+  if (!buf_room(&s->offsets, 4) || !buf_room(&s->types, 4 + (sqlite3_uint64)n)) return -1;
+  uint32_t off = (uint32_t)s->types.len;
+  memcpy(s->offsets.p + s->offsets.len, &off, 4);
+  s->offsets.len += 4;
+  put_le32(s->types.p + s->types.len, (uint32_t)n);
+  memcpy(s->types.p + s->types.len + 4, t, (size_t)n);
+  s->types.len += 4 + (sqlite3_uint64)n;
+  s->slots[k] = s->ntypes + 1;
+  return s->lastTid = (int)s->ntypes++;
+}
+
+static void structure_step(sqlite3_context *ctx, int argc, sqlite3_value **a) {
+  (void)argc;
+  struct structure *s = sqlite3_aggregate_context(ctx, sizeof(struct structure));
+  if (s == NULL) {
+    sqlite3_result_error_nomem(ctx);
+    return;
+  }
+  if (s->count == 0 && s->status == 0 && s->slots == NULL) {
+    s->last = -1;
+    s->lastTid = -1;
+  }
+  if (s->status != 0) return;
+  /* (seq, type, source_event_seqs, surface_op, ignorable, scrc, dcrc) */
+  sqlite3_int64 seq = -1, ign = 0, scrc = 0, dcrc = 0;
+  int typeType = sqlite3_value_type(a[1]), seqsType = sqlite3_value_type(a[2]), opType = sqlite3_value_type(a[3]);
+  int ignNull = sqlite3_value_type(a[4]) == SQLITE_NULL;
+  int ok = integer_of(a[0], &seq) && integer_of(a[5], &scrc) && integer_of(a[6], &dcrc) && typeType == SQLITE_TEXT &&
+           (seqsType == SQLITE_NULL || seqsType == SQLITE_BLOB) && (opType == SQLITE_NULL || opType == SQLITE_TEXT) &&
+           (ignNull || integer_of(a[4], &ign)) && !(opType == SQLITE_TEXT && sqlite3_value_bytes(a[3]) == 0);
+  if (!ok) {
+    s->status = 1;
+    s->badSeq = seq;
+    return;
+  }
+  if (seq < 0 || seq > MAX_SAFE || seq <= s->last || s->count == 0xFFFFFFFFu) {
+    s->status = 3;
+    return;
+  }
+  const unsigned char *type = sqlite3_value_text(a[1]);
+  int typeBytes = sqlite3_value_bytes(a[1]);
+  const unsigned char *seqs = seqsType == SQLITE_BLOB ? sqlite3_value_blob(a[2]) : NULL;
+  int seqsBytes = seqsType == SQLITE_BLOB ? sqlite3_value_bytes(a[2]) : 0;
+  const unsigned char *op = opType == SQLITE_TEXT ? sqlite3_value_text(a[3]) : NULL;
+  int opBytes = op != NULL ? sqlite3_value_bytes(a[3]) : 0;
+  if (type == NULL || (seqsBytes > 0 && seqs == NULL) || (opType == SQLITE_TEXT && op == NULL)) {
+    s->status = -1;
+    return;
+  }
+  char digits[24];
+  uint32_t c = crc_feed(0xFFFFFFFFu, (const unsigned char *)digits, (size_t)(put_int(digits, seq) - digits));
+  c = crc_byte(c, ':');
+  if (op != NULL) c = crc_feed(c, op, (size_t)opBytes);
+  c = crc_byte(c, '\t');
+  if (seqsType != SQLITE_BLOB) c = crc_byte(c, '-');
+  for (int i = 0; i < seqsBytes; i++) c = crc_byte(crc_byte(c, hex_digits[seqs[i] >> 4]), hex_digits[seqs[i] & 15]);
+  c = crc_byte(c, '\t');
+  if (!ignNull) c = crc_feed(c, (const unsigned char *)digits, (size_t)(put_int(digits, ign) - digits));
+  c = crc_byte(c, '\t');
+  c = crc_feed(c, type, (size_t)typeBytes);
+  if ((sqlite3_int64)(c ^ 0xFFFFFFFFu) != scrc || !valid_utf8(type, typeBytes)) {
+    s->status = 1;
+    s->badSeq = seq;
+    return;
+  }
+  /* digest' = crcWord(crcWord(digest, scrc), dcrc): raw table steps over each word's 4 LE bytes */
+  uint32_t d = s->digest, w = (uint32_t)scrc;
+  for (int i = 0; i < 4; i++) d = crc_byte(d, (unsigned char)(w >> (8 * i)));
+  w = (uint32_t)dcrc;
+  for (int i = 0; i < 4; i++) d = crc_byte(d, (unsigned char)(w >> (8 * i)));
+  s->digest = d;
+  int tid = type_id(s, type, typeBytes);
+  if (tid < 0 || !buf_room(&s->seqs, 8) || !buf_room(&s->tids, 4) || !buf_room(&s->kinds, 1)) {
+    s->status = -1;
+    return;
+  }
+  double sd = (double)seq;
+  memcpy(s->seqs.p + s->seqs.len, &sd, 8); /* IEEE-754 little-endian on every target built for */
+  s->seqs.len += 8;
+  put_le32(s->tids.p + s->tids.len, (uint32_t)tid);
+  s->tids.len += 4;
+  unsigned char kind = 2;
+  if (seqsType != SQLITE_BLOB && ignNull) {
+    if (op == NULL) kind = 0;
+    else if (opBytes == 6 && memcmp(op, "append", 6) == 0) kind = 1;
+  }
+  s->kinds.p[s->kinds.len++] = kind;
+  if (kind == 2) {
+    if (!buf_room(&s->general, 4 + 4 + (sqlite3_uint64)opBytes + 4 + (sqlite3_uint64)seqsBytes + 1)) {
+      s->status = -1;
+      return;
+    }
+    unsigned char *p = s->general.p + s->general.len;
+    put_le32(p, s->count);
+    put_le32(p + 4, op == NULL ? 0xFFFFFFFFu : (uint32_t)opBytes);
+    p += 8;
+    if (op != NULL) memcpy(p, op, (size_t)opBytes), p += opBytes;
+    put_le32(p, seqsType == SQLITE_BLOB ? (uint32_t)seqsBytes : 0xFFFFFFFFu);
+    p += 4;
+    if (seqsBytes > 0) memcpy(p, seqs, (size_t)seqsBytes), p += seqsBytes;
+    *p++ = (unsigned char)!ignNull;
+    s->general.len = (sqlite3_uint64)(p - s->general.p);
+    s->ngeneral++;
+  }
+  s->last = seq;
+  s->count++;
+}
+
+static void structure_free(struct structure *s) {
+  sqlite3_free(s->seqs.p);
+  sqlite3_free(s->tids.p);
+  sqlite3_free(s->kinds.p);
+  sqlite3_free(s->types.p);
+  sqlite3_free(s->general.p);
+  sqlite3_free(s->offsets.p);
+  sqlite3_free(s->slots);
+}
+
+#define STRUCTURE_HEAD 24
+
+static void structure_final(sqlite3_context *ctx) {
+  struct structure *s = sqlite3_aggregate_context(ctx, 0);
+  struct structure empty;
+  if (s == NULL) {
+    memset(&empty, 0, sizeof empty);
+    s = &empty;
+  }
+  unsigned char head[10];
+  if (s->status == -1) {
+    structure_free(s);
+    sqlite3_result_error_nomem(ctx);
+    return;
+  }
+  if (s->status != 0) {
+    int n = 1;
+    if (s->status == 3) head[0] = 'F';
+    else {
+      head[0] = 'D';
+      head[1] = 1;
+      put_le64(head + 2, s->badSeq);
+      n = 10;
+    }
+    structure_free(s);
+    sqlite3_result_blob(ctx, head, n, SQLITE_TRANSIENT);
+    return;
+  }
+  sqlite3_uint64 size = STRUCTURE_HEAD + s->seqs.len + s->tids.len + s->kinds.len + s->types.len + s->general.len;
+  unsigned char *out = size > 0xFFFFFFFFu ? NULL : sqlite3_malloc64(size);
+  if (out == NULL) {
+    structure_free(s);
+    if (size > 0xFFFFFFFFu) sqlite3_result_blob(ctx, "F", 1, SQLITE_TRANSIENT);
+    else sqlite3_result_error_nomem(ctx);
+    return;
+  }
+  memset(out, 0, STRUCTURE_HEAD);
+  out[0] = 'S';
+  put_le32(out + 8, s->count);
+  put_le32(out + 12, s->digest);
+  put_le32(out + 16, s->ntypes);
+  put_le32(out + 20, s->ngeneral);
+  unsigned char *p = out + STRUCTURE_HEAD;
+  struct buf *parts[] = {&s->seqs, &s->tids, &s->kinds, &s->types, &s->general};
+  for (int i = 0; i < 5; i++) {
+    if (parts[i]->len > 0) memcpy(p, parts[i]->p, (size_t)parts[i]->len);
+    p += parts[i]->len;
+  }
+  structure_free(s);
+  sqlite3_result_blob64(ctx, out, size, sqlite3_free);
+}
+
 /* 1 when the hardware CRC instruction is in use (the server logs it at start). */
 static void hw_fn(sqlite3_context *ctx, int argc, sqlite3_value **a) {
   (void)argc;
@@ -631,6 +893,7 @@ int sqlite3_palimpsestchecksums_init(sqlite3 *db, char **err, const sqlite3_api_
   const int flags = SQLITE_UTF8 | SQLITE_DETERMINISTIC | SQLITE_INNOCUOUS;
   int rc = sqlite3_create_function(db, "palimpsest_event_line", 9, flags, NULL, event_line, NULL, NULL);
   if (rc == SQLITE_OK) rc = sqlite3_create_function(db, "palimpsest_event_page", 12, flags, NULL, NULL, page_step, page_final);
+  if (rc == SQLITE_OK) rc = sqlite3_create_function(db, "palimpsest_structure", 7, flags, NULL, NULL, structure_step, structure_final);
   if (rc == SQLITE_OK) rc = sqlite3_create_function(db, "palimpsest_checksums_format", 0, flags, NULL, format_fn, NULL, NULL);
   if (rc == SQLITE_OK) rc = sqlite3_create_function(db, "palimpsest_event_page_format", 0, flags, NULL, page_format_fn, NULL, NULL);
   if (rc == SQLITE_OK) rc = sqlite3_create_function(db, "palimpsest_checksums_hw", 0, SQLITE_UTF8 | SQLITE_INNOCUOUS, NULL, hw_fn, NULL, NULL);

@@ -23,7 +23,7 @@ import { recordStoredForm } from './stored-form.js';
 import type {
   AppendOutcome, AppendRequest, CreateOutcome, CreateQuota, DeleteExpectation, EncodedEventPage, FeedQuery, FeedRecord, HeadWatch,
   IdempotentResult, NewSession, PendingChunkOptions, PendingChunkOutcome, PublishMetadata, ReadEventsQuery, SessionPage, SessionRecord,
-  SessionStore, StoredEventText, StructuralRow, SurfaceStructure, TenantUsage, TokenFigureRows, UpdateLabelsOutcome,
+  SessionStore, StoredEventText, StructuralColumns, StructuralRow, SurfaceStructure, TenantUsage, TokenFigureRows, UpdateLabelsOutcome,
 } from './store-port.js';
 
 function damaged(sessionId: string, seq: number, e: BlobDamagedError): DataCorruptedError {
@@ -51,6 +51,7 @@ export class BlobbingStore implements SessionStore {
   readonly eventPageFormat: number | undefined;
   readonly readSurfaceStructure?: (sessionId: string, toSeq: number) => Promise<SurfaceStructure>;
   readonly readTokenFigures?: (sessionId: string, fromSeq: number) => Promise<TokenFigureRows>;
+  readonly readStructureColumns?: (sessionId: string) => Promise<StructuralColumns>;
   readonly tenantSessionCounts?: () => Promise<ReadonlyMap<string, number>>;
 
   constructor(readonly inner: SessionStore, readonly minBytes: number) {
@@ -70,6 +71,7 @@ export class BlobbingStore implements SessionStore {
     if (inner.readSurfaceStructure !== undefined) this.readSurfaceStructure = inner.readSurfaceStructure.bind(inner);
     // Figures of rows holding references are -1 (the app estimates those events from this store's inflated reads).
     if (inner.readTokenFigures !== undefined) this.readTokenFigures = inner.readTokenFigures.bind(inner);
+    if (inner.readStructureColumns !== undefined) this.readStructureColumns = inner.readStructureColumns.bind(inner);
     if (inner.tenantSessionCounts !== undefined) this.tenantSessionCounts = inner.tenantSessionCounts.bind(inner);
   }
 

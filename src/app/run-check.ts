@@ -91,12 +91,27 @@ export class AscendingRun {
   add(batch: readonly { readonly seq: number }[]): string | undefined {
     const strict = gapless(this.rec);
     for (let i = 0; i < batch.length; i++) {
-      const seq = batch[i]!.seq;
-      if (strict && seq !== this.#expect) return `seq ${this.#expect} is missing (the event after ${this.#expect - 1} is ${seq})`;
-      this.#expect = seq + 1;
-      this.#last = seq;
-      if (seq < this.rec.nextSeq) this.#below++;
+      const problem = this.#step(batch[i]!.seq, strict);
+      if (problem !== undefined) return problem;
     }
+    return undefined;
+  }
+
+  /** Checks the next seqs of the read, in order (a read in columns). */
+  addSeqs(seqs: ArrayLike<number>): string | undefined {
+    const strict = gapless(this.rec);
+    for (let i = 0; i < seqs.length; i++) {
+      const problem = this.#step(seqs[i]!, strict);
+      if (problem !== undefined) return problem;
+    }
+    return undefined;
+  }
+
+  #step(seq: number, strict: boolean): string | undefined {
+    if (strict && seq !== this.#expect) return `seq ${this.#expect} is missing (the event after ${this.#expect - 1} is ${seq})`;
+    this.#expect = seq + 1;
+    this.#last = seq;
+    if (seq < this.rec.nextSeq) this.#below++;
     return undefined;
   }
 

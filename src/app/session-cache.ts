@@ -244,9 +244,9 @@ export class SessionCache {
       engine.loadEvents(all);
     } else {
       // The whole log: the count and (without seq gaps) contiguity are checked, on every store.
-      const rows = await this.store.readStructure(key, 0);
+      const rows = this.store.readStructureColumns !== undefined ? await this.store.readStructureColumns(key) : await this.store.readStructure(key, 0);
       const run = new AscendingRun(rec, 0);
-      const problem = run.add(rows) ?? run.end();
+      const problem = (Array.isArray(rows) ? run.add(rows) : run.addSeqs(rows.seqs)) ?? run.end();
       if (problem !== undefined) await this.corrupted(key, id, rec, problem);
       engine.loadStructural(rows);
     }

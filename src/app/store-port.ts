@@ -23,7 +23,7 @@
  *
  * All methods are async so that network stores fit; the SQLite store answers synchronously inside.
  */
-import type { EncodedEventPages, SurfaceStructureReads, TokenFigureReads } from './ports/capabilities.js';
+import type { EncodedEventPages, StructureColumnReads, SurfaceStructureReads, TokenFigureReads } from './ports/capabilities.js';
 import type { EventLog } from './ports/event-log.js';
 import type { FeedLog } from './ports/feed-log.js';
 import type { HeadWatchSource } from './ports/head-watch.js';
@@ -43,4 +43,4 @@ export * from './ports/tenant-usage.js';
 
 /** The store port: every role, and the optional capabilities (probe them with their type guards). */
 export type SessionStore = SessionRecords & EventLog & PendingImports & TenantUsageReads & FeedLog & HeadWatchSource & StoreLifecycle
-  & Partial<EncodedEventPages> & Partial<SurfaceStructureReads> & Partial<TokenFigureReads>;
+  & Partial<EncodedEventPages> & Partial<SurfaceStructureReads> & Partial<TokenFigureReads> & Partial<StructureColumnReads>;

@@ -31,6 +31,7 @@
  * the same at 1M events as at 1k, and a single-node replace is O(block), not O(surface).
  */
 import type { StructuralRow } from './event.js';
+import { KIND_APPEND, KIND_GENERAL, columnsOfRows, type StructuralColumns } from './structural-columns.js';
 import { DomainError } from './errors.js';
 import { MESSAGE_EVENT_TYPES } from './event.js';
 import type { CandidateEvent, Json, SessionEvent } from './event.js';
@@ -417,32 +418,28 @@ export class SessionEngine {
    *
    * @throws StructureCorruptError on inconsistent rows; the engine is then empty
    */
-  loadStructural(rows: readonly StructuralRow[]): void {
+  loadStructural(rows: readonly StructuralRow[] | StructuralColumns): void {
     this.reset();
+    const cols = Array.isArray(rows) ? columnsOfRows(rows as readonly StructuralRow[]) : (rows as StructuralColumns);
+    const { seqs, typeIds, kinds, general } = cols;
     const table = this.table;
     const surf = this.surf;
-    table.reserve(rows.length);
+    table.reserve(cols.length);
     const [userId, assistantId, toolId, steeringId] = this.surfaceTypeIds as [number, number, number, number];
-    let lastType = '';
-    let lastId = -1;
+    const tids = cols.types.map((t) => this.types.intern(t));
     try {
-      for (let i = 0; i < rows.length; i++) {
-        const row = rows[i] as StructuralRow;
-        const seq = row.seq;
+      for (let i = 0; i < cols.length; i++) {
+        const seq = seqs[i]!;
         if (!(Number.isSafeInteger(seq) && seq >= table.nextSeq && (seq >= 0))) {
           throw new StructureCorruptError(`row ${i}: seq ${seq} does not increase (previous next seq ${table.nextSeq})`);
         }
-        let tid: number;
-        if (row.type === lastType) tid = lastId;
-        else {
-          tid = this.types.intern(row.type);
-          lastType = row.type;
-          lastId = tid;
-        }
+        const tid = tids[typeIds[i]!]!;
         table.push(seq, tid);
-        const op = row.surfaceOp;
+        const kind = kinds[i]!;
+        const row = kind === KIND_GENERAL ? general.get(i) : undefined;
+        const op = kind === KIND_APPEND ? 'append' : row?.surfaceOp;
         if (tid !== userId && tid !== assistantId && tid !== toolId && tid !== steeringId) {
-          if (op !== undefined || row.sourceEventSeqs !== undefined) throw new StructureCorruptError(`row ${i} (seq ${seq}): ${row.type} carries surface fields`);
+          if (op !== undefined || row?.sourceEventSeqs !== undefined) throw new StructureCorruptError(`row ${i} (seq ${seq}): ${cols.types[typeIds[i]!]} carries surface fields`);
           continue;
         }
         if (op === 'append') surf.append(seq);
@@ -453,7 +450,7 @@ export class SessionEngine {
           this.generation++;
           if (tid === toolId) this.toolReplaceStarts.set(seq, op.start);
         } else {
-          throw new StructureCorruptError(`row ${i} (seq ${seq}): ${row.type} lacks a valid surfaceOp`);
+          throw new StructureCorruptError(`row ${i} (seq ${seq}): ${cols.types[typeIds[i]!]} lacks a valid surfaceOp`);
         }
       }
     } catch (e) {

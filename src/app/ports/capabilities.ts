@@ -3,6 +3,9 @@
  * (with the type guards below), falling back to the event log when a store has none.
  */
 import type { StructuralRow } from '../../domain/event.js';
+import type { StructuralColumns } from '../../domain/structural-columns.js';
+
+export type { StructuralColumns };
 import type { ReadEventsQuery } from './event-log.js';
 
 /** What `readSurfaceStructure` returns: a prefix's surface rows and the prefix's last seq. */
@@ -89,4 +92,14 @@ export interface TokenFigureReads {
 /** Whether `store` offers {@link TokenFigureReads}. */
 export function hasTokenFigureReads<T extends object>(store: T): store is T & TokenFigureReads {
   return typeof (store as Partial<TokenFigureReads>).readTokenFigures === 'function';
+}
+
+/** Capability (issue #37, the cold open): a whole log's structure in columns. */
+export interface StructureColumnReads {
+  /**
+   * What `readStructure(sessionId, 0)` returns, in columns (domain/structural-columns.ts) and
+   * checked the same way (every row's structural checksum, the whole log against the session's
+   * digest): the cold open's load without an object per event.
+   */
+  readStructureColumns(sessionId: string): Promise<StructuralColumns>;
 }

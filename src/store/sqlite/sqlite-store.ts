@@ -16,7 +16,7 @@ import Database from 'better-sqlite3';
 import type {
   AppendOutcome, AppendRequest, CreateOutcome, CreateQuota, DeleteExpectation, EncodedEventPage, FeedQuery, FeedRecord, HeadWatch,
   IdempotentResult, NewSession, PendingChunkOptions, PendingChunkOutcome, PublishMetadata, ReadEventsQuery, SessionPage, SessionRecord,
-  SessionStore, StoreStartLog, StoredEventText, StructuralRow, SurfaceStructure, TenantUsage, TokenFigureRows, UpdateLabelsOutcome,
+  SessionStore, StoreStartLog, StoredEventText, StructuralColumns, StructuralRow, SurfaceStructure, TenantUsage, TokenFigureRows, UpdateLabelsOutcome,
 } from '../../app/store-port.js';
 import type { SessionEvent } from '../../domain/event.js';
 import { checkPageSize, decodePageToken, encodePageToken } from '../page-token.js';
@@ -25,10 +25,7 @@ import { sqliteStorageError } from './sqlite-errors.js';
 import { OwnAppends, SqliteHeadWatch } from './head-watch.js';
 import { busyTimeoutMs, openDatabase } from './open-database.js';
 import { loadChecksumExtension, type ChecksumExtension } from './sqlite-ext.js';
-import {
-  LINE_FORMAT, decodeEvent, decodeEventPage, decodeEventText, decodeIdempotent, decodeSession, encodeEvents,
-  type RawEvent, type RawSession, type StoredIdempotent,
-} from './row-codec.js';
+import { LINE_FORMAT, decodeEvent, decodeEventPage, decodeEventText, decodeIdempotent, decodeSession, encodeEvents, type RawEvent, type RawSession, type StoredIdempotent } from './row-codec.js';
 import { durableFeedRecords, feedStatements, type FeedStatements } from './feed-statements.js';
 import { prepareStatements, type Statements } from './statements.js';
 import { WalSync } from './wal-sync.js';
@@ -72,7 +69,6 @@ export class SqliteSessionStore implements SessionStore {
   /** Writer thread: this store's appends in flight per session, and the highest next seq they planned (for the head watch). */
   private readonly ownInflight = new OwnAppends();
   private readonly writes: SessionWrites;
-
   private readonly structure: StructureReads;
   /** The blobs (issue #39, sqlite-blobs.ts). */
   readonly blobs: BlobStorePort;
@@ -125,7 +121,7 @@ export class SqliteSessionStore implements SessionStore {
       this.groups = new GroupCommit(db, this.st, this.walSync, this.counters, options.groupCommit, onHeads);
     }
     this.writes = sessionWrites(db, this.st);
-    this.structure = structureReads(db, this.st);
+    this.structure = structureReads(db, this.st, this.checksumsInSqlite);
     this.blobs = new SqliteBlobs(db).port(() => this.checkOpen());
   }
 
@@ -295,6 +291,13 @@ export class SqliteSessionStore implements SessionStore {
     if (this.st.selectVisible.get(sessionId) === undefined) return [];
     if (!Number.isSafeInteger(limit) || limit < 1) throw new RangeError(`limit must be a positive integer, got ${limit}`);
     return this.seen(this.structure.structure(sessionId, fromSeq, limit));
+  }
+
+  /** Issue #37, the cold open: a whole log's structure in columns, checked as readStructure(id, 0) (structure-columns.ts). */
+  async readStructureColumns(sessionId: string): Promise<StructuralColumns> {
+    await this.readable();
+    this.guard.checkIntact(sessionId);
+    return this.seen(this.structure.columns(sessionId));
   }
 
   async readSurfaceStructure(sessionId: string, toSeq: number): Promise<SurfaceStructure> {

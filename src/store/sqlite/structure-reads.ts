@@ -9,12 +9,21 @@ import type { StructuralRow, SurfaceStructure } from '../../app/store-port.js';
 import { DataCorruptedError } from '../../app/storage-error.js';
 import { TypeTable, decodeStructureLine } from './row-codec.js';
 import type { Statements } from './statements.js';
+import { columnsOfRows, type StructuralColumns } from '../../domain/structural-columns.js';
+import { decodeStructureColumns, prepareStructureColumns } from './structure-columns.js';
 
 /** Rows per structural-scan chunk. */
 const STRUCTURE_CHUNK = 4096;
 
-/** The transactions (read-only: call them directly). */
-export function structureReads(db: Database.Database, st: Statements) {
+/** The error of a whole log whose rows do not chain to the session's recorded digest. */
+function digestMismatch(sessionId: string): DataCorruptedError {
+  return new DataCorruptedError(sessionId, undefined,
+    `session ${sessionId}: its stored events do not match the session's digest (rows missing, moved or rewritten on disk); ` +
+    'the session is not served; restore it from a backup (palimpsest verify reports the details)');
+}
+
+/** The transactions (read-only: call them directly); `native`: the checksum extension is loaded. */
+export function structureReads(db: Database.Database, st: Statements, native: boolean) {
   const structure = db.transaction((sessionId: string, fromSeq: number, limit: number): StructuralRow[] => {
     const types = new TypeTable();
     const scan = { sessionId, digest: 0 };
@@ -27,11 +36,7 @@ export function structureReads(db: Database.Database, st: Statements) {
       if (lines.length < want && fromSeq === 0) {
         // A whole log (the cold open): its rows must chain to the session's recorded digest.
         const stored = st.selectDigest.get(sessionId) as [number, number, number] | undefined;
-        if (stored !== undefined && stored[0] !== scan.digest) {
-          throw new DataCorruptedError(sessionId, undefined,
-            `session ${sessionId}: its stored events do not match the session's digest (rows missing, moved or rewritten on disk); ` +
-            'the session is not served; restore it from a backup (palimpsest verify reports the details)');
-        }
+        if (stored !== undefined && stored[0] !== scan.digest) throw digestMismatch(sessionId);
       }
       if (lines.length < want || out.length >= limit) return out;
       next = out[out.length - 1]!.seq + 1;
@@ -52,7 +57,18 @@ export function structureReads(db: Database.Database, st: Statements) {
     const head = st.selectHeadAtOrBefore.get(sessionId, toSeq) as number | null;
     return { rows, headSeq: head ?? undefined };
   });
-  return { structure, surfaceStructure };
+  // Issue #37, the cold open: a whole log in columns, checked as `structure(id, 0)` checks it
+  // (every row's structural checksum, the digest of the whole log), in SQLite when it can.
+  const nativeColumns = native ? prepareStructureColumns(db) : undefined;
+  const columns = db.transaction((sessionId: string): StructuralColumns => {
+    if (st.selectVisible.get(sessionId) === undefined) return columnsOfRows([]);
+    const decoded = nativeColumns === undefined ? undefined : decodeStructureColumns(sessionId, nativeColumns.get(sessionId) as Buffer);
+    if (decoded === undefined) return columnsOfRows(structure(sessionId, 0, Number.MAX_SAFE_INTEGER));
+    const stored = st.selectDigest.get(sessionId) as [number, number, number] | undefined;
+    if (stored !== undefined && stored[0] !== decoded.digest) throw digestMismatch(sessionId);
+    return decoded.columns;
+  });
+  return { structure, surfaceStructure, columns };
 }
 
 export type StructureReads = ReturnType<typeof structureReads>;
