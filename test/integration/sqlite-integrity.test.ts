@@ -19,6 +19,7 @@ import { checksumExtensionPath, loadChecksumExtension, type NativeChecksums } fr
 import { EVENT_COLUMNS, EVENT_LINE, LINE_FORMAT, decodeEventLine, decodeEventTextLine, encodeEvents } from '../../src/store/sqlite/row-codec.js';
 import { TOKEN_COLUMNS } from '../../src/store/sqlite/token-figures.js';
 import type { Json } from '../../src/domain/event.js';
+import { columnsOfRows, type StructuralColumns } from '../../src/domain/structural-columns.js';
 import fc from 'fast-check';
 import { CRC_INIT, crc32c, crcByte, crcFinal, crcString } from '../../src/store/sqlite/crc32c.js';
 import { readHeads } from '../../src/store/sqlite/head-record.js';
@@ -244,6 +245,17 @@ describe.each<[string, NativeChecksums]>([
     expect(await store.readEvents('odd', FORWARD)).toEqual(odd);
     expect(await store.readEvents('odd', { fromSeq: 4, direction: 'backward', limit: 2 })).toEqual([odd[4], odd[3]]);
     expect(await store.getEvents('odd', [0, 3])).toEqual([odd[0], odd[3]]);
+    // The cold open's columns (palimpsest_structure in SQLite, else the rows put in columns) say what the rows say.
+    const plain = (c: StructuralColumns) => ({ ...c, seqs: [...c.seqs], typeIds: [...c.typeIds], kinds: [...c.kinds] });
+    const columns = plain(await store.readStructureColumns('odd'));
+    expect(columns).toEqual(plain(columnsOfRows(await store.readStructure('odd', 0))));
+    expect(columns).toMatchObject({ length: 5, seqs: [0, 1, 2, 3, 4], typeIds: [0, 1, 2, 3, 4], types: odd.map((e) => e.type), kinds: [0, 2, 2, 2, 2] });
+    await store.createSession(newSession('mixed'), mixedEvents(0, 10));
+    const rows = await store.readStructure('mixed', 0);
+    const mixed = await store.readStructureColumns('mixed');
+    expect(plain(mixed)).toEqual(plain(columnsOfRows(rows)));
+    expect([...mixed.kinds]).toEqual([1, 0, 2, 2, 2, 1, 0, 2, 2, 2]);
+    expect((await store.readStructureColumns('none')).length).toBe(0);
   });
 
   it('an untouched database reads, loads and verifies clean', async () => {
@@ -331,6 +343,9 @@ describe.each<[string, NativeChecksums]>([
     // type's bytes concatenates as that text; '' folds like NULL): nothing wrong is replayed, and
     // checking classes there would cost ~12% of every cold open.
     expect(await store.readStructure('s', 0)).toHaveLength(10);
+    // In SQLite the class check is free: the columns refuse the row.
+    if (nativeChecksums === 'require') expect(await corruption(store.readStructureColumns('s'))).toMatchObject({ sessionId: 's', seq });
+    else expect((await store.readStructureColumns('s')).length).toBe(10);
     expect(await store.readEvents('other', FORWARD)).toHaveLength(5);
     await store.close();
     store = undefined;
@@ -350,6 +365,7 @@ describe.each<[string, NativeChecksums]>([
     store = open(path);
     const e = await corruption(store.readStructure('s', 0));
     expect(e.message).toMatch(/structural checksum/);
+    expect(await corruption(store.readStructureColumns('s'))).toMatchObject({ sessionId: 's', seq: e.seq, message: e.message });
     await corruption(store.readEvents('s', FORWARD));
     expect(await store.readStructure('other', 0)).toHaveLength(5);
     await store.close();
@@ -370,6 +386,8 @@ describe.each<[string, NativeChecksums]>([
     const e = await corruption(store.readStructure('s', 0));
     expect(e.message).toMatch(/do not match the session's digest/);
     expect(e.seq).toBeUndefined();
+    expect((await corruption(store.readStructureColumns('s'))).message).toBe(e.message);
+    expect((await store.readStructureColumns('other')).length).toBe(5);
     await store.close();
     store = undefined;
     expect(verifyFile(path).problems.join('\n')).toMatch(/session "s": the stored events do not match the session digest/);
