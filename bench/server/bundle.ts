@@ -37,7 +37,10 @@ export async function bundleServerChild(): Promise<string[]> {
     mkdirSync(out, { recursive: true });
     writeFileSync(join(out, 'package.json'), '{"type":"module"}\n');
     const common = { bundle: true, platform: 'node', format: 'esm', target: 'node20', packages: 'external', logLevel: 'error' } as const;
-    await build({ ...common, entryPoints: [childScript], outfile: join(out, 'child.mjs') });
+    // Split at dynamic imports, as the compiled server loads them (dist/): inlined, their static
+    // imports (pg, the PostgreSQL store's) would load in every SQLite server's start-up. Chunks
+    // stay next to the entry: the store finds its workers and extension from its module's directory.
+    await build({ ...common, entryPoints: { child: childScript }, outdir: out, splitting: true, outExtension: { '.js': '.mjs' }, chunkNames: '[name]-[hash]' });
     for (const worker of ['append-thread-worker', 'search-follow-worker']) {
       await build({ ...common, entryPoints: [join(root, 'src', 'store', 'sqlite', `${worker}.ts`)], outfile: join(out, `${worker}.js`) });
     }
