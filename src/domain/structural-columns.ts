@@ -35,14 +35,20 @@ export function columnsOfRows(rows: readonly StructuralRow[]): StructuralColumns
   const types: string[] = [];
   const ids = new Map<string, number>();
   const general = new Map<number, StructuralRow>();
+  let lastType: string | undefined;
+  let id = 0;
   for (let i = 0; i < n; i++) {
     const r = rows[i]!;
     seqs[i] = r.seq;
-    let id = ids.get(r.type);
-    if (id === undefined) {
-      id = types.length;
-      types.push(r.type);
-      ids.set(r.type, id);
+    if (r.type !== lastType) {
+      lastType = r.type;
+      const known = ids.get(r.type);
+      if (known !== undefined) id = known;
+      else {
+        id = types.length;
+        types.push(r.type);
+        ids.set(r.type, id);
+      }
     }
     typeIds[i] = id;
     if (r.sourceEventSeqs !== undefined || r.ignorable !== undefined || (r.surfaceOp !== undefined && r.surfaceOp !== 'append')) {
