@@ -373,6 +373,16 @@ describe.each<[string, NativeChecksums]>([
     expect(verifyFile(path).problems.join('\n')).toMatch(/session "s": event [678] fails its structural checksum/);
   });
 
+  it('a seq beyond 2^53 (flipped bits) is refused by the structural load in columns too (SQLite hands such rows to the JavaScript check)', async () => {
+    const path = freshPath();
+    store = await seeded(path);
+    await store.close();
+    tamper(path, "UPDATE events SET seq = 9007199254740993 WHERE session_id = 's' AND seq = 9");
+    store = open(path);
+    expect((await corruption(store.readStructureColumns('s'))).message).toMatch(/structural checksum/);
+    expect((await store.readStructureColumns('other')).length).toBe(5);
+  });
+
   it('a row gone or rewritten with matching checksums fails the session digest on the structural load', async () => {
     const path = freshPath();
     store = await seeded(path);
