@@ -3,7 +3,7 @@
  * single-event unary AppendEvents against the bare grpc-js echo, and AppendStream single events:
  * steadier than calls/s on a busy machine (issue #37 per-call work).
  *
- *   npx tsx bench/server/percall.ts [--runs 5] [--calls 40000] [--inflight 64] [--durability full|normal] [--cpu-prof DIR]
+ *   npx tsx bench/server/percall.ts [--runs 5] [--calls 40000] [--inflight 64] [--durability full|normal] [--only echo,unary,stream] [--cpu-prof DIR] [--perf FILE] [--alt BUNDLE_DIR]
  *
  * Each run sends a fixed number of calls (h2load -n, 64 in flight on one connection) and reads
  * the child's utime+stime from /proc before and after; runs are interleaved, the median printed.
@@ -42,8 +42,8 @@ writeFileSync(bodyPath, Buffer.concat([head, msg]));
 
 interface Child { pid: number; address: string; stop(): Promise<void>; stats(): Promise<Record<string, number> | null> }
 const childCommand = await bundleServerChild();
-async function spawnChild(args: string[], flags: string[] = []): Promise<Child> {
-  const proc = spawn(process.execPath, [...flags, ...childCommand, ...args], { stdio: ['pipe', 'pipe', 'inherit'] });
+async function spawnChild(args: string[], flags: string[] = [], command = childCommand): Promise<Child> {
+  const proc = spawn(process.execPath, [...flags, ...command, ...args], { stdio: ['pipe', 'pipe', 'inherit'] });
   const rl = createInterface({ input: proc.stdout! });
   const port = await new Promise<number>((resolve, reject) => {
     rl.once('line', (l) => resolve((JSON.parse(l) as { port: number }).port));
@@ -88,6 +88,10 @@ const flags = PROF ? ['--cpu-prof', `--cpu-prof-dir=${PROF}`] : PERF ? ['--perf-
 const echo = only.includes('echo') ? await spawnChild(['echo'], flags) : undefined;
 const app = await spawnChild(['palimpsest', join(root, 'full.db'), DURABILITY], flags);
 await createSession(app.address);
+/** --alt DIR: a second server from another bundle (DIR/child.mjs, a copy of an earlier build), measured interleaved as `alt`. */
+const ALT = arg('--alt', '');
+const alt = ALT ? await spawnChild(['palimpsest', join(root, 'alt.db'), DURABILITY], flags, [...childCommand.slice(0, -1), join(ALT, 'child.mjs')]) : undefined;
+if (alt) await createSession(alt.address);
 const results: Record<string, { all: number[]; main: number[]; rate: number[] }> = {};
 const measure = async (name: string, c: Child, fn: () => Promise<void> | void, calls: number): Promise<void> => {
   const r = (results[name] ??= { all: [], main: [], rate: [] });
@@ -107,10 +111,12 @@ const measure = async (name: string, c: Child, fn: () => Promise<void> | void, c
 // warm-up
 if (echo) h2load(echo.address, 5000);
 h2load(app.address, 5000);
+if (alt) h2load(alt.address, 5000);
 const perf = PERF ? spawn('perf', ['record', '-F', '1999', '-g', '-p', String(app.pid), '-o', PERF], { stdio: 'inherit' }) : undefined;
 for (let i = 0; i < RUNS; i++) {
   if (echo) await measure('echo', echo, () => h2load(echo.address, CALLS), CALLS);
   if (only.includes('unary')) await measure('unary', app, () => h2load(app.address, CALLS), CALLS);
+  if (alt) await measure('alt', alt, () => h2load(alt.address, CALLS), CALLS);
   if (only.includes('stream')) {
     let n = 0;
     await measure('stream', app, async () => { n = (await streamLoad(app.address, streamRequest('one', tick, 1), 1, INFLIGHT, 0.2, 1.5)).rate * 1.7; }, 1);
@@ -127,3 +133,4 @@ for (const [k, r] of Object.entries(results)) console.log(`${k.padEnd(7)} cpu/ca
 if (echo && results.unary) console.log(`unary/echo rate ratio ${(med(results.unary.rate) / med(results.echo!.rate)).toFixed(2)}; extra CPU per call (all threads) ${(med(results.unary.all) - med(results.echo!.all)).toFixed(1)} us`);
 await echo?.stop();
 await app.stop();
+await alt?.stop();
