@@ -1,5 +1,6 @@
 /**
- * Bearer-token authentication and per-RPC permissions, enforced by a grpc-js server interceptor.
+ * Bearer-token authentication and per-RPC permissions, enforced by the gRPC port's server
+ * interceptor (grpc/admission-call.ts) and the web port's adapter.
  *
  * Tokens come from a JSON file the operator manages; only SHA-256 hashes are stored:
  *
@@ -13,14 +14,11 @@
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { Metadata, ServerInterceptingCall, status as Code, type ServerInterceptor } from '@grpc/grpc-js';
+import { Metadata, status as Code } from '@grpc/grpc-js';
 import { DomainError } from '../domain/errors.js';
 import type { CallContext } from '../app/session-service.js';
 import { ANONYMOUS } from '../app/session-service.js';
 import type { ContextResolver, Permission } from './permissions.js';
-import { domainErrorToStatus } from './status-map.js';
-import { refusalOf } from './safe-decode.js';
-import { rewriteFramingStatus, truncatedFrame, truncatedFrameStatus } from './framing.js';
 
 /** One configured token. */
 export interface TokenEntry {
@@ -220,11 +218,6 @@ export function admitCall(limiter: StreamLimiter, registry: TokenRegistry | unde
   return { release, caller };
 }
 
-function reject(call: ServerInterceptingCall, err: DomainError): void {
-  const se = domainErrorToStatus(err);
-  call.sendStatus({ code: se.code, details: se.details, metadata: se.metadata });
-}
-
 /** The per-connection concurrent-call cap, enforced with its limit in the error. */
 export class StreamLimiter {
   readonly #active = new Map<string, number>();
@@ -249,63 +242,6 @@ export class StreamLimiter {
   active(connection: string): number {
     return this.#active.get(connection) ?? 0;
   }
-}
-
-/**
- * The interceptor: connection stream cap, then (when a registry is given) authentication and
- * permission, and INVALID_ARGUMENT for request bytes that do not decode (see safe-decode.ts).
- * Health and reflection skip authentication.
- */
-export function makeInterceptor(registry: TokenRegistry | undefined, limiter: StreamLimiter): ServerInterceptor {
-  return (method, call) => {
-    const path = method.path;
-    const name = path.slice(path.lastIndexOf('/') + 1);
-    const isPublic = isPublicPath(path);
-    const info = call.getConnectionInfo();
-    const connection = `${info.remoteAddress ?? '?'}:${info.remotePort ?? '?'}`;
-    let release: (() => void) | undefined;
-    const intercepting: ServerInterceptingCall = new ServerInterceptingCall(call, {
-      start: (next) => {
-        next({
-          onReceiveMetadata: (md: Metadata, nextMd: (m: Metadata) => void) => {
-            for (const key of Object.keys(md.getMap())) if (key.startsWith('x-palimpsest-')) md.remove(key);
-            const header = md.get('authorization')[0];
-            try {
-              const admitted = admitCall(limiter, registry, connection, name, isPublic, typeof header === 'string' ? header : undefined);
-              release = admitted.release;
-              if (admitted.caller) setCaller(md, admitted.caller);
-            } catch (e) {
-              reject(intercepting, e as DomainError);
-              return;
-            }
-            nextMd(md);
-          },
-          onReceiveMessage: (msg: unknown, nextMsg: (m: unknown) => void) => {
-            const refused = refusalOf(msg, name);
-            if (refused) {
-              reject(intercepting, refused);
-              return;
-            }
-            nextMsg(msg);
-          },
-          onReceiveHalfClose: (nextHalfClose: () => void) => {
-            // grpc-js drops a partial last frame silently: refuse the call instead (framing.ts).
-            if (truncatedFrame(call)) {
-              reject(intercepting, truncatedFrameStatus(name));
-              return;
-            }
-            nextHalfClose();
-          },
-          onCancel: () => release?.(),
-        });
-      },
-      sendStatus: (st, next) => {
-        release?.();
-        next(rewriteFramingStatus(st));
-      },
-    });
-    return intercepting;
-  };
 }
 
 /** Handler-side resolution of the caller: the tenant admission verified ('' without auth). */

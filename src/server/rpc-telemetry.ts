@@ -2,18 +2,18 @@
  * Per-RPC telemetry: the grpc_server_* metrics in the go-grpc-prometheus convention (so stock
  * gRPC dashboards work), one structured log line per RPC, and the span of each call when tracing
  * is on (see tracing.ts). One implementation (`makeRpcTelemetry`) for both ports: the gRPC port
- * feeds it from a server interceptor (`makeTelemetryInterceptor`), the web port from its Connect
+ * feeds it from its server interceptor (grpc/admission-call.ts), the web port from its Connect
  * adapter (web/connect-adapter.ts). A call counts in the same series whichever port served it;
  * the web port's log lines and spans add the protocol (`web_protocol`: connect, grpc-web, grpc).
  *
- * On the gRPC port it is the outermost interceptor, so statuses sent by the auth interceptor (UNAUTHENTICATED,
+ * On the gRPC port it wraps admission, so statuses sent by admission (UNAUTHENTICATED,
  * TOO_MANY_STREAMS) are counted too. Each call is recorded exactly once: at its status, or at
  * the client's cancel (CANCELLED) when no status was sent. The log line carries the method, the
  * code, the duration, the session id of the first request message and the tenant, never event
  * data: `debug` for a success, `info` for a failure, `warn` for a server fault (INTERNAL,
  * UNKNOWN, DATA_LOSS) and for a unary call slower than `slowMs`.
  */
-import { ServerInterceptingCall, status as Code, type Metadata, type ServerInterceptor } from '@grpc/grpc-js';
+import { status as Code, type Metadata } from '@grpc/grpc-js';
 import { TENANT_KEY } from './auth.js';
 import type { Logger } from './logger.js';
 import type { Metrics, RpcType } from './metrics.js';
@@ -220,35 +220,4 @@ export function makeRpcTelemetry(opts: TelemetryOptions): RpcTelemetry {
     metrics: opts.metrics, logger: opts.logger, tracer: opts.tracer, slowMs: opts.slowMs ?? 1000, debug: opts.logger.isLevelEnabled('debug'),
   };
   return { start: (info) => new Record(config, info) };
-}
-
-/** The telemetry interceptor of the gRPC port (list it first: it wraps the others). */
-export function makeTelemetryInterceptor(telemetry: RpcTelemetry): ServerInterceptor {
-  return (method, call) => {
-    const rec = telemetry.start(rpcInfo(method.path, method.requestStream, method.responseStream));
-    return new ServerInterceptingCall(call, {
-      start: (next) => {
-        next({
-          // Each step runs in the span's context, so the handler (called from one of them) and
-          // the store calls it makes see the span as their parent.
-          onReceiveMetadata: (m, nextMd) => {
-            const headers = metadataHeaders(m);
-            rec.caller(headers);
-            rec.begin(headers);
-            rec.run(() => nextMd(m));
-          },
-          onReceiveMessage: (msg, nextMsg) => {
-            rec.request(msg);
-            rec.run(() => nextMsg(msg));
-          },
-          onReceiveHalfClose: (nextHalfClose) => rec.run(nextHalfClose),
-          onCancel: () => rec.finish(Code.CANCELLED, 'cancelled by the client'),
-        });
-      },
-      sendStatus: (st, next) => {
-        rec.finish(st.code, st.details ?? '');
-        next(st);
-      },
-    });
-  };
 }

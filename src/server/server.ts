@@ -21,9 +21,10 @@ import { HealthState } from './health.js';
 import { loadDescriptorIndex, reflectionHandlers, ReflectionV1AlphaService, ReflectionV1Service } from './reflection.js';
 import { createLogger, type Logger } from './logger.js';
 import { NO_METRICS, loadMetrics, type Metrics, type PromMetrics } from './metrics.js';
-import { makeRpcTelemetry, makeTelemetryInterceptor } from './rpc-telemetry.js';
+import { makeRpcTelemetry } from './rpc-telemetry.js';
+import { makeServerInterceptor } from './grpc/admission-call.js';
 import type { Tracing } from './tracing.js';
-import { makeInterceptor, metadataResolver, StreamLimiter, TokenRegistry } from './auth.js';
+import { metadataResolver, StreamLimiter, TokenRegistry } from './auth.js';
 import { serverCredentials } from './tls.js';
 import { withSafeDeserializers } from './safe-decode.js';
 import { subscriptionStreams, type SubscriptionStreams } from './subscribe-handlers.js';
@@ -119,8 +120,8 @@ export async function serveApp(app: SessionService, config: ServerConfig, logger
     // Advertise what is admitted: a client that trusts SETTINGS_MAX_CONCURRENT_STREAMS never meets
     // the per-connection cap (StreamLimiter) with RESOURCE_EXHAUSTED.
     'grpc.max_concurrent_streams': config.maxConcurrentStreams,
-    // Telemetry first: it wraps the auth interceptor, so its rejections are counted and logged too.
-    interceptors: [makeTelemetryInterceptor(telemetry), makeInterceptor(registry, limiter)],
+    // One interceptor: telemetry around admission (grpc/admission-call.ts), so admission's refusals are counted and logged too.
+    interceptors: [makeServerInterceptor(telemetry, registry, limiter)],
   });
   const resolver: ContextResolver = ext.resolver ?? metadataResolver(registry !== undefined);
   // Subscriptions are on by default; their handlers write pre-encoded Buffers (encoded once per
