@@ -1,3 +1,4 @@
+import { rmSync, writeFileSync } from 'node:fs';
 import { describe, expect, it, vi } from 'vitest';
 import { SessionService } from '../../src/app/session-service.js';
 import { BlobbingStore } from '../../src/app/blobbing-store.js';
@@ -7,6 +8,7 @@ import { SqliteSessionStore } from '../../src/store/sqlite/sqlite-store.js';
 import { SqliteSearchIndex } from '../../src/store/sqlite/search.js';
 import Database from 'better-sqlite3';
 import { verifyFile } from '../../src/store/sqlite/verify.js';
+import { searchIndexPath } from '../../src/store/sqlite/search-file.js';
 import { tempDbDir } from '../support/temp-db.js';
 import { ACME, allHits, answers, assistant, result, searchContract, user, writeScenario } from './search-contract.js';
 
@@ -54,7 +56,7 @@ describe('search contract', () => {
     app.search.useIndex(index, { follow: false });
     await writeScenario(app);
     const count = (sql: string): number => {
-      const raw = new Database(path, { readonly: true });
+      const raw = new Database(searchIndexPath(path), { readonly: true });
       try {
         return raw.prepare(sql).pluck().get() as number;
       } finally {
@@ -100,7 +102,7 @@ describe('search contract', () => {
     app.search.useIndex(index, { idleMs: 5 });
     await writeScenario(app);
     await vi.waitFor(async () => expect(await index.lag()).toEqual({ events: 0, seconds: 0 }), { timeout: 5000, interval: 10 });
-    const raw = new Database(path, { readonly: true });
+    const raw = new Database(searchIndexPath(path), { readonly: true });
     expect(raw.prepare("SELECT count(*) FROM search_docs WHERE session_id = 'acme/billing'").pluck().get()).toBe(2);
     raw.close();
     await app.close();
@@ -111,17 +113,20 @@ describe('search contract', () => {
     let app = new SessionService(new BlobbingStore(new SqliteSessionStore({ path }), DEFAULT_BLOB_MIN_BYTES), undefined, clock());
     await writeScenario(app);
     await app.close();
-    // Nothing followed yet: the lag is no problem for verify, which reports it.
+    // No index file yet (the server creates it at start): verify checks the events only.
     expect(verifyFile(path).problems).toEqual([]);
-    expect(verifyFile(path).searchIndexLag).toMatchObject({ events: 16 });
+    expect(verifyFile(path).searchIndexLag).toBeUndefined();
     let index = new SqliteSearchIndex(path);
+    expect(index.opened).toEqual({ state: 'created' });
+    // Nothing followed yet: the lag is no problem for verify, which reports it.
+    expect(verifyFile(path)).toMatchObject({ problems: [], searchIndexLag: { events: 16 } });
     expect(await index.lag()).toMatchObject({ events: 16 });
     expect(await index.followBatch(1)).toEqual({ events: expect.any(Number) as number, caughtUp: false });
     while (!(await index.followBatch(1000)).caughtUp);
     expect(await index.lag()).toEqual({ events: 0, seconds: 0 });
     await index.close();
     expect(verifyFile(path)).toMatchObject({ problems: [], searchIndexLag: { events: 0, seconds: 0 } });
-    const raw = new Database(path);
+    const raw = new Database(searchIndexPath(path));
     raw.prepare("DELETE FROM search_docs WHERE session_id = 'acme/billing' AND seq = 1").run();
     raw.close();
     expect(verifyFile(path).problems).toEqual(['search index: session "acme/billing" seq 1 is missing (run palimpsest reindex)']);
@@ -129,9 +134,10 @@ describe('search contract', () => {
     expect(await index.reindex()).toEqual({ sessions: 5, events: 16 });
     await index.close();
     expect(verifyFile(path).problems).toEqual([]);
-    // A version-6 database (written before the index existed): migration 7 indexes its events.
+    // A version-6 database (written before the index existed, its index file gone): migrated, the
+    // follower builds the index file from the feed's start.
+    for (const f of ['', '-wal', '-shm']) rmSync(`${searchIndexPath(path)}${f}`, { force: true });
     const old = new Database(path);
-    old.exec('DROP TRIGGER search_sessions_ad; DROP TABLE search_fts; DROP TABLE search_docs; DROP TABLE search_calls; DROP TABLE search_follow; DROP TABLE search_progress;');
     old.exec('DROP INDEX events_structure; ALTER TABLE events DROP COLUMN tokens; ALTER TABLE events DROP COLUMN usage;');
     old.exec('CREATE INDEX events_structure ON events (session_id, seq, type, surface_op, source_event_seqs, ignorable, scrc, dcrc);');
     old.exec('DROP TABLE feed_pruned; DELETE FROM schema_migrations WHERE version >= 7; PRAGMA user_version = 6;');
