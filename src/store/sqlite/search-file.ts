@@ -17,9 +17,13 @@
  * same way, and the opening reports why ({@link SearchFileOpened}); never fatal.
  *
  * Schema (SEARCH_FILE_VERSION 1):
- * - search_docs, search_calls, search_fts (FTS5, external content over search_docs.text,
- *   tokenizer `unicode61 remove_diacritics 2`, no prefix indexes: `foo*` scans the term range)
- *   and the triggers keeping search_fts in step, as schema 7 had them in the events' file.
+ * - search_docs, search_calls and search_fts (FTS5, external content over search_docs.text,
+ *   tokenizer `unicode61 remove_diacritics 2`, no prefix indexes: `foo*` reads the term range,
+ *   see docs/search.md), as schema 7 had them in the events' file. search_fts is written by the
+ *   statements that write search_docs ({@link SEARCH_FTS_INSERT}, {@link SEARCH_FTS_FORGET}), not
+ *   by triggers: a trigger runs its INSERT in a statement savepoint, and FTS5 flushes its pending
+ *   terms to a new segment at every savepoint, which made a row cost ~29 µs instead of ~9 µs
+ *   (bench/search-profile.mjs, docs/search.md).
  * - search_follow: one row, `position`: every feed record at or below it is indexed.
  * - search_progress: per session incarnation (`created_at`), `next_seq`: its events below it are
  *   indexed. A session deleted and created again under the same id is another incarnation: its
@@ -60,12 +64,6 @@ CREATE TABLE search.search_calls (
 CREATE VIRTUAL TABLE search.search_fts USING fts5(
   text, content = 'search_docs', content_rowid = 'doc', tokenize = 'unicode61 remove_diacritics 2'
 );
-CREATE TRIGGER search.search_docs_ai AFTER INSERT ON search_docs BEGIN
-  INSERT INTO search_fts (rowid, text) VALUES (NEW.doc, NEW.text);
-END;
-CREATE TRIGGER search.search_docs_ad AFTER DELETE ON search_docs BEGIN
-  INSERT INTO search_fts (search_fts, rowid, text) VALUES ('delete', OLD.doc, OLD.text);
-END;
 CREATE TABLE search.search_follow (
   id       INTEGER NOT NULL PRIMARY KEY CHECK (id = 0),
   position INTEGER NOT NULL
@@ -77,6 +75,11 @@ CREATE TABLE search.search_progress (
   next_seq   INTEGER NOT NULL
 ) STRICT, WITHOUT ROWID;
 `;
+
+/** Indexes a search_docs row in search_fts (parameters: doc, text). */
+export const SEARCH_FTS_INSERT = 'INSERT INTO search.search_fts (rowid, text) VALUES (?, ?)';
+/** Removes a session's search_docs rows from search_fts (parameter: session id); run before deleting the rows. */
+export const SEARCH_FTS_FORGET = "INSERT INTO search.search_fts (search_fts, rowid, text) SELECT 'delete', doc, text FROM search.search_docs WHERE session_id = ?";
 
 const TABLES = ['search_calls', 'search_docs', 'search_follow', 'search_fts', 'search_progress'];
 

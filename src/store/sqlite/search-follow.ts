@@ -21,7 +21,7 @@
  */
 import type Database from 'better-sqlite3';
 import type { SearchFollowBatch, SearchLag } from '../../app/search-port.js';
-import { inSearchTransaction } from './search-file.js';
+import { SEARCH_FTS_FORGET, SEARCH_FTS_INSERT, inSearchTransaction } from './search-file.js';
 import { SEARCH_TYPES_SQL, searchDocOf } from './search-schema.js';
 
 /** Feed records read per batch (a batch also stops once it indexed its share of events). */
@@ -43,6 +43,8 @@ interface Statements {
   readonly insertCall: Database.Statement;
   readonly insertDoc: Database.Statement;
   readonly behind: Database.Statement;
+  readonly insertFts: Database.Statement;
+  readonly forgetFts: Database.Statement;
   readonly forgetDocs: Database.Statement;
   readonly forgetCalls: Database.Statement;
   readonly forgetProgress: Database.Statement;
@@ -73,6 +75,8 @@ function statements(db: Database.Database): Statements {
         WHERE s.pending = 0 AND (s.next_seq > coalesce(p.next_seq, 0) OR p.created_at <> s.created_at)
         UNION ALL SELECT p.session_id FROM search.search_progress p
         WHERE NOT EXISTS (SELECT 1 FROM main.sessions s WHERE s.id = p.session_id AND s.pending = 0)`).pluck(),
+      insertFts: db.prepare(SEARCH_FTS_INSERT),
+      forgetFts: db.prepare(SEARCH_FTS_FORGET),
       forgetDocs: db.prepare('DELETE FROM search.search_docs WHERE session_id = ?'),
       forgetCalls: db.prepare('DELETE FROM search.search_calls WHERE session_id = ?'),
       forgetProgress: db.prepare('DELETE FROM search.search_progress WHERE session_id = ?'),
@@ -100,6 +104,7 @@ function followSession(s: Statements, sid: string, limit: number): { events: num
   const had = s.progress.get(sid) as [number, number] | undefined;
   if (cur === undefined || (had !== undefined && had[1] !== cur[1])) {
     // Gone, or another incarnation than the one indexed: forget what the index holds of it.
+    s.forgetFts.run(sid);
     s.forgetDocs.run(sid);
     s.forgetCalls.run(sid);
     s.forgetProgress.run(sid);
@@ -124,7 +129,8 @@ function followSession(s: Statements, sid: string, limit: number): { events: num
       tools = p.c.map(([, n]) => n);
       for (const [id, name] of p.c) s.insertCall.run(sid, id, name);
     }
-    s.insertDoc.run(sid, seq, type, time, op === null ? 0 : 1, op !== null && op !== 'append' ? 1 : 0, JSON.stringify(tools), p.t);
+    const doc = s.insertDoc.run(sid, seq, type, time, op === null ? 0 : 1, op !== null && op !== 'append' ? 1 : 0, JSON.stringify(tools), p.t).lastInsertRowid;
+    s.insertFts.run(doc, p.t);
   }
   s.setProgress.run(sid, createdAt, to);
   return { events: indexed, cost: indexed + Math.ceil((to - from - indexed) / SKIP_RATIO), done: to === next };

@@ -19,7 +19,7 @@ import type { SearchCandidate, SearchCandidateQuery, SearchFollowBatch, SearchIn
 import type { SearchTerm } from '../../domain/search-query.js';
 import { positiveValues } from '../../domain/search-fields.js';
 import { SEARCH_TYPES_SQL, searchDocOf } from './search-schema.js';
-import { attachSearchFile, inSearchTransaction, searchIndexPath, type SearchFileOpened } from './search-file.js';
+import { SEARCH_FTS_FORGET, SEARCH_FTS_INSERT, attachSearchFile, inSearchTransaction, searchIndexPath, type SearchFileOpened } from './search-file.js';
 import { SearchFollowThread } from './search-follow-thread.js';
 import { followSqliteFeed, sqliteFeedHead, sqliteFollowed, sqliteLaggingSessions, sqliteSearchLag } from './search-follow.js';
 
@@ -126,6 +126,7 @@ export function compileSqliteSearch(q: SearchCandidateQuery): { sql: string; par
 
 /** Rebuilds one session's entries from its events (in the caller's inSearchTransaction). */
 function indexSession(db: Database.Database, sessionId: string): number {
+  db.prepare(SEARCH_FTS_FORGET).run(sessionId);
   db.prepare('DELETE FROM search.search_docs WHERE session_id = ?').run(sessionId);
   db.prepare('DELETE FROM search.search_calls WHERE session_id = ?').run(sessionId);
   db.prepare('DELETE FROM search.search_progress WHERE session_id = ?').run(sessionId);
@@ -141,7 +142,8 @@ function indexSession(db: Database.Database, sessionId: string): number {
     if (type === 'assistant/message') for (const [id, name] of p.c) calls.set(id, name);
     docs.push([sessionId, seq, type, time, op === null ? 0 : 1, op !== null && op !== 'append' ? 1 : 0, JSON.stringify(tools), p.t]);
   }
-  for (const d of docs) insertDoc.run(...d);
+  const insertFts = db.prepare(SEARCH_FTS_INSERT);
+  for (const d of docs) insertFts.run(insertDoc.run(...d).lastInsertRowid, d[7]);
   for (const [id, name] of calls) insertCall.run(sessionId, id, name);
   db.prepare(`INSERT INTO search.search_progress (session_id, created_at, next_seq) SELECT id, created_at, next_seq FROM main.sessions WHERE id = ? AND pending = 0`).run(sessionId);
   return docs.length;
@@ -228,12 +230,15 @@ export class SqliteSearchIndex implements SearchIndex {
       // Let the server's other work run between sessions.
       await new Promise((r) => setImmediate(r));
     }
-    // Entries of sessions that no longer exist (the follower forgets them too, when it reaches their delete).
+    // Entries of sessions that no longer exist (the follower forgets them too, when it reaches
+    // their delete), then search_fts rebuilt from search_docs: whatever went wrong with it, it
+    // matches its content again (one transaction on the index file; appends go on).
     inSearchTransaction(this.#db, () => {
       const gone = 'NOT IN (SELECT id FROM main.sessions WHERE pending = 0)';
       this.#db.prepare(`DELETE FROM search.search_docs WHERE session_id ${gone}`).run();
       this.#db.prepare(`DELETE FROM search.search_calls WHERE session_id ${gone}`).run();
       this.#db.prepare(`DELETE FROM search.search_progress WHERE session_id ${gone}`).run();
+      this.#db.prepare("INSERT INTO search.search_fts (search_fts) VALUES ('rebuild')").run();
     });
     return { sessions: ids.length, events };
   }
