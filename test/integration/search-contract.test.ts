@@ -1,4 +1,5 @@
-import { rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, expect, it, vi } from 'vitest';
 import { SessionService } from '../../src/app/session-service.js';
 import { BlobbingStore } from '../../src/app/blobbing-store.js';
@@ -9,6 +10,17 @@ import { SqliteSearchIndex } from '../../src/store/sqlite/search.js';
 import Database from 'better-sqlite3';
 import { verifyFile } from '../../src/store/sqlite/verify.js';
 import { searchIndexPath } from '../../src/store/sqlite/search-file.js';
+import { migrateDatabase } from '../../src/store/sqlite/migrate.js';
+import { MIGRATIONS } from '../../src/store/sqlite/migrations/index.js';
+import { parseSearchQuery } from '../../src/domain/search-query.js';
+import { DomainError } from '../../src/domain/errors.js';
+import { codeForReason } from '../../src/server/status-map.js';
+import { status as Code } from '@grpc/grpc-js';
+import { parseServeArgs } from '../../src/cli/serve.js';
+import { composeApp } from '../../src/main.js';
+import { createLogger } from '../../src/server/logger.js';
+import { DEFAULT_CONFIG } from '../../src/server/config.js';
+import { SCHEMA_FIXTURES } from '../support/schema-fixtures.js';
 import { tempDbDir } from '../support/temp-db.js';
 import { ACME, allHits, answers, assistant, result, searchContract, user, writeScenario } from './search-contract.js';
 
@@ -147,6 +159,105 @@ describe('search contract', () => {
     app.search.useIndex(index);
     expect(await allHits(app, ACME, { query: 'overdue' })).toEqual(['billing@1', 'billing@0']);
     expect(await index.verifyIndex()).toEqual({ events: 16, problems: [] });
+    await app.close();
+  });
+
+  it('SQLite index file: created beside the database, reopened as left; damaged or missing, rebuilt from the events and reported', async () => {
+    const path = dirs.freshPath();
+    const app = new SessionService(new SqliteSessionStore({ path }), undefined, clock());
+    let index = new SqliteSearchIndex(path);
+    expect(index.opened).toEqual({ state: 'created' });
+    expect(existsSync(`${path}-search`)).toBe(true);
+    app.search.useIndex(index, { follow: false });
+    await writeScenario(app);
+    expect(await allHits(app, ACME, { query: 'overdue' })).toEqual(['billing@1', 'billing@0']);
+    await index.close();
+    index = new SqliteSearchIndex(path);
+    expect(index.opened).toEqual({ state: 'opened' });
+    expect(await index.lag()).toEqual({ events: 0, seconds: 0 });
+    await index.close();
+    // Damaged (not a database any more): deleted, created again, built from the feed's start.
+    writeFileSync(`${path}-search`, 'x'.repeat(8192));
+    rmSync(`${path}-search-wal`, { force: true });
+    rmSync(`${path}-search-shm`, { force: true });
+    expect(verifyFile(path).problems).toEqual([expect.stringMatching(/^search index: the search index file .*-search is damaged: .*\(the server rebuilds it at start; or run palimpsest reindex\)$/) as string]);
+    index = new SqliteSearchIndex(path);
+    expect(index.opened).toMatchObject({ state: 'rebuilt', reason: expect.any(String) as string });
+    app.search.useIndex(index, { follow: false });
+    expect(await allHits(app, ACME, { query: 'overdue' })).toEqual(['billing@1', 'billing@0']);
+    expect(await index.verifyIndex()).toEqual({ events: 16, problems: [] });
+    await index.close();
+    // Missing: created and built again the same way.
+    for (const f of ['', '-wal', '-shm']) rmSync(`${path}-search${f}`, { force: true });
+    index = new SqliteSearchIndex(path);
+    expect(index.opened).toEqual({ state: 'created' });
+    app.search.useIndex(index, { follow: false });
+    expect(await allHits(app, ACME, { query: 'overdue' })).toEqual(['billing@1', 'billing@0']);
+    await app.close();
+  });
+
+  it('SQLite: a session deleted and created again under its id is never answered from the old entries, even before the follower forgot them', async () => {
+    const path = dirs.freshPath();
+    const app = new SessionService(new SqliteSessionStore({ path }), undefined, clock());
+    const index = new SqliteSearchIndex(path);
+    app.search.useIndex(index, { follow: false });
+    await writeScenario(app);
+    expect(await allHits(app, ACME, { query: 'overdue' })).toEqual(['billing@1', 'billing@0']);
+    await app.deleteSession(ACME, 'billing');
+    await app.createSession(ACME, { id: 'billing', labels: { team: 'money' } });
+    await app.append(ACME, 'billing', [user('u1', 'invoice 4712 was paid')]);
+    // Straight from the index, the follower not run: the old incarnation's entries are still there, never answered.
+    const q = { tenant: 'acme', query: parseSearchQuery('overdue'), sessionIds: [], labels: {}, types: [], order: 'newest' as const, limit: 10 };
+    expect(await index.searchCandidates(q)).toEqual([]);
+    expect(await allHits(app, ACME, { query: 'paid' })).toEqual(['billing@0']);
+    expect(await allHits(app, ACME, { query: 'overdue' })).toEqual([]);
+    const raw = new Database(searchIndexPath(path), { readonly: true });
+    expect(raw.prepare("SELECT count(*) FROM search_docs WHERE session_id = 'acme/billing'").pluck().get()).toBe(1);
+    raw.close();
+    expect(await index.verifyIndex()).toMatchObject({ problems: [] });
+    await app.close();
+  });
+
+  it('SQLite: migration 11 drops the in-file index of a version-10 database; the index file is built from its events', async () => {
+    const path = dirs.freshPath();
+    copyFileSync(join(SCHEMA_FIXTURES, 'sqlite-v4.db'), path);
+    copyFileSync(join(SCHEMA_FIXTURES, 'sqlite-v4.db-heads'), `${path}-heads`);
+    const v10 = new Database(path);
+    migrateDatabase(v10, path, 4, {}, MIGRATIONS.filter((m) => m.version <= 10));
+    const inFile = (db: Database.Database): string[] => db.prepare("SELECT name FROM sqlite_schema WHERE name LIKE 'search%' ORDER BY name").pluck().all() as string[];
+    expect(inFile(v10)).toContain('search_fts');
+    const indexed = v10.prepare('SELECT count(*) FROM search_docs').pluck().get() as number;
+    expect(indexed).toBeGreaterThan(0);
+    v10.close();
+    const app = new SessionService(new SqliteSessionStore({ path }), undefined, clock());
+    const check = new Database(path, { readonly: true });
+    expect(check.pragma('user_version', { simple: true })).toBe(MIGRATIONS.at(-1)!.version);
+    expect(inFile(check)).toEqual([]);
+    check.close();
+    const index = new SqliteSearchIndex(path);
+    expect(index.opened).toEqual({ state: 'created' });
+    app.search.useIndex(index, { follow: false });
+    await app.search.follower!.catchUp(10_000);
+    expect(await index.verifyIndex()).toEqual({ events: indexed, problems: [] });
+    await app.close();
+  });
+
+  it('serve --search-index off: no index file, no follower; SearchEvents answers FAILED_PRECONDITION SEARCH_INDEX_OFF saying how to turn it on', async () => {
+    expect(parseServeArgs([], {}).searchIndex).toBe(true);
+    expect(parseServeArgs(['--search-index', 'off'], {}).searchIndex).toBe(false);
+    expect(parseServeArgs(['--search-index=on'], {}).searchIndex).toBe(true);
+    expect(() => parseServeArgs(['--search-index', 'maybe'], {})).toThrow('--search-index must be on or off, got "maybe"');
+    const path = dirs.freshPath();
+    const app = await composeApp({ ...DEFAULT_CONFIG, db: path, searchIndex: false }, createLogger('silent'));
+    await app.createSession(ACME, { id: 'ops' });
+    await app.append(ACME, 'ops', [user('u1', 'walrus')]);
+    const e = await app.search.search(ACME, { query: 'walrus' }).then(() => undefined, (x: unknown) => x);
+    expect(e).toBeInstanceOf(DomainError);
+    expect((e as DomainError).reason).toBe('SEARCH_INDEX_OFF');
+    expect((e as DomainError).message).toContain('--search-index on');
+    expect(codeForReason('SEARCH_INDEX_OFF')).toBe(Code.FAILED_PRECONDITION);
+    expect(app.search.follower).toBeUndefined();
+    expect(existsSync(`${path}-search`)).toBe(false);
     await app.close();
   });
 });

@@ -146,9 +146,11 @@ export function attachSearchFile(db: Database.Database, repair: boolean): Search
   const attach = (): void => {
     db.prepare(`ATTACH DATABASE ? AS ${SEARCH_SCHEMA}`).run(path);
   };
-  attach();
   let reason: string | undefined;
+  let attached = false;
   try {
+    attach();
+    attached = true;
     const fresh = db.prepare(`SELECT count(*) FROM ${SEARCH_SCHEMA}.sqlite_schema`).pluck().get() === 0;
     if (fresh && repair) {
       create(db);
@@ -163,11 +165,8 @@ export function attachSearchFile(db: Database.Database, repair: boolean): Search
     configure(db);
     return { state: 'opened' };
   }
-  if (!repair) {
-    db.exec(`DETACH DATABASE ${SEARCH_SCHEMA}`);
-    throw new Error(`the search index file ${path} is damaged: ${reason}`);
-  }
-  db.exec(`DETACH DATABASE ${SEARCH_SCHEMA}`);
+  if (attached) db.exec(`DETACH DATABASE ${SEARCH_SCHEMA}`);
+  if (!repair) throw new Error(`the search index file ${path} is damaged: ${reason}`);
   for (const f of [path, `${path}-wal`, `${path}-shm`, `${path}-journal`]) rmSync(f, { force: true });
   attach();
   create(db);
