@@ -171,6 +171,9 @@ describe('SQLite search follower thread failures', () => {
     const { Worker } = await import('node:worker_threads');
     const { startThread } = await import('../../src/store/sqlite/append-thread.js');
     const { SearchFollowThread } = await import('../../src/store/sqlite/search-follow-thread.js');
+    const { SqliteSearchIndex } = await import('../../src/store/sqlite/search.js');
+    // The index file is created by the index's opening (search-file.ts); the thread only opens it.
+    await new SqliteSearchIndex(path, { inProcess: true }).close();
     let starts = 0;
     const thread = new SearchFollowThread({ path, busyTimeoutMs: 5000 }, (c) => (++starts === 1 ? new Worker('process.exit(3)', { eval: true }) : startThread('search-follow-worker', c)));
     await expect(thread.followBatch(100)).rejects.toThrow(/exit code 3/);
