@@ -9,9 +9,12 @@
  *   search_docs and sessions.
  * - Newest order sorts the hits (keyset cursor); without terms it walks search_docs_newest. Score
  *   order is FTS5's bm25 (`rank`), negated so that higher is better, with an offset cursor.
+ * - The index lives in its own file, attached as `search` (search-file.ts): a hit's session is
+ *   joined live, on the incarnation the index holds, so a deleted session is never answered.
  * - The index has its own connection: reads do not queue behind the store's statements, and
- *   `reindex` writes one session per transaction (online: appends and searches go on). The
- *   follower's batches run in a worker thread on a third connection (search-follow-thread.ts).
+ *   `reindex` writes one session per transaction to the index file only (online: appends and
+ *   searches go on). The follower's batches run in a worker thread on a third connection
+ *   (search-follow-thread.ts).
  */
 import { existsSync } from 'node:fs';
 import Database from 'better-sqlite3';
