@@ -112,6 +112,12 @@ async function load(on, off, follower) {
     }
   }
   const time = [0, 0];
+  // Process CPU (every thread: the event loop, the writer thread, the follower's thread) per side.
+  const cpu = [0, 0];
+  const cpuMs = () => {
+    const u = process.cpuUsage();
+    return (u.user + u.system) / 1000;
+  };
   const chunk = [];
   let n = 0;
   let turns = 0;
@@ -119,6 +125,7 @@ async function load(on, off, follower) {
   const flush = async () => {
     for (const [i, store] of [on, off].entries()) {
       const t0 = performance.now();
+      const c0 = cpuMs();
       if (i === 0) follower?.start();
       await Promise.all(chunk.map(async (b) => {
         const writer = `w${b.from + b.events.length}`;
@@ -134,6 +141,7 @@ async function load(on, off, follower) {
         await follower.stop();
       }
       time[i] += performance.now() - t0;
+      cpu[i] += cpuMs() - c0;
     }
     chunk.length = 0;
   };
@@ -178,11 +186,13 @@ async function load(on, off, follower) {
   await flush();
   process.stderr.write('\n');
   const c0 = performance.now();
+  const u0 = cpuMs();
   const lagAtEnd = (await follower?.lag()) ?? { events: 0, seconds: 0 };
   await follower?.catchUp(3_600_000);
   const catchUp = performance.now() - c0;
   time[0] += catchUp;
-  return { events: base + n, measured: n, on: n / (time[0] / 1000), off: n / (time[1] / 1000), maxLag, lagAtEnd, catchUp };
+  cpu[0] += cpuMs() - u0;
+  return { events: base + n, measured: n, on: n / (time[0] / 1000), off: n / (time[1] / 1000), cpuOnUs: (cpu[0] * 1000) / n, cpuOffUs: (cpu[1] * 1000) / n, maxLag, lagAtEnd, catchUp };
 }
 
 async function queries(app, texts = PHRASES) {
@@ -200,6 +210,7 @@ async function queries(app, texts = PHRASES) {
 
 async function report(name, loaded, q, prefix) {
   const ratio = loaded.on / loaded.off;
+  console.log(`${name}: process CPU per timed event (every thread): ${loaded.cpuOnUs.toFixed(1)} µs with the index (follower included), ${loaded.cpuOffUs.toFixed(1)} µs without (${(loaded.cpuOffUs / loaded.cpuOnUs * 100).toFixed(0)}% of the cost)`);
   console.log(`${name}: prefix query (${PREFIXES.join(', ')}) p50 ${prefix.p50.toFixed(1)} ms, p95 ${prefix.p95.toFixed(1)} ms (${prefix.hits.toFixed(1)} hits per page)`);
   console.log(`${name}: ${loaded.events} events in ${SESSIONS} sessions (the last ${loaded.measured} appends timed); appends ${fmt(loaded.on)} events/s with the index (follower included), ${fmt(loaded.off)} without (${(ratio * 100).toFixed(0)}%); phrase query p50 ${q.p50.toFixed(1)} ms, p95 ${q.p95.toFixed(1)} ms (${q.hits.toFixed(1)} hits per page)`);
   console.log(`${name}: follower lag: max sampled ${loaded.maxLag.events} events (${loaded.maxLag.seconds.toFixed(1)} s), ${loaded.lagAtEnd.events} events (${loaded.lagAtEnd.seconds.toFixed(1)} s) when the load ended, caught up ${(loaded.catchUp / 1000).toFixed(1)} s later (counted in the rate)`);

@@ -153,7 +153,7 @@ function indexSession(db: Database.Database, sessionId: string): number {
 }
 
 /** Events per follower batch at most (one transaction holding the index file's write lock; see docs/search.md). */
-export const SQLITE_FOLLOW_BATCH_EVENTS = 1000;
+export const SQLITE_FOLLOW_BATCH_EVENTS = 2000;
 
 /** Options of {@link SqliteSearchIndex}. */
 export interface SqliteSearchIndexOptions {
