@@ -111,6 +111,11 @@ async function load(on, off, follower) {
       writers[i].set(id, 'w0');
     }
   }
+  // Threads are started untimed, as a server starts them before it serves: the stores' writer
+  // threads and the follower's (a catch-up with nothing to follow). Starting a worker (its isolate,
+  // better-sqlite3, and under tsx the transpiling: ~0.3 s of CPU) is a one-time cost, not the rate.
+  for (const store of [on, off]) await store.writerReady?.();
+  await follower?.catchUp(60_000);
   const time = [0, 0];
   // Process CPU (every thread: the event loop, the writer thread, the follower's thread) per side.
   const cpu = [0, 0];
