@@ -194,6 +194,13 @@ describe('search contract', () => {
     app.search.useIndex(index, { follow: false });
     expect(await allHits(app, ACME, { query: 'overdue' })).toEqual(['billing@1', 'billing@0']);
     await app.close();
+    // Another history beside the old index (the database replaced by an empty one): rebuilt.
+    for (const f of ['', '-wal', '-shm', '-heads']) rmSync(`${path}${f}`, { force: true });
+    await new SqliteSessionStore({ path }).close();
+    index = new SqliteSearchIndex(path);
+    expect(index.opened).toEqual({ state: 'rebuilt', reason: expect.stringContaining('past the database') as string });
+    expect(await index.verifyIndex()).toEqual({ events: 0, problems: [] });
+    await index.close();
   });
 
   it('SQLite: a session deleted and created again under its id is never answered from the old entries, even before the follower forgot them', async () => {

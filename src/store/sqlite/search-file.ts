@@ -13,8 +13,10 @@
  *
  * The file is derived data: missing, it is created empty and the follower builds it from the
  * feed's start (reindex semantics, online); damaged (not a database, another application's, a
- * version this build does not know, tables missing), it is deleted, created again and rebuilt the
- * same way, and the opening reports why ({@link SearchFileOpened}); never fatal.
+ * version this build does not know, tables missing) or of another history (followed past the
+ * database's feed: a database restored from a backup beside its old index), it is deleted,
+ * created again and rebuilt the same way, and the opening reports why ({@link SearchFileOpened});
+ * never fatal.
  *
  * Schema (SEARCH_FILE_VERSION 1):
  * - search_docs, search_calls and search_fts (FTS5, external content over search_docs.text,
@@ -113,7 +115,12 @@ function damage(db: Database.Database): string | undefined {
   if (version !== SEARCH_FILE_VERSION) return `its version ${version} is not ${SEARCH_FILE_VERSION}`;
   const have = new Set(db.prepare(`SELECT name FROM ${SEARCH_SCHEMA}.sqlite_schema WHERE type = 'table'`).pluck().all() as string[]);
   const missing = TABLES.filter((t) => !have.has(t));
-  return missing.length > 0 ? `tables missing: ${missing.join(', ')}` : undefined;
+  if (missing.length > 0) return `tables missing: ${missing.join(', ')}`;
+  // Followed past the database's feed: the index of another history (a database restored from a
+  // backup, or replaced, beside the old index file).
+  const mark = db.prepare(`SELECT position FROM ${SEARCH_SCHEMA}.search_follow WHERE id = 0`).pluck().get() as number | undefined;
+  const head = db.prepare("SELECT coalesce((SELECT seq FROM main.sqlite_sequence WHERE name = 'feed'), 0)").pluck().get() as number;
+  return mark !== undefined && mark > head ? `it followed the feed to position ${mark}, past the database's last ${head} (a restored or replaced database)` : undefined;
 }
 
 function create(db: Database.Database): void {
