@@ -1,11 +1,11 @@
 /**
  * Search benchmark (issue #40): on SQLite and PostgreSQL, in one run,
  *
- * 1. the append rate with the search index on against the same appends with it off (the index
- *    trigger dropped), the two stores loaded alternately chunk by chunk so that both see the
- *    same machine;
+ * 1. the append rate with the search index on against the same appends with it off (no follower
+ *    runs for the off store), the two stores loaded alternately chunk by chunk so that both see
+ *    the same machine; also the process CPU per timed event of each side (every thread);
  * 2. phrase-query latency (SearchEvents through the app: candidates, snippets, a page of 20,
- *    newest first) over the loaded data, p50 and p95 of QUERIES runs.
+ *    newest first) over the loaded data, p50 and p95 of QUERIES runs; the same for prefix queries.
  *
  *   node --import tsx bench/search.mjs [--sessions N] [--events N] [--measure N] [--only sqlite|postgres]
  *
