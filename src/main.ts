@@ -14,6 +14,7 @@ import { loadTracing, type Tracing } from './server/tracing.js';
 import { resolveConfig, serveApp, serverLogger, type RunningServer, type ServerExtensions } from './server/server.js';
 import { MemorySessionStore } from './store/memory/memory-store.js';
 import { SqliteSessionStore } from './store/sqlite/sqlite-store.js';
+import { SearchIndexOff } from './app/search-index-off.js';
 import { SqliteSearchIndex } from './store/sqlite/search.js';
 import { isPostgresUrl, redactUrl } from './store/postgres/url.js';
 import type { CommittedBatch } from './app/change-feed.js';
@@ -129,8 +130,14 @@ export async function composeApp(config: ServerConfig, logger: Logger, tracing?:
   const service = new SessionService(store, config.limits, Date.now, logger, undefined, tap === undefined ? feed : new TappedChangeFeed(feed, tap), { notifications });
   // SearchEvents (issue #40): the store's index; the memory store keeps the app's scan.
   // The index is kept by a follower of the session feed (started by useIndex; docs/search.md).
-  if (opened instanceof SqliteSessionStore) service.search.useIndex(new SqliteSearchIndex(config.db), { onError: (error) => logger.warn({ err: error }, 'search index follower failed a batch; retrying') });
-  else if (isPostgresUrl(config.db)) {
+  if (config.searchIndex === false) service.search.useIndex(new SearchIndexOff());
+  else if (opened instanceof SqliteSessionStore) {
+    const index = new SqliteSearchIndex(config.db);
+    // The index file (<db>-search) is derived: missing or damaged, it is built again from the events, online.
+    if (index.opened.state === 'rebuilt') logger.warn({ reason: index.opened.reason }, 'the search index file was damaged: deleted and built again from the events (searches answer from what is built so far)');
+    else if (index.opened.state === 'created') logger.info('search index file created: the follower builds it from the events');
+    service.search.useIndex(index, { onError: (error) => logger.warn({ err: error }, 'search index follower failed a batch; retrying') });
+  } else if (isPostgresUrl(config.db)) {
     const { PostgresSearchIndex } = await import('./store/postgres/search.js');
     service.search.useIndex(new PostgresSearchIndex({ url: config.db, onError: (error) => logger.warn({ err: error }, 'PostgreSQL connection problem (search)') }),
       { onError: (error) => logger.warn({ err: error }, 'search index follower failed a batch; retrying') });

@@ -87,6 +87,13 @@ export const SERVE_OPTIONS: readonly Option[] = [
   { flag: 'otel-genai-export', help: 'export each committed turn as OpenTelemetry GenAI spans (semconv 1.41.0) through the OTLP exporter (OTEL_EXPORTER_OTLP_*), at least once; see docs/otel-genai.md', boolean: true, apply: (c, v) => { c.otelGenaiExport = v !== 'false' && v !== '0'; } },
   { flag: 'otel-genai-positions', help: "the live export's positions file (default <db>.otel-genai-positions; required with a PostgreSQL store)", apply: (c, v) => { c.otelGenaiPositions = v; } },
   { flag: 'otel-genai-content', help: 'with --otel-genai-export: record message content, tool arguments and results (opt-in; may hold sensitive data)', boolean: true, apply: (c, v) => { c.otelGenaiContent = v !== 'false' && v !== '0'; } },
+  {
+    flag: 'search-index', help: 'on (default: SearchEvents over an index kept by a follower of the session feed) or off (no index and no follower; SearchEvents answers FAILED_PRECONDITION), see docs/search.md',
+    apply: (c, v) => {
+      if (v !== 'on' && v !== 'off') throw new UsageError(`--search-index must be on or off, got ${JSON.stringify(v)}`);
+      c.searchIndex = v === 'on';
+    },
+  },
   { flag: 'shutdown-grace-ms', help: 'graceful shutdown deadline (default 10000)', apply: (c, v) => { c.shutdownGraceMs = int('shutdown-grace-ms', v); } },
   {
     flag: 'store-wait-ms', help: 'PostgreSQL: how long a replica started while the database is unreachable waits for it, with backoff and health NOT_SERVING, before exiting (default 180000; 0 = exit at once)',

@@ -83,6 +83,8 @@ export interface ServerConfig {
    * compare the two, bench/feed.bench.ts --replicas).
    */
   readonly feedHints?: boolean;
+  /** SearchEvents' index (issue #40; default true): false = no index, no follower, SearchEvents answers SEARCH_INDEX_OFF. */
+  readonly searchIndex?: boolean;
 }
 
 
@@ -92,6 +94,7 @@ export const DEFAULT_CONFIG: ServerConfig = {
   db: 'palimpsest.db',
   durability: 'full',
   sqliteWriter: 'thread',
+  searchIndex: true,
   limits: DEFAULT_LIMITS,
   maxMessageBytes: 16 * 1024 * 1024,
   maxConcurrentStreams: 1000,

@@ -123,6 +123,8 @@ const TABLE: Readonly<Record<string, Mapping>> = {
   // SearchEvents (issue #40): a query the parser refuses (metadata position), a bad filter.
   SEARCH_QUERY_INVALID: invalid,
   SEARCH_REQUEST_INVALID: invalid,
+  // A server started with --search-index off keeps no index.
+  SEARCH_INDEX_OFF: precondition,
   PAGE_TOKEN_STALE: precondition,
   PAGE_SIZE_TOO_LARGE: invalid,
   VIEW_UNSPECIFIED: invalid,

@@ -1,3 +1,5 @@
+import { copyFileSync, existsSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, expect, it, vi } from 'vitest';
 import { SessionService } from '../../src/app/session-service.js';
 import { BlobbingStore } from '../../src/app/blobbing-store.js';
@@ -7,6 +9,18 @@ import { SqliteSessionStore } from '../../src/store/sqlite/sqlite-store.js';
 import { SqliteSearchIndex } from '../../src/store/sqlite/search.js';
 import Database from 'better-sqlite3';
 import { verifyFile } from '../../src/store/sqlite/verify.js';
+import { searchIndexPath } from '../../src/store/sqlite/search-file.js';
+import { migrateDatabase } from '../../src/store/sqlite/migrate.js';
+import { MIGRATIONS } from '../../src/store/sqlite/migrations/index.js';
+import { parseSearchQuery } from '../../src/domain/search-query.js';
+import { DomainError } from '../../src/domain/errors.js';
+import { codeForReason } from '../../src/server/status-map.js';
+import { status as Code } from '@grpc/grpc-js';
+import { parseServeArgs } from '../../src/cli/serve.js';
+import { composeApp } from '../../src/main.js';
+import { createLogger } from '../../src/server/logger.js';
+import { DEFAULT_CONFIG } from '../../src/server/config.js';
+import { SCHEMA_FIXTURES } from '../support/schema-fixtures.js';
 import { tempDbDir } from '../support/temp-db.js';
 import { ACME, allHits, answers, assistant, result, searchContract, user, writeScenario } from './search-contract.js';
 
@@ -54,7 +68,7 @@ describe('search contract', () => {
     app.search.useIndex(index, { follow: false });
     await writeScenario(app);
     const count = (sql: string): number => {
-      const raw = new Database(path, { readonly: true });
+      const raw = new Database(searchIndexPath(path), { readonly: true });
       try {
         return raw.prepare(sql).pluck().get() as number;
       } finally {
@@ -100,7 +114,7 @@ describe('search contract', () => {
     app.search.useIndex(index, { idleMs: 5 });
     await writeScenario(app);
     await vi.waitFor(async () => expect(await index.lag()).toEqual({ events: 0, seconds: 0 }), { timeout: 5000, interval: 10 });
-    const raw = new Database(path, { readonly: true });
+    const raw = new Database(searchIndexPath(path), { readonly: true });
     expect(raw.prepare("SELECT count(*) FROM search_docs WHERE session_id = 'acme/billing'").pluck().get()).toBe(2);
     raw.close();
     await app.close();
@@ -111,17 +125,20 @@ describe('search contract', () => {
     let app = new SessionService(new BlobbingStore(new SqliteSessionStore({ path }), DEFAULT_BLOB_MIN_BYTES), undefined, clock());
     await writeScenario(app);
     await app.close();
-    // Nothing followed yet: the lag is no problem for verify, which reports it.
+    // No index file yet (the server creates it at start): verify checks the events only.
     expect(verifyFile(path).problems).toEqual([]);
-    expect(verifyFile(path).searchIndexLag).toMatchObject({ events: 16 });
+    expect(verifyFile(path).searchIndexLag).toBeUndefined();
     let index = new SqliteSearchIndex(path);
+    expect(index.opened).toEqual({ state: 'created' });
+    // Nothing followed yet: the lag is no problem for verify, which reports it.
+    expect(verifyFile(path)).toMatchObject({ problems: [], searchIndexLag: { events: 16 } });
     expect(await index.lag()).toMatchObject({ events: 16 });
     expect(await index.followBatch(1)).toEqual({ events: expect.any(Number) as number, caughtUp: false });
     while (!(await index.followBatch(1000)).caughtUp);
     expect(await index.lag()).toEqual({ events: 0, seconds: 0 });
     await index.close();
     expect(verifyFile(path)).toMatchObject({ problems: [], searchIndexLag: { events: 0, seconds: 0 } });
-    const raw = new Database(path);
+    const raw = new Database(searchIndexPath(path));
     raw.prepare("DELETE FROM search_docs WHERE session_id = 'acme/billing' AND seq = 1").run();
     raw.close();
     expect(verifyFile(path).problems).toEqual(['search index: session "acme/billing" seq 1 is missing (run palimpsest reindex)']);
@@ -129,9 +146,10 @@ describe('search contract', () => {
     expect(await index.reindex()).toEqual({ sessions: 5, events: 16 });
     await index.close();
     expect(verifyFile(path).problems).toEqual([]);
-    // A version-6 database (written before the index existed): migration 7 indexes its events.
+    // A version-6 database (written before the index existed, its index file gone): migrated, the
+    // follower builds the index file from the feed's start.
+    for (const f of ['', '-wal', '-shm']) rmSync(`${searchIndexPath(path)}${f}`, { force: true });
     const old = new Database(path);
-    old.exec('DROP TRIGGER search_sessions_ad; DROP TABLE search_fts; DROP TABLE search_docs; DROP TABLE search_calls; DROP TABLE search_follow; DROP TABLE search_progress;');
     old.exec('DROP INDEX events_structure; ALTER TABLE events DROP COLUMN tokens; ALTER TABLE events DROP COLUMN usage;');
     old.exec('CREATE INDEX events_structure ON events (session_id, seq, type, surface_op, source_event_seqs, ignorable, scrc, dcrc);');
     old.exec('DROP TABLE feed_pruned; DELETE FROM schema_migrations WHERE version >= 7; PRAGMA user_version = 6;');
@@ -141,6 +159,114 @@ describe('search contract', () => {
     app.search.useIndex(index);
     expect(await allHits(app, ACME, { query: 'overdue' })).toEqual(['billing@1', 'billing@0']);
     expect(await index.verifyIndex()).toEqual({ events: 16, problems: [] });
+    await app.close();
+  });
+
+  it('SQLite index file: created beside the database, reopened as left; damaged or missing, rebuilt from the events and reported', async () => {
+    const path = dirs.freshPath();
+    const app = new SessionService(new SqliteSessionStore({ path }), undefined, clock());
+    let index = new SqliteSearchIndex(path);
+    expect(index.opened).toEqual({ state: 'created' });
+    expect(existsSync(`${path}-search`)).toBe(true);
+    app.search.useIndex(index, { follow: false });
+    await writeScenario(app);
+    expect(await allHits(app, ACME, { query: 'overdue' })).toEqual(['billing@1', 'billing@0']);
+    await index.close();
+    index = new SqliteSearchIndex(path);
+    expect(index.opened).toEqual({ state: 'opened' });
+    expect(await index.lag()).toEqual({ events: 0, seconds: 0 });
+    await index.close();
+    // Damaged (not a database any more): deleted, created again, built from the feed's start.
+    writeFileSync(`${path}-search`, 'x'.repeat(8192));
+    rmSync(`${path}-search-wal`, { force: true });
+    rmSync(`${path}-search-shm`, { force: true });
+    expect(verifyFile(path).problems).toEqual([expect.stringMatching(/^search index: the search index file .*-search is damaged: .*\(the server rebuilds it at start; or run palimpsest reindex\)$/) as string]);
+    index = new SqliteSearchIndex(path);
+    expect(index.opened).toMatchObject({ state: 'rebuilt', reason: expect.any(String) as string });
+    app.search.useIndex(index, { follow: false });
+    expect(await allHits(app, ACME, { query: 'overdue' })).toEqual(['billing@1', 'billing@0']);
+    expect(await index.verifyIndex()).toEqual({ events: 16, problems: [] });
+    await index.close();
+    // Missing: created and built again the same way.
+    for (const f of ['', '-wal', '-shm']) rmSync(`${path}-search${f}`, { force: true });
+    index = new SqliteSearchIndex(path);
+    expect(index.opened).toEqual({ state: 'created' });
+    app.search.useIndex(index, { follow: false });
+    expect(await allHits(app, ACME, { query: 'overdue' })).toEqual(['billing@1', 'billing@0']);
+    await app.close();
+    // Another history beside the old index (the database replaced by an empty one): rebuilt.
+    for (const f of ['', '-wal', '-shm', '-heads']) rmSync(`${path}${f}`, { force: true });
+    await new SqliteSessionStore({ path }).close();
+    index = new SqliteSearchIndex(path);
+    expect(index.opened).toEqual({ state: 'rebuilt', reason: expect.stringContaining('past the database') as string });
+    expect(await index.verifyIndex()).toEqual({ events: 0, problems: [] });
+    await index.close();
+  });
+
+  it('SQLite: a session deleted and created again under its id is never answered from the old entries, even before the follower forgot them', async () => {
+    const path = dirs.freshPath();
+    const app = new SessionService(new SqliteSessionStore({ path }), undefined, clock());
+    const index = new SqliteSearchIndex(path);
+    app.search.useIndex(index, { follow: false });
+    await writeScenario(app);
+    expect(await allHits(app, ACME, { query: 'overdue' })).toEqual(['billing@1', 'billing@0']);
+    await app.deleteSession(ACME, 'billing');
+    await app.createSession(ACME, { id: 'billing', labels: { team: 'money' } });
+    await app.append(ACME, 'billing', [user('u1', 'invoice 4712 was paid')]);
+    // Straight from the index, the follower not run: the old incarnation's entries are still there, never answered.
+    const q = { tenant: 'acme', query: parseSearchQuery('overdue'), sessionIds: [], labels: {}, types: [], order: 'newest' as const, limit: 10 };
+    expect(await index.searchCandidates(q)).toEqual([]);
+    expect(await allHits(app, ACME, { query: 'paid' })).toEqual(['billing@0']);
+    expect(await allHits(app, ACME, { query: 'overdue' })).toEqual([]);
+    const raw = new Database(searchIndexPath(path), { readonly: true });
+    expect(raw.prepare("SELECT count(*) FROM search_docs WHERE session_id = 'acme/billing'").pluck().get()).toBe(1);
+    raw.close();
+    expect(await index.verifyIndex()).toMatchObject({ problems: [] });
+    await app.close();
+  });
+
+  it('SQLite: the index file\'s migration (11) drops the in-file index of a database of the version before; the index file is built from its events', async () => {
+    const path = dirs.freshPath();
+    copyFileSync(join(SCHEMA_FIXTURES, 'sqlite-v4.db'), path);
+    copyFileSync(join(SCHEMA_FIXTURES, 'sqlite-v4.db-heads'), `${path}-heads`);
+    // The version before the index file's migration (found by what it does: renumbering moves it).
+    const fileMigration = MIGRATIONS.find((m) => m.description.startsWith('search index in its own file'))!;
+    const v10 = new Database(path);
+    migrateDatabase(v10, path, 4, {}, MIGRATIONS.filter((m) => m.version < fileMigration.version));
+    const inFile = (db: Database.Database): string[] => db.prepare("SELECT name FROM sqlite_schema WHERE name LIKE 'search%' ORDER BY name").pluck().all() as string[];
+    expect(inFile(v10)).toContain('search_fts');
+    const indexed = v10.prepare('SELECT count(*) FROM search_docs').pluck().get() as number;
+    expect(indexed).toBeGreaterThan(0);
+    v10.close();
+    const app = new SessionService(new SqliteSessionStore({ path }), undefined, clock());
+    const check = new Database(path, { readonly: true });
+    expect(check.pragma('user_version', { simple: true })).toBe(MIGRATIONS.at(-1)!.version);
+    expect(inFile(check)).toEqual([]);
+    check.close();
+    const index = new SqliteSearchIndex(path);
+    expect(index.opened).toEqual({ state: 'created' });
+    app.search.useIndex(index, { follow: false });
+    await app.search.follower!.catchUp(10_000);
+    expect(await index.verifyIndex()).toEqual({ events: indexed, problems: [] });
+    await app.close();
+  });
+
+  it('serve --search-index off: no index file, no follower; SearchEvents answers FAILED_PRECONDITION SEARCH_INDEX_OFF saying how to turn it on', async () => {
+    expect(parseServeArgs([], {}).searchIndex).toBe(true);
+    expect(parseServeArgs(['--search-index', 'off'], {}).searchIndex).toBe(false);
+    expect(parseServeArgs(['--search-index=on'], {}).searchIndex).toBe(true);
+    expect(() => parseServeArgs(['--search-index', 'maybe'], {})).toThrow('--search-index must be on or off, got "maybe"');
+    const path = dirs.freshPath();
+    const app = await composeApp({ ...DEFAULT_CONFIG, db: path, searchIndex: false }, createLogger('silent'));
+    await app.createSession(ACME, { id: 'ops' });
+    await app.append(ACME, 'ops', [user('u1', 'walrus')]);
+    const e = await app.search.search(ACME, { query: 'walrus' }).then(() => undefined, (x: unknown) => x);
+    expect(e).toBeInstanceOf(DomainError);
+    expect((e as DomainError).reason).toBe('SEARCH_INDEX_OFF');
+    expect((e as DomainError).message).toContain('--search-index on');
+    expect(codeForReason('SEARCH_INDEX_OFF')).toBe(Code.FAILED_PRECONDITION);
+    expect(app.search.follower).toBeUndefined();
+    expect(existsSync(`${path}-search`)).toBe(false);
     await app.close();
   });
 });

@@ -1,12 +1,12 @@
 /**
  * The search index follower's thread (see search-follow-thread.ts): its own connection to the
- * store's file, configured as the store's other read-write connections (configureConnection;
- * synchronous NORMAL: the index and its marks commit together, so a crash loses at most the last
- * batches, which are followed again), running one batch (followSqliteFeed) per message, in order.
+ * store's file (read only by it) with the index file attached (search-file.ts; synchronous
+ * NORMAL: the index and its marks commit together, so a crash loses at most the last batches,
+ * which are followed again), running one batch (followSqliteFeed) per message, in order.
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import Database from 'better-sqlite3';
-import { configureConnection } from './open-database.js';
+import { attachSearchFile } from './search-file.js';
 import { followSqliteFeed } from './search-follow.js';
 import type { FollowerConfig, FromFollower, ToFollower } from './search-follow-thread.js';
 
@@ -18,7 +18,7 @@ let db: Database.Database | undefined;
 try {
   db = new Database(config.path, { fileMustExist: true });
   db.pragma(`busy_timeout = ${config.busyTimeoutMs}`);
-  configureConnection(db, 'normal', false);
+  attachSearchFile(db, false);
 } catch (e) {
   db?.close();
   db = undefined;

@@ -1,22 +1,27 @@
 /**
- * The SQLite search index's follower (issue #40, schema 10): the index is kept off the append path
- * by following the session feed (schema.ts FEED_SQL), in batches of many events per transaction.
+ * The SQLite search index's follower (issue #40): the index is kept off the append path by
+ * following the session feed (schema.ts FEED_SQL), in batches of many events per transaction.
+ * Since schema 11 the index lives in its own file (search-file.ts, attached as `search`): a batch
+ * reads the events' file and writes only the index's, so it never takes the events' write lock.
  *
  * - search_follow.position: every feed record at or below it is indexed. Feed positions are an
  *   AUTOINCREMENT rowid written in commit order (SQLite has one writer), so a record never
  *   appears below a position already read.
- * - search_progress.next_seq: per session, its events below it are indexed. A record names a
- *   session; the follower indexes that session's events from its progress up to the session's
- *   `next_seq` (read in the same transaction, so only committed events), then moves its progress
- *   and the mark. A later record of the same session then finds nothing left to do.
- * - A batch is one IMMEDIATE transaction: the reads and the index writes see one state of the
- *   file, so a session deleted meanwhile is either deleted before the batch (its events are gone,
- *   nothing is indexed) or after (search_sessions_ad removes its entries and progress).
+ * - search_progress (created_at, next_seq): per session incarnation, its events below next_seq
+ *   are indexed. A record names a session; the follower indexes that session's events from its
+ *   progress up to the session's `next_seq` (read in the same transaction, so only committed
+ *   events), then moves its progress and the mark. A later record of the same session then finds
+ *   nothing left to do. A session that is gone (deleted) or another incarnation (deleted and
+ *   created again) has its entries forgotten first: a deleted session leaves nothing in the index.
+ * - A batch is one transaction (search-file.ts inSearchTransaction): its reads see one snapshot of
+ *   the events' file, its writes go to the index's.
  * - Feed records retention removed before the follower read them (feed_pruned above the mark) are
- *   made up for by a scan of every session whose progress is behind its next_seq.
+ *   made up for by a scan of every session whose progress is behind its next_seq, and of every
+ *   indexed session that is gone.
  */
 import type Database from 'better-sqlite3';
 import type { SearchFollowBatch, SearchLag } from '../../app/search-port.js';
+import { SEARCH_FTS_FORGET, SEARCH_FTS_INSERT, inSearchTransaction } from './search-file.js';
 import { SEARCH_TYPES_SQL, searchDocOf } from './search-schema.js';
 
 /** Feed records read per batch (a batch also stops once it indexed its share of events). */
@@ -38,6 +43,11 @@ interface Statements {
   readonly insertCall: Database.Statement;
   readonly insertDoc: Database.Statement;
   readonly behind: Database.Statement;
+  readonly insertFts: Database.Statement;
+  readonly forgetFts: Database.Statement;
+  readonly forgetDocs: Database.Statement;
+  readonly forgetCalls: Database.Statement;
+  readonly forgetProgress: Database.Statement;
 }
 
 const cache = new WeakMap<Database.Database, Statements>();
@@ -46,21 +56,30 @@ function statements(db: Database.Database): Statements {
   let s = cache.get(db);
   if (s === undefined) {
     s = {
-      mark: db.prepare('SELECT position FROM search_follow WHERE id = 0').pluck(),
-      setMark: db.prepare('INSERT INTO search_follow (id, position) VALUES (0, ?) ON CONFLICT (id) DO UPDATE SET position = excluded.position'),
-      head: db.prepare("SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'feed'), 0)").pluck(),
-      pruned: db.prepare('SELECT coalesce(max(position), 0) FROM feed_pruned').pluck(),
-      records: db.prepare('SELECT position, session_id FROM feed WHERE position > ? ORDER BY position LIMIT ?').raw(),
-      session: db.prepare('SELECT next_seq FROM sessions WHERE id = ? AND pending = 0').pluck(),
-      progress: db.prepare('SELECT next_seq FROM search_progress WHERE session_id = ?').pluck(),
-      setProgress: db.prepare('INSERT INTO search_progress (session_id, next_seq) VALUES (?, ?) ON CONFLICT (session_id) DO UPDATE SET next_seq = excluded.next_seq'),
-      events: db.prepare(`SELECT seq, type, time, data, surface_op FROM events WHERE session_id = ? AND seq >= ? AND seq < ? AND type IN (${SEARCH_TYPES_SQL}) ORDER BY seq`).raw(),
+      mark: db.prepare('SELECT position FROM search.search_follow WHERE id = 0').pluck(),
+      setMark: db.prepare('INSERT INTO search.search_follow (id, position) VALUES (0, ?) ON CONFLICT (id) DO UPDATE SET position = excluded.position'),
+      head: db.prepare("SELECT coalesce((SELECT seq FROM main.sqlite_sequence WHERE name = 'feed'), 0)").pluck(),
+      pruned: db.prepare('SELECT coalesce(max(position), 0) FROM main.feed_pruned').pluck(),
+      records: db.prepare('SELECT position, session_id FROM main.feed WHERE position > ? ORDER BY position LIMIT ?').raw(),
+      session: db.prepare('SELECT next_seq, created_at FROM main.sessions WHERE id = ? AND pending = 0').raw(),
+      progress: db.prepare('SELECT next_seq, created_at FROM search.search_progress WHERE session_id = ?').raw(),
+      setProgress: db.prepare('INSERT INTO search.search_progress (session_id, created_at, next_seq) VALUES (?, ?, ?) ON CONFLICT (session_id) DO UPDATE SET created_at = excluded.created_at, next_seq = excluded.next_seq'),
+      events: db.prepare(`SELECT seq, type, time, data, surface_op FROM main.events WHERE session_id = ? AND seq >= ? AND seq < ? AND type IN (${SEARCH_TYPES_SQL}) ORDER BY seq`).raw(),
       // The seq of the n-th (OFFSET, from 0) indexed event in a seq range: an index-only walk of events_structure.
-      nthIndexed: db.prepare(`SELECT seq FROM events WHERE session_id = ? AND seq >= ? AND seq < ? AND type IN (${SEARCH_TYPES_SQL}) ORDER BY seq LIMIT 1 OFFSET ?`).pluck(),
-      call: db.prepare('SELECT name FROM search_calls WHERE session_id = ? AND call_id = ?').pluck(),
-      insertCall: db.prepare('INSERT OR REPLACE INTO search_calls (session_id, call_id, name) VALUES (?, ?, ?)'),
-      insertDoc: db.prepare('INSERT INTO search_docs (session_id, seq, type, time, entered, replace, tools, text) VALUES (?, ?, ?, ?, ?, ?, ?, ?)'),
-      behind: db.prepare('SELECT s.id FROM sessions s LEFT JOIN search_progress p ON p.session_id = s.id WHERE s.pending = 0 AND s.next_seq > coalesce(p.next_seq, 0)').pluck(),
+      nthIndexed: db.prepare(`SELECT seq FROM main.events WHERE session_id = ? AND seq >= ? AND seq < ? AND type IN (${SEARCH_TYPES_SQL}) ORDER BY seq LIMIT 1 OFFSET ?`).pluck(),
+      call: db.prepare('SELECT name FROM search.search_calls WHERE session_id = ? AND call_id = ?').pluck(),
+      insertCall: db.prepare('INSERT OR REPLACE INTO search.search_calls (session_id, call_id, name) VALUES (?, ?, ?)'),
+      insertDoc: db.prepare('INSERT INTO search.search_docs (session_id, seq, type, time, entered, replace, tools, text) VALUES (?, ?, ?, ?, ?, ?, ?, ?)'),
+      // Sessions behind (or another incarnation than the one indexed), then indexed ones that are gone.
+      behind: db.prepare(`SELECT s.id FROM main.sessions s LEFT JOIN search.search_progress p ON p.session_id = s.id
+        WHERE s.pending = 0 AND (s.next_seq > coalesce(p.next_seq, 0) OR p.created_at <> s.created_at)
+        UNION ALL SELECT p.session_id FROM search.search_progress p
+        WHERE NOT EXISTS (SELECT 1 FROM main.sessions s WHERE s.id = p.session_id AND s.pending = 0)`).pluck(),
+      insertFts: db.prepare(SEARCH_FTS_INSERT),
+      forgetFts: db.prepare(SEARCH_FTS_FORGET),
+      forgetDocs: db.prepare('DELETE FROM search.search_docs WHERE session_id = ?'),
+      forgetCalls: db.prepare('DELETE FROM search.search_calls WHERE session_id = ?'),
+      forgetProgress: db.prepare('DELETE FROM search.search_progress WHERE session_id = ?'),
     };
     cache.set(db, s);
   }
@@ -81,9 +100,18 @@ const SKIP_RATIO = 50;
  * (its progress reached its next_seq).
  */
 function followSession(s: Statements, sid: string, limit: number): { events: number; cost: number; done: boolean } {
-  const next = s.session.get(sid) as number | undefined;
-  if (next === undefined) return { events: 0, cost: 0, done: true };
-  const from = (s.progress.get(sid) as number | undefined) ?? 0;
+  const cur = s.session.get(sid) as [number, number] | undefined;
+  const had = s.progress.get(sid) as [number, number] | undefined;
+  if (cur === undefined || (had !== undefined && had[1] !== cur[1])) {
+    // Gone, or another incarnation than the one indexed: forget what the index holds of it.
+    s.forgetFts.run(sid);
+    s.forgetDocs.run(sid);
+    s.forgetCalls.run(sid);
+    s.forgetProgress.run(sid);
+    if (cur === undefined) return { events: 0, cost: 0, done: true };
+  }
+  const [next, createdAt] = cur;
+  const from = had !== undefined && had[1] === createdAt ? had[0] : 0;
   if (from >= next) return { events: 0, cost: 0, done: true };
   const n = Math.max(1, limit);
   const window = Math.min(next, from + n * SKIP_RATIO);
@@ -101,16 +129,17 @@ function followSession(s: Statements, sid: string, limit: number): { events: num
       tools = p.c.map(([, n]) => n);
       for (const [id, name] of p.c) s.insertCall.run(sid, id, name);
     }
-    s.insertDoc.run(sid, seq, type, time, op === null ? 0 : 1, op !== null && op !== 'append' ? 1 : 0, JSON.stringify(tools), p.t);
+    const doc = s.insertDoc.run(sid, seq, type, time, op === null ? 0 : 1, op !== null && op !== 'append' ? 1 : 0, JSON.stringify(tools), p.t).lastInsertRowid;
+    s.insertFts.run(doc, p.t);
   }
-  s.setProgress.run(sid, to);
+  s.setProgress.run(sid, createdAt, to);
   return { events: indexed, cost: indexed + Math.ceil((to - from - indexed) / SKIP_RATIO), done: to === next };
 }
 
 /**
  * One batch: follows the feed from the mark, covering at most `maxEvents` events (at least one;
  * an event of a type the index skips counts 1/SKIP_RATIO), and stopping at the feed's end. One
- * IMMEDIATE transaction, so its length (and the write lock's hold) is bounded by `maxEvents`
+ * transaction writing only the index file, so its length (and the index write lock's hold) is bounded by `maxEvents`
  * (and RECORDS_PER_BATCH records): a session with more events to index than the batch's share is
  * indexed over several batches (its progress moves, the mark stays before its record until it is
  * done).
@@ -120,7 +149,7 @@ export function followSqliteFeed(db: Database.Database, maxEvents: number): Sear
   // Nothing to follow: no transaction (an idle server polls this).
   const seen = s.mark.get() as number | undefined;
   if (seen !== undefined && seen >= (s.head.get() as number) && (s.pruned.get() as number) <= seen) return { events: 0, caughtUp: true };
-  return db.transaction((): SearchFollowBatch => {
+  return inSearchTransaction(db, (): SearchFollowBatch => {
     let mark = (s.mark.get() as number | undefined) ?? 0;
     const head = s.head.get() as number;
     let events = 0;
@@ -149,7 +178,7 @@ export function followSqliteFeed(db: Database.Database, maxEvents: number): Sear
     }
     s.setMark.run(mark);
     return { events, caughtUp: mark >= head };
-  }).immediate();
+  });
 }
 
 /** The feed's last position (what a search that must see every acknowledged append waits for). */
@@ -165,14 +194,14 @@ export function sqliteFollowed(db: Database.Database): number {
 /** How far the index is behind the feed (a read; see SearchLag). */
 export function sqliteSearchLag(db: Database.Database, now = Date.now()): SearchLag {
   const row = db.prepare(`SELECT
-      (SELECT position FROM search_follow WHERE id = 0) AS position,
-      (SELECT min(time) FROM feed WHERE position > (SELECT position FROM search_follow WHERE id = 0)) AS oldest,
-      (SELECT coalesce(sum(s.next_seq - coalesce(p.next_seq, 0)), 0) FROM sessions s LEFT JOIN search_progress p ON p.session_id = s.id
-        WHERE s.pending = 0 AND s.id IN (SELECT session_id FROM feed WHERE position > (SELECT position FROM search_follow WHERE id = 0))) AS events`).get() as { position: number; oldest: number | null; events: number };
+      (SELECT min(time) FROM main.feed WHERE position > (SELECT position FROM search.search_follow WHERE id = 0)) AS oldest,
+      (SELECT coalesce(sum(s.next_seq - (CASE WHEN p.created_at = s.created_at THEN p.next_seq ELSE 0 END)), 0)
+        FROM main.sessions s LEFT JOIN search.search_progress p ON p.session_id = s.id
+        WHERE s.pending = 0 AND s.id IN (SELECT session_id FROM main.feed WHERE position > (SELECT position FROM search.search_follow WHERE id = 0))) AS events`).get() as { oldest: number | null; events: number };
   return { events: row.events, seconds: row.oldest === null ? 0 : Math.max(0, (now - row.oldest) / 1000) };
 }
 
-/** Sessions (ids) with events the index has not followed yet: their entries are not complete. */
+/** Sessions (ids) with feed records the index has not followed yet: their entries are not complete. */
 export function sqliteLaggingSessions(db: Database.Database): Set<string> {
-  return new Set(db.prepare(`SELECT DISTINCT session_id FROM feed WHERE position > (SELECT position FROM search_follow WHERE id = 0)`).pluck().all() as string[]);
+  return new Set(db.prepare('SELECT DISTINCT session_id FROM main.feed WHERE position > (SELECT position FROM search.search_follow WHERE id = 0)').pluck().all() as string[]);
 }

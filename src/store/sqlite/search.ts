@@ -9,15 +9,20 @@
  *   search_docs and sessions.
  * - Newest order sorts the hits (keyset cursor); without terms it walks search_docs_newest. Score
  *   order is FTS5's bm25 (`rank`), negated so that higher is better, with an offset cursor.
+ * - The index lives in its own file, attached as `search` (search-file.ts): a hit's session is
+ *   joined live, on the incarnation the index holds, so a deleted session is never answered.
  * - The index has its own connection: reads do not queue behind the store's statements, and
- *   `reindex` writes one session per transaction (online: appends and searches go on). The
- *   follower's batches run in a worker thread on a third connection (search-follow-thread.ts).
+ *   `reindex` writes one session per transaction to the index file only (online: appends and
+ *   searches go on). The follower's batches run in a worker thread on a third connection
+ *   (search-follow-thread.ts).
  */
+import { existsSync } from 'node:fs';
 import Database from 'better-sqlite3';
 import type { SearchCandidate, SearchCandidateQuery, SearchFollowBatch, SearchIndex, SearchIndexReport, SearchLag } from '../../app/search-port.js';
 import type { SearchTerm } from '../../domain/search-query.js';
 import { positiveValues } from '../../domain/search-fields.js';
-import { SEARCH_TYPES_SQL, registerSearchFunctions, searchDocOf } from './search-schema.js';
+import { SEARCH_TYPES_SQL, searchDocOf } from './search-schema.js';
+import { SEARCH_FTS_FORGET, SEARCH_FTS_INSERT, attachSearchFile, inSearchTransaction, searchIndexPath, type SearchFileOpened } from './search-file.js';
 import { SearchFollowThread } from './search-follow-thread.js';
 import { followSqliteFeed, sqliteFeedHead, sqliteFollowed, sqliteLaggingSessions, sqliteSearchLag } from './search-follow.js';
 
@@ -25,6 +30,13 @@ import { followSqliteFeed, sqliteFeedHead, sqliteFollowed, sqliteLaggingSessions
 export function fts5Phrase(t: SearchTerm): string {
   return `"${t.tokens.join(' ').replaceAll('"', '""')}"${t.prefix ? '*' : ''}`;
 }
+
+/**
+ * The hit's session as it is now, and the incarnation the index holds of it: a session deleted
+ * (or deleted and created again) is never answered from its old entries, even before the
+ * follower forgot them.
+ */
+const LIVE = 'JOIN main.sessions s ON s.id = d.session_id JOIN search.search_progress sp ON sp.session_id = d.session_id AND sp.created_at = s.created_at';
 
 type Row = { session_id: string; seq: number; type: string; time: number; text: string; entered: number; replaced: number; score: number };
 
@@ -40,7 +52,7 @@ export function compileSqliteSearch(q: SearchCandidateQuery): { sql: string; par
     params.push(positive.map(fts5Phrase).join(' '));
   }
   for (const t of q.query.terms.filter((x) => x.negated)) {
-    where.push('d.doc NOT IN (SELECT rowid FROM search_fts WHERE search_fts MATCH ?)');
+    where.push('d.doc NOT IN (SELECT rowid FROM search.search_fts WHERE search_fts MATCH ?)');
     params.push(fts5Phrase(t));
   }
   const inList = (column: string, values: readonly string[]): void => {
@@ -92,18 +104,18 @@ export function compileSqliteSearch(q: SearchCandidateQuery): { sql: string; par
     params.push(after.time, after.sessionId, after.seq);
   }
   const cols = `d.session_id, d.seq, d.type, d.time, d.text, d.entered,
-    EXISTS (SELECT 1 FROM search_docs r WHERE r.session_id = d.session_id AND r.replace = 1) AS replaced`;
+    EXISTS (SELECT 1 FROM search.search_docs r WHERE r.session_id = d.session_id AND r.replace = 1) AS replaced`;
   const newest = 'd.time DESC, d.session_id DESC, d.seq DESC';
   let sql: string;
   if (byScore) {
-    sql = `SELECT ${cols}, -search_fts.rank AS score FROM search_fts CROSS JOIN search_docs d ON d.doc = search_fts.rowid JOIN sessions s ON s.id = d.session_id
+    sql = `SELECT ${cols}, -search_fts.rank AS score FROM search.search_fts CROSS JOIN search.search_docs d ON d.doc = search_fts.rowid ${LIVE}
       WHERE ${where.join(' AND ')} ORDER BY search_fts.rank, ${newest} LIMIT ? OFFSET ?`;
     params.push(q.limit, after?.kind === 'score' ? after.offset : 0);
   } else {
     // With terms, the FTS match drives (CROSS JOIN keeps it the outer loop) and its hits are
     // sorted: a walk of search_docs_newest probing each row would read every newer non-hit first.
-    const from = positive.length > 0 ? 'search_fts CROSS JOIN search_docs d ON d.doc = search_fts.rowid' : 'search_docs d';
-    sql = `SELECT ${cols}, 0 AS score FROM ${from} JOIN sessions s ON s.id = d.session_id
+    const from = positive.length > 0 ? 'search.search_fts CROSS JOIN search.search_docs d ON d.doc = search_fts.rowid' : 'search.search_docs d';
+    sql = `SELECT ${cols}, 0 AS score FROM ${from} ${LIVE}
       WHERE ${where.join(' AND ')} ORDER BY ${newest} LIMIT ?`;
     params.push(q.limit);
     if (q.order === 'score' && after?.kind === 'score') {
@@ -115,13 +127,15 @@ export function compileSqliteSearch(q: SearchCandidateQuery): { sql: string; par
   return { sql, params };
 }
 
-/** Rebuilds one session's entries from its events (in the caller's transaction). */
+/** Rebuilds one session's entries from its events (in the caller's inSearchTransaction). */
 function indexSession(db: Database.Database, sessionId: string): number {
-  db.prepare('DELETE FROM search_docs WHERE session_id = ?').run(sessionId);
-  db.prepare('DELETE FROM search_calls WHERE session_id = ?').run(sessionId);
-  const rows = db.prepare(`SELECT seq, type, time, data, surface_op FROM events WHERE session_id = ? AND type IN (${SEARCH_TYPES_SQL}) ORDER BY seq`).raw().iterate(sessionId) as IterableIterator<[number, string, number, string, string | null]>;
-  const insertDoc = db.prepare('INSERT INTO search_docs (session_id, seq, type, time, entered, replace, tools, text) VALUES (?, ?, ?, ?, ?, ?, ?, ?)');
-  const insertCall = db.prepare('INSERT OR REPLACE INTO search_calls (session_id, call_id, name) VALUES (?, ?, ?)');
+  db.prepare(SEARCH_FTS_FORGET).run(sessionId);
+  db.prepare('DELETE FROM search.search_docs WHERE session_id = ?').run(sessionId);
+  db.prepare('DELETE FROM search.search_calls WHERE session_id = ?').run(sessionId);
+  db.prepare('DELETE FROM search.search_progress WHERE session_id = ?').run(sessionId);
+  const rows = db.prepare(`SELECT seq, type, time, data, surface_op FROM main.events WHERE session_id = ? AND type IN (${SEARCH_TYPES_SQL}) ORDER BY seq`).raw().iterate(sessionId) as IterableIterator<[number, string, number, string, string | null]>;
+  const insertDoc = db.prepare('INSERT INTO search.search_docs (session_id, seq, type, time, entered, replace, tools, text) VALUES (?, ?, ?, ?, ?, ?, ?, ?)');
+  const insertCall = db.prepare('INSERT OR REPLACE INTO search.search_calls (session_id, call_id, name) VALUES (?, ?, ?)');
   const calls = new Map<string, string>();
   const docs: unknown[][] = [];
   for (const [seq, type, time, data, op] of rows) {
@@ -131,15 +145,15 @@ function indexSession(db: Database.Database, sessionId: string): number {
     if (type === 'assistant/message') for (const [id, name] of p.c) calls.set(id, name);
     docs.push([sessionId, seq, type, time, op === null ? 0 : 1, op !== null && op !== 'append' ? 1 : 0, JSON.stringify(tools), p.t]);
   }
-  for (const d of docs) insertDoc.run(...d);
+  const insertFts = db.prepare(SEARCH_FTS_INSERT);
+  for (const d of docs) insertFts.run(insertDoc.run(...d).lastInsertRowid, d[7]);
   for (const [id, name] of calls) insertCall.run(sessionId, id, name);
-  db.prepare(`INSERT INTO search_progress (session_id, next_seq) SELECT id, next_seq FROM sessions WHERE id = ?
-    ON CONFLICT (session_id) DO UPDATE SET next_seq = excluded.next_seq`).run(sessionId);
+  db.prepare(`INSERT INTO search.search_progress (session_id, created_at, next_seq) SELECT id, created_at, next_seq FROM main.sessions WHERE id = ? AND pending = 0`).run(sessionId);
   return docs.length;
 }
 
-/** Events per follower batch at most (one transaction holding the write lock; see docs/search.md). */
-export const SQLITE_FOLLOW_BATCH_EVENTS = 200;
+/** Events per follower batch at most (one transaction holding the index file's write lock; see docs/search.md). */
+export const SQLITE_FOLLOW_BATCH_EVENTS = 2000;
 
 /** Options of {@link SqliteSearchIndex}. */
 export interface SqliteSearchIndexOptions {
@@ -161,11 +175,21 @@ export class SqliteSearchIndex implements SearchIndex {
   readonly #thread: SearchFollowThread | undefined;
   readonly #maxBatch: number;
 
+  /** How the index file was found at opening (search-file.ts): the caller logs a rebuild. */
+  readonly opened: SearchFileOpened;
+
   constructor(path: string, options: SqliteSearchIndexOptions = {}) {
     const busyTimeoutMs = options.busyTimeoutMs ?? 5000;
-    this.#db = new Database(path, { fileMustExist: true });
-    this.#db.pragma(`busy_timeout = ${busyTimeoutMs}`);
-    registerSearchFunctions(this.#db);
+    // Not fileMustExist: an ATTACH opens with the main file's flags, and the index file may have to be created.
+    if (!existsSync(path)) throw new Error(`no database at ${path}`);
+    this.#db = new Database(path);
+    try {
+      this.#db.pragma(`busy_timeout = ${busyTimeoutMs}`);
+      this.opened = attachSearchFile(this.#db, true);
+    } catch (e) {
+      this.#db.close();
+      throw e;
+    }
     this.#thread = options.inProcess === true ? undefined : new SearchFollowThread({ path, busyTimeoutMs });
     this.#maxBatch = Math.max(1, options.maxBatchEvents ?? SQLITE_FOLLOW_BATCH_EVENTS);
   }
@@ -200,19 +224,25 @@ export class SqliteSearchIndex implements SearchIndex {
   }
 
   async reindex(onSession?: (sessionId: string, events: number) => void): Promise<{ sessions: number; events: number }> {
-    const ids = this.#db.prepare('SELECT id FROM sessions WHERE pending = 0 ORDER BY id').pluck().all() as string[];
+    const ids = this.#db.prepare('SELECT id FROM main.sessions WHERE pending = 0 ORDER BY id').pluck().all() as string[];
     let events = 0;
     for (const id of ids) {
-      const n = this.#db.transaction(() => indexSession(this.#db, id)).immediate();
+      const n = inSearchTransaction(this.#db, () => indexSession(this.#db, id));
       events += n;
       onSession?.(id, n);
       // Let the server's other work run between sessions.
       await new Promise((r) => setImmediate(r));
     }
-    // Entries of sessions that no longer exist (none unless the triggers were bypassed).
-    this.#db.prepare('DELETE FROM search_docs WHERE session_id NOT IN (SELECT id FROM sessions)').run();
-    this.#db.prepare('DELETE FROM search_calls WHERE session_id NOT IN (SELECT id FROM sessions)').run();
-    this.#db.prepare('DELETE FROM search_progress WHERE session_id NOT IN (SELECT id FROM sessions)').run();
+    // Entries of sessions that no longer exist (the follower forgets them too, when it reaches
+    // their delete), then search_fts rebuilt from search_docs: whatever went wrong with it, it
+    // matches its content again (one transaction on the index file; appends go on).
+    inSearchTransaction(this.#db, () => {
+      const gone = 'NOT IN (SELECT id FROM main.sessions WHERE pending = 0)';
+      this.#db.prepare(`DELETE FROM search.search_docs WHERE session_id ${gone}`).run();
+      this.#db.prepare(`DELETE FROM search.search_calls WHERE session_id ${gone}`).run();
+      this.#db.prepare(`DELETE FROM search.search_progress WHERE session_id ${gone}`).run();
+      this.#db.prepare("INSERT INTO search.search_fts (search_fts) VALUES ('rebuild')").run();
+    });
     return { sessions: ids.length, events };
   }
 
@@ -226,9 +256,14 @@ export class SqliteSearchIndex implements SearchIndex {
   }
 }
 
-/** True when the database has the search index. */
-export function hasSearchIndex(db: Database.Database): boolean {
-  return db.prepare("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'search_progress'").pluck().get() !== undefined;
+/**
+ * Attaches the index file of `db` (read-only when `db` is) for `verify`; false when it has none
+ * (the server creates it at start and builds it from the events).
+ */
+export function attachSearchIndexForVerify(db: Database.Database): boolean {
+  if (!existsSync(searchIndexPath(db.name))) return false;
+  attachSearchFile(db, false);
+  return true;
 }
 
 /**
@@ -242,21 +277,25 @@ export function verifySqliteSearch(db: Database.Database, skip: ReadonlySet<stri
     if (problems.length < 100) problems.push(p);
   };
   // The follower's progress bounds what must be indexed: events at or above it are the lag, not missing.
-  const docs = db.prepare('SELECT seq, type, time, entered, replace, tools, text FROM search_docs WHERE session_id = ? ORDER BY seq').raw();
-  const evs = db.prepare(`SELECT seq, type, time, data, surface_op FROM events WHERE session_id = ? AND seq < ? AND type IN (${SEARCH_TYPES_SQL}) ORDER BY seq`).raw();
-  const progress = db.prepare('SELECT next_seq FROM search_progress WHERE session_id = ?').pluck();
-  for (const id of db.prepare('SELECT id FROM sessions WHERE pending = 0').pluck().all() as string[]) {
+  const docs = db.prepare('SELECT seq, type, time, entered, replace, tools, text FROM search.search_docs WHERE session_id = ? ORDER BY seq').raw();
+  const evs = db.prepare(`SELECT seq, type, time, data, surface_op FROM main.events WHERE session_id = ? AND seq < ? AND type IN (${SEARCH_TYPES_SQL}) ORDER BY seq`).raw();
+  const progress = db.prepare('SELECT next_seq, created_at FROM search.search_progress WHERE session_id = ?').raw();
+  // Sessions with feed records not followed yet: a delete or another incarnation there is lag, not a problem.
+  const lagging = sqliteLaggingSessions(db);
+  for (const [id, createdAt] of db.prepare('SELECT id, created_at FROM main.sessions WHERE pending = 0').raw().all() as [string, number][]) {
     if (skip.has(id)) continue;
-    const upTo = (progress.get(id) as number | undefined) ?? 0;
+    const p = progress.get(id) as [number, number] | undefined;
+    if (p !== undefined && p[1] !== createdAt && lagging.has(id)) continue;
+    const upTo = p === undefined ? 0 : p[0];
     const have = new Map((docs.all(id) as unknown[][]).map((r) => [r[0] as number, JSON.stringify(r.slice(1))]));
     const calls = new Map<string, string>();
     for (const [seq, type, time, data, op] of evs.all(id, upTo) as [number, string, number, string, string | null][]) {
       events++;
-      const p = searchDocOf(type, data);
-      const answered = p.r === null ? undefined : calls.get(p.r);
-      const tools = p.r === null ? p.c.map(([, n]) => n) : answered === undefined ? [] : [answered];
-      if (type === 'assistant/message') for (const [cid, name] of p.c) calls.set(cid, name);
-      const want = JSON.stringify([type, time, op === null ? 0 : 1, op !== null && op !== 'append' ? 1 : 0, JSON.stringify(tools), p.t]);
+      const d = searchDocOf(type, data);
+      const answered = d.r === null ? undefined : calls.get(d.r);
+      const tools = d.r === null ? d.c.map(([, n]) => n) : answered === undefined ? [] : [answered];
+      if (type === 'assistant/message') for (const [cid, name] of d.c) calls.set(cid, name);
+      const want = JSON.stringify([type, time, op === null ? 0 : 1, op !== null && op !== 'append' ? 1 : 0, JSON.stringify(tools), d.t]);
       const got = have.get(seq);
       if (got === undefined) note(`search index: session ${JSON.stringify(id)} seq ${seq} is missing (run palimpsest reindex)`);
       else if (got !== want) note(`search index: session ${JSON.stringify(id)} seq ${seq} differs from its event (run palimpsest reindex)`);
@@ -264,12 +303,13 @@ export function verifySqliteSearch(db: Database.Database, skip: ReadonlySet<stri
     }
     for (const seq of have.keys()) note(`search index: session ${JSON.stringify(id)} seq ${seq} is indexed but is no message event (run palimpsest reindex)`);
   }
-  const orphans = db.prepare('SELECT count(*) FROM search_docs WHERE session_id NOT IN (SELECT id FROM sessions)').pluck().get() as number;
-  if (orphans > 0) note(`search index: ${orphans} entries of deleted sessions (run palimpsest reindex)`);
-  const ahead = db.prepare('SELECT count(*) FROM search_progress p JOIN sessions s ON s.id = p.session_id WHERE p.next_seq > s.next_seq').pluck().get() as number;
+  const orphanSessions = db.prepare('SELECT DISTINCT session_id FROM search.search_docs WHERE session_id NOT IN (SELECT id FROM main.sessions WHERE pending = 0)').pluck().all() as string[];
+  const orphans = orphanSessions.filter((id) => !lagging.has(id) && !skip.has(id)).length;
+  if (orphans > 0) note(`search index: entries of ${orphans} deleted sessions (run palimpsest reindex)`);
+  const ahead = db.prepare('SELECT count(*) FROM search.search_progress p JOIN main.sessions s ON s.id = p.session_id AND s.created_at = p.created_at WHERE p.next_seq > s.next_seq').pluck().get() as number;
   if (ahead > 0) note(`search index: ${ahead} sessions marked indexed past their last event (run palimpsest reindex)`);
   try {
-    db.prepare("INSERT INTO search_fts (search_fts, rank) VALUES ('integrity-check', 1)").run();
+    db.prepare("INSERT INTO search.search_fts (search_fts, rank) VALUES ('integrity-check', 1)").run();
   } catch (e) {
     // A read-only connection (palimpsest verify) cannot run FTS5's check, which is a write command.
     if ((e as { code?: unknown }).code !== 'SQLITE_READONLY') note(`search index: the FTS5 index does not match search_docs (run palimpsest reindex): ${(e as Error).message}`);

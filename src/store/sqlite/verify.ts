@@ -28,7 +28,7 @@ import { APPLICATION_ID } from './schema.js';
 import { versionProblem } from './migrate.js';
 import type { SessionEvent } from '../../domain/event.js';
 import { inflateForReplay, verifyBlobs } from './verify-blobs.js';
-import { hasSearchIndex, verifySqliteSearch } from './search.js';
+import { attachSearchIndexForVerify, verifySqliteSearch } from './search.js';
 import { sqliteSearchLag } from './search-follow.js';
 import type { SearchLag } from '../../app/search-port.js';
 
@@ -77,6 +77,13 @@ export function verifyDatabase(db: Database.Database, headsPath?: string, what =
   let sessions = 0;
   let events = 0;
   let pending = 0;
+  // The search index's own file (search-file.ts), attached before the snapshot is taken.
+  let searchIndex = false;
+  try {
+    searchIndex = attachSearchIndexForVerify(db);
+  } catch (e) {
+    add({ problem: `search index: ${(e as Error).message} (the server rebuilds it at start; or run palimpsest reindex)` });
+  }
   db.transaction(() => {
     for (const row of db.pragma('integrity_check') as { integrity_check: string }[]) {
       if (row.integrity_check !== 'ok') add({ problem: `integrity_check: ${row.integrity_check}` });
@@ -146,7 +153,7 @@ export function verifyDatabase(db: Database.Database, headsPath?: string, what =
     // The search index (issue #40) against the events, at the same snapshot.
     // Sessions already found damaged are not compared again.
     const damaged = new Set(details.flatMap((d) => (d.sessionId === undefined ? [] : [d.sessionId])));
-    if (hasSearchIndex(db)) {
+    if (searchIndex) {
       for (const p of verifySqliteSearch(db, damaged).problems) add({ problem: p });
       searchIndexLag = sqliteSearchLag(db);
     }

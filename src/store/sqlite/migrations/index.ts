@@ -26,6 +26,7 @@ import { migration as m0007 } from './0007-search-index.js';
 import { migration as m0008 } from './0008-feed-pruned.js';
 import { migration as m0009 } from './0009-token-figures.js';
 import { migration as m0010 } from './0010-search-follower.js';
+import { migration as m0011 } from './0011-search-index-file.js';
 import type { SqliteMigration } from './migration.js';
 
 export type { SqliteMigration };
@@ -37,4 +38,4 @@ export const OLDEST_MIGRATABLE = 4;
 export const BASE_VERSION = 4;
 
 /** Every migration, in version order: versions BASE_VERSION + 1, + 2, ... */
-export const MIGRATIONS: readonly SqliteMigration[] = [m0005, m0006, m0007, m0008, m0009, m0010];
+export const MIGRATIONS: readonly SqliteMigration[] = [m0005, m0006, m0007, m0008, m0009, m0010, m0011];
