@@ -14,7 +14,9 @@
  * With --cpu-prof DIR the replicas write V8 CPU profiles there (stopped with SIGINT at the end).
  */
 import { randomUUID } from 'node:crypto';
+import { spawn } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { credentials } from '@grpc/grpc-js';
 import pg from 'pg';
 import { SessionServiceClient, SubscribeEventsRequest, type SubscribeEventsResponse } from '../gen/palimpsest/v1/service.js';
@@ -30,12 +32,15 @@ const RUNS = Number(arg('--runs') ?? 3);
 const cpuProf = arg('--cpu-prof');
 const batchOnly = process.argv.includes('--batch-only');
 const fanoutOnly = process.argv.includes('--fanout-only');
+/** Another build's root (e.g. main's, built): its replicas run the same loads in the same run, interleaved (A/B). */
+const base = arg('--base');
 const DURATION_MS = 2500;
 const WARMUP_MS = 500;
 const FANOUT_MS = 4000;
 const TICK_DATA = JSON.stringify({ n: 1, text: 'tick' });
 const tick: EventInput = { type: 'bench/tick', data: { kind: { $case: 'json', value: TICK_DATA } }, sourceEventSeqs: undefined, surfaceOp: undefined, ignorable: false };
 const TICKS = 100;
+const trace: string[] = [];
 const HZ = 100;
 
 type Client = SessionServiceClient;
@@ -106,6 +111,7 @@ function postmasterPid(port: string): number {
   throw new Error('postmaster not found');
 }
 
+interface FanoutStat { p50: number; p99: number; cpu: number; stmts: number }
 interface Sample { rate: number; serverCpu: number; pgCpu: number; selfCpu: number; statements: { query: string; calls: number; ms: number }[] }
 
 async function sampled(pool: pg.Pool, server: ServerProcess, postmaster: number, events: () => number, run: () => Promise<number>): Promise<Sample> {
@@ -134,7 +140,7 @@ function report(label: string, samples: Sample[]): void {
   for (const st of last.statements) console.log(`  ${(st.calls * 1000).toFixed(1)} calls, ${(st.ms * 1000).toFixed(1)} ms per 1000 events: ${st.query}`);
 }
 
-async function fanout(appendClient: Client, subClient: Client, tag: string): Promise<{ p50: number; p99: number }> {
+async function fanout(appendClient: Client, subClient: Client, tag: string, pool: pg.Pool, subServer: ServerProcess): Promise<FanoutStat> {
   const [id] = await freshSessions(appendClient, 1, tag);
   const arrivals: Map<number, number>[] = [];
   const streams = Array.from({ length: 100 }, (_, i) => {
@@ -155,6 +161,8 @@ async function fanout(appendClient: Client, subClient: Client, tag: string): Pro
     return { stream, ready };
   });
   await Promise.all(streams.map((s) => s.ready));
+  await pool.query('SELECT pg_stat_statements_reset()');
+  const cpu0 = cpuOf(subServer.proc.pid!);
   const sent = new Map<number, number>();
   const end = performance.now() + FANOUT_MS;
   let n = 0;
@@ -162,6 +170,7 @@ async function fanout(appendClient: Client, subClient: Client, tag: string): Pro
     const sentAt = performance.now();
     const r = await append(appendClient, id!, [tick]);
     sent.set(r.seqs[0]!, sentAt);
+    if (process.env.TRACE) trace.push(`${tag} ${r.seqs[0]} sent ${(performance.timeOrigin + sentAt).toFixed(2)} ack ${(performance.timeOrigin + performance.now()).toFixed(2)}`);
     n++;
     const wait = sentAt + 20 - performance.now();
     if (wait > 0) await new Promise((res) => setTimeout(res, wait));
@@ -170,9 +179,32 @@ async function fanout(appendClient: Client, subClient: Client, tag: string): Pro
   while (arrivals.some((a) => !a.has(n - 1)) && performance.now() < deadline) await new Promise((res) => setTimeout(res, 10));
   const lat: number[] = [];
   for (const a of arrivals) for (const [seq, at0] of sent) lat.push((a.get(seq) ?? at0 + 5000) - at0);
+  if (process.env.TRACE) for (const [seq] of sent) {
+    const ts = arrivals.map((a) => a.get(seq) ?? NaN).sort((x, y) => x - y);
+    trace.push(`${tag} ${seq} first ${(performance.timeOrigin + ts[0]!).toFixed(2)} last ${(performance.timeOrigin + ts[ts.length - 1]!).toFixed(2)}`);
+  }
+  const cpu = (cpuOf(subServer.proc.pid!) - cpu0) / n;
+  const calls = Number((await pool.query<{ n: string }>("SELECT sum(calls) AS n FROM pg_stat_statements WHERE query NOT LIKE '%pg_stat_statements%'")).rows[0]!.n) / n;
   for (const s of streams) s.stream.cancel();
   lat.sort((x, y) => x - y);
-  return { p50: lat[Math.floor(lat.length / 2)]!, p99: lat[Math.floor(lat.length * 0.99)]! };
+  return { p50: lat[Math.floor(lat.length / 2)]!, p99: lat[Math.floor(lat.length * 0.99)]!, cpu, stmts: calls };
+}
+
+/** `palimpsest serve` of the build at `root` (spawnServer's, from another checkout). */
+function spawnAt(root: string, url: string, nodeArgs: string[]): Promise<ServerProcess> {
+  return new Promise((resolve, reject) => {
+    const proc = spawn(process.execPath, [...nodeArgs, join(root, 'bin/palimpsest.mjs'), 'serve', '--listen', '127.0.0.1:0', '--log-level', 'silent', '--db', url], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) => proc.once('exit', (code, signal) => r({ code, signal })));
+    proc.stderr.on('data', (d: Buffer) => { err += d.toString(); });
+    proc.stdout.on('data', (d: Buffer) => {
+      out += d.toString();
+      const m = /palimpsest listening on (\S+)/.exec(out);
+      if (m) resolve({ proc, address: m[1]!, exited, stderr: () => err, stdout: () => out });
+    });
+    void exited.then(() => reject(new Error(`server at ${root} exited before listening: ${err}`)));
+  });
 }
 
 async function main(): Promise<void> {
@@ -191,15 +223,18 @@ async function main(): Promise<void> {
   const nodeArgs = cpuProf === undefined ? [] : ['--cpu-prof', `--cpu-prof-dir=${cpuProf}`];
   try {
     for (let i = 0; i < 2; i++) procs.push(await spawnServer(['--db', url], 30_000, {}, nodeArgs));
-    const [a, b] = procs.map((p) => connect(p.address)) as [Client, Client];
+    if (base !== undefined) for (let i = 0; i < 2; i++) procs.push(await spawnAt(base, url, nodeArgs));
+    const clients = procs.map((p) => connect(p.address));
+    const variants = (base === undefined ? ['this build'] : ['this build', `base (${base})`]).map((name, v) => ({
+      name, a: clients[2 * v]!, b: clients[2 * v + 1]!, pa: procs[2 * v]!, pb: procs[2 * v + 1]!,
+      pal: [] as Sample[], same: [] as FanoutStat[], cross: [] as FanoutStat[],
+    }));
     const pool = new pg.Pool({ connectionString: url, max: 10 });
     await pool.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');
     const raw: Sample[] = [];
-    const pal: Sample[] = [];
-    const same: { p50: number; p99: number }[] = [];
-    const cross: { p50: number; p99: number }[] = [];
     for (let run = 0; run < RUNS; run++) {
       console.error(`run ${run + 1}/${RUNS}`);
+      const a = clients[0]!;
       if (!fanoutOnly) {
         const rawIds = await freshSessions(a, 16, 'raw');
         const sql = 'SELECT * FROM palimpsest.append($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)';
@@ -220,32 +255,41 @@ async function main(): Promise<void> {
           s.writer = writer;
           rawEvents += TICKS;
         }).then((x) => x * TICKS)));
-        const palIds = await freshSessions(a, 16, 'pal');
-        const events = Array.from({ length: TICKS }, () => tick);
-        let palEvents = 0;
-        pal.push(await sampled(pool, procs[0]!, postmaster, () => palEvents, () => measure(16, async (w) => {
-          await append(a, palIds[w]!, events);
-          palEvents += TICKS;
-        }).then((x) => x * TICKS)));
+        for (const v of variants) {
+          const palIds = await freshSessions(v.a, 16, 'pal');
+          const events = Array.from({ length: TICKS }, () => tick);
+          let palEvents = 0;
+          v.pal.push(await sampled(pool, v.pa, postmaster, () => palEvents, () => measure(16, async (w) => {
+            await append(v.a, palIds[w]!, events);
+            palEvents += TICKS;
+          }).then((x) => x * TICKS)));
+        }
       }
       if (!batchOnly) {
-        same.push(await fanout(a, a, 'same'));
-        cross.push(await fanout(a, b, 'cross'));
+        for (const v of variants) {
+          v.same.push(await fanout(v.a, v.a, 'same', pool, v.pa));
+          v.cross.push(await fanout(v.a, v.b, 'cross', pool, v.pb));
+        }
       }
     }
-    if (!fanoutOnly) {
-      report('driver ceiling, 100-event append() calls, 16 in flight', raw);
-      report('AppendEvents, 100-event batches, 16 in flight', pal);
+    if (!fanoutOnly) report('driver ceiling, 100-event append() calls, 16 in flight', raw);
+    for (const v of variants) {
+      if (!fanoutOnly) report(`AppendEvents, 100-event batches, 16 in flight: ${v.name}`, v.pal);
+      if (!batchOnly) {
+        const f = (xs: FanoutStat[]): string =>
+          xs.map((x) => `${x.p50.toFixed(1)}/${x.p99.toFixed(1)} (server ${x.cpu.toFixed(1)} ms CPU, ${x.stmts.toFixed(1)} statements per append)`).join(', ');
+        const med = (xs: number[]): number => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)]!;
+        console.log(`\n## fan-out (${v.name}), sent -> delivery p50/p99 ms per run\nsame:  ${f(v.same)}\ncross: ${f(v.cross)}`);
+        console.log(`p99 cross/same (medians): ${(med(v.cross.map((x) => x.p99)) / med(v.same.map((x) => x.p99))).toFixed(2)}x; p50 ${med(v.same.map((x) => x.p50)).toFixed(1)} vs ${med(v.cross.map((x) => x.p50)).toFixed(1)}`);
+      }
     }
-    if (!batchOnly) {
-      const f = (xs: { p50: number; p99: number }[]): string => xs.map((x) => `${x.p50.toFixed(1)}/${x.p99.toFixed(1)}`).join(', ');
-      const med = (xs: number[]): number => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)]!;
-      console.log(`\n## fan-out, sent -> delivery p50/p99 ms per run\nsame:  ${f(same)}\ncross: ${f(cross)}`);
-      console.log(`p99 cross/same (medians): ${(med(cross.map((x) => x.p99)) / med(same.map((x) => x.p99))).toFixed(2)}x; p50 ${med(same.map((x) => x.p50)).toFixed(1)} vs ${med(cross.map((x) => x.p50)).toFixed(1)}`);
+    if (process.env.TRACE) {
+      const { writeFileSync } = await import('node:fs');
+      writeFileSync('/tmp/i37pg/trace-bench.txt', trace.join('\n'));
+      procs.forEach((p, i) => writeFileSync(`/tmp/i37pg/trace-server${i}.txt`, p.stderr()));
     }
     await pool.end();
-    a.close();
-    b.close();
+    for (const c of clients) c.close();
   } finally {
     for (const p of procs) p.proc.kill(cpuProf === undefined ? 'SIGKILL' : 'SIGINT');
     await Promise.all(procs.map((p) => p.exited));
