@@ -2,7 +2,7 @@
  * Where the PostgreSQL store's time goes on the two figures of bench/postgres.bench.ts that issue
  * #37 tracks (pg-batch, pg-fanout): a profiling aid, not a bench (no HEADLINE).
  *
- *   npx tsx bench/pg-profile.ts [--runs N] [--batch-only | --fanout-only] [--cpu-prof DIR]
+ *   npx tsx bench/pg-profile.ts [--runs N] [--batch-only | --fanout-only] [--cpu-prof DIR] [--base DIR] [--statements]
  *
  * Same cluster settings and the same loads as postgres.bench.ts (100-event batches at 16 in
  * flight over 16 sessions: the driver ceiling vs AppendEvents; fan-out to 100 subscribers at 50
@@ -12,6 +12,9 @@
  * - CPU time per event of the server process (/proc), of the cluster's backends (the postmaster's
  *   children, /proc) and of this process (the load generator / ceiling client).
  * With --cpu-prof DIR the replicas write V8 CPU profiles there (stopped with SIGINT at the end).
+ * With --base DIR (another checkout, built: e.g. `git archive main`, node_modules linked, `npm run
+ * build`) that build's two replicas run the same loads in the same run, interleaved: an A/B on a
+ * noisy machine.
  */
 import { randomUUID } from 'node:crypto';
 import { spawn } from 'node:child_process';
@@ -34,13 +37,14 @@ const batchOnly = process.argv.includes('--batch-only');
 const fanoutOnly = process.argv.includes('--fanout-only');
 /** Another build's root (e.g. main's, built): its replicas run the same loads in the same run, interleaved (A/B). */
 const base = arg('--base');
+/** Print the fan-out's most frequent statements per append. */
+const statements = process.argv.includes('--statements');
 const DURATION_MS = 2500;
 const WARMUP_MS = 500;
 const FANOUT_MS = 4000;
 const TICK_DATA = JSON.stringify({ n: 1, text: 'tick' });
 const tick: EventInput = { type: 'bench/tick', data: { kind: { $case: 'json', value: TICK_DATA } }, sourceEventSeqs: undefined, surfaceOp: undefined, ignorable: false };
 const TICKS = 100;
-const trace: string[] = [];
 const HZ = 100;
 
 type Client = SessionServiceClient;
@@ -170,7 +174,6 @@ async function fanout(appendClient: Client, subClient: Client, tag: string, pool
     const sentAt = performance.now();
     const r = await append(appendClient, id!, [tick]);
     sent.set(r.seqs[0]!, sentAt);
-    if (process.env.TRACE) trace.push(`${tag} ${r.seqs[0]} sent ${(performance.timeOrigin + sentAt).toFixed(2)} ack ${(performance.timeOrigin + performance.now()).toFixed(2)}`);
     n++;
     const wait = sentAt + 20 - performance.now();
     if (wait > 0) await new Promise((res) => setTimeout(res, wait));
@@ -179,12 +182,13 @@ async function fanout(appendClient: Client, subClient: Client, tag: string, pool
   while (arrivals.some((a) => !a.has(n - 1)) && performance.now() < deadline) await new Promise((res) => setTimeout(res, 10));
   const lat: number[] = [];
   for (const a of arrivals) for (const [seq, at0] of sent) lat.push((a.get(seq) ?? at0 + 5000) - at0);
-  if (process.env.TRACE) for (const [seq] of sent) {
-    const ts = arrivals.map((a) => a.get(seq) ?? NaN).sort((x, y) => x - y);
-    trace.push(`${tag} ${seq} first ${(performance.timeOrigin + ts[0]!).toFixed(2)} last ${(performance.timeOrigin + ts[ts.length - 1]!).toFixed(2)}`);
-  }
   const cpu = (cpuOf(subServer.proc.pid!) - cpu0) / n;
   const calls = Number((await pool.query<{ n: string }>("SELECT sum(calls) AS n FROM pg_stat_statements WHERE query NOT LIKE '%pg_stat_statements%'")).rows[0]!.n) / n;
+  if (statements) {
+    const top = await pool.query<{ query: string; calls: string }>(
+      "SELECT regexp_replace(query, '\\s+', ' ', 'g') AS query, calls FROM pg_stat_statements WHERE query NOT LIKE '%pg_stat_statements%' ORDER BY calls DESC LIMIT 8");
+    for (const r of top.rows) console.log(`  ${tag}: ${(Number(r.calls) / n).toFixed(2)} per append: ${r.query.slice(0, 110)}`);
+  }
   for (const s of streams) s.stream.cancel();
   lat.sort((x, y) => x - y);
   return { p50: lat[Math.floor(lat.length / 2)]!, p99: lat[Math.floor(lat.length * 0.99)]!, cpu, stmts: calls };
@@ -282,11 +286,6 @@ async function main(): Promise<void> {
         console.log(`\n## fan-out (${v.name}), sent -> delivery p50/p99 ms per run\nsame:  ${f(v.same)}\ncross: ${f(v.cross)}`);
         console.log(`p99 cross/same (medians): ${(med(v.cross.map((x) => x.p99)) / med(v.same.map((x) => x.p99))).toFixed(2)}x; p50 ${med(v.same.map((x) => x.p50)).toFixed(1)} vs ${med(v.cross.map((x) => x.p50)).toFixed(1)}`);
       }
-    }
-    if (process.env.TRACE) {
-      const { writeFileSync } = await import('node:fs');
-      writeFileSync('/tmp/i37pg/trace-bench.txt', trace.join('\n'));
-      procs.forEach((p, i) => writeFileSync(`/tmp/i37pg/trace-server${i}.txt`, p.stderr()));
     }
     await pool.end();
     for (const c of clients) c.close();
