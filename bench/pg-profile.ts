@@ -194,6 +194,17 @@ async function fanout(appendClient: Client, subClient: Client, tag: string, pool
   return { p50: lat[Math.floor(lat.length / 2)]!, p99: lat[Math.floor(lat.length * 0.99)]!, cpu, stmts: calls };
 }
 
+/** Waits (at most 60 s) until the search follower has indexed every feed record (see postgres.bench.ts settle()). */
+async function settle(pool: pg.Pool): Promise<void> {
+  const deadline = performance.now() + 60_000;
+  while (performance.now() < deadline) {
+    const r = await pool.query<{ lag: string | null }>(
+      'SELECT sum(h.position - coalesce(f.position, 0)) AS lag FROM palimpsest.feed_heads h LEFT JOIN palimpsest.search_follow f USING (tenant)');
+    if (Number(r.rows[0]!.lag ?? 0) <= 0) return;
+    await new Promise((res) => setTimeout(res, 100));
+  }
+}
+
 /** `palimpsest serve` of the build at `root` (spawnServer's, from another checkout). */
 function spawnAt(root: string, url: string, nodeArgs: string[]): Promise<ServerProcess> {
   return new Promise((resolve, reject) => {
@@ -245,6 +256,7 @@ async function main(): Promise<void> {
         const heads = new Map(rawIds.map((id) => [id, { next: 0, writer: '' }]));
         for (const r of (await pool.query<{ id: string; writer: string }>('SELECT id, writer FROM palimpsest.sessions WHERE id = ANY($1)', [rawIds])).rows) heads.get(r.id)!.writer = r.writer;
         let rawEvents = 0;
+        await settle(pool);
         raw.push(await sampled(pool, procs[0]!, postmaster, () => rawEvents, () => measure(16, async (w) => {
           const id = rawIds[w]!;
           const s = heads.get(id)!;
@@ -259,10 +271,15 @@ async function main(): Promise<void> {
           s.writer = writer;
           rawEvents += TICKS;
         }).then((x) => x * TICKS)));
+        if (statements) {
+          const lag = await pool.query<{ lag: string }>('SELECT sum(h.position - coalesce(f.position, 0)) AS lag FROM palimpsest.feed_heads h LEFT JOIN palimpsest.search_follow f USING (tenant)');
+          console.log(`search follower behind by ${lag.rows[0]!.lag} feed records after the ceiling's phase (${rawEvents / TICKS} appends)`);
+        }
         for (const v of variants) {
           const palIds = await freshSessions(v.a, 16, 'pal');
           const events = Array.from({ length: TICKS }, () => tick);
           let palEvents = 0;
+          await settle(pool);
           v.pal.push(await sampled(pool, v.pa, postmaster, () => palEvents, () => measure(16, async (w) => {
             await append(v.a, palIds[w]!, events);
             palEvents += TICKS;
