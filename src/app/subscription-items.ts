@@ -86,3 +86,21 @@ export function eventItemsOf(batch: CommittedBatch): readonly EventItem[] {
   return items;
 }
 
+
+const readMemo = new WeakMap<SessionEvent, EventItem>();
+
+/**
+ * The item of an event read from the store, shared by every subscriber that read the same event
+ * object: a commit made on another replica wakes every subscription of the session, their
+ * identical reads share one query and its event objects (the PostgreSQL store's coalesced reads),
+ * so the item, and with it the bytes the transport caches on it, is built once, not once per
+ * stream.
+ */
+export function eventItemOfRead(e: SessionEvent): EventItem {
+  let item = readMemo.get(e);
+  if (item === undefined) {
+    item = { kind: 'event', cursor: e.seq, event: e };
+    readMemo.set(e, item);
+  }
+  return item;
+}

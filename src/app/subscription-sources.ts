@@ -12,7 +12,7 @@ import { SurfaceTracker } from '../domain/surface-fold.js';
 import type { CommittedBatch } from './change-feed.js';
 import type { SessionService } from './session-service.js';
 import type { StructuralRow } from './store-port.js';
-import { eventItemsOf, surfaceItems, surfaceItemsOf, type EventItem, type Item, type SurfaceItem } from './subscription-items.js';
+import { eventItemOfRead, eventItemsOf, surfaceItems, surfaceItemsOf, type EventItem, type Item, type SurfaceItem } from './subscription-items.js';
 
 /** One catch-up episode: pages of items after a cursor, read from the store. */
 export interface CatchUp<I extends Item> {
@@ -132,7 +132,7 @@ function eventCatchUp(this: SourceOf<EventItem>, after: number): CatchUp<EventIt
       const page = await app.store.readEvents(sessionId, { fromSeq: last + 1, direction: 'forward', limit: PAGE_EVENTS });
       if (page.length === 0) return undefined;
       last = (page[page.length - 1] as SessionEvent).seq;
-      return page.map((e) => ({ kind: 'event', cursor: e.seq, event: e }) as const);
+      return page.map(eventItemOfRead);
     },
   };
 }

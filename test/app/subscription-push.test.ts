@@ -82,6 +82,17 @@ describe('Subscription push consumer (step / deliver / wake)', () => {
     expect(() => sub.step()).toThrow('encoder bug');
   });
 
+  it('catch-ups whose reads return the same event objects share the items (the transport encodes each once for every stream)', async () => {
+    // The PostgreSQL store's coalesced reads hand every subscription of a session the same objects.
+    const stored = [user('a0'), user('a1')].map((e, seq) => Object.freeze({ ...e, seq, time: 1 }));
+    const app = { store: { readEvents: async (_id: string, q: { fromSeq: number }) => stored.filter((e) => e.seq >= q.fromSeq) } } as unknown as SessionService;
+    const mine = await eventSource(app, 's').catchUp(-1).next();
+    const theirs = await eventSource(app, 's').catchUp(-1).next();
+    expect(mine!.map((i) => i.cursor)).toEqual([0, 1]);
+    expect(theirs![0]).toBe(mine![0]);
+    expect(theirs![1]).toBe(mine![1]);
+  });
+
   it('catches up, answers IDLE, then gets live batches through deliver with no wake and nothing buffered', async () => {
     const { app, sub, consumer } = await setup();
     expect(await drain(sub)).toEqual([0, 1, 'c']);

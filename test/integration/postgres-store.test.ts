@@ -8,7 +8,7 @@ import { rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { SessionEvent } from '../../src/domain/event.js';
 import { PostgresSessionStore } from '../../src/store/postgres/postgres-store.js';
 import { SqliteSessionStore } from '../../src/store/sqlite/sqlite-store.js';
@@ -17,6 +17,7 @@ import { parseServeArgs } from '../../src/cli/serve.js';
 import { type NewSession } from '../../src/app/store-port.js';
 import { storedSessionBytes } from '../../src/domain/session-bytes.js';
 import { SCHEMA_VERSION } from '../../src/store/postgres/schema.js';
+import { NOTIFY_SQL } from '../../src/store/postgres/notifier.js';
 import { StoreOpenError, StoreUnavailableError, StoreUsageError } from '../../src/store/store-errors.js';
 import { waitFor } from '../support/poll.js';
 import { createTestDatabase, hasPostgres, type TestDatabase } from '../support/postgres.js';
@@ -385,6 +386,36 @@ describe.skipIf(!hasPostgres())('PostgresSessionStore', () => {
     watch.dropConnectionForTest();
     await a!.append('s1', { expectedNextSeq: 0, expectedWriter: 'w0', writer: 'A', events: events(0, 4), surfaceLength: 0 });
     await waitFor(() => watch.connects >= 2 && heard.includes(4));
+  });
+
+  it("the head hints' statement notifies every payload and leaves the connection's synchronous_commit as it was (SET LOCAL)", async () => {
+    const listener = new pg.Client({ connectionString: db.url });
+    const sender = new pg.Client({ connectionString: db.url });
+    await Promise.all([listener.connect(), sender.connect()]);
+    try {
+      const heard: string[] = [];
+      listener.on('notification', (m) => heard.push(m.payload ?? ''));
+      await listener.query('LISTEN hint_test');
+      await sender.query(NOTIFY_SQL, ['hint_test', ['3 s1', '7 s2']]);
+      await waitFor(() => heard.length === 2);
+      expect(heard).toEqual(['3 s1', '7 s2']);
+      expect((await sender.query<{ synchronous_commit: string }>('SHOW synchronous_commit')).rows[0]!.synchronous_commit).toBe('on');
+    } finally {
+      await Promise.all([listener.end(), sender.end()]);
+    }
+  });
+
+  it('identical blob checks of one turn share one query (every subscription of a session asks it after a remote commit)', async () => {
+    const [a] = await instances(1);
+    await a!.createSession(record('s1'), events(0, 2));
+    const spy = vi.spyOn(pg.Client.prototype, 'query');
+    try {
+      const answers = await Promise.all(Array.from({ length: 50 }, () => a!.blobs.sessionHasBlobs('s1')));
+      expect(answers.every((x) => !x)).toBe(true);
+      expect(spy.mock.calls.filter((c) => JSON.stringify(c[0]).includes('event_blobs'))).toHaveLength(1);
+    } finally {
+      spy.mockRestore();
+    }
   });
 
   it('an unreachable database is StoreUnavailableError at run time and CANNOT_OPEN at open, naming the cause', async () => {

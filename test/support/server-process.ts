@@ -54,9 +54,9 @@ export interface ServerProcess {
   stdout(): string;
 }
 
-/** Spawns `palimpsest serve` on 127.0.0.1:0 and resolves once it prints its address. */
-export function spawnServer(args: readonly string[], timeoutMs = 15_000, env: Record<string, string> = {}): Promise<ServerProcess> {
-  const proc = spawn(process.execPath, [join(ROOT, 'bin/palimpsest.mjs'), 'serve', '--listen', '127.0.0.1:0', '--log-level', 'silent', ...args], {
+/** Spawns `palimpsest serve` on 127.0.0.1:0 and resolves once it prints its address (`nodeArgs`: node's own flags, e.g. --cpu-prof). */
+export function spawnServer(args: readonly string[], timeoutMs = 15_000, env: Record<string, string> = {}, nodeArgs: readonly string[] = []): Promise<ServerProcess> {
+  const proc = spawn(process.execPath, [...nodeArgs, join(ROOT, 'bin/palimpsest.mjs'), 'serve', '--listen', '127.0.0.1:0', '--log-level', 'silent', ...args], {
     cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env },
   });
   let out = '';

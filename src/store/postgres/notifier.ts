@@ -21,6 +21,18 @@ import type pg from 'pg';
 /** Payloads are at most 8000 bytes; ids are short (1-128 characters), so this never bites in practice. */
 const MAX_PAYLOAD_BYTES = 7999;
 
+/**
+ * The hints' statement. A transaction that notifies gets a transaction id, so its commit writes a
+ * commit record and, with synchronous_commit on, waits for its WAL flush (an fsync) before the
+ * notifications go out: one more flush on every cross-replica delivery. The hints need no
+ * durability (the events they point at were flushed before the acknowledgement; a hint lost in
+ * a crash is covered by the watchers' poll), so this transaction alone commits asynchronously:
+ * `set_config(..., true)` is SET LOCAL, undone at the end of the statement's own transaction, so
+ * the pooled connection's later statements (the appends) keep the configured setting.
+ */
+export const NOTIFY_SQL =
+  "SELECT pg_notify($1, p) FROM (SELECT set_config('synchronous_commit', 'off', true)) AS c, unnest($2::text[]) AS p";
+
 /** Batches head hints into one pg_notify statement per turn. */
 export class HeadNotifier {
   readonly #pool: pg.Pool;
@@ -94,7 +106,7 @@ export class HeadNotifier {
     }
     if (payloads.length === 0) return;
     try {
-      await this.#pool.query('SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p', [this.#channel, payloads]);
+      await this.#pool.query(NOTIFY_SQL, [this.#channel, payloads]);
       this.sent++;
     } catch {
       // Unreachable database or shutdown: the hint is lost, the watchers' poll covers it.

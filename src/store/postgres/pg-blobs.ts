@@ -25,6 +25,7 @@ import { BlobDamagedError } from '../../app/blob-codec.js';
 import type { BlobInfo, BlobPut, BlobSlice, BlobStorePort, BlobWrites, StoredBlob } from '../../app/blob-port.js';
 import { StoreClosedError, StoreUsageError } from '../store-errors.js';
 import { mapError } from './pg-errors.js';
+import type { TurnReads } from './coalesced-reads.js';
 import { TENANT_SHARDS } from './schema.js';
 import { STATEMENT_ATTEMPTS, statementName, type Statements } from './statements.js';
 
@@ -186,8 +187,8 @@ export class PgBlobs {
     return bytes;
   }
 
-  /** The blob port's reads. */
-  port(checkOpen: () => void): BlobStorePort {
+  /** The blob port's reads (`reads`: the store's turn-coalesced reads, which its close() waits for). */
+  port(checkOpen: () => void, reads: TurnReads): BlobStorePort {
     const s = this.#sql.s;
     return {
       readSessionBlobs: async (sessionId, digests) => {
@@ -202,7 +203,11 @@ export class PgBlobs {
       },
       sessionHasBlobs: async (sessionId) => {
         checkOpen();
-        const rows = await this.#sql.query<{ has: boolean }>(`SELECT EXISTS (SELECT 1 FROM ${s}.event_blobs WHERE session_id = $1) AS has`, [sessionId]);
+        // Coalesced in the turn (coalesced-reads.ts): a commit notified from another replica wakes
+        // every subscription of the session at once, and each one's read asks this of the blob
+        // layer (100 subscribers were 100 queries queued on the pool before any delivery).
+        const rows = await reads.read(`b\0${sessionId}`, () => this.#sql.query<{ has: boolean }>(
+          `SELECT EXISTS (SELECT 1 FROM ${s}.event_blobs WHERE session_id = $1) AS has`, [sessionId]));
         return rows[0]!.has;
       },
       tenantBlobs: async (tenant, digests) => {

@@ -122,7 +122,7 @@ export class PostgresSessionStore implements SessionStore {
     this.#now = options.now ?? Date.now;
     this.#notifier = new HeadNotifier(pool, this.#channel);
     const blobs = new PgBlobs(pool, this.#sql);
-    this.blobs = blobs.port(() => this.#checkOpen());
+    this.blobs = blobs.port(() => this.#checkOpen(), this.#turnReads);
     this.#lanes = new AppendLanes(this.#sql, this.#counters, this.#notifier, this.#now, blobs);
     this.#w = { sql: this.#sql, counters: this.#counters, notifier: this.#notifier, blobs };
   }
