@@ -146,6 +146,9 @@ try {
     ['insert copy with all indexes (as search_docs)', 'CREATE TEMP TABLE c2 (LIKE prof.search_docs INCLUDING ALL); INSERT INTO c2 (session_id, seq, type, time, entered, replace, tools, text) SELECT session_id, seq, type, time, entered, replace, tools, text FROM prof.search_docs'],
     ['insert copy, GIN only (fastupdate on)', 'CREATE TEMP TABLE c4 (LIKE prof.search_docs INCLUDING GENERATED); CREATE INDEX ON c4 USING gin (tsv); INSERT INTO c4 (session_id, seq, type, time, entered, replace, tools, text) SELECT session_id, seq, type, time, entered, replace, tools, text FROM prof.search_docs'],
     ['insert copy, GIN only (fastupdate off)', 'CREATE TEMP TABLE c5 (LIKE prof.search_docs INCLUDING GENERATED); CREATE INDEX ON c5 USING gin (tsv) WITH (fastupdate = off); INSERT INTO c5 (session_id, seq, type, time, entered, replace, tools, text) SELECT session_id, seq, type, time, entered, replace, tools, text FROM prof.search_docs'],
+    ['insert copy, GIN only (pending list 16 MB)', 'CREATE TEMP TABLE c6 (LIKE prof.search_docs INCLUDING GENERATED); CREATE INDEX ON c6 USING gin (tsv) WITH (gin_pending_list_limit = 16384); INSERT INTO c6 (session_id, seq, type, time, entered, replace, tools, text) SELECT session_id, seq, type, time, entered, replace, tools, text FROM prof.search_docs'],
+    ['tsvector from node-normalised text', "SELECT count(to_tsvector('simple', text)) FROM prof.search_docs"],
+    ['tsvector input of its literal', "CREATE TEMP TABLE lit AS SELECT tsv::text AS t FROM prof.search_docs; SELECT count(t::tsvector) FROM lit"],
   ];
   console.log(`parts over ${n} indexed events (µs/event: wall, postgres CPU):`);
   for (const [name, sql] of parts) {

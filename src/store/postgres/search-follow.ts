@@ -13,6 +13,8 @@
  *   removes what it indexed); each one's events from its progress to its next_seq are read,
  *   their entries computed in node and written by one set-wise statement for the whole batch
  *   (search-docs.ts), and the progress moves.
+ * - A batch commits asynchronously (synchronous_commit off): it adds no WAL flush wait of its own,
+ *   and a crash loses at most the last batches, atomically, which the follower does again.
  */
 import type pg from 'pg';
 import type { SearchFollowBatch, SearchLag } from '../../app/search-port.js';
@@ -64,7 +66,9 @@ export async function followPostgresFeed(pool: pg.Pool, s: string, maxEvents: nu
   if ((await behind(pool, s)).length === 0) return { events: 0, caughtUp: true };
   const c = await pool.connect();
   try {
-    await c.query('BEGIN');
+    // The index is derived data: its batch does not wait for the WAL flush. A crash may lose the
+    // last batches whole (entries, progress and marks together), and the follower does them again.
+    await c.query('BEGIN; SET LOCAL synchronous_commit = off');
     const got = await c.query<{ ok: boolean }>("SELECT pg_try_advisory_xact_lock(hashtext('palimpsest search follower ' || $1)) AS ok", [s]);
     if (!got.rows[0]!.ok) {
       await c.query('ROLLBACK');
