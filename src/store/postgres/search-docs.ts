@@ -1,7 +1,8 @@
 /**
  * The follower's indexing of a batch on PostgreSQL (issue #40): the events of the batch's ranges
  * are read, their index entries (text, tool calls, the call a result answers) computed here by
- * the domain's searchDoc (src/domain/search-text.ts), and written by one set-wise statement.
+ * the domain's searchDoc (src/domain/search-text.ts), and written by set-wise statements of
+ * CHUNK entries, each sent before node computes the next chunk (the two processes overlap).
  *
  * Why here and not in SQL: search_text (migrations 5 and 8), its SQL twin, walks each event's
  * jsonb with a recursive query, which cost about 20 times the append of the event
@@ -20,7 +21,7 @@ import { searchDoc } from '../../domain/search-text.js';
 
 const TYPES = `'user/message', 'assistant/message', 'tool/result', 'steering/message'`;
 
-/** The index entries (and the calls) of the events of ranges [lo, hi) of `ids`, in columns for unnest. */
+/** Index entries (and their calls) in columns for unnest. */
 class Entries {
   readonly session: string[] = [];
   readonly seq: number[] = [];
@@ -32,23 +33,34 @@ class Entries {
   readonly tools: (string | null)[] = [];
   readonly lookup: (string | null)[] = [];
   readonly text: string[] = [];
-  /** The batch's calls, latest name per (session, call id). */
+  /** This chunk's calls, latest name per (session, call id). */
   readonly calls = new Map<string, Map<string, string>>();
+  /** The batch's calls so far, latest name per (session, call id). */
+  readonly #seen: Map<string, Map<string, string>>;
+
+  constructor(seen: Map<string, Map<string, string>>) {
+    this.#seen = seen;
+  }
 
   add(r: Row): void {
     const doc = searchDoc(r.type, JSON.parse(r.data) as Json, r.data);
     if (doc === undefined) return;
-    let calls = this.calls.get(r.session_id);
-    if (calls === undefined) this.calls.set(r.session_id, (calls = new Map()));
+    let seen = this.#seen.get(r.session_id);
+    if (seen === undefined) this.#seen.set(r.session_id, (seen = new Map()));
     let tools: string | null;
     let lookup: string | null = null;
     if (doc.callId !== undefined) {
-      const name = calls.get(doc.callId);
+      const name = seen.get(doc.callId);
       tools = name === undefined ? null : JSON.stringify([name]);
       if (name === undefined) lookup = doc.callId;
     } else {
       tools = doc.calls.length === 0 ? '[]' : JSON.stringify(doc.calls.map((c) => c[1]));
-      for (const [id, name] of doc.calls) calls.set(id, name);
+      let calls = this.calls.get(r.session_id);
+      if (calls === undefined && doc.calls.length > 0) this.calls.set(r.session_id, (calls = new Map()));
+      for (const [id, name] of doc.calls) {
+        seen.set(id, name);
+        calls!.set(id, name);
+      }
     }
     this.session.push(r.session_id);
     this.seq.push(Number(r.seq));
@@ -64,15 +76,32 @@ class Entries {
 
 type Row = { session_id: string; seq: number | string; type: string; time: number | string; surface_op: string | null; data: string };
 
+/** Entries per statement: node computes the next chunk while PostgreSQL writes the last one. */
+const CHUNK = 500;
+
 /** Indexes the events of the ranges [lo[i], hi[i]) of sessions ids[i] (see the module comment). */
 export async function indexRanges(c: pg.PoolClient, s: string, ids: readonly string[], lo: readonly number[], hi: readonly number[]): Promise<void> {
-  const rows = await c.query<Row>(`SELECT e.session_id, e.seq, e.type, e.time, e.surface_op, e.data
+  const rows = (await c.query<Row>(`SELECT e.session_id, e.seq, e.type, e.time, e.surface_op, e.data
     FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS r(session_id, lo, hi)
     JOIN ${s}.events e ON e.session_id = r.session_id AND e.seq >= r.lo AND e.seq < r.hi
-   WHERE e.type IN (${TYPES}) ORDER BY e.session_id, e.seq`, [ids, lo, hi]);
-  const x = new Entries();
-  for (const r of rows.rows) x.add(r);
-  if (x.session.length === 0) return;
+   WHERE e.type IN (${TYPES}) ORDER BY e.session_id, e.seq`, [ids, lo, hi])).rows;
+  // The calls seen so far in the batch, per session: a result's tool is looked up in search_calls
+  // only when its call is not among them (an earlier chunk's calls are, as rows come in order).
+  const seen = new Map<string, Map<string, string>>();
+  let writing: Promise<unknown> | undefined;
+  for (let at = 0; at < rows.length; at += CHUNK) {
+    const x = new Entries(seen);
+    for (const r of rows.slice(at, at + CHUNK)) x.add(r);
+    await writing;
+    writing = x.session.length === 0 ? undefined : write(c, s, x);
+    // Awaited after the next chunk is computed (or below); a failure is thrown there.
+    writing?.catch(() => undefined);
+  }
+  await writing;
+}
+
+/** Writes `x` by one statement: the entries' lookups see search_calls as it was before it. */
+function write(c: pg.PoolClient, s: string, x: Entries): Promise<unknown> {
   const cs: string[] = [];
   const ci: string[] = [];
   const cn: string[] = [];
@@ -83,8 +112,7 @@ export async function indexRanges(c: pg.PoolClient, s: string, ids: readonly str
       cn.push(name);
     }
   }
-  // One statement: the entries' lookups see search_calls as it was before it.
-  await c.query(`
+  return c.query(`
 WITH done AS (
   INSERT INTO ${s}.search_calls (session_id, call_id, name) SELECT * FROM unnest($10::text[], $11::text[], $12::text[])
     ON CONFLICT (session_id, call_id) DO UPDATE SET name = EXCLUDED.name
