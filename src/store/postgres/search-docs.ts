@@ -10,6 +10,9 @@
  * back. The contract suite holds the two definitions equal, and reindex and verify still run the
  * SQL twin, so `verify` checks what the follower wrote against it.
  *
+ * The tsvector is made here too: to_tsvector('simple', …) of the text normalised in node
+ * (searchNormalize; schema 10, migrations/0010-search-tsv-written.ts).
+ *
  * The tools of an entry, as the set-wise SQL did: a tool result's, the name of the latest earlier
  * call with its id in the batch (same session), else the one search_calls held before the
  * statement; an assistant message's, the names of its calls in order. search_calls then holds
@@ -18,6 +21,17 @@
 import type pg from 'pg';
 import type { Json } from '../../domain/event.js';
 import { searchDoc } from '../../domain/search-text.js';
+
+/**
+ * The text the tsvector is made of: runs of ASCII punctuation, controls and spaces become one
+ * space, so the parser of to_tsvector('simple', …) sees only runs of letters and digits (no URLs,
+ * hosts, paths or hyphenated compounds of its own). The twin of search_normalize (migration 5),
+ * which reindex and verify run: the same character class, over code points there and UTF-16 code
+ * units here, which for ASCII is the same.
+ */
+export function searchNormalize(text: string): string {
+  return text.replace(/[\x01-\x2f\x3a-\x40\x5b-\x60\x7b-\x7f]+/g, ' ');
+}
 
 const TYPES = `'user/message', 'assistant/message', 'tool/result', 'steering/message'`;
 
@@ -33,6 +47,8 @@ class Entries {
   readonly tools: (string | null)[] = [];
   readonly lookup: (string | null)[] = [];
   readonly text: string[] = [];
+  /** searchNormalize(text), or null when that is the text itself. */
+  readonly norm: (string | null)[] = [];
   /** This chunk's calls, latest name per (session, call id). */
   readonly calls = new Map<string, Map<string, string>>();
   /** The batch's calls so far, latest name per (session, call id). */
@@ -71,6 +87,8 @@ class Entries {
     this.tools.push(tools);
     this.lookup.push(lookup);
     this.text.push(doc.text);
+    const norm = searchNormalize(doc.text);
+    this.norm.push(norm === doc.text ? null : norm);
   }
 }
 
@@ -117,13 +135,13 @@ WITH done AS (
   INSERT INTO ${s}.search_calls (session_id, call_id, name) SELECT * FROM unnest($10::text[], $11::text[], $12::text[])
     ON CONFLICT (session_id, call_id) DO UPDATE SET name = EXCLUDED.name
 )
-INSERT INTO ${s}.search_docs (session_id, seq, type, time, entered, replace, tools, text)
+INSERT INTO ${s}.search_docs (session_id, seq, type, time, entered, replace, tools, text, tsv)
   SELECT u.session_id, u.seq, u.type, u.time, u.entered, u.replace,
     CASE WHEN u.lookup IS NOT NULL THEN coalesce((SELECT ARRAY[c.name] FROM ${s}.search_calls c WHERE c.session_id = u.session_id AND c.call_id = u.lookup), '{}')
          WHEN u.tools = '[]' THEN '{}'
          ELSE ARRAY(SELECT t FROM jsonb_array_elements_text(u.tools::jsonb) WITH ORDINALITY AS x(t, o) ORDER BY o) END,
-    u.text
-  FROM unnest($1::text[], $2::bigint[], $3::text[], $4::bigint[], $5::boolean[], $6::boolean[], $7::text[], $8::text[], $9::text[])
-    AS u(session_id, seq, type, time, entered, replace, tools, lookup, text)`,
-  [x.session, x.seq, x.type, x.time, x.entered, x.replace, x.tools, x.lookup, x.text, cs, ci, cn]);
+    u.text, to_tsvector('simple'::regconfig, coalesce(u.norm, u.text))
+  FROM unnest($1::text[], $2::bigint[], $3::text[], $4::bigint[], $5::boolean[], $6::boolean[], $7::text[], $8::text[], $9::text[], $13::text[])
+    AS u(session_id, seq, type, time, entered, replace, tools, lookup, text, norm)`,
+  [x.session, x.seq, x.type, x.time, x.entered, x.replace, x.tools, x.lookup, x.text, cs, ci, cn, x.norm]);
 }
