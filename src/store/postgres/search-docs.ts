@@ -2,7 +2,8 @@
  * The follower's indexing of a batch on PostgreSQL (issue #40): the events of the batch's ranges
  * are read, their index entries (text, tool calls, the call a result answers) computed here by
  * the domain's searchDoc (src/domain/search-text.ts), and written by set-wise statements of
- * CHUNK entries, each sent before node computes the next chunk (the two processes overlap).
+ * CHUNK entries (one JSON parameter each: node's JSON.stringify is cheaper than pg's array
+ * literals), each sent before node computes the next chunk (the two processes overlap).
  *
  * Why here and not in SQL: search_text (migrations 5 and 8), its SQL twin, walks each event's
  * jsonb with a recursive query, which cost about 20 times the append of the event
@@ -35,20 +36,22 @@ export function searchNormalize(text: string): string {
 
 const TYPES = `'user/message', 'assistant/message', 'tool/result', 'steering/message'`;
 
-/** Index entries (and their calls) in columns for unnest. */
+/** An entry as the statement reads it (json_to_recordset): short keys, one JSON text per chunk. */
+interface Doc {
+  /** session id, seq, type, time */
+  s: string; q: number; y: string; t: number;
+  /** entered, replace */
+  e: boolean; r: boolean;
+  /** Tool names, or null when `l` holds the call id to look up in search_calls. */
+  o: string[] | null;
+  l: string | null;
+  /** text, and searchNormalize(text) or null when that is the text itself */
+  x: string; n: string | null;
+}
+
+/** A chunk's index entries and calls. */
 class Entries {
-  readonly session: string[] = [];
-  readonly seq: number[] = [];
-  readonly type: string[] = [];
-  readonly time: number[] = [];
-  readonly entered: boolean[] = [];
-  readonly replace: boolean[] = [];
-  /** JSON array of tool names, or null when `lookup` holds the call id to look up in search_calls. */
-  readonly tools: (string | null)[] = [];
-  readonly lookup: (string | null)[] = [];
-  readonly text: string[] = [];
-  /** searchNormalize(text), or null when that is the text itself. */
-  readonly norm: (string | null)[] = [];
+  readonly docs: Doc[] = [];
   /** This chunk's calls, latest name per (session, call id). */
   readonly calls = new Map<string, Map<string, string>>();
   /** The batch's calls so far, latest name per (session, call id). */
@@ -63,14 +66,14 @@ class Entries {
     if (doc === undefined) return;
     let seen = this.#seen.get(r.session_id);
     if (seen === undefined) this.#seen.set(r.session_id, (seen = new Map()));
-    let tools: string | null;
+    let tools: string[] | null;
     let lookup: string | null = null;
     if (doc.callId !== undefined) {
       const name = seen.get(doc.callId);
-      tools = name === undefined ? null : JSON.stringify([name]);
+      tools = name === undefined ? null : [name];
       if (name === undefined) lookup = doc.callId;
     } else {
-      tools = doc.calls.length === 0 ? '[]' : JSON.stringify(doc.calls.map((c) => c[1]));
+      tools = doc.calls.map((c) => c[1]);
       let calls = this.calls.get(r.session_id);
       if (calls === undefined && doc.calls.length > 0) this.calls.set(r.session_id, (calls = new Map()));
       for (const [id, name] of doc.calls) {
@@ -78,17 +81,11 @@ class Entries {
         calls!.set(id, name);
       }
     }
-    this.session.push(r.session_id);
-    this.seq.push(Number(r.seq));
-    this.type.push(r.type);
-    this.time.push(Number(r.time));
-    this.entered.push(r.surface_op !== null);
-    this.replace.push(r.surface_op !== null && r.surface_op !== 'append');
-    this.tools.push(tools);
-    this.lookup.push(lookup);
-    this.text.push(doc.text);
     const norm = searchNormalize(doc.text);
-    this.norm.push(norm === doc.text ? null : norm);
+    this.docs.push({
+      s: r.session_id, q: Number(r.seq), y: r.type, t: Number(r.time), e: r.surface_op !== null, r: r.surface_op !== null && r.surface_op !== 'append',
+      o: tools, l: lookup, x: doc.text, n: norm === doc.text ? null : norm,
+    });
   }
 }
 
@@ -111,7 +108,7 @@ export async function indexRanges(c: pg.PoolClient, s: string, ids: readonly str
     const x = new Entries(seen);
     for (const r of rows.slice(at, at + CHUNK)) x.add(r);
     await writing;
-    writing = x.session.length === 0 ? undefined : write(c, s, x);
+    writing = x.docs.length === 0 ? undefined : write(c, s, x);
     // Awaited after the next chunk is computed (or below); a failure is thrown there.
     writing?.catch(() => undefined);
   }
@@ -120,28 +117,19 @@ export async function indexRanges(c: pg.PoolClient, s: string, ids: readonly str
 
 /** Writes `x` by one statement: the entries' lookups see search_calls as it was before it. */
 function write(c: pg.PoolClient, s: string, x: Entries): Promise<unknown> {
-  const cs: string[] = [];
-  const ci: string[] = [];
-  const cn: string[] = [];
-  for (const [session, calls] of x.calls) {
-    for (const [id, name] of calls) {
-      cs.push(session);
-      ci.push(id);
-      cn.push(name);
-    }
-  }
+  const calls: { s: string; i: string; n: string }[] = [];
+  for (const [session, named] of x.calls) for (const [id, name] of named) calls.push({ s: session, i: id, n: name });
   return c.query(`
 WITH done AS (
-  INSERT INTO ${s}.search_calls (session_id, call_id, name) SELECT * FROM unnest($10::text[], $11::text[], $12::text[])
+  INSERT INTO ${s}.search_calls (session_id, call_id, name) SELECT * FROM json_to_recordset($2::json) AS c(s text, i text, n text)
     ON CONFLICT (session_id, call_id) DO UPDATE SET name = EXCLUDED.name
 )
 INSERT INTO ${s}.search_docs (session_id, seq, type, time, entered, replace, tools, text, tsv)
-  SELECT u.session_id, u.seq, u.type, u.time, u.entered, u.replace,
-    CASE WHEN u.lookup IS NOT NULL THEN coalesce((SELECT ARRAY[c.name] FROM ${s}.search_calls c WHERE c.session_id = u.session_id AND c.call_id = u.lookup), '{}')
-         WHEN u.tools = '[]' THEN '{}'
-         ELSE ARRAY(SELECT t FROM jsonb_array_elements_text(u.tools::jsonb) WITH ORDINALITY AS x(t, o) ORDER BY o) END,
-    u.text, to_tsvector('simple'::regconfig, coalesce(u.norm, u.text))
-  FROM unnest($1::text[], $2::bigint[], $3::text[], $4::bigint[], $5::boolean[], $6::boolean[], $7::text[], $8::text[], $9::text[], $13::text[])
-    AS u(session_id, seq, type, time, entered, replace, tools, lookup, text, norm)`,
-  [x.session, x.seq, x.type, x.time, x.entered, x.replace, x.tools, x.lookup, x.text, cs, ci, cn, x.norm]);
+  SELECT u.s, u.q, u.y, u.t, u.e, u.r,
+    CASE WHEN u.l IS NOT NULL THEN coalesce((SELECT ARRAY[c.name] FROM ${s}.search_calls c WHERE c.session_id = u.s AND c.call_id = u.l), '{}')
+         WHEN json_array_length(u.o) = 0 THEN '{}'
+         ELSE ARRAY(SELECT t FROM json_array_elements_text(u.o) WITH ORDINALITY AS x(t, o) ORDER BY o) END,
+    u.x, to_tsvector('simple'::regconfig, coalesce(u.n, u.x))
+  FROM json_to_recordset($1::json) AS u(s text, q bigint, y text, t bigint, e boolean, r boolean, o json, l text, x text, n text)`,
+  [JSON.stringify(x.docs), JSON.stringify(calls)]);
 }
