@@ -10,6 +10,7 @@ import { MemorySessionStore } from '../../src/store/memory/memory-store.js';
 import { PostgresSessionStore } from '../../src/store/postgres/postgres-store.js';
 import { PostgresSearchIndex } from '../../src/store/postgres/search.js';
 import { searchNormalize } from '../../src/store/postgres/search-docs.js';
+import { verifyPostgres } from '../../src/store/postgres/verify-postgres.js';
 import { prepareSchema } from '../../src/store/postgres/migrate.js';
 import { MIGRATIONS } from '../../src/store/postgres/migrations/index.js';
 import { migration as tsvWritten } from '../../src/store/postgres/migrations/0010-search-tsv-written.js';
@@ -117,6 +118,13 @@ describe.skipIf(!hasPostgres())('search contract on PostgreSQL', () => {
     expect(await index.verifyIndex()).toEqual({ events: 520, problems: [] });
     // verify compares the written tsvector too.
     await raw.query("UPDATE search3.search_docs SET tsv = to_tsvector('simple', 'other') WHERE session_id = 'acme/long' AND seq = 7");
+    // `palimpsest verify --db postgres://…` reports it too, with the lag.
+    const cli = await verifyPostgres(db!.url, 'search3');
+    expect(cli.problems.map((p) => p.problem)).toEqual([
+      'search index: session "acme/long" seq 7 is missing or differs from its event (run palimpsest reindex)',
+      'search index: session "acme/long" seq 7 is indexed but differs from the events (run palimpsest reindex)',
+    ]);
+    expect(cli.searchIndexLag).toEqual({ events: 0, seconds: 0 });
     expect((await index.verifyIndex()).problems).toEqual([
       'search index: session "acme/long" seq 7 is missing or differs from its event (run palimpsest reindex)',
       'search index: session "acme/long" seq 7 is indexed but differs from the events (run palimpsest reindex)',
