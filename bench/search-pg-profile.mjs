@@ -8,9 +8,10 @@
  *    cluster's processes (/proc) and of node, statements.
  * 2. The follower's catch-up over the same events (SearchFollower.catchUp): the same figures,
  *    the statements ranked by time, round trips (statements) per indexed event.
- * 3. The parts of indexing, each over every indexed event in one statement (EXPLAIN ANALYZE-like
- *    timings of SELECTs): JSON parse, text extraction, normalisation, tsvector, and the insert
- *    into a copy of search_docs with and without its GIN index.
+ * 3. The parts of indexing, each over every indexed event in one statement, wall and cluster CPU:
+ *    JSON parse, text extraction in SQL, normalisation, tsvector, and the insert of the rows
+ *    (tsvector given) into a copy of search_docs without indexes, with its GIN index only, with
+ *    all of them.
  * The figures are per event, so a busy machine shifts both sides alike.
  */
 import { readFileSync, readdirSync } from 'node:fs';
@@ -138,19 +139,15 @@ try {
   const parts = [
     ['events scan', 'SELECT count(length(data)) FROM prof.events'],
     ['search_data (regex + jsonb parse)', 'SELECT count(prof.search_data(data)) FROM prof.events'],
-    ['search_text (from jsonb)', 'SELECT count(prof.search_text(prof.search_data(data))) FROM prof.events'],
-    ['search_normalize', 'SELECT count(prof.search_normalize(text)) FROM prof.search_docs'],
-    ['to_tsvector simple (normalised)', "SELECT count(to_tsvector('simple', prof.search_normalize(text))) FROM prof.search_docs"],
-    ['insert copy, no GIN', 'CREATE TEMP TABLE c1 AS SELECT * FROM prof.search_docs WITH NO DATA; INSERT INTO c1 (session_id, seq, type, time, entered, replace, tools, text) SELECT session_id, seq, type, time, entered, replace, tools, text FROM prof.search_docs'],
-    ['insert copy, tsvector, no index', 'CREATE TEMP TABLE c3 (LIKE prof.search_docs INCLUDING GENERATED); INSERT INTO c3 (session_id, seq, type, time, entered, replace, tools, text) SELECT session_id, seq, type, time, entered, replace, tools, text FROM prof.search_docs'],
-    ['insert copy with all indexes (as search_docs)', 'CREATE TEMP TABLE c2 (LIKE prof.search_docs INCLUDING ALL); INSERT INTO c2 (session_id, seq, type, time, entered, replace, tools, text) SELECT session_id, seq, type, time, entered, replace, tools, text FROM prof.search_docs'],
-    ['insert copy, GIN only (fastupdate on)', 'CREATE TEMP TABLE c4 (LIKE prof.search_docs INCLUDING GENERATED); CREATE INDEX ON c4 USING gin (tsv); INSERT INTO c4 (session_id, seq, type, time, entered, replace, tools, text) SELECT session_id, seq, type, time, entered, replace, tools, text FROM prof.search_docs'],
-    ['insert copy, GIN only (fastupdate off)', 'CREATE TEMP TABLE c5 (LIKE prof.search_docs INCLUDING GENERATED); CREATE INDEX ON c5 USING gin (tsv) WITH (fastupdate = off); INSERT INTO c5 (session_id, seq, type, time, entered, replace, tools, text) SELECT session_id, seq, type, time, entered, replace, tools, text FROM prof.search_docs'],
-    ['insert copy, GIN only (pending list 16 MB)', 'CREATE TEMP TABLE c6 (LIKE prof.search_docs INCLUDING GENERATED); CREATE INDEX ON c6 USING gin (tsv) WITH (gin_pending_list_limit = 16384); INSERT INTO c6 (session_id, seq, type, time, entered, replace, tools, text) SELECT session_id, seq, type, time, entered, replace, tools, text FROM prof.search_docs'],
-    ['  + its pending list flushed', "SELECT gin_clean_pending_list(i.indexrelid) FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid WHERE c.relname = 'c6'"],
-    ['insert copy, GIN only (pending list 1 MB)', 'CREATE TEMP TABLE c7 (LIKE prof.search_docs INCLUDING GENERATED); CREATE INDEX ON c7 USING gin (tsv) WITH (gin_pending_list_limit = 1024); INSERT INTO c7 (session_id, seq, type, time, entered, replace, tools, text) SELECT session_id, seq, type, time, entered, replace, tools, text FROM prof.search_docs'],
-    ['tsvector from node-normalised text', "SELECT count(to_tsvector('simple', text)) FROM prof.search_docs"],
+    ['search_text (from jsonb; the follower before schema 10 ran this)', 'SELECT count(prof.search_text(prof.search_data(data))) FROM prof.events'],
+    ['search_normalize (SQL regexp)', 'SELECT count(prof.search_normalize(text)) FROM prof.search_docs'],
+    ["to_tsvector('simple', search_normalize(text)) (the generated column up to schema 9)", "SELECT count(to_tsvector('simple', prof.search_normalize(text))) FROM prof.search_docs"],
+    ["to_tsvector('simple', text) (text normalised in node, schema 10)", "SELECT count(to_tsvector('simple', text)) FROM prof.search_docs"],
     ['tsvector input of its literal', "CREATE TEMP TABLE lit AS SELECT tsv::text AS t FROM prof.search_docs; SELECT count(t::tsvector) FROM lit"],
+    ['row insert (tsv given), no index', 'CREATE TEMP TABLE c1 AS SELECT * FROM prof.search_docs WITH NO DATA; INSERT INTO c1 (session_id, seq, type, time, entered, replace, tools, text, tsv) SELECT session_id, seq, type, time, entered, replace, tools, text, tsv FROM prof.search_docs'],
+    ['row insert (tsv given), GIN only (fastupdate on, the default)', 'CREATE TEMP TABLE c4 AS SELECT * FROM prof.search_docs WITH NO DATA; CREATE INDEX ON c4 USING gin (tsv); INSERT INTO c4 (session_id, seq, type, time, entered, replace, tools, text, tsv) SELECT session_id, seq, type, time, entered, replace, tools, text, tsv FROM prof.search_docs'],
+    ['row insert (tsv given), GIN only (fastupdate off)', 'CREATE TEMP TABLE c5 AS SELECT * FROM prof.search_docs WITH NO DATA; CREATE INDEX ON c5 USING gin (tsv) WITH (fastupdate = off); INSERT INTO c5 (session_id, seq, type, time, entered, replace, tools, text, tsv) SELECT session_id, seq, type, time, entered, replace, tools, text, tsv FROM prof.search_docs'],
+    ['row insert (tsv given), every index of search_docs', 'CREATE TEMP TABLE c2 (LIKE prof.search_docs INCLUDING ALL); INSERT INTO c2 (session_id, seq, type, time, entered, replace, tools, text, tsv) SELECT session_id, seq, type, time, entered, replace, tools, text, tsv FROM prof.search_docs'],
   ];
   console.log(`parts over ${n} indexed events (µs/event: wall, postgres CPU):`);
   for (const [name, sql] of parts) {
