@@ -91,26 +91,64 @@ class Entries {
 
 type Row = { session_id: string; seq: number | string; type: string; time: number | string; surface_op: string | null; data: string };
 
-/** Entries per statement: node computes the next chunk while PostgreSQL writes the last one. */
+/** Seqs per read, entries per statement: node computes a chunk while PostgreSQL writes the last one. */
 const CHUNK = 500;
 
-/** Indexes the events of the ranges [lo[i], hi[i]) of sessions ids[i] (see the module comment). */
+/** Sub-ranges of at most CHUNK seqs in all, each session's in seq order: the reads of a batch. */
+function groups(ids: readonly string[], lo: readonly number[], hi: readonly number[]): [string[], number[], number[]][] {
+  const out: [string[], number[], number[]][] = [];
+  let cur: [string[], number[], number[]] = [[], [], []];
+  let n = 0;
+  for (let i = 0; i < ids.length; i++) {
+    let from = lo[i]!;
+    while (from < hi[i]!) {
+      const to = Math.min(hi[i]!, from + CHUNK - n);
+      cur[0].push(ids[i]!);
+      cur[1].push(from);
+      cur[2].push(to);
+      n += to - from;
+      from = to;
+      if (n >= CHUNK) {
+        out.push(cur);
+        cur = [[], [], []];
+        n = 0;
+      }
+    }
+  }
+  if (cur[0].length > 0) out.push(cur);
+  return out;
+}
+
+/** Promise `p`, with its failure left to whoever awaits it (no unhandled rejection meanwhile). */
+function later<T>(p: Promise<T>): Promise<T> {
+  p.catch(() => undefined);
+  return p;
+}
+
+/**
+ * Indexes the events of the ranges [lo[i], hi[i]) of sessions ids[i] (see the module comment), a
+ * group of at most CHUNK seqs at a time (memory stays bounded whatever the batch, e.g. a whole
+ * tenant caught up after a retention gap). On the one connection the order is: read g+1, write
+ * g, read g+2, write g+1, …, and node computes entries g+1 while PostgreSQL writes g.
+ */
 export async function indexRanges(c: pg.PoolClient, s: string, ids: readonly string[], lo: readonly number[], hi: readonly number[]): Promise<void> {
-  const rows = (await c.query<Row>(`SELECT e.session_id, e.seq, e.type, e.time, e.surface_op, e.data
+  const read = ([gi, glo, ghi]: [string[], number[], number[]]): Promise<pg.QueryResult<Row>> => later(c.query<Row>(`SELECT e.session_id, e.seq, e.type, e.time, e.surface_op, e.data
     FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS r(session_id, lo, hi)
     JOIN ${s}.events e ON e.session_id = r.session_id AND e.seq >= r.lo AND e.seq < r.hi
-   WHERE e.type IN (${TYPES}) ORDER BY e.session_id, e.seq`, [ids, lo, hi])).rows;
+   WHERE e.type IN (${TYPES}) ORDER BY e.session_id, e.seq`, [gi, glo, ghi]));
+  const all = groups(ids, lo, hi);
   // The calls seen so far in the batch, per session: a result's tool is looked up in search_calls
-  // only when its call is not among them (an earlier chunk's calls are, as rows come in order).
+  // only when its call is not among them (a session's earlier groups are, as they come in order).
   const seen = new Map<string, Map<string, string>>();
+  let next = all.length > 0 ? read(all[0]!) : undefined;
   let writing: Promise<unknown> | undefined;
-  for (let at = 0; at < rows.length; at += CHUNK) {
+  for (let g = 0; g < all.length; g++) {
+    const rows = (await next!).rows;
+    next = g + 1 < all.length ? read(all[g + 1]!) : undefined;
     const x = new Entries(seen);
-    for (const r of rows.slice(at, at + CHUNK)) x.add(r);
+    for (const r of rows) x.add(r);
     await writing;
-    writing = x.docs.length === 0 ? undefined : write(c, s, x);
-    // Awaited after the next chunk is computed (or below); a failure is thrown there.
-    writing?.catch(() => undefined);
+    writing = x.docs.length === 0 ? undefined : later(write(c, s, x));
   }
   await writing;
 }
