@@ -226,7 +226,7 @@ async function main(): Promise<void> {
   const bin = findPgBin();
   if (bin === undefined) throw new Error('PostgreSQL is not installed');
   ensureBuilt();
-  const cluster = await startCluster(bin, '-c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track=all');
+  const cluster = await startCluster(bin, ['shared_preload_libraries=pg_stat_statements', 'pg_stat_statements.track=all']);
   const port = /:(\d+)\//.exec(cluster.adminUrl)![1]!;
   const postmaster = postmasterPid(port);
   const admin = new pg.Client({ connectionString: cluster.adminUrl });

@@ -43,11 +43,13 @@ function freePort(): Promise<number> {
 export interface TestCluster {
   /** Admin URL (superuser `postgres`, database `postgres`). */
   readonly adminUrl: string;
+  /** The data directory (its postmaster.pid names the server's process). */
+  readonly dataDir: string;
   stop(): void;
 }
 
-/** Starts a throwaway cluster (see the module comment); `extraOptions` are more `-c name=value` server options (profiling scripts). */
-export async function startCluster(bin: string, extraOptions = ''): Promise<TestCluster> {
+/** Starts a throwaway cluster (see the module comment); `settings` are more `name=value` server options (profiling scripts). */
+export async function startCluster(bin: string, settings: readonly string[] = []): Promise<TestCluster> {
   const asRoot = process.getuid?.() === 0;
   const dir = mkdtempSync(join(tmpdir(), 'palimpsest-pg-'));
   const run = (cmd: string, args: string[]): void => {
@@ -68,10 +70,11 @@ export async function startCluster(bin: string, extraOptions = ''): Promise<Test
     // -N: initdb's own files need no fsync (a throwaway cluster); the server keeps fsync on.
     run('initdb', ['-D', data, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--no-locale', '-N']);
     const port = await freePort();
-    const opts = `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c max_connections=300 -c shared_buffers=64MB ${extraOptions}`;
+    const opts = `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c max_connections=300 -c shared_buffers=64MB${settings.map((x) => ` -c ${x}`).join('')}`;
     run('pg_ctl', ['-D', data, '-l', join(dir, 'log'), '-w', '-t', '60', '-o', opts, 'start']);
     return {
       adminUrl: `postgresql://postgres@127.0.0.1:${port}/postgres`,
+      dataDir: data,
       stop() {
         try {
           run('pg_ctl', ['-D', data, '-m', 'immediate', '-w', 'stop']);

@@ -84,7 +84,7 @@
  */
 
 /** The schema version this build reads and writes: the last migration's (migrations/index.ts). */
-export const SCHEMA_VERSION = 9;
+export const SCHEMA_VERSION = 10;
 
 /** Byte-counter rows per tenant (see the module comment). */
 export const TENANT_SHARDS = 16;

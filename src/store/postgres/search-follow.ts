@@ -10,46 +10,18 @@
  *   tenant's sessions whose progress is behind their next_seq are then caught up by a scan.
  * - The sessions the batch's records name are read FOR KEY SHARE (appends lock their row FOR NO
  *   KEY UPDATE, which does not conflict, so they go on; a delete waits for the batch and then
- *   removes what it indexed); each one's
- *   events from its progress to its next_seq are indexed by one set-wise statement for the whole
- *   batch, and the progress moves.
+ *   removes what it indexed); each one's events from its progress to its next_seq are read,
+ *   their entries computed in node and written by one set-wise statement for the whole batch
+ *   (search-docs.ts), and the progress moves.
+ * - A batch commits asynchronously (synchronous_commit off): it adds no WAL flush wait of its own,
+ *   and a crash loses at most the last batches, atomically, which the follower does again.
  */
 import type pg from 'pg';
 import type { SearchFollowBatch, SearchLag } from '../../app/search-port.js';
+import { indexRanges } from './search-docs.js';
 
 /** Feed records read per tenant per batch. */
 const RECORDS_PER_BATCH = 1000;
-
-const TYPES = `'user/message', 'assistant/message', 'tool/result', 'steering/message'`;
-
-/**
- * Indexes the events of every range [lo, hi) of $1 sessions / $2 lo / $3 hi in one statement, set-wise
- * (the dropped trigger's work per event): a tool result's tools come from the latest earlier call
- * with its id in the batch, else from search_calls as it was before the statement.
- */
-function indexRangesSql(s: string): string {
-  return `
-WITH r AS (SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS r(session_id, lo, hi)),
-ev AS (
-  SELECT e.session_id, e.seq, e.type, e.time, e.surface_op, ${s}.search_data(e.data) AS d
-    FROM r JOIN ${s}.events e ON e.session_id = r.session_id AND e.seq >= r.lo AND e.seq < r.hi
-   WHERE e.type IN (${TYPES})
-), calls AS (
-  SELECT ev.session_id, ev.seq, x.ord, x.call_id, x.name FROM ev, ${s}.search_calls_of(ev.type, ev.d) x
-), done AS (
-  INSERT INTO ${s}.search_calls (session_id, call_id, name)
-    SELECT DISTINCT ON (session_id, call_id) session_id, call_id, name FROM calls ORDER BY session_id, call_id, seq DESC, ord DESC
-    ON CONFLICT (session_id, call_id) DO UPDATE SET name = EXCLUDED.name
-)
-INSERT INTO ${s}.search_docs (session_id, seq, type, time, entered, replace, tools, text)
-  SELECT ev.session_id, ev.seq, ev.type, ev.time, ev.surface_op IS NOT NULL, coalesce(ev.surface_op <> 'append', false),
-    CASE WHEN rc.call_id IS NOT NULL THEN coalesce(
-      (SELECT ARRAY[c.name] FROM calls c WHERE c.session_id = ev.session_id AND c.call_id = rc.call_id AND c.seq < ev.seq ORDER BY c.seq DESC, c.ord DESC LIMIT 1),
-      (SELECT ARRAY[c.name] FROM ${s}.search_calls c WHERE c.session_id = ev.session_id AND c.call_id = rc.call_id), '{}')
-    ELSE coalesce((SELECT array_agg(c.name ORDER BY c.ord) FROM calls c WHERE c.session_id = ev.session_id AND c.seq = ev.seq), '{}') END,
-    coalesce(${s}.search_text(ev.d), '')
-  FROM ev, LATERAL (SELECT ${s}.search_result_call(ev.type, ev.d) AS call_id) rc`;
-}
 
 /** Ranges to index, gathered over a batch's records. */
 class Ranges {
@@ -76,7 +48,7 @@ class Ranges {
 
   async index(c: pg.PoolClient, s: string): Promise<void> {
     if (this.ids.length === 0) return;
-    await c.query(indexRangesSql(s), [this.ids, this.lo, this.hi]);
+    await indexRanges(c, s, this.ids, this.lo, this.hi);
     await c.query(`INSERT INTO ${s}.search_progress (session_id, next_seq) SELECT * FROM unnest($1::text[], $2::bigint[])
       ON CONFLICT (session_id) DO UPDATE SET next_seq = EXCLUDED.next_seq`, [this.ids, this.hi]);
   }
@@ -94,7 +66,9 @@ export async function followPostgresFeed(pool: pg.Pool, s: string, maxEvents: nu
   if ((await behind(pool, s)).length === 0) return { events: 0, caughtUp: true };
   const c = await pool.connect();
   try {
-    await c.query('BEGIN');
+    // The index is derived data: its batch does not wait for the WAL flush. A crash may lose the
+    // last batches whole (entries, progress and marks together), and the follower does them again.
+    await c.query('BEGIN; SET LOCAL synchronous_commit = off');
     const got = await c.query<{ ok: boolean }>("SELECT pg_try_advisory_xact_lock(hashtext('palimpsest search follower ' || $1)) AS ok", [s]);
     if (!got.rows[0]!.ok) {
       await c.query('ROLLBACK');

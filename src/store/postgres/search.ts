@@ -1,6 +1,7 @@
 /**
  * SearchEvents on PostgreSQL (issue #40): the query compiled to one statement over search_docs
- * (migration 0005-search-index.ts: a tsvector of the `simple` configuration under a GIN index).
+ * (migration 0005-search-index.ts: a tsvector of the `simple` configuration under a GIN index,
+ * written by the indexer from schema 10 on).
  * User text reaches the tsquery only as the domain tokenizer's tokens (letters and digits), each
  * single-quoted with quotes and backslashes doubled anyway, in a bound parameter of
  * `to_tsquery('simple', $n)`: a phrase is `'a' <-> 'b'`, a prefix `'a':*`. Every other value is a
@@ -19,7 +20,7 @@ import type { SearchTerm } from '../../domain/search-query.js';
 import { positiveValues } from '../../domain/search-fields.js';
 import { SCHEMA_NAME_PATTERN } from './schema.js';
 import { watchPoolErrors } from './open-database.js';
-import { reindexSql } from './migrations/0005-search-index.js';
+import { reindexSql } from './search-reindex.js';
 
 /** The tsquery text of a term (see the module comment). */
 export function tsqueryOf(t: SearchTerm): string {
@@ -169,7 +170,7 @@ export class PostgresSearchIndex implements SearchIndex {
       // Events the follower has not reached yet are the lag, not missing entries.
       await client.query(`DELETE FROM want_docs w WHERE w.seq >= coalesce((SELECT p.next_seq FROM ${s}.search_progress p WHERE p.session_id = w.session_id), 0)`);
       const problems: string[] = [];
-      const cols = 'session_id, seq, type, time, entered, replace, tools, text';
+      const cols = 'session_id, seq, type, time, entered, replace, tools, text, tsv';
       const diff = await client.query<{ session_id: string; seq: number; side: string }>(`
         (SELECT session_id, seq, 'missing' AS side FROM (SELECT ${cols} FROM want_docs EXCEPT SELECT ${cols} FROM ${s}.search_docs) a)
         UNION ALL

@@ -9,7 +9,10 @@
  *  - every event's references (the reference objects in its data, src/domain/blobs.ts) against
  *    its event_blobs rows, both ways, and every event_blobs row against its event;
  *  - no blob without a reference;
- *  - each tenant's byte counter against its sessions' bytes plus its blobs' sizes (once each).
+ *  - each tenant's byte counter against its sessions' bytes plus its blobs' sizes (once each);
+ *  - the search index (issue #40) against the events, in a transaction of its own
+ *    (PostgresSearchIndex.verifyIndex: the entries the follower has reached, `tsv` included), and
+ *    the follower's lag, which is no problem.
  *
  * PostgreSQL keeps no per-row checksums of its own (its page checksums, `initdb -k`, cover the
  * pages); the event log itself is checked through a server (`verify --addr`).
@@ -21,6 +24,7 @@ import type { Json } from '../../domain/event.js';
 import { pgBlobCrc } from './pg-blobs.js';
 import { SCHEMA_NAME_PATTERN, SCHEMA_VERSION } from './schema.js';
 import { redactUrl } from './url.js';
+import { PostgresSearchIndex } from './search.js';
 
 /** One finding. */
 export interface PgVerifyProblem {
@@ -35,6 +39,8 @@ export interface PgVerifyReport {
   readonly events: number;
   readonly blobs: number;
   readonly problems: PgVerifyProblem[];
+  /** The search index follower's lag: events not followed yet are no problem. */
+  readonly searchIndexLag?: { readonly events: number; readonly seconds: number };
 }
 
 /** At most this many findings of one kind are listed. */
@@ -136,7 +142,16 @@ export async function verifyPostgres(url: string, schema = 'palimpsest'): Promis
       }
     }
     await client.query('COMMIT');
-    return { source: `${redactUrl(url)} schema ${s}`, sessions: Number(counts.sessions), events: Number(counts.events), blobs: Number(counts.blobs), problems };
+    const index = new PostgresSearchIndex({ url, schema: s, poolSize: 1 });
+    let searchIndexLag: { events: number; seconds: number };
+    try {
+      const checked = await index.verifyIndex();
+      for (const problem of checked.problems) problems.push({ problem });
+      searchIndexLag = await index.lag();
+    } finally {
+      await index.close();
+    }
+    return { source: `${redactUrl(url)} schema ${s}`, sessions: Number(counts.sessions), events: Number(counts.events), blobs: Number(counts.blobs), problems, searchIndexLag };
   } finally {
     await client.end().catch(() => undefined);
   }

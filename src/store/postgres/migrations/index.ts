@@ -32,6 +32,7 @@ import { migration as m0006 } from './0006-lock-order.js';
 import { migration as m0007 } from './0007-search-follower.js';
 import { migration as m0008 } from './0008-blobs.js';
 import { migration as m0009 } from './0009-no-key-update.js';
+import { migration as m0010 } from './0010-search-tsv-written.js';
 import type { PostgresMigration } from './migration.js';
 
 export type { MigrationClient, PostgresMigration } from './migration.js';
@@ -43,4 +44,4 @@ export const OLDEST_MIGRATABLE = 2;
 export const BASE_VERSION = 3;
 
 /** Every migration, in version order: from OLDEST_MIGRATABLE + 1 on (those up to BASE_VERSION only run on older schemas). */
-export const MIGRATIONS: readonly PostgresMigration[] = [m0003, m0004, m0005, m0006, m0007, m0008, m0009];
+export const MIGRATIONS: readonly PostgresMigration[] = [m0003, m0004, m0005, m0006, m0007, m0008, m0009, m0010];
