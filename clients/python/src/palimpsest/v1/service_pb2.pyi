@@ -1569,6 +1569,7 @@ class SessionChange(google.protobuf.message.Message):
     PREVIOUS_LABELS_FIELD_NUMBER: builtins.int
     CREATED_AT_FIELD_NUMBER: builtins.int
     TIME_FIELD_NUMBER: builtins.int
+    POSITION_FIELD_NUMBER: builtins.int
     kind: global___SessionChangeKind.ValueType
     """What happened."""
 
@@ -1604,6 +1605,12 @@ class SessionChange(google.protobuf.message.Message):
     time: builtins.int
     """When the store recorded the change, Unix epoch ms."""
 
+    position: builtins.int
+    """The feed position of this change (the same as the message's `position`
+    for a lone change): resume with after = position to receive the changes
+    after this one.
+    """
+
     def __init__(self,
         *,
         kind: global___SessionChangeKind.ValueType = ...,
@@ -1616,9 +1623,10 @@ class SessionChange(google.protobuf.message.Message):
         previous_labels: typing.Optional[typing.Mapping[typing.Text, typing.Text]] = ...,
         created_at: builtins.int = ...,
         time: builtins.int = ...,
+        position: builtins.int = ...,
         ) -> None: ...
     def HasField(self, field_name: typing_extensions.Literal["_head_seq",b"_head_seq","head_seq",b"head_seq"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing_extensions.Literal["_head_seq",b"_head_seq","created_at",b"created_at","event_count",b"event_count","event_types",b"event_types","head_seq",b"head_seq","kind",b"kind","labels",b"labels","previous_labels",b"previous_labels","session_id",b"session_id","surface_length",b"surface_length","time",b"time"]) -> None: ...
+    def ClearField(self, field_name: typing_extensions.Literal["_head_seq",b"_head_seq","created_at",b"created_at","event_count",b"event_count","event_types",b"event_types","head_seq",b"head_seq","kind",b"kind","labels",b"labels","position",b"position","previous_labels",b"previous_labels","session_id",b"session_id","surface_length",b"surface_length","time",b"time"]) -> None: ...
     def WhichOneof(self, oneof_group: typing_extensions.Literal["_head_seq",b"_head_seq"]) -> typing.Optional[typing_extensions.Literal["head_seq"]]: ...
 global___SessionChange = SessionChange
 

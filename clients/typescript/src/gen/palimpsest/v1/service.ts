@@ -1024,6 +1024,12 @@ export interface SessionChange {
   createdAt: number;
   /** When the store recorded the change, Unix epoch ms. */
   time: number;
+  /**
+   * The feed position of this change (the same as the message's `position`
+   * for a lone change): resume with after = position to receive the changes
+   * after this one.
+   */
+  position: number;
 }
 
 export interface SessionChange_LabelsEntry {
@@ -6940,6 +6946,7 @@ function createBaseSessionChange(): SessionChange {
     previousLabels: {},
     createdAt: 0,
     time: 0,
+    position: 0,
   };
 }
 
@@ -6974,6 +6981,9 @@ export const SessionChange: MessageFns<SessionChange> = {
     }
     if (message.time !== 0) {
       writer.uint32(80).int64(message.time);
+    }
+    if (message.position !== 0) {
+      writer.uint32(88).uint64(message.position);
     }
     return writer;
   },
@@ -7077,6 +7087,14 @@ export const SessionChange: MessageFns<SessionChange> = {
             message.time = longToNumber(reader.int64());
             continue;
           }
+          case 11: {
+            if (tag !== 88) {
+              break;
+            }
+
+            message.position = longToNumber(reader.uint64());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -7164,6 +7182,7 @@ export const SessionChange: MessageFns<SessionChange> = {
         ? globalThis.Number(object.created_at)
         : 0,
       time: isSet(object.time) ? globalThis.Number(object.time) : 0,
+      position: isSet(object.position) ? globalThis.Number(object.position) : 0,
     };
   },
 
@@ -7211,6 +7230,9 @@ export const SessionChange: MessageFns<SessionChange> = {
     if (message.time !== 0) {
       obj.time = Math.round(message.time);
     }
+    if (message.position !== 0) {
+      obj.position = Math.round(message.position);
+    }
     return obj;
   },
 
@@ -7245,6 +7267,7 @@ export const SessionChange: MessageFns<SessionChange> = {
     );
     message.createdAt = object.createdAt ?? 0;
     message.time = object.time ?? 0;
+    message.position = object.position ?? 0;
     return message;
   },
 };
