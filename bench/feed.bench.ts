@@ -3,7 +3,10 @@
  * per-session stream (SubscribeEvents) in the same run, and the cost of an append with 0 and
  * with 100 feed subscribers.
  *
- *   npx tsx bench/feed.bench.ts [--quick] [--runs N] [--postgres | --db postgres://...] [--replicas] [--rate N] [--feed-subscribers N]
+ *   npx tsx bench/feed.bench.ts [--quick] [--runs N] [--postgres | --db postgres://...] [--replicas] [--rate N] [--feed-subscribers N] [--no-batch]
+ *
+ * The feed subscribers opt into batched delivery (SubscribeSessionsRequest.batch: the changes
+ * ready together come in one message); --no-batch measures one change per message.
  *
  * Each run is a fresh server (and database); the tables give every run and the medians over the
  * runs (default 5; --quick 1), and the HEADLINE figures are medians. Latencies are measured from
@@ -49,6 +52,8 @@ const argNum = (name: string, dflt: number): number => {
 };
 
 const replicas = process.argv.includes('--replicas');
+/** Feed subscribers ask for several changes per message (SubscribeSessionsRequest.batch); --no-batch: one per message. */
+const BATCH = !process.argv.includes('--no-batch');
 const SESSIONS = 100;
 // --replicas measures the hint path, not fan-out throughput: a lighter default load.
 const FEED_SUBSCRIBERS = argNum('--feed-subscribers', replicas ? 10 : 100);
@@ -80,6 +85,9 @@ interface RunResult {
   streamSend: number[];
   /** Per feed delivery: its arrival minus the per-session stream's arrival of the same append (what the feed adds). */
   feedBehind: number[];
+  /** Feed messages with changes, and `appended` changes, received while measuring. */
+  feedMessages: number;
+  feedDeliveries: number;
 }
 
 async function freshDb(dir: string, cluster: TestCluster | undefined, n: number): Promise<string> {
@@ -119,6 +127,8 @@ async function runOnce(writeAddr: string, feedAddr: string): Promise<RunResult> 
   const streamArrivals: Arrival[] = [];
   const feedArrivals: Arrival[] = [];
   let measuring = false;
+  /** Feed messages carrying changes received while measuring (a batch is one). */
+  let feedMessages = 0;
 
   let streamsUp = 0;
   const calls: { cancel(): void }[] = [];
@@ -180,11 +190,15 @@ async function runOnce(writeAddr: string, feedAddr: string): Promise<RunResult> 
   // Phase 2: the feed subscribers from now on.
   let feedUp = 0;
   for (let f = 0; f < FEED_SUBSCRIBERS; f++) {
-    const st = feedClients[f % CHANNELS]!.subscribeSessions(SubscribeSessionsRequest.fromPartial({ fromNow: true }));
+    const st = feedClients[f % CHANNELS]!.subscribeSessions(SubscribeSessionsRequest.fromPartial({ fromNow: true, batch: BATCH }));
     calls.push(st);
     st.on('data', (m: SubscribeSessionsResponse) => {
       if (m.kind?.$case === 'caughtUp') feedUp++;
-      if (m.kind?.$case === 'change' && measuring && m.kind.value.kind === 4) feedArrivals.push([`${m.kind.value.sessionId} ${m.kind.value.headSeq}`, now()]);
+      if (!measuring) return;
+      const changes = m.kind?.$case === 'change' ? [m.kind.value] : m.kind?.$case === 'changes' ? m.kind.value.changes : [];
+      const t = now();
+      if (changes.length > 0) feedMessages++;
+      for (const c of changes) if (c.kind === 4) feedArrivals.push([`${c.sessionId} ${c.headSeq}`, t]);
     });
     st.on('error', () => undefined);
   }
@@ -200,6 +214,7 @@ async function runOnce(writeAddr: string, feedAddr: string): Promise<RunResult> 
     feedAck: latencies(feedArrivals, acked, true), streamAck: latencies(streamArrivals, acked, true),
     feedSend: latencies(feedArrivals, sent, false), streamSend: latencies(streamArrivals, sent, false),
     feedBehind: latencies(feedArrivals, new Map(streamArrivals), false),
+    feedMessages, feedDeliveries: feedArrivals.length,
   };
 }
 
@@ -234,7 +249,7 @@ async function main(): Promise<void> {
         await srv.shutdown();
       }
     }
-    console.log(`store: ${storeName}; ${RUNS} run(s), each a fresh server and database; 100 sessions, ${RATE} appends/s, ${FEED_SUBSCRIBERS} feed subscribers in phase 2\n`);
+    console.log(`store: ${storeName}; ${RUNS} run(s), each a fresh server and database; 100 sessions, ${RATE} appends/s, ${FEED_SUBSCRIBERS} feed subscribers in phase 2 (${BATCH ? 'batched delivery' : 'one change per message'})\n`);
     console.log('| run | appends/s 0 / 100 feed subs | CPU/append µs 0 / 100 | feed p50 / p99 from ack (ms) | stream p50 / p99 from ack (ms) | feed p99 / stream p99 from send (ms) | ratio from ack | ratio from send | feed behind the stream p50 / p99 (ms) |');
     console.log('|---|---|---|---|---|---|---|---|---|');
     const rows = results.map((r) => ({
@@ -252,10 +267,11 @@ async function main(): Promise<void> {
       ratioAck: median(rows.map((x) => ratio(x.feedAck99, x.streamAck99)).filter(Number.isFinite)),
       ratioSend: median(rows.map((x) => ratio(x.feedSend99, x.streamSend99))),
     };
+    console.log(`feed changes per message: ${results.map((r) => f2(ratio(r.feedDeliveries, r.feedMessages))).join(', ')} (per run)`);
     console.log(`| **median** | ${m.rate0.toFixed(0)} / ${m.rate100.toFixed(0)} | ${m.cpu0.toFixed(0)} / ${m.cpu100.toFixed(0)} | – / ${f2(m.feedAck99)} | – / ${f2(m.streamAck99)} | ${f2(m.feedSend99)} / ${f2(m.streamSend99)} | ${f2(m.ratioAck)} | ${f2(m.ratioSend)} | – / ${f2(median(results.map((r) => pct(r.feedBehind, 0.99))))} |`);
     const store = storeName.startsWith('PostgreSQL') ? 'postgres' : 'sqlite';
     console.log(`HEADLINE ${JSON.stringify({
-      id: `feed-p99-ratio-${store}`, label: `feed delivery p99 / per-session stream p99 from ack, ${storeName} (median of ${RUNS})`,
+      id: `feed-p99-ratio-${store}`, label: `feed delivery p99 / per-session stream p99 from ack, ${storeName}, ${BATCH ? 'batched' : 'one change per message'} (median of ${RUNS})`,
       value: Number.isFinite(m.ratioAck) ? `${f2(m.ratioAck)}x (${f2(m.feedAck99)} vs ${f2(m.streamAck99)} ms)` : null, target: '< 2x', met: m.ratioAck < 2,
       detail: `from the append being sent: ${f2(m.ratioSend)}x (${f2(m.feedSend99)} vs ${f2(m.streamSend99)} ms)`,
     })}`);
