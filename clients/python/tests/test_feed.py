@@ -170,7 +170,7 @@ def test_a_batch_is_yielded_one_change_at_a_time_and_resumes_after_any_of_them(c
     def raw(batch: bool) -> List[service_pb2.SubscribeSessionsResponse]:
         call = client.stub.SubscribeSessions(service_pb2.SubscribeSessionsRequest(
             after=start.position, label_selector=suite, batch=batch), metadata=client._metadata)
-        out = []
+        out: List[service_pb2.SubscribeSessionsResponse] = []
         for res in call:
             out.append(res)
             if res.WhichOneof("kind") == "caught_up":
