@@ -267,8 +267,8 @@ async function main(): Promise<void> {
       ratioAck: median(rows.map((x) => ratio(x.feedAck99, x.streamAck99)).filter(Number.isFinite)),
       ratioSend: median(rows.map((x) => ratio(x.feedSend99, x.streamSend99))),
     };
-    console.log(`feed changes per message: ${results.map((r) => f2(ratio(r.feedDeliveries, r.feedMessages))).join(', ')} (per run)`);
     console.log(`| **median** | ${m.rate0.toFixed(0)} / ${m.rate100.toFixed(0)} | ${m.cpu0.toFixed(0)} / ${m.cpu100.toFixed(0)} | – / ${f2(m.feedAck99)} | – / ${f2(m.streamAck99)} | ${f2(m.feedSend99)} / ${f2(m.streamSend99)} | ${f2(m.ratioAck)} | ${f2(m.ratioSend)} | – / ${f2(median(results.map((r) => pct(r.feedBehind, 0.99))))} |`);
+    console.log(`\nfeed \`appended\` changes per message received: ${results.map((r) => f2(ratio(r.feedDeliveries, r.feedMessages))).join(', ')} (per run)`);
     const store = storeName.startsWith('PostgreSQL') ? 'postgres' : 'sqlite';
     console.log(`HEADLINE ${JSON.stringify({
       id: `feed-p99-ratio-${store}`, label: `feed delivery p99 / per-session stream p99 from ack, ${storeName}, ${BATCH ? 'batched' : 'one change per message'} (median of ${RUNS})`,
