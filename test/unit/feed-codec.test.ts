@@ -2,11 +2,14 @@
  * SubscribeSessions wire form (src/server/feed-codec.ts): the messages spliced from each change's
  * shared bytes decode as the ts-proto encoding of the same message would, for one change and for
  * a batch, with positions beyond 32 bits; a batch repeated for the next stream is the same Buffer.
+ * `palimpsest sessions --watch` prints a batch one line per change, each at its own position.
  */
 import { describe, expect, it } from 'vitest';
 import type { SessionChange } from '../../src/app/feed-subscription.js';
 import { encodeChange, encodeChanges, feedItemToProto } from '../../src/server/feed-codec.js';
 import { SubscribeSessionsResponse } from '../../gen/palimpsest/v1/service.js';
+import { feedLines } from '../../src/cli/commands/sessions-watch.js';
+import { Output } from '../../src/cli/output.js';
 
 function change(position: number, id: string): SessionChange {
   return {
@@ -34,5 +37,13 @@ describe('feed codec', () => {
     expect(got).toEqual(items.map((c) => (feedItemToProto(c).kind as { value: unknown }).value));
     expect(encodeChanges([...items])).toBe(bytes);
     expect(encodeChanges(items.slice(0, 2))).not.toBe(bytes);
+  });
+
+  it('sessions --watch prints one line per change of a batch, each at its own position; a lone change at its own', () => {
+    const out = new Output(true, process.stdout, process.stderr, {});
+    const items = [change(7, 'a'), change(9, 'b')];
+    const lines = feedLines(SubscribeSessionsResponse.decode(encodeChanges(items)), out);
+    expect(lines.map((l) => [l.json.position, l.json.session, l.json.kind])).toEqual([[7, 'a', 'appended'], [9, 'b', 'appended']]);
+    expect(feedLines(SubscribeSessionsResponse.decode(encodeChange(change(11, 'c'))), out).map((l) => l.json.position)).toEqual([11]);
   });
 });
