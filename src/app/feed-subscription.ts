@@ -13,6 +13,10 @@
  *   the transport encodes it once and writes the same bytes to every stream): no promise, timer or
  *   queue entry per delivery. When `deliver` returns false (the stream wants a drain), later items
  *   are queued and the consumer is not woken before `resume()`.
+ * - Batching consumer (`FeedConsumer.batch`, SubscribeSessions `batch`): the live records of one
+ *   store read are queued, not pushed one by one, and the consumer is woken once at the reader's
+ *   `flush()` after the read (synchronously, no timer), so it can write them in one message; a
+ *   stream that fell behind finds its backlog queued the same way.
  * - Backpressure: at most `bufferRecords` items are queued; beyond that the queue is dropped and the
  *   subscription reads the store again after what it handed out (a slow subscriber costs a bounded
  *   buffer, never a lost change, never unbounded memory).
@@ -59,6 +63,8 @@ export interface FeedConsumer {
   deliver(it: SessionChange): boolean;
   /** `step()` has something again after it answered {@link FEED_IDLE}. */
   wake(): void;
+  /** Takes the live items of one store read together: woken at the reader's `flush()` instead of pushed one by one. */
+  readonly batch?: boolean;
 }
 
 /** What a subscription needs of its tenant's shared reader (session-feed.ts TenantFeed). */
@@ -142,6 +148,8 @@ export class FeedSubscription {
   #direct: FeedConsumer | undefined;
   /** The consumer refused more: not woken before `resume()`. */
   #blocked = false;
+  /** A batching consumer is woken at the reader's next `flush()`. */
+  #wakeAtFlush = false;
   #reading: Promise<void> | undefined;
   #error: Error | undefined;
   readonly #selectorEmpty: boolean;
@@ -259,8 +267,9 @@ export class FeedSubscription {
       if (empty) this.#resume = r.position;
       return;
     }
+    const batching = this.#direct?.batch === true;
     // Fast path: parked, writable, nothing older queued: write it from here.
-    if (empty && this.#parked && !this.#blocked && this.#direct !== undefined) {
+    if (empty && this.#parked && !this.#blocked && this.#direct !== undefined && !batching) {
       this.#resume = r.position;
       if (!this.#direct.deliver(item)) this.#blocked = true;
       return;
@@ -278,6 +287,14 @@ export class FeedSubscription {
     }
     if (this.#queue === NONE) this.#queue = [];
     this.#queue.push(item);
+    if (batching) this.#wakeAtFlush = true;
+    else if (!this.#blocked) this.#wakeUp();
+  }
+
+  /** The tenant's reader: the records of one store read were offered (a batching consumer takes them now). */
+  flush(): void {
+    if (!this.#wakeAtFlush) return;
+    this.#wakeAtFlush = false;
     if (!this.#blocked) this.#wakeUp();
   }
 

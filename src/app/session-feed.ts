@@ -224,6 +224,8 @@ class TenantFeed implements FeedReader {
           this.#position = r.position;
           for (const s of this.#subs) s.offer(r);
         }
+        // Batching subscribers take this read's records together (one message per stream).
+        if (records.length > 0) for (const s of this.#subs) s.flush();
         if (records.length < page && !this.#again) return;
         if (this.#subs.size === 0) return;
       }

@@ -27,7 +27,7 @@ const MIN_HEARTBEAT_MS = 100;
 /** The server's default heartbeat interval, ms (ServerConfig.heartbeatMs default). */
 const DEFAULT_HEARTBEAT_MS = 15_000;
 
-export { feedItemToProto } from './feed-stream.js';
+export { feedItemToProto } from './feed-codec.js';
 
 function toSession(v: SessionView): Session {
   return sessionToProto(v.record, v.surfaceLength, v);
@@ -40,7 +40,7 @@ export function feedHandlers(app: SessionService, requireId: (id: string) => str
   return {
     subscribeSessions: serverStream<SubscribeSessionsRequest, unknown>('read', (ctx, r, sink) => {
       const interval = r.heartbeatIntervalMs === 0 ? heartbeatMs : Math.max(MIN_HEARTBEAT_MS, r.heartbeatIntervalMs);
-      const stream = new FeedStream(ctx, sink, hub, interval);
+      const stream = new FeedStream(ctx, sink, hub, interval, r.batch);
       // A token file reload that revokes the stream's token ends it (revocable-calls.ts).
       const untrack = opts.revocable?.add({ credential: ctx.credential, tenant: ctx.caller.tenant, permission: 'read', revoke: (err) => stream.end(err) });
       if (untrack) stream.onEnd(untrack);

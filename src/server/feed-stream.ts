@@ -10,15 +10,19 @@
  * - Backpressure: after `write()` returned false the subscription queues (bounded, then it falls
  *   back to reading the store from its cursor) and this stream pulls again with `step()` at
  *   `drain`. grpc-js holds at most its high-water mark per stream.
+ * - Batching (SubscribeSessionsRequest.batch): the stream is woken once per store read and
+ *   writes every change queued for it in one `changes` message (bounded: feed-codec.ts), a lone
+ *   change as `change`; a stream that fell behind writes its backlog the same way. No timer:
+ *   nothing waits for a batch to fill.
  * - Heartbeats: in the server's shared schedule (one timer for every stream, `Heartbeats`), after
  *   `interval` ms without a write, carrying the position to resume from.
  * - End: at server shutdown the feed closes the subscription and the stream ends with UNAVAILABLE
  *   / SERVER_SHUTDOWN and ErrorInfo metadata `cursor`; a cancelled call closes the subscription at
  *   once; a subscription error (FEED_POSITION_EXPIRED, a store failure) ends it with its status.
  */
-import { FEED_IDLE, type FeedConsumer, type FeedItem, type FeedSubscription, type SessionChange } from '../app/feed-subscription.js';
+import { FEED_IDLE, type FeedConsumer, type FeedSubscription, type SessionChange } from '../app/feed-subscription.js';
 import { DomainError } from '../domain/errors.js';
-import { SessionChangeKind, SubscribeSessionsResponse } from '../../gen/palimpsest/v1/service.js';
+import { changeSize, encodeChange, encodeChanges, MAX_BATCH_BYTES, MAX_BATCH_CHANGES, PositionMessage } from './feed-codec.js';
 import type { Metrics } from './metrics.js';
 import type { RpcContext, ServerSink } from './rpc/handler-table.js';
 import { ServerStream } from './server-stream.js';
@@ -27,80 +31,11 @@ import type { Heartbeats } from './subscribe-heartbeats.js';
 /** The lag histogram observes one delivery in LAG_SAMPLE_MASK + 1 per stream. */
 const LAG_SAMPLE_MASK = 15;
 
-const KINDS: Record<string, SessionChangeKind> = {
-  created: SessionChangeKind.SESSION_CHANGE_KIND_CREATED,
-  deleted: SessionChangeKind.SESSION_CHANGE_KIND_DELETED,
-  labels_changed: SessionChangeKind.SESSION_CHANGE_KIND_LABELS_CHANGED,
-  appended: SessionChangeKind.SESSION_CHANGE_KIND_APPENDED,
-};
-
-/** One feed item as a stream message. */
-export function feedItemToProto(it: FeedItem): SubscribeSessionsResponse {
-  if (it.kind === 'caught-up') return { position: it.position, kind: { $case: 'caughtUp', value: {} } };
-  return {
-    position: it.position,
-    kind: {
-      $case: 'change',
-      value: {
-        kind: KINDS[it.change] ?? SessionChangeKind.SESSION_CHANGE_KIND_UNSPECIFIED,
-        sessionId: it.sessionId,
-        headSeq: it.headSeq,
-        eventCount: it.eventCount,
-        surfaceLength: it.surfaceLength,
-        eventTypes: [...it.eventTypes],
-        labels: { ...it.labels },
-        previousLabels: { ...(it.previousLabels ?? {}) },
-        createdAt: it.createdAt,
-        time: it.time,
-      },
-    },
-  };
-}
-
-function toBuffer(u: Uint8Array): Buffer {
-  return Buffer.from(u.buffer, u.byteOffset, u.byteLength);
-}
-
-/**
- * Encoded bytes of a shared change item (one object per feed record for every subscriber):
- * encoded once, the same Buffer written to every stream (the service is registered with
- * pass-through serializers, grpc/pass-through.ts). The last lookup sits in front of the map: a
- * record is written to many streams in a row.
- */
-const encoded = new WeakMap<object, Buffer>();
-let lastItem: object | undefined;
-let lastBytes: Buffer | undefined;
-
-export function encodeChange(it: SessionChange): Buffer {
-  if (it === lastItem) return lastBytes as Buffer;
-  let b = encoded.get(it);
-  if (b === undefined) {
-    b = toBuffer(SubscribeSessionsResponse.encode(feedItemToProto(it)).finish());
-    encoded.set(it, b);
-  }
-  lastItem = it;
-  lastBytes = b;
-  return b;
-}
-
-/** The last encoding of a message carrying only a position (caught-up, heartbeat): many streams send the same one. */
-class PositionMessage {
-  #position = Number.NaN;
-  #bytes: Buffer | undefined;
-
-  constructor(private readonly kind: 'caughtUp' | 'heartbeat') {}
-
-  get(position: number): Buffer {
-    if (position !== this.#position || this.#bytes === undefined) {
-      this.#bytes = toBuffer(SubscribeSessionsResponse.encode({ position, kind: { $case: this.kind, value: {} } }).finish());
-      this.#position = position;
-    }
-    return this.#bytes;
-  }
-}
-
 const CAUGHT_UP = new PositionMessage('caughtUp');
 const HEARTBEAT = new PositionMessage('heartbeat');
+
+/** `#pump`: no step result carried over. */
+const NO_CARRY: unique symbol = Symbol('no-carry');
 
 /** What every feed stream of a server shares. */
 export interface FeedHub {
@@ -123,7 +58,11 @@ export class FeedStream extends ServerStream<unknown> implements FeedConsumer {
   #stepping = false;
   #reading = false;
 
-  constructor(ctx: RpcContext, sink: ServerSink<unknown>, private readonly hub: FeedHub, private readonly interval: number) {
+  /**
+   * @param batch SubscribeSessionsRequest.batch: what is queued when the stream pulls (one store
+   *   read's changes, or a backlog) goes out in one `changes` message.
+   */
+  constructor(ctx: RpcContext, sink: ServerSink<unknown>, private readonly hub: FeedHub, private readonly interval: number, readonly batch = false) {
     super(ctx, sink);
   }
 
@@ -146,7 +85,7 @@ export class FeedStream extends ServerStream<unknown> implements FeedConsumer {
     }
   }
 
-  /** Fast path from the tenant's reader; false = stop writing until drained. */
+  /** Fast path from the tenant's reader (not used when batching); false = stop writing until drained. */
   deliver(it: SessionChange): boolean {
     try {
       const more = this.#send(encodeChange(it));
@@ -193,8 +132,11 @@ export class FeedStream extends ServerStream<unknown> implements FeedConsumer {
     if (sub === undefined || this.#stepping || this.#reading) return;
     this.#stepping = true;
     try {
-      while (!this.ended && !this.blocked) {
-        const r = sub.step();
+      // A step taken to end a batch is handled next, even when the batch filled the stream.
+      let carry: ReturnType<FeedSubscription['step']> | typeof NO_CARRY = NO_CARRY;
+      while (!this.ended && (carry !== NO_CARRY || !this.blocked)) {
+        const r: ReturnType<FeedSubscription['step']> = carry !== NO_CARRY ? carry : sub.step();
+        carry = NO_CARRY;
         if (r === FEED_IDLE) break;
         if (r === undefined) {
           // Closed by the feed under a live stream: the server is shutting down.
@@ -212,9 +154,24 @@ export class FeedStream extends ServerStream<unknown> implements FeedConsumer {
           break;
         }
         if (r.kind === 'caught-up') this.#send(CAUGHT_UP.get(r.position));
-        else {
+        else if (!this.batch) {
           this.#send(encodeChange(r));
           if (sub.live) this.#sampleLag(r);
+        } else {
+          // Everything queued behind it, up to the batch bounds, in one message.
+          const items = [r];
+          let bytes = changeSize(r);
+          while (items.length < MAX_BATCH_CHANGES && bytes < MAX_BATCH_BYTES) {
+            const n = sub.step();
+            if (n === FEED_IDLE || n === undefined || n instanceof Promise || n.kind !== 'change') {
+              carry = n;
+              break;
+            }
+            items.push(n);
+            bytes += changeSize(n);
+          }
+          this.#send(items.length === 1 ? encodeChange(r) : encodeChanges(items));
+          if (sub.live) for (const it of items) this.#sampleLag(it);
         }
       }
     } catch (e) {

@@ -2,10 +2,12 @@
  * The session feed's push path (issue #35): a live subscription hands each record to its idle
  * consumer synchronously from the tenant's reader (one shared item per record), queues while the
  * consumer is blocked (not woken before `resume()`), and falls back to the store past its buffer,
- * so a slow consumer still gets every change exactly once, in order, with bounded memory.
+ * so a slow consumer still gets every change exactly once, in order, with bounded memory. A
+ * batching consumer is never pushed to: it is woken once per store read, at the reader's flush.
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ANONYMOUS, DEFAULT_LIMITS, SessionService } from '../../src/app/session-service.js';
+import type { FeedRecord } from '../../src/app/ports/feed-log.js';
 import { FEED_IDLE, type FeedConsumer, type FeedItem, type FeedSubscription, type SessionChange } from '../../src/app/session-feed.js';
 import { MemoryDatabase, MemorySessionStore } from '../../src/store/memory/memory-store.js';
 import { user } from '../support/engine-harness.js';
@@ -23,7 +25,9 @@ class Consumer implements FeedConsumer {
   readonly pushed: SessionChange[] = [];
   wakes = 0;
   accept = true;
-  constructor(readonly sub: FeedSubscription) {
+  /** Items stepped per wake (a batching consumer writes each wake's items in one message). */
+  readonly perWake: number[] = [];
+  constructor(readonly sub: FeedSubscription, readonly batch = false) {
     sub.setDirect(this);
   }
   deliver(it: SessionChange): boolean {
@@ -33,7 +37,8 @@ class Consumer implements FeedConsumer {
   }
   wake(): void {
     this.wakes++;
-    void this.pump();
+    const before = this.got.length;
+    void this.pump().then(() => this.perWake.push(this.got.length - before));
   }
   /** Steps until idle (awaiting catch-up reads). */
   async pump(): Promise<void> {
@@ -118,5 +123,57 @@ describe('SubscribeSessions push path (app)', () => {
     await until(() => a.got.filter((i) => i.kind === 'caught-up').length === 2);
     const changes = a.got.filter((i) => i.kind === 'change').map(brief);
     expect(changes).toEqual(['created s', ...Array.from({ length: 10 }, (_, h) => `appended s head=${h}`)]);
+  });
+
+  it('a batching consumer is not pushed to: the records of one read are queued and it is woken once, at the flush', async () => {
+    const a = new Consumer(await app.sessionFeed.subscribe(ctx, {}), true);
+    await a.pump();
+    await until(() => a.sub.step() === FEED_IDLE);
+    const end = a.sub.cursor;
+    const record = (position: number, id: string): FeedRecord => ({
+      position, tenant: '', sessionId: id, kind: 'created', createdAt: 1, nextSeq: 0, eventCount: 0, surfaceLength: 0,
+      eventTypes: [], labels: { k: id }, previousLabels: undefined, time: 1,
+    });
+    // What the tenant's reader does with one read of three records: offer each, then flush.
+    a.sub.offer(record(end + 1, 'x'));
+    a.sub.offer(record(end + 2, 'y'));
+    a.sub.offer(record(end + 3, 'z'));
+    expect(a.pushed).toHaveLength(0);
+    expect(a.wakes).toBe(0);
+    expect(a.sub.cursor).toBe(end);
+    a.sub.flush();
+    await until(() => a.perWake.length === 1);
+    expect(a.wakes).toBe(1);
+    expect(a.perWake).toEqual([3]);
+    expect(a.got.slice(1).map(brief)).toEqual(['created x', 'created y', 'created z']);
+    expect(a.sub.cursor).toBe(end + 3);
+    // A flush with nothing offered wakes nobody.
+    a.sub.flush();
+    expect(a.wakes).toBe(1);
+  });
+
+  it('batching consumers of two tenants, one with a selector, each get their own changes once, in order, never pushed', async () => {
+    const t1 = { ...ctx, tenant: 't1' };
+    const t2 = { ...ctx, tenant: 't2' };
+    const all = new Consumer(await app.sessionFeed.subscribe(t1, {}), true);
+    const sel = new Consumer(await app.sessionFeed.subscribe(t1, { selector: { team: 'a' } }), true);
+    const other = new Consumer(await app.sessionFeed.subscribe(t2, {}), true);
+    for (const c of [all, sel, other]) await c.pump();
+    await Promise.all([
+      app.createSession(t1, { id: 'a1', labels: { team: 'a' } }),
+      app.createSession(t1, { id: 'b1', labels: { team: 'b' } }),
+      app.createSession(t2, { id: 'c1', labels: { team: 'a' } }),
+    ]);
+    await Promise.all([app.append(t1, 'a1', [user('one')]), app.append(t1, 'b1', [user('two')]), app.append(t2, 'c1', [user('three')])]);
+    await until(() => all.got.length === 5 && sel.got.length === 3 && other.got.length === 3);
+    const names = (c: Consumer): string[] => c.got.filter((i) => i.kind === 'change').map(brief).sort();
+    expect(names(all)).toEqual(['appended a1 head=0', 'appended b1 head=0', 'created a1', 'created b1']);
+    expect(names(sel)).toEqual(['appended a1 head=0', 'created a1']);
+    expect(names(other)).toEqual(['appended c1 head=0', 'created c1']);
+    for (const c of [all, sel, other]) {
+      expect(c.pushed).toHaveLength(0);
+      const positions = c.got.filter((i) => i.kind === 'change').map((i) => i.position);
+      expect([...positions].sort((x, y) => x - y)).toEqual(positions);
+    }
   });
 });

@@ -142,3 +142,61 @@ describe('SubscribeSessions', () => {
     client.close();
   });
 });
+
+describe('SubscribeSessions batch', () => {
+  type Msg = SubscribeSessionsResponse;
+  const open = (req: Partial<SubscribeSessionsRequest>): Tail<Msg> => new Tail<Msg>(ts.client.subscribeSessions(SubscribeSessionsRequest.fromPartial(req)));
+  const caughtUp = (t: Tail<Msg>): boolean => t.msgs.some((m) => m.kind?.$case === 'caughtUp');
+  const changesOf = (t: Tail<Msg>) => t.msgs.flatMap((m) => (m.kind?.$case === 'change' ? [m.kind.value] : m.kind?.$case === 'changes' ? m.kind.value.changes : []));
+
+  it('changes read together come in one message in order; an old-style subscriber gets one per message; the client resumes after any change of a batch', async () => {
+    const selector = { feed: 'batch' };
+    const start = open({ fromNow: true, labelSelector: selector });
+    await start.until(caughtUp);
+    start.stream.cancel();
+    const after = start.msgs[0]!.position;
+    for (let i = 0; i < 4; i++) await a.createSession({ sessionId: `fb${i}`, labels: selector });
+    await a.createSession({ sessionId: 'fb-other', labels: { feed: 'no' } });
+
+    const batched = open({ after, labelSelector: selector, batch: true });
+    const plain = open({ after, labelSelector: selector });
+    await batched.until(caughtUp);
+    await plain.until(caughtUp);
+    expect(batched.msgs.map((m) => m.kind?.$case)).toEqual(['changes', 'caughtUp']);
+    expect(plain.msgs.map((m) => m.kind?.$case)).toEqual(['change', 'change', 'change', 'change', 'caughtUp']);
+    const inBatch = changesOf(batched);
+    expect(inBatch.map((c) => c.sessionId)).toEqual(['fb0', 'fb1', 'fb2', 'fb3']);
+    expect(inBatch.map((c) => c.position)).toEqual(plain.msgs.slice(0, 4).map((m) => m.position));
+    expect(batched.msgs[0]!.position).toBe(inBatch[3]!.position);
+
+    // Live: appends made together, the same changes in the same order on both streams (the selector holds).
+    await Promise.all(['fb0', 'fb1', 'fb2', 'fb3', 'fb-other'].map((id) => a.appendEvents({ sessionId: id, events: [userMessage('u0', 'zero')] })));
+    await batched.until((t) => changesOf(t).length === 8);
+    await plain.until((t) => changesOf(t).length === 8);
+    const live = changesOf(batched).slice(4);
+    expect(live.map((c) => c.sessionId).sort()).toEqual(['fb0', 'fb1', 'fb2', 'fb3']);
+    expect(live.map((c) => c.position)).toEqual(changesOf(plain).slice(4).map((c) => c.position));
+    expect(live.map((c) => c.position)).toEqual([...live.map((c) => c.position)].sort((x, y) => x - y));
+    expect(plain.msgs.every((m) => m.kind?.$case !== 'changes')).toBe(true);
+    batched.stream.cancel();
+    plain.stream.cancel();
+
+    // The TypeScript client (asks for batches) resumed after each change of the batch yields exactly the rest.
+    const client = new PalimpsestClient(ts.server.address);
+    try {
+      const all = changesOf(batched).map((c) => c.position);
+      for (const k of [0, 1, 3]) {
+        const ac = new AbortController();
+        const got: number[] = [];
+        for await (const it of client.subscribeSessions({ after: all[k], selector, signal: ac.signal })) {
+          if (it.kind === 'caught_up') break;
+          got.push(it.position);
+        }
+        ac.abort();
+        expect(got).toEqual(all.slice(k + 1));
+      }
+    } finally {
+      client.close();
+    }
+  });
+});

@@ -228,6 +228,11 @@ suite(`viewer in headless Chromium${hasChromium() ? '' : ' (skipped: /usr/bin/ch
     await expect.poll(() => rowIds(p), WAIT).toEqual(['live-b', 'live-a']);
     expect(await a.textContent()).toContain('extra=1');
 
+    // Changes committed together (the list asks for batches: they may come in one message) each update their row.
+    await Promise.all([append(t.client, 'live-a', [userMessage('la0', 'one')]), append(t.client, 'live-b', [userMessage('lb2', 'three')])]);
+    await expect.poll(() => a.locator('[data-field="event-count"]').textContent(), WAIT).toBe('1');
+    await expect.poll(() => bRow.locator('[data-field="event-count"]').textContent(), WAIT).toBe('3');
+
     await call(t.client.deleteSession.bind(t.client), { sessionId: 'live-b' } as never, new Metadata());
     await expect.poll(() => rowIds(p), WAIT).toEqual(['live-a']);
     // One ListSessions and one SubscribeSessions for all of it: no polling, no reload.

@@ -147,6 +147,31 @@ describe.each(WEB_PROTOCOLS)('web port over $protocol (HTTP/$httpVersion, json: 
     expect(events).toEqual([DEMO.head, DEMO.head + 1]);
   });
 
+  it('SubscribeSessions with batch: the changes read together come in one `changes` message, each with its own position', async () => {
+    const selector = { wfeed: via };
+    for (const n of [1, 2, 3]) await c().createSession({ sessionId: `wfeed-${via}-${n}`, labels: selector });
+    const kinds: string[] = [];
+    const got: { id: string; position: bigint }[] = [];
+    let last = 0n;
+    const ac = new AbortController();
+    try {
+      for await (const r of c().subscribeSessions({ after: 0n, labelSelector: selector, batch: true }, { signal: ac.signal })) {
+        kinds.push(r.kind.case ?? '');
+        if (r.kind.case === 'changes') {
+          for (const ch of r.kind.value.changes) got.push({ id: ch.sessionId, position: ch.position });
+          last = r.position;
+        }
+        if (r.kind.case === 'caughtUp') break;
+      }
+    } finally {
+      ac.abort();
+    }
+    expect(kinds).toEqual(['changes', 'caughtUp']);
+    expect(got.map((g) => g.id)).toEqual([1, 2, 3].map((n) => `wfeed-${via}-${n}`));
+    expect(got.map((g) => g.position)).toEqual([...got.map((g) => g.position)].sort((x, y) => (x < y ? -1 : 1)));
+    expect(last).toBe(got[2]!.position);
+  });
+
   it('errors carry the gRPC port\'s code, reason and google.rpc details', async () => {
     const nf = await webFailure(c().getSession({ sessionId: 'missing' }));
     expect(nf).toMatchObject({ code: Code.NotFound, reason: 'SESSION_NOT_FOUND', domain: 'palimpsest.dev', metadata: { sessionId: 'missing' } });

@@ -3,7 +3,9 @@
  * LIVE from the session feed (issue #35 item 5): the page is listed once (ListSessions) after
  * SubscribeSessions caught up from now, then every change updates its row in place (created,
  * deleted, labels_changed, appended). A dropped stream resumes after the last feed position it
- * received, so nothing is missed and nothing is polled.
+ * received, so nothing is missed and nothing is polled. The stream asks for batches
+ * (SubscribeSessionsRequest.batch): changes ready together arrive in one message and are applied
+ * one at a time, in order.
  *
  * Columns: id, labels, created, last activity (relative; the time of the newest event, then of
  * each change the feed reports), events, surface length, surface tokens and status. Surface
@@ -334,7 +336,8 @@ export function listPage(root: HTMLElement): Page {
     setState('connecting', 'connecting…');
     while (!signal.aborted) {
       try {
-        const stream = api.subscribeSessions({ labelSelector: selector, ...(position === undefined ? { fromNow: true } : { after: position }) }, { signal });
+        // batch: changes ready together come in one message, applied one at a time in order.
+        const stream = api.subscribeSessions({ labelSelector: selector, batch: true, ...(position === undefined ? { fromNow: true } : { after: position }) }, { signal });
         for await (const m of stream) {
           position = m.position;
           status.setAttribute('data-position', String(position));
@@ -345,9 +348,11 @@ export function listPage(root: HTMLElement): Page {
               listed = true;
               void load();
             }
-          } else if (m.kind.case === 'change') {
-            if (buffered) buffered.push(m.kind.value);
-            else apply(m.kind.value);
+          } else if (m.kind.case === 'change' || m.kind.case === 'changes') {
+            for (const c of m.kind.case === 'change' ? [m.kind.value] : m.kind.value.changes) {
+              if (buffered) buffered.push(c);
+              else apply(c);
+            }
           }
         }
       } catch (e) {

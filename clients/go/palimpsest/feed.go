@@ -79,6 +79,9 @@ type Feed struct {
 	stream   pb.SessionService_SubscribeSessionsClient
 	cancel   context.CancelFunc
 	backoff  time.Duration
+	// pending holds the rest of a batch (a `changes` message), handed out one
+	// change at a time before the next message is read.
+	pending []FeedItem
 	// Subscriptions counts the streams opened (1 + the reconnects).
 	Subscriptions int
 }
@@ -104,7 +107,8 @@ func (f *Feed) Close() {
 }
 
 func (f *Feed) open() error {
-	req := &pb.SubscribeSessionsRequest{LabelSelector: f.o.Selector, HeartbeatIntervalMs: f.o.HeartbeatMs}
+	// Batch: changes ready together come in one message (Next still returns one at a time).
+	req := &pb.SubscribeSessionsRequest{LabelSelector: f.o.Selector, HeartbeatIntervalMs: f.o.HeartbeatMs, Batch: true}
 	if f.position != nil {
 		after := *f.position
 		req.After = &after
@@ -125,9 +129,17 @@ func (f *Feed) open() error {
 // Next blocks until the next item. It reconnects (with backoff) after
 // UNAVAILABLE (a dropped connection, a server restart or shutdown), resuming
 // after the last position delivered, so every change is delivered exactly
-// once; any other failure (ctx cancelled) is returned.
+// once; any other failure (ctx cancelled) is returned. Changes the server sent
+// together (a batch) are returned one per call, each with its own Position.
 func (f *Feed) Next() (FeedItem, error) {
 	for {
+		if len(f.pending) > 0 {
+			it := f.pending[0]
+			f.pending = f.pending[1:]
+			p := it.Position
+			f.position = &p
+			return it, nil
+		}
 		if f.stream == nil {
 			if err := f.open(); err != nil {
 				if e := f.retryable(err); e != nil {
@@ -139,9 +151,8 @@ func (f *Feed) Next() (FeedItem, error) {
 		res, err := f.stream.Recv()
 		if err == nil {
 			f.backoff = 50 * time.Millisecond
-			p := res.GetPosition()
-			f.position = &p
-			return toFeedItem(res), nil
+			f.pending = toFeedItems(res)
+			continue
 		}
 		f.cancel()
 		f.stream = nil
@@ -176,25 +187,40 @@ var feedKinds = map[pb.SessionChangeKind]string{
 	pb.SessionChangeKind_SESSION_CHANGE_KIND_APPENDED:       "appended",
 }
 
-func toFeedItem(res *pb.SubscribeSessionsResponse) FeedItem {
-	it := FeedItem{Position: res.GetPosition()}
+func changeItem(ch *pb.SessionChange, position uint64) FeedItem {
+	kind, ok := feedKinds[ch.GetKind()]
+	if !ok {
+		kind = "unspecified"
+	}
+	it := FeedItem{Kind: kind, Position: position, SessionID: ch.GetSessionId(), HeadSeq: -1}
+	if ch.HeadSeq != nil {
+		it.HeadSeq = int64(ch.GetHeadSeq())
+	}
+	it.EventCount, it.SurfaceLength, it.EventTypes = ch.GetEventCount(), ch.GetSurfaceLength(), ch.GetEventTypes()
+	it.Labels, it.PreviousLabels, it.CreatedAt, it.Time = ch.GetLabels(), ch.GetPreviousLabels(), ch.GetCreatedAt(), ch.GetTime()
+	return it
+}
+
+// toFeedItems: the items of one message; a batch's changes in order, each at
+// its own position (a lone change from a server before batching has none of
+// its own: the message's is used).
+func toFeedItems(res *pb.SubscribeSessionsResponse) []FeedItem {
 	switch k := res.Kind.(type) {
 	case *pb.SubscribeSessionsResponse_Change:
-		ch := k.Change
-		kind, ok := feedKinds[ch.GetKind()]
-		if !ok {
-			kind = "unspecified"
+		p := k.Change.GetPosition()
+		if p == 0 {
+			p = res.GetPosition()
 		}
-		it.Kind, it.SessionID, it.HeadSeq = kind, ch.GetSessionId(), -1
-		if ch.HeadSeq != nil {
-			it.HeadSeq = int64(ch.GetHeadSeq())
+		return []FeedItem{changeItem(k.Change, p)}
+	case *pb.SubscribeSessionsResponse_Changes:
+		out := make([]FeedItem, 0, len(k.Changes.GetChanges()))
+		for _, ch := range k.Changes.GetChanges() {
+			out = append(out, changeItem(ch, ch.GetPosition()))
 		}
-		it.EventCount, it.SurfaceLength, it.EventTypes = ch.GetEventCount(), ch.GetSurfaceLength(), ch.GetEventTypes()
-		it.Labels, it.PreviousLabels, it.CreatedAt, it.Time = ch.GetLabels(), ch.GetPreviousLabels(), ch.GetCreatedAt(), ch.GetTime()
+		return out
 	case *pb.SubscribeSessionsResponse_CaughtUp:
-		it.Kind = "caught_up"
+		return []FeedItem{{Kind: "caught_up", Position: res.GetPosition()}}
 	default:
-		it.Kind = "heartbeat"
+		return []FeedItem{{Kind: "heartbeat", Position: res.GetPosition()}}
 	}
-	return it
 }

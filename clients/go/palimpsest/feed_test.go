@@ -371,3 +371,78 @@ func TestFeedResumesAcrossAServerRestart(t *testing.T) {
 		t.Fatalf("read again %+v, resumed %+v", all, got)
 	}
 }
+
+// rawKinds reads a raw SubscribeSessions stream up to caught_up: the kinds of its messages and the batch's changes.
+func rawKinds(t *testing.T, ctx context.Context, c *Client, req *pb.SubscribeSessionsRequest) ([]string, []*pb.SessionChange) {
+	t.Helper()
+	sctx, cancel := context.WithCancel(c.ctx(ctx))
+	defer cancel()
+	stream, err := c.Raw.SubscribeSessions(sctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	var batch []*pb.SessionChange
+	for {
+		res, err := stream.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch k := res.Kind.(type) {
+		case *pb.SubscribeSessionsResponse_Change:
+			kinds = append(kinds, "change")
+		case *pb.SubscribeSessionsResponse_Changes:
+			kinds = append(kinds, "changes")
+			batch = append(batch, k.Changes.GetChanges()...)
+			if last := k.Changes.GetChanges(); res.GetPosition() != last[len(last)-1].GetPosition() {
+				t.Fatalf("batch position %d", res.GetPosition())
+			}
+		case *pb.SubscribeSessionsResponse_CaughtUp:
+			return append(kinds, "caught_up"), batch
+		}
+	}
+}
+
+func TestFeedBatchIsReturnedOneChangeAtATimeAndResumesAfterAnyOfThem(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := dial(t, addr(t))
+	id := sid()
+	suite := map[string]string{"suite": id}
+	f := c.SubscribeSessions(ctx, SubscribeSessionsOptions{FromNow: true, Selector: suite})
+	start, err := f.Next()
+	if err != nil || start.Kind != "caught_up" {
+		t.Fatalf("%+v %v", start, err)
+	}
+	f.Close()
+	for i := 0; i < 4; i++ {
+		must[*pb.Session](t)(c.CreateSession(ctx, id+"-"+string(rune('a'+i)), suite))
+	}
+	after := start.Position
+	// With batch the four changes read together come in one message; without it (an older client) one per message.
+	kinds, batch := rawKinds(t, ctx, c, &pb.SubscribeSessionsRequest{After: &after, LabelSelector: suite, Batch: true})
+	if !reflect.DeepEqual(kinds, []string{"changes", "caught_up"}) || len(batch) != 4 {
+		t.Fatalf("%v %d", kinds, len(batch))
+	}
+	if kinds, _ := rawKinds(t, ctx, c, &pb.SubscribeSessionsRequest{After: &after, LabelSelector: suite}); !reflect.DeepEqual(kinds, []string{"change", "change", "change", "change", "caught_up"}) {
+		t.Fatalf("%v", kinds)
+	}
+	all := c.SubscribeSessions(ctx, SubscribeSessionsOptions{After: &after, Selector: suite})
+	items := untilCaughtUp(t, all)
+	all.Close()
+	if len(items) != 4 {
+		t.Fatalf("%+v", items)
+	}
+	for k, it := range items {
+		if it.SessionID != batch[k].GetSessionId() || it.Position != batch[k].GetPosition() {
+			t.Fatalf("%d: %+v vs %v", k, it, batch[k])
+		}
+		p := it.Position
+		rest := c.SubscribeSessions(ctx, SubscribeSessionsOptions{After: &p, Selector: suite})
+		got := untilCaughtUp(t, rest)
+		rest.Close()
+		if len(got) != 3-k || (len(got) > 0 && got[0].Position != items[k+1].Position) {
+			t.Fatalf("after %d: %+v", p, got)
+		}
+	}
+}

@@ -157,3 +157,38 @@ def test_the_feed_without_reconnect_raises(client: Client, proxy, session_id: st
         with pytest.raises(PalimpsestError) as info:
             next_change(it)
         assert info.value.code == "UNAVAILABLE"
+
+
+def test_a_batch_is_yielded_one_change_at_a_time_and_resumes_after_any_of_them(client: Client, session_id: str) -> None:
+    from palimpsest.v1 import service_pb2
+
+    suite = {"suite": session_id}
+    start = next(client.subscribe_sessions(from_now=True, selector=suite))
+    for i in range(4):
+        client.create_session(f"{session_id}-{i}", suite)
+
+    def raw(batch: bool) -> List[service_pb2.SubscribeSessionsResponse]:
+        call = client.stub.SubscribeSessions(service_pb2.SubscribeSessionsRequest(
+            after=start.position, label_selector=suite, batch=batch), metadata=client._metadata)
+        out: List[service_pb2.SubscribeSessionsResponse] = []
+        for res in call:
+            out.append(res)
+            if res.WhichOneof("kind") == "caught_up":
+                break
+        call.cancel()
+        return out
+
+    # With batch, the four changes read together come in one `changes` message, each with its position.
+    batched = raw(True)
+    assert [m.WhichOneof("kind") for m in batched] == ["changes", "caught_up"]
+    in_batch = list(batched[0].changes.changes)
+    assert [c.session_id for c in in_batch] == [f"{session_id}-{i}" for i in range(4)]
+    assert batched[0].position == in_batch[-1].position
+    # Without it (an older client), one change per message.
+    assert [m.WhichOneof("kind") for m in raw(False)] == ["change"] * 4 + ["caught_up"]
+
+    items = until_caught_up(client.subscribe_sessions(after=start.position, selector=suite))
+    assert [(i.session_id, i.position) for i in items] == [(c.session_id, c.position) for c in in_batch]
+    for k in range(len(items)):
+        rest = until_caught_up(client.subscribe_sessions(after=items[k].position, selector=suite))
+        assert [i.position for i in rest] == [i.position for i in items[k + 1:]]

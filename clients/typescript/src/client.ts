@@ -17,7 +17,7 @@ import type { TokenUsage } from './gen/palimpsest/v1/content.js';
 import {
   DataFormat, Direction, MessageFormat, MessageView, PruneToolResultsRequest_Marker, SessionChangeKind, SessionServiceClient, type CompactResponse, type ExportSessionResponse,
   type ImportSessionRequest, type ImportSessionResponse, type PlanCompactionRequest, type PlanCompactionResponse, type PruneToolResultsResponse,
-  type SubscribeSessionsRequest, type SubscribeSessionsResponse, type SubscribeSurfaceRequest, type SubscribeSurfaceResponse,
+  type SessionChange, type SubscribeSessionsRequest, type SubscribeSessionsResponse, type SubscribeSurfaceRequest, type SubscribeSurfaceResponse,
 } from './gen/palimpsest/v1/service.js';
 import { withDerivedIds, type ContentBlock, type Message } from './events.js';
 import { PalimpsestError, toPalimpsestError } from './errors.js';
@@ -134,16 +134,23 @@ const FEED_KINDS: Record<number, 'created' | 'deleted' | 'labels_changed' | 'app
   [SessionChangeKind.SESSION_CHANGE_KIND_APPENDED]: 'appended',
 };
 
-function feedItem(m: SubscribeSessionsResponse): SessionFeedItem {
+function changeItem(c: SessionChange, position: number): SessionFeedItem {
+  return {
+    kind: FEED_KINDS[c.kind] ?? 'appended', position, sessionId: c.sessionId, headSeq: c.headSeq, eventCount: c.eventCount,
+    surfaceLength: c.surfaceLength, eventTypes: c.eventTypes, labels: c.labels, previousLabels: c.previousLabels, createdAt: c.createdAt, time: c.time,
+  };
+}
+
+/**
+ * The items of one feed message: a batch (`changes`, asked for with `batch`) is handed out one
+ * change at a time, each with its own position (a server before batching sends no per-change
+ * position on a lone `change`: the message's is used).
+ */
+function feedItems(m: SubscribeSessionsResponse): SessionFeedItem[] {
   const k = m.kind;
-  if (k?.$case === 'change') {
-    const c = k.value;
-    return {
-      kind: FEED_KINDS[c.kind] ?? 'appended', position: m.position, sessionId: c.sessionId, headSeq: c.headSeq, eventCount: c.eventCount,
-      surfaceLength: c.surfaceLength, eventTypes: c.eventTypes, labels: c.labels, previousLabels: c.previousLabels, createdAt: c.createdAt, time: c.time,
-    };
-  }
-  return { kind: k?.$case === 'caughtUp' ? 'caught_up' : 'heartbeat', position: m.position };
+  if (k?.$case === 'change') return [changeItem(k.value, k.value.position || m.position)];
+  if (k?.$case === 'changes') return k.value.changes.map((c) => changeItem(c, c.position));
+  return [{ kind: k?.$case === 'caughtUp' ? 'caught_up' : 'heartbeat', position: m.position }];
 }
 
 /**
@@ -595,6 +602,8 @@ export class PalimpsestClient {
   /**
    * The session feed: one item per change of any session the caller may see (created, deleted,
    * labels_changed, appended), then `caught_up` and heartbeats, live until the caller stops
+   * (the server may send several changes per message, SubscribeSessionsRequest.batch: they are
+   * yielded one at a time, each with its own position)
    * iterating (or `signal` aborts). A dropped connection, a server restart or shutdown
    * (UNAVAILABLE) is followed by a reconnect with backoff that resumes after the last position
    * yielded, so every change is yielded exactly once.
@@ -606,7 +615,7 @@ export class PalimpsestClient {
     while (!opts.signal?.aborted) {
       const req: SubscribeSessionsRequest = {
         after: position, fromNow: opts.fromNow === true && position === undefined, labelSelector: { ...(opts.selector ?? {}) },
-        heartbeatIntervalMs: opts.heartbeatMs ?? 0,
+        heartbeatIntervalMs: opts.heartbeatMs ?? 0, batch: true,
       };
       const call: ClientReadableStream<SubscribeSessionsResponse> = this.raw.subscribeSessions(req, this.metadata());
       call.on('error', () => {});
@@ -615,8 +624,12 @@ export class PalimpsestClient {
       try {
         for await (const res of call as AsyncIterable<SubscribeSessionsResponse>) {
           backoff = 50;
-          position = res.position;
-          yield feedItem(res);
+          // One change at a time, the position moving with each: a caller that stops (or a
+          // reconnect) in the middle of a batch resumes right after the last change yielded.
+          for (const it of feedItems(res)) {
+            position = it.position;
+            yield it;
+          }
         }
         return;
       } catch (e) {

@@ -170,15 +170,23 @@ _FEED_KINDS = {
 }
 
 
-def _feed_item(res: service_pb2.SubscribeSessionsResponse) -> SessionFeedItem:
-    kind = res.WhichOneof("kind") or ""
-    if kind != "change":
-        return SessionFeedItem(kind, res.position)
-    c = res.change
-    return SessionFeedItem(_FEED_KINDS.get(c.kind, "unspecified"), res.position, session_id=c.session_id,
+def _change_item(c: service_pb2.SessionChange, position: int) -> SessionFeedItem:
+    return SessionFeedItem(_FEED_KINDS.get(c.kind, "unspecified"), position, session_id=c.session_id,
                            head_seq=c.head_seq if c.HasField("head_seq") else None, event_count=c.event_count,
                            surface_length=c.surface_length, event_types=list(c.event_types), labels=dict(c.labels),
                            previous_labels=dict(c.previous_labels), created_at=c.created_at, time=c.time)
+
+
+def _feed_items(res: service_pb2.SubscribeSessionsResponse) -> List[SessionFeedItem]:
+    """The items of one feed message: a batch (``changes``, asked for with ``batch``) one change
+    at a time, each with its own position (a lone ``change`` from a server before batching has no
+    position of its own: the message's is used)."""
+    kind = res.WhichOneof("kind") or ""
+    if kind == "change":
+        return [_change_item(res.change, res.change.position or res.position)]
+    if kind == "changes":
+        return [_change_item(c, c.position) for c in res.changes.changes]
+    return [SessionFeedItem(kind, res.position)]
 
 
 def _is_loopback(host: str) -> bool:
@@ -723,7 +731,9 @@ class Client:
         position = after
         backoff = 0.05
         while True:
-            req = service_pb2.SubscribeSessionsRequest(label_selector=dict(selector or {}), heartbeat_interval_ms=heartbeat_ms)
+            # batch: several changes per message when they are ready together (yielded one at a time).
+            req = service_pb2.SubscribeSessionsRequest(label_selector=dict(selector or {}), heartbeat_interval_ms=heartbeat_ms,
+                                                       batch=True)
             if position is not None:
                 req.after = position
             elif from_now:
@@ -732,8 +742,11 @@ class Client:
             try:
                 for res in call:
                     backoff = 0.05  # a message arrived: the connection is healthy again
-                    position = res.position
-                    yield _feed_item(res)
+                    # One change at a time, the position moving with each: a caller that stops
+                    # in the middle of a batch resumes right after the last change it was given.
+                    for item in _feed_items(res):
+                        position = item.position
+                        yield item
                 return  # the server ended the stream cleanly (it never does while live)
             except grpc.RpcError as e:
                 err = PalimpsestError.from_rpc_error(e)

@@ -1465,6 +1465,7 @@ class SubscribeSessionsRequest(google.protobuf.message.Message):
     FROM_NOW_FIELD_NUMBER: builtins.int
     LABEL_SELECTOR_FIELD_NUMBER: builtins.int
     HEARTBEAT_INTERVAL_MS_FIELD_NUMBER: builtins.int
+    BATCH_FIELD_NUMBER: builtins.int
     after: builtins.int
     """Resume after this feed position (the last `position` received); unset =
     from the beginning of the feed.
@@ -1484,15 +1485,24 @@ class SubscribeSessionsRequest(google.protobuf.message.Message):
     heartbeat_interval_ms: builtins.int
     """Heartbeat interval in ms (0 = the server default; minimum 100)."""
 
+    batch: builtins.bool
+    """Accept several changes per message: when more than one change is ready
+    for this stream at once (changes committed together, or a stream that
+    fell behind), the server sends them in one `changes` message (at most
+    256 changes or 256 KiB); a lone change still comes as `change`, with no
+    delay added. Unset = exactly one change per message.
+    """
+
     def __init__(self,
         *,
         after: typing.Optional[builtins.int] = ...,
         from_now: builtins.bool = ...,
         label_selector: typing.Optional[typing.Mapping[typing.Text, typing.Text]] = ...,
         heartbeat_interval_ms: builtins.int = ...,
+        batch: builtins.bool = ...,
         ) -> None: ...
     def HasField(self, field_name: typing_extensions.Literal["_after",b"_after","after",b"after"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing_extensions.Literal["_after",b"_after","after",b"after","from_now",b"from_now","heartbeat_interval_ms",b"heartbeat_interval_ms","label_selector",b"label_selector"]) -> None: ...
+    def ClearField(self, field_name: typing_extensions.Literal["_after",b"_after","after",b"after","batch",b"batch","from_now",b"from_now","heartbeat_interval_ms",b"heartbeat_interval_ms","label_selector",b"label_selector"]) -> None: ...
     def WhichOneof(self, oneof_group: typing_extensions.Literal["_after",b"_after"]) -> typing.Optional[typing_extensions.Literal["after"]]: ...
 global___SubscribeSessionsRequest = SubscribeSessionsRequest
 
@@ -1503,6 +1513,7 @@ class SubscribeSessionsResponse(google.protobuf.message.Message):
     CHANGE_FIELD_NUMBER: builtins.int
     CAUGHT_UP_FIELD_NUMBER: builtins.int
     HEARTBEAT_FIELD_NUMBER: builtins.int
+    CHANGES_FIELD_NUMBER: builtins.int
     position: builtins.int
     """Feed position after this message: resume with after = position."""
 
@@ -1518,17 +1529,42 @@ class SubscribeSessionsResponse(google.protobuf.message.Message):
     def heartbeat(self) -> global___Heartbeat:
         """Keep-alive."""
         pass
+    @property
+    def changes(self) -> global___SessionChanges:
+        """Several changes in feed position order (only to a request with
+        `batch`); `position` is the last one's, and each change carries its
+        own position to resume after it.
+        """
+        pass
     def __init__(self,
         *,
         position: builtins.int = ...,
         change: typing.Optional[global___SessionChange] = ...,
         caught_up: typing.Optional[global___CaughtUp] = ...,
         heartbeat: typing.Optional[global___Heartbeat] = ...,
+        changes: typing.Optional[global___SessionChanges] = ...,
         ) -> None: ...
-    def HasField(self, field_name: typing_extensions.Literal["caught_up",b"caught_up","change",b"change","heartbeat",b"heartbeat","kind",b"kind"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing_extensions.Literal["caught_up",b"caught_up","change",b"change","heartbeat",b"heartbeat","kind",b"kind","position",b"position"]) -> None: ...
-    def WhichOneof(self, oneof_group: typing_extensions.Literal["kind",b"kind"]) -> typing.Optional[typing_extensions.Literal["change","caught_up","heartbeat"]]: ...
+    def HasField(self, field_name: typing_extensions.Literal["caught_up",b"caught_up","change",b"change","changes",b"changes","heartbeat",b"heartbeat","kind",b"kind"]) -> builtins.bool: ...
+    def ClearField(self, field_name: typing_extensions.Literal["caught_up",b"caught_up","change",b"change","changes",b"changes","heartbeat",b"heartbeat","kind",b"kind","position",b"position"]) -> None: ...
+    def WhichOneof(self, oneof_group: typing_extensions.Literal["kind",b"kind"]) -> typing.Optional[typing_extensions.Literal["change","caught_up","heartbeat","changes"]]: ...
 global___SubscribeSessionsResponse = SubscribeSessionsResponse
+
+class SessionChanges(google.protobuf.message.Message):
+    """Changes sent together (SubscribeSessionsResponse.changes)."""
+    DESCRIPTOR: google.protobuf.descriptor.Descriptor
+    CHANGES_FIELD_NUMBER: builtins.int
+    @property
+    def changes(self) -> google.protobuf.internal.containers.RepeatedCompositeFieldContainer[global___SessionChange]:
+        """The changes, in feed position order; hand them to the application one
+        at a time, each with its own `position`.
+        """
+        pass
+    def __init__(self,
+        *,
+        changes: typing.Optional[typing.Iterable[global___SessionChange]] = ...,
+        ) -> None: ...
+    def ClearField(self, field_name: typing_extensions.Literal["changes",b"changes"]) -> None: ...
+global___SessionChanges = SessionChanges
 
 class SessionChange(google.protobuf.message.Message):
     """One change of one session, as SubscribeSessions reports it."""
@@ -1569,6 +1605,7 @@ class SessionChange(google.protobuf.message.Message):
     PREVIOUS_LABELS_FIELD_NUMBER: builtins.int
     CREATED_AT_FIELD_NUMBER: builtins.int
     TIME_FIELD_NUMBER: builtins.int
+    POSITION_FIELD_NUMBER: builtins.int
     kind: global___SessionChangeKind.ValueType
     """What happened."""
 
@@ -1604,6 +1641,12 @@ class SessionChange(google.protobuf.message.Message):
     time: builtins.int
     """When the store recorded the change, Unix epoch ms."""
 
+    position: builtins.int
+    """The feed position of this change (the same as the message's `position`
+    for a lone change): resume with after = position to receive the changes
+    after this one.
+    """
+
     def __init__(self,
         *,
         kind: global___SessionChangeKind.ValueType = ...,
@@ -1616,9 +1659,10 @@ class SessionChange(google.protobuf.message.Message):
         previous_labels: typing.Optional[typing.Mapping[typing.Text, typing.Text]] = ...,
         created_at: builtins.int = ...,
         time: builtins.int = ...,
+        position: builtins.int = ...,
         ) -> None: ...
     def HasField(self, field_name: typing_extensions.Literal["_head_seq",b"_head_seq","head_seq",b"head_seq"]) -> builtins.bool: ...
-    def ClearField(self, field_name: typing_extensions.Literal["_head_seq",b"_head_seq","created_at",b"created_at","event_count",b"event_count","event_types",b"event_types","head_seq",b"head_seq","kind",b"kind","labels",b"labels","previous_labels",b"previous_labels","session_id",b"session_id","surface_length",b"surface_length","time",b"time"]) -> None: ...
+    def ClearField(self, field_name: typing_extensions.Literal["_head_seq",b"_head_seq","created_at",b"created_at","event_count",b"event_count","event_types",b"event_types","head_seq",b"head_seq","kind",b"kind","labels",b"labels","position",b"position","previous_labels",b"previous_labels","session_id",b"session_id","surface_length",b"surface_length","time",b"time"]) -> None: ...
     def WhichOneof(self, oneof_group: typing_extensions.Literal["_head_seq",b"_head_seq"]) -> typing.Optional[typing_extensions.Literal["head_seq"]]: ...
 global___SessionChange = SessionChange
 

@@ -972,6 +972,14 @@ export interface SubscribeSessionsRequest {
   labelSelector: { [key: string]: string };
   /** Heartbeat interval in ms (0 = the server default; minimum 100). */
   heartbeatIntervalMs: number;
+  /**
+   * Accept several changes per message: when more than one change is ready
+   * for this stream at once (changes committed together, or a stream that
+   * fell behind), the server sends them in one `changes` message (at most
+   * 256 changes or 256 KiB); a lone change still comes as `change`, with no
+   * delay added. Unset = exactly one change per message.
+   */
+  batch: boolean;
 }
 
 export interface SubscribeSessionsRequest_LabelSelectorEntry {
@@ -994,7 +1002,23 @@ export interface SubscribeSessionsResponse {
     | //
     /** Keep-alive. */
     { $case: "heartbeat"; value: Heartbeat }
+    | //
+    /**
+     * Several changes in feed position order (only to a request with
+     * `batch`); `position` is the last one's, and each change carries its
+     * own position to resume after it.
+     */
+    { $case: "changes"; value: SessionChanges }
     | undefined;
+}
+
+/** Changes sent together (SubscribeSessionsResponse.changes). */
+export interface SessionChanges {
+  /**
+   * The changes, in feed position order; hand them to the application one
+   * at a time, each with its own `position`.
+   */
+  changes: SessionChange[];
 }
 
 /** One change of one session, as SubscribeSessions reports it. */
@@ -1024,6 +1048,12 @@ export interface SessionChange {
   createdAt: number;
   /** When the store recorded the change, Unix epoch ms. */
   time: number;
+  /**
+   * The feed position of this change (the same as the message's `position`
+   * for a lone change): resume with after = position to receive the changes
+   * after this one.
+   */
+  position: number;
 }
 
 export interface SessionChange_LabelsEntry {
@@ -6529,7 +6559,7 @@ export const SubscribeEventsRequest: MessageFns<SubscribeEventsRequest> = {
 };
 
 function createBaseSubscribeSessionsRequest(): SubscribeSessionsRequest {
-  return { after: undefined, fromNow: false, labelSelector: {}, heartbeatIntervalMs: 0 };
+  return { after: undefined, fromNow: false, labelSelector: {}, heartbeatIntervalMs: 0, batch: false };
 }
 
 export const SubscribeSessionsRequest: MessageFns<SubscribeSessionsRequest> = {
@@ -6545,6 +6575,9 @@ export const SubscribeSessionsRequest: MessageFns<SubscribeSessionsRequest> = {
     });
     if (message.heartbeatIntervalMs !== 0) {
       writer.uint32(32).uint32(message.heartbeatIntervalMs);
+    }
+    if (message.batch !== false) {
+      writer.uint32(40).bool(message.batch);
     }
     return writer;
   },
@@ -6595,6 +6628,14 @@ export const SubscribeSessionsRequest: MessageFns<SubscribeSessionsRequest> = {
             }
 
             message.heartbeatIntervalMs = reader.uint32();
+            continue;
+          }
+          case 5: {
+            if (tag !== 40) {
+              break;
+            }
+
+            message.batch = reader.bool();
             continue;
           }
         }
@@ -6649,6 +6690,7 @@ export const SubscribeSessionsRequest: MessageFns<SubscribeSessionsRequest> = {
         : isSet(object.heartbeat_interval_ms)
         ? globalThis.Number(object.heartbeat_interval_ms)
         : 0,
+      batch: isSet(object.batch) ? globalThis.Boolean(object.batch) : false,
     };
   },
 
@@ -6672,6 +6714,9 @@ export const SubscribeSessionsRequest: MessageFns<SubscribeSessionsRequest> = {
     if (message.heartbeatIntervalMs !== 0) {
       obj.heartbeatIntervalMs = Math.round(message.heartbeatIntervalMs);
     }
+    if (message.batch !== false) {
+      obj.batch = message.batch;
+    }
     return obj;
   },
 
@@ -6692,6 +6737,7 @@ export const SubscribeSessionsRequest: MessageFns<SubscribeSessionsRequest> = {
       {},
     );
     message.heartbeatIntervalMs = object.heartbeatIntervalMs ?? 0;
+    message.batch = object.batch ?? false;
     return message;
   },
 };
@@ -6807,6 +6853,9 @@ export const SubscribeSessionsResponse: MessageFns<SubscribeSessionsResponse> = 
       case "heartbeat":
         Heartbeat.encode(message.kind.value, writer.uint32(34).fork()).join();
         break;
+      case "changes":
+        SessionChanges.encode(message.kind.value, writer.uint32(42).fork()).join();
+        break;
     }
     return writer;
   },
@@ -6856,6 +6905,14 @@ export const SubscribeSessionsResponse: MessageFns<SubscribeSessionsResponse> = 
             message.kind = { $case: "heartbeat", value: Heartbeat.decode(reader, reader.uint32()) };
             continue;
           }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.kind = { $case: "changes", value: SessionChanges.decode(reader, reader.uint32()) };
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -6879,6 +6936,8 @@ export const SubscribeSessionsResponse: MessageFns<SubscribeSessionsResponse> = 
         ? { $case: "caughtUp", value: CaughtUp.fromJSON(object.caught_up) }
         : isSet(object.heartbeat)
         ? { $case: "heartbeat", value: Heartbeat.fromJSON(object.heartbeat) }
+        : isSet(object.changes)
+        ? { $case: "changes", value: SessionChanges.fromJSON(object.changes) }
         : undefined,
     };
   },
@@ -6894,6 +6953,8 @@ export const SubscribeSessionsResponse: MessageFns<SubscribeSessionsResponse> = 
       obj.caughtUp = CaughtUp.toJSON(message.kind.value);
     } else if (message.kind?.$case === "heartbeat") {
       obj.heartbeat = Heartbeat.toJSON(message.kind.value);
+    } else if (message.kind?.$case === "changes") {
+      obj.changes = SessionChanges.toJSON(message.kind.value);
     }
     return obj;
   },
@@ -6923,7 +6984,84 @@ export const SubscribeSessionsResponse: MessageFns<SubscribeSessionsResponse> = 
         }
         break;
       }
+      case "changes": {
+        if (object.kind?.value !== undefined && object.kind?.value !== null) {
+          message.kind = { $case: "changes", value: SessionChanges.fromPartial(object.kind.value) };
+        }
+        break;
+      }
     }
+    return message;
+  },
+};
+
+function createBaseSessionChanges(): SessionChanges {
+  return { changes: [] };
+}
+
+export const SessionChanges: MessageFns<SessionChanges> = {
+  encode(message: SessionChanges, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    for (const v of message.changes) {
+      SessionChange.encode(v!, writer.uint32(10).fork()).join();
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SessionChanges {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSessionChanges();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.changes.push(SessionChange.decode(reader, reader.uint32()));
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): SessionChanges {
+    return {
+      changes: globalThis.Array.isArray(object?.changes)
+        ? object.changes.map((e: any) => SessionChange.fromJSON(e))
+        : [],
+    };
+  },
+
+  toJSON(message: SessionChanges): unknown {
+    const obj: any = {};
+    if (message.changes?.length) {
+      obj.changes = message.changes.map((e) => SessionChange.toJSON(e));
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<SessionChanges>, I>>(base?: I): SessionChanges {
+    return SessionChanges.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<SessionChanges>, I>>(object: I): SessionChanges {
+    const message = createBaseSessionChanges();
+    message.changes = object.changes?.map((e) => SessionChange.fromPartial(e)) || [];
     return message;
   },
 };
@@ -6940,6 +7078,7 @@ function createBaseSessionChange(): SessionChange {
     previousLabels: {},
     createdAt: 0,
     time: 0,
+    position: 0,
   };
 }
 
@@ -6974,6 +7113,9 @@ export const SessionChange: MessageFns<SessionChange> = {
     }
     if (message.time !== 0) {
       writer.uint32(80).int64(message.time);
+    }
+    if (message.position !== 0) {
+      writer.uint32(88).uint64(message.position);
     }
     return writer;
   },
@@ -7077,6 +7219,14 @@ export const SessionChange: MessageFns<SessionChange> = {
             message.time = longToNumber(reader.int64());
             continue;
           }
+          case 11: {
+            if (tag !== 88) {
+              break;
+            }
+
+            message.position = longToNumber(reader.uint64());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -7164,6 +7314,7 @@ export const SessionChange: MessageFns<SessionChange> = {
         ? globalThis.Number(object.created_at)
         : 0,
       time: isSet(object.time) ? globalThis.Number(object.time) : 0,
+      position: isSet(object.position) ? globalThis.Number(object.position) : 0,
     };
   },
 
@@ -7211,6 +7362,9 @@ export const SessionChange: MessageFns<SessionChange> = {
     if (message.time !== 0) {
       obj.time = Math.round(message.time);
     }
+    if (message.position !== 0) {
+      obj.position = Math.round(message.position);
+    }
     return obj;
   },
 
@@ -7245,6 +7399,7 @@ export const SessionChange: MessageFns<SessionChange> = {
     );
     message.createdAt = object.createdAt ?? 0;
     message.time = object.time ?? 0;
+    message.position = object.position ?? 0;
     return message;
   },
 };
