@@ -22,6 +22,7 @@
 import type pg from 'pg';
 import type { Json } from '../../domain/event.js';
 import { searchDoc } from '../../domain/search-text.js';
+import { SEARCH_TYPES_SQL } from '../search-types-sql.js';
 
 /**
  * The text the tsvector is made of: runs of ASCII punctuation, controls and spaces become one
@@ -34,7 +35,6 @@ export function searchNormalize(text: string): string {
   return text.replace(/[\x01-\x2f\x3a-\x40\x5b-\x60\x7b-\x7f]+/g, ' ');
 }
 
-const TYPES = `'user/message', 'assistant/message', 'tool/result', 'steering/message'`;
 
 /** An entry as the statement reads it (json_to_recordset): short keys, one JSON text per chunk. */
 interface Doc {
@@ -135,7 +135,7 @@ export async function indexRanges(c: pg.PoolClient, s: string, ids: readonly str
   const read = ([gi, glo, ghi]: [string[], number[], number[]]): Promise<pg.QueryResult<Row>> => later(c.query<Row>(`SELECT e.session_id, e.seq, e.type, e.time, e.surface_op, e.data
     FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS r(session_id, lo, hi)
     JOIN ${s}.events e ON e.session_id = r.session_id AND e.seq >= r.lo AND e.seq < r.hi
-   WHERE e.type IN (${TYPES}) ORDER BY e.session_id, e.seq`, [gi, glo, ghi]));
+   WHERE e.type IN (${SEARCH_TYPES_SQL}) ORDER BY e.session_id, e.seq`, [gi, glo, ghi]));
   const all = groups(ids, lo, hi);
   // The calls seen so far in the batch, per session: a result's tool is looked up in search_calls
   // only when its call is not among them (a session's earlier groups are, as they come in order).

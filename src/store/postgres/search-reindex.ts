@@ -6,8 +6,7 @@
  * here, not generated (migrations/0010-search-tsv-written.ts); migration 5 keeps its own frozen
  * copy for version 5.
  */
-
-const TYPES = `'user/message', 'assistant/message', 'tool/result', 'steering/message'`;
+import { SEARCH_TYPES_SQL } from '../search-types-sql.js';
 
 /** Reindexes sessions `where` (a condition on e.session_id) from their events. */
 export function reindexSql(s: string, where: string): string {
@@ -16,7 +15,7 @@ DELETE FROM ${s}.search_docs e WHERE ${where};
 DELETE FROM ${s}.search_calls e WHERE ${where};
 WITH ev AS (
   SELECT e.session_id, e.seq, e.type, e.time, e.surface_op, ${s}.search_data(e.data) AS d
-    FROM ${s}.events e WHERE e.type IN (${TYPES}) AND ${where}
+    FROM ${s}.events e WHERE e.type IN (${SEARCH_TYPES_SQL}) AND ${where}
 ), calls AS (
   SELECT ev.session_id, ev.seq, x.ord, x.call_id, x.name FROM ev, ${s}.search_calls_of(ev.type, ev.d) x
 ), done AS (

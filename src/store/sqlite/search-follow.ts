@@ -22,7 +22,8 @@
 import type Database from 'better-sqlite3';
 import type { SearchFollowBatch, SearchLag } from '../../app/search-port.js';
 import { SEARCH_FTS_FORGET, SEARCH_FTS_INSERT, inSearchTransaction } from './search-file.js';
-import { SEARCH_TYPES_SQL, searchDocOf } from './search-schema.js';
+import { SEARCH_TYPES_SQL } from '../search-types-sql.js';
+import { searchDocOf } from './search-schema.js';
 
 /** Feed records read per batch (a batch also stops once it indexed its share of events). */
 const RECORDS_PER_BATCH = 1000;

@@ -22,10 +22,7 @@
  */
 import type Database from 'better-sqlite3';
 import type { Json } from '../../domain/event.js';
-import { SEARCH_EVENT_TYPES, searchDoc } from '../../domain/search-text.js';
-
-/** The indexed types as an SQL list (the migration's trigger has its own frozen copy). */
-export const SEARCH_TYPES_SQL = [...SEARCH_EVENT_TYPES].map((t) => `'${t}'`).join(', ');
+import { searchDoc } from '../../domain/search-text.js';
 
 /** What the index derives from one event (see {@link searchDocOf}). */
 export interface SearchDocParts {
