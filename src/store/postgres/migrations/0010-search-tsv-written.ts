@@ -7,7 +7,8 @@
  * and writes `to_tsvector('simple', <normalised text>)`; reindex and verify still compute it in
  * SQL with search_normalize (../search-reindex.ts), and verify compares the column.
  *
- * DROP EXPRESSION keeps every stored value and rewrites nothing.
+ * DROP EXPRESSION keeps every stored value and rewrites nothing; it needs PostgreSQL 13 or later,
+ * so an older server is refused here with its version named (generated columns need 12 already).
  */
 import type { PostgresMigration } from './migration.js';
 
@@ -15,6 +16,9 @@ export const migration: PostgresMigration = {
   version: 10,
   description: 'search_docs.tsv written by the indexer (text normalised in node), no longer a generated column',
   async up(client, s) {
+    const r = (await client.query(`SELECT current_setting('server_version_num') AS v`)) as { rows: { v: string }[] };
+    const v = Number(r.rows[0]?.v);
+    if (v < 130000) throw new Error(`PostgreSQL 13 or later is required (this server is ${Math.floor(v / 10000)}): upgrade the server, then start again`);
     await client.query(`ALTER TABLE ${s}.search_docs ALTER COLUMN tsv DROP EXPRESSION`);
   },
 };
