@@ -14,10 +14,10 @@
  * A schema of a newer version, or older than version 2, is refused at open, naming both versions.
  *
  * Layout:
- * - sessions: one row per session, the row every write to the session locks (SELECT ... FOR
- *   NO KEY UPDATE, or FOR UPDATE to delete it), holding the head (`next_seq`), the `writer` token of the last committed write and the
- *   counters. `pending_owner` is non-NULL while a streamed import is in progress (invisible to
- *   readers); `lease_until` (ms since epoch) tells when another process may drop it.
+ * - sessions: one row per session, the row every write to the session locks (SELECT ... FOR NO
+ *   KEY UPDATE, or FOR UPDATE to delete it), holding the head (`next_seq`), the `writer` token of
+ *   the last committed write and the counters. `pending_owner` is non-NULL while a streamed import
+ *   is in progress (invisible to readers); `lease_until` (ms) tells when another may drop it.
  *   `data_bytes` is what the session counts toward its tenant's byte quota (header and labels JSON
  *   plus every event's data text, see storedSessionBytes in the port).
  * - events: clustered by the primary key (session_id, seq): the unique key that makes a seq
@@ -35,7 +35,6 @@
  *   shard order, no deadlock) and is exact: under READ COMMITTED a waiting check re-reads the rows
  *   it locks but never sees rows inserted after its snapshot, so the set must not grow. Appends of
  *   tenants without a byte quota touch only their own shard.
- *
  * - feed / feed_heads (version 3, issue #35): the session feed, one row per change of a visible
  *   session (created, deleted, labels_changed, appended), written by the feed_record trigger on
  *   sessions in the transaction of the change, whatever write function made it. Positions are per
@@ -76,9 +75,7 @@
  * form. Feed retention only reads feed_heads (feed-retention.ts); retention deletes one session per
  * transaction. The store still runs a statement again after 40P01 (statements.ts), counted and
  * logged: the order should leave it unused (test/integration/postgres-lock-order.test.ts).
- *
  * Ids are COLLATE "C": they order by bytes, as in the other stores (list order, page tokens).
- *
  * The write paths are SQL functions (one statement, one round trip, one implicit transaction per
  * call): the conditional checks and every write of a call commit together or not at all.
  */
@@ -93,9 +90,7 @@ export const TENANT_SHARDS = 16;
 export const SCHEMA_NAME_PATTERN = /^[a-z_][a-z0-9_]{0,62}$/;
 
 /** NOTIFY channel of a schema's head changes. */
-export function channelOf(schema: string): string {
-  return `${schema}_heads`;
-}
+export const channelOf = (schema: string): string => `${schema}_heads`;
 
 /** Event columns as the write functions take them: one array per column (unnest). */
 const EVENT_ARGS = `p_seqs bigint[], p_types text[], p_times bigint[], p_data text[], p_sources text[], p_ops text[], p_ign boolean[]`;
