@@ -15,7 +15,7 @@ import { VERSION } from './version.js';
 /** What a serve option's value looks like, from its name (HOST:PORT, FILE, MS, BYTES, N, ...). */
 function placeholder(flag: string): string {
   const named: Record<string, string> = {
-    listen: 'HOST:PORT', 'metrics-listen': 'HOST:PORT', 'web-listen': 'HOST:PORT', 'web-cors-origins': 'ORIGIN,...', db: 'FILE|URL', durability: 'full|normal', 'sqlite-writer': 'thread|inline', 'log-level': 'LEVEL',
+    listen: 'HOST:PORT', 'metrics-listen': 'HOST:PORT', 'web-listen': 'HOST:PORT', 'web-cors-origins': 'ORIGIN,...', db: 'FILE|URL', durability: 'full|normal', 'sqlite-writer': 'thread|inline', 'search-index': 'on|off', 'log-level': 'LEVEL',
   };
   if (named[flag]) return named[flag];
   if (flag.endsWith('-ms')) return 'MS';
