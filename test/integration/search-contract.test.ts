@@ -22,7 +22,7 @@ import { createLogger } from '../../src/server/logger.js';
 import { DEFAULT_CONFIG } from '../../src/server/config.js';
 import { SCHEMA_FIXTURES } from '../support/schema-fixtures.js';
 import { tempDbDir } from '../support/temp-db.js';
-import { ACME, allHits, answers, assistant, result, searchContract, user, writeScenario } from './search-contract.js';
+import { ACME, allHits, answers, assistant, recreatedContract, result, searchContract, user, writeScenario } from './search-contract.js';
 
 const dirs = tempDbDir('palimpsest-search-');
 
@@ -58,6 +58,24 @@ describe('search contract', () => {
     expect(await index.verifyIndex()).toEqual({ events: 12, problems: [] });
     expect(await index.reindex()).toEqual({ sessions: 5, events: 12 });
     expect(await index.verifyIndex()).toEqual({ events: 12, problems: [] });
+    await app.close();
+  });
+
+  it('memory: a session deleted and created again in the same millisecond, or imported again from a redacted export, answers its new life only', async () => {
+    const app = new SessionService(new MemorySessionStore(), undefined, () => 1_700_000_000_000);
+    await recreatedContract(app, () => Promise.resolve());
+    await app.close();
+  });
+
+  it.each(['inline', 'thread'] as const)('SQLite (%s writer): a session deleted and created again in the same millisecond, or imported again from a redacted export, answers its new life only', async (appendWriter) => {
+    const path = dirs.freshPath();
+    const app = new SessionService(new SqliteSessionStore({ path, appendWriter }), undefined, () => 1_700_000_000_000);
+    const index = new SqliteSearchIndex(path);
+    app.search.useIndex(index);
+    await recreatedContract(app, async () => {
+      expect(await app.search.follower!.catchUp(2000)).toBe(true);
+      expect(await index.verifyIndex()).toMatchObject({ problems: [] });
+    });
     await app.close();
   });
 
@@ -203,9 +221,9 @@ describe('search contract', () => {
     await index.close();
   });
 
-  it('SQLite: a session deleted and created again under its id is never answered from the old entries, even before the follower forgot them', async () => {
+  it.each(['a later', 'the same'] as const)('SQLite: a session deleted and created again under its id (%s millisecond) is never answered from the old entries, even before the follower forgot them', async (when) => {
     const path = dirs.freshPath();
-    const app = new SessionService(new SqliteSessionStore({ path }), undefined, clock());
+    const app = new SessionService(new SqliteSessionStore({ path }), undefined, when === 'the same' ? () => 1_700_000_000_000 : clock());
     const index = new SqliteSearchIndex(path);
     app.search.useIndex(index, { follow: false });
     await writeScenario(app);

@@ -31,7 +31,9 @@
  * - search_follow: one row, `position`: every feed record at or below it is indexed.
  * - search_progress: per session incarnation (`created_at`), `next_seq`: its events below it are
  *   indexed. A session deleted and created again under the same id is another incarnation: its
- *   entries are forgotten before the new one's are written, and reads join on `created_at`.
+ *   entries are forgotten (at the feed's `deleted` record, or on another `created_at`) before the
+ *   new one's are written; reads join on `created_at` and skip sessions with a `deleted` record
+ *   not followed yet (one created again in the same millisecond has the same `created_at`).
  */
 import { existsSync, realpathSync, rmSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';

@@ -24,7 +24,7 @@ import { positiveValues } from '../../domain/search-fields.js';
 import { SEARCH_TYPES_SQL, searchDocOf } from './search-schema.js';
 import { SEARCH_FTS_FORGET, SEARCH_FTS_INSERT, attachSearchFile, inSearchTransaction, searchIndexPath, type SearchFileOpened } from './search-file.js';
 import { SearchFollowThread } from './search-follow-thread.js';
-import { followSqliteFeed, sqliteFeedHead, sqliteFollowed, sqliteLaggingSessions, sqliteSearchLag } from './search-follow.js';
+import { followSqliteFeed, sqliteDeletedUnfollowedSql, sqliteFeedHead, sqliteFollowed, sqliteLaggingSessions, sqliteSearchLag } from './search-follow.js';
 
 /** An FTS5 phrase of a term: its tokens quoted (quotes doubled), `*` after for a prefix. */
 export function fts5Phrase(t: SearchTerm): string {
@@ -43,7 +43,7 @@ type Row = { session_id: string; seq: number; type: string; time: number; text: 
 /** The statement and parameters of a candidate query. */
 export function compileSqliteSearch(q: SearchCandidateQuery): { sql: string; params: unknown[] } {
   const params: unknown[] = [];
-  const where: string[] = ['s.tenant = ?', 's.pending = 0'];
+  const where: string[] = ['s.tenant = ?', 's.pending = 0', `NOT ${sqliteDeletedUnfollowedSql('d.session_id')}`];
   params.push(q.tenant);
   const positive = q.query.terms.filter((t) => !t.negated);
   const byScore = q.order === 'score' && positive.length > 0;
@@ -282,10 +282,11 @@ export function verifySqliteSearch(db: Database.Database, skip: ReadonlySet<stri
   const progress = db.prepare('SELECT next_seq, created_at FROM search.search_progress WHERE session_id = ?').raw();
   // Sessions with feed records not followed yet: a delete or another incarnation there is lag, not a problem.
   const lagging = sqliteLaggingSessions(db);
+  const deletedUnfollowed = new Set(db.prepare(`SELECT id FROM main.sessions WHERE ${sqliteDeletedUnfollowedSql('id')}`).pluck().all() as string[]);
   for (const [id, createdAt] of db.prepare('SELECT id, created_at FROM main.sessions WHERE pending = 0').raw().all() as [string, number][]) {
     if (skip.has(id)) continue;
     const p = progress.get(id) as [number, number] | undefined;
-    if (p !== undefined && p[1] !== createdAt && lagging.has(id)) continue;
+    if (lagging.has(id) && ((p !== undefined && p[1] !== createdAt) || deletedUnfollowed.has(id))) continue;
     const upTo = p === undefined ? 0 : p[0];
     const have = new Map((docs.all(id) as unknown[][]).map((r) => [r[0] as number, JSON.stringify(r.slice(1))]));
     const calls = new Map<string, string>();
