@@ -134,7 +134,7 @@ export async function composeApp(config: ServerConfig, logger: Logger, tracing?:
   else if (opened instanceof SqliteSessionStore) {
     const index = new SqliteSearchIndex(config.db);
     // The index file (<db>-search) is derived: missing or damaged, it is built again from the events, online.
-    if (index.opened.state === 'rebuilt') logger.warn({ reason: index.opened.reason }, 'the search index file was damaged: deleted and built again from the events (searches answer from what is built so far)');
+    if (index.opened.state === 'rebuilt') logger.warn({ reason: index.opened.reason }, 'the search index file was damaged: created again and built from the events (searches answer from what is built so far)');
     else if (index.opened.state === 'created') logger.info('search index file created: the follower builds it from the events');
     service.search.useIndex(index, { onError: (error) => logger.warn({ err: error }, 'search index follower failed a batch; retrying') });
   } else if (isPostgresUrl(config.db)) {

@@ -1,4 +1,4 @@
-import { copyFileSync, existsSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it, vi } from 'vitest';
 import { SessionService } from '../../src/app/session-service.js';
@@ -215,10 +215,40 @@ describe('search contract', () => {
     // Another history beside the old index (the database replaced by an empty one): rebuilt.
     for (const f of ['', '-wal', '-shm', '-heads']) rmSync(`${path}${f}`, { force: true });
     await new SqliteSessionStore({ path }).close();
+    const inode = statSync(`${path}-search`).ino;
     index = new SqliteSearchIndex(path);
     expect(index.opened).toEqual({ state: 'rebuilt', reason: expect.stringContaining('past the database') as string });
+    expect(statSync(`${path}-search`).ino).toBe(inode); // emptied in place: another process's connections stay on it
     expect(await index.verifyIndex()).toEqual({ events: 0, problems: [] });
     await index.close();
+  });
+
+  it('SQLite index file: a store opening it while another connection is creating it waits, never deletes it; a lock held too long fails the opening and leaves the file; both end on one file', async () => {
+    const path = dirs.freshPath();
+    const app = new SessionService(new SqliteSessionStore({ path }), undefined, clock());
+    // Another process mid-way through creating the index file (its write lock held).
+    const other = new Database(`${path}-search`);
+    other.pragma('journal_mode = WAL');
+    const inode = statSync(`${path}-search`).ino;
+    other.exec('BEGIN IMMEDIATE');
+    other.exec('CREATE TABLE search_follow (id INTEGER NOT NULL PRIMARY KEY, position INTEGER NOT NULL)');
+    expect(() => new SqliteSearchIndex(path, { busyTimeoutMs: 50, inProcess: true })).toThrow(/search index file .*-search.*(locked|busy)/);
+    expect(statSync(`${path}-search`).ino).toBe(inode);
+    other.exec('ROLLBACK');
+    // Two stores open it: one creates it, the other opens what the first created; one file.
+    const first = new SqliteSearchIndex(path, { inProcess: true });
+    const second = new SqliteSearchIndex(path, { inProcess: true });
+    expect([first.opened, second.opened]).toEqual([{ state: 'created' }, { state: 'opened' }]);
+    expect(statSync(`${path}-search`).ino).toBe(inode);
+    app.search.useIndex(first, { follow: false });
+    await writeScenario(app);
+    expect(await allHits(app, ACME, { query: 'overdue' })).toEqual(['billing@1', 'billing@0']);
+    const q = { tenant: 'acme', query: parseSearchQuery('overdue'), sessionIds: [], labels: {}, types: [], order: 'newest' as const, limit: 10 };
+    expect((await second.searchCandidates(q)).map((c) => c.seq)).toEqual([1, 0]);
+    expect(other.prepare('SELECT count(*) FROM search_docs').pluck().get()).toBe(16);
+    other.close();
+    await second.close();
+    await app.close();
   });
 
   it.each(['a later', 'the same'] as const)('SQLite: a session deleted and created again under its id (%s millisecond) is never answered from the old entries, even before the follower forgot them', async (when) => {

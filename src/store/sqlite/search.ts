@@ -185,7 +185,7 @@ export class SqliteSearchIndex implements SearchIndex {
     this.#db = new Database(path);
     try {
       this.#db.pragma(`busy_timeout = ${busyTimeoutMs}`);
-      this.opened = attachSearchFile(this.#db, true);
+      this.opened = attachSearchFile(this.#db, true, busyTimeoutMs);
     } catch (e) {
       this.#db.close();
       throw e;
