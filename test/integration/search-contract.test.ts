@@ -1,4 +1,4 @@
-import { copyFileSync, existsSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it, vi } from 'vitest';
 import { SessionService } from '../../src/app/session-service.js';
@@ -296,6 +296,25 @@ describe('search contract', () => {
     app.search.useIndex(index, { follow: false });
     await app.search.follower!.catchUp(10_000);
     expect(await index.verifyIndex()).toEqual({ events: indexed, problems: [] });
+    await app.close();
+  });
+
+  it('serve: an index file that cannot be opened (no damage: here a directory in its place) leaves it, logs an error and starts; SearchEvents answers FAILED_PRECONDITION SEARCH_INDEX_UNAVAILABLE saying why', async () => {
+    const path = dirs.freshPath();
+    await new SqliteSessionStore({ path }).close();
+    mkdirSync(`${path}-search`);
+    const logger = createLogger('silent');
+    const logged = vi.spyOn(logger, 'error');
+    const app = await composeApp({ ...DEFAULT_CONFIG, db: path }, logger);
+    expect(logged).toHaveBeenCalledWith(expect.anything(), expect.stringContaining('SEARCH_INDEX_UNAVAILABLE'));
+    await app.createSession(ACME, { id: 'ops' });
+    await app.append(ACME, 'ops', [user('u1', 'walrus')]);
+    const e = await app.search.search(ACME, { query: 'walrus' }).then(() => undefined, (x: unknown) => x);
+    expect(e).toBeInstanceOf(DomainError);
+    expect((e as DomainError).reason).toBe('SEARCH_INDEX_UNAVAILABLE');
+    expect((e as DomainError).message).toMatch(/could not open the search index file .*-search.*restart/);
+    expect(codeForReason('SEARCH_INDEX_UNAVAILABLE')).toBe(Code.FAILED_PRECONDITION);
+    expect(statSync(`${path}-search`).isDirectory()).toBe(true);
     await app.close();
   });
 
