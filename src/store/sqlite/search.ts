@@ -186,11 +186,12 @@ export class SqliteSearchIndex implements SearchIndex {
     try {
       this.#db.pragma(`busy_timeout = ${busyTimeoutMs}`);
       this.opened = attachSearchFile(this.#db, true, busyTimeoutMs);
+      // In the try: a constructor that throws leaves no connection open.
+      this.#thread = options.inProcess === true ? undefined : new SearchFollowThread({ path, busyTimeoutMs });
     } catch (e) {
       this.#db.close();
       throw e;
     }
-    this.#thread = options.inProcess === true ? undefined : new SearchFollowThread({ path, busyTimeoutMs });
     this.#maxBatch = Math.max(1, options.maxBatchEvents ?? SQLITE_FOLLOW_BATCH_EVENTS);
   }
 
