@@ -299,6 +299,26 @@ describe('search contract', () => {
     await app.close();
   });
 
+  it('SQLite verify: damage inside the index file is reported as the search index\'s (its integrity_check apart from the database\'s)', async () => {
+    const path = dirs.freshPath();
+    const app = new SessionService(new SqliteSessionStore({ path }), undefined, clock());
+    const index = new SqliteSearchIndex(path, { inProcess: true });
+    app.search.useIndex(index, { follow: false });
+    await writeScenario(app);
+    expect(await allHits(app, ACME, { query: 'overdue' })).toEqual(['billing@1', 'billing@0']);
+    await app.close();
+    // The index search_docs_event says its columns are the other way round: its entries no longer match.
+    const raw = new Database(`${path}-search`);
+    raw.unsafeMode(true);
+    raw.pragma('writable_schema = ON');
+    raw.prepare("UPDATE sqlite_schema SET sql = 'CREATE UNIQUE INDEX search_docs_event ON search_docs (seq, session_id)' WHERE name = 'search_docs_event'").run();
+    raw.close();
+    const problems = verifyFile(path).problems;
+    expect(problems.length).toBeGreaterThan(0);
+    expect(problems.filter((p) => !p.startsWith('search index: '))).toEqual([]);
+    expect(problems).toContainEqual(expect.stringMatching(/^search index: integrity_check: .*search_docs_event.*\(stop the server and delete .*-search\*: the server builds it again at start\)$/) as string);
+  });
+
   it('serve: an index file that cannot be opened (no damage: here a directory in its place) leaves it, logs an error and starts; SearchEvents answers FAILED_PRECONDITION SEARCH_INDEX_UNAVAILABLE saying why', async () => {
     const path = dirs.freshPath();
     await new SqliteSessionStore({ path }).close();
