@@ -264,6 +264,7 @@ describe('search contract', () => {
     // Straight from the index, the follower not run: the old incarnation's entries are still there, never answered.
     const q = { tenant: 'acme', query: parseSearchQuery('overdue'), sessionIds: [], labels: {}, types: [], order: 'newest' as const, limit: 10 };
     expect(await index.searchCandidates(q)).toEqual([]);
+    expect(await index.verifyIndex()).toMatchObject({ problems: [] }); // lag, not damage
     expect(await allHits(app, ACME, { query: 'paid' })).toEqual(['billing@0']);
     expect(await allHits(app, ACME, { query: 'overdue' })).toEqual([]);
     const raw = new Database(searchIndexPath(path), { readonly: true });

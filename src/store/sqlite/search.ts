@@ -308,7 +308,8 @@ export function verifySqliteSearch(db: Database.Database, skip: ReadonlySet<stri
   const orphanSessions = db.prepare('SELECT DISTINCT session_id FROM search.search_docs WHERE session_id NOT IN (SELECT id FROM main.sessions WHERE pending = 0)').pluck().all() as string[];
   const orphans = orphanSessions.filter((id) => !lagging.has(id) && !skip.has(id)).length;
   if (orphans > 0) note(`search index: entries of ${orphans} deleted sessions (run palimpsest reindex)`);
-  const ahead = db.prepare('SELECT count(*) FROM search.search_progress p JOIN main.sessions s ON s.id = p.session_id AND s.created_at = p.created_at WHERE p.next_seq > s.next_seq').pluck().get() as number;
+  const ahead = db.prepare(`SELECT count(*) FROM search.search_progress p JOIN main.sessions s ON s.id = p.session_id AND s.created_at = p.created_at
+    WHERE p.next_seq > s.next_seq AND NOT ${sqliteDeletedUnfollowedSql('s.id')}`).pluck().get() as number;
   if (ahead > 0) note(`search index: ${ahead} sessions marked indexed past their last event (run palimpsest reindex)`);
   try {
     db.prepare("INSERT INTO search.search_fts (search_fts, rank) VALUES ('integrity-check', 1)").run();
