@@ -265,6 +265,7 @@ describe('search contract', () => {
     const q = { tenant: 'acme', query: parseSearchQuery('overdue'), sessionIds: [], labels: {}, types: [], order: 'newest' as const, limit: 10 };
     expect(await index.searchCandidates(q)).toEqual([]);
     expect(await index.verifyIndex()).toMatchObject({ problems: [] }); // lag, not damage
+    expect((await index.lag()).events).toBe(1); // the new life's one event
     expect(await allHits(app, ACME, { query: 'paid' })).toEqual(['billing@0']);
     expect(await allHits(app, ACME, { query: 'overdue' })).toEqual([]);
     const raw = new Database(searchIndexPath(path), { readonly: true });

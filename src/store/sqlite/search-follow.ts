@@ -210,7 +210,7 @@ export function sqliteFollowed(db: Database.Database): number {
 export function sqliteSearchLag(db: Database.Database, now = Date.now()): SearchLag {
   const row = db.prepare(`SELECT
       (SELECT min(time) FROM main.feed WHERE position > (SELECT position FROM search.search_follow WHERE id = 0)) AS oldest,
-      (SELECT coalesce(sum(s.next_seq - (CASE WHEN p.created_at = s.created_at THEN p.next_seq ELSE 0 END)), 0)
+      (SELECT coalesce(sum(s.next_seq - (CASE WHEN p.created_at = s.created_at AND NOT ${sqliteDeletedUnfollowedSql('s.id')} THEN p.next_seq ELSE 0 END)), 0)
         FROM main.sessions s LEFT JOIN search.search_progress p ON p.session_id = s.id
         WHERE s.pending = 0 AND s.id IN (SELECT session_id FROM main.feed WHERE position > (SELECT position FROM search.search_follow WHERE id = 0))) AS events`).get() as { oldest: number | null; events: number };
   return { events: row.events, seconds: row.oldest === null ? 0 : Math.max(0, (now - row.oldest) / 1000) };
