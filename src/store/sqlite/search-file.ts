@@ -158,18 +158,36 @@ function dropAll(conn: Database.Database): void {
   for (const o of objects()) conn.exec(`DROP TABLE IF EXISTS ${quoted(o.name)}`);
 }
 
+/** Whether the file at `path` is there and still no database (checked again before it is deleted). */
+function stillNotADatabase(path: string): boolean {
+  if (!existsSync(path)) return false;
+  let conn: Database.Database | undefined;
+  try {
+    conn = new Database(path, { fileMustExist: true });
+    conn.pragma('schema_version');
+    conn.prepare('SELECT count(*) FROM main.sqlite_schema').get();
+    return false;
+  } catch (e) {
+    return notADatabase(e);
+  } finally {
+    conn?.close();
+  }
+}
+
 /**
  * Makes the index file at `path` a usable index, on a connection of its own to it, inside one
  * BEGIN IMMEDIATE (its write lock; waits up to `busyTimeoutMs` for another process creating or
  * writing it): empty, its schema is created; a whole index, it is left; otherwise (another
  * application's, another version, tables missing, another history) it is emptied and created
  * again in place, so that every other process's connection to the file stays on it. A file that
- * is no database at all (SQLITE_NOTADB, SQLITE_CORRUPT) is deleted and created again; any other
+ * is no database at all (SQLITE_NOTADB, SQLITE_CORRUPT) is deleted (under the write lock of `db`,
+ * the events' file, and checked again there) and created again; any other
  * error (a lock held too long, no more file descriptors, a full disk) is thrown, the file left.
  */
-function settleSearchFile(path: string, feedHead: () => number, busyTimeoutMs: number): SearchFileOpened {
+function settleSearchFile(db: Database.Database, path: string, busyTimeoutMs: number): SearchFileOpened {
+  const feedHead = feedHeadOf(db);
   let deleted: string | undefined;
-  for (;;) {
+  for (let attempt = 0; ; attempt++) {
     let conn: Database.Database | undefined;
     try {
       conn = new Database(path);
@@ -195,12 +213,21 @@ function settleSearchFile(path: string, feedHead: () => number, busyTimeoutMs: n
       return deleted === undefined ? opened : { state: 'rebuilt', reason: deleted };
     } catch (e) {
       if (conn?.inTransaction === true) conn.exec('ROLLBACK');
-      if (deleted === undefined && notADatabase(e)) {
-        // Not a database: nothing can have it open as an index. Deleted once, created again.
-        deleted = (e as Error).message;
+      if (attempt < 2 && notADatabase(e)) {
+        // Not a database: nothing can have it open as an index. Deleted under the events' file's
+        // write lock, checked again there: a process that deleted and created it meanwhile holds
+        // it too, so a file another one just created is never deleted. Then created again.
         conn?.close();
         conn = undefined;
-        for (const f of [path, `${path}-wal`, `${path}-shm`, `${path}-journal`]) rmSync(f, { force: true });
+        db.exec('BEGIN IMMEDIATE');
+        try {
+          if (stillNotADatabase(path)) {
+            for (const f of [path, `${path}-wal`, `${path}-shm`, `${path}-journal`]) rmSync(f, { force: true });
+            deleted = (e as Error).message;
+          }
+        } finally {
+          db.exec('COMMIT');
+        }
         continue;
       }
       throw new Error(`could not open the search index file ${path}: ${(e as Error).message} (the file is left as it is: start again once the cause is gone; another process may hold its write lock)`, { cause: e });
@@ -219,7 +246,7 @@ function settleSearchFile(path: string, feedHead: () => number, busyTimeoutMs: n
 export function attachSearchFile(db: Database.Database, repair: boolean, busyTimeoutMs = 5000): SearchFileOpened {
   const path = searchIndexPath(db.name);
   let opened: SearchFileOpened = { state: 'opened' };
-  if (repair) opened = settleSearchFile(path, feedHeadOf(db), busyTimeoutMs);
+  if (repair) opened = settleSearchFile(db, path, busyTimeoutMs);
   else if (!existsSync(path)) throw new Error(`the search index file ${path} is missing`);
   let attached = false;
   let reason: string | undefined;
