@@ -14,7 +14,7 @@ import { loadTracing, type Tracing } from './server/tracing.js';
 import { resolveConfig, serveApp, serverLogger, type RunningServer, type ServerExtensions } from './server/server.js';
 import { MemorySessionStore } from './store/memory/memory-store.js';
 import { SqliteSessionStore } from './store/sqlite/sqlite-store.js';
-import { SearchIndexOff } from './app/search-index-off.js';
+import { SearchIndexOff, SearchIndexUnavailable } from './app/search-index-off.js';
 import { SqliteSearchIndex } from './store/sqlite/search.js';
 import { isPostgresUrl, redactUrl } from './store/postgres/url.js';
 import type { CommittedBatch } from './app/change-feed.js';
@@ -132,9 +132,17 @@ export async function composeApp(config: ServerConfig, logger: Logger, tracing?:
   // The index is kept by a follower of the session feed (started by useIndex; docs/search.md).
   if (config.searchIndex === false) service.search.useIndex(new SearchIndexOff());
   else if (opened instanceof SqliteSessionStore) {
-    const index = new SqliteSearchIndex(config.db);
+    let index: SqliteSearchIndex;
+    try {
+      index = new SqliteSearchIndex(config.db);
+    } catch (e) {
+      // Not fatal: the server runs without search (SEARCH_INDEX_UNAVAILABLE), the file left as it is.
+      logger.error({ err: e }, 'search index unavailable: SearchEvents answers FAILED_PRECONDITION SEARCH_INDEX_UNAVAILABLE until a restart opens it');
+      service.search.useIndex(new SearchIndexUnavailable((e as Error).message));
+      return service;
+    }
     // The index file (<db>-search) is derived: missing or damaged, it is built again from the events, online.
-    if (index.opened.state === 'rebuilt') logger.warn({ reason: index.opened.reason }, 'the search index file was damaged: deleted and built again from the events (searches answer from what is built so far)');
+    if (index.opened.state === 'rebuilt') logger.warn({ reason: index.opened.reason }, 'the search index file was damaged: created again and built from the events (searches answer from what is built so far)');
     else if (index.opened.state === 'created') logger.info('search index file created: the follower builds it from the events');
     service.search.useIndex(index, { onError: (error) => logger.warn({ err: error }, 'search index follower failed a batch; retrying') });
   } else if (isPostgresUrl(config.db)) {

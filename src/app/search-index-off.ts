@@ -32,3 +32,37 @@ export class SearchIndexOff implements SearchIndex {
     return Promise.resolve();
   }
 }
+
+/**
+ * The search index of a server that could not open its index at start for a cause that is no
+ * damage (SQLite: its file's write lock held past the busy timeout, a read-only directory, a full
+ * disk; the file is left as it is): the server runs, and SearchEvents answers FAILED_PRECONDITION
+ * SEARCH_INDEX_UNAVAILABLE saying why and to restart once the cause is gone.
+ */
+export class SearchIndexUnavailable implements SearchIndex {
+  readonly #message: string;
+
+  constructor(cause: string) {
+    this.#message = `search is unavailable on this server: ${cause}; restart the server once the cause is gone (the index is then built from the stored events online)`;
+  }
+
+  searchCandidates(): Promise<SearchCandidate[]> {
+    return Promise.reject(this.#error());
+  }
+
+  reindex(): Promise<{ sessions: number; events: number }> {
+    return Promise.reject(this.#error());
+  }
+
+  verifyIndex(): Promise<SearchIndexReport> {
+    return Promise.reject(this.#error());
+  }
+
+  close(): Promise<void> {
+    return Promise.resolve();
+  }
+
+  #error(): DomainError {
+    return new DomainError('SEARCH_INDEX_UNAVAILABLE', this.#message);
+  }
+}

@@ -125,6 +125,8 @@ const TABLE: Readonly<Record<string, Mapping>> = {
   SEARCH_REQUEST_INVALID: invalid,
   // A server started with --search-index off keeps no index.
   SEARCH_INDEX_OFF: precondition,
+  // Its index could not be opened at start (no damage: a lock, a read-only directory, a full disk).
+  SEARCH_INDEX_UNAVAILABLE: precondition,
   PAGE_TOKEN_STALE: precondition,
   PAGE_SIZE_TOO_LARGE: invalid,
   VIEW_UNSPECIFIED: invalid,

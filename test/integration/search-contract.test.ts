@@ -1,4 +1,4 @@
-import { copyFileSync, existsSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it, vi } from 'vitest';
 import { SessionService } from '../../src/app/session-service.js';
@@ -22,7 +22,7 @@ import { createLogger } from '../../src/server/logger.js';
 import { DEFAULT_CONFIG } from '../../src/server/config.js';
 import { SCHEMA_FIXTURES } from '../support/schema-fixtures.js';
 import { tempDbDir } from '../support/temp-db.js';
-import { ACME, allHits, answers, assistant, result, searchContract, user, writeScenario } from './search-contract.js';
+import { ACME, allHits, answers, assistant, recreatedContract, result, searchContract, user, writeScenario } from './search-contract.js';
 
 const dirs = tempDbDir('palimpsest-search-');
 
@@ -58,6 +58,24 @@ describe('search contract', () => {
     expect(await index.verifyIndex()).toEqual({ events: 12, problems: [] });
     expect(await index.reindex()).toEqual({ sessions: 5, events: 12 });
     expect(await index.verifyIndex()).toEqual({ events: 12, problems: [] });
+    await app.close();
+  });
+
+  it('memory: a session deleted and created again in the same millisecond, or imported again from a redacted export, answers its new life only', async () => {
+    const app = new SessionService(new MemorySessionStore(), undefined, () => 1_700_000_000_000);
+    await recreatedContract(app, () => Promise.resolve());
+    await app.close();
+  });
+
+  it.each(['inline', 'thread'] as const)('SQLite (%s writer): a session deleted and created again in the same millisecond, or imported again from a redacted export, answers its new life only', async (appendWriter) => {
+    const path = dirs.freshPath();
+    const app = new SessionService(new SqliteSessionStore({ path, appendWriter }), undefined, () => 1_700_000_000_000);
+    const index = new SqliteSearchIndex(path);
+    app.search.useIndex(index);
+    await recreatedContract(app, async () => {
+      expect(await app.search.follower!.catchUp(2000)).toBe(true);
+      expect(await index.verifyIndex()).toMatchObject({ problems: [] });
+    });
     await app.close();
   });
 
@@ -197,15 +215,45 @@ describe('search contract', () => {
     // Another history beside the old index (the database replaced by an empty one): rebuilt.
     for (const f of ['', '-wal', '-shm', '-heads']) rmSync(`${path}${f}`, { force: true });
     await new SqliteSessionStore({ path }).close();
+    const inode = statSync(`${path}-search`).ino;
     index = new SqliteSearchIndex(path);
     expect(index.opened).toEqual({ state: 'rebuilt', reason: expect.stringContaining('past the database') as string });
+    expect(statSync(`${path}-search`).ino).toBe(inode); // emptied in place: another process's connections stay on it
     expect(await index.verifyIndex()).toEqual({ events: 0, problems: [] });
     await index.close();
   });
 
-  it('SQLite: a session deleted and created again under its id is never answered from the old entries, even before the follower forgot them', async () => {
+  it('SQLite index file: a store opening it while another connection is creating it waits, never deletes it; a lock held too long fails the opening and leaves the file; both end on one file', async () => {
     const path = dirs.freshPath();
     const app = new SessionService(new SqliteSessionStore({ path }), undefined, clock());
+    // Another process mid-way through creating the index file (its write lock held).
+    const other = new Database(`${path}-search`);
+    other.pragma('journal_mode = WAL');
+    const inode = statSync(`${path}-search`).ino;
+    other.exec('BEGIN IMMEDIATE');
+    other.exec('CREATE TABLE search_follow (id INTEGER NOT NULL PRIMARY KEY, position INTEGER NOT NULL)');
+    expect(() => new SqliteSearchIndex(path, { busyTimeoutMs: 50, inProcess: true })).toThrow(/search index file .*-search.*(locked|busy)/);
+    expect(statSync(`${path}-search`).ino).toBe(inode);
+    other.exec('ROLLBACK');
+    // Two stores open it: one creates it, the other opens what the first created; one file.
+    const first = new SqliteSearchIndex(path, { inProcess: true });
+    const second = new SqliteSearchIndex(path, { inProcess: true });
+    expect([first.opened, second.opened]).toEqual([{ state: 'created' }, { state: 'opened' }]);
+    expect(statSync(`${path}-search`).ino).toBe(inode);
+    app.search.useIndex(first, { follow: false });
+    await writeScenario(app);
+    expect(await allHits(app, ACME, { query: 'overdue' })).toEqual(['billing@1', 'billing@0']);
+    const q = { tenant: 'acme', query: parseSearchQuery('overdue'), sessionIds: [], labels: {}, types: [], order: 'newest' as const, limit: 10 };
+    expect((await second.searchCandidates(q)).map((c) => c.seq)).toEqual([1, 0]);
+    expect(other.prepare('SELECT count(*) FROM search_docs').pluck().get()).toBe(16);
+    other.close();
+    await second.close();
+    await app.close();
+  });
+
+  it.each(['a later', 'the same'] as const)('SQLite: a session deleted and created again under its id (%s millisecond) is never answered from the old entries, even before the follower forgot them', async (when) => {
+    const path = dirs.freshPath();
+    const app = new SessionService(new SqliteSessionStore({ path }), undefined, when === 'the same' ? () => 1_700_000_000_000 : clock());
     const index = new SqliteSearchIndex(path);
     app.search.useIndex(index, { follow: false });
     await writeScenario(app);
@@ -216,6 +264,8 @@ describe('search contract', () => {
     // Straight from the index, the follower not run: the old incarnation's entries are still there, never answered.
     const q = { tenant: 'acme', query: parseSearchQuery('overdue'), sessionIds: [], labels: {}, types: [], order: 'newest' as const, limit: 10 };
     expect(await index.searchCandidates(q)).toEqual([]);
+    expect(await index.verifyIndex()).toMatchObject({ problems: [] }); // lag, not damage
+    expect((await index.lag()).events).toBe(1); // the new life's one event
     expect(await allHits(app, ACME, { query: 'paid' })).toEqual(['billing@0']);
     expect(await allHits(app, ACME, { query: 'overdue' })).toEqual([]);
     const raw = new Database(searchIndexPath(path), { readonly: true });
@@ -248,6 +298,45 @@ describe('search contract', () => {
     app.search.useIndex(index, { follow: false });
     await app.search.follower!.catchUp(10_000);
     expect(await index.verifyIndex()).toEqual({ events: indexed, problems: [] });
+    await app.close();
+  });
+
+  it('SQLite verify: damage inside the index file is reported as the search index\'s (its integrity_check apart from the database\'s)', async () => {
+    const path = dirs.freshPath();
+    const app = new SessionService(new SqliteSessionStore({ path }), undefined, clock());
+    const index = new SqliteSearchIndex(path, { inProcess: true });
+    app.search.useIndex(index, { follow: false });
+    await writeScenario(app);
+    expect(await allHits(app, ACME, { query: 'overdue' })).toEqual(['billing@1', 'billing@0']);
+    await app.close();
+    // The index search_docs_event says its columns are the other way round: its entries no longer match.
+    const raw = new Database(`${path}-search`);
+    raw.unsafeMode(true);
+    raw.pragma('writable_schema = ON');
+    raw.prepare("UPDATE sqlite_schema SET sql = 'CREATE UNIQUE INDEX search_docs_event ON search_docs (seq, session_id)' WHERE name = 'search_docs_event'").run();
+    raw.close();
+    const problems = verifyFile(path).problems;
+    expect(problems.length).toBeGreaterThan(0);
+    expect(problems.filter((p) => !p.startsWith('search index: '))).toEqual([]);
+    expect(problems).toContainEqual(expect.stringMatching(/^search index: integrity_check: .*search_docs_event.*\(stop the server and delete .*-search\*: the server builds it again at start\)$/) as string);
+  });
+
+  it('serve: an index file that cannot be opened (no damage: here a directory in its place) leaves it, logs an error and starts; SearchEvents answers FAILED_PRECONDITION SEARCH_INDEX_UNAVAILABLE saying why', async () => {
+    const path = dirs.freshPath();
+    await new SqliteSessionStore({ path }).close();
+    mkdirSync(`${path}-search`);
+    const logger = createLogger('silent');
+    const logged = vi.spyOn(logger, 'error');
+    const app = await composeApp({ ...DEFAULT_CONFIG, db: path }, logger);
+    expect(logged).toHaveBeenCalledWith(expect.anything(), expect.stringContaining('SEARCH_INDEX_UNAVAILABLE'));
+    await app.createSession(ACME, { id: 'ops' });
+    await app.append(ACME, 'ops', [user('u1', 'walrus')]);
+    const e = await app.search.search(ACME, { query: 'walrus' }).then(() => undefined, (x: unknown) => x);
+    expect(e).toBeInstanceOf(DomainError);
+    expect((e as DomainError).reason).toBe('SEARCH_INDEX_UNAVAILABLE');
+    expect((e as DomainError).message).toMatch(/could not open the search index file .*-search.*restart/);
+    expect(codeForReason('SEARCH_INDEX_UNAVAILABLE')).toBe(Code.FAILED_PRECONDITION);
+    expect(statSync(`${path}-search`).isDirectory()).toBe(true);
     await app.close();
   });
 

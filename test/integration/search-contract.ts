@@ -153,3 +153,37 @@ export async function searchContract(app: SessionService): Promise<Record<string
   expect(await allHits(app, ACME, { query: 'fresh' })).toEqual(['ops@0']);
   return before;
 }
+
+/**
+ * A session deleted and created again in the same millisecond (so with the same `created_at`:
+ * run on an app with a constant clock), then deleted and imported again from a redacted export
+ * (an import keeps the exported header's createdAt): the deleted life is never answered, the new
+ * one is, before and after the follower caught up (`caughtUp`).
+ */
+export async function recreatedContract(app: SessionService, caughtUp: () => Promise<void>): Promise<void> {
+  await app.createSession(ACME, { id: 'billing', labels: { team: 'money' } });
+  await app.append(ACME, 'billing', [user('u1', 'Is invoice 4712 overdue?'), assistant('a1', 'Invoice 4712 is overdue; reminder sent.')]);
+  expect(await allHits(app, ACME, { query: 'overdue' })).toEqual(['billing@1', 'billing@0']);
+  await app.deleteSession(ACME, 'billing');
+  await app.createSession(ACME, { id: 'billing', labels: { team: 'money' } });
+  await app.append(ACME, 'billing', [user('u1', 'invoice 4712 was paid')]);
+  for (let pass = 0; pass < 2; pass++) {
+    expect(await allHits(app, ACME, { query: 'overdue' })).toEqual([]);
+    expect(await allHits(app, ACME, { query: 'paid' })).toEqual(['billing@0']);
+    expect(await allHits(app, ACME, { query: 'invoice' })).toEqual(['billing@0']);
+    await caughtUp();
+  }
+  // Delete, then import a redacted export of it: the redacted words are gone, the rest is found.
+  const lines: string[] = [];
+  for await (const batch of app.exportJsonl(ACME, 'billing')) lines.push(...batch);
+  await app.deleteSession(ACME, 'billing');
+  const redacted = lines.map((l) => l.replaceAll('paid', 'REDACTED')).join('\n');
+  await app.importJsonl(ACME, (async function* () {
+    yield new TextEncoder().encode(`${redacted}\n`);
+  })(), { id: 'billing' });
+  for (let pass = 0; pass < 2; pass++) {
+    expect(await allHits(app, ACME, { query: 'paid' })).toEqual([]);
+    expect(await allHits(app, ACME, { query: 'redacted' })).toEqual(['billing@0']);
+    await caughtUp();
+  }
+}

@@ -15,7 +15,7 @@ import { prepareSchema } from '../../src/store/postgres/migrate.js';
 import { MIGRATIONS } from '../../src/store/postgres/migrations/index.js';
 import { migration as tsvWritten } from '../../src/store/postgres/migrations/0010-search-tsv-written.js';
 import { createTestDatabase, hasPostgres, type TestDatabase } from '../support/postgres.js';
-import { ACME, allHits, answers, assistant, result, searchContract, user, writeScenario } from './search-contract.js';
+import { ACME, allHits, answers, assistant, recreatedContract, result, searchContract, user, writeScenario } from './search-contract.js';
 
 let db: TestDatabase | undefined;
 
@@ -51,6 +51,18 @@ describe.skipIf(!hasPostgres())('search contract on PostgreSQL', () => {
     expect(await index.verifyIndex()).toEqual({ events: 12, problems: ['search index: session "acme/billing" seq 1 is missing or differs from its event (run palimpsest reindex)'] });
     expect(await index.reindex()).toEqual({ sessions: 5, events: 12 });
     expect(await index.verifyIndex()).toEqual({ events: 12, problems: [] });
+    await app.close();
+  });
+
+  it('a session deleted and created again in the same millisecond, or imported again from a redacted export, answers its new life only', async () => {
+    const store = await PostgresSessionStore.open({ url: db!.url, schema: 'recreated', poolSize: 2 });
+    const app = new SessionService(store, undefined, () => 1_700_000_000_000);
+    const index = new PostgresSearchIndex({ url: db!.url, schema: 'recreated' });
+    app.search.useIndex(index);
+    await recreatedContract(app, async () => {
+      expect(await app.search.follower!.catchUp(2000)).toBe(true);
+      expect(await index.verifyIndex()).toMatchObject({ problems: [] });
+    });
     await app.close();
   });
 

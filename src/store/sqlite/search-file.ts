@@ -12,11 +12,15 @@
  * first: BEGIN IMMEDIATE would take the write lock of every attached file, the events' too.
  *
  * The file is derived data: missing, it is created empty and the follower builds it from the
- * feed's start (reindex semantics, online); damaged (not a database, another application's, a
- * version this build does not know, tables missing) or of another history (followed past the
- * database's feed: a database restored from a backup beside its old index), it is deleted,
- * created again and rebuilt the same way, and the opening reports why ({@link SearchFileOpened});
- * never fatal.
+ * feed's start (reindex semantics, online); damaged (another application's, a version this build
+ * does not know, tables missing) or of another history (followed past the database's feed: a
+ * database restored from a backup beside its old index), it is emptied and created again in
+ * place, and rebuilt the same way; not a database at all, it is deleted and created again. The
+ * opening reports why ({@link SearchFileOpened}). Several processes may open one database at
+ * once: the check and the creation run on a connection to the file itself inside one BEGIN
+ * IMMEDIATE ({@link settleSearchFile}), so a second process waits and finds it created, and no
+ * process ever deletes a file another one uses as its index; any other error (a lock held past
+ * the busy timeout, no file descriptors, a full disk) is thrown, the file left as it is.
  *
  * Schema (SEARCH_FILE_VERSION 1):
  * - search_docs, search_calls and search_fts (FTS5, external content over search_docs.text,
@@ -31,11 +35,13 @@
  * - search_follow: one row, `position`: every feed record at or below it is indexed.
  * - search_progress: per session incarnation (`created_at`), `next_seq`: its events below it are
  *   indexed. A session deleted and created again under the same id is another incarnation: its
- *   entries are forgotten before the new one's are written, and reads join on `created_at`.
+ *   entries are forgotten (at the feed's `deleted` record, or on another `created_at`) before the
+ *   new one's are written; reads join on `created_at` and skip sessions with a `deleted` record
+ *   not followed yet (one created again in the same millisecond has the same `created_at`).
  */
 import { existsSync, realpathSync, rmSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
-import type Database from 'better-sqlite3';
+import Database from 'better-sqlite3';
 
 /** The index file's application_id ('PSRC'), distinct from the events' file's. */
 export const SEARCH_FILE_APPLICATION_ID = 0x50535243;
@@ -44,8 +50,9 @@ export const SEARCH_FILE_VERSION = 1;
 /** The schema name the index file is attached under. */
 export const SEARCH_SCHEMA = 'search';
 
+/** The index file's schema, run on a connection to the file itself (schema `main`); idempotent. */
 const DDL = `
-CREATE TABLE search.search_docs (
+CREATE TABLE IF NOT EXISTS search_docs (
   doc        INTEGER PRIMARY KEY,
   session_id TEXT    NOT NULL,
   seq        INTEGER NOT NULL,
@@ -56,25 +63,25 @@ CREATE TABLE search.search_docs (
   tools      TEXT    NOT NULL,
   text       TEXT    NOT NULL
 ) STRICT;
-CREATE UNIQUE INDEX search.search_docs_event ON search_docs (session_id, seq);
-CREATE INDEX search.search_docs_newest ON search_docs (time DESC, session_id DESC, seq DESC);
-CREATE INDEX search.search_docs_replaces ON search_docs (session_id) WHERE replace = 1;
-CREATE TABLE search.search_calls (
+CREATE UNIQUE INDEX IF NOT EXISTS search_docs_event ON search_docs (session_id, seq);
+CREATE INDEX IF NOT EXISTS search_docs_newest ON search_docs (time DESC, session_id DESC, seq DESC);
+CREATE INDEX IF NOT EXISTS search_docs_replaces ON search_docs (session_id) WHERE replace = 1;
+CREATE TABLE IF NOT EXISTS search_calls (
   session_id TEXT NOT NULL,
   call_id    TEXT NOT NULL,
   name       TEXT NOT NULL,
   PRIMARY KEY (session_id, call_id)
 ) STRICT, WITHOUT ROWID;
-CREATE VIRTUAL TABLE search.search_fts USING fts5(
+CREATE VIRTUAL TABLE IF NOT EXISTS search_fts USING fts5(
   text, content = 'search_docs', content_rowid = 'doc', tokenize = 'unicode61 remove_diacritics 2'
 );
-CREATE TABLE search.search_follow (
+CREATE TABLE IF NOT EXISTS search_follow (
   id       INTEGER NOT NULL PRIMARY KEY CHECK (id = 0),
   position INTEGER NOT NULL
 ) STRICT;
-INSERT INTO search.search_follow (id, position) VALUES (0, 0);
-INSERT INTO search.search_fts (search_fts, rank) VALUES ('automerge', 8);
-CREATE TABLE search.search_progress (
+INSERT OR IGNORE INTO search_follow (id, position) VALUES (0, 0);
+INSERT INTO search_fts (search_fts, rank) VALUES ('automerge', 8);
+CREATE TABLE IF NOT EXISTS search_progress (
   session_id TEXT    NOT NULL PRIMARY KEY,
   created_at INTEGER NOT NULL,
   next_seq   INTEGER NOT NULL
@@ -107,34 +114,26 @@ export interface SearchFileOpened {
   readonly reason?: string;
 }
 
-/** Why the attached file is no usable index, or undefined when it is one. */
-function damage(db: Database.Database): string | undefined {
-  const app = db.pragma(`${SEARCH_SCHEMA}.application_id`, { simple: true }) as number;
-  const version = db.pragma(`${SEARCH_SCHEMA}.user_version`, { simple: true }) as number;
+/** Why the index file (schema `schema` of `db`) is no usable index, or undefined when it is one. */
+function damage(db: Database.Database, schema: string, feedHead: () => number): string | undefined {
+  const app = db.pragma(`${schema}.application_id`, { simple: true }) as number;
+  const version = db.pragma(`${schema}.user_version`, { simple: true }) as number;
   if (app !== SEARCH_FILE_APPLICATION_ID) return `application_id ${app} is not a Palimpsest search index's`;
   if (version !== SEARCH_FILE_VERSION) return `its version ${version} is not ${SEARCH_FILE_VERSION}`;
-  const have = new Set(db.prepare(`SELECT name FROM ${SEARCH_SCHEMA}.sqlite_schema WHERE type = 'table'`).pluck().all() as string[]);
+  const have = new Set(db.prepare(`SELECT name FROM ${schema}.sqlite_schema WHERE type = 'table'`).pluck().all() as string[]);
   const missing = TABLES.filter((t) => !have.has(t));
   if (missing.length > 0) return `tables missing: ${missing.join(', ')}`;
   // Followed past the database's feed: the index of another history (a database restored from a
-  // backup, or replaced, beside the old index file).
-  const mark = db.prepare(`SELECT position FROM ${SEARCH_SCHEMA}.search_follow WHERE id = 0`).pluck().get() as number | undefined;
-  const head = db.prepare("SELECT coalesce((SELECT seq FROM main.sqlite_sequence WHERE name = 'feed'), 0)").pluck().get() as number;
+  // backup, or replaced, beside the old index file). The head is read after the mark: the feed
+  // only grows, so a follower elsewhere moving the mark meanwhile never looks past it.
+  const mark = db.prepare(`SELECT position FROM ${schema}.search_follow WHERE id = 0`).pluck().get() as number | undefined;
+  const head = feedHead();
   return mark !== undefined && mark > head ? `it followed the feed to position ${mark}, past the database's last ${head} (a restored or replaced database)` : undefined;
 }
 
-function create(db: Database.Database): void {
-  db.pragma(`${SEARCH_SCHEMA}.journal_mode = WAL`);
-  db.exec('BEGIN');
-  try {
-    db.exec(DDL);
-    db.pragma(`${SEARCH_SCHEMA}.application_id = ${SEARCH_FILE_APPLICATION_ID}`);
-    db.pragma(`${SEARCH_SCHEMA}.user_version = ${SEARCH_FILE_VERSION}`);
-    db.exec('COMMIT');
-  } catch (e) {
-    db.exec('ROLLBACK');
-    throw e;
-  }
+/** The feed's last position in the events' file (`db`'s `main`). */
+function feedHeadOf(db: Database.Database): () => number {
+  return () => db.prepare("SELECT coalesce((SELECT seq FROM main.sqlite_sequence WHERE name = 'feed'), 0)").pluck().get() as number;
 }
 
 /** The connection settings of the attached index (synchronous NORMAL: a crash loses at most the last batches, followed again). */
@@ -143,45 +142,127 @@ function configure(db: Database.Database): void {
   db.pragma(`${SEARCH_SCHEMA}.cache_size = -16000`);
 }
 
+/** Whether `e` is SQLite's definite finding that a file is no database or is damaged (not a lock, a full disk, a missing permission). */
+function notADatabase(e: unknown): boolean {
+  const code = (e as { code?: unknown }).code;
+  return typeof code === 'string' && (code === 'SQLITE_NOTADB' || code.startsWith('SQLITE_CORRUPT'));
+}
+
+/** Drops every table, view and trigger of the connection's `main` (virtual tables first: their shadow tables go with them). */
+function dropAll(conn: Database.Database): void {
+  const objects = (): { type: string; name: string; sql: string | null }[] =>
+    conn.prepare("SELECT type, name, sql FROM main.sqlite_schema WHERE type IN ('table', 'view', 'trigger') AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\'").all() as { type: string; name: string; sql: string | null }[];
+  const quoted = (n: string): string => `"${n.replaceAll('"', '""')}"`;
+  for (const o of objects()) if (o.type === 'trigger' || o.type === 'view') conn.exec(`DROP ${o.type.toUpperCase()} IF EXISTS ${quoted(o.name)}`);
+  for (const o of objects()) if (o.sql?.toUpperCase().startsWith('CREATE VIRTUAL') === true) conn.exec(`DROP TABLE IF EXISTS ${quoted(o.name)}`);
+  for (const o of objects()) conn.exec(`DROP TABLE IF EXISTS ${quoted(o.name)}`);
+}
+
+/** Whether the file at `path` is there and still no database (checked again before it is deleted). */
+function stillNotADatabase(path: string): boolean {
+  if (!existsSync(path)) return false;
+  let conn: Database.Database | undefined;
+  try {
+    conn = new Database(path, { fileMustExist: true });
+    conn.pragma('schema_version');
+    conn.prepare('SELECT count(*) FROM main.sqlite_schema').get();
+    return false;
+  } catch (e) {
+    return notADatabase(e);
+  } finally {
+    conn?.close();
+  }
+}
+
+/**
+ * Makes the index file at `path` a usable index, on a connection of its own to it, inside one
+ * BEGIN IMMEDIATE (its write lock; waits up to `busyTimeoutMs` for another process creating or
+ * writing it): empty, its schema is created; a whole index, it is left; otherwise (another
+ * application's, another version, tables missing, another history) it is emptied and created
+ * again in place, so that every other process's connection to the file stays on it. A file that
+ * is no database at all (SQLITE_NOTADB, SQLITE_CORRUPT) is deleted (under the write lock of `db`,
+ * the events' file, and checked again there) and created again; any other
+ * error (a lock held too long, no more file descriptors, a full disk) is thrown, the file left.
+ */
+function settleSearchFile(db: Database.Database, path: string, busyTimeoutMs: number): SearchFileOpened {
+  const feedHead = feedHeadOf(db);
+  let deleted: string | undefined;
+  for (let attempt = 0; ; attempt++) {
+    let conn: Database.Database | undefined;
+    try {
+      conn = new Database(path);
+      conn.pragma(`busy_timeout = ${busyTimeoutMs}`);
+      conn.pragma('journal_mode = WAL');
+      conn.exec('BEGIN IMMEDIATE');
+      let opened: SearchFileOpened;
+      if (conn.prepare('SELECT count(*) FROM main.sqlite_schema').pluck().get() === 0) {
+        opened = { state: 'created' };
+      } else {
+        const reason = damage(conn, 'main', feedHead);
+        if (reason === undefined) {
+          conn.exec('COMMIT');
+          return { state: 'opened' };
+        }
+        dropAll(conn);
+        opened = { state: 'rebuilt', reason };
+      }
+      conn.exec(DDL);
+      conn.pragma(`application_id = ${SEARCH_FILE_APPLICATION_ID}`);
+      conn.pragma(`user_version = ${SEARCH_FILE_VERSION}`);
+      conn.exec('COMMIT');
+      return deleted === undefined ? opened : { state: 'rebuilt', reason: deleted };
+    } catch (e) {
+      if (conn?.inTransaction === true) conn.exec('ROLLBACK');
+      if (attempt < 2 && notADatabase(e)) {
+        // Not a database: nothing can have it open as an index. Deleted under the events' file's
+        // write lock, checked again there: a process that deleted and created it meanwhile holds
+        // it too, so a file another one just created is never deleted. Then created again.
+        conn?.close();
+        conn = undefined;
+        db.exec('BEGIN IMMEDIATE');
+        try {
+          if (stillNotADatabase(path)) {
+            for (const f of [path, `${path}-wal`, `${path}-shm`, `${path}-journal`]) rmSync(f, { force: true });
+            deleted = (e as Error).message;
+          }
+        } finally {
+          db.exec('COMMIT');
+        }
+        continue;
+      }
+      throw new Error(`could not open the search index file ${path}: ${(e as Error).message} (the file is left as it is: start again once the cause is gone; another process may hold its write lock)`, { cause: e });
+    } finally {
+      conn?.close();
+    }
+  }
+}
+
 /**
  * Attaches the index file of `db` (a connection to the events' file, `main`) as `search`.
- * `repair`: create it when missing, delete and create it again when damaged (the caller reports
- * the answer); without, a missing or damaged file is an error (a connection opened after the
- * one that repaired it: the follower's thread, `verify`).
+ * `repair`: create it when missing, empty it and create it again when damaged (the caller reports
+ * the answer; {@link settleSearchFile}); without, a missing or damaged file is an error (a
+ * connection opened after the one that repaired it: the follower's thread, `verify`).
  */
-export function attachSearchFile(db: Database.Database, repair: boolean): SearchFileOpened {
+export function attachSearchFile(db: Database.Database, repair: boolean, busyTimeoutMs = 5000): SearchFileOpened {
   const path = searchIndexPath(db.name);
-  const existed = existsSync(path);
-  if (!existed && !repair) throw new Error(`the search index file ${path} is missing`);
-  const attach = (): void => {
-    db.prepare(`ATTACH DATABASE ? AS ${SEARCH_SCHEMA}`).run(path);
-  };
-  let reason: string | undefined;
+  let opened: SearchFileOpened = { state: 'opened' };
+  if (repair) opened = settleSearchFile(db, path, busyTimeoutMs);
+  else if (!existsSync(path)) throw new Error(`the search index file ${path} is missing`);
   let attached = false;
+  let reason: string | undefined;
   try {
-    attach();
+    db.prepare(`ATTACH DATABASE ? AS ${SEARCH_SCHEMA}`).run(path);
     attached = true;
-    const fresh = db.prepare(`SELECT count(*) FROM ${SEARCH_SCHEMA}.sqlite_schema`).pluck().get() === 0;
-    if (fresh && repair) {
-      create(db);
-      configure(db);
-      return { state: 'created' };
-    }
-    reason = damage(db);
+    reason = damage(db, SEARCH_SCHEMA, feedHeadOf(db));
   } catch (e) {
     reason = (e as Error).message;
   }
-  if (reason === undefined) {
-    configure(db);
-    return { state: 'opened' };
+  if (reason !== undefined) {
+    if (attached) db.exec(`DETACH DATABASE ${SEARCH_SCHEMA}`);
+    throw new Error(`the search index file ${path} is damaged: ${reason}`);
   }
-  if (attached) db.exec(`DETACH DATABASE ${SEARCH_SCHEMA}`);
-  if (!repair) throw new Error(`the search index file ${path} is damaged: ${reason}`);
-  for (const f of [path, `${path}-wal`, `${path}-shm`, `${path}-journal`]) rmSync(f, { force: true });
-  attach();
-  create(db);
   configure(db);
-  return { state: 'rebuilt', reason };
+  return opened;
 }
 
 /**

@@ -11,8 +11,9 @@
  *   are indexed. A record names a session; the follower indexes that session's events from its
  *   progress up to the session's `next_seq` (read in the same transaction, so only committed
  *   events), then moves its progress and the mark. A later record of the same session then finds
- *   nothing left to do. A session that is gone (deleted) or another incarnation (deleted and
- *   created again) has its entries forgotten first: a deleted session leaves nothing in the index.
+ *   nothing left to do. A `deleted` record forgets the session (whatever `sessions` holds under its
+ *   id by then: a life created again in the same millisecond has the same created_at), and so does
+ *   a session found gone or another incarnation: a deleted session leaves nothing in the index.
  * - A batch is one transaction (search-file.ts inSearchTransaction): its reads see one snapshot of
  *   the events' file, its writes go to the index's.
  * - Feed records retention removed before the follower read them (feed_pruned above the mark) are
@@ -61,7 +62,7 @@ function statements(db: Database.Database): Statements {
       setMark: db.prepare('INSERT INTO search.search_follow (id, position) VALUES (0, ?) ON CONFLICT (id) DO UPDATE SET position = excluded.position'),
       head: db.prepare("SELECT coalesce((SELECT seq FROM main.sqlite_sequence WHERE name = 'feed'), 0)").pluck(),
       pruned: db.prepare('SELECT coalesce(max(position), 0) FROM main.feed_pruned').pluck(),
-      records: db.prepare('SELECT position, session_id FROM main.feed WHERE position > ? ORDER BY position LIMIT ?').raw(),
+      records: db.prepare('SELECT position, session_id, kind FROM main.feed WHERE position > ? ORDER BY position LIMIT ?').raw(),
       session: db.prepare('SELECT next_seq, created_at FROM main.sessions WHERE id = ? AND pending = 0').raw(),
       progress: db.prepare('SELECT next_seq, created_at FROM search.search_progress WHERE session_id = ?').raw(),
       setProgress: db.prepare('INSERT INTO search.search_progress (session_id, created_at, next_seq) VALUES (?, ?, ?) ON CONFLICT (session_id) DO UPDATE SET created_at = excluded.created_at, next_seq = excluded.next_seq'),
@@ -87,6 +88,14 @@ function statements(db: Database.Database): Statements {
   return s;
 }
 
+/** Forgets what the index holds of session `sid` (its entries, calls and progress). */
+function forgetSession(s: Statements, sid: string): void {
+  s.forgetFts.run(sid);
+  s.forgetDocs.run(sid);
+  s.forgetCalls.run(sid);
+  s.forgetProgress.run(sid);
+}
+
 /**
  * Events of other types a batch may pass over per indexed event it may index: passing over one is
  * an index-only step, so they cost the batch 1/SKIP_RATIO each, and a session of plugin or tick
@@ -102,17 +111,15 @@ const SKIP_RATIO = 50;
  */
 function followSession(s: Statements, sid: string, limit: number): { events: number; cost: number; done: boolean } {
   const cur = s.session.get(sid) as [number, number] | undefined;
-  const had = s.progress.get(sid) as [number, number] | undefined;
+  let had = s.progress.get(sid) as [number, number] | undefined;
   if (cur === undefined || (had !== undefined && had[1] !== cur[1])) {
     // Gone, or another incarnation than the one indexed: forget what the index holds of it.
-    s.forgetFts.run(sid);
-    s.forgetDocs.run(sid);
-    s.forgetCalls.run(sid);
-    s.forgetProgress.run(sid);
+    forgetSession(s, sid);
     if (cur === undefined) return { events: 0, cost: 0, done: true };
+    had = undefined;
   }
   const [next, createdAt] = cur;
-  const from = had !== undefined && had[1] === createdAt ? had[0] : 0;
+  const from = had === undefined ? 0 : had[0];
   if (from >= next) return { events: 0, cost: 0, done: true };
   const n = Math.max(1, limit);
   const window = Math.min(next, from + n * SKIP_RATIO);
@@ -168,8 +175,16 @@ export function followSqliteFeed(db: Database.Database, maxEvents: number): Sear
       s.setMark.run(head);
       return { events, caughtUp: true };
     }
-    const records = s.records.all(mark, RECORDS_PER_BATCH) as [number, string][];
-    for (const [position, sid] of records) {
+    const records = s.records.all(mark, RECORDS_PER_BATCH) as [number, string, string][];
+    for (const [position, sid, kind] of records) {
+      if (kind === 'deleted') {
+        // The end of a life: forget it whatever the sessions table holds now. A life created again
+        // in the same millisecond has the same created_at, so only this record tells them apart;
+        // the next life is indexed from seq 0 (the records after this one).
+        forgetSession(s, sid);
+        mark = position;
+        continue;
+      }
       const f = followSession(s, sid, maxEvents - cost);
       events += f.events;
       cost += f.cost;
@@ -196,10 +211,20 @@ export function sqliteFollowed(db: Database.Database): number {
 export function sqliteSearchLag(db: Database.Database, now = Date.now()): SearchLag {
   const row = db.prepare(`SELECT
       (SELECT min(time) FROM main.feed WHERE position > (SELECT position FROM search.search_follow WHERE id = 0)) AS oldest,
-      (SELECT coalesce(sum(s.next_seq - (CASE WHEN p.created_at = s.created_at THEN p.next_seq ELSE 0 END)), 0)
+      (SELECT coalesce(sum(s.next_seq - (CASE WHEN p.created_at = s.created_at AND NOT ${sqliteDeletedUnfollowedSql('s.id')} THEN p.next_seq ELSE 0 END)), 0)
         FROM main.sessions s LEFT JOIN search.search_progress p ON p.session_id = s.id
         WHERE s.pending = 0 AND s.id IN (SELECT session_id FROM main.feed WHERE position > (SELECT position FROM search.search_follow WHERE id = 0))) AS events`).get() as { oldest: number | null; events: number };
   return { events: row.events, seconds: row.oldest === null ? 0 : Math.max(0, (now - row.oldest) / 1000) };
+}
+
+/**
+ * The SQL condition (on a session id column) of a session with a `deleted` feed record the index
+ * has not followed yet: what the index holds of it may be a deleted life's (one created again in
+ * the same millisecond has the same created_at), so a search answers none of it until the
+ * follower forgot it and indexed the new life.
+ */
+export function sqliteDeletedUnfollowedSql(column: string): string {
+  return `${column} IN (SELECT session_id FROM main.feed WHERE position > (SELECT position FROM search.search_follow WHERE id = 0) AND kind = 'deleted')`;
 }
 
 /** Sessions (ids) with feed records the index has not followed yet: their entries are not complete. */

@@ -25,7 +25,7 @@ import { SEARCH_TYPES_SQL } from '../search-types-sql.js';
 import { searchDocOf } from './search-schema.js';
 import { SEARCH_FTS_FORGET, SEARCH_FTS_INSERT, attachSearchFile, inSearchTransaction, searchIndexPath, type SearchFileOpened } from './search-file.js';
 import { SearchFollowThread } from './search-follow-thread.js';
-import { followSqliteFeed, sqliteFeedHead, sqliteFollowed, sqliteLaggingSessions, sqliteSearchLag } from './search-follow.js';
+import { followSqliteFeed, sqliteDeletedUnfollowedSql, sqliteFeedHead, sqliteFollowed, sqliteLaggingSessions, sqliteSearchLag } from './search-follow.js';
 
 /** An FTS5 phrase of a term: its tokens quoted (quotes doubled), `*` after for a prefix. */
 export function fts5Phrase(t: SearchTerm): string {
@@ -44,7 +44,7 @@ type Row = { session_id: string; seq: number; type: string; time: number; text: 
 /** The statement and parameters of a candidate query. */
 export function compileSqliteSearch(q: SearchCandidateQuery): { sql: string; params: unknown[] } {
   const params: unknown[] = [];
-  const where: string[] = ['s.tenant = ?', 's.pending = 0'];
+  const where: string[] = ['s.tenant = ?', 's.pending = 0', `NOT ${sqliteDeletedUnfollowedSql('d.session_id')}`];
   params.push(q.tenant);
   const positive = q.query.terms.filter((t) => !t.negated);
   const byScore = q.order === 'score' && positive.length > 0;
@@ -186,12 +186,13 @@ export class SqliteSearchIndex implements SearchIndex {
     this.#db = new Database(path);
     try {
       this.#db.pragma(`busy_timeout = ${busyTimeoutMs}`);
-      this.opened = attachSearchFile(this.#db, true);
+      this.opened = attachSearchFile(this.#db, true, busyTimeoutMs);
+      // In the try: a constructor that throws leaves no connection open.
+      this.#thread = options.inProcess === true ? undefined : new SearchFollowThread({ path, busyTimeoutMs });
     } catch (e) {
       this.#db.close();
       throw e;
     }
-    this.#thread = options.inProcess === true ? undefined : new SearchFollowThread({ path, busyTimeoutMs });
     this.#maxBatch = Math.max(1, options.maxBatchEvents ?? SQLITE_FOLLOW_BATCH_EVENTS);
   }
 
@@ -283,10 +284,11 @@ export function verifySqliteSearch(db: Database.Database, skip: ReadonlySet<stri
   const progress = db.prepare('SELECT next_seq, created_at FROM search.search_progress WHERE session_id = ?').raw();
   // Sessions with feed records not followed yet: a delete or another incarnation there is lag, not a problem.
   const lagging = sqliteLaggingSessions(db);
+  const deletedUnfollowed = new Set(db.prepare(`SELECT id FROM main.sessions WHERE ${sqliteDeletedUnfollowedSql('id')}`).pluck().all() as string[]);
   for (const [id, createdAt] of db.prepare('SELECT id, created_at FROM main.sessions WHERE pending = 0').raw().all() as [string, number][]) {
     if (skip.has(id)) continue;
     const p = progress.get(id) as [number, number] | undefined;
-    if (p !== undefined && p[1] !== createdAt && lagging.has(id)) continue;
+    if (lagging.has(id) && ((p !== undefined && p[1] !== createdAt) || deletedUnfollowed.has(id))) continue;
     const upTo = p === undefined ? 0 : p[0];
     const have = new Map((docs.all(id) as unknown[][]).map((r) => [r[0] as number, JSON.stringify(r.slice(1))]));
     const calls = new Map<string, string>();
@@ -307,7 +309,8 @@ export function verifySqliteSearch(db: Database.Database, skip: ReadonlySet<stri
   const orphanSessions = db.prepare('SELECT DISTINCT session_id FROM search.search_docs WHERE session_id NOT IN (SELECT id FROM main.sessions WHERE pending = 0)').pluck().all() as string[];
   const orphans = orphanSessions.filter((id) => !lagging.has(id) && !skip.has(id)).length;
   if (orphans > 0) note(`search index: entries of ${orphans} deleted sessions (run palimpsest reindex)`);
-  const ahead = db.prepare('SELECT count(*) FROM search.search_progress p JOIN main.sessions s ON s.id = p.session_id AND s.created_at = p.created_at WHERE p.next_seq > s.next_seq').pluck().get() as number;
+  const ahead = db.prepare(`SELECT count(*) FROM search.search_progress p JOIN main.sessions s ON s.id = p.session_id AND s.created_at = p.created_at
+    WHERE p.next_seq > s.next_seq AND NOT ${sqliteDeletedUnfollowedSql('s.id')}`).pluck().get() as number;
   if (ahead > 0) note(`search index: ${ahead} sessions marked indexed past their last event (run palimpsest reindex)`);
   try {
     db.prepare("INSERT INTO search.search_fts (search_fts, rank) VALUES ('integrity-check', 1)").run();

@@ -29,6 +29,7 @@ import { versionProblem } from './migrate.js';
 import type { SessionEvent } from '../../domain/event.js';
 import { inflateForReplay, verifyBlobs } from './verify-blobs.js';
 import { attachSearchIndexForVerify, verifySqliteSearch } from './search.js';
+import { searchIndexPath } from './search-file.js';
 import { sqliteSearchLag } from './search-follow.js';
 import type { SearchLag } from '../../app/search-port.js';
 
@@ -85,8 +86,14 @@ export function verifyDatabase(db: Database.Database, headsPath?: string, what =
     add({ problem: `search index: ${(e as Error).message} (the server rebuilds it at start; or run palimpsest reindex)` });
   }
   db.transaction(() => {
-    for (const row of db.pragma('integrity_check') as { integrity_check: string }[]) {
+    // The database's own check (an unqualified integrity_check checks every attached file), then the index file's apart.
+    for (const row of db.pragma('main.integrity_check') as { integrity_check: string }[]) {
       if (row.integrity_check !== 'ok') add({ problem: `integrity_check: ${row.integrity_check}` });
+    }
+    if (searchIndex) {
+      for (const row of db.pragma('search.integrity_check') as { integrity_check: string }[]) {
+        if (row.integrity_check !== 'ok') add({ problem: `search index: integrity_check: ${row.integrity_check} (stop the server and delete ${searchIndexPath(db.name)}*: the server builds it again at start)` });
+      }
     }
     const fk = db.pragma('foreign_key_check') as { table: string; parent: string }[];
     if (fk.length > 0) add({ problem: `foreign_key_check: ${fk.length} rows of ${fk[0]!.table} without their ${fk[0]!.parent} row` });
