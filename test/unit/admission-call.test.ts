@@ -87,17 +87,23 @@ function registryFile(): TokenRegistry {
   return new TokenRegistry(file);
 }
 
+/** One AppendEvents call through the interceptor (tokens from `registry`), started with a recording handler. */
+function startCall(md: Metadata, registry?: TokenRegistry) {
+  const { telemetry, log } = recordingTelemetry();
+  const limiter = new StreamLimiter(4);
+  const base = baseCall(md);
+  const call = makeServerInterceptor(telemetry, registry, limiter)(method('AppendEvents'), base.call);
+  const h = handler();
+  call.start(h.listener as never);
+  return { log, limiter, base, call, h };
+}
+
 describe('the gRPC port interceptor (telemetry around admission)', () => {
   it('admits a call: every event reaches the handler in order, the tenant is set, the status is recorded once and the slot given back', () => {
-    const { telemetry, log } = recordingTelemetry();
-    const limiter = new StreamLimiter(4);
     const md = new Metadata();
     md.set('authorization', 'Bearer tok');
     md.set('x-palimpsest-tenant', 'forged');
-    const base = baseCall(md);
-    const call = makeServerInterceptor(telemetry, registryFile(), limiter)(method('AppendEvents'), base.call);
-    const h = handler();
-    call.start(h.listener as never);
+    const { log, limiter, base, call, h } = startCall(md, registryFile());
     expect(md.get(TENANT_KEY)).toEqual(['acme']);
     expect(limiter.active('127.0.0.1:1')).toBe(1);
     base.up().onReceiveMessage({ sessionId: 's' });
@@ -110,14 +116,9 @@ describe('the gRPC port interceptor (telemetry around admission)', () => {
   });
 
   it('refuses a call without a valid token before the handler sees it; the refusal is recorded and nothing is held', () => {
-    const { telemetry, log } = recordingTelemetry();
-    const limiter = new StreamLimiter(4);
     const md = new Metadata();
     md.set('authorization', 'Bearer wrong');
-    const base = baseCall(md);
-    const call = makeServerInterceptor(telemetry, registryFile(), limiter)(method('AppendEvents'), base.call);
-    const h = handler();
-    call.start(h.listener as never);
+    const { log, limiter, base, h } = startCall(md, registryFile());
     base.up().onReceiveMessage({ sessionId: 's' });
     base.up().onReceiveHalfClose();
     expect(h.got).toEqual([]);
@@ -129,12 +130,7 @@ describe('the gRPC port interceptor (telemetry around admission)', () => {
 
   it('refuses request bytes that did not decode and a request stream cut inside a frame (INVALID_ARGUMENT), giving the slot back', () => {
     for (const step of ['message', 'halfClose'] as const) {
-      const { telemetry, log } = recordingTelemetry();
-      const limiter = new StreamLimiter(4);
-      const base = baseCall(new Metadata());
-      const call = makeServerInterceptor(telemetry, undefined, limiter)(method('AppendEvents'), base.call);
-      const h = handler();
-      call.start(h.listener as never);
+      const { log, limiter, base, h } = startCall(new Metadata());
       if (step === 'message') base.up().onReceiveMessage(new MalformedRequest('/palimpsest.v1.SessionService/AppendEvents', 'bad wire type'));
       else {
         base.up().onReceiveMessage({ sessionId: 's' });
@@ -149,12 +145,7 @@ describe('the gRPC port interceptor (telemetry around admission)', () => {
   });
 
   it('a cancel is recorded once as CANCELLED, reaches the handler and gives the slot back; later events are dropped', () => {
-    const { telemetry, log } = recordingTelemetry();
-    const limiter = new StreamLimiter(4);
-    const base = baseCall(new Metadata());
-    const call = makeServerInterceptor(telemetry, undefined, limiter)(method('AppendEvents'), base.call);
-    const h = handler();
-    call.start(h.listener as never);
+    const { log, limiter, base, h } = startCall(new Metadata());
     base.up().onCancel();
     base.up().onCancel();
     base.up().onReceiveMessage({ sessionId: 's' });
