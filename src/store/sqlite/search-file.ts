@@ -230,7 +230,7 @@ function settleSearchFile(db: Database.Database, path: string, busyTimeoutMs: nu
         }
         continue;
       }
-      throw new Error(`could not open the search index file ${path}: ${(e as Error).message} (the file is left as it is: start again once the cause is gone; another process may hold its write lock)`, { cause: e });
+      throw new Error(`could not open the search index file ${path}: ${(e as Error).message} (the file is left as it is: start again once the cause is gone, another process may hold its write lock; if \`palimpsest verify\` reports the file damaged, stop the server, delete ${path}* and start again: the index is rebuilt)`, { cause: e });
     } finally {
       conn?.close();
     }

@@ -18,7 +18,7 @@ export const migration: PostgresMigration = {
   async up(client, s) {
     const r = (await client.query(`SELECT current_setting('server_version_num') AS v`)) as { rows: { v: string }[] };
     const v = Number(r.rows[0]?.v);
-    if (v < 130000) throw new Error(`PostgreSQL 13 or later is required (this server is ${Math.floor(v / 10000)}): upgrade the server, then start again`);
+    if (!(v >= 130000)) throw new Error(`PostgreSQL 13 or later is required (this server reports server_version_num ${r.rows[0]?.v ?? 'nothing'}): upgrade the server, then start again`);
     await client.query(`ALTER TABLE ${s}.search_docs ALTER COLUMN tsv DROP EXPRESSION`);
   },
 };
