@@ -1,4 +1,4 @@
-import { copyFileSync, existsSync, mkdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it, vi } from 'vitest';
 import { SessionService } from '../../src/app/session-service.js';
@@ -204,6 +204,16 @@ describe('search contract', () => {
     app.search.useIndex(index, { follow: false });
     expect(await allHits(app, ACME, { query: 'overdue' })).toEqual(['billing@1', 'billing@0']);
     expect(await index.verifyIndex()).toEqual({ events: 16, problems: [] });
+    await index.close();
+    // Damaged past its header and schema (pages 3 on overwritten): found by reading every page, rebuilt.
+    const bytes = readFileSync(`${path}-search`);
+    expect(bytes.length).toBeGreaterThan(3 * 4096);
+    bytes.fill(0x78, 2 * 4096);
+    writeFileSync(`${path}-search`, bytes);
+    index = new SqliteSearchIndex(path);
+    expect(index.opened).toMatchObject({ state: 'rebuilt', reason: expect.any(String) as string });
+    app.search.useIndex(index, { follow: false });
+    expect(await allHits(app, ACME, { query: 'overdue' })).toEqual(['billing@1', 'billing@0']);
     await index.close();
     // Missing: created and built again the same way.
     for (const f of ['', '-wal', '-shm']) rmSync(`${path}-search${f}`, { force: true });

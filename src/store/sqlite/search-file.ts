@@ -166,7 +166,8 @@ function stillNotADatabase(path: string): boolean {
     conn = new Database(path, { fileMustExist: true });
     conn.pragma('schema_version');
     conn.prepare('SELECT count(*) FROM main.sqlite_schema').get();
-    return false;
+    // Damage past the schema's pages (where the failed read went): every page is read.
+    return conn.pragma('quick_check', { simple: true }) !== 'ok';
   } catch (e) {
     return notADatabase(e);
   } finally {
