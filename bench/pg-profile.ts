@@ -22,7 +22,8 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { credentials } from '@grpc/grpc-js';
 import pg from 'pg';
-import { SessionServiceClient, SubscribeEventsRequest, type SubscribeEventsResponse } from '../gen/palimpsest/v1/service.js';
+import { SessionServiceClient } from '../gen/palimpsest/v1/service.js';
+import { openSubscribers } from './pg-subscribers.js';
 import type { EventInput } from '../gen/palimpsest/v1/event.js';
 import { findPgBin, startCluster } from '../test/support/pg-cluster.js';
 import { ensureBuilt, spawnServer, type ServerProcess } from '../test/support/server-process.js';
@@ -146,25 +147,7 @@ function report(label: string, samples: Sample[]): void {
 
 async function fanout(appendClient: Client, subClient: Client, tag: string, pool: pg.Pool, subServer: ServerProcess): Promise<FanoutStat> {
   const [id] = await freshSessions(appendClient, 1, tag);
-  const arrivals: Map<number, number>[] = [];
-  const streams = Array.from({ length: 100 }, (_, i) => {
-    const got = new Map<number, number>();
-    arrivals[i] = got;
-    const stream = subClient.subscribeEvents(SubscribeEventsRequest.fromPartial({ sessionId: id! }));
-    let caught = false;
-    const ready = new Promise<void>((resolve) => {
-      stream.on('data', (m: SubscribeEventsResponse) => {
-        if (m.kind?.$case === 'caughtUp' && !caught) {
-          caught = true;
-          resolve();
-        }
-        if (m.kind?.$case === 'event') got.set(m.kind.value.seq, performance.now());
-      });
-    });
-    stream.on('error', () => undefined);
-    return { stream, ready };
-  });
-  await Promise.all(streams.map((s) => s.ready));
+  const { streams, arrivals } = await openSubscribers(subClient, id!, 100);
   await pool.query('SELECT pg_stat_statements_reset()');
   const cpu0 = cpuOf(subServer.proc.pid!);
   const sent = new Map<number, number>();
@@ -189,7 +172,7 @@ async function fanout(appendClient: Client, subClient: Client, tag: string, pool
       "SELECT regexp_replace(query, '\\s+', ' ', 'g') AS query, calls FROM pg_stat_statements WHERE query NOT LIKE '%pg_stat_statements%' ORDER BY calls DESC LIMIT 8");
     for (const r of top.rows) console.log(`  ${tag}: ${(Number(r.calls) / n).toFixed(2)} per append: ${r.query.slice(0, 110)}`);
   }
-  for (const s of streams) s.stream.cancel();
+  for (const s of streams) s.cancel();
   lat.sort((x, y) => x - y);
   return { p50: lat[Math.floor(lat.length / 2)]!, p99: lat[Math.floor(lat.length * 0.99)]!, cpu, stmts: calls };
 }

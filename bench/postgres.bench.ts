@@ -34,7 +34,8 @@ import { randomUUID } from 'node:crypto';
 import { cpus } from 'node:os';
 import { credentials } from '@grpc/grpc-js';
 import pg from 'pg';
-import { SessionServiceClient, SubscribeEventsRequest, type SubscribeEventsResponse } from '../gen/palimpsest/v1/service.js';
+import { SessionServiceClient } from '../gen/palimpsest/v1/service.js';
+import { openSubscribers } from './pg-subscribers.js';
 import type { EventInput } from '../gen/palimpsest/v1/event.js';
 import { findPgBin, startCluster } from '../test/support/pg-cluster.js';
 import { ensureBuilt, spawnServer, type ServerProcess } from '../test/support/server-process.js';
@@ -169,25 +170,7 @@ function palimpsestAppends(clients: Client[], ids: string[], inFlight: number, p
 /** Fan-out latency: SUBSCRIBERS streams on `subClient`, appends at 50/s through `appendClient`; ack -> delivery, ms. */
 async function fanout(appendClient: Client, subClient: Client, tag: string): Promise<{ p50: number; p99: number; sentP50: number; sentP99: number; deliveries: number }> {
   const [id] = await freshSessions(appendClient, 1, tag);
-  const arrivals: Map<number, number>[] = [];
-  const streams = Array.from({ length: SUBSCRIBERS }, (_, i) => {
-    const got = new Map<number, number>();
-    arrivals[i] = got;
-    const stream = subClient.subscribeEvents(SubscribeEventsRequest.fromPartial({ sessionId: id! }));
-    let caught = false;
-    const ready = new Promise<void>((resolve) => {
-      stream.on('data', (m: SubscribeEventsResponse) => {
-        if (m.kind?.$case === 'caughtUp' && !caught) {
-          caught = true;
-          resolve();
-        }
-        if (m.kind?.$case === 'event') got.set(m.kind.value.seq, performance.now());
-      });
-    });
-    stream.on('error', () => undefined);
-    return { stream, ready };
-  });
-  await Promise.all(streams.map((s) => s.ready));
+  const { streams, arrivals } = await openSubscribers(subClient, id!, SUBSCRIBERS);
   const acks = new Map<number, number>();
   const sent = new Map<number, number>();
   const end = performance.now() + FANOUT_MS;
@@ -213,7 +196,7 @@ async function fanout(appendClient: Client, subClient: Client, tag: string): Pro
     lat.push(at === undefined ? 5000 : Math.max(0, at - ack));
     fromSend.push(at === undefined ? 5000 : at - sent.get(seq)!);
   }
-  for (const s of streams) s.stream.cancel();
+  for (const s of streams) s.cancel();
   lat.sort((x, y) => x - y);
   fromSend.sort((x, y) => x - y);
   return { p50: percentile(lat, 50), p99: percentile(lat, 99), sentP50: percentile(fromSend, 50), sentP99: percentile(fromSend, 99), deliveries: lat.length };
