@@ -17,8 +17,10 @@
  * - A batch is one transaction (search-file.ts inSearchTransaction): its reads see one snapshot of
  *   the events' file, its writes go to the index's.
  * - Feed records retention removed before the follower read them (feed_pruned above the mark) are
- *   made up for by a scan of every session whose progress is behind its next_seq, and of every
- *   indexed session that is gone.
+ *   made up for by a scan of every session whose progress is behind its next_seq (or past it:
+ *   another incarnation), and of every indexed session that is gone. The mark then jumps past
+ *   `deleted` records never followed: in that transaction, every session with one of a life with
+ *   its created_at is forgotten and indexed again (docs/search.md, "Behind feed retention").
  */
 import type Database from 'better-sqlite3';
 import type { SearchFollowBatch, SearchLag } from '../../app/search-port.js';
@@ -50,6 +52,7 @@ interface Statements {
   readonly forgetDocs: Database.Statement;
   readonly forgetCalls: Database.Statement;
   readonly forgetProgress: Database.Statement;
+  readonly recreated: Database.Statement;
 }
 
 const cache = new WeakMap<Database.Database, Statements>();
@@ -72,9 +75,10 @@ function statements(db: Database.Database): Statements {
       call: db.prepare('SELECT name FROM search.search_calls WHERE session_id = ? AND call_id = ?').pluck(),
       insertCall: db.prepare('INSERT OR REPLACE INTO search.search_calls (session_id, call_id, name) VALUES (?, ?, ?)'),
       insertDoc: db.prepare('INSERT INTO search.search_docs (session_id, seq, type, time, entered, replace, tools, text) VALUES (?, ?, ?, ?, ?, ?, ?, ?)'),
-      // Sessions behind (or another incarnation than the one indexed), then indexed ones that are gone.
+      // Sessions behind (or another incarnation than the one indexed: another created_at, or marked
+      // indexed past the session's last event), then indexed ones that are gone.
       behind: db.prepare(`SELECT s.id FROM main.sessions s LEFT JOIN search.search_progress p ON p.session_id = s.id
-        WHERE s.pending = 0 AND (s.next_seq > coalesce(p.next_seq, 0) OR p.created_at <> s.created_at)
+        WHERE s.pending = 0 AND (s.next_seq <> coalesce(p.next_seq, 0) OR p.created_at <> s.created_at)
         UNION ALL SELECT p.session_id FROM search.search_progress p
         WHERE NOT EXISTS (SELECT 1 FROM main.sessions s WHERE s.id = p.session_id AND s.pending = 0)`).pluck(),
       insertFts: db.prepare(SEARCH_FTS_INSERT),
@@ -82,6 +86,10 @@ function statements(db: Database.Database): Statements {
       forgetDocs: db.prepare('DELETE FROM search.search_docs WHERE session_id = ?'),
       forgetCalls: db.prepare('DELETE FROM search.search_calls WHERE session_id = ?'),
       forgetProgress: db.prepare('DELETE FROM search.search_progress WHERE session_id = ?'),
+      // Live sessions with a `deleted` record after the mark of a life with their created_at: what
+      // the index holds of them may be that deleted life's (see followSqliteFeed's catch-up).
+      recreated: db.prepare(`SELECT DISTINCT s.id FROM main.feed f JOIN main.sessions s ON s.id = f.session_id AND s.created_at = f.created_at
+        WHERE f.position > ? AND f.kind = 'deleted' AND s.pending = 0`).pluck(),
     };
     cache.set(db, s);
   }
@@ -112,8 +120,10 @@ const SKIP_RATIO = 50;
 function followSession(s: Statements, sid: string, limit: number): { events: number; cost: number; done: boolean } {
   const cur = s.session.get(sid) as [number, number] | undefined;
   let had = s.progress.get(sid) as [number, number] | undefined;
-  if (cur === undefined || (had !== undefined && had[1] !== cur[1])) {
-    // Gone, or another incarnation than the one indexed: forget what the index holds of it.
+  if (cur === undefined || (had !== undefined && (had[1] !== cur[1] || had[0] > cur[0]))) {
+    // Gone, or another incarnation than the one indexed (another created_at, or indexed past the
+    // session's last event: a session's next_seq never goes down within a life): forget what the
+    // index holds of it.
     forgetSession(s, sid);
     if (cur === undefined) return { events: 0, cost: 0, done: true };
     had = undefined;
@@ -171,6 +181,21 @@ export function followSqliteFeed(db: Database.Database, maxEvents: number): Sear
         events += f.events;
         cost += f.cost;
         if (!f.done || cost >= maxEvents) return { events, caughtUp: false };
+      }
+      // The jump passes `deleted` records it never followed. A session deleted and created again
+      // with the same created_at (the same millisecond, or imported again from an export) is
+      // another life that created_at and the progress cannot tell apart (unless the progress is
+      // past its last event: `behind` above): forget it and index it again from seq 0, in this
+      // transaction (the mark and the entries move together; it is not left to a later batch,
+      // which would find the same records above the mark and forget it again). A `deleted` record
+      // carries the deleted life's created_at: a life with another one is told apart already.
+      for (const sid of s.recreated.all(mark) as string[]) {
+        forgetSession(s, sid);
+        for (let done = false; !done; ) {
+          const f = followSession(s, sid, maxEvents);
+          events += f.events;
+          done = f.done;
+        }
       }
       s.setMark.run(head);
       return { events, caughtUp: true };
