@@ -6,7 +6,7 @@ import { BlobbingStore } from '../../src/app/blobbing-store.js';
 import { DEFAULT_BLOB_MIN_BYTES } from '../../src/domain/blobs.js';
 import { MemorySessionStore } from '../../src/store/memory/memory-store.js';
 import { SqliteSessionStore } from '../../src/store/sqlite/sqlite-store.js';
-import { SqliteSearchIndex } from '../../src/store/sqlite/search.js';
+import { SqliteSearchIndex, compileSqliteSearch } from '../../src/store/sqlite/search.js';
 import Database from 'better-sqlite3';
 import { verifyFile } from '../../src/store/sqlite/verify.js';
 import { searchIndexPath } from '../../src/store/sqlite/search-file.js';
@@ -119,6 +119,24 @@ describe('search contract', () => {
     await app.close();
   });
 
+  it('SQLite: a search finds the deleted sessions the follower has not reached through the partial index of deleted feed records, not a walk of every unfollowed record', async () => {
+    const path = dirs.freshPath();
+    const app = new SessionService(new SqliteSessionStore({ path }), undefined, clock());
+    app.search.useIndex(new SqliteSearchIndex(path, { inProcess: true }), { follow: false });
+    await writeScenario(app);
+    await app.close();
+    const raw = new Database(path, { readonly: true });
+    raw.prepare('ATTACH DATABASE ? AS search').run(searchIndexPath(path));
+    const plan = (sql: string, params: unknown[]): string => (raw.prepare(`EXPLAIN QUERY PLAN ${sql}`).all(...params) as { detail: string }[]).map((r) => r.detail).join('\n');
+    for (const text of ['overdue', '-overdue invoice']) {
+      const { sql, params } = compileSqliteSearch({ tenant: 'acme', query: parseSearchQuery(text), sessionIds: [], labels: {}, types: [], order: 'newest', limit: 10 });
+      const p = plan(sql, params);
+      expect(p).toContain('SEARCH main.feed USING COVERING INDEX feed_deletes (position>?)');
+      expect(p).not.toMatch(/main\.feed USING INTEGER PRIMARY KEY/);
+    }
+    raw.close();
+  });
+
   it('SQLite: the follower indexes off the append path; a session deleted before it is followed leaves nothing; a plain connection writes events', async () => {
     const path = dirs.freshPath();
     const app = new SessionService(new BlobbingStore(new SqliteSessionStore({ path }), DEFAULT_BLOB_MIN_BYTES), undefined, clock());
@@ -210,7 +228,7 @@ describe('search contract', () => {
     const old = new Database(path);
     old.exec('DROP INDEX events_structure; ALTER TABLE events DROP COLUMN tokens; ALTER TABLE events DROP COLUMN usage;');
     old.exec('CREATE INDEX events_structure ON events (session_id, seq, type, surface_op, source_event_seqs, ignorable, scrc, dcrc);');
-    old.exec('DROP TABLE feed_pruned; DELETE FROM schema_migrations WHERE version >= 7; PRAGMA user_version = 6;');
+    old.exec('DROP INDEX feed_deletes; DROP TABLE feed_pruned; DELETE FROM schema_migrations WHERE version >= 7; PRAGMA user_version = 6;');
     old.close();
     app = new SessionService(new BlobbingStore(new SqliteSessionStore({ path }), DEFAULT_BLOB_MIN_BYTES), undefined, clock());
     index = new SqliteSearchIndex(path);

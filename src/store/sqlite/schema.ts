@@ -10,7 +10,7 @@
 export const APPLICATION_ID = 0x50414c49;
 
 /** The schema version this build reads and writes: the last migration's (migrations/index.ts). */
-export const SCHEMA_VERSION = 11;
+export const SCHEMA_VERSION = 12;
 
 /**
  * Schema objects, created in one transaction on a fresh database.

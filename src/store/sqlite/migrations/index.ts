@@ -27,6 +27,7 @@ import { migration as m0008 } from './0008-feed-pruned.js';
 import { migration as m0009 } from './0009-token-figures.js';
 import { migration as m0010 } from './0010-search-follower.js';
 import { migration as m0011 } from './0011-search-index-file.js';
+import { migration as m0012 } from './0012-feed-deletes.js';
 import type { SqliteMigration } from './migration.js';
 
 export type { SqliteMigration };
@@ -38,4 +39,4 @@ export const OLDEST_MIGRATABLE = 4;
 export const BASE_VERSION = 4;
 
 /** Every migration, in version order: versions BASE_VERSION + 1, + 2, ... */
-export const MIGRATIONS: readonly SqliteMigration[] = [m0005, m0006, m0007, m0008, m0009, m0010, m0011];
+export const MIGRATIONS: readonly SqliteMigration[] = [m0005, m0006, m0007, m0008, m0009, m0010, m0011, m0012];
