@@ -319,6 +319,33 @@ describe('search contract', () => {
     await app.close();
   });
 
+  it('SQLite index file: one that is no database, while the database\'s write lock is held past the busy timeout, is left as it is and the opening says which file, what happened and what to do', async () => {
+    const path = dirs.freshPath();
+    const store = new SqliteSessionStore({ path });
+    await store.close();
+    writeFileSync(searchIndexPath(path), 'not a database, not at all: '.repeat(200));
+    const before = readFileSync(searchIndexPath(path));
+    const other = new Database(path);
+    other.exec('BEGIN IMMEDIATE'); // another process writing the database
+    let error: Error | undefined;
+    try {
+      new SqliteSearchIndex(path, { busyTimeoutMs: 50, inProcess: true }).close();
+    } catch (e) {
+      error = e as Error;
+    }
+    other.exec('ROLLBACK');
+    other.close();
+    expect(error?.message).toMatch(new RegExp(`^could not open the search index file ${searchIndexPath(path).replaceAll(/[.*+?^${}()|[\]\\/]/g, '\\$&')}: `));
+    expect(error?.message).toContain('it is no database (file is not a database)');
+    expect(error?.message).toContain('the database\'s write lock, needed to delete it, was held past the busy timeout (database is locked)');
+    expect(error?.message).toContain('start again once the other process is done');
+    expect(readFileSync(searchIndexPath(path))).toEqual(before);
+    // Once the lock is free, the next opening deletes it and creates it again.
+    const index = new SqliteSearchIndex(path, { inProcess: true });
+    expect(index.opened).toEqual({ state: 'rebuilt', reason: 'file is not a database' });
+    await index.close();
+  });
+
   it.each(['a later', 'the same'] as const)('SQLite: a session deleted and created again under its id (%s millisecond) is never answered from the old entries, even before the follower forgot them', async (when) => {
     const path = dirs.freshPath();
     const app = new SessionService(new SqliteSessionStore({ path }), undefined, when === 'the same' ? () => 1_700_000_000_000 : clock());

@@ -176,6 +176,30 @@ function stillNotADatabase(path: string): boolean {
 }
 
 /**
+ * Deletes the index file at `path`, found no database (`why`), under the write lock of `db` (the
+ * events' file) if it is still none there; whether it did. A lock held past the busy timeout or a
+ * deletion that fails is thrown saying which file, what happened and what to do.
+ */
+function deleteNotADatabase(db: Database.Database, path: string, why: string): boolean {
+  const fail = (what: string, e: unknown): Error => new Error(`could not open the search index file ${path}: it is no database (${why}), and ${what} (${(e as Error).message}) (the index is derived data: ${
+    what.startsWith('deleting') ? `stop the server, delete ${path}* and start again` : 'start again once the other process is done writing the database'}; the index is then rebuilt from the events)`, { cause: e });
+  try {
+    db.exec('BEGIN IMMEDIATE');
+  } catch (e) {
+    throw fail("the database's write lock, needed to delete it, was held past the busy timeout", e);
+  }
+  try {
+    if (!stillNotADatabase(path)) return false;
+    for (const f of [path, `${path}-wal`, `${path}-shm`, `${path}-journal`]) rmSync(f, { force: true });
+    return true;
+  } catch (e) {
+    throw fail('deleting it failed', e);
+  } finally {
+    db.exec('COMMIT');
+  }
+}
+
+/**
  * Makes the index file at `path` a usable index, on a connection of its own to it, inside one
  * BEGIN IMMEDIATE (its write lock; waits up to `busyTimeoutMs` for another process creating or
  * writing it): empty, its schema is created; a whole index, it is left; otherwise (another
@@ -220,15 +244,7 @@ function settleSearchFile(db: Database.Database, path: string, busyTimeoutMs: nu
         // it too, so a file another one just created is never deleted. Then created again.
         conn?.close();
         conn = undefined;
-        db.exec('BEGIN IMMEDIATE');
-        try {
-          if (stillNotADatabase(path)) {
-            for (const f of [path, `${path}-wal`, `${path}-shm`, `${path}-journal`]) rmSync(f, { force: true });
-            deleted = (e as Error).message;
-          }
-        } finally {
-          db.exec('COMMIT');
-        }
+        if (deleteNotADatabase(db, path, (e as Error).message)) deleted = (e as Error).message;
         continue;
       }
       throw new Error(`could not open the search index file ${path}: ${(e as Error).message} (the file is left as it is: start again once the cause is gone, another process may hold its write lock; if \`palimpsest verify\` reports the file damaged, stop the server, delete ${path}* and start again: the index is rebuilt)`, { cause: e });
