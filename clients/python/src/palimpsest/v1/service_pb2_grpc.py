@@ -527,7 +527,12 @@ class SessionServiceServicer(object):
         session:. Only the caller's tenant's sessions are searched. Paginated with
         page_token. Errors: SEARCH_QUERY_INVALID (INVALID_ARGUMENT, metadata
         `position`: the 0-based offset in the query), SEARCH_REQUEST_INVALID
-        (INVALID_ARGUMENT: a filter), INVALID_PAGE_TOKEN, PAGE_SIZE_TOO_LARGE.
+        (INVALID_ARGUMENT: a filter), INVALID_PAGE_TOKEN, PAGE_SIZE_TOO_LARGE,
+        SEARCH_INDEX_OFF (FAILED_PRECONDITION: the server runs with
+        --search-index off; restart it with --search-index on) and
+        SEARCH_INDEX_UNAVAILABLE (FAILED_PRECONDITION: the server could not open
+        its search index, the message says why; restart it once the cause is
+        gone).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
