@@ -27,7 +27,7 @@ import { Args } from './args.js';
 import { connectOptions, EXIT, Rpc, UnreachableError, type ConnectOptions } from './client.js';
 
 /** The help text of `palimpsest verify`. */
-export const VERIFY_HELP = `Usage: palimpsest verify [--db FILE [--reseal-heads] | --addr ADDR] [--json]
+export const VERIFY_HELP = `Usage: palimpsest verify [--db FILE [--reseal-heads] | --db postgres://… [--search-full] | --addr ADDR] [--json]
 
 Checks every session and prints a report; exit status 1 when anything is wrong.
 
@@ -36,8 +36,11 @@ Checks every session and prints a report; exit status 1 when anything is wrong.
                the domain engine, and the session heads recorded in FILE-heads
   --db postgres://…  check a PostgreSQL store (schema palimpsest; safe while replicas write): the
                schema version, every blob against its checksum, digest and size (a damaged one
-               named by session, seq and digest), every event's blob references, and the tenant
-               byte counters (docs/blobs.md)
+               named by session, seq and digest), every event's blob references, the tenant
+               byte counters (docs/blobs.md), and the search index entries of the newest 100
+               sessions and 100 others at random, each against its events (docs/search.md)
+  --search-full  with --db postgres://…: compare the search index entries of every session (it
+               rebuilds the whole index in a rolled-back transaction: slow on a large database)
   --addr ADDR  check through a running server's RPCs (any store): contiguity, and the surface
                replayed from ListEvents against GetSurface (sessions the server refuses with
                DATA_LOSS are reported), and whether its heads record is unsealed (health
@@ -68,6 +71,8 @@ interface Report {
   readonly problems: readonly { sessionId?: string; seq?: number; problem: string }[];
   /** The search index follower's lag (a SQLite file with the index): events not followed yet are no problem. */
   readonly searchIndexLag?: { readonly events: number; readonly seconds: number };
+  /** PostgreSQL: whose search index entries were compared (`sessions` of `of`; all with `full`). */
+  readonly searchIndexChecked?: { readonly sessions: number; readonly of: number; readonly full: boolean; readonly newest: number; readonly random: number };
 }
 
 /** Runs the verify command; resolves with the exit status. */
@@ -78,7 +83,7 @@ export async function verify(argv: string[], io: Io): Promise<number> {
       args: argv,
       options: {
         db: { type: 'string' }, addr: { type: 'string' }, json: { type: 'boolean' }, help: { type: 'boolean', short: 'h' }, 'reseal-heads': { type: 'boolean' },
-        token: { type: 'string' }, 'tls-ca': { type: 'string' }, 'tls-cert': { type: 'string' }, 'tls-key': { type: 'string' }, 'connect-timeout': { type: 'string' },
+        'search-full': { type: 'boolean' }, token: { type: 'string' }, 'tls-ca': { type: 'string' }, 'tls-cert': { type: 'string' }, 'tls-key': { type: 'string' }, 'connect-timeout': { type: 'string' },
         context: { type: 'string' },
       },
       strict: true,
@@ -97,6 +102,10 @@ export async function verify(argv: string[], io: Io): Promise<number> {
   }
   if (values['reseal-heads'] && values.addr !== undefined) {
     io.stderr.write('error: USAGE: --reseal-heads works on a database file: give --db FILE; see palimpsest verify --help\n');
+    return EXIT.USAGE;
+  }
+  if (values['search-full'] && !isPostgresUrl((values.db as string | undefined) ?? '')) {
+    io.stderr.write('error: USAGE: --search-full works with --db postgres://… (a SQLite file\'s search index is always compared whole); see palimpsest verify --help\n');
     return EXIT.USAGE;
   }
   let report: Report;
@@ -129,7 +138,7 @@ export async function verify(argv: string[], io: Io): Promise<number> {
       }
       try {
         const { verifyPostgres } = await import('../store/postgres/verify-postgres.js');
-        report = await verifyPostgres(db);
+        report = await verifyPostgres(db, undefined, { searchFull: values['search-full'] === true });
       } catch (e) {
         io.stderr.write(`error: VERIFY_FAILED: cannot read ${redactUrl(db)}: ${(e as Error).message}\n`);
         return EXIT.REJECTED;
@@ -159,11 +168,19 @@ export async function verify(argv: string[], io: Io): Promise<number> {
     if (lag !== undefined && (lag.events > 0 || lag.seconds > 0)) {
       io.stdout.write(`  search index: ${lag.events} events not indexed yet (oldest change ${lag.seconds.toFixed(1)} s old): the follower's lag, checked once followed\n`);
     }
+    if (report.searchIndexChecked !== undefined) io.stdout.write(`  ${searchCheckedLine(report.searchIndexChecked)}\n`);
     for (const p of report.problems) {
       io.stdout.write(`  ${p.sessionId === undefined ? '' : `session ${JSON.stringify(p.sessionId)}: `}${p.problem}\n`);
     }
   }
   return ok ? EXIT.OK : EXIT.REJECTED;
+}
+
+/** The report's line saying whose search index entries a PostgreSQL verify compared. */
+export function searchCheckedLine(checked: NonNullable<Report['searchIndexChecked']>): string {
+  if (checked.full || checked.sessions === checked.of) return `search index: compared the entries of all ${checked.of} sessions`;
+  const newest = Math.min(checked.newest, checked.of);
+  return `search index: compared the entries of ${checked.sessions} of ${checked.of} sessions (the newest ${newest} and ${checked.sessions - newest} others at random); --search-full compares every session`;
 }
 
 function structural(e: PbSessionEvent): StructuralRow {

@@ -11,6 +11,7 @@ import { PostgresSessionStore } from '../../src/store/postgres/postgres-store.js
 import { PostgresSearchIndex } from '../../src/store/postgres/search.js';
 import { searchNormalize } from '../../src/store/postgres/search-docs.js';
 import { verifyPostgres } from '../../src/store/postgres/verify-postgres.js';
+import { searchCheckedLine, verify } from '../../src/cli/verify.js';
 import { prepareSchema } from '../../src/store/postgres/migrate.js';
 import { MIGRATIONS } from '../../src/store/postgres/migrations/index.js';
 import { migration as tsvWritten } from '../../src/store/postgres/migrations/0010-search-tsv-written.js';
@@ -141,6 +142,62 @@ describe.skipIf(!hasPostgres())('search contract on PostgreSQL', () => {
       'search index: session "acme/long" seq 7 is missing or differs from its event (run palimpsest reindex)',
       'search index: session "acme/long" seq 7 is indexed but differs from the events (run palimpsest reindex)',
     ]);
+    await raw.end();
+    await app.close();
+  });
+
+  it('verify --db postgres://… compares a bounded sample of sessions by default (the newest, and others at random; the count printed), every session with --search-full', async () => {
+    const store = await PostgresSessionStore.open({ url: db!.url, schema: 'palimpsest', poolSize: 2 });
+    const app = new SessionService(store, undefined, clock());
+    const index = new PostgresSearchIndex({ url: db!.url, schema: 'palimpsest' });
+    app.search.useIndex(index, { follow: false });
+    for (const id of ['oldest', 'middle', 'newest']) {
+      await app.createSession(ACME, { id });
+      await app.append(ACME, id, [user('u1', `the ${id} walrus`), user('u2', 'and more')]);
+    }
+    expect(await index.followBatch(10_000)).toEqual({ events: 6, caughtUp: true });
+    const pg = await import('pg');
+    const raw = new pg.default.Client({ connectionString: db!.url });
+    await raw.connect();
+    await raw.query("UPDATE palimpsest.search_docs SET text = 'other' WHERE session_id IN ('acme/oldest', 'acme/newest') AND seq = 1");
+    const newestProblems = [
+      'search index: session "acme/newest" seq 1 is missing or differs from its event (run palimpsest reindex)',
+      'search index: session "acme/newest" seq 1 is indexed but differs from the events (run palimpsest reindex)',
+    ];
+    const oldestProblems = newestProblems.map((p) => p.replace('newest', 'oldest'));
+    // The newest session only: the oldest one's damage is not looked at.
+    const one = await verifyPostgres(db!.url, 'palimpsest', { searchNewest: 1, searchRandom: 0 });
+    expect(one.problems.map((p) => p.problem)).toEqual(newestProblems);
+    expect(one.searchIndexChecked).toEqual({ sessions: 1, of: 3, full: false, newest: 1, random: 0 });
+    // And one other at random: never the newest again.
+    const two = await verifyPostgres(db!.url, 'palimpsest', { searchNewest: 1, searchRandom: 1 });
+    expect(two.searchIndexChecked).toMatchObject({ sessions: 2, of: 3 });
+    expect(two.problems.map((p) => p.problem)).toEqual(expect.arrayContaining(newestProblems));
+    // Every session, and an indexed session that is gone (its progress row left behind).
+    await raw.query("INSERT INTO palimpsest.search_progress (session_id, next_seq) VALUES ('acme/gone', 1)");
+    const all = await verifyPostgres(db!.url, 'palimpsest', { searchFull: true });
+    expect(all.problems.map((p) => p.problem)).toEqual([...newestProblems, ...oldestProblems]);
+    expect(all.searchIndexChecked).toMatchObject({ sessions: 3, of: 3, full: true });
+    expect((await verifyPostgres(db!.url, 'palimpsest', { searchNewest: 1, searchRandom: 0 })).problems.map((p) => p.problem))
+      .toEqual([...newestProblems, 'search index: entries of 1 deleted sessions (run palimpsest reindex)']);
+    await raw.query("DELETE FROM palimpsest.search_progress WHERE session_id = 'acme/gone'");
+    // The CLI: the default sample covers these three sessions whole and says so; --search-full too.
+    const run = async (...args: string[]): Promise<[number, string, string]> => {
+      let out = '';
+      let err = '';
+      const code = await verify(args, { stdout: { write: (t: string) => (out += t) }, stderr: { write: (t: string) => (err += t) }, env: {} });
+      return [code, out, err];
+    };
+    for (const args of [[], ['--search-full']]) {
+      const [code, out] = await run('--db', db!.url, ...args);
+      expect(code).toBe(1);
+      expect(out).toContain('  search index: compared the entries of all 3 sessions\n');
+      expect(out).toContain(oldestProblems[0]);
+    }
+    expect(searchCheckedLine({ sessions: 200, of: 5000, full: false, newest: 100, random: 100 }))
+      .toBe('search index: compared the entries of 200 of 5000 sessions (the newest 100 and 100 others at random); --search-full compares every session');
+    const [code, , err] = await run('--db', 'some.db', '--search-full');
+    expect([code, err]).toEqual([2, "error: USAGE: --search-full works with --db postgres://… (a SQLite file's search index is always compared whole); see palimpsest verify --help\n"]);
     await raw.end();
     await app.close();
   });

@@ -22,6 +22,14 @@ import { SCHEMA_NAME_PATTERN } from './schema.js';
 import { watchPoolErrors } from './open-database.js';
 import { reindexSql } from './search-reindex.js';
 
+/** What {@link PostgresSearchIndex.verifySample} compared and found. */
+export interface SearchVerifySample extends SearchIndexReport {
+  /** Sessions whose entries were compared. */
+  readonly sessions: number;
+  /** Sessions there are (not pending). */
+  readonly of: number;
+}
+
 /** The tsquery text of a term (see the module comment). */
 export function tsqueryOf(t: SearchTerm): string {
   const lexemes = t.tokens.map((tok, i) => {
@@ -153,17 +161,39 @@ export class PostgresSearchIndex implements SearchIndex {
     return { sessions: ids.length, events };
   }
 
+  /** Compares every session's entries with the index rebuilt from its events (slow on a large database: see {@link verifyEntries}). */
   async verifyIndex(): Promise<SearchIndexReport> {
+    const { events, problems } = await this.verifyEntries();
+    return { events, problems };
+  }
+
+  /**
+   * Compares the entries of every session with the index rebuilt from their events (in a
+   * transaction rolled back), `tsv` included, and finds entries of sessions that are gone. With
+   * `sample`, of a bounded sample, each compared exactly: the `newest` sessions (by creation) and
+   * `random` others chosen at random; entries of deleted sessions are then found by their progress
+   * rows (the delete trigger removes them with the entries), not by a scan of every entry.
+   * `sessions` is how many were compared, `of` how many there are.
+   */
+  async verifyEntries(sample?: { readonly newest: number; readonly random: number }): Promise<SearchVerifySample> {
     const s = this.#s;
     const client = await this.#pool.connect();
     try {
       // The expected index, built in a temporary copy inside a transaction that is rolled back.
       await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
+      const live = `SELECT id FROM ${s}.sessions WHERE pending_owner IS NULL`;
+      await client.query(sample === undefined
+        ? `CREATE TEMP TABLE want_sessions ON COMMIT DROP AS ${live}`
+        : `CREATE TEMP TABLE want_sessions ON COMMIT DROP AS
+            (${live} ORDER BY created_at DESC, id DESC LIMIT ${Math.max(0, Math.floor(sample.newest))})
+            UNION (SELECT id FROM (${live} ORDER BY created_at DESC, id DESC OFFSET ${Math.max(0, Math.floor(sample.newest))}) o ORDER BY random() LIMIT ${Math.max(0, Math.floor(sample.random))})`);
+      await client.query('CREATE UNIQUE INDEX ON want_sessions (id); ANALYZE want_sessions');
       await client.query(`CREATE TEMP TABLE want_docs (LIKE ${s}.search_docs INCLUDING ALL) ON COMMIT DROP`);
       await client.query(`CREATE TEMP TABLE want_calls (LIKE ${s}.search_calls INCLUDING ALL) ON COMMIT DROP`);
-      const sql = reindexSql(s, `e.session_id IN (SELECT id FROM ${s}.sessions WHERE pending_owner IS NULL)`)
-        .replaceAll(`DELETE FROM ${s}.search_docs e WHERE e.session_id IN (SELECT id FROM ${s}.sessions WHERE pending_owner IS NULL);`, '')
-        .replaceAll(`DELETE FROM ${s}.search_calls e WHERE e.session_id IN (SELECT id FROM ${s}.sessions WHERE pending_owner IS NULL);`, '')
+      const where = 'e.session_id IN (SELECT id FROM want_sessions)';
+      const sql = reindexSql(s, where)
+        .replaceAll(`DELETE FROM ${s}.search_docs e WHERE ${where};`, '')
+        .replaceAll(`DELETE FROM ${s}.search_calls e WHERE ${where};`, '')
         .replaceAll(`INSERT INTO ${s}.search_docs `, 'INSERT INTO want_docs ')
         .replaceAll(`INSERT INTO ${s}.search_calls `, 'INSERT INTO want_calls ');
       await client.query(sql);
@@ -171,19 +201,24 @@ export class PostgresSearchIndex implements SearchIndex {
       await client.query(`DELETE FROM want_docs w WHERE w.seq >= coalesce((SELECT p.next_seq FROM ${s}.search_progress p WHERE p.session_id = w.session_id), 0)`);
       const problems: string[] = [];
       const cols = 'session_id, seq, type, time, entered, replace, tools, text, tsv';
+      // The index's side: the compared sessions' entries, and (every session compared) those of sessions that are gone.
+      const indexed = `SELECT ${cols} FROM ${s}.search_docs WHERE session_id IN (SELECT id FROM want_sessions)${sample === undefined ? ` OR session_id NOT IN (SELECT id FROM ${s}.sessions)` : ''}`;
       const diff = await client.query<{ session_id: string; seq: number; side: string }>(`
-        (SELECT session_id, seq, 'missing' AS side FROM (SELECT ${cols} FROM want_docs EXCEPT SELECT ${cols} FROM ${s}.search_docs) a)
+        (SELECT session_id, seq, 'missing' AS side FROM (SELECT ${cols} FROM want_docs EXCEPT ${indexed}) a)
         UNION ALL
-        (SELECT session_id, seq, 'extra' AS side FROM (SELECT ${cols} FROM ${s}.search_docs
-          WHERE session_id IN (SELECT id FROM ${s}.sessions WHERE pending_owner IS NULL) OR session_id NOT IN (SELECT id FROM ${s}.sessions)
-          EXCEPT SELECT ${cols} FROM want_docs) b)
-        ORDER BY session_id, seq LIMIT 100`);
+        (SELECT session_id, seq, 'extra' AS side FROM (${indexed} EXCEPT SELECT ${cols} FROM want_docs) b)
+        ORDER BY session_id, seq, side DESC LIMIT 100`);
       for (const r of diff.rows) {
         problems.push(`search index: session ${JSON.stringify(r.session_id)} seq ${r.seq} ${r.side === 'missing' ? 'is missing or differs from its event' : 'is indexed but differs from the events'} (run palimpsest reindex)`);
       }
-      const events = (await client.query<{ n: number }>('SELECT count(*)::int AS n FROM want_docs')).rows[0]!.n;
+      if (sample !== undefined) {
+        const gone = (await client.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${s}.search_progress p WHERE NOT EXISTS (SELECT 1 FROM ${s}.sessions x WHERE x.id = p.session_id)`)).rows[0]!.n;
+        if (gone > 0) problems.push(`search index: entries of ${gone} deleted sessions (run palimpsest reindex)`);
+      }
+      const counts = (await client.query<{ events: number; sessions: number; of: number }>(
+        `SELECT (SELECT count(*)::int FROM want_docs) AS events, (SELECT count(*)::int FROM want_sessions) AS sessions, (SELECT count(*)::int FROM (${live}) l) AS of`)).rows[0]!;
       await client.query('ROLLBACK');
-      return { events, problems };
+      return { events: counts.events, problems, sessions: counts.sessions, of: counts.of };
     } catch (e) {
       await client.query('ROLLBACK').catch(() => undefined);
       throw e;

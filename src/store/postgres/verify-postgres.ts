@@ -11,8 +11,10 @@
  *  - no blob without a reference;
  *  - each tenant's byte counter against its sessions' bytes plus its blobs' sizes (once each);
  *  - the search index (issue #40) against the events, in a transaction of its own
- *    (PostgresSearchIndex.verifyIndex: the entries the follower has reached, `tsv` included), and
- *    the follower's lag, which is no problem.
+ *    (PostgresSearchIndex.verifyEntries: the entries the follower has reached, `tsv` included) of
+ *    the newest SEARCH_VERIFY_NEWEST sessions and SEARCH_VERIFY_RANDOM others at random, or of
+ *    every session with `searchFull` (it rebuilds their index: slow on a large database), and the
+ *    follower's lag, which is no problem.
  *
  * PostgreSQL keeps no per-row checksums of its own (its page checksums, `initdb -k`, cover the
  * pages); the event log itself is checked through a server (`verify --addr`).
@@ -41,7 +43,24 @@ export interface PgVerifyReport {
   readonly problems: PgVerifyProblem[];
   /** The search index follower's lag: events not followed yet are no problem. */
   readonly searchIndexLag?: { readonly events: number; readonly seconds: number };
+  /** Whose search index entries were compared: `sessions` of `of`, all of them with `full`, else the `newest` and `random` others. */
+  readonly searchIndexChecked?: { readonly sessions: number; readonly of: number; readonly full: boolean; readonly newest: number; readonly random: number };
 }
+
+/** Options of {@link verifyPostgres}. */
+export interface PgVerifyOptions {
+  /** Compare every session's search index entries (`--search-full`); else {@link SEARCH_VERIFY_NEWEST} + {@link SEARCH_VERIFY_RANDOM} sessions. */
+  readonly searchFull?: boolean;
+  /** The sample's newest sessions (tests). */
+  readonly searchNewest?: number;
+  /** The sample's sessions chosen at random among the others (tests). */
+  readonly searchRandom?: number;
+}
+
+/** The search index check compares the entries of the newest this many sessions (by creation)... */
+export const SEARCH_VERIFY_NEWEST = 100;
+/** ...and of this many others chosen at random, unless `--search-full`. */
+export const SEARCH_VERIFY_RANDOM = 100;
 
 /** At most this many findings of one kind are listed. */
 const LIMIT = 100;
@@ -49,7 +68,7 @@ const LIMIT = 100;
 const BLOB_PAGE = 16;
 
 /** Checks schema `schema` of the database at `url` (see the module comment). Throws when it cannot be read. */
-export async function verifyPostgres(url: string, schema = 'palimpsest'): Promise<PgVerifyReport> {
+export async function verifyPostgres(url: string, schema = 'palimpsest', options: PgVerifyOptions = {}): Promise<PgVerifyReport> {
   if (!SCHEMA_NAME_PATTERN.test(schema)) throw new Error(`schema name ${JSON.stringify(schema)} must match ${SCHEMA_NAME_PATTERN}`);
   const s = schema;
   const client = new pg.Client({ connectionString: url });
@@ -144,14 +163,18 @@ export async function verifyPostgres(url: string, schema = 'palimpsest'): Promis
     await client.query('COMMIT');
     const index = new PostgresSearchIndex({ url, schema: s, poolSize: 1 });
     let searchIndexLag: { events: number; seconds: number };
+    let searchIndexChecked: PgVerifyReport['searchIndexChecked'];
     try {
-      const checked = await index.verifyIndex();
+      const full = options.searchFull === true;
+      const sample = { newest: options.searchNewest ?? SEARCH_VERIFY_NEWEST, random: options.searchRandom ?? SEARCH_VERIFY_RANDOM };
+      const checked = await index.verifyEntries(full ? undefined : sample);
       for (const problem of checked.problems) problems.push({ problem });
+      searchIndexChecked = { sessions: checked.sessions, of: checked.of, full, ...sample };
       searchIndexLag = await index.lag();
     } finally {
       await index.close();
     }
-    return { source: `${redactUrl(url)} schema ${s}`, sessions: Number(counts.sessions), events: Number(counts.events), blobs: Number(counts.blobs), problems, searchIndexLag };
+    return { source: `${redactUrl(url)} schema ${s}`, sessions: Number(counts.sessions), events: Number(counts.events), blobs: Number(counts.blobs), problems, searchIndexLag, searchIndexChecked };
   } finally {
     await client.end().catch(() => undefined);
   }
