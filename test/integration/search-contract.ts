@@ -8,6 +8,8 @@ import { expect } from 'vitest';
 import type { CallContext, SessionService } from '../../src/app/session-service.js';
 import type { CandidateEvent } from '../../src/domain/event.js';
 import type { SearchRequest } from '../../src/app/search-service.js';
+import type { SearchIndex } from '../../src/app/search-port.js';
+import { parseSearchQuery } from '../../src/domain/search-query.js';
 
 export const ACME: CallContext = { tenant: 'acme' };
 export const BETA: CallContext = { tenant: 'beta' };
@@ -186,4 +188,45 @@ export async function recreatedContract(app: SessionService, caughtUp: () => Pro
     expect(await allHits(app, ACME, { query: 'redacted' })).toEqual(['billing@0']);
     await caughtUp();
   }
+}
+
+/**
+ * A follower behind feed retention (the index off, or not followed, for longer than the
+ * retention), on a constant clock: `short` is deleted and created again shorter, then retention
+ * removes its records (its `deleted` one included); then `billing` is deleted and created again
+ * longer (its `deleted` record kept, above the pruned range). Once on again, neither old life is
+ * answered (straight from the index too, before the follower ran), and the new ones are.
+ */
+export async function retentionGapContract(
+  app: SessionService,
+  prune: (before: number) => Promise<number>,
+  index: { off(): Promise<void>; on(): Promise<SearchIndex> },
+): Promise<void> {
+  await app.createSession(ACME, { id: 'billing' });
+  await app.append(ACME, 'billing', [user('u1', 'Is invoice 4712 overdue?'), assistant('a1', 'Invoice 4712 is overdue.')]);
+  await app.createSession(ACME, { id: 'short' });
+  await app.append(ACME, 'short', [user('u1', 'the walrus'), user('u2', 'the walrus again'), user('u3', 'walrus')]);
+  expect(await allHits(app, ACME, { query: 'overdue' })).toEqual(['billing@1', 'billing@0']);
+  expect(await allHits(app, ACME, { query: 'walrus' })).toHaveLength(3);
+  await index.off();
+  await app.deleteSession(ACME, 'short');
+  await app.createSession(ACME, { id: 'short' });
+  await app.append(ACME, 'short', [user('u1', 'the narwhal')]);
+  expect(await prune(Date.now() + 60_000)).toBeGreaterThan(0);
+  await app.deleteSession(ACME, 'billing');
+  await app.createSession(ACME, { id: 'billing' });
+  await app.append(ACME, 'billing', [user('u1', 'invoice 4712 was paid'), assistant('a1', 'Thanks.'), user('u2', 'paid twice')]);
+  const on = await index.on();
+  // Straight from the index, the follower not run: neither old life is answered, and verify calls it lag.
+  for (const text of ['overdue', 'walrus']) {
+    const q = { tenant: 'acme', query: parseSearchQuery(text), sessionIds: [], labels: {}, types: [], order: 'newest' as const, limit: 10 };
+    expect(await on.searchCandidates(q)).toEqual([]);
+  }
+  expect(await on.verifyIndex()).toMatchObject({ problems: [] });
+  expect(await allHits(app, ACME, { query: 'overdue' })).toEqual([]);
+  expect(await allHits(app, ACME, { query: 'paid' })).toEqual(['billing@2', 'billing@0']);
+  expect(await allHits(app, ACME, { query: 'invoice' })).toEqual(['billing@0']);
+  expect(await allHits(app, ACME, { query: 'walrus' })).toEqual([]);
+  expect(await allHits(app, ACME, { query: 'narwhal' })).toEqual(['short@0']);
+  expect(await on.verifyIndex()).toEqual({ events: 4, problems: [] });
 }

@@ -16,7 +16,7 @@ import { prepareSchema } from '../../src/store/postgres/migrate.js';
 import { MIGRATIONS } from '../../src/store/postgres/migrations/index.js';
 import { migration as tsvWritten } from '../../src/store/postgres/migrations/0010-search-tsv-written.js';
 import { createTestDatabase, hasPostgres, type TestDatabase } from '../support/postgres.js';
-import { ACME, allHits, answers, assistant, recreatedContract, result, searchContract, user, writeScenario } from './search-contract.js';
+import { ACME, allHits, answers, assistant, recreatedContract, result, retentionGapContract, searchContract, user, writeScenario } from './search-contract.js';
 
 let db: TestDatabase | undefined;
 
@@ -64,6 +64,16 @@ describe.skipIf(!hasPostgres())('search contract on PostgreSQL', () => {
       expect(await app.search.follower!.catchUp(2000)).toBe(true);
       expect(await index.verifyIndex()).toMatchObject({ problems: [] });
     });
+    await app.close();
+  });
+
+  it('a follower behind feed retention indexes the new life of a session deleted and created again in the same millisecond, never the old one (the delete trigger forgets it at once)', async () => {
+    const store = await PostgresSessionStore.open({ url: db!.url, schema: 'gap', poolSize: 2 });
+    const app = new SessionService(store, undefined, () => 1_700_000_000_000);
+    const index = new PostgresSearchIndex({ url: db!.url, schema: 'gap' });
+    app.search.useIndex(index, { follow: false });
+    // Off: nothing follows while no search runs (follow: false).
+    await retentionGapContract(app, (before) => store.pruneFeed(before), { off: () => Promise.resolve(), on: () => Promise.resolve(index) });
     await app.close();
   });
 
