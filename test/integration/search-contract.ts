@@ -192,41 +192,64 @@ export async function recreatedContract(app: SessionService, caughtUp: () => Pro
 
 /**
  * A follower behind feed retention (the index off, or not followed, for longer than the
- * retention), on a constant clock: `short` is deleted and created again shorter, then retention
- * removes its records (its `deleted` one included); then `billing` is deleted and created again
- * longer (its `deleted` record kept, above the pruned range). Once on again, neither old life is
- * answered (straight from the index too, before the follower ran), and the new ones are.
+ * retention), on a constant clock, sessions deleted and created again meanwhile, each a case of
+ * what retention leaves of their feed records: acme's `short` is created again shorter, all its
+ * records pruned; beta's `solo` is deleted (its `deleted` record kept: beta's last one) and
+ * created again after the prune; gamma's `duo` is deleted and created again (its `created`
+ * record kept: gamma's last one, the `deleted` one pruned) and appended to after the prune;
+ * acme's `billing` is deleted and created again longer after the prune. Once on again, no old
+ * life is answered (straight from the index too, before the follower ran), and the new ones are.
  */
 export async function retentionGapContract(
   app: SessionService,
   prune: (before: number) => Promise<number>,
   index: { off(): Promise<void>; on(): Promise<SearchIndex> },
 ): Promise<void> {
+  const GAMMA: CallContext = { tenant: 'gamma' };
   await app.createSession(ACME, { id: 'billing' });
   await app.append(ACME, 'billing', [user('u1', 'Is invoice 4712 overdue?'), assistant('a1', 'Invoice 4712 is overdue.')]);
   await app.createSession(ACME, { id: 'short' });
   await app.append(ACME, 'short', [user('u1', 'the walrus'), user('u2', 'the walrus again'), user('u3', 'walrus')]);
+  await app.createSession(BETA, { id: 'solo' });
+  await app.append(BETA, 'solo', [user('u1', 'a lemur'), user('u2', 'the lemur')]);
+  await app.createSession(GAMMA, { id: 'duo' });
+  await app.append(GAMMA, 'duo', [user('u1', 'a tapir'), user('u2', 'the tapir')]);
   expect(await allHits(app, ACME, { query: 'overdue' })).toEqual(['billing@1', 'billing@0']);
   expect(await allHits(app, ACME, { query: 'walrus' })).toHaveLength(3);
   await index.off();
   await app.deleteSession(ACME, 'short');
   await app.createSession(ACME, { id: 'short' });
   await app.append(ACME, 'short', [user('u1', 'the narwhal')]);
+  await app.deleteSession(BETA, 'solo');
+  await app.deleteSession(GAMMA, 'duo');
+  await app.createSession(GAMMA, { id: 'duo' });
+  await app.createSession(ACME, { id: 'noise' });
+  await app.append(ACME, 'noise', [user('u1', 'filler')]);
   expect(await prune(Date.now() + 60_000)).toBeGreaterThan(0);
+  await app.createSession(BETA, { id: 'solo' });
+  await app.append(BETA, 'solo', [user('u1', 'a gibbon'), user('u2', 'the gibbon'), user('u3', 'gibbon')]);
+  await app.append(GAMMA, 'duo', [user('u1', 'an okapi'), user('u2', 'the okapi'), user('u3', 'okapi')]);
   await app.deleteSession(ACME, 'billing');
   await app.createSession(ACME, { id: 'billing' });
   await app.append(ACME, 'billing', [user('u1', 'invoice 4712 was paid'), assistant('a1', 'Thanks.'), user('u2', 'paid twice')]);
   const on = await index.on();
-  // Straight from the index, the follower not run: neither old life is answered, and verify calls it lag.
-  for (const text of ['overdue', 'walrus']) {
-    const q = { tenant: 'acme', query: parseSearchQuery(text), sessionIds: [], labels: {}, types: [], order: 'newest' as const, limit: 10 };
-    expect(await on.searchCandidates(q)).toEqual([]);
-  }
+  // Straight from the index, the follower not run: no old life with a `deleted` record left, or
+  // indexed past its last event, is answered; after the follower's first batch (of one event),
+  // none at all; verify calls it lag.
+  const straight = (tenant: string, text: string): Promise<unknown[]> =>
+    on.searchCandidates({ tenant, query: parseSearchQuery(text), sessionIds: [], labels: {}, types: [], order: 'newest', limit: 10 });
+  for (const [tenant, text] of [['acme', 'overdue'], ['acme', 'walrus'], ['beta', 'lemur']] as const) expect(await straight(tenant, text)).toEqual([]);
+  expect(await on.followBatch!(1)).toMatchObject({ caughtUp: false });
+  for (const [tenant, text] of [['acme', 'overdue'], ['acme', 'walrus'], ['beta', 'lemur'], ['gamma', 'tapir']] as const) expect(await straight(tenant, text)).toEqual([]);
   expect(await on.verifyIndex()).toMatchObject({ problems: [] });
   expect(await allHits(app, ACME, { query: 'overdue' })).toEqual([]);
   expect(await allHits(app, ACME, { query: 'paid' })).toEqual(['billing@2', 'billing@0']);
   expect(await allHits(app, ACME, { query: 'invoice' })).toEqual(['billing@0']);
   expect(await allHits(app, ACME, { query: 'walrus' })).toEqual([]);
   expect(await allHits(app, ACME, { query: 'narwhal' })).toEqual(['short@0']);
-  expect(await on.verifyIndex()).toEqual({ events: 4, problems: [] });
+  expect(await allHits(app, BETA, { query: 'lemur' })).toEqual([]);
+  expect(await allHits(app, BETA, { query: 'gibbon' })).toEqual(['solo@2', 'solo@1', 'solo@0']);
+  expect(await allHits(app, GAMMA, { query: 'tapir' })).toEqual([]);
+  expect(await allHits(app, GAMMA, { query: 'okapi' })).toEqual(['duo@2', 'duo@1', 'duo@0']);
+  expect(await on.verifyIndex()).toEqual({ events: 11, problems: [] });
 }

@@ -18,9 +18,10 @@
  *   the events' file, its writes go to the index's.
  * - Feed records retention removed before the follower read them (feed_pruned above the mark) are
  *   made up for by a scan of every session whose progress is behind its next_seq (or past it:
- *   another incarnation), and of every indexed session that is gone. The mark then jumps past
- *   `deleted` records never followed: in that transaction, every session with one of a life with
- *   its created_at is forgotten and indexed again (docs/search.md, "Behind feed retention").
+ *   another incarnation), and of every indexed session that is gone, after forgetting every
+ *   session with a `deleted` or `created` record left below the pruned position of a life with its
+ *   created_at (docs/search.md, "Behind feed retention"); then the records above the pruned
+ *   position are followed as usual.
  */
 import type Database from 'better-sqlite3';
 import type { SearchFollowBatch, SearchLag } from '../../app/search-port.js';
@@ -52,7 +53,7 @@ interface Statements {
   readonly forgetDocs: Database.Statement;
   readonly forgetCalls: Database.Statement;
   readonly forgetProgress: Database.Statement;
-  readonly recreated: Database.Statement;
+  readonly renewed: Database.Statement;
 }
 
 const cache = new WeakMap<Database.Database, Statements>();
@@ -86,10 +87,10 @@ function statements(db: Database.Database): Statements {
       forgetDocs: db.prepare('DELETE FROM search.search_docs WHERE session_id = ?'),
       forgetCalls: db.prepare('DELETE FROM search.search_calls WHERE session_id = ?'),
       forgetProgress: db.prepare('DELETE FROM search.search_progress WHERE session_id = ?'),
-      // Live sessions with a `deleted` record after the mark of a life with their created_at: what
-      // the index holds of them may be that deleted life's (see followSqliteFeed's catch-up).
-      recreated: db.prepare(`SELECT DISTINCT s.id FROM main.feed f JOIN main.sessions s ON s.id = f.session_id AND s.created_at = f.created_at
-        WHERE f.position > ? AND f.kind = 'deleted' AND s.pending = 0`).pluck(),
+      // Live sessions with a `deleted` or `created` record between the mark and the last pruned
+      // position of a life with their created_at (see followSqliteFeed's catch-up).
+      renewed: db.prepare(`SELECT DISTINCT s.id FROM main.feed f JOIN main.sessions s ON s.id = f.session_id AND s.created_at = f.created_at
+        WHERE f.position > ? AND f.position < ? AND f.kind IN ('deleted', 'created') AND s.pending = 0`).pluck(),
     };
     cache.set(db, s);
   }
@@ -173,8 +174,22 @@ export function followSqliteFeed(db: Database.Database, maxEvents: number): Sear
     let events = 0;
     // The batch's budget: indexed events count 1, events passed over 1/SKIP_RATIO (followSession).
     let cost = 0;
-    if ((s.pruned.get() as number) > mark) {
-      // Records were removed by retention before they were followed: catch up every session.
+    const pruned = s.pruned.get() as number;
+    if (pruned > mark) {
+      // Records were removed by retention before they were followed: catch up every session by a
+      // scan, then follow the records after the last pruned position (`pruned`) as usual.
+      if (mark < pruned - 1) {
+        // First, once (the mark then moves to just below `pruned`): the records left between the
+        // mark and `pruned` (each tenant's last one is kept) include `deleted` and `created` records
+        // the scan would pass over. A session with one, of a life with its created_at, may be
+        // another life than the one indexed that created_at cannot tell apart (deleted and created
+        // again in the same millisecond, or imported again from an export): forget it, the scan
+        // indexes it from seq 0. A life with another created_at, or indexed past its last event,
+        // is told apart by followSession.
+        for (const sid of s.renewed.all(mark, pruned) as string[]) forgetSession(s, sid);
+        mark = pruned - 1;
+        s.setMark.run(mark);
+      }
       // The mark moves once none is left behind (a batch covers at most maxEvents of them).
       for (const sid of s.behind.all() as string[]) {
         const f = followSession(s, sid, maxEvents - cost);
@@ -182,23 +197,8 @@ export function followSqliteFeed(db: Database.Database, maxEvents: number): Sear
         cost += f.cost;
         if (!f.done || cost >= maxEvents) return { events, caughtUp: false };
       }
-      // The jump passes `deleted` records it never followed. A session deleted and created again
-      // with the same created_at (the same millisecond, or imported again from an export) is
-      // another life that created_at and the progress cannot tell apart (unless the progress is
-      // past its last event: `behind` above): forget it and index it again from seq 0, in this
-      // transaction (the mark and the entries move together; it is not left to a later batch,
-      // which would find the same records above the mark and forget it again). A `deleted` record
-      // carries the deleted life's created_at: a life with another one is told apart already.
-      for (const sid of s.recreated.all(mark) as string[]) {
-        forgetSession(s, sid);
-        for (let done = false; !done; ) {
-          const f = followSession(s, sid, maxEvents);
-          events += f.events;
-          done = f.done;
-        }
-      }
-      s.setMark.run(head);
-      return { events, caughtUp: true };
+      s.setMark.run(pruned);
+      return { events, caughtUp: pruned >= head };
     }
     const records = s.records.all(mark, RECORDS_PER_BATCH) as [number, string, string][];
     for (const [position, sid, kind] of records) {
