@@ -252,6 +252,9 @@ export function sqliteDeletedUnfollowedSql(column: string): string {
   return `${column} IN (SELECT session_id FROM main.feed WHERE position > (SELECT position FROM search.search_follow WHERE id = 0) AND kind = 'deleted')`;
 }
 
+/** The SQL condition: retention removed feed records the follower has not read (it catches up by a scan). */
+export const SQLITE_CATCHING_UP_SQL = '((SELECT coalesce(max(position), 0) FROM main.feed_pruned) > (SELECT position FROM search.search_follow WHERE id = 0))';
+
 /** Sessions (ids) with feed records the index has not followed yet: their entries are not complete. */
 export function sqliteLaggingSessions(db: Database.Database): Set<string> {
   return new Set(db.prepare('SELECT DISTINCT session_id FROM main.feed WHERE position > (SELECT position FROM search.search_follow WHERE id = 0)').pluck().all() as string[]);

@@ -25,7 +25,7 @@ import { SEARCH_TYPES_SQL } from '../search-types-sql.js';
 import { searchDocOf } from './search-schema.js';
 import { SEARCH_FTS_FORGET, SEARCH_FTS_INSERT, attachSearchFile, inSearchTransaction, searchIndexPath, type SearchFileOpened } from './search-file.js';
 import { SearchFollowThread } from './search-follow-thread.js';
-import { followSqliteFeed, sqliteDeletedUnfollowedSql, sqliteFeedHead, sqliteFollowed, sqliteLaggingSessions, sqliteSearchLag } from './search-follow.js';
+import { SQLITE_CATCHING_UP_SQL, followSqliteFeed, sqliteDeletedUnfollowedSql, sqliteFeedHead, sqliteFollowed, sqliteLaggingSessions, sqliteSearchLag } from './search-follow.js';
 
 /** An FTS5 phrase of a term: its tokens quoted (quotes doubled), `*` after for a prefix. */
 export function fts5Phrase(t: SearchTerm): string {
@@ -35,9 +35,14 @@ export function fts5Phrase(t: SearchTerm): string {
 /**
  * The hit's session as it is now, and the incarnation the index holds of it: a session deleted
  * (or deleted and created again) is never answered from its old entries, even before the
- * follower forgot them.
+ * follower forgot them. While the follower catches up behind retention, a session indexed past
+ * its last event is another life too (one created again shorter, its `deleted` record pruned);
+ * outside a catch-up that cannot happen (a `deleted` record not followed excludes the session), so
+ * the condition is not applied there: a search's snapshot of the events may be older than the
+ * index's by an append the follower just indexed.
  */
-const LIVE = 'JOIN main.sessions s ON s.id = d.session_id JOIN search.search_progress sp ON sp.session_id = d.session_id AND sp.created_at = s.created_at AND sp.next_seq <= s.next_seq';
+const LIVE = `JOIN main.sessions s ON s.id = d.session_id JOIN search.search_progress sp ON sp.session_id = d.session_id AND sp.created_at = s.created_at
+  AND (sp.next_seq <= s.next_seq OR NOT ${SQLITE_CATCHING_UP_SQL})`;
 
 type Row = { session_id: string; seq: number; type: string; time: number; text: string; entered: number; replaced: number; score: number };
 
@@ -286,7 +291,7 @@ export function verifySqliteSearch(db: Database.Database, skip: ReadonlySet<stri
   const lagging = sqliteLaggingSessions(db);
   const deletedUnfollowed = new Set(db.prepare(`SELECT id FROM main.sessions WHERE ${sqliteDeletedUnfollowedSql('id')}`).pluck().all() as string[]);
   // Retention removed records the follower has not read: its catch-up of every session is lag.
-  const catchingUp = db.prepare('SELECT (SELECT coalesce(max(position), 0) FROM main.feed_pruned) > (SELECT position FROM search.search_follow WHERE id = 0)').pluck().get() === 1;
+  const catchingUp = db.prepare(`SELECT ${SQLITE_CATCHING_UP_SQL}`).pluck().get() === 1;
   for (const [id, createdAt, nextSeq] of db.prepare('SELECT id, created_at, next_seq FROM main.sessions WHERE pending = 0').raw().all() as [string, number, number][]) {
     if (skip.has(id)) continue;
     const p = progress.get(id) as [number, number] | undefined;
