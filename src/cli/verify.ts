@@ -104,7 +104,7 @@ export async function verify(argv: string[], io: Io): Promise<number> {
     io.stderr.write('error: USAGE: --reseal-heads works on a database file: give --db FILE; see palimpsest verify --help\n');
     return EXIT.USAGE;
   }
-  if (values['search-full'] && !isPostgresUrl((values.db as string | undefined) ?? '')) {
+  if (values['search-full'] && (values.addr !== undefined || !isPostgresUrl((values.db as string | undefined) || io.env['PALIMPSEST_DB'] || ''))) {
     io.stderr.write('error: USAGE: --search-full works with --db postgres://… (a SQLite file\'s search index is always compared whole); see palimpsest verify --help\n');
     return EXIT.USAGE;
   }
