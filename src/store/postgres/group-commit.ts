@@ -9,8 +9,7 @@ import type { AppendOutcome, AppendRequest } from '../../app/store-port.js';
 import type { BlobWrites } from '../../app/blob-port.js';
 import type { HeadNotifier } from './notifier.js';
 import type { PgBlobs } from './pg-blobs.js';
-import { eventArrayParams } from './binary-arrays.js';
-import { encodeEvents, type EventArrays } from './row-codec.js';
+import { encodeEvents } from './row-codec.js';
 import type { Statements } from './statements.js';
 
 /** A row of the append function. */
@@ -184,21 +183,20 @@ export class AppendLanes {
    */
   async #appendGroup(group: readonly GroupedAppend[]): Promise<AppendRow[]> {
     const { sessionId, call } = group[0]!;
-    if (group.length === 1) {
-      // The event columns (values 4-10) as binary arrays (binary-arrays.ts).
-      const v = call.values;
-      const values = [...v.slice(0, 4), ...eventArrayParams(v.slice(4, 11) as EventArrays), ...v.slice(11)];
+    if (group.length === 1 && call.blobs !== undefined) {
       const text = `SELECT * FROM ${this.#sql.s}.append($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)`;
-      if (call.blobs === undefined) return this.#sql.query<AppendRow>(text, values);
-      const r = await this.#blobs.write<AppendRow>(text, values, 'appended', { sessionId, seqs: call.seqs, blobs: call.blobs, maxBytes: Math.floor(call.maxBytes) });
+      const r = await this.#blobs.write<AppendRow>(text, call.values, 'appended', { sessionId, seqs: call.seqs, blobs: call.blobs, maxBytes: Math.floor(call.maxBytes) });
       return r.quotaActual === undefined ? r.rows : [{ ...r.rows[0]!, outcome: 'quota-exceeded', q_actual: r.quotaActual }];
+    }
+    if (group.length === 1) {
+      return this.#sql.query<AppendRow>(`SELECT * FROM ${this.#sql.s}.append($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)`, group[0]!.call.values);
     }
     const ids: string[] = [];
     const counts: number[] = [];
     const next: number[] = [];
     const expectedWriter: string[] = [];
     const writer: string[] = [];
-    const columns = [[], [], [], [], [], [], []] as unknown[][] as EventArrays;
+    const columns: unknown[][] = [[], [], [], [], [], [], []];
     const bytes: number[] = [];
     const keys: (string | null)[] = [];
     const hashes: (string | null)[] = [];
@@ -214,14 +212,14 @@ export class AppendLanes {
       next.push(v[1] as number);
       expectedWriter.push(v[2] as string);
       writer.push(v[3] as string);
-      for (let c = 0; c < 7; c++) for (const x of v[4 + c] as unknown[]) (columns[c] as unknown[]).push(x);
+      for (let c = 0; c < 7; c++) for (const x of v[4 + c] as unknown[]) columns[c]!.push(x);
       bytes.push(v[11] as number);
       keys.push(v[12] as string | null);
       hashes.push(v[13] as string | null);
       surface.push(v[14] as number);
       maxBytes.push(v[15] as number);
     }
-    const rest = [counts, next, expectedWriter, writer, ...eventArrayParams(columns), bytes, keys, hashes, surface, maxBytes, this.#now()];
+    const rest = [counts, next, expectedWriter, writer, ...columns, bytes, keys, hashes, surface, maxBytes, this.#now()];
     if (oneSession) {
       return this.#sql.query<AppendRow>(
         `SELECT * FROM ${this.#sql.s}.append_batch($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)`,

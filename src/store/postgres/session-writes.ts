@@ -14,7 +14,6 @@ import type { PgBlobs } from './pg-blobs.js';
 import { StoreUsageError, checkAscendingSeqs } from '../store-errors.js';
 import type { WriteCounters } from './group-commit.js';
 import type { HeadNotifier } from './notifier.js';
-import { eventArrayParams } from './binary-arrays.js';
 import { encodeEvents } from './row-codec.js';
 import { TENANT_SHARDS } from './schema.js';
 import type { Statements } from './statements.js';
@@ -50,7 +49,7 @@ export async function createSession(w: WriteContext, record: NewSession, events:
     [
       h.id, h.version, h.createdAt, h.cwd ?? null, h.parentSession ?? null, h.seedLength ?? null, h.origin ?? null,
       h.delegationDepth ?? null, h.agentPreset ?? null, JSON.stringify(record.labels), record.tenant, record.strict,
-      record.pairingGuard, record.pending?.owner ?? null, record.pending?.leaseUntil ?? null, record.writer, ...eventArrayParams(arrays),
+      record.pairingGuard, record.pending?.owner ?? null, record.pending?.leaseUntil ?? null, record.writer, ...arrays,
       dataBytes + storedSessionBytes(h, record.labels), Math.floor(quota?.maxSessions ?? 0), Math.floor(quota?.maxBytes ?? 0),
     ],
     'created', h.id, events, blobs, Math.floor(quota?.maxBytes ?? 0),
@@ -128,7 +127,7 @@ export async function appendPending(w: WriteContext, sessionId: string, events: 
   const { arrays, dataBytes } = encodeEvents(events);
   const rows = await run<{ outcome: string; owner: string | null; q_limit: number | null; q_actual: number | null }>(
     w, `SELECT * FROM ${w.sql.s}.append_pending($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
-    [sessionId, opts.owner, opts.leaseUntil, ...eventArrayParams(arrays), dataBytes, Math.floor(opts.quota?.maxBytes ?? 0)],
+    [sessionId, opts.owner, opts.leaseUntil, ...arrays, dataBytes, Math.floor(opts.quota?.maxBytes ?? 0)],
     'appended', sessionId, events, opts.blobs, Math.floor(opts.quota?.maxBytes ?? 0),
   );
   const r = rows[0]!;
