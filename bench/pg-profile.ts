@@ -3,6 +3,7 @@
  * #37 tracks (pg-batch, pg-fanout): a profiling aid, not a bench (no HEADLINE).
  *
  *   npx tsx bench/pg-profile.ts [--runs N] [--batch-only | --fanout-only] [--cpu-prof DIR] [--base DIR] [--statements]
+ *     [--search-index off] [--duration MS] [--single]
  *
  * Same cluster settings and the same loads as postgres.bench.ts (100-event batches at 16 in
  * flight over 16 sessions: the driver ceiling vs AppendEvents; fan-out to 100 subscribers at 50
@@ -14,7 +15,11 @@
  * With --cpu-prof DIR the replicas write V8 CPU profiles there (stopped with SIGINT at the end).
  * With --base DIR (another checkout, built: e.g. `git archive main`, node_modules linked, `npm run
  * build`) that build's two replicas run the same loads in the same run, interleaved: an A/B on a
- * noisy machine.
+ * noisy machine. --single runs pg-append's load in place of the batches (single-event appends, 64
+ * in flight over 64 sessions). With --search-index off the replicas run without the search follower (serve's flag):
+ * its CPU (it indexes the ceiling's rows and Palimpsest's) is then out of both sides' figures.
+ * The server's CPU per event is split into user and system time (system: mostly the socket
+ * writes to PostgreSQL and to the gRPC client on loopback, the receiving side's TCP work included).
  */
 import { randomUUID } from 'node:crypto';
 import { spawn } from 'node:child_process';
@@ -40,12 +45,16 @@ const fanoutOnly = process.argv.includes('--fanout-only');
 const base = arg('--base');
 /** Print the fan-out's most frequent statements per append. */
 const statements = process.argv.includes('--statements');
-const DURATION_MS = 2500;
+const searchOff = arg('--search-index') === 'off';
+const DURATION_MS = Number(arg('--duration') ?? 2500);
 const WARMUP_MS = 500;
 const FANOUT_MS = 4000;
 const TICK_DATA = JSON.stringify({ n: 1, text: 'tick' });
 const tick: EventInput = { type: 'bench/tick', data: { kind: { $case: 'json', value: TICK_DATA } }, sourceEventSeqs: undefined, surfaceOp: undefined, ignorable: false };
-const TICKS = 100;
+/** --single: the pg-append load instead (single-event appends, 64 in flight over 64 sessions). */
+const single = process.argv.includes('--single');
+const TICKS = single ? 1 : 100;
+const IN_FLIGHT = single ? 64 : 16;
 const HZ = 100;
 
 type Client = SessionServiceClient;
@@ -79,12 +88,17 @@ async function measure(inFlight: number, op: (worker: number) => Promise<void>):
 
 /** utime + stime of a process, ms. */
 function cpuOf(pid: number): number {
+  const [user, sys] = userSys(pid);
+  return user + sys;
+}
+/** [utime, stime] of a process, ms. */
+function userSys(pid: number): [number, number] {
   try {
     const f = readFileSync(`/proc/${pid}/stat`, 'utf8');
     const rest = f.slice(f.lastIndexOf(')') + 2).split(' ');
-    return ((Number(rest[11]) + Number(rest[12])) * 1000) / HZ;
+    return [(Number(rest[11]) * 1000) / HZ, (Number(rest[12]) * 1000) / HZ];
   } catch {
-    return 0;
+    return [0, 0];
   }
 }
 /** CPU ms of the postmaster's children (backends, walwriter, checkpointer...), exited ones included via cutime of the postmaster. */
@@ -117,22 +131,30 @@ function postmasterPid(port: string): number {
 }
 
 interface FanoutStat { p50: number; p99: number; cpu: number; stmts: number }
-interface Sample { rate: number; serverCpu: number; pgCpu: number; selfCpu: number; statements: { query: string; calls: number; ms: number }[] }
+interface Sample { rate: number; serverCpu: number; serverSys: number; othersCpu: number; pgCpu: number; selfCpu: number; statements: { query: string; calls: number; ms: number }[] }
+
+/** The replicas other than `server`: they receive its NOTIFY hints (bench/postgres.bench.ts runs three). */
+let allReplicas: ServerProcess[] = [];
+const othersCpu = (server: ServerProcess): number => allReplicas.reduce((t, p) => (p === server ? t : t + cpuOf(p.proc.pid!)), 0);
 
 async function sampled(pool: pg.Pool, server: ServerProcess, postmaster: number, events: () => number, run: () => Promise<number>): Promise<Sample> {
   await pool.query('SELECT pg_stat_statements_reset()');
+  const o0 = othersCpu(server);
   const s0 = cpuOf(server.proc.pid!);
+  const sys0 = userSys(server.proc.pid!)[1];
   const p0 = clusterCpu(postmaster);
   const c0 = process.cpuUsage();
   const rate = await run();
   const c1 = process.cpuUsage(c0);
   const n = Math.max(1, events());
   const serverCpu = (cpuOf(server.proc.pid!) - s0) / n;
+  const serverSys = (userSys(server.proc.pid!)[1] - sys0) / n;
+  const others = (othersCpu(server) - o0) / n;
   const pgCpu = (clusterCpu(postmaster) - p0) / n;
   const stmts = await pool.query<{ query: string; calls: string; ms: number }>(
     `SELECT regexp_replace(query, '\\s+', ' ', 'g') AS query, calls, total_exec_time AS ms FROM pg_stat_statements ORDER BY total_exec_time DESC LIMIT 8`);
   return {
-    rate, serverCpu, pgCpu, selfCpu: (c1.user + c1.system) / 1000 / n,
+    rate, serverCpu, serverSys, othersCpu: others, pgCpu, selfCpu: (c1.user + c1.system) / 1000 / n,
     statements: stmts.rows.map((r) => ({ query: r.query.slice(0, 90), calls: Number(r.calls) / n, ms: r.ms / n })),
   };
 }
@@ -140,7 +162,10 @@ async function sampled(pool: pg.Pool, server: ServerProcess, postmaster: number,
 function report(label: string, samples: Sample[]): void {
   const med = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
   console.log(`\n## ${label}: ${Math.round(med(samples.map((s) => s.rate))).toLocaleString('en-US')} events/s (runs: ${samples.map((s) => Math.round(s.rate)).join(', ')})`);
-  console.log(`CPU per 1000 events: server ${(med(samples.map((s) => s.serverCpu)) * 1000).toFixed(1)} ms, cluster ${(med(samples.map((s) => s.pgCpu)) * 1000).toFixed(1)} ms, client ${(med(samples.map((s) => s.selfCpu)) * 1000).toFixed(1)} ms`);
+  const range = (xs: number[]): string => `${(Math.min(...xs) * 1000).toFixed(1)}-${(Math.max(...xs) * 1000).toFixed(1)}`;
+  console.log(`  per run (min-max): server ${range(samples.map((s) => s.serverCpu))}, cluster ${range(samples.map((s) => s.pgCpu))}, server + cluster + client ${range(samples.map((s) => s.serverCpu + s.pgCpu + s.selfCpu))}`);
+  console.log(`CPU per 1000 events: server ${(med(samples.map((s) => s.serverCpu)) * 1000).toFixed(1)} ms (system ${(med(samples.map((s) => s.serverSys)) * 1000).toFixed(1)}), other replicas ${(med(samples.map((s) => s.othersCpu)) * 1000).toFixed(1)} ms, cluster ${(med(samples.map((s) => s.pgCpu)) * 1000).toFixed(1)} ms, client ${(med(samples.map((s) => s.selfCpu)) * 1000).toFixed(1)} ms`);
+  console.log(`  server + cluster + client: ${(med(samples.map((s) => s.serverCpu + s.pgCpu + s.selfCpu)) * 1000).toFixed(1)} ms per 1000 events (median)`);
   const last = samples[samples.length - 1]!;
   for (const st of last.statements) console.log(`  ${(st.calls * 1000).toFixed(1)} calls, ${(st.ms * 1000).toFixed(1)} ms per 1000 events: ${st.query}`);
 }
@@ -179,6 +204,7 @@ async function fanout(appendClient: Client, subClient: Client, tag: string, pool
 
 /** Waits (at most 60 s) until the search follower has indexed every feed record (see postgres.bench.ts settle()). */
 async function settle(pool: pg.Pool): Promise<void> {
+  if (searchOff) return;
   const deadline = performance.now() + 60_000;
   while (performance.now() < deadline) {
     const r = await pool.query<{ lag: string | null }>(
@@ -189,9 +215,9 @@ async function settle(pool: pg.Pool): Promise<void> {
 }
 
 /** `palimpsest serve` of the build at `root` (spawnServer's, from another checkout). */
-function spawnAt(root: string, url: string, nodeArgs: string[]): Promise<ServerProcess> {
+function spawnAt(root: string, serveArgs: string[], nodeArgs: string[]): Promise<ServerProcess> {
   return new Promise((resolve, reject) => {
-    const proc = spawn(process.execPath, [...nodeArgs, join(root, 'bin/palimpsest.mjs'), 'serve', '--listen', '127.0.0.1:0', '--log-level', 'silent', '--db', url], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
+    const proc = spawn(process.execPath, [...nodeArgs, join(root, 'bin/palimpsest.mjs'), 'serve', '--listen', '127.0.0.1:0', '--log-level', 'silent', ...serveArgs], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     let err = '';
     const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) => proc.once('exit', (code, signal) => r({ code, signal })));
@@ -219,9 +245,11 @@ async function main(): Promise<void> {
   const url = cluster.adminUrl.replace(/\/postgres$/, '/bench');
   const procs: ServerProcess[] = [];
   const nodeArgs = cpuProf === undefined ? [] : ['--cpu-prof', `--cpu-prof-dir=${cpuProf}`];
+  const serveArgs = ['--db', url, ...(searchOff ? ['--search-index', 'off'] : [])];
   try {
-    for (let i = 0; i < 2; i++) procs.push(await spawnServer(['--db', url], 30_000, {}, nodeArgs));
-    if (base !== undefined) for (let i = 0; i < 2; i++) procs.push(await spawnAt(base, url, nodeArgs));
+    for (let i = 0; i < 2; i++) procs.push(await spawnServer(serveArgs, 30_000, {}, nodeArgs));
+    if (base !== undefined) for (let i = 0; i < 2; i++) procs.push(await spawnAt(base, serveArgs, nodeArgs));
+    allReplicas = procs;
     const clients = procs.map((p) => connect(p.address));
     const variants = (base === undefined ? ['this build'] : ['this build', `base (${base})`]).map((name, v) => ({
       name, a: clients[2 * v]!, b: clients[2 * v + 1]!, pa: procs[2 * v]!, pb: procs[2 * v + 1]!,
@@ -234,13 +262,13 @@ async function main(): Promise<void> {
       console.error(`run ${run + 1}/${RUNS}`);
       const a = clients[0]!;
       if (!fanoutOnly) {
-        const rawIds = await freshSessions(a, 16, 'raw');
+        const rawIds = await freshSessions(a, IN_FLIGHT, 'raw');
         const sql = 'SELECT * FROM palimpsest.append($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)';
         const heads = new Map(rawIds.map((id) => [id, { next: 0, writer: '' }]));
         for (const r of (await pool.query<{ id: string; writer: string }>('SELECT id, writer FROM palimpsest.sessions WHERE id = ANY($1)', [rawIds])).rows) heads.get(r.id)!.writer = r.writer;
         let rawEvents = 0;
         await settle(pool);
-        raw.push(await sampled(pool, procs[0]!, postmaster, () => rawEvents, () => measure(16, async (w) => {
+        raw.push(await sampled(pool, procs[0]!, postmaster, () => rawEvents, () => measure(IN_FLIGHT, async (w) => {
           const id = rawIds[w]!;
           const s = heads.get(id)!;
           const seqs = Array.from({ length: TICKS }, (_, i) => s.next + i);
@@ -254,16 +282,16 @@ async function main(): Promise<void> {
           s.writer = writer;
           rawEvents += TICKS;
         }).then((x) => x * TICKS)));
-        if (statements) {
+        if (statements && !searchOff) {
           const lag = await pool.query<{ lag: string }>('SELECT sum(h.position - coalesce(f.position, 0)) AS lag FROM palimpsest.feed_heads h LEFT JOIN palimpsest.search_follow f USING (tenant)');
           console.log(`search follower behind by ${lag.rows[0]!.lag} feed records after the ceiling's phase (${rawEvents / TICKS} appends)`);
         }
         for (const v of variants) {
-          const palIds = await freshSessions(v.a, 16, 'pal');
+          const palIds = await freshSessions(v.a, IN_FLIGHT, 'pal');
           const events = Array.from({ length: TICKS }, () => tick);
           let palEvents = 0;
           await settle(pool);
-          v.pal.push(await sampled(pool, v.pa, postmaster, () => palEvents, () => measure(16, async (w) => {
+          v.pal.push(await sampled(pool, v.pa, postmaster, () => palEvents, () => measure(IN_FLIGHT, async (w) => {
             await append(v.a, palIds[w]!, events);
             palEvents += TICKS;
           }).then((x) => x * TICKS)));
@@ -276,9 +304,9 @@ async function main(): Promise<void> {
         }
       }
     }
-    if (!fanoutOnly) report('driver ceiling, 100-event append() calls, 16 in flight', raw);
+    if (!fanoutOnly) report(`driver ceiling, ${TICKS}-event append() calls, ${IN_FLIGHT} in flight`, raw);
     for (const v of variants) {
-      if (!fanoutOnly) report(`AppendEvents, 100-event batches, 16 in flight: ${v.name}`, v.pal);
+      if (!fanoutOnly) report(`AppendEvents, ${TICKS}-event batches, ${IN_FLIGHT} in flight: ${v.name}`, v.pal);
       if (!batchOnly) {
         const f = (xs: FanoutStat[]): string =>
           xs.map((x) => `${x.p50.toFixed(1)}/${x.p99.toFixed(1)} (server ${x.cpu.toFixed(1)} ms CPU, ${x.stmts.toFixed(1)} statements per append)`).join(', ');

@@ -16,6 +16,10 @@ import { waitFor } from '../support/poll.js';
 import { createTestDatabase, hasPostgres, type TestDatabase } from '../support/postgres.js';
 
 const ev = (seq: number): SessionEvent => ({ type: 'turn/start', seq, time: 1_700_000_000_000 + seq, data: { turn: seq } });
+/** An event whose columns are all set, sent next to events whose optional columns are NULL. */
+const full = (seq: number): SessionEvent => ({
+  type: 'é✓\t"{}', seq, time: 2 ** 53 + 1_700_000_000_000, data: { s: 'quote " backslash \\ {,}' }, sourceEventSeqs: [0, seq - 1], surfaceOp: 'append', ignorable: true,
+});
 const record = (id: string): NewSession => ({ header: { version: 1, id, createdAt: 1000 }, labels: {}, tenant: 'g', strict: false, pairingGuard: false, writer: 'w0' });
 const next = (seq: number, extra: Partial<AppendRequest> = {}): AppendRequest =>
   ({ expectedNextSeq: seq, expectedWriter: `w${seq === 1 ? 0 : seq - 1}`, writer: `w${seq}`, events: [ev(seq)], surfaceLength: seq, ...extra });
@@ -61,7 +65,7 @@ describe.skipIf(!hasPostgres())('PostgreSQL group commit across sessions', () =>
       const queued = [
         store.append('ok', next(1)),
         store.append('late', next(5)), // a stale head: conflict
-        store.append('ok', next(2)), // planned on the previous call of the same session
+        store.append('ok', next(2, { events: [full(2)] })), // planned on the previous call of the same session
         store.append('dup', next(2, { idempotency: { key: 'k', requestHash: 'h' } })), // a used key: the stored result
         store.append('gone', next(1)), // no such session
         store.append('tight', next(1, { quota: { tenant: 'g', maxBytes: usage.dataBytes } })), // over the byte quota
@@ -84,7 +88,7 @@ describe.skipIf(!hasPostgres())('PostgreSQL group commit across sessions', () =>
     expect(store.stats().maxGroupSize).toBe(6);
     expect(store.stats().commits - commitsBefore).toBe(MAX_TRANSACTIONS + 2);
     expect(store.stats().statementRetries).toBe(0);
-    expect((await store.readEvents('ok', { fromSeq: 0, direction: 'forward', limit: 10 })).map((e) => e.seq)).toEqual([0, 1, 2]);
+    expect(await store.readEvents('ok', { fromSeq: 0, direction: 'forward', limit: 10 })).toEqual([ev(0), ev(1), full(2)]);
     expect((await store.getSession('late'))?.nextSeq).toBe(1);
     expect((await store.getSession('tight'))?.nextSeq).toBe(1);
     // The feed has each committed append once, in commit order.
