@@ -11,7 +11,10 @@
  * - `catchUp(timeoutMs)`: runs batches until one that started after the call finds the feed fully
  *   followed, so everything acknowledged before the call is indexed; gives up at the deadline
  *   (the search then answers from the index as it is, see docs/search.md).
- * - Another replica may hold a PostgreSQL index (`busy`): both loops wait `busyMs` and retry.
+ * - Another replica may hold a PostgreSQL index (`busy`): `catchUp` retries every `busyMs` (a
+ *   search waits for that replica's batch); the background loop waits `standbyMs`, since the
+ *   holder is doing the work and a standby only has to take over when it stops (a retry every
+ *   20 ms cost each standby replica about as much CPU as indexing, bench/history/issue-37-pg-batch.md).
  */
 import type { SearchFollowBatch, SearchIndex, SearchLag } from './search-port.js';
 
@@ -24,10 +27,11 @@ export interface SearchFollowerOptions {
   readonly idleMs?: number;
   /** Above this lag (events) the loop does not pause. Default 50,000. */
   readonly maxLagEvents?: number;
-  /** Retry interval while another indexer holds the index, ms. Default 20. */
+  /** `catchUp`'s retry interval while another indexer holds the index, ms. Default 20. */
   readonly busyMs?: number;
+  /** The background loop's retry interval while another indexer holds the index, ms. Default 1,000. */
+  readonly standbyMs?: number;
 }
-
 
 /** The follower of one index. */
 export class SearchFollower {
@@ -42,7 +46,7 @@ export class SearchFollower {
 
   constructor(index: SearchIndex & Required<Pick<SearchIndex, 'followBatch'>>, options: SearchFollowerOptions = {}, onError: (e: unknown) => void = () => undefined) {
     this.#index = index;
-    this.#o = { batchEvents: 2000, yieldRatio: 1, idleMs: 100, maxLagEvents: 50_000, busyMs: 20, ...options };
+    this.#o = { batchEvents: 2000, yieldRatio: 1, idleMs: 100, maxLagEvents: 50_000, busyMs: 20, standbyMs: 1000, ...options };
     this.#onError = onError;
   }
 
@@ -61,7 +65,7 @@ export class SearchFollower {
       try {
         const t0 = performance.now();
         const r = await this.#index.followBatch(this.#o.batchEvents);
-        if (r.busy) pause = this.#o.busyMs;
+        if (r.busy) pause = this.#o.standbyMs;
         else if (r.caughtUp) {
           this.#lagEvents = 0;
           idle = true;
