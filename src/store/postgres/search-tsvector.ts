@@ -72,140 +72,46 @@ export function lexemesOf(text: string): Map<string, number | number[]> | undefi
   return m;
 }
 
-/** Are text[a, a + len) and text[b, b + len) (ASCII letters and digits) the same in lower case? */
-function sameLower(text: string, a: number, b: number, len: number): boolean {
-  for (let k = 0; k < len; k++) if ((text.charCodeAt(a + k) | 0x20) !== (text.charCodeAt(b + k) | 0x20)) return false;
-  return true;
-}
-
-/** Is `c` an ASCII letter or digit? (`c | 0x20` is then its lower case.) */
-function alnum(c: number): boolean {
-  return (c >= 0x30 && c <= 0x39) || ((c | 0x20) >= 0x61 && (c | 0x20) <= 0x7a);
-}
-
-/**
- * A binary `tsvector[]` parameter, built element by element. `add` makes what {@link lexemesOf}
- * gives without allocating per token (a hash table over the text's own characters; about half the
- * node time of the Map), since it runs for every indexed event.
- */
+/** A binary `tsvector[]` parameter, built element by element. */
 export class TsvectorArray {
   #buf = Buffer.allocUnsafe(1 << 16);
   #at = 20;
   #count = 0;
   #nulls = false;
-  // Per token (index t, position t + 1): start, length, hash, the next occurrence of its lexeme
-  // (-1: none); per lexeme (its first token u): the last occurrence and the count.
-  #start = new Int32Array(0);
-  #len = new Int32Array(0);
-  #hash = new Int32Array(0);
-  #next = new Int32Array(0);
-  #last = new Int32Array(0);
-  #n = new Int32Array(0);
-  /** The lexemes' first tokens in order of appearance. */
-  #order = new Int32Array(0);
-  #table = new Int32Array(0);
 
   /** Appends to_tsvector('simple', searchNormalize(text)), or NULL off the fast path; true when made. */
   add(text: string): boolean {
-    const n = text.length;
-    const most = (n >> 1) + 1;
-    if (this.#start.length < most) this.#grow(most);
-    let size = 2;
-    while (size < 2 * most) size <<= 1;
-    const mask = size - 1;
-    const table = this.#table;
-    table.fill(-1, 0, size);
-    const starts = this.#start, lens = this.#len, hashes = this.#hash, nexts = this.#next, lasts = this.#last, counts = this.#n, order = this.#order;
-    let tokens = 0;
-    let lexemes = 0;
-    let start = -1;
-    let h = 0;
-    for (let i = 0; i <= n; i++) {
-      const c = i < n ? text.charCodeAt(i) : 32;
-      if (alnum(c)) {
-        if (start < 0) {
-          start = i;
-          h = 0x811c9dc5 | 0;
-        }
-        h = Math.imul(h ^ (c | 0x20), 16777619);
-        continue;
-      }
-      if (c === 0 || c > 0x7f) return this.addNull();
-      if (start < 0) continue;
-      const len = i - start;
-      if (len >= MAX_WORD || tokens + 1 >= MAX_POS) return this.addNull();
-      if (text.charCodeAt(start) <= 0x39) {
-        // A digit run, e and a digit: the parser's scientific notation.
-        let j = start;
-        while (j < i && text.charCodeAt(j) <= 0x39) j++;
-        if (j + 1 < i && (text.charCodeAt(j) | 0x20) === 0x65 && text.charCodeAt(j + 1) <= 0x39) return this.addNull();
-      }
-      let slot = h & mask;
-      for (;;) {
-        const u = table[slot]!;
-        if (u < 0) {
-          table[slot] = tokens;
-          order[lexemes++] = tokens;
-          lasts[tokens] = tokens;
-          counts[tokens] = 1;
-          break;
-        }
-        if (hashes[u] === h && lens[u] === len && sameLower(text, starts[u]!, start, len)) {
-          nexts[lasts[u]!] = tokens;
-          lasts[u] = tokens;
-          if (++counts[u]! >= MAX_POSITIONS) return this.addNull();
-          break;
-        }
-        slot = (slot + 1) & mask;
-      }
-      starts[tokens] = start;
-      lens[tokens] = len;
-      hashes[tokens] = h;
-      nexts[tokens] = -1;
-      tokens++;
-      start = -1;
-    }
+    const m = lexemesOf(text);
+    if (m === undefined) return this.addNull();
     this.#count++;
     // At most: per lexeme its bytes, a NUL, a count and 2 bytes a position; the text has a byte
     // per lexeme byte and a separator per position (or its end).
-    this.#room(16 + 6 * n);
+    this.#room(16 + 6 * text.length);
     const b = this.#buf;
-    const at = this.#at;
-    let o = b.writeInt32BE(lexemes, at + 4);
+    const start = this.#at;
+    let o = b.writeInt32BE(m.size, start + 4);
     // In order of first appearance: tsvectorrecv sorts the lexemes (the test compares with
     // to_tsvector's), cheaper there than here.
-    for (let k = 0; k < lexemes; k++) {
-      const u = order[k]!;
-      const from = starts[u]!;
-      const to = from + lens[u]!;
-      for (let i = from; i < to; i++) b[o++] = text.charCodeAt(i) | 0x20;
+    for (const [k, ps] of m) {
+      for (let i = 0; i < k.length; i++) b[o++] = k.charCodeAt(i);
       b[o++] = 0;
-      const cnt = counts[u]!;
-      b[o++] = cnt >> 8;
-      b[o++] = cnt & 0xff;
-      for (let t = u; t >= 0; t = nexts[t]!) {
-        const p = t + 1;
+      if (typeof ps === 'number') {
+        b[o++] = 0;
+        b[o++] = 1;
+        b[o++] = ps >> 8;
+        b[o++] = ps & 0xff;
+        continue;
+      }
+      b[o++] = ps.length >> 8;
+      b[o++] = ps.length & 0xff;
+      for (const p of ps) {
         b[o++] = p >> 8;
         b[o++] = p & 0xff;
       }
     }
-    b.writeInt32BE(o - at - 4, at);
+    b.writeInt32BE(o - start - 4, start);
     this.#at = o;
     return true;
-  }
-
-  #grow(most: number): void {
-    const m = Math.max(most, 2 * this.#start.length, 1024);
-    this.#start = new Int32Array(m);
-    this.#len = new Int32Array(m);
-    this.#hash = new Int32Array(m);
-    this.#next = new Int32Array(m);
-    this.#last = new Int32Array(m);
-    this.#n = new Int32Array(m);
-    this.#order = new Int32Array(m);
-    let size = 2;
-    while (size < 2 * m) size <<= 1;
-    this.#table = new Int32Array(size);
   }
 
   /** Appends NULL (the statement makes the tsvector); false. */
