@@ -9,8 +9,7 @@
  * 2. The follower's catch-up over the same events (SearchFollower.catchUp): the same figures,
  *    the statements ranked by time, round trips (statements) per indexed event.
  * 3. The parts of indexing, each over every indexed event in one statement, wall and cluster CPU:
- *    JSON parse, text extraction in SQL, normalisation, tsvector (to_tsvector, its text form, its
- *    binary form as the follower sends it), and the insert of the rows
+ *    JSON parse, text extraction in SQL, normalisation, tsvector, and the insert of the rows
  *    (tsvector given) into a copy of search_docs without indexes, with its GIN index only, with
  *    all of them.
  * The figures are per event, so a busy machine shifts both sides alike.
@@ -22,7 +21,6 @@ import pg from 'pg';
 import { SearchFollower } from '../src/app/search-follower.ts';
 import { PostgresSessionStore } from '../src/store/postgres/postgres-store.ts';
 import { PostgresSearchIndex } from '../src/store/postgres/search.ts';
-import { TsvectorArray } from '../src/store/postgres/search-tsvector.ts';
 import { findPgBin, startCluster } from '../test/support/pg-cluster.ts';
 
 const { values } = parseArgs({ options: { sessions: { type: 'string' }, events: { type: 'string' } } });
@@ -89,11 +87,11 @@ async function topStatements(c, events, label) {
   await c.query('SELECT pg_stat_statements_reset()');
 }
 
-/** [wall, cluster CPU] of `sql` (with `params`), µs per event. */
-async function timed(c, dataDir, sql, n, params) {
+/** [wall, cluster CPU] of `sql`, µs per event. */
+async function timed(c, dataDir, sql, n) {
   const c0 = clusterCpu(dataDir);
   const t0 = performance.now();
-  await c.query(sql, params);
+  await c.query(sql);
   return [((performance.now() - t0) * 1000) / n, ((clusterCpu(dataDir) - c0) * 1e6) / n];
 }
 
@@ -151,18 +149,9 @@ try {
     ['row insert (tsv given), GIN only (fastupdate off)', 'CREATE TEMP TABLE c5 AS SELECT * FROM prof.search_docs WITH NO DATA; CREATE INDEX ON c5 USING gin (tsv) WITH (fastupdate = off); INSERT INTO c5 (session_id, seq, type, time, entered, replace, tools, text, tsv) SELECT session_id, seq, type, time, entered, replace, tools, text, tsv FROM prof.search_docs'],
     ['row insert (tsv given), every index of search_docs', 'CREATE TEMP TABLE c2 (LIKE prof.search_docs INCLUDING ALL); INSERT INTO c2 (session_id, seq, type, time, entered, replace, tools, text, tsv) SELECT session_id, seq, type, time, entered, replace, tools, text, tsv FROM prof.search_docs'],
   ];
-  // The follower's tsvectors as node makes them (search-tsvector.ts), in one binary parameter.
-  const texts = (await admin.query('SELECT text FROM prof.search_docs')).rows.map((r) => r.text);
-  const arr = new TsvectorArray();
-  const n0 = process.cpuUsage();
-  const made = texts.filter((t) => arr.add(t)).length;
-  const used = process.cpuUsage(n0);
-  const nodeUs = (used.user + used.system) / texts.length;
-  const bin = arr.toBuffer();
-  parts.splice(7, 0, [`tsvector received in binary (made in node since schema 10, ${made} of ${texts.length}; node ${nodeUs.toFixed(1)} µs/event to make them)`, 'SELECT count(length(v)) FROM unnest($1::tsvector[]) v', [bin]]);
   console.log(`parts over ${n} indexed events (µs/event: wall, postgres CPU):`);
-  for (const [name, sql, params] of parts) {
-    const [wall, cpu] = await timed(admin, cluster.dataDir, sql, n, params);
+  for (const [name, sql] of parts) {
+    const [wall, cpu] = await timed(admin, cluster.dataDir, sql, n);
     console.log(`  ${wall.toFixed(1).padStart(8)} ${cpu.toFixed(1).padStart(8)}  ${name}`);
   }
   await admin.end();
