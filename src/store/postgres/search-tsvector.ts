@@ -3,8 +3,7 @@
  * in PostgreSQL's binary form (tsvectorsend/tsvectorrecv), sent as one binary `tsvector[]`
  * parameter per chunk, so PostgreSQL neither parses the text nor the tsvector's text form.
  * bench/search-pg-profile.mjs measured to_tsvector at 13-16 µs of PostgreSQL CPU per indexed event
- * (30-word events), about a third of the follower's statement. The lexemes go in order of first
- * appearance: tsvectorrecv sorts them, which costs less there than in node.
+ * (30-word events), about a third of the follower's statement; receiving the binary form is ~1.
  *
  * Made here only where node's result is to_tsvector's, exactly; otherwise the element is NULL and
  * the statement computes it in SQL (search-docs.ts). The fast path takes a text whose characters
@@ -33,13 +32,9 @@ const MAX_POSITIONS = 255;
 /** A digit run followed by e and a digit: the parser's scientific notation (see the module comment). */
 const SCIENTIFIC = /^[0-9]+[eE][0-9]/;
 
-/**
- * The lexemes of `text` (its runs of ASCII letters and digits, lower-cased) in order of first
- * appearance, with their positions (a number for one, an array for more); undefined off the fast
- * path.
- */
-export function lexemesOf(text: string): Map<string, number | number[]> | undefined {
-  const m = new Map<string, number | number[]>();
+/** The lexemes of `text` (its runs of ASCII letters and digits, lower-cased) with their positions; undefined off the fast path. */
+export function lexemesOf(text: string): Map<string, number[]> | undefined {
+  const m = new Map<string, number[]>();
   let pos = 0;
   let start = -1;
   let upper = false;
@@ -63,8 +58,7 @@ export function lexemesOf(text: string): Map<string, number | number[]> | undefi
     if (first <= 0x39 && SCIENTIFIC.test(t)) return undefined;
     if (upper) t = t.toLowerCase();
     const a = m.get(t);
-    if (a === undefined) m.set(t, pos);
-    else if (typeof a === 'number') m.set(t, [a, pos]);
+    if (a === undefined) m.set(t, [pos]);
     else if (a.push(pos) >= MAX_POSITIONS) return undefined;
     start = -1;
     upper = false;
@@ -84,24 +78,18 @@ export class TsvectorArray {
     const m = lexemesOf(text);
     if (m === undefined) return this.addNull();
     this.#count++;
-    // At most: per lexeme its bytes, a NUL, a count and 2 bytes a position; the text has a byte
-    // per lexeme byte and a separator per position (or its end).
-    this.#room(16 + 6 * text.length);
+    // tsvector's order: by bytes, a prefix first (ASCII: JavaScript's string order).
+    const keys = [...m.keys()].sort();
+    let size = 4;
+    for (const k of keys) size += k.length + 3 + 2 * m.get(k)!.length;
+    this.#room(4 + size);
     const b = this.#buf;
-    const start = this.#at;
-    let o = b.writeInt32BE(m.size, start + 4);
-    // In order of first appearance: tsvectorrecv sorts the lexemes (the test compares with
-    // to_tsvector's), cheaper there than here.
-    for (const [k, ps] of m) {
+    let o = b.writeInt32BE(size, this.#at);
+    o = b.writeInt32BE(keys.length, o);
+    for (const k of keys) {
       for (let i = 0; i < k.length; i++) b[o++] = k.charCodeAt(i);
       b[o++] = 0;
-      if (typeof ps === 'number') {
-        b[o++] = 0;
-        b[o++] = 1;
-        b[o++] = ps >> 8;
-        b[o++] = ps & 0xff;
-        continue;
-      }
+      const ps = m.get(k)!;
       b[o++] = ps.length >> 8;
       b[o++] = ps.length & 0xff;
       for (const p of ps) {
@@ -109,7 +97,6 @@ export class TsvectorArray {
         b[o++] = p & 0xff;
       }
     }
-    b.writeInt32BE(o - start - 4, start);
     this.#at = o;
     return true;
   }
@@ -149,7 +136,7 @@ export const PROBE_TEXT = 'The I Quick 12ab ab12 x1y2 4711 a The zz';
 export function tsvectorLiteral(text: string): string | undefined {
   const m = lexemesOf(text);
   if (m === undefined) return undefined;
-  return [...m.keys()].sort().map((k) => `'${k}':${String(m.get(k))}`).join(' ');
+  return [...m.keys()].sort().map((k) => `'${k}':${m.get(k)!.join(',')}`).join(' ');
 }
 
 /**
