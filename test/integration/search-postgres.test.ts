@@ -10,7 +10,6 @@ import { MemorySessionStore } from '../../src/store/memory/memory-store.js';
 import { PostgresSessionStore } from '../../src/store/postgres/postgres-store.js';
 import { PostgresSearchIndex } from '../../src/store/postgres/search.js';
 import { searchNormalize } from '../../src/store/postgres/search-docs.js';
-import { lexemesOf, probeTsvector, TsvectorArray } from '../../src/store/postgres/search-tsvector.js';
 import { verifyPostgres } from '../../src/store/postgres/verify-postgres.js';
 import { prepareSchema } from '../../src/store/postgres/migrate.js';
 import { MIGRATIONS } from '../../src/store/postgres/migrations/index.js';
@@ -144,43 +143,6 @@ describe.skipIf(!hasPostgres())('search contract on PostgreSQL', () => {
     ]);
     await raw.end();
     await app.close();
-  });
-
-  it('the follower\'s tsvectors made in node are to_tsvector\'s, and left to SQL where they would not be', async () => {
-    const pg = await import('pg');
-    const raw = new pg.default.Client({ connectionString: db!.url });
-    await raw.connect();
-    await raw.query('BEGIN');
-    await prepareSchema(raw, 'search5', 'test', {});
-    await raw.query('COMMIT');
-    // Seeded random ASCII texts: letters of both cases, digits, e/E (the parser's scientific
-    // notation), punctuation, controls; plus the limits.
-    let seed = 11;
-    const rand = (n: number): number => ((seed = (seed * 1103515245 + 12345) & 0x7fffffff) % n);
-    const alphabets = ['abcXYZ019eE', '0123456789eE', 'aAbBqQ', ' .-_/:@~\t\n\u0001\u007f+'];
-    const texts = Array.from({ length: 1500 }, () => {
-      let t = '';
-      for (let k = rand(40); k >= 0; k--) t += alphabets[rand(alphabets.length)]![rand(11)] ?? ' ';
-      return t;
-    });
-    // (A NUL is left to SQL too, where text cannot hold it: lexemesOf('nul\u0000x') is undefined.)
-    expect(lexemesOf('nul\u0000x')).toBeUndefined();
-    const fallbacks = ['café au lait', '1e5x', 'then 12E3abc', 'x'.repeat(2047), 'w '.repeat(255), 'a b '.repeat(8192)];
-    texts.push('', 'rm -rf /tmp/build', 'Invoice 4711 is OVERDUE', '1e5 e5 1x5', 'x'.repeat(2046), 'w '.repeat(254), 'a b c '.repeat(5460), ...fallbacks);
-    const arr = new TsvectorArray();
-    const made = texts.map((t) => arr.add(t));
-    expect(fallbacks.map((t) => lexemesOf(t))).toEqual(fallbacks.map(() => undefined));
-    expect(made.filter((m) => !m).length).toBeGreaterThan(fallbacks.length);
-    expect(made.filter((m) => m).length).toBeGreaterThan(1000);
-    const differ = await raw.query<{ i: number; got: string; want: string }>(`
-      SELECT u.i, u.v::text AS got, to_tsvector('simple', search5.search_normalize(u.t))::text AS want
-        FROM ROWS FROM (unnest($1::tsvector[]), unnest($2::text[])) WITH ORDINALITY AS u(v, t, i)
-       WHERE u.v IS NOT NULL AND u.v <> to_tsvector('simple', search5.search_normalize(u.t))`, [arr.toBuffer(), texts]);
-    expect(differ.rows).toEqual([]);
-    const nulls = await raw.query<{ n: number }>('SELECT count(*)::int AS n FROM unnest($1::tsvector[]) v WHERE v IS NULL', [arr.toBuffer()]);
-    expect(nulls.rows[0]!.n).toBe(made.filter((m) => !m).length);
-    expect(await probeTsvector(raw)).toBe(true);
-    await raw.end();
   });
 
   it(`migration ${tsvWritten.version} from the version before: search_docs.tsv keeps its values and is written, no longer generated`, async () => {

@@ -11,10 +11,8 @@
  * back. The contract suite holds the two definitions equal, and reindex and verify still run the
  * SQL twin, so `verify` checks what the follower wrote against it.
  *
- * The tsvector is made here too (schema 10, migrations/0010-search-tsv-written.ts): in its binary
- * form where node makes exactly to_tsvector('simple', searchNormalize(text)) (search-tsvector.ts:
- * ASCII text, which saves PostgreSQL's parsing, about a third of its work per entry), else by
- * to_tsvector('simple', …) in the statement from the text normalised here (searchNormalize).
+ * The tsvector is made here too: to_tsvector('simple', …) of the text normalised in node
+ * (searchNormalize; schema 10, migrations/0010-search-tsv-written.ts).
  *
  * The tools of an entry, as the set-wise SQL did: a tool result's, the name of the latest earlier
  * call with its id in the batch (same session), else the one search_calls held before the
@@ -25,7 +23,6 @@ import type pg from 'pg';
 import type { Json } from '../../domain/event.js';
 import { searchDoc } from '../../domain/search-text.js';
 import { SEARCH_TYPES_SQL } from '../search-types-sql.js';
-import { TsvectorArray } from './search-tsvector.js';
 
 /**
  * The text the tsvector is made of: runs of ASCII punctuation, controls and spaces become one
@@ -48,26 +45,20 @@ interface Doc {
   /** Tool names, or null when `l` holds the call id to look up in search_calls. */
   o: string[] | null;
   l: string | null;
-  /** text, and searchNormalize(text) or null when that is the text itself or the tsvector is made here */
+  /** text, and searchNormalize(text) or null when that is the text itself */
   x: string; n: string | null;
 }
 
 /** A chunk's index entries and calls. */
 class Entries {
   readonly docs: Doc[] = [];
-  /** The docs' tsvectors, element i for docs[i] (NULL: made in SQL from `n`). */
-  readonly tsv = new TsvectorArray();
   /** This chunk's calls, latest name per (session, call id). */
   readonly calls = new Map<string, Map<string, string>>();
   /** The batch's calls so far, latest name per (session, call id). */
   readonly #seen: Map<string, Map<string, string>>;
 
-  readonly #fast: boolean;
-
-  /** `fast`: tsvectors made here where possible (probeTsvector). */
-  constructor(seen: Map<string, Map<string, string>>, fast: boolean) {
+  constructor(seen: Map<string, Map<string, string>>) {
     this.#seen = seen;
-    this.#fast = fast;
   }
 
   add(r: Row): void {
@@ -90,8 +81,7 @@ class Entries {
         calls!.set(id, name);
       }
     }
-    const made = this.#fast ? this.tsv.add(doc.text) : this.tsv.addNull();
-    const norm = made ? doc.text : searchNormalize(doc.text);
+    const norm = searchNormalize(doc.text);
     this.docs.push({
       s: r.session_id, q: Number(r.seq), y: r.type, t: Number(r.time), e: r.surface_op !== null, r: r.surface_op !== null && r.surface_op !== 'append',
       o: tools, l: lookup, x: doc.text, n: norm === doc.text ? null : norm,
@@ -141,7 +131,7 @@ function later<T>(p: Promise<T>): Promise<T> {
  * tenant caught up after a retention gap). On the one connection the order is: read g+1, write
  * g, read g+2, write g+1, …, and node computes entries g+1 while PostgreSQL writes g.
  */
-export async function indexRanges(c: pg.PoolClient, s: string, ids: readonly string[], lo: readonly number[], hi: readonly number[], fast: boolean): Promise<void> {
+export async function indexRanges(c: pg.PoolClient, s: string, ids: readonly string[], lo: readonly number[], hi: readonly number[]): Promise<void> {
   const read = ([gi, glo, ghi]: [string[], number[], number[]]): Promise<pg.QueryResult<Row>> => later(c.query<Row>(`SELECT e.session_id, e.seq, e.type, e.time, e.surface_op, e.data
     FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS r(session_id, lo, hi)
     JOIN ${s}.events e ON e.session_id = r.session_id AND e.seq >= r.lo AND e.seq < r.hi
@@ -155,7 +145,7 @@ export async function indexRanges(c: pg.PoolClient, s: string, ids: readonly str
   for (let g = 0; g < all.length; g++) {
     const rows = (await next!).rows;
     next = g + 1 < all.length ? read(all[g + 1]!) : undefined;
-    const x = new Entries(seen, fast);
+    const x = new Entries(seen);
     for (const r of rows) x.add(r);
     await writing;
     writing = x.docs.length === 0 ? undefined : later(write(c, s, x));
@@ -177,8 +167,7 @@ INSERT INTO ${s}.search_docs (session_id, seq, type, time, entered, replace, too
     CASE WHEN u.l IS NOT NULL THEN coalesce((SELECT ARRAY[c.name] FROM ${s}.search_calls c WHERE c.session_id = u.s AND c.call_id = u.l), '{}')
          WHEN json_array_length(u.o) = 0 THEN '{}'
          ELSE ARRAY(SELECT t FROM json_array_elements_text(u.o) WITH ORDINALITY AS x(t, o) ORDER BY o) END,
-    u.x, coalesce(u.v, to_tsvector('simple'::regconfig, coalesce(u.n, u.x)))
-  FROM ROWS FROM (json_to_recordset($1::json) AS (s text, q bigint, y text, t bigint, e boolean, r boolean, o json, l text, x text, n text),
-                  unnest($3::tsvector[])) AS u(s, q, y, t, e, r, o, l, x, n, v)`,
-  [JSON.stringify(x.docs), JSON.stringify(calls), x.tsv.toBuffer()]);
+    u.x, to_tsvector('simple'::regconfig, coalesce(u.n, u.x))
+  FROM json_to_recordset($1::json) AS u(s text, q bigint, y text, t bigint, e boolean, r boolean, o json, l text, x text, n text)`,
+  [JSON.stringify(x.docs), JSON.stringify(calls)]);
 }

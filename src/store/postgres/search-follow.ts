@@ -46,9 +46,9 @@ class Ranges {
     this.events += span[1] - span[0];
   }
 
-  async index(c: pg.PoolClient, s: string, fastTsv: boolean): Promise<void> {
+  async index(c: pg.PoolClient, s: string): Promise<void> {
     if (this.ids.length === 0) return;
-    await indexRanges(c, s, this.ids, this.lo, this.hi, fastTsv);
+    await indexRanges(c, s, this.ids, this.lo, this.hi);
     await c.query(`INSERT INTO ${s}.search_progress (session_id, next_seq) SELECT * FROM unnest($1::text[], $2::bigint[])
       ON CONFLICT (session_id) DO UPDATE SET next_seq = EXCLUDED.next_seq`, [this.ids, this.hi]);
   }
@@ -61,8 +61,8 @@ async function behind(q: pg.Pool | pg.PoolClient, s: string): Promise<[string, n
   return res.rows.map((r) => [r.tenant, Number(r.mark), Number(r.head)]);
 }
 
-/** One batch (see the module comment); `fastTsv`: tsvectors made in node where possible (search-tsvector.ts). */
-export async function followPostgresFeed(pool: pg.Pool, s: string, maxEvents: number, fastTsv: boolean): Promise<SearchFollowBatch> {
+/** One batch (see the module comment); `lockKey` is the advisory lock's key. */
+export async function followPostgresFeed(pool: pg.Pool, s: string, maxEvents: number): Promise<SearchFollowBatch> {
   if ((await behind(pool, s)).length === 0) return { events: 0, caughtUp: true };
   const c = await pool.connect();
   try {
@@ -102,7 +102,7 @@ export async function followPostgresFeed(pool: pg.Pool, s: string, maxEvents: nu
         break;
       }
     }
-    await ranges.index(c, s, fastTsv);
+    await ranges.index(c, s);
     const events = ranges.events;
     await c.query('COMMIT');
     return { events, caughtUp };

@@ -21,7 +21,6 @@ import { positiveValues } from '../../domain/search-fields.js';
 import { SCHEMA_NAME_PATTERN } from './schema.js';
 import { watchPoolErrors } from './open-database.js';
 import { reindexSql } from './search-reindex.js';
-import { probeTsvector } from './search-tsvector.js';
 
 /** The tsquery text of a term (see the module comment). */
 export function tsqueryOf(t: SearchTerm): string {
@@ -91,8 +90,6 @@ const TYPES = {
 export class PostgresSearchIndex implements SearchIndex {
   readonly #pool: pg.Pool;
   readonly #s: string;
-  /** Whether the follower makes tsvectors in node (probeTsvector, once: the first batch asks). */
-  #fastTsv: Promise<boolean> | undefined;
 
   constructor(options: { url: string; schema?: string; poolSize?: number; onError?: (e: unknown) => void }) {
     const s = options.schema ?? 'palimpsest';
@@ -114,16 +111,8 @@ export class PostgresSearchIndex implements SearchIndex {
     }));
   }
 
-  async followBatch(maxEvents: number): Promise<SearchFollowBatch> {
-    this.#fastTsv ??= probeTsvector(this.#pool);
-    let fast: boolean;
-    try {
-      fast = await this.#fastTsv;
-    } catch (e) {
-      this.#fastTsv = undefined; // asked again by the next batch
-      throw e;
-    }
-    return followPostgresFeed(this.#pool, this.#s, maxEvents, fast);
+  followBatch(maxEvents: number): Promise<SearchFollowBatch> {
+    return followPostgresFeed(this.#pool, this.#s, maxEvents);
   }
 
   lag(): Promise<SearchLag> {
