@@ -9,7 +9,7 @@ import { SqliteSessionStore } from '../../src/store/sqlite/sqlite-store.js';
 import { SqliteSearchIndex } from '../../src/store/sqlite/search.js';
 import Database from 'better-sqlite3';
 import { verifyFile } from '../../src/store/sqlite/verify.js';
-import { searchIndexPath } from '../../src/store/sqlite/search-file.js';
+import { SEARCH_FTS_AUTOMERGE, searchIndexPath } from '../../src/store/sqlite/search-file.js';
 import { migrateDatabase } from '../../src/store/sqlite/migrate.js';
 import { MIGRATIONS } from '../../src/store/sqlite/migrations/index.js';
 import { parseSearchQuery } from '../../src/domain/search-query.js';
@@ -190,8 +190,23 @@ describe('search contract', () => {
     await writeScenario(app);
     expect(await allHits(app, ACME, { query: 'overdue' })).toEqual(['billing@1', 'billing@0']);
     await index.close();
+    // A file with another FTS5 automerge (an older build's 8): set at opening, no rebuild.
+    const automerge = (): unknown => {
+      const raw = new Database(searchIndexPath(path));
+      try {
+        return raw.prepare("SELECT v FROM search_fts_config WHERE k = 'automerge'").pluck().get();
+      } finally {
+        raw.close();
+      }
+    };
+    expect(automerge()).toBe(SEARCH_FTS_AUTOMERGE);
+    const older = new Database(searchIndexPath(path));
+    older.exec("INSERT INTO search_fts (search_fts, rank) VALUES ('automerge', 8)");
+    older.close();
+    expect(automerge()).toBe(8);
     index = new SqliteSearchIndex(path);
     expect(index.opened).toEqual({ state: 'opened' });
+    expect(automerge()).toBe(SEARCH_FTS_AUTOMERGE);
     expect(await index.lag()).toEqual({ events: 0, seconds: 0 });
     await index.close();
     // Damaged (not a database any more): deleted, created again, built from the feed's start.

@@ -80,13 +80,25 @@ CREATE TABLE IF NOT EXISTS search_follow (
   position INTEGER NOT NULL
 ) STRICT;
 INSERT OR IGNORE INTO search_follow (id, position) VALUES (0, 0);
-INSERT INTO search_fts (search_fts, rank) VALUES ('automerge', 8);
 CREATE TABLE IF NOT EXISTS search_progress (
   session_id TEXT    NOT NULL PRIMARY KEY,
   created_at INTEGER NOT NULL,
   next_seq   INTEGER NOT NULL
 ) STRICT, WITHOUT ROWID;
 `;
+
+/**
+ * FTS5's `automerge` of the index (its default is 4): a segment level is merged once it holds this
+ * many segments. Set on creation and, when it differs, at every opening (a setting stored in
+ * search_fts_config, not a schema change: no rebuild).
+ */
+export const SEARCH_FTS_AUTOMERGE = 16;
+
+/** Sets {@link SEARCH_FTS_AUTOMERGE} on the index file of `conn` (its `main`) when it holds another value. */
+function setAutomerge(conn: Database.Database): void {
+  const v = conn.prepare("SELECT v FROM main.search_fts_config WHERE k = 'automerge'").pluck().get();
+  if (v !== SEARCH_FTS_AUTOMERGE) conn.exec(`INSERT INTO main.search_fts (search_fts, rank) VALUES ('automerge', ${SEARCH_FTS_AUTOMERGE})`); // FTS5 refuses a bound value here
+}
 
 /** Indexes a search_docs row in search_fts (parameters: doc, text). */
 export const SEARCH_FTS_INSERT = 'INSERT INTO search.search_fts (rowid, text) VALUES (?, ?)';
@@ -201,6 +213,7 @@ function settleSearchFile(db: Database.Database, path: string, busyTimeoutMs: nu
       } else {
         const reason = damage(conn, 'main', feedHead);
         if (reason === undefined) {
+          setAutomerge(conn);
           conn.exec('COMMIT');
           return { state: 'opened' };
         }
@@ -208,6 +221,7 @@ function settleSearchFile(db: Database.Database, path: string, busyTimeoutMs: nu
         opened = { state: 'rebuilt', reason };
       }
       conn.exec(DDL);
+      setAutomerge(conn);
       conn.pragma(`application_id = ${SEARCH_FILE_APPLICATION_ID}`);
       conn.pragma(`user_version = ${SEARCH_FILE_VERSION}`);
       conn.exec('COMMIT');

@@ -123,7 +123,9 @@ function followSession(s: Statements, sid: string, limit: number): { events: num
   if (from >= next) return { events: 0, cost: 0, done: true };
   const n = Math.max(1, limit);
   const window = Math.min(next, from + n * SKIP_RATIO);
-  const last = s.nthIndexed.get(sid, from, window, n - 1) as number | undefined;
+  // A window of at most n seqs holds at most n indexed events: no need to find the n-th (the
+  // follower's usual case, a session's last append or two).
+  const last = window - from <= n ? undefined : s.nthIndexed.get(sid, from, window, n - 1) as number | undefined;
   const to = last === undefined ? window : last + 1;
   let indexed = 0;
   for (const [seq, type, time, data, op] of s.events.all(sid, from, to) as [number, string, number, string, string | null][]) {
