@@ -71,7 +71,7 @@ function statements(db: Database.Database): Statements {
       nthIndexed: db.prepare(`SELECT seq FROM main.events WHERE session_id = ? AND seq >= ? AND seq < ? AND type IN (${SEARCH_TYPES_SQL}) ORDER BY seq LIMIT 1 OFFSET ?`).pluck(),
       call: db.prepare('SELECT name FROM search.search_calls WHERE session_id = ? AND call_id = ?').pluck(),
       insertCall: db.prepare('INSERT OR REPLACE INTO search.search_calls (session_id, call_id, name) VALUES (?, ?, ?)'),
-      insertDoc: db.prepare('INSERT INTO search.search_docs (session_id, seq, type, time, entered, replace, tools, text) VALUES (?, ?, ?, ?, ?, ?, ?, ?)'),
+      insertDoc: db.prepare('INSERT INTO search.search_docs (session_id, seq, type, time, entered, replace, tools) VALUES (?, ?, ?, ?, ?, ?, ?)'),
       // Sessions behind (or another incarnation than the one indexed), then indexed ones that are gone.
       behind: db.prepare(`SELECT s.id FROM main.sessions s LEFT JOIN search.search_progress p ON p.session_id = s.id
         WHERE s.pending = 0 AND (s.next_seq > coalesce(p.next_seq, 0) OR p.created_at <> s.created_at)
@@ -139,7 +139,7 @@ function followSession(s: Statements, sid: string, limit: number): { events: num
       tools = p.c.map(([, n]) => n);
       for (const [id, name] of p.c) s.insertCall.run(sid, id, name);
     }
-    const doc = s.insertDoc.run(sid, seq, type, time, op === null ? 0 : 1, op !== null && op !== 'append' ? 1 : 0, JSON.stringify(tools), p.t).lastInsertRowid;
+    const doc = s.insertDoc.run(sid, seq, type, time, op === null ? 0 : 1, op !== null && op !== 'append' ? 1 : 0, JSON.stringify(tools)).lastInsertRowid;
     s.insertFts.run(doc, p.t);
   }
   s.setProgress.run(sid, createdAt, to);
