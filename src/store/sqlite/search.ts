@@ -11,6 +11,9 @@
  *   order is FTS5's bm25 (`rank`), negated so that higher is better, with an offset cursor.
  * - The index lives in its own file, attached as `search` (search-file.ts): a hit's session is
  *   joined live, on the incarnation the index holds, so a deleted session is never answered.
+ * - The file keeps no text (search_fts is contentless since its version 2): the hits' text, for
+ *   their snippets, is made again from their events (searchDocOf, as the follower made it), in
+ *   the query's read transaction; only the page's candidates are read, not every match.
  * - The index has its own connection: reads do not queue behind the store's statements, and
  *   `reindex` writes one session per transaction to the index file only (online: appends and
  *   searches go on). The follower's batches run in a worker thread on a third connection
