@@ -42,6 +42,11 @@ const SKIPPED: ReadonlySet<string> = new Set(SEARCH_SKIPPED_KEYS);
 /** JSON escapes PostgreSQL's jsonb refuses: NUL and (lone, as JSON.stringify writes them) surrogates. */
 export const UNINDEXABLE_ESCAPE = /\\u(0000|d[89a-f][0-9a-f]{2})/i;
 
+/** Whether the JSON text holds an {@link UNINDEXABLE_ESCAPE} (most hold no `\u` at all: a plain scan first). */
+function unindexable(jsonText: string): boolean {
+  return jsonText.includes('\\u') && UNINDEXABLE_ESCAPE.test(jsonText);
+}
+
 
 /** Code point order, which is UTF-8 byte order. */
 function compareCodePoints(a: string, b: string): number {
@@ -60,12 +65,29 @@ export function compareJsonbKeys(a: string, b: string): number {
   return utf8Length(a) - utf8Length(b) || compareCodePoints(a, b);
 }
 
+/** Key lists seen (as JSON) -> their searchable keys in jsonb order: events repeat a few shapes. */
+const keyOrders = new Map<string, readonly string[]>();
+const KEY_ORDERS_MAX = 4096;
+
+/** The keys of `keys` that are searchable, in jsonb order (cached per key list). */
+function searchableKeys(keys: string[]): readonly string[] {
+  if (keys.length < 2) return keys.length === 1 && SKIPPED.has(keys[0]!) ? [] : keys;
+  const shape = JSON.stringify(keys);
+  let order = keyOrders.get(shape);
+  if (order === undefined) {
+    order = keys.filter((k) => !SKIPPED.has(k)).sort(compareJsonbKeys);
+    if (keyOrders.size >= KEY_ORDERS_MAX) keyOrders.clear();
+    keyOrders.set(shape, order);
+  }
+  return order;
+}
+
 function collect(v: Json, out: string[]): void {
   if (typeof v === 'string') out.push(v);
   else if (Array.isArray(v)) for (const x of v) collect(x, out);
   else if (isJsonObject(v)) {
     if ('$blob' in v && parseBlobRef(v) !== undefined) return; // a value kept as a blob: not searchable
-    for (const k of Object.keys(v).sort(compareJsonbKeys)) if (!SKIPPED.has(k)) collect(v[k] as Json, out);
+    for (const k of searchableKeys(Object.keys(v))) collect(v[k] as Json, out);
   }
 }
 
@@ -89,7 +111,7 @@ export function cutCodePoints(s: string, max: number): string {
  */
 export function searchText(type: string, data: Json, dataText?: string): string | undefined {
   if (!SEARCH_EVENT_TYPES.has(type)) return undefined;
-  if (UNINDEXABLE_ESCAPE.test(dataText ?? JSON.stringify(data))) return '';
+  if (unindexable(dataText ?? JSON.stringify(data))) return '';
   const parts: string[] = [];
   collect(data, parts);
   return cutCodePoints(parts.join('\n'), MAX_SEARCH_TEXT);
@@ -152,7 +174,7 @@ export interface SearchDoc {
  */
 export function searchDoc(type: string, data: Json, dataText?: string): SearchDoc | undefined {
   if (!SEARCH_EVENT_TYPES.has(type)) return undefined;
-  if (UNINDEXABLE_ESCAPE.test(dataText ?? JSON.stringify(data))) return { text: '', calls: [], callId: undefined };
+  if (unindexable(dataText ?? JSON.stringify(data))) return { text: '', calls: [], callId: undefined };
   const parts: string[] = [];
   collect(data, parts);
   return { text: cutCodePoints(parts.join('\n'), MAX_SEARCH_TEXT), calls: searchToolCalls(type, data), callId: searchResultCallId(type, data) };

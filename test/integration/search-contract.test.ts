@@ -9,7 +9,7 @@ import { SqliteSessionStore } from '../../src/store/sqlite/sqlite-store.js';
 import { SqliteSearchIndex, compileSqliteSearch } from '../../src/store/sqlite/search.js';
 import Database from 'better-sqlite3';
 import { verifyFile } from '../../src/store/sqlite/verify.js';
-import { searchIndexPath } from '../../src/store/sqlite/search-file.js';
+import { SEARCH_FILE_VERSION, SEARCH_FTS_AUTOMERGE, searchIndexPath } from '../../src/store/sqlite/search-file.js';
 import { migrateDatabase } from '../../src/store/sqlite/migrate.js';
 import { MIGRATIONS } from '../../src/store/sqlite/migrations/index.js';
 import { parseSearchQuery } from '../../src/domain/search-query.js';
@@ -156,7 +156,7 @@ describe('search contract', () => {
     plain.close();
     const again = new SqliteSearchIndex(path);
     expect(await again.followBatch(100)).toEqual({ events: 1, caughtUp: true });
-    expect(count("SELECT text FROM search_docs WHERE session_id = 'plain'")).toBe('narwhal');
+    expect(count("SELECT d.session_id FROM search_fts JOIN search_docs d ON d.doc = search_fts.rowid WHERE search_fts MATCH 'narwhal'")).toBe('plain');
     await again.close();
   });
 
@@ -194,9 +194,21 @@ describe('search contract', () => {
     const raw = new Database(searchIndexPath(path));
     raw.prepare("DELETE FROM search_docs WHERE session_id = 'acme/billing' AND seq = 1").run();
     raw.close();
-    expect(verifyFile(path).problems).toEqual(['search index: session "acme/billing" seq 1 is missing (run palimpsest reindex)']);
+    expect(verifyFile(path).problems).toEqual([
+      'search index: session "acme/billing" seq 1 is missing (run palimpsest reindex)',
+      'search index: 1 FTS rows have no entry (run palimpsest reindex)',
+    ]);
     index = new SqliteSearchIndex(path);
     expect(await index.reindex()).toEqual({ sessions: 5, events: 16 });
+    expect(await index.verifyIndex()).toEqual({ events: 16, problems: [] });
+    // The FTS index itself damaged (its segments' pages gone): FTS5's check fails, reindex empties it and writes it again.
+    const fts = new Database(searchIndexPath(path));
+    fts.unsafeMode(true); // FTS5's shadow tables are read-only otherwise (SQLITE_DBCONFIG_DEFENSIVE)
+    fts.prepare('DELETE FROM search_fts_data WHERE id > 10').run();
+    fts.close();
+    expect((await index.verifyIndex()).problems).toEqual([expect.stringMatching(/^search index: the FTS5 index does not match search_docs/) as string]);
+    expect(await index.reindex()).toEqual({ sessions: 5, events: 16 });
+    expect(await index.verifyIndex()).toEqual({ events: 16, problems: [] });
     await index.close();
     expect(verifyFile(path).problems).toEqual([]);
     // A version-6 database (written before the index existed, its index file gone): migrated, the
@@ -225,9 +237,34 @@ describe('search contract', () => {
     await writeScenario(app);
     expect(await allHits(app, ACME, { query: 'overdue' })).toEqual(['billing@1', 'billing@0']);
     await index.close();
+    // A file with another FTS5 automerge (an older build's 8): set at opening, no rebuild.
+    const automerge = (): unknown => {
+      const raw = new Database(searchIndexPath(path));
+      try {
+        return raw.prepare("SELECT v FROM search_fts_config WHERE k = 'automerge'").pluck().get();
+      } finally {
+        raw.close();
+      }
+    };
+    expect(automerge()).toBe(SEARCH_FTS_AUTOMERGE);
+    const older = new Database(searchIndexPath(path));
+    older.exec("INSERT INTO search_fts (search_fts, rank) VALUES ('automerge', 8)");
+    older.close();
+    expect(automerge()).toBe(8);
     index = new SqliteSearchIndex(path);
     expect(index.opened).toEqual({ state: 'opened' });
+    expect(automerge()).toBe(SEARCH_FTS_AUTOMERGE);
     expect(await index.lag()).toEqual({ events: 0, seconds: 0 });
+    await index.close();
+    // A file of the version before (1: the text kept in search_docs as FTS5's external content): rebuilt from the events.
+    const v1 = new Database(searchIndexPath(path));
+    v1.pragma('user_version = 1');
+    v1.close();
+    index = new SqliteSearchIndex(path);
+    expect(index.opened).toEqual({ state: 'rebuilt', reason: `its version 1 is not ${SEARCH_FILE_VERSION}` });
+    app.search.useIndex(index, { follow: false });
+    expect(await allHits(app, ACME, { query: 'overdue' })).toEqual(['billing@1', 'billing@0']);
+    expect(await index.verifyIndex()).toEqual({ events: 16, problems: [] });
     await index.close();
     // Damaged (not a database any more): deleted, created again, built from the feed's start.
     writeFileSync(`${path}-search`, 'x'.repeat(8192));

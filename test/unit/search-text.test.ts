@@ -43,6 +43,19 @@ describe('searchable text', () => {
     expect(searchText('user/message', { content: [{ zz: 'second', b: 'first', type: 'x' }], source: { kind: 'user' } })).toBe('first\nsecond');
   });
 
+  it('orders every object by its own keys whatever shapes came before (the key orders are cached per key list)', () => {
+    const texts = (o: Json): string | undefined => searchText('user/message', { content: [o] });
+    expect(texts({ bb: '2', a: '1', id: 'skipped' })).toBe('1\n2');
+    expect(texts({ id: 'skipped', a: '1', bb: '2' })).toBe('1\n2');
+    expect(texts({ a: '1', bb: '2' })).toBe('1\n2');
+    // Key lists whose joined text is the same are other shapes.
+    expect(texts({ 'a,b': 'x', c: 'y' })).toBe('y\nx');
+    expect(texts({ a: 'p', 'b,c': 'q' })).toBe('p\nq');
+    expect(texts({ é: 'u', ab: 'v', id: 'w' })).toBe('v\nu');
+    expect(texts({ type: 'only skipped' })).toBe('');
+    expect(texts({ one: 'single' })).toBe('single');
+  });
+
   it('cuts the text at MAX_SEARCH_TEXT code points, never inside a surrogate pair', () => {
     const big = '😀'.repeat(MAX_SEARCH_TEXT + 5);
     const t = searchText('user/message', { content: [{ type: 'text', text: big }] })!;

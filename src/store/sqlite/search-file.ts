@@ -22,16 +22,19 @@
  * process ever deletes a file another one uses as its index; any other error (a lock held past
  * the busy timeout, no file descriptors, a full disk) is thrown, the file left as it is.
  *
- * Schema (SEARCH_FILE_VERSION 1):
- * - search_docs, search_calls and search_fts (FTS5, external content over search_docs.text,
- *   tokenizer `unicode61 remove_diacritics 2`, no prefix indexes: `foo*` reads the term range,
- *   see docs/search.md), as schema 7 had them in the events' file. search_fts is written by the
- *   statements that write search_docs ({@link SEARCH_FTS_INSERT}, {@link SEARCH_FTS_FORGET}), not
- *   by triggers: a trigger runs its INSERT in a statement savepoint, and FTS5 flushes its pending
- *   terms to a new segment at every savepoint, which made a row cost ~29 µs instead of ~9 µs
- *   (bench/search-profile.mjs, docs/search.md). `automerge` 8 (FTS5's default 4): a segment level
- *   is merged once it holds 8 segments, not 4, so the follower's small batches (it catches up
- *   with what the appends just wrote) feed fewer merges (~9 -> ~6 µs per row measured).
+ * Schema (SEARCH_FILE_VERSION 2; version 1 kept the text twice, see below):
+ * - search_docs (an indexed event's fields, no text), search_calls and search_fts: FTS5,
+ *   contentless (`content=''`, `contentless_delete=1`: a row is deleted by its rowid alone),
+ *   rowid = search_docs.doc, tokenizer `unicode61 remove_diacritics 2`, no prefix indexes
+ *   (`foo*` reads the term range, see docs/search.md). The text is not stored in this file: a
+ *   search reads its hits' events (the page's, not every match's) and makes their text again
+ *   (search.ts); version 1 kept it in search_docs.text as FTS5's external content, a second copy
+ *   of every event's text that each indexed event wrote (~0.7 µs of the follower's CPU per event
+ *   and ~45% of the file). search_fts is written by the statements that write search_docs
+ *   ({@link SEARCH_FTS_INSERT}, {@link SEARCH_FTS_FORGET}), not by triggers: a trigger runs its
+ *   INSERT in a statement savepoint, and FTS5 flushes its pending terms to a new segment at every
+ *   savepoint, which made a row cost ~29 µs instead of ~9 µs (bench/search-profile.mjs,
+ *   docs/search.md). `automerge` {@link SEARCH_FTS_AUTOMERGE}: see there.
  * - search_follow: one row, `position`: every feed record at or below it is indexed.
  * - search_progress: per session incarnation (`created_at`), `next_seq`: its events below it are
  *   indexed. A session deleted and created again under the same id is another incarnation: its
@@ -46,7 +49,7 @@ import Database from 'better-sqlite3';
 /** The index file's application_id ('PSRC'), distinct from the events' file's. */
 export const SEARCH_FILE_APPLICATION_ID = 0x50535243;
 /** The index file's schema version (its own user_version). */
-export const SEARCH_FILE_VERSION = 1;
+export const SEARCH_FILE_VERSION = 2;
 /** The schema name the index file is attached under. */
 export const SEARCH_SCHEMA = 'search';
 
@@ -60,8 +63,7 @@ CREATE TABLE IF NOT EXISTS search_docs (
   time       INTEGER NOT NULL,
   entered    INTEGER NOT NULL,
   replace    INTEGER NOT NULL,
-  tools      TEXT    NOT NULL,
-  text       TEXT    NOT NULL
+  tools      TEXT    NOT NULL
 ) STRICT;
 CREATE UNIQUE INDEX IF NOT EXISTS search_docs_event ON search_docs (session_id, seq);
 CREATE INDEX IF NOT EXISTS search_docs_newest ON search_docs (time DESC, session_id DESC, seq DESC);
@@ -73,14 +75,13 @@ CREATE TABLE IF NOT EXISTS search_calls (
   PRIMARY KEY (session_id, call_id)
 ) STRICT, WITHOUT ROWID;
 CREATE VIRTUAL TABLE IF NOT EXISTS search_fts USING fts5(
-  text, content = 'search_docs', content_rowid = 'doc', tokenize = 'unicode61 remove_diacritics 2'
+  text, content = '', contentless_delete = 1, tokenize = 'unicode61 remove_diacritics 2'
 );
 CREATE TABLE IF NOT EXISTS search_follow (
   id       INTEGER NOT NULL PRIMARY KEY CHECK (id = 0),
   position INTEGER NOT NULL
 ) STRICT;
 INSERT OR IGNORE INTO search_follow (id, position) VALUES (0, 0);
-INSERT INTO search_fts (search_fts, rank) VALUES ('automerge', 8);
 CREATE TABLE IF NOT EXISTS search_progress (
   session_id TEXT    NOT NULL PRIMARY KEY,
   created_at INTEGER NOT NULL,
@@ -88,10 +89,26 @@ CREATE TABLE IF NOT EXISTS search_progress (
 ) STRICT, WITHOUT ROWID;
 `;
 
+/**
+ * FTS5's `automerge` of the index (its default is 4): a segment level is merged once it holds this
+ * many segments. Every batch of the follower flushes its terms to a new segment at its commit, and
+ * the merges rewrite them: 4 -> 8 took a row from ~9 to ~6 µs, 8 -> 16 the commit from ~4.5 to
+ * ~3.5 µs per row (batches of 1,000 rows; more made no difference, FTS5's crisismerge bounds a
+ * level at 16), for a few more segments per level that a query reads. Set on creation and, when it
+ * differs, at every opening (a setting stored in search_fts_config, not a schema change: no rebuild).
+ */
+export const SEARCH_FTS_AUTOMERGE = 16;
+
+/** Sets {@link SEARCH_FTS_AUTOMERGE} on the index file of `conn` (its `main`) when it holds another value. */
+function setAutomerge(conn: Database.Database): void {
+  const v = conn.prepare("SELECT v FROM main.search_fts_config WHERE k = 'automerge'").pluck().get();
+  if (v !== SEARCH_FTS_AUTOMERGE) conn.exec(`INSERT INTO main.search_fts (search_fts, rank) VALUES ('automerge', ${SEARCH_FTS_AUTOMERGE})`); // FTS5 refuses a bound value here
+}
+
 /** Indexes a search_docs row in search_fts (parameters: doc, text). */
 export const SEARCH_FTS_INSERT = 'INSERT INTO search.search_fts (rowid, text) VALUES (?, ?)';
 /** Removes a session's search_docs rows from search_fts (parameter: session id); run before deleting the rows. */
-export const SEARCH_FTS_FORGET = "INSERT INTO search.search_fts (search_fts, rowid, text) SELECT 'delete', doc, text FROM search.search_docs WHERE session_id = ?";
+export const SEARCH_FTS_FORGET = 'DELETE FROM search.search_fts WHERE rowid IN (SELECT doc FROM search.search_docs WHERE session_id = ?)';
 
 const TABLES = ['search_calls', 'search_docs', 'search_follow', 'search_fts', 'search_progress'];
 
@@ -225,6 +242,7 @@ function settleSearchFile(db: Database.Database, path: string, busyTimeoutMs: nu
       } else {
         const reason = damage(conn, 'main', feedHead);
         if (reason === undefined) {
+          setAutomerge(conn);
           conn.exec('COMMIT');
           return { state: 'opened' };
         }
@@ -232,6 +250,7 @@ function settleSearchFile(db: Database.Database, path: string, busyTimeoutMs: nu
         opened = { state: 'rebuilt', reason };
       }
       conn.exec(DDL);
+      setAutomerge(conn);
       conn.pragma(`application_id = ${SEARCH_FILE_APPLICATION_ID}`);
       conn.pragma(`user_version = ${SEARCH_FILE_VERSION}`);
       conn.exec('COMMIT');

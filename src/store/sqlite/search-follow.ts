@@ -75,7 +75,7 @@ function statements(db: Database.Database): Statements {
       nthIndexed: db.prepare(`SELECT seq FROM main.events WHERE session_id = ? AND seq >= ? AND seq < ? AND type IN (${SEARCH_TYPES_SQL}) ORDER BY seq LIMIT 1 OFFSET ?`).pluck(),
       call: db.prepare('SELECT name FROM search.search_calls WHERE session_id = ? AND call_id = ?').pluck(),
       insertCall: db.prepare('INSERT OR REPLACE INTO search.search_calls (session_id, call_id, name) VALUES (?, ?, ?)'),
-      insertDoc: db.prepare('INSERT INTO search.search_docs (session_id, seq, type, time, entered, replace, tools, text) VALUES (?, ?, ?, ?, ?, ?, ?, ?)'),
+      insertDoc: db.prepare('INSERT INTO search.search_docs (session_id, seq, type, time, entered, replace, tools) VALUES (?, ?, ?, ?, ?, ?, ?)'),
       // Sessions behind (or another incarnation than the one indexed: another created_at, or marked
       // indexed past the session's last event), then indexed ones that are gone.
       behind: db.prepare(`SELECT s.id FROM main.sessions s LEFT JOIN search.search_progress p ON p.session_id = s.id
@@ -134,7 +134,9 @@ function followSession(s: Statements, sid: string, limit: number): { events: num
   if (from >= next) return { events: 0, cost: 0, done: true };
   const n = Math.max(1, limit);
   const window = Math.min(next, from + n * SKIP_RATIO);
-  const last = s.nthIndexed.get(sid, from, window, n - 1) as number | undefined;
+  // A window of at most n seqs holds at most n indexed events: no need to find the n-th (the
+  // follower's usual case, a session's last append or two).
+  const last = window - from <= n ? undefined : s.nthIndexed.get(sid, from, window, n - 1) as number | undefined;
   const to = last === undefined ? window : last + 1;
   let indexed = 0;
   for (const [seq, type, time, data, op] of s.events.all(sid, from, to) as [number, string, number, string, string | null][]) {
@@ -148,7 +150,7 @@ function followSession(s: Statements, sid: string, limit: number): { events: num
       tools = p.c.map(([, n]) => n);
       for (const [id, name] of p.c) s.insertCall.run(sid, id, name);
     }
-    const doc = s.insertDoc.run(sid, seq, type, time, op === null ? 0 : 1, op !== null && op !== 'append' ? 1 : 0, JSON.stringify(tools), p.t).lastInsertRowid;
+    const doc = s.insertDoc.run(sid, seq, type, time, op === null ? 0 : 1, op !== null && op !== 'append' ? 1 : 0, JSON.stringify(tools)).lastInsertRowid;
     s.insertFts.run(doc, p.t);
   }
   s.setProgress.run(sid, createdAt, to);

@@ -11,6 +11,9 @@
  *   order is FTS5's bm25 (`rank`), negated so that higher is better, with an offset cursor.
  * - The index lives in its own file, attached as `search` (search-file.ts): a hit's session is
  *   joined live, on the incarnation the index holds, so a deleted session is never answered.
+ * - The file keeps no text (search_fts is contentless since its version 2): the hits' text, for
+ *   their snippets, is made again from their events (searchDocOf, as the follower made it), in
+ *   the query's read transaction; only the page's candidates are read, not every match.
  * - The index has its own connection: reads do not queue behind the store's statements, and
  *   `reindex` writes one session per transaction to the index file only (online: appends and
  *   searches go on). The follower's batches run in a worker thread on a third connection
@@ -44,7 +47,7 @@ export function fts5Phrase(t: SearchTerm): string {
 const LIVE = `JOIN main.sessions s ON s.id = d.session_id JOIN search.search_progress sp ON sp.session_id = d.session_id AND sp.created_at = s.created_at
   AND (sp.next_seq <= s.next_seq OR NOT ${SQLITE_CATCHING_UP_SQL})`;
 
-type Row = { session_id: string; seq: number; type: string; time: number; text: string; entered: number; replaced: number; score: number };
+type Row = { session_id: string; seq: number; type: string; time: number; entered: number; replaced: number; score: number };
 
 /** The statement and parameters of a candidate query. */
 export function compileSqliteSearch(q: SearchCandidateQuery): { sql: string; params: unknown[] } {
@@ -109,7 +112,7 @@ export function compileSqliteSearch(q: SearchCandidateQuery): { sql: string; par
     where.push('(d.time, d.session_id, d.seq) < (?, ?, ?)');
     params.push(after.time, after.sessionId, after.seq);
   }
-  const cols = `d.session_id, d.seq, d.type, d.time, d.text, d.entered,
+  const cols = `d.session_id, d.seq, d.type, d.time, d.entered,
     EXISTS (SELECT 1 FROM search.search_docs r WHERE r.session_id = d.session_id AND r.replace = 1) AS replaced`;
   const newest = 'd.time DESC, d.session_id DESC, d.seq DESC';
   let sql: string;
@@ -140,19 +143,19 @@ function indexSession(db: Database.Database, sessionId: string): number {
   db.prepare('DELETE FROM search.search_calls WHERE session_id = ?').run(sessionId);
   db.prepare('DELETE FROM search.search_progress WHERE session_id = ?').run(sessionId);
   const rows = db.prepare(`SELECT seq, type, time, data, surface_op FROM main.events WHERE session_id = ? AND type IN (${SEARCH_TYPES_SQL}) ORDER BY seq`).raw().iterate(sessionId) as IterableIterator<[number, string, number, string, string | null]>;
-  const insertDoc = db.prepare('INSERT INTO search.search_docs (session_id, seq, type, time, entered, replace, tools, text) VALUES (?, ?, ?, ?, ?, ?, ?, ?)');
+  const insertDoc = db.prepare('INSERT INTO search.search_docs (session_id, seq, type, time, entered, replace, tools) VALUES (?, ?, ?, ?, ?, ?, ?)');
   const insertCall = db.prepare('INSERT OR REPLACE INTO search.search_calls (session_id, call_id, name) VALUES (?, ?, ?)');
   const calls = new Map<string, string>();
-  const docs: unknown[][] = [];
+  const docs: [unknown[], string][] = [];
   for (const [seq, type, time, data, op] of rows) {
     const p = searchDocOf(type, data);
     const answered = p.r === null ? undefined : calls.get(p.r);
     const tools = p.r === null ? p.c.map(([, n]) => n) : answered === undefined ? [] : [answered];
     if (type === 'assistant/message') for (const [id, name] of p.c) calls.set(id, name);
-    docs.push([sessionId, seq, type, time, op === null ? 0 : 1, op !== null && op !== 'append' ? 1 : 0, JSON.stringify(tools), p.t]);
+    docs.push([[sessionId, seq, type, time, op === null ? 0 : 1, op !== null && op !== 'append' ? 1 : 0, JSON.stringify(tools)], p.t]);
   }
   const insertFts = db.prepare(SEARCH_FTS_INSERT);
-  for (const d of docs) insertFts.run(insertDoc.run(...d).lastInsertRowid, d[7]);
+  for (const [d, text] of docs) insertFts.run(insertDoc.run(...d).lastInsertRowid, text);
   for (const [id, name] of calls) insertCall.run(sessionId, id, name);
   db.prepare(`INSERT INTO search.search_progress (session_id, created_at, next_seq) SELECT id, created_at, next_seq FROM main.sessions WHERE id = ? AND pending = 0`).run(sessionId);
   return docs.length;
@@ -210,14 +213,22 @@ export class SqliteSearchIndex implements SearchIndex {
     const { sql, params } = compileSqliteSearch(q);
     // Statements differ by the query's shape; SQLite's own cache of prepared statements is the
     // better-sqlite3 statement object, so a prepare per search (~20 µs) is the price of one SQL per shape.
-    const rows = this.#db.prepare(sql).all(...params) as Row[];
-    // A session with events not followed yet may hold a replace the index does not know of: the
-    // app then reads its surface (as for a session with a replace).
-    const lagging = sqliteFollowed(this.#db) < sqliteFeedHead(this.#db) ? sqliteLaggingSessions(this.#db) : undefined;
-    return Promise.resolve(rows.map((r) => ({
-      sessionId: r.session_id, seq: r.seq, type: r.type, time: r.time, text: r.text, score: r.score,
-      entered: r.entered === 1, sessionReplaced: r.replaced === 1 || lagging?.has(r.session_id) === true,
-    })));
+    // One read transaction: the hits and their events at one snapshot.
+    return Promise.resolve(this.#db.transaction(() => {
+      const rows = this.#db.prepare(sql).all(...params) as Row[];
+      // A session with events not followed yet may hold a replace the index does not know of: the
+      // app then reads its surface (as for a session with a replace).
+      const lagging = sqliteFollowed(this.#db) < sqliteFeedHead(this.#db) ? sqliteLaggingSessions(this.#db) : undefined;
+      // The index file keeps no text (search-file.ts): the hits' events give it again, as they gave it to the follower.
+      const data = this.#db.prepare('SELECT data FROM main.events WHERE session_id = ? AND seq = ?').pluck();
+      return rows.map((r) => {
+        const d = data.get(r.session_id, r.seq) as string | undefined;
+        return {
+          sessionId: r.session_id, seq: r.seq, type: r.type, time: r.time, text: d === undefined ? '' : searchDocOf(r.type, d).t, score: r.score,
+          entered: r.entered === 1, sessionReplaced: r.replaced === 1 || lagging?.has(r.session_id) === true,
+        };
+      });
+    }).deferred());
   }
 
   followBatch(maxEvents: number): Promise<SearchFollowBatch> {
@@ -231,6 +242,15 @@ export class SqliteSearchIndex implements SearchIndex {
   }
 
   async reindex(onSession?: (sessionId: string, events: number) => void): Promise<{ sessions: number; events: number }> {
+    // An FTS index that fails FTS5's own check is emptied first (a contentless table cannot be
+    // rebuilt from a content table): every session's entries are then written again below.
+    inSearchTransaction(this.#db, () => {
+      try {
+        this.#db.prepare("INSERT INTO search.search_fts (search_fts, rank) VALUES ('integrity-check', 0)").run();
+      } catch {
+        this.#db.prepare("INSERT INTO search.search_fts (search_fts) VALUES ('delete-all')").run();
+      }
+    });
     const ids = this.#db.prepare('SELECT id FROM main.sessions WHERE pending = 0 ORDER BY id').pluck().all() as string[];
     let events = 0;
     for (const id of ids) {
@@ -241,14 +261,14 @@ export class SqliteSearchIndex implements SearchIndex {
       await new Promise((r) => setImmediate(r));
     }
     // Entries of sessions that no longer exist (the follower forgets them too, when it reaches
-    // their delete), then search_fts rebuilt from search_docs: whatever went wrong with it, it
-    // matches its content again (one transaction on the index file; appends go on).
+    // their delete), and FTS rows without an entry (one transaction on the index file; appends go on).
     inSearchTransaction(this.#db, () => {
       const gone = 'NOT IN (SELECT id FROM main.sessions WHERE pending = 0)';
+      this.#db.prepare(`DELETE FROM search.search_fts WHERE rowid IN (SELECT doc FROM search.search_docs WHERE session_id ${gone})`).run();
       this.#db.prepare(`DELETE FROM search.search_docs WHERE session_id ${gone}`).run();
       this.#db.prepare(`DELETE FROM search.search_calls WHERE session_id ${gone}`).run();
       this.#db.prepare(`DELETE FROM search.search_progress WHERE session_id ${gone}`).run();
-      this.#db.prepare("INSERT INTO search.search_fts (search_fts) VALUES ('rebuild')").run();
+      this.#db.prepare('DELETE FROM search.search_fts WHERE rowid IN (SELECT id FROM search.search_fts_docsize EXCEPT SELECT doc FROM search.search_docs)').run();
     });
     return { sessions: ids.length, events };
   }
@@ -284,7 +304,7 @@ export function verifySqliteSearch(db: Database.Database, skip: ReadonlySet<stri
     if (problems.length < 100) problems.push(p);
   };
   // The follower's progress bounds what must be indexed: events at or above it are the lag, not missing.
-  const docs = db.prepare('SELECT seq, type, time, entered, replace, tools, text FROM search.search_docs WHERE session_id = ? ORDER BY seq').raw();
+  const docs = db.prepare('SELECT seq, type, time, entered, replace, tools FROM search.search_docs WHERE session_id = ? ORDER BY seq').raw();
   const evs = db.prepare(`SELECT seq, type, time, data, surface_op FROM main.events WHERE session_id = ? AND seq < ? AND type IN (${SEARCH_TYPES_SQL}) ORDER BY seq`).raw();
   const progress = db.prepare('SELECT next_seq, created_at FROM search.search_progress WHERE session_id = ?').raw();
   // Sessions with feed records not followed yet: a delete or another incarnation there is lag, not a problem.
@@ -306,7 +326,7 @@ export function verifySqliteSearch(db: Database.Database, skip: ReadonlySet<stri
       const answered = d.r === null ? undefined : calls.get(d.r);
       const tools = d.r === null ? d.c.map(([, n]) => n) : answered === undefined ? [] : [answered];
       if (type === 'assistant/message') for (const [cid, name] of d.c) calls.set(cid, name);
-      const want = JSON.stringify([type, time, op === null ? 0 : 1, op !== null && op !== 'append' ? 1 : 0, JSON.stringify(tools), d.t]);
+      const want = JSON.stringify([type, time, op === null ? 0 : 1, op !== null && op !== 'append' ? 1 : 0, JSON.stringify(tools)]);
       const got = have.get(seq);
       if (got === undefined) note(`search index: session ${JSON.stringify(id)} seq ${seq} is missing (run palimpsest reindex)`);
       else if (got !== want) note(`search index: session ${JSON.stringify(id)} seq ${seq} differs from its event (run palimpsest reindex)`);
@@ -320,8 +340,13 @@ export function verifySqliteSearch(db: Database.Database, skip: ReadonlySet<stri
   const ahead = db.prepare(`SELECT count(*) FROM search.search_progress p JOIN main.sessions s ON s.id = p.session_id AND s.created_at = p.created_at
     WHERE p.next_seq > s.next_seq AND NOT ${sqliteDeletedUnfollowedSql('s.id')}`).pluck().get() as number;
   if (ahead > 0 && !catchingUp) note(`search index: ${ahead} sessions marked indexed past their last event (run palimpsest reindex)`);
+  // Every entry has its FTS row and no FTS row is without one (the text itself is not kept: FTS5's check below reads the index alone).
+  const unmatched = db.prepare(`SELECT (SELECT count(*) FROM search.search_docs d WHERE NOT EXISTS (SELECT 1 FROM search.search_fts_docsize z WHERE z.id = d.doc)),
+    (SELECT count(*) FROM search.search_fts_docsize z WHERE NOT EXISTS (SELECT 1 FROM search.search_docs d WHERE d.doc = z.id))`).raw().get() as [number, number];
+  if (unmatched[0] > 0) note(`search index: ${unmatched[0]} entries have no FTS row (run palimpsest reindex)`);
+  if (unmatched[1] > 0) note(`search index: ${unmatched[1]} FTS rows have no entry (run palimpsest reindex)`);
   try {
-    db.prepare("INSERT INTO search.search_fts (search_fts, rank) VALUES ('integrity-check', 1)").run();
+    db.prepare("INSERT INTO search.search_fts (search_fts, rank) VALUES ('integrity-check', 0)").run();
   } catch (e) {
     // A read-only connection (palimpsest verify) cannot run FTS5's check, which is a write command.
     if ((e as { code?: unknown }).code !== 'SQLITE_READONLY') note(`search index: the FTS5 index does not match search_docs (run palimpsest reindex): ${(e as Error).message}`);
