@@ -22,6 +22,7 @@ import { SqliteSessionStore } from '../src/store/sqlite/sqlite-store.ts';
 import { SqliteSearchIndex } from '../src/store/sqlite/search.ts';
 import { attachSearchFile } from '../src/store/sqlite/search-file.ts';
 import { followSqliteFeed } from '../src/store/sqlite/search-follow.ts';
+import { searchEvents } from './search-data.mjs';
 
 const { values } = parseArgs({ options: { sessions: { type: 'string' }, events: { type: 'string' }, repeat: { type: 'string' }, statements: { type: 'boolean' } } });
 const SESSIONS = Number(values.sessions ?? 200);
@@ -31,21 +32,7 @@ const STATEMENTS = values.statements === true;
 const BATCH = 50;
 const TURN = 20;
 
-let seed = 42;
-const rand = () => ((seed = (seed * 1103515245 + 12345) & 0x7fffffff) / 0x7fffffff);
-const VOCAB = Array.from({ length: 5000 }, (_, i) => `w${(i * 7919 % 99991).toString(36)}${'aeiou'[i % 5]}`);
-const words = (n) => Array.from({ length: n }, () => VOCAB[Math.floor(rand() * VOCAB.length)]).join(' ');
-/** The events of bench/search.mjs: a user message, an assistant message (one in five calls a tool), a tool result. */
-function eventAt(seq, time) {
-  const k = seq % 3;
-  if (k === 0) return { type: 'user/message', seq, time, data: { id: `u${seq}`, role: 'user', content: [{ type: 'text', text: words(30) }], source: { kind: 'user' } }, surfaceOp: 'append' };
-  if (k === 1) {
-    const content = [{ type: 'text', text: words(30) }];
-    if (rand() < 0.2) content.push({ type: 'tool-call', id: `c${seq}`, name: 'bash', arguments: JSON.stringify({ command: words(5) }) });
-    return { type: 'assistant/message', seq, time, data: { turn: 1, step: 1, message: { id: `a${seq}`, role: 'assistant', content, source: { kind: 'model', provider: 'p', model: 'm' } } }, surfaceOp: 'append' };
-  }
-  return { type: 'tool/result', seq, time, data: { turn: 1, step: 1, message: { id: `r${seq}`, role: 'user', source: { kind: 'tool', callId: `c${seq - 1}` }, content: [{ type: 'tool-result', toolCallId: `c${seq - 1}`, content: [{ type: 'text', text: words(30) }] }] } }, surfaceOp: 'append' };
-}
+let eventAt = searchEvents();
 const cpuMs = () => {
   const u = process.cpuUsage();
   return (u.user + u.system) / 1000;
@@ -83,7 +70,7 @@ function timeStatements(db, into) {
 }
 
 async function run() {
-  seed = 42;
+  eventAt = searchEvents();
   const root = mkdtempSync(join(tmpdir(), 'palimpsest-follow-cpu-'));
   try {
     const path = join(root, 'a.db');

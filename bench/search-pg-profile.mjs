@@ -22,30 +22,14 @@ import { SearchFollower } from '../src/app/search-follower.ts';
 import { PostgresSessionStore } from '../src/store/postgres/postgres-store.ts';
 import { PostgresSearchIndex } from '../src/store/postgres/search.ts';
 import { findPgBin, startCluster } from '../test/support/pg-cluster.ts';
+import { searchEvents } from './search-data.mjs';
 
 const { values } = parseArgs({ options: { sessions: { type: 'string' }, events: { type: 'string' } } });
 const SESSIONS = Number(values.sessions ?? 100);
 const EVENTS = Number(values.events ?? 20_000);
 const BATCH = 50;
 
-let seed = 42;
-const rand = () => ((seed = (seed * 1103515245 + 12345) & 0x7fffffff) / 0x7fffffff);
-const VOCAB = Array.from({ length: 5000 }, (_, i) => `w${(i * 7919 % 99991).toString(36)}${'aeiou'[i % 5]}`);
-const words = (n) => Array.from({ length: n }, () => VOCAB[Math.floor(rand() * VOCAB.length)]).join(' ');
-function eventAt(seq, time) {
-  const k = seq % 3;
-  if (k === 0) return { type: 'user/message', seq, time, data: { id: `u${seq}`, role: 'user', content: [{ type: 'text', text: words(30) }], source: { kind: 'user' } }, surfaceOp: 'append' };
-  if (k === 1) {
-    const content = [{ type: 'text', text: words(30) }];
-    if (rand() < 0.2) content.push({ type: 'tool-call', id: `c${seq}`, name: 'bash', arguments: JSON.stringify({ command: words(5) }) });
-    return { type: 'assistant/message', seq, time, data: { turn: 1, step: 1, message: { id: `a${seq}`, role: 'assistant', content, source: { kind: 'model', provider: 'p', model: 'm' } } }, surfaceOp: 'append' };
-  }
-  return {
-    type: 'tool/result', seq, time,
-    data: { turn: 1, step: 1, message: { id: `r${seq}`, role: 'user', source: { kind: 'tool', callId: `c${seq - 1}` }, content: [{ type: 'tool-result', toolCallId: `c${seq - 1}`, content: [{ type: 'text', text: words(30) }] }] } },
-    surfaceOp: 'append',
-  };
-}
+const eventAt = searchEvents();
 
 /** CPU seconds (user + system) of the cluster's processes: the postmaster and its children. */
 function clusterCpu(dataDir) {

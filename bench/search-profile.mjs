@@ -18,26 +18,14 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { SqliteSessionStore } from '../src/store/sqlite/sqlite-store.ts';
 import { SqliteSearchIndex } from '../src/store/sqlite/search.ts';
+import { searchEvents } from './search-data.mjs';
 
 const { values } = parseArgs({ options: { sessions: { type: 'string' }, events: { type: 'string' } } });
 const SESSIONS = Number(values.sessions ?? 100);
 const EVENTS = Number(values.events ?? 20_000);
 const BATCH = 50;
 
-let seed = 42;
-const rand = () => ((seed = (seed * 1103515245 + 12345) & 0x7fffffff) / 0x7fffffff);
-const VOCAB = Array.from({ length: 5000 }, (_, i) => `w${(i * 7919 % 99991).toString(36)}${'aeiou'[i % 5]}`);
-const words = (n) => Array.from({ length: n }, () => VOCAB[Math.floor(rand() * VOCAB.length)]).join(' ');
-function eventAt(seq, time) {
-  const k = seq % 3;
-  if (k === 0) return { type: 'user/message', seq, time, data: { id: `u${seq}`, role: 'user', content: [{ type: 'text', text: words(30) }], source: { kind: 'user' } }, surfaceOp: 'append' };
-  if (k === 1) {
-    const content = [{ type: 'text', text: words(30) }];
-    if (rand() < 0.2) content.push({ type: 'tool-call', id: `c${seq}`, name: 'bash', arguments: JSON.stringify({ command: words(5) }) });
-    return { type: 'assistant/message', seq, time, data: { turn: 1, step: 1, message: { id: `a${seq}`, role: 'assistant', content, source: { kind: 'model', provider: 'p', model: 'm' } } }, surfaceOp: 'append' };
-  }
-  return { type: 'tool/result', seq, time, data: { turn: 1, step: 1, message: { id: `r${seq}`, role: 'user', source: { kind: 'tool', callId: `c${seq - 1}` }, content: [{ type: 'tool-result', toolCallId: `c${seq - 1}`, content: [{ type: 'text', text: words(30) }] }] } }, surfaceOp: 'append' };
-}
+let eventAt = searchEvents();
 
 const cpuMs = () => {
   const u = process.cpuUsage();
@@ -48,7 +36,7 @@ async function loadStore(store) {
   for (let s = 0; s < SESSIONS; s++) {
     await store.createSession({ header: { version: 0, id: `s${s}`, createdAt: 1_700_000_000_000 + s }, labels: {}, tenant: '', strict: false, pairingGuard: false, writer: 'w0' }, []);
   }
-  seed = 42;
+  eventAt = searchEvents();
   const next = new Array(SESSIONS).fill(0);
   const perSession = Math.ceil(EVENTS / SESSIONS);
   let time = 1_700_000_000_000;

@@ -32,6 +32,7 @@ import { SqliteSearchIndex } from '../src/store/sqlite/search.ts';
 import { PostgresSessionStore } from '../src/store/postgres/postgres-store.ts';
 import { PostgresSearchIndex } from '../src/store/postgres/search.ts';
 import { findPgBin, startCluster } from '../test/support/pg-cluster.ts';
+import { searchEvents } from './search-data.mjs';
 
 const { values } = parseArgs({ options: { sessions: { type: 'string' }, events: { type: 'string' }, measure: { type: 'string' }, only: { type: 'string' }, queries: { type: 'string' } } });
 const SESSIONS = Number(values.sessions ?? 1000);
@@ -45,33 +46,7 @@ const PHRASES = ['"invoice 4711"', '"rm -rf"', '"quota exceeded"'];
 const PREFIXES = ['invoi*', 'overd*', 'quot*'];
 
 // ---- data --------------------------------------------------------------------------------------
-let seed = 42;
-const rand = () => ((seed = (seed * 1103515245 + 12345) & 0x7fffffff) / 0x7fffffff);
-const VOCAB = Array.from({ length: 5000 }, (_, i) => `w${(i * 7919 % 99991).toString(36)}${'aeiou'[i % 5]}`);
-const words = (n) => Array.from({ length: n }, () => VOCAB[Math.floor(rand() * VOCAB.length)]).join(' ');
-let eventNo = 0;
-function text() {
-  eventNo++;
-  let t = words(30);
-  if (eventNo % 1000 === 0) t += ' invoice 4711 is overdue';
-  if (eventNo % 500 === 0) t += ' then rm -rf /tmp/build';
-  if (eventNo % 5000 === 0) t += ' deploy failed: quota exceeded';
-  return t;
-}
-function eventAt(seq, time) {
-  const k = seq % 3;
-  if (k === 0) return { type: 'user/message', seq, time, data: { id: `u${seq}`, role: 'user', content: [{ type: 'text', text: text() }], source: { kind: 'user' } }, surfaceOp: 'append' };
-  if (k === 1) {
-    const content = [{ type: 'text', text: text() }];
-    if (rand() < 0.2) content.push({ type: 'tool-call', id: `c${seq}`, name: rand() < 0.5 ? 'bash' : 'deploy', arguments: JSON.stringify({ command: words(5) }) });
-    return { type: 'assistant/message', seq, time, data: { turn: 1, step: 1, message: { id: `a${seq}`, role: 'assistant', content, source: { kind: 'model', provider: 'p', model: 'm' } } }, surfaceOp: 'append' };
-  }
-  return {
-    type: 'tool/result', seq, time,
-    data: { turn: 1, step: 1, message: { id: `r${seq}`, role: 'user', source: { kind: 'tool', callId: `c${seq - 1}` }, content: [{ type: 'tool-result', toolCallId: `c${seq - 1}`, content: [{ type: 'text', text: text() }] }] } },
-    surfaceOp: 'append',
-  };
-}
+const eventAt = searchEvents();
 /** The batches in append order: round-robin over sessions, BATCH events each. */
 function* batches() {
   const perSession = Math.ceil(EVENTS / SESSIONS);
