@@ -102,11 +102,11 @@ async function main(): Promise<void> {
   const nextLine = (): Promise<string> => (lines.length > 0 ? Promise.resolve(lines.shift()!) : new Promise((r) => waiters.push(r)));
   const { port } = JSON.parse(await nextLine()) as { port: number };
   const address = `127.0.0.1:${port}`;
-  const stats = async (): Promise<{ groupCommits: number; syncs: number; appends: number; handOvers?: number } | null> => {
+  const stats = async (): Promise<{ groupCommits: number; syncs: number; appends: number; handOvers?: number; checkpoints?: number } | null> => {
     proc.kill('SIGUSR2');
     const l = await nextLine();
     if (process.env.DEBUG_STATS) console.log(l);
-    return (JSON.parse(l) as { stats: { groupCommits: number; syncs: number; appends: number; handOvers?: number } | null }).stats;
+    return (JSON.parse(l) as { stats: { groupCommits: number; syncs: number; appends: number; handOvers?: number; checkpoints?: number } | null }).stats;
   };
   const c = new grpc.Client(address, grpc.credentials.createInsecure());
   await new Promise<void>((resolve, reject) => c.makeUnaryRequest('/palimpsest.v1.SessionService/CreateSession', identity, identity, Buffer.from('\n\x03one', 'latin1'), (e) => (e ? reject(e) : resolve())));
@@ -126,7 +126,7 @@ async function main(): Promise<void> {
     const perHandOver = s1?.handOvers && s0 && s1.handOvers > (s0.handOvers ?? 0) ? (appended / (s1.handOvers - (s0.handOvers ?? 0))).toFixed(1) : '-';
     // The store counts append calls (batches): events are EVENTS each.
     const n = appended > 0 ? appended * EVENTS : rate * (SECONDS + 0.2);
-    console.log(`  ${Math.round(rate)} events/s; per group commit ${perCommit}, per fdatasync ${perSync}, per hand-over to the writer ${perHandOver}; CPU per event all ${((c1.all - c0.all) * 1e6 / n).toFixed(1)} us, event loop ${((c1.loop - c0.loop) * 1e6 / n).toFixed(1)} us; by thread (us): ${perThread(c0, c1, n)}`);
+    console.log(`  ${Math.round(rate)} events/s; per group commit ${perCommit}, per fdatasync ${perSync}, per hand-over to the writer ${perHandOver}, WAL checkpoints off the writer ${(s1?.checkpoints ?? 0) - (s0?.checkpoints ?? 0)}; CPU per event all ${((c1.all - c0.all) * 1e6 / n).toFixed(1)} us, event loop ${((c1.loop - c0.loop) * 1e6 / n).toFixed(1)} us; by thread (us): ${perThread(c0, c1, n)}`);
   }
   await new Promise<void>((resolve) => {
     proc.once('exit', () => resolve());
