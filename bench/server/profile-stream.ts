@@ -114,6 +114,7 @@ async function main(): Promise<void> {
   const req = streamRequest('one', tick, EVENTS);
   const body = Buffer.from(AppendEventsRequest.encode({ sessionId: 'one', events: Array.from({ length: EVENTS }, () => tick), idempotencyKey: '' }).finish());
   console.log(`${unary ? 'unary AppendEvents' : 'AppendStream'}, ${EVENTS} event(s)/batch, ${INFLIGHT} in flight, ${mode}`);
+  let totalEvents = 0;
   for (let i = 0; i < RUNS; i++) {
     const s0 = await stats();
     const c0 = cpuOf(proc.pid!);
@@ -126,6 +127,7 @@ async function main(): Promise<void> {
     const perHandOver = s1?.handOvers && s0 && s1.handOvers > (s0.handOvers ?? 0) ? (appended / (s1.handOvers - (s0.handOvers ?? 0))).toFixed(1) : '-';
     // The store counts append calls (batches): events are EVENTS each.
     const n = appended > 0 ? appended * EVENTS : rate * (SECONDS + 0.2);
+    totalEvents += n;
     console.log(`  ${Math.round(rate)} events/s; per group commit ${perCommit}, per fdatasync ${perSync}, per hand-over to the writer ${perHandOver}, WAL checkpoints off the writer ${(s1?.checkpoints ?? 0) - (s0?.checkpoints ?? 0)}; CPU per event all ${((c1.all - c0.all) * 1e6 / n).toFixed(1)} us, event loop ${((c1.loop - c0.loop) * 1e6 / n).toFixed(1)} us; by thread (us): ${perThread(c0, c1, n)}`);
   }
   await new Promise<void>((resolve) => {
@@ -151,7 +153,7 @@ async function main(): Promise<void> {
       const key = `${f.functionName || '(anonymous)'} ${f.url.replace(/^.*\/(node_modules|src|gen)\//, '$1/').replace(/^.*\/palimpsest-bench\//, 'bundle/')}:${f.lineNumber + 1}`;
       byFrame.set(key, (byFrame.get(key) ?? 0) + t);
     }
-    console.log(`${file}: ${(total / 1000).toFixed(0)} ms busy; top self time (idle and (program) excluded):`);
+    console.log(`${file}: ${(total / 1000).toFixed(0)} ms busy (${(total / totalEvents).toFixed(2)} us per event of the runs); top self time (idle and (program) excluded):`);
     for (const [k, t] of [...byFrame].sort((a, b) => b[1] - a[1]).slice(0, tops)) console.log(`${((t / total) * 100).toFixed(1).padStart(5)}%  ${k}`);
   }
 }

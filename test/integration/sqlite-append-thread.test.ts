@@ -16,7 +16,7 @@ import { SharedCommitGate, type WriterConfig } from '../../src/store/sqlite/appe
 import { waitFor } from '../support/poll.js';
 import { AppendThread } from '../../src/store/sqlite/append-thread.js';
 import { prepareStatements } from '../../src/store/sqlite/statements.js';
-import { configureConnection } from '../../src/store/sqlite/open-database.js';
+import { configureConnection, openDatabase } from '../../src/store/sqlite/open-database.js';
 import { encodeEvents } from '../../src/store/sqlite/row-codec.js';
 import { readHeads } from '../../src/store/sqlite/head-record.js';
 import { WalSync } from '../../src/store/sqlite/wal-sync.js';
@@ -845,6 +845,17 @@ describe('WAL checkpoints off the writer thread (wal-checkpointer.ts)', () => {
     } finally {
       await cp.close();
       db.close();
+    }
+  });
+
+  it("the store's own connection checkpoints past the same bound with the writer thread, at SQLite's default without", () => {
+    for (const [appendWriter, frames] of [['thread', BOUND_FRAMES], ['inline', SQLITE_AUTOCHECKPOINT]] as const) {
+      const db = openDatabase({ path: fresh(), appendWriter }, true, Date.now);
+      try {
+        expect(autocheckpoint(db)).toBe(frames);
+      } finally {
+        db.close();
+      }
     }
   });
 
