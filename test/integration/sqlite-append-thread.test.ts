@@ -14,7 +14,7 @@ import { SqliteSessionStore } from '../../src/store/sqlite/sqlite-store.js';
 import { GROUP_ROWS, GroupCommit, type QueuedAppend, type WriteCounters } from '../../src/store/sqlite/group-commit.js';
 import { SharedCommitGate, type WriterConfig } from '../../src/store/sqlite/append-thread-wire.js';
 import { waitFor } from '../support/poll.js';
-import { AppendThread } from '../../src/store/sqlite/append-thread.js';
+import { AppendThread, startThread } from '../../src/store/sqlite/append-thread.js';
 import { prepareStatements } from '../../src/store/sqlite/statements.js';
 import { configureConnection, openDatabase } from '../../src/store/sqlite/open-database.js';
 import { encodeEvents } from '../../src/store/sqlite/row-codec.js';
@@ -24,7 +24,7 @@ import { StorageError } from '../../src/app/storage-error.js';
 import type { AppendOutcome } from '../../src/app/store-port.js';
 import { WRITER0, ev, newSession, req } from './store-contract.js';
 import { HeldSync } from '../support/held-sync.js';
-import { BOUND_FRAMES, CHECKPOINT_BYTES, SQLITE_AUTOCHECKPOINT, WalCheckpointer } from '../../src/store/sqlite/wal-checkpointer.js';
+import { BOUND_FRAMES, CHECKPOINT_BYTES, COMMIT_BYTES, ROW_BYTES, SQLITE_AUTOCHECKPOINT, WalCheckpointer } from '../../src/store/sqlite/wal-checkpointer.js';
 
 const root = mkdtempSync(join(tmpdir(), 'palimpsest-thread-'));
 let n = 0;
@@ -809,13 +809,20 @@ describe('WAL checkpoints off the writer thread (wal-checkpointer.ts)', () => {
   it('the writer checkpoints only past the bound; the thread checkpoints once CHECKPOINT_BYTES were written, and copies every frame', async () => {
     const { db } = await fixture();
     const counters = { checkpoints: 0, checkpointFrames: 0 };
-    const cp = new WalCheckpointer(db, { path: db.name, busyTimeoutMs: 5000 }, counters);
+    let starts = 0;
+    const cp = new WalCheckpointer(db, { path: db.name, busyTimeoutMs: 5000 }, counters, (c) => {
+      starts++;
+      return startThread('wal-checkpoint-worker', c);
+    });
     try {
       expect(autocheckpoint(db)).toBe(BOUND_FRAMES);
       write(db, 0, 500);
-      cp.wrote(500, CHECKPOINT_BYTES - 500 * 201);
-      expect(counters.checkpoints).toBe(0);
-      cp.wrote(1, 1_000);
+      // Rows, data and group commits count toward CHECKPOINT_BYTES: one byte short, no thread yet.
+      cp.wrote(500, CHECKPOINT_BYTES - 500 * ROW_BYTES - 2 * COMMIT_BYTES - 1);
+      cp.committed(2);
+      expect(starts).toBe(0);
+      cp.committed(1);
+      expect(starts).toBe(1);
       await waitFor(() => counters.checkpoints === 1, 15_000, 'the first checkpoint');
       expect(counters.checkpointFrames).toBeGreaterThan(0);
       // Every frame was copied: a checkpoint now finds the same WAL with nothing left to copy.

@@ -51,8 +51,15 @@ const gate = config.gate === undefined ? undefined : new ReportingGate(config.ga
 const background = config.durability === 'full' && config.fullSync === 'background';
 const walSync = background ? new WalSync(`${config.path}-wal`) : undefined;
 
+/** Group commits already counted for the checkpoints. */
+let countedCommits = 0;
+
 function post(): void {
   postScheduled = false;
+  if (opened !== undefined && counters.groupCommits !== countedCommits) {
+    opened.checkpointer.committed(counters.groupCommits - countedCommits);
+    countedCommits = counters.groupCommits;
+  }
   const durable = gate?.durableUpTo() ?? 0;
   if (results.length > 0 || durable !== reportedDurable) {
     send({ kind: 'done', results, heads, counters: { ...counters }, syncs: walSync?.completed ?? 0, checkpoints: checkpoints.checkpoints });

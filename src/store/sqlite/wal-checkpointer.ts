@@ -8,7 +8,8 @@
  * Here the writer's connection checkpoints only past BOUND_FRAMES (SQLite's own autocheckpoint,
  * PASSIVE, kept as the bound: a WAL never grows without limit, whatever this thread does), and a
  * thread of its own (wal-checkpoint-worker.ts, a second connection to the file) runs a PASSIVE
- * checkpoint each time the writer has written about CHECKPOINT_BYTES since the last one asked. A
+ * checkpoint each time the writer has written about CHECKPOINT_BYTES of WAL since the last one
+ * asked (estimated from the rows and group commits written). A
  * PASSIVE checkpoint takes no lock a writer or reader waits for; it copies the frames every reader
  * is done with, syncs the WAL first and the database after (the checkpointer's connection is
  * synchronous NORMAL), and only then marks them copied, so a checkpoint that fails or is cut short
@@ -35,14 +36,23 @@ export const SQLITE_AUTOCHECKPOINT = 1000;
 export const BOUND_FRAMES = 4 * SQLITE_AUTOCHECKPOINT;
 
 /**
- * Bytes written (events' data plus ROW_BYTES per row) between two checkpoints asked: about the WAL
- * SQLite's default lets grow between two of its own (1,000 frames), for the ~250-byte events of the
- * benches (measured: bench/history/issue-37-write.md).
+ * Bytes written (an estimate: events' data, ROW_BYTES per row, COMMIT_BYTES per group commit)
+ * between two checkpoints asked: about the WAL SQLite's default lets grow between two of its own
+ * (1,000 frames) for the ~250-byte events of the benches (measured: 1,005 frames per checkpoint,
+ * bench/history/issue-37-write.md).
  */
 export const CHECKPOINT_BYTES = 2 * 1024 * 1024;
 
 /** What a row costs in the WAL beyond its data (its index entries and page overhead), an estimate. */
 export const ROW_BYTES = 200;
+
+/**
+ * What a group commit costs in the WAL whatever its rows: every page it changed is a frame (the
+ * events' and their index's last leaves, the session's row, the feed's, the tenant's), ~6 pages.
+ * Without it, small commits (one event each) would be undercounted ~50 times and leave every
+ * checkpoint to the bound.
+ */
+export const COMMIT_BYTES = 6 * 4096;
 
 /** What the thread is started with. */
 export interface CheckpointerConfig {
@@ -92,8 +102,17 @@ export class WalCheckpointer {
 
   /** Counts a call of `rows` rows and `dataBytes` bytes of data; asks for a checkpoint past CHECKPOINT_BYTES. */
   wrote(rows: number, dataBytes: number): void {
+    this.#add(dataBytes + rows * ROW_BYTES);
+  }
+
+  /** Counts `groups` group commits (their pages beyond the rows'); asks for a checkpoint past CHECKPOINT_BYTES. */
+  committed(groups: number): void {
+    this.#add(groups * COMMIT_BYTES);
+  }
+
+  #add(bytes: number): void {
     if (this.#off) return;
-    this.#written += dataBytes + rows * ROW_BYTES;
+    this.#written += bytes;
     if (this.#running || this.#written < CHECKPOINT_BYTES) return;
     this.#written = 0;
     let worker: Worker;
