@@ -53,10 +53,12 @@ const walSync = background ? new WalSync(`${config.path}-wal`) : undefined;
 
 /** Group commits already counted for the checkpoints. */
 let countedCommits = 0;
+/** Set by the close message: what is written from then on asks for no checkpoint (nor a thread). */
+let closing = false;
 
 function post(): void {
   postScheduled = false;
-  if (opened !== undefined && counters.groupCommits !== countedCommits) {
+  if (opened !== undefined && !closing && counters.groupCommits !== countedCommits) {
     opened.checkpointer.committed(counters.groupCommits - countedCommits);
     countedCommits = counters.groupCommits;
   }
@@ -130,6 +132,7 @@ port.on('message', (m: ToWriter) => {
     return;
   }
   // Close: write what is queued, wait for its sync, answer it, then close the connection.
+  closing = true;
   groups.flush();
   const finish = (): void => {
     post();
