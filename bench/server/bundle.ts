@@ -41,7 +41,7 @@ export async function bundleServerChild(): Promise<string[]> {
     // imports (pg, the PostgreSQL store's) would load in every SQLite server's start-up. Chunks
     // stay next to the entry: the store finds its workers and extension from its module's directory.
     await build({ ...common, entryPoints: { child: childScript }, outdir: out, splitting: true, outExtension: { '.js': '.mjs' }, chunkNames: '[name]-[hash]' });
-    for (const worker of ['append-thread-worker', 'search-follow-worker']) {
+    for (const worker of ['append-thread-worker', 'search-follow-worker', 'wal-checkpoint-worker']) {
       await build({ ...common, entryPoints: [join(root, 'src', 'store', 'sqlite', `${worker}.ts`)], outfile: join(out, `${worker}.js`) });
     }
     // This build's extension, or none (never a stale copy from an earlier bundle).

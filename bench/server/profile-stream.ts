@@ -102,11 +102,11 @@ async function main(): Promise<void> {
   const nextLine = (): Promise<string> => (lines.length > 0 ? Promise.resolve(lines.shift()!) : new Promise((r) => waiters.push(r)));
   const { port } = JSON.parse(await nextLine()) as { port: number };
   const address = `127.0.0.1:${port}`;
-  const stats = async (): Promise<{ groupCommits: number; syncs: number; appends: number; handOvers?: number } | null> => {
+  const stats = async (): Promise<{ groupCommits: number; syncs: number; appends: number; handOvers?: number; checkpoints?: number } | null> => {
     proc.kill('SIGUSR2');
     const l = await nextLine();
     if (process.env.DEBUG_STATS) console.log(l);
-    return (JSON.parse(l) as { stats: { groupCommits: number; syncs: number; appends: number; handOvers?: number } | null }).stats;
+    return (JSON.parse(l) as { stats: { groupCommits: number; syncs: number; appends: number; handOvers?: number; checkpoints?: number } | null }).stats;
   };
   const c = new grpc.Client(address, grpc.credentials.createInsecure());
   await new Promise<void>((resolve, reject) => c.makeUnaryRequest('/palimpsest.v1.SessionService/CreateSession', identity, identity, Buffer.from('\n\x03one', 'latin1'), (e) => (e ? reject(e) : resolve())));
@@ -114,6 +114,7 @@ async function main(): Promise<void> {
   const req = streamRequest('one', tick, EVENTS);
   const body = Buffer.from(AppendEventsRequest.encode({ sessionId: 'one', events: Array.from({ length: EVENTS }, () => tick), idempotencyKey: '' }).finish());
   console.log(`${unary ? 'unary AppendEvents' : 'AppendStream'}, ${EVENTS} event(s)/batch, ${INFLIGHT} in flight, ${mode}`);
+  let totalEvents = 0;
   for (let i = 0; i < RUNS; i++) {
     const s0 = await stats();
     const c0 = cpuOf(proc.pid!);
@@ -126,7 +127,8 @@ async function main(): Promise<void> {
     const perHandOver = s1?.handOvers && s0 && s1.handOvers > (s0.handOvers ?? 0) ? (appended / (s1.handOvers - (s0.handOvers ?? 0))).toFixed(1) : '-';
     // The store counts append calls (batches): events are EVENTS each.
     const n = appended > 0 ? appended * EVENTS : rate * (SECONDS + 0.2);
-    console.log(`  ${Math.round(rate)} events/s; per group commit ${perCommit}, per fdatasync ${perSync}, per hand-over to the writer ${perHandOver}; CPU per event all ${((c1.all - c0.all) * 1e6 / n).toFixed(1)} us, event loop ${((c1.loop - c0.loop) * 1e6 / n).toFixed(1)} us; by thread (us): ${perThread(c0, c1, n)}`);
+    totalEvents += n;
+    console.log(`  ${Math.round(rate)} events/s; per group commit ${perCommit}, per fdatasync ${perSync}, per hand-over to the writer ${perHandOver}, WAL checkpoints off the writer ${(s1?.checkpoints ?? 0) - (s0?.checkpoints ?? 0)}; CPU per event all ${((c1.all - c0.all) * 1e6 / n).toFixed(1)} us, event loop ${((c1.loop - c0.loop) * 1e6 / n).toFixed(1)} us; by thread (us): ${perThread(c0, c1, n)}`);
   }
   await new Promise<void>((resolve) => {
     proc.once('exit', () => resolve());
@@ -151,7 +153,7 @@ async function main(): Promise<void> {
       const key = `${f.functionName || '(anonymous)'} ${f.url.replace(/^.*\/(node_modules|src|gen)\//, '$1/').replace(/^.*\/palimpsest-bench\//, 'bundle/')}:${f.lineNumber + 1}`;
       byFrame.set(key, (byFrame.get(key) ?? 0) + t);
     }
-    console.log(`${file}: ${(total / 1000).toFixed(0)} ms busy; top self time (idle and (program) excluded):`);
+    console.log(`${file}: ${(total / 1000).toFixed(0)} ms busy (${(total / totalEvents).toFixed(2)} us per event of the runs); top self time (idle and (program) excluded):`);
     for (const [k, t] of [...byFrame].sort((a, b) => b[1] - a[1]).slice(0, tops)) console.log(`${((t / total) * 100).toFixed(1).padStart(5)}%  ${k}`);
   }
 }

@@ -14,9 +14,9 @@ import { SqliteSessionStore } from '../../src/store/sqlite/sqlite-store.js';
 import { GROUP_ROWS, GroupCommit, type QueuedAppend, type WriteCounters } from '../../src/store/sqlite/group-commit.js';
 import { SharedCommitGate, type WriterConfig } from '../../src/store/sqlite/append-thread-wire.js';
 import { waitFor } from '../support/poll.js';
-import { AppendThread } from '../../src/store/sqlite/append-thread.js';
+import { AppendThread, startThread } from '../../src/store/sqlite/append-thread.js';
 import { prepareStatements } from '../../src/store/sqlite/statements.js';
-import { configureConnection } from '../../src/store/sqlite/open-database.js';
+import { configureConnection, openDatabase } from '../../src/store/sqlite/open-database.js';
 import { encodeEvents } from '../../src/store/sqlite/row-codec.js';
 import { readHeads } from '../../src/store/sqlite/head-record.js';
 import { WalSync } from '../../src/store/sqlite/wal-sync.js';
@@ -24,6 +24,7 @@ import { StorageError } from '../../src/app/storage-error.js';
 import type { AppendOutcome } from '../../src/app/store-port.js';
 import { WRITER0, ev, newSession, req } from './store-contract.js';
 import { HeldSync } from '../support/held-sync.js';
+import { BOUND_FRAMES, CHECKPOINT_BYTES, COMMIT_BYTES, ROW_BYTES, SQLITE_AUTOCHECKPOINT, WalCheckpointer } from '../../src/store/sqlite/wal-checkpointer.js';
 
 const root = mkdtempSync(join(tmpdir(), 'palimpsest-thread-'));
 let n = 0;
@@ -794,5 +795,100 @@ renameSync(path, path + '.moved');
 const e = await store.append('s', { expectedNextSeq: 0, expectedWriter: 'w0', writer: 'w1', events: [{ type: 'x/y', seq: 0, time: 1, data: {} }], surfaceLength: 0 }).catch((e) => e);
 console.log(e.code);`);
     expect(r, r.stderr).toMatchObject({ code: 0, stdout: 'WRITER_THREAD_FAILED\n' });
+  });
+});
+
+describe('WAL checkpoints off the writer thread (wal-checkpointer.ts)', () => {
+  /** `n` events appended to session `s` of `db` in one transaction (WAL frames to checkpoint). */
+  function write(db: Database.Database, from: number, n: number): void {
+    const st = prepareStatements(db, false);
+    db.transaction(() => st.insertEvents(encodeEvents('s', Array.from({ length: n }, (_, i) => ev(from + i, 'x/y', { text: 'x'.repeat(200) }))).rows))();
+  }
+  const autocheckpoint = (db: Database.Database): number => db.pragma('wal_autocheckpoint', { simple: true }) as number;
+
+  it('the writer checkpoints only past the bound; the thread checkpoints once CHECKPOINT_BYTES were written, and copies every frame', async () => {
+    const { db } = await fixture();
+    const counters = { checkpoints: 0, checkpointFrames: 0 };
+    let starts = 0;
+    const cp = new WalCheckpointer(db, { path: db.name, busyTimeoutMs: 5000 }, counters, (c) => {
+      starts++;
+      return startThread('wal-checkpoint-worker', c);
+    });
+    try {
+      expect(autocheckpoint(db)).toBe(BOUND_FRAMES);
+      write(db, 0, 500);
+      // Rows, data and group commits count toward CHECKPOINT_BYTES: one byte short, no thread yet.
+      cp.wrote(500, CHECKPOINT_BYTES - 500 * ROW_BYTES - 2 * COMMIT_BYTES - 1);
+      cp.committed(2);
+      expect(starts).toBe(0);
+      cp.committed(1);
+      expect(starts).toBe(1);
+      await waitFor(() => counters.checkpoints === 1, 15_000, 'the first checkpoint');
+      expect(counters.checkpointFrames).toBeGreaterThan(0);
+      // Every frame was copied: a checkpoint now finds the same WAL with nothing left to copy.
+      const [again] = db.pragma('wal_checkpoint(PASSIVE)') as { log: number; checkpointed: number }[];
+      expect(again).toMatchObject({ log: counters.checkpointFrames, checkpointed: counters.checkpointFrames });
+      expect(count(db.name)).toBe(500);
+      expect(cp.fellBack).toBe(false);
+    } finally {
+      await cp.close();
+      db.close();
+    }
+  });
+
+  it('a thread that fails gives the writer SQLite\'s own autocheckpoint back and is not started again', async () => {
+    const { db } = await fixture();
+    let starts = 0;
+    const cp = new WalCheckpointer(db, { path: db.name, busyTimeoutMs: 5000 }, { checkpoints: 0, checkpointFrames: 0 }, () => {
+      starts++;
+      return new Worker('process.exit(3)', { eval: true });
+    });
+    try {
+      cp.wrote(1, CHECKPOINT_BYTES);
+      await waitFor(() => cp.fellBack, 15_000, 'the fall-back');
+      expect(autocheckpoint(db)).toBe(SQLITE_AUTOCHECKPOINT);
+      cp.wrote(1, 2 * CHECKPOINT_BYTES);
+      expect(starts).toBe(1);
+    } finally {
+      await cp.close();
+      db.close();
+    }
+  });
+
+  it("the store's own connection checkpoints past the same bound with the writer thread, at SQLite's default without", () => {
+    for (const [appendWriter, frames] of [['thread', BOUND_FRAMES], ['inline', SQLITE_AUTOCHECKPOINT]] as const) {
+      const db = openDatabase({ path: fresh(), appendWriter }, true, Date.now);
+      try {
+        expect(autocheckpoint(db)).toBe(frames);
+      } finally {
+        db.close();
+      }
+    }
+  });
+
+  it('a store with the writer thread counts the checkpoints its thread ran', async () => {
+    const path = fresh();
+    const store = new SqliteSessionStore({ path, appendWriter: 'thread' });
+    await store.createSession(newSession('s'), []);
+    const perCall = 50;
+    const data = { text: 'y'.repeat(20_000) };
+    // ~20 KB per event: past CHECKPOINT_BYTES in a few calls.
+    const calls = Math.ceil(CHECKPOINT_BYTES / (perCall * 20_000)) + 1;
+    let writer = WRITER0;
+    for (let i = 0; i < calls; i++) {
+      const r = req(i * perCall, Array.from({ length: perCall }, (_, j) => ev(i * perCall + j, 'x/y', data)), { expectedWriter: writer, writer: `w${i}` });
+      writer = `w${i}`;
+      expect(await store.append('s', r)).toMatchObject({ kind: 'appended' });
+    }
+    // The checkpoint's answer reaches the store with the next report of the thread.
+    await waitFor(async () => {
+      await store.append('s', req(calls * perCall, [ev(calls * perCall)], { expectedWriter: writer, writer: 'last' })).catch(() => undefined);
+      writer = 'last';
+      return store.stats().checkpoints > 0;
+    }, 15_000, 'a checkpoint counted');
+    await store.close();
+    const again = new SqliteSessionStore({ path, nativeChecksums: 'off' });
+    expect((await again.getSession('s'))?.eventCount).toBe(calls * perCall + 1);
+    await again.close();
   });
 });

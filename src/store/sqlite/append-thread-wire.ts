@@ -122,6 +122,8 @@ export type FromWriter =
       readonly counters: WriteCounters;
       /** The writer's background WAL syncs so far. */
       readonly syncs: number;
+      /** WAL checkpoints its checkpoint thread ran so far (wal-checkpointer.ts). */
+      readonly checkpoints: number;
     }
   /** The thread's connection is open and its statements prepared. */
   | { readonly kind: 'opened' }

@@ -16,11 +16,13 @@ import { prepareStatements } from './statements.js';
 import { addChecksums } from './row-codec.js';
 import { WalSync } from './wal-sync.js';
 import { configureConnection } from './open-database.js';
+import { WalCheckpointer, type CheckpointCounters } from './wal-checkpointer.js';
 import { SharedCommitGate, toWireError, unpackCall, type FromWriter, type ToWriter, type WireResult, type WriterConfig } from './append-thread-wire.js';
 
 const port = parentPort!;
 const config = workerData as WriterConfig;
 const counters: WriteCounters = { commits: 0, groupCommits: 0, appends: 0, maxGroupSize: 0 };
+const checkpoints: CheckpointCounters = { checkpoints: 0, checkpointFrames: 0 };
 let results: WireResult[] = [];
 let heads: (readonly [string, number, number])[] = [];
 /** The durable group last reported to the store. */
@@ -49,11 +51,20 @@ const gate = config.gate === undefined ? undefined : new ReportingGate(config.ga
 const background = config.durability === 'full' && config.fullSync === 'background';
 const walSync = background ? new WalSync(`${config.path}-wal`) : undefined;
 
+/** Group commits already counted for the checkpoints. */
+let countedCommits = 0;
+/** Set by the close message: what is written from then on asks for no checkpoint (nor a thread). */
+let closing = false;
+
 function post(): void {
   postScheduled = false;
+  if (opened !== undefined && !closing && counters.groupCommits !== countedCommits) {
+    opened.checkpointer.committed(counters.groupCommits - countedCommits);
+    countedCommits = counters.groupCommits;
+  }
   const durable = gate?.durableUpTo() ?? 0;
   if (results.length > 0 || durable !== reportedDurable) {
-    send({ kind: 'done', results, heads, counters: { ...counters }, syncs: walSync?.completed ?? 0 });
+    send({ kind: 'done', results, heads, counters: { ...counters }, syncs: walSync?.completed ?? 0, checkpoints: checkpoints.checkpoints });
     results = [];
     heads = [];
     reportedDurable = durable;
@@ -64,7 +75,14 @@ function post(): void {
   }
 }
 
-function open(): { db: Database.Database; groups: GroupCommit } {
+interface Opened {
+  readonly db: Database.Database;
+  readonly groups: GroupCommit;
+  /** The WAL's checkpoints, off this thread (wal-checkpointer.ts). */
+  readonly checkpointer: WalCheckpointer;
+}
+
+function open(): Opened {
   const db = new Database(config.path, { fileMustExist: true });
   try {
     db.pragma(`busy_timeout = ${config.busyTimeoutMs}`);
@@ -73,14 +91,15 @@ function open(): { db: Database.Database; groups: GroupCommit } {
     const groups = new GroupCommit(db, prepareStatements(db, false), walSync, counters, config.groupCommit, (moved) => {
       for (const h of moved) heads.push(h);
     }, gate);
-    return { db, groups };
+    const checkpointer = new WalCheckpointer(db, { path: config.path, busyTimeoutMs: config.busyTimeoutMs }, checkpoints);
+    return { db, groups, checkpointer };
   } catch (e) {
     db.close();
     throw e;
   }
 }
 
-let opened: { db: Database.Database; groups: GroupCommit } | undefined;
+let opened: Opened | undefined;
 try {
   opened = open();
   send({ kind: 'opened' });
@@ -91,12 +110,13 @@ try {
 
 port.on('message', (m: ToWriter) => {
   if (opened === undefined) return;
-  const { db, groups } = opened;
+  const { db, groups, checkpointer } = opened;
   if (m.kind === 'append') {
     for (const packed of m.calls) {
       const call = unpackCall(packed);
       const id = call.id;
       addChecksums(call.rows);
+      checkpointer.wrote(call.rows.length, call.dataBytes);
       groups.enqueue({
         ...call,
         resolve: (outcome: AppendOutcome) => {
@@ -112,13 +132,17 @@ port.on('message', (m: ToWriter) => {
     return;
   }
   // Close: write what is queued, wait for its sync, answer it, then close the connection.
+  closing = true;
   groups.flush();
   const finish = (): void => {
     post();
     walSync?.close();
-    db.close();
-    send({ kind: 'closed' });
-    port.close();
+    // The checkpoint thread ends first (after its checkpoint in progress); then this connection.
+    void checkpointer.close().then(() => {
+      db.close();
+      send({ kind: 'closed' });
+      port.close();
+    });
   };
   if (walSync?.owed === true) walSync.request().then(finish, finish);
   else setImmediate(finish);

@@ -89,6 +89,7 @@ export class AppendThread implements AppendQueue {
   #waitingReads: WaitingRead[] = [];
   #syncs = 0;
   #handOvers = 0;
+  #checkpoints = 0;
   #opened = false;
   #readyWaiters: { resolve: () => void; reject: (e: unknown) => void }[] = [];
   readonly #config: WriterConfig;
@@ -115,6 +116,11 @@ export class AppendThread implements AppendQueue {
   /** The thread's background WAL syncs, as last reported. */
   get syncs(): number {
     return this.#syncs;
+  }
+
+  /** WAL checkpoints run off the thread (wal-checkpointer.ts), as last reported. */
+  get checkpoints(): number {
+    return this.#checkpoints;
   }
 
   /** Set once the thread failed: the store is fail-stop from then on. */
@@ -279,6 +285,7 @@ export class AppendThread implements AppendQueue {
     this.counters.maxGroupSize = Math.max(this.counters.maxGroupSize, c.maxGroupSize);
     this.#reported = c;
     this.#syncs = m.syncs;
+    this.#checkpoints = m.checkpoints;
     if (m.heads.length > 0) this.onHeads(m.heads);
     for (const [id, outcome, error] of m.results) {
       const call = this.#pending.take(id);

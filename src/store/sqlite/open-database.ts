@@ -11,12 +11,15 @@ import { createSchema, migrateDatabase, underMigrationLock } from './migrate.js'
 import { OLDEST_MIGRATABLE } from './migrations/index.js';
 import { APPLICATION_ID, SCHEMA_VERSION } from './schema.js';
 import { registerSearchFunctions } from './search-schema.js';
+import { BOUND_FRAMES } from './wal-checkpointer.js';
 
 /** What opening needs of the store options. */
 export interface OpenOptions extends MigrationOptions {
   readonly path: string;
   readonly durability?: 'full' | 'normal';
   readonly busyTimeoutMs?: number;
+  /** 'thread': appends are written by the writer thread, which also runs the checkpoints (wal-checkpointer.ts). */
+  readonly appendWriter?: 'thread' | 'inline';
 }
 
 /** The busy timeout of the store's connections, ms (default 5000). */
@@ -67,6 +70,10 @@ export function openDatabase(options: OpenOptions, backgroundSync: boolean, now:
     const found = checkIdentity(db, path, options.noMigrate === true);
     db.pragma('journal_mode = WAL');
     configureConnection(db, options.durability ?? 'full', backgroundSync);
+    // With the writer thread, the WAL's checkpoints are its (off the thread, wal-checkpointer.ts):
+    // this connection's rare commits (creates, deletes, imports) checkpoint only past the same
+    // bound, not in the event loop each time the WAL holds 1,000 frames between two of them.
+    if (options.appendWriter === 'thread') db.pragma(`wal_autocheckpoint = ${BOUND_FRAMES}`);
     prepareFile(db, options, found);
     // A streamed import whose owner's lease passed was abandoned (crash): drop it (cascades) and
     // take it off its tenant's counters. Another live process's import in progress stays.

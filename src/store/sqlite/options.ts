@@ -69,4 +69,6 @@ export interface SqliteStoreStats {
   readonly syncs: number;
   /** Messages that handed appends to the writer thread (0 without it): appends per hand-over is appends / handOvers. */
   readonly handOvers: number;
+  /** WAL checkpoints run by the writer thread's checkpoint thread (0 without it; wal-checkpointer.ts). */
+  readonly checkpoints: number;
 }

@@ -127,7 +127,7 @@ export class SqliteSessionStore implements SessionStore {
 
   /** Write counters. */
   stats(): SqliteStoreStats {
-    return { ...this.counters, syncs: (this.walSync?.completed ?? 0) + (this.appendThread?.syncs ?? 0), handOvers: this.appendThread?.handOvers ?? 0 };
+    return { ...this.counters, syncs: (this.walSync?.completed ?? 0) + (this.appendThread?.syncs ?? 0), handOvers: this.appendThread?.handOvers ?? 0, checkpoints: this.appendThread?.checkpoints ?? 0 };
   }
 
   /** Resolves once every commit made so far is on disk (at once unless a background sync is owed). */
