@@ -65,17 +65,33 @@ export function compareJsonbKeys(a: string, b: string): number {
   return utf8Length(a) - utf8Length(b) || compareCodePoints(a, b);
 }
 
-/** Key lists seen (as JSON) -> their searchable keys in jsonb order: events repeat a few shapes. */
+/**
+ * Key lists seen (as JSON) -> their searchable keys in jsonb order: events repeat a few shapes.
+ * Only short key lists are cached (at most KEY_ORDERS_MAX of at most KEY_LIST_MAX keys and
+ * KEY_SHAPE_MAX characters, a few MiB in all): an object with many or long keys, which any caller
+ * may append, is ordered every time instead of being kept.
+ */
 const keyOrders = new Map<string, readonly string[]>();
 const KEY_ORDERS_MAX = 4096;
+const KEY_LIST_MAX = 32;
+const KEY_SHAPE_MAX = 1024;
 
-/** The keys of `keys` that are searchable, in jsonb order (cached per key list). */
+/** The number of key lists cached (for tests). */
+export function cachedKeyOrders(): number {
+  return keyOrders.size;
+}
+
+const orderKeys = (keys: string[]): readonly string[] => keys.filter((k) => !SKIPPED.has(k)).sort(compareJsonbKeys);
+
+/** The keys of `keys` that are searchable, in jsonb order (cached per short key list). */
 function searchableKeys(keys: string[]): readonly string[] {
   if (keys.length < 2) return keys.length === 1 && SKIPPED.has(keys[0]!) ? [] : keys;
+  if (keys.length > KEY_LIST_MAX) return orderKeys(keys);
   const shape = JSON.stringify(keys);
+  if (shape.length > KEY_SHAPE_MAX) return orderKeys(keys);
   let order = keyOrders.get(shape);
   if (order === undefined) {
-    order = keys.filter((k) => !SKIPPED.has(k)).sort(compareJsonbKeys);
+    order = orderKeys(keys);
     if (keyOrders.size >= KEY_ORDERS_MAX) keyOrders.clear();
     keyOrders.set(shape, order);
   }

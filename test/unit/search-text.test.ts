@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { Json } from '../../src/domain/event.js';
 import { parseSearchQuery, searchTokenSpans } from '../../src/domain/search-query.js';
 import { searchSnippet, termsMatch } from '../../src/domain/search-match.js';
-import { compareJsonbKeys, MAX_SEARCH_TEXT, searchResultCallId, searchText, searchToolCalls } from '../../src/domain/search-text.js';
+import { cachedKeyOrders, compareJsonbKeys, MAX_SEARCH_TEXT, searchResultCallId, searchText, searchToolCalls } from '../../src/domain/search-text.js';
 import { fieldsMatch } from '../../src/domain/search-fields.js';
 
 const assistant: Json = {
@@ -54,6 +54,19 @@ describe('searchable text', () => {
     expect(texts({ é: 'u', ab: 'v', id: 'w' })).toBe('v\nu');
     expect(texts({ type: 'only skipped' })).toBe('');
     expect(texts({ one: 'single' })).toBe('single');
+  });
+
+  it('caches the order of short key lists only: an object with many or long keys is ordered, never kept', () => {
+    const texts = (o: Json): string | undefined => searchText('user/message', { content: [o] });
+    const many: Record<string, string> = {};
+    for (let i = 9999; i >= 0; i--) many[`k${i}`] = i === 0 ? 'first' : i === 9999 ? 'last' : '';
+    const long = { ['x'.repeat(2000)]: 'b', y: 'a' };
+    const before = cachedKeyOrders();
+    expect(texts(many)!.split('\n').filter(Boolean)).toEqual(['first', 'last']);
+    expect(texts(long)).toBe('a\nb');
+    expect(cachedKeyOrders()).toBe(before);
+    expect(texts({ shortA: '1', shortB: '2', shortC: '3' })).toBe('1\n2\n3');
+    expect(cachedKeyOrders()).toBe(before + 1);
   });
 
   it('cuts the text at MAX_SEARCH_TEXT code points, never inside a surrogate pair', () => {
