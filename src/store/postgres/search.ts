@@ -22,7 +22,7 @@ import { SCHEMA_NAME_PATTERN } from './schema.js';
 import { watchPoolErrors } from './open-database.js';
 import { reindexSql } from './search-reindex.js';
 
-/** What {@link PostgresSearchIndex.verifySample} compared and found. */
+/** What {@link PostgresSearchIndex.verifyEntries} compared and found. */
 export interface SearchVerifySample extends SearchIndexReport {
   /** Sessions whose entries were compared. */
   readonly sessions: number;

@@ -203,7 +203,8 @@ function deleteNotADatabase(db: Database.Database, path: string, why: string): b
   try {
     db.exec('BEGIN IMMEDIATE');
   } catch (e) {
-    throw fail("the database's write lock, needed to delete it, was held past the busy timeout", e);
+    const busy = String((e as { code?: unknown }).code).startsWith('SQLITE_BUSY');
+    throw fail(busy ? "the database's write lock, needed to delete it, was held past the busy timeout" : "the database's write lock, needed to delete it, could not be taken", e);
   }
   try {
     if (!stillNotADatabase(path)) return false;

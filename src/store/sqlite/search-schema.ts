@@ -1,6 +1,6 @@
 /**
  * The SQLite search index (issue #40). Since schema 11 its tables live in a file of their own
- * (search-file.ts; the list below is where they came from). Since schema 10 it is kept by a follower of the session
+ * (search-file.ts; the list below is where they came from; the file's version 2 keeps no text and a contentless search_fts). Since schema 10 it is kept by a follower of the session
  * feed (search-follow.ts), off the append path; schemas 7 and 8 kept it in the append transaction
  * by a trigger calling the SQL functions this file registers (still registered on every
  * connection: migration 7 runs them when an older file is migrated). A trigger on `sessions`

@@ -242,13 +242,19 @@ export class SqliteSearchIndex implements SearchIndex {
   }
 
   async reindex(onSession?: (sessionId: string, events: number) => void): Promise<{ sessions: number; events: number }> {
-    // An FTS index that fails FTS5's own check is emptied first (a contentless table cannot be
-    // rebuilt from a content table): every session's entries are then written again below.
+    // An FTS index that fails FTS5's own check (SQLITE_CORRUPT*) is emptied first, and the whole
+    // index with it (a contentless table cannot be rebuilt from a content table): entries, calls,
+    // progress and the follower's mark, in one transaction, so a reindex interrupted after it
+    // leaves an index the follower completes, never entries marked indexed without their FTS rows.
+    // Every session's entries are then written again below. Any other error is thrown.
     inSearchTransaction(this.#db, () => {
       try {
         this.#db.prepare("INSERT INTO search.search_fts (search_fts, rank) VALUES ('integrity-check', 0)").run();
-      } catch {
+      } catch (e) {
+        if (!String((e as { code?: unknown }).code).startsWith('SQLITE_CORRUPT')) throw e;
         this.#db.prepare("INSERT INTO search.search_fts (search_fts) VALUES ('delete-all')").run();
+        for (const t of ['search_docs', 'search_calls', 'search_progress']) this.#db.prepare(`DELETE FROM search.${t}`).run();
+        this.#db.prepare('UPDATE search.search_follow SET position = 0').run();
       }
     });
     const ids = this.#db.prepare('SELECT id FROM main.sessions WHERE pending = 0 ORDER BY id').pluck().all() as string[];
