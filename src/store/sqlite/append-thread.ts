@@ -26,6 +26,7 @@ import { StoreClosedError } from '../store-errors.js';
 import type { AppendQueue, QueuedAppend, WriteCounters } from './group-commit.js';
 import { SharedCommitGate, fromWireError, packCall, type FromWriter, type PackedCall, type WriterConfig } from './append-thread-wire.js';
 import { OwedCalls } from './owed-calls.js';
+import { trackThread } from './thread-heap.js';
 
 type Callbacks = Pick<QueuedAppend, 'resolve' | 'reject'>;
 
@@ -65,12 +66,18 @@ export function startWorker(config: WriterConfig): Worker {
 export function startThread(name: string, workerData: unknown): Worker {
   clearOldSpaceFloorForNewThreads();
   const here = import.meta.url;
-  if (!here.endsWith('.ts')) return new Worker(new URL(`./${name}.js`, here), { workerData });
-  // tsx's ESM API (require.resolve answers its CommonJS twin, which registers the wrong path).
-  const tsx = pathToFileURL(createRequire(here).resolve('tsx/esm/api').replace(/\.cjs$/, '.mjs')).href;
-  const entry = new URL(`./${name}.ts`, here).href;
-  const boot = `import(${JSON.stringify(tsx)}).then((m) => { m.register(); return import(${JSON.stringify(entry)}); })`;
-  return new Worker(boot, { eval: true, workerData });
+  let worker: Worker;
+  if (!here.endsWith('.ts')) worker = new Worker(new URL(`./${name}.js`, here), { workerData });
+  else {
+    // tsx's ESM API (require.resolve answers its CommonJS twin, which registers the wrong path).
+    const tsx = pathToFileURL(createRequire(here).resolve('tsx/esm/api').replace(/\.cjs$/, '.mjs')).href;
+    const entry = new URL(`./${name}.ts`, here).href;
+    const boot = `import(${JSON.stringify(tsx)}).then((m) => { m.register(); return import(${JSON.stringify(entry)}); })`;
+    worker = new Worker(boot, { eval: true, workerData });
+  }
+  // Its heap in /metrics (thread-heap.ts; the entry answers under its own name).
+  trackThread(worker);
+  return worker;
 }
 
 /** The writer thread as the store's {@link AppendQueue} (see the module comment). */
