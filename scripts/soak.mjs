@@ -32,7 +32,8 @@
  * follower, from palimpsest_thread_heap_*): used and total, new and old space.
  *
  * --heap-snapshots M1,M2: each server runs with --heapsnapshot-signal=SIGUSR2 and is sent the signal
- * right after the scrape of those minutes; the .heapsnapshot files land in --snapshot-dir (diff them
+ * right after the scrape of those minutes, and (with --forced-gc on) every worker thread writes one of
+ * its own isolate (soak-gc-hook.cjs); the .heapsnapshot files land in --snapshot-dir (diff them
  * with scripts/heap-diff.mjs). A snapshot costs a full GC and a burst of memory: a run that takes
  * them states so, and its slope window should start after the last one.
  */
@@ -383,7 +384,13 @@ async function soak(name, servers, out) {
     say(`| ${minute} | ${row.load1.toFixed(1)} | ${row.ok} | ${row.p99.toFixed(1)} | ` + figures.map((f) => [f.rawFloorMb, f.rawMedianMb, f.rawMaxMb, f.rssMb, f.liveHeapMb, f.heapMb, f.heapTotalMb, f.smallAnonMb, f.brkMb, f.bigAnonMb, f.fileMb]
       .map((x) => x.toFixed(1)).concat([f.handles, f.fds], [f.wUsedMb, f.wTotalMb, f.wNewMb, f.wOldMb, f.fUsedMb, f.fTotalMb, f.fNewMb, f.fOldMb].map((x) => x.toFixed(1))).join(' | ')).join(' | ') + ' |');
     if (PARALLEL) console.error(`${name}: minute ${minute}/${MINUTES}, ${figures.map((f, i) => `s${i} RSS ${f.rssMb.toFixed(1)} MB`).join(', ')}`);
-    if (SNAPSHOT_MINUTES.has(minute)) for (const s of servers) s.proc.kill('SIGUSR2');
+    if (SNAPSHOT_MINUTES.has(minute)) {
+      for (const s of servers) {
+        s.proc.kill('SIGUSR2');
+        // The worker threads' isolates too (soak-gc-hook.cjs).
+        if (FORCED_GC) s.proc.send({ op: 'snapshot', dir: SNAPSHOT_DIR });
+      }
+    }
   }
   stop.now = true;
   await running;
