@@ -5,12 +5,18 @@
  * main thread asks every thread to run a full collection (a BroadcastChannel), runs one itself,
  * waits `settleMs` for V8 to unmap the freed pages, and answers `{ op: 'gc-done', id, threads, liveHeap }` (`liveHeap`: the main heap's used bytes
  * right after its collection, i.e. its live objects).
+ * `{ op: 'snapshot', dir }` (soak --heap-snapshots): every worker thread writes a heap snapshot of
+ * its own isolate to `dir` (`worker-<threadId>-<n>.heapsnapshot`; SIGUSR2 covers the main thread only).
  * The soak then reads RSS at the same point of every minute: after a full collection of both
  * isolates, not wherever the collector's heuristics happened to be (bench/soak.md).
  */
 'use strict';
 // eslint-disable-next-line @typescript-eslint/no-require-imports -- a --require preload is CommonJS: it is what also runs in worker threads
 const { isMainThread, threadId } = require('node:worker_threads');
+// eslint-disable-next-line @typescript-eslint/no-require-imports -- as above
+const { join } = require('node:path');
+// eslint-disable-next-line @typescript-eslint/no-require-imports -- as above
+const v8 = require('node:v8');
 
 const CHANNEL = 'palimpsest-soak-gc';
 if (typeof globalThis.gc !== 'function') throw new Error('soak-gc-hook needs node --expose-gc');
@@ -18,7 +24,9 @@ const fullGc = () => globalThis.gc({ type: 'major', execution: 'sync' });
 
 if (!isMainThread) {
   const bc = new BroadcastChannel(CHANNEL);
+  let snapshots = 0;
   bc.onmessage = (e) => {
+    if (e.data?.op === 'snapshot') v8.writeHeapSnapshot(join(e.data.dir, `worker-${threadId}-${++snapshots}.heapsnapshot`));
     if (e.data?.op !== 'gc') return;
     fullGc();
     bc.postMessage({ op: 'thread-done', id: e.data.id, threadId });
@@ -34,6 +42,7 @@ if (!isMainThread) {
   bc.unref();
   process.channel?.unref();
   process.on('message', (m) => {
+    if (m?.op === 'snapshot') bc.postMessage(m);
     if (m?.op !== 'gc') return;
     const w = { threads: [], before: process.memoryUsage() };
     waiting.set(m.id, w);

@@ -10,6 +10,7 @@
  *                                          [--forced-gc on|off] [--samples-per-minute 6]
  *                                          [--pg-admin-url postgresql://postgres@HOST:PORT/postgres] [--json FILE]
  *                                          [--heap-snapshots 2,10 --snapshot-dir DIR] [--node-flags "--initial-old-space-size=128"]
+ *                                          [--rate OPS_PER_S]
  *
  * The load, from 8 client workers: single-event appends, 20-event batches, subscriptions opened and
  * cancelled after a few events, a compaction (PlanCompaction + Compact) every 200 operations,
@@ -23,8 +24,16 @@
  * --initial-old-space-size=128; --node-flags '' runs them without it (as the runs before
  * 2026-12-04 23:50 did).
  *
+ * --rate OPS_PER_S: the operations of all workers together are paced to that rate (default: as fast
+ * as the servers answer), so the working set does not follow the machine's load; an operation late
+ * for its slot starts at once, and the slots do not pile up while the servers are slower.
+ *
+ * Per minute also the V8 heaps of the server's worker threads (the SQLite writer thread and search
+ * follower, from palimpsest_thread_heap_*): used and total, new and old space.
+ *
  * --heap-snapshots M1,M2: each server runs with --heapsnapshot-signal=SIGUSR2 and is sent the signal
- * right after the scrape of those minutes; the .heapsnapshot files land in --snapshot-dir (diff them
+ * right after the scrape of those minutes, and (with --forced-gc on) every worker thread writes one of
+ * its own isolate (soak-gc-hook.cjs); the .heapsnapshot files land in --snapshot-dir (diff them
  * with scripts/heap-diff.mjs). A snapshot costs a full GC and a burst of memory: a run that takes
  * them states so, and its slope window should start after the last one.
  */
@@ -64,6 +73,8 @@ const FORCED_GC = arg('forced-gc', 'on') !== 'off';
 /** Raw RSS samples per period (from /proc/PID/status, no collection forced): their floor and range are reported too. */
 const SAMPLES = Number(arg('samples-per-minute', '6'));
 const PARALLEL = args.includes('--parallel');
+/** Operations per second of all workers together (0: unpaced). */
+const RATE = Number(arg('rate', '0'));
 const TARGET_MB_PER_10MIN = 1;
 
 function freePort() {
@@ -180,13 +191,25 @@ async function scrape(metricsPort) {
     const m = new RegExp(`^${name}(?:\\{[^}]*\\})? ([0-9.e+-]+)$`, 'm').exec(text);
     return m ? Number(m[1]) : NaN;
   };
+  // The worker threads' heaps (SQLite: writer, search-follower), NaN for a thread not running.
+  const t = (name, labels) => {
+    const m = new RegExp(`^${name}\\{${labels}\\} ([0-9.e+-]+)$`, 'm').exec(text);
+    return m ? Number(m[1]) / 2 ** 20 : NaN;
+  };
+  const threads = {};
+  for (const [key, thread] of [['w', 'writer'], ['f', 'search-follower']]) {
+    threads[`${key}UsedMb`] = t('palimpsest_thread_heap_used_bytes', `thread="${thread}"`);
+    threads[`${key}TotalMb`] = t('palimpsest_thread_heap_total_bytes', `thread="${thread}"`);
+    threads[`${key}NewMb`] = t('palimpsest_thread_heap_space_size_bytes', `thread="${thread}",space="new_space"`);
+    threads[`${key}OldMb`] = t('palimpsest_thread_heap_space_size_bytes', `thread="${thread}",space="old_space"`);
+  }
   const rssMb = v('process_resident_memory_bytes') / 2 ** 20;
   const heapTotalMb = v('nodejs_heap_size_total_bytes') / 2 ** 20;
   return {
     rssMb, heapMb: v('nodejs_heap_size_used_bytes') / 2 ** 20, heapTotalMb, externalMb: v('nodejs_external_memory_bytes') / 2 ** 20,
     // RSS outside the main isolate's V8 heap (malloc: SQLite, the writer thread's isolate, buffers):
     // free of the V8 heap sizing that makes RSS jump with the collector's heuristics.
-    offHeapMb: rssMb - heapTotalMb, handles: v('nodejs_active_handles_total'), fds: v('process_open_fds'),
+    offHeapMb: rssMb - heapTotalMb, handles: v('nodejs_active_handles_total'), fds: v('process_open_fds'), ...threads,
   };
 }
 
@@ -206,6 +229,15 @@ async function load(addresses, stop, stats) {
     while (sessions.length > 40) await unary(c, 'deleteSession', { sessionId: sessions.shift() }).catch(() => undefined);
   };
   await newSession(clients[0]);
+  // --rate: one slot per operation, 1000/RATE ms apart, shared by the workers.
+  let nextSlot = performance.now();
+  const pace = async () => {
+    if (RATE <= 0) return;
+    const now = performance.now();
+    const slot = Math.max(nextSlot, now);
+    nextSlot = slot + 1000 / RATE;
+    if (slot > now) await new Promise((r) => setTimeout(r, slot - now));
+  };
   const timed = async (kind, fn) => {
     const t = performance.now();
     try {
@@ -219,6 +251,8 @@ async function load(addresses, stop, stats) {
   };
   const worker = async (w) => {
     while (!stop.now) {
+      await pace();
+      if (stop.now) break;
       const c = clients[(op + w) % clients.length];
       const n = op++;
       const id = sessions[sessions.length - 1 - (n % Math.min(sessions.length, 8))];
@@ -316,9 +350,9 @@ const fmt = (x) => `${x >= 0 ? '+' : ''}${x.toFixed(2)}`;
 
 async function soak(name, servers, out) {
   const say = (line) => (PARALLEL ? out.push(line) : console.log(line));
-  say(`\n## ${name}: ${MINUTES} min (${WARMUP} min warm-up), ${servers.length} server process(es), ${WORKERS} workers, node flags: ${NODE_FLAGS.join(' ') || '(none)'}` +
+  say(`\n## ${name}: ${MINUTES} min (${WARMUP} min warm-up), ${servers.length} server process(es), ${WORKERS} workers${RATE > 0 ? ` paced to ${RATE} operations/s` : ''}, node flags: ${NODE_FLAGS.join(' ') || '(none)'}` +
     `; RSS sampled ${SAMPLES} times a minute, and ${FORCED_GC ? 'after a forced full collection of every isolate' : 'without forcing a collection'} at each minute mark`);
-  const cols = ['RSS floor', 'RSS median', 'RSS max', FORCED_GC ? 'RSS after GC' : 'RSS at mark', 'live heap', 'heap used', 'heap total', 'V8 pages', 'malloc brk', 'other anon', 'files', 'handles', 'fds'];
+  const cols = ['RSS floor', 'RSS median', 'RSS max', FORCED_GC ? 'RSS after GC' : 'RSS at mark', 'live heap', 'heap used', 'heap total', 'V8 pages', 'malloc brk', 'other anon', 'files', 'handles', 'fds', 'writer used', 'writer total', 'writer new', 'writer old', 'follower used', 'follower total', 'follower new', 'follower old'];
   say('| min | load1 | ops ok | append p99 ms | ' + servers.map((_, i) => cols.map((c) => `s${i} ${c}`).join(' | ')).join(' | ') + ' |');
   say('|' + ' --- |'.repeat(4 + cols.length * servers.length));
   const stop = { now: false };
@@ -348,9 +382,15 @@ async function soak(name, servers, out) {
     stats.lat = [];
     rows.push(row);
     say(`| ${minute} | ${row.load1.toFixed(1)} | ${row.ok} | ${row.p99.toFixed(1)} | ` + figures.map((f) => [f.rawFloorMb, f.rawMedianMb, f.rawMaxMb, f.rssMb, f.liveHeapMb, f.heapMb, f.heapTotalMb, f.smallAnonMb, f.brkMb, f.bigAnonMb, f.fileMb]
-      .map((x) => x.toFixed(1)).concat([f.handles, f.fds]).join(' | ')).join(' | ') + ' |');
+      .map((x) => x.toFixed(1)).concat([f.handles, f.fds], [f.wUsedMb, f.wTotalMb, f.wNewMb, f.wOldMb, f.fUsedMb, f.fTotalMb, f.fNewMb, f.fOldMb].map((x) => x.toFixed(1))).join(' | ')).join(' | ') + ' |');
     if (PARALLEL) console.error(`${name}: minute ${minute}/${MINUTES}, ${figures.map((f, i) => `s${i} RSS ${f.rssMb.toFixed(1)} MB`).join(', ')}`);
-    if (SNAPSHOT_MINUTES.has(minute)) for (const s of servers) s.proc.kill('SIGUSR2');
+    if (SNAPSHOT_MINUTES.has(minute)) {
+      for (const s of servers) {
+        s.proc.kill('SIGUSR2');
+        // The worker threads' isolates too (soak-gc-hook.cjs).
+        if (FORCED_GC) s.proc.send({ op: 'snapshot', dir: SNAPSHOT_DIR });
+      }
+    }
   }
   stop.now = true;
   await running;
@@ -362,7 +402,10 @@ async function soak(name, servers, out) {
     ['rawFloorMb', 'RSS, floor of the minute\'s raw samples'], ['rawMedianMb', 'RSS, median of the minute\'s raw samples'], ['rawMaxMb', 'RSS, maximum of the minute\'s raw samples'],
     ['outsideV8Mb', 'RSS outside V8 pages (malloc brk + other anonymous + files)'],
     ['liveHeapMb', 'V8 main heap live (used right after the forced collection)'], ['heapMb', 'V8 main heap used (at the scrape)'], ['heapTotalMb', 'V8 main heap total'],
-    ['smallAnonMb', 'V8 pages (anonymous mappings < 1 MiB, both isolates)'], ['brkMb', 'malloc brk heap'], ['bigAnonMb', 'other anonymous (malloc thread arenas, large buffers)'], ['fileMb', 'mapped files']]) {
+    ['smallAnonMb', 'V8 pages (anonymous mappings < 1 MiB, every isolate)'], ['brkMb', 'malloc brk heap'], ['bigAnonMb', 'other anonymous (malloc thread arenas, large buffers)'], ['fileMb', 'mapped files'],
+    ['wUsedMb', 'writer thread heap used (after the forced collection)'], ['wTotalMb', 'writer thread heap total'], ['wNewMb', 'writer thread new space'], ['wOldMb', 'writer thread old space'],
+    ['fUsedMb', 'search follower heap used (after the forced collection)'], ['fTotalMb', 'search follower heap total'], ['fNewMb', 'search follower new space'], ['fOldMb', 'search follower old space']]) {
+    if (after.every((r) => r.figures.every((f) => Number.isNaN(f[key])))) continue;
     say(`- ${what}: ${statsOf(key).map((st, i) => `s${i} ${per10(st)} r=${st.r1.toFixed(2)}`).join('; ')}`);
   }
   const verdicts = rss.map((st) => (st.hi * 10 < TARGET_MB_PER_10MIN ? 'met' : st.lo * 10 >= TARGET_MB_PER_10MIN ? 'missed' : 'not shown'));

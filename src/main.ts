@@ -16,6 +16,7 @@ import { MemorySessionStore } from './store/memory/memory-store.js';
 import { SqliteSessionStore } from './store/sqlite/sqlite-store.js';
 import { SearchIndexOff, SearchIndexUnavailable } from './app/search-index-off.js';
 import { SqliteSearchIndex } from './store/sqlite/search.js';
+import { threadHeaps } from './store/sqlite/thread-heap.js';
 import { isPostgresUrl, redactUrl } from './store/postgres/url.js';
 import type { CommittedBatch } from './app/change-feed.js';
 import { LiveGenAiExporter, TappedChangeFeed, type ExportPositions } from './app/otel-genai-live.js';
@@ -218,6 +219,8 @@ export async function startServer(partial: Partial<ServerConfig> = {}, ext: Serv
       statementRetried = (sqlstate) => metrics.storeStatementRetried(sqlstate);
       metrics.trackTenantSessions(async () => (await appStore.tenantSessionCounts?.()) ?? new Map());
       metrics.trackSearchLag(() => app.search.lag());
+      // The SQLite store's worker threads (none on PostgreSQL or in memory: no gauge values).
+      metrics.trackThreadHeaps(() => threadHeaps());
     }
     const exporter = live;
     running = exporter === undefined ? served : {

@@ -6,6 +6,17 @@
 import { createServer, type Server } from 'node:http';
 import type { Counter as CounterT, Gauge as GaugeT, Histogram as HistogramT, Registry as RegistryT } from 'prom-client';
 
+/** A worker thread's V8 heap as the store reports it (the SQLite store's thread-heap.ts). */
+export interface ThreadHeapReading {
+  readonly thread: string;
+  readonly used: number;
+  readonly total: number;
+  readonly physical: number;
+  readonly malloced: number;
+  readonly external: number;
+  readonly spaces: readonly { readonly name: string; readonly size: number; readonly used: number }[];
+}
+
 /** The `grpc_type` label. */
 export type RpcType = 'unary' | 'client_stream' | 'server_stream' | 'bidi_stream';
 
@@ -41,6 +52,8 @@ export interface Metrics {
   trackHeadsUnsealed(source: () => boolean): void;
   /** A PostgreSQL statement rolled back for a deadlock (40P01) or a serialization failure (40001) and run again. */
   storeStatementRetried(sqlstate: string): void;
+  /** Where palimpsest_thread_heap_* (the worker threads' V8 heaps) are read from at each scrape. */
+  trackThreadHeaps(source: () => Promise<readonly ThreadHeapReading[]>): void;
 }
 
 /** Metrics that record nothing (metrics not served). */
@@ -60,6 +73,7 @@ export const NO_METRICS: Metrics = Object.freeze({
   trackSearchLag: () => undefined,
   trackHeadsUnsealed: () => undefined,
   storeStatementRetried: () => undefined,
+  trackThreadHeaps: () => undefined,
 });
 
 /** Loads prom-client and creates the Prometheus metrics. */
@@ -97,6 +111,7 @@ export class PromMetrics implements Metrics {
   readonly searchLagEvents: GaugeT;
   readonly searchLagSeconds: GaugeT;
   readonly #statementRetries: CounterT<'sqlstate'>;
+  #threadHeapsSource: () => Promise<readonly ThreadHeapReading[]> = async () => [];
 
   constructor(prom: typeof import('prom-client'), defaults = true) {
     const { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } = prom;
@@ -181,6 +196,7 @@ export class PromMetrics implements Metrics {
       help: 'PostgreSQL statements rolled back for a deadlock (sqlstate 40P01) or a serialization failure (40001) and run again; the lock order should keep it at 0',
       labelNames: ['sqlstate'], registers: [this.registry],
     });
+    this.#threadHeapGauges(Gauge);
     // The go-grpc-prometheus names and labels, so stock gRPC dashboards work unchanged.
     const rpcLabels = ['grpc_service', 'grpc_method', 'grpc_type'] as const;
     this.#started = new Counter({ name: 'grpc_server_started_total', help: 'RPCs started on the server', labelNames: rpcLabels, registers: [this.registry] });
@@ -197,6 +213,60 @@ export class PromMetrics implements Metrics {
     };
     // Node's default metrics under their stock names (process_*, nodejs_*): what Node dashboards expect.
     if (defaults) collectDefaultMetrics({ register: this.registry });
+  }
+
+  /**
+   * The worker threads' V8 heaps (the main thread's are nodejs_heap_*), read once per scrape for
+   * all the gauges of a scrape, by `thread` (threads of one name summed) and, for the spaces, `space`.
+   */
+  #threadHeapGauges(Gauge: typeof import('prom-client').Gauge): void {
+    // One reading while it is under way: the registry starts every gauge's collect in one turn.
+    let reading: Promise<readonly ThreadHeapReading[]> | undefined;
+    const read = (): Promise<readonly ThreadHeapReading[]> => {
+      reading ??= this.#threadHeapsSource().catch(() => []).finally(() => {
+        reading = undefined;
+      });
+      return reading;
+    };
+    const perThread = (name: string, help: string, pick: (h: ThreadHeapReading) => number): void => {
+      const gauge: GaugeT<'thread'> = new Gauge({
+        name, help, labelNames: ['thread'], registers: [this.registry],
+        collect: async (): Promise<void> => {
+          const sums = new Map<string, number>();
+          for (const h of await read()) sums.set(h.thread, (sums.get(h.thread) ?? 0) + pick(h));
+          gauge.reset();
+          for (const [thread, v] of sums) gauge.set({ thread }, v);
+        },
+      });
+    };
+    perThread('palimpsest_thread_heap_used_bytes', 'V8 heap used by a worker thread (thread="writer": the SQLite writer thread; "search-follower": the search index follower)', (h) => h.used);
+    perThread('palimpsest_thread_heap_total_bytes', 'V8 heap size of a worker thread (what its isolate has allocated for its heap)', (h) => h.total);
+    perThread('palimpsest_thread_heap_physical_bytes', 'Resident bytes of a worker thread\'s V8 heap', (h) => h.physical);
+    perThread('palimpsest_thread_heap_malloced_bytes', 'Bytes a worker thread\'s V8 isolate holds with malloc', (h) => h.malloced);
+    perThread('palimpsest_thread_heap_external_bytes', 'Memory outside a worker thread\'s V8 heap held by its objects (ArrayBuffers, strings)', (h) => h.external);
+    const perSpace = (name: string, help: string, pick: (s: ThreadHeapReading['spaces'][number]) => number): void => {
+      const gauge: GaugeT<'thread' | 'space'> = new Gauge({
+        name, help, labelNames: ['thread', 'space'], registers: [this.registry],
+        collect: async (): Promise<void> => {
+          const sums = new Map<string, { thread: string; space: string; v: number }>();
+          for (const h of await read()) {
+            for (const s of h.spaces) {
+              const k = `${h.thread}\0${s.name}`;
+              sums.set(k, { thread: h.thread, space: s.name, v: (sums.get(k)?.v ?? 0) + pick(s) });
+            }
+          }
+          gauge.reset();
+          for (const { thread, space, v } of sums.values()) gauge.set({ thread, space }, v);
+        },
+      });
+    };
+    perSpace('palimpsest_thread_heap_space_size_bytes', 'Size of one V8 heap space (new_space, old_space, ...) of a worker thread', (s) => s.size);
+    perSpace('palimpsest_thread_heap_space_used_bytes', 'Bytes used in one V8 heap space of a worker thread', (s) => s.used);
+  }
+
+  /** Where palimpsest_thread_heap_* are read from at each scrape. */
+  trackThreadHeaps(source: () => Promise<readonly ThreadHeapReading[]>): void {
+    this.#threadHeapsSource = source;
   }
 
   /** Where palimpsest_cached_sessions is read from at each scrape. */

@@ -11,8 +11,13 @@
  * writer thread's heap measured with and without it.
  */
 import v8 from 'node:v8';
+import type { Worker } from 'node:worker_threads';
 import { afterEach, describe, expect, it, vi } from 'vitest';
+import type { SessionEvent } from '../../src/domain/event.js';
+import { loadMetrics } from '../../src/server/metrics.js';
+import { THREAD_YOUNG_GENERATION_MB, startWorker } from '../../src/store/sqlite/append-thread.js';
 import { SqliteSessionStore } from '../../src/store/sqlite/sqlite-store.js';
+import { threadHeaps } from '../../src/store/sqlite/thread-heap.js';
 import { tempDbDir } from '../support/temp-db.js';
 
 const dbs = tempDbDir('palimpsest-writer-heap-');
@@ -38,5 +43,42 @@ describe('the SQLite writer thread', () => {
     const store = new SqliteSessionStore({ path: dbs.freshPath(), appendWriter: 'inline' });
     await store.close();
     expect(flags).not.toHaveBeenCalled();
+  });
+
+  it('palimpsest_thread_heap_* report the writer thread while it runs, with its young generation bounded, and no writer once it has exited', async () => {
+    const metrics = await loadMetrics(false);
+    metrics.trackThreadHeaps(() => threadHeaps());
+    const sample = async (name: string, labels: string): Promise<number | undefined> => {
+      const m = new RegExp(`^${name}\\{${labels}\\} (\\d+)$`, 'm').exec(await metrics.registry.metrics());
+      return m === null ? undefined : Number(m[1]);
+    };
+    let worker: Worker | undefined;
+    const store = new SqliteSessionStore({ path: dbs.freshPath(), appendWriter: 'thread', startWriter: (c) => (worker = startWorker(c)) });
+    await store.writerReady();
+    // The bound (V8's default is 48: two 16 MB semispaces).
+    expect(THREAD_YOUNG_GENERATION_MB).toBeLessThan(48);
+    expect(worker!.resourceLimits?.maxYoungGenerationSizeMb).toBe(THREAD_YOUNG_GENERATION_MB);
+    await store.createSession({ header: { version: 0, id: 's', createdAt: 1_700_000_000_000 }, labels: {}, tenant: '', strict: false, pairingGuard: false, writer: 'w' }, []);
+    const note = (seq: number): SessionEvent => ({ type: 'x/note', seq, time: 1_700_000_000_000 + seq, data: { pad: 'p'.repeat(2000) } }) as unknown as SessionEvent;
+    for (let from = 0; from < 1000; from += 100) {
+      const r = await store.append('s', { expectedNextSeq: from, expectedWriter: 'w', writer: 'w', events: Array.from({ length: 100 }, (_, i) => note(from + i)), surfaceLength: from + 100 });
+      expect(r.kind).toBe('appended');
+    }
+    const used = await sample('palimpsest_thread_heap_used_bytes', 'thread="writer"');
+    const total = await sample('palimpsest_thread_heap_total_bytes', 'thread="writer"');
+    expect(used).toBeGreaterThan(100_000);
+    expect(total).toBeGreaterThanOrEqual(used!);
+    expect(await sample('palimpsest_thread_heap_physical_bytes', 'thread="writer"')).toBeGreaterThan(0);
+    expect(await sample('palimpsest_thread_heap_space_used_bytes', 'thread="writer",space="old_space"')).toBeGreaterThan(0);
+    // Two semispaces of a third of the young generation each.
+    const newSpace = await sample('palimpsest_thread_heap_space_size_bytes', 'thread="writer",space="new_space"');
+    expect(newSpace).toBeGreaterThan(0);
+    expect(newSpace).toBeLessThanOrEqual((2 * THREAD_YOUNG_GENERATION_MB * 2 ** 20) / 3);
+    await store.close();
+    // Exited threads are not waited for (the scrape answers at once) and not reported.
+    const t = performance.now();
+    expect(await threadHeaps()).toEqual([]);
+    expect(performance.now() - t).toBeLessThan(500);
+    expect(await sample('palimpsest_thread_heap_used_bytes', 'thread="writer"')).toBeUndefined();
   });
 });

@@ -18,8 +18,10 @@ import { WalSync } from './wal-sync.js';
 import { configureConnection } from './open-database.js';
 import { WalCheckpointer, type CheckpointCounters } from './wal-checkpointer.js';
 import { SharedCommitGate, toWireError, unpackCall, type FromWriter, type ToWriter, type WireResult, type WriterConfig } from './append-thread-wire.js';
+import { answerHeapRequests } from './thread-heap.js';
 
 const port = parentPort!;
+answerHeapRequests('writer');
 const config = workerData as WriterConfig;
 const counters: WriteCounters = { commits: 0, groupCommits: 0, appends: 0, maxGroupSize: 0 };
 const checkpoints: CheckpointCounters = { checkpoints: 0, checkpointFrames: 0 };

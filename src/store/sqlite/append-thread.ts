@@ -26,6 +26,7 @@ import { StoreClosedError } from '../store-errors.js';
 import type { AppendQueue, QueuedAppend, WriteCounters } from './group-commit.js';
 import { SharedCommitGate, fromWireError, packCall, type FromWriter, type PackedCall, type WriterConfig } from './append-thread-wire.js';
 import { OwedCalls } from './owed-calls.js';
+import { trackThread } from './thread-heap.js';
 
 type Callbacks = Pick<QueuedAppend, 'resolve' | 'reject'>;
 
@@ -52,6 +53,19 @@ export function clearOldSpaceFloorForNewThreads(): void {
   v8.setFlagsFromString('--initial-old-space-size=0');
 }
 
+/**
+ * The young generation of the store's worker threads (writer, search follower), in MB: V8's
+ * `resourceLimits.maxYoungGenerationSizeMb`, a third of it per semispace. V8's default (48: two
+ * 16 MB semispaces) lets a thread's new space grow with its allocation rate to 32 MB committed and
+ * stay there: the soak (bench/soak.md, 2026-12-05) saw the writer's new space go 1 -> 16 -> 32 MB
+ * as throughput rose, with its live objects flat at ~5 MB (heap snapshots), i.e. RSS following
+ * the load, not a leak. 12 (4 MB semispaces, new space at most 8 MB) keeps the threads' heaps
+ * small for the CPU time of more, cheaper scavenges (measured: docs/operations.md). The old
+ * generation keeps V8's limit: a hard bound there would turn a burst of large appends into a
+ * writer thread out of memory, i.e. a fail-stopped store.
+ */
+export const THREAD_YOUNG_GENERATION_MB = 12;
+
 /** The writer thread's entry (append-thread-worker.ts) with `config`. */
 export function startWorker(config: WriterConfig): Worker {
   return startThread('append-thread-worker', config);
@@ -65,12 +79,19 @@ export function startWorker(config: WriterConfig): Worker {
 export function startThread(name: string, workerData: unknown): Worker {
   clearOldSpaceFloorForNewThreads();
   const here = import.meta.url;
-  if (!here.endsWith('.ts')) return new Worker(new URL(`./${name}.js`, here), { workerData });
-  // tsx's ESM API (require.resolve answers its CommonJS twin, which registers the wrong path).
-  const tsx = pathToFileURL(createRequire(here).resolve('tsx/esm/api').replace(/\.cjs$/, '.mjs')).href;
-  const entry = new URL(`./${name}.ts`, here).href;
-  const boot = `import(${JSON.stringify(tsx)}).then((m) => { m.register(); return import(${JSON.stringify(entry)}); })`;
-  return new Worker(boot, { eval: true, workerData });
+  const resourceLimits = { maxYoungGenerationSizeMb: THREAD_YOUNG_GENERATION_MB };
+  let worker: Worker;
+  if (!here.endsWith('.ts')) worker = new Worker(new URL(`./${name}.js`, here), { workerData, resourceLimits });
+  else {
+    // tsx's ESM API (require.resolve answers its CommonJS twin, which registers the wrong path).
+    const tsx = pathToFileURL(createRequire(here).resolve('tsx/esm/api').replace(/\.cjs$/, '.mjs')).href;
+    const entry = new URL(`./${name}.ts`, here).href;
+    const boot = `import(${JSON.stringify(tsx)}).then((m) => { m.register(); return import(${JSON.stringify(entry)}); })`;
+    worker = new Worker(boot, { eval: true, workerData, resourceLimits });
+  }
+  // Its heap in /metrics (thread-heap.ts; the entry answers under its own name).
+  trackThread(worker);
+  return worker;
 }
 
 /** The writer thread as the store's {@link AppendQueue} (see the module comment). */

@@ -9,8 +9,10 @@ import Database from 'better-sqlite3';
 import { attachSearchFile } from './search-file.js';
 import { followSqliteFeed } from './search-follow.js';
 import type { FollowerConfig, FromFollower, ToFollower } from './search-follow-thread.js';
+import { answerHeapRequests } from './thread-heap.js';
 
 const port = parentPort!;
+answerHeapRequests('search-follower');
 const config = workerData as FollowerConfig;
 const send = (m: FromFollower): void => port.postMessage(m);
 
