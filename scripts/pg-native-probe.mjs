@@ -259,7 +259,7 @@ try {
     rows.push(row);
     const mb = (x) => (x / 2 ** 20).toFixed(2);
     if (String(arg('snap-at', '')).split(',').includes(String(t))) process.kill(s.pid, 'SIGUSR2');
-    const cached = /^palimpsest_cached_sessions (\d+)/m.exec(await (await fetch(`http://127.0.0.1:${s.metricsPort}/metrics`)).text())?.[1];
+    const cached = (await Promise.all(servers.map(async (x) => /^palimpsest_cached_sessions (\d+)/m.exec(await (await fetch(`http://127.0.0.1:${x.metricsPort}/metrics`)).text())?.[1]))).join('/');
     console.log([t, cached, row.ops, mb(row.brk), mb(row.anon), mb(row.rss), mb(row.external), mb(row.ab), mb(row.heap), row.handles].join('\t'));
   }
   stop.now = true;
