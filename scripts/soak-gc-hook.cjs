@@ -20,7 +20,10 @@ const v8 = require('node:v8');
 
 const CHANNEL = 'palimpsest-soak-gc';
 if (typeof globalThis.gc !== 'function') throw new Error('soak-gc-hook needs node --expose-gc');
-const fullGc = () => globalThis.gc({ type: 'major', execution: 'sync' });
+// `gc()` without options: on node 20 (V8 11.3) `gc({ type: 'major', execution: 'sync' })` does not
+// collect the old generation (garbage objects and their ArrayBuffers stay: bench/soak.md
+// 2026-12-05, test/unit/soak-gc-hook.test.ts), so every figure "after a forced GC" was not.
+const fullGc = () => globalThis.gc();
 
 if (!isMainThread) {
   const bc = new BroadcastChannel(CHANNEL);
@@ -56,7 +59,7 @@ if (!isMainThread) {
       setTimeout(() => {
         waiting.delete(m.id);
         const after = process.memoryUsage();
-        process.send({ op: 'gc-done', id: m.id, threads: w.threads.length, heapUsedBefore: w.before.heapUsed, liveHeap: live, heapTotalAfter: after.heapTotal, rssAfter: after.rss });
+        process.send({ op: 'gc-done', id: m.id, threads: w.threads.length, heapUsedBefore: w.before.heapUsed, liveHeap: live, heapTotalAfter: after.heapTotal, rssAfter: after.rss, arrayBuffersAfter: after.arrayBuffers });
       }, m.settleMs ?? 300).unref();
     }, m.threadWaitMs ?? 500).unref();
   });

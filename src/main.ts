@@ -129,6 +129,8 @@ export async function composeApp(config: ServerConfig, logger: Logger, tracing?:
   // The session feed reads on the store's change hints (PostgreSQL NOTIFY) where it has them, else polls.
   const notifications = watch.watchFeed === undefined || config.feedHints === false ? undefined : (onChange: (tenant?: string) => void): (() => void) => watch.watchFeed!(onChange);
   const service = new SessionService(store, config.limits, Date.now, logger, undefined, tap === undefined ? feed : new TappedChangeFeed(feed, tap), { notifications });
+  // Sessions deleted through another replica leave the hot-session cache at once (issue #33).
+  watch.watchDeletes?.((key) => service.cache.deletedElsewhere(key));
   // SearchEvents (issue #40): the store's index; the memory store keeps the app's scan.
   // The index is kept by a follower of the session feed (started by useIndex; docs/search.md).
   if (config.searchIndex === false) service.search.useIndex(new SearchIndexOff());

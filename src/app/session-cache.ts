@@ -223,6 +223,19 @@ export class SessionCache {
     if (this.#cache.get(h.id) === h) this.drop(h.id);
   }
 
+  /**
+   * A session deleted elsewhere (another replica or process: HeadWatch.watchDeletes): its handle
+   * is dropped now rather than left to LRU eviction, which keeps up to `cacheMaxSessions` (10,000)
+   * of them (issue #33: the soak's replicas grew by every session the other one deleted). Not a
+   * handle with writes in flight or live subscribers (the rule of eviction): those find the
+   * deletion themselves. A late hint after a re-create only costs a reload.
+   */
+  deletedElsewhere(key: string): void {
+    const h = this.#cache.get(key);
+    if (h === undefined || h.busy || this.feed.listenerCount(key) > 0) return;
+    this.drop(key);
+  }
+
   /** Drops a storage key's handle. */
   drop(key: string): void {
     const h = this.#cache.get(key);

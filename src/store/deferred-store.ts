@@ -30,6 +30,8 @@ class DeferredHeadWatch implements HeadWatch {
   readonly #pending = new Set<PendingWatch>();
   /** Feed watchers (watchFeed), attached to the real watch once it is open. */
   readonly #feed = new Map<(tenant?: string) => void, (() => void) | undefined>();
+  /** Deletion watchers (watchDeletes), attached to the real watch once it is open. */
+  readonly #deletes = new Map<(sessionId: string) => void, (() => void) | undefined>();
   #closed = false;
 
   attach(inner: HeadWatch): void {
@@ -40,6 +42,16 @@ class DeferredHeadWatch implements HeadWatch {
       // The store just opened: whatever it holds is news to the feed.
       onChange();
     }
+    for (const onDeleted of this.#deletes.keys()) this.#deletes.set(onDeleted, inner.watchDeletes?.(onDeleted));
+  }
+
+  watchDeletes(onDeleted: (sessionId: string) => void): () => void {
+    const entry = (sessionId: string): void => onDeleted(sessionId);
+    this.#deletes.set(entry, this.#inner?.watchDeletes?.(entry));
+    return () => {
+      this.#deletes.get(entry)?.();
+      this.#deletes.delete(entry);
+    };
   }
 
   watchFeed(onChange: (tenant?: string) => void): () => void {
@@ -65,6 +77,7 @@ class DeferredHeadWatch implements HeadWatch {
     this.#closed = true;
     this.#pending.clear();
     this.#feed.clear();
+    this.#deletes.clear();
     await this.#inner?.close();
   }
 }

@@ -154,4 +154,29 @@ describe('two SessionService instances over one store', () => {
     // And A appends on top of B's state without losing anything.
     expect((await a.append(ctx, 'hot', [user('from-a')])).seqs).toEqual([6]);
   });
+
+  it("a session deleted through the other service leaves the cache on the deletion hint, unless it has live subscribers (issue #33)", async () => {
+    const a = service(new MemorySessionStore({ database }));
+    const b = service(new MemorySessionStore({ database }));
+    for (const id of ['gone', 'watched']) {
+      await a.createSession(ctx, { id });
+      // Written through B: B's cache holds the session's handle.
+      await b.append(ctx, id, [user(`on-${id}`)]);
+    }
+    expect(b.cache.size).toBe(2);
+    const stop = b.feed.subscribe(b.storageKey(ctx, 'watched'), { onCommit: () => undefined, onDeleted: () => undefined });
+    await a.deleteSession(ctx, 'gone');
+    await a.deleteSession(ctx, 'watched');
+    // What PostgreSQL's HeadWatch.watchDeletes tells main.ts's wiring; the memory store sends none.
+    b.cache.deletedElsewhere(b.storageKey(ctx, 'gone'));
+    b.cache.deletedElsewhere(b.storageKey(ctx, 'watched'));
+    expect(b.cache.peek(b.storageKey(ctx, 'gone'))).toBeUndefined();
+    // A handle with live subscribers is kept (as eviction keeps it); they learn of the delete themselves.
+    expect(b.cache.peek(b.storageKey(ctx, 'watched'))).toBeDefined();
+    stop();
+    b.cache.deletedElsewhere(b.storageKey(ctx, 'watched'));
+    expect(b.cache.size).toBe(0);
+    // The dropped sessions answer NOT_FOUND on B, as before.
+    await expect(b.getSession(ctx, 'gone')).rejects.toMatchObject({ reason: 'SESSION_NOT_FOUND' });
+  });
 });

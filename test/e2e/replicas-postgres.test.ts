@@ -9,8 +9,11 @@
  *    acknowledged event is stored exactly once at its acknowledged seq, seqs are contiguous, every
  *    live subscriber's rebuilt surface equals GetSurface (ClientSurface throws on any gap,
  *    duplicate or reorder), and the killed replica's subscribers resume from their cursor on
- *    another replica and end equal too.
+ *    another replica and end equal too;
+ *  - a session deleted through one replica leaves the other's hot-session cache at once (issue #33:
+ *    its handle stayed until LRU eviction at 10,000 sessions, the soak's steady memory growth).
  */
+import { createServer } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { credentials } from '@grpc/grpc-js';
 import {
@@ -63,6 +66,17 @@ function surfaceTail(c: Api, sessionId: string, surface = new ClientSurface(), a
   return { tail, surface, failure: () => failure };
 }
 
+const freePort = (): Promise<number> => new Promise((resolve) => {
+  const s = createServer();
+  s.listen(0, '127.0.0.1', () => {
+    const { port } = s.address() as { port: number };
+    s.close(() => resolve(port));
+  });
+});
+
+const cachedSessions = async (metricsPort: number): Promise<number> =>
+  Number(/^palimpsest_cached_sessions (\d+)$/m.exec(await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text())?.[1] ?? NaN);
+
 const caughtUp = (t: Tail<SubscribeSurfaceResponse>): boolean => t.msgs.some((m) => m.kind?.$case === 'caughtUp');
 
 describe.skipIf(!hasPostgres())('three server replicas on one PostgreSQL database', () => {
@@ -96,6 +110,28 @@ describe.skipIf(!hasPostgres())('three server replicas on one PostgreSQL databas
     a.proc.proc.kill('SIGTERM');
     b.proc.proc.kill('SIGTERM');
     await Promise.all([a.proc.exited, b.proc.exited]);
+  });
+
+  it("a session deleted through one replica leaves the other replica's hot-session cache", async () => {
+    const a = await serve('a');
+    const metricsPort = await freePort();
+    const bProc = await spawnServer(['--db', db!.url, '--metrics-listen', `127.0.0.1:${metricsPort}`]);
+    running.push(bProc);
+    const b = connect(bProc.address);
+    const ids = ['gone-0', 'gone-1', 'gone-2', 'kept'];
+    for (const id of ids) {
+      await a.c.createSession({ sessionId: id });
+      // Written through b: b holds the session's handle (engine and all) in its cache.
+      await b.appendEvents({ sessionId: id, events: [userMessage(`m-${id}`, 'hello')] });
+    }
+    expect(await cachedSessions(metricsPort)).toBe(ids.length);
+    for (const id of ids.slice(0, 3)) await a.c.deleteSession({ sessionId: id });
+    // The deletion hints (NOTIFY) reach b: only the session still stored stays cached.
+    await waitFor(async () => (await cachedSessions(metricsPort)) === 1, 10_000, "b's cache to drop the sessions a deleted");
+    expect((await b.appendEvents({ sessionId: 'kept', events: [userMessage('m2', 'again')] })).seqs).toEqual([1]);
+    a.proc.proc.kill('SIGTERM');
+    bProc.proc.kill('SIGTERM');
+    await Promise.all([a.proc.exited, bProc.exited]);
   });
 
   it('appenders on one session over three replicas, subscribers on each, one SIGKILLed and restarted: acknowledged events once, surfaces equal', async () => {

@@ -20,7 +20,10 @@ const HOUR = 3_600_000;
 const ev = (seq: number): SessionEvent => ({ type: 'turn/start', seq, time: 1_700_000_000_000 + seq, data: { turn: seq } });
 const record = (id: string): NewSession => ({ header: { version: 1, id, createdAt: 1000 }, labels: {}, tenant: '', strict: false, pairingGuard: false, writer: 'w0' });
 
-type Watch = { ready: Promise<void>; connects: number; dropConnectionForTest(): void; watchFeed(f: (tenant?: string) => void): () => void };
+type Watch = {
+  ready: Promise<void>; connects: number; dropConnectionForTest(): void; watchFeed(f: (tenant?: string) => void): () => void;
+  watchDeletes(f: (sessionId: string) => void): () => void;
+};
 
 describe.skipIf(!hasPostgres())('session feed hints over LISTEN/NOTIFY', () => {
   let db: TestDatabase;
@@ -44,19 +47,25 @@ describe.skipIf(!hasPostgres())('session feed hints over LISTEN/NOTIFY', () => {
     await db.drop();
   });
 
-  it("watchFeed hears another instance's append and delete, and is told again after a reconnect", async () => {
+  it("watchFeed hears another instance's append and delete, and is told again after a reconnect; watchDeletes hears the delete only", async () => {
     const [a, b] = await pair();
     const watch = b.openHeadWatch() as unknown as Watch;
     closers.push(async () => (watch as unknown as { close(): Promise<void> }).close());
     await watch.ready;
     let hints = 0;
     watch.watchFeed(() => hints++);
+    // Not watched with watch(): the hot-session cache hears every deletion (issue #33).
+    const deleted: string[] = [];
+    watch.watchDeletes((id) => deleted.push(id));
     await a.createSession(record('s'), []);
     await a.append('s', { expectedNextSeq: 0, expectedWriter: 'w0', writer: 'A', events: [ev(0)], surfaceLength: 0 });
     await waitFor(() => hints >= 1, 10_000, 'the hint of the append');
     const afterAppend = hints;
     await a.deleteSession('s');
     await waitFor(() => hints > afterAppend, 10_000, 'the hint of the delete');
+    await waitFor(() => deleted.length > 0, 10_000, 'the deletion hint');
+    // The create's and the append's hints are not deletions.
+    expect(deleted).toEqual(['s']);
     const beforeDrop = hints;
     watch.dropConnectionForTest();
     await waitFor(() => watch.connects >= 2 && hints > beforeDrop, 10_000, 'the hint after the reconnect');

@@ -18,6 +18,13 @@ export interface HeadWatch {
    * reads the store by position. Without it the feed polls. Returns the function that stops.
    */
   watchFeed?(onChange: (tenant?: string) => void): () => void;
+  /**
+   * Optional: calls `onDeleted(sessionId)` when a session may have been deleted through another
+   * process or store instance (PostgreSQL: a deletion hint of the schema's channel), whether or not
+   * it is watched, so the process drops what it holds of it (the hot-session cache, issue #33). A
+   * hint only: it may come late, twice, or not at all. Returns the function that stops.
+   */
+  watchDeletes?(onDeleted: (sessionId: string) => void): () => void;
   /** Stops every watch. */
   close(): Promise<void>;
 }

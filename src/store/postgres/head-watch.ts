@@ -51,6 +51,8 @@ export class PgHeadWatch implements HeadWatch {
   readonly #listeners = new Map<string, Set<Listener>>();
   /** Feed watchers (watchFeed): told of every notification and of every (re)connect. */
   readonly #feedWatchers = new Set<(tenant?: string) => void>();
+  /** Deletion watchers (watchDeletes): told of every deletion hint, watched session or not. */
+  readonly #deleteWatchers = new Set<(sessionId: string) => void>();
   /** Last head reported per watched session (the poll reports only changes). */
   readonly #known = new Map<string, { head: number }>();
   /**
@@ -109,6 +111,15 @@ export class PgHeadWatch implements HeadWatch {
     };
   }
 
+  watchDeletes(onDeleted: (sessionId: string) => void): () => void {
+    if (this.#closed) throw new Error('the head watch is closed');
+    const entry = (sessionId: string): void => onDeleted(sessionId);
+    this.#deleteWatchers.add(entry);
+    return () => {
+      this.#deleteWatchers.delete(entry);
+    };
+  }
+
   /** Resolves once the creation-time reads of the watches started so far have returned (tests). */
   async settled(): Promise<void> {
     while (this.#baselineReads.size > 0) await Promise.allSettled([...this.#baselineReads]);
@@ -147,6 +158,7 @@ export class PgHeadWatch implements HeadWatch {
     clearTimeout(this.#pollTimer);
     this.#listeners.clear();
     this.#feedWatchers.clear();
+    this.#deleteWatchers.clear();
     this.#incarnations.clear();
     const client = this.#client;
     this.#client = undefined;
@@ -216,10 +228,11 @@ export class PgHeadWatch implements HeadWatch {
     // The storage key `<tenant>/<id>` (tenant-scope.ts; a plain id is tenant ''): only that tenant's feed.
     const slash = sessionId.indexOf('/');
     this.#fireFeed(slash < 0 ? '' : sessionId.slice(0, slash));
-    const set = this.#listeners.get(sessionId);
-    if (set === undefined) return;
     // `f <id>` (notifier.ts notifyFeed): a feed-only hint (created, labels changed), no head.
     const head = Number(payload.slice(0, space));
+    if (head < 0) this.#fireDeleted(sessionId);
+    const set = this.#listeners.get(sessionId);
+    if (set === undefined) return;
     if (!Number.isSafeInteger(head)) return;
     if (head < 0) {
       this.#known.delete(sessionId);
@@ -230,6 +243,17 @@ export class PgHeadWatch implements HeadWatch {
     if (known === undefined) this.#known.set(sessionId, { head });
     else if (head > known.head) known.head = head;
     this.#fire(set, head);
+  }
+
+  /** Tells the deletion watchers (a watcher that throws is reported and the others still hear). */
+  #fireDeleted(sessionId: string): void {
+    for (const w of this.#deleteWatchers) {
+      try {
+        w(sessionId);
+      } catch (error) {
+        this.#options.onError?.(error);
+      }
+    }
   }
 
   /** Tells the feed watchers: of `tenant`'s change, or (undefined) that any tenant's may have changed. */
