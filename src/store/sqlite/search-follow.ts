@@ -254,6 +254,19 @@ export function sqliteDeletedUnfollowedSql(column: string): string {
   return `${column} IN (SELECT session_id FROM main.feed WHERE position > (SELECT position FROM search.search_follow WHERE id = 0) AND kind = 'deleted')`;
 }
 
+/**
+ * The SQL condition: `column` names a session with a kept `created` record between the follower's
+ * mark and the last position retention removed. While the follower catches up, such a session may
+ * be a life created again after a `deleted` record retention removed (in the same millisecond, so
+ * with the same created_at, and at least as long as the old life): its entries may be the old
+ * life's, so a search answers none of them until the catch-up's first batch (which moves the mark
+ * past the pruned position: the range is then empty, as it is outside a catch-up).
+ */
+export function sqliteRenewedUncaughtSql(column: string): string {
+  return `${column} IN (SELECT session_id FROM main.feed WHERE position > (SELECT position FROM search.search_follow WHERE id = 0)
+    AND position < (SELECT coalesce(max(position), 0) FROM main.feed_pruned) AND kind = 'created')`;
+}
+
 /** The SQL condition: retention removed feed records the follower has not read (it catches up by a scan). */
 export const SQLITE_CATCHING_UP_SQL = '((SELECT coalesce(max(position), 0) FROM main.feed_pruned) > (SELECT position FROM search.search_follow WHERE id = 0))';
 

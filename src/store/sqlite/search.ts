@@ -28,7 +28,7 @@ import { SEARCH_TYPES_SQL } from '../search-types-sql.js';
 import { searchDocOf } from './search-schema.js';
 import { SEARCH_FTS_FORGET, SEARCH_FTS_INSERT, attachSearchFile, inSearchTransaction, searchIndexPath, type SearchFileOpened } from './search-file.js';
 import { SearchFollowThread } from './search-follow-thread.js';
-import { SQLITE_CATCHING_UP_SQL, followSqliteFeed, sqliteDeletedUnfollowedSql, sqliteFeedHead, sqliteFollowed, sqliteLaggingSessions, sqliteSearchLag } from './search-follow.js';
+import { SQLITE_CATCHING_UP_SQL, followSqliteFeed, sqliteDeletedUnfollowedSql, sqliteFeedHead, sqliteFollowed, sqliteLaggingSessions, sqliteRenewedUncaughtSql, sqliteSearchLag } from './search-follow.js';
 
 /** An FTS5 phrase of a term: its tokens quoted (quotes doubled), `*` after for a prefix. */
 export function fts5Phrase(t: SearchTerm): string {
@@ -52,7 +52,7 @@ type Row = { session_id: string; seq: number; type: string; time: number; entere
 /** The statement and parameters of a candidate query. */
 export function compileSqliteSearch(q: SearchCandidateQuery): { sql: string; params: unknown[] } {
   const params: unknown[] = [];
-  const where: string[] = ['s.tenant = ?', 's.pending = 0', `NOT ${sqliteDeletedUnfollowedSql('d.session_id')}`];
+  const where: string[] = ['s.tenant = ?', 's.pending = 0', `NOT ${sqliteDeletedUnfollowedSql('d.session_id')}`, `NOT ${sqliteRenewedUncaughtSql('d.session_id')}`];
   params.push(q.tenant);
   const positive = q.query.terms.filter((t) => !t.negated);
   const byScore = q.order === 'score' && positive.length > 0;
