@@ -98,13 +98,30 @@ function searchableKeys(keys: string[]): readonly string[] {
   return order;
 }
 
-function collect(v: Json, out: string[]): void {
-  if (typeof v === 'string') out.push(v);
-  else if (Array.isArray(v)) for (const x of v) collect(x, out);
-  else if (isJsonObject(v)) {
-    if ('$blob' in v && parseBlobRef(v) !== undefined) return; // a value kept as a blob: not searchable
-    for (const k of searchableKeys(Object.keys(v))) collect(v[k] as Json, out);
+/**
+ * UTF-16 units (separators counted) past which collecting stops: that many hold at least
+ * {@link MAX_SEARCH_TEXT} code points, so the text cut from them is the text cut from all of them,
+ * and a big event's strings past its searchable beginning are not joined only to be cut.
+ */
+const COLLECT_UNITS = 2 * MAX_SEARCH_TEXT;
+
+/** Pushes the searchable strings of `v` onto `out`; returns the units gathered so far (`units` before). */
+function collect(v: Json, out: string[], units = 0): number {
+  if (units >= COLLECT_UNITS) return units;
+  if (typeof v === 'string') {
+    out.push(v);
+    return units + v.length + 1;
   }
+  if (Array.isArray(v)) {
+    for (let i = 0; i < v.length && units < COLLECT_UNITS; i++) units = collect(v[i]!, out, units);
+  } else if (isJsonObject(v)) {
+    if ('$blob' in v && parseBlobRef(v) !== undefined) return units; // a value kept as a blob: not searchable
+    for (const k of searchableKeys(Object.keys(v))) {
+      if (units >= COLLECT_UNITS) break;
+      units = collect(v[k] as Json, out, units);
+    }
+  }
+  return units;
 }
 
 /** `s` cut to at most `max` code points. */

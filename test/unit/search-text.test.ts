@@ -76,6 +76,20 @@ describe('searchable text', () => {
     expect(t.at(-1)).toBe('\ude00');
   });
 
+  it('stops gathering strings once it holds MAX_SEARCH_TEXT code points: the text is the cut of all of them, astral or not', () => {
+    for (const ch of ['a', '😀']) {
+      const part = ch.repeat(1000);
+      const parts = Array.from({ length: 400 }, (_, i) => `${i}${part}`);
+      const t = searchText('user/message', { content: parts.map((text) => ({ type: 'text', text })) })!;
+      expect([...t]).toHaveLength(MAX_SEARCH_TEXT);
+      expect(t).toBe([...parts.join('\n')].slice(0, MAX_SEARCH_TEXT).join(''));
+    }
+    // A later string past the cut is not visited: a getter there would throw.
+    const content: unknown[] = [{ type: 'text', text: 'x'.repeat(2 * MAX_SEARCH_TEXT) }];
+    Object.defineProperty(content, 1, { enumerable: true, get: () => { throw new Error('read past the cut'); } });
+    expect(searchText('user/message', { content } as never, '{}')).toHaveLength(MAX_SEARCH_TEXT);
+  });
+
   it('indexes an event whose JSON holds a NUL or a lone surrogate with empty text', () => {
     expect(searchText('user/message', { content: [{ type: 'text', text: 'a\u0000b' }] })).toBe('');
     expect(searchText('user/message', { content: [{ type: 'text', text: 'a\ud800b' }] })).toBe('');

@@ -22,7 +22,7 @@
  */
 import type Database from 'better-sqlite3';
 import type { Json } from '../../domain/event.js';
-import { searchDoc } from '../../domain/search-text.js';
+import { searchDoc, searchText } from '../../domain/search-text.js';
 
 /** What the index derives from one event (see {@link searchDocOf}). */
 export interface SearchDocParts {
@@ -49,6 +49,21 @@ export function searchDocOf(type: string, dataText: string): SearchDocParts {
   }
   const d = searchDoc(type, data, dataText);
   return { t: d?.text ?? '', c: d?.calls ?? [], r: d?.callId ?? null };
+}
+
+/**
+ * The searchable text of an event of an indexed type from its stored data text (cut as the index's
+ * text is, to MAX_SEARCH_TEXT code points): what a hit's snippet is made from. Data that does not
+ * parse gives '' (as {@link searchDocOf}).
+ */
+export function searchSnippetText(type: string, dataText: string): string {
+  let data: Json;
+  try {
+    data = JSON.parse(dataText) as Json;
+  } catch {
+    return '';
+  }
+  return searchText(type, data, dataText) ?? '';
 }
 
 /**

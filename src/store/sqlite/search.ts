@@ -11,9 +11,11 @@
  *   order is FTS5's bm25 (`rank`), negated so that higher is better, with an offset cursor.
  * - The index lives in its own file, attached as `search` (search-file.ts): a hit's session is
  *   joined live, on the incarnation the index holds, so a deleted session is never answered.
- * - The file keeps no text (search_fts is contentless since its version 2): the hits' text, for
- *   their snippets, is made again from their events (searchDocOf, as the follower made it), in
- *   the query's read transaction; only the page's candidates are read, not every match.
+ * - The file keeps no text (search_fts is contentless since its version 2): a hit's text, for its
+ *   snippet, is made again from its event (searchSnippetText, cut as the follower's text is) when
+ *   the app first reads it (lazyTextCandidate): only the hits a page returns, never a candidate
+ *   the app drops or one past the page. A hit is answered only if the query's snapshot of the
+ *   events holds its event (VISIBLE).
  * - The index has its own connection: reads do not queue behind the store's statements, and
  *   `reindex` writes one session per transaction to the index file only (online: appends and
  *   searches go on). The follower's batches run in a worker thread on a third connection
@@ -25,10 +27,10 @@ import type { SearchCandidate, SearchCandidateQuery, SearchFollowBatch, SearchIn
 import type { SearchTerm } from '../../domain/search-query.js';
 import { positiveValues } from '../../domain/search-fields.js';
 import { SEARCH_TYPES_SQL } from '../search-types-sql.js';
-import { searchDocOf } from './search-schema.js';
+import { searchDocOf, searchSnippetText } from './search-schema.js';
 import { SEARCH_FTS_FORGET, SEARCH_FTS_INSERT, attachSearchFile, inSearchTransaction, searchIndexPath, type SearchFileOpened } from './search-file.js';
 import { SearchFollowThread } from './search-follow-thread.js';
-import { SQLITE_CATCHING_UP_SQL, followSqliteFeed, sqliteDeletedUnfollowedSql, sqliteFeedHead, sqliteFollowed, sqliteLaggingSessions, sqliteSearchLag } from './search-follow.js';
+import { SQLITE_CATCHING_UP_SQL, followSqliteFeed, sqliteDeletedUnfollowedSql, sqliteFeedHead, sqliteFollowed, sqliteLaggingSessions, sqliteRenewedUncaughtSql, sqliteSearchLag } from './search-follow.js';
 
 /** An FTS5 phrase of a term: its tokens quoted (quotes doubled), `*` after for a prefix. */
 export function fts5Phrase(t: SearchTerm): string {
@@ -47,12 +49,22 @@ export function fts5Phrase(t: SearchTerm): string {
 const LIVE = `JOIN main.sessions s ON s.id = d.session_id JOIN search.search_progress sp ON sp.session_id = d.session_id AND sp.created_at = s.created_at
   AND (sp.next_seq <= s.next_seq OR NOT ${SQLITE_CATCHING_UP_SQL})`;
 
-type Row = { session_id: string; seq: number; type: string; time: number; entered: number; replaced: number; score: number };
+/**
+ * The hit's event is in the events' snapshot the search answers from. In one statement SQLite
+ * opens `main`'s snapshot before `search`'s, so the index may hold an entry the follower just made
+ * for an event this snapshot does not see yet (outside a catch-up LIVE lets it through): it is no
+ * hit of this search (and would have no text to show). A lookup of the events' primary key; the
+ * data is not read.
+ */
+const VISIBLE = 'EXISTS (SELECT 1 FROM main.events e WHERE e.session_id = d.session_id AND e.seq = d.seq)';
+
+/** A candidate row of {@link compileSqliteSearch}'s statement. */
+export type Row = { session_id: string; seq: number; type: string; time: number; entered: number; replaced: number; score: number };
 
 /** The statement and parameters of a candidate query. */
 export function compileSqliteSearch(q: SearchCandidateQuery): { sql: string; params: unknown[] } {
   const params: unknown[] = [];
-  const where: string[] = ['s.tenant = ?', 's.pending = 0', `NOT ${sqliteDeletedUnfollowedSql('d.session_id')}`];
+  const where: string[] = ['s.tenant = ?', 's.pending = 0', `NOT ${sqliteDeletedUnfollowedSql('d.session_id')}`, `NOT ${sqliteRenewedUncaughtSql('d.session_id')}`, VISIBLE];
   params.push(q.tenant);
   const positive = q.query.terms.filter((t) => !t.negated);
   const byScore = q.order === 'score' && positive.length > 0;
@@ -161,6 +173,28 @@ function indexSession(db: Database.Database, sessionId: string): number {
   return docs.length;
 }
 
+/**
+ * A candidate of row `r` whose text is made from its event (searchSnippetText) when it is first
+ * read, not before: the app reads it only for the hits it returns, after the surface filters, so
+ * a page costs one event's data per hit returned, never one per candidate. The event is read then,
+ * outside the search's read transaction (the query saw it, see VISIBLE); a session deleted since
+ * gives an empty text.
+ */
+export function lazyTextCandidate(r: Row, sessionReplaced: boolean, data: Database.Statement): SearchCandidate {
+  let text: string | undefined;
+  const c = { sessionId: r.session_id, seq: r.seq, type: r.type, time: r.time, text: '', score: r.score, entered: r.entered === 1, sessionReplaced };
+  return Object.defineProperty(c, 'text', {
+    enumerable: true,
+    get: (): string => {
+      if (text === undefined) {
+        const d = data.get(r.session_id, r.seq) as string | undefined;
+        text = d === undefined ? '' : searchSnippetText(r.type, d);
+      }
+      return text;
+    },
+  });
+}
+
 /** Events per follower batch at most (one transaction holding the index file's write lock; see docs/search.md). */
 export const SQLITE_FOLLOW_BATCH_EVENTS = 2000;
 
@@ -183,6 +217,7 @@ export class SqliteSearchIndex implements SearchIndex {
   readonly #db: Database.Database;
   readonly #thread: SearchFollowThread | undefined;
   readonly #maxBatch: number;
+  #data: Database.Statement | undefined;
 
   /** How the index file was found at opening (search-file.ts): the caller logs a rebuild. */
   readonly opened: SearchFileOpened;
@@ -219,16 +254,15 @@ export class SqliteSearchIndex implements SearchIndex {
       // A session with events not followed yet may hold a replace the index does not know of: the
       // app then reads its surface (as for a session with a replace).
       const lagging = sqliteFollowed(this.#db) < sqliteFeedHead(this.#db) ? sqliteLaggingSessions(this.#db) : undefined;
-      // The index file keeps no text (search-file.ts): the hits' events give it again, as they gave it to the follower.
-      const data = this.#db.prepare('SELECT data FROM main.events WHERE session_id = ? AND seq = ?').pluck();
-      return rows.map((r) => {
-        const d = data.get(r.session_id, r.seq) as string | undefined;
-        return {
-          sessionId: r.session_id, seq: r.seq, type: r.type, time: r.time, text: d === undefined ? '' : searchDocOf(r.type, d).t, score: r.score,
-          entered: r.entered === 1, sessionReplaced: r.replaced === 1 || lagging?.has(r.session_id) === true,
-        };
-      });
+      const data = this.#eventData();
+      return rows.map((r) => lazyTextCandidate(r, r.replaced === 1 || lagging?.has(r.session_id) === true, data));
     }).deferred());
+  }
+
+  /** The statement reading an event's data (prepared once). */
+  #eventData(): Database.Statement {
+    this.#data ??= this.#db.prepare('SELECT data FROM main.events WHERE session_id = ? AND seq = ?').pluck();
+    return this.#data;
   }
 
   followBatch(maxEvents: number): Promise<SearchFollowBatch> {
