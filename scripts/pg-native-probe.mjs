@@ -11,18 +11,17 @@
  * --ops: append | batch | subscribe | compact | export | create (a session created and deleted
  * per operation) | unknown (appends to a session that does not exist: refused) | mix (the soak's).
  */
-import { spawn, spawnSync, execFileSync } from 'node:child_process';
-import { chownSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import grpc from '@grpc/grpc-js';
 import pg from 'pg';
+import { freePort, json, soakOperations, startCluster, svc, unary, userMessage } from './soak-support.mjs';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
-const svc = await import(join(ROOT, 'dist/gen/palimpsest/v1/service.js'));
-const { SessionServiceClient, DataFormat } = svc;
+const { SessionServiceClient } = svc;
 const args = process.argv.slice(2);
 const arg = (name, dflt) => {
   const i = args.indexOf(`--${name}`);
@@ -37,32 +36,7 @@ const ENV = Object.fromEntries(String(arg('env', '')).split(',').filter(Boolean)
 const REPLICAS = Number(arg('replicas', '1'));
 const NODE_FLAGS = String(arg('node-flags', '--initial-old-space-size=128')).split(' ').filter(Boolean);
 
-const freePort = () => new Promise((resolve) => {
-  const s = createServer();
-  s.listen(0, '127.0.0.1', () => {
-    const { port } = s.address();
-    s.close(() => resolve(port));
-  });
-});
 
-async function startCluster() {
-  const base = '/usr/lib/postgresql';
-  const major = readdirSync(base).filter((v) => /^\d+$/.test(v)).sort((a, b) => Number(b) - Number(a))[0];
-  const bin = join(base, major, 'bin');
-  const asRoot = process.getuid?.() === 0;
-  const dir = mkdtempSync(join(tmpdir(), 'palimpsest-probe-pg-'));
-  if (asRoot) chownSync(dir, Number(execFileSync('id', ['-u', 'postgres'], { encoding: 'utf8' })), Number(execFileSync('id', ['-g', 'postgres'], { encoding: 'utf8' })));
-  const run = (cmd, a) => {
-    const [file, argv] = asRoot ? ['runuser', ['-u', 'postgres', '--', join(bin, cmd), ...a]] : [join(bin, cmd), a];
-    const r = spawnSync(file, argv, { encoding: 'utf8', cwd: dir });
-    if (r.status !== 0) throw new Error(`${cmd} failed: ${r.stderr}${r.stdout}`);
-  };
-  const data = join(dir, 'data');
-  run('initdb', ['-D', data, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--no-locale', '-N']);
-  const port = await freePort();
-  run('pg_ctl', ['-D', data, '-l', join(dir, 'log'), '-w', '-t', '60', '-o', `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c fsync=off`, 'start']);
-  return { adminUrl: `postgresql://postgres@127.0.0.1:${port}/postgres`, stop: () => { run('pg_ctl', ['-D', data, '-m', 'fast', '-w', 'stop']); rmSync(dir, { recursive: true, force: true }); } };
-}
 
 const HOOK = join(mkdtempSync(join(tmpdir(), 'probe-hook-')), 'hook.cjs');
 writeFileSync(HOOK, `'use strict';
@@ -126,13 +100,6 @@ function smaps(pid) {
   return out;
 }
 
-const CODECS = {
-  createSession: svc.CreateSessionRequest, deleteSession: svc.DeleteSessionRequest, appendEvents: svc.AppendEventsRequest,
-  planCompaction: svc.PlanCompactionRequest, compact: svc.CompactRequest,
-};
-const unary = (client, method, req) => new Promise((resolve, reject) => client[method](CODECS[method].fromPartial(req), { deadline: Date.now() + 30_000 }, (e, r) => (e ? reject(e) : resolve(r))));
-const json = (type, data, append = false) => ({ type, data: { kind: { $case: 'json', value: JSON.stringify(data) } }, surfaceOp: append ? { $case: 'append', value: {} } : undefined, ignorable: false });
-const userMessage = (id, text) => json('user/message', { id, role: 'user', content: [{ type: 'text', text }], source: { kind: 'user' } }, true);
 
 async function load(addresses, stop, stats) {
   const clients = addresses.map((a) => new SessionServiceClient(a, grpc.credentials.createInsecure()));
@@ -147,10 +114,11 @@ async function load(addresses, stop, stats) {
   };
   for (let i = 0; i < 8; i++) await newSession();
   for (const id of sessions) await unary(c, 'appendEvents', { sessionId: id, events: Array.from({ length: 20 }, (_, i) => userMessage(`s${i}`, `seed ${i}`)) });
-  const append = (id, n) => unary(c, 'appendEvents', { sessionId: id, events: [n % 2 ? userMessage(`u${n}`, `hello ${n}`) : json('x/note', { n })] });
+  const ops = () => soakOperations(c);
+  const append = (id, n) => ops().append(id, n);
   const kinds = {
     append: (id, n) => append(id, n),
-    batch: (id, n) => unary(c, 'appendEvents', { sessionId: id, events: Array.from({ length: 20 }, (_, i) => json('x/note', { n, i, pad: 'p'.repeat(100) })) }),
+    batch: (id, n) => ops().batch(id, n),
     unknown: (id, n) => append(`nope-${n % 1000}`, n),
     create: async (id, n) => {
       const s = `rot-${n}`;
@@ -167,44 +135,14 @@ async function load(addresses, stop, stats) {
     },
     subscribe: async (id, n) => {
       const appending = append(id, n);
-      await new Promise((resolve) => {
-        const s = c.subscribeEvents(svc.SubscribeEventsRequest.fromPartial({ sessionId: id, dataFormat: DataFormat.DATA_FORMAT_UNSPECIFIED }));
-        let seen = 0;
-        const end = () => {
-          s.cancel();
-          resolve();
-        };
-        s.on('data', () => {
-          if (++seen >= 5) end();
-        });
-        s.on('error', () => resolve());
-        setTimeout(end, 2_000);
-      });
+      await ops().subscribe(id, n);
       await appending;
     },
     compact: async (id, n) => {
       await append(id, n);
-      const plan = await unary(c, 'planCompaction', { sessionId: id, budget: { $case: 'keepTokens', value: 50 }, omitMessages: true });
-      if (plan.start === undefined) return;
-      await unary(c, 'compact', { sessionId: id, start: plan.start, end: plan.end, expectedLastSeq: plan.expectedLastSeq, summary: { $case: 'summaryText', value: 'summary' }, provider: 'soak', model: 'soak-1' });
+      await ops().compact(id, n);
     },
-    export: async (id, n) => {
-      const lines = await new Promise((resolve, reject) => {
-        const parts = [];
-        const s = c.exportSession(svc.ExportSessionRequest.fromPartial({ sessionId: id }), { deadline: Date.now() + 30_000 });
-        s.on('data', (m) => parts.push(Buffer.from(m.chunk)));
-        s.on('error', reject);
-        s.on('end', () => resolve(Buffer.concat(parts)));
-      });
-      const imported = `imp-${n}`;
-      await new Promise((resolve, reject) => {
-        const s = c.importSession({ deadline: Date.now() + 30_000 }, (e, r) => (e ? reject(e) : resolve(r)));
-        s.write({ part: { $case: 'options', value: svc.ImportOptions.fromPartial({ sessionId: imported }) } });
-        s.write({ part: { $case: 'chunk', value: lines } });
-        s.end();
-      });
-      await unary(c, 'deleteSession', { sessionId: imported });
-    },
+    export: (id, n) => ops().exportImport(id, n),
   };
   const mix = (id, n) => (n % 300 === 0 ? newSession() : n % 200 === 0 ? kinds.compact(id, n) : n % 97 === 0 ? kinds.export(id, n) : n % 41 === 0 ? kinds.subscribe(id, n) : n % 7 === 0 ? kinds.batch(id, n) : append(id, n));
   const fn = OPS === 'mix' ? mix : kinds[OPS];
@@ -235,7 +173,7 @@ function slope(points) {
   return points.reduce((a, p) => a + (p[0] - mx) * (p[1] - my), 0) / sxx;
 }
 
-const cluster = await startCluster();
+const cluster = await startCluster('palimpsest-probe-pg-', '-c fsync=off');
 try {
   const admin = new pg.Client({ connectionString: cluster.adminUrl });
   await admin.connect();

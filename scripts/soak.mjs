@@ -37,23 +37,17 @@
  * with scripts/heap-diff.mjs). A snapshot costs a full GC and a burst of memory: a run that takes
  * them states so, and its slope window should start after the last one.
  */
-import { spawn, spawnSync, execFileSync } from 'node:child_process';
-import { chownSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import grpc from '@grpc/grpc-js';
 import pg from 'pg';
+import { freePort, soakOperations, startCluster, svc, unary } from './soak-support.mjs';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
-const svc = await import(join(ROOT, 'dist/gen/palimpsest/v1/service.js'));
-const { SessionServiceClient, DataFormat } = svc;
-/** Request codecs by method (fromPartial fills every field the encoders expect). */
-const CODECS = {
-  createSession: svc.CreateSessionRequest, deleteSession: svc.DeleteSessionRequest, appendEvents: svc.AppendEventsRequest,
-  planCompaction: svc.PlanCompactionRequest, compact: svc.CompactRequest,
-};
+const { SessionServiceClient } = svc;
 
 const args = process.argv.slice(2);
 const arg = (name, dflt) => {
@@ -77,36 +71,7 @@ const PARALLEL = args.includes('--parallel');
 const RATE = Number(arg('rate', '0'));
 const TARGET_MB_PER_10MIN = 1;
 
-function freePort() {
-  return new Promise((resolve) => {
-    const s = createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
-}
 
-/** A throwaway PostgreSQL cluster (initdb + pg_ctl), as test/support/pg-cluster.ts. */
-async function startCluster() {
-  const base = '/usr/lib/postgresql';
-  const major = existsSync(base) ? readdirSync(base).filter((v) => /^\d+$/.test(v)).sort((a, b) => Number(b) - Number(a))[0] : undefined;
-  if (major === undefined) throw new Error('no PostgreSQL under /usr/lib/postgresql; pass --pg-admin-url');
-  const bin = join(base, major, 'bin');
-  const asRoot = process.getuid?.() === 0;
-  const dir = mkdtempSync(join(tmpdir(), 'palimpsest-soak-pg-'));
-  if (asRoot) chownSync(dir, Number(execFileSync('id', ['-u', 'postgres'], { encoding: 'utf8' })), Number(execFileSync('id', ['-g', 'postgres'], { encoding: 'utf8' })));
-  const run = (cmd, a) => {
-    const [file, argv] = asRoot ? ['runuser', ['-u', 'postgres', '--', join(bin, cmd), ...a]] : [join(bin, cmd), a];
-    const r = spawnSync(file, argv, { encoding: 'utf8', cwd: dir });
-    if (r.status !== 0) throw new Error(`${cmd} failed: ${r.stderr}${r.stdout}`);
-  };
-  const data = join(dir, 'data');
-  run('initdb', ['-D', data, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--no-locale', '-N']);
-  const port = await freePort();
-  run('pg_ctl', ['-D', data, '-l', join(dir, 'log'), '-w', '-t', '60', '-o', `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c max_connections=100`, 'start']);
-  return { adminUrl: `postgresql://postgres@127.0.0.1:${port}/postgres`, stop: () => { run('pg_ctl', ['-D', data, '-m', 'fast', '-w', 'stop']); rmSync(dir, { recursive: true, force: true }); } };
-}
 
 /** Starts `palimpsest serve` with metrics; resolves with its addresses. */
 async function serve(db) {
@@ -213,13 +178,11 @@ async function scrape(metricsPort) {
   };
 }
 
-const unary = (client, method, req) => new Promise((resolve, reject) => client[method](CODECS[method].fromPartial(req), { deadline: Date.now() + 30_000 }, (e, r) => (e ? reject(e) : resolve(r))));
-const json = (type, data, append = false) => ({ type, data: { kind: { $case: 'json', value: JSON.stringify(data) } }, sourceEventSeqs: undefined, surfaceOp: append ? { $case: 'append', value: {} } : undefined, ignorable: false });
-const userMessage = (id, text) => json('user/message', { id, role: 'user', content: [{ type: 'text', text }], source: { kind: 'user' } }, true);
 
 /** Mixed load on `addresses` (one client per worker, round robin) until `stop.now`; latencies in `lat`. */
 async function load(addresses, stop, stats) {
   const clients = addresses.map((a) => new SessionServiceClient(a, grpc.credentials.createInsecure()));
+  const opsOf = new Map(clients.map((c) => [c, soakOperations(c)]));
   const sessions = [];
   let op = 0;
   const newSession = async (c) => {
@@ -256,50 +219,13 @@ async function load(addresses, stop, stats) {
       const c = clients[(op + w) % clients.length];
       const n = op++;
       const id = sessions[sessions.length - 1 - (n % Math.min(sessions.length, 8))];
+      const ops = opsOf.get(c);
       if (n % 300 === 0) await timed('create', () => newSession(c));
-      else if (n % 200 === 0) {
-        await timed('compact', async () => {
-          const plan = await unary(c, 'planCompaction', { sessionId: id, budget: { $case: 'keepTokens', value: 50 }, omitMessages: true });
-          if (plan.start === undefined) return;
-          await unary(c, 'compact', { sessionId: id, start: plan.start, end: plan.end, expectedLastSeq: plan.expectedLastSeq, summary: { $case: 'summaryText', value: 'summary' }, provider: 'soak', model: 'soak-1' });
-        });
-      } else if (n % 97 === 0) {
-        await timed('export+import', async () => {
-          const lines = await new Promise((resolve, reject) => {
-            const parts = [];
-            const s = c.exportSession(svc.ExportSessionRequest.fromPartial({ sessionId: id }), { deadline: Date.now() + 30_000 });
-            s.on('data', (m) => parts.push(Buffer.from(m.chunk)));
-            s.on('error', reject);
-            s.on('end', () => resolve(Buffer.concat(parts)));
-          });
-          const imported = `imp-${n}`;
-          await new Promise((resolve, reject) => {
-            const s = c.importSession({ deadline: Date.now() + 30_000 }, (e, r) => (e ? reject(e) : resolve(r)));
-            s.write({ part: { $case: 'options', value: svc.ImportOptions.fromPartial({ sessionId: imported }) } });
-            s.write({ part: { $case: 'chunk', value: lines } });
-            s.end();
-          });
-          await unary(c, 'deleteSession', { sessionId: imported });
-        });
-      } else if (n % 41 === 0) {
-        await timed('subscribe', () => new Promise((resolve) => {
-          const s = c.subscribeEvents(svc.SubscribeEventsRequest.fromPartial({ sessionId: id, dataFormat: DataFormat.DATA_FORMAT_UNSPECIFIED }));
-          let seen = 0;
-          const end = () => {
-            s.cancel();
-            resolve();
-          };
-          s.on('data', () => {
-            if (++seen >= 5) end();
-          });
-          s.on('error', () => resolve());
-          setTimeout(end, 2_000);
-        }));
-      } else if (n % 7 === 0) {
-        await timed('batch', () => unary(c, 'appendEvents', { sessionId: id, events: Array.from({ length: 20 }, (_, i) => json('x/note', { n, i, pad: 'p'.repeat(100) })) }));
-      } else {
-        await timed('append', () => unary(c, 'appendEvents', { sessionId: id, events: [n % 2 ? userMessage(`u${n}`, `hello ${n}`) : json('x/note', { n })] }));
-      }
+      else if (n % 200 === 0) await timed('compact', () => ops.compact(id, n));
+      else if (n % 97 === 0) await timed('export+import', () => ops.exportImport(id, n));
+      else if (n % 41 === 0) await timed('subscribe', () => ops.subscribe(id, n));
+      else if (n % 7 === 0) await timed('batch', () => ops.batch(id, n));
+      else await timed('append', () => ops.append(id, n));
     }
   };
   await Promise.all(Array.from({ length: WORKERS }, (_, w) => worker(w)));
@@ -424,7 +350,7 @@ async function runSqlite(dir, out) {
 }
 
 async function runPostgres(out) {
-  const cluster = arg('pg-admin-url') ? { adminUrl: arg('pg-admin-url'), stop: () => undefined } : await startCluster();
+  const cluster = arg('pg-admin-url') ? { adminUrl: arg('pg-admin-url'), stop: () => undefined } : await startCluster('palimpsest-soak-pg-', '-c max_connections=100');
   try {
     const admin = new pg.Client({ connectionString: cluster.adminUrl });
     await admin.connect();
