@@ -54,7 +54,6 @@ interface Statements {
   readonly forgetCalls: Database.Statement;
   readonly forgetProgress: Database.Statement;
   readonly renewed: Database.Statement;
-  readonly renewedAfter: Database.Statement;
 }
 
 const cache = new WeakMap<Database.Database, Statements>();
@@ -92,9 +91,6 @@ function statements(db: Database.Database): Statements {
       // position of a life with their created_at (see followSqliteFeed's catch-up).
       renewed: db.prepare(`SELECT DISTINCT s.id FROM main.feed f JOIN main.sessions s ON s.id = f.session_id AND s.created_at = f.created_at
         WHERE f.position > ? AND f.position < ? AND f.kind IN ('deleted', 'created') AND s.pending = 0`).pluck(),
-      // Live sessions with a `created` record above the last pruned position, of a life with their created_at.
-      renewedAfter: db.prepare(`SELECT DISTINCT s.id FROM main.feed f JOIN main.sessions s ON s.id = f.session_id AND s.created_at = f.created_at
-        WHERE f.position > ? AND f.kind = 'created' AND s.pending = 0`).pluck(),
     };
     cache.set(db, s);
   }
@@ -203,10 +199,6 @@ export function followSqliteFeed(db: Database.Database, maxEvents: number): Sear
         cost += f.cost;
         if (!f.done || cost >= maxEvents) return { events, caughtUp: false };
       }
-      // Last, in the transaction that ends the catch-up: a `created` record above `pruned` may
-      // follow a pruned `deleted` one (a tenant's last record is kept), a life the scan could not
-      // tell from the one indexed: forget it; following that record indexes it from seq 0.
-      for (const sid of s.renewedAfter.all(pruned) as string[]) forgetSession(s, sid);
       s.setMark.run(pruned);
       return { events, caughtUp: pruned >= head };
     }
@@ -262,22 +254,21 @@ export function sqliteDeletedUnfollowedSql(column: string): string {
   return `${column} IN (SELECT session_id FROM main.feed WHERE position > (SELECT position FROM search.search_follow WHERE id = 0) AND kind = 'deleted')`;
 }
 
-/** The SQL condition: retention removed feed records the follower has not read (it catches up by a scan). */
-export const SQLITE_CATCHING_UP_SQL = '((SELECT coalesce(max(position), 0) FROM main.feed_pruned) > (SELECT position FROM search.search_follow WHERE id = 0))';
-
 /**
- * The SQL condition: while the follower catches up behind retention, `column` names a session with
- * a `created` record the follower has not read. Such a session may be a life created again after a
- * `deleted` record retention removed (in the same millisecond, so with the same created_at, and at
- * least as long as the old life, so LIVE cannot tell): its entries may be the old life's, so a search
- * answers none of them until the catch-up ends (its last batch forgets such a life, below the
- * pruned position its first batch did; following the `created` record indexes it again). Outside a
- * catch-up the position range is empty (upper bound 0): no record is read.
+ * The SQL condition: `column` names a session with a kept `created` record between the follower's
+ * mark and the last position retention removed. While the follower catches up, such a session may
+ * be a life created again after a `deleted` record retention removed (in the same millisecond, so
+ * with the same created_at, and at least as long as the old life): its entries may be the old
+ * life's, so a search answers none of them until the catch-up's first batch (which moves the mark
+ * past the pruned position: the range is then empty, as it is outside a catch-up).
  */
 export function sqliteRenewedUncaughtSql(column: string): string {
   return `${column} IN (SELECT session_id FROM main.feed WHERE position > (SELECT position FROM search.search_follow WHERE id = 0)
-    AND position <= (CASE WHEN ${SQLITE_CATCHING_UP_SQL} THEN 9223372036854775807 ELSE 0 END) AND kind = 'created')`;
+    AND position < (SELECT coalesce(max(position), 0) FROM main.feed_pruned) AND kind = 'created')`;
 }
+
+/** The SQL condition: retention removed feed records the follower has not read (it catches up by a scan). */
+export const SQLITE_CATCHING_UP_SQL = '((SELECT coalesce(max(position), 0) FROM main.feed_pruned) > (SELECT position FROM search.search_follow WHERE id = 0))';
 
 /** Sessions (ids) with feed records the index has not followed yet: their entries are not complete. */
 export function sqliteLaggingSessions(db: Database.Database): Set<string> {
