@@ -441,6 +441,26 @@ describe('search contract', () => {
     await app.close();
   });
 
+  it('SQLite: a candidate whose session was deleted and created again before its text is read gives an empty text, never the new life\'s', async () => {
+    const path = dirs.freshPath();
+    let now = 1_800_000_000_000;
+    const app = new SessionService(new SqliteSessionStore({ path }), undefined, () => now);
+    const index = new SqliteSearchIndex(path, { inProcess: true });
+    app.search.useIndex(index, { follow: false });
+    await app.createSession(ACME, { id: 'zoo' });
+    await app.append(ACME, 'zoo', [user('u0', 'the old tapir')]);
+    expect(await allHits(app, ACME, { query: 'tapir' })).toEqual(['zoo@0']);
+    const q = { tenant: 'acme', query: parseSearchQuery('tapir'), sessionIds: [], labels: {}, types: [], order: 'newest' as const, limit: 10 };
+    const [old] = await index.searchCandidates(q);
+    // Between the query and the text: the session deleted and created again (a later millisecond), seq 0 another text.
+    await app.deleteSession(ACME, 'zoo');
+    now += 1;
+    await app.createSession(ACME, { id: 'zoo' });
+    await app.append(ACME, 'zoo', [user('u0', 'a new okapi')]);
+    expect(old!.text).toBe('');
+    await app.close();
+  });
+
   it('SQLite: the index file\'s migration (11) drops the in-file index of a database of the version before; the index file is built from its events', async () => {
     const path = dirs.freshPath();
     copyFileSync(join(SCHEMA_FIXTURES, 'sqlite-v4.db'), path);

@@ -59,7 +59,7 @@ const LIVE = `JOIN main.sessions s ON s.id = d.session_id JOIN search.search_pro
 const VISIBLE = 'EXISTS (SELECT 1 FROM main.events e WHERE e.session_id = d.session_id AND e.seq = d.seq)';
 
 /** A candidate row of {@link compileSqliteSearch}'s statement. */
-export type Row = { session_id: string; seq: number; type: string; time: number; entered: number; replaced: number; score: number };
+export type Row = { session_id: string; seq: number; type: string; time: number; entered: number; created_at: number; replaced: number; score: number };
 
 /** The statement and parameters of a candidate query. */
 export function compileSqliteSearch(q: SearchCandidateQuery): { sql: string; params: unknown[] } {
@@ -124,7 +124,7 @@ export function compileSqliteSearch(q: SearchCandidateQuery): { sql: string; par
     where.push('(d.time, d.session_id, d.seq) < (?, ?, ?)');
     params.push(after.time, after.sessionId, after.seq);
   }
-  const cols = `d.session_id, d.seq, d.type, d.time, d.entered,
+  const cols = `d.session_id, d.seq, d.type, d.time, d.entered, s.created_at,
     EXISTS (SELECT 1 FROM search.search_docs r WHERE r.session_id = d.session_id AND r.replace = 1) AS replaced`;
   const newest = 'd.time DESC, d.session_id DESC, d.seq DESC';
   let sql: string;
@@ -178,7 +178,7 @@ function indexSession(db: Database.Database, sessionId: string): number {
  * read, not before: the app reads it only for the hits it returns, after the surface filters, so
  * a page costs one event's data per hit returned, never one per candidate. The event is read then,
  * outside the search's read transaction (the query saw it, see VISIBLE); a session deleted since
- * gives an empty text.
+ * gives an empty text, and so does one created again since (another created_at, or another type at that seq).
  */
 export function lazyTextCandidate(r: Row, sessionReplaced: boolean, data: Database.Statement): SearchCandidate {
   let text: string | undefined;
@@ -187,7 +187,7 @@ export function lazyTextCandidate(r: Row, sessionReplaced: boolean, data: Databa
     enumerable: true,
     get: (): string => {
       if (text === undefined) {
-        const d = data.get(r.session_id, r.seq) as string | undefined;
+        const d = data.get(r.created_at, r.session_id, r.seq, r.type) as string | undefined;
         text = d === undefined ? '' : searchSnippetText(r.type, d);
       }
       return text;
@@ -261,7 +261,8 @@ export class SqliteSearchIndex implements SearchIndex {
 
   /** The statement reading an event's data (prepared once). */
   #eventData(): Database.Statement {
-    this.#data ??= this.#db.prepare('SELECT data FROM main.events WHERE session_id = ? AND seq = ?').pluck();
+    this.#data ??= this.#db.prepare(`SELECT e.data FROM main.events e JOIN main.sessions s ON s.id = e.session_id AND s.created_at = ?
+      WHERE e.session_id = ? AND e.seq = ? AND e.type = ?`).pluck();
     return this.#data;
   }
 
