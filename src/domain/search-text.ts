@@ -68,7 +68,7 @@ export function compareJsonbKeys(a: string, b: string): number {
 /**
  * Key lists seen (as JSON) -> their searchable keys in jsonb order: events repeat a few shapes.
  * Only short key lists are cached (at most KEY_ORDERS_MAX of at most KEY_LIST_MAX keys and
- * KEY_SHAPE_MAX characters, a few MiB in all): an object with many or long keys, which any caller
+ * KEY_SHAPE_MAX characters: some 10-20 MiB at the very most): an object with many or long keys, which any caller
  * may append, is ordered every time instead of being kept.
  */
 const keyOrders = new Map<string, readonly string[]>();

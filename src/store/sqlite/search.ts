@@ -53,10 +53,10 @@ const LIVE = `JOIN main.sessions s ON s.id = d.session_id JOIN search.search_pro
  * The hit's event is in the events' snapshot the search answers from. In one statement SQLite
  * opens `main`'s snapshot before `search`'s, so the index may hold an entry the follower just made
  * for an event this snapshot does not see yet (outside a catch-up LIVE lets it through): it is no
- * hit of this search (and would have no text to show). A lookup of the events' primary key; the
- * data is not read.
+ * hit of this search (and would have no text to show). A session's seqs are contiguous from 0, so
+ * its row in the same snapshot says it: `seq < next_seq` (no lookup per match).
  */
-const VISIBLE = 'EXISTS (SELECT 1 FROM main.events e WHERE e.session_id = d.session_id AND e.seq = d.seq)';
+const VISIBLE = 'd.seq < s.next_seq';
 
 /** A candidate row of {@link compileSqliteSearch}'s statement. */
 export type Row = { session_id: string; seq: number; type: string; time: number; entered: number; created_at: number; replaced: number; score: number };
