@@ -80,6 +80,8 @@ async function serve(argv: string[]): Promise<number> {
   // Loaded only here: client commands need not load the store, logger and metrics.
   const { startServer } = await import('../main.js');
   const server = await startServer(config);
+  // Before the listening line, so a caller that waits for it (a test, a supervisor) has this too.
+  if (server.metricsPort !== undefined) process.stdout.write(`metrics (Prometheus /metrics) on ${config.metricsListen.replace(/:\d+$/, '')}:${server.metricsPort}\n`);
   process.stdout.write(`palimpsest listening on ${server.address}\n`);
   if (server.webPort !== undefined) process.stdout.write(`web port (Connect, gRPC-Web, viewer) on ${config.webListen.replace(/:\d+$/, '')}:${server.webPort}\n`);
   // SIGHUP re-reads the token file; connections and streams stay up. A bad file keeps the

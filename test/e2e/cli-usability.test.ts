@@ -7,7 +7,7 @@
 import { createServer } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli } from '../support/cli.js';
-import { ensureBuilt } from '../support/server-process.js';
+import { ensureBuilt, spawnServer } from '../support/server-process.js';
 import { startTestServer, type TestServer } from '../support/test-server.js';
 
 let ts: TestServer;
@@ -116,6 +116,20 @@ describe('serve', () => {
       expect(metrics.stderr).toBe(`error: 127.0.0.1:${port} is already in use (another palimpsest serve?); stop it or pick another address with --metrics-listen\n`);
     } finally {
       await new Promise<void>((resolve) => blocker.close(() => resolve()));
+    }
+  });
+
+  it('--metrics-listen on port 0 prints the port it bound, before the listening line', async () => {
+    const s = await spawnServer(['--db', ':memory:', '--metrics-listen', '127.0.0.1:0']);
+    try {
+      const m = /^metrics \(Prometheus \/metrics\) on 127\.0\.0\.1:(\d+)\npalimpsest listening on /m.exec(s.stdout());
+      expect(m, s.stdout()).not.toBeNull();
+      const res = await fetch(`http://127.0.0.1:${m![1]}/metrics`);
+      expect(res.status).toBe(200);
+      expect(await res.text()).toContain('palimpsest_cached_sessions');
+    } finally {
+      s.proc.kill('SIGTERM');
+      await s.exited;
     }
   });
 });

@@ -13,7 +13,6 @@
  *  - a session deleted through one replica leaves the other's hot-session cache at once (issue #33:
  *    its handle stayed until LRU eviction at 10,000 sessions, the soak's steady memory growth).
  */
-import { createServer } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { credentials } from '@grpc/grpc-js';
 import {
@@ -66,14 +65,6 @@ function surfaceTail(c: Api, sessionId: string, surface = new ClientSurface(), a
   return { tail, surface, failure: () => failure };
 }
 
-const freePort = (): Promise<number> => new Promise((resolve) => {
-  const s = createServer();
-  s.listen(0, '127.0.0.1', () => {
-    const { port } = s.address() as { port: number };
-    s.close(() => resolve(port));
-  });
-});
-
 const cachedSessions = async (metricsPort: number): Promise<number> =>
   Number(/^palimpsest_cached_sessions (\d+)$/m.exec(await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text())?.[1] ?? NaN);
 
@@ -114,9 +105,11 @@ describe.skipIf(!hasPostgres())('three server replicas on one PostgreSQL databas
 
   it("a session deleted through one replica leaves the other replica's hot-session cache", async () => {
     const a = await serve('a');
-    const metricsPort = await freePort();
-    const bProc = await spawnServer(['--db', db!.url, '--metrics-listen', `127.0.0.1:${metricsPort}`]);
+    // Port 0: the server prints the port it bound before its listening line (no free-port race).
+    const bProc = await spawnServer(['--db', db!.url, '--metrics-listen', '127.0.0.1:0']);
     running.push(bProc);
+    const metricsPort = Number(/metrics \(Prometheus \/metrics\) on 127\.0\.0\.1:(\d+)/.exec(bProc.stdout())?.[1]);
+    expect(metricsPort).toBeGreaterThan(0);
     const b = connect(bProc.address);
     const ids = ['gone-0', 'gone-1', 'gone-2', 'kept'];
     for (const id of ids) {
