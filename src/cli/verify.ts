@@ -96,15 +96,15 @@ export async function verify(argv: string[], io: Io): Promise<number> {
     io.stdout.write(VERIFY_HELP);
     return EXIT.OK;
   }
-  if (values.db !== undefined && values.addr !== undefined) {
-    io.stderr.write('error: USAGE: give --db FILE or --addr ADDR, not both; see palimpsest verify --help\n');
+  if (values.db !== undefined && (values.addr !== undefined || values.context !== undefined)) {
+    io.stderr.write(`error: USAGE: give --db FILE or ${values.addr !== undefined ? '--addr ADDR' : '--context NAME'}, not both; see palimpsest verify --help\n`);
     return EXIT.USAGE;
   }
-  if (values['reseal-heads'] && values.addr !== undefined) {
+  if (values['reseal-heads'] && (values.addr !== undefined || values.context !== undefined)) {
     io.stderr.write('error: USAGE: --reseal-heads works on a database file: give --db FILE; see palimpsest verify --help\n');
     return EXIT.USAGE;
   }
-  if (values['search-full'] && (values.addr !== undefined || !isPostgresUrl((values.db as string | undefined) || io.env['PALIMPSEST_DB'] || ''))) {
+  if (values['search-full'] && (values.addr !== undefined || values.context !== undefined || !isPostgresUrl((values.db as string | undefined) || io.env['PALIMPSEST_DB'] || ''))) {
     io.stderr.write('error: USAGE: --search-full works with --db postgres://… (a SQLite file\'s search index is always compared whole); see palimpsest verify --help\n');
     return EXIT.USAGE;
   }
