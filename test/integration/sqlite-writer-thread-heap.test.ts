@@ -11,13 +11,13 @@
  * writer thread's heap measured with and without it.
  */
 import v8 from 'node:v8';
-import type { Worker } from 'node:worker_threads';
+import { Worker } from 'node:worker_threads';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { SessionEvent } from '../../src/domain/event.js';
 import { loadMetrics } from '../../src/server/metrics.js';
 import { THREAD_YOUNG_GENERATION_MB, startWorker } from '../../src/store/sqlite/append-thread.js';
 import { SqliteSessionStore } from '../../src/store/sqlite/sqlite-store.js';
-import { threadHeaps } from '../../src/store/sqlite/thread-heap.js';
+import { threadHeaps, trackThread } from '../../src/store/sqlite/thread-heap.js';
 import { tempDbDir } from '../support/temp-db.js';
 
 const dbs = tempDbDir('palimpsest-writer-heap-');
@@ -80,5 +80,17 @@ describe('the SQLite writer thread', () => {
     expect(await threadHeaps()).toEqual([]);
     expect(performance.now() - t).toBeLessThan(500);
     expect(await sample('palimpsest_thread_heap_used_bytes', 'thread="writer"')).toBeUndefined();
+  });
+
+  it('a scrape waiting for a thread that exits without answering ends at the exit, not at its timeout', async () => {
+    // A tracked thread that never answers heap requests (as one inside a long batch, then gone).
+    const silent = new Worker('setInterval(() => {}, 1000);', { eval: true });
+    await new Promise((resolve) => silent.once('online', resolve));
+    trackThread(silent);
+    const t = performance.now();
+    const scrape = threadHeaps(10_000);
+    await silent.terminate();
+    expect(await scrape).toEqual([]);
+    expect(performance.now() - t).toBeLessThan(2_000);
   });
 });

@@ -66,11 +66,18 @@ export function answerHeapRequests(thread: string): void {
 /** The threads started by startThread and not yet exited (main thread). */
 const running = new Set<number>();
 
+/** The scrapes in progress: each re-checks whether it has every answer when a thread exits. */
+const scrapes = new Set<() => void>();
+
 /** Counts `worker` among the threads `threadHeaps` waits for until it exits. */
 export function trackThread(worker: Worker): void {
   const id = worker.threadId;
   running.add(id);
-  worker.once('exit', () => running.delete(id));
+  worker.once('exit', () => {
+    running.delete(id);
+    // A scrape waiting for this thread's answer has no reason to wait for its timeout now.
+    for (const check of [...scrapes]) check();
+  });
 }
 
 let nextId = 1;
@@ -84,15 +91,21 @@ export function threadHeaps(timeoutMs = 1000): Promise<ThreadHeap[]> {
   return new Promise<ThreadHeap[]>((resolve) => {
     const done = (): void => {
       clearTimeout(timer);
+      scrapes.delete(check);
       bc.close();
-      resolve([...got.values()].sort((a, b) => a.threadId - b.threadId));
+      // Only threads still running (one that answered and then exited is not reported).
+      resolve([...got.values()].filter((h) => running.has(h.threadId)).sort((a, b) => a.threadId - b.threadId));
+    };
+    const check = (): void => {
+      if ([...running].every((t) => got.has(t))) done();
     };
     const timer = setTimeout(done, timeoutMs);
+    scrapes.add(check);
     bc.onmessage = (e: MessageEvent) => {
       const m = e.data as Request | Answer | undefined;
       if (m?.op !== 'heap' || m.id !== id || !running.has(m.heap.threadId)) return;
       got.set(m.heap.threadId, m.heap);
-      if ([...running].every((t) => got.has(t))) done();
+      check();
     };
     bc.postMessage({ op: 'heap?', id } satisfies Request);
   });
