@@ -52,6 +52,8 @@ export interface ChangeFeed {
   onCommitted: () => void;
   /** Reports a listener that threw (it is removed; the others still get the batch). */
   onListenerError: (err: unknown) => void;
+  /** Called when a session loses its last listener (the session cache drops a handle it kept for them). */
+  onUnwatched: (sessionId: string) => void;
   /** Stops (store watches released); listeners are left registered but hear nothing more. */
   close(): Promise<void>;
 }

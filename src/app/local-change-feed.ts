@@ -36,6 +36,8 @@ export class LocalChangeFeed implements ChangeFeed {
 
   onCommitted: () => void = () => undefined;
 
+  onUnwatched: (sessionId: string) => void = () => undefined;
+
   publish(batch: CommittedBatch): void {
     this.onCommitted();
     const set = this.#listeners.get(batch.sessionId);
@@ -96,5 +98,6 @@ export class LocalChangeFeed implements ChangeFeed {
     if (this.#listeners.get(sessionId) !== set) return;
     this.#listeners.delete(sessionId);
     this.onWatched(sessionId, false);
+    this.onUnwatched(sessionId);
   }
 }

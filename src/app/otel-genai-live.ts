@@ -210,5 +210,7 @@ export class TappedChangeFeed implements ChangeFeed {
   set onCommitted(fn: () => void) { this.inner.onCommitted = fn; }
   get onListenerError(): (err: unknown) => void { return this.inner.onListenerError; }
   set onListenerError(fn: (err: unknown) => void) { this.inner.onListenerError = fn; }
+  get onUnwatched(): (sessionId: string) => void { return this.inner.onUnwatched; }
+  set onUnwatched(fn: (sessionId: string) => void) { this.inner.onUnwatched = fn; }
   close(): Promise<void> { return this.inner.close(); }
 }

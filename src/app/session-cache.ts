@@ -40,11 +40,18 @@ export class SessionCache {
   #cachedEvents = 0;
   #closed = false;
 
+  /** Keys deleted elsewhere while they had subscribers: dropped when the last one leaves. */
+  readonly #deletedWhileWatched = new Set<string>();
+
   constructor(
     private readonly store: SessionStore,
     private readonly limits: AppLimits,
     private readonly feed: ChangeFeed,
-  ) {}
+  ) {
+    feed.onUnwatched = (key) => {
+      if (this.#deletedWhileWatched.delete(key)) this.deletedElsewhere(key);
+    };
+  }
 
   /** Number of hot sessions. */
   get size(): number {
@@ -228,16 +235,22 @@ export class SessionCache {
    * is dropped now rather than left to LRU eviction, which keeps up to `cacheMaxSessions` (10,000)
    * of them (issue #33: the soak's replicas grew by every session the other one deleted). Not a
    * handle with writes in flight or live subscribers (the rule of eviction): those find the
-   * deletion themselves. A late hint after a re-create only costs a reload.
+   * deletion themselves, and a handle kept for subscribers is dropped when the last one leaves.
+   * A late hint after a re-create only costs a reload.
    */
   deletedElsewhere(key: string): void {
     const h = this.#cache.get(key);
-    if (h === undefined || h.busy || this.feed.listenerCount(key) > 0) return;
+    if (h === undefined || h.busy) return;
+    if (this.feed.listenerCount(key) > 0) {
+      this.#deletedWhileWatched.add(key);
+      return;
+    }
     this.drop(key);
   }
 
   /** Drops a storage key's handle. */
   drop(key: string): void {
+    this.#deletedWhileWatched.delete(key);
     const h = this.#cache.get(key);
     if (!h) return;
     h.valid = false;

@@ -155,7 +155,7 @@ describe('two SessionService instances over one store', () => {
     expect((await a.append(ctx, 'hot', [user('from-a')])).seqs).toEqual([6]);
   });
 
-  it("a session deleted through the other service leaves the cache on the deletion hint, unless it has live subscribers (issue #33)", async () => {
+  it("a session deleted through the other service leaves the cache on the deletion hint, or when its last live subscriber leaves (issue #33)", async () => {
     const a = service(new MemorySessionStore({ database }));
     const b = service(new MemorySessionStore({ database }));
     for (const id of ['gone', 'watched']) {
@@ -173,8 +173,11 @@ describe('two SessionService instances over one store', () => {
     expect(b.cache.peek(b.storageKey(ctx, 'gone'))).toBeUndefined();
     // A handle with live subscribers is kept (as eviction keeps it); they learn of the delete themselves.
     expect(b.cache.peek(b.storageKey(ctx, 'watched'))).toBeDefined();
+    // ... until the last of them leaves: no second hint needed.
+    const stop2 = b.feed.subscribe(b.storageKey(ctx, 'watched'), { onCommit: () => undefined, onDeleted: () => undefined });
     stop();
-    b.cache.deletedElsewhere(b.storageKey(ctx, 'watched'));
+    expect(b.cache.peek(b.storageKey(ctx, 'watched'))).toBeDefined();
+    stop2();
     expect(b.cache.size).toBe(0);
     // The dropped sessions answer NOT_FOUND on B, as before.
     await expect(b.getSession(ctx, 'gone')).rejects.toMatchObject({ reason: 'SESSION_NOT_FOUND' });
