@@ -3,7 +3,7 @@
  * single-event unary AppendEvents against the bare grpc-js echo, and AppendStream single events:
  * steadier than calls/s on a busy machine (issue #37 per-call work).
  *
- *   npx tsx bench/server/percall.ts [--runs 5] [--calls 40000] [--inflight 64] [--durability full|normal] [--only echo,unary,stream] [--cpu-prof DIR] [--perf FILE] [--alt BUNDLE_DIR]
+ *   npx tsx bench/server/percall.ts [--runs 5] [--calls 40000] [--inflight 64] [--durability full|normal] [--only echo,unary,stream] [--cpu-prof DIR] [--perf FILE [--perf-of echo]] [--alt BUNDLE_DIR]
  *
  * Each run sends a fixed number of calls (h2load -n, 64 in flight on one connection) and reads
  * the child's utime+stime from /proc before and after; runs are interleaved, the median printed.
@@ -108,22 +108,30 @@ const measure = async (name: string, c: Child, fn: () => Promise<void> | void, c
   r.main.push(((cpu(c.pid, c.pid) - m0) / calls) * 1e6);
   r.rate.push(calls / t);
 };
+/** AppendStream single events through one stream (node:http2 load) on `c`, as `name`. */
+async function measureStream(name: string, c: Child): Promise<void> {
+  let n = 0;
+  await measure(name, c, async () => { n = (await streamLoad(c.address, streamRequest('one', tick, 1), 1, INFLIGHT, 0.2, 1.5)).rate * 1.7; }, 1);
+  // streamLoad reports a rate, not a count: convert the last sample to per-call using the rate over 1.7 s.
+  const r = results[name]!;
+  r.all[r.all.length - 1] = r.all[r.all.length - 1]! / n;
+  r.main[r.main.length - 1] = r.main[r.main.length - 1]! / n;
+  r.rate[r.rate.length - 1] = n / 1.7;
+}
 // warm-up
 if (echo) h2load(echo.address, 5000);
 h2load(app.address, 5000);
 if (alt) h2load(alt.address, 5000);
-const perf = PERF ? spawn('perf', ['record', '-F', '1999', '-g', '-p', String(app.pid), '-o', PERF], { stdio: 'inherit' }) : undefined;
+/** --perf-of echo: record the echo's process instead of Palimpsest's (the same per-call categories on both sides). */
+const perfOf = arg('--perf-of', 'app') === 'echo' && echo ? echo : app;
+const perf = PERF ? spawn('perf', ['record', '-e', 'cpu-clock', '-F', '1999', '-g', '-p', String(perfOf.pid), '-o', PERF], { stdio: 'inherit' }) : undefined;
 for (let i = 0; i < RUNS; i++) {
   if (echo) await measure('echo', echo, () => h2load(echo.address, CALLS), CALLS);
   if (only.includes('unary')) await measure('unary', app, () => h2load(app.address, CALLS), CALLS);
   if (alt) await measure('alt', alt, () => h2load(alt.address, CALLS), CALLS);
   if (only.includes('stream')) {
-    let n = 0;
-    await measure('stream', app, async () => { n = (await streamLoad(app.address, streamRequest('one', tick, 1), 1, INFLIGHT, 0.2, 1.5)).rate * 1.7; }, 1);
-    // streamLoad reports a rate, not a count: convert the last sample to per-call using the rate over 1.7 s.
-    const r = results.stream!;
-    r.all[r.all.length - 1] = r.all[r.all.length - 1]! / n;
-    r.main[r.main.length - 1] = r.main[r.main.length - 1]! / n;
+    await measureStream('stream', app);
+    if (alt) await measureStream('alt-stream', alt);
   }
 }
 if (perf) await new Promise((r) => { perf.once('exit', r); perf.kill('SIGINT'); });

@@ -484,7 +484,7 @@ describe('SqliteSessionStore with the writer thread', () => {
 
 /**
  * A scripted writer thread speaking the store's protocol (workerData.mode):
- * - 'hold': answers every call at once as appended (writing nothing) and numbers a group in the
+ * - 'hold': answers every call at once as appended (by its id alone, writing nothing) and numbers a group in the
  *   shared gate, but passes the groups as durable only when told ({kind: 'durable'}): a
  *   background sync that has not completed;
  * - 'fatal': answers an append with a failed WAL sync;
@@ -510,7 +510,8 @@ parentPort.on('message', (m) => {
       return;
     }
     Atomics.add(cells, 0, 1n);
-    parentPort.postMessage({ kind: 'done', results: m.calls.map((c) => [c[0], { kind: 'appended' }, null]), heads: [], counters, syncs: 0 });
+    // An appended call is answered by its id alone (append-thread-wire.ts WireResult).
+    parentPort.postMessage({ kind: 'done', results: m.calls.map((c) => c[0]), heads: [], counters, syncs: 0 });
   } else if (m.kind === 'durable') {
     Atomics.store(cells, 1, Atomics.load(cells, 0));
     parentPort.postMessage({ kind: 'done', results: [], heads: [], counters, syncs: 1 });

@@ -4,12 +4,25 @@
  * key and blobs.
  */
 import { describe, expect, it } from 'vitest';
-import { packCall, unpackCall } from '../../src/store/sqlite/append-thread-wire.js';
+import { packCall, unpackQueued, type CallAnswers, type PackedCall } from '../../src/store/sqlite/append-thread-wire.js';
+import type { AppendOutcome } from '../../src/app/store-port.js';
 import type { QueuedAppend } from '../../src/store/sqlite/group-commit.js';
 import { addChecksums, type EventRow } from '../../src/store/sqlite/row-codec.js';
 import { encodeSeqs } from '../../src/store/sqlite/codec.js';
 
 type Call = Omit<QueuedAppend, 'resolve' | 'reject'>;
+
+/** What the writer's shared answer methods were called with. */
+const answered: [number, AppendOutcome | unknown][] = [];
+const answers: CallAnswers = {
+  resolve(outcome) { answered.push([this.id, outcome]); },
+  reject(error) { answered.push([this.id, error]); },
+};
+/** The call of a tuple as the thread queues it, without its answer methods. */
+function unpackCall(p: PackedCall): Call & { id: number } {
+  const { resolve: _r, reject: _j, ...call } = unpackQueued(p, answers);
+  return call;
+}
 
 const base: Call = {
   sessionId: 's', expectedNextSeq: 3, expectedWriter: 'w-old', writer: 'w-new',
@@ -28,6 +41,17 @@ describe('packCall / unpackCall', () => {
       blobs: { puts: [], eventBlobs: [['sha256:ab']] },
     };
     expect(unpackCall(structuredClone(packCall(10, call)))).toEqual({ ...call, id: 10 });
+  });
+
+  it('each call is answered through the shared methods, with its own id', () => {
+    answered.length = 0;
+    const a = unpackQueued(structuredClone(packCall(4, base)), answers);
+    const b = unpackQueued(structuredClone(packCall(5, base)), answers);
+    expect(a.resolve).toBe(b.resolve);
+    const error = new Error('x');
+    b.reject(error);
+    a.resolve({ kind: 'appended' });
+    expect(answered).toEqual([[5, error], [4, { kind: 'appended' }]]);
   });
 
   it('a different call does not unpack equal (the fields are not mixed up)', () => {

@@ -84,16 +84,26 @@ export function packCall(id: number, c: Omit<QueuedAppend, 'resolve' | 'reject'>
   return [id, c.sessionId, c.expectedNextSeq, c.expectedWriter, c.writer, rows, c.dataBytes, c.surfaceLength, c.idempotency?.key, c.idempotency?.requestHash, c.maxBytes, c.at, c.blobs];
 }
 
-/** The WireCall of a tuple. */
-export function unpackCall(p: PackedCall): WireCall {
+/** A call's answer callbacks as methods: `this` is the call (the writer thread shares one pair for all calls). */
+export interface CallAnswers {
+  resolve(this: WireCall, outcome: AppendOutcome): void;
+  reject(this: WireCall, error: unknown): void;
+}
+
+/**
+ * The queued append of a tuple (numbered), answered through `answers` (shared functions called
+ * as the call's methods): one object per call and no closures of its own, where the call, its
+ * copy and two closures per call were four (the writer thread's garbage per one-event append).
+ */
+export function unpackQueued(p: PackedCall, answers: CallAnswers): QueuedAppend & { readonly id: number } {
   const [id, sessionId, expectedNextSeq, expectedWriter, writer, packed, dataBytes, surfaceLength, key, requestHash, maxBytes, at, blobs] = p;
   const rows = typeof packed[0] === 'number' ? unpackRows(sessionId, packed as PackedRows) : (packed as QueuedAppend['rows']);
   return {
     id, sessionId, expectedNextSeq, expectedWriter, writer, rows, dataBytes, surfaceLength,
     idempotency: key === undefined ? undefined : { key, requestHash: requestHash! },
-    maxBytes, at,
-    ...(blobs === undefined ? {} : { blobs }),
-  };
+    maxBytes, at, blobs,
+    resolve: answers.resolve, reject: answers.reject,
+  } as QueuedAppend & { readonly id: number };
 }
 
 /** An error as it crosses the thread boundary (SQLite's code is what the store classifies). */
@@ -108,8 +118,12 @@ export type ToWriter =
   | { readonly kind: 'append'; readonly calls: readonly PackedCall[] }
   | { readonly kind: 'close' };
 
-/** One call's answer: its id, then its outcome or its error. */
-export type WireResult = readonly [id: number, outcome: AppendOutcome | null, error: WireError | null];
+/**
+ * One call's answer: its id alone when it was appended (the common case: a number clones as
+ * itself, where a tuple with an outcome object cost the writer's `postMessage` and the store's
+ * receipt a few objects per call), else its id, then its outcome or its error.
+ */
+export type WireResult = number | readonly [id: number, outcome: AppendOutcome | null, error: WireError | null];
 
 /** The writer to the store. */
 export type FromWriter =

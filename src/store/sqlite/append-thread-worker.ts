@@ -17,7 +17,7 @@ import { addChecksums } from './row-codec.js';
 import { WalSync } from './wal-sync.js';
 import { configureConnection } from './open-database.js';
 import { WalCheckpointer, type CheckpointCounters } from './wal-checkpointer.js';
-import { SharedCommitGate, toWireError, unpackCall, type FromWriter, type ToWriter, type WireResult, type WriterConfig } from './append-thread-wire.js';
+import { SharedCommitGate, toWireError, unpackQueued, type CallAnswers, type FromWriter, type ToWriter, type WireResult, type WriterConfig } from './append-thread-wire.js';
 import { answerHeapRequests } from './thread-heap.js';
 
 const port = parentPort!;
@@ -33,6 +33,18 @@ let postScheduled = false;
 let fatalSent = false;
 
 const send = (m: FromWriter): void => port.postMessage(m);
+
+/** Every call's answer, into this turn's message: an appended call as its id alone (see WireResult). */
+const answers: CallAnswers = {
+  resolve(outcome: AppendOutcome): void {
+    results.push(outcome.kind === 'appended' ? this.id : [this.id, outcome, null]);
+    schedulePost();
+  },
+  reject(error: unknown): void {
+    results.push([this.id, null, toWireError(error)]);
+    schedulePost();
+  },
+};
 
 /** Answers what settled (and any durability progress) in one message, after the current turn. */
 function schedulePost(): void {
@@ -115,21 +127,10 @@ port.on('message', (m: ToWriter) => {
   const { db, groups, checkpointer } = opened;
   if (m.kind === 'append') {
     for (const packed of m.calls) {
-      const call = unpackCall(packed);
-      const id = call.id;
+      const call = unpackQueued(packed, answers);
       addChecksums(call.rows);
       checkpointer.wrote(call.rows.length, call.dataBytes);
-      groups.enqueue({
-        ...call,
-        resolve: (outcome: AppendOutcome) => {
-          results.push([id, outcome, null]);
-          schedulePost();
-        },
-        reject: (error: unknown) => {
-          results.push([id, null, toWireError(error)]);
-          schedulePost();
-        },
-      });
+      groups.enqueue(call);
     }
     return;
   }

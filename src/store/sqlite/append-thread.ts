@@ -23,7 +23,7 @@ import { createRequire } from 'node:module';
 import { pathToFileURL } from 'node:url';
 import { StorageError } from '../../app/storage-error.js';
 import { StoreClosedError } from '../store-errors.js';
-import type { AppendQueue, QueuedAppend, WriteCounters } from './group-commit.js';
+import { APPENDED, type AppendQueue, type QueuedAppend, type WriteCounters } from './group-commit.js';
 import { SharedCommitGate, fromWireError, packCall, type FromWriter, type PackedCall, type WriterConfig } from './append-thread-wire.js';
 import { OwedCalls } from './owed-calls.js';
 import { trackThread } from './thread-heap.js';
@@ -308,7 +308,12 @@ export class AppendThread implements AppendQueue {
     this.#syncs = m.syncs;
     this.#checkpoints = m.checkpoints;
     if (m.heads.length > 0) this.onHeads(m.heads);
-    for (const [id, outcome, error] of m.results) {
+    for (const r of m.results) {
+      if (typeof r === 'number') {
+        this.#pending.take(r)?.resolve(APPENDED);
+        continue;
+      }
+      const [id, outcome, error] = r;
       const call = this.#pending.take(id);
       if (call === undefined) continue;
       if (error !== null) call.reject(fromWireError(error));

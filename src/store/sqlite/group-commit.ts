@@ -29,7 +29,8 @@ import type { WalSync } from './wal-sync.js';
 import type { BlobWrites } from '../../app/blob-port.js';
 import { SqliteBlobs } from './sqlite-blobs.js';
 
-const APPENDED: AppendOutcome = Object.freeze({ kind: 'appended' });
+/** The outcome of every appended call (shared: it carries nothing of the call). */
+export const APPENDED: AppendOutcome = Object.freeze({ kind: 'appended' });
 const NOT_FOUND: AppendOutcome = Object.freeze({ kind: 'not-found' });
 
 /**
