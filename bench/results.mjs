@@ -29,7 +29,8 @@ what was tried: [history/](history/).
 A row marked *not yet re-measured on grpc-js* was last measured before the gRPC port moved to
 grpc-js (most on the HTTP/2 transport the port no longer has): its old figures are in the history
 its status names, and none of them is quoted here as today's.
-\`status\` is *met* or **missed** against the target.
+\`status\` is *met* or **missed** against the target, *recorded* for a figure kept next to a
+target that applies to another row (no target of its own).
 `;
 
 /** A HEADLINE line's object, or undefined for any other line. */
@@ -71,7 +72,7 @@ export function rowOf(h, { date, commit }) {
     measured,
     ratio: h.ratio ?? split.ratio,
     ceiling: h.ceiling ?? split.ceiling,
-    status: h.met === true ? 'met' : h.met === false ? '**missed**' : '?',
+    status: h.met === true ? 'met' : h.met === false ? '**missed**' : h.target ? '?' : 'recorded',
     date,
     commit,
   };
