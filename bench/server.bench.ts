@@ -105,7 +105,7 @@ function resultRow(name: string, unit: string, r: Result, ceiling?: Result, ceil
   row(name, fmtStat(r.rate, ` ${unit}`), `${fmt(r.p50.median)} ms`, `${fmt(r.p99.median)} ms`, ceiling ? `${ceilingName} ${fmtStat(ceiling.rate)}` : '', ratio === undefined ? '' : pct(ratio));
   return ratio;
 }
-function headline(h: { id: string; label: string; value: string; target: string; met: boolean; detail?: string }): void {
+function headline(h: { id: string; label: string; value: string; target?: string; met?: boolean; detail?: string }): void {
   console.log(`HEADLINE ${JSON.stringify({ section: 'Server (gRPC)', ...h })}`);
 }
 

@@ -18,7 +18,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import grpc from '@grpc/grpc-js';
 import pg from 'pg';
-import { freePort, json, soakOperations, startCluster, svc, unary, userMessage } from './soak-support.mjs';
+import { json, listening, soakOperations, startCluster, svc, unary, userMessage } from './soak-support.mjs';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const { SessionServiceClient } = svc;
@@ -50,18 +50,9 @@ process.on('message', (m) => {
 `);
 
 async function serve(db) {
-  const metricsPort = await freePort();
-  const cmd = [...WRAP, process.execPath, ...NODE_FLAGS, '--expose-gc', '--require', HOOK, join(ROOT, 'bin/palimpsest.mjs'), 'serve', '--listen', '127.0.0.1:0', '--db', db, '--log-level', 'warn', '--metrics-listen', `127.0.0.1:${metricsPort}`];
+  const cmd = [...WRAP, process.execPath, ...NODE_FLAGS, '--expose-gc', '--require', HOOK, join(ROOT, 'bin/palimpsest.mjs'), 'serve', '--listen', '127.0.0.1:0', '--db', db, '--log-level', 'warn', '--metrics-listen', '127.0.0.1:0'];
   const proc = spawn(cmd[0], cmd.slice(1), { cwd: ROOT, env: { ...process.env, ...ENV }, stdio: ['ignore', 'pipe', 'inherit', 'ipc'] });
-  const address = await new Promise((resolve, reject) => {
-    let out = '';
-    proc.stdout.on('data', (d) => {
-      out += d;
-      const m = /palimpsest listening on (\S+)/.exec(out);
-      if (m) resolve(m[1]);
-    });
-    proc.once('exit', (code) => reject(new Error(`server exited ${code}: ${out}`)));
-  });
+  const { address, metricsPort } = await listening(proc);
   // With a wrapper the pid to measure is node's, the wrapper's child.
   let pid = proc.pid;
   if (WRAP.length > 0) {

@@ -71,6 +71,22 @@ export function soakOperations(c) {
   };
 }
 
+/**
+ * Resolves once a spawned `palimpsest serve` (stdout piped) prints its listening line, with its
+ * gRPC address and, with `--metrics-listen HOST:0`, the metrics port it bound (printed before).
+ */
+export function listening(proc) {
+  return new Promise((resolve, reject) => {
+    let out = '';
+    proc.stdout.on('data', (d) => {
+      out += d;
+      const m = /palimpsest listening on (\S+)/.exec(out);
+      if (m) resolve({ address: m[1], metricsPort: Number(/^metrics \(Prometheus \/metrics\) on \S+:(\d+)$/m.exec(out)?.[1]) });
+    });
+    proc.once('exit', (code) => reject(new Error(`server exited ${code}: ${out}`)));
+  });
+}
+
 /** A port free on 127.0.0.1 now. */
 export function freePort() {
   return new Promise((resolve) => {

@@ -44,7 +44,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import grpc from '@grpc/grpc-js';
 import pg from 'pg';
-import { freePort, soakOperations, startCluster, svc, unary } from './soak-support.mjs';
+import { listening, soakOperations, startCluster, svc, unary } from './soak-support.mjs';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const { SessionServiceClient } = svc;
@@ -75,20 +75,11 @@ const TARGET_MB_PER_10MIN = 1;
 
 /** Starts `palimpsest serve` with metrics; resolves with its addresses. */
 async function serve(db) {
-  const metricsPort = await freePort();
   const nodeArgs = [...NODE_FLAGS, ...(SNAPSHOT_MINUTES.size > 0 ? ['--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${SNAPSHOT_DIR}`] : []),
     ...(FORCED_GC ? ['--expose-gc', '--require', join(ROOT, 'scripts/soak-gc-hook.cjs')] : [])];
   const proc = spawn(process.execPath, [...nodeArgs, join(ROOT, 'bin/palimpsest.mjs'), 'serve', '--listen', '127.0.0.1:0', '--db', db, '--log-level', 'warn',
-    '--metrics-listen', `127.0.0.1:${metricsPort}`], { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit', ...(FORCED_GC ? ['ipc'] : [])] });
-  const address = await new Promise((resolve, reject) => {
-    let out = '';
-    proc.stdout.on('data', (d) => {
-      out += d;
-      const m = /palimpsest listening on (\S+)/.exec(out);
-      if (m) resolve(m[1]);
-    });
-    proc.once('exit', (code) => reject(new Error(`server exited ${code}: ${out}`)));
-  });
+    '--metrics-listen', '127.0.0.1:0'], { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit', ...(FORCED_GC ? ['ipc'] : [])] });
+  const { address, metricsPort } = await listening(proc);
   return { proc, address, metricsPort };
 }
 

@@ -27,7 +27,7 @@ import { Args } from './args.js';
 import { connectOptions, EXIT, Rpc, UnreachableError, type ConnectOptions } from './client.js';
 
 /** The help text of `palimpsest verify`. */
-export const VERIFY_HELP = `Usage: palimpsest verify [--db FILE [--reseal-heads] | --db postgres://… [--search-full] | --addr ADDR] [--json]
+export const VERIFY_HELP = `Usage: palimpsest verify [--db FILE [--reseal-heads] | --db postgres://… [--search-full] | --addr ADDR | --context NAME] [--json]
 
 Checks every session and prints a report; exit status 1 when anything is wrong.
 
@@ -45,6 +45,7 @@ Checks every session and prints a report; exit status 1 when anything is wrong.
                replayed from ListEvents against GetSurface (sessions the server refuses with
                DATA_LOSS are reported), and whether its heads record is unsealed (health
                palimpsest.heads-record); without --db and --addr, $PALIMPSEST_ADDR when set
+  --context NAME  as --addr, the server (and TLS files, token) of a saved context (palimpsest context)
   --token T, --tls-ca F, --tls-cert F, --tls-key F   as for the other client commands (with --addr)
   --reseal-heads  with --db, the server stopped, after checking the database: rewrite FILE-heads
                from the database (a missing, emptied or damaged heads record leaves the server
@@ -96,21 +97,23 @@ export async function verify(argv: string[], io: Io): Promise<number> {
     io.stdout.write(VERIFY_HELP);
     return EXIT.OK;
   }
+  // The server is the target (--addr, --context, or $PALIMPSEST_ADDR without --db): the dispatch below.
+  const toServer = values.addr !== undefined || values.context !== undefined || (values.db === undefined && Boolean(io.env['PALIMPSEST_ADDR']));
   if (values.db !== undefined && (values.addr !== undefined || values.context !== undefined)) {
     io.stderr.write(`error: USAGE: give --db FILE or ${values.addr !== undefined ? '--addr ADDR' : '--context NAME'}, not both; see palimpsest verify --help\n`);
     return EXIT.USAGE;
   }
-  if (values['reseal-heads'] && (values.addr !== undefined || values.context !== undefined)) {
+  if (values['reseal-heads'] && toServer) {
     io.stderr.write('error: USAGE: --reseal-heads works on a database file: give --db FILE; see palimpsest verify --help\n');
     return EXIT.USAGE;
   }
-  if (values['search-full'] && (values.addr !== undefined || values.context !== undefined || !isPostgresUrl((values.db as string | undefined) || io.env['PALIMPSEST_DB'] || ''))) {
+  if (values['search-full'] && (toServer || !isPostgresUrl((values.db as string | undefined) || io.env['PALIMPSEST_DB'] || ''))) {
     io.stderr.write('error: USAGE: --search-full works with --db postgres://… (a SQLite file\'s search index is always compared whole); see palimpsest verify --help\n');
     return EXIT.USAGE;
   }
   let report: Report;
   // The server named by --addr, or by PALIMPSEST_ADDR when no --db is given; else the file.
-  if (values.addr !== undefined || values.context !== undefined || (values.db === undefined && io.env['PALIMPSEST_ADDR'])) {
+  if (toServer) {
     let rpc: Rpc;
     let opts: ConnectOptions;
     try {

@@ -6,12 +6,13 @@
 import { describe, expect, it } from 'vitest';
 import { verify } from '../../src/cli/verify.js';
 
-const run = async (...args: string[]): Promise<[number, string, string]> => {
+const runIn = async (env: Record<string, string>, ...args: string[]): Promise<[number, string, string]> => {
   let out = '';
   let err = '';
-  const code = await verify(args, { stdout: { write: (t: string) => (out += t) }, stderr: { write: (t: string) => (err += t) }, env: {} });
+  const code = await verify(args, { stdout: { write: (t: string) => (out += t) }, stderr: { write: (t: string) => (err += t) }, env });
   return [code, out, err];
 };
+const run = (...args: string[]): Promise<[number, string, string]> => runIn({}, ...args);
 
 describe('verify: conflicting targets are usage errors', () => {
   it('--db with --addr or --context', async () => {
@@ -22,5 +23,11 @@ describe('verify: conflicting targets are usage errors', () => {
   it('--search-full and --reseal-heads with --context (a server, not a database)', async () => {
     expect(await run('--context', 'prod', '--search-full')).toEqual([2, '', "error: USAGE: --search-full works with --db postgres://… (a SQLite file's search index is always compared whole); see palimpsest verify --help\n"]);
     expect(await run('--context', 'prod', '--reseal-heads')).toEqual([2, '', 'error: USAGE: --reseal-heads works on a database file: give --db FILE; see palimpsest verify --help\n']);
+  });
+
+  it('--reseal-heads and --search-full when $PALIMPSEST_ADDR (no --db) makes the server the target', async () => {
+    const env = { PALIMPSEST_ADDR: '127.0.0.1:1', PALIMPSEST_DB: 'postgres://u@h/d' };
+    expect(await runIn(env, '--reseal-heads')).toEqual([2, '', 'error: USAGE: --reseal-heads works on a database file: give --db FILE; see palimpsest verify --help\n']);
+    expect((await runIn(env, '--search-full'))[0]).toBe(2);
   });
 });

@@ -103,7 +103,7 @@ export function unpackQueued(p: PackedCall, answers: CallAnswers): QueuedAppend 
     idempotency: key === undefined ? undefined : { key, requestHash: requestHash! },
     maxBytes, at, blobs,
     resolve: answers.resolve, reject: answers.reject,
-  } as QueuedAppend & { readonly id: number };
+  };
 }
 
 /** An error as it crosses the thread boundary (SQLite's code is what the store classifies). */

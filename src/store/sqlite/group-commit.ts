@@ -80,6 +80,10 @@ export interface QueuedAppend {
   readonly at: number;
   /** The blobs the events reference (issue #39), written in the call's SAVEPOINT. */
   readonly blobs?: BlobWrites;
+  /**
+   * Answer the call. Always called as methods (`call.resolve(...)`): the writer thread's calls
+   * share one pair of functions that read the call's id from `this` (append-thread-wire.ts).
+   */
   readonly resolve: (outcome: AppendOutcome) => void;
   readonly reject: (error: unknown) => void;
 }
