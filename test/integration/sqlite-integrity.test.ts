@@ -344,6 +344,26 @@ describe.each<[string, NativeChecksums]>([
     expect(verifyFile(path)).toMatchObject({ sessions: 2, events: 73, problems: [] });
   });
 
+  it.skipIf(nativeChecksums !== 'require')('a writer thread that cannot load the extension the store loaded computes the checksums in JavaScript', async () => {
+    const path = freshPath();
+    store = new SqliteSessionStore({ path, nativeChecksums, appendWriter: 'thread' });
+    await store.createSession(newSession('a'), []);
+    // The thread starts with the first append and reads the variable then (a worker copies the environment).
+    const env = process.env['PALIMPSEST_SQLITE_EXTENSION'];
+    process.env['PALIMPSEST_SQLITE_EXTENSION'] = join(root, 'no-such-extension.so');
+    try {
+      expect(await appendAt(store, 'a', 0, mixedEvents(0, 12))).toEqual({ kind: 'appended' });
+    } finally {
+      if (env === undefined) delete process.env['PALIMPSEST_SQLITE_EXTENSION'];
+      else process.env['PALIMPSEST_SQLITE_EXTENSION'] = env;
+    }
+    expect(await appendAt(store, 'a', 12, mixedEvents(12, 3))).toEqual({ kind: 'appended' });
+    expect(await store.readEvents('a', FORWARD)).toEqual(mixedEvents(0, 15));
+    await store.close();
+    store = undefined;
+    expect(verifyFile(path)).toMatchObject({ sessions: 1, events: 15, problems: [] });
+  });
+
   it('an untouched database reads, loads and verifies clean', async () => {
     const path = freshPath();
     store = await seeded(path);
