@@ -13,8 +13,12 @@ import type { EventRow } from './row-codec.js';
 
 /** Values bound per row: every EventRow column but the two checksums. */
 const BOUND = 10;
-/** Rows per multi-row INSERT, as statements.ts INSERT_CHUNK. */
-const CHUNK = 10;
+/**
+ * Rows per multi-row INSERT, largest first (the rest one by one). In this form 25 rows per
+ * statement cost ~0.14 us less per row than 10 (the same rows, 1.78 against 1.93 us of CPU); 10
+ * keeps 10-event calls in one statement.
+ */
+const CHUNKS = [25, 10] as const;
 const ROW = `(${Array<string>(BOUND).fill('?').join(', ')})`;
 /** VALUES' columnN in EventRow order without the checksums: 1 session, 2 seq, 3 type, 4 time, 5 data, 6 seqs, 7 op, 8 ignorable, 9 tokens, 10 usage. */
 const INSERT = (rows: number): string =>
@@ -33,13 +37,12 @@ export interface SqlChecksums {
 
 export function prepareSqlChecksums(db: Database.Database): SqlChecksums {
   const one = db.prepare(INSERT(1));
-  const chunk = db.prepare(INSERT(CHUNK));
-  const args: unknown[] = new Array(CHUNK * BOUND);
+  const chunks = CHUNKS.map((n) => ({ n, st: db.prepare(INSERT(n)), args: new Array<unknown>(n * BOUND) }));
   // The rows in key order (no sorter); palimpsest_digest refuses any other order.
   const digest = db
     .prepare('SELECT palimpsest_digest(d, seq, scrc, dcrc) FROM (SELECT ? AS d, seq, scrc, dcrc FROM events WHERE session_id = ? AND seq >= ? ORDER BY seq)')
     .pluck();
-  const put = (r: EventRow, at: number): void => {
+  const put = (args: unknown[], r: EventRow, at: number): void => {
     args[at] = r[0];
     args[at + 1] = r[1];
     args[at + 2] = r[2];
@@ -54,18 +57,21 @@ export function prepareSqlChecksums(db: Database.Database): SqlChecksums {
   return {
     insertEvents(rows) {
       let i = 0;
-      try {
-        for (; i + CHUNK <= rows.length; i += CHUNK) {
-          for (let k = 0; k < CHUNK; k++) put(rows[i + k]!, k * BOUND);
-          chunk.run(...args);
+      for (const { n, st, args } of chunks) {
+        if (i + n > rows.length) continue;
+        try {
+          for (; i + n <= rows.length; i += n) {
+            for (let k = 0; k < n; k++) put(args, rows[i + k]!, k * BOUND);
+            st.run(...args);
+          }
+        } finally {
+          // Holds no row past the call (nor past a failed one).
+          args.fill(undefined);
         }
-        for (; i < rows.length; i++) {
-          const r = rows[i]!;
-          one.run(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[10], r[11]);
-        }
-      } finally {
-        // Holds no row past the call (nor past a failed one).
-        args.fill(undefined);
+      }
+      for (; i < rows.length; i++) {
+        const r = rows[i]!;
+        one.run(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[10], r[11]);
       }
     },
     digestFrom(sessionId, from, start) {
