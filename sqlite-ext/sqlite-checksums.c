@@ -11,6 +11,10 @@
  *   palimpsest_structure(seq, type, source_event_seqs, surface_op, ignorable, scrc, dcrc)   (aggregate)
  *     -> a whole log's structure, every row's scrc checked and the digest chained, in columns
  *        (see structure_final)
+ *   palimpsest_scrc(seq, surface_op, source_event_seqs, ignorable, type), palimpsest_dcrc(time, data)
+ *     -> the checksums of a row being written (see scrc_fn)
+ *   palimpsest_digest(start, seq, scrc, dcrc)   (aggregate, rows in seq order) -> the session
+ *     digest chained over the rows (see digest_step)
  *   palimpsest_checksums_format() -> LINE_FORMAT, the version of the line format and of the page's
  *     framing (the loader refuses any other: a stale build never feeds a newer decoder)
  *   palimpsest_event_page_format() -> EVENT_PAGE_FORMAT, the version of the wire form the page's
@@ -36,9 +40,10 @@ SQLITE_EXTENSION_INIT1
  * The version of event_line's format and of event_page's framing (its head) and of what they
  * accept; row-codec.ts LINE_FORMAT must be the same. Bump it for any change to either (a build of
  * another version is not used). 3: palimpsest_event_page. 4: the page's head carries its first and
- * last seq. 5: palimpsest_structure.
+ * last seq. 5: palimpsest_structure. 6: palimpsest_scrc, palimpsest_dcrc and palimpsest_digest (the
+ * writer's checksums).
  */
-#define LINE_FORMAT 5
+#define LINE_FORMAT 6
 
 /*
  * The version of the wire form event_page writes its events in (palimpsest.v1.ListEventsResponse
@@ -857,6 +862,116 @@ static void structure_final(sqlite3_context *ctx) {
   sqlite3_result_blob64(ctx, out, size, sqlite3_free);
 }
 
+/*
+ * The checksums of a row being written, for the writer's INSERT (src/store/sqlite/sql-checksums.ts):
+ *   palimpsest_scrc(seq, surface_op, source_event_seqs, ignorable, type) -> scrc
+ *   palimpsest_dcrc(time, data) -> dcrc
+ * over the same canonical inputs as integrity.ts structuralCrc / dataCrc (and as check_row checks
+ * them), so a row written with them verifies as one written with the JavaScript checksums. A
+ * value of a storage class the row cannot have (the store binds seq, time and ignorable as
+ * numbers, type, data and surface_op as text, source_event_seqs as a blob) is an error: the
+ * INSERT fails rather than storing a checksum nothing could reproduce.
+ */
+static void scrc_fn(sqlite3_context *ctx, int argc, sqlite3_value **a) {
+  (void)argc;
+  sqlite3_int64 seq, ign = 0;
+  int opType = sqlite3_value_type(a[1]), seqsType = sqlite3_value_type(a[2]), ignNull = sqlite3_value_type(a[3]) == SQLITE_NULL;
+  if (!integer_of(a[0], &seq) || !(opType == SQLITE_NULL || opType == SQLITE_TEXT) || !(seqsType == SQLITE_NULL || seqsType == SQLITE_BLOB) ||
+      !(ignNull || integer_of(a[3], &ign)) || sqlite3_value_type(a[4]) != SQLITE_TEXT) {
+    sqlite3_result_error(ctx, "palimpsest_scrc: not an event row's structural values", -1);
+    return;
+  }
+  const unsigned char *op = opType == SQLITE_TEXT ? sqlite3_value_text(a[1]) : NULL;
+  int opBytes = op != NULL ? sqlite3_value_bytes(a[1]) : 0;
+  const unsigned char *seqs = seqsType == SQLITE_BLOB ? sqlite3_value_blob(a[2]) : NULL;
+  int seqsBytes = seqsType == SQLITE_BLOB ? sqlite3_value_bytes(a[2]) : 0;
+  const unsigned char *type = sqlite3_value_text(a[4]);
+  int typeBytes = sqlite3_value_bytes(a[4]);
+  if (type == NULL || (opType == SQLITE_TEXT && op == NULL) || (seqsBytes > 0 && seqs == NULL)) {
+    sqlite3_result_error_nomem(ctx);
+    return;
+  }
+  char digits[24];
+  uint32_t c = crc_feed(0xFFFFFFFFu, (const unsigned char *)digits, (size_t)(put_int(digits, seq) - digits));
+  c = crc_byte(c, ':');
+  if (op != NULL) c = crc_feed(c, op, (size_t)opBytes);
+  c = crc_byte(c, '\t');
+  if (seqsType != SQLITE_BLOB) c = crc_byte(c, '-');
+  for (int i = 0; i < seqsBytes; i++) c = crc_byte(crc_byte(c, hex_digits[seqs[i] >> 4]), hex_digits[seqs[i] & 15]);
+  c = crc_byte(c, '\t');
+  if (!ignNull) c = crc_feed(c, (const unsigned char *)digits, (size_t)(put_int(digits, ign) - digits));
+  c = crc_byte(c, '\t');
+  c = crc_feed(c, type, (size_t)typeBytes);
+  sqlite3_result_int64(ctx, (sqlite3_int64)(c ^ 0xFFFFFFFFu));
+}
+
+static void dcrc_fn(sqlite3_context *ctx, int argc, sqlite3_value **a) {
+  (void)argc;
+  sqlite3_int64 time;
+  if (!integer_of(a[0], &time) || sqlite3_value_type(a[1]) != SQLITE_TEXT) {
+    sqlite3_result_error(ctx, "palimpsest_dcrc: not an event row's time and data", -1);
+    return;
+  }
+  const unsigned char *text = sqlite3_value_text(a[1]);
+  int textBytes = sqlite3_value_bytes(a[1]);
+  if (text == NULL) {
+    sqlite3_result_error_nomem(ctx);
+    return;
+  }
+  char digits[24];
+  uint32_t c = crc_feed(0xFFFFFFFFu, (const unsigned char *)digits, (size_t)(put_int(digits, time) - digits));
+  c = crc_byte(c, '\t');
+  c = crc_feed(c, text, (size_t)textBytes);
+  sqlite3_result_int64(ctx, (sqlite3_int64)(c ^ 0xFFFFFFFFu));
+}
+
+/*
+ * palimpsest_digest(start, seq, scrc, dcrc)   (aggregate)
+ *   -> the session digest (integrity.ts digestStep) chained from `start` over the rows' checksums;
+ *      NULL for no rows (the digest is then `start`). The rows must come in ascending seq order
+ *      (the caller selects them ORDER BY seq from the table's key order, so SQLite needs no
+ *      sorter); a row out of that order is an error, never a digest of another order.
+ */
+struct digest {
+  uint32_t d;
+  sqlite3_int64 last;
+  int started, bad;
+};
+
+static void digest_step(sqlite3_context *ctx, int argc, sqlite3_value **a) {
+  (void)argc;
+  struct digest *g = sqlite3_aggregate_context(ctx, sizeof *g);
+  if (g == NULL) {
+    sqlite3_result_error_nomem(ctx);
+    return;
+  }
+  sqlite3_int64 start = 0, seq, scrc, dcrc;
+  if (g->bad) return;
+  if (!integer_of(a[1], &seq) || !integer_of(a[2], &scrc) || !integer_of(a[3], &dcrc) || (!g->started && !integer_of(a[0], &start)) ||
+      (g->started && seq <= g->last)) {
+    g->bad = 1;
+    return;
+  }
+  if (!g->started) {
+    g->d = (uint32_t)start;
+    g->started = 1;
+  }
+  g->last = seq;
+  /* digest' = crcWord(crcWord(digest, scrc), dcrc): raw table steps over each word's 4 LE bytes */
+  uint32_t d = g->d, w = (uint32_t)scrc;
+  for (int i = 0; i < 4; i++) d = crc_byte(d, (unsigned char)(w >> (8 * i)));
+  w = (uint32_t)dcrc;
+  for (int i = 0; i < 4; i++) d = crc_byte(d, (unsigned char)(w >> (8 * i)));
+  g->d = d;
+}
+
+static void digest_final(sqlite3_context *ctx) {
+  struct digest *g = sqlite3_aggregate_context(ctx, 0);
+  if (g != NULL && g->bad) sqlite3_result_error(ctx, "palimpsest_digest: rows out of seq order, or a value that is not an integer", -1);
+  else if (g != NULL && g->started) sqlite3_result_int64(ctx, (sqlite3_int64)g->d);
+  else sqlite3_result_null(ctx);
+}
+
 /* 1 when the hardware CRC instruction is in use (the server logs it at start). */
 static void hw_fn(sqlite3_context *ctx, int argc, sqlite3_value **a) {
   (void)argc;
@@ -894,6 +1009,9 @@ int sqlite3_palimpsestchecksums_init(sqlite3 *db, char **err, const sqlite3_api_
   int rc = sqlite3_create_function(db, "palimpsest_event_line", 9, flags, NULL, event_line, NULL, NULL);
   if (rc == SQLITE_OK) rc = sqlite3_create_function(db, "palimpsest_event_page", 12, flags, NULL, NULL, page_step, page_final);
   if (rc == SQLITE_OK) rc = sqlite3_create_function(db, "palimpsest_structure", 7, flags, NULL, NULL, structure_step, structure_final);
+  if (rc == SQLITE_OK) rc = sqlite3_create_function(db, "palimpsest_scrc", 5, flags, NULL, scrc_fn, NULL, NULL);
+  if (rc == SQLITE_OK) rc = sqlite3_create_function(db, "palimpsest_dcrc", 2, flags, NULL, dcrc_fn, NULL, NULL);
+  if (rc == SQLITE_OK) rc = sqlite3_create_function(db, "palimpsest_digest", 4, flags, NULL, NULL, digest_step, digest_final);
   if (rc == SQLITE_OK) rc = sqlite3_create_function(db, "palimpsest_checksums_format", 0, flags, NULL, format_fn, NULL, NULL);
   if (rc == SQLITE_OK) rc = sqlite3_create_function(db, "palimpsest_event_page_format", 0, flags, NULL, page_format_fn, NULL, NULL);
   if (rc == SQLITE_OK) rc = sqlite3_create_function(db, "palimpsest_checksums_hw", 0, SQLITE_UTF8 | SQLITE_INNOCUOUS, NULL, hw_fn, NULL, NULL);

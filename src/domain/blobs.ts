@@ -112,9 +112,17 @@ export function mayHoldBlobs(text: string, minBytes: number): boolean {
   return text.length >= Math.min(minBytes, IMAGE_MIN_BYTES) && text.includes('"type":"image"');
 }
 
-/** Whether data whose JSON text is `text` may hold references (an object with a `$blob` key). */
+/**
+ * Whether data whose JSON text is `text` may hold references (an object with a `$blob` key): the
+ * text holds `"$blob"`. Searched from its `$` (rare in JSON text: the engine's search skips to each
+ * one at memchr speed) with a 6-character pattern, then the quote before it checked: a pattern
+ * starting with the quote stops at every string of the text (~124 against ~43 ns per 200-byte event).
+ */
 export function mayHoldRefs(text: string): boolean {
-  return text.includes('"$blob"');
+  for (let i = text.indexOf('$blob"'); i !== -1; i = text.indexOf('$blob"', i + 6)) {
+    if (i > 0 && text.charCodeAt(i - 1) === 34) return true;
+  }
+  return false;
 }
 
 /** Sets an own data property (a `__proto__` key included, as JSON.parse makes it). */

@@ -25,7 +25,9 @@ import { CRC_INIT, crc32c, crcByte, crcFinal, crcString } from '../../src/store/
 import { readHeads } from '../../src/store/sqlite/head-record.js';
 import { appendFileSync, readFileSync, writeFileSync } from 'node:fs';
 import type { SessionEvent } from '../../src/domain/event.js';
-import { appendAt, ev, newSession } from './store-contract.js';
+import { appendAt, ev, newSession, req } from './store-contract.js';
+import { dataCrc, structuralCrc } from '../../src/store/sqlite/integrity.js';
+import { digestOf } from '../../src/store/sqlite/session-writes.js';
 import { tempDbDir } from '../support/temp-db.js';
 
 /** A valid log (its surface replays): per 5 seqs a user message, a chunk, an assistant message citing [], a tool result replacing it, an ignorable custom event. */
@@ -150,6 +152,57 @@ describe.skipIf(!NATIVE)('the checksum extension (sqlite-ext/sqlite-checksums.c)
     );
   });
 
+  it("computes the writer's checksums and digest bit for bit as JavaScript does (palimpsest_scrc, palimpsest_dcrc, palimpsest_digest)", () => {
+    const scrc = db.prepare('SELECT palimpsest_scrc(?, ?, ?, ?, ?)').pluck();
+    const dcrc = db.prepare('SELECT palimpsest_dcrc(?, ?)').pluck();
+    const event = fc.record(
+      {
+        type: fc.oneof(fc.string({ unit: 'grapheme', maxLength: 30 }), fc.constantFrom('', 'a\tb,c', '\u{1f600}\u{1d11e}', 'é✓'.repeat(40))),
+        seq: fc.nat({ max: Number.MAX_SAFE_INTEGER }),
+        time: fc.integer({ min: -Number.MAX_SAFE_INTEGER, max: Number.MAX_SAFE_INTEGER }),
+        // Short and long texts (the JS CRC takes another path from 48 characters on), astral characters included.
+        data: fc.oneof(fc.jsonValue({ maxDepth: 4 }), fc.string({ unit: 'grapheme', minLength: 40, maxLength: 400 })).map((v) => JSON.parse(JSON.stringify(v)) as Json),
+        sourceEventSeqs: fc.array(fc.nat({ max: Number.MAX_SAFE_INTEGER }), { maxLength: 40 }),
+        surfaceOp: fc.oneof(fc.constant('append' as const), fc.record({ op: fc.constant('replace' as const), start: fc.nat(), end: fc.nat() })),
+        ignorable: fc.constant(true as const),
+      },
+      { requiredKeys: ['type', 'seq', 'time', 'data'] },
+    );
+    fc.assert(
+      fc.property(fc.array(event, { minLength: 1, maxLength: 8 }), (events) => {
+        const { rows } = encodeEvents('s', events as SessionEvent[]);
+        for (const r of rows) {
+          expect(scrc.get(r[1], r[6], r[5], r[7], r[2])).toBe(r[8]);
+          expect(dcrc.get(r[3], r[4])).toBe(r[9]);
+        }
+        // The digest from any start over the rows in seq order (rows inserted out of order: the subquery orders them).
+        const start = rows[0]![1] % 2 === 0 ? 0 : 0xdeadbeef;
+        const sorted = [...rows].sort((a, b) => a[1] - b[1]).filter((r, i, all) => i === 0 || all[i - 1]![1] !== r[1]);
+        db.exec('DELETE FROM events');
+        for (const r of [...sorted].reverse()) insert.run(r);
+        const digest = db.prepare('SELECT palimpsest_digest(?, seq, scrc, dcrc) FROM (SELECT seq, scrc, dcrc FROM events ORDER BY seq)').pluck();
+        expect(digest.get(start)).toBe(digestOf(start, sorted));
+      }),
+      { numRuns: 200 },
+    );
+    db.exec('DELETE FROM events');
+  });
+
+  it('palimpsest_digest refuses rows out of seq order and values not integers; no rows is NULL; the checksums refuse what no row holds', () => {
+    const rows = encodeEvents('s', [ev(1, 'a', { a: 1 }), ev(2, 'b', [2])]).rows;
+    db.exec('DELETE FROM events');
+    for (const r of rows) insert.run(r);
+    const over = (order: string) => db.prepare(`SELECT palimpsest_digest(7, seq, scrc, dcrc) FROM (SELECT seq, scrc, dcrc FROM events ORDER BY seq ${order})`).pluck();
+    expect(over('ASC').get()).toBe(digestOf(7, rows));
+    expect(() => over('DESC').get()).toThrow(/palimpsest_digest: rows out of seq order/);
+    expect(db.prepare("SELECT palimpsest_digest(7, seq, scrc, dcrc) FROM events WHERE type = 'none'").pluck().get()).toBeNull();
+    expect(() => db.prepare("SELECT palimpsest_digest(7, seq, 'x', dcrc) FROM events").pluck().get()).toThrow(/not an integer/);
+    expect(() => db.prepare("SELECT palimpsest_scrc(1.5, NULL, NULL, NULL, 't')").get()).toThrow(/palimpsest_scrc: not an event row/);
+    expect(() => db.prepare("SELECT palimpsest_scrc(1, NULL, NULL, NULL, x'61')").get()).toThrow(/palimpsest_scrc: not an event row/);
+    expect(() => db.prepare("SELECT palimpsest_dcrc(1, x'61')").get()).toThrow(/palimpsest_dcrc: not an event row/);
+    db.exec('DELETE FROM events');
+  });
+
   it('a value of a class the schema forbids, or an empty surface op, is damage, never a pass', () => {
     const [row] = encodeEvents('s', [ev(7, 'user/message', { a: 1 }, { surfaceOp: 'append' })]).rows;
     expect(decodeEventLine('s', line(row!))).toEqual(ev(7, 'user/message', { a: 1 }, { surfaceOp: 'append' }));
@@ -256,6 +309,59 @@ describe.each<[string, NativeChecksums]>([
     expect(plain(mixed)).toEqual(plain(columnsOfRows(rows)));
     expect([...mixed.kinds]).toEqual([1, 0, 2, 2, 2, 1, 0, 2, 2, 2]);
     expect((await store.readStructureColumns('none')).length).toBe(0);
+  });
+
+  // The writer thread in the mode that changes it (the thread loads the extension too); its JS path is sqlite-append-thread.test.ts's.
+  it.each(nativeChecksums === 'require' ? (['thread', 'in-process'] as const) : (['in-process'] as const))('appends through the group commit (%s) store the checksums and digest integrity.ts defines, and verify clean', async (writer) => {
+    const path = freshPath();
+    store = new SqliteSessionStore({ path, nativeChecksums, ...(writer === 'thread' ? { appendWriter: 'thread' } : {}) });
+    await store.createSession(newSession('a'), mixedEvents(0, 3));
+    await store.createSession(newSession('b'), []);
+    const writerOf = async (id: string): Promise<string> => (await store!.getSession(id))!.writer;
+    // One group: a multi-row call and a single event on 'a', a call with an idempotency key and
+    // one that conflicts on 'b' (written in its own SAVEPOINT, then nothing of the failed one).
+    const a1 = req(3, mixedEvents(3, 37), { expectedWriter: await writerOf('a') });
+    const a2 = req(40, [ev(40, 'x/\u{1f600}', { t: 'é✓'.repeat(30) })], { expectedWriter: a1.writer });
+    const b1 = req(0, mixedEvents(0, 12), { expectedWriter: await writerOf('b'), idempotency: { key: 'k', requestHash: 'h' } });
+    const bad = req(5, [ev(5)], { expectedWriter: b1.writer });
+    const outcomes = await Promise.all([a1, a2, b1, bad].map((r, i) => store!.append(i < 2 ? 'a' : 'b', r)));
+    expect(outcomes.map((o) => o.kind)).toEqual(['appended', 'appended', 'appended', 'conflict']);
+    expect(await appendAt(store, 'b', 12, mixedEvents(12, 20))).toEqual({ kind: 'appended' });
+    await store.close();
+    store = undefined;
+    const raw = new Database(path, { readonly: true });
+    for (const [id, count] of [['a', 41], ['b', 32]] as const) {
+      const rows = raw.prepare(`SELECT seq, type, time, data, source_event_seqs, surface_op, ignorable, scrc, dcrc FROM events WHERE session_id = ? ORDER BY seq`).raw().all(id) as [number, string, number, string, Buffer | null, string | null, 1 | null, number, number][];
+      expect(rows).toHaveLength(count);
+      let digest = 0;
+      for (const r of rows) {
+        expect([r[0], r[7], r[8]]).toEqual([r[0], structuralCrc(r[0], r[5], r[4], r[6], r[1]), dataCrc(r[2], r[3])]);
+        digest = digestOf(digest, [['', r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], null, null]]);
+      }
+      expect(raw.prepare('SELECT digest FROM sessions WHERE id = ?').pluck().get(id)).toBe(digest);
+    }
+    raw.close();
+    expect(verifyFile(path)).toMatchObject({ sessions: 2, events: 73, problems: [] });
+  });
+
+  it.skipIf(nativeChecksums !== 'require')('a writer thread that cannot load the extension the store loaded computes the checksums in JavaScript', async () => {
+    const path = freshPath();
+    store = new SqliteSessionStore({ path, nativeChecksums, appendWriter: 'thread' });
+    await store.createSession(newSession('a'), []);
+    // The thread starts with the first append and reads the variable then (a worker copies the environment).
+    const env = process.env['PALIMPSEST_SQLITE_EXTENSION'];
+    process.env['PALIMPSEST_SQLITE_EXTENSION'] = join(root, 'no-such-extension.so');
+    try {
+      expect(await appendAt(store, 'a', 0, mixedEvents(0, 12))).toEqual({ kind: 'appended' });
+    } finally {
+      if (env === undefined) delete process.env['PALIMPSEST_SQLITE_EXTENSION'];
+      else process.env['PALIMPSEST_SQLITE_EXTENSION'] = env;
+    }
+    expect(await appendAt(store, 'a', 12, mixedEvents(12, 3))).toEqual({ kind: 'appended' });
+    expect(await store.readEvents('a', FORWARD)).toEqual(mixedEvents(0, 15));
+    await store.close();
+    store = undefined;
+    expect(verifyFile(path)).toMatchObject({ sessions: 1, events: 15, problems: [] });
   });
 
   it('an untouched database reads, loads and verifies clean', async () => {

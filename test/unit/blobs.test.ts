@@ -4,7 +4,7 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_BLOB_MIN_BYTES, extractBlobs, findBlobRefs, inflateBlobs, isBlobDigest, mayHoldBlobs, parseBlobRef, type BlobRef } from '../../src/domain/blobs.js';
+import { DEFAULT_BLOB_MIN_BYTES, extractBlobs, findBlobRefs, inflateBlobs, isBlobDigest, mayHoldBlobs, mayHoldRefs, parseBlobRef, type BlobRef } from '../../src/domain/blobs.js';
 import type { Json, SessionEvent } from '../../src/domain/event.js';
 import { blobDigest, blobString, collectingMaker, extractBatch, inflateData, BlobDamagedError, type BlobPut } from '../../src/app/blob-codec.js';
 
@@ -66,6 +66,24 @@ describe('which values are blobbed', () => {
   it('minBytes 0 turns blobs off', () => {
     expect(extractBlobs({ s: 'x'.repeat(1 << 20) }, 0, collectingMaker(new Map()))).toBeUndefined();
     expect(mayHoldBlobs('x'.repeat(1 << 20), 0)).toBe(false);
+  });
+
+  it('the reference gate finds exactly the texts holding "$blob" (the key), wherever it is', () => {
+    const cases: [string, boolean][] = [
+      ['{"$blob":"sha256:x"}', true],
+      ['[{"a":1},{"$blob":1}]', true],
+      ['{"x$blob":1,"$blob$blob":2}', false],
+      ['{"$blobs":1}', false],
+      ['$blob"', false],
+      ['{"a$blob":1,"b":{"$blob":2}}', true],
+      ['"$blob"', true],
+      ['{"t":"$blob\\""}', false],
+      ['', false],
+    ];
+    for (const [text, want] of cases) {
+      expect(mayHoldRefs(text), text).toBe(want);
+      expect(mayHoldRefs(text), text).toBe(text.includes('"$blob"'));
+    }
   });
 
   it('the gate lets small events through without a walk', () => {

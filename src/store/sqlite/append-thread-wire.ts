@@ -17,6 +17,11 @@ export interface WriterConfig {
   readonly groupCommit: 'immediate' | 'microtask' | undefined;
   /** The {@link SharedCommitGate}'s memory (background sync only). */
   readonly gate: SharedArrayBuffer | undefined;
+  /**
+   * The store's connection loaded the checksum extension: the thread loads it too and its INSERTs
+   * compute the rows' checksums (sql-checksums.ts); if it cannot, it computes them in JavaScript.
+   */
+  readonly sqlChecksums?: boolean;
 }
 
 /**

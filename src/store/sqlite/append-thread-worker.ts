@@ -13,7 +13,8 @@ import Database from 'better-sqlite3';
 import type { AppendOutcome } from '../../app/store-port.js';
 import { GroupCommit, type WriteCounters } from './group-commit.js';
 import { prepareStatements } from './statements.js';
-import { addChecksums } from './row-codec.js';
+import { LINE_FORMAT, addChecksums } from './row-codec.js';
+import { loadChecksumExtension } from './sqlite-ext.js';
 import { WalSync } from './wal-sync.js';
 import { configureConnection } from './open-database.js';
 import { WalCheckpointer, type CheckpointCounters } from './wal-checkpointer.js';
@@ -94,6 +95,8 @@ interface Opened {
   readonly groups: GroupCommit;
   /** The WAL's checkpoints, off this thread (wal-checkpointer.ts). */
   readonly checkpointer: WalCheckpointer;
+  /** SQLite computes the rows' checksums (sql-checksums.ts): the rows arrive without them. */
+  readonly sqlChecksums: boolean;
 }
 
 function open(): Opened {
@@ -102,11 +105,12 @@ function open(): Opened {
     db.pragma(`busy_timeout = ${config.busyTimeoutMs}`);
     // The store's connection made the file WAL (a persistent mode) before starting this thread.
     configureConnection(db, config.durability, background);
+    const sqlChecksums = config.sqlChecksums === true && loadChecksumExtension(db, 'auto', LINE_FORMAT).loaded;
     const groups = new GroupCommit(db, prepareStatements(db, false), walSync, counters, config.groupCommit, (moved) => {
       for (const h of moved) heads.push(h);
-    }, gate);
+    }, gate, sqlChecksums);
     const checkpointer = new WalCheckpointer(db, { path: config.path, busyTimeoutMs: config.busyTimeoutMs }, checkpoints);
-    return { db, groups, checkpointer };
+    return { db, groups, checkpointer, sqlChecksums };
   } catch (e) {
     db.close();
     throw e;
@@ -124,11 +128,11 @@ try {
 
 port.on('message', (m: ToWriter) => {
   if (opened === undefined) return;
-  const { db, groups, checkpointer } = opened;
+  const { db, groups, checkpointer, sqlChecksums } = opened;
   if (m.kind === 'append') {
     for (const packed of m.calls) {
       const call = unpackQueued(packed, answers);
-      addChecksums(call.rows);
+      if (!sqlChecksums) addChecksums(call.rows);
       checkpointer.wrote(call.rows.length, call.dataBytes);
       groups.enqueue(call);
     }

@@ -25,6 +25,7 @@ import { encodeSeqs } from './codec.js';
 import { decodeIdempotent, type EventRow, type StoredIdempotent } from './row-codec.js';
 import { digestOf } from './session-writes.js';
 import type { Statements } from './statements.js';
+import { prepareSqlChecksums, type SqlChecksums } from './sql-checksums.js';
 import type { WalSync } from './wal-sync.js';
 import type { BlobWrites } from '../../app/blob-port.js';
 import { SqliteBlobs } from './sqlite-blobs.js';
@@ -51,6 +52,8 @@ interface GroupHead {
   writer: string;
   readonly tenant: string;
   readonly createdAt: number;
+  /** next_seq when the group read the head: the rows the group writes start there. */
+  readonly from: number;
   digest: number;
   /** Surface length after the session's last append in the group (sessions.surface_length, the feed's). */
   surface: number;
@@ -169,6 +172,9 @@ export class GroupCommit implements AppendQueue {
   private readonly feedEnd: Database.Statement | undefined;
   /** The feed's end as the last group transaction left it (0: not read). */
   private groupFeedEnd = 0;
+  private readonly sqlChecksums: SqlChecksums | undefined;
+  /** Inserts a call's rows: Statements.insertEvents, or SqlChecksums' (checksums by SQLite). */
+  private readonly insertRows: (rows: readonly EventRow[]) => void;
 
   constructor(
     private readonly db: Database.Database,
@@ -180,7 +186,11 @@ export class GroupCommit implements AppendQueue {
     private readonly onHeads: (heads: readonly (readonly [string, number, number])[]) => void = () => undefined,
     /** Numbers each group for readers on other connections (see CommitGate). */
     private readonly gate?: CommitGate,
+    /** True when `db` has the checksum extension loaded: the rows come without checksums, SQLite computes them (sql-checksums.ts). */
+    checksumsInSqlite = false,
   ) {
+    this.sqlChecksums = checksumsInSqlite ? prepareSqlChecksums(db) : undefined;
+    this.insertRows = this.sqlChecksums?.insertEvents ?? st.insertEvents;
     const flush = (): void => this.flushTurn();
     this.scheduleFlush =
       mode === 'microtask'
@@ -207,6 +217,7 @@ export class GroupCommit implements AppendQueue {
       const moved: (readonly [string, number, number])[] = [];
       for (const [sessionId, head] of heads) {
         if (!head.changed) continue;
+        if (this.sqlChecksums !== undefined && head.count > 0) head.digest = this.sqlChecksums.digestFrom(sessionId, head.from, head.digest);
         this.st.updateCounters.run(head.next, head.count, head.bytes, head.writer, head.digest, head.surface, sessionId);
         if (head.count > 0) moved.push([sessionId, head.createdAt, head.next]);
       }
@@ -242,7 +253,7 @@ export class GroupCommit implements AppendQueue {
         results[i] = NOT_FOUND;
         return;
       }
-      head = { next: row[0], writer: row[1], tenant: row[2], createdAt: row[3], digest: row[4], surface: row[5], count: 0, bytes: 0, changed: false };
+      head = { next: row[0], writer: row[1], tenant: row[2], createdAt: row[3], from: row[0], digest: row[4], surface: row[5], count: 0, bytes: 0, changed: false };
       heads.set(call.sessionId, head);
     }
     const key = call.idempotency;
@@ -278,7 +289,7 @@ export class GroupCommit implements AppendQueue {
     const rows = call.rows;
     try {
       if (key === undefined && call.blobs === undefined) {
-        if (rows.length === 1) this.st.insertEvents(rows);
+        if (rows.length === 1) this.insertRows(rows);
         else if (rows.length > 1) this.writeCallTxn(call, head.tenant);
       } else {
         this.writeCallTxn(call, head.tenant);
@@ -291,7 +302,7 @@ export class GroupCommit implements AppendQueue {
       return;
     }
     if (rows.length > 0) {
-      head.digest = digestOf(head.digest, rows);
+      if (this.sqlChecksums === undefined) head.digest = digestOf(head.digest, rows);
       head.next = rows[rows.length - 1]![1] + 1;
       head.count += rows.length;
       head.bytes += call.dataBytes;
@@ -307,7 +318,7 @@ export class GroupCommit implements AppendQueue {
   /** Writes one call's rows, blobs and idempotency record (inside the group transaction). */
   private writeCall(call: QueuedAppend, tenant: string): void {
     const rows = call.rows;
-    this.st.insertEvents(rows);
+    this.insertRows(rows);
     if (call.blobs !== undefined) this.blobs.write(tenant, call.sessionId, rows.map((r) => r[1]), call.blobs);
     const key = call.idempotency;
     if (key !== undefined) {

@@ -7,7 +7,8 @@
  * in one string (copied once by the clone), the types as a table of the distinct ones, and the
  * rarely set columns only when some row sets them.
  *
- * The checksums are not carried: the writer thread computes them (addChecksums).
+ * The checksums are not carried: the writer thread computes them (addChecksums, or its INSERTs with
+ * the checksum extension: sql-checksums.ts).
  */
 import type { EventRow } from './row-codec.js';
 
@@ -69,7 +70,7 @@ export function packRows(sessionId: string, rows: readonly EventRow[]): PackedRo
   return [n, numbers, texts.join(''), types, typeIndex, sparse];
 }
 
-/** The rows again (checksums 0: the writer thread fills them in). */
+/** The rows again (checksums 0: the writer thread fills them in, or SQLite does). */
 export function unpackRows(sessionId: string, p: PackedRows): EventRow[] {
   const [n, numbers, data, types, typeIndex, sparse] = p;
   const rows = new Array<EventRow>(n);
@@ -88,7 +89,7 @@ export function unpackRows(sessionId: string, p: PackedRows): EventRow[] {
   if (sparse !== undefined) {
     for (const [i, seqs, op, ignorable, usage] of sparse) {
       const row = rows[i]!;
-      // A Buffer crosses as a plain Uint8Array: addChecksums views it as a Buffer again.
+      // A Buffer crosses as a plain Uint8Array: addChecksums views it as a Buffer again (better-sqlite3 binds either as a BLOB).
       row[5] = seqs as Buffer | null;
       row[6] = op;
       row[7] = ignorable;

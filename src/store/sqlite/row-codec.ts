@@ -230,7 +230,7 @@ export function verifyRow(sessionId: string, r: ChecksummedRawEvent): void {
 }
 
 /** The version of EVENT_LINE's format; sqlite-ext/sqlite-checksums.c LINE_FORMAT must be the same. */
-export const LINE_FORMAT = 5;
+export const LINE_FORMAT = 6;
 
 /**
  * The envelope and data text of an EVENT_LINE (sqlite-ext/sqlite-checksums.c `palimpsest_event_line`):

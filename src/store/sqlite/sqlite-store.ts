@@ -113,12 +113,12 @@ export class SqliteSessionStore implements SessionStore {
         durability: options.durability ?? 'full',
         fullSync: background ? 'background' : 'inline',
         busyTimeoutMs: busyTimeoutMs(options),
-        groupCommit: options.groupCommit,
+        groupCommit: options.groupCommit, sqlChecksums: this.checksumsInSqlite,
       }, this.counters, onHeads, options.startWriter);
       this.groups = this.appendThread;
     } else {
       this.appendThread = undefined;
-      this.groups = new GroupCommit(db, this.st, this.walSync, this.counters, options.groupCommit, onHeads);
+      this.groups = new GroupCommit(db, this.st, this.walSync, this.counters, options.groupCommit, onHeads, undefined, this.checksumsInSqlite);
     }
     this.writes = sessionWrites(db, this.st);
     this.structure = structureReads(db, this.st, this.checksumsInSqlite);
@@ -230,7 +230,7 @@ export class SqliteSessionStore implements SessionStore {
       checkAscendingSeqs(sessionId, req.events, req.expectedNextSeq);
       // Encode outside the write transaction: the shared transaction only binds and inserts (the
       // writer thread computes the rows' checksums itself).
-      const { rows, dataBytes } = encodeEvents(sessionId, req.events, this.appendThread === undefined, req.dataTexts, req.blobs?.tokenFigures);
+      const { rows, dataBytes } = encodeEvents(sessionId, req.events, this.appendThread === undefined && !this.checksumsInSqlite, req.dataTexts, req.blobs?.tokenFigures);
       const done = this.appendThread === undefined ? undefined : this.ownInflight.add(sessionId, req.events.length === 0 ? req.expectedNextSeq : req.events[req.events.length - 1]!.seq + 1);
       this.groups.enqueue(queuedAppend(sessionId, req, rows, dataBytes, this.now(), resolve, reject, done));
     });
