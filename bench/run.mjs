@@ -103,7 +103,7 @@ if (!headlines.some((h) => h.bench === 'fanout') && (!only || only.has('fanout')
 }
 
 const summary = ['| target | measured | wanted | met |', '|---|---|---|---|'];
-for (const h of headlines) summary.push(`| ${h.label} | ${h.value}${h.detail ? ` — ${h.detail}` : ''} | ${h.target} | ${h.met === undefined ? '?' : h.met ? 'met' : '**missed**'} |`);
+for (const h of headlines) summary.push(`| ${h.label} | ${h.value}${h.detail ? ` — ${h.detail}` : ''} | ${h.target ?? '—'} | ${h.met === undefined ? (h.target === undefined ? 'recorded' : '?') : h.met ? 'met' : '**missed**'} |`);
 
 const report = [
   `# Palimpsest benchmarks${quick ? ' (quick)' : ''}`,
@@ -131,7 +131,7 @@ function commitOf() {
 // Quick runs (small sizes, fewer runs) never stand for today's figures.
 if (!quick && !args.includes('--no-results')) {
   const results = join(here, 'RESULTS.md');
-  const n = updateResults(results, headlines.filter((h) => h.met !== undefined) /* not the 'see the table' placeholders */, { date: new Date().toISOString().slice(0, 10), commit: commitOf() });
+  const n = updateResults(results, headlines.filter((h) => h.met !== undefined || h.target === undefined) /* not the 'see the table' placeholders (a target, no verdict); a recorded figure (no target) is written */, { date: new Date().toISOString().slice(0, 10), commit: commitOf() });
   process.stderr.write(`${n} figure(s) written to ${results}\n`);
 }
 process.exitCode = failed ? 1 : 0;
