@@ -12,7 +12,7 @@ import type { CandidateEvent, Json, JsonObject, SessionEvent } from '../domain/e
 import { DomainError } from '../domain/errors.js';
 import { isJsonObject } from '../domain/json.js';
 import { estimateMessageTokens } from '../domain/token-estimate.js';
-import { balanceDeltaOf, compactionBatch, planCompaction, refusedCompactionBatch, summaryNotSmallerError, toolPairingBalance, type CompactionBudget, type PlanNode } from '../domain/compaction-plan.js';
+import { balanceDeltaOf, compactionBatch, openToolCalls, planCompaction, refusedCompactionBatch, summaryNotSmallerError, toolPairingBalance, type CompactionBudget, type PlanNode } from '../domain/compaction-plan.js';
 import { NO_PAIRING } from '../domain/tool-pairing.js';
 import type { MessageJson } from '../domain/message-view.js';
 import type { CallContext, DerivedMessage, ModelSnapshot, SessionService } from './session-service.js';
@@ -223,7 +223,7 @@ export class CompactionService {
       shadowedTokenCount: plan.shadowedTokens,
       keptTokenCount: plan.keptTokens,
       messages,
-      blockers: this.#blockers((await this.#lockState(ctx, id, snap)).openStart, plan.unmatchedResultSeq, plan.cut === 0 ? blockingCalls(nodes, plan.openCalls, plan.budgetCut) : []),
+      blockers: this.#blockers((await this.#lockState(ctx, id, snap)).openStart, plan.unmatchedResultSeq, plan.cut === 0 ? blockingCalls(nodes, openToolCalls(nodes), plan.budgetCut) : []),
     };
   }
 
@@ -260,7 +260,7 @@ export class CompactionService {
     // range ending inside an open tool round (a call in it without a result) is refused.
     const balance = toolPairingBalance(nodes);
     const unmatched = balance.negativeAt === undefined ? undefined : (nodes[balance.negativeAt] as PlanNode).seq;
-    const open = balance.balanced[endPos + 1] === true ? [] : blockingCalls(nodes, planCompaction(nodes, { upToSeq: req.end }).openCalls, endPos + 1);
+    const open = balance.balanced[endPos + 1] === true ? [] : blockingCalls(nodes, openToolCalls(nodes), endPos + 1);
     const lock = await this.#lockState(ctx, id, snap);
     const blockers = this.#blockers(lock.openStart, unmatched, open);
     if (blockers.length > 0) {

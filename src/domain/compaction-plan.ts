@@ -11,7 +11,8 @@
  * after the range and the balanced prefix before it is compacted. A surface on which that count
  * goes negative (a tool result with no matching call: an orphan or a duplicate) is not compacted
  * at all (`unmatchedResultSeq`; the app makes it a blocker), as the reference refuses it.
- * Calls without a result on the surface are reported (`openCalls`). One pass, O(nodes).
+ * Calls without a result on the surface are found by `openToolCalls`, apart: by call id, a set of
+ * every result on the surface, which only a plan that compacts nothing needs. One pass, O(nodes).
  *
  * The batch (compaction/start, compaction/summary, the replacing user/message, compaction/end) is
  * built with exactly the reference's keys, key order and framing (fixture compaction-recovery).
@@ -67,8 +68,6 @@ export interface CompactionPlan {
   readonly budgetCut: number;
   readonly shadowedTokens: number;
   readonly keptTokens: number;
-  /** Calls on the surface without a result on it yet (the cut always stays before them). */
-  readonly openCalls: readonly { readonly callId: string; readonly seq: number }[];
   /**
    * The first surface node at which the reference's count-based balance goes negative (a
    * tool/result with no matching tool-call: an orphan or a duplicate), or undefined. When set
@@ -128,11 +127,6 @@ export function planCompaction(nodes: readonly PlanNode[], budget: CompactionBud
     k0 = pos + 1;
   }
   const { balanced, negativeAt } = toolPairingBalance(nodes);
-  // Calls without any result on the surface (by id): reported as open.
-  const answered = new Set<string>();
-  for (const x of nodes) for (const c of x.pairing.results) answered.add(c);
-  const openCalls: { callId: string; seq: number }[] = [];
-  for (const x of nodes) for (const c of x.pairing.calls) if (!answered.has(c)) openCalls.push({ callId: c, seq: x.seq });
   // Largest balanced cut k <= k0 (the reference moves the cut earlier until it is balanced).
   let best = 0;
   if (negativeAt === undefined) {
@@ -154,9 +148,21 @@ export function planCompaction(nodes: readonly PlanNode[], budget: CompactionBud
     budgetCut: k0,
     shadowedTokens,
     keptTokens,
-    openCalls,
     unmatchedResultSeq: negativeAt === undefined ? undefined : (nodes[negativeAt] as PlanNode).seq,
   };
+}
+
+/**
+ * The calls on the surface without a result on it (by call id), in surface order: what blocks a
+ * cut before them. Apart from planCompaction (a set of every result id of the surface: on a
+ * 100,000-node surface most of a plan's time), for the plans that need it.
+ */
+export function openToolCalls(nodes: readonly PlanNode[]): { callId: string; seq: number }[] {
+  const answered = new Set<string>();
+  for (const x of nodes) for (const c of x.pairing.results) answered.add(c);
+  const open: { callId: string; seq: number }[] = [];
+  for (const x of nodes) for (const c of x.pairing.calls) if (!answered.has(c)) open.push({ callId: c, seq: x.seq });
+  return open;
 }
 
 /** What the compaction batch needs. */

@@ -12,7 +12,7 @@ import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
 import type { CandidateEvent, Json, SessionEvent } from '../../src/domain/event.js';
 import { projectMessage } from '../../src/domain/derive.js';
-import { compactionBatch, planCompaction, type PlanNode } from '../../src/domain/compaction-plan.js';
+import { compactionBatch, openToolCalls, planCompaction, type PlanNode } from '../../src/domain/compaction-plan.js';
 import { estimateMessageTokens } from '../../src/domain/token-estimate.js';
 import { PRUNE_MARKER, pruneBatch, pruneContent, pruneMarker, toolResultContent } from '../../src/domain/prune.js';
 import { PairingIndex, pairingInfoOfMessage, NO_PAIRING } from '../../src/domain/tool-pairing.js';
@@ -185,7 +185,10 @@ describe('planCompaction', () => {
     expect(planCompaction(nodes, { keepTokens: 5 })).toMatchObject({ cut: 3 }); // pair inside the range: fine
     const open = [node(0, 10), node(1, 10, ['b']), node(2, 10), node(3, 10)];
     const p = planCompaction(open, { keepTokens: 5 });
-    expect(p).toMatchObject({ cut: 1, openCalls: [{ callId: 'b', seq: 1 }] });
+    expect(p).toMatchObject({ cut: 1 });
+    expect(openToolCalls(open)).toEqual([{ callId: 'b', seq: 1 }]);
+    // A call answered anywhere on the surface is not open; one answered by another id is.
+    expect(openToolCalls([node(0, 1, ['x', 'y']), node(1, 1, [], ['y']), node(2, 1, [], ['z'])])).toEqual([{ callId: 'x', seq: 0 }]);
   });
 });
 
