@@ -16,6 +16,7 @@
  * machine noise spreads over all of them. Prints a markdown table, and HEADLINE {json} lines that
  * bench/run.mjs turns into the summary of targets.
  */
+import { stepEvents } from './server/bench-child.js';
 import { bundleServerChild, sqliteWriterArg } from './server/bundle.js';
 import { streamLoad, streamRequest } from './server/append-stream-load.js';
 import v8 from 'node:v8';
@@ -227,22 +228,6 @@ function bodyFile(msg: Buffer): string {
   return path;
 }
 
-/** An agent-step mix (5 chunks, assistant message with a tool call, tool call, tool result) as import candidates. */
-function stepEvents(step: number, seq0: number): CandidateEvent[] {
-  const t = 1_760_000_000_000 + seq0;
-  const out: CandidateEvent[] = [];
-  for (let i = 0; i < 5; i++) out.push({ seq: seq0 + i, time: t + i, type: 'assistant/chunk', data: { turn: 1, step, chunk: { type: 'text-delta', index: 0, text: 'The quick brown fox ' } } } as CandidateEvent);
-  out.push({
-    seq: seq0 + 5, time: t + 5, type: 'assistant/message', surfaceOp: 'append',
-    data: { turn: 1, step, message: { id: `a${step}`, role: 'assistant', content: [{ type: 'text', text: 'The quick brown fox jumps over the lazy dog.' }, { type: 'tool-call', id: `c${step}`, name: 'bash', arguments: '{"command":"ls"}' }], source: { kind: 'model', provider: 'p', model: 'm' } }, usage: { inputTokens: 10, outputTokens: 2 } },
-  } as CandidateEvent);
-  out.push({ seq: seq0 + 6, time: t + 6, type: 'tool/call', data: { turn: 1, step, callId: `c${step}`, name: 'bash', arguments: '{"command":"ls"}' } } as CandidateEvent);
-  out.push({
-    seq: seq0 + 7, time: t + 7, type: 'tool/result', surfaceOp: 'append',
-    data: { turn: 1, step, message: { id: `r${step}`, role: 'user', source: { kind: 'tool', callId: `c${step}` }, content: [{ type: 'tool-result', toolCallId: `c${step}`, content: [{ type: 'text', text: 'file-a\nfile-b\nfile-c' }], isError: false }] } },
-  } as CandidateEvent);
-  return out;
-}
 
 /** Writes a session of `n` events (validated by the engine in import mode) straight into the store. */
 async function buildSession(store: SqliteSessionStore, id: string, n: number): Promise<void> {

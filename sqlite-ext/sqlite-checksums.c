@@ -181,6 +181,32 @@ static uint32_t crc_byte(uint32_t crc, unsigned char b) { return table[0][(crc ^
 
 static const char hex_digits[] = "0123456789ABCDEF";
 
+/* scrc: CRC-32C of `<seq>:<surface_op or ''>\t<HEX or '-'>\t<ignorable or ''>\t<type>` (integrity.ts structuralCrc). */
+static sqlite3_int64 structural_crc(sqlite3_int64 seq, const unsigned char *op, int opBytes, int hasSeqs, const unsigned char *seqs, int seqsBytes,
+                                    int hasIgnorable, sqlite3_int64 ign, const unsigned char *type, int typeBytes) {
+  char digits[24];
+  uint32_t c = crc_feed(0xFFFFFFFFu, (const unsigned char *)digits, (size_t)(put_int(digits, seq) - digits));
+  c = crc_byte(c, ':');
+  if (op != NULL) c = crc_feed(c, op, (size_t)opBytes);
+  c = crc_byte(c, '\t');
+  if (!hasSeqs) c = crc_byte(c, '-');
+  for (int i = 0; i < seqsBytes; i++) c = crc_byte(crc_byte(c, hex_digits[seqs[i] >> 4]), hex_digits[seqs[i] & 15]);
+  c = crc_byte(c, '\t');
+  if (hasIgnorable) c = crc_feed(c, (const unsigned char *)digits, (size_t)(put_int(digits, ign) - digits));
+  c = crc_byte(c, '\t');
+  c = crc_feed(c, type, (size_t)typeBytes);
+  return (sqlite3_int64)(c ^ 0xFFFFFFFFu);
+}
+
+/* dcrc: CRC-32C of `<time>\t<data>` (integrity.ts dataCrc). */
+static sqlite3_int64 data_crc(sqlite3_int64 time, const unsigned char *text, int textBytes) {
+  char digits[24];
+  uint32_t c = crc_feed(0xFFFFFFFFu, (const unsigned char *)digits, (size_t)(put_int(digits, time) - digits));
+  c = crc_byte(c, '\t');
+  c = crc_feed(c, text, (size_t)textBytes);
+  return (sqlite3_int64)(c ^ 0xFFFFFFFFu);
+}
+
 /* One event row's values, checked (check_row). */
 struct row {
   sqlite3_int64 seq, time;
@@ -218,24 +244,10 @@ static int check_row(sqlite3_value **a, struct row *r) {
   r->opBytes = r->op != NULL ? sqlite3_value_bytes(a[5]) : 0;
   r->ignorable = !ignNull;
   if (r->type == NULL || r->text == NULL || (r->seqsBytes > 0 && r->seqs == NULL) || (opType == SQLITE_TEXT && r->op == NULL)) return -1;
-  /* scrc over `<seq>:<surface_op or ''>\t<HEX or '-'>\t<ignorable or ''>\t<type>` */
-  char digits[24];
-  uint32_t c = crc_feed(0xFFFFFFFFu, (const unsigned char *)digits, (size_t)(put_int(digits, r->seq) - digits));
-  c = crc_byte(c, ':');
-  if (r->op != NULL) c = crc_feed(c, r->op, (size_t)r->opBytes);
-  c = crc_byte(c, '\t');
-  if (!r->hasSeqs) c = crc_byte(c, '-');
-  for (int i = 0; i < r->seqsBytes; i++) c = crc_byte(crc_byte(c, hex_digits[r->seqs[i] >> 4]), hex_digits[r->seqs[i] & 15]);
-  c = crc_byte(c, '\t');
-  if (r->ignorable) c = crc_feed(c, (const unsigned char *)digits, (size_t)(put_int(digits, ign) - digits));
-  c = crc_byte(c, '\t');
-  c = crc_feed(c, r->type, (size_t)r->typeBytes);
-  if ((sqlite3_int64)(c ^ 0xFFFFFFFFu) != scrc || !valid_utf8(r->type, r->typeBytes)) return 1;
-  /* dcrc over `<time>\t<data>` */
-  c = crc_feed(0xFFFFFFFFu, (const unsigned char *)digits, (size_t)(put_int(digits, r->time) - digits));
-  c = crc_byte(c, '\t');
-  c = crc_feed(c, r->text, (size_t)r->textBytes);
-  if ((sqlite3_int64)(c ^ 0xFFFFFFFFu) != dcrc) return 2;
+  if (structural_crc(r->seq, r->op, r->opBytes, r->hasSeqs, r->seqs, r->seqsBytes, r->ignorable, ign, r->type, r->typeBytes) != scrc ||
+      !valid_utf8(r->type, r->typeBytes))
+    return 1;
+  if (data_crc(r->time, r->text, r->textBytes) != dcrc) return 2;
   return 0;
 }
 
@@ -741,18 +753,7 @@ static void structure_step(sqlite3_context *ctx, int argc, sqlite3_value **a) {
     s->status = -1;
     return;
   }
-  char digits[24];
-  uint32_t c = crc_feed(0xFFFFFFFFu, (const unsigned char *)digits, (size_t)(put_int(digits, seq) - digits));
-  c = crc_byte(c, ':');
-  if (op != NULL) c = crc_feed(c, op, (size_t)opBytes);
-  c = crc_byte(c, '\t');
-  if (seqsType != SQLITE_BLOB) c = crc_byte(c, '-');
-  for (int i = 0; i < seqsBytes; i++) c = crc_byte(crc_byte(c, hex_digits[seqs[i] >> 4]), hex_digits[seqs[i] & 15]);
-  c = crc_byte(c, '\t');
-  if (!ignNull) c = crc_feed(c, (const unsigned char *)digits, (size_t)(put_int(digits, ign) - digits));
-  c = crc_byte(c, '\t');
-  c = crc_feed(c, type, (size_t)typeBytes);
-  if ((sqlite3_int64)(c ^ 0xFFFFFFFFu) != scrc || !valid_utf8(type, typeBytes)) {
+  if (structural_crc(seq, op, opBytes, seqsType == SQLITE_BLOB, seqs, seqsBytes, !ignNull, ign, type, typeBytes) != scrc || !valid_utf8(type, typeBytes)) {
     s->status = 1;
     s->badSeq = seq;
     return;
@@ -891,18 +892,7 @@ static void scrc_fn(sqlite3_context *ctx, int argc, sqlite3_value **a) {
     sqlite3_result_error_nomem(ctx);
     return;
   }
-  char digits[24];
-  uint32_t c = crc_feed(0xFFFFFFFFu, (const unsigned char *)digits, (size_t)(put_int(digits, seq) - digits));
-  c = crc_byte(c, ':');
-  if (op != NULL) c = crc_feed(c, op, (size_t)opBytes);
-  c = crc_byte(c, '\t');
-  if (seqsType != SQLITE_BLOB) c = crc_byte(c, '-');
-  for (int i = 0; i < seqsBytes; i++) c = crc_byte(crc_byte(c, hex_digits[seqs[i] >> 4]), hex_digits[seqs[i] & 15]);
-  c = crc_byte(c, '\t');
-  if (!ignNull) c = crc_feed(c, (const unsigned char *)digits, (size_t)(put_int(digits, ign) - digits));
-  c = crc_byte(c, '\t');
-  c = crc_feed(c, type, (size_t)typeBytes);
-  sqlite3_result_int64(ctx, (sqlite3_int64)(c ^ 0xFFFFFFFFu));
+  sqlite3_result_int64(ctx, structural_crc(seq, op, opBytes, seqsType == SQLITE_BLOB, seqs, seqsBytes, !ignNull, ign, type, typeBytes));
 }
 
 static void dcrc_fn(sqlite3_context *ctx, int argc, sqlite3_value **a) {
@@ -918,11 +908,7 @@ static void dcrc_fn(sqlite3_context *ctx, int argc, sqlite3_value **a) {
     sqlite3_result_error_nomem(ctx);
     return;
   }
-  char digits[24];
-  uint32_t c = crc_feed(0xFFFFFFFFu, (const unsigned char *)digits, (size_t)(put_int(digits, time) - digits));
-  c = crc_byte(c, '\t');
-  c = crc_feed(c, text, (size_t)textBytes);
-  sqlite3_result_int64(ctx, (sqlite3_int64)(c ^ 0xFFFFFFFFu));
+  sqlite3_result_int64(ctx, data_crc(time, text, textBytes));
 }
 
 /*

@@ -9,14 +9,14 @@
  * the child's utime+stime from /proc before and after; runs are interleaved, the median printed.
  */
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
 import http2 from 'node:http2';
 import { AppendEventsRequest } from '../../gen/palimpsest/v1/service.js';
 import type { EventInput } from '../../gen/palimpsest/v1/event.js';
 import { bundleServerChild } from './bundle.js';
+import { cpuSeconds, spawnBenchChild, type BenchChild } from './bench-child.js';
 import { streamLoad, streamRequest } from './append-stream-load.js';
 
 const arg = (name: string, dflt: string): string => {
@@ -30,7 +30,6 @@ const DURABILITY = arg('--durability', 'full');
 const PROF = arg('--cpu-prof', '');
 const only = arg('--only', 'echo,unary,stream').split(',');
 const root = mkdtempSync(join(tmpdir(), 'palimpsest-percall-'));
-const TICKS = Number(readFileSync('/proc/self/stat', 'utf8') && 100); // USER_HZ
 
 const TICK_DATA = JSON.stringify({ n: 1, text: 'The quick brown fox jumps over the lazy dog; '.repeat(4) });
 const tick: EventInput = { type: 'bench/tick', data: { kind: { $case: 'json', value: TICK_DATA } }, sourceEventSeqs: undefined, surfaceOp: undefined, ignorable: false };
@@ -40,30 +39,10 @@ head.writeUInt32BE(msg.length, 1);
 const bodyPath = join(root, 'body.bin');
 writeFileSync(bodyPath, Buffer.concat([head, msg]));
 
-interface Child { pid: number; address: string; stop(): Promise<void>; stats(): Promise<Record<string, number> | null> }
+type Child = BenchChild<Record<string, number> | null>;
 const childCommand = await bundleServerChild();
-async function spawnChild(args: string[], flags: string[] = [], command = childCommand): Promise<Child> {
-  const proc = spawn(process.execPath, [...flags, ...command, ...args], { stdio: ['pipe', 'pipe', 'inherit'] });
-  const rl = createInterface({ input: proc.stdout! });
-  const port = await new Promise<number>((resolve, reject) => {
-    rl.once('line', (l) => resolve((JSON.parse(l) as { port: number }).port));
-    proc.once('exit', (code) => reject(new Error(`exited ${code}`)));
-  });
-  return {
-    pid: proc.pid!, address: `127.0.0.1:${port}`,
-    stats: () => new Promise((resolve) => {
-      rl.once('line', (l) => resolve((JSON.parse(l) as { stats: Record<string, number> | null }).stats));
-      proc.kill('SIGUSR2');
-    }),
-    stop: () => new Promise((r) => { proc.once('exit', () => r()); proc.kill('SIGTERM'); }),
-  };
-}
-/** utime+stime in seconds of a process (all threads) or one thread. */
-function cpu(pid: number, tid?: number): number {
-  const s = readFileSync(tid === undefined ? `/proc/${pid}/stat` : `/proc/${pid}/task/${tid}/stat`, 'utf8');
-  const f = s.slice(s.lastIndexOf(')') + 2).split(' ');
-  return (Number(f[11]) + Number(f[12])) / TICKS;
-}
+const spawnChild = (args: string[], flags: string[] = [], command = childCommand): Promise<Child> => spawnBenchChild(command, args, flags);
+const cpu = cpuSeconds;
 function h2load(address: string, n: number): void {
   const r = spawnSync('h2load', ['-c', '1', '-m', String(INFLIGHT), '-n', String(n), '-d', bodyPath, '-H', 'content-type: application/grpc', '-H', 'te: trailers', `http://${address}/palimpsest.v1.SessionService/AppendEvents`], { encoding: 'utf8' });
   const ok = /(\d+) succeeded/.exec(r.stdout);

@@ -11,17 +11,16 @@
  * Configurations are interleaved run by run. `--alt DIR`: a second server from another bundle
  * (DIR/child.mjs, a copy of an earlier build, e.g. main's) measured the same way as `alt`.
  */
-import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
 import * as grpc from '@grpc/grpc-js';
 import { ListEventsRequest, ListEventsResponse } from '../../gen/palimpsest/v1/service.js';
 import { SessionEngine } from '../../src/domain/session-engine.js';
 import { SESSION_FORMAT_VERSION, type CandidateEvent } from '../../src/domain/event.js';
 import { SqliteSessionStore } from '../../src/store/sqlite/sqlite-store.js';
 import { bundleServerChild } from './bundle.js';
+import { cpuSeconds, spawnBenchChild, stepEvents, type BenchChild } from './bench-child.js';
 
 const arg = (name: string, dflt: string): string => {
   const i = process.argv.indexOf(name);
@@ -34,26 +33,9 @@ const ALT = arg('--alt', '');
 const PROF = arg('--cpu-prof', '');
 const SESSION = 10_000;
 const PAGE = 1_000;
-const TICKS = 100; // USER_HZ
 const SERVICE = '/palimpsest.v1.SessionService/';
 const root = mkdtempSync(join(tmpdir(), 'palimpsest-reads-'));
 
-/** The bench's session (bench/server.bench.ts stepEvents): 8 events a step, 2 of them on the surface. */
-function stepEvents(step: number, seq0: number): CandidateEvent[] {
-  const t = 1_760_000_000_000 + seq0;
-  const out: CandidateEvent[] = [];
-  for (let i = 0; i < 5; i++) out.push({ seq: seq0 + i, time: t + i, type: 'assistant/chunk', data: { turn: 1, step, chunk: { type: 'text-delta', index: 0, text: 'The quick brown fox ' } } } as CandidateEvent);
-  out.push({
-    seq: seq0 + 5, time: t + 5, type: 'assistant/message', surfaceOp: 'append',
-    data: { turn: 1, step, message: { id: `a${step}`, role: 'assistant', content: [{ type: 'text', text: 'The quick brown fox jumps over the lazy dog.' }, { type: 'tool-call', id: `c${step}`, name: 'bash', arguments: '{"command":"ls"}' }], source: { kind: 'model', provider: 'p', model: 'm' } }, usage: { inputTokens: 10, outputTokens: 2 } },
-  } as CandidateEvent);
-  out.push({ seq: seq0 + 6, time: t + 6, type: 'tool/call', data: { turn: 1, step, callId: `c${step}`, name: 'bash', arguments: '{"command":"ls"}' } } as CandidateEvent);
-  out.push({
-    seq: seq0 + 7, time: t + 7, type: 'tool/result', surfaceOp: 'append',
-    data: { turn: 1, step, message: { id: `r${step}`, role: 'user', source: { kind: 'tool', callId: `c${step}` }, content: [{ type: 'tool-result', toolCallId: `c${step}`, content: [{ type: 'text', text: 'file-a\nfile-b\nfile-c' }], isError: false }] } },
-  } as CandidateEvent);
-  return out;
-}
 
 async function buildFixture(path: string): Promise<void> {
   const store = new SqliteSessionStore({ path, durability: 'normal' });
@@ -68,31 +50,10 @@ async function buildFixture(path: string): Promise<void> {
   await store.close();
 }
 
-interface Child { pid: number; address: string; stop(): Promise<void>; stats(): Promise<unknown> }
+type Child = BenchChild;
 const childCommand = await bundleServerChild();
-async function spawnChild(args: string[], command = childCommand): Promise<Child> {
-  const flags = PROF ? ['--cpu-prof', '--cpu-prof-dir', PROF] : [];
-  const proc = spawn(process.execPath, [...flags, ...command, ...args], { stdio: ['pipe', 'pipe', 'inherit'] });
-  const rl = createInterface({ input: proc.stdout! });
-  const port = await new Promise<number>((resolve, reject) => {
-    rl.once('line', (l) => resolve((JSON.parse(l) as { port: number }).port));
-    proc.once('exit', (code) => reject(new Error(`exited ${code}`)));
-  });
-  return {
-    pid: proc.pid!, address: `127.0.0.1:${port}`,
-    stop: () => new Promise((r) => { proc.once('exit', () => r()); proc.kill('SIGTERM'); }),
-    stats: () => new Promise((resolve) => {
-      rl.once('line', (l) => resolve((JSON.parse(l) as { stats: unknown }).stats));
-      proc.kill('SIGUSR2');
-    }),
-  };
-}
-/** utime+stime in seconds of a process (all threads) or of one of its threads (the main thread: tid = pid). */
-function cpu(pid: number, tid?: number): number {
-  const s = readFileSync(tid === undefined ? `/proc/${pid}/stat` : `/proc/${pid}/task/${tid}/stat`, 'utf8');
-  const f = s.slice(s.lastIndexOf(')') + 2).split(' ');
-  return (Number(f[11]) + Number(f[12])) / TICKS;
-}
+const spawnChild = (args: string[], command = childCommand): Promise<Child> => spawnBenchChild(command, args, PROF ? ['--cpu-prof', '--cpu-prof-dir', PROF] : []);
+const cpu = cpuSeconds;
 
 const identity = (b: Buffer): Buffer => b;
 function client(address: string): grpc.Client {
