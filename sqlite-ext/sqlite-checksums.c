@@ -892,6 +892,11 @@ static void scrc_fn(sqlite3_context *ctx, int argc, sqlite3_value **a) {
     sqlite3_result_error_nomem(ctx);
     return;
   }
+  /* What check_row reads as structural damage is not written: an empty surface_op, a type that is not well-formed UTF-8. */
+  if ((opType == SQLITE_TEXT && opBytes == 0) || !valid_utf8(type, typeBytes)) {
+    sqlite3_result_error(ctx, "palimpsest_scrc: an empty surface_op or a type that is not UTF-8", -1);
+    return;
+  }
   sqlite3_result_int64(ctx, structural_crc(seq, op, opBytes, seqsType == SQLITE_BLOB, seqs, seqsBytes, !ignNull, ign, type, typeBytes));
 }
 

@@ -73,7 +73,7 @@ const group = db.transaction(() => {
     next += ROWS;
   }
   const t2 = process.cpuUsage();
-  if (sql !== undefined) digest = sql.digestFrom('s', from, digest);
+  if (sql !== undefined) digest = sql.digestFrom('s', from, next, next - from, digest);
   st.updateCounters.run(next, CALLS * ROWS, 0, 'w', digest, 0, 's');
   updateUs += cpu(t2);
 });

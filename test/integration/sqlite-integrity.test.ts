@@ -26,7 +26,7 @@ import { readHeads } from '../../src/store/sqlite/head-record.js';
 import { appendFileSync, readFileSync, writeFileSync } from 'node:fs';
 import type { SessionEvent } from '../../src/domain/event.js';
 import { appendAt, ev, newSession, req } from './store-contract.js';
-import { dataCrc, structuralCrc } from '../../src/store/sqlite/integrity.js';
+import { dataCrc, digestStep, structuralCrc } from '../../src/store/sqlite/integrity.js';
 import { digestOf } from '../../src/store/sqlite/session-writes.js';
 import { tempDbDir } from '../support/temp-db.js';
 
@@ -280,6 +280,28 @@ describe.each<[string, NativeChecksums]>([
   it('reads verify where the mode says', async () => {
     store = open(freshPath());
     expect(store.checksumsInSqlite).toBe(nativeChecksums === 'require');
+  });
+
+  it("a stray row past the session's head (damage) is not chained into the digest of the rows a group writes; a call that runs into it leaves nothing", async () => {
+    const path = freshPath();
+    store = open(path);
+    await store.createSession(newSession('c'), []);
+    await store.close();
+    const raw = new Database(path);
+    raw.prepare("INSERT INTO events (session_id, seq, type, time, data, scrc, dcrc) VALUES ('c', 27, 't', 5, '{\"s\":27}', ?, ?)").run(structuralCrc(27, null, null, null, 't'), dataCrc(5, '{"s":27}'));
+    raw.close();
+    store = open(path);
+    // 30 rows: the INSERT of the first 25 runs before the row at 27 collides; the call's SAVEPOINT takes them back.
+    await expect(appendAt(store, 'c', 0, Array.from({ length: 30 }, (_, i) => ev(i, 't', { s: i }, { time: 5 })))).rejects.toThrow();
+    expect((await appendAt(store, 'c', 0, [ev(0, 't', { s: 0 }, { time: 5 })])).kind).toBe('appended');
+    await store.close();
+    const db = new Database(path, { readonly: true });
+    const seqs = db.prepare("SELECT seq FROM events WHERE session_id = 'c' ORDER BY seq").pluck().all();
+    const digest = db.prepare("SELECT digest FROM sessions WHERE id = 'c'").pluck().get();
+    db.close();
+    expect(seqs).toEqual([0, 27]);
+    // The digest covers the row the group wrote, as the JavaScript checksums chain it (not the stray row).
+    expect(digest).toBe(digestStep(0, structuralCrc(0, null, null, null, 't'), dataCrc(5, '{"s":0}')));
   });
 
   it('reads back every field shape exactly: types with tabs, commas and astral characters, negative times, long citation lists, replace ops', async () => {

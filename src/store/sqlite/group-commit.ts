@@ -217,7 +217,7 @@ export class GroupCommit implements AppendQueue {
       const moved: (readonly [string, number, number])[] = [];
       for (const [sessionId, head] of heads) {
         if (!head.changed) continue;
-        if (this.sqlChecksums !== undefined && head.count > 0) head.digest = this.sqlChecksums.digestFrom(sessionId, head.from, head.digest);
+        if (this.sqlChecksums !== undefined && head.count > 0) head.digest = this.sqlChecksums.digestFrom(sessionId, head.from, head.next, head.count, head.digest);
         this.st.updateCounters.run(head.next, head.count, head.bytes, head.writer, head.digest, head.surface, sessionId);
         if (head.count > 0) moved.push([sessionId, head.createdAt, head.next]);
       }

@@ -31,8 +31,12 @@ const INSERT = (rows: number): string =>
 export interface SqlChecksums {
   /** Inserts rows whose scrc and dcrc are not set (SQLite computes them). */
   insertEvents(rows: readonly EventRow[]): void;
-  /** The digest of session `sessionId` chained from `digest` over its rows from seq `from` on (as they are in the transaction). */
-  digestFrom(sessionId: string, from: number, digest: number): number;
+  /**
+   * The digest of session `sessionId` chained from `digest` over its rows with seqs `from` to
+   * `to - 1` (as they are in the transaction: the rows the group wrote). Throws unless there are
+   * exactly `count` of them (a row already stored in that range is not the group's).
+   */
+  digestFrom(sessionId: string, from: number, to: number, count: number, digest: number): number;
 }
 
 export function prepareSqlChecksums(db: Database.Database): SqlChecksums {
@@ -40,8 +44,8 @@ export function prepareSqlChecksums(db: Database.Database): SqlChecksums {
   const chunks = CHUNKS.map((n) => ({ n, st: db.prepare(INSERT(n)), args: new Array<unknown>(n * BOUND) }));
   // The rows in key order (no sorter); palimpsest_digest refuses any other order.
   const digest = db
-    .prepare('SELECT palimpsest_digest(d, seq, scrc, dcrc) FROM (SELECT ? AS d, seq, scrc, dcrc FROM events WHERE session_id = ? AND seq >= ? ORDER BY seq)')
-    .pluck();
+    .prepare('SELECT palimpsest_digest(d, seq, scrc, dcrc), count(*) FROM (SELECT ? AS d, seq, scrc, dcrc FROM events WHERE session_id = ? AND seq >= ? AND seq < ? ORDER BY seq)')
+    .raw();
   const put = (args: unknown[], r: EventRow, at: number): void => {
     args[at] = r[0];
     args[at + 1] = r[1];
@@ -74,8 +78,9 @@ export function prepareSqlChecksums(db: Database.Database): SqlChecksums {
         one.run(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[10], r[11]);
       }
     },
-    digestFrom(sessionId, from, start) {
-      const d = digest.get(start, sessionId, from) as number | null;
+    digestFrom(sessionId, from, to, count, start) {
+      const [d, n] = digest.get(start, sessionId, from, to) as [number | null, number];
+      if (n !== count) throw new Error(`session ${sessionId}: ${n} rows stored at seqs ${from}..${to - 1}, the group wrote ${count}`);
       return d ?? start;
     },
   };
